@@ -1,0 +1,120 @@
+/**
+ * Protocol-neutral runtime contracts shared by providers, tools and the turn loop.
+ * Nothing here knows which wire protocol (app-service, SCV, host) drives a turn.
+ */
+
+/** The six reasoning choices the wire knows. */
+export const THINKING_LEVELS = ["default", "low", "medium", "high", "x_high", "max"] as const;
+export type ThinkingLevel = (typeof THINKING_LEVELS)[number];
+
+export interface TextPart { type: "text"; text: string }
+/** An image attachment; passed only to providers whose model accepts images. */
+export interface ImagePart { type: "image"; mediaType: string; dataBase64: string }
+export type UserContent = TextPart | ImagePart;
+
+export type AssistantBlock =
+  | { type: "text"; text: string }
+  /** Raw thinking is kept for provider continuity (e.g. Anthropic signatures), never projected to clients. */
+  | { type: "thinking"; text: string; signature?: string }
+  | { type: "tool_call"; id: string; name: string; arguments: Record<string, unknown> };
+
+export type Message =
+  | { role: "user"; content: UserContent[] }
+  | { role: "assistant"; content: AssistantBlock[] }
+  | { role: "tool"; toolCallId: string; toolName: string; content: string; isError: boolean };
+
+/** A tool as advertised to a model: name, description and JSON Schema of its arguments. */
+export interface ToolSpec {
+  name: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+}
+
+export interface ProviderRequest {
+  model: string;
+  system: string;
+  messages: Message[];
+  tools: ToolSpec[];
+  maxOutputTokens?: number;
+  thinking?: ThinkingLevel;
+  signal: AbortSignal;
+}
+
+export type ProviderErrorKind =
+  | "aborted" // the caller's signal fired
+  | "limit" // a bounded read was exceeded (event, response, text, tool args, tool-call count)
+  | "http" // non-success HTTP status (after retries)
+  | "auth" // 401/403 or no credential
+  | "protocol" // malformed stream / unexpected shape
+  | "network"; // connection failure or mid-stream disconnect
+
+/**
+ * One provider stream. Contract: once `stream()` is called it never throws and never rejects;
+ * it ends with exactly one `done` or `error` event, after which it yields nothing.
+ * `text_delta` events carry only new text (deltas, never the accumulated text).
+ * A `tool_call` is yielded only once its arguments are complete and parsed.
+ */
+export type ProviderEvent =
+  | { type: "text_delta"; text: string }
+  | { type: "thinking_delta"; text: string }
+  /** A completed reasoning summary whose provenance the provider verified (Anthropic thinking block end, OpenAI reasoning summary part done). */
+  | { type: "reasoning_summary"; text: string }
+  /** Provider continuity data for a finished thinking block (kept in history, never shown). */
+  | { type: "thinking_block"; text: string; signature?: string }
+  | { type: "tool_call"; id: string; name: string; arguments: Record<string, unknown> }
+  | { type: "usage"; inputTokens: number; outputTokens: number; cacheReadTokens: number | null; reasoningTokens: number | null }
+  | { type: "done"; stopReason: "end" | "tool_use" | "max_tokens" }
+  /** `message` is a fixed, safe label: never a provider body, URL or credential. */
+  | { type: "error"; kind: ProviderErrorKind; retryable: boolean; message: string };
+
+export interface Provider {
+  readonly id: string;
+  readonly api: ProviderApi;
+  stream(req: ProviderRequest): AsyncIterable<ProviderEvent>;
+}
+
+export type ProviderApi = "anthropic" | "openai-responses" | "openai-chat";
+
+/** Supplies a credential per request so refreshed/rotated credentials are picked up. `null` = none (no-auth mode). */
+export type CredentialSource = () => Promise<{ kind: "api_key" | "bearer"; value: string; accountId?: string } | null>;
+
+/** Read bounds (SCV spec; defaults for every protocol). */
+export const PROVIDER_BOUNDS = {
+  maxSseEventBytes: 1024 * 1024,
+  maxResponseBytes: 4 * 1024 * 1024,
+  maxAssistantTextBytes: 1024 * 1024,
+  maxToolArgumentBytes: 256 * 1024,
+  maxToolCallsPerResponse: 32,
+} as const;
+
+// ---------------------------------------------------------------- tools
+
+export type ToolErrorKind = "denied" | "cancelled" | "invalid_arguments" | "unavailable" | "limit" | "unknown_tool" | "failed";
+
+export interface ToolContext {
+  /** The session's working directory; relative paths resolve against it. */
+  cwd: string;
+  signal: AbortSignal;
+  /** Short, rate-limited status line (never tool output content). */
+  onProgress(line: string): void;
+}
+
+export interface ToolResult {
+  /** Bounded text for the model. */
+  content: string;
+  isError: boolean;
+  errorKind?: ToolErrorKind;
+  /** `true`/`false` when the tool has a timeout notion, else undefined. */
+  timedOut?: boolean;
+}
+
+export interface Tool {
+  readonly spec: ToolSpec;
+  readonly transport: "local" | "mcp";
+  /** MCP server name for MCP tools. */
+  readonly serverName?: string;
+  /** Validates arguments against the tool's schema before it runs. */
+  validate(args: unknown): { ok: true; value: Record<string, unknown> } | { ok: false; message: string };
+  /** Runs the tool. Never rejects: failures come back as `isError` results with an `errorKind`. */
+  run(args: Record<string, unknown>, ctx: ToolContext): Promise<ToolResult>;
+}
