@@ -1,0 +1,19 @@
+/** Opaque identifiers. Pure helpers; randomness comes from node:crypto's CSPRNG via an injectable source. */
+import { randomBytes } from "node:crypto";
+import { utf8Length } from "./utf8.js";
+
+export type IdSource = (prefix: string) => string;
+
+/** Default: prefix + 128 random bits, URL-safe base64. */
+export const randomId: IdSource = (prefix) => `${prefix}${randomBytes(16).toString("base64url")}`;
+
+/**
+ * A correlation ID is "safe" to echo when it is a nonempty string within `maxBytes` UTF-8 bytes
+ * that contains no control characters. Safe IDs are echoed in error responses; others become null.
+ */
+export function isSafeId(v: unknown, maxBytes: number): v is string {
+  if (typeof v !== "string" || v.length === 0 || v.length > maxBytes) return false;
+  if (utf8Length(v) > maxBytes) return false;
+  // eslint-disable-next-line no-control-regex
+  return !/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/.test(v);
+}

@@ -1,0 +1,58 @@
+/** UTF-8 byte helpers. Pure; no I/O. */
+
+/** UTF-8 byte length of a JS string without allocating a Buffer (lone surrogates count as U+FFFD, 3 bytes). */
+export function utf8Length(s: string): number {
+  let n = s.length;
+  // Fast path: ASCII strings are the common case.
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) n += 1;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        n += 2; // 2 UTF-16 units -> 4 bytes
+        i++;
+      } else n += 2;
+    } else n += 2;
+  }
+  return n;
+}
+
+/**
+ * Splits `s` into consecutive pieces of at most `maxBytes` UTF-8 bytes each, never inside a character.
+ * The empty string yields one empty piece.
+ */
+export function splitUtf8(s: string, maxBytes: number): string[] {
+  if (maxBytes < 4) throw new RangeError("maxBytes must be at least 4");
+  const out: string[] = [];
+  let start = 0;
+  let bytes = 0;
+  let i = 0;
+  while (i < s.length) {
+    const c = s.charCodeAt(i);
+    let units = 1;
+    let b: number;
+    if (c < 0x80) b = 1;
+    else if (c < 0x800) b = 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      b = 4;
+      units = 2;
+    } else b = 3;
+    if (bytes + b > maxBytes) {
+      out.push(s.slice(start, i));
+      start = i;
+      bytes = 0;
+    }
+    bytes += b;
+    i += units;
+  }
+  out.push(s.slice(start));
+  return out;
+}
+
+/** Truncates to at most `maxBytes` UTF-8 bytes without splitting a character. */
+export function truncateUtf8(s: string, maxBytes: number): string {
+  if (utf8Length(s) <= maxBytes) return s;
+  return splitUtf8(s, Math.max(4, maxBytes))[0] ?? "";
+}

@@ -1,0 +1,205 @@
+/**
+ * The app-service dispatcher over a byte stream pair (stdio today). Transport-neutral: it takes a Readable and a
+ * Writable and the method families; advertised transport names are injected by the composition root.
+ *
+ * Lifecycle contract:
+ * - Records are handled one at a time; each record's outbound batch is handed to the output before the next
+ *   record is read (worker-mode methods answer later, when they settle).
+ * - Request IDs are reserved from acceptance until their response is written, or until `release()` for held
+ *   (long-lived) requests. Reuse while reserved -> duplicate_request_id.
+ * - EOF: stop reading, drain families (reverse order), wait for worker responses, flush output, resolve 0.
+ * - Output failure or an unencodable outbound message: stop reading, drain with output disabled, resolve 1,
+ *   with one diagnostic line on stderr.
+ */
+import type { Readable, Writable } from "node:stream";
+import { LIMITS } from "../../core/limits.js";
+import { wireError, type ErrorCode } from "../../core/errors.js";
+import { LineSplitter, decodeRecord, type Frame } from "../../transport/jsonl.js";
+import { LineWriter } from "../../transport/line-writer.js";
+import type { EventName, MethodDescriptor, MethodFamily, Outcome, RequestContext, Reservation } from "./descriptor.js";
+import { parseRecord, validateEnvelope, type Identities } from "./envelope.js";
+import { OutputLimitError, encodeEvent, encodeResponse } from "./output.js";
+import type { InitState } from "./service-methods.js";
+
+export interface AppServiceOptions {
+  input: Readable;
+  output: Writable;
+  families: MethodFamily[];
+  state: InitState;
+  /** One diagnostic line to stderr (never request data or secrets). */
+  log: (line: string) => void;
+}
+
+interface Slot {
+  /** Encoded events waiting for this request's response to be written. */
+  held: string[] | null;
+  /** Reservation outlives the response. */
+  kept: boolean;
+  responded: boolean;
+}
+
+const NULL_IDS: Identities = { requestId: null, sessionId: null, method: null };
+
+export class AppServiceServer {
+  private readonly writer: LineWriter;
+  private readonly methods = new Map<string, MethodDescriptor<any>>();
+  private readonly reserved = new Map<string, Slot>();
+  private readonly workers = new Set<Promise<void>>();
+  private eventCounter = 0;
+  private fatal: string | null = null;
+  private stopping = false;
+
+  constructor(private readonly opts: AppServiceOptions) {
+    for (const f of opts.families) for (const d of f.descriptors) this.methods.set(d.method, d);
+    this.writer = new LineWriter(opts.output, {
+      highWaterBytes: 256 * 1024,
+      onBroken: () => this.stop("output stream failed"),
+    });
+  }
+
+  /** Runs until EOF or failure; resolves with the process exit code. */
+  async run(): Promise<number> {
+    const splitter = new LineSplitter(LIMITS.max_record_bytes);
+    try {
+      for await (const chunk of this.opts.input as AsyncIterable<Buffer>) {
+        for (const frame of splitter.push(chunk)) {
+          if (this.stopping) break;
+          await this.handleFrame(frame);
+        }
+        if (this.stopping) break;
+      }
+      if (!this.stopping) for (const frame of splitter.end()) await this.handleFrame(frame);
+    } catch {
+      // An input error ends the service like EOF does.
+    }
+    await this.shutdown();
+    if (this.fatal !== null) {
+      this.opts.log(`berth service: ${this.fatal}; stopping`);
+      return 1;
+    }
+    return 0;
+  }
+
+  private stop(reason: string): void {
+    this.fatal ??= reason;
+    this.stopping = true;
+    this.opts.input.destroy();
+  }
+
+  private async shutdown(): Promise<void> {
+    this.stopping = true;
+    const families = [...this.opts.families].reverse();
+    for (const f of families) {
+      if (!f.drain) continue;
+      try {
+        await f.drain();
+      } catch (err) {
+        this.opts.log(`berth service: drain failed (${err instanceof Error ? err.name : "error"})`);
+      }
+    }
+    while (this.workers.size > 0) await Promise.allSettled([...this.workers]);
+    await this.writer.close();
+  }
+
+  private async handleFrame(frame: Frame): Promise<void> {
+    if (frame.kind === "too_large") this.respondError(NULL_IDS, "record_too_large");
+    else await this.handleRecord(frame.bytes);
+    this.writer.flush();
+    if (this.writer.pressured) await this.writer.writable();
+  }
+
+  private async handleRecord(bytes: Buffer): Promise<void> {
+    const text = decodeRecord(bytes);
+    const parsed = text === null ? null : parseRecord(text);
+    if (parsed === null || !parsed.ok) return this.respondError(NULL_IDS, "invalid_json");
+    const ids = parsed.ids;
+    if (ids.requestId !== null && this.reserved.has(ids.requestId)) return this.respondError(ids, "duplicate_request_id", false);
+    const decoded = validateEnvelope(parsed.value, ids);
+    if (!decoded.ok) return this.respondError(decoded.ids, decoded.error);
+    const req = decoded.request;
+    const d = this.methods.get(req.method);
+    if (d === undefined) return this.respondError(ids, "unsupported_operation");
+    if ((d.sessionId === "forbidden" && req.sessionId !== null) || (d.sessionId === "required" && req.sessionId === null))
+      return this.respondError(ids, "invalid_request");
+    const params = d.parse(req.payload);
+    if (!params.ok) return this.respondError(ids, params.error);
+    if (!d.preInit && !this.opts.state.initialized) return this.respondError(ids, "not_initialized");
+
+    const slot: Slot = { held: null, kept: false, responded: false };
+    this.reserved.set(req.requestId, slot);
+    const ctx = this.context(req.requestId, req.sessionId, d, slot);
+    const settle = (o: Outcome): void => this.respond(req.requestId, req.sessionId, req.method, slot, o);
+    const run = async (): Promise<void> => {
+      let outcome: Outcome;
+      try {
+        outcome = await d.handle(ctx, params.value);
+      } catch (err) {
+        this.opts.log(`berth service: ${req.method} handler failed (${err instanceof Error ? err.name : "error"})`);
+        outcome = { error: "internal_error" };
+      }
+      settle(outcome);
+    };
+    if (d.mode === "worker") {
+      const p = run().finally(() => {
+        this.workers.delete(p);
+        this.writer.flush();
+      });
+      this.workers.add(p);
+    } else await run();
+  }
+
+  private context(requestId: string, sessionId: string | null, d: MethodDescriptor<any>, slot: Slot): RequestContext {
+    return {
+      requestId,
+      sessionId,
+      method: d.method,
+      emit: (event: EventName, sid: string | null, payload: Record<string, unknown>) => {
+        if (this.fatal !== null) return Promise.resolve();
+        let line: string;
+        try {
+          line = encodeEvent(`ev-${++this.eventCounter}`, requestId, sid, event, payload);
+        } catch (err) {
+          this.stop(err instanceof OutputLimitError ? err.message : "event encoding failed");
+          return Promise.resolve();
+        }
+        if (!slot.responded) (slot.held ??= []).push(line);
+        else this.writer.enqueue(line);
+        return this.writer.writable();
+      },
+      hold: (): Reservation => {
+        slot.kept = true;
+        return {
+          release: () => {
+            if (this.reserved.get(requestId) === slot) this.reserved.delete(requestId);
+          },
+        };
+      },
+    };
+  }
+
+  private respond(requestId: string, reqSessionId: string | null, method: string, slot: Slot, o: Outcome): void {
+    const sessionId = o.sessionId !== undefined ? o.sessionId : reqSessionId;
+    let line: string;
+    try {
+      line =
+        o.error !== undefined
+          ? encodeResponse(requestId, sessionId, method, { error: wireError(o.error) })
+          : encodeResponse(requestId, sessionId, method, { payload: o.payload });
+    } catch (err) {
+      this.stop(err instanceof OutputLimitError ? err.message : "response encoding failed");
+      return;
+    }
+    if (this.fatal !== null) return;
+    this.writer.enqueue(line);
+    slot.responded = true;
+    if (slot.held !== null) for (const e of slot.held) this.writer.enqueue(e);
+    slot.held = null;
+    if (!slot.kept && this.reserved.get(requestId) === slot) this.reserved.delete(requestId);
+  }
+
+  /** Error response for a record that never became an accepted request (no reservation is created or touched). */
+  private respondError(ids: Identities, code: ErrorCode, _fresh = true): void {
+    if (this.fatal !== null) return;
+    this.writer.enqueue(encodeResponse(ids.requestId, ids.sessionId, ids.method, { error: wireError(code) }));
+  }
+}
