@@ -14,8 +14,12 @@ export type UserContent = TextPart | ImagePart;
 
 export type AssistantBlock =
   | { type: "text"; text: string }
-  /** Raw thinking is kept for provider continuity (e.g. Anthropic signatures), never projected to clients. */
-  | { type: "thinking"; text: string; signature?: string }
+  /**
+   * Raw thinking is kept for provider continuity (e.g. Anthropic signatures), never projected to clients.
+   * `api` names the wire that produced it (a provider replays only its own thinking); `redacted`
+   * marks an opaque block whose payload is in `signature` (Anthropic `redacted_thinking`).
+   */
+  | { type: "thinking"; text: string; signature?: string; redacted?: boolean; api?: ProviderApi }
   | { type: "tool_call"; id: string; name: string; arguments: Record<string, unknown> };
 
 export type Message =
@@ -60,7 +64,7 @@ export type ProviderEvent =
   /** A completed reasoning summary whose provenance the provider verified (Anthropic thinking block end, OpenAI reasoning summary part done). */
   | { type: "reasoning_summary"; text: string }
   /** Provider continuity data for a finished thinking block (kept in history, never shown). */
-  | { type: "thinking_block"; text: string; signature?: string }
+  | { type: "thinking_block"; text: string; signature?: string; redacted?: boolean; api?: ProviderApi }
   | { type: "tool_call"; id: string; name: string; arguments: Record<string, unknown> }
   | { type: "usage"; inputTokens: number; outputTokens: number; cacheReadTokens: number | null; reasoningTokens: number | null }
   | { type: "done"; stopReason: "end" | "tool_use" | "max_tokens" }
