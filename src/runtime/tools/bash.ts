@@ -1,0 +1,215 @@
+/**
+ * `bash`: runs `bash -c <command>` in `ctx.cwd`, in its own process group. Contract:
+ * - stdin is /dev/null; stdout and stderr are captured merged, in arrival order, keeping the first
+ *   `headBytes` and the last `tailBytes` (memory stays bounded however much is printed); the
+ *   result says how many bytes were omitted between them.
+ * - On timeout or `ctx.signal` abort the WHOLE group gets SIGTERM, then SIGKILL after
+ *   `killGraceMs`. When the call ends for any reason, whatever is left of its group is
+ *   terminated the same way, so background jobs (`cmd &`) do not outlive the call; a process
+ *   that wants to survive must leave the group itself (`setsid`).
+ * - Result: output plus an `exit code: N` line; non-zero exit → `failed`; timeout → `limit` with
+ *   `timedOut: true`; abort → `cancelled`. `timedOut` is always set (true/false).
+ */
+import { spawn } from "node:child_process";
+import { stat } from "node:fs/promises";
+import { StringDecoder } from "node:string_decoder";
+import { z } from "zod";
+import type { Tool, ToolResult } from "../types.js";
+import { defineLocalTool } from "./define.js";
+import { fail, MAX_RESULT_BYTES } from "./result.js";
+
+export interface BashOptions {
+  /** Default timeout when the call gives none. Default 120 s. */
+  defaultTimeoutMs?: number;
+  /** Largest timeout a call may ask for. Default 600 s. */
+  maxTimeoutMs?: number;
+  /** SIGTERM → SIGKILL grace. Default 2 s. */
+  killGraceMs?: number;
+  /** Environment for the shell. Default `process.env`. */
+  env?: NodeJS.ProcessEnv;
+  /** Kept output bytes from the start / end. Defaults keep the result under MAX_RESULT_BYTES. */
+  headBytes?: number;
+  tailBytes?: number;
+}
+
+export const BASH_DEFAULT_TIMEOUT_MS = 120_000;
+export const BASH_MAX_TIMEOUT_MS = 600_000;
+export const BASH_KILL_GRACE_MS = 2000;
+const MAX_COMMAND_CHARS = 100_000;
+
+/** Keeps the first `headMax` and last `tailMax` bytes of a byte stream. */
+export class HeadTailCapture {
+  private head: Buffer[] = [];
+  private headLen = 0;
+  private tail: Buffer[] = [];
+  private tailLen = 0;
+  total = 0;
+  constructor(
+    private readonly headMax: number,
+    private readonly tailMax: number,
+  ) {}
+
+  push(chunk: Buffer): void {
+    this.total += chunk.length;
+    if (this.headLen < this.headMax) {
+      const take = Math.min(chunk.length, this.headMax - this.headLen);
+      this.head.push(chunk.subarray(0, take));
+      this.headLen += take;
+      chunk = chunk.subarray(take);
+      if (chunk.length === 0) return;
+    }
+    this.tail.push(chunk);
+    this.tailLen += chunk.length;
+    while (this.tailLen > this.tailMax && this.tail.length > 0) {
+      const first = this.tail[0] as Buffer;
+      const excess = this.tailLen - this.tailMax;
+      if (first.length <= excess) {
+        this.tail.shift();
+        this.tailLen -= first.length;
+      } else {
+        this.tail[0] = first.subarray(excess);
+        this.tailLen -= excess;
+      }
+    }
+  }
+
+  /** Head and tail decoded, joined by an omission note when bytes were dropped. */
+  text(): string {
+    const head = Buffer.concat(this.head);
+    const tail = Buffer.concat(this.tail);
+    if (this.total === head.length + tail.length) return Buffer.concat([head, tail]).toString("utf8");
+    // Neither side shows a broken character: the decoder holds back an incomplete last
+    // character of the head; leading continuation bytes of the tail are skipped.
+    const headText = new StringDecoder("utf8").write(head);
+    let start = 0;
+    while (start < tail.length && ((tail[start] ?? 0) & 0xc0) === 0x80) start++;
+    const omitted = this.total - Buffer.byteLength(headText) - (tail.length - start);
+    return `${headText}\n[… ${omitted} bytes of output omitted …]\n${tail.subarray(start).toString("utf8")}`;
+  }
+}
+
+function killGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // ESRCH: the group is already gone.
+  }
+}
+
+export function createBashTool(opts: BashOptions = {}): Tool {
+  const defaultTimeoutMs = opts.defaultTimeoutMs ?? BASH_DEFAULT_TIMEOUT_MS;
+  const maxTimeoutMs = opts.maxTimeoutMs ?? BASH_MAX_TIMEOUT_MS;
+  const graceMs = opts.killGraceMs ?? BASH_KILL_GRACE_MS;
+  const headMax = opts.headBytes ?? Math.floor((MAX_RESULT_BYTES - 1024) * 0.4);
+  const tailMax = opts.tailBytes ?? Math.floor((MAX_RESULT_BYTES - 1024) * 0.6);
+  const schema = z
+    .object({
+      command: z.string().min(1).max(MAX_COMMAND_CHARS).describe("Shell command, run with `bash -c` in the working directory."),
+      timeout: z
+        .number()
+        .positive()
+        .max(maxTimeoutMs / 1000)
+        .optional()
+        .describe(`Timeout in seconds (default ${defaultTimeoutMs / 1000}, at most ${maxTimeoutMs / 1000}).`),
+    })
+    .strict();
+
+  return defineLocalTool({
+    name: "bash",
+    description:
+      "Run a shell command with bash in the working directory. Returns combined stdout/stderr (long output keeps its start and end) and the exit code. Background processes are stopped when the command ends.",
+    schema,
+    async execute(args, ctx) {
+      try {
+        if (!(await stat(ctx.cwd)).isDirectory()) return fail("failed", "bash: working directory is not a directory");
+      } catch {
+        return fail("failed", "bash: working directory does not exist");
+      }
+      const timeoutMs = args.timeout !== undefined ? Math.round(args.timeout * 1000) : defaultTimeoutMs;
+      return runBash(args.command, ctx.cwd, ctx.signal, ctx.onProgress, { timeoutMs, graceMs, headMax, tailMax, env: opts.env ?? process.env });
+    },
+  });
+}
+
+interface RunOpts {
+  timeoutMs: number;
+  graceMs: number;
+  headMax: number;
+  tailMax: number;
+  env: NodeJS.ProcessEnv;
+}
+
+function runBash(command: string, cwd: string, signal: AbortSignal, onProgress: (l: string) => void, o: RunOpts): Promise<ToolResult> {
+  return new Promise((resolve) => {
+    const capture = new HeadTailCapture(o.headMax, o.tailMax);
+    const child = spawn("bash", ["-c", command], { cwd, env: o.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    let stopReason: "timeout" | "cancelled" | null = null;
+    let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+    let killTimer: NodeJS.Timeout | undefined;
+    let closeGuard: NodeJS.Timeout | undefined;
+    let settled = false;
+
+    /** SIGTERM to the group now, SIGKILL after the grace period (once). */
+    const terminateGroup = (): void => {
+      if (child.pid === undefined || killTimer !== undefined) return;
+      const pid = child.pid;
+      killGroup(pid, "SIGTERM");
+      killTimer = setTimeout(() => killGroup(pid, "SIGKILL"), o.graceMs);
+    };
+    const stop = (reason: "timeout" | "cancelled"): void => {
+      if (stopReason !== null || exit !== null) return;
+      stopReason = reason;
+      onProgress(reason === "timeout" ? "timed out" : "cancelling");
+      terminateGroup();
+    };
+    const onAbort = (): void => stop("cancelled");
+    const timer = setTimeout(() => stop("timeout"), o.timeoutMs);
+    signal.addEventListener("abort", onAbort, { once: true });
+
+    const finish = (result: ToolResult): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      clearTimeout(killTimer);
+      clearTimeout(closeGuard);
+      signal.removeEventListener("abort", onAbort);
+      // Nothing of the group outlives the call, even a member that ignored SIGTERM.
+      if (child.pid !== undefined) killGroup(child.pid, "SIGKILL");
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+      resolve(result);
+    };
+
+    child.stdout?.on("data", (c: Buffer) => capture.push(c));
+    child.stderr?.on("data", (c: Buffer) => capture.push(c));
+    child.on("error", (err) => finish(fail("failed", `bash: could not start: ${err.message}`, { timedOut: false })));
+    child.on("exit", (code, sig) => {
+      exit = { code, signal: sig };
+      // Stop stragglers in the group; their open pipes would otherwise hold `close` back.
+      terminateGroup();
+      closeGuard = setTimeout(() => finish(result()), o.graceMs + 500);
+    });
+    child.on("close", () => finish(result()));
+    if (signal.aborted) stop("cancelled");
+    else onProgress("running");
+
+    function result(): ToolResult {
+      let out = capture.text();
+      if (out.length === 0) out = "(no output)";
+      if (stopReason === "timeout") {
+        return fail("limit", `${out}\n[timed out after ${o.timeoutMs / 1000} s; process group killed]`, { timedOut: true });
+      }
+      if (stopReason === "cancelled") return fail("cancelled", `${out}\n[cancelled; process group killed]`, { timedOut: false });
+      const code = exit?.code ?? null;
+      if (code === 0) {
+        onProgress("exit 0");
+        return { content: `${out}\nexit code: 0`, isError: false, timedOut: false };
+      }
+      const how = code !== null ? `exit code: ${code}` : `killed by signal ${exit?.signal ?? "unknown"}`;
+      onProgress(code !== null ? `exit ${code}` : "killed");
+      return fail("failed", `${out}\n${how}`, { timedOut: false });
+    }
+  });
+}
+
+export const bashTool: Tool = createBashTool();

@@ -1,0 +1,14 @@
+/** Public surface of the tools layer. */
+export { createToolRegistry, builtinTools, BUILTIN_TOOL_NAMES, type ToolRegistry, type ToolRegistryOptions } from "./registry.js";
+export { createBashTool, bashTool, type BashOptions } from "./bash.js";
+export { readTool } from "./read.js";
+export { writeTool } from "./write.js";
+export { editTool } from "./edit.js";
+export { grepTool } from "./grep.js";
+export { globTool } from "./glob.js";
+export { lsTool } from "./ls.js";
+export { connectMcpServers, mcpToolName, type McpOptions, type McpServerStatus, type McpConnections } from "./mcp.js";
+export { defineLocalTool, toModelSchema } from "./define.js";
+export { boundText, MAX_RESULT_BYTES } from "./result.js";
+export { compileGlob, globMatch } from "./glob-match.js";
+export { validateJsonSchema } from "./json-schema.js";

@@ -1,0 +1,253 @@
+/**
+ * MCP tools: connects to each configured stdio MCP server with the official SDK client, lists its
+ * tools and wraps each as a `Tool` (transport "mcp"). Contracts:
+ * - A server's stderr never reaches our stdout/stderr (piped; its last 4 KiB kept in memory on
+ *   the status record only). The server runs in `cwd` with the SDK's safe default environment
+ *   plus the configured `env`.
+ * - A server that fails to start, initialize or list tools is reported in `servers` with
+ *   `state: "failed"` and contributes no tools; it never prevents other servers from loading.
+ * - Model-facing names are `mcp__<server>__<tool>`, sanitized to `[A-Za-z0-9_-]`, at most 64
+ *   characters (shortened with a hash suffix when longer or colliding).
+ * - Calls carry the AbortSignal; results are bounded text. A crashed or closed server → every
+ *   later call returns `unavailable`. `close()` closes every client (stdin end, then SIGTERM,
+ *   then SIGKILL by the SDK transport) and is idempotent.
+ */
+import { createHash } from "node:crypto";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
+import type { McpServerDef } from "../../store/settings/schema.js";
+import type { Tool, ToolResult } from "../types.js";
+import { validateJsonSchema } from "./json-schema.js";
+import { boundText, describeError, fail, ok } from "./result.js";
+
+export interface McpOptions {
+  /** Working directory the servers start in. */
+  cwd: string;
+  /** Start + initialize + tools/list budget per server. Default 30 s. */
+  connectTimeoutMs?: number;
+  /** One tools/call budget. Default 120 s. */
+  callTimeoutMs?: number;
+}
+
+export interface McpServerStatus {
+  name: string;
+  state: "ready" | "failed" | "closed";
+  /** Why it failed (connect error or crash), a fixed-shape one-liner. */
+  error?: string;
+  toolCount: number;
+  /** Server process id while it runs (tests use it to prove shutdown). */
+  pid: number | null;
+  /** Last bytes the server wrote to its stderr (diagnostics; never printed by Berth). */
+  stderrTail(): string;
+}
+
+export interface McpConnections {
+  tools: Tool[];
+  servers: McpServerStatus[];
+  close(): Promise<void>;
+}
+
+export const MCP_DEFAULT_CONNECT_TIMEOUT_MS = 30_000;
+export const MCP_DEFAULT_CALL_TIMEOUT_MS = 120_000;
+const MAX_TOOLS_PER_SERVER = 512;
+const MAX_LIST_PAGES = 16;
+const MAX_DESCRIPTION_CHARS = 2048;
+const STDERR_TAIL_BYTES = 4096;
+const MAX_NAME = 64;
+
+const CLIENT_INFO = { name: "berth", version: "0.1.0" };
+
+/** `[A-Za-z0-9_-]` only; other characters become `_`. */
+export function sanitizeName(s: string): string {
+  return s.replace(/[^A-Za-z0-9_-]/g, "_");
+}
+
+/** Model-facing name for a server's tool, unique within `taken` (which it extends). */
+export function mcpToolName(server: string, tool: string, taken: Set<string>): string {
+  let name = `mcp__${sanitizeName(server)}__${sanitizeName(tool)}`;
+  if (name.length > MAX_NAME || taken.has(name)) {
+    const hash = createHash("sha256").update(`${server}\u0000${tool}`).digest("hex").slice(0, 8);
+    name = `${name.slice(0, MAX_NAME - 9)}_${hash}`;
+  }
+  taken.add(name);
+  return name;
+}
+
+/** Text of an MCP call result: text parts joined; other parts described by kind only. */
+function resultText(res: Record<string, unknown>): string {
+  const content = Array.isArray(res.content) ? (res.content as unknown[]) : [];
+  const parts: string[] = [];
+  for (const c of content) {
+    if (typeof c !== "object" || c === null) continue;
+    const item = c as Record<string, unknown>;
+    if (item.type === "text" && typeof item.text === "string") parts.push(item.text);
+    else if (item.type === "image" || item.type === "audio") parts.push(`[${item.type} content (${String(item.mimeType ?? "unknown type")}) omitted]`);
+    else if (item.type === "resource" && typeof item.resource === "object" && item.resource !== null) {
+      const r = item.resource as Record<string, unknown>;
+      parts.push(typeof r.text === "string" ? r.text : `[resource ${String(r.uri ?? "")} omitted]`);
+    } else if (item.type === "resource_link") parts.push(`[resource link ${String(item.uri ?? "")}]`);
+  }
+  if (parts.length === 0 && res.structuredContent !== undefined) return JSON.stringify(res.structuredContent);
+  if (parts.length === 0 && res.toolResult !== undefined) return JSON.stringify(res.toolResult);
+  return parts.join("\n");
+}
+
+class ServerConnection implements McpServerStatus {
+  state: McpServerStatus["state"] = "failed";
+  error?: string;
+  toolCount = 0;
+  pid: number | null = null;
+  private stderrBuf = Buffer.alloc(0);
+  private readonly client = new Client(CLIENT_INFO);
+  private readonly transport: StdioClientTransport;
+  private closing: Promise<void> | null = null;
+
+  constructor(
+    readonly name: string,
+    def: McpServerDef,
+    cwd: string,
+  ) {
+    this.transport = new StdioClientTransport({ command: def.command, args: def.args, env: def.env, cwd, stderr: "pipe" });
+    this.transport.stderr?.on("data", (chunk: Buffer) => {
+      const all = Buffer.concat([this.stderrBuf, chunk]);
+      this.stderrBuf = all.length > STDERR_TAIL_BYTES ? all.subarray(all.length - STDERR_TAIL_BYTES) : all;
+    });
+    this.client.onclose = () => {
+      if (this.state === "ready") {
+        this.state = "failed";
+        this.error = "server connection closed";
+      }
+      this.pid = null;
+    };
+    // Transport errors surface through failed requests / onclose; keep them off our stderr.
+    this.client.onerror = () => undefined;
+  }
+
+  stderrTail(): string {
+    return this.stderrBuf.toString("utf8");
+  }
+
+  /** Starts the server and lists its tools; on failure, state "failed" and the process is stopped. */
+  async connect(timeoutMs: number, taken: Set<string>, callTimeoutMs: number): Promise<Tool[]> {
+    const signal = AbortSignal.timeout(timeoutMs);
+    try {
+      await this.client.connect(this.transport, { timeout: timeoutMs, signal });
+      this.pid = this.transport.pid;
+      const listed: Array<{ name: string; description?: string; inputSchema: Record<string, unknown> }> = [];
+      let cursor: string | undefined;
+      for (let page = 0; page < MAX_LIST_PAGES; page++) {
+        const res = await this.client.listTools(cursor === undefined ? {} : { cursor }, { timeout: timeoutMs, signal });
+        listed.push(...res.tools);
+        cursor = res.nextCursor;
+        if (cursor === undefined || listed.length >= MAX_TOOLS_PER_SERVER) break;
+      }
+      this.state = "ready";
+      const tools = listed.slice(0, MAX_TOOLS_PER_SERVER).map((t) => this.wrap(t, mcpToolName(this.name, t.name, taken), callTimeoutMs));
+      this.toolCount = tools.length;
+      return tools;
+    } catch (err) {
+      this.state = "failed";
+      this.error = signal.aborted ? `connect timed out after ${timeoutMs} ms` : `connect failed: ${describeError(err)}`.slice(0, 300);
+      await this.close();
+      this.state = "failed";
+      return [];
+    }
+  }
+
+  private wrap(t: { name: string; description?: string; inputSchema: Record<string, unknown> }, modelName: string, callTimeoutMs: number): Tool {
+    const inputSchema: Record<string, unknown> = { ...t.inputSchema, type: "object" };
+    const description = (t.description ?? `Tool ${t.name} from MCP server ${this.name}.`).slice(0, MAX_DESCRIPTION_CHARS);
+    return {
+      spec: { name: modelName, description, inputSchema },
+      transport: "mcp",
+      serverName: this.name,
+      validate: (args) => {
+        if (typeof args !== "object" || args === null || Array.isArray(args)) return { ok: false, message: "(arguments): expected object" };
+        const errors = validateJsonSchema(inputSchema, args);
+        return errors.length === 0 ? { ok: true, value: args as Record<string, unknown> } : { ok: false, message: errors.join("\n") };
+      },
+      run: async (args, ctx) => this.call(t.name, modelName, inputSchema, args, ctx.signal, ctx.onProgress, callTimeoutMs),
+    };
+  }
+
+  private async call(
+    toolName: string,
+    modelName: string,
+    schema: Record<string, unknown>,
+    args: Record<string, unknown>,
+    signal: AbortSignal,
+    onProgress: (line: string) => void,
+    timeoutMs: number,
+  ): Promise<ToolResult> {
+    if (signal.aborted) return fail("cancelled", `${modelName}: cancelled before start`);
+    const errors = validateJsonSchema(schema, args);
+    if (errors.length > 0) return fail("invalid_arguments", `${modelName}: invalid arguments\n${errors.join("\n")}`);
+    if (this.state !== "ready") return fail("unavailable", `${modelName}: MCP server ${this.name} is not available`);
+    onProgress("calling");
+    try {
+      const res = (await this.client.callTool({ name: toolName, arguments: args }, undefined, {
+        signal,
+        timeout: timeoutMs,
+        onprogress: (p) => onProgress(p.total !== undefined ? `progress ${p.progress}/${p.total}` : `progress ${p.progress}`),
+      })) as Record<string, unknown>;
+      const text = boundText(resultText(res));
+      onProgress("done");
+      if (res.isError === true) return fail("failed", text.length > 0 ? text : `${modelName}: the tool reported an error`, { timedOut: false });
+      return ok(text, { timedOut: false });
+    } catch (err) {
+      if (signal.aborted) return fail("cancelled", `${modelName}: cancelled`, { timedOut: false });
+      if (err instanceof McpError) {
+        if (err.code === ErrorCode.RequestTimeout) return fail("limit", `${modelName}: no answer within ${timeoutMs / 1000} s`, { timedOut: true });
+        if (err.code === ErrorCode.ConnectionClosed) return fail("unavailable", `${modelName}: MCP server ${this.name} closed the connection`, { timedOut: false });
+        if (err.code === ErrorCode.InvalidParams) return fail("invalid_arguments", `${modelName}: ${err.message}`, { timedOut: false });
+      }
+      if (this.state !== "ready") return fail("unavailable", `${modelName}: MCP server ${this.name} is not available`, { timedOut: false });
+      return fail("failed", `${modelName}: ${describeError(err)}`, { timedOut: false });
+    }
+  }
+
+  /** Idempotent; resolves once the server process is gone (or was force-killed). */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      try {
+        await this.client.close();
+      } catch {
+        // Already closed.
+      }
+      try {
+        await this.transport.close();
+      } catch {
+        // Already closed.
+      }
+      this.state = "closed";
+      this.pid = null;
+    })();
+    return this.closing;
+  }
+}
+
+/** Connects to every server concurrently; never rejects. */
+export async function connectMcpServers(defs: Record<string, McpServerDef>, opts: McpOptions): Promise<McpConnections> {
+  const connectTimeout = opts.connectTimeoutMs ?? MCP_DEFAULT_CONNECT_TIMEOUT_MS;
+  const callTimeout = opts.callTimeoutMs ?? MCP_DEFAULT_CALL_TIMEOUT_MS;
+  const names = Object.keys(defs).sort();
+  const servers = names.map((n) => new ServerConnection(n, defs[n] as McpServerDef, opts.cwd));
+  // Names are assigned after all lists arrive, in sorted server order, so they are deterministic.
+  const listedTools = await Promise.all(servers.map((s) => s.connect(connectTimeout, new Set(), callTimeout)));
+  const taken = new Set<string>();
+  const tools: Tool[] = [];
+  listedTools.forEach((list) => {
+    for (const t of list) {
+      const name = taken.has(t.spec.name) ? mcpToolName(t.serverName ?? "", t.spec.name, taken) : (taken.add(t.spec.name), t.spec.name);
+      tools.push(name === t.spec.name ? t : { ...t, spec: { ...t.spec, name } });
+    }
+  });
+  return {
+    tools,
+    servers,
+    close: async () => {
+      await Promise.all(servers.map((s) => s.close()));
+    },
+  };
+}

@@ -1,0 +1,125 @@
+/**
+ * `read`: a text file's lines, from `offset` (1-based) for up to `limit` lines. Streams the file,
+ * so a huge file costs only the lines returned. Output is raw text (no line-number prefixes) with
+ * a trailing note when more lines remain, naming the `offset` to continue from. Binary files
+ * (a NUL byte in the first 8 KiB) are refused.
+ */
+import { createReadStream } from "node:fs";
+import { stat } from "node:fs/promises";
+import { StringDecoder } from "node:string_decoder";
+import { z } from "zod";
+import { defineLocalTool } from "./define.js";
+import { resolvePath } from "./paths.js";
+import { fail, fsFail, MAX_RESULT_BYTES, ok } from "./result.js";
+
+export const READ_DEFAULT_LIMIT = 2000;
+export const READ_MAX_LIMIT = 10_000;
+/** Longer lines are cut to this many characters with a marker. */
+export const READ_MAX_LINE_CHARS = 4000;
+/** Body budget, leaving room for the continuation note under MAX_RESULT_BYTES. */
+const BODY_BUDGET = MAX_RESULT_BYTES - 512;
+
+const ReadArgs = z
+  .object({
+    path: z.string().min(1).describe("File to read; relative paths resolve against the working directory."),
+    offset: z.number().int().min(1).optional().describe("First line to return (1-based). Default 1."),
+    limit: z.number().int().min(1).max(READ_MAX_LIMIT).optional().describe(`Maximum lines to return. Default ${READ_DEFAULT_LIMIT}.`),
+  })
+  .strict();
+
+export const readTool = defineLocalTool({
+  name: "read",
+  description:
+    "Read a text file. Returns its lines from `offset` (1-based) for up to `limit` lines; a note at the end says where to continue when more remain.",
+  schema: ReadArgs,
+  async execute(args, ctx) {
+    const file = resolvePath(ctx.cwd, args.path);
+    try {
+      const st = await stat(file);
+      if (st.isDirectory()) return fail("failed", `read: ${args.path} is a directory (use ls)`);
+    } catch (err) {
+      return fsFail(err, `read: ${args.path}`);
+    }
+    const offset = args.offset ?? 1;
+    const limit = args.limit ?? READ_DEFAULT_LIMIT;
+    const r = await readLines(file, offset, limit, ctx.signal);
+    if (r.kind === "binary") return fail("failed", `read: ${args.path} looks like a binary file`);
+    if (r.kind === "aborted") return fail("cancelled", "read: cancelled");
+    if (r.kind === "error") return fsFail(r.error, `read: ${args.path}`);
+    if (r.lines.length === 0 && offset > 1) {
+      return fail("failed", `read: offset ${offset} is past the end of ${args.path} (${r.totalLines} lines)`);
+    }
+    let body = r.lines.join("\n");
+    const last = offset + r.lines.length - 1;
+    if (r.more) {
+      body += `\n[showing lines ${offset}-${last}; more remain: continue with offset=${last + 1}]`;
+    }
+    return ok(body);
+  },
+});
+
+type ReadOutcome =
+  | { kind: "ok"; lines: string[]; more: boolean; totalLines: number }
+  | { kind: "binary" }
+  | { kind: "aborted" }
+  | { kind: "error"; error: unknown };
+
+/** Collects lines [offset, offset+limit) within BODY_BUDGET bytes; stops reading once done. */
+function readLines(file: string, offset: number, limit: number, signal: AbortSignal): Promise<ReadOutcome> {
+  return new Promise((resolve) => {
+    const stream = createReadStream(file, { highWaterMark: 64 * 1024 });
+    const decoder = new StringDecoder("utf8");
+    const lines: string[] = [];
+    let bytes = 0;
+    let lineNo = 0; // lines completed so far
+    let carry = "";
+    let first = true;
+    let settled = false;
+    const finish = (o: ReadOutcome): void => {
+      if (settled) return;
+      settled = true;
+      signal.removeEventListener("abort", onAbort);
+      stream.destroy();
+      resolve(o);
+    };
+    const onAbort = (): void => finish({ kind: "aborted" });
+    signal.addEventListener("abort", onAbort, { once: true });
+    /** Takes one complete line; returns false when collection is done. */
+    const take = (line: string): boolean => {
+      lineNo++;
+      if (lineNo < offset) return true;
+      if (lines.length >= limit) return false;
+      const text = line.length > READ_MAX_LINE_CHARS ? `${line.slice(0, READ_MAX_LINE_CHARS)} [… line cut at ${READ_MAX_LINE_CHARS} chars]` : line;
+      const size = Buffer.byteLength(text) + 1;
+      if (bytes + size > BODY_BUDGET && lines.length > 0) return false;
+      lines.push(text);
+      bytes += size;
+      return true;
+    };
+    stream.on("data", (chunk: Buffer | string) => {
+      const buf = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
+      if (first) {
+        first = false;
+        if (buf.subarray(0, 8192).includes(0)) return finish({ kind: "binary" });
+      }
+      const text = carry + decoder.write(buf);
+      let start = 0;
+      for (let nl = text.indexOf("\n"); nl !== -1; nl = text.indexOf("\n", start)) {
+        const line = text.slice(start, nl);
+        start = nl + 1;
+        if (!take(line.endsWith("\r") ? line.slice(0, -1) : line)) {
+          return finish({ kind: "ok", lines, more: true, totalLines: lineNo });
+        }
+      }
+      carry = text.slice(start);
+      // An endless line must not grow memory without bound.
+      if (carry.length > READ_MAX_LINE_CHARS * 4) carry = carry.slice(0, READ_MAX_LINE_CHARS + 1);
+    });
+    stream.on("error", (error) => finish({ kind: "error", error }));
+    stream.on("end", () => {
+      const rest = carry + decoder.end();
+      if (rest.length > 0 && !take(rest)) return finish({ kind: "ok", lines, more: true, totalLines: lineNo });
+      finish({ kind: "ok", lines, more: false, totalLines: lineNo });
+    });
+  });
+}

@@ -1,0 +1,63 @@
+/**
+ * The tool registry a session's turn loop uses: built-in tools plus MCP tools from the
+ * configured servers. `noTools` yields an empty registry (no servers started). Creating a
+ * registry never rejects because of a failing MCP server (see `mcpServers` for their state).
+ */
+import type { McpServerDef } from "../../store/settings/schema.js";
+import type { Tool, ToolSpec } from "../types.js";
+import { createBashTool, type BashOptions } from "./bash.js";
+import { editTool } from "./edit.js";
+import { globTool } from "./glob.js";
+import { grepTool } from "./grep.js";
+import { lsTool } from "./ls.js";
+import { connectMcpServers, type McpOptions, type McpServerStatus } from "./mcp.js";
+import { readTool } from "./read.js";
+import { writeTool } from "./write.js";
+
+export interface ToolRegistryOptions {
+  /** Working directory MCP servers start in (built-in tools use `ToolContext.cwd` per call). */
+  cwd: string;
+  mcpServers?: Record<string, McpServerDef>;
+  noTools?: boolean;
+  bash?: BashOptions;
+  mcp?: Omit<McpOptions, "cwd">;
+}
+
+export interface ToolRegistry {
+  /** Built-ins first (read, write, edit, bash, grep, glob, ls), then MCP tools by server name. */
+  readonly tools: readonly Tool[];
+  get(name: string): Tool | undefined;
+  specs(): ToolSpec[];
+  readonly mcpServers: readonly McpServerStatus[];
+  /** Stops every MCP server. Idempotent. */
+  close(): Promise<void>;
+}
+
+export const BUILTIN_TOOL_NAMES = ["read", "write", "edit", "bash", "grep", "glob", "ls"] as const;
+
+export function builtinTools(bash?: BashOptions): Tool[] {
+  return [readTool, writeTool, editTool, bash === undefined ? createBashTool() : createBashTool(bash), grepTool, globTool, lsTool];
+}
+
+export async function createToolRegistry(opts: ToolRegistryOptions): Promise<ToolRegistry> {
+  if (opts.noTools === true) return makeRegistry([], [], async () => undefined);
+  const local = builtinTools(opts.bash);
+  const defs = opts.mcpServers ?? {};
+  if (Object.keys(defs).length === 0) return makeRegistry(local, [], async () => undefined);
+  const mcp = await connectMcpServers(defs, { ...opts.mcp, cwd: opts.cwd });
+  return makeRegistry([...local, ...mcp.tools], mcp.servers, () => mcp.close());
+}
+
+function makeRegistry(tools: Tool[], servers: McpServerStatus[], close: () => Promise<void>): ToolRegistry {
+  const byName = new Map<string, Tool>();
+  for (const t of tools) if (!byName.has(t.spec.name)) byName.set(t.spec.name, t);
+  const list = [...byName.values()];
+  let closing: Promise<void> | null = null;
+  return {
+    tools: list,
+    get: (name) => byName.get(name),
+    specs: () => list.map((t) => ({ name: t.spec.name, description: t.spec.description, inputSchema: t.spec.inputSchema })),
+    mcpServers: servers,
+    close: () => (closing ??= close()),
+  };
+}

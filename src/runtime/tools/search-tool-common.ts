@@ -1,0 +1,52 @@
+/** Shared parts of `grep` and `glob`: resolving the search root and mapping a search run to a result. */
+import { stat } from "node:fs/promises";
+import { posix } from "node:path";
+import type { ToolResult } from "../types.js";
+import { resolvePath } from "./paths.js";
+import { fail, fsFail } from "./result.js";
+import type { SearchRun } from "./search.js";
+
+/** Directory entries a single search visits at most. */
+export const SEARCH_MAX_ENTRIES = 200_000;
+/** Wall-clock limit of one search. */
+export const SEARCH_TIMEOUT_MS = 30_000;
+
+export type Root = { ok: true; abs: string; isFile: boolean; display: string } | { ok: false; result: ToolResult };
+
+/** `display` is the prefix shown on result paths: the path as the model gave it (empty for cwd). */
+export async function resolveRoot(tool: string, cwd: string, path: string | undefined, allowFile: boolean): Promise<Root> {
+  const given = path ?? ".";
+  const abs = resolvePath(cwd, given);
+  try {
+    const st = await stat(abs);
+    if (!st.isDirectory() && !(allowFile && st.isFile())) {
+      return { ok: false, result: fail("failed", `${tool}: ${given} is not a directory`) };
+    }
+    const display = given === "." || given === "./" ? "" : given.replace(/\\/g, "/");
+    return { ok: true, abs, isFile: !st.isDirectory(), display };
+  } catch (err) {
+    return { ok: false, result: fsFail(err, `${tool}: ${given}`) };
+  }
+}
+
+/** Joins the display prefix and a walk-relative path (`rel` is "" for a file root). */
+export function displayPath(display: string, rel: string): string {
+  if (rel === "") return display;
+  return display === "" ? rel : posix.join(display, rel);
+}
+
+/** Non-success runs → results; `null` means the run succeeded and the caller formats it. */
+export function searchFailure(tool: string, run: SearchRun): ToolResult | null {
+  if (run.ok) return null;
+  if ("aborted" in run) return fail("cancelled", `${tool}: cancelled`);
+  if ("timedOut" in run) return fail("limit", `${tool}: stopped after ${SEARCH_TIMEOUT_MS / 1000} s; narrow the path or pattern`, { timedOut: true });
+  return fail("failed", `${tool}: ${run.message}`);
+}
+
+/** Trailing notes about bounds that were hit, one line each. */
+export function boundNotes(run: { limited: boolean; walkTruncated: boolean; visited: number }, limit: number, unit: string): string {
+  const notes: string[] = [];
+  if (run.limited) notes.push(`[stopped at ${limit} ${unit}; raise limit or narrow the search]`);
+  if (run.walkTruncated) notes.push(`[search stopped after visiting ${SEARCH_MAX_ENTRIES} entries; results are incomplete]`);
+  return notes.length > 0 ? `\n${notes.join("\n")}` : "";
+}

@@ -1,0 +1,43 @@
+/**
+ * Runs a grep/glob job in a worker thread (see search-worker.ts) with an AbortSignal and a time
+ * limit. Never rejects: abort, timeout and worker failure come back as outcomes.
+ */
+import { Worker } from "node:worker_threads";
+
+export type SearchJob = {
+  root: string;
+  rootIsFile: boolean;
+  limit: number;
+  /** Directory entries visited before the walk stops. */
+  maxEntries: number;
+} & ({ op: "glob"; pattern: string } | { op: "grep"; pattern: string; ignoreCase: boolean; include?: string });
+
+export type SearchOutcome =
+  | { ok: true; results: string[]; limited: boolean; walkTruncated: boolean; visited: number; skipped: number }
+  | { ok: false; message: string };
+
+export type SearchRun = SearchOutcome | { ok: false; aborted: true } | { ok: false; timedOut: true };
+
+const WORKER_URL = new URL("./search-worker.js", import.meta.url);
+
+export function runSearch(job: SearchJob, signal: AbortSignal, timeoutMs: number): Promise<SearchRun> {
+  return new Promise((resolve) => {
+    const worker = new Worker(WORKER_URL, { workerData: job });
+    let settled = false;
+    const finish = (r: SearchRun): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
+      worker.terminate().catch(() => undefined);
+      resolve(r);
+    };
+    const onAbort = (): void => finish({ ok: false, aborted: true });
+    const timer = setTimeout(() => finish({ ok: false, timedOut: true }), timeoutMs);
+    if (signal.aborted) return finish({ ok: false, aborted: true });
+    signal.addEventListener("abort", onAbort, { once: true });
+    worker.once("message", (m: SearchOutcome) => finish(m));
+    worker.once("error", (err) => finish({ ok: false, message: err.message }));
+    worker.once("exit", () => finish({ ok: false, message: "search worker exited without a result" }));
+  });
+}

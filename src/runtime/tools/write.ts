@@ -1,0 +1,30 @@
+/** `write`: creates or overwrites a file with the given content, creating parent directories. */
+import { mkdir, writeFile } from "node:fs/promises";
+import { dirname } from "node:path";
+import { z } from "zod";
+import { defineLocalTool } from "./define.js";
+import { resolvePath } from "./paths.js";
+import { fsFail, ok } from "./result.js";
+
+const WriteArgs = z
+  .object({
+    path: z.string().min(1).describe("File to write; relative paths resolve against the working directory."),
+    content: z.string().describe("The complete new file content."),
+  })
+  .strict();
+
+export const writeTool = defineLocalTool({
+  name: "write",
+  description: "Create or overwrite a file with `content`. Parent directories are created as needed.",
+  schema: WriteArgs,
+  async execute(args, ctx) {
+    const file = resolvePath(ctx.cwd, args.path);
+    try {
+      await mkdir(dirname(file), { recursive: true });
+      await writeFile(file, args.content, { encoding: "utf8", signal: ctx.signal });
+    } catch (err) {
+      return fsFail(err, `write: ${args.path}`);
+    }
+    return ok(`wrote ${Buffer.byteLength(args.content)} bytes to ${args.path}`);
+  },
+});
