@@ -4,12 +4,15 @@
  */
 import { z } from "zod";
 
+/** The six wire reasoning values (mirrors `THINKING_LEVELS` in runtime/types; store does not import runtime). */
+export const ThinkingLevelSchema = z.enum(["default", "low", "medium", "high", "x_high", "max"]);
+
 export const ModelDefSchema = z.object({
   id: z.string().min(1),
   label: z.string().optional(),
   context_window: z.number().int().positive().optional(),
   max_output_tokens: z.number().int().positive().optional(),
-  thinking_levels: z.array(z.enum(["default", "low", "medium", "high", "x_high", "max"])).optional(),
+  thinking_levels: z.array(ThinkingLevelSchema).optional(),
   disabled: z.boolean().optional(),
   images: z.boolean().optional(),
 });
@@ -17,7 +20,7 @@ export const ModelDefSchema = z.object({
 export const ProviderDefSchema = z
   .object({
     api: z.enum(["openai-chat", "openai-responses", "anthropic"]),
-    base_url: z.string().url(),
+    base_url: z.string().url().refine((u) => /^https?:\/\//i.test(u), { message: "http(s) URL" }),
     api_key_env: z.string().min(1).optional(),
     auth: z.literal("none").optional(),
     label: z.string().optional(),
@@ -39,11 +42,12 @@ export const SettingsSchema = z
     mcp_servers: z.record(z.string(), McpServerDefSchema).optional(),
     provider: z.string().optional(),
     model: z.string().optional(),
-    thinking_level: z.enum(["default", "low", "medium", "high", "x_high", "max"]).optional(),
+    thinking_level: ThinkingLevelSchema.optional(),
     fast: z.boolean().optional(),
   })
   .passthrough();
 
+export type ThinkingLevelValue = z.infer<typeof ThinkingLevelSchema>;
 export type ModelDef = z.infer<typeof ModelDefSchema>;
 export type ProviderDef = z.infer<typeof ProviderDefSchema>;
 export type McpServerDef = z.infer<typeof McpServerDefSchema>;

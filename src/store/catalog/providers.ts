@@ -1,0 +1,62 @@
+/**
+ * The provider set: built-ins (`anthropic`, `openai-codex`) plus custom providers declared in the
+ * GLOBAL settings file (`providers`). Project settings never declare providers: a cloned
+ * repository must not be able to point a credential at its own endpoint.
+ * Contracts: IDs are sorted and unique; custom IDs failing `isSafeId` are omitted; a custom entry
+ * reusing a built-in ID is ignored (built-ins win). Fingerprints hash the provider's
+ * configuration (never output; they only detect cache/config mismatch).
+ */
+import { createHash } from "node:crypto";
+import type { EnvLike } from "../home.js";
+import type { ProviderDef, Settings } from "../settings/schema.js";
+import { isSafeId, sanitizeLabel } from "./ids.js";
+
+export const BUILTIN_PROVIDER_IDS = ["anthropic", "openai-codex"] as const;
+export type BuiltinProviderId = (typeof BUILTIN_PROVIDER_IDS)[number];
+
+export type ProviderEntry =
+  | { id: BuiltinProviderId; label: string; builtin: true }
+  | { id: string; label: string; builtin: false; def: ProviderDef };
+
+export function isBuiltin(id: string): id is BuiltinProviderId {
+  return (BUILTIN_PROVIDER_IDS as readonly string[]).includes(id);
+}
+
+export function listProviders(global: Settings): ProviderEntry[] {
+  const out: ProviderEntry[] = BUILTIN_PROVIDER_IDS.map((id) => ({ id, label: id, builtin: true as const }));
+  for (const [id, def] of Object.entries(global.providers ?? {})) {
+    if (isBuiltin(id) || !isSafeId(id)) continue;
+    out.push({ id, label: sanitizeLabel(def.label, id), builtin: false, def });
+  }
+  out.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return out;
+}
+
+export function findProvider(global: Settings, id: string): ProviderEntry | undefined {
+  return listProviders(global).find((p) => p.id === id);
+}
+
+/** Default endpoint bases of the built-ins (overridable through env for tests and proxies). */
+export function builtinBaseUrl(id: BuiltinProviderId, env: EnvLike): string {
+  if (id === "anthropic") return nonEmpty(env["ANTHROPIC_BASE_URL"]) ?? "https://api.anthropic.com";
+  return nonEmpty(env["BERTH_OPENAI_CODEX_BASE_URL"]) ?? "https://chatgpt.com/backend-api/codex";
+}
+
+export function providerFingerprint(entry: ProviderEntry, env: EnvLike): string {
+  const config = entry.builtin
+    ? { v: 1, id: entry.id, base: builtinBaseUrl(entry.id, env) }
+    : {
+        v: 1,
+        id: entry.id,
+        api: entry.def.api,
+        base: entry.def.base_url,
+        key_env: entry.def.api_key_env ?? null,
+        auth: entry.def.auth ?? null,
+        models: entry.def.models,
+      };
+  return createHash("sha256").update(JSON.stringify(config)).digest("hex");
+}
+
+function nonEmpty(v: string | undefined): string | undefined {
+  return v === undefined || v === "" ? undefined : v;
+}

@@ -1,0 +1,205 @@
+/**
+ * `config.get` / `config.set` as protocol-neutral operations returning outcomes (never throwing
+ * for expected failures). The wire adapter maps `{ok:false, code}` to the error code verbatim.
+ *
+ * `set` check order (fixed here, tested): payload shape (`invalid_payload`) → scope
+ * (`invalid_scope`: unknown scope, or `fast` with project scope — the whole request fails) →
+ * settings readable (`settings_write_failed`) → selection/reasoning against the cache-only
+ * catalog (`invalid_selection` for unsafe/unknown provider or unknown/disabled model,
+ * `catalog_unavailable`, `catalog_stale`, `unsupported_reasoning`) → locked write
+ * (`settings_write_failed`). `persisted:true` is returned only after the atomic replacement.
+ */
+import type { EnvLike } from "../home.js";
+import type { CatalogCache } from "../catalog/cache.js";
+import { isSafeId } from "../catalog/ids.js";
+import { configuredThinking, fastSetting, lookupModel, resolveSelection, resolveThinking, type Selection } from "./effective.js";
+import { SettingsSchema, ThinkingLevelSchema, type ThinkingLevelValue } from "./schema.js";
+import type { SettingsLayers, SettingsScope, SettingsStore } from "./settings-store.js";
+
+export interface EffectiveConfig {
+  selection: { provider_id: string; model_id: string };
+  thinking_level: ThinkingLevelValue;
+  configured_thinking_level: ThinkingLevelValue;
+  available_thinking_levels: ThinkingLevelValue[];
+  fast: boolean;
+  precedence: ["environment", "project", "global"];
+  writable_scopes: ["global", "project"];
+  global_only: ["fast"];
+}
+
+export type ConfigErrorCode =
+  | "invalid_payload"
+  | "invalid_scope"
+  | "invalid_selection"
+  | "unsupported_reasoning"
+  | "catalog_unavailable"
+  | "catalog_stale"
+  | "settings_write_failed"
+  | "configuration_unavailable";
+
+export type Outcome<T> = { ok: true; value: T } | { ok: false; code: ConfigErrorCode };
+
+export interface ConfigSetRequest {
+  scope: SettingsScope;
+  selection?: { provider_id: string; model_id: string };
+  thinking_level?: ThinkingLevelValue;
+  fast?: boolean;
+}
+
+export interface ConfigSetResult {
+  persisted: true;
+  scope: SettingsScope;
+  effective: EffectiveConfig;
+}
+
+/** What a turn worker needs, resolved from reloaded settings (cache-only, no network). */
+export interface RuntimeSelection {
+  provider_id: string;
+  model_id: string | null;
+  thinking_level: ThinkingLevelValue;
+  fast: boolean;
+  context_window: number | null;
+  max_output_tokens: number | null;
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** Strict payload parse; see module comment for the order. */
+export function parseConfigSet(payload: unknown): { ok: true; value: ConfigSetRequest } | { ok: false; code: "invalid_payload" | "invalid_scope" } {
+  const bad = { ok: false as const, code: "invalid_payload" as const };
+  if (!isPlainObject(payload)) return bad;
+  for (const k of Object.keys(payload)) if (!["scope", "selection", "thinking_level", "fast"].includes(k)) return bad;
+  const { scope, selection, thinking_level, fast } = payload;
+  if (typeof scope !== "string") return bad;
+  const req: Partial<ConfigSetRequest> = {};
+  if ("selection" in payload) {
+    if (!isPlainObject(selection)) return bad;
+    const keys = Object.keys(selection);
+    if (keys.length !== 2 || typeof selection["provider_id"] !== "string" || typeof selection["model_id"] !== "string") return bad;
+    req.selection = { provider_id: selection["provider_id"], model_id: selection["model_id"] };
+  }
+  if ("thinking_level" in payload) {
+    const tl = ThinkingLevelSchema.safeParse(thinking_level);
+    if (!tl.success) return bad;
+    req.thinking_level = tl.data;
+  }
+  if ("fast" in payload) {
+    if (typeof fast !== "boolean") return bad;
+    req.fast = fast;
+  }
+  if (req.selection === undefined && req.thinking_level === undefined && req.fast === undefined) return bad;
+  if (scope !== "global" && scope !== "project") return { ok: false, code: "invalid_scope" };
+  if (scope === "project" && req.fast !== undefined) return { ok: false, code: "invalid_scope" };
+  return { ok: true, value: { ...req, scope } };
+}
+
+export interface ConfigServiceOptions {
+  settings: SettingsStore;
+  cache: CatalogCache;
+  env: EnvLike;
+}
+
+export class ConfigService {
+  constructor(private readonly opts: ConfigServiceOptions) {}
+
+  async get(): Promise<Outcome<EffectiveConfig>> {
+    let layers: SettingsLayers;
+    try {
+      layers = await this.opts.settings.load();
+    } catch {
+      return { ok: false, code: "configuration_unavailable" };
+    }
+    const eff = await this.project(layers);
+    return eff === null ? { ok: false, code: "configuration_unavailable" } : { ok: true, value: eff };
+  }
+
+  /** Selection, reasoning and fast for a new turn; throws `SettingsError` when settings are unreadable. */
+  async runtimeSelection(): Promise<RuntimeSelection> {
+    const layers = await this.opts.settings.load();
+    const sel = resolveSelection(layers);
+    const look = await lookupModel(layers, this.opts.cache, this.opts.env, sel.provider_id, sel.model_id);
+    return {
+      provider_id: sel.provider_id,
+      model_id: sel.model_id,
+      thinking_level: resolveThinking(configuredThinking(layers), look.meta.levels),
+      fast: fastSetting(layers),
+      context_window: look.meta.context_window,
+      max_output_tokens: look.meta.max_output_tokens,
+    };
+  }
+
+  async set(payload: unknown): Promise<Outcome<ConfigSetResult>> {
+    const parsed = parseConfigSet(payload);
+    if (!parsed.ok) return parsed;
+    const req = parsed.value;
+    let layers: SettingsLayers;
+    try {
+      layers = await this.opts.settings.load();
+    } catch {
+      return { ok: false, code: "settings_write_failed" };
+    }
+    if (req.selection !== undefined || req.thinking_level !== undefined) {
+      const target: Selection = req.selection ?? resolveSelection(layers);
+      const check = await this.validateTarget(layers, target, req.thinking_level);
+      if (check !== null) return { ok: false, code: check };
+    }
+    let effective: EffectiveConfig | null = null;
+    try {
+      await this.opts.settings.update(req.scope, async (doc) => {
+        if (req.selection !== undefined) {
+          doc["provider"] = req.selection.provider_id;
+          doc["model"] = req.selection.model_id;
+          doc["thinking_level"] = req.thinking_level ?? "default";
+        } else if (req.thinking_level !== undefined) {
+          doc["thinking_level"] = req.thinking_level;
+        }
+        if (req.fast !== undefined) doc["fast"] = req.fast;
+        // Validate the resulting projection before committing.
+        const next = SettingsSchema.safeParse(doc);
+        if (!next.success) throw new Error("invalid result");
+        effective = await this.project({ ...layers, [req.scope]: next.data });
+        if (effective === null) throw new Error("invalid projection");
+      });
+    } catch {
+      return { ok: false, code: "settings_write_failed" };
+    }
+    // Re-project from disk so concurrent writers to the other scope are reflected.
+    const after = await this.get();
+    const eff = after.ok ? after.value : effective;
+    if (eff === null) return { ok: false, code: "settings_write_failed" };
+    return { ok: true, value: { persisted: true, scope: req.scope, effective: eff } };
+  }
+
+  private async validateTarget(
+    layers: SettingsLayers,
+    target: Selection,
+    level: ThinkingLevelValue | undefined,
+  ): Promise<ConfigErrorCode | null> {
+    if (!isSafeId(target.provider_id) || target.model_id === null || !isSafeId(target.model_id)) return "invalid_selection";
+    const look = await lookupModel(layers, this.opts.cache, this.opts.env, target.provider_id, target.model_id);
+    if (look.entry === undefined) return "invalid_selection";
+    if (look.state === "unavailable") return "catalog_unavailable";
+    if (look.state === "stale") return "catalog_stale";
+    if (look.cached === undefined || look.cached.disabled) return "invalid_selection";
+    if (level !== undefined && !look.cached.available_thinking_levels.includes(level)) return "unsupported_reasoning";
+    return null;
+  }
+
+  /** The bounded `config.get` projection, or null when the effective selection is unsafe/unresolvable. */
+  private async project(layers: SettingsLayers): Promise<EffectiveConfig | null> {
+    const sel = resolveSelection(layers);
+    if (!isSafeId(sel.provider_id) || sel.model_id === null || !isSafeId(sel.model_id)) return null;
+    const look = await lookupModel(layers, this.opts.cache, this.opts.env, sel.provider_id, sel.model_id);
+    const configured = configuredThinking(layers);
+    return {
+      selection: { provider_id: sel.provider_id, model_id: sel.model_id },
+      thinking_level: resolveThinking(configured, look.meta.levels),
+      configured_thinking_level: configured,
+      available_thinking_levels: [...look.meta.levels],
+      fast: fastSetting(layers),
+      precedence: ["environment", "project", "global"],
+      writable_scopes: ["global", "project"],
+      global_only: ["fast"],
+    };
+  }
+}

@@ -1,0 +1,118 @@
+/**
+ * Layered settings: environment (`MC_PROVIDER` / `MC_MODEL`) > project
+ * (`<launch cwd>/.berth/settings.json`) > global (`$MC_HOME/settings.json`).
+ *
+ * Contracts:
+ * - `load()` rereads both files on every call (no caching), so every caller sees writes made by
+ *   other processes. A missing file is an empty layer; an unreadable, unparseable or
+ *   schema-invalid file raises `SettingsError` (never its content or path).
+ * - `update(scope, fn)` runs `fn` on the raw JSON document of that scope under the scope's file
+ *   lock, validates the result against `SettingsSchema`, then replaces the file atomically (0600;
+ *   the project `.berth` directory is created 0700 if missing). Unknown fields and fields `fn` does
+ *   not touch are preserved byte-for-value. A malformed existing file is never overwritten.
+ * - Custom `providers` and `mcp_servers` are read from the global layer only (see providers.ts).
+ */
+import { mkdir } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import type { EnvLike } from "../home.js";
+import { JsonFileError, readJsonFile, withFileLock, writeJsonAtomic } from "./locked-json.js";
+import { SettingsSchema, type Settings } from "./schema.js";
+
+export type SettingsScope = "global" | "project";
+
+export class SettingsError extends Error {
+  constructor(
+    readonly scope: SettingsScope,
+    readonly reason: "unreadable" | "malformed" | "invalid" | "write_failed" | "lock_failed",
+  ) {
+    super(`settings ${scope} ${reason}`);
+    this.name = "SettingsError";
+  }
+}
+
+export interface SettingsLayers {
+  env: { provider?: string; model?: string };
+  project: Settings;
+  global: Settings;
+}
+
+export type RawDocument = Record<string, unknown>;
+
+export interface SettingsStoreOptions {
+  /** Resolved MC_HOME (must exist). */
+  home: string;
+  /** The service's launch working directory (project scope root). */
+  projectDir: string;
+  /** Read on every `load()` so tests and the process see the current environment. */
+  env: EnvLike;
+}
+
+export class SettingsStore {
+  readonly globalPath: string;
+  readonly projectPath: string;
+  private readonly env: EnvLike;
+
+  constructor(opts: SettingsStoreOptions) {
+    this.globalPath = join(opts.home, "settings.json");
+    this.projectPath = join(opts.projectDir, ".berth", "settings.json");
+    this.env = opts.env;
+  }
+
+  pathOf(scope: SettingsScope): string {
+    return scope === "global" ? this.globalPath : this.projectPath;
+  }
+
+  async load(): Promise<SettingsLayers> {
+    const [global, project] = await Promise.all([this.readScope("global"), this.readScope("project")]);
+    return { env: envLayer(this.env), project: project.settings, global: global.settings };
+  }
+
+  /**
+   * Locked read-modify-write of one scope. `fn` mutates the raw document in place and returns a
+   * value, or throws to abort without writing. Resolves after the atomic replacement.
+   */
+  async update<T>(scope: SettingsScope, fn: (doc: RawDocument) => T | Promise<T>): Promise<T> {
+    const path = this.pathOf(scope);
+    try {
+      if (scope === "project") await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+    } catch {
+      throw new SettingsError(scope, "write_failed");
+    }
+    try {
+      return await withFileLock(path, async () => {
+        const { raw } = await this.readScope(scope);
+        const doc: RawDocument = raw ?? {};
+        const result = await fn(doc);
+        if (!SettingsSchema.safeParse(doc).success) throw new SettingsError(scope, "invalid");
+        await writeJsonAtomic(path, doc, 0o600);
+        return result;
+      });
+    } catch (err) {
+      if (err instanceof JsonFileError) throw new SettingsError(scope, err.reason === "lock_failed" ? "lock_failed" : "write_failed");
+      throw err;
+    }
+  }
+
+  private async readScope(scope: SettingsScope): Promise<{ raw: RawDocument | undefined; settings: Settings }> {
+    let raw: unknown;
+    try {
+      raw = await readJsonFile(this.pathOf(scope));
+    } catch (err) {
+      throw new SettingsError(scope, err instanceof JsonFileError && err.reason === "unreadable" ? "unreadable" : "malformed");
+    }
+    if (raw === undefined) return { raw: undefined, settings: {} };
+    if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new SettingsError(scope, "malformed");
+    const parsed = SettingsSchema.safeParse(raw);
+    if (!parsed.success) throw new SettingsError(scope, "invalid");
+    return { raw: raw as RawDocument, settings: parsed.data };
+  }
+}
+
+function envLayer(env: EnvLike): SettingsLayers["env"] {
+  const out: SettingsLayers["env"] = {};
+  const p = env["MC_PROVIDER"];
+  const m = env["MC_MODEL"];
+  if (p !== undefined && p !== "") out.provider = p;
+  if (m !== undefined && m !== "") out.model = m;
+  return out;
+}
