@@ -1,0 +1,243 @@
+/**
+ * The provider-neutral stream driver: one POST per attempt, bounded SSE reading, in-band errors,
+ * retries before any output, and cancellation from the caller's signal to the HTTP socket.
+ *
+ * Contract (what every provider module relies on):
+ * - the generator never throws; it ends with exactly one `done` or `error` event;
+ * - a failure (limit, malformed event, disconnect, abort) aborts the HTTP request, which cancels
+ *   the body and closes the socket, before the `error` event is yielded;
+ * - an attempt is retried only while nothing has been yielded to the caller.
+ */
+import { createParser, type EventSourceParser } from "eventsource-parser";
+import type { CredentialSource, ProviderEvent } from "../types.js";
+import { utf8Bytes, type ProviderBounds } from "./accumulate.js";
+import { abortedFailure, LABELS, limitFailure, ProviderFailure, statusFailure } from "./errors.js";
+
+export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
+export type Credential = Awaited<ReturnType<CredentialSource>>;
+
+/** Retry policy for failures before any output. `sleep` must reject when `signal` aborts. */
+export interface RetryPolicy {
+  /** Total attempts including the first (1 = no retry). */
+  maxAttempts: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+  /** A Retry-After / retry-after-ms longer than this is clamped to it. */
+  maxRetryAfterMs: number;
+  sleep(ms: number, signal: AbortSignal): Promise<void>;
+}
+
+export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(abortedFailure());
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(t);
+      reject(abortedFailure());
+    };
+    const t = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+export const DEFAULT_RETRY: RetryPolicy = {
+  maxAttempts: 3,
+  baseDelayMs: 250,
+  maxDelayMs: 4000,
+  maxRetryAfterMs: 10_000,
+  sleep: abortableSleep,
+};
+
+/** Decodes one wire format's SSE events into provider events for one response. */
+export interface WireDecoder {
+  /** Handles one SSE event. Pushes caller events into `out`; throws `ProviderFailure`. Ignored once finished. */
+  onEvent(event: string | undefined, data: string, out: ProviderEvent[]): void;
+  /** True once the decoder pushed its terminal `done` (held tool calls, usage, then done). */
+  readonly finished: boolean;
+  /** Clean end of body before `finished`: push the terminal events or throw. */
+  onEnd(out: ProviderEvent[]): void;
+}
+
+export interface WireRequest {
+  url: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
+export interface DriveParams {
+  signal: AbortSignal;
+  credentials: CredentialSource;
+  /** Builds the HTTP request for one attempt from the current credential. */
+  build(cred: Credential): WireRequest;
+  decoder(): WireDecoder;
+  fetch: FetchLike;
+  retry: RetryPolicy;
+  bounds: ProviderBounds;
+  now?: () => number;
+}
+
+/** SSE framing with the event and response bounds, feeding a decoder synchronously. */
+class BoundedSse {
+  private bytes = 0;
+  private readonly text = new TextDecoder("utf-8");
+  private readonly parser: EventSourceParser;
+
+  constructor(bounds: ProviderBounds, decoder: WireDecoder, out: ProviderEvent[]) {
+    const maxEvent = bounds.maxSseEventBytes;
+    this.maxResponse = bounds.maxResponseBytes;
+    this.parser = createParser({
+      // Characters never exceed bytes, so this guard only trips on lines that cannot fit the
+      // event bound anyway (plus room for the `data: ` prefix); the exact check is per event.
+      maxBufferSize: maxEvent + 1024,
+      onEvent: (ev) => {
+        const d = ev.data;
+        if (d.length * 3 > maxEvent && (d.length > maxEvent || utf8Bytes(d) > maxEvent)) {
+          throw limitFailure(LABELS.eventLimit);
+        }
+        decoder.onEvent(ev.event, d, out);
+      },
+      onError: (err) => {
+        if (err.type === "max-buffer-size-exceeded") throw limitFailure(LABELS.eventLimit);
+      },
+    });
+  }
+  private readonly maxResponse: number;
+
+  /** Counts and parses one body chunk; decoder output lands in `out`. */
+  push(chunk: Uint8Array): void {
+    this.bytes += chunk.byteLength;
+    if (this.bytes > this.maxResponse) throw limitFailure(LABELS.responseLimit);
+    this.parser.feed(this.text.decode(chunk, { stream: true }));
+  }
+
+  end(): void {
+    const rest = this.text.decode();
+    if (rest.length > 0) this.parser.feed(rest);
+  }
+}
+
+function toFailure(e: unknown, signal: AbortSignal): ProviderFailure {
+  if (signal.aborted) return abortedFailure();
+  if (e instanceof ProviderFailure) return e;
+  // Any other exception is a bug or an unexpected shape; its text is never surfaced.
+  return new ProviderFailure("protocol", LABELS.malformed, false);
+}
+
+/** Parses `retry-after-ms` or `retry-after` (seconds or HTTP date) into ms; undefined when absent/invalid. */
+export function parseRetryAfter(headers: Headers, now: number): number | undefined {
+  const ms = headers.get("retry-after-ms");
+  if (ms !== null && /^\d+(\.\d+)?$/.test(ms.trim())) return Math.ceil(Number(ms));
+  const ra = headers.get("retry-after");
+  if (ra === null) return undefined;
+  const t = ra.trim();
+  if (/^\d+(\.\d+)?$/.test(t)) return Math.ceil(Number(t) * 1000);
+  const date = Date.parse(t);
+  if (Number.isNaN(date)) return undefined;
+  return Math.max(0, date - now);
+}
+
+export function backoffDelay(policy: RetryPolicy, attempt: number, retryAfterMs: number | undefined): number {
+  if (retryAfterMs !== undefined) return Math.min(retryAfterMs, policy.maxRetryAfterMs);
+  return Math.min(policy.baseDelayMs * 2 ** (attempt - 1), policy.maxDelayMs);
+}
+
+async function discardBody(res: Response): Promise<void> {
+  // The error body is never read: it could hold anything, and it never reaches the caller.
+  try {
+    await res.body?.cancel();
+  } catch {
+    /* already closed */
+  }
+}
+
+/** Runs one provider stream. See the module contract. */
+export async function* driveStream(p: DriveParams): AsyncGenerator<ProviderEvent, void, undefined> {
+  const { signal } = p;
+  const now = p.now ?? Date.now;
+  let yielded = false;
+  for (let attempt = 1; ; attempt++) {
+    const ctl = new AbortController();
+    const relay = (): void => ctl.abort();
+    signal.addEventListener("abort", relay, { once: true });
+    let settled = false;
+    let failure: ProviderFailure;
+    try {
+      if (signal.aborted) throw abortedFailure();
+      let cred: Credential;
+      try {
+        cred = await p.credentials();
+      } catch {
+        throw new ProviderFailure("auth", LABELS.credential, false);
+      }
+      const wire = p.build(cred);
+      let res: Response;
+      try {
+        res = await p.fetch(wire.url, { method: "POST", headers: wire.headers, body: wire.body, signal: ctl.signal });
+      } catch {
+        throw signal.aborted ? abortedFailure() : new ProviderFailure("network", LABELS.network, true);
+      }
+      if (!res.ok) {
+        await discardBody(res);
+        throw statusFailure(res.status, parseRetryAfter(res.headers, now()));
+      }
+      if (res.body === null) throw new ProviderFailure("protocol", LABELS.malformed, false);
+      const reader = res.body.getReader();
+      const decoder = p.decoder();
+      const out: ProviderEvent[] = [];
+      const sse = new BoundedSse(p.bounds, decoder, out);
+      let eof = false;
+      for (;;) {
+        let r: Awaited<ReturnType<typeof reader.read>>;
+        try {
+          r = await reader.read();
+        } catch {
+          throw signal.aborted ? abortedFailure() : new ProviderFailure("network", LABELS.disconnect, true);
+        }
+        if (r.done) {
+          eof = true;
+          sse.end();
+          if (!decoder.finished) decoder.onEnd(out);
+        } else {
+          sse.push(r.value);
+        }
+        if (decoder.finished) {
+          // Terminal reached: release the socket now rather than when the caller stops iterating.
+          if (!eof) ctl.abort();
+          settled = true;
+        } else if (eof) {
+          throw new ProviderFailure("network", LABELS.disconnect, true);
+        }
+        for (let i = 0; i < out.length; i++) {
+          if (signal.aborted && !settled) throw abortedFailure();
+          yielded = true;
+          yield out[i] as ProviderEvent;
+        }
+        out.length = 0;
+        if (settled) return;
+      }
+    } catch (e) {
+      failure = toFailure(e, signal);
+    } finally {
+      signal.removeEventListener("abort", relay);
+      if (!settled) ctl.abort();
+    }
+    if (failure.retryable && !yielded && attempt < p.retry.maxAttempts) {
+      try {
+        await p.retry.sleep(backoffDelay(p.retry, attempt, failure.retryAfterMs), signal);
+      } catch {
+        yield abortedFailure().toEvent();
+        return;
+      }
+      if (!signal.aborted) continue;
+      yield abortedFailure().toEvent();
+      return;
+    }
+    yield failure.toEvent();
+    return;
+  }
+}
