@@ -196,6 +196,7 @@ function runBash(command: string, cwd: string, signal: AbortSignal, onProgress: 
     function result(): ToolResult {
       let out = capture.text();
       if (out.length === 0) out = "(no output)";
+      else if (out.endsWith("\n")) out = out.slice(0, -1);
       if (stopReason === "timeout") {
         return fail("limit", `${out}\n[timed out after ${o.timeoutMs / 1000} s; process group killed]`, { timedOut: true });
       }

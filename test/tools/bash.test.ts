@@ -1,0 +1,106 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { bashTool, createBashTool, HeadTailCapture } from "../../src/runtime/tools/bash.js";
+import { MAX_RESULT_BYTES } from "../../src/runtime/tools/result.js";
+import { call, isAlive, makeCtx, tempDir, waitFor } from "./helpers.js";
+
+function pidFrom(file: string): number {
+  const pid = Number(readFileSync(file, "utf8").trim());
+  assert.ok(Number.isInteger(pid) && pid > 1, `pid file holds a pid: ${pid}`);
+  return pid;
+}
+
+test("bash: runs in ctx.cwd, captures stdout+stderr, reports exit codes and progress", async (t) => {
+  const dir = tempDir(t);
+  const ctx = makeCtx(dir);
+  let r = await call(bashTool, { command: "pwd; echo out; echo err >&2" }, ctx);
+  assert.equal(r.isError, false);
+  assert.equal(r.timedOut, false);
+  assert.equal(r.content, `${dir}\nout\nerr\nexit code: 0`);
+  assert.deepEqual(ctx.progress, ["running", "exit 0"]);
+  r = await call(bashTool, { command: "echo partial; exit 3" }, ctx);
+  assert.equal(r.isError, true);
+  assert.equal(r.errorKind, "failed");
+  assert.equal(r.content, "partial\nexit code: 3");
+  r = await call(bashTool, { command: "true" }, ctx);
+  assert.equal(r.content, "(no output)\nexit code: 0");
+});
+
+test("bash: argument validation and a missing working directory", async (t) => {
+  const dir = tempDir(t);
+  const ctx = makeCtx(dir);
+  assert.equal((await call(bashTool, { command: "" }, ctx)).errorKind, "invalid_arguments");
+  assert.equal((await call(bashTool, { command: "true", timeout: 10_000 }, ctx)).errorKind, "invalid_arguments");
+  assert.equal((await call(bashTool, { cmd: "true" }, ctx)).errorKind, "invalid_arguments");
+  const r = await call(bashTool, { command: "touch made" }, makeCtx(join(dir, "nope")));
+  assert.equal(r.errorKind, "failed");
+  assert.match(r.content, /working directory does not exist/);
+});
+
+test("bash: output cap keeps head and tail and counts what was omitted", async (t) => {
+  const dir = tempDir(t);
+  const small = createBashTool({ headBytes: 100, tailBytes: 100 });
+  const r = await call(small, { command: "seq 1 20000" }, makeCtx(dir));
+  assert.equal(r.isError, false);
+  assert.ok(r.content.startsWith("1\n2\n3\n"));
+  assert.ok(r.content.endsWith("19999\n20000\nexit code: 0"));
+  const m = /\[… (\d+) bytes of output omitted …\]/.exec(r.content);
+  assert.ok(m !== null);
+  const total = Buffer.byteLength(Array.from({ length: 20000 }, (_, i) => `${i + 1}\n`).join(""));
+  assert.equal(Number(m[1]), total - 200);
+  const big = await call(bashTool, { command: "head -c 300000 /dev/zero | tr '\\0' a" }, makeCtx(dir));
+  assert.ok(Buffer.byteLength(big.content) <= MAX_RESULT_BYTES);
+  assert.match(big.content, /bytes of output omitted/);
+});
+
+test("HeadTailCapture never splits a multi-byte character", () => {
+  const c = new HeadTailCapture(4, 4);
+  c.push(Buffer.from("ééééé")); // 10 bytes
+  const text = c.text();
+  assert.ok(!text.includes("\uFFFD"), text);
+  assert.equal(text, "éé\n[… 2 bytes of output omitted …]\néé");
+});
+
+test("bash: timeout kills the whole process group, grandchild included", async (t) => {
+  const dir = tempDir(t);
+  const ctx = makeCtx(dir);
+  const r = await call(bashTool, { command: "bash -c 'sleep 30 & echo $! > gc.pid; wait'; echo unreachable", timeout: 1 }, ctx);
+  assert.equal(r.isError, true);
+  assert.equal(r.errorKind, "limit");
+  assert.equal(r.timedOut, true);
+  assert.match(r.content, /timed out after 1 s/);
+  assert.ok(ctx.progress.includes("timed out"));
+  const gc = pidFrom(join(dir, "gc.pid"));
+  assert.ok(await waitFor(() => !isAlive(gc)), "grandchild sleep is gone");
+});
+
+test("bash: abort kills the group; a member ignoring SIGTERM gets SIGKILL after the grace", async (t) => {
+  const dir = tempDir(t);
+  const tool = createBashTool({ killGraceMs: 200 });
+  for (const command of ["sleep 30 & echo $! > gc.pid; wait", "trap '' TERM; sleep 30 & echo $! > gc.pid; wait"]) {
+    const ac = new AbortController();
+    const pidFile = join(dir, "gc.pid");
+    const running = call(tool, { command }, makeCtx(dir, ac.signal));
+    assert.ok(await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").endsWith("\n"), 5000));
+    const gc = pidFrom(pidFile);
+    assert.ok(isAlive(gc));
+    ac.abort();
+    const r = await running;
+    assert.equal(r.errorKind, "cancelled");
+    assert.equal(r.timedOut, false);
+    assert.ok(await waitFor(() => !isAlive(gc)), `grandchild of ${command} is gone`);
+    await import("node:fs/promises").then((fs) => fs.rm(pidFile));
+  }
+});
+
+test("bash: background jobs do not outlive a command that exited normally", async (t) => {
+  const dir = tempDir(t);
+  const started = Date.now();
+  const r = await call(bashTool, { command: "sleep 30 & echo $! > gc.pid; echo bg" }, makeCtx(dir));
+  assert.equal(r.content, "bg\nexit code: 0");
+  assert.ok(Date.now() - started < 10_000, "did not wait for the background job");
+  const gc = pidFrom(join(dir, "gc.pid"));
+  assert.ok(await waitFor(() => !isAlive(gc)), "background sleep is gone");
+});

@@ -1,0 +1,130 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { readTool } from "../../src/runtime/tools/read.js";
+import { writeTool } from "../../src/runtime/tools/write.js";
+import { editTool } from "../../src/runtime/tools/edit.js";
+import { lsTool } from "../../src/runtime/tools/ls.js";
+import { MAX_RESULT_BYTES } from "../../src/runtime/tools/result.js";
+import { call, makeCtx, tempDir } from "./helpers.js";
+
+test("read: whole file, offset/limit window, continuation note", async (t) => {
+  const dir = tempDir(t);
+  writeFileSync(join(dir, "a.txt"), "one\ntwo\r\nthree\nfour\n");
+  const ctx = makeCtx(dir);
+  let r = await call(readTool, { path: "a.txt" }, ctx);
+  assert.equal(r.isError, false);
+  assert.equal(r.content, "one\ntwo\nthree\nfour");
+  r = await call(readTool, { path: "a.txt", offset: 2, limit: 2 }, ctx);
+  assert.equal(r.content, "two\nthree\n[showing lines 2-3; more remain: continue with offset=4]");
+  r = await call(readTool, { path: join(dir, "a.txt"), offset: 4 }, ctx);
+  assert.equal(r.content, "four");
+});
+
+test("read: errors — missing, directory, binary, offset past end, bad args", async (t) => {
+  const dir = tempDir(t);
+  writeFileSync(join(dir, "bin"), Buffer.from([1, 2, 0, 3]));
+  writeFileSync(join(dir, "s.txt"), "x\n");
+  const ctx = makeCtx(dir);
+  let r = await call(readTool, { path: "nope.txt" }, ctx);
+  assert.equal(r.errorKind, "failed");
+  assert.match(r.content, /ENOENT/);
+  r = await call(readTool, { path: "." }, ctx);
+  assert.match(r.content, /is a directory/);
+  r = await call(readTool, { path: "bin" }, ctx);
+  assert.match(r.content, /binary/);
+  r = await call(readTool, { path: "s.txt", offset: 5 }, ctx);
+  assert.match(r.content, /past the end/);
+  r = await call(readTool, { path: "s.txt", offset: 0 }, ctx);
+  assert.equal(r.errorKind, "invalid_arguments");
+  r = await call(readTool, { path: "s.txt", extra: 1 }, ctx);
+  assert.equal(r.errorKind, "invalid_arguments");
+});
+
+test("read: output stays bounded for a large file and long lines", async (t) => {
+  const dir = tempDir(t);
+  const line = "y".repeat(200);
+  writeFileSync(join(dir, "big.txt"), Array.from({ length: 5000 }, () => line).join("\n") + "\n" + "z".repeat(10_000));
+  const r = await call(readTool, { path: "big.txt", limit: 10_000 }, makeCtx(dir));
+  assert.equal(r.isError, false);
+  assert.ok(Buffer.byteLength(r.content) <= MAX_RESULT_BYTES);
+  assert.match(r.content, /continue with offset=\d+\]$/);
+  const last = await call(readTool, { path: "big.txt", offset: 5001 }, makeCtx(dir));
+  assert.match(last.content, /^z{4000} \[… line cut at 4000 chars\]$/);
+});
+
+test("write: creates parent dirs, overwrites; non-string path creates nothing", async (t) => {
+  const dir = tempDir(t);
+  const ctx = makeCtx(dir);
+  let r = await call(writeTool, { path: "deep/er/f.txt", content: "héllo" }, ctx);
+  assert.equal(r.isError, false);
+  assert.equal(r.content, "wrote 6 bytes to deep/er/f.txt");
+  assert.equal(readFileSync(join(dir, "deep/er/f.txt"), "utf8"), "héllo");
+  r = await call(writeTool, { path: "deep/er/f.txt", content: "new" }, ctx);
+  assert.equal(readFileSync(join(dir, "deep/er/f.txt"), "utf8"), "new");
+  // Rejected by validation before running — and `run` re-validates when called directly.
+  r = await call(writeTool, { path: 42, content: "x" }, ctx);
+  assert.equal(r.errorKind, "invalid_arguments");
+  r = await writeTool.run({ path: 42, content: "x" }, ctx);
+  assert.equal(r.errorKind, "invalid_arguments");
+  assert.equal(existsSync(join(dir, "42")), false);
+  r = await call(writeTool, { path: "f2.txt" }, ctx);
+  assert.equal(r.errorKind, "invalid_arguments");
+  assert.match(r.content, /content/);
+  assert.equal(existsSync(join(dir, "f2.txt")), false);
+});
+
+test("edit: exact single match, not found, ambiguous, replace_all, identical, CRLF", async (t) => {
+  const dir = tempDir(t);
+  const f = join(dir, "e.txt");
+  writeFileSync(f, "alpha beta\ngamma beta\n");
+  const ctx = makeCtx(dir);
+  let r = await call(editTool, { path: "e.txt", old_string: "alpha", new_string: "ALPHA" }, ctx);
+  assert.equal(r.isError, false);
+  assert.equal(readFileSync(f, "utf8"), "ALPHA beta\ngamma beta\n");
+  r = await call(editTool, { path: "e.txt", old_string: "delta", new_string: "x" }, ctx);
+  assert.equal(r.errorKind, "failed");
+  assert.match(r.content, /not found/);
+  r = await call(editTool, { path: "e.txt", old_string: "beta", new_string: "B" }, ctx);
+  assert.match(r.content, /occurs 2 times/);
+  assert.equal(readFileSync(f, "utf8"), "ALPHA beta\ngamma beta\n", "an ambiguous edit changes nothing");
+  r = await call(editTool, { path: "e.txt", old_string: "beta", new_string: "$&B", replace_all: true }, ctx);
+  assert.equal(r.content, "edited e.txt: replaced 2 occurrences");
+  assert.equal(readFileSync(f, "utf8"), "ALPHA $&B\ngamma $&B\n", "replacement text is literal");
+  r = await call(editTool, { path: "e.txt", old_string: "x", new_string: "x" }, ctx);
+  assert.equal(r.errorKind, "invalid_arguments");
+  r = await call(editTool, { path: "e.txt", old_string: "", new_string: "x" }, ctx);
+  assert.equal(r.errorKind, "invalid_arguments");
+  r = await call(editTool, { path: "missing.txt", old_string: "a", new_string: "b" }, ctx);
+  assert.match(r.content, /ENOENT/);
+  writeFileSync(join(dir, "w.txt"), "a\r\nb\r\nc\r\n");
+  r = await call(editTool, { path: "w.txt", old_string: "a\nb", new_string: "A\nB" }, ctx);
+  assert.equal(r.isError, false);
+  assert.equal(readFileSync(join(dir, "w.txt"), "utf8"), "A\r\nB\r\nc\r\n");
+});
+
+test("ls: sorted entries with dir markers, limit, errors", async (t) => {
+  const dir = tempDir(t);
+  mkdirSync(join(dir, "sub"));
+  writeFileSync(join(dir, "b.txt"), "");
+  writeFileSync(join(dir, ".hidden"), "");
+  const ctx = makeCtx(dir);
+  let r = await call(lsTool, {}, ctx);
+  assert.equal(r.content, ".hidden\nb.txt\nsub/");
+  r = await call(lsTool, { path: ".", limit: 1 }, ctx);
+  assert.equal(r.content, ".hidden\n[2 more entries not shown; raise limit]");
+  r = await call(lsTool, { path: "sub" }, ctx);
+  assert.equal(r.content, "(empty directory)");
+  r = await call(lsTool, { path: "b.txt" }, ctx);
+  assert.equal(r.errorKind, "failed");
+});
+
+test("a tool run with an already-aborted signal is cancelled and does nothing", async (t) => {
+  const dir = tempDir(t);
+  const ac = new AbortController();
+  ac.abort();
+  const r = await call(writeTool, { path: "x.txt", content: "x" }, makeCtx(dir, ac.signal));
+  assert.equal(r.errorKind, "cancelled");
+  assert.equal(existsSync(join(dir, "x.txt")), false);
+});
