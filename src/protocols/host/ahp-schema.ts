@@ -1,0 +1,341 @@
+/**
+ * Spec-derived AHP (Agent Host Protocol) message shapes, written from the public specification
+ * (microsoft/agent-host-protocol: types/common/*, types/channels-{root,session,chat}/*).
+ * Only the subset this host emits or accepts is modelled. Used by the host to validate client
+ * input and by the tests to validate every message the host emits.
+ */
+import { z } from "zod";
+
+export const ROOT = "ahp-root://";
+export const SUPPORTED_AHP_BASELINES = [">=1.0.0 <2.0.0", ">=0.9.0 <0.10.0"];
+export const SERVER_PREFERRED_VERSION = "1.0.0";
+
+export const ErrorCodes = {
+  ParseError: -32700,
+  InvalidRequest: -32600,
+  MethodNotFound: -32601,
+  InvalidParams: -32602,
+  InternalError: -32603,
+  SessionNotFound: -32001,
+  ProviderNotFound: -32002,
+  SessionAlreadyExists: -32003,
+  TurnInProgress: -32004,
+  UnsupportedProtocolVersion: -32005,
+  NotFound: -32008,
+  PermissionDenied: -32009,
+} as const;
+
+const uri = z.string().min(1);
+const iso = z.string().regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/);
+const meta = z.record(z.string(), z.unknown());
+
+export const UsageInfo = z.object({
+  inputTokens: z.number().optional(),
+  outputTokens: z.number().optional(),
+  model: z.string().optional(),
+  cacheReadTokens: z.number().optional(),
+  _meta: meta.optional(),
+});
+export const ErrorInfo = z.object({ errorType: z.string(), message: z.string(), stack: z.string().optional(), _meta: meta.optional() });
+export const StringOrMarkdown = z.union([z.string(), z.object({ markdown: z.string() })]);
+export const MessageOrigin = z.object({ kind: z.enum(["user", "agent", "tool", "automation", "systemNotification"]) });
+export const Message = z.object({
+  text: z.string(),
+  origin: MessageOrigin,
+  attachments: z.array(z.unknown()).optional(),
+  model: z.object({ id: z.string(), config: z.record(z.string(), z.string()).optional() }).optional(),
+  agent: z.object({ uri }).optional(),
+  _meta: meta.optional(),
+});
+
+export const ChatInputQuestion = z.object({
+  id: z.string(),
+  kind: z.enum(["text", "number", "integer", "boolean", "single-select", "multi-select"]),
+  title: z.string().optional(),
+  message: z.string(),
+  required: z.boolean().optional(),
+  options: z.array(z.object({ id: z.string(), label: z.string(), description: z.string().optional(), recommended: z.boolean().optional() })).optional(),
+  allowFreeformInput: z.boolean().optional(),
+});
+export const ChatInputRequest = z.object({
+  id: z.string(),
+  message: z.string().optional(),
+  url: z.string().optional(),
+  questions: z.array(ChatInputQuestion).optional(),
+  answers: z.record(z.string(), z.unknown()).optional(),
+});
+
+const ConfirmationOption = z.object({ id: z.string(), label: z.string(), kind: z.enum(["approve", "deny"]), group: z.number().optional() });
+const ToolCallBase = {
+  toolCallId: z.string(),
+  toolName: z.string(),
+  displayName: z.string(),
+  intention: z.string().optional(),
+  contributor: z.unknown().optional(),
+  _meta: meta.optional(),
+};
+const ToolResultFields = {
+  success: z.boolean(),
+  pastTenseMessage: StringOrMarkdown,
+  content: z.array(z.object({ type: z.string() }).passthrough()).optional(),
+  structuredContent: meta.optional(),
+  error: z.object({ message: z.string(), code: z.string().optional() }).optional(),
+};
+const confirmedReason = z.enum(["not-needed", "user-action", "setting"]);
+export const ToolCallState = z.discriminatedUnion("status", [
+  z.object({ ...ToolCallBase, status: z.literal("streaming"), partialInput: z.string().optional(), invocationMessage: StringOrMarkdown.optional() }),
+  z.object({
+    ...ToolCallBase,
+    status: z.literal("pending-confirmation"),
+    invocationMessage: StringOrMarkdown,
+    toolInput: z.string().optional(),
+    confirmationTitle: StringOrMarkdown.optional(),
+    editable: z.boolean().optional(),
+    options: z.array(ConfirmationOption).optional(),
+  }),
+  z.object({ ...ToolCallBase, status: z.literal("running"), invocationMessage: StringOrMarkdown, toolInput: z.string().optional(), confirmed: confirmedReason }),
+  z.object({ ...ToolCallBase, ...ToolResultFields, status: z.literal("pending-result-confirmation"), invocationMessage: StringOrMarkdown, confirmed: confirmedReason }),
+  z.object({ ...ToolCallBase, ...ToolResultFields, status: z.literal("completed"), invocationMessage: StringOrMarkdown, confirmed: confirmedReason }),
+  z.object({ ...ToolCallBase, status: z.literal("cancelled"), invocationMessage: StringOrMarkdown, reason: z.enum(["denied", "skipped", "result-denied"]), reasonMessage: StringOrMarkdown.optional() }),
+]);
+
+export const ResponsePart = z.discriminatedUnion("kind", [
+  z.object({ kind: z.literal("markdown"), id: z.string(), content: z.string() }),
+  z.object({ kind: z.literal("reasoning"), id: z.string(), content: z.string() }),
+  z.object({ kind: z.literal("toolCall"), toolCall: ToolCallState }),
+  z.object({ kind: z.literal("inputRequest"), request: ChatInputRequest, response: z.enum(["accept", "decline", "cancel"]).optional() }),
+  z.object({ kind: z.literal("error"), error: ErrorInfo, resumable: z.boolean().optional() }),
+]);
+
+export const Turn = z.object({
+  id: z.string(),
+  startedAt: iso.optional(),
+  duration: z.number().optional(),
+  message: Message,
+  responseParts: z.array(ResponsePart),
+  usage: UsageInfo.optional(),
+  state: z.enum(["complete", "cancelled", "error"]),
+});
+export const ActiveTurn = z.object({
+  id: z.string(),
+  startedAt: iso,
+  message: Message,
+  responseParts: z.array(ResponsePart),
+  usage: UsageInfo.optional(),
+});
+
+const statusBits = z.number().int().min(0);
+export const ChatSummary = z.object({
+  resource: uri,
+  title: z.string(),
+  status: statusBits,
+  activity: z.string().optional(),
+  modifiedAt: iso,
+  interactivity: z.enum(["full", "read-only", "hidden"]).optional(),
+});
+export const ChatState = ChatSummary.extend({
+  turns: z.array(Turn),
+  turnsNextCursor: z.string().optional(),
+  activeTurn: ActiveTurn.optional(),
+  _meta: meta.optional(),
+});
+export const SessionInputRequest = z.object({
+  id: z.string(),
+  chat: uri,
+  kind: z.enum(["chatInput", "toolConfirmation", "toolClientExecution", "toolAuthentication"]),
+}).passthrough();
+export const SessionState = z.object({
+  provider: z.string(),
+  title: z.string(),
+  status: statusBits,
+  activity: z.string().optional(),
+  workingDirectories: z.array(uri).optional(),
+  lifecycle: z.enum(["creating", "ready", "failed"]),
+  creationError: ErrorInfo.optional(),
+  activeClients: z.array(z.object({ clientId: z.string(), tools: z.array(z.unknown()) }).passthrough()),
+  chats: z.array(ChatSummary),
+  defaultChat: uri.optional(),
+  inputNeeded: z.array(SessionInputRequest).optional(),
+  _meta: meta.optional(),
+});
+export const SessionSummary = z.object({
+  resource: uri,
+  provider: z.string(),
+  title: z.string(),
+  status: statusBits,
+  activity: z.string().optional(),
+  workingDirectories: z.array(uri).optional(),
+  createdAt: iso,
+  modifiedAt: iso,
+  _meta: meta.optional(),
+  chats: z.array(z.object({ resource: uri, title: z.string(), interactivity: z.enum(["full", "read-only", "hidden"]).optional() })).optional(),
+  defaultChat: uri.optional(),
+});
+export const AgentInfo = z.object({
+  provider: z.string(),
+  displayName: z.string(),
+  description: z.string(),
+  models: z.array(z.object({ id: z.string(), provider: z.string(), name: z.string() }).passthrough()),
+});
+export const RootState = z.object({ agents: z.array(AgentInfo), activeSessions: z.number().int().min(0).optional(), _meta: meta.optional() });
+export const Snapshot = z.object({ resource: uri, state: z.union([RootState, SessionState, ChatState]), fromSeq: z.number().int().min(0) });
+
+const turnId = z.string();
+export const StateAction = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("root/agentsChanged"), agents: z.array(AgentInfo) }),
+  z.object({ type: z.literal("root/activeSessionsChanged"), activeSessions: z.number().int().min(0) }),
+  z.object({ type: z.literal("session/ready") }),
+  z.object({ type: z.literal("session/creationFailed"), error: ErrorInfo }),
+  z.object({ type: z.literal("session/chatAdded"), summary: ChatSummary }),
+  z.object({ type: z.literal("session/chatRemoved"), chat: uri }),
+  z.object({ type: z.literal("session/chatUpdated"), chat: uri, changes: ChatSummary.partial() }),
+  z.object({ type: z.literal("session/titleChanged"), title: z.string() }),
+  z.object({ type: z.literal("session/inputNeededSet"), request: SessionInputRequest }),
+  z.object({ type: z.literal("session/inputNeededRemoved"), id: z.string() }),
+  z.object({ type: z.literal("session/metaChanged") }).passthrough(),
+  z.object({ type: z.literal("chat/turnStarted"), turnId, startedAt: iso, message: Message, queuedMessageId: z.string().optional(), _meta: meta.optional() }),
+  z.object({ type: z.literal("chat/delta"), turnId, partId: z.string(), content: z.string() }),
+  z.object({ type: z.literal("chat/reasoning"), turnId, partId: z.string(), content: z.string() }),
+  z.object({ type: z.literal("chat/responsePart"), turnId, part: ResponsePart }),
+  z.object({ type: z.literal("chat/toolCallStart"), turnId, toolCallId: z.string(), toolName: z.string(), displayName: z.string(), intention: z.string().optional() }),
+  z.object({
+    type: z.literal("chat/toolCallReady"),
+    turnId,
+    toolCallId: z.string(),
+    invocationMessage: StringOrMarkdown,
+    toolInput: z.string().optional(),
+    confirmationTitle: StringOrMarkdown.optional(),
+    editable: z.boolean().optional(),
+    confirmed: confirmedReason.optional(),
+    options: z.array(ConfirmationOption).optional(),
+  }),
+  z.object({
+    type: z.literal("chat/toolCallConfirmed"),
+    turnId,
+    toolCallId: z.string(),
+    approved: z.boolean(),
+    confirmed: confirmedReason.optional(),
+    reason: z.enum(["denied", "skipped"]).optional(),
+    editedToolInput: z.string().optional(),
+    selectedOptionId: z.string().optional(),
+    reasonMessage: StringOrMarkdown.optional(),
+    userSuggestion: Message.optional(),
+  }),
+  z.object({ type: z.literal("chat/toolCallComplete"), turnId, toolCallId: z.string(), result: z.object(ToolResultFields), requiresResultConfirmation: z.boolean().optional() }),
+  z.object({ type: z.literal("chat/toolCallResultConfirmed"), turnId, toolCallId: z.string(), approved: z.boolean() }),
+  z.object({ type: z.literal("chat/turnComplete"), turnId, duration: z.number().min(0) }),
+  z.object({ type: z.literal("chat/turnCancelled"), turnId, duration: z.number().min(0) }),
+  z.object({ type: z.literal("chat/error"), turnId, duration: z.number().min(0), error: ErrorInfo }),
+  z.object({ type: z.literal("chat/usage"), turnId, usage: UsageInfo }),
+  z.object({ type: z.literal("chat/inputRequested"), request: ChatInputRequest }),
+  z.object({ type: z.literal("chat/inputCompleted"), requestId: z.string(), response: z.enum(["accept", "decline", "cancel"]), answers: z.record(z.string(), z.unknown()).optional() }),
+  z.object({ type: z.literal("chat/turnsLoaded"), turns: z.array(Turn), turnsNextCursor: z.string().optional() }),
+]);
+export type StateAction = z.infer<typeof StateAction>;
+
+export const ActionOrigin = z.object({ clientId: z.string(), clientSeq: z.number().int() });
+/** Envelope as emitted (rejected envelopes carry the client's raw action, so `action` is loose there). */
+export const ActionEnvelope = z.object({
+  channel: uri,
+  action: z.object({ type: z.string() }).passthrough(),
+  serverSeq: z.number().int().min(1),
+  origin: ActionOrigin.optional(),
+  rejectionReason: z.string().optional(),
+}).superRefine((env, ctx) => {
+  if (env.rejectionReason === undefined) {
+    const r = StateAction.safeParse(env.action);
+    if (!r.success) ctx.addIssue({ code: "custom", message: `invalid action ${env.action.type}: ${r.error.issues[0]?.message}` });
+  }
+});
+
+export const InitializeResult = z.object({
+  protocolVersion: z.string().regex(/^\d+\.\d+\.\d+$/),
+  serverSeq: z.number().int().min(0),
+  serverInfo: z.object({ name: z.string(), version: z.string().optional(), title: z.string().optional() }).optional(),
+  _meta: meta.optional(),
+  snapshots: z.array(Snapshot),
+});
+export const ReconnectResult = z.union([
+  z.object({ type: z.literal("replay"), actions: z.array(ActionEnvelope), missing: z.array(uri) }),
+  z.object({ type: z.literal("snapshot"), snapshots: z.array(Snapshot) }),
+]);
+export const SubscribeResult = z.object({ snapshot: Snapshot.optional() });
+export const ListSessionsResult = z.object({ items: z.array(SessionSummary), nextCursor: z.string().optional() });
+
+export const JsonRpcError = z.object({
+  jsonrpc: z.literal("2.0"),
+  id: z.union([z.number(), z.string(), z.null()]),
+  error: z.object({ code: z.number().int(), message: z.string(), data: z.unknown().optional() }),
+});
+export const JsonRpcSuccess = z.object({ jsonrpc: z.literal("2.0"), id: z.union([z.number(), z.string()]), result: z.unknown() });
+
+export const ServerNotification = z.discriminatedUnion("method", [
+  z.object({ jsonrpc: z.literal("2.0"), method: z.literal("action"), params: ActionEnvelope }),
+  z.object({ jsonrpc: z.literal("2.0"), method: z.literal("root/sessionAdded"), params: z.object({ channel: z.literal(ROOT), summary: SessionSummary }) }),
+  z.object({ jsonrpc: z.literal("2.0"), method: z.literal("root/sessionRemoved"), params: z.object({ channel: z.literal(ROOT), session: uri }) }),
+  z.object({
+    jsonrpc: z.literal("2.0"),
+    method: z.literal("root/sessionSummaryChanged"),
+    params: z.object({ channel: z.literal(ROOT), session: uri, changes: SessionSummary.partial() }),
+  }),
+]);
+
+/** Result schema by request method, for validating responses. */
+export const RESULT_SCHEMAS: Record<string, z.ZodType> = {
+  initialize: InitializeResult,
+  reconnect: ReconnectResult,
+  subscribe: SubscribeResult,
+  listSessions: ListSessionsResult,
+  ping: z.null(),
+  createSession: z.null(),
+  disposeSession: z.null(),
+  fetchTurns: z.object({}),
+};
+
+// ── Client input ──────────────────────────────────────────────────────────────
+export const JsonRpcRequestIn = z.object({
+  jsonrpc: z.literal("2.0"),
+  id: z.union([z.number(), z.string()]).optional(),
+  method: z.string().min(1),
+  params: z.unknown().optional(),
+});
+export const InitializeParams = z.object({
+  channel: z.literal(ROOT).optional(),
+  protocolVersions: z.array(z.string()).min(1).max(64),
+  clientId: z.string().min(1).max(512),
+  clientInfo: z.object({ name: z.string() }).passthrough().optional(),
+  initialSubscriptions: z.array(uri).max(10_000).optional(),
+  locale: z.string().optional(),
+});
+export const ReconnectParams = z.object({
+  channel: z.literal(ROOT).optional(),
+  clientId: z.string().min(1).max(512),
+  lastSeenServerSeq: z.number().int().min(0),
+  subscriptions: z.array(uri).max(10_000),
+});
+export const DispatchActionParams = z.object({ channel: uri, clientSeq: z.number().int(), action: z.object({ type: z.string() }).passthrough() });
+export const CreateSessionParams = z.object({
+  channel: uri,
+  provider: z.string().optional(),
+  workingDirectories: z.array(uri).optional(),
+  config: z.record(z.string(), z.unknown()).optional(),
+}).passthrough();
+
+/** Parse "MAJOR.MINOR.PATCH" strictly (no leading zeros, prerelease or build). */
+export function parseSemver(v: string): [number, number, number] | null {
+  const m = /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$/.exec(v);
+  return m ? [Number(m[1]), Number(m[2]), Number(m[3])] : null;
+}
+
+/** Select the highest offered version in `>=1.0.0 <2.0.0` or `>=0.9.0 <0.10.0`; null when none. */
+export function negotiateVersion(offered: string[]): string | null {
+  let best: { v: string; p: [number, number, number] } | null = null;
+  for (const v of offered) {
+    const p = parseSemver(v);
+    if (!p) continue;
+    const ok = p[0] === 1 || (p[0] === 0 && p[1] === 9);
+    if (!ok) continue;
+    if (!best || p[0] > best.p[0] || (p[0] === best.p[0] && (p[1] > best.p[1] || (p[1] === best.p[1] && p[2] > best.p[2])))) best = { v, p };
+  }
+  return best ? best.v : null;
+}

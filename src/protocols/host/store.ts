@@ -1,0 +1,183 @@
+/**
+ * Durable host state in SQLite (better-sqlite3, WAL). Small rows, one table per concern.
+ * Ordinary writes are queued and committed in one transaction per event-loop turn;
+ * `flush()` commits immediately (used before anything that must be durable before a reply).
+ */
+import Database from "better-sqlite3";
+import { randomUUID } from "node:crypto";
+
+export interface SessionRow {
+  uri: string;
+  sourceId: string;
+  provider: string;
+  providerRoute: number; // 1 when created through a provider connection
+  title: string;
+  createdAt: string;
+  modifiedAt: string;
+  continuity: string;
+  chatUri: string;
+  lifecycle: string;
+  extra: string; // JSON: model, thinkingLevel, interactivity, workingDirectories, creationError
+}
+export interface ChatRow {
+  uri: string;
+  sessionUri: string;
+  title: string;
+  turns: string; // JSON Turn[]
+  nextCursor: string | null;
+}
+export interface CreationRow {
+  sessionUri: string;
+  provider: string;
+  tokenHash: string;
+  createdAt: string;
+}
+
+export class HostStore {
+  private db: Database.Database;
+  private queue: Array<() => void> = [];
+  private scheduled = false;
+  private closed = false;
+  private stmts;
+
+  constructor(path: string) {
+    this.db = new Database(path);
+    this.db.pragma("journal_mode = WAL");
+    this.db.pragma("synchronous = NORMAL");
+    this.db.exec(`
+      CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS sessions (
+        uri TEXT PRIMARY KEY, source_id TEXT NOT NULL UNIQUE, provider TEXT NOT NULL, provider_route INTEGER NOT NULL,
+        title TEXT NOT NULL, created_at TEXT NOT NULL, modified_at TEXT NOT NULL, continuity TEXT NOT NULL,
+        chat_uri TEXT NOT NULL, lifecycle TEXT NOT NULL, extra TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS aliases (alias TEXT PRIMARY KEY, session_uri TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS chats (uri TEXT PRIMARY KEY, session_uri TEXT NOT NULL, title TEXT NOT NULL, turns TEXT NOT NULL, next_cursor TEXT);
+      CREATE TABLE IF NOT EXISTS creations (session_uri TEXT PRIMARY KEY, provider TEXT NOT NULL, token_hash TEXT NOT NULL, created_at TEXT NOT NULL);
+    `);
+    this.stmts = {
+      upsertSession: this.db.prepare(
+        `INSERT INTO sessions (uri, source_id, provider, provider_route, title, created_at, modified_at, continuity, chat_uri, lifecycle, extra)
+         VALUES (@uri, @sourceId, @provider, @providerRoute, @title, @createdAt, @modifiedAt, @continuity, @chatUri, @lifecycle, @extra)
+         ON CONFLICT(uri) DO UPDATE SET source_id=excluded.source_id, provider=excluded.provider, provider_route=excluded.provider_route,
+           title=excluded.title, modified_at=excluded.modified_at, lifecycle=excluded.lifecycle, extra=excluded.extra`,
+      ),
+      deleteSession: this.db.prepare(`DELETE FROM sessions WHERE uri = ?`),
+      deleteAliases: this.db.prepare(`DELETE FROM aliases WHERE session_uri = ?`),
+      deleteChats: this.db.prepare(`DELETE FROM chats WHERE session_uri = ?`),
+      putAlias: this.db.prepare(`INSERT OR REPLACE INTO aliases (alias, session_uri) VALUES (?, ?)`),
+      putChat: this.db.prepare(
+        `INSERT INTO chats (uri, session_uri, title, turns, next_cursor) VALUES (@uri, @sessionUri, @title, @turns, @nextCursor)
+         ON CONFLICT(uri) DO UPDATE SET title=excluded.title, turns=excluded.turns, next_cursor=excluded.next_cursor`,
+      ),
+      deleteChat: this.db.prepare(`DELETE FROM chats WHERE uri = ?`),
+      putCreation: this.db.prepare(`INSERT INTO creations (session_uri, provider, token_hash, created_at) VALUES (?, ?, ?, ?)`),
+      deleteCreation: this.db.prepare(`DELETE FROM creations WHERE session_uri = ?`),
+      putMeta: this.db.prepare(`INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)`),
+      getMeta: this.db.prepare(`SELECT value FROM meta WHERE key = ?`),
+    };
+  }
+
+  /** The persisted host identity, created on first use. */
+  hostId(): string {
+    const row = this.stmts.getMeta.get("hostId") as { value: string } | undefined;
+    if (row) return row.value;
+    const id = randomUUID();
+    this.stmts.putMeta.run("hostId", id);
+    return id;
+  }
+
+  loadSessions(): SessionRow[] {
+    return (this.db.prepare(`SELECT * FROM sessions ORDER BY uri`).all() as Record<string, unknown>[]).map((r) => ({
+      uri: r.uri as string,
+      sourceId: r.source_id as string,
+      provider: r.provider as string,
+      providerRoute: r.provider_route as number,
+      title: r.title as string,
+      createdAt: r.created_at as string,
+      modifiedAt: r.modified_at as string,
+      continuity: r.continuity as string,
+      chatUri: r.chat_uri as string,
+      lifecycle: r.lifecycle as string,
+      extra: r.extra as string,
+    }));
+  }
+  loadAliases(): Array<{ alias: string; sessionUri: string }> {
+    return (this.db.prepare(`SELECT alias, session_uri FROM aliases`).all() as Array<{ alias: string; session_uri: string }>).map((r) => ({
+      alias: r.alias,
+      sessionUri: r.session_uri,
+    }));
+  }
+  loadChats(): ChatRow[] {
+    return (this.db.prepare(`SELECT * FROM chats`).all() as Record<string, unknown>[]).map((r) => ({
+      uri: r.uri as string,
+      sessionUri: r.session_uri as string,
+      title: r.title as string,
+      turns: r.turns as string,
+      nextCursor: (r.next_cursor as string | null) ?? null,
+    }));
+  }
+  loadCreations(): CreationRow[] {
+    return (this.db.prepare(`SELECT * FROM creations`).all() as Record<string, unknown>[]).map((r) => ({
+      sessionUri: r.session_uri as string,
+      provider: r.provider as string,
+      tokenHash: r.token_hash as string,
+      createdAt: r.created_at as string,
+    }));
+  }
+
+  private enqueue(fn: () => void): void {
+    if (this.closed) return;
+    this.queue.push(fn);
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => this.flush());
+    }
+  }
+
+  /** Commit every queued write now, in one transaction. */
+  flush(): void {
+    this.scheduled = false;
+    if (this.queue.length === 0 || this.closed) return;
+    const q = this.queue;
+    this.queue = [];
+    this.db.transaction(() => {
+      for (const fn of q) fn();
+    })();
+  }
+
+  putSession(row: SessionRow): void {
+    this.enqueue(() => this.stmts.upsertSession.run(row));
+  }
+  removeSession(uri: string): void {
+    this.enqueue(() => {
+      this.stmts.deleteSession.run(uri);
+      this.stmts.deleteAliases.run(uri);
+      this.stmts.deleteChats.run(uri);
+      this.stmts.deleteCreation.run(uri);
+    });
+  }
+  putAlias(alias: string, sessionUri: string): void {
+    this.enqueue(() => this.stmts.putAlias.run(alias, sessionUri));
+  }
+  putChat(row: ChatRow): void {
+    this.enqueue(() => this.stmts.putChat.run(row));
+  }
+  removeChat(uri: string): void {
+    this.enqueue(() => this.stmts.deleteChat.run(uri));
+  }
+  /** Durable immediately: the reservation must exist before the provider is asked to launch. */
+  reserveCreation(row: CreationRow): void {
+    this.flush();
+    this.stmts.putCreation.run(row.sessionUri, row.provider, row.tokenHash, row.createdAt);
+  }
+  dropCreation(sessionUri: string): void {
+    this.enqueue(() => this.stmts.deleteCreation.run(sessionUri));
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.flush();
+    this.closed = true;
+    this.db.close();
+  }
+}
