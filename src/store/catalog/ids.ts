@@ -56,7 +56,6 @@ export function truncateUtf8(s: string, max: number): string {
 }
 
 // C0/C1 controls, DEL, zero-width and bidi controls, line/paragraph separators, BOM.
-// eslint-disable-next-line no-control-regex
 const UNSAFE_DISPLAY = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]/g;
 
 export function sanitizeLabel(label: unknown, fallbackId: string): string {
