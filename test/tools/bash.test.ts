@@ -12,7 +12,7 @@ function pidFrom(file: string): number {
   return pid;
 }
 
-test("bash: runs in ctx.cwd, captures stdout+stderr, reports exit codes and progress", async (t) => {
+void test("bash: runs in ctx.cwd, captures stdout+stderr, reports exit codes and progress", async (t) => {
   const dir = tempDir(t);
   const ctx = makeCtx(dir);
   let r = await call(bashTool, { command: "pwd; echo out; echo err >&2" }, ctx);
@@ -28,7 +28,7 @@ test("bash: runs in ctx.cwd, captures stdout+stderr, reports exit codes and prog
   assert.equal(r.content, "(no output)\nexit code: 0");
 });
 
-test("bash: argument validation and a missing working directory", async (t) => {
+void test("bash: argument validation and a missing working directory", async (t) => {
   const dir = tempDir(t);
   const ctx = makeCtx(dir);
   assert.equal((await call(bashTool, { command: "" }, ctx)).errorKind, "invalid_arguments");
@@ -39,7 +39,7 @@ test("bash: argument validation and a missing working directory", async (t) => {
   assert.match(r.content, /working directory does not exist/);
 });
 
-test("bash: output cap keeps head and tail and counts what was omitted", async (t) => {
+void test("bash: output cap keeps head and tail and counts what was omitted", async (t) => {
   const dir = tempDir(t);
   const small = createBashTool({ headBytes: 100, tailBytes: 100 });
   const r = await call(small, { command: "seq 1 20000" }, makeCtx(dir));
@@ -55,7 +55,7 @@ test("bash: output cap keeps head and tail and counts what was omitted", async (
   assert.match(big.content, /bytes of output omitted/);
 });
 
-test("HeadTailCapture never splits a multi-byte character", () => {
+void test("HeadTailCapture never splits a multi-byte character", () => {
   const c = new HeadTailCapture(4, 4);
   c.push(Buffer.from("ééééé")); // 10 bytes
   const text = c.text();
@@ -63,7 +63,7 @@ test("HeadTailCapture never splits a multi-byte character", () => {
   assert.equal(text, "éé\n[… 2 bytes of output omitted …]\néé");
 });
 
-test("bash: timeout kills the whole process group, grandchild included", async (t) => {
+void test("bash: timeout kills the whole process group, grandchild included", async (t) => {
   const dir = tempDir(t);
   const ctx = makeCtx(dir);
   const r = await call(bashTool, { command: "bash -c 'sleep 30 & echo $! > gc.pid; wait'; echo unreachable", timeout: 1 }, ctx);
@@ -76,7 +76,7 @@ test("bash: timeout kills the whole process group, grandchild included", async (
   assert.ok(await waitFor(() => !isAlive(gc)), "grandchild sleep is gone");
 });
 
-test("bash: abort kills the group; a member ignoring SIGTERM gets SIGKILL after the grace", async (t) => {
+void test("bash: abort kills the group; a member ignoring SIGTERM gets SIGKILL after the grace", async (t) => {
   const dir = tempDir(t);
   const tool = createBashTool({ killGraceMs: 200 });
   for (const command of ["sleep 30 & echo $! > gc.pid; wait", "trap '' TERM; sleep 30 & echo $! > gc.pid; wait"]) {
@@ -95,7 +95,7 @@ test("bash: abort kills the group; a member ignoring SIGTERM gets SIGKILL after 
   }
 });
 
-test("bash: background jobs do not outlive a command that exited normally", async (t) => {
+void test("bash: background jobs do not outlive a command that exited normally", async (t) => {
   const dir = tempDir(t);
   const started = Date.now();
   const r = await call(bashTool, { command: "sleep 30 & echo $! > gc.pid; echo bg" }, makeCtx(dir));

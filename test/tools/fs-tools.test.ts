@@ -9,7 +9,7 @@ import { lsTool } from "../../src/runtime/tools/ls.js";
 import { MAX_RESULT_BYTES } from "../../src/runtime/tools/result.js";
 import { call, makeCtx, tempDir } from "./helpers.js";
 
-test("read: whole file, offset/limit window, continuation note", async (t) => {
+void test("read: whole file, offset/limit window, continuation note", async (t) => {
   const dir = tempDir(t);
   writeFileSync(join(dir, "a.txt"), "one\ntwo\r\nthree\nfour\n");
   const ctx = makeCtx(dir);
@@ -22,7 +22,7 @@ test("read: whole file, offset/limit window, continuation note", async (t) => {
   assert.equal(r.content, "four");
 });
 
-test("read: errors — missing, directory, binary, offset past end, bad args", async (t) => {
+void test("read: errors — missing, directory, binary, offset past end, bad args", async (t) => {
   const dir = tempDir(t);
   writeFileSync(join(dir, "bin"), Buffer.from([1, 2, 0, 3]));
   writeFileSync(join(dir, "s.txt"), "x\n");
@@ -42,7 +42,7 @@ test("read: errors — missing, directory, binary, offset past end, bad args", a
   assert.equal(r.errorKind, "invalid_arguments");
 });
 
-test("read: output stays bounded for a large file and long lines", async (t) => {
+void test("read: output stays bounded for a large file and long lines", async (t) => {
   const dir = tempDir(t);
   const line = "y".repeat(200);
   writeFileSync(join(dir, "big.txt"), Array.from({ length: 5000 }, () => line).join("\n") + "\n" + "z".repeat(10_000));
@@ -54,7 +54,7 @@ test("read: output stays bounded for a large file and long lines", async (t) => 
   assert.match(last.content, /^z{4000} \[… line cut at 4000 chars\]$/);
 });
 
-test("write: creates parent dirs, overwrites; non-string path creates nothing", async (t) => {
+void test("write: creates parent dirs, overwrites; non-string path creates nothing", async (t) => {
   const dir = tempDir(t);
   const ctx = makeCtx(dir);
   let r = await call(writeTool, { path: "deep/er/f.txt", content: "héllo" }, ctx);
@@ -75,7 +75,7 @@ test("write: creates parent dirs, overwrites; non-string path creates nothing", 
   assert.equal(existsSync(join(dir, "f2.txt")), false);
 });
 
-test("edit: exact single match, not found, ambiguous, replace_all, identical, CRLF", async (t) => {
+void test("edit: exact single match, not found, ambiguous, replace_all, identical, CRLF", async (t) => {
   const dir = tempDir(t);
   const f = join(dir, "e.txt");
   writeFileSync(f, "alpha beta\ngamma beta\n");
@@ -104,7 +104,7 @@ test("edit: exact single match, not found, ambiguous, replace_all, identical, CR
   assert.equal(readFileSync(join(dir, "w.txt"), "utf8"), "A\r\nB\r\nc\r\n");
 });
 
-test("ls: sorted entries with dir markers, limit, errors", async (t) => {
+void test("ls: sorted entries with dir markers, limit, errors", async (t) => {
   const dir = tempDir(t);
   mkdirSync(join(dir, "sub"));
   writeFileSync(join(dir, "b.txt"), "");
@@ -120,7 +120,7 @@ test("ls: sorted entries with dir markers, limit, errors", async (t) => {
   assert.equal(r.errorKind, "failed");
 });
 
-test("a tool run with an already-aborted signal is cancelled and does nothing", async (t) => {
+void test("a tool run with an already-aborted signal is cancelled and does nothing", async (t) => {
   const dir = tempDir(t);
   const ac = new AbortController();
   ac.abort();

@@ -1,6 +1,7 @@
 /**
  * `glob`: file paths under a directory matching a glob (see glob-match.ts for the syntax),
- * matched against the whole path relative to the search directory, in sorted depth-first order.
+ * matched against the whole path relative to the search directory. Order: each directory's
+ * files (sorted by name) before its subdirectories (sorted, depth-first).
  * Files only; skips `.git` and `node_modules`. Pure Node, run in a worker thread.
  */
 import { z } from "zod";

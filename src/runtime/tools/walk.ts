@@ -15,7 +15,10 @@ export interface WalkState {
   unreadable: number;
 }
 
-/** Yields regular files (and symlinks, which are not followed as directories) as `/`-separated paths relative to `root`. */
+/**
+ * Yields regular files (and symlinks, which are not followed as directories) as `/`-separated
+ * paths relative to `root`: a directory's files sorted by name, then its subdirectories in turn.
+ */
 export function* walkFiles(root: string, maxEntries: number, state: WalkState): Generator<{ rel: string; abs: string }> {
   const stack: string[] = [""];
   while (stack.length > 0) {

@@ -1,0 +1,112 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+import { connectMcpServers, mcpToolName } from "../../src/runtime/tools/mcp.js";
+import { createToolRegistry } from "../../src/runtime/tools/registry.js";
+import { MAX_RESULT_BYTES } from "../../src/runtime/tools/result.js";
+import { call, isAlive, makeCtx, waitFor } from "./helpers.js";
+
+const FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
+const fixture = (...extra: string[]) => ({ command: process.execPath, args: [FIXTURE, ...extra], env: {} });
+
+void test("MCP end to end: list, call, errors, validation, bounded output, close leaves no process", async () => {
+  const reg = await createToolRegistry({ cwd: process.cwd(), mcpServers: { fx: fixture(), broken: fixture("--exit-at-start") } });
+  const ctx = makeCtx(process.cwd());
+  try {
+    const fx = reg.mcpServers.find((s) => s.name === "fx");
+    const broken = reg.mcpServers.find((s) => s.name === "broken");
+    assert.equal(fx?.state, "ready");
+    assert.equal(broken?.state, "failed", "a failing server is reported");
+    assert.match(broken?.error ?? "", /connect/);
+    assert.equal(broken?.toolCount, 0);
+    assert.match(broken?.stderrTail() ?? "", /exiting at start/);
+    const names = reg.tools.map((t) => t.spec.name);
+    assert.deepEqual(names.slice(0, 7), ["read", "write", "edit", "bash", "grep", "glob", "ls"]);
+    assert.deepEqual(names.slice(7).sort(), ["mcp__fx__add", "mcp__fx__big", "mcp__fx__crash", "mcp__fx__echo", "mcp__fx__fails", "mcp__fx__slow"]);
+    const echo = reg.get("mcp__fx__echo");
+    assert.ok(echo !== undefined);
+    assert.equal(echo.transport, "mcp");
+    assert.equal(echo.serverName, "fx");
+    const spec = reg.specs().find((s) => s.name === "mcp__fx__echo");
+    assert.equal(spec?.inputSchema.type, "object");
+    assert.deepEqual(spec?.inputSchema.required, ["text"]);
+
+    let r = await call(echo, { text: "hi" }, ctx);
+    assert.deepEqual(r, { content: "echo: hi", isError: false, timedOut: false });
+    assert.deepEqual(ctx.progress, ["calling", "done"]);
+
+    const add = reg.get("mcp__fx__add");
+    assert.ok(add !== undefined);
+    assert.equal((await call(add, { a: 2, b: 3 }, ctx)).content, "5");
+    for (const bad of [{ a: 2 }, { a: "2", b: 3 }, { a: 1.5, b: 1 }, { a: 1, b: 1, mode: "product" }, [1, 2]]) {
+      assert.equal(add.validate(bad).ok, false, JSON.stringify(bad));
+    }
+    r = await add.run({ a: "x", b: 1 }, ctx);
+    assert.equal(r.errorKind, "invalid_arguments", "run re-validates");
+
+    r = await call(reg.get("mcp__fx__fails") as NonNullable<typeof echo>, {}, ctx);
+    assert.equal(r.isError, true);
+    assert.equal(r.errorKind, "failed");
+    assert.equal(r.content, "fixture failure");
+
+    r = await call(reg.get("mcp__fx__big") as NonNullable<typeof echo>, { bytes: 200_000 }, ctx);
+    assert.equal(r.isError, false);
+    assert.ok(Buffer.byteLength(r.content) <= MAX_RESULT_BYTES);
+    assert.ok(r.content.startsWith("START") && r.content.endsWith("END"));
+    assert.match(r.content, /bytes omitted/);
+
+    const ac = new AbortController();
+    const slow = call(reg.get("mcp__fx__slow") as NonNullable<typeof echo>, { ms: 60_000 }, makeCtx(process.cwd(), ac.signal));
+    ac.abort();
+    r = await slow;
+    assert.equal(r.errorKind, "cancelled");
+    // The server is still usable after a cancelled call.
+    assert.equal((await call(echo, { text: "again" }, ctx)).content, "echo: again");
+  } finally {
+    const pid = reg.mcpServers.find((s) => s.name === "fx")?.pid ?? null;
+    assert.ok(pid !== null);
+    await reg.close();
+    await reg.close(); // idempotent
+    assert.ok(await waitFor(() => !isAlive(pid)), "server process is gone after close");
+    assert.equal(reg.mcpServers.find((s) => s.name === "fx")?.state, "closed");
+  }
+});
+
+void test("MCP: a crashed server makes its tools unavailable; calls time out as `limit`", async () => {
+  const conn = await connectMcpServers({ fx: fixture() }, { cwd: process.cwd(), callTimeoutMs: 300 });
+  const ctx = makeCtx(process.cwd());
+  const tool = (n: string) => conn.tools.find((t) => t.spec.name === `mcp__fx__${n}`) as (typeof conn.tools)[number];
+  try {
+    const pid = conn.servers[0]?.pid ?? null;
+    assert.ok(pid !== null);
+    let r = await call(tool("slow"), { ms: 5_000 }, ctx);
+    assert.equal(r.errorKind, "limit");
+    assert.equal(r.timedOut, true);
+    r = await call(tool("crash"), {}, ctx);
+    assert.equal(r.errorKind, "unavailable");
+    assert.ok(await waitFor(() => !isAlive(pid)));
+    r = await call(tool("echo"), { text: "x" }, ctx);
+    assert.equal(r.errorKind, "unavailable");
+    assert.equal(conn.servers[0]?.state, "failed");
+  } finally {
+    await conn.close();
+  }
+});
+
+void test("MCP: a server that is not runnable yields no tools and does not throw", async () => {
+  const conn = await connectMcpServers({ ghost: { command: "/nonexistent/berth-mcp", args: [], env: {} } }, { cwd: process.cwd() });
+  assert.deepEqual(conn.tools, []);
+  assert.equal(conn.servers[0]?.state, "failed");
+  await conn.close();
+});
+
+void test("MCP tool names: namespaced, sanitized, at most 64 chars, unique", () => {
+  const taken = new Set<string>();
+  assert.equal(mcpToolName("my server", "do.it", taken), "mcp__my_server__do_it");
+  const again = mcpToolName("my.server", "do it", taken);
+  assert.notEqual(again, "mcp__my_server__do_it");
+  assert.match(again, /^mcp__my_server__do_it_[0-9a-f]{8}$/);
+  const long = mcpToolName("s".repeat(40), "t".repeat(40), taken);
+  assert.ok(long.length <= 64);
+  assert.match(long, /^[A-Za-z0-9_-]+$/);
+});

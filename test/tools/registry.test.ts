@@ -1,0 +1,78 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { boundText } from "../../src/runtime/tools/result.js";
+import { validateJsonSchema } from "../../src/runtime/tools/json-schema.js";
+import { createToolRegistry } from "../../src/runtime/tools/registry.js";
+
+void test("registry: built-ins with zod-derived JSON schemas; no_tools is empty", async () => {
+  const reg = await createToolRegistry({ cwd: process.cwd() });
+  assert.deepEqual(
+    reg.specs().map((s) => s.name),
+    ["read", "write", "edit", "bash", "grep", "glob", "ls"],
+  );
+  const write = reg.specs().find((s) => s.name === "write");
+  assert.deepEqual(write?.inputSchema, {
+    type: "object",
+    properties: {
+      path: { type: "string", minLength: 1, description: write?.inputSchema.properties && (write.inputSchema.properties as Record<string, { description: string }>).path?.description },
+      content: { type: "string", description: "The complete new file content." },
+    },
+    required: ["path", "content"],
+    additionalProperties: false,
+  });
+  for (const s of reg.specs()) {
+    assert.equal(s.inputSchema.type, "object");
+    assert.equal(s.inputSchema.$schema, undefined);
+    assert.ok(s.description.length > 0);
+  }
+  assert.equal(reg.get("bash")?.transport, "local");
+  assert.equal(reg.get("nope"), undefined);
+  await reg.close();
+  const none = await createToolRegistry({ cwd: process.cwd(), noTools: true, mcpServers: { x: { command: "x", args: [], env: {} } } });
+  assert.deepEqual(none.tools, []);
+  assert.deepEqual(none.specs(), []);
+  assert.deepEqual(none.mcpServers, []);
+  await none.close();
+});
+
+void test("boundText keeps head and tail within the byte bound", () => {
+  assert.equal(boundText("short", 100), "short");
+  const s = "é".repeat(1000); // 2000 bytes
+  const out = boundText(s, 500);
+  assert.ok(Buffer.byteLength(out) <= 500);
+  assert.ok(!out.includes("\uFFFD"));
+  const m = /\[… (\d+) bytes omitted …\]/.exec(out);
+  assert.ok(m !== null);
+  const kept = Buffer.byteLength(out.replace(m[0], "").replace(/\n/g, ""));
+  assert.equal(kept + Number(m[1]), 2000);
+});
+
+void test("JSON-Schema subset validator", () => {
+  const schema = {
+    type: "object",
+    properties: {
+      s: { type: "string" },
+      n: { type: ["integer", "null"] },
+      e: { enum: ["a", "b"] },
+      arr: { type: "array", items: { type: "object", properties: { k: { const: 1 } }, required: ["k"] } },
+      free: { $ref: "#/whatever" },
+    },
+    required: ["s"],
+    additionalProperties: false,
+  };
+  assert.deepEqual(validateJsonSchema(schema, { s: "x", n: null, e: "a", arr: [{ k: 1 }], free: 3 }), []);
+  assert.deepEqual(validateJsonSchema(schema, {}), ["s: required"]);
+  assert.deepEqual(validateJsonSchema(schema, { s: 1 }), ["s: expected string, got number"]);
+  assert.deepEqual(validateJsonSchema(schema, { s: "", n: 1.5 }), ["n: expected integer or null, got number"]);
+  assert.deepEqual(validateJsonSchema(schema, { s: "", e: "c" }), ['e: must be one of ["a","b"]']);
+  assert.deepEqual(validateJsonSchema(schema, { s: "", arr: [{}, { k: 2 }] }), ["arr[0].k: required", "arr[1].k: must equal 1"]);
+  assert.deepEqual(validateJsonSchema(schema, { s: "", zz: 1 }), ["zz: unknown property"]);
+  assert.deepEqual(validateJsonSchema(schema, "str"), ["(arguments): expected object, got string"]);
+  let deep: unknown = 1;
+  for (let i = 0; i < 100; i++) deep = { a: deep };
+  assert.deepEqual(validateJsonSchema({ type: "object", additionalProperties: { type: ["object", "number"], additionalProperties: {} } }, deep).length, 0);
+  const nested = { type: "object", additionalProperties: {} as Record<string, unknown> };
+  nested.additionalProperties = nested;
+  assert.match(validateJsonSchema(nested, deep)[0] ?? "", /too deeply nested/);
+  assert.equal(validateJsonSchema(schema, Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`x${i}`, 1]))).length, 10);
+});

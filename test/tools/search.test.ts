@@ -1,0 +1,124 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { compileGlob, globMatch } from "../../src/runtime/tools/glob-match.js";
+import { globTool } from "../../src/runtime/tools/glob.js";
+import { grepTool } from "../../src/runtime/tools/grep.js";
+import { call, makeCtx, tempDir } from "./helpers.js";
+
+/** a.ts, b.js, .env, src/x.ts, src/y.tsx, src/deep/z.ts, src/bin.dat, .git/config.ts, node_modules/m/i.ts */
+function tree(t: { after(fn: () => void): void }): string {
+  const dir = tempDir(t);
+  for (const d of ["src/deep", ".git", "node_modules/m"]) mkdirSync(join(dir, d), { recursive: true });
+  const files: Record<string, string> = {
+    "a.ts": "export const alpha = 1;\n",
+    "b.js": "const beta = 'Alpha';\n",
+    ".env": "TOKEN=alpha\n",
+    "src/x.ts": "import { alpha } from '../a.js';\nconsole.log(alpha);\n",
+    "src/y.tsx": "const y = <div/>;\r\nalpha();\r\n",
+    "src/deep/z.ts": "// nothing here\n",
+    ".git/config.ts": "alpha\n",
+    "node_modules/m/i.ts": "alpha\n",
+  };
+  for (const [p, c] of Object.entries(files)) writeFileSync(join(dir, p), c);
+  writeFileSync(join(dir, "src/bin.dat"), Buffer.from("alpha\u0000binary"));
+  return dir;
+}
+
+void test("glob matcher: *, ?, **, {a,b}, classes, escapes", () => {
+  const cases: Array<[string, string, boolean]> = [
+    ["*.ts", "a.ts", true],
+    ["*.ts", "src/a.ts", false],
+    ["**/*.ts", "a.ts", true],
+    ["**/*.ts", "src/deep/z.ts", true],
+    ["src/**", "src/deep/z.ts", true],
+    ["src/**/z.ts", "src/z.ts", true],
+    ["src/**/z.ts", "src/a/b/z.ts", true],
+    ["src/**/z.ts", "srcx/z.ts", false],
+    ["?.ts", "a.ts", true],
+    ["?.ts", "ab.ts", false],
+    ["a?b", "a/b", false],
+    ["*.{ts,tsx}", "y.tsx", true],
+    ["*.{ts,tsx}", "y.js", false],
+    ["{src,lib}/**/*.{ts,js}", "lib/q/r.js", true],
+    ["{a,{b,c}}.txt", "c.txt", true],
+    ["[ab].ts", "b.ts", true],
+    ["[!ab].ts", "c.ts", true],
+    ["[!ab].ts", "a.ts", false],
+    ["[a-c]x", "bx", true],
+    ["\\*.ts", "*.ts", true],
+    ["\\*.ts", "a.ts", false],
+    ["a.b", "axb", false],
+    ["{x}.ts", "{x}.ts", true],
+    ["*", ".env", true],
+    ["(a)+.ts", "(a)+.ts", true],
+  ];
+  for (const [pattern, path, expected] of cases) assert.equal(globMatch(pattern, path), expected, `${pattern} vs ${path}`);
+  assert.throws(() => compileGlob("x".repeat(2000)));
+});
+
+void test("glob tool: recursive match, skips .git/node_modules, path prefix, limit, no match", async (t) => {
+  const dir = tree(t);
+  const ctx = makeCtx(dir);
+  let r = await call(globTool, { pattern: "**/*.ts" }, ctx);
+  assert.equal(r.isError, false);
+  assert.equal(r.content, "a.ts\nsrc/x.ts\nsrc/deep/z.ts");
+  r = await call(globTool, { pattern: "**/*.{ts,tsx}", path: "src" }, ctx);
+  assert.equal(r.content, "src/x.ts\nsrc/y.tsx\nsrc/deep/z.ts");
+  r = await call(globTool, { pattern: "**", limit: 2 }, ctx);
+  assert.equal(r.content, ".env\na.ts\n[stopped at 2 paths; raise limit or narrow the search]");
+  r = await call(globTool, { pattern: "*.rs" }, ctx);
+  assert.equal(r.content, "no files match");
+  r = await call(globTool, { pattern: "*", path: "missing" }, ctx);
+  assert.equal(r.errorKind, "failed");
+  r = await call(globTool, { pattern: "*", path: "a.ts" }, ctx);
+  assert.match(r.content, /not a directory/);
+  r = await call(globTool, { pattern: 5 }, ctx);
+  assert.equal(r.errorKind, "invalid_arguments");
+});
+
+void test("grep tool: regex over files, include glob, ignore_case, single file, limits, errors", async (t) => {
+  const dir = tree(t);
+  const ctx = makeCtx(dir);
+  let r = await call(grepTool, { pattern: "alpha" }, ctx);
+  assert.equal(r.isError, false);
+  assert.equal(
+    r.content,
+    [".env:1: TOKEN=alpha", "a.ts:1: export const alpha = 1;", "src/x.ts:1: import { alpha } from '../a.js';", "src/x.ts:2: console.log(alpha);", "src/y.tsx:2: alpha();"].join("\n"),
+  );
+  assert.deepEqual(ctx.progress, ["searching", "5 matches"]);
+  r = await call(grepTool, { pattern: "^alpha", glob: "*.tsx", path: "src" }, ctx);
+  assert.equal(r.content, "src/y.tsx:2: alpha();");
+  r = await call(grepTool, { pattern: "ALPHA", ignore_case: true, glob: "*.js" }, ctx);
+  assert.equal(r.content, "b.js:1: const beta = 'Alpha';");
+  r = await call(grepTool, { pattern: "alpha", path: "src/x.ts" }, ctx);
+  assert.equal(r.content, "src/x.ts:1: import { alpha } from '../a.js';\nsrc/x.ts:2: console.log(alpha);");
+  r = await call(grepTool, { pattern: "alpha", limit: 1 }, ctx);
+  assert.equal(r.content, ".env:1: TOKEN=alpha\n[stopped at 1 matches; raise limit or narrow the search]");
+  r = await call(grepTool, { pattern: "zzz_none" }, ctx);
+  assert.equal(r.content, "no matches");
+  r = await call(grepTool, { pattern: "(unclosed" }, ctx);
+  assert.equal(r.errorKind, "invalid_arguments");
+  r = await call(grepTool, { pattern: "x", path: "missing" }, ctx);
+  assert.equal(r.errorKind, "failed");
+});
+
+void test("grep tool: abort stops a pathological regex without blocking the event loop", async (t) => {
+  const dir = tempDir(t);
+  writeFileSync(join(dir, "evil.txt"), `${"a".repeat(40)}!\n`);
+  const ac = new AbortController();
+  const ctx = makeCtx(dir, ac.signal);
+  const running = call(grepTool, { pattern: "^(a+)+$" }, ctx);
+  // The regex would run for ages; the main loop still ticks and the abort lands.
+  setImmediate(() => {
+    const wait = setInterval(() => {
+      if (ctx.progress.includes("searching")) {
+        clearInterval(wait);
+        ac.abort();
+      }
+    }, 5);
+  });
+  const r = await running;
+  assert.equal(r.errorKind, "cancelled");
+});
