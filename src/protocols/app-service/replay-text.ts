@@ -1,0 +1,60 @@
+/**
+ * Text policy for session projections (replay items and list titles). Pure and deterministic: the same input
+ * always yields the same output, which replay cursors rely on.
+ *
+ * - `sanitizeText`: removes C0/C1 control characters except LF and TAB (CRLF/CR become LF), replaces lone
+ *   surrogates with U+FFFD.
+ * - `redactSecrets`: replaces credential-shaped substrings (API keys, bearer tokens, JWTs, private-key blocks,
+ *   `password=`-style assignments) with `[REDACTED]`. Best effort: not a guarantee that arbitrary user-written
+ *   secrets or paths cannot appear.
+ * - `titleFrom`: one line, whitespace collapsed, sanitized, redacted, at most 128 UTF-8 bytes; empty → null.
+ */
+import { splitUtf8, truncateUtf8 } from "../../core/utf8.js";
+
+export const REDACTED = "[REDACTED]";
+export const MAX_PART_BYTES = 2048;
+export const MAX_TITLE_BYTES = 128;
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+const CONTROLS = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/g;
+
+export function sanitizeText(s: string): string {
+  return s.replace(/\r\n?/g, "\n").replace(CONTROLS, "").replace(LONE_SURROGATE, "\uFFFD");
+}
+
+const SECRET_PATTERNS: RegExp[] = [
+  /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)/g,
+  /\b(?:sk|pk|rk)-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,}/g,
+  /\bgh[pousr]_[A-Za-z0-9]{20,}\b/g,
+  /\bgithub_pat_[A-Za-z0-9_]{20,}\b/g,
+  /\bxox[abposr]-[A-Za-z0-9-]{10,}\b/g,
+  /\bA(?:KIA|SIA)[0-9A-Z]{16}\b/g,
+  /\bAIza[0-9A-Za-z_-]{35}\b/g,
+  /\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g,
+];
+/** Keeps the scheme/key name, redacts the value. */
+const BEARER = /\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{12,}/gi;
+const ASSIGNMENT =
+  /\b((?:api[_-]?key|access[_-]?token|refresh[_-]?token|auth[_-]?token|client[_-]?secret|secret|password|passwd|token)["']?\s*[:=]\s*["']?)[^\s"',;]{8,}/gi;
+
+export function redactSecrets(s: string): string {
+  let out = s;
+  for (const re of SECRET_PATTERNS) out = out.replace(re, REDACTED);
+  out = out.replace(BEARER, (_m, scheme: string) => `${scheme} ${REDACTED}`);
+  out = out.replace(ASSIGNMENT, (_m, key: string) => `${key}${REDACTED}`);
+  return out;
+}
+
+/** Sanitized, redacted text split at UTF-8 boundaries into parts of at most 2,048 bytes (at least one part). */
+export function projectText(s: string): string[] {
+  return splitUtf8(redactSecrets(sanitizeText(s)), MAX_PART_BYTES);
+}
+
+export function titleFrom(source: string | null): string | null {
+  if (source === null) return null;
+  // Bound the work before the regex passes: a title needs only the beginning.
+  const head = source.length > 4096 ? source.slice(0, 4096) : source;
+  const line = redactSecrets(sanitizeText(head).replace(/\s+/g, " ").trim());
+  const t = truncateUtf8(line, MAX_TITLE_BYTES).trim();
+  return t === "" ? null : t;
+}

@@ -1,0 +1,200 @@
+/**
+ * The replay projection: store window → allowlisted items → bounded pages with restart-proof cursors.
+ * Pure (no I/O); sessions.ts feeds it store snapshots.
+ *
+ * Projection (allowlist): compaction `summary` parts first when the window holds a valid checkpoint, then per turn
+ * (in order of first appearance, after the checkpoint cutoff): user `message` parts, one assistant `message`
+ * (the terminal's accepted `assistant_text` once settled, else the latest text of each assistant message so far,
+ * concatenated), and the `terminal` status. Tool calls/results, thinking, headers and unknown kinds never appear.
+ *
+ * Cursors: `c1.<session tag>.<prefix length base36>.<64-bit prefix hash>`. The hash chains every projected item
+ * (kind, role/status, part, last_part, text) from a seed derived from the session ID, so a cursor is valid exactly
+ * when the current projection has the same prefix: it survives restarts and appends, and is stale after compaction,
+ * regrouping of in-progress text, corruption or a moved window. Foreign, malformed or stale cursors →
+ * `resync_required` with the start position in `next_cursor`.
+ */
+import { lastValidCheckpoint, type StoredRecord, type TerminalStatus, type WindowSnapshot } from "../../store/sessions/index.js";
+import { projectText } from "./replay-text.js";
+
+export const MAX_REPLAY_PAGE_BYTES = 16384;
+
+export type ReplayItem =
+  | { kind: "message"; role: "user" | "assistant"; text: string; part: number; last_part: boolean }
+  | { kind: "summary"; text: string; part: number; last_part: boolean }
+  | { kind: "terminal"; status: TerminalStatus };
+
+export interface Projection {
+  readonly sessionId: string;
+  readonly items: ReplayItem[];
+  /** prefix[2i], prefix[2i+1]: the two hash lanes after the first i items (length 2 * (items.length + 1)). */
+  readonly prefix: Uint32Array;
+  readonly gap: boolean;
+}
+
+export interface ReplayPayload {
+  events: Array<Record<string, unknown>>;
+  next_cursor: string;
+  snapshot_cursor: string;
+  truncated: boolean;
+  gap: boolean;
+  resync_required: boolean;
+}
+
+interface TurnAcc {
+  users: string[];
+  assistant: Map<string, string>;
+  terminal: { status: TerminalStatus; text: string } | null;
+}
+
+export function projectSnapshot(sessionId: string, snap: WindowSnapshot): Projection {
+  const recs = snap.records;
+  const cp = lastValidCheckpoint(recs);
+  let gap = snap.badLines > 0 || snap.torn;
+  const firstSeq = recs[0]?.seq ?? Infinity;
+  if (snap.omitted && (cp === null || firstSeq > cp.cutoff_seq + 1)) gap = true;
+  const items: ReplayItem[] = [];
+  if (cp !== null) pushParts(items, cp.summary, (text, part, last_part) => ({ kind: "summary", text, part, last_part }));
+  const turns = new Map<string, TurnAcc>();
+  for (const r of recs) {
+    if (r.kind === "checkpoint") {
+      if (r.cutoff_seq >= r.seq) gap = true; // checkpoint diagnostics: an invalid checkpoint is ignored
+      continue;
+    }
+    if (cp !== null && r.seq <= cp.cutoff_seq) continue;
+    if (r.kind !== "user" && r.kind !== "assistant" && r.kind !== "terminal") continue;
+    let t = turns.get(r.turn_id);
+    if (!t) turns.set(r.turn_id, (t = { users: [], assistant: new Map(), terminal: null }));
+    accumulate(t, r);
+  }
+  for (const t of turns.values()) {
+    for (const u of t.users) pushParts(items, u, (text, part, last_part) => ({ kind: "message", role: "user", text, part, last_part }));
+    const a = t.terminal ? t.terminal.text : [...t.assistant.values()].join("");
+    if (a !== "") pushParts(items, a, (text, part, last_part) => ({ kind: "message", role: "assistant", text, part, last_part }));
+    if (t.terminal) items.push({ kind: "terminal", status: t.terminal.status });
+  }
+  return { sessionId, items, prefix: chain(sessionId, items), gap };
+}
+
+function accumulate(t: TurnAcc, r: StoredRecord): void {
+  if (r.kind === "user") t.users.push(r.text);
+  else if (r.kind === "assistant") {
+    // Re-inserting keeps first-appearance order (Map.set on an existing key keeps its position).
+    t.assistant.set(r.message_id, r.text);
+  } else if (r.kind === "terminal") t.terminal = { status: r.status, text: r.assistant_text };
+}
+
+function pushParts(items: ReplayItem[], text: string, make: (text: string, part: number, last: boolean) => ReplayItem): void {
+  const parts = projectText(text);
+  parts.forEach((p, i) => items.push(make(p, i, i === parts.length - 1)));
+}
+
+// ------------------------------------------------------------------ cursors
+
+function hashInto(h1: number, h2: number, s: string): [number, number] {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    h1 = Math.imul(h1 ^ c, 0x01000193);
+    h2 = Math.imul(h2 ^ c, 0x5bd1e995);
+    h2 ^= h2 >>> 13;
+  }
+  // Per-item finalization so item boundaries matter.
+  h1 = Math.imul(h1 ^ (h1 >>> 16), 0x85ebca6b);
+  h2 = Math.imul(h2 ^ (h2 >>> 15), 0xc2b2ae35);
+  return [h1 >>> 0, h2 >>> 0];
+}
+
+function itemKey(it: ReplayItem): string {
+  switch (it.kind) {
+    case "terminal":
+      return `t\u0000${it.status}`;
+    case "summary":
+      return `s\u0000${it.part}\u0000${it.last_part ? 1 : 0}\u0000${it.text}`;
+    case "message":
+      return `m\u0000${it.role}\u0000${it.part}\u0000${it.last_part ? 1 : 0}\u0000${it.text}`;
+  }
+}
+
+function seed(sessionId: string): [number, number] {
+  return hashInto(0x811c9dc5, 0x9747b28c, `berth-replay-v1\u0000${sessionId}`);
+}
+
+function chain(sessionId: string, items: ReplayItem[]): Uint32Array {
+  const out = new Uint32Array(2 * (items.length + 1));
+  let [h1, h2] = seed(sessionId);
+  out[0] = h1;
+  out[1] = h2;
+  for (let i = 0; i < items.length; i++) {
+    [h1, h2] = hashInto(h1, h2, itemKey(items[i] as ReplayItem));
+    out[2 * i + 2] = h1;
+    out[2 * i + 3] = h2;
+  }
+  return out;
+}
+
+function hex8(n: number): string {
+  return n.toString(16).padStart(8, "0");
+}
+
+function tag(sessionId: string): string {
+  return hex8(seed(sessionId)[0]);
+}
+
+/** The cursor after the first `n` items of `p`. */
+export function cursorAt(p: Projection, n: number): string {
+  return `c1.${tag(p.sessionId)}.${n.toString(36)}.${hex8(p.prefix[2 * n] as number)}${hex8(p.prefix[2 * n + 1] as number)}`;
+}
+
+const CURSOR_RE = /^c1\.([0-9a-f]{8})\.([0-9a-z]{1,8})\.([0-9a-f]{16})$/;
+
+/** The prefix length a cursor denotes in `p`, or null when it does not match the current projection. */
+export function resolveCursor(p: Projection, cursor: string): number | null {
+  const m = CURSOR_RE.exec(cursor);
+  if (!m || m[1] !== tag(p.sessionId)) return null;
+  const n = parseInt(m[2] as string, 36);
+  if (!Number.isSafeInteger(n) || n > p.items.length) return null;
+  return cursorAt(p, n) === cursor ? n : null;
+}
+
+// ------------------------------------------------------------------ pages
+
+function eventOf(p: Projection, i: number): Record<string, unknown> {
+  return { cursor: cursorAt(p, i + 1), ...(p.items[i] as ReplayItem) };
+}
+
+function frame(next: string, snapshot: string, truncated: boolean, gap: boolean, resync: boolean): string {
+  return JSON.stringify({ events: [], next_cursor: next, snapshot_cursor: snapshot, truncated, gap, resync_required: resync });
+}
+
+/**
+ * One replay page: at most `limit` items and at most 16 KiB of compact UTF-8 JSON for the whole payload.
+ * Every single item fits (text parts are ≤ 2,048 bytes, so ≤ ~4 KiB escaped).
+ */
+export function replayPage(p: Projection, after: string | null, limit: number, maxBytes = MAX_REPLAY_PAGE_BYTES): ReplayPayload {
+  const total = p.items.length;
+  const snapshot = cursorAt(p, total);
+  let start = 0;
+  if (after !== null) {
+    const n = resolveCursor(p, after);
+    if (n === null) {
+      return { events: [], next_cursor: cursorAt(p, 0), snapshot_cursor: snapshot, truncated: total > 0, gap: p.gap, resync_required: true };
+    }
+    start = n;
+  }
+  const events: Array<Record<string, unknown>> = [];
+  let bodyBytes = 0; // bytes of the events joined with commas
+  for (let i = start; i < total && events.length < limit; i++) {
+    const ev = eventOf(p, i);
+    const evBytes = Buffer.byteLength(JSON.stringify(ev));
+    const nextBody = bodyBytes + evBytes + (events.length > 0 ? 1 : 0);
+    const k = i + 1;
+    const size = Buffer.byteLength(frame(cursorAt(p, k), snapshot, k < total, p.gap, false)) + nextBody;
+    if (size > maxBytes) {
+      if (events.length === 0) throw new Error("replay item exceeds the page bound"); // impossible by construction
+      break;
+    }
+    events.push(ev);
+    bodyBytes = nextBody;
+  }
+  const end = start + events.length;
+  return { events, next_cursor: cursorAt(p, end), snapshot_cursor: snapshot, truncated: end < total, gap: p.gap, resync_required: false };
+}

@@ -1,0 +1,191 @@
+/**
+ * Per-process attachments: which sessions this service holds a writer lease for, and why.
+ *
+ * Contracts (app-service §Attachments, protocol-neutral here):
+ * - At most `maxAttachments` (16) explicit + implicit attachments, counting acquisitions in progress;
+ *   one more throws `SessionError("limit")`. List/replay never attach.
+ * - `create`/`open` make an explicit attachment; reopening reuses it; opening an implicit (turn-held) one makes it
+ *   explicit. Opening a closing attachment throws `busy`.
+ * - `beginTurn` reuses the attachment or acquires an implicit one; a second active turn, or a closing attachment,
+ *   throws `busy`. The caller must call `TurnLease.end()` exactly once, after the terminal record's write attempt
+ *   and worker cleanup (also on failure/cancellation). `end()` releases an implicit attachment, and a closing one.
+ * - `close(id)`: not attached here → "closed" (never touches another process's lease; valid for missing sessions);
+ *   attached and idle → flush, release → "closed"; active turn → mark closing, invoke the turn's cancel callback once,
+ *   → "closing" (repeatable) until `end()`.
+ * - `drain()` (EOF/output failure, after turns were cancelled and drained) releases every attachment.
+ * - A lease found lost detaches its idle attachment, so a later open re-acquires it.
+ */
+import { SessionError } from "./errors.js";
+import { isValidSessionId } from "./ids.js";
+import type { SessionHandle, SessionStore } from "./store.js";
+import type { SessionWriter } from "./writer.js";
+
+export type CloseStatus = "closed" | "closing";
+
+export interface TurnLease {
+  readonly sessionId: string;
+  readonly writer: SessionWriter;
+  /** True when this turn created the session (no `session_id` given). */
+  readonly created: boolean;
+  /** Call once after the terminal write attempt and cleanup. Idempotent. */
+  end(): Promise<void>;
+}
+
+export interface BeginTurnOptions {
+  /** Existing session, or null to create one (implicitly attached). */
+  sessionId: string | null;
+  /** Working directory recorded in the header when a session is created. */
+  cwd: string;
+  /** Invoked (once) when `close` is requested during this turn: the turn loop should cancel. */
+  onCloseRequested: () => void;
+}
+
+interface Attachment {
+  handle: SessionHandle;
+  explicit: boolean;
+  closing: boolean;
+  turn: { onCloseRequested: () => void; cancelRequested: boolean } | null;
+}
+
+export class SessionManager {
+  private readonly attached = new Map<string, Attachment>();
+  /** IDs whose lease acquisition is in progress (they hold a slot). */
+  private readonly pending = new Set<string>();
+  private pendingAnonymous = 0;
+
+  constructor(
+    readonly store: SessionStore,
+    private readonly maxAttachments = 16,
+  ) {}
+
+  get attachmentCount(): number {
+    return this.attached.size + this.pending.size + this.pendingAnonymous;
+  }
+
+  isAttached(id: string): boolean {
+    return this.attached.has(id);
+  }
+
+  private reserveSlot(): void {
+    if (this.attachmentCount >= this.maxAttachments) throw new SessionError("limit");
+  }
+
+  private adopt(handle: SessionHandle, explicit: boolean): Attachment {
+    const a: Attachment = { handle, explicit, closing: false, turn: null };
+    this.attached.set(handle.id, a);
+    handle.lease.onLost(() => {
+      if (this.attached.get(handle.id) === a && a.turn === null) {
+        this.attached.delete(handle.id);
+        void handle.release();
+      }
+    });
+    return a;
+  }
+
+  /** Creates a session durably and attaches it explicitly. */
+  async create(cwd: string): Promise<string> {
+    this.reserveSlot();
+    this.pendingAnonymous++;
+    let handle: SessionHandle;
+    try {
+      handle = await this.store.create(cwd);
+    } finally {
+      this.pendingAnonymous--;
+    }
+    this.adopt(handle, true);
+    return handle.id;
+  }
+
+  /** Attaches an existing session explicitly (reuse in this process; `busy` if another holds it). */
+  async open(id: string): Promise<void> {
+    if (!isValidSessionId(id)) throw new SessionError("invalid_id");
+    const a = await this.attach(id);
+    a.explicit = true;
+  }
+
+  private async attach(id: string): Promise<Attachment> {
+    const existing = this.attached.get(id);
+    if (existing) {
+      if (existing.closing) throw new SessionError("busy");
+      if (!existing.handle.lease.lost) return existing;
+      if (existing.turn) throw new SessionError("busy");
+      this.attached.delete(id);
+      await existing.handle.release();
+    }
+    if (this.pending.has(id)) throw new SessionError("busy");
+    this.reserveSlot();
+    this.pending.add(id);
+    let handle: SessionHandle;
+    try {
+      handle = await this.store.acquire(id);
+    } finally {
+      this.pending.delete(id);
+    }
+    return this.adopt(handle, false);
+  }
+
+  async beginTurn(opts: BeginTurnOptions): Promise<TurnLease> {
+    let a: Attachment;
+    let created = false;
+    if (opts.sessionId === null) {
+      this.reserveSlot();
+      this.pendingAnonymous++;
+      let handle: SessionHandle;
+      try {
+        handle = await this.store.create(opts.cwd);
+      } finally {
+        this.pendingAnonymous--;
+      }
+      a = this.adopt(handle, false);
+      created = true;
+    } else {
+      if (!isValidSessionId(opts.sessionId)) throw new SessionError("invalid_id");
+      a = await this.attach(opts.sessionId);
+      if (a.turn !== null) throw new SessionError("busy");
+    }
+    const turn = { onCloseRequested: opts.onCloseRequested, cancelRequested: false };
+    a.turn = turn;
+    let ended: Promise<void> | null = null;
+    return {
+      sessionId: a.handle.id,
+      writer: a.handle.writer,
+      created,
+      end: () =>
+        (ended ??= (async () => {
+          if (a.turn === turn) a.turn = null;
+          if (this.attached.get(a.handle.id) !== a) return;
+          if (!a.explicit || a.closing || a.handle.lease.lost) {
+            this.attached.delete(a.handle.id);
+            await a.handle.release();
+          } else {
+            await a.handle.writer.flush().catch(() => undefined);
+          }
+        })()),
+    };
+  }
+
+  /** See the module contract. Throws only `invalid_id`. */
+  async close(id: string): Promise<CloseStatus> {
+    if (!isValidSessionId(id)) throw new SessionError("invalid_id");
+    const a = this.attached.get(id);
+    if (!a) return "closed";
+    if (a.turn !== null) {
+      a.closing = true;
+      if (!a.turn.cancelRequested) {
+        a.turn.cancelRequested = true;
+        a.turn.onCloseRequested();
+      }
+      return "closing";
+    }
+    this.attached.delete(id);
+    await a.handle.release();
+    return "closed";
+  }
+
+  /** Releases every attachment (call after active turns have ended). Idempotent. */
+  async drain(): Promise<void> {
+    const all = [...this.attached.values()];
+    this.attached.clear();
+    await Promise.all(all.map((a) => a.handle.release()));
+  }
+}

@@ -1,0 +1,223 @@
+/**
+ * Cross-process locks for one session, built on proper-lockfile (mkdir-based, mtime-refreshed directories).
+ *
+ * Writer lease (exclusive per session, held while a process is attached):
+ * - Acquire = mkdir `<id>.lease` (proper-lockfile) then write `<id>.owner` ({pid, host, token}).
+ *   Release = unlink owner, then remove the lease directory.
+ * - A lease whose holder is dead is recovered at once: same host and `pid` not alive (or our own pid with another
+ *   process token, i.e. a reused pid). A lease without a readable owner whose directory has not been refreshed for
+ *   `staleMs` (holder on another host, or died between mkdir and owner write) is recovered after that delay.
+ *   Every removal of someone else's lease happens under the `<id>.reclaim` lock and removes the owner file first,
+ *   so two recoverers can never both remove a fresh lease.
+ * - proper-lockfile refreshes the directory mtime every second; if it finds the lease taken over (we stalled past
+ *   the threshold and were recovered), `onLost` fires and the holder must stop writing.
+ *
+ * Append/rotation lock (`<id>.append`): taken by the writer around every batch write and by readers around a
+ * window read, so a reader never mistakes an in-flight append for a torn line. Readers wait briefly, then report
+ * busy — unless the lease holder is dead, in which case nothing can be appending and they read without it.
+ */
+import { readFile, rm, stat, unlink, writeFile } from "node:fs/promises";
+import { hostname } from "node:os";
+import { randomBytes } from "node:crypto";
+import lockfile from "proper-lockfile";
+import { SessionError } from "./errors.js";
+import type { SessionPaths } from "./paths.js";
+
+/** Identifies this process instance (pids are reused, e.g. across container restarts). */
+const PROCESS_TOKEN = randomBytes(8).toString("hex");
+const HOST = hostname();
+
+export interface LockTuning {
+  /** Lease directory age after which an owner-less lease is recovered (≥ 2000: proper-lockfile minimum). */
+  staleMs: number;
+  /** How long a writer waits for the append lock before failing the batch. */
+  writerWaitMs: number;
+  /** How long a reader waits for the append lock before `busy`. */
+  readerWaitMs: number;
+}
+
+export const DEFAULT_LOCK_TUNING: LockTuning = { staleMs: 5000, writerWaitMs: 3000, readerWaitMs: 150 };
+
+interface OwnerInfo {
+  pid: number;
+  host: string;
+  token: string;
+}
+
+export interface Lease {
+  /** True once the lease was found taken over; the holder must not write any more. */
+  readonly lost: boolean;
+  onLost(cb: () => void): void;
+  /** Idempotent. */
+  release(): Promise<void>;
+}
+
+function retriesFor(waitMs: number) {
+  // proper-lockfile uses `retry`: exponential backoff bounded by maxTimeout; approximate the total wait.
+  const maxTimeout = 25;
+  return { retries: Math.max(0, Math.ceil(waitMs / maxTimeout)), minTimeout: 2, maxTimeout, factor: 1.5, randomize: true };
+}
+
+function isLocked(err: unknown): boolean {
+  return (err as { code?: string } | null)?.code === "ELOCKED";
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+async function readOwner(path: string): Promise<OwnerInfo | null> {
+  try {
+    const v = JSON.parse(await readFile(path, "utf8")) as Partial<OwnerInfo>;
+    if (typeof v.pid === "number" && typeof v.host === "string" && typeof v.token === "string") return v as OwnerInfo;
+  } catch {
+    /* missing or torn owner file: treated as unknown */
+  }
+  return null;
+}
+
+/** Dead for certain (same host, and the pid is gone or is ours under another token). Unknown → false. */
+function ownerIsDead(o: OwnerInfo): boolean {
+  if (o.host !== HOST) return false;
+  if (o.pid === process.pid) return o.token !== PROCESS_TOKEN;
+  return !pidAlive(o.pid);
+}
+
+export class SessionLocks {
+  constructor(
+    private readonly paths: SessionPaths,
+    private readonly tuning: LockTuning = DEFAULT_LOCK_TUNING,
+  ) {}
+
+  /** Acquires the writer lease or throws `SessionError("busy")`. */
+  async acquireLease(id: string): Promise<Lease> {
+    const leasePath = this.paths.lease(id);
+    const ownerPath = this.paths.owner(id);
+    let lost = false;
+    const lostCbs: Array<() => void> = [];
+    const opts = {
+      realpath: false,
+      stale: 1_000_000_000, // staleness is decided by `recover` under the reclaim lock, never by a racing lock() call
+      update: 1000,
+      retries: 0,
+      onCompromised: () => {
+        lost = true;
+        for (const cb of lostCbs.splice(0)) cb();
+      },
+    };
+    let releaseDir: () => Promise<void>;
+    try {
+      releaseDir = await lockfile.lock(leasePath, opts);
+    } catch (err) {
+      if (!isLocked(err)) throw new SessionError("unavailable");
+      if (!(await this.recover(id))) throw new SessionError("busy");
+      try {
+        releaseDir = await lockfile.lock(leasePath, opts);
+      } catch (err2) {
+        throw new SessionError(isLocked(err2) ? "busy" : "unavailable");
+      }
+    }
+    const me: OwnerInfo = { pid: process.pid, host: HOST, token: PROCESS_TOKEN };
+    try {
+      await writeFile(ownerPath, JSON.stringify(me));
+    } catch {
+      await releaseDir().catch(() => undefined);
+      throw new SessionError("unavailable");
+    }
+    let released: Promise<void> | null = null;
+    return {
+      get lost() {
+        return lost;
+      },
+      onLost(cb) {
+        if (lost) cb();
+        else lostCbs.push(cb);
+      },
+      release() {
+        released ??= (async () => {
+          if (!lost) {
+            // Only our own owner file: after a takeover the owner file is the new holder's.
+            const o = await readOwner(ownerPath);
+            if (o !== null && o.token === PROCESS_TOKEN && o.pid === process.pid) await unlink(ownerPath).catch(() => undefined);
+          }
+          await releaseDir().catch(() => undefined);
+        })();
+        return released;
+      },
+    };
+  }
+
+  /**
+   * Removes a lease whose holder is dead (or owner-less and stale). Returns true when the lease is now free.
+   * Runs under the reclaim lock; removes the owner file before the directory.
+   */
+  private async recover(id: string): Promise<boolean> {
+    let unlockReclaim: () => Promise<void>;
+    try {
+      unlockReclaim = await lockfile.lock(this.paths.reclaim(id), {
+        realpath: false,
+        stale: 2000,
+        retries: retriesFor(500),
+        onCompromised: () => undefined,
+      });
+    } catch {
+      return false;
+    }
+    try {
+      const owner = await readOwner(this.paths.owner(id));
+      let dead: boolean;
+      if (owner !== null) dead = ownerIsDead(owner);
+      else {
+        try {
+          dead = (await stat(this.paths.lease(id))).mtimeMs < Date.now() - this.tuning.staleMs;
+        } catch {
+          return true; // lease vanished meanwhile: free
+        }
+      }
+      if (!dead) return false;
+      await unlink(this.paths.owner(id)).catch(() => undefined);
+      await rm(this.paths.lease(id), { recursive: true, force: true });
+      return true;
+    } finally {
+      await unlockReclaim().catch(() => undefined);
+    }
+  }
+
+  /** True when no live process can be holding the lease (no lease, or a dead holder). */
+  async leaseHolderGone(id: string): Promise<boolean> {
+    try {
+      await stat(this.paths.lease(id));
+    } catch {
+      return true;
+    }
+    const owner = await readOwner(this.paths.owner(id));
+    return owner !== null && ownerIsDead(owner);
+  }
+
+  /**
+   * Takes the append/rotation lock. Writers wait up to `writerWaitMs`; readers up to `readerWaitMs`.
+   * Returns the release function, or `null` for a reader when the lock is abandoned by a dead lease holder
+   * (the read may proceed unlocked: nobody can be appending). Throws `SessionError("busy")` on a real conflict.
+   */
+  async acquireAppend(id: string, role: "writer" | "reader"): Promise<(() => Promise<void>) | null> {
+    const wait = role === "writer" ? this.tuning.writerWaitMs : this.tuning.readerWaitMs;
+    try {
+      return await lockfile.lock(this.paths.append(id), {
+        realpath: false,
+        stale: 2000,
+        update: 1000,
+        retries: retriesFor(wait),
+        onCompromised: () => undefined,
+      });
+    } catch (err) {
+      if (!isLocked(err)) throw new SessionError("unavailable");
+      if (role === "reader" && (await this.leaseHolderGone(id))) return null;
+      throw new SessionError("busy");
+    }
+  }
+}

@@ -1,0 +1,54 @@
+/**
+ * On-disk layout under the resolved home (passed in; the store never reads the environment):
+ * - `<home>/sessions/<id>.jsonl`            one append-only session file. Nothing else is written there, so the
+ *                                           list scan budget counts real entries (N sessions = N entries).
+ * Locks live beside it, never inside, in `<home>/session-locks/`:
+ * - `<home>/session-locks/<id>.lease`       writer lease (proper-lockfile directory) + `<id>.owner` (pid/host of the holder)
+ * - `<home>/session-locks/<id>.append`      append/rotation lock (proper-lockfile directory)
+ * - `<home>/session-locks/<id>.reclaim`     serializes dead-holder recovery of the lease
+ * Contract: every function taking an ID throws `SessionError("invalid_id")` unless `isValidSessionId(id)`,
+ * so no path is ever derived from an unvalidated ID.
+ */
+import { join } from "node:path";
+import { SessionError } from "./errors.js";
+import { isValidSessionId } from "./ids.js";
+
+export const SESSION_FILE_SUFFIX = ".jsonl";
+
+export class SessionPaths {
+  readonly sessionsDir: string;
+  readonly locksDir: string;
+
+  constructor(home: string) {
+    this.sessionsDir = join(home, "sessions");
+    this.locksDir = join(home, "session-locks");
+  }
+
+  private checked(id: string): string {
+    if (!isValidSessionId(id)) throw new SessionError("invalid_id");
+    return id;
+  }
+
+  data(id: string): string {
+    return join(this.sessionsDir, this.checked(id) + SESSION_FILE_SUFFIX);
+  }
+  lease(id: string): string {
+    return join(this.locksDir, this.checked(id) + ".lease");
+  }
+  owner(id: string): string {
+    return join(this.locksDir, this.checked(id) + ".owner");
+  }
+  append(id: string): string {
+    return join(this.locksDir, this.checked(id) + ".append");
+  }
+  reclaim(id: string): string {
+    return join(this.locksDir, this.checked(id) + ".reclaim");
+  }
+
+  /** Maps a directory entry name back to an ID, or null when it is not a session file (or not a valid ID). */
+  static idFromFileName(name: string): string | null | "invalid" {
+    if (!name.endsWith(SESSION_FILE_SUFFIX)) return null;
+    const id = name.slice(0, -SESSION_FILE_SUFFIX.length);
+    return isValidSessionId(id) ? id : "invalid";
+  }
+}

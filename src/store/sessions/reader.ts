@@ -1,0 +1,251 @@
+/**
+ * Bounded, tolerant reads of a session file. Never throws on content: bad lines are counted, never silently
+ * skipped, and a final line without LF is reported as `torn`. I/O failures throw `SessionError("unavailable")`.
+ */
+import { open, type FileHandle } from "node:fs/promises";
+import { SessionError } from "./errors.js";
+import { decodeHeader, decodeLine, toWellFormed, type HeaderRecord, type StoredRecord } from "./records.js";
+
+/** The header line must fit in this many bytes. */
+export const MAX_HEADER_BYTES = 64 * 1024;
+
+export interface WindowBounds {
+  /** Bytes of recent history read (app-service: 2 MiB). */
+  maxBytes: number;
+  /** Records kept from the end of that byte range (app-service: 100,000). */
+  maxRecords: number;
+  /**
+   * The window start is rounded up to a multiple of this many bytes from the start of the file, so it moves in
+   * steps rather than on every append: cursors anchored to the window survive most appends.
+   */
+  quantumBytes: number;
+}
+
+/** A stat-derived identity of the file contents (append-only: same size + mtime + inode ⇒ same bytes). */
+export interface FileVersion {
+  ino: number;
+  size: number;
+  mtimeMs: number;
+}
+
+export function sameVersion(a: FileVersion, b: FileVersion): boolean {
+  return a.ino === b.ino && a.size === b.size && a.mtimeMs === b.mtimeMs;
+}
+
+export interface WindowSnapshot {
+  header: HeaderRecord;
+  version: FileVersion;
+  /** Valid records in the window, file order. */
+  records: StoredRecord[];
+  /** Lines in the window that are not valid records (malformed JSON or shape), excluding a torn tail. */
+  badLines: number;
+  /** Well-formed records of kinds this version does not know (not an error). */
+  unknownLines: number;
+  /** The file does not end with LF: the last line was cut short (crash mid-append). */
+  torn: boolean;
+  /** Records before the window exist (byte or record bound): history is incomplete unless a checkpoint covers it. */
+  omitted: boolean;
+}
+
+async function readAt(fh: FileHandle, pos: number, len: number): Promise<Buffer> {
+  const buf = Buffer.allocUnsafe(len);
+  let got = 0;
+  while (got < len) {
+    const { bytesRead } = await fh.read(buf, got, len - got, pos + got);
+    if (bytesRead === 0) break;
+    got += bytesRead;
+  }
+  return got === len ? buf : buf.subarray(0, got);
+}
+
+/** Reads and validates the header line; returns it with the offset just after its LF. */
+export async function readHeader(fh: FileHandle, size: number): Promise<{ header: HeaderRecord; end: number } | null> {
+  const head = await readAt(fh, 0, Math.min(size, MAX_HEADER_BYTES));
+  const nl = head.indexOf(10);
+  if (nl < 0) return null;
+  const header = decodeHeader(head.toString("utf8", 0, nl));
+  return header ? { header, end: nl + 1 } : null;
+}
+
+export async function openForRead(path: string): Promise<FileHandle> {
+  try {
+    return await open(path, "r");
+  } catch {
+    throw new SessionError("unavailable");
+  }
+}
+
+/**
+ * Reads the recent window. `expectId` must match the header's session ID (else `unavailable`).
+ * When `unchanged` is given and the file still has that version, returns "unchanged" without reading.
+ */
+export async function readWindow(
+  path: string,
+  expectId: string,
+  bounds: WindowBounds,
+  unchanged?: FileVersion,
+): Promise<WindowSnapshot | "unchanged"> {
+  const fh = await openForRead(path);
+  try {
+    const st = await fh.stat();
+    const version: FileVersion = { ino: st.ino, size: st.size, mtimeMs: st.mtimeMs };
+    if (unchanged && sameVersion(unchanged, version)) return "unchanged";
+    const h = await readHeader(fh, st.size);
+    if (h === null || h.header.session_id !== expectId) throw new SessionError("unavailable");
+    const size = st.size;
+    let start = h.end;
+    let omitted = false;
+    if (size - start > bounds.maxBytes) {
+      const q = Math.ceil((size - bounds.maxBytes) / bounds.quantumBytes) * bounds.quantumBytes;
+      start = Math.max(start, q);
+      omitted = true;
+    }
+    // Read one byte before `start` to know whether `start` begins a line.
+    const from = start > h.end ? start - 1 : start;
+    const buf = await readAt(fh, from, size - from);
+    let text = buf.toString("utf8");
+    if (from < start) {
+      // Drop the (possibly partial) line containing `start`, unless the byte before it is LF.
+      const nl = text.indexOf("\n");
+      text = nl < 0 ? "" : text.slice(nl + 1);
+    }
+    const lines = text.split("\n");
+    const last = lines.pop() ?? "";
+    const torn = last !== "";
+    let first = 0;
+    if (lines.length > bounds.maxRecords) {
+      first = lines.length - bounds.maxRecords;
+      omitted = true;
+    }
+    const records: StoredRecord[] = [];
+    let badLines = 0;
+    let unknownLines = 0;
+    let lastSeq = 0;
+    for (let i = first; i < lines.length; i++) {
+      const line = lines[i] as string;
+      const d = decodeLine(line.endsWith("\r") ? line.slice(0, -1) : line);
+      if (d.type === "record") {
+        // Strictly increasing seq is part of the format; a regression marks a damaged or foreign line.
+        if (d.record.seq <= lastSeq) badLines++;
+        else {
+          lastSeq = d.record.seq;
+          records.push(d.record);
+        }
+      } else if (d.type === "unknown") unknownLines++;
+      else badLines++;
+    }
+    return { header: h.header, version, records, badLines, unknownLines, torn, omitted };
+  } catch (e) {
+    throw e instanceof SessionError ? e : new SessionError("unavailable");
+  } finally {
+    await fh.close().catch(() => undefined);
+  }
+}
+
+/**
+ * State the writer needs when it opens a file: the next seq and whether the file ends without LF.
+ * Scans backwards from the end in 64 KiB steps (at most `maxScanBytes`) for the last valid record.
+ * If none is found, the next seq is the file size (seqs are strictly increasing, not dense, and every
+ * record line is longer than one byte, so no earlier record can have a seq that large).
+ */
+export async function readTailState(fh: FileHandle, size: number, headerEnd: number, maxScanBytes = 4 * 1024 * 1024): Promise<{ nextSeq: number; torn: boolean }> {
+  if (size <= headerEnd) return { nextSeq: 1, torn: false };
+  const lastByte = await readAt(fh, size - 1, 1);
+  const torn = lastByte[0] !== 10;
+  const step = 64 * 1024;
+  let end = size;
+  let carry = Buffer.alloc(0);
+  while (end > headerEnd && size - end < maxScanBytes) {
+    const start = Math.max(headerEnd, end - step);
+    const chunk = Buffer.concat([await readAt(fh, start, end - start), carry]);
+    // Unless we reached the header end, bytes before the first LF may be a partial line: keep them raw for the next step.
+    const cut = start === headerEnd ? 0 : chunk.indexOf(10) + 1;
+    if (start !== headerEnd && cut === 0) {
+      carry = chunk;
+      end = start;
+      continue;
+    }
+    const lines = chunk.toString("utf8", cut).split("\n");
+    for (let i = lines.length - 1; i >= 0; i--) {
+      const d = decodeLine(lines[i] as string);
+      if (d.type === "record") return { nextSeq: d.record.seq + 1, torn };
+    }
+    carry = chunk.subarray(0, Math.max(0, cut - 1));
+    end = start;
+  }
+  return { nextSeq: Math.max(1, size), torn };
+}
+
+/** Up to this many bytes are read from the start of a file for list metadata. */
+export const LIST_HEAD_BYTES = 8 * 1024;
+
+/**
+ * List metadata: the header and the beginning of the first user message's text (for a title), from one bounded
+ * read. The title source may be a prefix of a longer message; it is raw text (the adapter sanitizes and redacts).
+ */
+export async function readListHead(path: string, expectId: string): Promise<{ header: HeaderRecord; mtimeMs: number; titleSource: string | null } | null> {
+  let fh: FileHandle;
+  try {
+    fh = await open(path, "r");
+  } catch {
+    return null;
+  }
+  try {
+    const st = await fh.stat();
+    if (!st.isFile()) return null;
+    const buf = await readAt(fh, 0, Math.min(st.size, LIST_HEAD_BYTES));
+    const text = buf.toString("utf8");
+    const nl = text.indexOf("\n");
+    if (nl < 0) return null;
+    const header = decodeHeader(text.slice(0, nl));
+    if (header === null || header.session_id !== expectId) return null;
+    return { header, mtimeMs: st.mtimeMs, titleSource: firstUserText(text.slice(nl + 1)) };
+  } catch {
+    return null;
+  } finally {
+    await fh.close().catch(() => undefined);
+  }
+}
+
+/** Finds the first `user` record in `text` (lines after the header) and returns its text or a decodable prefix. */
+function firstUserText(text: string): string | null {
+  let pos = 0;
+  for (let n = 0; n < 64 && pos < text.length; n++) {
+    const nl = text.indexOf("\n", pos);
+    const line = nl < 0 ? text.slice(pos) : text.slice(pos, nl);
+    pos = nl < 0 ? text.length : nl + 1;
+    if (nl >= 0) {
+      const d = decodeLine(line);
+      if (d.type === "record" && d.record.kind === "user") return d.record.text;
+      continue;
+    }
+    // Last, incomplete line: our writer emits `..."kind":"user","turn_id":"…","text":"` first; decode the prefix.
+    if (!line.includes('"kind":"user"')) return null;
+    const k = line.indexOf('"text":"');
+    if (k < 0) return null;
+    return decodeJsonStringPrefix(line.slice(k + 8));
+  }
+  return null;
+}
+
+/** Decodes the longest complete prefix of a JSON string body (without its opening quote). */
+function decodeJsonStringPrefix(s: string): string | null {
+  let i = 0;
+  let lastSafe = 0;
+  while (i < s.length) {
+    const c = s[i];
+    if (c === '"') break;
+    if (c === "\\") {
+      const need = s[i + 1] === "u" ? 6 : 2;
+      if (i + need > s.length) break;
+      i += need;
+    } else i++;
+    lastSafe = i;
+  }
+  try {
+    const v = JSON.parse('"' + s.slice(0, lastSafe) + '"') as string;
+    return toWellFormed(v);
+  } catch {
+    return null;
+  }
+}
