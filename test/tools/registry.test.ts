@@ -14,7 +14,7 @@ void test("registry: built-ins with zod-derived JSON schemas; no_tools is empty"
   assert.deepEqual(write?.inputSchema, {
     type: "object",
     properties: {
-      path: { type: "string", minLength: 1, description: write?.inputSchema.properties && (write.inputSchema.properties as Record<string, { description: string }>).path?.description },
+      path: { type: "string", minLength: 1, description: "File to write; relative paths resolve against the working directory." },
       content: { type: "string", description: "The complete new file content." },
     },
     required: ["path", "content"],
