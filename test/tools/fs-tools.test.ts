@@ -20,6 +20,9 @@ void test("read: whole file, offset/limit window, continuation note", async (t) 
   assert.equal(r.content, "two\nthree\n[showing lines 2-3; more remain: continue with offset=4]");
   r = await call(readTool, { path: join(dir, "a.txt"), offset: 4 }, ctx);
   assert.equal(r.content, "four");
+  writeFileSync(join(dir, "empty.txt"), "");
+  r = await call(readTool, { path: "empty.txt" }, ctx);
+  assert.equal(r.content, "(empty file)");
 });
 
 void test("read: errors — missing, directory, binary, offset past end, bad args", async (t) => {

@@ -49,6 +49,7 @@ export const readTool = defineLocalTool({
     if (r.lines.length === 0 && offset > 1) {
       return fail("failed", `read: offset ${offset} is past the end of ${args.path} (${r.totalLines} lines)`);
     }
+    if (r.totalLines === 0) return ok("(empty file)");
     let body = r.lines.join("\n");
     const last = offset + r.lines.length - 1;
     if (r.more) {
