@@ -1,5 +1,7 @@
 /** Assembles the app-service method families from the stores and the runtime (the one place that wires them). */
 import type { MethodFamily } from "../protocols/app-service/descriptor.js";
+import { sessionMethods } from "../protocols/app-service/sessions.js";
+import { SessionManager, SessionStore } from "../store/sessions/index.js";
 import { pendingFamily, serviceMethods, type InitState, type ServiceInfo } from "../protocols/app-service/service-methods.js";
 
 export interface ServiceDeps {
@@ -14,8 +16,7 @@ export interface ServiceDeps {
 export async function buildFamilies(deps: ServiceDeps): Promise<MethodFamily[]> {
   return [
     serviceMethods({ info: deps.info, state: deps.state, providerAuthReady: async () => false }),
-    pendingFamily(["session.list", "session.create"], "forbidden"),
-    pendingFamily(["session.open", "session.replay", "session.close"], "required"),
+    sessionMethods({ manager: new SessionManager(new SessionStore({ home: deps.home })), cwd: deps.cwd }),
     pendingFamily(["turn.start"], "optional"),
     pendingFamily(["turn.cancel"], "forbidden"),
     pendingFamily(["auth.status", "auth.login.start", "auth.login.callback", "auth.login.cancel", "auth.logout"], "forbidden"),

@@ -1,0 +1,180 @@
+/**
+ * `session.list`, `session.create`, `session.open`, `session.replay`, `session.close` (app-service v1 §Sessions).
+ * Wire projection only: validation order, error mapping and payload shapes. Storage, leases and attachments
+ * live in src/store/sessions; the replay projection in replay.ts.
+ *
+ * Check order per request: envelope (dispatcher) → payload shape (`invalid_payload`) → limits (`limit_exceeded`)
+ * → session ID / list continuation validation (`invalid_session_id`) → state (`session_busy`, `session_unavailable`,
+ * `limit_exceeded` for the attachment cap and scan budget).
+ */
+import { utf8Length } from "../../core/utf8.js";
+import type { ErrorCode } from "../../core/errors.js";
+import { LIMITS } from "../../core/limits.js";
+import {
+  DEFAULT_WINDOW,
+  SessionError,
+  isValidSessionId,
+  type FileVersion,
+  type SessionManager,
+} from "../../store/sessions/index.js";
+import { emptyPayload, onlyKeys, type MethodDescriptor, type MethodFamily, type Outcome, type ParseResult } from "./descriptor.js";
+import { projectSnapshot, replayPage, type Projection } from "./replay.js";
+import { titleFrom } from "./replay-text.js";
+
+export interface SessionMethodsDeps {
+  /** Shared with the turn family (turns attach implicitly through the same manager). */
+  manager: SessionManager;
+  /** Working directory recorded in the header of sessions created by `session.create`. */
+  cwd: string;
+}
+
+interface PageParams {
+  after: string | null;
+  limit: number;
+}
+
+const MAX_CONTINUATION_BYTES = 128;
+
+/** Maps a store failure to its wire code. Anything unexpected is a fixed `internal_error`. */
+export function sessionErrorCode(err: unknown): ErrorCode {
+  if (!(err instanceof SessionError)) return "internal_error";
+  switch (err.code) {
+    case "invalid_id":
+      return "invalid_session_id";
+    case "busy":
+    case "lost":
+      return "session_busy";
+    case "unavailable":
+      return "session_unavailable";
+    case "limit":
+      return "limit_exceeded";
+    case "invalid_record":
+      return "internal_error";
+  }
+}
+
+/** `{after?, limit?}`: after null|string (≤ 128 bytes, else limit_exceeded), limit integer 1..32 (> 32: limit_exceeded). */
+export function parsePage(p: Record<string, unknown>): ParseResult<PageParams> {
+  if (!onlyKeys(p, ["after", "limit"])) return { ok: false, error: "invalid_payload" };
+  const after = p.after === undefined ? null : p.after;
+  const limit = p.limit === undefined ? LIMITS.max_session_page_items : p.limit;
+  if (after !== null && typeof after !== "string") return { ok: false, error: "invalid_payload" };
+  if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1) return { ok: false, error: "invalid_payload" };
+  if (limit > LIMITS.max_session_page_items) return { ok: false, error: "limit_exceeded" };
+  if (after !== null && utf8Length(after) > MAX_CONTINUATION_BYTES) return { ok: false, error: "limit_exceeded" };
+  return { ok: true, value: { after, limit } };
+}
+
+function fail(err: unknown, sessionId?: string | null): Outcome {
+  return sessionId === undefined ? { error: sessionErrorCode(err) } : { error: sessionErrorCode(err), sessionId };
+}
+
+export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
+  const { manager } = deps;
+  const store = manager.store;
+  /** Projections of recently replayed sessions, keyed by ID, reused while the file version is unchanged. */
+  const cache = new Map<string, { version: FileVersion; projection: Projection }>();
+  const CACHE_SIZE = 8;
+
+  const list: MethodDescriptor<PageParams> = {
+    method: "session.list",
+    sessionId: "forbidden",
+    parse: parsePage,
+    async handle(_ctx, { after, limit }) {
+      if (after !== null && !isValidSessionId(after)) return { error: "invalid_session_id" };
+      try {
+        const page = await store.list(after, limit);
+        return {
+          payload: {
+            sessions: page.entries.map((e) => ({
+              session_id: e.id,
+              title: titleFrom(e.titleSource),
+              updated_at: new Date(e.updatedAtMs).toISOString(),
+            })),
+            next_after: page.nextAfter,
+            truncated: page.truncated,
+            incomplete: page.incomplete,
+          },
+        };
+      } catch (e) {
+        return fail(e);
+      }
+    },
+  };
+
+  const create: MethodDescriptor<Record<string, never>> = {
+    method: "session.create",
+    sessionId: "forbidden",
+    parse: emptyPayload,
+    async handle() {
+      try {
+        const id = await manager.create(deps.cwd);
+        return { payload: { session_id: id, status: "open" }, sessionId: id };
+      } catch (e) {
+        return fail(e);
+      }
+    },
+  };
+
+  const open: MethodDescriptor<Record<string, never>> = {
+    method: "session.open",
+    sessionId: "required",
+    parse: emptyPayload,
+    async handle(ctx) {
+      const id = ctx.sessionId as string;
+      try {
+        await manager.open(id);
+        return { payload: { session_id: id, status: "open" } };
+      } catch (e) {
+        return fail(e);
+      }
+    },
+  };
+
+  const replay: MethodDescriptor<PageParams> = {
+    method: "session.replay",
+    sessionId: "required",
+    parse: parsePage,
+    async handle(ctx, { after, limit }) {
+      const id = ctx.sessionId as string;
+      if (!isValidSessionId(id)) return { error: "invalid_session_id" };
+      try {
+        const cached = cache.get(id);
+        const snap = await store.readWindow(id, DEFAULT_WINDOW, cached?.version);
+        let projection: Projection;
+        if (snap === "unchanged" && cached) projection = cached.projection;
+        else if (snap === "unchanged") return { error: "internal_error" };
+        else {
+          projection = projectSnapshot(id, snap);
+          cache.delete(id);
+          cache.set(id, { version: snap.version, projection });
+          while (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value as string);
+        }
+        return { payload: { ...replayPage(projection, after, limit) } };
+      } catch (e) {
+        return fail(e);
+      }
+    },
+  };
+
+  const close: MethodDescriptor<Record<string, never>> = {
+    method: "session.close",
+    sessionId: "required",
+    parse: emptyPayload,
+    async handle(ctx) {
+      const id = ctx.sessionId as string;
+      try {
+        const status = await manager.close(id);
+        return { payload: { session_id: id, status } };
+      } catch (e) {
+        return fail(e);
+      }
+    },
+  };
+
+  return {
+    descriptors: [list, create, open, replay, close],
+    /** EOF/output failure: turns were drained first (reverse registration order); release every remaining lease. */
+    drain: () => manager.drain(),
+  };
+}
