@@ -14,6 +14,5 @@ export const randomId: IdSource = (prefix) => `${prefix}${randomBytes(16).toStri
 export function isSafeId(v: unknown, maxBytes: number): v is string {
   if (typeof v !== "string" || v.length === 0 || v.length > maxBytes) return false;
   if (utf8Length(v) > maxBytes) return false;
-  // eslint-disable-next-line no-control-regex
   return !/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/.test(v);
 }

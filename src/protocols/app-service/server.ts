@@ -14,8 +14,8 @@
 import type { Readable, Writable } from "node:stream";
 import { LIMITS } from "../../core/limits.js";
 import { wireError, type ErrorCode } from "../../core/errors.js";
-import { LineSplitter, decodeRecord, type Frame } from "../../transport/jsonl.js";
-import { LineWriter } from "../../transport/line-writer.js";
+import { decodeRecord, type Frame } from "../../transport/jsonl.js";
+import { JsonlTransport } from "../../transport/stdio.js";
 import type { EventName, MethodDescriptor, MethodFamily, Outcome, RequestContext, Reservation } from "./descriptor.js";
 import { parseRecord, validateEnvelope, type Identities } from "./envelope.js";
 import { OutputLimitError, encodeEvent, encodeResponse } from "./output.js";
@@ -41,7 +41,7 @@ interface Slot {
 const NULL_IDS: Identities = { requestId: null, sessionId: null, method: null };
 
 export class AppServiceServer {
-  private readonly writer: LineWriter;
+  private readonly io: JsonlTransport;
   private readonly methods = new Map<string, MethodDescriptor<any>>();
   private readonly reserved = new Map<string, Slot>();
   private readonly workers = new Set<Promise<void>>();
@@ -51,26 +51,18 @@ export class AppServiceServer {
 
   constructor(private readonly opts: AppServiceOptions) {
     for (const f of opts.families) for (const d of f.descriptors) this.methods.set(d.method, d);
-    this.writer = new LineWriter(opts.output, {
+    this.io = new JsonlTransport(opts.input, opts.output, {
+      maxRecordBytes: LIMITS.max_record_bytes,
       highWaterBytes: 256 * 1024,
-      onBroken: () => this.stop("output stream failed"),
+      onOutputBroken: () => this.stop("output stream failed"),
     });
   }
 
   /** Runs until EOF or failure; resolves with the process exit code. */
   async run(): Promise<number> {
-    const splitter = new LineSplitter(LIMITS.max_record_bytes);
-    try {
-      for await (const chunk of this.opts.input as AsyncIterable<Buffer>) {
-        for (const frame of splitter.push(chunk)) {
-          if (this.stopping) break;
-          await this.handleFrame(frame);
-        }
-        if (this.stopping) break;
-      }
-      if (!this.stopping) for (const frame of splitter.end()) await this.handleFrame(frame);
-    } catch {
-      // An input error ends the service like EOF does.
+    for await (const frame of this.io.frames()) {
+      if (this.stopping) break;
+      await this.handleFrame(frame);
     }
     await this.shutdown();
     if (this.fatal !== null) {
@@ -83,7 +75,7 @@ export class AppServiceServer {
   private stop(reason: string): void {
     this.fatal ??= reason;
     this.stopping = true;
-    this.opts.input.destroy();
+    this.io.closeInput();
   }
 
   private async shutdown(): Promise<void> {
@@ -98,14 +90,14 @@ export class AppServiceServer {
       }
     }
     while (this.workers.size > 0) await Promise.allSettled([...this.workers]);
-    await this.writer.close();
+    await this.io.close();
   }
 
   private async handleFrame(frame: Frame): Promise<void> {
     if (frame.kind === "too_large") this.respondError(NULL_IDS, "record_too_large");
     else await this.handleRecord(frame.bytes);
-    this.writer.flush();
-    if (this.writer.pressured) await this.writer.writable();
+    this.io.flush();
+    if (this.io.pressured) await this.io.writable();
   }
 
   private async handleRecord(bytes: Buffer): Promise<void> {
@@ -142,7 +134,7 @@ export class AppServiceServer {
     if (d.mode === "worker") {
       const p = run().finally(() => {
         this.workers.delete(p);
-        this.writer.flush();
+        this.io.flush();
       });
       this.workers.add(p);
     } else await run();
@@ -163,8 +155,8 @@ export class AppServiceServer {
           return Promise.resolve();
         }
         if (!slot.responded) (slot.held ??= []).push(line);
-        else this.writer.enqueue(line);
-        return this.writer.writable();
+        else this.io.send(line);
+        return this.io.writable();
       },
       hold: (): Reservation => {
         slot.kept = true;
@@ -190,9 +182,9 @@ export class AppServiceServer {
       return;
     }
     if (this.fatal !== null) return;
-    this.writer.enqueue(line);
+    this.io.send(line);
     slot.responded = true;
-    if (slot.held !== null) for (const e of slot.held) this.writer.enqueue(e);
+    if (slot.held !== null) for (const e of slot.held) this.io.send(e);
     slot.held = null;
     if (!slot.kept && this.reserved.get(requestId) === slot) this.reserved.delete(requestId);
   }
@@ -200,6 +192,6 @@ export class AppServiceServer {
   /** Error response for a record that never became an accepted request (no reservation is created or touched). */
   private respondError(ids: Identities, code: ErrorCode, _fresh = true): void {
     if (this.fatal !== null) return;
-    this.writer.enqueue(encodeResponse(ids.requestId, ids.sessionId, ids.method, { error: wireError(code) }));
+    this.io.send(encodeResponse(ids.requestId, ids.sessionId, ids.method, { error: wireError(code) }));
   }
 }
