@@ -4,8 +4,8 @@
  *
  * Output rules (see docs/providers.md):
  * - `delta.content` → `text_delta`; `delta.reasoning_content` / `delta.reasoning` → `thinking_delta`;
- *   the collected reasoning yields one unsigned `thinking_block` at the end, never a `reasoning_summary`
- *   (nothing verifies its provenance);
+ *   the collected reasoning yields one unsigned `thinking_block` when the answer (text or tool call)
+ *   starts, or at the end; never a `reasoning_summary` (nothing verifies its provenance);
  * - tool calls accumulate by `index` and are held until the stream completes (`[DONE]`, or a clean
  *   end after a `finish_reason`); `finish_reason: "length"` yields none.
  */
@@ -108,7 +108,7 @@ export class ChatDecoder implements WireDecoder {
   finished = false;
   private readonly budget: ResponseBudget;
   private readonly calls: ChatCall[] = [];
-  private readonly thinking = new TextParts();
+  private thinking = new TextParts();
   private hasThinking = false;
   private finishReason: string | undefined;
   private usage: JsonObject | undefined;
@@ -146,6 +146,7 @@ export class ChatDecoder implements WireDecoder {
   private delta(d: JsonObject, out: ProviderEvent[]): void {
     const text = optString(d, "content");
     if (text !== undefined && text.length > 0) {
+      if (this.hasThinking) this.flushThinking(out);
       this.budget.addText(text);
       out.push({ type: "text_delta", text });
     }
@@ -158,6 +159,7 @@ export class ChatDecoder implements WireDecoder {
     const tcs = d["tool_calls"];
     if (tcs === undefined || tcs === null) return;
     if (!Array.isArray(tcs)) throw protocolFailure();
+    if (this.hasThinking) this.flushThinking(out);
     for (const tc of tcs as unknown[]) {
       if (!isObject(tc)) throw protocolFailure();
       const index = tc["index"] ?? this.calls.length;
@@ -182,8 +184,14 @@ export class ChatDecoder implements WireDecoder {
     }
   }
 
+  private flushThinking(out: ProviderEvent[]): void {
+    out.push({ type: "thinking_block", text: this.thinking.text(), api: "openai-chat" });
+    this.thinking = new TextParts();
+    this.hasThinking = false;
+  }
+
   private finish(out: ProviderEvent[]): void {
-    if (this.hasThinking) out.push({ type: "thinking_block", text: this.thinking.text(), api: "openai-chat" });
+    if (this.hasThinking) this.flushThinking(out);
     const truncated = this.finishReason === "length";
     if (!truncated) {
       const parsed = this.calls.map((c, i) => {
