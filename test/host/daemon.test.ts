@@ -1,0 +1,84 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { AhpClient, FakeBackend, tempHome, until } from "./helpers.js";
+import type { HostHandle } from "../../src/protocols/host/host.js";
+
+const bin = fileURLToPath(new URL("../../../bin/berth", import.meta.url));
+
+interface Daemon {
+  proc: ChildProcess;
+  ready: Record<string, string>;
+  stdout: string[];
+  stderr: string;
+}
+function startDaemon(home: string): Promise<Daemon> {
+  const proc = spawn(process.execPath, [bin, "daemon", "--listen", "127.0.0.1:0"], { env: { ...process.env, BERTH_HOME: home }, stdio: ["ignore", "pipe", "pipe"] });
+  const d: Daemon = { proc, ready: {}, stdout: [], stderr: "" };
+  proc.stderr!.on("data", (b: Buffer) => (d.stderr += b.toString()));
+  return new Promise((resolve, reject) => {
+    let buf = "";
+    proc.stdout!.on("data", (b: Buffer) => {
+      buf += b.toString();
+      const lines = buf.split("\n");
+      buf = lines.pop()!;
+      for (const l of lines) {
+        d.stdout.push(l);
+        if (d.stdout.length === 1) {
+          d.ready = JSON.parse(l);
+          resolve(d);
+        }
+      }
+    });
+    proc.once("exit", (code) => reject(new Error(`daemon exited ${code}: ${d.stderr}`)));
+  });
+}
+const asHandle = (d: Daemon): HostHandle => ({ ahpUrl: d.ready.ahp, httpUrl: d.ready.http, token: d.ready.token, backendSocket: d.ready.backend_socket }) as unknown as HostHandle;
+const exited = (p: ChildProcess) => new Promise<number | null>((r) => (p.exitCode !== null ? r(p.exitCode) : p.once("exit", (c) => r(c))));
+
+test("berth daemon: ready line, owner-only state, exclusive lock, SIGTERM, crash-restart restores sessions", async () => {
+  const home = tempHome();
+  const d = await startDaemon(home);
+  assert.deepEqual(Object.keys(d.ready), ["ready", "ahp", "http", "token", "backend_socket"]);
+  assert.equal(d.ready.ready, true as unknown as string);
+  assert.match(d.ready.ahp ?? "", /^ws:\/\/127\.0\.0\.1:\d+\/ahp$/);
+  assert.equal(statSync(join(home, "host")).mode & 0o777, 0o700);
+  assert.equal(statSync(join(home, "host", "token")).mode & 0o777, 0o600);
+  // A second daemon on the same state directory is refused and never replaces the live listener.
+  const second = spawn(process.execPath, [bin, "daemon"], { env: { ...process.env, BERTH_HOME: home }, stdio: ["ignore", "pipe", "pipe"] });
+  let out2 = "";
+  second.stdout!.on("data", (b: Buffer) => (out2 += b.toString()));
+  assert.notEqual(await exited(second), 0);
+  assert.equal(out2, "");
+
+  const h = asHandle(d);
+  const { be, reg } = await FakeBackend.session(h, { protocolVersion: 3, sourceId: "persist", title: "Kept", history: [{ id: "h1", userText: "u", responseText: "r" }] });
+  be.send({ type: "event", session: reg.session, event: { type: "user_message", text: "live", turnId: "L" } });
+  be.send({ type: "event", session: reg.session, event: { type: "text_delta", text: "answer" } });
+  be.send({ type: "event", session: reg.session, event: { type: "settled", cancelled: false } });
+  const { c } = await AhpClient.init(h, [reg.chat]);
+  await until(() => c.actions().length >= 0);
+  await new Promise((r) => setTimeout(r, 150));
+  c.close();
+  d.proc.kill("SIGKILL"); // crash: stale socket and lock are left behind
+  await exited(d.proc);
+  const d2 = await startDaemon(home);
+  assert.equal(d2.ready.token, d.ready.token, "token created once");
+  const h2 = asHandle(d2);
+  const { c: c2, result } = await AhpClient.init(h2, [reg.chat, reg.session]);
+  const chat = result.snapshots.find((s: any) => s.resource === reg.chat);
+  assert.deepEqual(chat.state.turns.map((t: any) => t.id), ["h1", "L"]);
+  const re = await FakeBackend.session(h2, { protocolVersion: 3, sourceId: "persist" });
+  assert.equal(re.reg.session, reg.session);
+  assert.equal(re.reg.sourceContinuity, reg.sourceContinuity);
+  assert.equal(re.reg.sourceCursor, "L");
+  assert.equal(re.reg.hostId, reg.hostId);
+  re.be.close();
+  c2.close();
+  d2.proc.kill("SIGTERM");
+  assert.equal(await exited(d2.proc), 0);
+  assert.equal(d2.stdout.length, 1, "exactly one stdout line");
+});
