@@ -198,12 +198,26 @@ export async function* driveStream(p: DriveParams): AsyncGenerator<ProviderEvent
         } catch {
           throw signal.aborted ? abortedFailure() : new ProviderFailure("network", LABELS.disconnect, true);
         }
-        if (r.done) {
-          eof = true;
-          sse.end();
-          if (!decoder.finished) decoder.onEnd(out);
-        } else {
-          sse.push(r.value);
+        let failed: ProviderFailure | undefined;
+        try {
+          if (r.done) {
+            eof = true;
+            sse.end();
+            if (!decoder.finished) decoder.onEnd(out);
+          } else {
+            sse.push(r.value);
+          }
+        } catch (e) {
+          failed = toFailure(e, signal);
+        }
+        if (failed !== undefined) {
+          // Cancel the body first, then hand over what was decoded before the failure.
+          ctl.abort();
+          for (let i = 0; i < out.length; i++) {
+            yielded = true;
+            yield out[i] as ProviderEvent;
+          }
+          throw failed;
         }
         if (decoder.finished) {
           // Terminal reached: release the socket now rather than when the caller stops iterating.

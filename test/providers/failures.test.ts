@@ -1,0 +1,214 @@
+/** Each provider against the fake: HTTP errors, retries, aborts, malformed events, disconnects. */
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, beforeEach, describe, it } from "node:test";
+import type { ProviderEvent } from "../../src/runtime/types.js";
+import { ERROR_BODY_SECRET, startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
+import { APIS, collect, makeProvider, request, terminal, terminalCount, textOf } from "./helpers.js";
+
+function assertNoLeak(events: ProviderEvent[]): void {
+  const s = JSON.stringify(events);
+  assert.ok(!s.includes("SECRETMARKER"), "credential leaked");
+  assert.ok(!s.includes(ERROR_BODY_SECRET), "provider body leaked");
+  assert.ok(!s.includes("127.0.0.1"), "URL leaked");
+}
+
+async function closedPort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", () => r()));
+  const port = (s.address() as AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+for (const api of APIS) {
+  describe(`${api} failures`, () => {
+    let fake: FakeProvider;
+    beforeEach(async () => {
+      fake = await startFakeProvider();
+    });
+    afterEach(async () => {
+      await fake.close();
+    });
+
+    it("HTTP 400 is an in-band error with a fixed label, no retry, no body leak", async () => {
+      fake.script([{ status: 400 }]);
+      const { provider, delays } = makeProvider(api, fake);
+      const events = await collect(provider.stream(request()));
+      assert.deepEqual(events, [{ type: "error", kind: "http", retryable: false, message: "provider returned an error status" }]);
+      assert.equal(delays.length, 0);
+      assert.equal(fake.requests.length, 1);
+      assertNoLeak(events);
+    });
+
+    it("HTTP 401 is an auth error", async () => {
+      fake.script([{ status: 401 }]);
+      const { provider } = makeProvider(api, fake);
+      const events = await collect(provider.stream(request()));
+      assert.deepEqual(events, [{ type: "error", kind: "auth", retryable: false, message: "provider rejected the credential" }]);
+      assertNoLeak(events);
+    });
+
+    it("retries 503 and 429 (honouring Retry-After, capped) before any output, then succeeds", async () => {
+      fake.script([{ status: 503 }, { status: 429, headers: { "retry-after": "120" } }, { steps: [{ text: "finally" }] }]);
+      const { provider, delays } = makeProvider(api, fake);
+      const events = await collect(provider.stream(request()));
+      assert.equal(textOf(events), "finally");
+      assert.deepEqual(delays, [250, 10_000]);
+      assert.equal(fake.requests.length, 3);
+      assert.equal(terminalCount(events), 1);
+    });
+
+    it("gives up after the attempt limit with a retryable http error", async () => {
+      fake.script([{ status: 500 }, { status: 502 }, { status: 529 }, { steps: [{ text: "never" }] }]);
+      const { provider, delays } = makeProvider(api, fake);
+      const events = await collect(provider.stream(request()));
+      assert.deepEqual(events, [{ type: "error", kind: "http", retryable: true, message: "provider overloaded or unavailable" }]);
+      assert.deepEqual(delays, [250, 500]);
+      assert.equal(fake.requests.length, 3);
+      assertNoLeak(events);
+    });
+
+    it("retries a connection reset before any byte", async () => {
+      fake.script([{ resetBeforeHeaders: true }, { steps: [{ text: "ok" }] }]);
+      const { provider, delays } = makeProvider(api, fake);
+      const events = await collect(provider.stream(request()));
+      assert.equal(textOf(events), "ok");
+      assert.equal(delays.length, 1);
+    });
+
+    it("connection refused: retried, then a network error", async () => {
+      const port = await closedPort();
+      const base = api === "anthropic" ? `http://127.0.0.1:${port}` : `http://127.0.0.1:${port}/v1`;
+      const { provider, delays } = makeProvider(api, fake, { baseUrl: base });
+      const events = await collect(provider.stream(request()));
+      assert.deepEqual(events, [{ type: "error", kind: "network", retryable: true, message: "provider connection failed" }]);
+      assert.equal(delays.length, 2);
+      assertNoLeak(events);
+    });
+
+    it("no retry once output was yielded: mid-stream disconnect is a network error", async () => {
+      fake.script([{ steps: [{ text: "partial" }, { disconnect: true }], end: false }, { steps: [{ text: "never" }] }]);
+      const { provider, delays } = makeProvider(api, fake);
+      const events = await collect(provider.stream(request()));
+      assert.equal(textOf(events), "partial");
+      assert.deepEqual(terminal(events), { type: "error", kind: "network", retryable: true, message: "provider stream ended unexpectedly" });
+      assert.equal(terminalCount(events), 1);
+      assert.equal(delays.length, 0);
+      assert.equal(fake.requests.length, 1);
+    });
+
+    it("a clean end of body without the terminal event is an error", async () => {
+      fake.script([{ steps: [{ text: "partial" }], end: false }, { steps: [{ text: "never" }] }]);
+      const { provider } = makeProvider(api, fake);
+      const events = await collect(provider.stream(request()));
+      assert.equal(terminal(events)?.type, "error");
+      assert.equal(fake.requests.length, 1);
+    });
+
+    it("an in-stream provider error before output", async () => {
+      const code = api === "anthropic" ? "overloaded_error" : "server_error";
+      fake.script([{ steps: [{ streamError: code }], end: false }, { steps: [{ text: "second" }] }]);
+      const { provider, delays } = makeProvider(api, fake);
+      const events = await collect(provider.stream(request()));
+      assertNoLeak(events);
+      if (api === "openai-chat") {
+        // A chat error object carries no reliable retry signal: not retried.
+        assert.deepEqual(events, [{ type: "error", kind: "http", retryable: false, message: "provider reported an error" }]);
+      } else {
+        assert.equal(textOf(events), "second");
+        assert.equal(delays.length, 1);
+      }
+    });
+
+    it("a malformed event stops the stream with a protocol error", async () => {
+      fake.script([{ steps: [{ text: "a" }, { malformed: true }, { text: "b" }] }]);
+      const { provider } = makeProvider(api, fake);
+      const events = await collect(provider.stream(request()));
+      assert.equal(textOf(events), "a");
+      assert.deepEqual(terminal(events), { type: "error", kind: "protocol", retryable: false, message: "malformed provider stream" });
+      assert.equal(terminalCount(events), 1);
+    });
+
+    it("a tool call with invalid JSON arguments fails the response and yields no call", async () => {
+      fake.script([{ steps: [{ toolCall: { name: "ok", arguments: { a: 1 } } }, { toolCall: { name: "bad", arguments: '{"a":' } }] }]);
+      const { provider } = makeProvider(api, fake);
+      const events = await collect(provider.stream(request()));
+      assert.equal(events.filter((e) => e.type === "tool_call").length, 0);
+      assert.deepEqual(terminal(events), { type: "error", kind: "protocol", retryable: false, message: "tool arguments are not a JSON object" });
+    });
+
+    it("abort before the first byte: aborted error, socket closed, no retry", async () => {
+      fake.script([{ waitForAbortBeforeHeaders: true }]);
+      const { provider, delays } = makeProvider(api, fake);
+      const ctl = new AbortController();
+      const it = provider.stream(request({ signal: ctl.signal }))[Symbol.asyncIterator]();
+      const first = it.next();
+      const [rec] = await fake.waitForRequests(1);
+      ctl.abort();
+      const r = await first;
+      assert.deepEqual(r.value, { type: "error", kind: "aborted", retryable: false, message: "request aborted" });
+      assert.equal((await it.next()).done, true);
+      await rec?.socketClosed;
+      assert.equal(delays.length, 0);
+    });
+
+    it("abort mid-stream: aborted error after the text so far, socket closed", async () => {
+      fake.script([{ steps: [{ text: "first" }, { waitForAbort: true }] }]);
+      const { provider } = makeProvider(api, fake);
+      const ctl = new AbortController();
+      const events: ProviderEvent[] = [];
+      for await (const ev of provider.stream(request({ signal: ctl.signal }))) {
+        events.push(ev);
+        if (ev.type === "text_delta") ctl.abort();
+      }
+      assert.equal(textOf(events), "first");
+      assert.deepEqual(terminal(events), { type: "error", kind: "aborted", retryable: false, message: "request aborted" });
+      assert.equal(terminalCount(events), 1);
+      await fake.requests[0]?.socketClosed;
+    });
+
+    it("an already-aborted signal sends nothing", async () => {
+      const ctl = new AbortController();
+      ctl.abort();
+      const { provider } = makeProvider(api, fake);
+      const events = await collect(provider.stream(request({ signal: ctl.signal })));
+      assert.deepEqual(events, [{ type: "error", kind: "aborted", retryable: false, message: "request aborted" }]);
+      assert.equal(fake.requests.length, 0);
+    });
+
+    it("abort during a retry delay ends with aborted", async () => {
+      fake.script([{ status: 503 }]);
+      const ctl = new AbortController();
+      const { provider } = makeProvider(api, fake, {
+        retry: {
+          sleep: (_ms, signal) => {
+            ctl.abort();
+            return signal.aborted ? Promise.reject(new Error("aborted")) : Promise.resolve();
+          },
+        },
+      });
+      const events = await collect(provider.stream(request({ signal: ctl.signal })));
+      assert.deepEqual(events, [{ type: "error", kind: "aborted", retryable: false, message: "request aborted" }]);
+      assert.equal(fake.requests.length, 1);
+    });
+
+    it("a consumer that stops iterating closes the socket", async () => {
+      fake.script([{ steps: [{ text: "one" }, { waitForAbort: true }] }]);
+      const { provider } = makeProvider(api, fake);
+      for await (const ev of provider.stream(request())) {
+        if (ev.type === "text_delta") break;
+      }
+      await fake.requests[0]?.socketClosed;
+    });
+
+    it("slow streams deliver every delta", async () => {
+      fake.script([{ steps: [{ text: "abcdef", chunks: 6 }], chunkDelayMs: 2 }]);
+      const { provider } = makeProvider(api, fake);
+      const events = await collect(provider.stream(request()));
+      assert.equal(events.filter((e) => e.type === "text_delta").length, 6);
+      assert.equal(textOf(events), "abcdef");
+    });
+  });
+}
