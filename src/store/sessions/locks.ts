@@ -102,6 +102,7 @@ export class SessionLocks {
     const lostCbs: Array<() => void> = [];
     const opts = {
       realpath: false,
+      lockfilePath: leasePath,
       stale: 1_000_000_000, // staleness is decided by `recover` under the reclaim lock, never by a racing lock() call
       update: 1000,
       retries: 0,
@@ -161,6 +162,7 @@ export class SessionLocks {
     try {
       unlockReclaim = await lockfile.lock(this.paths.reclaim(id), {
         realpath: false,
+        lockfilePath: this.paths.reclaim(id),
         stale: 2000,
         retries: retriesFor(500),
         onCompromised: () => undefined,
@@ -209,6 +211,7 @@ export class SessionLocks {
     try {
       return await lockfile.lock(this.paths.append(id), {
         realpath: false,
+        lockfilePath: this.paths.append(id),
         stale: 2000,
         update: 1000,
         retries: retriesFor(wait),
