@@ -1,0 +1,105 @@
+/** Per-process attachments: cap, reuse, implicit/explicit, close closed/closing, turn hooks, drain. Real store. */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { SessionError, SessionManager, SessionStore } from "../../src/store/sessions/index.js";
+
+function manager(max = 16): SessionManager {
+  return new SessionManager(new SessionStore({ home: mkdtempSync(join(tmpdir(), "berth-att-")) }), max);
+}
+
+async function rejectsCode(p: Promise<unknown>, code: string): Promise<void> {
+  await assert.rejects(p, (e: unknown) => e instanceof SessionError && e.code === code);
+}
+
+test("at most 16 attachments per process; close frees a slot; list/replay need none", async () => {
+  const m = manager();
+  const ids: string[] = [];
+  for (let i = 0; i < 16; i++) ids.push(await m.create("/"));
+  assert.equal(m.attachmentCount, 16);
+  await rejectsCode(m.create("/"), "limit");
+  await rejectsCode(m.beginTurn({ sessionId: null, cwd: "/", onCloseRequested: () => {} }), "limit");
+  // Reopening an attached session reuses its attachment (no new slot).
+  await m.open(ids[0]!);
+  const w = await m.store.readWindow(ids[1]!);
+  assert.ok(w !== "unchanged");
+  await m.store.list(null, 32);
+  assert.equal(await m.close(ids[0]!), "closed");
+  // A released session can be reopened (needs a slot again).
+  await m.open(ids[0]!);
+  assert.equal(await m.close(ids[2]!), "closed");
+  await m.create("/");
+  await rejectsCode(m.open(ids[2]!), "limit");
+  await m.drain();
+  assert.equal(m.attachmentCount, 0);
+});
+
+test("close: idempotent for any valid ID (attached, unattached, missing), invalid IDs rejected, history kept", async () => {
+  const m = manager();
+  const id = await m.create("/");
+  assert.equal(await m.close(id), "closed");
+  assert.equal(await m.close(id), "closed");
+  assert.equal(await m.close("never-existed"), "closed");
+  await rejectsCode(m.close("../etc"), "invalid_id");
+  assert.ok(existsSync(m.store.paths.data(id)), "close never deletes history");
+  await rejectsCode(m.open("never-existed"), "unavailable");
+  assert.equal(m.attachmentCount, 0, "a failed open holds no slot");
+});
+
+test("a second manager (another service) gets busy; close never releases another holder's lease", async () => {
+  const home = mkdtempSync(join(tmpdir(), "berth-att-"));
+  const a = new SessionManager(new SessionStore({ home }));
+  const b = new SessionManager(new SessionStore({ home }));
+  const id = await a.create("/");
+  await rejectsCode(b.open(id), "busy");
+  await rejectsCode(b.beginTurn({ sessionId: id, cwd: "/", onCloseRequested: () => {} }), "busy");
+  assert.equal(await b.close(id), "closed");
+  await rejectsCode(b.open(id), "busy");
+  await a.drain();
+  await b.open(id);
+  await b.drain();
+});
+
+test("turn hooks: close during a turn is closing (cancel requested once), opens are busy, end() completes the close", async () => {
+  const m = manager();
+  const id = await m.create("/");
+  let cancels = 0;
+  const turn = await m.beginTurn({ sessionId: id, cwd: "/", onCloseRequested: () => cancels++ });
+  assert.equal(turn.sessionId, id);
+  await rejectsCode(m.beginTurn({ sessionId: id, cwd: "/", onCloseRequested: () => {} }), "busy");
+  await turn.writer.append({ kind: "user", turn_id: "t1", text: "hi" });
+  assert.equal(await m.close(id), "closing");
+  assert.equal(await m.close(id), "closing");
+  assert.equal(cancels, 1);
+  await rejectsCode(m.open(id), "busy");
+  await turn.writer.append({ kind: "terminal", turn_id: "t1", status: "cancelled", assistant_text: "par" }, { sync: true });
+  await turn.end();
+  assert.equal(m.isAttached(id), false);
+  assert.equal(await m.close(id), "closed");
+  // Reopen works after the lease was released.
+  await m.open(id);
+  await m.drain();
+});
+
+test("implicit attachments are released after end(); explicit ones survive turns; open makes an implicit one explicit", async () => {
+  const m = manager();
+  const t1 = await m.beginTurn({ sessionId: null, cwd: "/w", onCloseRequested: () => {} });
+  assert.equal(t1.created, true);
+  assert.equal(m.attachmentCount, 1);
+  await t1.end();
+  assert.equal(m.attachmentCount, 0, "implicit released after the turn");
+
+  const id = await m.create("/");
+  const t2 = await m.beginTurn({ sessionId: id, cwd: "/", onCloseRequested: () => {} });
+  await t2.end();
+  assert.equal(m.isAttached(id), true, "explicit survives the turn");
+
+  const t3 = await m.beginTurn({ sessionId: t1.sessionId, cwd: "/", onCloseRequested: () => {} });
+  await m.open(t1.sessionId);
+  await t3.end();
+  assert.equal(m.isAttached(t1.sessionId), true, "opened during the turn: now explicit");
+  await m.drain();
+  assert.equal(m.attachmentCount, 0);
+});
