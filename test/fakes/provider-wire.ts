@@ -62,6 +62,11 @@ export interface FakeTurn {
   end?: boolean;
   /** Pad with SSE comment lines so the whole body is exactly this many bytes. */
   totalBytes?: number;
+  /**
+   * Responses only: `response.output_text.done` carries "" instead of repeating the whole text
+   * (a real 1 MiB answer's done event would itself exceed the 1 MiB event bound).
+   */
+  compactDone?: boolean;
   /** Model name echoed in events. */
   model?: string;
 }
@@ -179,7 +184,7 @@ function renderResponses(turn: FakeTurn): WireItem[] {
       items.push(r("response.output_item.added", { output_index: oi, item: { type: "message", id, status: "in_progress", role: "assistant", content: [] } }));
       if ("text" in step) {
         for (const t of splitChunks(step.text, step.chunks ?? 1)) items.push(r("response.output_text.delta", { item_id: id, output_index: oi, content_index: 0, delta: t }));
-        items.push(r("response.output_text.done", { item_id: id, output_index: oi, content_index: 0, text: step.text }));
+        items.push(r("response.output_text.done", { item_id: id, output_index: oi, content_index: 0, text: turn.compactDone === true ? "" : step.text }));
       } else {
         items.push(sse(sized(step.sizedText, (pad) => ({ type: "response.output_text.delta", item_id: id, output_index: oi, content_index: 0, delta: pad })), "response.output_text.delta"));
       }
