@@ -50,8 +50,35 @@ export class AhpConnection implements Subscriber {
     ws.on("error", () => {});
   }
 
+  private corked = false;
   sendRaw(text: string): void {
-    if (!this.closed && this.ws.readyState === 1) this.ws.send(text);
+    if (this.closed || this.ws.readyState !== 1) return;
+    // Batch bursts of small frames into one writev per event-loop turn.
+    const raw = (this.ws as unknown as { _socket?: import("node:net").Socket })._socket;
+    if (raw && !this.corked) {
+      this.corked = true;
+      raw.cork();
+      setImmediate(() => {
+        this.corked = false;
+        raw.uncork();
+      });
+    }
+    this.ws.send(text);
+  }
+  /** Write a pre-framed text frame straight to the socket (ordering is preserved: ws writes synchronously). */
+  sendFrame(frame: Buffer, text: string): void {
+    if (this.closed || this.ws.readyState !== 1) return;
+    const raw = (this.ws as unknown as { _socket?: import("node:net").Socket })._socket;
+    if (!raw || raw.destroyed) return this.sendRaw(text);
+    if (!this.corked) {
+      this.corked = true;
+      raw.cork();
+      setImmediate(() => {
+        this.corked = false;
+        raw.uncork();
+      });
+    }
+    raw.write(frame);
   }
   private sendJson(msg: unknown): void {
     this.sendRaw(JSON.stringify(msg));

@@ -13,6 +13,7 @@ import {
   EPOCH_REGISTRY_BOUND,
   EVENT_MIN_VERSION,
   HelloBody,
+  MAX_TEXT,
   ProviderHello,
   helloGatingError,
   versionError,
@@ -99,9 +100,18 @@ class BackendConn implements ProviderRoute {
       this.server.log(`backend ${this.connectionId}: refusing to send oversize frame: ${String(e)}`);
       return false;
     }
+    if (!this.corked) {
+      this.corked = true;
+      this.socket.cork();
+      setImmediate(() => {
+        this.corked = false;
+        this.socket.uncork();
+      });
+    }
     this.socket.write(text);
     return true;
   }
+  private corked = false;
   error(code: BackendErrorCode, message: string, extra: Json = {}): void {
     this.send({ type: "error", code, message, ...extra });
   }
@@ -408,6 +418,12 @@ class BackendConn implements ProviderRoute {
     if (route.version < min) return `${String(raw.type)} requires protocol version ${min}`;
     if (min === 2 && !route.inputCapable) return `${String(raw.type)} requires advertised inputCapabilities`;
     if (min === 4 && !route.toolCapable) return `${String(raw.type)} requires advertised toolCapabilities`;
+    // Fast path for the hot streaming events (same rules as the schema: exactly {type, text}).
+    if ((raw.type === "text_delta" || raw.type === "thinking_delta") && typeof raw.text === "string" && raw.text.length <= MAX_TEXT) {
+      let keys = 0;
+      for (const _k in raw) keys++;
+      if (keys === 2) return this.state.applyEvent(s, chat, raw as BackendEvent);
+    }
     const ev = BackendEvent.safeParse(raw);
     if (!ev.success) return zodMessage(ev.error);
     return this.state.applyEvent(s, chat, ev.data);

@@ -176,7 +176,7 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
     }
     return json(res, 404, { error: "not_found" });
   });
-  const wss = new WebSocketServer({ noServer: true, maxPayload: WIRE_LIMIT });
+  const wss = new WebSocketServer({ noServer: true, maxPayload: WIRE_LIMIT, perMessageDeflate: false });
   const clients = new Set<AhpConnection>();
   http.on("upgrade", (req, socket, head) => {
     const url = new URL(req.url ?? "/", "http://localhost");

@@ -7,6 +7,7 @@ import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypt
 import type { HostStore, SessionRow } from "./store.js";
 import type { BackendEvent, HistoryTurn, NeutralInputRequest } from "./backend-schema.js";
 import { ROOT } from "./ahp-schema.js";
+import { wsTextFrame } from "../../transport/host-wsframe.js";
 
 export const STATUS = { Idle: 1, Error: 2, InProgress: 8, InputNeeded: 24 } as const;
 export const REPLAY_LIMIT = 10_000;
@@ -100,6 +101,8 @@ export interface Subscriber {
   clientId: string;
   /** Send one pre-serialized JSON-RPC message. */
   sendRaw(text: string): void;
+  /** Send one message already framed as a WebSocket text frame (same content as `text`). */
+  sendFrame?(frame: Buffer, text: string): void;
   /** Whether this client may see the action type (negotiated-version filter). */
   accepts(actionType: string): boolean;
 }
@@ -112,8 +115,15 @@ export interface Envelope {
   rejectionReason?: string;
 }
 
+let isoAt = 0;
+let isoText = "";
 function nowIso(): string {
-  return new Date().toISOString();
+  const t = Date.now();
+  if (t !== isoAt) {
+    isoAt = t;
+    isoText = new Date(t).toISOString();
+  }
+  return isoText;
 }
 function b64(buf: Buffer): string {
   return buf.toString("base64url");
@@ -433,7 +443,12 @@ export class HostState {
     if (set && set.size > 0) {
       const text = `{"jsonrpc":"2.0","method":"action","params":${JSON.stringify(env)}}`;
       const type = action.type as string;
-      for (const sub of set) if (sub.accepts(type)) sub.sendRaw(text);
+      let frame: Buffer | undefined;
+      for (const sub of set) {
+        if (!sub.accepts(type)) continue;
+        if (sub.sendFrame) sub.sendFrame((frame ??= wsTextFrame(text)), text);
+        else sub.sendRaw(text);
+      }
     }
     return env;
   }

@@ -1,0 +1,176 @@
+/**
+ * Host benchmarks (issue 6): a spawned `berth daemon`, driven over its real sockets.
+ *  - 10,000 dormant sessions registered over one v8 provider connection (≤ 2 s, daemon RSS ≤ 300 MB)
+ *  - sequenced events fanned out to 10 AHP clients (≥ 50,000 events/s)
+ */
+import { spawn } from "node:child_process";
+import { createConnection, type Socket } from "node:net";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import WebSocket from "ws";
+import type { Figure } from "./run.js";
+
+const bin = fileURLToPath(new URL("../../bin/berth", import.meta.url));
+
+function rssMb(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+class Lines {
+  private buf = "";
+  private waiters: Array<{ pred: (f: any) => boolean; resolve: (f: any) => void }> = [];
+  onFrame: ((f: any) => void) | undefined;
+  constructor(readonly sock: Socket) {
+    sock.setEncoding("utf8");
+    sock.on("data", (d: string) => {
+      this.buf += d;
+      let start = 0;
+      let i: number;
+      const lines: string[] = [];
+      while ((i = this.buf.indexOf("\n", start)) !== -1) {
+        lines.push(this.buf.slice(start, i));
+        start = i + 1;
+      }
+      this.buf = this.buf.slice(start);
+      for (const line of lines) {
+        const f = JSON.parse(line);
+        this.onFrame?.(f);
+        const w = this.waiters.findIndex((x) => x.pred(f));
+        if (w !== -1) this.waiters.splice(w, 1)[0]!.resolve(f);
+      }
+    });
+  }
+  send(f: unknown): void {
+    this.sock.write(JSON.stringify(f) + "\n");
+  }
+  wait(pred: (f: any) => boolean): Promise<any> {
+    return new Promise((resolve) => this.waiters.push({ pred, resolve }));
+  }
+}
+
+export default async (): Promise<Figure[]> => {
+  const home = mkdtempSync(join(tmpdir(), "bhb-"));
+  const proc = spawn(process.execPath, [bin, "daemon"], { env: { ...process.env, BERTH_HOME: home }, stdio: ["ignore", "pipe", "inherit"] });
+  const ready = await new Promise<Record<string, string>>((resolve, reject) => {
+    let b = "";
+    proc.stdout!.on("data", (d: Buffer) => {
+      b += d.toString();
+      if (b.includes("\n")) resolve(JSON.parse(b.split("\n")[0]!));
+    });
+    proc.once("exit", (c) => reject(new Error(`daemon exited ${c}`)));
+  });
+  const figures: Figure[] = [];
+  try {
+    const sock = createConnection(ready.backend_socket!);
+    await new Promise((r) => sock.once("connect", r));
+    const be = new Lines(sock);
+    be.send({ type: "provider_hello", protocolVersion: 8, instanceId: "bench", providers: [{ id: "bench", displayName: "Bench" }] });
+    await be.wait((f) => f.type === "provider_registered");
+
+    // 1. 10,000 dormant sessions over one v8 provider connection.
+    const N = 10_000;
+    let registered = 0;
+    let lastSession = "";
+    let lastChat = "";
+    let lastId = "";
+    const allDone = new Promise<void>((resolve) => {
+      be.onFrame = (f) => {
+        if (f.type === "session_registered" && ++registered === N) {
+          lastSession = f.session;
+          lastChat = f.chat;
+          lastId = f.backendConnectionId;
+          resolve();
+        }
+      };
+    });
+    const t0 = performance.now();
+    let batch = "";
+    for (let i = 0; i < N; i++) {
+      batch += JSON.stringify({
+        type: "register_session",
+        requestId: `r${i}`,
+        hello: { protocolVersion: 8, instanceId: `i${i}`, sourceId: `source-${i}`, provider: "bench", title: `Dormant ${i}`, cwd: "/workspace" },
+      }) + "\n";
+      if (batch.length > 256 * 1024) {
+        sock.write(batch);
+        batch = "";
+      }
+    }
+    sock.write(batch);
+    await allDone;
+    const regMs = performance.now() - t0;
+    await new Promise((r) => setTimeout(r, 200)); // let the write-behind commit land before sampling RSS
+    const rss = rssMb(proc.pid!);
+    figures.push({ name: "host.register_10k_dormant_sessions_ms", value: Math.round(regMs), unit: "ms", target: "<= 2000", ok: regMs <= 2000 });
+    figures.push({ name: "host.daemon_rss_after_10k_sessions_mb", value: Math.round(rss), unit: "MB", target: "<= 300", ok: rss <= 300 });
+
+    // 2. Fan-out of sequenced events to 10 AHP clients.
+    const CLIENTS = Number(process.env.HOST_BENCH_CLIENTS ?? 10);
+    const EVENTS = 50_000;
+    const counts = new Array<number>(CLIENTS).fill(0);
+    const clients: WebSocket[] = [];
+    for (let i = 0; i < CLIENTS; i++) {
+      const ws = new WebSocket(ready.ahp!, { headers: { authorization: `Bearer ${ready.token}` } });
+      await new Promise((r) => ws.once("open", r));
+      let inited = false;
+      await new Promise<void>((resolve) => {
+        ws.on("message", (d) => {
+          if (!inited) {
+            inited = true;
+            return resolve();
+          }
+          counts[i]!++;
+        });
+        ws.send(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { channel: "ahp-root://", protocolVersions: ["1.0.0"], clientId: `b${i}`, initialSubscriptions: [lastChat] } }));
+      });
+      clients.push(ws);
+    }
+    be.onFrame = undefined;
+    let acked = 0;
+    be.onFrame = (f) => {
+      if (f.type === "event_ack") acked = f.sequence;
+    };
+    be.send({ type: "sequenced_event", session: lastSession, sequence: 1, event: { type: "agent_started", turnId: "bench" }, backendConnectionId: lastId });
+    await new Promise<void>((r) => {
+      const t = setInterval(() => {
+        if (acked >= 1 && counts.every((c) => c >= 1)) {
+          clearInterval(t);
+          r();
+        }
+      }, 2);
+    });
+    const base = counts.slice();
+    const t1 = performance.now();
+    let out = "";
+    for (let s = 2; s < EVENTS + 2; s++) {
+      out += JSON.stringify({ type: "sequenced_event", session: lastSession, sequence: s, event: { type: "text_delta", text: "x" }, backendConnectionId: lastId }) + "\n";
+      if (out.length > 256 * 1024) {
+        if (!sock.write(out)) await new Promise((r) => sock.once("drain", r));
+        out = "";
+      }
+    }
+    sock.write(out);
+    await new Promise<void>((resolve, reject) => {
+      const deadline = setTimeout(() => reject(new Error(`fan-out stalled at ${counts.join(",")}`)), 60_000);
+      const t = setInterval(() => {
+        if (counts.every((c, i) => c - base[i]! >= EVENTS)) {
+          clearInterval(t);
+          clearTimeout(deadline);
+          resolve();
+        }
+      }, 2);
+    });
+    const fanMs = performance.now() - t1;
+    const rate = EVENTS / (fanMs / 1000);
+    figures.push({ name: "host.fanout_10_clients_events_per_s", value: Math.round(rate), unit: "events/s", target: ">= 50000", ok: rate >= 50_000, deliveries_per_s: Math.round(rate * CLIENTS) });
+    for (const ws of clients) ws.close();
+    sock.destroy();
+  } finally {
+    proc.kill("SIGTERM");
+    await new Promise((r) => proc.once("exit", r));
+  }
+  return figures;
+};
