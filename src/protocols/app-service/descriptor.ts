@@ -96,6 +96,20 @@ export interface MethodFamily {
   drain?(): Promise<void>;
 }
 
+/**
+ * A family whose modules load on first use (or in idle time after the first successful `initialize`), so the
+ * service answers `initialize` without paying for stores, schemas and the runtime. Its method names are known
+ * up front; everything else comes from the loaded family.
+ */
+export interface LazyFamily {
+  readonly methods: readonly Operation[];
+  load(): Promise<MethodFamily>;
+}
+
+export function isLazyFamily(f: MethodFamily | LazyFamily): f is LazyFamily {
+  return "load" in f;
+}
+
 /** Builds a parser for an empty-object payload (`{}` only). */
 export function emptyPayload(p: Record<string, unknown>): ParseResult<Record<string, never>> {
   for (const _k in p) return { ok: false, error: "invalid_payload" };

@@ -16,7 +16,7 @@ import { LIMITS } from "../../core/limits.js";
 import { wireError, type ErrorCode } from "../../core/errors.js";
 import { decodeRecord, type Frame } from "../../transport/jsonl.js";
 import { JsonlTransport } from "../../transport/stdio.js";
-import type { EventName, MethodDescriptor, MethodFamily, Outcome, RequestContext, Reservation } from "./descriptor.js";
+import { isLazyFamily, type EventName, type LazyFamily, type MethodDescriptor, type MethodFamily, type Outcome, type RequestContext, type Reservation } from "./descriptor.js";
 import { parseRecord, validateEnvelope, type Identities } from "./envelope.js";
 import { OutputLimitError, encodeEvent, encodeResponse } from "./output.js";
 import type { InitState } from "./service-methods.js";
@@ -24,7 +24,8 @@ import type { InitState } from "./service-methods.js";
 export interface AppServiceOptions {
   input: Readable;
   output: Writable;
-  families: MethodFamily[];
+  /** Eager or lazily loaded families; drained in reverse order of this list. */
+  families: Array<MethodFamily | LazyFamily>;
   state: InitState;
   /** One diagnostic line to stderr (never request data or secrets). */
   log: (line: string) => void;
@@ -43,6 +44,10 @@ const NULL_IDS: Identities = { requestId: null, sessionId: null, method: null };
 export class AppServiceServer {
   private readonly io: JsonlTransport;
   private readonly methods = new Map<string, MethodDescriptor<any>>();
+  /** Loaded family per position in `opts.families` (undefined until a lazy one loads). */
+  private readonly loaded: Array<MethodFamily | undefined>;
+  private readonly lazy = new Map<string, { index: number; promise?: Promise<MethodFamily> }>();
+  private prefetched = false;
   private readonly reserved = new Map<string, Slot>();
   private readonly workers = new Set<Promise<void>>();
   private eventCounter = 0;
@@ -50,7 +55,14 @@ export class AppServiceServer {
   private stopping = false;
 
   constructor(private readonly opts: AppServiceOptions) {
-    for (const f of opts.families) for (const d of f.descriptors) this.methods.set(d.method, d);
+    this.loaded = opts.families.map((f, index) => {
+      if (!isLazyFamily(f)) {
+        for (const d of f.descriptors) this.methods.set(d.method, d);
+        return f;
+      }
+      for (const m of f.methods) this.lazy.set(m, { index });
+      return undefined;
+    });
     this.io = new JsonlTransport(opts.input, opts.output, {
       maxRecordBytes: LIMITS.max_record_bytes,
       highWaterBytes: 256 * 1024,
@@ -80,9 +92,11 @@ export class AppServiceServer {
 
   private async shutdown(): Promise<void> {
     this.stopping = true;
-    const families = [...this.opts.families].reverse();
+    // A family still loading must finish so its drain can run; unloaded families hold nothing.
+    await Promise.allSettled([...this.lazy.values()].map((l) => l.promise).filter((p) => p !== undefined));
+    const families = [...this.loaded].reverse();
     for (const f of families) {
-      if (!f.drain) continue;
+      if (!f?.drain) continue;
       try {
         await f.drain();
       } catch (err) {
@@ -109,7 +123,16 @@ export class AppServiceServer {
     const decoded = validateEnvelope(parsed.value, ids);
     if (!decoded.ok) return this.respondError(decoded.ids, decoded.error);
     const req = decoded.request;
-    const d = this.methods.get(req.method);
+    let d = this.methods.get(req.method);
+    if (d === undefined && this.lazy.has(req.method)) {
+      try {
+        await this.load(this.lazy.get(req.method)!.index);
+      } catch {
+        this.opts.log(`berth service: loading ${req.method} failed`);
+        return this.respondError(ids, "internal_error");
+      }
+      d = this.methods.get(req.method);
+    }
     if (d === undefined) return this.respondError(ids, "unsupported_operation");
     if ((d.sessionId === "forbidden" && req.sessionId !== null) || (d.sessionId === "required" && req.sessionId === null))
       return this.respondError(ids, "invalid_request");
@@ -138,6 +161,34 @@ export class AppServiceServer {
       });
       this.workers.add(p);
     } else await run();
+  }
+
+  private load(index: number): Promise<MethodFamily> {
+    const fam = this.opts.families[index] as LazyFamily;
+    const first = this.lazy.get(fam.methods[0]!)!;
+    if (first.promise === undefined) {
+      const p = fam.load().then((f) => {
+        this.loaded[index] = f;
+        for (const d of f.descriptors) this.methods.set(d.method, d);
+        return f;
+      });
+      for (const m of fam.methods) this.lazy.get(m)!.promise = p;
+      p.catch(() => {
+        for (const m of fam.methods) this.lazy.get(m)!.promise = undefined;
+      });
+    }
+    return first.promise!;
+  }
+
+  /** After the first successful initialize is written, load lazy families in idle time. */
+  private prefetch(): void {
+    if (this.prefetched) return;
+    this.prefetched = true;
+    setTimeout(() => {
+      this.opts.families.forEach((f, i) => {
+        if (isLazyFamily(f) && !this.stopping) this.load(i).catch(() => {});
+      });
+    }, 0);
   }
 
   private context(requestId: string, sessionId: string | null, d: MethodDescriptor<any>, slot: Slot): RequestContext {
@@ -184,6 +235,7 @@ export class AppServiceServer {
     if (this.fatal !== null) return;
     this.io.send(line);
     slot.responded = true;
+    if (method === "initialize" && o.error === undefined) this.prefetch();
     if (slot.held !== null) for (const e of slot.held) this.io.send(e);
     slot.held = null;
     if (!slot.kept && this.reserved.get(requestId) === slot) this.reserved.delete(requestId);
