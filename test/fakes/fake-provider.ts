@@ -5,7 +5,7 @@
  *
  * Scripted turns are consumed FIFO by POSTs of any format. With no scripted turn left, the
  * default turn echoes the last user text (`echo: <text>`), or, when that text starts with
- * `long answer [N]`, streams N (default 50000) one-word deltas.
+ * `long answer [N]`, streams N (default 20000: fits the 4 MiB response bound on every wire) one-word deltas.
  *
  * Standalone: `node dist/test/fakes/fake-provider.js` prints `{"port":N}` and serves; env
  * FAKE_PROVIDER_SCRIPT names a JSON file holding an array of turns or `{"turns": [...], "loop": true}`;
@@ -89,7 +89,7 @@ export function defaultTurn(_api: FakeApi, json: unknown): FakeTurn {
   const text = lastUserText(json);
   const m = /^long answer(?:\s+(\d+))?/.exec(text);
   if (m !== null) {
-    const n = Math.min(Number(m[1] ?? 50_000), 5_000_000);
+    const n = Math.min(Number(m[1] ?? 20_000), 5_000_000);
     return { steps: [{ text: "word ".repeat(n), chunks: n }], usage: { input: 10, output: n } };
   }
   const reply = `echo: ${text}`;

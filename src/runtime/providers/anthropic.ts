@@ -30,6 +30,7 @@ export const ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com";
 export const ANTHROPIC_VERSION = "2023-06-01";
 const DEFAULT_MAX_TOKENS = 16_384;
 const MIN_THINKING_BUDGET = 1024;
+const ANSWER_RESERVE = 4096;
 
 /** Thinking budget per level; `default` sends no thinking parameter. */
 export const ANTHROPIC_THINKING_BUDGET: Record<Exclude<ThinkingLevel, "default">, number> = {
@@ -37,7 +38,7 @@ export const ANTHROPIC_THINKING_BUDGET: Record<Exclude<ThinkingLevel, "default">
   medium: 8192,
   high: 16_384,
   x_high: 32_000,
-  max: 63_999,
+  max: 64_000,
 };
 
 export function anthropicHeaders(cred: Credential, extra: Record<string, string> | undefined): Record<string, string> {
@@ -107,8 +108,9 @@ export function encodeAnthropicBody(req: ProviderRequest): JsonObject {
   if (req.tools.length > 0) {
     body["tools"] = req.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema }));
   }
-  // budget_tokens must be >= 1024 and < max_tokens; a level that cannot fit is sent without thinking.
-  const fitted = Math.min(budget, maxTokens - 1);
+  // budget_tokens must be >= 1024 and < max_tokens; keep >= 4096 tokens for the answer itself.
+  // A level that cannot fit is sent without thinking.
+  const fitted = Math.min(budget, maxTokens - ANSWER_RESERVE);
   if (budget > 0 && fitted >= MIN_THINKING_BUDGET) body["thinking"] = { type: "enabled", budget_tokens: fitted };
   return body;
 }
@@ -170,7 +172,9 @@ export class AnthropicDecoder implements WireDecoder {
       this.started = true;
       return;
     }
-    if (!this.started) throw protocolFailure();
+    if (type === "content_block_start" || type === "content_block_stop" || type === "message_delta" || type === "message_stop") {
+      if (!this.started) throw protocolFailure();
+    }
     if (type === "content_block_start") return this.start(o);
     if (type === "content_block_stop") return this.stop(o, out);
     if (type === "message_delta") {
