@@ -117,7 +117,7 @@ export default async (): Promise<Figure[]> => {
       await new Promise((r) => ws.once("open", r));
       let inited = false;
       await new Promise<void>((resolve) => {
-        ws.on("message", (d) => {
+        ws.on("message", () => {
           if (!inited) {
             inited = true;
             return resolve();
