@@ -160,3 +160,19 @@ test("two processes writing auth concurrently lose nothing", async () => {
   for (const tag of ["p1", "p2"]) for (let i = 0; i < 15; i++) assert.ok(snap.has(`${tag}-${i}`), `${tag}-${i} kept`);
   assert.equal((await stat(store.path)).mode & 0o777, 0o600);
 });
+
+test("status readiness follows the reloaded effective provider", async () => {
+  const h = await home();
+  const { SettingsStore } = await import("../../src/store/settings/settings-store.js");
+  const { statusProviderAuthReady } = await import("../../src/runtime/auth/readiness.js");
+  const env: Record<string, string | undefined> = {};
+  const settings = new SettingsStore({ home: h, projectDir: h, env });
+  const store = new AuthStore(h);
+  assert.equal(await statusProviderAuthReady(settings, store, env), false);
+  env["ANTHROPIC_API_KEY"] = "key-SECRETMARKER";
+  assert.equal(await statusProviderAuthReady(settings, store, env), true);
+  env["MC_PROVIDER"] = "openai-codex";
+  assert.equal(await statusProviderAuthReady(settings, store, env), false);
+  await writeFile(join(h, "settings.json"), "{bad");
+  await assert.rejects(statusProviderAuthReady(settings, store, env));
+});

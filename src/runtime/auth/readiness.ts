@@ -14,6 +14,8 @@ import type { AuthSnapshot, AuthStore } from "../../store/auth/auth-store.js";
 import { listProviders, type ProviderEntry } from "../../store/catalog/providers.js";
 import type { EnvLike } from "../../store/home.js";
 import type { Settings } from "../../store/settings/schema.js";
+import { resolveSelection } from "../../store/settings/effective.js";
+import type { SettingsStore } from "../../store/settings/settings-store.js";
 
 export interface ProviderReadiness {
   provider_id: string;
@@ -67,4 +69,14 @@ export async function providerAuthReady(
   if (entry === undefined) return false;
   const snap = await store.read();
   return entryReadiness(entry, snap, env, now).ready;
+}
+
+/**
+ * `status.provider_auth_ready` end to end: reloads settings, resolves the effective provider
+ * (env > project > global > default) and checks it. Throws `SettingsError` / `AuthStorageError`
+ * (adapter: `internal_error`). Never refreshes, never touches the network.
+ */
+export async function statusProviderAuthReady(settings: SettingsStore, store: AuthStore, env: EnvLike, now: number = Date.now()): Promise<boolean> {
+  const layers = await settings.load();
+  return providerAuthReady(store, layers.global, env, resolveSelection(layers).provider_id, now);
 }
