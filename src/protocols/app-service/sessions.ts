@@ -53,15 +53,19 @@ export function sessionErrorCode(err: unknown): ErrorCode {
   }
 }
 
-/** `{after?, limit?}`: after null|string (≤ 128 bytes, else limit_exceeded), limit integer 1..32 (> 32: limit_exceeded). */
-export function parsePage(p: Record<string, unknown>): ParseResult<PageParams> {
+/**
+ * `{after?, limit?}`: after null|string of at most 128 bytes, limit integer 1..32 (> 32: limit_exceeded).
+ * An over-long `after` is `overlong`: a list continuation is a session ID (invalid_session_id), a replay cursor a
+ * bounded continuation string (limit_exceeded).
+ */
+export function parsePage(p: Record<string, unknown>, overlong: ErrorCode = "limit_exceeded"): ParseResult<PageParams> {
   if (!onlyKeys(p, ["after", "limit"])) return { ok: false, error: "invalid_payload" };
   const after = p.after === undefined ? null : p.after;
   const limit = p.limit === undefined ? LIMITS.max_session_page_items : p.limit;
   if (after !== null && typeof after !== "string") return { ok: false, error: "invalid_payload" };
   if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1) return { ok: false, error: "invalid_payload" };
   if (limit > LIMITS.max_session_page_items) return { ok: false, error: "limit_exceeded" };
-  if (after !== null && utf8Length(after) > MAX_CONTINUATION_BYTES) return { ok: false, error: "limit_exceeded" };
+  if (after !== null && utf8Length(after) > MAX_CONTINUATION_BYTES) return { ok: false, error: overlong };
   return { ok: true, value: { after, limit } };
 }
 
@@ -79,7 +83,7 @@ export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
   const list: MethodDescriptor<PageParams> = {
     method: "session.list",
     sessionId: "forbidden",
-    parse: parsePage,
+    parse: (p) => parsePage(p, "invalid_session_id"),
     async handle(_ctx, { after, limit }) {
       if (after !== null && !isValidSessionId(after)) return { error: "invalid_session_id" };
       try {
@@ -134,7 +138,7 @@ export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
   const replay: MethodDescriptor<PageParams> = {
     method: "session.replay",
     sessionId: "required",
-    parse: parsePage,
+    parse: (p) => parsePage(p, "limit_exceeded"),
     async handle(ctx, { after, limit }) {
       const id = ctx.sessionId as string;
       if (!isValidSessionId(id)) return { error: "invalid_session_id" };
