@@ -31,15 +31,49 @@ export async function buildFamilies(deps: ServiceDeps): Promise<Array<MethodFami
     const { SessionManager, SessionStore } = await import("../store/sessions/index.js");
     return new SessionManager(new SessionStore({ home: deps.home }));
   });
+  /** Auth store, layered settings and catalog cache, shared by status, auth, catalog/config (and turns). */
+  const authConfigStores = once(async () => {
+    const [{ AuthStore }, { SettingsStore }, { CatalogCache }] = await Promise.all([
+      import("../store/auth/auth-store.js"),
+      import("../store/settings/settings-store.js"),
+      import("../store/catalog/cache.js"),
+    ]);
+    return { auth: new AuthStore(deps.home), settings: new SettingsStore({ home: deps.home, projectDir: deps.cwd, env: deps.env }), cache: new CatalogCache({ home: deps.home }) };
+  });
+  const providerAuthReady = async (): Promise<boolean> => {
+    const [{ statusProviderAuthReady }, s] = await Promise.all([import("../runtime/auth/readiness.js"), authConfigStores()]);
+    return statusProviderAuthReady(s.settings, s.auth, deps.env);
+  };
   return [
-    serviceMethods({ info: deps.info, state: deps.state, providerAuthReady: async () => false }),
+    serviceMethods({ info: deps.info, state: deps.state, providerAuthReady }),
     lazyFamily(["session.list", "session.create", "session.open", "session.replay", "session.close"], async () => {
       const { sessionMethods } = await import("../protocols/app-service/sessions.js");
       return sessionMethods({ manager: await sessionManager(), cwd: deps.cwd });
     }),
     pendingFamily(["turn.start"], "optional"),
     pendingFamily(["turn.cancel"], "forbidden"),
-    pendingFamily(["auth.status", "auth.login.start", "auth.login.callback", "auth.login.cancel", "auth.logout"], "forbidden"),
-    pendingFamily(["catalog.providers", "catalog.models", "catalog.refresh", "config.get", "config.set"], "forbidden"),
+    lazyFamily(["auth.status", "auth.login.start", "auth.login.callback", "auth.login.cancel", "auth.logout"], async () => {
+      const { authMethods, callbackPortFromEnv } = await import("../protocols/app-service/auth.js");
+      const s = await authConfigStores();
+      const port = callbackPortFromEnv(deps.env);
+      return authMethods({ store: s.auth, settings: s.settings, env: deps.env, ...(port !== undefined ? { callbackPort: port } : {}) });
+    }),
+    lazyFamily(["catalog.providers", "catalog.models", "catalog.refresh", "config.get", "config.set"], async () => {
+      const [{ catalogConfigMethods }, { CatalogReader }, { ConfigService }, { CatalogRefresher }, { CodexTokenRefresher }, { codexOAuthConfigFromEnv }, s] = await Promise.all([
+        import("../protocols/app-service/config.js"),
+        import("../store/catalog/catalog-reader.js"),
+        import("../store/settings/config.js"),
+        import("../runtime/auth/catalog-refresh.js"),
+        import("../runtime/auth/credentials.js"),
+        import("../runtime/auth/codex-oauth.js"),
+        authConfigStores(),
+      ]);
+      const codex = new CodexTokenRefresher({ store: s.auth, oauth: codexOAuthConfigFromEnv(deps.env) });
+      return catalogConfigMethods({
+        config: new ConfigService({ settings: s.settings, cache: s.cache, env: deps.env }),
+        reader: new CatalogReader({ settings: s.settings, cache: s.cache, env: deps.env }),
+        refresher: new CatalogRefresher({ settings: s.settings, cache: s.cache, store: s.auth, codex, env: deps.env }),
+      });
+    }),
   ];
 }
