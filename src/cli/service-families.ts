@@ -5,7 +5,7 @@
  * used by sessions and turns) are created once, on first need.
  */
 import type { LazyFamily, MethodFamily, Operation } from "../protocols/app-service/descriptor.js";
-import { pendingFamily, serviceMethods, type InitState, type ServiceInfo } from "../protocols/app-service/service-methods.js";
+import { serviceMethods, type InitState, type ServiceInfo } from "../protocols/app-service/service-methods.js";
 
 export interface ServiceDeps {
   home: string;
@@ -50,8 +50,10 @@ export async function buildFamilies(deps: ServiceDeps): Promise<Array<MethodFami
       const { sessionMethods } = await import("../protocols/app-service/sessions.js");
       return sessionMethods({ manager: await sessionManager(), cwd: deps.cwd });
     }),
-    pendingFamily(["turn.start"], "optional"),
-    pendingFamily(["turn.cancel"], "forbidden"),
+    lazyFamily(["turn.start", "turn.cancel"], async () => {
+      const [{ turnMethods }, { Agent }] = await Promise.all([import("../protocols/app-service/turns.js"), import("../runtime/agent.js")]);
+      return turnMethods({ manager: await sessionManager(), runner: new Agent({ home: deps.home, cwd: deps.cwd, env: deps.env }), cwd: deps.cwd });
+    }),
     lazyFamily(["auth.status", "auth.login.start", "auth.login.callback", "auth.login.cancel", "auth.logout"], async () => {
       const { authMethods, callbackPortFromEnv } = await import("../protocols/app-service/auth.js");
       const s = await authConfigStores();

@@ -1,0 +1,218 @@
+/**
+ * The agent: everything a protocol adapter needs to run one turn on a durable session.
+ *
+ * `Agent.runTurn` contract (protocol-neutral; app-service, SCV and the host drive this same call):
+ * 1. The user record is written and fsynced first (when a writer is given), before any provider request.
+ * 2. Settings are reloaded (selection, reasoning; cache-only model metadata) and the provider/credential built.
+ * 3. The system prompt is built (cwd, date, tools, AGENTS.md / CLAUDE.md), the loop runs (turn-loop.ts) with
+ *    the registry's tools (built-ins + MCP; none in `noTools` mode) plus `task` (subagents).
+ * 4. The terminal record (status + accepted text) is written and fsynced. `runTurn` never rejects; the outcome's
+ *    status is what was recorded (a persistence failure turns `completed` into `failed`).
+ * Tool child processes get `cleanToolEnv` (no provider credentials, no MC_/BERTH_ variables).
+ */
+import { AuthStore } from "../store/auth/auth-store.js";
+import { CatalogCache } from "../store/catalog/cache.js";
+import { builtinBaseUrl, findProvider } from "../store/catalog/providers.js";
+import type { EnvLike } from "../store/home.js";
+import type { History, SessionWriter } from "../store/sessions/index.js";
+import { ConfigService, type RuntimeSelection } from "../store/settings/config.js";
+import type { McpServerDef } from "../store/settings/schema.js";
+import { SettingsStore } from "../store/settings/settings-store.js";
+import { anthropicCredentialSource, codexCredentialSource, CodexTokenRefresher, customCredentialSource } from "./auth/credentials.js";
+import { codexOAuthConfigFromEnv } from "./auth/codex-oauth.js";
+import type { ApprovalPolicy } from "./approval.js";
+import { FALLBACK_CONTEXT_WINDOW } from "./context.js";
+import { cleanToolEnv } from "./env.js";
+import type { FailureReason, TurnOutcome, TurnSink } from "./events.js";
+import { historyToMessages, pushUser } from "./history.js";
+import { createProvider, type ProviderOptions } from "./providers/index.js";
+import { DEFAULT_RECORDER_TIMING, TurnRecorder, type RecorderTiming } from "./recorder.js";
+import { buildSystemPrompt } from "./system-prompt.js";
+import { createToolRegistry, type BashOptions, type ToolRegistry } from "./tools/index.js";
+import { runLoop } from "./turn-loop.js";
+import type { ImagePart, Provider, UserContent } from "./types.js";
+
+export interface AgentOptions {
+  /** Resolved MC_HOME. */
+  home: string;
+  /** Launch directory (project settings scope; MCP servers start here). */
+  cwd: string;
+  env: EnvLike;
+  providerOptions?: ProviderOptions;
+  /** Provider requests per turn (default 50). */
+  maxSteps?: number;
+  /** Fraction of the context window that triggers compaction at turn start (default 0.8). */
+  compactAtRatio?: number;
+  bash?: Omit<BashOptions, "env">;
+  recorderTiming?: RecorderTiming;
+  clock?: () => number;
+}
+
+export interface RunTurnRequest {
+  turnId: string;
+  /** The session writer (lease holder), or null for an unpersisted turn. */
+  writer: SessionWriter | null;
+  /** Bounded durable history read at admission (null: a new session). */
+  history: History | null;
+  /** Session working directory (tools run here). */
+  cwd: string;
+  prompt: string;
+  images?: ImagePart[];
+  signal: AbortSignal;
+  sink: TurnSink;
+  approval?: ApprovalPolicy;
+  noTools?: boolean;
+}
+
+interface Resolved {
+  provider: Provider;
+  selection: RuntimeSelection & { model_id: string };
+  images: boolean;
+  mcp: Record<string, McpServerDef>;
+  keyEnvs: string[];
+}
+
+export class Agent {
+  private readonly settings: SettingsStore;
+  private readonly config: ConfigService;
+  private readonly auth: AuthStore;
+  private codex: CodexTokenRefresher | null = null;
+  private registry: { key: string; reg: Promise<ToolRegistry> } | null = null;
+  private readonly retired: Array<Promise<ToolRegistry>> = [];
+
+  constructor(private readonly o: AgentOptions) {
+    this.settings = new SettingsStore({ home: o.home, projectDir: o.cwd, env: o.env });
+    this.config = new ConfigService({ settings: this.settings, cache: new CatalogCache({ home: o.home }), env: o.env });
+    this.auth = new AuthStore(o.home);
+  }
+
+  /** Reloads settings and builds this turn's provider. Throws a FailureReason string. */
+  private async resolve(): Promise<Resolved> {
+    let sel: RuntimeSelection;
+    let layers;
+    try {
+      [sel, layers] = await Promise.all([this.config.runtimeSelection(), this.settings.load()]);
+    } catch {
+      throw "selection" satisfies FailureReason;
+    }
+    if (sel.model_id === null) throw "selection" satisfies FailureReason;
+    const env = this.o.env;
+    const keyEnvs = Object.values(layers.global.providers ?? {}).flatMap((p) => (p.api_key_env !== undefined ? [p.api_key_env] : []));
+    const mcp = layers.global.mcp_servers ?? {};
+    const entry = findProvider(layers.global, sel.provider_id);
+    if (entry === undefined) throw "selection" satisfies FailureReason;
+    const opts: ProviderOptions = { env, ...this.o.providerOptions };
+    let provider: Provider;
+    let images = true;
+    try {
+      if (!entry.builtin) {
+        provider = createProvider(entry.id, { api: entry.def.api, baseUrl: entry.def.base_url }, customCredentialSource(entry.def, env), opts);
+        images = entry.def.models.find((m) => m.id === sel.model_id)?.images === true;
+      } else if (entry.id === "anthropic") {
+        provider = createProvider("anthropic", { api: "anthropic", baseUrl: builtinBaseUrl("anthropic", env) }, anthropicCredentialSource(env, this.auth), opts);
+      } else {
+        this.codex ??= new CodexTokenRefresher({ store: this.auth, oauth: codexOAuthConfigFromEnv(env) });
+        provider = createProvider(
+          "openai-codex",
+          { api: "openai-responses", baseUrl: builtinBaseUrl("openai-codex", env) },
+          codexCredentialSource(this.codex),
+          opts,
+        );
+      }
+    } catch {
+      throw "selection" satisfies FailureReason;
+    }
+    return { provider, selection: { ...sel, model_id: sel.model_id }, images, mcp, keyEnvs };
+  }
+
+  /** The tool registry for the current MCP configuration (rebuilt when it changes; the old one closes when idle). */
+  private tools(r: Resolved): Promise<ToolRegistry> {
+    const key = JSON.stringify({ mcp: r.mcp, keys: r.keyEnvs });
+    if (this.registry?.key === key) return this.registry.reg;
+    if (this.registry !== null) this.retired.push(this.registry.reg);
+    const env = cleanToolEnv(this.o.env, r.keyEnvs);
+    const mcpServers = Object.fromEntries(Object.entries(r.mcp).map(([k, d]) => [k, { ...d, env: { ...d.env } }]));
+    const reg = createToolRegistry({ cwd: this.o.cwd, mcpServers, bash: { ...this.o.bash, env } });
+    this.registry = { key, reg };
+    return reg;
+  }
+
+  async runTurn(req: RunTurnRequest): Promise<TurnOutcome> {
+    const recorder = req.writer === null ? null : new TurnRecorder(req.writer, req.turnId, this.o.recorderTiming ?? DEFAULT_RECORDER_TIMING);
+    const fail = (reason: FailureReason): TurnOutcome => ({
+      status: "failed",
+      assistantText: "",
+      reason,
+      usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, requests: 0 },
+    });
+    let outcome: TurnOutcome;
+    try {
+      await recorder?.user(req.prompt);
+    } catch {
+      return fail("persistence"); // nothing durable was accepted: no terminal record either
+    }
+    try {
+      outcome = await this.execute(req, recorder);
+    } catch (e) {
+      outcome = fail(typeof e === "string" ? (e as FailureReason) : "internal");
+      if (req.signal.aborted) outcome = { ...outcome, status: "cancelled" };
+    }
+    if (recorder !== null) {
+      await recorder.settled();
+      if (recorder.failure !== null && outcome.status === "completed") outcome = { ...outcome, status: "failed", reason: "persistence" };
+      try {
+        await recorder.terminal(outcome.status, outcome.assistantText);
+      } catch {
+        if (outcome.status === "completed") outcome = { ...outcome, status: "failed", reason: "persistence" };
+      }
+    }
+    return outcome;
+  }
+
+  private async execute(req: RunTurnRequest, recorder: TurnRecorder | null): Promise<TurnOutcome> {
+    const r = await this.resolve();
+    const registry = req.noTools === true ? null : await this.tools(r);
+    const tools = registry?.tools ?? [];
+    if (req.signal.aborted) throw "internal" satisfies FailureReason;
+    const system = await buildSystemPrompt({
+      cwd: req.cwd,
+      now: new Date((this.o.clock ?? Date.now)()),
+      tools: [...tools.map((t) => t.spec), ...(req.noTools === true ? [] : [{ name: "task", description: "", inputSchema: {} }])],
+    });
+    const messages = historyToMessages(req.history);
+    const content: UserContent[] = [{ type: "text", text: req.prompt }];
+    for (const img of req.images ?? []) {
+      content.push(r.images ? img : { type: "text", text: "[an attached image was omitted: this model does not accept images]" });
+    }
+    pushUser(messages, content);
+    let n = 0;
+    return runLoop({
+      turnId: req.turnId,
+      provider: r.provider,
+      model: r.selection.model_id,
+      system,
+      messages,
+      tools,
+      subagents: req.noTools !== true,
+      cwd: req.cwd,
+      signal: req.signal,
+      sink: req.sink,
+      recorder,
+      ...(req.approval !== undefined ? { approval: req.approval } : {}),
+      maxSteps: this.o.maxSteps ?? 50,
+      ...(r.selection.max_output_tokens !== null ? { maxOutputTokens: r.selection.max_output_tokens } : {}),
+      thinking: r.selection.thinking_level,
+      contextWindow: r.selection.context_window ?? FALLBACK_CONTEXT_WINDOW,
+      compactAtRatio: this.o.compactAtRatio ?? 0.8,
+      newId: () => `${req.turnId}/${++n}`,
+    });
+  }
+
+  /** Stops MCP servers. Call once no turn is running. */
+  async close(): Promise<void> {
+    const regs = [...this.retired, ...(this.registry ? [this.registry.reg] : [])];
+    this.registry = null;
+    this.retired.length = 0;
+    await Promise.all(regs.map((p) => p.then((reg) => reg.close()).catch(() => undefined)));
+  }
+}

@@ -1,0 +1,121 @@
+/**
+ * Persist-as-you-go for one turn through the session writer.
+ *
+ * Contracts:
+ * - `user()` resolves once the user record is written and fsynced (call it before any provider request).
+ * - Assistant text is written as consecutive segment records (`message_id` = `<message>.<n>`, `partial:true`;
+ *   the message's last segment `partial:false`). Each segment holds only new text, so total writes stay linear in
+ *   the text. A segment is written when `flushBytes` of new text accumulated, `flushMs` after the first unwritten
+ *   character (a timer, so a stalled stream is persisted too), and before every tool call record. A kill -9
+ *   loses at most the unwritten slice. Replay concatenates a turn's segments (in order) until the terminal record
+ *   supplies the authoritative text.
+ * - `terminal()` writes the terminal record with the accepted text and fsyncs everything.
+ * - Writes other than `user`/`checkpoint`/`terminal` are not awaited by the caller; the first write failure is
+ *   kept in `failure` (the loop checks it and fails the turn) and never rejects unobserved.
+ */
+import type { SessionWriter, StoredRecord, TerminalStatus } from "../store/sessions/index.js";
+
+export interface RecorderTiming {
+  flushBytes: number;
+  flushMs: number;
+}
+
+export const DEFAULT_RECORDER_TIMING: RecorderTiming = { flushBytes: 4096, flushMs: 250 };
+
+export class TurnRecorder {
+  failure: unknown = null;
+  private messages = 0;
+  private messageId: string | null = null;
+  private segment = 0;
+  private pending = "";
+  private timer: NodeJS.Timeout | null = null;
+  private last: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly writer: SessionWriter,
+    readonly turnId: string,
+    private readonly timing: RecorderTiming = DEFAULT_RECORDER_TIMING,
+  ) {}
+
+  /** The seq of the user record once written (compaction cutoffs are taken relative to it). */
+  userSeq = 0;
+
+  async user(text: string): Promise<StoredRecord> {
+    const r = await this.writer.append({ kind: "user", turn_id: this.turnId, text }, { sync: true });
+    this.userSeq = r.seq;
+    return r;
+  }
+
+  /** Starts one provider response; returns its message ID. */
+  startMessage(): string {
+    this.messageId = `m${++this.messages}`;
+    this.segment = 0;
+    this.pending = "";
+    return this.messageId;
+  }
+
+  text(delta: string): void {
+    this.pending += delta;
+    if (this.pending.length >= this.timing.flushBytes) this.flushText(true);
+    else if (this.timer === null) {
+      this.timer = setTimeout(() => {
+        this.timer = null;
+        this.flushText(true);
+      }, this.timing.flushMs);
+      this.timer.unref();
+    }
+  }
+
+  /** Writes the unwritten text as a segment (partial unless `last`). */
+  flushText(partial: boolean): void {
+    if (this.timer !== null) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    if (this.messageId === null) return;
+    if (this.pending === "" && partial) return;
+    if (this.pending === "" && this.segment === 0) return; // an empty message has no text record
+    const text = this.pending;
+    this.pending = "";
+    this.track(this.writer.append({ kind: "assistant", turn_id: this.turnId, message_id: `${this.messageId}.${this.segment++}`, text, partial }));
+  }
+
+  toolCall(callId: string, name: string, args: Record<string, unknown>): void {
+    this.flushText(true);
+    if (this.messageId === null) return;
+    this.track(this.writer.append({ kind: "tool_call", turn_id: this.turnId, message_id: this.messageId, call_id: callId, name, arguments: args }));
+  }
+
+  /** Ends the current message: its remaining text becomes the final (`partial:false`) segment. */
+  endMessage(): void {
+    this.flushText(false);
+    this.messageId = null;
+  }
+
+  toolResult(callId: string, name: string, content: string, isError: boolean): void {
+    this.track(this.writer.append({ kind: "tool_result", turn_id: this.turnId, call_id: callId, name, content, is_error: isError }));
+  }
+
+  async checkpoint(summary: string, cutoffSeq: number): Promise<void> {
+    await this.settled();
+    await this.writer.append({ kind: "checkpoint", summary, cutoff_seq: cutoffSeq }, { sync: true });
+  }
+
+  /** Writes the terminal record and fsyncs. Rejects when it could not be written. */
+  async terminal(status: TerminalStatus, assistantText: string): Promise<void> {
+    if (this.messageId !== null) this.endMessage();
+    await this.writer.append({ kind: "terminal", turn_id: this.turnId, status, assistant_text: assistantText }, { sync: true });
+  }
+
+  /** Waits for every tracked write (never rejects). */
+  async settled(): Promise<void> {
+    await this.last;
+  }
+
+  private track(p: Promise<unknown>): void {
+    const guarded = p.catch((e: unknown) => {
+      this.failure ??= e;
+    });
+    this.last = Promise.all([this.last, guarded]);
+  }
+}

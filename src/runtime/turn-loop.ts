@@ -1,0 +1,309 @@
+/**
+ * The agent loop of one turn: provider call → tool execution → continuation, until the model stops, a step limit,
+ * cancellation, or a failure. Protocol-neutral; persistence through an optional `TurnRecorder`.
+ *
+ * Contracts:
+ * - Never rejects: every ending is a `TurnOutcome` whose `assistantText` is exactly the text the sink accepted.
+ * - Cancellation (`signal`) is observed at every await: the provider stream (its socket is aborted), tool runs
+ *   (child process groups are killed by the tools), approval waits, subagents, and between steps.
+ * - A delta refused by the sink stops the provider stream; the turn ends `failed` (`output_limit`).
+ * - A provider error ends the turn `failed`; tool calls of a failed response never run.
+ * - Compaction runs only before the first request of a turn, when the estimate reaches `compactAtRatio` of the
+ *   window and there is earlier history. A continuation whose estimate reaches the whole window ends
+ *   `compaction_required` (the next turn compacts first).
+ */
+import type { ApprovalPolicy } from "./approval.js";
+import { compact } from "./compaction.js";
+import { estimateTokens } from "./context.js";
+import type { FailureReason, RuntimeEvent, TerminalStatus, TurnOutcome, TurnSink, TurnUsage } from "./events.js";
+import type { TurnRecorder } from "./recorder.js";
+import { createTaskTool, TASK_TOOL_NAME } from "./subagent.js";
+import { executeToolCall, type ToolCallSpec } from "./tool-exec.js";
+import type { AssistantBlock, Message, Provider, ProviderErrorKind, ThinkingLevel, Tool, ToolResult, ToolSpec } from "./types.js";
+
+export interface LoopOptions {
+  turnId: string;
+  provider: Provider;
+  model: string;
+  system: string;
+  /** Context including the new user prompt as its last message. Mutated: the loop appends to it. */
+  messages: Message[];
+  /** Registry tools (the loop adds `task` when `subagents`). */
+  tools: readonly Tool[];
+  subagents: boolean;
+  cwd: string;
+  signal: AbortSignal;
+  sink: TurnSink;
+  recorder: TurnRecorder | null;
+  approval?: ApprovalPolicy;
+  maxSteps: number;
+  maxOutputTokens?: number;
+  thinking?: ThinkingLevel;
+  contextWindow: number;
+  /** Fraction of the window that triggers compaction at turn start; null disables it. */
+  compactAtRatio: number | null;
+  /** Set for a subagent loop: the `subagent_task` lifecycle ID. */
+  parentId?: string;
+  /** Lifecycle ID source (unique per turn). */
+  newId: () => string;
+}
+
+const TASK_SPEC: ToolSpec = createTaskTool(() => Promise.reject(new Error("unbound"))).spec;
+
+export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
+  const usage: TurnUsage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, requests: 0 };
+  let accepted = "";
+  let messages = o.messages;
+  const byName = new Map<string, Tool>();
+  for (const t of o.tools) byName.set(t.spec.name, t);
+  const specs: ToolSpec[] = o.tools.map((t) => t.spec);
+  if (o.subagents && !byName.has(TASK_TOOL_NAME)) specs.push(TASK_SPEC);
+  const end = (status: TerminalStatus, reason?: FailureReason): TurnOutcome => ({
+    status,
+    assistantText: accepted,
+    usage,
+    ...(reason !== undefined ? { reason } : {}),
+  });
+
+  for (let step = 0; ; step++) {
+    if (o.signal.aborted) return end("cancelled");
+    if (o.recorder?.failure) return end("failed", "persistence");
+    if (step >= o.maxSteps) return end("failed", "step_limit");
+    let estimate = estimateTokens(o.system, messages, specs);
+    if (step === 0 && o.compactAtRatio !== null && estimate >= o.compactAtRatio * o.contextWindow && messages.length > 1) {
+      const r = await compact({
+        provider: o.provider,
+        model: o.model,
+        messages,
+        tools: specs,
+        signal: o.signal,
+        sink: o.sink,
+        recorder: o.recorder,
+        currentTokens: estimate,
+        maxTokens: o.contextWindow,
+        ...(o.maxOutputTokens !== undefined ? { maxOutputTokens: o.maxOutputTokens } : {}),
+        estimate: (m) => estimateTokens(o.system, m, specs),
+      });
+      if (!r.ok) return r.cancelled ? end("cancelled") : end("compaction_required", "compaction");
+      messages = r.messages;
+      estimate = estimateTokens(o.system, messages, specs);
+    } else if (step > 0 && estimate >= o.contextWindow) return end("compaction_required", "compaction");
+    const seq = ++usage.requests;
+    o.sink.event({ type: "context", currentTokens: estimate, maxTokens: o.contextWindow, reasoningTokens: null, requestSequence: seq, source: "fallback_estimate" });
+
+    const r = await streamOnce(o, messages, specs, seq, (t) => (accepted += t), usage);
+    if (r.refused) return end("failed", "output_limit");
+    if (o.signal.aborted) return end("cancelled");
+    if (r.error !== null) return end("failed", r.error === "limit" ? "provider_limit" : r.error === "auth" ? "credential" : "provider");
+    if (r.calls.length === 0) return end("completed");
+
+    const results = await runTools(o, r.calls, byName);
+    r.calls.forEach((c, i) => {
+      const res = results[i] as ToolResult;
+      messages.push({ role: "tool", toolCallId: c.id, toolName: c.name, content: res.content, isError: res.isError });
+      o.recorder?.toolResult(c.id, c.name, res.content, res.isError);
+    });
+  }
+}
+
+interface StreamResult {
+  refused: boolean;
+  error: ProviderErrorKind | null;
+  calls: ToolCallSpec[];
+}
+
+async function streamOnce(
+  o: LoopOptions,
+  messages: Message[],
+  specs: ToolSpec[],
+  seq: number,
+  accept: (t: string) => void,
+  total: TurnUsage,
+): Promise<StreamResult> {
+  const ctl = new AbortController();
+  const onAbort = (): void => ctl.abort();
+  o.signal.addEventListener("abort", onAbort, { once: true });
+  o.recorder?.startMessage();
+  const blocks: AssistantBlock[] = [];
+  let text = "";
+  const calls: ToolCallSpec[] = [];
+  let refused = false;
+  let error: ProviderErrorKind | null = null;
+  let last: Extract<import("./types.js").ProviderEvent, { type: "usage" }> | null = null;
+  try {
+    const stream = o.provider.stream({
+      model: o.model,
+      system: o.system,
+      messages,
+      tools: specs,
+      ...(o.maxOutputTokens !== undefined ? { maxOutputTokens: o.maxOutputTokens } : {}),
+      ...(o.thinking !== undefined && o.thinking !== "default" ? { thinking: o.thinking } : {}),
+      signal: ctl.signal,
+    });
+    read: for await (const ev of stream) {
+      switch (ev.type) {
+        case "text_delta": {
+          if (ev.text === "") break;
+          let ok = o.sink.delta(ev.text);
+          if (typeof ok !== "boolean") ok = await ok;
+          if (!ok) {
+            refused = true;
+            ctl.abort();
+            break read;
+          }
+          accept(ev.text);
+          text += ev.text;
+          o.recorder?.text(ev.text);
+          break;
+        }
+        case "reasoning_summary":
+          o.sink.event(withParent({ type: "reasoning_summary", text: ev.text }, o.parentId));
+          break;
+        case "thinking_block":
+          blocks.push({
+            type: "thinking",
+            text: ev.text,
+            ...(ev.signature !== undefined ? { signature: ev.signature } : {}),
+            ...(ev.redacted !== undefined ? { redacted: ev.redacted } : {}),
+            ...(ev.api !== undefined ? { api: ev.api } : {}),
+          });
+          break;
+        case "tool_call": {
+          calls.push({ id: ev.id, name: ev.name, arguments: ev.arguments });
+          const tool = o.tools.find((t) => t.spec.name === ev.name);
+          o.sink.event({
+            type: "tool",
+            phase: "proposed",
+            callId: ev.id,
+            name: ev.name,
+            transport: tool?.transport ?? (ev.name === TASK_TOOL_NAME && o.subagents ? "local" : "unknown"),
+            ...(tool?.serverName !== undefined ? { serverName: tool.serverName } : {}),
+            ...(o.parentId !== undefined ? { parentId: o.parentId } : {}),
+          });
+          o.recorder?.toolCall(ev.id, ev.name, ev.arguments);
+          break;
+        }
+        case "usage":
+          last = ev;
+          break;
+        case "error":
+          error = ev.kind;
+          break;
+        default:
+          break;
+      }
+    }
+  } finally {
+    o.signal.removeEventListener("abort", onAbort);
+  }
+  if (text !== "") blocks.push({ type: "text", text });
+  for (const c of calls) blocks.push({ type: "tool_call", id: c.id, name: c.name, arguments: c.arguments });
+  if (blocks.length > 0) messages.push({ role: "assistant", content: blocks });
+  o.recorder?.endMessage();
+  if (last !== null) {
+    total.inputTokens += last.inputTokens;
+    total.outputTokens += last.outputTokens;
+    total.cacheReadTokens += last.cacheReadTokens ?? 0;
+    const input = last.inputTokens + (last.cacheReadTokens ?? 0);
+    o.sink.event({
+      type: "usage",
+      effectiveInput: input,
+      output: last.outputTokens,
+      cacheRead: last.cacheReadTokens ?? 0,
+      cacheKnown: last.cacheReadTokens !== null,
+      requestSequence: seq,
+      finalUsage: true,
+      source: "provider_request",
+    });
+    o.sink.event({
+      type: "context",
+      currentTokens: input + last.outputTokens,
+      maxTokens: o.contextWindow,
+      reasoningTokens: last.reasoningTokens,
+      requestSequence: seq,
+      source: "provider_exact",
+    });
+  }
+  return { refused, error: refused ? null : error, calls: error !== null && !refused ? [] : calls };
+}
+
+function withParent<E extends RuntimeEvent>(e: E, parentId: string | undefined): E {
+  return parentId === undefined ? e : { ...e, parentId };
+}
+
+/** Runs a response's tool calls: ordinary calls in order; `task` calls concurrently as one subagent batch. */
+async function runTools(o: LoopOptions, calls: ToolCallSpec[], byName: Map<string, Tool>): Promise<ToolResult[]> {
+  const results: ToolResult[] = new Array<ToolResult>(calls.length);
+  const isTask = (c: ToolCallSpec): boolean => o.subagents && c.name === TASK_TOOL_NAME && !byName.has(TASK_TOOL_NAME);
+  const rc = (lookup: (n: string) => Tool | undefined) => ({
+    turnId: o.turnId,
+    cwd: o.cwd,
+    signal: o.signal,
+    sink: o.sink,
+    lookup,
+    ...(o.approval !== undefined ? { approval: o.approval } : {}),
+    ...(o.parentId !== undefined ? { parentId: o.parentId } : {}),
+  });
+  const sequential = (async () => {
+    for (let i = 0; i < calls.length; i++) {
+      const c = calls[i] as ToolCallSpec;
+      if (isTask(c)) continue;
+      results[i] = await executeToolCall(c, rc((n) => byName.get(n)));
+    }
+  })();
+  const tasks = calls.map((c, i) => ({ c, i })).filter(({ c }) => isTask(c));
+  let batch: Promise<void> = Promise.resolve();
+  if (tasks.length > 0) {
+    const batchId = o.newId();
+    o.sink.event(lifecycle(batchId, "subagent_batch", "running", false, o.parentId));
+    batch = Promise.all(
+      tasks.map(async ({ c, i }) => {
+        const taskId = o.newId();
+        o.sink.event(lifecycle(taskId, "subagent_task", "running", false, batchId));
+        const tool = createTaskTool((prompt, signal) => runChild(o, prompt, signal, taskId));
+        const res = await executeToolCall(c, rc(() => tool));
+        results[i] = res;
+        o.sink.event(lifecycle(taskId, "subagent_task", !res.isError ? "completed" : res.errorKind === "cancelled" ? "cancelled" : "failed", true));
+      }),
+    ).then(() => {
+      o.sink.event(lifecycle(batchId, "subagent_batch", o.signal.aborted ? "cancelled" : "completed", true));
+    });
+  }
+  await Promise.all([sequential, batch]);
+  return results;
+}
+
+function lifecycle(id: string, category: "subagent_batch" | "subagent_task", status: "running" | "completed" | "failed" | "cancelled", finish: boolean, parentId?: string): RuntimeEvent {
+  return { type: "lifecycle", id, category, status, finish, ...(parentId !== undefined ? { parentId } : {}) };
+}
+
+async function runChild(o: LoopOptions, prompt: string, signal: AbortSignal, taskId: string): Promise<TurnOutcome> {
+  const sink: TurnSink = {
+    delta: () => true,
+    event: (e) => {
+      if (e.type === "context" || e.type === "usage") return;
+      o.sink.event(e);
+    },
+  };
+  const out = await runLoop({
+    ...o,
+    messages: [{ role: "user", content: [{ type: "text", text: prompt }] }],
+    subagents: false,
+    signal,
+    sink,
+    recorder: null,
+    compactAtRatio: null,
+    parentId: taskId,
+  });
+  o.sink.event({
+    type: "usage",
+    effectiveInput: out.usage.inputTokens + out.usage.cacheReadTokens,
+    output: out.usage.outputTokens,
+    cacheRead: out.usage.cacheReadTokens,
+    cacheKnown: false,
+    requestSequence: out.usage.requests,
+    finalUsage: true,
+    source: "subagent_aggregate",
+  });
+  return out;
+}
