@@ -9,37 +9,49 @@
  *   secrets or paths cannot appear.
  * - `titleFrom`: one line, whitespace collapsed, sanitized, redacted, at most 128 UTF-8 bytes; empty → null.
  */
-import { splitUtf8, truncateUtf8 } from "../../core/utf8.js";
+import { truncateUtf8 } from "../../core/utf8.js";
 
 export const REDACTED = "[REDACTED]";
 export const MAX_PART_BYTES = 2048;
 export const MAX_TITLE_BYTES = 128;
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
-const CONTROLS = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/g;
+const CR_OR_CONTROL = /\r\n?|[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/g;
+const nativeWellFormed = (String.prototype as { isWellFormed?: () => boolean }).isWellFormed;
 
-export function sanitizeText(s: string): string {
-  return s.replace(/\r\n?/g, "\n").replace(CONTROLS, "").replace(LONE_SURROGATE, "\uFFFD");
+function wellFormed(s: string): boolean {
+  if (nativeWellFormed) return nativeWellFormed.call(s);
+  LONE_SURROGATE.lastIndex = 0;
+  return !LONE_SURROGATE.test(s);
 }
 
-const SECRET_PATTERNS: RegExp[] = [
-  /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)/g,
-  /\b(?:sk|pk|rk)-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,}/g,
-  /\bgh[pousr]_[A-Za-z0-9]{20,}\b/g,
-  /\bgithub_pat_[A-Za-z0-9_]{20,}\b/g,
-  /\bxox[abposr]-[A-Za-z0-9-]{10,}\b/g,
-  /\bA(?:KIA|SIA)[0-9A-Z]{16}\b/g,
-  /\bAIza[0-9A-Za-z_-]{35}\b/g,
-  /\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g,
-];
+export function sanitizeText(s: string): string {
+  CR_OR_CONTROL.lastIndex = 0;
+  const out = CR_OR_CONTROL.test(s) ? s.replace(CR_OR_CONTROL, (m) => (m.charCodeAt(0) === 13 ? "\n" : "")) : s;
+  return wellFormed(out) ? out : out.replace(LONE_SURROGATE, "\uFFFD");
+}
+
+/** One pass for the token shapes that are replaced whole. */
+const SECRET_TOKENS = new RegExp(
+  [
+    String.raw`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`,
+    String.raw`\b(?:sk|pk|rk)-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,}`,
+    String.raw`\bgh[pousr]_[A-Za-z0-9]{20,}\b`,
+    String.raw`\bgithub_pat_[A-Za-z0-9_]{20,}\b`,
+    String.raw`\bxox[abposr]-[A-Za-z0-9-]{10,}\b`,
+    String.raw`\bA(?:KIA|SIA)[0-9A-Z]{16}\b`,
+    String.raw`\bAIza[0-9A-Za-z_-]{35}\b`,
+    String.raw`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`,
+  ].join("|"),
+  "g",
+);
 /** Keeps the scheme/key name, redacts the value. */
 const BEARER = /\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{12,}/gi;
 const ASSIGNMENT =
   /\b((?:api[_-]?key|access[_-]?token|refresh[_-]?token|auth[_-]?token|client[_-]?secret|secret|password|passwd|token)["']?\s*[:=]\s*["']?)[^\s"',;]{8,}/gi;
 
 export function redactSecrets(s: string): string {
-  let out = s;
-  for (const re of SECRET_PATTERNS) out = out.replace(re, REDACTED);
+  let out = s.replace(SECRET_TOKENS, REDACTED);
   out = out.replace(BEARER, (_m, scheme: string) => `${scheme} ${REDACTED}`);
   out = out.replace(ASSIGNMENT, (_m, key: string) => `${key}${REDACTED}`);
   return out;
@@ -47,7 +59,26 @@ export function redactSecrets(s: string): string {
 
 /** Sanitized, redacted text split at UTF-8 boundaries into parts of at most 2,048 bytes (at least one part). */
 export function projectText(s: string): string[] {
-  return splitUtf8(redactSecrets(sanitizeText(s)), MAX_PART_BYTES);
+  return splitParts(redactSecrets(sanitizeText(s)), MAX_PART_BYTES);
+}
+
+/**
+ * Splits well-formed `s` into pieces of at most `maxBytes` UTF-8 bytes, never inside a character (same result as
+ * core `splitUtf8` for well-formed input, without a per-character loop). The empty string yields one empty piece.
+ */
+export function splitParts(s: string, maxBytes: number): string[] {
+  if (s.length * 3 <= maxBytes) return [s];
+  const buf = Buffer.from(s, "utf8");
+  if (buf.length <= maxBytes) return [s];
+  const out: string[] = [];
+  let pos = 0;
+  while (pos < buf.length) {
+    let end = Math.min(pos + maxBytes, buf.length);
+    while (end < buf.length && ((buf[end] as number) & 0xc0) === 0x80) end--;
+    out.push(buf.toString("utf8", pos, end));
+    pos = end;
+  }
+  return out;
 }
 
 export function titleFrom(source: string | null): string | null {

@@ -10,7 +10,7 @@
  * - `list` examines at most `maxScanEntries` directory entries; exceeding it throws `SessionError("limit")`
  *   and returns nothing partial.
  */
-import { mkdir, open, opendir, type FileHandle } from "node:fs/promises";
+import { mkdir, open, opendir, unlink, type FileHandle } from "node:fs/promises";
 import { constants as FS } from "node:fs";
 import { SessionError } from "./errors.js";
 import { defaultSessionId, isValidSessionId, type SessionIdGenerator } from "./ids.js";
@@ -122,40 +122,43 @@ export class SessionStore {
     for (let attempt = 0; attempt < 8; attempt++) {
       const id = this.newId(this.clock());
       if (!isValidSessionId(id)) throw new SessionError("invalid_id");
-      let lease: Lease;
-      try {
-        lease = await this.locks.acquireLease(id);
-      } catch (e) {
-        if (e instanceof SessionError && e.code === "busy") continue; // ID collision with a live holder
-        throw e;
+      const header: HeaderRecord = HeaderSchema.parse({
+        kind: "header",
+        format: FORMAT_VERSION,
+        session_id: id,
+        created_at: new Date(this.clock()).toISOString(),
+        cwd,
+      });
+      // The lease and the exclusive file creation (header + fsyncs) run concurrently; a fresh random ID makes a
+      // conflict on either practically impossible, and each side undoes the other when one fails.
+      const [leaseR, fileR] = await Promise.allSettled([this.locks.acquireLease(id), this.createFile(id, header)]);
+      if (leaseR.status === "fulfilled" && fileR.status === "fulfilled") return this.handle(id, header, fileR.value, leaseR.value, 1, false);
+      if (fileR.status === "fulfilled") {
+        await fileR.value.close().catch(() => undefined);
+        await unlink(this.paths.data(id)).catch(() => undefined);
       }
-      let fh: FileHandle | null = null;
-      try {
-        fh = await open(this.paths.data(id), FS.O_WRONLY | FS.O_APPEND | FS.O_CREAT | FS.O_EXCL, 0o600);
-      } catch (e) {
-        await lease.release();
-        if ((e as NodeJS.ErrnoException).code === "EEXIST") continue;
-        throw new SessionError("unavailable");
-      }
-      try {
-        const header: HeaderRecord = HeaderSchema.parse({
-          kind: "header",
-          format: FORMAT_VERSION,
-          session_id: id,
-          created_at: new Date(this.clock()).toISOString(),
-          cwd,
-        });
-        await fh.write(JSON.stringify(header) + "\n");
-        await fh.datasync();
-        await this.fsyncDir(this.paths.sessionsDir);
-        return this.handle(id, header, fh, lease, 1, false);
-      } catch {
-        await fh.close().catch(() => undefined);
-        await lease.release();
-        throw new SessionError("unavailable");
-      }
+      if (leaseR.status === "fulfilled") await leaseR.value.release();
+      const retry =
+        (fileR.status === "rejected" && (fileR.reason as NodeJS.ErrnoException).code === "EEXIST") ||
+        (leaseR.status === "rejected" && leaseR.reason instanceof SessionError && leaseR.reason.code === "busy");
+      if (!retry) throw new SessionError("unavailable");
     }
     throw new SessionError("busy");
+  }
+
+  /** Creates `<id>.jsonl` exclusively with its header, fsyncs it and the directory. Rejects with EEXIST on collision. */
+  private async createFile(id: string, header: HeaderRecord): Promise<FileHandle> {
+    const fh = await open(this.paths.data(id), FS.O_WRONLY | FS.O_APPEND | FS.O_CREAT | FS.O_EXCL, 0o600);
+    try {
+      await fh.write(JSON.stringify(header) + "\n");
+      await fh.datasync();
+      await this.fsyncDir(this.paths.sessionsDir);
+      return fh;
+    } catch (e) {
+      await fh.close().catch(() => undefined);
+      await unlink(this.paths.data(id)).catch(() => undefined);
+      throw e;
+    }
   }
 
   /** Takes the writer lease of an existing session (`busy` if held elsewhere, `unavailable` if missing/damaged). */

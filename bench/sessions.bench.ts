@@ -1,0 +1,124 @@
+/**
+ * Session figures (issue 3): list page over 20,000 sessions, replay page from a full 2 MiB window (cold: first read
+ * and projection; warm: projection cached, file re-validated under the append lock), create + close throughput.
+ * Runs the real family handlers over real files in a temporary MC_HOME.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Figure } from "./run.js";
+import type { MethodDescriptor, Outcome, RequestContext } from "../src/protocols/app-service/descriptor.js";
+import { sessionMethods } from "../src/protocols/app-service/sessions.js";
+import { SessionManager, SessionStore } from "../src/store/sessions/index.js";
+
+function ctx(method: RequestContext["method"], sessionId: string | null): RequestContext {
+  return { requestId: "bench", sessionId, method, emit: async () => {}, hold: () => ({ release() {} }) };
+}
+
+function family(home: string) {
+  const fam = sessionMethods({ manager: new SessionManager(new SessionStore({ home })), cwd: "/" });
+  const by = (m: string) => fam.descriptors.find((d) => d.method === m) as MethodDescriptor<any>;
+  return {
+    fam,
+    async call(method: RequestContext["method"], sessionId: string | null, payload: Record<string, unknown>): Promise<Record<string, any>> {
+      const d = by(method);
+      const parsed = d.parse(payload);
+      if (!parsed.ok) throw new Error(`bench: ${method} parse ${parsed.error}`);
+      const o: Outcome = await d.handle(ctx(method, sessionId), parsed.value);
+      if (o.error) throw new Error(`bench: ${method} ${o.error}`);
+      return o.payload as Record<string, any>;
+    },
+  };
+}
+
+function stats(xs: number[]): { p50: number; max: number } {
+  const s = [...xs].sort((a, b) => a - b);
+  return { p50: s[Math.floor(s.length / 2)] as number, max: s[s.length - 1] as number };
+}
+
+async function time(n: number, fn: (i: number) => Promise<unknown>): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    await fn(i);
+    out.push(performance.now() - t);
+  }
+  return out;
+}
+
+async function listBench(): Promise<Figure[]> {
+  const home = mkdtempSync(join(tmpdir(), "berth-bench-list-"));
+  const dir = join(home, "sessions");
+  mkdirSync(dir, { recursive: true });
+  const ids: string[] = [];
+  for (let i = 0; i < 20_000; i++) {
+    const id = `s${String(i).padStart(6, "0")}-bench`;
+    ids.push(id);
+    const header = JSON.stringify({ kind: "header", format: 1, session_id: id, created_at: new Date().toISOString(), cwd: "/w" });
+    const user = JSON.stringify({ seq: 1, at: new Date().toISOString(), kind: "user", turn_id: "t1", text: `Session number ${i}: please fix the build` });
+    writeFileSync(join(dir, `${id}.jsonl`), `${header}\n${user}\n`);
+  }
+  const f = family(home);
+  const first = await f.call("session.list", null, { limit: 32 });
+  if (first.sessions.length !== 32 || first.truncated !== true) throw new Error("bench: unexpected list page");
+  const times = await time(20, (i) => f.call("session.list", null, { after: i % 2 ? null : ids[10_000], limit: 32 }));
+  rmSync(home, { recursive: true, force: true });
+  const s = stats(times);
+  return [
+    { name: "session.list.page_over_20000_ms.p50", value: round(s.p50), unit: "ms", target: "<= 150", ok: s.p50 <= 150 },
+    { name: "session.list.page_over_20000_ms.max", value: round(s.max), unit: "ms", target: "<= 150", ok: s.max <= 150 },
+  ];
+}
+
+async function replayBench(): Promise<Figure[]> {
+  const home = mkdtempSync(join(tmpdir(), "berth-bench-replay-"));
+  const store = new SessionStore({ home });
+  const h = await store.create("/");
+  let bytes = 0;
+  for (let t = 0; bytes < 2.5 * 1024 * 1024; t++) {
+    const q = `Question ${t}: ` + "why does the build fail? ".repeat(1 + (t % 40));
+    const a = `Answer ${t}: ` + "because the cache is stale — 缓存 ".repeat(1 + ((t * 7) % 80));
+    await h.writer.append({ kind: "user", turn_id: `t${t}`, text: q });
+    await h.writer.append({ kind: "tool_call", turn_id: `t${t}`, message_id: "m", call_id: "c", name: "read", arguments: { path: "x" } });
+    await h.writer.append({ kind: "terminal", turn_id: `t${t}`, status: "completed", assistant_text: a });
+    bytes += q.length + a.length * 1.3 + 300;
+  }
+  await h.release();
+  const id = h.id;
+  const warm = family(home);
+  const p0 = await warm.call("session.replay", id, {});
+  // A cursor in the middle of the window: follow pages for a while.
+  let cur: string = p0.next_cursor;
+  for (let i = 0; i < 50; i++) cur = (await warm.call("session.replay", id, { after: cur })).next_cursor;
+  const warmTimes = await time(30, () => warm.call("session.replay", id, { after: cur }));
+  const coldTimes = await time(10, () => family(home).call("session.replay", id, { after: cur }));
+  rmSync(home, { recursive: true, force: true });
+  const w = stats(warmTimes);
+  const c = stats(coldTimes);
+  return [
+    { name: "session.replay.page_from_2mib_window_ms.warm_p50", value: round(w.p50), unit: "ms", target: "<= 15", ok: w.p50 <= 15 },
+    { name: "session.replay.page_from_2mib_window_ms.warm_max", value: round(w.max), unit: "ms" },
+    { name: "session.replay.page_from_2mib_window_ms.cold_p50", value: round(c.p50), unit: "ms", target: "<= 15", ok: c.p50 <= 15 },
+    { name: "session.replay.page_from_2mib_window_ms.cold_max", value: round(c.max), unit: "ms" },
+  ];
+}
+
+async function createCloseBench(): Promise<Figure[]> {
+  const home = mkdtempSync(join(tmpdir(), "berth-bench-cc-"));
+  const f = family(home);
+  for (let i = 0; i < 20; i++) await f.call("session.close", (await f.call("session.create", null, {})).session_id as string, {});
+  const n = 500;
+  const t = performance.now();
+  for (let i = 0; i < n; i++) await f.call("session.close", (await f.call("session.create", null, {})).session_id as string, {});
+  const perSec = n / ((performance.now() - t) / 1000);
+  rmSync(home, { recursive: true, force: true });
+  return [{ name: "session.create_close_per_s", value: Math.round(perSec), unit: "ops/s", target: ">= 500", ok: perSec >= 500 }];
+}
+
+function round(x: number): number {
+  return Math.round(x * 100) / 100;
+}
+
+export default async function (): Promise<Figure[]> {
+  return [...(await listBench()), ...(await replayBench()), ...(await createCloseBench())];
+}
