@@ -14,7 +14,8 @@ import {
   SUPPORTED_AHP_BASELINES,
   negotiateVersion,
 } from "./ahp-schema.js";
-import { findTool, type CommandOutcome, type HostState, type Origin, type SessionModel, type Subscriber } from "./state.js";
+import { findTool, type CommandOutcome, type Origin, type SessionModel, type Subscriber } from "./model.js";
+import type { HostState } from "./state.js";
 
 type Json = Record<string, unknown>;
 class RpcError extends Error {

@@ -1,0 +1,434 @@
+/**
+ * One backend socket connection (protocol v1–v9) and the logical session routes it carries.
+ * A connection is either a dedicated session connection (one route) or a provider connection
+ * (v3+, with v8 multiplexed routes). Contracts: frames are handled in arrival order; protocol,
+ * authority and framing failures answer an `error` frame or close; a closed connection detaches
+ * every route it carried (sessions stay, delivered commands become indeterminate).
+ */
+import { randomUUID } from "node:crypto";
+import type { Socket } from "node:net";
+import { attachLineReader, encodeFrame, type FrameError } from "../../transport/host-framing.js";
+import {
+  BackendEvent,
+  CommandIndeterminate,
+  CommandResult,
+  EVENT_MIN_VERSION,
+  HelloBody,
+  MAX_TEXT,
+  ProviderHello,
+  helloGatingError,
+  versionError,
+  zodMessage,
+  type BackendErrorCode,
+} from "./backend-schema.js";
+import type { ChatCaps, ChatModel, Json, ProviderInfo, ProviderRoute, SessionModel, SessionRoute } from "./model.js";
+import type { HostState } from "./state.js";
+import type { BackendServer } from "./backend.js";
+
+const HANDSHAKE_TIMEOUT_MS = 10_000;
+
+/** One logical session registration (a dedicated connection's only route, or one multiplexed route). */
+export class LogicalRoute implements SessionRoute {
+  nextSeq = 1;
+  retired: "no" | "replaced" | "rejected" | "unregistered" = "no";
+  constructor(
+    readonly logicalId: string,
+    readonly conn: BackendConn,
+    readonly sessionUri: string,
+    readonly version: number,
+    readonly instanceId: string,
+    readonly inputCapable: boolean,
+    readonly toolCapable: boolean,
+    readonly chatCaps: ChatCaps,
+    readonly multiplexed: boolean,
+    /** Re-registration requires backendConnectionId on every sequenced frame. */
+    readonly requireId: boolean,
+  ) {}
+  deliver(frame: Json): boolean {
+    if (this.retired !== "no" || this.conn.closed) return false;
+    if (this.multiplexed) frame.backendConnectionId = this.logicalId;
+    return this.conn.send(frame);
+  }
+  dispose(): void {
+    this.retired = "unregistered";
+    if (this.multiplexed) this.conn.send({ type: "error", code: "backend_disposed", session: this.sessionUri, backendConnectionId: this.logicalId, message: "session disposed" });
+    else this.conn.fatal("backend_disposed", "session disposed");
+  }
+}
+
+export class BackendConn implements ProviderRoute {
+  readonly connectionId = randomUUID();
+  kind: "unknown" | "session" | "provider" = "unknown";
+  version = 0;
+  instanceId = "";
+  closed = false;
+  providers: ProviderInfo[] = [];
+  ready: boolean | null = null;
+  readyAt: number | null = null;
+  source?: { serviceId: string; instanceId: string };
+  /** Dedicated session route. */
+  route?: LogicalRoute;
+  /** Multiplexed routes by logical ID (the epoch registry, bounded). */
+  readonly epochs = new Map<string, LogicalRoute>();
+  /** Current multiplexed route per session URI. */
+  readonly current = new Map<string, LogicalRoute>();
+  /** Sessions that were ever registered on this connection (for epoch-required checks). */
+  readonly registeredBefore = new Set<string>();
+  private stopReading: () => void = () => {};
+  private handshakeTimer?: NodeJS.Timeout;
+
+  constructor(
+    readonly socket: Socket,
+    readonly server: BackendServer,
+  ) {
+    this.stopReading = attachLineReader(socket, { onFrame: (f) => this.onFrame(f), onError: (e) => this.onFrameError(e) });
+    socket.on("close", () => this.onClose());
+    socket.on("error", () => {});
+    this.handshakeTimer = setTimeout(() => this.fatal("handshake_required", "no hello within the handshake timeout"), HANDSHAKE_TIMEOUT_MS);
+    this.handshakeTimer.unref();
+  }
+
+  get state(): HostState {
+    return this.server.state;
+  }
+  deliver(frame: Json): boolean {
+    return this.send(frame);
+  }
+  send(frame: Json): boolean {
+    if (this.closed || this.socket.destroyed) return false;
+    let text: string;
+    try {
+      text = encodeFrame(frame);
+    } catch (e) {
+      this.server.log(`backend ${this.connectionId}: refusing to send oversize frame: ${String(e)}`);
+      return false;
+    }
+    if (!this.corked) {
+      this.corked = true;
+      this.socket.cork();
+      setImmediate(() => {
+        this.corked = false;
+        this.socket.uncork();
+      });
+    }
+    this.socket.write(text);
+    return true;
+  }
+  private corked = false;
+  error(code: BackendErrorCode, message: string, extra: Json = {}): void {
+    this.send({ type: "error", code, message, ...extra });
+  }
+  /** Send a terminal error and close. */
+  fatal(code: BackendErrorCode, message: string, extra: Json = {}): void {
+    if (this.closed) return;
+    this.server.log(`backend ${this.connectionId}: closing (${code}): ${message}`);
+    this.error(code, message, { fatal: true, ...extra });
+    this.closed = true;
+    this.stopReading();
+    this.socket.end();
+    setTimeout(() => this.socket.destroy(), 1000).unref();
+    this.detachAll();
+  }
+
+  private onFrameError(e: FrameError): void {
+    if (e.kind === "oversize") this.fatal("frame_too_large", `frame of at least ${e.bytes} bytes exceeds the ${e.limit}-byte limit (including delimiter)`);
+    else if (e.kind === "utf8") this.fatal("bad_frame", "frame is not valid UTF-8");
+    else if (e.kind === "json") this.fatal("bad_frame", `frame is not valid JSON: ${e.message}`);
+    else this.fatal("bad_frame", "frame is not a JSON object");
+  }
+
+  private onClose(): void {
+    this.closed = true;
+    if (this.handshakeTimer) clearTimeout(this.handshakeTimer);
+    this.detachAll();
+    this.server.conns.delete(this);
+  }
+
+  /** Detach every route this connection carries; sessions stay, commands become indeterminate. */
+  private detachAll(): void {
+    const st = this.state;
+    if (this.route) this.detachRoute(this.route, "no");
+    for (const r of this.current.values()) this.detachRoute(r, "no");
+    this.current.clear();
+    if (this.kind === "provider") {
+      let changed = false;
+      for (const p of this.providers)
+        if (st.providers.get(p.id) === this) {
+          st.providers.delete(p.id);
+          changed = true;
+        }
+      if (changed) st.publishAgents();
+    }
+    st.failRoute((r) => r === this || (r instanceof LogicalRoute && r.conn === this));
+  }
+
+  private detachRoute(r: LogicalRoute, reason: LogicalRoute["retired"]): void {
+    if (reason !== "no") r.retired = reason;
+    const s = this.state.sessions.get(r.sessionUri);
+    if (s && s.route === r) {
+      s.route = undefined;
+      this.state.summaryChanged(s, true);
+    }
+    this.state.failRoute((x) => x === r);
+  }
+
+  // ── Frames ────────────────────────────────────────────────────────────────
+  private onFrame(f: Json): void {
+    if (this.closed) return;
+    const type = f.type;
+    if (typeof type !== "string") return this.fatal("protocol_error", "frame has no string type");
+    if (this.kind === "unknown") {
+      if (type === "hello") return this.onHello(f);
+      if (type === "provider_hello") return this.onProviderHello(f);
+      if (type === "ping") return void this.send({ type: "pong", ...(f.id !== undefined ? { id: f.id } : {}) });
+      return this.fatal("handshake_required", `first frame must be hello or provider_hello, got ${JSON.stringify(type).slice(0, 64)}`);
+    }
+    switch (type) {
+      case "ping":
+        this.send({ type: "pong", ...(f.id !== undefined ? { id: f.id } : {}) });
+        return;
+      case "pong":
+        return;
+      case "event":
+      case "chat_event":
+        return this.onEvent(f, false);
+      case "sequenced_event":
+        return this.onEvent(f, true);
+      case "command_result":
+        return this.onCommandResult(f);
+      case "command_indeterminate":
+        return this.onCommandIndeterminate(f);
+      case "register_session":
+        return this.onRegisterSession(f);
+      case "unregister_session":
+        return this.onUnregisterSession(f);
+      case "provider_status":
+        return this.onProviderStatus(f);
+      case "session_creation_failed":
+        return this.onCreationFailed(f);
+      case "hello":
+      case "provider_hello":
+        return this.fatal("protocol_error", `${type} after registration`);
+      default:
+        return this.error("protocol_error", `unknown frame type ${JSON.stringify(type).slice(0, 64)}`);
+    }
+  }
+
+  private onHello(f: Json): void {
+    const verr = versionError(f.protocolVersion);
+    if (verr) return this.fatal("unsupported_version", verr, { supportedVersions: [1, 9] });
+    const parsed = HelloBody.safeParse(f);
+    if (!parsed.success) return this.fatal("validation_error", zodMessage(parsed.error));
+    const h = parsed.data;
+    const gate = helloGatingError(f, h.protocolVersion);
+    if (gate) return this.fatal("validation_error", gate);
+    clearTimeout(this.handshakeTimer);
+    const res = this.server.register(this, h, false, undefined);
+    if ("error" in res) return this.fatal(res.code, res.error);
+    this.kind = "session";
+    this.version = h.protocolVersion;
+    this.instanceId = h.instanceId;
+    this.route = res.route;
+    this.send({ type: "registered", ...res.payload });
+  }
+
+  private onProviderHello(f: Json): void {
+    const verr = versionError(f.protocolVersion);
+    if (verr) return this.fatal("unsupported_version", verr, { supportedVersions: [3, 9] });
+    if ((f.protocolVersion as number) < 3) return this.fatal("unsupported_version", "provider connections require protocol version 3 or later");
+    const parsed = ProviderHello.safeParse(f);
+    if (!parsed.success) return this.fatal("validation_error", zodMessage(parsed.error));
+    const ph = parsed.data;
+    if (ph.source && ph.protocolVersion < 9) return this.fatal("validation_error", "source requires protocol version 9");
+    const ids = ph.providers.map((p) => p.id);
+    if (new Set(ids).size !== ids.length) return this.fatal("validation_error", "provider IDs must be unique");
+    clearTimeout(this.handshakeTimer);
+    const st = this.state;
+    // A newer registration fences the previous provider-manager connection and every route it carried.
+    for (const id of ids) {
+      const prev = st.providers.get(id);
+      if (prev && prev !== this && prev instanceof BackendConn) prev.fatal("backend_replaced", "a newer provider connection registered the same provider");
+    }
+    this.kind = "provider";
+    this.version = ph.protocolVersion;
+    this.instanceId = ph.instanceId;
+    if (ph.source) this.source = ph.source;
+    this.providers = ph.providers.map((p) => ({ id: p.id, displayName: p.displayName ?? p.id, description: p.description ?? "" }));
+    for (const id of ids) st.providers.set(id, this);
+    st.publishAgents();
+    this.send({
+      type: "provider_registered",
+      protocolVersion: ph.protocolVersion,
+      hostId: st.hostId,
+      backendConnectionId: this.connectionId,
+      providers: ids,
+    });
+  }
+
+  private onRegisterSession(f: Json): void {
+    const requestId = f.requestId;
+    if (typeof requestId !== "string" || requestId.length === 0 || requestId.length > 512)
+      return this.error("validation_error", "register_session needs a string requestId");
+    const fail = (code: BackendErrorCode, message: string) => this.error(code, message, { requestId });
+    if (this.kind !== "provider") return fail("protocol_error", "register_session is only valid on a provider connection");
+    if (this.version < 8) return fail("unsupported_version", "register_session requires protocol version 8");
+    const hello = f.hello as Json | undefined;
+    if (!hello || typeof hello !== "object") return fail("validation_error", "register_session needs a hello object");
+    const verr = versionError(hello.protocolVersion);
+    if (verr) return fail("unsupported_version", verr);
+    if ((hello.protocolVersion as number) > this.version)
+      return fail("unsupported_version", `a multiplexed session cannot use protocol ${String(hello.protocolVersion)} above its provider connection's ${this.version}`);
+    const parsed = HelloBody.safeParse(hello);
+    if (!parsed.success) return fail("validation_error", zodMessage(parsed.error));
+    const gate = helloGatingError(hello, parsed.data.protocolVersion);
+    if (gate) return fail("validation_error", gate);
+    if (!this.providers.some((p) => p.id === parsed.data.provider)) return fail("authority_error", `provider ${parsed.data.provider} is not carried by this connection`);
+    const res = this.server.register(this, parsed.data, true, undefined);
+    if ("error" in res) return fail(res.code, res.error);
+    this.send({ type: "session_registered", requestId, ...res.payload, registration: res.payload });
+  }
+
+  private onUnregisterSession(f: Json): void {
+    const requestId = f.requestId;
+    if (typeof requestId !== "string") return this.error("validation_error", "unregister_session needs a string requestId");
+    const fail = (code: BackendErrorCode, message: string) => this.error(code, message, { requestId });
+    if (this.kind !== "provider") return fail("protocol_error", "unregister_session is only valid on a provider connection");
+    let r: LogicalRoute | undefined;
+    if (typeof f.backendConnectionId === "string") r = this.epochs.get(f.backendConnectionId);
+    else if (typeof f.session === "string") r = this.current.get(f.session);
+    if (!r || r.retired !== "no" || this.current.get(r.sessionUri) !== r) return fail("unknown_session", "no current route for that session on this connection");
+    this.current.delete(r.sessionUri);
+    this.detachRoute(r, "unregistered");
+    this.send({ type: "session_unregistered", requestId, session: r.sessionUri, backendConnectionId: r.logicalId });
+  }
+
+  private onProviderStatus(f: Json): void {
+    if (this.kind !== "provider") return this.error("protocol_error", "provider_status is only valid on a provider connection");
+    if (this.version < 9) return this.error("unsupported_version", "provider_status requires protocol version 9");
+    if (typeof f.ready !== "boolean") return this.error("validation_error", "provider_status.ready must be a boolean");
+    this.ready = f.ready;
+    this.readyAt = performance.now();
+  }
+
+  private onCreationFailed(f: Json): void {
+    if (this.kind !== "provider") return this.error("protocol_error", "session_creation_failed is only valid on a provider connection");
+    const { session, creationToken } = f;
+    if (typeof session !== "string" || typeof creationToken !== "string") return this.error("validation_error", "session_creation_failed needs session and creationToken");
+    const st = this.state;
+    const res = st.creations.get(session);
+    if (!res || !this.providers.some((p) => p.id === res.provider)) return this.error("creation_claim_invalid", "no pending creation for that session on this connection");
+    if (st.checkClaim(session, creationToken, res.provider) !== "ok") return this.error("creation_claim_invalid", "creation token does not match");
+    st.dropCreation(session);
+    const message = typeof f.error === "string" ? f.error.slice(0, 4096) : "session creation failed";
+    const s = st.sessions.get(session);
+    if (s) st.markCreationFailed(s, message);
+  }
+
+  private onCommandResult(f: Json): void {
+    const p = CommandResult.safeParse(f);
+    if (!p.success) return this.error("validation_error", zodMessage(p.error));
+    const o = p.data.accepted ? ({ kind: "accepted" } as const) : ({ kind: "rejected", error: p.data.error ?? "rejected by backend" } as const);
+    // Unknown or foreign IDs are ignored: a result only settles a command delivered on this connection.
+    this.state.settle(p.data.commandId, o, (r) => r === this || (r instanceof LogicalRoute && r.conn === this));
+  }
+
+  private onCommandIndeterminate(f: Json): void {
+    if (this.version < 9) return this.error("unsupported_version", "command_indeterminate requires protocol version 9");
+    const p = CommandIndeterminate.safeParse(f);
+    if (!p.success) return this.error("validation_error", zodMessage(p.error));
+    this.state.settle(p.data.commandId, { kind: "indeterminate", error: p.data.error ?? "indeterminate" }, (r) => r === this || (r instanceof LogicalRoute && r.conn === this));
+  }
+
+  // ── Events ────────────────────────────────────────────────────────────────
+  private onEvent(f: Json, sequenced: boolean): void {
+    const session = f.session;
+    if (typeof session !== "string") return this.error("validation_error", "event needs a session URI");
+    const suppliedId = typeof f.backendConnectionId === "string" ? f.backendConnectionId : undefined;
+    const echo = (x: Json) => (suppliedId !== undefined ? { ...x, backendConnectionId: suppliedId } : x);
+    const seq = f.sequence;
+    if (sequenced && (typeof seq !== "number" || !Number.isSafeInteger(seq) || seq < 1))
+      return this.error("validation_error", "sequence must be a positive integer", echo({ session }));
+
+    // Resolve the logical route this frame speaks for.
+    let route: LogicalRoute | undefined;
+    if (this.kind === "session") {
+      route = this.route;
+      if (!route || route.sessionUri !== session) return this.error("authority_error", "session is not owned by this connection", { session, sequence: sequenced ? seq : 0 });
+      if (suppliedId !== undefined && suppliedId !== route.logicalId)
+        return void this.send({ type: "event_epoch_mismatch", session, sequence: sequenced ? seq : 0, backendConnectionId: suppliedId });
+    } else {
+      if (suppliedId !== undefined) {
+        route = this.epochs.get(suppliedId);
+        if (!route || route.sessionUri !== session)
+          return void this.send({ type: "event_epoch_mismatch", session, sequence: sequenced ? seq : 0, backendConnectionId: suppliedId });
+        if (route.retired === "rejected")
+          return void this.send({ type: "event_rejected", session, sequence: sequenced ? seq : 0, backendConnectionId: suppliedId, error: "route retired after a rejected event" });
+        if (route.retired !== "no" || this.current.get(session) !== route)
+          return void this.send({ type: "event_epoch_mismatch", session, sequence: sequenced ? seq : 0, backendConnectionId: suppliedId });
+      } else {
+        route = this.current.get(session);
+        if (!route) {
+          // Fenced (retired) or never registered here: refuse without attributing a generation.
+          return void this.send({ type: "event_rejected", session, sequence: sequenced ? seq : 0, error: "no current route for that session on this connection" });
+        }
+        if (sequenced && route.requireId) return void this.send({ type: "event_epoch_required", session, sequence: seq });
+      }
+    }
+    if (route.retired !== "no") return void this.send(echo({ type: "event_rejected", session, sequence: sequenced ? seq : 0, error: "route retired" }));
+    const st = this.state;
+    const s = st.sessions.get(session);
+    if (!s || s.route !== route) return this.error("backend_replaced", "this route is no longer current for the session", echo({ session }));
+
+    if (sequenced) {
+      const n = seq as number;
+      const receipt = { session, sequence: n, backendConnectionId: route.logicalId };
+      if (n < route.nextSeq) return void this.send({ type: "event_ack", ...receipt });
+      if (n > route.nextSeq) return void this.send({ type: "event_resync_required", session, expectedSequence: route.nextSeq, backendConnectionId: route.logicalId });
+      const err = this.applyEvent(route, s, f);
+      if (err) {
+        this.send({ type: "event_rejected", ...receipt, error: err });
+        if (route.multiplexed) {
+          this.current.delete(session);
+          this.detachRoute(route, "rejected");
+        } else {
+          route.retired = "rejected";
+          this.fatal("validation_error", `semantic rejection: ${err}`);
+        }
+        return;
+      }
+      route.nextSeq = n + 1;
+      this.send({ type: "event_ack", ...receipt });
+      return;
+    }
+    const err = this.applyEvent(route, s, f);
+    if (err) this.error("validation_error", `event refused: ${err}`, echo({ session, sequence: 0 }));
+  }
+
+  /** Validate and reduce; returns a semantic-rejection message or null. */
+  private applyEvent(route: LogicalRoute, s: SessionModel, f: Json): string | null {
+    let chat: ChatModel | undefined;
+    if (f.type === "chat_event" || (f.chat !== undefined && f.type === "sequenced_event")) {
+      if (route.version < 3) return "chat-addressed events require protocol version 3";
+      if (typeof f.chat !== "string") return "chat_event needs a chat URI";
+      chat = s.chats.get(f.chat);
+      if (!chat) return "chat does not belong to the session";
+    } else chat = this.state.chatIndex.get(s.primaryChat);
+    if (!chat) return "session has no primary chat";
+    const raw = f.event as Json | undefined;
+    if (!raw || typeof raw !== "object") return "event payload missing";
+    const min = EVENT_MIN_VERSION[raw.type as string];
+    if (min === undefined) return `unknown event type ${JSON.stringify(raw.type).slice(0, 64)}`;
+    if (route.version < min) return `${String(raw.type)} requires protocol version ${min}`;
+    if (min === 2 && !route.inputCapable) return `${String(raw.type)} requires advertised inputCapabilities`;
+    if (min === 4 && !route.toolCapable) return `${String(raw.type)} requires advertised toolCapabilities`;
+    // Fast path for the hot streaming events (same rules as the schema: exactly {type, text}).
+    if ((raw.type === "text_delta" || raw.type === "thinking_delta") && typeof raw.text === "string" && raw.text.length <= MAX_TEXT) {
+      let keys = 0;
+      for (const _k in raw) keys++;
+      if (keys === 2) return this.state.applyEvent(s, chat, raw as BackendEvent);
+    }
+    const ev = BackendEvent.safeParse(raw);
+    if (!ev.success) return zodMessage(ev.error);
+    return this.state.applyEvent(s, chat, ev.data);
+  }
+}

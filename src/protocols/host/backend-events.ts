@@ -1,0 +1,225 @@
+/**
+ * Backend events → AHP actions. Each validated backend event is reduced by publishing the AHP
+ * actions it stands for. Contract: `applyBackendEvent` either publishes and returns null, or
+ * publishes nothing and returns a semantic-rejection message.
+ */
+import { randomUUID } from "node:crypto";
+import type { BackendEvent, HistoryTurn, NeutralInputRequest } from "./backend-schema.js";
+import { findTool, nowIso, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
+import type { HostState } from "./state.js";
+
+/** A backend history turn as a completed AHP `Turn`. */
+export function historyToTurn(h: HistoryTurn): Json {
+  const parts: Json[] = [];
+  if (h.reasoningText) parts.push({ kind: "reasoning", id: `${h.id}-r`, content: h.reasoningText });
+  if (h.responseText) parts.push({ kind: "markdown", id: `${h.id}-m`, content: h.responseText });
+  const t: Json = { id: h.id, message: { text: h.userText, origin: { kind: "user" } }, responseParts: parts, state: h.cancelled ? "cancelled" : "complete" };
+  if (h.startedAt && /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/.test(h.startedAt)) t.startedAt = h.startedAt;
+  return t;
+}
+
+/**
+ * Reduce one validated backend event into AHP state. Returns null on success, or a
+ * semantic-rejection message (nothing was published in that case).
+ */
+export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatModel, ev: BackendEvent): string | null {
+  const t = chat.activeTurn;
+  const needTurn = () => (t ? null : `${ev.type} without an active turn`);
+  const startTurn = (text: string, turnId?: string, kind = "user") => {
+    st.publish(chat.uri, {
+      type: "chat/turnStarted",
+      turnId: turnId ?? randomUUID(),
+      startedAt: nowIso(),
+      message: { text, origin: { kind } },
+    });
+  };
+  switch (ev.type) {
+    case "user_message":
+      if (t) return null; // echo of a client-started (or already running) turn
+      startTurn(ev.text, ev.turnId);
+      break;
+    case "agent_started":
+      if (!t) startTurn("", ev.turnId, "agent");
+      break;
+    case "text_delta":
+    case "thinking_delta": {
+      const err = needTurn();
+      if (err) return err;
+      const kind = ev.type === "text_delta" ? "markdown" : "reasoning";
+      const last = t!.responseParts[t!.responseParts.length - 1];
+      if (last && last.kind === kind)
+        st.publish(chat.uri, { type: kind === "markdown" ? "chat/delta" : "chat/reasoning", turnId: t!.id, partId: last.id, content: ev.text });
+      else st.publish(chat.uri, { type: "chat/responsePart", turnId: t!.id, part: { kind, id: `p${++chat.partSeq}`, content: ev.text } });
+      break;
+    }
+    case "tool_started": {
+      const err = needTurn();
+      if (err) return err;
+      if (findTool(t!, ev.toolCallId)) return `duplicate toolCallId ${ev.toolCallId}`;
+      st.publish(chat.uri, { type: "chat/toolCallStart", turnId: t!.id, toolCallId: ev.toolCallId, toolName: ev.toolName, displayName: ev.toolName });
+      const ready: Json = { type: "chat/toolCallReady", turnId: t!.id, toolCallId: ev.toolCallId, invocationMessage: ev.toolName, confirmed: "not-needed" };
+      if (ev.input !== undefined) ready.toolInput = ev.input;
+      st.publish(chat.uri, ready);
+      break;
+    }
+    case "tool_confirmation_requested": {
+      const err = needTurn();
+      if (err) return err;
+      if (!findTool(t!, ev.toolCallId)) {
+        if (!ev.toolName) return `unknown toolCallId ${ev.toolCallId}`;
+        st.publish(chat.uri, { type: "chat/toolCallStart", turnId: t!.id, toolCallId: ev.toolCallId, toolName: ev.toolName, displayName: ev.toolName });
+      }
+      const tc = findTool(t!, ev.toolCallId)!;
+      const ready: Json = { type: "chat/toolCallReady", turnId: t!.id, toolCallId: ev.toolCallId, invocationMessage: ev.message ?? (tc.displayName as string) };
+      if (ev.input !== undefined) ready.toolInput = ev.input;
+      if (ev.title !== undefined) ready.confirmationTitle = ev.title;
+      if (ev.editable !== undefined) ready.editable = ev.editable;
+      if (ev.options !== undefined) ready.options = ev.options;
+      st.publish(chat.uri, ready);
+      st.publish(s.uri, {
+        type: "session/inputNeededSet",
+        request: { id: `tool:${ev.toolCallId}`, chat: chat.uri, kind: "toolConfirmation", turnId: t!.id, toolCall: { ...findTool(t!, ev.toolCallId)! } },
+      });
+      break;
+    }
+    case "tool_confirmation_resolved": {
+      const err = needTurn();
+      if (err) return err;
+      const tc = findTool(t!, ev.toolCallId);
+      if (!tc) return `unknown toolCallId ${ev.toolCallId}`;
+      if (tc.status === "pending-confirmation") {
+        const act: Json = ev.approved
+          ? { type: "chat/toolCallConfirmed", turnId: t!.id, toolCallId: ev.toolCallId, approved: true, confirmed: "user-action" }
+          : { type: "chat/toolCallConfirmed", turnId: t!.id, toolCallId: ev.toolCallId, approved: false, reason: "denied" };
+        if (ev.selectedOptionId) act.selectedOptionId = ev.selectedOptionId;
+        st.publish(chat.uri, act);
+      }
+      if (s.inputNeeded.has(`tool:${ev.toolCallId}`)) st.publish(s.uri, { type: "session/inputNeededRemoved", id: `tool:${ev.toolCallId}` });
+      break;
+    }
+    case "tool_completed":
+    case "tool_result_confirmation_requested": {
+      const err = needTurn();
+      if (err) return err;
+      const tc = findTool(t!, ev.toolCallId);
+      if (!tc) return `unknown toolCallId ${ev.toolCallId}`;
+      const isError = ev.isError === true;
+      const act: Json = {
+        type: "chat/toolCallComplete",
+        turnId: t!.id,
+        toolCallId: ev.toolCallId,
+        result: { success: !isError, pastTenseMessage: `${tc.displayName as string} ${isError ? "failed" : "finished"}`, content: [{ type: "text", text: ev.output }] },
+      };
+      if (ev.type === "tool_result_confirmation_requested") act.requiresResultConfirmation = true;
+      st.publish(chat.uri, act);
+      if (s.inputNeeded.has(`tool:${ev.toolCallId}`)) st.publish(s.uri, { type: "session/inputNeededRemoved", id: `tool:${ev.toolCallId}` });
+      break;
+    }
+    case "tool_result_confirmation_resolved": {
+      const err = needTurn();
+      if (err) return err;
+      const tc = findTool(t!, ev.toolCallId);
+      if (!tc) return `unknown toolCallId ${ev.toolCallId}`;
+      if (tc.status === "pending-result-confirmation")
+        st.publish(chat.uri, { type: "chat/toolCallResultConfirmed", turnId: t!.id, toolCallId: ev.toolCallId, approved: ev.approved });
+      break;
+    }
+    case "config_changed":
+      if (ev.model) s.extra.model = ev.model;
+      if (ev.thinkingLevel) s.extra.thinkingLevel = ev.thinkingLevel;
+      st.persistSession(s);
+      break;
+    case "usage": {
+      if (!t) return null;
+      const u: Json = {};
+      if (ev.inputTokens !== undefined) u.inputTokens = ev.inputTokens;
+      if (ev.outputTokens !== undefined) u.outputTokens = ev.outputTokens;
+      if (ev.cacheReadTokens !== undefined) u.cacheReadTokens = ev.cacheReadTokens;
+      if (ev.model !== undefined) u.model = ev.model;
+      st.publish(chat.uri, { type: "chat/usage", turnId: t.id, usage: u });
+      break;
+    }
+    case "settled": {
+      if (!t) return null; // already settled (e.g. cancelled by a client)
+      const duration = Math.max(0, Math.round(performance.now() - t.startedMono));
+      if (ev.error) st.publish(chat.uri, { type: "chat/error", turnId: t.id, duration, error: { errorType: "backend_error", message: ev.error } });
+      else if (ev.cancelled) st.publish(chat.uri, { type: "chat/turnCancelled", turnId: t.id, duration });
+      else st.publish(chat.uri, { type: "chat/turnComplete", turnId: t.id, duration });
+      break;
+    }
+    case "title_changed":
+      st.setTitle(s, ev.title, undefined);
+      break;
+    case "input_requested":
+    case "input_updated": {
+      const r = ev.request;
+      if (r.turnId !== undefined && (!t || t.id !== r.turnId)) return `input request ${r.id} targets a turn that is not active`;
+      if (ev.type === "input_updated" && !chat.inputs.has(r.id)) return `input request ${r.id} is not pending`;
+      postInput(st, s, chat, r);
+      break;
+    }
+    case "input_snapshot": {
+      s.inputAvailable = ev.available !== false;
+      if (!s.inputAvailable) break; // an availability fence: retained requests are neither replaced nor resolved
+      const keep = new Set(ev.requests.map((r) => r.id));
+      for (const id of [...chat.inputs.keys()]) if (!keep.has(id)) resolveInput(st, s, chat, id, "cancel", undefined, undefined);
+      for (const r of ev.requests) postInput(st, s, chat, r);
+      break;
+    }
+    case "input_resolved": {
+      if (!chat.inputs.has(ev.requestId)) return `input request ${ev.requestId} is not pending`;
+      const origin = ev.commandId ? st.inputOrigins.get(ev.commandId) : undefined;
+      if (ev.commandId) st.inputOrigins.delete(ev.commandId);
+      resolveInput(st, s, chat, ev.requestId, ev.response, ev.answers as Json | undefined, origin);
+      break;
+    }
+    case "turns_loaded": {
+      st.publish(chat.uri, {
+        type: "chat/turnsLoaded",
+        turns: ev.turns.map((h) => historyToTurn(h)),
+        ...(ev.nextCursor ? { turnsNextCursor: ev.nextCursor } : {}),
+      });
+      break;
+    }
+  }
+  st.summaryChanged(s);
+  return null;
+}
+
+
+function postInput(st: HostState, s: SessionModel, chat: ChatModel, r: NeutralInputRequest): void {
+  const req: Json = { id: r.id };
+  if (r.message !== undefined) req.message = r.message;
+  if (r.url !== undefined) req.url = r.url;
+  if (r.questions)
+    req.questions = r.questions.map((q) => {
+      const out: Json = { id: q.id, kind: mapQuestionKind(q.kind), message: q.message };
+      if (q.title !== undefined) out.title = q.title;
+      if (q.required !== undefined) out.required = q.required;
+      if (q.options) out.options = q.options;
+      if (q.allowFreeform !== undefined) out.allowFreeformInput = q.allowFreeform;
+      return out;
+    });
+  st.publish(chat.uri, { type: "chat/inputRequested", request: req });
+  if (r.turnId) chat.inputTurns.set(r.id, r.turnId);
+  st.publish(s.uri, { type: "session/inputNeededSet", request: { id: `input:${chat.uri}:${r.id}`, chat: chat.uri, kind: "chatInput", request: req } });
+}
+function resolveInput(st: HostState, s: SessionModel, chat: ChatModel, requestId: string, response: string, answers: Json | undefined, origin: Origin | undefined): void {
+  const act: Json = { type: "chat/inputCompleted", requestId, response };
+  if (answers) act.answers = answers;
+  st.publish(chat.uri, act, origin);
+  const key = `input:${chat.uri}:${requestId}`;
+  if (s.inputNeeded.has(key)) st.publish(s.uri, { type: "session/inputNeededRemoved", id: key });
+}
+
+function mapQuestionKind(k: string): string {
+  const m: Record<string, string> = {
+    single_select: "single-select",
+    multi_select: "multi-select",
+    text: "text",
+    number: "number",
+    integer: "integer",
+    boolean: "boolean",
+  };
+  return m[k] ?? k.replace(/_/g, "-");
+}

@@ -1,0 +1,60 @@
+/**
+ * Backend command correlation. Contracts:
+ *  - `send` assigns a fresh `commandId`; its outcome callback fires exactly once;
+ *  - a frame the route refuses to deliver is `rejected` ("not sent"), never indeterminate;
+ *  - after delivery, a lost connection or the COMMAND_DEADLINE_MS deadline is `indeterminate`;
+ *    nothing is ever replayed;
+ *  - a result settles a command only when the caller proves it came from the delivering route.
+ */
+import { randomUUID } from "node:crypto";
+import { COMMAND_DEADLINE_MS, type CommandOutcome, type Json, type ProviderRoute, type SessionRoute } from "./model.js";
+
+export type AnyRoute = SessionRoute | ProviderRoute;
+
+interface PendingCommand {
+  commandId: string;
+  route: AnyRoute;
+  onOutcome: (o: CommandOutcome) => void;
+  timer: NodeJS.Timeout;
+}
+
+export class CommandTracker {
+  readonly pending = new Map<string, PendingCommand>();
+
+  constructor(private readonly log: (msg: string) => void) {}
+
+  /** Send a correlated command; the outcome callback fires exactly once. Returns the command ID. */
+  send(route: AnyRoute, frame: Json, onOutcome: (o: CommandOutcome) => void): string {
+    const commandId = randomUUID();
+    frame.commandId = commandId;
+    const timer = setTimeout(() => this.settle(commandId, { kind: "indeterminate", error: "no command_result before the deadline" }), COMMAND_DEADLINE_MS);
+    timer.unref();
+    this.pending.set(commandId, { commandId, route, onOutcome, timer });
+    if (!route.deliver(frame)) {
+      this.pending.delete(commandId);
+      clearTimeout(timer);
+      onOutcome({ kind: "rejected", error: "backend not connected (command not sent)" });
+    }
+    return commandId;
+  }
+
+  /** Settle a pending command. Returns false when the ID is unknown or from another route. */
+  settle(commandId: string, o: CommandOutcome, from?: AnyRoute | ((r: AnyRoute) => boolean)): boolean {
+    const p = this.pending.get(commandId);
+    if (!p) return false;
+    if (from !== undefined && (typeof from === "function" ? !from(p.route) : p.route !== from)) return false;
+    this.pending.delete(commandId);
+    clearTimeout(p.timer);
+    try {
+      p.onOutcome(o);
+    } catch (e) {
+      this.log(`command outcome handler failed: ${String(e)}`);
+    }
+    return true;
+  }
+
+  /** A route went away: every delivered, unsettled command on it becomes indeterminate. */
+  failRoute(match: (r: AnyRoute) => boolean): void {
+    for (const [id, p] of [...this.pending]) if (match(p.route)) this.settle(id, { kind: "indeterminate", error: "backend connection lost after delivery" });
+  }
+}

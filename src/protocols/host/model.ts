@@ -1,0 +1,166 @@
+/**
+ * The host's in-memory model: sessions, chats and turns as reduced AHP state, the route
+ * interfaces the backend side implements, and the small helpers every host module shares.
+ * Plain data and pure functions only; behaviour lives in state.ts and its helpers.
+ */
+import { createHash, timingSafeEqual } from "node:crypto";
+
+export const STATUS = { Idle: 1, Error: 2, InProgress: 8, InputNeeded: 24 } as const;
+export const REPLAY_LIMIT = 10_000;
+export const COMMAND_DEADLINE_MS = 60_000;
+
+export type Json = Record<string, unknown>;
+export interface Origin {
+  clientId: string;
+  clientSeq: number;
+}
+
+export interface TurnModel {
+  id: string;
+  startedAt: string;
+  startedMono: number;
+  message: Json;
+  responseParts: Json[];
+  usage?: Json;
+}
+
+/** A pending (steering or queued) message as AHP `PendingMessage`. */
+export interface PendingMessage {
+  id: string;
+  message: Json;
+}
+
+export interface ChatModel {
+  uri: string;
+  sessionUri: string;
+  title: string;
+  modifiedAt: string;
+  turns: Json[];
+  nextCursor?: string;
+  activeTurn?: TurnModel;
+  interactivity?: string;
+  /** AHP `ChatOrigin` for chats created through `createChat` (absent for the primary chat). */
+  origin?: Json;
+  /** Per-chat working-directory subset (AHP `ChatState.workingDirectories`). */
+  workingDirectories?: string[];
+  steeringMessage?: PendingMessage;
+  queuedMessages: PendingMessage[];
+  lastError: boolean;
+  inputs: Map<string, Json>; // requestId -> ChatInputRequest
+  inputTurns: Map<string, string>; // requestId -> bound turn
+  partSeq: number;
+}
+
+/** Capabilities a session registration advertised in `hello.chatCapabilities` (v3+). */
+export interface ChatCaps {
+  create?: boolean;
+  dispose?: boolean;
+  fork?: boolean;
+  sideChat?: boolean;
+  pagedHistory?: boolean;
+}
+
+/** What the backend side provides for a session's live route. */
+export interface SessionRoute {
+  logicalId: string;
+  version: number;
+  instanceId: string;
+  inputCapable: boolean;
+  chatCaps: ChatCaps;
+  multiplexed: boolean;
+  /** Deliver a command frame; false means it was not sent (queue refusal). */
+  deliver(frame: Json): boolean;
+  /** Close the route because the session was disposed. */
+  dispose(): void;
+}
+
+export interface ProviderInfo {
+  id: string;
+  displayName: string;
+  description: string;
+  multipleChats?: ChatCaps;
+}
+
+export interface ProviderRoute {
+  connectionId: string;
+  instanceId: string;
+  version: number;
+  providers: ProviderInfo[];
+  ready: boolean | null;
+  readyAt: number | null; // monotonic ms
+  source?: { serviceId: string; instanceId: string };
+  deliver(frame: Json): boolean;
+}
+
+export interface SessionModel {
+  uri: string;
+  sourceId: string;
+  provider: string;
+  providerRoute: boolean;
+  title: string;
+  createdAt: string;
+  modifiedAt: string;
+  continuity: string;
+  lifecycle: "creating" | "ready" | "failed";
+  creationError?: Json;
+  primaryChat: string;
+  chats: Map<string, ChatModel>;
+  activeClients: Json[];
+  inputNeeded: Map<string, Json>;
+  inputAvailable: boolean;
+  extra: Json;
+  route?: SessionRoute;
+  lastStatus: number;
+}
+
+export type CommandOutcome = { kind: "accepted" } | { kind: "rejected"; error: string } | { kind: "indeterminate"; error: string };
+
+export interface Subscriber {
+  clientId: string;
+  /** Send one pre-serialized JSON-RPC message. */
+  sendRaw(text: string): void;
+  /** Send one message already framed as a WebSocket text frame (same content as `text`). */
+  sendFrame?(frame: Buffer, text: string): void;
+  /** Whether this client may see the action type (negotiated-version filter). */
+  accepts(actionType: string): boolean;
+}
+
+export interface Envelope {
+  channel: string;
+  action: Json;
+  serverSeq: number;
+  origin?: Origin;
+  rejectionReason?: string;
+}
+
+let isoAt = 0;
+let isoText = "";
+/** The current time as an ISO-8601 string (memoised per millisecond). */
+export function nowIso(): string {
+  const t = Date.now();
+  if (t !== isoAt) {
+    isoAt = t;
+    isoText = new Date(t).toISOString();
+  }
+  return isoText;
+}
+export function hashToken(token: string): string {
+  return createHash("sha256").update(token).digest("hex");
+}
+/** Constant-time comparison of two hex digests; false when either is empty or lengths differ. */
+export function sameHash(a: string, b: string): boolean {
+  const x = Buffer.from(a, "hex");
+  const y = Buffer.from(b, "hex");
+  return x.length === y.length && x.length > 0 && timingSafeEqual(x, y);
+}
+export function findPart(t: TurnModel, partId: string): Json | undefined {
+  for (let i = t.responseParts.length - 1; i >= 0; i--) if (t.responseParts[i]!.id === partId) return t.responseParts[i];
+  return undefined;
+}
+export function findTool(t: TurnModel, toolCallId: string): Json | undefined {
+  for (const p of t.responseParts) if (p.kind === "toolCall" && (p.toolCall as Json).toolCallId === toolCallId) return p.toolCall as Json;
+  return undefined;
+}
+export function durationSince(t: TurnModel): number {
+  return Math.max(0, Math.round(performance.now() - t.startedMono));
+}

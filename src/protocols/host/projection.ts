@@ -1,0 +1,112 @@
+/**
+ * Projections of the host model into AHP wire state: root/session/chat snapshots, summaries and
+ * status bits. Pure reads of the model; nothing here mutates state or publishes.
+ */
+import { ROOT } from "./ahp-schema.js";
+import { STATUS, type ChatModel, type Json, type SessionModel } from "./model.js";
+import type { HostState } from "./state.js";
+
+export function chatStatus(c: ChatModel): number {
+  if (c.activeTurn) {
+    for (const r of c.activeTurn.responseParts) {
+      if (r.kind === "inputRequest" && r.response === undefined) return STATUS.InputNeeded;
+      if (r.kind === "toolCall") {
+        const st = (r.toolCall as Json).status;
+        if (st === "pending-confirmation" || st === "pending-result-confirmation") return STATUS.InputNeeded;
+      }
+    }
+    return c.inputs.size > 0 ? STATUS.InputNeeded : STATUS.InProgress;
+  }
+  if (c.inputs.size > 0) return STATUS.InputNeeded;
+  return c.lastError ? STATUS.Error : STATUS.Idle;
+}
+
+export function sessionStatus(st: HostState, s: SessionModel): number {
+  const primary = st.chatIndex.get(s.primaryChat);
+  let status = primary ? chatStatus(primary) : STATUS.Idle;
+  if (s.inputNeeded.size > 0) status |= STATUS.InputNeeded;
+  for (const c of s.chats.values()) {
+    const cs = chatStatus(c);
+    if ((cs & STATUS.InputNeeded) === STATUS.InputNeeded) status |= STATUS.InputNeeded;
+  }
+  if (s.lifecycle === "failed") status = STATUS.Error;
+  return status;
+}
+
+export function chatSummary(c: ChatModel): Json {
+  const out: Json = { resource: c.uri, title: c.title, status: chatStatus(c), modifiedAt: c.modifiedAt };
+  if (c.interactivity) out.interactivity = c.interactivity;
+  return out;
+}
+
+export function chatState(c: ChatModel): Json {
+  const out: Json = { ...chatSummary(c), turns: c.turns };
+  if (c.nextCursor) out.turnsNextCursor = c.nextCursor;
+  if (c.activeTurn) {
+    const t = c.activeTurn;
+    const at: Json = { id: t.id, startedAt: t.startedAt, message: t.message, responseParts: t.responseParts };
+    if (t.usage) at.usage = t.usage;
+    out.activeTurn = at;
+  }
+  return out;
+}
+
+export function sessionState(st: HostState, s: SessionModel): Json {
+  const out: Json = {
+    provider: s.provider,
+    title: s.title,
+    status: sessionStatus(st, s),
+    lifecycle: s.lifecycle,
+    activeClients: s.activeClients,
+    chats: [...s.chats.values()].map((c) => chatSummary(c)),
+    defaultChat: s.primaryChat,
+  };
+  if (s.creationError) out.creationError = s.creationError;
+  if (Array.isArray(s.extra.workingDirectories)) out.workingDirectories = s.extra.workingDirectories;
+  if (s.inputNeeded.size > 0) out.inputNeeded = [...s.inputNeeded.values()];
+  const meta: Json = {};
+  if (!s.inputAvailable) meta["berth.inputAvailable"] = false;
+  if (s.extra.model) meta["berth.model"] = s.extra.model;
+  if (Object.keys(meta).length) out._meta = meta;
+  return out;
+}
+
+export function summary(st: HostState, s: SessionModel): Json {
+  const out: Json = {
+    resource: s.uri,
+    provider: s.provider,
+    title: s.title,
+    status: sessionStatus(st, s),
+    createdAt: s.createdAt,
+    modifiedAt: s.modifiedAt,
+    defaultChat: s.primaryChat,
+    chats: [...s.chats.values()].map((c) => {
+      const o: Json = { resource: c.uri, title: c.title };
+      if (c.interactivity) o.interactivity = c.interactivity;
+      return o;
+    }),
+  };
+  if (Array.isArray(s.extra.workingDirectories)) out.workingDirectories = s.extra.workingDirectories;
+  return out;
+}
+
+/** One `AgentInfo` per provider ID with a live provider route, sorted by ID. */
+export function agents(st: HostState): Json[] {
+  const seen = new Map<string, Json>();
+  for (const p of st.providers.values())
+    for (const info of p.providers)
+      if (!seen.has(info.id)) {
+        const a: Json = { provider: info.id, displayName: info.displayName, description: info.description, models: [] };
+        seen.set(info.id, a);
+      }
+  return [...seen.values()].sort((a, b) => String(a.provider).localeCompare(String(b.provider)));
+}
+
+export function snapshot(st: HostState, uri: string): Json | undefined {
+  if (uri === ROOT) return { resource: ROOT, state: { agents: agents(st), activeSessions: st.sessions.size }, fromSeq: st.serverSeq };
+  const s = st.sessions.get(uri);
+  if (s) return { resource: uri, state: sessionState(st, s), fromSeq: st.serverSeq };
+  const c = st.chatIndex.get(uri);
+  if (c) return { resource: uri, state: chatState(c), fromSeq: st.serverSeq };
+  return undefined;
+}

@@ -1,0 +1,183 @@
+/**
+ * The AHP reducer: applies one accepted action to the host model (session and chat state).
+ * Mirrors the upstream reducers for the actions this host emits or accepts; actions for unknown
+ * channels or turns are no-ops. Persists chat transcripts when a turn ends or history loads.
+ */
+import { ROOT } from "./ahp-schema.js";
+import { findPart, findTool, nowIso, type Json } from "./model.js";
+import type { HostState } from "./state.js";
+
+export function reduceAction(st: HostState, channel: string, a: Json): void {
+  const type = a.type as string;
+  if (channel === ROOT) return;
+  const s = st.sessions.get(channel);
+  if (s) {
+    if (type === "session/titleChanged") {
+      s.title = a.title as string;
+      s.modifiedAt = nowIso();
+    } else if (type === "session/inputNeededSet") {
+      const r = a.request as Json;
+      s.inputNeeded.set(r.id as string, r);
+    } else if (type === "session/inputNeededRemoved") s.inputNeeded.delete(a.id as string);
+    else if (type === "session/chatAdded") {
+      const sum = a.summary as Json;
+      st.ensureChat(s, sum.resource as string, sum.title as string);
+    } else if (type === "session/chatRemoved") {
+      s.chats.delete(a.chat as string);
+      st.chatIndex.delete(a.chat as string);
+    }
+    return;
+  }
+  const c = st.chatIndex.get(channel);
+  if (!c) return;
+  c.modifiedAt = nowIso();
+  const t = c.activeTurn;
+  switch (type) {
+    case "chat/turnStarted":
+      c.activeTurn = { id: a.turnId as string, startedAt: a.startedAt as string, startedMono: performance.now(), message: a.message as Json, responseParts: [] };
+      c.lastError = false;
+      break;
+    case "chat/responsePart":
+      if (t && t.id === a.turnId) t.responseParts.push(a.part as Json);
+      break;
+    case "chat/delta":
+    case "chat/reasoning": {
+      if (!t || t.id !== a.turnId) break;
+      const p = findPart(t, a.partId as string);
+      if (p) p.content = (p.content as string) + (a.content as string);
+      break;
+    }
+    case "chat/toolCallStart":
+      if (t && t.id === a.turnId)
+        t.responseParts.push({
+          kind: "toolCall",
+          toolCall: { toolCallId: a.toolCallId, toolName: a.toolName, displayName: a.displayName, status: "streaming" },
+        });
+      break;
+    case "chat/toolCallReady": {
+      const tc = t && t.id === a.turnId ? findTool(t, a.toolCallId as string) : undefined;
+      if (!tc) break;
+      if (tc.status !== "streaming" && tc.status !== "running") break;
+      tc.invocationMessage = a.invocationMessage;
+      if (a.toolInput !== undefined) tc.toolInput = a.toolInput;
+      if (a.confirmed) {
+        tc.status = "running";
+        tc.confirmed = a.confirmed;
+      } else {
+        tc.status = "pending-confirmation";
+        delete tc.confirmed;
+        if (a.confirmationTitle !== undefined) tc.confirmationTitle = a.confirmationTitle;
+        if (a.editable !== undefined) tc.editable = a.editable;
+        if (a.options !== undefined) tc.options = a.options;
+      }
+      break;
+    }
+    case "chat/toolCallConfirmed": {
+      const tc = t && t.id === a.turnId ? findTool(t, a.toolCallId as string) : undefined;
+      if (!tc || tc.status !== "pending-confirmation") break;
+      delete tc.confirmationTitle;
+      delete tc.editable;
+      delete tc.options;
+      if (a.approved) {
+        tc.status = "running";
+        tc.confirmed = a.confirmed ?? "user-action";
+        if (typeof a.editedToolInput === "string") tc.toolInput = a.editedToolInput;
+      } else {
+        tc.status = "cancelled";
+        tc.reason = a.reason ?? "denied";
+        if (a.reasonMessage !== undefined) tc.reasonMessage = a.reasonMessage;
+      }
+      break;
+    }
+    case "chat/toolCallComplete": {
+      const tc = t && t.id === a.turnId ? findTool(t, a.toolCallId as string) : undefined;
+      if (!tc || (tc.status !== "running" && tc.status !== "pending-confirmation")) break;
+      const r = a.result as Json;
+      tc.status = a.requiresResultConfirmation ? "pending-result-confirmation" : "completed";
+      if (!tc.confirmed) tc.confirmed = "not-needed";
+      if (!tc.invocationMessage) tc.invocationMessage = tc.displayName;
+      delete tc.confirmationTitle;
+      delete tc.editable;
+      delete tc.options;
+      Object.assign(tc, r);
+      break;
+    }
+    case "chat/toolCallResultConfirmed": {
+      const tc = t && t.id === a.turnId ? findTool(t, a.toolCallId as string) : undefined;
+      if (!tc || tc.status !== "pending-result-confirmation") break;
+      if (a.approved) tc.status = "completed";
+      else {
+        const keep = { toolCallId: tc.toolCallId, toolName: tc.toolName, displayName: tc.displayName, invocationMessage: tc.invocationMessage };
+        for (const k of Object.keys(tc)) delete tc[k];
+        Object.assign(tc, keep, { status: "cancelled", reason: "result-denied" });
+      }
+      break;
+    }
+    case "chat/usage":
+      if (t && t.id === a.turnId) t.usage = a.usage as Json;
+      break;
+    case "chat/inputRequested": {
+      const req = a.request as Json;
+      c.inputs.set(req.id as string, req);
+      if (t) {
+        const existing = t.responseParts.find((p) => p.kind === "inputRequest" && (p.request as Json).id === req.id && p.response === undefined);
+        if (existing) existing.request = req;
+        else t.responseParts.push({ kind: "inputRequest", request: req });
+      }
+      break;
+    }
+    case "chat/inputCompleted": {
+      c.inputs.delete(a.requestId as string);
+      c.inputTurns.delete(a.requestId as string);
+      const parts = t ? t.responseParts : [];
+      const p = parts.find((x) => x.kind === "inputRequest" && (x.request as Json).id === a.requestId);
+      if (p) {
+        p.response = a.response;
+        if (a.answers) (p.request as Json).answers = a.answers;
+      }
+      break;
+    }
+    case "chat/turnComplete":
+    case "chat/turnCancelled":
+    case "chat/error": {
+      if (!t || t.id !== a.turnId) break;
+      const parts = t.responseParts.slice();
+      for (const p of parts) {
+        if (p.kind !== "toolCall") continue;
+        const tc = p.toolCall as Json;
+        if (tc.status === "streaming" || tc.status === "pending-confirmation" || tc.status === "running" || tc.status === "pending-result-confirmation") {
+          const keep = { toolCallId: tc.toolCallId, toolName: tc.toolName, displayName: tc.displayName, invocationMessage: tc.invocationMessage ?? tc.displayName };
+          p.toolCall = { ...keep, status: "cancelled", reason: "skipped" };
+        }
+      }
+      if (type === "chat/error") parts.push({ kind: "error", error: a.error });
+      const done: Json = {
+        id: t.id,
+        startedAt: t.startedAt,
+        duration: a.duration,
+        message: t.message,
+        responseParts: parts,
+        state: type === "chat/turnComplete" ? "complete" : type === "chat/turnCancelled" ? "cancelled" : "error",
+      };
+      if (t.usage) done.usage = t.usage;
+      c.turns.push(done);
+      c.activeTurn = undefined;
+      c.lastError = type === "chat/error";
+      for (const [id, turn] of c.inputTurns) if (turn === t.id) {
+        c.inputs.delete(id);
+        c.inputTurns.delete(id);
+      }
+      st.persistChat(c);
+      break;
+    }
+    case "chat/turnsLoaded": {
+      const turns = a.turns as Json[];
+      const have = new Set(c.turns.map((x) => x.id));
+      c.turns = [...turns.filter((x) => !have.has(x.id)), ...c.turns];
+      if (a.turnsNextCursor) c.nextCursor = a.turnsNextCursor as string;
+      else delete c.nextCursor;
+      st.persistChat(c);
+      break;
+    }
+  }
+}
