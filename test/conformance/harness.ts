@@ -14,6 +14,20 @@
  *           {"eof": true}                          close stdin
  *           {"exit": 0}                            process exits with this code and printed nothing unread
  *           {"comment": "..."}
+ * Header "fake_provider": {"turns"?: [FakeTurn...], "loop"?: bool, "api"?: "openai-chat"|..., "context_window"?: N}
+ * starts the loopback fake provider (test/fakes) for the scenario and, unless `files` names settings.json, writes
+ * settings selecting it as a no-auth custom provider. "{{fake_url}}" is pre-bound to its base URL.
+ * Loopback fakes (header keys; their URLs are bound as {{oauth_url}} / {{models_url}} and substituted, also inside
+ * longer strings, into `env` and `files` before the service starts):
+ *   "fake_oauth": true | {behaviour overrides}       test/fakes/fake-oauth.ts (tokens contain SECRETMARKER)
+ *   "fake_models": {"mode"?: ..., "models"?: [...]}  test/fakes/fake-models.ts
+ * Fake steps:
+ *           {"oauth_browser": {"url": "{{auth_url}}", "bind"?: "name", "follow"?: true, "state"?: "forged"}}
+ *                                                  plays the browser at the fake issuer; `bind` binds the final redirect
+ *                                                  URL (state replaced when `state` is given); `follow` GETs it (loopback
+ *                                                  listener) and expects 200
+ *           {"models_mode": "fresh" | "slow" | "failing" | "malformed"}
+ *           {"models_close": true}                 drops every held models connection and stops the fake
  * Patterns: exact JSON equality, except the strings "$any", "$string", "$number", "$int", "$bool",
  * "$string_or_null", "$absent" (key must be missing), "{{name}}" (binds an opaque value on first use; {{version}} is pre-bound to package.json's version;
  * must be equal afterwards; works across sends and expects), and objects with "$partial": true (other keys ignored).
@@ -21,7 +35,11 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { ServiceProcess } from "../helpers/service-process.js";
+import { FakeOAuthIssuer, type FakeOAuthBehaviour } from "../fakes/fake-oauth.js";
+import { FakeModelsServer, type ModelsMode } from "../fakes/fake-models.js";
 import { MAGI_BIN, REPO_ROOT } from "../helpers/paths.js";
+import { startFakeProvider, type FakeProvider, type FakeTurn } from "../fakes/fake-provider.js";
+import { fakeSettings } from "../turns/helpers.js";
 
 function packageVersion(): string {
   return (JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { version: string }).version;
@@ -29,7 +47,16 @@ function packageVersion(): string {
 
 export interface Scenario {
   file: string;
-  header: { scenario: string; requirements: string[]; args?: string[]; bin?: string; env?: Record<string, string>; files?: Record<string, unknown> };
+  header: {
+    scenario: string;
+    requirements: string[];
+    args?: string[];
+    bin?: string;
+    env?: Record<string, string>;
+    files?: Record<string, unknown>;
+    fake_oauth?: true | Partial<FakeOAuthBehaviour>;
+    fake_models?: { mode?: ModelsMode; models?: unknown[] };
+  };
   steps: Array<Record<string, unknown>>;
 }
 
@@ -115,18 +142,36 @@ export function match(pattern: unknown, actual: unknown, b: Bindings, path = "$"
   return JSON.stringify(pattern) === JSON.stringify(actual) ? null : `${path}: expected ${JSON.stringify(pattern)}, got ${JSON.stringify(actual)}`;
 }
 
+/** Replaces `{{name}}` occurrences inside strings (header env/files only). */
+function substituteInside(v: unknown, urls: Record<string, string>): unknown {
+  if (typeof v === "string") return v.replace(/\{\{(\w+)\}\}/g, (m: string, n: string) => urls[n] ?? m);
+  if (Array.isArray(v)) return v.map((x) => substituteInside(x, urls));
+  if (v && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, substituteInside(x, urls)]));
+  return v;
+}
+
 export async function runScenario(s: Scenario): Promise<void> {
+  const oauthFake = s.header.fake_oauth ? await FakeOAuthIssuer.start() : null;
+  if (oauthFake && typeof s.header.fake_oauth === "object") Object.assign(oauthFake.behaviour, s.header.fake_oauth);
+  const modelsFake = s.header.fake_models ? await FakeModelsServer.start() : null;
+  if (modelsFake) {
+    modelsFake.mode = s.header.fake_models?.mode ?? "fresh";
+    modelsFake.models = s.header.fake_models?.models ?? [];
+  }
+  const urls: Record<string, string> = {};
+  if (oauthFake) urls.oauth_url = oauthFake.url;
+  if (modelsFake) urls.models_url = modelsFake.url;
   const svc = new ServiceProcess({
     args: s.header.bin === "magi-code" ? (s.header.args ?? ["--app", "service"]) : (s.header.args ?? ["service"]),
     bin: s.header.bin === "magi-code" ? MAGI_BIN : undefined,
-    env: s.header.env,
+    env: substituteInside(s.header.env, urls) as Record<string, string> | undefined,
   });
-  for (const [rel, content] of Object.entries(s.header.files ?? {})) {
+  for (const [rel, content] of Object.entries((substituteInside(s.header.files ?? {}, urls) as Record<string, unknown>))) {
     const p = join(svc.home, rel);
     mkdirSync(dirname(p), { recursive: true });
     writeFileSync(p, typeof content === "string" ? content : JSON.stringify(content));
   }
-  const b: Bindings = new Map([["version", packageVersion()]]);
+  const b: Bindings = new Map([["version", packageVersion()], ...Object.entries(urls)]);
   let cursor = 0;
   const next = async (): Promise<unknown> => {
     await svc.waitLines(cursor + 1);
@@ -175,6 +220,27 @@ export async function runScenario(s: Scenario): Promise<void> {
           }
           if (!ok) throw new Error(`${where}: no record matches ${JSON.stringify(p)}\n  got: ${JSON.stringify(got)}`);
         }
+      } else if ("oauth_browser" in step) {
+        if (!oauthFake) throw new Error(`${where}: oauth_browser needs "fake_oauth" in the header`);
+        const o = step.oauth_browser as { url: string; bind?: string; follow?: boolean; state?: string };
+        let redirect = await oauthFake.authorize(String(substitute(o.url, b)));
+        if (o.state !== undefined) {
+          const u = new URL(redirect);
+          u.searchParams.set("state", o.state);
+          redirect = u.href;
+        }
+        if (o.bind !== undefined) b.set(o.bind, redirect);
+        if (o.follow) {
+          const res = await fetch(redirect);
+          await res.text();
+          if (res.status !== 200) throw new Error(`${where}: loopback callback answered ${res.status}`);
+        }
+      } else if ("models_mode" in step) {
+        if (!modelsFake) throw new Error(`${where}: models_mode needs "fake_models" in the header`);
+        modelsFake.mode = step.models_mode as ModelsMode;
+      } else if ("models_close" in step) {
+        if (!modelsFake) throw new Error(`${where}: models_close needs "fake_models" in the header`);
+        await modelsFake.close();
       } else if ("eof" in step) svc.end();
       else if ("exit" in step) {
         const { code } = await svc.exited;
@@ -185,5 +251,7 @@ export async function runScenario(s: Scenario): Promise<void> {
     }
   } finally {
     if (svc.child.exitCode === null) svc.kill();
+    await oauthFake?.close();
+    if (modelsFake) await modelsFake.close().catch(() => undefined);
   }
 }
