@@ -130,15 +130,15 @@ export class AppServiceClient {
     return Math.min(limit, max);
   }
 
-  status(): Promise<P.StatusResult> {
+  async status(): Promise<P.StatusResult> {
     return this.call("status", {}, null, P.decodeStatus);
   }
 
-  capabilities(): Promise<Obj> {
+  async capabilities(): Promise<Obj> {
     return this.call("capabilities", {}, null, (p) => p);
   }
 
-  listSessions(opts: { after?: string | null; limit?: number } = {}): Promise<P.SessionListPage> {
+  async listSessions(opts: { after?: string | null; limit?: number } = {}): Promise<P.SessionListPage> {
     const limit = this.pageLimit(opts.limit, this.ready("session.list").limits.max_session_page_items);
     return this.call("session.list", { after: opts.after ?? null, limit }, null, (p, prof) => P.decodeSessionList(p, prof, limit));
   }
@@ -171,7 +171,7 @@ export class AppServiceClient {
   }
 
   /** One replay page, as sent by the service. */
-  replayPage(sessionId: string, opts: ReplayOptions = {}): Promise<P.ReplayPage> {
+  async replayPage(sessionId: string, opts: ReplayOptions = {}): Promise<P.ReplayPage> {
     const limit = this.pageLimit(opts.limit, this.ready("session.replay").limits.max_session_page_items);
     const after = opts.after ?? null;
     if (after !== null && utf8Length(after) > 128) throw new RequestError("replay cursor exceeds 128 bytes");
@@ -208,7 +208,7 @@ export class AppServiceClient {
    * Starts a turn (on `sessionId`, or a new session). Resolves once accepted, with a `Turn` whose updates are the
    * live deltas/activity and whose `result` is the terminal (authoritative `assistant_text`).
    */
-  startTurn(opts: { prompt: string; sessionId?: string | null }): Promise<Turn> {
+  async startTurn(opts: { prompt: string; sessionId?: string | null }): Promise<Turn> {
     const profile = this.ready("turn.start");
     if (typeof opts.prompt !== "string" || opts.prompt.trim().length === 0) throw new RequestError("the prompt is empty");
     if (utf8Length(opts.prompt) > Math.min(profile.limits.max_string_bytes, this.conn.local.maxStringBytes)) throw new RequestError("the prompt is too long");
@@ -225,18 +225,18 @@ export class AppServiceClient {
   }
 
   /** `turn.cancel`: resolves on `cancellation_requested`; the turn still ends through its terminal event. */
-  cancelTurn(turnId: string): Promise<P.CancellationRequested> {
+  async cancelTurn(turnId: string): Promise<P.CancellationRequested> {
     const profile = this.ready("turn.cancel");
     if (!isSafeId(turnId, profile.limits.max_id_bytes)) throw new RequestError("invalid turn ID");
     return this.call("turn.cancel", { turn_id: turnId }, null, (p) => P.decodeCancellation(p, "turn.cancel"));
   }
 
-  authStatus(): Promise<{ providers: P.ProviderAuth[] }> {
+  async authStatus(): Promise<{ providers: P.ProviderAuth[] }> {
     return this.call("auth.status", {}, null, P.decodeAuthStatus);
   }
 
   /** Starts a login; progress (incl. the authorization URL) arrives as the `Login`'s updates. */
-  startLogin(providerId: string): Promise<Login> {
+  async startLogin(providerId: string): Promise<Login> {
     return this.call("auth.login.start", { provider_id: providerId }, null, (p, prof, _sid, requestId) => {
       const s = P.decodeLoginStarted(p, prof);
       if (s.provider_id !== providerId) fail("auth.login.start answered for another provider");
@@ -250,18 +250,18 @@ export class AppServiceClient {
     });
   }
 
-  submitLoginCallback(loginId: string, input: string): Promise<{ status: "submitted" }> {
+  async submitLoginCallback(loginId: string, input: string): Promise<{ status: "submitted" }> {
     if (input.length === 0 || utf8Length(input) > 4096) throw new RequestError("the callback input must be 1..4096 bytes");
     return this.call("auth.login.callback", { login_id: loginId, input }, null, (p) => ({
       status: literal(p, "status", "auth.login.callback", "submitted"),
     }));
   }
 
-  cancelLogin(loginId: string): Promise<P.CancellationRequested> {
+  async cancelLogin(loginId: string): Promise<P.CancellationRequested> {
     return this.call("auth.login.cancel", { login_id: loginId }, null, (p) => P.decodeCancellation(p, "auth.login.cancel"));
   }
 
-  logout(providerId: string): Promise<P.LogoutResult> {
+  async logout(providerId: string): Promise<P.LogoutResult> {
     return this.call("auth.logout", { provider_id: providerId, confirmed: true }, null, (p) => {
       const r = P.decodeLogout(p);
       if (r.provider_id !== providerId) fail("auth.logout answered for another provider");
@@ -269,12 +269,12 @@ export class AppServiceClient {
     });
   }
 
-  catalogProviders(opts: { offset?: number; limit?: number } = {}): Promise<P.CatalogProvidersPage> {
+  async catalogProviders(opts: { offset?: number; limit?: number } = {}): Promise<P.CatalogProvidersPage> {
     const limit = this.pageLimit(opts.limit, this.ready("catalog.providers").limits.max_catalog_page_items);
     return this.call("catalog.providers", { offset: opts.offset ?? 0, limit }, null, (p) => P.decodeCatalogProviders(p, limit));
   }
 
-  catalogModels(providerId: string, opts: { offset?: number; limit?: number } = {}): Promise<P.CatalogModelsPage> {
+  async catalogModels(providerId: string, opts: { offset?: number; limit?: number } = {}): Promise<P.CatalogModelsPage> {
     const limit = this.pageLimit(opts.limit, this.ready("catalog.models").limits.max_catalog_page_items);
     return this.call("catalog.models", { provider_id: providerId, offset: opts.offset ?? 0, limit }, null, (p) => {
       const r = P.decodeCatalogModels(p, limit);
@@ -283,15 +283,15 @@ export class AppServiceClient {
     });
   }
 
-  catalogRefresh(providerId: string): Promise<{ provider_id: string; state: P.CatalogState }> {
+  async catalogRefresh(providerId: string): Promise<{ provider_id: string; state: P.CatalogState }> {
     return this.call("catalog.refresh", { provider_id: providerId }, null, (p) => P.decodeCatalogRefresh(p));
   }
 
-  configGet(): Promise<P.EffectiveConfig> {
+  async configGet(): Promise<P.EffectiveConfig> {
     return this.call("config.get", {}, null, (p) => P.decodeConfig(p));
   }
 
-  configSet(change: { scope: P.Scope; selection?: { provider_id: string; model_id: string }; thinking_level?: P.ThinkingLevel; fast?: boolean }): Promise<P.ConfigSetResult> {
+  async configSet(change: { scope: P.Scope; selection?: { provider_id: string; model_id: string }; thinking_level?: P.ThinkingLevel; fast?: boolean }): Promise<P.ConfigSetResult> {
     const payload: Obj = { scope: change.scope };
     if (change.selection !== undefined) payload.selection = { provider_id: change.selection.provider_id, model_id: change.selection.model_id };
     if (change.thinking_level !== undefined) payload.thinking_level = change.thinking_level;
