@@ -23,6 +23,7 @@ async function seeded(home: string): Promise<string> {
   return s.id;
 }
 
+// @req AS-SES-19 @req AS-SES-20 @req AS-SES-23
 test("two services: session_busy, replay of a held session, recovery after SIGKILL of the holder, release at EOF", async () => {
   const home = mkdtempSync(join(tmpdir(), "berth-mp-"));
   const id = await seeded(home);
@@ -72,6 +73,7 @@ test("two services: session_busy, replay of a held session, recovery after SIGKI
   }
 });
 
+// @req AS-SES-21
 test("crash: SIGKILL during appends, then replay (earlier records intact) and a new append", async () => {
   const home = mkdtempSync(join(tmpdir(), "berth-crash-"));
   const store = new SessionStore({ home });

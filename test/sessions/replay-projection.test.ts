@@ -162,6 +162,7 @@ test("gap: torn tail and malformed lines are flagged; a usable cursor coexists w
   assert.equal(r.gap, true);
 });
 
+// @req AS-SES-24 @req AS-SES-16
 test("a bounded window that omits older history reports gap; with a covering checkpoint it does not", async () => {
   const store = newStore();
   const s = await store.create("/");
@@ -241,6 +242,7 @@ async function randomHistory(w: SessionHandle["writer"], rnd: () => number): Pro
   return expected;
 }
 
+// @req AS-SES-22 @req AS-SES-18
 test("property: paging from every accepted cursor reconstructs exactly the projection (random histories)", async () => {
   const store = newStore();
   for (let seed = 1; seed <= 25; seed++) {

@@ -62,6 +62,7 @@ test("a second manager (another service) gets busy; close never releases another
   await b.drain();
 });
 
+// @req AS-SES-25
 test("turn hooks: close during a turn is closing (cancel requested once), opens are busy, end() completes the close", async () => {
   const m = manager();
   const id = await m.create("/");

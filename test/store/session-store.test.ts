@@ -25,6 +25,7 @@ function deadPid(): number {
 
 const UNSAFE = ["..", "../x", "a/b", "a\\b", "a\u0000b", "/abs", ".hidden", "x".repeat(129), "é", "a..b", "", " a", "a:b"];
 
+// @req AS-SES-11
 test("unsafe IDs are rejected before any path is built, by every operation", async () => {
   const h = home();
   const store = new SessionStore({ home: h });
@@ -72,6 +73,7 @@ test("create writes the header durably; appends get increasing seq; strict write
   assert.equal(w.torn, false);
 });
 
+// @req AS-SES-21
 test("torn last line: tolerated and reported, earlier records intact, next append starts on a fresh line", async () => {
   const h = home();
   const store = new SessionStore({ home: h });
@@ -94,6 +96,7 @@ test("torn last line: tolerated and reported, earlier records intact, next appen
   assert.deepEqual(w2.records.map((x) => [x.seq, x.kind === "user" ? x.text : ""]), [[1, "first"], [2, "after crash"]]);
 });
 
+// @req AS-SES-19
 test("writer lease: exclusive; released lease can be re-taken; a dead holder's lease is recovered at once", async () => {
   const h = home();
   const store = new SessionStore({ home: h });
@@ -141,6 +144,7 @@ test("a live foreign owner (other host) is never recovered while its lease is fr
   await rejectsCode(store.acquire(s.id), "busy");
 });
 
+// @req AS-SES-20
 test("append lock: replay waits then reports busy on a live conflict; proceeds when the lease holder is dead", async () => {
   const h = home();
   const store = new SessionStore({ home: h, locks: { readerWaitMs: 50 } });
@@ -166,6 +170,7 @@ test("append lock: replay waits then reports busy on a live conflict; proceeds w
   assert.ok(w2 !== "unchanged" && w2.records.length === 2);
 });
 
+// @req AS-SES-24
 test("readWindow: byte window quantized, omitted flagged, header still validated; unchanged versions skip the read", async () => {
   const h = home();
   const store = new SessionStore({ home: h });
@@ -208,6 +213,7 @@ test("readHistory: full records after the last valid checkpoint; incomplete when
   await s.release();
 });
 
+// @req AS-SES-08
 test("list: ordered by ID, paged with after/next_after/truncated; unreadable candidates mark incomplete; scan budget", async () => {
   const h = home();
   const ids = ["a1", "b2", "c3", "d4", "e5"];
