@@ -83,13 +83,20 @@ function loginIdOk(v: unknown): v is string {
 
 export function authMethods(deps: AuthMethodsDeps): MethodFamily {
   const oauthConfig = codexOAuthConfigFromEnv(deps.env);
-  let startupSettings: Settings | null = null;
   let active: ActiveLogin | null = null;
+  // Read when the family loads (right after the first initialize); a failed read is retried per request.
+  let startupSettings: Promise<Settings | null> = deps.settings.load().then(
+    (l) => l.global,
+    () => null,
+  );
 
-  /** The provider definitions seen at (first successful) startup read; kept until restart. */
+  /** The provider definitions seen at startup (first successful read); kept until restart. */
   const providerSettings = async (): Promise<Settings> => {
-    if (startupSettings === null) startupSettings = (await deps.settings.load()).global;
-    return startupSettings;
+    const seen = await startupSettings;
+    if (seen !== null) return seen;
+    const global = (await deps.settings.load()).global;
+    startupSettings = Promise.resolve(global);
+    return global;
   };
 
   const status: MethodDescriptor<Record<string, never>> = {
