@@ -1,0 +1,52 @@
+/**
+ * Shared plumbing for `berth chat`: starting the service client and turning failures into one plain sentence.
+ * User errors never print a stack trace.
+ */
+import {
+  ConnectionClosedError,
+  IncompatibleServiceError,
+  ProtocolError,
+  RequestError,
+  ServiceError,
+  spawnService,
+  type ServiceHandle,
+} from "../../client/app-service/index.js";
+
+const SERVICE_HINTS: Record<string, string> = {
+  session_busy: "that session is busy (another Berth process or a running turn holds it)",
+  session_unavailable: "that session does not exist or cannot be read",
+  invalid_session_id: "that is not a valid session ID",
+  too_many_active_turns: "too many turns are running",
+  auth_busy: "a login is already in progress",
+  unknown_login: "that login has already finished",
+  provider_unavailable: "that provider does not support this",
+  configuration_busy: "a configuration request is still running; try again",
+  catalog_refresh_failed: "the model list could not be refreshed; check the provider's readiness and try again",
+  catalog_unavailable: "the model list is not available; run /model to refresh it",
+  catalog_stale: "the model list is out of date; run /model to refresh it",
+  invalid_selection: "that provider/model is unknown or disabled",
+  settings_write_failed: "the settings could not be saved; check settings.json",
+  configuration_unavailable: "the settings could not be read; check settings.json",
+  unknown_turn: "that turn has already finished",
+};
+
+/** One line describing an error for a person; never a stack trace, never request data. */
+export function describeError(err: unknown): string {
+  if (err instanceof ServiceError) return SERVICE_HINTS[err.code] ?? `the service refused the request (${err.code})`;
+  if (err instanceof IncompatibleServiceError) return `the Berth service is incompatible with this client (${err.reason})`;
+  if (err instanceof ProtocolError) return `the Berth service sent something unexpected (${err.reason}); stopped`;
+  if (err instanceof ConnectionClosedError) return "the Berth service stopped unexpectedly";
+  if (err instanceof RequestError) return err.message;
+  return err instanceof Error ? `unexpected error (${err.name})` : "unexpected error";
+}
+
+export async function startService(): Promise<ServiceHandle> {
+  const handle = spawnService({ env: process.env, cwd: process.cwd() });
+  try {
+    await handle.client.initialize();
+  } catch (err) {
+    await handle.close();
+    throw err;
+  }
+  return handle;
+}

@@ -1,0 +1,80 @@
+/**
+ * Terminal rendering for `berth chat`: compact activity status lines, the context gauge, the no-provider help.
+ * Pure string functions (no I/O) so they are testable and shared by interactive and one-shot modes.
+ */
+import type { Activity, TurnTerminal } from "../../client/app-service/index.js";
+
+export interface Style {
+  dim(s: string): string;
+  bold(s: string): string;
+  red(s: string): string;
+}
+
+export function style(enabled: boolean): Style {
+  const wrap = (a: number, b: number) => (s: string) => (enabled ? `\x1b[${a}m${s}\x1b[${b}m` : s);
+  return { dim: wrap(2, 22), bold: wrap(1, 22), red: wrap(31, 39) };
+}
+
+/** One status line for an activity, or null when it is not worth a line (context/usage feed the gauge instead). */
+export function activityLine(a: Activity): string | null {
+  switch (a.kind) {
+    case "tool":
+      return `tool ${a.tool_name ?? (a.transport === "mcp" ? "mcp tool" : "tool")} ${a.status}${a.timed_out === true ? " (timed out)" : ""}`;
+    case "lifecycle":
+      if (a.category === "subagent_task" || a.category === "subagent_batch")
+        return `${a.category === "subagent_batch" ? "subagents" : "subagent"} ${a.status}`;
+      if (a.category === "compaction") return `compacting context ${a.status}`;
+      return null;
+    case "compaction":
+      return `compaction ${a.status}${a.current_tokens !== null && a.max_tokens !== null ? ` (${tokens(a.current_tokens)}/${tokens(a.max_tokens)})` : ""}`;
+    case "reasoning_summary":
+      return a.text.length > 0 ? `thinking: ${oneLine(a.text, 100)}` : null;
+    case "context":
+    case "usage":
+      return null;
+  }
+}
+
+export function tokens(n: number): string {
+  return n >= 10_000 ? `${Math.round(n / 1000)}k` : n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n);
+}
+
+function oneLine(s: string, max: number): string {
+  const t = s.replace(/\s+/g, " ").trim();
+  return t.length > max ? t.slice(0, max - 1) + "…" : t;
+}
+
+/** `ctx [███░░░░░░░] 31% 10k/32k` */
+export function gauge(current: number, max: number, width = 10): string {
+  if (max <= 0) return "";
+  const frac = Math.min(1, current / max);
+  const full = Math.round(frac * width);
+  return `ctx [${"█".repeat(full)}${"░".repeat(width - full)}] ${Math.round(frac * 100)}% ${tokens(current)}/${tokens(max)}`;
+}
+
+export function terminalLine(t: TurnTerminal): string {
+  const extra = t.activity_dropped > 0 ? ` · ${t.activity_dropped} activity updates dropped` : "";
+  return `${t.status}${extra}`;
+}
+
+export const NO_PROVIDER_HELP = `No model provider is ready. Fix it in one of these ways:
+  - Anthropic: set ANTHROPIC_API_KEY in your environment and start berth chat again.
+  - OpenAI Codex (ChatGPT sign-in): run berth chat and type /login.
+  - A local OpenAI-compatible server such as Ollama: add it to settings.json in your Berth home
+    ($MC_HOME, default ~/.berth), for example
+      {"providers":{"ollama":{"api":"openai-chat","base_url":"http://127.0.0.1:11434/v1","auth":"none","models":[{"id":"llama3.2"}]}}}
+    then start with MC_PROVIDER=ollama MC_MODEL=llama3.2 (or pick it with /model).
+`;
+
+export const HELP = `Commands:
+  /new               start a new conversation
+  /sessions [more]   list saved sessions (10 per page; "more" for the next page)
+  /resume <id>       show a session's history and continue it
+  /model [id|n]      list models of the current provider, or switch to one (saved globally)
+  /model <provider> <model>   switch provider and model
+  /login [provider]  sign in (default openai-codex); paste the redirect URL or code when asked
+  /logout [provider] remove a provider's saved credential
+  /help              this help
+  /exit              quit
+Ctrl-C cancels a running turn; a second Ctrl-C exits.
+`;
