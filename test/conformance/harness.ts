@@ -56,6 +56,7 @@ export interface Scenario {
     files?: Record<string, unknown>;
     fake_oauth?: true | Partial<FakeOAuthBehaviour>;
     fake_models?: { mode?: ModelsMode; models?: unknown[] };
+    fake_provider?: { turns?: FakeTurn[]; loop?: boolean; api?: "openai-chat" | "openai-responses" | "anthropic"; context_window?: number };
   };
   steps: Array<Record<string, unknown>>;
 }
@@ -158,7 +159,14 @@ export async function runScenario(s: Scenario): Promise<void> {
     modelsFake.mode = s.header.fake_models?.mode ?? "fresh";
     modelsFake.models = s.header.fake_models?.models ?? [];
   }
+  const fp = s.header.fake_provider;
+  let providerFake: FakeProvider | null = null;
+  if (fp !== undefined) {
+    providerFake = await startFakeProvider({ loop: fp.loop === true });
+    providerFake.script(fp.turns ?? []);
+  }
   const urls: Record<string, string> = {};
+  if (providerFake) urls.fake_url = providerFake.baseUrl;
   if (oauthFake) urls.oauth_url = oauthFake.url;
   if (modelsFake) urls.models_url = modelsFake.url;
   const svc = new ServiceProcess({
@@ -170,6 +178,10 @@ export async function runScenario(s: Scenario): Promise<void> {
     const p = join(svc.home, rel);
     mkdirSync(dirname(p), { recursive: true });
     writeFileSync(p, typeof content === "string" ? content : JSON.stringify(content));
+  }
+  if (providerFake && fp !== undefined && !Object.keys(s.header.files ?? {}).includes("settings.json")) {
+    const extra = { ...(fp.api !== undefined ? { api: fp.api } : {}), ...(fp.context_window !== undefined ? { contextWindow: fp.context_window } : {}) };
+    writeFileSync(join(svc.home, "settings.json"), JSON.stringify(fakeSettings(providerFake.baseUrl, extra)));
   }
   const b: Bindings = new Map([["version", packageVersion()], ...Object.entries(urls)]);
   let cursor = 0;
@@ -253,5 +265,6 @@ export async function runScenario(s: Scenario): Promise<void> {
     if (svc.child.exitCode === null) svc.kill();
     await oauthFake?.close();
     if (modelsFake) await modelsFake.close().catch(() => undefined);
+    await providerFake?.close();
   }
 }
