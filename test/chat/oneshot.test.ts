@@ -1,0 +1,78 @@
+/** `berth chat -p` and `--json` against the spawned service and the loopback fake provider. */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
+import { chat, chatEnv, FAKE, home } from "./helpers.js";
+
+describe("berth chat one-shot", () => {
+  let fake: FakeProvider;
+  let h: string;
+  before(async () => {
+    fake = await startFakeProvider();
+    h = home(fake.port);
+  });
+  after(() => fake.close());
+
+  it("-p prints only the final answer and exits 0", async () => {
+    const p = chat(["-p", "hello one-shot"], chatEnv(h, FAKE));
+    assert.equal(await p.exited, 0);
+    assert.equal(p.stdout, "echo: hello one-shot\n");
+    assert.equal(p.stderr, "");
+  });
+
+  it("--json prints the turn's events as JSON lines, ordered, ending with the terminal", async () => {
+    const p = chat(["-p", "json please", "--json"], chatEnv(h, FAKE));
+    assert.equal(await p.exited, 0);
+    const events = p.stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, any>);
+    assert.equal(events[0]!.event, "turn.started");
+    const last = events.at(-1)!;
+    assert.equal(last.event, "turn.terminal");
+    assert.equal(last.status, "completed");
+    assert.equal(last.assistant_text, "echo: json please");
+    const text = events.filter((e) => e.event === "turn.assistant_delta").map((e) => e.text).join("");
+    assert.equal(text, "echo: json please");
+    const seqs = events.map((e) => e.sequence as number);
+    assert.deepEqual([...seqs].sort((a, b) => a - b), seqs);
+    // --session continues the same session.
+    const q = chat(["-p", "again", "--session", last.session_id], chatEnv(h, FAKE));
+    assert.equal(await q.exited, 0);
+    assert.equal(q.stdout, "echo: again\n");
+  });
+
+  it("a failed turn exits non-zero", async () => {
+    fake.script([{ status: 400 }]);
+    const p = chat(["-p", "this fails"], chatEnv(h, FAKE));
+    assert.equal(await p.exited, 1);
+    assert.match(p.stderr, /the turn failed/);
+    assert.doesNotMatch(p.stderr + p.stdout, /SECRET-ERROR-BODY-MARKER|\n\s+at /);
+  });
+
+  it("Ctrl-C (SIGINT) cancels the turn: partial text, exit 130", async () => {
+    fake.script([{ steps: [{ text: "partial answer" }, { waitForAbort: true }] }]);
+    const p = chat(["-p", "slow", "--json"], chatEnv(h, FAKE));
+    await p.until(/"turn\.assistant_delta"/);
+    p.child.kill("SIGINT");
+    assert.equal(await p.exited, 130);
+    const last = JSON.parse(p.stdout.trim().split("\n").at(-1)!) as Record<string, unknown>;
+    assert.equal(last.status, "cancelled");
+    assert.equal(last.assistant_text, "partial answer");
+  });
+
+  it("no ready provider: a plain explanation of how to fix it, no stack trace", async () => {
+    const p = chat(["-p", "hi"], chatEnv(home()));
+    assert.equal(await p.exited, 1);
+    assert.equal(p.stdout, "");
+    assert.match(p.stderr, /No model provider is ready/);
+    assert.match(p.stderr, /ANTHROPIC_API_KEY/);
+    assert.match(p.stderr, /\/login/);
+    assert.match(p.stderr, /Ollama/);
+    assert.doesNotMatch(p.stderr, /\n\s+at /);
+  });
+
+  it("usage errors exit 2 with usage, no stack trace", async () => {
+    const p = chat(["--json"], chatEnv(home()));
+    assert.equal(await p.exited, 2);
+    assert.match(p.stderr, /--json needs -p/);
+    assert.doesNotMatch(p.stderr, /\n\s+at /);
+  });
+});
