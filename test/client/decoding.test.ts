@@ -386,3 +386,20 @@ describe("replay pages", () => {
     }
   });
 });
+
+describe("consumer backpressure", () => {
+  it("stops reading while a turn's unread updates pile up, resumes as they are consumed, releases at terminal", async () => {
+    const s = new Synthetic();
+    await s.init();
+    const { turn, req } = await s.turn();
+    for (let i = 1; i <= 600; i++) s.event(req, "turn.assistant_delta", "s-1", { turn_id: "t-1", sequence: i, text: "x" });
+    s.event(req, "turn.terminal", "s-1", terminal(601, (p) => (p.assistant_text = "x".repeat(600))));
+    await tick();
+    assert.equal(s.toClient.isPaused(), true);
+    let n = 0;
+    for await (const u of turn) if (u.type === "delta") n++;
+    assert.equal(n, 600);
+    assert.equal((await turn.result).assistant_text.length, 600);
+    assert.equal(s.toClient.isPaused(), false);
+  });
+});

@@ -33,14 +33,12 @@ export class UpdateQueue<T> implements AsyncIterable<T> {
     this.notify();
   }
 
+  /** Ends the queue. Nothing more can arrive, so pressure is released even if the consumer never reads on. */
   end(error: Error | null = null): void {
     if (this.done) return;
+    if (this.high) this.pressure(false);
     this.done = true;
     this.error = error;
-    if (this.high) {
-      this.items = error === null ? this.items : [];
-      if (error !== null) this.pressure(false);
-    }
     this.notify();
   }
 
@@ -57,7 +55,7 @@ export class UpdateQueue<T> implements AsyncIterable<T> {
       if (this.items.length > 0) {
         const was = this.high;
         const item = this.items.shift() as T;
-        if (was && !this.high) this.pressure(false);
+        if (was && !this.high && !this.done) this.pressure(false);
         yield item;
         continue;
       }
