@@ -58,6 +58,14 @@ describe("berth chat interactive (pty)", { skip: hasScript ? false : "util-linux
     // The continued turn carried the resumed history to the provider.
     assert.match(fake.requests.slice(before).map((r) => r.body).join(""), /hello pty/);
 
+    // /login shows the authorization URL; Ctrl-C cancels the sign-in (the login terminal is reported).
+    mark = p.stdout.length;
+    p.write("/login\r");
+    await p.until(/Open this URL in your browser to sign in:\s+https?:\/\/\S+/, mark);
+    p.write("\x03");
+    await p.until(/Sign-in ended: cancelled/, mark);
+
+    mark = p.stdout.length;
     p.write("\x03");
     await p.until(/Ctrl-C again/, mark);
     p.write("\x03");
