@@ -1,0 +1,97 @@
+/** TurnStream sequencing/drops and the activity projection, driven through a recording emitter. */
+import { it } from "node:test";
+import assert from "node:assert/strict";
+import { TurnStream, jsonEscapedBytes } from "../../src/protocols/app-service/turn-events.js";
+import { projectActivity, projectSummary } from "../../src/protocols/app-service/activity.js";
+
+function recorder() {
+  const out: Array<{ event: string; payload: Record<string, any> }> = [];
+  let gate: { p: Promise<void>; open: () => void } | null = null;
+  return {
+    out,
+    /** While closed, emits resolve only when opened (output backpressure). */
+    close() {
+      let open!: () => void;
+      const p = new Promise<void>((r) => (open = r));
+      gate = { p, open };
+    },
+    open() {
+      gate?.open();
+      gate = null;
+    },
+    emit: (event: string, _sid: string | null, payload: Record<string, unknown>) => {
+      out.push({ event, payload: payload as Record<string, any> });
+      return gate?.p ?? Promise.resolve();
+    },
+  };
+}
+
+const ctx = { type: "context", currentTokens: 1, maxTokens: 2, reasoningTokens: null, requestSequence: 1, source: "fallback_estimate" } as const;
+
+it("dropped activity consumes sequence numbers and is counted; deltas are never dropped @req AS-TURN-26", async () => {
+  const r = recorder();
+  const s = new TurnStream(r.emit as never, "turn-1", "s1", 2);
+  s.started();
+  assert.equal(await s.delta("a"), true);
+  r.close();
+  for (let i = 0; i < 5; i++) s.event(ctx); // 2 fit the queue, 3 dropped
+  const pending = s.delta("b"); // waits for the output, is not dropped
+  let settled = false;
+  void Promise.resolve(pending).then(() => (settled = true));
+  await new Promise((x) => setImmediate(x));
+  assert.equal(settled, false, "a delta waits for backpressure");
+  r.open();
+  assert.equal(await pending, true);
+  s.event({ type: "tool", phase: "progress", callId: "c", name: "bash", transport: "local", line: "x" }); // excluded: not counted
+  s.terminal("completed", "ab");
+  const seqs = r.out.map((e) => [e.event, e.payload.sequence]);
+  assert.deepEqual(seqs, [
+    ["turn.started", 0],
+    ["turn.assistant_delta", 1],
+    ["turn.activity", 2],
+    ["turn.activity", 3],
+    ["turn.assistant_delta", 7],
+    ["turn.terminal", 8],
+  ]);
+  assert.equal(r.out.at(-1)!.payload.activity_dropped, 3);
+  s.event(ctx);
+  assert.equal(r.out.length, 6, "nothing after the terminal");
+});
+
+it("terminal-size check counts JSON escaping @req AS-TURN-25", async () => {
+  assert.equal(jsonEscapedBytes('a"\\\n\u0001é😀\ud800'), JSON.stringify('a"\\\n\u0001é😀\ud800').length - 2 + 1 + 2 + 2 - 3);
+  for (const t of ["plain", 'q"uote', "\u0000\u001f", "é", "😀", "\ud800x", "\u007f", "\u2028"]) {
+    assert.equal(jsonEscapedBytes(t), Buffer.byteLength(JSON.stringify(t)) - 2, JSON.stringify(t));
+  }
+  const r = recorder();
+  const s = new TurnStream(r.emit as never, "turn-1", "s1", 64, 100, 10_000);
+  assert.equal(await s.delta("x".repeat(100)), true);
+  assert.equal(await s.delta("y"), false);
+});
+
+it("activity IDs are namespace-prefixed SHA-256; stream-level kinds reuse one ID per turn @req AS-TURN-27", () => {
+  const a = projectActivity("turn-1", ctx)!;
+  const b = projectActivity("turn-1", { ...ctx, currentTokens: 9 })!;
+  const c = projectActivity("turn-2", ctx)!;
+  assert.match(String(a.activity_id), /^context-[0-9a-f]{64}$/);
+  assert.equal(a.activity_id, b.activity_id);
+  assert.notEqual(a.activity_id, c.activity_id);
+  const tool = projectActivity("turn-1", { type: "tool", phase: "started", callId: "/etc/passwd", name: "mcp__srv__x", transport: "mcp", serverName: "srv" })!;
+  assert.ok(!JSON.stringify(tool).includes("passwd") && !JSON.stringify(tool).includes("srv"));
+  assert.equal(tool.tool_name, null);
+  assert.equal(projectActivity("turn-1", { type: "tool", phase: "proposed", callId: "c", name: "ls", transport: "local" }), null);
+});
+
+it("reasoning summaries are sanitized, capped at 2,048 bytes, and omitted past 16,384 @req AS-TURN-28", () => {
+  assert.deepEqual(projectSummary("plain"), { text: "plain", redacted: false, truncated: false });
+  const red = projectSummary("key sk-ant-abcdefghijklmnopqrstuv and \u0007bell");
+  assert.equal(red.redacted, true);
+  assert.ok(!red.text.includes("sk-ant") && !red.text.includes("\u0007"));
+  const long = projectSummary("é".repeat(2000)); // 4,000 bytes
+  assert.equal(long.truncated, true);
+  assert.equal(Buffer.byteLength(long.text), 2048);
+  assert.deepEqual(projectSummary("a".repeat(16385)), { text: "", redacted: false, truncated: true });
+  assert.equal(projectSummary("a".repeat(16384)).truncated, true);
+  const wire = projectActivity("t", { type: "reasoning_summary", text: "thought" })!;
+  assert.deepEqual(Object.keys(wire).sort(), ["activity_id", "kind", "redacted", "text", "truncated"]);
+});
