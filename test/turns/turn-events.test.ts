@@ -59,7 +59,6 @@ it("dropped activity consumes sequence numbers and is counted; deltas are never 
 });
 
 it("terminal-size check counts JSON escaping @req AS-TURN-25", async () => {
-  assert.equal(jsonEscapedBytes('a"\\\n\u0001é😀\ud800'), JSON.stringify('a"\\\n\u0001é😀\ud800').length - 2 + 1 + 2 + 2 - 3);
   for (const t of ["plain", 'q"uote', "\u0000\u001f", "é", "😀", "\ud800x", "\u007f", "\u2028"]) {
     assert.equal(jsonEscapedBytes(t), Buffer.byteLength(JSON.stringify(t)) - 2, JSON.stringify(t));
   }
