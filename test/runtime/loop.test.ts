@@ -1,0 +1,144 @@
+/** Runtime-level tests (no wire): approvals, tool error kinds, no_tools, images, prompt queue, tool env, history. */
+import { it } from "node:test";
+import assert from "node:assert/strict";
+import { createProvider } from "../../src/runtime/providers/index.js";
+import { runLoop, type LoopOptions } from "../../src/runtime/turn-loop.js";
+import { PromptQueue } from "../../src/runtime/queue.js";
+import { cleanToolEnv } from "../../src/runtime/env.js";
+import { historyToMessages } from "../../src/runtime/history.js";
+import type { RuntimeEvent, TurnOutcome } from "../../src/runtime/events.js";
+import { builtinTools } from "../../src/runtime/tools/index.js";
+import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
+
+function opts(fake: FakeProvider, events: RuntimeEvent[], over: Partial<LoopOptions> = {}): LoopOptions {
+  let n = 0;
+  return {
+    turnId: "t1",
+    provider: createProvider("fake", { api: "openai-chat", baseUrl: `${fake.baseUrl}/v1` }, () => Promise.resolve(null)),
+    model: "m",
+    system: "s",
+    messages: [{ role: "user", content: [{ type: "text", text: "go" }] }],
+    tools: builtinTools(),
+    subagents: true,
+    cwd: process.cwd(),
+    signal: new AbortController().signal,
+    sink: { delta: () => true, event: (e) => void events.push(e) },
+    recorder: null,
+    maxSteps: 8,
+    contextWindow: 100_000,
+    compactAtRatio: null,
+    newId: () => `id${++n}`,
+    ...over,
+  };
+}
+
+const completed = (ev: RuntimeEvent[]) => ev.filter((e) => e.type === "tool" && e.phase === "completed") as Array<Extract<RuntimeEvent, { type: "tool" }>>;
+
+it("tool lifecycle and error kinds: unknown_tool, invalid_arguments, denied; approval asked per policy", async () => {
+  const fake = await startFakeProvider();
+  try {
+    fake.script([
+      { steps: [{ toolCall: { id: "a", name: "nope", arguments: {} } }, { toolCall: { id: "b", name: "read", arguments: { wrong: 1 } } }, { toolCall: { id: "c", name: "ls", arguments: {} } }, { toolCall: { id: "d", name: "glob", arguments: { pattern: "*" } } }] },
+      { steps: [{ text: "end" }] },
+    ]);
+    const events: RuntimeEvent[] = [];
+    const asked: string[] = [];
+    const out = await runLoop(
+      opts(fake, events, {
+        approval: { policy: (n) => (n === "glob" ? "auto" : "ask"), ask: (r) => (asked.push(r.toolName), Promise.resolve("deny")) },
+      }),
+    );
+    assert.equal(out.status, "completed");
+    assert.deepEqual(asked, ["ls"]);
+    assert.deepEqual(completed(events).map((e) => [e.callId, e.errorKind ?? "ok"]), [["a", "unknown_tool"], ["b", "invalid_arguments"], ["c", "denied"], ["d", "ok"]]);
+    const phases = events.filter((e) => e.type === "tool" && e.callId === "d").map((e) => (e as { phase: string }).phase);
+    assert.deepEqual(phases.filter((p) => p !== "progress"), ["proposed", "started", "completed"]);
+  } finally {
+    await fake.close();
+  }
+});
+
+it("cancelling while an approval is pending ends the call cancelled and the turn cancelled", async () => {
+  const fake = await startFakeProvider();
+  try {
+    fake.script([{ steps: [{ toolCall: { id: "a", name: "ls", arguments: {} } }] }]);
+    const ctl = new AbortController();
+    const events: RuntimeEvent[] = [];
+    const out = await runLoop(opts(fake, events, { signal: ctl.signal, approval: { policy: () => "ask", ask: () => (ctl.abort(), new Promise(() => undefined)) } }));
+    assert.equal(out.status, "cancelled");
+    assert.equal(completed(events)[0]!.errorKind, "cancelled");
+  } finally {
+    await fake.close();
+  }
+});
+
+it("no_tools mode advertises no tools; images reach providers that accept them", async () => {
+  const fake = await startFakeProvider();
+  try {
+    const out = await runLoop(
+      opts(fake, [], {
+        tools: [],
+        subagents: false,
+        messages: [{ role: "user", content: [{ type: "text", text: "see" }, { type: "image", mediaType: "image/png", dataBase64: "iVBORw0KGgo=" }] }],
+      }),
+    );
+    assert.equal(out.status, "completed");
+    const body = fake.requests[0]!.json as Record<string, unknown>;
+    assert.equal(body["tools"], undefined);
+    assert.ok(fake.requests[0]!.body.includes("iVBORw0KGgo="));
+  } finally {
+    await fake.close();
+  }
+});
+
+it("a refused delta stops the stream and fails the turn with the accepted text", async () => {
+  const fake = await startFakeProvider();
+  try {
+    fake.script([{ steps: [{ text: "abcdef", chunks: 3 }] }]);
+    let n = 0;
+    const out = await runLoop(opts(fake, [], { sink: { delta: () => ++n < 3, event: () => undefined } }));
+    assert.deepEqual([out.status, out.reason, out.assistantText], ["failed", "output_limit", "abcd"]);
+  } finally {
+    await fake.close();
+  }
+});
+
+it("the prompt queue runs prompts in order; a queued prompt cancels without running", async () => {
+  const ran: string[] = [];
+  const q = new PromptQueue<string>(async (id, p) => {
+    ran.push(p);
+    await new Promise((r) => setImmediate(r));
+    return { status: "completed", assistantText: p, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, requests: 0 } } satisfies TurnOutcome;
+  });
+  const a = q.submit("1", "a");
+  const b = q.submit("2", "b");
+  const c = q.submit("3", "c");
+  b.cancel();
+  assert.deepEqual(await Promise.all([a.done, b.done, c.done]).then((o) => o.map((x) => x.status)), ["completed", "cancelled", "completed"]);
+  assert.deepEqual(ran, ["a", "c"]);
+});
+
+it("tool env strips provider credentials and Berth variables", () => {
+  const env = cleanToolEnv({ PATH: "/bin", ANTHROPIC_API_KEY: "SECRETMARKER", OPENAI_API_KEY: "SECRETMARKER", MY_KEY: "SECRETMARKER", MC_HOME: "/h", BERTH_X: "1" }, ["MY_KEY"]);
+  assert.deepEqual(env, { PATH: "/bin" });
+});
+
+it("history: segments join, dangling tool calls get interrupted results, summary leads", () => {
+  const at = "2025-01-01T00:00:00Z";
+  const msgs = historyToMessages({
+    checkpoint: { kind: "checkpoint", summary: "S", cutoff_seq: 1, seq: 9, at },
+    records: [
+      { kind: "user", turn_id: "t", text: "q", seq: 2, at },
+      { kind: "assistant", turn_id: "t", message_id: "m1.0", text: "par", partial: true, seq: 3, at },
+      { kind: "assistant", turn_id: "t", message_id: "m1.1", text: "tial", partial: true, seq: 4, at },
+      { kind: "tool_call", turn_id: "t", message_id: "m1", call_id: "c", name: "ls", arguments: {}, seq: 5, at },
+    ],
+    complete: true,
+    badLines: 0,
+    torn: false,
+  });
+  assert.equal(msgs.length, 3);
+  assert.deepEqual(msgs[0], { role: "user", content: [{ type: "text", text: "Summary of the earlier conversation (compacted):\nS" }, { type: "text", text: "q" }] });
+  assert.deepEqual(msgs[1]!.content, [{ type: "text", text: "partial" }, { type: "tool_call", id: "c", name: "ls", arguments: {} }]);
+  assert.equal((msgs[2] as { isError: boolean }).isError, true);
+});
