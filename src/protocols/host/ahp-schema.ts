@@ -23,6 +23,7 @@ export const ErrorCodes = {
   UnsupportedProtocolVersion: -32005,
   NotFound: -32008,
   PermissionDenied: -32009,
+  AlreadyExists: -32010,
 } as const;
 
 const uri = z.string().min(1);
@@ -125,18 +126,30 @@ export const ActiveTurn = z.object({
 });
 
 const statusBits = z.number().int().min(0);
+export const SideChatSelection = z.object({ text: z.string().min(1), responsePartId: z.string().optional() });
+export const ChatOrigin = z.discriminatedUnion("kind", [
+  z.object({ kind: z.literal("user") }),
+  z.object({ kind: z.literal("fork"), chat: uri, turnId: z.string() }),
+  z.object({ kind: z.literal("sideChat"), chat: uri, turnId: z.string(), selection: SideChatSelection.optional() }),
+  z.object({ kind: z.literal("tool"), chat: uri, toolCallId: z.string() }),
+]);
 export const ChatSummary = z.object({
   resource: uri,
   title: z.string(),
   status: statusBits,
   activity: z.string().optional(),
   modifiedAt: iso,
+  origin: ChatOrigin.optional(),
   interactivity: z.enum(["full", "read-only", "hidden"]).optional(),
+  workingDirectories: z.array(uri).optional(),
 });
+export const PendingMessage = z.object({ id: z.string(), message: Message });
 export const ChatState = ChatSummary.extend({
   turns: z.array(Turn),
   turnsNextCursor: z.string().optional(),
   activeTurn: ActiveTurn.optional(),
+  steeringMessage: PendingMessage.optional(),
+  queuedMessages: z.array(PendingMessage).optional(),
   _meta: meta.optional(),
 });
 export const SessionInputRequest = z.object({
@@ -156,6 +169,7 @@ export const SessionState = z.object({
   chats: z.array(ChatSummary),
   defaultChat: uri.optional(),
   inputNeeded: z.array(SessionInputRequest).optional(),
+  config: z.object({ schema: z.object({ type: z.literal("object"), properties: z.record(z.string(), z.object({ type: z.string(), title: z.string() }).passthrough()) }), values: meta }).optional(),
   _meta: meta.optional(),
 });
 export const SessionSummary = z.object({
@@ -176,6 +190,7 @@ export const AgentInfo = z.object({
   displayName: z.string(),
   description: z.string(),
   models: z.array(z.object({ id: z.string(), provider: z.string(), name: z.string() }).passthrough()),
+  capabilities: z.object({ multipleChats: z.object({ fork: z.boolean().optional(), sideChat: z.boolean().optional() }).optional() }).optional(),
 });
 export const RootState = z.object({ agents: z.array(AgentInfo), activeSessions: z.number().int().min(0).optional(), _meta: meta.optional() });
 export const Snapshot = z.object({ resource: uri, state: z.union([RootState, SessionState, ChatState]), fromSeq: z.number().int().min(0) });
@@ -230,6 +245,9 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("chat/inputRequested"), request: ChatInputRequest }),
   z.object({ type: z.literal("chat/inputCompleted"), requestId: z.string(), response: z.enum(["accept", "decline", "cancel"]), answers: z.record(z.string(), z.unknown()).optional() }),
   z.object({ type: z.literal("chat/turnsLoaded"), turns: z.array(Turn), turnsNextCursor: z.string().optional() }),
+  z.object({ type: z.literal("chat/pendingMessageSet"), kind: z.enum(["steering", "queued"]), id: z.string(), message: Message }),
+  z.object({ type: z.literal("chat/pendingMessageRemoved"), kind: z.enum(["steering", "queued"]), id: z.string() }),
+  z.object({ type: z.literal("session/configChanged"), config: meta, replace: z.boolean().optional() }),
 ]);
 export type StateAction = z.infer<typeof StateAction>;
 
@@ -290,6 +308,8 @@ export const RESULT_SCHEMAS: Record<string, z.ZodType> = {
   createSession: z.null(),
   disposeSession: z.null(),
   fetchTurns: z.object({}),
+  createChat: z.null(),
+  disposeChat: z.null(),
 };
 
 // ── Client input ──────────────────────────────────────────────────────────────
@@ -320,6 +340,74 @@ export const CreateSessionParams = z.object({
   workingDirectories: z.array(uri).optional(),
   config: z.record(z.string(), z.unknown()).optional(),
 }).passthrough();
+
+export const ChatSource = z.discriminatedUnion("kind", [
+  z.object({ kind: z.literal("fork"), chat: uri, turnId: z.string().min(1).max(512) }),
+  z.object({ kind: z.literal("sideChat"), chat: uri, turnId: z.string().min(1).max(512), selection: SideChatSelection.optional() }),
+]);
+export const CreateChatParams = z.object({
+  channel: uri,
+  chat: uri,
+  title: z.string().max(4096).optional(),
+  initialMessage: Message.optional(),
+  source: ChatSource.optional(),
+  workingDirectories: z.array(uri).max(1024).optional(),
+}).passthrough();
+
+/**
+ * The protocol version that introduced each action this host emits or echoes (upstream
+ * `types/version/registry.ts`, ACTION_INTRODUCED_IN). The host sends an action only to clients
+ * whose negotiated version knows it; see `actionKnownTo`.
+ */
+export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
+  "root/agentsChanged": "0.1.0",
+  "root/activeSessionsChanged": "0.1.0",
+  "session/ready": "0.1.0",
+  "session/creationFailed": "0.1.0",
+  "session/chatAdded": "0.4.0",
+  "session/chatRemoved": "0.4.0",
+  "session/chatUpdated": "0.4.0",
+  "session/titleChanged": "0.1.0",
+  "session/inputNeededSet": "0.5.1",
+  "session/inputNeededRemoved": "0.5.1",
+  "session/configChanged": "0.1.0",
+  "session/metaChanged": "0.1.0",
+  "chat/turnStarted": "0.4.0",
+  "chat/delta": "0.4.0",
+  "chat/responsePart": "0.4.0",
+  "chat/toolCallStart": "0.4.0",
+  "chat/toolCallReady": "0.4.0",
+  "chat/toolCallConfirmed": "0.4.0",
+  "chat/toolCallComplete": "0.4.0",
+  "chat/toolCallResultConfirmed": "0.4.0",
+  "chat/turnComplete": "0.4.0",
+  "chat/turnCancelled": "0.4.0",
+  "chat/error": "0.4.0",
+  "chat/usage": "0.4.0",
+  "chat/reasoning": "0.4.0",
+  "chat/pendingMessageSet": "0.4.0",
+  "chat/pendingMessageRemoved": "0.4.0",
+  "chat/inputRequested": "0.4.0",
+  "chat/inputCompleted": "0.4.0",
+  "chat/turnsLoaded": "0.5.1",
+  // Introduced after the 0.9 line: never sent to a 0.9.x client (this host emits neither yet).
+  "chat/canvasesChanged": "0.10.0",
+  "canvas/stateChanged": "0.10.0",
+};
+
+/**
+ * Whether a client that negotiated `version` may receive an action of `type`. Types the table
+ * does not know are only ever echoes of what the client itself dispatched (rejected envelopes),
+ * so they are delivered.
+ */
+export function actionKnownTo(type: string, version: string): boolean {
+  const introduced = ACTION_INTRODUCED_IN[type];
+  if (introduced === undefined) return true;
+  const a = parseSemver(introduced);
+  const b = parseSemver(version);
+  if (!a || !b) return false;
+  return (a[0] - b[0] || a[1] - b[1] || a[2] - b[2]) <= 0;
+}
 
 /** Parse "MAJOR.MINOR.PATCH" strictly (no leading zeros, prerelease or build). */
 export function parseSemver(v: string): [number, number, number] | null {

@@ -253,7 +253,12 @@ export class BackendConn implements ProviderRoute {
     this.version = ph.protocolVersion;
     this.instanceId = ph.instanceId;
     if (ph.source) this.source = ph.source;
-    this.providers = ph.providers.map((p) => ({ id: p.id, displayName: p.displayName ?? p.id, description: p.description ?? "" }));
+    this.providers = ph.providers.map((p) => ({
+      id: p.id,
+      displayName: p.displayName ?? p.id,
+      description: p.description ?? "",
+      ...(p.multipleChats ? { multipleChats: p.multipleChats } : {}),
+    }));
     for (const id of ids) st.providers.set(id, this);
     st.publishAgents();
     this.send({

@@ -25,19 +25,34 @@ export function historyToTurn(h: HistoryTurn): Json {
 export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatModel, ev: BackendEvent): string | null {
   const t = chat.activeTurn;
   const needTurn = () => (t ? null : `${ev.type} without an active turn`);
-  const startTurn = (text: string, turnId?: string, kind = "user") => {
-    st.publish(chat.uri, {
-      type: "chat/turnStarted",
-      turnId: turnId ?? randomUUID(),
-      startedAt: nowIso(),
-      message: { text, origin: { kind } },
-    });
+  const startTurn = (text: string, turnId?: string, kind = "user", queuedMessageId?: string) => {
+    const act: Json = { type: "chat/turnStarted", turnId: turnId ?? randomUUID(), startedAt: nowIso(), message: { text, origin: { kind } } };
+    if (queuedMessageId !== undefined) act.queuedMessageId = queuedMessageId;
+    st.publish(chat.uri, act);
   };
   switch (ev.type) {
-    case "user_message":
-      if (t) return null; // echo of a client-started (or already running) turn
-      startTurn(ev.text, ev.turnId);
+    case "user_message": {
+      if (t) {
+        // An echo of a client-started (or already running) turn, or a steering message the
+        // runtime injected into it.
+        const steer = chat.steeringMessage;
+        if (steer && (ev.pendingId !== undefined ? ev.pendingId === steer.id : (steer.message.text as string) === ev.text))
+          st.publish(chat.uri, { type: "chat/pendingMessageRemoved", kind: "steering", id: steer.id });
+        return null;
+      }
+      // A queued (follow-up) message the runtime started: named by `pendingId`, else the head
+      // of the queue when its text is identical.
+      const head = chat.queuedMessages[0];
+      const queued =
+        ev.pendingId !== undefined
+          ? chat.queuedMessages.find((m) => m.id === ev.pendingId)
+          : head && (head.message.text as string) === ev.text
+            ? head
+            : undefined;
+      if (queued) st.publish(chat.uri, { type: "chat/pendingMessageRemoved", kind: "queued", id: queued.id });
+      startTurn(ev.text, ev.turnId, "user", queued?.id);
       break;
+    }
     case "agent_started":
       if (!t) startTurn("", ev.turnId, "agent");
       break;
@@ -124,11 +139,13 @@ export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatMode
         st.publish(chat.uri, { type: "chat/toolCallResultConfirmed", turnId: t!.id, toolCallId: ev.toolCallId, approved: ev.approved });
       break;
     }
-    case "config_changed":
-      if (ev.model) s.extra.model = ev.model;
-      if (ev.thinkingLevel) s.extra.thinkingLevel = ev.thinkingLevel;
-      st.persistSession(s);
+    case "config_changed": {
+      const config: Json = {};
+      if (ev.model) config.model = ev.model;
+      if (ev.thinkingLevel) config.thinkingLevel = ev.thinkingLevel;
+      st.publish(s.uri, { type: "session/configChanged", config });
       break;
+    }
     case "usage": {
       if (!t) return null;
       const u: Json = {};

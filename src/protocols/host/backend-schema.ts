@@ -161,7 +161,8 @@ export const NeutralInputRequest = z.object({
 export type NeutralInputRequest = z.infer<typeof NeutralInputRequest>;
 
 export const BackendEvent = z.discriminatedUnion("type", [
-  z.object({ type: z.literal("user_message"), text, turnId: id.optional() }),
+  // `pendingId` (Berth extension, additive): the AHP pending-message ID this turn consumes.
+  z.object({ type: z.literal("user_message"), text, turnId: id.optional(), pendingId: id.optional() }),
   z.object({ type: z.literal("agent_started"), turnId: id.optional() }),
   z.object({ type: z.literal("text_delta"), text }),
   z.object({ type: z.literal("thinking_delta"), text }),

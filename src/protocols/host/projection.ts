@@ -6,6 +6,22 @@ import { ROOT } from "./ahp-schema.js";
 import { STATUS, type ChatModel, type Json, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 
+/** The session config schema the host exposes: the two values `configure` can change. */
+export const SESSION_CONFIG_SCHEMA: Json = {
+  type: "object",
+  properties: {
+    model: {
+      type: "object",
+      title: "Model",
+      description: "Provider and model ID for later turns",
+      properties: { provider: { type: "string", title: "Provider" }, id: { type: "string", title: "Model ID" } },
+      required: ["provider", "id"],
+      sessionMutable: true,
+    },
+    thinkingLevel: { type: "string", title: "Thinking level", sessionMutable: true },
+  },
+};
+
 export function chatStatus(c: ChatModel): number {
   if (c.activeTurn) {
     for (const r of c.activeTurn.responseParts) {
@@ -36,6 +52,8 @@ export function sessionStatus(st: HostState, s: SessionModel): number {
 export function chatSummary(c: ChatModel): Json {
   const out: Json = { resource: c.uri, title: c.title, status: chatStatus(c), modifiedAt: c.modifiedAt };
   if (c.interactivity) out.interactivity = c.interactivity;
+  if (c.origin) out.origin = c.origin;
+  if (c.workingDirectories) out.workingDirectories = c.workingDirectories;
   return out;
 }
 
@@ -48,7 +66,16 @@ export function chatState(c: ChatModel): Json {
     if (t.usage) at.usage = t.usage;
     out.activeTurn = at;
   }
+  if (c.steeringMessage) out.steeringMessage = c.steeringMessage;
+  if (c.queuedMessages.length > 0) out.queuedMessages = c.queuedMessages;
   return out;
+}
+
+export function configValues(s: SessionModel): Json {
+  const values: Json = {};
+  if (s.extra.model) values.model = s.extra.model;
+  if (typeof s.extra.thinkingLevel === "string") values.thinkingLevel = s.extra.thinkingLevel;
+  return values;
 }
 
 export function sessionState(st: HostState, s: SessionModel): Json {
@@ -60,6 +87,7 @@ export function sessionState(st: HostState, s: SessionModel): Json {
     activeClients: s.activeClients,
     chats: [...s.chats.values()].map((c) => chatSummary(c)),
     defaultChat: s.primaryChat,
+    config: { schema: SESSION_CONFIG_SCHEMA, values: configValues(s) },
   };
   if (s.creationError) out.creationError = s.creationError;
   if (Array.isArray(s.extra.workingDirectories)) out.workingDirectories = s.extra.workingDirectories;
@@ -97,6 +125,8 @@ export function agents(st: HostState): Json[] {
     for (const info of p.providers)
       if (!seen.has(info.id)) {
         const a: Json = { provider: info.id, displayName: info.displayName, description: info.description, models: [] };
+        // AHP MultipleChatsCapability: present means createChat works; fork/sideChat gate sources.
+        if (info.multipleChats?.create) a.capabilities = { multipleChats: { fork: info.multipleChats.fork === true, sideChat: info.multipleChats.sideChat === true } };
         seen.set(info.id, a);
       }
   return [...seen.values()].sort((a, b) => String(a.provider).localeCompare(String(b.provider)));

@@ -4,7 +4,7 @@
  * channels or turns are no-ops. Persists chat transcripts when a turn ends or history loads.
  */
 import { ROOT } from "./ahp-schema.js";
-import { findPart, findTool, nowIso, type Json } from "./model.js";
+import { findPart, findTool, nowIso, type Json, type PendingMessage } from "./model.js";
 import type { HostState } from "./state.js";
 
 export function reduceAction(st: HostState, channel: string, a: Json): void {
@@ -21,10 +21,27 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
     } else if (type === "session/inputNeededRemoved") s.inputNeeded.delete(a.id as string);
     else if (type === "session/chatAdded") {
       const sum = a.summary as Json;
-      st.ensureChat(s, sum.resource as string, sum.title as string);
+      const c = st.ensureChat(s, sum.resource as string, sum.title as string);
+      if (sum.origin) c.origin = sum.origin as Json;
+      if (Array.isArray(sum.workingDirectories)) c.workingDirectories = sum.workingDirectories as string[];
+      if (typeof sum.interactivity === "string") c.interactivity = sum.interactivity;
+      st.persistChat(c);
     } else if (type === "session/chatRemoved") {
-      s.chats.delete(a.chat as string);
-      st.chatIndex.delete(a.chat as string);
+      const uri = a.chat as string;
+      if (uri === s.primaryChat || !s.chats.has(uri)) return;
+      s.chats.delete(uri);
+      st.chatIndex.delete(uri);
+      st.actions.dropChannel(uri);
+      st.store.removeChat(uri);
+    } else if (type === "session/configChanged") {
+      const cfg = a.config as Json;
+      if (a.replace === true) {
+        delete s.extra.model;
+        delete s.extra.thinkingLevel;
+      }
+      if (cfg.model !== undefined) s.extra.model = cfg.model;
+      if (cfg.thinkingLevel !== undefined) s.extra.thinkingLevel = cfg.thinkingLevel;
+      st.persistSession(s);
     }
     return;
   }
@@ -36,6 +53,29 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
     case "chat/turnStarted":
       c.activeTurn = { id: a.turnId as string, startedAt: a.startedAt as string, startedMono: performance.now(), message: a.message as Json, responseParts: [] };
       c.lastError = false;
+      if (typeof a.queuedMessageId === "string") {
+        // Upstream reducer: the consumed pending message (queued or steering) leaves the chat.
+        c.queuedMessages = c.queuedMessages.filter((m) => m.id !== a.queuedMessageId);
+        if (c.steeringMessage?.id === a.queuedMessageId) c.steeringMessage = undefined;
+        st.persistChat(c);
+      }
+      break;
+    case "chat/pendingMessageSet": {
+      const m: PendingMessage = { id: a.id as string, message: a.message as Json };
+      if (a.kind === "steering") c.steeringMessage = m;
+      else {
+        const i = c.queuedMessages.findIndex((x) => x.id === m.id);
+        if (i === -1) c.queuedMessages.push(m);
+        else c.queuedMessages[i] = m;
+      }
+      st.persistChat(c);
+      break;
+    }
+    case "chat/pendingMessageRemoved":
+      if (a.kind === "steering") {
+        if (c.steeringMessage?.id === a.id) c.steeringMessage = undefined;
+      } else c.queuedMessages = c.queuedMessages.filter((m) => m.id !== a.id);
+      st.persistChat(c);
       break;
     case "chat/responsePart":
       if (t && t.id === a.turnId) t.responseParts.push(a.part as Json);

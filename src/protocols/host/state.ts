@@ -24,6 +24,7 @@ import {
   type Envelope,
   type Json,
   type Origin,
+  type PendingMessage,
   type ProviderRoute,
   type SessionModel,
   type Subscriber,
@@ -44,11 +45,18 @@ export class HostState {
   readonly aliasIndex = new Map<string, string>(); // alias -> session uri
   readonly creations = new Map<string, { provider: string; tokenHash: string }>();
   readonly providers = new Map<string, ProviderRoute>(); // provider id -> route
+  /** Chat URIs with a `create_chat` in flight or of uncertain outcome: reserved against reuse. */
+  readonly reservedChats = new Set<string>();
   /** commandId of a complete_input -> the client origin to echo when the runtime resolves it. */
   readonly inputOrigins = new Map<string, Origin>();
   readonly actions: ActionLog;
   readonly commands: CommandTracker;
   readonly log: (msg: string) => void;
+  /**
+   * Set once a write could not be made durable: memory and disk have diverged, so inspection
+   * answers `inspection_unavailable` rather than a healthy-looking snapshot. Never cleared.
+   */
+  poisoned: string | undefined;
 
   constructor(
     readonly store: HostStore,
@@ -59,6 +67,14 @@ export class HostState {
     this.commands = new CommandTracker(log);
     this.hostId = store.hostId();
     this.restore();
+    store.onFailure = (e) => this.poison(`persistence failed: ${e.message}`);
+  }
+
+  /** Mark the state as no longer matching durable storage (logged once). */
+  poison(reason: string): void {
+    if (this.poisoned !== undefined) return;
+    this.poisoned = reason;
+    this.log(`host state poisoned: ${reason}`);
   }
 
   /** The host-wide sequence number of the newest published envelope. */
@@ -96,6 +112,11 @@ export class HostState {
       const chat = this.ensureChat(s, c.uri, c.title);
       chat.turns = JSON.parse(c.turns) as Json[];
       if (c.nextCursor) chat.nextCursor = c.nextCursor;
+      const extra = JSON.parse(c.extra) as Json;
+      if (extra.origin) chat.origin = extra.origin as Json;
+      if (Array.isArray(extra.workingDirectories)) chat.workingDirectories = extra.workingDirectories as string[];
+      if (extra.steeringMessage) chat.steeringMessage = extra.steeringMessage as PendingMessage;
+      if (Array.isArray(extra.queuedMessages)) chat.queuedMessages = extra.queuedMessages as PendingMessage[];
     }
     for (const a of this.store.loadAliases()) if (this.sessions.has(a.sessionUri)) this.aliasIndex.set(a.alias, a.sessionUri);
     for (const c of this.store.loadCreations()) this.creations.set(c.sessionUri, { provider: c.provider, tokenHash: c.tokenHash });
@@ -155,7 +176,12 @@ export class HostState {
     });
   }
   persistChat(c: ChatModel): void {
-    this.store.putChat({ uri: c.uri, sessionUri: c.sessionUri, title: c.title, turns: JSON.stringify(c.turns), nextCursor: c.nextCursor ?? null });
+    const extra: Json = {};
+    if (c.origin) extra.origin = c.origin;
+    if (c.workingDirectories) extra.workingDirectories = c.workingDirectories;
+    if (c.steeringMessage) extra.steeringMessage = c.steeringMessage;
+    if (c.queuedMessages.length > 0) extra.queuedMessages = c.queuedMessages;
+    this.store.putChat({ uri: c.uri, sessionUri: c.sessionUri, title: c.title, turns: JSON.stringify(c.turns), nextCursor: c.nextCursor ?? null, extra: JSON.stringify(extra) });
   }
 
   // ── Registration (backend side) ───────────────────────────────────────────
@@ -380,6 +406,11 @@ export class HostState {
     s.lastStatus = st;
     s.modifiedAt = nowIso();
     this.rootNotify("root/sessionSummaryChanged", { channel: ROOT, session: s.uri, changes: { status: st, modifiedAt: s.modifiedAt } });
+  }
+  /** Tell root subscribers that a session's chat catalogue changed. */
+  chatsChanged(s: SessionModel): void {
+    s.modifiedAt = nowIso();
+    this.rootNotify("root/sessionSummaryChanged", { channel: ROOT, session: s.uri, changes: { chats: this.summary(s).chats, modifiedAt: s.modifiedAt } });
   }
   setTitle(s: SessionModel, title: string, origin: Origin | undefined): void {
     this.publish(s.uri, { type: "session/titleChanged", title }, origin);

@@ -25,6 +25,7 @@ export interface ChatRow {
   title: string;
   turns: string; // JSON Turn[]
   nextCursor: string | null;
+  extra: string; // JSON: origin, workingDirectories, steeringMessage, queuedMessages
 }
 export interface CreationRow {
   sessionUri: string;
@@ -39,6 +40,11 @@ export class HostStore {
   private scheduled = false;
   private closed = false;
   private stmts;
+  /**
+   * Called when a write cannot be made durable (the store is closed, or a commit failed). The
+   * queued writes are lost: memory and disk have diverged, and the owner must say so.
+   */
+  onFailure: (e: Error) => void = () => {};
 
   constructor(path: string) {
     this.db = new Database(path);
@@ -54,6 +60,9 @@ export class HostStore {
       CREATE TABLE IF NOT EXISTS chats (uri TEXT PRIMARY KEY, session_uri TEXT NOT NULL, title TEXT NOT NULL, turns TEXT NOT NULL, next_cursor TEXT);
       CREATE TABLE IF NOT EXISTS creations (session_uri TEXT PRIMARY KEY, provider TEXT NOT NULL, token_hash TEXT NOT NULL, created_at TEXT NOT NULL);
     `);
+    // Chats gained an `extra` column (origin, working directories, pending messages).
+    const chatCols = this.db.prepare(`PRAGMA table_info(chats)`).all() as Array<{ name: string }>;
+    if (!chatCols.some((c) => c.name === "extra")) this.db.exec(`ALTER TABLE chats ADD COLUMN extra TEXT NOT NULL DEFAULT '{}'`);
     this.stmts = {
       upsertSession: this.db.prepare(
         `INSERT INTO sessions (uri, source_id, provider, provider_route, title, created_at, modified_at, continuity, chat_uri, lifecycle, extra)
@@ -66,8 +75,8 @@ export class HostStore {
       deleteChats: this.db.prepare(`DELETE FROM chats WHERE session_uri = ?`),
       putAlias: this.db.prepare(`INSERT OR REPLACE INTO aliases (alias, session_uri) VALUES (?, ?)`),
       putChat: this.db.prepare(
-        `INSERT INTO chats (uri, session_uri, title, turns, next_cursor) VALUES (@uri, @sessionUri, @title, @turns, @nextCursor)
-         ON CONFLICT(uri) DO UPDATE SET title=excluded.title, turns=excluded.turns, next_cursor=excluded.next_cursor`,
+        `INSERT INTO chats (uri, session_uri, title, turns, next_cursor, extra) VALUES (@uri, @sessionUri, @title, @turns, @nextCursor, @extra)
+         ON CONFLICT(uri) DO UPDATE SET title=excluded.title, turns=excluded.turns, next_cursor=excluded.next_cursor, extra=excluded.extra`,
       ),
       deleteChat: this.db.prepare(`DELETE FROM chats WHERE uri = ?`),
       putCreation: this.db.prepare(`INSERT INTO creations (session_uri, provider, token_hash, created_at) VALUES (?, ?, ?, ?)`),
@@ -114,6 +123,7 @@ export class HostStore {
       title: r.title as string,
       turns: r.turns as string,
       nextCursor: (r.next_cursor as string | null) ?? null,
+      extra: (r.extra as string | null) ?? "{}",
     }));
   }
   loadCreations(): CreationRow[] {
@@ -126,7 +136,10 @@ export class HostStore {
   }
 
   private enqueue(fn: () => void): void {
-    if (this.closed) return;
+    if (this.closed) {
+      this.onFailure(new Error("write after the store was closed"));
+      return;
+    }
     this.queue.push(fn);
     if (!this.scheduled) {
       this.scheduled = true;
@@ -140,9 +153,13 @@ export class HostStore {
     if (this.queue.length === 0 || this.closed) return;
     const q = this.queue;
     this.queue = [];
-    this.db.transaction(() => {
-      for (const fn of q) fn();
-    })();
+    try {
+      this.db.transaction(() => {
+        for (const fn of q) fn();
+      })();
+    } catch (e) {
+      this.onFailure(e instanceof Error ? e : new Error(String(e)));
+    }
   }
 
   putSession(row: SessionRow): void {

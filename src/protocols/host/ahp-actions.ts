@@ -1,0 +1,192 @@
+/**
+ * Client-dispatched AHP actions and the backend commands they map to. Contracts:
+ *  - an invalid action is echoed with `rejectionReason` (and the client's `origin`);
+ *  - `chat/turnStarted` is reduced before `prompt` is sent; a refused or indeterminate prompt
+ *    ends that turn with `chat/error` (`backend_rejected` / `backend_indeterminate`);
+ *  - `chat/turnCancelled` is reduced immediately and sends `abort`;
+ *  - tool confirmations, pending messages (`steer` / `follow_up`) and session configuration
+ *    (`configure`) are echoed only after the backend accepts; a refusal or an indeterminate
+ *    outcome is echoed as a rejection and nothing is replayed;
+ *  - `chat/inputCompleted` is reduced only when the runtime's `input_resolved` arrives.
+ */
+import { DispatchActionParams, Message } from "./ahp-schema.js";
+import { routeCommand } from "./ahp-requests.js";
+import { durationSince, findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
+import type { HostState } from "./state.js";
+
+const MAX_PENDING_ID = 512;
+
+function refusal(o: { kind: "rejected"; error: string } | { kind: "indeterminate"; error: string }): string {
+  return o.kind === "rejected" ? `backend refused: ${o.error}` : "backend outcome indeterminate";
+}
+
+/** Handle one `dispatchAction` notification from client `clientId`. */
+export function dispatchClientAction(st: HostState, clientId: string, params: Json): void {
+  const p = DispatchActionParams.safeParse(params);
+  if (!p.success) return;
+  const { channel, clientSeq, action } = p.data;
+  const origin: Origin = { clientId, clientSeq };
+  const reject = (reason: string) => void st.publish(channel, action as Json, origin, reason);
+  const type = action.type;
+  const session = st.sessions.get(channel);
+  if (session) return sessionAction(st, session, action as Json, origin, reject);
+  const chat = st.chatIndex.get(channel);
+  if (!chat) return; // upstream: an action for a non-existent channel is silently ignored (no echo)
+  const s = st.sessions.get(chat.sessionUri)!;
+  switch (type) {
+    case "chat/turnStarted":
+      return turnStarted(st, s, chat, action as Json, origin, reject);
+    case "chat/turnCancelled": {
+      const t = chat.activeTurn;
+      if (!t || t.id !== action.turnId) return reject("no such active turn");
+      if (!s.route) return reject("backend not connected");
+      st.publish(channel, { type, turnId: t.id, duration: durationSince(t) }, origin);
+      st.summaryChanged(s);
+      void routeCommand(st, s, channel, { type: "abort" });
+      return;
+    }
+    case "chat/toolCallConfirmed":
+    case "chat/toolCallResultConfirmed":
+      return toolConfirmation(st, s, chat, action as Json, origin, reject);
+    case "chat/inputCompleted":
+      return inputCompleted(st, s, chat, action as Json, origin, reject);
+    case "chat/pendingMessageSet":
+      return pendingMessageSet(st, s, chat, action as Json, origin, reject);
+    case "chat/pendingMessageRemoved": {
+      const has = action.kind === "steering" ? chat.steeringMessage?.id === action.id : chat.queuedMessages.some((m) => m.id === action.id);
+      if (!has) return reject("no pending message with that id and kind");
+      return reject("the backend protocol cannot withdraw a pending message");
+    }
+    default:
+      return reject(`unsupported action ${type}`);
+  }
+}
+
+function sessionAction(st: HostState, s: SessionModel, action: Json, origin: Origin, reject: (r: string) => void): void {
+  if (action.type === "session/titleChanged") {
+    if (typeof action.title !== "string") return reject("invalid session/titleChanged");
+    return st.setTitle(s, action.title, origin);
+  }
+  if (action.type !== "session/configChanged") return reject(`unsupported action ${String(action.type)}`);
+  // `configure`: only `model` ({provider, id}) and `thinkingLevel` are session-mutable here.
+  const cfg = action.config;
+  if (!cfg || typeof cfg !== "object" || Array.isArray(cfg)) return reject("config must be an object");
+  const config = cfg as Json;
+  const command: Json = { type: "configure" };
+  for (const [k, v] of Object.entries(config)) {
+    if (k === "model") {
+      const m = v as Json | null;
+      if (!m || typeof m !== "object" || typeof m.provider !== "string" || typeof m.id !== "string" || m.provider.length > 256 || m.id.length > 256)
+        return reject("model must be {provider, id}");
+      command.model = { provider: m.provider, id: m.id };
+    } else if (k === "thinkingLevel") {
+      if (typeof v !== "string" || v.length === 0 || v.length > 64) return reject("thinkingLevel must be a short string");
+      command.thinkingLevel = v;
+    } else return reject(`config property ${k.slice(0, 64)} is not session-mutable`);
+  }
+  if (Object.keys(command).length === 1) return reject("nothing to configure");
+  if (action.replace !== undefined && typeof action.replace !== "boolean") return reject("replace must be a boolean");
+  if (!s.route) return reject("backend not connected");
+  void routeCommand(st, s, s.primaryChat, command, (o) => {
+    if (o.kind !== "accepted") return reject(refusal(o));
+    if (!st.sessions.has(s.uri)) return;
+    const config: Json = { ...command };
+    delete config.type;
+    const echo: Json = { type: "session/configChanged", config };
+    if (action.replace === true) echo.replace = true;
+    st.publish(s.uri, echo, origin);
+  });
+}
+
+function turnStarted(st: HostState, s: SessionModel, chat: ChatModel, action: Json, origin: Origin, reject: (r: string) => void): void {
+  const msg = action.message as Json | undefined;
+  if (typeof action.turnId !== "string" || !msg || typeof msg.text !== "string") return reject("invalid chat/turnStarted");
+  if ((msg.origin as Json | undefined)?.kind !== "user") return reject("clients may only send user messages");
+  if (chat.interactivity === "read-only") return reject("chat is read-only");
+  if (chat.activeTurn) return reject("a turn is already in progress");
+  if (!s.route) return reject("backend not connected");
+  const turnId = action.turnId;
+  const channel = chat.uri;
+  st.publish(channel, { type: "chat/turnStarted", turnId, startedAt: new Date().toISOString(), message: { text: msg.text, origin: { kind: "user" } } }, origin);
+  st.summaryChanged(s);
+  void routeCommand(st, s, channel, { type: "prompt", text: msg.text, turnId }, (o) => {
+    if (o.kind === "accepted") return;
+    const cur = st.chatIndex.get(channel);
+    if (!cur?.activeTurn || cur.activeTurn.id !== turnId) return;
+    const errorType = o.kind === "rejected" ? "backend_rejected" : "backend_indeterminate";
+    st.publish(channel, { type: "chat/error", turnId, duration: durationSince(cur.activeTurn), error: { errorType, message: o.error } });
+    st.summaryChanged(s);
+  });
+}
+
+function toolConfirmation(st: HostState, s: SessionModel, chat: ChatModel, action: Json, origin: Origin, reject: (r: string) => void): void {
+  const type = action.type as string;
+  const t = chat.activeTurn;
+  const tc = t && t.id === action.turnId && typeof action.toolCallId === "string" ? findTool(t, action.toolCallId) : undefined;
+  const want = type === "chat/toolCallConfirmed" ? "pending-confirmation" : "pending-result-confirmation";
+  if (!tc || tc.status !== want) return reject("tool call is not awaiting that confirmation");
+  if (typeof action.approved !== "boolean") return reject("approved must be a boolean");
+  if (!s.route || s.route.version < 4) return reject("backend cannot arbitrate tool confirmations");
+  const decision: Json = { ...action };
+  delete decision.type;
+  const channel = chat.uri;
+  void routeCommand(st, s, channel, { type: type === "chat/toolCallConfirmed" ? "confirm_tool" : "confirm_tool_result", ...decision }, (o) => {
+    if (o.kind !== "accepted") return reject(refusal(o));
+    const cur = st.chatIndex.get(channel)?.activeTurn;
+    const still = cur && cur.id === action.turnId ? findTool(cur, action.toolCallId as string) : undefined;
+    if (!still || still.status !== want) return; // the runtime already resolved it authoritatively
+    const echo: Json = { type, turnId: action.turnId, toolCallId: action.toolCallId, approved: action.approved };
+    if (type === "chat/toolCallConfirmed") {
+      if (action.approved) echo.confirmed = typeof action.confirmed === "string" ? action.confirmed : "user-action";
+      else echo.reason = action.reason === "skipped" ? "skipped" : "denied";
+      for (const k of ["editedToolInput", "selectedOptionId", "reasonMessage"]) if (action[k] !== undefined) echo[k] = action[k];
+    }
+    st.publish(channel, echo, origin);
+    const key = `tool:${String(action.toolCallId)}`;
+    if (s.inputNeeded.has(key)) st.publish(s.uri, { type: "session/inputNeededRemoved", id: key });
+    st.summaryChanged(s);
+  });
+}
+
+function inputCompleted(st: HostState, s: SessionModel, chat: ChatModel, action: Json, origin: Origin, reject: (r: string) => void): void {
+  const requestId = action.requestId;
+  if (typeof requestId !== "string" || !chat.inputs.has(requestId)) return reject("no such pending input request");
+  if (!["accept", "decline", "cancel"].includes(action.response as string)) return reject("invalid response");
+  if (!s.route || s.route.version < 2 || !s.route.inputCapable) return reject("backend cannot complete input");
+  if (!s.inputAvailable) return reject("source input authority unavailable");
+  const route = s.route;
+  const frame: Json = { type: "command", backendInstanceId: route.instanceId, session: s.uri, command: { type: "complete_input", requestId, response: action.response, answers: action.answers ?? {} } };
+  if (route.version >= 3) frame.chat = chat.uri;
+  let commandId = "";
+  commandId = st.sendCommand(route, frame, (o) => {
+    if (o.kind === "accepted") return; // reduced when the runtime emits input_resolved
+    st.inputOrigins.delete(commandId);
+    reject(refusal(o));
+  });
+  st.inputOrigins.set(commandId, origin);
+}
+
+/**
+ * `chat/pendingMessageSet`: steering → `steer`, queued → `follow_up`, both with the AHP
+ * pending-message `id`. The runtime owns delivery; the host removes the pending message when the
+ * runtime's `user_message` reports consuming it.
+ */
+function pendingMessageSet(st: HostState, s: SessionModel, chat: ChatModel, action: Json, origin: Origin, reject: (r: string) => void): void {
+  const kind = action.kind;
+  const id = action.id;
+  if (kind !== "steering" && kind !== "queued") return reject("kind must be steering or queued");
+  if (typeof id !== "string" || id.length === 0 || id.length > MAX_PENDING_ID) return reject("invalid pending message id");
+  const m = Message.safeParse(action.message);
+  if (!m.success) return reject("invalid message");
+  if (m.data.origin.kind !== "user") return reject("clients may only send user messages");
+  if (chat.interactivity === "read-only") return reject("chat is read-only");
+  if (kind === "queued" && chat.queuedMessages.some((x) => x.id === id)) return reject("a queued message with that id is already pending");
+  if (!s.route) return reject("backend not connected");
+  const text = m.data.text;
+  const channel = chat.uri;
+  void routeCommand(st, s, channel, { type: kind === "steering" ? "steer" : "follow_up", text, id }, (o) => {
+    if (o.kind !== "accepted") return reject(refusal(o));
+    if (!st.chatIndex.has(channel)) return;
+    st.publish(channel, { type: "chat/pendingMessageSet", kind, id, message: { text, origin: { kind: "user" } } }, origin);
+  });
+}
