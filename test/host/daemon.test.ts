@@ -59,14 +59,19 @@ test("berth daemon: ready line, owner-only state, exclusive lock, SIGTERM, crash
   be.send({ type: "event", session: reg.session, event: { type: "user_message", text: "live", turnId: "L" } });
   be.send({ type: "event", session: reg.session, event: { type: "text_delta", text: "answer" } });
   be.send({ type: "event", session: reg.session, event: { type: "settled", cancelled: false } });
-  const { c } = await AhpClient.init(h, [reg.chat]);
-  await until(() => c.actions().length >= 0);
-  await new Promise((r) => setTimeout(r, 150));
+  const { c, result: first } = await AhpClient.init(h, [reg.chat]);
+  // The turn is complete in the daemon's state (snapshot or live action); a later round trip
+  // proves the store's end-of-turn commit (same event-loop turn as the reduction) has run.
+  const settled = (first.snapshots[0].state.turns as Array<{ id: string }>).some((t) => t.id === "L");
+  if (!settled) await c.action((e) => e.action.type === "chat/turnComplete");
+  assert.equal((await c.request("ping", {})).result, null);
   c.close();
   d.proc.kill("SIGKILL"); // crash: stale socket and lock are left behind
   await exited(d.proc);
   const d2 = await startDaemon(home);
   assert.equal(d2.ready.token, d.ready.token, "token created once");
+  // The dead owner's lock was taken over at once (PID check), not after the 5 s staleness window.
+  await until(() => /lock owner \(pid \d+\) is gone; taking the lock over/.test(d2.stderr), 3000, "takeover log line");
   const h2 = asHandle(d2);
   const { c: c2, result } = await AhpClient.init(h2, [reg.chat, reg.session]);
   const chat = result.snapshots.find((s: any) => s.resource === reg.chat);

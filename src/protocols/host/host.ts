@@ -3,16 +3,17 @@
  * AHP WebSocket and HTTP inspection endpoints on one loopback listener.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { randomBytes, timingSafeEqual } from "node:crypto";
-import lockfile from "proper-lockfile";
 import { WebSocketServer } from "ws";
 import { HostStore } from "./store.js";
 import { HostState } from "./state.js";
 import { BackendServer } from "./backend.js";
 import { AhpConnection } from "./ahp.js";
+import { Inspector } from "./inspection.js";
+import { acquireStateLock } from "./lock.js";
 
 export const WIRE_LIMIT = 16 * 1024 * 1024;
 
@@ -79,16 +80,9 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
   ensureOwnerDir(home);
   const stateDir = join(home, "host");
   ensureOwnerDir(stateDir);
-  let release: (() => Promise<void>) | undefined;
+  let release: () => Promise<void>;
   try {
-    release = await lockfile.lock(stateDir, {
-      lockfilePath: join(stateDir, "daemon.lock"),
-      stale: 5000,
-      update: 2000,
-      realpath: false,
-      retries: { retries: 8, minTimeout: 250, maxTimeout: 1000 },
-      onCompromised: (e) => log(`state-directory lock compromised: ${e.message}`),
-    });
+    release = await acquireStateLock(stateDir, log);
   } catch (e) {
     throw new Error(`state directory ${stateDir} is locked by another daemon (${e instanceof Error ? e.message : String(e)})`);
   }
@@ -107,72 +101,21 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
   }
 
   // ── HTTP + WebSocket ──────────────────────────────────────────────────────
-  let permit = false;
   const startedAt = Date.now();
+  const inspector = new Inspector(state, WIRE_LIMIT, opts.inspectionHoldMs);
   const json = (res: ServerResponse, code: number, body: unknown) => {
-    const text = typeof body === "string" ? body : JSON.stringify(body);
     res.writeHead(code, { "content-type": "application/json", "cache-control": "no-store" });
-    res.end(text);
-  };
-  const inspect = (res: ServerResponse, build: () => unknown) => {
-    if (permit) return json(res, 503, { error: "inspection_busy", retryable: true });
-    permit = true;
-    const finish = () => {
-      try {
-        let body: unknown;
-        try {
-          body = build();
-        } catch {
-          return json(res, 503, { error: "inspection_unavailable", retryable: false });
-        }
-        const text = JSON.stringify(body);
-        if (Buffer.byteLength(text) > WIRE_LIMIT) return json(res, 503, { error: "inspection_limit", retryable: false });
-        json(res, 200, text);
-      } finally {
-        permit = false;
-      }
-    };
-    if (opts.inspectionHoldMs) setTimeout(finish, opts.inspectionHoldMs);
-    else finish();
+    res.end(JSON.stringify(body));
   };
   const http: Server = createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://localhost");
     if (req.method !== "GET") return json(res, 405, { error: "method_not_allowed" });
     if (url.pathname === "/healthz") return json(res, 200, { ok: true });
-    if (url.pathname === "/status")
-      return inspect(res, () => {
-        let connected = 0;
-        for (const s of state.sessions.values()) if (s.route) connected++;
-        return {
-          ok: true,
-          uptimeMs: Date.now() - startedAt,
-          sessions: state.sessions.size,
-          connectedSessions: connected,
-          backendConnections: backend.conns.size,
-          providers: state.providers.size,
-          pendingBackendCommands: state.pending.size,
-          pendingCreations: state.creations.size,
-          serverSeq: state.serverSeq,
-          persistence: { engine: "sqlite" },
-          observedAt: new Date().toISOString(),
-        };
-      });
-    if (url.pathname === "/sessions") {
+    if (url.pathname === "/status") return inspector.inspect(res, () => inspector.status(startedAt, backend.conns.size));
+    if (url.pathname === "/sessions" || url.pathname === "/providers") {
       if (!tokenOk(bearer(req), token)) return json(res, 401, { error: "unauthorized" });
-      return inspect(res, () => {
-        const items = [...state.sessions.values()].map((s) => ({
-          id: s.uri,
-          provider: s.provider,
-          title: s.title,
-          lifecycle: s.lifecycle,
-          status: state.sessionStatus(s),
-          connected: s.route !== undefined,
-          createdAt: s.createdAt,
-          modifiedAt: s.modifiedAt,
-        }));
-        items.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-        return { sessions: items, observedAt: new Date().toISOString() };
-      });
+      if (url.pathname === "/sessions") return inspector.inspect(res, (b) => inspector.sessions(b));
+      return inspector.inspect(res, (b) => inspector.providers(b, url.searchParams.get("provider")));
     }
     return json(res, 404, { error: "not_found" });
   });
@@ -226,9 +169,8 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
       await new Promise<void>((r) => http.close(() => r()));
       for (const p of state.pending.keys()) state.settle(p, { kind: "indeterminate", error: "host shutting down" });
       store.close();
-      await release!().catch(() => {});
+      await release().catch(() => {});
     },
   };
-  void statSync; // (kept for future permission checks)
   return handle;
 }

@@ -1,0 +1,135 @@
+/**
+ * The exclusive state-directory lock (one daemon per state directory), on `proper-lockfile`.
+ *
+ * proper-lockfile alone recovers a crashed owner's lock only once its mtime is older than the
+ * staleness window (5 s). This module adds a faster, still safe, recovery for a *dead* owner:
+ *  - the owner writes `daemon.owner` {pid, hostname, bootId, lockIno} right after taking the lock;
+ *  - a contender that finds the lock held takes it over at once only when that record names the
+ *    lock directory it sees (same inode), this host and boot, and a PID that no longer exists;
+ *  - every acquisition, owner-record write and takeover happens under a short-lived startup
+ *    mutex (`startup.lock`, itself a proper-lockfile lock), so a contender can never judge a
+ *    lock by a record that is not yet (or no longer) the lock holder's.
+ * Any other case — a live or unknown owner, a foreign host or boot, no record — waits for the
+ * library's staleness rule as before, up to LOCK_WAIT_MS.
+ */
+import { readFileSync, rmdirSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { hostname } from "node:os";
+import { join } from "node:path";
+import lockfile from "proper-lockfile";
+
+export const LOCK_STALE_MS = 5000;
+export const LOCK_WAIT_MS = 6500;
+const RETRY_MS = 250;
+
+interface OwnerRecord {
+  pid: number;
+  hostname: string;
+  bootId: string;
+  lockIno: number;
+}
+
+function bootId(): string {
+  try {
+    return readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+  } catch {
+    return "";
+  }
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code !== "ESRCH";
+  }
+}
+
+function readOwner(path: string): OwnerRecord | undefined {
+  try {
+    const o = JSON.parse(readFileSync(path, "utf8")) as Partial<OwnerRecord>;
+    if (typeof o.pid !== "number" || typeof o.hostname !== "string" || typeof o.bootId !== "string" || typeof o.lockIno !== "number") return undefined;
+    return o as OwnerRecord;
+  } catch {
+    return undefined;
+  }
+}
+
+/** True only when the recorded owner of the lock directory we see is provably gone. */
+function ownerIsDead(lockPath: string, ownerPath: string): { dead: boolean; pid?: number } {
+  const o = readOwner(ownerPath);
+  if (!o) return { dead: false };
+  let ino: number;
+  try {
+    ino = statSync(lockPath).ino;
+  } catch {
+    return { dead: false }; // gone meanwhile: the next attempt takes it normally
+  }
+  if (o.lockIno !== ino || o.hostname !== hostname()) return { dead: false };
+  const boot = bootId();
+  if (o.bootId !== "" && boot !== "" && o.bootId !== boot) return { dead: true, pid: o.pid }; // owner from a previous boot
+  if (o.pid === process.pid) return { dead: false };
+  return { dead: !pidAlive(o.pid), pid: o.pid };
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/**
+ * Take the exclusive lock on `stateDir`. Resolves with a release function (idempotent), or
+ * rejects when another daemon still holds the lock after LOCK_WAIT_MS.
+ */
+export async function acquireStateLock(stateDir: string, log: (m: string) => void): Promise<() => Promise<void>> {
+  const lockPath = join(stateDir, "daemon.lock");
+  const ownerPath = join(stateDir, "daemon.owner");
+  const deadline = Date.now() + LOCK_WAIT_MS;
+  // proper-lockfile keys its registry by the locked path, so the mutex locks its own path.
+  const releaseStartup = await lockfile.lock(join(stateDir, "startup"), {
+    lockfilePath: join(stateDir, "startup.lock"),
+    stale: LOCK_STALE_MS,
+    realpath: false,
+    retries: { retries: Math.ceil(LOCK_WAIT_MS / RETRY_MS), minTimeout: RETRY_MS, maxTimeout: RETRY_MS, factor: 1 },
+  });
+  try {
+    for (;;) {
+      try {
+        const release = await lockfile.lock(stateDir, {
+          lockfilePath: lockPath,
+          stale: LOCK_STALE_MS,
+          update: 2000,
+          realpath: false,
+          retries: 0,
+          onCompromised: (e) => log(`state-directory lock compromised: ${e.message}`),
+        });
+        const record: OwnerRecord = { pid: process.pid, hostname: hostname(), bootId: bootId(), lockIno: statSync(lockPath).ino };
+        writeFileSync(ownerPath, JSON.stringify(record) + "\n", { mode: 0o600 });
+        let released = false;
+        return async () => {
+          if (released) return;
+          released = true;
+          try {
+            unlinkSync(ownerPath);
+          } catch {
+            /* already gone */
+          }
+          await release();
+        };
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "ELOCKED") throw e;
+      }
+      const owner = ownerIsDead(lockPath, ownerPath);
+      if (owner.dead) {
+        log(`state-directory lock owner (pid ${owner.pid}) is gone; taking the lock over`);
+        try {
+          rmdirSync(lockPath);
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+        }
+        continue;
+      }
+      if (Date.now() >= deadline) throw Object.assign(new Error("Lock file is already being held"), { code: "ELOCKED" });
+      await sleep(RETRY_MS);
+    }
+  } finally {
+    await releaseStartup().catch(() => {});
+  }
+}
