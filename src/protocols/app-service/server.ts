@@ -184,10 +184,15 @@ export class AppServiceServer {
   private prefetch(): void {
     if (this.prefetched) return;
     this.prefetched = true;
+    // One family at a time, in registration order (sessions first): a request for an early family
+    // does not wait for later families' modules to compile.
     setTimeout(() => {
-      this.opts.families.forEach((f, i) => {
-        if (isLazyFamily(f) && !this.stopping) this.load(i).catch(() => {});
-      });
+      void (async () => {
+        for (const [i, f] of this.opts.families.entries()) {
+          if (this.stopping) return;
+          if (isLazyFamily(f)) await this.load(i).catch(() => undefined);
+        }
+      })();
     }, 0);
   }
 

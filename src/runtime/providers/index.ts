@@ -8,6 +8,7 @@ import type { ProviderBounds } from "./accumulate.js";
 import { ANTHROPIC_DEFAULT_BASE_URL, AnthropicDecoder, buildAnthropicRequest } from "./anthropic.js";
 import { DEFAULT_RETRY, driveStream, type FetchLike, type RetryPolicy, type WireDecoder, type WireRequest, type Credential } from "./driver.js";
 import { buildChatRequest, ChatDecoder } from "./openai-chat.js";
+import { nodeFetch } from "./node-fetch.js";
 import { buildResponsesRequest, OPENAI_DEFAULT_BASE_URL, ResponsesDecoder } from "./openai-responses.js";
 
 export { ProviderFailure, LABELS as PROVIDER_ERROR_LABELS } from "./errors.js";
@@ -69,7 +70,7 @@ export function createProvider(
   new URL(def.endpoint ?? base); // validate once, at creation
   const bounds: ProviderBounds = { ...PROVIDER_BOUNDS, ...def.bounds };
   const retry: RetryPolicy = { ...DEFAULT_RETRY, ...opts.retry };
-  const doFetch: FetchLike = opts.fetch ?? ((url, init) => fetch(url, init));
+  const doFetch: FetchLike = opts.fetch ?? nodeFetch;
   let build: (req: ProviderRequest, cred: Credential) => WireRequest;
   let decoder: () => WireDecoder;
   switch (def.api) {

@@ -7,7 +7,8 @@ export { editTool } from "./edit.js";
 export { grepTool } from "./grep.js";
 export { globTool } from "./glob.js";
 export { lsTool } from "./ls.js";
-export { connectMcpServers, mcpToolName, type McpOptions, type McpServerStatus, type McpConnections } from "./mcp.js";
+// MCP is loaded lazily by the registry; import "./mcp.js" directly for its functions.
+export type { McpOptions, McpServerStatus, McpConnections } from "./mcp.js";
 export { defineLocalTool, toModelSchema } from "./define.js";
 export { boundText, MAX_RESULT_BYTES } from "./result.js";
 export { compileGlob, globMatch } from "./glob-match.js";

@@ -10,7 +10,7 @@ import { editTool } from "./edit.js";
 import { globTool } from "./glob.js";
 import { grepTool } from "./grep.js";
 import { lsTool } from "./ls.js";
-import { connectMcpServers, type McpOptions, type McpServerStatus } from "./mcp.js";
+import type { McpOptions, McpServerStatus } from "./mcp.js";
 import { readTool } from "./read.js";
 import { writeTool } from "./write.js";
 
@@ -44,6 +44,8 @@ export async function createToolRegistry(opts: ToolRegistryOptions): Promise<Too
   const local = builtinTools(opts.bash);
   const defs = opts.mcpServers ?? {};
   if (Object.keys(defs).length === 0) return makeRegistry(local, [], async () => undefined);
+  // The MCP SDK costs ~80 ms to load: only sessions with configured servers pay for it.
+  const { connectMcpServers } = await import("./mcp.js");
   const mcp = await connectMcpServers(defs, { ...opts.mcp, cwd: opts.cwd });
   return makeRegistry([...local, ...mcp.tools], mcp.servers, () => mcp.close());
 }
