@@ -16,13 +16,33 @@
  * window read, so a reader never mistakes an in-flight append for a torn line. Readers wait briefly, then report
  * busy — unless the lease holder is dead, in which case nothing can be appending and they read without it.
  */
-import { readFileSync, unlinkSync, writeFileSync } from "node:fs";
+import {
+  mkdir,
+  mkdirSync,
+  readFileSync,
+  realpath,
+  realpathSync,
+  rmdir,
+  rmdirSync,
+  stat as statCb,
+  statSync,
+  unlinkSync,
+  utimes,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { readFile, rm, stat, unlink } from "node:fs/promises";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import lockfile from "proper-lockfile";
 import { SessionError } from "./errors.js";
 import type { SessionPaths } from "./paths.js";
+
+/**
+ * The fs proper-lockfile uses (its documented `fs` option): exactly the calls it makes, without graceful-fs. Its sync
+ * API copies this object on every call, so a small object keeps that copy cheap on the create/open/close path.
+ */
+const LOCK_FS = { mkdir, mkdirSync, realpath, realpathSync, rmdir, rmdirSync, stat: statCb, statSync, utimes, utimesSync };
 
 /** Identifies this process instance (pids are reused, e.g. across container restarts). */
 const PROCESS_TOKEN = randomBytes(8).toString("hex");
@@ -120,6 +140,7 @@ export class SessionLocks {
     let lost = false;
     const lostCbs: Array<() => void> = [];
     const opts = {
+      fs: LOCK_FS,
       realpath: false,
       lockfilePath: leasePath,
       stale: 1_000_000_000, // staleness is decided by `recover` under the reclaim lock, never by a racing lock() call
@@ -179,6 +200,7 @@ export class SessionLocks {
     let unlockReclaim: () => Promise<void>;
     try {
       unlockReclaim = await lockfile.lock(this.paths.reclaim(id), {
+        fs: LOCK_FS,
         realpath: false,
         lockfilePath: this.paths.reclaim(id),
         stale: 2000,
@@ -223,18 +245,28 @@ export class SessionLocks {
    * Takes the append/rotation lock. Writers wait up to `writerWaitMs`; readers up to `readerWaitMs`.
    * Returns the release function, or `null` for a reader when the lock is abandoned by a dead lease holder
    * (the read may proceed unlocked: nobody can be appending). Throws `SessionError("busy")` on a real conflict.
+   * An uncontended lock is taken with proper-lockfile's sync API (one mkdir and a stat); only a conflict falls
+   * back to the asynchronous API, which retries with backoff.
    */
   async acquireAppend(id: string, role: "writer" | "reader"): Promise<(() => Promise<void>) | null> {
     const wait = role === "writer" ? this.tuning.writerWaitMs : this.tuning.readerWaitMs;
+    const path = this.paths.append(id);
+    const opts = { fs: LOCK_FS, realpath: false, lockfilePath: path, stale: 2000, update: 1000, onCompromised: () => undefined };
     try {
-      return await lockfile.lock(this.paths.append(id), {
-        realpath: false,
-        lockfilePath: this.paths.append(id),
-        stale: 2000,
-        update: 1000,
-        retries: retriesFor(wait),
-        onCompromised: () => undefined,
-      });
+      const releaseSync = lockfile.lockSync(path, opts);
+      return () => {
+        try {
+          releaseSync();
+          return Promise.resolve();
+        } catch (e) {
+          return Promise.reject(e instanceof Error ? e : new Error("release failed"));
+        }
+      };
+    } catch (err) {
+      if (!isLocked(err)) throw new SessionError("unavailable");
+    }
+    try {
+      return await lockfile.lock(path, { ...opts, retries: retriesFor(wait) });
     } catch (err) {
       if (!isLocked(err)) throw new SessionError("unavailable");
       if (role === "reader" && (await this.leaseHolderGone(id))) return null;

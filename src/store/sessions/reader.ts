@@ -2,8 +2,9 @@
  * Bounded, tolerant reads of a session file. Never throws on content: bad lines are counted, never silently
  * skipped, and a final line without LF is reported as `torn`. I/O failures throw `SessionError("unavailable")`.
  */
-import { open, type FileHandle } from "node:fs/promises";
+import { constants as FS, fstatSync, openSync } from "node:fs";
 import { SessionError } from "./errors.js";
+import { closeQuietly, readAt } from "./fdio.js";
 import { decodeHeader, decodeLine, toWellFormed, type HeaderRecord, type StoredRecord } from "./records.js";
 
 /** The header line must fit in this many bytes. */
@@ -47,52 +48,54 @@ export interface WindowSnapshot {
   omitted: boolean;
 }
 
-async function readAt(fh: FileHandle, pos: number, len: number): Promise<Buffer> {
-  const buf = Buffer.allocUnsafe(len);
-  let got = 0;
-  while (got < len) {
-    const { bytesRead } = await fh.read(buf, got, len - got, pos + got);
-    if (bytesRead === 0) break;
-    got += bytesRead;
-  }
-  return got === len ? buf : buf.subarray(0, got);
-}
-
 /** Reads and validates the header line; returns it with the offset just after its LF. */
-export async function readHeader(fh: FileHandle, size: number): Promise<{ header: HeaderRecord; end: number } | null> {
-  const head = await readAt(fh, 0, Math.min(size, MAX_HEADER_BYTES));
+export async function readHeader(fd: number, size: number): Promise<{ header: HeaderRecord; end: number } | null> {
+  const head = await readAt(fd, 0, Math.min(size, MAX_HEADER_BYTES));
   const nl = head.indexOf(10);
   if (nl < 0) return null;
   const header = decodeHeader(head.toString("utf8", 0, nl));
   return header ? { header, end: nl + 1 } : null;
 }
 
-export async function openForRead(path: string): Promise<FileHandle> {
+/**
+ * Opens a regular file read-only (synchronous, see fdio.ts; O_NONBLOCK so a FIFO planted under a session name
+ * cannot block) and returns it with its version. `unavailable` when missing, unreadable or not a regular file.
+ */
+export function openForRead(path: string): { fd: number; version: FileVersion } {
+  let fd: number;
   try {
-    return await open(path, "r");
+    fd = openSync(path, FS.O_RDONLY | FS.O_NONBLOCK);
   } catch {
+    throw new SessionError("unavailable");
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw new SessionError("unavailable");
+    return { fd, version: { ino: st.ino, size: st.size, mtimeMs: st.mtimeMs } };
+  } catch {
+    closeQuietly(fd);
     throw new SessionError("unavailable");
   }
 }
 
 /**
- * Reads the recent window. `expectId` must match the header's session ID (else `unavailable`).
- * When `unchanged` is given and the file still has that version, returns "unchanged" without reading.
+ * Decides, from the file's current version, that the caller already has what it needs (e.g. a projection cached
+ * for that version): `true` makes `readWindow` return "unchanged" without reading the body. A plain `FileVersion`
+ * means "unchanged when the file still has exactly this version".
  */
-export async function readWindow(
-  path: string,
-  expectId: string,
-  bounds: WindowBounds,
-  unchanged?: FileVersion,
-): Promise<WindowSnapshot | "unchanged"> {
-  const fh = await openForRead(path);
+export type ReuseCheck = FileVersion | ((version: FileVersion) => boolean | Promise<boolean>);
+
+/**
+ * Reads the recent window. `expectId` must match the header's session ID (else `unavailable`).
+ * With `reuse`, returns "unchanged" without reading when it accepts the current version.
+ */
+export async function readWindow(path: string, expectId: string, bounds: WindowBounds, reuse?: ReuseCheck): Promise<WindowSnapshot | "unchanged"> {
+  const { fd, version } = openForRead(path);
   try {
-    const st = await fh.stat();
-    const version: FileVersion = { ino: st.ino, size: st.size, mtimeMs: st.mtimeMs };
-    if (unchanged && sameVersion(unchanged, version)) return "unchanged";
-    const h = await readHeader(fh, st.size);
+    if (reuse !== undefined && (typeof reuse === "function" ? await reuse(version) : sameVersion(reuse, version))) return "unchanged";
+    const size = version.size;
+    const h = await readHeader(fd, size);
     if (h === null || h.header.session_id !== expectId) throw new SessionError("unavailable");
-    const size = st.size;
     let start = h.end;
     let omitted = false;
     if (size - start > bounds.maxBytes) {
@@ -102,7 +105,7 @@ export async function readWindow(
     }
     // Read one byte before `start` to know whether `start` begins a line.
     const from = start > h.end ? start - 1 : start;
-    const buf = await readAt(fh, from, size - from);
+    const buf = await readAt(fd, from, size - from);
     let text = buf.toString("utf8");
     if (from < start) {
       // Drop the (possibly partial) line containing `start`, unless the byte before it is LF.
@@ -138,7 +141,7 @@ export async function readWindow(
   } catch (e) {
     throw e instanceof SessionError ? e : new SessionError("unavailable");
   } finally {
-    await fh.close().catch(() => undefined);
+    closeQuietly(fd);
   }
 }
 
@@ -148,16 +151,16 @@ export async function readWindow(
  * If none is found, the next seq is the file size (seqs are strictly increasing, not dense, and every
  * record line is longer than one byte, so no earlier record can have a seq that large).
  */
-export async function readTailState(fh: FileHandle, size: number, headerEnd: number, maxScanBytes = 4 * 1024 * 1024): Promise<{ nextSeq: number; torn: boolean }> {
+export async function readTailState(fd: number, size: number, headerEnd: number, maxScanBytes = 4 * 1024 * 1024): Promise<{ nextSeq: number; torn: boolean }> {
   if (size <= headerEnd) return { nextSeq: 1, torn: false };
-  const lastByte = await readAt(fh, size - 1, 1);
+  const lastByte = await readAt(fd, size - 1, 1);
   const torn = lastByte[0] !== 10;
   const step = 64 * 1024;
   let end = size;
   let carry = Buffer.alloc(0);
   while (end > headerEnd && size - end < maxScanBytes) {
     const start = Math.max(headerEnd, end - step);
-    const chunk = Buffer.concat([await readAt(fh, start, end - start), carry]);
+    const chunk = Buffer.concat([await readAt(fd, start, end - start), carry]);
     // Unless we reached the header end, bytes before the first LF may be a partial line: keep them raw for the next step.
     const cut = start === headerEnd ? 0 : chunk.indexOf(10) + 1;
     if (start !== headerEnd && cut === 0) {
@@ -184,26 +187,25 @@ export const LIST_HEAD_BYTES = 8 * 1024;
  * read. The title source may be a prefix of a longer message; it is raw text (the adapter sanitizes and redacts).
  */
 export async function readListHead(path: string, expectId: string): Promise<{ header: HeaderRecord; mtimeMs: number; titleSource: string | null } | null> {
-  let fh: FileHandle;
+  let fd: number;
+  let version: FileVersion;
   try {
-    fh = await open(path, "r");
+    ({ fd, version } = openForRead(path));
   } catch {
     return null;
   }
   try {
-    const st = await fh.stat();
-    if (!st.isFile()) return null;
-    const buf = await readAt(fh, 0, Math.min(st.size, LIST_HEAD_BYTES));
+    const buf = await readAt(fd, 0, Math.min(version.size, LIST_HEAD_BYTES));
     const text = buf.toString("utf8");
     const nl = text.indexOf("\n");
     if (nl < 0) return null;
     const header = decodeHeader(text.slice(0, nl));
     if (header === null || header.session_id !== expectId) return null;
-    return { header, mtimeMs: st.mtimeMs, titleSource: firstUserText(text.slice(nl + 1)) };
+    return { header, mtimeMs: version.mtimeMs, titleSource: firstUserText(text.slice(nl + 1)) };
   } catch {
     return null;
   } finally {
-    await fh.close().catch(() => undefined);
+    closeQuietly(fd);
   }
 }
 

@@ -7,12 +7,15 @@
  * - `create` durably records the header (file + directory fsync) before returning a held `SessionHandle`.
  * - `acquire` takes the exclusive writer lease of an existing session and opens its writer.
  * - `readWindow` takes the append/rotation lock for the duration of the read (see locks.ts) and never writes.
+ * - Sidecars (`readSidecar`/`writeSidecar`, see sidecar.ts) hold data derived from a session file version; they
+ *   are a cache, never a source of truth, and live outside `sessions/`.
  * - `list` examines at most `maxScanEntries` directory entries; exceeding it throws `SessionError("limit")`
  *   and returns nothing partial.
  */
-import { mkdir, open, opendir, unlink, type FileHandle } from "node:fs/promises";
-import { constants as FS } from "node:fs";
+import { mkdir, opendir } from "node:fs/promises";
+import { constants as FS, fstatSync, openSync, unlinkSync, writeSync } from "node:fs";
 import { SessionError } from "./errors.js";
+import { closeQuietly, syncAll, syncData } from "./fdio.js";
 import { defaultSessionId, isValidSessionId, type SessionIdGenerator } from "./ids.js";
 import { DEFAULT_LOCK_TUNING, SessionLocks, type Lease, type LockTuning } from "./locks.js";
 import { SessionPaths } from "./paths.js";
@@ -24,9 +27,11 @@ import {
   readTailState,
   readWindow,
   type FileVersion,
+  type ReuseCheck,
   type WindowBounds,
   type WindowSnapshot,
 } from "./reader.js";
+import { readSidecar, writeSidecar } from "./sidecar.js";
 import { SessionWriter } from "./writer.js";
 
 export interface SessionStoreOptions {
@@ -134,8 +139,8 @@ export class SessionStore {
       const [leaseR, fileR] = await Promise.allSettled([this.locks.acquireLease(id), this.createFile(id, header)]);
       if (leaseR.status === "fulfilled" && fileR.status === "fulfilled") return this.handle(id, header, fileR.value, leaseR.value, 1, false);
       if (fileR.status === "fulfilled") {
-        await fileR.value.close().catch(() => undefined);
-        await unlink(this.paths.data(id)).catch(() => undefined);
+        closeQuietly(fileR.value);
+        unlinkQuietly(this.paths.data(id));
       }
       if (leaseR.status === "fulfilled") await leaseR.value.release();
       const retry =
@@ -146,17 +151,23 @@ export class SessionStore {
     throw new SessionError("busy");
   }
 
-  /** Creates `<id>.jsonl` exclusively with its header, fsyncs it and the directory. Rejects with EEXIST on collision. */
-  private async createFile(id: string, header: HeaderRecord): Promise<FileHandle> {
-    const fh = await open(this.paths.data(id), FS.O_WRONLY | FS.O_APPEND | FS.O_CREAT | FS.O_EXCL, 0o600);
+  /**
+   * Creates `<id>.jsonl` exclusively with its header and returns its O_APPEND descriptor once the header and the
+   * directory entry are both fsynced (the two fsyncs run concurrently). Rejects with EEXIST on collision.
+   */
+  private async createFile(id: string, header: HeaderRecord): Promise<number> {
+    const path = this.paths.data(id);
+    const fd = openSync(path, FS.O_WRONLY | FS.O_APPEND | FS.O_CREAT | FS.O_EXCL, 0o600);
     try {
-      await fh.write(JSON.stringify(header) + "\n");
-      await fh.datasync();
-      await this.fsyncDir(this.paths.sessionsDir);
-      return fh;
+      const line = Buffer.from(JSON.stringify(header) + "\n", "utf8");
+      // A short write of a new file is a page-cache copy (see fdio.ts); loop for the contract's sake.
+      for (let off = 0; off < line.length; ) off += writeSync(fd, line, off, line.length - off);
+      const synced = await Promise.allSettled([syncData(fd), this.fsyncDir(this.paths.sessionsDir)]);
+      for (const r of synced) if (r.status === "rejected") throw r.reason;
+      return fd;
     } catch (e) {
-      await fh.close().catch(() => undefined);
-      await unlink(this.paths.data(id)).catch(() => undefined);
+      closeQuietly(fd);
+      unlinkQuietly(path);
       throw e;
     }
   }
@@ -165,28 +176,29 @@ export class SessionStore {
   async acquire(id: string): Promise<SessionHandle> {
     const path = this.paths.data(id);
     // Existence check before touching the lock directory (`unavailable` when missing).
-    await (await openForRead(path)).close().catch(() => undefined);
+    closeQuietly(openForRead(path).fd);
     await this.ensureDirs().catch(() => {
       throw new SessionError("unavailable");
     });
     const lease = await this.locks.acquireLease(id);
-    let fh: FileHandle | null = null;
+    let fd: number | null = null;
     try {
-      fh = await open(path, FS.O_RDWR | FS.O_APPEND);
-      const st = await fh.stat();
-      const h = await readHeader(fh, st.size);
+      fd = openSync(path, FS.O_RDWR | FS.O_APPEND | FS.O_NONBLOCK);
+      const st = fstatSync(fd);
+      if (!st.isFile()) throw new SessionError("unavailable");
+      const h = await readHeader(fd, st.size);
       if (h === null || h.header.session_id !== id) throw new SessionError("unavailable");
-      const tail = await readTailState(fh, st.size, h.end);
-      return this.handle(id, h.header, fh, lease, tail.nextSeq, tail.torn);
+      const tail = await readTailState(fd, st.size, h.end);
+      return this.handle(id, h.header, fd, lease, tail.nextSeq, tail.torn);
     } catch (e) {
-      await fh?.close().catch(() => undefined);
+      if (fd !== null) closeQuietly(fd);
       await lease.release();
       throw e instanceof SessionError ? e : new SessionError("unavailable");
     }
   }
 
-  private handle(id: string, header: HeaderRecord, fh: FileHandle, lease: Lease, nextSeq: number, torn: boolean): SessionHandle {
-    const writer = new SessionWriter(id, fh, nextSeq, torn, this.locks, this.clock, () => lease.lost);
+  private handle(id: string, header: HeaderRecord, fd: number, lease: Lease, nextSeq: number, torn: boolean): SessionHandle {
+    const writer = new SessionWriter(id, fd, nextSeq, torn, this.locks, this.clock, () => lease.lost);
     let released: Promise<void> | null = null;
     return {
       id,
@@ -202,27 +214,28 @@ export class SessionStore {
   }
 
   private async fsyncDir(dir: string): Promise<void> {
-    const d = await open(dir, "r");
+    const d = openSync(dir, FS.O_RDONLY | FS.O_DIRECTORY);
     try {
-      await d.sync();
+      await syncAll(d);
     } finally {
-      await d.close();
+      closeQuietly(d);
     }
   }
 
   /**
    * Reads the recent window under the append lock (`busy` on a real conflict). Needs no lease.
-   * With `unchanged`, returns "unchanged" when the file still has that version (callers cache projections).
+   * With `reuse`, returns "unchanged" without reading when it accepts the current version (callers cache
+   * projections); a function is called under the append lock.
    */
-  async readWindow(id: string, bounds: WindowBounds = DEFAULT_WINDOW, unchanged?: FileVersion): Promise<WindowSnapshot | "unchanged"> {
+  async readWindow(id: string, bounds: WindowBounds = DEFAULT_WINDOW, reuse?: ReuseCheck): Promise<WindowSnapshot | "unchanged"> {
     const path = this.paths.data(id);
-    await (await openForRead(path)).close().catch(() => undefined);
+    closeQuietly(openForRead(path).fd);
     await this.ensureDirs().catch(() => {
       throw new SessionError("unavailable");
     });
     const release = await this.locks.acquireAppend(id, "reader");
     try {
-      return await readWindow(path, id, bounds, unchanged);
+      return await readWindow(path, id, bounds, reuse);
     } finally {
       if (release) await release().catch(() => undefined);
     }
@@ -240,6 +253,19 @@ export class SessionStore {
     const firstSeq = snap.records[0]?.seq ?? Infinity;
     const complete = cp === null ? !snap.omitted : !(snap.omitted && cp.cutoff_seq + 1 < firstSeq);
     return { checkpoint: cp, records, complete, badLines: snap.badLines, torn: snap.torn };
+  }
+
+  /**
+   * The sidecar `format` stored for this session at exactly `version`, or null (missing, stale, other format,
+   * damaged). Never throws for content.
+   */
+  readSidecar(id: string, format: string, version: FileVersion): Promise<Buffer | null> {
+    return readSidecar(this.paths.sidecar(id), id, format, version);
+  }
+
+  /** Atomically replaces the session's sidecar (tmp file + rename). Best effort: failures are swallowed. */
+  async writeSidecar(id: string, format: string, version: FileVersion, payload: Buffer): Promise<void> {
+    await writeSidecar(this.paths.indexDir, this.paths.sidecar(id), id, format, version, payload);
   }
 
   /** One list page ordered by ID (see `ListPage`). `after` must be a valid ID or null. */
@@ -276,6 +302,14 @@ export class SessionStore {
       truncated: ids.length > examined.length,
       incomplete,
     };
+  }
+}
+
+function unlinkQuietly(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch {
+    /* already gone */
   }
 }
 

@@ -12,8 +12,8 @@
  * - After a write error or a lost lease the writer is failed: every later append/flush rejects
  *   (`SessionError("lost")` for a lost lease, `"unavailable"` otherwise). Records already written stay valid.
  */
-import type { FileHandle } from "node:fs/promises";
 import { SessionError } from "./errors.js";
+import { closeQuietly, syncData, writeAll } from "./fdio.js";
 import type { SessionLocks } from "./locks.js";
 import { MAX_RECORD_BYTES, encodeRecord, type NewRecord, type StoredRecord } from "./records.js";
 
@@ -32,7 +32,8 @@ export class SessionWriter {
 
   constructor(
     readonly sessionId: string,
-    private readonly fh: FileHandle,
+    /** Owned: an O_APPEND descriptor of the session file, closed by `close()`. */
+    private readonly fd: number,
     private nextSeq: number,
     private needsLeadingNewline: boolean,
     private readonly locks: SessionLocks,
@@ -82,7 +83,7 @@ export class SessionWriter {
     if (this.failed === null && this.queue.length > 0) await this.flush().catch(() => undefined);
     if (this.draining) await this.draining;
     this.closed = true;
-    await this.fh.close().catch(() => undefined);
+    closeQuietly(this.fd);
   }
 
   private check(): SessionError | null {
@@ -126,13 +127,11 @@ export class SessionWriter {
     const release = await this.locks.acquireAppend(this.sessionId, "writer");
     try {
       if (text !== "") {
-        const buf = Buffer.from(text, "utf8");
-        let off = 0;
         // If this write fails part-way, the next writer instance repairs the torn tail with a leading LF.
-        while (off < buf.length) off += (await this.fh.write(buf, off, buf.length - off)).bytesWritten;
+        await writeAll(this.fd, Buffer.from(text, "utf8"));
         this.needsLeadingNewline = false;
       }
-      if (sync) await this.fh.datasync();
+      if (sync) await syncData(this.fd);
     } finally {
       if (release) await release().catch(() => undefined);
     }

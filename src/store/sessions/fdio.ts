@@ -1,0 +1,53 @@
+/**
+ * Raw file-descriptor I/O for the store's hot paths.
+ *
+ * Contract: metadata calls that touch no file data (`open`, `fstat`, `close`, the first short write of a new
+ * file) are synchronous — microseconds each, whereas every thread-pool round trip costs a scheduling delay on a
+ * loaded machine and create/open/replay chain several of them. Reads of file bodies and every fsync stay
+ * asynchronous, so a slow disk never blocks the event loop for longer than a metadata syscall.
+ * Callers own the descriptors they open and close them exactly once (`closeQuietly`).
+ */
+import { closeSync, fdatasync, fsync, read, write } from "node:fs";
+
+/** Reads up to `len` bytes at `pos` into `buf[off..]`; resolves with the count read (0 at EOF). */
+export function readInto(fd: number, buf: Buffer, off: number, len: number, pos: number): Promise<number> {
+  return new Promise((resolve, reject) => read(fd, buf, off, len, pos, (err, n) => (err ? reject(err) : resolve(n))));
+}
+
+/** Reads `len` bytes at `pos` (fewer at EOF). */
+export async function readAt(fd: number, pos: number, len: number): Promise<Buffer> {
+  const buf = Buffer.allocUnsafe(len);
+  let got = 0;
+  while (got < len) {
+    const n = await readInto(fd, buf, got, len - got, pos + got);
+    if (n === 0) break;
+    got += n;
+  }
+  return got === len ? buf : buf.subarray(0, got);
+}
+
+/** Writes all of `buf` at the current position (the file's end for O_APPEND descriptors). */
+export async function writeAll(fd: number, buf: Buffer): Promise<void> {
+  let off = 0;
+  while (off < buf.length) {
+    off += await new Promise<number>((resolve, reject) =>
+      write(fd, buf, off, buf.length - off, null, (err, n) => (err ? reject(err) : resolve(n))),
+    );
+  }
+}
+
+export function syncData(fd: number): Promise<void> {
+  return new Promise((resolve, reject) => fdatasync(fd, (err) => (err ? reject(err) : resolve())));
+}
+
+export function syncAll(fd: number): Promise<void> {
+  return new Promise((resolve, reject) => fsync(fd, (err) => (err ? reject(err) : resolve())));
+}
+
+export function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    /* already closed or EIO on close: the descriptor is released either way */
+  }
+}
