@@ -12,8 +12,12 @@
  * when the current projection has the same prefix: it survives restarts and appends, and is stale after compaction,
  * regrouping of in-progress text, corruption or a moved window. Foreign, malformed or stale cursors →
  * `resync_required` with the start position in `next_cursor`.
+ *
+ * Sidecar encoding (`encodeProjection` / `decodeProjection`, stored by the store keyed by file version): the item
+ * table, the prefix hashes and the texts as UTF-8, so a projection loaded after a restart needs no JSONL parse,
+ * no sanitizing and no hashing, and decodes only the items a page touches. See docs/sessions.md.
  */
-import { lastValidCheckpoint, type StoredRecord, type TerminalStatus, type WindowSnapshot } from "../../store/sessions/index.js";
+import { TERMINAL_STATUSES, lastValidCheckpoint, type StoredRecord, type TerminalStatus, type WindowSnapshot } from "../../store/sessions/index.js";
 import { projectText } from "./replay-text.js";
 
 export const MAX_REPLAY_PAGE_BYTES = 16384;
@@ -23,12 +27,34 @@ export type ReplayItem =
   | { kind: "summary"; text: string; part: number; last_part: boolean }
   | { kind: "terminal"; status: TerminalStatus };
 
+/**
+ * A projection: `count` items (`item(i)`, 0 ≤ i < count) and the prefix hashes behind their cursors. Immutable.
+ * `items` materializes every item (tests, diagnostics); pages use `item(i)`, which a sidecar-backed projection
+ * decodes on demand.
+ */
 export interface Projection {
   readonly sessionId: string;
+  readonly count: number;
+  item(i: number): ReplayItem;
   readonly items: ReplayItem[];
-  /** prefix[2i], prefix[2i+1]: the two hash lanes after the first i items (length 2 * (items.length + 1)). */
+  /** prefix[2i], prefix[2i+1]: the two hash lanes after the first i items (length 2 * (count + 1)). */
   readonly prefix: Uint32Array;
   readonly gap: boolean;
+}
+
+class ListProjection implements Projection {
+  constructor(
+    readonly sessionId: string,
+    readonly items: ReplayItem[],
+    readonly prefix: Uint32Array,
+    readonly gap: boolean,
+  ) {}
+  get count(): number {
+    return this.items.length;
+  }
+  item(i: number): ReplayItem {
+    return this.items[i] as ReplayItem;
+  }
 }
 
 export interface ReplayPayload {
@@ -72,7 +98,7 @@ export function projectSnapshot(sessionId: string, snap: WindowSnapshot): Projec
     if (a !== "") pushParts(items, a, (text, part, last_part) => ({ kind: "message", role: "assistant", text, part, last_part }));
     if (t.terminal) items.push({ kind: "terminal", status: t.terminal.status });
   }
-  return { sessionId, items, prefix: chain(sessionId, items), gap };
+  return new ListProjection(sessionId, items, chain(sessionId, items), gap);
 }
 
 function accumulate(t: TurnAcc, r: StoredRecord): void {
@@ -103,14 +129,19 @@ function hashInto(h1: number, h2: number, s: string): [number, number] {
   return [h1 >>> 0, h2 >>> 0];
 }
 
-function itemKey(it: ReplayItem): string {
+/**
+ * The hashed key of an item is `t␀<status>`, `s␀<part>␀<0|1>␀<text>` or `m␀<role>␀<part>␀<0|1>␀<text>`
+ * (␀ = U+0000). `chain` feeds the key's pieces through the same per-character steps as `hashInto` without
+ * building the concatenation (which would copy every text once more).
+ */
+function itemKeyHead(it: ReplayItem): string {
   switch (it.kind) {
     case "terminal":
       return `t\u0000${it.status}`;
     case "summary":
-      return `s\u0000${it.part}\u0000${it.last_part ? 1 : 0}\u0000${it.text}`;
+      return `s\u0000${it.part}\u0000${it.last_part ? 1 : 0}\u0000`;
     case "message":
-      return `m\u0000${it.role}\u0000${it.part}\u0000${it.last_part ? 1 : 0}\u0000${it.text}`;
+      return `m\u0000${it.role}\u0000${it.part}\u0000${it.last_part ? 1 : 0}\u0000`;
   }
 }
 
@@ -124,7 +155,18 @@ function chain(sessionId: string, items: ReplayItem[]): Uint32Array {
   out[0] = h1;
   out[1] = h2;
   for (let i = 0; i < items.length; i++) {
-    [h1, h2] = hashInto(h1, h2, itemKey(items[i] as ReplayItem));
+    const it = items[i] as ReplayItem;
+    for (let k = 0; k < 2; k++) {
+      const s = k === 0 ? itemKeyHead(it) : it.kind === "terminal" ? "" : it.text;
+      for (let j = 0; j < s.length; j++) {
+        const c = s.charCodeAt(j);
+        h1 = Math.imul(h1 ^ c, 0x01000193);
+        h2 = Math.imul(h2 ^ c, 0x5bd1e995);
+        h2 ^= h2 >>> 13;
+      }
+    }
+    h1 = Math.imul(h1 ^ (h1 >>> 16), 0x85ebca6b) >>> 0;
+    h2 = Math.imul(h2 ^ (h2 >>> 15), 0xc2b2ae35) >>> 0;
     out[2 * i + 2] = h1;
     out[2 * i + 3] = h2;
   }
@@ -151,14 +193,104 @@ export function resolveCursor(p: Projection, cursor: string): number | null {
   const m = CURSOR_RE.exec(cursor);
   if (!m || m[1] !== tag(p.sessionId)) return null;
   const n = parseInt(m[2] as string, 36);
-  if (!Number.isSafeInteger(n) || n > p.items.length) return null;
+  if (!Number.isSafeInteger(n) || n > p.count) return null;
   return cursorAt(p, n) === cursor ? n : null;
+}
+
+// ------------------------------------------------------------------ sidecar codec
+
+/*
+ * Payload layout (little-endian): u32 count | u8 gap | 3 zero bytes | u32 prefix[2 * (count + 1)] |
+ * count × 12-byte entries {u8 kind (0 user message, 1 assistant message, 2 summary, 3 terminal), u8 last_part,
+ * u8 status index (terminal), u8 0, u32 part, u32 end offset of the item's text in the text area} | UTF-8 texts.
+ * Texts are well-formed (sanitized), so UTF-8 round-trips them exactly.
+ */
+const ENTRY_BYTES = 12;
+
+export function encodeProjection(p: Projection): Buffer {
+  const n = p.count;
+  const textStart = 8 + 8 * (n + 1) + ENTRY_BYTES * n;
+  let textBytes = 0;
+  for (let i = 0; i < n; i++) {
+    const it = p.item(i);
+    if (it.kind !== "terminal") textBytes += Buffer.byteLength(it.text, "utf8");
+  }
+  const buf = Buffer.alloc(textStart + textBytes);
+  buf.writeUInt32LE(n, 0);
+  buf.writeUInt8(p.gap ? 1 : 0, 4);
+  for (let i = 0; i < 2 * (n + 1); i++) buf.writeUInt32LE(p.prefix[i] as number, 8 + 4 * i);
+  let entry = 8 + 8 * (n + 1);
+  let end = 0;
+  for (let i = 0; i < n; i++, entry += ENTRY_BYTES) {
+    const it = p.item(i);
+    if (it.kind === "terminal") {
+      buf.writeUInt8(3, entry);
+      buf.writeUInt8(TERMINAL_STATUSES.indexOf(it.status), entry + 2);
+    } else {
+      buf.writeUInt8(it.kind === "summary" ? 2 : it.role === "user" ? 0 : 1, entry);
+      buf.writeUInt8(it.last_part ? 1 : 0, entry + 1);
+      buf.writeUInt32LE(it.part, entry + 4);
+      end += buf.write(it.text, textStart + end, "utf8");
+    }
+    buf.writeUInt32LE(end, entry + 8);
+  }
+  return buf;
+}
+
+/** The projection encoded in `buf`, or null when the layout is inconsistent. Items decode on demand. */
+export function decodeProjection(sessionId: string, buf: Buffer): Projection | null {
+  if (buf.length < 8) return null;
+  const n = buf.readUInt32LE(0);
+  const gap = buf.readUInt8(4);
+  const tableStart = 8 + 8 * (n + 1);
+  const textStart = tableStart + ENTRY_BYTES * n;
+  if (gap > 1 || textStart > buf.length) return null;
+  const textBytes = buf.length - textStart;
+  let prev = 0;
+  for (let i = 0, e = tableStart; i < n; i++, e += ENTRY_BYTES) {
+    const kind = buf.readUInt8(e);
+    const end = buf.readUInt32LE(e + 8);
+    const ok = kind === 3 ? buf.readUInt8(e + 2) < TERMINAL_STATUSES.length && end === prev : kind < 3 && buf.readUInt8(e + 1) <= 1 && end >= prev;
+    if (!ok || end > textBytes) return null;
+    prev = end;
+  }
+  if (prev !== textBytes) return null;
+  const prefix = new Uint32Array(2 * (n + 1));
+  for (let i = 0; i < prefix.length; i++) prefix[i] = buf.readUInt32LE(8 + 4 * i);
+  return new EncodedProjection(sessionId, n, prefix, gap === 1, buf.subarray(tableStart, textStart), buf.subarray(textStart));
+}
+
+class EncodedProjection implements Projection {
+  private all: ReplayItem[] | null = null;
+  constructor(
+    readonly sessionId: string,
+    readonly count: number,
+    readonly prefix: Uint32Array,
+    readonly gap: boolean,
+    private readonly table: Buffer,
+    private readonly texts: Buffer,
+  ) {}
+
+  item(i: number): ReplayItem {
+    const e = i * ENTRY_BYTES;
+    const kind = this.table.readUInt8(e);
+    if (kind === 3) return { kind: "terminal", status: TERMINAL_STATUSES[this.table.readUInt8(e + 2)] as TerminalStatus };
+    const start = i === 0 ? 0 : this.table.readUInt32LE(e - ENTRY_BYTES + 8);
+    const text = this.texts.toString("utf8", start, this.table.readUInt32LE(e + 8));
+    const part = this.table.readUInt32LE(e + 4);
+    const last_part = this.table.readUInt8(e + 1) === 1;
+    return kind === 2 ? { kind: "summary", text, part, last_part } : { kind: "message", role: kind === 0 ? "user" : "assistant", text, part, last_part };
+  }
+
+  get items(): ReplayItem[] {
+    return (this.all ??= Array.from({ length: this.count }, (_, i) => this.item(i)));
+  }
 }
 
 // ------------------------------------------------------------------ pages
 
 function eventOf(p: Projection, i: number): Record<string, unknown> {
-  return { cursor: cursorAt(p, i + 1), ...(p.items[i] as ReplayItem) };
+  return { cursor: cursorAt(p, i + 1), ...p.item(i) };
 }
 
 function frame(next: string, snapshot: string, truncated: boolean, gap: boolean, resync: boolean): string {
@@ -170,7 +302,7 @@ function frame(next: string, snapshot: string, truncated: boolean, gap: boolean,
  * Every single item fits (text parts are ≤ 2,048 bytes, so ≤ ~4 KiB escaped).
  */
 export function replayPage(p: Projection, after: string | null, limit: number, maxBytes = MAX_REPLAY_PAGE_BYTES): ReplayPayload {
-  const total = p.items.length;
+  const total = p.count;
   const snapshot = cursorAt(p, total);
   let start = 0;
   if (after !== null) {

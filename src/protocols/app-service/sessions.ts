@@ -14,11 +14,12 @@ import {
   DEFAULT_WINDOW,
   SessionError,
   isValidSessionId,
+  sameVersion,
   type FileVersion,
   type SessionManager,
 } from "../../store/sessions/index.js";
 import { emptyPayload, onlyKeys, type MethodDescriptor, type MethodFamily, type Outcome, type ParseResult } from "./descriptor.js";
-import { projectSnapshot, replayPage, type Projection } from "./replay.js";
+import { decodeProjection, encodeProjection, projectSnapshot, replayPage, type Projection } from "./replay.js";
 import { titleFrom } from "./replay-text.js";
 
 export interface SessionMethodsDeps {
@@ -34,6 +35,9 @@ interface PageParams {
 }
 
 const MAX_CONTINUATION_BYTES = 128;
+
+/** Sidecar format of replay projections: bump on any change to the projection, its encoding or the window. */
+const PROJECTION_FORMAT = `replay-v1;${DEFAULT_WINDOW.maxBytes},${DEFAULT_WINDOW.maxRecords},${DEFAULT_WINDOW.quantumBytes}`;
 
 /** Maps a store failure to its wire code. Anything unexpected is a fixed `internal_error`. */
 export function sessionErrorCode(err: unknown): ErrorCode {
@@ -76,9 +80,41 @@ function fail(err: unknown, sessionId?: string | null): Outcome {
 export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
   const { manager } = deps;
   const store = manager.store;
-  /** Projections of recently replayed sessions, keyed by ID, reused while the file version is unchanged. */
+  /**
+   * Projections of recently replayed sessions, keyed by ID, reused while the file version is unchanged. Behind it,
+   * each computed projection is persisted as a sidecar (store.writeSidecar) so that the first replay after a
+   * restart loads it instead of re-deriving it from the JSONL.
+   */
   const cache = new Map<string, { version: FileVersion; projection: Projection }>();
   const CACHE_SIZE = 8;
+  /** Sidecar writes in flight, by session: at most one each; drained at EOF. */
+  const persisting = new Map<string, Promise<void>>();
+
+  function remember(id: string, version: FileVersion, projection: Projection): void {
+    cache.delete(id);
+    cache.set(id, { version, projection });
+    while (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value as string);
+  }
+
+  /** Writes the sidecar after the current request's response (a cache: failures are ignored). */
+  function persist(id: string, version: FileVersion, projection: Projection): void {
+    if (persisting.has(id)) return;
+    const job = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() => store.writeSidecar(id, PROJECTION_FORMAT, version, encodeProjection(projection)))
+      .catch(() => undefined)
+      .finally(() => persisting.delete(id));
+    persisting.set(id, job);
+  }
+
+  /** Under the append lock: the cached or persisted projection of exactly `version`, if any. */
+  async function reusable(id: string, version: FileVersion): Promise<Projection | null> {
+    const hit = cache.get(id);
+    if (hit && sameVersion(hit.version, version)) return hit.projection;
+    const blob = await store.readSidecar(id, PROJECTION_FORMAT, version);
+    const loaded = blob === null ? null : decodeProjection(id, blob);
+    if (loaded !== null) remember(id, version, loaded);
+    return loaded;
+  }
 
   const list: MethodDescriptor<PageParams> = {
     method: "session.list",
@@ -143,17 +179,14 @@ export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
       const id = ctx.sessionId as string;
       if (!isValidSessionId(id)) return { error: "invalid_session_id" };
       try {
-        const cached = cache.get(id);
-        const snap = await store.readWindow(id, DEFAULT_WINDOW, cached?.version);
-        let projection: Projection;
-        if (snap === "unchanged" && cached) projection = cached.projection;
-        else if (snap === "unchanged") return { error: "internal_error" };
-        else {
+        let projection: Projection | null = null;
+        const snap = await store.readWindow(id, DEFAULT_WINDOW, async (version) => (projection = await reusable(id, version)) !== null);
+        if (snap !== "unchanged") {
           projection = projectSnapshot(id, snap);
-          cache.delete(id);
-          cache.set(id, { version: snap.version, projection });
-          while (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value as string);
+          remember(id, snap.version, projection);
+          persist(id, snap.version, projection);
         }
+        if (projection === null) return { error: "internal_error" };
         return { payload: { ...replayPage(projection, after, limit) } };
       } catch (e) {
         return fail(e);
@@ -179,6 +212,9 @@ export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
   return {
     descriptors: [list, create, open, replay, close],
     /** EOF/output failure: turns were drained first (reverse registration order); release every remaining lease. */
-    drain: () => manager.drain(),
+    drain: async () => {
+      await manager.drain();
+      await Promise.all(persisting.values());
+    },
   };
 }

@@ -6,6 +6,8 @@
  * - `<home>/session-locks/<id>.lease`       writer lease (proper-lockfile directory) + `<id>.owner` (pid/host of the holder)
  * - `<home>/session-locks/<id>.append`      append/rotation lock (proper-lockfile directory)
  * - `<home>/session-locks/<id>.reclaim`     serializes dead-holder recovery of the lease
+ * Derived data (a cache, never a source of truth) in `<home>/session-index/`:
+ * - `<home>/session-index/<id>.proj`        adapter projection sidecar keyed by the session file version (sidecar.ts)
  * Contract: every function taking an ID throws `SessionError("invalid_id")` unless `isValidSessionId(id)`,
  * so no path is ever derived from an unvalidated ID.
  */
@@ -18,10 +20,12 @@ export const SESSION_FILE_SUFFIX = ".jsonl";
 export class SessionPaths {
   readonly sessionsDir: string;
   readonly locksDir: string;
+  readonly indexDir: string;
 
   constructor(home: string) {
     this.sessionsDir = join(home, "sessions");
     this.locksDir = join(home, "session-locks");
+    this.indexDir = join(home, "session-index");
   }
 
   private checked(id: string): string {
@@ -43,6 +47,9 @@ export class SessionPaths {
   }
   reclaim(id: string): string {
     return join(this.locksDir, this.checked(id) + ".reclaim");
+  }
+  sidecar(id: string): string {
+    return join(this.indexDir, this.checked(id) + ".proj");
   }
 
   /** Maps a directory entry name back to an ID, or null when it is not a session file (or not a valid ID). */

@@ -1,0 +1,97 @@
+/**
+ * Sidecars: durable data derived from one version of a session file (app-service: the replay projection), so the
+ * first read after a restart does not have to re-derive it from the JSONL.
+ *
+ * File `<home>/session-index/<id>.proj`:
+ *   "BSX1" | u32 LE meta length | meta JSON {id, format, ino, size, mtimeMs, payload} | payload | SHA-256 of all before.
+ *
+ * Contracts:
+ * - A sidecar is a cache keyed by (session ID, format, ino, size, mtime) of the JSONL. `readSidecar` returns the
+ *   payload only when every key field equals the caller's current version and the checksum verifies; otherwise null.
+ *   The JSONL always wins: a stale, foreign, truncated or damaged sidecar is ignored and replaced by the next write.
+ * - Writes go to a unique temporary file in the same directory, then `rename` over the sidecar: readers see the old
+ *   or the new file, never a mix. No fsync: after a crash a garbage file is possible, and the checksum rejects it.
+ *   Concurrent writers (processes) are harmless: the last rename wins and every candidate is self-consistent.
+ * - Bounded: payloads over MAX_SIDECAR_BYTES are neither written nor read. Never throws.
+ */
+import { constants as FS, fstatSync, mkdirSync, openSync, renameSync, unlinkSync } from "node:fs";
+import { createHash, randomBytes } from "node:crypto";
+import { closeQuietly, readAt, writeAll } from "./fdio.js";
+import type { FileVersion } from "./reader.js";
+
+export const MAX_SIDECAR_BYTES = 64 * 1024 * 1024;
+const MAGIC = "BSX1";
+const HASH_BYTES = 32;
+
+interface Meta {
+  id: string;
+  format: string;
+  ino: number;
+  size: number;
+  mtimeMs: number;
+  payload: number;
+}
+
+function digest(...parts: Buffer[]): Buffer {
+  const h = createHash("sha256");
+  for (const p of parts) h.update(p);
+  return h.digest();
+}
+
+export async function readSidecar(path: string, id: string, format: string, version: FileVersion): Promise<Buffer | null> {
+  let fd: number;
+  try {
+    fd = openSync(path, FS.O_RDONLY | FS.O_NONBLOCK);
+  } catch {
+    return null;
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile() || st.size < 8 + HASH_BYTES || st.size > MAX_SIDECAR_BYTES + 64 * 1024) return null;
+    const buf = await readAt(fd, 0, st.size);
+    if (buf.length !== st.size || buf.toString("latin1", 0, 4) !== MAGIC) return null;
+    const metaEnd = 8 + buf.readUInt32LE(4);
+    if (metaEnd + HASH_BYTES > buf.length) return null;
+    const meta = JSON.parse(buf.toString("utf8", 8, metaEnd)) as Partial<Meta>;
+    const bodyEnd = buf.length - HASH_BYTES;
+    const matches =
+      meta.id === id &&
+      meta.format === format &&
+      meta.ino === version.ino &&
+      meta.size === version.size &&
+      meta.mtimeMs === version.mtimeMs &&
+      meta.payload === bodyEnd - metaEnd;
+    if (!matches || !digest(buf.subarray(0, bodyEnd)).equals(buf.subarray(bodyEnd))) return null;
+    return buf.subarray(metaEnd, bodyEnd);
+  } catch {
+    return null;
+  } finally {
+    closeQuietly(fd);
+  }
+}
+
+export async function writeSidecar(dir: string, path: string, id: string, format: string, version: FileVersion, payload: Buffer): Promise<void> {
+  if (payload.length > MAX_SIDECAR_BYTES) return;
+  const metaObj: Meta = { id, format, ino: version.ino, size: version.size, mtimeMs: version.mtimeMs, payload: payload.length };
+  const meta = Buffer.from(JSON.stringify(metaObj), "utf8");
+  const head = Buffer.alloc(8);
+  head.write(MAGIC, 0, "latin1");
+  head.writeUInt32LE(meta.length, 4);
+  const tmp = `${path}.${process.pid}-${randomBytes(6).toString("hex")}.tmp`;
+  let fd: number | null = null;
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    fd = openSync(tmp, FS.O_WRONLY | FS.O_CREAT | FS.O_EXCL, 0o600);
+    await writeAll(fd, Buffer.concat([head, meta, payload, digest(head, meta, payload)]));
+    closeQuietly(fd);
+    fd = null;
+    renameSync(tmp, path);
+  } catch {
+    if (fd !== null) closeQuietly(fd);
+    try {
+      unlinkSync(tmp);
+    } catch {
+      /* never created, or already renamed */
+    }
+  }
+}
