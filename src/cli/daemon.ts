@@ -1,7 +1,43 @@
-/** `berth daemon [--listen HOST:PORT]`: the live-backend host. Ready line on stdout, logs on stderr. */
+/**
+ * `berth daemon [--listen HOST:PORT] [--berth-runtime]`: the live-backend host. Ready line on
+ * stdout, logs on stderr. With `--berth-runtime`, Berth's own runtime is registered as provider
+ * `berth` over the backend socket (in this process) before the ready line is printed.
+ */
+import { join } from "node:path";
 import { resolveHome, startHost, type HostHandle } from "../protocols/host/host.js";
 
 const SHUTDOWN_DEADLINE_MS = 5000;
+const RUNTIME_READY_MS = 10_000;
+
+/** Start the in-process Berth runtime backend; resolves with its close function. */
+async function startRuntime(handle: HostHandle): Promise<() => Promise<void>> {
+  const [{ BerthRuntimeBackend }, { Agent }, { SessionManager, SessionStore }, home] = await Promise.all([
+    import("../protocols/host/adapters/berth-runtime.js"),
+    import("../runtime/agent.js"),
+    import("../store/sessions/index.js"),
+    import("../store/home.js"),
+  ]);
+  const berthHome = home.resolveHome(process.env);
+  const cwd = process.cwd();
+  const rt = new BerthRuntimeBackend({
+    socketPath: handle.backendSocket,
+    manager: new SessionManager(new SessionStore({ home: berthHome })),
+    runner: new Agent({ home: berthHome, cwd, env: process.env }),
+    cwd,
+    registryPath: join(handle.stateDir, "berth-runtime.json"),
+    log: (m) => process.stderr.write(`berth daemon: ${m}\n`),
+  });
+  rt.start();
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), RUNTIME_READY_MS)));
+  const first = await Promise.race([rt.ready, timeout]);
+  clearTimeout(timer);
+  if (first === "timeout") {
+    await rt.close();
+    throw new Error("the Berth runtime did not register in time");
+  }
+  return () => rt.close();
+}
 
 function parseListen(v: string): { host: string; port: number } | null {
   const m = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(v);
@@ -13,6 +49,7 @@ function parseListen(v: string): { host: string; port: number } | null {
 
 export async function runDaemon(argv: string[]): Promise<number> {
   let listen = { host: "127.0.0.1", port: 0 };
+  let withRuntime = false;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--listen" || a.startsWith("--listen=")) {
@@ -23,8 +60,10 @@ export async function runDaemon(argv: string[]): Promise<number> {
         return 2;
       }
       listen = parsed;
+    } else if (a === "--berth-runtime") {
+      withRuntime = true;
     } else if (a === "-h" || a === "--help") {
-      process.stderr.write("usage: berth daemon [--listen HOST:PORT]\n");
+      process.stderr.write("usage: berth daemon [--listen HOST:PORT] [--berth-runtime]\n");
       return 0;
     } else {
       process.stderr.write(`berth daemon: unknown argument ${a}\n`);
@@ -37,6 +76,16 @@ export async function runDaemon(argv: string[]): Promise<number> {
   } catch (e) {
     process.stderr.write(`berth daemon: ${e instanceof Error ? e.message : String(e)}\n`);
     return 1;
+  }
+  let stopRuntime: () => Promise<void> = () => Promise.resolve();
+  if (withRuntime) {
+    try {
+      stopRuntime = await startRuntime(handle);
+    } catch (e) {
+      process.stderr.write(`berth daemon: ${e instanceof Error ? e.message : String(e)}\n`);
+      await handle.close();
+      return 1;
+    }
   }
   process.stdout.write(handle.readyLine() + "\n");
   return await new Promise<number>((resolveExit) => {
@@ -51,7 +100,10 @@ export async function runDaemon(argv: string[]): Promise<number> {
         process.exit(1);
       }, SHUTDOWN_DEADLINE_MS);
       timer.unref();
-      handle.close().then(
+      stopRuntime()
+        .catch((e: unknown) => process.stderr.write(`berth daemon: runtime shutdown error: ${String(e)}\n`))
+        .then(() => handle.close())
+        .then(
         () => resolveExit(0),
         (e: unknown) => {
           process.stderr.write(`berth daemon: shutdown error: ${String(e)}\n`);

@@ -4,8 +4,9 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { statSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { AhpClient, FakeBackend, tempHome, until } from "./helpers.js";
+import { AhpClient, FakeBackend, berthHomeFor, tempHome, until } from "./helpers.js";
 import type { HostHandle } from "../../src/protocols/host/host.js";
+import { startFakeProvider } from "../fakes/fake-provider.js";
 
 const bin = fileURLToPath(new URL("../../../bin/berth", import.meta.url));
 
@@ -15,8 +16,8 @@ interface Daemon {
   stdout: string[];
   stderr: string;
 }
-function startDaemon(home: string): Promise<Daemon> {
-  const proc = spawn(process.execPath, [bin, "daemon", "--listen", "127.0.0.1:0"], { env: { ...process.env, BERTH_HOME: home }, stdio: ["ignore", "pipe", "pipe"] });
+function startDaemon(home: string, args: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<Daemon> {
+  const proc = spawn(process.execPath, [bin, "daemon", "--listen", "127.0.0.1:0", ...args], { env: { ...process.env, BERTH_HOME: home, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   const d: Daemon = { proc, ready: {}, stdout: [], stderr: "" };
   proc.stderr!.on("data", (b: Buffer) => (d.stderr += b.toString()));
   return new Promise((resolve, reject) => {
@@ -86,4 +87,36 @@ test("berth daemon: ready line, owner-only state, exclusive lock, SIGTERM, crash
   d2.proc.kill("SIGTERM");
   assert.equal(await exited(d2.proc), 0);
   assert.equal(d2.stdout.length, 1, "exactly one stdout line");
+});
+
+test("berth daemon --berth-runtime: provider berth is registered before the ready line; a prompt round-trips", async () => {
+  const fake = await startFakeProvider();
+  try {
+    const home = berthHomeFor(fake);
+    const env: NodeJS.ProcessEnv = { MC_HOME: home, MC_PROVIDER: "fake", MC_MODEL: "fake-model" };
+    for (const k of Object.keys(process.env)) if (k.includes("API_KEY")) env[k] = "";
+    const d = await startDaemon(home, ["--berth-runtime"], env);
+    const h = asHandle(d);
+    const { c, result } = await AhpClient.init(h, ["ahp-root://"]);
+    assert.deepEqual(result.snapshots[0].state.agents.map((a: { provider: string }) => a.provider), ["berth"]);
+    assert.equal((await c.request("createSession", { channel: "ahp-session:/d1", provider: "berth" })).result, null);
+    const snap = (await c.request("subscribe", { channel: "ahp-session:/d1" })).result.snapshot;
+    if (snap.state.lifecycle !== "ready") await c.action((e) => e.action.type === "session/ready", "ready", 10_000);
+    const chat: string = snap.state.defaultChat;
+    await c.request("subscribe", { channel: chat });
+    c.dispatch(chat, { type: "chat/turnStarted", turnId: "x1", startedAt: new Date().toISOString(), message: { text: "ping", origin: { kind: "user" } } });
+    await c.action((e) => e.action.type === "chat/turnComplete" && e.action.turnId === "x1", "turn complete", 15_000);
+    const text = c
+      .actions(chat)
+      .filter((e) => e.action.turnId === "x1" && (e.action.type === "chat/responsePart" || e.action.type === "chat/delta"))
+      .map((e) => (e.action.type === "chat/delta" ? e.action.content : e.action.part.content))
+      .join("");
+    assert.equal(text, "echo: ping");
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    d.proc.kill("SIGTERM");
+    assert.equal(await exited(d.proc), 0);
+  } finally {
+    await fake.close();
+  }
 });

@@ -1,6 +1,6 @@
 /** Test doubles for the host: fake backends over the real Unix socket and a spec-derived AHP client. */
 import { createConnection, type Socket } from "node:net";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import WebSocket from "ws";
@@ -12,6 +12,13 @@ export type Json = Record<string, any>;
 
 export function tempHome(): string {
   return mkdtempSync(join(tmpdir(), "bh-"));
+}
+
+/** A Berth home whose settings point provider `fake` at a loopback fake provider. */
+export function berthHomeFor(fake: { baseUrl: string }): string {
+  const home = mkdtempSync(join(tmpdir(), "bh-berth-"));
+  writeFileSync(join(home, "settings.json"), JSON.stringify({ providers: { fake: { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, auth: "none", models: [{ id: "fake-model" }] } } }));
+  return home;
 }
 
 export async function withHost<T>(fn: (h: HostHandle) => Promise<T>, opts: { home?: string; inspectionHoldMs?: number } = {}): Promise<T> {

@@ -41,6 +41,7 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
       if (!t || t.id !== action.turnId) return reject("no such active turn");
       if (!s.route) return reject("backend not connected");
       st.publish(channel, { type, turnId: t.id, duration: durationSince(t) }, origin);
+      chat.draining = true;
       st.summaryChanged(s);
       void routeCommand(st, s, channel, { type: "abort" });
       return;
@@ -115,6 +116,7 @@ function turnStarted(st: HostState, s: SessionModel, chat: ChatModel, action: Js
     if (!cur?.activeTurn || cur.activeTurn.id !== turnId) return;
     const errorType = o.kind === "rejected" ? "backend_rejected" : "backend_indeterminate";
     st.publish(channel, { type: "chat/error", turnId, duration: durationSince(cur.activeTurn), error: { errorType, message: o.error } });
+    if (o.kind === "indeterminate") cur.draining = true; // the runtime may still be running it
     st.summaryChanged(s);
   });
 }

@@ -22,8 +22,18 @@ export function historyToTurn(h: HistoryTurn): Json {
  * Reduce one validated backend event into AHP state. Returns null on success, or a
  * semantic-rejection message (nothing was published in that case).
  */
+const TURN_SCOPED = new Set(["text_delta", "thinking_delta", "tool_started", "tool_completed", "tool_confirmation_requested", "tool_confirmation_resolved", "tool_result_confirmation_requested", "tool_result_confirmation_resolved", "usage"]);
+
 export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatModel, ev: BackendEvent): string | null {
   const t = chat.activeTurn;
+  if (!t && chat.draining) {
+    if (TURN_SCOPED.has(ev.type)) return null; // trailing output of a turn the host already ended
+    if (ev.type === "settled") {
+      chat.draining = false;
+      return null;
+    }
+  }
+  if (ev.type === "user_message" || ev.type === "agent_started") chat.draining = false;
   const needTurn = () => (t ? null : `${ev.type} without an active turn`);
   const startTurn = (text: string, turnId?: string, kind = "user", queuedMessageId?: string) => {
     const act: Json = { type: "chat/turnStarted", turnId: turnId ?? randomUUID(), startedAt: nowIso(), message: { text, origin: { kind } } };

@@ -46,6 +46,11 @@ export interface ChatModel {
   steeringMessage?: PendingMessage;
   queuedMessages: PendingMessage[];
   lastError: boolean;
+  /**
+   * The host ended the turn before the runtime did (client cancel, or an indeterminate prompt):
+   * until the runtime's `settled`, its trailing turn events are accepted and ignored.
+   */
+  draining: boolean;
   inputs: Map<string, Json>; // requestId -> ChatInputRequest
   inputTurns: Map<string, string>; // requestId -> bound turn
   partSeq: number;

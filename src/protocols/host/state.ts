@@ -151,7 +151,7 @@ export class HostState {
   ensureChat(s: SessionModel, uri: string, title: string): ChatModel {
     let c = s.chats.get(uri);
     if (!c) {
-      c = { uri, sessionUri: s.uri, title, modifiedAt: s.modifiedAt, turns: [], lastError: false, queuedMessages: [], inputs: new Map(), inputTurns: new Map(), partSeq: 0 };
+      c = { uri, sessionUri: s.uri, title, modifiedAt: s.modifiedAt, turns: [], lastError: false, draining: false, queuedMessages: [], inputs: new Map(), inputTurns: new Map(), partSeq: 0 };
       s.chats.set(uri, c);
       this.chatIndex.set(uri, c);
     }
