@@ -227,3 +227,30 @@ test("actions are filtered by the upstream introduced-in table: 0.9.x clients ge
     c.close();
     be.close();
   }));
+
+test("a client-cancelled turn: the runtime's trailing events are accepted until its settled, then the chat is strict again", () =>
+  withHost(async (h) => {
+    const { be, reg } = await FakeBackend.session(h, { protocolVersion: 3, sourceId: "drain" });
+    const { c } = await AhpClient.init(h, [reg.chat]);
+    const seq = (n: number, event: Json) => be.send({ type: "sequenced_event", session: reg.session, sequence: n, event });
+    c.dispatch(reg.chat, { type: "chat/turnStarted", turnId: "T", startedAt: new Date().toISOString(), message: user("go") });
+    const p = await be.next((f) => f.type === "command" && f.command.type === "prompt");
+    be.send({ type: "command_result", commandId: p.commandId, accepted: true });
+    seq(1, { type: "text_delta", text: "partial" });
+    await c.action((e) => e.action.type === "chat/responsePart");
+    c.dispatch(reg.chat, { type: "chat/turnCancelled", turnId: "T", duration: 0 });
+    const abort = await be.next((f) => f.type === "command" && f.command.type === "abort");
+    // Output the runtime produced before it saw the abort, then its own settlement.
+    seq(2, { type: "text_delta", text: " more" });
+    seq(3, { type: "usage", outputTokens: 3 });
+    seq(4, { type: "settled", cancelled: true });
+    be.send({ type: "command_result", commandId: abort.commandId, accepted: true });
+    for (const n of [2, 3, 4]) assert.equal((await be.next((f) => f.type === "event_ack" && f.sequence === n)).type, "event_ack");
+    const turn = h.state.chatIndex.get(reg.chat)!.turns.find((t) => t.id === "T")!;
+    assert.equal(turn.state, "cancelled");
+    // Settled: a delta without a turn is a semantic error again.
+    seq(5, { type: "text_delta", text: "stray" });
+    assert.equal((await be.next((f) => f.type === "event_rejected" || f.type === "error")).type, "event_rejected");
+    c.close();
+    be.close();
+  }));
