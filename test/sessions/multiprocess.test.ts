@@ -86,7 +86,10 @@ test("crash: SIGKILL during appends, then replay (earlier records intact) and a 
   });
   child.kill("SIGKILL");
   await new Promise((r) => child.once("close", r));
-  const snap = await store.readWindow(s.id);
+  // A window larger than anything the appender writes (≤ 400 records of ≤ 76 KB), so every record is in it even
+  // when the kill comes late on a loaded machine.
+  const whole = { maxBytes: 64 * 1024 * 1024, maxRecords: 100_000, quantumBytes: 1 };
+  const snap = await store.readWindow(s.id, whole);
   assert.ok(snap !== "unchanged");
   assert.ok(snap.records.length >= 32, "the fsynced records survived");
   snap.records.forEach((r, i) => {
@@ -101,7 +104,7 @@ test("crash: SIGKILL during appends, then replay (earlier records intact) and a 
   const rec = await h.writer.append({ kind: "user", turn_id: "after", text: "after the crash" }, { sync: true });
   assert.equal(rec.seq, snap.records.length + 1);
   await h.release();
-  const after = await store.readWindow(s.id);
+  const after = await store.readWindow(s.id, whole);
   assert.ok(after !== "unchanged");
   assert.equal(after.torn, false);
   assert.equal(after.records.at(-1)?.seq, rec.seq);

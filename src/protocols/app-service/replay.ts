@@ -17,10 +17,13 @@
  * table, the prefix hashes and the texts as UTF-8, so a projection loaded after a restart needs no JSONL parse,
  * no sanitizing and no hashing, and decodes only the items a page touches. See docs/sessions.md.
  */
-import { TERMINAL_STATUSES, lastValidCheckpoint, type StoredRecord, type TerminalStatus, type WindowSnapshot } from "../../store/sessions/index.js";
+import { TERMINAL_STATUSES, lastValidCheckpoint, type RecordKind, type StoredRecord, type TerminalStatus, type WindowSnapshot } from "../../store/sessions/index.js";
 import { projectText } from "./replay-text.js";
 
 export const MAX_REPLAY_PAGE_BYTES = 16384;
+
+/** Record kinds the projection never reads: the store validates them but need not return them. */
+export const UNPROJECTED_KINDS: ReadonlySet<RecordKind> = new Set<RecordKind>(["tool_call", "tool_result"]);
 
 export type ReplayItem =
   | { kind: "message"; role: "user" | "assistant"; text: string; part: number; last_part: boolean }
@@ -76,7 +79,7 @@ export function projectSnapshot(sessionId: string, snap: WindowSnapshot): Projec
   const recs = snap.records;
   const cp = lastValidCheckpoint(recs);
   let gap = snap.badLines > 0 || snap.torn;
-  const firstSeq = recs[0]?.seq ?? Infinity;
+  const firstSeq = snap.firstSeq ?? Infinity;
   if (snap.omitted && (cp === null || firstSeq > cp.cutoff_seq + 1)) gap = true;
   const items: ReplayItem[] = [];
   if (cp !== null) pushParts(items, cp.summary, (text, part, last_part) => ({ kind: "summary", text, part, last_part }));

@@ -19,7 +19,7 @@ import {
   type SessionManager,
 } from "../../store/sessions/index.js";
 import { emptyPayload, onlyKeys, type MethodDescriptor, type MethodFamily, type Outcome, type ParseResult } from "./descriptor.js";
-import { decodeProjection, encodeProjection, projectSnapshot, replayPage, type Projection } from "./replay.js";
+import { UNPROJECTED_KINDS, decodeProjection, encodeProjection, projectSnapshot, replayPage, type Projection } from "./replay.js";
 import { titleFrom } from "./replay-text.js";
 
 export interface SessionMethodsDeps {
@@ -180,7 +180,8 @@ export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
       if (!isValidSessionId(id)) return { error: "invalid_session_id" };
       try {
         let projection: Projection | null = null;
-        const snap = await store.readWindow(id, DEFAULT_WINDOW, async (version) => (projection = await reusable(id, version)) !== null);
+        const reuse = async (version: FileVersion) => (projection = await reusable(id, version)) !== null;
+        const snap = await store.readWindow(id, DEFAULT_WINDOW, reuse, UNPROJECTED_KINDS);
         if (snap !== "unchanged") {
           projection = projectSnapshot(id, snap);
           remember(id, snap.version, projection);

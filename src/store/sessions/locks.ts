@@ -12,9 +12,12 @@
  * - proper-lockfile refreshes the directory mtime every second; if it finds the lease taken over (we stalled past
  *   the threshold and were recovered), `onLost` fires and the holder must stop writing.
  *
- * Append/rotation lock (`<id>.append`): taken by the writer around every batch write and by readers around a
- * window read, so a reader never mistakes an in-flight append for a torn line. Readers wait briefly, then report
- * busy — unless the lease holder is dead, in which case nothing can be appending and they read without it.
+ * Append/rotation lock (`<id>.append`): taken by the writer around every batch write. Readers respect it so they
+ * never mistake an in-flight append for a torn line: when the lock directory is absent they read without taking it
+ * (`appendLockPresent`; an append starting meanwhile only extends the file beyond the size they read, or leaves a
+ * torn-looking tail, which sends them to the locked path); when it is present, or their read ended torn, they take
+ * it and read again. Readers wait briefly, then report busy — unless the lease holder is dead, in which case
+ * nothing can be appending and they read without it.
  */
 import {
   mkdir,
@@ -239,6 +242,16 @@ export class SessionLocks {
     }
     const owner = await readOwner(this.paths.owner(id));
     return owner !== null && ownerIsDead(owner);
+  }
+
+  /** True when the append lock directory exists (held, being released, or abandoned); see the module contract. */
+  appendLockPresent(id: string): boolean {
+    try {
+      statSync(this.paths.append(id));
+      return true;
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code !== "ENOENT";
+    }
   }
 
   /**

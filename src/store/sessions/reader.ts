@@ -5,7 +5,7 @@
 import { constants as FS, fstatSync, openSync } from "node:fs";
 import { SessionError } from "./errors.js";
 import { closeQuietly, readAt } from "./fdio.js";
-import { decodeHeader, decodeLine, toWellFormed, type HeaderRecord, type StoredRecord } from "./records.js";
+import { decodeHeader, decodeLine, toWellFormed, type DecodedLine, type HeaderRecord, type RecordKind, type StoredRecord } from "./records.js";
 
 /** The header line must fit in this many bytes. */
 export const MAX_HEADER_BYTES = 64 * 1024;
@@ -36,8 +36,10 @@ export function sameVersion(a: FileVersion, b: FileVersion): boolean {
 export interface WindowSnapshot {
   header: HeaderRecord;
   version: FileVersion;
-  /** Valid records in the window, file order. */
+  /** Valid records in the window, file order (without the kinds a caller asked to leave out). */
   records: StoredRecord[];
+  /** The seq of the first valid record in the window (left-out kinds included), or null when there is none. */
+  firstSeq: number | null;
   /** Lines in the window that are not valid records (malformed JSON or shape), excluding a torn tail. */
   badLines: number;
   /** Well-formed records of kinds this version does not know (not an error). */
@@ -88,8 +90,16 @@ export type ReuseCheck = FileVersion | ((version: FileVersion) => boolean | Prom
 /**
  * Reads the recent window. `expectId` must match the header's session ID (else `unavailable`).
  * With `reuse`, returns "unchanged" without reading when it accepts the current version.
+ * Records whose kind is in `leaveOut` are validated exactly like the others (bad lines counted, seq order
+ * enforced) but not returned — for callers that never look at them (replay skips tool records).
  */
-export async function readWindow(path: string, expectId: string, bounds: WindowBounds, reuse?: ReuseCheck): Promise<WindowSnapshot | "unchanged"> {
+export async function readWindow(
+  path: string,
+  expectId: string,
+  bounds: WindowBounds,
+  reuse?: ReuseCheck,
+  leaveOut?: ReadonlySet<RecordKind>,
+): Promise<WindowSnapshot | "unchanged"> {
   const { fd, version } = openForRead(path);
   try {
     if (reuse !== undefined && (typeof reuse === "function" ? await reuse(version) : sameVersion(reuse, version))) return "unchanged";
@@ -106,43 +116,96 @@ export async function readWindow(path: string, expectId: string, bounds: WindowB
     // Read one byte before `start` to know whether `start` begins a line.
     const from = start > h.end ? start - 1 : start;
     const buf = await readAt(fd, from, size - from);
-    let text = buf.toString("utf8");
+    // Drop the (possibly partial) line containing `start`, unless the byte before it is LF.
+    let pos = 0;
     if (from < start) {
-      // Drop the (possibly partial) line containing `start`, unless the byte before it is LF.
-      const nl = text.indexOf("\n");
-      text = nl < 0 ? "" : text.slice(nl + 1);
+      const nl = buf.indexOf(10);
+      pos = nl < 0 ? buf.length : nl + 1;
     }
-    const lines = text.split("\n");
-    const last = lines.pop() ?? "";
-    const torn = last !== "";
+    // Lines are split on LF bytes and decoded one by one (UTF-8 never encodes LF inside another character, so
+    // this equals decoding first; ASCII-only lines stay one-byte strings, cheaper for every later pass).
+    const starts: number[] = [];
+    for (let nl = buf.indexOf(10, pos); nl >= 0; nl = buf.indexOf(10, pos)) {
+      starts.push(pos);
+      pos = nl + 1;
+    }
+    const torn = pos < buf.length;
+    starts.push(pos);
+    const lineCount = starts.length - 1;
     let first = 0;
-    if (lines.length > bounds.maxRecords) {
-      first = lines.length - bounds.maxRecords;
+    if (lineCount > bounds.maxRecords) {
+      first = lineCount - bounds.maxRecords;
       omitted = true;
     }
     const records: StoredRecord[] = [];
     let badLines = 0;
     let unknownLines = 0;
     let lastSeq = 0;
-    for (let i = first; i < lines.length; i++) {
-      const line = lines[i] as string;
-      const d = decodeLine(line.endsWith("\r") ? line.slice(0, -1) : line);
-      if (d.type === "record") {
+    let firstSeq: number | null = null;
+    for (let i = first; i < lineCount; i++) {
+      const s = starts[i] as number;
+      let e = (starts[i + 1] as number) - 1;
+      if (e > s && buf[e - 1] === 13) e--;
+      const d = leaveOut !== undefined && sniffKind(buf, s, e, leaveOut) ? validateLatin1(buf, s, e, leaveOut) : decodeLine(buf.toString("utf8", s, e));
+      if (d.type === "record" || d.type === "left_out") {
         // Strictly increasing seq is part of the format; a regression marks a damaged or foreign line.
-        if (d.record.seq <= lastSeq) badLines++;
+        const seq = d.type === "record" ? d.record.seq : d.seq;
+        if (seq <= lastSeq) badLines++;
         else {
-          lastSeq = d.record.seq;
-          records.push(d.record);
+          lastSeq = seq;
+          firstSeq ??= seq;
+          if (d.type === "record") records.push(d.record);
         }
       } else if (d.type === "unknown") unknownLines++;
       else badLines++;
     }
-    return { header: h.header, version, records, badLines, unknownLines, torn, omitted };
+    return { header: h.header, version, records, firstSeq, badLines, unknownLines, torn, omitted };
   } catch (e) {
     throw e instanceof SessionError ? e : new SessionError("unavailable");
   } finally {
     closeQuietly(fd);
   }
+}
+
+/**
+ * True when the line at [s, e) starts like our writer's records — `{"seq":<digits>,"at":"<…>","kind":"<kind>"` —
+ * with a kind in `kinds`. A cheap byte-level pre-filter: a false answer only means "decode normally".
+ */
+function sniffKind(buf: Buffer, s: number, e: number, kinds: ReadonlySet<string>): boolean {
+  if (e - s < 32 || !bytesAt(buf, s, SEQ_KEY)) return false;
+  let p = s + SEQ_KEY.length;
+  while (p < e && p < s + 24 && buf[p] !== 44) p++; // ","
+  if (!bytesAt(buf, p, AT_KEY)) return false;
+  p += AT_KEY.length;
+  const limit = Math.min(e, p + 40);
+  while (p < limit && buf[p] !== 34) p++; // closing quote of `at`
+  if (!bytesAt(buf, p, KIND_KEY)) return false;
+  p += KIND_KEY.length;
+  const q = buf.indexOf(34, p);
+  return q > p && q < Math.min(e, p + 32) && kinds.has(buf.toString("latin1", p, q));
+}
+
+const SEQ_KEY = Buffer.from('{"seq":', "latin1");
+const AT_KEY = Buffer.from(',"at":"', "latin1");
+const KIND_KEY = Buffer.from('","kind":"', "latin1");
+
+function bytesAt(buf: Buffer, p: number, lit: Buffer): boolean {
+  if (p + lit.length > buf.length) return false;
+  for (let i = 0; i < lit.length; i++) if (buf[p + i] !== lit[i]) return false;
+  return true;
+}
+
+/**
+ * Validates a line without decoding its text as UTF-8: JSON validity, field types, `seq` and ASCII kind names are
+ * the same whether the bytes are read as Latin-1 or as UTF-8 (every byte ≥ 0x80 is a string character, or an
+ * error outside strings, in both readings), so the classification equals `decodeLine`'s. Only string contents
+ * differ, and they are not returned; a line that turns out not to be left out is decoded properly.
+ */
+function validateLatin1(buf: Buffer, s: number, e: number, leaveOut: ReadonlySet<RecordKind>): DecodedLine | { type: "left_out"; seq: number } {
+  const d = decodeLine(buf.toString("latin1", s, e));
+  if (d.type !== "record") return d;
+  if (leaveOut.has(d.record.kind)) return { type: "left_out", seq: d.record.seq };
+  return decodeLine(buf.toString("utf8", s, e));
 }
 
 /**

@@ -6,7 +6,9 @@
  * - Every method taking an ID validates it first (`SessionError("invalid_id")`) and builds paths only from valid IDs.
  * - `create` durably records the header (file + directory fsync) before returning a held `SessionHandle`.
  * - `acquire` takes the exclusive writer lease of an existing session and opens its writer.
- * - `readWindow` takes the append/rotation lock for the duration of the read (see locks.ts) and never writes.
+ * - `readWindow` never writes and never returns a snapshot cut by an in-flight append: it reads without the
+ *   append/rotation lock only while that lock is absent and the read ends on a complete line, and otherwise reads
+ *   again under the lock (see locks.ts).
  * - Sidecars (`readSidecar`/`writeSidecar`, see sidecar.ts) hold data derived from a session file version; they
  *   are a cache, never a source of truth, and live outside `sessions/`.
  * - `list` examines at most `maxScanEntries` directory entries; exceeding it throws `SessionError("limit")`
@@ -19,7 +21,7 @@ import { closeQuietly, syncAll, syncData } from "./fdio.js";
 import { defaultSessionId, isValidSessionId, type SessionIdGenerator } from "./ids.js";
 import { DEFAULT_LOCK_TUNING, SessionLocks, type Lease, type LockTuning } from "./locks.js";
 import { SessionPaths } from "./paths.js";
-import { FORMAT_VERSION, HeaderSchema, type HeaderRecord, type StoredRecord } from "./records.js";
+import { FORMAT_VERSION, HeaderSchema, type HeaderRecord, type RecordKind, type StoredRecord } from "./records.js";
 import {
   openForRead,
   readHeader,
@@ -223,19 +225,30 @@ export class SessionStore {
   }
 
   /**
-   * Reads the recent window under the append lock (`busy` on a real conflict). Needs no lease.
-   * With `reuse`, returns "unchanged" without reading when it accepts the current version (callers cache
-   * projections); a function is called under the append lock.
+   * Reads the recent window, respecting the append lock (`busy` on a real conflict; see the module contract).
+   * Needs no lease. With `reuse`, returns "unchanged" without reading when it accepts the current version (callers
+   * cache projections); a function may be called twice (lock-free attempt, then under the lock). Records of the
+   * `leaveOut` kinds are validated but not returned.
    */
-  async readWindow(id: string, bounds: WindowBounds = DEFAULT_WINDOW, reuse?: ReuseCheck): Promise<WindowSnapshot | "unchanged"> {
+  async readWindow(
+    id: string,
+    bounds: WindowBounds = DEFAULT_WINDOW,
+    reuse?: ReuseCheck,
+    leaveOut?: ReadonlySet<RecordKind>,
+  ): Promise<WindowSnapshot | "unchanged"> {
     const path = this.paths.data(id);
+    if (!this.locks.appendLockPresent(id)) {
+      const snap = await readWindow(path, id, bounds, reuse, leaveOut);
+      if (snap === "unchanged" || !snap.torn) return snap;
+    }
+    // Existence check before touching the lock directory (`unavailable` when missing).
     closeQuietly(openForRead(path).fd);
     await this.ensureDirs().catch(() => {
       throw new SessionError("unavailable");
     });
     const release = await this.locks.acquireAppend(id, "reader");
     try {
-      return await readWindow(path, id, bounds, reuse);
+      return await readWindow(path, id, bounds, reuse, leaveOut);
     } finally {
       if (release) await release().catch(() => undefined);
     }
@@ -250,7 +263,7 @@ export class SessionStore {
     if (snap === "unchanged") throw new SessionError("unavailable"); // unreachable: no version passed
     const cp = lastValidCheckpoint(snap.records);
     const records = snap.records.filter((r) => r.kind !== "checkpoint" && (cp === null || r.seq > cp.cutoff_seq));
-    const firstSeq = snap.records[0]?.seq ?? Infinity;
+    const firstSeq = snap.firstSeq ?? Infinity;
     const complete = cp === null ? !snap.omitted : !(snap.omitted && cp.cutoff_seq + 1 < firstSeq);
     return { checkpoint: cp, records, complete, badLines: snap.badLines, torn: snap.torn };
   }

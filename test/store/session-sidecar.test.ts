@@ -1,0 +1,111 @@
+/**
+ * Store read paths added for replay performance: sidecars (keyed by file version, checksummed, atomic, never
+ * trusted over the JSONL), records left out of a window (validated exactly like the others), and lock-free window
+ * reads that still respect the append lock. Real files.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { SessionStore, type FileVersion, type WindowSnapshot } from "../../src/store/sessions/index.js";
+import { SessionLocks } from "../../src/store/sessions/locks.js";
+
+function newStore(): SessionStore {
+  return new SessionStore({ home: mkdtempSync(join(tmpdir(), "berth-sidecar-")) });
+}
+
+async function snapshot(store: SessionStore, id: string, leaveOut?: ReadonlySet<"tool_call" | "tool_result">): Promise<WindowSnapshot> {
+  const w = await store.readWindow(id, undefined, undefined, leaveOut);
+  assert.ok(w !== "unchanged");
+  return w;
+}
+
+test("sidecar: returned only for the exact session, format and file version, with an intact checksum", async () => {
+  const store = newStore();
+  const s = await store.create("/");
+  await s.writer.append({ kind: "user", turn_id: "t", text: "hello" }, { sync: true });
+  const v: FileVersion = (await snapshot(store, s.id)).version;
+  const payload = Buffer.from("projection bytes é", "utf8");
+  await store.writeSidecar(s.id, "fmt-1", v, payload);
+  assert.deepEqual(await store.readSidecar(s.id, "fmt-1", v), payload);
+  assert.deepEqual(readdirSync(store.paths.indexDir), [`${s.id}.proj`], "no temporary file left behind");
+  // Stale (any key field), other format, other session: ignored.
+  assert.equal(await store.readSidecar(s.id, "fmt-1", { ...v, size: v.size + 1 }), null);
+  assert.equal(await store.readSidecar(s.id, "fmt-1", { ...v, mtimeMs: v.mtimeMs + 1 }), null);
+  assert.equal(await store.readSidecar(s.id, "fmt-1", { ...v, ino: v.ino + 1 }), null);
+  assert.equal(await store.readSidecar(s.id, "fmt-2", v), null);
+  const other = await store.create("/");
+  writeFileSync(store.paths.sidecar(other.id), readFileSync(store.paths.sidecar(s.id)));
+  assert.equal(await store.readSidecar(other.id, "fmt-1", v), null, "a sidecar copied to another session is foreign");
+  // Damage anywhere (payload byte, truncation, garbage) is detected.
+  const good = readFileSync(store.paths.sidecar(s.id));
+  const flipped = Buffer.from(good);
+  flipped[flipped.length - 40] = (flipped[flipped.length - 40] as number) ^ 1;
+  writeFileSync(store.paths.sidecar(s.id), flipped);
+  assert.equal(await store.readSidecar(s.id, "fmt-1", v), null);
+  writeFileSync(store.paths.sidecar(s.id), good.subarray(0, good.length - 1));
+  assert.equal(await store.readSidecar(s.id, "fmt-1", v), null);
+  writeFileSync(store.paths.sidecar(s.id), "garbage");
+  assert.equal(await store.readSidecar(s.id, "fmt-1", v), null);
+  // A rewrite replaces it atomically; a missing index directory is simply "none".
+  await store.writeSidecar(s.id, "fmt-1", v, payload);
+  assert.deepEqual(await store.readSidecar(s.id, "fmt-1", v), payload);
+  assert.equal(await newStore().readSidecar(s.id, "fmt-1", v), null);
+  await s.release();
+  await other.release();
+});
+
+test("left-out kinds are validated like every other record (bad lines, seq order, firstSeq) but not returned", async () => {
+  const store = newStore();
+  const s = await store.create("/");
+  const w = s.writer;
+  await w.append({ kind: "tool_result", turn_id: "t", call_id: "c0", name: "read", content: "first record is a tool é", is_error: false });
+  await w.append({ kind: "user", turn_id: "t", text: "question 中" });
+  await w.append({ kind: "tool_call", turn_id: "t", message_id: "m", call_id: "c", name: "read", arguments: { path: "ü/x" } });
+  await w.append({ kind: "tool_result", turn_id: "t", call_id: "c", name: "read", content: "内容 \u2028 \"quoted\"", is_error: false });
+  await w.append({ kind: "terminal", turn_id: "t", status: "completed", assistant_text: "answer" }, { sync: true });
+  await s.release();
+  const at = '"at":"2024-01-01T00:00:00.000Z"';
+  appendFileSync(
+    store.paths.data(s.id),
+    [
+      `{"seq":3,${at},"kind":"tool_call","turn_id":"t","message_id":"m","call_id":"c","name":"x","arguments":{}}`, // seq regression
+      `{"seq":20,${at},"kind":"tool_result","turn_id":"t","call_id":"c","name":"x","content":5,"is_error":false}`, // bad type
+      `{"seq":21,${at},"kind":"tool_result","turn_id":"t","call_id":"c","name":"x","content":"cut`, // malformed JSON
+      `{"seq":22,${at},"kind":"tool_call","turn_id":"t","message_id":"m","call_id":"c","name":"x","arguments":{},"kind":"user","text":"dup"}`,
+      `{"seq":23,${at},"kind":"tool_resultx","turn_id":"t"}`, // unknown kind
+      `{"seq":24,${at},"kind":"tool_call","turn_id":"t","message_id":"m","call_id":"c","name":"\u00e9\u00ff","arguments":{"a":"\\u00e9"}}`,
+      "",
+    ].join("\n"),
+  );
+  const full = await snapshot(store, s.id);
+  const lean = await snapshot(store, s.id, new Set(["tool_call", "tool_result"]));
+  assert.deepEqual(lean.records, full.records.filter((r) => r.kind !== "tool_call" && r.kind !== "tool_result"));
+  assert.deepEqual(
+    lean.records.map((r) => r.kind),
+    ["user", "terminal", "user"],
+    "a line whose last `kind` is not left out is decoded normally",
+  );
+  assert.equal(lean.records[2]?.kind === "user" && lean.records[2].text, "dup");
+  for (const k of ["badLines", "unknownLines", "torn", "omitted", "firstSeq"] as const) assert.equal(lean[k], full[k], k);
+  assert.equal(full.badLines, 3);
+  assert.equal(full.unknownLines, 1);
+  assert.equal(lean.firstSeq, 1, "firstSeq counts a left-out first record");
+});
+
+test("lock-free reads never create the append lock, yet a held append lock still means busy", async () => {
+  const store = new SessionStore({ home: mkdtempSync(join(tmpdir(), "berth-sidecar-")), locks: { readerWaitMs: 50 } });
+  const s = await store.create("/");
+  await s.writer.append({ kind: "user", turn_id: "t", text: "x" }, { sync: true });
+  await snapshot(store, s.id);
+  assert.equal(existsSync(store.paths.append(s.id)), false);
+  const release = await new SessionLocks(store.paths).acquireAppend(s.id, "writer");
+  await assert.rejects(store.readWindow(s.id), (e: unknown) => (e as { code?: string }).code === "busy");
+  await release?.();
+  // A torn tail is re-read under the lock (and reported torn, as nothing is appending).
+  appendFileSync(store.paths.data(s.id), '{"seq":9,"at":"x","kind":"us');
+  assert.equal((await snapshot(store, s.id)).torn, true);
+  assert.equal(existsSync(store.paths.append(s.id)), false, "the lock taken for the re-read is released");
+  await s.release();
+});
