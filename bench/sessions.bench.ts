@@ -1,7 +1,12 @@
 /**
- * Session figures (issue 3): list page over 20,000 sessions, replay page from a full 2 MiB window (cold: first read
- * and projection; warm: projection cached, file re-validated under the append lock), create + close throughput.
- * Runs the real family handlers over real files in a temporary MC_HOME.
+ * Session figures (issue 3): list page over 20,000 sessions, replay page from a full 2 MiB window, create + close
+ * throughput. In-process figures run the real family handlers over real files in a temporary MC_HOME:
+ * - replay warm: projection cached in memory, file version re-checked;
+ * - replay cold: a fresh family (as after a restart) — the projection comes from its sidecar;
+ * - replay cold_no_sidecar (informational): a fresh family with no sidecar — read, parse, project, hash.
+ * Spawned figures go through a real `berth service` over stdio: create + close round trips in sequence, and the
+ * first replay of a restarted service (session family already loaded by a `session.list`, so module loading is
+ * not counted), with and without the sidecar.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,6 +15,7 @@ import type { Figure } from "./run.js";
 import type { MethodDescriptor, Outcome, RequestContext } from "../src/protocols/app-service/descriptor.js";
 import { sessionMethods } from "../src/protocols/app-service/sessions.js";
 import { SessionManager, SessionStore } from "../src/store/sessions/index.js";
+import { ServiceProcess } from "../test/helpers/service-process.js";
 
 function ctx(method: RequestContext["method"], sessionId: string | null): RequestContext {
   return { requestId: "bench", sessionId, method, emit: async () => {}, hold: () => ({ release() {} }) };
@@ -70,8 +76,8 @@ async function listBench(): Promise<Figure[]> {
   ];
 }
 
-async function replayBench(): Promise<Figure[]> {
-  const home = mkdtempSync(join(tmpdir(), "berth-bench-replay-"));
+/** A session whose window is full: > 2 MiB of turns (user, tool call, terminal). */
+async function fullSession(home: string): Promise<string> {
   const store = new SessionStore({ home });
   const h = await store.create("/");
   let bytes = 0;
@@ -84,22 +90,39 @@ async function replayBench(): Promise<Figure[]> {
     bytes += q.length + a.length * 1.3 + 300;
   }
   await h.release();
-  const id = h.id;
+  return h.id;
+}
+
+async function replayBench(): Promise<Figure[]> {
+  const home = mkdtempSync(join(tmpdir(), "berth-bench-replay-"));
+  const id = await fullSession(home);
   const warm = family(home);
   const p0 = await warm.call("session.replay", id, {});
   // A cursor in the middle of the window: follow pages for a while.
   let cur: string = p0.next_cursor;
   for (let i = 0; i < 50; i++) cur = (await warm.call("session.replay", id, { after: cur })).next_cursor;
+  await warm.fam.drain?.(); // the sidecar write has finished
   const warmTimes = await time(30, () => warm.call("session.replay", id, { after: cur }));
   const coldTimes = await time(10, () => family(home).call("session.replay", id, { after: cur }));
+  const rebuildTimes: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    rmSync(join(home, "session-index"), { recursive: true, force: true });
+    const f = family(home);
+    const t = performance.now();
+    await f.call("session.replay", id, { after: cur });
+    rebuildTimes.push(performance.now() - t);
+    await f.fam.drain?.();
+  }
   rmSync(home, { recursive: true, force: true });
   const w = stats(warmTimes);
   const c = stats(coldTimes);
+  const r = stats(rebuildTimes);
   return [
     { name: "session.replay.page_from_2mib_window_ms.warm_p50", value: round(w.p50), unit: "ms", target: "<= 15", ok: w.p50 <= 15 },
     { name: "session.replay.page_from_2mib_window_ms.warm_max", value: round(w.max), unit: "ms" },
     { name: "session.replay.page_from_2mib_window_ms.cold_p50", value: round(c.p50), unit: "ms", target: "<= 15", ok: c.p50 <= 15 },
     { name: "session.replay.page_from_2mib_window_ms.cold_max", value: round(c.max), unit: "ms" },
+    { name: "session.replay.page_from_2mib_window_ms.cold_no_sidecar_p50", value: round(r.p50), unit: "ms" },
   ];
 }
 
@@ -115,10 +138,72 @@ async function createCloseBench(): Promise<Figure[]> {
   return [{ name: "session.create_close_per_s", value: Math.round(perSec), unit: "ops/s", target: ">= 500", ok: perSec >= 500 }];
 }
 
+async function spawnedCreateCloseBench(): Promise<Figure[]> {
+  const svc = new ServiceProcess();
+  try {
+    await svc.initialize();
+    const once = async () => {
+      const c = await svc.request("session.create", {});
+      if (c.error) throw new Error(`bench: session.create ${String(c.error.code)}`);
+      const x = await svc.request("session.close", {}, { session_id: c.payload.session_id });
+      if (x.payload?.status !== "closed") throw new Error("bench: session.close did not close");
+    };
+    for (let i = 0; i < 20; i++) await once();
+    const n = 400;
+    const t = performance.now();
+    for (let i = 0; i < n; i++) await once();
+    const perSec = n / ((performance.now() - t) / 1000);
+    return [{ name: "session.create_close_per_s.spawned", value: Math.round(perSec), unit: "ops/s", target: ">= 500", ok: perSec >= 500 }];
+  } finally {
+    svc.end();
+    await svc.exited;
+    rmSync(svc.home, { recursive: true, force: true });
+  }
+}
+
+async function spawnedFirstReplayBench(): Promise<Figure[]> {
+  const home = mkdtempSync(join(tmpdir(), "berth-bench-restart-"));
+  const id = await fullSession(home);
+  const firstReplay = async (sidecar: boolean): Promise<number> => {
+    if (!sidecar) rmSync(join(home, "session-index"), { recursive: true, force: true });
+    const svc = new ServiceProcess({ home });
+    try {
+      await svc.initialize();
+      await svc.request("session.list", { limit: 1 }); // loads the session family
+      const t = performance.now();
+      const r = await svc.request("session.replay", {}, { session_id: id });
+      const dt = performance.now() - t;
+      if (r.error) throw new Error(`bench: session.replay ${String(r.error.code)}`);
+      return dt;
+    } finally {
+      svc.end();
+      await svc.exited;
+    }
+  };
+  await firstReplay(true); // writes the sidecar (and warms the file cache)
+  const withSidecar: number[] = [];
+  const without: number[] = [];
+  for (let i = 0; i < 5; i++) withSidecar.push(await firstReplay(true));
+  for (let i = 0; i < 5; i++) without.push(await firstReplay(false));
+  rmSync(home, { recursive: true, force: true });
+  const a = stats(withSidecar);
+  const b = stats(without);
+  return [
+    { name: "session.replay.first_after_restart_ms.spawned_p50", value: round(a.p50), unit: "ms", target: "<= 15", ok: a.p50 <= 15 },
+    { name: "session.replay.first_after_restart_ms.spawned_no_sidecar_p50", value: round(b.p50), unit: "ms" },
+  ];
+}
+
 function round(x: number): number {
   return Math.round(x * 100) / 100;
 }
 
 export default async function (): Promise<Figure[]> {
-  return [...(await listBench()), ...(await replayBench()), ...(await createCloseBench())];
+  return [
+    ...(await listBench()),
+    ...(await replayBench()),
+    ...(await createCloseBench()),
+    ...(await spawnedCreateCloseBench()),
+    ...(await spawnedFirstReplayBench()),
+  ];
 }
