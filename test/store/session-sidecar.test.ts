@@ -21,37 +21,35 @@ async function snapshot(store: SessionStore, id: string, leaveOut?: ReadonlySet<
   return w;
 }
 
-test("sidecar: returned only for the exact session, format and file version, with an intact checksum", async () => {
+test("sidecar: returned with its version only for the same session and format, with an intact checksum", async () => {
   const store = newStore();
   const s = await store.create("/");
   await s.writer.append({ kind: "user", turn_id: "t", text: "hello" }, { sync: true });
   const v: FileVersion = (await snapshot(store, s.id)).version;
   const payload = Buffer.from("projection bytes é", "utf8");
   await store.writeSidecar(s.id, "fmt-1", v, payload);
-  assert.deepEqual(await store.readSidecar(s.id, "fmt-1", v), payload);
+  assert.deepEqual(await store.readSidecar(s.id, "fmt-1"), { version: v, payload });
   assert.deepEqual(readdirSync(store.paths.indexDir), [`${s.id}.proj`], "no temporary file left behind");
-  // Stale (any key field), other format, other session: ignored.
-  assert.equal(await store.readSidecar(s.id, "fmt-1", { ...v, size: v.size + 1 }), null);
-  assert.equal(await store.readSidecar(s.id, "fmt-1", { ...v, mtimeMs: v.mtimeMs + 1 }), null);
-  assert.equal(await store.readSidecar(s.id, "fmt-1", { ...v, ino: v.ino + 1 }), null);
-  assert.equal(await store.readSidecar(s.id, "fmt-2", v), null);
+  // Other format, other session: ignored.
+  assert.equal(await store.readSidecar(s.id, "fmt-2"), null);
   const other = await store.create("/");
   writeFileSync(store.paths.sidecar(other.id), readFileSync(store.paths.sidecar(s.id)));
-  assert.equal(await store.readSidecar(other.id, "fmt-1", v), null, "a sidecar copied to another session is foreign");
+  assert.equal(await store.readSidecar(other.id, "fmt-1"), null, "a sidecar copied to another session is foreign");
   // Damage anywhere (payload byte, truncation, garbage) is detected.
   const good = readFileSync(store.paths.sidecar(s.id));
   const flipped = Buffer.from(good);
   flipped[flipped.length - 40] = (flipped[flipped.length - 40] as number) ^ 1;
   writeFileSync(store.paths.sidecar(s.id), flipped);
-  assert.equal(await store.readSidecar(s.id, "fmt-1", v), null);
+  assert.equal(await store.readSidecar(s.id, "fmt-1"), null);
   writeFileSync(store.paths.sidecar(s.id), good.subarray(0, good.length - 1));
-  assert.equal(await store.readSidecar(s.id, "fmt-1", v), null);
+  assert.equal(await store.readSidecar(s.id, "fmt-1"), null);
   writeFileSync(store.paths.sidecar(s.id), "garbage");
-  assert.equal(await store.readSidecar(s.id, "fmt-1", v), null);
-  // A rewrite replaces it atomically; a missing index directory is simply "none".
-  await store.writeSidecar(s.id, "fmt-1", v, payload);
-  assert.deepEqual(await store.readSidecar(s.id, "fmt-1", v), payload);
-  assert.equal(await newStore().readSidecar(s.id, "fmt-1", v), null);
+  assert.equal(await store.readSidecar(s.id, "fmt-1"), null);
+  // A rewrite replaces it atomically, with the new version; a missing index directory is simply "none".
+  const v2 = { ...v, size: v.size + 10 };
+  await store.writeSidecar(s.id, "fmt-1", v2, payload);
+  assert.deepEqual(await store.readSidecar(s.id, "fmt-1"), { version: v2, payload });
+  assert.equal(await newStore().readSidecar(s.id, "fmt-1"), null);
   await s.release();
   await other.release();
 });

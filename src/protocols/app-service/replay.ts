@@ -13,11 +13,24 @@
  * regrouping of in-progress text, corruption or a moved window. Foreign, malformed or stale cursors →
  * `resync_required` with the start position in `next_cursor`.
  *
+ * Extension (`extendProjection`): a projection keeps where its window read stopped and the raw state of its last
+ * turn, so after appends only the new lines are read and only the last turn and new turns are projected again —
+ * with a result identical to projecting the whole window (else it declines and the caller projects fully).
+ *
  * Sidecar encoding (`encodeProjection` / `decodeProjection`, stored by the store keyed by file version): the item
- * table, the prefix hashes and the texts as UTF-8, so a projection loaded after a restart needs no JSONL parse,
- * no sanitizing and no hashing, and decodes only the items a page touches. See docs/sessions.md.
+ * table, the prefix hashes, the texts as UTF-8 and the extension state, so a projection loaded after a restart
+ * needs no JSONL parse, no sanitizing and no hashing, and decodes only the items a page touches. See
+ * docs/sessions.md.
  */
-import { TERMINAL_STATUSES, lastValidCheckpoint, type RecordKind, type StoredRecord, type TerminalStatus, type WindowSnapshot } from "../../store/sessions/index.js";
+import {
+  TERMINAL_STATUSES,
+  lastValidCheckpoint,
+  type RecordKind,
+  type ResumePoint,
+  type StoredRecord,
+  type TerminalStatus,
+  type WindowSnapshot,
+} from "../../store/sessions/index.js";
 import { projectText } from "./replay-text.js";
 
 export const MAX_REPLAY_PAGE_BYTES = 16384;
@@ -43,6 +56,27 @@ export interface Projection {
   /** prefix[2i], prefix[2i+1]: the two hash lanes after the first i items (length 2 * (count + 1)). */
   readonly prefix: Uint32Array;
   readonly gap: boolean;
+  /** What `extendProjection` needs; null when the window cannot be continued (torn, record-bounded). */
+  readonly state: ProjectionState | null;
+}
+
+/** Where the window read stopped, and the turns as far as later records can still change the projection. */
+export interface ProjectionState {
+  point: ResumePoint;
+  /** IDs of the projected turns before `tail` (a later record for one of them needs a full projection). */
+  closed: string[];
+  /** The last projected turn with its raw texts, or null when no turn is projected. */
+  tail: TailTurn | null;
+}
+
+interface TailTurn {
+  id: string;
+  /** Index of the turn's first item. */
+  firstItem: number;
+  users: string[];
+  /** [message_id, text] in first-appearance order. */
+  assistant: Array<[string, string]>;
+  terminal: { status: TerminalStatus; text: string } | null;
 }
 
 class ListProjection implements Projection {
@@ -51,6 +85,7 @@ class ListProjection implements Projection {
     readonly items: ReplayItem[],
     readonly prefix: Uint32Array,
     readonly gap: boolean,
+    readonly state: ProjectionState | null,
   ) {}
   get count(): number {
     return this.items.length;
@@ -58,6 +93,35 @@ class ListProjection implements Projection {
   item(i: number): ReplayItem {
     return this.items[i] as ReplayItem;
   }
+}
+
+/** The first `cut` items of `root`, then `extra`. Built by `compose`, so roots are never composed themselves. */
+class ComposedProjection implements Projection {
+  private all: ReplayItem[] | null = null;
+  constructor(
+    readonly sessionId: string,
+    readonly root: Projection,
+    readonly cut: number,
+    readonly extra: ReplayItem[],
+    readonly prefix: Uint32Array,
+    readonly gap: boolean,
+    readonly state: ProjectionState | null,
+  ) {}
+  get count(): number {
+    return this.cut + this.extra.length;
+  }
+  item(i: number): ReplayItem {
+    return i < this.cut ? this.root.item(i) : (this.extra[i - this.cut] as ReplayItem);
+  }
+  get items(): ReplayItem[] {
+    return (this.all ??= Array.from({ length: this.count }, (_, i) => this.item(i)));
+  }
+}
+
+function compose(base: Projection, cut: number, extra: ReplayItem[], prefix: Uint32Array, gap: boolean, state: ProjectionState | null): Projection {
+  if (!(base instanceof ComposedProjection)) return new ComposedProjection(base.sessionId, base, cut, extra, prefix, gap, state);
+  const kept = cut >= base.cut ? base.extra.slice(0, cut - base.cut).concat(extra) : extra;
+  return new ComposedProjection(base.sessionId, base.root, Math.min(cut, base.cut), kept, prefix, gap, state);
 }
 
 export interface ReplayPayload {
@@ -76,6 +140,7 @@ interface TurnAcc {
 }
 
 export function projectSnapshot(sessionId: string, snap: WindowSnapshot): Projection {
+  if (snap.since !== null) throw new Error("projectSnapshot needs a complete window");
   const recs = snap.records;
   const cp = lastValidCheckpoint(recs);
   let gap = snap.badLines > 0 || snap.torn;
@@ -95,13 +160,66 @@ export function projectSnapshot(sessionId: string, snap: WindowSnapshot): Projec
     if (!t) turns.set(r.turn_id, (t = { users: [], assistant: new Map(), terminal: null }));
     accumulate(t, r);
   }
-  for (const t of turns.values()) {
-    for (const u of t.users) pushParts(items, u, (text, part, last_part) => ({ kind: "message", role: "user", text, part, last_part }));
-    const a = t.terminal ? t.terminal.text : [...t.assistant.values()].join("");
-    if (a !== "") pushParts(items, a, (text, part, last_part) => ({ kind: "message", role: "assistant", text, part, last_part }));
-    if (t.terminal) items.push({ kind: "terminal", status: t.terminal.status });
+  let tail: TailTurn | null = null;
+  for (const [id, t] of turns) {
+    tail = { id, firstItem: items.length, users: t.users, assistant: [...t.assistant], terminal: t.terminal };
+    projectTurn(items, t);
   }
-  return new ListProjection(sessionId, items, chain(sessionId, items), gap);
+  const state = snap.resume === null ? null : { point: snap.resume, closed: [...turns.keys()].slice(0, -1), tail };
+  return new ListProjection(sessionId, items, chain(sessionId, items), gap, state);
+}
+
+/**
+ * `base` extended by `delta` — a window snapshot that continues `base.state.point` — or null when only a full
+ * projection gives the right result: a new checkpoint, a record for a settled or earlier turn, or a torn tail.
+ * Otherwise the result equals `projectSnapshot` of the whole window (the property tests check this).
+ */
+export function extendProjection(base: Projection, delta: WindowSnapshot): Projection | null {
+  const st = base.state;
+  const since = delta.since;
+  if (st === null || since === null || delta.torn || delta.resume === null) return null;
+  if (since.end !== st.point.end || since.lastSeq !== st.point.lastSeq || since.tailHash !== st.point.tailHash) return null;
+  const closed = new Set(st.closed);
+  let tail: TurnAcc | null = null;
+  const fresh = new Map<string, TurnAcc>();
+  for (const r of delta.records) {
+    if (r.kind === "checkpoint") return null;
+    if (r.kind !== "user" && r.kind !== "assistant" && r.kind !== "terminal") continue;
+    let t: TurnAcc | undefined;
+    if (st.tail !== null && r.turn_id === st.tail.id) {
+      if (st.tail.terminal !== null) return null;
+      tail ??= { users: [...st.tail.users], assistant: new Map(st.tail.assistant), terminal: null };
+      t = tail;
+    } else if (closed.has(r.turn_id)) return null;
+    else if (!(t = fresh.get(r.turn_id))) fresh.set(r.turn_id, (t = { users: [], assistant: new Map(), terminal: null }));
+    accumulate(t, r);
+  }
+  const cut = tail !== null && st.tail !== null ? st.tail.firstItem : base.count;
+  const extra: ReplayItem[] = [];
+  let newTail = st.tail;
+  const newClosed = fresh.size > 0 ? [...st.closed] : st.closed;
+  if (tail !== null && st.tail !== null) {
+    newTail = { id: st.tail.id, firstItem: cut, users: tail.users, assistant: [...tail.assistant], terminal: tail.terminal };
+    projectTurn(extra, tail);
+  }
+  for (const [id, t] of fresh) {
+    if (newTail !== null) newClosed.push(newTail.id);
+    newTail = { id, firstItem: cut + extra.length, users: t.users, assistant: [...t.assistant], terminal: t.terminal };
+    projectTurn(extra, t);
+  }
+  const prefix = new Uint32Array(2 * (cut + extra.length + 1));
+  prefix.set(base.prefix.subarray(0, 2 * (cut + 1)));
+  chainInto(prefix, cut, extra);
+  const state: ProjectionState = { point: delta.resume, closed: newClosed, tail: newTail };
+  return compose(base, cut, extra, prefix, base.gap || delta.badLines > 0, state);
+}
+
+/** A turn's items: user messages, one assistant message (terminal text once settled), the terminal. */
+function projectTurn(items: ReplayItem[], t: TurnAcc): void {
+  for (const u of t.users) pushParts(items, u, (text, part, last_part) => ({ kind: "message", role: "user", text, part, last_part }));
+  const a = t.terminal ? t.terminal.text : [...t.assistant.values()].join("");
+  if (a !== "") pushParts(items, a, (text, part, last_part) => ({ kind: "message", role: "assistant", text, part, last_part }));
+  if (t.terminal) items.push({ kind: "terminal", status: t.terminal.status });
 }
 
 function accumulate(t: TurnAcc, r: StoredRecord): void {
@@ -154,9 +272,15 @@ function seed(sessionId: string): [number, number] {
 
 function chain(sessionId: string, items: ReplayItem[]): Uint32Array {
   const out = new Uint32Array(2 * (items.length + 1));
-  let [h1, h2] = seed(sessionId);
-  out[0] = h1;
-  out[1] = h2;
+  [out[0], out[1]] = seed(sessionId);
+  chainInto(out, 0, items);
+  return out;
+}
+
+/** Fills `out` after position `at` (whose lanes are set) with the hashes of `items`. */
+function chainInto(out: Uint32Array, at: number, items: ReplayItem[]): void {
+  let h1 = out[2 * at] as number;
+  let h2 = out[2 * at + 1] as number;
   for (let i = 0; i < items.length; i++) {
     const it = items[i] as ReplayItem;
     for (let k = 0; k < 2; k++) {
@@ -170,10 +294,9 @@ function chain(sessionId: string, items: ReplayItem[]): Uint32Array {
     }
     h1 = Math.imul(h1 ^ (h1 >>> 16), 0x85ebca6b) >>> 0;
     h2 = Math.imul(h2 ^ (h2 >>> 15), 0xc2b2ae35) >>> 0;
-    out[2 * i + 2] = h1;
-    out[2 * i + 3] = h2;
+    out[2 * (at + i) + 2] = h1;
+    out[2 * (at + i) + 3] = h2;
   }
-  return out;
 }
 
 function hex8(n: number): string {
@@ -203,26 +326,30 @@ export function resolveCursor(p: Projection, cursor: string): number | null {
 // ------------------------------------------------------------------ sidecar codec
 
 /*
- * Payload layout (little-endian): u32 count | u8 gap | 3 zero bytes | u32 prefix[2 * (count + 1)] |
- * count × 12-byte entries {u8 kind (0 user message, 1 assistant message, 2 summary, 3 terminal), u8 last_part,
- * u8 status index (terminal), u8 0, u32 part, u32 end offset of the item's text in the text area} | UTF-8 texts.
- * Texts are well-formed (sanitized), so UTF-8 round-trips them exactly.
+ * Payload layout (little-endian): u32 S | S bytes of state JSON (`ProjectionState` or null) | u32 count | u8 gap |
+ * 3 zero bytes | u32 prefix[2 * (count + 1)] | count × 12-byte entries {u8 kind (0 user message, 1 assistant
+ * message, 2 summary, 3 terminal), u8 last_part, u8 status index (terminal), u8 0, u32 part, u32 end offset of the
+ * item's text in the text area} | UTF-8 texts. Texts are well-formed (sanitized), so UTF-8 round-trips them exactly.
  */
 const ENTRY_BYTES = 12;
 
 export function encodeProjection(p: Projection): Buffer {
   const n = p.count;
-  const textStart = 8 + 8 * (n + 1) + ENTRY_BYTES * n;
+  const state = Buffer.from(JSON.stringify(p.state), "utf8");
+  const head = 4 + state.length;
+  const textStart = head + 8 + 8 * (n + 1) + ENTRY_BYTES * n;
   let textBytes = 0;
   for (let i = 0; i < n; i++) {
     const it = p.item(i);
     if (it.kind !== "terminal") textBytes += Buffer.byteLength(it.text, "utf8");
   }
   const buf = Buffer.alloc(textStart + textBytes);
-  buf.writeUInt32LE(n, 0);
-  buf.writeUInt8(p.gap ? 1 : 0, 4);
-  for (let i = 0; i < 2 * (n + 1); i++) buf.writeUInt32LE(p.prefix[i] as number, 8 + 4 * i);
-  let entry = 8 + 8 * (n + 1);
+  buf.writeUInt32LE(state.length, 0);
+  state.copy(buf, 4);
+  buf.writeUInt32LE(n, head);
+  buf.writeUInt8(p.gap ? 1 : 0, head + 4);
+  for (let i = 0; i < 2 * (n + 1); i++) buf.writeUInt32LE(p.prefix[i] as number, head + 8 + 4 * i);
+  let entry = head + 8 + 8 * (n + 1);
   let end = 0;
   for (let i = 0; i < n; i++, entry += ENTRY_BYTES) {
     const it = p.item(i);
@@ -240,8 +367,21 @@ export function encodeProjection(p: Projection): Buffer {
   return buf;
 }
 
-/** The projection encoded in `buf`, or null when the layout is inconsistent. Items decode on demand. */
-export function decodeProjection(sessionId: string, buf: Buffer): Projection | null {
+/**
+ * The projection encoded in `buf`, or null when the layout is inconsistent. Items decode on demand. The state is
+ * trusted as far as the sidecar checksum goes (it was written by `encodeProjection`); its shape is checked.
+ */
+export function decodeProjection(sessionId: string, whole: Buffer): Projection | null {
+  if (whole.length < 4 || 4 + whole.readUInt32LE(0) > whole.length) return null;
+  const head = 4 + whole.readUInt32LE(0);
+  let state: ProjectionState | null;
+  try {
+    state = JSON.parse(whole.toString("utf8", 4, head)) as ProjectionState | null;
+  } catch {
+    return null;
+  }
+  if (state !== null && (typeof state.point?.end !== "number" || !Array.isArray(state.closed))) return null;
+  const buf = whole.subarray(head);
   if (buf.length < 8) return null;
   const n = buf.readUInt32LE(0);
   const gap = buf.readUInt8(4);
@@ -260,7 +400,7 @@ export function decodeProjection(sessionId: string, buf: Buffer): Projection | n
   if (prev !== textBytes) return null;
   const prefix = new Uint32Array(2 * (n + 1));
   for (let i = 0; i < prefix.length; i++) prefix[i] = buf.readUInt32LE(8 + 4 * i);
-  return new EncodedProjection(sessionId, n, prefix, gap === 1, buf.subarray(tableStart, textStart), buf.subarray(textStart));
+  return new EncodedProjection(sessionId, n, prefix, gap === 1, state, buf.subarray(tableStart, textStart), buf.subarray(textStart));
 }
 
 class EncodedProjection implements Projection {
@@ -270,6 +410,7 @@ class EncodedProjection implements Projection {
     readonly count: number,
     readonly prefix: Uint32Array,
     readonly gap: boolean,
+    readonly state: ProjectionState | null,
     private readonly table: Buffer,
     private readonly texts: Buffer,
   ) {}

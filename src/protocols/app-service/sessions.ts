@@ -16,10 +16,19 @@ import {
   isValidSessionId,
   sameVersion,
   type FileVersion,
+  type ResumePoint,
   type SessionManager,
 } from "../../store/sessions/index.js";
 import { emptyPayload, onlyKeys, type MethodDescriptor, type MethodFamily, type Outcome, type ParseResult } from "./descriptor.js";
-import { UNPROJECTED_KINDS, decodeProjection, encodeProjection, projectSnapshot, replayPage, type Projection } from "./replay.js";
+import {
+  UNPROJECTED_KINDS,
+  decodeProjection,
+  encodeProjection,
+  extendProjection,
+  projectSnapshot,
+  replayPage,
+  type Projection,
+} from "./replay.js";
 import { titleFrom } from "./replay-text.js";
 
 export interface SessionMethodsDeps {
@@ -37,7 +46,7 @@ interface PageParams {
 const MAX_CONTINUATION_BYTES = 128;
 
 /** Sidecar format of replay projections: bump on any change to the projection, its encoding or the window. */
-const PROJECTION_FORMAT = `replay-v1;${DEFAULT_WINDOW.maxBytes},${DEFAULT_WINDOW.maxRecords},${DEFAULT_WINDOW.quantumBytes}`;
+const PROJECTION_FORMAT = `replay-v2;${DEFAULT_WINDOW.maxBytes},${DEFAULT_WINDOW.maxRecords},${DEFAULT_WINDOW.quantumBytes}`;
 
 /** Maps a store failure to its wire code. Anything unexpected is a fixed `internal_error`. */
 export function sessionErrorCode(err: unknown): ErrorCode {
@@ -106,14 +115,50 @@ export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
     persisting.set(id, job);
   }
 
-  /** Under the append lock: the cached or persisted projection of exactly `version`, if any. */
-  async function reusable(id: string, version: FileVersion): Promise<Projection | null> {
-    const hit = cache.get(id);
-    if (hit && sameVersion(hit.version, version)) return hit.projection;
-    const blob = await store.readSidecar(id, PROJECTION_FORMAT, version);
-    const loaded = blob === null ? null : decodeProjection(id, blob);
-    if (loaded !== null) remember(id, version, loaded);
-    return loaded;
+  /** A projection of an earlier version of the same file that `extendProjection` may continue. */
+  function resumable(from: FileVersion, p: Projection, now: FileVersion): boolean {
+    return p.state !== null && from.ino === now.ino && from.size <= now.size;
+  }
+
+  /**
+   * The projection of the session's current window: reused (memory, then sidecar) when made from the current file
+   * version; else extended from an earlier one (memory, then sidecar) when the file only grew; else projected from
+   * the whole window. A new projection is cached and persisted.
+   */
+  async function currentProjection(id: string): Promise<Projection> {
+    const got: { found: Projection | null; base: Projection | null } = { found: null, base: null };
+    // Called by the store with the file's current version (possibly twice: lock-free, then under the append lock).
+    const reuse = async (version: FileVersion): Promise<boolean | ResumePoint> => {
+      got.found = got.base = null;
+      const hit = cache.get(id);
+      if (hit && sameVersion(hit.version, version)) got.found = hit.projection;
+      else if (hit && resumable(hit.version, hit.projection, version)) got.base = hit.projection;
+      else {
+        const side = await store.readSidecar(id, PROJECTION_FORMAT);
+        const p = side === null ? null : decodeProjection(id, side.payload);
+        if (side !== null && p !== null && sameVersion(side.version, version)) {
+          remember(id, version, p);
+          got.found = p;
+        } else if (side !== null && p !== null && resumable(side.version, p, version)) got.base = p;
+      }
+      return got.found !== null || (got.base?.state?.point ?? false);
+    };
+    const snap = await store.readWindow(id, DEFAULT_WINDOW, reuse, UNPROJECTED_KINDS);
+    if (snap === "unchanged") {
+      if (got.found === null) throw new Error("replay: reuse without a projection");
+      return got.found;
+    }
+    let projection = snap.since !== null && got.base !== null ? extendProjection(got.base, snap) : null;
+    let version = snap.version;
+    if (projection === null) {
+      const full = snap.since === null ? snap : await store.readWindow(id, DEFAULT_WINDOW, undefined, UNPROJECTED_KINDS);
+      if (full === "unchanged") throw new Error("replay: unchanged without a reuse check");
+      projection = projectSnapshot(id, full);
+      version = full.version;
+    }
+    remember(id, version, projection);
+    persist(id, version, projection);
+    return projection;
   }
 
   const list: MethodDescriptor<PageParams> = {
@@ -179,16 +224,7 @@ export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
       const id = ctx.sessionId as string;
       if (!isValidSessionId(id)) return { error: "invalid_session_id" };
       try {
-        let projection: Projection | null = null;
-        const reuse = async (version: FileVersion) => (projection = await reusable(id, version)) !== null;
-        const snap = await store.readWindow(id, DEFAULT_WINDOW, reuse, UNPROJECTED_KINDS);
-        if (snap !== "unchanged") {
-          projection = projectSnapshot(id, snap);
-          remember(id, snap.version, projection);
-          persist(id, snap.version, projection);
-        }
-        if (projection === null) return { error: "internal_error" };
-        return { payload: { ...replayPage(projection, after, limit) } };
+        return { payload: { ...replayPage(await currentProjection(id), after, limit) } };
       } catch (e) {
         return fail(e);
       }

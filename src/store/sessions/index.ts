@@ -5,5 +5,5 @@ export { SessionStore, DEFAULT_WINDOW, lastValidCheckpoint, type SessionHandle, 
 export { SessionManager, type TurnLease, type BeginTurnOptions, type CloseStatus } from "./attachments.js";
 export { SessionWriter } from "./writer.js";
 export { FORMAT_VERSION, TERMINAL_STATUSES, type NewRecord, type StoredRecord, type HeaderRecord, type TerminalStatus, type RecordKind } from "./records.js";
-export { sameVersion, type FileVersion, type WindowBounds, type WindowSnapshot } from "./reader.js";
+export { sameVersion, type FileVersion, type ResumePoint, type ReuseCheck, type WindowBounds, type WindowSnapshot } from "./reader.js";
 export type { LockTuning, Lease } from "./locks.js";

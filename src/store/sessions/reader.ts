@@ -3,6 +3,7 @@
  * skipped, and a final line without LF is reported as `torn`. I/O failures throw `SessionError("unavailable")`.
  */
 import { constants as FS, fstatSync, openSync } from "node:fs";
+import { createHash } from "node:crypto";
 import { SessionError } from "./errors.js";
 import { closeQuietly, readAt } from "./fdio.js";
 import { decodeHeader, decodeLine, toWellFormed, type DecodedLine, type HeaderRecord, type RecordKind, type StoredRecord } from "./records.js";
@@ -48,6 +49,30 @@ export interface WindowSnapshot {
   torn: boolean;
   /** Records before the window exist (byte or record bound): history is incomplete unless a checkpoint covers it. */
   omitted: boolean;
+  /** Where a later read may continue this window; null when torn or cut by the record bound. */
+  resume: ResumePoint | null;
+  /**
+   * The caller's resume point when it was used: `records`, `firstSeq` aside, and the line counts then cover only
+   * the lines after it (`firstSeq` is still the window's). Null for a complete window.
+   */
+  since: ResumePoint | null;
+}
+
+/**
+ * A window read up to `end`, as a later read can continue it: valid while the file (same inode) still holds the
+ * same bytes before `end` (checked on the last ≤ 256 of them), the window still starts at `windowFrom`, and the
+ * record bound is not reached. Opaque to callers; JSON-serializable.
+ */
+export interface ResumePoint {
+  ino: number;
+  windowFrom: number;
+  end: number;
+  /** Complete lines of the window up to `end` (bad and unknown ones included). */
+  lines: number;
+  lastSeq: number;
+  firstSeq: number | null;
+  tailBytes: number;
+  tailHash: string;
 }
 
 /** Reads and validates the header line; returns it with the offset just after its LF. */
@@ -81,15 +106,16 @@ export function openForRead(path: string): { fd: number; version: FileVersion } 
 }
 
 /**
- * Decides, from the file's current version, that the caller already has what it needs (e.g. a projection cached
- * for that version): `true` makes `readWindow` return "unchanged" without reading the body. A plain `FileVersion`
- * means "unchanged when the file still has exactly this version".
+ * Decides, from the file's current version, what the caller still needs: `true` when it already has what it needs
+ * for that version (e.g. a cached projection; `readWindow` returns "unchanged" without reading), a `ResumePoint` of
+ * an earlier snapshot it holds (only the lines after it are read, when still valid), or `false` (full read).
+ * A plain `FileVersion` means "unchanged when the file still has exactly this version".
  */
-export type ReuseCheck = FileVersion | ((version: FileVersion) => boolean | Promise<boolean>);
+export type ReuseCheck = FileVersion | ((version: FileVersion) => boolean | ResumePoint | Promise<boolean | ResumePoint>);
 
 /**
  * Reads the recent window. `expectId` must match the header's session ID (else `unavailable`).
- * With `reuse`, returns "unchanged" without reading when it accepts the current version.
+ * With `reuse`, returns "unchanged" without reading, or only what follows a resume point, as it decides.
  * Records whose kind is in `leaveOut` are validated exactly like the others (bad lines counted, seq order
  * enforced) but not returned — for callers that never look at them (replay skips tool records).
  */
@@ -102,16 +128,16 @@ export async function readWindow(
 ): Promise<WindowSnapshot | "unchanged"> {
   const { fd, version } = openForRead(path);
   try {
-    if (reuse !== undefined && (typeof reuse === "function" ? await reuse(version) : sameVersion(reuse, version))) return "unchanged";
+    const answer = reuse === undefined ? false : typeof reuse === "function" ? await reuse(version) : sameVersion(reuse, version);
+    if (answer === true) return "unchanged";
     const size = version.size;
     const h = await readHeader(fd, size);
     if (h === null || h.header.session_id !== expectId) throw new SessionError("unavailable");
     let start = h.end;
-    let omitted = false;
-    if (size - start > bounds.maxBytes) {
-      const q = Math.ceil((size - bounds.maxBytes) / bounds.quantumBytes) * bounds.quantumBytes;
-      start = Math.max(start, q);
-      omitted = true;
+    if (size - start > bounds.maxBytes) start = Math.max(start, Math.ceil((size - bounds.maxBytes) / bounds.quantumBytes) * bounds.quantumBytes);
+    if (answer !== false) {
+      const delta = await readAfter(fd, h.header, version, start, start > h.end, answer, bounds, leaveOut);
+      if (delta !== null) return delta;
     }
     // Read one byte before `start` to know whether `start` begins a line.
     const from = start > h.end ? start - 1 : start;
@@ -122,49 +148,98 @@ export async function readWindow(
       const nl = buf.indexOf(10);
       pos = nl < 0 ? buf.length : nl + 1;
     }
-    // Lines are split on LF bytes and decoded one by one (UTF-8 never encodes LF inside another character, so
-    // this equals decoding first; ASCII-only lines stay one-byte strings, cheaper for every later pass).
-    const starts: number[] = [];
-    for (let nl = buf.indexOf(10, pos); nl >= 0; nl = buf.indexOf(10, pos)) {
-      starts.push(pos);
-      pos = nl + 1;
-    }
-    const torn = pos < buf.length;
-    starts.push(pos);
-    const lineCount = starts.length - 1;
-    let first = 0;
-    if (lineCount > bounds.maxRecords) {
-      first = lineCount - bounds.maxRecords;
-      omitted = true;
-    }
-    const records: StoredRecord[] = [];
-    let badLines = 0;
-    let unknownLines = 0;
-    let lastSeq = 0;
-    let firstSeq: number | null = null;
-    for (let i = first; i < lineCount; i++) {
-      const s = starts[i] as number;
-      let e = (starts[i + 1] as number) - 1;
-      if (e > s && buf[e - 1] === 13) e--;
-      const d = leaveOut !== undefined && sniffKind(buf, s, e, leaveOut) ? validateLatin1(buf, s, e, leaveOut) : decodeLine(buf.toString("utf8", s, e));
-      if (d.type === "record" || d.type === "left_out") {
-        // Strictly increasing seq is part of the format; a regression marks a damaged or foreign line.
-        const seq = d.type === "record" ? d.record.seq : d.seq;
-        if (seq <= lastSeq) badLines++;
-        else {
-          lastSeq = seq;
-          firstSeq ??= seq;
-          if (d.type === "record") records.push(d.record);
-        }
-      } else if (d.type === "unknown") unknownLines++;
-      else badLines++;
-    }
-    return { header: h.header, version, records, firstSeq, badLines, unknownLines, torn, omitted };
+    const sc = scanLines(buf, pos, 0, bounds.maxRecords, leaveOut);
+    const torn = sc.end < buf.length;
+    const resume: ResumePoint | null =
+      torn || sc.cut ? null : { ino: version.ino, windowFrom: start, end: size, lines: sc.lines, lastSeq: sc.lastSeq, firstSeq: sc.firstSeq, ...tailOf(buf, size - start) };
+    return { header: h.header, version, records: sc.records, firstSeq: sc.firstSeq, badLines: sc.badLines, unknownLines: sc.unknownLines, torn, omitted: start > h.end || sc.cut, resume, since: null };
   } catch (e) {
     throw e instanceof SessionError ? e : new SessionError("unavailable");
   } finally {
     closeQuietly(fd);
   }
+}
+
+/** The lines after `point`, or null when the point is no longer valid for this file (the caller reads fully). */
+async function readAfter(
+  fd: number,
+  header: HeaderRecord,
+  version: FileVersion,
+  start: number,
+  byteOmitted: boolean,
+  point: ResumePoint,
+  bounds: WindowBounds,
+  leaveOut?: ReadonlySet<RecordKind>,
+): Promise<WindowSnapshot | null> {
+  if (point.ino !== version.ino || point.windowFrom !== start || point.end > version.size || point.tailBytes > point.end - start) return null;
+  const buf = await readAt(fd, point.end - point.tailBytes, version.size - (point.end - point.tailBytes));
+  if (buf.length !== version.size - (point.end - point.tailBytes) || tailOf(buf.subarray(0, point.tailBytes), point.tailBytes).tailHash !== point.tailHash) return null;
+  const sc = scanLines(buf, point.tailBytes, point.lastSeq, Infinity, leaveOut);
+  if (point.lines + sc.lines > bounds.maxRecords) return null;
+  const torn = sc.end < buf.length;
+  const firstSeq = point.firstSeq ?? sc.firstSeq;
+  const resume: ResumePoint | null = torn
+    ? null
+    : { ...point, end: version.size, lines: point.lines + sc.lines, lastSeq: sc.lastSeq, firstSeq, ...tailOf(buf, version.size - start) };
+  return { header, version, records: sc.records, firstSeq, badLines: sc.badLines, unknownLines: sc.unknownLines, torn, omitted: byteOmitted, resume, since: point };
+}
+
+/** Hash of the last min(256, limit) bytes of `buf`. */
+function tailOf(buf: Buffer, limit: number): { tailBytes: number; tailHash: string } {
+  const n = Math.min(256, limit, buf.length);
+  return { tailBytes: n, tailHash: createHash("sha1").update(buf.subarray(buf.length - n)).digest("hex") };
+}
+
+interface Scan {
+  records: StoredRecord[];
+  firstSeq: number | null;
+  lastSeq: number;
+  badLines: number;
+  unknownLines: number;
+  /** Complete lines from `pos` (before any cut). */
+  lines: number;
+  /** Offset just after the last LF (== buf.length unless the tail is torn). */
+  end: number;
+  /** More than `maxLines` lines: only the last `maxLines` were decoded. */
+  cut: boolean;
+}
+
+/**
+ * Decodes the complete lines of `buf` from `pos` (the last `maxLines` of them), continuing seq order after
+ * `lastSeq`. Lines are split on LF bytes and decoded one by one (UTF-8 never encodes LF inside another character,
+ * so this equals decoding first; ASCII-only lines stay one-byte strings, cheaper for every later pass).
+ */
+function scanLines(buf: Buffer, pos: number, lastSeq: number, maxLines: number, leaveOut?: ReadonlySet<RecordKind>): Scan {
+  const starts: number[] = [];
+  for (let nl = buf.indexOf(10, pos); nl >= 0; nl = buf.indexOf(10, pos)) {
+    starts.push(pos);
+    pos = nl + 1;
+  }
+  starts.push(pos);
+  const lines = starts.length - 1;
+  const first = lines > maxLines ? lines - maxLines : 0;
+  const records: StoredRecord[] = [];
+  let badLines = 0;
+  let unknownLines = 0;
+  let firstSeq: number | null = null;
+  for (let i = first; i < lines; i++) {
+    const s = starts[i] as number;
+    let e = (starts[i + 1] as number) - 1;
+    if (e > s && buf[e - 1] === 13) e--;
+    const d = leaveOut !== undefined && sniffKind(buf, s, e, leaveOut) ? validateLatin1(buf, s, e, leaveOut) : decodeLine(buf.toString("utf8", s, e));
+    if (d.type === "record" || d.type === "left_out") {
+      // Strictly increasing seq is part of the format; a regression marks a damaged or foreign line.
+      const seq = d.type === "record" ? d.record.seq : d.seq;
+      if (seq <= lastSeq) badLines++;
+      else {
+        lastSeq = seq;
+        firstSeq ??= seq;
+        if (d.type === "record") records.push(d.record);
+      }
+    } else if (d.type === "unknown") unknownLines++;
+    else badLines++;
+  }
+  return { records, firstSeq, lastSeq, badLines, unknownLines, lines, end: pos, cut: first > 0 };
 }
 
 /**

@@ -6,9 +6,10 @@
  *   "BSX1" | u32 LE meta length | meta JSON {id, format, ino, size, mtimeMs, payload} | payload | SHA-256 of all before.
  *
  * Contracts:
- * - A sidecar is a cache keyed by (session ID, format, ino, size, mtime) of the JSONL. `readSidecar` returns the
- *   payload only when every key field equals the caller's current version and the checksum verifies; otherwise null.
- *   The JSONL always wins: a stale, foreign, truncated or damaged sidecar is ignored and replaced by the next write.
+ * - A sidecar is a cache of data derived from one version (ino, size, mtime) of the session's JSONL. `readSidecar`
+ *   returns the payload with that version only when the session ID and format match and the checksum verifies;
+ *   otherwise null. The caller compares the version with the file's current one: the JSONL always wins, and a
+ *   stale, foreign, truncated or damaged sidecar is never used as current (the next write replaces it).
  * - Writes go to a unique temporary file in the same directory, then `rename` over the sidecar: readers see the old
  *   or the new file, never a mix. No fsync: after a crash a garbage file is possible, and the checksum rejects it.
  *   Concurrent writers (processes) are harmless: the last rename wins and every candidate is self-consistent.
@@ -38,7 +39,7 @@ function digest(...parts: Buffer[]): Buffer {
   return h.digest();
 }
 
-export async function readSidecar(path: string, id: string, format: string, version: FileVersion): Promise<Buffer | null> {
+export async function readSidecar(path: string, id: string, format: string): Promise<{ version: FileVersion; payload: Buffer } | null> {
   let fd: number;
   try {
     fd = openSync(path, FS.O_RDONLY | FS.O_NONBLOCK);
@@ -57,12 +58,12 @@ export async function readSidecar(path: string, id: string, format: string, vers
     const matches =
       meta.id === id &&
       meta.format === format &&
-      meta.ino === version.ino &&
-      meta.size === version.size &&
-      meta.mtimeMs === version.mtimeMs &&
+      typeof meta.ino === "number" &&
+      typeof meta.size === "number" &&
+      typeof meta.mtimeMs === "number" &&
       meta.payload === bodyEnd - metaEnd;
     if (!matches || !digest(buf.subarray(0, bodyEnd)).equals(buf.subarray(bodyEnd))) return null;
-    return buf.subarray(metaEnd, bodyEnd);
+    return { version: { ino: meta.ino as number, size: meta.size as number, mtimeMs: meta.mtimeMs as number }, payload: buf.subarray(metaEnd, bodyEnd) };
   } catch {
     return null;
   } finally {

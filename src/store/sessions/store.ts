@@ -269,11 +269,11 @@ export class SessionStore {
   }
 
   /**
-   * The sidecar `format` stored for this session at exactly `version`, or null (missing, stale, other format,
-   * damaged). Never throws for content.
+   * The session's sidecar in `format` with the file version it was derived from, or null (missing, other format,
+   * damaged). The caller decides whether that version is still current. Never throws for content.
    */
-  readSidecar(id: string, format: string, version: FileVersion): Promise<Buffer | null> {
-    return readSidecar(this.paths.sidecar(id), id, format, version);
+  readSidecar(id: string, format: string): Promise<{ version: FileVersion; payload: Buffer } | null> {
+    return readSidecar(this.paths.sidecar(id), id, format);
   }
 
   /** Atomically replaces the session's sidecar (tmp file + rename). Best effort: failures are swallowed. */
