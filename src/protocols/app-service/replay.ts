@@ -385,22 +385,34 @@ export function decodeProjection(sessionId: string, whole: Buffer): Projection |
   if (buf.length < 8) return null;
   const n = buf.readUInt32LE(0);
   const gap = buf.readUInt8(4);
-  const tableStart = 8 + 8 * (n + 1);
-  const textStart = tableStart + ENTRY_BYTES * n;
+  const textStart = 8 + 8 * (n + 1) + ENTRY_BYTES * n;
   if (gap > 1 || textStart > buf.length) return null;
+  // Prefix lanes and entries as one aligned copy of u32 words: entry word 0 = kind | last_part << 8 | status << 16.
+  const words = u32le(buf.subarray(8, textStart));
+  const prefix = words.subarray(0, 2 * (n + 1));
+  const table = words.subarray(2 * (n + 1));
   const textBytes = buf.length - textStart;
   let prev = 0;
-  for (let i = 0, e = tableStart; i < n; i++, e += ENTRY_BYTES) {
-    const kind = buf.readUInt8(e);
-    const end = buf.readUInt32LE(e + 8);
-    const ok = kind === 3 ? buf.readUInt8(e + 2) < TERMINAL_STATUSES.length && end === prev : kind < 3 && buf.readUInt8(e + 1) <= 1 && end >= prev;
+  for (let i = 0; i < n; i++) {
+    const w = table[3 * i] as number;
+    const kind = w & 0xff;
+    const end = table[3 * i + 2] as number;
+    const ok = kind === 3 ? w >>> 16 < TERMINAL_STATUSES.length && (w & 0xff00) === 0 && end === prev : kind < 3 && w >>> 9 === 0 && end >= prev;
     if (!ok || end > textBytes) return null;
     prev = end;
   }
   if (prev !== textBytes) return null;
-  const prefix = new Uint32Array(2 * (n + 1));
-  for (let i = 0; i < prefix.length; i++) prefix[i] = buf.readUInt32LE(8 + 4 * i);
-  return new EncodedProjection(sessionId, n, prefix, gap === 1, state, buf.subarray(tableStart, textStart), buf.subarray(textStart));
+  return new EncodedProjection(sessionId, n, prefix, gap === 1, state, table, buf.subarray(textStart));
+}
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/** `bytes` (a multiple of 4 long) as little-endian u32 words, in a fresh aligned array. */
+function u32le(bytes: Buffer): Uint32Array {
+  const out = new Uint32Array(bytes.length >>> 2);
+  if (LITTLE_ENDIAN) new Uint8Array(out.buffer).set(bytes);
+  else for (let i = 0; i < out.length; i++) out[i] = bytes.readUInt32LE(4 * i);
+  return out;
 }
 
 class EncodedProjection implements Projection {
@@ -411,18 +423,19 @@ class EncodedProjection implements Projection {
     readonly prefix: Uint32Array,
     readonly gap: boolean,
     readonly state: ProjectionState | null,
-    private readonly table: Buffer,
+    /** Three words per item: kind | last_part << 8 | status << 16, part, end offset of its text. */
+    private readonly table: Uint32Array,
     private readonly texts: Buffer,
   ) {}
 
   item(i: number): ReplayItem {
-    const e = i * ENTRY_BYTES;
-    const kind = this.table.readUInt8(e);
-    if (kind === 3) return { kind: "terminal", status: TERMINAL_STATUSES[this.table.readUInt8(e + 2)] as TerminalStatus };
-    const start = i === 0 ? 0 : this.table.readUInt32LE(e - ENTRY_BYTES + 8);
-    const text = this.texts.toString("utf8", start, this.table.readUInt32LE(e + 8));
-    const part = this.table.readUInt32LE(e + 4);
-    const last_part = this.table.readUInt8(e + 1) === 1;
+    const w = this.table[3 * i] as number;
+    const kind = w & 0xff;
+    if (kind === 3) return { kind: "terminal", status: TERMINAL_STATUSES[w >>> 16] as TerminalStatus };
+    const start = i === 0 ? 0 : (this.table[3 * i - 1] as number);
+    const text = this.texts.toString("utf8", start, this.table[3 * i + 2]);
+    const part = this.table[3 * i + 1] as number;
+    const last_part = (w & 0xff00) !== 0;
     return kind === 2 ? { kind: "summary", text, part, last_part } : { kind: "message", role: kind === 0 ? "user" : "assistant", text, part, last_part };
   }
 
