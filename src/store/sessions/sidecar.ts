@@ -14,6 +14,7 @@
  *   or the new file, never a mix. No fsync: after a crash a garbage file is possible, and the checksum rejects it.
  *   Concurrent writers (processes) are harmless: the last rename wins and every candidate is self-consistent.
  * - Bounded: payloads over MAX_SIDECAR_BYTES are neither written nor read. Never throws.
+ * - Holds nothing the session file does not (files 0600 in a 0700 directory, like the sessions themselves).
  */
 import { constants as FS, fstatSync, mkdirSync, openSync, renameSync, unlinkSync } from "node:fs";
 import { createHash, randomBytes } from "node:crypto";
@@ -81,7 +82,12 @@ export async function writeSidecar(dir: string, path: string, id: string, format
   const tmp = `${path}.${process.pid}-${randomBytes(6).toString("hex")}.tmp`;
   let fd: number | null = null;
   try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // Not recursive: the home exists whenever its sessions do, and a home removed meanwhile is not re-created.
+    try {
+      mkdirSync(dir, { mode: 0o700 });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+    }
     fd = openSync(tmp, FS.O_WRONLY | FS.O_CREAT | FS.O_EXCL, 0o600);
     await writeAll(fd, Buffer.concat([head, meta, payload, digest(head, meta, payload)]));
     closeQuietly(fd);
