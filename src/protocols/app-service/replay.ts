@@ -335,11 +335,15 @@ const ENTRY_BYTES = 12;
 
 export function encodeProjection(p: Projection): Buffer {
   const n = p.count;
+  // Items already held encoded (a sidecar-loaded root, possibly extended) are copied as bytes, not re-encoded.
+  const root = p instanceof EncodedProjection ? p : p instanceof ComposedProjection && p.root instanceof EncodedProjection ? p.root : null;
+  const copied = root === null ? 0 : p instanceof ComposedProjection ? p.cut : n;
+  const copiedText = copied > 0 && root !== null ? root.textEnd(copied - 1) : 0;
   const state = Buffer.from(JSON.stringify(p.state), "utf8");
   const head = 4 + state.length;
   const textStart = head + 8 + 8 * (n + 1) + ENTRY_BYTES * n;
-  let textBytes = 0;
-  for (let i = 0; i < n; i++) {
+  let textBytes = copiedText;
+  for (let i = copied; i < n; i++) {
     const it = p.item(i);
     if (it.kind !== "terminal") textBytes += Buffer.byteLength(it.text, "utf8");
   }
@@ -350,8 +354,10 @@ export function encodeProjection(p: Projection): Buffer {
   buf.writeUInt8(p.gap ? 1 : 0, head + 4);
   for (let i = 0; i < 2 * (n + 1); i++) buf.writeUInt32LE(p.prefix[i] as number, head + 8 + 4 * i);
   let entry = head + 8 + 8 * (n + 1);
-  let end = 0;
-  for (let i = 0; i < n; i++, entry += ENTRY_BYTES) {
+  if (root !== null) root.copyInto(buf, entry, textStart, copied);
+  entry += ENTRY_BYTES * copied;
+  let end = copiedText;
+  for (let i = copied; i < n; i++, entry += ENTRY_BYTES) {
     const it = p.item(i);
     if (it.kind === "terminal") {
       buf.writeUInt8(3, entry);
@@ -441,6 +447,17 @@ class EncodedProjection implements Projection {
 
   get items(): ReplayItem[] {
     return (this.all ??= Array.from({ length: this.count }, (_, i) => this.item(i)));
+  }
+
+  /** End offset of item i's text in the text area (cumulative from item 0). */
+  textEnd(i: number): number {
+    return this.table[3 * i + 2] as number;
+  }
+
+  /** Writes the entries and texts of the first `n` items at `entryAt` / `textAt` (the encoded layout). */
+  copyInto(buf: Buffer, entryAt: number, textAt: number, n: number): void {
+    for (let k = 0; k < 3 * n; k++) buf.writeUInt32LE(this.table[k] as number, entryAt + 4 * k);
+    if (n > 0) this.texts.copy(buf, textAt, 0, this.textEnd(n - 1));
   }
 }
 
