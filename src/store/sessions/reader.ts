@@ -222,11 +222,17 @@ function scanLines(buf: Buffer, pos: number, lastSeq: number, maxLines: number, 
   let badLines = 0;
   let unknownLines = 0;
   let firstSeq: number | null = null;
+  let kindAt = -2; // next `"kind":"` at or after the current line (-1: none left), searched lazily
   for (let i = first; i < lines; i++) {
     const s = starts[i] as number;
     let e = (starts[i + 1] as number) - 1;
     if (e > s && buf[e - 1] === 13) e--;
-    const d = leaveOut !== undefined && sniffKind(buf, s, e, leaveOut) ? validateLatin1(buf, s, e, leaveOut) : decodeLine(buf.toString("utf8", s, e));
+    let leftOut = false;
+    if (leaveOut !== undefined) {
+      if (kindAt !== -1 && kindAt < s) kindAt = buf.indexOf(KIND_KEY, s);
+      leftOut = kindAt >= s && kindAt < Math.min(e, s + 128) && sniffedKindIn(buf, kindAt + KIND_KEY.length, e, leaveOut);
+    }
+    const d = leftOut ? validateLatin1(buf, s, e, leaveOut as ReadonlySet<RecordKind>) : decodeLine(buf.toString("utf8", s, e));
     if (d.type === "record" || d.type === "left_out") {
       // Strictly increasing seq is part of the format; a regression marks a damaged or foreign line.
       const seq = d.type === "record" ? d.record.seq : d.seq;
@@ -243,31 +249,16 @@ function scanLines(buf: Buffer, pos: number, lastSeq: number, maxLines: number, 
 }
 
 /**
- * True when the line at [s, e) starts like our writer's records — `{"seq":<digits>,"at":"<…>","kind":"<kind>"` —
- * with a kind in `kinds`. A cheap byte-level pre-filter: a false answer only means "decode normally".
+ * Cheap byte-level pre-filter for `leaveOut`: a `"kind":"` key near the start of the line (our writer puts it third)
+ * naming a kind in `kinds`. Either answer is safe: a line flagged wrongly (e.g. a nested "kind" key) is classified
+ * by `validateLatin1` exactly as `decodeLine` would and decoded normally unless it really is left out; a line not
+ * flagged is decoded normally. Native searches only, so it costs little even before the JIT warms up.
  */
-function sniffKind(buf: Buffer, s: number, e: number, kinds: ReadonlySet<string>): boolean {
-  if (e - s < 32 || !bytesAt(buf, s, SEQ_KEY)) return false;
-  let p = s + SEQ_KEY.length;
-  while (p < e && p < s + 24 && buf[p] !== 44) p++; // ","
-  if (!bytesAt(buf, p, AT_KEY)) return false;
-  p += AT_KEY.length;
-  const limit = Math.min(e, p + 40);
-  while (p < limit && buf[p] !== 34) p++; // closing quote of `at`
-  if (!bytesAt(buf, p, KIND_KEY)) return false;
-  p += KIND_KEY.length;
-  const q = buf.indexOf(34, p);
-  return q > p && q < Math.min(e, p + 32) && kinds.has(buf.toString("latin1", p, q));
-}
+const KIND_KEY = Buffer.from('"kind":"', "latin1");
 
-const SEQ_KEY = Buffer.from('{"seq":', "latin1");
-const AT_KEY = Buffer.from(',"at":"', "latin1");
-const KIND_KEY = Buffer.from('","kind":"', "latin1");
-
-function bytesAt(buf: Buffer, p: number, lit: Buffer): boolean {
-  if (p + lit.length > buf.length) return false;
-  for (let i = 0; i < lit.length; i++) if (buf[p + i] !== lit[i]) return false;
-  return true;
+function sniffedKindIn(buf: Buffer, from: number, e: number, kinds: ReadonlySet<string>): boolean {
+  const q = buf.indexOf(34, from); // closing quote of the kind value
+  return q > from && q < Math.min(e, from + 32) && kinds.has(buf.toString("latin1", from, q));
 }
 
 /**
