@@ -7,7 +7,7 @@
  *   (bounded). Child usage is reported once, as a `subagent_aggregate` usage event, when the child ends.
  * - Child context/usage-per-request events are not forwarded; cancellation of the turn cancels the child.
  */
-import { z } from "zod";
+import * as A from "../core/arg-schema.js";
 import { boundText } from "./tools/index.js";
 import { defineLocalTool } from "./tools/define.js";
 import type { TurnOutcome } from "./events.js";
@@ -15,9 +15,9 @@ import type { Tool, ToolResult } from "./types.js";
 
 export const TASK_TOOL_NAME = "task";
 
-const TaskArgs = z.strictObject({
-  description: z.string().min(1).max(200).describe("A short (3-8 word) description of the task"),
-  prompt: z.string().min(1).max(64 * 1024).describe("The complete, self-contained instructions for the subagent"),
+const TaskArgs = A.object({
+  description: A.string({ min: 1, max: 200, description: "A short (3-8 word) description of the task" }),
+  prompt: A.string({ min: 1, max: 64 * 1024, description: "The complete, self-contained instructions for the subagent" }),
 });
 
 /** `run` executes the child for one call (the loop binds it to the call's lifecycle ID). */

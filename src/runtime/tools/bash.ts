@@ -13,7 +13,7 @@
 import { spawn } from "node:child_process";
 import { stat } from "node:fs/promises";
 import { StringDecoder } from "node:string_decoder";
-import { z } from "zod";
+import * as A from "../../core/arg-schema.js";
 import type { Tool, ToolResult } from "../types.js";
 import { defineLocalTool } from "./define.js";
 import { fail, MAX_RESULT_BYTES } from "./result.js";
@@ -102,17 +102,10 @@ export function createBashTool(opts: BashOptions = {}): Tool {
   const graceMs = opts.killGraceMs ?? BASH_KILL_GRACE_MS;
   const headMax = opts.headBytes ?? Math.floor((MAX_RESULT_BYTES - 1024) * 0.4);
   const tailMax = opts.tailBytes ?? Math.floor((MAX_RESULT_BYTES - 1024) * 0.6);
-  const schema = z
-    .object({
-      command: z.string().min(1).max(MAX_COMMAND_CHARS).describe("Shell command, run with `bash -c` in the working directory."),
-      timeout: z
-        .number()
-        .positive()
-        .max(maxTimeoutMs / 1000)
-        .optional()
-        .describe(`Timeout in seconds (default ${defaultTimeoutMs / 1000}, at most ${maxTimeoutMs / 1000}).`),
-    })
-    .strict();
+  const schema = A.object({
+    command: A.string({ min: 1, max: MAX_COMMAND_CHARS, description: "Shell command, run with `bash -c` in the working directory." }),
+    timeout: A.optional(A.number({ exclusiveMin: 0, max: maxTimeoutMs / 1000, description: `Timeout in seconds (default ${defaultTimeoutMs / 1000}, at most ${maxTimeoutMs / 1000}).` })),
+  });
 
   return defineLocalTool({
     name: "bash",

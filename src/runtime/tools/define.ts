@@ -1,43 +1,39 @@
 /**
- * Builds a local `Tool` from a zod schema: the schema is the single source of the argument type,
- * the validation, and the JSON Schema advertised to models (`z.toJSONSchema`).
+ * Builds a local `Tool` from an argument schema (src/core/arg-schema.ts): the schema is the single source of the
+ * argument type, the validation, and the JSON Schema advertised to models.
  */
-import { z } from "zod";
+import { parse, type ArgSchema } from "../../core/arg-schema.js";
 import type { Tool, ToolContext, ToolResult } from "../types.js";
 import { boundText, describeError, fail } from "./result.js";
 
 /** Longest validation message handed back to the model. */
 const MAX_VALIDATION_MESSAGE_BYTES = 2048;
 
-export interface LocalToolDef<S extends z.ZodType<Record<string, unknown>>> {
+export interface LocalToolDef<T extends Record<string, unknown>> {
   name: string;
   description: string;
-  schema: S;
+  schema: ArgSchema<T>;
   /**
    * Runs with already-validated arguments. May throw: the wrapper turns a throw into a `failed`
    * result (or `cancelled` when the signal fired), so `Tool.run` never rejects.
    */
-  execute(args: z.output<S>, ctx: ToolContext): Promise<ToolResult>;
+  execute(args: T, ctx: ToolContext): Promise<ToolResult>;
 }
 
-/** JSON Schema for the model: the input side of `schema`, without the `$schema` marker. */
-export function toModelSchema(schema: z.ZodType): Record<string, unknown> {
-  const json = z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
-  delete json.$schema;
-  return json;
+/** JSON Schema for the model. */
+export function toModelSchema(schema: ArgSchema<unknown>): Record<string, unknown> {
+  return structuredClone(schema.json);
 }
 
-/** Formats a zod error as `path: message` lines, bounded. */
-export function formatZodError(err: z.ZodError): string {
-  const lines = err.issues.map((i) => `${i.path.length > 0 ? i.path.join(".") : "(arguments)"}: ${i.message}`);
-  return boundText(lines.join("\n"), MAX_VALIDATION_MESSAGE_BYTES);
+function formatIssues(issues: string[]): string {
+  return boundText(issues.join("\n"), MAX_VALIDATION_MESSAGE_BYTES);
 }
 
-export function defineLocalTool<S extends z.ZodType<Record<string, unknown>>>(def: LocalToolDef<S>): Tool {
+export function defineLocalTool<T extends Record<string, unknown>>(def: LocalToolDef<T>): Tool {
   const spec = { name: def.name, description: def.description, inputSchema: toModelSchema(def.schema) };
   const validate: Tool["validate"] = (args) => {
-    const r = def.schema.safeParse(args);
-    return r.success ? { ok: true, value: r.data } : { ok: false, message: formatZodError(r.error) };
+    const r = parse(def.schema, args);
+    return r.ok ? { ok: true, value: r.value } : { ok: false, message: formatIssues(r.issues) };
   };
   return {
     spec,
@@ -46,10 +42,10 @@ export function defineLocalTool<S extends z.ZodType<Record<string, unknown>>>(de
     async run(args, ctx) {
       if (ctx.signal.aborted) return fail("cancelled", `${def.name}: cancelled before start`);
       // Re-validated here so a caller that skipped `validate` still cannot run bad arguments.
-      const parsed = def.schema.safeParse(args);
-      if (!parsed.success) return fail("invalid_arguments", `${def.name}: invalid arguments\n${formatZodError(parsed.error)}`);
+      const parsed = parse(def.schema, args);
+      if (!parsed.ok) return fail("invalid_arguments", `${def.name}: invalid arguments\n${formatIssues(parsed.issues)}`);
       try {
-        const res = await def.execute(parsed.data, ctx);
+        const res = await def.execute(parsed.value, ctx);
         return { ...res, content: boundText(res.content) };
       } catch (err) {
         if (ctx.signal.aborted) return fail("cancelled", `${def.name}: cancelled`);

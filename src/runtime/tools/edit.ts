@@ -4,19 +4,17 @@
  * `old_string` uses bare LF (models usually do), the strings are matched with LF turned into CRLF.
  */
 import { readFile, writeFile } from "node:fs/promises";
-import { z } from "zod";
+import * as A from "../../core/arg-schema.js";
 import { defineLocalTool } from "./define.js";
 import { resolvePath } from "./paths.js";
 import { fail, fsFail, ok } from "./result.js";
 
-const EditArgs = z
-  .object({
-    path: z.string().min(1).describe("File to edit; relative paths resolve against the working directory."),
-    old_string: z.string().min(1).describe("Exact text to replace (whitespace included). Must be unique in the file unless replace_all."),
-    new_string: z.string().describe("Replacement text."),
-    replace_all: z.boolean().optional().describe("Replace every occurrence instead of requiring exactly one."),
-  })
-  .strict();
+const EditArgs = A.object({
+  path: A.string({ min: 1, description: "File to edit; relative paths resolve against the working directory." }),
+  old_string: A.string({ min: 1, description: "Exact text to replace (whitespace included). Must be unique in the file unless replace_all." }),
+  new_string: A.string({ description: "Replacement text." }),
+  replace_all: A.optional(A.boolean({ description: "Replace every occurrence instead of requiring exactly one." })),
+});
 
 /** Number of non-overlapping occurrences of `needle` in `hay` (needle non-empty). */
 export function countOccurrences(hay: string, needle: string): number {

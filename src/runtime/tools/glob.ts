@@ -4,7 +4,7 @@
  * files (sorted by name) before its subdirectories (sorted, depth-first).
  * Files only; skips `.git` and `node_modules`. Pure Node, run in a worker thread.
  */
-import { z } from "zod";
+import * as A from "../../core/arg-schema.js";
 import { defineLocalTool } from "./define.js";
 import { compileGlob, MAX_GLOB_PATTERN_CHARS } from "./glob-match.js";
 import { describeError, fail, ok } from "./result.js";
@@ -14,17 +14,11 @@ import { boundNotes, displayPath, resolveRoot, SEARCH_MAX_ENTRIES, SEARCH_TIMEOU
 export const GLOB_DEFAULT_LIMIT = 500;
 export const GLOB_MAX_LIMIT = 5000;
 
-const GlobArgs = z
-  .object({
-    pattern: z
-      .string()
-      .min(1)
-      .max(MAX_GLOB_PATTERN_CHARS)
-      .describe("Glob matched against paths relative to `path`: `**` spans directories, `*` and `?` stay within one, `{a,b}` alternatives. Use `**/*.ts` to search recursively."),
-    path: z.string().min(1).optional().describe("Directory to search. Default: the working directory."),
-    limit: z.number().int().min(1).max(GLOB_MAX_LIMIT).optional().describe(`Maximum paths. Default ${GLOB_DEFAULT_LIMIT}.`),
-  })
-  .strict();
+const GlobArgs = A.object({
+  pattern: A.string({ min: 1, max: MAX_GLOB_PATTERN_CHARS, description: "Glob matched against paths relative to `path`: `**` spans directories, `*` and `?` stay within one, `{a,b}` alternatives. Use `**/*.ts` to search recursively." }),
+  path: A.optional(A.string({ min: 1, description: "Directory to search. Default: the working directory." })),
+  limit: A.optional(A.number({ integer: true, min: 1, max: GLOB_MAX_LIMIT, description: `Maximum paths. Default ${GLOB_DEFAULT_LIMIT}.` })),
+});
 
 export const globTool = defineLocalTool({
   name: "glob",

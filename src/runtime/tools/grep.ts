@@ -4,7 +4,7 @@
  * used. Skips `.git`, `node_modules`, binary files and files over 10 MiB. Output lines are
  * `path:line: text`, bounded by `limit` matches.
  */
-import { z } from "zod";
+import * as A from "../../core/arg-schema.js";
 import { defineLocalTool } from "./define.js";
 import { MAX_GLOB_PATTERN_CHARS } from "./glob-match.js";
 import { fail, ok } from "./result.js";
@@ -14,20 +14,13 @@ import { boundNotes, displayPath, resolveRoot, SEARCH_MAX_ENTRIES, SEARCH_TIMEOU
 export const GREP_DEFAULT_LIMIT = 100;
 export const GREP_MAX_LIMIT = 1000;
 
-const GrepArgs = z
-  .object({
-    pattern: z.string().min(1).max(4096).describe("JavaScript regular expression, matched against each line."),
-    path: z.string().min(1).optional().describe("Directory or file to search. Default: the working directory."),
-    glob: z
-      .string()
-      .min(1)
-      .max(MAX_GLOB_PATTERN_CHARS)
-      .optional()
-      .describe("Only search files matching this glob (e.g. `*.ts`; without a `/` it matches file names at any depth)."),
-    ignore_case: z.boolean().optional().describe("Case-insensitive match."),
-    limit: z.number().int().min(1).max(GREP_MAX_LIMIT).optional().describe(`Maximum matches. Default ${GREP_DEFAULT_LIMIT}.`),
-  })
-  .strict();
+const GrepArgs = A.object({
+  pattern: A.string({ min: 1, max: 4096, description: "JavaScript regular expression, matched against each line." }),
+  path: A.optional(A.string({ min: 1, description: "Directory or file to search. Default: the working directory." })),
+  glob: A.optional(A.string({ min: 1, max: MAX_GLOB_PATTERN_CHARS, description: "Only search files matching this glob (e.g. `*.ts`; without a `/` it matches file names at any depth)." })),
+  ignore_case: A.optional(A.boolean({ description: "Case-insensitive match." })),
+  limit: A.optional(A.number({ integer: true, min: 1, max: GREP_MAX_LIMIT, description: `Maximum matches. Default ${GREP_DEFAULT_LIMIT}.` })),
+});
 
 export const grepTool = defineLocalTool({
   name: "grep",

@@ -1,6 +1,6 @@
 /** `ls`: one directory's entries, sorted, directories suffixed with `/`, bounded by `limit`. */
 import { readdir } from "node:fs/promises";
-import { z } from "zod";
+import * as A from "../../core/arg-schema.js";
 import { defineLocalTool } from "./define.js";
 import { resolvePath } from "./paths.js";
 import { fsFail, ok } from "./result.js";
@@ -8,12 +8,10 @@ import { fsFail, ok } from "./result.js";
 export const LS_DEFAULT_LIMIT = 500;
 export const LS_MAX_LIMIT = 5000;
 
-const LsArgs = z
-  .object({
-    path: z.string().min(1).optional().describe("Directory to list. Default: the working directory."),
-    limit: z.number().int().min(1).max(LS_MAX_LIMIT).optional().describe(`Maximum entries. Default ${LS_DEFAULT_LIMIT}.`),
-  })
-  .strict();
+const LsArgs = A.object({
+  path: A.optional(A.string({ min: 1, description: "Directory to list. Default: the working directory." })),
+  limit: A.optional(A.number({ integer: true, min: 1, max: LS_MAX_LIMIT, description: `Maximum entries. Default ${LS_DEFAULT_LIMIT}.` })),
+});
 
 export const lsTool = defineLocalTool({
   name: "ls",

@@ -7,7 +7,7 @@
 import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
 import { StringDecoder } from "node:string_decoder";
-import { z } from "zod";
+import * as A from "../../core/arg-schema.js";
 import { defineLocalTool } from "./define.js";
 import { resolvePath } from "./paths.js";
 import { fail, fsFail, MAX_RESULT_BYTES, ok } from "./result.js";
@@ -19,13 +19,11 @@ export const READ_MAX_LINE_CHARS = 4000;
 /** Body budget, leaving room for the continuation note under MAX_RESULT_BYTES. */
 const BODY_BUDGET = MAX_RESULT_BYTES - 512;
 
-const ReadArgs = z
-  .object({
-    path: z.string().min(1).describe("File to read; relative paths resolve against the working directory."),
-    offset: z.number().int().min(1).optional().describe("First line to return (1-based). Default 1."),
-    limit: z.number().int().min(1).max(READ_MAX_LIMIT).optional().describe(`Maximum lines to return. Default ${READ_DEFAULT_LIMIT}.`),
-  })
-  .strict();
+const ReadArgs = A.object({
+  path: A.string({ min: 1, description: "File to read; relative paths resolve against the working directory." }),
+  offset: A.optional(A.number({ integer: true, min: 1, description: "First line to return (1-based). Default 1." })),
+  limit: A.optional(A.number({ integer: true, min: 1, max: READ_MAX_LIMIT, description: `Maximum lines to return. Default ${READ_DEFAULT_LIMIT}.` })),
+});
 
 export const readTool = defineLocalTool({
   name: "read",

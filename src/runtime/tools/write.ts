@@ -1,17 +1,15 @@
 /** `write`: creates or overwrites a file with the given content, creating parent directories. */
 import { mkdir, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
-import { z } from "zod";
+import * as A from "../../core/arg-schema.js";
 import { defineLocalTool } from "./define.js";
 import { resolvePath } from "./paths.js";
 import { fsFail, ok } from "./result.js";
 
-const WriteArgs = z
-  .object({
-    path: z.string().min(1).describe("File to write; relative paths resolve against the working directory."),
-    content: z.string().describe("The complete new file content."),
-  })
-  .strict();
+const WriteArgs = A.object({
+  path: A.string({ min: 1, description: "File to write; relative paths resolve against the working directory." }),
+  content: A.string({ description: "The complete new file content." }),
+});
 
 export const writeTool = defineLocalTool({
   name: "write",
