@@ -14,7 +14,7 @@
  *   `internal_error`); the error never carries contents or the path.
  */
 import { join } from "node:path";
-import { z } from "zod";
+import { z } from "zod/v3";
 import { JsonFileError, readJsonFile, withFileLock, writeJsonAtomic } from "../settings/locked-json.js";
 
 export const CODEX_PROVIDER_ID = "openai-codex";

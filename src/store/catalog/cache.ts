@@ -15,7 +15,7 @@
 import { createHash } from "node:crypto";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { z } from "zod";
+import { z } from "zod/v3";
 import { readJsonFile, withFileLock, writeJsonAtomic } from "../settings/locked-json.js";
 import type { ThinkingLevelValue } from "../settings/schema.js";
 import { isSafeId, sanitizeLabel } from "./ids.js";

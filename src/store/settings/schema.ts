@@ -2,7 +2,7 @@
  * The settings document (`$MC_HOME/settings.json` global, `<launch cwd>/.berth/settings.json` project).
  * Strict on the fields Berth owns, tolerant of unknown top-level fields (they are preserved on write).
  */
-import { z } from "zod";
+import { z } from "zod/v3";
 
 /** The six wire reasoning values (mirrors `THINKING_LEVELS` in runtime/types; store does not import runtime). */
 export const ThinkingLevelSchema = z.enum(["default", "low", "medium", "high", "x_high", "max"]);
