@@ -17,7 +17,7 @@
 import { mkdir, opendir } from "node:fs/promises";
 import { constants as FS, fstatSync, openSync, unlinkSync, writeSync } from "node:fs";
 import { SessionError } from "./errors.js";
-import { closeQuietly, syncAll, syncData } from "./fdio.js";
+import { closeQuietly, openFd, syncAll, syncData } from "./fdio.js";
 import { defaultSessionId, isValidSessionId, type SessionIdGenerator } from "./ids.js";
 import { DEFAULT_LOCK_TUNING, SessionLocks, type Lease, type LockTuning } from "./locks.js";
 import { SessionPaths } from "./paths.js";
@@ -136,9 +136,11 @@ export class SessionStore {
         created_at: new Date(this.clock()).toISOString(),
         cwd,
       });
-      // The lease and the exclusive file creation (header + fsyncs) run concurrently; a fresh random ID makes a
-      // conflict on either practically impossible, and each side undoes the other when one fails.
-      const [leaseR, fileR] = await Promise.allSettled([this.locks.acquireLease(id), this.createFile(id, header)]);
+      // The exclusive file creation (thread pool: create, header, fsyncs) runs while the lease is taken on this
+      // thread; a fresh random ID makes a conflict on either practically impossible, and each side undoes the other
+      // when one fails.
+      const file = this.createFile(id, header);
+      const [leaseR, fileR] = await Promise.allSettled([this.locks.acquireLease(id), file]);
       if (leaseR.status === "fulfilled" && fileR.status === "fulfilled") return this.handle(id, header, fileR.value, leaseR.value, 1, false);
       if (fileR.status === "fulfilled") {
         closeQuietly(fileR.value);
@@ -159,7 +161,7 @@ export class SessionStore {
    */
   private async createFile(id: string, header: HeaderRecord): Promise<number> {
     const path = this.paths.data(id);
-    const fd = openSync(path, FS.O_WRONLY | FS.O_APPEND | FS.O_CREAT | FS.O_EXCL, 0o600);
+    const fd = await openFd(path, FS.O_WRONLY | FS.O_APPEND | FS.O_CREAT | FS.O_EXCL, 0o600);
     try {
       const line = Buffer.from(JSON.stringify(header) + "\n", "utf8");
       // A short write of a new file is a page-cache copy (see fdio.ts); loop for the contract's sake.
