@@ -352,7 +352,7 @@ export function encodeProjection(p: Projection): Buffer {
   state.copy(buf, 4);
   buf.writeUInt32LE(n, head);
   buf.writeUInt8(p.gap ? 1 : 0, head + 4);
-  for (let i = 0; i < 2 * (n + 1); i++) buf.writeUInt32LE(p.prefix[i] as number, head + 8 + 4 * i);
+  putU32le(buf, head + 8, p.prefix);
   let entry = head + 8 + 8 * (n + 1);
   if (root !== null) root.copyInto(buf, entry, textStart, copied);
   entry += ENTRY_BYTES * copied;
@@ -413,6 +413,12 @@ export function decodeProjection(sessionId: string, whole: Buffer): Projection |
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
+/** Writes `words` little-endian at `at`. */
+function putU32le(buf: Buffer, at: number, words: Uint32Array): void {
+  if (LITTLE_ENDIAN) buf.set(new Uint8Array(words.buffer, words.byteOffset, words.byteLength), at);
+  else for (let i = 0; i < words.length; i++) buf.writeUInt32LE(words[i] as number, at + 4 * i);
+}
+
 /** `bytes` (a multiple of 4 long) as little-endian u32 words, in a fresh aligned array. */
 function u32le(bytes: Buffer): Uint32Array {
   const out = new Uint32Array(bytes.length >>> 2);
@@ -456,7 +462,7 @@ class EncodedProjection implements Projection {
 
   /** Writes the entries and texts of the first `n` items at `entryAt` / `textAt` (the encoded layout). */
   copyInto(buf: Buffer, entryAt: number, textAt: number, n: number): void {
-    for (let k = 0; k < 3 * n; k++) buf.writeUInt32LE(this.table[k] as number, entryAt + 4 * k);
+    putU32le(buf, entryAt, this.table.subarray(0, 3 * n));
     if (n > 0) this.texts.copy(buf, textAt, 0, this.textEnd(n - 1));
   }
 }

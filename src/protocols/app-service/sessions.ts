@@ -96,6 +96,7 @@ export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
    */
   const cache = new Map<string, { version: FileVersion; projection: Projection }>();
   const CACHE_SIZE = 8;
+  const PERSIST_DELAY_MS = 20;
   /** Sidecar writes in flight, by session: at most one each; drained at EOF. */
   const persisting = new Map<string, Promise<void>>();
 
@@ -105,10 +106,13 @@ export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
     while (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value as string);
   }
 
-  /** Writes the sidecar after the current request's response (a cache: failures are ignored). */
+  /**
+   * Writes the sidecar shortly after the current request (a timer, so the response is written first; a cache:
+   * failures are ignored).
+   */
   function persist(id: string, version: FileVersion, projection: Projection): void {
     if (persisting.has(id)) return;
-    const job = new Promise<void>((resolve) => setImmediate(resolve))
+    const job = new Promise<void>((resolve) => setTimeout(resolve, PERSIST_DELAY_MS))
       .then(() => store.writeSidecar(id, PROJECTION_FORMAT, version, encodeProjection(projection)))
       .catch(() => undefined)
       .finally(() => persisting.delete(id));
