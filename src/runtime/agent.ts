@@ -41,7 +41,7 @@ export interface AgentOptions {
   providerOptions?: ProviderOptions;
   /** Provider requests per turn (default 50). */
   maxSteps?: number;
-  /** Fraction of the context window that triggers compaction at turn start (default 0.8). */
+  /** Fraction of the context window that triggers compaction, at turn start and between steps (default 0.8). */
   compactAtRatio?: number;
   bash?: Omit<BashOptions, "env">;
   recorderTiming?: RecorderTiming;

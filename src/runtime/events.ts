@@ -65,6 +65,8 @@ export type RuntimeEvent =
     }
   | {
       type: "compaction";
+      /** One compaction attempt (unique within the turn; a turn may compact at its start and between steps). */
+      id: string;
       status: "triggered" | "running" | "completed" | "failed" | "cancelled";
       currentTokens: number | null;
       maxTokens: number | null;

@@ -9,6 +9,8 @@
  *   character (a timer, so a stalled stream is persisted too), and before every tool call record. A kill -9
  *   loses at most the unwritten slice. Replay concatenates a turn's segments (in order) until the terminal record
  *   supplies the authoritative text.
+ * - `checkpoint()` (turn-start compaction) and `checkpointMidTurn()` (compaction between steps: checkpoint, then
+ *   this turn's user record and accepted text again) resolve once written and fsynced.
  * - `terminal()` writes the terminal record with the accepted text and fsyncs everything.
  * - Writes other than `user`/`checkpoint`/`terminal` are not awaited by the caller; the first write failure is
  *   kept in `failure` (the loop checks it and fails the turn) and never rejects unobserved.
@@ -30,6 +32,7 @@ export class TurnRecorder {
   private pending = "";
   private timer: NodeJS.Timeout | null = null;
   private last: Promise<unknown> = Promise.resolve();
+  private prompt = "";
 
   constructor(
     private readonly writer: SessionWriter,
@@ -41,6 +44,7 @@ export class TurnRecorder {
   userSeq = 0;
 
   async user(text: string): Promise<StoredRecord> {
+    this.prompt = text;
     const r = await this.writer.append({ kind: "user", turn_id: this.turnId, text }, { sync: true });
     this.userSeq = r.seq;
     return r;
@@ -99,6 +103,24 @@ export class TurnRecorder {
   async checkpoint(summary: string, cutoffSeq: number): Promise<void> {
     await this.settled();
     await this.writer.append({ kind: "checkpoint", summary, cutoff_seq: cutoffSeq }, { sync: true });
+  }
+
+  /**
+   * Mid-turn compaction: a checkpoint covering every record written so far (this turn's included), then this
+   * turn's user record and its accepted text so far (`acceptedText`, one final segment of a new message) again,
+   * so the projection after the cutoff — replay, and the next turn's history — still holds the whole turn.
+   * Resolves once all three are written and fsynced; rejects on a write failure (or an earlier one).
+   */
+  async checkpointMidTurn(summary: string, acceptedText: string): Promise<void> {
+    if (this.messageId !== null) this.endMessage();
+    await this.settled();
+    if (this.failure !== null) throw this.failure;
+    const turn_id = this.turnId;
+    const writes = [this.writer.append({ kind: "checkpoint", summary, cutoff_seq: this.writer.peekNextSeq - 1 })];
+    const carry = acceptedText !== "";
+    writes.push(this.writer.append({ kind: "user", turn_id, text: this.prompt }, { sync: !carry }));
+    if (carry) writes.push(this.writer.append({ kind: "assistant", turn_id, message_id: `m${++this.messages}.0`, text: acceptedText, partial: false }, { sync: true }));
+    await Promise.all(writes);
   }
 
   /** Writes the terminal record and fsyncs. Rejects when it could not be written. */

@@ -8,9 +8,12 @@
  *   (child process groups are killed by the tools), approval waits, subagents, and between steps.
  * - A delta refused by the sink stops the provider stream; the turn ends `failed` (`output_limit`).
  * - A provider error ends the turn `failed`; tool calls of a failed response never run.
- * - Compaction runs only before the first request of a turn, when the estimate reaches `compactAtRatio` of the
- *   window and there is earlier history. A continuation whose estimate reaches the whole window ends
- *   `compaction_required` (the next turn compacts first).
+ * - Compaction (compaction.ts) runs before a provider request whose estimate reaches `compactAtRatio` of the
+ *   window: at turn start when there is earlier history, and between steps inside the turn (the loop then
+ *   continues with the compacted context). A failed attempt is not retried in the same turn; the turn goes on
+ *   uncompacted while the context fits. A request whose estimate reaches the whole window after an attempt (or,
+ *   without one, on a continuation) ends the turn `compaction_required`. Cancellation during compaction ends it
+ *   `cancelled`.
  */
 import type { ApprovalPolicy } from "./approval.js";
 import { compact } from "./compaction.js";
@@ -40,7 +43,7 @@ export interface LoopOptions {
   maxOutputTokens?: number;
   thinking?: ThinkingLevel;
   contextWindow: number;
-  /** Fraction of the window that triggers compaction at turn start; null disables it. */
+  /** Fraction of the window that triggers compaction (at turn start and between steps); null disables it. */
   compactAtRatio: number | null;
   /** Set for a subagent loop: the `subagent_task` lifecycle ID. */
   parentId?: string;
@@ -65,16 +68,27 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
     ...(reason !== undefined ? { reason } : {}),
   });
 
+  // This turn's prompt: every compacted context is the summary followed by it.
+  const first = messages[messages.length - 1];
+  const prompt = first !== undefined && first.role === "user" ? first.content : [];
+  let compactionFailed = false;
+
   for (let step = 0; ; step++) {
     if (o.signal.aborted) return end("cancelled");
     if (o.recorder?.failure) return end("failed", "persistence");
     if (step >= o.maxSteps) return end("failed", "step_limit");
     let estimate = estimateTokens(o.system, messages, specs);
-    if (step === 0 && o.compactAtRatio !== null && estimate >= o.compactAtRatio * o.contextWindow && messages.length > 1) {
+    let attempted = false;
+    if (o.compactAtRatio !== null && !compactionFailed && estimate >= o.compactAtRatio * o.contextWindow && messages.length > 1) {
+      attempted = true;
       const r = await compact({
+        id: o.newId(),
         provider: o.provider,
         model: o.model,
         messages,
+        prompt,
+        midTurn: step > 0,
+        acceptedText: accepted,
         tools: specs,
         signal: o.signal,
         sink: o.sink,
@@ -84,10 +98,13 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
         ...(o.maxOutputTokens !== undefined ? { maxOutputTokens: o.maxOutputTokens } : {}),
         estimate: (m) => estimateTokens(o.system, m, specs),
       });
-      if (!r.ok) return r.cancelled ? end("cancelled") : end("compaction_required", "compaction");
-      messages = r.messages;
-      estimate = estimateTokens(o.system, messages, specs);
-    } else if (step > 0 && estimate >= o.contextWindow) return end("compaction_required", "compaction");
+      if (r.ok) {
+        messages = r.messages;
+        estimate = estimateTokens(o.system, messages, specs);
+      } else if (r.cancelled || o.signal.aborted) return end("cancelled");
+      else compactionFailed = true;
+    }
+    if (estimate >= o.contextWindow && (step > 0 || attempted)) return end("compaction_required", "compaction");
     const seq = ++usage.requests;
     o.sink.event({ type: "context", currentTokens: estimate, maxTokens: o.contextWindow, reasoningTokens: null, requestSequence: seq, source: "fallback_estimate" });
 

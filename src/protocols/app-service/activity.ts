@@ -4,7 +4,7 @@
  *
  * Contracts:
  * - IDs are namespace-prefixed SHA-256 hex digests (`<ns>-<64 hex>`), never raw names, call IDs or paths.
- *   Stream-level context/usage/reasoning updates reuse one ID per turn.
+ *   Stream-level context/usage/reasoning updates reuse one ID per turn; each compaction attempt has its own.
  * - Tool activity: hashed tool/server identities, the built-in name only when allowlisted, status only.
  *   Tool arguments, commands, results, progress lines, error text and provider payloads never appear.
  * - Excluded runtime kinds (`null` result; not counted as drops): tool `proposed` and `progress`.
@@ -76,7 +76,7 @@ export function projectActivity(turnId: string, e: RuntimeEvent): Record<string,
       };
     case "compaction":
       return {
-        activity_id: activityId("compaction", turnId),
+        activity_id: activityId("compaction", `${turnId}\u0000${e.id}`),
         kind: "compaction",
         status: e.status,
         current_tokens: e.currentTokens,

@@ -1,0 +1,101 @@
+/** Runtime-level compaction: fitting the summary request to the window, and failed attempts that let the turn go on. */
+import { it } from "node:test";
+import assert from "node:assert/strict";
+import { fitForSummary } from "../../src/runtime/compaction.js";
+import { estimateTokens } from "../../src/runtime/context.js";
+import type { RuntimeEvent } from "../../src/runtime/events.js";
+import { createProvider } from "../../src/runtime/providers/index.js";
+import { builtinTools } from "../../src/runtime/tools/index.js";
+import { runLoop, type LoopOptions } from "../../src/runtime/turn-loop.js";
+import type { Message } from "../../src/runtime/types.js";
+import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
+
+const est = (m: Message[]): number => estimateTokens("", m, []);
+
+it("fitForSummary cuts the largest texts in the middle until the request fits, without touching the input", () => {
+  const big = "H".repeat(6000) + "M".repeat(20_000) + "T".repeat(6000);
+  const request: Message[] = [
+    { role: "user", content: [{ type: "text", text: "goal" }] },
+    { role: "assistant", content: [{ type: "text", text: "a".repeat(9000) }, { type: "tool_call", id: "c", name: "read", arguments: {} }] },
+    { role: "tool", toolCallId: "c", toolName: "read", content: big, isError: false },
+    { role: "user", content: [{ type: "text", text: "s".repeat(5000) }] }, // the instruction: never cut
+  ];
+  const copy = structuredClone(request);
+  assert.equal(fitForSummary(request, 1_000_000, est), request, "a request that fits is returned as is");
+  const out = fitForSummary(request, 8000, est)!;
+  assert.ok(est(out) <= 8000);
+  assert.deepEqual(request, copy, "input untouched");
+  const tool = out[2] as Extract<Message, { role: "tool" }>;
+  assert.ok(tool.content.startsWith("H".repeat(6000)) && tool.content.endsWith("T".repeat(6000)) && tool.content.includes("characters omitted for the summary"));
+  assert.equal(out[3], request[3]);
+  assert.equal(out[1], request[1], "only what is needed is cut (the largest first)");
+  // Nothing left to cut: null.
+  assert.equal(fitForSummary(request, 1000, est), null);
+  // A cut never splits a surrogate pair.
+  const emoji: Message[] = [{ role: "tool", toolCallId: "c", toolName: "read", content: "a" + "😀".repeat(5000), isError: false }, request[3]!];
+  const cut = (fitForSummary(emoji, 3000, est)![0] as Extract<Message, { role: "tool" }>).content;
+  assert.ok(!/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(cut), "no lone surrogate");
+});
+
+function loop(fake: FakeProvider, events: RuntimeEvent[], over: Partial<LoopOptions>): LoopOptions {
+  let n = 0;
+  return {
+    turnId: "t1",
+    provider: createProvider("fake", { api: "openai-chat", baseUrl: `${fake.baseUrl}/v1` }, () => Promise.resolve(null)),
+    model: "m",
+    system: "s",
+    messages: [{ role: "user", content: [{ type: "text", text: "go" }] }],
+    tools: builtinTools(),
+    subagents: false,
+    cwd: process.cwd(),
+    signal: new AbortController().signal,
+    sink: { delta: () => true, event: (e) => void events.push(e) },
+    recorder: null,
+    maxSteps: 8,
+    contextWindow: 100_000,
+    compactAtRatio: 0.8,
+    newId: () => `id${++n}`,
+    ...over,
+  };
+}
+
+const statuses = (ev: RuntimeEvent[]): string[] => ev.flatMap((e) => (e.type === "compaction" ? [e.status] : []));
+
+it("a failed compaction while the context still fits lets the turn continue, and is not retried in the turn @req AS-TURN-37", async () => {
+  const fake = await startFakeProvider();
+  try {
+    const o = loop(fake, [], {});
+    const e0 = estimateTokens(o.system, o.messages, builtinTools().map((t) => t.spec));
+    // Step 0 (≈ e0 ≈ 1,000) stays under 0.8·W; after 2,000 characters of answer, a call and its error result
+    // (≈ 520 tokens) it is over 0.8·W, under 0.95·W (the summary request fits), and stays under W.
+    const window = Math.round((e0 + 250) / 0.7);
+    fake.script([
+      { steps: [{ text: "x".repeat(2000) }, { toolCall: { id: "a", name: "nope", arguments: {} } }] },
+      { status: 400 }, // the summary request fails
+      { steps: [{ toolCall: { id: "b", name: "nope", arguments: {} } }] },
+      { steps: [{ text: "end" }] },
+    ]);
+    const events: RuntimeEvent[] = [];
+    const out = await runLoop(loop(fake, events, { contextWindow: window }));
+    assert.equal(out.status, "completed");
+    assert.deepEqual(statuses(events), ["triggered", "running", "failed"]);
+    assert.equal(fake.requests.length, 4, "no second compaction attempt");
+    assert.ok(fake.requests[1]!.body.includes("Summarize the conversation"));
+
+    // At turn start (earlier history over the threshold), a failed attempt under the window continues too.
+    const history: Message[] = [
+      { role: "user", content: [{ type: "text", text: "earlier" }] },
+      { role: "assistant", content: [{ type: "text", text: "y".repeat(4000) }] },
+      { role: "user", content: [{ type: "text", text: "go" }] },
+    ];
+    fake.script([{ status: 400 }, { steps: [{ text: "fine" }] }]);
+    const ev2: RuntimeEvent[] = [];
+    const start = estimateTokens("s", history, builtinTools().map((t) => t.spec));
+    const out2 = await runLoop(loop(fake, ev2, { messages: history, contextWindow: Math.round(start / 0.85) }));
+    assert.equal(out2.status, "completed");
+    assert.equal(out2.assistantText, "fine");
+    assert.deepEqual(statuses(ev2), ["triggered", "running", "failed"]);
+  } finally {
+    await fake.close();
+  }
+});
