@@ -5,7 +5,7 @@
  * Line 1 is the header; every later line is one record with a strictly increasing `seq` (not necessarily dense)
  * and an ISO `at` time. Records never repeat the session ID; the header binds the file to its session.
  */
-import { z } from "zod";
+import { z } from "zod/v3";
 
 export const FORMAT_VERSION = 1;
 
@@ -26,7 +26,7 @@ export function toWellFormed(s: string): string {
 }
 
 const wellFormed = z.string().refine(isWellFormed, "ill-formed string");
-const shortId = wellFormed.check(z.minLength(1), z.maxLength(256));
+const shortId = z.string().min(1).max(256).refine(isWellFormed, "ill-formed string");
 
 export const HeaderSchema = z.strictObject({
   kind: z.literal("header"),
