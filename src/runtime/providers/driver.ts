@@ -14,6 +14,25 @@ import { utf8Bytes, type ProviderBounds } from "./accumulate.js";
 import { abortedFailure, LABELS, limitFailure, ProviderFailure, statusFailure } from "./errors.js";
 
 export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
+
+/**
+ * What the stream driver needs from an HTTP response. The global `fetch` Response satisfies it, and so does
+ * the lighter node:http adapter (node-fetch.ts), which avoids loading undici on the turn path.
+ */
+export interface StreamResponse {
+  readonly ok: boolean;
+  readonly status: number;
+  readonly headers: { get(name: string): string | null };
+  readonly body: {
+    getReader(): { read(): Promise<{ done: true; value?: undefined } | { done: false; value: Uint8Array }> };
+    cancel(): Promise<void>;
+  } | null;
+}
+
+export type StreamFetch = (
+  url: string,
+  init: { method: string; headers: Record<string, string>; body: string; signal: AbortSignal },
+) => Promise<StreamResponse>;
 export type Credential = Awaited<ReturnType<CredentialSource>>;
 
 /** Retry policy for failures before any output. `sleep` must reject when `signal` aborts. */
@@ -75,7 +94,7 @@ export interface DriveParams {
   /** Builds the HTTP request for one attempt from the current credential. */
   build(cred: Credential): WireRequest;
   decoder(): WireDecoder;
-  fetch: FetchLike;
+  fetch: StreamFetch;
   retry: RetryPolicy;
   bounds: ProviderBounds;
   now?: () => number;
@@ -129,7 +148,7 @@ function toFailure(e: unknown, signal: AbortSignal): ProviderFailure {
 }
 
 /** Parses `retry-after-ms` or `retry-after` (seconds or HTTP date) into ms; undefined when absent/invalid. */
-export function parseRetryAfter(headers: Headers, now: number): number | undefined {
+export function parseRetryAfter(headers: StreamResponse["headers"], now: number): number | undefined {
   const ms = headers.get("retry-after-ms");
   if (ms !== null && /^\d+(\.\d+)?$/.test(ms.trim())) return Math.ceil(Number(ms));
   const ra = headers.get("retry-after");
@@ -146,7 +165,7 @@ export function backoffDelay(policy: RetryPolicy, attempt: number, retryAfterMs:
   return Math.min(policy.baseDelayMs * 2 ** (attempt - 1), policy.maxDelayMs);
 }
 
-async function discardBody(res: Response): Promise<void> {
+async function discardBody(res: StreamResponse): Promise<void> {
   // The error body is never read: it could hold anything, and it never reaches the caller.
   try {
     await res.body?.cancel();
@@ -175,7 +194,7 @@ export async function* driveStream(p: DriveParams): AsyncGenerator<ProviderEvent
         throw new ProviderFailure("auth", LABELS.credential, false);
       }
       const wire = p.build(cred);
-      let res: Response;
+      let res: StreamResponse;
       try {
         res = await p.fetch(wire.url, { method: "POST", headers: wire.headers, body: wire.body, signal: ctl.signal });
       } catch {

@@ -6,7 +6,7 @@ import type { ModelDef, ProviderDef } from "../../store/settings/schema.js";
 import { PROVIDER_BOUNDS, type CredentialSource, type Provider, type ProviderApi, type ProviderRequest } from "../types.js";
 import type { ProviderBounds } from "./accumulate.js";
 import { ANTHROPIC_DEFAULT_BASE_URL, AnthropicDecoder, buildAnthropicRequest } from "./anthropic.js";
-import { DEFAULT_RETRY, driveStream, type FetchLike, type RetryPolicy, type WireDecoder, type WireRequest, type Credential } from "./driver.js";
+import { DEFAULT_RETRY, driveStream, type FetchLike, type StreamFetch, type RetryPolicy, type WireDecoder, type WireRequest, type Credential } from "./driver.js";
 import { buildChatRequest, ChatDecoder } from "./openai-chat.js";
 import { nodeFetch } from "./node-fetch.js";
 import { buildResponsesRequest, OPENAI_DEFAULT_BASE_URL, ResponsesDecoder } from "./openai-responses.js";
@@ -70,7 +70,7 @@ export function createProvider(
   new URL(def.endpoint ?? base); // validate once, at creation
   const bounds: ProviderBounds = { ...PROVIDER_BOUNDS, ...def.bounds };
   const retry: RetryPolicy = { ...DEFAULT_RETRY, ...opts.retry };
-  const doFetch: FetchLike = opts.fetch ?? nodeFetch;
+  const doFetch: StreamFetch = opts.fetch ?? nodeFetch;
   let build: (req: ProviderRequest, cred: Credential) => WireRequest;
   let decoder: () => WireDecoder;
   switch (def.api) {
