@@ -5,9 +5,10 @@
  * - `user()` resolves once the user record is written and fsynced (call it before any provider request).
  * - Assistant text is written as consecutive segment records (`message_id` = `<message>.<n>`, `partial:true`;
  *   the message's last segment `partial:false`). Each segment holds only new text, so total writes stay linear in
- *   the text. A segment is written when `flushBytes` of new text accumulated, `flushMs` after the first unwritten
- *   character (a timer, so a stalled stream is persisted too), and before every tool call record. A kill -9
- *   loses at most the unwritten slice. Replay concatenates a turn's segments (in order) until the terminal record
+ *   the text. A segment is written once `flushBytes` of new text accumulated, at most `flushMs` after the first
+ *   unwritten character (a timer, so a stalled stream is persisted too; a streaming one writes a little earlier,
+ *   right after a delta), and before every tool call record. `text()` itself never writes: persistence stays off
+ *   the delta → output path. A kill -9 loses at most the unwritten slice. Replay concatenates a turn's segments (in order) until the terminal record
  *   supplies the authoritative text.
  * - `checkpoint()` (turn-start compaction) and `checkpointMidTurn()` (compaction between steps: checkpoint, then
  *   this turn's user record and accepted text again) resolve once written and fsynced.
@@ -23,6 +24,8 @@ export interface RecorderTiming {
 }
 
 export const DEFAULT_RECORDER_TIMING: RecorderTiming = { flushBytes: 4096, flushMs: 250 };
+/** Fraction of `flushMs` after which the next delta writes the segment (see `text`). */
+const EARLY_FLUSH = 0.8;
 
 export class TurnRecorder {
   failure: unknown = null;
@@ -31,6 +34,9 @@ export class TurnRecorder {
   private segment = 0;
   private pending = "";
   private timer: NodeJS.Timeout | null = null;
+  private immediate: NodeJS.Immediate | null = null;
+  /** performance.now() of the first unwritten character. */
+  private since = 0;
   private last: Promise<unknown> = Promise.resolve();
   private prompt = "";
 
@@ -58,23 +64,37 @@ export class TurnRecorder {
     return this.messageId;
   }
 
+  /**
+   * Adds accepted text. Never writes synchronously: a due segment is written in the check phase of this event-loop
+   * turn (after the output of the delta that made it due was handed on). Due: `flushBytes` unwritten, or — from
+   * `EARLY_FLUSH` of `flushMs` on — at the next delta, so on a streaming answer the write follows an output
+   * instead of landing between deltas; the `flushMs` timer covers a stalled stream.
+   */
   text(delta: string): void {
     this.pending += delta;
-    if (this.pending.length >= this.timing.flushBytes) this.flushText(true);
-    else if (this.timer === null) {
-      this.timer = setTimeout(() => {
-        this.timer = null;
-        this.flushText(true);
-      }, this.timing.flushMs);
+    const now = performance.now();
+    if (this.timer === null) {
+      this.since = now;
+      this.timer = setTimeout(this.flushSoon, this.timing.flushMs);
       this.timer.unref();
     }
+    if (this.immediate === null && (this.pending.length >= this.timing.flushBytes || now - this.since >= EARLY_FLUSH * this.timing.flushMs)) {
+      this.immediate = setImmediate(this.flushSoon);
+    }
   }
+
+  /** Timer / immediate callback (flushText clears both handles; clearing a fired one is a no-op). */
+  private readonly flushSoon = (): void => this.flushText(true);
 
   /** Writes the unwritten text as a segment (partial unless `last`). */
   flushText(partial: boolean): void {
     if (this.timer !== null) {
       clearTimeout(this.timer);
       this.timer = null;
+    }
+    if (this.immediate !== null) {
+      clearImmediate(this.immediate);
+      this.immediate = null;
     }
     if (this.messageId === null) return;
     if (this.pending === "" && partial) return;

@@ -108,7 +108,7 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
     const seq = ++usage.requests;
     o.sink.event({ type: "context", currentTokens: estimate, maxTokens: o.contextWindow, reasoningTokens: null, requestSequence: seq, source: "fallback_estimate" });
 
-    const r = await streamOnce(o, messages, specs, seq, (t) => (accepted += t), usage);
+    const r = await streamOnce(o, messages, specs, seq, (t) => (accepted += t), () => accepted, usage);
     if (r.refused) return end("failed", "output_limit");
     if (o.signal.aborted) return end("cancelled");
     if (r.error !== null) return end("failed", r.error === "limit" ? "provider_limit" : r.error === "auth" ? "credential" : "provider");
@@ -135,6 +135,7 @@ async function streamOnce(
   specs: ToolSpec[],
   seq: number,
   accept: (t: string) => void,
+  acceptedSoFar: () => string,
   total: TurnUsage,
 ): Promise<StreamResult> {
   const ctl = new AbortController();
@@ -142,7 +143,8 @@ async function streamOnce(
   o.signal.addEventListener("abort", onAbort, { once: true });
   o.recorder?.startMessage();
   const blocks: AssistantBlock[] = [];
-  let text = "";
+  // This response's text is the tail of the turn's accepted text (no second string built per delta).
+  const textStart = acceptedSoFar().length;
   const calls: ToolCallSpec[] = [];
   let refused = false;
   let error: ProviderErrorKind | null = null;
@@ -169,7 +171,6 @@ async function streamOnce(
             break read;
           }
           accept(ev.text);
-          text += ev.text;
           o.recorder?.text(ev.text);
           break;
         }
@@ -213,6 +214,7 @@ async function streamOnce(
   } finally {
     o.signal.removeEventListener("abort", onAbort);
   }
+  const text = acceptedSoFar().slice(textStart);
   if (text !== "") blocks.push({ type: "text", text });
   for (const c of calls) blocks.push({ type: "tool_call", id: c.id, name: c.name, arguments: c.arguments });
   if (blocks.length > 0) messages.push({ role: "assistant", content: blocks });

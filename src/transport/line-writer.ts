@@ -4,12 +4,16 @@
  * - Lines are written in `enqueue` order; queued lines are coalesced into one `write` per flush.
  * - `flush()` hands everything queued to the stream now (unless the stream asked us to wait for 'drain').
  * - `writable()` resolves once the stream is not applying backpressure and the queue is below the high-water mark;
- *   producers await it to propagate backpressure (nothing is dropped).
+ *   producers await it to propagate backpressure (nothing is dropped). When the output can take more right now it
+ *   returns `WRITABLE_NOW` (one shared, already resolved promise), so a hot producer may skip the await by identity.
  * - After a stream error the writer is `broken`: further lines are discarded and `onBroken` fires once.
  * - `close()` is idempotent: flushes, waits for drain, and resolves; it never ends the underlying stream
  *   (stdout belongs to the process).
  */
 import type { Writable } from "node:stream";
+
+/** What `writable()` returns whenever the output can take more right now. */
+export const WRITABLE_NOW: Promise<void> = Promise.resolve();
 
 export class LineWriter {
   private queue: string[] = [];
@@ -39,17 +43,20 @@ export class LineWriter {
     this.queuedBytes += line.length;
     if (!this.scheduled && !this.waitingDrain) {
       this.scheduled = true;
-      setImmediate(() => {
-        this.scheduled = false;
-        this.flush();
-      });
+      setImmediate(this.scheduledFlush);
     }
   }
 
+  private readonly scheduledFlush = (): void => {
+    this.scheduled = false;
+    this.flush();
+  };
+
   flush(): void {
     if (this.broken || this.waitingDrain || this.queue.length === 0) return;
-    const text = this.queue.length === 1 ? this.queue[0] + "\n" : this.queue.join("\n") + "\n";
-    this.queue = [];
+    const q = this.queue;
+    const text = q.length === 1 ? q[0] + "\n" : q.join("\n") + "\n";
+    q.length = 0;
     this.queuedBytes = 0;
     let ok: boolean;
     try {
@@ -67,7 +74,7 @@ export class LineWriter {
   }
 
   writable(): Promise<void> {
-    if (!this.pressured || this.broken) return Promise.resolve();
+    if (!this.pressured || this.broken) return WRITABLE_NOW;
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 

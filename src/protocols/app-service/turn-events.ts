@@ -3,7 +3,8 @@
  * `turn.activity` events sharing one counter, then exactly one `turn.terminal` with the next value.
  *
  * Contracts:
- * - Deltas are never dropped: `delta` returns a promise resolving when the output can take more (backpressure).
+ * - Deltas are never dropped: `delta` returns `true` when the output can take more right now (the emit returned
+ *   `WRITABLE_NOW`: no promise, no await per delta), else a promise resolving `true` once it can (backpressure).
  * - Terminal-size check: a delta is accepted only while the turn's accepted text stays ≤ max_string_bytes
  *   (16,384 UTF-8 bytes) AND the terminal payload carrying that text, JSON-escaped, still fits max_payload_bytes
  *   (32,768). The first delta that would exceed either is refused (`false`): it consumes no sequence number, is
@@ -14,6 +15,7 @@
  * - After `terminal`, nothing more is emitted (late activity, e.g. child callbacks, is ignored and not counted).
  */
 import { LIMITS } from "../../core/limits.js";
+import { WRITABLE_NOW } from "../../transport/line-writer.js";
 import { utf8Length } from "../../core/utf8.js";
 import type { RuntimeEvent, TurnSink } from "../../runtime/events.js";
 import type { EventName } from "./descriptor.js";
@@ -92,7 +94,8 @@ export class TurnStream implements TurnSink {
     if (this.terminalOverhead + this.escapedBytes + escaped > this.maxPayloadBytes) return false;
     this.textBytes += bytes;
     this.escapedBytes += escaped;
-    return this.emit("turn.assistant_delta", this.sessionId, { turn_id: this.turnId, sequence: ++this.seq, text }).then(TRUE);
+    const ready = this.emit("turn.assistant_delta", this.sessionId, { turn_id: this.turnId, sequence: ++this.seq, text });
+    return ready === WRITABLE_NOW ? true : ready.then(TRUE);
   }
 
   event(e: RuntimeEvent): void {
