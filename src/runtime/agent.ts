@@ -64,6 +64,15 @@ export interface RunTurnRequest {
   noTools?: boolean;
 }
 
+interface RegistryEntry {
+  key: string;
+  reg: Promise<ToolRegistry>;
+  /** Turns holding it. */
+  users: number;
+  /** Replaced by a newer configuration: closes once `users` is 0. */
+  retired: boolean;
+}
+
 interface Resolved {
   provider: Provider;
   selection: RuntimeSelection & { model_id: string };
@@ -77,8 +86,11 @@ export class Agent {
   private readonly config: ConfigService;
   private readonly auth: AuthStore;
   private codex: CodexTokenRefresher | null = null;
-  private registry: { key: string; reg: Promise<ToolRegistry> } | null = null;
-  private readonly retired: Array<Promise<ToolRegistry>> = [];
+  private registry: RegistryEntry | null = null;
+  /** Replaced registries still held by a running turn. */
+  private readonly retired = new Set<RegistryEntry>();
+  /** Registry closes in progress (awaited by `close`). */
+  private readonly closing = new Set<Promise<void>>();
 
   constructor(private readonly o: AgentOptions) {
     this.settings = new SettingsStore({ home: o.home, projectDir: o.cwd, env: o.env });
@@ -125,16 +137,40 @@ export class Agent {
     return { provider, selection: { ...sel, model_id: sel.model_id }, images, mcp, keyEnvs };
   }
 
-  /** The tool registry for the current MCP configuration (rebuilt when it changes; the old one closes when idle). */
-  private tools(r: Resolved): Promise<ToolRegistry> {
+  /**
+   * Takes the tool registry for the current MCP configuration for one turn (rebuilt when the configuration changes).
+   * A replaced registry closes (its MCP servers stop) as soon as no turn holds it. Pair with `releaseTools`.
+   */
+  private acquireTools(r: Resolved): RegistryEntry {
     const key = JSON.stringify({ mcp: r.mcp, keys: r.keyEnvs });
-    if (this.registry?.key === key) return this.registry.reg;
-    if (this.registry !== null) this.retired.push(this.registry.reg);
-    const env = cleanToolEnv(this.o.env, r.keyEnvs);
-    const mcpServers = Object.fromEntries(Object.entries(r.mcp).map(([k, d]) => [k, { ...d, env: { ...d.env } }]));
-    const reg = createToolRegistry({ cwd: this.o.cwd, mcpServers, bash: { ...this.o.bash, env } });
-    this.registry = { key, reg };
-    return reg;
+    if (this.registry?.key !== key) {
+      if (this.registry !== null) {
+        this.registry.retired = true;
+        this.closeIfIdle(this.registry);
+      }
+      const env = cleanToolEnv(this.o.env, r.keyEnvs);
+      const mcpServers = Object.fromEntries(Object.entries(r.mcp).map(([k, d]) => [k, { ...d, env: { ...d.env } }]));
+      this.registry = { key, reg: createToolRegistry({ cwd: this.o.cwd, mcpServers, bash: { ...this.o.bash, env } }), users: 0, retired: false };
+    }
+    this.registry.users++;
+    return this.registry;
+  }
+
+  private releaseTools(e: RegistryEntry): void {
+    e.users--;
+    this.closeIfIdle(e);
+  }
+
+  private closeIfIdle(e: RegistryEntry): void {
+    if (!e.retired) return;
+    if (e.users > 0) {
+      this.retired.add(e);
+      return;
+    }
+    this.retired.delete(e);
+    const done = e.reg.then((reg) => reg.close()).catch(() => undefined);
+    this.closing.add(done);
+    void done.finally(() => this.closing.delete(done));
   }
 
   async runTurn(req: RunTurnRequest): Promise<TurnOutcome> {
@@ -171,7 +207,15 @@ export class Agent {
 
   private async execute(req: RunTurnRequest, recorder: TurnRecorder | null): Promise<TurnOutcome> {
     const r = await this.resolve();
-    const registry = req.noTools === true ? null : await this.tools(r);
+    const entry = req.noTools === true ? null : this.acquireTools(r);
+    try {
+      return await this.run(req, recorder, r, entry === null ? null : await entry.reg);
+    } finally {
+      if (entry !== null) this.releaseTools(entry);
+    }
+  }
+
+  private async run(req: RunTurnRequest, recorder: TurnRecorder | null, r: Resolved, registry: ToolRegistry | null): Promise<TurnOutcome> {
     const tools = registry?.tools ?? [];
     if (req.signal.aborted) throw "internal" satisfies FailureReason;
     const system = await buildSystemPrompt({
@@ -210,9 +254,9 @@ export class Agent {
 
   /** Stops MCP servers. Call once no turn is running. */
   async close(): Promise<void> {
-    const regs = [...this.retired, ...(this.registry ? [this.registry.reg] : [])];
+    const entries = [...this.retired, ...(this.registry ? [this.registry] : [])];
     this.registry = null;
-    this.retired.length = 0;
-    await Promise.all(regs.map((p) => p.then((reg) => reg.close()).catch(() => undefined)));
+    this.retired.clear();
+    await Promise.all([...entries.map((e) => e.reg.then((reg) => reg.close()).catch(() => undefined)), ...this.closing]);
   }
 }
