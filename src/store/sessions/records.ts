@@ -1,11 +1,11 @@
 /**
- * Session JSONL record formats (format 1). Strict on write (zod schemas, unknown fields rejected,
- * well-formed strings only), tolerant on read (`decodeLine` classifies, never throws).
+ * Session JSONL record formats (format 1). Strict on write (`validateNewRecord`: exact field sets, types and
+ * bounds, well-formed strings only; no schema library, so the store loads fast and appends stay cheap), tolerant on
+ * read (`decodeLine` classifies, never throws).
  *
  * Line 1 is the header; every later line is one record with a strictly increasing `seq` (not necessarily dense)
  * and an ISO `at` time. Records never repeat the session ID; the header binds the file to its session.
  */
-import { z } from "zod/v3";
 
 export const FORMAT_VERSION = 1;
 
@@ -25,66 +25,47 @@ export function toWellFormed(s: string): string {
   return s.replace(LONE_SURROGATE, "\uFFFD");
 }
 
-const wellFormed = z.string().refine(isWellFormed, "ill-formed string");
-const shortId = z.string().min(1).max(256).refine(isWellFormed, "ill-formed string");
-
-export const HeaderSchema = z.strictObject({
-  kind: z.literal("header"),
-  format: z.literal(FORMAT_VERSION),
-  session_id: z.string().min(1).max(128),
-  created_at: z.string(),
-  cwd: wellFormed,
-});
-export type HeaderRecord = z.infer<typeof HeaderSchema>;
+export interface HeaderRecord {
+  kind: "header";
+  format: typeof FORMAT_VERSION;
+  /** 1..128 characters. */
+  session_id: string;
+  created_at: string;
+  cwd: string;
+}
 
 export const TERMINAL_STATUSES = ["completed", "cancelled", "failed", "compaction_required"] as const;
 export type TerminalStatus = (typeof TERMINAL_STATUSES)[number];
 
-/** What a caller appends (the writer adds `seq` and `at`). */
-export const NewRecordSchema = z.discriminatedUnion("kind", [
-  z.strictObject({ kind: z.literal("user"), turn_id: shortId, text: wellFormed }),
-  z.strictObject({
-    kind: z.literal("assistant"),
-    turn_id: shortId,
-    /** One provider response. A later record with the same turn_id + message_id replaces an earlier partial one. */
-    message_id: shortId,
-    text: wellFormed,
-    /** true: accepted text so far of a message still streaming (or stopped); false: the message is complete. */
-    partial: z.boolean(),
-    /** Provider continuity data (e.g. signed thinking blocks). Never projected to clients. */
-    thinking: z.array(z.strictObject({ text: wellFormed, signature: wellFormed.optional() })).optional(),
-  }),
-  z.strictObject({
-    kind: z.literal("tool_call"),
-    turn_id: shortId,
-    message_id: shortId,
-    call_id: shortId,
-    name: shortId,
-    arguments: z.record(z.string(), z.unknown()),
-  }),
-  z.strictObject({
-    kind: z.literal("tool_result"),
-    turn_id: shortId,
-    call_id: shortId,
-    name: shortId,
-    content: wellFormed,
-    is_error: z.boolean(),
-  }),
-  z.strictObject({
-    kind: z.literal("terminal"),
-    turn_id: shortId,
-    status: z.enum(TERMINAL_STATUSES),
-    /** The authoritative accepted assistant text of the turn (partial for cancelled/failed). */
-    assistant_text: wellFormed,
-  }),
-  z.strictObject({
-    kind: z.literal("checkpoint"),
-    /** Compaction summary of every record with seq ≤ cutoff_seq. */
-    summary: wellFormed,
-    cutoff_seq: z.number().int().nonnegative(),
-  }),
-]);
-export type NewRecord = z.infer<typeof NewRecordSchema>;
+/** What a caller appends (the writer adds `seq` and `at`). IDs are 1..256 characters; all strings well-formed. */
+export type NewRecord =
+  | { kind: "user"; turn_id: string; text: string }
+  | {
+      kind: "assistant";
+      turn_id: string;
+      /** One provider response. A later record with the same turn_id + message_id replaces an earlier partial one. */
+      message_id: string;
+      text: string;
+      /** true: accepted text so far of a message still streaming (or stopped); false: the message is complete. */
+      partial: boolean;
+      /** Provider continuity data (e.g. signed thinking blocks). Never projected to clients. */
+      thinking?: Array<{ text: string; signature?: string }>;
+    }
+  | { kind: "tool_call"; turn_id: string; message_id: string; call_id: string; name: string; arguments: Record<string, unknown> }
+  | { kind: "tool_result"; turn_id: string; call_id: string; name: string; content: string; is_error: boolean }
+  | {
+      kind: "terminal";
+      turn_id: string;
+      status: TerminalStatus;
+      /** The authoritative accepted assistant text of the turn (partial for cancelled/failed). */
+      assistant_text: string;
+    }
+  | {
+      kind: "checkpoint";
+      /** Compaction summary of every record with seq ≤ cutoff_seq. */
+      summary: string;
+      cutoff_seq: number;
+    };
 export type RecordKind = NewRecord["kind"];
 
 /** A record as stored: the appended fields plus its position and time. */
@@ -139,21 +120,81 @@ function isObj(v: unknown): boolean {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
-/** Read side of the header: known fields strict, unknown (newer) fields ignored. */
-const HeaderReadSchema = z.object(HeaderSchema.shape);
+// ------------------------------------------------------------------ strict write-side validation
 
-/** Tolerant header decode: the header must be intact for a session to be usable. */
+type FieldCheck = (v: unknown) => boolean;
+const text: FieldCheck = (v) => typeof v === "string" && isWellFormed(v);
+const shortId: FieldCheck = (v) => typeof v === "string" && v.length >= 1 && v.length <= 256 && isWellFormed(v);
+const bool: FieldCheck = (v) => typeof v === "boolean";
+const plainObject: FieldCheck = (v) => isObj(v);
+const seqNumber: FieldCheck = (v) => typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
+const status: FieldCheck = (v) => (TERMINAL_STATUSES as readonly unknown[]).includes(v);
+const thinking: FieldCheck = (v) =>
+  Array.isArray(v) &&
+  v.every((b) => isObj(b) && hasExactly(b as Record<string, unknown>, { text }, { signature: text }));
+
+/** Required and optional fields of each record kind (besides `kind`). */
+const RECORD_FIELDS: Record<RecordKind, [required: Record<string, FieldCheck>, optional: Record<string, FieldCheck>]> = {
+  user: [{ turn_id: shortId, text }, {}],
+  assistant: [{ turn_id: shortId, message_id: shortId, text, partial: bool }, { thinking }],
+  tool_call: [{ turn_id: shortId, message_id: shortId, call_id: shortId, name: shortId, arguments: plainObject }, {}],
+  tool_result: [{ turn_id: shortId, call_id: shortId, name: shortId, content: text, is_error: bool }, {}],
+  terminal: [{ turn_id: shortId, status, assistant_text: text }, {}],
+  checkpoint: [{ summary: text, cutoff_seq: seqNumber }, {}],
+};
+
+function hasExactly(o: Record<string, unknown>, required: Record<string, FieldCheck>, optional: Record<string, FieldCheck>): boolean {
+  for (const [k, check] of Object.entries(required)) if (!check(o[k])) return false;
+  for (const [k, v] of Object.entries(o)) {
+    if (k in required) continue;
+    const check = optional[k];
+    if (check === undefined || (v !== undefined && !check(v))) return false;
+  }
+  return true;
+}
+
+/** Strict check of a record about to be appended: known kind, exact fields, types and bounds. */
+export function validateNewRecord(rec: unknown): rec is NewRecord {
+  if (!isObj(rec)) return false;
+  const r = rec as Record<string, unknown>;
+  const spec = typeof r.kind === "string" && Object.hasOwn(RECORD_FIELDS, r.kind) ? RECORD_FIELDS[r.kind as RecordKind] : undefined;
+  if (spec === undefined) return false;
+  return hasExactly(r, { kind: () => true, ...spec[0] }, spec[1]);
+}
+
+/** Strict check of a header about to be written. */
+export function validateHeader(h: unknown): h is HeaderRecord {
+  return isObj(h) && isHeader(h as Record<string, unknown>, true);
+}
+
+function isHeader(h: Record<string, unknown>, strict: boolean): boolean {
+  const required: Record<string, FieldCheck> = {
+    kind: (v) => v === "header",
+    format: (v) => v === FORMAT_VERSION,
+    session_id: (v) => typeof v === "string" && v.length >= 1 && v.length <= 128,
+    created_at: (v) => typeof v === "string",
+    cwd: text,
+  };
+  if (strict) return hasExactly(h, required, {});
+  for (const [k, check] of Object.entries(required)) if (!check(h[k])) return false;
+  return true;
+}
+
+/** Tolerant header decode (known fields strict, unknown newer fields ignored): the header must be intact for a session to be usable. */
 export function decodeHeader(line: string): HeaderRecord | null {
+  let v: unknown;
   try {
-    const r = HeaderReadSchema.safeParse(JSON.parse(line));
-    return r.success ? r.data : null;
+    v = JSON.parse(line);
   } catch {
     return null;
   }
+  if (!isObj(v) || !isHeader(v as Record<string, unknown>, false)) return null;
+  const h = v as Record<string, unknown>;
+  return { kind: "header", format: FORMAT_VERSION, session_id: h.session_id as string, created_at: h.created_at as string, cwd: h.cwd as string };
 }
 
-/** Strict encode of a new record: throws on schema violation; returns the line without the LF. */
+/** Strict encode of a new record: throws on a violation; returns the line without the LF. Undefined optional fields are dropped. */
 export function encodeRecord(rec: NewRecord, seq: number, at: string): string {
-  const parsed = NewRecordSchema.parse(rec);
-  return JSON.stringify({ seq, at, ...parsed });
+  if (!validateNewRecord(rec)) throw new TypeError("invalid session record");
+  return JSON.stringify({ seq, at, ...rec });
 }

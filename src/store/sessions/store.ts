@@ -21,7 +21,7 @@ import { closeQuietly, openFd, syncAll, syncData } from "./fdio.js";
 import { defaultSessionId, isValidSessionId, type SessionIdGenerator } from "./ids.js";
 import { DEFAULT_LOCK_TUNING, SessionLocks, type Lease, type LockTuning } from "./locks.js";
 import { SessionPaths } from "./paths.js";
-import { FORMAT_VERSION, HeaderSchema, type HeaderRecord, type RecordKind, type StoredRecord } from "./records.js";
+import { FORMAT_VERSION, validateHeader, type HeaderRecord, type RecordKind, type StoredRecord } from "./records.js";
 import {
   openForRead,
   readHeader,
@@ -129,13 +129,14 @@ export class SessionStore {
     for (let attempt = 0; attempt < 8; attempt++) {
       const id = this.newId(this.clock());
       if (!isValidSessionId(id)) throw new SessionError("invalid_id");
-      const header: HeaderRecord = HeaderSchema.parse({
+      const header: HeaderRecord = {
         kind: "header",
         format: FORMAT_VERSION,
         session_id: id,
         created_at: new Date(this.clock()).toISOString(),
         cwd,
-      });
+      };
+      if (!validateHeader(header)) throw new SessionError("invalid_record");
       // The exclusive file creation (thread pool: create, header, fsyncs) runs while the lease is taken on this
       // thread; a fresh random ID makes a conflict on either practically impossible, and each side undoes the other
       // when one fails.
