@@ -4,7 +4,6 @@
  * needs it.
  */
 import { mkdirSync, readFileSync, statSync } from "node:fs";
-import { format } from "node:util";
 import { resolveHome } from "../store/home.js";
 import { AppServiceServer } from "../protocols/app-service/server.js";
 import { buildFamilies } from "./service-families.js";
@@ -41,8 +40,9 @@ function reserveStdout(): NodeJS.WriteStream {
   proxy.write = realWrite as NodeJS.WriteStream["write"];
   out.write = ((chunk: unknown, ...rest: unknown[]) =>
     (process.stderr.write as (...a: unknown[]) => boolean)(chunk, ...rest)) as NodeJS.WriteStream["write"];
+  const toStderr = new console.Console(process.stderr, process.stderr);
   for (const m of ["log", "info", "debug", "warn", "error", "trace", "dir"] as const)
-    console[m] = (...a: unknown[]) => void process.stderr.write(format(...a) + "\n");
+    (console as unknown as Record<string, unknown>)[m] = toStderr[m].bind(toStderr);
   return proxy;
 }
 

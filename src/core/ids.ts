@@ -1,11 +1,5 @@
-/** Opaque identifiers. Pure helpers; randomness comes from node:crypto's CSPRNG via an injectable source. */
-import { randomBytes } from "node:crypto";
+/** Correlation-ID safety checks. Pure; random ID generation lives in random-id.ts. */
 import { utf8Length } from "./utf8.js";
-
-export type IdSource = (prefix: string) => string;
-
-/** Default: prefix + 128 random bits, URL-safe base64. */
-export const randomId: IdSource = (prefix) => `${prefix}${randomBytes(16).toString("base64url")}`;
 
 /**
  * A correlation ID is "safe" to echo when it is a nonempty string within `maxBytes` UTF-8 bytes

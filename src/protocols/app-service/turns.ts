@@ -15,7 +15,7 @@
  * `turn.cancel` aborts the worker (`cancellation_requested`); unknown/finished turns → `unknown_turn`.
  * `drain()` (EOF / output failure) cancels every active turn, waits for their terminals, then stops MCP servers.
  */
-import { randomId } from "../../core/ids.js";
+import { randomId } from "../../core/random-id.js";
 import type { TurnOutcome } from "../../runtime/events.js";
 import type { RunTurnRequest } from "../../runtime/agent.js";
 import { DEFAULT_WINDOW, isValidSessionId, SessionError, type History, type HistoryBounds, type SessionManager } from "../../store/sessions/index.js";
