@@ -15,7 +15,7 @@
  */
 import { join } from "node:path";
 import { z } from "zod/v3";
-import { JsonFileError, readJsonFile, withFileLock, writeJsonAtomic } from "../settings/locked-json.js";
+import { JsonFileError, JsonFileMemo, readJsonFile, withFileLock, writeJsonAtomic } from "../settings/locked-json.js";
 
 export const CODEX_PROVIDER_ID = "openai-codex";
 export const ANTHROPIC_PROVIDER_ID = "anthropic";
@@ -61,15 +61,23 @@ export type CommitOutcome = "committed" | "auth_changed";
 
 export class AuthStore {
   readonly path: string;
+  /** Read-side memo (re-read only when the file changes); `mutate` always reads fresh under the lock. */
+  private readonly memo: JsonFileMemo<AuthFile>;
 
   /** `home` is the resolved MC_HOME; it must already exist (created 0700 at startup). */
   constructor(home: string) {
     this.path = join(home, "auth.json");
+    this.memo = new JsonFileMemo(this.path, decodeAuthFile);
   }
 
   /** Reads current state (no lock needed: replacement is atomic). */
   async read(): Promise<AuthSnapshot> {
-    return snapshot(await this.load());
+    try {
+      return snapshot(await this.memo.read());
+    } catch (err) {
+      if (err instanceof AuthStorageError) throw err;
+      throw new AuthStorageError(err instanceof JsonFileError && err.reason !== "unreadable" ? "malformed" : "unreadable");
+    }
   }
 
   /** Commits an OAuth record if `expectedGeneration` is still current. See module contract. */
@@ -109,16 +117,7 @@ export class AuthStore {
     } catch (err) {
       throw new AuthStorageError(err instanceof JsonFileError && err.reason !== "unreadable" ? "malformed" : "unreadable");
     }
-    if (raw === undefined) return { version: 1, generations: {}, records: {} };
-    const parsed = AuthFileSchema.safeParse(raw);
-    if (!parsed.success) throw new AuthStorageError("malformed");
-    const file = parsed.data;
-    // Known records must be well-formed; unknown providers' records are preserved as they are.
-    const codex = file.records[CODEX_PROVIDER_ID];
-    if (codex !== undefined && !OAuthRecordSchema.safeParse(codex).success) throw new AuthStorageError("malformed");
-    const anthropic = file.records[ANTHROPIC_PROVIDER_ID];
-    if (anthropic !== undefined && !ApiKeyRecordSchema.safeParse(anthropic).success) throw new AuthStorageError("malformed");
-    return file;
+    return decodeAuthFile(raw);
   }
 
   private async mutate<T>(fn: (file: AuthFile) => T): Promise<T> {
@@ -135,6 +134,19 @@ export class AuthStore {
       throw err;
     }
   }
+}
+
+function decodeAuthFile(raw: unknown): AuthFile {
+  if (raw === undefined) return { version: 1, generations: {}, records: {} };
+  const parsed = AuthFileSchema.safeParse(raw);
+  if (!parsed.success) throw new AuthStorageError("malformed");
+  const file = parsed.data;
+  // Known records must be well-formed; unknown providers' records are preserved as they are.
+  const codex = file.records[CODEX_PROVIDER_ID];
+  if (codex !== undefined && !OAuthRecordSchema.safeParse(codex).success) throw new AuthStorageError("malformed");
+  const anthropic = file.records[ANTHROPIC_PROVIDER_ID];
+  if (anthropic !== undefined && !ApiKeyRecordSchema.safeParse(anthropic).success) throw new AuthStorageError("malformed");
+  return file;
 }
 
 function snapshot(file: AuthFile): AuthSnapshot {

@@ -8,6 +8,7 @@
  * - `readJsonFile` reports a missing file as `undefined` and throws `JsonFileError` for anything
  *   unreadable or unparseable. Errors never carry file contents; callers must not surface the path.
  */
+import { statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import lockfile from "proper-lockfile";
 import writeFileAtomic from "write-file-atomic";
@@ -36,6 +37,40 @@ export async function readJsonFile(path: string): Promise<unknown> {
     return JSON.parse(buf.toString("utf8")) as unknown;
   } catch {
     throw new JsonFileError("malformed");
+  }
+}
+
+/**
+ * Read-side memo of one JSON file: re-reads and re-decodes only when the file's identity changes
+ * (device, inode, size, change and modification times in ns), so hot read paths (`status` on every request)
+ * cost one `stat` while the file is unchanged. Atomic replacement always yields a new identity. A missing file
+ * is remembered too. `decode` runs on every (re)read and may throw; a failed read is not remembered.
+ * Values come back as structured clones, so callers may not alter the memo.
+ */
+export class JsonFileMemo<T> {
+  private key: string | null = null;
+  private value: T | undefined;
+
+  constructor(
+    private readonly path: string,
+    private readonly decode: (raw: unknown) => T,
+  ) {}
+
+  async read(): Promise<T> {
+    let key: string;
+    try {
+      const st = statSync(this.path, { bigint: true, throwIfNoEntry: false });
+      key = st === undefined ? "missing" : `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+    } catch {
+      throw new JsonFileError("unreadable");
+    }
+    if (key !== this.key) {
+      this.key = null;
+      const value = this.decode(await readJsonFile(this.path));
+      this.value = value;
+      this.key = key;
+    }
+    return structuredClone(this.value) as T;
   }
 }
 

@@ -15,7 +15,7 @@
 import { mkdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { EnvLike } from "../home.js";
-import { JsonFileError, readJsonFile, withFileLock, writeJsonAtomic } from "./locked-json.js";
+import { JsonFileError, JsonFileMemo, readJsonFile, withFileLock, writeJsonAtomic } from "./locked-json.js";
 import { SettingsSchema, type Settings } from "./schema.js";
 
 export type SettingsScope = "global" | "project";
@@ -51,11 +51,17 @@ export class SettingsStore {
   readonly globalPath: string;
   readonly projectPath: string;
   private readonly env: EnvLike;
+  /** Read-side memos for `load()`; writes always read fresh under the lock. */
+  private readonly memo: Record<SettingsScope, JsonFileMemo<Settings>>;
 
   constructor(opts: SettingsStoreOptions) {
     this.globalPath = join(opts.home, "settings.json");
     this.projectPath = join(opts.projectDir, ".berth", "settings.json");
     this.env = opts.env;
+    this.memo = {
+      global: new JsonFileMemo(this.globalPath, (raw) => decodeScope("global", raw).settings),
+      project: new JsonFileMemo(this.projectPath, (raw) => decodeScope("project", raw).settings),
+    };
   }
 
   pathOf(scope: SettingsScope): string {
@@ -63,8 +69,8 @@ export class SettingsStore {
   }
 
   async load(): Promise<SettingsLayers> {
-    const [global, project] = await Promise.all([this.readScope("global"), this.readScope("project")]);
-    return { env: envLayer(this.env), project: project.settings, global: global.settings };
+    const [global, project] = await Promise.all([this.readMemo("global"), this.readMemo("project")]);
+    return { env: envLayer(this.env), project, global };
   }
 
   /**
@@ -93,6 +99,15 @@ export class SettingsStore {
     }
   }
 
+  private async readMemo(scope: SettingsScope): Promise<Settings> {
+    try {
+      return await this.memo[scope].read();
+    } catch (err) {
+      if (err instanceof SettingsError) throw err;
+      throw new SettingsError(scope, err instanceof JsonFileError && err.reason === "unreadable" ? "unreadable" : "malformed");
+    }
+  }
+
   private async readScope(scope: SettingsScope): Promise<{ raw: RawDocument | undefined; settings: Settings }> {
     let raw: unknown;
     try {
@@ -100,12 +115,16 @@ export class SettingsStore {
     } catch (err) {
       throw new SettingsError(scope, err instanceof JsonFileError && err.reason === "unreadable" ? "unreadable" : "malformed");
     }
-    if (raw === undefined) return { raw: undefined, settings: {} };
-    if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new SettingsError(scope, "malformed");
-    const parsed = SettingsSchema.safeParse(raw);
-    if (!parsed.success) throw new SettingsError(scope, "invalid");
-    return { raw: raw as RawDocument, settings: parsed.data };
+    return decodeScope(scope, raw);
   }
+}
+
+function decodeScope(scope: SettingsScope, raw: unknown): { raw: RawDocument | undefined; settings: Settings } {
+  if (raw === undefined) return { raw: undefined, settings: {} };
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new SettingsError(scope, "malformed");
+  const parsed = SettingsSchema.safeParse(raw);
+  if (!parsed.success) throw new SettingsError(scope, "invalid");
+  return { raw: raw as RawDocument, settings: parsed.data };
 }
 
 function envLayer(env: EnvLike): SettingsLayers["env"] {
