@@ -20,7 +20,13 @@ it("follows replacement, in-place rewrites of the same size and removal; returns
   const copy = await memo.read();
   copy.v = "mutated";
   assert.deepEqual(await memo.read(), { v: "aa" }, "callers cannot alter the memo");
-  assert.equal(decodes, 2, "unchanged file is not decoded again");
+  writeFileSync(file, '{"v":"ab"}'); // same size, in place, within one timestamp tick
+  assert.deepEqual(await memo.read(), { v: "ab" }, "a just-modified file is not trusted to the memo");
+  await new Promise((r) => setTimeout(r, 150));
+  const before = decodes;
+  await memo.read();
+  await memo.read();
+  assert.equal(decodes, before + 1, "a stable, unchanged file is decoded once and then remembered");
   writeFileSync(file, '{"v":"bb"}'); // same size, in place
   assert.deepEqual(await memo.read(), { v: "bb" });
   writeFileSync(join(dir, "tmp"), '{"v":"cc"}');

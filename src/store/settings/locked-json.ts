@@ -44,9 +44,13 @@ export async function readJsonFile(path: string): Promise<unknown> {
  * Read-side memo of one JSON file: re-reads and re-decodes only when the file's identity changes
  * (device, inode, size, change and modification times in ns), so hot read paths (`status` on every request)
  * cost one `stat` while the file is unchanged. Atomic replacement always yields a new identity. A missing file
- * is remembered too. `decode` runs on every (re)read and may throw; a failed read is not remembered.
+ * is remembered too. `decode` runs on every (re)read and may throw; a failed read is not remembered. File times
+ * are coarse (a few ms), so a file modified within the last `STABLE_AFTER_MS` is not remembered: an in-place
+ * rewrite of the same size inside one timestamp tick cannot be missed.
  * Values come back as structured clones, so callers may not alter the memo.
  */
+const STABLE_AFTER_MS = 100;
+
 export class JsonFileMemo<T> {
   private key: string | null = null;
   private value: T | undefined;
@@ -58,9 +62,12 @@ export class JsonFileMemo<T> {
 
   async read(): Promise<T> {
     let key: string;
+    let stable: boolean;
     try {
       const st = statSync(this.path, { bigint: true, throwIfNoEntry: false });
       key = st === undefined ? "missing" : `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+      const changedMs = st === undefined ? 0 : Number((st.mtimeNs > st.ctimeNs ? st.mtimeNs : st.ctimeNs) / 1_000_000n);
+      stable = Date.now() - changedMs > STABLE_AFTER_MS;
     } catch {
       throw new JsonFileError("unreadable");
     }
@@ -68,7 +75,7 @@ export class JsonFileMemo<T> {
       this.key = null;
       const value = this.decode(await readJsonFile(this.path));
       this.value = value;
-      this.key = key;
+      if (stable) this.key = key;
     }
     return structuredClone(this.value) as T;
   }
