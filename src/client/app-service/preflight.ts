@@ -15,6 +15,7 @@
  *   (this client cannot answer them); `max_summary_bytes` is a positive integer within `max_string_bytes`.
  * Failures throw `IncompatibleServiceError` (semantic mismatch) or `DecodeError` (malformed payload).
  */
+import type { DecodeBounds } from "./envelope.js";
 import { IncompatibleServiceError } from "./errors.js";
 import { arr, bool, count, countValue, fail, has, obj, str, strValue, type Obj } from "./validate.js";
 
@@ -38,16 +39,7 @@ export type Operation =
   | "catalog.providers" | "catalog.models" | "catalog.refresh" | "config.get" | "config.set";
 
 /** What this client can decode. Advertised output bounds must not exceed these. */
-export interface LocalBounds {
-  maxRecordBytes: number;
-  maxPayloadBytes: number;
-  maxStringBytes: number;
-  maxJsonDepth: number;
-  maxArrayItems: number;
-  maxObjectFields: number;
-  maxIdBytes: number;
-  maxNameBytes: number;
-  maxErrorMessageBytes: number;
+export interface LocalBounds extends DecodeBounds {
   /** Page sizes the client asks for: min(this, advertised). */
   maxPageItems: number;
 }
