@@ -55,10 +55,17 @@ export async function buildFamilies(deps: ServiceDeps): Promise<Array<MethodFami
       return turnMethods({ manager: await sessionManager(), runner: new Agent({ home: deps.home, cwd: deps.cwd, env: deps.env }), cwd: deps.cwd });
     }),
     lazyFamily(["auth.status", "auth.login.start", "auth.login.callback", "auth.login.cancel", "auth.logout"], async () => {
-      const { authMethods, callbackPortFromEnv } = await import("../protocols/app-service/auth.js");
+      const { authMethods, callbackPortFromEnv, callbackTimeoutMsFromEnv } = await import("../protocols/app-service/auth.js");
       const s = await authConfigStores();
       const port = callbackPortFromEnv(deps.env);
-      return authMethods({ store: s.auth, settings: s.settings, env: deps.env, ...(port !== undefined ? { callbackPort: port } : {}) });
+      const timeout = callbackTimeoutMsFromEnv(deps.env);
+      return authMethods({
+        store: s.auth,
+        settings: s.settings,
+        env: deps.env,
+        ...(port !== undefined ? { callbackPort: port } : {}),
+        ...(timeout !== undefined ? { callbackTimeoutMs: timeout } : {}),
+      });
     }),
     lazyFamily(["catalog.providers", "catalog.models", "catalog.refresh", "config.get", "config.set"], async () => {
       const [{ catalogConfigMethods }, { CatalogReader }, { ConfigService }, { CatalogRefresher }, { CodexTokenRefresher }, { codexOAuthConfigFromEnv }, s] = await Promise.all([

@@ -26,7 +26,7 @@ import { ANTHROPIC_PROVIDER_ID, CODEX_PROVIDER_ID, type AuthStore } from "../../
 import type { EnvLike } from "../../store/home.js";
 import type { Settings } from "../../store/settings/schema.js";
 import type { SettingsStore } from "../../store/settings/settings-store.js";
-import { CodexLogin, MAX_CALLBACK_INPUT_BYTES, type LoginEvent } from "../../runtime/auth/codex-login.js";
+import { CodexLogin, DEFAULT_CALLBACK_TIMEOUT_MS, MAX_CALLBACK_INPUT_BYTES, type LoginEvent } from "../../runtime/auth/codex-login.js";
 import { codexOAuthConfigFromEnv } from "../../runtime/auth/codex-oauth.js";
 import { authStatus } from "../../runtime/auth/readiness.js";
 import { emptyPayload, onlyKeys, type MethodDescriptor, type MethodFamily, type Outcome, type ParseResult, type RequestContext, type Reservation } from "./descriptor.js";
@@ -40,7 +40,10 @@ export interface AuthMethodsDeps {
    * port) through `BERTH_OPENAI_AUTH_CALLBACK_PORT`; see `callbackPortFromEnv`.
    */
   callbackPort?: number;
-  /** Callback wait (default five minutes). */
+  /**
+   * Callback wait (default and maximum: the spec's five minutes). Tests shorten it through
+   * `BERTH_OPENAI_AUTH_CALLBACK_TIMEOUT_MS`; see `callbackTimeoutMsFromEnv`.
+   */
   callbackTimeoutMs?: number;
 }
 
@@ -50,6 +53,17 @@ export function callbackPortFromEnv(env: EnvLike): number | undefined {
   if (v === undefined || !/^\d{1,5}$/.test(v)) return undefined;
   const n = Number(v);
   return n <= 65535 ? n : undefined;
+}
+
+/**
+ * `BERTH_OPENAI_AUTH_CALLBACK_TIMEOUT_MS` (test/diagnostic override): a positive decimal integer of milliseconds,
+ * clamped to the spec's five minutes (the wait can be shortened, never lengthened); anything else = default.
+ */
+export function callbackTimeoutMsFromEnv(env: EnvLike): number | undefined {
+  const v = env["BERTH_OPENAI_AUTH_CALLBACK_TIMEOUT_MS"];
+  if (v === undefined || !/^\d+$/.test(v)) return undefined;
+  const n = Number(v);
+  return n > 0 ? Math.min(n, DEFAULT_CALLBACK_TIMEOUT_MS) : undefined;
 }
 
 /** Advertised arrays hold at most `max_array_items`; built-ins always stay in the list. */
