@@ -8,11 +8,13 @@
  * - While a login waits for its callback, a non-command line is submitted as the redirect URL or code (never echoed
  *   to logs; it is shown only where the user typed it).
  * - Failures print one plain line; the loop continues unless the service itself stopped.
+ * - Output that arrives while the prompt is shown (login progress and result, Ctrl-C notes) first moves off the
+ *   prompt line (clears it on a capable terminal, else starts a new line); the prompt is shown again afterwards.
  */
 import { createInterface, type Interface } from "node:readline";
 import type { AppServiceClient, Login, ModelEntry, ServiceHandle, Turn } from "../../client/app-service/index.js";
 import { describeError, startService } from "./common.js";
-import { activityLine, gauge, HELP, NO_PROVIDER_HELP, style, terminalLine, type Style } from "./render.js";
+import { activityLine, gauge, HELP, loginEndLine, NO_PROVIDER_HELP, style, terminalLine, type Style } from "./render.js";
 
 export async function runInteractive(o: { sessionId: string | null }): Promise<number> {
   let handle: ServiceHandle;
@@ -33,8 +35,14 @@ class Chat {
   private running: Turn | null = null;
   private cancelling = false;
   private login: Login | null = null;
+  /** The running login reported `callback_received` (its own "checking" line supersedes "submitted"). */
+  private loginChecking = false;
   private idleInterrupt = false;
   private atLineStart = true;
+  /** The prompt is on screen and nothing was written after it (the cursor sits on the prompt line). */
+  private promptShown = false;
+  /** Whether readline redraws the prompt line (a terminal other than TERM=dumb) so it can be cleared. */
+  private redraws = false;
   private ctx: { current: number; max: number } | null = null;
   private sessionsAfter: string | null = null;
   private lastModels: ModelEntry[] = [];
@@ -49,6 +57,10 @@ class Chat {
 
   private write(text: string): void {
     if (text.length === 0) return;
+    if (this.promptShown) {
+      this.promptShown = false;
+      process.stdout.write(this.redraws ? "\r\x1b[2K" : "\n");
+    }
     process.stdout.write(text);
     this.atLineStart = text.endsWith("\n");
   }
@@ -69,8 +81,12 @@ class Chat {
   async run(resume: string | null): Promise<number> {
     const terminal = process.stdin.isTTY === true && process.stdout.isTTY === true;
     this.rl = createInterface({ input: process.stdin, output: process.stdout, terminal, prompt: "› " });
+    this.redraws = terminal && process.env.TERM !== "dumb";
     const code = new Promise<number>((resolve) => (this.done = resolve));
-    this.rl.on("line", (l) => this.enqueue(() => this.onLine(l)));
+    this.rl.on("line", (l) => {
+      this.promptShown = false; // the echoed Enter left the prompt line
+      this.enqueue(() => this.onLine(l));
+    });
     this.rl.on("SIGINT", () => this.interrupt());
     const onSignal = (): void => this.interrupt();
     if (!terminal) process.on("SIGINT", onSignal);
@@ -94,8 +110,15 @@ class Chat {
       .then(task)
       .catch((err: unknown) => this.error(err))
       .then(() => {
-        if (!this.exiting && this.running === null) this.rl.prompt();
+        if (this.running === null) this.prompt();
       });
+  }
+
+  /** Shows the prompt (keeping any partly typed input) unless exiting or it is already the last thing shown. */
+  private prompt(): void {
+    if (this.exiting || this.promptShown) return;
+    this.rl.prompt(true);
+    this.promptShown = true;
   }
 
   private finish(code: number): void {
@@ -123,7 +146,7 @@ class Chat {
     if (this.idleInterrupt) return this.finish(0);
     this.idleInterrupt = true;
     this.line(this.s.dim("(Ctrl-C again or /exit to quit)"));
-    this.rl.prompt();
+    this.prompt();
   }
 
   private async banner(): Promise<void> {
@@ -138,9 +161,11 @@ class Chat {
     const text = raw.trim();
     if (text.length === 0) return;
     if (!text.startsWith("/")) {
-      if (this.login !== null) {
-        await this.login.submit(text);
-        this.status("submitted; waiting for confirmation");
+      const login = this.login;
+      if (login !== null) {
+        await login.submit(text);
+        // The login's progress may already have been reported (or it ended) before the submit was answered.
+        if (this.login === login && !this.loginChecking) this.status("submitted; waiting for confirmation");
         return;
       }
       return this.turn(text);
@@ -306,21 +331,24 @@ class Chat {
     if (this.login !== null) return this.status("a sign-in is already running");
     const login = await this.client.startLogin(provider);
     this.login = login;
+    this.loginChecking = false;
     const follow = async (): Promise<void> => {
       try {
         for await (const p of login) {
           if (p.state === "authorization_url") {
             this.line(`Open this URL in your browser to sign in:\n  ${p.url}`);
             this.line("Then wait here, or paste the final redirect URL (or the code) and press Enter.");
-          } else if (p.state === "callback_received") this.status("checking the sign-in");
+          } else if (p.state === "callback_received") {
+            this.loginChecking = true;
+            this.status("checking the sign-in");
+          }
         }
-        const t = await login.result;
-        this.line(t.state === "exchange_succeeded" ? `Signed in to ${t.provider_id}.` : `Sign-in ended: ${t.state.replace(/_/g, " ")}.`);
+        this.line(loginEndLine(await login.result));
       } catch (err) {
         this.error(err);
       } finally {
         this.login = null;
-        if (!this.exiting && this.running === null) this.rl.prompt();
+        if (this.running === null) this.prompt();
       }
     };
     void follow();

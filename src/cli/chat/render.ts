@@ -2,7 +2,7 @@
  * Terminal rendering for `berth chat`: compact activity status lines, the context gauge, the no-provider help.
  * Pure string functions (no I/O) so they are testable and shared by interactive and one-shot modes.
  */
-import type { Activity, TurnTerminal } from "../../client/app-service/index.js";
+import type { Activity, LoginTerminal, TurnTerminal } from "../../client/app-service/index.js";
 
 export interface Style {
   dim(s: string): string;
@@ -55,6 +55,23 @@ export function gauge(current: number, max: number, width = 10): string {
 export function terminalLine(t: TurnTerminal): string {
   const extra = t.activity_dropped > 0 ? ` · ${t.activity_dropped} activity updates dropped` : "";
   return `${t.status}${extra}`;
+}
+
+const LOGIN_FAILURES: Record<string, string> = {
+  callback_timeout: "no redirect arrived in time",
+  callback_failed: "that redirect URL or code does not belong to this sign-in (paste the one from the latest /login), or the sign-in was refused",
+  exchange_failed: "the code could not be exchanged for a token (it may have expired or been used already)",
+  auth_changed: "the saved credential changed during the sign-in (another login or a logout)",
+  storage_failed: "the credential could not be saved; check that your Berth home is writable",
+  internal_error: "an internal error stopped it",
+};
+
+/** The line that ends a `/login`: success, cancellation, or the failure with what to do about it. */
+export function loginEndLine(t: LoginTerminal): string {
+  if (t.state === "exchange_succeeded") return `Signed in to ${t.provider_id}.`;
+  const hint = LOGIN_FAILURES[t.state];
+  if (hint === undefined) return `Sign-in ended: ${t.state.replace(/_/g, " ")}.`;
+  return `Sign-in failed (${t.state.replace(/_/g, " ")}): ${hint}. Type /login to try again.`;
 }
 
 export const NO_PROVIDER_HELP = `No model provider is ready. Fix it in one of these ways:
