@@ -98,7 +98,12 @@ export class AhpConnection implements Subscriber {
     const { id, method } = p.data;
     const params = (p.data.params ?? {}) as Json;
     try {
-      const result = await this.dispatch(method, params, id === undefined);
+      // A synchronous method (initialize, reconnect, subscribe) is answered in the same step that
+      // took its snapshot or replay and registered the subscription. Awaiting first would let an
+      // envelope published meanwhile (a pipelined dispatchAction in the same segment) reach the
+      // client ahead of the answer that it follows in serverSeq order.
+      const out = this.dispatch(method, params, id === undefined);
+      const result = out instanceof Promise ? await out : out;
       if (id !== undefined) this.sendJson({ jsonrpc: "2.0", id, result: result ?? null });
     } catch (e) {
       if (id === undefined) return;
@@ -118,7 +123,8 @@ export class AhpConnection implements Subscriber {
     if (!this.version) throw new RpcError(ErrorCodes.InvalidRequest, "initialize must be the first request");
   }
 
-  private async dispatch(method: string, params: Json, notification: boolean): Promise<unknown> {
+  /** Handle one request: a value for synchronous methods, a promise for backend-routed ones. */
+  private dispatch(method: string, params: Json, notification: boolean): unknown {
     if (method === "ping") return null;
     if (method === "initialize") return this.initialize(params);
     if (method === "reconnect") return this.reconnect(params);

@@ -1,0 +1,76 @@
+/**
+ * The end-to-end rig for provider `berth`: a host, Berth's runtime adapter on its backend socket,
+ * an `Agent` pointed at the loopback fake provider, and small AHP helpers shared by the tests.
+ */
+import assert from "node:assert/strict";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { berthHomeFor, until, withHost, type AhpClient, type Json } from "./helpers.js";
+import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
+import { startBerthRuntime, type BerthRuntimeBackend } from "../../src/protocols/host/adapters/berth-runtime.js";
+import { Agent } from "../../src/runtime/agent.js";
+import { SessionManager, SessionStore } from "../../src/store/sessions/index.js";
+import type { HostHandle } from "../../src/protocols/host/host.js";
+
+export interface World {
+  h: HostHandle;
+  rt: BerthRuntimeBackend;
+  fake: FakeProvider;
+  cwd: string;
+  berthHome: string;
+}
+
+export async function withBerth(fn: (w: World) => Promise<void>, opts: { home?: string; berthHome?: string; fake?: FakeProvider } = {}): Promise<void> {
+  const fake = opts.fake ?? (await startFakeProvider());
+  const berthHome = opts.berthHome ?? berthHomeFor(fake);
+  const cwd = mkdtempSync(join(tmpdir(), "bh-cwd-"));
+  const env = { PATH: process.env.PATH, MC_HOME: berthHome, MC_PROVIDER: "fake", MC_MODEL: "fake-model" };
+  try {
+    await withHost(
+      async (h) => {
+        const rt = await startBerthRuntime({
+          socketPath: h.backendSocket,
+          manager: new SessionManager(new SessionStore({ home: berthHome })),
+          runner: new Agent({ home: berthHome, cwd, env }),
+          cwd,
+          registryPath: join(h.stateDir, "berth-runtime.json"),
+          log: () => {},
+        });
+        try {
+          await fn({ h, rt, fake, cwd, berthHome });
+        } finally {
+          await rt.close();
+        }
+      },
+      opts.home ? { home: opts.home } : {},
+    );
+  } finally {
+    if (!opts.fake) await fake.close();
+  }
+}
+
+/** createSession with provider berth; resolves with the session and its chat once ready. */
+export async function newSession(c: AhpClient, uri: string, cwd: string): Promise<{ session: string; chat: string }> {
+  const r = await c.request("createSession", { channel: uri, provider: "berth", workingDirectories: [pathToFileURL(cwd).href] });
+  assert.equal(r.result, null, JSON.stringify(r.error));
+  // The session exists (creating or already claimed) once createSession answered.
+  const snap = (await c.request("subscribe", { channel: uri })).result.snapshot;
+  if (snap.state.lifecycle !== "ready") await c.action((e) => e.channel === uri && e.action.type === "session/ready", "session/ready", 10_000);
+  const chat: string = snap.state.defaultChat;
+  await c.request("subscribe", { channel: chat });
+  return { session: uri, chat };
+}
+
+export const user = (text: string): Json => ({ text, origin: { kind: "user" } });
+export const startTurn = (c: AhpClient, chat: string, turnId: string, text: string): number =>
+  c.dispatch(chat, { type: "chat/turnStarted", turnId, startedAt: new Date().toISOString(), message: user(text) });
+export const ended = (c: AhpClient, turnId: string): Promise<Json> =>
+  c.action((e) => ["chat/turnComplete", "chat/turnCancelled", "chat/error"].includes(e.action.type) && e.action.turnId === turnId, `end of ${turnId}`, 15_000);
+
+/** The runtime's `settled` for a host-cancelled turn has arrived (nothing is draining). */
+export function waitIdle(h: HostHandle, session: string): Promise<void> {
+  const s = h.state.sessions.get(session)!;
+  return until(() => !h.state.chatIndex.get(s.primaryChat)!.draining, 10_000, "the runtime settling the cancelled turn");
+}
