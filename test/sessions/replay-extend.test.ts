@@ -17,18 +17,8 @@ import {
   projectSnapshot,
   type Projection,
 } from "../../src/protocols/app-service/replay.js";
+import { prng } from "../helpers/prng.js";
 
-function prng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 0x100000000;
-  };
-}
 
 const ALPHABET = ["a", "b", " ", "é", "中", "🌍", "\n", '"', "\\", "\u0001", "\r\n", "\u2028", "sk-"];
 

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { SessionStore, type NewRecord, type SessionHandle } from "../../src/store/sessions/index.js";
 import { cursorAt, projectSnapshot, replayPage, type Projection, type ReplayItem } from "../../src/protocols/app-service/replay.js";
 import { sanitizeText } from "../../src/protocols/app-service/replay-text.js";
+import { prng } from "../helpers/prng.js";
 
 function newStore(): SessionStore {
   return new SessionStore({ home: mkdtempSync(join(tmpdir(), "berth-replay-")) });
@@ -193,17 +194,6 @@ test("worst-case escaping still yields pages within 16 KiB and at least one item
 
 // ------------------------------------------------------------------ property test
 
-function prng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 0x100000000;
-  };
-}
 
 const ALPHABET = ["a", "b", " ", "é", "中", "🌍", "\n", '"', "\\", "\u0001", "\r\n", "ß", "\u2028", "𝄞"];
 

@@ -12,6 +12,7 @@ import { SessionManager, SessionStore } from "../../src/store/sessions/index.js"
 import type { MethodDescriptor, RequestContext } from "../../src/protocols/app-service/descriptor.js";
 import { sessionMethods } from "../../src/protocols/app-service/sessions.js";
 import { UNPROJECTED_KINDS, decodeProjection, encodeProjection, projectSnapshot, replayPage } from "../../src/protocols/app-service/replay.js";
+import { prng } from "../helpers/prng.js";
 
 /** One "service process": a fresh family (empty in-memory cache) over `home`. */
 function service(home: string) {
@@ -84,17 +85,6 @@ test("a restarted service replays from the sidecar: same pages, cursors keep wor
   await s.release();
 });
 
-function prng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 0x100000000;
-  };
-}
 
 const ALPHABET = ["a", " ", "é", "中", "🌍", "\n", '"', "\\", "\u0001", "\r\n", "\u2028", "𝄞", "sk-", "token="];
 
