@@ -22,8 +22,8 @@ export function once<T>(make: () => Promise<T>): () => Promise<T> {
   return () => (p ??= make());
 }
 
-export function lazyFamily(methods: readonly Operation[], load: () => Promise<MethodFamily>): LazyFamily {
-  return { methods, load };
+export function lazyFamily(methods: readonly Operation[], load: () => Promise<MethodFamily>, prefetch: "eager" | "idle" = "eager"): LazyFamily {
+  return { methods, load, prefetch };
 }
 
 export async function buildFamilies(deps: ServiceDeps): Promise<Array<MethodFamily | LazyFamily>> {
@@ -66,7 +66,7 @@ export async function buildFamilies(deps: ServiceDeps): Promise<Array<MethodFami
         ...(port !== undefined ? { callbackPort: port } : {}),
         ...(timeout !== undefined ? { callbackTimeoutMs: timeout } : {}),
       });
-    }),
+    }, "idle"),
     lazyFamily(["catalog.providers", "catalog.models", "catalog.refresh", "config.get", "config.set"], async () => {
       const [{ catalogConfigMethods }, { CatalogReader }, { ConfigService }, { CatalogRefresher }, { CodexTokenRefresher }, { codexOAuthConfigFromEnv }, s] = await Promise.all([
         import("../protocols/app-service/config.js"),
@@ -83,6 +83,6 @@ export async function buildFamilies(deps: ServiceDeps): Promise<Array<MethodFami
         reader: new CatalogReader({ settings: s.settings, cache: s.cache, env: deps.env }),
         refresher: new CatalogRefresher({ settings: s.settings, cache: s.cache, store: s.auth, codex, env: deps.env }),
       });
-    }),
+    }, "idle"),
   ];
 }

@@ -104,6 +104,12 @@ export interface MethodFamily {
 export interface LazyFamily {
   readonly methods: readonly Operation[];
   load(): Promise<MethodFamily>;
+  /**
+   * `eager` (default): loaded right after the first successful `initialize`.
+   * `idle`: loaded only once no request has arrived for a while, so compiling it never delays the first
+   * session and turn requests (it still loads at once when one of its methods is called).
+   */
+  readonly prefetch?: "eager" | "idle";
 }
 
 export function isLazyFamily(f: MethodFamily | LazyFamily): f is LazyFamily {

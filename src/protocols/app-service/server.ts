@@ -39,6 +39,9 @@ interface Slot {
   responded: boolean;
 }
 
+/** Quiet input time before `idle` families are prefetched. */
+const IDLE_PREFETCH_MS = 300;
+
 const NULL_IDS: Identities = { requestId: null, sessionId: null, method: null };
 
 export class AppServiceServer {
@@ -48,6 +51,8 @@ export class AppServiceServer {
   private readonly loaded: Array<MethodFamily | undefined>;
   private readonly lazy = new Map<string, { index: number; promise?: Promise<MethodFamily> }>();
   private prefetched = false;
+  /** When the last input record was handled (for idle-time prefetch). */
+  private lastInputAt = 0;
   private readonly reserved = new Map<string, Slot>();
   private readonly workers = new Set<Promise<void>>();
   private eventCounter = 0;
@@ -108,6 +113,7 @@ export class AppServiceServer {
   }
 
   private async handleFrame(frame: Frame): Promise<void> {
+    this.lastInputAt = Date.now();
     if (frame.kind === "too_large") this.respondError(NULL_IDS, "record_too_large");
     else await this.handleRecord(frame.bytes);
     this.io.flush();
@@ -185,12 +191,15 @@ export class AppServiceServer {
     if (this.prefetched) return;
     this.prefetched = true;
     // One family at a time, in registration order (sessions first): a request for an early family
-    // does not wait for later families' modules to compile.
+    // does not wait for later families' modules to compile. `idle` families wait for a quiet input.
     setTimeout(() => {
       void (async () => {
         for (const [i, f] of this.opts.families.entries()) {
+          if (!isLazyFamily(f)) continue;
+          while (f.prefetch === "idle" && !this.stopping && Date.now() - this.lastInputAt < IDLE_PREFETCH_MS)
+            await new Promise((r) => setTimeout(r, IDLE_PREFETCH_MS).unref());
           if (this.stopping) return;
-          if (isLazyFamily(f)) await this.load(i).catch(() => undefined);
+          await this.load(i).catch(() => undefined);
         }
       })();
     }, 0);
