@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { runChild } from "../helpers/run-child.js";
 import { chmod, mkdtemp, mkdir, readFile, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -134,14 +134,6 @@ test("credential sources: env wins and is re-read per request; store after logou
 
 const storeModule = new URL("../../src/store/auth/auth-store.js", import.meta.url).href;
 
-function runChild(script: string, args: string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--input-type=module", "-e", script, ...args], { stdio: ["ignore", "ignore", "pipe"] });
-    let err = "";
-    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
-    child.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`child exited ${code}: ${err.slice(0, 500)}`))));
-  });
-}
 
 test("two processes writing auth concurrently lose nothing", async () => {
   const h = await home();

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { runChild } from "../helpers/run-child.js";
 import { mkdtemp, mkdir, readFile, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -171,14 +171,6 @@ test("malformed settings: config.get unavailable, config.set fails without overw
 
 const settingsModule = new URL("../../src/store/settings/settings-store.js", import.meta.url).href;
 
-function runChild(script: string, args: string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--input-type=module", "-e", script, ...args], { stdio: ["ignore", "ignore", "pipe"] });
-    let err = "";
-    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
-    child.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`child exited ${code}: ${err.slice(0, 500)}`))));
-  });
-}
 
 test("two processes writing settings concurrently lose nothing", async () => {
   const w = await world();

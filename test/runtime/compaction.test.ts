@@ -4,11 +4,15 @@ import assert from "node:assert/strict";
 import { fitForSummary } from "../../src/runtime/compaction.js";
 import { estimateTokens } from "../../src/runtime/context.js";
 import type { RuntimeEvent } from "../../src/runtime/events.js";
-import { createProvider } from "../../src/runtime/providers/index.js";
 import { builtinTools } from "../../src/runtime/tools/index.js";
 import { runLoop, type LoopOptions } from "../../src/runtime/turn-loop.js";
 import type { Message } from "../../src/runtime/types.js";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
+import { loopOptions } from "./loop-options.js";
+
+/** Loop options for compaction tests: compaction at 80 % of the window, no subagents. */
+const loop = (fake: FakeProvider, events: RuntimeEvent[], over: Partial<LoopOptions>): LoopOptions =>
+  loopOptions(fake, events, { subagents: false, compactAtRatio: 0.8, ...over });
 
 const est = (m: Message[]): number => estimateTokens("", m, []);
 
@@ -37,27 +41,6 @@ it("fitForSummary cuts the largest texts in the middle until the request fits, w
   assert.ok(!/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(cut), "no lone surrogate");
 });
 
-function loop(fake: FakeProvider, events: RuntimeEvent[], over: Partial<LoopOptions>): LoopOptions {
-  let n = 0;
-  return {
-    turnId: "t1",
-    provider: createProvider("fake", { api: "openai-chat", baseUrl: `${fake.baseUrl}/v1` }, () => Promise.resolve(null)),
-    model: "m",
-    system: "s",
-    messages: [{ role: "user", content: [{ type: "text", text: "go" }] }],
-    tools: builtinTools(),
-    subagents: false,
-    cwd: process.cwd(),
-    signal: new AbortController().signal,
-    sink: { delta: () => true, event: (e) => void events.push(e) },
-    recorder: null,
-    maxSteps: 8,
-    contextWindow: 100_000,
-    compactAtRatio: 0.8,
-    newId: () => `id${++n}`,
-    ...over,
-  };
-}
 
 const statuses = (ev: RuntimeEvent[]): string[] => ev.flatMap((e) => (e.type === "compaction" ? [e.status] : []));
 

@@ -1,36 +1,14 @@
 /** Runtime-level tests (no wire): approvals, tool error kinds, no_tools, images, prompt queue, tool env, history. */
 import { it } from "node:test";
 import assert from "node:assert/strict";
-import { createProvider } from "../../src/runtime/providers/index.js";
-import { runLoop, type LoopOptions } from "../../src/runtime/turn-loop.js";
+import { runLoop } from "../../src/runtime/turn-loop.js";
 import { PromptQueue } from "../../src/runtime/queue.js";
 import { cleanToolEnv } from "../../src/runtime/env.js";
 import { historyToMessages } from "../../src/runtime/history.js";
 import type { RuntimeEvent, TurnOutcome } from "../../src/runtime/events.js";
-import { builtinTools } from "../../src/runtime/tools/index.js";
-import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
+import { startFakeProvider } from "../fakes/fake-provider.js";
+import { loopOptions } from "./loop-options.js";
 
-function opts(fake: FakeProvider, events: RuntimeEvent[], over: Partial<LoopOptions> = {}): LoopOptions {
-  let n = 0;
-  return {
-    turnId: "t1",
-    provider: createProvider("fake", { api: "openai-chat", baseUrl: `${fake.baseUrl}/v1` }, () => Promise.resolve(null)),
-    model: "m",
-    system: "s",
-    messages: [{ role: "user", content: [{ type: "text", text: "go" }] }],
-    tools: builtinTools(),
-    subagents: true,
-    cwd: process.cwd(),
-    signal: new AbortController().signal,
-    sink: { delta: () => true, event: (e) => void events.push(e) },
-    recorder: null,
-    maxSteps: 8,
-    contextWindow: 100_000,
-    compactAtRatio: null,
-    newId: () => `id${++n}`,
-    ...over,
-  };
-}
 
 const completed = (ev: RuntimeEvent[]) => ev.filter((e) => e.type === "tool" && e.phase === "completed") as Array<Extract<RuntimeEvent, { type: "tool" }>>;
 
@@ -44,7 +22,7 @@ it("tool lifecycle and error kinds: unknown_tool, invalid_arguments, denied; app
     const events: RuntimeEvent[] = [];
     const asked: string[] = [];
     const out = await runLoop(
-      opts(fake, events, {
+      loopOptions(fake, events, {
         approval: { policy: (n) => (n === "glob" ? "auto" : "ask"), ask: (r) => (asked.push(r.toolName), Promise.resolve("deny")) },
       }),
     );
@@ -64,7 +42,7 @@ it("cancelling while an approval is pending ends the call cancelled and the turn
     fake.script([{ steps: [{ toolCall: { id: "a", name: "ls", arguments: {} } }] }]);
     const ctl = new AbortController();
     const events: RuntimeEvent[] = [];
-    const out = await runLoop(opts(fake, events, { signal: ctl.signal, approval: { policy: () => "ask", ask: () => (ctl.abort(), new Promise(() => undefined)) } }));
+    const out = await runLoop(loopOptions(fake, events, { signal: ctl.signal, approval: { policy: () => "ask", ask: () => (ctl.abort(), new Promise(() => undefined)) } }));
     assert.equal(out.status, "cancelled");
     assert.equal(completed(events)[0]!.errorKind, "cancelled");
   } finally {
@@ -76,7 +54,7 @@ it("no_tools mode advertises no tools; images reach providers that accept them",
   const fake = await startFakeProvider();
   try {
     const out = await runLoop(
-      opts(fake, [], {
+      loopOptions(fake, [], {
         tools: [],
         subagents: false,
         messages: [{ role: "user", content: [{ type: "text", text: "see" }, { type: "image", mediaType: "image/png", dataBase64: "iVBORw0KGgo=" }] }],
@@ -96,7 +74,7 @@ it("a refused delta stops the stream and fails the turn with the accepted text",
   try {
     fake.script([{ steps: [{ text: "abcdef", chunks: 3 }] }]);
     let n = 0;
-    const out = await runLoop(opts(fake, [], { sink: { delta: () => ++n < 3, event: () => undefined } }));
+    const out = await runLoop(loopOptions(fake, [], { sink: { delta: () => ++n < 3, event: () => undefined } }));
     assert.deepEqual([out.status, out.reason, out.assistantText], ["failed", "output_limit", "abcd"]);
   } finally {
     await fake.close();
