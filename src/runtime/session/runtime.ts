@@ -222,8 +222,12 @@ export class SessionRuntime {
   }
 
   // ── turns ─────────────────────────────────────────────────────────────────
-  /** Admits a turn now or refuses (`busy` while one runs or is being admitted here). */
+  /**
+   * Admits a turn now or refuses (`busy` while one runs or is being admitted here; a turn whose terminal was
+   * already delivered is waited for, not refused).
+   */
   async startTurn(prompt: string, opts: SubmitOptions = {}): Promise<StartResult> {
+    await this.ending; // a turn that already ended is not "running": wait for its lease release
     if (this.closed) return { ok: false, error: "closed" };
     if (this.busy) return { ok: false, error: "busy" };
     this.admitting = true;
