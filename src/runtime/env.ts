@@ -5,18 +5,11 @@
  * the fixed provider names in `STRIPPED_KEYS`, every configured `api_key_env`, and every `MC_*` / `BERTH_*`
  * variable. Everything else is inherited.
  */
+import { SECRET_ENV_PATTERNS, secretNameMatcher } from "../core/secret-names.js";
+
 export const STRIPPED_KEYS = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_AUTH_TOKEN"] as const;
 
-/** Names that look like credentials. */
-export const SECRET_ENV_PATTERNS = ["*KEY*", "*TOKEN*", "*SECRET*", "*PASSWORD*", "*CREDENTIAL*"] as const;
-
-/** A case-insensitive matcher for `*` globs over variable names. */
-export function secretNameMatcher(patterns: readonly string[] = SECRET_ENV_PATTERNS): (name: string) => boolean {
-  if (patterns.length === 0) return () => false;
-  const esc = (s: string): string => s.replace(/[.+?^${}()|[\]\\]/g, "\\$&");
-  const re = new RegExp(`^(?:${patterns.map((p) => p.split("*").map(esc).join(".*")).join("|")})$`, "i");
-  return (name) => re.test(name);
-}
+export { SECRET_ENV_PATTERNS, secretNameMatcher } from "../core/secret-names.js";
 
 export function cleanToolEnv(
   env: Readonly<Record<string, string | undefined>>,
