@@ -1,10 +1,11 @@
 /**
  * `berth service` and `magi-code --app service`: the composition root of the app-service protocol over stdio.
- * Startup creates the state root (owner-only) and nothing else; every other file is created by the request that
- * needs it.
+ * Startup creates the state root (owner-only) and nothing else, and refuses a state root another user owns or may
+ * write (store/state-root.ts); every other file is created by the request that needs it.
  */
-import { mkdirSync, readFileSync, statSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { resolveHome } from "../store/home.js";
+import { prepareStateRoot } from "../store/state-root.js";
 import { AppServiceServer } from "../protocols/app-service/server.js";
 import { buildFamilies } from "./service-families.js";
 
@@ -46,21 +47,12 @@ function reserveStdout(): NodeJS.WriteStream {
   return proxy;
 }
 
-export function ensureHome(home: string): void {
-  try {
-    statSync(home);
-  } catch {
-    mkdirSync(home, { recursive: true, mode: 0o700 });
-  }
-}
-
 async function runService(): Promise<number> {
   const stdout = reserveStdout();
   const home = resolveHome(process.env);
-  try {
-    ensureHome(home);
-  } catch {
-    process.stderr.write("berth service: cannot create the state directory\n");
+  const problem = prepareStateRoot(home);
+  if (problem !== null) {
+    process.stderr.write(`berth service: ${problem}\n`);
     return 1;
   }
   const state = { initialized: false };
