@@ -70,5 +70,19 @@ async function runService(): Promise<number> {
     state,
     log: (line) => void process.stderr.write(line + "\n"),
   });
-  return server.run();
+  // A signal shuts down like EOF (turns cancelled, tool process groups killed, terminals written); a second one
+  // while that is under way exits at once.
+  let signalled = false;
+  const onSignal = (sig: NodeJS.Signals): void => {
+    if (signalled) process.exit(128 + (sig === "SIGHUP" ? 1 : sig === "SIGINT" ? 2 : 15));
+    signalled = true;
+    server.requestShutdown();
+  };
+  const signals = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
+  for (const sig of signals) process.on(sig, onSignal);
+  try {
+    return await server.run();
+  } finally {
+    for (const sig of signals) process.off(sig, onSignal);
+  }
 }

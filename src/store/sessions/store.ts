@@ -4,7 +4,10 @@
  *
  * Contracts:
  * - Every method taking an ID validates it first (`SessionError("invalid_id")`) and builds paths only from valid IDs.
- * - `create` durably records the header (file + directory fsync) before returning a held `SessionHandle`.
+ * - `create` durably records the header (file + directory fsync) before returning a held `SessionHandle`; the file
+ *   appears under its name only with its header (see `createFile`).
+ * - `list` treats an empty session file (debris of a create killed by an older Berth) as no session and removes it
+ *   once its lease is free; it is never reported as `incomplete`.
  * - `acquire` takes the exclusive writer lease of an existing session and opens its writer.
  * - `readWindow` never writes and never returns a snapshot cut by an in-flight append: it reads without the
  *   append/rotation lock only while that lock is absent and the read ends on a complete line, and otherwise reads
@@ -15,7 +18,7 @@
  *   and returns nothing partial.
  */
 import { mkdir, opendir } from "node:fs/promises";
-import { constants as FS, fstatSync, openSync, unlinkSync, writeSync } from "node:fs";
+import { constants as FS, fstatSync, linkSync, openSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { SessionError } from "./errors.js";
 import { closeQuietly, openFd, syncAll, syncData } from "./fdio.js";
 import { defaultSessionId, isValidSessionId, type SessionIdGenerator } from "./ids.js";
@@ -158,21 +161,30 @@ export class SessionStore {
 
   /**
    * Creates `<id>.jsonl` exclusively with its header and returns its O_APPEND descriptor once the header and the
-   * directory entry are both fsynced (the two fsyncs run concurrently). Rejects with EEXIST on collision.
+   * directory entry are both durable. Atomic: the header is written and fsynced in `<home>/session-locks/<id>.new`,
+   * then hard-linked to its final name (exclusive: EEXIST on collision), so a process killed at any point never
+   * leaves a session file without its header (issue 18: a 0-byte file made `session.list` incomplete forever).
    */
   private async createFile(id: string, header: HeaderRecord): Promise<number> {
     const path = this.paths.data(id);
-    const fd = await openFd(path, FS.O_WRONLY | FS.O_APPEND | FS.O_CREAT | FS.O_EXCL, 0o600);
+    const temp = this.paths.creating(id);
+    unlinkQuietly(temp); // debris of a create killed before its link
+    const fd = await openFd(temp, FS.O_WRONLY | FS.O_APPEND | FS.O_CREAT | FS.O_EXCL, 0o600);
+    let linked = false;
     try {
       const line = Buffer.from(JSON.stringify(header) + "\n", "utf8");
       // A short write of a new file is a page-cache copy (see fdio.ts); loop for the contract's sake.
       for (let off = 0; off < line.length; ) off += writeSync(fd, line, off, line.length - off);
-      const synced = await Promise.allSettled([syncData(fd), this.fsyncDir(this.paths.sessionsDir)]);
-      for (const r of synced) if (r.status === "rejected") throw r.reason;
+      await syncData(fd);
+      linkSync(temp, path);
+      linked = true;
+      unlinkQuietly(temp);
+      await this.fsyncDir(this.paths.sessionsDir);
       return fd;
     } catch (e) {
       closeQuietly(fd);
-      unlinkQuietly(path);
+      unlinkQuietly(temp);
+      if (linked) unlinkQuietly(path);
       throw e;
     }
   }
@@ -284,6 +296,21 @@ export class SessionStore {
     await writeSidecar(this.paths.indexDir, this.paths.sidecar(id), id, format, version, payload);
   }
 
+  /** Removes an empty session file (creation debris) when its lease can be taken; best effort. */
+  private async removeEmpty(id: string): Promise<void> {
+    let lease: Lease;
+    try {
+      lease = await this.locks.acquireLease(id);
+    } catch {
+      return;
+    }
+    try {
+      if (isEmptyFile(this.paths.data(id))) unlinkQuietly(this.paths.data(id));
+    } finally {
+      await lease.release();
+    }
+  }
+
   /** One list page ordered by ID (see `ListPage`). `after` must be a valid ID or null. */
   async list(after: string | null, limit: number): Promise<ListPage> {
     if (after !== null && !isValidSessionId(after)) throw new SessionError("invalid_id");
@@ -320,10 +347,14 @@ export class SessionStore {
     const heads = await Promise.all(examined.map((id) => readListHead(this.paths.data(id), id)));
     const entries: ListEntry[] = [];
     let incomplete = unrepresentable;
+    const debris: string[] = [];
     heads.forEach((h, i) => {
-      if (h === null) incomplete = true;
-      else entries.push({ id: examined[i] as string, createdAt: h.header.created_at, updatedAtMs: h.mtimeMs, titleSource: h.titleSource });
+      const id = examined[i] as string;
+      if (h !== null) entries.push({ id, createdAt: h.header.created_at, updatedAtMs: h.mtimeMs, titleSource: h.titleSource });
+      else if (isEmptyFile(this.paths.data(id))) debris.push(id);
+      else incomplete = true;
     });
+    for (const id of debris) await this.removeEmpty(id);
     return {
       entries,
       nextAfter: examined.length > 0 ? (examined[examined.length - 1] as string) : null,
@@ -344,6 +375,15 @@ function insertSorted(into: string[], id: string, max: number): void {
   }
   into.splice(lo, 0, id);
   if (into.length > max) into.pop();
+}
+
+function isEmptyFile(path: string): boolean {
+  try {
+    const st = statSync(path);
+    return st.isFile() && st.size === 0;
+  } catch {
+    return false;
+  }
 }
 
 function unlinkQuietly(path: string): void {
