@@ -47,6 +47,15 @@ function reserveStdout(): NodeJS.WriteStream {
   return proxy;
 }
 
+/**
+ * Creates the state root (0700) when missing and throws, with `prepareStateRoot`'s message, when it is not
+ * trusted (another user's, or writable by group/others). Doors that print their own line call `prepareStateRoot`.
+ */
+export function ensureHome(home: string): void {
+  const problem = prepareStateRoot(home);
+  if (problem !== null) throw new Error(problem);
+}
+
 async function runService(): Promise<number> {
   const stdout = reserveStdout();
   const home = resolveHome(process.env);
