@@ -6,7 +6,6 @@
  * - `<home>/session-locks/<id>.lease`       writer lease (proper-lockfile directory) + `<id>.owner` (pid/host of the holder)
  * - `<home>/session-locks/<id>.append`      append/rotation lock (proper-lockfile directory)
  * - `<home>/session-locks/<id>.reclaim`     serializes dead-holder recovery of the lease
- * - `<home>/session-locks/<id>.new`         a session file being created (linked into `sessions/` once complete)
  * Derived data (a cache, never a source of truth) in `<home>/session-index/`:
  * - `<home>/session-index/<id>.proj`        adapter projection sidecar keyed by the session file version (sidecar.ts)
  * Contract: every function taking an ID throws `SessionError("invalid_id")` unless `isValidSessionId(id)`,
@@ -48,9 +47,6 @@ export class SessionPaths {
   }
   reclaim(id: string): string {
     return join(this.locksDir, this.checked(id) + ".reclaim");
-  }
-  creating(id: string): string {
-    return join(this.locksDir, this.checked(id) + ".new");
   }
   sidecar(id: string): string {
     return join(this.indexDir, this.checked(id) + ".proj");

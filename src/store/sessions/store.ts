@@ -4,8 +4,7 @@
  *
  * Contracts:
  * - Every method taking an ID validates it first (`SessionError("invalid_id")`) and builds paths only from valid IDs.
- * - `create` durably records the header (file + directory fsync) before returning a held `SessionHandle`; the file
- *   appears under its name only with its header (see `createFile`).
+ * - `create` durably records the header (file + directory fsync) before returning a held `SessionHandle`.
  * - `list` treats an empty session file (debris of a create killed by an older Berth) as no session and removes it
  *   once its lease is free; it is never reported as `incomplete`.
  * - `acquire` takes the exclusive writer lease of an existing session and opens its writer.
@@ -18,7 +17,7 @@
  *   and returns nothing partial.
  */
 import { mkdir, opendir } from "node:fs/promises";
-import { constants as FS, fstatSync, linkSync, openSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { constants as FS, fstatSync, openSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { SessionError } from "./errors.js";
 import { closeQuietly, openFd, syncAll, syncData } from "./fdio.js";
 import { defaultSessionId, isValidSessionId, type SessionIdGenerator } from "./ids.js";
@@ -161,30 +160,23 @@ export class SessionStore {
 
   /**
    * Creates `<id>.jsonl` exclusively with its header and returns its O_APPEND descriptor once the header and the
-   * directory entry are both durable. Atomic: the header is written and fsynced in `<home>/session-locks/<id>.new`,
-   * then hard-linked to its final name (exclusive: EEXIST on collision), so a process killed at any point never
-   * leaves a session file without its header (issue 18: a 0-byte file made `session.list` incomplete forever).
+   * directory entry are both fsynced (the two fsyncs run concurrently). Rejects with EEXIST on collision.
+   * A process killed between the exclusive create and the header write (one `write` of a few hundred bytes) leaves an
+   * empty file; `list` recognises and removes that debris (issue 18), and nothing else can name its ID.
    */
   private async createFile(id: string, header: HeaderRecord): Promise<number> {
     const path = this.paths.data(id);
-    const temp = this.paths.creating(id);
-    unlinkQuietly(temp); // debris of a create killed before its link
-    const fd = await openFd(temp, FS.O_WRONLY | FS.O_APPEND | FS.O_CREAT | FS.O_EXCL, 0o600);
-    let linked = false;
+    const fd = await openFd(path, FS.O_WRONLY | FS.O_APPEND | FS.O_CREAT | FS.O_EXCL, 0o600);
     try {
       const line = Buffer.from(JSON.stringify(header) + "\n", "utf8");
       // A short write of a new file is a page-cache copy (see fdio.ts); loop for the contract's sake.
       for (let off = 0; off < line.length; ) off += writeSync(fd, line, off, line.length - off);
-      await syncData(fd);
-      linkSync(temp, path);
-      linked = true;
-      unlinkQuietly(temp);
-      await this.fsyncDir(this.paths.sessionsDir);
+      const synced = await Promise.allSettled([syncData(fd), this.fsyncDir(this.paths.sessionsDir)]);
+      for (const r of synced) if (r.status === "rejected") throw r.reason;
       return fd;
     } catch (e) {
       closeQuietly(fd);
-      unlinkQuietly(temp);
-      if (linked) unlinkQuietly(path);
+      unlinkQuietly(path);
       throw e;
     }
   }
