@@ -5,9 +5,9 @@
  * Other credential-like variables are stripped from tool environments by name pattern.
  */
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -125,5 +125,32 @@ test("the launcher handoff round-trips any value through dash and bash `export -
     const parsed = new Map(parseExportP(out));
     assert.equal(parsed.get("A_TOKEN"), value, shell.join(" "));
     assert.equal(parsed.get("B_KEY"), "simple", shell.join(" "));
+  }
+});
+
+test("bash reads the stripped keys from /proc/<berth pid>/environ (issue 18): berth daemon launched directly has none in its environ", { timeout: 60_000 }, async () => {
+  const keys = secrets();
+  const home = mkdtempSync(join(tmpdir(), "berth-home-"));
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, BERTH_HOME: home, ...keys };
+  const child = spawn(BERTH_BIN, ["daemon", "--berth-runtime"], { env, stdio: ["ignore", "pipe", "pipe"] });
+  try {
+    let out = "";
+    child.stdout.setEncoding("utf8");
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.on("data", (d: string) => {
+        out += d;
+        if (out.includes("\n")) resolve();
+      });
+      child.once("exit", (code) => reject(new Error(`daemon exited ${code}`)));
+    });
+    assert.match(out, /"ready":true/);
+    // Same PID as the executed launcher: the handoff exec'd node in place.
+    const environ = readFileSync(`/proc/${child.pid}/environ`, "utf8");
+    assert.match(environ, /BERTH_HOME=/);
+    assertNoSecret(environ, keys);
+    assert.match(readFileSync(`/proc/${child.pid}/cmdline`, "utf8"), /node/);
+  } finally {
+    child.kill("SIGTERM");
+    await new Promise((r) => child.once("close", r));
   }
 });
