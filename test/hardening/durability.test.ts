@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -47,11 +47,25 @@ test("a writer killed while holding settings.json.lock stalls the next config.se
   assert.equal(statSync(`${file}.lock.owner`).mode & 0o777, 0o600, "owner record is owner-only");
   child.kill("SIGKILL");
   await new Promise((r) => child.once("exit", r));
-  // Before the fix the lock stayed until it was 10 s stale and this (bounded, ~5 s) wait failed with lock_failed.
-  const written = await withFileLock(file, async () => {
-    await writeJsonAtomic(file, { provider: "x" });
-    return true;
-  });
+  // The holder died moments ago: keep its lock as fresh as a just-killed holder's would be for the whole attempt, so
+  // only a dead-owner recovery can take it (before the fix the attempt waited for the 10 s stale rule, which never
+  // arrives here, and failed with lock_failed).
+  const fresh = setInterval(() => {
+    try {
+      utimesSync(`${file}.lock`, new Date(), new Date());
+    } catch {
+      /* recovered: gone */
+    }
+  }, 50);
+  let written: boolean;
+  try {
+    written = await withFileLock(file, async () => {
+      await writeJsonAtomic(file, { provider: "x" });
+      return true;
+    });
+  } finally {
+    clearInterval(fresh);
+  }
   assert.equal(written, true);
   assert.deepEqual(JSON.parse(readFileSync(file, "utf8")), { provider: "x" });
   assert.deepEqual(readdirSync(home).sort(), ["settings.json"], "no lock, owner record or temp file is left");
