@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { test } from "node:test";
 import { startFakeProvider } from "../fakes/fake-provider.js";
 import { ServiceProcess } from "../helpers/service-process.js";
@@ -21,6 +21,7 @@ test("file tools reach anywhere through the app-service (issue 18): confined by 
   writeFileSync(join(shared, "notes.txt"), "SHARED-NOTES\n");
   const svc = new ServiceProcess();
   const cwd = svc.cwd!;
+  const escape = `escape-${basename(cwd)}.txt`;
   symlinkSync(outside, join(cwd, "link"));
   mkdirSync(svc.home, { recursive: true });
   const settings = { ...fakeSettings(fake.baseUrl), tools: { allowed_dirs: [shared] } };
@@ -29,7 +30,7 @@ test("file tools reach anywhere through the app-service (issue 18): confined by 
     { id: "a", name: "read", arguments: { path: join(svc.home, "settings.json") } },
     { id: "b", name: "write", arguments: { path: join(svc.home, "settings.json"), content: "{}" } },
     { id: "c", name: "read", arguments: { path: "link/secret.txt" } },
-    { id: "d", name: "write", arguments: { path: "../escape.txt", content: "x" } },
+    { id: "d", name: "write", arguments: { path: `../${escape}`, content: "x" } },
     { id: "e", name: "read", arguments: { path: join(shared, "notes.txt") } },
     { id: "f", name: "write", arguments: { path: "inside.txt", content: "INSIDE" } },
   ];
@@ -44,11 +45,11 @@ test("file tools reach anywhere through the app-service (issue 18): confined by 
     assert.match(results, /read: [^"]*settings\.json: Berth's state directory is not readable by tools/);
     assert.match(results, /write: [^"]*settings\.json: Berth's state directory is never writable by tools/);
     assert.match(results, /read: link\/secret\.txt: outside the session's workspace/);
-    assert.match(results, /write: \.\.\/escape\.txt: outside the session's workspace/);
+    assert.ok(results.includes(`write: ../${escape}: outside the session's workspace`), results);
     assert.doesNotMatch(results, /OUTSIDE-SECRET/);
     assert.match(results, /SHARED-NOTES/);
     assert.deepEqual(JSON.parse(readFileSync(join(svc.home, "settings.json"), "utf8")), settings);
-    assert.equal(existsSync(join(cwd, "..", "escape.txt")), false);
+    assert.equal(existsSync(join(cwd, "..", escape)), false);
     assert.equal(readFileSync(join(cwd, "inside.txt"), "utf8"), "INSIDE");
   } finally {
     svc.end();
