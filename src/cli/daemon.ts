@@ -71,6 +71,11 @@ export async function runDaemon(argv: string[]): Promise<number> {
       return 2;
     }
   }
+  const stateRootProblem = (await import("../store/state-root.js")).prepareStateRoot(resolveHome(process.env));
+  if (stateRootProblem !== null) {
+    process.stderr.write(`berth daemon: ${stateRootProblem}\n`);
+    return 1;
+  }
   let handle: HostHandle;
   try {
     handle = await startHost({ home: resolveHome(process.env), host: listen.host, port: listen.port });

@@ -11,6 +11,7 @@ commands:
 `;
 
 export async function main(argv: string[]): Promise<void> {
+  if (process.env["BERTH_HANDOFF_FD"] !== undefined) (await import("./handoff.js")).adoptCredentialHandoff();
   const [cmd, ...rest] = argv;
   switch (cmd) {
     case "service": {
@@ -41,6 +42,7 @@ export async function main(argv: string[]): Promise<void> {
 
 /** `magi-code --app service` is the only accepted form; everything else is refused before any I/O. */
 export async function magiCode(argv: string[]): Promise<void> {
+  if (process.env["BERTH_HANDOFF_FD"] !== undefined) (await import("./handoff.js")).adoptCredentialHandoff();
   const m = await import("./service.js");
   process.exitCode = await m.runMagiCode(argv);
 }

@@ -1,10 +1,11 @@
 /**
  * `berth service` and `magi-code --app service`: the composition root of the app-service protocol over stdio.
- * Startup creates the state root (owner-only) and nothing else; every other file is created by the request that
- * needs it.
+ * Startup creates the state root (owner-only) and nothing else, and refuses a state root another user owns or may
+ * write (store/state-root.ts); every other file is created by the request that needs it.
  */
-import { mkdirSync, readFileSync, statSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { resolveHome } from "../store/home.js";
+import { prepareStateRoot } from "../store/state-root.js";
 import { AppServiceServer } from "../protocols/app-service/server.js";
 import { buildFamilies } from "./service-families.js";
 
@@ -46,21 +47,21 @@ function reserveStdout(): NodeJS.WriteStream {
   return proxy;
 }
 
+/**
+ * Creates the state root (0700) when missing and throws, with `prepareStateRoot`'s message, when it is not
+ * trusted (another user's, or writable by group/others). Doors that print their own line call `prepareStateRoot`.
+ */
 export function ensureHome(home: string): void {
-  try {
-    statSync(home);
-  } catch {
-    mkdirSync(home, { recursive: true, mode: 0o700 });
-  }
+  const problem = prepareStateRoot(home);
+  if (problem !== null) throw new Error(problem);
 }
 
 async function runService(): Promise<number> {
   const stdout = reserveStdout();
   const home = resolveHome(process.env);
-  try {
-    ensureHome(home);
-  } catch {
-    process.stderr.write("berth service: cannot create the state directory\n");
+  const problem = prepareStateRoot(home);
+  if (problem !== null) {
+    process.stderr.write(`berth service: ${problem}\n`);
     return 1;
   }
   const state = { initialized: false };
@@ -78,5 +79,19 @@ async function runService(): Promise<number> {
     state,
     log: (line) => void process.stderr.write(line + "\n"),
   });
-  return server.run();
+  // A signal shuts down like EOF (turns cancelled, tool process groups killed, terminals written); a second one
+  // while that is under way exits at once.
+  let signalled = false;
+  const onSignal = (sig: NodeJS.Signals): void => {
+    if (signalled) process.exit(128 + (sig === "SIGHUP" ? 1 : sig === "SIGINT" ? 2 : 15));
+    signalled = true;
+    server.requestShutdown();
+  };
+  const signals = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
+  for (const sig of signals) process.on(sig, onSignal);
+  try {
+    return await server.run();
+  } finally {
+    for (const sig of signals) process.off(sig, onSignal);
+  }
 }

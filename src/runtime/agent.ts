@@ -8,7 +8,9 @@
  *    the registry's tools (built-ins + MCP; none in `noTools` mode) plus `task` (subagents).
  * 4. The terminal record (status + accepted text) is written and fsynced. `runTurn` never rejects; the outcome's
  *    status is what was recorded (a persistence failure turns `completed` into `failed`).
- * Tool child processes get `cleanToolEnv` (no provider credentials, no MC_/BERTH_ variables).
+ * Tool child processes get `cleanToolEnv` (no provider credentials or credential-like variables, no MC_/BERTH_
+ * variables); built-in tools run under the tool policy of the global settings' `tools` section (tools/policy.ts),
+ * which confines file tools to the workspace unless the door's `toolPolicy` or the settings say otherwise.
  */
 import { AuthStore } from "../store/auth/auth-store.js";
 import { CatalogCache } from "../store/catalog/cache.js";
@@ -16,7 +18,7 @@ import { builtinBaseUrl, findProvider } from "../store/catalog/providers.js";
 import type { EnvLike } from "../store/home.js";
 import type { History, SessionWriter } from "../store/sessions/index.js";
 import { ConfigService, type RuntimeSelection } from "../store/settings/config.js";
-import type { McpServerDef } from "../store/settings/schema.js";
+import type { McpServerDef, ToolSettings } from "../store/settings/schema.js";
 import { SettingsStore } from "../store/settings/settings-store.js";
 import { anthropicCredentialSource, codexCredentialSource, CodexTokenRefresher, customCredentialSource } from "./auth/credentials.js";
 import { codexOAuthConfigFromEnv } from "./auth/codex-oauth.js";
@@ -29,7 +31,7 @@ import { attachmentNote, MAX_IMAGES, reattachImages } from "./session/attachment
 import { createProvider, type ProviderOptions } from "./providers/index.js";
 import { DEFAULT_RECORDER_TIMING, TurnRecorder, type RecorderTiming } from "./recorder.js";
 import { buildSystemPrompt } from "./system-prompt.js";
-import { createToolRegistry, type BashOptions, type ToolRegistry } from "./tools/index.js";
+import { createToolRegistry, toolPolicyFromSettings, type BashOptions, type ToolPolicy, type ToolRegistry } from "./tools/index.js";
 import { runLoop } from "./turn-loop.js";
 import type { ImagePart, Provider, ThinkingLevel, UserContent } from "./types.js";
 import type { UserAttachment } from "../store/sessions/index.js";
@@ -46,6 +48,8 @@ export interface AgentOptions {
   /** Fraction of the context window that triggers compaction, at turn start and between steps (default 0.8). */
   compactAtRatio?: number;
   bash?: Omit<BashOptions, "env">;
+  /** The door's choice of tool policy over the settings' (doors without approvals pass none: the safe default). */
+  toolPolicy?: Partial<ToolPolicy>;
   recorderTiming?: RecorderTiming;
   clock?: () => number;
 }
@@ -104,6 +108,7 @@ interface Resolved {
   images: boolean;
   mcp: Record<string, McpServerDef>;
   keyEnvs: string[];
+  toolSettings: ToolSettings | undefined;
 }
 
 export class Agent {
@@ -164,7 +169,7 @@ export class Agent {
     } catch {
       throw "selection" satisfies FailureReason;
     }
-    return { provider, selection: { ...sel, model_id: sel.model_id }, images, mcp, keyEnvs };
+    return { provider, selection: { ...sel, model_id: sel.model_id }, images, mcp, keyEnvs, toolSettings: layers.global.tools };
   }
 
   /**
@@ -172,15 +177,16 @@ export class Agent {
    * A replaced registry closes (its MCP servers stop) as soon as no turn holds it. Pair with `releaseTools`.
    */
   private acquireTools(r: Resolved): RegistryEntry {
-    const key = JSON.stringify({ mcp: r.mcp, keys: r.keyEnvs });
+    const key = JSON.stringify({ mcp: r.mcp, keys: r.keyEnvs, tools: r.toolSettings ?? null });
     if (this.registry?.key !== key) {
       if (this.registry !== null) {
         this.registry.retired = true;
         this.closeIfIdle(this.registry);
       }
-      const env = cleanToolEnv(this.o.env, r.keyEnvs);
+      const env = cleanToolEnv(this.o.env, r.keyEnvs, r.toolSettings?.secret_env_patterns);
       const mcpServers = Object.fromEntries(Object.entries(r.mcp).map(([k, d]) => [k, { ...d, env: { ...d.env } }]));
-      this.registry = { key, reg: createToolRegistry({ cwd: this.o.cwd, mcpServers, bash: { ...this.o.bash, env } }), users: 0, retired: false };
+      const policy = toolPolicyFromSettings(r.toolSettings, this.o.home, this.o.toolPolicy);
+      this.registry = { key, reg: createToolRegistry({ cwd: this.o.cwd, mcpServers, bash: { ...this.o.bash, env }, policy }), users: 0, retired: false };
     }
     this.registry.users++;
     return this.registry;

@@ -14,6 +14,8 @@ export interface ServiceProcessOptions {
   env?: Record<string, string>;
   args?: string[];
   bin?: string;
+  /** Execute the launcher itself (its `#!` line), as a frontend does, instead of `node <bin>`. */
+  exec?: boolean;
 }
 
 export class ServiceProcess {
@@ -35,7 +37,9 @@ export class ServiceProcess {
     delete env.ANTHROPIC_API_KEY;
     delete env.OPENAI_API_KEY;
     Object.assign(env, { MC_HOME: this.home }, opts.env ?? {});
-    this.child = spawn(process.execPath, [opts.bin ?? BERTH_BIN, ...(opts.args ?? ["service"])], {
+    const bin = opts.bin ?? BERTH_BIN;
+    const args = opts.args ?? ["service"];
+    this.child = spawn(opts.exec === true ? bin : process.execPath, opts.exec === true ? args : [bin, ...args], {
       cwd: opts.cwd ?? (this.cwd = mkdtempSync(join(tmpdir(), "berth-cwd-"))),
       env,
       stdio: ["pipe", "pipe", "pipe"],

@@ -45,6 +45,12 @@ export async function runChat(argv: string[]): Promise<number> {
     process.stderr.write(`berth chat: ${a}\n${USAGE}`);
     return 2;
   }
+  const [{ resolveHome }, { prepareStateRoot }] = await Promise.all([import("../../store/home.js"), import("../../store/state-root.js")]);
+  const problem = prepareStateRoot(resolveHome(process.env));
+  if (problem !== null) {
+    process.stderr.write(`berth chat: ${problem}\n`);
+    return 1;
+  }
   if (a.prompt !== null) {
     const { runOneShot } = await import("./oneshot.js");
     return runOneShot({ prompt: a.prompt, json: a.json, sessionId: a.sessionId });

@@ -8,6 +8,8 @@
  * - Request IDs are reserved from acceptance until their response is written, or until `release()` for held
  *   (long-lived) requests. Reuse while reserved -> duplicate_request_id.
  * - EOF: stop reading, drain families (reverse order), wait for worker responses, flush output, resolve 0.
+ * - `requestShutdown()` (the composition root calls it on SIGTERM, SIGINT and SIGHUP) shuts down exactly like EOF:
+ *   input stops, active turns are cancelled (their tool process groups killed, terminals written), resolve 0.
  * - Output failure or an unencodable outbound message: stop reading, drain with output disabled, resolve 1,
  *   with one diagnostic line on stderr.
  */
@@ -87,6 +89,13 @@ export class AppServiceServer {
       return 1;
     }
     return 0;
+  }
+
+  /** Stops reading and shuts down as at EOF. Idempotent. */
+  requestShutdown(): void {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.io.closeInput();
   }
 
   private stop(reason: string): void {

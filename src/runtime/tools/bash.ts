@@ -9,14 +9,18 @@
  *   that wants to survive must leave the group itself (`setsid`).
  * - Result: output plus an `exit code: N` line; non-zero exit → `failed`; timeout → `limit` with
  *   `timedOut: true`; abort → `cancelled`. `timedOut` is always set (true/false).
+ * - With the tool policy's `sandbox: "bubblewrap"` the command runs inside bubblewrap (sandbox.ts); a missing
+ *   `bwrap` is an `unavailable` result, never a silent fallback to running unsandboxed.
  */
 import { spawn } from "node:child_process";
 import { stat } from "node:fs/promises";
 import { StringDecoder } from "node:string_decoder";
 import * as A from "../../core/arg-schema.js";
 import type { Tool, ToolResult } from "../types.js";
+import { canonical, policyOf } from "./confine.js";
 import { defineLocalTool } from "./define.js";
 import { fail, MAX_RESULT_BYTES } from "./result.js";
+import { bwrapArgs, findBwrap, SANDBOX_MISSING } from "./sandbox.js";
 
 export interface BashOptions {
   /** Default timeout when the call gives none. Default 120 s. */
@@ -120,7 +124,17 @@ export function createBashTool(opts: BashOptions = {}): Tool {
         return fail("failed", "bash: working directory does not exist");
       }
       const timeoutMs = args.timeout !== undefined ? Math.round(args.timeout * 1000) : defaultTimeoutMs;
-      return runBash(args.command, ctx.cwd, ctx.signal, ctx.onProgress, { timeoutMs, graceMs, headMax, tailMax, env: opts.env ?? process.env });
+      const policy = policyOf(ctx);
+      let wrap: string[] | null = null;
+      if (policy.sandbox === "bubblewrap") {
+        const bwrap = findBwrap();
+        if (bwrap === null) return fail("unavailable", SANDBOX_MISSING, { timedOut: false });
+        const cwd = await canonical(ctx.cwd);
+        const writable = [cwd, ...(await Promise.all(policy.files.extraRoots.map((r) => canonical(r))))];
+        const hidden = await Promise.all(policy.files.protectedRoots.map((r) => canonical(r)));
+        wrap = [bwrap, ...bwrapArgs({ cwd, writable, hidden })];
+      }
+      return runBash(args.command, ctx.cwd, ctx.signal, ctx.onProgress, { timeoutMs, graceMs, headMax, tailMax, env: opts.env ?? process.env, wrap });
     },
   });
 }
@@ -131,12 +145,15 @@ interface RunOpts {
   headMax: number;
   tailMax: number;
   env: NodeJS.ProcessEnv;
+  /** Sandbox launcher and its arguments (`bash -c command` is appended), or null to run bash directly. */
+  wrap: string[] | null;
 }
 
 function runBash(command: string, cwd: string, signal: AbortSignal, onProgress: (l: string) => void, o: RunOpts): Promise<ToolResult> {
   return new Promise((resolve) => {
     const capture = new HeadTailCapture(o.headMax, o.tailMax);
-    const child = spawn("bash", ["-c", command], { cwd, env: o.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    const [file, argv] = o.wrap === null ? ["bash", ["-c", command]] : [o.wrap[0] as string, [...o.wrap.slice(1), "bash", "-c", command]];
+    const child = spawn(file, argv, { cwd, env: o.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
     let stopReason: "timeout" | "cancelled" | null = null;
     let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
     let killTimer: NodeJS.Timeout | undefined;

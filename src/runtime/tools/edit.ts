@@ -3,10 +3,11 @@
  * zero or several occurrences fail with a message saying which. When the file uses CRLF and
  * `old_string` uses bare LF (models usually do), the strings are matched with LF turned into CRLF.
  */
-import { readFile, writeFile } from "node:fs/promises";
+import type { FileHandle } from "node:fs/promises";
 import * as A from "../../core/arg-schema.js";
+import type { ToolResult } from "../types.js";
+import { openRegular, replaceContent, resolveForTool } from "./confine.js";
 import { defineLocalTool } from "./define.js";
-import { resolvePath } from "./paths.js";
 import { fail, fsFail, ok } from "./result.js";
 
 const EditArgs = A.object({
@@ -31,41 +32,57 @@ export const editTool = defineLocalTool({
   schema: EditArgs,
   async execute(args, ctx) {
     if (args.old_string === args.new_string) return fail("invalid_arguments", "edit: old_string and new_string are identical");
-    const file = resolvePath(ctx.cwd, args.path);
-    let text: string;
+    const target = await resolveForTool("edit", ctx, args.path, "write");
+    if (!target.ok) return target.result;
+    const opened = await openRegular("edit", args.path, target.path, true);
+    if (!opened.ok) return opened.result;
     try {
-      text = await readFile(file, { encoding: "utf8", signal: ctx.signal });
-    } catch (err) {
-      return fsFail(err, `edit: ${args.path}`);
+      return await editOpened(opened.handle, args, ctx.signal);
+    } finally {
+      await opened.handle.close().catch(() => undefined);
     }
-    let oldS = args.old_string;
-    let newS = args.new_string;
-    let count = countOccurrences(text, oldS);
-    if (count === 0 && text.includes("\r\n") && oldS.includes("\n") && !oldS.includes("\r")) {
-      const crlf = (s: string): string => s.replace(/\r?\n/g, "\r\n");
-      const c = countOccurrences(text, crlf(oldS));
-      if (c > 0) {
-        oldS = crlf(oldS);
-        newS = crlf(newS);
-        count = c;
-      }
-    }
-    if (count === 0) return fail("failed", `edit: old_string not found in ${args.path}`);
-    if (count > 1 && args.replace_all !== true) {
-      return fail("failed", `edit: old_string occurs ${count} times in ${args.path}; add surrounding context to make it unique, or set replace_all`);
-    }
-    let next: string;
-    if (args.replace_all === true) {
-      next = text.split(oldS).join(newS);
-    } else {
-      const at = text.indexOf(oldS);
-      next = text.slice(0, at) + newS + text.slice(at + oldS.length);
-    }
-    try {
-      await writeFile(file, next, { encoding: "utf8", signal: ctx.signal });
-    } catch (err) {
-      return fsFail(err, `edit: ${args.path}`);
-    }
-    return ok(`edited ${args.path}: replaced ${count} occurrence${count === 1 ? "" : "s"}`);
   },
 });
+
+async function editOpened(
+  handle: FileHandle,
+  args: { path: string; old_string: string; new_string: string; replace_all?: boolean | undefined },
+  signal: AbortSignal,
+): Promise<ToolResult> {
+  let text: string;
+  try {
+    text = await handle.readFile({ encoding: "utf8", signal });
+  } catch (err) {
+    return fsFail(err, `edit: ${args.path}`);
+  }
+  let oldS = args.old_string;
+  let newS = args.new_string;
+  let count = countOccurrences(text, oldS);
+  if (count === 0 && text.includes("\r\n") && oldS.includes("\n") && !oldS.includes("\r")) {
+    const crlf = (s: string): string => s.replace(/\r?\n/g, "\r\n");
+    const c = countOccurrences(text, crlf(oldS));
+    if (c > 0) {
+      oldS = crlf(oldS);
+      newS = crlf(newS);
+      count = c;
+    }
+  }
+  if (count === 0) return fail("failed", `edit: old_string not found in ${args.path}`);
+  if (count > 1 && args.replace_all !== true) {
+    return fail("failed", `edit: old_string occurs ${count} times in ${args.path}; add surrounding context to make it unique, or set replace_all`);
+  }
+  let next: string;
+  if (args.replace_all === true) {
+    next = text.split(oldS).join(newS);
+  } else {
+    const at = text.indexOf(oldS);
+    next = text.slice(0, at) + newS + text.slice(at + oldS.length);
+  }
+  try {
+    if (signal.aborted) return fail("cancelled", "edit: cancelled");
+    await replaceContent(handle, next);
+  } catch (err) {
+    return fsFail(err, `edit: ${args.path}`);
+  }
+  return ok(`edited ${args.path}: replaced ${count} occurrence${count === 1 ? "" : "s"}`);
+}

@@ -31,12 +31,12 @@ export const globTool = defineLocalTool({
     } catch (err) {
       return fail("invalid_arguments", `glob: ${describeError(err)}`);
     }
-    const root = await resolveRoot("glob", ctx.cwd, args.path, false);
+    const root = await resolveRoot("glob", ctx, args.path, false);
     if (!root.ok) return root.result;
     const limit = args.limit ?? GLOB_DEFAULT_LIMIT;
     ctx.onProgress("searching");
     const run = await runSearch(
-      { op: "glob", root: root.abs, rootIsFile: false, pattern: args.pattern, limit, maxEntries: SEARCH_MAX_ENTRIES },
+      { op: "glob", root: root.abs, rootIsFile: false, roots: root.roots, pattern: args.pattern, limit, maxEntries: SEARCH_MAX_ENTRIES },
       ctx.signal,
       SEARCH_TIMEOUT_MS,
     );

@@ -34,7 +34,7 @@ export const grepTool = defineLocalTool({
     } catch (err) {
       return fail("invalid_arguments", `grep: invalid regular expression: ${err instanceof Error ? err.message : String(err)}`);
     }
-    const root = await resolveRoot("grep", ctx.cwd, args.path, true);
+    const root = await resolveRoot("grep", ctx, args.path, true);
     if (!root.ok) return root.result;
     const limit = args.limit ?? GREP_DEFAULT_LIMIT;
     ctx.onProgress("searching");
@@ -43,6 +43,7 @@ export const grepTool = defineLocalTool({
         op: "grep",
         root: root.abs,
         rootIsFile: root.isFile,
+        roots: root.roots,
         pattern: args.pattern,
         ignoreCase: args.ignore_case === true,
         ...(args.glob !== undefined ? { include: args.glob } : {}),

@@ -13,3 +13,5 @@ export { defineLocalTool, toModelSchema } from "./define.js";
 export { boundText, MAX_RESULT_BYTES } from "./result.js";
 export { compileGlob, globMatch } from "./glob-match.js";
 export { validateJsonSchema } from "./json-schema.js";
+export { DEFAULT_TOOL_POLICY, type ToolPolicy, type FileAccessPolicy, type SandboxMode } from "./confine.js";
+export { toolPolicyFromSettings } from "./policy.js";

@@ -1,8 +1,8 @@
 /** `ls`: one directory's entries, sorted, directories suffixed with `/`, bounded by `limit`. */
 import { readdir } from "node:fs/promises";
 import * as A from "../../core/arg-schema.js";
+import { resolveForTool } from "./confine.js";
 import { defineLocalTool } from "./define.js";
-import { resolvePath } from "./paths.js";
 import { fsFail, ok } from "./result.js";
 
 export const LS_DEFAULT_LIMIT = 500;
@@ -19,7 +19,9 @@ export const lsTool = defineLocalTool({
   description: "List a directory's entries (including dotfiles), sorted; directories end with `/`.",
   schema: LsArgs,
   async execute(args, ctx) {
-    const dir = resolvePath(ctx.cwd, args.path ?? ".");
+    const target = await resolveForTool("ls", ctx, args.path ?? ".", "read");
+    if (!target.ok) return target.result;
+    const dir = target.path;
     const limit = args.limit ?? LS_DEFAULT_LIMIT;
     let names: string[];
     try {

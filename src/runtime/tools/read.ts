@@ -4,12 +4,11 @@
  * a trailing note when more lines remain, naming the `offset` to continue from. Binary files
  * (a NUL byte in the first 8 KiB) are refused.
  */
-import { createReadStream } from "node:fs";
-import { stat } from "node:fs/promises";
+import type { FileHandle } from "node:fs/promises";
 import { StringDecoder } from "node:string_decoder";
 import * as A from "../../core/arg-schema.js";
+import { openRegular, resolveForTool } from "./confine.js";
 import { defineLocalTool } from "./define.js";
-import { resolvePath } from "./paths.js";
 import { fail, fsFail, MAX_RESULT_BYTES, ok } from "./result.js";
 
 export const READ_DEFAULT_LIMIT = 2000;
@@ -32,16 +31,13 @@ export const readTool = defineLocalTool({
     "Read a text file. Returns its lines from `offset` (1-based) for up to `limit` lines; a note at the end says where to continue when more remain.",
   schema: ReadArgs,
   async execute(args, ctx) {
-    const file = resolvePath(ctx.cwd, args.path);
-    try {
-      const st = await stat(file);
-      if (st.isDirectory()) return fail("failed", `read: ${args.path} is a directory (use ls)`);
-    } catch (err) {
-      return fsFail(err, `read: ${args.path}`);
-    }
+    const target = await resolveForTool("read", ctx, args.path, "read");
+    if (!target.ok) return target.result;
+    const opened = await openRegular("read", args.path, target.path);
+    if (!opened.ok) return opened.result;
     const offset = args.offset ?? 1;
     const limit = args.limit ?? READ_DEFAULT_LIMIT;
-    const r = await readLines(file, offset, limit, ctx.signal);
+    const r = await readLines(opened.handle, offset, limit, ctx.signal);
     if (r.kind === "binary") return fail("failed", `read: ${args.path} looks like a binary file`);
     if (r.kind === "aborted") return fail("cancelled", "read: cancelled");
     if (r.kind === "error") return fsFail(r.error, `read: ${args.path}`);
@@ -65,9 +61,10 @@ type ReadOutcome =
   | { kind: "error"; error: unknown };
 
 /** Collects lines [offset, offset+limit) within BODY_BUDGET bytes; stops reading once done. */
-function readLines(file: string, offset: number, limit: number, signal: AbortSignal): Promise<ReadOutcome> {
+function readLines(handle: FileHandle, offset: number, limit: number, signal: AbortSignal): Promise<ReadOutcome> {
   return new Promise((resolve) => {
-    const stream = createReadStream(file, { highWaterMark: 64 * 1024 });
+    // The stream owns the handle and closes it when destroyed or ended.
+    const stream = handle.createReadStream({ highWaterMark: 64 * 1024, autoClose: true });
     const decoder = new StringDecoder("utf8");
     const lines: string[] = [];
     let bytes = 0;

@@ -9,8 +9,10 @@ import { createBashTool, type BashOptions } from "./bash.js";
 import { editTool } from "./edit.js";
 import { globTool } from "./glob.js";
 import { grepTool } from "./grep.js";
+import type { ToolPolicy } from "./confine.js";
 import { lsTool } from "./ls.js";
 import type { McpOptions, McpServerStatus } from "./mcp.js";
+import { withPolicy } from "./policy.js";
 import { readTool } from "./read.js";
 import { writeTool } from "./write.js";
 
@@ -21,6 +23,8 @@ export interface ToolRegistryOptions {
   noTools?: boolean;
   bash?: BashOptions;
   mcp?: Omit<McpOptions, "cwd">;
+  /** Policy of the built-in tools (file confinement, bash sandbox). Default: `DEFAULT_TOOL_POLICY` (confined). */
+  policy?: ToolPolicy;
 }
 
 export interface ToolRegistry {
@@ -35,13 +39,14 @@ export interface ToolRegistry {
 
 export const BUILTIN_TOOL_NAMES = ["read", "write", "edit", "bash", "grep", "glob", "ls"] as const;
 
-export function builtinTools(bash?: BashOptions): Tool[] {
-  return [readTool, writeTool, editTool, bash === undefined ? createBashTool() : createBashTool(bash), grepTool, globTool, lsTool];
+export function builtinTools(bash?: BashOptions, policy?: ToolPolicy): Tool[] {
+  const tools = [readTool, writeTool, editTool, bash === undefined ? createBashTool() : createBashTool(bash), grepTool, globTool, lsTool];
+  return policy === undefined ? tools : tools.map((t) => withPolicy(t, policy));
 }
 
 export async function createToolRegistry(opts: ToolRegistryOptions): Promise<ToolRegistry> {
   if (opts.noTools === true) return makeRegistry([], [], async () => undefined);
-  const local = builtinTools(opts.bash);
+  const local = builtinTools(opts.bash, opts.policy);
   const defs = opts.mcpServers ?? {};
   if (Object.keys(defs).length === 0) return makeRegistry(local, [], async () => undefined);
   // The MCP SDK costs ~80 ms to load: only sessions with configured servers pay for it.

@@ -1,8 +1,8 @@
 /** Shared parts of `grep` and `glob`: resolving the search root and mapping a search run to a result. */
 import { stat } from "node:fs/promises";
 import { posix } from "node:path";
-import type { ToolResult } from "../types.js";
-import { resolvePath } from "./paths.js";
+import type { ToolContext, ToolResult } from "../types.js";
+import { resolveForTool, rootsFor } from "./confine.js";
 import { fail, fsFail } from "./result.js";
 import type { SearchRun } from "./search.js";
 
@@ -11,19 +11,29 @@ export const SEARCH_MAX_ENTRIES = 200_000;
 /** Wall-clock limit of one search. */
 export const SEARCH_TIMEOUT_MS = 30_000;
 
-export type Root = { ok: true; abs: string; isFile: boolean; display: string } | { ok: false; result: ToolResult };
+/**
+ * `roots`: the call's policy for files reached through symlinks during the walk (a symlink leading outside the
+ * allowed roots, or into a refused one, is skipped by the worker).
+ */
+export type Root =
+  | { ok: true; abs: string; isFile: boolean; display: string; roots: { allowed: string[]; denied: string[]; confine: boolean } }
+  | { ok: false; result: ToolResult };
 
 /** `display` is the prefix shown on result paths: the path as the model gave it (empty for cwd). */
-export async function resolveRoot(tool: string, cwd: string, path: string | undefined, allowFile: boolean): Promise<Root> {
+export async function resolveRoot(tool: string, ctx: ToolContext, path: string | undefined, allowFile: boolean): Promise<Root> {
   const given = path ?? ".";
-  const abs = resolvePath(cwd, given);
+  const target = await resolveForTool(tool, ctx, given, "read");
+  if (!target.ok) return target;
+  const abs = target.path;
   try {
     const st = await stat(abs);
     if (!st.isDirectory() && !(allowFile && st.isFile())) {
-      return { ok: false, result: fail("failed", `${tool}: ${given} is not a directory`) };
+      return { ok: false, result: fail("failed", `${tool}: ${given} is not ${allowFile ? "a directory or a regular file" : "a directory"}`) };
     }
     const display = given === "." || given === "./" ? "" : given.replace(/\\/g, "/");
-    return { ok: true, abs, isFile: !st.isDirectory(), display };
+    const r = await rootsFor(ctx);
+    const roots = { allowed: r.allowed, denied: [...r.secret, ...(r.confine ? r.protectedRoots : [])], confine: r.confine };
+    return { ok: true, abs, isFile: !st.isDirectory(), display, roots };
   } catch (err) {
     return { ok: false, result: fsFail(err, `${tool}: ${given}`) };
   }

@@ -4,7 +4,8 @@
  * terminates the worker on abort or timeout. Receives one `SearchJob` as workerData and posts
  * exactly one `SearchOutcome`.
  */
-import { openSync, readSync, closeSync, statSync, readFileSync } from "node:fs";
+import { constants as FS, closeSync, fstatSync, lstatSync, openSync, readFileSync, readSync, realpathSync } from "node:fs";
+import { sep } from "node:path";
 import { parentPort, workerData } from "node:worker_threads";
 import { compileGlob } from "./glob-match.js";
 import type { SearchJob, SearchOutcome } from "./search.js";
@@ -15,12 +16,31 @@ const GREP_MAX_FILE_BYTES = 10 * 1024 * 1024;
 /** A matched line is cut to this many characters in the output. */
 const GREP_MAX_LINE_CHARS = 500;
 
-function isBinary(abs: string): boolean {
-  const fd = openSync(abs, "r");
+function within(child: string, root: string): boolean {
+  return child === root || child.startsWith(root.endsWith(sep) ? root : root + sep);
+}
+
+/**
+ * The text of a searchable file, or null to skip it: a symlink must lead inside the allowed roots (when confined)
+ * and outside the denied ones; only regular files up to the size bound without a NUL in the first 8 KiB are read.
+ * The open is O_NONBLOCK and checked with fstat, so a FIFO or device never blocks this thread.
+ */
+function readSearchable(abs: string, roots: SearchJob["roots"]): string | null {
+  let path = abs;
+  if (roots.denied.some((r) => within(abs, r))) return null;
+  if (lstatSync(abs).isSymbolicLink()) {
+    path = realpathSync(abs);
+    if (roots.confine && !roots.allowed.some((r) => within(path, r))) return null;
+    if (roots.denied.some((r) => within(path, r))) return null;
+  }
+  const fd = openSync(path, FS.O_RDONLY | FS.O_NONBLOCK);
   try {
+    const st = fstatSync(fd);
+    if (!st.isFile() || st.size > GREP_MAX_FILE_BYTES) return null;
     const buf = Buffer.alloc(8192);
     const n = readSync(fd, buf, 0, buf.length, 0);
-    return buf.subarray(0, n).includes(0);
+    if (buf.subarray(0, n).includes(0)) return null;
+    return readFileSync(fd, "utf8");
   } finally {
     closeSync(fd);
   }
@@ -37,7 +57,7 @@ function run(job: SearchJob): SearchOutcome {
   if (job.op === "glob") {
     const re = compileGlob(job.pattern);
     for (const f of files) {
-      if (!re.test(f.rel)) continue;
+      if (!re.test(f.rel) || job.roots.denied.some((r) => within(f.abs, r))) continue;
       if (results.length >= job.limit) {
         limited = true;
         break;
@@ -53,15 +73,13 @@ function run(job: SearchJob): SearchOutcome {
         const subject = includeBasename ? f.rel.slice(f.rel.lastIndexOf("/") + 1) : f.rel;
         if (!include.test(subject)) continue;
       }
-      let text: string;
+      let text: string | null;
       try {
-        const st = statSync(f.abs);
-        if (!st.isFile() || st.size > GREP_MAX_FILE_BYTES || isBinary(f.abs)) {
-          skipped++;
-          continue;
-        }
-        text = readFileSync(f.abs, "utf8");
+        text = readSearchable(f.abs, job.roots);
       } catch {
+        text = null;
+      }
+      if (text === null) {
         skipped++;
         continue;
       }

@@ -7,6 +7,8 @@ import { Worker } from "node:worker_threads";
 export type SearchJob = {
   root: string;
   rootIsFile: boolean;
+  /** Canonical roots a symlinked file must resolve into (when `confine`) and must not resolve into (`denied`). */
+  roots: { allowed: string[]; denied: string[]; confine: boolean };
   limit: number;
   /** Directory entries visited before the walk stops. */
   maxEntries: number;

@@ -1,9 +1,9 @@
 /** `write`: creates or overwrites a file with the given content, creating parent directories. */
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { dirname } from "node:path";
 import * as A from "../../core/arg-schema.js";
+import { openForWrite, replaceContent, resolveForTool } from "./confine.js";
 import { defineLocalTool } from "./define.js";
-import { resolvePath } from "./paths.js";
 import { fsFail, ok } from "./result.js";
 
 const WriteArgs = A.object({
@@ -17,12 +17,21 @@ export const writeTool = defineLocalTool({
   description: "Create or overwrite a file with `content`. Parent directories are created as needed.",
   schema: WriteArgs,
   async execute(args, ctx) {
-    const file = resolvePath(ctx.cwd, args.path);
+    const target = await resolveForTool("write", ctx, args.path, "write");
+    if (!target.ok) return target.result;
     try {
-      await mkdir(dirname(file), { recursive: true });
-      await writeFile(file, args.content, { encoding: "utf8", signal: ctx.signal });
+      await mkdir(dirname(target.path), { recursive: true });
     } catch (err) {
       return fsFail(err, `write: ${args.path}`);
+    }
+    const opened = await openForWrite("write", args.path, target.path);
+    if (!opened.ok) return opened.result;
+    try {
+      await replaceContent(opened.handle, args.content);
+    } catch (err) {
+      return fsFail(err, `write: ${args.path}`);
+    } finally {
+      await opened.handle.close().catch(() => undefined);
     }
     return ok(`wrote ${Buffer.byteLength(args.content)} bytes to ${args.path}`);
   },

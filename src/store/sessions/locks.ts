@@ -45,7 +45,19 @@ import type { SessionPaths } from "./paths.js";
  * The fs proper-lockfile uses (its documented `fs` option): exactly the calls it makes, without graceful-fs. Its sync
  * API copies this object on every call, so a small object keeps that copy cheap on the create/open/close path.
  */
-const LOCK_FS = { mkdir, mkdirSync, realpath, realpathSync, rmdir, rmdirSync, stat: statCb, statSync, utimes, utimesSync };
+const LOCK_FS = {
+  // Lock directories are owner-only (issue 18: lock and owner files follow no umask).
+  mkdir: (p: string, cb: (err: NodeJS.ErrnoException | null) => void) => mkdir(p, { mode: 0o700 }, cb),
+  mkdirSync: (p: string) => mkdirSync(p, { mode: 0o700 }),
+  realpath,
+  realpathSync,
+  rmdir,
+  rmdirSync,
+  stat: statCb,
+  statSync,
+  utimes,
+  utimesSync,
+};
 
 /** Identifies this process instance (pids are reused, e.g. across container restarts). */
 const PROCESS_TOKEN = randomBytes(8).toString("hex");
@@ -170,7 +182,7 @@ export class SessionLocks {
     }
     const me: OwnerInfo = { pid: process.pid, host: HOST, token: PROCESS_TOKEN };
     try {
-      writeFileSync(ownerPath, JSON.stringify(me));
+      writeFileSync(ownerPath, JSON.stringify(me), { mode: 0o600 });
     } catch {
       safely(releaseDir);
       throw new SessionError("unavailable");

@@ -5,6 +5,8 @@
  * Contracts:
  * - Every method taking an ID validates it first (`SessionError("invalid_id")`) and builds paths only from valid IDs.
  * - `create` durably records the header (file + directory fsync) before returning a held `SessionHandle`.
+ * - `list` treats an empty session file (debris of a create killed by an older Berth) as no session and removes it
+ *   once its lease is free; it is never reported as `incomplete`.
  * - `acquire` takes the exclusive writer lease of an existing session and opens its writer.
  * - `readWindow` never writes and never returns a snapshot cut by an in-flight append: it reads without the
  *   append/rotation lock only while that lock is absent and the read ends on a complete line, and otherwise reads
@@ -15,7 +17,7 @@
  *   and returns nothing partial.
  */
 import { mkdir, opendir } from "node:fs/promises";
-import { constants as FS, fstatSync, openSync, unlinkSync, writeSync } from "node:fs";
+import { constants as FS, fstatSync, openSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { SessionError } from "./errors.js";
 import { closeQuietly, openFd, syncAll, syncData } from "./fdio.js";
 import { defaultSessionId, isValidSessionId, type SessionIdGenerator } from "./ids.js";
@@ -159,6 +161,8 @@ export class SessionStore {
   /**
    * Creates `<id>.jsonl` exclusively with its header and returns its O_APPEND descriptor once the header and the
    * directory entry are both fsynced (the two fsyncs run concurrently). Rejects with EEXIST on collision.
+   * A process killed between the exclusive create and the header write (one `write` of a few hundred bytes) leaves an
+   * empty file; `list` recognises and removes that debris (issue 18), and nothing else can name its ID.
    */
   private async createFile(id: string, header: HeaderRecord): Promise<number> {
     const path = this.paths.data(id);
@@ -284,6 +288,21 @@ export class SessionStore {
     await writeSidecar(this.paths.indexDir, this.paths.sidecar(id), id, format, version, payload);
   }
 
+  /** Removes an empty session file (creation debris) when its lease can be taken; best effort. */
+  private async removeEmpty(id: string): Promise<void> {
+    let lease: Lease;
+    try {
+      lease = await this.locks.acquireLease(id);
+    } catch {
+      return;
+    }
+    try {
+      if (isEmptyFile(this.paths.data(id))) unlinkQuietly(this.paths.data(id));
+    } finally {
+      await lease.release();
+    }
+  }
+
   /** One list page ordered by ID (see `ListPage`). `after` must be a valid ID or null. */
   async list(after: string | null, limit: number): Promise<ListPage> {
     if (after !== null && !isValidSessionId(after)) throw new SessionError("invalid_id");
@@ -320,10 +339,14 @@ export class SessionStore {
     const heads = await Promise.all(examined.map((id) => readListHead(this.paths.data(id), id)));
     const entries: ListEntry[] = [];
     let incomplete = unrepresentable;
+    const debris: string[] = [];
     heads.forEach((h, i) => {
-      if (h === null) incomplete = true;
-      else entries.push({ id: examined[i] as string, createdAt: h.header.created_at, updatedAtMs: h.mtimeMs, titleSource: h.titleSource });
+      const id = examined[i] as string;
+      if (h !== null) entries.push({ id, createdAt: h.header.created_at, updatedAtMs: h.mtimeMs, titleSource: h.titleSource });
+      else if (isEmptyFile(this.paths.data(id))) debris.push(id);
+      else incomplete = true;
     });
+    for (const id of debris) await this.removeEmpty(id);
     return {
       entries,
       nextAfter: examined.length > 0 ? (examined[examined.length - 1] as string) : null,
@@ -344,6 +367,15 @@ function insertSorted(into: string[], id: string, max: number): void {
   }
   into.splice(lo, 0, id);
   if (into.length > max) into.pop();
+}
+
+function isEmptyFile(path: string): boolean {
+  try {
+    const st = statSync(path);
+    return st.isFile() && st.size === 0;
+  } catch {
+    return false;
+  }
 }
 
 function unlinkQuietly(path: string): void {

@@ -1,15 +1,18 @@
 /**
  * Locked, atomic JSON files shared by the settings, auth and catalog stores.
  * Contracts:
- * - `withFileLock` serializes across processes (proper-lockfile, `<file>.lock` directory); the
- *   file itself need not exist, but its directory must.
+ * - `withFileLock` serializes across processes (proper-lockfile, `<file>.lock` directory, 0700, with a 0600
+ *   `<file>.lock.owner` record); the file itself need not exist, but its directory must. A lock whose holder died
+ *   is recovered at once, and temp files a killed writer left are removed under the lock.
  * - `writeJsonAtomic` replaces the file atomically (write-file-atomic: temp file + rename) with
  *   the given mode; readers never see a partial document.
  * - `readJsonFile` reports a missing file as `undefined` and throws `JsonFileError` for anything
  *   unreadable or unparseable. Errors never carry file contents; callers must not surface the path.
  */
-import { statSync } from "node:fs";
-import { readFile } from "node:fs/promises";
+import fs, { statSync } from "node:fs";
+import { readdir, readFile, rm } from "node:fs/promises";
+import { hostname } from "node:os";
+import { basename, dirname, join } from "node:path";
 import lockfile from "proper-lockfile";
 import writeFileAtomic from "write-file-atomic";
 
@@ -89,23 +92,112 @@ export async function writeJsonAtomic(path: string, value: unknown, mode = 0o600
   }
 }
 
-/** Lock options: bounded retry (~5 s worst case), stale locks of dead processes reclaimed after 10 s. */
-const LOCK_OPTIONS = {
-  realpath: false,
-  stale: 10_000,
-  retries: { retries: 200, minTimeout: 5, maxTimeout: 50, factor: 1.3, randomize: true },
-} as const;
+/**
+ * Lock tuning: a live holder is waited for up to LOCK_WAIT_MS; a holder proven dead (its owner record names this
+ * host and a pid that no longer exists, or this pid under another process token) is recovered at once; a lock
+ * without a readable owner record is recovered once its directory is LOCK_STALE_MS old (proper-lockfile's rule).
+ */
+const LOCK_WAIT_MS = 5000;
+const LOCK_STALE_MS = 10_000;
 
-export async function withFileLock<T>(path: string, fn: () => Promise<T>): Promise<T> {
-  let release: () => Promise<void>;
+/** Identifies this process instance (pids are reused, e.g. across container restarts). */
+const PROCESS_TOKEN = `${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+const HOST = hostname();
+
+/** proper-lockfile's fs, with lock directories created owner-only. */
+const LOCK_FS = {
+  ...fs,
+  mkdir: (p: string, cb: (err: NodeJS.ErrnoException | null) => void) => fs.mkdir(p, { mode: 0o700 }, cb),
+  mkdirSync: (p: string) => fs.mkdirSync(p, { mode: 0o700 }),
+};
+
+interface LockOwner {
+  pid: number;
+  host: string;
+  token: string;
+}
+
+function readLockOwner(path: string): LockOwner | null {
   try {
-    release = await lockfile.lock(path, { ...LOCK_OPTIONS, onCompromised: () => undefined });
+    const v = JSON.parse(fs.readFileSync(path, "utf8")) as Partial<LockOwner>;
+    if (typeof v.pid === "number" && typeof v.host === "string" && typeof v.token === "string") return v as LockOwner;
   } catch {
-    throw new JsonFileError("lock_failed");
+    /* missing or torn: unknown owner */
+  }
+  return null;
+}
+
+function ownerDead(o: LockOwner): boolean {
+  if (o.host !== HOST) return false;
+  if (o.pid === process.pid) return o.token !== PROCESS_TOKEN;
+  try {
+    process.kill(o.pid, 0);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code !== "EPERM";
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Removes `<path>.lock` when its recorded owner is dead. Runs under `<path>.lock.reclaim` and removes the owner
+ * record before the directory, so two recoverers can never remove a lock a live process has just taken.
+ */
+async function recoverDeadLock(path: string): Promise<void> {
+  let unlock: () => Promise<void>;
+  try {
+    // proper-lockfile keys its in-process registry by the locked path, so the reclaim lock locks a path of its own.
+    unlock = await lockfile.lock(`${path}.reclaim`, { fs: LOCK_FS, realpath: false, lockfilePath: `${path}.lock.reclaim`, stale: 2000, retries: 0, onCompromised: () => undefined });
+  } catch {
+    return;
   }
   try {
+    const owner = readLockOwner(`${path}.lock.owner`);
+    if (owner === null || !ownerDead(owner)) return;
+    fs.rmSync(`${path}.lock.owner`, { force: true });
+    fs.rmSync(`${path}.lock`, { recursive: true, force: true });
+  } finally {
+    await unlock().catch(() => undefined);
+  }
+}
+
+/**
+ * Removes write-file-atomic temp files (`<name>.<digits>`) of `path` left by a writer killed mid-write. Called
+ * with the lock held: every writer of `path` holds it, so any such file is debris.
+ */
+async function removeTempDebris(path: string): Promise<void> {
+  const dir = dirname(path);
+  const prefix = `${basename(path)}.`;
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch {
+    return;
+  }
+  for (const n of names) if (n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length))) await rm(join(dir, n), { force: true }).catch(() => undefined);
+}
+
+export async function withFileLock<T>(path: string, fn: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + LOCK_WAIT_MS;
+  let release: (() => Promise<void>) | undefined;
+  for (let wait = 5; release === undefined; wait = Math.min(50, Math.ceil(wait * 1.3))) {
+    try {
+      release = await lockfile.lock(path, { fs: LOCK_FS, realpath: false, stale: LOCK_STALE_MS, retries: 0, onCompromised: () => undefined });
+    } catch (err) {
+      if ((err as { code?: string }).code !== "ELOCKED") throw new JsonFileError("lock_failed");
+      await recoverDeadLock(path);
+      if (Date.now() >= deadline) throw new JsonFileError("lock_failed");
+      if (fs.existsSync(`${path}.lock`)) await sleep(wait);
+    }
+  }
+  const ownerPath = `${path}.lock.owner`;
+  try {
+    fs.writeFileSync(ownerPath, JSON.stringify({ pid: process.pid, host: HOST, token: PROCESS_TOKEN } satisfies LockOwner), { mode: 0o600 });
+    await removeTempDebris(path);
     return await fn();
   } finally {
+    if (readLockOwner(ownerPath)?.token === PROCESS_TOKEN) fs.rmSync(ownerPath, { force: true });
     await release().catch(() => undefined);
   }
 }

@@ -37,6 +37,21 @@ export const McpServerDefSchema = z.object({
   env: z.record(z.string(), z.string()).default({}),
 });
 
+/**
+ * Tool policy (honoured from the global settings only: a project's own settings cannot loosen it).
+ * - `file_access`: "workspace" (default) confines file tools to the session's workspace plus `allowed_dirs`;
+ *   "unrestricted" lets them use any path (Berth's state root stays unwritable either way).
+ * - `sandbox`: "bubblewrap" runs `bash` inside bubblewrap (workspace read-write, the rest read-only).
+ * - `secret_env_patterns`: case-insensitive `*` globs of variable names removed from every tool environment;
+ *   replaces the default list (`*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*CREDENTIAL*`).
+ */
+export const ToolSettingsSchema = z.object({
+  file_access: z.enum(["workspace", "unrestricted"]).optional(),
+  allowed_dirs: z.array(z.string().min(1).refine((d) => d.startsWith("/") || d.startsWith("~/"), { message: "absolute path or ~/…" })).optional(),
+  sandbox: z.enum(["none", "bubblewrap"]).optional(),
+  secret_env_patterns: z.array(z.string().min(1).max(256)).max(256).optional(),
+});
+
 export const SettingsSchema = z
   .object({
     providers: z.record(z.string(), ProviderDefSchema).optional(),
@@ -45,6 +60,7 @@ export const SettingsSchema = z
     model: z.string().optional(),
     thinking_level: ThinkingLevelSchema.optional(),
     fast: z.boolean().optional(),
+    tools: ToolSettingsSchema.optional(),
   })
   .passthrough();
 
@@ -53,3 +69,4 @@ export type ModelDef = z.infer<typeof ModelDefSchema>;
 export type ProviderDef = z.infer<typeof ProviderDefSchema>;
 export type McpServerDef = z.infer<typeof McpServerDefSchema>;
 export type Settings = z.infer<typeof SettingsSchema>;
+export type ToolSettings = z.infer<typeof ToolSettingsSchema>;

@@ -1,0 +1,49 @@
+/**
+ * The state root's trust check, shared by every door (app-service, chat, daemon, and the SCV door `berth stdio`).
+ * Berth runs what the state root's `settings.json` says (MCP servers) and keeps credentials there, so a root that
+ * another user owns or may write is refused. Contracts:
+ * - `checkStateRoot(path)`: the directory (symlinks followed) must exist, be a directory, be owned by the current
+ *   user, and not be writable by group or others. Returns null when trusted, else one sentence naming the problem
+ *   and the fix (`chmod 700 …`, or another `MC_HOME`). Never throws; never changes anything.
+ * - `prepareStateRoot(path)`: creates a missing root (mode 0700, parents as needed), then checks it. A root that
+ *   exists is never chmodded: loosening or tightening someone's directory silently is the user's call.
+ * On a platform without user IDs (no `process.getuid`), ownership is not checked.
+ */
+import { mkdirSync, statSync } from "node:fs";
+
+export type StateRootProblem = string;
+
+export function checkStateRoot(path: string, uid: number | undefined = process.getuid?.()): StateRootProblem | null {
+  let st;
+  try {
+    st = statSync(path);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? "error";
+    return `the state directory ${path} cannot be used (${code}); set MC_HOME to a directory you own`;
+  }
+  if (!st.isDirectory()) return `the state directory ${path} is not a directory; set MC_HOME to a directory you own`;
+  if (uid !== undefined && st.uid !== uid) {
+    return `the state directory ${path} is owned by another user (uid ${st.uid}); use a directory you own (set MC_HOME), or as its owner run: chown ${uid} ${path} && chmod 700 ${path}`;
+  }
+  if ((st.mode & 0o022) !== 0) {
+    const mode = (st.mode & 0o777).toString(8).padStart(3, "0");
+    return `the state directory ${path} is writable by ${(st.mode & 0o002) !== 0 ? "others" : "its group"} (mode ${mode}); fix it with: chmod 700 ${path}`;
+  }
+  return null;
+}
+
+/** Creates `path` (0700) when missing, then `checkStateRoot`. */
+export function prepareStateRoot(path: string): StateRootProblem | null {
+  try {
+    statSync(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") {
+      try {
+        mkdirSync(path, { recursive: true, mode: 0o700 });
+      } catch (e) {
+        return `the state directory ${path} cannot be created (${(e as NodeJS.ErrnoException).code ?? "error"}); set MC_HOME to a directory you own`;
+      }
+    }
+  }
+  return checkStateRoot(path);
+}
