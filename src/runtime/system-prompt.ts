@@ -1,5 +1,6 @@
 /**
- * The system prompt of a turn: working directory, date, the tool list, and project instruction files
+ * The system prompt of a turn: working directory, date, the tool list, the skills list (name + description, at most
+ * `MAX_SKILLS_SECTION_BYTES`; only when the turn has tools), and project instruction files
  * (`AGENTS.md`, then `CLAUDE.md`) found in the working directory. Contract: each instruction file contributes at
  * most `MAX_INSTRUCTION_BYTES` (cut at a UTF-8 boundary, with a note), the whole prompt at most
  * `MAX_SYSTEM_PROMPT_BYTES`; unreadable or non-regular files are skipped silently (never an error, never a path
@@ -39,6 +40,25 @@ export interface SystemPromptOptions {
   cwd: string;
   now: Date;
   tools: readonly ToolSpec[];
+  /** Discovered skills (name + description), listed for the model to open with `read_skill`. */
+  skills?: readonly { name: string; description: string }[];
+}
+
+/** Largest skills section (bytes); entries past it are left out with a count. */
+export const MAX_SKILLS_SECTION_BYTES = 16 * 1024;
+
+function skillsSection(skills: readonly { name: string; description: string }[]): string {
+  const head = "Skills (call read_skill with a name to read its instructions before doing a task it covers):";
+  let out = head;
+  let listed = 0;
+  for (const s of skills) {
+    const line = `\n- ${s.name}: ${s.description}`;
+    if (Buffer.byteLength(out) + Buffer.byteLength(line) > MAX_SKILLS_SECTION_BYTES - 64) break;
+    out += line;
+    listed++;
+  }
+  if (listed < skills.length) out += `\n(${skills.length - listed} more skills not listed)`;
+  return out;
 }
 
 export async function buildSystemPrompt(o: SystemPromptOptions): Promise<string> {
@@ -48,6 +68,7 @@ export async function buildSystemPrompt(o: SystemPromptOptions): Promise<string>
     `Date: ${o.now.toISOString().slice(0, 10)}`,
   ];
   parts.push(o.tools.length > 0 ? `Tools: ${o.tools.map((t) => t.name).join(", ")}` : "No tools are available in this session.");
+  if (o.tools.length > 0 && o.skills !== undefined && o.skills.length > 0) parts.push(skillsSection(o.skills));
   for (const name of INSTRUCTION_FILES) {
     const text = await readBounded(join(o.cwd, name), MAX_INSTRUCTION_BYTES);
     if (text !== null && text.trim() !== "") parts.push(`Project instructions (${name}):\n${text}`);
