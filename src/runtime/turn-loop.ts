@@ -42,6 +42,8 @@ export interface LoopOptions {
   maxSteps: number;
   maxOutputTokens?: number;
   thinking?: ThinkingLevel;
+  /** Fast mode captured at turn start (ProviderRequest.fast). */
+  fast?: boolean;
   contextWindow: number;
   /** Fraction of the window that triggers compaction (at turn start and between steps); null disables it. */
   compactAtRatio: number | null;
@@ -157,6 +159,7 @@ async function streamOnce(
       tools: specs,
       ...(o.maxOutputTokens !== undefined ? { maxOutputTokens: o.maxOutputTokens } : {}),
       ...(o.thinking !== undefined && o.thinking !== "default" ? { thinking: o.thinking } : {}),
+      ...(o.fast === true ? { fast: true } : {}),
       signal: ctl.signal,
     });
     read: for await (const ev of stream) {
