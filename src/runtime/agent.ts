@@ -29,8 +29,10 @@ import { createProvider, type ProviderOptions } from "./providers/index.js";
 import { DEFAULT_RECORDER_TIMING, TurnRecorder, type RecorderTiming } from "./recorder.js";
 import { buildSystemPrompt } from "./system-prompt.js";
 import { createToolRegistry, type BashOptions, type ToolRegistry } from "./tools/index.js";
+import { SkillCatalog, type Skill } from "./tools/skills.js";
 import { runLoop } from "./turn-loop.js";
 import type { ImagePart, Provider, UserContent } from "./types.js";
+import { homedir } from "node:os";
 
 export interface AgentOptions {
   /** Resolved MC_HOME. */
@@ -79,6 +81,8 @@ interface Resolved {
   images: boolean;
   mcp: Record<string, McpServerDef>;
   keyEnvs: string[];
+  /** Global `web_fetch.auto_approve_hosts`. */
+  autoApproveHosts: string[];
 }
 
 export class Agent {
@@ -91,11 +95,14 @@ export class Agent {
   private readonly retired = new Set<RegistryEntry>();
   /** Registry closes in progress (awaited by `close`). */
   private readonly closing = new Set<Promise<void>>();
+  /** Skill discovery, cached per process (skills.ts). */
+  private readonly skills: SkillCatalog;
 
   constructor(private readonly o: AgentOptions) {
     this.settings = new SettingsStore({ home: o.home, projectDir: o.cwd, env: o.env });
     this.config = new ConfigService({ settings: this.settings, cache: new CatalogCache({ home: o.home }), env: o.env });
     this.auth = new AuthStore(o.home);
+    this.skills = new SkillCatalog({ mcHome: o.home, userHome: o.env["HOME"] ?? homedir() });
   }
 
   /** Reloads settings and builds this turn's provider. Throws a FailureReason string. */
@@ -134,7 +141,8 @@ export class Agent {
     } catch {
       throw "selection" satisfies FailureReason;
     }
-    return { provider, selection: { ...sel, model_id: sel.model_id }, images, mcp, keyEnvs };
+    const autoApproveHosts = layers.global.web_fetch?.auto_approve_hosts ?? [];
+    return { provider, selection: { ...sel, model_id: sel.model_id }, images, mcp, keyEnvs, autoApproveHosts };
   }
 
   /**
@@ -142,7 +150,7 @@ export class Agent {
    * A replaced registry closes (its MCP servers stop) as soon as no turn holds it. Pair with `releaseTools`.
    */
   private acquireTools(r: Resolved): RegistryEntry {
-    const key = JSON.stringify({ mcp: r.mcp, keys: r.keyEnvs });
+    const key = JSON.stringify({ mcp: r.mcp, keys: r.keyEnvs, hosts: r.autoApproveHosts });
     if (this.registry?.key !== key) {
       if (this.registry !== null) {
         this.registry.retired = true;
@@ -150,7 +158,13 @@ export class Agent {
       }
       const env = cleanToolEnv(this.o.env, r.keyEnvs);
       const mcpServers = Object.fromEntries(Object.entries(r.mcp).map(([k, d]) => [k, { ...d, env: { ...d.env } }]));
-      this.registry = { key, reg: createToolRegistry({ cwd: this.o.cwd, mcpServers, bash: { ...this.o.bash, env } }), users: 0, retired: false };
+      this.registry = { key, reg: createToolRegistry({
+          cwd: this.o.cwd,
+          mcpServers,
+          bash: { ...this.o.bash, env },
+          skills: this.skills,
+          webFetch: { autoApproveHosts: r.autoApproveHosts },
+        }), users: 0, retired: false };
     }
     this.registry.users++;
     return this.registry;
@@ -206,22 +220,25 @@ export class Agent {
   }
 
   private async execute(req: RunTurnRequest, recorder: TurnRecorder | null): Promise<TurnOutcome> {
+    // Skill discovery (stat-only when cached) runs alongside settings resolution; tool-free turns have none.
+    const skills = req.noTools === true ? Promise.resolve([]) : this.skills.discover(req.cwd).catch((): Skill[] => []);
     const r = await this.resolve();
     const entry = req.noTools === true ? null : this.acquireTools(r);
     try {
-      return await this.run(req, recorder, r, entry === null ? null : await entry.reg);
+      return await this.run(req, recorder, r, entry === null ? null : await entry.reg, await skills);
     } finally {
       if (entry !== null) this.releaseTools(entry);
     }
   }
 
-  private async run(req: RunTurnRequest, recorder: TurnRecorder | null, r: Resolved, registry: ToolRegistry | null): Promise<TurnOutcome> {
+  private async run(req: RunTurnRequest, recorder: TurnRecorder | null, r: Resolved, registry: ToolRegistry | null, skills: Skill[]): Promise<TurnOutcome> {
     const tools = registry?.tools ?? [];
     if (req.signal.aborted) throw "internal" satisfies FailureReason;
     const system = await buildSystemPrompt({
       cwd: req.cwd,
       now: new Date((this.o.clock ?? Date.now)()),
       tools: [...tools.map((t) => t.spec), ...(req.noTools === true ? [] : [{ name: "task", description: "", inputSchema: {} }])],
+      skills,
     });
     const messages = historyToMessages(req.history);
     const content: UserContent[] = [{ type: "text", text: req.prompt }];
@@ -246,6 +263,7 @@ export class Agent {
       maxSteps: this.o.maxSteps ?? 50,
       ...(r.selection.max_output_tokens !== null ? { maxOutputTokens: r.selection.max_output_tokens } : {}),
       thinking: r.selection.thinking_level,
+      fast: r.selection.fast,
       contextWindow: r.selection.context_window ?? FALLBACK_CONTEXT_WINDOW,
       compactAtRatio: this.o.compactAtRatio ?? 0.8,
       newId: () => `${req.turnId}/${++n}`,

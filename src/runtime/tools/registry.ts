@@ -12,6 +12,9 @@ import { grepTool } from "./grep.js";
 import { lsTool } from "./ls.js";
 import type { McpOptions, McpServerStatus } from "./mcp.js";
 import { readTool } from "./read.js";
+import { createReadSkillTool } from "./read-skill.js";
+import type { SkillCatalog } from "./skills.js";
+import { createWebFetchTool, type WebFetchOptions } from "./web-fetch.js";
 import { writeTool } from "./write.js";
 
 export interface ToolRegistryOptions {
@@ -21,10 +24,14 @@ export interface ToolRegistryOptions {
   noTools?: boolean;
   bash?: BashOptions;
   mcp?: Omit<McpOptions, "cwd">;
+  /** Adds `read_skill` over this catalog. */
+  skills?: SkillCatalog;
+  /** Adds `web_fetch` with these options. */
+  webFetch?: WebFetchOptions;
 }
 
 export interface ToolRegistry {
-  /** Built-ins first (read, write, edit, bash, grep, glob, ls), then MCP tools by server name. */
+  /** Built-ins first (read, write, edit, bash, grep, glob, ls, then read_skill and web_fetch when configured), then MCP tools by server name. */
   readonly tools: readonly Tool[];
   get(name: string): Tool | undefined;
   specs(): ToolSpec[];
@@ -42,6 +49,8 @@ export function builtinTools(bash?: BashOptions): Tool[] {
 export async function createToolRegistry(opts: ToolRegistryOptions): Promise<ToolRegistry> {
   if (opts.noTools === true) return makeRegistry([], [], async () => undefined);
   const local = builtinTools(opts.bash);
+  if (opts.skills !== undefined) local.push(createReadSkillTool(opts.skills));
+  if (opts.webFetch !== undefined) local.push(createWebFetchTool(opts.webFetch));
   const defs = opts.mcpServers ?? {};
   if (Object.keys(defs).length === 0) return makeRegistry(local, [], async () => undefined);
   // The MCP SDK costs ~80 ms to load: only sessions with configured servers pay for it.

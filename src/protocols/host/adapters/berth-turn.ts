@@ -19,7 +19,7 @@ type Json = Record<string, unknown>;
 export type EmitEvent = (event: Json) => void | Promise<void>;
 
 /** Tools that only read are run without asking; every other tool (writes, bash, MCP, unknown) asks. */
-export const READ_ONLY_TOOLS = new Set(["read", "grep", "glob", "ls", "task"]);
+export const READ_ONLY_TOOLS = new Set(["read", "grep", "glob", "ls", "task", "read_skill"]);
 export function defaultApprovalPolicy(toolName: string): "auto" | "ask" {
   return READ_ONLY_TOOLS.has(toolName) ? "auto" : "ask";
 }
