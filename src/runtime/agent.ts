@@ -4,8 +4,10 @@
  * `Agent.runTurn` contract (protocol-neutral; app-service, SCV and the host drive this same call):
  * 1. The user record is written and fsynced first (when a writer is given), before any provider request.
  * 2. Settings are reloaded (selection, reasoning; cache-only model metadata) and the provider/credential built.
- * 3. The system prompt is built (cwd, date, tools, AGENTS.md / CLAUDE.md), the loop runs (turn-loop.ts) with
- *    the registry's tools (built-ins + MCP; none in `noTools` mode) plus `task` (subagents).
+ * 3. The system prompt is built (cwd, date, tools, skills, AGENTS.md / CLAUDE.md), the loop runs (turn-loop.ts) with
+ *    the registry's tools (built-ins incl. read_skill and web_fetch + MCP; none in `noTools` mode) plus `task`
+ *    (subagents), with the selection, reasoning and fast mode captured here for every request of the turn.
+ *    The turn's sink is wrapped by `withLifecycle` (lifecycle.ts): tool / assistant writing / compaction lifecycles.
  * 4. The terminal record (status + accepted text) is written and fsynced. `runTurn` never rejects; the outcome's
  *    status is what was recorded (a persistence failure turns `completed` into `failed`).
  * Tool child processes get `cleanToolEnv` (no provider credentials, no MC_/BERTH_ variables).
@@ -25,6 +27,7 @@ import { FALLBACK_CONTEXT_WINDOW } from "./context.js";
 import { cleanToolEnv } from "./env.js";
 import type { FailureReason, TurnOutcome, TurnSink } from "./events.js";
 import { historyToMessages, pushUser } from "./history.js";
+import { withLifecycle } from "./lifecycle.js";
 import { createProvider, type ProviderOptions } from "./providers/index.js";
 import { DEFAULT_RECORDER_TIMING, TurnRecorder, type RecorderTiming } from "./recorder.js";
 import { buildSystemPrompt } from "./system-prompt.js";
@@ -247,7 +250,9 @@ export class Agent {
     }
     pushUser(messages, content);
     let n = 0;
-    return runLoop({
+    // Generic lifecycle activity (tool / assistant writing / compaction) for every door; see lifecycle.ts.
+    const sink = withLifecycle(req.sink);
+    const outcome = await runLoop({
       turnId: req.turnId,
       provider: r.provider,
       model: r.selection.model_id,
@@ -257,7 +262,7 @@ export class Agent {
       subagents: req.noTools !== true,
       cwd: req.cwd,
       signal: req.signal,
-      sink: req.sink,
+      sink,
       recorder,
       ...(req.approval !== undefined ? { approval: req.approval } : {}),
       maxSteps: this.o.maxSteps ?? 50,
@@ -268,6 +273,8 @@ export class Agent {
       compactAtRatio: this.o.compactAtRatio ?? 0.8,
       newId: () => `${req.turnId}/${++n}`,
     });
+    sink.end(outcome.status);
+    return outcome;
   }
 
   /** Stops MCP servers. Call once no turn is running. */
