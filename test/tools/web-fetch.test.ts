@@ -195,6 +195,10 @@ void test("bounds: download cut at the limit (exact limit is not a cut), pages w
   assert.ok(r.content.endsWith(`\n\n${"b".repeat(100)}`));
   r = await call(tool, { url: `${base}/long`, offset: MAX_PAGE_BYTES + 100 }, ctx);
   assert.match(r.content, /offset \d+ is past the end/);
+  // A resolver that never answers is bounded by the same timeout.
+  const stuckDns = createWebFetchTool({ timeoutMs: 200, resolve: () => new Promise(() => undefined) });
+  r = await call(stuckDns, { url: "http://never.resolves.test/" }, ctx);
+  assert.equal(r.timedOut, true);
   const slow = createWebFetchTool(allow(s.port, { timeoutMs: 200 }));
   r = await call(slow, { url: `${base}/hang` }, ctx);
   assert.equal(r.isError, true);

@@ -109,12 +109,20 @@ export function createWebFetchTool(o: WebFetchOptions = {}): Tool {
     if (isIP(host) !== 0) addrs = [{ address: host, family: isIP(host) }];
     else {
       signal.throwIfAborted();
+      // The resolver takes no signal: race it so the call's time bound and cancellation still hold.
+      let onAbort: (() => void) | undefined;
+      const aborted = new Promise<never>((_, reject) => {
+        onAbort = () => reject(signal.reason);
+        signal.addEventListener("abort", onAbort, { once: true });
+      });
       try {
-        addrs = await resolve(host);
+        addrs = await Promise.race([resolve(host), aborted]);
       } catch {
+        signal.throwIfAborted();
         throw new Refusal(`could not resolve ${host}`);
+      } finally {
+        if (onAbort !== undefined) signal.removeEventListener("abort", onAbort);
       }
-      signal.throwIfAborted();
     }
     if (addrs.length === 0) throw new Refusal(`could not resolve ${host}`);
     for (const a of addrs) {
