@@ -6,7 +6,8 @@
  *   started, and finishes `completed`, `failed` or `cancelled` with the call's result. IDs are per call (and per
  *   subagent: child calls carry the subagent task as parent).
  * - `assistant`: a provider response of the main loop that streams text starts `writing` just before its first
- *   accepted-for-offer delta and finishes `completed` when the next request starts or the turn ends.
+ *   delta is offered and finishes `completed` when its text ends: just before the response's first tool call, its
+ *   usage report, the next request's context count, or the turn's end, whichever comes first.
  * - `compaction`: an attempt starts `queued` when triggered, `running` while summarizing, and finishes with its
  *   outcome.
  * - `end(status)` finishes every unit still open with the turn's outcome (completed → completed, cancelled →
@@ -45,7 +46,6 @@ export function withLifecycle(sink: TurnSink): LifecycleSink {
       else if (e.phase === "started" && open.has(id)) start(id, "tool", "running", e.parentId);
       else if (e.phase === "completed") finish(id, e.isError !== true ? "completed" : e.errorKind === "cancelled" ? "cancelled" : "failed");
     } else if (e.type === "context") {
-      closeWriting();
       requestSeq = e.requestSequence;
     } else if (e.type === "compaction") {
       const id = `compaction:${e.id}`;
@@ -63,7 +63,11 @@ export function withLifecycle(sink: TurnSink): LifecycleSink {
       return sink.delta(text);
     },
     event(e) {
-      // The unit's own event first, then the lifecycle change it implies (a finish follows the result).
+      // The end of the assistant's text precedes what follows it; otherwise the unit's own event comes first,
+      // then the lifecycle change it implies (a tool's finish follows its result).
+      const endsText =
+        (e.type === "tool" && e.phase === "proposed" && e.parentId === undefined) || (e.type === "usage" && e.source === "provider_request") || e.type === "context";
+      if (endsText) closeWriting();
       sink.event(e);
       onEvent(e);
     },
