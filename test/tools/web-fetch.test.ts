@@ -88,7 +88,7 @@ void test("every resolved address is checked; the connection goes to the checked
   assert.equal(calls, 1);
 });
 
-void test("redirects: each target is re-checked, at most 5 are followed; no cookies, credentials or referrer are sent", async (t) => {
+void test("redirects: each target is re-checked, at most 5 are followed; no cookies, credentials, referrer or proxy", async (t) => {
   const s = await server(t, (req, res) => {
     const m = /^\/hop\/(\d+)$/.exec(req.url ?? "");
     if (m !== null) {
@@ -103,8 +103,20 @@ void test("redirects: each target is re-checked, at most 5 are followed; no cook
     res.writeHead(200, { "content-type": "text/plain" });
     res.end(JSON.stringify({ cookie: req.headers.cookie ?? null, referer: req.headers.referer ?? null, auth: req.headers.authorization ?? null }));
   });
+  // Proxy variables are ignored: a proxy that would see the request sees nothing.
+  const proxy = await server(t, (_q, res) => res.end("proxied"));
+  const saved = Object.fromEntries(["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY"].map((k) => [k, process.env[k]]));
+  for (const k of ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"]) process.env[k] = `http://127.0.0.1:${proxy.port}`;
+  delete process.env["NO_PROXY"];
   const tool = createWebFetchTool(allow(s.port));
-  let r = await call(tool, { url: `http://127.0.0.1:${s.port}/hop/${MAX_REDIRECTS - 1}` }, ctx);
+  let r: Awaited<ReturnType<typeof call>>;
+  try {
+    r = await call(tool, { url: `http://127.0.0.1:${s.port}/hop/${MAX_REDIRECTS - 1}` }, ctx);
+  } finally {
+    for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  }
+  assert.equal(proxy.seen.length, 0, "no request went through the proxy");
   assert.equal(r.isError, false, r.content);
   assert.match(r.content, /URL: http:\/\/127\.0\.0\.1:\d+\/done/);
   assert.match(r.content, /\{"cookie":null,"referer":null,"auth":null\}/);
