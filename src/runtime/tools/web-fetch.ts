@@ -150,8 +150,14 @@ export function createWebFetchTool(o: WebFetchOptions = {}): Tool {
       },
     });
     return new Promise((resolveRes, reject) => {
-      req.once("response", resolveRes);
-      req.once("error", reject);
+      req.once("response", (res) => {
+        // Errors after a body was dropped (redirect, refusal) or on abort must never go unhandled; a body
+        // being read still sees them through its iterator.
+        res.on("error", () => undefined);
+        resolveRes(res);
+      });
+      // Kept for the request's whole life: a late error (abort after the response) is then a no-op.
+      req.on("error", reject);
       req.end();
     });
   }
