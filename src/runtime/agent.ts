@@ -12,6 +12,7 @@
  *    status is what was recorded (a persistence failure turns `completed` into `failed`).
  * Tool child processes get `cleanToolEnv` (no provider credentials, no MC_/BERTH_ variables).
  */
+import { homedir } from "node:os";
 import { AuthStore } from "../store/auth/auth-store.js";
 import { CatalogCache } from "../store/catalog/cache.js";
 import { builtinBaseUrl, findProvider } from "../store/catalog/providers.js";
@@ -35,7 +36,6 @@ import { createToolRegistry, type BashOptions, type ToolRegistry } from "./tools
 import { SkillCatalog, type Skill } from "./tools/skills.js";
 import { runLoop } from "./turn-loop.js";
 import type { ImagePart, Provider, UserContent } from "./types.js";
-import { homedir } from "node:os";
 
 export interface AgentOptions {
   /** Resolved MC_HOME. */
@@ -161,13 +161,14 @@ export class Agent {
       }
       const env = cleanToolEnv(this.o.env, r.keyEnvs);
       const mcpServers = Object.fromEntries(Object.entries(r.mcp).map(([k, d]) => [k, { ...d, env: { ...d.env } }]));
-      this.registry = { key, reg: createToolRegistry({
-          cwd: this.o.cwd,
-          mcpServers,
-          bash: { ...this.o.bash, env },
-          skills: this.skills,
-          webFetch: { autoApproveHosts: r.autoApproveHosts },
-        }), users: 0, retired: false };
+      const reg = createToolRegistry({
+        cwd: this.o.cwd,
+        mcpServers,
+        bash: { ...this.o.bash, env },
+        skills: this.skills,
+        webFetch: { autoApproveHosts: r.autoApproveHosts },
+      });
+      this.registry = { key, reg, users: 0, retired: false };
     }
     this.registry.users++;
     return this.registry;
