@@ -98,6 +98,7 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
         currentTokens: estimate,
         maxTokens: o.contextWindow,
         ...(o.maxOutputTokens !== undefined ? { maxOutputTokens: o.maxOutputTokens } : {}),
+        ...(o.fast === true ? { fast: true } : {}),
         estimate: (m) => estimateTokens(o.system, m, specs),
       });
       if (r.ok) {
