@@ -1,12 +1,15 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import type { TLSSocket } from "node:tls";
 import type { AddressInfo } from "node:net";
 import { gzipSync } from "node:zlib";
 import { htmlToText } from "../../src/runtime/tools/html-text.js";
 import { blockedReason } from "../../src/runtime/tools/net-guard.js";
 import { createWebFetchTool, MAX_PAGE_BYTES, MAX_REDIRECTS, type WebFetchOptions } from "../../src/runtime/tools/web-fetch.js";
 import { executeToolCall } from "../../src/runtime/tool-exec.js";
+import { TEST_CA_PEM, TEST_LEAF_CERT_PEM, TEST_LEAF_KEY_PEM } from "../fixtures/tls.js";
 import { call, makeCtx } from "./helpers.js";
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -264,4 +267,50 @@ void test("htmlToText: pre keeps whitespace, entities, link cap shares numbers f
   const out = htmlToText(many, "http://x/");
   assert.match(out, /\[200\] http:\/\/x\/p199$/);
   assert.match(out, /l200 l201/);
+});
+
+void test("https: the certificate is verified for the URL's name on the pinned address; auto-approved calls stay on listed hosts", async (t) => {
+  const seen: Array<{ url: string; servername: string | false | null }> = [];
+  const s = createHttpsServer({ cert: TEST_LEAF_CERT_PEM, key: TEST_LEAF_KEY_PEM }, (req, res) => {
+    seen.push({ url: req.url ?? "", servername: (req.socket as TLSSocket).servername });
+    if (req.url === "/inside") {
+      res.writeHead(302, { location: "/page" });
+      return res.end();
+    }
+    if (req.url === "/outside") {
+      res.writeHead(302, { location: `https://other.fetch.test:${port}/page` });
+      return res.end();
+    }
+    res.writeHead(200, { "content-type": "text/plain" });
+    res.end("secure hello");
+  });
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  t.after(() => new Promise<void>((r) => (s.closeAllConnections(), s.close(() => r()))));
+  const port = (s.address() as AddressInfo).port;
+  const resolve = async () => [{ address: "127.0.0.1", family: 4 }];
+  const opts = { allow: [{ host: "127.0.0.1", port }], resolve, autoApproveHosts: ["docs.fetch.test"] };
+  // Without the test CA the chain is untrusted: verification is on.
+  let r = await call(createWebFetchTool(opts), { url: `https://docs.fetch.test:${port}/page` }, ctx);
+  assert.equal(r.isError, true);
+  assert.match(r.content, /request failed \((UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_GET_ISSUER_CERT_LOCALLY)\)/);
+  const tool = createWebFetchTool({ ...opts, ca: TEST_CA_PEM });
+  r = await call(tool, { url: `https://docs.fetch.test:${port}/page` }, ctx);
+  assert.equal(r.isError, false, r.content);
+  assert.match(r.content, /secure hello$/);
+  assert.equal(seen.at(-1)?.servername, "docs.fetch.test", "SNI carries the URL's name, not the pinned address");
+  // A name the certificate does not cover fails, although the address is the same.
+  r = await call(createWebFetchTool({ ...opts, ca: TEST_CA_PEM }), { url: `https://wrong.fetch.test:${port}/page` }, ctx);
+  assert.match(r.content, /request failed \(ERR_TLS_CERT_ALTNAME_INVALID\)/);
+  // Auto-approved: a redirect within the listed host is followed; one to another host is named, not followed.
+  assert.equal(tool.autoApprove?.({ url: `https://docs.fetch.test:${port}/inside` }), true);
+  r = await call(tool, { url: `https://docs.fetch.test:${port}/inside` }, ctx);
+  assert.match(r.content, /secure hello$/);
+  const before = seen.length;
+  r = await call(tool, { url: `https://docs.fetch.test:${port}/outside` }, ctx);
+  assert.equal(r.isError, false);
+  assert.match(r.content, new RegExp(`redirects to https://other\\.fetch\\.test:${port}/page, whose host is not auto-approved`));
+  assert.deepEqual(seen.slice(before).map((x) => x.url), ["/outside"], "the other host was not fetched");
+  // The same redirect from a call the user approved (not auto-approved) is followed.
+  r = await call(createWebFetchTool({ allow: opts.allow, resolve, ca: TEST_CA_PEM }), { url: `https://docs.fetch.test:${port}/outside` }, ctx);
+  assert.match(r.content, /URL: https:\/\/other\.fetch\.test:\d+\/page[\s\S]*secure hello$/);
 });

@@ -14,7 +14,8 @@
  *   the turn's cancellation ends it `cancelled`.
  * Risk: network — the approval gate asks, except for an `https:` URL whose host is listed in the global settings'
  * `web_fetch.auto_approve_hosts` (`autoApprove`); a redirect from such a call to a host not listed is not followed.
- * `allow` is a test-only seam (the registry never sets it): exact address+port pairs exempt from the policy.
+ * `allow`, `resolve` and `ca` are test-only seams (the registry never sets them): exact address+port pairs exempt
+ * from the policy, a resolver, and the CA a loopback TLS server's certificate chains to.
  */
 import { lookup as dnsLookup } from "node:dns/promises";
 import type { IncomingMessage } from "node:http";
@@ -49,6 +50,8 @@ export interface WebFetchOptions {
   allow?: readonly { host: string; port: number }[];
   /** TEST ONLY: replaces DNS resolution. */
   resolve?: Resolver;
+  /** TEST ONLY: CA certificates trusted instead of the system's (loopback TLS tests). */
+  ca?: string;
   timeoutMs?: number;
   maxDownloadBytes?: number;
 }
@@ -143,6 +146,7 @@ export function createWebFetchTool(o: WebFetchOptions = {}): Tool {
       agent: false,
       lookup,
       signal,
+      ...(o.ca !== undefined && u.protocol === "https:" ? { ca: o.ca } : {}),
       headers: {
         "user-agent": "Berth-web_fetch/1",
         accept: "text/html,application/xhtml+xml,application/json;q=0.9,text/*;q=0.8,*/*;q=0.1",
