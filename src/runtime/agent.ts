@@ -4,14 +4,17 @@
  * `Agent.runTurn` contract (protocol-neutral; app-service, SCV and the host drive this same call):
  * 1. The user record is written and fsynced first (when a writer is given), before any provider request.
  * 2. Settings are reloaded (selection, reasoning; cache-only model metadata) and the provider/credential built.
- * 3. The system prompt is built (cwd, date, tools, AGENTS.md / CLAUDE.md), the loop runs (turn-loop.ts) with
- *    the registry's tools (built-ins + MCP; none in `noTools` mode) plus `task` (subagents).
+ * 3. The system prompt is built (cwd, date, tools, skills, AGENTS.md / CLAUDE.md), the loop runs (turn-loop.ts) with
+ *    the registry's tools (built-ins incl. read_skill and web_fetch + MCP; none in `noTools` mode) plus `task`
+ *    (subagents), with the selection, reasoning and fast mode captured here for every request of the turn.
+ *    The turn's sink is wrapped by `withLifecycle` (lifecycle.ts): tool / assistant writing / compaction lifecycles.
  * 4. The terminal record (status + accepted text) is written and fsynced. `runTurn` never rejects; the outcome's
  *    status is what was recorded (a persistence failure turns `completed` into `failed`).
  * Tool child processes get `cleanToolEnv` (no provider credentials or credential-like variables, no MC_/BERTH_
  * variables); built-in tools run under the tool policy of the global settings' `tools` section (tools/policy.ts),
  * which confines file tools to the workspace unless the door's `toolPolicy` or the settings say otherwise.
  */
+import { homedir } from "node:os";
 import { AuthStore } from "../store/auth/auth-store.js";
 import { CatalogCache } from "../store/catalog/cache.js";
 import { builtinBaseUrl, findProvider } from "../store/catalog/providers.js";
@@ -27,11 +30,13 @@ import { FALLBACK_CONTEXT_WINDOW } from "./context.js";
 import { cleanToolEnv } from "./env.js";
 import type { FailureReason, TurnOutcome, TurnSink } from "./events.js";
 import { historyToMessages, type HistoryImage } from "./history.js";
+import { withLifecycle } from "./lifecycle.js";
 import { attachmentNote, MAX_IMAGES, reattachImages } from "./session/attachments.js";
 import { createProvider, type ProviderOptions } from "./providers/index.js";
 import { DEFAULT_RECORDER_TIMING, TurnRecorder, type RecorderTiming } from "./recorder.js";
 import { buildSystemPrompt } from "./system-prompt.js";
 import { createToolRegistry, toolPolicyFromSettings, type BashOptions, type ToolPolicy, type ToolRegistry } from "./tools/index.js";
+import { SkillCatalog, type Skill } from "./tools/skills.js";
 import { runLoop } from "./turn-loop.js";
 import type { ImagePart, Provider, ThinkingLevel, UserContent } from "./types.js";
 import type { UserAttachment } from "../store/sessions/index.js";
@@ -109,6 +114,8 @@ interface Resolved {
   mcp: Record<string, McpServerDef>;
   keyEnvs: string[];
   toolSettings: ToolSettings | undefined;
+  /** Global `web_fetch.auto_approve_hosts`. */
+  autoApproveHosts: string[];
 }
 
 export class Agent {
@@ -121,11 +128,14 @@ export class Agent {
   private readonly retired = new Set<RegistryEntry>();
   /** Registry closes in progress (awaited by `close`). */
   private readonly closing = new Set<Promise<void>>();
+  /** Skill discovery, cached per process (skills.ts). */
+  private readonly skills: SkillCatalog;
 
   constructor(private readonly o: AgentOptions) {
     this.settings = new SettingsStore({ home: o.home, projectDir: o.cwd, env: o.env });
     this.config = new ConfigService({ settings: this.settings, cache: new CatalogCache({ home: o.home }), env: o.env });
     this.auth = new AuthStore(o.home);
+    this.skills = new SkillCatalog({ mcHome: o.home, userHome: o.env["HOME"] ?? homedir() });
   }
 
   /** Reloads settings and builds this turn's provider. Throws a FailureReason string. */
@@ -169,7 +179,8 @@ export class Agent {
     } catch {
       throw "selection" satisfies FailureReason;
     }
-    return { provider, selection: { ...sel, model_id: sel.model_id }, images, mcp, keyEnvs, toolSettings: layers.global.tools };
+    const autoApproveHosts = layers.global.web_fetch?.auto_approve_hosts ?? [];
+    return { provider, selection: { ...sel, model_id: sel.model_id }, images, mcp, keyEnvs, toolSettings: layers.global.tools, autoApproveHosts };
   }
 
   /**
@@ -177,7 +188,7 @@ export class Agent {
    * A replaced registry closes (its MCP servers stop) as soon as no turn holds it. Pair with `releaseTools`.
    */
   private acquireTools(r: Resolved): RegistryEntry {
-    const key = JSON.stringify({ mcp: r.mcp, keys: r.keyEnvs, tools: r.toolSettings ?? null });
+    const key = JSON.stringify({ mcp: r.mcp, keys: r.keyEnvs, tools: r.toolSettings ?? null, hosts: r.autoApproveHosts });
     if (this.registry?.key !== key) {
       if (this.registry !== null) {
         this.registry.retired = true;
@@ -186,7 +197,15 @@ export class Agent {
       const env = cleanToolEnv(this.o.env, r.keyEnvs, r.toolSettings?.secret_env_patterns);
       const mcpServers = Object.fromEntries(Object.entries(r.mcp).map(([k, d]) => [k, { ...d, env: { ...d.env } }]));
       const policy = toolPolicyFromSettings(r.toolSettings, this.o.home, this.o.toolPolicy);
-      this.registry = { key, reg: createToolRegistry({ cwd: this.o.cwd, mcpServers, bash: { ...this.o.bash, env }, policy }), users: 0, retired: false };
+      const reg = createToolRegistry({
+        cwd: this.o.cwd,
+        mcpServers,
+        bash: { ...this.o.bash, env },
+        policy,
+        skills: this.skills,
+        webFetch: { autoApproveHosts: r.autoApproveHosts },
+      });
+      this.registry = { key, reg, users: 0, retired: false };
     }
     this.registry.users++;
     return this.registry;
@@ -242,16 +261,18 @@ export class Agent {
   }
 
   private async execute(req: RunTurnRequest, recorder: TurnRecorder | null): Promise<TurnOutcome> {
+    // Skill discovery (stat-only when cached) runs alongside settings resolution; tool-free turns have none.
+    const skills = req.noTools === true ? Promise.resolve([]) : this.skills.discover(req.cwd).catch((): Skill[] => []);
     const r = await this.resolve(req.selection, req.mcpServers);
     const entry = req.noTools === true ? null : this.acquireTools(r);
     try {
-      return await this.run(req, recorder, r, entry === null ? null : await entry.reg);
+      return await this.run(req, recorder, r, entry === null ? null : await entry.reg, await skills);
     } finally {
       if (entry !== null) this.releaseTools(entry);
     }
   }
 
-  private async run(req: RunTurnRequest, recorder: TurnRecorder | null, r: Resolved, registry: ToolRegistry | null): Promise<TurnOutcome> {
+  private async run(req: RunTurnRequest, recorder: TurnRecorder | null, r: Resolved, registry: ToolRegistry | null, skills: Skill[]): Promise<TurnOutcome> {
     const tools = registry?.tools ?? [];
     if (req.signal.aborted) throw "internal" satisfies FailureReason;
     const system = await buildSystemPrompt({
@@ -259,6 +280,7 @@ export class Agent {
       now: new Date((this.o.clock ?? Date.now)()),
       ...(req.channel !== undefined ? { channel: req.channel } : {}),
       tools: [...tools.map((t) => t.spec), ...(req.noTools === true ? [] : [{ name: "task", description: "", inputSchema: {} }])],
+      skills,
     });
     const earlier: HistoryImage[] = [];
     const messages = historyToMessages(req.history, earlier);
@@ -270,7 +292,9 @@ export class Agent {
     messages.push({ role: "user", content });
     const subagents = req.noTools !== true && (req.delegationDepth ?? 0) < MAX_DELEGATION_DEPTH;
     let n = 0;
-    return runLoop({
+    // Generic lifecycle activity (tool / assistant writing / compaction) for every door; see lifecycle.ts.
+    const sink = withLifecycle(req.sink);
+    const outcome = await runLoop({
       turnId: req.turnId,
       provider: r.provider,
       model: r.selection.model_id,
@@ -281,16 +305,19 @@ export class Agent {
       ...(req.steer !== undefined ? { steer: req.steer } : {}),
       cwd: req.cwd,
       signal: req.signal,
-      sink: req.sink,
+      sink,
       recorder,
       ...(req.approval !== undefined ? { approval: req.approval } : {}),
       maxSteps: this.o.maxSteps ?? 50,
       ...(r.selection.max_output_tokens !== null ? { maxOutputTokens: r.selection.max_output_tokens } : {}),
       thinking: r.selection.thinking_level,
+      fast: r.selection.fast,
       contextWindow: r.selection.context_window ?? FALLBACK_CONTEXT_WINDOW,
       compactAtRatio: this.o.compactAtRatio ?? 0.8,
       newId: () => `${req.turnId}/${++n}`,
     });
+    sink.end(outcome.status);
+    return outcome;
   }
 
   /** Stops MCP servers. Call once no turn is running. */

@@ -56,6 +56,8 @@ export interface CompactOptions {
   currentTokens: number;
   maxTokens: number;
   maxOutputTokens?: number;
+  /** The turn's fast mode (the summary request is part of the turn). */
+  fast?: boolean;
   /** Estimates the tokens of a context sent with the turn's system prompt and tools. */
   estimate(messages: Message[]): number;
 }
@@ -86,6 +88,7 @@ export async function compact(o: CompactOptions): Promise<CompactResult> {
     messages: fitted,
     tools: o.tools,
     ...(o.maxOutputTokens !== undefined ? { maxOutputTokens: o.maxOutputTokens } : {}),
+    ...(o.fast === true ? { fast: true } : {}),
     signal: o.signal,
   })) {
     if (ev.type === "text_delta") {

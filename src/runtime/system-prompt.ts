@@ -1,5 +1,7 @@
 /**
- * The system prompt of a turn: working directory, date, the tool list, and project instruction files
+ * The system prompt of a turn: working directory, date, a chat channel's section (when the session has one), the
+ * tool list, the skills list (name + description, at most
+ * `MAX_SKILLS_SECTION_BYTES`; only when the turn has tools), and project instruction files
  * (`AGENTS.md`, then `CLAUDE.md`) found in the working directory. Contract: each instruction file contributes at
  * most `MAX_INSTRUCTION_BYTES` (cut at a UTF-8 boundary, with a note), the whole prompt at most
  * `MAX_SYSTEM_PROMPT_BYTES`; unreadable or non-regular files are skipped silently (never an error, never a path
@@ -41,6 +43,25 @@ export interface SystemPromptOptions {
   tools: readonly ToolSpec[];
   /** A chat channel's name: adds the chat-channel section. */
   channel?: string;
+  /** Discovered skills (name + description), listed for the model to open with `read_skill`. */
+  skills?: readonly { name: string; description: string }[];
+}
+
+/** Largest skills section (bytes); entries past it are left out with a count. */
+export const MAX_SKILLS_SECTION_BYTES = 16 * 1024;
+
+function skillsSection(skills: readonly { name: string; description: string }[]): string {
+  const head = "Skills (call read_skill with a name to read its instructions before doing a task it covers):";
+  let out = head;
+  let listed = 0;
+  for (const s of skills) {
+    const line = `\n- ${s.name}: ${s.description}`;
+    if (Buffer.byteLength(out) + Buffer.byteLength(line) > MAX_SKILLS_SECTION_BYTES - 64) break;
+    out += line;
+    listed++;
+  }
+  if (listed < skills.length) out += `\n(${skills.length - listed} more skills not listed)`;
+  return out;
 }
 
 export async function buildSystemPrompt(o: SystemPromptOptions): Promise<string> {
@@ -54,6 +75,7 @@ export async function buildSystemPrompt(o: SystemPromptOptions): Promise<string>
       `Chat channel: you are talking with the user through ${o.channel}. They read short plain-text chat messages: no Markdown tables or long code blocks. Only the last message of each turn reaches them, and they never see tool calls or their output, so put everything they need in that last message.`,
     );
   parts.push(o.tools.length > 0 ? `Tools: ${o.tools.map((t) => t.name).join(", ")}` : "No tools are available in this session.");
+  if (o.tools.length > 0 && o.skills !== undefined && o.skills.length > 0) parts.push(skillsSection(o.skills));
   for (const name of INSTRUCTION_FILES) {
     const text = await readBounded(join(o.cwd, name), MAX_INSTRUCTION_BYTES);
     if (text !== null && text.trim() !== "") parts.push(`Project instructions (${name}):\n${text}`);

@@ -59,7 +59,7 @@ export async function executeToolCall(call: ToolCallSpec, rc: ToolRunContext): P
   const v = tool.validate(call.arguments);
   if (!v.ok) return finish(errorResult("invalid_arguments", `${call.name}: invalid arguments\n${v.message}`));
   if (rc.signal.aborted) return finish(errorResult("cancelled", `${call.name}: cancelled`));
-  const decision = await decide(rc.approval, {
+  const decision = tool.autoApprove?.(v.value) === true ? "approve" : await decide(rc.approval, {
     turnId: rc.turnId,
     callId: call.id,
     toolName: call.name,

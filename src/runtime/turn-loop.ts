@@ -43,6 +43,8 @@ export interface LoopOptions {
   maxSteps: number;
   maxOutputTokens?: number;
   thinking?: ThinkingLevel;
+  /** Fast mode captured at turn start (ProviderRequest.fast). */
+  fast?: boolean;
   contextWindow: number;
   /** Fraction of the window that triggers compaction (at turn start and between steps); null disables it. */
   compactAtRatio: number | null;
@@ -102,6 +104,7 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
         currentTokens: estimate,
         maxTokens: o.contextWindow,
         ...(o.maxOutputTokens !== undefined ? { maxOutputTokens: o.maxOutputTokens } : {}),
+        ...(o.fast === true ? { fast: true } : {}),
         estimate: (m) => estimateTokens(o.system, m, specs),
       });
       if (r.ok) {
@@ -179,6 +182,7 @@ async function streamOnce(
       tools: specs,
       ...(o.maxOutputTokens !== undefined ? { maxOutputTokens: o.maxOutputTokens } : {}),
       ...(o.thinking !== undefined && o.thinking !== "default" ? { thinking: o.thinking } : {}),
+      ...(o.fast === true ? { fast: true } : {}),
       signal: ctl.signal,
     });
     read: for await (const ev of stream) {

@@ -40,6 +40,11 @@ export interface ProviderRequest {
   tools: ToolSpec[];
   maxOutputTokens?: number;
   thinking?: ThinkingLevel;
+  /**
+   * Fast mode: ask for the API's priority/fast processing where its wire has a field for it
+   * (see docs/providers.md); ignored where it has none.
+   */
+  fast?: boolean;
   signal: AbortSignal;
 }
 
@@ -127,6 +132,11 @@ export interface Tool {
   readonly serverName?: string;
   /** Validates arguments against the tool's schema before it runs. */
   validate(args: unknown): { ok: true; value: Record<string, unknown> } | { ok: false; message: string };
+  /**
+   * Optional per-call approval exemption: true when this particular call needs no approval (e.g. `web_fetch` of
+   * an https URL on a host the user auto-approved). Absent or false: the approval policy decides.
+   */
+  autoApprove?(args: Record<string, unknown>): boolean;
   /** Runs the tool. Never rejects: failures come back as `isError` results with an `errorKind`. */
   run(args: Record<string, unknown>, ctx: ToolContext): Promise<ToolResult>;
 }

@@ -24,6 +24,8 @@ interface PendingCode { challenge: string; redirectUri: string; clientId: string
 export class FakeOAuthIssuer {
   readonly behaviour: FakeOAuthBehaviour = { accountId: "acct-SECRETMARKER-1", tokenStatus: 200, refreshStatus: 200, omitRefreshToken: false, expiresIn: 3600, gate: null };
   tokenRequests = 0;
+  /** Every HTTP request received, any path (`METHOD /path`). */
+  readonly calls: string[] = [];
   refreshRequests = 0;
   private n = 0;
   private readonly codes = new Map<string, PendingCode>();
@@ -61,6 +63,7 @@ export class FakeOAuthIssuer {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? "/", this.url);
+    this.calls.push(`${req.method ?? "?"} ${url.pathname}`);
     if (req.method === "GET" && url.pathname === "/oauth/authorize") {
       const q = url.searchParams;
       const code = `code-SECRETMARKER-${++this.n}`;

@@ -82,3 +82,23 @@ it("a failed compaction while the context still fits lets the turn continue, and
     await fake.close();
   }
 });
+
+it("fast mode reaches every request of the turn, the compaction summary included @req AS-CFG-TURN-02", async () => {
+  const fake = await startFakeProvider();
+  try {
+    const o = loop(fake, [], { fast: true });
+    const e0 = estimateTokens(o.system, o.messages, builtinTools().map((t) => t.spec));
+    fake.script([
+      { steps: [{ text: "x".repeat(2000) }, { toolCall: { id: "a", name: "nope", arguments: {} } }] },
+      { steps: [{ text: "the summary" }] },
+      { steps: [{ text: "end" }] },
+    ]);
+    const out = await runLoop(loop(fake, [], { fast: true, contextWindow: Math.round((e0 + 250) / 0.7) }));
+    assert.equal(out.status, "completed");
+    assert.equal(fake.requests.length, 3);
+    assert.ok(fake.requests[1]!.body.includes("Summarize the conversation"));
+    for (const r of fake.requests) assert.equal((r.json as { service_tier?: string }).service_tier, "priority");
+  } finally {
+    await fake.close();
+  }
+});

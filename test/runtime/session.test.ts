@@ -131,6 +131,30 @@ test("on-risk approvals: bash asks by a fresh ID; approval runs it; a denial com
   });
 });
 
+test("on-risk over every tool: read_skill and confined reads never ask, web_fetch asks as network", async () => {
+  await withRig(async ({ fake, rt, next, home }) => {
+    fake.script([
+      { steps: [{ toolCall: { id: "c1", name: "read_skill", arguments: { name: "nope" } } }] },
+      { steps: [{ toolCall: { id: "c2", name: "read", arguments: { path: join(home, "settings.json") } } }] },
+      { steps: [{ toolCall: { id: "c3", name: "web_fetch", arguments: { url: "https://example.invalid/" } } }] },
+      { steps: [{ text: "done" }] },
+    ]);
+    rt.submit("go");
+    const c1 = await next((e) => e.type === "tool_completed" && e.callId === "c1");
+    assert.ok(c1.type === "tool_completed" && !c1.success && /unknown skill "nope"/.test(c1.output));
+    // The policy-wrapped read keeps its read_only risk (no approval) and the state root stays unreadable.
+    const c2 = await next((e) => e.type === "tool_completed" && e.callId === "c2");
+    assert.ok(c2.type === "tool_completed" && c2.error === "denied" && /Berth's state directory is not readable/.test(c2.output));
+    const a = await next((e) => e.type === "approval_requested");
+    assert.ok(a.type === "approval_requested" && a.callId === "c3" && a.name === "web_fetch" && a.risk === "network");
+    rt.resolveApproval(a.approvalId, false);
+    const c3 = await next((e) => e.type === "tool_completed" && e.callId === "c3");
+    assert.ok(c3.type === "tool_completed" && c3.error === "denied");
+    const t = await next(terminal);
+    assert.equal(t.type, "turn_completed");
+  });
+});
+
 test("cancel while an approval is pending withdraws it and the call ends cancelled", async () => {
   await withRig(async ({ fake, rt, next }) => {
     fake.script([{ steps: [{ toolCall: { id: "c1", name: "write", arguments: { path: "x.txt", content: "x" } } }] }]);

@@ -23,7 +23,7 @@ export function activityLine(a: Activity): string | null {
     case "lifecycle":
       if (a.category === "subagent_task" || a.category === "subagent_batch")
         return `${a.category === "subagent_batch" ? "subagents" : "subagent"} ${a.status}`;
-      if (a.category === "compaction") return `compacting context ${a.status}`;
+      // Tool, assistant and compaction lifecycles repeat what the tool / compaction activities already show.
       return null;
     case "compaction":
       return `compaction ${a.status}${a.current_tokens !== null && a.max_tokens !== null ? ` (${tokens(a.current_tokens)}/${tokens(a.max_tokens)})` : ""}`;

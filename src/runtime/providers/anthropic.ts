@@ -41,6 +41,17 @@ export const ANTHROPIC_THINKING_BUDGET: Record<Exclude<ThinkingLevel, "default">
   max: 64_000,
 };
 
+/** The beta flag Anthropic's fast mode (`speed: "fast"`) is requested with. */
+export const ANTHROPIC_FAST_MODE_BETA = "fast-mode-2026-02-01";
+
+/** Adds one flag to `anthropic-beta` (comma-separated), keeping flags already configured. */
+function withBeta(h: Record<string, string>, flag: string): Record<string, string> {
+  const key = Object.keys(h).find((k) => k.toLowerCase() === "anthropic-beta");
+  if (key === undefined) return { ...h, "anthropic-beta": flag };
+  const flags = (h[key] ?? "").split(",").map((s) => s.trim()).filter((s) => s !== "");
+  return { ...h, [key]: flags.includes(flag) ? flags.join(",") : [...flags, flag].join(",") };
+}
+
 export function anthropicHeaders(cred: Credential, extra: Record<string, string> | undefined): Record<string, string> {
   const h: Record<string, string> = {
     ...extra,
@@ -112,6 +123,7 @@ export function encodeAnthropicBody(req: ProviderRequest): JsonObject {
   // A level that cannot fit is sent without thinking.
   const fitted = Math.min(budget, maxTokens - ANSWER_RESERVE);
   if (budget > 0 && fitted >= MIN_THINKING_BUDGET) body["thinking"] = { type: "enabled", budget_tokens: fitted };
+  if (req.fast === true) body["speed"] = "fast";
   return body;
 }
 
@@ -123,7 +135,7 @@ export function buildAnthropicRequest(
 ): WireRequest {
   return {
     url: `${baseUrl.replace(/\/+$/, "")}/v1/messages`,
-    headers: anthropicHeaders(cred, extraHeaders),
+    headers: req.fast === true ? withBeta(anthropicHeaders(cred, extraHeaders), ANTHROPIC_FAST_MODE_BETA) : anthropicHeaders(cred, extraHeaders),
     body: JSON.stringify(encodeAnthropicBody(req)),
   };
 }

@@ -86,6 +86,7 @@ export function encodeChatBody(req: ProviderRequest): JsonObject {
   if (req.maxOutputTokens !== undefined) body["max_tokens"] = req.maxOutputTokens;
   const level = req.thinking ?? "default";
   if (level !== "default") body["reasoning_effort"] = CHAT_REASONING_EFFORT[level];
+  if (req.fast === true) body["service_tier"] = "priority";
   return body;
 }
 

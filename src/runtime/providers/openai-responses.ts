@@ -101,6 +101,7 @@ export function encodeResponsesBody(req: ProviderRequest): JsonObject {
     body["reasoning"] = { effort: OPENAI_REASONING_EFFORT[level], summary: "auto" };
     body["include"] = ["reasoning.encrypted_content"];
   }
+  if (req.fast === true) body["service_tier"] = "priority";
   return body;
 }
 

@@ -14,6 +14,9 @@ import { lsTool } from "./ls.js";
 import type { McpOptions, McpServerStatus } from "./mcp.js";
 import { withPolicy } from "./policy.js";
 import { readTool } from "./read.js";
+import { createReadSkillTool } from "./read-skill.js";
+import type { SkillCatalog } from "./skills.js";
+import { createWebFetchTool, type WebFetchOptions } from "./web-fetch.js";
 import { writeTool } from "./write.js";
 
 export interface ToolRegistryOptions {
@@ -25,10 +28,14 @@ export interface ToolRegistryOptions {
   mcp?: Omit<McpOptions, "cwd">;
   /** Policy of the built-in tools (file confinement, bash sandbox). Default: `DEFAULT_TOOL_POLICY` (confined). */
   policy?: ToolPolicy;
+  /** Adds `read_skill` over this catalog. */
+  skills?: SkillCatalog;
+  /** Adds `web_fetch` with these options. */
+  webFetch?: WebFetchOptions;
 }
 
 export interface ToolRegistry {
-  /** Built-ins first (read, write, edit, bash, grep, glob, ls), then MCP tools by server name. */
+  /** Built-ins first (read, write, edit, bash, grep, glob, ls, then read_skill and web_fetch when configured), then MCP tools by server name. */
   readonly tools: readonly Tool[];
   get(name: string): Tool | undefined;
   specs(): ToolSpec[];
@@ -47,6 +54,8 @@ export function builtinTools(bash?: BashOptions, policy?: ToolPolicy): Tool[] {
 export async function createToolRegistry(opts: ToolRegistryOptions): Promise<ToolRegistry> {
   if (opts.noTools === true) return makeRegistry([], [], async () => undefined);
   const local = builtinTools(opts.bash, opts.policy);
+  if (opts.skills !== undefined) local.push(createReadSkillTool(opts.skills));
+  if (opts.webFetch !== undefined) local.push(createWebFetchTool(opts.webFetch));
   const defs = opts.mcpServers ?? {};
   if (Object.keys(defs).length === 0) return makeRegistry(local, [], async () => undefined);
   // The MCP SDK costs ~80 ms to load: only sessions with configured servers pay for it.

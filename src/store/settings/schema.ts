@@ -61,6 +61,11 @@ export const SettingsSchema = z
     thinking_level: ThinkingLevelSchema.optional(),
     fast: z.boolean().optional(),
     tools: ToolSettingsSchema.optional(),
+    /** `web_fetch` runs https URLs on these hosts without asking (read from the global settings only). */
+    web_fetch: z
+      .object({ auto_approve_hosts: z.array(z.string().min(1).max(253).regex(/^[A-Za-z0-9.-]+$/)).max(64).default([]) })
+      .strict()
+      .optional(),
   })
   .passthrough();
 

@@ -1,0 +1,286 @@
+/**
+ * `web_fetch {url, offset?}`: GET one public http(s) URL and return readable text. Contracts:
+ * - Only `http:`/`https:` URLs without user info. Every hop (the URL and each redirect target, at most
+ *   `MAX_REDIRECTS`) is resolved once; every resolved address must pass the address policy (net-guard.ts), and
+ *   the connection goes to the checked address only (the socket's `lookup` returns it; DNS is not asked again,
+ *   so a name cannot rebind between check and connect). TLS still verifies the certificate against the name.
+ * - No cookies, credentials, `Referer`, proxy variables or connection reuse; `accept-encoding: identity`
+ *   (gzip/deflate/br bodies a server sends anyway are decoded within the same bound).
+ * - Declared binary content types are refused before the body is read; an undeclared body with a NUL byte in
+ *   its first KiB is refused as binary. At most `MAX_DOWNLOAD_BYTES` are read (the result says when it stopped).
+ * - HTML becomes text with numbered link references (html-text.ts); JSON and other text pass through.
+ *   Output pages hold at most `MAX_PAGE_BYTES`; `offset` (characters) selects the next page, named in the note.
+ * - The whole call, redirects included, ends after `timeoutMs` (30 s) with a `failed`, `timedOut:true` result;
+ *   the turn's cancellation ends it `cancelled`.
+ * Risk: network — the approval gate asks, except for an `https:` URL whose host is listed in the global settings'
+ * `web_fetch.auto_approve_hosts` (`autoApprove`); a redirect from such a call to a host not listed is not followed.
+ * `allow`, `resolve` and `ca` are test-only seams (the registry never sets them): exact address+port pairs exempt
+ * from the policy, a resolver, and the CA a loopback TLS server's certificate chains to.
+ */
+import { lookup as dnsLookup } from "node:dns/promises";
+import type { IncomingMessage } from "node:http";
+import { request as httpRequest } from "node:http";
+import { request as httpsRequest } from "node:https";
+import { isIP, type LookupFunction } from "node:net";
+import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
+import type { Readable } from "node:stream";
+import * as A from "../../core/arg-schema.js";
+import { truncateUtf8 } from "../../core/utf8.js";
+import type { Tool } from "../types.js";
+import { defineLocalTool } from "./define.js";
+import { htmlToText } from "./html-text.js";
+import { blockedReason } from "./net-guard.js";
+import { fail, ok } from "./result.js";
+
+export const WEB_FETCH_TOOL_NAME = "web_fetch";
+/** Risk class for the approval layer. */
+export const WEB_FETCH_RISK = "network" as const;
+export const MAX_REDIRECTS = 5;
+export const WEB_FETCH_TIMEOUT_MS = 30_000;
+export const MAX_DOWNLOAD_BYTES = 2 * 1024 * 1024;
+export const MAX_PAGE_BYTES = 40 * 1024;
+export const MAX_URL_CHARS = 4096;
+
+export type Resolver = (host: string) => Promise<Array<{ address: string; family: number }>>;
+
+export interface WebFetchOptions {
+  /** Hosts (lowercase names) whose `https:` URLs run without asking. */
+  autoApproveHosts?: readonly string[];
+  /** TEST ONLY: address+port pairs exempt from the address policy. */
+  allow?: readonly { host: string; port: number }[];
+  /** TEST ONLY: replaces DNS resolution. */
+  resolve?: Resolver;
+  /** TEST ONLY: CA certificates trusted instead of the system's (loopback TLS tests). */
+  ca?: string;
+  timeoutMs?: number;
+  maxDownloadBytes?: number;
+}
+
+const WebFetchArgs = A.object({
+  url: A.string({ min: 1, max: MAX_URL_CHARS, description: "The http(s) URL to fetch." }),
+  offset: A.optional(A.number({ integer: true, min: 0, description: "Character offset of the page to return (from the previous result's note). Default 0." })),
+});
+
+const TEXT_TYPES = /^(text\/[a-z0-9.+-]+|application\/(json|[a-z0-9.-]+\+json|xml|[a-z0-9.-]+\+xml|xhtml\+xml|javascript|x-javascript|ecmascript|x-ndjson|ld\+json|yaml|x-yaml|toml|x-www-form-urlencoded)|image\/svg\+xml)$/;
+
+/** Why a declared type is not text, or null (an absent type is judged by sniffing). */
+function binaryType(contentType: string): boolean {
+  const t = contentType.split(";")[0]?.trim().toLowerCase() ?? "";
+  return t !== "" && !TEXT_TYPES.test(t);
+}
+
+const defaultResolve: Resolver = async (host) => dnsLookup(host, { all: true, verbatim: true });
+
+class Refusal extends Error {}
+
+interface Hop {
+  res: IncomingMessage;
+  url: URL;
+}
+
+function hostOf(u: URL): string {
+  return u.hostname.replace(/^\[|\]$/g, "").toLowerCase();
+}
+
+function portOf(u: URL): number {
+  return u.port !== "" ? Number(u.port) : u.protocol === "https:" ? 443 : 80;
+}
+
+export function createWebFetchTool(o: WebFetchOptions = {}): Tool {
+  const auto = new Set((o.autoApproveHosts ?? []).map((h) => h.toLowerCase()));
+  const resolve = o.resolve ?? defaultResolve;
+  const timeoutMs = o.timeoutMs ?? WEB_FETCH_TIMEOUT_MS;
+  const maxDownload = o.maxDownloadBytes ?? MAX_DOWNLOAD_BYTES;
+  const allowed = (address: string, port: number): boolean => (o.allow ?? []).some((a) => a.host === address && a.port === port);
+  const isAuto = (raw: unknown): boolean => {
+    if (typeof raw !== "string") return false;
+    try {
+      const u = new URL(raw);
+      return u.protocol === "https:" && u.username === "" && u.password === "" && auto.has(hostOf(u));
+    } catch {
+      return false;
+    }
+  };
+
+  /** Checks one hop and returns the single address to connect to. */
+  async function checkedAddress(u: URL, signal: AbortSignal): Promise<{ address: string; family: number }> {
+    if (u.protocol !== "http:" && u.protocol !== "https:") throw new Refusal(`only http and https URLs can be fetched (got ${u.protocol})`);
+    if (u.username !== "" || u.password !== "") throw new Refusal("URLs with credentials are refused");
+    const host = hostOf(u);
+    const port = portOf(u);
+    let addrs: Array<{ address: string; family: number }>;
+    if (isIP(host) !== 0) addrs = [{ address: host, family: isIP(host) }];
+    else {
+      signal.throwIfAborted();
+      // The resolver takes no signal: race it so the call's time bound and cancellation still hold.
+      let onAbort: (() => void) | undefined;
+      const aborted = new Promise<never>((_, reject) => {
+        onAbort = () => reject(signal.reason);
+        signal.addEventListener("abort", onAbort, { once: true });
+      });
+      try {
+        addrs = await Promise.race([resolve(host), aborted]);
+      } catch {
+        signal.throwIfAborted();
+        throw new Refusal(`could not resolve ${host}`);
+      } finally {
+        if (onAbort !== undefined) signal.removeEventListener("abort", onAbort);
+      }
+    }
+    if (addrs.length === 0) throw new Refusal(`could not resolve ${host}`);
+    for (const a of addrs) {
+      if (allowed(a.address, port)) continue;
+      const why = blockedReason(a.address);
+      if (why !== null) throw new Refusal(`${host} is not a public address (${why}); only public hosts can be fetched`);
+    }
+    return addrs[0] as { address: string; family: number };
+  }
+
+  function get(u: URL, to: { address: string; family: number }, signal: AbortSignal): Promise<IncomingMessage> {
+    const lookup: LookupFunction = (_host, opts, cb) => {
+      if ((opts as { all?: boolean }).all === true) (cb as unknown as (e: null, a: Array<{ address: string; family: number }>) => void)(null, [to]);
+      else cb(null, to.address, to.family);
+    };
+    const req = (u.protocol === "https:" ? httpsRequest : httpRequest)(u, {
+      method: "GET",
+      agent: false,
+      lookup,
+      signal,
+      ...(o.ca !== undefined && u.protocol === "https:" ? { ca: o.ca } : {}),
+      headers: {
+        "user-agent": "Berth-web_fetch/1",
+        accept: "text/html,application/xhtml+xml,application/json;q=0.9,text/*;q=0.8,*/*;q=0.1",
+        "accept-encoding": "identity",
+      },
+    });
+    return new Promise((resolveRes, reject) => {
+      req.once("response", (res) => {
+        // Errors after a body was dropped (redirect, refusal) or on abort must never go unhandled; a body
+        // being read still sees them through its iterator.
+        res.on("error", () => undefined);
+        resolveRes(res);
+      });
+      // Kept for the request's whole life: a late error (abort after the response) is then a no-op.
+      req.on("error", reject);
+      req.end();
+    });
+  }
+
+  async function fetchFollowing(start: URL, signal: AbortSignal): Promise<Hop | { redirectOut: string }> {
+    let url = start;
+    const startAuto = isAuto(start.href);
+    for (let hop = 0; ; hop++) {
+      const to = await checkedAddress(url, signal);
+      const res = await get(url, to, signal);
+      const status = res.statusCode ?? 0;
+      const location = res.headers.location;
+      if ([301, 302, 303, 307, 308].includes(status) && typeof location === "string") {
+        res.destroy();
+        if (hop >= MAX_REDIRECTS) throw new Refusal(`more than ${MAX_REDIRECTS} redirects`);
+        let next: URL;
+        try {
+          next = new URL(location, url);
+        } catch {
+          throw new Refusal("a redirect named an invalid URL");
+        }
+        if (startAuto && !isAuto(next.href)) return { redirectOut: next.href };
+        url = next;
+        continue;
+      }
+      return { res, url };
+    }
+  }
+
+  async function readBody(res: IncomingMessage, signal: AbortSignal): Promise<{ body: Buffer; cut: boolean } | "binary"> {
+    const enc = String(res.headers["content-encoding"] ?? "identity").toLowerCase().trim();
+    let stream: Readable = res;
+    if (enc === "gzip" || enc === "x-gzip") stream = res.pipe(createGunzip());
+    else if (enc === "deflate") stream = res.pipe(createInflate());
+    else if (enc === "br") stream = res.pipe(createBrotliDecompress());
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let cut = false;
+    const sniff = res.headers["content-type"] === undefined;
+    try {
+      for await (const c of stream) {
+        signal.throwIfAborted();
+        const buf = c as Buffer;
+        if (sniff && size === 0 && buf.subarray(0, 1024).includes(0)) return "binary";
+        chunks.push(buf);
+        size += buf.length;
+        // Memory stays within the bound plus one chunk; a cut is known only once a byte past the bound arrived.
+        if (size > maxDownload) {
+          cut = true;
+          break;
+        }
+      }
+    } finally {
+      res.destroy();
+      if (stream !== res) stream.destroy();
+    }
+    return { body: Buffer.concat(chunks, size).subarray(0, maxDownload), cut };
+  }
+
+  const tool = defineLocalTool({
+    name: WEB_FETCH_TOOL_NAME,
+    risk: WEB_FETCH_RISK,
+    description:
+      "Fetch one public web page or API response (http/https GET) and return it as text: HTML is converted to readable text with numbered link references; JSON and text pass through. Long results come in pages: pass the `offset` named at the end to read the next one. Private, local and cloud-metadata addresses are refused.",
+    schema: WebFetchArgs,
+    async execute(args, ctx) {
+      let start: URL;
+      try {
+        start = new URL(args.url);
+      } catch {
+        return fail("failed", "web_fetch: not a valid absolute URL");
+      }
+      const timeout = AbortSignal.timeout(timeoutMs);
+      const signal = AbortSignal.any([ctx.signal, timeout]);
+      try {
+        const got = await fetchFollowing(start, signal);
+        if ("redirectOut" in got) {
+          return ok(`The page redirects to ${got.redirectOut}, whose host is not auto-approved. Call web_fetch with that URL to fetch it (the user will be asked).`);
+        }
+        const { res, url } = got;
+        const status = res.statusCode ?? 0;
+        const type = String(res.headers["content-type"] ?? "");
+        if (binaryType(type)) {
+          res.destroy();
+          return fail("failed", `web_fetch: ${url.href} is ${type.split(";")[0]?.trim()}, not text; binary content is not downloaded`);
+        }
+        const read = await readBody(res, signal);
+        if (read === "binary") return fail("failed", `web_fetch: ${url.href} looks like binary content`);
+        const charset = /charset\s*=\s*"?([A-Za-z0-9_.:-]+)/i.exec(type)?.[1];
+        let decoded: string;
+        try {
+          decoded = new TextDecoder(charset ?? "utf-8").decode(read.body);
+        } catch {
+          decoded = new TextDecoder("utf-8").decode(read.body);
+        }
+        const isHtml = /html/i.test(type) || (type === "" && /^\s*(<!doctype html|<html)/i.test(decoded));
+        const text = isHtml ? htmlToText(decoded, url.href) : decoded;
+        const offset = args.offset ?? 0;
+        if (offset > 0 && offset >= text.length) return fail("failed", `web_fetch: offset ${offset} is past the end (${text.length} characters)`);
+        let page = text.slice(offset, offset + MAX_PAGE_BYTES);
+        if (Buffer.byteLength(page) > MAX_PAGE_BYTES) page = truncateUtf8(page, MAX_PAGE_BYTES);
+        // Never end a page between the halves of a surrogate pair.
+        const lastCode = page.charCodeAt(page.length - 1);
+        if (page.length > 1 && lastCode >= 0xd800 && lastCode <= 0xdbff) page = page.slice(0, -1);
+        const end = offset + page.length;
+        const head = [`URL: ${url.href}`, `Status: ${status}`, ...(type !== "" ? [`Content-Type: ${type.split(";")[0]?.trim()}`] : [])];
+        const notes: string[] = [];
+        if (end < text.length) notes.push(`[characters ${offset}-${end} of ${text.length}; continue with offset=${end}]`);
+        if (read.cut) notes.push(`[download stopped at ${maxDownload} bytes; the rest of the document was not fetched]`);
+        const content = `${head.join("\n")}\n\n${page}${notes.length > 0 ? `\n\n${notes.join("\n")}` : ""}`;
+        return status >= 400 ? fail("failed", content) : ok(content);
+      } catch (err) {
+        if (ctx.signal.aborted) return fail("cancelled", "web_fetch: cancelled");
+        if (timeout.aborted) return fail("failed", `web_fetch: timed out after ${Math.round(timeoutMs / 1000)} s`, { timedOut: true });
+        if (err instanceof Refusal) return fail("failed", `web_fetch: refused: ${err.message}`);
+        const code = (err as NodeJS.ErrnoException).code;
+        return fail("failed", `web_fetch: request failed${code !== undefined ? ` (${code})` : ""}`);
+      }
+    },
+  });
+  return { ...tool, autoApprove: (args) => isAuto(args["url"]) };
+}
