@@ -4,6 +4,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -250,6 +251,23 @@ test("per-session configuration reaches the provider request: no tools, channel 
     assert.doesNotMatch(text, new RegExp(png.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")), "a tool-free session sees no paths");
     assert.equal(events.filter((e) => e.type === "title_changed").length, 1);
   });
+});
+
+test("an image attachment that is a FIFO is skipped without blocking the turn", { timeout: 60_000 }, async () => {
+  await withRig(
+    async ({ fake, rt, next, cwd }) => {
+      const png = join(cwd, "p.png");
+      writeFileSync(png, Buffer.from("89504e470d0a1a0a", "hex"));
+      // More FIFOs than the libuv pool has threads: a blocking open of each would stall the turn for good.
+      const fifos = Array.from({ length: 6 }, (_, i) => join(cwd, `f${i}.png`));
+      for (const f of fifos) execFileSync("mkfifo", [f]);
+      const attachments = [...fifos.map((path) => ({ kind: "image" as const, path })), { kind: "image" as const, path: png }];
+      rt.submit("look", { attachments });
+      assert.equal((await next(terminal)).type, "turn_completed");
+      assert.equal((JSON.stringify(fake.requests.at(-1)!.json).match(/data:image\/png;base64/g) ?? []).length, 1);
+    },
+    { images: true },
+  );
 });
 
 test("history keeps image paths: earlier images are read again for later requests, a deleted one becomes a note", async () => {

@@ -1,12 +1,14 @@
 /**
  * Attachments → model input. Contracts: images (PNG, JPEG, GIF, WebP by MIME type or file extension) of at most
  * `MAX_IMAGE_BYTES` that are regular files are read and sent as image parts, at most `MAX_IMAGES` per prompt (the
- * newest); an unreadable one is skipped (the prompt's file list still names it). Never throws.
+ * newest); an unreadable one is skipped (the prompt's file list still names it). A FIFO, socket or device is never
+ * read and never blocks (opened non-blocking, then checked). Never throws.
  * `attachmentNote` lists every attachment for the model: names, types and sizes, plus paths when tools can read them.
  * `reattachImages`: history keeps image paths, not bytes; the newest images of earlier prompts (up to the room left
  * beside the current prompt's) are read again for each request, and one deleted or unreadable since is replaced by
  * a note.
  */
+import { constants as FS } from "node:fs";
 import { open } from "node:fs/promises";
 import { extname } from "node:path";
 import type { ImagePart, Message } from "../types.js";
@@ -28,7 +30,8 @@ export function imageType(a: UserAttachment): string | null {
 async function readImage(path: string): Promise<Buffer | null> {
   let fh;
   try {
-    fh = await open(path, "r");
+    // Non-blocking, then fstat: a FIFO or device at an attachment path is refused without parking a pool thread.
+    fh = await open(path, FS.O_RDONLY | FS.O_NONBLOCK);
   } catch {
     return null;
   }
