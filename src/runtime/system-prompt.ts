@@ -7,6 +7,7 @@
  * `MAX_SYSTEM_PROMPT_BYTES`; unreadable or non-regular files are skipped silently (never an error, never a path
  * outside `cwd`).
  */
+import { constants as FS } from "node:fs";
 import { open } from "node:fs/promises";
 import { join } from "node:path";
 import { truncateUtf8 } from "../core/utf8.js";
@@ -19,7 +20,8 @@ export const MAX_SYSTEM_PROMPT_BYTES = 96 * 1024;
 async function readBounded(path: string, max: number): Promise<string | null> {
   let fh;
   try {
-    fh = await open(path, "r");
+    // Non-blocking, then fstat: an AGENTS.md that is a FIFO or device is skipped without parking a pool thread.
+    fh = await open(path, FS.O_RDONLY | FS.O_NONBLOCK);
   } catch {
     return null;
   }
