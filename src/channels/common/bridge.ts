@@ -1,0 +1,299 @@
+/**
+ * The platform-neutral chat bridge: inbound messages in, one SCV-style turn per accepted message, the final
+ * assistant message (and `chat_attach` files) out.
+ *
+ * Contract:
+ * - `accept(batch)` resolves only after every claim in the batch is durable; the caller then saves its cursor or
+ *   acks. A seen or claimed ID is ignored (redelivery answered once).
+ * - Sessions: one per direct-chat sender, one per group + sender, one per Feishu thread. Tools (with auto-approve)
+ *   only in the owner's direct chat when `remoteTools = "owner"` and the owner is known; `no_tools` otherwise.
+ * - `senders = "owner"`: others' messages are marked seen and never answered. Groups answer only when mentioned.
+ * - `recover()` (before the first `accept`) answers every claim a previous run left in flight with a short failure
+ *   reply and marks it seen; it never starts a turn for it.
+ * - Replies: final text only, capped at 64 KiB, split for the platform; a refused reply is held and carried by the
+ *   next reply to that conversation.
+ */
+import { randomBytes } from "node:crypto";
+import { rm } from "node:fs/promises";
+import { realClock, type Clock } from "./backoff.js";
+import { parseYesNo, questionText, type ConfirmState } from "./confirm.js";
+import type { ChatSessionDriver, OutboundFile } from "./driver.js";
+import { fetchMedia, MAX_FILES_OUT } from "./media.js";
+import type { InboundMessage, PlatformPort } from "./port.js";
+import type { DeliveryState, ReplyTarget } from "./state.js";
+import { shapeReply, systemMessage, withHeld } from "./text.js";
+
+export interface BridgePolicy {
+  /** Session `channel` name: `WeChat`, `Feishu` or `Lark`. */
+  channelName: string;
+  ownerId: string | null;
+  senders: "owner" | "anyone";
+  remoteTools: "none" | "owner";
+  workspace: string;
+}
+
+export interface BridgeOptions {
+  port: PlatformPort;
+  driver: ChatSessionDriver;
+  state: DeliveryState;
+  policy: BridgePolicy;
+  mediaRoot: string;
+  clock?: Clock;
+  /** Diagnostic lines without message content or credentials. */
+  log?: (line: string) => void;
+}
+
+export const FAILURE_REPLY = "Your previous message was interrupted by a restart and was not processed. Please send it again.";
+export const TURN_FAILED_REPLY = "Sorry, that request failed. Please try again.";
+export const NOTHING_READABLE_REPLY = "I can only read text, images and files here.";
+export const NO_TRANSCRIPT_REPLY = "I can't listen to voice messages; please type your message.";
+
+interface Question {
+  id: string;
+  state: ConfirmState;
+  deliveredAt: number;
+  deadline: number;
+  settle: (s: ConfirmState) => void;
+  done: Promise<ConfirmState>;
+}
+
+export class ChatBridge {
+  private readonly clock: Clock;
+  private readonly sessions = new Map<string, Promise<string>>();
+  private readonly queues = new Map<string, Promise<void>>();
+  private readonly running = new Set<Promise<void>>();
+  private readonly abort = new AbortController();
+  private question: Question | null = null;
+
+  constructor(private readonly o: BridgeOptions) {
+    this.clock = o.clock ?? realClock;
+  }
+
+  private get log(): (line: string) => void {
+    return this.o.log ?? (() => undefined);
+  }
+
+  isOwner(sender: string): boolean {
+    return this.o.policy.ownerId !== null && sender === this.o.policy.ownerId;
+  }
+
+  conversationOf(m: InboundMessage): string {
+    if (m.kind === "thread" && m.thread) return `thread:${m.thread}`;
+    if (m.kind === "group") return `group:${m.chat ?? ""}:${m.sender}`;
+    return `dm:${m.sender}`;
+  }
+
+  private targetOf(m: InboundMessage): ReplyTarget {
+    return { to: m.sender, handle: m.handle, chat: m.kind === "direct" ? null : m.chat };
+  }
+
+  async recover(): Promise<void> {
+    const claims = [...this.o.state.claims()];
+    for (const c of claims) {
+      try {
+        await this.o.port.sendText(c.target, [systemMessage(this.o.port.platform, FAILURE_REPLY)], `fail-${c.id}`);
+      } catch (err) {
+        this.log(`failure reply not sent: ${(err as Error).name}`);
+      }
+      this.o.state.release(c.id);
+    }
+    if (claims.length > 0) await this.o.state.save();
+  }
+
+  /** Dedups, classifies and claims a batch; resolves once the claims are durable. Turns run afterwards. */
+  async accept(batch: readonly InboundMessage[]): Promise<void> {
+    const st = this.o.state;
+    const toRun: InboundMessage[] = [];
+    let dirty = false;
+    for (const m of batch) {
+      if (st.has(m.id)) continue;
+      dirty = true;
+      const owner = this.isOwner(m.sender);
+      if (!owner && this.o.policy.senders === "owner") {
+        st.markSeen(m.id);
+        continue;
+      }
+      if (m.kind !== "direct" && !m.mentioned) {
+        st.markSeen(m.id);
+        continue;
+      }
+      if (this.answersQuestion(m)) {
+        st.markSeen(m.id);
+        continue;
+      }
+      st.claim({ id: m.id, conversation: this.conversationOf(m), target: this.targetOf(m) });
+      toRun.push(m);
+    }
+    if (dirty) await st.save();
+    for (const m of toRun) this.schedule(m);
+  }
+
+  private schedule(m: InboundMessage): void {
+    const conv = this.conversationOf(m);
+    const prev = this.queues.get(conv) ?? Promise.resolve();
+    const next = prev.then(() => this.runOne(m, conv)).catch((err: unknown) => this.log(`turn error: ${(err as Error).name}`));
+    this.queues.set(conv, next);
+    this.running.add(next);
+    void next.finally(() => {
+      this.running.delete(next);
+      if (this.queues.get(conv) === next) this.queues.delete(conv);
+    });
+  }
+
+  /** Resolves when no turn is queued or running. */
+  async idle(): Promise<void> {
+    while (this.running.size > 0) await Promise.allSettled([...this.running]);
+  }
+
+  private session(conv: string, tools: boolean): Promise<string> {
+    let s = this.sessions.get(conv);
+    if (!s) {
+      s = this.o.driver.startSession({
+        cwd: this.o.policy.workspace,
+        channel: this.o.policy.channelName,
+        noTools: !tools,
+        autoApprove: tools,
+      });
+      this.sessions.set(conv, s);
+      s.catch(() => this.sessions.delete(conv));
+    }
+    return s;
+  }
+
+  private async runOne(m: InboundMessage, conv: string): Promise<void> {
+    const owner = this.isOwner(m.sender);
+    const tools = owner && m.kind === "direct" && this.o.policy.remoteTools === "owner";
+    const target = this.targetOf(m);
+    let text = m.text;
+    if (m.voiceTranscript !== undefined) {
+      if (!m.voiceTranscript) return this.finish(m, target, conv, systemMessage(this.o.port.platform, NO_TRANSCRIPT_REPLY), [], false);
+      text = [text, m.voiceTranscript].filter((t) => t !== "").join("\n");
+    }
+    const { attachments, notes } = await fetchMedia(this.o.port, m, owner, this.o.mediaRoot, conv);
+    const prompt = [text, ...notes].filter((t) => t !== "").join("\n");
+    if (prompt === "" && attachments.length === 0) {
+      return this.finish(m, target, conv, systemMessage(this.o.port.platform, NOTHING_READABLE_REPLY), [], false);
+    }
+    let reply: string;
+    let files: OutboundFile[] = [];
+    try {
+      const sid = await this.session(conv, tools);
+      const out = await this.o.driver.runTurn(sid, prompt, attachments, this.abort.signal);
+      if (out.terminal === "cancelled" && this.abort.signal.aborted) return; // shutting down: the claim stays for recovery
+      reply = out.text ?? "";
+      files = tools ? out.files : [];
+      if (out.terminal !== "completed" && reply === "") reply = systemMessage(this.o.port.platform, TURN_FAILED_REPLY);
+    } catch {
+      if (this.abort.signal.aborted) return;
+      reply = systemMessage(this.o.port.platform, TURN_FAILED_REPLY);
+    }
+    await this.finish(m, target, conv, reply, files, true);
+  }
+
+  private async finish(m: InboundMessage, target: ReplyTarget, conv: string, reply: string, files: OutboundFile[], holdable: boolean): Promise<void> {
+    const st = this.o.state;
+    const now = this.clock.now();
+    const held = holdable ? st.takeHeld(conv, now) : [];
+    const full = withHeld(held, reply);
+    const parts = shapeReply(full, this.o.port.partBytes);
+    let result: "sent" | "refused" = "sent";
+    try {
+      if (parts.length > 0) result = await this.o.port.sendText(target, parts, `r-${m.id}`);
+    } catch (err) {
+      this.log(`reply not sent: ${(err as Error).name}`);
+      result = "refused";
+    }
+    if (result === "refused" && holdable) {
+      for (const h of held) st.hold(conv, h, now, this.o.port.partBytes / 2);
+      if (reply !== "") st.hold(conv, reply, now, this.o.port.partBytes / 2);
+    }
+    let dropped = 0;
+    for (const [i, f] of files.entries()) {
+      if (i >= MAX_FILES_OUT) {
+        dropped++;
+        continue;
+      }
+      try {
+        const r = await this.o.port.sendFile({ ...target, handle: null }, f, `f-${m.id}-${i}`);
+        if (r === "refused") dropped++;
+      } catch {
+        dropped++;
+      }
+      await rm(f.path, { force: true });
+    }
+    if (dropped > 0) {
+      const note = systemMessage(this.o.port.platform, `[${dropped} attached file${dropped === 1 ? "" : "s"} could not be sent]`);
+      await this.o.port.sendText({ ...target, handle: null }, [note], `n-${m.id}`).catch(() => "refused");
+    }
+    st.release(m.id);
+    await st.save();
+  }
+
+  // ---- confirm_ask ----
+
+  /** Asks the owner in their direct chat; resolves with the final state. At most one open question per bridge. */
+  async ask(question: string, timeoutSeconds: number): Promise<{ id: string; state: ConfirmState }> {
+    const owner = this.o.policy.ownerId;
+    const id = randomBytes(6).toString("hex");
+    if (owner === null || (this.question && this.question.state === "pending")) return { id, state: "failed" as ConfirmState };
+    const text = systemMessage(this.o.port.platform, questionText(question, timeoutSeconds));
+    let sent: "sent" | "refused";
+    try {
+      sent = await this.o.port.sendText({ to: owner, handle: null, chat: null }, [text], `q-${id}`);
+    } catch {
+      sent = "refused";
+    }
+    if (sent !== "sent") return { id, state: "failed" as ConfirmState };
+    let settle!: (s: ConfirmState) => void;
+    const done = new Promise<ConfirmState>((r) => (settle = r));
+    const deliveredAt = this.clock.now();
+    const q: Question = { id, state: "pending", deliveredAt, deadline: deliveredAt + timeoutSeconds * 1000, settle, done };
+    this.question = q;
+    const timer = new AbortController();
+    void this.clock.sleep(timeoutSeconds * 1000, timer.signal).then(async (fired) => {
+      if (!fired || q.state !== "pending") return;
+      q.state = "expired";
+      q.settle("expired");
+      await this.o.port
+        .sendText({ to: owner, handle: null, chat: null }, [systemMessage(this.o.port.platform, "No answer in time: counted as no.")], `qx-${id}`)
+        .catch(() => "refused");
+    });
+    const state = await done;
+    timer.abort();
+    return { id, state };
+  }
+
+  /** The open question, if any (for `confirm_status`). */
+  questionState(): { id: string; state: ConfirmState; deadlineMs: number } | null {
+    const q = this.question;
+    return q ? { id: q.id, state: q.state, deadlineMs: q.deadline } : null;
+  }
+
+  private answersQuestion(m: InboundMessage): boolean {
+    const q = this.question;
+    if (!q || q.state !== "pending") return false;
+    if (!this.isOwner(m.sender) || m.kind !== "direct" || m.media.length > 0) return false;
+    if (m.timeMs < q.deliveredAt) return false;
+    const ans = parseYesNo(m.text);
+    if (ans === null) return false;
+    q.state = ans;
+    const ack = ans === "yes" ? "Answer received: going ahead." : "Answer received: stopped.";
+    void this.o.port
+      .sendText({ to: m.sender, handle: m.handle, chat: null }, [systemMessage(this.o.port.platform, ack)], `qa-${q.id}`)
+      .catch(() => "refused")
+      .finally(() => q.settle(ans));
+    return true;
+  }
+
+  /** Stops: running turns are cancelled, their claims stay for the next start's recovery. */
+  async stop(): Promise<void> {
+    this.abort.abort();
+    const q = this.question;
+    if (q && q.state === "pending") {
+      q.state = "withdrawn";
+      q.settle("withdrawn");
+    }
+    await this.idle();
+    for (const s of this.sessions.values()) await s.then((id) => this.o.driver.closeSession(id)).catch(() => undefined);
+  }
+}
