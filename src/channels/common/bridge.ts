@@ -84,7 +84,7 @@ export class ChatBridge {
   }
 
   private targetOf(m: InboundMessage): ReplyTarget {
-    return { to: m.sender, handle: m.handle, chat: m.kind === "direct" ? null : m.chat };
+    return { to: m.sender, handle: m.handle, chat: m.kind === "direct" ? null : m.chat, inThread: m.kind === "thread" };
   }
 
   async recover(): Promise<void> {

@@ -33,6 +33,8 @@ export interface ReplyTarget {
   handle: string | null;
   /** WeChat group ID or Feishu chat ID when not a direct chat. */
   chat?: string | null;
+  /** Feishu: the reply stays in the message's thread. */
+  inThread?: boolean;
 }
 
 interface HeldReply {
