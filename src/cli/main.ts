@@ -8,6 +8,7 @@ commands:
   chat [-p PROMPT] [--json]   terminal client (interactive, or one-shot with -p)
   service                     app-service v1: JSONL over stdio for frontend apps
   daemon [--listen HOST:PORT] live-backend host (backend Unix socket + AHP WebSocket)
+  channel login|logout|set|status   WeChat and Feishu/Lark chat accounts
 `;
 
 export async function main(argv: string[]): Promise<void> {
@@ -21,6 +22,11 @@ export async function main(argv: string[]): Promise<void> {
     case "daemon": {
       const m = await import("./daemon.js");
       process.exitCode = await m.runDaemon(rest);
+      return;
+    }
+    case "channel": {
+      const m = await import("./channel.js");
+      process.exitCode = await m.runChannel(rest);
       return;
     }
     case "chat": {

@@ -46,6 +46,8 @@ export class FakeFeishu {
   /** Codes returned by the next send calls (e.g. 230020 rate limit, 230002 final). */
   readonly sendFailures: number[] = [];
   readonly endpointErrors: number[] = [];
+  /** Device-code poll answers before success (e.g. "authorization_pending", "access_denied"). */
+  registrationScript: string[] = ["authorization_pending"];
   /** Re-push an unacked event after this many ms. */
   ackTimeoutMs = 3000;
   connections = 0;
@@ -221,6 +223,16 @@ export class FakeFeishu {
       const b = json();
       if (b["app_id"] !== this.appId || b["app_secret"] !== this.appSecret) return send({ code: 10014, msg: "app secret invalid" });
       return send({ code: 0, msg: "ok", tenant_access_token: this.token, expire: 7200 });
+    }
+    if (p === "/oauth/v1/app/registration") {
+      const form = new URLSearchParams(raw.toString("utf8"));
+      if (form.get("action") === "begin") {
+        return send({ device_code: "dc_1", user_code: "ABCD", verification_uri_complete: `https://accounts.feishu.cn/page/app?user_code=ABCD`, interval: 1, expires_in: 600 });
+      }
+      if (form.get("device_code") !== "dc_1") return send({ error: "invalid_request" });
+      const step = this.registrationScript.shift() ?? "ok";
+      if (step !== "ok") return send({ error: step });
+      return send({ client_id: this.appId, client_secret: this.appSecret, user_info: { open_id: "ou_scanner000001", tenant_brand: "feishu" } });
     }
     if (p === "/callback/ws/endpoint") {
       const b = json();
