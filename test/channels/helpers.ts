@@ -12,8 +12,10 @@ export async function tempHome(): Promise<{ home: string; cleanup: () => Promise
 /** Real time for `now`; every sleep is recorded (no test waits on a backoff or a deadline). */
 export class InstantClock implements Clock {
   readonly sleeps: number[] = [];
+  /** Added to the real time (tests move `now` forward without waiting). */
+  offsetMs = 0;
   now(): number {
-    return Date.now();
+    return Date.now() + this.offsetMs;
   }
   private long: Array<() => void> = [];
   /** Backoff-sized sleeps (≤ 60 s) return at once; longer ones (question deadlines) wait for `fireLong()`. */

@@ -137,6 +137,38 @@ describe("wechat: sessions and policy", () => {
   });
 });
 
+describe("wechat: session limits", () => {
+  it("runs at most 4 turns at once across conversations", async () => {
+    const { fake, driver } = await setup();
+    const gates: Array<() => void> = [];
+    driver.respond = (t) => new Promise((r) => gates.push(() => r({ text: `echo: ${t.prompt}` })));
+    for (let i = 0; i < 6; i++) fake.push(fake.text(`u${i}@im.wechat`, `m${i}`));
+    await driver.waitTurns(4);
+    const polls = fake.polls.length;
+    await fake.waitPolls(polls + 2); // the loop kept polling, yet no fifth turn started
+    assert.equal(driver.turns.length, 4);
+    gates.shift()!();
+    await driver.waitTurns(5);
+    for (const g of gates.splice(0)) g();
+    await driver.waitTurns(6);
+    for (const g of gates.splice(0)) g();
+    await fake.waitSent((s) => s.length >= 6);
+  });
+
+  it("releases a session idle for 30 minutes and starts a fresh one later", async () => {
+    const { fake, driver, clock } = await setup();
+    fake.push(fake.text("a@im.wechat", "one"));
+    await fake.waitSent((s) => s.length >= 1);
+    clock.offsetMs = 31 * 60 * 1000;
+    fake.push(fake.text("b@im.wechat", "two"));
+    await fake.waitSent((s) => s.length >= 2);
+    assert.deepEqual(driver.closed, ["s1"]);
+    fake.push(fake.text("a@im.wechat", "three"));
+    await fake.waitSent((s) => s.length >= 3);
+    assert.equal(driver.turns[2]!.sessionId, "s3");
+  });
+});
+
 describe("wechat: at-least-once inbound", () => {
   it("a redelivered message (same uint64 id) is answered once, also after a restart", async () => {
     const { fake, driver, comp, home } = await setup();

@@ -43,6 +43,12 @@ export interface BridgeOptions {
   log?: (line: string) => void;
 }
 
+/** Sessions idle this long are released; at most MAX_SESSIONS stay live (least recently used released first). */
+export const SESSION_IDLE_MS = 30 * 60 * 1000;
+export const MAX_SESSIONS = 32;
+/** Turns running at once across all conversations of an account. */
+export const MAX_CONCURRENT_TURNS = 4;
+
 export const FAILURE_REPLY = "Your previous message was interrupted by a restart and was not processed. Please send it again.";
 export const TURN_FAILED_REPLY = "Sorry, that request failed. Please try again.";
 export const NOTHING_READABLE_REPLY = "I can only read text, images and files here.";
@@ -60,6 +66,9 @@ interface Question {
 export class ChatBridge {
   private readonly clock: Clock;
   private readonly sessions = new Map<string, Promise<string>>();
+  private readonly lastUsed = new Map<string, number>();
+  private active = 0;
+  private slotWaiters: Array<() => void> = [];
   private readonly queues = new Map<string, Promise<void>>();
   private readonly running = new Set<Promise<void>>();
   private readonly abort = new AbortController();
@@ -145,7 +154,33 @@ export class ChatBridge {
     while (this.running.size > 0) await Promise.allSettled([...this.running]);
   }
 
+  private async slot(): Promise<() => void> {
+    while (this.active >= MAX_CONCURRENT_TURNS) await new Promise<void>((r) => this.slotWaiters.push(r));
+    this.active++;
+    return () => {
+      this.active--;
+      this.slotWaiters.shift()?.();
+    };
+  }
+
+  /** Releases sessions idle past SESSION_IDLE_MS, then the least recently used beyond MAX_SESSIONS (never `keep`). */
+  private evict(keep: string): void {
+    const now = this.clock.now();
+    const idle = [...this.lastUsed].filter(([c]) => c !== keep && !this.queues.has(c)).sort((a, b) => a[1] - b[1]);
+    let live = this.sessions.size;
+    for (const [c, t] of idle) {
+      if (now - t < SESSION_IDLE_MS && live < MAX_SESSIONS) break;
+      const s = this.sessions.get(c);
+      this.sessions.delete(c);
+      this.lastUsed.delete(c);
+      live--;
+      void s?.then((id) => this.o.driver.closeSession(id)).catch(() => undefined);
+    }
+  }
+
   private session(conv: string, tools: boolean): Promise<string> {
+    this.evict(conv);
+    this.lastUsed.set(conv, this.clock.now());
     let s = this.sessions.get(conv);
     if (!s) {
       s = this.o.driver.startSession({
@@ -176,9 +211,11 @@ export class ChatBridge {
     }
     let reply: string;
     let files: OutboundFile[] = [];
+    const release = await this.slot();
     try {
       const sid = await this.session(conv, tools);
       const out = await this.o.driver.runTurn(sid, prompt, attachments, this.abort.signal);
+      this.lastUsed.set(conv, this.clock.now());
       if (out.terminal === "cancelled" && this.abort.signal.aborted) return; // shutting down: the claim stays for recovery
       reply = out.text ?? "";
       files = tools ? out.files : [];
@@ -186,6 +223,8 @@ export class ChatBridge {
     } catch {
       if (this.abort.signal.aborted) return;
       reply = systemMessage(this.o.port.platform, TURN_FAILED_REPLY);
+    } finally {
+      release();
     }
     await this.finish(m, target, conv, reply, files, true);
   }
