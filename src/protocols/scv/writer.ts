@@ -189,7 +189,6 @@ export class FrameWriter {
       this.stalled = true;
       this.o.onStall?.();
     }, this.o.stallMs);
-    this.stallTimer.unref();
   }
 
   /** Resolves once every admitted frame was handed to the OS, or the output broke. */
