@@ -4,9 +4,9 @@
  * `berth` over the backend socket (in this process) before the ready line is printed.
  */
 import { join } from "node:path";
-import { resolveHome, startHost, type HostHandle } from "../protocols/host/host.js";
+import { startHost, type HostHandle } from "../protocols/host/host.js";
 import type { WireError } from "../protocols/scv/wire.js";
-import { resolveHome as resolveMcHome } from "../store/home.js";
+import { resolveHome } from "../store/home.js";
 import { buildScvDeps } from "./scv-deps.js";
 import { listenScvSocket, scvSocketPath, type ScvSocketHandle } from "./scv-socket.js";
 import { packageVersion } from "./service.js";
@@ -69,7 +69,7 @@ function daemonControl(action: string, requestId: string): string | WireError {
 }
 
 async function startScv(): Promise<[ScvSocketHandle, () => Promise<void>]> {
-  const home = resolveMcHome(process.env);
+  const home = resolveHome(process.env);
   const built = await buildScvDeps({
     home,
     env: process.env,
@@ -118,7 +118,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
   }
   let handle: HostHandle;
   try {
-    handle = await startHost({ home: resolveHome(), host: listen.host, port: listen.port });
+    handle = await startHost({ home: resolveHome(process.env), host: listen.host, port: listen.port });
   } catch (e) {
     process.stderr.write(`berth daemon: ${e instanceof Error ? e.message : String(e)}\n`);
     return 1;
