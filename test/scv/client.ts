@@ -31,7 +31,7 @@ export class ScvClient {
   ended = false;
 
   constructor(
-    private readonly input: Readable,
+    readonly input: Readable,
     private readonly output: Writable,
     readonly stderr: () => string = () => "",
   ) {
@@ -97,8 +97,8 @@ export class ScvClient {
     const deadline = Date.now() + 60_000;
     for (;;) {
       for (let i = from; i < this.frames.length; i++) if (pred(this.frames[i]!)) return this.frames[i]!;
-      if (this.ended) throw new Error(`connection closed before ${what}; frames: ${JSON.stringify(this.frames.slice(-5))}; stderr: ${this.stderr().slice(-800)}`);
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last frames: ${JSON.stringify(this.frames.slice(-5))}`);
+      if (this.ended) throw new Error(`connection closed before ${what}; frames: ${JSON.stringify(this.frames.slice(-5)).slice(0, 1500)}; stderr: ${this.stderr().slice(-800)}`);
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last frames: ${JSON.stringify(this.frames.slice(-5)).slice(0, 1500)}`);
       await new Promise<void>((resolve) => {
         const t = setTimeout(done, 1000);
         const self = this;

@@ -112,3 +112,19 @@ it("reports a stall once when nothing drains, and destroy releases every waiter"
   assert.equal(out.filter((x) => x === false).length >= 1, true);
   assert.equal(w.emit(() => "5"), false);
 });
+
+it("frames admitted while the stream waits for drain are written after the drain", async () => {
+  const sink = new SlowSink();
+  const w = new FrameWriter(sink, { maxFrames: 256, maxBytes: 1 << 20, stallMs: 60_000 });
+  assert.equal(w.emit(() => "first"), true);
+  await tick(); // flushed; the sink (highWaterMark 1) now asks for a drain
+  assert.equal(w.emit(() => "second"), true); // admitted into the queue while waiting for drain
+  await tick();
+  assert.deepEqual(sink.lines(), ["first"]);
+  sink.release(); // drain
+  while (sink.lines().length < 2) {
+    await tick();
+    sink.release();
+  }
+  assert.deepEqual(sink.lines(), ["first", "second"]);
+});

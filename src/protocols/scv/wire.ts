@@ -24,6 +24,11 @@ export const MAX_ATTACHMENTS = 16;
 export const MAX_CHANNEL_BYTES = 32;
 export const MAX_QUEUE_ENTRIES = 64;
 export const MAX_QUEUE_PROMPT_BYTES = 4 << 20;
+/** Advertised in `session.started` for clients that keep a transcript and a prompt history. */
+export const MAX_TRANSCRIPT_BYTES = 8 << 20;
+export const MAX_TRANSCRIPT_ITEMS = 10_000;
+export const MAX_PROMPT_HISTORY_BYTES = 1 << 20;
+export const MAX_PROMPT_HISTORY_ITEMS = 200;
 
 /** `scv_protocol::ErrorCode` values Berth emits (snake_case). */
 export type ErrorCode =

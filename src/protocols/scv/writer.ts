@@ -59,7 +59,8 @@ export class FrameWriter {
     this.waitingDrain = false;
     this.inFlightFrames = 0;
     this.inFlightBytes = 0;
-    this.progress();
+    if (this.queue.length > 0) this.flush(); // flush() ends with progress()
+    else this.progress();
   };
 
   private fits(bytes: number): boolean {
