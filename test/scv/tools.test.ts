@@ -78,6 +78,16 @@ for (const name of TRANSPORTS) {
       assert.ok(seq.indexOf("approval.requested") < seq.indexOf("tool.started"));
       assert.equal(seq.at(-1), "turn.completed");
       assert.equal(terminal.steps, 2);
+      // progress: display lines only between tool.started and tool.completed, each event ≤ 512 bytes
+      const progress = c.frames.filter((m) => m.request_id === rid && m.type === "tool.progress");
+      assert.ok(progress.length >= 1, "bash reports that it runs");
+      assert.equal(progress[0]!.text, "running");
+      for (const p of progress) {
+        assert.equal(p.call_id, "call_ok");
+        assert.ok(Buffer.byteLength(p.text as string) <= 512);
+        assert.ok(seq.indexOf("tool.started") < c.frames.filter((m) => m.request_id === rid).indexOf(p));
+        assert.ok(c.frames.indexOf(p) < c.frames.indexOf(done));
+      }
       // an approval.resolve succeeds silently: no frame answered it; a repeat is approval_not_found
       const again = c.request({ type: "approval.resolve", session_id: sid, approval_id: ask.approval_id, approved: true });
       assert.equal((await c.reply(again, [])).code, "approval_not_found");

@@ -14,6 +14,7 @@
 import { utf8Length } from "../../core/utf8.js";
 import type { QueueEntry, SessionEvent, SessionRuntime, UserAttachment } from "../../runtime/session/index.js";
 import type { ConnectionOutput, ScvSessionHandle } from "./connection.js";
+import { ProgressShaper, type ProgressTimers } from "./progress.js";
 import { MAX_QUEUE_ENTRIES, MAX_QUEUE_PROMPT_BYTES, MAX_SERVER_FRAME_BYTES, type ClientMessage, type WireAttachment, type WireError } from "./wire.js";
 
 type SessionMessage = Parameters<ScvSessionHandle["handle"]>[0];
@@ -41,6 +42,9 @@ export class ScvSession implements ScvSessionHandle {
   private pauseAnswered = false;
   private readonly unsubscribe: () => void;
   private closing: Promise<void> | null = null;
+  /** The turn of each started tool call (for shaped progress events). */
+  private readonly callTurns = new Map<string, string>();
+  private readonly progress: ProgressShaper;
 
   constructor(
     private readonly rt: SessionRuntime,
@@ -48,7 +52,12 @@ export class ScvSession implements ScvSessionHandle {
     private readonly checkAttachments: AttachmentChecker,
     /** Closes the runtime for good (the hub forgets it). */
     private readonly closeRuntime: () => Promise<void> = () => rt.close(),
+    timers?: ProgressTimers,
   ) {
+    this.progress = new ProgressShaper((callId, text) => {
+      const turnId = this.callTurns.get(callId);
+      if (turnId !== undefined) void this.turnFrame(turnId, "tool.progress", { call_id: callId, text });
+    }, timers);
     this.unsubscribe = rt.subscribe((e) => this.onEvent(e));
   }
 
@@ -119,10 +128,14 @@ export class ScvSession implements ScvSessionHandle {
           summary: e.summary,
         });
       case "tool_started":
+        this.callTurns.set(e.callId, e.turnId);
         return void this.turnFrame(e.turnId, "tool.started", { call_id: e.callId, name: e.name });
       case "tool_progress":
-        return void this.turnFrame(e.turnId, "tool.progress", { call_id: e.callId, text: e.text });
+        if (this.callTurns.get(e.callId) === e.turnId) this.progress.line(e.callId, e.text);
+        return;
       case "tool_completed":
+        this.progress.complete(e.callId);
+        this.callTurns.delete(e.callId);
         return void this.turnFrame(e.turnId, "tool.completed", {
           call_id: e.callId,
           name: e.name,
@@ -142,6 +155,8 @@ export class ScvSession implements ScvSessionHandle {
       case "turn_failed": {
         const t = this.turns.get(e.turnId);
         this.turns.delete(e.turnId);
+        this.progress.clear();
+        this.callTurns.clear();
         const rid = t?.requestId ?? null;
         const origin = e.origin !== undefined ? { origin: e.origin } : {};
         if (t?.failCode !== undefined)
@@ -292,6 +307,7 @@ export class ScvSession implements ScvSessionHandle {
     this.closing ??= (async () => {
       for (const t of this.turns.values()) t.ctl.abort();
       await this.closeRuntime();
+      this.progress.clear();
       this.unsubscribe();
     })();
     return this.closing;
