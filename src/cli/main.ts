@@ -7,7 +7,8 @@ const USAGE = `usage: berth <command>
 commands:
   chat [-p PROMPT] [--json]   terminal client (interactive, or one-shot with -p)
   service                     app-service v1: JSONL over stdio for frontend apps
-  daemon [--listen HOST:PORT] live-backend host (backend Unix socket + AHP WebSocket)
+  stdio                       SCV client protocol v3 over stdin/stdout (one session)
+  daemon [--listen HOST:PORT] live-backend host (backend Unix socket + AHP WebSocket) and the SCV socket
   channel login|logout|set|status   WeChat and Feishu/Lark chat accounts
 `;
 
@@ -17,6 +18,11 @@ export async function main(argv: string[]): Promise<void> {
     case "service": {
       const m = await import("./service.js");
       process.exitCode = await m.runServiceCommand(rest);
+      return;
+    }
+    case "stdio": {
+      const m = await import("./stdio.js");
+      process.exitCode = await m.runStdio(rest);
       return;
     }
     case "daemon": {

@@ -1,0 +1,105 @@
+/**
+ * The SCV composition root shared by `berth stdio` and the daemon socket: one agent, one durable session store and
+ * one `SessionHub` per process; each connection's `session.start` creates a durable session through the hub and
+ * projects its `SessionRuntime` (protocols/scv/session.ts).
+ *
+ * Test seams (environment, clamped): `BERTH_SCV_SEND_TIMEOUT_MS` (how long a blocked send may last before cleanup,
+ * default 3000) and `BERTH_SCV_CLEANUP_GRACE_MS` (the cleanup grace, default 3000).
+ */
+import type { EnvLike } from "../store/home.js";
+import { CLEANUP_GRACE_MS, SEND_TIMEOUT_MS, type ScvServerDeps } from "../protocols/scv/connection.js";
+import { ScvSession, type AttachmentChecker } from "../protocols/scv/session.js";
+import { MAX_PROMPT_HISTORY_BYTES, MAX_PROMPT_HISTORY_ITEMS, MAX_SERVER_FRAME_BYTES, MAX_TRANSCRIPT_BYTES, MAX_TRANSCRIPT_ITEMS } from "../protocols/scv/wire.js";
+import { packageVersion } from "./service.js";
+
+/** Sessions of this process that may hold a turn's writer lease at once (one per connection running a turn). */
+export const MAX_RUNNING_SESSIONS = 256;
+
+export interface ScvDepsOptions {
+  home: string;
+  env: EnvLike;
+  transport: "stdio" | "socket";
+  log: (line: string) => void;
+  daemonControl?: ScvServerDeps["daemonControl"];
+}
+
+function envMs(env: EnvLike, name: string, dflt: number): number {
+  const v = Number(env[name]);
+  return Number.isFinite(v) && v > 0 ? Math.min(Math.max(Math.round(v), 50), 600_000) : dflt;
+}
+
+export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServerDeps; close(): Promise<void> }> {
+  const [{ Agent }, { SessionManager, SessionStore }, { SessionHub }, files, { ConfigService }, { SettingsStore }, { CatalogCache }, { FALLBACK_CONTEXT_WINDOW }] =
+    await Promise.all([
+      import("../runtime/agent.js"),
+      import("../store/sessions/index.js"),
+      import("../runtime/session/index.js"),
+      import("../runtime/session/files.js"),
+      import("../store/settings/config.js"),
+      import("../store/settings/settings-store.js"),
+      import("../store/catalog/cache.js"),
+      import("../runtime/context.js"),
+    ]);
+  const cwd = process.cwd();
+  const agent = new Agent({ home: o.home, cwd, env: o.env });
+  const config = new ConfigService({ settings: new SettingsStore({ home: o.home, projectDir: cwd, env: o.env }), cache: new CatalogCache({ home: o.home }), env: o.env });
+  /** The model a session will use and its context window (the fallback window for a model the catalog does not describe). */
+  const describe = async (over: { provider?: string; model?: string }): Promise<{ model: string | null; contextWindow: number }> => {
+    const sel = await config.runtimeSelection().catch(() => null);
+    const overridden = (over.provider !== undefined && over.provider !== sel?.provider_id) || (over.model !== undefined && over.model !== sel?.model_id);
+    return { model: over.model ?? sel?.model_id ?? null, contextWindow: (overridden ? null : sel?.context_window) ?? FALLBACK_CONTEXT_WINDOW };
+  };
+  const hub = new SessionHub({ manager: new SessionManager(new SessionStore({ home: o.home }), MAX_RUNNING_SESSIONS), runner: agent, defaults: { cwd } });
+  const checkAttachments: AttachmentChecker = async (list) => {
+    const r = await files.checkAttachmentFiles(list);
+    if (!r.ok) return r;
+    return {
+      ok: true,
+      attachments: list.map((a) => ({ kind: a.kind, path: a.path, size: a.size, ...(a.name !== undefined ? { name: a.name } : {}), ...(a.mime !== undefined ? { mime: a.mime } : {}) })),
+    };
+  };
+  const deps: ScvServerDeps = {
+    server: { name: "berth", version: packageVersion() },
+    sendTimeoutMs: envMs(o.env, "BERTH_SCV_SEND_TIMEOUT_MS", SEND_TIMEOUT_MS),
+    graceMs: envMs(o.env, "BERTH_SCV_CLEANUP_GRACE_MS", CLEANUP_GRACE_MS),
+    log: o.log,
+    ...(o.daemonControl !== undefined ? { daemonControl: o.daemonControl } : {}),
+    async openSession(msg, out) {
+      const ws = await files.canonicalWorkspace(msg.cwd);
+      if (!ws.ok) return { code: "invalid_request", message: ws.message, request_id: msg.request_id };
+      const selection = {
+        ...(msg.provider !== undefined ? { provider: msg.provider } : {}),
+        ...(msg.model !== undefined ? { model: msg.model } : {}),
+        ...(msg.base_url !== undefined ? { baseUrl: msg.base_url } : {}),
+      };
+      let rt;
+      try {
+        rt = await hub.create({
+          cwd: ws.value,
+          ...(Object.keys(selection).length > 0 ? { selection } : {}),
+          noTools: msg.no_tools,
+          ...(msg.channel !== undefined ? { channel: msg.channel } : {}),
+          autoApprove: msg.auto_approve,
+          ...(msg.delegation_depth !== undefined ? { delegationDepth: msg.delegation_depth } : {}),
+        });
+      } catch {
+        return { code: "internal_error", message: "the session could not be created; check that MC_HOME is writable", request_id: msg.request_id };
+      }
+      const described = await describe(selection);
+      const id = rt.id;
+      const session = new ScvSession(rt, out, checkAttachments, () => hub.closeSession(id));
+      await session.announce(msg.request_id, {
+        cwd: ws.value,
+        model: described.model,
+        context_max_tokens: described.contextWindow,
+        max_server_frame_bytes: MAX_SERVER_FRAME_BYTES,
+        max_transcript_bytes: MAX_TRANSCRIPT_BYTES,
+        max_transcript_items: MAX_TRANSCRIPT_ITEMS,
+        max_prompt_history_bytes: MAX_PROMPT_HISTORY_BYTES,
+        max_prompt_history_items: MAX_PROMPT_HISTORY_ITEMS,
+      });
+      return session;
+    },
+  };
+  return { deps, close: () => hub.close() };
+}
