@@ -6,14 +6,13 @@
  */
 import assert from "node:assert/strict";
 import { readFile, stat } from "node:fs/promises";
-import { connect } from "node:net";
 import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import { TURN_FAILED_REPLY } from "../../src/channels/common/bridge.js";
 import type { AccountSettings } from "../../src/channels/common/component.js";
 import { FeishuComponent } from "../../src/channels/feishu/component.js";
 import { WechatComponent } from "../../src/channels/wechat/component.js";
-import { ScvClient } from "../../src/client/scv/client.js";
+import { ScvDriver, unixSocketConnector } from "../../src/client/scv/driver.js";
 import { FakeFeishu } from "../fakes/fake-feishu.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
 import { FakeScvServer } from "../fakes/fake-scv-server.js";
@@ -24,14 +23,11 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function scv(home: string): Promise<{ server: FakeScvServer; client: ScvClient }> {
+async function scv(home: string): Promise<{ server: FakeScvServer; client: ScvDriver }> {
   const server = await new FakeScvServer(join(home, "scv.sock"), join(home, "state", "media", "outbox")).start();
   cleanups.push(() => server.close());
-  const sock = connect(join(home, "scv.sock"));
-  await new Promise<void>((r) => sock.once("connect", () => r()));
-  cleanups.push(async () => void sock.destroy());
-  const client = new ScvClient(sock, sock);
-  await client.initialize();
+  const client = new ScvDriver(unixSocketConnector(join(home, "scv.sock")));
+  cleanups.push(async () => client.close());
   return { server, client };
 }
 

@@ -1,6 +1,7 @@
 /**
  * A loopback SCV v3 server on a Unix socket, speaking the spec's frames, for testing the SCV client and the bridges
- * until the real server (branch `scv`) can be driven. Sessions record their `session.start` fields. Turns:
+ * where the real server cannot yet play a part (`chat_attach`). One session per connection, like the server. Sessions
+ * record their `session.start` fields. Turns:
  * - default: `turn.started`, two `assistant.delta`s, `assistant.completed` (`echo: <prompt>`), `turn.completed`;
  * - a prompt containing `edit FILE`: in a tool session, proposes a `write` call and asks approval; when approved,
  *   writes FILE in the session cwd, copies it into `outbox/` and completes `chat_attach` with the spec's output;
@@ -44,6 +45,7 @@ export class FakeScvServer {
   private serve(sock: Socket): void {
     let buf = "";
     let initialized = false;
+    let hasSession = false;
     const pending = new Map<string, (msg: Record<string, unknown>) => void>();
     const send = (o: Record<string, unknown>): void => void sock.write(JSON.stringify(o) + "\n");
     sock.on("error", () => undefined);
@@ -74,6 +76,13 @@ export class FakeScvServer {
         if (!initialized) {
           send({ type: "error", request_id: rid, code: "not_initialized", message: "initialize first", fatal: false });
           continue;
+        }
+        if (m["type"] === "session.start") {
+          if (hasSession) {
+            send({ type: "error", request_id: rid, code: "invalid_request", message: "this connection already has a session (one session per connection)", fatal: false });
+            continue;
+          }
+          hasSession = true;
         }
         void this.handle(m, send, pending);
       }
