@@ -1,7 +1,7 @@
 /**
  * A WeChat bridge in its own process, for the kill -9 test: env BRIDGE_HOME, ILINK_BASE, ILINK_TOKEN, ILINK_BOT,
  * ILINK_OWNER. Prints `connected` once healthy and `turn <prompt>` when a turn starts; prompts containing `hang`
- * never finish.
+ * never finish; `long` answers with three 16 KiB parts (a…, b…, c…).
  */
 import { WechatComponent } from "../../src/channels/wechat/component.js";
 import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
@@ -10,7 +10,9 @@ const env = (k: string): string => process.env[k] ?? "";
 const driver = new FakeSessionDriver();
 driver.respond = (t) => {
   process.stdout.write(`turn ${t.prompt}\n`);
-  return t.prompt.includes("hang") ? new Promise(() => undefined) : Promise.resolve({ text: `echo: ${t.prompt}` });
+  if (t.prompt.includes("hang")) return new Promise(() => undefined);
+  if (t.prompt.includes("long")) return Promise.resolve({ text: "a".repeat(16 * 1024) + "b".repeat(16 * 1024) + "c".repeat(100) });
+  return Promise.resolve({ text: `echo: ${t.prompt}` });
 };
 const comp = new WechatComponent({
   home: env("BRIDGE_HOME"),

@@ -71,3 +71,35 @@ it("kill -9 mid-turn then restart: one failure reply, no second turn", async () 
     await cleanup();
   }
 });
+
+it("kill -9 between the parts of a reply: the restart sends the rest with the same ids, no failure reply, no turn", async () => {
+  const { home, cleanup } = await tempHome();
+  const fake = await new FakeIlink().start();
+  try {
+    const first = startChild(home, fake);
+    await first.waitLine((l) => l === "connected");
+    fake.stallSendsAfter = 1; // part 0 is delivered, part 1 hangs in flight
+    const msg = fake.text("a@im.wechat", "long answer please");
+    fake.push(msg);
+    await fake.waitFor(() => fake.stalledSends >= 1);
+    const exited = new Promise((r) => first.child.once("exit", r));
+    first.child.kill("SIGKILL");
+    await exited;
+    fake.stallSendsAfter = null;
+    const second = startChild(home, fake);
+    await second.waitLine((l) => l === "connected");
+    await fake.waitSent((s) => s.length >= 3);
+    assert.deepEqual(second.lines.filter((l) => l.startsWith("turn ")), []);
+    assert.deepEqual(fake.sent.map((s) => [s.clientId.replace(/^r-\d+-/, "r-ID-"), s.text![0], s.text!.length]), [
+      ["r-ID-0", "a", 16 * 1024],
+      ["r-ID-1", "b", 16 * 1024],
+      ["r-ID-2", "c", 100],
+    ]);
+    assert.equal(fake.sent[0]!.contextToken, msg["context_token"]);
+    assert.equal(fake.sent.filter((s) => s.text!.includes(FAILURE_REPLY)).length, 0);
+    second.child.kill("SIGKILL");
+  } finally {
+    await fake.close();
+    await cleanup();
+  }
+});

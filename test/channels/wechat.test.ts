@@ -156,13 +156,16 @@ describe("wechat: session limits", () => {
   });
 
   it("releases a session idle for 30 minutes and starts a fresh one later", async () => {
-    const { fake, driver, clock } = await setup();
+    const { fake, driver, clock, comp } = await setup();
     fake.push(fake.text("a@im.wechat", "one"));
     await fake.waitSent((s) => s.length >= 1);
+    await comp.bridge!.idle();
     clock.offsetMs = 31 * 60 * 1000;
     fake.push(fake.text("b@im.wechat", "two"));
     await fake.waitSent((s) => s.length >= 2);
+    await until(() => driver.closed.length > 0);
     assert.deepEqual(driver.closed, ["s1"]);
+    await comp.bridge!.idle();
     fake.push(fake.text("a@im.wechat", "three"));
     await fake.waitSent((s) => s.length >= 3);
     assert.equal(driver.turns[2]!.sessionId, "s3");

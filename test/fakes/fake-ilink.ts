@@ -60,6 +60,10 @@ export class FakeIlink {
   /** Queued results for the next sendmessage calls: a `ret` refusal or an HTTP status. */
   readonly sendFailures: Array<{ ret: number; errmsg: string } | { status: number }> = [];
   tokenExpired = false;
+  /** When set, sendmessage calls after this many recorded sends are held open unanswered (a crash window). */
+  stallSendsAfter: number | null = null;
+  /** sendmessage calls currently held by `stallSendsAfter`. */
+  stalledSends = 0;
   qrScript: QrStep[] = [];
   qrCodesIssued = 0;
   private readonly log: Array<Record<string, unknown>> = [];
@@ -140,6 +144,10 @@ export class FakeIlink {
     return this.sent;
   }
 
+  async waitFor(pred: () => boolean): Promise<void> {
+    while (!pred()) await new Promise<void>((r) => this.waiters.push(r));
+  }
+
   async waitPolls(n: number): Promise<void> {
     while (this.polls.length < n) await new Promise<void>((r) => this.waiters.push(r));
   }
@@ -192,6 +200,12 @@ export class FakeIlink {
         const f = this.sendFailures.shift();
         if (f && "status" in f) return send({ errmsg: "busy" }, f.status);
         if (f) return send(f);
+        if (this.stallSendsAfter !== null && this.sent.length >= this.stallSendsAfter) {
+          this.stalledSends++;
+          this.held.add(res);
+          this.notify();
+          return;
+        }
         const clientId = String(msg["client_id"] ?? "");
         const prior = this.seenClientIds.get(clientId);
         if (prior) return send({ message_id: "9000000000000000001" });

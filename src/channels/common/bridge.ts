@@ -96,15 +96,37 @@ export class ChatBridge {
     return { to: m.sender, handle: m.handle, chat: m.kind === "direct" ? null : m.chat, inThread: m.kind === "thread" };
   }
 
+  /** Sends `parts` from index `from`; `progress(i)` runs after part i-1 was accepted (to persist it). */
+  private async sendParts(target: ReplyTarget, parts: readonly string[], idBase: string, from = 0, progress?: (next: number) => Promise<void>): Promise<"sent" | "refused"> {
+    for (let i = from; i < parts.length; i++) {
+      const r = await this.o.port.sendPart(target, parts[i]!, `${idBase}-${i}`, i === 0);
+      if (r === "refused") return "refused";
+      if (progress) await progress(i + 1);
+    }
+    return "sent";
+  }
+
+  private async note(target: ReplyTarget, text: string, id: string): Promise<"sent" | "refused"> {
+    try {
+      return await this.sendParts(target, [systemMessage(this.o.port.platform, text)], id);
+    } catch (err) {
+      this.log(`notice not sent: ${(err as Error).name}`);
+      return "refused";
+    }
+  }
+
+  /**
+   * Claims a previous run left behind: a claim whose reply was ready resumes sending where it stopped (same part
+   * and file IDs, so nothing shows twice); one still in its turn gets the short failure reply. Never a turn.
+   */
   async recover(): Promise<void> {
     const claims = [...this.o.state.claims()];
     for (const c of claims) {
-      try {
-        await this.o.port.sendText(c.target, [systemMessage(this.o.port.platform, FAILURE_REPLY)], `fail-${c.id}`);
-      } catch (err) {
-        this.log(`failure reply not sent: ${(err as Error).name}`);
+      if (c.pending) await this.deliver(c.id, c.conversation, c.target, "", true);
+      else {
+        await this.note(c.target, FAILURE_REPLY, `fail-${c.id}`);
+        this.o.state.release(c.id);
       }
-      this.o.state.release(c.id);
     }
     if (claims.length > 0) await this.o.state.save();
   }
@@ -231,40 +253,54 @@ export class ChatBridge {
 
   private async finish(m: InboundMessage, target: ReplyTarget, conv: string, reply: string, files: OutboundFile[], holdable: boolean): Promise<void> {
     const st = this.o.state;
-    const now = this.clock.now();
-    const held = holdable ? st.takeHeld(conv, now) : [];
-    const full = withHeld(held, reply);
-    const parts = shapeReply(full, this.o.port.partBytes);
-    let result: "sent" | "refused" = "sent";
+    const claim = st.claimOf(m.id);
+    const held = holdable ? st.takeHeld(conv, this.clock.now()) : [];
+    const parts = shapeReply(withHeld(held, reply), this.o.port.partBytes);
+    const dropped = Math.max(0, files.length - MAX_FILES_OUT);
+    if (claim) {
+      claim.pending = { parts, next: 0, files: files.slice(0, MAX_FILES_OUT), nextFile: 0, dropped };
+      await st.save();
+    }
+    await this.deliver(m.id, conv, target, holdable ? reply : "", false, held);
+  }
+
+  /** Sends a claim's pending reply and files from where they stand, persisting progress, then releases the claim. */
+  private async deliver(id: string, conv: string, target: ReplyTarget, holdText: string, recovering: boolean, held: string[] = []): Promise<void> {
+    const st = this.o.state;
+    const claim = st.claimOf(id);
+    const p = claim?.pending;
+    if (!claim || !p) return;
+    let result: "sent" | "refused";
     try {
-      if (parts.length > 0) result = await this.o.port.sendText(target, parts, `r-${m.id}`);
+      result = await this.sendParts(target, p.parts, `r-${id}`, p.next, async (next) => {
+        p.next = next;
+        await st.save();
+      });
     } catch (err) {
       this.log(`reply not sent: ${(err as Error).name}`);
       result = "refused";
     }
-    if (result === "refused" && holdable) {
+    if (result === "refused") {
+      const now = this.clock.now();
       for (const h of held) st.hold(conv, h, now, this.o.port.partBytes / 2);
-      if (reply !== "") st.hold(conv, reply, now, this.o.port.partBytes / 2);
+      const rest = recovering ? p.parts.slice(p.next).join("") : holdText;
+      if (rest !== "") st.hold(conv, rest, now, this.o.port.partBytes / 2);
     }
-    let dropped = 0;
-    for (const [i, f] of files.entries()) {
-      if (i >= MAX_FILES_OUT) {
-        dropped++;
-        continue;
-      }
+    const fileTarget = { ...target, handle: null };
+    for (let i = p.nextFile; i < p.files.length; i++) {
+      const f = p.files[i]!;
       try {
-        const r = await this.o.port.sendFile({ ...target, handle: null }, f, `f-${m.id}-${i}`);
-        if (r === "refused") dropped++;
+        const r = await this.o.port.sendFile(fileTarget, f, `f-${id}-${i}`);
+        if (r === "refused") p.dropped++;
       } catch {
-        dropped++;
+        p.dropped++;
       }
+      p.nextFile = i + 1;
+      await st.save();
       await rm(f.path, { force: true });
     }
-    if (dropped > 0) {
-      const note = systemMessage(this.o.port.platform, `[${dropped} attached file${dropped === 1 ? "" : "s"} could not be sent]`);
-      await this.o.port.sendText({ ...target, handle: null }, [note], `n-${m.id}`).catch(() => "refused");
-    }
-    st.release(m.id);
+    if (p.dropped > 0) await this.note(fileTarget, `[${p.dropped} attached file${p.dropped === 1 ? "" : "s"} could not be sent]`, `n-${id}`);
+    st.release(id);
     await st.save();
   }
 
@@ -278,7 +314,7 @@ export class ChatBridge {
     const text = systemMessage(this.o.port.platform, questionText(question, timeoutSeconds));
     let sent: "sent" | "refused";
     try {
-      sent = await this.o.port.sendText({ to: owner, handle: null, chat: null }, [text], `q-${id}`);
+      sent = await this.sendParts({ to: owner, handle: null, chat: null }, [text], `q-${id}`);
     } catch {
       sent = "refused";
     }
@@ -293,9 +329,7 @@ export class ChatBridge {
       if (!fired || q.state !== "pending") return;
       q.state = "expired";
       q.settle("expired");
-      await this.o.port
-        .sendText({ to: owner, handle: null, chat: null }, [systemMessage(this.o.port.platform, "No answer in time: counted as no.")], `qx-${id}`)
-        .catch(() => "refused");
+      await this.note({ to: owner, handle: null, chat: null }, "No answer in time: counted as no.", `qx-${id}`);
     });
     const state = await done;
     timer.abort();
@@ -317,10 +351,7 @@ export class ChatBridge {
     if (ans === null) return false;
     q.state = ans;
     const ack = ans === "yes" ? "Answer received: going ahead." : "Answer received: stopped.";
-    void this.o.port
-      .sendText({ to: m.sender, handle: m.handle, chat: null }, [systemMessage(this.o.port.platform, ack)], `qa-${q.id}`)
-      .catch(() => "refused")
-      .finally(() => q.settle(ans));
+    void this.note({ to: m.sender, handle: m.handle, chat: null }, ack, `qa-${q.id}`).finally(() => q.settle(ans));
     return true;
   }
 

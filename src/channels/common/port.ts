@@ -41,8 +41,11 @@ export interface PlatformPort {
   readonly platform: "wechat" | "feishu";
   /** Largest text part the platform takes, in UTF-8 bytes. */
   readonly partBytes: number;
-  /** Sends parts in order; `idBase` makes every part's idempotency key stable across retries and restarts. */
-  sendText(target: ReplyTarget, parts: string[], idBase: string): Promise<SendResult>;
+  /**
+   * Sends one text part. `id` is its idempotency key (stable across retries and restarts: a resend with the same id
+   * never shows twice); `first` marks a reply's first part (WeChat spends the context token only on it).
+   */
+  sendPart(target: ReplyTarget, text: string, id: string, first: boolean): Promise<SendResult>;
   sendFile(target: ReplyTarget, file: OutboundFile, id: string): Promise<SendResult>;
   /** Downloads into `dest` (mode 0600), never more than `maxBytes`; returns the byte count and MIME type. */
   download(msg: InboundMessage, media: InboundMedia, dest: string, maxBytes: number): Promise<{ size: number; mime: string }>;

@@ -24,6 +24,16 @@ export interface Claim {
   conversation: string;
   /** Platform reply handle (WeChat: the user; Feishu: the message ID), enough to send a failure reply. */
   target: ReplyTarget;
+  /** Set once the turn's reply is ready: what is left to send, so a restart resumes instead of failing. */
+  pending?: PendingReply;
+}
+
+export interface PendingReply {
+  parts: string[];
+  next: number;
+  files: Array<{ path: string; name: string; size: number; caption: string | null }>;
+  nextFile: number;
+  dropped: number;
 }
 
 export interface ReplyTarget {
@@ -119,6 +129,10 @@ export class DeliveryState {
   release(id: string): void {
     this.data.in_flight = this.data.in_flight.filter((c) => c.id !== id);
     this.markSeen(id);
+  }
+
+  claimOf(id: string): Claim | undefined {
+    return this.data.in_flight.find((c) => c.id === id);
   }
 
   claims(): readonly Claim[] {

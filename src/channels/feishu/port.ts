@@ -55,12 +55,8 @@ export class FeishuPort implements PlatformPort {
     }
   }
 
-  async sendText(target: ReplyTarget, parts: string[], idBase: string): Promise<SendResult> {
-    for (const [i, text] of parts.entries()) {
-      const r = await this.post(target, "text", { text: neutralise(text) }, `${idBase}-${i}`);
-      if (r === "refused") return "refused";
-    }
-    return "sent";
+  sendPart(target: ReplyTarget, text: string, id: string, _first: boolean): Promise<SendResult> {
+    return this.post(target, "text", { text: neutralise(text) }, id);
   }
 
   async sendFile(target: ReplyTarget, file: OutboundFile, id: string): Promise<SendResult> {

@@ -45,13 +45,8 @@ export class WechatPort implements PlatformPort {
   readonly partBytes = WECHAT_PART_BYTES;
   constructor(private readonly client: IlinkClient) {}
 
-  async sendText(target: ReplyTarget, parts: string[], idBase: string): Promise<SendResult> {
-    const to = target.chat ?? target.to;
-    for (const [i, text] of parts.entries()) {
-      const r = await this.client.sendMessage(to, `${idBase}-${i}`, i === 0 ? target.handle : null, { type: 1, text_item: { text } });
-      if (r === "refused") return "refused";
-    }
-    return "sent";
+  sendPart(target: ReplyTarget, text: string, id: string, first: boolean): Promise<SendResult> {
+    return this.client.sendMessage(target.chat ?? target.to, id, first ? target.handle : null, { type: 1, text_item: { text } });
   }
 
   async sendFile(target: ReplyTarget, file: OutboundFile, id: string): Promise<SendResult> {
