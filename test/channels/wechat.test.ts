@@ -155,6 +155,22 @@ describe("wechat: session limits", () => {
     await fake.waitSent((s) => s.length >= 6);
   });
 
+  it("claims at most 8 messages per conversation; the 9th gets a busy notice and never runs", async () => {
+    const { fake, driver, comp } = await setup();
+    const gates: Array<() => void> = [];
+    driver.respond = (t) => new Promise((r) => gates.push(() => r({ text: `echo: ${t.prompt}` })));
+    for (let i = 1; i <= 9; i++) fake.push(fake.text("busy@im.wechat", `m${i}`));
+    await fake.waitSent((s) => s.length >= 1);
+    assert.match(fake.sent[0]!.text!, /Still working on your earlier messages/);
+    for (let i = 1; i <= 8; i++) {
+      await driver.waitTurns(i);
+      gates.shift()!();
+    }
+    await fake.waitSent((s) => s.length >= 9);
+    await comp.bridge!.idle();
+    assert.deepEqual(driver.turns.map((t) => t.prompt), ["m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8"]);
+  });
+
   it("releases a session idle for 30 minutes and starts a fresh one later", async () => {
     const { fake, driver, clock, comp } = await setup();
     fake.push(fake.text("a@im.wechat", "one"));

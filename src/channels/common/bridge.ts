@@ -49,6 +49,11 @@ export const MAX_SESSIONS = 32;
 /** Turns running at once across all conversations of an account. */
 export const MAX_CONCURRENT_TURNS = 4;
 
+/** Claimed (queued or running) messages per conversation and per account; beyond them a busy notice answers. */
+export const MAX_CLAIMS_PER_CONVERSATION = 8;
+export const MAX_CLAIMS_PER_ACCOUNT = 64;
+export const BUSY_REPLY = "Still working on your earlier messages; this one was not processed. Please send it again later.";
+
 export const FAILURE_REPLY = "Your previous message was interrupted by a restart and was not processed. Please send it again.";
 export const TURN_FAILED_REPLY = "Sorry, that request failed. Please try again.";
 export const NOTHING_READABLE_REPLY = "I can only read text, images and files here.";
@@ -135,6 +140,7 @@ export class ChatBridge {
   async accept(batch: readonly InboundMessage[]): Promise<void> {
     const st = this.o.state;
     const toRun: InboundMessage[] = [];
+    const busy: InboundMessage[] = [];
     let dirty = false;
     for (const m of batch) {
       if (st.has(m.id)) continue;
@@ -152,11 +158,19 @@ export class ChatBridge {
         st.markSeen(m.id);
         continue;
       }
-      st.claim({ id: m.id, conversation: this.conversationOf(m), target: this.targetOf(m) });
+      const conv = this.conversationOf(m);
+      const claims = st.claims();
+      if (claims.length >= MAX_CLAIMS_PER_ACCOUNT || claims.filter((c) => c.conversation === conv).length >= MAX_CLAIMS_PER_CONVERSATION) {
+        st.markSeen(m.id);
+        busy.push(m);
+        continue;
+      }
+      st.claim({ id: m.id, conversation: conv, target: this.targetOf(m) });
       toRun.push(m);
     }
     if (dirty) await st.save();
     for (const m of toRun) this.schedule(m);
+    for (const m of busy) void this.note(this.targetOf(m), BUSY_REPLY, `busy-${m.id}`);
   }
 
   private schedule(m: InboundMessage): void {
