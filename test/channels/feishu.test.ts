@@ -138,16 +138,48 @@ describe("feishu: conversations", () => {
     fake.userMessage({ chatId: "oc_dm3", chatType: "p2p", sender: "ou_c", text: "before" });
     await fake.waitFor(() => fake.sent.length >= 1);
     const origConnect = fake.connections;
-    fake.endpointErrors.push(1); // keep it down for one discovery so the message lands while disconnected
+    let reopen!: () => void;
+    fake.endpointGate = new Promise((r) => (reopen = r)); // keep it disconnected until the message is sent
     fake.kick();
     await comp.health.until((h) => h.state !== "connected");
+    await fake.waitFor(() => !fake.connected);
+    const pushes = fake.pushes;
     fake.userMessage({ chatId: "oc_dm3", chatType: "p2p", sender: "ou_c", text: "while away", createMs: Date.now() + 1 });
+    assert.equal(fake.pushes, pushes, "not pushed: nobody was connected");
+    fake.endpointGate = null;
+    reopen();
     await fake.waitFor(() => fake.sent.length >= 2);
     await comp.health.until((h) => h.state === "connected");
     assert.ok(fake.connections > origConnect);
     assert.equal(textOf(fake.sent[1]!), "echo: while away");
     await comp.bridge!.idle();
     assert.equal(driver.turns.length, 2);
+  });
+});
+
+describe("feishu: thread catch-up", () => {
+  it("a thread message sent while disconnected is caught up from the thread and answered in the thread", async () => {
+    const { fake, comp, driver } = await setup();
+    await comp.health.until((h) => h.state === "connected");
+    fake.userMessage({ chatId: "oc_g2", chatType: "group", sender: "ou_t", text: "start", mentionBot: true, threadId: "omt_9" });
+    await fake.waitFor(() => fake.sent.length >= 1);
+    await comp.bridge!.idle();
+    let reopen!: () => void;
+    fake.endpointGate = new Promise((r) => (reopen = r));
+    fake.kick();
+    await comp.health.until((h) => h.state !== "connected");
+    await fake.waitFor(() => !fake.connected);
+    const pushes = fake.pushes;
+    fake.userMessage({ chatId: "oc_g2", chatType: "group", sender: "ou_t", text: "follow-up", mentionBot: true, threadId: "omt_9", createMs: Date.now() + 1 });
+    assert.equal(fake.pushes, pushes);
+    fake.endpointGate = null;
+    reopen();
+    await fake.waitFor(() => fake.sent.length >= 2);
+    assert.equal(textOf(fake.sent[1]!), "echo: follow-up");
+    assert.equal(fake.sent[1]!.inThread, true);
+    await comp.bridge!.idle();
+    assert.equal(driver.turns.length, 2);
+    assert.equal(driver.turns[0]!.sessionId, driver.turns[1]!.sessionId, "the thread keeps its session");
   });
 });
 

@@ -48,6 +48,10 @@ export class FakeFeishu {
   readonly endpointErrors: number[] = [];
   /** Device-code poll answers before success (e.g. "authorization_pending", "access_denied"). */
   registrationScript: string[] = ["authorization_pending"];
+  /** While set, `/callback/ws/endpoint` answers only after it resolves (keeps the client disconnected). */
+  endpointGate: Promise<void> | null = null;
+  /** Events pushed over a socket (catch-up deliveries are not counted). */
+  pushes = 0;
   /** Re-push an unacked event after this many ms. */
   ackTimeoutMs = 3000;
   connections = 0;
@@ -127,6 +131,7 @@ export class FakeFeishu {
   }
 
   pushEvent(event: unknown, parts = 1): void {
+    this.pushes++;
     const payload = Buffer.from(JSON.stringify(event));
     const frameId = `fm_${randomBytes(6).toString("hex")}`;
     const size = Math.ceil(payload.length / parts);
@@ -235,6 +240,7 @@ export class FakeFeishu {
       return send({ client_id: this.appId, client_secret: this.appSecret, user_info: { open_id: "ou_scanner000001", tenant_brand: "feishu" } });
     }
     if (p === "/callback/ws/endpoint") {
+      if (this.endpointGate) await this.endpointGate;
       const b = json();
       const err = this.endpointErrors.shift();
       if (err !== undefined) return send({ code: err, msg: "error", data: {} });
@@ -270,11 +276,19 @@ export class FakeFeishu {
       return send({ code: 0, data: { message_id: id } });
     }
     if (p === "/open-apis/im/v1/messages" && req.method === "GET") {
-      const chat = url.searchParams.get("container_id") ?? "";
-      const start = Number(url.searchParams.get("start_time") ?? "0") * 1000;
+      const container = url.searchParams.get("container_id") ?? "";
       const size = Math.min(50, Number(url.searchParams.get("page_size") ?? "20"));
       const from = Number(url.searchParams.get("page_token") || "0");
-      const all = (this.history.get(chat) ?? []).filter((m) => Number(m["create_time"]) >= start);
+      let all: Array<Record<string, unknown>>;
+      if (url.searchParams.get("container_id_type") === "thread") {
+        if (url.searchParams.has("start_time")) return send({ code: 230001, msg: "time range not supported for threads", data: {} });
+        all = [...this.history.values()].flat().filter((m) => m["thread_id"] === container);
+        if (url.searchParams.get("sort_type") === "ByCreateTimeDesc") all.reverse();
+      } else {
+        // the chat's own timeline: thread replies live in their thread
+        const start = Number(url.searchParams.get("start_time") ?? "0") * 1000;
+        all = (this.history.get(container) ?? []).filter((m) => m["thread_id"] === undefined && Number(m["create_time"]) >= start);
+      }
       const items = all.slice(from, from + size);
       const more = from + size < all.length;
       return send({ code: 0, data: { items, has_more: more, page_token: more ? String(from + size) : "" } });

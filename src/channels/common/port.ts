@@ -31,6 +31,8 @@ export interface InboundMessage {
   timeMs: number;
   /** Reply handle: WeChat context token, Feishu message ID. */
   handle: string | null;
+  /** Feishu: `p2p` or `group` as the platform named the chat (kept for catch-up). */
+  chatType?: string;
   /** Voice with the platform's transcript; a voice without one gets a fixed reply. */
   voiceTranscript?: string | null;
 }

@@ -85,7 +85,8 @@ export class FeishuComponent {
   private note(m: InboundMessage): void {
     if (!this.state || m.chat === null) return;
     const cp = this.state.checkpoint;
-    const key = `${m.kind === "direct" ? "p2p" : "group"}:${m.chat}`;
+    const type = m.chatType ?? (m.kind === "direct" ? "p2p" : "group");
+    const key = m.thread !== null ? `thread:${type}:${m.chat}:${m.thread}` : `${type}:${m.chat}`;
     cp[key] = Math.max(cp[key] ?? 0, m.timeMs);
     const keys = Object.keys(cp);
     if (keys.length > MAX_CHECKPOINT_CHATS) {
@@ -107,6 +108,10 @@ export class FeishuComponent {
       .sort((a, b) => b[1] - a[1])
       .slice(0, CATCHUP_CHATS);
     for (const [key, since] of chats) {
+      if (key.startsWith("thread:")) {
+        await this.catchUpThread(api, bridge, key, since);
+        continue;
+      }
       const [chatType, chatId] = [key.slice(0, key.indexOf(":")), key.slice(key.indexOf(":") + 1)];
       const start = Math.floor(Math.max(since, now - CATCHUP_WINDOW_MS) / 1000);
       let pageToken = "";
@@ -129,6 +134,21 @@ export class FeishuComponent {
       }
     }
     await state.save();
+  }
+
+  /** A thread's history has no time filter: newest first, one page, keep what is at or after the checkpoint. */
+  private async catchUpThread(api: FeishuApi, bridge: ChatBridge, key: string, since: number): Promise<void> {
+    const [, chatType = "group", , threadId = ""] = key.split(":");
+    const q = new URLSearchParams({ container_id_type: "thread", container_id: threadId, sort_type: "ByCreateTimeDesc", page_size: "50" });
+    const data = await api.call("GET", `/open-apis/im/v1/messages?${q.toString()}`);
+    const items = Array.isArray(data["items"]) ? data["items"] : [];
+    const batch: InboundMessage[] = [];
+    for (const it of items) {
+      const m = fromHistory(it, chatType, this.botOpenId);
+      if (m && m.timeMs >= since) batch.unshift(m);
+    }
+    for (const m of batch) this.note(m);
+    await bridge.accept(batch);
   }
 
   private async run(api: FeishuApi, bridge: ChatBridge, state: DeliveryState): Promise<void> {

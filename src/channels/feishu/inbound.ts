@@ -102,6 +102,7 @@ function build(r: Raw, botOpenId: string | null): InboundMessage | null {
     media,
     timeMs: r.createMs,
     handle: r.messageId,
+    chatType: group ? "group" : "p2p",
   };
   if (voice !== undefined) msg.voiceTranscript = voice;
   return msg;
