@@ -10,6 +10,7 @@ import type { EnvLike } from "../store/home.js";
 import { CLEANUP_GRACE_MS, SEND_TIMEOUT_MS, type ScvServerDeps } from "../protocols/scv/connection.js";
 import { ScvSession, type AttachmentChecker } from "../protocols/scv/session.js";
 import { MAX_PROMPT_HISTORY_BYTES, MAX_PROMPT_HISTORY_ITEMS, MAX_SERVER_FRAME_BYTES, MAX_TRANSCRIPT_BYTES, MAX_TRANSCRIPT_ITEMS } from "../protocols/scv/wire.js";
+import type { ApprovalMode } from "../runtime/session/index.js";
 import { packageVersion } from "./service.js";
 
 /** Sessions of this process that may hold a turn's writer lease at once (one per connection running a turn). */
@@ -42,7 +43,17 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
     ]);
   const cwd = process.cwd();
   const agent = new Agent({ home: o.home, cwd, env: o.env });
-  const config = new ConfigService({ settings: new SettingsStore({ home: o.home, projectDir: cwd, env: o.env }), cache: new CatalogCache({ home: o.home }), env: o.env });
+  const settings = new SettingsStore({ home: o.home, projectDir: cwd, env: o.env });
+  const config = new ConfigService({ settings, cache: new CatalogCache({ home: o.home }), env: o.env });
+  /** `approval_policy` from settings (project over global): `on-risk` (default), `always` or `never`. */
+  const approvalPolicy = async (): Promise<ApprovalMode> => {
+    const layers = await settings.load().catch(() => null);
+    for (const l of [layers?.project, layers?.global]) {
+      const v = (l as Record<string, unknown> | undefined)?.["approval_policy"];
+      if (v === "on-risk" || v === "always" || v === "never") return v;
+    }
+    return "on-risk";
+  };
   /** The model a session will use and its context window (the fallback window for a model the catalog does not describe). */
   const describe = async (over: { provider?: string; model?: string }): Promise<{ model: string | null; contextWindow: number }> => {
     const sel = await config.runtimeSelection().catch(() => null);
@@ -80,6 +91,7 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
           noTools: msg.no_tools,
           ...(msg.channel !== undefined ? { channel: msg.channel } : {}),
           autoApprove: msg.auto_approve,
+          approval: await approvalPolicy(),
           ...(msg.delegation_depth !== undefined ? { delegationDepth: msg.delegation_depth } : {}),
         });
       } catch {
