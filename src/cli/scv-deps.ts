@@ -60,7 +60,8 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
     const overridden = (over.provider !== undefined && over.provider !== sel?.provider_id) || (over.model !== undefined && over.model !== sel?.model_id);
     return { model: over.model ?? sel?.model_id ?? null, contextWindow: (overridden ? null : sel?.context_window) ?? FALLBACK_CONTEXT_WINDOW };
   };
-  const hub = new SessionHub({ manager: new SessionManager(new SessionStore({ home: o.home }), MAX_RUNNING_SESSIONS), runner: agent, defaults: { cwd } });
+  const manager = new SessionManager(new SessionStore({ home: o.home }), MAX_RUNNING_SESSIONS);
+  const hub = new SessionHub({ manager, runner: agent, defaults: { cwd } });
   const checkAttachments: AttachmentChecker = async (list) => {
     const r = await files.checkAttachmentFiles(list);
     if (!r.ok) return r;
@@ -85,7 +86,10 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       };
       let rt;
       try {
-        rt = await hub.create({
+        // An explicit attachment for the connection's lifetime: this connection owns the session's writer lease,
+        // so its turns reuse it instead of taking the lock again each time.
+        const id = await manager.create(ws.value);
+        rt = hub.open(id, {
           cwd: ws.value,
           ...(Object.keys(selection).length > 0 ? { selection } : {}),
           noTools: msg.no_tools,
@@ -99,7 +103,10 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       }
       const described = await describe(selection);
       const id = rt.id;
-      const session = new ScvSession(rt, out, checkAttachments, () => hub.closeSession(id));
+      const session = new ScvSession(rt, out, checkAttachments, async () => {
+        await hub.closeSession(id);
+        await manager.close(id).catch(() => undefined);
+      });
       await session.announce(msg.request_id, {
         cwd: ws.value,
         model: described.model,
@@ -113,5 +120,11 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       return session;
     },
   };
-  return { deps, close: () => hub.close() };
+  return {
+    deps,
+    close: async () => {
+      await hub.close();
+      await manager.drain().catch(() => undefined);
+    },
+  };
 }

@@ -95,6 +95,8 @@ for (const name of TRANSPORTS) {
       assert.equal(typeof terminal.usage, "object");
       const second = await c.turn(s.session_id as string, "again");
       assert.equal(second.terminal.type, "turn.completed");
+      // sent right after a terminal event, a prompt starts at once: no queue round trip
+      assert.deepEqual(second.frames.filter((m) => m.type.startsWith("queue.")), []);
       assert.deepEqual(c.seqErrors, []);
       assert.ok((second.frames[0]!.seq as number) > (terminal.seq as number));
       c.end();
