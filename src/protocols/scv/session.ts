@@ -29,6 +29,8 @@ interface TurnState {
   ctl: AbortController;
   /** Set when the projection itself must fail the turn (an oversized completion frame). */
   failCode?: "response_limit";
+  /** The serialized head of this turn's `assistant.delta` frames. */
+  deltaPrefix?: string;
 }
 
 export class ScvSession implements ScvSessionHandle {
@@ -100,9 +102,13 @@ export class ScvSession implements ScvSessionHandle {
         return void this.frame("turn.started", t.requestId, { turn_id: e.turnId, ...(e.origin !== undefined ? { origin: e.origin } : {}) });
       }
       case "assistant_delta": {
+        // The hot path (one frame per provider delta): a per-turn prefix, no intermediate objects.
         const t = this.turns.get(e.turnId);
         if (t === undefined) return true;
-        return this.frame("assistant.delta", t.requestId, { turn_id: e.turnId, content: e.text }, t.ctl.signal);
+        const prefix = (t.deltaPrefix ??=
+          `{"type":"assistant.delta","request_id":${JSON.stringify(t.requestId)},"session_id":${JSON.stringify(this.rt.id)},"turn_id":${JSON.stringify(e.turnId)},"content":`);
+        const text = e.text;
+        return this.out.emit(() => `${prefix}${JSON.stringify(text)},"seq":${++this.seq}}`, t.ctl.signal);
       }
       case "assistant_completed": {
         const t = this.turns.get(e.turnId);
