@@ -30,7 +30,7 @@ function envMs(env: EnvLike, name: string, dflt: number): number {
 }
 
 export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServerDeps; close(): Promise<void> }> {
-  const [{ Agent }, { SessionManager, SessionStore }, { SessionHub }, files, { ConfigService }, { SettingsStore }, { CatalogCache }, { FALLBACK_CONTEXT_WINDOW }] =
+  const [{ Agent }, { SessionManager, SessionStore, isValidSessionId }, { SessionHub }, files, { ConfigService }, { SettingsStore }, { CatalogCache }, { FALLBACK_CONTEXT_WINDOW }] =
     await Promise.all([
       import("../runtime/agent.js"),
       import("../store/sessions/index.js"),
@@ -62,6 +62,22 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
   };
   const manager = new SessionManager(new SessionStore({ home: o.home }), MAX_RUNNING_SESSIONS);
   const hub = new SessionHub({ manager, runner: agent, defaults: { cwd } });
+  /** Attaches a stored session for a resuming `session.start`; its recorded cwd, or the refusal. */
+  const resumable = async (id: string): Promise<{ cwd: string } | { code: "session_not_found" | "invalid_request" | "internal_error"; message: string }> => {
+    if (!isValidSessionId(id)) return { code: "invalid_request", message: "`resume` is not a valid session ID" };
+    if (hub.get(id) !== undefined || manager.isAttached(id)) return { code: "invalid_request", message: "that session is in use by another connection or Berth process" };
+    try {
+      const snap = await manager.store.readWindow(id, { maxBytes: 64 * 1024, maxRecords: 1, quantumBytes: 64 * 1024 });
+      if (snap === "unchanged") return { code: "internal_error", message: "the session could not be read" };
+      await manager.open(id);
+      return { cwd: snap.header.cwd };
+    } catch (e) {
+      const code = (e as { code?: unknown }).code;
+      if (code === "busy") return { code: "invalid_request", message: "that session is in use by another connection or Berth process" };
+      if (code === "limit") return { code: "invalid_request", message: "too many sessions are open in this server" };
+      return { code: "session_not_found", message: "no stored session has that ID" };
+    }
+  };
   const checkAttachments: AttachmentChecker = async (list) => {
     const r = await files.checkAttachmentFiles(list);
     if (!r.ok) return r;
@@ -77,8 +93,15 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
     log: o.log,
     ...(o.daemonControl !== undefined ? { daemonControl: o.daemonControl } : {}),
     async openSession(msg, out) {
-      const ws = await files.canonicalWorkspace(msg.cwd);
+      let ws = await files.canonicalWorkspace(msg.cwd);
       if (!ws.ok) return { code: "invalid_request", message: ws.message, request_id: msg.request_id };
+      // Berth extension (docs/scv.md §Resuming a stored session): continue a durable session in its own cwd.
+      if (msg.resume !== undefined) {
+        const r = await resumable(msg.resume);
+        if ("code" in r) return { ...r, request_id: msg.request_id };
+        const own = await files.canonicalWorkspace(r.cwd);
+        if (own.ok) ws = own;
+      }
       const selection = {
         ...(msg.provider !== undefined ? { provider: msg.provider } : {}),
         ...(msg.model !== undefined ? { model: msg.model } : {}),
@@ -88,7 +111,7 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       try {
         // An explicit attachment for the connection's lifetime: this connection owns the session's writer lease,
         // so its turns reuse it instead of taking the lock again each time.
-        const id = await manager.create(ws.value);
+        const id = msg.resume ?? (await manager.create(ws.value));
         rt = hub.open(id, {
           cwd: ws.value,
           ...(Object.keys(selection).length > 0 ? { selection } : {}),

@@ -75,6 +75,10 @@ export class Proc {
   }
 }
 
-export function chat(args: string[], env: NodeJS.ProcessEnv): Proc {
-  return new Proc(process.execPath, [BERTH_BIN, "chat", ...args], env);
+/** Runs `berth chat ARGS`; with `stdin` (or for -p, with none) the child's stdin is written and closed. */
+export function chat(args: string[], env: NodeJS.ProcessEnv, o: { stdin?: string; cwd?: string } = {}): Proc {
+  const p = new Proc(process.execPath, [BERTH_BIN, "chat", ...args], env, o.cwd);
+  if (o.stdin !== undefined) p.child.stdin!.end(o.stdin);
+  else if (args.includes("-p")) p.child.stdin!.end();
+  return p;
 }

@@ -1,58 +1,88 @@
 /**
- * Interactive `berth chat` over node:readline.
+ * Interactive `berth chat` over node:readline, as a client of SCV v3 (see link.ts for the transport).
  * Contract:
  * - Lines are handled one at a time, in order; a prompt line runs one turn and the next line waits for its terminal
- *   (type-ahead is kept). Assistant text streams as it arrives; the terminal's `assistant_text` is authoritative
- *   (if the live text differs, the final text is printed).
+ *   (type-ahead is kept). The session is opened at the first prompt (or by /resume, --session, --continue).
+ * - Tool calls show as cards: name and short arguments when proposed, then `done`, `failed (<kind>)` or
+ *   `cancelled`. A call that asks for approval shows what it will do (a diff for write/edit, the command and cwd
+ *   for bash, server/tool/arguments for MCP tools) and the next line answers it: y(es), n(o) or a(lways: this tool,
+ *   for the rest of this chat; remembered by the client only). `--yolo` (or `approval_policy: "never"`) approves
+ *   everything and says so in the banner.
  * - Ctrl-C: cancels the running turn (or login); a second Ctrl-C before it ends exits. When idle, two Ctrl-Cs exit.
- * - While a login waits for its callback, a non-command line is submitted as the redirect URL or code (never echoed
- *   to logs; it is shown only where the user typed it).
- * - Failures print one plain line; the loop continues unless the service itself stopped.
- * - Output that arrives while the prompt is shown (login progress and result, Ctrl-C notes) first moves off the
- *   prompt line (clears it on a capable terminal, else starts a new line); the prompt is shown again afterwards.
+ * - /login, /logout and /model use the app-service (sign-in, catalog and settings live there), started on first use.
+ * - Failures print one plain line naming the cause; the loop continues unless the server itself stopped.
  */
 import { createInterface, type Interface } from "node:readline";
-import type { AppServiceClient, Login, ModelEntry, ServiceHandle, Turn } from "../../client/app-service/index.js";
-import { describeError, startService } from "./common.js";
-import { activityLine, gauge, HELP, loginEndLine, NO_PROVIDER_HELP, style, terminalLine, type Style } from "./render.js";
+import type { Login, ModelEntry, ServiceHandle } from "../../client/app-service/index.js";
+import type { RunningTurn, ScvEvent } from "../../client/scv/client.js";
+import { approvalCard, mcpParts, type ApprovalInfo } from "./approval.js";
+import { describeError, failureLine, startService } from "./common.js";
+import { openLink, type Link } from "./link.js";
+import { preflight } from "./preflight.js";
+import { gauge, HELP, loginEndLine, NO_PROVIDER_HELP, style, type Style } from "./render.js";
+import { SessionsView, type SessionRow } from "./sessions.js";
 
-export async function runInteractive(o: { sessionId: string | null }): Promise<number> {
-  let handle: ServiceHandle;
-  try {
-    handle = await startService();
-  } catch (err) {
-    process.stderr.write(`berth chat: ${describeError(err)}\n`);
-    return 1;
-  }
-  return new Chat(handle).run(o.sessionId);
+export interface InteractiveOptions {
+  sessionId: string | null;
+  continueLatest: boolean;
+  yolo: boolean;
+  home: string;
+}
+
+export async function runInteractive(o: InteractiveOptions): Promise<number> {
+  return new Chat(o).run();
+}
+
+interface OpenSession {
+  id: string;
+  cwd: string;
+  model: string | null;
+  ctxMax: number | null;
+}
+
+/** A short one-line view of a tool call's arguments. */
+function shortArgs(name: string, args: unknown): string {
+  const a = (args ?? {}) as Record<string, unknown>;
+  const pick = typeof a["command"] === "string" ? a["command"] : typeof a["path"] === "string" ? a["path"] : typeof a["pattern"] === "string" ? a["pattern"] : JSON.stringify(a);
+  const mcp = mcpParts(name);
+  const label = mcp !== null ? `${mcp.server}/${mcp.tool}` : name;
+  const one = String(pick).replace(/\s+/g, " ");
+  return `${label} ${one.length > 80 ? one.slice(0, 79) + "…" : one}`;
 }
 
 class Chat {
-  private readonly client: AppServiceClient;
   private readonly s: Style;
+  private readonly view: SessionsView;
   private rl!: Interface;
-  private sessionId: string | null = null;
-  private running: Turn | null = null;
+  private link: Link | null = null;
+  private linking: Promise<Link> | null = null;
+  private session: OpenSession | null = null;
+  private running: RunningTurn | null = null;
   private cancelling = false;
+  private service: ServiceHandle | null = null;
   private login: Login | null = null;
-  /** The running login reported `callback_received` (its own "checking" line supersedes "submitted"). */
   private loginChecking = false;
   private idleInterrupt = false;
   private atLineStart = true;
-  /** The prompt is on screen and nothing was written after it (the cursor sits on the prompt line). */
   private promptShown = false;
-  /** Whether readline redraws the prompt line (a terminal other than TERM=dumb) so it can be cleared. */
   private redraws = false;
   private ctx: { current: number; max: number } | null = null;
-  private sessionsAfter: string | null = null;
+  private lastListing: SessionRow[] = [];
   private lastModels: ModelEntry[] = [];
   private queue: Promise<void> = Promise.resolve();
   private done: ((code: number) => void) | null = null;
   private exiting = false;
+  private yolo: boolean;
+  /** Tools approved for the rest of this chat ("always"). */
+  private readonly always = new Set<string>();
+  /** The pending approval question: the next line answers it. */
+  private approval: ((answer: string) => void) | null = null;
+  private readonly cwd = process.cwd();
 
-  constructor(private readonly handle: ServiceHandle) {
-    this.client = handle.client;
+  constructor(private readonly o: InteractiveOptions) {
     this.s = style(process.stdout.isTTY === true && process.env.NO_COLOR === undefined);
+    this.view = new SessionsView(o.home);
+    this.yolo = o.yolo;
   }
 
   private write(text: string): void {
@@ -78,34 +108,52 @@ class Chat {
     this.line(this.s.red(`error: ${describeError(err)}`));
   }
 
-  async run(resume: string | null): Promise<number> {
+  async run(): Promise<number> {
     const terminal = process.stdin.isTTY === true && process.stdout.isTTY === true;
     this.rl = createInterface({ input: process.stdin, output: process.stdout, terminal, prompt: "› " });
     this.redraws = terminal && process.env.TERM !== "dumb";
     const code = new Promise<number>((resolve) => (this.done = resolve));
+    let prompts = 0;
     this.rl.on("line", (l) => {
-      this.promptShown = false; // the echoed Enter left the prompt line
+      this.promptShown = false;
+      const answer = this.approval;
+      if (answer !== null) {
+        this.approval = null;
+        return answer(l.trim().toLowerCase());
+      }
+      if (l.trim() !== "") prompts++;
       this.enqueue(() => this.onLine(l));
     });
     this.rl.on("SIGINT", () => this.interrupt());
     const onSignal = (): void => this.interrupt();
     if (!terminal) process.on("SIGINT", onSignal);
-    this.rl.on("close", () => this.finish(0));
-    void this.client.closed.then(() => {
-      if (this.exiting) return;
-      this.line(this.s.red("The Berth service stopped."));
-      this.finish(1);
+    this.rl.on("close", () => {
+      // Piped stdin that ended: finish the queued prompts first; never exit 0 having done nothing.
+      this.enqueue(async () => {
+        if (!terminal && prompts === 0) {
+          process.stderr.write("berth chat: stdin ended without a prompt (pipe lines to run them as prompts, or use -p PROMPT)\n");
+          return this.finish(2);
+        }
+        this.finish(0);
+      });
     });
+    this.linking = openLink(process.env);
+    this.linking.catch(() => undefined);
     this.enqueue(async () => {
       await this.banner();
-      if (resume !== null) await this.resume(resume);
+      if (this.o.sessionId !== null) await this.resume(this.o.sessionId);
+      else if (this.o.continueLatest) {
+        const id = await this.view.latestIn(this.cwd);
+        if (id === null) this.status("no earlier session in this directory; starting a new one");
+        else await this.resume(id);
+      }
     });
     const c = await code;
     process.off("SIGINT", onSignal);
     return c;
   }
 
-  private enqueue(task: () => Promise<void>): void {
+  private enqueue(task: () => Promise<void> | void): void {
     this.queue = this.queue
       .then(task)
       .catch((err: unknown) => this.error(err))
@@ -114,7 +162,6 @@ class Chat {
       });
   }
 
-  /** Shows the prompt (keeping any partly typed input) unless exiting or it is already the last thing shown. */
   private prompt(): void {
     if (this.exiting || this.promptShown) return;
     this.rl.prompt(true);
@@ -126,16 +173,21 @@ class Chat {
     this.exiting = true;
     this.rl.close();
     const done = this.done;
-    // Ending the service's stdin cancels a running turn or login; wait for it to exit.
-    void this.handle.close().then(() => done?.(code));
+    const link = this.link ?? null;
+    void Promise.all([link?.close(), this.linking?.then((l) => l.close()).catch(() => undefined), this.service?.close()]).then(() => done?.(code));
   }
 
   private interrupt(): void {
+    if (this.approval !== null) {
+      const a = this.approval;
+      this.approval = null;
+      a("n");
+    }
     if (this.running !== null) {
       if (this.cancelling) return this.finish(130);
       this.cancelling = true;
       this.status("cancelling (Ctrl-C again to exit)");
-      void this.running.cancel().catch(() => {});
+      this.running.cancel();
       return;
     }
     if (this.login !== null) {
@@ -150,10 +202,56 @@ class Chat {
   }
 
   private async banner(): Promise<void> {
-    this.line(this.s.bold("berth chat") + this.s.dim(" — /help for commands, Ctrl-C to cancel"));
-    const [st, cfg] = await Promise.all([this.client.status(), this.client.configGet().catch(() => null)]);
-    if (cfg !== null) this.status(`model ${cfg.selection.provider_id}/${cfg.selection.model_id}`);
-    if (!st.provider_auth_ready) this.line(NO_PROVIDER_HELP.trimEnd());
+    const pre = await preflight(process.env, this.cwd);
+    if (pre.ok && pre.approvalPolicy === "never") this.yolo = true;
+    const via = await this.linking!.then((l) => l.via).catch(() => null);
+    this.line(this.s.bold("berth chat") + this.s.dim(` — /help for commands, Ctrl-C to cancel${via === "daemon" ? " · via berth daemon" : ""}`));
+    if (pre.ok) this.status(`model ${pre.provider}/${pre.model ?? "?"} · ${this.cwd}`);
+    if (this.yolo) this.line(this.s.red("--yolo: every tool call is approved without asking"));
+    if (!pre.ok) this.line(pre.noProvider ? NO_PROVIDER_HELP.trimEnd() : this.s.red(`error: ${pre.message}`));
+  }
+
+  /** The current connection (reopened after /new or /resume closed the last one). */
+  private async ensureLink(): Promise<Link> {
+    if (this.link !== null) return this.link;
+    this.linking ??= openLink(process.env);
+    const l = await this.linking;
+    this.linking = null;
+    this.link = l;
+    void l.closed.then(() => {
+      if (this.exiting || this.link !== l) return;
+      this.link = null;
+      this.session = null;
+      this.line(this.s.red(`The Berth server stopped${l.stderrTail() !== "" ? `: ${l.stderrTail().trim().split("\n").at(-1)!.slice(0, 200)}` : ""}.`));
+      this.finish(1);
+    });
+    return l;
+  }
+
+  /** Drops the connection (its session ends with it) and starts opening a fresh one in the background. */
+  private async dropLink(): Promise<void> {
+    const l = this.link;
+    this.link = null;
+    this.session = null;
+    this.ctx = null;
+    if (l === null && this.linking !== null) return; // a fresh connection (no session yet) is already on its way
+    await l?.close();
+    this.linking = openLink(process.env);
+    this.linking.catch(() => undefined);
+  }
+
+  private async ensureSession(resume?: string): Promise<OpenSession> {
+    if (this.session !== null && resume === undefined) return this.session;
+    const l = await this.ensureLink();
+    const ev = await l.client.openSession({ cwd: this.cwd, auto_approve: this.yolo, ...(resume !== undefined ? { resume } : {}) });
+    const s: OpenSession = {
+      id: String(ev["session_id"]),
+      cwd: String(ev["cwd"] ?? this.cwd),
+      model: typeof ev["model"] === "string" ? ev["model"] : null,
+      ctxMax: typeof ev["context_max_tokens"] === "number" ? ev["context_max_tokens"] : null,
+    };
+    this.session = s;
+    return s;
   }
 
   private async onLine(raw: string): Promise<void> {
@@ -164,7 +262,6 @@ class Chat {
       const login = this.login;
       if (login !== null) {
         await login.submit(text);
-        // The login's progress may already have been reported (or it ended) before the submit was answered.
         if (this.login === login && !this.loginChecking) this.status("submitted; waiting for confirmation");
         return;
       }
@@ -178,14 +275,12 @@ class Chat {
       case "/quit":
         return this.finish(0);
       case "/new":
-        if (this.sessionId !== null && this.client.attached.has(this.sessionId)) await this.client.closeSession(this.sessionId);
-        this.sessionId = null;
-        this.ctx = null;
+        await this.dropLink();
         return this.status("new conversation");
       case "/sessions":
-        return this.sessions(args[0] === "more");
+        return this.sessions();
       case "/resume":
-        if (args[0] === undefined) return this.status("usage: /resume <session-id> (see /sessions)");
+        if (args[0] === undefined) return this.status("usage: /resume <n|id-prefix> (see /sessions)");
         return this.resume(args[0]);
       case "/model":
         return this.model(args);
@@ -198,111 +293,185 @@ class Chat {
     }
   }
 
+  private ask(info: ApprovalInfo): Promise<boolean> {
+    return approvalCard(info).then((card) => {
+      for (const l of card.split("\n")) this.line(l.startsWith("+") && !l.startsWith("+++") ? this.s.green(l) : l.startsWith("-") && !l.startsWith("---") ? this.s.red(l) : l);
+      this.write(this.s.bold("Allow? [y]es / [n]o / [a]lways for this session › "));
+      return new Promise<boolean>((resolve) => {
+        this.approval = (answer) => {
+          this.atLineStart = true;
+          if (answer === "a" || answer === "always") {
+            this.always.add(info.name);
+            this.status(`approved; ${info.name} is approved for the rest of this session`);
+            return resolve(true);
+          }
+          const yes = answer === "y" || answer === "yes";
+          this.status(yes ? "approved" : "denied");
+          resolve(yes);
+        };
+      });
+    });
+  }
+
   private async turn(prompt: string): Promise<void> {
-    const turn = await this.client.startTurn({ prompt, sessionId: this.sessionId });
-    this.sessionId = turn.sessionId;
-    this.running = turn;
+    const s = await this.ensureSession();
+    const client = this.link!.client;
     this.cancelling = false;
+    const args = new Map<string, unknown>();
+    const names = new Map<string, string>();
     let live = "";
+    let pending: Promise<void> = Promise.resolve();
+    const onEvent = (ev: ScvEvent): void => {
+      switch (ev.type) {
+        case "assistant.delta":
+          live += String(ev["content"] ?? "");
+          this.write(String(ev["content"] ?? ""));
+          break;
+        case "assistant.completed": {
+          const c = typeof ev["content"] === "string" ? ev["content"] : "";
+          if (c !== live && c.startsWith(live)) this.write(c.slice(live.length));
+          live = "";
+          if (!this.atLineStart) this.write("\n");
+          break;
+        }
+        case "tool.proposed":
+          args.set(String(ev["call_id"]), ev["arguments"]);
+          names.set(String(ev["call_id"]), String(ev["name"]));
+          this.line(this.s.bold(`● ${shortArgs(String(ev["name"]), ev["arguments"])}`));
+          break;
+        case "approval.requested": {
+          const name = String(ev["name"]);
+          const id = String(ev["approval_id"]);
+          if (this.yolo || this.always.has(name)) {
+            client.resolveApproval(s.id, id, true);
+            break;
+          }
+          const info: ApprovalInfo = {
+            name,
+            arguments: (args.get(String(ev["call_id"])) as Record<string, unknown> | undefined) ?? null,
+            cwd: String(ev["cwd"] ?? s.cwd),
+            summary: String(ev["summary"] ?? ""),
+            risk: String(ev["risk"] ?? ""),
+          };
+          pending = pending.then(() => this.ask(info)).then((yes) => client.resolveApproval(s.id, id, yes));
+          break;
+        }
+        case "tool.progress":
+          this.status(String(ev["text"] ?? "").split("\n").at(-1)!.slice(0, 120));
+          break;
+        case "tool.completed": {
+          const err = typeof ev["error"] === "string" ? ev["error"] : null;
+          const label = names.get(String(ev["call_id"])) ?? String(ev["name"]);
+          const st = ev["success"] === true ? "done" : err === "cancelled" ? "cancelled" : err === "denied" ? "denied" : `failed (${err ?? "failed"})`;
+          this.status(`${label} ${st}`);
+          break;
+        }
+        case "context.compacted":
+          this.status(`context compacted: ${String(ev["before_tokens"])} → ${String(ev["after_tokens"])} tokens`);
+          break;
+        case "turn.completed": {
+          const u = ev["usage"] as { input_tokens?: number } | undefined;
+          if (u?.input_tokens !== undefined && s.ctxMax !== null) this.ctx = { current: u.input_tokens, max: s.ctxMax };
+          break;
+        }
+        default:
+          break;
+      }
+    };
+    const turn = client.startTurn(s.id, prompt, onEvent);
+    this.running = turn;
     try {
-      for await (const u of turn) {
-        if (u.type === "delta") {
-          this.write(u.text);
-          live += u.text;
-          continue;
-        }
-        const a = u.activity;
-        if (a.kind === "context") this.ctx = { current: a.current_tokens, max: a.max_tokens };
-        const l = activityLine(a);
-        if (l !== null) this.status(l);
-      }
-      const t = await turn.result;
-      if (t.assistant_text !== live) {
-        if (live.length > 0 && t.assistant_text.startsWith(live)) this.write(t.assistant_text.slice(live.length));
-        else if (t.assistant_text.length > 0) {
-          if (live.length > 0) this.line(this.s.dim("(final answer)"));
-          this.write(t.assistant_text);
-        }
-      }
+      const end = await turn.done;
+      if (end.type === "error") return this.line(this.s.red(`error: the server refused the prompt (${String(end["code"])}: ${String(end["message"] ?? "")})`));
       const g = this.ctx !== null ? ` · ${gauge(this.ctx.current, this.ctx.max)}` : "";
-      const label = terminalLine(t);
-      this.line(this.s.dim(`── ${t.status === "failed" ? this.s.red(label) : label}${g}`));
-      if (t.status === "failed") {
-        const st = await this.client.status().catch(() => null);
-        if (st !== null && !st.provider_auth_ready) this.line(NO_PROVIDER_HELP.trimEnd());
+      const label = end.type === "turn.completed" ? "completed" : failureLine(end);
+      this.line(this.s.dim(`── ${end.type === "turn.failed" ? this.s.red(label) : label}${g}`));
+      if (end.type === "turn.failed") {
+        const pre = await preflight(process.env, this.cwd);
+        if (!pre.ok) this.line(pre.noProvider ? NO_PROVIDER_HELP.trimEnd() : this.s.red(`error: ${pre.message}`));
       }
     } finally {
       this.running = null;
       this.cancelling = false;
-    }
-  }
-
-  private async sessions(more: boolean): Promise<void> {
-    if (more && this.sessionsAfter === null) return this.status("no more sessions");
-    const page = await this.client.listSessions({ after: more ? this.sessionsAfter : null, limit: 10 });
-    if (page.sessions.length === 0 && !page.truncated) this.status(more ? "no more sessions" : "no saved sessions yet");
-    for (const x of page.sessions) {
-      const mark = x.session_id === this.sessionId ? "*" : " ";
-      this.line(`${mark} ${x.session_id}  ${this.s.dim(x.updated_at.slice(0, 16).replace("T", " "))}  ${x.title ?? this.s.dim("(untitled)")}`);
-    }
-    if (page.incomplete) this.status("some sessions could not be read");
-    this.sessionsAfter = page.truncated ? page.next_after : null;
-    if (page.truncated) this.status("/sessions more for the next page; /resume <id> to continue one");
-  }
-
-  /** Attaches the session, prints its durable history (replay pages), then continues it. */
-  private async resume(id: string): Promise<void> {
-    await this.client.openSession(id);
-    if (this.sessionId !== null && this.sessionId !== id && this.client.attached.has(this.sessionId))
-      await this.client.closeSession(this.sessionId).catch(() => {});
-    let any = false;
-    for await (const page of this.client.replay(id)) {
-      if (page.resync_required) {
-        if (any) this.status("history changed while loading; reloading");
-        continue;
-      }
-      if (page.gap) this.status("some older history is not available");
-      for (const e of page.events) {
-        any = true;
-        if (e.kind === "terminal") {
-          if (e.status !== "completed") this.status(`turn ${e.status}`);
-          continue;
-        }
-        if (e.part === 0) this.line(this.s.bold(e.kind === "summary" ? "summary:" : e.role === "user" ? "you:" : "assistant:"));
-        this.write(e.text);
-        if (e.last_part) this.line("");
+      if (this.approval !== null) {
+        this.approval = null;
+        this.atLineStart = true;
       }
     }
-    this.sessionId = id;
-    this.ctx = null;
-    this.status(any ? `resumed ${id}` : `resumed ${id} (no history yet)`);
   }
 
-  /** Cached models of a provider, refreshing the catalog once when it is not fresh. */
+  private async sessions(): Promise<void> {
+    const rows = await this.view.listRecent(10);
+    this.lastListing = rows;
+    if (rows.length === 0) return this.status("no saved sessions yet");
+    rows.forEach((x, i) => {
+      const mark = x.id === this.session?.id ? "*" : " ";
+      const when = new Date(x.updatedAtMs).toISOString().slice(0, 16).replace("T", " ");
+      this.line(`${mark} ${String(i + 1).padStart(2)}. ${x.id}  ${this.s.dim(when)}  ${this.s.dim(x.cwd ?? "?")}  ${x.title ?? this.s.dim("(untitled)")}`);
+    });
+    this.status("/resume <n|id-prefix> to continue one");
+  }
+
+  /** Shows a stored session's history, then continues it over SCV in its own cwd. */
+  private async resume(ref: string): Promise<void> {
+    let id: string;
+    const row = /^\d+$/.test(ref) ? this.lastListing[Number(ref) - 1] : undefined;
+    if (row !== undefined) id = row.id;
+    else {
+      const r = await this.view.resolve(ref);
+      if ("error" in r) return this.status(r.error);
+      id = r.id;
+    }
+    const h = await this.view.history(id);
+    if (h === null) return this.status("that session cannot be read");
+    await this.dropLink();
+    const s = await this.ensureSession(id);
+    if (h.omitted) this.status("older history is not shown");
+    const last = new Map<string, number>();
+    h.records.forEach((r, i) => {
+      if (r.kind === "assistant") last.set(`${r.turn_id}/${r.message_id}`, i);
+    });
+    h.records.forEach((r, i) => {
+      if (r.kind === "user") this.line(`${this.s.bold("you:")}\n${r.text}`);
+      else if (r.kind === "assistant" && last.get(`${r.turn_id}/${r.message_id}`) === i && r.text !== "") this.line(`${this.s.bold("assistant:")}\n${r.text}`);
+      else if (r.kind === "tool_call") this.status(shortArgs(r.name, r.arguments));
+      else if (r.kind === "terminal" && r.status !== "completed") this.status(`turn ${r.status}`);
+      else if (r.kind === "checkpoint") this.line(`${this.s.bold("summary:")}\n${r.summary}`);
+    });
+    this.status(`resumed ${id} in ${s.cwd}${s.cwd !== this.cwd ? " (the session's own directory)" : ""}`);
+  }
+
+  private async svc(): Promise<ServiceHandle> {
+    this.service ??= await startService();
+    return this.service;
+  }
+
   private async models(provider: string): Promise<ModelEntry[]> {
-    let page = await this.client.catalogModels(provider);
+    const client = (await this.svc()).client;
+    let page = await client.catalogModels(provider);
     if (page.state !== "fresh_cache") {
       try {
-        await this.client.catalogRefresh(provider);
-        page = await this.client.catalogModels(provider);
+        await client.catalogRefresh(provider);
+        page = await client.catalogModels(provider);
       } catch (err) {
         this.status(`could not refresh ${provider}'s models: ${describeError(err)}`);
       }
     }
     const all = [...page.entries];
     while (page.next_offset !== null && all.length < 256) {
-      page = await this.client.catalogModels(provider, { offset: page.next_offset });
+      page = await client.catalogModels(provider, { offset: page.next_offset });
       all.push(...page.entries);
     }
     return all;
   }
 
   private async model(args: string[]): Promise<void> {
-    const cfg = await this.client.configGet();
+    const client = (await this.svc()).client;
+    const cfg = await client.configGet();
     const current = cfg.selection;
+    const providers = (await client.catalogProviders()).entries.map((p) => p.provider_id);
     if (args.length === 0) {
-      const providers = await this.client.catalogProviders();
-      this.status(`providers: ${providers.entries.map((p) => p.provider_id).join(", ")}`);
+      this.status(`providers: ${providers.join(", ")}`);
       const models = await this.models(current.provider_id);
       this.lastModels = models;
       if (models.length === 0) this.status(`no models listed for ${current.provider_id}`);
@@ -318,18 +487,23 @@ class Chat {
       const m = this.lastModels[Number(args[0]) - 1];
       if (m === undefined) return this.status("no such entry; run /model to list models");
       target = { provider_id: m.provider_id, model_id: m.model_id };
-    } else target = { provider_id: current.provider_id, model_id: args[0]! };
-    await this.models(target.provider_id);
-    const r = await this.client.configSet({ scope: "global", selection: target });
+    } else if (providers.includes(args[0]!)) return this.status(`${args[0]} is a provider; use /model ${args[0]} <model-id> (or /model to list models)`);
+    else target = { provider_id: current.provider_id, model_id: args[0]! };
+    const known = await this.models(target.provider_id);
+    if (known.length > 0 && !known.some((m) => m.model_id === target.model_id)) {
+      const { suggest } = await import("./preflight.js");
+      return this.status(`${target.model_id} is not a model of ${target.provider_id} (${suggest(target.model_id, known.map((m) => m.model_id))})`);
+    }
+    const r = await client.configSet({ scope: "global", selection: target });
     const eff = r.effective.selection;
-    this.status(`model ${eff.provider_id}/${eff.model_id}`);
+    this.status(`model ${eff.provider_id}/${eff.model_id} (new sessions; /new to start one)`);
     if (eff.provider_id !== target.provider_id || eff.model_id !== target.model_id)
       this.status("saved, but MC_PROVIDER/MC_MODEL or project settings override it");
   }
 
   private async startLogin(provider: string): Promise<void> {
     if (this.login !== null) return this.status("a sign-in is already running");
-    const login = await this.client.startLogin(provider);
+    const login = await (await this.svc()).client.startLogin(provider);
     this.login = login;
     this.loginChecking = false;
     const follow = async (): Promise<void> => {
@@ -355,8 +529,9 @@ class Chat {
   }
 
   private async logout(provider: string | undefined): Promise<void> {
-    const id = provider ?? (await this.client.configGet()).selection.provider_id;
-    const r = await this.client.logout(id);
+    const client = (await this.svc()).client;
+    const id = provider ?? (await client.configGet()).selection.provider_id;
+    const r = await client.logout(id);
     this.status(`${r.removed ? "removed the saved credential for" : "no saved credential for"} ${r.provider_id} (environment variables are unchanged)`);
   }
 }

@@ -20,6 +20,18 @@ export interface ScvClientInfo {
   version: string;
 }
 
+/** `session.start` fields: `cwd` (absolute) plus optional spec fields and Berth's `resume` (a stored session's ID). */
+export type SessionStartParams = { cwd: string; provider?: string; model?: string; base_url?: string; no_tools?: boolean; auto_approve?: boolean; resume?: string };
+
+export interface RunningTurn {
+  readonly requestId: string;
+  readonly turnId: string | null;
+  cancel(): void;
+  readonly done: Promise<ScvEvent>;
+}
+
+export type { ScvEvent } from "./connection.js";
+
 export class ScvClient implements ChatSessionDriver {
   readonly conn: ScvConnection;
   private readonly autoApprove = new Map<string, boolean>();
@@ -105,6 +117,66 @@ export class ScvClient implements ChatSessionDriver {
       });
       signal.addEventListener("abort", cancel, { once: true });
     });
+  }
+
+  /**
+   * `session.start` with any fields (spec fields plus Berth's `resume` extension); resolves with `session.started`
+   * (its `session_id`, `cwd`, `model`, `context_max_tokens`), rejects with `ScvRequestError` on a refusal.
+   */
+  async openSession(params: SessionStartParams): Promise<ScvEvent> {
+    const ev = await this.conn.request("session.start", { ...params }, ["session.started"]);
+    if (typeof ev["session_id"] !== "string" || ev["session_id"] === "") throw new ScvConnectionError("session.started without a session_id");
+    return ev;
+  }
+
+  /**
+   * Starts (or queues) a turn and hands every event carrying its request_id to `onEvent`, in wire order.
+   * `done` resolves with the terminal event (`turn.completed`, `turn.cancelled`, `turn.failed`) or an `error`
+   * refusing the request; it rejects when the connection closes first. `cancel()` sends `turn.cancel` once the
+   * turn id is known (at once, or when `turn.started` arrives).
+   */
+  startTurn(sessionId: string, prompt: string, onEvent: (ev: ScvEvent) => void): RunningTurn {
+    let turnId: string | null = null;
+    let cancelWanted = false;
+    let cancelSent = false;
+    const sendCancel = (): void => {
+      if (turnId === null || cancelSent) return;
+      cancelSent = true;
+      this.conn.notify("turn.cancel", { session_id: sessionId, turn_id: turnId });
+    };
+    let rid = "";
+    const done = new Promise<ScvEvent>((resolve, reject) => {
+      rid = this.conn.send("turn.start", { session_id: sessionId, prompt }, {
+        onEvent: (ev) => {
+          if (ev.type === "turn.started" && typeof ev["turn_id"] === "string") {
+            turnId = ev["turn_id"];
+            if (cancelWanted) sendCancel();
+          }
+          onEvent(ev);
+          if (ev.type === "error" || ev.type === "turn.completed" || ev.type === "turn.cancelled" || ev.type === "turn.failed") {
+            this.conn.release(rid);
+            resolve(ev);
+          }
+        },
+        onClose: reject,
+      });
+    });
+    return {
+      requestId: rid,
+      get turnId() {
+        return turnId;
+      },
+      cancel: () => {
+        cancelWanted = true;
+        sendCancel();
+      },
+      done,
+    };
+  }
+
+  /** Answers one `approval.requested` (the protocol's answer is per call; "always" is a client's own memory). */
+  resolveApproval(sessionId: string, approvalId: string, approved: boolean): void {
+    this.conn.notify("approval.resolve", { session_id: sessionId, approval_id: approvalId, approved });
   }
 
   /** SCV v3 has no session close; a session ends with its connection. */

@@ -78,6 +78,8 @@ export type ClientMessage =
       channel?: string;
       auto_approve: boolean;
       delegation_depth?: number;
+      /** Berth extension: continue this stored session instead of creating one (docs/scv.md §Resuming). */
+      resume?: string;
     }
   | { type: "turn.start"; request_id: string; session_id: string; prompt: string; attachments: WireAttachment[] }
   | { type: "turn.cancel"; request_id: string; session_id: string; turn_id: string }
@@ -220,6 +222,7 @@ const PARSERS: Record<MessageType, Parser> = {
       f.message = `\`channel\` must be at most ${MAX_CHANNEL_BYTES} bytes without control characters`;
     const auto_approve = f.bool("auto_approve", false);
     const depth = o.delegation_depth === undefined || o.delegation_depth === null ? undefined : f.uint("delegation_depth");
+    const resume = o.resume === undefined || o.resume === null ? undefined : f.optStr("resume");
     return {
       type: "session.start",
       request_id: rid,
@@ -231,6 +234,7 @@ const PARSERS: Record<MessageType, Parser> = {
       ...(channel !== undefined ? { channel } : {}),
       auto_approve,
       ...(depth !== undefined ? { delegation_depth: depth } : {}),
+      ...(resume !== undefined ? { resume } : {}),
     };
   },
   "turn.start": (o, f, rid) => {
