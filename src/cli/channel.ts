@@ -25,7 +25,7 @@ import { saveWechatCredentials } from "../channels/wechat/credentials.js";
 import { LoginError, wechatLogin } from "../channels/wechat/login.js";
 import { resolveHome } from "../store/home.js";
 
-const USAGE = `usage:
+export const USAGE = `usage:
   berth channel login wechat [--account NAME]
   berth channel login feishu|lark [--account NAME] [--app-id cli_... [--owner ou_...]]
   berth channel logout wechat|feishu|lark [--account NAME]

@@ -7,7 +7,7 @@ import { BERTH_BIN } from "../helpers/paths.js";
 
 export function chatEnv(home: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("MC_") && !k.startsWith("BERTH_") && !k.includes("API_KEY")) env[k] = v;
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("MC_") && !k.startsWith("BERTH_") && !k.startsWith("SCV_") && !k.includes("API_KEY")) env[k] = v;
   return { ...env, MC_HOME: home, BERTH_OPENAI_AUTH_CALLBACK_PORT: "0", NO_COLOR: "1", ...extra };
 }
 

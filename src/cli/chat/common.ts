@@ -43,12 +43,16 @@ export function describeError(err: unknown): string {
   return err instanceof Error ? `unexpected error (${err.name})` : "unexpected error";
 }
 
-/** One line for an SCV terminal event that is not `turn.completed`: `failed: <code>: <message>`. */
-export function failureLine(ev: Record<string, unknown>): string {
+/**
+ * One line for an SCV terminal event that is not `turn.completed`: `failed (<code>: <message>)`, naming the
+ * provider's base URL when it could not be reached (`baseUrl`: the selected provider's, when known).
+ */
+export function failureLine(ev: Record<string, unknown>, baseUrl: string | null = null): string {
   if (ev["type"] === "turn.cancelled") return "cancelled";
   const code = typeof ev["code"] === "string" ? ev["code"] : "unknown";
   const msg = typeof ev["message"] === "string" ? ev["message"] : "";
-  return `failed (${code}${msg !== "" ? `: ${msg}` : ""})`;
+  const unreachable = baseUrl !== null && msg.includes("provider connection failed") ? `; is ${baseUrl} reachable?` : "";
+  return `failed (${code}${msg !== "" ? `: ${msg}` : ""}${unreachable})`;
 }
 
 /** The app-service child (for /login, /logout, /model: sign-in, catalog and settings live there). */

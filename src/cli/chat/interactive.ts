@@ -78,6 +78,8 @@ class Chat {
   /** The pending approval question: the next line answers it. */
   private approval: ((answer: string) => void) | null = null;
   private readonly cwd = process.cwd();
+  private baseUrl: string | null = null;
+  private failedTurns = 0;
 
   constructor(private readonly o: InteractiveOptions) {
     this.s = style(process.stdout.isTTY === true && process.env.NO_COLOR === undefined);
@@ -134,7 +136,8 @@ class Chat {
           process.stderr.write("berth chat: stdin ended without a prompt (pipe lines to run them as prompts, or use -p PROMPT)\n");
           return this.finish(2);
         }
-        this.finish(0);
+        // A pipe's exit status tells whether every prompt's turn completed.
+        this.finish(!terminal && this.failedTurns > 0 ? 1 : 0);
       });
     });
     this.linking = openLink(process.env);
@@ -204,6 +207,7 @@ class Chat {
   private async banner(): Promise<void> {
     const pre = await preflight(process.env, this.cwd);
     if (pre.ok && pre.approvalPolicy === "never") this.yolo = true;
+    if (pre.ok) this.baseUrl = pre.baseUrl;
     const via = await this.linking!.then((l) => l.via).catch(() => null);
     this.line(this.s.bold("berth chat") + this.s.dim(` — /help for commands, Ctrl-C to cancel${via === "daemon" ? " · via berth daemon" : ""}`));
     if (pre.ok) this.status(`model ${pre.provider}/${pre.model ?? "?"} · ${this.cwd}`);
@@ -382,9 +386,13 @@ class Chat {
     this.running = turn;
     try {
       const end = await turn.done;
-      if (end.type === "error") return this.line(this.s.red(`error: the server refused the prompt (${String(end["code"])}: ${String(end["message"] ?? "")})`));
+      if (end.type === "error") {
+        this.failedTurns++;
+        return this.line(this.s.red(`error: the server refused the prompt (${String(end["code"])}: ${String(end["message"] ?? "")})`));
+      }
       const g = this.ctx !== null ? ` · ${gauge(this.ctx.current, this.ctx.max)}` : "";
-      const label = end.type === "turn.completed" ? "completed" : failureLine(end);
+      const label = end.type === "turn.completed" ? "completed" : failureLine(end, this.baseUrl);
+      if (end.type !== "turn.completed") this.failedTurns++;
       this.line(this.s.dim(`── ${end.type === "turn.failed" ? this.s.red(label) : label}${g}`));
       if (end.type === "turn.failed") {
         const pre = await preflight(process.env, this.cwd);

@@ -130,7 +130,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     else if (text.length > 0) out(text.endsWith("\n") ? text : text + "\n");
     process.stderr.write(`session ${sessionId}\n`);
     if (status === "completed") return 0;
-    err(`the turn ${failureLine(end)}`);
+    err(`the turn ${failureLine(end, pre.baseUrl)}`);
     return status === "cancelled" ? 130 : 1;
   } catch (e) {
     err(describeError(e));

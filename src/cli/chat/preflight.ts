@@ -14,7 +14,7 @@ import { SettingsSchema } from "../../store/settings/schema.js";
 import { SettingsStore, type SettingsLayers } from "../../store/settings/settings-store.js";
 
 export type Preflight =
-  | { ok: true; provider: string; model: string | null; approvalPolicy: string | null; layers: SettingsLayers }
+  | { ok: true; provider: string; model: string | null; approvalPolicy: string | null; baseUrl: string | null; layers: SettingsLayers }
   /** `noProvider`: the generic "how to set up a provider" help applies. */
   | { ok: false; message: string; noProvider: boolean };
 
@@ -23,6 +23,85 @@ function lineCol(text: string, pos: number): { line: number; col: number } {
   const before = text.slice(0, pos);
   const line = before.split("\n").length;
   return { line, col: pos - before.lastIndexOf("\n") };
+}
+
+/** The offset of the first JSON syntax error in `t` (a small validating scanner), or -1 when it is valid. */
+export function jsonErrorOffset(t: string): number {
+  let i = 0;
+  const ws = (): void => {
+    while (i < t.length && " \t\n\r".includes(t[i]!)) i++;
+  };
+  const fail = (): never => {
+    throw i;
+  };
+  const lit = (w: string): void => {
+    for (const c of w) if (t[i++] !== c) (i--, fail());
+  };
+  const str = (): void => {
+    i++;
+    for (;;) {
+      if (i >= t.length) fail();
+      const c = t[i]!;
+      if (c === '"') return void i++;
+      if (c < " ") fail();
+      if (c === "\\") {
+        i++;
+        if (t[i] === "u") {
+          if (!/^[0-9a-fA-F]{4}$/.test(t.slice(i + 1, i + 5))) fail();
+          i += 5;
+        } else if (t[i] !== undefined && '"\\/bfnrt'.includes(t[i]!)) i++;
+        else fail();
+      } else i++;
+    }
+  };
+  const value = (): void => {
+    ws();
+    const c = t[i];
+    if (c === "{") {
+      i++;
+      ws();
+      if (t[i] === "}") return void i++;
+      for (;;) {
+        ws();
+        if (t[i] !== '"') fail();
+        str();
+        ws();
+        if (t[i] !== ":") fail();
+        i++;
+        value();
+        ws();
+        if (t[i] === ",") i++;
+        else if (t[i] === "}") return void i++;
+        else fail();
+      }
+    }
+    if (c === "[") {
+      i++;
+      ws();
+      if (t[i] === "]") return void i++;
+      for (;;) {
+        value();
+        ws();
+        if (t[i] === ",") i++;
+        else if (t[i] === "]") return void i++;
+        else fail();
+      }
+    }
+    if (c === '"') return str();
+    if (c === "t") return lit("true");
+    if (c === "f") return lit("false");
+    if (c === "n") return lit("null");
+    const m = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/.exec(t.slice(i, i + 400));
+    if (m === null) fail();
+    i += m![0].length;
+  };
+  try {
+    value();
+    ws();
+    return i < t.length ? i : -1;
+  } catch (pos) {
+    return typeof pos === "number" ? Math.min(pos, t.length) : 0;
+  }
 }
 
 /** Why a settings file failed to load, as precisely as the file allows. */
@@ -38,11 +117,11 @@ export async function explainSettings(path: string): Promise<string> {
   try {
     raw = JSON.parse(text);
   } catch (err) {
-    const msg = err instanceof Error ? err.message : "";
-    const pos = /position (\d+)/.exec(msg);
-    const where = pos ? lineCol(text, Number(pos[1])) : /line (\d+) column (\d+)/.exec(msg) ? { line: Number(/line (\d+)/.exec(msg)![1]), col: Number(/column (\d+)/.exec(msg)![1]) } : null;
-    const reason = msg.replace(/ in JSON at position \d+.*$/, "").replace(/\s*\(line \d+ column \d+\)$/, "").slice(0, 120);
-    return `${path}${where ? `:${where.line}:${where.col}` : ""}: malformed JSON (${reason})`;
+    void err;
+    const off = jsonErrorOffset(text);
+    const where = lineCol(text, Math.max(0, off));
+    const near = off >= text.length ? "unexpected end of file" : `unexpected ${JSON.stringify(text.slice(off, off + 12).split("\n")[0])}`;
+    return `${path}:${where.line}:${where.col}: malformed JSON (${near})`;
   }
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) return `${path}: the settings must be a JSON object`;
   const parsed = SettingsSchema.safeParse(raw);
@@ -84,7 +163,8 @@ export async function preflight(env: EnvLike, cwd: string): Promise<Preflight> {
     if (!ready) return { ok: false, message: "No model provider is ready.", noProvider: true };
   }
   const policy = [layers.project, layers.global].map((l) => (l as Record<string, unknown>)["approval_policy"]).find((v) => typeof v === "string");
-  return { ok: true, provider: sel.provider_id, model: sel.model_id, approvalPolicy: (policy as string | undefined) ?? null, layers };
+  const baseUrl = entry.builtin ? null : entry.def.base_url;
+  return { ok: true, provider: sel.provider_id, model: sel.model_id, approvalPolicy: (policy as string | undefined) ?? null, baseUrl, layers };
 }
 
 /** "did you mean a, b?" from the closest names (by edit distance), else the list. */
