@@ -18,6 +18,7 @@ import type { RunningTurn, ScvEvent } from "../../client/scv/client.js";
 import { approvalCard, mcpParts, type ApprovalInfo } from "./approval.js";
 import { describeError, failureLine, startService } from "./common.js";
 import { openLink, type Link } from "./link.js";
+import { MarkdownStream, visibleWidth } from "./markdown.js";
 import { preflight } from "./preflight.js";
 import { gauge, HELP, loginEndLine, NO_PROVIDER_HELP, style, type Style } from "./render.js";
 import { SessionsView, type SessionRow } from "./sessions.js";
@@ -80,15 +81,27 @@ class Chat {
   private readonly cwd = process.cwd();
   private baseUrl: string | null = null;
   private failedTurns = 0;
+  /** Color on (a TTY without NO_COLOR). */
+  private readonly color: boolean;
+  /** Lines typed so far of a `\`-continued prompt. */
+  private continued = "";
+  /** The working indicator is drawn on the last line (cleared before any output). */
+  private spinnerShown = false;
+  private spinTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly o: InteractiveOptions) {
-    this.s = style(process.stdout.isTTY === true && process.env.NO_COLOR === undefined);
+    this.color = process.stdout.isTTY === true && process.env.NO_COLOR === undefined;
+    this.s = style(this.color);
     this.view = new SessionsView(o.home);
     this.yolo = o.yolo;
   }
 
   private write(text: string): void {
     if (text.length === 0) return;
+    if (this.spinnerShown) {
+      this.spinnerShown = false;
+      process.stdout.write("\r\x1b[2K");
+    }
     if (this.promptShown) {
       this.promptShown = false;
       process.stdout.write(this.redraws ? "\r\x1b[2K" : "\n");
@@ -123,8 +136,18 @@ class Chat {
         this.approval = null;
         return answer(l.trim().toLowerCase());
       }
-      if (l.trim() !== "") prompts++;
-      this.enqueue(() => this.onLine(l));
+      // A line ending in `\` continues the prompt on the next line.
+      if (l.endsWith("\\")) {
+        this.continued += l.slice(0, -1) + "\n";
+        this.rl.setPrompt("… ");
+        this.rl.prompt(true);
+        return;
+      }
+      const full = this.continued + l;
+      this.continued = "";
+      this.rl.setPrompt("› ");
+      if (full.trim() !== "") prompts++;
+      this.enqueue(() => this.onLine(full));
     });
     this.rl.on("SIGINT", () => this.interrupt());
     const onSignal = (): void => this.interrupt();
@@ -262,7 +285,7 @@ class Chat {
     this.idleInterrupt = false;
     const text = raw.trim();
     if (text.length === 0) return;
-    if (!text.startsWith("/")) {
+    if (!text.startsWith("/") || text.includes("\n")) {
       const login = this.login;
       if (login !== null) {
         await login.submit(text);
@@ -325,20 +348,66 @@ class Chat {
     const names = new Map<string, string>();
     let live = "";
     let pending: Promise<void> = Promise.resolve();
+    // Markdown is rendered line by line on a terminal that can redraw; the unfinished line shows raw meanwhile.
+    const md = this.redraws ? new MarkdownStream(this.color) : null;
+    let partial = "";
+    let shown = 0;
+    let outChars = 0;
+    const started = Date.now();
+    const unshow = (): void => {
+      if (shown === 0) return;
+      const cols = process.stdout.columns > 0 ? process.stdout.columns : 80;
+      const up = Math.floor((shown - 1) / cols);
+      process.stdout.write(`\r${up > 0 ? `\x1b[${up}A` : ""}\x1b[J`);
+      this.atLineStart = true;
+      shown = 0;
+    };
+    const stream = (text: string): void => {
+      outChars += text.length;
+      if (md === null) return this.write(text);
+      const lines = (partial + text).split("\n");
+      partial = lines.pop()!;
+      if (lines.length > 0) unshow();
+      for (const l of lines) for (const r of md.push(l)) this.write(r + "\n");
+      if (partial !== "") {
+        unshow();
+        this.write(partial);
+        shown = visibleWidth(partial);
+      }
+    };
+    const endMessage = (): void => {
+      if (md === null) return;
+      unshow();
+      const rest = partial !== "" ? md.push(partial) : [];
+      partial = "";
+      for (const r of [...rest, ...md.flush()]) this.write(r + "\n");
+    };
+    if (this.redraws) {
+      const frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏";
+      let f = 0;
+      this.spinTimer = setInterval(() => {
+        if (!this.atLineStart || this.promptShown || this.approval !== null || this.running === null) return;
+        const secs = Math.floor((Date.now() - started) / 1000);
+        process.stdout.write(`\r\x1b[2K${this.s.dim(`${frames[f++ % frames.length]!} working ${secs}s · ~${Math.round(outChars / 4)} tokens · Ctrl-C to cancel`)}`);
+        this.spinnerShown = true;
+      }, 100);
+    }
     const onEvent = (ev: ScvEvent): void => {
       switch (ev.type) {
         case "assistant.delta":
           live += String(ev["content"] ?? "");
-          this.write(String(ev["content"] ?? ""));
+          stream(String(ev["content"] ?? ""));
           break;
         case "assistant.completed": {
           const c = typeof ev["content"] === "string" ? ev["content"] : "";
-          if (c !== live && c.startsWith(live)) this.write(c.slice(live.length));
+          if (c !== live && c.startsWith(live)) stream(c.slice(live.length));
           live = "";
+          endMessage();
           if (!this.atLineStart) this.write("\n");
           break;
         }
         case "tool.proposed":
+          endMessage();
           args.set(String(ev["call_id"]), ev["arguments"]);
           names.set(String(ev["call_id"]), String(ev["name"]));
           this.line(this.s.bold(`● ${shortArgs(String(ev["name"]), ev["arguments"])}`));
@@ -386,11 +455,12 @@ class Chat {
     this.running = turn;
     try {
       const end = await turn.done;
+      endMessage();
       if (end.type === "error") {
         this.failedTurns++;
         return this.line(this.s.red(`error: the server refused the prompt (${String(end["code"])}: ${String(end["message"] ?? "")})`));
       }
-      const g = this.ctx !== null ? ` · ${gauge(this.ctx.current, this.ctx.max)}` : "";
+      const g = `${this.ctx !== null ? ` · ${gauge(this.ctx.current, this.ctx.max)}` : ""} · ${s.model ?? "?"} · ${s.cwd} · ${s.id.slice(0, 12)}`;
       const label = end.type === "turn.completed" ? "completed" : failureLine(end, this.baseUrl);
       if (end.type !== "turn.completed") this.failedTurns++;
       this.line(this.s.dim(`── ${end.type === "turn.failed" ? this.s.red(label) : label}${g}`));
@@ -399,6 +469,12 @@ class Chat {
         if (!pre.ok) this.line(pre.noProvider ? NO_PROVIDER_HELP.trimEnd() : this.s.red(`error: ${pre.message}`));
       }
     } finally {
+      if (this.spinTimer !== null) clearInterval(this.spinTimer);
+      this.spinTimer = null;
+      if (this.spinnerShown) {
+        this.spinnerShown = false;
+        process.stdout.write("\r\x1b[2K");
+      }
       this.running = null;
       this.cancelling = false;
       if (this.approval !== null) {

@@ -9,6 +9,7 @@
  */
 import { describeError, failureLine } from "./common.js";
 import { openLink, type Link } from "./link.js";
+import { renderMarkdown } from "./markdown.js";
 import { preflight } from "./preflight.js";
 import { NO_PROVIDER_HELP } from "./render.js";
 
@@ -127,6 +128,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
         ...(status === "failed" ? { code: end["code"], message: end["message"] } : {}),
         ...(end["usage"] !== undefined ? { usage: end["usage"] } : {}),
       });
+    else if (text.length > 0 && process.stdout.isTTY === true) out(renderMarkdown(text, process.env.NO_COLOR === undefined));
     else if (text.length > 0) out(text.endsWith("\n") ? text : text + "\n");
     process.stderr.write(`session ${sessionId}\n`);
     if (status === "completed") return 0;
