@@ -6,6 +6,8 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { BERTH_BIN } from "../helpers/paths.js";
 import { renderMarkdown } from "../../src/cli/chat/markdown.js";
@@ -80,5 +82,17 @@ describe("berth chat TUI", () => {
     await p.until(/Ctrl-C again/, mark);
     p.write("\x03");
     assert.equal(await p.exited, 0);
+
+    // The input history persists: a new chat recalls the last prompt with the Up arrow.
+    const hist = readFileSync(join(env["MC_HOME"]!, "chat-history.jsonl"), "utf8");
+    assert.match(hist, /"first line \\nsecond line"/);
+    const again = new Proc("script", ["-q", "-e", "-c", `${q(process.execPath)} ${q(BERTH_BIN)} chat`, "/dev/null"], env);
+    after(() => again.child.kill("SIGKILL"));
+    await again.until(/› /);
+    mark = again.stdout.length;
+    again.write("\x1b[A");
+    await again.until(/second line/, mark);
+    again.write("\x03\x03\x03");
+    assert.equal(await again.exited, 0);
   });
 });

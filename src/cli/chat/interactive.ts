@@ -12,6 +12,8 @@
  * - /login, /logout and /model use the app-service (sign-in, catalog and settings live there), started on first use.
  * - Failures print one plain line naming the cause; the loop continues unless the server itself stopped.
  */
+import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { createInterface, type Interface } from "node:readline";
 import type { Login, ModelEntry, ServiceHandle } from "../../client/app-service/index.js";
 import type { RunningTurn, ScvEvent } from "../../client/scv/client.js";
@@ -28,6 +30,44 @@ export interface InteractiveOptions {
   continueLatest: boolean;
   yolo: boolean;
   home: string;
+}
+
+const HISTORY_MAX = 500;
+const historyPath = (home: string): string => join(home, "chat-history.jsonl");
+
+/** Input history (newest first, as readline keeps it): one JSON string per line, owner-only. */
+async function loadHistory(home: string): Promise<string[]> {
+  try {
+    const lines = (await readFile(historyPath(home), "utf8")).split("\n").filter((l) => l !== "");
+    const out: string[] = [];
+    for (const l of lines) {
+      try {
+        const v: unknown = JSON.parse(l);
+        if (typeof v === "string") out.push(v);
+      } catch {
+        /* a damaged line is skipped; the rest of the history stays */
+      }
+    }
+    return out.slice(0, HISTORY_MAX);
+  } catch {
+    return [];
+  }
+}
+
+let saving: Promise<void> = Promise.resolve();
+function saveHistory(home: string, h: string[]): Promise<void> {
+  const text = h.slice(0, HISTORY_MAX).map((l) => JSON.stringify(l)).join("\n") + "\n";
+  saving = saving.then(async () => {
+    try {
+      await mkdir(home, { recursive: true, mode: 0o700 });
+      const tmp = historyPath(home) + ".tmp";
+      await writeFile(tmp, text, { mode: 0o600 });
+      await rename(tmp, historyPath(home));
+    } catch {
+      /* history is a convenience: a failed save never interrupts the chat */
+    }
+  });
+  return saving;
 }
 
 export async function runInteractive(o: InteractiveOptions): Promise<number> {
@@ -125,7 +165,16 @@ class Chat {
 
   async run(): Promise<number> {
     const terminal = process.stdin.isTTY === true && process.stdout.isTTY === true;
-    this.rl = createInterface({ input: process.stdin, output: process.stdout, terminal, prompt: "› " });
+    const history = terminal ? await loadHistory(this.o.home) : [];
+    this.rl = createInterface({ input: process.stdin, output: process.stdout, terminal, prompt: "› ", history, historySize: HISTORY_MAX, removeHistoryDuplicates: true });
+    // A sign-in's pasted redirect URL or code (a secret) and approval answers never enter the history.
+    if (terminal)
+      this.rl.on("history", (h: string[]) => {
+        if (this.login !== null || this.approval !== null || h[0]?.endsWith("\\") === true) return void h.shift();
+        // A `\`-continued prompt is remembered whole.
+        if (this.continued !== "" && h[0] !== undefined) h[0] = this.continued + h[0];
+        void saveHistory(this.o.home, h);
+      });
     this.redraws = terminal && process.env.TERM !== "dumb";
     const code = new Promise<number>((resolve) => (this.done = resolve));
     let prompts = 0;
