@@ -41,6 +41,9 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       import("../store/catalog/cache.js"),
       import("../runtime/context.js"),
     ]);
+  const { findProvider } = await import("../store/catalog/providers.js");
+  /** This process's own delegation depth (set when it was started by a delegating agent). */
+  const ownDepth = Math.max(0, Math.min(Number.parseInt(o.env["SCV_DELEGATION_DEPTH"] ?? "0", 10) || 0, 64));
   const cwd = process.cwd();
   const agent = new Agent({ home: o.home, cwd, env: o.env });
   const settings = new SettingsStore({ home: o.home, projectDir: cwd, env: o.env });
@@ -79,6 +82,14 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
     async openSession(msg, out) {
       const ws = await files.canonicalWorkspace(msg.cwd);
       if (!ws.ok) return { code: "invalid_request", message: ws.message, request_id: msg.request_id };
+      if (msg.provider !== undefined) {
+        const layers = await settings.load().catch(() => null);
+        if (layers === null || findProvider(layers.global, msg.provider) === undefined)
+          return { code: "invalid_request", message: "unknown provider; declare it under `providers` in settings.json", request_id: msg.request_id };
+      }
+      if (msg.base_url !== undefined && !/^https?:\/\/[^\s]+$/.test(msg.base_url))
+        return { code: "invalid_request", message: "`base_url` must be an http(s) URL", request_id: msg.request_id };
+      const depth = Math.max(msg.delegation_depth ?? 0, ownDepth);
       const selection = {
         ...(msg.provider !== undefined ? { provider: msg.provider } : {}),
         ...(msg.model !== undefined ? { model: msg.model } : {}),
@@ -96,7 +107,7 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
           ...(msg.channel !== undefined ? { channel: msg.channel } : {}),
           autoApprove: msg.auto_approve,
           approval: await approvalPolicy(),
-          ...(msg.delegation_depth !== undefined ? { delegationDepth: msg.delegation_depth } : {}),
+          ...(depth > 0 ? { delegationDepth: depth } : {}),
         });
       } catch {
         return { code: "internal_error", message: "the session could not be created; check that MC_HOME is writable", request_id: msg.request_id };
