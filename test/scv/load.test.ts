@@ -30,6 +30,18 @@ it("stdio: EOF cancels the running turn, closes its provider request, and exits 
   await rig.fake.close();
 });
 
+it("stdio: SIGTERM cancels the running turn, writes its terminal event, and exits 0", async () => {
+  const rig = await startRig();
+  const { client: c, child, exited } = spawnStdio(rig.env);
+  const s = await c.open();
+  rig.fake.script([{ steps: [{ text: "partial" }, { waitForAbort: true }] }]);
+  const rid = await holdTurn(c, s.session_id as string);
+  child.kill("SIGTERM");
+  assert.equal(await exited, 0);
+  assert.ok(c.frames.some((m) => m.request_id === rid && m.type === "turn.cancelled"));
+  await rig.fake.close();
+});
+
 it("socket: EOF cancels that connection's turn only; the daemon keeps serving; SIGTERM exits 0 with turns running", async () => {
   const rig = await startRig();
   const d = await startDaemon(rig.env);
