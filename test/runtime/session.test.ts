@@ -191,8 +191,10 @@ test("clear empties the model context; a failed turn's next prompt stands alone"
 test("server-started turns carry their origin; with autoApprove they run without asking", async () => {
   await withRig(async ({ fake, rt, next, events }) => {
     rt.configure({ autoApprove: true });
+    rt.pause(true); // queued first: the origin survives the queue
     fake.script([{ steps: [{ toolCall: { id: "c1", name: "bash", arguments: { command: "echo bg" } } }] }, { steps: [{ text: "reported" }] }]);
     rt.startServerTurn("job-1 finished", { kind: "background", jobs: ["job-1"] });
+    rt.pause(false);
     const started = await next((e) => e.type === "turn_started");
     assert.ok(started.type === "turn_started" && started.origin?.kind === "background" && started.submitter === "server");
     const t = await next(terminal);
@@ -207,7 +209,9 @@ test("per-session configuration reaches the provider request: no tools, channel 
   await withRig(async ({ fake, rt, next, events, cwd }) => {
     const png = join(cwd, "p.png");
     writeFileSync(png, Buffer.from("89504e470d0a1a0a", "hex"));
+    assert.deepEqual(await rt.describe(), { providerId: "fake", modelId: "fake-model", contextWindow: 128000, images: false });
     assert.equal(rt.configure({ noTools: true, channel: "WeChat", selection: { model: "other-model" } }), true);
+    assert.equal((await rt.describe())?.modelId, "other-model");
     const entry = rt.submit("what is this?", { attachments: [{ kind: "image", path: png, name: "p.png", mime: "image/png", size: 8 }] });
     assert.deepEqual(entry.attachments, [{ kind: "image", path: png, name: "p.png", mime: "image/png", size: 8 }]);
     const started = await next((e) => e.type === "turn_started");
