@@ -30,24 +30,20 @@ function envMs(env: EnvLike, name: string, dflt: number): number {
 }
 
 export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServerDeps; close(): Promise<void> }> {
-  const [{ Agent }, { SessionManager, SessionStore }, { SessionHub }, files, { ConfigService }, { SettingsStore }, { CatalogCache }, { FALLBACK_CONTEXT_WINDOW }] =
-    await Promise.all([
-      import("../runtime/agent.js"),
-      import("../store/sessions/index.js"),
-      import("../runtime/session/index.js"),
-      import("../runtime/session/files.js"),
-      import("../store/settings/config.js"),
-      import("../store/settings/settings-store.js"),
-      import("../store/catalog/cache.js"),
-      import("../runtime/context.js"),
-    ]);
-  const { findProvider } = await import("../store/catalog/providers.js");
+  const [{ Agent }, { SessionManager, SessionStore }, { SessionHub }, files, { SettingsStore }, { findProvider }, { FALLBACK_CONTEXT_WINDOW }] = await Promise.all([
+    import("../runtime/agent.js"),
+    import("../store/sessions/index.js"),
+    import("../runtime/session/index.js"),
+    import("../runtime/session/files.js"),
+    import("../store/settings/settings-store.js"),
+    import("../store/catalog/providers.js"),
+    import("../runtime/context.js"),
+  ]);
   /** This process's own delegation depth (set when it was started by a delegating agent). */
   const ownDepth = Math.max(0, Math.min(Number.parseInt(o.env["SCV_DELEGATION_DEPTH"] ?? "0", 10) || 0, 64));
   const cwd = process.cwd();
   const agent = new Agent({ home: o.home, cwd, env: o.env });
   const settings = new SettingsStore({ home: o.home, projectDir: cwd, env: o.env });
-  const config = new ConfigService({ settings, cache: new CatalogCache({ home: o.home }), env: o.env });
   /** `approval_policy` from settings (project over global): `on-risk` (default), `always` or `never`. */
   const approvalPolicy = async (): Promise<ApprovalMode> => {
     const layers = await settings.load().catch(() => null);
@@ -56,12 +52,6 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       if (v === "on-risk" || v === "always" || v === "never") return v;
     }
     return "on-risk";
-  };
-  /** The model a session will use and its context window (the fallback window for a model the catalog does not describe). */
-  const describe = async (over: { provider?: string; model?: string }): Promise<{ model: string | null; contextWindow: number }> => {
-    const sel = await config.runtimeSelection().catch(() => null);
-    const overridden = (over.provider !== undefined && over.provider !== sel?.provider_id) || (over.model !== undefined && over.model !== sel?.model_id);
-    return { model: over.model ?? sel?.model_id ?? null, contextWindow: (overridden ? null : sel?.context_window) ?? FALLBACK_CONTEXT_WINDOW };
   };
   const manager = new SessionManager(new SessionStore({ home: o.home }), MAX_RUNNING_SESSIONS);
   const hub = new SessionHub({ manager, runner: agent, defaults: { cwd } });
@@ -112,7 +102,7 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       } catch {
         return { code: "internal_error", message: "the session could not be created; check that MC_HOME is writable", request_id: msg.request_id };
       }
-      const described = await describe(selection);
+      const described = await rt.describe();
       const id = rt.id;
       const session = new ScvSession(rt, out, checkAttachments, async () => {
         await hub.closeSession(id);
@@ -120,8 +110,8 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       });
       await session.announce(msg.request_id, {
         cwd: ws.value,
-        model: described.model,
-        context_max_tokens: described.contextWindow,
+        model: described?.modelId ?? msg.model ?? null,
+        context_max_tokens: described?.contextWindow ?? FALLBACK_CONTEXT_WINDOW,
         max_server_frame_bytes: MAX_SERVER_FRAME_BYTES,
         max_transcript_bytes: MAX_TRANSCRIPT_BYTES,
         max_transcript_items: MAX_TRANSCRIPT_ITEMS,
