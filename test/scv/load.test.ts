@@ -100,6 +100,38 @@ it("socket: a slow reader holds the writer at capacity and still receives every 
   }
 });
 
+it("socket: turn.cancel interrupts a turn blocked on a full writer; the terminal is turn.cancelled", async () => {
+  const rig = await startRig();
+  const d = await startDaemon({ ...rig.env, BERTH_SCV_SEND_TIMEOUT_MS: "120000" });
+  try {
+    const c = await d.connect();
+    const s = await c.open();
+    const n = rig.fake.requests.length;
+    const from = c.frames.length;
+    const rid = c.request({ type: "turn.start", session_id: s.session_id, prompt: "long answer 200000" });
+    const started = await c.waitFor((m) => m.request_id === rid && m.type === "turn.started", from);
+    c.input.pause();
+    await rig.fake.waitForRequests(n + 1);
+    // another client's full turn is progress elsewhere while this one reads nothing
+    const other = await d.connect();
+    const so = await other.open();
+    await other.turn(so.session_id as string, "meanwhile");
+    c.request({ type: "turn.cancel", session_id: s.session_id, turn_id: started.turn_id });
+    await rig.fake.requests[n]!.socketClosed;
+    c.input.resume();
+    const end = await c.waitFor((m) => m.request_id === rid && ["turn.completed", "turn.cancelled", "turn.failed"].includes(m.type as string), from);
+    assert.equal(end.type, "turn.cancelled");
+    assert.deepEqual(c.seqErrors, []);
+    for (const x of [c, other]) {
+      x.end();
+      await x.closed;
+    }
+  } finally {
+    assert.equal(await d.stop(), 0);
+    await rig.fake.close();
+  }
+});
+
 it("socket: 30 concurrent clients each run a turn to completion", async () => {
   const rig = await startRig();
   const d = await startDaemon(rig.env);
