@@ -172,7 +172,9 @@ export async function runDaemon(argv: string[]): Promise<number> {
         },
       );
     };
-    process.once("SIGTERM", () => stop("SIGTERM"));
-    process.once("SIGINT", () => stop("SIGINT"));
+    // `on`, not `once`: signal-exit (loaded by the lock and atomic-write libraries) re-raises a signal that no other
+    // listener handles any more, which would kill the daemon mid-shutdown on the first signal. `stop` is idempotent.
+    process.on("SIGTERM", () => stop("SIGTERM"));
+    process.on("SIGINT", () => stop("SIGINT"));
   });
 }

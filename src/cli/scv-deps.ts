@@ -30,21 +30,20 @@ function envMs(env: EnvLike, name: string, dflt: number): number {
 }
 
 export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServerDeps; close(): Promise<void> }> {
-  const [{ Agent }, { SessionManager, SessionStore, isValidSessionId }, { SessionHub }, files, { ConfigService }, { SettingsStore }, { CatalogCache }, { FALLBACK_CONTEXT_WINDOW }] =
-    await Promise.all([
-      import("../runtime/agent.js"),
-      import("../store/sessions/index.js"),
-      import("../runtime/session/index.js"),
-      import("../runtime/session/files.js"),
-      import("../store/settings/config.js"),
-      import("../store/settings/settings-store.js"),
-      import("../store/catalog/cache.js"),
-      import("../runtime/context.js"),
-    ]);
+  const [{ Agent }, { SessionManager, SessionStore, isValidSessionId }, { SessionHub }, files, { SettingsStore }, { findProvider }, { FALLBACK_CONTEXT_WINDOW }] = await Promise.all([
+    import("../runtime/agent.js"),
+    import("../store/sessions/index.js"),
+    import("../runtime/session/index.js"),
+    import("../runtime/session/files.js"),
+    import("../store/settings/settings-store.js"),
+    import("../store/catalog/providers.js"),
+    import("../runtime/context.js"),
+  ]);
+  /** This process's own delegation depth (set when it was started by a delegating agent). */
+  const ownDepth = Math.max(0, Math.min(Number.parseInt(o.env["SCV_DELEGATION_DEPTH"] ?? "0", 10) || 0, 64));
   const cwd = process.cwd();
   const agent = new Agent({ home: o.home, cwd, env: o.env });
   const settings = new SettingsStore({ home: o.home, projectDir: cwd, env: o.env });
-  const config = new ConfigService({ settings, cache: new CatalogCache({ home: o.home }), env: o.env });
   /** `approval_policy` from settings (project over global): `on-risk` (default), `always` or `never`. */
   const approvalPolicy = async (): Promise<ApprovalMode> => {
     const layers = await settings.load().catch(() => null);
@@ -53,12 +52,6 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       if (v === "on-risk" || v === "always" || v === "never") return v;
     }
     return "on-risk";
-  };
-  /** The model a session will use and its context window (the fallback window for a model the catalog does not describe). */
-  const describe = async (over: { provider?: string; model?: string }): Promise<{ model: string | null; contextWindow: number }> => {
-    const sel = await config.runtimeSelection().catch(() => null);
-    const overridden = (over.provider !== undefined && over.provider !== sel?.provider_id) || (over.model !== undefined && over.model !== sel?.model_id);
-    return { model: over.model ?? sel?.model_id ?? null, contextWindow: (overridden ? null : sel?.context_window) ?? FALLBACK_CONTEXT_WINDOW };
   };
   const manager = new SessionManager(new SessionStore({ home: o.home }), MAX_RUNNING_SESSIONS);
   const hub = new SessionHub({ manager, runner: agent, defaults: { cwd } });
@@ -102,6 +95,14 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
         const own = await files.canonicalWorkspace(r.cwd);
         if (own.ok) ws = own;
       }
+      if (msg.provider !== undefined) {
+        const layers = await settings.load().catch(() => null);
+        if (layers === null || findProvider(layers.global, msg.provider) === undefined)
+          return { code: "invalid_request", message: "unknown provider; declare it under `providers` in settings.json", request_id: msg.request_id };
+      }
+      if (msg.base_url !== undefined && !/^https?:\/\/[^\s]+$/.test(msg.base_url))
+        return { code: "invalid_request", message: "`base_url` must be an http(s) URL", request_id: msg.request_id };
+      const depth = Math.max(msg.delegation_depth ?? 0, ownDepth);
       const selection = {
         ...(msg.provider !== undefined ? { provider: msg.provider } : {}),
         ...(msg.model !== undefined ? { model: msg.model } : {}),
@@ -119,12 +120,12 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
           ...(msg.channel !== undefined ? { channel: msg.channel } : {}),
           autoApprove: msg.auto_approve,
           approval: await approvalPolicy(),
-          ...(msg.delegation_depth !== undefined ? { delegationDepth: msg.delegation_depth } : {}),
+          ...(depth > 0 ? { delegationDepth: depth } : {}),
         });
       } catch {
         return { code: "internal_error", message: "the session could not be created; check that MC_HOME is writable", request_id: msg.request_id };
       }
-      const described = await describe(selection);
+      const described = await rt.describe();
       const id = rt.id;
       const session = new ScvSession(rt, out, checkAttachments, async () => {
         await hub.closeSession(id);
@@ -132,8 +133,8 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       });
       await session.announce(msg.request_id, {
         cwd: ws.value,
-        model: described.model,
-        context_max_tokens: described.contextWindow,
+        model: described?.modelId ?? msg.model ?? null,
+        context_max_tokens: described?.contextWindow ?? FALLBACK_CONTEXT_WINDOW,
         max_server_frame_bytes: MAX_SERVER_FRAME_BYTES,
         max_transcript_bytes: MAX_TRANSCRIPT_BYTES,
         max_transcript_items: MAX_TRANSCRIPT_ITEMS,

@@ -41,7 +41,12 @@ function probe(path: string): Promise<"live" | "stale"> {
   });
 }
 
+/** The longest Unix socket path Linux accepts (`sun_path` holds 108 bytes with the terminating NUL). */
+export const MAX_SOCKET_PATH_BYTES = 107;
+
 export async function listenScvSocket(path: string, deps: ScvServerDeps): Promise<ScvSocketHandle> {
+  if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES)
+    throw new Error(`the socket path ${path} is longer than ${MAX_SOCKET_PATH_BYTES} bytes; set SCV_HOME to a shorter directory`);
   const dir = dirname(path);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   chmodSync(dir, 0o700);
@@ -65,9 +70,10 @@ export async function listenScvSocket(path: string, deps: ScvServerDeps): Promis
     void c.done.then(() => conns.delete(c));
   });
   await new Promise<void>((resolveListen, reject) => {
-    server.once("error", reject);
+    server.once("error", (e: NodeJS.ErrnoException) => reject(new Error(`cannot listen on ${path} (${e.code ?? "error"}); check the directory's permissions or set SCV_HOME`)));
     server.listen(path, () => {
-      server.off("error", reject);
+      server.removeAllListeners("error");
+      server.on("error", (e: NodeJS.ErrnoException) => deps.log?.(`SCV socket error (${e.code ?? "error"})`));
       resolveListen();
     });
   });

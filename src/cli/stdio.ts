@@ -25,8 +25,9 @@ export async function runStdio(argv: string[]): Promise<number> {
   const scv = await buildScvDeps({ home, env: process.env, transport: "stdio", log: (l) => void process.stderr.write(`berth stdio: ${l}\n`) });
   const conn = serveScvConnection(process.stdin, stdout, scv.deps);
   const onSignal = (): void => void conn.stop();
-  process.once("SIGTERM", onSignal);
-  process.once("SIGINT", onSignal);
+  // `on`, not `once`: signal-exit (lock/atomic-write libraries) re-raises a signal nobody else listens to.
+  process.on("SIGTERM", onSignal);
+  process.on("SIGINT", onSignal);
   await conn.done;
   await scv.close();
   return 0;

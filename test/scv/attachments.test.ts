@@ -5,7 +5,7 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openTransport, startRig, TRANSPORTS, type Rig, type ScvClient, type Transport } from "./client.js";
@@ -52,6 +52,26 @@ for (const name of TRANSPORTS) {
       assert.match(body, /image_url/);
       assert.match(body, /photo\.png/);
       assert.ok(body.includes(png), "a tool-enabled session sees the path");
+      c.end();
+      await c.closed;
+    });
+
+    it("re-reads an earlier image for the next request, and a deleted one becomes a note", async () => {
+      const c = await t.open();
+      const s = await c.open();
+      const sid = s.session_id as string;
+      const own = join(dir, `kept-${name}.png`);
+      writeFileSync(own, PNG);
+      await c.turn(sid, "first", { attachments: [{ kind: "image", path: own, name: "kept.png", mime: "image/png", size: PNG.length }] });
+      let n = rig.fake.requests.length;
+      await c.turn(sid, "second");
+      assert.ok(rig.fake.requests[n]!.body.includes(PNG.toString("base64")), "history keeps the path; the image is read again");
+      unlinkSync(own);
+      n = rig.fake.requests.length;
+      await c.turn(sid, "third");
+      const body = rig.fake.requests[n]!.body;
+      assert.ok(!body.includes(PNG.toString("base64")));
+      assert.match(body, /kept\.png is no longer available/);
       c.end();
       await c.closed;
     });

@@ -30,6 +30,18 @@ it("stdio: EOF cancels the running turn, closes its provider request, and exits 
   await rig.fake.close();
 });
 
+it("stdio: SIGTERM cancels the running turn, writes its terminal event, and exits 0", async () => {
+  const rig = await startRig();
+  const { client: c, child, exited } = spawnStdio(rig.env);
+  const s = await c.open();
+  rig.fake.script([{ steps: [{ text: "partial" }, { waitForAbort: true }] }]);
+  const rid = await holdTurn(c, s.session_id as string);
+  child.kill("SIGTERM");
+  assert.equal(await exited, 0);
+  assert.ok(c.frames.some((m) => m.request_id === rid && m.type === "turn.cancelled"));
+  await rig.fake.close();
+});
+
 it("socket: EOF cancels that connection's turn only; the daemon keeps serving; SIGTERM exits 0 with turns running", async () => {
   const rig = await startRig();
   const d = await startDaemon(rig.env);
@@ -81,6 +93,38 @@ it("socket: a slow reader holds the writer at capacity and still receives every 
     for (const c of [slow, other]) {
       c.end();
       await c.closed;
+    }
+  } finally {
+    assert.equal(await d.stop(), 0);
+    await rig.fake.close();
+  }
+});
+
+it("socket: turn.cancel interrupts a turn blocked on a full writer; the terminal is turn.cancelled", async () => {
+  const rig = await startRig();
+  const d = await startDaemon({ ...rig.env, BERTH_SCV_SEND_TIMEOUT_MS: "120000" });
+  try {
+    const c = await d.connect();
+    const s = await c.open();
+    const n = rig.fake.requests.length;
+    const from = c.frames.length;
+    const rid = c.request({ type: "turn.start", session_id: s.session_id, prompt: "long answer 200000" });
+    const started = await c.waitFor((m) => m.request_id === rid && m.type === "turn.started", from);
+    c.input.pause();
+    await rig.fake.waitForRequests(n + 1);
+    // another client's full turn is progress elsewhere while this one reads nothing
+    const other = await d.connect();
+    const so = await other.open();
+    await other.turn(so.session_id as string, "meanwhile");
+    c.request({ type: "turn.cancel", session_id: s.session_id, turn_id: started.turn_id });
+    await rig.fake.requests[n]!.socketClosed;
+    c.input.resume();
+    const end = await c.waitFor((m) => m.request_id === rid && ["turn.completed", "turn.cancelled", "turn.failed"].includes(m.type as string), from);
+    assert.equal(end.type, "turn.cancelled");
+    assert.deepEqual(c.seqErrors, []);
+    for (const x of [c, other]) {
+      x.end();
+      await x.closed;
     }
   } finally {
     assert.equal(await d.stop(), 0);

@@ -101,6 +101,32 @@ for (const name of TRANSPORTS) {
       await c.closed;
     });
 
+    it("resolves pipelined revision races: one update wins, the rest conflict; a dequeued entry is gone", async () => {
+      const c = await t.open();
+      const s = await c.open();
+      const sid = s.session_id as string;
+      const running = await busy(rig, c, sid);
+      const e = (await c.reply(c.request({ type: "turn.start", session_id: sid, prompt: "racy" }), ["queue.enqueued"])).entry as Msg;
+      // three clients' worth of edits sent back to back against revision 1
+      const ids = ["a", "b", "c"].map((p) => c.request({ type: "queue.update", session_id: sid, queue_id: e.queue_id, revision: 1, prompt: `edit ${p}` }));
+      const mv = c.request({ type: "queue.move", session_id: sid, queue_id: e.queue_id, revision: 1, before_queue_id: null });
+      const replies = await Promise.all([...ids, mv].map((id) => c.reply(id, ["queue.updated", "queue.moved"])));
+      assert.deepEqual(
+        replies.map((r) => r.type === "error" ? r.code : r.type),
+        ["queue.updated", "queue_conflict", "queue_conflict", "queue_conflict"],
+      );
+      for (const r of replies.slice(1)) assert.deepEqual(r.entry, { ...e, revision: 2, prompt: "edit a" });
+      // once dequeued, the entry is not queued work any more
+      c.request({ type: "turn.cancel", session_id: sid, turn_id: running.turn_id });
+      await c.waitFor((m) => m.type === "queue.dequeued" && m.queue_id === e.queue_id);
+      const late = c.request({ type: "queue.remove", session_id: sid, queue_id: e.queue_id, revision: 2 });
+      assert.equal((await c.reply(late, ["queue.removed"])).code, "queue_not_found");
+      await c.waitFor((m) => m.type === "turn.completed" && m.request_id === e.submitter);
+      assert.deepEqual(c.seqErrors, []);
+      c.end();
+      await c.closed;
+    });
+
     it(`holds at most ${MAX_QUEUE_ENTRIES} entries and ${MAX_QUEUE_PROMPT_BYTES} bytes of prompts, then queue_limit`, async () => {
       const c = await t.open();
       const s = await c.open();

@@ -10,6 +10,7 @@ import { mkdtempSync, readFileSync, realpathSync, symlinkSync, writeFileSync } f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MAX_PROMPT_BYTES } from "../../src/protocols/scv/wire.js";
+import { startFakeProvider } from "../fakes/fake-provider.js";
 import { ServiceProcess } from "../helpers/service-process.js";
 import { openTransport, startRig, TRANSPORTS, type Msg, type Rig, type Transport } from "./client.js";
 
@@ -49,6 +50,15 @@ for (const name of TRANSPORTS) {
       ] as const) {
         const id = c.request({ type: "session.start", cwd });
         assert.deepEqual(await c.reply(id, ["session.started"]), { type: "error", request_id: id, code: "invalid_request", message, fatal: false });
+      }
+      for (const [extra, message] of [
+        [{ provider: "nope" }, "unknown provider; declare it under `providers` in settings.json"],
+        [{ base_url: "ftp://example" }, "`base_url` must be an http(s) URL"],
+        [{ channel: "We\u0007Chat" }, "`channel` must be at most 32 bytes without control characters"],
+        [{ delegation_depth: -1 }, "`delegation_depth` must be a non-negative integer"],
+      ] as const) {
+        const r = c.request({ type: "session.start", cwd: dir, ...extra });
+        assert.deepEqual(await c.reply(r, ["session.started"]), { type: "error", request_id: r, code: "invalid_request", message, fatal: false });
       }
       const id = c.request({ type: "session.start", cwd: link });
       const started = await c.reply(id, ["session.started"]);
@@ -141,6 +151,21 @@ for (const name of TRANSPORTS) {
       assert.deepEqual(c.seqErrors, []);
       c.end();
       await c.closed;
+    });
+
+    it("base_url overrides the provider endpoint for this session only", async () => {
+      const other = await startFakeProvider();
+      try {
+        const c = await t.open();
+        const s = await c.open({ base_url: `${other.baseUrl}/v1`, channel: "x".repeat(32) });
+        const r = await c.turn(s.session_id as string, "elsewhere");
+        assert.equal(r.terminal.type, "turn.completed");
+        assert.equal(other.requests.length, 1);
+        c.end();
+        await c.closed;
+      } finally {
+        await other.close();
+      }
     });
 
     it("no_tools sends no tools; channel adds the chat section; model overrides apply to this session only", async () => {

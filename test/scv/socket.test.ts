@@ -70,3 +70,17 @@ it("falls back to $MC_HOME/state/server.sock without SCV_HOME", async () => {
     await rig.fake.close();
   }
 });
+
+it("refuses a socket path longer than 107 bytes with a message naming the fix", async () => {
+  const rig = await startRig();
+  const deep = join(mkdtempSync(join(tmpdir(), "scv-")), "d".repeat(120));
+  const child = spawn(process.execPath, [BERTH_BIN, "daemon"], { env: childEnv({ ...rig.env, SCV_HOME: deep }), stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  let err = "";
+  child.stdout.on("data", (b: Buffer) => (out += b.toString()));
+  child.stderr.on("data", (b: Buffer) => (err += b.toString()));
+  assert.equal(await new Promise<number | null>((r) => child.once("close", r)), 1);
+  assert.equal(out, "");
+  assert.match(err, /longer than 107 bytes; set SCV_HOME to a shorter directory/);
+  await rig.fake.close();
+});

@@ -110,7 +110,7 @@ export class FrameWriter {
 
   private admit(frame: string): void {
     this.queue.push(frame);
-    this.queuedBytes += frame.length;
+    this.queuedBytes += Buffer.byteLength(frame);
     if (!this.scheduled && !this.waitingDrain) {
       this.scheduled = true;
       setImmediate(this.scheduledFlush);
@@ -152,7 +152,7 @@ export class FrameWriter {
       this.stallTimer = null;
     }
     const big = this.pendingBig;
-    if (big !== null && !this.broken && this.fits(big.frame.length)) {
+    if (big !== null && !this.broken && this.fits(Buffer.byteLength(big.frame))) {
       this.pendingBig = null;
       this.admit(big.frame);
       big.w.resolve(true);
@@ -162,7 +162,7 @@ export class FrameWriter {
       if (w.onAbort !== undefined) w.signal?.removeEventListener("abort", w.onAbort);
       const f = w.build();
       if (f !== null) {
-        if (!this.fits(f.length)) {
+        if (!this.fits(Buffer.byteLength(f))) {
           // Too big for the room left: hold it until the stream drains further (order kept).
           this.pendingBig = { frame: f, w };
           break;
