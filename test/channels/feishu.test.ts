@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import type { AccountSettings } from "../../src/channels/common/component.js";
 import { FeishuComponent } from "../../src/channels/feishu/component.js";
@@ -130,6 +131,22 @@ describe("feishu: conversations", () => {
     await fake.waitFor(() => fake.acks.length >= 2);
     await comp.bridge!.idle();
     assert.equal(driver.turns.length, 1);
+  });
+
+  it("acks an event once its claim is durable, long before the turn ends", async () => {
+    const { fake, comp, driver, home } = await setup();
+    let finish!: () => void;
+    driver.respond = (t) => new Promise((r) => (finish = () => r({ text: `echo: ${t.prompt}` })));
+    await comp.health.until((h) => h.state === "connected");
+    const id = fake.userMessage({ chatId: "oc_ack", chatType: "p2p", sender: "ou_k", text: "slow one" });
+    await fake.waitFor(() => fake.acks.length >= 1);
+    assert.equal(fake.acks[0]!.code, 200);
+    assert.equal(fake.sent.length, 0, "acked while the turn is still running");
+    const state = JSON.parse(await readFile(join(home, "state", "channels", "feishu", "default.json"), "utf8")) as { in_flight: Array<{ id: string }> };
+    assert.deepEqual(state.in_flight.map((c) => c.id), [id], "the claim was on disk when the ack went out");
+    await driver.waitTurns(1);
+    finish();
+    await fake.waitFor(() => fake.sent.length >= 1);
   });
 
   it("catches up messages sent while disconnected, answering each once", async () => {
