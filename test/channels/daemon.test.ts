@@ -33,10 +33,11 @@ describe("channels in berth daemon", () => {
   let home: string;
   let ws: string;
   let daemon: ChildProcess | null = null;
+  let stderr = "";
 
   async function startDaemon(): Promise<ChildProcess> {
     const d = spawn(process.execPath, [BERTH_BIN, "daemon"], { env: cleanEnv(home), cwd: ws, stdio: ["ignore", "pipe", "pipe"] });
-    d.stderr!.resume();
+    d.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
     await new Promise<void>((resolve, reject) => {
       let out = "";
       d.stdout!.on("data", (c: Buffer) => {
@@ -132,5 +133,6 @@ describe("channels in berth daemon", () => {
     restarted.kill("SIGTERM");
     assert.equal(await code, 0);
     daemon = null;
+    assert.ok(!stderr.includes(ilink.token), "the bot token never reaches the daemon's log");
   });
 });
