@@ -4,7 +4,7 @@
  * confirm_ask.
  */
 import assert from "node:assert/strict";
-import { readFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import type { AccountSettings } from "../../src/channels/common/component.js";
@@ -214,6 +214,54 @@ describe("feishu: media, held replies, brands, questions", () => {
     assert.equal(t1!.attachments[0]!.mime, "image/png");
     assert.equal(t2!.attachments.length, 0);
     assert.match(t2!.prompt, /\[image: download failed\]/); // the platform's JSON error (status 200) is a failure
+  });
+
+  it("chat_attach files go out after the text: an image via /images, a document via /files", async () => {
+    const { fake, comp, driver, home } = await setup({ remoteTools: "owner" });
+    await comp.health.until((h) => h.state === "connected");
+    const png = join(home, "chart.png");
+    const pdf = join(home, "report.pdf");
+    driver.respond = async () => {
+      await writeFile(png, Buffer.from("\x89PNG chart"));
+      await writeFile(pdf, Buffer.from("%PDF report"));
+      return {
+        text: "Here you go.",
+        files: [
+          { path: png, name: "chart.png", size: 10, caption: null },
+          { path: pdf, name: "report.pdf", size: 11, caption: "the weekly report" },
+        ],
+      };
+    };
+    fake.userMessage({ chatId: "oc_own", chatType: "p2p", sender: OWNER, text: "send me the files" });
+    await fake.waitFor(() => fake.sent.length >= 4);
+    assert.deepEqual(fake.sent.map((s) => s.msgType), ["text", "image", "file", "text"]);
+    const imageKey = String(fake.sent[1]!.content["image_key"]);
+    const fileKey = String(fake.sent[2]!.content["file_key"]);
+    assert.equal(fake.uploads.get(imageKey)!.bytes.toString(), "\x89PNG chart");
+    assert.equal(fake.uploads.get(fileKey)!.name, "report.pdf");
+    assert.equal(textOf(fake.sent[3]!), "the weekly report");
+    assert.equal(new Set(fake.sent.map((s) => s.uuid)).size, 4, "every message has its own uuid");
+  });
+
+  it("a post's text and embedded image reach the turn; a voice message gets a fixed reply and no turn", async () => {
+    const { fake, comp, driver } = await setup();
+    await comp.health.until((h) => h.state === "connected");
+    fake.putResource("om_post1", "img_p", Buffer.from("pic"), "image/jpeg");
+    fake.userMessage({
+      chatId: "oc_p",
+      chatType: "p2p",
+      sender: "ou_p",
+      msgType: "post",
+      messageId: "om_post1",
+      content: { zh_cn: { title: "Bug", content: [[{ tag: "text", text: "see " }, { tag: "a", text: "link", href: "https://x" }], [{ tag: "img", image_key: "img_p" }]] } },
+    });
+    const [t] = await driver.waitTurns(1);
+    assert.equal(t!.prompt, "Bug\nsee link");
+    assert.equal(t!.attachments.length, 1);
+    fake.userMessage({ chatId: "oc_p", chatType: "p2p", sender: "ou_p", msgType: "audio", content: { file_key: "f", duration: 3 } });
+    await fake.waitFor(() => fake.sent.some((s) => textOf(s).includes("voice")));
+    await comp.bridge!.idle();
+    assert.equal(driver.turns.length, 1);
   });
 
   it("a refused reply (final code) is held and carried by the next reply", async () => {
