@@ -77,6 +77,26 @@ describe("feishu: health", () => {
     assert.match(comp.status().error ?? "", /berth channel login feishu/);
   });
 
+  it("an endpoint auth failure (514) stops in failed with the log-in-again error", async () => {
+    const fake = await new FakeFeishu().start();
+    cleanups.push(() => fake.close());
+    fake.endpointErrors.push(514);
+    const { comp } = await setup({}, { fake });
+    await comp.health.until((h) => h.state === "failed");
+    assert.match(comp.status().error ?? "", /berth channel login feishu/);
+  });
+
+  it("an invalidated tenant token is fetched again and the call retried", async () => {
+    const { fake, comp } = await setup();
+    await comp.health.until((h) => h.state === "connected");
+    const issued = fake.tokensIssued;
+    fake.rotateToken();
+    fake.userMessage({ chatId: "oc_tok", chatType: "p2p", sender: "ou_tok", text: "after rotation" });
+    await fake.waitFor(() => fake.sent.length >= 1);
+    assert.equal(textOf(fake.sent[0]!), "echo: after rotation");
+    assert.equal(fake.tokensIssued, issued + 1);
+  });
+
   it("a retryable endpoint error backs off, then connects", async () => {
     const fake = await new FakeFeishu().start();
     cleanups.push(() => fake.close());

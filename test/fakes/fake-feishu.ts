@@ -206,6 +206,12 @@ export class FakeFeishu {
   }
 
   private token = "t-" + randomBytes(12).toString("hex");
+  tokensIssued = 0;
+
+  /** Invalidates the current tenant token (calls with it get code 99991663 until the client fetches a new one). */
+  rotateToken(): void {
+    this.token = "t-" + randomBytes(12).toString("hex");
+  }
 
   private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
@@ -227,6 +233,7 @@ export class FakeFeishu {
     if (p === "/open-apis/auth/v3/tenant_access_token/internal") {
       const b = json();
       if (b["app_id"] !== this.appId || b["app_secret"] !== this.appSecret) return send({ code: 10014, msg: "app secret invalid" });
+      this.tokensIssued++;
       return send({ code: 0, msg: "ok", tenant_access_token: this.token, expire: 7200 });
     }
     if (p === "/oauth/v1/app/registration") {
