@@ -10,6 +10,7 @@ import type { EnvLike } from "../store/home.js";
 import { CLEANUP_GRACE_MS, SEND_TIMEOUT_MS, type ScvServerDeps } from "../protocols/scv/connection.js";
 import { ScvSession, type AttachmentChecker } from "../protocols/scv/session.js";
 import { MAX_PROMPT_HISTORY_BYTES, MAX_PROMPT_HISTORY_ITEMS, MAX_SERVER_FRAME_BYTES, MAX_TRANSCRIPT_BYTES, MAX_TRANSCRIPT_ITEMS } from "../protocols/scv/wire.js";
+import type { ApprovalMode } from "../runtime/session/index.js";
 import { packageVersion } from "./service.js";
 
 /** Sessions of this process that may hold a turn's writer lease at once (one per connection running a turn). */
@@ -42,14 +43,25 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
     ]);
   const cwd = process.cwd();
   const agent = new Agent({ home: o.home, cwd, env: o.env });
-  const config = new ConfigService({ settings: new SettingsStore({ home: o.home, projectDir: cwd, env: o.env }), cache: new CatalogCache({ home: o.home }), env: o.env });
+  const settings = new SettingsStore({ home: o.home, projectDir: cwd, env: o.env });
+  const config = new ConfigService({ settings, cache: new CatalogCache({ home: o.home }), env: o.env });
+  /** `approval_policy` from settings (project over global): `on-risk` (default), `always` or `never`. */
+  const approvalPolicy = async (): Promise<ApprovalMode> => {
+    const layers = await settings.load().catch(() => null);
+    for (const l of [layers?.project, layers?.global]) {
+      const v = (l as Record<string, unknown> | undefined)?.["approval_policy"];
+      if (v === "on-risk" || v === "always" || v === "never") return v;
+    }
+    return "on-risk";
+  };
   /** The model a session will use and its context window (the fallback window for a model the catalog does not describe). */
   const describe = async (over: { provider?: string; model?: string }): Promise<{ model: string | null; contextWindow: number }> => {
     const sel = await config.runtimeSelection().catch(() => null);
     const overridden = (over.provider !== undefined && over.provider !== sel?.provider_id) || (over.model !== undefined && over.model !== sel?.model_id);
     return { model: over.model ?? sel?.model_id ?? null, contextWindow: (overridden ? null : sel?.context_window) ?? FALLBACK_CONTEXT_WINDOW };
   };
-  const hub = new SessionHub({ manager: new SessionManager(new SessionStore({ home: o.home }), MAX_RUNNING_SESSIONS), runner: agent, defaults: { cwd } });
+  const manager = new SessionManager(new SessionStore({ home: o.home }), MAX_RUNNING_SESSIONS);
+  const hub = new SessionHub({ manager, runner: agent, defaults: { cwd } });
   const checkAttachments: AttachmentChecker = async (list) => {
     const r = await files.checkAttachmentFiles(list);
     if (!r.ok) return r;
@@ -74,12 +86,16 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       };
       let rt;
       try {
-        rt = await hub.create({
+        // An explicit attachment for the connection's lifetime: this connection owns the session's writer lease,
+        // so its turns reuse it instead of taking the lock again each time.
+        const id = await manager.create(ws.value);
+        rt = hub.open(id, {
           cwd: ws.value,
           ...(Object.keys(selection).length > 0 ? { selection } : {}),
           noTools: msg.no_tools,
           ...(msg.channel !== undefined ? { channel: msg.channel } : {}),
           autoApprove: msg.auto_approve,
+          approval: await approvalPolicy(),
           ...(msg.delegation_depth !== undefined ? { delegationDepth: msg.delegation_depth } : {}),
         });
       } catch {
@@ -87,7 +103,10 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       }
       const described = await describe(selection);
       const id = rt.id;
-      const session = new ScvSession(rt, out, checkAttachments, () => hub.closeSession(id));
+      const session = new ScvSession(rt, out, checkAttachments, async () => {
+        await hub.closeSession(id);
+        await manager.close(id).catch(() => undefined);
+      });
       await session.announce(msg.request_id, {
         cwd: ws.value,
         model: described.model,
@@ -101,5 +120,11 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       return session;
     },
   };
-  return { deps, close: () => hub.close() };
+  return {
+    deps,
+    close: async () => {
+      await hub.close();
+      await manager.drain().catch(() => undefined);
+    },
+  };
 }

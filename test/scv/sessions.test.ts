@@ -6,7 +6,7 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MAX_PROMPT_BYTES } from "../../src/protocols/scv/wire.js";
@@ -95,6 +95,8 @@ for (const name of TRANSPORTS) {
       assert.equal(typeof terminal.usage, "object");
       const second = await c.turn(s.session_id as string, "again");
       assert.equal(second.terminal.type, "turn.completed");
+      // sent right after a terminal event, a prompt starts at once: no queue round trip
+      assert.deepEqual(second.frames.filter((m) => m.type.startsWith("queue.")), []);
       assert.deepEqual(c.seqErrors, []);
       assert.ok((second.frames[0]!.seq as number) > (terminal.seq as number));
       c.end();
@@ -161,6 +163,42 @@ for (const name of TRANSPORTS) {
       for (const x of [c, c2]) {
         x.end();
         await x.closed;
+      }
+    });
+
+    it("reports compaction as context.compacted and a provider failure as turn.failed provider_error", async () => {
+      const f = await t.open();
+      const fs = await f.open();
+      rig.fake.script([{ status: 400 }]); // not retried (a 5xx would be)
+      const failed = await f.turn(fs.session_id as string, "fail please");
+      assert.equal(failed.terminal.type, "turn.failed");
+      assert.equal(failed.terminal.code, "provider_error");
+      assert.equal(typeof failed.terminal.message, "string");
+      assert.ok(!JSON.stringify(f.frames).includes("SECRET-ERROR-BODY-MARKER"), "provider error bodies never reach the wire");
+      f.end();
+      await f.closed;
+      const path = join(rig.home, "settings.json");
+      const original = readFileSync(path, "utf8");
+      const small = JSON.parse(original) as Msg;
+      small.providers.fake.models[0].context_window = 4000;
+      writeFileSync(path, JSON.stringify(small));
+      try {
+        const c = await t.open();
+        const s = await c.open();
+        const sid = s.session_id as string;
+        await c.turn(sid, "first " + "lorem ipsum ".repeat(400));
+        const second = await c.turn(sid, "second " + "lorem ipsum ".repeat(400));
+        assert.equal(second.terminal.type, "turn.completed");
+        const compacted = second.frames.find((m) => m.type === "context.compacted")!;
+        assert.ok(compacted, "the second turn compacts");
+        assert.ok((compacted.before_tokens as number) > (compacted.after_tokens as number));
+        assert.equal(typeof compacted.removed_messages, "number");
+        assert.ok(second.frames.indexOf(compacted) < second.frames.findIndex((m) => m.type === "assistant.delta"));
+        assert.deepEqual(c.seqErrors, []);
+        c.end();
+        await c.closed;
+      } finally {
+        writeFileSync(path, original);
       }
     });
 

@@ -7,6 +7,8 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { openTransport, startRig, TRANSPORTS, type Msg, type Rig, type ScvClient, type Transport } from "./client.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -116,6 +118,37 @@ for (const name of TRANSPORTS) {
       assert.ok(!followUp.includes("never\\n"));
       c.end();
       await c.closed;
+    });
+
+    it("takes approval_policy from settings: never runs bash unasked, always asks even for ls", async () => {
+      const path = join(rig.home, "settings.json");
+      const original = readFileSync(path, "utf8");
+      const withPolicy = (p: string): void => writeFileSync(path, JSON.stringify({ ...(JSON.parse(original) as object), approval_policy: p }));
+      try {
+        withPolicy("never");
+        const c = await t.open();
+        const s = await c.open();
+        toolTurn(rig, "call_never", "bash", { command: "echo unasked" });
+        const r = await c.turn(s.session_id as string, "go");
+        assert.equal(r.terminal.type, "turn.completed");
+        assert.ok(!types(c, r.requestId).includes("approval.requested"));
+        assert.equal(c.frames.find((m) => m.type === "tool.completed" && m.call_id === "call_never")!.success, true);
+        c.end();
+        await c.closed;
+        withPolicy("always");
+        const c2 = await t.open();
+        const s2 = await c2.open();
+        toolTurn(rig, "call_always", "ls", {});
+        const { rid, from } = await startTurn(c2, s2.session_id as string, "list");
+        const ask = await c2.waitFor((m) => m.request_id === rid && m.type === "approval.requested", from);
+        assert.equal(ask.risk, "read_only");
+        c2.request({ type: "approval.resolve", session_id: s2.session_id, approval_id: ask.approval_id, approved: true });
+        await c2.waitFor((m) => m.request_id === rid && m.type === "turn.completed", from);
+        c2.end();
+        await c2.closed;
+      } finally {
+        writeFileSync(path, original);
+      }
     });
 
     it("cancel while an approval is pending ends the call cancelled and withdraws the approval", async () => {

@@ -29,6 +29,8 @@ interface TurnState {
   ctl: AbortController;
   /** Set when the projection itself must fail the turn (an oversized completion frame). */
   failCode?: "response_limit";
+  /** The serialized head of this turn's `assistant.delta` frames. */
+  deltaPrefix?: string;
 }
 
 export class ScvSession implements ScvSessionHandle {
@@ -100,9 +102,13 @@ export class ScvSession implements ScvSessionHandle {
         return void this.frame("turn.started", t.requestId, { turn_id: e.turnId, ...(e.origin !== undefined ? { origin: e.origin } : {}) });
       }
       case "assistant_delta": {
+        // The hot path (one frame per provider delta): a per-turn prefix, no intermediate objects.
         const t = this.turns.get(e.turnId);
         if (t === undefined) return true;
-        return this.frame("assistant.delta", t.requestId, { turn_id: e.turnId, content: e.text }, t.ctl.signal);
+        const prefix = (t.deltaPrefix ??=
+          `{"type":"assistant.delta","request_id":${JSON.stringify(t.requestId)},"session_id":${JSON.stringify(this.rt.id)},"turn_id":${JSON.stringify(e.turnId)},"content":`);
+        const text = e.text;
+        return this.out.emit(() => `${prefix}${JSON.stringify(text)},"seq":${++this.seq}}`, t.ctl.signal);
       }
       case "assistant_completed": {
         const t = this.turns.get(e.turnId);
@@ -234,8 +240,8 @@ export class ScvSession implements ScvSessionHandle {
       case "turn.start":
         return this.turnStart(msg);
       case "turn.cancel": {
-        const running = this.rt.turn;
-        if (running === null || running.turnId !== msg.turn_id) {
+        // A turn whose terminal event was emitted is over for the client, even while the runtime still ends its lease.
+        if (!this.turns.has(msg.turn_id)) {
           await this.error("turn_not_found", "no running turn with this ID", msg.request_id);
           return;
         }
@@ -247,7 +253,11 @@ export class ScvSession implements ScvSessionHandle {
         if (!this.rt.resolveApproval(msg.approval_id, msg.approved)) await this.error("approval_not_found", "no pending approval with this ID", msg.request_id);
         return;
       case "session.clear": {
-        if (this.rt.busy) {
+        // Idle means: no turn the client saw start is running and nothing would be dequeued. A turn whose terminal
+        // event was already emitted may still be ending its lease: wait for that instead of refusing.
+        const pending = this.rt.snapshot().length > 0 && !this.rt.isPaused;
+        if (this.turns.size === 0 && !pending && this.rt.busy) await this.rt.idle();
+        if (this.rt.busy || this.turns.size > 0 || pending) {
           await this.error("turn_active", "a turn is running; cancel it or wait before clearing", msg.request_id);
           return;
         }
@@ -292,6 +302,9 @@ export class ScvSession implements ScvSessionHandle {
       }
       attachments = r.attachments;
     }
+    // After a terminal event the runtime may still be ending the turn's lease: a prompt sent then starts at once
+    // (as the client saw an idle session) rather than passing through the queue.
+    if (this.turns.size === 0 && this.rt.busy && this.rt.snapshot().length === 0 && !this.rt.isPaused) await this.rt.idle();
     if (this.rt.busy || this.rt.snapshot().length > 0 || this.rt.isPaused) {
       const q = this.rt.snapshot();
       const bytes = q.reduce((n, e) => n + utf8Length(e.prompt), 0);
