@@ -54,6 +54,10 @@ export const MAX_CLAIMS_PER_CONVERSATION = 8;
 export const MAX_CLAIMS_PER_ACCOUNT = 64;
 export const BUSY_REPLY = "Still working on your earlier messages; this one was not processed. Please send it again later.";
 
+/** `confirm_ask` deadlines: default 30 minutes, at most 4 hours. */
+export const CONFIRM_DEFAULT_SECONDS = 1800;
+export const CONFIRM_MAX_SECONDS = 14_400;
+
 export const FAILURE_REPLY = "Your previous message was interrupted by a restart and was not processed. Please send it again.";
 export const TURN_FAILED_REPLY = "Sorry, that request failed. Please try again.";
 export const NOTHING_READABLE_REPLY = "I can only read text, images and files here.";
@@ -321,7 +325,8 @@ export class ChatBridge {
   // ---- confirm_ask ----
 
   /** Asks the owner in their direct chat; resolves with the final state. At most one open question per bridge. */
-  async ask(question: string, timeoutSeconds: number): Promise<{ id: string; state: ConfirmState }> {
+  async ask(question: string, timeoutSeconds = CONFIRM_DEFAULT_SECONDS): Promise<{ id: string; state: ConfirmState }> {
+    timeoutSeconds = Math.min(CONFIRM_MAX_SECONDS, Math.max(1, Math.floor(timeoutSeconds)));
     const owner = this.o.policy.ownerId;
     const id = randomBytes(6).toString("hex");
     if (owner === null || (this.question && this.question.state === "pending")) return { id, state: "failed" as ConfirmState };
