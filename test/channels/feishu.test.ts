@@ -69,6 +69,16 @@ describe("feishu: health", () => {
     assert.ok(!JSON.stringify(s).includes(fake.appSecret));
   });
 
+  it("pings at the interval the server's pong announces", async () => {
+    const fake = await new FakeFeishu().start();
+    cleanups.push(() => fake.close());
+    fake.pongPingInterval = 1;
+    const { comp } = await setup({}, { fake });
+    await comp.health.until((h) => h.state === "connected");
+    await fake.waitFor(() => fake.pings.length >= 3); // the endpoint said 120 s; only the pongs' 1 s gets here
+    assert.equal(fake.connections, 1);
+  });
+
   it("a wrong app secret fails with the log-in-again error", async () => {
     const fake = await new FakeFeishu().start();
     cleanups.push(() => fake.close());

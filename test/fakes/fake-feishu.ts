@@ -52,6 +52,8 @@ export class FakeFeishu {
   endpointGate: Promise<void> | null = null;
   /** Events pushed over a socket (catch-up deliveries are not counted). */
   pushes = 0;
+  /** `PingInterval` (seconds) the pong's ClientConfig announces. */
+  pongPingInterval = 120;
   /** Re-push an unacked event after this many ms. */
   ackTimeoutMs = 3000;
   connections = 0;
@@ -180,7 +182,7 @@ export class FakeFeishu {
       const f = decodeFrame(data);
       if (f.method === 0 && header(f, "type") === "ping") {
         this.pings.push(Date.now());
-        ws.send(encodeFrame({ ...f, headers: [{ key: "type", value: "pong" }], payload: Buffer.from(JSON.stringify({ PingInterval: 120, ReconnectCount: -1, ReconnectInterval: 1, ReconnectNonce: 0 })) }));
+        ws.send(encodeFrame({ ...f, headers: [{ key: "type", value: "pong" }], payload: Buffer.from(JSON.stringify({ PingInterval: this.pongPingInterval, ReconnectCount: -1, ReconnectInterval: 1, ReconnectNonce: 0 })) }));
         this.notify();
         return;
       }
