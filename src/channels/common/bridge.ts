@@ -145,10 +145,12 @@ export class ChatBridge {
     const st = this.o.state;
     const toRun: InboundMessage[] = [];
     const busy: InboundMessage[] = [];
+    const touched = new Set<string>();
     let dirty = false;
     for (const m of batch) {
       if (st.has(m.id)) continue;
       dirty = true;
+      touched.add(m.id);
       const owner = this.isOwner(m.sender);
       if (!owner && this.o.policy.senders === "owner") {
         st.markSeen(m.id);
@@ -172,7 +174,14 @@ export class ChatBridge {
       st.claim({ id: m.id, conversation: conv, target: this.targetOf(m) });
       toRun.push(m);
     }
-    if (dirty) await st.save();
+    if (dirty) {
+      try {
+        await st.save();
+      } catch (err) {
+        st.forget(touched); // nothing new of this batch counts: it is redelivered and retried
+        throw err;
+      }
+    }
     for (const m of toRun) this.schedule(m);
     for (const m of busy) void this.note(this.targetOf(m), BUSY_REPLY, `busy-${m.id}`);
   }
@@ -262,6 +271,11 @@ export class ChatBridge {
       if (out.terminal !== "completed" && reply === "") reply = systemMessage(this.o.port.platform, TURN_FAILED_REPLY);
     } catch {
       if (this.abort.signal.aborted) return;
+      // the session host is gone or lost the session: the next message starts a fresh one
+      const s = this.sessions.get(conv);
+      this.sessions.delete(conv);
+      this.lastUsed.delete(conv);
+      void s?.then((sid) => this.o.driver.closeSession(sid)).catch(() => undefined);
       reply = systemMessage(this.o.port.platform, TURN_FAILED_REPLY);
     } finally {
       release();
