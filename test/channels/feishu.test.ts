@@ -163,6 +163,18 @@ describe("feishu: conversations", () => {
     assert.equal(driver.turns.length, 1);
   });
 
+  it("messages from apps (the bot itself included) and other event types are acked and ignored", async () => {
+    const { fake, comp, driver } = await setup();
+    await comp.health.until((h) => h.state === "connected");
+    fake.pushEvent({ schema: "2.0", header: { event_type: "im.message.receive_v1" }, event: { sender: { sender_id: { open_id: fake.botOpenId }, sender_type: "app" }, message: { message_id: "om_app1", chat_id: "oc_x", chat_type: "p2p", message_type: "text", content: '{"text":"from an app"}', create_time: "1" } } });
+    fake.pushEvent({ schema: "2.0", header: { event_type: "im.message.message_read_v1" }, event: {} });
+    fake.userMessage({ chatId: "oc_x", chatType: "p2p", sender: "ou_u", text: "from a person" });
+    await fake.waitFor(() => fake.acks.length >= 3 && fake.sent.length >= 1);
+    assert.ok(fake.acks.every((a) => a.code === 200));
+    await comp.bridge!.idle();
+    assert.deepEqual(driver.turns.map((t) => t.prompt), ["from a person"]);
+  });
+
   it("acks an event once its claim is durable, long before the turn ends", async () => {
     const { fake, comp, driver, home } = await setup();
     let finish!: () => void;
