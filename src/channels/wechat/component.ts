@@ -83,18 +83,26 @@ export class WechatComponent {
           recovered = true;
         }
         const up = await client.getUpdates(state.cursor, pollMs + 5_000, signal);
-        pollMs = up.pollMs;
-        this.health.success(this.clock.now());
-        backoff.reset();
+        if (up.contacted) {
+          pollMs = up.pollMs;
+          this.health.success(this.clock.now());
+          backoff.reset();
+        }
         const batch: InboundMessage[] = [];
+        let ignored = 0;
         for (const raw of up.msgs) {
           const { id, msg } = normalizeWechat(raw);
           if (msg) batch.push(msg);
-          else if (id !== null) state.markSeen(id);
+          else if (id !== null) {
+            state.markSeen(id);
+            ignored++;
+          }
         }
         await bridge.accept(batch);
+        const cursor = state.cursor;
         state.setCursor(up.cursor);
-        await state.save();
+        // the cursor moves only now, after the batch's claims are durable
+        if (state.cursor !== cursor || ignored > 0) await state.save();
       } catch (err) {
         if (signal.aborted) break;
         if (err instanceof IlinkError && err.kind === "token") {
