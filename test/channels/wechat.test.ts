@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
-import { FAILURE_REPLY, TURN_FAILED_REPLY } from "../../src/channels/common/bridge.js";
+import { FAILURE_REPLY, TURN_FAILED_REPLY, TURN_TIMEOUT_REPLY } from "../../src/channels/common/bridge.js";
 import type { AccountSettings } from "../../src/channels/common/component.js";
 import { channelPaths } from "../../src/channels/common/files.js";
 import { TRUNCATION_MARKER } from "../../src/channels/common/text.js";
@@ -249,6 +249,18 @@ describe("wechat: failures on our side", () => {
     assert.equal(fake.sent[0]!.text, "echo: save me");
     await comp.bridge!.idle();
     assert.equal(driver.turns.length, 1);
+  });
+
+  it("a stranger's turn is cancelled at its 5-minute limit with a short notice", async () => {
+    const { fake, driver, clock } = await setup();
+    driver.respond = () => new Promise(() => undefined);
+    fake.push(fake.text("slow@im.wechat", "think forever"));
+    await driver.waitTurns(1);
+    await until(() => clock.pendingLong > 0);
+    assert.ok(clock.sleeps.includes(5 * 60 * 1000));
+    clock.fireLong();
+    await fake.waitSent((s) => s.length >= 1);
+    assert.ok(fake.sent[0]!.text!.includes(TURN_TIMEOUT_REPLY));
   });
 
   it("a turn whose session host failed gets a failure reply, and the next message gets a fresh session", async () => {

@@ -58,6 +58,11 @@ export const BUSY_REPLY = "Still working on your earlier messages; this one was 
 export const CONFIRM_DEFAULT_SECONDS = 1800;
 export const CONFIRM_MAX_SECONDS = 14_400;
 
+/** Turn time limits: tool-enabled owner turns 4 h 5 min, all others 5 minutes; then the turn is cancelled. */
+export const OWNER_TURN_TIMEOUT_MS = (4 * 3600 + 5 * 60) * 1000;
+export const TURN_TIMEOUT_MS = 5 * 60 * 1000;
+export const TURN_TIMEOUT_REPLY = "That took too long and was stopped. Please try again, perhaps with a smaller request.";
+
 export const FAILURE_REPLY = "Your previous message was interrupted by a restart and was not processed. Please send it again.";
 export const TURN_FAILED_REPLY = "Sorry, that request failed. Please try again.";
 export const NOTHING_READABLE_REPLY = "I can only read text, images and files here.";
@@ -261,14 +266,25 @@ export class ChatBridge {
     let reply: string;
     let files: OutboundFile[] = [];
     const release = await this.slot();
+    const turn = new AbortController();
+    const onStop = (): void => turn.abort();
+    this.abort.signal.addEventListener("abort", onStop, { once: true });
+    const deadline = new AbortController();
+    let timedOut = false;
+    void this.clock.sleep(tools ? OWNER_TURN_TIMEOUT_MS : TURN_TIMEOUT_MS, deadline.signal).then((fired) => {
+      if (!fired) return;
+      timedOut = true;
+      turn.abort();
+    });
     try {
       const sid = await this.session(conv, tools);
-      const out = await this.o.driver.runTurn(sid, prompt, attachments, this.abort.signal);
+      const out = await this.o.driver.runTurn(sid, prompt, attachments, turn.signal);
       this.lastUsed.set(conv, this.clock.now());
       if (out.terminal === "cancelled" && this.abort.signal.aborted) return; // shutting down: the claim stays for recovery
       reply = out.text ?? "";
       files = tools ? out.files : [];
-      if (out.terminal !== "completed" && reply === "") reply = systemMessage(this.o.port.platform, TURN_FAILED_REPLY);
+      if (timedOut) reply = systemMessage(this.o.port.platform, TURN_TIMEOUT_REPLY);
+      else if (out.terminal !== "completed" && reply === "") reply = systemMessage(this.o.port.platform, TURN_FAILED_REPLY);
     } catch {
       if (this.abort.signal.aborted) return;
       // the session host is gone or lost the session: the next message starts a fresh one
@@ -278,6 +294,8 @@ export class ChatBridge {
       void s?.then((sid) => this.o.driver.closeSession(sid)).catch(() => undefined);
       reply = systemMessage(this.o.port.platform, TURN_FAILED_REPLY);
     } finally {
+      deadline.abort();
+      this.abort.signal.removeEventListener("abort", onStop);
       release();
     }
     await this.finish(m, target, conv, reply, files, true);
