@@ -4,6 +4,8 @@
  */
 import assert from "node:assert/strict";
 import { mkdir, readdir, utimes, writeFile } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import { NO_TRANSCRIPT_REPLY } from "../../src/channels/common/bridge.js";
@@ -110,6 +112,24 @@ describe("media bounds (WeChat)", () => {
     assert.equal(t!.attachments.length, 1);
     assert.equal(t!.attachments[0]!.size, OTHER_IMAGE_BYTES);
     assert.match(t!.prompt, /\[image: too large\]/);
+  });
+
+  it("media is fetched only from WeChat's CDN hosts (a foreign full_url is refused, not fetched)", async () => {
+    const { fake, driver } = await wechat();
+    let hits = 0;
+    const other = createServer((_req, res) => {
+      hits++;
+      res.end("bytes");
+    });
+    await new Promise<void>((r) => other.listen(0, "127.0.0.1", r));
+    cleanups.push(() => new Promise<void>((r) => other.close(() => r())));
+    const port = (other.address() as AddressInfo).port;
+    const media = { encrypt_query_param: "p", full_url: `http://127.0.0.1:${port}/internal-service` }; // reachable, but not the CDN
+    fake.push(fake.text(fake.ownerId, "look", { item_list: [{ type: 1, text_item: { text: "look" } }, { type: 2, image_item: { media } }] }));
+    const [t] = await driver.waitTurns(1);
+    assert.equal(t!.attachments.length, 0);
+    assert.equal(t!.prompt, "look\n[image: download failed]");
+    assert.equal(hits, 0, "the foreign host was never contacted");
   });
 
   it("reads 16 files of one message; a 17th is noted, not read", async () => {
