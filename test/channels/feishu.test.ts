@@ -242,6 +242,18 @@ describe("feishu: thread catch-up", () => {
   });
 });
 
+describe("feishu: thread replies refused", () => {
+  it("when the chat does not allow thread replies (230071), the reply goes to the chat instead", async () => {
+    const { fake, comp } = await setup();
+    await comp.health.until((h) => h.state === "connected");
+    fake.sendFailures.push(230071);
+    fake.userMessage({ chatId: "oc_nt", chatType: "group", sender: "ou_n", text: "in a thread", mentionBot: true, threadId: "omt_x" });
+    await fake.waitFor(() => fake.sent.length >= 1);
+    assert.equal(fake.sent[0]!.inThread, false);
+    assert.equal(textOf(fake.sent[0]!), "echo: in a thread");
+  });
+});
+
 describe("feishu: media, held replies, brands, questions", () => {
   it("downloads an image resource and passes it as an attachment", async () => {
     const { fake, comp, driver } = await setup();

@@ -401,6 +401,16 @@ describe("wechat: confirm_ask", () => {
     await fake.waitSent((s) => s.some((m) => m.text?.includes("going ahead") ?? false));
   });
 
+  it("stopping the account withdraws an open question and tells the owner", async () => {
+    const { fake, comp } = await setup();
+    await comp.health.until((h) => h.state === "connected");
+    const asked = comp.bridge!.ask("Restart?", 600);
+    await until(() => comp.bridge!.questionState()?.state === "pending");
+    await comp.stop();
+    assert.equal((await asked).state, "withdrawn");
+    await fake.waitSent((s) => s.some((m) => m.text?.includes("withdrawn") ?? false));
+  });
+
   it("no answer by the deadline counts as expired and the owner is told", async () => {
     const { fake, comp, clock } = await setup();
     await comp.health.until((h) => h.state === "connected");

@@ -410,8 +410,9 @@ export class ChatBridge {
   async stop(): Promise<void> {
     this.abort.abort();
     const q = this.question;
-    if (q && q.state === "pending") {
+    if (q && q.state === "pending" && this.o.policy.ownerId !== null) {
       q.state = "withdrawn";
+      void this.note({ to: this.o.policy.ownerId, handle: null, chat: null }, "The question was withdrawn; no answer is needed.", `qw-${q.id}`);
       q.settle("withdrawn");
     }
     await this.idle();
