@@ -48,6 +48,8 @@ export class FakeFeishu {
   readonly endpointErrors: number[] = [];
   /** Device-code poll answers before success (e.g. "authorization_pending", "access_denied"). */
   registrationScript: string[] = ["authorization_pending"];
+  /** `tenant_brand` the scanner's tenant reports. */
+  registrationBrand: "feishu" | "lark" = "feishu";
   /** While set, `/callback/ws/endpoint` answers only after it resolves (keeps the client disconnected). */
   endpointGate: Promise<void> | null = null;
   /** Events pushed over a socket (catch-up deliveries are not counted). */
@@ -246,7 +248,7 @@ export class FakeFeishu {
       if (form.get("device_code") !== "dc_1") return send({ error: "invalid_request" });
       const step = this.registrationScript.shift() ?? "ok";
       if (step !== "ok") return send({ error: step });
-      return send({ client_id: this.appId, client_secret: this.appSecret, user_info: { open_id: "ou_scanner000001", tenant_brand: "feishu" } });
+      return send({ client_id: this.appId, client_secret: this.appSecret, user_info: { open_id: "ou_scanner000001", tenant_brand: this.registrationBrand } });
     }
     if (p === "/callback/ws/endpoint") {
       if (this.endpointGate) await this.endpointGate;
