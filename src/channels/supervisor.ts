@@ -7,7 +7,7 @@
  * list of `daemon.status`: one entry per saved account, sorted by id, never a credential.
  */
 import type { Clock } from "./common/backoff.js";
-import type { AccountSettings } from "./common/component.js";
+import { NO_OWNER, type AccountSettings } from "./common/component.js";
 import type { ConfirmState } from "./common/confirm.js";
 import type { ChatSessionDriver } from "./common/driver.js";
 import { channelPaths } from "./common/files.js";
@@ -126,9 +126,10 @@ function idleStatus(channel: ChannelName, account: string, s: AccountSettings, e
     enabled: s.enabled,
     state: s.enabled ? "failed" : "disabled",
     last_success_unix_seconds: null,
-    error: s.enabled ? error : null,
+    error: s.enabled ? (error ?? (s.senders === "owner" && !user ? NO_OWNER : null)) : null,
     restarts: 0,
     remote_tools: s.remoteTools === "owner" && user ? "owner" : "none",
+    senders: s.senders,
   };
 }
 

@@ -68,6 +68,26 @@ async function readSecret(): Promise<string> {
   throw new UsageError("no App Secret given: set BERTH_FEISHU_APP_SECRET or type it on stdin");
 }
 
+/** The running daemon's components over its SCV socket; null when no daemon answers. */
+async function liveStatus(): Promise<ComponentStatus[] | null> {
+  const [{ scvSocketPath }, { ScvClient }, { connect }] = await Promise.all([import("./scv-socket.js"), import("../client/scv/client.js"), import("node:net")]);
+  const sock = connect(scvSocketPath(process.env));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      sock.once("connect", () => resolve());
+      sock.once("error", reject);
+    });
+    const client = new ScvClient(sock, sock);
+    const timeout = new Promise<null>((r) => setTimeout(() => r(null), 20_000).unref());
+    const st = await Promise.race([client.initialize().then(() => client.daemonStatus()), timeout]);
+    return st === null ? null : Array.isArray(st["components"]) ? (st["components"] as ComponentStatus[]) : [];
+  } catch {
+    return null;
+  } finally {
+    sock.destroy();
+  }
+}
+
 function summary(list: ComponentStatus[]): string {
   const enabled = list.filter((c) => c.enabled);
   const lines = [`Channels: ${enabled.filter((c) => c.state === "connected").length} of ${enabled.length} enabled accounts connected`];
@@ -84,9 +104,10 @@ export async function runChannel(argv: string[]): Promise<number> {
   try {
     if (sub === "status") {
       const f = parseFlags(rest, { "--json": "bool" });
-      const components = await offlineStatus(home);
+      const live = await liveStatus();
+      const components = live ?? (await offlineStatus(home));
       if (f["--json"]) process.stdout.write(JSON.stringify({ components }) + "\n");
-      else process.stdout.write(summary(components) + (components.length > 0 ? "  (state as saved; a running `berth daemon` reports live health)\n" : ""));
+      else process.stdout.write(summary(components) + (live === null && components.length > 0 ? "  (state as saved: no `berth daemon` is running)\n" : ""));
       return 0;
     }
     const [platform, ...flags] = rest;

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { startHost, type HostHandle } from "../protocols/host/host.js";
 import type { WireError } from "../protocols/scv/wire.js";
 import { resolveHome } from "../store/home.js";
+import { startDaemonChannels, type DaemonChannels } from "./daemon-channels.js";
 import { buildScvDeps } from "./scv-deps.js";
 import { listenScvSocket, scvSocketPath, type ScvSocketHandle } from "./scv-socket.js";
 import { packageVersion } from "./service.js";
@@ -56,12 +57,15 @@ const KNOWN_ACTIONS = new Set([
   "confirm_status",
 ]);
 
+/** The chat channel components (set once the SCV socket listens). */
+let channels: DaemonChannels | null = null;
+
 function daemonControl(action: string, requestId: string): string | WireError {
   if (action === "status")
     return JSON.stringify({
       type: "daemon.status",
       request_id: requestId,
-      status: { version: packageVersion(), pid: process.pid, components: [], delegations: { active: 0, reaped: 0 } },
+      status: { version: packageVersion(), pid: process.pid, components: channels?.status() ?? [], delegations: { active: 0, reaped: 0 } },
     });
   if (KNOWN_ACTIONS.has(action))
     return { code: "unsupported", message: `daemon.control action \`${action}\` is not supported by this daemon yet`, request_id: requestId };
@@ -144,6 +148,12 @@ export async function runDaemon(argv: string[]): Promise<number> {
       return 1;
     }
   }
+  channels = await startDaemonChannels({
+    home: resolveHome(process.env),
+    workspace: process.cwd(),
+    scvSocket: scv.path,
+    log: (l) => void process.stderr.write(`berth daemon: ${l}\n`),
+  });
   process.stdout.write(JSON.stringify({ ...(JSON.parse(handle.readyLine()) as object), scv_socket: scv.path }) + "\n");
   return await new Promise<number>((resolveExit) => {
     let stopping = false;
@@ -157,8 +167,9 @@ export async function runDaemon(argv: string[]): Promise<number> {
         process.exit(1);
       }, SHUTDOWN_DEADLINE_MS);
       timer.unref();
-      scv
-        .close()
+      (channels?.stop() ?? Promise.resolve())
+        .catch((e: unknown) => process.stderr.write(`berth daemon: channels shutdown error: ${String(e)}\n`))
+        .then(() => scv.close())
         .then(() => scvClose())
         .catch((e: unknown) => process.stderr.write(`berth daemon: SCV shutdown error: ${String(e)}\n`))
         .then(() => stopRuntime())

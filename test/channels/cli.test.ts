@@ -121,6 +121,33 @@ describe("berth channel login feishu|lark", () => {
   });
 });
 
+describe("berth channel login (Lark tenant)", () => {
+  it("a scan by a Lark tenant saves a Lark account against the Lark endpoints", async () => {
+    const fake = await new FakeFeishu().start();
+    cleanups.push(() => fake.close());
+    fake.registrationBrand = "lark";
+    fake.registrationScript = [];
+    const home = await homeWith({ feishu: { open: "https://open.feishu.invalid", accounts: fake.base }, lark: { open: fake.base, accounts: fake.base } });
+    const r = await berth(home, ["login", "feishu"]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /Logged in lark:default/);
+    const creds = JSON.parse(await readFile(join(home, "channels", "feishu", "default.json"), "utf8")) as Record<string, string>;
+    assert.equal(creds["brand"], "lark");
+    assert.equal(creds["open_url"], fake.base);
+  });
+
+  it("a declined scan fails with a fixed message and saves nothing", async () => {
+    const fake = await new FakeFeishu().start();
+    cleanups.push(() => fake.close());
+    fake.registrationScript = ["access_denied"];
+    const home = await homeWith({ feishu: { open: fake.base, accounts: fake.base } });
+    const r = await berth(home, ["login", "feishu"]);
+    assert.equal(r.code, 1);
+    assert.match(r.err, /declined on the phone/);
+    await assert.rejects(stat(join(home, "channels", "feishu", "default.json")));
+  });
+});
+
 describe("berth channel set/logout", () => {
   it("persists only the given fields; logout removes credentials, state and settings", async () => {
     const home = await homeWith({});

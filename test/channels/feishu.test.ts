@@ -4,7 +4,8 @@
  * confirm_ask.
  */
 import assert from "node:assert/strict";
-import { readFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import type { AccountSettings } from "../../src/channels/common/component.js";
 import { FeishuComponent } from "../../src/channels/feishu/component.js";
@@ -68,12 +69,42 @@ describe("feishu: health", () => {
     assert.ok(!JSON.stringify(s).includes(fake.appSecret));
   });
 
+  it("pings at the interval the server's pong announces", async () => {
+    const fake = await new FakeFeishu().start();
+    cleanups.push(() => fake.close());
+    fake.pongPingInterval = 1;
+    const { comp } = await setup({}, { fake });
+    await comp.health.until((h) => h.state === "connected");
+    await fake.waitFor(() => fake.pings.length >= 3); // the endpoint said 120 s; only the pongs' 1 s gets here
+    assert.equal(fake.connections, 1);
+  });
+
   it("a wrong app secret fails with the log-in-again error", async () => {
     const fake = await new FakeFeishu().start();
     cleanups.push(() => fake.close());
     const { comp } = await setup({}, { fake, secret: "wrong" });
     await comp.health.until((h) => h.state === "failed");
     assert.match(comp.status().error ?? "", /berth channel login feishu/);
+  });
+
+  it("an endpoint auth failure (514) stops in failed with the log-in-again error", async () => {
+    const fake = await new FakeFeishu().start();
+    cleanups.push(() => fake.close());
+    fake.endpointErrors.push(514);
+    const { comp } = await setup({}, { fake });
+    await comp.health.until((h) => h.state === "failed");
+    assert.match(comp.status().error ?? "", /berth channel login feishu/);
+  });
+
+  it("an invalidated tenant token is fetched again and the call retried", async () => {
+    const { fake, comp } = await setup();
+    await comp.health.until((h) => h.state === "connected");
+    const issued = fake.tokensIssued;
+    fake.rotateToken();
+    fake.userMessage({ chatId: "oc_tok", chatType: "p2p", sender: "ou_tok", text: "after rotation" });
+    await fake.waitFor(() => fake.sent.length >= 1);
+    assert.equal(textOf(fake.sent[0]!), "echo: after rotation");
+    assert.equal(fake.tokensIssued, issued + 1);
   });
 
   it("a retryable endpoint error backs off, then connects", async () => {
@@ -132,6 +163,34 @@ describe("feishu: conversations", () => {
     assert.equal(driver.turns.length, 1);
   });
 
+  it("messages from apps (the bot itself included) and other event types are acked and ignored", async () => {
+    const { fake, comp, driver } = await setup();
+    await comp.health.until((h) => h.state === "connected");
+    fake.pushEvent({ schema: "2.0", header: { event_type: "im.message.receive_v1" }, event: { sender: { sender_id: { open_id: fake.botOpenId }, sender_type: "app" }, message: { message_id: "om_app1", chat_id: "oc_x", chat_type: "p2p", message_type: "text", content: '{"text":"from an app"}', create_time: "1" } } });
+    fake.pushEvent({ schema: "2.0", header: { event_type: "im.message.message_read_v1" }, event: {} });
+    fake.userMessage({ chatId: "oc_x", chatType: "p2p", sender: "ou_u", text: "from a person" });
+    await fake.waitFor(() => fake.acks.length >= 3 && fake.sent.length >= 1);
+    assert.ok(fake.acks.every((a) => a.code === 200));
+    await comp.bridge!.idle();
+    assert.deepEqual(driver.turns.map((t) => t.prompt), ["from a person"]);
+  });
+
+  it("acks an event once its claim is durable, long before the turn ends", async () => {
+    const { fake, comp, driver, home } = await setup();
+    let finish!: () => void;
+    driver.respond = (t) => new Promise((r) => (finish = () => r({ text: `echo: ${t.prompt}` })));
+    await comp.health.until((h) => h.state === "connected");
+    const id = fake.userMessage({ chatId: "oc_ack", chatType: "p2p", sender: "ou_k", text: "slow one" });
+    await fake.waitFor(() => fake.acks.length >= 1);
+    assert.equal(fake.acks[0]!.code, 200);
+    assert.equal(fake.sent.length, 0, "acked while the turn is still running");
+    const state = JSON.parse(await readFile(join(home, "state", "channels", "feishu", "default.json"), "utf8")) as { in_flight: Array<{ id: string }> };
+    assert.deepEqual(state.in_flight.map((c) => c.id), [id], "the claim was on disk when the ack went out");
+    await driver.waitTurns(1);
+    finish();
+    await fake.waitFor(() => fake.sent.length >= 1);
+  });
+
   it("catches up messages sent while disconnected, answering each once", async () => {
     const { fake, comp, driver } = await setup();
     await comp.health.until((h) => h.state === "connected");
@@ -183,6 +242,18 @@ describe("feishu: thread catch-up", () => {
   });
 });
 
+describe("feishu: thread replies refused", () => {
+  it("when the chat does not allow thread replies (230071), the reply goes to the chat instead", async () => {
+    const { fake, comp } = await setup();
+    await comp.health.until((h) => h.state === "connected");
+    fake.sendFailures.push(230071);
+    fake.userMessage({ chatId: "oc_nt", chatType: "group", sender: "ou_n", text: "in a thread", mentionBot: true, threadId: "omt_x" });
+    await fake.waitFor(() => fake.sent.length >= 1);
+    assert.equal(fake.sent[0]!.inThread, false);
+    assert.equal(textOf(fake.sent[0]!), "echo: in a thread");
+  });
+});
+
 describe("feishu: media, held replies, brands, questions", () => {
   it("downloads an image resource and passes it as an attachment", async () => {
     const { fake, comp, driver } = await setup();
@@ -197,6 +268,54 @@ describe("feishu: media, held replies, brands, questions", () => {
     assert.equal(t1!.attachments[0]!.mime, "image/png");
     assert.equal(t2!.attachments.length, 0);
     assert.match(t2!.prompt, /\[image: download failed\]/); // the platform's JSON error (status 200) is a failure
+  });
+
+  it("chat_attach files go out after the text: an image via /images, a document via /files", async () => {
+    const { fake, comp, driver, home } = await setup({ remoteTools: "owner" });
+    await comp.health.until((h) => h.state === "connected");
+    const png = join(home, "chart.png");
+    const pdf = join(home, "report.pdf");
+    driver.respond = async () => {
+      await writeFile(png, Buffer.from("\x89PNG chart"));
+      await writeFile(pdf, Buffer.from("%PDF report"));
+      return {
+        text: "Here you go.",
+        files: [
+          { path: png, name: "chart.png", size: 10, caption: null },
+          { path: pdf, name: "report.pdf", size: 11, caption: "the weekly report" },
+        ],
+      };
+    };
+    fake.userMessage({ chatId: "oc_own", chatType: "p2p", sender: OWNER, text: "send me the files" });
+    await fake.waitFor(() => fake.sent.length >= 4);
+    assert.deepEqual(fake.sent.map((s) => s.msgType), ["text", "image", "file", "text"]);
+    const imageKey = String(fake.sent[1]!.content["image_key"]);
+    const fileKey = String(fake.sent[2]!.content["file_key"]);
+    assert.equal(fake.uploads.get(imageKey)!.bytes.toString(), "\x89PNG chart");
+    assert.equal(fake.uploads.get(fileKey)!.name, "report.pdf");
+    assert.equal(textOf(fake.sent[3]!), "the weekly report");
+    assert.equal(new Set(fake.sent.map((s) => s.uuid)).size, 4, "every message has its own uuid");
+  });
+
+  it("a post's text and embedded image reach the turn; a voice message gets a fixed reply and no turn", async () => {
+    const { fake, comp, driver } = await setup();
+    await comp.health.until((h) => h.state === "connected");
+    fake.putResource("om_post1", "img_p", Buffer.from("pic"), "image/jpeg");
+    fake.userMessage({
+      chatId: "oc_p",
+      chatType: "p2p",
+      sender: "ou_p",
+      msgType: "post",
+      messageId: "om_post1",
+      content: { zh_cn: { title: "Bug", content: [[{ tag: "text", text: "see " }, { tag: "a", text: "link", href: "https://x" }], [{ tag: "img", image_key: "img_p" }]] } },
+    });
+    const [t] = await driver.waitTurns(1);
+    assert.equal(t!.prompt, "Bug\nsee link");
+    assert.equal(t!.attachments.length, 1);
+    fake.userMessage({ chatId: "oc_p", chatType: "p2p", sender: "ou_p", msgType: "audio", content: { file_key: "f", duration: 3 } });
+    await fake.waitFor(() => fake.sent.some((s) => textOf(s).includes("voice")));
+    await comp.bridge!.idle();
+    assert.equal(driver.turns.length, 1);
   });
 
   it("a refused reply (final code) is held and carried by the next reply", async () => {

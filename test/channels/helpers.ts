@@ -23,8 +23,16 @@ export class InstantClock implements Clock {
     this.sleeps.push(ms);
     if (ms <= 60_000) return new Promise((r) => setImmediate(() => r(!signal?.aborted)));
     return new Promise((r) => {
-      signal?.addEventListener("abort", () => r(false), { once: true });
-      this.long.push(() => r(!signal?.aborted));
+      const fire = (): void => r(!signal?.aborted);
+      signal?.addEventListener(
+        "abort",
+        () => {
+          this.long = this.long.filter((f) => f !== fire);
+          r(false);
+        },
+        { once: true },
+      );
+      this.long.push(fire);
     });
   }
   get pendingLong(): number {

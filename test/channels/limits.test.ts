@@ -3,11 +3,14 @@
  * wechat.test), files per message (16), a stranger's image cap (5 MiB); yes/no parsing; voice and quotes.
  */
 import assert from "node:assert/strict";
+import { mkdir, readdir, utimes, writeFile } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import { NO_TRANSCRIPT_REPLY } from "../../src/channels/common/bridge.js";
 import { parseYesNo } from "../../src/channels/common/confirm.js";
-import { OTHER_IMAGE_BYTES } from "../../src/channels/common/media.js";
+import { MEDIA_KEEP_DAYS, OTHER_IMAGE_BYTES, pruneMedia } from "../../src/channels/common/media.js";
 import { DeliveryState, SEEN_LIMIT } from "../../src/channels/common/state.js";
 import { shapeReply, systemMessage } from "../../src/channels/common/text.js";
 import { WechatComponent } from "../../src/channels/wechat/component.js";
@@ -111,6 +114,24 @@ describe("media bounds (WeChat)", () => {
     assert.match(t!.prompt, /\[image: too large\]/);
   });
 
+  it("media is fetched only from WeChat's CDN hosts (a foreign full_url is refused, not fetched)", async () => {
+    const { fake, driver } = await wechat();
+    let hits = 0;
+    const other = createServer((_req, res) => {
+      hits++;
+      res.end("bytes");
+    });
+    await new Promise<void>((r) => other.listen(0, "127.0.0.1", r));
+    cleanups.push(() => new Promise<void>((r) => other.close(() => r())));
+    const port = (other.address() as AddressInfo).port;
+    const media = { encrypt_query_param: "p", full_url: `http://127.0.0.1:${port}/internal-service` }; // reachable, but not the CDN
+    fake.push(fake.text(fake.ownerId, "look", { item_list: [{ type: 1, text_item: { text: "look" } }, { type: 2, image_item: { media } }] }));
+    const [t] = await driver.waitTurns(1);
+    assert.equal(t!.attachments.length, 0);
+    assert.equal(t!.prompt, "look\n[image: download failed]");
+    assert.equal(hits, 0, "the foreign host was never contacted");
+  });
+
   it("reads 16 files of one message; a 17th is noted, not read", async () => {
     const { fake, driver } = await wechat();
     const item = () => ({ type: 2, image_item: { media: fake.putMedia(Buffer.from("img")) } });
@@ -149,5 +170,23 @@ describe("media bounds (WeChat)", () => {
     await driver.waitTurns(1);
     await comp.bridge!.idle();
     assert.deepEqual(driver.turns.map((t) => t.prompt), ["real"]);
+  });
+});
+
+describe("media retention", () => {
+  it("a component start removes received media older than 365 days and keeps newer files", async () => {
+    const { home, cleanup } = await tempHome();
+    cleanups.push(cleanup);
+    const dir = join(home, "conv");
+    await mkdir(dir, { recursive: true });
+    const now = Date.now();
+    const day = 24 * 3600 * 1000;
+    for (const [name, age] of [["old.jpg", MEDIA_KEEP_DAYS * day + 60_000], ["edge.jpg", MEDIA_KEEP_DAYS * day - 60_000], ["new.jpg", day]] as const) {
+      await writeFile(join(dir, name), "x");
+      const t = new Date(now - age);
+      await utimes(join(dir, name), t, t);
+    }
+    assert.equal(await pruneMedia(home, now), 1);
+    assert.deepEqual((await readdir(dir)).sort(), ["edge.jpg", "new.jpg"]);
   });
 });

@@ -41,7 +41,10 @@ describe("channel supervisor", () => {
     const st = sup.status();
     assert.deepEqual(st.map((c) => c.id), ["feishu:team", "wechat:default", "wechat:nologin"]);
     assert.equal(st[0]!.remote_tools, "none", "owner unknown: remote tools are not effective");
+    assert.equal(st[0]!.senders, "anyone");
+    assert.equal(st[0]!.error, null);
     assert.equal(st[1]!.remote_tools, "owner");
+    assert.equal(st[1]!.senders, "owner");
     assert.equal(st[2]!.state, "failed");
     assert.match(st[2]!.error ?? "", /berth channel login wechat/);
     const text = JSON.stringify(st);
@@ -59,6 +62,11 @@ describe("channel supervisor", () => {
     assert.equal(sup.status().find((c) => c.id === "wechat:default")!.state, "disabled");
     assert.equal(sup.component("wechat:default"), null);
 
+    await setAccount(home, "feishu", "team", { senders: "owner" });
+    await sup.reconcile();
+    await until(() => sup.status()[0]!.state === "connected");
+    assert.equal(sup.status()[0]!.restarts, 1, "a settings change replaces the component");
+    assert.match(sup.status()[0]!.error ?? "", /answers nobody/);
     await logoutAccount(home, "feishu", "team");
     await sup.reconcile();
     assert.deepEqual(sup.status().map((c) => c.id), ["wechat:default", "wechat:nologin"]);

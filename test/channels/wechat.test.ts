@@ -3,10 +3,10 @@
  * recovery, reply shaping and held replies, media in (AES CDN) and out (chat_attach), confirm_ask.
  */
 import assert from "node:assert/strict";
-import { readFile, stat, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
-import { FAILURE_REPLY } from "../../src/channels/common/bridge.js";
+import { FAILURE_REPLY, TURN_FAILED_REPLY, TURN_TIMEOUT_REPLY } from "../../src/channels/common/bridge.js";
 import type { AccountSettings } from "../../src/channels/common/component.js";
 import { channelPaths } from "../../src/channels/common/files.js";
 import { TRUNCATION_MARKER } from "../../src/channels/common/text.js";
@@ -233,6 +233,57 @@ describe("wechat: at-least-once inbound", () => {
   });
 });
 
+describe("wechat: failures on our side", () => {
+  it("a claim that cannot be saved is not kept: the cursor stays, the message is redelivered and answered once", async () => {
+    const { fake, driver, comp, home } = await setup();
+    await comp.health.until((h) => h.state === "connected");
+    const blocker = join(home, "state", "channels", "wechat", "default.json");
+    await rm(blocker, { force: true });
+    await mkdir(join(blocker, "x"), { recursive: true }); // the state file's path is a non-empty directory: every save fails
+    fake.push(fake.text("a@im.wechat", "save me"));
+    await comp.health.until((h) => h.state === "backoff");
+    assert.equal(driver.turns.length, 0, "no turn without a durable claim");
+    assert.ok(!(comp.status().error ?? "").includes(home), "the error names no local path");
+    await rm(blocker, { recursive: true, force: true });
+    await fake.waitSent((s) => s.length >= 1);
+    assert.equal(fake.sent[0]!.text, "echo: save me");
+    await comp.bridge!.idle();
+    assert.equal(driver.turns.length, 1);
+  });
+
+  it("a stranger's turn is cancelled at its 5-minute limit with a short notice", async () => {
+    const { fake, driver, clock } = await setup();
+    driver.respond = () => new Promise(() => undefined);
+    fake.push(fake.text("slow@im.wechat", "think forever"));
+    await driver.waitTurns(1);
+    await until(() => clock.pendingLong > 0);
+    assert.ok(clock.sleeps.includes(5 * 60 * 1000));
+    clock.fireLong();
+    await fake.waitSent((s) => s.length >= 1);
+    assert.ok(fake.sent[0]!.text!.includes(TURN_TIMEOUT_REPLY));
+  });
+
+  it("a turn whose session host failed gets a failure reply, and the next message gets a fresh session", async () => {
+    const { fake, driver } = await setup();
+    let first = true;
+    driver.respond = (t) => {
+      if (first) {
+        first = false;
+        return Promise.reject(new Error("connection to the session host closed"));
+      }
+      return Promise.resolve({ text: `echo: ${t.prompt}` });
+    };
+    fake.push(fake.text("a@im.wechat", "one"));
+    await fake.waitSent((s) => s.length >= 1);
+    assert.ok(fake.sent[0]!.text!.includes(TURN_FAILED_REPLY));
+    fake.push(fake.text("a@im.wechat", "two"));
+    await fake.waitSent((s) => s.length >= 2);
+    assert.equal(fake.sent[1]!.text, "echo: two");
+    assert.deepEqual(driver.turns.map((t) => t.sessionId), ["s1", "s2"]);
+    assert.deepEqual(driver.closed, ["s1"]);
+  });
+});
+
 describe("wechat: replies", () => {
   it("splits a long reply into 16 KiB parts; only the first carries the context token", async () => {
     const { fake, driver } = await setup();
@@ -348,6 +399,16 @@ describe("wechat: confirm_ask", () => {
     assert.equal(r.state, "yes");
     assert.equal(driver.turns.length, 2);
     await fake.waitSent((s) => s.some((m) => m.text?.includes("going ahead") ?? false));
+  });
+
+  it("stopping the account withdraws an open question and tells the owner", async () => {
+    const { fake, comp } = await setup();
+    await comp.health.until((h) => h.state === "connected");
+    const asked = comp.bridge!.ask("Restart?", 600);
+    await until(() => comp.bridge!.questionState()?.state === "pending");
+    await comp.stop();
+    assert.equal((await asked).state, "withdrawn");
+    await fake.waitSent((s) => s.some((m) => m.text?.includes("withdrawn") ?? false));
   });
 
   it("no answer by the deadline counts as expired and the owner is told", async () => {

@@ -48,10 +48,14 @@ export class FakeFeishu {
   readonly endpointErrors: number[] = [];
   /** Device-code poll answers before success (e.g. "authorization_pending", "access_denied"). */
   registrationScript: string[] = ["authorization_pending"];
+  /** `tenant_brand` the scanner's tenant reports. */
+  registrationBrand: "feishu" | "lark" = "feishu";
   /** While set, `/callback/ws/endpoint` answers only after it resolves (keeps the client disconnected). */
   endpointGate: Promise<void> | null = null;
   /** Events pushed over a socket (catch-up deliveries are not counted). */
   pushes = 0;
+  /** `PingInterval` (seconds) the pong's ClientConfig announces. */
+  pongPingInterval = 120;
   /** Re-push an unacked event after this many ms. */
   ackTimeoutMs = 3000;
   connections = 0;
@@ -180,7 +184,7 @@ export class FakeFeishu {
       const f = decodeFrame(data);
       if (f.method === 0 && header(f, "type") === "ping") {
         this.pings.push(Date.now());
-        ws.send(encodeFrame({ ...f, headers: [{ key: "type", value: "pong" }], payload: Buffer.from(JSON.stringify({ PingInterval: 120, ReconnectCount: -1, ReconnectInterval: 1, ReconnectNonce: 0 })) }));
+        ws.send(encodeFrame({ ...f, headers: [{ key: "type", value: "pong" }], payload: Buffer.from(JSON.stringify({ PingInterval: this.pongPingInterval, ReconnectCount: -1, ReconnectInterval: 1, ReconnectNonce: 0 })) }));
         this.notify();
         return;
       }
@@ -206,6 +210,12 @@ export class FakeFeishu {
   }
 
   private token = "t-" + randomBytes(12).toString("hex");
+  tokensIssued = 0;
+
+  /** Invalidates the current tenant token (calls with it get code 99991663 until the client fetches a new one). */
+  rotateToken(): void {
+    this.token = "t-" + randomBytes(12).toString("hex");
+  }
 
   private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
@@ -227,6 +237,7 @@ export class FakeFeishu {
     if (p === "/open-apis/auth/v3/tenant_access_token/internal") {
       const b = json();
       if (b["app_id"] !== this.appId || b["app_secret"] !== this.appSecret) return send({ code: 10014, msg: "app secret invalid" });
+      this.tokensIssued++;
       return send({ code: 0, msg: "ok", tenant_access_token: this.token, expire: 7200 });
     }
     if (p === "/oauth/v1/app/registration") {
@@ -237,7 +248,7 @@ export class FakeFeishu {
       if (form.get("device_code") !== "dc_1") return send({ error: "invalid_request" });
       const step = this.registrationScript.shift() ?? "ok";
       if (step !== "ok") return send({ error: step });
-      return send({ client_id: this.appId, client_secret: this.appSecret, user_info: { open_id: "ou_scanner000001", tenant_brand: "feishu" } });
+      return send({ client_id: this.appId, client_secret: this.appSecret, user_info: { open_id: "ou_scanner000001", tenant_brand: this.registrationBrand } });
     }
     if (p === "/callback/ws/endpoint") {
       if (this.endpointGate) await this.endpointGate;

@@ -54,6 +54,15 @@ export const MAX_CLAIMS_PER_CONVERSATION = 8;
 export const MAX_CLAIMS_PER_ACCOUNT = 64;
 export const BUSY_REPLY = "Still working on your earlier messages; this one was not processed. Please send it again later.";
 
+/** `confirm_ask` deadlines: default 30 minutes, at most 4 hours. */
+export const CONFIRM_DEFAULT_SECONDS = 1800;
+export const CONFIRM_MAX_SECONDS = 14_400;
+
+/** Turn time limits: tool-enabled owner turns 4 h 5 min, all others 5 minutes; then the turn is cancelled. */
+export const OWNER_TURN_TIMEOUT_MS = (4 * 3600 + 5 * 60) * 1000;
+export const TURN_TIMEOUT_MS = 5 * 60 * 1000;
+export const TURN_TIMEOUT_REPLY = "That took too long and was stopped. Please try again, perhaps with a smaller request.";
+
 export const FAILURE_REPLY = "Your previous message was interrupted by a restart and was not processed. Please send it again.";
 export const TURN_FAILED_REPLY = "Sorry, that request failed. Please try again.";
 export const NOTHING_READABLE_REPLY = "I can only read text, images and files here.";
@@ -141,10 +150,12 @@ export class ChatBridge {
     const st = this.o.state;
     const toRun: InboundMessage[] = [];
     const busy: InboundMessage[] = [];
+    const touched = new Set<string>();
     let dirty = false;
     for (const m of batch) {
       if (st.has(m.id)) continue;
       dirty = true;
+      touched.add(m.id);
       const owner = this.isOwner(m.sender);
       if (!owner && this.o.policy.senders === "owner") {
         st.markSeen(m.id);
@@ -168,7 +179,14 @@ export class ChatBridge {
       st.claim({ id: m.id, conversation: conv, target: this.targetOf(m) });
       toRun.push(m);
     }
-    if (dirty) await st.save();
+    if (dirty) {
+      try {
+        await st.save();
+      } catch (err) {
+        st.forget(touched); // nothing new of this batch counts: it is redelivered and retried
+        throw err;
+      }
+    }
     for (const m of toRun) this.schedule(m);
     for (const m of busy) void this.note(this.targetOf(m), BUSY_REPLY, `busy-${m.id}`);
   }
@@ -248,18 +266,36 @@ export class ChatBridge {
     let reply: string;
     let files: OutboundFile[] = [];
     const release = await this.slot();
+    const turn = new AbortController();
+    const onStop = (): void => turn.abort();
+    this.abort.signal.addEventListener("abort", onStop, { once: true });
+    const deadline = new AbortController();
+    let timedOut = false;
+    void this.clock.sleep(tools ? OWNER_TURN_TIMEOUT_MS : TURN_TIMEOUT_MS, deadline.signal).then((fired) => {
+      if (!fired) return;
+      timedOut = true;
+      turn.abort();
+    });
     try {
       const sid = await this.session(conv, tools);
-      const out = await this.o.driver.runTurn(sid, prompt, attachments, this.abort.signal);
+      const out = await this.o.driver.runTurn(sid, prompt, attachments, turn.signal);
       this.lastUsed.set(conv, this.clock.now());
       if (out.terminal === "cancelled" && this.abort.signal.aborted) return; // shutting down: the claim stays for recovery
       reply = out.text ?? "";
       files = tools ? out.files : [];
-      if (out.terminal !== "completed" && reply === "") reply = systemMessage(this.o.port.platform, TURN_FAILED_REPLY);
+      if (timedOut) reply = systemMessage(this.o.port.platform, TURN_TIMEOUT_REPLY);
+      else if (out.terminal !== "completed" && reply === "") reply = systemMessage(this.o.port.platform, TURN_FAILED_REPLY);
     } catch {
       if (this.abort.signal.aborted) return;
+      // the session host is gone or lost the session: the next message starts a fresh one
+      const s = this.sessions.get(conv);
+      this.sessions.delete(conv);
+      this.lastUsed.delete(conv);
+      void s?.then((sid) => this.o.driver.closeSession(sid)).catch(() => undefined);
       reply = systemMessage(this.o.port.platform, TURN_FAILED_REPLY);
     } finally {
+      deadline.abort();
+      this.abort.signal.removeEventListener("abort", onStop);
       release();
     }
     await this.finish(m, target, conv, reply, files, true);
@@ -321,7 +357,8 @@ export class ChatBridge {
   // ---- confirm_ask ----
 
   /** Asks the owner in their direct chat; resolves with the final state. At most one open question per bridge. */
-  async ask(question: string, timeoutSeconds: number): Promise<{ id: string; state: ConfirmState }> {
+  async ask(question: string, timeoutSeconds = CONFIRM_DEFAULT_SECONDS): Promise<{ id: string; state: ConfirmState }> {
+    timeoutSeconds = Math.min(CONFIRM_MAX_SECONDS, Math.max(1, Math.floor(timeoutSeconds)));
     const owner = this.o.policy.ownerId;
     const id = randomBytes(6).toString("hex");
     if (owner === null || (this.question && this.question.state === "pending")) return { id, state: "failed" as ConfirmState };
@@ -373,8 +410,9 @@ export class ChatBridge {
   async stop(): Promise<void> {
     this.abort.abort();
     const q = this.question;
-    if (q && q.state === "pending") {
+    if (q && q.state === "pending" && this.o.policy.ownerId !== null) {
       q.state = "withdrawn";
+      void this.note({ to: this.o.policy.ownerId, handle: null, chat: null }, "The question was withdrawn; no answer is needed.", `qw-${q.id}`);
       q.settle("withdrawn");
     }
     await this.idle();

@@ -1,6 +1,9 @@
 /** Settings every channel account shares (the `channel_set` fields) and the health view a component keeps. */
 import type { ComponentState, ComponentStatus } from "./status.js";
 
+/** Status note of an owner-only account that does not know its owner. */
+export const NO_OWNER = "no owner ID is known, so this owner-only account answers nobody: sign in by scan, or pass --owner";
+
 export interface AccountSettings {
   enabled: boolean;
   workspace: string;
@@ -41,9 +44,10 @@ export class Health {
       enabled: s.enabled,
       state: s.enabled ? this.state : "disabled",
       last_success_unix_seconds: this.lastSuccess,
-      error: this.error,
+      error: this.error ?? (s.senders === "owner" && !userId ? NO_OWNER : null),
       restarts: this.restarts,
       remote_tools: s.remoteTools === "owner" && userId ? "owner" : "none",
+      senders: s.senders,
     };
   }
 }

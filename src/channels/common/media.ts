@@ -1,5 +1,6 @@
 /** Inbound media placement and caps. Owner: 50 MiB per file; others: images up to 5 MiB, nothing else; ≤16 files. */
 import { createHash, randomBytes } from "node:crypto";
+import { readdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { TurnAttachment } from "./driver.js";
 import type { InboundMedia, InboundMessage, PlatformPort } from "./port.js";
@@ -63,4 +64,37 @@ export class MediaTooLarge extends Error {
   constructor() {
     super("media exceeds its size cap");
   }
+}
+
+/** Media kept this long (by modification time) before a component start removes it. */
+export const MEDIA_KEEP_DAYS = 365;
+
+/** Deletes received media older than `keepDays` under one account's media root; returns how many files went. */
+export async function pruneMedia(mediaRoot: string, nowMs: number, keepDays = MEDIA_KEEP_DAYS): Promise<number> {
+  let removed = 0;
+  const cutoff = nowMs - keepDays * 24 * 3600 * 1000;
+  let dirs: string[];
+  try {
+    dirs = await readdir(mediaRoot);
+  } catch {
+    return 0;
+  }
+  for (const d of dirs) {
+    const dir = join(mediaRoot, d);
+    let files: string[];
+    try {
+      files = await readdir(dir);
+    } catch {
+      continue;
+    }
+    for (const f of files) {
+      const p = join(dir, f);
+      const st = await stat(p).catch(() => null);
+      if (st?.isFile() && st.mtimeMs < cutoff) {
+        await rm(p, { force: true });
+        removed++;
+      }
+    }
+  }
+  return removed;
 }

@@ -100,6 +100,13 @@ export class DeliveryState {
     });
   }
 
+  /** Undoes `claim`/`markSeen` of these IDs (after their save failed), so a redelivery handles them again. */
+  forget(ids: ReadonlySet<string>): void {
+    this.data.in_flight = this.data.in_flight.filter((c) => !ids.has(c.id));
+    this.data.seen = this.data.seen.filter((id) => !ids.has(id));
+    for (const id of ids) this.seenSet.delete(id);
+  }
+
   get cursor(): string {
     return this.data.cursor;
   }

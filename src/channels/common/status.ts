@@ -18,6 +18,8 @@ export interface ComponentStatus {
   error: string | null;
   restarts: number;
   remote_tools: "none" | "owner";
+  /** As set; an `owner` account without a known owner ID answers nobody. */
+  senders: "owner" | "anyone";
 }
 
 /** Drops anything that looks like a secret or URL query from an error before it reaches status or logs. */

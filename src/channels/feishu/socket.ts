@@ -68,6 +68,11 @@ export class FeishuSocket {
 
   private ping(): void {
     this.send({ seqId: 0n, logId: 0n, service: this.serviceId, method: METHOD_CONTROL, headers: [{ key: "type", value: "ping" }] });
+    this.schedulePing();
+  }
+
+  /** (Re)arms the next ping one interval from now (also when a pong changed the interval). */
+  private schedulePing(): void {
     if (this.pingTimer) clearTimeout(this.pingTimer);
     this.pingTimer = setTimeout(() => this.ping(), this.pingMs);
     this.pingTimer.unref();
@@ -92,7 +97,11 @@ export class FeishuSocket {
       if (type === "pong" && f.payload) {
         try {
           const cfg = JSON.parse(Buffer.from(f.payload).toString("utf8")) as { PingInterval?: number };
-          if (typeof cfg.PingInterval === "number" && cfg.PingInterval > 0) this.pingMs = cfg.PingInterval * 1000;
+          if (typeof cfg.PingInterval === "number" && cfg.PingInterval > 0 && cfg.PingInterval * 1000 !== this.pingMs) {
+            this.pingMs = cfg.PingInterval * 1000;
+            this.schedulePing();
+            this.armDead();
+          }
         } catch {
           // pong without a readable config keeps the interval
         }

@@ -11,6 +11,7 @@ import type { AccountSettings } from "../common/component.js";
 import { Health } from "../common/component.js";
 import type { ChatSessionDriver } from "../common/driver.js";
 import { channelPaths } from "../common/files.js";
+import { pruneMedia } from "../common/media.js";
 import type { InboundMessage } from "../common/port.js";
 import { DeliveryState } from "../common/state.js";
 import { needsLogin, sanitizeError, type ComponentStatus } from "../common/status.js";
@@ -50,6 +51,7 @@ export class WechatComponent {
     const paths = channelPaths(this.o.home, "wechat", this.o.account);
     const client = new IlinkClient({ base: c.base_url, cdn: c.cdn_url, token: c.bot_token, clock: this.clock });
     const state = await DeliveryState.load(paths.state, wechatFingerprint(c));
+    await pruneMedia(paths.media, this.clock.now()).catch(() => 0);
     const bridge = new ChatBridge({
       port: new WechatPort(client),
       driver: this.o.driver,
@@ -81,18 +83,26 @@ export class WechatComponent {
           recovered = true;
         }
         const up = await client.getUpdates(state.cursor, pollMs + 5_000, signal);
-        pollMs = up.pollMs;
-        this.health.success(this.clock.now());
-        backoff.reset();
+        if (up.contacted) {
+          pollMs = up.pollMs;
+          this.health.success(this.clock.now());
+          backoff.reset();
+        }
         const batch: InboundMessage[] = [];
+        let ignored = 0;
         for (const raw of up.msgs) {
           const { id, msg } = normalizeWechat(raw);
           if (msg) batch.push(msg);
-          else if (id !== null) state.markSeen(id);
+          else if (id !== null) {
+            state.markSeen(id);
+            ignored++;
+          }
         }
         await bridge.accept(batch);
+        const cursor = state.cursor;
         state.setCursor(up.cursor);
-        await state.save();
+        // the cursor moves only now, after the batch's claims are durable
+        if (state.cursor !== cursor || ignored > 0) await state.save();
       } catch (err) {
         if (signal.aborted) break;
         if (err instanceof IlinkError && err.kind === "token") {

@@ -36,6 +36,8 @@ export interface Updates {
   msgs: unknown[];
   cursor: string;
   pollMs: number;
+  /** False for a client-side timeout (an empty poll that is not contact with the server). */
+  contacted: boolean;
 }
 
 export interface IlinkOptions {
@@ -90,7 +92,7 @@ export class IlinkClient {
       text = await res.text();
     } catch (err) {
       if (signal.aborted) throw new IlinkError("transport", "stopped");
-      if ((err as Error).name === "TimeoutError") return { msgs: [], cursor, pollMs: timeoutMs };
+      if ((err as Error).name === "TimeoutError") return { msgs: [], cursor, pollMs: timeoutMs, contacted: false };
       throw new IlinkError("transport", "getupdates: connection failed");
     }
     if (res.status === 401) throw new IlinkError("token", "getupdates: token rejected (HTTP 401)");
@@ -108,7 +110,7 @@ export class IlinkClient {
     if (!Array.isArray(b.msgs) || typeof b.get_updates_buf !== "string") throw new IlinkError("invalid", "getupdates: malformed response");
     if (b.msgs.length > MAX_BATCH) throw new IlinkError("invalid", "getupdates: batch too large");
     const lp = typeof b.longpolling_timeout_ms === "number" && b.longpolling_timeout_ms > 0 ? b.longpolling_timeout_ms : DEFAULT_POLL_MS;
-    return { msgs: b.msgs, cursor: b.get_updates_buf === "" ? cursor : b.get_updates_buf, pollMs: Math.min(lp, 120_000) };
+    return { msgs: b.msgs, cursor: b.get_updates_buf === "" ? cursor : b.get_updates_buf, pollMs: Math.min(lp, 120_000), contacted: true };
   }
 
   /** POSTs an authenticated JSON call with retries; returns the parsed body or "refused". */

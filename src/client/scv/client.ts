@@ -51,6 +51,14 @@ export class ScvClient implements ChatSessionDriver {
     this.server = { name: String(s?.name ?? ""), version: String(s?.version ?? "") };
   }
 
+  /** `daemon.control` `status` (daemon socket only): the raw `status` object of `daemon.status`. */
+  async daemonStatus(): Promise<Record<string, unknown>> {
+    const ev = await this.conn.request("daemon.control", { command: { action: "status" } }, ["daemon.status"]);
+    const st = ev["status"];
+    if (st === null || typeof st !== "object") throw new ScvConnectionError("daemon.status without a status");
+    return st as Record<string, unknown>;
+  }
+
   async startSession(opts: ChatSessionOptions): Promise<string> {
     const ev = await this.conn.request(
       "session.start",
