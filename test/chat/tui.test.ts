@@ -77,6 +77,14 @@ describe("berth chat TUI", () => {
     assert.match(final, /^Use bold moves and npm test\.$/m);
     assert.match(final, /^file {9}│ lines$/m);
     assert.doesNotMatch(final, /\*\*bold\*\*|^# Plan|\|---\||^```/m);
+    // A bracketed paste of several lines is one prompt, sent by the Enter after it.
+    const n = fake.requests.length;
+    mark = p.stdout.length;
+    p.write("\x1b[200~pasted one\rpasted two\x1b[201~\r");
+    await p.until(/── completed/, mark);
+    assert.equal(fake.requests.length, n + 1);
+    assert.match(fake.requests.at(-1)!.body, /pasted one\\npasted two/);
+
     mark = p.stdout.length;
     p.write("\x03");
     await p.until(/Ctrl-C again/, mark);
@@ -85,13 +93,13 @@ describe("berth chat TUI", () => {
 
     // The input history persists: a new chat recalls the last prompt with the Up arrow.
     const hist = readFileSync(join(env["MC_HOME"]!, "chat-history.jsonl"), "utf8");
-    assert.match(hist, /"first line \\nsecond line"/);
+    assert.deepEqual(hist.trim().split("\n"), [JSON.stringify("pasted one\npasted two"), JSON.stringify("first line \nsecond line")]);
     const again = new Proc("script", ["-q", "-e", "-c", `${q(process.execPath)} ${q(BERTH_BIN)} chat`, "/dev/null"], env);
     after(() => again.child.kill("SIGKILL"));
     await again.until(/› /);
     mark = again.stdout.length;
     again.write("\x1b[A");
-    await again.until(/second line/, mark);
+    await again.until(/pasted two/, mark);
     again.write("\x03\x03\x03");
     assert.equal(await again.exited, 0);
   });

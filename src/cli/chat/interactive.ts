@@ -125,6 +125,7 @@ class Chat {
   private readonly color: boolean;
   /** Lines typed so far of a `\`-continued prompt. */
   private continued = "";
+  private pasting = false;
   /** The working indicator is drawn on the last line (cleared before any output). */
   private spinnerShown = false;
   private spinTimer: NodeJS.Timeout | null = null;
@@ -170,7 +171,7 @@ class Chat {
     // A sign-in's pasted redirect URL or code (a secret) and approval answers never enter the history.
     if (terminal)
       this.rl.on("history", (h: string[]) => {
-        if (this.login !== null || this.approval !== null || h[0]?.endsWith("\\") === true) return void h.shift();
+        if (this.login !== null || this.approval !== null || this.pasting || h[0]?.endsWith("\\") === true) return void h.shift();
         // A `\`-continued prompt is remembered whole.
         if (this.continued !== "" && h[0] !== undefined) h[0] = this.continued + h[0];
         void saveHistory(this.o.home, h);
@@ -185,7 +186,11 @@ class Chat {
         this.approval = null;
         return answer(l.trim().toLowerCase());
       }
-      // A line ending in `\` continues the prompt on the next line.
+      // Lines inside a bracketed paste, and a line ending in `\`, continue the prompt on the next line.
+      if (this.pasting) {
+        this.continued += l + "\n";
+        return;
+      }
       if (l.endsWith("\\")) {
         this.continued += l.slice(0, -1) + "\n";
         this.rl.setPrompt("… ");
@@ -198,6 +203,14 @@ class Chat {
       if (full.trim() !== "") prompts++;
       this.enqueue(() => this.onLine(full));
     });
+    if (terminal) {
+      // Bracketed paste: a multi-line paste becomes one prompt (sent with the next Enter after it).
+      process.stdout.write("\x1b[?2004h");
+      process.stdin.on("keypress", (_s: unknown, key: { name?: string } | undefined) => {
+        if (key?.name === "paste-start") this.pasting = true;
+        else if (key?.name === "paste-end") this.pasting = false;
+      });
+    }
     this.rl.on("SIGINT", () => this.interrupt());
     const onSignal = (): void => this.interrupt();
     if (!terminal) process.on("SIGINT", onSignal);
@@ -246,6 +259,7 @@ class Chat {
   private finish(code: number): void {
     if (this.exiting) return;
     this.exiting = true;
+    if (process.stdin.isTTY === true && process.stdout.isTTY === true) process.stdout.write("\x1b[?2004l");
     this.rl.close();
     const done = this.done;
     const link = this.link ?? null;
