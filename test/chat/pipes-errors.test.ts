@@ -7,9 +7,10 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, realpathSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { BERTH_BIN } from "../helpers/paths.js";
 import { startDaemon } from "../scv/client.js";
@@ -159,4 +160,27 @@ describe("--version and --help", () => {
       assert.match(v.stdout, /^berth \d+\.\d+\.\d+\n$/);
     });
   }
+});
+
+describe("berth chat settings", () => {
+  let fake: FakeProvider;
+  before(async () => {
+    fake = await startFakeProvider();
+  });
+  after(() => fake.close());
+
+  it("mcpServers is accepted as an alias of mcp_servers (its tools reach the model); a wrong shape is named", async () => {
+    const fixture = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
+    const h = home(fake.port);
+    const s = JSON.parse(readFileSync(join(h, "settings.json"), "utf8")) as Record<string, unknown>;
+    writeFileSync(join(h, "settings.json"), JSON.stringify({ ...s, mcpServers: { fixture: { command: process.execPath, args: [fixture] } } }));
+    const before = fake.requests.length;
+    const p = chat(["-p", "hi"], chatEnv(h, FAKE));
+    assert.equal(await p.exited, 0, p.stderr);
+    assert.match(fake.requests.slice(before).map((r) => r.body).join(""), /mcp__fixture__echo/);
+    writeFileSync(join(h, "settings.json"), JSON.stringify({ ...s, mcpServers: { fixture: { args: [] } } }));
+    const bad = chat(["-p", "hi"], chatEnv(h, FAKE));
+    assert.equal(await bad.exited, 1);
+    assert.match(bad.stderr, /settings\.json: \$\.mcpServers\.fixture\.command: Required/);
+  });
 });
