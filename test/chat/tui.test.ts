@@ -77,6 +77,19 @@ describe("berth chat TUI", () => {
     assert.match(final, /^Use bold moves and npm test\.$/m);
     assert.match(final, /^file {9}│ lines$/m);
     assert.doesNotMatch(final, /\*\*bold\*\*|^# Plan|\|---\||^```/m);
+    // Type-ahead while an answer streams never lands inside it: a whole line runs next (echoed then), a partial
+    // line waits at the prompt.
+    fake.script([{ steps: [{ text: "streaming slowly along to the end", chunks: 8 }], chunkDelayMs: 150 }]);
+    mark = p.stdout.length;
+    p.write("slow please\r");
+    await p.until(/stream/, mark);
+    p.write("queued next\rpartial");
+    await p.until(/› queued next[\s\S]*echo: queued next[\s\S]*── completed[^\n]*\n[\s\S]*› [\s\S]*partial/, mark);
+    const typed = p.stdout.slice(mark).replace(/\x1b\[[0-9;]*[A-Za-z]/g, "");
+    assert.match(typed, /streaming slowly along to the end/);
+    // Clear the partial line (Ctrl-U) before going on.
+    p.write("\x15");
+
     // A bracketed paste of several lines is one prompt, sent by the Enter after it.
     const n = fake.requests.length;
     mark = p.stdout.length;
@@ -93,7 +106,7 @@ describe("berth chat TUI", () => {
 
     // The input history persists: a new chat recalls the last prompt with the Up arrow.
     const hist = readFileSync(join(env["MC_HOME"]!, "chat-history.jsonl"), "utf8");
-    assert.deepEqual(hist.trim().split("\n"), [JSON.stringify("pasted one\npasted two"), JSON.stringify("first line \nsecond line")]);
+    assert.deepEqual(hist.trim().split("\n"), ["pasted one\npasted two", "queued next", "slow please", "first line \nsecond line"].map((x) => JSON.stringify(x)));
     const again = new Proc("script", ["-q", "-e", "-c", `${q(process.execPath)} ${q(BERTH_BIN)} chat`, "/dev/null"], env);
     after(() => again.child.kill("SIGKILL"));
     await again.until(/› /);

@@ -15,6 +15,7 @@
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { createInterface, type Interface } from "node:readline";
+import { Writable } from "node:stream";
 import type { Login, ModelEntry, ServiceHandle } from "../../client/app-service/index.js";
 import type { RunningTurn, ScvEvent } from "../../client/scv/client.js";
 import { approvalCard, mcpParts, type ApprovalInfo } from "./approval.js";
@@ -126,6 +127,10 @@ class Chat {
   /** Lines typed so far of a `\`-continued prompt. */
   private continued = "";
   private pasting = false;
+  /** While a turn streams, readline's echo goes nowhere so type-ahead never lands inside the answer. */
+  private realOutput: NodeJS.WritableStream | null = null;
+  /** Lines submitted while muted (echoed when they run). */
+  private readonly typedAhead = new Set<string>();
   /** The working indicator is drawn on the last line (cleared before any output). */
   private spinnerShown = false;
   private spinTimer: NodeJS.Timeout | null = null;
@@ -201,6 +206,7 @@ class Chat {
       this.continued = "";
       this.rl.setPrompt("› ");
       if (full.trim() !== "") prompts++;
+      if (this.realOutput !== null) this.typedAhead.add(full);
       this.enqueue(() => this.onLine(full));
     });
     if (terminal) {
@@ -346,6 +352,7 @@ class Chat {
 
   private async onLine(raw: string): Promise<void> {
     this.idleInterrupt = false;
+    if (this.typedAhead.delete(raw)) this.line(`› ${raw}`);
     const text = raw.trim();
     if (text.length === 0) return;
     if (!text.startsWith("/") || text.includes("\n")) {
@@ -383,13 +390,29 @@ class Chat {
     }
   }
 
+  /** Stops readline's echo (keystrokes are still read: Ctrl-C works, typed text is kept for the next prompt). */
+  private mute(): void {
+    if (!this.redraws || this.realOutput !== null) return;
+    const rl = this.rl as unknown as { output: NodeJS.WritableStream };
+    this.realOutput = rl.output;
+    rl.output = new Writable({ write: (_c, _e, cb) => cb() });
+  }
+
+  private unmute(): void {
+    if (this.realOutput === null) return;
+    (this.rl as unknown as { output: NodeJS.WritableStream }).output = this.realOutput;
+    this.realOutput = null;
+  }
+
   private ask(info: ApprovalInfo): Promise<boolean> {
     return approvalCard(info).then((card) => {
       for (const l of card.split("\n")) this.line(l.startsWith("+") && !l.startsWith("+++") ? this.s.green(l) : l.startsWith("-") && !l.startsWith("---") ? this.s.red(l) : l);
+      this.unmute();
       this.write(this.s.bold("Allow? [y]es / [n]o / [a]lways for this session › "));
       return new Promise<boolean>((resolve) => {
         this.approval = (answer) => {
           this.atLineStart = true;
+          this.mute();
           if (answer === "a" || answer === "always") {
             this.always.add(info.name);
             this.status(`approved; ${info.name} is approved for the rest of this session`);
@@ -515,6 +538,7 @@ class Chat {
       }
     };
     const turn = client.startTurn(s.id, prompt, onEvent);
+    this.mute();
     this.running = turn;
     try {
       const end = await turn.done;
@@ -538,6 +562,7 @@ class Chat {
         this.spinnerShown = false;
         process.stdout.write("\r\x1b[2K");
       }
+      this.unmute();
       this.running = null;
       this.cancelling = false;
       if (this.approval !== null) {
