@@ -468,6 +468,15 @@ class Chat {
       partial = "";
       for (const r of [...rest, ...md.flush()]) this.write(r + "\n");
     };
+    // After a resize the shown unfinished line may have re-wrapped: leave it in place and render the completed line
+    // below it rather than erasing rows that are no longer where we think.
+    const onResize = (): void => {
+      if (shown === 0) return;
+      process.stdout.write("\n");
+      this.atLineStart = true;
+      shown = 0;
+    };
+    process.stdout.on("resize", onResize);
     if (this.redraws) {
       const frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏";
       let f = 0;
@@ -562,6 +571,7 @@ class Chat {
         this.spinnerShown = false;
         process.stdout.write("\r\x1b[2K");
       }
+      process.stdout.off("resize", onResize);
       this.unmute();
       this.running = null;
       this.cancelling = false;
