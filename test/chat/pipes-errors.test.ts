@@ -50,6 +50,15 @@ describe("berth chat pipes", () => {
     assert.match(e.stderr, /stdin ended without a prompt/);
   });
 
+  it("a prompt over 256 KiB is refused before sending, naming the limit; exactly 256 KiB runs", async () => {
+    const over = chat(["-p", "-"], chatEnv(h, FAKE), { stdin: "x".repeat(256 * 1024 + 1) });
+    assert.equal(await over.exited, 1);
+    assert.match(over.stderr, /the prompt is 262,145 bytes; the limit is 262,144 bytes \(256 KiB\)/);
+    const at = chat(["-p", "-"], chatEnv(h, FAKE), { stdin: "y".repeat(256 * 1024) });
+    assert.equal(await at.exited, 0, at.stderr);
+    assert.match(at.stdout, /^echo: yyyy/);
+  });
+
   it("EPIPE (berth chat -p … --json | head -1) ends quietly", async () => {
     const cmd = `set -o pipefail; ${JSON.stringify(process.execPath)} ${JSON.stringify(BERTH_BIN)} chat -p 'long answer 3000' --json </dev/null | head -1`;
     // Not spawnSync: the fake provider runs in this process.

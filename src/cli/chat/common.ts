@@ -66,3 +66,12 @@ export async function startService(): Promise<ServiceHandle> {
   }
   return handle;
 }
+
+/** SCV's prompt limit (256 KiB of UTF-8). */
+export const MAX_PROMPT_BYTES = 256 * 1024;
+
+/** Why a prompt cannot be sent (over SCV's prompt limit), or null. Checked before sending: an over-long frame would get no answer tied to the prompt. */
+export function promptTooLarge(prompt: string): string | null {
+  const n = Buffer.byteLength(prompt, "utf8");
+  return n > MAX_PROMPT_BYTES ? `the prompt is ${n.toLocaleString("en-US")} bytes; the limit is ${MAX_PROMPT_BYTES.toLocaleString("en-US")} bytes (256 KiB), so nothing was sent` : null;
+}

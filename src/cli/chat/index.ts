@@ -90,6 +90,12 @@ export async function runChat(argv: string[]): Promise<number> {
       process.stderr.write(`berth chat: the prompt is empty${a.prompt === "-" ? " (stdin had no text)" : ""}\n`);
       return 2;
     }
+    const { promptTooLarge } = await import("./common.js");
+    const tooLarge = promptTooLarge(prompt);
+    if (tooLarge !== null) {
+      process.stderr.write(`berth chat: ${tooLarge}\n`);
+      return 1;
+    }
     const { runOneShot } = await import("./oneshot.js");
     return runOneShot({ prompt, json: a.json, sessionId: a.sessionId, continueLatest: a.continueLatest, yolo: a.yolo, home });
   }

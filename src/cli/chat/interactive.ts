@@ -19,7 +19,7 @@ import { Writable } from "node:stream";
 import type { Login, ModelEntry, ServiceHandle } from "../../client/app-service/index.js";
 import type { RunningTurn, ScvEvent } from "../../client/scv/client.js";
 import { approvalCard, mcpParts, type ApprovalInfo } from "./approval.js";
-import { describeError, failureLine, startService } from "./common.js";
+import { describeError, failureLine, promptTooLarge, startService } from "./common.js";
 import { openLink, type Link } from "./link.js";
 import { MarkdownStream, visibleWidth } from "./markdown.js";
 import { preflight } from "./preflight.js";
@@ -427,6 +427,11 @@ class Chat {
   }
 
   private async turn(prompt: string): Promise<void> {
+    const tooLarge = promptTooLarge(prompt);
+    if (tooLarge !== null) {
+      this.failedTurns++;
+      return this.line(this.s.red(`error: ${tooLarge}`));
+    }
     const s = await this.ensureSession();
     const client = this.link!.client;
     this.cancelling = false;
