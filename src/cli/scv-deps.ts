@@ -118,6 +118,7 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
           ...(Object.keys(selection).length > 0 ? { selection } : {}),
           noTools: msg.no_tools,
           ...(msg.channel !== undefined ? { channel: msg.channel } : {}),
+          ...(msg.mcp_servers !== undefined ? { mcpServers: msg.mcp_servers } : {}),
           autoApprove: msg.auto_approve,
           approval: await approvalPolicy(),
           ...(depth > 0 ? { delegationDepth: depth } : {}),

@@ -23,6 +23,7 @@ import { describeError, failureLine, promptTooLarge, startService } from "./comm
 import { openLink, type Link } from "./link.js";
 import { MarkdownStream, visibleWidth } from "./markdown.js";
 import { preflight } from "./preflight.js";
+import { describeServers, projectMcp, trustProject, type McpDef } from "./project.js";
 import { gauge, HELP, loginEndLine, NO_PROVIDER_HELP, style, type Style } from "./render.js";
 import { SessionsView, type SessionRow } from "./sessions.js";
 
@@ -122,6 +123,8 @@ class Chat {
   private readonly cwd = process.cwd();
   private baseUrl: string | null = null;
   private failedTurns = 0;
+  /** The session's MCP servers when the trusted project adds its own (global ∪ project); null: the settings'. */
+  private sessionMcp: Record<string, McpDef> | null = null;
   /** Color on (a TTY without NO_COLOR). */
   private readonly color: boolean;
   /** Lines typed so far of a `\`-continued prompt. */
@@ -305,6 +308,23 @@ class Chat {
     if (pre.ok) this.status(`model ${pre.provider}/${pre.model ?? "?"} · ${this.cwd}`);
     if (this.yolo) this.line(this.s.red("--yolo: every tool call is approved without asking"));
     if (!pre.ok) this.line(pre.noProvider ? NO_PROVIDER_HELP.trimEnd() : this.s.red(`error: ${pre.message}`));
+    const proj = await projectMcp(this.o.home, this.cwd);
+    if (proj === null) return;
+    let trusted = proj.trusted;
+    if (!trusted) {
+      this.line(`This project (${join(this.cwd, ".berth", "settings.json")}) declares MCP servers:`);
+      for (const l of describeServers(proj.servers)) this.line(l);
+      this.write(this.s.bold("Trust this project and start them (remembered)? [y/N] › "));
+      trusted = await new Promise<boolean>((resolve) => {
+        this.approval = (answer) => {
+          this.atLineStart = true;
+          resolve(answer === "y" || answer === "yes");
+        };
+      });
+      if (trusted) await trustProject(this.o.home, this.cwd, proj.fingerprint).catch(() => undefined);
+      this.status(trusted ? "project trusted; its MCP servers start with the session" : "project MCP servers not started (asked again next time)");
+    }
+    if (trusted) this.sessionMcp = { ...((pre.ok ? pre.layers.global.mcp_servers : undefined) ?? {}), ...proj.servers };
   }
 
   /** The current connection (reopened after /new or /resume closed the last one). */
@@ -339,7 +359,12 @@ class Chat {
   private async ensureSession(resume?: string): Promise<OpenSession> {
     if (this.session !== null && resume === undefined) return this.session;
     const l = await this.ensureLink();
-    const ev = await l.client.openSession({ cwd: this.cwd, auto_approve: this.yolo, ...(resume !== undefined ? { resume } : {}) });
+    const ev = await l.client.openSession({
+      cwd: this.cwd,
+      auto_approve: this.yolo,
+      ...(resume !== undefined ? { resume } : {}),
+      ...(this.sessionMcp !== null ? { mcp_servers: this.sessionMcp } : {}),
+    });
     const s: OpenSession = {
       id: String(ev["session_id"]),
       cwd: String(ev["cwd"] ?? this.cwd),

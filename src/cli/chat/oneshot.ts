@@ -59,9 +59,14 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
         resume = r.id;
       } else resume = (await view.latestIn(cwd)) ?? undefined;
     }
+    // Project MCP servers run only in a project the user trusted (in an interactive chat); -p never asks.
+    const { projectMcp } = await import("./project.js");
+    const proj = await projectMcp(o.home, cwd);
+    if (proj !== null && !proj.trusted) err("this project's MCP servers (.berth/settings.json) were not started: run berth chat here once to trust the project");
+    const mcp = proj?.trusted === true ? { ...(pre.layers.global.mcp_servers ?? {}), ...proj.servers } : null;
     link = await linking;
     const client = link.client;
-    const started = await client.openSession({ cwd, auto_approve: yolo, ...(resume !== undefined ? { resume } : {}) });
+    const started = await client.openSession({ cwd, auto_approve: yolo, ...(resume !== undefined ? { resume } : {}), ...(mcp !== null ? { mcp_servers: mcp } : {}) });
     const sessionId = started["session_id"] as string;
     const out = (s: string): void => void process.stdout.write(s);
     const json = (v: Record<string, unknown>): void => out(JSON.stringify(v) + "\n");

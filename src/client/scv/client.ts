@@ -21,7 +21,18 @@ export interface ScvClientInfo {
 }
 
 /** `session.start` fields: `cwd` (absolute) plus optional spec fields and Berth's `resume` (a stored session's ID). */
-export type SessionStartParams = { cwd: string; provider?: string; model?: string; base_url?: string; no_tools?: boolean; auto_approve?: boolean; resume?: string };
+export type SessionStartParams = {
+  cwd: string;
+  provider?: string;
+  model?: string;
+  base_url?: string;
+  no_tools?: boolean;
+  auto_approve?: boolean;
+  /** Berth extension: a stored session to continue. */
+  resume?: string;
+  /** Berth extension: this session's MCP servers (replacing the settings'). */
+  mcp_servers?: Record<string, { command: string; args: string[]; env: Record<string, string> }>;
+};
 
 export interface RunningTurn {
   readonly requestId: string;

@@ -64,6 +64,14 @@ export interface WireAttachment {
   transcript?: string;
 }
 
+export interface WireMcpServer {
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+}
+
+export const MAX_SESSION_MCP_SERVERS = 16;
+
 export type ClientMessage =
   | { type: "initialize"; request_id: string; protocol_version: number }
   | { type: "daemon.control"; request_id: string; action: string }
@@ -80,6 +88,8 @@ export type ClientMessage =
       delegation_depth?: number;
       /** Berth extension: continue this stored session instead of creating one (docs/scv.md §Resuming). */
       resume?: string;
+      /** Berth extension: this session's MCP servers, replacing the settings' (docs/scv.md §MCP servers). */
+      mcp_servers?: Record<string, WireMcpServer>;
     }
   | { type: "turn.start"; request_id: string; session_id: string; prompt: string; attachments: WireAttachment[] }
   | { type: "turn.cancel"; request_id: string; session_id: string; turn_id: string }
@@ -168,6 +178,24 @@ class Fields {
   }
 }
 
+function mcpServers(v: unknown): FieldResult<Record<string, WireMcpServer>> {
+  const bad = (m: string): FieldResult<Record<string, WireMcpServer>> => ({ ok: false, message: `\`mcp_servers\`${m}` });
+  if (!isObj(v)) return bad(" must be an object of servers");
+  const names = Object.keys(v);
+  if (names.length > MAX_SESSION_MCP_SERVERS) return bad(` holds at most ${MAX_SESSION_MCP_SERVERS} servers`);
+  const out: Record<string, WireMcpServer> = {};
+  for (const name of names) {
+    const d = v[name];
+    if (!isObj(d) || typeof d.command !== "string" || d.command === "") return bad(`.${name.slice(0, 64)}.command must be a non-empty string`);
+    const args = d.args ?? [];
+    if (!Array.isArray(args) || !args.every((a) => typeof a === "string")) return bad(`.${name.slice(0, 64)}.args must be an array of strings`);
+    const env = d.env ?? {};
+    if (!isObj(env) || !Object.values(env).every((x) => typeof x === "string")) return bad(`.${name.slice(0, 64)}.env must map names to strings`);
+    out[name] = { command: d.command, args: args as string[], env: env as Record<string, string> };
+  }
+  return { ok: true, value: out };
+}
+
 export function validChannel(v: string): boolean {
   return v !== "" && utf8Length(v) <= MAX_CHANNEL_BYTES && !/[\u0000-\u001f\u007f-\u009f]/.test(v);
 }
@@ -223,6 +251,7 @@ const PARSERS: Record<MessageType, Parser> = {
     const auto_approve = f.bool("auto_approve", false);
     const depth = o.delegation_depth === undefined || o.delegation_depth === null ? undefined : f.uint("delegation_depth");
     const resume = o.resume === undefined || o.resume === null ? undefined : f.optStr("resume");
+    const mcp = o.mcp_servers === undefined || o.mcp_servers === null ? undefined : f.take(mcpServers(o.mcp_servers));
     return {
       type: "session.start",
       request_id: rid,
@@ -235,6 +264,7 @@ const PARSERS: Record<MessageType, Parser> = {
       auto_approve,
       ...(depth !== undefined ? { delegation_depth: depth } : {}),
       ...(resume !== undefined ? { resume } : {}),
+      ...(mcp !== undefined ? { mcp_servers: mcp } : {}),
     };
   },
   "turn.start": (o, f, rid) => {
