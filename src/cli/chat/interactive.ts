@@ -12,19 +12,20 @@
  * - /login, /logout and /model use the app-service (sign-in, catalog and settings live there), started on first use.
  * - Failures print one plain line naming the cause; the loop continues unless the server itself stopped.
  */
-import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { createInterface, type Interface } from "node:readline";
 import { Writable } from "node:stream";
-import type { Login, ModelEntry, ServiceHandle } from "../../client/app-service/index.js";
 import type { RunningTurn, ScvEvent } from "../../client/scv/client.js";
 import { approvalCard, mcpParts, type ApprovalInfo } from "./approval.js";
-import { describeError, failureLine, promptTooLarge, startService } from "./common.js";
+import { describeError, failureLine, promptTooLarge } from "./common.js";
+import { HISTORY_MAX, loadHistory, saveHistory } from "./history.js";
 import { openLink, type Link } from "./link.js";
-import { MarkdownStream, visibleWidth } from "./markdown.js";
+import { LiveAnswer } from "./live.js";
+import { MarkdownStream } from "./markdown.js";
 import { preflight } from "./preflight.js";
 import { describeServers, projectMcp, trustProject, type McpDef } from "./project.js";
-import { gauge, HELP, loginEndLine, NO_PROVIDER_HELP, style, type Style } from "./render.js";
+import { gauge, HELP, NO_PROVIDER_HELP, style, type Style } from "./render.js";
+import { ServiceCommands } from "./service-commands.js";
 import { SessionsView, type SessionRow } from "./sessions.js";
 
 export interface InteractiveOptions {
@@ -32,44 +33,6 @@ export interface InteractiveOptions {
   continueLatest: boolean;
   yolo: boolean;
   home: string;
-}
-
-const HISTORY_MAX = 500;
-const historyPath = (home: string): string => join(home, "chat-history.jsonl");
-
-/** Input history (newest first, as readline keeps it): one JSON string per line, owner-only. */
-async function loadHistory(home: string): Promise<string[]> {
-  try {
-    const lines = (await readFile(historyPath(home), "utf8")).split("\n").filter((l) => l !== "");
-    const out: string[] = [];
-    for (const l of lines) {
-      try {
-        const v: unknown = JSON.parse(l);
-        if (typeof v === "string") out.push(v);
-      } catch {
-        /* a damaged line is skipped; the rest of the history stays */
-      }
-    }
-    return out.slice(0, HISTORY_MAX);
-  } catch {
-    return [];
-  }
-}
-
-let saving: Promise<void> = Promise.resolve();
-function saveHistory(home: string, h: string[]): Promise<void> {
-  const text = h.slice(0, HISTORY_MAX).map((l) => JSON.stringify(l)).join("\n") + "\n";
-  saving = saving.then(async () => {
-    try {
-      await mkdir(home, { recursive: true, mode: 0o700 });
-      const tmp = historyPath(home) + ".tmp";
-      await writeFile(tmp, text, { mode: 0o600 });
-      await rename(tmp, historyPath(home));
-    } catch {
-      /* history is a convenience: a failed save never interrupts the chat */
-    }
-  });
-  return saving;
 }
 
 export async function runInteractive(o: InteractiveOptions): Promise<number> {
@@ -102,16 +65,13 @@ class Chat {
   private session: OpenSession | null = null;
   private running: RunningTurn | null = null;
   private cancelling = false;
-  private service: ServiceHandle | null = null;
-  private login: Login | null = null;
-  private loginChecking = false;
+  private readonly cmds: ServiceCommands;
   private idleInterrupt = false;
   private atLineStart = true;
   private promptShown = false;
   private redraws = false;
   private ctx: { current: number; max: number } | null = null;
   private lastListing: SessionRow[] = [];
-  private lastModels: ModelEntry[] = [];
   private queue: Promise<void> = Promise.resolve();
   private done: ((code: number) => void) | null = null;
   private exiting = false;
@@ -142,6 +102,18 @@ class Chat {
     this.color = process.stdout.isTTY === true && process.env.NO_COLOR === undefined;
     this.s = style(this.color);
     this.view = new SessionsView(o.home);
+    this.cmds = new ServiceCommands({
+      s: this.s,
+      status: (t) => this.status(t),
+      line: (t) => this.line(t),
+      error: (e) => this.error(e),
+      promptIfIdle: () => {
+        if (this.running === null) this.prompt();
+      },
+      modelChanged: (m) => {
+        if (this.session !== null) this.session.model = m;
+      },
+    });
     this.yolo = o.yolo;
   }
 
@@ -179,7 +151,7 @@ class Chat {
     // A sign-in's pasted redirect URL or code (a secret) and approval answers never enter the history.
     if (terminal)
       this.rl.on("history", (h: string[]) => {
-        if (this.login !== null || this.approval !== null || this.pasting || h[0]?.endsWith("\\") === true) return void h.shift();
+        if (this.cmds.login !== null || this.approval !== null || this.pasting || h[0]?.endsWith("\\") === true) return void h.shift();
         // A `\`-continued prompt is remembered whole.
         if (this.continued !== "" && h[0] !== undefined) h[0] = this.continued + h[0];
         void saveHistory(this.o.home, h);
@@ -272,7 +244,7 @@ class Chat {
     this.rl.close();
     const done = this.done;
     const link = this.link ?? null;
-    void Promise.all([link?.close(), this.linking?.then((l) => l.close()).catch(() => undefined), this.service?.close()]).then(() => done?.(code));
+    void Promise.all([link?.close(), this.linking?.then((l) => l.close()).catch(() => undefined), this.cmds.close()]).then(() => done?.(code));
   }
 
   private interrupt(): void {
@@ -288,9 +260,9 @@ class Chat {
       this.running.cancel();
       return;
     }
-    if (this.login !== null) {
+    if (this.cmds.login !== null) {
       this.status("cancelling sign-in");
-      void this.login.cancel().catch(() => {});
+      void this.cmds.login.cancel().catch(() => {});
       return;
     }
     if (this.idleInterrupt) return this.finish(0);
@@ -381,10 +353,10 @@ class Chat {
     const text = raw.trim();
     if (text.length === 0) return;
     if (!text.startsWith("/") || text.includes("\n")) {
-      const login = this.login;
+      const login = this.cmds.login;
       if (login !== null) {
         await login.submit(text);
-        if (this.login === login && !this.loginChecking) this.status("submitted; waiting for confirmation");
+        if (this.cmds.login === login && !this.cmds.loginChecking) this.status("submitted; waiting for confirmation");
         return;
       }
       return this.turn(text);
@@ -405,11 +377,11 @@ class Chat {
         if (args[0] === undefined) return this.status("usage: /resume <n|id-prefix> (see /sessions)");
         return this.resume(args[0]);
       case "/model":
-        return this.model(args);
+        return this.cmds.model(args);
       case "/login":
-        return this.startLogin(args[0] ?? "openai-codex");
+        return this.cmds.startLogin(args[0] ?? "openai-codex");
       case "/logout":
-        return this.logout(args[0]);
+        return this.cmds.logout(args[0]);
       default:
         this.status(`unknown command ${cmd!.slice(0, 32)}; /help lists commands`);
     }
@@ -465,47 +437,18 @@ class Chat {
     let live = "";
     let pending: Promise<void> = Promise.resolve();
     // Markdown is rendered line by line on a terminal that can redraw; the unfinished line shows raw meanwhile.
-    const md = this.redraws ? new MarkdownStream(this.color) : null;
-    let partial = "";
-    let shown = 0;
-    let outChars = 0;
+    const answer = new LiveAnswer(this.redraws ? new MarkdownStream(this.color) : null, {
+      write: (t) => this.write(t),
+      control: (t) => {
+        process.stdout.write(t);
+        this.atLineStart = true;
+      },
+    });
+    const stream = (t: string): void => answer.stream(t);
+    const endMessage = (): void => answer.end();
+    // After a resize the shown unfinished line may have re-wrapped: it stays, and the rendered line follows below.
+    const onResize = (): void => answer.resized();
     const started = Date.now();
-    const unshow = (): void => {
-      if (shown === 0) return;
-      const cols = process.stdout.columns > 0 ? process.stdout.columns : 80;
-      const up = Math.floor((shown - 1) / cols);
-      process.stdout.write(`\r${up > 0 ? `\x1b[${up}A` : ""}\x1b[J`);
-      this.atLineStart = true;
-      shown = 0;
-    };
-    const stream = (text: string): void => {
-      outChars += text.length;
-      if (md === null) return this.write(text);
-      const lines = (partial + text).split("\n");
-      partial = lines.pop()!;
-      if (lines.length > 0) unshow();
-      for (const l of lines) for (const r of md.push(l)) this.write(r + "\n");
-      if (partial !== "") {
-        unshow();
-        this.write(partial);
-        shown = visibleWidth(partial);
-      }
-    };
-    const endMessage = (): void => {
-      if (md === null) return;
-      unshow();
-      const rest = partial !== "" ? md.push(partial) : [];
-      partial = "";
-      for (const r of [...rest, ...md.flush()]) this.write(r + "\n");
-    };
-    // After a resize the shown unfinished line may have re-wrapped: leave it in place and render the completed line
-    // below it rather than erasing rows that are no longer where we think.
-    const onResize = (): void => {
-      if (shown === 0) return;
-      process.stdout.write("\n");
-      this.atLineStart = true;
-      shown = 0;
-    };
     process.stdout.on("resize", onResize);
     if (this.redraws) {
       const frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏";
@@ -513,7 +456,7 @@ class Chat {
       this.spinTimer = setInterval(() => {
         if (!this.atLineStart || this.promptShown || this.approval !== null || this.running === null) return;
         const secs = Math.floor((Date.now() - started) / 1000);
-        process.stdout.write(`\r\x1b[2K${this.s.dim(`${frames[f++ % frames.length]!} working ${secs}s · ~${Math.round(outChars / 4)} tokens · Ctrl-C to cancel`)}`);
+        process.stdout.write(`\r\x1b[2K${this.s.dim(`${frames[f++ % frames.length]!} working ${secs}s · ~${Math.round(answer.chars / 4)} tokens · Ctrl-C to cancel`)}`);
         this.spinnerShown = true;
       }, 100);
     }
@@ -651,99 +594,5 @@ class Chat {
       else if (r.kind === "checkpoint") this.line(`${this.s.bold("summary:")}\n${r.summary}`);
     });
     this.status(`resumed ${id} in ${s.cwd}${s.cwd !== this.cwd ? " (the session's own directory)" : ""}`);
-  }
-
-  private async svc(): Promise<ServiceHandle> {
-    this.service ??= await startService();
-    return this.service;
-  }
-
-  private async models(provider: string): Promise<ModelEntry[]> {
-    const client = (await this.svc()).client;
-    let page = await client.catalogModels(provider);
-    if (page.state !== "fresh_cache") {
-      try {
-        await client.catalogRefresh(provider);
-        page = await client.catalogModels(provider);
-      } catch (err) {
-        this.status(`could not refresh ${provider}'s models: ${describeError(err)}`);
-      }
-    }
-    const all = [...page.entries];
-    while (page.next_offset !== null && all.length < 256) {
-      page = await client.catalogModels(provider, { offset: page.next_offset });
-      all.push(...page.entries);
-    }
-    return all;
-  }
-
-  private async model(args: string[]): Promise<void> {
-    const client = (await this.svc()).client;
-    const cfg = await client.configGet();
-    const current = cfg.selection;
-    const providers = (await client.catalogProviders()).entries.map((p) => p.provider_id);
-    if (args.length === 0) {
-      this.status(`providers: ${providers.join(", ")}`);
-      const models = await this.models(current.provider_id);
-      this.lastModels = models;
-      if (models.length === 0) this.status(`no models listed for ${current.provider_id}`);
-      models.forEach((m, i) => {
-        const mark = m.model_id === current.model_id ? "*" : " ";
-        this.line(`${mark} ${String(i + 1).padStart(2)}. ${m.model_id}${m.label !== m.model_id ? this.s.dim(` (${m.label})`) : ""}${m.available ? "" : this.s.dim(" unavailable")}`);
-      });
-      return this.status("switch with /model <n|model-id> or /model <provider> <model-id>");
-    }
-    let target: { provider_id: string; model_id: string };
-    if (args.length >= 2) target = { provider_id: args[0]!, model_id: args[1]! };
-    else if (/^\d+$/.test(args[0]!)) {
-      const m = this.lastModels[Number(args[0]) - 1];
-      if (m === undefined) return this.status("no such entry; run /model to list models");
-      target = { provider_id: m.provider_id, model_id: m.model_id };
-    } else if (providers.includes(args[0]!)) return this.status(`${args[0]} is a provider; use /model ${args[0]} <model-id> (or /model to list models)`);
-    else target = { provider_id: current.provider_id, model_id: args[0]! };
-    const known = await this.models(target.provider_id);
-    if (known.length > 0 && !known.some((m) => m.model_id === target.model_id)) {
-      const { suggest } = await import("./preflight.js");
-      return this.status(`${target.model_id} is not a model of ${target.provider_id} (${suggest(target.model_id, known.map((m) => m.model_id))})`);
-    }
-    const r = await client.configSet({ scope: "global", selection: target });
-    const eff = r.effective.selection;
-    this.status(`model ${eff.provider_id}/${eff.model_id} (new sessions; /new to start one)`);
-    if (eff.provider_id !== target.provider_id || eff.model_id !== target.model_id)
-      this.status("saved, but MC_PROVIDER/MC_MODEL or project settings override it");
-  }
-
-  private async startLogin(provider: string): Promise<void> {
-    if (this.login !== null) return this.status("a sign-in is already running");
-    const login = await (await this.svc()).client.startLogin(provider);
-    this.login = login;
-    this.loginChecking = false;
-    const follow = async (): Promise<void> => {
-      try {
-        for await (const p of login) {
-          if (p.state === "authorization_url") {
-            this.line(`Open this URL in your browser to sign in:\n  ${p.url}`);
-            this.line("Then wait here, or paste the final redirect URL (or the code) and press Enter.");
-          } else if (p.state === "callback_received") {
-            this.loginChecking = true;
-            this.status("checking the sign-in");
-          }
-        }
-        this.line(loginEndLine(await login.result));
-      } catch (err) {
-        this.error(err);
-      } finally {
-        this.login = null;
-        if (this.running === null) this.prompt();
-      }
-    };
-    void follow();
-  }
-
-  private async logout(provider: string | undefined): Promise<void> {
-    const client = (await this.svc()).client;
-    const id = provider ?? (await client.configGet()).selection.provider_id;
-    const r = await client.logout(id);
-    this.status(`${r.removed ? "removed the saved credential for" : "no saved credential for"} ${r.provider_id} (environment variables are unchanged)`);
   }
 }
