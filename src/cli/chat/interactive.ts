@@ -85,6 +85,8 @@ class Chat {
   private failedTurns = 0;
   /** The session's MCP servers when the trusted project adds its own (global ∪ project); null: the settings'. */
   private sessionMcp: Record<string, McpDef> | null = null;
+  /** The MCP servers this chat's sessions use (for /tools and /mcp). */
+  private mcpConfig: Record<string, McpDef> = {};
   /** Color on (a TTY without NO_COLOR). */
   private readonly color: boolean;
   /** Lines typed so far of a `\`-continued prompt. */
@@ -280,6 +282,7 @@ class Chat {
     if (pre.ok) this.status(`model ${pre.provider}/${pre.model ?? "?"} · ${this.cwd}`);
     if (this.yolo) this.line(this.s.red("--yolo: every tool call is approved without asking"));
     if (!pre.ok) this.line(pre.noProvider ? NO_PROVIDER_HELP.trimEnd() : this.s.red(`error: ${pre.message}`));
+    if (pre.ok) this.mcpConfig = pre.layers.global.mcp_servers ?? {};
     const proj = await projectMcp(this.o.home, this.cwd);
     if (proj === null) return;
     let trusted = proj.trusted;
@@ -297,6 +300,7 @@ class Chat {
       this.status(trusted ? "project trusted; its MCP servers start with the session" : "project MCP servers not started (asked again next time)");
     }
     if (trusted) this.sessionMcp = { ...((pre.ok ? pre.layers.global.mcp_servers : undefined) ?? {}), ...proj.servers };
+    if (this.sessionMcp !== null) this.mcpConfig = this.sessionMcp;
   }
 
   /** The current connection (reopened after /new or /resume closed the last one). */
@@ -376,6 +380,9 @@ class Chat {
       case "/resume":
         if (args[0] === undefined) return this.status("usage: /resume <n|id-prefix> (see /sessions)");
         return this.resume(args[0]);
+      case "/tools":
+      case "/mcp":
+        return this.tools(cmd === "/mcp");
       case "/model":
         return this.cmds.model(args);
       case "/login":
@@ -565,6 +572,17 @@ class Chat {
       this.line(`${mark} ${String(i + 1).padStart(2)}. ${x.id}  ${this.s.dim(when)}  ${this.s.dim(x.cwd ?? "?")}  ${x.title ?? this.s.dim("(untitled)")}`);
     });
     this.status("/resume <n|id-prefix> to continue one");
+  }
+
+  private async tools(mcpOnly: boolean): Promise<void> {
+    const names = Object.keys(this.mcpConfig);
+    if (mcpOnly && names.length === 0) return this.status("no MCP servers configured (mcp_servers in settings.json)");
+    this.status(names.length > 0 ? `starting ${names.length} MCP server${names.length === 1 ? "" : "s"} to list ${mcpOnly ? "them" : "tools"}…` : "tools:");
+    const { probeTools } = await import("./probe.js");
+    const p = await probeTools(this.session?.cwd ?? this.cwd, this.mcpConfig);
+    if (!mcpOnly) for (const t of p.tools) this.line(`  ${t.name.padEnd(24)} ${this.s.dim(`${t.risk}${this.yolo || t.risk === "read_only" ? "" : " · asks"}  ${t.description}`)}`);
+    for (const sv of p.servers)
+      this.line(`  ${this.s.bold(sv.name)}: ${sv.state === "ready" ? `ready, ${sv.tools} tool${sv.tools === 1 ? "" : "s"}` : this.s.red(`${sv.state}${sv.error !== null ? ` (${sv.error})` : ""}`)}`);
   }
 
   /** Shows a stored session's history, then continues it over SCV in its own cwd. */
