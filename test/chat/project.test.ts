@@ -85,5 +85,12 @@ describe("berth chat /tools and /mcp", () => {
     assert.match(p.stdout, /mcp__fixture__echo\s+\S+ · asks/);
     assert.match(p.stdout, /fixture: ready, \d+ tools/);
     assert.match(p.stdout, /broken: failed \(.+\)/);
+
+    // At startup, a server that fails is reported without asking.
+    const q2 = chat([], chatEnv(h, FAKE));
+    await q2.until(/MCP server broken failed to start/);
+    assert.doesNotMatch(q2.stdout, /MCP server fixture failed/);
+    q2.child.stdin!.end();
+    await q2.exited;
   });
 });

@@ -212,6 +212,7 @@ class Chat {
     this.linking.catch(() => undefined);
     this.enqueue(async () => {
       await this.banner();
+      void this.reportFailedMcp();
       if (this.o.sessionId !== null) await this.resume(this.o.sessionId);
       else if (this.o.continueLatest) {
         const id = await this.view.latestIn(this.cwd);
@@ -572,6 +573,17 @@ class Chat {
       this.line(`${mark} ${String(i + 1).padStart(2)}. ${x.id}  ${this.s.dim(when)}  ${this.s.dim(x.cwd ?? "?")}  ${x.title ?? this.s.dim("(untitled)")}`);
     });
     this.status("/resume <n|id-prefix> to continue one");
+  }
+
+  /** At startup, in the background: MCP servers that fail to start are reported (the others say nothing). */
+  private async reportFailedMcp(): Promise<void> {
+    if (Object.keys(this.mcpConfig).length === 0) return;
+    const { probeTools } = await import("./probe.js");
+    const p = await probeTools(this.cwd, this.mcpConfig).catch(() => null);
+    const failed = p?.servers.filter((sv) => sv.state !== "ready") ?? [];
+    if (failed.length === 0 || this.exiting) return;
+    for (const sv of failed) this.line(this.s.red(`MCP server ${sv.name} failed to start${sv.error !== null ? `: ${sv.error}` : ""} (its tools are unavailable; /mcp to check again)`));
+    if (this.running === null && this.approval === null) this.prompt();
   }
 
   private async tools(mcpOnly: boolean): Promise<void> {
