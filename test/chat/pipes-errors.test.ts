@@ -13,6 +13,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { BERTH_BIN } from "../helpers/paths.js";
+import { CatalogCache } from "../../src/store/catalog/cache.js";
+import { findProvider, providerFingerprint } from "../../src/store/catalog/providers.js";
 import { startDaemon } from "../scv/client.js";
 import { chat, chatEnv, FAKE, home, Proc } from "./helpers.js";
 
@@ -145,6 +147,17 @@ describe("berth chat failure causes", () => {
     assert.match(r.err, /provider keyed reads its API key from KEYED_TEST_KEY, which is not set/);
     r = await run(h, { MC_PROVIDER: "fake", MC_MODEL: "fake-modl" });
     assert.match(r.err, /MC_MODEL=fake-modl is not a model of provider fake \(did you mean fake-model/);
+  });
+
+  it("a model missing from the provider's cached catalog is named with the catalog's closest models", async () => {
+    const def = { api: "openai-chat", base_url: `http://127.0.0.1:${fake.port}/v1`, auth: "none" };
+    const h = withSettings(JSON.stringify({ providers: { cat: def } }));
+    const entry = findProvider({ providers: { cat: { ...def, auth: "none", models: [] } } } as never, "cat")!;
+    const model = (id: string) => ({ model_id: id, label: id, context_window: null, max_output_tokens: null, available_thinking_levels: [], disabled: false });
+    await new CatalogCache({ home: h }).write("cat", providerFingerprint(entry, {}), [model("gpt-4.1-mini"), model("gpt-4.1"), model("o3")]);
+    const r = await run(h, { MC_PROVIDER: "cat", MC_MODEL: "gpt-4.1-mimi" });
+    assert.equal(r.code, 1);
+    assert.match(r.err, /MC_MODEL=gpt-4\.1-mimi is not a model of provider cat \(did you mean gpt-4\.1-mini/);
   });
 
   it("HTTP status and unreachable base URL are named", async () => {

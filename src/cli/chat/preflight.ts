@@ -7,7 +7,8 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { AuthStore } from "../../store/auth/auth-store.js";
-import { listProviders } from "../../store/catalog/providers.js";
+import { CatalogCache } from "../../store/catalog/cache.js";
+import { listProviders, providerFingerprint } from "../../store/catalog/providers.js";
 import { resolveHome, type EnvLike } from "../../store/home.js";
 import { resolveSelection } from "../../store/settings/effective.js";
 import { SettingsSchema } from "../../store/settings/schema.js";
@@ -149,14 +150,19 @@ export async function preflight(env: EnvLike, cwd: string): Promise<Preflight> {
     const from = layers.env.provider !== undefined ? `MC_PROVIDER=${sel.provider_id}` : `the settings' provider "${sel.provider_id}"`;
     return { ok: false, message: `${from} names no known provider (known: ${names}; custom providers go under "providers" in ${join(home, "settings.json")})`, noProvider: false };
   }
+  // The model is checked against the provider's models in settings, else its cached catalog (no network).
+  // Only a fresh catalog is trusted to refuse a model (a stale one may predate it).
+  const view = await new CatalogCache({ home }).read(entry.id, providerFingerprint(entry, env)).catch(() => null);
+  const cached = view?.state === "fresh_cache" ? view.models.filter((m) => !m.disabled).map((m) => m.model_id) : [];
+  const statics = entry.builtin ? [] : entry.def.models.filter((m) => m.disabled !== true).map((m) => m.id);
+  const models = statics.length > 0 ? statics : cached;
+  if (sel.model_id !== null && models.length > 0 && !models.includes(sel.model_id)) {
+    const from = layers.env.model !== undefined ? `MC_MODEL=${sel.model_id}` : `model "${sel.model_id}"`;
+    return { ok: false, message: `${from} is not a model of provider ${entry.id} (${suggest(sel.model_id, models)})`, noProvider: false };
+  }
   if (!entry.builtin) {
     const v = entry.def.api_key_env;
     if (v !== undefined && (env[v] === undefined || env[v] === "")) return { ok: false, message: `provider ${entry.id} reads its API key from ${v}, which is not set`, noProvider: false };
-    const models = entry.def.models.filter((m) => m.disabled !== true).map((m) => m.id);
-    if (sel.model_id !== null && models.length > 0 && !models.includes(sel.model_id)) {
-      const from = layers.env.model !== undefined ? `MC_MODEL=${sel.model_id}` : `model "${sel.model_id}"`;
-      return { ok: false, message: `${from} is not a model of provider ${entry.id} (${suggest(sel.model_id, models)})`, noProvider: false };
-    }
   } else {
     const snap = await new AuthStore(home).read().catch(() => null);
     const ready = entry.id === "openai-codex" ? snap?.codex != null : (env["ANTHROPIC_API_KEY"] ?? "") !== "" || snap?.anthropic != null;
