@@ -70,3 +70,13 @@ export async function approvalCard(a: ApprovalInfo): Promise<string> {
   if (mcp !== null) return `MCP server ${mcp.server} · tool ${mcp.tool}\n${clip(argsText(a.arguments), 30)}`;
   return `${a.name} (${a.risk}): ${a.summary}\n${clip(argsText(a.arguments), 30)}`;
 }
+
+/** A short one-line view of a tool call's arguments. */
+export function shortArgs(name: string, args: unknown): string {
+  const a = (args ?? {}) as Record<string, unknown>;
+  const pick = typeof a["command"] === "string" ? a["command"] : typeof a["path"] === "string" ? a["path"] : typeof a["pattern"] === "string" ? a["pattern"] : JSON.stringify(a);
+  const mcp = mcpParts(name);
+  const label = mcp !== null ? `${mcp.server}/${mcp.tool}` : name;
+  const one = String(pick).replace(/\s+/g, " ");
+  return `${label} ${one.length > 80 ? one.slice(0, 79) + "…" : one}`;
+}

@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { createInterface, type Interface } from "node:readline";
 import { Writable } from "node:stream";
 import type { RunningTurn, ScvEvent } from "../../client/scv/client.js";
-import { approvalCard, mcpParts, type ApprovalInfo } from "./approval.js";
+import { approvalCard, shortArgs, type ApprovalInfo } from "./approval.js";
 import { describeError, failureLine, promptTooLarge } from "./common.js";
 import { HISTORY_MAX, loadHistory, saveHistory } from "./history.js";
 import { openLink, type Link } from "./link.js";
@@ -26,7 +26,7 @@ import { preflight } from "./preflight.js";
 import { describeServers, projectMcp, trustProject, type McpDef } from "./project.js";
 import { gauge, HELP, NO_PROVIDER_HELP, style, type Style } from "./render.js";
 import { ServiceCommands } from "./service-commands.js";
-import { SessionsView, type SessionRow } from "./sessions.js";
+import { historyLines, SessionsView, type SessionRow } from "./sessions.js";
 
 export interface InteractiveOptions {
   sessionId: string | null;
@@ -44,16 +44,6 @@ interface OpenSession {
   cwd: string;
   model: string | null;
   ctxMax: number | null;
-}
-
-/** A short one-line view of a tool call's arguments. */
-function shortArgs(name: string, args: unknown): string {
-  const a = (args ?? {}) as Record<string, unknown>;
-  const pick = typeof a["command"] === "string" ? a["command"] : typeof a["path"] === "string" ? a["path"] : typeof a["pattern"] === "string" ? a["pattern"] : JSON.stringify(a);
-  const mcp = mcpParts(name);
-  const label = mcp !== null ? `${mcp.server}/${mcp.tool}` : name;
-  const one = String(pick).replace(/\s+/g, " ");
-  return `${label} ${one.length > 80 ? one.slice(0, 79) + "…" : one}`;
 }
 
 class Chat {
@@ -590,11 +580,9 @@ class Chat {
     const names = Object.keys(this.mcpConfig);
     if (mcpOnly && names.length === 0) return this.status("no MCP servers configured (mcp_servers in settings.json)");
     this.status(names.length > 0 ? `starting ${names.length} MCP server${names.length === 1 ? "" : "s"} to list ${mcpOnly ? "them" : "tools"}…` : "tools:");
-    const { probeTools } = await import("./probe.js");
+    const { probeTools, probeLines } = await import("./probe.js");
     const p = await probeTools(this.session?.cwd ?? this.cwd, this.mcpConfig);
-    if (!mcpOnly) for (const t of p.tools) this.line(`  ${t.name.padEnd(24)} ${this.s.dim(`${t.risk}${this.yolo || t.risk === "read_only" ? "" : " · asks"}  ${t.description}`)}`);
-    for (const sv of p.servers)
-      this.line(`  ${this.s.bold(sv.name)}: ${sv.state === "ready" ? `ready, ${sv.tools} tool${sv.tools === 1 ? "" : "s"}` : this.s.red(`${sv.state}${sv.error !== null ? ` (${sv.error})` : ""}`)}`);
+    for (const l of probeLines(p, { mcpOnly, yolo: this.yolo, s: this.s })) this.line(l);
   }
 
   /** Shows a stored session's history, then continues it over SCV in its own cwd. */
@@ -612,17 +600,8 @@ class Chat {
     await this.dropLink();
     const s = await this.ensureSession(id);
     if (h.omitted) this.status("older history is not shown");
-    const last = new Map<string, number>();
-    h.records.forEach((r, i) => {
-      if (r.kind === "assistant") last.set(`${r.turn_id}/${r.message_id}`, i);
-    });
-    h.records.forEach((r, i) => {
-      if (r.kind === "user") this.line(`${this.s.bold("you:")}\n${r.text}`);
-      else if (r.kind === "assistant" && last.get(`${r.turn_id}/${r.message_id}`) === i && r.text !== "") this.line(`${this.s.bold("assistant:")}\n${r.text}`);
-      else if (r.kind === "tool_call") this.status(shortArgs(r.name, r.arguments));
-      else if (r.kind === "terminal" && r.status !== "completed") this.status(`turn ${r.status}`);
-      else if (r.kind === "checkpoint") this.line(`${this.s.bold("summary:")}\n${r.summary}`);
-    });
+    for (const [kind, text] of historyLines(h.records, this.s)) if (kind === "line") this.line(text);
+    else this.status(text);
     this.status(`resumed ${id} in ${s.cwd}${s.cwd !== this.cwd ? " (the session's own directory)" : ""}`);
   }
 }

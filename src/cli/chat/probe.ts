@@ -5,6 +5,7 @@
  */
 import type { McpServerDef } from "../../store/settings/schema.js";
 import { createToolRegistry } from "../../runtime/tools/registry.js";
+import type { Style } from "./render.js";
 
 export interface Probe {
   tools: Array<{ name: string; risk: string; server: string | null; description: string }>;
@@ -21,4 +22,13 @@ export async function probeTools(cwd: string, mcpServers: Record<string, McpServ
   } finally {
     await reg.close();
   }
+}
+
+/** `/tools` (every tool, its risk class and whether it asks) and `/mcp` (each server's state) as display lines. */
+export function probeLines(p: Probe, o: { mcpOnly: boolean; yolo: boolean; s: Style }): string[] {
+  const out: string[] = [];
+  if (!o.mcpOnly) for (const t of p.tools) out.push(`  ${t.name.padEnd(24)} ${o.s.dim(`${t.risk}${o.yolo || t.risk === "read_only" ? "" : " · asks"}  ${t.description}`)}`);
+  for (const sv of p.servers)
+    out.push(`  ${o.s.bold(sv.name)}: ${sv.state === "ready" ? `ready, ${sv.tools} tool${sv.tools === 1 ? "" : "s"}` : o.s.red(`${sv.state}${sv.error !== null ? ` (${sv.error})` : ""}`)}`);
+  return out;
 }

@@ -6,6 +6,8 @@
  */
 import { titleFrom } from "../../core/text-policy.js";
 import { SessionStore, type StoredRecord } from "../../store/sessions/index.js";
+import { shortArgs } from "./approval.js";
+import type { Style } from "./render.js";
 
 const MAX_SCAN = 5000;
 
@@ -77,4 +79,24 @@ export class SessionsView {
       return null;
     }
   }
+}
+
+/**
+ * A stored conversation as display lines: prompts, the final text of each assistant message (a later partial
+ * record of the same message replaces an earlier one), tool calls and unfinished turns as status lines.
+ */
+export function historyLines(records: readonly StoredRecord[], s: Style): Array<["line" | "status", string]> {
+  const last = new Map<string, number>();
+  records.forEach((r, i) => {
+    if (r.kind === "assistant") last.set(`${r.turn_id}/${r.message_id}`, i);
+  });
+  const out: Array<["line" | "status", string]> = [];
+  records.forEach((r, i) => {
+    if (r.kind === "user") out.push(["line", `${s.bold("you:")}\n${r.text}`]);
+    else if (r.kind === "assistant" && last.get(`${r.turn_id}/${r.message_id}`) === i && r.text !== "") out.push(["line", `${s.bold("assistant:")}\n${r.text}`]);
+    else if (r.kind === "tool_call") out.push(["status", shortArgs(r.name, r.arguments)]);
+    else if (r.kind === "terminal" && r.status !== "completed") out.push(["status", `turn ${r.status}`]);
+    else if (r.kind === "checkpoint") out.push(["line", `${s.bold("summary:")}\n${r.summary}`]);
+  });
+  return out;
 }
