@@ -5,7 +5,12 @@
  */
 import { join } from "node:path";
 import { startHost, type HostHandle } from "../protocols/host/host.js";
+import type { WireError } from "../protocols/scv/wire.js";
 import { resolveHome } from "../store/home.js";
+import { startDaemonChannels, type DaemonChannels } from "./daemon-channels.js";
+import { buildScvDeps } from "./scv-deps.js";
+import { listenScvSocket, scvSocketPath, type ScvSocketHandle } from "./scv-socket.js";
+import { packageVersion } from "./service.js";
 
 const SHUTDOWN_DEADLINE_MS = 5000;
 const RUNTIME_READY_MS = 10_000;
@@ -38,6 +43,50 @@ async function startRuntime(handle: HostHandle): Promise<() => Promise<void>> {
     throw new Error("the Berth runtime did not register in time");
   }
   return () => rt.close();
+}
+
+/** `daemon.control` on the SCV socket: `status` is served; the other known actions belong to later work. */
+const KNOWN_ACTIONS = new Set([
+  "reload",
+  "channel_set",
+  "channel_logout",
+  "delegations",
+  "delegation_kill",
+  "restart_when_idle",
+  "confirm_ask",
+  "confirm_status",
+]);
+
+/** The chat channel components (set once the SCV socket listens). */
+let channels: DaemonChannels | null = null;
+
+function daemonControl(action: string, requestId: string): string | WireError {
+  if (action === "status")
+    return JSON.stringify({
+      type: "daemon.status",
+      request_id: requestId,
+      status: { version: packageVersion(), pid: process.pid, components: channels?.status() ?? [], delegations: { active: 0, reaped: 0 } },
+    });
+  if (KNOWN_ACTIONS.has(action))
+    return { code: "unsupported", message: `daemon.control action \`${action}\` is not supported by this daemon yet`, request_id: requestId };
+  return { code: "invalid_json", message: `unknown daemon.control action \`${action.slice(0, 64)}\``, request_id: requestId };
+}
+
+async function startScv(): Promise<[ScvSocketHandle, () => Promise<void>]> {
+  const home = resolveHome(process.env);
+  const built = await buildScvDeps({
+    home,
+    env: process.env,
+    transport: "socket",
+    log: (l) => void process.stderr.write(`berth daemon: ${l}\n`),
+    daemonControl,
+  });
+  try {
+    return [await listenScvSocket(scvSocketPath(process.env), built.deps), () => built.close()];
+  } catch (e) {
+    await built.close();
+    throw e;
+  }
 }
 
 function parseListen(v: string): { host: string; port: number } | null {
@@ -83,17 +132,34 @@ export async function runDaemon(argv: string[]): Promise<number> {
     process.stderr.write(`berth daemon: ${e instanceof Error ? e.message : String(e)}\n`);
     return 1;
   }
+  let scv: ScvSocketHandle;
+  let scvClose: () => Promise<void>;
+  try {
+    [scv, scvClose] = await startScv();
+  } catch (e) {
+    process.stderr.write(`berth daemon: SCV socket: ${e instanceof Error ? e.message : String(e)}\n`);
+    await handle.close();
+    return 1;
+  }
   let stopRuntime: () => Promise<void> = () => Promise.resolve();
   if (withRuntime) {
     try {
       stopRuntime = await startRuntime(handle);
     } catch (e) {
       process.stderr.write(`berth daemon: ${e instanceof Error ? e.message : String(e)}\n`);
+      await scv.close();
+      await scvClose();
       await handle.close();
       return 1;
     }
   }
-  process.stdout.write(handle.readyLine() + "\n");
+  channels = await startDaemonChannels({
+    home: resolveHome(process.env),
+    workspace: process.cwd(),
+    scvSocket: scv.path,
+    log: (l) => void process.stderr.write(`berth daemon: ${l}\n`),
+  });
+  process.stdout.write(JSON.stringify({ ...(JSON.parse(handle.readyLine()) as object), scv_socket: scv.path }) + "\n");
   return await new Promise<number>((resolveExit) => {
     let stopping = false;
     const stop = (sig: string) => {
@@ -106,7 +172,12 @@ export async function runDaemon(argv: string[]): Promise<number> {
         process.exit(1);
       }, SHUTDOWN_DEADLINE_MS);
       timer.unref();
-      stopRuntime()
+      (channels?.stop() ?? Promise.resolve())
+        .catch((e: unknown) => process.stderr.write(`berth daemon: channels shutdown error: ${String(e)}\n`))
+        .then(() => scv.close())
+        .then(() => scvClose())
+        .catch((e: unknown) => process.stderr.write(`berth daemon: SCV shutdown error: ${String(e)}\n`))
+        .then(() => stopRuntime())
         .catch((e: unknown) => process.stderr.write(`berth daemon: runtime shutdown error: ${String(e)}\n`))
         .then(() => handle.close())
         .then(
@@ -117,7 +188,9 @@ export async function runDaemon(argv: string[]): Promise<number> {
         },
       );
     };
-    process.once("SIGTERM", () => stop("SIGTERM"));
-    process.once("SIGINT", () => stop("SIGINT"));
+    // `on`, not `once`: signal-exit (loaded by the lock and atomic-write libraries) re-raises a signal that no other
+    // listener handles any more, which would kill the daemon mid-shutdown on the first signal. `stop` is idempotent.
+    process.on("SIGTERM", () => stop("SIGTERM"));
+    process.on("SIGINT", () => stop("SIGINT"));
   });
 }

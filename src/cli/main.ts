@@ -2,26 +2,60 @@
  * Entry points for `bin/berth` and `bin/magi-code`.
  * Each subcommand module is loaded lazily so `berth service` pays only for what it uses at startup.
  */
-const USAGE = `usage: berth <command>
+const USAGE = `usage: berth <command> [--help] | berth --version
 
 commands:
   chat [-p PROMPT] [--json]   terminal client (interactive, or one-shot with -p)
   service                     app-service v1: JSONL over stdio for frontend apps
-  daemon [--listen HOST:PORT] live-backend host (backend Unix socket + AHP WebSocket)
+  stdio                       SCV client protocol v3 over stdin/stdout (one session)
+  daemon [--listen HOST:PORT] live-backend host (backend Unix socket + AHP WebSocket) and the SCV socket
+  channel login|logout|set|status   WeChat and Feishu/Lark chat accounts
 `;
+
+/** `berth <command> --help` for commands whose own parser takes no options (they would refuse it). */
+const COMMAND_HELP: Record<string, string> = {
+  service: `usage: berth service
+Serves app-service v1 (JSON lines) on stdin/stdout for one frontend app; exits when stdin ends.
+Configure with MC_HOME (default ~/.berth), MC_PROVIDER, MC_MODEL and $MC_HOME/settings.json.
+`,
+  stdio: `usage: berth stdio
+Serves the SCV client protocol v3 (JSON lines) on stdin/stdout: one connection, one session; exits when stdin ends.
+Configure with MC_HOME (default ~/.berth), MC_PROVIDER, MC_MODEL and $MC_HOME/settings.json.
+`,
+};
 
 export async function main(argv: string[]): Promise<void> {
   if (process.env["BERTH_HANDOFF_FD"] !== undefined) (await import("./handoff.js")).adoptCredentialHandoff();
   const [cmd, ...rest] = argv;
+  // `--version` works after every command; `--help` for commands that take no options.
+  if (cmd === "--version" || cmd === "-V" || (cmd !== undefined && rest.length === 1 && (rest[0] === "--version" || rest[0] === "-V"))) {
+    const { berthVersion } = await import("./version.js");
+    process.stdout.write(`berth ${berthVersion()}\n`);
+    return;
+  }
+  if (cmd !== undefined && rest.length === 1 && (rest[0] === "--help" || rest[0] === "-h")) {
+    if (COMMAND_HELP[cmd] !== undefined) return void process.stdout.write(COMMAND_HELP[cmd]);
+    if (cmd === "channel") return void process.stdout.write((await import("./channel.js")).USAGE);
+  }
   switch (cmd) {
     case "service": {
       const m = await import("./service.js");
       process.exitCode = await m.runServiceCommand(rest);
       return;
     }
+    case "stdio": {
+      const m = await import("./stdio.js");
+      process.exitCode = await m.runStdio(rest);
+      return;
+    }
     case "daemon": {
       const m = await import("./daemon.js");
       process.exitCode = await m.runDaemon(rest);
+      return;
+    }
+    case "channel": {
+      const m = await import("./channel.js");
+      process.exitCode = await m.runChannel(rest);
       return;
     }
     case "chat": {

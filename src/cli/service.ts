@@ -34,7 +34,7 @@ export function packageVersion(): string {
 }
 
 /** Routes every stray stdout writer (console.*, dependencies) to stderr; returns the real stdout writer. */
-function reserveStdout(): NodeJS.WriteStream {
+export function reserveStdout(): NodeJS.WriteStream {
   const out = process.stdout;
   const realWrite = out.write.bind(out);
   const proxy = Object.create(out) as NodeJS.WriteStream;

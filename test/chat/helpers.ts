@@ -7,7 +7,7 @@ import { BERTH_BIN } from "../helpers/paths.js";
 
 export function chatEnv(home: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("MC_") && !k.startsWith("BERTH_") && !k.includes("API_KEY")) env[k] = v;
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("MC_") && !k.startsWith("BERTH_") && !k.startsWith("SCV_") && !k.includes("API_KEY")) env[k] = v;
   return { ...env, MC_HOME: home, BERTH_OPENAI_AUTH_CALLBACK_PORT: "0", NO_COLOR: "1", ...extra };
 }
 
@@ -75,6 +75,10 @@ export class Proc {
   }
 }
 
-export function chat(args: string[], env: NodeJS.ProcessEnv): Proc {
-  return new Proc(process.execPath, [BERTH_BIN, "chat", ...args], env);
+/** Runs `berth chat ARGS`; with `stdin` (or for -p, with none) the child's stdin is written and closed. */
+export function chat(args: string[], env: NodeJS.ProcessEnv, o: { stdin?: string; cwd?: string } = {}): Proc {
+  const p = new Proc(process.execPath, [BERTH_BIN, "chat", ...args], env, o.cwd);
+  if (o.stdin !== undefined) p.child.stdin!.end(o.stdin);
+  else if (args.includes("-p")) p.child.stdin!.end();
+  return p;
 }

@@ -38,7 +38,7 @@ describe("berth chat interactive (pty)", { skip: hasScript ? false : "util-linux
 
     mark = p.stdout.length;
     p.write("/sessions\r");
-    const id = (await p.until(/\* (\S+)/, mark))[1]!;
+    const id = (await p.until(/\* +\d+\. (\S+)/, mark))[1]!;
 
     mark = p.stdout.length;
     p.write("/new\r");

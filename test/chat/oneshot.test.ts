@@ -17,7 +17,8 @@ describe("berth chat one-shot", () => {
     const p = chat(["-p", "hello one-shot"], chatEnv(h, FAKE));
     assert.equal(await p.exited, 0);
     assert.equal(p.stdout, "echo: hello one-shot\n");
-    assert.equal(p.stderr, "");
+    // The session ID goes to stderr (and nothing else).
+    assert.match(p.stderr, /^session \S+\n$/);
   });
 
   it("--json prints the turn's events as JSON lines, ordered, ending with the terminal", async () => {
@@ -43,7 +44,8 @@ describe("berth chat one-shot", () => {
     fake.script([{ status: 400 }]);
     const p = chat(["-p", "this fails"], chatEnv(h, FAKE));
     assert.equal(await p.exited, 1);
-    assert.match(p.stderr, /the turn failed/);
+    // One line naming the cause: the HTTP status and the failure code.
+    assert.match(p.stderr, /the turn failed \(provider_error: [^\n]*400/);
     assert.doesNotMatch(p.stderr + p.stdout, /SECRET-ERROR-BODY-MARKER|\n\s+at /);
   });
 

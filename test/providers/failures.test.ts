@@ -36,7 +36,7 @@ for (const api of APIS) {
       fake.script([{ status: 400 }]);
       const { provider, delays } = makeProvider(api, fake);
       const events = await collect(provider.stream(request()));
-      assert.deepEqual(events, [{ type: "error", kind: "http", retryable: false, message: "provider returned an error status" }]);
+      assert.deepEqual(events, [{ type: "error", kind: "http", retryable: false, message: "provider returned an error status (HTTP 400)" }]);
       assert.equal(delays.length, 0);
       assert.equal(fake.requests.length, 1);
       assertNoLeak(events);
@@ -46,7 +46,7 @@ for (const api of APIS) {
       fake.script([{ status: 401 }]);
       const { provider } = makeProvider(api, fake);
       const events = await collect(provider.stream(request()));
-      assert.deepEqual(events, [{ type: "error", kind: "auth", retryable: false, message: "provider rejected the credential" }]);
+      assert.deepEqual(events, [{ type: "error", kind: "auth", retryable: false, message: "provider rejected the credential (HTTP 401)" }]);
       assertNoLeak(events);
     });
 
@@ -64,7 +64,7 @@ for (const api of APIS) {
       fake.script([{ status: 500 }, { status: 502 }, { status: 529 }, { steps: [{ text: "never" }] }]);
       const { provider, delays } = makeProvider(api, fake);
       const events = await collect(provider.stream(request()));
-      assert.deepEqual(events, [{ type: "error", kind: "http", retryable: true, message: "provider overloaded or unavailable" }]);
+      assert.deepEqual(events, [{ type: "error", kind: "http", retryable: true, message: "provider overloaded or unavailable (HTTP 529)" }]);
       assert.deepEqual(delays, [250, 500]);
       assert.equal(fake.requests.length, 3);
       assertNoLeak(events);

@@ -1,6 +1,6 @@
 /**
- * Shared plumbing for `berth chat`: starting the service client and turning failures into one plain sentence.
- * User errors never print a stack trace.
+ * Shared plumbing for `berth chat`: turning failures into one plain line naming the cause. User errors never
+ * print a stack trace, a credential or a file's content.
  */
 import {
   ConnectionClosedError,
@@ -11,6 +11,7 @@ import {
   spawnService,
   type ServiceHandle,
 } from "../../client/app-service/index.js";
+import { ScvConnectionError, ScvRequestError } from "../../client/scv/client.js";
 
 const SERVICE_HINTS: Record<string, string> = {
   session_busy: "that session is busy (another Berth process or a running turn holds it)",
@@ -32,6 +33,8 @@ const SERVICE_HINTS: Record<string, string> = {
 
 /** One line describing an error for a person; never a stack trace, never request data. */
 export function describeError(err: unknown): string {
+  if (err instanceof ScvRequestError) return `the Berth server refused the request: ${err.message}`;
+  if (err instanceof ScvConnectionError) return `the Berth server connection ended (${err.message})`;
   if (err instanceof ServiceError) return SERVICE_HINTS[err.code] ?? `the service refused the request (${err.code})`;
   if (err instanceof IncompatibleServiceError) return `the Berth service is incompatible with this client (${err.reason})`;
   if (err instanceof ProtocolError) return `the Berth service sent something unexpected (${err.reason}); stopped`;
@@ -40,6 +43,19 @@ export function describeError(err: unknown): string {
   return err instanceof Error ? `unexpected error (${err.name})` : "unexpected error";
 }
 
+/**
+ * One line for an SCV terminal event that is not `turn.completed`: `failed (<code>: <message>)`, naming the
+ * provider's base URL when it could not be reached (`baseUrl`: the selected provider's, when known).
+ */
+export function failureLine(ev: Record<string, unknown>, baseUrl: string | null = null): string {
+  if (ev["type"] === "turn.cancelled") return "cancelled";
+  const code = typeof ev["code"] === "string" ? ev["code"] : "unknown";
+  const msg = typeof ev["message"] === "string" ? ev["message"] : "";
+  const unreachable = baseUrl !== null && msg.includes("provider connection failed") ? `; is ${baseUrl} reachable?` : "";
+  return `failed (${code}${msg !== "" ? `: ${msg}` : ""}${unreachable})`;
+}
+
+/** The app-service child (for /login, /logout, /model: sign-in, catalog and settings live there). */
 export async function startService(): Promise<ServiceHandle> {
   const handle = spawnService({ env: process.env, cwd: process.cwd() });
   try {
@@ -49,4 +65,13 @@ export async function startService(): Promise<ServiceHandle> {
     throw err;
   }
   return handle;
+}
+
+/** SCV's prompt limit (256 KiB of UTF-8). */
+export const MAX_PROMPT_BYTES = 256 * 1024;
+
+/** Why a prompt cannot be sent (over SCV's prompt limit), or null. Checked before sending: an over-long frame would get no answer tied to the prompt. */
+export function promptTooLarge(prompt: string): string | null {
+  const n = Buffer.byteLength(prompt, "utf8");
+  return n > MAX_PROMPT_BYTES ? `the prompt is ${n.toLocaleString("en-US")} bytes; the limit is ${MAX_PROMPT_BYTES.toLocaleString("en-US")} bytes (256 KiB), so nothing was sent` : null;
 }

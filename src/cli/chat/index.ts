@@ -1,38 +1,66 @@
 /**
- * `berth chat`: the terminal client over the app-service client library (`src/client/app-service`).
- * `berth chat` is interactive; `berth chat -p PROMPT [--json] [--session ID]` runs one turn.
+ * `berth chat`: the terminal coding agent, a client of the SCV protocol (a running `berth daemon`'s socket, else a
+ * `berth stdio` child). `berth chat` is interactive; `berth chat -p PROMPT` runs one turn.
+ * Piped input: `-p -` reads the prompt from stdin; `cmd | berth chat -p PROMPT` appends stdin to the prompt; piped
+ * stdin without `-p` runs each line as a prompt (a non-terminal session).
  */
-const USAGE = `usage: berth chat [-p PROMPT [--json]] [--session ID]
-  -p, --prompt PROMPT   run one turn and print the final answer (exit 1 if it fails, 130 if cancelled)
+import { resolveHome } from "../../store/home.js";
+import { berthVersion } from "../version.js";
+
+const USAGE = `usage: berth chat [-p PROMPT|- [--json]] [--session ID | --continue] [--yolo]
+  -p, --prompt PROMPT   run one turn and print the final answer (exit 1 if it fails, 130 if cancelled);
+                        "-" reads the prompt from stdin; piped stdin is appended to PROMPT
   --json                with -p: print the turn's events as JSON lines
-  -s, --session ID      continue a saved session
+  -s, --session ID      continue a saved session (a full ID or a unique prefix)
+  -c, --continue        continue the latest session started in this directory
+  --yolo                approve every tool call without asking (stated in the banner)
+  --version             print the version
+Without -p, piped stdin runs each line as a prompt.
 `;
 
 interface Args {
   prompt: string | null;
   json: boolean;
   sessionId: string | null;
+  continueLatest: boolean;
+  yolo: boolean;
 }
 
 function parse(argv: string[]): Args | string {
-  const a: Args = { prompt: null, json: false, sessionId: null };
+  const a: Args = { prompt: null, json: false, sessionId: null, continueLatest: false, yolo: false };
   for (let i = 0; i < argv.length; i++) {
     const v = argv[i]!;
     const next = (): string | null => (i + 1 < argv.length ? argv[++i]! : null);
     if (v === "-p" || v === "--prompt") {
       a.prompt = next();
-      if (a.prompt === null) return "-p needs a prompt";
+      if (a.prompt === null) return "-p needs a prompt (or - to read it from stdin)";
     } else if (v.startsWith("--prompt=")) a.prompt = v.slice(9);
     else if (v === "--json") a.json = true;
+    else if (v === "--yolo") a.yolo = true;
+    else if (v === "-c" || v === "--continue") a.continueLatest = true;
     else if (v === "-s" || v === "--session") {
       a.sessionId = next();
       if (a.sessionId === null) return "--session needs an ID";
     } else if (v === "-h" || v === "--help") return "";
+    else if (v === "--version" || v === "-V") return "\0version";
     else return `unknown argument '${v.slice(0, 40)}'`;
   }
   if (a.json && a.prompt === null) return "--json needs -p";
-  if (a.prompt !== null && a.prompt.trim().length === 0) return "the prompt is empty";
+  if (a.sessionId !== null && a.continueLatest) return "--session and --continue cannot be combined";
   return a;
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+/** A closed stdout (`berth chat -p … | head -1`) ends the process quietly instead of with a stack trace. */
+function quietEpipe(): void {
+  process.stdout.on("error", (e: NodeJS.ErrnoException) => {
+    if (e.code === "EPIPE") process.exit(0);
+  });
 }
 
 export async function runChat(argv: string[]): Promise<number> {
@@ -42,19 +70,41 @@ export async function runChat(argv: string[]): Promise<number> {
       process.stdout.write(USAGE);
       return 0;
     }
+    if (a === "\0version") {
+      process.stdout.write(`berth ${berthVersion()}\n`);
+      return 0;
+    }
     process.stderr.write(`berth chat: ${a}\n${USAGE}`);
     return 2;
   }
-  const [{ resolveHome }, { prepareStateRoot }] = await Promise.all([import("../../store/home.js"), import("../../store/state-root.js")]);
-  const problem = prepareStateRoot(resolveHome(process.env));
+  quietEpipe();
+  const home = resolveHome(process.env);
+  const { prepareStateRoot } = await import("../../store/state-root.js");
+  const problem = prepareStateRoot(home);
   if (problem !== null) {
     process.stderr.write(`berth chat: ${problem}\n`);
     return 1;
   }
   if (a.prompt !== null) {
+    let prompt = a.prompt;
+    if (prompt === "-") prompt = await readStdin();
+    else if (process.stdin.isTTY !== true) {
+      const piped = await readStdin();
+      if (piped.trim() !== "") prompt = `${prompt}\n\n${piped}`;
+    }
+    if (prompt.trim().length === 0) {
+      process.stderr.write(`berth chat: the prompt is empty${a.prompt === "-" ? " (stdin had no text)" : ""}\n`);
+      return 2;
+    }
+    const { promptTooLarge } = await import("./common.js");
+    const tooLarge = promptTooLarge(prompt);
+    if (tooLarge !== null) {
+      process.stderr.write(`berth chat: ${tooLarge}\n`);
+      return 1;
+    }
     const { runOneShot } = await import("./oneshot.js");
-    return runOneShot({ prompt: a.prompt, json: a.json, sessionId: a.sessionId });
+    return runOneShot({ prompt, json: a.json, sessionId: a.sessionId, continueLatest: a.continueLatest, yolo: a.yolo, home });
   }
   const { runInteractive } = await import("./interactive.js");
-  return runInteractive({ sessionId: a.sessionId });
+  return runInteractive({ sessionId: a.sessionId, continueLatest: a.continueLatest, yolo: a.yolo, home });
 }

@@ -1,62 +1,120 @@
 /**
- * Interactive `berth chat` over node:readline.
+ * Interactive `berth chat` over node:readline, as a client of SCV v3 (see link.ts for the transport).
  * Contract:
  * - Lines are handled one at a time, in order; a prompt line runs one turn and the next line waits for its terminal
- *   (type-ahead is kept). Assistant text streams as it arrives; the terminal's `assistant_text` is authoritative
- *   (if the live text differs, the final text is printed).
+ *   (type-ahead is kept). The session is opened at the first prompt (or by /resume, --session, --continue).
+ * - Tool calls show as cards: name and short arguments when proposed, then `done`, `failed (<kind>)` or
+ *   `cancelled`. A call that asks for approval shows what it will do (a diff for write/edit, the command and cwd
+ *   for bash, server/tool/arguments for MCP tools) and the next line answers it: y(es), n(o) or a(lways: this tool,
+ *   for the rest of this chat; remembered by the client only). `--yolo` (or `approval_policy: "never"`) approves
+ *   everything and says so in the banner.
  * - Ctrl-C: cancels the running turn (or login); a second Ctrl-C before it ends exits. When idle, two Ctrl-Cs exit.
- * - While a login waits for its callback, a non-command line is submitted as the redirect URL or code (never echoed
- *   to logs; it is shown only where the user typed it).
- * - Failures print one plain line; the loop continues unless the service itself stopped.
- * - Output that arrives while the prompt is shown (login progress and result, Ctrl-C notes) first moves off the
- *   prompt line (clears it on a capable terminal, else starts a new line); the prompt is shown again afterwards.
+ * - /login, /logout and /model use the app-service (sign-in, catalog and settings live there), started on first use.
+ * - Failures print one plain line naming the cause; the loop continues unless the server itself stopped.
  */
+import { join } from "node:path";
 import { createInterface, type Interface } from "node:readline";
-import type { AppServiceClient, Login, ModelEntry, ServiceHandle, Turn } from "../../client/app-service/index.js";
-import { describeError, startService } from "./common.js";
-import { activityLine, gauge, HELP, loginEndLine, NO_PROVIDER_HELP, style, terminalLine, type Style } from "./render.js";
+import { Writable } from "node:stream";
+import type { RunningTurn, ScvEvent } from "../../client/scv/client.js";
+import { approvalCard, shortArgs, type ApprovalInfo } from "./approval.js";
+import { describeError, failureLine, promptTooLarge } from "./common.js";
+import { HISTORY_MAX, loadHistory, saveHistory } from "./history.js";
+import { openLink, type Link } from "./link.js";
+import { LiveAnswer } from "./live.js";
+import { MarkdownStream } from "./markdown.js";
+import { preflight } from "./preflight.js";
+import { describeServers, projectMcp, trustProject, type McpDef } from "./project.js";
+import { gauge, HELP, NO_PROVIDER_HELP, style, type Style } from "./render.js";
+import { ServiceCommands } from "./service-commands.js";
+import { historyLines, SessionsView, type SessionRow } from "./sessions.js";
 
-export async function runInteractive(o: { sessionId: string | null }): Promise<number> {
-  let handle: ServiceHandle;
-  try {
-    handle = await startService();
-  } catch (err) {
-    process.stderr.write(`berth chat: ${describeError(err)}\n`);
-    return 1;
-  }
-  return new Chat(handle).run(o.sessionId);
+export interface InteractiveOptions {
+  sessionId: string | null;
+  continueLatest: boolean;
+  yolo: boolean;
+  home: string;
+}
+
+export async function runInteractive(o: InteractiveOptions): Promise<number> {
+  return new Chat(o).run();
+}
+
+interface OpenSession {
+  id: string;
+  cwd: string;
+  model: string | null;
+  ctxMax: number | null;
 }
 
 class Chat {
-  private readonly client: AppServiceClient;
   private readonly s: Style;
+  private readonly view: SessionsView;
   private rl!: Interface;
-  private sessionId: string | null = null;
-  private running: Turn | null = null;
+  private link: Link | null = null;
+  private linking: Promise<Link> | null = null;
+  private session: OpenSession | null = null;
+  private running: RunningTurn | null = null;
   private cancelling = false;
-  private login: Login | null = null;
-  /** The running login reported `callback_received` (its own "checking" line supersedes "submitted"). */
-  private loginChecking = false;
+  private readonly cmds: ServiceCommands;
   private idleInterrupt = false;
   private atLineStart = true;
-  /** The prompt is on screen and nothing was written after it (the cursor sits on the prompt line). */
   private promptShown = false;
-  /** Whether readline redraws the prompt line (a terminal other than TERM=dumb) so it can be cleared. */
   private redraws = false;
   private ctx: { current: number; max: number } | null = null;
-  private sessionsAfter: string | null = null;
-  private lastModels: ModelEntry[] = [];
+  private lastListing: SessionRow[] = [];
   private queue: Promise<void> = Promise.resolve();
   private done: ((code: number) => void) | null = null;
   private exiting = false;
+  private yolo: boolean;
+  /** Tools approved for the rest of this chat ("always"). */
+  private readonly always = new Set<string>();
+  /** The pending approval question: the next line answers it. */
+  private approval: ((answer: string) => void) | null = null;
+  private readonly cwd = process.cwd();
+  private baseUrl: string | null = null;
+  private failedTurns = 0;
+  /** The session's MCP servers when the trusted project adds its own (global ∪ project); null: the settings'. */
+  private sessionMcp: Record<string, McpDef> | null = null;
+  /** The MCP servers this chat's sessions use (for /tools and /mcp). */
+  private mcpConfig: Record<string, McpDef> = {};
+  /** Color on (a TTY without NO_COLOR). */
+  private readonly color: boolean;
+  /** Lines typed so far of a `\`-continued prompt. */
+  private continued = "";
+  private pasting = false;
+  /** While a turn streams, readline's echo goes nowhere so type-ahead never lands inside the answer. */
+  private realOutput: NodeJS.WritableStream | null = null;
+  /** Lines submitted while muted (echoed when they run). */
+  private readonly typedAhead = new Set<string>();
+  /** The working indicator is drawn on the last line (cleared before any output). */
+  private spinnerShown = false;
+  private spinTimer: NodeJS.Timeout | null = null;
 
-  constructor(private readonly handle: ServiceHandle) {
-    this.client = handle.client;
-    this.s = style(process.stdout.isTTY === true && process.env.NO_COLOR === undefined);
+  constructor(private readonly o: InteractiveOptions) {
+    this.color = process.stdout.isTTY === true && process.env.NO_COLOR === undefined;
+    this.s = style(this.color);
+    this.view = new SessionsView(o.home);
+    this.cmds = new ServiceCommands({
+      s: this.s,
+      status: (t) => this.status(t),
+      line: (t) => this.line(t),
+      error: (e) => this.error(e),
+      promptIfIdle: () => {
+        if (this.running === null) this.prompt();
+      },
+      modelChanged: (m) => {
+        if (this.session !== null) this.session.model = m;
+      },
+    });
+    this.yolo = o.yolo;
   }
 
   private write(text: string): void {
     if (text.length === 0) return;
+    if (this.spinnerShown) {
+      this.spinnerShown = false;
+      process.stdout.write("\r\x1b[2K");
+    }
     if (this.promptShown) {
       this.promptShown = false;
       process.stdout.write(this.redraws ? "\r\x1b[2K" : "\n");
@@ -78,34 +136,86 @@ class Chat {
     this.line(this.s.red(`error: ${describeError(err)}`));
   }
 
-  async run(resume: string | null): Promise<number> {
+  async run(): Promise<number> {
     const terminal = process.stdin.isTTY === true && process.stdout.isTTY === true;
-    this.rl = createInterface({ input: process.stdin, output: process.stdout, terminal, prompt: "› " });
+    const history = terminal ? await loadHistory(this.o.home) : [];
+    this.rl = createInterface({ input: process.stdin, output: process.stdout, terminal, prompt: "› ", history, historySize: HISTORY_MAX, removeHistoryDuplicates: true });
+    // A sign-in's pasted redirect URL or code (a secret) and approval answers never enter the history.
+    if (terminal)
+      this.rl.on("history", (h: string[]) => {
+        if (this.cmds.login !== null || this.approval !== null || this.pasting || h[0]?.endsWith("\\") === true) return void h.shift();
+        // A `\`-continued prompt is remembered whole.
+        if (this.continued !== "" && h[0] !== undefined) h[0] = this.continued + h[0];
+        void saveHistory(this.o.home, h);
+      });
     this.redraws = terminal && process.env.TERM !== "dumb";
     const code = new Promise<number>((resolve) => (this.done = resolve));
+    let prompts = 0;
     this.rl.on("line", (l) => {
-      this.promptShown = false; // the echoed Enter left the prompt line
-      this.enqueue(() => this.onLine(l));
+      this.promptShown = false;
+      const answer = this.approval;
+      if (answer !== null) {
+        this.approval = null;
+        return answer(l.trim().toLowerCase());
+      }
+      // Lines inside a bracketed paste, and a line ending in `\`, continue the prompt on the next line.
+      if (this.pasting) {
+        this.continued += l + "\n";
+        return;
+      }
+      if (l.endsWith("\\")) {
+        this.continued += l.slice(0, -1) + "\n";
+        this.rl.setPrompt("… ");
+        this.rl.prompt(true);
+        return;
+      }
+      const full = this.continued + l;
+      this.continued = "";
+      this.rl.setPrompt("› ");
+      if (full.trim() !== "") prompts++;
+      if (this.realOutput !== null) this.typedAhead.add(full);
+      this.enqueue(() => this.onLine(full));
     });
+    if (terminal) {
+      // Bracketed paste: a multi-line paste becomes one prompt (sent with the next Enter after it).
+      process.stdout.write("\x1b[?2004h");
+      process.stdin.on("keypress", (_s: unknown, key: { name?: string } | undefined) => {
+        if (key?.name === "paste-start") this.pasting = true;
+        else if (key?.name === "paste-end") this.pasting = false;
+      });
+    }
     this.rl.on("SIGINT", () => this.interrupt());
     const onSignal = (): void => this.interrupt();
     if (!terminal) process.on("SIGINT", onSignal);
-    this.rl.on("close", () => this.finish(0));
-    void this.client.closed.then(() => {
-      if (this.exiting) return;
-      this.line(this.s.red("The Berth service stopped."));
-      this.finish(1);
+    this.rl.on("close", () => {
+      // Piped stdin that ended: finish the queued prompts first; never exit 0 having done nothing.
+      this.enqueue(async () => {
+        if (!terminal && prompts === 0) {
+          process.stderr.write("berth chat: stdin ended without a prompt (pipe lines to run them as prompts, or use -p PROMPT)\n");
+          return this.finish(2);
+        }
+        // A pipe's exit status tells whether every prompt's turn completed.
+        this.finish(!terminal && this.failedTurns > 0 ? 1 : 0);
+      });
     });
+    this.linking = openLink(process.env);
+    this.linking.catch(() => undefined);
     this.enqueue(async () => {
       await this.banner();
-      if (resume !== null) await this.resume(resume);
+      void this.reportFailedMcp();
+      if (this.o.sessionId !== null) await this.resume(this.o.sessionId);
+      else if (this.o.continueLatest) {
+        const id = await this.view.latestIn(this.cwd);
+        if (id === null) this.status("no earlier session in this directory; starting a new one");
+        else await this.resume(id);
+      }
     });
     const c = await code;
     process.off("SIGINT", onSignal);
     return c;
   }
 
-  private enqueue(task: () => Promise<void>): void {
+  private enqueue(task: () => Promise<void> | void): void {
     this.queue = this.queue
       .then(task)
       .catch((err: unknown) => this.error(err))
@@ -114,7 +224,6 @@ class Chat {
       });
   }
 
-  /** Shows the prompt (keeping any partly typed input) unless exiting or it is already the last thing shown. */
   private prompt(): void {
     if (this.exiting || this.promptShown) return;
     this.rl.prompt(true);
@@ -124,23 +233,29 @@ class Chat {
   private finish(code: number): void {
     if (this.exiting) return;
     this.exiting = true;
+    if (process.stdin.isTTY === true && process.stdout.isTTY === true) process.stdout.write("\x1b[?2004l");
     this.rl.close();
     const done = this.done;
-    // Ending the service's stdin cancels a running turn or login; wait for it to exit.
-    void this.handle.close().then(() => done?.(code));
+    const link = this.link ?? null;
+    void Promise.all([link?.close(), this.linking?.then((l) => l.close()).catch(() => undefined), this.cmds.close()]).then(() => done?.(code));
   }
 
   private interrupt(): void {
+    if (this.approval !== null) {
+      const a = this.approval;
+      this.approval = null;
+      a("n");
+    }
     if (this.running !== null) {
       if (this.cancelling) return this.finish(130);
       this.cancelling = true;
       this.status("cancelling (Ctrl-C again to exit)");
-      void this.running.cancel().catch(() => {});
+      this.running.cancel();
       return;
     }
-    if (this.login !== null) {
+    if (this.cmds.login !== null) {
       this.status("cancelling sign-in");
-      void this.login.cancel().catch(() => {});
+      void this.cmds.login.cancel().catch(() => {});
       return;
     }
     if (this.idleInterrupt) return this.finish(0);
@@ -150,22 +265,93 @@ class Chat {
   }
 
   private async banner(): Promise<void> {
-    this.line(this.s.bold("berth chat") + this.s.dim(" — /help for commands, Ctrl-C to cancel"));
-    const [st, cfg] = await Promise.all([this.client.status(), this.client.configGet().catch(() => null)]);
-    if (cfg !== null) this.status(`model ${cfg.selection.provider_id}/${cfg.selection.model_id}`);
-    if (!st.provider_auth_ready) this.line(NO_PROVIDER_HELP.trimEnd());
+    const pre = await preflight(process.env, this.cwd);
+    if (pre.ok && pre.approvalPolicy === "never") this.yolo = true;
+    if (pre.ok) this.baseUrl = pre.baseUrl;
+    const via = await this.linking!.then((l) => l.via).catch(() => null);
+    this.line(this.s.bold("berth chat") + this.s.dim(` — /help for commands, Ctrl-C to cancel${via === "daemon" ? " · via berth daemon" : ""}`));
+    if (pre.ok) this.status(`model ${pre.provider}/${pre.model ?? "?"} · ${this.cwd}`);
+    if (this.yolo) this.line(this.s.red("--yolo: every tool call is approved without asking"));
+    if (!pre.ok) this.line(pre.noProvider ? NO_PROVIDER_HELP.trimEnd() : this.s.red(`error: ${pre.message}`));
+    if (pre.ok) this.mcpConfig = pre.layers.global.mcp_servers ?? {};
+    const proj = await projectMcp(this.o.home, this.cwd);
+    if (proj === null) return;
+    let trusted = proj.trusted;
+    if (!trusted) {
+      this.line(`This project (${join(this.cwd, ".berth", "settings.json")}) declares MCP servers:`);
+      for (const l of describeServers(proj.servers)) this.line(l);
+      this.write(this.s.bold("Trust this project and start them (remembered)? [y/N] › "));
+      trusted = await new Promise<boolean>((resolve) => {
+        this.approval = (answer) => {
+          this.atLineStart = true;
+          resolve(answer === "y" || answer === "yes");
+        };
+      });
+      if (trusted) await trustProject(this.o.home, this.cwd, proj.fingerprint).catch(() => undefined);
+      this.status(trusted ? "project trusted; its MCP servers start with the session" : "project MCP servers not started (asked again next time)");
+    }
+    if (trusted) this.sessionMcp = { ...((pre.ok ? pre.layers.global.mcp_servers : undefined) ?? {}), ...proj.servers };
+    if (this.sessionMcp !== null) this.mcpConfig = this.sessionMcp;
+  }
+
+  /** The current connection (reopened after /new or /resume closed the last one). */
+  private async ensureLink(): Promise<Link> {
+    if (this.link !== null) return this.link;
+    this.linking ??= openLink(process.env);
+    const l = await this.linking;
+    this.linking = null;
+    this.link = l;
+    void l.closed.then(() => {
+      if (this.exiting || this.link !== l) return;
+      this.link = null;
+      this.session = null;
+      this.line(this.s.red(`The Berth server stopped${l.stderrTail() !== "" ? `: ${l.stderrTail().trim().split("\n").at(-1)!.slice(0, 200)}` : ""}.`));
+      this.finish(1);
+    });
+    return l;
+  }
+
+  /** Drops the connection (its session ends with it) and starts opening a fresh one in the background. */
+  private async dropLink(): Promise<void> {
+    const l = this.link;
+    this.link = null;
+    this.session = null;
+    this.ctx = null;
+    if (l === null && this.linking !== null) return; // a fresh connection (no session yet) is already on its way
+    await l?.close();
+    this.linking = openLink(process.env);
+    this.linking.catch(() => undefined);
+  }
+
+  private async ensureSession(resume?: string): Promise<OpenSession> {
+    if (this.session !== null && resume === undefined) return this.session;
+    const l = await this.ensureLink();
+    const ev = await l.client.openSession({
+      cwd: this.cwd,
+      auto_approve: this.yolo,
+      ...(resume !== undefined ? { resume } : {}),
+      ...(this.sessionMcp !== null ? { mcp_servers: this.sessionMcp } : {}),
+    });
+    const s: OpenSession = {
+      id: String(ev["session_id"]),
+      cwd: String(ev["cwd"] ?? this.cwd),
+      model: typeof ev["model"] === "string" ? ev["model"] : null,
+      ctxMax: typeof ev["context_max_tokens"] === "number" ? ev["context_max_tokens"] : null,
+    };
+    this.session = s;
+    return s;
   }
 
   private async onLine(raw: string): Promise<void> {
     this.idleInterrupt = false;
+    if (this.typedAhead.delete(raw)) this.line(`› ${raw}`);
     const text = raw.trim();
     if (text.length === 0) return;
-    if (!text.startsWith("/")) {
-      const login = this.login;
+    if (!text.startsWith("/") || text.includes("\n")) {
+      const login = this.cmds.login;
       if (login !== null) {
         await login.submit(text);
-        // The login's progress may already have been reported (or it ended) before the submit was answered.
-        if (this.login === login && !this.loginChecking) this.status("submitted; waiting for confirmation");
+        if (this.cmds.login === login && !this.cmds.loginChecking) this.status("submitted; waiting for confirmation");
         return;
       }
       return this.turn(text);
@@ -178,185 +364,244 @@ class Chat {
       case "/quit":
         return this.finish(0);
       case "/new":
-        if (this.sessionId !== null && this.client.attached.has(this.sessionId)) await this.client.closeSession(this.sessionId);
-        this.sessionId = null;
-        this.ctx = null;
+        await this.dropLink();
         return this.status("new conversation");
       case "/sessions":
-        return this.sessions(args[0] === "more");
+        return this.sessions();
       case "/resume":
-        if (args[0] === undefined) return this.status("usage: /resume <session-id> (see /sessions)");
+        if (args[0] === undefined) return this.status("usage: /resume <n|id-prefix> (see /sessions)");
         return this.resume(args[0]);
+      case "/tools":
+      case "/mcp":
+        return this.tools(cmd === "/mcp");
       case "/model":
-        return this.model(args);
+        return this.cmds.model(args);
       case "/login":
-        return this.startLogin(args[0] ?? "openai-codex");
+        return this.cmds.startLogin(args[0] ?? "openai-codex");
       case "/logout":
-        return this.logout(args[0]);
+        return this.cmds.logout(args[0]);
       default:
         this.status(`unknown command ${cmd!.slice(0, 32)}; /help lists commands`);
     }
   }
 
-  private async turn(prompt: string): Promise<void> {
-    const turn = await this.client.startTurn({ prompt, sessionId: this.sessionId });
-    this.sessionId = turn.sessionId;
-    this.running = turn;
-    this.cancelling = false;
-    let live = "";
-    try {
-      for await (const u of turn) {
-        if (u.type === "delta") {
-          this.write(u.text);
-          live += u.text;
-          continue;
-        }
-        const a = u.activity;
-        if (a.kind === "context") this.ctx = { current: a.current_tokens, max: a.max_tokens };
-        const l = activityLine(a);
-        if (l !== null) this.status(l);
-      }
-      const t = await turn.result;
-      if (t.assistant_text !== live) {
-        if (live.length > 0 && t.assistant_text.startsWith(live)) this.write(t.assistant_text.slice(live.length));
-        else if (t.assistant_text.length > 0) {
-          if (live.length > 0) this.line(this.s.dim("(final answer)"));
-          this.write(t.assistant_text);
-        }
-      }
-      const g = this.ctx !== null ? ` · ${gauge(this.ctx.current, this.ctx.max)}` : "";
-      const label = terminalLine(t);
-      this.line(this.s.dim(`── ${t.status === "failed" ? this.s.red(label) : label}${g}`));
-      if (t.status === "failed") {
-        const st = await this.client.status().catch(() => null);
-        if (st !== null && !st.provider_auth_ready) this.line(NO_PROVIDER_HELP.trimEnd());
-      }
-    } finally {
-      this.running = null;
-      this.cancelling = false;
-    }
+  /** Stops readline's echo (keystrokes are still read: Ctrl-C works, typed text is kept for the next prompt). */
+  private mute(): void {
+    if (!this.redraws || this.realOutput !== null) return;
+    const rl = this.rl as unknown as { output: NodeJS.WritableStream };
+    this.realOutput = rl.output;
+    rl.output = new Writable({ write: (_c, _e, cb) => cb() });
   }
 
-  private async sessions(more: boolean): Promise<void> {
-    if (more && this.sessionsAfter === null) return this.status("no more sessions");
-    const page = await this.client.listSessions({ after: more ? this.sessionsAfter : null, limit: 10 });
-    if (page.sessions.length === 0 && !page.truncated) this.status(more ? "no more sessions" : "no saved sessions yet");
-    for (const x of page.sessions) {
-      const mark = x.session_id === this.sessionId ? "*" : " ";
-      this.line(`${mark} ${x.session_id}  ${this.s.dim(x.updated_at.slice(0, 16).replace("T", " "))}  ${x.title ?? this.s.dim("(untitled)")}`);
-    }
-    if (page.incomplete) this.status("some sessions could not be read");
-    this.sessionsAfter = page.truncated ? page.next_after : null;
-    if (page.truncated) this.status("/sessions more for the next page; /resume <id> to continue one");
+  private unmute(): void {
+    if (this.realOutput === null) return;
+    (this.rl as unknown as { output: NodeJS.WritableStream }).output = this.realOutput;
+    this.realOutput = null;
   }
 
-  /** Attaches the session, prints its durable history (replay pages), then continues it. */
-  private async resume(id: string): Promise<void> {
-    await this.client.openSession(id);
-    if (this.sessionId !== null && this.sessionId !== id && this.client.attached.has(this.sessionId))
-      await this.client.closeSession(this.sessionId).catch(() => {});
-    let any = false;
-    for await (const page of this.client.replay(id)) {
-      if (page.resync_required) {
-        if (any) this.status("history changed while loading; reloading");
-        continue;
-      }
-      if (page.gap) this.status("some older history is not available");
-      for (const e of page.events) {
-        any = true;
-        if (e.kind === "terminal") {
-          if (e.status !== "completed") this.status(`turn ${e.status}`);
-          continue;
-        }
-        if (e.part === 0) this.line(this.s.bold(e.kind === "summary" ? "summary:" : e.role === "user" ? "you:" : "assistant:"));
-        this.write(e.text);
-        if (e.last_part) this.line("");
-      }
-    }
-    this.sessionId = id;
-    this.ctx = null;
-    this.status(any ? `resumed ${id}` : `resumed ${id} (no history yet)`);
-  }
-
-  /** Cached models of a provider, refreshing the catalog once when it is not fresh. */
-  private async models(provider: string): Promise<ModelEntry[]> {
-    let page = await this.client.catalogModels(provider);
-    if (page.state !== "fresh_cache") {
-      try {
-        await this.client.catalogRefresh(provider);
-        page = await this.client.catalogModels(provider);
-      } catch (err) {
-        this.status(`could not refresh ${provider}'s models: ${describeError(err)}`);
-      }
-    }
-    const all = [...page.entries];
-    while (page.next_offset !== null && all.length < 256) {
-      page = await this.client.catalogModels(provider, { offset: page.next_offset });
-      all.push(...page.entries);
-    }
-    return all;
-  }
-
-  private async model(args: string[]): Promise<void> {
-    const cfg = await this.client.configGet();
-    const current = cfg.selection;
-    if (args.length === 0) {
-      const providers = await this.client.catalogProviders();
-      this.status(`providers: ${providers.entries.map((p) => p.provider_id).join(", ")}`);
-      const models = await this.models(current.provider_id);
-      this.lastModels = models;
-      if (models.length === 0) this.status(`no models listed for ${current.provider_id}`);
-      models.forEach((m, i) => {
-        const mark = m.model_id === current.model_id ? "*" : " ";
-        this.line(`${mark} ${String(i + 1).padStart(2)}. ${m.model_id}${m.label !== m.model_id ? this.s.dim(` (${m.label})`) : ""}${m.available ? "" : this.s.dim(" unavailable")}`);
-      });
-      return this.status("switch with /model <n|model-id> or /model <provider> <model-id>");
-    }
-    let target: { provider_id: string; model_id: string };
-    if (args.length >= 2) target = { provider_id: args[0]!, model_id: args[1]! };
-    else if (/^\d+$/.test(args[0]!)) {
-      const m = this.lastModels[Number(args[0]) - 1];
-      if (m === undefined) return this.status("no such entry; run /model to list models");
-      target = { provider_id: m.provider_id, model_id: m.model_id };
-    } else target = { provider_id: current.provider_id, model_id: args[0]! };
-    await this.models(target.provider_id);
-    const r = await this.client.configSet({ scope: "global", selection: target });
-    const eff = r.effective.selection;
-    this.status(`model ${eff.provider_id}/${eff.model_id}`);
-    if (eff.provider_id !== target.provider_id || eff.model_id !== target.model_id)
-      this.status("saved, but MC_PROVIDER/MC_MODEL or project settings override it");
-  }
-
-  private async startLogin(provider: string): Promise<void> {
-    if (this.login !== null) return this.status("a sign-in is already running");
-    const login = await this.client.startLogin(provider);
-    this.login = login;
-    this.loginChecking = false;
-    const follow = async (): Promise<void> => {
-      try {
-        for await (const p of login) {
-          if (p.state === "authorization_url") {
-            this.line(`Open this URL in your browser to sign in:\n  ${p.url}`);
-            this.line("Then wait here, or paste the final redirect URL (or the code) and press Enter.");
-          } else if (p.state === "callback_received") {
-            this.loginChecking = true;
-            this.status("checking the sign-in");
+  private ask(info: ApprovalInfo): Promise<boolean> {
+    return approvalCard(info).then((card) => {
+      for (const l of card.split("\n")) this.line(l.startsWith("+") && !l.startsWith("+++") ? this.s.green(l) : l.startsWith("-") && !l.startsWith("---") ? this.s.red(l) : l);
+      this.unmute();
+      this.write(this.s.bold("Allow? [y]es / [n]o / [a]lways for this session › "));
+      return new Promise<boolean>((resolve) => {
+        this.approval = (answer) => {
+          this.atLineStart = true;
+          this.mute();
+          if (answer === "a" || answer === "always") {
+            this.always.add(info.name);
+            this.status(`approved; ${info.name} is approved for the rest of this session`);
+            return resolve(true);
           }
+          const yes = answer === "y" || answer === "yes";
+          this.status(yes ? "approved" : "denied");
+          resolve(yes);
+        };
+      });
+    });
+  }
+
+  private async turn(prompt: string): Promise<void> {
+    const tooLarge = promptTooLarge(prompt);
+    if (tooLarge !== null) {
+      this.failedTurns++;
+      return this.line(this.s.red(`error: ${tooLarge}`));
+    }
+    const s = await this.ensureSession();
+    const client = this.link!.client;
+    this.cancelling = false;
+    const args = new Map<string, unknown>();
+    const names = new Map<string, string>();
+    let live = "";
+    let pending: Promise<void> = Promise.resolve();
+    // Markdown is rendered line by line on a terminal that can redraw; the unfinished line shows raw meanwhile.
+    const answer = new LiveAnswer(this.redraws ? new MarkdownStream(this.color) : null, {
+      write: (t) => this.write(t),
+      control: (t) => {
+        process.stdout.write(t);
+        this.atLineStart = true;
+      },
+    });
+    const stream = (t: string): void => answer.stream(t);
+    const endMessage = (): void => answer.end();
+    // After a resize the shown unfinished line may have re-wrapped: it stays, and the rendered line follows below.
+    const onResize = (): void => answer.resized();
+    const started = Date.now();
+    process.stdout.on("resize", onResize);
+    if (this.redraws) {
+      const frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏";
+      let f = 0;
+      this.spinTimer = setInterval(() => {
+        if (!this.atLineStart || this.promptShown || this.approval !== null || this.running === null) return;
+        const secs = Math.floor((Date.now() - started) / 1000);
+        process.stdout.write(`\r\x1b[2K${this.s.dim(`${frames[f++ % frames.length]!} working ${secs}s · ~${Math.round(answer.chars / 4)} tokens · Ctrl-C to cancel`)}`);
+        this.spinnerShown = true;
+      }, 100);
+    }
+    const onEvent = (ev: ScvEvent): void => {
+      switch (ev.type) {
+        case "assistant.delta":
+          live += String(ev["content"] ?? "");
+          stream(String(ev["content"] ?? ""));
+          break;
+        case "assistant.completed": {
+          const c = typeof ev["content"] === "string" ? ev["content"] : "";
+          if (c !== live && c.startsWith(live)) stream(c.slice(live.length));
+          live = "";
+          endMessage();
+          if (!this.atLineStart) this.write("\n");
+          break;
         }
-        this.line(loginEndLine(await login.result));
-      } catch (err) {
-        this.error(err);
-      } finally {
-        this.login = null;
-        if (this.running === null) this.prompt();
+        case "tool.proposed":
+          endMessage();
+          args.set(String(ev["call_id"]), ev["arguments"]);
+          names.set(String(ev["call_id"]), String(ev["name"]));
+          this.line(this.s.bold(`● ${shortArgs(String(ev["name"]), ev["arguments"])}`));
+          break;
+        case "approval.requested": {
+          const name = String(ev["name"]);
+          const id = String(ev["approval_id"]);
+          if (this.yolo || this.always.has(name)) {
+            client.resolveApproval(s.id, id, true);
+            break;
+          }
+          const info: ApprovalInfo = {
+            name,
+            arguments: (args.get(String(ev["call_id"])) as Record<string, unknown> | undefined) ?? null,
+            cwd: String(ev["cwd"] ?? s.cwd),
+            summary: String(ev["summary"] ?? ""),
+            risk: String(ev["risk"] ?? ""),
+          };
+          pending = pending.then(() => this.ask(info)).then((yes) => client.resolveApproval(s.id, id, yes));
+          break;
+        }
+        case "tool.progress":
+          this.status(String(ev["text"] ?? "").split("\n").at(-1)!.slice(0, 120));
+          break;
+        case "tool.completed": {
+          const err = typeof ev["error"] === "string" ? ev["error"] : null;
+          const label = names.get(String(ev["call_id"])) ?? String(ev["name"]);
+          const st = ev["success"] === true ? "done" : err === "cancelled" ? "cancelled" : err === "denied" ? "denied" : `failed (${err ?? "failed"})`;
+          this.status(`${label} ${st}`);
+          break;
+        }
+        case "context.compacted":
+          this.status(`context compacted: ${String(ev["before_tokens"])} → ${String(ev["after_tokens"])} tokens`);
+          break;
+        case "turn.completed": {
+          const u = ev["usage"] as { input_tokens?: number } | undefined;
+          if (u?.input_tokens !== undefined && s.ctxMax !== null) this.ctx = { current: u.input_tokens, max: s.ctxMax };
+          break;
+        }
+        default:
+          break;
       }
     };
-    void follow();
+    const turn = client.startTurn(s.id, prompt, onEvent);
+    this.mute();
+    this.running = turn;
+    try {
+      const end = await turn.done;
+      endMessage();
+      if (end.type === "error") {
+        this.failedTurns++;
+        return this.line(this.s.red(`error: the server refused the prompt (${String(end["code"])}: ${String(end["message"] ?? "")})`));
+      }
+      const g = `${this.ctx !== null ? ` · ${gauge(this.ctx.current, this.ctx.max)}` : ""} · ${s.model ?? "?"} · ${s.cwd} · ${s.id.slice(0, 12)}`;
+      const label = end.type === "turn.completed" ? "completed" : failureLine(end, this.baseUrl);
+      if (end.type !== "turn.completed") this.failedTurns++;
+      this.line(this.s.dim(`── ${end.type === "turn.failed" ? this.s.red(label) : label}${g}`));
+      if (end.type === "turn.failed") {
+        const pre = await preflight(process.env, this.cwd);
+        if (!pre.ok) this.line(pre.noProvider ? NO_PROVIDER_HELP.trimEnd() : this.s.red(`error: ${pre.message}`));
+      }
+    } finally {
+      if (this.spinTimer !== null) clearInterval(this.spinTimer);
+      this.spinTimer = null;
+      if (this.spinnerShown) {
+        this.spinnerShown = false;
+        process.stdout.write("\r\x1b[2K");
+      }
+      process.stdout.off("resize", onResize);
+      this.unmute();
+      this.running = null;
+      this.cancelling = false;
+      if (this.approval !== null) {
+        this.approval = null;
+        this.atLineStart = true;
+      }
+    }
   }
 
-  private async logout(provider: string | undefined): Promise<void> {
-    const id = provider ?? (await this.client.configGet()).selection.provider_id;
-    const r = await this.client.logout(id);
-    this.status(`${r.removed ? "removed the saved credential for" : "no saved credential for"} ${r.provider_id} (environment variables are unchanged)`);
+  private async sessions(): Promise<void> {
+    const rows = await this.view.listRecent(10);
+    this.lastListing = rows;
+    if (rows.length === 0) return this.status("no saved sessions yet");
+    rows.forEach((x, i) => {
+      const mark = x.id === this.session?.id ? "*" : " ";
+      const when = new Date(x.updatedAtMs).toISOString().slice(0, 16).replace("T", " ");
+      this.line(`${mark} ${String(i + 1).padStart(2)}. ${x.id}  ${this.s.dim(when)}  ${this.s.dim(x.cwd ?? "?")}  ${x.title ?? this.s.dim("(untitled)")}`);
+    });
+    this.status("/resume <n|id-prefix> to continue one");
+  }
+
+  /** At startup, in the background: MCP servers that fail to start are reported (the others say nothing). */
+  private async reportFailedMcp(): Promise<void> {
+    if (Object.keys(this.mcpConfig).length === 0) return;
+    const { probeTools } = await import("./probe.js");
+    const p = await probeTools(this.cwd, this.mcpConfig).catch(() => null);
+    const failed = p?.servers.filter((sv) => sv.state !== "ready") ?? [];
+    if (failed.length === 0 || this.exiting) return;
+    for (const sv of failed) this.line(this.s.red(`MCP server ${sv.name} failed to start${sv.error !== null ? `: ${sv.error}` : ""} (its tools are unavailable; /mcp to check again)`));
+    if (this.running === null && this.approval === null) this.prompt();
+  }
+
+  private async tools(mcpOnly: boolean): Promise<void> {
+    const names = Object.keys(this.mcpConfig);
+    if (mcpOnly && names.length === 0) return this.status("no MCP servers configured (mcp_servers in settings.json)");
+    this.status(names.length > 0 ? `starting ${names.length} MCP server${names.length === 1 ? "" : "s"} to list ${mcpOnly ? "them" : "tools"}…` : "tools:");
+    const { probeTools, probeLines } = await import("./probe.js");
+    const p = await probeTools(this.session?.cwd ?? this.cwd, this.mcpConfig);
+    for (const l of probeLines(p, { mcpOnly, yolo: this.yolo, s: this.s })) this.line(l);
+  }
+
+  /** Shows a stored session's history, then continues it over SCV in its own cwd. */
+  private async resume(ref: string): Promise<void> {
+    let id: string;
+    const row = /^\d+$/.test(ref) ? this.lastListing[Number(ref) - 1] : undefined;
+    if (row !== undefined) id = row.id;
+    else {
+      const r = await this.view.resolve(ref);
+      if ("error" in r) return this.status(r.error);
+      id = r.id;
+    }
+    const h = await this.view.history(id);
+    if (h === null) return this.status("that session cannot be read");
+    await this.dropLink();
+    const s = await this.ensureSession(id);
+    if (h.omitted) this.status("older history is not shown");
+    for (const [kind, text] of historyLines(h.records, this.s)) if (kind === "line") this.line(text);
+    else this.status(text);
+    this.status(`resumed ${id} in ${s.cwd}${s.cwd !== this.cwd ? " (the session's own directory)" : ""}`);
   }
 }

@@ -1,23 +1,30 @@
 /**
- * `berth chat -p PROMPT [--json] [--session ID]`: one turn, then exit.
- * Contract: stdout gets only the final answer (the terminal's authoritative `assistant_text`) or, with `--json`, one
- * JSON object per turn event (`turn.started`, `turn.assistant_delta`, `turn.activity`, `turn.terminal`).
- * Exit codes: 0 completed; 1 failed or service/protocol error; 130 cancelled (Ctrl-C); 2 usage.
- * Diagnostics go to stderr as plain sentences.
+ * `berth chat -p PROMPT [--json] [--session ID | --continue] [--yolo]`: one turn over SCV, then exit.
+ * Contract: stdout gets only the final answer (the last assistant message; for a cancelled or failed turn the text
+ * accepted so far) or, with `--json`, one JSON object per turn event (`turn.started`, `turn.assistant_delta`,
+ * `turn.tool`, `turn.approval`, `turn.terminal`). stderr gets the session ID (`session <id>`) and, on failure,
+ * one line naming the cause. Approvals follow the policy: what would ask is denied (and said on stderr) unless
+ * `--yolo`. A closed stdout (EPIPE) ends the run quietly.
+ * Exit codes: 0 completed; 1 failed or setup/protocol error; 130 cancelled (Ctrl-C); 2 usage.
  */
-import type { ServiceHandle } from "../../client/app-service/index.js";
-import { describeError, startService } from "./common.js";
+import { describeError, failureLine } from "./common.js";
+import { openLink, type Link } from "./link.js";
+import { renderMarkdown } from "./markdown.js";
+import { preflight } from "./preflight.js";
 import { NO_PROVIDER_HELP } from "./render.js";
 
 export interface OneShotOptions {
   prompt: string;
   json: boolean;
+  /** A session ID or unique prefix to continue. */
   sessionId: string | null;
+  continueLatest: boolean;
+  yolo: boolean;
+  home: string;
 }
 
 export async function runOneShot(o: OneShotOptions): Promise<number> {
-  const out = (s: string): boolean => process.stdout.write(s);
-  let handle: ServiceHandle | null = null;
+  let link: Link | null = null;
   let interrupted = 0;
   let cancel: (() => void) | null = null;
   const onSigint = (): void => {
@@ -26,34 +33,117 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     cancel();
   };
   process.on("SIGINT", onSigint);
+  const err = (s: string): void => void process.stderr.write(`berth chat: ${s}\n`);
   try {
-    handle = await startService();
-    const client = handle.client;
-    const st = await client.status();
-    if (!st.provider_auth_ready) {
-      process.stderr.write(`berth chat: ${NO_PROVIDER_HELP}`);
+    const cwd = process.cwd();
+    const linking = openLink(process.env);
+    linking.catch(() => undefined);
+    const pre = await preflight(process.env, cwd);
+    if (!pre.ok) {
+      process.stderr.write(pre.noProvider ? `berth chat: ${NO_PROVIDER_HELP}` : `berth chat: ${pre.message}\n`);
+      await (await linking.catch(() => null))?.close();
       return 1;
     }
-    const turn = await client.startTurn({ prompt: o.prompt, sessionId: o.sessionId });
-    cancel = () => void turn.cancel().catch(() => {});
-    if (interrupted > 0) cancel();
-    if (o.json) out(JSON.stringify({ event: "turn.started", turn_id: turn.turnId, session_id: turn.sessionId, sequence: 0 }) + "\n");
-    for await (const u of turn) {
-      if (!o.json) continue;
-      if (u.type === "delta") out(JSON.stringify({ event: "turn.assistant_delta", turn_id: turn.turnId, sequence: u.sequence, text: u.text }) + "\n");
-      else out(JSON.stringify({ event: "turn.activity", turn_id: turn.turnId, sequence: u.sequence, activity: u.activity }) + "\n");
+    const yolo = o.yolo || pre.approvalPolicy === "never";
+    let resume: string | undefined;
+    if (o.sessionId !== null || o.continueLatest) {
+      const { SessionsView } = await import("./sessions.js");
+      const view = new SessionsView(o.home);
+      if (o.sessionId !== null) {
+        const r = await view.resolve(o.sessionId);
+        if ("error" in r) {
+          err(r.error);
+          await (await linking.catch(() => null))?.close();
+          return 1;
+        }
+        resume = r.id;
+      } else resume = (await view.latestIn(cwd)) ?? undefined;
     }
-    const t = await turn.result;
-    if (o.json) out(JSON.stringify({ event: "turn.terminal", ...t }) + "\n");
-    else if (t.assistant_text.length > 0) out(t.assistant_text.endsWith("\n") ? t.assistant_text : t.assistant_text + "\n");
-    if (t.status === "completed") return 0;
-    process.stderr.write(`berth chat: the turn ${t.status === "cancelled" ? "was cancelled" : "failed"} (session ${t.session_id})\n`);
-    return t.status === "cancelled" ? 130 : 1;
-  } catch (err) {
-    process.stderr.write(`berth chat: ${describeError(err)}\n`);
+    // Project MCP servers run only in a project the user trusted (in an interactive chat); -p never asks.
+    const { projectMcp } = await import("./project.js");
+    const proj = await projectMcp(o.home, cwd);
+    if (proj !== null && !proj.trusted) err("this project's MCP servers (.berth/settings.json) were not started: run berth chat here once to trust the project");
+    const mcp = proj?.trusted === true ? { ...(pre.layers.global.mcp_servers ?? {}), ...proj.servers } : null;
+    link = await linking;
+    const client = link.client;
+    const started = await client.openSession({ cwd, auto_approve: yolo, ...(resume !== undefined ? { resume } : {}), ...(mcp !== null ? { mcp_servers: mcp } : {}) });
+    const sessionId = started["session_id"] as string;
+    const out = (s: string): void => void process.stdout.write(s);
+    const json = (v: Record<string, unknown>): void => out(JSON.stringify(v) + "\n");
+    const args = new Map<string, unknown>();
+    let last = "";
+    let current = "";
+    const turn = client.startTurn(sessionId, o.prompt, (ev) => {
+      const seq = ev["seq"];
+      switch (ev.type) {
+        case "turn.started":
+          if (o.json) json({ event: "turn.started", turn_id: ev["turn_id"], session_id: sessionId, sequence: seq });
+          break;
+        case "assistant.delta":
+          current += String(ev["content"] ?? "");
+          if (o.json) json({ event: "turn.assistant_delta", turn_id: ev["turn_id"], sequence: seq, text: ev["content"] });
+          break;
+        case "assistant.completed":
+          if (typeof ev["content"] === "string" && ev["content"] !== "") last = ev["content"];
+          current = "";
+          break;
+        case "tool.proposed":
+          args.set(String(ev["call_id"]), ev["arguments"]);
+          if (o.json) json({ event: "turn.tool", status: "proposed", turn_id: ev["turn_id"], sequence: seq, call_id: ev["call_id"], name: ev["name"], arguments: ev["arguments"] });
+          break;
+        case "tool.started":
+        case "tool.completed":
+          if (o.json)
+            json({
+              event: "turn.tool",
+              status: ev.type === "tool.started" ? "started" : ev["success"] === true ? "completed" : String(ev["error"] ?? "failed"),
+              turn_id: ev["turn_id"],
+              sequence: seq,
+              call_id: ev["call_id"],
+              name: ev["name"],
+            });
+          break;
+        case "approval.requested": {
+          client.resolveApproval(sessionId, String(ev["approval_id"]), yolo);
+          if (o.json) json({ event: "turn.approval", turn_id: ev["turn_id"], sequence: seq, call_id: ev["call_id"], name: ev["name"], summary: ev["summary"], approved: yolo });
+          if (!yolo) err(`denied ${String(ev["name"])} (${String(ev["summary"] ?? "").slice(0, 120)}): -p denies tools that would ask for approval; add --yolo to approve them`);
+          break;
+        }
+        default:
+          break;
+      }
+    });
+    cancel = () => turn.cancel();
+    if (interrupted > 0) cancel();
+    const end = await turn.done;
+    if (end.type === "error") {
+      err(`the server refused the prompt (${String(end["code"])}: ${String(end["message"] ?? "")})`);
+      return 1;
+    }
+    const text = current !== "" ? current : last;
+    const status = end.type === "turn.completed" ? "completed" : end.type === "turn.cancelled" ? "cancelled" : "failed";
+    if (o.json)
+      json({
+        event: "turn.terminal",
+        status,
+        session_id: sessionId,
+        turn_id: end["turn_id"],
+        sequence: end["seq"],
+        assistant_text: text,
+        ...(status === "failed" ? { code: end["code"], message: end["message"] } : {}),
+        ...(end["usage"] !== undefined ? { usage: end["usage"] } : {}),
+      });
+    else if (text.length > 0 && process.stdout.isTTY === true) out(renderMarkdown(text, process.env.NO_COLOR === undefined));
+    else if (text.length > 0) out(text.endsWith("\n") ? text : text + "\n");
+    process.stderr.write(`session ${sessionId}\n`);
+    if (status === "completed") return 0;
+    err(`the turn ${failureLine(end, pre.baseUrl)}`);
+    return status === "cancelled" ? 130 : 1;
+  } catch (e) {
+    err(describeError(e));
     return 1;
   } finally {
     process.off("SIGINT", onSigint);
-    await handle?.close();
+    await link?.close();
   }
 }

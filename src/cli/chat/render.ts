@@ -8,11 +8,12 @@ export interface Style {
   dim(s: string): string;
   bold(s: string): string;
   red(s: string): string;
+  green(s: string): string;
 }
 
 export function style(enabled: boolean): Style {
   const wrap = (a: number, b: number) => (s: string) => (enabled ? `\x1b[${a}m${s}\x1b[${b}m` : s);
-  return { dim: wrap(2, 22), bold: wrap(1, 22), red: wrap(31, 39) };
+  return { dim: wrap(2, 22), bold: wrap(1, 22), red: wrap(31, 39), green: wrap(32, 39) };
 }
 
 /** One status line for an activity, or null when it is not worth a line (context/usage feed the gauge instead). */
@@ -85,10 +86,12 @@ export const NO_PROVIDER_HELP = `No model provider is ready. Fix it in one of th
 
 export const HELP = `Commands:
   /new               start a new conversation
-  /sessions [more]   list saved sessions (10 per page; "more" for the next page)
-  /resume <id>       show a session's history and continue it
+  /sessions          list the 10 latest sessions, newest first, with their directory and title
+  /resume <n|id>     continue a session (list number, full ID or a unique prefix) in its own directory
   /model [id|n]      list models of the current provider, or switch to one (saved globally)
   /model <provider> <model>   switch provider and model
+  /tools             list the tools a turn can use (and which ask for approval)
+  /mcp               list MCP servers and their state (started once to check)
   /login [provider]  sign in (default openai-codex); paste the redirect URL or code when asked
   /logout [provider] remove a provider's saved credential
   /help              this help

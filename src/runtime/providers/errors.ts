@@ -23,7 +23,8 @@ export const LABELS = {
   badToolArgs: "tool arguments are not a JSON object",
 } as const;
 
-export type ProviderLabel = (typeof LABELS)[keyof typeof LABELS];
+/** A fixed label, or one with the HTTP status appended (`… (HTTP 404)`): still never provider text. */
+export type ProviderLabel = (typeof LABELS)[keyof typeof LABELS] | `${(typeof LABELS)[keyof typeof LABELS]} (HTTP ${number})`;
 
 /**
  * Internal failure signal. Thrown only inside provider modules and turned into one in-band
@@ -52,8 +53,9 @@ export const abortedFailure = (): ProviderFailure => new ProviderFailure("aborte
 
 /** Maps a non-success HTTP status to a failure; `retryAfterMs` comes from the caller's header parse. */
 export function statusFailure(status: number, retryAfterMs?: number): ProviderFailure {
-  if (status === 401 || status === 403) return new ProviderFailure("auth", LABELS.auth, false);
-  if (status === 429) return new ProviderFailure("http", LABELS.rateLimited, true, retryAfterMs);
-  if (status === 408 || status >= 500) return new ProviderFailure("http", LABELS.overloaded, true, retryAfterMs);
-  return new ProviderFailure("http", LABELS.http, false);
+  // The status is a number we parsed, so naming it keeps the label free of provider text.
+  if (status === 401 || status === 403) return new ProviderFailure("auth", `${LABELS.auth} (HTTP ${status})`, false);
+  if (status === 429) return new ProviderFailure("http", `${LABELS.rateLimited} (HTTP ${status})`, true, retryAfterMs);
+  if (status === 408 || status >= 500) return new ProviderFailure("http", `${LABELS.overloaded} (HTTP ${status})`, true, retryAfterMs);
+  return new ProviderFailure("http", `${LABELS.http} (HTTP ${status})`, false);
 }

@@ -56,6 +56,8 @@ export const SettingsSchema = z
   .object({
     providers: z.record(z.string(), ProviderDefSchema).optional(),
     mcp_servers: z.record(z.string(), McpServerDefSchema).optional(),
+    /** The spelling other agents use: an alias of `mcp_servers` (which wins when both are present). */
+    mcpServers: z.record(z.string(), McpServerDefSchema).optional(),
     provider: z.string().optional(),
     model: z.string().optional(),
     thinking_level: ThinkingLevelSchema.optional(),

@@ -124,7 +124,9 @@ function decodeScope(scope: SettingsScope, raw: unknown): { raw: RawDocument | u
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new SettingsError(scope, "malformed");
   const parsed = SettingsSchema.safeParse(raw);
   if (!parsed.success) throw new SettingsError(scope, "invalid");
-  return { raw: raw as RawDocument, settings: parsed.data };
+  const settings = parsed.data;
+  if (settings.mcp_servers === undefined && settings.mcpServers !== undefined) settings.mcp_servers = settings.mcpServers;
+  return { raw: raw as RawDocument, settings };
 }
 
 function envLayer(env: EnvLike): SettingsLayers["env"] {

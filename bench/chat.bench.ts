@@ -1,0 +1,119 @@
+/**
+ * `berth chat -p` figures, each beside a floor measured in the same run against the same loopback fake provider:
+ * - chat.first_token_ms.median: `berth chat -p PROMPT --json` spawned → its first `turn.assistant_delta` line
+ *   (process start, preflight, a `berth stdio` child, session, turn, provider request). Median of SAMPLES runs.
+ * - chat.first_token_mcp2_ms.median: the same with two MCP servers (the tools tests' fixture) configured.
+ * - chat.first_token_daemon_ms.median: the same while a `berth daemon` is up (chat uses its SCV socket).
+ * The floor is a minimal Node client spawned the same way: one streaming POST to the fake provider, printing the
+ * first delta as a JSON line. Target (issue 12): ≤ 1.5× the floor on a warm machine.
+ */
+import { spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+import { startFakeProvider } from "../test/fakes/fake-provider.js";
+import { BERTH_BIN } from "../test/helpers/paths.js";
+import { startDaemon } from "../test/scv/client.js";
+import type { Figure } from "./run.js";
+
+const SAMPLES = 7;
+const MCP_FIXTURE = fileURLToPath(new URL("../test/fixtures/mcp-server.js", import.meta.url));
+
+const FLOOR = `
+import { request } from "node:http";
+const url = process.argv[1];
+const body = JSON.stringify({ model: "fake-model", stream: true, messages: [{ role: "user", content: "hello" }] });
+request(url, { method: "POST", headers: { "content-type": "application/json" } }, (res) => {
+  let buf = "";
+  res.setEncoding("utf8");
+  res.on("data", (c) => {
+    buf += c;
+    for (let j; (j = buf.indexOf("\\n\\n")) >= 0; buf = buf.slice(j + 2)) {
+      const ev = buf.slice(0, j);
+      if (!ev.startsWith("data: {")) continue;
+      const t = JSON.parse(ev.slice(6)).choices?.[0]?.delta?.content;
+      if (typeof t === "string" && t !== "") { process.stdout.write(JSON.stringify({ event: "delta", text: t }) + "\\n"); process.exit(0); }
+    }
+  });
+}).end(body);
+`;
+
+/** Spawn → first stdout line matching `re`, in ms; the process is left to finish. */
+function firstLine(cmd: string, args: string[], env: NodeJS.ProcessEnv, re: RegExp): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const child = spawn(cmd, args, { env, stdio: ["ignore", "pipe", "ignore"] });
+    let out = "";
+    let done = false;
+    child.stdout.setEncoding("utf8").on("data", (d: string) => {
+      out += d;
+      if (!done && re.test(out)) {
+        done = true;
+        resolve(performance.now() - t0);
+      }
+    });
+    child.on("close", () => {
+      if (!done) reject(new Error(`no first token from ${args.slice(0, 3).join(" ")}`));
+    });
+  });
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return Math.round(s[Math.floor(s.length / 2)]! * 10) / 10;
+}
+
+export default async function bench(): Promise<Figure[]> {
+  const fake = await startFakeProvider();
+  try {
+    const mk = (mcp: boolean): string => {
+      const home = mkdtempSync(join(tmpdir(), "bench-chat-"));
+      const fakeDef = { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, auth: "none", models: [{ id: "fake-model" }] };
+      const server = { command: process.execPath, args: [MCP_FIXTURE], env: {} };
+      writeFileSync(join(home, "settings.json"), JSON.stringify({ providers: { fake: fakeDef }, provider: "fake", model: "fake-model", ...(mcp ? { mcp_servers: { one: server, two: server } } : {}) }));
+      return home;
+    };
+    const env = (home: string): NodeJS.ProcessEnv => {
+      const e: NodeJS.ProcessEnv = {};
+      for (const [k, v] of Object.entries(process.env)) if (!/^(MC_|BERTH_|SCV_)/.test(k) && !k.includes("API_KEY")) e[k] = v;
+      return { ...e, MC_HOME: home, BERTH_CHAT_NO_DAEMON: "1" };
+    };
+    const plain = mk(false);
+    const withMcp = mk(true);
+    const chatArgs = [BERTH_BIN, "chat", "-p", "hello", "--json"];
+    const delta = /"turn\.assistant_delta"/;
+    const floor: number[] = [];
+    const chat: number[] = [];
+    const chatMcp: number[] = [];
+    // Interleaved, after one warm-up each, so machine load affects both sides alike.
+    await firstLine(process.execPath, ["--input-type=module", "-e", FLOOR, `${fake.baseUrl}/v1/chat/completions`], env(plain), /"delta"/);
+    await firstLine(process.execPath, chatArgs, env(plain), delta);
+    for (let i = 0; i < SAMPLES; i++) {
+      floor.push(await firstLine(process.execPath, ["--input-type=module", "-e", FLOOR, `${fake.baseUrl}/v1/chat/completions`], env(plain), /"delta"/));
+      chat.push(await firstLine(process.execPath, chatArgs, env(plain), delta));
+      chatMcp.push(await firstLine(process.execPath, chatArgs, env(withMcp), delta));
+    }
+    // With a daemon up, chat connects to its socket instead of starting `berth stdio`.
+    const scvHome = mkdtempSync(join(tmpdir(), "bench-scv-"));
+    const daemon = await startDaemon({ MC_HOME: plain, SCV_HOME: scvHome });
+    const viaDaemon: number[] = [];
+    try {
+      const denv: NodeJS.ProcessEnv = { ...env(plain), SCV_HOME: scvHome };
+      delete denv["BERTH_CHAT_NO_DAEMON"];
+      await firstLine(process.execPath, chatArgs, denv, delta);
+      for (let i = 0; i < SAMPLES; i++) viaDaemon.push(await firstLine(process.execPath, chatArgs, denv, delta));
+    } finally {
+      await daemon.stop();
+    }
+    const f = median(floor);
+    const fig = (name: string, xs: number[]): Figure => {
+      const v = median(xs);
+      return { name, value: v, unit: "ms", floor_ms: f, ratio: Math.round((v / f) * 100) / 100, target: "<= 1.5x floor", ok: v <= 1.5 * f, samples: xs.length };
+    };
+    return [fig("chat.first_token_ms.median", chat), fig("chat.first_token_mcp2_ms.median", chatMcp), fig("chat.first_token_daemon_ms.median", viaDaemon)];
+  } finally {
+    await fake.close();
+  }
+}

@@ -1,0 +1,45 @@
+/**
+ * Exponential backoff 1 s → 60 s with an injectable clock, so tests never wait on wall time.
+ * `Clock.sleep` resolves early (false) when the signal aborts.
+ */
+export interface Clock {
+  now(): number;
+  sleep(ms: number, signal?: AbortSignal): Promise<boolean>;
+}
+
+export const realClock: Clock = {
+  now: () => Date.now(),
+  sleep: (ms, signal) =>
+    new Promise<boolean>((resolve) => {
+      if (signal?.aborted) return resolve(false);
+      const t = setTimeout(() => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve(true);
+      }, ms);
+      const onAbort = (): void => {
+        clearTimeout(t);
+        resolve(false);
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+    }),
+};
+
+export class Backoff {
+  private failures = 0;
+  constructor(
+    private readonly minMs = 1000,
+    private readonly maxMs = 60_000,
+  ) {}
+  /** Delay before the next attempt after one more failure. */
+  next(): number {
+    const d = Math.min(this.maxMs, this.minMs * 2 ** Math.min(this.failures, 16));
+    this.failures++;
+    return d;
+  }
+  reset(): void {
+    this.failures = 0;
+  }
+  get count(): number {
+    return this.failures;
+  }
+}

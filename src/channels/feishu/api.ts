@@ -1,0 +1,174 @@
+/**
+ * Feishu/Lark open-platform REST client: tenant token (cached until 10 min before expiry, dropped on token codes),
+ * messages (create/reply with a stable `uuid`), history list, resources, image/file upload, bot info and the
+ * long-connection endpoint.
+ *
+ * Contract: retries transport errors, 5xx, 408, 429, rate codes (99991400, 230020, 11232, 11233) and token codes
+ * with the same body (so the same `uuid`), 3 attempts; any other non-zero code is final (`FeishuError` kind
+ * `refused`, carrying only the numeric code). Bad app credentials are kind `credentials`. Errors never carry the
+ * secret, tokens, socket URLs or message content.
+ */
+import { open } from "node:fs/promises";
+import { realClock, type Clock } from "../common/backoff.js";
+import { MediaTooLarge } from "../common/media.js";
+
+export const FEISHU_OPEN = "https://open.feishu.cn";
+export const LARK_OPEN = "https://open.larksuite.com";
+const TOKEN_CODES = new Set([99991661, 99991663, 99991664, 99991668]);
+const RATE_CODES = new Set([99991400, 230020, 11232, 11233]);
+const CREDENTIAL_CODES = new Set([10003, 10014, 10015, 514]);
+
+export type FeishuErrorKind = "credentials" | "refused" | "transport" | "invalid";
+
+export class FeishuError extends Error {
+  constructor(
+    readonly kind: FeishuErrorKind,
+    message: string,
+    readonly code: number | null = null,
+  ) {
+    super(message);
+    this.name = "FeishuError";
+  }
+}
+
+export interface FeishuApiOptions {
+  open: string;
+  appId: string;
+  appSecret: string;
+  clock?: Clock;
+}
+
+export interface EndpointConfig {
+  url: string;
+  pingIntervalS: number;
+  reconnectIntervalS: number;
+}
+
+export class FeishuApi {
+  private token: { value: string; expiresAt: number } | null = null;
+  private readonly clock: Clock;
+  constructor(private readonly o: FeishuApiOptions) {
+    this.clock = o.clock ?? realClock;
+  }
+
+  private url(path: string): string {
+    return this.o.open.replace(/\/+$/, "") + path;
+  }
+
+  async tenantToken(): Promise<string> {
+    if (this.token && this.clock.now() < this.token.expiresAt) return this.token.value;
+    let body: { code?: number; tenant_access_token?: string; expire?: number };
+    try {
+      const res = await fetch(this.url("/open-apis/auth/v3/tenant_access_token/internal"), {
+        method: "POST",
+        headers: { "content-type": "application/json; charset=utf-8" },
+        body: JSON.stringify({ app_id: this.o.appId, app_secret: this.o.appSecret }),
+        signal: AbortSignal.timeout(30_000),
+      });
+      body = (await res.json()) as typeof body;
+    } catch {
+      throw new FeishuError("transport", "tenant token: connection failed");
+    }
+    if (body.code !== 0 || typeof body.tenant_access_token !== "string") {
+      throw new FeishuError("credentials", `tenant token refused (code ${body.code ?? "?"}): check the App ID and App Secret`, body.code ?? null);
+    }
+    const ttl = typeof body.expire === "number" ? body.expire : 7200;
+    this.token = { value: body.tenant_access_token, expiresAt: this.clock.now() + Math.max(60, ttl - 600) * 1000 };
+    return this.token.value;
+  }
+
+  /** One authenticated JSON (or multipart) call with the retry policy above; returns `data`. */
+  async call(method: "GET" | "POST", path: string, body?: unknown, form?: FormData): Promise<Record<string, unknown>> {
+    for (let attempt = 0; ; attempt++) {
+      const token = await this.tenantToken();
+      let status = 0;
+      let parsed = null as { code?: number; data?: Record<string, unknown> } | null;
+      try {
+        const headers: Record<string, string> = { authorization: `Bearer ${token}` };
+        if (body !== undefined) headers["content-type"] = "application/json; charset=utf-8";
+        const res = await fetch(this.url(path), {
+          method,
+          headers,
+          body: form ?? (body === undefined ? undefined : JSON.stringify(body)),
+          signal: AbortSignal.timeout(60_000),
+        });
+        status = res.status;
+        parsed = (await res.json().catch(() => null)) as typeof parsed;
+      } catch {
+        status = 0;
+      }
+      const code = typeof parsed?.code === "number" ? parsed.code : null;
+      if (code !== null && TOKEN_CODES.has(code)) this.token = null;
+      const retry = status === 0 || status >= 500 || status === 408 || status === 429 || (code !== null && (RATE_CODES.has(code) || TOKEN_CODES.has(code)));
+      if (retry) {
+        if (attempt >= 2) throw new FeishuError(status === 0 ? "transport" : "refused", `${path.split("?")[0]}: ${code !== null ? `code ${code}` : `HTTP ${status}`}`, code);
+        await this.clock.sleep(500 * 3 ** attempt);
+        continue;
+      }
+      if (code === 0 && parsed) return parsed.data ?? {};
+      throw new FeishuError("refused", `${path.split("?")[0]}: ${code !== null ? `code ${code}` : `HTTP ${status}`}`, code);
+    }
+  }
+
+  async botOpenId(): Promise<string> {
+    const token = await this.tenantToken();
+    const res = await fetch(this.url("/open-apis/bot/v3/info"), { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(30_000) }).catch(() => null);
+    const body = (await res?.json().catch(() => null)) as { code?: number; bot?: { open_id?: string } } | null;
+    if (!body || body.code !== 0 || typeof body.bot?.open_id !== "string") throw new FeishuError("invalid", "bot info unavailable: is the bot capability enabled?");
+    return body.bot.open_id;
+  }
+
+  /** `/callback/ws/endpoint`: the one-time socket URL (never logged) and the client config. */
+  async endpoint(): Promise<EndpointConfig> {
+    let body: { code?: number; data?: { URL?: string; ClientConfig?: { PingInterval?: number; ReconnectInterval?: number } } };
+    try {
+      const res = await fetch(this.url("/callback/ws/endpoint"), {
+        method: "POST",
+        headers: { "content-type": "application/json", locale: "zh" },
+        body: JSON.stringify({ AppID: this.o.appId, AppSecret: this.o.appSecret }),
+        signal: AbortSignal.timeout(30_000),
+      });
+      body = (await res.json()) as typeof body;
+    } catch {
+      throw new FeishuError("transport", "long-connection endpoint: connection failed");
+    }
+    if (body.code !== 0 || typeof body.data?.URL !== "string") {
+      const code = body.code ?? null;
+      const kind = code !== null && CREDENTIAL_CODES.has(code) ? "credentials" : "refused";
+      throw new FeishuError(kind, `long-connection endpoint refused (code ${code ?? "?"})`, code);
+    }
+    return {
+      url: body.data.URL,
+      pingIntervalS: body.data.ClientConfig?.PingInterval ?? 120,
+      reconnectIntervalS: body.data.ClientConfig?.ReconnectInterval ?? 120,
+    };
+  }
+
+  async download(messageId: string, key: string, type: "image" | "file", dest: string, maxBytes: number): Promise<{ size: number; mime: string }> {
+    const token = await this.tenantToken();
+    const path = `/open-apis/im/v1/messages/${encodeURIComponent(messageId)}/resources/${encodeURIComponent(key)}?type=${type}`;
+    const res = await fetch(this.url(path), { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(120_000) });
+    const mime = (res.headers.get("content-type") ?? "application/octet-stream").split(";")[0]!.trim();
+    if (res.status !== 200 || !res.body || mime === "application/json") {
+      await res.arrayBuffer().catch(() => undefined);
+      throw new FeishuError("refused", "resource download refused");
+    }
+    const announced = Number(res.headers.get("content-length") ?? "0");
+    if (announced > maxBytes) {
+      await res.body.cancel();
+      throw new MediaTooLarge();
+    }
+    const fh = await open(dest, "wx", 0o600);
+    let n = 0;
+    try {
+      for await (const c of res.body) {
+        n += (c as Uint8Array).length;
+        if (n > maxBytes) throw new MediaTooLarge();
+        await fh.write(c as Uint8Array);
+      }
+    } finally {
+      await fh.close();
+    }
+    return { size: n, mime };
+  }
+}

@@ -1,0 +1,216 @@
+/**
+ * One Feishu/Lark account as a daemon component: long connection → `ChatBridge`, with catch-up.
+ *
+ * Contract:
+ * - Every (re)connect re-discovers the endpoint. Events arriving before catch-up ends wait (unacked) until it ends.
+ * - Catch-up: for each of the 32 most recently active known chats, history since the checkpoint (≤24 h back,
+ *   ≤4 pages of 50, oldest first) is handed to the bridge, whose dedup drops overlap with socket redeliveries.
+ * - `connected` only once the socket is open AND catch-up finished; a drop is `disconnected`, then backoff
+ *   1 → 60 s; bad app credentials stop in `failed` with the "log in again" error.
+ * - An event is acked only after its claim is durable (the bridge's `accept` resolved), never after the turn.
+ */
+import { Backoff, realClock, type Clock } from "../common/backoff.js";
+import { ChatBridge } from "../common/bridge.js";
+import { Health, type AccountSettings } from "../common/component.js";
+import type { ChatSessionDriver } from "../common/driver.js";
+import { channelPaths } from "../common/files.js";
+import { pruneMedia } from "../common/media.js";
+import type { InboundMessage } from "../common/port.js";
+import { DeliveryState } from "../common/state.js";
+import { needsLogin, sanitizeError, type ComponentStatus } from "../common/status.js";
+import { FeishuApi, FeishuError } from "./api.js";
+import { feishuFingerprint, type FeishuCredentials } from "./credentials.js";
+import { fromEvent, fromHistory } from "./inbound.js";
+import { FeishuPort } from "./port.js";
+import { FeishuSocket } from "./socket.js";
+
+const CATCHUP_CHATS = 32;
+const CATCHUP_PAGES = 4;
+const CATCHUP_WINDOW_MS = 24 * 3600 * 1000;
+const MAX_CHECKPOINT_CHATS = 64;
+
+export interface FeishuComponentOptions {
+  home: string;
+  account: string;
+  credentials: FeishuCredentials;
+  settings: AccountSettings;
+  driver: ChatSessionDriver;
+  clock?: Clock;
+  log?: (line: string) => void;
+}
+
+export class FeishuComponent {
+  readonly health = new Health();
+  private readonly clock: Clock;
+  private readonly stopper = new AbortController();
+  private loop: Promise<void> | null = null;
+  private socket: FeishuSocket | null = null;
+  private botOpenId: string | null = null;
+  /** Connections opened so far (tests observe reconnects). */
+  connections = 0;
+  bridge: ChatBridge | null = null;
+  private state: DeliveryState | null = null;
+
+  constructor(private readonly o: FeishuComponentOptions) {
+    this.clock = o.clock ?? realClock;
+  }
+
+  status(): ComponentStatus {
+    const c = this.o.credentials;
+    return this.health.view("feishu", this.o.account, c.app_id, c.owner_open_id || null, this.o.settings);
+  }
+
+  async start(): Promise<void> {
+    const c = this.o.credentials;
+    const paths = channelPaths(this.o.home, "feishu", this.o.account);
+    const api = new FeishuApi({ open: c.open_url, appId: c.app_id, appSecret: c.app_secret, clock: this.clock });
+    this.state = await DeliveryState.load(paths.state, feishuFingerprint(c));
+    await pruneMedia(paths.media, this.clock.now()).catch(() => 0);
+    this.bridge = new ChatBridge({
+      port: new FeishuPort(api),
+      driver: this.o.driver,
+      state: this.state,
+      policy: {
+        channelName: c.brand === "lark" ? "Lark" : "Feishu",
+        ownerId: c.owner_open_id || null,
+        senders: this.o.settings.senders,
+        remoteTools: this.o.settings.remoteTools,
+        workspace: this.o.settings.workspace,
+      },
+      mediaRoot: paths.media,
+      clock: this.clock,
+      log: this.o.log,
+    });
+    this.loop = this.run(api, this.bridge, this.state);
+  }
+
+  private note(m: InboundMessage): void {
+    if (!this.state || m.chat === null) return;
+    const cp = this.state.checkpoint;
+    const type = m.chatType ?? (m.kind === "direct" ? "p2p" : "group");
+    const key = m.thread !== null ? `thread:${type}:${m.chat}:${m.thread}` : `${type}:${m.chat}`;
+    cp[key] = Math.max(cp[key] ?? 0, m.timeMs);
+    const keys = Object.keys(cp);
+    if (keys.length > MAX_CHECKPOINT_CHATS) {
+      keys.sort((a, b) => (cp[a] ?? 0) - (cp[b] ?? 0));
+      for (const k of keys.slice(0, keys.length - MAX_CHECKPOINT_CHATS)) delete cp[k];
+    }
+  }
+
+  private async handle(ev: unknown, bridge: ChatBridge): Promise<void> {
+    const m = fromEvent(ev, this.botOpenId);
+    if (!m) return;
+    this.note(m);
+    await bridge.accept([m]);
+  }
+
+  private async catchUp(api: FeishuApi, bridge: ChatBridge, state: DeliveryState): Promise<void> {
+    const now = this.clock.now();
+    const chats = Object.entries(state.checkpoint)
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, CATCHUP_CHATS);
+    for (const [key, since] of chats) {
+      if (key.startsWith("thread:")) {
+        await this.catchUpThread(api, bridge, key, since);
+        continue;
+      }
+      const [chatType, chatId] = [key.slice(0, key.indexOf(":")), key.slice(key.indexOf(":") + 1)];
+      const start = Math.floor(Math.max(since, now - CATCHUP_WINDOW_MS) / 1000);
+      let pageToken = "";
+      for (let page = 0; page < CATCHUP_PAGES; page++) {
+        const q = new URLSearchParams({ container_id_type: "chat", container_id: chatId, start_time: String(start), sort_type: "ByCreateTimeAsc", page_size: "50" });
+        if (pageToken) q.set("page_token", pageToken);
+        const data = await api.call("GET", `/open-apis/im/v1/messages?${q.toString()}`);
+        const items = Array.isArray(data["items"]) ? data["items"] : [];
+        const batch: InboundMessage[] = [];
+        for (const it of items) {
+          const m = fromHistory(it, chatType, this.botOpenId);
+          if (m && m.timeMs >= since) {
+            batch.push(m);
+            this.note(m);
+          }
+        }
+        await bridge.accept(batch);
+        pageToken = typeof data["page_token"] === "string" ? data["page_token"] : "";
+        if (data["has_more"] !== true || pageToken === "") break;
+      }
+    }
+    await state.save();
+  }
+
+  /** A thread's history has no time filter: newest first, one page, keep what is at or after the checkpoint. */
+  private async catchUpThread(api: FeishuApi, bridge: ChatBridge, key: string, since: number): Promise<void> {
+    const [, chatType = "group", , threadId = ""] = key.split(":");
+    const q = new URLSearchParams({ container_id_type: "thread", container_id: threadId, sort_type: "ByCreateTimeDesc", page_size: "50" });
+    const data = await api.call("GET", `/open-apis/im/v1/messages?${q.toString()}`);
+    const items = Array.isArray(data["items"]) ? data["items"] : [];
+    const batch: InboundMessage[] = [];
+    for (const it of items) {
+      const m = fromHistory(it, chatType, this.botOpenId);
+      if (m && m.timeMs >= since) batch.unshift(m);
+    }
+    for (const m of batch) this.note(m);
+    await bridge.accept(batch);
+  }
+
+  private async run(api: FeishuApi, bridge: ChatBridge, state: DeliveryState): Promise<void> {
+    const signal = this.stopper.signal;
+    const backoff = new Backoff();
+    let recovered = false;
+    while (!signal.aborted) {
+      try {
+        if (this.botOpenId === null) this.botOpenId = await api.botOpenId();
+        const ep = await api.endpoint();
+        let release!: () => void;
+        const caughtUp = new Promise<void>((r) => (release = r));
+        let ready = false;
+        const socket = new FeishuSocket(ep.url, ep.pingIntervalS, async (ev) => {
+          if (!ready) await caughtUp;
+          await this.handle(ev, bridge);
+        });
+        this.socket = socket;
+        await socket.connect();
+        this.connections++;
+        if (signal.aborted) socket.close();
+        if (!recovered) {
+          await bridge.recover();
+          recovered = true;
+        }
+        await this.catchUp(api, bridge, state);
+        ready = true;
+        release();
+        this.health.success(this.clock.now());
+        backoff.reset();
+        await socket.closed;
+        if (signal.aborted) break;
+        this.health.set("disconnected", "long connection closed");
+        await this.clock.sleep(backoff.next(), signal);
+      } catch (err) {
+        this.socket?.close();
+        if (signal.aborted) break;
+        if (err instanceof FeishuError && err.kind === "credentials") {
+          this.health.set("failed", needsLogin("feishu"));
+          return;
+        }
+        this.health.set("backoff", sanitizeError(err instanceof Error ? err.message : "internal error"));
+        this.health.restarts++;
+        await this.clock.sleep(backoff.next(), signal);
+      }
+      if (!signal.aborted) this.health.set("starting");
+    }
+  }
+
+  /** Simulates nothing: closes the socket so the component reconnects (used by `reload`). */
+  dropConnection(): void {
+    this.socket?.close("dropped");
+  }
+
+  async stop(): Promise<void> {
+    this.health.set("stopping");
+    this.stopper.abort();
+    this.socket?.close();
+    await this.loop;
+    await this.bridge?.stop();
+    this.health.set("stopped");
+  }
+}

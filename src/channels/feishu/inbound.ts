@@ -1,0 +1,170 @@
+/**
+ * Feishu events and history items → `InboundMessage`. Only messages from users (`sender_type` "user") are kept;
+ * other apps' and the bot's own messages return null. Mentions of the bot are removed from the text and set
+ * `mentioned`; other mention keys become their display names.
+ */
+import type { InboundMedia, InboundMessage } from "../common/port.js";
+
+type Obj = Record<string, unknown>;
+const obj = (v: unknown): Obj | null => (v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Obj) : null);
+const str = (v: unknown): string => (typeof v === "string" ? v : "");
+
+export interface FeishuMediaRef {
+  messageId: string;
+  key: string;
+  type: "image" | "file";
+}
+
+interface Raw {
+  messageId: string;
+  chatId: string;
+  chatType: string;
+  threadId: string;
+  msgType: string;
+  content: string;
+  createMs: number;
+  senderId: string;
+  mentions: Array<{ key: string; openId: string; name: string }>;
+}
+
+function postText(content: Obj, media: InboundMedia[], messageId: string): string {
+  const body = Array.isArray(content["content"]) ? content : (obj(Object.values(content)[0]) ?? content);
+  const lines: string[] = [];
+  const title = str(body["title"]);
+  if (title) lines.push(title);
+  for (const para of Array.isArray(body["content"]) ? body["content"] : []) {
+    if (!Array.isArray(para)) continue;
+    let line = "";
+    for (const el of para) {
+      const e = obj(el);
+      if (!e) continue;
+      const tag = str(e["tag"]);
+      if (tag === "text" || tag === "a" || tag === "md") line += str(e["text"]);
+      else if (tag === "code_block") line += "\n" + str(e["text"]) + "\n";
+      else if (tag === "at") line += `@${str(e["user_name"])}`;
+      else if (tag === "img" && str(e["image_key"])) media.push({ kind: "image", name: "image.png", size: null, ref: { messageId, key: str(e["image_key"]), type: "image" } });
+      else if (tag === "media" && str(e["file_key"])) media.push({ kind: "video", name: "video.mp4", size: null, ref: { messageId, key: str(e["file_key"]), type: "file" } });
+    }
+    lines.push(line);
+  }
+  return lines.join("\n");
+}
+
+function build(r: Raw, botOpenId: string | null): InboundMessage | null {
+  let content: Obj = {};
+  try {
+    content = obj(JSON.parse(r.content)) ?? {};
+  } catch {
+    content = {};
+  }
+  const media: InboundMedia[] = [];
+  let text = "";
+  let voice: string | null | undefined;
+  switch (r.msgType) {
+    case "text":
+      text = str(content["text"]);
+      break;
+    case "post":
+      text = postText(content, media, r.messageId);
+      break;
+    case "image":
+      media.push({ kind: "image", name: "image.png", size: null, ref: { messageId: r.messageId, key: str(content["image_key"]), type: "image" } });
+      break;
+    case "file":
+      media.push({ kind: "file", name: str(content["file_name"]) || "file", size: null, ref: { messageId: r.messageId, key: str(content["file_key"]), type: "file" } });
+      break;
+    case "media":
+      media.push({ kind: "video", name: str(content["file_name"]) || "video.mp4", size: null, ref: { messageId: r.messageId, key: str(content["file_key"]), type: "file" } });
+      break;
+    case "audio":
+      voice = null; // Feishu gives no transcript
+      break;
+    default:
+      text = `[${r.msgType} message]`;
+  }
+  let mentioned = false;
+  for (const m of r.mentions) {
+    if (botOpenId !== null && m.openId === botOpenId) {
+      mentioned = true;
+      text = text.split(m.key).join("");
+    } else text = text.split(m.key).join(`@${m.name}`);
+  }
+  text = text.trim();
+  const group = r.chatType !== "p2p";
+  const msg: InboundMessage = {
+    id: r.messageId,
+    sender: r.senderId,
+    kind: r.threadId !== "" ? "thread" : group ? "group" : "direct",
+    chat: r.chatId,
+    thread: r.threadId !== "" ? r.threadId : null,
+    mentioned: group ? mentioned : true,
+    text,
+    media,
+    timeMs: r.createMs,
+    handle: r.messageId,
+    chatType: group ? "group" : "p2p",
+  };
+  if (voice !== undefined) msg.voiceTranscript = voice;
+  return msg;
+}
+
+function mentionsOf(v: unknown): Raw["mentions"] {
+  return (Array.isArray(v) ? v : []).flatMap((x) => {
+    const m = obj(x);
+    if (!m) return [];
+    const id = m["id"];
+    const openId = typeof id === "string" ? id : str(obj(id)?.["open_id"]);
+    return [{ key: str(m["key"]), openId, name: str(m["name"]) }];
+  });
+}
+
+/** An `im.message.receive_v1` event (schema 2.0); null for anything else or a non-user sender. */
+export function fromEvent(ev: unknown, botOpenId: string | null): InboundMessage | null {
+  const e = obj(ev);
+  if (str(obj(e?.["header"])?.["event_type"]) !== "im.message.receive_v1") return null;
+  const event = obj(e?.["event"]);
+  const sender = obj(event?.["sender"]);
+  const message = obj(event?.["message"]);
+  if (!sender || !message || str(sender["sender_type"]) !== "user") return null;
+  const senderId = str(obj(sender["sender_id"])?.["open_id"]);
+  const messageId = str(message["message_id"]);
+  if (senderId === "" || messageId === "") return null;
+  return build(
+    {
+      messageId,
+      chatId: str(message["chat_id"]),
+      chatType: str(message["chat_type"]),
+      threadId: str(message["thread_id"]),
+      msgType: str(message["message_type"]),
+      content: str(message["content"]),
+      createMs: Number(str(message["create_time"])) || 0,
+      senderId,
+      mentions: mentionsOf(message["mentions"]),
+    },
+    botOpenId,
+  );
+}
+
+/** A history item from `GET /im/v1/messages`; `chatType` comes from the checkpoint. */
+export function fromHistory(item: unknown, chatType: string, botOpenId: string | null): InboundMessage | null {
+  const m = obj(item);
+  const sender = obj(m?.["sender"]);
+  if (!m || !sender || m["deleted"] === true || str(sender["sender_type"]) !== "user") return null;
+  const messageId = str(m["message_id"]);
+  const senderId = str(sender["id"]);
+  if (messageId === "" || senderId === "") return null;
+  return build(
+    {
+      messageId,
+      chatId: str(m["chat_id"]),
+      chatType,
+      threadId: str(m["thread_id"]),
+      msgType: str(m["msg_type"]),
+      content: str(obj(m["body"])?.["content"]),
+      createMs: Number(str(m["create_time"])) || 0,
+      senderId,
+      mentions: mentionsOf(m["mentions"]),
+    },
+    botOpenId,
+  );
+}

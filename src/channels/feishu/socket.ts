@@ -1,0 +1,168 @@
+/**
+ * One Feishu long connection (WebSocket, binary `pbbp2.Frame`s).
+ *
+ * Contract:
+ * - A ping goes out right after connecting and then every `PingInterval` (a pong's ClientConfig may change it);
+ *   2 × interval + 30 s without any frame closes the link as dead.
+ * - Event fragments (`sum`/`seq` under one `message_id`) are reassembled (≤64 parts, ≤8 MiB, 30 s); the handler gets
+ *   the parsed JSON event. The ack (the same frame plus `biz_rt`, payload `{"code":200}`, or 500 when the handler
+ *   throws) is sent only after the handler's promise settles, so callers make their claim durable first and return.
+ * - `closed` resolves once the socket is gone, for any reason; `close()` is idempotent.
+ */
+import WebSocket from "ws";
+import { decodeFrame, encodeFrame, header, METHOD_CONTROL, METHOD_DATA, type Frame } from "./frame.js";
+
+const MAX_PARTS = 64;
+const MAX_EVENT_BYTES = 8 * 1024 * 1024;
+const FRAGMENT_TTL_MS = 30_000;
+
+export type EventHandler = (event: unknown) => Promise<void>;
+
+interface Partial {
+  parts: Array<Uint8Array | undefined>;
+  bytes: number;
+  started: number;
+}
+
+export class FeishuSocket {
+  private ws: WebSocket | null = null;
+  private pingTimer: NodeJS.Timeout | null = null;
+  private deadTimer: NodeJS.Timeout | null = null;
+  private pingMs: number;
+  private serviceId = 0;
+  private readonly partials = new Map<string, Partial>();
+  private resolveClosed!: (reason: string) => void;
+  readonly closed: Promise<string> = new Promise((r) => (this.resolveClosed = r));
+
+  constructor(
+    private readonly url: string,
+    pingIntervalS: number,
+    private readonly onEvent: EventHandler,
+  ) {
+    this.pingMs = Math.max(1, pingIntervalS) * 1000;
+  }
+
+  /** Resolves once open; rejects (without the URL) when the handshake fails. */
+  async connect(): Promise<void> {
+    try {
+      this.serviceId = Number(new URL(this.url).searchParams.get("service_id") ?? "0") || 0;
+    } catch {
+      throw new Error("long connection: invalid endpoint URL");
+    }
+    const ws = new WebSocket(this.url, { handshakeTimeout: 30_000 });
+    this.ws = ws;
+    await new Promise<void>((resolve, reject) => {
+      ws.once("open", () => resolve());
+      ws.once("error", () => reject(new Error("long connection: handshake failed")));
+    });
+    ws.on("error", () => undefined);
+    ws.on("close", () => this.finish("socket closed"));
+    ws.on("message", (data: Buffer) => this.onMessage(data));
+    this.ping();
+    this.armDead();
+  }
+
+  private send(f: Frame): void {
+    if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(encodeFrame(f));
+  }
+
+  private ping(): void {
+    this.send({ seqId: 0n, logId: 0n, service: this.serviceId, method: METHOD_CONTROL, headers: [{ key: "type", value: "ping" }] });
+    this.schedulePing();
+  }
+
+  /** (Re)arms the next ping one interval from now (also when a pong changed the interval). */
+  private schedulePing(): void {
+    if (this.pingTimer) clearTimeout(this.pingTimer);
+    this.pingTimer = setTimeout(() => this.ping(), this.pingMs);
+    this.pingTimer.unref();
+  }
+
+  private armDead(): void {
+    if (this.deadTimer) clearTimeout(this.deadTimer);
+    this.deadTimer = setTimeout(() => this.close("no frames from the server: link presumed dead"), 2 * this.pingMs + 30_000);
+    this.deadTimer.unref();
+  }
+
+  private onMessage(data: Buffer): void {
+    this.armDead();
+    let f: Frame;
+    try {
+      f = decodeFrame(data);
+    } catch {
+      return; // a frame we cannot read is dropped; the server re-pushes unacked events
+    }
+    const type = header(f, "type");
+    if (f.method === METHOD_CONTROL) {
+      if (type === "pong" && f.payload) {
+        try {
+          const cfg = JSON.parse(Buffer.from(f.payload).toString("utf8")) as { PingInterval?: number };
+          if (typeof cfg.PingInterval === "number" && cfg.PingInterval > 0 && cfg.PingInterval * 1000 !== this.pingMs) {
+            this.pingMs = cfg.PingInterval * 1000;
+            this.schedulePing();
+            this.armDead();
+          }
+        } catch {
+          // pong without a readable config keeps the interval
+        }
+      }
+      return;
+    }
+    if (f.method !== METHOD_DATA || (type !== "event" && type !== "card")) return;
+    const payload = this.reassemble(f);
+    if (payload === null) return;
+    let event: unknown;
+    try {
+      event = JSON.parse(Buffer.from(payload).toString("utf8"));
+    } catch {
+      this.ack(f, 500);
+      return;
+    }
+    const started = Date.now();
+    void this.onEvent(event).then(
+      () => this.ack(f, 200, started),
+      () => this.ack(f, 500, started),
+    );
+  }
+
+  private reassemble(f: Frame): Uint8Array | null {
+    const sum = Number(header(f, "sum") ?? "1");
+    const seq = Number(header(f, "seq") ?? "0");
+    const id = header(f, "message_id") ?? "";
+    const payload = f.payload ?? new Uint8Array();
+    if (!(sum > 1)) return payload;
+    if (sum > MAX_PARTS || seq < 0 || seq >= sum) return null;
+    const now = Date.now();
+    for (const [k, p] of this.partials) if (now - p.started > FRAGMENT_TTL_MS) this.partials.delete(k);
+    const p = this.partials.get(id) ?? { parts: new Array<Uint8Array | undefined>(sum).fill(undefined), bytes: 0, started: now };
+    if (p.parts[seq] === undefined) p.bytes += payload.length;
+    p.parts[seq] = payload;
+    if (p.bytes > MAX_EVENT_BYTES) {
+      this.partials.delete(id);
+      return null;
+    }
+    this.partials.set(id, p);
+    if (p.parts.some((x) => x === undefined)) return null;
+    this.partials.delete(id);
+    return Buffer.concat(p.parts as Uint8Array[]);
+  }
+
+  private ack(f: Frame, code: number, started = Date.now()): void {
+    this.send({
+      ...f,
+      headers: [...f.headers, { key: "biz_rt", value: String(Date.now() - started) }],
+      payload: Buffer.from(JSON.stringify({ code })),
+    });
+  }
+
+  private finish(reason: string): void {
+    if (this.pingTimer) clearTimeout(this.pingTimer);
+    if (this.deadTimer) clearTimeout(this.deadTimer);
+    this.resolveClosed(reason);
+  }
+
+  close(reason = "closed"): void {
+    this.finish(reason);
+    this.ws?.terminate();
+  }
+}

@@ -1,0 +1,157 @@
+/**
+ * iLink bot API client (HTTP + JSON; bodies parsed losslessly).
+ *
+ * Contract:
+ * - `getUpdates` long-polls; a client-side timeout is an empty poll, not an error. A response is valid only with
+ *   `msgs` an array (≤4096) and `get_updates_buf` a string, and `ret`/`errcode` absent or 0. `-14` (and HTTP 401 on
+ *   the poll) throws `IlinkError` of kind `token`: only a new login helps.
+ * - `send` retries transport errors, 5xx, 401, 408 and 429 with the SAME `client_id` (3 attempts); a non-zero
+ *   `ret`/`errcode` in a 2xx body or any other 4xx is a final refusal (`"refused"`).
+ * - Errors never carry the token, the cursor or message content.
+ */
+import { randomBytes } from "node:crypto";
+import type { Clock } from "../common/backoff.js";
+import { realClock } from "../common/backoff.js";
+import { parseLossless } from "./json.js";
+
+export const ILINK_API = "https://ilinkai.weixin.qq.com";
+export const ILINK_CDN = "https://novac2c.cdn.weixin.qq.com/c2c";
+export const CHANNEL_VERSION = "1.0.0";
+export const MAX_BATCH = 4096;
+const DEFAULT_POLL_MS = 35_000;
+
+export type IlinkErrorKind = "token" | "ret" | "http" | "invalid" | "transport";
+
+export class IlinkError extends Error {
+  constructor(
+    readonly kind: IlinkErrorKind,
+    message: string,
+  ) {
+    super(message);
+    this.name = "IlinkError";
+  }
+}
+
+export interface Updates {
+  msgs: unknown[];
+  cursor: string;
+  pollMs: number;
+  /** False for a client-side timeout (an empty poll that is not contact with the server). */
+  contacted: boolean;
+}
+
+export interface IlinkOptions {
+  base: string;
+  cdn: string;
+  token: string;
+  clock?: Clock;
+}
+
+function uin(): string {
+  return Buffer.from(String(randomBytes(4).readUInt32LE(0))).toString("base64");
+}
+
+function retOf(body: unknown): number {
+  if (body === null || typeof body !== "object") return 0;
+  const b = body as { ret?: unknown; errcode?: unknown };
+  const r = typeof b.ret === "number" ? b.ret : 0;
+  const e = typeof b.errcode === "number" ? b.errcode : 0;
+  return r !== 0 ? r : e;
+}
+
+export class IlinkClient {
+  private readonly clock: Clock;
+  constructor(private readonly o: IlinkOptions) {
+    this.clock = o.clock ?? realClock;
+  }
+
+  private url(path: string): string {
+    return this.o.base.replace(/\/+$/, "") + path;
+  }
+
+  private headers(): Record<string, string> {
+    return {
+      "Content-Type": "application/json",
+      AuthorizationType: "ilink_bot_token",
+      Authorization: `Bearer ${this.o.token}`,
+      "X-WECHAT-UIN": uin(),
+    };
+  }
+
+  async getUpdates(cursor: string, timeoutMs: number, signal: AbortSignal): Promise<Updates> {
+    const ctl = AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]);
+    let res: Response;
+    let text: string;
+    try {
+      res = await fetch(this.url("/ilink/bot/getupdates"), {
+        method: "POST",
+        headers: this.headers(),
+        body: JSON.stringify({ get_updates_buf: cursor, base_info: { channel_version: CHANNEL_VERSION } }),
+        signal: ctl,
+      });
+      text = await res.text();
+    } catch (err) {
+      if (signal.aborted) throw new IlinkError("transport", "stopped");
+      if ((err as Error).name === "TimeoutError") return { msgs: [], cursor, pollMs: timeoutMs, contacted: false };
+      throw new IlinkError("transport", "getupdates: connection failed");
+    }
+    if (res.status === 401) throw new IlinkError("token", "getupdates: token rejected (HTTP 401)");
+    if (res.status !== 200) throw new IlinkError("http", `getupdates: HTTP ${res.status}`);
+    let body: unknown;
+    try {
+      body = parseLossless(text);
+    } catch {
+      throw new IlinkError("invalid", "getupdates: response is not JSON");
+    }
+    const ret = retOf(body);
+    if (ret === -14) throw new IlinkError("token", "getupdates: session timeout (-14)");
+    if (ret !== 0) throw new IlinkError("ret", `getupdates: ret ${ret}`);
+    const b = body as { msgs?: unknown; get_updates_buf?: unknown; longpolling_timeout_ms?: unknown };
+    if (!Array.isArray(b.msgs) || typeof b.get_updates_buf !== "string") throw new IlinkError("invalid", "getupdates: malformed response");
+    if (b.msgs.length > MAX_BATCH) throw new IlinkError("invalid", "getupdates: batch too large");
+    const lp = typeof b.longpolling_timeout_ms === "number" && b.longpolling_timeout_ms > 0 ? b.longpolling_timeout_ms : DEFAULT_POLL_MS;
+    return { msgs: b.msgs, cursor: b.get_updates_buf === "" ? cursor : b.get_updates_buf, pollMs: Math.min(lp, 120_000), contacted: true };
+  }
+
+  /** POSTs an authenticated JSON call with retries; returns the parsed body or "refused". */
+  async call(path: string, payload: Record<string, unknown>, signal?: AbortSignal): Promise<unknown> {
+    const body = JSON.stringify({ ...payload, base_info: { channel_version: CHANNEL_VERSION } });
+    for (let attempt = 0; ; attempt++) {
+      let status = 0;
+      let text = "";
+      try {
+        const res = await fetch(this.url(path), { method: "POST", headers: this.headers(), body, signal: signal ?? AbortSignal.timeout(30_000) });
+        status = res.status;
+        text = await res.text();
+      } catch {
+        status = 0;
+      }
+      const retryable = status === 0 || status >= 500 || status === 401 || status === 408 || status === 429;
+      if (retryable) {
+        if (attempt >= 2) throw new IlinkError(status === 0 ? "transport" : "http", `${path}: ${status === 0 ? "connection failed" : `HTTP ${status}`}`);
+        await this.clock.sleep(500 * 2 ** attempt, signal);
+        continue;
+      }
+      if (status < 200 || status >= 300) return "refused";
+      let parsed: unknown = {};
+      try {
+        parsed = text.trim() === "" ? {} : parseLossless(text);
+      } catch {
+        parsed = {}; // live acknowledgements are sometimes not JSON
+      }
+      if (retOf(parsed) === -14) throw new IlinkError("token", `${path}: session timeout (-14)`);
+      return retOf(parsed) !== 0 ? "refused" : parsed;
+    }
+  }
+
+  async sendMessage(to: string, clientId: string, contextToken: string | null, item: Record<string, unknown>): Promise<"sent" | "refused"> {
+    const msg: Record<string, unknown> = { from_user_id: "", to_user_id: to, client_id: clientId, message_type: 2, message_state: 2, item_list: [item] };
+    if (contextToken) msg["context_token"] = contextToken;
+    const r = await this.call("/ilink/bot/sendmessage", { msg });
+    return r === "refused" ? "refused" : "sent";
+  }
+
+  get cdnBase(): string {
+    return this.o.cdn.replace(/\/+$/, "");
+  }
+}

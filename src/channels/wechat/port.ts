@@ -1,0 +1,125 @@
+/**
+ * WeChat as a `PlatformPort`: text parts (only the first carries the context token — a second send on one token is
+ * silently dropped by iLink), files through the AES-128-ECB CDN, downloads only from the platform's CDN hosts.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { open, readFile } from "node:fs/promises";
+import type { OutboundFile } from "../common/driver.js";
+import { MediaTooLarge } from "../common/media.js";
+import type { InboundMedia, InboundMessage, PlatformPort, SendResult } from "../common/port.js";
+import type { ReplyTarget } from "../common/state.js";
+import { cipherSize, decryptEcb, encryptEcb, parseAesKey } from "./cdn.js";
+import { IlinkError, type IlinkClient } from "./ilink.js";
+
+export const WECHAT_PART_BYTES = 16 * 1024;
+
+export interface WechatMediaRef {
+  media: { encrypt_query_param?: string; aes_key?: string; full_url?: string };
+  hexKey?: string;
+}
+
+const MIME: Record<string, string> = {
+  jpg: "image/jpeg", jpeg: "image/jpeg", png: "image/png", gif: "image/gif", webp: "image/webp", pdf: "application/pdf",
+  txt: "text/plain", md: "text/markdown", mp4: "video/mp4", silk: "audio/silk", mp3: "audio/mpeg", json: "application/json",
+};
+
+export function mimeOf(name: string, kind: string): string {
+  const ext = name.toLowerCase().split(".").pop() ?? "";
+  return MIME[ext] ?? (kind === "image" ? "image/jpeg" : "application/octet-stream");
+}
+
+/** Download hosts: https on the platform's `qq.com` hosts, or the configured CDN origin itself. */
+export function allowedMediaUrl(url: string, cdnBase: string): boolean {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return false;
+  }
+  if (u.origin === new URL(cdnBase).origin) return true;
+  return u.protocol === "https:" && (u.port === "" || u.port === "443") && (u.hostname === "qq.com" || u.hostname.endsWith(".qq.com"));
+}
+
+export class WechatPort implements PlatformPort {
+  readonly platform = "wechat" as const;
+  readonly partBytes = WECHAT_PART_BYTES;
+  constructor(private readonly client: IlinkClient) {}
+
+  sendPart(target: ReplyTarget, text: string, id: string, first: boolean): Promise<SendResult> {
+    return this.client.sendMessage(target.chat ?? target.to, id, first ? target.handle : null, { type: 1, text_item: { text } });
+  }
+
+  async sendFile(target: ReplyTarget, file: OutboundFile, id: string): Promise<SendResult> {
+    const plain = await readFile(file.path);
+    const key = randomBytes(16);
+    const cipher = encryptEcb(plain, key);
+    const isImage = /^image\//.test(mimeOf(file.name, "file"));
+    const filekey = createHash("sha256").update(id).digest("hex").slice(0, 32);
+    const to = target.chat ?? target.to;
+    const up = await this.client.call("/ilink/bot/getuploadurl", {
+      filekey,
+      media_type: isImage ? 1 : 3,
+      to_user_id: to,
+      rawsize: plain.length,
+      rawfilemd5: createHash("md5").update(plain).digest("hex"),
+      filesize: cipherSize(plain.length),
+      no_need_thumb: true,
+      aeskey: key.toString("hex"),
+    });
+    if (up === "refused") return "refused";
+    const u = up as { upload_full_url?: unknown; upload_param?: unknown };
+    const url =
+      typeof u.upload_full_url === "string" && u.upload_full_url !== ""
+        ? u.upload_full_url
+        : typeof u.upload_param === "string"
+          ? `${this.client.cdnBase}/upload?encrypted_query_param=${encodeURIComponent(u.upload_param)}&filekey=${filekey}`
+          : null;
+    if (url === null || !allowedMediaUrl(url, this.client.cdnBase)) return "refused";
+    let param: string | null = null;
+    for (let attempt = 0; attempt < 3 && param === null; attempt++) {
+      const res = await fetch(url, { method: "POST", headers: { "Content-Type": "application/octet-stream" }, body: cipher }).catch(() => null);
+      if (res === null || res.status >= 500) continue;
+      await res.arrayBuffer();
+      if (res.status !== 200) return "refused";
+      param = res.headers.get("x-encrypted-param");
+      if (param === null) return "refused";
+    }
+    if (param === null) throw new IlinkError("transport", "cdn upload failed");
+    const media = { encrypt_query_param: param, aes_key: Buffer.from(key.toString("hex")).toString("base64"), encrypt_type: 1 };
+    const item = isImage
+      ? { type: 2, image_item: { media, mid_size: cipher.length } }
+      : { type: 4, file_item: { media, file_name: file.name, len: String(plain.length) } };
+    const r = await this.client.sendMessage(to, id, null, item);
+    if (r === "sent" && file.caption) await this.client.sendMessage(to, `${id}-c`, null, { type: 1, text_item: { text: file.caption } });
+    return r;
+  }
+
+  async download(_msg: InboundMessage, m: InboundMedia, dest: string, maxBytes: number): Promise<{ size: number; mime: string }> {
+    const ref = m.ref as WechatMediaRef;
+    const url =
+      typeof ref.media.full_url === "string" && ref.media.full_url !== ""
+        ? ref.media.full_url
+        : `${this.client.cdnBase}/download?encrypted_query_param=${encodeURIComponent(ref.media.encrypt_query_param ?? "")}`;
+    if (!allowedMediaUrl(url, this.client.cdnBase)) throw new Error("media host not allowed");
+    const key = parseAesKey(ref.hexKey, ref.media.aes_key);
+    const res = await fetch(url, { signal: AbortSignal.timeout(120_000) });
+    if (res.status !== 200 || !res.body) throw new Error(`cdn download: HTTP ${res.status}`);
+    const chunks: Buffer[] = [];
+    let n = 0;
+    const limit = key ? cipherSize(maxBytes) : maxBytes;
+    for await (const c of res.body) {
+      n += (c as Uint8Array).length;
+      if (n > limit) throw new MediaTooLarge();
+      chunks.push(Buffer.from(c as Uint8Array));
+    }
+    const bytes = key ? decryptEcb(Buffer.concat(chunks), key) : Buffer.concat(chunks);
+    if (bytes.length > maxBytes) throw new MediaTooLarge();
+    const fh = await open(dest, "wx", 0o600);
+    try {
+      await fh.writeFile(bytes);
+    } finally {
+      await fh.close();
+    }
+    return { size: bytes.length, mime: mimeOf(m.name, m.kind) };
+  }
+}

@@ -1,0 +1,189 @@
+/**
+ * `berth channel`: sign in to chat platforms and inspect the saved accounts.
+ *
+ *   berth channel login wechat [--account NAME]
+ *   berth channel login feishu|lark [--account NAME] [--app-id cli_… [--owner ou_…]]
+ *   berth channel logout wechat|feishu|lark [--account NAME]
+ *   berth channel set wechat|feishu|lark [--account NAME] [--enable|--disable] [--workspace DIR]
+ *                     [--remote-tools none|owner] [--senders owner|anyone]
+ *   berth channel status [--json]
+ *
+ * With `--app-id`, the App Secret is read from BERTH_FEISHU_APP_SECRET or one line of stdin (never an argument:
+ * arguments are visible to every local user). Credentials are written owner-only under `$MC_HOME/channels/` and
+ * never printed.
+ */
+import { isAbsolute } from "node:path";
+import { createInterface } from "node:readline";
+import { renderUnicodeCompact } from "uqr";
+import { ensurePrivateDir, channelPaths, checkAccountName } from "../channels/common/files.js";
+import type { ComponentStatus } from "../channels/common/status.js";
+import { channelOf, loadChannelsConfig, logoutAccount, setAccount } from "../channels/config.js";
+import { saveFeishuCredentials } from "../channels/feishu/credentials.js";
+import { feishuAppLogin, feishuScanLogin } from "../channels/feishu/login.js";
+import { offlineStatus } from "../channels/supervisor.js";
+import { saveWechatCredentials } from "../channels/wechat/credentials.js";
+import { LoginError, wechatLogin } from "../channels/wechat/login.js";
+import { resolveHome } from "../store/home.js";
+
+export const USAGE = `usage:
+  berth channel login wechat [--account NAME]
+  berth channel login feishu|lark [--account NAME] [--app-id cli_... [--owner ou_...]]
+  berth channel logout wechat|feishu|lark [--account NAME]
+  berth channel set wechat|feishu|lark [--account NAME] [--enable|--disable] [--workspace DIR]
+                    [--remote-tools none|owner] [--senders owner|anyone]
+  berth channel status [--json]
+`;
+
+class UsageError extends Error {}
+
+function parseFlags(args: string[], known: Record<string, "value" | "bool">): Record<string, string | true> {
+  const out: Record<string, string | true> = {};
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    const kind = known[a];
+    if (kind === undefined) throw new UsageError(`unknown option '${a.slice(0, 40)}'`);
+    if (kind === "bool") out[a] = true;
+    else {
+      const v = args[++i];
+      if (v === undefined) throw new UsageError(`${a} needs a value`);
+      out[a] = v;
+    }
+  }
+  return out;
+}
+
+function qr(text: string): string {
+  return renderUnicodeCompact(text, { border: 1 }) + "\n";
+}
+
+async function readSecret(): Promise<string> {
+  const env = process.env["BERTH_FEISHU_APP_SECRET"];
+  if (env) return env;
+  process.stderr.write("App Secret (from the app's Credentials page): ");
+  const rl = createInterface({ input: process.stdin, terminal: false });
+  for await (const line of rl) {
+    rl.close();
+    return line.trim();
+  }
+  throw new UsageError("no App Secret given: set BERTH_FEISHU_APP_SECRET or type it on stdin");
+}
+
+/** The running daemon's components over its SCV socket; null when no daemon answers. */
+async function liveStatus(): Promise<ComponentStatus[] | null> {
+  const [{ scvSocketPath }, { ScvClient }, { connect }] = await Promise.all([import("./scv-socket.js"), import("../client/scv/client.js"), import("node:net")]);
+  const sock = connect(scvSocketPath(process.env));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      sock.once("connect", () => resolve());
+      sock.once("error", reject);
+    });
+    const client = new ScvClient(sock, sock);
+    const timeout = new Promise<null>((r) => setTimeout(() => r(null), 20_000).unref());
+    const st = await Promise.race([client.initialize().then(() => client.daemonStatus()), timeout]);
+    return st === null ? null : Array.isArray(st["components"]) ? (st["components"] as ComponentStatus[]) : [];
+  } catch {
+    return null;
+  } finally {
+    sock.destroy();
+  }
+}
+
+function summary(list: ComponentStatus[]): string {
+  const enabled = list.filter((c) => c.enabled);
+  const lines = [`Channels: ${enabled.filter((c) => c.state === "connected").length} of ${enabled.length} enabled accounts connected`];
+  for (const c of list) {
+    const who = c.user_id ? ` owner ${c.user_id}` : " no owner";
+    lines.push(`  ${c.id}  ${c.state}  bot ${c.bot_id ?? "-"}${who}  remote_tools ${c.remote_tools}${c.error ? `  (${c.error})` : ""}`);
+  }
+  return lines.join("\n") + "\n";
+}
+
+export async function runChannel(argv: string[]): Promise<number> {
+  const home = resolveHome(process.env);
+  const [sub, ...rest] = argv;
+  try {
+    if (sub === "status") {
+      const f = parseFlags(rest, { "--json": "bool" });
+      const live = await liveStatus();
+      const components = live ?? (await offlineStatus(home));
+      if (f["--json"]) process.stdout.write(JSON.stringify({ components }) + "\n");
+      else process.stdout.write(summary(components) + (live === null && components.length > 0 ? "  (state as saved: no `berth daemon` is running)\n" : ""));
+      return 0;
+    }
+    const [platform, ...flags] = rest;
+    const channel = channelOf(platform ?? "");
+    if (!sub || !["login", "logout", "set"].includes(sub) || channel === null) throw new UsageError(sub ? `unknown channel '${(platform ?? "").slice(0, 40)}'` : "missing subcommand");
+    if (sub === "logout") {
+      const f = parseFlags(flags, { "--account": "value" });
+      const account = String(f["--account"] ?? "default");
+      checkAccountName(account);
+      await logoutAccount(home, channel, account);
+      process.stdout.write(`Logged out ${channel}:${account}; its credentials and delivery state are removed.\n`);
+      return 0;
+    }
+    if (sub === "set") {
+      const f = parseFlags(flags, { "--account": "value", "--enable": "bool", "--disable": "bool", "--workspace": "value", "--remote-tools": "value", "--senders": "value" });
+      const rt = f["--remote-tools"];
+      const se = f["--senders"];
+      const ws = f["--workspace"];
+      if (rt !== undefined && rt !== "none" && rt !== "owner") throw new UsageError("--remote-tools takes none or owner");
+      if (se !== undefined && se !== "owner" && se !== "anyone") throw new UsageError("--senders takes owner or anyone");
+      if (typeof ws === "string" && !isAbsolute(ws)) throw new UsageError("--workspace must be an absolute path");
+      const e = await setAccount(home, channel, String(f["--account"] ?? "default"), {
+        enabled: f["--enable"] ? true : f["--disable"] ? false : undefined,
+        workspace: typeof ws === "string" ? ws : undefined,
+        remote_tools: rt as "none" | "owner" | undefined,
+        senders: se as "owner" | "anyone" | undefined,
+      });
+      process.stdout.write(JSON.stringify(e) + "\n");
+      return 0;
+    }
+    const cfg = await loadChannelsConfig(home);
+    await ensurePrivateDir(home);
+    if (channel === "wechat") {
+      const f = parseFlags(flags, { "--account": "value" });
+      const account = String(f["--account"] ?? "default");
+      const paths = channelPaths(home, "wechat", account);
+      const creds = await wechatLogin({
+        api: cfg.endpoints.wechat.api,
+        cdn: cfg.endpoints.wechat.cdn,
+        show: (url, n) => process.stdout.write(`${n > 0 ? "New QR code. " : ""}Scan with WeChat (Me → Settings → … ClawBot), then confirm on the phone:\n${qr(url)}${url}\n`),
+        progress: (line) => process.stdout.write(line + "\n"),
+      });
+      await saveWechatCredentials(paths.credentials, creds);
+      if (cfg.accounts.wechat[account] === undefined) await setAccount(home, "wechat", account, {});
+      process.stdout.write(`Logged in wechat:${account}: bot ${creds.bot_id}, owner ${creds.user_id}.\n`);
+      return 0;
+    }
+    const brand = platform === "lark" ? "lark" : "feishu";
+    const f = parseFlags(flags, { "--account": "value", "--app-id": "value", "--owner": "value" });
+    const account = String(f["--account"] ?? "default");
+    const paths = channelPaths(home, "feishu", account);
+    const ep = cfg.endpoints[brand];
+    const creds =
+      typeof f["--app-id"] === "string"
+        ? await feishuAppLogin({ brand, open: ep.open, appId: f["--app-id"], appSecret: await readSecret(), owner: typeof f["--owner"] === "string" ? f["--owner"] : "" })
+        : await feishuScanLogin({
+            accounts: cfg.endpoints[brand].accounts,
+            larkAccounts: cfg.endpoints.lark.accounts,
+            open: cfg.endpoints.feishu.open,
+            larkOpen: cfg.endpoints.lark.open,
+            show: (url) => process.stdout.write(`Scan with the ${brand === "lark" ? "Lark" : "Feishu"} app to create and sign in your bot:\n${qr(url)}${url}\n`),
+          });
+    await saveFeishuCredentials(paths.credentials, creds);
+    if (cfg.accounts.feishu[account] === undefined) await setAccount(home, "feishu", account, {});
+    process.stdout.write(`Logged in ${creds.brand}:${account}: app ${creds.app_id}, owner ${creds.owner_open_id || "unknown (set with --owner; an owner-only account answers nobody without it)"}.\n`);
+    return 0;
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`berth channel: ${err.message}\n${USAGE}`);
+      return 2;
+    }
+    if (err instanceof LoginError) {
+      process.stderr.write(`berth channel: ${err.message}\n`);
+      return 1;
+    }
+    process.stderr.write(`berth channel: ${err instanceof Error && /^invalid account name|is not valid JSON/.test(err.message) ? err.message : "failed: " + (err as Error).name}\n`);
+    return 1;
+  }
+}

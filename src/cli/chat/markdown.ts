@@ -1,0 +1,156 @@
+/**
+ * A small markdown renderer for the terminal (pure; no I/O). Line-oriented so it can render a stream:
+ * `MarkdownStream.push(line)` returns the rendered lines that are final (a table is held until its last row).
+ * Handles ATX headings, emphasis (`**bold**`, `*em*`/`_em_`), `inline code`, links, bullet and numbered lists,
+ * block quotes, horizontal rules, fenced code blocks with keyword/string/comment/number highlighting, and pipe
+ * tables (aligned columns). With `color` false the structure stays (bullets, aligned tables, indented code) and
+ * the markers go.
+ */
+const ESC = "\x1b[";
+const sgr = (on: boolean, a: string, b: string) => (s: string) => (on ? `${ESC}${a}m${s}${ESC}${b}m` : s);
+
+const KEYWORDS = new Set(
+  (
+    "if else for while do return function const let var class new import export from async await try catch finally throw " +
+    "switch case break continue default def elif lambda pass yield with as in not and or is None True False null true false " +
+    "fn pub struct enum impl trait match mut use mod type interface extends implements static void int string bool package func go defer chan select"
+  ).split(" "),
+);
+
+/** Visible width of a string without ANSI sequences (one column per code point). */
+export function visibleWidth(s: string): number {
+  return [...s.replace(/\x1b\[[0-9;]*m/g, "")].length;
+}
+
+export class MarkdownStream {
+  private inFence: { lang: string; marker: string } | null = null;
+  private table: string[] = [];
+  private readonly bold;
+  private readonly italic;
+  private readonly dim;
+  private readonly code;
+  private readonly heading;
+  private readonly kw;
+  private readonly str;
+  private readonly com;
+  private readonly num;
+  private readonly link;
+
+  constructor(private readonly color: boolean) {
+    this.bold = sgr(color, "1", "22");
+    this.italic = sgr(color, "3", "23");
+    this.dim = sgr(color, "2", "22");
+    this.code = sgr(color, "36", "39");
+    this.heading = sgr(color, "1;4", "22;24");
+    this.kw = sgr(color, "35", "39");
+    this.str = sgr(color, "32", "39");
+    this.com = sgr(color, "2;3", "22;23");
+    this.num = sgr(color, "33", "39");
+    this.link = sgr(color, "4", "24");
+  }
+
+  inline(s: string): string {
+    const parts: string[] = [];
+    // Code spans first: their content is literal.
+    const re = /`([^`]+)`/g;
+    let last = 0;
+    for (let m = re.exec(s); m !== null; m = re.exec(s)) {
+      parts.push(this.emphasis(s.slice(last, m.index)), this.code(this.color ? m[1]! : `\`${m[1]!}\``));
+      last = m.index + m[0].length;
+    }
+    parts.push(this.emphasis(s.slice(last)));
+    return parts.join("");
+  }
+
+  private emphasis(s: string): string {
+    return s
+      .replace(/\[([^\]]+)\]\(([^)\s]+)\)/g, (_m, t: string, u: string) => `${this.link(t)}${this.dim(` (${u})`)}`)
+      .replace(/\*\*([^*]+)\*\*|__([^_]+)__/g, (_m, a?: string, b?: string) => this.bold(a ?? b ?? ""))
+      .replace(/(^|[^\w*])\*([^*\s][^*]*?)\*(?!\w)|(^|[^\w_])_([^_\s][^_]*?)_(?!\w)/g, (_m, p1?: string, a?: string, p2?: string, b?: string) => `${p1 ?? p2 ?? ""}${this.italic(a ?? b ?? "")}`);
+  }
+
+  highlight(line: string, lang: string): string {
+    if (!this.color) return line;
+    const hash = /^(py|python|sh|bash|shell|zsh|rb|ruby|yaml|yml|toml)$/.test(lang);
+    const out: string[] = [];
+    const re = hash
+      ? /(#.*$)|("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|(\b\d+(?:\.\d+)?\b)|([A-Za-z_]\w*)/g
+      : /(\/\/.*$|\/\*.*?\*\/)|("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`(?:[^`\\]|\\.)*`)|(\b\d+(?:\.\d+)?\b)|([A-Za-z_]\w*)/g;
+    let last = 0;
+    for (let m = re.exec(line); m !== null; m = re.exec(line)) {
+      out.push(line.slice(last, m.index));
+      if (m[1] !== undefined) out.push(this.com(m[1]));
+      else if (m[2] !== undefined) out.push(this.str(m[2]));
+      else if (m[3] !== undefined) out.push(this.num(m[3]));
+      else out.push(KEYWORDS.has(m[4]!) ? this.kw(m[4]!) : m[4]!);
+      last = m.index + m[0].length;
+    }
+    out.push(line.slice(last));
+    return out.join("");
+  }
+
+  private renderTable(rows: string[]): string[] {
+    const cells = rows.map((r) => r.trim().replace(/^\|/, "").replace(/\|$/, "").split("|").map((c) => c.trim()));
+    const isSep = (r: string[]): boolean => r.every((c) => /^:?-{1,}:?$/.test(c));
+    const body = cells.filter((r) => !isSep(r)).map((r) => r.map((c) => this.inline(c)));
+    const n = Math.max(...body.map((r) => r.length));
+    const w = Array.from({ length: n }, (_, i) => Math.max(...body.map((r) => visibleWidth(r[i] ?? ""))));
+    const line = (r: string[], head: boolean): string => r.concat(Array(n - r.length).fill("")).map((c, i) => (head ? this.bold(c) : c) + " ".repeat(w[i]! - visibleWidth(c))).join(" │ ");
+    const out = [line(body[0] ?? [], cells.length > 1 && isSep(cells[1]!))];
+    if (cells.length > 1 && isSep(cells[1]!)) out.push(w.map((x) => "─".repeat(x)).join("─┼─"));
+    for (const r of body.slice(1)) out.push(line(r, false));
+    return out;
+  }
+
+  /** Renders one complete source line; returns the lines that are final now (zero while a table grows). */
+  push(line: string): string[] {
+    const out: string[] = [];
+    const isRow = /^\s*\|.*\|\s*$/.test(line);
+    if (this.inFence === null && this.table.length > 0 && !isRow) out.push(...this.flush());
+    if (this.inFence !== null) {
+      if (line.trim().startsWith(this.inFence.marker)) {
+        this.inFence = null;
+        out.push(this.dim("  └─"));
+      } else out.push(`  ${this.dim("│")} ${this.highlight(line, this.inFence.lang)}`);
+      return out;
+    }
+    const fence = /^\s*(```+|~~~+)\s*([\w+-]*)/.exec(line);
+    if (fence) {
+      this.inFence = { marker: fence[1]!, lang: fence[2]!.toLowerCase() };
+      out.push(this.dim(`  ┌─${fence[2] ? ` ${fence[2]}` : ""}`));
+      return out;
+    }
+    if (isRow) {
+      this.table.push(line);
+      return out;
+    }
+    const h = /^(#{1,6})\s+(.*)$/.exec(line);
+    if (h) out.push(h[1]!.length <= 2 ? this.heading(this.inline(h[2]!)) : this.bold(this.inline(h[2]!)));
+    else if (/^\s*([-*_])(\s*\1){2,}\s*$/.test(line)) out.push(this.dim("─".repeat(40)));
+    else if (/^\s*>\s?/.test(line)) out.push(`${this.dim("▌")} ${this.italic(this.inline(line.replace(/^\s*>\s?/, "")))}`);
+    else {
+      const li = /^(\s*)([-*+])\s+(.*)$/.exec(line);
+      const ol = /^(\s*)(\d+)[.)]\s+(.*)$/.exec(line);
+      if (li) out.push(`${li[1]!}• ${this.inline(li[3]!.replace(/^\[( |x)\]\s/, (_m, x: string) => (x === "x" ? "☑ " : "☐ ")))}`);
+      else if (ol) out.push(`${ol[1]!}${ol[2]!}. ${this.inline(ol[3]!)}`);
+      else out.push(this.inline(line));
+    }
+    return out;
+  }
+
+  /** Ends the message: a pending table is rendered (an unclosed fence simply ends). */
+  flush(): string[] {
+    const t = this.table;
+    this.table = [];
+    return t.length > 0 ? this.renderTable(t) : [];
+  }
+}
+
+/** Renders a whole markdown text. */
+export function renderMarkdown(text: string, color: boolean): string {
+  const md = new MarkdownStream(color);
+  const out: string[] = [];
+  for (const l of text.replace(/\n$/, "").split("\n")) out.push(...md.push(l));
+  out.push(...md.flush());
+  return out.join("\n") + "\n";
+}

@@ -1,0 +1,193 @@
+/**
+ * Checks `berth chat` makes before its first turn, so a broken setup is named in one line instead of a failed turn:
+ * settings that cannot be read (file path, line and column for malformed JSON; the JSON path and reason for a
+ * value of the wrong shape), an `MC_PROVIDER` naming no provider, a provider whose key variable is unset, a model
+ * the provider does not list. Reads files only; never the network; never prints a credential.
+ */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { AuthStore } from "../../store/auth/auth-store.js";
+import { CatalogCache } from "../../store/catalog/cache.js";
+import { listProviders, providerFingerprint } from "../../store/catalog/providers.js";
+import { resolveHome, type EnvLike } from "../../store/home.js";
+import { resolveSelection } from "../../store/settings/effective.js";
+import { SettingsSchema } from "../../store/settings/schema.js";
+import { SettingsStore, type SettingsLayers } from "../../store/settings/settings-store.js";
+
+export type Preflight =
+  | { ok: true; provider: string; model: string | null; approvalPolicy: string | null; baseUrl: string | null; layers: SettingsLayers }
+  /** `noProvider`: the generic "how to set up a provider" help applies. */
+  | { ok: false; message: string; noProvider: boolean };
+
+/** Line and column (1-based) of a character offset. */
+function lineCol(text: string, pos: number): { line: number; col: number } {
+  const before = text.slice(0, pos);
+  const line = before.split("\n").length;
+  return { line, col: pos - before.lastIndexOf("\n") };
+}
+
+/** The offset of the first JSON syntax error in `t` (a small validating scanner), or -1 when it is valid. */
+export function jsonErrorOffset(t: string): number {
+  let i = 0;
+  const ws = (): void => {
+    while (i < t.length && " \t\n\r".includes(t[i]!)) i++;
+  };
+  const fail = (): never => {
+    throw i;
+  };
+  const lit = (w: string): void => {
+    for (const c of w) if (t[i++] !== c) (i--, fail());
+  };
+  const str = (): void => {
+    i++;
+    for (;;) {
+      if (i >= t.length) fail();
+      const c = t[i]!;
+      if (c === '"') return void i++;
+      if (c < " ") fail();
+      if (c === "\\") {
+        i++;
+        if (t[i] === "u") {
+          if (!/^[0-9a-fA-F]{4}$/.test(t.slice(i + 1, i + 5))) fail();
+          i += 5;
+        } else if (t[i] !== undefined && '"\\/bfnrt'.includes(t[i]!)) i++;
+        else fail();
+      } else i++;
+    }
+  };
+  const value = (): void => {
+    ws();
+    const c = t[i];
+    if (c === "{") {
+      i++;
+      ws();
+      if (t[i] === "}") return void i++;
+      for (;;) {
+        ws();
+        if (t[i] !== '"') fail();
+        str();
+        ws();
+        if (t[i] !== ":") fail();
+        i++;
+        value();
+        ws();
+        if (t[i] === ",") i++;
+        else if (t[i] === "}") return void i++;
+        else fail();
+      }
+    }
+    if (c === "[") {
+      i++;
+      ws();
+      if (t[i] === "]") return void i++;
+      for (;;) {
+        value();
+        ws();
+        if (t[i] === ",") i++;
+        else if (t[i] === "]") return void i++;
+        else fail();
+      }
+    }
+    if (c === '"') return str();
+    if (c === "t") return lit("true");
+    if (c === "f") return lit("false");
+    if (c === "n") return lit("null");
+    const m = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/.exec(t.slice(i, i + 400));
+    if (m === null) fail();
+    i += m![0].length;
+  };
+  try {
+    value();
+    ws();
+    return i < t.length ? i : -1;
+  } catch (pos) {
+    return typeof pos === "number" ? Math.min(pos, t.length) : 0;
+  }
+}
+
+/** Why a settings file failed to load, as precisely as the file allows. */
+export async function explainSettings(path: string): Promise<string> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch {
+    return `${path}: cannot be read`;
+  }
+  if (text.trim() === "") return `${path}: the file is empty (write {} for no settings)`;
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (err) {
+    void err;
+    const off = jsonErrorOffset(text);
+    const where = lineCol(text, Math.max(0, off));
+    const near = off >= text.length ? "unexpected end of file" : `unexpected ${JSON.stringify(text.slice(off, off + 12).split("\n")[0])}`;
+    return `${path}:${where.line}:${where.col}: malformed JSON (${near})`;
+  }
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) return `${path}: the settings must be a JSON object`;
+  const parsed = SettingsSchema.safeParse(raw);
+  if (parsed.success) return `${path}: could not be loaded`;
+  const issue = parsed.error.issues[0]!;
+  const jsonPath = "$" + issue.path.map((p) => (typeof p === "number" ? `[${p}]` : /^[A-Za-z_][A-Za-z0-9_]*$/.test(p) ? `.${p}` : `[${JSON.stringify(p)}]`)).join("");
+  return `${path}: ${jsonPath}: ${issue.message}`;
+}
+
+export async function preflight(env: EnvLike, cwd: string): Promise<Preflight> {
+  const home = resolveHome(env);
+  const settings = new SettingsStore({ home, projectDir: cwd, env });
+  let layers: SettingsLayers;
+  try {
+    layers = await settings.load();
+  } catch (err) {
+    const scope = (err as { scope?: unknown }).scope === "project" ? "project" : "global";
+    return { ok: false, message: `settings: ${await explainSettings(settings.pathOf(scope))}`, noProvider: false };
+  }
+  const sel = resolveSelection(layers);
+  const providers = listProviders(layers.global);
+  const entry = providers.find((p) => p.id === sel.provider_id);
+  const names = providers.map((p) => p.id).join(", ");
+  if (entry === undefined) {
+    const from = layers.env.provider !== undefined ? `MC_PROVIDER=${sel.provider_id}` : `the settings' provider "${sel.provider_id}"`;
+    return { ok: false, message: `${from} names no known provider (known: ${names}; custom providers go under "providers" in ${join(home, "settings.json")})`, noProvider: false };
+  }
+  // The model is checked against the provider's models in settings, else its cached catalog (no network).
+  // Only a fresh catalog is trusted to refuse a model (a stale one may predate it).
+  const view = await new CatalogCache({ home }).read(entry.id, providerFingerprint(entry, env)).catch(() => null);
+  const cached = view?.state === "fresh_cache" ? view.models.filter((m) => !m.disabled).map((m) => m.model_id) : [];
+  const statics = entry.builtin ? [] : entry.def.models.filter((m) => m.disabled !== true).map((m) => m.id);
+  const models = statics.length > 0 ? statics : cached;
+  if (sel.model_id !== null && models.length > 0 && !models.includes(sel.model_id)) {
+    const from = layers.env.model !== undefined ? `MC_MODEL=${sel.model_id}` : `model "${sel.model_id}"`;
+    return { ok: false, message: `${from} is not a model of provider ${entry.id} (${suggest(sel.model_id, models)})`, noProvider: false };
+  }
+  if (!entry.builtin) {
+    const v = entry.def.api_key_env;
+    if (v !== undefined && (env[v] === undefined || env[v] === "")) return { ok: false, message: `provider ${entry.id} reads its API key from ${v}, which is not set`, noProvider: false };
+  } else {
+    const snap = await new AuthStore(home).read().catch(() => null);
+    const ready = entry.id === "openai-codex" ? snap?.codex != null : (env["ANTHROPIC_API_KEY"] ?? "") !== "" || snap?.anthropic != null;
+    if (!ready) return { ok: false, message: "No model provider is ready.", noProvider: true };
+  }
+  const policy = [layers.project, layers.global].map((l) => (l as Record<string, unknown>)["approval_policy"]).find((v) => typeof v === "string");
+  const baseUrl = entry.builtin ? null : entry.def.base_url;
+  return { ok: true, provider: sel.provider_id, model: sel.model_id, approvalPolicy: (policy as string | undefined) ?? null, baseUrl, layers };
+}
+
+/** "did you mean a, b?" from the closest names (by edit distance), else the list. */
+export function suggest(name: string, known: string[]): string {
+  const d = (a: string, b: string): number => {
+    const row = Array.from({ length: b.length + 1 }, (_, i) => i);
+    for (let i = 1; i <= a.length; i++) {
+      let prev = row[0]!;
+      row[0] = i;
+      for (let j = 1; j <= b.length; j++) {
+        const cur = row[j]!;
+        row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+        prev = cur;
+      }
+    }
+    return row[b.length]!;
+  };
+  const close = known.map((k) => ({ k, d: d(name.toLowerCase(), k.toLowerCase()) })).filter((x) => x.d <= Math.max(2, name.length / 3)).sort((a, b) => a.d - b.d);
+  return close.length > 0 ? `did you mean ${close.slice(0, 3).map((x) => x.k).join(", ")}?` : `known models: ${known.slice(0, 10).join(", ")}`;
+}

@@ -1,0 +1,54 @@
+/**
+ * The chat channels as `berth daemon` components: a `ChannelSupervisor` whose sessions run on the daemon's own SCV
+ * socket (one connection per chat session), reconciled at start and every 2 seconds (so a `berth channel login`
+ * or `set` while the daemon runs takes effect), reported as `daemon.status` components.
+ *
+ * Cold start: nothing of the channels is loaded until `$MC_HOME/channels/settings.json` exists.
+ */
+import { access } from "node:fs/promises";
+import { join } from "node:path";
+import type { ComponentStatus } from "../channels/common/status.js";
+import type { ChannelSupervisor } from "../channels/supervisor.js";
+
+export const RECONCILE_MS = 2000;
+
+export interface DaemonChannels {
+  status(): ComponentStatus[];
+  stop(): Promise<void>;
+}
+
+export async function startDaemonChannels(o: { home: string; workspace: string; scvSocket: string; log: (line: string) => void }): Promise<DaemonChannels> {
+  let sup: ChannelSupervisor | null = null;
+  let stopped = false;
+  let running: Promise<void> = Promise.resolve();
+  const tick = async (): Promise<void> => {
+    if (stopped) return;
+    if (sup === null) {
+      const exists = await access(join(o.home, "channels", "settings.json")).then(
+        () => true,
+        () => false,
+      );
+      if (!exists) return;
+      const [{ ChannelSupervisor }, { ScvDriver, unixSocketConnector }] = await Promise.all([import("../channels/supervisor.js"), import("../client/scv/driver.js")]);
+      if (stopped) return;
+      sup = new ChannelSupervisor({ home: o.home, workspace: o.workspace, driver: new ScvDriver(unixSocketConnector(o.scvSocket)), log: o.log });
+    }
+    await sup.reconcile();
+  };
+  const run = (): void => {
+    running = running.then(tick).catch((e: unknown) => o.log(`channels: ${e instanceof Error ? e.message.slice(0, 200) : "reconcile failed"}`));
+  };
+  run();
+  await running;
+  const timer = setInterval(run, RECONCILE_MS);
+  timer.unref();
+  return {
+    status: () => sup?.status() ?? [],
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await running;
+      await sup?.stop();
+    },
+  };
+}

@@ -1,0 +1,155 @@
+/**
+ * The SCV composition root shared by `berth stdio` and the daemon socket: one agent, one durable session store and
+ * one `SessionHub` per process; each connection's `session.start` creates a durable session through the hub and
+ * projects its `SessionRuntime` (protocols/scv/session.ts).
+ *
+ * Test seams (environment, clamped): `BERTH_SCV_SEND_TIMEOUT_MS` (how long a blocked send may last before cleanup,
+ * default 3000) and `BERTH_SCV_CLEANUP_GRACE_MS` (the cleanup grace, default 3000).
+ */
+import type { EnvLike } from "../store/home.js";
+import { CLEANUP_GRACE_MS, SEND_TIMEOUT_MS, type ScvServerDeps } from "../protocols/scv/connection.js";
+import { ScvSession, type AttachmentChecker } from "../protocols/scv/session.js";
+import { MAX_PROMPT_HISTORY_BYTES, MAX_PROMPT_HISTORY_ITEMS, MAX_SERVER_FRAME_BYTES, MAX_TRANSCRIPT_BYTES, MAX_TRANSCRIPT_ITEMS } from "../protocols/scv/wire.js";
+import type { ApprovalMode } from "../runtime/session/index.js";
+import { packageVersion } from "./service.js";
+
+/** Sessions of this process that may hold a turn's writer lease at once (one per connection running a turn). */
+export const MAX_RUNNING_SESSIONS = 256;
+
+export interface ScvDepsOptions {
+  home: string;
+  env: EnvLike;
+  transport: "stdio" | "socket";
+  log: (line: string) => void;
+  daemonControl?: ScvServerDeps["daemonControl"];
+}
+
+function envMs(env: EnvLike, name: string, dflt: number): number {
+  const v = Number(env[name]);
+  return Number.isFinite(v) && v > 0 ? Math.min(Math.max(Math.round(v), 50), 600_000) : dflt;
+}
+
+export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServerDeps; close(): Promise<void> }> {
+  const [{ Agent }, { SessionManager, SessionStore, isValidSessionId }, { SessionHub }, files, { SettingsStore }, { findProvider }, { FALLBACK_CONTEXT_WINDOW }] = await Promise.all([
+    import("../runtime/agent.js"),
+    import("../store/sessions/index.js"),
+    import("../runtime/session/index.js"),
+    import("../runtime/session/files.js"),
+    import("../store/settings/settings-store.js"),
+    import("../store/catalog/providers.js"),
+    import("../runtime/context.js"),
+  ]);
+  /** This process's own delegation depth (set when it was started by a delegating agent). */
+  const ownDepth = Math.max(0, Math.min(Number.parseInt(o.env["SCV_DELEGATION_DEPTH"] ?? "0", 10) || 0, 64));
+  const cwd = process.cwd();
+  const agent = new Agent({ home: o.home, cwd, env: o.env });
+  const settings = new SettingsStore({ home: o.home, projectDir: cwd, env: o.env });
+  /** `approval_policy` from settings (project over global): `on-risk` (default), `always` or `never`. */
+  const approvalPolicy = async (): Promise<ApprovalMode> => {
+    const layers = await settings.load().catch(() => null);
+    for (const l of [layers?.project, layers?.global]) {
+      const v = (l as Record<string, unknown> | undefined)?.["approval_policy"];
+      if (v === "on-risk" || v === "always" || v === "never") return v;
+    }
+    return "on-risk";
+  };
+  const manager = new SessionManager(new SessionStore({ home: o.home }), MAX_RUNNING_SESSIONS);
+  const hub = new SessionHub({ manager, runner: agent, defaults: { cwd } });
+  /** Attaches a stored session for a resuming `session.start`; its recorded cwd, or the refusal. */
+  const resumable = async (id: string): Promise<{ cwd: string } | { code: "session_not_found" | "invalid_request" | "internal_error"; message: string }> => {
+    if (!isValidSessionId(id)) return { code: "invalid_request", message: "`resume` is not a valid session ID" };
+    if (hub.get(id) !== undefined || manager.isAttached(id)) return { code: "invalid_request", message: "that session is in use by another connection or Berth process" };
+    try {
+      const snap = await manager.store.readWindow(id, { maxBytes: 64 * 1024, maxRecords: 1, quantumBytes: 64 * 1024 });
+      if (snap === "unchanged") return { code: "internal_error", message: "the session could not be read" };
+      await manager.open(id);
+      return { cwd: snap.header.cwd };
+    } catch (e) {
+      const code = (e as { code?: unknown }).code;
+      if (code === "busy") return { code: "invalid_request", message: "that session is in use by another connection or Berth process" };
+      if (code === "limit") return { code: "invalid_request", message: "too many sessions are open in this server" };
+      return { code: "session_not_found", message: "no stored session has that ID" };
+    }
+  };
+  const checkAttachments: AttachmentChecker = async (list) => {
+    const r = await files.checkAttachmentFiles(list);
+    if (!r.ok) return r;
+    return {
+      ok: true,
+      attachments: list.map((a) => ({ kind: a.kind, path: a.path, size: a.size, ...(a.name !== undefined ? { name: a.name } : {}), ...(a.mime !== undefined ? { mime: a.mime } : {}) })),
+    };
+  };
+  const deps: ScvServerDeps = {
+    server: { name: "berth", version: packageVersion() },
+    sendTimeoutMs: envMs(o.env, "BERTH_SCV_SEND_TIMEOUT_MS", SEND_TIMEOUT_MS),
+    graceMs: envMs(o.env, "BERTH_SCV_CLEANUP_GRACE_MS", CLEANUP_GRACE_MS),
+    log: o.log,
+    ...(o.daemonControl !== undefined ? { daemonControl: o.daemonControl } : {}),
+    async openSession(msg, out) {
+      let ws = await files.canonicalWorkspace(msg.cwd);
+      if (!ws.ok) return { code: "invalid_request", message: ws.message, request_id: msg.request_id };
+      // Berth extension (docs/scv.md §Resuming a stored session): continue a durable session in its own cwd.
+      if (msg.resume !== undefined) {
+        const r = await resumable(msg.resume);
+        if ("code" in r) return { ...r, request_id: msg.request_id };
+        const own = await files.canonicalWorkspace(r.cwd);
+        if (own.ok) ws = own;
+      }
+      if (msg.provider !== undefined) {
+        const layers = await settings.load().catch(() => null);
+        if (layers === null || findProvider(layers.global, msg.provider) === undefined)
+          return { code: "invalid_request", message: "unknown provider; declare it under `providers` in settings.json", request_id: msg.request_id };
+      }
+      if (msg.base_url !== undefined && !/^https?:\/\/[^\s]+$/.test(msg.base_url))
+        return { code: "invalid_request", message: "`base_url` must be an http(s) URL", request_id: msg.request_id };
+      const depth = Math.max(msg.delegation_depth ?? 0, ownDepth);
+      const selection = {
+        ...(msg.provider !== undefined ? { provider: msg.provider } : {}),
+        ...(msg.model !== undefined ? { model: msg.model } : {}),
+        ...(msg.base_url !== undefined ? { baseUrl: msg.base_url } : {}),
+      };
+      let rt;
+      try {
+        // An explicit attachment for the connection's lifetime: this connection owns the session's writer lease,
+        // so its turns reuse it instead of taking the lock again each time.
+        const id = msg.resume ?? (await manager.create(ws.value));
+        rt = hub.open(id, {
+          cwd: ws.value,
+          ...(Object.keys(selection).length > 0 ? { selection } : {}),
+          noTools: msg.no_tools,
+          ...(msg.channel !== undefined ? { channel: msg.channel } : {}),
+          ...(msg.mcp_servers !== undefined ? { mcpServers: msg.mcp_servers } : {}),
+          autoApprove: msg.auto_approve,
+          approval: await approvalPolicy(),
+          ...(depth > 0 ? { delegationDepth: depth } : {}),
+        });
+      } catch {
+        return { code: "internal_error", message: "the session could not be created; check that MC_HOME is writable", request_id: msg.request_id };
+      }
+      const described = await rt.describe();
+      const id = rt.id;
+      const session = new ScvSession(rt, out, checkAttachments, async () => {
+        await hub.closeSession(id);
+        await manager.close(id).catch(() => undefined);
+      });
+      await session.announce(msg.request_id, {
+        cwd: ws.value,
+        model: described?.modelId ?? msg.model ?? null,
+        context_max_tokens: described?.contextWindow ?? FALLBACK_CONTEXT_WINDOW,
+        max_server_frame_bytes: MAX_SERVER_FRAME_BYTES,
+        max_transcript_bytes: MAX_TRANSCRIPT_BYTES,
+        max_transcript_items: MAX_TRANSCRIPT_ITEMS,
+        max_prompt_history_bytes: MAX_PROMPT_HISTORY_BYTES,
+        max_prompt_history_items: MAX_PROMPT_HISTORY_ITEMS,
+      });
+      return session;
+    },
+  };
+  return {
+    deps,
+    close: async () => {
+      await hub.close();
+      await manager.drain().catch(() => undefined);
+    },
+  };
+}

@@ -1,0 +1,34 @@
+/**
+ * `berth stdio`: one SCV v3 client on stdin/stdout (docs/scv.md).
+ * Stdout carries protocol frames only (stray writers are routed to stderr); diagnostics go to stderr.
+ * EOF on stdin cancels the active turn, joins the session's work, drains the output and exits 0.
+ * SIGTERM/SIGINT run the same bounded cleanup.
+ */
+import { serveScvConnection } from "../protocols/scv/connection.js";
+import { resolveHome } from "../store/home.js";
+import { buildScvDeps } from "./scv-deps.js";
+import { prepareStateRoot } from "../store/state-root.js";
+import { reserveStdout } from "./service.js";
+
+export async function runStdio(argv: string[]): Promise<number> {
+  if (argv.length > 0) {
+    process.stderr.write("berth stdio: takes no arguments (configure with MC_HOME, MC_PROVIDER, MC_MODEL and settings.json)\n");
+    return 2;
+  }
+  const stdout = reserveStdout();
+  const home = resolveHome(process.env);
+  const problem = prepareStateRoot(home);
+  if (problem !== null) {
+    process.stderr.write(`berth stdio: ${problem}\n`);
+    return 1;
+  }
+  const scv = await buildScvDeps({ home, env: process.env, transport: "stdio", log: (l) => void process.stderr.write(`berth stdio: ${l}\n`) });
+  const conn = serveScvConnection(process.stdin, stdout, scv.deps);
+  const onSignal = (): void => void conn.stop();
+  // `on`, not `once`: signal-exit (lock/atomic-write libraries) re-raises a signal nobody else listens to.
+  process.on("SIGTERM", onSignal);
+  process.on("SIGINT", onSignal);
+  await conn.done;
+  await scv.close();
+  return 0;
+}

@@ -1,0 +1,167 @@
+/**
+ * `berth channel` as a user runs it (spawned `bin/berth`), against the loopback iLink and Feishu fakes named in
+ * `$MC_HOME/channels/settings.json`: QR login rendered as text, credentials owner-only and never printed, origin
+ * checks, App ID + Secret and scan sign-in, status, set and logout.
+ */
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdir, readFile, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterEach, describe, it } from "node:test";
+import { FakeFeishu } from "../fakes/fake-feishu.js";
+import { FakeIlink } from "../fakes/fake-ilink.js";
+import { BERTH_BIN } from "../helpers/paths.js";
+import { tempHome } from "./helpers.js";
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+function berth(home: string, args: string[], env: Record<string, string> = {}, stdin = ""): Promise<{ code: number; out: string; err: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BERTH_BIN, "channel", ...args], { env: { ...process.env, MC_HOME: home, NO_PROXY: "127.0.0.1", ...env }, stdio: ["pipe", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+    child.stdin.end(stdin);
+    child.on("exit", (code) => resolve({ code: code ?? -1, out, err }));
+  });
+}
+
+async function homeWith(endpoints: Record<string, unknown>): Promise<string> {
+  const t = await tempHome();
+  cleanups.push(t.cleanup);
+  await mkdir(join(t.home, "channels"), { recursive: true, mode: 0o700 });
+  await writeFile(join(t.home, "channels", "settings.json"), JSON.stringify({ endpoints }));
+  return t.home;
+}
+
+describe("berth channel login wechat", () => {
+  it("shows a text QR, follows a redirect, saves validated credentials 0600 and never prints the token", async () => {
+    const fake = await new FakeIlink().start();
+    cleanups.push(() => fake.close());
+    fake.qrScript = [{ status: "wait" }, { status: "scaned" }, { status: "scaned_but_redirect" }, { status: "confirmed" }];
+    const home = await homeWith({ wechat: { api: fake.base, cdn: fake.cdnBase } });
+    const r = await berth(home, ["login", "wechat", "--account", "work"]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /[▀▄█]/);
+    assert.match(r.out, /Scanned: confirm the login on your phone/);
+    assert.match(r.out, /Logged in wechat:work/);
+    assert.ok(!r.out.includes(fake.token) && !r.err.includes(fake.token));
+    const path = join(home, "channels", "wechat", "work.json");
+    assert.equal((await stat(path)).mode & 0o777, 0o600);
+    const creds = JSON.parse(await readFile(path, "utf8")) as Record<string, string>;
+    assert.equal(creds["bot_token"], fake.token);
+    assert.equal(creds["user_id"], fake.ownerId);
+    const st = await berth(home, ["status", "--json"]);
+    const comps = (JSON.parse(st.out) as { components: Array<Record<string, unknown>> }).components;
+    assert.deepEqual(comps.map((c) => [c["id"], c["state"], c["bot_id"], c["remote_tools"]]), [["wechat:work", "stopped", fake.botId, "none"]]);
+    assert.ok(!st.out.includes(fake.token));
+  });
+
+  it("refuses a confirmed login whose baseurl is not WeChat's, and saves nothing", async () => {
+    const fake = await new FakeIlink().start();
+    cleanups.push(() => fake.close());
+    fake.qrScript = [{ status: "confirmed", fields: { baseurl: "https://evil.example.com" } }];
+    const home = await homeWith({ wechat: { api: fake.base, cdn: fake.cdnBase } });
+    const r = await berth(home, ["login", "wechat"]);
+    assert.equal(r.code, 1);
+    assert.match(r.err, /not WeChat's; login refused/);
+    await assert.rejects(stat(join(home, "channels", "wechat", "default.json")));
+  });
+
+  it("refreshes an expired QR code, and gives up after three refreshes", async () => {
+    const fake = await new FakeIlink().start();
+    cleanups.push(() => fake.close());
+    fake.qrScript = [{ status: "expired" }, { status: "expired" }, { status: "expired" }, { status: "expired" }];
+    const home = await homeWith({ wechat: { api: fake.base, cdn: fake.cdnBase } });
+    const r = await berth(home, ["login", "wechat"]);
+    assert.equal(r.code, 1);
+    assert.equal(fake.qrCodesIssued, 4);
+    assert.match(r.err, /expired 3 times/);
+  });
+});
+
+describe("berth channel login feishu|lark", () => {
+  it("App ID + App Secret (from the environment) are checked against the platform and saved", async () => {
+    const fake = await new FakeFeishu().start();
+    cleanups.push(() => fake.close());
+    const home = await homeWith({ feishu: { open: fake.base, accounts: fake.base } });
+    const bad = await berth(home, ["login", "feishu", "--app-id", fake.appId], { BERTH_FEISHU_APP_SECRET: "wrong" });
+    assert.equal(bad.code, 1);
+    assert.match(bad.err, /rejected the App ID or App Secret/);
+    const ok = await berth(home, ["login", "feishu", "--app-id", fake.appId, "--owner", "ou_owner1"], {}, fake.appSecret + "\n");
+    assert.equal(ok.code, 0, ok.err);
+    assert.ok(!ok.out.includes(fake.appSecret));
+    const creds = JSON.parse(await readFile(join(home, "channels", "feishu", "default.json"), "utf8")) as Record<string, string>;
+    assert.equal(creds["owner_open_id"], "ou_owner1");
+    assert.equal((await stat(join(home, "channels", "feishu", "default.json"))).mode & 0o777, 0o600);
+  });
+
+  it("a malformed App ID is refused before any request", async () => {
+    const home = await homeWith({});
+    const r = await berth(home, ["login", "lark", "--app-id", "cli_short"], { BERTH_FEISHU_APP_SECRET: "x" });
+    assert.equal(r.code, 1);
+    assert.match(r.err, /cli_ followed by 16 hex digits/);
+  });
+
+  it("sign-in by scan saves the app and the scanner as owner", async () => {
+    const fake = await new FakeFeishu().start();
+    cleanups.push(() => fake.close());
+    const home = await homeWith({ feishu: { open: fake.base, accounts: fake.base } });
+    const r = await berth(home, ["login", "feishu"]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /[▀▄█]/);
+    const creds = JSON.parse(await readFile(join(home, "channels", "feishu", "default.json"), "utf8")) as Record<string, string>;
+    assert.equal(creds["app_id"], fake.appId);
+    assert.equal(creds["owner_open_id"], "ou_scanner000001");
+    assert.ok(!r.out.includes(fake.appSecret));
+  });
+});
+
+describe("berth channel login (Lark tenant)", () => {
+  it("a scan by a Lark tenant saves a Lark account against the Lark endpoints", async () => {
+    const fake = await new FakeFeishu().start();
+    cleanups.push(() => fake.close());
+    fake.registrationBrand = "lark";
+    fake.registrationScript = [];
+    const home = await homeWith({ feishu: { open: "https://open.feishu.invalid", accounts: fake.base }, lark: { open: fake.base, accounts: fake.base } });
+    const r = await berth(home, ["login", "feishu"]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /Logged in lark:default/);
+    const creds = JSON.parse(await readFile(join(home, "channels", "feishu", "default.json"), "utf8")) as Record<string, string>;
+    assert.equal(creds["brand"], "lark");
+    assert.equal(creds["open_url"], fake.base);
+  });
+
+  it("a declined scan fails with a fixed message and saves nothing", async () => {
+    const fake = await new FakeFeishu().start();
+    cleanups.push(() => fake.close());
+    fake.registrationScript = ["access_denied"];
+    const home = await homeWith({ feishu: { open: fake.base, accounts: fake.base } });
+    const r = await berth(home, ["login", "feishu"]);
+    assert.equal(r.code, 1);
+    assert.match(r.err, /declined on the phone/);
+    await assert.rejects(stat(join(home, "channels", "feishu", "default.json")));
+  });
+});
+
+describe("berth channel set/logout", () => {
+  it("persists only the given fields; logout removes credentials, state and settings", async () => {
+    const home = await homeWith({});
+    const s1 = await berth(home, ["set", "wechat", "--remote-tools", "owner", "--workspace", "/tmp"]);
+    assert.equal(s1.code, 0, s1.err);
+    const s2 = await berth(home, ["set", "wechat", "--disable"]);
+    assert.deepEqual(JSON.parse(s2.out), { enabled: false, workspace: "/tmp", remote_tools: "owner", senders: "owner" });
+    const bad = await berth(home, ["set", "slack"]);
+    assert.equal(bad.code, 2);
+    assert.match(bad.err, /unknown channel 'slack'/);
+    const rel = await berth(home, ["set", "wechat", "--workspace", "rel/path"]);
+    assert.equal(rel.code, 2);
+    await berth(home, ["logout", "wechat"]);
+    const st = await berth(home, ["status", "--json"]);
+    assert.deepEqual(JSON.parse(st.out), { components: [] });
+  });
+});

@@ -1,0 +1,49 @@
+/** Shared set-up for the channel tests: temp homes, a clock whose sleeps return at once (recorded), waits. */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Clock } from "../../src/channels/common/backoff.js";
+
+export async function tempHome(): Promise<{ home: string; cleanup: () => Promise<void> }> {
+  const home = await mkdtemp(join(tmpdir(), "berth-ch-"));
+  return { home, cleanup: () => rm(home, { recursive: true, force: true }) };
+}
+
+/** Real time for `now`; every sleep is recorded (no test waits on a backoff or a deadline). */
+export class InstantClock implements Clock {
+  readonly sleeps: number[] = [];
+  /** Added to the real time (tests move `now` forward without waiting). */
+  offsetMs = 0;
+  now(): number {
+    return Date.now() + this.offsetMs;
+  }
+  private long: Array<() => void> = [];
+  /** Backoff-sized sleeps (≤ 60 s) return at once; longer ones (question deadlines) wait for `fireLong()`. */
+  sleep(ms: number, signal?: AbortSignal): Promise<boolean> {
+    this.sleeps.push(ms);
+    if (ms <= 60_000) return new Promise((r) => setImmediate(() => r(!signal?.aborted)));
+    return new Promise((r) => {
+      const fire = (): void => r(!signal?.aborted);
+      signal?.addEventListener(
+        "abort",
+        () => {
+          this.long = this.long.filter((f) => f !== fire);
+          r(false);
+        },
+        { once: true },
+      );
+      this.long.push(fire);
+    });
+  }
+  get pendingLong(): number {
+    return this.long.length;
+  }
+  fireLong(): void {
+    for (const f of this.long.splice(0)) f();
+  }
+}
+
+/** Polls a condition on the event loop (no wall-clock bound: the runner's timeout is the only limit). */
+export async function until(pred: () => boolean | Promise<boolean>): Promise<void> {
+  while (!(await pred())) await new Promise((r) => setTimeout(r, 5));
+}

@@ -1,0 +1,84 @@
+/**
+ * Approvals in `berth chat`: an interactive session (pty) shows a unified diff for `write` and approves it, shows the
+ * command and cwd for `bash` and denies it, remembers "always" for the session; `-p` denies what would ask unless
+ * `--yolo`; the banner states --yolo.
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
+import { BERTH_BIN } from "../helpers/paths.js";
+import { chat, chatEnv, FAKE, home, Proc } from "./helpers.js";
+
+const hasScript = spawnSync("script", ["--version"]).status === 0;
+const q = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
+
+describe("berth chat approvals", () => {
+  let fake: FakeProvider;
+  before(async () => {
+    fake = await startFakeProvider();
+  });
+  after(() => fake.close());
+
+  it("pty: write shows a diff and runs when approved; bash shows command and cwd and is denied", { skip: hasScript ? false : "util-linux script is not installed" }, async () => {
+    const cwd = realpathSync(mkdtempSync(join(tmpdir(), "berth-appr-")));
+    writeFileSync(join(cwd, "notes.txt"), "alpha\nbeta\ngamma\n");
+    fake.script([
+      { steps: [{ toolCall: { name: "write", arguments: { path: "notes.txt", content: "alpha\nBETA\ngamma\n" } } }] },
+      { steps: [{ toolCall: { name: "bash", arguments: { command: "rm -rf build" } } }] },
+      { steps: [{ text: "# Done\n\nI changed **one** line." }] },
+    ]);
+    const env = { ...chatEnv(home(fake.port), FAKE), TERM: "dumb" };
+    const p = new Proc("script", ["-q", "-e", "-c", `${q(process.execPath)} ${q(BERTH_BIN)} chat`, "/dev/null"], env, cwd);
+    await p.until(/› /);
+    let mark = p.stdout.length;
+    p.write("fix the notes\r");
+    const card = (await p.until(/write notes\.txt \(overwrite\)[\s\S]*Allow\? \[y\]es \/ \[n\]o \/ \[a\]lways/, mark))[0];
+    assert.match(card, /--- a\/notes\.txt\r?\n\+\+\+ b\/notes\.txt\r?\n@@ -1,3 \+1,3 @@\r?\n alpha\r?\n-beta\r?\n\+BETA\r?\n gamma/);
+    // Nothing is written before the answer.
+    assert.equal(readFileSync(join(cwd, "notes.txt"), "utf8"), "alpha\nbeta\ngamma\n");
+    mark = p.stdout.length;
+    p.write("y\r");
+    const bash = (await p.until(/bash in (\S+)\r?\n\$ rm -rf build[\s\S]*Allow\?/, mark));
+    assert.equal(bash[1], cwd);
+    assert.equal(readFileSync(join(cwd, "notes.txt"), "utf8"), "alpha\nBETA\ngamma\n");
+    mark = p.stdout.length;
+    p.write("n\r");
+    await p.until(/bash denied[\s\S]*Done[\s\S]*── completed/, mark);
+    // The model saw the denial.
+    assert.match(fake.requests.at(-1)!.body, /denied/);
+    p.write("\x03");
+    p.write("\x03");
+    assert.equal(await p.exited, 0);
+  });
+
+  it("-p denies a call that would ask (and says so); --yolo approves it", async () => {
+    const cwd = realpathSync(mkdtempSync(join(tmpdir(), "berth-appr-")));
+    const h = home(fake.port);
+    fake.script([{ steps: [{ toolCall: { name: "write", arguments: { path: "x.txt", content: "x" } } }] }, { steps: [{ text: "ok" }] }]);
+    const p = chat(["-p", "write x"], chatEnv(h, FAKE), { cwd });
+    assert.equal(await p.exited, 0);
+    assert.match(p.stderr, /denied write .*-p denies tools that would ask for approval; add --yolo/);
+    assert.throws(() => readFileSync(join(cwd, "x.txt")));
+    fake.script([{ steps: [{ toolCall: { name: "write", arguments: { path: "x.txt", content: "x" } } }] }, { steps: [{ text: "ok" }] }]);
+    const y = chat(["-p", "write x", "--yolo"], chatEnv(h, FAKE), { cwd });
+    assert.equal(await y.exited, 0);
+    assert.doesNotMatch(y.stderr, /denied/);
+    assert.equal(readFileSync(join(cwd, "x.txt"), "utf8"), "x");
+  });
+
+  it("--yolo is stated in the banner; approval_policy \"never\" in settings counts as --yolo", async () => {
+    const p = chat(["--yolo"], chatEnv(home(fake.port), FAKE), { stdin: "" });
+    await p.exited;
+    assert.match(p.stdout, /--yolo: every tool call is approved without asking/);
+    const h = home(fake.port);
+    const s = JSON.parse(readFileSync(join(h, "settings.json"), "utf8")) as Record<string, unknown>;
+    writeFileSync(join(h, "settings.json"), JSON.stringify({ ...s, approval_policy: "never" }));
+    const r = chat([], chatEnv(h, FAKE), { stdin: "" });
+    await r.exited;
+    assert.match(r.stdout, /--yolo: every tool call is approved without asking/);
+  });
+});

@@ -1,0 +1,208 @@
+/**
+ * `berth chat` with pipes and broken setups: `-p -`, stdin appended to `-p`, piped lines without `-p`, an empty pipe,
+ * EPIPE; `--continue` and `--session <prefix>`; the daemon's SCV socket used when one is up; one-line causes for
+ * every failure class (settings, MC_PROVIDER, key variable, MC_MODEL, HTTP status, unreachable base URL);
+ * `--version` and `--help` for every command.
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
+import { BERTH_BIN } from "../helpers/paths.js";
+import { CatalogCache } from "../../src/store/catalog/cache.js";
+import { findProvider, providerFingerprint } from "../../src/store/catalog/providers.js";
+import { startDaemon } from "../scv/client.js";
+import { chat, chatEnv, FAKE, home, Proc } from "./helpers.js";
+
+const noTrace = (s: string): void => assert.doesNotMatch(s, /\n\s+at |EPIPE|Error:/);
+
+describe("berth chat pipes", () => {
+  let fake: FakeProvider;
+  let h: string;
+  before(async () => {
+    fake = await startFakeProvider();
+    h = home(fake.port);
+  });
+  after(() => fake.close());
+
+  it("-p - reads the prompt from stdin", async () => {
+    const p = chat(["-p", "-"], chatEnv(h, FAKE), { stdin: "prompt from a pipe\n" });
+    assert.equal(await p.exited, 0);
+    assert.match(p.stdout, /^echo: prompt from a pipe/);
+  });
+
+  it("cmd | berth chat -p PROMPT appends stdin to the prompt", async () => {
+    const before = fake.requests.length;
+    const p = chat(["-p", "summarize"], chatEnv(h, FAKE), { stdin: "line one of the log\n" });
+    assert.equal(await p.exited, 0);
+    const body = fake.requests.slice(before).map((r) => r.body).join("");
+    assert.match(body, /summarize\\n\\nline one of the log/);
+  });
+
+  it("piped lines without -p run one prompt each; an empty pipe explains itself and exits 2", async () => {
+    const p = chat([], chatEnv(h, FAKE), { stdin: "first line\nsecond line\n" });
+    assert.equal(await p.exited, 0);
+    assert.match(p.stdout, /echo: first line[\s\S]*── completed[\s\S]*echo: second line[\s\S]*── completed/);
+    const e = chat([], chatEnv(h, FAKE), { stdin: "" });
+    assert.equal(await e.exited, 2);
+    assert.match(e.stderr, /stdin ended without a prompt/);
+  });
+
+  it("a prompt over 256 KiB is refused before sending, naming the limit; exactly 256 KiB runs", async () => {
+    const over = chat(["-p", "-"], chatEnv(h, FAKE), { stdin: "x".repeat(256 * 1024 + 1) });
+    assert.equal(await over.exited, 1);
+    assert.match(over.stderr, /the prompt is 262,145 bytes; the limit is 262,144 bytes \(256 KiB\)/);
+    const at = chat(["-p", "-"], chatEnv(h, FAKE), { stdin: "y".repeat(256 * 1024) });
+    assert.equal(await at.exited, 0, at.stderr);
+    assert.match(at.stdout, /^echo: yyyy/);
+  });
+
+  it("EPIPE (berth chat -p … --json | head -1) ends quietly", async () => {
+    const cmd = `set -o pipefail; ${JSON.stringify(process.execPath)} ${JSON.stringify(BERTH_BIN)} chat -p 'long answer 3000' --json </dev/null | head -1`;
+    // Not spawnSync: the fake provider runs in this process.
+    const r = new Proc("bash", ["-c", cmd], chatEnv(h, FAKE));
+    r.child.stdin!.end();
+    assert.equal(await r.exited, 0, r.stderr);
+    assert.equal(r.stdout.trim().split("\n").length, 1);
+    assert.equal(JSON.parse(r.stdout).event, "turn.started");
+    noTrace(r.stderr);
+  });
+
+  it("--continue picks the latest session of this directory; --session takes a unique prefix", async () => {
+    const cwd = realpathSync(mkdtempSync(join(tmpdir(), "berth-cont-")));
+    const a = chat(["-p", "remember the word kumquat"], chatEnv(h, FAKE), { cwd });
+    assert.equal(await a.exited, 0);
+    const id = /^session (\S+)$/m.exec(a.stderr)![1]!;
+    let before = fake.requests.length;
+    const c = chat(["-p", "what was the word", "--continue"], chatEnv(h, FAKE), { cwd });
+    assert.equal(await c.exited, 0);
+    assert.match(c.stderr, new RegExp(`^session ${id}$`, "m"));
+    assert.match(fake.requests.slice(before).map((r) => r.body).join(""), /kumquat/);
+    before = fake.requests.length;
+    const s = chat(["-p", "and again", "--session", id.slice(0, 14)], chatEnv(h, FAKE));
+    assert.equal(await s.exited, 0);
+    assert.match(s.stderr, new RegExp(`^session ${id}$`, "m"));
+    assert.match(fake.requests.slice(before).map((r) => r.body).join(""), /kumquat/);
+    const bad = chat(["-p", "x", "--session", "zzz-no-such"], chatEnv(h, FAKE));
+    assert.equal(await bad.exited, 1);
+    assert.match(bad.stderr, /no saved session starts with "zzz-no-such"/);
+  });
+
+  it("uses a running berth daemon's SCV socket", async () => {
+    const scvHome = mkdtempSync(join(tmpdir(), "berth-scvh-"));
+    const d = await startDaemon({ MC_HOME: h, SCV_HOME: scvHome, ...FAKE });
+    try {
+      const p = chat([], chatEnv(h, { ...FAKE, SCV_HOME: scvHome }), { stdin: "over the socket\n" });
+      assert.equal(await p.exited, 0);
+      assert.match(p.stdout, /via berth daemon/);
+      assert.match(p.stdout, /echo: over the socket/);
+    } finally {
+      await d.stop();
+    }
+  });
+});
+
+describe("berth chat failure causes", () => {
+  let fake: FakeProvider;
+  before(async () => {
+    fake = await startFakeProvider();
+  });
+  after(() => fake.close());
+
+  const withSettings = (text: string): string => {
+    const h = mkdtempSync(join(tmpdir(), "berth-set-"));
+    writeFileSync(join(h, "settings.json"), text);
+    return h;
+  };
+  const fakeDef = (port: number, extra: Record<string, unknown> = {}) => ({ api: "openai-chat", base_url: `http://127.0.0.1:${port}/v1`, auth: "none", models: [{ id: "fake-model" }, { id: "fake-model-large" }], ...extra });
+  const run = async (h: string, env: Record<string, string>): Promise<{ code: number | null; err: string }> => {
+    const p = chat(["-p", "hi"], chatEnv(h, env));
+    const code = await p.exited;
+    noTrace(p.stderr);
+    return { code, err: p.stderr };
+  };
+
+  it("settings: malformed JSON → path:line:col; wrong shape → JSON path and reason; empty file", async () => {
+    let h = withSettings('{\n  "provider": "fake",\n  "model": oops\n}');
+    let r = await run(h, {});
+    assert.equal(r.code, 1);
+    assert.match(r.err, new RegExp(`settings: ${join(h, "settings.json").replace(/[.]/g, "\\.")}:3:12: malformed JSON`));
+    h = withSettings(JSON.stringify({ providers: { fake: { ...fakeDef(fake.port), api: "openai-chatt" } } }));
+    r = await run(h, {});
+    assert.match(r.err, /settings: \S+settings\.json: \$\.providers\.fake\.api: Invalid enum value.*'openai-chatt'/);
+    h = withSettings("");
+    r = await run(h, {});
+    assert.match(r.err, /settings\.json: the file is empty/);
+  });
+
+  it("MC_PROVIDER unknown, key variable unset, MC_MODEL not in the catalog: each named", async () => {
+    const h = withSettings(JSON.stringify({ providers: { fake: fakeDef(fake.port), keyed: { ...fakeDef(fake.port), auth: undefined, api_key_env: "KEYED_TEST_KEY" } } }));
+    let r = await run(h, { MC_PROVIDER: "nope" });
+    assert.match(r.err, /MC_PROVIDER=nope names no known provider \(known: anthropic, fake, keyed, openai-codex/);
+    r = await run(h, { MC_PROVIDER: "keyed" });
+    assert.match(r.err, /provider keyed reads its API key from KEYED_TEST_KEY, which is not set/);
+    r = await run(h, { MC_PROVIDER: "fake", MC_MODEL: "fake-modl" });
+    assert.match(r.err, /MC_MODEL=fake-modl is not a model of provider fake \(did you mean fake-model/);
+  });
+
+  it("a model missing from the provider's cached catalog is named with the catalog's closest models", async () => {
+    const def = { api: "openai-chat", base_url: `http://127.0.0.1:${fake.port}/v1`, auth: "none" };
+    const h = withSettings(JSON.stringify({ providers: { cat: def } }));
+    const entry = findProvider({ providers: { cat: { ...def, auth: "none", models: [] } } } as never, "cat")!;
+    const model = (id: string) => ({ model_id: id, label: id, context_window: null, max_output_tokens: null, available_thinking_levels: [], disabled: false });
+    await new CatalogCache({ home: h }).write("cat", providerFingerprint(entry, {}), [model("gpt-4.1-mini"), model("gpt-4.1"), model("o3")]);
+    const r = await run(h, { MC_PROVIDER: "cat", MC_MODEL: "gpt-4.1-mimi" });
+    assert.equal(r.code, 1);
+    assert.match(r.err, /MC_MODEL=gpt-4\.1-mimi is not a model of provider cat \(did you mean gpt-4\.1-mini/);
+  });
+
+  it("HTTP status and unreachable base URL are named", async () => {
+    const h = withSettings(JSON.stringify({ providers: { fake: fakeDef(fake.port), down: fakeDef(1) } }));
+    fake.script([{ status: 404 }]);
+    let r = await run(h, FAKE);
+    assert.equal(r.code, 1);
+    assert.match(r.err, /the turn failed \(provider_error: the provider request failed: provider returned an error status \(HTTP 404\)\)/);
+    r = await run(h, { MC_PROVIDER: "down", MC_MODEL: "fake-model" });
+    assert.match(r.err, /provider connection failed; is http:\/\/127\.0\.0\.1:1\/v1 reachable\?/);
+  });
+});
+
+describe("--version and --help", () => {
+  for (const cmd of ["chat", "service", "stdio", "daemon", "channel"]) {
+    it(`berth ${cmd} --help exits 0; --version prints the version`, () => {
+      const h = spawnSync(process.execPath, [BERTH_BIN, cmd, "--help"], { input: "", encoding: "utf8", env: chatEnv(home()) });
+      assert.equal(h.status, 0, h.stderr);
+      assert.match(h.stdout + h.stderr, /usage/);
+      const v = spawnSync(process.execPath, [BERTH_BIN, cmd, "--version"], { input: "", encoding: "utf8", env: chatEnv(home()) });
+      assert.equal(v.status, 0);
+      assert.match(v.stdout, /^berth \d+\.\d+\.\d+\n$/);
+    });
+  }
+});
+
+describe("berth chat settings", () => {
+  let fake: FakeProvider;
+  before(async () => {
+    fake = await startFakeProvider();
+  });
+  after(() => fake.close());
+
+  it("mcpServers is accepted as an alias of mcp_servers (its tools reach the model); a wrong shape is named", async () => {
+    const fixture = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
+    const h = home(fake.port);
+    const s = JSON.parse(readFileSync(join(h, "settings.json"), "utf8")) as Record<string, unknown>;
+    writeFileSync(join(h, "settings.json"), JSON.stringify({ ...s, mcpServers: { fixture: { command: process.execPath, args: [fixture] } } }));
+    const before = fake.requests.length;
+    const p = chat(["-p", "hi"], chatEnv(h, FAKE));
+    assert.equal(await p.exited, 0, p.stderr);
+    assert.match(fake.requests.slice(before).map((r) => r.body).join(""), /mcp__fixture__echo/);
+    writeFileSync(join(h, "settings.json"), JSON.stringify({ ...s, mcpServers: { fixture: { args: [] } } }));
+    const bad = chat(["-p", "hi"], chatEnv(h, FAKE));
+    assert.equal(await bad.exited, 1);
+    assert.match(bad.stderr, /settings\.json: \$\.mcpServers\.fixture\.command: Required/);
+  });
+});

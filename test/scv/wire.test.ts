@@ -1,0 +1,127 @@
+/**
+ * SCV v3 wire rules over both transports: handshake, error codes and their check order, framing limits (at and one
+ * past 1 MiB, CRLF), unknown fields, fatal version mismatch, and daemon.control per transport.
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { MAX_CLIENT_FRAME_BYTES } from "../../src/protocols/scv/wire.js";
+import { openTransport, startRig, TRANSPORTS, type Msg, type Rig, type Transport } from "./client.js";
+
+/** A JSON message of exactly `bytes` bytes. */
+function sized(bytes: number, base: Msg): string {
+  const head = JSON.stringify({ ...base, pad: "" });
+  return JSON.stringify({ ...base, pad: "a".repeat(bytes - head.length) });
+}
+
+for (const name of TRANSPORTS) {
+  describe(`scv wire over ${name}`, () => {
+    let rig: Rig;
+    let t: Transport;
+    before(async () => {
+      rig = await startRig();
+      t = await openTransport(name, rig);
+    });
+    after(async () => {
+      await t.close();
+      await rig.fake.close();
+    });
+
+    it("requires initialize first, answers it once, and refuses a second one", async () => {
+      const c = await t.open();
+      c.send({ type: "session.start", request_id: "early", cwd: "/" });
+      const e = await c.reply("early", []);
+      assert.deepEqual(e, { type: "error", request_id: "early", code: "not_initialized", message: "send `initialize` first", fatal: false });
+      const init = await c.initialize();
+      assert.equal(init.type, "initialized");
+      assert.equal(init.protocol_version, 3);
+      assert.equal(typeof init.server.name, "string");
+      const again = c.request({ type: "initialize", protocol_version: 3 });
+      assert.equal((await c.reply(again, [])).code, "invalid_request");
+      c.end();
+      await c.closed;
+    });
+
+    it("maps bad messages to invalid_json / invalid_request and keeps going", async () => {
+      const c = await t.open();
+      await c.initialize();
+      const n = c.frames.length;
+      c.send("not json\n");
+      c.send("[1,2]\n");
+      c.send({ type: "no.such.type", request_id: "u1" });
+      c.send({ request_id: "u2" });
+      c.send({ type: "turn.cancel" });
+      c.send({ type: "session.start", request_id: "u3" });
+      c.send({ type: "session.start", request_id: "u4", cwd: "/", channel: "x".repeat(33) });
+      c.send({ type: "turn.start", request_id: "u5", session_id: "nope", prompt: "hi", extra_field: 1 });
+      await c.waitFor((m) => m.request_id === "u5");
+      const errs = c.frames.slice(n);
+      assert.deepEqual(
+        errs.map((m) => [m.type, m.request_id, m.code, m.fatal]),
+        [
+          ["error", undefined, "invalid_json", false],
+          ["error", undefined, "invalid_json", false],
+          ["error", "u1", "invalid_json", false],
+          ["error", "u2", "invalid_json", false],
+          ["error", undefined, "invalid_request", false],
+          ["error", "u3", "invalid_request", false],
+          ["error", "u4", "invalid_request", false],
+          // unknown fields are ignored: the message got to the session check
+          ["error", "u5", "session_not_found", false],
+        ],
+      );
+      assert.ok(!("request_id" in errs[0]!));
+      c.end();
+      await c.closed;
+    });
+
+    it("accepts a frame of exactly 1 MiB (CRLF too), skips one a byte longer with invalid_request, and goes on", async () => {
+      const c = await t.open();
+      await c.initialize();
+      c.send(sized(MAX_CLIENT_FRAME_BYTES, { type: "bogus", request_id: "at" }) + "\r\n");
+      const at = await c.reply("at", []);
+      assert.equal(at.code, "invalid_json"); // framing accepted it; the unknown type was the refusal
+      const from = c.frames.length;
+      c.send(sized(MAX_CLIENT_FRAME_BYTES + 1, { type: "bogus", request_id: "over" }) + "\n");
+      const id = c.request({ type: "daemon.control", command: { action: "status" } });
+      await c.reply(id, ["daemon.status"]);
+      const over = c.frames[from]!;
+      assert.deepEqual(over.code, "invalid_request");
+      assert.ok(!("request_id" in over));
+      assert.ok(!c.frames.some((m) => m.request_id === "over"));
+      c.end();
+      await c.closed;
+    });
+
+    it("ends the connection after a fatal version_mismatch", async () => {
+      const c = await t.open();
+      c.send({ type: "initialize", request_id: "v2", protocol_version: 2 });
+      c.send({ type: "initialize", request_id: "v3", protocol_version: 3 });
+      await c.closed;
+      const e = c.frames.find((m) => m.request_id === "v2")!;
+      assert.equal(e.code, "version_mismatch");
+      assert.equal(e.fatal, true);
+      assert.ok(!c.frames.some((m) => m.request_id === "v3"));
+    });
+
+    it(name === "stdio" ? "answers daemon.control with unsupported" : "serves daemon.control status and refuses the rest clearly", async () => {
+      const c = await t.open();
+      await c.initialize();
+      const s = c.request({ type: "daemon.control", command: { action: "status" } });
+      const r = await c.reply(s, ["daemon.status"]);
+      if (name === "stdio") assert.equal(r.code, "unsupported");
+      else {
+        assert.equal(r.type, "daemon.status");
+        assert.equal(typeof r.status.pid, "number");
+        assert.deepEqual(r.status.components, []);
+        assert.ok(!("session_id" in r) && !("seq" in r));
+        const u = c.request({ type: "daemon.control", command: { action: "frobnicate" } });
+        assert.equal((await c.reply(u, [])).code, "invalid_json");
+        const k = c.request({ type: "daemon.control", command: { action: "reload" } });
+        assert.equal((await c.reply(k, [])).code, "unsupported");
+      }
+      c.end();
+      await c.closed;
+      assert.deepEqual(c.garbage, []);
+    });
+  });
+}
