@@ -8,6 +8,7 @@ commands:
   chat [-p PROMPT] [--json]   terminal client (interactive, or one-shot with -p)
   service                     app-service v1: JSONL over stdio for frontend apps
   daemon [--listen HOST:PORT] live-backend host (backend Unix socket + AHP WebSocket)
+  acp                         Agent Client Protocol v1 over stdio (for editors: Zed, acpx, ...)
 `;
 
 export async function main(argv: string[]): Promise<void> {
@@ -21,6 +22,11 @@ export async function main(argv: string[]): Promise<void> {
     case "daemon": {
       const m = await import("./daemon.js");
       process.exitCode = await m.runDaemon(rest);
+      return;
+    }
+    case "acp": {
+      const m = await import("./acp.js");
+      process.exitCode = await m.runAcp(rest);
       return;
     }
     case "chat": {

@@ -59,6 +59,8 @@ export interface SessionHandle {
 export interface ListEntry {
   id: string;
   createdAt: string;
+  /** The session's working directory (from its header). */
+  cwd: string;
   updatedAtMs: number;
   /** Raw text (or a prefix) of the first user message; adapters sanitize/redact before showing it. */
   titleSource: string | null;
@@ -322,7 +324,7 @@ export class SessionStore {
     let incomplete = unrepresentable;
     heads.forEach((h, i) => {
       if (h === null) incomplete = true;
-      else entries.push({ id: examined[i] as string, createdAt: h.header.created_at, updatedAtMs: h.mtimeMs, titleSource: h.titleSource });
+      else entries.push({ id: examined[i] as string, createdAt: h.header.created_at, cwd: h.header.cwd, updatedAtMs: h.mtimeMs, titleSource: h.titleSource });
     });
     return {
       entries,
