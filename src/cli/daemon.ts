@@ -4,7 +4,8 @@
  * `berth` over the backend socket (in this process) before the ready line is printed.
  */
 import { join } from "node:path";
-import { resolveHome, startHost, type HostHandle } from "../protocols/host/host.js";
+import { startHost, type HostHandle } from "../protocols/host/host.js";
+import { resolveHome } from "../store/home.js";
 
 const SHUTDOWN_DEADLINE_MS = 5000;
 const RUNTIME_READY_MS = 10_000;
@@ -72,7 +73,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
   }
   let handle: HostHandle;
   try {
-    handle = await startHost({ home: resolveHome(), host: listen.host, port: listen.port });
+    handle = await startHost({ home: resolveHome(process.env), host: listen.host, port: listen.port });
   } catch (e) {
     process.stderr.write(`berth daemon: ${e instanceof Error ? e.message : String(e)}\n`);
     return 1;

@@ -3,17 +3,17 @@
  * AHP WebSocket and HTTP inspection endpoints on one loopback listener.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { homedir } from "node:os";
+import { chmodSync, existsSync, mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { randomBytes, timingSafeEqual } from "node:crypto";
+import { timingSafeEqual } from "node:crypto";
 import { WebSocketServer } from "ws";
-import { HostStore } from "./store.js";
+import { HostStore } from "../../store/host/store.js";
+import { loadToken } from "../../store/host/token.js";
 import { HostState } from "./state.js";
 import { BackendServer } from "./backend.js";
 import { AhpConnection } from "./ahp.js";
 import { Inspector } from "./inspection.js";
-import { acquireStateLock } from "./lock.js";
+import { acquireStateLock } from "../../store/host/lock.js";
 
 export const WIRE_LIMIT = 16 * 1024 * 1024;
 
@@ -39,26 +39,9 @@ export interface HostHandle {
   close(): Promise<void>;
 }
 
-export function resolveHome(env: NodeJS.ProcessEnv = process.env): string {
-  return resolve(env.BERTH_HOME || env.MC_HOME || join(homedir(), ".berth"));
-}
-
 function ensureOwnerDir(dir: string): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   chmodSync(dir, 0o700);
-}
-
-function loadToken(dir: string): string {
-  const p = join(dir, "token");
-  if (existsSync(p)) {
-    chmodSync(p, 0o600);
-    const t = readFileSync(p, "utf8").trim();
-    if (t.length >= 32) return t;
-  }
-  const t = randomBytes(32).toString("base64url");
-  writeFileSync(p, t + "\n", { mode: 0o600, flag: "w" });
-  chmodSync(p, 0o600);
-  return t;
 }
 
 function tokenOk(presented: string | undefined | null, token: string): boolean {

@@ -6,7 +6,7 @@
  * (commands.ts). Every mutation of AHP state goes through `publish`.
  */
 import { createHash, randomBytes, randomUUID } from "node:crypto";
-import type { HostStore, SessionRow } from "./store.js";
+import type { HostStore, SessionRow } from "../../store/host/store.js";
 import type { BackendEvent, HistoryTurn } from "./backend-schema.js";
 import { ROOT } from "./ahp-schema.js";
 import { ActionLog } from "./action-log.js";
