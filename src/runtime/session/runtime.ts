@@ -329,7 +329,7 @@ export class SessionRuntime {
     };
     let outcome: TurnOutcome;
     try {
-      const images = await loadImages(opts.attachments ?? []);
+      const images = [...(await loadImages(opts.attachments ?? [])), ...(opts.images ?? [])];
       outcome = await this.deps.runner.runTurn({
         turnId: run.turnId,
         writer: a.lease.writer,

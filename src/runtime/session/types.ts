@@ -5,7 +5,7 @@
  */
 import type { RuntimeEvent, FailureReason, TerminalStatus, TurnUsage } from "../events.js";
 import type { SelectionOverride } from "../agent.js";
-import type { ToolErrorKind, ToolRisk } from "../types.js";
+import type { ImagePart, ToolErrorKind, ToolRisk } from "../types.js";
 import type { McpServerDef } from "../../store/settings/schema.js";
 import type { SessionErrorCode, UserAttachment } from "../../store/sessions/index.js";
 
@@ -14,9 +14,10 @@ export type { SelectionOverride, UserAttachment, ToolRisk };
 /**
  * When a tool call needs a person's approval:
  * - `on-risk` (default): `read_only` tools run; every other risk class (and every MCP tool) asks;
+ * - `edits`: like `on-risk`, but `filesystem` tools (file edits) run too;
  * - `always`: every call asks; `never`: nothing asks (every call runs).
  */
-export type ApprovalMode = "on-risk" | "always" | "never";
+export type ApprovalMode = "on-risk" | "edits" | "always" | "never";
 
 /** A session's configuration, fixed when it is opened (`SessionRuntime.configure` changes it while idle). */
 export interface SessionConfig {
@@ -48,6 +49,11 @@ export interface TurnOrigin {
 
 export interface SubmitOptions {
   attachments?: UserAttachment[];
+  /**
+   * Images sent inline with this prompt (a door whose client sends image bytes, e.g. ACP), added after the
+   * attachments' images. Not durable: the session file keeps the prompt text only. Not kept for queued prompts.
+   */
+  images?: ImagePart[];
   /** This prompt only runs without tools (in addition to the session's `noTools`). */
   noTools?: boolean;
   /** A label of who submitted it (shown in queue entries); default `"client"`. */
