@@ -170,11 +170,11 @@ export interface AcpRig {
   close(): Promise<void>;
 }
 
-export async function startAcpRig(): Promise<AcpRig> {
+export async function startAcpRig(api: "openai-chat" | "openai-responses" | "anthropic" = "openai-responses"): Promise<AcpRig> {
   const fake = await startFakeProvider();
   const home = mkdtempSync(join(tmpdir(), "berth-acp-home-"));
   mkdirSync(home, { recursive: true });
-  writeFileSync(join(home, "settings.json"), JSON.stringify(fakeSettings(fake.baseUrl)));
+  writeFileSync(join(home, "settings.json"), JSON.stringify(fakeSettings(fake.baseUrl, { api })));
   const procs: AcpAgentProcess[] = [];
   return {
     fake,

@@ -25,6 +25,8 @@ export const ACP_ERRORS = {
   unknownConfig: () => new RequestError(-32602, "Invalid params: unknown configId or value; use the ids and values of the session's configOptions"),
   unsupportedContent: (type: string) =>
     new RequestError(-32602, `Invalid params: prompt content of type '${type}' is not accepted; see promptCapabilities in the initialize answer`),
+  historyTooLarge: () =>
+    new RequestError(-32603, "Internal error: this session's history is too large to load into the model's context; start a new session"),
   storage: () => new RequestError(-32603, "Internal error: Berth's session store is unavailable; check MC_HOME's permissions and free space"),
   internal: () => new RequestError(-32603, "Internal error: Berth could not complete this request; see its stderr log"),
 } as const;

@@ -1,0 +1,153 @@
+/**
+ * The remaining ACP methods through the spawned `berth acp`, every frame schema-checked: session/resume and
+ * session/close, modes and config options, unknown sessions and relative paths, auth-required, rich prompt
+ * content, and the client's MCP servers attached to the session.
+ */
+import { after, before, it } from "node:test";
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { SessionConfigOption } from "@agentclientprotocol/sdk";
+import { startAcpRig, AcpAgentProcess, type AcpRig } from "./harness.js";
+
+const MCP_FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
+const code = (n: number) => (e: { code?: number }) => e.code === n;
+
+let rig: AcpRig;
+let cwd: string;
+before(async () => {
+  rig = await startAcpRig();
+  cwd = mkdtempSync(join(tmpdir(), "berth-acp-work-"));
+});
+after(async () => {
+  await rig.close();
+});
+
+const current = (opts: SessionConfigOption[] | null | undefined, id: string) => opts?.find((o) => o.id === id)?.currentValue;
+
+it("refuses relative cwds, unknown sessions and bad cursors with the ACP codes", async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  await assert.rejects(p.agent.request("session/new", { cwd: "relative/dir", mcpServers: [] }), code(-32602));
+  await assert.rejects(p.agent.request("session/prompt", { sessionId: "nope", prompt: [{ type: "text", text: "hi" }] }), code(-32002));
+  await assert.rejects(p.agent.request("session/load", { sessionId: "no-such-session", cwd, mcpServers: [] }), code(-32002));
+  await assert.rejects(p.agent.request("session/resume", { sessionId: "no-such-session", cwd }), code(-32002));
+  // The SDK client reports -32002 on session/close as success; the raw frame shows the error.
+  await p.agent.request("session/close", { sessionId: "nope" });
+  const closeId = p.sent.findLast((f) => f["method"] === "session/close")!["id"];
+  assert.equal(p.received.find((f) => f["id"] === closeId)?.["error"]?.code, -32002);
+  await assert.rejects(p.agent.request("session/set_mode", { sessionId: "nope", modeId: "full" }), code(-32002));
+  await assert.rejects(p.agent.request("session/list", { cursor: "garbage!" }), code(-32602));
+  await assert.rejects(p.agent.request("session/list", { cwd: "rel" }), code(-32602));
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+it("resume reattaches without replay; close forgets the session but keeps its history", async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "one" }] })).stopReason, "end_turn");
+  assert.deepEqual(await p.agent.request("session/close", { sessionId }), {});
+  await assert.rejects(p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "x" }] }), code(-32002));
+  const before = p.updates.length;
+  const resumed = await p.agent.request("session/resume", { sessionId, cwd });
+  assert.equal(resumed.modes?.currentModeId, "ask");
+  assert.equal(p.updates.length, before, "resume sends no replay");
+  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "two" }] })).stopReason, "end_turn");
+  assert.match(rig.fake.requests[rig.fake.requests.length - 1]!.body, /one/);
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+it("modes and config options: full mode runs commands without asking; model and reasoning reach the provider", async () => {
+  let asked = 0;
+  const p = rig.spawn({ cwd, client: { permission: () => ((asked += 1), { outcome: { outcome: "cancelled" } }) } });
+  await p.initialize();
+  const s = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  const sessionId = s.sessionId;
+  assert.deepEqual(s.modes?.availableModes.map((m) => m.id), ["ask", "auto-edit", "full"]);
+  assert.equal(current(s.configOptions, "model"), "fake-model");
+  assert.equal(current(s.configOptions, "reasoning"), "default");
+
+  await assert.rejects(p.agent.request("session/set_mode", { sessionId, modeId: "yolo" }), code(-32602));
+  assert.deepEqual(await p.agent.request("session/set_mode", { sessionId, modeId: "full" }), {});
+  rig.fake.script([{ steps: [{ toolCall: { id: "c1", name: "bash", arguments: { command: "echo ran > ran.txt" } } }] }, { steps: [{ text: "ok" }] }]);
+  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "run" }] })).stopReason, "end_turn");
+  assert.equal(asked, 0);
+  const ran = p.updatesOf(sessionId).findLast((u) => u.sessionUpdate === "tool_call_update");
+  assert.ok(ran && ran.sessionUpdate === "tool_call_update" && ran.status === "completed");
+
+  await assert.rejects(p.agent.request("session/set_config_option", { sessionId, configId: "reasoning", value: "extreme" }), code(-32602));
+  await assert.rejects(p.agent.request("session/set_config_option", { sessionId, configId: "model", value: "not-a-model" }), code(-32602));
+  const set = await p.agent.request("session/set_config_option", { sessionId, configId: "reasoning", value: "high" });
+  assert.equal(current(set.configOptions, "reasoning"), "high");
+  const back = await p.agent.request("session/set_config_option", { sessionId, configId: "mode", value: "ask" });
+  assert.equal(current(back.configOptions, "mode"), "ask");
+  const n = rig.fake.requests.length;
+  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "think hard" }] })).stopReason, "end_turn");
+  const body = rig.fake.requests[n]!.json as { reasoning?: { effort?: string } };
+  assert.equal(body.reasoning?.effort, "high");
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+it("takes text, resource links, embedded resources and images in one prompt", async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  const n = rig.fake.requests.length;
+  const r = await p.agent.request("session/prompt", {
+    sessionId,
+    prompt: [
+      { type: "text", text: "compare" },
+      { type: "resource_link", name: "x.ts", uri: `file://${cwd}/x.ts` },
+      { type: "resource", resource: { uri: `file://${cwd}/y.ts`, text: "EMBEDDED-Y" } },
+      { type: "image", mimeType: "image/png", data: "iVBORw0KGgo=" },
+    ],
+  });
+  assert.equal(r.stopReason, "end_turn");
+  const body = rig.fake.requests[n]!.body;
+  assert.match(body, /compare/);
+  assert.match(body, new RegExp(`linked resource: x\\.ts ${cwd}/x\\.ts`));
+  assert.match(body, /EMBEDDED-Y/);
+  await assert.rejects(p.agent.request("session/prompt", { sessionId, prompt: [{ type: "audio", mimeType: "audio/wav", data: "AA==" }] }), code(-32602));
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+it("attaches the client's stdio MCP servers to the session", async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", {
+    cwd,
+    mcpServers: [{ name: "editor", command: process.execPath, args: [MCP_FIXTURE], env: [] }],
+  });
+  await p.agent.request("session/set_mode", { sessionId, modeId: "full" });
+  const n = rig.fake.requests.length;
+  rig.fake.script([{ steps: [{ toolCall: { id: "m1", name: "mcp__editor__echo", arguments: { text: "from-editor" } } }] }, { steps: [{ text: "ok" }] }]);
+  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "use it" }] })).stopReason, "end_turn");
+  assert.match(rig.fake.requests[n]!.body, /mcp__editor__echo/);
+  const done = p.updatesOf(sessionId).findLast((u) => u.sessionUpdate === "tool_call_update");
+  assert.ok(done && done.sessionUpdate === "tool_call_update");
+  assert.equal(done.status, "completed");
+  assert.deepEqual(done.content, [{ type: "content", content: { type: "text", text: "echo: from-editor" } }]);
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+it("session/new without credentials for the selected provider is -32000 (auth required)", async () => {
+  const home = mkdtempSync(join(tmpdir(), "berth-acp-noauth-"));
+  mkdirSync(home, { recursive: true });
+  writeFileSync(join(home, "settings.json"), JSON.stringify({ provider: "anthropic", model: "claude-sonnet-4-5" }));
+  const p = new AcpAgentProcess({ home, cwd });
+  try {
+    await p.initialize();
+    await assert.rejects(p.agent.request("session/new", { cwd, mcpServers: [] }), code(-32000));
+    assert.deepEqual(p.invalid, []);
+  } finally {
+    await p.end();
+  }
+});
