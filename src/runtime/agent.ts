@@ -32,6 +32,7 @@ import { buildSystemPrompt } from "./system-prompt.js";
 import { createToolRegistry, type BashOptions, type ToolRegistry } from "./tools/index.js";
 import { runLoop } from "./turn-loop.js";
 import type { ImagePart, Provider, ThinkingLevel, UserContent } from "./types.js";
+import type { Workspace } from "./workspace.js";
 import type { UserAttachment } from "../store/sessions/index.js";
 
 export interface AgentOptions {
@@ -74,6 +75,8 @@ export interface RunTurnRequest {
   delegationDepth?: number;
   /** Steering messages injected at the next step boundary (see `LoopOptions.steer`). */
   steer?: () => string[];
+  /** Where the tools touch files and run commands (unset: this machine). */
+  workspace?: Workspace;
   /** Durable attachment descriptions kept on the user record (image paths, never bytes). */
   attachments?: UserAttachment[];
 }
@@ -271,6 +274,7 @@ export class Agent {
       tools,
       subagents,
       ...(req.steer !== undefined ? { steer: req.steer } : {}),
+      ...(req.workspace !== undefined ? { workspace: req.workspace } : {}),
       cwd: req.cwd,
       signal: req.signal,
       sink: req.sink,

@@ -2,6 +2,7 @@
  * Protocol-neutral runtime contracts shared by providers, tools and the turn loop.
  * Nothing here knows which wire protocol (app-service, SCV, host) drives a turn.
  */
+import type { Workspace } from "./workspace.js";
 
 /** The six reasoning choices the wire knows. */
 export const THINKING_LEVELS = ["default", "low", "medium", "high", "x_high", "max"] as const;
@@ -101,6 +102,10 @@ export interface ToolContext {
   signal: AbortSignal;
   /** Short, rate-limited status line (never tool output content). */
   onProgress(line: string): void;
+  /** The provider's ID of this call (set by the turn loop). */
+  callId?: string;
+  /** Where file tools read/write and `bash` runs, when not this machine (see workspace.ts). */
+  workspace?: Workspace;
 }
 
 export interface ToolResult {

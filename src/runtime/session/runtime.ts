@@ -346,6 +346,7 @@ export class SessionRuntime {
         ...(this.cfg.mcpServers !== undefined ? { mcpServers: this.cfg.mcpServers } : {}),
         ...(this.cfg.channel !== undefined ? { channel: this.cfg.channel } : {}),
         ...(this.cfg.delegationDepth !== undefined ? { delegationDepth: this.cfg.delegationDepth } : {}),
+        ...(this.cfg.workspace !== undefined ? { workspace: this.cfg.workspace } : {}),
         steer: () => run.steering.splice(0),
       });
     } catch {

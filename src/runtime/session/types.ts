@@ -6,6 +6,7 @@
 import type { RuntimeEvent, FailureReason, TerminalStatus, TurnUsage } from "../events.js";
 import type { SelectionOverride } from "../agent.js";
 import type { ImagePart, ToolErrorKind, ToolRisk } from "../types.js";
+import type { Workspace } from "../workspace.js";
 import type { McpServerDef } from "../../store/settings/schema.js";
 import type { SessionErrorCode, UserAttachment } from "../../store/sessions/index.js";
 
@@ -39,6 +40,8 @@ export interface SessionConfig {
    * answers); server-started turns, which have no client to ask, are approved without asking.
    */
   autoApprove?: boolean;
+  /** Where the tools touch files and run commands (unset: this machine); see `runtime/workspace.ts`. */
+  workspace?: Workspace;
 }
 
 /** Why a server started a turn on its own (SCV `origin`): e.g. `{kind: "background", jobs: ["job-1"]}`. */

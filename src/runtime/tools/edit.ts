@@ -34,7 +34,7 @@ export const editTool = defineLocalTool({
     const file = resolvePath(ctx.cwd, args.path);
     let text: string;
     try {
-      text = await readFile(file, { encoding: "utf8", signal: ctx.signal });
+      text = ctx.workspace?.readTextFile ? await ctx.workspace.readTextFile(file, ctx.signal) : await readFile(file, { encoding: "utf8", signal: ctx.signal });
     } catch (err) {
       return fsFail(err, `edit: ${args.path}`);
     }
@@ -62,7 +62,8 @@ export const editTool = defineLocalTool({
       next = text.slice(0, at) + newS + text.slice(at + oldS.length);
     }
     try {
-      await writeFile(file, next, { encoding: "utf8", signal: ctx.signal });
+      if (ctx.workspace?.writeTextFile) await ctx.workspace.writeTextFile(file, next, ctx.signal);
+      else await writeFile(file, next, { encoding: "utf8", signal: ctx.signal });
     } catch (err) {
       return fsFail(err, `edit: ${args.path}`);
     }

@@ -6,6 +6,7 @@
  */
 import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
+import { Readable } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
 import * as A from "../../core/arg-schema.js";
 import { defineLocalTool } from "./define.js";
@@ -33,15 +34,29 @@ export const readTool = defineLocalTool({
   schema: ReadArgs,
   async execute(args, ctx) {
     const file = resolvePath(ctx.cwd, args.path);
-    try {
-      const st = await stat(file);
-      if (st.isDirectory()) return fail("failed", `read: ${args.path} is a directory (use ls)`);
-    } catch (err) {
-      return fsFail(err, `read: ${args.path}`);
+    const ws = ctx.workspace;
+    let source: () => Readable;
+    if (ws?.readTextFile) {
+      // The workspace's view of the file (an editor's buffer, unsaved changes included), read whole.
+      let text: string;
+      try {
+        text = await ws.readTextFile(file, ctx.signal);
+      } catch (err) {
+        return fsFail(err, `read: ${args.path}`);
+      }
+      source = () => Readable.from([Buffer.from(text, "utf8")]);
+    } else {
+      try {
+        const st = await stat(file);
+        if (st.isDirectory()) return fail("failed", `read: ${args.path} is a directory (use ls)`);
+      } catch (err) {
+        return fsFail(err, `read: ${args.path}`);
+      }
+      source = () => createReadStream(file, { highWaterMark: 64 * 1024 });
     }
     const offset = args.offset ?? 1;
     const limit = args.limit ?? READ_DEFAULT_LIMIT;
-    const r = await readLines(file, offset, limit, ctx.signal);
+    const r = await readLines(source, offset, limit, ctx.signal);
     if (r.kind === "binary") return fail("failed", `read: ${args.path} looks like a binary file`);
     if (r.kind === "aborted") return fail("cancelled", "read: cancelled");
     if (r.kind === "error") return fsFail(r.error, `read: ${args.path}`);
@@ -65,9 +80,9 @@ type ReadOutcome =
   | { kind: "error"; error: unknown };
 
 /** Collects lines [offset, offset+limit) within BODY_BUDGET bytes; stops reading once done. */
-function readLines(file: string, offset: number, limit: number, signal: AbortSignal): Promise<ReadOutcome> {
+function readLines(open: () => Readable, offset: number, limit: number, signal: AbortSignal): Promise<ReadOutcome> {
   return new Promise((resolve) => {
-    const stream = createReadStream(file, { highWaterMark: 64 * 1024 });
+    const stream = open();
     const decoder = new StringDecoder("utf8");
     const lines: string[] = [];
     let bytes = 0;

@@ -19,8 +19,11 @@ export const writeTool = defineLocalTool({
   async execute(args, ctx) {
     const file = resolvePath(ctx.cwd, args.path);
     try {
-      await mkdir(dirname(file), { recursive: true });
-      await writeFile(file, args.content, { encoding: "utf8", signal: ctx.signal });
+      if (ctx.workspace?.writeTextFile) await ctx.workspace.writeTextFile(file, args.content, ctx.signal);
+      else {
+        await mkdir(dirname(file), { recursive: true });
+        await writeFile(file, args.content, { encoding: "utf8", signal: ctx.signal });
+      }
     } catch (err) {
       return fsFail(err, `write: ${args.path}`);
     }
