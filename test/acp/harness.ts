@@ -21,6 +21,16 @@ export interface ClientBehaviour {
   permission?: (p: acp.RequestPermissionRequest) => acp.RequestPermissionResponse | Promise<acp.RequestPermissionResponse>;
   /** When set, the client serves fs requests from these editor buffers (path → text) and records writes there. */
   buffers?: Map<string, string>;
+  /** When true, the client serves terminal requests by running the command itself (like an editor's terminal). */
+  terminals?: boolean;
+}
+
+/** A client-side terminal: the command's process and its combined output. */
+interface TestTerminal {
+  output: string;
+  exit: Promise<{ exitCode: number | null; signal: string | null }>;
+  kill(): void;
+  released: boolean;
 }
 
 export interface AgentProcessOptions {
@@ -42,6 +52,8 @@ export class AcpAgentProcess {
   /** Schema violations found in `received`. */
   readonly invalid: string[] = [];
   readonly updates: acp.SessionNotification[] = [];
+  /** Terminals the client created for Berth, by ID. */
+  readonly terminals = new Map<string, TestTerminal>();
   stderr = "";
   readonly conn: acp.ClientConnection;
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
@@ -108,6 +120,46 @@ export class AcpAgentProcess {
         })
         .onRequest("fs/write_text_file", ({ params }) => {
           buffers.set(params.path, params.content);
+          return {};
+        });
+    }
+    if (behaviour.terminals === true) {
+      let n = 0;
+      const term = (id: string): TestTerminal => {
+        const t = this.terminals.get(id);
+        if (t === undefined || t.released) throw new acp.RequestError(-32002, "Resource not found");
+        return t;
+      };
+      app = app
+        .onRequest("terminal/create", ({ params }) => {
+          const child = spawn(params.command, params.args ?? [], { cwd: params.cwd ?? this.cwd, stdio: ["ignore", "pipe", "pipe"] });
+          const t: TestTerminal = {
+            output: "",
+            exit: new Promise((resolve) => child.on("close", (code, sig) => resolve({ exitCode: code, signal: sig }))),
+            kill: () => void child.kill("SIGKILL"),
+            released: false,
+          };
+          const add = (d: Buffer) => (t.output += d.toString("utf8"));
+          child.stdout.on("data", add);
+          child.stderr.on("data", add);
+          const terminalId = `term-${++n}`;
+          this.terminals.set(terminalId, t);
+          return { terminalId };
+        })
+        .onRequest("terminal/output", async ({ params }) => {
+          const t = term(params.terminalId);
+          const done = await Promise.race([t.exit, Promise.resolve(null)]);
+          return { output: t.output, truncated: false, ...(done !== null ? { exitStatus: done } : {}) };
+        })
+        .onRequest("terminal/wait_for_exit", ({ params }) => term(params.terminalId).exit)
+        .onRequest("terminal/kill", ({ params }) => {
+          term(params.terminalId).kill();
+          return {};
+        })
+        .onRequest("terminal/release", ({ params }) => {
+          const t = term(params.terminalId);
+          t.kill();
+          t.released = true;
           return {};
         });
     }

@@ -86,7 +86,7 @@ export class AcpConnection {
     } catch {
       throw ACP_ERRORS.storage();
     }
-    const s = new AcpSession(rt, client, { mode: "ask", model: null, reasoning: null });
+    const s = new AcpSession(rt, client, { mode: "ask", model: null, reasoning: null }, this.state.client);
     this.sessions.set(s.id, s);
     return s;
   }
@@ -99,7 +99,7 @@ export class AcpConnection {
       return have;
     }
     const rt = this.hub.open(id, { cwd, approval: approvalOf("ask"), ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
-    const s = new AcpSession(rt, client, { mode: "ask", model: null, reasoning: null });
+    const s = new AcpSession(rt, client, { mode: "ask", model: null, reasoning: null }, this.state.client);
     this.sessions.set(id, s);
     return s;
   }

@@ -14,9 +14,12 @@
  *   reject once / reject always. "Always" answers are remembered for this session and tool name (later calls are
  *   answered without asking). A cancelled outcome, or an unknown option, denies. A turn cancelled while asking
  *   sends `$/cancel_request` for the pending ask.
+ * - When the client advertised `fs` / `terminal`, the session's tools read, write and run commands through it
+ *   (`client-workspace.ts`); a command's terminal is shown with its call and stays in the call's final content.
  */
-import type { AgentContext, PermissionOption, SessionUpdate, StopReason } from "@agentclientprotocol/sdk";
+import type { AgentContext, ClientCapabilities, PermissionOption, SessionUpdate, StopReason, ToolCallContent } from "@agentclientprotocol/sdk";
 import type { SessionEvent, SessionRuntime, SessionConfig } from "../../runtime/session/index.js";
+import { clientWorkspace } from "./client-workspace.js";
 import type { SessionChoices } from "./config-options.js";
 import { textContent, toolDiff, toolKind, toolLocations, toolTitle } from "./tool-view.js";
 
@@ -32,6 +35,8 @@ const PERMISSION_OPTIONS: PermissionOption[] = [
 export class AcpSession {
   private out: Promise<void> = Promise.resolve();
   private readonly calls = new Map<string, { name: string; args: Record<string, unknown> }>();
+  /** Client terminals shown with a call (kept in its final content: a released terminal still displays). */
+  private readonly terminals = new Map<string, ToolCallContent>();
   private readonly always = new Map<string, boolean>();
   private readonly ends = new Map<string, (end: TurnEnd) => void>();
   private readonly asking = new Map<string, AbortController>();
@@ -43,8 +48,16 @@ export class AcpSession {
     readonly rt: SessionRuntime,
     private readonly client: AgentContext,
     public choices: SessionChoices,
+    caps: ClientCapabilities,
   ) {
     this.unsubscribe = rt.subscribe((e) => this.on(e));
+    const workspace = clientWorkspace(client, rt.id, caps, {
+      showTerminal: (callId, content) => {
+        this.terminals.set(callId, content);
+        void this.send({ sessionUpdate: "tool_call_update", toolCallId: callId, content: [content] });
+      },
+    });
+    if (workspace !== undefined) this.configure({ workspace });
   }
 
   get id(): string {
@@ -118,6 +131,9 @@ export class AcpSession {
         const call = this.calls.get(e.callId);
         this.calls.delete(e.callId);
         const diff = call !== undefined && e.success ? toolDiff(call.name, call.args, this.cwd) : [];
+        const terminal = this.terminals.get(e.callId);
+        this.terminals.delete(e.callId);
+        if (terminal !== undefined) diff.push(terminal);
         void this.send({
           sessionUpdate: "tool_call_update",
           toolCallId: e.callId,
