@@ -58,6 +58,11 @@ it("runs a session: streamed text and thought, an approved edit shown as a diff,
   const u1 = p.updatesOf(sessionId);
   assert.equal(text(u1, "agent_message_chunk"), "Editing now.Done.");
   assert.equal(text(u1, "agent_thought_chunk"), "I should edit a.txt.");
+  const info = u1.find((u) => u.sessionUpdate === "session_info_update");
+  assert.ok(info && info.sessionUpdate === "session_info_update" && info.title === "edit a.txt please");
+  const usage = u1.filter((u) => u.sessionUpdate === "usage_update");
+  assert.ok(usage.length >= 1);
+  for (const u of usage) assert.ok(u.sessionUpdate === "usage_update" && u.used > 0 && u.size > 0);
   const call = u1.find((u) => u.sessionUpdate === "tool_call");
   assert.ok(call && call.sessionUpdate === "tool_call");
   assert.equal(call.kind, "edit");
@@ -158,4 +163,28 @@ it("after a restart, session/load replays the history before answering, and the 
     svc.end();
     await svc.exited;
   }
+});
+
+it("cancelling while the client is asked for permission withdraws the question and answers cancelled", async () => {
+  const p = rig.spawn({
+    cwd,
+    client: {
+      // An editor that waits for the user: it answers only once Berth withdraws the question.
+      permission: () => new Promise(() => undefined),
+    },
+  });
+  await p.initialize();
+  const { sessionId: sid } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  rig.fake.script([{ steps: [{ toolCall: { id: "call-ask", name: "bash", arguments: { command: "touch never.txt" } } }] }, { steps: [{ text: "unused" }] }]);
+  const prompt = p.agent.request("session/prompt", { sessionId: sid, prompt: [{ type: "text", text: "touch it" }] });
+  await p.until(() => p.received.some((f) => f["method"] === "session/request_permission"), "the permission request");
+  await p.agent.notify("session/cancel", { sessionId: sid });
+  assert.equal((await prompt).stopReason, "cancelled");
+  const asked = p.received.find((f) => f["method"] === "session/request_permission")!;
+  await p.until(() => p.received.some((f) => f["method"] === "$/cancel_request" && f["params"]?.requestId === asked["id"]), "$/cancel_request");
+  assert.equal(existsSync(join(cwd, "never.txt")), false);
+  const last = p.updatesOf(sid).findLast((u) => u.sessionUpdate === "tool_call_update");
+  assert.ok(last && last.sessionUpdate === "tool_call_update" && last.status === "failed");
+  assert.deepEqual(p.invalid, []);
+  await p.end();
 });

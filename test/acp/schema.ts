@@ -21,6 +21,7 @@ const OUTGOING: Record<string, string> = {
   "terminal/wait_for_exit": "WaitForTerminalExitRequest",
   "terminal/kill": "KillTerminalRequest",
   "terminal/release": "ReleaseTerminalRequest",
+  "$/cancel_request": "CancelRequestNotification",
 };
 
 /** Client → agent request method → the result definition of its response. */
