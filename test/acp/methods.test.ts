@@ -151,3 +151,27 @@ it("session/new without credentials for the selected provider is -32000 (auth re
     await p.end();
   }
 });
+
+it("a prompt on a session another berth acp is running a turn in is refused with -32600, naming the other process", async () => {
+  const p1 = rig.spawn({ cwd });
+  const p2 = rig.spawn({ cwd });
+  try {
+    await p1.initialize();
+    await p2.initialize();
+    const { sessionId } = await p1.agent.request("session/new", { cwd, mcpServers: [] });
+    rig.fake.script([{ steps: [{ text: "Holding" }, { waitForAbort: true }] }]);
+    const running = p1.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "hold" }] });
+    await p1.until(() => p1.updates.some((n) => n.update.sessionUpdate === "agent_message_chunk"), "the first chunk");
+    await p2.agent.request("session/resume", { sessionId, cwd });
+    await assert.rejects(
+      p2.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "me too" }] }),
+      (e: { code: number; message: string }) => e.code === -32600 && /another Berth process/.test(e.message),
+    );
+    await p1.agent.notify("session/cancel", { sessionId });
+    assert.equal((await running).stopReason, "cancelled");
+    assert.deepEqual([...p1.invalid, ...p2.invalid], []);
+  } finally {
+    await p1.end();
+    await p2.end();
+  }
+});

@@ -9,7 +9,7 @@ export const ACP_ERRORS = {
     new RequestError(-32002, "Resource not found: no open session with this sessionId on this connection; open it with session/load or session/resume first"),
   sessionMissing: () => new RequestError(-32002, "Resource not found: no stored Berth session has this sessionId; list them with session/list"),
   sessionBusy: () =>
-    new RequestError(-32602, "Invalid params: this session is open by another Berth process (its writer lease is held); close it there first"),
+    new RequestError(-32600, "Invalid request: another Berth process is running a turn in this session (it holds the session's writer lease); wait for it or close it there"),
   relativeCwd: () => new RequestError(-32602, "Invalid params: cwd must be an absolute path"),
   badCursor: () => new RequestError(-32602, "Invalid params: cursor is not one this agent returned; start again without a cursor"),
   unknownAuthMethod: () => new RequestError(-32602, "Invalid params: unknown authentication method; use a methodId from initialize's authMethods"),

@@ -3,7 +3,8 @@
  *
  * Contracts:
  * - One prompt turn per session at a time: a second `session/prompt` while one runs is refused at once with
- *   `-32600` (Berth does not queue ACP prompts; clients wait for the stop reason).
+ *   `-32600` (Berth does not queue ACP prompts; clients wait for the stop reason). A turn another Berth process runs
+ *   in the same session (it holds the session's writer lease) is also `-32600`, with a message saying so.
  * - The answer comes after every update of the turn was written: `end_turn`, `cancelled` (after `session/cancel`
  *   or `$/cancel_request` of the prompt), `max_turn_requests` (Berth's step limit). A turn that failed otherwise
  *   is an error: `-32000` for a missing or rejected credential, else `-32603` with the runtime's fixed message.
@@ -21,10 +22,11 @@ export function registerPrompt(app: AgentApp, conn: AcpConnection): void {
     const prompt = toBerthPrompt(params.prompt);
     const turnId = randomUUID();
     const ended = s.expectEnd(turnId);
+    const runningHere = s.rt.busy;
     const started = await s.rt.startTurn(prompt.text, { turnId, ...(prompt.images.length > 0 ? { images: prompt.images.map((i) => ({ type: "image" as const, ...i })) } : {}) });
     if (!started.ok) {
       s.forgetEnd(turnId);
-      if (started.error === "busy") throw ACP_ERRORS.promptRunning();
+      if (started.error === "busy") throw runningHere ? ACP_ERRORS.promptRunning() : ACP_ERRORS.sessionBusy();
       if (started.error === "unavailable" || started.error === "invalid_id") throw ACP_ERRORS.sessionMissing();
       if (started.error === "history_incomplete") throw ACP_ERRORS.historyTooLarge();
       throw ACP_ERRORS.storage();
