@@ -70,7 +70,10 @@ export class AcpAgentProcess {
     Object.assign(env, { MC_HOME: this.home, BERTH_ACP_NO_BROWSER: "1" }, o.env ?? {});
     this.child = spawn(process.execPath, [BERTH_BIN, "acp"], { cwd: this.cwd, env, stdio: ["pipe", "pipe", "pipe"] });
     this.child.stderr.setEncoding("utf8");
-    this.child.stderr.on("data", (d: string) => (this.stderr += d));
+    this.child.stderr.on("data", (d: string) => {
+      this.stderr += d;
+      this.wake();
+    });
     this.child.stdin.on("error", () => undefined);
     this.exited = new Promise((resolve) => this.child.on("close", (code, signal) => resolve({ code, signal })));
     const raw = acp.ndJsonStream(Writable.toWeb(this.child.stdin) as WritableStream<Uint8Array>, Readable.toWeb(this.child.stdout) as ReadableStream<Uint8Array>);

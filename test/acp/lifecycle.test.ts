@@ -5,11 +5,13 @@
 import { after, before, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as acp from "@agentclientprotocol/sdk";
+import { FakeOAuthIssuer } from "../fakes/fake-oauth.js";
 import { BERTH_BIN } from "../helpers/paths.js";
-import { startAcpRig, type AcpRig } from "./harness.js";
+import { AcpAgentProcess, startAcpRig, type AcpRig } from "./harness.js";
 
 let rig: AcpRig;
 before(async () => {
@@ -66,4 +68,26 @@ it("authenticate refuses an unknown method; logout removes the credentials Berth
   assert.doesNotMatch(readFileSync(authFile, "utf8"), /sk-test-logout/);
   assert.deepEqual(p.invalid, []);
   await p.end();
+});
+
+it("authenticate runs the ChatGPT sign-in: the URL goes to stderr, the login lands in the auth store", async () => {
+  const issuer = await FakeOAuthIssuer.start();
+  const home = mkdtempSync(join(tmpdir(), "berth-acp-auth-"));
+  try {
+    const p = new AcpAgentProcess({ home, env: { BERTH_OPENAI_AUTH_ISSUER: issuer.url, BERTH_OPENAI_AUTH_CALLBACK_PORT: "0" } });
+    await p.initialize();
+    const auth = p.agent.request("authenticate", { methodId: "openai-codex" });
+    const url = await p.until(() => /sign in at (\S+)/.exec(p.stderr)?.[1], "the sign-in URL");
+    // The user's browser: the fake issuer consents at once and redirects to Berth's loopback callback.
+    const browser = await fetch(url);
+    assert.equal(browser.status, 200);
+    assert.deepEqual(await auth, {});
+    const stored = readFileSync(join(home, "auth.json"), "utf8");
+    assert.match(stored, /openai-codex/);
+    assert.doesNotMatch(p.stderr, /SECRETMARKER/, "no token or code reaches stderr");
+    assert.deepEqual(p.invalid, []);
+    await p.end();
+  } finally {
+    await issuer.close();
+  }
 });
