@@ -175,3 +175,24 @@ it("a prompt on a session another berth acp is running a turn in is refused with
     await p2.end();
   }
 });
+
+it("the editor closing stdin mid-turn cancels the turn: provider socket closed, exit 0, partial answer kept", async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  rig.fake.script([{ steps: [{ text: "Partial answer" }, { waitForAbort: true }] }]);
+  const n = rig.fake.requests.length;
+  void p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "long job" }] }).catch(() => undefined);
+  await p.until(() => p.updates.some((u) => u.update.sessionUpdate === "agent_message_chunk"), "the first chunk");
+  const req = rig.fake.requests[n]!;
+  assert.deepEqual(await p.end(), { code: 0, signal: null });
+  await req.socketClosed;
+
+  const q = rig.spawn({ cwd });
+  await q.initialize();
+  await q.agent.request("session/load", { sessionId, cwd, mcpServers: [] });
+  const replayed = q.updatesOf(sessionId);
+  assert.ok(replayed.some((u) => u.sessionUpdate === "agent_message_chunk" && u.content.type === "text" && u.content.text === "Partial answer"));
+  assert.deepEqual(q.invalid, []);
+  await q.end();
+});

@@ -6,7 +6,7 @@ import { it } from "node:test";
 import assert from "node:assert/strict";
 import type { RequestError, SessionUpdate } from "@agentclientprotocol/sdk";
 import type { History, StoredRecord } from "../../src/store/sessions/index.js";
-import { toBerthPrompt } from "../../src/protocols/acp/prompt-content.js";
+import { MAX_IMAGE_BYTES, MAX_PROMPT_IMAGES, MAX_PROMPT_TEXT_BYTES, toBerthPrompt } from "../../src/protocols/acp/prompt-content.js";
 import { replayUpdates } from "../../src/protocols/acp/replay.js";
 import { MAX_TITLE_CHARS, toolDiff, toolKind, toolLocations, toolTitle } from "../../src/protocols/acp/tool-view.js";
 import { validateAgentFrame } from "./schema.js";
@@ -90,4 +90,17 @@ it("approval modes: ask asks for everything but reads, auto-edit also runs file 
   assert.deepEqual(asks("ask"), ["filesystem", "process", "delegate", "network"]);
   assert.deepEqual(asks("auto-edit"), ["process", "delegate", "network"]);
   assert.deepEqual(asks("full"), []);
+});
+
+it("prompt bounds hold exactly: text bytes, image count, image size, image types", () => {
+  const bad = (e: RequestError) => e.code === -32602;
+  assert.equal(toBerthPrompt([{ type: "text", text: "é".repeat(MAX_PROMPT_TEXT_BYTES / 2) }]).text.length, MAX_PROMPT_TEXT_BYTES / 2);
+  assert.throws(() => toBerthPrompt([{ type: "text", text: "x" + "é".repeat(MAX_PROMPT_TEXT_BYTES / 2) }]), bad);
+  const png = { type: "image" as const, mimeType: "image/png", data: "iVBORw0KGgo=" };
+  assert.equal(toBerthPrompt(Array.from({ length: MAX_PROMPT_IMAGES }, () => png)).images.length, MAX_PROMPT_IMAGES);
+  assert.throws(() => toBerthPrompt(Array.from({ length: MAX_PROMPT_IMAGES + 1 }, () => png)), bad);
+  const atLimit = Buffer.alloc(MAX_IMAGE_BYTES, 1).toString("base64");
+  assert.equal(toBerthPrompt([{ ...png, data: atLimit }]).images.length, 1);
+  assert.throws(() => toBerthPrompt([{ ...png, data: Buffer.alloc(MAX_IMAGE_BYTES + 1, 1).toString("base64") }]), bad);
+  assert.throws(() => toBerthPrompt([{ ...png, mimeType: "image/tiff" }]), bad);
 });

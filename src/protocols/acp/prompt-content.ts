@@ -10,11 +10,28 @@
  * - `image`: passed to the model as an image (a model that takes no images gets a placeholder line, the runtime's
  *   rule). `audio` is refused with `-32602` (not advertised).
  * - An empty prompt (no text at all and no image) is refused with `-32602`.
+ * - Bounds (each `-32602`, checked before anything runs): the rendered text at most `MAX_PROMPT_TEXT_BYTES`; at most
+ *   `MAX_PROMPT_IMAGES` images, each PNG, JPEG, GIF or WebP of at most `MAX_IMAGE_BYTES` decoded bytes.
  */
 import { fileURLToPath } from "node:url";
 import type { ContentBlock } from "@agentclientprotocol/sdk";
 import { RequestError } from "@agentclientprotocol/sdk";
+import { MAX_IMAGE_BYTES } from "../../runtime/session/index.js";
+import { utf8Length } from "../../core/utf8.js";
 import { ACP_ERRORS } from "./errors.js";
+
+export const MAX_PROMPT_TEXT_BYTES = 1024 * 1024;
+export const MAX_PROMPT_IMAGES = 8;
+export { MAX_IMAGE_BYTES };
+const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+const invalid = (what: string): RequestError => new RequestError(-32602, `Invalid params: ${what}`);
+
+/** Decoded size of base64 text (padding and whitespace excluded), without decoding it. */
+function base64Bytes(data: string): number {
+  const clean = data.replace(/[\s=]/g, "").length;
+  return Math.floor((clean * 3) / 4);
+}
 
 export interface PromptImage {
   mediaType: string;
@@ -53,6 +70,9 @@ export function toBerthPrompt(blocks: ContentBlock[]): BerthPrompt {
         break;
       }
       case "image":
+        if (!IMAGE_TYPES.includes(b.mimeType)) throw invalid("images must be PNG, JPEG, GIF or WebP");
+        if (base64Bytes(b.data) > MAX_IMAGE_BYTES) throw invalid(`an image is larger than ${MAX_IMAGE_BYTES} bytes`);
+        if (images.length === MAX_PROMPT_IMAGES) throw invalid(`a prompt takes at most ${MAX_PROMPT_IMAGES} images`);
         images.push({ mediaType: b.mimeType, dataBase64: b.data });
         break;
       default:
@@ -60,6 +80,7 @@ export function toBerthPrompt(blocks: ContentBlock[]): BerthPrompt {
     }
   }
   const text = parts.join("\n\n");
-  if (text.trim() === "" && images.length === 0) throw new RequestError(-32602, "Invalid params: the prompt has no text and no image");
+  if (text.trim() === "" && images.length === 0) throw invalid("the prompt has no text and no image");
+  if (utf8Length(text) > MAX_PROMPT_TEXT_BYTES) throw invalid(`the prompt's text (with embedded resources) is larger than ${MAX_PROMPT_TEXT_BYTES} bytes`);
   return { text, images };
 }
