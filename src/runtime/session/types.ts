@@ -153,6 +153,8 @@ export interface SessionSummary {
   /** The title policy's title (redacted, one line), or null when the session has no prompt yet. */
   title: string | null;
   createdAt: string;
+  /** The session's working directory (from its header). */
+  cwd: string;
   updatedAtMs: number;
   /** Open in this process (a `SessionRuntime` exists). */
   open: boolean;
