@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { SessionConfigOption } from "@agentclientprotocol/sdk";
+import { LIST_PAGE_SIZE } from "../../src/protocols/acp/list.js";
 import { startAcpRig, AcpAgentProcess, type AcpRig } from "./harness.js";
 
 const MCP_FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
@@ -195,4 +196,29 @@ it("the editor closing stdin mid-turn cancels the turn: provider socket closed, 
   assert.ok(replayed.some((u) => u.sessionUpdate === "agent_message_chunk" && u.content.type === "text" && u.content.text === "Partial answer"));
   assert.deepEqual(q.invalid, []);
   await q.end();
+});
+
+it("session/list pages 50 at a time: exactly 50 has no cursor, 51 continues on a second page", async () => {
+  const own = await startAcpRig();
+  try {
+    const p = own.spawn({ cwd });
+    await p.initialize();
+    const ids: string[] = [];
+    for (let i = 0; i < LIST_PAGE_SIZE; i++) ids.push((await p.agent.request("session/new", { cwd, mcpServers: [] })).sessionId);
+    const full = await p.agent.request("session/list", {});
+    assert.equal(full.sessions.length, LIST_PAGE_SIZE);
+    assert.equal(full.nextCursor ?? null, null);
+    ids.push((await p.agent.request("session/new", { cwd, mcpServers: [] })).sessionId);
+    const first = await p.agent.request("session/list", {});
+    assert.equal(first.sessions.length, LIST_PAGE_SIZE);
+    assert.equal(typeof first.nextCursor, "string");
+    const second = await p.agent.request("session/list", { cursor: first.nextCursor! });
+    assert.equal(second.sessions.length, 1);
+    assert.equal(second.nextCursor ?? null, null);
+    assert.deepEqual([...first.sessions, ...second.sessions].map((s) => s.sessionId).sort(), [...ids].sort());
+    assert.deepEqual(p.invalid, []);
+    await p.end();
+  } finally {
+    await own.close();
+  }
 });

@@ -27,7 +27,7 @@ export class AcpConnection {
   readonly store: SessionStore;
   readonly sources: ConfigSources;
   private readonly settings: SettingsStore;
-  private readonly hub: SessionHub;
+  readonly hub: SessionHub;
   private readonly sessions = new Map<string, AcpSession>();
 
   constructor(

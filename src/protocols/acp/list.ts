@@ -9,8 +9,8 @@
  * - Unreadable session files are skipped (the store counts them); a store that cannot be read is `-32603`.
  */
 import type { AgentApp, ListSessionsResponse } from "@agentclientprotocol/sdk";
-import { isValidSessionId, type SessionStore } from "../../store/sessions/index.js";
-import { titleFrom } from "../app-service/replay-text.js";
+import type { SessionHub } from "../../runtime/session/index.js";
+import { isValidSessionId } from "../../store/sessions/index.js";
 import { ACP_ERRORS } from "./errors.js";
 
 export const LIST_PAGE_SIZE = 50;
@@ -29,7 +29,7 @@ function decodeCursor(cursor: string): string | null {
   return isValidSessionId(id) ? id : null;
 }
 
-export function registerList(app: AgentApp, store: SessionStore): void {
+export function registerList(app: AgentApp, hub: SessionHub): void {
   app.onRequest("session/list", async ({ params }): Promise<ListSessionsResponse> => {
     let after: string | null = null;
     if (params.cursor !== undefined && params.cursor !== null) {
@@ -39,16 +39,13 @@ export function registerList(app: AgentApp, store: SessionStore): void {
     if (params.cwd !== undefined && params.cwd !== null && !params.cwd.startsWith("/")) throw ACP_ERRORS.relativeCwd();
     let page;
     try {
-      page = await store.list(after, LIST_PAGE_SIZE);
+      page = await hub.list(after, LIST_PAGE_SIZE);
     } catch {
       throw ACP_ERRORS.storage();
     }
-    const sessions = page.entries
+    const sessions = page.sessions
       .filter((e) => params.cwd === undefined || params.cwd === null || e.cwd === params.cwd)
-      .map((e) => {
-        const title = titleFrom(e.titleSource);
-        return { sessionId: e.id, cwd: e.cwd, ...(title !== null ? { title } : {}), updatedAt: new Date(e.updatedAtMs).toISOString() };
-      });
+      .map((e) => ({ sessionId: e.sessionId, cwd: e.cwd, ...(e.title !== null ? { title: e.title } : {}), updatedAt: new Date(e.updatedAtMs).toISOString() }));
     return { sessions, ...(page.truncated && page.nextAfter !== null ? { nextCursor: encodeCursor(page.nextAfter) } : {}) };
   });
 }
