@@ -4,9 +4,8 @@
  */
 import type { Workspace } from "./workspace.js";
 
-/** The six reasoning choices the wire knows. */
-export const THINKING_LEVELS = ["default", "low", "medium", "high", "x_high", "max"] as const;
-export type ThinkingLevel = (typeof THINKING_LEVELS)[number];
+export { THINKING_LEVELS, type ThinkingLevel } from "../core/thinking.js";
+import type { ThinkingLevel } from "../core/thinking.js";
 
 export interface TextPart { type: "text"; text: string }
 /** An image attachment; passed only to providers whose model accepts images. */

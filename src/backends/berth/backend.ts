@@ -27,7 +27,7 @@ import { SessionError, type SessionManager } from "../../store/sessions/index.js
 import { BerthRegistry, type BerthRegistryEntry as RegistryEntry } from "../../store/host/berth-registry.js";
 import { HostProjection } from "./projection.js";
 
-type Json = Record<string, unknown>;
+import type { Json } from "../../core/json-bounds.js";
 
 export const PROVIDER_ID = "berth";
 const PROTOCOL_VERSION = 9;

@@ -9,7 +9,8 @@ export const STATUS = { Idle: 1, Error: 2, InProgress: 8, InputNeeded: 24 } as c
 export const REPLAY_LIMIT = 10_000;
 export const COMMAND_DEADLINE_MS = 60_000;
 
-export type Json = Record<string, unknown>;
+export type { Json } from "../../core/json-bounds.js";
+import type { Json } from "../../core/json-bounds.js";
 export interface Origin {
   clientId: string;
   clientSeq: number;
