@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { SessionConfigOption } from "@agentclientprotocol/sdk";
 import { LIST_PAGE_SIZE } from "../../src/protocols/acp/list.js";
+import { fakeSettings } from "../turns/helpers.js";
 import { startAcpRig, AcpAgentProcess, type AcpRig } from "./harness.js";
 
 const MCP_FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
@@ -220,5 +221,31 @@ it("session/list pages 50 at a time: exactly 50 has no cursor, 51 continues on a
     await p.end();
   } finally {
     await own.close();
+  }
+});
+
+it("the model config option lists the provider's models and switches this session's model only", async () => {
+  const home = mkdtempSync(join(tmpdir(), "berth-acp-models-"));
+  const settings = fakeSettings(rig.fake.baseUrl, { api: "openai-responses" }) as { providers: Record<string, { models: Array<{ id: string }> }> };
+  settings.providers["fake"]!.models.push({ id: "fake-model-2" });
+  writeFileSync(join(home, "settings.json"), JSON.stringify(settings));
+  const p = new AcpAgentProcess({ home, cwd });
+  try {
+    await p.initialize();
+    const a = await p.agent.request("session/new", { cwd, mcpServers: [] });
+    const b = await p.agent.request("session/new", { cwd, mcpServers: [] });
+    const model = a.configOptions?.find((o) => o.id === "model");
+    assert.ok(model && model.type === "select");
+    assert.deepEqual((model.options as Array<{ value: string }>).map((o) => o.value).sort(), ["fake-model", "fake-model-2"]);
+    const set = await p.agent.request("session/set_config_option", { sessionId: a.sessionId, configId: "model", value: "fake-model-2" });
+    assert.equal(current(set.configOptions, "model"), "fake-model-2");
+    const n = rig.fake.requests.length;
+    await p.agent.request("session/prompt", { sessionId: a.sessionId, prompt: [{ type: "text", text: "which model?" }] });
+    await p.agent.request("session/prompt", { sessionId: b.sessionId, prompt: [{ type: "text", text: "and you?" }] });
+    assert.equal((rig.fake.requests[n]!.json as { model: string }).model, "fake-model-2");
+    assert.equal((rig.fake.requests[n + 1]!.json as { model: string }).model, "fake-model");
+    assert.deepEqual(p.invalid, []);
+  } finally {
+    await p.end();
   }
 });

@@ -5,7 +5,8 @@
  * - Modes are Berth's approval modes: `ask` (reads run; edits, commands, delegation and MCP tools ask), `auto-edit`
  *   (reads and file edits run; commands, delegation and MCP tools ask), `full` (nothing asks). Default: `ask`.
  * - Config options, always all three and kept consistent with `modes`: `mode` (category `mode`), `model` (category
- *   `model`: the selected provider's cached catalog models plus the current one, at most `MAX_MODEL_OPTIONS`) and
+ *   `model`: the selected provider's cached catalog models, then the models settings.json declares for it (Berth's
+ *   known models for a built-in provider), plus the current one; at most `MAX_MODEL_OPTIONS`) and
  *   `reasoning` (category `thought_level`: Berth's six reasoning levels).
  * - A change applies to the session's next turn; one made while a turn runs waits for that turn to end.
  *   Changes stay with this session (settings.json is not written).
@@ -14,7 +15,10 @@ import type { SessionConfigOption, SessionModeState } from "@agentclientprotocol
 import type { ApprovalMode } from "../../runtime/session/index.js";
 import { THINKING_LEVELS, type ThinkingLevel } from "../../runtime/types.js";
 import type { CatalogReader } from "../../store/catalog/catalog-reader.js";
+import { bundledModelIds } from "../../store/catalog/fallback.js";
+import { findProvider } from "../../store/catalog/providers.js";
 import type { ConfigService } from "../../store/settings/config.js";
+import type { SettingsStore } from "../../store/settings/settings-store.js";
 
 export const MODE_IDS = ["ask", "auto-edit", "full"] as const;
 export type ModeId = (typeof MODE_IDS)[number];
@@ -51,6 +55,15 @@ export function modeState(c: SessionChoices): SessionModeState {
 export interface ConfigSources {
   config: ConfigService;
   catalog: CatalogReader;
+  settings: SettingsStore;
+}
+
+/** Models the settings declare (custom providers) or Berth knows (built-ins), not disabled. */
+async function declaredModels(src: ConfigSources, providerId: string): Promise<Array<{ value: string; name: string }>> {
+  const entry = findProvider((await src.settings.load()).global, providerId);
+  if (entry === undefined) return [];
+  if (entry.builtin) return bundledModelIds(entry.id).map((id) => ({ value: id, name: id }));
+  return entry.def.models.filter((m) => m.disabled !== true).map((m) => ({ value: m.id, name: m.label ?? m.id }));
 }
 
 /** The effective model and reasoning level when the session chose none (settings), and the model choices. */
@@ -65,8 +78,9 @@ async function effective(src: ConfigSources): Promise<{ model: string | null; re
   try {
     const listed = await src.catalog.models(sel.provider_id);
     models = (listed?.entries ?? []).filter((m) => m.available).map((m) => ({ value: m.model_id, name: m.label }));
+    for (const m of await declaredModels(src, sel.provider_id)) if (!models.some((x) => x.value === m.value)) models.push(m);
   } catch {
-    models = [];
+    // the current model alone
   }
   return { model: sel.model_id, reasoning: sel.thinking_level, models };
 }

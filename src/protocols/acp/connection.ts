@@ -41,6 +41,7 @@ export class AcpConnection {
     this.sources = {
       config: new ConfigService({ settings: this.settings, cache, env: deps.env }),
       catalog: new CatalogReader({ settings: this.settings, cache, env: deps.env }),
+      settings: this.settings,
     };
     this.hub = new SessionHub({
       manager: new SessionManager(this.store),
