@@ -5,7 +5,7 @@
  */
 import { after, before, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -248,4 +248,23 @@ it("the model config option lists the provider's models and switches this sessio
   } finally {
     await p.end();
   }
+});
+
+it("a mode change made during a turn applies from the next turn", async () => {
+  let asked = 0;
+  const p = rig.spawn({ cwd, client: { permission: () => ((asked += 1), { outcome: { outcome: "selected", optionId: "reject_once" } }) } });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  rig.fake.script([{ steps: [{ text: "Waiting" }, { waitForAbort: true }] }]);
+  const running = p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "wait" }] });
+  await p.until(() => p.updates.some((u) => u.update.sessionUpdate === "agent_message_chunk"), "the first chunk");
+  assert.deepEqual(await p.agent.request("session/set_mode", { sessionId, modeId: "full" }), {});
+  await p.agent.notify("session/cancel", { sessionId });
+  assert.equal((await running).stopReason, "cancelled");
+  rig.fake.script([{ steps: [{ toolCall: { id: "c1", name: "bash", arguments: { command: "echo next > next.txt" } } }] }, { steps: [{ text: "ok" }] }]);
+  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "now run" }] })).stopReason, "end_turn");
+  assert.equal(asked, 0);
+  assert.equal(readFileSync(join(cwd, "next.txt"), "utf8"), "next\n");
+  assert.deepEqual(p.invalid, []);
+  await p.end();
 });

@@ -22,6 +22,7 @@ export function registerPrompt(app: AgentApp, conn: AcpConnection): void {
     const prompt = toBerthPrompt(params.prompt);
     const turnId = randomUUID();
     const ended = s.expectEnd(turnId);
+    s.applyPending();
     const runningHere = s.rt.busy;
     const started = await s.rt.startTurn(prompt.text, { turnId, ...(prompt.images.length > 0 ? { images: prompt.images.map((i) => ({ type: "image" as const, ...i })) } : {}) });
     if (!started.ok) {

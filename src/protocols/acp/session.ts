@@ -94,6 +94,11 @@ export class AcpSession {
     if (!this.rt.configure(patch)) this.pending = { ...this.pending, ...patch };
   }
 
+  /** Applies a change that waited for a turn to end (call before starting the next one). */
+  applyPending(): void {
+    if (this.pending !== null && this.rt.configure(this.pending)) this.pending = null;
+  }
+
   close(): void {
     this.unsubscribe();
   }
@@ -167,7 +172,6 @@ export class AcpSession {
     // Calls that never completed (the turn was cancelled before they ran) end failed.
     for (const id of this.calls.keys()) void this.send({ sessionUpdate: "tool_call_update", toolCallId: id, status: "failed" });
     this.calls.clear();
-    if (this.pending !== null && this.rt.configure(this.pending)) this.pending = null;
     const resolve = this.ends.get(turnId);
     this.ends.delete(turnId);
     resolve?.(end);
