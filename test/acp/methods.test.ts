@@ -268,3 +268,20 @@ it("a mode change made during a turn applies from the next turn", async () => {
   assert.deepEqual(p.invalid, []);
   await p.end();
 });
+
+it("'always allow' answers hold for that tool in that session: later calls run without asking", async () => {
+  let asked = 0;
+  const p = rig.spawn({ cwd, client: { permission: () => ((asked += 1), { outcome: { outcome: "selected", optionId: "allow_always" } }) } });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  rig.fake.script([
+    { steps: [{ toolCall: { id: "a1", name: "bash", arguments: { command: "echo 1 >> always.txt" } } }] },
+    { steps: [{ toolCall: { id: "a2", name: "bash", arguments: { command: "echo 2 >> always.txt" } } }] },
+    { steps: [{ text: "ok" }] },
+  ]);
+  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "twice" }] })).stopReason, "end_turn");
+  assert.equal(asked, 1);
+  assert.equal(readFileSync(join(cwd, "always.txt"), "utf8"), "1\n2\n");
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
