@@ -5,10 +5,10 @@
  */
 import type { WebSocket } from "ws";
 import { randomUUID } from "node:crypto";
+import { JsonRpcConnection } from "../../transport/jsonrpc.js";
 import {
   ErrorCodes,
   InitializeParams,
-  JsonRpcRequestIn,
   ROOT,
   ReconnectParams,
   SUPPORTED_AHP_BASELINES,
@@ -79,44 +79,30 @@ export class AhpConnection implements Subscriber {
 
   private onClose(): void {
     this.closed = true;
+    this.rpc.close();
     for (const c of this.channels) this.state.unsubscribe(c, this);
     this.channels.clear();
   }
 
-  private async onMessage(text: string): Promise<void> {
-    let msg: unknown;
-    try {
-      msg = JSON.parse(text);
-    } catch {
-      return this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.ParseError, message: "parse error" } });
-    }
-    const p = JsonRpcRequestIn.safeParse(msg);
-    if (!p.success) {
-      const id = msg && typeof msg === "object" && "id" in msg ? (msg as Json).id : null;
-      return this.sendJson({ jsonrpc: "2.0", id: id ?? null, error: { code: ErrorCodes.InvalidRequest, message: "invalid JSON-RPC message" } });
-    }
-    const { id, method } = p.data;
-    const params = (p.data.params ?? {}) as Json;
-    try {
-      // A synchronous method (initialize, reconnect, subscribe) is answered in the same step that
-      // took its snapshot or replay and registered the subscription. Awaiting first would let an
-      // envelope published meanwhile (a pipelined dispatchAction in the same segment) reach the
-      // client ahead of the answer that it follows in serverSeq order.
-      const out = this.dispatch(method, params, id === undefined);
-      const result = out instanceof Promise ? await out : out;
-      if (id !== undefined) this.sendJson({ jsonrpc: "2.0", id, result: result ?? null });
-    } catch (e) {
-      if (id === undefined) return;
+  /** JSON-RPC envelope handling (transport/jsonrpc.ts); AHP errors (`RpcError`) keep their codes. */
+  private readonly rpc = new JsonRpcConnection((text) => this.sendRaw(text), {
+    // A synchronous method (initialize, reconnect, subscribe) is answered in the same step that
+    // took its snapshot or replay and registered the subscription. Awaiting first would let an
+    // envelope published meanwhile (a pipelined dispatchAction in the same segment) reach the
+    // client ahead of the answer that it follows in serverSeq order.
+    onRequest: (method, params, notification) => this.dispatch(method, params as Json, notification),
+    errorOf: (e, method) => {
       if (e instanceof RpcError) {
-        const err: Json = { code: e.code, message: e.message };
-        if (e.data !== undefined) err.data = e.data;
-        this.sendJson({ jsonrpc: "2.0", id, error: err });
         if (e.code === ErrorCodes.UnsupportedProtocolVersion) setTimeout(() => this.ws.close(1002, "unsupported protocol version"), 10).unref();
-      } else {
-        this.log(`ahp: internal error in ${method}: ${String(e)}`);
-        this.sendJson({ jsonrpc: "2.0", id, error: { code: ErrorCodes.InternalError, message: "internal error" } });
+        return { code: e.code, message: e.message, ...(e.data !== undefined ? { data: e.data } : {}) };
       }
-    }
+      this.log(`ahp: internal error in ${method}: ${String(e)}`);
+      return { code: ErrorCodes.InternalError, message: "internal error" };
+    },
+  });
+
+  private onMessage(text: string): Promise<void> {
+    return this.rpc.receive(text);
   }
 
   private requireInit(): void {
