@@ -6,6 +6,7 @@
 import { spawn } from "node:child_process";
 import { mkdirSync, readFileSync } from "node:fs";
 import { Readable } from "node:stream";
+import { Agent } from "../runtime/agent.js";
 import { resolveHome } from "../store/home.js";
 
 const HELP = `usage: berth acp
@@ -67,6 +68,7 @@ export async function runAcp(argv: string[]): Promise<number> {
       version: (JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { version: string }).version,
       log: (line) => void process.stderr.write(line + "\n"),
       openUrl: process.env["BERTH_ACP_NO_BROWSER"] === "1" ? () => undefined : openUrl,
+      runner: new Agent({ home, cwd: process.cwd(), env: process.env }),
     },
   });
   return 0;

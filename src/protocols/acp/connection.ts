@@ -8,7 +8,6 @@
  * - `shutdown` (the client's EOF) cancels every running turn, waits for them, and stops the agent's tools.
  */
 import type { AgentContext } from "@agentclientprotocol/sdk";
-import { Agent } from "../../runtime/agent.js";
 import { statusProviderAuthReady } from "../../runtime/auth/readiness.js";
 import { SessionHub } from "../../runtime/session/index.js";
 import type { AuthStore } from "../../store/auth/auth-store.js";
@@ -45,7 +44,7 @@ export class AcpConnection {
     };
     this.hub = new SessionHub({
       manager: new SessionManager(this.store),
-      runner: new Agent({ home: deps.home, cwd: deps.cwd, env: deps.env }),
+      runner: deps.runner,
       defaults: { cwd: deps.cwd, approval: approvalOf("ask") },
     });
   }

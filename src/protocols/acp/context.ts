@@ -4,6 +4,7 @@
  * as long as the process.
  */
 import type { ClientCapabilities } from "@agentclientprotocol/sdk";
+import type { TurnRunner } from "../../runtime/session/index.js";
 import type { EnvLike } from "../../store/home.js";
 
 export interface AcpDeps {
@@ -18,6 +19,8 @@ export interface AcpDeps {
   log(line: string): void;
   /** Shows a sign-in URL to the user (the composition root opens a browser; tests record it). */
   openUrl(url: string): void;
+  /** The agent every session's turns run on (the composition root builds it). */
+  runner: TurnRunner;
 }
 
 export interface AcpConnectionState {
