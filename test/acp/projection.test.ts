@@ -104,3 +104,21 @@ it("prompt bounds hold exactly: text bytes, image count, image size, image types
   assert.throws(() => toBerthPrompt([{ ...png, data: Buffer.alloc(MAX_IMAGE_BYTES + 1, 1).toString("base64") }]), bad);
   assert.throws(() => toBerthPrompt([{ ...png, mimeType: "image/tiff" }]), bad);
 });
+
+it("an unexpected failure in a handler answers the fixed internal error and logs only the error's name", async () => {
+  const acp = await import("@agentclientprotocol/sdk");
+  const { handle } = await import("../../src/protocols/acp/handle.js");
+  const logged: string[] = [];
+  const app = acp.agent({ name: "t" });
+  handle(app, (l) => logged.push(l), "initialize", () => {
+    throw new TypeError("boom at /home/someone/.berth/auth.json token=sk-live-123");
+  });
+  await acp.client({ name: "c" }).connectWith(app, async (agent) => {
+    await assert.rejects(agent.request("initialize", { protocolVersion: 1 }), (e: RequestError) => {
+      assert.equal(e.code, -32603);
+      assert.doesNotMatch(JSON.stringify({ m: e.message, d: e.data }), /boom|sk-live|someone/);
+      return true;
+    });
+  });
+  assert.deepEqual(logged, ["berth acp: initialize failed (TypeError)"]);
+});

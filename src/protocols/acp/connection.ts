@@ -20,6 +20,7 @@ import { SettingsStore } from "../../store/settings/settings-store.js";
 import { approvalOf, type ConfigSources } from "./config-options.js";
 import type { AcpConnectionState, AcpDeps } from "./context.js";
 import { ACP_ERRORS } from "./errors.js";
+import { errorLabel } from "./handle.js";
 import { AcpSession } from "./session.js";
 
 export class AcpConnection {
@@ -49,12 +50,16 @@ export class AcpConnection {
     });
   }
 
+  /** One diagnostic line to stderr (safe to pass around unbound). */
+  readonly log = (line: string): void => this.deps.log(line);
+
   /** `-32000` unless the selected provider has credentials. */
   async requireAuth(): Promise<void> {
     let ready: boolean;
     try {
       ready = await statusProviderAuthReady(this.settings, this.auth, this.deps.env);
-    } catch {
+    } catch (e) {
+      this.deps.log(`berth acp: cannot read settings or the auth store (${errorLabel(e)})`);
       throw ACP_ERRORS.internal();
     }
     if (!ready) throw ACP_ERRORS.authRequired();
@@ -75,6 +80,7 @@ export class AcpConnection {
       return await this.store.readHistory(id, { maxBytes: DEFAULT_WINDOW.maxBytes, maxRecords: DEFAULT_WINDOW.maxRecords });
     } catch (e) {
       if (e instanceof SessionError && (e.code === "invalid_id" || e.code === "unavailable")) throw ACP_ERRORS.sessionMissing();
+      this.deps.log(`berth acp: cannot read a session's history (${errorLabel(e)})`);
       throw ACP_ERRORS.storage();
     }
   }
@@ -83,7 +89,8 @@ export class AcpConnection {
     let rt;
     try {
       rt = await this.hub.create({ cwd, approval: approvalOf("ask"), ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
-    } catch {
+    } catch (e) {
+      this.deps.log(`berth acp: cannot create a session (${errorLabel(e)})`);
       throw ACP_ERRORS.storage();
     }
     const s = new AcpSession(rt, client, { mode: "ask", model: null, reasoning: null }, this.state.client);

@@ -16,6 +16,7 @@ import { CodexLogin, type LoginTerminalState } from "../../runtime/auth/codex-lo
 import { codexOAuthConfigFromEnv } from "../../runtime/auth/codex-oauth.js";
 import { callbackPortFromEnv, callbackTimeoutMsFromEnv } from "../app-service/auth.js";
 import type { AcpConnectionState, AcpDeps } from "./context.js";
+import { errorLabel, handle } from "./handle.js";
 import { ACP_ERRORS } from "./errors.js";
 import { AGENT_CAPABILITIES } from "./capabilities.js";
 
@@ -26,7 +27,7 @@ export const CODEX_AUTH_METHOD: AuthMethod = {
 };
 
 export function registerInitialize(app: AgentApp, deps: AcpDeps, state: AcpConnectionState, auth: AuthStore): void {
-  app.onRequest("initialize", ({ params }): InitializeResponse => {
+  handle(app, deps.log, "initialize", ({ params }): InitializeResponse => {
     state.client = params.clientCapabilities ?? {};
     return {
       protocolVersion: PROTOCOL_VERSION,
@@ -36,7 +37,7 @@ export function registerInitialize(app: AgentApp, deps: AcpDeps, state: AcpConne
     };
   });
 
-  app.onRequest("authenticate", async ({ params, signal }) => {
+  handle(app, deps.log, "authenticate", async ({ params, signal }) => {
     if (params.methodId !== CODEX_AUTH_METHOD.id) throw ACP_ERRORS.unknownAuthMethod();
     let login: CodexLogin;
     try {
@@ -54,7 +55,8 @@ export function registerInitialize(app: AgentApp, deps: AcpDeps, state: AcpConne
           }
         },
       });
-    } catch {
+    } catch (e) {
+      deps.log(`berth acp: authenticate could not start the sign-in (${errorLabel(e)})`);
       throw ACP_ERRORS.internal();
     }
     const onAbort = (): void => void login.cancel();
@@ -69,11 +71,12 @@ export function registerInitialize(app: AgentApp, deps: AcpDeps, state: AcpConne
     return {};
   });
 
-  app.onRequest("logout", async () => {
+  handle(app, deps.log, "logout", async () => {
     try {
       await auth.logout(CODEX_PROVIDER_ID);
       await auth.logout(ANTHROPIC_PROVIDER_ID);
-    } catch {
+    } catch (e) {
+      deps.log(`berth acp: logout could not update the auth store (${errorLabel(e)})`);
       throw ACP_ERRORS.internal();
     }
     return {};

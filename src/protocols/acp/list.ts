@@ -11,6 +11,7 @@
 import type { AgentApp, ListSessionsResponse } from "@agentclientprotocol/sdk";
 import type { SessionHub } from "../../runtime/session/index.js";
 import { isValidSessionId } from "../../store/sessions/index.js";
+import { errorLabel, handle } from "./handle.js";
 import { ACP_ERRORS } from "./errors.js";
 
 export const LIST_PAGE_SIZE = 50;
@@ -29,8 +30,8 @@ function decodeCursor(cursor: string): string | null {
   return isValidSessionId(id) ? id : null;
 }
 
-export function registerList(app: AgentApp, hub: SessionHub): void {
-  app.onRequest("session/list", async ({ params }): Promise<ListSessionsResponse> => {
+export function registerList(app: AgentApp, hub: SessionHub, log: (line: string) => void): void {
+  handle(app, log, "session/list", async ({ params }): Promise<ListSessionsResponse> => {
     let after: string | null = null;
     if (params.cursor !== undefined && params.cursor !== null) {
       after = decodeCursor(params.cursor);
@@ -40,7 +41,8 @@ export function registerList(app: AgentApp, hub: SessionHub): void {
     let page;
     try {
       page = await hub.list(after, LIST_PAGE_SIZE);
-    } catch {
+    } catch (e) {
+      log(`berth acp: cannot list sessions (${errorLabel(e)})`);
       throw ACP_ERRORS.storage();
     }
     const sessions = page.sessions

@@ -13,11 +13,12 @@
 import { randomUUID } from "node:crypto";
 import { RequestError, type AgentApp, type PromptResponse } from "@agentclientprotocol/sdk";
 import type { AcpConnection } from "./connection.js";
+import { handle } from "./handle.js";
 import { ACP_ERRORS } from "./errors.js";
 import { toBerthPrompt } from "./prompt-content.js";
 
 export function registerPrompt(app: AgentApp, conn: AcpConnection): void {
-  app.onRequest("session/prompt", async ({ params, signal }): Promise<PromptResponse> => {
+  handle(app, conn.log, "session/prompt", async ({ params, signal }): Promise<PromptResponse> => {
     const s = conn.get(params.sessionId);
     const prompt = toBerthPrompt(params.prompt);
     const turnId = randomUUID();

@@ -29,7 +29,7 @@ export async function serveAcp(o: AcpServeOptions): Promise<void> {
   const conn = new AcpConnection(o.deps, state, auth);
   const app = agent({ name: "berth" });
   registerInitialize(app, o.deps, state, auth);
-  registerList(app, conn.hub);
+  registerList(app, conn.hub, o.deps.log);
   registerSessions(app, conn);
   registerPrompt(app, conn);
   const c = app.connect(ndJsonStream(o.output, o.input));

@@ -16,6 +16,7 @@
  */
 import { isAbsolute } from "node:path";
 import type { AgentApp, McpServer, SessionConfigOption } from "@agentclientprotocol/sdk";
+import { handle } from "./handle.js";
 import { ACP_ERRORS } from "./errors.js";
 import { replayUpdates } from "./replay.js";
 import { approvalOf, configOptions, isModeId, isThinkingLevel, modelChoices, modeState, type SessionChoices } from "./config-options.js";
@@ -44,7 +45,7 @@ export function registerSessions(app: AgentApp, conn: AcpConnection): void {
     return conn.open(id, cwd, mcp, client);
   };
 
-  app.onRequest("session/new", async ({ params, client }) => {
+  handle(app, conn.log, "session/new", async ({ params, client }) => {
     if (!isAbsolute(params.cwd)) throw ACP_ERRORS.relativeCwd();
     await conn.requireAuth();
     const mcp = await mcpServers(conn, params.mcpServers);
@@ -52,7 +53,7 @@ export function registerSessions(app: AgentApp, conn: AcpConnection): void {
     return { sessionId: s.id, ...(await describe(s)) };
   });
 
-  app.onRequest("session/load", async ({ params, client }) => {
+  handle(app, conn.log, "session/load", async ({ params, client }) => {
     if (!isAbsolute(params.cwd)) throw ACP_ERRORS.relativeCwd();
     const history = await conn.readHistory(params.sessionId);
     const s = await attach(params.sessionId, params.cwd, params.mcpServers, client);
@@ -61,19 +62,19 @@ export function registerSessions(app: AgentApp, conn: AcpConnection): void {
     return describe(s);
   });
 
-  app.onRequest("session/resume", async ({ params, client }) => {
+  handle(app, conn.log, "session/resume", async ({ params, client }) => {
     if (!isAbsolute(params.cwd)) throw ACP_ERRORS.relativeCwd();
     await conn.readHistory(params.sessionId);
     const s = await attach(params.sessionId, params.cwd, params.mcpServers ?? [], client);
     return describe(s);
   });
 
-  app.onRequest("session/close", async ({ params }) => {
+  handle(app, conn.log, "session/close", async ({ params }) => {
     if (!(await conn.close(params.sessionId))) throw ACP_ERRORS.unknownSession();
     return {};
   });
 
-  app.onRequest("session/set_mode", ({ params }) => {
+  handle(app, conn.log, "session/set_mode", ({ params }) => {
     const s = conn.get(params.sessionId);
     if (!isModeId(params.modeId)) throw ACP_ERRORS.unknownMode();
     s.choices = { ...s.choices, mode: params.modeId };
@@ -81,7 +82,7 @@ export function registerSessions(app: AgentApp, conn: AcpConnection): void {
     return {};
   });
 
-  app.onRequest("session/set_config_option", async ({ params }) => {
+  handle(app, conn.log, "session/set_config_option", async ({ params }) => {
     const s = conn.get(params.sessionId);
     if ("type" in params && params.type === "boolean") throw ACP_ERRORS.unknownConfig();
     const value = params.value as string;
