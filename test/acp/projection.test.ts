@@ -58,7 +58,7 @@ it("replays history in order: one chunk per message, tool calls with their resul
     badLines: 0,
     torn: false,
     records: [
-      rec({ kind: "user", turn_id: "t1", text: "fix it" }),
+      rec({ kind: "user", turn_id: "t1", text: "fix it", attachments: [{ kind: "image", path: "/w/shot.png", mime: "image/png", size: 10 }] }),
       rec({ kind: "assistant", turn_id: "t1", message_id: "m1", text: "Look", partial: true }),
       rec({ kind: "assistant", turn_id: "t1", message_id: "m1", text: "Looking.", partial: false }),
       rec({ kind: "tool_call", turn_id: "t1", message_id: "m1", call_id: "c1", name: "edit", arguments: { path: "a.txt", old_string: "a", new_string: "b" } }),
@@ -72,13 +72,14 @@ it("replays history in order: one chunk per message, tool calls with their resul
   const ups = replayUpdates(history, "/w");
   assert.deepEqual(
     ups.map((u) => u.sessionUpdate),
-    ["user_message_chunk", "agent_message_chunk", "tool_call", "tool_call_update", "user_message_chunk", "tool_call", "tool_call_update"],
+    ["user_message_chunk", "user_message_chunk", "agent_message_chunk", "tool_call", "tool_call_update", "user_message_chunk", "tool_call", "tool_call_update"],
   );
-  assert.deepEqual((ups[1] as { content: unknown }).content, { type: "text", text: "Looking." });
-  const done = ups[3] as Extract<SessionUpdate, { sessionUpdate: "tool_call_update" }>;
+  assert.deepEqual((ups[1] as { content: unknown }).content, { type: "resource_link", name: "shot.png", uri: "file:///w/shot.png", mimeType: "image/png", size: 10 });
+  assert.deepEqual((ups[2] as { content: unknown }).content, { type: "text", text: "Looking." });
+  const done = ups[4] as Extract<SessionUpdate, { sessionUpdate: "tool_call_update" }>;
   assert.equal(done.status, "completed");
   assert.deepEqual(done.content?.[0], { type: "diff", path: "/w/a.txt", oldText: "a", newText: "b" });
-  assert.equal((ups[6] as { status: string }).status, "failed");
+  assert.equal((ups[7] as { status: string }).status, "failed");
   for (const u of ups) assert.equal(validateAgentFrame(notification(u), () => undefined), null, JSON.stringify(u));
 });
 

@@ -4,13 +4,16 @@
  * Contracts:
  * - Order is the file's order. A compaction checkpoint (the summary of everything before it) comes first, as an
  *   `agent_thought_chunk` headed "Summary of the earlier conversation".
- * - `user` → `user_message_chunk` (text); `assistant` → `agent_message_chunk` with its final text (a later record of
+ * - `user` → `user_message_chunk` (text), then one `resource_link` chunk per file attached to it (by another door:
+ *   ACP's own inline images are not stored); `assistant` → `agent_message_chunk` with its final text (a later record of
  *   the same message replaces an earlier partial one, so each message appears once); raw thinking is never shown.
  * - `tool_call` → `tool_call` (kind, title, locations, raw input, the edit's diff), `tool_result` →
  *   `tool_call_update` (`completed` or `failed`, the result text; a successful edit keeps its diff, since an
  *   update's content replaces the call's). A call with no result (the turn was interrupted)
  *   ends `failed`.
  */
+import { basename } from "node:path";
+import { pathToFileURL } from "node:url";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
 import type { History, StoredRecord } from "../../store/sessions/index.js";
 import { textContent, toolDiff, toolKind, toolLocations, toolTitle } from "./tool-view.js";
@@ -36,6 +39,12 @@ export function replayUpdates(history: History, cwd: string): SessionUpdate[] {
     switch (r.kind) {
       case "user":
         out.push({ sessionUpdate: "user_message_chunk", content: { type: "text", text: r.text } });
+        for (const a of r.attachments ?? []) {
+          out.push({
+            sessionUpdate: "user_message_chunk",
+            content: { type: "resource_link", name: a.name ?? basename(a.path), uri: pathToFileURL(a.path).href, ...(a.mime !== undefined ? { mimeType: a.mime } : {}), ...(a.size !== undefined ? { size: a.size } : {}) },
+          });
+        }
         break;
       case "assistant": {
         const key = `${r.turn_id}\u0000${r.message_id}`;
