@@ -187,3 +187,39 @@ test("clear empties the model context; a failed turn's next prompt stands alone"
     assert.deepEqual(after.messages.filter((m) => m.role !== "system").length, 1);
   });
 });
+
+test("server-started turns carry their origin; with autoApprove they run without asking", async () => {
+  await withRig(async ({ fake, rt, next, events }) => {
+    rt.configure({ autoApprove: true });
+    fake.script([{ steps: [{ toolCall: { id: "c1", name: "bash", arguments: { command: "echo bg" } } }] }, { steps: [{ text: "reported" }] }]);
+    rt.startServerTurn("job-1 finished", { kind: "background", jobs: ["job-1"] });
+    const started = await next((e) => e.type === "turn_started");
+    assert.ok(started.type === "turn_started" && started.origin?.kind === "background" && started.submitter === "server");
+    const t = await next(terminal);
+    assert.ok(t.type === "turn_completed" && t.origin?.jobs?.[0] === "job-1");
+    assert.equal(events.some((e) => e.type === "approval_requested"), false);
+    const c = events.find((e) => e.type === "tool_completed");
+    assert.ok(c?.type === "tool_completed" && c.success);
+  });
+});
+
+test("per-session configuration reaches the provider request: no tools, channel section, model, image attachments", async () => {
+  await withRig(async ({ fake, rt, next, events, cwd }) => {
+    const png = join(cwd, "p.png");
+    writeFileSync(png, Buffer.from("89504e470d0a1a0a", "hex"));
+    assert.equal(rt.configure({ noTools: true, channel: "WeChat", selection: { model: "other-model" } }), true);
+    const entry = rt.submit("what is this?", { attachments: [{ kind: "image", path: png, name: "p.png", mime: "image/png", size: 8 }] });
+    assert.deepEqual(entry.attachments, [{ kind: "image", path: png, name: "p.png", mime: "image/png", size: 8 }]);
+    const started = await next((e) => e.type === "turn_started");
+    assert.ok(started.type === "turn_started" && started.attachments?.length === 1);
+    await next(terminal);
+    const body = fake.requests.at(-1)!.json as { model: string; tools?: unknown[]; messages: Array<{ role: string; content: unknown }> };
+    assert.equal(body.model, "other-model");
+    assert.equal(body.tools, undefined, "no tools advertised");
+    const text = JSON.stringify(body.messages);
+    assert.match(text, /Chat channel: you are talking with the user through WeChat/);
+    assert.match(text, /\[Attached files\]/);
+    assert.doesNotMatch(text, new RegExp(png.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")), "a tool-free session sees no paths");
+    assert.equal(events.filter((e) => e.type === "title_changed").length, 1);
+  });
+});
