@@ -285,3 +285,14 @@ it("'always allow' answers hold for that tool in that session: later calls run w
   assert.deepEqual(p.invalid, []);
   await p.end();
 });
+
+it("an http MCP server (not advertised) is refused with -32602", async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  await assert.rejects(
+    p.agent.request("session/new", { cwd, mcpServers: [{ type: "http", name: "web", url: "http://127.0.0.1:1/mcp", headers: [] }] }),
+    code(-32602),
+  );
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});

@@ -21,6 +21,8 @@ export const ACP_ERRORS = {
   loginFailed: (state: string) => new RequestError(-32000, `Authentication required: the sign-in ended '${state}'; call authenticate again`),
   promptRunning: () =>
     new RequestError(-32600, "Invalid request: a prompt turn is already running in this session; wait for its stopReason or send session/cancel"),
+  mcpTransport: () =>
+    new RequestError(-32602, "Invalid params: Berth attaches MCP servers over stdio only (mcpCapabilities http and sse are false); give a command instead"),
   unknownMode: () => new RequestError(-32602, "Invalid params: unknown modeId; use one of the session's availableModes"),
   unknownConfig: () => new RequestError(-32602, "Invalid params: unknown configId or value; use the ids and values of the session's configOptions"),
   unsupportedContent: (type: string) =>

@@ -6,7 +6,8 @@
  * - Sessions are ordinary Berth sessions (the same store every door lists). `cwd` must be absolute (`-32602`).
  * - `session/new` needs a provider with credentials (`-32000` otherwise, with `authMethods` to fix it).
  * - The client's MCP servers (stdio) are attached for the session, added to the settings' `mcp_servers` (the
- *   client's win on a name clash). Environment entries are passed to the server process only.
+ *   client's win on a name clash). Environment entries are passed to the server process only. An `http` or `sse`
+ *   server (not advertised) is `-32602`.
  * - `session/load` sends the whole durable history as `session/update`s, then answers; `session/resume` answers
  *   without replay. Both refuse an unknown session with `-32002`. Loading a session already open on this connection
  *   reattaches it with the new cwd and MCP servers (applied from the next turn).
@@ -26,7 +27,8 @@ import { AcpSession } from "./session.js";
 
 /** The session's MCP servers: the settings' plus the client's stdio servers (null: the settings' alone). */
 async function mcpServers(conn: AcpConnection, given: McpServer[]): Promise<Record<string, McpServerDef> | undefined> {
-  const stdio = given.filter((s): s is Extract<McpServer, { command: string }> => !("type" in s) || (s as { type?: string }).type === undefined);
+  if (given.some((s) => "type" in s && (s as { type?: string }).type !== undefined)) throw ACP_ERRORS.mcpTransport();
+  const stdio = given as Array<Extract<McpServer, { command: string }>>;
   if (stdio.length === 0) return undefined;
   const base = await conn.settingsMcp();
   const out: Record<string, McpServerDef> = { ...base };
