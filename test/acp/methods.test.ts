@@ -296,3 +296,17 @@ it("an http MCP server (not advertised) is refused with -32602", async () => {
   assert.deepEqual(p.invalid, []);
   await p.end();
 });
+
+it("$/cancel_request of a running prompt cancels its turn: answered with stopReason cancelled", async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  rig.fake.script([{ steps: [{ text: "Long" }, { waitForAbort: true }] }]);
+  const ctl = new AbortController();
+  const running = p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "long" }] }, { cancellationSignal: ctl.signal });
+  await p.until(() => p.updates.some((u) => u.update.sessionUpdate === "agent_message_chunk"), "the first chunk");
+  ctl.abort();
+  assert.equal((await running).stopReason, "cancelled");
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
