@@ -6,7 +6,8 @@
 import { spawn } from "node:child_process";
 import { mkdirSync, readFileSync } from "node:fs";
 import { Readable } from "node:stream";
-import { Agent } from "../runtime/agent.js";
+import type { Agent } from "../runtime/agent.js";
+import type { TurnRunner } from "../runtime/session/index.js";
 import { resolveHome } from "../store/home.js";
 
 const HELP = `usage: berth acp
@@ -40,6 +41,15 @@ function openUrl(url: string): void {
   }
 }
 
+/** The agent, loaded on the first turn: `initialize` and session listing do not pay for providers and tools. */
+function lazyAgent(load: () => Promise<Agent>): TurnRunner {
+  let agent: Promise<Agent> | null = null;
+  return {
+    runTurn: (req) => (agent ??= load()).then((a) => a.runTurn(req)),
+    close: () => (agent === null ? Promise.resolve() : agent.then((a) => a.close())),
+  };
+}
+
 export async function runAcp(argv: string[]): Promise<number> {
   if (argv.length === 1 && (argv[0] === "--help" || argv[0] === "-h")) {
     process.stdout.write(HELP);
@@ -68,7 +78,7 @@ export async function runAcp(argv: string[]): Promise<number> {
       version: (JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { version: string }).version,
       log: (line) => void process.stderr.write(line + "\n"),
       openUrl: process.env["BERTH_ACP_NO_BROWSER"] === "1" ? () => undefined : openUrl,
-      runner: new Agent({ home, cwd: process.cwd(), env: process.env }),
+      runner: lazyAgent(() => import("../runtime/agent.js").then((m) => new m.Agent({ home, cwd: process.cwd(), env: process.env }))),
     },
   });
   return 0;

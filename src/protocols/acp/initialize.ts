@@ -12,9 +12,7 @@
  */
 import { PROTOCOL_VERSION, type AgentApp, type AuthMethod, type InitializeResponse } from "@agentclientprotocol/sdk";
 import { ANTHROPIC_PROVIDER_ID, AuthStore, CODEX_PROVIDER_ID } from "../../store/auth/auth-store.js";
-import { CodexLogin, type LoginTerminalState } from "../../runtime/auth/codex-login.js";
-import { codexOAuthConfigFromEnv } from "../../runtime/auth/codex-oauth.js";
-import { callbackPortFromEnv, callbackTimeoutMsFromEnv } from "../app-service/auth.js";
+import type { CodexLogin, LoginTerminalState } from "../../runtime/auth/codex-login.js";
 import type { AcpConnectionState, AcpDeps } from "./context.js";
 import { errorLabel, handle } from "./handle.js";
 import { ACP_ERRORS } from "./errors.js";
@@ -41,6 +39,12 @@ export function registerInitialize(app: AgentApp, deps: AcpDeps, state: AcpConne
     if (params.methodId !== CODEX_AUTH_METHOD.id) throw ACP_ERRORS.unknownAuthMethod();
     let login: CodexLogin;
     try {
+      // The sign-in code (OAuth, a loopback listener) loads only when a sign-in starts.
+      const [{ CodexLogin }, { codexOAuthConfigFromEnv }, { callbackPortFromEnv, callbackTimeoutMsFromEnv }] = await Promise.all([
+        import("../../runtime/auth/codex-login.js"),
+        import("../../runtime/auth/codex-oauth.js"),
+        import("../app-service/auth.js"),
+      ]);
       const port = callbackPortFromEnv(deps.env);
       const timeout = callbackTimeoutMsFromEnv(deps.env);
       login = await CodexLogin.prepare({
