@@ -310,3 +310,20 @@ it("$/cancel_request of a running prompt cancels its turn: answered with stopRea
   assert.deepEqual(p.invalid, []);
   await p.end();
 });
+
+it("session/close during a turn cancels it: the prompt answers cancelled, then close answers", async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  rig.fake.script([{ steps: [{ text: "Going" }, { waitForAbort: true }] }]);
+  const running = p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "go" }] });
+  await p.until(() => p.updates.some((u) => u.update.sessionUpdate === "agent_message_chunk"), "the first chunk");
+  assert.deepEqual(await p.agent.request("session/close", { sessionId }), {});
+  assert.equal((await running).stopReason, "cancelled");
+  const promptId = p.sent.findLast((f) => f["method"] === "session/prompt")!["id"];
+  const closeId = p.sent.findLast((f) => f["method"] === "session/close")!["id"];
+  const at = (id: unknown) => p.received.findIndex((f) => f["id"] === id && "result" in f);
+  assert.ok(at(promptId) < at(closeId), "the prompt's answer comes before close's");
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
