@@ -76,6 +76,24 @@ export class AcpAgentProcess {
     });
     this.child.stdin.on("error", () => undefined);
     this.exited = new Promise((resolve) => this.child.on("close", (code, signal) => resolve({ code, signal })));
+    // stdout carries only ACP frames: every line must be one JSON-RPC object (checked on the raw bytes, since the
+    // SDK's reader would skip what it cannot parse).
+    let pending = "";
+    this.child.stdout.on("data", (d: Buffer) => {
+      pending += d.toString("utf8");
+      for (let i = pending.indexOf("\n"); i !== -1; i = pending.indexOf("\n")) {
+        const line = pending.slice(0, i);
+        pending = pending.slice(i + 1);
+        let ok = false;
+        try {
+          const v = JSON.parse(line) as unknown;
+          ok = typeof v === "object" && v !== null && !Array.isArray(v) && (v as Frame)["jsonrpc"] === "2.0";
+        } catch {
+          ok = false;
+        }
+        if (!ok) this.invalid.push(`stdout line is not a JSON-RPC frame: ${line.slice(0, 200)}`);
+      }
+    });
     const raw = acp.ndJsonStream(Writable.toWeb(this.child.stdin) as WritableStream<Uint8Array>, Readable.toWeb(this.child.stdout) as ReadableStream<Uint8Array>);
     const stream: acp.Stream = {
       readable: raw.readable.pipeThrough(
