@@ -25,7 +25,7 @@ import type { AcpConnection } from "./connection.js";
 import type { McpServerDef } from "../../store/settings/schema.js";
 import { AcpSession } from "./session.js";
 
-/** The session's MCP servers: the settings' plus the client's stdio servers (null: the settings' alone). */
+/** The session's MCP servers: the settings' plus the client's stdio servers (undefined: the settings' alone). */
 async function mcpServers(conn: AcpConnection, given: McpServer[]): Promise<Record<string, McpServerDef> | undefined> {
   if (given.some((s) => "type" in s && (s as { type?: string }).type !== undefined)) throw ACP_ERRORS.mcpTransport();
   const stdio = given as Array<Extract<McpServer, { command: string }>>;
