@@ -9,6 +9,7 @@ commands:
   service                     app-service v1: JSONL over stdio for frontend apps
   stdio                       SCV client protocol v3 over stdin/stdout (one session)
   daemon [--listen HOST:PORT] live-backend host (backend Unix socket + AHP WebSocket) and the SCV socket
+  acp                         Agent Client Protocol v1 over stdio (for editors: Zed, acpx, ...)
   channel login|logout|set|status   WeChat and Feishu/Lark chat accounts
 `;
 
@@ -56,6 +57,11 @@ export async function main(argv: string[]): Promise<void> {
     case "channel": {
       const m = await import("./channel.js");
       process.exitCode = await m.runChannel(rest);
+      return;
+    }
+    case "acp": {
+      const m = await import("./acp.js");
+      process.exitCode = await m.runAcp(rest);
       return;
     }
     case "chat": {

@@ -39,6 +39,7 @@ import { createToolRegistry, toolPolicyFromSettings, type BashOptions, type Tool
 import { SkillCatalog, type Skill } from "./tools/skills.js";
 import { runLoop } from "./turn-loop.js";
 import type { ImagePart, Provider, ThinkingLevel, UserContent } from "./types.js";
+import type { Workspace } from "./workspace.js";
 import type { UserAttachment } from "../store/sessions/index.js";
 
 export interface AgentOptions {
@@ -83,6 +84,8 @@ export interface RunTurnRequest {
   delegationDepth?: number;
   /** Steering messages injected at the next step boundary (see `LoopOptions.steer`). */
   steer?: () => string[];
+  /** Where the tools touch files and run commands (unset: this machine). */
+  workspace?: Workspace;
   /** Durable attachment descriptions kept on the user record (image paths, never bytes). */
   attachments?: UserAttachment[];
 }
@@ -312,6 +315,7 @@ export class Agent {
       tools,
       subagents,
       ...(req.steer !== undefined ? { steer: req.steer } : {}),
+      ...(req.workspace !== undefined ? { workspace: req.workspace } : {}),
       cwd: req.cwd,
       signal: req.signal,
       sink,

@@ -10,6 +10,7 @@
 import { decide, type ApprovalPolicy } from "./approval.js";
 import type { TurnSink } from "./events.js";
 import type { Tool, ToolErrorKind, ToolResult } from "./types.js";
+import type { Workspace } from "./workspace.js";
 
 export interface ToolCallSpec {
   id: string;
@@ -26,6 +27,7 @@ export interface ToolRunContext {
   approval?: ApprovalPolicy;
   parentId?: string;
   progressIntervalMs?: number;
+  workspace?: Workspace;
 }
 
 const MAX_PROGRESS_CHARS = 120;
@@ -78,6 +80,8 @@ export async function executeToolCall(call: ToolCallSpec, rc: ToolRunContext): P
   const result = await tool.run(v.value, {
     cwd: rc.cwd,
     signal: rc.signal,
+    callId: call.id,
+    ...(rc.workspace !== undefined ? { workspace: rc.workspace } : {}),
     onProgress: (line) => {
       const now = Date.now();
       if (now - lastProgress < interval) return;

@@ -22,6 +22,7 @@ import type { FailureReason, RuntimeEvent, TerminalStatus, TurnOutcome, TurnSink
 import { LABELS } from "./providers/errors.js";
 import type { TurnRecorder } from "./recorder.js";
 import { createTaskTool, TASK_TOOL_NAME } from "./subagent.js";
+import type { Workspace } from "./workspace.js";
 import { executeToolCall, type ToolCallSpec } from "./tool-exec.js";
 import type { AssistantBlock, Message, Provider, ProviderErrorKind, ThinkingLevel, Tool, ToolResult, ToolSpec } from "./types.js";
 
@@ -57,6 +58,8 @@ export interface LoopOptions {
    * returned message becomes a user message of this turn (recorded) before the next provider request.
    */
   steer?: () => string[];
+  /** Where the tools touch files and run commands (unset: this machine); subagents share it. */
+  workspace?: Workspace;
 }
 
 const TASK_SPEC: ToolSpec = createTaskTool(() => Promise.reject(new Error("unbound"))).spec;
@@ -291,6 +294,7 @@ async function runTools(o: LoopOptions, calls: ToolCallSpec[], byName: Map<strin
     lookup,
     ...(o.approval !== undefined ? { approval: o.approval } : {}),
     ...(o.parentId !== undefined ? { parentId: o.parentId } : {}),
+    ...(o.workspace !== undefined ? { workspace: o.workspace } : {}),
   });
   const sequential = (async () => {
     for (let i = 0; i < calls.length; i++) {

@@ -2,6 +2,7 @@
  * Protocol-neutral runtime contracts shared by providers, tools and the turn loop.
  * Nothing here knows which wire protocol (app-service, SCV, host) drives a turn.
  */
+import type { Workspace } from "./workspace.js";
 
 export { THINKING_LEVELS, type ThinkingLevel } from "../core/thinking.js";
 import type { ThinkingLevel } from "../core/thinking.js";
@@ -105,6 +106,10 @@ export interface ToolContext {
   signal: AbortSignal;
   /** Short, rate-limited status line (never tool output content). */
   onProgress(line: string): void;
+  /** The provider's ID of this call (set by the turn loop). */
+  callId?: string;
+  /** Where file tools read/write and `bash` runs, when not this machine (see workspace.ts). */
+  workspace?: Workspace;
 }
 
 export interface ToolResult {

@@ -36,6 +36,7 @@ test("app-service accepts a 0777 MC_HOME (issue 18): every door refuses it and s
     ["chat", ["chat", "-p", "hi"]],
     ["daemon", ["daemon"]],
     ["stdio", ["stdio"]],
+    ["acp", ["acp"]],
   ] as const) {
     const r = runDoor([...args], dir, door === "service" ? INIT : "");
     assert.equal(r.code, 1, `${door}: ${r.stderr}`);

@@ -1,6 +1,7 @@
 /**
  * Pending approvals of one session, by server-generated ID. Contracts:
- * - `needsApproval(mode, risk)`: `never` → no; `always` → yes; `on-risk` → every risk class but `read_only`.
+ * - `needsApproval(mode, risk)`: `never` → no; `always` → yes; `on-risk` → every risk class but `read_only`;
+ *   `edits` → every risk class but `read_only` and `filesystem`.
  * - Each request gets a fresh UUID (never reused, even across turns); `resolve(id, approved)` answers it once —
  *   an unknown or already-answered ID returns false.
  * - When the turn's signal fires while a request is pending, the request is withdrawn (removed, `onWithdrawn`) and
@@ -19,6 +20,7 @@ export const MAX_SUMMARY_BYTES = 256;
 export function needsApproval(mode: ApprovalMode, risk: ToolRisk): boolean {
   if (mode === "never") return false;
   if (mode === "always") return true;
+  if (mode === "edits") return risk !== "read_only" && risk !== "filesystem";
   return risk !== "read_only";
 }
 

@@ -138,7 +138,7 @@ export class SessionHub {
   async list(after: string | null, limit: number): Promise<{ sessions: SessionSummary[]; nextAfter: string | null; truncated: boolean; incomplete: boolean }> {
     const page = await this.o.manager.store.list(after, limit);
     return {
-      sessions: page.entries.map((e) => ({ sessionId: e.id, title: titleFrom(e.titleSource), createdAt: e.createdAt, updatedAtMs: e.updatedAtMs, open: this.runtimes.has(e.id) })),
+      sessions: page.entries.map((e) => ({ sessionId: e.id, title: titleFrom(e.titleSource), createdAt: e.createdAt, cwd: e.cwd, updatedAtMs: e.updatedAtMs, open: this.runtimes.has(e.id) })),
       nextAfter: page.nextAfter,
       truncated: page.truncated,
       incomplete: page.incomplete,

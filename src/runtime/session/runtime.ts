@@ -317,7 +317,7 @@ export class SessionRuntime {
     };
     let outcome: TurnOutcome;
     try {
-      const images = await loadImages(opts.attachments ?? []);
+      const images = [...(await loadImages(opts.attachments ?? [])), ...(opts.images ?? [])];
       outcome = await this.deps.runner.runTurn({
         turnId: run.turnId,
         writer: a.lease.writer,
@@ -334,6 +334,7 @@ export class SessionRuntime {
         ...(this.cfg.mcpServers !== undefined ? { mcpServers: this.cfg.mcpServers } : {}),
         ...(this.cfg.channel !== undefined ? { channel: this.cfg.channel } : {}),
         ...(this.cfg.delegationDepth !== undefined ? { delegationDepth: this.cfg.delegationDepth } : {}),
+        ...(this.cfg.workspace !== undefined ? { workspace: this.cfg.workspace } : {}),
         steer: () => run.steering.splice(0),
       });
     } catch {

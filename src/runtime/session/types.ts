@@ -5,7 +5,8 @@
  */
 import type { RuntimeEvent, FailureReason, TerminalStatus, TurnUsage } from "../events.js";
 import type { SelectionOverride, SessionModelInfo } from "../agent.js";
-import type { ToolErrorKind, ToolRisk } from "../types.js";
+import type { ImagePart, ToolErrorKind, ToolRisk } from "../types.js";
+import type { Workspace } from "../workspace.js";
 import type { McpServerDef } from "../../store/settings/schema.js";
 import type { SessionErrorCode, UserAttachment } from "../../store/sessions/index.js";
 
@@ -14,9 +15,10 @@ export type { SelectionOverride, SessionModelInfo, UserAttachment, ToolRisk };
 /**
  * When a tool call needs a person's approval:
  * - `on-risk` (default): `read_only` tools run; every other risk class (and every MCP tool) asks;
+ * - `edits`: like `on-risk`, but `filesystem` tools (file edits) run too;
  * - `always`: every call asks; `never`: nothing asks (every call runs).
  */
-export type ApprovalMode = "on-risk" | "always" | "never";
+export type ApprovalMode = "on-risk" | "edits" | "always" | "never";
 
 /** A session's configuration, fixed when it is opened (`SessionRuntime.configure` changes it while idle). */
 export interface SessionConfig {
@@ -38,6 +40,8 @@ export interface SessionConfig {
    * answers); server-started turns, which have no client to ask, are approved without asking.
    */
   autoApprove?: boolean;
+  /** Where the tools touch files and run commands (unset: this machine); see `runtime/workspace.ts`. */
+  workspace?: Workspace;
 }
 
 /** Why a server started a turn on its own (SCV `origin`): e.g. `{kind: "background", jobs: ["job-1"]}`. */
@@ -48,6 +52,11 @@ export interface TurnOrigin {
 
 export interface SubmitOptions {
   attachments?: UserAttachment[];
+  /**
+   * Images sent inline with this prompt (a door whose client sends image bytes, e.g. ACP), added after the
+   * attachments' images. Not durable: the session file keeps the prompt text only. Not kept for queued prompts.
+   */
+  images?: ImagePart[];
   /** This prompt only runs without tools (in addition to the session's `noTools`). */
   noTools?: boolean;
   /** A label of who submitted it (shown in queue entries); default `"client"`. */
@@ -144,6 +153,8 @@ export interface SessionSummary {
   /** The title policy's title (redacted, one line), or null when the session has no prompt yet. */
   title: string | null;
   createdAt: string;
+  /** The session's working directory (from its header). */
+  cwd: string;
   updatedAtMs: number;
   /** Open in this process (a `SessionRuntime` exists). */
   open: boolean;

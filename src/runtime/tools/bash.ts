@@ -17,6 +17,7 @@ import { stat } from "node:fs/promises";
 import { StringDecoder } from "node:string_decoder";
 import * as A from "../../core/arg-schema.js";
 import type { Tool, ToolResult } from "../types.js";
+import type { CommandOutcome } from "../workspace.js";
 import { canonical, policyOf } from "./confine.js";
 import { defineLocalTool } from "./define.js";
 import { fail, MAX_RESULT_BYTES } from "./result.js";
@@ -125,6 +126,21 @@ export function createBashTool(opts: BashOptions = {}): Tool {
       }
       const timeoutMs = args.timeout !== undefined ? Math.round(args.timeout * 1000) : defaultTimeoutMs;
       const policy = policyOf(ctx);
+      const ws = ctx.workspace;
+      if (ws?.runCommand && policy.sandbox !== "bubblewrap") {
+        // The workspace's terminal (e.g. the editor's): it runs, bounds and kills the command itself. A sandboxed
+        // policy keeps commands local, inside bubblewrap (docs/security.md).
+        ctx.onProgress("running");
+        const done = await ws.runCommand({
+          callId: ctx.callId ?? "",
+          command: args.command,
+          cwd: ctx.cwd,
+          timeoutMs,
+          outputByteLimit: headMax + tailMax,
+          signal: ctx.signal,
+        });
+        return commandResult(done.output, done.end, timeoutMs, ctx.onProgress, "command");
+      }
       let wrap: string[] | null = null;
       if (policy.sandbox === "bubblewrap") {
         const bwrap = findBwrap();
@@ -205,23 +221,27 @@ function runBash(command: string, cwd: string, signal: AbortSignal, onProgress: 
     else onProgress("running");
 
     function result(): ToolResult {
-      let out = capture.text();
-      if (out.length === 0) out = "(no output)";
-      else if (out.endsWith("\n")) out = out.slice(0, -1);
-      if (stopReason === "timeout") {
-        return fail("limit", `${out}\n[timed out after ${o.timeoutMs / 1000} s; process group killed]`, { timedOut: true });
-      }
-      if (stopReason === "cancelled") return fail("cancelled", `${out}\n[cancelled; process group killed]`, { timedOut: false });
-      const code = exit?.code ?? null;
-      if (code === 0) {
-        onProgress("exit 0");
-        return { content: `${out}\nexit code: 0`, isError: false, timedOut: false };
-      }
-      const how = code !== null ? `exit code: ${code}` : `killed by signal ${exit?.signal ?? "unknown"}`;
-      onProgress(code !== null ? `exit ${code}` : "killed");
-      return fail("failed", `${out}\n${how}`, { timedOut: false });
+      const end: CommandOutcome["end"] = stopReason !== null ? { kind: stopReason } : { kind: "exit", code: exit?.code ?? null, signal: exit?.signal ?? null };
+      return commandResult(capture.text(), end, o.timeoutMs, onProgress, "process group");
     }
   });
+}
+
+/** The model's view of a finished command, the same wherever it ran (`killed` names what was killed). */
+function commandResult(raw: string, end: CommandOutcome["end"], timeoutMs: number, onProgress: (l: string) => void, killed: string): ToolResult {
+  let out = raw;
+  if (out.length === 0) out = "(no output)";
+  else if (out.endsWith("\n")) out = out.slice(0, -1);
+  if (end.kind === "timeout") return fail("limit", `${out}\n[timed out after ${timeoutMs / 1000} s; ${killed} killed]`, { timedOut: true });
+  if (end.kind === "cancelled") return fail("cancelled", `${out}\n[cancelled; ${killed} killed]`, { timedOut: false });
+  const code = end.code;
+  if (code === 0) {
+    onProgress("exit 0");
+    return { content: `${out}\nexit code: 0`, isError: false, timedOut: false };
+  }
+  const how = code !== null ? `exit code: ${code}` : `killed by signal ${end.signal ?? "unknown"}`;
+  onProgress(code !== null ? `exit ${code}` : "killed");
+  return fail("failed", `${out}\n${how}`, { timedOut: false });
 }
 
 export const bashTool: Tool = createBashTool();

@@ -6,8 +6,9 @@
 import type { FileHandle } from "node:fs/promises";
 import * as A from "../../core/arg-schema.js";
 import type { ToolResult } from "../types.js";
-import { openRegular, replaceContent, resolveForTool } from "./confine.js";
+import { openForWrite, openRegular, replaceContent, resolveForTool } from "./confine.js";
 import { defineLocalTool } from "./define.js";
+import { resolvePath } from "./paths.js";
 import { fail, fsFail, ok } from "./result.js";
 
 const EditArgs = A.object({
@@ -34,6 +35,44 @@ export const editTool = defineLocalTool({
     if (args.old_string === args.new_string) return fail("invalid_arguments", "edit: old_string and new_string are identical");
     const target = await resolveForTool("edit", ctx, args.path, "write");
     if (!target.ok) return target.result;
+    const ws = ctx.workspace;
+    if (ws?.readTextFile !== undefined || ws?.writeTextFile !== undefined) {
+      // The workspace's view of the file (an editor's buffer) for whichever side it offers, local files for the
+      // other; the confinement above still decided whether the file may be edited.
+      const file = resolvePath(ctx.cwd, args.path);
+      let text: string;
+      try {
+        if (ws.readTextFile !== undefined) text = await ws.readTextFile(file, ctx.signal);
+        else {
+          const opened = await openRegular("edit", args.path, target.path);
+          if (!opened.ok) return opened.result;
+          try {
+            text = await opened.handle.readFile({ encoding: "utf8", signal: ctx.signal });
+          } finally {
+            await opened.handle.close().catch(() => undefined);
+          }
+        }
+      } catch (err) {
+        return fsFail(err, `edit: ${args.path}`);
+      }
+      const r = applyEdit(text, args);
+      if (!("next" in r)) return r;
+      try {
+        if (ws.writeTextFile !== undefined) await ws.writeTextFile(file, r.next, ctx.signal);
+        else {
+          const opened = await openForWrite("edit", args.path, target.path);
+          if (!opened.ok) return opened.result;
+          try {
+            await replaceContent(opened.handle, r.next);
+          } finally {
+            await opened.handle.close().catch(() => undefined);
+          }
+        }
+      } catch (err) {
+        return fsFail(err, `edit: ${args.path}`);
+      }
+      return edited(args.path, r.count);
+    }
     const opened = await openRegular("edit", args.path, target.path, true);
     if (!opened.ok) return opened.result;
     try {
@@ -44,17 +83,14 @@ export const editTool = defineLocalTool({
   },
 });
 
-async function editOpened(
-  handle: FileHandle,
-  args: { path: string; old_string: string; new_string: string; replace_all?: boolean | undefined },
-  signal: AbortSignal,
-): Promise<ToolResult> {
-  let text: string;
-  try {
-    text = await handle.readFile({ encoding: "utf8", signal });
-  } catch (err) {
-    return fsFail(err, `edit: ${args.path}`);
-  }
+type EditCall = { path: string; old_string: string; new_string: string; replace_all?: boolean | undefined };
+
+function edited(path: string, count: number): ToolResult {
+  return ok(`edited ${path}: replaced ${count} occurrence${count === 1 ? "" : "s"}`);
+}
+
+/** The edited text and the number of replacements, or the failure naming why there is none. */
+function applyEdit(text: string, args: EditCall): { next: string; count: number } | ToolResult {
   let oldS = args.old_string;
   let newS = args.new_string;
   let count = countOccurrences(text, oldS);
@@ -71,18 +107,25 @@ async function editOpened(
   if (count > 1 && args.replace_all !== true) {
     return fail("failed", `edit: old_string occurs ${count} times in ${args.path}; add surrounding context to make it unique, or set replace_all`);
   }
-  let next: string;
-  if (args.replace_all === true) {
-    next = text.split(oldS).join(newS);
-  } else {
-    const at = text.indexOf(oldS);
-    next = text.slice(0, at) + newS + text.slice(at + oldS.length);
-  }
+  if (args.replace_all === true) return { next: text.split(oldS).join(newS), count };
+  const at = text.indexOf(oldS);
+  return { next: text.slice(0, at) + newS + text.slice(at + oldS.length), count };
+}
+
+async function editOpened(handle: FileHandle, args: EditCall, signal: AbortSignal): Promise<ToolResult> {
+  let text: string;
   try {
-    if (signal.aborted) return fail("cancelled", "edit: cancelled");
-    await replaceContent(handle, next);
+    text = await handle.readFile({ encoding: "utf8", signal });
   } catch (err) {
     return fsFail(err, `edit: ${args.path}`);
   }
-  return ok(`edited ${args.path}: replaced ${count} occurrence${count === 1 ? "" : "s"}`);
+  const r = applyEdit(text, args);
+  if (!("next" in r)) return r;
+  try {
+    if (signal.aborted) return fail("cancelled", "edit: cancelled");
+    await replaceContent(handle, r.next);
+  } catch (err) {
+    return fsFail(err, `edit: ${args.path}`);
+  }
+  return edited(args.path, r.count);
 }

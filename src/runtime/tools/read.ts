@@ -4,11 +4,12 @@
  * a trailing note when more lines remain, naming the `offset` to continue from. Binary files
  * (a NUL byte in the first 8 KiB) are refused.
  */
-import type { FileHandle } from "node:fs/promises";
+import { Readable } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
 import * as A from "../../core/arg-schema.js";
 import { openRegular, resolveForTool } from "./confine.js";
 import { defineLocalTool } from "./define.js";
+import { resolvePath } from "./paths.js";
 import { fail, fsFail, MAX_RESULT_BYTES, ok } from "./result.js";
 
 export const READ_DEFAULT_LIMIT = 2000;
@@ -33,11 +34,27 @@ export const readTool = defineLocalTool({
   async execute(args, ctx) {
     const target = await resolveForTool("read", ctx, args.path, "read");
     if (!target.ok) return target.result;
-    const opened = await openRegular("read", args.path, target.path);
-    if (!opened.ok) return opened.result;
+    const ws = ctx.workspace;
+    let source: () => Readable;
+    if (ws?.readTextFile) {
+      // The workspace's view of the file (an editor's buffer, unsaved changes included), read whole; the
+      // confinement above still decided whether it may be read.
+      let text: string;
+      try {
+        text = await ws.readTextFile(resolvePath(ctx.cwd, args.path), ctx.signal);
+      } catch (err) {
+        return fsFail(err, `read: ${args.path}`);
+      }
+      source = () => Readable.from([Buffer.from(text, "utf8")]);
+    } else {
+      const opened = await openRegular("read", args.path, target.path);
+      if (!opened.ok) return opened.result;
+      // The stream owns the handle and closes it when destroyed or ended.
+      source = () => opened.handle.createReadStream({ highWaterMark: 64 * 1024, autoClose: true });
+    }
     const offset = args.offset ?? 1;
     const limit = args.limit ?? READ_DEFAULT_LIMIT;
-    const r = await readLines(opened.handle, offset, limit, ctx.signal);
+    const r = await readLines(source, offset, limit, ctx.signal);
     if (r.kind === "binary") return fail("failed", `read: ${args.path} looks like a binary file`);
     if (r.kind === "aborted") return fail("cancelled", "read: cancelled");
     if (r.kind === "error") return fsFail(r.error, `read: ${args.path}`);
@@ -61,10 +78,9 @@ type ReadOutcome =
   | { kind: "error"; error: unknown };
 
 /** Collects lines [offset, offset+limit) within BODY_BUDGET bytes; stops reading once done. */
-function readLines(handle: FileHandle, offset: number, limit: number, signal: AbortSignal): Promise<ReadOutcome> {
+function readLines(open: () => Readable, offset: number, limit: number, signal: AbortSignal): Promise<ReadOutcome> {
   return new Promise((resolve) => {
-    // The stream owns the handle and closes it when destroyed or ended.
-    const stream = handle.createReadStream({ highWaterMark: 64 * 1024, autoClose: true });
+    const stream = open();
     const decoder = new StringDecoder("utf8");
     const lines: string[] = [];
     let bytes = 0;

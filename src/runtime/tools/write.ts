@@ -4,6 +4,7 @@ import { dirname } from "node:path";
 import * as A from "../../core/arg-schema.js";
 import { openForWrite, replaceContent, resolveForTool } from "./confine.js";
 import { defineLocalTool } from "./define.js";
+import { resolvePath } from "./paths.js";
 import { fsFail, ok } from "./result.js";
 
 const WriteArgs = A.object({
@@ -19,6 +20,15 @@ export const writeTool = defineLocalTool({
   async execute(args, ctx) {
     const target = await resolveForTool("write", ctx, args.path, "write");
     if (!target.ok) return target.result;
+    if (ctx.workspace?.writeTextFile) {
+      // The workspace (an editor) writes the file itself; the confinement above still decided whether it may.
+      try {
+        await ctx.workspace.writeTextFile(resolvePath(ctx.cwd, args.path), args.content, ctx.signal);
+      } catch (err) {
+        return fsFail(err, `write: ${args.path}`);
+      }
+      return ok(`wrote ${Buffer.byteLength(args.content)} bytes to ${args.path}`);
+    }
     try {
       await mkdir(dirname(target.path), { recursive: true });
     } catch (err) {

@@ -61,6 +61,8 @@ export interface SessionHandle {
 export interface ListEntry {
   id: string;
   createdAt: string;
+  /** The session's working directory (from its header). */
+  cwd: string;
   updatedAtMs: number;
   /** Raw text (or a prefix) of the first user message; adapters sanitize/redact before showing it. */
   titleSource: string | null;
@@ -342,7 +344,7 @@ export class SessionStore {
     const debris: string[] = [];
     heads.forEach((h, i) => {
       const id = examined[i] as string;
-      if (h !== null) entries.push({ id, createdAt: h.header.created_at, updatedAtMs: h.mtimeMs, titleSource: h.titleSource });
+      if (h !== null) entries.push({ id, createdAt: h.header.created_at, cwd: h.header.cwd, updatedAtMs: h.mtimeMs, titleSource: h.titleSource });
       else if (isEmptyFile(this.paths.data(id))) debris.push(id);
       else incomplete = true;
     });

@@ -1,0 +1,84 @@
+/**
+ * `berth acp`: Berth as an Agent Client Protocol (v1) agent over stdio, for editors (Zed, JetBrains, Neovim
+ * plugins, `acpx`). The composition root: state root, stdout reserved for ACP frames (every stray writer goes to
+ * stderr), the ACP SDK loaded only here.
+ */
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { Readable } from "node:stream";
+import type { Agent } from "../runtime/agent.js";
+import type { TurnRunner } from "../runtime/session/index.js";
+import { resolveHome } from "../store/home.js";
+
+const HELP = `usage: berth acp
+
+Serves the Agent Client Protocol (v1) over stdin/stdout for an editor that spawns it
+(Zed: "agent_servers", acpx: --agent "berth acp"). Logs go to stderr.
+Configure with MC_HOME and settings.json, like every other Berth command.
+`;
+
+/** Routes every stray stdout writer (console.*, dependencies) to stderr; returns a writer of the real stdout. */
+function reserveStdout(): (chunk: Uint8Array) => Promise<void> {
+  const out = process.stdout;
+  const realWrite = out.write.bind(out);
+  out.write = ((chunk: unknown, ...rest: unknown[]) =>
+    (process.stderr.write as (...a: unknown[]) => boolean)(chunk, ...rest)) as NodeJS.WriteStream["write"];
+  const toStderr = new console.Console(process.stderr, process.stderr);
+  for (const m of ["log", "info", "debug", "warn", "error", "trace", "dir"] as const)
+    (console as unknown as Record<string, unknown>)[m] = toStderr[m].bind(toStderr);
+  return (chunk) => new Promise((resolve, reject) => void realWrite(chunk, (err) => (err ? reject(err) : resolve())));
+}
+
+/** Opens a URL with the platform's opener, detached; failures only matter to the user, who also sees it on stderr. */
+function openUrl(url: string): void {
+  const cmd = process.platform === "darwin" ? "open" : process.platform === "win32" ? "explorer" : "xdg-open";
+  try {
+    const child = spawn(cmd, [url], { stdio: "ignore", detached: true });
+    child.on("error", () => undefined);
+    child.unref();
+  } catch {
+    // the URL is on stderr
+  }
+}
+
+/** The agent, loaded on the first turn: `initialize` and session listing do not pay for providers and tools. */
+function lazyAgent(load: () => Promise<Agent>): TurnRunner {
+  let agent: Promise<Agent> | null = null;
+  return {
+    runTurn: (req) => (agent ??= load()).then((a) => a.runTurn(req)),
+    close: () => (agent === null ? Promise.resolve() : agent.then((a) => a.close())),
+  };
+}
+
+export async function runAcp(argv: string[]): Promise<number> {
+  if (argv.length === 1 && (argv[0] === "--help" || argv[0] === "-h")) {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  if (argv.length > 0) {
+    process.stderr.write(`berth acp: takes no arguments\n${HELP}`);
+    return 2;
+  }
+  const write = reserveStdout();
+  const home = resolveHome(process.env);
+  const problem = (await import("../store/state-root.js")).prepareStateRoot(home);
+  if (problem !== null) {
+    process.stderr.write(`berth acp: ${problem}\n`);
+    return 1;
+  }
+  const { serveAcp } = await import("../protocols/acp/server.js");
+  await serveAcp({
+    input: Readable.toWeb(process.stdin) as ReadableStream<Uint8Array>,
+    output: new WritableStream<Uint8Array>({ write }),
+    deps: {
+      home,
+      cwd: process.cwd(),
+      env: process.env,
+      version: (JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { version: string }).version,
+      log: (line) => void process.stderr.write(line + "\n"),
+      openUrl: process.env["BERTH_ACP_NO_BROWSER"] === "1" ? () => undefined : openUrl,
+      runner: lazyAgent(() => import("../runtime/agent.js").then((m) => new m.Agent({ home, cwd: process.cwd(), env: process.env }))),
+    },
+  });
+  return 0;
+}

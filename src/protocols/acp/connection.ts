@@ -1,0 +1,140 @@
+/**
+ * The state of one `berth acp` connection: the session hub (one runtime per open session, shared agent), the
+ * sessions open on this connection, and the stores the families read.
+ *
+ * Contracts:
+ * - A session is open on this connection after `session/new`, `session/load` or `session/resume`; requests naming
+ *   any other session are `-32002`.
+ * - `shutdown` (the client's EOF) cancels every running turn, waits for them, and stops the agent's tools.
+ */
+import type { AgentContext } from "@agentclientprotocol/sdk";
+import { statusProviderAuthReady } from "../../runtime/auth/readiness.js";
+import { SessionHub } from "../../runtime/session/index.js";
+import type { AuthStore } from "../../store/auth/auth-store.js";
+import { CatalogCache } from "../../store/catalog/cache.js";
+import { CatalogReader } from "../../store/catalog/catalog-reader.js";
+import { DEFAULT_WINDOW, SessionError, SessionManager, SessionStore, type History } from "../../store/sessions/index.js";
+import { ConfigService } from "../../store/settings/config.js";
+import type { McpServerDef } from "../../store/settings/schema.js";
+import { SettingsStore } from "../../store/settings/settings-store.js";
+import { approvalOf, type ConfigSources } from "./config-options.js";
+import type { AcpConnectionState, AcpDeps } from "./context.js";
+import { ACP_ERRORS } from "./errors.js";
+import { errorLabel } from "./handle.js";
+import { AcpSession } from "./session.js";
+
+export class AcpConnection {
+  readonly store: SessionStore;
+  readonly sources: ConfigSources;
+  private readonly settings: SettingsStore;
+  readonly hub: SessionHub;
+  private readonly sessions = new Map<string, AcpSession>();
+
+  constructor(
+    private readonly deps: AcpDeps,
+    readonly state: AcpConnectionState,
+    private readonly auth: AuthStore,
+  ) {
+    this.store = new SessionStore({ home: deps.home });
+    this.settings = new SettingsStore({ home: deps.home, projectDir: deps.cwd, env: deps.env });
+    const cache = new CatalogCache({ home: deps.home });
+    this.sources = {
+      config: new ConfigService({ settings: this.settings, cache, env: deps.env }),
+      catalog: new CatalogReader({ settings: this.settings, cache, env: deps.env }),
+      settings: this.settings,
+    };
+    this.hub = new SessionHub({
+      manager: new SessionManager(this.store),
+      runner: deps.runner,
+      defaults: { cwd: deps.cwd, approval: approvalOf("ask") },
+    });
+  }
+
+  /** One diagnostic line to stderr (safe to pass around unbound). */
+  readonly log = (line: string): void => this.deps.log(line);
+
+  /** `-32000` unless the selected provider has credentials. */
+  async requireAuth(): Promise<void> {
+    let ready: boolean;
+    try {
+      ready = await statusProviderAuthReady(this.settings, this.auth, this.deps.env);
+    } catch (e) {
+      this.deps.log(`berth acp: cannot read settings or the auth store (${errorLabel(e)})`);
+      throw ACP_ERRORS.internal();
+    }
+    if (!ready) throw ACP_ERRORS.authRequired();
+  }
+
+  /** The settings' MCP servers (global scope, where `mcp_servers` lives). */
+  async settingsMcp(): Promise<Record<string, McpServerDef>> {
+    try {
+      return { ...((await this.settings.load()).global.mcp_servers ?? {}) };
+    } catch {
+      return {};
+    }
+  }
+
+  /** The session's durable history; `-32002` when no such session is stored. */
+  async readHistory(id: string): Promise<History> {
+    try {
+      return await this.store.readHistory(id, { maxBytes: DEFAULT_WINDOW.maxBytes, maxRecords: DEFAULT_WINDOW.maxRecords });
+    } catch (e) {
+      if (e instanceof SessionError && (e.code === "invalid_id" || e.code === "unavailable")) throw ACP_ERRORS.sessionMissing();
+      this.deps.log(`berth acp: cannot read a session's history (${errorLabel(e)})`);
+      throw ACP_ERRORS.storage();
+    }
+  }
+
+  async create(cwd: string, mcp: Record<string, McpServerDef> | undefined, client: AgentContext): Promise<AcpSession> {
+    let rt;
+    try {
+      rt = await this.hub.create({ cwd, approval: approvalOf("ask"), ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
+    } catch (e) {
+      this.deps.log(`berth acp: cannot create a session (${errorLabel(e)})`);
+      throw ACP_ERRORS.storage();
+    }
+    const s = new AcpSession(rt, client, { mode: "ask", model: null, reasoning: null }, this.state.client);
+    this.sessions.set(s.id, s);
+    return s;
+  }
+
+  /** Opens (or reattaches) a stored session on this connection. */
+  open(id: string, cwd: string, mcp: Record<string, McpServerDef> | undefined, client: AgentContext): AcpSession {
+    const have = this.sessions.get(id);
+    if (have !== undefined) {
+      have.configure({ cwd, mcpServers: mcp });
+      return have;
+    }
+    const rt = this.hub.open(id, { cwd, approval: approvalOf("ask"), ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
+    const s = new AcpSession(rt, client, { mode: "ask", model: null, reasoning: null }, this.state.client);
+    this.sessions.set(id, s);
+    return s;
+  }
+
+  /** The session open on this connection; `-32002` otherwise. */
+  get(id: string): AcpSession {
+    const s = this.sessions.get(id);
+    if (s === undefined) throw ACP_ERRORS.unknownSession();
+    return s;
+  }
+
+  find(id: string): AcpSession | undefined {
+    return this.sessions.get(id);
+  }
+
+  /** Closes a session on this connection; false when it was not open here. */
+  async close(id: string): Promise<boolean> {
+    const s = this.sessions.get(id);
+    if (s === undefined) return false;
+    this.sessions.delete(id);
+    await this.hub.closeSession(id);
+    s.close();
+    return true;
+  }
+
+  async shutdown(): Promise<void> {
+    await this.hub.close();
+    for (const s of this.sessions.values()) s.close();
+    this.sessions.clear();
+  }
+}

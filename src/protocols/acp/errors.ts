@@ -1,0 +1,34 @@
+/**
+ * The fixed ACP errors Berth answers with. Contract: every message is a constant sentence naming the cause and the
+ * fix; no exception text, path, credential or provider body ever reaches the wire. Codes are ACP's `ErrorCode`s.
+ */
+import { RequestError } from "@agentclientprotocol/sdk";
+
+export const ACP_ERRORS = {
+  unknownSession: () =>
+    new RequestError(-32002, "Resource not found: no open session with this sessionId on this connection; open it with session/load or session/resume first"),
+  sessionMissing: () => new RequestError(-32002, "Resource not found: no stored Berth session has this sessionId; list them with session/list"),
+  sessionBusy: () =>
+    new RequestError(-32600, "Invalid request: another Berth process is running a turn in this session (it holds the session's writer lease); wait for it or close it there"),
+  relativeCwd: () => new RequestError(-32602, "Invalid params: cwd must be an absolute path"),
+  badCursor: () => new RequestError(-32602, "Invalid params: cursor is not one this agent returned; start again without a cursor"),
+  unknownAuthMethod: () => new RequestError(-32602, "Invalid params: unknown authentication method; use a methodId from initialize's authMethods"),
+  authRequired: () =>
+    new RequestError(
+      -32000,
+      "Authentication required: the selected provider has no credentials; call authenticate, set the provider's API key variable, or pick another provider in settings.json",
+    ),
+  loginFailed: (state: string) => new RequestError(-32000, `Authentication required: the sign-in ended '${state}'; call authenticate again`),
+  promptRunning: () =>
+    new RequestError(-32600, "Invalid request: a prompt turn is already running in this session; wait for its stopReason or send session/cancel"),
+  mcpTransport: () =>
+    new RequestError(-32602, "Invalid params: Berth attaches MCP servers over stdio only (mcpCapabilities http and sse are false); give a command instead"),
+  unknownMode: () => new RequestError(-32602, "Invalid params: unknown modeId; use one of the session's availableModes"),
+  unknownConfig: () => new RequestError(-32602, "Invalid params: unknown configId or value; use the ids and values of the session's configOptions"),
+  unsupportedContent: (type: string) =>
+    new RequestError(-32602, `Invalid params: prompt content of type '${type}' is not accepted; see promptCapabilities in the initialize answer`),
+  historyTooLarge: () =>
+    new RequestError(-32603, "Internal error: this session's history is too large to load into the model's context; start a new session"),
+  storage: () => new RequestError(-32603, "Internal error: Berth's session store is unavailable; check MC_HOME's permissions and free space"),
+  internal: () => new RequestError(-32603, "Internal error: Berth could not complete this request; see its stderr log"),
+} as const;

@@ -1,0 +1,86 @@
+/**
+ * ACP prompt content → a Berth prompt: one text plus images.
+ *
+ * Contracts (Berth's choices; ACP leaves the rendering to the agent):
+ * - `text` blocks are joined with a blank line between them, in order.
+ * - `resource_link`: a line `[linked resource: <name> <uri>]` (a `file://` URI is given as its absolute path), so the
+ *   model can open it with its tools.
+ * - `resource` (embedded, `embeddedContext`): text contents become a fenced block headed by the URI; binary
+ *   contents a line naming the URI and MIME type (the bytes are not sent to the model).
+ * - `image`: passed to the model as an image (a model that takes no images gets a placeholder line, the runtime's
+ *   rule). `audio` is refused with `-32602` (not advertised).
+ * - An empty prompt (no text at all and no image) is refused with `-32602`.
+ * - Bounds (each `-32602`, checked before anything runs): the rendered text at most `MAX_PROMPT_TEXT_BYTES`; at most
+ *   `MAX_PROMPT_IMAGES` images, each PNG, JPEG, GIF or WebP of at most `MAX_IMAGE_BYTES` decoded bytes.
+ */
+import { fileURLToPath } from "node:url";
+import type { ContentBlock } from "@agentclientprotocol/sdk";
+import { RequestError } from "@agentclientprotocol/sdk";
+import { MAX_IMAGE_BYTES } from "../../runtime/session/index.js";
+import { utf8Length } from "../../core/utf8.js";
+import { ACP_ERRORS } from "./errors.js";
+
+export const MAX_PROMPT_TEXT_BYTES = 1024 * 1024;
+export const MAX_PROMPT_IMAGES = 8;
+export { MAX_IMAGE_BYTES };
+const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+const invalid = (what: string): RequestError => new RequestError(-32602, `Invalid params: ${what}`);
+
+/** Decoded size of base64 text (padding and whitespace excluded), without decoding it. */
+function base64Bytes(data: string): number {
+  const clean = data.replace(/[\s=]/g, "").length;
+  return Math.floor((clean * 3) / 4);
+}
+
+export interface PromptImage {
+  mediaType: string;
+  dataBase64: string;
+}
+
+export interface BerthPrompt {
+  text: string;
+  images: PromptImage[];
+}
+
+function displayUri(uri: string): string {
+  if (!uri.startsWith("file://")) return uri;
+  try {
+    return fileURLToPath(uri);
+  } catch {
+    return uri;
+  }
+}
+
+export function toBerthPrompt(blocks: ContentBlock[]): BerthPrompt {
+  const parts: string[] = [];
+  const images: PromptImage[] = [];
+  for (const b of blocks) {
+    switch (b.type) {
+      case "text":
+        parts.push(b.text);
+        break;
+      case "resource_link":
+        parts.push(`[linked resource: ${b.name} ${displayUri(b.uri)}]`);
+        break;
+      case "resource": {
+        const r = b.resource;
+        if ("text" in r) parts.push(`Contents of ${displayUri(r.uri)}:\n\`\`\`\n${r.text}\n\`\`\``);
+        else parts.push(`[attached binary resource ${displayUri(r.uri)}${r.mimeType ? ` (${r.mimeType})` : ""}; its bytes are not shown]`);
+        break;
+      }
+      case "image":
+        if (!IMAGE_TYPES.includes(b.mimeType)) throw invalid("images must be PNG, JPEG, GIF or WebP");
+        if (base64Bytes(b.data) > MAX_IMAGE_BYTES) throw invalid(`an image is larger than ${MAX_IMAGE_BYTES} bytes`);
+        if (images.length === MAX_PROMPT_IMAGES) throw invalid(`a prompt takes at most ${MAX_PROMPT_IMAGES} images`);
+        images.push({ mediaType: b.mimeType, dataBase64: b.data });
+        break;
+      default:
+        throw ACP_ERRORS.unsupportedContent(b.type);
+    }
+  }
+  const text = parts.join("\n\n");
+  if (text.trim() === "" && images.length === 0) throw invalid("the prompt has no text and no image");
+  if (utf8Length(text) > MAX_PROMPT_TEXT_BYTES) throw invalid(`the prompt's text (with embedded resources) is larger than ${MAX_PROMPT_TEXT_BYTES} bytes`);
+  return { text, images };
+}

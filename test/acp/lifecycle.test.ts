@@ -1,0 +1,93 @@
+/**
+ * `berth acp` handshake and session-independent methods, driven by the SDK client over stdio with every frame
+ * schema-checked: version negotiation, the initialization gate, parse errors, authenticate/logout, session/list.
+ */
+import { after, before, it } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import * as acp from "@agentclientprotocol/sdk";
+import { FakeOAuthIssuer } from "../fakes/fake-oauth.js";
+import { BERTH_BIN } from "../helpers/paths.js";
+import { AcpAgentProcess, startAcpRig, type AcpRig } from "./harness.js";
+
+let rig: AcpRig;
+before(async () => {
+  rig = await startAcpRig();
+});
+after(async () => {
+  await rig.close();
+});
+
+it("berth acp --help exits 0 and prints usage on stdout", () => {
+  const r = spawnSync(process.execPath, [BERTH_BIN, "acp", "--help"], { encoding: "utf8" });
+  assert.equal(r.status, 0);
+  assert.match(r.stdout, /usage: berth acp/);
+  const bad = spawnSync(process.execPath, [BERTH_BIN, "acp", "--bogus"], { encoding: "utf8" });
+  assert.equal(bad.status, 2);
+  assert.equal(bad.stdout, "");
+});
+
+it("answers protocolVersion 1 to a client asking for 1 or 2, and advertises what it implements", async () => {
+  for (const asked of [1, 2]) {
+    const p = rig.spawn();
+    const init = await p.agent.request("initialize", { protocolVersion: asked, clientCapabilities: {} });
+    assert.equal(init.protocolVersion, 1);
+    assert.equal(init.agentCapabilities?.loadSession, true);
+    assert.deepEqual(init.agentCapabilities?.sessionCapabilities, { list: {}, resume: {}, close: {} });
+    assert.deepEqual(init.agentCapabilities?.mcpCapabilities, { http: false, sse: false });
+    assert.equal(init.agentInfo?.name, "berth");
+    assert.deepEqual(init.authMethods?.map((m) => m.id), ["openai-codex"]);
+    assert.deepEqual(p.invalid, []);
+    assert.deepEqual(await p.end(), { code: 0, signal: null });
+  }
+});
+
+it("rejects requests before initialize with -32600 and unparsable lines with -32700, then keeps serving", async () => {
+  const p = rig.spawn();
+  await assert.rejects(p.agent.request("session/list", {}), (e: acp.RequestError) => e.code === -32600);
+  p.child.stdin.write("{not json\n");
+  await p.until(() => p.received.some((f) => f["error"]?.code === -32700 && f["id"] === null), "-32700");
+  const init = await p.initialize();
+  assert.equal(init.protocolVersion, 1);
+  const listed = await p.agent.request("session/list", {});
+  assert.deepEqual(listed.sessions, []);
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+it("authenticate refuses an unknown method; logout removes the credentials Berth stored", async () => {
+  const p = rig.spawn();
+  await p.initialize();
+  await assert.rejects(p.agent.request("authenticate", { methodId: "nope" }), (e: acp.RequestError) => e.code === -32602);
+  const authFile = join(rig.home, "auth.json");
+  writeFileSync(authFile, JSON.stringify({ version: 1, generations: {}, records: { anthropic: { type: "api_key", key: "sk-test-logout" } } }), { mode: 0o600 });
+  assert.deepEqual(await p.agent.request("logout", {}), {});
+  assert.doesNotMatch(readFileSync(authFile, "utf8"), /sk-test-logout/);
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+it("authenticate runs the ChatGPT sign-in: the URL goes to stderr, the login lands in the auth store", async () => {
+  const issuer = await FakeOAuthIssuer.start();
+  const home = mkdtempSync(join(tmpdir(), "berth-acp-auth-"));
+  try {
+    const p = new AcpAgentProcess({ home, env: { BERTH_OPENAI_AUTH_ISSUER: issuer.url, BERTH_OPENAI_AUTH_CALLBACK_PORT: "0" } });
+    await p.initialize();
+    const auth = p.agent.request("authenticate", { methodId: "openai-codex" });
+    const url = await p.until(() => /sign in at (\S+)/.exec(p.stderr)?.[1], "the sign-in URL");
+    // The user's browser: the fake issuer consents at once and redirects to Berth's loopback callback.
+    const browser = await fetch(url);
+    assert.equal(browser.status, 200);
+    assert.deepEqual(await auth, {});
+    const stored = readFileSync(join(home, "auth.json"), "utf8");
+    assert.match(stored, /openai-codex/);
+    assert.doesNotMatch(p.stderr, /SECRETMARKER/, "no token or code reaches stderr");
+    assert.deepEqual(p.invalid, []);
+    await p.end();
+  } finally {
+    await issuer.close();
+  }
+});

@@ -1,0 +1,329 @@
+/**
+ * The remaining ACP methods through the spawned `berth acp`, every frame schema-checked: session/resume and
+ * session/close, modes and config options, unknown sessions and relative paths, auth-required, rich prompt
+ * content, and the client's MCP servers attached to the session.
+ */
+import { after, before, it } from "node:test";
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { SessionConfigOption } from "@agentclientprotocol/sdk";
+import { LIST_PAGE_SIZE } from "../../src/protocols/acp/list.js";
+import { fakeSettings } from "../turns/helpers.js";
+import { startAcpRig, AcpAgentProcess, type AcpRig } from "./harness.js";
+
+const MCP_FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
+const code = (n: number) => (e: { code?: number }) => e.code === n;
+
+let rig: AcpRig;
+let cwd: string;
+before(async () => {
+  rig = await startAcpRig();
+  cwd = mkdtempSync(join(tmpdir(), "berth-acp-work-"));
+});
+after(async () => {
+  await rig.close();
+});
+
+const current = (opts: SessionConfigOption[] | null | undefined, id: string) => opts?.find((o) => o.id === id)?.currentValue;
+
+it("refuses relative cwds, unknown sessions and bad cursors with the ACP codes", async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  await assert.rejects(p.agent.request("session/new", { cwd: "relative/dir", mcpServers: [] }), code(-32602));
+  await assert.rejects(p.agent.request("session/prompt", { sessionId: "nope", prompt: [{ type: "text", text: "hi" }] }), code(-32002));
+  await assert.rejects(p.agent.request("session/load", { sessionId: "no-such-session", cwd, mcpServers: [] }), code(-32002));
+  await assert.rejects(p.agent.request("session/resume", { sessionId: "no-such-session", cwd }), code(-32002));
+  // The SDK client reports -32002 on session/close as success; the raw frame shows the error.
+  await p.agent.request("session/close", { sessionId: "nope" });
+  const closeId = p.sent.findLast((f) => f["method"] === "session/close")!["id"];
+  assert.equal(p.received.find((f) => f["id"] === closeId)?.["error"]?.code, -32002);
+  await assert.rejects(p.agent.request("session/set_mode", { sessionId: "nope", modeId: "full" }), code(-32002));
+  await assert.rejects(p.agent.request("session/list", { cursor: "garbage!" }), code(-32602));
+  await assert.rejects(p.agent.request("session/list", { cwd: "rel" }), code(-32602));
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+it("resume reattaches without replay; close forgets the session but keeps its history", async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "one" }] })).stopReason, "end_turn");
+  assert.deepEqual(await p.agent.request("session/close", { sessionId }), {});
+  await assert.rejects(p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "x" }] }), code(-32002));
+  const before = p.updates.length;
+  const resumed = await p.agent.request("session/resume", { sessionId, cwd });
+  assert.equal(resumed.modes?.currentModeId, "ask");
+  assert.equal(p.updates.length, before, "resume sends no replay");
+  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "two" }] })).stopReason, "end_turn");
+  assert.match(rig.fake.requests[rig.fake.requests.length - 1]!.body, /one/);
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+it("modes and config options: full mode runs commands without asking; model and reasoning reach the provider", async () => {
+  let asked = 0;
+  const p = rig.spawn({ cwd, client: { permission: () => ((asked += 1), { outcome: { outcome: "cancelled" } }) } });
+  await p.initialize();
+  const s = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  const sessionId = s.sessionId;
+  assert.deepEqual(s.modes?.availableModes.map((m) => m.id), ["ask", "auto-edit", "full"]);
+  assert.equal(current(s.configOptions, "model"), "fake-model");
+  assert.equal(current(s.configOptions, "reasoning"), "default");
+
+  await assert.rejects(p.agent.request("session/set_mode", { sessionId, modeId: "yolo" }), code(-32602));
+  assert.deepEqual(await p.agent.request("session/set_mode", { sessionId, modeId: "full" }), {});
+  rig.fake.script([{ steps: [{ toolCall: { id: "c1", name: "bash", arguments: { command: "echo ran > ran.txt" } } }] }, { steps: [{ text: "ok" }] }]);
+  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "run" }] })).stopReason, "end_turn");
+  assert.equal(asked, 0);
+  const ran = p.updatesOf(sessionId).findLast((u) => u.sessionUpdate === "tool_call_update");
+  assert.ok(ran && ran.sessionUpdate === "tool_call_update" && ran.status === "completed");
+
+  await assert.rejects(p.agent.request("session/set_config_option", { sessionId, configId: "reasoning", value: "extreme" }), code(-32602));
+  await assert.rejects(p.agent.request("session/set_config_option", { sessionId, configId: "model", value: "not-a-model" }), code(-32602));
+  const set = await p.agent.request("session/set_config_option", { sessionId, configId: "reasoning", value: "high" });
+  assert.equal(current(set.configOptions, "reasoning"), "high");
+  const back = await p.agent.request("session/set_config_option", { sessionId, configId: "mode", value: "ask" });
+  assert.equal(current(back.configOptions, "mode"), "ask");
+  const n = rig.fake.requests.length;
+  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "think hard" }] })).stopReason, "end_turn");
+  const body = rig.fake.requests[n]!.json as { reasoning?: { effort?: string } };
+  assert.equal(body.reasoning?.effort, "high");
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+it("takes text, resource links, embedded resources and images in one prompt", async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  const n = rig.fake.requests.length;
+  const r = await p.agent.request("session/prompt", {
+    sessionId,
+    prompt: [
+      { type: "text", text: "compare" },
+      { type: "resource_link", name: "x.ts", uri: `file://${cwd}/x.ts` },
+      { type: "resource", resource: { uri: `file://${cwd}/y.ts`, text: "EMBEDDED-Y" } },
+      { type: "image", mimeType: "image/png", data: "iVBORw0KGgo=" },
+    ],
+  });
+  assert.equal(r.stopReason, "end_turn");
+  const body = rig.fake.requests[n]!.body;
+  assert.match(body, /compare/);
+  assert.match(body, new RegExp(`linked resource: x\\.ts ${cwd}/x\\.ts`));
+  assert.match(body, /EMBEDDED-Y/);
+  await assert.rejects(p.agent.request("session/prompt", { sessionId, prompt: [{ type: "audio", mimeType: "audio/wav", data: "AA==" }] }), code(-32602));
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+it("attaches the client's stdio MCP servers to the session", async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", {
+    cwd,
+    mcpServers: [{ name: "editor", command: process.execPath, args: [MCP_FIXTURE], env: [] }],
+  });
+  await p.agent.request("session/set_mode", { sessionId, modeId: "full" });
+  const n = rig.fake.requests.length;
+  rig.fake.script([{ steps: [{ toolCall: { id: "m1", name: "mcp__editor__echo", arguments: { text: "from-editor" } } }] }, { steps: [{ text: "ok" }] }]);
+  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "use it" }] })).stopReason, "end_turn");
+  assert.match(rig.fake.requests[n]!.body, /mcp__editor__echo/);
+  const done = p.updatesOf(sessionId).findLast((u) => u.sessionUpdate === "tool_call_update");
+  assert.ok(done && done.sessionUpdate === "tool_call_update");
+  assert.equal(done.status, "completed");
+  assert.deepEqual(done.content, [{ type: "content", content: { type: "text", text: "echo: from-editor" } }]);
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+it("session/new without credentials for the selected provider is -32000 (auth required)", async () => {
+  const home = mkdtempSync(join(tmpdir(), "berth-acp-noauth-"));
+  mkdirSync(home, { recursive: true });
+  writeFileSync(join(home, "settings.json"), JSON.stringify({ provider: "anthropic", model: "claude-sonnet-4-5" }));
+  const p = new AcpAgentProcess({ home, cwd });
+  try {
+    await p.initialize();
+    await assert.rejects(p.agent.request("session/new", { cwd, mcpServers: [] }), code(-32000));
+    assert.deepEqual(p.invalid, []);
+  } finally {
+    await p.end();
+  }
+});
+
+it("a prompt on a session another berth acp is running a turn in is refused with -32600, naming the other process", async () => {
+  const p1 = rig.spawn({ cwd });
+  const p2 = rig.spawn({ cwd });
+  try {
+    await p1.initialize();
+    await p2.initialize();
+    const { sessionId } = await p1.agent.request("session/new", { cwd, mcpServers: [] });
+    rig.fake.script([{ steps: [{ text: "Holding" }, { waitForAbort: true }] }]);
+    const running = p1.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "hold" }] });
+    await p1.until(() => p1.updates.some((n) => n.update.sessionUpdate === "agent_message_chunk"), "the first chunk");
+    await p2.agent.request("session/resume", { sessionId, cwd });
+    await assert.rejects(
+      p2.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "me too" }] }),
+      (e: { code: number; message: string }) => e.code === -32600 && /another Berth process/.test(e.message),
+    );
+    await p1.agent.notify("session/cancel", { sessionId });
+    assert.equal((await running).stopReason, "cancelled");
+    assert.deepEqual([...p1.invalid, ...p2.invalid], []);
+  } finally {
+    await p1.end();
+    await p2.end();
+  }
+});
+
+it("the editor closing stdin mid-turn cancels the turn: provider socket closed, exit 0, partial answer kept", async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  rig.fake.script([{ steps: [{ text: "Partial answer" }, { waitForAbort: true }] }]);
+  const n = rig.fake.requests.length;
+  void p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "long job" }] }).catch(() => undefined);
+  await p.until(() => p.updates.some((u) => u.update.sessionUpdate === "agent_message_chunk"), "the first chunk");
+  const req = rig.fake.requests[n]!;
+  assert.deepEqual(await p.end(), { code: 0, signal: null });
+  await req.socketClosed;
+
+  const q = rig.spawn({ cwd });
+  await q.initialize();
+  await q.agent.request("session/load", { sessionId, cwd, mcpServers: [] });
+  const replayed = q.updatesOf(sessionId);
+  assert.ok(replayed.some((u) => u.sessionUpdate === "agent_message_chunk" && u.content.type === "text" && u.content.text === "Partial answer"));
+  assert.deepEqual(q.invalid, []);
+  await q.end();
+});
+
+it("session/list pages 50 at a time: exactly 50 has no cursor, 51 continues on a second page", async () => {
+  const own = await startAcpRig();
+  try {
+    const p = own.spawn({ cwd });
+    await p.initialize();
+    const ids: string[] = [];
+    for (let i = 0; i < LIST_PAGE_SIZE; i++) ids.push((await p.agent.request("session/new", { cwd, mcpServers: [] })).sessionId);
+    const full = await p.agent.request("session/list", {});
+    assert.equal(full.sessions.length, LIST_PAGE_SIZE);
+    assert.equal(full.nextCursor ?? null, null);
+    ids.push((await p.agent.request("session/new", { cwd, mcpServers: [] })).sessionId);
+    const first = await p.agent.request("session/list", {});
+    assert.equal(first.sessions.length, LIST_PAGE_SIZE);
+    assert.equal(typeof first.nextCursor, "string");
+    const second = await p.agent.request("session/list", { cursor: first.nextCursor! });
+    assert.equal(second.sessions.length, 1);
+    assert.equal(second.nextCursor ?? null, null);
+    assert.deepEqual([...first.sessions, ...second.sessions].map((s) => s.sessionId).sort(), [...ids].sort());
+    assert.deepEqual(p.invalid, []);
+    await p.end();
+  } finally {
+    await own.close();
+  }
+});
+
+it("the model config option lists the provider's models and switches this session's model only", async () => {
+  const home = mkdtempSync(join(tmpdir(), "berth-acp-models-"));
+  const settings = fakeSettings(rig.fake.baseUrl, { api: "openai-responses" }) as { providers: Record<string, { models: Array<{ id: string }> }> };
+  settings.providers["fake"]!.models.push({ id: "fake-model-2" });
+  writeFileSync(join(home, "settings.json"), JSON.stringify(settings));
+  const p = new AcpAgentProcess({ home, cwd });
+  try {
+    await p.initialize();
+    const a = await p.agent.request("session/new", { cwd, mcpServers: [] });
+    const b = await p.agent.request("session/new", { cwd, mcpServers: [] });
+    const model = a.configOptions?.find((o) => o.id === "model");
+    assert.ok(model && model.type === "select");
+    assert.deepEqual((model.options as Array<{ value: string }>).map((o) => o.value).sort(), ["fake-model", "fake-model-2"]);
+    const set = await p.agent.request("session/set_config_option", { sessionId: a.sessionId, configId: "model", value: "fake-model-2" });
+    assert.equal(current(set.configOptions, "model"), "fake-model-2");
+    const n = rig.fake.requests.length;
+    await p.agent.request("session/prompt", { sessionId: a.sessionId, prompt: [{ type: "text", text: "which model?" }] });
+    await p.agent.request("session/prompt", { sessionId: b.sessionId, prompt: [{ type: "text", text: "and you?" }] });
+    assert.equal((rig.fake.requests[n]!.json as { model: string }).model, "fake-model-2");
+    assert.equal((rig.fake.requests[n + 1]!.json as { model: string }).model, "fake-model");
+    assert.deepEqual(p.invalid, []);
+  } finally {
+    await p.end();
+  }
+});
+
+it("a mode change made during a turn applies from the next turn", async () => {
+  let asked = 0;
+  const p = rig.spawn({ cwd, client: { permission: () => ((asked += 1), { outcome: { outcome: "selected", optionId: "reject_once" } }) } });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  rig.fake.script([{ steps: [{ text: "Waiting" }, { waitForAbort: true }] }]);
+  const running = p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "wait" }] });
+  await p.until(() => p.updates.some((u) => u.update.sessionUpdate === "agent_message_chunk"), "the first chunk");
+  assert.deepEqual(await p.agent.request("session/set_mode", { sessionId, modeId: "full" }), {});
+  await p.agent.notify("session/cancel", { sessionId });
+  assert.equal((await running).stopReason, "cancelled");
+  rig.fake.script([{ steps: [{ toolCall: { id: "c1", name: "bash", arguments: { command: "echo next > next.txt" } } }] }, { steps: [{ text: "ok" }] }]);
+  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "now run" }] })).stopReason, "end_turn");
+  assert.equal(asked, 0);
+  assert.equal(readFileSync(join(cwd, "next.txt"), "utf8"), "next\n");
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+it("'always allow' answers hold for that tool in that session: later calls run without asking", async () => {
+  let asked = 0;
+  const p = rig.spawn({ cwd, client: { permission: () => ((asked += 1), { outcome: { outcome: "selected", optionId: "allow_always" } }) } });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  rig.fake.script([
+    { steps: [{ toolCall: { id: "a1", name: "bash", arguments: { command: "echo 1 >> always.txt" } } }] },
+    { steps: [{ toolCall: { id: "a2", name: "bash", arguments: { command: "echo 2 >> always.txt" } } }] },
+    { steps: [{ text: "ok" }] },
+  ]);
+  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "twice" }] })).stopReason, "end_turn");
+  assert.equal(asked, 1);
+  assert.equal(readFileSync(join(cwd, "always.txt"), "utf8"), "1\n2\n");
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+it("an http MCP server (not advertised) is refused with -32602", async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  await assert.rejects(
+    p.agent.request("session/new", { cwd, mcpServers: [{ type: "http", name: "web", url: "http://127.0.0.1:1/mcp", headers: [] }] }),
+    code(-32602),
+  );
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+it("$/cancel_request of a running prompt cancels its turn: answered with stopReason cancelled", async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  rig.fake.script([{ steps: [{ text: "Long" }, { waitForAbort: true }] }]);
+  const ctl = new AbortController();
+  const running = p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "long" }] }, { cancellationSignal: ctl.signal });
+  await p.until(() => p.updates.some((u) => u.update.sessionUpdate === "agent_message_chunk"), "the first chunk");
+  ctl.abort();
+  assert.equal((await running).stopReason, "cancelled");
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+it("session/close during a turn cancels it: the prompt answers cancelled, then close answers", async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  rig.fake.script([{ steps: [{ text: "Going" }, { waitForAbort: true }] }]);
+  const running = p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "go" }] });
+  await p.until(() => p.updates.some((u) => u.update.sessionUpdate === "agent_message_chunk"), "the first chunk");
+  assert.deepEqual(await p.agent.request("session/close", { sessionId }), {});
+  assert.equal((await running).stopReason, "cancelled");
+  const promptId = p.sent.findLast((f) => f["method"] === "session/prompt")!["id"];
+  const closeId = p.sent.findLast((f) => f["method"] === "session/close")!["id"];
+  const at = (id: unknown) => p.received.findIndex((f) => f["id"] === id && "result" in f);
+  assert.ok(at(promptId) < at(closeId), "the prompt's answer comes before close's");
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
