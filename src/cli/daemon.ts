@@ -4,9 +4,13 @@
  * `berth` over the backend socket (in this process) before the ready line is printed.
  */
 import { join } from "node:path";
+import { rmSync, writeFileSync } from "node:fs";
 import { resolveHome, startHost, type HostHandle } from "../protocols/host/host.js";
+import { isLoopbackHost } from "../protocols/host/ui-guard.js";
 
 const SHUTDOWN_DEADLINE_MS = 5000;
+/** `<state dir>/endpoint.json`: `{pid, http, ui}` of the running daemon, read by `berth open`. */
+export const ENDPOINT_FILE = "endpoint.json";
 const RUNTIME_READY_MS = 10_000;
 
 /** Start the in-process Berth runtime backend; resolves with its close function. */
@@ -63,12 +67,21 @@ export async function runDaemon(argv: string[]): Promise<number> {
     } else if (a === "--berth-runtime") {
       withRuntime = true;
     } else if (a === "-h" || a === "--help") {
-      process.stderr.write("usage: berth daemon [--listen HOST:PORT] [--berth-runtime]\n");
+      process.stderr.write(
+        "usage: berth daemon [--listen HOST:PORT] [--berth-runtime]\n" +
+          "  --listen defaults to 127.0.0.1:0 (loopback only). A non-loopback address exposes the AHP socket and the\n" +
+          "  web UI to the network, guarded only by the bearer token over plain HTTP: see README (Web UI).\n",
+      );
       return 0;
     } else {
       process.stderr.write(`berth daemon: unknown argument ${a}\n`);
       return 2;
     }
+  }
+  if (!isLoopbackHost(listen.host)) {
+    process.stderr.write(
+      `berth daemon: WARNING: listening on ${listen.host}, not loopback: anyone who can reach this port and learns the token controls your sessions (plain HTTP, no TLS)\n`,
+    );
   }
   let handle: HostHandle;
   try {
@@ -88,6 +101,16 @@ export async function runDaemon(argv: string[]): Promise<number> {
     }
   }
   process.stdout.write(handle.readyLine() + "\n");
+  // The token is shown only to a person at a terminal: a redirected stderr is a log file.
+  if (process.stderr.isTTY) process.stderr.write(`berth daemon: web UI at ${handle.uiUrl}\n`);
+  else process.stderr.write(`berth daemon: web UI at ${handle.uiUrl.replace(/#.*$/, "")} (its token is in the ready line's "ui" field, or run \`berth open\`)\n`);
+  // Discovery record for `berth open` (owner-only; the token itself stays in host/token).
+  const endpointFile = join(handle.stateDir, ENDPOINT_FILE);
+  try {
+    writeFileSync(endpointFile, JSON.stringify({ pid: process.pid, http: handle.httpUrl, ui: handle.uiUrl.replace(/#.*$/, "") }) + "\n", { mode: 0o600 });
+  } catch (e) {
+    process.stderr.write(`berth daemon: cannot write ${endpointFile} (berth open will not find this daemon): ${e instanceof Error ? e.message : String(e)}\n`);
+  }
   return await new Promise<number>((resolveExit) => {
     let stopping = false;
     const stop = (sig: string) => {
@@ -100,6 +123,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
         process.exit(1);
       }, SHUTDOWN_DEADLINE_MS);
       timer.unref();
+      rmSync(endpointFile, { force: true });
       stopRuntime()
         .catch((e: unknown) => process.stderr.write(`berth daemon: runtime shutdown error: ${String(e)}\n`))
         .then(() => handle.close())

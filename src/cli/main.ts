@@ -7,7 +7,8 @@ const USAGE = `usage: berth <command>
 commands:
   chat [-p PROMPT] [--json]   terminal client (interactive, or one-shot with -p)
   service                     app-service v1: JSONL over stdio for frontend apps
-  daemon [--listen HOST:PORT] live-backend host (backend Unix socket + AHP WebSocket)
+  daemon [--listen HOST:PORT] live-backend host (backend Unix socket + AHP WebSocket + web UI)
+  open [--no-browser]         start or find the daemon and open its web UI in the browser
 `;
 
 export async function main(argv: string[]): Promise<void> {
@@ -21,6 +22,11 @@ export async function main(argv: string[]): Promise<void> {
     case "daemon": {
       const m = await import("./daemon.js");
       process.exitCode = await m.runDaemon(rest);
+      return;
+    }
+    case "open": {
+      const m = await import("./open.js");
+      process.exitCode = await m.runOpen(rest);
       return;
     }
     case "chat": {

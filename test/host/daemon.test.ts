@@ -43,7 +43,7 @@ const exited = (p: ChildProcess) => new Promise<number | null>((r) => (p.exitCod
 test("berth daemon: ready line, owner-only state, exclusive lock, SIGTERM, crash-restart restores sessions", async () => {
   const home = tempHome();
   const d = await startDaemon(home);
-  assert.deepEqual(Object.keys(d.ready), ["ready", "ahp", "http", "token", "backend_socket"]);
+  assert.deepEqual(Object.keys(d.ready), ["ready", "ahp", "http", "token", "backend_socket", "ui"]);
   assert.equal(d.ready.ready, true as unknown as string);
   assert.match(d.ready.ahp ?? "", /^ws:\/\/127\.0\.0\.1:\d+\/ahp$/);
   assert.equal(statSync(join(home, "host")).mode & 0o777, 0o700);

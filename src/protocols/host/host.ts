@@ -14,6 +14,7 @@ import { BackendServer } from "./backend.js";
 import { AhpConnection } from "./ahp.js";
 import { Inspector } from "./inspection.js";
 import { acquireStateLock } from "./lock.js";
+import { checkHostAndOrigin, isUiPath, selectSubprotocol, tokenFromSubprotocols } from "./ui-guard.js";
 
 export const WIRE_LIMIT = 16 * 1024 * 1024;
 
@@ -25,6 +26,8 @@ export interface HostOptions {
   log?: (msg: string) => void;
   /** Test hook: hold the inspection permit this long (ms) to exercise contention. */
   inspectionHoldMs?: number;
+  /** Directory of the built web UI (default `dist/ui/`). */
+  uiDir?: string;
 }
 
 export interface HostHandle {
@@ -34,6 +37,8 @@ export interface HostHandle {
   port: number;
   ahpUrl: string;
   httpUrl: string;
+  /** The web UI's URL, token in the fragment (never sent to the server). */
+  uiUrl: string;
   backendSocket: string;
   readyLine(): string;
   close(): Promise<void>;
@@ -107,8 +112,23 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
     res.writeHead(code, { "content-type": "application/json", "cache-control": "no-store" });
     res.end(JSON.stringify(body));
   };
+  const listenHost = opts.host ?? "127.0.0.1";
+  let port = 0;
   const http: Server = createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://localhost");
+    if (isUiPath(url.pathname) && (req.method === "GET" || req.method === "HEAD")) {
+      const g = checkHostAndOrigin(req, listenHost, port);
+      if (!g.ok) return json(res, g.status, { error: "forbidden", message: g.reason });
+      // Loaded on first use: the UI server stays off the daemon's cold path.
+      void import("./ui-static.js")
+        .then((m) => m.serveUi(url.pathname, res, opts.uiDir, req.method === "HEAD"))
+        .catch((e: unknown) => {
+          log(`ui: ${String(e)}`);
+          if (!res.headersSent) json(res, 500, { error: "internal" });
+          else res.destroy();
+        });
+      return;
+    }
     if (req.method !== "GET") return json(res, 405, { error: "method_not_allowed" });
     if (url.pathname === "/healthz") return json(res, 200, { ok: true });
     if (url.pathname === "/status") return inspector.inspect(res, () => inspector.status(startedAt, backend.conns.size));
@@ -119,7 +139,7 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
     }
     return json(res, 404, { error: "not_found" });
   });
-  const wss = new WebSocketServer({ noServer: true, maxPayload: WIRE_LIMIT, perMessageDeflate: false });
+  const wss = new WebSocketServer({ noServer: true, maxPayload: WIRE_LIMIT, perMessageDeflate: false, handleProtocols: selectSubprotocol });
   const clients = new Set<AhpConnection>();
   http.on("upgrade", (req, socket, head) => {
     const url = new URL(req.url ?? "/", "http://localhost");
@@ -127,7 +147,12 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
       socket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n");
       return;
     }
-    if (!tokenOk(bearer(req) ?? url.searchParams.get("tkn"), token)) {
+    const g = checkHostAndOrigin(req, listenHost, port);
+    if (!g.ok) {
+      socket.end(`HTTP/1.1 ${g.status === 403 ? "403 Forbidden" : "421 Misdirected Request"}\r\nConnection: close\r\n\r\n`);
+      return;
+    }
+    if (!tokenOk(bearer(req) ?? tokenFromSubprotocols(req) ?? url.searchParams.get("tkn"), token)) {
       socket.end("HTTP/1.1 401 Unauthorized\r\nConnection: close\r\n\r\n");
       return;
     }
@@ -137,7 +162,7 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
       ws.on("close", () => clients.delete(c));
     });
   });
-  const host = opts.host ?? "127.0.0.1";
+  const host = listenHost;
   await new Promise<void>((res, rej) => {
     http.once("error", rej);
     http.listen(opts.port ?? 0, host, () => {
@@ -146,8 +171,10 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
     });
   });
   const addr = http.address();
-  const port = typeof addr === "object" && addr ? addr.port : 0;
+  port = typeof addr === "object" && addr ? addr.port : 0;
   const hostPart = host.includes(":") ? `[${host}]` : host;
+  // A wildcard listen is reachable on loopback; the browser is pointed there.
+  const uiHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : hostPart;
   let closed = false;
   const handle: HostHandle = {
     state,
@@ -156,9 +183,10 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
     port,
     ahpUrl: `ws://${hostPart}:${port}/ahp`,
     httpUrl: `http://${hostPart}:${port}`,
+    uiUrl: `http://${uiHost}:${port}/#token=${token}`,
     backendSocket,
     readyLine: () =>
-      JSON.stringify({ ready: true, ahp: handle.ahpUrl, http: handle.httpUrl, token, backend_socket: backendSocket }),
+      JSON.stringify({ ready: true, ahp: handle.ahpUrl, http: handle.httpUrl, token, backend_socket: backendSocket, ui: handle.uiUrl }),
     close: async () => {
       if (closed) return;
       closed = true;

@@ -1,0 +1,192 @@
+/**
+ * Browser AHP client: one WebSocket to the daemon that served this page, JSON-RPC correlation,
+ * the last seen `serverSeq`, and reconnection with `reconnect` (replay, or snapshots when the
+ * gap is too old). The token travels only as a WebSocket sub-protocol value, never in a URL.
+ *
+ * Contract for the owner (model.ts): `onInit` receives the snapshots of a fresh `initialize`;
+ * `onReconnect` a `reconnect` result; `onEnvelope` every action envelope in serverSeq order;
+ * `onRootNotification` root/session* notifications; `onStatus` every connection state change.
+ */
+
+export type Json = Record<string, unknown>;
+export type ConnStatus = "connecting" | "open" | "closed";
+
+export interface Envelope {
+  channel: string;
+  action: Json & { type: string };
+  serverSeq: number;
+  origin?: { clientId: string; clientSeq: number };
+  rejectionReason?: string;
+}
+export interface Snapshot {
+  resource: string;
+  state: Json;
+  fromSeq: number;
+}
+
+export interface AhpHandlers {
+  onInit(snapshots: Snapshot[]): void;
+  onReconnect(result: { type: "replay"; actions: Envelope[]; missing: string[] } | { type: "snapshot"; snapshots: Snapshot[] }): void;
+  onEnvelope(env: Envelope): void;
+  onRootNotification(method: string, params: Json): void;
+  onStatus(status: ConnStatus, detail?: string): void;
+}
+
+export const ROOT = "ahp-root://";
+const AHP_SUBPROTOCOL = "berth-ahp";
+const TOKEN_SUBPROTOCOL_PREFIX = "berth-token.";
+const BACKOFF_MS = [250, 500, 1000, 2000, 5000];
+
+export class RpcFailure extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+  ) {
+    super(message);
+  }
+}
+
+export class AhpClient {
+  readonly clientId = crypto.randomUUID();
+  /** Channels this client wants; re-subscribed by `reconnect`. */
+  readonly subscriptions = new Set<string>([ROOT]);
+  lastSeq = 0;
+  status: ConnStatus = "connecting";
+  private ws: WebSocket | null = null;
+  private nextId = 1;
+  private clientSeq = 0;
+  private initialized = false;
+  private attempts = 0;
+  private stopped = false;
+  private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+
+  constructor(
+    private readonly token: string,
+    private readonly h: AhpHandlers,
+    private readonly url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ahp`,
+  ) {}
+
+  connect(): void {
+    this.setStatus("connecting");
+    let ws: WebSocket;
+    try {
+      ws = new WebSocket(this.url, [AHP_SUBPROTOCOL, TOKEN_SUBPROTOCOL_PREFIX + this.token]);
+    } catch (e) {
+      this.setStatus("closed", String(e));
+      return this.retry();
+    }
+    this.ws = ws;
+    ws.onopen = () => void this.handshake(ws);
+    ws.onmessage = (ev) => this.onMessage(typeof ev.data === "string" ? ev.data : "");
+    ws.onclose = (ev) => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      for (const p of this.pending.values()) p.reject(new Error("connection lost"));
+      this.pending.clear();
+      this.setStatus("closed", ev.code === 1006 ? "connection lost" : `closed (${ev.code})`);
+      this.retry();
+    };
+  }
+
+  /** Drop the socket without retrying (page unload). */
+  stop(): void {
+    this.stopped = true;
+    this.ws?.close();
+  }
+
+  private retry(): void {
+    if (this.stopped) return;
+    const delay = BACKOFF_MS[Math.min(this.attempts++, BACKOFF_MS.length - 1)]!;
+    setTimeout(() => this.connect(), delay);
+  }
+
+  private setStatus(s: ConnStatus, detail?: string): void {
+    this.status = s;
+    this.h.onStatus(s, detail);
+  }
+
+  private async handshake(ws: WebSocket): Promise<void> {
+    try {
+      if (!this.initialized) {
+        const r = (await this.request("initialize", {
+          protocolVersions: ["1.0.0"],
+          clientId: this.clientId,
+          clientInfo: { name: "berth-web-ui" },
+          initialSubscriptions: [...this.subscriptions],
+        })) as { serverSeq: number; snapshots: Snapshot[] };
+        this.initialized = true;
+        this.lastSeq = r.serverSeq;
+        this.h.onInit(r.snapshots);
+      } else {
+        const r = (await this.request("reconnect", {
+          clientId: this.clientId,
+          lastSeenServerSeq: this.lastSeq,
+          subscriptions: [...this.subscriptions],
+        })) as { type: "replay"; actions: Envelope[]; missing: string[] } | { type: "snapshot"; snapshots: Snapshot[] };
+        if (r.type === "replay") for (const e of r.actions) this.lastSeq = Math.max(this.lastSeq, e.serverSeq);
+        else for (const s of r.snapshots) this.lastSeq = Math.max(this.lastSeq, s.fromSeq);
+        if (r.type === "replay") for (const m of r.missing) this.subscriptions.delete(m);
+        this.h.onReconnect(r);
+      }
+      if (this.ws !== ws) return;
+      this.attempts = 0;
+      this.setStatus("open");
+    } catch (e) {
+      this.setStatus("closed", e instanceof Error ? e.message : String(e));
+      ws.close();
+    }
+  }
+
+  private onMessage(text: string): void {
+    let msg: Json;
+    try {
+      msg = JSON.parse(text) as Json;
+    } catch {
+      return;
+    }
+    if (typeof msg.id === "number" && ("result" in msg || "error" in msg)) {
+      const p = this.pending.get(msg.id);
+      if (!p) return;
+      this.pending.delete(msg.id);
+      const err = msg.error as { code: number; message: string; data?: unknown } | undefined;
+      if (err) p.reject(new RpcFailure(err.code, err.message, err.data));
+      else p.resolve(msg.result);
+      return;
+    }
+    if (msg.method === "action") {
+      const env = msg.params as Envelope;
+      if (env.serverSeq > this.lastSeq) this.lastSeq = env.serverSeq;
+      this.h.onEnvelope(env);
+    } else if (typeof msg.method === "string") this.h.onRootNotification(msg.method, (msg.params ?? {}) as Json);
+  }
+
+  request(method: string, params: Json): Promise<unknown> {
+    const ws = this.ws;
+    if (!ws || ws.readyState !== WebSocket.OPEN) return Promise.reject(new Error("not connected"));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      ws.send(JSON.stringify({ jsonrpc: "2.0", id, method, params }));
+    });
+  }
+
+  /** Send a client action; its effect arrives as the server's echo envelope. */
+  dispatch(channel: string, action: Json & { type: string }): boolean {
+    const ws = this.ws;
+    if (!ws || ws.readyState !== WebSocket.OPEN || this.status !== "open") return false;
+    ws.send(JSON.stringify({ jsonrpc: "2.0", method: "dispatchAction", params: { channel, clientSeq: ++this.clientSeq, action } }));
+    return true;
+  }
+
+  async subscribe(channel: string): Promise<Snapshot | undefined> {
+    const r = (await this.request("subscribe", { channel })) as { snapshot?: Snapshot };
+    this.subscriptions.add(channel);
+    return r.snapshot;
+  }
+
+  unsubscribe(channel: string): void {
+    this.subscriptions.delete(channel);
+    if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify({ jsonrpc: "2.0", method: "unsubscribe", params: { channel } }));
+  }
+}
