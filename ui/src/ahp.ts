@@ -77,7 +77,10 @@ export class AhpClient {
       return this.retry();
     }
     this.ws = ws;
-    ws.onopen = () => void this.handshake(ws);
+    ws.onopen = () => {
+      performance.mark("berth:ws-open");
+      void this.handshake(ws);
+    };
     ws.onmessage = (ev) => this.onMessage(typeof ev.data === "string" ? ev.data : "");
     ws.onclose = (ev) => {
       if (this.ws !== ws) return;
@@ -116,6 +119,7 @@ export class AhpClient {
           initialSubscriptions: [...this.subscriptions],
         })) as { serverSeq: number; snapshots: Snapshot[] };
         this.initialized = true;
+        performance.mark("berth:initialized");
         this.lastSeq = r.serverSeq;
         this.h.onInit(r.snapshots);
       } else {

@@ -46,7 +46,7 @@ if (!token) {
     onStatus: (s, d) => model.setConn(s, d),
   });
   (globalThis as unknown as { __berth: unknown }).__berth = { perf: model.perf };
+  client.connect(); // the socket opens while the first render runs
   render(<App model={model} client={client} />, root);
-  client.connect();
   addEventListener("pagehide", () => client.stop());
 }

@@ -72,6 +72,9 @@ export interface Notice {
   text: string;
 }
 
+/** Longest a received delta may wait for a render when frames are starved. */
+const MAX_DEFER_MS = 40;
+
 export const STATUS = { Idle: 1, Error: 2, InProgress: 8, InputNeeded: 16 } as const;
 
 export function statusLabel(bits: number): "input needed" | "running" | "error" | "idle" {
@@ -89,10 +92,12 @@ export class Model {
   chats = new Map<string, Chat>();
   notices: Notice[] = [];
   /** Rendering lag of streamed deltas (ms): the oldest unrendered delta's wait until the next commit. */
-  readonly perf = { deltas: 0, commits: 0, maxLagMs: 0, lastLagMs: 0, listPaintedMs: -1 };
+  readonly perf = { deltas: 0, commits: 0, maxLagMs: 0, lastLagMs: 0, maxCommitMs: 0, listPaintedMs: -1 };
+  private notifiedAt = 0;
   private pendingSince = 0;
   private listeners = new Set<() => void>();
   private scheduled = false;
+  private generation = 0;
   private noticeSeq = 0;
 
   subscribe(fn: () => void): () => void {
@@ -100,24 +105,41 @@ export class Model {
     return () => this.listeners.delete(fn);
   }
 
-  /** Coalesce notifications to one per frame (with a timer fallback for hidden tabs). */
+  /**
+   * Coalesce notifications to one per frame (with a timer fallback for hidden tabs). Under a
+   * flood of messages the browser may starve animation frames, so once the oldest unrendered
+   * delta has waited `MAX_DEFER_MS`, listeners run at once (the render lands in this task).
+   */
   changed(): void {
+    if (this.pendingSince > 0 && performance.now() - this.pendingSince >= MAX_DEFER_MS) {
+      this.generation++;
+      this.scheduled = false;
+      this.notify_();
+      return;
+    }
     if (this.scheduled) return;
     this.scheduled = true;
-    let fired = false;
+    const gen = ++this.generation;
     const run = () => {
-      if (fired) return;
-      fired = true;
+      if (gen !== this.generation) return;
+      this.generation++;
       this.scheduled = false;
-      for (const l of this.listeners) l();
+      this.notify_();
     };
     requestAnimationFrame(run);
     setTimeout(run, 100);
   }
 
+  private notify_(): void {
+    this.notifiedAt = performance.now();
+    for (const l of this.listeners) l();
+  }
+
   /** Called by the view after a commit that reflects the current state. */
   committed(): void {
     this.perf.commits++;
+    if (this.notifiedAt > 0) this.perf.maxCommitMs = Math.max(this.perf.maxCommitMs, performance.now() - this.notifiedAt);
+    this.notifiedAt = 0;
     if (this.pendingSince > 0) {
       const lag = performance.now() - this.pendingSince;
       this.perf.lastLagMs = lag;
