@@ -58,6 +58,22 @@ function watch(ctx: BrowserContext, page: Page): Watch {
   return w;
 }
 
+const SHOWCASE_MD = [
+  "## Running the tests",
+  "",
+  "Build first, then run the **whole suite** or a *single* file:",
+  "",
+  "```ts",
+  "// scripts/run-tests.mjs picks compiled tests by substring",
+  'const filter = process.argv[2] ?? "";',
+  "if (filter.length === 0) console.log(\"all tests\");",
+  "```",
+  "",
+  "- `npm test` runs everything",
+  "- [the docs](https://example.invalid/docs) explain the rest; [this](javascript:alert(1)) is not a link",
+  "",
+].join("\n");
+
 const transcript = (page: Page) => page.locator(".transcript");
 const lastDone = (page: Page) => page.locator(".turn.done").last();
 
@@ -130,8 +146,6 @@ describe("web UI in Chromium", { skip }, () => {
       await card.waitFor();
       assert.match(await card.innerText(), /from-ui\.txt/);
       await page.screenshot({ path: artifactPath("desktop-tool.png") });
-      const shot = docsShot("desktop.png");
-      if (shot) await page.screenshot({ path: shot });
       await card.getByRole("button", { name: "Approve" }).click();
       await lastDone(page).getByText("wrote it").waitFor();
       assert.equal(readFileSync(join(d.cwd, "from-ui.txt"), "utf8"), "written after approval");
@@ -150,6 +164,7 @@ describe("web UI in Chromium", { skip }, () => {
       assert.doesNotMatch(await transcript(page).innerText(), /never shown/);
 
       // ── reconnect: kill the socket, keep it down while a turn runs elsewhere, then come back
+      const sentBeforeOutage = w.sent.length;
       await page.evaluate(() => {
         const tap = (globalThis as unknown as { __uiTest: { socks: WebSocket[]; block: boolean } }).__uiTest;
         tap.block = true;
@@ -164,8 +179,8 @@ describe("web UI in Chromium", { skip }, () => {
       await page.evaluate(() => ((globalThis as unknown as { __uiTest: { block: boolean } }).__uiTest.block = false));
       await banner.waitFor({ state: "detached", timeout: 20_000 });
       await lastDone(page).getByText("echo: while you were away").waitFor();
-      const methods = w.sent.map((s) => (JSON.parse(s) as { method?: string; params?: { lastSeenServerSeq?: number } })).filter((m) => m.method === "reconnect" || m.method === "initialize");
-      assert.equal(methods.filter((m) => m.method === "initialize").length, 1, "initialize once; later connections use reconnect");
+      const methods = w.sent.slice(sentBeforeOutage).map((s) => (JSON.parse(s) as { method?: string; params?: { lastSeenServerSeq?: number } })).filter((m) => m.method === "reconnect" || m.method === "initialize");
+      assert.equal(methods.filter((m) => m.method === "initialize").length, 0, "a returning page uses reconnect, not initialize");
       const rec = methods.find((m) => m.method === "reconnect");
       assert.ok(rec && (rec.params?.lastSeenServerSeq ?? 0) > 0, "reconnect from the last seen serverSeq");
 
@@ -181,6 +196,23 @@ describe("web UI in Chromium", { skip }, () => {
       await page.locator(".list .item").nth(1).waitFor();
       assert.equal(await page.locator(".list .item").count(), 2);
 
+      // ── in the new session: reasoning, markdown with a highlighted code block, then deny a tool
+      d.fake.script([{ steps: [{ thinking: "The user wants the test count; a shell command will tell." }, { text: SHOWCASE_MD }, { toolCall: { id: "b1", name: "bash", arguments: { command: "npm test -- --reporter=dot" } } }] }, { steps: [{ text: "All right, I will not run it." }] }]);
+      await page.getByLabel("Message").fill("How do I run the tests? <b>not bold</b>");
+      await page.getByRole("button", { name: "Send" }).click();
+      const bashCard = page.locator(".tool.tool-pending-confirmation");
+      await bashCard.waitFor();
+      assert.equal(await page.locator(".user-msg b").count(), 0, "raw HTML in a message is shown as text");
+      assert.equal(await page.locator(".md pre.code .tok-keyword").count() > 0, true, "code blocks are highlighted");
+      assert.equal(await page.locator(".md a[href^='javascript']").count(), 0, "unsafe links are not rendered as links");
+      assert.equal(await page.locator(".reasoning[open]").count(), 0, "reasoning is collapsed");
+      await page.screenshot({ path: artifactPath("desktop-session.png") });
+      const shot = docsShot("desktop.png");
+      if (shot) await page.screenshot({ path: shot });
+      await bashCard.getByRole("button", { name: "Deny" }).click();
+      await lastDone(page).getByText("All right, I will not run it.").waitFor();
+      assert.match(await lastDone(page).locator(".tool").first().innerText(), /cancelled \(denied\)/);
+
       // ── UI-TOKEN
       assert.ok(w.urls.length >= 4, `requests seen: ${w.urls.join(", ")}`);
       for (const u of w.urls) assert.ok(!u.includes(token), `token leaked into a request URL: ${u.replace(token, "<token>")}`);
@@ -192,12 +224,12 @@ describe("web UI in Chromium", { skip }, () => {
       // ── phone width
       const phone = await browser.newPage({ viewport: PHONE, isMobile: true, hasTouch: true });
       await phone.goto(d.ready.ui);
-      await phone.locator('[data-session="ahp-session:/ui-existing"]').waitFor();
+      await phone.locator(".list .item").nth(1).waitFor();
       await phone.screenshot({ path: artifactPath("phone-list.png") });
       const pl = docsShot("phone-list.png");
       if (pl) await phone.screenshot({ path: pl });
-      await phone.locator('[data-session="ahp-session:/ui-existing"]').click();
-      await phone.locator(".transcript").getByText("wrote it").waitFor();
+      await phone.locator(".list .item").first().click();
+      await phone.locator(".transcript").getByText("All right, I will not run it.").waitFor();
       assert.equal(await phone.locator(".list").isVisible(), false, "one pane at a time on a phone");
       const overflow = await phone.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth");
       assert.equal(overflow, 0, "no horizontal scrolling at phone width");

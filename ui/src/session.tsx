@@ -248,11 +248,16 @@ export function SessionView({ model, client, uri, onBack }: { model: Model; clie
   useEffect(() => {
     if (current && !model.chats.has(current)) client.subscribe(current).then((s) => s && model.applySnapshot(s), (e: unknown) => model.notify(`cannot open chat: ${String(e)}`));
   }, [current, session?.lifecycle]);
-  // Follow the stream while the reader is at the bottom.
+  // Follow the stream unless the reader scrolled up (a big appended chunk must not unstick it).
+  const stick = useRef(true);
   useLayoutEffect(() => {
     const el = scroller.current;
-    if (el && el.scrollHeight - el.scrollTop - el.clientHeight < 160) el.scrollTop = el.scrollHeight;
+    if (el && stick.current) el.scrollTop = el.scrollHeight;
   });
+  const onScroll = () => {
+    const el = scroller.current;
+    if (el) stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
+  };
 
   const title = session?.title || summary?.title || "Session";
   const status = statusLabel(chat?.status ?? summary?.status ?? 1);
@@ -278,7 +283,7 @@ export function SessionView({ model, client, uri, onBack }: { model: Model; clie
         </nav>
       ) : null}
       {session?.lifecycle === "failed" ? <div class="err">Session creation failed: {session.creationError?.message}</div> : null}
-      <div class="transcript" ref={scroller} aria-live="polite">
+      <div class="transcript" ref={scroller} onScroll={onScroll} aria-live="polite">
         {chat ? (
           <>
             {chat.turns.map((t) => (
