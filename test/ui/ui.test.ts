@@ -6,6 +6,8 @@
  * reconnect (replay from the last serverSeq) after the socket is killed → create a session.
  * UI-TOKEN: the token never appears in a request URL the browser made, nor in cookies, storage
  * or the daemon's (non-TTY) stderr. UI-ORIGIN: a page from another origin cannot connect.
+ * UI-EXTERNAL: an external backend's session, watched by two pages: live list, reasoning,
+ * an input request answered, a steering message, and a confirmation answered in one page.
  * Figures (list first paint, streaming render lag) are recorded in dist/test-artifacts/ui/perf.json,
  * never asserted against the wall clock.
  */
@@ -16,7 +18,7 @@ import type { AddressInfo } from "node:net";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { AhpClient } from "../host/helpers.js";
+import { AhpClient, FakeBackend, type Json } from "../host/helpers.js";
 import { ended, newSession, startTurn } from "../host/berth-rig.js";
 import type { HostHandle } from "../../src/protocols/host/host.js";
 import { artifactPath, browserSkipReason, docsShot, launchBrowser, startDaemon, type Daemon } from "./rig.js";
@@ -290,6 +292,80 @@ describe("web UI in Chromium", { skip }, () => {
     } finally {
       await page.close();
       evil.close();
+    }
+  });
+
+  test("UI-EXTERNAL: an external backend's session in two pages: live list, reasoning, input, steering, one approval", async () => {
+    const a = await browser.newPage({ viewport: DESKTOP });
+    const b = await browser.newPage({ viewport: PHONE });
+    const problems: string[] = [];
+    for (const p of [a, b]) p.on("pageerror", (e) => problems.push(e.message));
+    await Promise.all([a.goto(d.ready.ui), b.goto(d.ready.ui)]);
+    await a.locator(".list").waitFor();
+    await b.locator(".list").waitFor();
+    const { be, reg } = await FakeBackend.session({ backendSocket: d.ready.backend_socket } as unknown as HostHandle, {
+      protocolVersion: 4,
+      sourceId: "ui-external",
+      title: "External agent",
+      inputCapabilities: { freeform: true },
+      toolCapabilities: { confirmations: true },
+    });
+    try {
+      const session = reg.session as string;
+      const ev = (event: Json) => be.send({ type: "event", session, event });
+      const accept = async (type: string): Promise<Json> => {
+        const cmd = await be.next((f) => f.type === "command" && (f.command as Json).type === type, type, 10_000);
+        be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
+        return cmd;
+      };
+      // The list updates live (root/sessionAdded) in both pages.
+      for (const p of [a, b]) await p.locator(`[data-session="${session}"]`).getByText("External agent").click();
+      for (const p of [a, b]) await p.getByLabel("Message").waitFor();
+
+      ev({ type: "agent_started", turnId: "X1" });
+      ev({ type: "thinking_delta", text: "Weighing the options." });
+      ev({ type: "text_delta", text: "Let me ask first." });
+      ev({ type: "input_requested", request: { id: "q1", message: "Which target?", questions: [{ id: "t", kind: "single_select", message: "Target", options: [{ id: "prod", label: "Production" }, { id: "stage", label: "Staging" }] }] } });
+      const form = a.locator("form.input-req");
+      await form.waitFor();
+      const reasoning = a.locator(".turn.active .reasoning");
+      assert.equal(await reasoning.getAttribute("open"), null, "reasoning starts collapsed");
+      await reasoning.locator("summary").click();
+      await reasoning.getByText("Weighing the options.").waitFor();
+      await form.locator("select").selectOption("stage");
+      await form.getByRole("button", { name: "Submit" }).click();
+      const ci = await accept("complete_input");
+      assert.deepEqual((ci.command as Json).answers, { t: { state: "submitted", value: { kind: "selected", value: "stage" } } });
+      ev({ type: "input_resolved", requestId: "q1", response: "accept", commandId: ci.commandId });
+      for (const p of [a, b]) await p.locator(".input-done").getByText("answered").waitFor();
+
+      // A steering message from page A, shown as pending in page B once the runtime accepted it.
+      await a.getByLabel("Delivery").selectOption("steering");
+      await a.getByLabel("Message").fill("prefer the staging database");
+      await a.getByRole("button", { name: "Steer" }).click();
+      const steer = await accept("steer");
+      assert.equal((steer.command as Json).text, "prefer the staging database");
+      await b.locator(".pending").getByText("prefer the staging database").waitFor();
+
+      // One confirmation, two pages: B approves, A's buttons go away.
+      ev({ type: "tool_started", toolCallId: "tc1", toolName: "deploy", input: JSON.stringify({ target: "stage" }) });
+      ev({ type: "tool_confirmation_requested", toolCallId: "tc1", input: JSON.stringify({ target: "stage" }), title: "Deploy to staging" });
+      await a.locator(".tool-pending-confirmation").getByRole("button", { name: "Approve" }).waitFor();
+      await b.locator(".tool-pending-confirmation").getByRole("button", { name: "Approve" }).click();
+      await accept("confirm_tool");
+      await a.locator('.tool[data-tool="tc1"] .badge').getByText("running").waitFor();
+      assert.equal(await a.getByRole("button", { name: "Approve" }).count(), 0);
+      ev({ type: "tool_completed", toolCallId: "tc1", toolName: "deploy", output: "deployed 3 services", isError: false });
+      ev({ type: "text_delta", text: " Done." });
+      ev({ type: "settled", cancelled: false });
+      await a.locator(".turn.done").getByText("Done.").waitFor();
+      await a.locator('.tool[data-tool="tc1"] summary').click();
+      await a.locator('.tool[data-tool="tc1"]').getByText("deployed 3 services").waitFor();
+      assert.deepEqual(problems, []);
+    } finally {
+      be.close();
+      await a.close();
+      await b.close();
     }
   });
 });
