@@ -40,6 +40,17 @@ async function startRuntime(handle: HostHandle): Promise<() => Promise<void>> {
   return () => rt.close();
 }
 
+/**
+ * Last line of defence: an error no connection handler caught is logged and contained, never
+ * fatal. Every connection handler isolates its own failures first (see protocols/host); reaching
+ * this is a bug, so the log names it as one.
+ */
+function containCrashes(log: (m: string) => void): void {
+  const describe = (e: unknown) => (e instanceof Error ? (e.stack ?? e.message) : String(e));
+  process.on("unhandledRejection", (e) => log(`bug: unhandled rejection contained: ${describe(e)}`));
+  process.on("uncaughtException", (e) => log(`bug: uncaught exception contained: ${describe(e)}`));
+}
+
 function parseListen(v: string): { host: string; port: number } | null {
   const m = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(v);
   if (!m) return null;
@@ -88,6 +99,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
       return 1;
     }
   }
+  containCrashes((m) => process.stderr.write(`berth daemon: ${m}\n`));
   process.stdout.write(handle.readyLine() + "\n");
   return await new Promise<number>((resolveExit) => {
     let stopping = false;

@@ -7,6 +7,8 @@ import { createHash, timingSafeEqual } from "node:crypto";
 
 export const STATUS = { Idle: 1, Error: 2, InProgress: 8, InputNeeded: 24 } as const;
 export const REPLAY_LIMIT = 10_000;
+/** The replay ring also holds at most this much envelope text (a few huge envelopes cannot pin memory). */
+export const REPLAY_BYTES_LIMIT = 32 * 1024 * 1024;
 export const COMMAND_DEADLINE_MS = 60_000;
 
 export type Json = Record<string, unknown>;
