@@ -21,6 +21,9 @@ import { clip, inboundViolation } from "./inbound.js";
 import type { Json, Subscriber } from "./model.js";
 import type { HostState } from "./state.js";
 
+/** Bytes that may wait unsent for one AHP client before it is disconnected. */
+export const MAX_CLIENT_BACKLOG = 32 * 1024 * 1024;
+
 export class AhpConnection implements Subscriber {
   clientId = "";
   version: string | null = null;
@@ -54,6 +57,17 @@ export class AhpConnection implements Subscriber {
       });
     }
     this.ws.send(text);
+    this.checkBacklog();
+  }
+  /**
+   * A client that stops reading is disconnected once MAX_CLIENT_BACKLOG bytes wait for it: its
+   * buffered frames are dropped at once (it can `reconnect` and replay or re-snapshot).
+   */
+  private checkBacklog(): void {
+    if (this.ws.bufferedAmount <= MAX_CLIENT_BACKLOG) return;
+    this.log(`ahp: client ${clip(this.clientId)} fell ${this.ws.bufferedAmount} bytes behind; disconnecting it`);
+    this.onClose();
+    this.ws.terminate();
   }
   /** Write a pre-framed text frame straight to the socket (ordering is preserved: ws writes synchronously). */
   sendFrame(frame: Buffer, text: string): void {
@@ -69,6 +83,7 @@ export class AhpConnection implements Subscriber {
       });
     }
     raw.write(frame);
+    this.checkBacklog();
   }
   private sendJson(msg: unknown): void {
     this.sendRaw(JSON.stringify(msg));

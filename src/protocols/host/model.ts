@@ -24,6 +24,10 @@ export interface TurnModel {
   message: Json;
   responseParts: Json[];
   usage?: Json;
+  /** Streamed text held so far (bounded by MAX_TURN_TEXT in backend-events.ts). */
+  textChars?: number;
+  /** The bound was crossed (true), and the notice was published ("announced"). */
+  truncated?: boolean | "announced";
 }
 
 /** A pending (steering or queued) message as AHP `PendingMessage`. */
@@ -38,6 +42,10 @@ export interface ChatModel {
   title: string;
   modifiedAt: string;
   turns: Json[];
+  /** How many leading `turns` are durable as their own rows; later ones are appended on persist. */
+  durableTurns: number;
+  /** The durable turn rows no longer match `turns` as a prefix (history loaded in front): rewrite them. */
+  rewriteTurns: boolean;
   nextCursor?: string;
   activeTurn?: TurnModel;
   interactivity?: string;

@@ -213,7 +213,11 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
     case "chat/turnsLoaded": {
       const turns = a.turns as Json[];
       const have = new Set(c.turns.map((x) => x.id));
-      c.turns = [...turns.filter((x) => !have.has(x.id)), ...c.turns];
+      const older = turns.filter((x) => !have.has(x.id));
+      if (older.length > 0) {
+        c.turns = [...older, ...c.turns];
+        c.rewriteTurns = true;
+      }
       if (a.turnsNextCursor) c.nextCursor = a.turnsNextCursor as string;
       else delete c.nextCursor;
       st.persistChat(c);

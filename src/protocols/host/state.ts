@@ -110,7 +110,13 @@ export class HostState {
       const s = this.sessions.get(c.sessionUri);
       if (!s) continue;
       const chat = this.ensureChat(s, c.uri, c.title);
-      chat.turns = JSON.parse(c.turns) as Json[];
+      const legacy = c.legacyTurns && c.legacyTurns !== "[]" ? (JSON.parse(c.legacyTurns) as Json[]) : [];
+      chat.turns = [...legacy, ...c.turns.map((t) => JSON.parse(t) as Json)];
+      chat.durableTurns = c.turns.length;
+      if (legacy.length > 0) {
+        chat.rewriteTurns = true; // migrate a whole-transcript row to one row per turn
+        this.persistChat(chat);
+      }
       if (c.nextCursor) chat.nextCursor = c.nextCursor;
       const extra = JSON.parse(c.extra) as Json;
       if (extra.origin) chat.origin = extra.origin as Json;
@@ -151,7 +157,7 @@ export class HostState {
   ensureChat(s: SessionModel, uri: string, title: string): ChatModel {
     let c = s.chats.get(uri);
     if (!c) {
-      c = { uri, sessionUri: s.uri, title, modifiedAt: s.modifiedAt, turns: [], lastError: false, draining: false, queuedMessages: [], inputs: new Map(), inputTurns: new Map(), partSeq: 0 };
+      c = { uri, sessionUri: s.uri, title, modifiedAt: s.modifiedAt, turns: [], durableTurns: 0, rewriteTurns: false, lastError: false, draining: false, queuedMessages: [], inputs: new Map(), inputTurns: new Map(), partSeq: 0 };
       s.chats.set(uri, c);
       this.chatIndex.set(uri, c);
     }
@@ -181,7 +187,14 @@ export class HostState {
     if (c.workingDirectories) extra.workingDirectories = c.workingDirectories;
     if (c.steeringMessage) extra.steeringMessage = c.steeringMessage;
     if (c.queuedMessages.length > 0) extra.queuedMessages = c.queuedMessages;
-    this.store.putChat({ uri: c.uri, sessionUri: c.sessionUri, title: c.title, turns: JSON.stringify(c.turns), nextCursor: c.nextCursor ?? null, extra: JSON.stringify(extra) });
+    this.store.putChat({ uri: c.uri, sessionUri: c.sessionUri, title: c.title, nextCursor: c.nextCursor ?? null, extra: JSON.stringify(extra) });
+    // Incremental: only turns not yet durable are serialized (a whole rewrite only after history
+    // was loaded in front), so a long transcript costs nothing per persist.
+    if (c.rewriteTurns || c.durableTurns > c.turns.length) {
+      this.store.replaceTurns(c.uri, c.turns.map((t) => JSON.stringify(t)));
+      c.rewriteTurns = false;
+    } else this.store.appendTurns(c.uri, c.durableTurns, c.turns.slice(c.durableTurns).map((t) => JSON.stringify(t)));
+    c.durableTurns = c.turns.length;
   }
 
   // ── Registration (backend side) ───────────────────────────────────────────
