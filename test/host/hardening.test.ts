@@ -4,12 +4,13 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { chmodSync, lstatSync, mkdirSync, mkdtempSync, statSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { AhpClient, FakeBackend, until, withHost, type Json } from "./helpers.js";
 import { withBerth } from "./berth-rig.js";
+import { startHost } from "../../src/protocols/host/host.js";
 import { ActionLog } from "../../src/protocols/host/action-log.js";
 import { REPLAY_BYTES_LIMIT } from "../../src/protocols/host/model.js";
 import { localDirectoryFromUri } from "../../src/protocols/host/working-dir.js";
@@ -174,3 +175,40 @@ test("finding: AHP error messages echoed client input unbounded (100 KB method n
     assert.ok(JSON.stringify(note).length < 200, "an oversize id is not echoed");
     c.close();
   }));
+
+test("finding: host/token was followed through a symlink and its target chmodded", async () => {
+  const home = mkdtempSync(join(tmpdir(), "bh-tok-"));
+  mkdirSync(join(home, "host"), { recursive: true, mode: 0o700 });
+  const target = join(mkdtempSync(join(tmpdir(), "bh-tok-target-")), "victim");
+  writeFileSync(target, "a".repeat(40) + "\n", { mode: 0o644 });
+  chmodSync(target, 0o644);
+  symlinkSync(target, join(home, "host", "token"));
+  await assert.rejects(startHost({ home, log: () => {} }), /token.*symbolic link; refusing to use it as the host token \(remove it/);
+  assert.equal(statSync(target).mode & 0o777, 0o644, "the link's target was not chmodded");
+  // Removing the link (as the message says) lets the daemon start with a fresh owner-only token.
+  unlinkSync(join(home, "host", "token"));
+  const h = await startHost({ home, log: () => {} });
+  try {
+    assert.notEqual(h.token, "a".repeat(40));
+    assert.equal(lstatSync(join(home, "host", "token")).mode & 0o777, 0o600);
+  } finally {
+    await h.close();
+  }
+});
+
+test("finding: lock and owner files followed the umask; they are owner-only", async () => {
+  const old = process.umask(0);
+  try {
+    const home = mkdtempSync(join(tmpdir(), "bh-umask-"));
+    const h = await startHost({ home, log: () => {} });
+    try {
+      assert.equal(statSync(join(h.stateDir, "daemon.owner")).mode & 0o777, 0o600);
+      assert.equal(statSync(join(h.stateDir, "daemon.lock")).mode & 0o777, 0o700);
+      assert.equal(statSync(join(h.stateDir, "token")).mode & 0o777, 0o600);
+    } finally {
+      await h.close();
+    }
+  } finally {
+    process.umask(old);
+  }
+});

@@ -79,7 +79,13 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
   } catch (e) {
     throw new Error(`state directory ${stateDir} is locked by another daemon (${e instanceof Error ? e.message : String(e)})`);
   }
-  const token = loadToken(stateDir);
+  let token: string;
+  try {
+    token = loadToken(stateDir);
+  } catch (e) {
+    await release();
+    throw e;
+  }
   const store = new HostStore(join(stateDir, "host.db"));
   for (const f of ["host.db", "host.db-wal", "host.db-shm"]) if (existsSync(join(stateDir, f))) chmodSync(join(stateDir, f), 0o600);
   const state = new HostState(store, log);
