@@ -12,7 +12,7 @@
 import { clip } from "./inbound.js";
 import { DispatchActionParams, Message } from "./ahp-schema.js";
 import { routeCommand } from "./ahp-requests.js";
-import { durationSince, findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
+import { chatErrorAction, durationSince, findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 
 const MAX_PENDING_ID = 512;
@@ -116,7 +116,7 @@ function turnStarted(st: HostState, s: SessionModel, chat: ChatModel, action: Js
     const cur = st.chatIndex.get(channel);
     if (!cur?.activeTurn || cur.activeTurn.id !== turnId) return;
     const errorType = o.kind === "rejected" ? "backend_rejected" : "backend_indeterminate";
-    st.publish(channel, { type: "chat/error", turnId, duration: durationSince(cur.activeTurn), error: { errorType, message: o.error } });
+    st.publish(channel, chatErrorAction(turnId, durationSince(cur.activeTurn), errorType, o.error));
     if (o.kind === "indeterminate") cur.draining = true; // the runtime may still be running it
     st.summaryChanged(s);
   });

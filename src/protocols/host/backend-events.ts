@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { BackendEvent, HistoryTurn, NeutralInputRequest } from "./backend-schema.js";
-import { findTool, nowIso, type ChatModel, type Json, type Origin, type SessionModel, type TurnModel } from "./model.js";
+import { chatErrorAction, findTool, nowIso, type ChatModel, type Json, type Origin, type SessionModel, type TurnModel } from "./model.js";
 import type { HostState } from "./state.js";
 
 /** Streamed text (text and thinking deltas, in UTF-16 code units) one turn may carry. */
@@ -198,7 +198,7 @@ export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatMode
     case "settled": {
       if (!t) return null; // already settled (e.g. cancelled by a client)
       const duration = Math.max(0, Math.round(performance.now() - t.startedMono));
-      if (ev.error) st.publish(chat.uri, { type: "chat/error", turnId: t.id, duration, error: { errorType: "backend_error", message: ev.error } });
+      if (ev.error) st.publish(chat.uri, chatErrorAction(t.id, duration, "backend_error", ev.error));
       else if (ev.cancelled) st.publish(chat.uri, { type: "chat/turnCancelled", turnId: t.id, duration });
       else st.publish(chat.uri, { type: "chat/turnComplete", turnId: t.id, duration });
       break;

@@ -61,6 +61,8 @@ export interface ChatModel {
    * until the runtime's `settled`, its trailing turn events are accepted and ignored.
    */
   draining: boolean;
+  /** The summary fields session subscribers last heard (by snapshot or `session/chatUpdated`). */
+  announced?: { status: unknown; modifiedAt: unknown; title: unknown };
   inputs: Map<string, Json>; // requestId -> ChatInputRequest
   inputTurns: Map<string, string>; // requestId -> bound turn
   partSeq: number;
@@ -178,4 +180,14 @@ export function findTool(t: TurnModel, toolCallId: string): Json | undefined {
 }
 export function durationSince(t: TurnModel): number {
   return Math.max(0, Math.round(performance.now() - t.startedMono));
+}
+
+/**
+ * A `chat/error` action readable by every AHP version this host negotiates: the older types
+ * (0.9, 1.0) read `error: {errorType, message}`, the newer 1.x types read the error response
+ * part `part: {kind: "error", error}`; carrying both satisfies either reader.
+ */
+export function chatErrorAction(turnId: string, duration: number, errorType: string, message: string): Json {
+  const error = { errorType, message };
+  return { type: "chat/error", turnId, duration, error, part: { kind: "error", error: { ...error } } };
 }

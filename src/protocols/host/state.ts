@@ -37,6 +37,11 @@ function b64(buf: Buffer): string {
   return buf.toString("base64url");
 }
 
+function summaryFields(c: ChatModel): { status: unknown; modifiedAt: unknown; title: unknown } {
+  const sum = P.chatSummary(c);
+  return { status: sum.status, modifiedAt: sum.modifiedAt, title: sum.title };
+}
+
 export class HostState {
   readonly hostId: string;
   readonly sessions = new Map<string, SessionModel>();
@@ -273,6 +278,7 @@ export class HostState {
     if (created) {
       this.persistChat(chat);
       this.rootNotify("root/sessionAdded", { channel: ROOT, summary: this.summary(s) });
+      this.publishRootCount(); // root reducers count sessions by this action, not by the notification
     }
     return { session: s, created };
   }
@@ -374,7 +380,27 @@ export class HostState {
 
   // ── Publication (action-log.ts) ───────────────────────────────────────────
   publish(channel: string, action: Json, origin?: Origin, rejectionReason?: string): Envelope {
-    return this.actions.publish(channel, action, origin, rejectionReason);
+    const c = rejectionReason === undefined ? this.chatIndex.get(channel) : undefined;
+    if (c && !c.announced) c.announced = summaryFields(c);
+    const env = this.actions.publish(channel, action, origin, rejectionReason);
+    if (c) this.announceChatSummary(c);
+    return env;
+  }
+
+  /**
+   * After a chat action: when the chat's summary fields (status, modifiedAt, title) differ from
+   * what its session's subscribers last heard, publish `session/chatUpdated` with the changes,
+   * so the session's chat catalogue follows the chat without a re-snapshot.
+   */
+  private announceChatSummary(c: ChatModel): void {
+    const s = this.sessions.get(c.sessionUri);
+    if (!s) return;
+    const now = summaryFields(c);
+    const last = c.announced ?? now;
+    const changes: Json = {};
+    for (const k of ["status", "modifiedAt", "title"] as const) if (now[k] !== last[k]) changes[k] = now[k];
+    c.announced = now;
+    if (Object.keys(changes).length > 0) this.publish(s.uri, { type: "session/chatUpdated", chat: c.uri, changes });
   }
   rootNotify(method: string, params: Json): void {
     this.actions.rootNotify(method, params);
