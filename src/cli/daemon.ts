@@ -5,7 +5,8 @@
  */
 import { join } from "node:path";
 import { rmSync, writeFileSync } from "node:fs";
-import { resolveHome, startHost, type HostHandle } from "../protocols/host/host.js";
+import { startHost, type HostHandle } from "../protocols/host/host.js";
+import { resolveHome } from "../store/home.js";
 import { isLoopbackHost } from "../protocols/host/ui-guard.js";
 
 const SHUTDOWN_DEADLINE_MS = 5000;
@@ -41,6 +42,17 @@ async function startRuntime(handle: HostHandle): Promise<() => Promise<void>> {
     throw new Error("the Berth runtime did not register in time");
   }
   return () => rt.close();
+}
+
+/**
+ * Last line of defence: an error no connection handler caught is logged and contained, never
+ * fatal. Every connection handler isolates its own failures first (see protocols/host); reaching
+ * this is a bug, so the log names it as one.
+ */
+function containCrashes(log: (m: string) => void): void {
+  const describe = (e: unknown) => (e instanceof Error ? (e.stack ?? e.message) : String(e));
+  process.on("unhandledRejection", (e) => log(`bug: unhandled rejection contained: ${describe(e)}`));
+  process.on("uncaughtException", (e) => log(`bug: uncaught exception contained: ${describe(e)}`));
 }
 
 function parseListen(v: string): { host: string; port: number } | null {
@@ -85,7 +97,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
   }
   let handle: HostHandle;
   try {
-    handle = await startHost({ home: resolveHome(), host: listen.host, port: listen.port });
+    handle = await startHost({ home: resolveHome(process.env), host: listen.host, port: listen.port });
   } catch (e) {
     process.stderr.write(`berth daemon: ${e instanceof Error ? e.message : String(e)}\n`);
     return 1;
@@ -100,6 +112,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
       return 1;
     }
   }
+  containCrashes((m) => process.stderr.write(`berth daemon: ${m}\n`));
   process.stdout.write(handle.readyLine() + "\n");
   // The token is shown only to a person at a terminal: a redirected stderr is a log file.
   if (process.stderr.isTTY) process.stderr.write(`berth daemon: web UI at ${handle.uiUrl}\n`);

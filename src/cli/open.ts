@@ -8,7 +8,7 @@ import { spawn } from "node:child_process";
 import { existsSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { resolveHome } from "../protocols/host/host.js";
+import { resolveHome } from "../store/home.js";
 import { ENDPOINT_FILE } from "./daemon.js";
 
 const START_TIMEOUT_MS = 20_000;
@@ -99,7 +99,7 @@ export async function runOpen(argv: string[]): Promise<number> {
       return 2;
     }
   }
-  const stateDir = join(resolveHome(), "host");
+  const stateDir = join(resolveHome(process.env), "host");
   let base: string | null;
   try {
     base = await findDaemon(stateDir);

@@ -24,13 +24,15 @@ import type { ApprovalPolicy } from "./approval.js";
 import { FALLBACK_CONTEXT_WINDOW } from "./context.js";
 import { cleanToolEnv } from "./env.js";
 import type { FailureReason, TurnOutcome, TurnSink } from "./events.js";
-import { historyToMessages, pushUser } from "./history.js";
+import { historyToMessages } from "./history.js";
+import { attachmentNote } from "./session/attachments.js";
 import { createProvider, type ProviderOptions } from "./providers/index.js";
 import { DEFAULT_RECORDER_TIMING, TurnRecorder, type RecorderTiming } from "./recorder.js";
 import { buildSystemPrompt } from "./system-prompt.js";
 import { createToolRegistry, type BashOptions, type ToolRegistry } from "./tools/index.js";
 import { runLoop } from "./turn-loop.js";
-import type { ImagePart, Provider, UserContent } from "./types.js";
+import type { ImagePart, Provider, ThinkingLevel, UserContent } from "./types.js";
+import type { UserAttachment } from "../store/sessions/index.js";
 
 export interface AgentOptions {
   /** Resolved MC_HOME. */
@@ -62,7 +64,30 @@ export interface RunTurnRequest {
   sink: TurnSink;
   approval?: ApprovalPolicy;
   noTools?: boolean;
+  /** Per-session overrides of the settings' selection (a session opened with its own provider/model). */
+  selection?: SelectionOverride;
+  /** Per-session MCP servers (replacing the settings' `mcp_servers`). */
+  mcpServers?: Record<string, McpServerDef>;
+  /** A chat channel's name (`WeChat`, `Feishu`, …): adds the chat-channel section to the system prompt. */
+  channel?: string;
+  /** Depth of this session among delegated agents (0 for a direct client): at `MAX_DELEGATION_DEPTH` no `task`. */
+  delegationDepth?: number;
+  /** Steering messages injected at the next step boundary (see `LoopOptions.steer`). */
+  steer?: () => string[];
+  /** Durable attachment descriptions kept on the user record (image paths, never bytes). */
+  attachments?: UserAttachment[];
 }
+
+/** A session's own provider/model/base URL/reasoning; unset fields follow the settings. */
+export interface SelectionOverride {
+  provider?: string;
+  model?: string;
+  baseUrl?: string;
+  reasoning?: ThinkingLevel;
+}
+
+/** Sessions at this delegation depth (or deeper) get no `task` tool. */
+export const MAX_DELEGATION_DEPTH = 2;
 
 interface RegistryEntry {
   key: string;
@@ -99,7 +124,7 @@ export class Agent {
   }
 
   /** Reloads settings and builds this turn's provider. Throws a FailureReason string. */
-  private async resolve(): Promise<Resolved> {
+  private async resolve(over: SelectionOverride = {}, mcpOverride?: Record<string, McpServerDef>): Promise<Resolved> {
     let sel: RuntimeSelection;
     let layers;
     try {
@@ -107,10 +132,15 @@ export class Agent {
     } catch {
       throw "selection" satisfies FailureReason;
     }
+    if ((over.provider !== undefined && over.provider !== sel.provider_id) || (over.model !== undefined && over.model !== sel.model_id)) {
+      // Another model than the settings': its catalog metadata is not looked up (the fallback window applies).
+      sel = { ...sel, provider_id: over.provider ?? sel.provider_id, model_id: over.model ?? sel.model_id, context_window: null, max_output_tokens: null };
+    }
+    if (over.reasoning !== undefined) sel = { ...sel, thinking_level: over.reasoning };
     if (sel.model_id === null) throw "selection" satisfies FailureReason;
     const env = this.o.env;
     const keyEnvs = Object.values(layers.global.providers ?? {}).flatMap((p) => (p.api_key_env !== undefined ? [p.api_key_env] : []));
-    const mcp = layers.global.mcp_servers ?? {};
+    const mcp = mcpOverride ?? layers.global.mcp_servers ?? {};
     const entry = findProvider(layers.global, sel.provider_id);
     if (entry === undefined) throw "selection" satisfies FailureReason;
     const opts: ProviderOptions = { env, ...this.o.providerOptions };
@@ -118,15 +148,15 @@ export class Agent {
     let images = true;
     try {
       if (!entry.builtin) {
-        provider = createProvider(entry.id, { api: entry.def.api, baseUrl: entry.def.base_url }, customCredentialSource(entry.def, env), opts);
+        provider = createProvider(entry.id, { api: entry.def.api, baseUrl: over.baseUrl ?? entry.def.base_url }, customCredentialSource(entry.def, env), opts);
         images = entry.def.models.find((m) => m.id === sel.model_id)?.images === true;
       } else if (entry.id === "anthropic") {
-        provider = createProvider("anthropic", { api: "anthropic", baseUrl: builtinBaseUrl("anthropic", env) }, anthropicCredentialSource(env, this.auth), opts);
+        provider = createProvider("anthropic", { api: "anthropic", baseUrl: over.baseUrl ?? builtinBaseUrl("anthropic", env) }, anthropicCredentialSource(env, this.auth), opts);
       } else {
         this.codex ??= new CodexTokenRefresher({ store: this.auth, oauth: codexOAuthConfigFromEnv(env) });
         provider = createProvider(
           "openai-codex",
-          { api: "openai-responses", baseUrl: builtinBaseUrl("openai-codex", env) },
+          { api: "openai-responses", baseUrl: over.baseUrl ?? builtinBaseUrl("openai-codex", env) },
           codexCredentialSource(this.codex),
           opts,
         );
@@ -183,7 +213,7 @@ export class Agent {
     });
     let outcome: TurnOutcome;
     try {
-      await recorder?.user(req.prompt);
+      await recorder?.user(req.prompt, req.attachments);
     } catch {
       return fail("persistence"); // nothing durable was accepted: no terminal record either
     }
@@ -206,7 +236,7 @@ export class Agent {
   }
 
   private async execute(req: RunTurnRequest, recorder: TurnRecorder | null): Promise<TurnOutcome> {
-    const r = await this.resolve();
+    const r = await this.resolve(req.selection, req.mcpServers);
     const entry = req.noTools === true ? null : this.acquireTools(r);
     try {
       return await this.run(req, recorder, r, entry === null ? null : await entry.reg);
@@ -221,14 +251,16 @@ export class Agent {
     const system = await buildSystemPrompt({
       cwd: req.cwd,
       now: new Date((this.o.clock ?? Date.now)()),
+      ...(req.channel !== undefined ? { channel: req.channel } : {}),
       tools: [...tools.map((t) => t.spec), ...(req.noTools === true ? [] : [{ name: "task", description: "", inputSchema: {} }])],
     });
     const messages = historyToMessages(req.history);
-    const content: UserContent[] = [{ type: "text", text: req.prompt }];
+    const content: UserContent[] = [{ type: "text", text: req.prompt + attachmentNote(req.attachments ?? [], req.noTools !== true) }];
     for (const img of req.images ?? []) {
       content.push(r.images ? img : { type: "text", text: "[an attached image was omitted: this model does not accept images]" });
     }
-    pushUser(messages, content);
+    messages.push({ role: "user", content });
+    const subagents = req.noTools !== true && (req.delegationDepth ?? 0) < MAX_DELEGATION_DEPTH;
     let n = 0;
     return runLoop({
       turnId: req.turnId,
@@ -237,7 +269,8 @@ export class Agent {
       system,
       messages,
       tools,
-      subagents: req.noTools !== true,
+      subagents,
+      ...(req.steer !== undefined ? { steer: req.steer } : {}),
       cwd: req.cwd,
       signal: req.signal,
       sink: req.sink,

@@ -4,12 +4,18 @@
  * while a decision is pending, the call ends `cancelled` without waiting for the gate (it may still settle later;
  * its answer is ignored). A gate that rejects counts as `deny`.
  */
+import type { ToolRisk } from "./types.js";
+
 export interface ApprovalRequest {
   turnId: string;
   callId: string;
   toolName: string;
+  /** The tool's declared risk class. */
+  risk: ToolRisk;
   transport: "local" | "mcp";
   serverName?: string;
+  /** Set for calls of a subagent: its task's lifecycle ID. */
+  parentId?: string;
   /** Validated arguments. For the approving UI only: never put them in events, logs or errors. */
   arguments: Record<string, unknown>;
   signal: AbortSignal;
@@ -20,13 +26,13 @@ export type ApprovalGate = (req: ApprovalRequest) => Promise<ApprovalDecision>;
 
 export interface ApprovalPolicy {
   /** Per tool: `auto` approves without asking. Default: every tool is `auto`. */
-  policy(toolName: string): "auto" | "ask";
+  policy(toolName: string, risk: ToolRisk): "auto" | "ask";
   ask: ApprovalGate;
 }
 
 /** Resolves a decision, or `cancelled` when `signal` fires first. */
 export async function decide(p: ApprovalPolicy | undefined, req: ApprovalRequest): Promise<ApprovalDecision | "cancelled"> {
-  if (p === undefined || p.policy(req.toolName) === "auto") return "approve";
+  if (p === undefined || p.policy(req.toolName, req.risk) === "auto") return "approve";
   if (req.signal.aborted) return "cancelled";
   let onAbort: (() => void) | undefined;
   const aborted = new Promise<"cancelled">((resolve) => {

@@ -108,7 +108,15 @@ export async function compact(o: CompactOptions): Promise<CompactResult> {
       return fail(false);
     }
   }
-  event("completed", after);
+  o.sink.event({
+    type: "compaction",
+    id: o.id,
+    status: "completed",
+    currentTokens: after,
+    maxTokens: o.maxTokens,
+    afterTokens: after,
+    removedMessages: Math.max(0, o.messages.length - (o.midTurn ? 0 : 1)),
+  });
   return { ok: true, messages };
 }
 

@@ -2,8 +2,9 @@
  * Protocol-neutral runtime events: what a running turn reports besides its assistant text. Each protocol adapter
  * projects these to its own wire form (app-service: the allowlisted `turn.activity` projection). Events carry raw
  * runtime identities (tool names, call IDs, MCP server names); adapters decide what is hashed or omitted.
- * They never carry tool arguments, results, commands or provider payloads — except `approval`, which the
- * approval callback receives directly and which is never an event.
+ * Tool events also carry the call's validated `arguments` (proposed) and its bounded result `output` (completed)
+ * for doors whose protocol shows them (SCV, the host); a projection that must not show them (app-service
+ * activity) allowlists its fields and never copies these.
  */
 import type { ToolErrorKind } from "./types.js";
 
@@ -34,6 +35,10 @@ export interface ToolEvent {
   serverName?: string;
   /** `progress`: one short status line (rate-limited, ≤ 120 chars, never output content). */
   line?: string;
+  /** `proposed`: the arguments the model sent (not yet validated; never put them in logs or errors). */
+  arguments?: Record<string, unknown>;
+  /** `completed`: the result text the model sees (already bounded by the tool). */
+  output?: string;
   /** `completed`: whether the result is an error, its kind, and timeout state when the tool has one. */
   isError?: boolean;
   errorKind?: ToolErrorKind;
@@ -45,6 +50,8 @@ export interface ToolEvent {
 export type RuntimeEvent =
   | ToolEvent
   | { type: "reasoning_summary"; text: string; parentId?: string }
+  /** One provider response ended: its whole accepted text (empty when it only called tools). Top-level only. */
+  | { type: "assistant_completed"; text: string }
   | {
       type: "context";
       currentTokens: number;
@@ -70,6 +77,9 @@ export type RuntimeEvent =
       status: "triggered" | "running" | "completed" | "failed" | "cancelled";
       currentTokens: number | null;
       maxTokens: number | null;
+      /** `completed`: the estimate after compaction and how many messages the summary replaced. */
+      afterTokens?: number;
+      removedMessages?: number;
     }
   /** Start (`status` running/queued, with `category` and optional parent) or finish (terminal status) of a unit of work. */
   | { type: "lifecycle"; id: string; category: LifecycleCategory; status: LifecycleStatus; parentId?: string; finish: boolean };
@@ -92,6 +102,8 @@ export type TerminalStatus = "completed" | "cancelled" | "failed" | "compaction_
 export type FailureReason =
   | "provider"
   | "provider_limit"
+  | "tool_limit"
+  | "history"
   | "credential"
   | "selection"
   | "output_limit"
@@ -112,5 +124,7 @@ export interface TurnOutcome {
   /** The authoritative accepted assistant text (partial when cancelled/failed). */
   assistantText: string;
   reason?: FailureReason;
+  /** A fixed, safe label saying more about a failure (a provider's error label); never provider or tool text. */
+  message?: string;
   usage: TurnUsage;
 }

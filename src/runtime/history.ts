@@ -7,13 +7,19 @@
  * - Assistant text segments (`<message>.<n>`) of one message are joined in order; tool calls attach to their
  *   message; tool results follow as `tool` messages. A tool call without a result (crash, cancellation) gets a
  *   synthetic error result so every provider sees a well-formed exchange.
- * - Consecutive user messages merge; the list never starts with a non-user message.
+ * - User records are never glued together: a turn that ended cancelled or failed (or never ended: a crash) is
+ *   closed by an assistant note saying it was interrupted (after its partial text, which is kept), so the next
+ *   prompt stands on its own. A checkpoint with an empty summary (a cleared session) contributes nothing.
+ * - A user record's attachments are listed after its text (the images themselves are not re-sent).
+ * - The list never starts with a non-user message.
  */
 import type { History, StoredRecord } from "../store/sessions/index.js";
 import type { AssistantBlock, Message, UserContent } from "./types.js";
+import { attachmentNote } from "./session/attachments.js";
 
 export const SUMMARY_PREFIX = "Summary of the earlier conversation (compacted):\n";
 const INTERRUPTED = "The tool call did not complete (interrupted).";
+export const TURN_INTERRUPTED = "[This reply was interrupted before it finished.]";
 
 interface OpenAssistant {
   base: string;
@@ -24,9 +30,17 @@ interface OpenAssistant {
 
 export function historyToMessages(h: History | null): Message[] {
   const out: Message[] = [];
-  if (h?.checkpoint) pushUser(out, [{ type: "text", text: SUMMARY_PREFIX + h.checkpoint.summary }]);
+  if (h?.checkpoint && h.checkpoint.summary !== "") pushUser(out, [{ type: "text", text: SUMMARY_PREFIX + h.checkpoint.summary }]);
   if (h === null) return out;
   let cur: OpenAssistant | null = null;
+  /** The turn whose user record was seen and whose terminal was not. */
+  let openTurn: string | null = null;
+  /** Closes an interrupted turn: its partial text stays, a note follows (merged into a trailing assistant text). */
+  const interrupted = (): void => {
+    const last = out[out.length - 1];
+    if (last?.role === "assistant" && last.content.every((b) => b.type !== "tool_call")) last.content = [...last.content, { type: "text", text: TURN_INTERRUPTED }];
+    else if (last !== undefined) out.push({ role: "assistant", content: [{ type: "text", text: TURN_INTERRUPTED }] });
+  };
   let awaiting = new Map<string, string>(); // call id → name, results still missing
   const closeResults = (): void => {
     for (const [id, name] of awaiting) out.push({ role: "tool", toolCallId: id, toolName: name, content: INTERRUPTED, isError: true });
@@ -52,11 +66,18 @@ export function historyToMessages(h: History | null): Message[] {
   };
   for (const r of h.records) {
     switch (r.kind) {
-      case "user":
+      case "user": {
         flush();
         closeResults();
-        pushUser(out, [{ type: "text", text: r.text }]);
+        const steering = r.turn_id === openTurn;
+        if (!steering && openTurn !== null) interrupted();
+        const text = r.text + attachmentNote(r.attachments ?? [], true);
+        // A leading summary and the first prompt share one message; otherwise every record is its own message.
+        if (out.length === 1 && h.checkpoint !== null && h.checkpoint.summary !== "" && !steering) pushUser(out, [{ type: "text", text }]);
+        else out.push({ role: "user", content: [{ type: "text", text }] });
+        openTurn = r.turn_id;
         break;
+      }
       case "assistant": {
         const dot = r.message_id.lastIndexOf(".");
         open(r, dot > 0 ? r.message_id.slice(0, dot) : r.message_id).text += r.text;
@@ -72,6 +93,8 @@ export function historyToMessages(h: History | null): Message[] {
       case "terminal":
         flush();
         closeResults();
+        if (r.status !== "completed" && r.turn_id === openTurn) interrupted();
+        openTurn = null;
         break;
       default:
         break;
@@ -79,6 +102,7 @@ export function historyToMessages(h: History | null): Message[] {
   }
   flush();
   closeResults();
+  if (openTurn !== null) interrupted();
   return out;
 }
 

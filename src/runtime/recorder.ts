@@ -16,7 +16,7 @@
  * - Writes other than `user`/`checkpoint`/`terminal` are not awaited by the caller; the first write failure is
  *   kept in `failure` (the loop checks it and fails the turn) and never rejects unobserved.
  */
-import type { SessionWriter, StoredRecord, TerminalStatus } from "../store/sessions/index.js";
+import type { NewRecord, SessionWriter, StoredRecord, TerminalStatus, UserAttachment } from "../store/sessions/index.js";
 
 export interface RecorderTiming {
   flushBytes: number;
@@ -49,11 +49,17 @@ export class TurnRecorder {
   /** The seq of the user record once written (compaction cutoffs are taken relative to it). */
   userSeq = 0;
 
-  async user(text: string): Promise<StoredRecord> {
+  async user(text: string, attachments?: UserAttachment[]): Promise<StoredRecord> {
     this.prompt = text;
-    const r = await this.writer.append({ kind: "user", turn_id: this.turnId, text }, { sync: true });
+    const rec: NewRecord = { kind: "user", turn_id: this.turnId, text, ...(attachments !== undefined && attachments.length > 0 ? { attachments } : {}) };
+    const r = await this.writer.append(rec, { sync: true });
     this.userSeq = r.seq;
     return r;
+  }
+
+  /** A steering message injected between steps: one more user record of this turn (written and fsynced). */
+  async steering(text: string): Promise<void> {
+    await this.writer.append({ kind: "user", turn_id: this.turnId, text }, { sync: true });
   }
 
   /** Starts one provider response; returns its message ID. */

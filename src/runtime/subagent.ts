@@ -24,6 +24,7 @@ const TaskArgs = A.object({
 export function createTaskTool(run: (prompt: string, signal: AbortSignal) => Promise<TurnOutcome>): Tool {
   return defineLocalTool({
     name: TASK_TOOL_NAME,
+    risk: "delegate",
     description:
       "Run a subagent with its own fresh context on a self-contained task (research, multi-step edits). It can use the same tools. Returns the subagent's final answer. Several task calls in one response run concurrently.",
     schema: TaskArgs,

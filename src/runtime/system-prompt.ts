@@ -39,6 +39,8 @@ export interface SystemPromptOptions {
   cwd: string;
   now: Date;
   tools: readonly ToolSpec[];
+  /** A chat channel's name: adds the chat-channel section. */
+  channel?: string;
 }
 
 export async function buildSystemPrompt(o: SystemPromptOptions): Promise<string> {
@@ -47,6 +49,10 @@ export async function buildSystemPrompt(o: SystemPromptOptions): Promise<string>
     `Working directory: ${o.cwd}`,
     `Date: ${o.now.toISOString().slice(0, 10)}`,
   ];
+  if (o.channel !== undefined)
+    parts.push(
+      `Chat channel: you are talking with the user through ${o.channel}. They read short plain-text chat messages: no Markdown tables or long code blocks. Only the last message of each turn reaches them, and they never see tool calls or their output, so put everything they need in that last message.`,
+    );
   parts.push(o.tools.length > 0 ? `Tools: ${o.tools.map((t) => t.name).join(", ")}` : "No tools are available in this session.");
   for (const name of INSTRUCTION_FILES) {
     const text = await readBounded(join(o.cwd, name), MAX_INSTRUCTION_BYTES);

@@ -49,6 +49,7 @@ export async function executeToolCall(call: ToolCallSpec, rc: ToolRunContext): P
       ...base,
       phase: "completed",
       isError: r.isError,
+      output: r.content,
       ...(r.errorKind !== undefined ? { errorKind: r.errorKind } : {}),
       ...(r.timedOut !== undefined ? { timedOut: r.timedOut } : {}),
     });
@@ -62,9 +63,11 @@ export async function executeToolCall(call: ToolCallSpec, rc: ToolRunContext): P
     turnId: rc.turnId,
     callId: call.id,
     toolName: call.name,
+    risk: tool.risk,
     transport: tool.transport,
     ...(tool.serverName !== undefined ? { serverName: tool.serverName } : {}),
     arguments: v.value,
+    ...(rc.parentId !== undefined ? { parentId: rc.parentId } : {}),
     signal: rc.signal,
   });
   if (decision === "cancelled" || rc.signal.aborted) return finish(errorResult("cancelled", `${call.name}: cancelled`));

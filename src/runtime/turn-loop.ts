@@ -19,6 +19,7 @@ import type { ApprovalPolicy } from "./approval.js";
 import { compact } from "./compaction.js";
 import { estimateTokens } from "./context.js";
 import type { FailureReason, RuntimeEvent, TerminalStatus, TurnOutcome, TurnSink, TurnUsage } from "./events.js";
+import { LABELS } from "./providers/errors.js";
 import type { TurnRecorder } from "./recorder.js";
 import { createTaskTool, TASK_TOOL_NAME } from "./subagent.js";
 import { executeToolCall, type ToolCallSpec } from "./tool-exec.js";
@@ -49,6 +50,11 @@ export interface LoopOptions {
   parentId?: string;
   /** Lifecycle ID source (unique per turn). */
   newId: () => string;
+  /**
+   * Steering: polled at each step boundary after tool results (never for a response without tool calls); each
+   * returned message becomes a user message of this turn (recorded) before the next provider request.
+   */
+  steer?: () => string[];
 }
 
 const TASK_SPEC: ToolSpec = createTaskTool(() => Promise.reject(new Error("unbound"))).spec;
@@ -111,7 +117,7 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
     const r = await streamOnce(o, messages, specs, seq, (t) => (accepted += t), () => accepted, usage);
     if (r.refused) return end("failed", "output_limit");
     if (o.signal.aborted) return end("cancelled");
-    if (r.error !== null) return end("failed", r.error === "limit" ? "provider_limit" : r.error === "auth" ? "credential" : "provider");
+    if (r.error !== null) return { ...end("failed", failureOf(r.error, r.message)), ...(r.message !== "" ? { message: r.message } : {}) };
     if (r.calls.length === 0) return end("completed");
 
     const results = await runTools(o, r.calls, byName);
@@ -120,12 +126,27 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
       messages.push({ role: "tool", toolCallId: c.id, toolName: c.name, content: res.content, isError: res.isError });
       o.recorder?.toolResult(c.id, c.name, res.content, res.isError);
     });
+    for (const text of o.steer?.() ?? []) {
+      messages.push({ role: "user", content: [{ type: "text", text }] });
+      try {
+        await o.recorder?.steering(text);
+      } catch {
+        return end("failed", "persistence");
+      }
+    }
   }
+}
+
+function failureOf(kind: ProviderErrorKind, label: string): FailureReason {
+  if (kind === "limit") return label === LABELS.toolArgsLimit || label === LABELS.toolCountLimit ? "tool_limit" : "provider_limit";
+  return kind === "auth" ? "credential" : "provider";
 }
 
 interface StreamResult {
   refused: boolean;
   error: ProviderErrorKind | null;
+  /** The provider's error label ("" when none). */
+  message: string;
   calls: ToolCallSpec[];
 }
 
@@ -148,6 +169,7 @@ async function streamOnce(
   const calls: ToolCallSpec[] = [];
   let refused = false;
   let error: ProviderErrorKind | null = null;
+  let message = "";
   let last: Extract<import("./types.js").ProviderEvent, { type: "usage" }> | null = null;
   try {
     const stream = o.provider.stream({
@@ -194,6 +216,7 @@ async function streamOnce(
             phase: "proposed",
             callId: ev.id,
             name: ev.name,
+            arguments: ev.arguments,
             transport: tool?.transport ?? (ev.name === TASK_TOOL_NAME && o.subagents ? "local" : "unknown"),
             ...(tool?.serverName !== undefined ? { serverName: tool.serverName } : {}),
             ...(o.parentId !== undefined ? { parentId: o.parentId } : {}),
@@ -206,6 +229,7 @@ async function streamOnce(
           break;
         case "error":
           error = ev.kind;
+          message = ev.message;
           break;
         default:
           break;
@@ -243,7 +267,8 @@ async function streamOnce(
       source: "provider_exact",
     });
   }
-  return { refused, error: refused ? null : error, calls: error !== null && !refused ? [] : calls };
+  if (o.parentId === undefined && !refused && error === null) o.sink.event({ type: "assistant_completed", text });
+  return { refused, error: refused ? null : error, message, calls: error !== null && !refused ? [] : calls };
 }
 
 function withParent<E extends RuntimeEvent>(e: E, parentId: string | undefined): E {
@@ -312,6 +337,7 @@ async function runChild(o: LoopOptions, prompt: string, signal: AbortSignal, tas
     sink,
     recorder: null,
     compactAtRatio: null,
+    steer: () => [],
     parentId: taskId,
   });
   o.sink.event({

@@ -112,8 +112,17 @@ export interface ToolResult {
   timedOut?: boolean;
 }
 
+/**
+ * What running a tool can affect; the approval policy decides by it (runtime/session/approvals.ts). Declared once,
+ * on the tool: `read_only` reads the workspace; `filesystem` changes files; `process` runs commands; `delegate`
+ * hands work to another agent; `network` reaches other machines or processes we do not control (every MCP tool).
+ */
+export const TOOL_RISKS = ["read_only", "filesystem", "process", "delegate", "network"] as const;
+export type ToolRisk = (typeof TOOL_RISKS)[number];
+
 export interface Tool {
   readonly spec: ToolSpec;
+  readonly risk: ToolRisk;
   readonly transport: "local" | "mcp";
   /** MCP server name for MCP tools. */
   readonly serverName?: string;

@@ -2,10 +2,9 @@
 import { it } from "node:test";
 import assert from "node:assert/strict";
 import { runLoop } from "../../src/runtime/turn-loop.js";
-import { PromptQueue } from "../../src/runtime/queue.js";
 import { cleanToolEnv } from "../../src/runtime/env.js";
-import { historyToMessages } from "../../src/runtime/history.js";
-import type { RuntimeEvent, TurnOutcome } from "../../src/runtime/events.js";
+import { historyToMessages, TURN_INTERRUPTED } from "../../src/runtime/history.js";
+import type { RuntimeEvent } from "../../src/runtime/events.js";
 import { startFakeProvider } from "../fakes/fake-provider.js";
 import { loopOptions } from "./loop-options.js";
 
@@ -81,21 +80,6 @@ it("a refused delta stops the stream and fails the turn with the accepted text",
   }
 });
 
-it("the prompt queue runs prompts in order; a queued prompt cancels without running", async () => {
-  const ran: string[] = [];
-  const q = new PromptQueue<string>(async (id, p) => {
-    ran.push(p);
-    await new Promise((r) => setImmediate(r));
-    return { status: "completed", assistantText: p, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, requests: 0 } } satisfies TurnOutcome;
-  });
-  const a = q.submit("1", "a");
-  const b = q.submit("2", "b");
-  const c = q.submit("3", "c");
-  b.cancel();
-  assert.deepEqual(await Promise.all([a.done, b.done, c.done]).then((o) => o.map((x) => x.status)), ["completed", "cancelled", "completed"]);
-  assert.deepEqual(ran, ["a", "c"]);
-});
-
 it("tool env strips provider credentials and Berth variables", () => {
   const env = cleanToolEnv({ PATH: "/bin", ANTHROPIC_API_KEY: "SECRETMARKER", OPENAI_API_KEY: "SECRETMARKER", MY_KEY: "SECRETMARKER", MC_HOME: "/h", BERTH_X: "1" }, ["MY_KEY"]);
   assert.deepEqual(env, { PATH: "/bin" });
@@ -115,8 +99,39 @@ it("history: segments join, dangling tool calls get interrupted results, summary
     badLines: 0,
     torn: false,
   });
-  assert.equal(msgs.length, 3);
+  assert.equal(msgs.length, 4);
   assert.deepEqual(msgs[0], { role: "user", content: [{ type: "text", text: "Summary of the earlier conversation (compacted):\nS" }, { type: "text", text: "q" }] });
   assert.deepEqual(msgs[1]!.content, [{ type: "text", text: "partial" }, { type: "tool_call", id: "c", name: "ls", arguments: {} }]);
   assert.equal((msgs[2] as { isError: boolean }).isError, true);
+  // The turn never ended (a crash): it is closed as interrupted so the next prompt stands alone.
+  assert.deepEqual(msgs[3], { role: "assistant", content: [{ type: "text", text: TURN_INTERRUPTED }] });
+});
+
+it("history: an interrupted turn keeps its partial text and the next prompt is its own message; attachments are listed", () => {
+  const at = "2025-01-01T00:00:00Z";
+  const msgs = historyToMessages({
+    checkpoint: null,
+    records: [
+      { kind: "user", turn_id: "t1", text: "try the build again", seq: 1, at },
+      { kind: "terminal", turn_id: "t1", status: "failed", assistant_text: "", seq: 2, at },
+      { kind: "user", turn_id: "t2", text: "fix bar.c", seq: 3, at, attachments: [{ kind: "image", path: "/tmp/p.png", name: "p.png", size: 3 }] },
+      { kind: "assistant", turn_id: "t2", message_id: "m.0", text: "work", partial: true, seq: 4, at },
+      { kind: "terminal", turn_id: "t2", status: "cancelled", assistant_text: "work", seq: 5, at },
+      { kind: "user", turn_id: "t3", text: "next", seq: 6, at },
+    ],
+    complete: true,
+    badLines: 0,
+    torn: false,
+  });
+  assert.deepEqual(
+    msgs.map((m) => [m.role, m.role === "tool" ? m.content : m.content.map((b) => (b.type === "text" ? b.text : b.type))]),
+    [
+      ["user", ["try the build again"]],
+      ["assistant", [TURN_INTERRUPTED]],
+      ["user", ["fix bar.c\n\n[Attached files]\n- image, p.png, 3 bytes, /tmp/p.png"]],
+      ["assistant", ["work", TURN_INTERRUPTED]],
+      ["user", ["next"]],
+      ["assistant", [TURN_INTERRUPTED]],
+    ],
+  );
 });

@@ -35,6 +35,8 @@ export function projectSummary(text: string): { text: string; redacted: boolean;
 /** The wire activity object for `e` in turn `turnId`, or null when the kind is intentionally excluded. */
 export function projectActivity(turnId: string, e: RuntimeEvent): Record<string, unknown> | null {
   switch (e.type) {
+    case "assistant_completed":
+      return null;
     case "tool": {
       if (e.phase === "proposed" || e.phase === "progress") return null;
       const status = e.phase === "started" ? "running" : e.isError === true ? "failed" : "completed";

@@ -1,62 +1,11 @@
 /**
- * Text policy for session projections (replay items and list titles). Pure and deterministic: the same input
- * always yields the same output, which replay cursors rely on.
- *
- * - `sanitizeText`: removes C0/C1 control characters except LF and TAB (CRLF/CR become LF), replaces lone
- *   surrogates with U+FFFD.
- * - `redactSecrets`: replaces credential-shaped substrings (API keys, bearer tokens, JWTs, private-key blocks,
- *   `password=`-style assignments) with `[REDACTED]`. Best effort: not a guarantee that arbitrary user-written
- *   secrets or paths cannot appear.
- * - `titleFrom`: one line, whitespace collapsed, sanitized, redacted, at most 128 UTF-8 bytes; empty → null.
+ * Text projection for session replay: the text policy itself (sanitize, redact, title) is `core/text-policy.ts`,
+ * re-exported here; `projectText` splits the policed text into wire parts.
  */
-import { truncateUtf8 } from "../../core/utf8.js";
+export { REDACTED, MAX_TITLE_BYTES, sanitizeText, redactSecrets, titleFrom } from "../../core/text-policy.js";
+import { redactSecrets, sanitizeText } from "../../core/text-policy.js";
 
-export const REDACTED = "[REDACTED]";
 export const MAX_PART_BYTES = 2048;
-export const MAX_TITLE_BYTES = 128;
-
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
-const CR_OR_CONTROL = /\r\n?|[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/g;
-const nativeWellFormed = (String.prototype as { isWellFormed?: () => boolean }).isWellFormed;
-
-function wellFormed(s: string): boolean {
-  if (nativeWellFormed) return nativeWellFormed.call(s);
-  LONE_SURROGATE.lastIndex = 0;
-  return !LONE_SURROGATE.test(s);
-}
-
-export function sanitizeText(s: string): string {
-  CR_OR_CONTROL.lastIndex = 0;
-  const out = CR_OR_CONTROL.test(s) ? s.replace(CR_OR_CONTROL, (m) => (m.charCodeAt(0) === 13 ? "\n" : "")) : s;
-  return wellFormed(out) ? out : out.replace(LONE_SURROGATE, "\uFFFD");
-}
-
-/** One pass for the token shapes that are replaced whole. */
-const SECRET_TOKENS = new RegExp(
-  [
-    String.raw`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`,
-    String.raw`\b(?:sk|pk|rk)-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,}`,
-    String.raw`\bgh[pousr]_[A-Za-z0-9]{20,}\b`,
-    String.raw`\bgithub_pat_[A-Za-z0-9_]{20,}\b`,
-    String.raw`\bxox[abposr]-[A-Za-z0-9-]{10,}\b`,
-    String.raw`\bA(?:KIA|SIA)[0-9A-Z]{16}\b`,
-    String.raw`\bAIza[0-9A-Za-z_-]{35}\b`,
-    String.raw`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`,
-  ].join("|"),
-  "g",
-);
-/** Keeps the scheme/key name, redacts the value. */
-const BEARER = /\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{12,}/gi;
-const ASSIGNMENT =
-  /\b((?:api[_-]?key|access[_-]?token|refresh[_-]?token|auth[_-]?token|client[_-]?secret|secret|password|passwd|token)["']?\s*[:=]\s*["']?)[^\s"',;]{8,}/gi;
-
-export function redactSecrets(s: string): string {
-  let out = s.replace(SECRET_TOKENS, REDACTED);
-  out = out.replace(BEARER, (_m, scheme: string) => `${scheme} ${REDACTED}`);
-  // Every ASSIGNMENT match contains ":" or "=": a native substring search skips the regex pass on most text.
-  if (out.includes(":") || out.includes("=")) out = out.replace(ASSIGNMENT, (_m, key: string) => `${key}${REDACTED}`);
-  return out;
-}
 
 /** Sanitized, redacted text split at UTF-8 boundaries into parts of at most 2,048 bytes (at least one part). */
 export function projectText(s: string): string[] {
@@ -80,13 +29,4 @@ export function splitParts(s: string, maxBytes: number): string[] {
     pos = end;
   }
   return out;
-}
-
-export function titleFrom(source: string | null): string | null {
-  if (source === null) return null;
-  // Bound the work before the regex passes: a title needs only the beginning.
-  const head = source.length > 4096 ? source.slice(0, 4096) : source;
-  const line = redactSecrets(sanitizeText(head).replace(/\s+/g, " ").trim());
-  const t = truncateUtf8(line, MAX_TITLE_BYTES).trim();
-  return t === "" ? null : t;
 }

@@ -17,8 +17,12 @@ import {
 } from "./ahp-schema.js";
 import { RpcError, createChat, createSession, disposeChat, disposeSession, fetchTurns, listSessions } from "./ahp-requests.js";
 import { dispatchClientAction } from "./ahp-actions.js";
+import { clip, inboundViolation } from "./inbound.js";
 import type { Json, Subscriber } from "./model.js";
 import type { HostState } from "./state.js";
+
+/** Bytes that may wait unsent for one AHP client before it is disconnected. */
+export const MAX_CLIENT_BACKLOG = 32 * 1024 * 1024;
 
 export class AhpConnection implements Subscriber {
   clientId = "";
@@ -33,7 +37,7 @@ export class AhpConnection implements Subscriber {
   ) {
     ws.on("message", (data, isBinary) => {
       if (isBinary) return this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.InvalidRequest, message: "binary frames are not AHP messages" } });
-      void this.onMessage(data.toString());
+      this.onMessage(data.toString()).catch((e: unknown) => this.failInternal("message", e));
     });
     ws.on("close", () => this.onClose());
     ws.on("error", () => {});
@@ -53,6 +57,17 @@ export class AhpConnection implements Subscriber {
       });
     }
     this.ws.send(text);
+    this.checkBacklog();
+  }
+  /**
+   * A client that stops reading is disconnected once MAX_CLIENT_BACKLOG bytes wait for it: its
+   * buffered frames are dropped at once (it can `reconnect` and replay or re-snapshot).
+   */
+  private checkBacklog(): void {
+    if (this.ws.bufferedAmount <= MAX_CLIENT_BACKLOG) return;
+    this.log(`ahp: client ${clip(this.clientId)} fell ${this.ws.bufferedAmount} bytes behind; disconnecting it`);
+    this.onClose();
+    this.ws.terminate();
   }
   /** Write a pre-framed text frame straight to the socket (ordering is preserved: ws writes synchronously). */
   sendFrame(frame: Buffer, text: string): void {
@@ -68,6 +83,7 @@ export class AhpConnection implements Subscriber {
       });
     }
     raw.write(frame);
+    this.checkBacklog();
   }
   private sendJson(msg: unknown): void {
     this.sendRaw(JSON.stringify(msg));
@@ -83,6 +99,27 @@ export class AhpConnection implements Subscriber {
     this.channels.clear();
   }
 
+  /** A bug while handling this connection's message: answer, log, and close only this connection. */
+  private failInternal(where: string, e: unknown, id: unknown = null): void {
+    this.log(`ahp: internal error in ${clip(where)}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+    try {
+      this.sendJson({ jsonrpc: "2.0", id, error: { code: ErrorCodes.InternalError, message: "internal error; the connection is closed (reconnect to continue)" } });
+    } finally {
+      this.close(1011, "internal error");
+    }
+  }
+
+  /** Close this connection (idempotent); its subscriptions end at once. */
+  close(code: number, reason: string): void {
+    if (this.closed) return;
+    this.onClose();
+    try {
+      this.ws.close(code, reason);
+    } catch {
+      this.ws.terminate();
+    }
+  }
+
   private async onMessage(text: string): Promise<void> {
     let msg: unknown;
     try {
@@ -90,9 +127,12 @@ export class AhpConnection implements Subscriber {
     } catch {
       return this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.ParseError, message: "parse error" } });
     }
+    const bad = inboundViolation(msg);
+    if (bad) return this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.InvalidRequest, message: `message refused: ${bad}` } });
     const p = JsonRpcRequestIn.safeParse(msg);
     if (!p.success) {
-      const id = msg && typeof msg === "object" && "id" in msg ? (msg as Json).id : null;
+      const raw = msg && typeof msg === "object" && "id" in msg ? (msg as Json).id : null;
+      const id = typeof raw === "number" || (typeof raw === "string" && raw.length <= 256) ? raw : null;
       return this.sendJson({ jsonrpc: "2.0", id: id ?? null, error: { code: ErrorCodes.InvalidRequest, message: "invalid JSON-RPC message" } });
     }
     const { id, method } = p.data;
@@ -108,14 +148,11 @@ export class AhpConnection implements Subscriber {
     } catch (e) {
       if (id === undefined) return;
       if (e instanceof RpcError) {
-        const err: Json = { code: e.code, message: e.message };
+        const err: Json = { code: e.code, message: e.message.length > 512 ? `${e.message.slice(0, 511)}…` : e.message };
         if (e.data !== undefined) err.data = e.data;
         this.sendJson({ jsonrpc: "2.0", id, error: err });
         if (e.code === ErrorCodes.UnsupportedProtocolVersion) setTimeout(() => this.ws.close(1002, "unsupported protocol version"), 10).unref();
-      } else {
-        this.log(`ahp: internal error in ${method}: ${String(e)}`);
-        this.sendJson({ jsonrpc: "2.0", id, error: { code: ErrorCodes.InternalError, message: "internal error" } });
-      }
+      } else this.failInternal(method, e, id);
     }
   }
 
@@ -152,7 +189,7 @@ export class AhpConnection implements Subscriber {
         return fetchTurns(this.state, params);
       default:
         if (notification) return null;
-        throw new RpcError(ErrorCodes.MethodNotFound, `unknown method ${method}`);
+        throw new RpcError(ErrorCodes.MethodNotFound, `unknown method ${clip(method)}`);
     }
   }
 
@@ -204,7 +241,7 @@ export class AhpConnection implements Subscriber {
     const uri = params.channel;
     if (typeof uri !== "string") throw new RpcError(ErrorCodes.InvalidParams, "subscribe needs a channel");
     const snap = this.state.snapshot(uri);
-    if (!snap) throw new RpcError(ErrorCodes.NotFound, `no such channel ${uri}`);
+    if (!snap) throw new RpcError(ErrorCodes.NotFound, `no such channel ${clip(uri)}`);
     this.sub(uri); // snapshot and registration in one synchronous step: nothing can interleave
     return { snapshot: snap };
   }

@@ -109,6 +109,7 @@ export function createBashTool(opts: BashOptions = {}): Tool {
 
   return defineLocalTool({
     name: "bash",
+    risk: "process",
     description:
       "Run a shell command with bash in the working directory. Returns combined stdout/stderr (long output keeps its start and end) and the exit code. Background processes are stopped when the command ends.",
     schema,

@@ -3,7 +3,7 @@
  * argument type, the validation, and the JSON Schema advertised to models.
  */
 import { parse, type ArgSchema } from "../../core/arg-schema.js";
-import type { Tool, ToolContext, ToolResult } from "../types.js";
+import type { Tool, ToolContext, ToolResult, ToolRisk } from "../types.js";
 import { boundText, describeError, fail } from "./result.js";
 
 /** Longest validation message handed back to the model. */
@@ -12,6 +12,8 @@ const MAX_VALIDATION_MESSAGE_BYTES = 2048;
 export interface LocalToolDef<T extends Record<string, unknown>> {
   name: string;
   description: string;
+  /** What running it can affect (the approval policy's input). */
+  risk: ToolRisk;
   schema: ArgSchema<T>;
   /**
    * Runs with already-validated arguments. May throw: the wrapper turns a throw into a `failed`
@@ -37,6 +39,7 @@ export function defineLocalTool<T extends Record<string, unknown>>(def: LocalToo
   };
   return {
     spec,
+    risk: def.risk,
     transport: "local",
     validate,
     async run(args, ctx) {

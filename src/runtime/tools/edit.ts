@@ -25,6 +25,7 @@ export function countOccurrences(hay: string, needle: string): number {
 
 export const editTool = defineLocalTool({
   name: "edit",
+  risk: "filesystem",
   description:
     "Replace exact text in a file. `old_string` must match exactly once (include surrounding lines to make it unique) unless `replace_all` is true.",
   schema: EditArgs,

@@ -22,6 +22,7 @@ const GlobArgs = A.object({
 
 export const globTool = defineLocalTool({
   name: "glob",
+  risk: "read_only",
   description: "Find files whose path matches a glob pattern (e.g. `src/**/*.{ts,tsx}`). Skips .git and node_modules.",
   schema: GlobArgs,
   async execute(args, ctx) {

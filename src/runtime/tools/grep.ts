@@ -24,6 +24,7 @@ const GrepArgs = A.object({
 
 export const grepTool = defineLocalTool({
   name: "grep",
+  risk: "read_only",
   description:
     "Search file contents with a JavaScript regular expression. Returns `path:line: text` lines. Skips .git, node_modules and binary files.",
   schema: GrepArgs,

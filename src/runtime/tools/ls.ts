@@ -15,6 +15,7 @@ const LsArgs = A.object({
 
 export const lsTool = defineLocalTool({
   name: "ls",
+  risk: "read_only",
   description: "List a directory's entries (including dotfiles), sorted; directories end with `/`.",
   schema: LsArgs,
   async execute(args, ctx) {

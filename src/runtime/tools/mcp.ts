@@ -161,6 +161,7 @@ class ServerConnection implements McpServerStatus {
     return {
       spec: { name: modelName, description, inputSchema },
       transport: "mcp",
+      risk: "network",
       serverName: this.name,
       validate: (args) => {
         if (typeof args !== "object" || args === null || Array.isArray(args)) return { ok: false, message: "(arguments): expected object" };

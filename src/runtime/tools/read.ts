@@ -27,6 +27,7 @@ const ReadArgs = A.object({
 
 export const readTool = defineLocalTool({
   name: "read",
+  risk: "read_only",
   description:
     "Read a text file. Returns its lines from `offset` (1-based) for up to `limit` lines; a note at the end says where to continue when more remain.",
   schema: ReadArgs,

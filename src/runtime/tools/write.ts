@@ -13,6 +13,7 @@ const WriteArgs = A.object({
 
 export const writeTool = defineLocalTool({
   name: "write",
+  risk: "filesystem",
   description: "Create or overwrite a file with `content`. Parent directories are created as needed.",
   schema: WriteArgs,
   async execute(args, ctx) {

@@ -34,12 +34,24 @@ export interface HeaderRecord {
   cwd: string;
 }
 
+/** A file attached to a prompt, as recorded (at most 16 per record). */
+export interface UserAttachment {
+  kind: "image" | "audio" | "video" | "file" | "sticker";
+  /** Absolute path on the host that ran the turn. */
+  path: string;
+  name?: string;
+  mime?: string;
+  size?: number;
+}
+export const ATTACHMENT_KINDS = ["image", "audio", "video", "file", "sticker"] as const;
+
 export const TERMINAL_STATUSES = ["completed", "cancelled", "failed", "compaction_required"] as const;
 export type TerminalStatus = (typeof TERMINAL_STATUSES)[number];
 
 /** What a caller appends (the writer adds `seq` and `at`). IDs are 1..256 characters; all strings well-formed. */
 export type NewRecord =
-  | { kind: "user"; turn_id: string; text: string }
+  /** A prompt (or a steering message of the turn). `attachments` describe files sent with it: paths, never bytes. */
+  | { kind: "user"; turn_id: string; text: string; attachments?: UserAttachment[] }
   | {
       kind: "assistant";
       turn_id: string;
@@ -133,9 +145,22 @@ const thinking: FieldCheck = (v) =>
   Array.isArray(v) &&
   v.every((b) => isObj(b) && hasExactly(b as Record<string, unknown>, { text }, { signature: text }));
 
+const attachments: FieldCheck = (v) =>
+  Array.isArray(v) &&
+  v.length <= 16 &&
+  v.every(
+    (a) =>
+      isObj(a) &&
+      hasExactly(
+        a as Record<string, unknown>,
+        { kind: (k) => (ATTACHMENT_KINDS as readonly unknown[]).includes(k), path: text },
+        { name: text, mime: text, size: (n) => typeof n === "number" && Number.isSafeInteger(n) && n >= 0 },
+      ),
+  );
+
 /** Required and optional fields of each record kind (besides `kind`). */
 const RECORD_FIELDS: Record<RecordKind, [required: Record<string, FieldCheck>, optional: Record<string, FieldCheck>]> = {
-  user: [{ turn_id: shortId, text }, {}],
+  user: [{ turn_id: shortId, text }, { attachments }],
   assistant: [{ turn_id: shortId, message_id: shortId, text, partial: bool }, { thinking }],
   tool_call: [{ turn_id: shortId, message_id: shortId, call_id: shortId, name: shortId, arguments: plainObject }, {}],
   tool_result: [{ turn_id: shortId, call_id: shortId, name: shortId, content: text, is_error: bool }, {}],

@@ -27,6 +27,7 @@ import type { TurnOutcome } from "../../../runtime/events.js";
 import type { RunTurnRequest } from "../../../runtime/agent.js";
 import { DEFAULT_WINDOW, SessionError, type History, type SessionManager } from "../../../store/sessions/index.js";
 import { BerthTurn, defaultApprovalPolicy } from "./berth-turn.js";
+import { localDirectoryFromUri } from "../working-dir.js";
 
 type Json = Record<string, unknown>;
 
@@ -332,7 +333,7 @@ export class BerthRuntimeBackend {
     if (typeof uri !== "string" || typeof token !== "string") return this.answer(commandId, false, "create_session needs session and creationToken");
     const dirs = Array.isArray(cmd.workingDirectories) ? cmd.workingDirectories : [];
     let cwd = this.o.cwd;
-    if (typeof dirs[0] === "string" && dirs[0].startsWith("file://")) cwd = new URL(dirs[0]).pathname;
+    if (dirs.length > 0) { const wd = localDirectoryFromUri(dirs[0]); if (!wd.ok) return this.answer(commandId, false, wd.error); cwd = wd.path; }
     let sessionId: string;
     try {
       const handle = await this.o.manager.store.create(cwd);

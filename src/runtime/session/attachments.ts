@@ -1,0 +1,62 @@
+/**
+ * Attachments → model input. Contracts: images (PNG, JPEG, GIF, WebP by MIME type or file extension) of at most
+ * `MAX_IMAGE_BYTES` that are regular files are read and sent as image parts, at most `MAX_IMAGES` per prompt (the
+ * newest); an unreadable one is skipped (the prompt's file list still names it). Never throws.
+ * `attachmentNote` lists every attachment for the model: names, types and sizes, plus paths when tools can read them.
+ */
+import { open } from "node:fs/promises";
+import { extname } from "node:path";
+import type { ImagePart } from "../types.js";
+import type { UserAttachment } from "./types.js";
+
+export const MAX_IMAGE_BYTES = 8 * 1024 * 1024;
+export const MAX_IMAGES = 8;
+export const MAX_ATTACHMENTS = 16;
+
+const BY_EXT: Record<string, string> = { ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp" };
+const IMAGE_TYPES = new Set(Object.values(BY_EXT));
+
+export function imageType(a: UserAttachment): string | null {
+  if (a.kind !== "image" && a.kind !== "sticker") return null;
+  const t = a.mime !== undefined && IMAGE_TYPES.has(a.mime) ? a.mime : BY_EXT[extname(a.path).toLowerCase()];
+  return t ?? null;
+}
+
+async function readImage(path: string): Promise<Buffer | null> {
+  let fh;
+  try {
+    fh = await open(path, "r");
+  } catch {
+    return null;
+  }
+  try {
+    const st = await fh.stat();
+    if (!st.isFile() || st.size > MAX_IMAGE_BYTES) return null;
+    const buf = Buffer.alloc(st.size);
+    const { bytesRead } = await fh.read(buf, 0, st.size, 0);
+    return bytesRead === st.size ? buf : null;
+  } catch {
+    return null;
+  } finally {
+    await fh.close().catch(() => undefined);
+  }
+}
+
+export async function loadImages(attachments: readonly UserAttachment[]): Promise<ImagePart[]> {
+  const images = attachments.filter((a) => imageType(a) !== null).slice(-MAX_IMAGES);
+  const out: ImagePart[] = [];
+  for (const a of images) {
+    const buf = await readImage(a.path);
+    if (buf !== null) out.push({ type: "image", mediaType: imageType(a) as string, dataBase64: buf.toString("base64") });
+  }
+  return out;
+}
+
+export function attachmentNote(attachments: readonly UserAttachment[], withPaths: boolean): string {
+  if (attachments.length === 0) return "";
+  const lines = attachments.map((a) => {
+    const parts = [a.kind, a.name ?? (withPaths ? null : "(unnamed)"), a.mime, a.size !== undefined ? `${a.size} bytes` : null, withPaths ? a.path : null];
+    return `- ${parts.filter((p) => p !== null && p !== undefined).join(", ")}`;
+  });
+  return `\n\n[Attached files]\n${lines.join("\n")}`;
+}

@@ -1,0 +1,9 @@
+/**
+ * The session runtime: the one stateful session object every door projects (app-service turns, the host's Berth
+ * backend, SCV, ACP, chat channels). Doors import from here only.
+ */
+export { SessionHub, type SessionHubOptions } from "./hub.js";
+export { SessionRuntime, admissionError, type SessionDeps, type StartResult, type StartedTurn, type TurnRunner } from "./runtime.js";
+export { needsApproval, approvalSummary } from "./approvals.js";
+export { attachmentNote, MAX_ATTACHMENTS, MAX_IMAGE_BYTES } from "./attachments.js";
+export * from "./types.js";

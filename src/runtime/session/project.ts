@@ -1,0 +1,109 @@
+/**
+ * Runtime events of one turn → neutral `SessionEvent`s (bounded tool data, compaction totals) and terminal
+ * outcomes → failure codes. Pure helpers of `SessionRuntime`.
+ */
+import { truncateUtf8, utf8Length } from "../../core/utf8.js";
+import type { FailureReason, RuntimeEvent, TurnOutcome } from "../events.js";
+import { PROGRESS_MAX_BYTES, TOOL_ARGUMENTS_MAX_BYTES, TOOL_OUTPUT_MAX_BYTES, type FailureCode, type SessionEvent, type TurnOrigin } from "./types.js";
+
+type Ref = { sessionId: string; turnId: string };
+
+export function boundArguments(args: Record<string, unknown>): { arguments: Record<string, unknown>; truncated: boolean } {
+  let size: number;
+  try {
+    size = utf8Length(JSON.stringify(args));
+  } catch {
+    return { arguments: {}, truncated: true };
+  }
+  return size <= TOOL_ARGUMENTS_MAX_BYTES ? { arguments: args, truncated: false } : { arguments: {}, truncated: true };
+}
+
+export function boundOutput(s: string): { output: string; truncated: boolean } {
+  if (s.length * 3 <= TOOL_OUTPUT_MAX_BYTES || utf8Length(s) <= TOOL_OUTPUT_MAX_BYTES) return { output: s, truncated: false };
+  return { output: truncateUtf8(s, TOOL_OUTPUT_MAX_BYTES), truncated: true };
+}
+
+/** Tracks one turn's compaction attempts so `context_compacted` can report the size before. */
+export class TurnProjector {
+  private readonly before = new Map<string, number>();
+  constructor(private readonly ref: Ref) {}
+
+  /** The neutral events for one runtime event (possibly none). */
+  project(e: RuntimeEvent): SessionEvent[] {
+    const r = this.ref;
+    switch (e.type) {
+      case "assistant_completed":
+        return [{ ...r, type: "assistant_completed", text: e.text }];
+      case "compaction":
+        if (e.status === "triggered" && e.currentTokens !== null) this.before.set(e.id, e.currentTokens);
+        if (e.status !== "completed") return [];
+        return [{ ...r, type: "context_compacted", beforeTokens: this.before.get(e.id) ?? 0, afterTokens: e.afterTokens ?? e.currentTokens ?? 0, removedMessages: e.removedMessages ?? 0 }];
+      case "tool": {
+        const p = e.parentId !== undefined ? { parentId: e.parentId } : {};
+        switch (e.phase) {
+          case "proposed":
+            return [{ ...r, type: "tool_proposed", callId: e.callId, name: e.name, ...boundArguments(e.arguments ?? {}), ...p }];
+          case "started":
+            return [{ ...r, type: "tool_started", callId: e.callId, name: e.name, ...p }];
+          case "progress":
+            return e.line === undefined ? [] : [{ ...r, type: "tool_progress", callId: e.callId, text: truncateUtf8(e.line, PROGRESS_MAX_BYTES), ...p }];
+          case "completed":
+            return [
+              {
+                ...r,
+                type: "tool_completed",
+                callId: e.callId,
+                name: e.name,
+                success: e.isError !== true,
+                ...boundOutput(e.output ?? ""),
+                ...(e.isError === true ? { error: e.errorKind ?? "failed" } : {}),
+                ...(e.timedOut !== undefined ? { timedOut: e.timedOut } : {}),
+                ...p,
+              },
+            ];
+        }
+        return [];
+      }
+      default:
+        return [];
+    }
+  }
+}
+
+const CODES: Record<FailureReason, FailureCode> = {
+  provider: "provider_error",
+  provider_limit: "response_limit",
+  tool_limit: "tool_limit",
+  credential: "provider_error",
+  selection: "provider_error",
+  output_limit: "response_limit",
+  step_limit: "step_limit",
+  persistence: "internal_error",
+  compaction: "context_limit",
+  history: "history_limit",
+  internal: "internal_error",
+};
+
+const MESSAGES: Record<FailureReason, string> = {
+  provider: "the provider request failed",
+  provider_limit: "the provider response exceeded a size limit",
+  tool_limit: "the provider's tool calls exceeded a size or count limit",
+  credential: "the provider credential is missing or was rejected; sign in again or set the API key",
+  selection: "no usable provider and model are selected; choose one in settings",
+  output_limit: "the assistant message exceeded the size this client accepts",
+  step_limit: "the agent reached its step limit",
+  persistence: "the session could not be written to disk",
+  compaction: "the conversation no longer fits the model's context window, even after compaction",
+  history: "the session history is too large to load; clear the session or start a new one",
+  internal: "internal error",
+};
+
+/** The terminal event of an outcome. */
+export function terminalEvent(ref: Ref, o: TurnOutcome, origin: TurnOrigin | undefined): SessionEvent {
+  const base = { ...ref, text: o.assistantText, usage: o.usage, steps: o.usage.requests, ...(origin !== undefined ? { origin } : {}) };
+  if (o.status === "completed") return { ...base, type: "turn_completed" };
+  if (o.status === "cancelled") return { ...base, type: "turn_cancelled" };
+  const reason = o.reason ?? (o.status === "compaction_required" ? "compaction" : "internal");
+  const message = reason === "provider" && o.message !== undefined ? `${MESSAGES.provider}: ${o.message}` : MESSAGES[reason];
+  return { ...base, type: "turn_failed", code: CODES[reason], message, reason, status: o.status };
+}

@@ -1,0 +1,487 @@
+/**
+ * `SessionRuntime`: one open session — everything that makes a session work, written once for every door.
+ *
+ * Contracts:
+ * - Admission: a turn runs only with the session's writer lease (`SessionManager.beginTurn`, which reuses an
+ *   explicit attachment or takes an implicit one for the turn) and a complete bounded history. At most one turn
+ *   runs at a time; the lease is ended after the terminal event was delivered.
+ * - `startTurn` admits or refuses at once (no queueing): for doors whose protocol refuses a busy session. On
+ *   refusal nothing is emitted. `submit` queues: an idle, unpaused session with an empty queue starts the prompt
+ *   at once (no queue events); otherwise the entry is appended (`queue_enqueued`). A queued prompt whose admission
+ *   fails still gets `turn_started` then `turn_failed` (`history_limit` or `internal_error`).
+ * - Events (`subscribe`) are delivered synchronously in execution order; see `SessionEvent` for per-turn order
+ *   and `SessionListener` for delta backpressure and refusal.
+ * - `cancel()` aborts the running turn (provider socket, tool processes, pending approvals — which are withdrawn
+ *   and their calls end `cancelled`); the queue keeps running unless paused.
+ * - `steer(text)` injects a user message at the running turn's next step boundary; when the turn ends first the
+ *   message is queued at the head as a prompt of its own (`queue_enqueued`).
+ * - Approvals: per the session's `ApprovalMode` over each tool's `risk`; pending requests have fresh UUIDs and are
+ *   answered with `resolveApproval`. A denial completes the call `success: false`, `error: "denied"`, with a
+ *   denial text the model sees.
+ * - `clear()` (idle only) writes an empty checkpoint covering every record (the model context starts empty; the
+ *   file keeps everything), drops the queue, and emits `session_cleared`.
+ */
+import { randomUUID } from "node:crypto";
+import { titleFrom } from "../../core/text-policy.js";
+import type { TurnOutcome, TurnSink } from "../events.js";
+import type { ApprovalPolicy } from "../approval.js";
+import type { RunTurnRequest } from "../agent.js";
+import { DEFAULT_WINDOW, SessionError, type History, type HistoryBounds, type SessionManager, type TurnLease } from "../../store/sessions/index.js";
+import { ApprovalBook, approvalSummary, needsApproval } from "./approvals.js";
+import { SessionQueue, type Queued } from "./queue.js";
+import { terminalEvent, TurnProjector } from "./project.js";
+import { loadImages } from "./attachments.js";
+import type {
+  AdmissionError,
+  QueueEntry,
+  QueueResult,
+  SessionConfig,
+  SessionEvent,
+  SessionListener,
+  SubmitOptions,
+  TurnOrigin,
+} from "./types.js";
+
+/** What the session runtime needs from the agent (an `Agent`). */
+export interface TurnRunner {
+  runTurn(req: RunTurnRequest): Promise<TurnOutcome>;
+  close(): Promise<void>;
+}
+
+export interface SessionDeps {
+  manager: SessionManager;
+  runner: TurnRunner;
+  historyBounds?: HistoryBounds;
+  /** ID source for turns, queue entries and approvals (default: UUIDs). */
+  newId?: () => string;
+}
+
+/** An admitted turn: its ID, and a promise settled once it ended and its lease was released. */
+export interface StartedTurn {
+  ok: true;
+  turnId: string;
+  done: Promise<void>;
+}
+export type StartResult = StartedTurn | { ok: false; error: AdmissionError };
+
+interface Running {
+  turnId: string;
+  ctl: AbortController;
+  steering: string[];
+  origin?: TurnOrigin;
+}
+
+interface Admitted {
+  lease: TurnLease;
+  history: History | null;
+}
+
+const EMPTY_USAGE = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, requests: 0 };
+
+export function admissionError(e: unknown): AdmissionError {
+  return e instanceof SessionError ? e.code : "internal";
+}
+
+export class SessionRuntime {
+  private readonly listeners = new Set<SessionListener>();
+  private readonly queue: SessionQueue;
+  private readonly approvals: ApprovalBook;
+  private readonly newId: () => string;
+  private running: Running | null = null;
+  private admitting = false;
+  private paused = false;
+  private closed = false;
+  private idleWaiters: Array<() => void> = [];
+  private titled: boolean | null = null;
+  /** Between a turn's terminal event and its lease release. */
+  private ending: Promise<void> | null = null;
+
+  constructor(
+    private readonly deps: SessionDeps,
+    readonly id: string,
+    private cfg: SessionConfig,
+  ) {
+    this.newId = deps.newId ?? randomUUID;
+    this.queue = new SessionQueue(this.newId);
+    this.approvals = new ApprovalBook(this.newId);
+  }
+
+  get config(): Readonly<SessionConfig> {
+    return this.cfg;
+  }
+
+  /** The running turn, if any. */
+  get turn(): { turnId: string; origin?: TurnOrigin } | null {
+    return this.running === null ? null : { turnId: this.running.turnId, ...(this.running.origin !== undefined ? { origin: this.running.origin } : {}) };
+  }
+
+  get isPaused(): boolean {
+    return this.paused;
+  }
+
+  get busy(): boolean {
+    return this.running !== null || this.admitting;
+  }
+
+  /** Changes the configuration; refused (false) while a turn runs. */
+  configure(patch: Partial<SessionConfig>): boolean {
+    if (this.busy) return false;
+    this.cfg = { ...this.cfg, ...patch };
+    return true;
+  }
+
+  subscribe(listener: SessionListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private emit(e: SessionEvent): void {
+    for (const l of this.listeners) {
+      try {
+        void l(e);
+      } catch {
+        // a listener's failure is its own
+      }
+    }
+  }
+
+  /** Delivers a delta; false when a listener refused it, a promise when one applied backpressure. */
+  private delta(e: SessionEvent): boolean | Promise<boolean> {
+    let ok = true;
+    let waits: Array<Promise<void | boolean>> | null = null;
+    for (const l of this.listeners) {
+      let r: ReturnType<SessionListener>;
+      try {
+        r = l(e);
+      } catch {
+        continue;
+      }
+      if (r === false) ok = false;
+      else if (r !== undefined && r !== true) (waits ??= []).push(r);
+    }
+    if (waits === null) return ok;
+    return Promise.all(waits).then(
+      (rs) => ok && !rs.includes(false),
+      () => false,
+    );
+  }
+
+  // ── queue ─────────────────────────────────────────────────────────────────
+  snapshot(): QueueEntry[] {
+    return this.queue.snapshot();
+  }
+
+  /** Emits `queue_snapshot` (e.g. when a client attaches). */
+  announceQueue(): void {
+    this.emit({ type: "queue_snapshot", sessionId: this.id, entries: this.queue.snapshot() });
+  }
+
+  /** Queues a prompt (or starts it at once on an idle, unpaused session with an empty queue). */
+  submit(prompt: string, opts: SubmitOptions = {}): QueueEntry {
+    const q = this.queue.add(prompt, opts.submitter ?? "client", opts.attachments, opts.noTools === true, opts.turnId);
+    if (!this.busy && !this.paused && this.queue.length === 1 && !this.closed) {
+      this.queue.shift();
+      void this.runQueued(q, opts.origin, false);
+    } else this.emit({ type: "queue_enqueued", sessionId: this.id, entry: { ...q.entry } });
+    return { ...q.entry };
+  }
+
+  updateQueued(queueId: string, revision: number, prompt: string): QueueResult {
+    const r = this.queue.update(queueId, revision, prompt);
+    if (r.ok) this.emit({ type: "queue_updated", sessionId: this.id, entry: r.entry });
+    return r;
+  }
+
+  moveQueued(queueId: string, revision: number, beforeQueueId: string | null): QueueResult {
+    const r = this.queue.move(queueId, revision, beforeQueueId);
+    if (r.ok) this.emit({ type: "queue_moved", sessionId: this.id, entry: r.entry, beforeQueueId: this.queue.nextOf(queueId) });
+    return r;
+  }
+
+  removeQueued(queueId: string, revision: number): QueueResult {
+    const r = this.queue.remove(queueId, revision);
+    if (r.ok) this.emit({ type: "queue_removed", sessionId: this.id, queueId });
+    return r;
+  }
+
+  /** Drops every queued prompt (each reported `queue_removed`). */
+  clearQueue(): QueueEntry[] {
+    const all = this.queue.clear();
+    for (const e of all) this.emit({ type: "queue_removed", sessionId: this.id, queueId: e.queue_id });
+    return all;
+  }
+
+  /** Pauses (no automatic dequeue) or unpauses; unpausing an idle session dequeues at once. */
+  pause(paused: boolean): void {
+    if (this.paused === paused) return;
+    this.paused = paused;
+    this.emit({ type: "paused", sessionId: this.id, paused });
+    if (!paused) this.pump();
+  }
+
+  // ── turns ─────────────────────────────────────────────────────────────────
+  /** Admits a turn now or refuses (`busy` while one runs or is being admitted here). */
+  async startTurn(prompt: string, opts: SubmitOptions = {}): Promise<StartResult> {
+    if (this.closed) return { ok: false, error: "closed" };
+    if (this.busy) return { ok: false, error: "busy" };
+    this.admitting = true;
+    const a = await this.admit();
+    if (typeof a === "string") {
+      this.admitting = false;
+      this.pump();
+      return { ok: false, error: a };
+    }
+    return this.begin(a, prompt, opts);
+  }
+
+  /** @internal Runs a turn on a lease the hub already holds (a session created by this turn). */
+  beginAdmitted(lease: TurnLease, history: History | null, prompt: string, opts: SubmitOptions): StartedTurn {
+    this.admitting = true;
+    return this.begin({ lease, history }, prompt, opts);
+  }
+
+  private async admit(): Promise<Admitted | AdmissionError> {
+    let lease: TurnLease;
+    try {
+      lease = await this.deps.manager.beginTurn({ sessionId: this.id, cwd: this.cfg.cwd, onCloseRequested: () => this.running?.ctl.abort() });
+    } catch (e) {
+      return admissionError(e);
+    }
+    if (lease.created) return { lease, history: null };
+    try {
+      const b = this.deps.historyBounds ?? { maxBytes: DEFAULT_WINDOW.maxBytes, maxRecords: DEFAULT_WINDOW.maxRecords };
+      const history = await this.deps.manager.store.readHistory(this.id, b);
+      if (!history.complete) {
+        await lease.end();
+        return "history_incomplete";
+      }
+      return { lease, history };
+    } catch (e) {
+      await lease.end();
+      return admissionError(e);
+    }
+  }
+
+  private begin(a: Admitted, prompt: string, opts: SubmitOptions & { queueId?: string }): StartedTurn {
+    const turnId = opts.turnId ?? this.newId();
+    const run: Running = { turnId, ctl: new AbortController(), steering: [], ...(opts.origin !== undefined ? { origin: opts.origin } : {}) };
+    this.running = run;
+    this.admitting = false;
+    const ref = { sessionId: this.id, turnId };
+    this.emit({
+      ...ref,
+      type: "turn_started",
+      prompt,
+      submitter: opts.submitter ?? "client",
+      ...(opts.origin !== undefined ? { origin: opts.origin } : {}),
+      ...(opts.queueId !== undefined ? { queueId: opts.queueId } : {}),
+      ...(opts.attachments !== undefined && opts.attachments.length > 0 ? { attachments: opts.attachments } : {}),
+    });
+    this.maybeTitle(a.history, prompt);
+    const done = this.execute(run, a, prompt, opts);
+    return { ok: true, turnId, done };
+  }
+
+  private maybeTitle(history: History | null, prompt: string): void {
+    this.titled ??= history !== null && (history.checkpoint !== null || history.records.some((r) => r.kind === "user"));
+    if (this.titled) return;
+    this.titled = true;
+    const title = titleFrom(prompt);
+    if (title !== null) this.emit({ type: "title_changed", sessionId: this.id, title });
+  }
+
+  private async execute(run: Running, a: Admitted, prompt: string, opts: SubmitOptions): Promise<void> {
+    const ref = { sessionId: this.id, turnId: run.turnId };
+    const projector = new TurnProjector(ref);
+    const sink: TurnSink = {
+      delta: (text) => this.delta({ ...ref, type: "assistant_delta", text }),
+      event: (e) => {
+        this.emit({ ...ref, type: "runtime", event: e });
+        for (const ev of projector.project(e)) this.emit(ev);
+      },
+    };
+    const noTools = this.cfg.noTools === true || opts.noTools === true;
+    const mode = this.cfg.approval ?? "on-risk";
+    const cwd = this.cfg.cwd;
+    const approval: ApprovalPolicy = {
+      policy: (_name, risk) => (needsApproval(mode, risk) ? "ask" : "auto"),
+      ask: (req) => {
+        if (run.origin !== undefined && this.cfg.autoApprove === true) return Promise.resolve("approve");
+        return this.approvals.request(
+          req.callId,
+          req.signal,
+          (approvalId) =>
+            this.emit({
+              ...ref,
+              type: "approval_requested",
+              approvalId,
+              callId: req.callId,
+              name: req.toolName,
+              risk: req.risk,
+              cwd,
+              summary: approvalSummary(req.toolName, req.arguments),
+              arguments: req.arguments,
+              ...(req.parentId !== undefined ? { parentId: req.parentId } : {}),
+            }),
+          (approvalId) => this.emit({ ...ref, type: "approval_resolved", approvalId, callId: req.callId, approved: false, cancelled: true }),
+        );
+      },
+    };
+    let outcome: TurnOutcome;
+    try {
+      const images = await loadImages(opts.attachments ?? []);
+      outcome = await this.deps.runner.runTurn({
+        turnId: run.turnId,
+        writer: a.lease.writer,
+        history: a.history,
+        cwd,
+        prompt,
+        ...(images.length > 0 ? { images } : {}),
+        ...(opts.attachments !== undefined && opts.attachments.length > 0 ? { attachments: opts.attachments } : {}),
+        signal: run.ctl.signal,
+        sink,
+        approval,
+        noTools,
+        ...(this.cfg.selection !== undefined ? { selection: this.cfg.selection } : {}),
+        ...(this.cfg.mcpServers !== undefined ? { mcpServers: this.cfg.mcpServers } : {}),
+        ...(this.cfg.channel !== undefined ? { channel: this.cfg.channel } : {}),
+        ...(this.cfg.delegationDepth !== undefined ? { delegationDepth: this.cfg.delegationDepth } : {}),
+        steer: () => run.steering.splice(0),
+      });
+    } catch {
+      outcome = { status: run.ctl.signal.aborted ? "cancelled" : "failed", assistantText: "", reason: "internal", usage: { ...EMPTY_USAGE } };
+    }
+    this.emit(terminalEvent(ref, outcome, run.origin));
+    const ended = a.lease.end().catch(() => undefined);
+    this.ending = ended;
+    await ended;
+    this.ending = null;
+    this.running = null;
+    for (const text of run.steering.splice(0).reverse()) {
+      const q = this.queue.add(text, "steering", undefined, false, undefined, true);
+      this.emit({ type: "queue_enqueued", sessionId: this.id, entry: { ...q.entry } });
+    }
+    this.pump();
+  }
+
+  /** Runs a dequeued entry; admission failures become a started-and-failed turn. */
+  private async runQueued(q: Queued, origin: TurnOrigin | undefined, dequeued: boolean): Promise<void> {
+    const turnId = q.turnId ?? this.newId();
+    if (dequeued) this.emit({ type: "queue_dequeued", sessionId: this.id, queueId: q.entry.queue_id, turnId });
+    this.admitting = true;
+    const a = await this.admit();
+    const opts: SubmitOptions & { queueId: string } = {
+      turnId,
+      submitter: q.entry.submitter,
+      queueId: q.entry.queue_id,
+      noTools: q.noTools,
+      ...(q.entry.attachments !== undefined ? { attachments: q.entry.attachments } : {}),
+      ...(origin !== undefined ? { origin } : {}),
+    };
+    if (typeof a !== "string") {
+      this.begin(a, q.entry.prompt, opts);
+      return;
+    }
+    this.admitting = false;
+    const ref = { sessionId: this.id, turnId };
+    this.emit({ ...ref, type: "turn_started", prompt: q.entry.prompt, submitter: q.entry.submitter, queueId: q.entry.queue_id, ...(origin !== undefined ? { origin } : {}) });
+    const failed: TurnOutcome = { status: "failed", assistantText: "", reason: a === "history_incomplete" ? "history" : "internal", usage: { ...EMPTY_USAGE } };
+    this.emit(terminalEvent(ref, failed, origin));
+    this.pump();
+  }
+
+  private pump(): void {
+    if (this.busy) return;
+    if (!this.paused && !this.closed) {
+      const q = this.queue.shift();
+      if (q !== undefined) {
+        void this.runQueued(q, undefined, true);
+        return;
+      }
+    }
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  /** Starts a turn the server decided on (e.g. a background job's report): queued like any prompt, with `origin`. */
+  startServerTurn(prompt: string, origin: TurnOrigin, opts: Omit<SubmitOptions, "origin"> = {}): QueueEntry {
+    return this.submit(prompt, { ...opts, origin, submitter: opts.submitter ?? "server" });
+  }
+
+  /** Cancels the running turn; false when none runs. */
+  cancel(turnId?: string): boolean {
+    const r = this.running;
+    if (r === null || (turnId !== undefined && r.turnId !== turnId)) return false;
+    r.ctl.abort();
+    return true;
+  }
+
+  /** Injects a user message at the running turn's next step boundary; false when no turn runs. */
+  steer(text: string): boolean {
+    if (this.running === null || this.running.ctl.signal.aborted) return false;
+    this.running.steering.push(text);
+    return true;
+  }
+
+  /** Answers a pending approval; false when the ID is unknown or already answered. */
+  resolveApproval(approvalId: string, approved: boolean): boolean {
+    const r = this.approvals.resolve(approvalId, approved);
+    if (r === null) return false;
+    const turnId = this.running?.turnId ?? "";
+    this.emit({ sessionId: this.id, turnId, type: "approval_resolved", approvalId, callId: r.callId, approved, cancelled: false });
+    return true;
+  }
+
+  pendingApprovals(): string[] {
+    return this.approvals.ids();
+  }
+
+  /**
+   * Clears the model context (idle only): an empty checkpoint covering every record is appended, the queue is
+   * dropped, `session_cleared` is emitted. Returns the admission error when it could not.
+   */
+  async clear(): Promise<{ ok: true } | { ok: false; error: AdmissionError }> {
+    await this.ending;
+    if (this.busy) return { ok: false, error: "busy" };
+    this.admitting = true;
+    let lease: TurnLease;
+    try {
+      lease = await this.deps.manager.beginTurn({ sessionId: this.id, cwd: this.cfg.cwd, onCloseRequested: () => undefined });
+    } catch (e) {
+      this.admitting = false;
+      this.pump();
+      return { ok: false, error: admissionError(e) };
+    }
+    try {
+      const cutoff = lease.writer.peekNextSeq - 1;
+      if (cutoff >= 0) await lease.writer.append({ kind: "checkpoint", summary: "", cutoff_seq: cutoff }, { sync: true });
+    } catch {
+      await lease.end().catch(() => undefined);
+      this.admitting = false;
+      this.pump();
+      return { ok: false, error: "unavailable" };
+    }
+    await lease.end().catch(() => undefined);
+    this.admitting = false;
+    this.queue.clear();
+    this.titled = null;
+    this.emit({ type: "session_cleared", sessionId: this.id });
+    this.pump();
+    return { ok: true };
+  }
+
+  /** Resolves when no turn runs and nothing will be dequeued (queue empty or paused). */
+  idle(): Promise<void> {
+    if (!this.busy && (this.paused || this.queue.length === 0)) return Promise.resolve();
+    return new Promise((r) => this.idleWaiters.push(r));
+  }
+
+  /** Stops: drops the queue, cancels the running turn, waits for it. Idempotent. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.queue.clear();
+    this.running?.ctl.abort();
+    if (this.busy) await new Promise<void>((r) => this.idleWaiters.push(r));
+  }
+}

@@ -1,0 +1,189 @@
+/**
+ * SessionRuntime against the loopback fake provider and a real session store: queue with revisions, pause,
+ * approvals by ID, cancellation during an approval, steering, clear, and the event order a door observes.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
+import { Agent } from "../../src/runtime/agent.js";
+import { SessionManager, SessionStore } from "../../src/store/sessions/index.js";
+import { SessionHub, type SessionEvent, type SessionRuntime } from "../../src/runtime/session/index.js";
+
+interface Rig {
+  fake: FakeProvider;
+  hub: SessionHub;
+  rt: SessionRuntime;
+  events: SessionEvent[];
+  cwd: string;
+  home: string;
+  /** Resolves with the first event (from index `from`) matching. */
+  next(pred: (e: SessionEvent) => boolean, from?: number): Promise<SessionEvent>;
+}
+
+async function withRig(fn: (r: Rig) => Promise<void>, cfg: { approval?: "on-risk" | "never" | "always" } = {}): Promise<void> {
+  const fake = await startFakeProvider();
+  const home = mkdtempSync(join(tmpdir(), "sr-home-"));
+  const cwd = mkdtempSync(join(tmpdir(), "sr-cwd-"));
+  writeFileSync(join(home, "settings.json"), JSON.stringify({ providers: { fake: { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, auth: "none", models: [{ id: "fake-model" }] } } }));
+  const env = { PATH: process.env.PATH, MC_HOME: home, MC_PROVIDER: "fake", MC_MODEL: "fake-model" };
+  const manager = new SessionManager(new SessionStore({ home }));
+  const hub = new SessionHub({ manager, runner: new Agent({ home, cwd, env }), defaults: { cwd, ...(cfg.approval ? { approval: cfg.approval } : {}) } });
+  const events: SessionEvent[] = [];
+  const waiters: Array<{ pred: (e: SessionEvent) => boolean; from: number; resolve: (e: SessionEvent) => void }> = [];
+  hub.subscribe((e) => {
+    events.push(e);
+    for (const w of [...waiters]) {
+      if (events.length - 1 >= w.from && w.pred(e)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(e);
+      }
+    }
+  });
+  const next = (pred: (e: SessionEvent) => boolean, from = 0): Promise<SessionEvent> => {
+    const have = events.slice(from).find(pred);
+    if (have !== undefined) return Promise.resolve(have);
+    return new Promise((resolve) => waiters.push({ pred, from, resolve }));
+  };
+  const rt = await hub.create();
+  try {
+    await fn({ fake, hub, rt, events, cwd, home, next });
+  } finally {
+    await hub.close();
+    await manager.drain();
+    await fake.close();
+  }
+}
+
+const terminal = (e: SessionEvent): boolean => e.type === "turn_completed" || e.type === "turn_cancelled" || e.type === "turn_failed";
+const types = (es: SessionEvent[]): string[] => es.filter((e) => e.type !== "runtime").map((e) => e.type);
+
+test("submit on an idle session runs at once; a second prompt is queued and dequeued after the terminal", async () => {
+  await withRig(async ({ fake, rt, events, next }) => {
+    fake.script([{ steps: [{ waitForAbort: true }] }]);
+    const first = rt.submit("first");
+    assert.equal(first.revision, 1);
+    const started = await next((e) => e.type === "turn_started");
+    const second = rt.submit("second", { submitter: "alice" });
+    assert.deepEqual(events.find((e) => e.type === "queue_enqueued"), { type: "queue_enqueued", sessionId: rt.id, entry: second });
+    await fake.waitForRequests(1);
+    assert.equal(rt.cancel(), true);
+    const done = await next((e) => e.type === "turn_completed");
+    const order = types(events).filter((t) => t !== "assistant_delta");
+    assert.deepEqual(order.slice(order.indexOf("turn_cancelled")), ["turn_cancelled", "queue_dequeued", "turn_started", "assistant_completed", "turn_completed"]);
+    const deq = events.find((e) => e.type === "queue_dequeued");
+    assert.ok(deq?.type === "queue_dequeued" && done.type === "turn_completed" && deq.turnId === done.turnId && deq.queueId === second.queue_id);
+    assert.ok(started.type === "turn_started" && started.submitter === "client");
+    assert.ok(done.type === "turn_completed" && done.text === "echo: second" && done.steps === 1);
+  });
+});
+
+test("queue operations check revisions; a stale change gets a conflict with the current entry", async () => {
+  await withRig(async ({ rt, next, events }) => {
+    rt.pause(true);
+    const a = rt.submit("a");
+    const b = rt.submit("b");
+    const up = rt.updateQueued(a.queue_id, 1, "a2");
+    assert.ok(up.ok && up.entry.revision === 2 && up.entry.prompt === "a2");
+    const stale = rt.updateQueued(a.queue_id, 1, "a3");
+    assert.deepEqual(stale, { ok: false, error: "conflict", current: { ...a, prompt: "a2", revision: 2 } });
+    assert.deepEqual(rt.removeQueued("nope", 1), { ok: false, error: "not_found" });
+    const mv = rt.moveQueued(b.queue_id, 1, a.queue_id);
+    assert.ok(mv.ok);
+    assert.deepEqual(rt.snapshot().map((e) => e.prompt), ["b", "a2"]);
+    const rm = rt.removeQueued(a.queue_id, 2);
+    assert.ok(rm.ok);
+    assert.deepEqual(rt.snapshot().map((e) => e.queue_id), [b.queue_id]);
+    // Unpausing an idle session dequeues at once.
+    const from = events.length;
+    rt.pause(false);
+    const t = await next(terminal, from);
+    assert.equal(t.type, "turn_completed");
+    assert.deepEqual(types(events.slice(from)).slice(0, 3), ["paused", "queue_dequeued", "turn_started"]);
+  });
+});
+
+test("on-risk approvals: bash asks by a fresh ID; approval runs it; a denial completes it denied", async () => {
+  await withRig(async ({ fake, rt, next, cwd }) => {
+    fake.script([
+      { steps: [{ toolCall: { id: "c1", name: "bash", arguments: { command: "echo hi" } } }] },
+      { steps: [{ toolCall: { id: "c2", name: "bash", arguments: { command: "echo no" } } }] },
+      { steps: [{ text: "done" }] },
+    ]);
+    rt.submit("go");
+    const a1 = await next((e) => e.type === "approval_requested");
+    assert.ok(a1.type === "approval_requested");
+    assert.deepEqual([a1.callId, a1.name, a1.risk, a1.cwd, a1.summary], ["c1", "bash", "process", cwd, "Run shell command: echo hi"]);
+    assert.equal(rt.resolveApproval("not-an-id", true), false);
+    assert.equal(rt.resolveApproval(a1.approvalId, true), true);
+    assert.equal(rt.resolveApproval(a1.approvalId, true), false, "answered once");
+    const c1 = await next((e) => e.type === "tool_completed");
+    assert.ok(c1.type === "tool_completed" && c1.success && c1.output.includes("hi"));
+    const a2 = await next((e) => e.type === "approval_requested" && e.callId === "c2");
+    assert.ok(a2.type === "approval_requested" && a2.approvalId !== a1.approvalId);
+    rt.resolveApproval(a2.approvalId, false);
+    const c2 = await next((e) => e.type === "tool_completed" && e.callId === "c2");
+    assert.ok(c2.type === "tool_completed" && !c2.success && c2.error === "denied" && c2.output.includes("denied"));
+    const t = await next(terminal);
+    assert.ok(t.type === "turn_completed" && t.steps === 3);
+  });
+});
+
+test("cancel while an approval is pending withdraws it and the call ends cancelled", async () => {
+  await withRig(async ({ fake, rt, next }) => {
+    fake.script([{ steps: [{ toolCall: { id: "c1", name: "write", arguments: { path: "x.txt", content: "x" } } }] }]);
+    rt.submit("go");
+    const a = await next((e) => e.type === "approval_requested");
+    assert.ok(a.type === "approval_requested" && a.risk === "filesystem");
+    rt.cancel();
+    const w = await next((e) => e.type === "approval_resolved");
+    assert.ok(w.type === "approval_resolved" && w.cancelled);
+    assert.deepEqual(rt.pendingApprovals(), []);
+    const c = await next((e) => e.type === "tool_completed");
+    assert.ok(c.type === "tool_completed" && c.error === "cancelled");
+    assert.equal((await next(terminal)).type, "turn_cancelled");
+    assert.equal(rt.resolveApproval(a.approvalId, true), false);
+  });
+});
+
+test("steering reaches the model at the next step boundary as its own user message", async () => {
+  await withRig(
+    async ({ fake, rt, next }) => {
+      fake.script([{ steps: [{ toolCall: { id: "c1", name: "ls", arguments: {} } }] }, { steps: [{ text: "ok" }] }]);
+      rt.submit("list files");
+      await next((e) => e.type === "tool_proposed");
+      assert.equal(rt.steer("also count them"), true);
+      assert.equal((await next(terminal)).type, "turn_completed");
+      const body = fake.requests[1]?.json as { messages: Array<{ role: string; content: unknown }> };
+      const last = body.messages[body.messages.length - 1];
+      assert.equal(last?.role, "user");
+      assert.match(JSON.stringify(last?.content), /also count them/);
+    },
+    { approval: "never" },
+  );
+});
+
+test("clear empties the model context; a failed turn's next prompt stands alone", async () => {
+  await withRig(async ({ fake, rt, next, events }) => {
+    fake.script([{ status: 400, body: "{}" }]);
+    rt.submit("try the build again");
+    const f = await next(terminal);
+    assert.ok(f.type === "turn_failed" && f.code === "provider_error");
+    let from = events.length;
+    rt.submit("Actually, fix bar.c instead");
+    await next(terminal, from);
+    const body = fake.requests[fake.requests.length - 1]?.json as { messages: Array<{ role: string; content: unknown }> };
+    const users = body.messages.filter((m) => m.role === "user").map((m) => JSON.stringify(m.content));
+    assert.equal(users.length, 2, "the interrupted prompt and the new one are separate messages");
+    assert.match(users[1]!, /Actually, fix bar.c instead/);
+    assert.doesNotMatch(users[1]!, /try the build/);
+    assert.deepEqual(await rt.clear(), { ok: true });
+    from = events.length;
+    rt.submit("fresh");
+    await next(terminal, from);
+    const after = fake.requests[fake.requests.length - 1]?.json as { messages: Array<{ role: string }> };
+    assert.deepEqual(after.messages.filter((m) => m.role !== "system").length, 1);
+  });
+});
