@@ -5,7 +5,7 @@
  * `--no-browser`, the UI URL (token in the fragment) is printed on stdout for the user to open.
  */
 import { spawn } from "node:child_process";
-import { existsSync, openSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { resolveHome } from "../store/home.js";
@@ -38,6 +38,7 @@ async function findDaemon(stateDir: string): Promise<string | null> {
 /** Start a detached daemon (logs to `host/daemon.log`) and resolve with its ready line's UI URL. */
 function startDaemon(stateDir: string): Promise<string> {
   const bin = fileURLToPath(new URL("../../../bin/berth", import.meta.url));
+  mkdirSync(stateDir, { recursive: true, mode: 0o700 }); // a fresh home: the daemon tightens it again
   const logFd = openSync(join(stateDir, "daemon.log"), "a", 0o600);
   const child = spawn(process.execPath, [bin, "daemon", "--berth-runtime"], { detached: true, stdio: ["ignore", "pipe", logFd] });
   return new Promise((resolve, reject) => {

@@ -289,6 +289,13 @@ describe("web UI in Chromium", { skip }, () => {
       await page.goto(`${d.ready.http}/#token=${token}`);
       assert.equal(await outcome(d.ready.ahp, ["berth-ahp", `berth-token.${token}`]), "open");
       assert.equal(await outcome(d.ready.ahp, ["berth-ahp", "berth-token.wrong"]), "refused");
+      // The page itself with a wrong token, and with none, says what to do.
+      await page.goto(`${d.ready.http}/#token=wrong`);
+      await page.reload(); // a fragment-only change does not reload the page
+      await page.getByText("Cannot reach the daemon").waitFor();
+      await page.goto(`${d.ready.http}/`);
+      await page.reload();
+      await page.getByText("This page needs the daemon's token").waitFor();
     } finally {
       await page.close();
       evil.close();
@@ -361,6 +368,17 @@ describe("web UI in Chromium", { skip }, () => {
       await a.locator(".turn.done").getByText("Done.").waitFor();
       await a.locator('.tool[data-tool="tc1"] summary').click();
       await a.locator('.tool[data-tool="tc1"]').getByText("deployed 3 services").waitFor();
+
+      // Disposed by another client: the open view closes and the list drops it, live.
+      const { c } = await AhpClient.init({ ahpUrl: d.ready.ahp, token: d.ready.token } as unknown as HostHandle, ["ahp-root://"], "disposer");
+      try {
+        const r = await c.request("disposeSession", { channel: session });
+        assert.equal(r.result, null, JSON.stringify(r.error));
+      } finally {
+        c.close();
+      }
+      await a.getByText("Choose a session, or create one.").waitFor();
+      await b.locator(`[data-session="${session}"]`).waitFor({ state: "detached" });
       assert.deepEqual(problems, []);
     } finally {
       be.close();

@@ -136,13 +136,19 @@ export function App({ model, client }: { model: Model; client: AhpClient }) {
   const [open, setOpen] = useState<string | undefined>(undefined);
   const [creating, setCreating] = useState(false);
   useEffect(() => model.subscribe(rerender), []);
+  // A session removed elsewhere closes its view.
+  if (open && model.removed.has(open)) queueMicrotask(() => setOpen(undefined));
   useLayoutEffect(() => model.committed());
   const conn = model.conn;
   return (
     <div class={`app ${open ? "has-session" : ""}`}>
       {conn.status !== "open" ? (
         <div class={`banner ${conn.everOpen ? "lost" : ""}`} role="status" data-conn={conn.status}>
-          {conn.everOpen ? `Disconnected from the daemon${conn.detail ? ` (${conn.detail})` : ""}: reconnecting…` : "Connecting to the daemon…"}
+          {conn.everOpen
+            ? `Disconnected from the daemon${conn.detail ? ` (${conn.detail})` : ""}: reconnecting…`
+            : conn.status === "closed"
+              ? "Cannot reach the daemon: check that it is running and that this page was opened with the URL it printed (or `berth open`). Retrying…"
+              : "Connecting to the daemon…"}
         </div>
       ) : null}
       <SessionList model={model} selected={open} onOpen={setOpen} onNew={() => setCreating(true)} />

@@ -91,6 +91,8 @@ export class Model {
   sessionStates = new Map<string, SessionState>();
   chats = new Map<string, Chat>();
   notices: Notice[] = [];
+  /** Sessions removed while this page watched them (their views close). */
+  readonly removed = new Set<string>();
   /** Rendering lag of streamed deltas (ms): the oldest unrendered delta's wait until the next commit. */
   readonly perf = { deltas: 0, commits: 0, maxLagMs: 0, lastLagMs: 0, maxCommitMs: 0, listPaintedMs: -1 };
   private notifiedAt = 0;
@@ -185,6 +187,8 @@ export class Model {
       this.sessions = new Map([[sum.resource, sum], ...this.sessions]);
     } else if (method === "root/sessionRemoved") {
       this.sessions.delete(p.session as string);
+      this.removed.add(p.session as string);
+      this.sessionStates.delete(p.session as string);
       this.sessions = new Map(this.sessions);
     } else if (method === "root/sessionSummaryChanged") {
       const cur = this.sessions.get(p.session as string);
