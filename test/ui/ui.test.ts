@@ -386,4 +386,33 @@ describe("web UI in Chromium", { skip }, () => {
       await b.close();
     }
   });
+
+  test("UI-HISTORY: older turns are fetched on demand and shown above the newer ones", async () => {
+    const page = await browser.newPage({ viewport: DESKTOP });
+    const { be, reg } = await FakeBackend.session({ backendSocket: d.ready.backend_socket } as unknown as HostHandle, {
+      protocolVersion: 3,
+      sourceId: "ui-history",
+      title: "Long history",
+      chatCapabilities: { pagedHistory: true },
+      historyNextCursor: "older-1",
+      history: [{ id: "h2", userText: "the newer question", responseText: "the newer answer" }],
+    });
+    try {
+      await page.goto(d.ready.ui);
+      await page.locator(`[data-session="${reg.session as string}"]`).click();
+      await page.getByText("the newer answer").waitFor();
+      await page.getByRole("button", { name: "Load earlier turns" }).click();
+      const cmd = await be.next((f) => f.type === "command" && (f.command as Json).type === "fetch_turns", "fetch_turns", 10_000);
+      assert.equal((cmd.command as Json).cursor, "older-1");
+      be.send({ type: "event", session: reg.session, event: { type: "turns_loaded", turns: [{ id: "h1", userText: "the first question", responseText: "the first answer" }] } });
+      be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
+      await page.getByText("the first answer").waitFor();
+      const order = await page.locator(".turn.done .user-msg").allInnerTexts();
+      assert.deepEqual(order, ["the first question", "the newer question"]);
+      await page.getByRole("button", { name: "Load earlier turns" }).waitFor({ state: "detached" });
+    } finally {
+      be.close();
+      await page.close();
+    }
+  });
 });

@@ -39,6 +39,8 @@ export interface Chat {
   activeTurn?: Turn;
   steeringMessage?: Pending;
   queuedMessages: Pending[];
+  /** Present while older turns can be fetched (`fetchTurns`). */
+  turnsNextCursor?: string;
   /** Bumped on every change, for views that memoize on it. */
   rev: number;
 }
@@ -365,6 +367,7 @@ export function reduceChat(c: Chat, a: Json): void {
     case "chat/turnsLoaded": {
       const have = new Set(c.turns.map((x) => x.id));
       c.turns = [...(a.turns as Turn[]).filter((x) => !have.has(x.id)), ...c.turns];
+      c.turnsNextCursor = typeof a.turnsNextCursor === "string" ? a.turnsNextCursor : undefined;
       return;
     }
   }

@@ -234,6 +234,23 @@ function Composer({ chat, client }: { chat: Chat; client: AhpClient }) {
   );
 }
 
+function LoadEarlier({ chat, client, model }: { chat: Chat; client: AhpClient; model: Model }) {
+  const [busy, setBusy] = useState(false);
+  if (!chat.turnsNextCursor) return null;
+  const load = () => {
+    setBusy(true);
+    client
+      .request("fetchTurns", { channel: chat.resource, cursor: chat.turnsNextCursor })
+      .catch((e: unknown) => model.notify(`cannot load earlier turns: ${e instanceof Error ? e.message : String(e)}`))
+      .finally(() => setBusy(false));
+  };
+  return (
+    <button class="load-earlier" disabled={busy} onClick={load}>
+      {busy ? "Loading…" : "Load earlier turns"}
+    </button>
+  );
+}
+
 export function SessionView({ model, client, uri, onBack }: { model: Model; client: AhpClient; uri: string; onBack: () => void }) {
   const session: SessionState | undefined = model.sessionStates.get(uri);
   const summary = model.sessions.get(uri);
@@ -286,6 +303,7 @@ export function SessionView({ model, client, uri, onBack }: { model: Model; clie
       <div class="transcript" ref={scroller} onScroll={onScroll} aria-live="polite">
         {chat ? (
           <>
+            <LoadEarlier chat={chat} client={client} model={model} />
             {chat.turns.map((t) => (
               <DoneTurn key={t.id} turn={t} chat={chat.resource} client={client} active={false} />
             ))}
