@@ -16,6 +16,7 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { readFileSync, writeFileSync } from "node:fs";
+import { loadavg } from "node:os";
 import { join } from "node:path";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { AhpClient, FakeBackend, type Json } from "../host/helpers.js";
@@ -254,6 +255,7 @@ describe("web UI in Chromium", { skip }, () => {
         streamMaxRenderLagTargetMs: 100,
         streamMaxCommitMs: Math.round(stream.maxCommitMs! * 10) / 10,
         answerWords: words,
+        loadavg1m: Math.round(loadavg()[0]! * 10) / 10,
       };
       writeFileSync(artifactPath("perf.json"), JSON.stringify(perf, null, 2) + "\n");
       t.diagnostic(`ui perf: ${JSON.stringify(perf)}`);

@@ -74,6 +74,24 @@ export function highlight(code: string, lang: string): ComponentChildren[] {
   return out;
 }
 
+const RUN = 4096;
+/** Split at the first whitespace at or after each multiple of RUN (stable under appending). */
+function runs(text: string): string[] {
+  const out: string[] = [];
+  let start = 0;
+  let target = RUN;
+  while (target < text.length) {
+    const ws = text.slice(target).search(/\s/);
+    if (ws === -1) break;
+    const cut = target + ws + 1;
+    out.push(text.slice(start, cut));
+    start = cut;
+    target = Math.max(cut, target + RUN);
+  }
+  out.push(text.slice(start));
+  return out;
+}
+
 /** Render markdown `src` to elements. Safe for untrusted input (no HTML is ever interpreted). */
 export function Markdown({ src }: { src: string }): JSX.Element {
   const blocks: ComponentChildren[] = [];
@@ -82,7 +100,13 @@ export function Markdown({ src }: { src: string }): JSX.Element {
   let key = 0;
   let para: string[] = [];
   const flush = () => {
-    if (para.length) blocks.push(<p key={key++}>{inline(para.join("\n"))}</p>);
+    if (para.length) {
+      const text = para.join("\n");
+      if (text.length <= RUN) blocks.push(<p key={key++}>{inline(text)}</p>);
+      // A very long paragraph (a streaming answer) is laid out in runs whose boundaries never
+      // move as text is appended, so each frame re-lays out only the last run.
+      else for (const run of runs(text)) blocks.push(<p key={key++} class="run">{inline(run)}</p>);
+    }
     para = [];
   };
   while (i < lines.length) {
