@@ -31,12 +31,16 @@ const PHONE = { width: 390, height: 844 };
 /** Test-only network fault: the page's sockets are recorded, and new ones can be made to fail. */
 const SOCKET_TAP = `(() => {
   const Real = window.WebSocket;
-  const tap = { socks: [], block: false };
+  const tap = { socks: [], block: false, mute: false };
   window.__uiTest = tap;
   window.WebSocket = class extends Real {
     constructor(url, protocols) {
       super(tap.block ? String(url).replace(/\\/ahp$/, "/blocked") : url, protocols);
       tap.socks.push(this);
+    }
+    // A link that silently drops what the page sends (a sleeping laptop's half-open socket).
+    send(data) {
+      if (!tap.mute) super.send(data);
     }
   };
 })();`;
@@ -415,6 +419,28 @@ describe("web UI in Chromium", { skip }, () => {
     } finally {
       be.close();
       await page.close();
+    }
+  });
+
+  test("UI-LIVENESS: a socket that stops answering (a waking laptop) is dropped and replaced", async () => {
+    const ctx = await browser.newContext({ viewport: PHONE });
+    await ctx.addInitScript(SOCKET_TAP);
+    const page = await ctx.newPage();
+    try {
+      await page.goto(d.ready.ui);
+      await page.locator(".list .bar").waitFor();
+      await page.locator(".banner").waitFor({ state: "detached" });
+      // The link goes quiet without closing; the browser reports the network is back.
+      await page.evaluate("(() => { globalThis.__uiTest.mute = true; dispatchEvent(new Event('online')); })()");
+      await page.locator(".banner").getByText("no answer from the daemon").waitFor({ timeout: 20_000 });
+      await page.evaluate("globalThis.__uiTest.mute = false");
+      await page.locator(".banner").waitFor({ state: "detached", timeout: 20_000 });
+      const socks = (await page.evaluate("globalThis.__uiTest.socks.length")) as number;
+      assert.ok(socks >= 2, "a fresh socket replaced the dead one (more if a muted handshake also timed out)");
+      // The page works on the new socket: the list is read again after the reconnect.
+      await page.locator(".list .item").first().waitFor();
+    } finally {
+      await ctx.close();
     }
   });
 });

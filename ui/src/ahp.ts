@@ -36,6 +36,10 @@ export const ROOT = "ahp-root://";
 const AHP_SUBPROTOCOL = "berth-ahp";
 const TOKEN_SUBPROTOCOL_PREFIX = "berth-token.";
 const BACKOFF_MS = [250, 500, 1000, 2000, 5000];
+/** A socket is probed this often, and on `online` / the page becoming visible (a waking laptop). */
+const HEARTBEAT_MS = 30_000;
+/** A probe unanswered this long means the connection is dead even if the socket says open. */
+const PROBE_TIMEOUT_MS = 5_000;
 
 export class RpcFailure extends Error {
   constructor(
@@ -60,12 +64,53 @@ export class AhpClient {
   private attempts = 0;
   private stopped = false;
   private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  private probing = false;
 
   constructor(
     private readonly token: string,
     private readonly h: AhpHandlers,
     private readonly url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ahp`,
   ) {}
+
+  /** Start probing for dead connections; call once. */
+  watchLiveness(): void {
+    setInterval(() => void this.probe(), HEARTBEAT_MS);
+    addEventListener("online", () => void this.probe());
+    document.addEventListener("visibilitychange", () => {
+      if (document.visibilityState === "visible") void this.probe();
+    });
+  }
+
+  /** Ping; if no answer arrives in time, drop the socket and reconnect. */
+  async probe(): Promise<void> {
+    const ws = this.ws;
+    if (!ws || this.status !== "open" || this.probing) return;
+    this.probing = true;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<"timeout">((r) => (timer = setTimeout(() => r("timeout"), PROBE_TIMEOUT_MS)));
+    try {
+      const r = await Promise.race([this.request("ping", {}).then(() => "ok" as const, () => "error" as const), timeout]);
+      if (r === "timeout" && this.ws === ws) this.dropped(ws, "no answer from the daemon");
+    } finally {
+      clearTimeout(timer);
+      this.probing = false;
+    }
+  }
+
+  /** Forget `ws` (its close may never complete on a dead link) and start reconnecting. */
+  private dropped(ws: WebSocket, detail: string): void {
+    if (this.ws !== ws) return;
+    this.ws = null;
+    for (const p of this.pending.values()) p.reject(new Error("connection lost"));
+    this.pending.clear();
+    this.setStatus("closed", detail);
+    try {
+      ws.close();
+    } catch {
+      /* already closing */
+    }
+    this.retry();
+  }
 
   connect(): void {
     this.setStatus("connecting");
@@ -82,14 +127,7 @@ export class AhpClient {
       void this.handshake(ws);
     };
     ws.onmessage = (ev) => this.onMessage(typeof ev.data === "string" ? ev.data : "");
-    ws.onclose = (ev) => {
-      if (this.ws !== ws) return;
-      this.ws = null;
-      for (const p of this.pending.values()) p.reject(new Error("connection lost"));
-      this.pending.clear();
-      this.setStatus("closed", ev.code === 1006 ? "connection lost" : `closed (${ev.code})`);
-      this.retry();
-    };
+    ws.onclose = (ev) => this.dropped(ws, ev.code === 1006 ? "connection lost" : `closed (${ev.code})`);
   }
 
   /** Drop the socket without retrying (page unload). */
@@ -112,7 +150,7 @@ export class AhpClient {
   private async handshake(ws: WebSocket): Promise<void> {
     try {
       if (!this.initialized) {
-        const r = (await this.request("initialize", {
+        const r = (await this.timed("initialize", {
           protocolVersions: ["1.0.0"],
           clientId: this.clientId,
           clientInfo: { name: "berth-web-ui" },
@@ -123,7 +161,7 @@ export class AhpClient {
         this.lastSeq = r.serverSeq;
         this.h.onInit(r.snapshots);
       } else {
-        const r = (await this.request("reconnect", {
+        const r = (await this.timed("reconnect", {
           clientId: this.clientId,
           lastSeenServerSeq: this.lastSeq,
           subscriptions: [...this.subscriptions],
@@ -137,8 +175,7 @@ export class AhpClient {
       this.attempts = 0;
       this.setStatus("open");
     } catch (e) {
-      this.setStatus("closed", e instanceof Error ? e.message : String(e));
-      ws.close();
+      this.dropped(ws, e instanceof Error ? e.message : String(e));
     }
   }
 
@@ -163,6 +200,15 @@ export class AhpClient {
       if (env.serverSeq > this.lastSeq) this.lastSeq = env.serverSeq;
       this.h.onEnvelope(env);
     } else if (typeof msg.method === "string") this.h.onRootNotification(msg.method, (msg.params ?? {}) as Json);
+  }
+
+  /** A request that fails if unanswered within PROBE_TIMEOUT_MS (a dead link never answers). */
+  private timed(method: string, params: Json): Promise<unknown> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    return Promise.race([
+      this.request(method, params),
+      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("no answer from the daemon")), PROBE_TIMEOUT_MS))),
+    ]).finally(() => clearTimeout(timer));
   }
 
   request(method: string, params: Json): Promise<unknown> {

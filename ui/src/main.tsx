@@ -47,6 +47,7 @@ if (!token) {
   });
   (globalThis as unknown as { __berth: unknown }).__berth = { perf: model.perf };
   client.connect(); // the socket opens while the first render runs
+  client.watchLiveness();
   render(<App model={model} client={client} />, root);
   addEventListener("pagehide", () => client.stop());
 }

@@ -163,7 +163,9 @@ export class Model {
   }
 
   setConn(status: ConnStatus, detail?: string): void {
-    this.conn = { status, everOpen: this.conn.everOpen || status === "open", ...(detail ? { detail } : {}) };
+    // While reconnecting, keep showing why the last connection was lost.
+    const why = detail ?? (status === "connecting" ? this.conn.detail : undefined);
+    this.conn = { status, everOpen: this.conn.everOpen || status === "open", ...(why ? { detail: why } : {}) };
     this.changed();
   }
 
