@@ -393,13 +393,13 @@ describe("web UI in Chromium", { skip }, () => {
     }
   });
 
-  test("UI-HISTORY: older turns are fetched on demand and shown above the newer ones", async () => {
+  test("UI-HISTORY: older turns are fetched on demand and shown above the newer ones; a forked chat is a tab", async () => {
     const page = await browser.newPage({ viewport: DESKTOP });
     const { be, reg } = await FakeBackend.session({ backendSocket: d.ready.backend_socket } as unknown as HostHandle, {
       protocolVersion: 3,
       sourceId: "ui-history",
       title: "Long history",
-      chatCapabilities: { pagedHistory: true },
+      chatCapabilities: { pagedHistory: true, create: true, fork: true },
       historyNextCursor: "older-1",
       history: [{ id: "h2", userText: "the newer question", responseText: "the newer answer" }],
     });
@@ -416,6 +416,23 @@ describe("web UI in Chromium", { skip }, () => {
       const order = await page.locator(".turn.done .user-msg").allInnerTexts();
       assert.deepEqual(order, ["the first question", "the newer question"]);
       await page.getByRole("button", { name: "Load earlier turns" }).waitFor({ state: "detached" });
+
+      // A chat forked by another client appears as a tab, with the history it was forked from.
+      const { c } = await AhpClient.init({ ahpUrl: d.ready.ahp, token: d.ready.token } as unknown as HostHandle, ["ahp-root://"], "forker");
+      try {
+        const fork = c.request("createChat", { channel: reg.session, chat: "ahp-chat:/ui-fork", title: "Fork", source: { kind: "fork", chat: reg.chat, turnId: "h2" } });
+        const fc = await be.next((f) => f.type === "command" && (f.command as Json).type === "create_chat", "create_chat", 10_000);
+        be.send({ type: "command_result", commandId: fc.commandId, accepted: true });
+        assert.equal((await fork).result, null);
+      } finally {
+        c.close();
+      }
+      const tabs = page.getByRole("navigation", { name: "Chats" });
+      await tabs.getByRole("button", { name: "Fork" }).click();
+      await tabs.locator("button.on").getByText("Fork").waitFor();
+      await page.locator(".transcript").getByText("the newer answer").waitFor();
+      // The fork holds the history through its source turn (including the turn loaded earlier).
+      assert.deepEqual(await page.locator(".turn.done .user-msg").allInnerTexts(), ["the first question", "the newer question"]);
     } finally {
       be.close();
       await page.close();
