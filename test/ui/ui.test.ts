@@ -79,6 +79,8 @@ const SHOWCASE_MD = [
   "- `npm test` runs everything",
   "- [the docs](https://example.invalid/docs) explain the rest; [this](javascript:alert(1)) is not a link",
   "",
+  'Raw HTML stays text: <img src="x" onerror="alert(1)"> <script>alert(2)</script>',
+  "",
 ].join("\n");
 
 const transcript = (page: Page) => page.locator(".transcript");
@@ -210,6 +212,8 @@ describe("web UI in Chromium", { skip }, () => {
       const bashCard = page.locator(".tool.tool-pending-confirmation");
       await bashCard.waitFor();
       assert.equal(await page.locator(".user-msg b").count(), 0, "raw HTML in a message is shown as text");
+      assert.equal(await page.locator(".md img, .md script, .transcript [onerror]").count(), 0, "raw HTML in an answer is never markup");
+      await page.locator(".md").getByText('<img src="x" onerror="alert(1)">', { exact: false }).waitFor();
       assert.equal(await page.locator(".md pre.code .tok-keyword").count() > 0, true, "code blocks are highlighted");
       assert.equal(await page.locator(".md a[href^='javascript']").count(), 0, "unsafe links are not rendered as links");
       assert.equal(await page.locator(".reasoning[open]").count(), 0, "reasoning is collapsed");
