@@ -124,7 +124,9 @@ export async function runDaemon(argv: string[]): Promise<number> {
         },
       );
     };
-    process.once("SIGTERM", () => stop("SIGTERM"));
-    process.once("SIGINT", () => stop("SIGINT"));
+    // `on`, not `once`: a repeated signal during shutdown is ignored (stop runs once) instead of
+    // killing the process by the default action before the store is flushed and the lock released.
+    process.on("SIGTERM", () => stop("SIGTERM"));
+    process.on("SIGINT", () => stop("SIGINT"));
   });
 }
