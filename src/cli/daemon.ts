@@ -13,7 +13,7 @@ const RUNTIME_READY_MS = 10_000;
 /** Start the in-process Berth runtime backend; resolves with its close function. */
 async function startRuntime(handle: HostHandle): Promise<() => Promise<void>> {
   const [{ BerthRuntimeBackend }, { Agent }, { SessionManager, SessionStore }, home] = await Promise.all([
-    import("../protocols/host/adapters/berth-runtime.js"),
+    import("../backends/berth/backend.js"),
     import("../runtime/agent.js"),
     import("../store/sessions/index.js"),
     import("../store/home.js"),

@@ -13,7 +13,7 @@ import { withBerth } from "./berth-rig.js";
 import { startHost } from "../../src/protocols/host/host.js";
 import { ActionLog } from "../../src/protocols/host/action-log.js";
 import { REPLAY_BYTES_LIMIT } from "../../src/protocols/host/model.js";
-import { localDirectoryFromUri } from "../../src/protocols/host/working-dir.js";
+import { localDirectoryFromUri } from "../../src/store/host/working-dir.js";
 import { MAX_INBOUND_DEPTH } from "../../src/protocols/host/inbound.js";
 
 const nested = (depth: number): unknown => JSON.parse(deepText(depth));
