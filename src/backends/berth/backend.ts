@@ -28,7 +28,7 @@ import { BerthRegistry, type BerthRegistryEntry as RegistryEntry } from "../../s
 import { HostProjection } from "./projection.js";
 import { localDirectoryFromUri } from "../../store/host/working-dir.js";
 
-type Json = Record<string, unknown>;
+import type { Json } from "../../core/json-bounds.js";
 
 export const PROVIDER_ID = "berth";
 const PROTOCOL_VERSION = 9;

@@ -12,7 +12,7 @@
  */
 import type { SessionEvent } from "../../runtime/session/index.js";
 
-type Json = Record<string, unknown>;
+import type { Json } from "../../core/json-bounds.js";
 
 /** Emit one session event; a returned promise resolves when the socket accepted more data. */
 export type EmitEvent = (event: Json) => void | Promise<void>;

@@ -23,7 +23,7 @@ import { randomId } from "../../core/random-id.js";
 import { isPlainObject } from "../../core/json-bounds.js";
 import { SessionHub, type AdmissionError, type SessionEvent, type TurnRunner } from "../../runtime/session/index.js";
 import { isValidSessionId, type HistoryBounds, type SessionManager } from "../../store/sessions/index.js";
-import type { ErrorCode } from "../../core/errors.js";
+import type { ErrorCode } from "./errors.js";
 import { onlyKeys, type RequestContext, type MethodDescriptor, type MethodFamily, type ParseResult } from "./descriptor.js";
 import { TurnStream } from "./turn-events.js";
 

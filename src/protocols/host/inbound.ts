@@ -40,6 +40,27 @@ export function inboundViolation(value: unknown): string | null {
   return null;
 }
 
+/**
+ * The same bound checked on JSON text before it is parsed: brackets outside strings are the
+ * containers of the value it would parse to. Null when the text nests no deeper than
+ * MAX_INBOUND_DEPTH (malformed text is left for the parser to refuse).
+ */
+export function textNestingViolation(text: string): string | null {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > MAX_INBOUND_DEPTH) return `message nests deeper than ${MAX_INBOUND_DEPTH} levels`;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return null;
+}
+
 /** Longest piece of peer input an error message may quote. */
 export const MAX_ECHO = 64;
 
