@@ -82,6 +82,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
       return 2;
     }
   }
+  containCrashes((m) => process.stderr.write(`berth daemon: ${m}\n`));
   let handle: HostHandle;
   try {
     handle = await startHost({ home: resolveHome(process.env), host: listen.host, port: listen.port });
@@ -99,7 +100,6 @@ export async function runDaemon(argv: string[]): Promise<number> {
       return 1;
     }
   }
-  containCrashes((m) => process.stderr.write(`berth daemon: ${m}\n`));
   process.stdout.write(handle.readyLine() + "\n");
   return await new Promise<number>((resolveExit) => {
     let stopping = false;
