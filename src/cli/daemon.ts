@@ -17,7 +17,7 @@ const RUNTIME_READY_MS = 10_000;
 /** Start the in-process Berth runtime backend; resolves with its close function. */
 async function startRuntime(handle: HostHandle): Promise<() => Promise<void>> {
   const [{ BerthRuntimeBackend }, { Agent }, { SessionManager, SessionStore }, home] = await Promise.all([
-    import("../protocols/host/adapters/berth-runtime.js"),
+    import("../backends/berth/backend.js"),
     import("../runtime/agent.js"),
     import("../store/sessions/index.js"),
     import("../store/home.js"),
@@ -95,6 +95,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
       `berth daemon: WARNING: listening on ${listen.host}, not loopback: anyone who can reach this port and learns the token controls your sessions (plain HTTP, no TLS)\n`,
     );
   }
+  containCrashes((m) => process.stderr.write(`berth daemon: ${m}\n`));
   let handle: HostHandle;
   try {
     handle = await startHost({ home: resolveHome(process.env), host: listen.host, port: listen.port });
@@ -112,7 +113,6 @@ export async function runDaemon(argv: string[]): Promise<number> {
       return 1;
     }
   }
-  containCrashes((m) => process.stderr.write(`berth daemon: ${m}\n`));
   process.stdout.write(handle.readyLine() + "\n");
   // The token is shown only to a person at a terminal: a redirected stderr is a log file.
   if (process.stderr.isTTY) process.stderr.write(`berth daemon: web UI at ${handle.uiUrl}\n`);
@@ -148,7 +148,9 @@ export async function runDaemon(argv: string[]): Promise<number> {
         },
       );
     };
-    process.once("SIGTERM", () => stop("SIGTERM"));
-    process.once("SIGINT", () => stop("SIGINT"));
+    // `on`, not `once`: a repeated signal during shutdown is ignored (stop runs once) instead of
+    // killing the process by the default action before the store is flushed and the lock released.
+    process.on("SIGTERM", () => stop("SIGTERM"));
+    process.on("SIGINT", () => stop("SIGINT"));
   });
 }

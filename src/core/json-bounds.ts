@@ -3,7 +3,16 @@
  * object fields, and string/key UTF-8 bytes. Returns an outcome; never throws.
  * The walk is iterative so hostile nesting cannot exhaust the stack.
  */
-import type { JsonBounds } from "./limits.js";
+/** A decoded JSON object (the one name for it across layers). */
+export type Json = Record<string, unknown>;
+
+/** Bounds of a bounded JSON walk (each protocol picks its own numbers). */
+export interface JsonBounds {
+  maxDepth: number;
+  maxArrayItems: number;
+  maxObjectFields: number;
+  maxStringBytes: number;
+}
 import { utf8Length } from "./utf8.js";
 
 export type BoundsViolation = "depth" | "array_items" | "object_fields" | "string_bytes" | "key_bytes";

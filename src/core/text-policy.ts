@@ -31,18 +31,26 @@ export function sanitizeText(s: string): string {
   return wellFormed(out) ? out : out.replace(LONE_SURROGATE, "\uFFFD");
 }
 
+/**
+ * The table of credential shapes, the one place they are listed. `token`: the whole token as it appears in text
+ * (redacted by `redactSecrets`); `prefix`: how an identifier that starts like one looks (refused as an ID by
+ * `looksSecret` consumers, e.g. catalog IDs). A null side does not apply.
+ */
+export const SECRET_SHAPES: ReadonlyArray<{ token: string | null; prefix: RegExp | null }> = [
+  { token: String.raw`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`, prefix: null },
+  { token: String.raw`\b(?:sk|pk|rk)-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,}`, prefix: /^(?:sk|pk|rk)[-_]/i },
+  { token: String.raw`\bgh[pousr]_[A-Za-z0-9]{20,}\b`, prefix: /^gh[pousr]_/i },
+  { token: String.raw`\bgithub_pat_[A-Za-z0-9_]{20,}\b`, prefix: /^github_pat_/i },
+  { token: String.raw`\bxox[abposr]-[A-Za-z0-9-]{10,}\b`, prefix: /^xox[abprs]-/i },
+  { token: String.raw`\bA(?:KIA|SIA)[0-9A-Z]{16}\b`, prefix: /^AKIA[0-9A-Z]{8}/ },
+  { token: String.raw`\bAIza[0-9A-Za-z_-]{35}\b`, prefix: /^AIza[0-9A-Za-z_-]{10}/ },
+  { token: String.raw`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`, prefix: /^eyJ[A-Za-z0-9_-]{8}/ },
+  { token: null, prefix: /^glpat-/i },
+];
+
 /** One pass for the token shapes that are replaced whole. */
 const SECRET_TOKENS = new RegExp(
-  [
-    String.raw`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`,
-    String.raw`\b(?:sk|pk|rk)-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,}`,
-    String.raw`\bgh[pousr]_[A-Za-z0-9]{20,}\b`,
-    String.raw`\bgithub_pat_[A-Za-z0-9_]{20,}\b`,
-    String.raw`\bxox[abposr]-[A-Za-z0-9-]{10,}\b`,
-    String.raw`\bA(?:KIA|SIA)[0-9A-Z]{16}\b`,
-    String.raw`\bAIza[0-9A-Za-z_-]{35}\b`,
-    String.raw`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`,
-  ].join("|"),
+  SECRET_SHAPES.flatMap((s) => (s.token !== null ? [s.token] : [])).join("|"),
   "g",
 );
 /** Keeps the scheme/key name, redacts the value. */

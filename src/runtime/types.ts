@@ -3,9 +3,8 @@
  * Nothing here knows which wire protocol (app-service, SCV, host) drives a turn.
  */
 
-/** The six reasoning choices the wire knows. */
-export const THINKING_LEVELS = ["default", "low", "medium", "high", "x_high", "max"] as const;
-export type ThinkingLevel = (typeof THINKING_LEVELS)[number];
+export { THINKING_LEVELS, type ThinkingLevel } from "../core/thinking.js";
+import type { ThinkingLevel } from "../core/thinking.js";
 
 export interface TextPart { type: "text"; text: string }
 /** An image attachment; passed only to providers whose model accepts images. */

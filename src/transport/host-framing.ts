@@ -1,9 +1,11 @@
 /**
- * Generic LF-delimited JSON framing for stream sockets. Knows nothing of sessions.
- * A frame is one UTF-8 JSON object followed by "\n". The limit counts the delimiter.
- * An oversized frame is never skipped: the reader reports it and stops reading.
+ * LF-delimited JSON frames on stream sockets (the host's backend wire), on the one framing module
+ * (`jsonl.ts` `LineSplitter`, oversize policy `stop`). Knows nothing of sessions.
+ * A frame is one UTF-8 JSON object followed by "\n". The limit counts the delimiter. An oversized frame is
+ * never skipped: the reader reports it (`bytes`: at least limit + 1) and stops reading.
  */
 import type { Socket } from "node:net";
+import { decodeRecord, LineSplitter } from "./jsonl.js";
 
 export const DEFAULT_FRAME_LIMIT = 16 * 1024 * 1024;
 
@@ -20,67 +22,35 @@ export interface LineReaderOptions {
   onError: (err: FrameError) => void;
 }
 
-const decoder = new TextDecoder("utf-8", { fatal: true });
-
 /** Attach an LF-JSON reader to a socket. Returns a function that stops reading. */
 export function attachLineReader(socket: Socket, opts: LineReaderOptions): () => void {
   const limit = opts.limit ?? DEFAULT_FRAME_LIMIT;
-  let chunks: Buffer[] = [];
-  let pending = 0;
+  const splitter = new LineSplitter(limit, { oversize: "stop" });
   let stopped = false;
-  const stop = () => {
+  const stop = (): void => {
     stopped = true;
-    chunks = [];
     socket.off("data", onData);
   };
-  const fail = (err: FrameError) => {
+  const fail = (err: FrameError): void => {
     if (stopped) return;
     stop();
     opts.onError(err);
   };
-  const deliver = (buf: Buffer) => {
-    let text: string;
-    try {
-      text = decoder.decode(buf);
-    } catch {
-      return fail({ kind: "utf8" });
-    }
-    let v: unknown;
-    try {
-      v = JSON.parse(text);
-    } catch (e) {
-      return fail({ kind: "json", message: e instanceof Error ? e.message : String(e) });
-    }
-    if (v === null || typeof v !== "object" || Array.isArray(v)) return fail({ kind: "not_object" });
-    opts.onFrame(v as Record<string, unknown>);
-  };
-  function onData(data: Buffer) {
-    let start = 0;
-    while (!stopped) {
-      const nl = data.indexOf(10, start);
-      if (nl === -1) {
-        const rest = data.length - start;
-        if (rest > 0) {
-          // Without its delimiter the frame already needs pending + rest + 1 bytes.
-          if (pending + rest + 1 > limit) return fail({ kind: "oversize", bytes: pending + rest + 1, limit });
-          chunks.push(start === 0 ? data : data.subarray(start));
-          pending += rest;
-        }
-        return;
+  function onData(data: Buffer): void {
+    for (const f of splitter.push(data)) {
+      if (stopped) return;
+      if (f.kind === "too_large") return fail({ kind: "oversize", bytes: limit + 1, limit });
+      if (f.bytes.length === 0) continue; // blank keep-alive line
+      const text = decodeRecord(f.bytes);
+      if (text === null) return fail({ kind: "utf8" });
+      let v: unknown;
+      try {
+        v = JSON.parse(text);
+      } catch (e) {
+        return fail({ kind: "json", message: e instanceof Error ? e.message : String(e) });
       }
-      const partLen = nl - start;
-      if (pending + partLen + 1 > limit) return fail({ kind: "oversize", bytes: pending + partLen + 1, limit });
-      let frame: Buffer;
-      if (chunks.length === 0) frame = data.subarray(start, nl);
-      else {
-        chunks.push(data.subarray(start, nl));
-        frame = Buffer.concat(chunks, pending + partLen);
-        chunks = [];
-        pending = 0;
-      }
-      start = nl + 1;
-      if (frame.length === 0) continue; // blank keep-alive line
-      deliver(frame);
+      if (v === null || typeof v !== "object" || Array.isArray(v)) return fail({ kind: "not_object" });
+      opts.onFrame(v as Record<string, unknown>);
     }
   }
   socket.on("data", onData);

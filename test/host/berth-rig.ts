@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { berthHomeFor, until, withHost, type AhpClient, type Json } from "./helpers.js";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
-import { startBerthRuntime, type BerthRuntimeBackend } from "../../src/protocols/host/adapters/berth-runtime.js";
+import { startBerthRuntime, type BerthRuntimeBackend } from "../../src/backends/berth/backend.js";
 import { Agent } from "../../src/runtime/agent.js";
 import { SessionManager, SessionStore } from "../../src/store/sessions/index.js";
 import type { HostHandle } from "../../src/protocols/host/host.js";

@@ -1,12 +1,23 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { get as httpGet } from "node:http";
 import { AhpClient, FakeBackend, until, withHost, type Json } from "./helpers.js";
 
 const LIMIT = 16 * 1024 * 1024;
-const get = async (url: string, token?: string) => {
-  const r = await fetch(url, token ? { headers: { authorization: `Bearer ${token}` } } : {});
-  return { status: r.status, text: await r.text() };
-};
+/**
+ * One GET on a fresh connection. Not `fetch`: its pooled keep-alive socket may be one the server is closing
+ * (idle timeout) when the next request goes out, which fails as "fetch failed" on a busy machine.
+ */
+const get = (url: string, token?: string) =>
+  new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const req = httpGet(url, { agent: false, headers: token ? { authorization: `Bearer ${token}` } : {} }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+  });
 
 test("/providers: bearer-authenticated, bounded identities, readiness and receipt age, completeness", () =>
   withHost(async (h) => {

@@ -70,24 +70,52 @@ test("finding: /status answered any Host (DNS rebinding); every route and the up
   }));
 
 test("finding: 562 idle unauthenticated TCP connections exhausted descriptors; pre-auth connections are capped and time out", async () => {
-  const h = await startHost({ home: tempHome(), log: () => {}, preAuthIdleMs: 300 });
+  // A long idle timeout here, so only the cap can drop a connection in the first part.
+  const h = await startHost({ home: tempHome(), log: () => {}, preAuthIdleMs: 120_000 });
   const idle: Socket[] = [];
+  const closed = new Set<number>();
+  const open = async (port = h.port) => {
+    const s = connect(port, "127.0.0.1");
+    const i = idle.push(s) - 1;
+    s.on("error", () => {});
+    s.on("close", () => closed.add(i));
+    await new Promise<void>((r) => s.once("connect", () => r()));
+  };
   try {
-    for (let i = 0; i < MAX_PREAUTH_CONNECTIONS + 40; i++) {
-      const s = connect(h.port, "127.0.0.1");
-      s.on("error", () => {});
-      idle.push(s);
-      await new Promise<void>((r) => s.once("connect", () => r()));
-    }
-    // Past the cap the oldest pre-auth connections were dropped; the listener still answers.
-    await until(() => idle.filter((s) => s.destroyed || s.readableEnded).length >= 40, 5000, "the oldest idle connections dropped");
+    // Exactly at the cap nobody is dropped; one past it, exactly the oldest is.
+    for (let i = 0; i < MAX_PREAUTH_CONNECTIONS; i++) await open();
+    await open();
+    await until(() => closed.has(0), 5000, "the oldest pre-auth connection dropped");
+    // idle[1] is still served (an HTTP request on it), so the listener processed the eviction and
+    // nothing else was dropped.
+    const answer = await new Promise<string>((resolve) => {
+      let b = "";
+      idle[1]!.on("data", (d: Buffer) => {
+        b += d.toString();
+        if (b.includes("\r\n\r\n") && b.includes("}")) resolve(b);
+      });
+      idle[1]!.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${h.port}\r\n\r\n`);
+    });
+    assert.match(answer, /^HTTP\/1\.1 200/);
+    assert.deepEqual([...closed], [0], "only the oldest was dropped");
+    for (let i = 0; i < 40; i++) await open();
+    await until(() => closed.size >= 41, 5000, "the oldest dropped past the cap");
     assert.equal((await get(h.port, "/healthz", { host: `127.0.0.1:${h.port}` })).status, 200);
-    const { c } = await AhpClient.init(h);
-    // The rest time out while idle; an authenticated AHP connection does not.
-    for (const s of idle) s.on("close", () => {});
-    await until(() => idle.every((s) => s.destroyed || s.readableEnded), 10_000, "idle pre-auth connections timed out");
-    assert.equal((await c.request("ping")).result, null, "authenticated clients are not timed out");
-    c.close();
+    const { c: first } = await AhpClient.init(h);
+    assert.equal((await first.request("ping")).result, null, "an AHP client still gets in");
+    first.close();
+    // Idle pre-auth connections time out; an authenticated AHP connection does not.
+    const h2 = await startHost({ home: tempHome(), log: () => {}, preAuthIdleMs: 200 });
+    try {
+      const { c } = await AhpClient.init(h2);
+      const before = idle.length;
+      for (let i = 0; i < 5; i++) await open(h2.port);
+      await until(() => [...Array(5).keys()].every((k) => closed.has(before + k)), 10_000, "idle pre-auth connections timed out");
+      assert.equal((await c.request("ping")).result, null, "the authenticated client outlived the idle timeout");
+      c.close();
+    } finally {
+      await h2.close();
+    }
   } finally {
     for (const s of idle) s.destroy();
     await h.close();

@@ -7,7 +7,8 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, it } from "node:test";
-import { createProvider, listModels, ProviderFailure, resolveBaseUrl, fromSettings } from "../../src/runtime/providers/index.js";
+import { createProvider, listModels, ProviderFailure, resolveBaseUrl } from "../../src/runtime/providers/index.js";
+import { customCredentialSource } from "../../src/runtime/auth/credentials.js";
 import { ERROR_BODY_SECRET, startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { apiKey, baseFor, collect, request, SECRET_KEY, textOf } from "./helpers.js";
 
@@ -96,8 +97,8 @@ describe("resolution helpers", () => {
     const env: Record<string, string | undefined> = {};
     const fake = await startFakeProvider();
     try {
-      const { config, credentials } = fromSettings({ api: "openai-chat", base_url: `${fake.baseUrl}/v1`, api_key_env: "MY_KEY", models: [] }, env);
-      const provider = createProvider("local", config, credentials, { env: {} });
+      const def = { api: "openai-chat" as const, base_url: `${fake.baseUrl}/v1`, api_key_env: "MY_KEY", models: [] };
+      const provider = createProvider("local", { api: def.api, baseUrl: def.base_url }, customCredentialSource(def, env), { env: {} });
       const first = await collect(provider.stream(request()));
       assert.deepEqual(first, [{ type: "error", kind: "auth", retryable: false, message: "provider credential unavailable" }]);
       env["MY_KEY"] = "sk-test-SECRETMARKER-env";

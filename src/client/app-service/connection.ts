@@ -13,7 +13,8 @@
  */
 import type { Readable, Writable } from "node:stream";
 import { utf8Length } from "../../core/utf8.js";
-import { decodeRecord, RecordSplitter, type DecodeBounds, type EventMessage, type ResponseMessage } from "./envelope.js";
+import { LineSplitter } from "../../transport/jsonl.js";
+import { decodeRecord, type DecodeBounds, type EventMessage, type ResponseMessage } from "./envelope.js";
 import { ConnectionClosedError, ProtocolError, RequestError, ServiceError } from "./errors.js";
 import { decodeActivityEvent, decodeDelta, decodeLoginProgress, decodeLoginTerminal, decodeStarted, decodeTerminal } from "./events.js";
 import type { LocalBounds, Operation, Profile } from "./preflight.js";
@@ -39,7 +40,7 @@ export class Connection {
   readonly turns = new Map<string, Turn>();
   readonly logins = new Map<string, Login>();
   private readonly pending = new Map<string, Pending>();
-  private readonly splitter: RecordSplitter;
+  private readonly splitter: LineSplitter;
   private counter = 0;
   private pressured = 0;
 
@@ -49,7 +50,7 @@ export class Connection {
     readonly local: LocalBounds,
     private readonly onFailure: (err: Error) => void = () => {},
   ) {
-    this.splitter = new RecordSplitter(() => this.bounds().maxRecordBytes);
+    this.splitter = new LineSplitter(() => this.bounds().maxRecordBytes, { oversize: "stop" });
     input.on("data", this.onData);
     input.on("end", () => this.end(this.splitter.pending > 0 ? "the service output ended mid-record" : undefined));
     input.on("close", () => this.end());
@@ -85,10 +86,10 @@ export class Connection {
 
   private readonly onData = (chunk: Buffer | string): void => {
     if (this.failure !== null) return;
-    const recs = this.splitter.push(typeof chunk === "string" ? Buffer.from(chunk) : chunk);
-    if (recs === "too_large") return this.fail(new ProtocolError("a record exceeds the record bound"));
-    for (const rec of recs) {
+    for (const f of this.splitter.push(typeof chunk === "string" ? Buffer.from(chunk) : chunk)) {
       if (this.failure !== null) return;
+      if (f.kind === "too_large") return this.fail(new ProtocolError("a record exceeds the record bound"));
+      const rec = f.bytes;
       try {
         const m = decodeRecord(rec, this.bounds());
         if (m.kind === "response") this.onResponse(m);

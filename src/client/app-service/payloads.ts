@@ -127,8 +127,8 @@ export function decodeLogout(o: Obj): LogoutResult {
   };
 }
 
-export const THINKING_LEVELS = ["default", "low", "medium", "high", "x_high", "max"] as const;
-export type ThinkingLevel = (typeof THINKING_LEVELS)[number];
+export { THINKING_LEVELS, type ThinkingLevel } from "../../core/thinking.js";
+import { THINKING_LEVELS, type ThinkingLevel } from "../../core/thinking.js";
 const levels = (o: Obj, k: string, w: string): ThinkingLevel[] => arr(o, k, w, 6).map((x) => enumValue(x, `${w}.${k}[]`, THINKING_LEVELS));
 
 export interface CatalogProvidersPage { entries: Array<{ provider_id: string; label: string }>; next_offset: number | null; refresh: "cache_only" }

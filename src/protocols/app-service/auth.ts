@@ -20,7 +20,7 @@
  *   the authorization URL appears only in the `authorization_url` progress event.
  */
 import { randomUUID } from "node:crypto";
-import { LIMITS } from "../../core/limits.js";
+import { LIMITS } from "./limits.js";
 import { utf8Length } from "../../core/utf8.js";
 import { ANTHROPIC_PROVIDER_ID, CODEX_PROVIDER_ID, type AuthStore } from "../../store/auth/auth-store.js";
 import type { EnvLike } from "../../store/home.js";

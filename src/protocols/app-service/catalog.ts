@@ -12,7 +12,7 @@
  * - Unreadable settings → `configuration_unavailable`; a failed refresh → `catalog_refresh_failed` (no details).
  * - `providers`/`models` are cache-only (`refresh:"cache_only"`): no discovery, no credential use.
  */
-import { LIMITS } from "../../core/limits.js";
+import { LIMITS } from "./limits.js";
 import { isSafeId } from "../../store/catalog/ids.js";
 import { page, type CatalogState } from "../../store/catalog/cache.js";
 import type { CatalogReader } from "../../store/catalog/catalog-reader.js";

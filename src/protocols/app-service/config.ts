@@ -11,6 +11,7 @@
  *   `invalid_payload`; then `invalid_scope` and the catalog/selection codes in `ConfigService.set` order.
  * - Responses are the bounded projection only (no paths, URLs, environment names/values, credentials).
  */
+import { THINKING_LEVELS as LEVELS } from "../../core/thinking.js";
 import type { ConfigService } from "../../store/settings/config.js";
 import type { CatalogReader } from "../../store/catalog/catalog-reader.js";
 import type { CatalogRefresher } from "../../runtime/auth/catalog-refresh.js";
@@ -24,7 +25,7 @@ export interface CatalogConfigDeps {
   refresher: CatalogRefresher;
 }
 
-const THINKING_LEVELS: readonly string[] = ["default", "low", "medium", "high", "x_high", "max"];
+const THINKING_LEVELS: readonly string[] = LEVELS;
 
 /** Shape-only validation of a `config.set` payload (required-ness is checked after initialization). */
 export function parseConfigSetShape(p: Record<string, unknown>): ParseResult<Record<string, unknown>> {

@@ -3,7 +3,7 @@
  * catalog, config). A family module exports a factory returning a `MethodFamily`; the composition root
  * (src/cli/service.ts) passes the families to the dispatcher. Dispatch is built from these descriptors only.
  */
-import type { ErrorCode } from "../../core/errors.js";
+import type { ErrorCode } from "./errors.js";
 
 export const PROTOCOL_VERSION = 1;
 

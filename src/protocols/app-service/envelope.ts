@@ -15,8 +15,8 @@
  */
 import { checkJsonBounds, isPlainObject } from "../../core/json-bounds.js";
 import { isSafeId } from "../../core/ids.js";
-import { LIMITS, REQUEST_JSON_BOUNDS } from "../../core/limits.js";
-import type { ErrorCode } from "../../core/errors.js";
+import { LIMITS, REQUEST_JSON_BOUNDS } from "./limits.js";
+import type { ErrorCode } from "./errors.js";
 import { utf8Length } from "../../core/utf8.js";
 
 export interface Identities {

@@ -3,8 +3,8 @@
  * its compact payload must fit `max_payload_bytes` and its line (plus LF) `max_record_bytes`. A message that does
  * not fit raises `OutputLimitError`; the server then stops with an I/O diagnostic and writes no replacement.
  */
-import { LIMITS } from "../../core/limits.js";
-import type { WireError } from "../../core/errors.js";
+import { LIMITS } from "./limits.js";
+import type { WireError } from "./errors.js";
 import { PROTOCOL_VERSION } from "./descriptor.js";
 
 export class OutputLimitError extends Error {

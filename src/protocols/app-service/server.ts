@@ -12,8 +12,8 @@
  *   with one diagnostic line on stderr.
  */
 import type { Readable, Writable } from "node:stream";
-import { LIMITS } from "../../core/limits.js";
-import { wireError, type ErrorCode } from "../../core/errors.js";
+import { LIMITS } from "./limits.js";
+import { wireError, type ErrorCode } from "./errors.js";
 import { decodeRecord, type Frame } from "../../transport/jsonl.js";
 import { JsonlTransport } from "../../transport/stdio.js";
 import { isLazyFamily, type EventName, type LazyFamily, type MethodDescriptor, type MethodFamily, type Outcome, type RequestContext, type Reservation } from "./descriptor.js";

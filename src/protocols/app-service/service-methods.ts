@@ -1,5 +1,5 @@
 /** `initialize`, `status`, `capabilities`: service discovery. */
-import { LIMITS } from "../../core/limits.js";
+import { LIMITS } from "./limits.js";
 import { utf8Length } from "../../core/utf8.js";
 import { isPlainObject } from "../../core/json-bounds.js";
 import {

@@ -8,8 +8,8 @@
  * `limit_exceeded` for the attachment cap and scan budget).
  */
 import { utf8Length } from "../../core/utf8.js";
-import type { ErrorCode } from "../../core/errors.js";
-import { LIMITS } from "../../core/limits.js";
+import type { ErrorCode } from "./errors.js";
+import { LIMITS } from "./limits.js";
 import {
   DEFAULT_WINDOW,
   SessionError,

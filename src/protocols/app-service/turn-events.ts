@@ -14,7 +14,7 @@
  *   terminal's authoritative `activity_dropped`. Excluded kinds (projection null) consume nothing.
  * - After `terminal`, nothing more is emitted (late activity, e.g. child callbacks, is ignored and not counted).
  */
-import { LIMITS } from "../../core/limits.js";
+import { LIMITS } from "./limits.js";
 import { WRITABLE_NOW } from "../../transport/line-writer.js";
 import { utf8Length } from "../../core/utf8.js";
 import type { RuntimeEvent, TurnSink } from "../../runtime/events.js";

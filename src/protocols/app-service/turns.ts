@@ -14,23 +14,22 @@
  * Durable status `compaction_required` is reported on the wire as `failed`.
  * `turn.cancel` aborts the worker (`cancellation_requested`); unknown/finished turns → `unknown_turn`.
  * `drain()` (EOF / output failure) cancels every active turn, waits for their terminals, then stops MCP servers.
+ *
+ * A thin projection of the session runtime (runtime/session): admission, the lease, history and the run are the
+ * `SessionHub`'s; this family keeps the wire's own rules (the active-turn cap, IDs, the event stream with its
+ * sequence numbers and size checks in turn-events.ts). Tools run without approval (`approval: "never"`).
  */
 import { randomId } from "../../core/random-id.js";
-import type { TurnOutcome } from "../../runtime/events.js";
-import type { RunTurnRequest } from "../../runtime/agent.js";
-import { DEFAULT_WINDOW, isValidSessionId, SessionError, type History, type HistoryBounds, type SessionManager } from "../../store/sessions/index.js";
 import { isPlainObject } from "../../core/json-bounds.js";
-import { onlyKeys, type MethodDescriptor, type MethodFamily, type ParseResult } from "./descriptor.js";
-import { sessionErrorCode } from "./sessions.js";
+import { SessionHub, type AdmissionError, type SessionEvent, type TurnRunner } from "../../runtime/session/index.js";
+import { isValidSessionId, type HistoryBounds, type SessionManager } from "../../store/sessions/index.js";
+import type { ErrorCode } from "./errors.js";
+import { onlyKeys, type RequestContext, type MethodDescriptor, type MethodFamily, type ParseResult } from "./descriptor.js";
 import { TurnStream } from "./turn-events.js";
 
 export const MAX_ACTIVE_TURNS = 8;
 
-/** What the family needs from the runtime (an `Agent`). */
-export interface TurnRunner {
-  runTurn(req: RunTurnRequest): Promise<TurnOutcome>;
-  close(): Promise<void>;
-}
+export type { TurnRunner };
 
 export interface TurnMethodsDeps {
   manager: SessionManager;
@@ -50,7 +49,9 @@ interface StartParams {
 interface ActiveTurn {
   turnId: string;
   sessionId: string;
-  ctl: AbortController;
+  stream: TurnStream;
+  release: () => void;
+  /** Settles once the turn ended and its lease was released. */
   done: Promise<void>;
 }
 
@@ -61,64 +62,90 @@ export function parseStart(p: Record<string, unknown>): ParseResult<StartParams>
   return { ok: true, value: { prompt: p.prompt } };
 }
 
+/** Admission refusals → wire codes (the session store's codes keep their app-service meaning). */
+export function admissionCode(e: AdmissionError): ErrorCode {
+  switch (e) {
+    case "invalid_id":
+      return "invalid_session_id";
+    case "busy":
+    case "lost":
+      return "session_busy";
+    case "unavailable":
+    case "history_incomplete":
+      return "session_unavailable";
+    case "limit":
+      return "limit_exceeded";
+    default:
+      return "internal_error";
+  }
+}
+
 export function turnMethods(deps: TurnMethodsDeps): MethodFamily {
   const active = new Map<string, ActiveTurn>();
-  let admitting = 0;
+  /** Turns being admitted: their request context, until `turn_started` makes them active. */
+  const admitting = new Map<string, RequestContext>();
+  /** Admitted turns whose `done` is not yet bound to the runtime's (bound as `startTurn` returns). */
+  const settled = new Map<string, (p: Promise<void>) => void>();
   const cap = deps.maxActiveTurns ?? MAX_ACTIVE_TURNS;
   const newTurnId = deps.newTurnId ?? (() => randomId("turn-"));
-  const bounds: HistoryBounds = deps.historyBounds ?? { maxBytes: DEFAULT_WINDOW.maxBytes, maxRecords: DEFAULT_WINDOW.maxRecords };
+  const hub = new SessionHub({
+    manager: deps.manager,
+    runner: deps.runner,
+    defaults: { cwd: deps.cwd, approval: "never" },
+    ...(deps.historyBounds !== undefined ? { historyBounds: deps.historyBounds } : {}),
+  });
   let draining = false;
+
+  hub.subscribe((e: SessionEvent) => {
+    if (e.type === "turn_started") {
+      const ctx = admitting.get(e.turnId);
+      if (ctx === undefined) return;
+      admitting.delete(e.turnId);
+      const stream = new TurnStream(ctx.emit, e.turnId, e.sessionId, deps.activityQueue);
+      let settle!: (p: Promise<void>) => void;
+      const done = new Promise<void>((r) => (settle = (p) => void p.then(r, r)));
+      const reservation = ctx.hold();
+      settled.set(e.turnId, settle);
+      active.set(e.turnId, { turnId: e.turnId, sessionId: e.sessionId, stream, release: () => reservation.release(), done });
+      stream.started();
+      return;
+    }
+    if (!("turnId" in e)) return;
+    const t = active.get(e.turnId);
+    if (t === undefined) return;
+    switch (e.type) {
+      case "assistant_delta":
+        return t.stream.delta(e.text);
+      case "runtime":
+        return t.stream.event(e.event);
+      case "turn_completed":
+      case "turn_cancelled":
+      case "turn_failed":
+        active.delete(e.turnId);
+        t.stream.terminal(e.type === "turn_completed" ? "completed" : e.type === "turn_cancelled" ? "cancelled" : "failed", e.text);
+        t.release();
+        return;
+      default:
+        return;
+    }
+  });
 
   const start: MethodDescriptor<StartParams> = {
     method: "turn.start",
     sessionId: "optional",
     parse: parseStart,
     async handle(ctx, { prompt }) {
-      if (draining || active.size + admitting >= cap) return { error: "too_many_active_turns" };
+      if (draining || active.size + admitting.size >= cap) return { error: "too_many_active_turns" };
       const requested = ctx.sessionId;
       if (requested !== null && !isValidSessionId(requested)) return { error: "invalid_session_id" };
-      admitting++;
-      const ctl = new AbortController();
-      let lease;
-      let history: History | null = null;
-      try {
-        lease = await deps.manager.beginTurn({ sessionId: requested, cwd: deps.cwd, onCloseRequested: () => ctl.abort() });
-      } catch (e) {
-        admitting--;
-        return { error: sessionErrorCode(e) };
-      }
-      if (!lease.created) {
-        try {
-          history = await deps.manager.store.readHistory(lease.sessionId, bounds);
-          if (!history.complete) throw new SessionError("unavailable");
-        } catch (e) {
-          admitting--;
-          await lease.end();
-          return { error: sessionErrorCode(e) };
-        }
-      }
-      admitting--;
       const turnId = newTurnId();
-      const sessionId = lease.sessionId;
-      const reservation = ctx.hold();
-      const stream = new TurnStream(ctx.emit, turnId, sessionId, deps.activityQueue);
-      stream.started();
-      const turnLease = lease;
-      const work = async (): Promise<void> => {
-        let outcome: TurnOutcome;
-        try {
-          outcome = await deps.runner.runTurn({ turnId, writer: turnLease.writer, history, cwd: deps.cwd, prompt, signal: ctl.signal, sink: stream });
-        } catch {
-          outcome = { status: ctl.signal.aborted ? "cancelled" : "failed", assistantText: "", usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, requests: 0 } };
-        }
-        active.delete(turnId);
-        stream.terminal(outcome.status === "compaction_required" ? "failed" : outcome.status, outcome.assistantText);
-        reservation.release();
-        await turnLease.end();
-      };
-      const t: ActiveTurn = { turnId, sessionId, ctl, done: Promise.resolve() };
-      active.set(turnId, t);
-      t.done = work().catch(() => undefined);
+      admitting.set(turnId, ctx);
+      const r = await hub.startTurn(requested, prompt, { turnId });
+      admitting.delete(turnId);
+      if (!r.ok) return { error: admissionCode(r.error) };
+      const sessionId = r.sessionId as string;
+      settled.get(turnId)?.(r.done);
+      settled.delete(turnId);
       return { payload: { turn_id: turnId, session_id: sessionId, status: "accepted" }, sessionId };
     },
   };
@@ -133,7 +160,7 @@ export function turnMethods(deps: TurnMethodsDeps): MethodFamily {
     handle(_ctx, { turnId }) {
       const t = active.get(turnId);
       if (t === undefined) return { error: "unknown_turn" };
-      t.ctl.abort();
+      hub.get(t.sessionId)?.cancel(turnId);
       return { payload: { turn_id: turnId, status: "cancellation_requested" } };
     },
   };
@@ -143,9 +170,9 @@ export function turnMethods(deps: TurnMethodsDeps): MethodFamily {
     async drain() {
       draining = true;
       const all = [...active.values()];
-      for (const t of all) t.ctl.abort();
-      await Promise.all(all.map((t) => t.done));
-      await deps.runner.close().catch(() => undefined);
+      for (const t of all) hub.get(t.sessionId)?.cancel(t.turnId);
+      await Promise.all(all.map((t) => t.done.catch(() => undefined)));
+      await hub.close().catch(() => undefined);
     },
   };
 }

@@ -5,10 +5,10 @@
  */
 import type { WebSocket } from "ws";
 import { randomUUID } from "node:crypto";
+import { JsonRpcConnection } from "../../transport/jsonrpc.js";
 import {
   ErrorCodes,
   InitializeParams,
-  JsonRpcRequestIn,
   ROOT,
   ReconnectParams,
   SUPPORTED_AHP_BASELINES,
@@ -17,10 +17,12 @@ import {
 } from "./ahp-schema.js";
 import { RpcError, createChat, createSession, disposeChat, disposeSession, fetchTurns, listSessions } from "./ahp-requests.js";
 import { dispatchClientAction } from "./ahp-actions.js";
-import { clip, inboundViolation } from "./inbound.js";
+import { clip, textNestingViolation } from "./inbound.js";
 import type { Json, Subscriber } from "./model.js";
 import type { HostState } from "./state.js";
 
+/** Longest error message sent to a client. */
+const MAX_ERROR_MESSAGE = 512;
 /** Bytes that may wait unsent for one AHP client before it is disconnected. */
 export const MAX_CLIENT_BACKLOG = 32 * 1024 * 1024;
 
@@ -95,18 +97,15 @@ export class AhpConnection implements Subscriber {
 
   private onClose(): void {
     this.closed = true;
+    this.rpc.close();
     for (const c of this.channels) this.state.unsubscribe(c, this);
     this.channels.clear();
   }
 
-  /** A bug while handling this connection's message: answer, log, and close only this connection. */
-  private failInternal(where: string, e: unknown, id: unknown = null): void {
+  /** A bug while handling this connection's message: log it, and close only this connection. */
+  private failInternal(where: string, e: unknown): void {
     this.log(`ahp: internal error in ${clip(where)}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
-    try {
-      this.sendJson({ jsonrpc: "2.0", id, error: { code: ErrorCodes.InternalError, message: "internal error; the connection is closed (reconnect to continue)" } });
-    } finally {
-      this.close(1011, "internal error");
-    }
+    this.close(1011, "internal error");
   }
 
   /** Close this connection (idempotent); its subscriptions end at once. */
@@ -120,40 +119,36 @@ export class AhpConnection implements Subscriber {
     }
   }
 
-  private async onMessage(text: string): Promise<void> {
-    let msg: unknown;
-    try {
-      msg = JSON.parse(text);
-    } catch {
-      return this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.ParseError, message: "parse error" } });
-    }
-    const bad = inboundViolation(msg);
-    if (bad) return this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.InvalidRequest, message: `message refused: ${bad}` } });
-    const p = JsonRpcRequestIn.safeParse(msg);
-    if (!p.success) {
-      const raw = msg && typeof msg === "object" && "id" in msg ? (msg as Json).id : null;
-      const id = typeof raw === "number" || (typeof raw === "string" && raw.length <= 256) ? raw : null;
-      return this.sendJson({ jsonrpc: "2.0", id: id ?? null, error: { code: ErrorCodes.InvalidRequest, message: "invalid JSON-RPC message" } });
-    }
-    const { id, method } = p.data;
-    const params = (p.data.params ?? {}) as Json;
-    try {
-      // A synchronous method (initialize, reconnect, subscribe) is answered in the same step that
-      // took its snapshot or replay and registered the subscription. Awaiting first would let an
-      // envelope published meanwhile (a pipelined dispatchAction in the same segment) reach the
-      // client ahead of the answer that it follows in serverSeq order.
-      const out = this.dispatch(method, params, id === undefined);
-      const result = out instanceof Promise ? await out : out;
-      if (id !== undefined) this.sendJson({ jsonrpc: "2.0", id, result: result ?? null });
-    } catch (e) {
-      if (id === undefined) return;
+  /**
+   * JSON-RPC envelope handling (transport/jsonrpc.ts); AHP errors (`RpcError`) keep their codes,
+   * with messages cut at MAX_ERROR_MESSAGE. Any other error is a bug: the request is answered
+   * -32603 and then this connection (only) is closed.
+   */
+  private readonly rpc = new JsonRpcConnection((text) => this.sendRaw(text), {
+    // A synchronous method (initialize, reconnect, subscribe) is answered in the same step that
+    // took its snapshot or replay and registered the subscription. Awaiting first would let an
+    // envelope published meanwhile (a pipelined dispatchAction in the same segment) reach the
+    // client ahead of the answer that it follows in serverSeq order.
+    onRequest: (method, params, notification) => this.dispatch(method, params as Json, notification),
+    errorOf: (e, method) => {
       if (e instanceof RpcError) {
-        const err: Json = { code: e.code, message: e.message.length > 512 ? `${e.message.slice(0, 511)}…` : e.message };
-        if (e.data !== undefined) err.data = e.data;
-        this.sendJson({ jsonrpc: "2.0", id, error: err });
         if (e.code === ErrorCodes.UnsupportedProtocolVersion) setTimeout(() => this.ws.close(1002, "unsupported protocol version"), 10).unref();
-      } else this.failInternal(method, e, id);
+        const message = e.message.length > MAX_ERROR_MESSAGE ? `${e.message.slice(0, MAX_ERROR_MESSAGE - 1)}…` : e.message;
+        return { code: e.code, message, ...(e.data !== undefined ? { data: e.data } : {}) };
+      }
+      setImmediate(() => this.failInternal(method, e)); // after the answer below is written
+      return { code: ErrorCodes.InternalError, message: "internal error; the connection is closed (reconnect to continue)" };
+    },
+  });
+
+  /** Nesting is bounded before the message is parsed at all (a fixed refusal, id null). */
+  private onMessage(text: string): Promise<void> {
+    const bad = textNestingViolation(text);
+    if (bad) {
+      this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.InvalidRequest, message: `message refused: ${bad}` } });
+      return Promise.resolve();
     }
+    return this.rpc.receive(text);
   }
 
   private requireInit(): void {

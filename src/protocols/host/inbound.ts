@@ -2,30 +2,63 @@
  * Bounds applied to every decoded inbound JSON message (backend frame, AHP message) before any
  * part of it is validated, reduced, stored or echoed. Contract: `inboundViolation` walks the value
  * iteratively (hostile nesting cannot exhaust the stack) and returns a fixed, input-free message
- * naming the broken bound, or null. The byte size of a message is bounded earlier by its framing
- * (16 MiB); these bounds are what the framing cannot see. `clip` bounds any peer-supplied text
- * an error message quotes.
+ * naming the broken bound, or null. `clip` bounds any peer-supplied text an error message quotes.
  */
-import { checkJsonBounds } from "../../core/json-bounds.js";
-import type { JsonBounds } from "../../core/limits.js";
-
 /** Deepest container nesting accepted in one message (`{}` is depth 1). */
 export const MAX_INBOUND_DEPTH = 64;
 
-export const INBOUND_JSON_BOUNDS: JsonBounds = Object.freeze({
-  maxDepth: MAX_INBOUND_DEPTH,
-  maxArrayItems: 1_000_000,
-  maxObjectFields: 100_000,
-  maxStringBytes: 16 * 1024 * 1024,
-});
-
+/**
+ * Null, or why the message is refused. Only nesting is checked here: the message's byte size is
+ * already bounded by its framing (16 MiB), which bounds items, fields and strings too, while
+ * nesting is what makes recursive serializers and reducers overflow the stack. The walk visits
+ * containers only, with an explicit stack, so the hot path (small flat frames) stays cheap.
+ */
 export function inboundViolation(value: unknown): string | null {
-  const v = checkJsonBounds(value, INBOUND_JSON_BOUNDS);
-  if (v === null) return null;
-  if (v === "depth") return `message nests deeper than ${MAX_INBOUND_DEPTH} levels`;
-  if (v === "array_items") return `message has an array of more than ${INBOUND_JSON_BOUNDS.maxArrayItems} items`;
-  if (v === "object_fields") return `message has an object of more than ${INBOUND_JSON_BOUNDS.maxObjectFields} fields`;
-  return "message has an oversized string";
+  if (value === null || typeof value !== "object") return null;
+  const stack: object[] = [value];
+  const depths: number[] = [1];
+  while (stack.length > 0) {
+    const v = stack.pop()!;
+    const d = depths.pop()!;
+    if (d > MAX_INBOUND_DEPTH) return `message nests deeper than ${MAX_INBOUND_DEPTH} levels`;
+    if (Array.isArray(v)) {
+      for (const e of v)
+        if (e !== null && typeof e === "object") {
+          stack.push(e as object);
+          depths.push(d + 1);
+        }
+    } else {
+      for (const k in v) {
+        const e = (v as Record<string, unknown>)[k];
+        if (e !== null && typeof e === "object") {
+          stack.push(e);
+          depths.push(d + 1);
+        }
+      }
+    }
+  }
+  return null;
+}
+
+/**
+ * The same bound checked on JSON text before it is parsed: brackets outside strings are the
+ * containers of the value it would parse to. Null when the text nests no deeper than
+ * MAX_INBOUND_DEPTH (malformed text is left for the parser to refuse).
+ */
+export function textNestingViolation(text: string): string | null {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > MAX_INBOUND_DEPTH) return `message nests deeper than ${MAX_INBOUND_DEPTH} levels`;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return null;
 }
 
 /** Longest piece of peer input an error message may quote. */

@@ -11,7 +11,8 @@ export const REPLAY_LIMIT = 10_000;
 export const REPLAY_BYTES_LIMIT = 32 * 1024 * 1024;
 export const COMMAND_DEADLINE_MS = 60_000;
 
-export type Json = Record<string, unknown>;
+export type { Json } from "../../core/json-bounds.js";
+import type { Json } from "../../core/json-bounds.js";
 export interface Origin {
   clientId: string;
   clientSeq: number;

@@ -380,7 +380,9 @@ export class HostState {
 
   // ── Publication (action-log.ts) ───────────────────────────────────────────
   publish(channel: string, action: Json, origin?: Origin, rejectionReason?: string): Envelope {
-    const c = rejectionReason === undefined ? this.chatIndex.get(channel) : undefined;
+    // Streaming text and usage never change a chat's summary fields: skip the check on the hot path.
+    const t = action.type;
+    const c = rejectionReason === undefined && t !== "chat/delta" && t !== "chat/reasoning" && t !== "chat/usage" ? this.chatIndex.get(channel) : undefined;
     if (c && !c.announced) c.announced = summaryFields(c);
     const env = this.actions.publish(channel, action, origin, rejectionReason);
     if (c) this.announceChatSummary(c);

@@ -2,7 +2,6 @@
  * Provider factory and resolution helpers. `createProvider` turns a provider definition plus a
  * credential source into a `Provider` whose streams follow the contract in `../types.ts`.
  */
-import type { ModelDef, ProviderDef } from "../../store/settings/schema.js";
 import { PROVIDER_BOUNDS, type CredentialSource, type Provider, type ProviderApi, type ProviderRequest } from "../types.js";
 import type { ProviderBounds } from "./accumulate.js";
 import { ANTHROPIC_DEFAULT_BASE_URL, AnthropicDecoder, buildAnthropicRequest } from "./anthropic.js";
@@ -109,42 +108,4 @@ export function createProvider(
         bounds,
       }),
   };
-}
-
-/** Built-in providers: their API, env key and (optional) fixed base URL. */
-export const BUILTIN_PROVIDERS: Readonly<Record<string, { api: ProviderApi; apiKeyEnv?: string; baseUrl?: string }>> = {
-  anthropic: { api: "anthropic", apiKeyEnv: "ANTHROPIC_API_KEY" },
-  openai: { api: "openai-responses", apiKeyEnv: "OPENAI_API_KEY" },
-  // Credential (OAuth bearer + account id) comes from the auth layer through a CredentialSource.
-  "openai-codex": { api: "openai-responses", baseUrl: "https://chatgpt.com/backend-api/codex" },
-};
-
-/**
- * A credential source reading an API key from the environment at each request (so a changed
- * variable is picked up). A missing/empty variable rejects, which the stream reports as `auth`.
- */
-export function envApiKey(name: string, env: Record<string, string | undefined> = process.env): CredentialSource {
-  return () => {
-    const v = env[name];
-    if (v === undefined || v.length === 0) return Promise.reject(new Error("credential unavailable"));
-    return Promise.resolve({ kind: "api_key", value: v });
-  };
-}
-
-export const NO_CREDENTIAL: CredentialSource = () => Promise.resolve(null);
-
-/** Provider config + credential source for a custom provider declared in settings. */
-export function fromSettings(
-  def: ProviderDef,
-  env: Record<string, string | undefined> = process.env,
-): { config: ProviderConfig; credentials: CredentialSource } {
-  return {
-    config: { api: def.api, baseUrl: def.base_url },
-    credentials: def.api_key_env !== undefined ? envApiKey(def.api_key_env, env) : NO_CREDENTIAL,
-  };
-}
-
-/** Finds an enabled model by id in a provider's declared list. */
-export function findModel(models: readonly ModelDef[], id: string): ModelDef | undefined {
-  return models.find((m) => m.id === id && m.disabled !== true);
 }

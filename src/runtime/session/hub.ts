@@ -100,14 +100,15 @@ export class SessionHub {
       return r.ok ? { ...r, sessionId } : r;
     }
     const cfg = { ...this.o.defaults, ...config };
-    let lease: TurnLease | undefined;
+    const ctl = new AbortController();
+    let lease: TurnLease;
     try {
-      lease = await this.o.manager.beginTurn({ sessionId: null, cwd: cfg.cwd, onCloseRequested: () => this.runtimes.get(lease?.sessionId ?? "")?.cancel() });
+      lease = await this.o.manager.beginTurn({ sessionId: null, cwd: cfg.cwd, onCloseRequested: () => ctl.abort() });
     } catch (e) {
       return { ok: false, error: admissionError(e) };
     }
     const rt = this.runtimes.get(lease.sessionId) ?? this.adopt(lease.sessionId, cfg);
-    return { ...rt.beginAdmitted(lease, null, prompt, opts), sessionId: lease.sessionId };
+    return { ...rt.beginAdmitted(lease, ctl, prompt, opts), sessionId: lease.sessionId };
   }
 
   /** A page of the store's sessions (title policy applied), oldest ID first. */

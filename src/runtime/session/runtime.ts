@@ -74,6 +74,8 @@ interface Running {
 interface Admitted {
   lease: TurnLease;
   history: History | null;
+  /** The turn's controller, made before admission so a close requested meanwhile cancels the turn. */
+  ctl: AbortController;
 }
 
 const EMPTY_USAGE = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, requests: 0 };
@@ -220,8 +222,12 @@ export class SessionRuntime {
   }
 
   // ── turns ─────────────────────────────────────────────────────────────────
-  /** Admits a turn now or refuses (`busy` while one runs or is being admitted here). */
+  /**
+   * Admits a turn now or refuses (`busy` while one runs or is being admitted here; a turn whose terminal was
+   * already delivered is waited for, not refused).
+   */
   async startTurn(prompt: string, opts: SubmitOptions = {}): Promise<StartResult> {
+    await this.ending; // a turn that already ended is not "running": wait for its lease release
     if (this.closed) return { ok: false, error: "closed" };
     if (this.busy) return { ok: false, error: "busy" };
     this.admitting = true;
@@ -235,19 +241,20 @@ export class SessionRuntime {
   }
 
   /** @internal Runs a turn on a lease the hub already holds (a session created by this turn). */
-  beginAdmitted(lease: TurnLease, history: History | null, prompt: string, opts: SubmitOptions): StartedTurn {
+  beginAdmitted(lease: TurnLease, ctl: AbortController, prompt: string, opts: SubmitOptions): StartedTurn {
     this.admitting = true;
-    return this.begin({ lease, history }, prompt, opts);
+    return this.begin({ lease, history: null, ctl }, prompt, opts);
   }
 
   private async admit(): Promise<Admitted | AdmissionError> {
+    const ctl = new AbortController();
     let lease: TurnLease;
     try {
-      lease = await this.deps.manager.beginTurn({ sessionId: this.id, cwd: this.cfg.cwd, onCloseRequested: () => this.running?.ctl.abort() });
+      lease = await this.deps.manager.beginTurn({ sessionId: this.id, cwd: this.cfg.cwd, onCloseRequested: () => ctl.abort() });
     } catch (e) {
       return admissionError(e);
     }
-    if (lease.created) return { lease, history: null };
+    if (lease.created) return { lease, history: null, ctl };
     try {
       const b = this.deps.historyBounds ?? { maxBytes: DEFAULT_WINDOW.maxBytes, maxRecords: DEFAULT_WINDOW.maxRecords };
       const history = await this.deps.manager.store.readHistory(this.id, b);
@@ -255,7 +262,7 @@ export class SessionRuntime {
         await lease.end();
         return "history_incomplete";
       }
-      return { lease, history };
+      return { lease, history, ctl };
     } catch (e) {
       await lease.end();
       return admissionError(e);
@@ -264,7 +271,7 @@ export class SessionRuntime {
 
   private begin(a: Admitted, prompt: string, opts: SubmitOptions & { queueId?: string }): StartedTurn {
     const turnId = opts.turnId ?? this.newId();
-    const run: Running = { turnId, ctl: new AbortController(), steering: [], ...(opts.origin !== undefined ? { origin: opts.origin } : {}) };
+    const run: Running = { turnId, ctl: a.ctl, steering: [], ...(opts.origin !== undefined ? { origin: opts.origin } : {}) };
     this.running = run;
     this.admitting = false;
     const ref = { sessionId: this.id, turnId };

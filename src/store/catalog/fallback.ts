@@ -5,9 +5,10 @@
  * discovered metadata, (3) this bundled table, (4) the provider default. Level lists are always
  * a subset of the six wire values, in canonical order, and always contain `default`.
  */
+import { THINKING_LEVELS } from "../../core/thinking.js";
 import type { ModelDef, ThinkingLevelValue } from "../settings/schema.js";
 
-export const WIRE_LEVELS: readonly ThinkingLevelValue[] = ["default", "low", "medium", "high", "x_high", "max"];
+export const WIRE_LEVELS: readonly ThinkingLevelValue[] = THINKING_LEVELS;
 
 export function normalizeLevels(levels: readonly unknown[] | undefined): ThinkingLevelValue[] {
   const set = new Set<string>(["default"]);

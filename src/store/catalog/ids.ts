@@ -8,13 +8,15 @@
  *   bounded to 128 bytes.
  */
 
+import { SECRET_SHAPES } from "../../core/text-policy.js";
+
 export const MAX_ID_BYTES = 256;
 export const MAX_LABEL_BYTES = 128;
 
 const ID_CHARSET = /^[A-Za-z0-9._/:-]+$/;
 
-/** Well-known credential shapes: vendor key prefixes, JWTs, bearer words. */
-const SECRET_PREFIXES = [/^sk[-_]/i, /^pk[-_]/i, /^rk[-_]/i, /^xox[abprs]-/i, /^gh[pousr]_/i, /^github_pat_/i, /^AKIA[0-9A-Z]{8}/, /^eyJ[A-Za-z0-9_-]{8}/, /^AIza[0-9A-Za-z_-]{10}/, /^glpat-/i];
+/** Well-known credential shapes (the core table's prefixes): vendor key prefixes, JWTs. */
+const SECRET_PREFIXES = SECRET_SHAPES.flatMap((s) => (s.prefix !== null ? [s.prefix] : []));
 const SECRET_WORDS = /(secret|passw|api[-_.]?key|bearer|token|credential|private[-_.]?key)/i;
 
 /**

@@ -2,10 +2,11 @@
  * The settings document (`$MC_HOME/settings.json` global, `<launch cwd>/.berth/settings.json` project).
  * Strict on the fields Berth owns, tolerant of unknown top-level fields (they are preserved on write).
  */
+import { THINKING_LEVELS } from "../../core/thinking.js";
 import { z } from "zod/v3";
 
-/** The six wire reasoning values (mirrors `THINKING_LEVELS` in runtime/types; store does not import runtime). */
-export const ThinkingLevelSchema = z.enum(["default", "low", "medium", "high", "x_high", "max"]);
+/** The six wire reasoning values (core/thinking.ts). */
+export const ThinkingLevelSchema = z.enum(THINKING_LEVELS);
 
 export const ModelDefSchema = z.object({
   id: z.string().min(1),

@@ -1,5 +1,6 @@
 /**
- * `file://` working directories as AHP clients send them. Contract of `localDirectoryFromUri`:
+ * `file://` working directories as AHP clients send them (store layer: it checks the filesystem,
+ * and both the host and backends may use it). Contract of `localDirectoryFromUri`:
  * accepts only `file:` URIs whose host is empty or `localhost`, percent-decodes the path, and
  * answers `{ ok: true, path }` only when that path is an existing directory on this machine;
  * otherwise `{ ok: false, error }` with a fixed message (quoting at most a clipped copy of the
@@ -7,7 +8,12 @@
  */
 import { statSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { clip } from "./inbound.js";
+
+/** The input quoted in an error, cut to 64 characters (errors never echo unbounded input). */
+function clip(v: string): string {
+  const s = JSON.stringify(v.slice(0, 65));
+  return s.length > 64 ? `${s.slice(0, 64)}…` : s;
+}
 
 export type WorkingDirectory = { ok: true; path: string } | { ok: false; error: string };
 

@@ -1,47 +1,40 @@
 /**
- * Berth's own runtime as a live backend: provider `berth` on a version-9 provider connection,
- * with every Berth session multiplexed over it (v8 `register_session`).
+ * Berth's own runtime as a live backend: provider `berth` on a version-9 provider connection, with every Berth
+ * session multiplexed over it (v8 `register_session`). A client of the host (it speaks the host's backend wire
+ * over its socket) and a thin projection of the session runtime (`runtime/session`).
  *
  * Contracts:
- *  - `create_session` creates a durable Berth session (and records it in the adapter registry)
- *    before it is accepted; the session is then registered with the exact `requestedSession` and
- *    one-time `creationToken`, which the host checks (→ `session/ready`). The token is kept,
- *    owner-only, only until that claim succeeds.
- *  - Known sessions are re-registered (dormant) after every (re)connection; the host maps their
- *    stable `sourceId` (`berth:<session id>`) back to the same AHP session.
- *  - Commands: `prompt` (admitted once the session's writer lease is held), `abort`,
- *    `confirm_tool` (answers the runtime's approval gate), `follow_up` (runs after the current
- *    turn; its `user_message` names the pending-message `id`). `steer`, `configure` and the rest
- *    are refused: the runtime has no mid-turn injection or per-session configuration. Each
- *    `commandId` is executed at most once; a repeated ID gets the same result.
- *  - Events are `sequenced_event`s per logical registration, starting at 1.
- *  - Losing the host connection cancels running turns (their events have nowhere to go) and
- *    reconnects with bounded exponential backoff; `close()` cancels and waits for running turns.
+ *  - `create_session` creates a durable Berth session (and records it in the registry) before it is accepted;
+ *    the session is then registered with the exact `requestedSession` and one-time `creationToken`, which the
+ *    host checks (→ `session/ready`). The token is kept, owner-only, only until that claim succeeds.
+ *  - Known sessions are re-registered (dormant) after every (re)connection: the registry's, and every session of
+ *    the Berth store (made by `berth chat`, the app-service, …), so each is visible to AHP clients. The host maps
+ *    their stable `sourceId` (`berth:<session id>`) back to the same AHP session.
+ *  - Commands: `prompt` (admitted once the session's writer lease is held), `abort`, `confirm_tool` (answers the
+ *    runtime's pending approval), `follow_up` (queued in the session runtime; its `user_message` names the
+ *    pending-message `id`). `steer` injects a message at the running turn's next step boundary. `configure` and
+ *    the rest are refused. Each `commandId` is executed at most once; a repeated ID gets the same result.
+ *  - Events are `sequenced_event`s per logical registration, starting at 1; an admitted prompt's events follow
+ *    its `command_result`.
+ *  - Losing the host connection cancels running turns (their events have nowhere to go) and reconnects with
+ *    bounded exponential backoff; `close()` cancels and waits for running turns.
  */
 import { createConnection, type Socket } from "node:net";
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
-import writeFileAtomic from "write-file-atomic";
-import { attachLineReader, encodeFrame } from "../../../transport/host-framing.js";
-import type { TurnOutcome } from "../../../runtime/events.js";
-import type { RunTurnRequest } from "../../../runtime/agent.js";
-import { DEFAULT_WINDOW, SessionError, type History, type SessionManager } from "../../../store/sessions/index.js";
-import { BerthTurn, defaultApprovalPolicy } from "./berth-turn.js";
-import { localDirectoryFromUri } from "../working-dir.js";
+import { attachLineReader, encodeFrame } from "../../transport/host-framing.js";
+import { SessionHub, type ApprovalMode, type SessionRuntime, type TurnRunner } from "../../runtime/session/index.js";
+import { SessionError, type SessionManager } from "../../store/sessions/index.js";
+import { BerthRegistry, type BerthRegistryEntry as RegistryEntry } from "../../store/host/berth-registry.js";
+import { HostProjection } from "./projection.js";
+import { localDirectoryFromUri } from "../../store/host/working-dir.js";
 
-type Json = Record<string, unknown>;
+import type { Json } from "../../core/json-bounds.js";
 
 export const PROVIDER_ID = "berth";
 const PROTOCOL_VERSION = 9;
 const MAX_REMEMBERED_RESULTS = 4096;
 const BACKOFF_MIN_MS = 100;
 const BACKOFF_MAX_MS = 5000;
-
-/** What the adapter needs from the runtime (an `Agent`). */
-export interface TurnRunner {
-  runTurn(req: RunTurnRequest): Promise<TurnOutcome>;
-  close(): Promise<void>;
-}
 
 export interface BerthRuntimeOptions {
   socketPath: string;
@@ -52,35 +45,25 @@ export interface BerthRuntimeOptions {
   /** The adapter registry (AHP-created sessions), owner-only; lives in the host state directory. */
   registryPath: string;
   log: (msg: string) => void;
-  /** Which tools need the AHP client's confirmation (default: every tool that is not read-only). */
-  approvalPolicy?: (toolName: string) => "auto" | "ask";
-}
-
-interface RegistryEntry {
-  sessionId: string;
-  cwd: string;
-  title: string;
-  /** Until the host accepted the claim. */
-  requestedSession?: string;
-  creationToken?: string;
-}
-
-interface FollowUp {
-  text: string;
-  pendingId: string;
+  /** Which tool calls need the AHP client's confirmation (default `on-risk`: every tool that is not read-only). */
+  approval?: ApprovalMode;
 }
 
 interface LiveSession {
   entry: RegistryEntry;
+  /** In the registry file (created through AHP), or only in the Berth store (listed, dormant). */
+  registered: boolean;
   uri?: string;
   logicalId?: string;
   seq: number;
-  turn?: BerthTurn;
-  done?: Promise<void>;
-  queue: FollowUp[];
+  rt?: SessionRuntime;
+  projection?: HostProjection;
+  /** Events held while a prompt is being admitted (they follow its command result). */
+  held: Json[] | null;
 }
 
 const sourceOf = (sessionId: string) => `berth:${sessionId}`;
+const isObj = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
 
 export class BerthRuntimeBackend {
@@ -92,14 +75,17 @@ export class BerthRuntimeBackend {
   private readonly registering = new Map<string, LiveSession>(); // requestId -> session
   private readonly results = new Map<string, { accepted: boolean; error?: string }>();
   private readonly inflight = new Set<string>();
-  private registryWrite: Promise<void> = Promise.resolve();
+  private readonly registry: BerthRegistry;
+  private readonly hub: SessionHub;
   private readyResolve!: () => void;
   /** Resolves once the provider is registered with the host for the first time. */
   readonly ready = new Promise<void>((r) => (this.readyResolve = r));
   private connecting?: Promise<void>;
 
   constructor(private readonly o: BerthRuntimeOptions) {
-    for (const e of this.loadRegistry()) this.sessions.set(e.sessionId, { entry: e, seq: 0, queue: [] });
+    this.registry = new BerthRegistry(o.registryPath);
+    this.hub = new SessionHub({ manager: o.manager, runner: o.runner, defaults: { cwd: o.cwd, approval: o.approval ?? "on-risk" } });
+    for (const e of this.registry.load()) this.sessions.set(e.sessionId, { entry: e, registered: true, seq: 0, held: null });
   }
 
   start(): void {
@@ -107,19 +93,51 @@ export class BerthRuntimeBackend {
   }
 
   // ── Registry ──────────────────────────────────────────────────────────────
-  private loadRegistry(): RegistryEntry[] {
-    try {
-      const v = JSON.parse(readFileSync(this.o.registryPath, "utf8")) as { sessions?: RegistryEntry[] };
-      return Array.isArray(v.sessions) ? v.sessions.filter((e) => typeof e.sessionId === "string" && typeof e.cwd === "string") : [];
-    } catch {
-      return [];
-    }
-  }
   /** Durably rewrite the registry (serialized; resolves once this version is on disk). */
   private saveRegistry(): Promise<void> {
-    const text = JSON.stringify({ sessions: [...this.sessions.values()].map((s) => s.entry) }) + "\n";
-    this.registryWrite = this.registryWrite.catch(() => undefined).then(() => writeFileAtomic(this.o.registryPath, text, { mode: 0o600 }));
-    return this.registryWrite;
+    return this.registry.save([...this.sessions.values()].filter((s) => s.registered).map((s) => s.entry));
+  }
+
+  /** Adds the Berth store's sessions this backend does not know yet (dormant until opened). */
+  private async discoverStoreSessions(): Promise<LiveSession[]> {
+    const found: LiveSession[] = [];
+    let after: string | null = null;
+    for (let page = 0; page < 100; page++) {
+      let listed;
+      try {
+        listed = await this.hub.list(after, 200);
+      } catch {
+        break;
+      }
+      for (const e of listed.sessions) {
+        if (this.sessions.has(e.sessionId)) continue;
+        const s: LiveSession = { entry: { sessionId: e.sessionId, cwd: this.o.cwd, title: e.title ?? "New Session" }, registered: false, seq: 0, held: null };
+        this.sessions.set(e.sessionId, s);
+        found.push(s);
+      }
+      if (!listed.truncated || listed.nextAfter === null) break;
+      after = listed.nextAfter;
+    }
+    return found;
+  }
+
+  /** The session's runtime, opened (and projected) on first use. */
+  private runtimeOf(s: LiveSession): SessionRuntime {
+    if (s.rt !== undefined) return s.rt;
+    const rt = this.hub.open(s.entry.sessionId, { cwd: s.entry.cwd });
+    const projection = new HostProjection(
+      (ev) => this.emit(s, ev),
+      (title) => {
+        if (s.entry.title !== "New Session") return false;
+        s.entry.title = title;
+        if (s.registered) void this.saveRegistry().catch(() => undefined);
+        return true;
+      },
+    );
+    rt.subscribe((e) => projection.on(e));
+    s.rt = rt;
+    s.projection = projection;
+    return rt;
   }
 
   // ── Connection ────────────────────────────────────────────────────────────
@@ -158,7 +176,7 @@ export class BerthRuntimeBackend {
         if (this.sock === sock) this.sock = undefined;
         for (const s of this.sessions.values()) {
           s.logicalId = undefined;
-          s.turn?.ctl.abort(); // the host that owns the turn's transcript is gone
+          s.rt?.cancel(); // the host that owns the turn's transcript is gone
         }
         this.registering.clear();
         resolve();
@@ -181,6 +199,10 @@ export class BerthRuntimeBackend {
 
   /** Send one sequenced event for a session; waits for drain when the socket is backed up. */
   private emit(s: LiveSession, event: Json): void | Promise<void> {
+    if (s.held !== null) {
+      s.held.push(event);
+      return;
+    }
     const sock = this.sock;
     if (!s.uri || !s.logicalId || !sock) return;
     s.seq++;
@@ -206,7 +228,7 @@ export class BerthRuntimeBackend {
       provider: PROVIDER_ID,
       displayName: "Berth",
       title: s.entry.title,
-      runtimeIdle: s.turn === undefined,
+      runtimeIdle: s.rt?.busy !== true,
       toolCapabilities: { confirmations: true },
     };
     if (s.entry.requestedSession && s.entry.creationToken) {
@@ -222,7 +244,10 @@ export class BerthRuntimeBackend {
       case "provider_registered":
         this.send({ type: "provider_status", ready: true });
         for (const s of this.sessions.values()) this.register(s);
-        this.readyResolve();
+        void this.discoverStoreSessions().then((found) => {
+          for (const s of found) if (this.sock !== undefined) this.register(s);
+          this.readyResolve();
+        });
         return;
       case "session_registered":
         return this.onRegistered(f);
@@ -304,10 +329,17 @@ export class BerthRuntimeBackend {
         if (typeof cmd.text !== "string") return this.answer(commandId, false, "prompt needs text");
         return void this.admitTurn(s, cmd.text, typeof cmd.turnId === "string" ? cmd.turnId : randomUUID(), undefined, (ok, err) => this.answer(commandId, ok, err));
       case "abort":
-        s.turn?.ctl.abort(); // queued follow-ups still run: each is its own turn
+        s.rt?.cancel(); // queued follow-ups still run: each is its own turn
         return this.answer(commandId, true);
+      case "steer": {
+        const text = typeof cmd.text === "string" ? cmd.text : isObj(cmd.message) && typeof cmd.message.text === "string" ? cmd.message.text : null;
+        if (text === null) return this.answer(commandId, false, "steer needs text");
+        if (s.rt?.steer(text) !== true) return this.answer(commandId, false, "no turn is running");
+        return this.answer(commandId, true);
+      }
       case "confirm_tool": {
-        const ok = typeof cmd.toolCallId === "string" && typeof cmd.approved === "boolean" && s.turn?.confirm(cmd.toolCallId, cmd.approved) === true;
+        const approvalId = typeof cmd.toolCallId === "string" ? s.projection?.approvalOf(cmd.toolCallId) : undefined;
+        const ok = approvalId !== undefined && typeof cmd.approved === "boolean" && s.rt?.resolveApproval(approvalId, cmd.approved) === true;
         if (!ok) return this.answer(commandId, false, "no pending confirmation for that tool call");
         this.answer(commandId, true);
         void this.emit(s, { type: "tool_confirmation_resolved", toolCallId: cmd.toolCallId, approved: cmd.approved, commandId });
@@ -315,8 +347,10 @@ export class BerthRuntimeBackend {
       }
       case "follow_up": {
         if (typeof cmd.text !== "string" || typeof cmd.id !== "string") return this.answer(commandId, false, "follow_up needs text and id");
-        if (s.turn) {
-          s.queue.push({ text: cmd.text, pendingId: cmd.id });
+        const rt = this.runtimeOf(s);
+        if (rt.busy) {
+          const entry = rt.submit(cmd.text, { submitter: "follow_up" });
+          s.projection?.pendingIds.set(entry.queue_id, cmd.id);
           return this.answer(commandId, true);
         }
         return void this.admitTurn(s, cmd.text, randomUUID(), cmd.id, (ok, err) => this.answer(commandId, ok, err));
@@ -339,7 +373,7 @@ export class BerthRuntimeBackend {
       const handle = await this.o.manager.store.create(cwd);
       sessionId = handle.id;
       await handle.release();
-      const s: LiveSession = { entry: { sessionId, cwd, title: "New Session", requestedSession: uri, creationToken: token }, seq: 0, queue: [] };
+      const s: LiveSession = { entry: { sessionId, cwd, title: "New Session", requestedSession: uri, creationToken: token }, registered: true, seq: 0, held: null };
       this.sessions.set(sessionId, s);
       await this.saveRegistry();
       this.answer(commandId, true); // durably admitted; now "launch": claim the reserved URI
@@ -352,8 +386,9 @@ export class BerthRuntimeBackend {
   private disposeSession(commandId: string, cmd: Json): void {
     const s = typeof cmd.session === "string" ? this.byUri.get(cmd.session) : undefined;
     if (!s) return this.answer(commandId, false, "unknown session");
-    s.queue.length = 0;
-    s.turn?.ctl.abort();
+    s.rt?.clearQueue();
+    s.rt?.cancel();
+    void this.hub.closeSession(s.entry.sessionId);
     this.sessions.delete(s.entry.sessionId);
     this.byUri.delete(cmd.session as string);
     s.logicalId = undefined;
@@ -370,77 +405,35 @@ export class BerthRuntimeBackend {
    * event of the turn), then run it. Never rejects.
    */
   private async admitTurn(s: LiveSession, text: string, turnId: string, pendingId: string | undefined, reply: (ok: boolean, error?: string) => void): Promise<void> {
-    if (s.turn) return reply(false, "a turn is already running");
-    const turn = new BerthTurn(turnId, (ev) => this.emit(s, ev), this.o.approvalPolicy ?? defaultApprovalPolicy);
-    s.turn = turn;
-    let lease;
-    let history: History | null = null;
-    try {
-      lease = await this.o.manager.beginTurn({ sessionId: s.entry.sessionId, cwd: s.entry.cwd, onCloseRequested: () => turn.ctl.abort() });
-      history = await this.o.manager.store.readHistory(s.entry.sessionId, { maxBytes: DEFAULT_WINDOW.maxBytes, maxRecords: DEFAULT_WINDOW.maxRecords });
-      if (!history.complete) throw new SessionError("unavailable");
-    } catch (e) {
-      s.turn = undefined;
-      await lease?.end();
-      return reply(false, e instanceof SessionError ? `session ${e.code}` : "session unavailable");
+    const rt = this.runtimeOf(s);
+    s.held = [];
+    const r = await rt.startTurn(text, { turnId });
+    const held = s.held;
+    s.held = null;
+    if (!r.ok) reply(false, r.error === "busy" ? "a turn is already running" : r.error === "history_incomplete" ? "session unavailable" : `session ${r.error}`);
+    else reply(true);
+    for (const ev of held) {
+      if (r.ok && pendingId !== undefined && ev.type === "user_message" && ev.turnId === turnId) ev.pendingId = pendingId;
+      void this.emit(s, ev);
     }
-    reply(true);
-    const first = history.records.every((r) => r.kind !== "user");
-    void this.emit(s, { type: "user_message", text, turnId, ...(pendingId !== undefined ? { pendingId } : {}) });
-    if (first && s.entry.title === "New Session") {
-      s.entry.title = text.split("\n")[0]!.trim().slice(0, 80) || "New Session";
-      void this.emit(s, { type: "title_changed", title: s.entry.title });
-      void this.saveRegistry().catch(() => undefined);
-    }
-    const admitted = lease;
-    s.done = (async () => {
-      let outcome: TurnOutcome;
-      try {
-        outcome = await this.o.runner.runTurn({
-          turnId,
-          writer: admitted.writer,
-          history,
-          cwd: s.entry.cwd,
-          prompt: text,
-          signal: turn.ctl.signal,
-          sink: turn.sink,
-          approval: turn.approval,
-        });
-      } finally {
-        await admitted.end();
-      }
-      const u = outcome.usage;
-      await this.emit(s, { type: "usage", inputTokens: u.inputTokens, outputTokens: u.outputTokens, cacheReadTokens: u.cacheReadTokens });
-      const settled: Json = { type: "settled", cancelled: outcome.status === "cancelled" };
-      if (outcome.status === "failed" || outcome.status === "compaction_required") settled.error = `turn failed (${outcome.reason ?? outcome.status})`;
-      await this.emit(s, settled);
-    })()
-      .catch((e: unknown) => this.o.log(`berth runtime: turn failed: ${String(e)}`))
-      .finally(() => {
-        s.turn = undefined;
-        s.done = undefined;
-        const next = s.queue.shift();
-        if (next && this.sessions.has(s.entry.sessionId) && !this.closed)
-          void this.admitTurn(s, next.text, randomUUID(), next.pendingId, (ok, err) => {
-            if (!ok) this.o.log(`berth runtime: a queued follow-up could not start (${err ?? "refused"})`);
-          });
-      });
+  }
+
+  /** What runs in a session served at `uri` (for diagnostics and tests): its running turn and pending approvals. */
+  inspect(uri: string): { turnId: string | null; pendingApprovals: number } | undefined {
+    const s = this.byUri.get(uri);
+    if (s === undefined) return undefined;
+    return { turnId: s.rt?.turn?.turnId ?? null, pendingApprovals: s.rt?.pendingApprovals().length ?? 0 };
   }
 
   /** Cancel running turns, wait for them, then disconnect. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const s of this.sessions.values()) {
-      s.queue.length = 0;
-      s.turn?.ctl.abort();
-    }
-    await Promise.all([...this.sessions.values()].flatMap((s) => (s.done ? [s.done] : [])));
+    await this.hub.close(); // cancels running turns, drops queues, waits; stops the agent's tools
     this.sock?.end();
     this.sock?.destroy();
     await this.connecting;
-    await this.registryWrite.catch(() => undefined);
-    await this.o.runner.close().catch(() => undefined);
+    await this.registry.settled();
     await this.o.manager.drain().catch(() => undefined);
   }
 }

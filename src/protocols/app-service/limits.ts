@@ -25,12 +25,8 @@ export const LIMITS = Object.freeze({
 export type Limits = typeof LIMITS;
 
 /** The JSON-shape bounds applied to every decoded request record (a subset of LIMITS). */
-export interface JsonBounds {
-  maxDepth: number;
-  maxArrayItems: number;
-  maxObjectFields: number;
-  maxStringBytes: number;
-}
+export type { JsonBounds } from "../../core/json-bounds.js";
+import type { JsonBounds } from "../../core/json-bounds.js";
 
 export const REQUEST_JSON_BOUNDS: JsonBounds = Object.freeze({
   maxDepth: LIMITS.max_json_depth,

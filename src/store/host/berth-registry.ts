@@ -1,0 +1,43 @@
+/**
+ * The Berth backend's registry: which Berth sessions it serves to the host, owner-only JSON (0600) in the host
+ * state directory. Contracts: `load` is tolerant (a missing or malformed file is an empty registry; entries
+ * without a string `sessionId`/`cwd` are dropped); `save` writes atomically, serialized, and resolves once that
+ * version is on disk.
+ */
+import { readFileSync } from "node:fs";
+import writeFileAtomic from "write-file-atomic";
+
+export interface BerthRegistryEntry {
+  sessionId: string;
+  cwd: string;
+  title: string;
+  /** Until the host accepted the claim. */
+  requestedSession?: string;
+  creationToken?: string;
+}
+
+export class BerthRegistry {
+  private last: Promise<void> = Promise.resolve();
+
+  constructor(private readonly path: string) {}
+
+  load(): BerthRegistryEntry[] {
+    try {
+      const v = JSON.parse(readFileSync(this.path, "utf8")) as { sessions?: BerthRegistryEntry[] };
+      return Array.isArray(v.sessions) ? v.sessions.filter((e) => typeof e.sessionId === "string" && typeof e.cwd === "string") : [];
+    } catch {
+      return [];
+    }
+  }
+
+  save(entries: BerthRegistryEntry[]): Promise<void> {
+    const text = JSON.stringify({ sessions: entries }) + "\n";
+    this.last = this.last.catch(() => undefined).then(() => writeFileAtomic(this.path, text, { mode: 0o600 }));
+    return this.last;
+  }
+
+  /** Resolves once every save so far settled. */
+  settled(): Promise<void> {
+    return this.last.catch(() => undefined);
+  }
+}

@@ -1,0 +1,43 @@
+/** The JSON-RPC connection: both directions over a pair wired back to back, and the malformed-input answers. */
+import { it } from "node:test";
+import assert from "node:assert/strict";
+import { JsonRpcConnection, JsonRpcError, JSONRPC_ERRORS } from "../../src/transport/jsonrpc.js";
+
+it("requests, results, errors and notifications cross a pair of connections", async () => {
+  const seen: string[] = [];
+  let b!: JsonRpcConnection;
+  const a = new JsonRpcConnection((t) => void b.receive(t), { onRequest: () => null });
+  b = new JsonRpcConnection((t) => void a.receive(t), {
+    onRequest(method, params, notification) {
+      seen.push(`${method}${notification ? "!" : ""}`);
+      if (method === "add") return Promise.resolve((params.x as number) + (params.y as number));
+      if (method === "bad") throw new JsonRpcError(JSONRPC_ERRORS.InvalidParams, "bad params", { why: 1 });
+      if (method === "boom") throw new Error("secret detail");
+      return null;
+    },
+  });
+  assert.equal(await a.request("add", { x: 2, y: 3 }), 5);
+  await assert.rejects(a.request("bad"), (e: unknown) => e instanceof JsonRpcError && e.code === -32602 && e.message === "bad params");
+  await assert.rejects(a.request("boom"), (e: unknown) => e instanceof JsonRpcError && e.code === -32603 && e.message === "internal error");
+  a.notify("note", { n: 1 });
+  assert.deepEqual(seen, ["add", "bad", "boom", "note!"]);
+});
+
+it("malformed input gets parse / invalid-request errors; close rejects pending requests", async () => {
+  const out: unknown[] = [];
+  const c = new JsonRpcConnection((t) => out.push(JSON.parse(t)), { onRequest: () => "ok" });
+  await c.receive("{nope");
+  await c.receive(JSON.stringify({ jsonrpc: "2.0", id: 7 }));
+  await c.receive(JSON.stringify({ jsonrpc: "1.0", id: "x", method: "m" }));
+  await c.receive(JSON.stringify({ jsonrpc: "2.0", id: 8, method: "m" }));
+  assert.deepEqual(out, [
+    { jsonrpc: "2.0", id: null, error: { code: -32700, message: "parse error" } },
+    { jsonrpc: "2.0", id: 7, error: { code: -32600, message: "invalid JSON-RPC message" } },
+    { jsonrpc: "2.0", id: "x", error: { code: -32600, message: "invalid JSON-RPC message" } },
+    { jsonrpc: "2.0", id: 8, result: "ok" },
+  ]);
+  const pending = c.request("never");
+  c.close("peer gone");
+  await assert.rejects(pending, /peer gone/);
+  await assert.rejects(c.request("later"), /peer gone/);
+});
