@@ -1,12 +1,14 @@
 /**
- * Browser AHP client: one WebSocket to the daemon that served this page, JSON-RPC correlation,
- * the last seen `serverSeq`, and reconnection with `reconnect` (replay, or snapshots when the
- * gap is too old). The token travels only as a WebSocket sub-protocol value, never in a URL.
+ * Browser AHP client: one WebSocket to the daemon that served this page, the shared JSON-RPC
+ * connection (`src/transport/jsonrpc.ts`, one per socket), the last seen `serverSeq`, and
+ * reconnection with `reconnect` (replay, or snapshots when the gap is too old). The token travels
+ * only as a WebSocket sub-protocol value, never in a URL.
  *
  * Contract for the owner (model.ts): `onInit` receives the snapshots of a fresh `initialize`;
  * `onReconnect` a `reconnect` result; `onEnvelope` every action envelope in serverSeq order;
  * `onRootNotification` root/session* notifications; `onStatus` every connection state change.
  */
+import { JsonRpcConnection, JsonRpcError } from "../../src/transport/jsonrpc.js";
 
 export type Json = Record<string, unknown>;
 export type ConnStatus = "connecting" | "open" | "closed";
@@ -41,16 +43,6 @@ const HEARTBEAT_MS = 30_000;
 /** A probe unanswered this long means the connection is dead even if the socket says open. */
 const PROBE_TIMEOUT_MS = 5_000;
 
-export class RpcFailure extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-    readonly data?: unknown,
-  ) {
-    super(message);
-  }
-}
-
 export class AhpClient {
   readonly clientId = crypto.randomUUID();
   /** Channels this client wants; re-subscribed by `reconnect`. */
@@ -58,12 +50,11 @@ export class AhpClient {
   lastSeq = 0;
   status: ConnStatus = "connecting";
   private ws: WebSocket | null = null;
-  private nextId = 1;
+  private rpc: JsonRpcConnection | null = null;
   private clientSeq = 0;
   private initialized = false;
   private attempts = 0;
   private stopped = false;
-  private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   private probing = false;
 
   constructor(
@@ -101,8 +92,8 @@ export class AhpClient {
   private dropped(ws: WebSocket, detail: string): void {
     if (this.ws !== ws) return;
     this.ws = null;
-    for (const p of this.pending.values()) p.reject(new Error("connection lost"));
-    this.pending.clear();
+    this.rpc?.close("connection lost");
+    this.rpc = null;
     this.setStatus("closed", detail);
     try {
       ws.close();
@@ -122,11 +113,24 @@ export class AhpClient {
       return this.retry();
     }
     this.ws = ws;
+    const rpc = new JsonRpcConnection((text) => ws.send(text), {
+      onRequest: (method, params, notification) => {
+        if (!notification) throw new JsonRpcError(-32601, `unknown method ${method}`);
+        if (method === "action") {
+          const env = params as unknown as Envelope;
+          if (env.serverSeq > this.lastSeq) this.lastSeq = env.serverSeq;
+          this.h.onEnvelope(env);
+        } else this.h.onRootNotification(method, params);
+        return null;
+      },
+    });
+    this.rpc = rpc;
     ws.onopen = () => {
       performance.mark("berth:ws-open");
       void this.handshake(ws);
     };
-    ws.onmessage = (ev) => this.onMessage(typeof ev.data === "string" ? ev.data : "");
+    // Notifications are handled synchronously inside receive(), so envelopes keep their order.
+    ws.onmessage = (ev) => void rpc.receive(typeof ev.data === "string" ? ev.data : "");
     ws.onclose = (ev) => this.dropped(ws, ev.code === 1006 ? "connection lost" : `closed (${ev.code})`);
   }
 
@@ -179,29 +183,6 @@ export class AhpClient {
     }
   }
 
-  private onMessage(text: string): void {
-    let msg: Json;
-    try {
-      msg = JSON.parse(text) as Json;
-    } catch {
-      return;
-    }
-    if (typeof msg.id === "number" && ("result" in msg || "error" in msg)) {
-      const p = this.pending.get(msg.id);
-      if (!p) return;
-      this.pending.delete(msg.id);
-      const err = msg.error as { code: number; message: string; data?: unknown } | undefined;
-      if (err) p.reject(new RpcFailure(err.code, err.message, err.data));
-      else p.resolve(msg.result);
-      return;
-    }
-    if (msg.method === "action") {
-      const env = msg.params as Envelope;
-      if (env.serverSeq > this.lastSeq) this.lastSeq = env.serverSeq;
-      this.h.onEnvelope(env);
-    } else if (typeof msg.method === "string") this.h.onRootNotification(msg.method, (msg.params ?? {}) as Json);
-  }
-
   /** A request that fails if unanswered within PROBE_TIMEOUT_MS (a dead link never answers). */
   private timed(method: string, params: Json): Promise<unknown> {
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -213,19 +194,15 @@ export class AhpClient {
 
   request(method: string, params: Json): Promise<unknown> {
     const ws = this.ws;
-    if (!ws || ws.readyState !== WebSocket.OPEN) return Promise.reject(new Error("not connected"));
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      ws.send(JSON.stringify({ jsonrpc: "2.0", id, method, params }));
-    });
+    if (!ws || !this.rpc || ws.readyState !== WebSocket.OPEN) return Promise.reject(new Error("not connected"));
+    return this.rpc.request(method, params);
   }
 
   /** Send a client action; its effect arrives as the server's echo envelope. */
   dispatch(channel: string, action: Json & { type: string }): boolean {
     const ws = this.ws;
-    if (!ws || ws.readyState !== WebSocket.OPEN || this.status !== "open") return false;
-    ws.send(JSON.stringify({ jsonrpc: "2.0", method: "dispatchAction", params: { channel, clientSeq: ++this.clientSeq, action } }));
+    if (!ws || !this.rpc || ws.readyState !== WebSocket.OPEN || this.status !== "open") return false;
+    this.rpc.notify("dispatchAction", { channel, clientSeq: ++this.clientSeq, action });
     return true;
   }
 
@@ -237,6 +214,6 @@ export class AhpClient {
 
   unsubscribe(channel: string): void {
     this.subscriptions.delete(channel);
-    if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify({ jsonrpc: "2.0", method: "unsubscribe", params: { channel } }));
+    if (this.ws?.readyState === WebSocket.OPEN) this.rpc?.notify("unsubscribe", { channel });
   }
 }
