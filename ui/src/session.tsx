@@ -259,12 +259,14 @@ export function SessionView({ model, client, uri, onBack }: { model: Model; clie
   const chat = current ? model.chats.get(current) : undefined;
   const scroller = useRef<HTMLDivElement>(null);
 
+  // (Re)tried whenever the connection comes back, so a session opened while offline still loads.
+  const online = model.conn.status === "open";
   useEffect(() => {
-    if (!model.sessionStates.has(uri)) client.subscribe(uri).then((s) => s && model.applySnapshot(s), (e: unknown) => model.notify(`cannot open session: ${String(e)}`));
-  }, [uri]);
+    if (online && !model.sessionStates.has(uri)) client.subscribe(uri).then((s) => s && model.applySnapshot(s), (e: unknown) => model.notify(`cannot open session: ${String(e)}`));
+  }, [uri, online]);
   useEffect(() => {
-    if (current && !model.chats.has(current)) client.subscribe(current).then((s) => s && model.applySnapshot(s), (e: unknown) => model.notify(`cannot open chat: ${String(e)}`));
-  }, [current, session?.lifecycle]);
+    if (online && current && !model.chats.has(current)) client.subscribe(current).then((s) => s && model.applySnapshot(s), (e: unknown) => model.notify(`cannot open chat: ${String(e)}`));
+  }, [current, session?.lifecycle, online]);
   // Follow the stream unless the reader scrolled up (a big appended chunk must not unstick it).
   const stick = useRef(true);
   useLayoutEffect(() => {
