@@ -24,8 +24,8 @@ import type { ApprovalPolicy } from "./approval.js";
 import { FALLBACK_CONTEXT_WINDOW } from "./context.js";
 import { cleanToolEnv } from "./env.js";
 import type { FailureReason, TurnOutcome, TurnSink } from "./events.js";
-import { historyToMessages } from "./history.js";
-import { attachmentNote } from "./session/attachments.js";
+import { historyToMessages, type HistoryImage } from "./history.js";
+import { attachmentNote, MAX_IMAGES, reattachImages } from "./session/attachments.js";
 import { createProvider, type ProviderOptions } from "./providers/index.js";
 import { DEFAULT_RECORDER_TIMING, TurnRecorder, type RecorderTiming } from "./recorder.js";
 import { buildSystemPrompt } from "./system-prompt.js";
@@ -254,7 +254,9 @@ export class Agent {
       ...(req.channel !== undefined ? { channel: req.channel } : {}),
       tools: [...tools.map((t) => t.spec), ...(req.noTools === true ? [] : [{ name: "task", description: "", inputSchema: {} }])],
     });
-    const messages = historyToMessages(req.history);
+    const earlier: HistoryImage[] = [];
+    const messages = historyToMessages(req.history, earlier);
+    if (r.images) await reattachImages(messages, earlier, MAX_IMAGES - (req.images?.length ?? 0));
     const content: UserContent[] = [{ type: "text", text: req.prompt + attachmentNote(req.attachments ?? [], req.noTools !== true) }];
     for (const img of req.images ?? []) {
       content.push(r.images ? img : { type: "text", text: "[an attached image was omitted: this model does not accept images]" });

@@ -111,6 +111,16 @@ export class SessionHub {
     return { ...rt.beginAdmitted(lease, ctl, prompt, opts), sessionId: lease.sessionId };
   }
 
+  /** The working directory recorded in a stored session's header (null when it cannot be read). */
+  async cwdOf(sessionId: string): Promise<string | null> {
+    try {
+      const w = await this.o.manager.store.readWindow(sessionId, { maxBytes: 4096, maxRecords: 1, quantumBytes: 4096 });
+      return w === "unchanged" ? null : w.header.cwd;
+    } catch {
+      return null;
+    }
+  }
+
   /** A page of the store's sessions (title policy applied), oldest ID first. */
   async list(after: string | null, limit: number): Promise<{ sessions: SessionSummary[]; nextAfter: string | null; truncated: boolean; incomplete: boolean }> {
     const page = await this.o.manager.store.list(after, limit);

@@ -7,3 +7,4 @@ export { SessionRuntime, admissionError, type SessionDeps, type StartResult, typ
 export { needsApproval, approvalSummary } from "./approvals.js";
 export { attachmentNote, MAX_ATTACHMENTS, MAX_IMAGE_BYTES } from "./attachments.js";
 export * from "./types.js";
+export type { RuntimeEvent, TurnSink, TurnOutcome, TurnUsage, FailureReason } from "../events.js";

@@ -274,6 +274,7 @@ export class SessionRuntime {
     const run: Running = { turnId, ctl: a.ctl, steering: [], ...(opts.origin !== undefined ? { origin: opts.origin } : {}) };
     this.running = run;
     this.admitting = false;
+    if (this.closed) run.ctl.abort(); // closed while it was being admitted: it ends cancelled at once
     const ref = { sessionId: this.id, turnId };
     this.emit({
       ...ref,
