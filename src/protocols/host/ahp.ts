@@ -143,7 +143,7 @@ export class AhpConnection implements Subscriber {
     // took its snapshot or replay and registered the subscription. Awaiting first would let an
     // envelope published meanwhile (a pipelined dispatchAction in the same segment) reach the
     // client ahead of the answer that it follows in serverSeq order.
-    onRequest: (method, params, notification) => this.dispatch(method, params as Json, notification),
+    onRequest: (method, params, notification) => (notification ? this.dispatchNotification(method, params as Json) : this.dispatch(method, params as Json, false)),
     errorOf: (e, method) => {
       if (e instanceof RpcError) {
         if (e.code === ErrorCodes.UnsupportedProtocolVersion) setTimeout(() => this.ws.close(1002, "unsupported protocol version"), 10).unref();
@@ -154,6 +154,23 @@ export class AhpConnection implements Subscriber {
       return { code: ErrorCodes.InternalError, message: "internal error; the connection is closed (reconnect to continue)" };
     },
   });
+
+  /**
+   * A notification gets no answer, so a bug while handling one (anything but an `RpcError`) would
+   * vanish: it is logged and closes this connection, like a bug in a request.
+   */
+  private dispatchNotification(method: string, params: Json): unknown {
+    const bug = (e: unknown) => {
+      if (!(e instanceof RpcError)) this.failInternal(method, e);
+    };
+    try {
+      const out = this.dispatch(method, params, true);
+      return out instanceof Promise ? out.catch(bug) : out;
+    } catch (e) {
+      bug(e);
+      return null;
+    }
+  }
 
   /** Nesting is bounded before the message is parsed at all (a fixed refusal, id null). */
   private onMessage(text: string): Promise<void> {
