@@ -86,6 +86,15 @@ export interface SelectionOverride {
   reasoning?: ThinkingLevel;
 }
 
+/** The provider and model a session's turns use (for a door's session-started reply). */
+export interface SessionModelInfo {
+  providerId: string;
+  modelId: string;
+  contextWindow: number;
+  /** The model accepts image input. */
+  images: boolean;
+}
+
 /** Sessions at this delegation depth (or deeper) get no `task` tool. */
 export const MAX_DELEGATION_DEPTH = 2;
 
@@ -285,6 +294,19 @@ export class Agent {
       compactAtRatio: this.o.compactAtRatio ?? 0.8,
       newId: () => `${req.turnId}/${++n}`,
     });
+  }
+
+  /**
+   * What a turn with this selection would use, without running one: provider, model and context window (the
+   * fallback window for a model without catalog metadata). Null when nothing usable is selected.
+   */
+  async describe(selection?: SelectionOverride): Promise<SessionModelInfo | null> {
+    try {
+      const r = await this.resolve(selection);
+      return { providerId: r.selection.provider_id, modelId: r.selection.model_id, contextWindow: r.selection.context_window ?? FALLBACK_CONTEXT_WINDOW, images: r.images };
+    } catch {
+      return null;
+    }
   }
 
   /** Stops MCP servers. Call once no turn is running. */

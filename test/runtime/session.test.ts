@@ -207,7 +207,9 @@ test("per-session configuration reaches the provider request: no tools, channel 
   await withRig(async ({ fake, rt, next, events, cwd }) => {
     const png = join(cwd, "p.png");
     writeFileSync(png, Buffer.from("89504e470d0a1a0a", "hex"));
+    assert.deepEqual(await rt.describe(), { providerId: "fake", modelId: "fake-model", contextWindow: 128000, images: false });
     assert.equal(rt.configure({ noTools: true, channel: "WeChat", selection: { model: "other-model" } }), true);
+    assert.equal((await rt.describe())?.modelId, "other-model");
     const entry = rt.submit("what is this?", { attachments: [{ kind: "image", path: png, name: "p.png", mime: "image/png", size: 8 }] });
     assert.deepEqual(entry.attachments, [{ kind: "image", path: png, name: "p.png", mime: "image/png", size: 8 }]);
     const started = await next((e) => e.type === "turn_started");

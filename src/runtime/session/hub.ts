@@ -14,7 +14,8 @@
 import { randomUUID } from "node:crypto";
 import { titleFrom } from "../../core/text-policy.js";
 import { isValidSessionId, type SessionManager, type TurnLease } from "../../store/sessions/index.js";
-import { admissionError, SessionRuntime, type SessionDeps, type StartResult, type TurnRunner } from "./runtime.js";
+import { SessionRuntime } from "./runtime.js";
+import { admissionError, type SessionDeps, type StartResult, type TurnRunner } from "./deps.js";
 import type { SessionConfig, SessionListener, SessionSummary, SubmitOptions } from "./types.js";
 
 export interface SessionHubOptions {
