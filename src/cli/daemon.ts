@@ -14,6 +14,8 @@ const SHUTDOWN_DEADLINE_MS = 5000;
 export const ENDPOINT_FILE = "endpoint.json";
 const RUNTIME_READY_MS = 10_000;
 
+import { containCrashes } from "./crash-containment.js";
+
 /** Start the in-process Berth runtime backend; resolves with its close function. */
 async function startRuntime(handle: HostHandle): Promise<() => Promise<void>> {
   const [{ BerthRuntimeBackend }, { Agent }, { SessionManager, SessionStore }, home] = await Promise.all([
@@ -44,17 +46,6 @@ async function startRuntime(handle: HostHandle): Promise<() => Promise<void>> {
   return () => rt.close();
 }
 
-/**
- * Last line of defence: an error no connection handler caught is logged and contained, never
- * fatal. Every connection handler isolates its own failures first (see protocols/host); reaching
- * this is a bug, so the log names it as one.
- */
-function containCrashes(log: (m: string) => void): void {
-  const describe = (e: unknown) => (e instanceof Error ? (e.stack ?? e.message) : String(e));
-  process.on("unhandledRejection", (e) => log(`bug: unhandled rejection contained: ${describe(e)}`));
-  process.on("uncaughtException", (e) => log(`bug: uncaught exception contained: ${describe(e)}`));
-}
-
 function parseListen(v: string): { host: string; port: number } | null {
   const m = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(v);
   if (!m) return null;
@@ -64,6 +55,7 @@ function parseListen(v: string): { host: string; port: number } | null {
 }
 
 export async function runDaemon(argv: string[]): Promise<number> {
+  containCrashes((m) => process.stderr.write(`berth daemon: ${m}\n`));
   let listen = { host: "127.0.0.1", port: 0 };
   let withRuntime = false;
   for (let i = 0; i < argv.length; i++) {
@@ -95,7 +87,6 @@ export async function runDaemon(argv: string[]): Promise<number> {
       `berth daemon: WARNING: listening on ${listen.host}, not loopback: anyone who can reach this port and learns the token controls your sessions (plain HTTP, no TLS)\n`,
     );
   }
-  containCrashes((m) => process.stderr.write(`berth daemon: ${m}\n`));
   let handle: HostHandle;
   try {
     handle = await startHost({ home: resolveHome(process.env), host: listen.host, port: listen.port });

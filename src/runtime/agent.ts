@@ -24,8 +24,8 @@ import type { ApprovalPolicy } from "./approval.js";
 import { FALLBACK_CONTEXT_WINDOW } from "./context.js";
 import { cleanToolEnv } from "./env.js";
 import type { FailureReason, TurnOutcome, TurnSink } from "./events.js";
-import { historyToMessages } from "./history.js";
-import { attachmentNote } from "./session/attachments.js";
+import { historyToMessages, type HistoryImage } from "./history.js";
+import { attachmentNote, MAX_IMAGES, reattachImages } from "./session/attachments.js";
 import { createProvider, type ProviderOptions } from "./providers/index.js";
 import { DEFAULT_RECORDER_TIMING, TurnRecorder, type RecorderTiming } from "./recorder.js";
 import { buildSystemPrompt } from "./system-prompt.js";
@@ -84,6 +84,15 @@ export interface SelectionOverride {
   model?: string;
   baseUrl?: string;
   reasoning?: ThinkingLevel;
+}
+
+/** The provider and model a session's turns use (for a door's session-started reply). */
+export interface SessionModelInfo {
+  providerId: string;
+  modelId: string;
+  contextWindow: number;
+  /** The model accepts image input. */
+  images: boolean;
 }
 
 /** Sessions at this delegation depth (or deeper) get no `task` tool. */
@@ -254,7 +263,9 @@ export class Agent {
       ...(req.channel !== undefined ? { channel: req.channel } : {}),
       tools: [...tools.map((t) => t.spec), ...(req.noTools === true ? [] : [{ name: "task", description: "", inputSchema: {} }])],
     });
-    const messages = historyToMessages(req.history);
+    const earlier: HistoryImage[] = [];
+    const messages = historyToMessages(req.history, earlier);
+    if (r.images) await reattachImages(messages, earlier, MAX_IMAGES - (req.images?.length ?? 0));
     const content: UserContent[] = [{ type: "text", text: req.prompt + attachmentNote(req.attachments ?? [], req.noTools !== true) }];
     for (const img of req.images ?? []) {
       content.push(r.images ? img : { type: "text", text: "[an attached image was omitted: this model does not accept images]" });
@@ -283,6 +294,19 @@ export class Agent {
       compactAtRatio: this.o.compactAtRatio ?? 0.8,
       newId: () => `${req.turnId}/${++n}`,
     });
+  }
+
+  /**
+   * What a turn with this selection would use, without running one: provider, model and context window (the
+   * fallback window for a model without catalog metadata). Null when nothing usable is selected.
+   */
+  async describe(selection?: SelectionOverride): Promise<SessionModelInfo | null> {
+    try {
+      const r = await this.resolve(selection);
+      return { providerId: r.selection.provider_id, modelId: r.selection.model_id, contextWindow: r.selection.context_window ?? FALLBACK_CONTEXT_WINDOW, images: r.images };
+    } catch {
+      return null;
+    }
   }
 
   /** Stops MCP servers. Call once no turn is running. */

@@ -15,7 +15,8 @@
  */
 import type { History, StoredRecord } from "../store/sessions/index.js";
 import type { AssistantBlock, Message, UserContent } from "./types.js";
-import { attachmentNote } from "./session/attachments.js";
+import { attachmentNote, imageType } from "./session/attachments.js";
+import type { UserAttachment } from "../store/sessions/index.js";
 
 export const SUMMARY_PREFIX = "Summary of the earlier conversation (compacted):\n";
 const INTERRUPTED = "The tool call did not complete (interrupted).";
@@ -28,7 +29,13 @@ interface OpenAssistant {
   calls: Array<{ id: string; name: string; arguments: Record<string, unknown> }>;
 }
 
-export function historyToMessages(h: History | null): Message[] {
+/** Image attachments of earlier user records, oldest first: the message each belongs to (an index into the result). */
+export interface HistoryImage {
+  message: number;
+  attachment: UserAttachment;
+}
+
+export function historyToMessages(h: History | null, images?: HistoryImage[]): Message[] {
   const out: Message[] = [];
   if (h?.checkpoint && h.checkpoint.summary !== "") pushUser(out, [{ type: "text", text: SUMMARY_PREFIX + h.checkpoint.summary }]);
   if (h === null) return out;
@@ -75,6 +82,7 @@ export function historyToMessages(h: History | null): Message[] {
         // A leading summary and the first prompt share one message; otherwise every record is its own message.
         if (out.length === 1 && h.checkpoint !== null && h.checkpoint.summary !== "" && !steering) pushUser(out, [{ type: "text", text }]);
         else out.push({ role: "user", content: [{ type: "text", text }] });
+        for (const a of r.attachments ?? []) if (imageType(a) !== null) images?.push({ message: out.length - 1, attachment: a });
         openTurn = r.turn_id;
         break;
       }

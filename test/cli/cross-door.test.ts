@@ -6,6 +6,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { startFakeProvider } from "../fakes/fake-provider.js";
 import { chat, chatEnv, FAKE, home } from "../chat/helpers.js";
 import { ServiceProcess } from "../helpers/service-process.js";
@@ -92,6 +94,10 @@ test("a session made by berth chat is listed and resumed by the app-service and 
       assert.match(texts[0]!, /from chat/);
       assert.match(texts[1]!, /from app-service/);
       assert.match(texts[2]!, /from daemon/);
+      // Tools run where the session was made: the working directory recorded in its header.
+      const header = JSON.parse(readFileSync(join(h, "sessions", `${sessionId}.jsonl`), "utf8").split("\n")[0]!) as { cwd: string };
+      const system = (fake.requests.at(-1)!.json as { messages: Array<{ role: string; content: unknown }> }).messages.find((m) => m.role === "system");
+      assert.match(JSON.stringify(system?.content), new RegExp(`Working directory: ${header.cwd.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`));
       c.close();
     } finally {
       d.kill("SIGTERM");

@@ -144,6 +144,32 @@ test("finding: a paused AHP client was never disconnected (+379 MB); it is dropp
     be.close();
   }));
 
+test("a client reading a snapshot larger than the backlog bound is not taken for a paused one", () =>
+  withHost(async (h) => {
+    const { be, reg } = await FakeBackend.session(h, { protocolVersion: 1, sourceId: "big-snapshot" });
+    const mib = "s".repeat(1024 * 1024);
+    const turns = MAX_CLIENT_BACKLOG / mib.length + 16; // a transcript well past the bound
+    for (let i = 0; i < turns; i++) {
+      be.send({ type: "event", session: reg.session, event: { type: "user_message", text: `q${i}`, turnId: `t${i}` } });
+      be.send({ type: "event", session: reg.session, event: { type: "text_delta", text: mib } });
+      be.send({ type: "event", session: reg.session, event: { type: "settled", cancelled: false } });
+    }
+    await until(() => h.state.chatIndex.get(reg.chat)!.turns.length === turns, 30_000, "the transcript");
+    const { c } = await AhpClient.init(h, []);
+    // Ask for the snapshot and stop reading before it arrives: the answer alone is over the bound.
+    const sub = c.request("subscribe", { channel: reg.chat }, 30_000);
+    c.ws.pause();
+    await until(() => [...(h.state.subs.get(reg.chat) ?? [])].length === 1, 5000, "subscribed");
+    be.send({ type: "event", session: reg.session, event: { type: "user_message", text: "after", turnId: "after" } });
+    await until(() => h.state.chatIndex.get(reg.chat)!.activeTurn?.id === "after", 5000, "a later envelope fanned out");
+    c.ws.resume();
+    assert.equal((await sub).result.snapshot.state.turns.length, turns);
+    await c.action((e) => e.action.type === "chat/turnStarted" && e.action.turnId === "after", "the later envelope", 10_000);
+    assert.equal(c.closed, false);
+    c.close();
+    be.close();
+  }));
+
 test("finding: one 64 MiB backend turn grew memory unboundedly; streamed text per turn is bounded and the cut is announced", () =>
   withHost(async (h) => {
     const { be, reg } = await FakeBackend.session(h, { protocolVersion: 1, sourceId: "huge" });

@@ -7,12 +7,13 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, it } from "node:test";
-import { createProvider, listModels, ProviderFailure, resolveBaseUrl } from "../../src/runtime/providers/index.js";
+import { createProvider, resolveBaseUrl } from "../../src/runtime/providers/index.js";
+import { discoverModels, DiscoveryError } from "../../src/runtime/auth/discovery.js";
 import { customCredentialSource } from "../../src/runtime/auth/credentials.js";
 import { ERROR_BODY_SECRET, startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { apiKey, baseFor, collect, request, SECRET_KEY, textOf } from "./helpers.js";
 
-describe("listModels", () => {
+describe("discoverModels (the one model discovery)", () => {
   let fake: FakeProvider;
   beforeEach(async () => {
     fake = await startFakeProvider();
@@ -20,6 +21,7 @@ describe("listModels", () => {
   afterEach(async () => {
     await fake.close();
   });
+  const key = { kind: "api_key" as const, value: SECRET_KEY };
 
   it("Anthropic: paginates /v1/models with after_id, labels from display_name", async () => {
     fake.setModels(
@@ -30,7 +32,7 @@ describe("listModels", () => {
       ],
       { pageSize: 2 },
     );
-    const models = await listModels({ api: "anthropic", baseUrl: fake.baseUrl, credentials: apiKey });
+    const models = await discoverModels({ api: "anthropic", baseUrl: fake.baseUrl, credential: key, timeoutMs: 10_000 });
     assert.deepEqual(models, [
       { id: "claude-a", label: "Claude A", context_window: 200000, max_output_tokens: 64000 },
       { id: "claude-b", label: "Claude B" },
@@ -44,13 +46,13 @@ describe("listModels", () => {
 
   it("OpenAI: GET {base}/models with bearer auth", async () => {
     fake.setModels([{ id: "gpt-x" }, { id: "gpt-y", context_window: 400000, max_output_tokens: 128000 }]);
-    const models = await listModels({ api: "openai-responses", baseUrl: `${fake.baseUrl}/v1`, credentials: apiKey });
+    const models = await discoverModels({ api: "openai", baseUrl: `${fake.baseUrl}/v1`, credential: key, timeoutMs: 10_000 });
     assert.deepEqual(models, [{ id: "gpt-x" }, { id: "gpt-y", context_window: 400000, max_output_tokens: 128000 }]);
     assert.equal(fake.requests[0]?.path, "/v1/models");
     assert.equal(fake.requests[0]?.headers["authorization"], `Bearer ${SECRET_KEY}`);
   });
 
-  it("OpenAI-compatible: {base_url}/models, context fields of several servers, invalid entries dropped", async () => {
+  it("OpenAI-compatible: {base_url}/models, context fields of several servers, invalid and repeated entries dropped", async () => {
     fake.setModels([
       { id: "llama3", context_length: 8192 },
       { id: "qwen", max_model_len: 32768 },
@@ -59,26 +61,24 @@ describe("listModels", () => {
       { id: "neg", context_length: -5, max_tokens: 1.5 },
       { id: "llama3" },
     ]);
-    const models = await listModels({ api: "openai-chat", baseUrl: `${fake.baseUrl}/v1/`, credentials: () => Promise.resolve(null) });
+    const models = await discoverModels({ api: "openai", baseUrl: `${fake.baseUrl}/v1/`, credential: null, timeoutMs: 10_000 });
     assert.deepEqual(models, [{ id: "llama3", context_window: 8192 }, { id: "qwen", context_window: 32768 }, { id: "neg" }]);
     assert.equal(fake.requests[0]?.headers["authorization"], undefined);
   });
 
-  it("HTTP errors reject with a fixed label and no body", async () => {
+  it("HTTP errors reject with a fixed reason and no body", async () => {
     fake.setModels([], { status: 500 });
     await assert.rejects(
-      listModels({ api: "openai-chat", baseUrl: fake.baseUrl, credentials: apiKey }),
-      (e: unknown) => e instanceof ProviderFailure && e.kind === "http" && !e.message.includes(ERROR_BODY_SECRET),
+      discoverModels({ api: "openai", baseUrl: fake.baseUrl, credential: key, timeoutMs: 10_000 }),
+      (e: unknown) => e instanceof DiscoveryError && e.reason === "http" && !e.message.includes(ERROR_BODY_SECRET),
     );
-    fake.setModels([], { status: 401 });
-    await assert.rejects(listModels({ api: "anthropic", baseUrl: fake.baseUrl, credentials: apiKey }), (e: unknown) => e instanceof ProviderFailure && e.kind === "auth");
   });
 
-  it("bounded read: an oversized list is a limit failure", async () => {
+  it("bounded read: a page over the bound is too_large", async () => {
     fake.setModels(Array.from({ length: 200 }, (_, i) => ({ id: `m-${i}`, padding: "x".repeat(100) })));
     await assert.rejects(
-      listModels({ api: "openai-chat", baseUrl: fake.baseUrl, credentials: apiKey, maxResponseBytes: 4096 }),
-      (e: unknown) => e instanceof ProviderFailure && e.kind === "limit",
+      discoverModels({ api: "openai", baseUrl: fake.baseUrl, credential: key, timeoutMs: 10_000, maxBytes: 4096 }),
+      (e: unknown) => e instanceof DiscoveryError && e.reason === "too_large",
     );
   });
 });
@@ -136,7 +136,7 @@ describe("fake provider standalone process", () => {
       assert.equal(textOf(await collect(anthropic.stream(request()))), "echo: hello");
       const long = await collect(anthropic.stream(request({ messages: [{ role: "user", content: [{ type: "text", text: "long answer 1000" }] }] })));
       assert.equal(long.filter((e) => e.type === "text_delta").length, 1000);
-      const models = await listModels({ api: "openai-chat", baseUrl: fakeLike.baseUrl, credentials: apiKey });
+      const models = await discoverModels({ api: "openai", baseUrl: fakeLike.baseUrl, credential: null, timeoutMs: 10_000 });
       assert.equal(models[0]?.id, "fake-model");
     } finally {
       const exited = new Promise((r) => child.once("exit", r));

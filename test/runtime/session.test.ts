@@ -4,7 +4,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
@@ -23,11 +23,11 @@ interface Rig {
   next(pred: (e: SessionEvent) => boolean, from?: number): Promise<SessionEvent>;
 }
 
-async function withRig(fn: (r: Rig) => Promise<void>, cfg: { approval?: "on-risk" | "never" | "always" } = {}): Promise<void> {
+async function withRig(fn: (r: Rig) => Promise<void>, cfg: { approval?: "on-risk" | "never" | "always"; images?: boolean } = {}): Promise<void> {
   const fake = await startFakeProvider();
   const home = mkdtempSync(join(tmpdir(), "sr-home-"));
   const cwd = mkdtempSync(join(tmpdir(), "sr-cwd-"));
-  writeFileSync(join(home, "settings.json"), JSON.stringify({ providers: { fake: { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, auth: "none", models: [{ id: "fake-model" }] } } }));
+  writeFileSync(join(home, "settings.json"), JSON.stringify({ providers: { fake: { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, auth: "none", models: [{ id: "fake-model", ...(cfg.images === true ? { images: true } : {}) }] } } }));
   const env = { PATH: process.env.PATH, MC_HOME: home, MC_PROVIDER: "fake", MC_MODEL: "fake-model" };
   const manager = new SessionManager(new SessionStore({ home }));
   const hub = new SessionHub({ manager, runner: new Agent({ home, cwd, env }), defaults: { cwd, ...(cfg.approval ? { approval: cfg.approval } : {}) } });
@@ -186,4 +186,66 @@ test("clear empties the model context; a failed turn's next prompt stands alone"
     const after = fake.requests[fake.requests.length - 1]?.json as { messages: Array<{ role: string }> };
     assert.deepEqual(after.messages.filter((m) => m.role !== "system").length, 1);
   });
+});
+
+test("server-started turns carry their origin; with autoApprove they run without asking", async () => {
+  await withRig(async ({ fake, rt, next, events }) => {
+    rt.configure({ autoApprove: true });
+    fake.script([{ steps: [{ toolCall: { id: "c1", name: "bash", arguments: { command: "echo bg" } } }] }, { steps: [{ text: "reported" }] }]);
+    rt.startServerTurn("job-1 finished", { kind: "background", jobs: ["job-1"] });
+    const started = await next((e) => e.type === "turn_started");
+    assert.ok(started.type === "turn_started" && started.origin?.kind === "background" && started.submitter === "server");
+    const t = await next(terminal);
+    assert.ok(t.type === "turn_completed" && t.origin?.jobs?.[0] === "job-1");
+    assert.equal(events.some((e) => e.type === "approval_requested"), false);
+    const c = events.find((e) => e.type === "tool_completed");
+    assert.ok(c?.type === "tool_completed" && c.success);
+  });
+});
+
+test("per-session configuration reaches the provider request: no tools, channel section, model, image attachments", async () => {
+  await withRig(async ({ fake, rt, next, events, cwd }) => {
+    const png = join(cwd, "p.png");
+    writeFileSync(png, Buffer.from("89504e470d0a1a0a", "hex"));
+    assert.deepEqual(await rt.describe(), { providerId: "fake", modelId: "fake-model", contextWindow: 128000, images: false });
+    assert.equal(rt.configure({ noTools: true, channel: "WeChat", selection: { model: "other-model" } }), true);
+    assert.equal((await rt.describe())?.modelId, "other-model");
+    const entry = rt.submit("what is this?", { attachments: [{ kind: "image", path: png, name: "p.png", mime: "image/png", size: 8 }] });
+    assert.deepEqual(entry.attachments, [{ kind: "image", path: png, name: "p.png", mime: "image/png", size: 8 }]);
+    const started = await next((e) => e.type === "turn_started");
+    assert.ok(started.type === "turn_started" && started.attachments?.length === 1);
+    await next(terminal);
+    const body = fake.requests.at(-1)!.json as { model: string; tools?: unknown[]; messages: Array<{ role: string; content: unknown }> };
+    assert.equal(body.model, "other-model");
+    assert.equal(body.tools, undefined, "no tools advertised");
+    const text = JSON.stringify(body.messages);
+    assert.match(text, /Chat channel: you are talking with the user through WeChat/);
+    assert.match(text, /\[Attached files\]/);
+    assert.doesNotMatch(text, new RegExp(png.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")), "a tool-free session sees no paths");
+    assert.equal(events.filter((e) => e.type === "title_changed").length, 1);
+  });
+});
+
+test("history keeps image paths: earlier images are read again for later requests, a deleted one becomes a note", async () => {
+  await withRig(
+    async ({ fake, rt, next, events, cwd }) => {
+      const png = join(cwd, "p.png");
+      writeFileSync(png, Buffer.from("89504e470d0a1a0a", "hex"));
+      rt.submit("look", { attachments: [{ kind: "image", path: png, name: "p.png", size: 8 }] });
+      await next(terminal);
+      const count = (): string[] => JSON.stringify(fake.requests.at(-1)!.json).match(/data:image\/png;base64/g) ?? [];
+      assert.equal(count().length, 1);
+      let from = events.length;
+      rt.submit("and now?");
+      await next(terminal, from);
+      assert.equal(count().length, 1, "the earlier image is sent again");
+      rmSync(png);
+      from = events.length;
+      rt.submit("still there?");
+      await next(terminal, from);
+      assert.equal(count().length, 0);
+      assert.match(JSON.stringify(fake.requests.at(-1)!.json), /the attached image p.png is no longer available/);
+    },
+    { images: true },
+  );
 });

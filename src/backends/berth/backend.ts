@@ -111,7 +111,8 @@ export class BerthRuntimeBackend {
       }
       for (const e of listed.sessions) {
         if (this.sessions.has(e.sessionId)) continue;
-        const s: LiveSession = { entry: { sessionId: e.sessionId, cwd: this.o.cwd, title: e.title ?? "New Session" }, registered: false, seq: 0, held: null };
+        // The working directory is read from the session's header when it is first prompted (`resolveCwd`).
+        const s: LiveSession = { entry: { sessionId: e.sessionId, cwd: "", title: e.title ?? "New Session" }, registered: false, seq: 0, held: null };
         this.sessions.set(e.sessionId, s);
         found.push(s);
       }
@@ -121,9 +122,16 @@ export class BerthRuntimeBackend {
     return found;
   }
 
-  /** The session's runtime, opened (and projected) on first use. */
+  /** A store session's working directory, from its header (the daemon's when unreadable). */
+  private async resolveCwd(s: LiveSession): Promise<void> {
+    if (s.entry.cwd !== "") return;
+    s.entry.cwd = (await this.hub.cwdOf(s.entry.sessionId)) ?? this.o.cwd;
+  }
+
+  /** The session's runtime, opened (and projected) on first use; `resolveCwd` first for store sessions. */
   private runtimeOf(s: LiveSession): SessionRuntime {
     if (s.rt !== undefined) return s.rt;
+    if (s.entry.cwd === "") s.entry.cwd = this.o.cwd;
     const rt = this.hub.open(s.entry.sessionId, { cwd: s.entry.cwd });
     const projection = new HostProjection(
       (ev) => this.emit(s, ev),
@@ -405,6 +413,7 @@ export class BerthRuntimeBackend {
    * event of the turn), then run it. Never rejects.
    */
   private async admitTurn(s: LiveSession, text: string, turnId: string, pendingId: string | undefined, reply: (ok: boolean, error?: string) => void): Promise<void> {
+    await this.resolveCwd(s);
     const rt = this.runtimeOf(s);
     s.held = [];
     const r = await rt.startTurn(text, { turnId });

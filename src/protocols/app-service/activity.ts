@@ -13,7 +13,7 @@
  */
 import { createHash } from "node:crypto";
 import { truncateUtf8, utf8Length } from "../../core/utf8.js";
-import type { RuntimeEvent } from "../../runtime/events.js";
+import type { RuntimeEvent } from "../../runtime/session/index.js";
 import { redactSecrets, sanitizeText } from "./replay-text.js";
 
 export const MAX_SUMMARY_BYTES = 2048;

@@ -17,7 +17,7 @@
 import { LIMITS } from "./limits.js";
 import { WRITABLE_NOW } from "../../transport/line-writer.js";
 import { utf8Length } from "../../core/utf8.js";
-import type { RuntimeEvent, TurnSink } from "../../runtime/events.js";
+import type { RuntimeEvent, TurnSink } from "../../runtime/session/index.js";
 import type { EventName } from "./descriptor.js";
 import { projectActivity } from "./activity.js";
 

@@ -315,7 +315,7 @@ export const RESULT_SCHEMAS: Record<string, z.ZodType> = {
 // ── Client input ──────────────────────────────────────────────────────────────
 export const JsonRpcRequestIn = z.object({
   jsonrpc: z.literal("2.0"),
-  id: z.union([z.number(), z.string().max(256)]).optional(),
+  id: z.union([z.number(), z.string()]).optional(),
   method: z.string().min(1),
   params: z.unknown().optional(),
 });

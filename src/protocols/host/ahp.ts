@@ -46,6 +46,13 @@ export class AhpConnection implements Subscriber {
   }
 
   private corked = false;
+  /** Bytes of answers (snapshots, replays) queued since the backlog was last under the bound. */
+  private replyAllowance = 0;
+  /** Send the answer to one of the client's own requests. */
+  private sendReply(text: string): void {
+    this.replyAllowance += text.length < 4096 ? text.length * 3 : Buffer.byteLength(text);
+    this.sendRaw(text);
+  }
   sendRaw(text: string): void {
     if (this.closed || this.ws.readyState !== 1) return;
     // Batch bursts of small frames into one writev per event-loop turn.
@@ -63,10 +70,17 @@ export class AhpConnection implements Subscriber {
   }
   /**
    * A client that stops reading is disconnected once MAX_CLIENT_BACKLOG bytes wait for it: its
-   * buffered frames are dropped at once (it can `reconnect` and replay or re-snapshot).
+   * buffered frames are dropped at once (it can `reconnect` and replay or re-snapshot). Answers
+   * the client asked for (a large snapshot or replay) do not count against it: they raise the
+   * allowance until the backlog is back under the bound.
    */
   private checkBacklog(): void {
-    if (this.ws.bufferedAmount <= MAX_CLIENT_BACKLOG) return;
+    const b = this.ws.bufferedAmount;
+    if (b <= MAX_CLIENT_BACKLOG) {
+      this.replyAllowance = 0;
+      return;
+    }
+    if (b <= MAX_CLIENT_BACKLOG + this.replyAllowance) return;
     this.log(`ahp: client ${clip(this.clientId)} fell ${this.ws.bufferedAmount} bytes behind; disconnecting it`);
     this.onClose();
     this.ws.terminate();
@@ -124,12 +138,12 @@ export class AhpConnection implements Subscriber {
    * with messages cut at MAX_ERROR_MESSAGE. Any other error is a bug: the request is answered
    * -32603 and then this connection (only) is closed.
    */
-  private readonly rpc = new JsonRpcConnection((text) => this.sendRaw(text), {
+  private readonly rpc = new JsonRpcConnection((text) => this.sendReply(text), {
     // A synchronous method (initialize, reconnect, subscribe) is answered in the same step that
     // took its snapshot or replay and registered the subscription. Awaiting first would let an
     // envelope published meanwhile (a pipelined dispatchAction in the same segment) reach the
     // client ahead of the answer that it follows in serverSeq order.
-    onRequest: (method, params, notification) => this.dispatch(method, params as Json, notification),
+    onRequest: (method, params, notification) => (notification ? this.dispatchNotification(method, params as Json) : this.dispatch(method, params as Json, false)),
     errorOf: (e, method) => {
       if (e instanceof RpcError) {
         if (e.code === ErrorCodes.UnsupportedProtocolVersion) setTimeout(() => this.ws.close(1002, "unsupported protocol version"), 10).unref();
@@ -140,6 +154,23 @@ export class AhpConnection implements Subscriber {
       return { code: ErrorCodes.InternalError, message: "internal error; the connection is closed (reconnect to continue)" };
     },
   });
+
+  /**
+   * A notification gets no answer, so a bug while handling one (anything but an `RpcError`) would
+   * vanish: it is logged and closes this connection, like a bug in a request.
+   */
+  private dispatchNotification(method: string, params: Json): unknown {
+    const bug = (e: unknown) => {
+      if (!(e instanceof RpcError)) this.failInternal(method, e);
+    };
+    try {
+      const out = this.dispatch(method, params, true);
+      return out instanceof Promise ? out.catch(bug) : out;
+    } catch (e) {
+      bug(e);
+      return null;
+    }
+  }
 
   /** Nesting is bounded before the message is parsed at all (a fixed refusal, id null). */
   private onMessage(text: string): Promise<void> {

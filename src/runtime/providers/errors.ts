@@ -28,7 +28,6 @@ export type ProviderLabel = (typeof LABELS)[keyof typeof LABELS];
 /**
  * Internal failure signal. Thrown only inside provider modules and turned into one in-band
  * `error` event by the stream driver; it never escapes `Provider.stream()`.
- * Also thrown (rejected) by `listModels`, whose callers get the same safe labels.
  */
 export class ProviderFailure extends Error {
   constructor(

@@ -11,7 +11,6 @@ import { nodeFetch } from "./node-fetch.js";
 import { buildResponsesRequest, OPENAI_DEFAULT_BASE_URL, ResponsesDecoder } from "./openai-responses.js";
 
 export { ProviderFailure, LABELS as PROVIDER_ERROR_LABELS } from "./errors.js";
-export { listModels, type DiscoveredModel, type ListModelsOptions } from "./models.js";
 export { DEFAULT_RETRY, abortableSleep, type FetchLike, type RetryPolicy } from "./driver.js";
 export type { ProviderBounds } from "./accumulate.js";
 

@@ -3,10 +3,13 @@
  * `MAX_IMAGE_BYTES` that are regular files are read and sent as image parts, at most `MAX_IMAGES` per prompt (the
  * newest); an unreadable one is skipped (the prompt's file list still names it). Never throws.
  * `attachmentNote` lists every attachment for the model: names, types and sizes, plus paths when tools can read them.
+ * `reattachImages`: history keeps image paths, not bytes; the newest images of earlier prompts (up to the room left
+ * beside the current prompt's) are read again for each request, and one deleted or unreadable since is replaced by
+ * a note.
  */
 import { open } from "node:fs/promises";
 import { extname } from "node:path";
-import type { ImagePart } from "../types.js";
+import type { ImagePart, Message } from "../types.js";
 import type { UserAttachment } from "./types.js";
 
 export const MAX_IMAGE_BYTES = 8 * 1024 * 1024;
@@ -59,4 +62,19 @@ export function attachmentNote(attachments: readonly UserAttachment[], withPaths
     return `- ${parts.filter((p) => p !== null && p !== undefined).join(", ")}`;
   });
   return `\n\n[Attached files]\n${lines.join("\n")}`;
+}
+
+/** Adds the newest `room` earlier images to their user messages (see the module contract). */
+export async function reattachImages(messages: Message[], earlier: ReadonlyArray<{ message: number; attachment: UserAttachment }>, room: number): Promise<void> {
+  if (room <= 0) return;
+  for (const { message, attachment } of earlier.slice(-room)) {
+    const m = messages[message];
+    if (m === undefined || m.role !== "user") continue;
+    const buf = await readImage(attachment.path);
+    m.content.push(
+      buf !== null
+        ? { type: "image", mediaType: imageType(attachment) as string, dataBase64: buf.toString("base64") }
+        : { type: "text", text: `[the attached image ${attachment.name ?? "(unnamed)"} is no longer available]` },
+    );
+  }
 }

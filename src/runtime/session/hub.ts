@@ -14,7 +14,8 @@
 import { randomUUID } from "node:crypto";
 import { titleFrom } from "../../core/text-policy.js";
 import { isValidSessionId, type SessionManager, type TurnLease } from "../../store/sessions/index.js";
-import { admissionError, SessionRuntime, type SessionDeps, type StartResult, type TurnRunner } from "./runtime.js";
+import { SessionRuntime } from "./runtime.js";
+import { admissionError, type SessionDeps, type StartResult, type TurnRunner } from "./deps.js";
 import type { SessionConfig, SessionListener, SessionSummary, SubmitOptions } from "./types.js";
 
 export interface SessionHubOptions {
@@ -109,6 +110,16 @@ export class SessionHub {
     }
     const rt = this.runtimes.get(lease.sessionId) ?? this.adopt(lease.sessionId, cfg);
     return { ...rt.beginAdmitted(lease, ctl, prompt, opts), sessionId: lease.sessionId };
+  }
+
+  /** The working directory recorded in a stored session's header (null when it cannot be read). */
+  async cwdOf(sessionId: string): Promise<string | null> {
+    try {
+      const w = await this.o.manager.store.readWindow(sessionId, { maxBytes: 4096, maxRecords: 1, quantumBytes: 4096 });
+      return w === "unchanged" ? null : w.header.cwd;
+    } catch {
+      return null;
+    }
   }
 
   /** A page of the store's sessions (title policy applied), oldest ID first. */

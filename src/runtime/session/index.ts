@@ -3,7 +3,9 @@
  * backend, SCV, ACP, chat channels). Doors import from here only.
  */
 export { SessionHub, type SessionHubOptions } from "./hub.js";
-export { SessionRuntime, admissionError, type SessionDeps, type StartResult, type StartedTurn, type TurnRunner } from "./runtime.js";
+export { SessionRuntime } from "./runtime.js";
+export { admissionError, type SessionDeps, type StartResult, type StartedTurn, type TurnRunner } from "./deps.js";
 export { needsApproval, approvalSummary } from "./approvals.js";
 export { attachmentNote, MAX_ATTACHMENTS, MAX_IMAGE_BYTES } from "./attachments.js";
 export * from "./types.js";
+export type { RuntimeEvent, TurnSink, TurnOutcome, TurnUsage, FailureReason } from "../events.js";

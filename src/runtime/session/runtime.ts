@@ -25,8 +25,9 @@ import { randomUUID } from "node:crypto";
 import { titleFrom } from "../../core/text-policy.js";
 import type { TurnOutcome, TurnSink } from "../events.js";
 import type { ApprovalPolicy } from "../approval.js";
-import type { RunTurnRequest } from "../agent.js";
-import { DEFAULT_WINDOW, SessionError, type History, type HistoryBounds, type SessionManager, type TurnLease } from "../../store/sessions/index.js";
+import type { SessionModelInfo } from "../agent.js";
+import { admissionError, type SessionDeps, type StartedTurn, type StartResult } from "./deps.js";
+import { DEFAULT_WINDOW, type History, type TurnLease } from "../../store/sessions/index.js";
 import { ApprovalBook, approvalSummary, needsApproval } from "./approvals.js";
 import { SessionQueue, type Queued } from "./queue.js";
 import { terminalEvent, TurnProjector } from "./project.js";
@@ -41,28 +42,6 @@ import type {
   SubmitOptions,
   TurnOrigin,
 } from "./types.js";
-
-/** What the session runtime needs from the agent (an `Agent`). */
-export interface TurnRunner {
-  runTurn(req: RunTurnRequest): Promise<TurnOutcome>;
-  close(): Promise<void>;
-}
-
-export interface SessionDeps {
-  manager: SessionManager;
-  runner: TurnRunner;
-  historyBounds?: HistoryBounds;
-  /** ID source for turns, queue entries and approvals (default: UUIDs). */
-  newId?: () => string;
-}
-
-/** An admitted turn: its ID, and a promise settled once it ended and its lease was released. */
-export interface StartedTurn {
-  ok: true;
-  turnId: string;
-  done: Promise<void>;
-}
-export type StartResult = StartedTurn | { ok: false; error: AdmissionError };
 
 interface Running {
   turnId: string;
@@ -79,10 +58,6 @@ interface Admitted {
 }
 
 const EMPTY_USAGE = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, requests: 0 };
-
-export function admissionError(e: unknown): AdmissionError {
-  return e instanceof SessionError ? e.code : "internal";
-}
 
 export class SessionRuntime {
   private readonly listeners = new Set<SessionListener>();
@@ -123,6 +98,11 @@ export class SessionRuntime {
 
   get busy(): boolean {
     return this.running !== null || this.admitting;
+  }
+
+  /** The provider, model and context window this session's next turn would use (null: none usable, or unknown). */
+  async describe(): Promise<SessionModelInfo | null> {
+    return (await this.deps.runner.describe?.(this.cfg.selection)) ?? null;
   }
 
   /** Changes the configuration; refused (false) while a turn runs. */
@@ -274,6 +254,7 @@ export class SessionRuntime {
     const run: Running = { turnId, ctl: a.ctl, steering: [], ...(opts.origin !== undefined ? { origin: opts.origin } : {}) };
     this.running = run;
     this.admitting = false;
+    if (this.closed) run.ctl.abort(); // closed while it was being admitted: it ends cancelled at once
     const ref = { sessionId: this.id, turnId };
     this.emit({
       ...ref,

@@ -4,12 +4,12 @@
  * `SessionEvent`s onto its own wire and keeps only what its protocol allows.
  */
 import type { RuntimeEvent, FailureReason, TerminalStatus, TurnUsage } from "../events.js";
-import type { SelectionOverride } from "../agent.js";
+import type { SelectionOverride, SessionModelInfo } from "../agent.js";
 import type { ToolErrorKind, ToolRisk } from "../types.js";
 import type { McpServerDef } from "../../store/settings/schema.js";
 import type { SessionErrorCode, UserAttachment } from "../../store/sessions/index.js";
 
-export type { SelectionOverride, UserAttachment, ToolRisk };
+export type { SelectionOverride, SessionModelInfo, UserAttachment, ToolRisk };
 
 /**
  * When a tool call needs a person's approval:

@@ -1,0 +1,35 @@
+/**
+ * What a `SessionRuntime` is built on (the agent, the session manager) and what admission returns.
+ */
+import type { TurnOutcome } from "../events.js";
+import type { RunTurnRequest, SelectionOverride, SessionModelInfo } from "../agent.js";
+import { SessionError, type HistoryBounds, type SessionManager } from "../../store/sessions/index.js";
+import type { AdmissionError } from "./types.js";
+
+/** What the session runtime needs from the agent (an `Agent`). */
+export interface TurnRunner {
+  runTurn(req: RunTurnRequest): Promise<TurnOutcome>;
+  close(): Promise<void>;
+  /** The provider/model/context window a turn with this selection would use (`Agent.describe`). */
+  describe?(selection?: SelectionOverride): Promise<SessionModelInfo | null>;
+}
+
+export interface SessionDeps {
+  manager: SessionManager;
+  runner: TurnRunner;
+  historyBounds?: HistoryBounds;
+  /** ID source for turns, queue entries and approvals (default: UUIDs). */
+  newId?: () => string;
+}
+
+/** An admitted turn: its ID, and a promise settled once it ended and its lease was released. */
+export interface StartedTurn {
+  ok: true;
+  turnId: string;
+  done: Promise<void>;
+}
+export type StartResult = StartedTurn | { ok: false; error: AdmissionError };
+
+export function admissionError(e: unknown): AdmissionError {
+  return e instanceof SessionError ? e.code : "internal";
+}
