@@ -6,14 +6,10 @@
  * dot) are served, straight from the UI directory; nothing else is reachable (no traversal is
  * expressible). Every response carries the strict CSP, `nosniff`, no framing and no referrer.
  */
-import { readFile } from "node:fs/promises";
-import { extname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { extname } from "node:path";
 import type { ServerResponse } from "node:http";
+import { DEFAULT_UI_DIR, readUiFile } from "../../store/ui-assets.js";
 import { UI_ASSET as ASSET } from "./ui-guard.js";
-
-/** `dist/ui/` next to the compiled `dist/src/` tree. */
-export const DEFAULT_UI_DIR = fileURLToPath(new URL("../../../ui/", import.meta.url));
 
 export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
   "content-security-policy": "default-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; object-src 'none'",
@@ -42,11 +38,9 @@ function send(res: ServerResponse, status: number, headers: Record<string, strin
 export async function serveUi(pathname: string, res: ServerResponse, dir: string = DEFAULT_UI_DIR, head = false): Promise<void> {
   if (pathname === "/favicon.ico") return send(res, 204, { "cache-control": "max-age=86400" });
   const asset = ASSET.exec(pathname);
-  const file = asset ? join(dir, "assets", asset[1]!) : join(dir, "index.html");
-  let body: Buffer;
-  try {
-    body = await readFile(file);
-  } catch {
+  const file = asset ? `assets/${asset[1]!}` : "index.html";
+  const body = await readUiFile(dir, file);
+  if (body === null) {
     if (!asset) {
       return send(
         res,
