@@ -2,10 +2,14 @@
  * Host benchmarks (issue 6): a spawned `berth daemon`, driven over its real sockets.
  *  - 10,000 dormant sessions registered over one v8 provider connection (≤ 2 s, daemon RSS ≤ 300 MB)
  *  - sequenced events fanned out to 10 AHP clients (≥ 50,000 events/s)
+ *  - /healthz latency and daemon RSS growth while one backend streams a 64 MiB turn (issue 18),
+ *    beside the same probe against a bare Node HTTP server (the floor)
+ *  - 160 turns × 256 KiB on one session: the last turns' round trip against the first ones', and
+ *    database bytes written per byte of text (issue 18: the transcript was rewritten per persist)
  */
 import { spawn } from "node:child_process";
 import { createConnection, type Socket } from "node:net";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -49,6 +53,30 @@ class Lines {
   wait(pred: (f: any) => boolean): Promise<any> {
     return new Promise((resolve) => this.waiters.push({ pred, resolve }));
   }
+}
+
+/** A bare Node HTTP server in a child process (the floor for the /healthz probe). */
+async function bareServer(): Promise<{ url: string; close: () => void }> {
+  const child = spawn(process.execPath, ["-e", "const s=require('http').createServer((q,r)=>r.end('{}')).listen(0,'127.0.0.1',()=>console.log(s.address().port))"], { stdio: ["ignore", "pipe", "inherit"] });
+  const port = await new Promise<string>((r) => child.stdout!.once("data", (d: Buffer) => r(d.toString().trim())));
+  return { url: `http://127.0.0.1:${port}`, close: () => child.kill() };
+}
+
+/** Poll `<url>/healthz` back to back while `work` runs; the slowest answer in ms. */
+async function healthzMaxMs(url: string, work: () => Promise<unknown>): Promise<number> {
+  let done = false;
+  let max = 0;
+  const probe = (async () => {
+    while (!done) {
+      const t = performance.now();
+      await (await fetch(`${url}/healthz`)).arrayBuffer();
+      max = Math.max(max, performance.now() - t);
+    }
+  })();
+  await work();
+  done = true;
+  await probe;
+  return max;
 }
 
 export default async (): Promise<Figure[]> => {
@@ -168,6 +196,60 @@ export default async (): Promise<Figure[]> => {
     figures.push({ name: "host.fanout_10_clients_events_per_s", value: Math.round(rate), unit: "events/s", target: ">= 50000", ok: rate >= 50_000, deliveries_per_s: Math.round(rate * CLIENTS) });
     for (const ws of clients) ws.close();
     sock.destroy();
+
+    // 3. Responsiveness while one backend streams a 64 MiB turn (per-turn text is bounded).
+    const bare = await bareServer();
+    const floorMs = await healthzMaxMs(bare.url, () => new Promise((r) => setTimeout(r, 1500)));
+    bare.close();
+    const hs = createConnection(ready.backend_socket!);
+    await new Promise((r) => hs.once("connect", r));
+    const big = new Lines(hs);
+    big.send({ type: "hello", protocolVersion: 1, instanceId: "huge", provider: "bench", sourceId: "huge-turn" });
+    const reg = await big.wait((f) => f.type === "registered");
+    const rss0 = rssMb(proc.pid!);
+    const chunk = JSON.stringify({ type: "text_delta", text: "z".repeat(1024 * 1024) });
+    const maxMs = await healthzMaxMs(ready.http!, async () => {
+      big.send({ type: "event", session: reg.session, event: { type: "user_message", text: "go" } });
+      for (let i = 0; i < 64; i++) if (!hs.write(`{"type":"event","session":${JSON.stringify(reg.session)},"event":${chunk}}\n`)) await new Promise((r) => hs.once("drain", r));
+      big.send({ type: "ping", id: "done" });
+      await big.wait((f) => f.type === "pong");
+    });
+    const grow = rssMb(proc.pid!) - rss0;
+    figures.push({ name: "host.healthz_max_ms_during_64mib_turn", value: Math.round(maxMs), unit: "ms", floor_bare_node_ms: Math.round(floorMs), target: "<= 250", ok: maxMs <= 250 });
+    figures.push({ name: "host.rss_growth_mb_during_64mib_turn", value: Math.round(grow), unit: "MB", target: "<= 100", ok: grow <= 100 });
+    hs.destroy();
+
+    // 4. 160 turns of 256 KiB each on one session: a turn's round trip must not grow with the
+    //    transcript (persistence appends one row per turn), and bytes written stay near the text.
+    const ts = createConnection(ready.backend_socket!);
+    await new Promise((r) => ts.once("connect", r));
+    const many = new Lines(ts);
+    many.send({ type: "hello", protocolVersion: 1, instanceId: "many", provider: "bench", sourceId: "many-turns" });
+    const mreg = await many.wait((f) => f.type === "registered");
+    const dbBytes = () => ["host.db", "host.db-wal"].reduce((n, f) => n + (existsSync(join(home, "host", f)) ? statSync(join(home, "host", f)).size : 0), 0);
+    const db0 = dbBytes();
+    const text = JSON.stringify({ type: "text_delta", text: "t".repeat(256 * 1024) });
+    const trips: number[] = [];
+    for (let i = 0; i < 160; i++) {
+      const t = performance.now();
+      ts.write(`{"type":"event","session":${JSON.stringify(mreg.session)},"event":{"type":"user_message","text":"q${i}"}}\n`);
+      ts.write(`{"type":"event","session":${JSON.stringify(mreg.session)},"event":${text}}\n`);
+      ts.write(`{"type":"event","session":${JSON.stringify(mreg.session)},"event":{"type":"settled","cancelled":false}}\n`);
+      many.send({ type: "ping", id: `m${i}` });
+      await many.wait((f) => f.type === "pong" && f.id === `m${i}`);
+      trips.push(performance.now() - t);
+    }
+    // The last write-behind commit lands on the next event-loop turn; one more round trip covers it.
+    many.send({ type: "ping", id: "flush" });
+    await many.wait((f) => f.type === "pong" && f.id === "flush");
+    await new Promise((r) => setTimeout(r, 200));
+    const avg = (a: number[]) => a.reduce((x, y) => x + y, 0) / a.length;
+    const first = avg(trips.slice(0, 10));
+    const last = avg(trips.slice(-10));
+    const written = (dbBytes() - db0) / (160 * 256 * 1024);
+    figures.push({ name: "host.turn_round_trip_ms_at_160x256kib", value: Math.round(last), unit: "ms", first_10_turns_ms: Math.round(first), target: "<= 3 x first turns", ok: last <= 3 * Math.max(first, 5) });
+    figures.push({ name: "host.db_bytes_per_text_byte_160x256kib", value: Math.round(written * 100) / 100, unit: "ratio", target: "<= 3", ok: written <= 3 });
+    ts.destroy();
   } finally {
     proc.kill("SIGTERM");
     await new Promise((r) => proc.once("exit", r));

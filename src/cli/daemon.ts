@@ -4,16 +4,22 @@
  * `berth` over the backend socket (in this process) before the ready line is printed.
  */
 import { join } from "node:path";
+import { rmSync, writeFileSync } from "node:fs";
 import { startHost, type HostHandle } from "../protocols/host/host.js";
 import type { WireError } from "../protocols/scv/wire.js";
 import { resolveHome } from "../store/home.js";
+import { isLoopbackHost } from "../protocols/host/ui-guard.js";
 import { startDaemonChannels, type DaemonChannels } from "./daemon-channels.js";
 import { buildScvDeps } from "./scv-deps.js";
 import { listenScvSocket, scvSocketPath, type ScvSocketHandle } from "./scv-socket.js";
 import { packageVersion } from "./service.js";
 
 const SHUTDOWN_DEADLINE_MS = 5000;
+/** `<state dir>/endpoint.json`: `{pid, http, ui}` of the running daemon, read by `berth open`. */
+export const ENDPOINT_FILE = "endpoint.json";
 const RUNTIME_READY_MS = 10_000;
+
+import { containCrashes } from "./crash-containment.js";
 
 /** Start the in-process Berth runtime backend; resolves with its close function. */
 async function startRuntime(handle: HostHandle): Promise<() => Promise<void>> {
@@ -98,6 +104,7 @@ function parseListen(v: string): { host: string; port: number } | null {
 }
 
 export async function runDaemon(argv: string[]): Promise<number> {
+  containCrashes((m) => process.stderr.write(`berth daemon: ${m}\n`));
   let listen = { host: "127.0.0.1", port: 0 };
   let withRuntime = false;
   for (let i = 0; i < argv.length; i++) {
@@ -113,7 +120,11 @@ export async function runDaemon(argv: string[]): Promise<number> {
     } else if (a === "--berth-runtime") {
       withRuntime = true;
     } else if (a === "-h" || a === "--help") {
-      process.stderr.write("usage: berth daemon [--listen HOST:PORT] [--berth-runtime]\n");
+      process.stderr.write(
+        "usage: berth daemon [--listen HOST:PORT] [--berth-runtime]\n" +
+          "  --listen defaults to 127.0.0.1:0 (loopback only). A non-loopback address exposes the AHP socket and the\n" +
+          "  web UI to the network, guarded only by the bearer token over plain HTTP: see README (Web UI).\n",
+      );
       return 0;
     } else {
       process.stderr.write(`berth daemon: unknown argument ${a}\n`);
@@ -124,6 +135,11 @@ export async function runDaemon(argv: string[]): Promise<number> {
   if (stateRootProblem !== null) {
     process.stderr.write(`berth daemon: ${stateRootProblem}\n`);
     return 1;
+  }
+  if (!isLoopbackHost(listen.host)) {
+    process.stderr.write(
+      `berth daemon: WARNING: listening on ${listen.host}, not loopback: anyone who can reach this port and learns the token controls your sessions (plain HTTP, no TLS)\n`,
+    );
   }
   let handle: HostHandle;
   try {
@@ -159,7 +175,19 @@ export async function runDaemon(argv: string[]): Promise<number> {
     scvSocket: scv.path,
     log: (l) => void process.stderr.write(`berth daemon: ${l}\n`),
   });
-  process.stdout.write(JSON.stringify({ ...(JSON.parse(handle.readyLine()) as object), scv_socket: scv.path }) + "\n");
+  // The host's ready line with the SCV socket added before the web UI's address (the contract's field order).
+  const { ui, ...hostFields } = JSON.parse(handle.readyLine()) as Record<string, unknown>;
+  process.stdout.write(JSON.stringify({ ...hostFields, scv_socket: scv.path, ui }) + "\n");
+  // The token is shown only to a person at a terminal: a redirected stderr is a log file.
+  if (process.stderr.isTTY) process.stderr.write(`berth daemon: web UI at ${handle.uiUrl}\n`);
+  else process.stderr.write(`berth daemon: web UI at ${handle.uiUrl.replace(/#.*$/, "")} (its token is in the ready line's "ui" field, or run \`berth open\`)\n`);
+  // Discovery record for `berth open` (owner-only; the token itself stays in host/token).
+  const endpointFile = join(handle.stateDir, ENDPOINT_FILE);
+  try {
+    writeFileSync(endpointFile, JSON.stringify({ pid: process.pid, http: handle.httpUrl, ui: handle.uiUrl.replace(/#.*$/, "") }) + "\n", { mode: 0o600 });
+  } catch (e) {
+    process.stderr.write(`berth daemon: cannot write ${endpointFile} (berth open will not find this daemon): ${e instanceof Error ? e.message : String(e)}\n`);
+  }
   return await new Promise<number>((resolveExit) => {
     let stopping = false;
     const stop = (sig: string) => {
@@ -172,6 +200,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
         process.exit(1);
       }, SHUTDOWN_DEADLINE_MS);
       timer.unref();
+      rmSync(endpointFile, { force: true });
       (channels?.stop() ?? Promise.resolve())
         .catch((e: unknown) => process.stderr.write(`berth daemon: channels shutdown error: ${String(e)}\n`))
         .then(() => scv.close())

@@ -8,7 +8,8 @@ commands:
   chat [-p PROMPT] [--json]   terminal client (interactive, or one-shot with -p)
   service                     app-service v1: JSONL over stdio for frontend apps
   stdio                       SCV client protocol v3 over stdin/stdout (one session)
-  daemon [--listen HOST:PORT] live-backend host (backend Unix socket + AHP WebSocket) and the SCV socket
+  daemon [--listen HOST:PORT] live-backend host (backend Unix socket + AHP WebSocket + web UI) and the SCV socket
+  open [--no-browser]         start or find the daemon and open its web UI in the browser
   acp                         Agent Client Protocol v1 over stdio (for editors: Zed, acpx, ...)
   channel login|logout|set|status   WeChat and Feishu/Lark chat accounts
 `;
@@ -62,6 +63,11 @@ export async function main(argv: string[]): Promise<void> {
     case "acp": {
       const m = await import("./acp.js");
       process.exitCode = await m.runAcp(rest);
+      return;
+    }
+    case "open": {
+      const m = await import("./open.js");
+      process.exitCode = await m.runOpen(rest);
       return;
     }
     case "chat": {

@@ -16,8 +16,8 @@ interface Daemon {
   stdout: string[];
   stderr: string;
 }
-function startDaemon(home: string, args: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<Daemon> {
-  const proc = spawn(process.execPath, [bin, "daemon", "--listen", "127.0.0.1:0", ...args], { env: { ...process.env, BERTH_HOME: home, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+function startDaemon(home: string, args: string[] = [], env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []): Promise<Daemon> {
+  const proc = spawn(process.execPath, [...nodeArgs, bin, "daemon", "--listen", "127.0.0.1:0", ...args], { env: { ...process.env, BERTH_HOME: home, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   const d: Daemon = { proc, ready: {}, stdout: [], stderr: "" };
   proc.stderr!.on("data", (b: Buffer) => (d.stderr += b.toString()));
   return new Promise((resolve, reject) => {
@@ -43,7 +43,7 @@ const exited = (p: ChildProcess) => new Promise<number | null>((r) => (p.exitCod
 test("berth daemon: ready line, owner-only state, exclusive lock, SIGTERM, crash-restart restores sessions", async () => {
   const home = tempHome();
   const d = await startDaemon(home);
-  assert.deepEqual(Object.keys(d.ready), ["ready", "ahp", "http", "token", "backend_socket", "scv_socket"]);
+  assert.deepEqual(Object.keys(d.ready), ["ready", "ahp", "http", "token", "backend_socket", "scv_socket", "ui"]);
   assert.equal(d.ready.ready, true as unknown as string);
   assert.match(d.ready.ahp ?? "", /^ws:\/\/127\.0\.0\.1:\d+\/ahp$/);
   assert.equal(statSync(join(home, "host")).mode & 0o777, 0o700);
@@ -119,4 +119,16 @@ test("berth daemon --berth-runtime: provider berth is registered before the read
   } finally {
     await fake.close();
   }
+});
+
+test("finding: an unhandled rejection or exception anywhere killed the daemon; it is logged and contained", async () => {
+  // Injected from outside the code under test: a preload that, on SIGUSR2, leaves a rejection
+  // unhandled and throws from a timer callback inside the daemon process.
+  const inject = `data:text/javascript,process.on("SIGUSR2",()=>{Promise.reject(new Error("injected rejection"));setImmediate(()=>{throw new Error("injected throw")})})`;
+  const d = await startDaemon(tempHome(), [], {}, ["--import", inject]);
+  d.proc.kill("SIGUSR2");
+  await until(() => /bug: unhandled rejection contained: Error: injected rejection/.test(d.stderr) && /bug: uncaught exception contained: Error: injected throw/.test(d.stderr), 5000, "both contained and logged");
+  assert.deepEqual(await (await fetch(`${d.ready.http}/healthz`)).json(), { ok: true });
+  d.proc.kill("SIGTERM");
+  assert.equal(await exited(d.proc), 0);
 });

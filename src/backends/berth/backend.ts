@@ -26,6 +26,7 @@ import { SessionHub, type ApprovalMode, type SessionRuntime, type TurnRunner } f
 import { SessionError, type SessionManager } from "../../store/sessions/index.js";
 import { BerthRegistry, type BerthRegistryEntry as RegistryEntry } from "../../store/host/berth-registry.js";
 import { HostProjection } from "./projection.js";
+import { localDirectoryFromUri } from "../../store/host/working-dir.js";
 
 import type { Json } from "../../core/json-bounds.js";
 
@@ -374,7 +375,7 @@ export class BerthRuntimeBackend {
     if (typeof uri !== "string" || typeof token !== "string") return this.answer(commandId, false, "create_session needs session and creationToken");
     const dirs = Array.isArray(cmd.workingDirectories) ? cmd.workingDirectories : [];
     let cwd = this.o.cwd;
-    if (typeof dirs[0] === "string" && dirs[0].startsWith("file://")) cwd = new URL(dirs[0]).pathname;
+    if (dirs.length > 0) { const wd = localDirectoryFromUri(dirs[0]); if (!wd.ok) return this.answer(commandId, false, wd.error); cwd = wd.path; }
     let sessionId: string;
     try {
       const handle = await this.o.manager.store.create(cwd);

@@ -1,48 +1,78 @@
 /**
  * The host-wide action sequencer: one `serverSeq` authority, the bounded replay ring used by
  * `reconnect`, channel subscriptions and fan-out. Contracts:
+ *  - an envelope is serialized BEFORE anything is stored or reduced: an action that cannot be
+ *    serialized throws out of `publish` with no sequence number consumed, nothing reduced and
+ *    nothing in the replay ring (so it can never poison a later `reconnect`);
+ *  - published envelopes are immutable: the ring keeps the serialized text, never the objects
+ *    the reducer goes on to mutate, so a replay shows exactly what was sent live;
  *  - every envelope gets the next `serverSeq`, is reduced (unless rejected) before it is sent,
  *    and is sent to each subscriber in sequence order;
  *  - a fanned-out message is serialized once and framed as a WebSocket frame at most once;
- *  - the replay ring holds the newest REPLAY_LIMIT envelopes; `replaySince` answers null when
- *    the requested gap is older than the ring.
+ *  - the replay ring holds at most REPLAY_LIMIT envelopes and REPLAY_BYTES_LIMIT bytes of
+ *    envelope text; `replaySince` answers null when the requested gap is older than the ring.
  */
 import { ROOT } from "./ahp-schema.js";
 import { wsTextFrame } from "../../transport/host-wsframe.js";
-import { REPLAY_LIMIT, type Envelope, type Json, type Origin, type Subscriber } from "./model.js";
+import { REPLAY_BYTES_LIMIT, REPLAY_LIMIT, type Envelope, type Json, type Origin, type Subscriber } from "./model.js";
+
+interface Recorded {
+  serverSeq: number;
+  channel: string;
+  type: string;
+  /** The envelope exactly as published (JSON). */
+  text: string;
+}
 
 export class ActionLog {
   serverSeq = 0;
-  private replay: Envelope[] = [];
-  private replayStart = 0; // index of the oldest retained entry (ring)
+  private ring: Recorded[] = [];
+  private head = 0; // index of the oldest retained entry
+  private ringBytes = 0;
   readonly subs = new Map<string, Set<Subscriber>>();
 
   /** @param reduce applies an accepted action to the host model before fan-out. */
   constructor(private readonly reduce: (channel: string, action: Json) => void) {}
 
-  /** Sequence, reduce, record and fan out one action. */
+  /** Sequence, reduce, record and fan out one action. Throws (consuming nothing) when it cannot be serialized. */
   publish(channel: string, action: Json, origin?: Origin, rejectionReason?: string): Envelope {
-    const env: Envelope = { channel, action, serverSeq: ++this.serverSeq };
+    const env: Envelope = { channel, action, serverSeq: this.serverSeq + 1 };
     if (origin) env.origin = origin;
     if (rejectionReason !== undefined) env.rejectionReason = rejectionReason;
-    else this.reduce(channel, action);
-    if (this.replay.length < REPLAY_LIMIT) this.replay.push(env);
-    else {
-      this.replay[this.replayStart] = env;
-      this.replayStart = (this.replayStart + 1) % REPLAY_LIMIT;
-    }
+    const text = JSON.stringify(env); // first: a throw here leaves no trace
+    if (rejectionReason === undefined) this.reduce(channel, action);
+    this.serverSeq = env.serverSeq;
+    const type = action.type as string;
+    this.record({ serverSeq: env.serverSeq, channel, type, text });
     const set = this.subs.get(channel);
     if (set && set.size > 0) {
-      const text = `{"jsonrpc":"2.0","method":"action","params":${JSON.stringify(env)}}`;
-      const type = action.type as string;
+      const msg = `{"jsonrpc":"2.0","method":"action","params":${text}}`;
       let frame: Buffer | undefined;
       for (const sub of set) {
         if (!sub.accepts(type)) continue;
-        if (sub.sendFrame) sub.sendFrame((frame ??= wsTextFrame(text)), text);
-        else sub.sendRaw(text);
+        if (sub.sendFrame) sub.sendFrame((frame ??= wsTextFrame(msg)), msg);
+        else sub.sendRaw(msg);
       }
     }
     return env;
+  }
+
+  private record(r: Recorded): void {
+    this.ring.push(r);
+    this.ringBytes += r.text.length;
+    while (this.ring.length - this.head > REPLAY_LIMIT || (this.ringBytes > REPLAY_BYTES_LIMIT && this.ring.length - this.head > 1)) {
+      this.ringBytes -= this.ring[this.head]!.text.length;
+      this.ring[this.head++] = undefined as unknown as Recorded;
+    }
+    if (this.head > 4096 && this.head * 2 > this.ring.length) {
+      this.ring = this.ring.slice(this.head);
+      this.head = 0;
+    }
+  }
+
+  /** Bytes (UTF-16 code units) of envelope text the replay ring holds now. */
+  get replayBytes(): number {
+    return this.ringBytes;
   }
 
   /** Send an ephemeral (unsequenced, never replayed) notification to root subscribers. */
@@ -53,16 +83,19 @@ export class ActionLog {
     for (const sub of set) sub.sendRaw(text);
   }
 
-  /** Replay envelopes after `since` for the given channels, or null when the gap is too old. */
-  replaySince(since: number, channels: Set<string>): Envelope[] | null {
-    const n = this.replay.length;
+  /**
+   * Fresh copies of the envelopes after `since` for the given channels (those `accept` admits),
+   * or null when the gap is older than the ring.
+   */
+  replaySince(since: number, channels: Set<string>, accept: (type: string) => boolean = () => true): Envelope[] | null {
     if (since >= this.serverSeq) return [];
-    const oldest = n === 0 ? this.serverSeq + 1 : this.replay[this.replayStart]!.serverSeq;
+    const n = this.ring.length - this.head;
+    const oldest = n === 0 ? this.serverSeq + 1 : this.ring[this.head]!.serverSeq;
     if (since + 1 < oldest) return null;
     const out: Envelope[] = [];
-    for (let i = 0; i < n; i++) {
-      const e = this.replay[(this.replayStart + i) % n]!;
-      if (e.serverSeq > since && channels.has(e.channel)) out.push(e);
+    for (let i = this.head; i < this.ring.length; i++) {
+      const e = this.ring[i]!;
+      if (e.serverSeq > since && channels.has(e.channel) && accept(e.type)) out.push(JSON.parse(e.text) as Envelope);
     }
     return out;
   }

@@ -9,9 +9,10 @@
  *    outcome is echoed as a rejection and nothing is replayed;
  *  - `chat/inputCompleted` is reduced only when the runtime's `input_resolved` arrives.
  */
+import { clip } from "./inbound.js";
 import { DispatchActionParams, Message } from "./ahp-schema.js";
 import { routeCommand } from "./ahp-requests.js";
-import { durationSince, findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
+import { chatErrorAction, durationSince, findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 
 const MAX_PENDING_ID = 512;
@@ -59,7 +60,7 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
       return reject("the backend protocol cannot withdraw a pending message");
     }
     default:
-      return reject(`unsupported action ${type}`);
+      return reject(`unsupported action ${clip(type)}`);
   }
 }
 
@@ -68,7 +69,7 @@ function sessionAction(st: HostState, s: SessionModel, action: Json, origin: Ori
     if (typeof action.title !== "string") return reject("invalid session/titleChanged");
     return st.setTitle(s, action.title, origin);
   }
-  if (action.type !== "session/configChanged") return reject(`unsupported action ${String(action.type)}`);
+  if (action.type !== "session/configChanged") return reject(`unsupported action ${clip(action.type)}`);
   // `configure`: only `model` ({provider, id}) and `thinkingLevel` are session-mutable here.
   const cfg = action.config;
   if (!cfg || typeof cfg !== "object" || Array.isArray(cfg)) return reject("config must be an object");
@@ -83,7 +84,7 @@ function sessionAction(st: HostState, s: SessionModel, action: Json, origin: Ori
     } else if (k === "thinkingLevel") {
       if (typeof v !== "string" || v.length === 0 || v.length > 64) return reject("thinkingLevel must be a short string");
       command.thinkingLevel = v;
-    } else return reject(`config property ${k.slice(0, 64)} is not session-mutable`);
+    } else return reject(`config property ${clip(k)} is not session-mutable`);
   }
   if (Object.keys(command).length === 1) return reject("nothing to configure");
   if (action.replace !== undefined && typeof action.replace !== "boolean") return reject("replace must be a boolean");
@@ -115,7 +116,7 @@ function turnStarted(st: HostState, s: SessionModel, chat: ChatModel, action: Js
     const cur = st.chatIndex.get(channel);
     if (!cur?.activeTurn || cur.activeTurn.id !== turnId) return;
     const errorType = o.kind === "rejected" ? "backend_rejected" : "backend_indeterminate";
-    st.publish(channel, { type: "chat/error", turnId, duration: durationSince(cur.activeTurn), error: { errorType, message: o.error } });
+    st.publish(channel, chatErrorAction(turnId, durationSince(cur.activeTurn), errorType, o.error));
     if (o.kind === "indeterminate") cur.draining = true; // the runtime may still be running it
     st.summaryChanged(s);
   });

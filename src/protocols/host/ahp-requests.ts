@@ -10,6 +10,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { CreateChatParams, CreateSessionParams, ErrorCodes } from "./ahp-schema.js";
+import { clip } from "./inbound.js";
 import { STATUS, nowIso, type ChatModel, type CommandOutcome, type Json, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 
@@ -68,7 +69,7 @@ export async function createSession(st: HostState, params: Json): Promise<null> 
   const providerId = p.data.provider ?? (st.providers.size === 1 ? [...st.providers.keys()][0] : undefined);
   if (!providerId) throw new RpcError(ErrorCodes.InvalidParams, "provider is required");
   const route = st.providers.get(providerId);
-  if (!route) throw new RpcError(ErrorCodes.ProviderNotFound, `no live provider route for ${providerId}`);
+  if (!route) throw new RpcError(ErrorCodes.ProviderNotFound, `no live provider route for ${clip(providerId)}`);
   if (st.sessions.has(uri) || st.creations.has(uri)) throw new RpcError(ErrorCodes.SessionAlreadyExists, "session already exists");
   const token = st.reserveCreation(uri, providerId); // durable before the provider sees the command
   const command: Json = { type: "create_session", session: uri, creationToken: token, workingDirectories: p.data.workingDirectories ?? [], config: p.data.config ?? {} };

@@ -17,8 +17,14 @@ import {
 } from "./ahp-schema.js";
 import { RpcError, createChat, createSession, disposeChat, disposeSession, fetchTurns, listSessions } from "./ahp-requests.js";
 import { dispatchClientAction } from "./ahp-actions.js";
+import { clip, textNestingViolation } from "./inbound.js";
 import type { Json, Subscriber } from "./model.js";
 import type { HostState } from "./state.js";
+
+/** Longest error message sent to a client. */
+const MAX_ERROR_MESSAGE = 512;
+/** Bytes that may wait unsent for one AHP client before it is disconnected. */
+export const MAX_CLIENT_BACKLOG = 32 * 1024 * 1024;
 
 export class AhpConnection implements Subscriber {
   clientId = "";
@@ -33,13 +39,20 @@ export class AhpConnection implements Subscriber {
   ) {
     ws.on("message", (data, isBinary) => {
       if (isBinary) return this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.InvalidRequest, message: "binary frames are not AHP messages" } });
-      void this.onMessage(data.toString());
+      this.onMessage(data.toString()).catch((e: unknown) => this.failInternal("message", e));
     });
     ws.on("close", () => this.onClose());
     ws.on("error", () => {});
   }
 
   private corked = false;
+  /** Bytes of answers (snapshots, replays) queued since the backlog was last under the bound. */
+  private replyAllowance = 0;
+  /** Send the answer to one of the client's own requests. */
+  private sendReply(text: string): void {
+    this.replyAllowance += text.length < 4096 ? text.length * 3 : Buffer.byteLength(text);
+    this.sendRaw(text);
+  }
   sendRaw(text: string): void {
     if (this.closed || this.ws.readyState !== 1) return;
     // Batch bursts of small frames into one writev per event-loop turn.
@@ -53,6 +66,24 @@ export class AhpConnection implements Subscriber {
       });
     }
     this.ws.send(text);
+    this.checkBacklog();
+  }
+  /**
+   * A client that stops reading is disconnected once MAX_CLIENT_BACKLOG bytes wait for it: its
+   * buffered frames are dropped at once (it can `reconnect` and replay or re-snapshot). Answers
+   * the client asked for (a large snapshot or replay) do not count against it: they raise the
+   * allowance until the backlog is back under the bound.
+   */
+  private checkBacklog(): void {
+    const b = this.ws.bufferedAmount;
+    if (b <= MAX_CLIENT_BACKLOG) {
+      this.replyAllowance = 0;
+      return;
+    }
+    if (b <= MAX_CLIENT_BACKLOG + this.replyAllowance) return;
+    this.log(`ahp: client ${clip(this.clientId)} fell ${this.ws.bufferedAmount} bytes behind; disconnecting it`);
+    this.onClose();
+    this.ws.terminate();
   }
   /** Write a pre-framed text frame straight to the socket (ordering is preserved: ws writes synchronously). */
   sendFrame(frame: Buffer, text: string): void {
@@ -68,6 +99,7 @@ export class AhpConnection implements Subscriber {
       });
     }
     raw.write(frame);
+    this.checkBacklog();
   }
   private sendJson(msg: unknown): void {
     this.sendRaw(JSON.stringify(msg));
@@ -84,24 +116,69 @@ export class AhpConnection implements Subscriber {
     this.channels.clear();
   }
 
-  /** JSON-RPC envelope handling (transport/jsonrpc.ts); AHP errors (`RpcError`) keep their codes. */
-  private readonly rpc = new JsonRpcConnection((text) => this.sendRaw(text), {
+  /** A bug while handling this connection's message: log it, and close only this connection. */
+  private failInternal(where: string, e: unknown): void {
+    this.log(`ahp: internal error in ${clip(where)}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+    this.close(1011, "internal error");
+  }
+
+  /** Close this connection (idempotent); its subscriptions end at once. */
+  close(code: number, reason: string): void {
+    if (this.closed) return;
+    this.onClose();
+    try {
+      this.ws.close(code, reason);
+    } catch {
+      this.ws.terminate();
+    }
+  }
+
+  /**
+   * JSON-RPC envelope handling (transport/jsonrpc.ts); AHP errors (`RpcError`) keep their codes,
+   * with messages cut at MAX_ERROR_MESSAGE. Any other error is a bug: the request is answered
+   * -32603 and then this connection (only) is closed.
+   */
+  private readonly rpc = new JsonRpcConnection((text) => this.sendReply(text), {
     // A synchronous method (initialize, reconnect, subscribe) is answered in the same step that
     // took its snapshot or replay and registered the subscription. Awaiting first would let an
     // envelope published meanwhile (a pipelined dispatchAction in the same segment) reach the
     // client ahead of the answer that it follows in serverSeq order.
-    onRequest: (method, params, notification) => this.dispatch(method, params as Json, notification),
+    onRequest: (method, params, notification) => (notification ? this.dispatchNotification(method, params as Json) : this.dispatch(method, params as Json, false)),
     errorOf: (e, method) => {
       if (e instanceof RpcError) {
         if (e.code === ErrorCodes.UnsupportedProtocolVersion) setTimeout(() => this.ws.close(1002, "unsupported protocol version"), 10).unref();
-        return { code: e.code, message: e.message, ...(e.data !== undefined ? { data: e.data } : {}) };
+        const message = e.message.length > MAX_ERROR_MESSAGE ? `${e.message.slice(0, MAX_ERROR_MESSAGE - 1)}…` : e.message;
+        return { code: e.code, message, ...(e.data !== undefined ? { data: e.data } : {}) };
       }
-      this.log(`ahp: internal error in ${method}: ${String(e)}`);
-      return { code: ErrorCodes.InternalError, message: "internal error" };
+      setImmediate(() => this.failInternal(method, e)); // after the answer below is written
+      return { code: ErrorCodes.InternalError, message: "internal error; the connection is closed (reconnect to continue)" };
     },
   });
 
+  /**
+   * A notification gets no answer, so a bug while handling one (anything but an `RpcError`) would
+   * vanish: it is logged and closes this connection, like a bug in a request.
+   */
+  private dispatchNotification(method: string, params: Json): unknown {
+    const bug = (e: unknown) => {
+      if (!(e instanceof RpcError)) this.failInternal(method, e);
+    };
+    try {
+      const out = this.dispatch(method, params, true);
+      return out instanceof Promise ? out.catch(bug) : out;
+    } catch (e) {
+      bug(e);
+      return null;
+    }
+  }
+
+  /** Nesting is bounded before the message is parsed at all (a fixed refusal, id null). */
   private onMessage(text: string): Promise<void> {
+    const bad = textNestingViolation(text);
+    if (bad) {
+      this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.InvalidRequest, message: `message refused: ${bad}` } });
+      return Promise.resolve();
+    }
     return this.rpc.receive(text);
   }
 
@@ -138,7 +215,7 @@ export class AhpConnection implements Subscriber {
         return fetchTurns(this.state, params);
       default:
         if (notification) return null;
-        throw new RpcError(ErrorCodes.MethodNotFound, `unknown method ${method}`);
+        throw new RpcError(ErrorCodes.MethodNotFound, `unknown method ${clip(method)}`);
     }
   }
 
@@ -190,7 +267,7 @@ export class AhpConnection implements Subscriber {
     const uri = params.channel;
     if (typeof uri !== "string") throw new RpcError(ErrorCodes.InvalidParams, "subscribe needs a channel");
     const snap = this.state.snapshot(uri);
-    if (!snap) throw new RpcError(ErrorCodes.NotFound, `no such channel ${uri}`);
+    if (!snap) throw new RpcError(ErrorCodes.NotFound, `no such channel ${clip(uri)}`);
     this.sub(uri); // snapshot and registration in one synchronous step: nothing can interleave
     return { snapshot: snap };
   }

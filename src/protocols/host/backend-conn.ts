@@ -21,6 +21,7 @@ import {
   zodMessage,
   type BackendErrorCode,
 } from "./backend-schema.js";
+import { clip, inboundViolation } from "./inbound.js";
 import type { ChatCaps, ChatModel, Json, ProviderInfo, ProviderRoute, SessionModel, SessionRoute } from "./model.js";
 import type { HostState } from "./state.js";
 import type { BackendServer } from "./backend.js";
@@ -173,15 +174,31 @@ export class BackendConn implements ProviderRoute {
   }
 
   // ── Frames ────────────────────────────────────────────────────────────────
+  /**
+   * Isolation boundary: a frame is bounds-checked before anything reads it, and a bug while
+   * handling it fails this connection (`internal_error`, fatal) — never another connection or
+   * the process.
+   */
   private onFrame(f: Json): void {
     if (this.closed) return;
+    const bad = inboundViolation(f);
+    if (bad) return this.fatal("bad_frame", `frame refused: ${bad}`);
+    try {
+      this.handleFrame(f);
+    } catch (e) {
+      this.server.log(`backend ${this.connectionId}: internal error handling a ${clip(f.type)} frame: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+      this.fatal("internal_error", "the host failed to handle this frame; the connection is closed (the error is in the host log)");
+    }
+  }
+
+  private handleFrame(f: Json): void {
     const type = f.type;
     if (typeof type !== "string") return this.fatal("protocol_error", "frame has no string type");
     if (this.kind === "unknown") {
       if (type === "hello") return this.onHello(f);
       if (type === "provider_hello") return this.onProviderHello(f);
       if (type === "ping") return void this.send({ type: "pong", ...(f.id !== undefined ? { id: f.id } : {}) });
-      return this.fatal("handshake_required", `first frame must be hello or provider_hello, got ${JSON.stringify(type).slice(0, 64)}`);
+      return this.fatal("handshake_required", `first frame must be hello or provider_hello, got ${clip(type)}`);
     }
     switch (type) {
       case "ping":
@@ -210,7 +227,7 @@ export class BackendConn implements ProviderRoute {
       case "provider_hello":
         return this.fatal("protocol_error", `${type} after registration`);
       default:
-        return this.error("protocol_error", `unknown frame type ${JSON.stringify(type).slice(0, 64)}`);
+        return this.error("protocol_error", `unknown frame type ${clip(type)}`);
     }
   }
 
@@ -287,7 +304,7 @@ export class BackendConn implements ProviderRoute {
     if (!parsed.success) return fail("validation_error", zodMessage(parsed.error));
     const gate = helloGatingError(hello, parsed.data.protocolVersion);
     if (gate) return fail("validation_error", gate);
-    if (!this.providers.some((p) => p.id === parsed.data.provider)) return fail("authority_error", `provider ${parsed.data.provider} is not carried by this connection`);
+    if (!this.providers.some((p) => p.id === parsed.data.provider)) return fail("authority_error", `provider ${clip(parsed.data.provider)} is not carried by this connection`);
     const res = this.server.register(this, parsed.data, true, undefined);
     if ("error" in res) return fail(res.code, res.error);
     this.send({ type: "session_registered", requestId, ...res.payload, registration: res.payload });
@@ -420,9 +437,10 @@ export class BackendConn implements ProviderRoute {
     } else chat = this.state.chatIndex.get(s.primaryChat);
     if (!chat) return "session has no primary chat";
     const raw = f.event as Json | undefined;
-    if (!raw || typeof raw !== "object") return "event payload missing";
-    const min = EVENT_MIN_VERSION[raw.type as string];
-    if (min === undefined) return `unknown event type ${JSON.stringify(raw.type).slice(0, 64)}`;
+    if (!raw || typeof raw !== "object" || Array.isArray(raw)) return "event payload must be an object";
+    if (typeof raw.type !== "string") return "event payload needs a string type";
+    const min = Object.hasOwn(EVENT_MIN_VERSION, raw.type) ? EVENT_MIN_VERSION[raw.type] : undefined;
+    if (min === undefined) return `unknown event type ${clip(raw.type)}`;
     if (route.version < min) return `${String(raw.type)} requires protocol version ${min}`;
     if (min === 2 && !route.inputCapable) return `${String(raw.type)} requires advertised inputCapabilities`;
     if (min === 4 && !route.toolCapable) return `${String(raw.type)} requires advertised toolCapabilities`;

@@ -5,8 +5,30 @@
  */
 import { randomUUID } from "node:crypto";
 import type { BackendEvent, HistoryTurn, NeutralInputRequest } from "./backend-schema.js";
-import { findTool, nowIso, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
+import { chatErrorAction, findTool, nowIso, type ChatModel, type Json, type Origin, type SessionModel, type TurnModel } from "./model.js";
 import type { HostState } from "./state.js";
+
+/** Streamed text (text and thinking deltas, in UTF-16 code units) one turn may carry. */
+export const MAX_TURN_TEXT = 4 * 1024 * 1024;
+export const TRUNCATION_NOTICE = `\n\n[Berth: this turn's output exceeded ${MAX_TURN_TEXT / (1024 * 1024)} MiB; the rest was not kept.]`;
+
+/**
+ * The part of `text` that still fits the turn's text bound (possibly ""). Crossing the bound
+ * marks the turn `truncated` (the caller announces it once); later deltas are dropped.
+ */
+function boundTurnText(t: TurnModel, text: string): string {
+  if (t.truncated) return "";
+  const used = t.textChars ?? 0;
+  let room = MAX_TURN_TEXT - used;
+  if (text.length <= room) {
+    t.textChars = used + text.length;
+    return text;
+  }
+  if (room > 0 && /[\uD800-\uDBFF]/.test(text[room - 1]!)) room--; // never split a surrogate pair
+  t.textChars = MAX_TURN_TEXT;
+  t.truncated = true;
+  return text.slice(0, Math.max(0, room));
+}
 
 /** A backend history turn as a completed AHP `Turn`. */
 export function historyToTurn(h: HistoryTurn): Json {
@@ -70,11 +92,18 @@ export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatMode
     case "thinking_delta": {
       const err = needTurn();
       if (err) return err;
+      const text = boundTurnText(t!, ev.text);
       const kind = ev.type === "text_delta" ? "markdown" : "reasoning";
       const last = t!.responseParts[t!.responseParts.length - 1];
-      if (last && last.kind === kind)
-        st.publish(chat.uri, { type: kind === "markdown" ? "chat/delta" : "chat/reasoning", turnId: t!.id, partId: last.id, content: ev.text });
-      else st.publish(chat.uri, { type: "chat/responsePart", turnId: t!.id, part: { kind, id: `p${++chat.partSeq}`, content: ev.text } });
+      if (text === "") {
+        /* nothing left to keep */
+      } else if (last && last.kind === kind)
+        st.publish(chat.uri, { type: kind === "markdown" ? "chat/delta" : "chat/reasoning", turnId: t!.id, partId: last.id, content: text });
+      else st.publish(chat.uri, { type: "chat/responsePart", turnId: t!.id, part: { kind, id: `p${++chat.partSeq}`, content: text } });
+      if (t!.truncated === true) {
+        t!.truncated = "announced";
+        st.publish(chat.uri, { type: "chat/responsePart", turnId: t!.id, part: { kind: "markdown", id: `p${++chat.partSeq}`, content: TRUNCATION_NOTICE } });
+      }
       break;
     }
     case "tool_started": {
@@ -169,7 +198,7 @@ export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatMode
     case "settled": {
       if (!t) return null; // already settled (e.g. cancelled by a client)
       const duration = Math.max(0, Math.round(performance.now() - t.startedMono));
-      if (ev.error) st.publish(chat.uri, { type: "chat/error", turnId: t.id, duration, error: { errorType: "backend_error", message: ev.error } });
+      if (ev.error) st.publish(chat.uri, chatErrorAction(t.id, duration, "backend_error", ev.error));
       else if (ev.cancelled) st.publish(chat.uri, { type: "chat/turnCancelled", turnId: t.id, duration });
       else st.publish(chat.uri, { type: "chat/turnComplete", turnId: t.id, duration });
       break;

@@ -245,7 +245,8 @@ export type BackendErrorCode =
   | "creation_claim_invalid"
   | "registration_failed"
   | "unknown_session"
-  | "shutting_down";
+  | "shutting_down"
+  | "internal_error";
 
 export function versionError(v: unknown): string | null {
   if (typeof v !== "number" || !Number.isInteger(v)) return "protocolVersion must be an integer";

@@ -6,6 +6,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { chmodSync, existsSync, mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { timingSafeEqual } from "node:crypto";
+import type { Socket } from "node:net";
 import { WebSocketServer } from "ws";
 import { HostStore } from "../../store/host/store.js";
 import { loadToken } from "../../store/host/token.js";
@@ -13,9 +14,15 @@ import { HostState } from "./state.js";
 import { BackendServer } from "./backend.js";
 import { AhpConnection } from "./ahp.js";
 import { Inspector } from "./inspection.js";
+import { checkHostOrigin, listenerNames, type ListenerNames } from "./http-guard.js";
 import { acquireStateLock } from "../../store/host/lock.js";
+import { isUiPath, selectSubprotocol, tokenFromSubprotocols } from "./ui-guard.js";
 
 export const WIRE_LIMIT = 16 * 1024 * 1024;
+/** At most this many TCP connections may be open on the listener before authenticating. */
+export const MAX_PREAUTH_CONNECTIONS = 64;
+/** A pre-authentication connection idle this long is closed. */
+export const PREAUTH_IDLE_MS = 10_000;
 
 export interface HostOptions {
   /** Root home (BERTH_HOME); the state directory is `<home>/host`. */
@@ -23,8 +30,12 @@ export interface HostOptions {
   host?: string;
   port?: number;
   log?: (msg: string) => void;
+  /** Idle timeout of pre-authentication connections (default PREAUTH_IDLE_MS). */
+  preAuthIdleMs?: number;
   /** Test hook: hold the inspection permit this long (ms) to exercise contention. */
   inspectionHoldMs?: number;
+  /** Directory of the built web UI (default `dist/ui/`). */
+  uiDir?: string;
 }
 
 export interface HostHandle {
@@ -34,7 +45,11 @@ export interface HostHandle {
   port: number;
   ahpUrl: string;
   httpUrl: string;
+  /** The web UI's URL, token in the fragment (never sent to the server). */
+  uiUrl: string;
   backendSocket: string;
+  /** The Host/Origin names the listener answers to (pass to `checkHostOrigin` in added routes). */
+  listenerNames: ListenerNames;
   readyLine(): string;
   close(): Promise<void>;
 }
@@ -69,7 +84,13 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
   } catch (e) {
     throw new Error(`state directory ${stateDir} is locked by another daemon (${e instanceof Error ? e.message : String(e)})`);
   }
-  const token = loadToken(stateDir);
+  let token: string;
+  try {
+    token = loadToken(stateDir);
+  } catch (e) {
+    await release();
+    throw e;
+  }
   const store = new HostStore(join(stateDir, "host.db"));
   for (const f of ["host.db", "host.db-wal", "host.db-shm"]) if (existsSync(join(stateDir, f))) chmodSync(join(stateDir, f), 0o600);
   const state = new HostState(store, log);
@@ -90,8 +111,24 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
     res.writeHead(code, { "content-type": "application/json", "cache-control": "no-store" });
     res.end(JSON.stringify(body));
   };
-  const http: Server = createServer((req, res) => {
+  // Every request and upgrade passes the Host/Origin guard (http-guard.ts) before routing; the
+  // names are fixed once the listener's port is known.
+  let names: ListenerNames = { hosts: new Set() };
+  const route = (req: IncomingMessage, res: ServerResponse) => {
+    const refused = checkHostOrigin(req, names);
+    if (refused) return json(res, refused.status, { error: refused.error, message: refused.message });
     const url = new URL(req.url ?? "/", "http://localhost");
+    if (isUiPath(url.pathname) && (req.method === "GET" || req.method === "HEAD")) {
+      // Loaded on first use: the UI server stays off the daemon's cold path.
+      void import("./ui-static.js")
+        .then((m) => m.serveUi(url.pathname, res, opts.uiDir, req.method === "HEAD"))
+        .catch((e: unknown) => {
+          log(`ui: ${String(e)}`);
+          if (!res.headersSent) json(res, 500, { error: "internal" });
+          else res.destroy();
+        });
+      return;
+    }
     if (req.method !== "GET") return json(res, 405, { error: "method_not_allowed" });
     if (url.pathname === "/healthz") return json(res, 200, { ok: true });
     if (url.pathname === "/status") return inspector.inspect(res, () => inspector.status(startedAt, backend.conns.size));
@@ -101,24 +138,61 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
       return inspector.inspect(res, (b) => inspector.providers(b, url.searchParams.get("provider")));
     }
     return json(res, 404, { error: "not_found" });
+  };
+  const http: Server = createServer((req, res) => {
+    try {
+      route(req, res);
+    } catch (e) {
+      log(`http: internal error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+      if (!res.headersSent) json(res, 500, { error: "internal_error" });
+      else res.destroy();
+    }
   });
-  const wss = new WebSocketServer({ noServer: true, maxPayload: WIRE_LIMIT, perMessageDeflate: false });
+  // Pre-authentication connections (every TCP connection until it becomes an authenticated AHP
+  // WebSocket) are capped and time out when idle: idle sockets cannot exhaust descriptors and
+  // starve /healthz, backends or AHP clients. At the cap the OLDEST pre-auth connection is
+  // dropped, so a prompt new client still gets in.
+  const preAuth = new Set<Socket>();
+  const preAuthIdleMs = opts.preAuthIdleMs ?? PREAUTH_IDLE_MS;
+  http.on("connection", (socket: Socket) => {
+    if (preAuth.size >= MAX_PREAUTH_CONNECTIONS) {
+      const oldest = preAuth.values().next().value as Socket;
+      preAuth.delete(oldest);
+      oldest.destroy();
+    }
+    preAuth.add(socket);
+    socket.setTimeout(preAuthIdleMs, () => socket.destroy());
+    socket.once("close", () => preAuth.delete(socket));
+  });
+  const wss = new WebSocketServer({ noServer: true, maxPayload: WIRE_LIMIT, perMessageDeflate: false, handleProtocols: selectSubprotocol });
   const clients = new Set<AhpConnection>();
-  http.on("upgrade", (req, socket, head) => {
-    const url = new URL(req.url ?? "/", "http://localhost");
-    if (url.pathname !== "/ahp") {
-      socket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n");
-      return;
+  http.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
+    try {
+      const refused = checkHostOrigin(req, names);
+      if (refused) {
+        socket.end(`HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Type: application/json\r\n\r\n${JSON.stringify({ error: refused.error, message: refused.message })}`);
+        return;
+      }
+      const url = new URL(req.url ?? "/", "http://localhost");
+      if (url.pathname !== "/ahp") {
+        socket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n");
+        return;
+      }
+      if (!tokenOk(bearer(req) ?? tokenFromSubprotocols(req) ?? url.searchParams.get("tkn"), token)) {
+        socket.end("HTTP/1.1 401 Unauthorized\r\nConnection: close\r\n\r\n");
+        return;
+      }
+      preAuth.delete(socket);
+      socket.setTimeout(0);
+      wss.handleUpgrade(req, socket, head, (ws) => {
+        const c = new AhpConnection(ws, state, log);
+        clients.add(c);
+        ws.on("close", () => clients.delete(c));
+      });
+    } catch (e) {
+      log(`http: internal error in upgrade: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+      socket.destroy();
     }
-    if (!tokenOk(bearer(req) ?? url.searchParams.get("tkn"), token)) {
-      socket.end("HTTP/1.1 401 Unauthorized\r\nConnection: close\r\n\r\n");
-      return;
-    }
-    wss.handleUpgrade(req, socket, head, (ws) => {
-      const c = new AhpConnection(ws, state, log);
-      clients.add(c);
-      ws.on("close", () => clients.delete(c));
-    });
   });
   const host = opts.host ?? "127.0.0.1";
   await new Promise<void>((res, rej) => {
@@ -130,7 +204,10 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
   });
   const addr = http.address();
   const port = typeof addr === "object" && addr ? addr.port : 0;
+  names = listenerNames(host, port);
   const hostPart = host.includes(":") ? `[${host}]` : host;
+  // A wildcard listen is reachable on loopback; the browser is pointed there.
+  const uiHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : hostPart;
   let closed = false;
   const handle: HostHandle = {
     state,
@@ -139,9 +216,11 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
     port,
     ahpUrl: `ws://${hostPart}:${port}/ahp`,
     httpUrl: `http://${hostPart}:${port}`,
+    uiUrl: `http://${uiHost}:${port}/#token=${token}`,
     backendSocket,
+    listenerNames: names,
     readyLine: () =>
-      JSON.stringify({ ready: true, ahp: handle.ahpUrl, http: handle.httpUrl, token, backend_socket: backendSocket }),
+      JSON.stringify({ ready: true, ahp: handle.ahpUrl, http: handle.httpUrl, token, backend_socket: backendSocket, ui: handle.uiUrl }),
     close: async () => {
       if (closed) return;
       closed = true;

@@ -7,6 +7,8 @@ import { createHash, timingSafeEqual } from "node:crypto";
 
 export const STATUS = { Idle: 1, Error: 2, InProgress: 8, InputNeeded: 24 } as const;
 export const REPLAY_LIMIT = 10_000;
+/** The replay ring also holds at most this much envelope text (a few huge envelopes cannot pin memory). */
+export const REPLAY_BYTES_LIMIT = 32 * 1024 * 1024;
 export const COMMAND_DEADLINE_MS = 60_000;
 
 export type { Json } from "../../core/json-bounds.js";
@@ -23,6 +25,10 @@ export interface TurnModel {
   message: Json;
   responseParts: Json[];
   usage?: Json;
+  /** Streamed text held so far (bounded by MAX_TURN_TEXT in backend-events.ts). */
+  textChars?: number;
+  /** The bound was crossed (true), and the notice was published ("announced"). */
+  truncated?: boolean | "announced";
 }
 
 /** A pending (steering or queued) message as AHP `PendingMessage`. */
@@ -37,6 +43,10 @@ export interface ChatModel {
   title: string;
   modifiedAt: string;
   turns: Json[];
+  /** How many leading `turns` are durable as their own rows; later ones are appended on persist. */
+  durableTurns: number;
+  /** The durable turn rows no longer match `turns` as a prefix (history loaded in front): rewrite them. */
+  rewriteTurns: boolean;
   nextCursor?: string;
   activeTurn?: TurnModel;
   interactivity?: string;
@@ -52,6 +62,8 @@ export interface ChatModel {
    * until the runtime's `settled`, its trailing turn events are accepted and ignored.
    */
   draining: boolean;
+  /** The summary fields session subscribers last heard (by snapshot or `session/chatUpdated`). */
+  announced?: { status: unknown; modifiedAt: unknown; title: unknown };
   inputs: Map<string, Json>; // requestId -> ChatInputRequest
   inputTurns: Map<string, string>; // requestId -> bound turn
   partSeq: number;
@@ -169,4 +181,14 @@ export function findTool(t: TurnModel, toolCallId: string): Json | undefined {
 }
 export function durationSince(t: TurnModel): number {
   return Math.max(0, Math.round(performance.now() - t.startedMono));
+}
+
+/**
+ * A `chat/error` action readable by every AHP version this host negotiates: the older types
+ * (0.9, 1.0) read `error: {errorType, message}`, the newer 1.x types read the error response
+ * part `part: {kind: "error", error}`; carrying both satisfies either reader.
+ */
+export function chatErrorAction(turnId: string, duration: number, errorType: string, message: string): Json {
+  const error = { errorType, message };
+  return { type: "chat/error", turnId, duration, error, part: { kind: "error", error: { ...error } } };
 }

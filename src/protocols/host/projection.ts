@@ -22,6 +22,13 @@ export const SESSION_CONFIG_SCHEMA: Json = {
   },
 };
 
+/**
+ * A chat's status, as the public chat reducer derives it: exactly one activity value. With an
+ * active turn, InputNeeded while an input request part is open or a tool call waits for
+ * confirmation, else InProgress; without one, Error after a failed turn, else Idle. An input
+ * request the runtime raises while no turn runs does not change the chat: it is announced at
+ * the session level (`session/inputNeededSet`) only.
+ */
 export function chatStatus(c: ChatModel): number {
   if (c.activeTurn) {
     for (const r of c.activeTurn.responseParts) {
@@ -31,22 +38,22 @@ export function chatStatus(c: ChatModel): number {
         if (st === "pending-confirmation" || st === "pending-result-confirmation") return STATUS.InputNeeded;
       }
     }
-    return c.inputs.size > 0 ? STATUS.InputNeeded : STATUS.InProgress;
+    return STATUS.InProgress;
   }
-  if (c.inputs.size > 0) return STATUS.InputNeeded;
   return c.lastError ? STATUS.Error : STATUS.Idle;
 }
 
+/**
+ * A session's status: one exclusive activity value (never an OR of two: the schema allows
+ * 1, 2, 8, 24, 32, 64). Error when creation failed; InputNeeded when the session or any chat
+ * waits for input; else the primary chat's status.
+ */
 export function sessionStatus(st: HostState, s: SessionModel): number {
+  if (s.lifecycle === "failed") return STATUS.Error;
+  if (s.inputNeeded.size > 0) return STATUS.InputNeeded;
+  for (const c of s.chats.values()) if (chatStatus(c) === STATUS.InputNeeded) return STATUS.InputNeeded;
   const primary = st.chatIndex.get(s.primaryChat);
-  let status = primary ? chatStatus(primary) : STATUS.Idle;
-  if (s.inputNeeded.size > 0) status |= STATUS.InputNeeded;
-  for (const c of s.chats.values()) {
-    const cs = chatStatus(c);
-    if ((cs & STATUS.InputNeeded) === STATUS.InputNeeded) status |= STATUS.InputNeeded;
-  }
-  if (s.lifecycle === "failed") status = STATUS.Error;
-  return status;
+  return primary ? chatStatus(primary) : STATUS.Idle;
 }
 
 export function chatSummary(c: ChatModel): Json {

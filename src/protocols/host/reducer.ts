@@ -7,6 +7,14 @@ import { ROOT } from "./ahp-schema.js";
 import { findPart, findTool, nowIso, type Json, type PendingMessage } from "./model.js";
 import type { HostState } from "./state.js";
 
+/** `startedAt` + `duration` ms as ISO-8601 (the start itself when either is unusable). */
+export function turnEndIso(startedAt: string, duration: unknown): string {
+  const t = Date.parse(startedAt);
+  if (!Number.isFinite(t)) return startedAt;
+  const d = typeof duration === "number" && Number.isFinite(duration) ? Math.max(0, duration) : 0;
+  return new Date(t + d).toISOString();
+}
+
 export function reduceAction(st: HostState, channel: string, a: Json): void {
   const type = a.type as string;
   if (channel === ROOT) return;
@@ -22,6 +30,7 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
     else if (type === "session/chatAdded") {
       const sum = a.summary as Json;
       const c = st.ensureChat(s, sum.resource as string, sum.title as string);
+      if (typeof sum.modifiedAt === "string") c.modifiedAt = sum.modifiedAt; // what was announced is what is stored
       if (sum.origin) c.origin = sum.origin as Json;
       if (Array.isArray(sum.workingDirectories)) c.workingDirectories = sum.workingDirectories as string[];
       if (typeof sum.interactivity === "string") c.interactivity = sum.interactivity;
@@ -47,11 +56,13 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
   }
   const c = st.chatIndex.get(channel);
   if (!c) return;
-  c.modifiedAt = nowIso();
+  // modifiedAt is derived from the turn (0.9+): its start when it starts, start + duration when
+  // it ends; other chat actions leave it as it was, so any reducer rebuilds the same value.
   const t = c.activeTurn;
   switch (type) {
     case "chat/turnStarted":
       c.activeTurn = { id: a.turnId as string, startedAt: a.startedAt as string, startedMono: performance.now(), message: a.message as Json, responseParts: [] };
+      c.modifiedAt = a.startedAt as string;
       c.lastError = false;
       if (typeof a.queuedMessageId === "string") {
         // Upstream reducer: the consumed pending message (queued or steering) leaves the chat.
@@ -115,9 +126,12 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
     case "chat/toolCallConfirmed": {
       const tc = t && t.id === a.turnId ? findTool(t, a.toolCallId as string) : undefined;
       if (!tc || tc.status !== "pending-confirmation") break;
+      // Upstream reducer: the chosen option is resolved from the offered ones and kept.
+      const selected = typeof a.selectedOptionId === "string" && Array.isArray(tc.options) ? (tc.options as Json[]).find((o) => o.id === a.selectedOptionId) : undefined;
       delete tc.confirmationTitle;
       delete tc.editable;
       delete tc.options;
+      if (selected) tc.selectedOption = selected;
       if (a.approved) {
         tc.status = "running";
         tc.confirmed = a.confirmed ?? "user-action";
@@ -190,7 +204,7 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
           p.toolCall = { ...keep, status: "cancelled", reason: "skipped" };
         }
       }
-      if (type === "chat/error") parts.push({ kind: "error", error: a.error });
+      if (type === "chat/error") parts.push((a.part as Json | undefined) ?? { kind: "error", error: a.error });
       const done: Json = {
         id: t.id,
         startedAt: t.startedAt,
@@ -200,7 +214,9 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
         state: type === "chat/turnComplete" ? "complete" : type === "chat/turnCancelled" ? "cancelled" : "error",
       };
       if (t.usage) done.usage = t.usage;
+      if (type === "chat/error") done.error = a.error;
       c.turns.push(done);
+      c.modifiedAt = turnEndIso(t.startedAt, a.duration);
       c.activeTurn = undefined;
       c.lastError = type === "chat/error";
       for (const [id, turn] of c.inputTurns) if (turn === t.id) {
@@ -213,7 +229,11 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
     case "chat/turnsLoaded": {
       const turns = a.turns as Json[];
       const have = new Set(c.turns.map((x) => x.id));
-      c.turns = [...turns.filter((x) => !have.has(x.id)), ...c.turns];
+      const older = turns.filter((x) => !have.has(x.id));
+      if (older.length > 0) {
+        c.turns = [...older, ...c.turns];
+        c.rewriteTurns = true;
+      }
       if (a.turnsNextCursor) c.nextCursor = a.turnsNextCursor as string;
       else delete c.nextCursor;
       st.persistChat(c);

@@ -37,6 +37,11 @@ function b64(buf: Buffer): string {
   return buf.toString("base64url");
 }
 
+function summaryFields(c: ChatModel): { status: unknown; modifiedAt: unknown; title: unknown } {
+  const sum = P.chatSummary(c);
+  return { status: sum.status, modifiedAt: sum.modifiedAt, title: sum.title };
+}
+
 export class HostState {
   readonly hostId: string;
   readonly sessions = new Map<string, SessionModel>();
@@ -110,7 +115,13 @@ export class HostState {
       const s = this.sessions.get(c.sessionUri);
       if (!s) continue;
       const chat = this.ensureChat(s, c.uri, c.title);
-      chat.turns = JSON.parse(c.turns) as Json[];
+      const legacy = c.legacyTurns && c.legacyTurns !== "[]" ? (JSON.parse(c.legacyTurns) as Json[]) : [];
+      chat.turns = [...legacy, ...c.turns.map((t) => JSON.parse(t) as Json)];
+      chat.durableTurns = c.turns.length;
+      if (legacy.length > 0) {
+        chat.rewriteTurns = true; // migrate a whole-transcript row to one row per turn
+        this.persistChat(chat);
+      }
       if (c.nextCursor) chat.nextCursor = c.nextCursor;
       const extra = JSON.parse(c.extra) as Json;
       if (extra.origin) chat.origin = extra.origin as Json;
@@ -151,7 +162,7 @@ export class HostState {
   ensureChat(s: SessionModel, uri: string, title: string): ChatModel {
     let c = s.chats.get(uri);
     if (!c) {
-      c = { uri, sessionUri: s.uri, title, modifiedAt: s.modifiedAt, turns: [], lastError: false, draining: false, queuedMessages: [], inputs: new Map(), inputTurns: new Map(), partSeq: 0 };
+      c = { uri, sessionUri: s.uri, title, modifiedAt: s.modifiedAt, turns: [], durableTurns: 0, rewriteTurns: false, lastError: false, draining: false, queuedMessages: [], inputs: new Map(), inputTurns: new Map(), partSeq: 0 };
       s.chats.set(uri, c);
       this.chatIndex.set(uri, c);
     }
@@ -181,7 +192,14 @@ export class HostState {
     if (c.workingDirectories) extra.workingDirectories = c.workingDirectories;
     if (c.steeringMessage) extra.steeringMessage = c.steeringMessage;
     if (c.queuedMessages.length > 0) extra.queuedMessages = c.queuedMessages;
-    this.store.putChat({ uri: c.uri, sessionUri: c.sessionUri, title: c.title, turns: JSON.stringify(c.turns), nextCursor: c.nextCursor ?? null, extra: JSON.stringify(extra) });
+    this.store.putChat({ uri: c.uri, sessionUri: c.sessionUri, title: c.title, nextCursor: c.nextCursor ?? null, extra: JSON.stringify(extra) });
+    // Incremental: only turns not yet durable are serialized (a whole rewrite only after history
+    // was loaded in front), so a long transcript costs nothing per persist.
+    if (c.rewriteTurns || c.durableTurns > c.turns.length) {
+      this.store.replaceTurns(c.uri, c.turns.map((t) => JSON.stringify(t)));
+      c.rewriteTurns = false;
+    } else this.store.appendTurns(c.uri, c.durableTurns, c.turns.slice(c.durableTurns).map((t) => JSON.stringify(t)));
+    c.durableTurns = c.turns.length;
   }
 
   // ── Registration (backend side) ───────────────────────────────────────────
@@ -260,6 +278,7 @@ export class HostState {
     if (created) {
       this.persistChat(chat);
       this.rootNotify("root/sessionAdded", { channel: ROOT, summary: this.summary(s) });
+      this.publishRootCount(); // root reducers count sessions by this action, not by the notification
     }
     return { session: s, created };
   }
@@ -361,7 +380,29 @@ export class HostState {
 
   // ── Publication (action-log.ts) ───────────────────────────────────────────
   publish(channel: string, action: Json, origin?: Origin, rejectionReason?: string): Envelope {
-    return this.actions.publish(channel, action, origin, rejectionReason);
+    // Streaming text and usage never change a chat's summary fields: skip the check on the hot path.
+    const t = action.type;
+    const c = rejectionReason === undefined && t !== "chat/delta" && t !== "chat/reasoning" && t !== "chat/usage" ? this.chatIndex.get(channel) : undefined;
+    if (c && !c.announced) c.announced = summaryFields(c);
+    const env = this.actions.publish(channel, action, origin, rejectionReason);
+    if (c) this.announceChatSummary(c);
+    return env;
+  }
+
+  /**
+   * After a chat action: when the chat's summary fields (status, modifiedAt, title) differ from
+   * what its session's subscribers last heard, publish `session/chatUpdated` with the changes,
+   * so the session's chat catalogue follows the chat without a re-snapshot.
+   */
+  private announceChatSummary(c: ChatModel): void {
+    const s = this.sessions.get(c.sessionUri);
+    if (!s) return;
+    const now = summaryFields(c);
+    const last = c.announced ?? now;
+    const changes: Json = {};
+    for (const k of ["status", "modifiedAt", "title"] as const) if (now[k] !== last[k]) changes[k] = now[k];
+    c.announced = now;
+    if (Object.keys(changes).length > 0) this.publish(s.uri, { type: "session/chatUpdated", chat: c.uri, changes });
   }
   rootNotify(method: string, params: Json): void {
     this.actions.rootNotify(method, params);

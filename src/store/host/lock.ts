@@ -12,7 +12,7 @@
  * Any other case — a live or unknown owner, a foreign host or boot, no record — waits for the
  * library's staleness rule as before, up to LOCK_WAIT_MS.
  */
-import { readFileSync, rmdirSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, readFileSync, rmdirSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import lockfile from "proper-lockfile";
@@ -102,6 +102,16 @@ export async function acquireStateLock(stateDir: string, log: (m: string) => voi
         });
         const record: OwnerRecord = { pid: process.pid, hostname: hostname(), bootId: bootId(), lockIno: statSync(lockPath).ino };
         writeFileSync(ownerPath, JSON.stringify(record) + "\n", { mode: 0o600 });
+        // Owner-only whatever the umask or a previous owner left: the record, and the lock
+        // directories proper-lockfile created with the umask's mode.
+        chmodSync(ownerPath, 0o600);
+        for (const d of [lockPath, join(stateDir, "startup.lock")]) {
+          try {
+            chmodSync(d, 0o700);
+          } catch {
+            /* the startup mutex may already be released */
+          }
+        }
         let released = false;
         return async () => {
           if (released) return;

@@ -23,7 +23,10 @@ export interface ChatRow {
   uri: string;
   sessionUri: string;
   title: string;
-  turns: string; // JSON Turn[]
+  /** JSON Turn[] of a chat stored before turns had their own rows ("[]" otherwise); read-only. */
+  legacyTurns: string;
+  /** The chat's turns, one JSON text per row, in order. */
+  turns: string[];
   nextCursor: string | null;
   extra: string; // JSON: origin, workingDirectories, steeringMessage, queuedMessages
 }
@@ -58,6 +61,7 @@ export class HostStore {
         chat_uri TEXT NOT NULL, lifecycle TEXT NOT NULL, extra TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS aliases (alias TEXT PRIMARY KEY, session_uri TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS chats (uri TEXT PRIMARY KEY, session_uri TEXT NOT NULL, title TEXT NOT NULL, turns TEXT NOT NULL, next_cursor TEXT);
+      CREATE TABLE IF NOT EXISTS chat_turns (chat_uri TEXT NOT NULL, pos INTEGER NOT NULL, turn TEXT NOT NULL, PRIMARY KEY (chat_uri, pos));
       CREATE TABLE IF NOT EXISTS creations (session_uri TEXT PRIMARY KEY, provider TEXT NOT NULL, token_hash TEXT NOT NULL, created_at TEXT NOT NULL);
     `);
     // Chats gained an `extra` column (origin, working directories, pending messages).
@@ -73,10 +77,14 @@ export class HostStore {
       deleteSession: this.db.prepare(`DELETE FROM sessions WHERE uri = ?`),
       deleteAliases: this.db.prepare(`DELETE FROM aliases WHERE session_uri = ?`),
       deleteChats: this.db.prepare(`DELETE FROM chats WHERE session_uri = ?`),
+      deleteSessionTurns: this.db.prepare(`DELETE FROM chat_turns WHERE chat_uri IN (SELECT uri FROM chats WHERE session_uri = ?)`),
+      putTurn: this.db.prepare(`INSERT OR REPLACE INTO chat_turns (chat_uri, pos, turn) VALUES (?, ?, ?)`),
+      deleteTurns: this.db.prepare(`DELETE FROM chat_turns WHERE chat_uri = ?`),
+      clearLegacyTurns: this.db.prepare(`UPDATE chats SET turns = '[]' WHERE uri = ?`),
       putAlias: this.db.prepare(`INSERT OR REPLACE INTO aliases (alias, session_uri) VALUES (?, ?)`),
       putChat: this.db.prepare(
-        `INSERT INTO chats (uri, session_uri, title, turns, next_cursor, extra) VALUES (@uri, @sessionUri, @title, @turns, @nextCursor, @extra)
-         ON CONFLICT(uri) DO UPDATE SET title=excluded.title, turns=excluded.turns, next_cursor=excluded.next_cursor, extra=excluded.extra`,
+        `INSERT INTO chats (uri, session_uri, title, turns, next_cursor, extra) VALUES (@uri, @sessionUri, @title, '[]', @nextCursor, @extra)
+         ON CONFLICT(uri) DO UPDATE SET title=excluded.title, next_cursor=excluded.next_cursor, extra=excluded.extra`,
       ),
       deleteChat: this.db.prepare(`DELETE FROM chats WHERE uri = ?`),
       putCreation: this.db.prepare(`INSERT INTO creations (session_uri, provider, token_hash, created_at) VALUES (?, ?, ?, ?)`),
@@ -117,11 +125,18 @@ export class HostStore {
     }));
   }
   loadChats(): ChatRow[] {
+    const turns = new Map<string, string[]>();
+    for (const r of this.db.prepare(`SELECT chat_uri, turn FROM chat_turns ORDER BY chat_uri, pos`).iterate() as Iterable<{ chat_uri: string; turn: string }>) {
+      let list = turns.get(r.chat_uri);
+      if (!list) turns.set(r.chat_uri, (list = []));
+      list.push(r.turn);
+    }
     return (this.db.prepare(`SELECT * FROM chats`).all() as Record<string, unknown>[]).map((r) => ({
       uri: r.uri as string,
       sessionUri: r.session_uri as string,
       title: r.title as string,
-      turns: r.turns as string,
+      legacyTurns: r.turns as string,
+      turns: turns.get(r.uri as string) ?? [],
       nextCursor: (r.next_cursor as string | null) ?? null,
       extra: (r.extra as string | null) ?? "{}",
     }));
@@ -168,6 +183,7 @@ export class HostStore {
   removeSession(uri: string): void {
     this.enqueue(() => {
       this.stmts.deleteSession.run(uri);
+      this.stmts.deleteSessionTurns.run(uri);
       this.stmts.deleteAliases.run(uri);
       this.stmts.deleteChats.run(uri);
       this.stmts.deleteCreation.run(uri);
@@ -176,11 +192,30 @@ export class HostStore {
   putAlias(alias: string, sessionUri: string): void {
     this.enqueue(() => this.stmts.putAlias.run(alias, sessionUri));
   }
-  putChat(row: ChatRow): void {
+  /** Chat metadata only; turns are written by `appendTurns` / `replaceTurns`. */
+  putChat(row: Omit<ChatRow, "turns" | "legacyTurns">): void {
     this.enqueue(() => this.stmts.putChat.run(row));
   }
+  /** Write turns at positions `from`, `from + 1`, …: the cost is the new turns, not the transcript. */
+  appendTurns(chatUri: string, from: number, turns: string[]): void {
+    if (turns.length === 0) return;
+    this.enqueue(() => {
+      for (let i = 0; i < turns.length; i++) this.stmts.putTurn.run(chatUri, from + i, turns[i]);
+    });
+  }
+  /** Rewrite a chat's whole turn list (older history loaded in front; a legacy chat migrated). */
+  replaceTurns(chatUri: string, turns: string[]): void {
+    this.enqueue(() => {
+      this.stmts.deleteTurns.run(chatUri);
+      for (let i = 0; i < turns.length; i++) this.stmts.putTurn.run(chatUri, i, turns[i]);
+      this.stmts.clearLegacyTurns.run(chatUri);
+    });
+  }
   removeChat(uri: string): void {
-    this.enqueue(() => this.stmts.deleteChat.run(uri));
+    this.enqueue(() => {
+      this.stmts.deleteChat.run(uri);
+      this.stmts.deleteTurns.run(uri);
+    });
   }
   /** Durable immediately: the reservation must exist before the provider is asked to launch. */
   reserveCreation(row: CreationRow): void {

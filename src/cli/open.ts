@@ -1,0 +1,130 @@
+/**
+ * `berth open [--no-browser]`: find the running daemon of this home (its `host/endpoint.json`,
+ * checked live with `/healthz`), or start `berth daemon --berth-runtime` detached, then open the
+ * web UI in the user's browser (`xdg-open` / `open` / `start`). With no opener, or with
+ * `--no-browser`, the UI URL (token in the fragment) is printed on stdout for the user to open.
+ */
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, openSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { resolveHome } from "../store/home.js";
+import { ENDPOINT_FILE } from "./daemon.js";
+
+const START_TIMEOUT_MS = 20_000;
+
+async function alive(http: string): Promise<boolean> {
+  try {
+    const r = await fetch(`${http}/healthz`, { signal: AbortSignal.timeout(1500) });
+    return r.ok;
+  } catch {
+    return false;
+  }
+}
+
+/** The running daemon's UI base URL (no token), or null when none answers. */
+async function findDaemon(stateDir: string): Promise<string | null> {
+  const f = join(stateDir, ENDPOINT_FILE);
+  if (!existsSync(f)) return null;
+  try {
+    const rec = JSON.parse(readFileSync(f, "utf8")) as { http?: unknown; ui?: unknown };
+    if (typeof rec.http !== "string" || typeof rec.ui !== "string") return null;
+    return (await alive(rec.http)) ? rec.ui : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Start a detached daemon (logs to `host/daemon.log`) and resolve with its ready line's UI URL. */
+function startDaemon(stateDir: string): Promise<string> {
+  const bin = fileURLToPath(new URL("../../../bin/berth", import.meta.url));
+  mkdirSync(stateDir, { recursive: true, mode: 0o700 }); // a fresh home: the daemon tightens it again
+  const logFd = openSync(join(stateDir, "daemon.log"), "a", 0o600);
+  const child = spawn(process.execPath, [bin, "daemon", "--berth-runtime"], { detached: true, stdio: ["ignore", "pipe", logFd] });
+  return new Promise((resolve, reject) => {
+    let buf = "";
+    const timer = setTimeout(() => fail(new Error(`the daemon did not become ready within ${START_TIMEOUT_MS / 1000} s; see ${join(stateDir, "daemon.log")}`)), START_TIMEOUT_MS);
+    const fail = (e: Error) => {
+      clearTimeout(timer);
+      reject(e);
+    };
+    child.once("error", (e) => fail(new Error(`cannot start the daemon: ${e.message}`)));
+    child.once("exit", (code) => fail(new Error(`the daemon exited (status ${code}) before it was ready; see ${join(stateDir, "daemon.log")}`)));
+    child.stdout!.on("data", (b: Buffer) => {
+      buf += b.toString();
+      const nl = buf.indexOf("\n");
+      if (nl === -1) return;
+      clearTimeout(timer);
+      child.removeAllListeners("exit");
+      try {
+        const ready = JSON.parse(buf.slice(0, nl)) as { ui?: unknown };
+        if (typeof ready.ui !== "string") throw new Error("no ui field");
+        // The daemon prints nothing more on stdout; let it run on its own.
+        child.stdout!.destroy();
+        child.unref();
+        resolve(ready.ui.replace(/#.*$/, ""));
+      } catch {
+        reject(new Error("the daemon's ready line could not be read"));
+      }
+    });
+  });
+}
+
+function opener(): [string, string[]] {
+  if (process.platform === "darwin") return ["open", []];
+  if (process.platform === "win32") return ["cmd", ["/c", "start", ""]];
+  return ["xdg-open", []];
+}
+
+function launch(url: string): Promise<boolean> {
+  const [cmd, args] = opener();
+  return new Promise((resolve) => {
+    const p = spawn(cmd, [...args, url], { detached: true, stdio: "ignore" });
+    p.once("error", () => resolve(false));
+    p.once("spawn", () => {
+      p.unref();
+      resolve(true);
+    });
+  });
+}
+
+export async function runOpen(argv: string[]): Promise<number> {
+  let browser = true;
+  for (const a of argv) {
+    if (a === "--no-browser") browser = false;
+    else if (a === "-h" || a === "--help") {
+      process.stderr.write("usage: berth open [--no-browser]\n  starts or finds `berth daemon` for this home and opens its web UI\n");
+      return 0;
+    } else {
+      process.stderr.write(`berth open: unknown argument ${a}\n`);
+      return 2;
+    }
+  }
+  const stateDir = join(resolveHome(process.env), "host");
+  let base: string | null;
+  try {
+    base = await findDaemon(stateDir);
+    if (!base) {
+      process.stderr.write("berth open: no daemon running for this home; starting `berth daemon --berth-runtime`\n");
+      base = await startDaemon(stateDir);
+    }
+  } catch (e) {
+    process.stderr.write(`berth open: ${e instanceof Error ? e.message : String(e)}\n`);
+    return 1;
+  }
+  let token: string;
+  try {
+    token = readFileSync(join(stateDir, "token"), "utf8").trim();
+  } catch {
+    process.stderr.write(`berth open: cannot read the daemon token (${join(stateDir, "token")})\n`);
+    return 1;
+  }
+  const url = `${base.replace(/\/?$/, "/")}#token=${token}`;
+  if (browser && (await launch(url))) {
+    process.stderr.write(`berth open: opened ${base} in your browser\n`);
+    return 0;
+  }
+  process.stdout.write(url + "\n");
+  if (browser) process.stderr.write("berth open: no browser opener found (xdg-open/open); open the URL above\n");
+  return 0;
+}

@@ -1,0 +1,215 @@
+/**
+ * The AHP chat and session reducers for clients (the web UI uses them; they run in a browser or
+ * in Node: no DOM, no I/O). Written from the AHP reducer semantics the host applies
+ * (`src/protocols/host/reducer.ts`); a test replays real envelopes from the daemon over an older
+ * snapshot and checks the result equals a fresh snapshot.
+ *
+ * Contract: `reduceChat` mutates the chat it is given, except that a turn is never mutated after
+ * it is appended to `turns` (completed turns are new objects), so views may memoize them by
+ * identity. `reduceSession` returns a new session object. Unknown actions and stale turn ids are
+ * no-ops.
+ */
+export type Json = Record<string, unknown>;
+
+export interface Part {
+  kind: string;
+  id?: string;
+  content?: string;
+  toolCall?: Json;
+  request?: Json;
+  response?: string;
+  error?: { errorType: string; message: string };
+}
+export interface Turn {
+  id: string;
+  startedAt?: string;
+  duration?: number;
+  message: { text: string; origin?: Json };
+  responseParts: Part[];
+  usage?: Json;
+  state?: "complete" | "cancelled" | "error";
+}
+export interface Pending {
+  id: string;
+  message: { text: string };
+}
+export interface Chat {
+  resource: string;
+  title: string;
+  status: number;
+  modifiedAt?: string;
+  turns: Turn[];
+  activeTurn?: Turn;
+  steeringMessage?: Pending;
+  queuedMessages: Pending[];
+  /** Present while older turns can be fetched (`fetchTurns`). */
+  turnsNextCursor?: string;
+  /** Bumped on every change, for views that memoize on it. */
+  rev: number;
+}
+export interface ChatSummaryRef {
+  resource: string;
+  title: string;
+  status?: number;
+  modifiedAt?: string;
+}
+export interface SessionState extends Json {
+  provider: string;
+  title: string;
+  lifecycle: "creating" | "ready" | "failed";
+  chats: ChatSummaryRef[];
+  defaultChat?: string;
+  inputNeeded?: Json[];
+  creationError?: { message: string };
+}
+
+/** The session reducer; returns the next state (the input is not changed). */
+export function reduceSession(s: SessionState, a: Json): SessionState {
+  const next: SessionState = { ...s };
+  switch (a.type) {
+    case "session/ready":
+      next.lifecycle = "ready";
+      break;
+    case "session/creationFailed":
+      next.lifecycle = "failed";
+      next.creationError = a.error as { message: string };
+      break;
+    case "session/titleChanged":
+      next.title = a.title as string;
+      break;
+    case "session/chatAdded":
+      next.chats = [...s.chats, a.summary as ChatSummaryRef];
+      break;
+    case "session/chatUpdated":
+      next.chats = s.chats.map((c) => (c.resource === a.chat ? { ...c, ...(a.changes as Partial<ChatSummaryRef>) } : c));
+      break;
+    case "session/chatRemoved":
+      next.chats = s.chats.filter((c) => c.resource !== a.chat);
+      break;
+    case "session/inputNeededSet": {
+      const r = a.request as Json;
+      next.inputNeeded = [...(s.inputNeeded ?? []).filter((x) => x.id !== r.id), r];
+      break;
+    }
+    case "session/inputNeededRemoved":
+      next.inputNeeded = (s.inputNeeded ?? []).filter((x) => x.id !== a.id);
+      if (next.inputNeeded.length === 0) delete next.inputNeeded;
+      break;
+  }
+  return next;
+}
+
+function findPart(t: Turn, id: string): Part | undefined {
+  for (let i = t.responseParts.length - 1; i >= 0; i--) if (t.responseParts[i]!.id === id) return t.responseParts[i];
+  return undefined;
+}
+function findTool(t: Turn | undefined, turnId: unknown, id: unknown): Json | undefined {
+  if (!t || t.id !== turnId) return undefined;
+  for (const p of t.responseParts) if (p.kind === "toolCall" && p.toolCall!.toolCallId === id) return p.toolCall;
+  return undefined;
+}
+const OPEN_TOOL = new Set(["streaming", "pending-confirmation", "running", "pending-result-confirmation"]);
+
+/** The chat reducer (host semantics); unknown actions and stale turn ids are no-ops. */
+export function reduceChat(c: Chat, a: Json): void {
+  const t = c.activeTurn;
+  switch (a.type) {
+    case "chat/turnStarted":
+      c.activeTurn = { id: a.turnId as string, startedAt: a.startedAt as string, message: a.message as Turn["message"], responseParts: [] };
+      if (typeof a.queuedMessageId === "string") {
+        c.queuedMessages = c.queuedMessages.filter((m) => m.id !== a.queuedMessageId);
+        if (c.steeringMessage?.id === a.queuedMessageId) c.steeringMessage = undefined;
+      }
+      return;
+    case "chat/pendingMessageSet": {
+      const m = { id: a.id as string, message: a.message as { text: string } };
+      if (a.kind === "steering") c.steeringMessage = m;
+      else c.queuedMessages = [...c.queuedMessages.filter((x) => x.id !== m.id), m];
+      return;
+    }
+    case "chat/pendingMessageRemoved":
+      if (a.kind === "steering") {
+        if (c.steeringMessage?.id === a.id) c.steeringMessage = undefined;
+      } else c.queuedMessages = c.queuedMessages.filter((m) => m.id !== a.id);
+      return;
+    case "chat/responsePart":
+      if (t && t.id === a.turnId) t.responseParts.push({ ...(a.part as Part) });
+      return;
+    case "chat/delta":
+    case "chat/reasoning": {
+      if (!t || t.id !== a.turnId) return;
+      const p = findPart(t, a.partId as string);
+      if (p) p.content = (p.content ?? "") + (a.content as string);
+      return;
+    }
+    case "chat/toolCallStart":
+      if (t && t.id === a.turnId)
+        t.responseParts.push({ kind: "toolCall", toolCall: { toolCallId: a.toolCallId, toolName: a.toolName, displayName: a.displayName, status: "streaming" } });
+      return;
+    case "chat/toolCallReady": {
+      const tc = findTool(t, a.turnId, a.toolCallId);
+      if (!tc || (tc.status !== "streaming" && tc.status !== "running")) return;
+      tc.invocationMessage = a.invocationMessage;
+      if (a.toolInput !== undefined) tc.toolInput = a.toolInput;
+      if (a.confirmed) Object.assign(tc, { status: "running", confirmed: a.confirmed });
+      else Object.assign(tc, { status: "pending-confirmation", options: a.options, confirmationTitle: a.confirmationTitle });
+      return;
+    }
+    case "chat/toolCallConfirmed": {
+      const tc = findTool(t, a.turnId, a.toolCallId);
+      if (!tc || tc.status !== "pending-confirmation") return;
+      if (a.approved) Object.assign(tc, { status: "running", confirmed: a.confirmed ?? "user-action" });
+      else Object.assign(tc, { status: "cancelled", reason: a.reason ?? "denied" });
+      return;
+    }
+    case "chat/toolCallComplete": {
+      const tc = findTool(t, a.turnId, a.toolCallId);
+      if (!tc || (tc.status !== "running" && tc.status !== "pending-confirmation")) return;
+      Object.assign(tc, a.result as Json, { status: a.requiresResultConfirmation ? "pending-result-confirmation" : "completed" });
+      return;
+    }
+    case "chat/toolCallResultConfirmed": {
+      const tc = findTool(t, a.turnId, a.toolCallId);
+      if (!tc || tc.status !== "pending-result-confirmation") return;
+      if (a.approved) tc.status = "completed";
+      else Object.assign(tc, { status: "cancelled", reason: "result-denied" });
+      return;
+    }
+    case "chat/usage":
+      if (t && t.id === a.turnId) t.usage = a.usage as Json;
+      return;
+    case "chat/inputRequested": {
+      const req = a.request as Json;
+      if (!t) return;
+      const existing = t.responseParts.find((p) => p.kind === "inputRequest" && p.request!.id === req.id && p.response === undefined);
+      if (existing) existing.request = req;
+      else t.responseParts.push({ kind: "inputRequest", request: req });
+      return;
+    }
+    case "chat/inputCompleted": {
+      const p = t?.responseParts.find((x) => x.kind === "inputRequest" && x.request!.id === a.requestId);
+      if (p) p.response = a.response as string;
+      return;
+    }
+    case "chat/turnComplete":
+    case "chat/turnCancelled":
+    case "chat/error": {
+      if (!t || t.id !== a.turnId) return;
+      const parts = t.responseParts.map((p) =>
+        p.kind === "toolCall" && OPEN_TOOL.has(p.toolCall!.status as string) ? { ...p, toolCall: { ...p.toolCall, status: "cancelled", reason: "skipped" } } : p,
+      );
+      if (a.type === "chat/error") parts.push((a.part as Part | undefined) ?? { kind: "error", error: a.error as Part["error"] });
+      const state = a.type === "chat/turnComplete" ? "complete" : a.type === "chat/turnCancelled" ? "cancelled" : "error";
+      // A new object: completed turns are immutable from here on.
+      c.turns = [...c.turns, { ...t, responseParts: parts, duration: a.duration as number, state }];
+      c.activeTurn = undefined;
+      return;
+    }
+    case "chat/turnsLoaded": {
+      const have = new Set(c.turns.map((x) => x.id));
+      c.turns = [...(a.turns as Turn[]).filter((x) => !have.has(x.id)), ...c.turns];
+      c.turnsNextCursor = typeof a.turnsNextCursor === "string" ? a.turnsNextCursor : undefined;
+      return;
+    }
+  }
+}

@@ -1,0 +1,223 @@
+/**
+ * Seeded mutation fuzzers for the daemon's two hostile-input doors: the backend socket and AHP.
+ * Valid frames/messages from a small corpus are mutated (values swapped for odd types, keys
+ * dropped, deep nesting, text-level edits) and sent on many connections. Afterwards the host
+ * must still serve, must have logged no internal error (isolation must not hide a bug), and every
+ * reply must be a well-formed frame. `FUZZ_SEED` / `FUZZ_COUNT` reproduce or lengthen a run
+ * (`npm run fuzz` runs a long one).
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { prng } from "../helpers/prng.js";
+import { AhpClient, FakeBackend, tempHome, until, type Json } from "./helpers.js";
+import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
+
+const SEED = Number(process.env.FUZZ_SEED ?? 20261201);
+const COUNT = Number(process.env.FUZZ_COUNT ?? 1500);
+
+type Rand = () => number;
+const pick = <T>(r: Rand, a: readonly T[]): T => a[Math.floor(r() * a.length)]!;
+const ODD: readonly unknown[] = [null, 0, -1, 1.5, 1e308, "", "x", "é😀", true, false, [], {}, [1, [2]], { type: "x" }, "__proto__", "constructor", "x".repeat(5000)];
+const PIECES = ["{", "}", "[", "]", '"', ":", ",", "\\", "\\u00", "é", "😀", "\u2028", "null", "-0", "1e999"];
+
+/** Mutate a JSON value: each node may be replaced, dropped or deepened. */
+function mutateValue(r: Rand, v: unknown, depth = 0): unknown {
+  const x = r();
+  if (x < 0.06) return pick(r, ODD);
+  if (x < 0.07) {
+    const d = 20 + Math.floor(r() * 60);
+    return JSON.parse("[".repeat(d) + "]".repeat(d));
+  }
+  if (Array.isArray(v)) return v.map((e) => mutateValue(r, e, depth + 1));
+  if (v && typeof v === "object") {
+    const out: Json = {};
+    for (const [k, e] of Object.entries(v)) {
+      if (r() < 0.05) continue; // drop
+      out[r() < 0.02 ? pick(r, ["__proto__", "constructor", "", "type"]) : k] = mutateValue(r, e, depth + 1);
+    }
+    if (r() < 0.05) out[pick(r, ["extra", "type", "session", "event", "chat", "id"])] = pick(r, ODD);
+    return out;
+  }
+  return v;
+}
+
+/** A mutated serialization: value-level mutation, occasional deep nesting and text-level edits. */
+function mutateText(r: Rand, v: unknown): string {
+  let s = JSON.stringify(mutateValue(r, v)) ?? "null";
+  if (r() < 0.05) {
+    const d = 30 + Math.floor(r() * 5000);
+    s = s.replace(/}$/, `,"deep":${"[".repeat(d)}${"]".repeat(d)}}`);
+  }
+  if (r() < 0.15) {
+    const chars = [...s];
+    for (let k = 0; k < 1 + Math.floor(r() * 3); k++) {
+      const at = Math.floor(r() * (chars.length + 1));
+      if (r() < 0.5) chars.splice(at, 1);
+      else chars.splice(at, 0, pick(r, PIECES));
+    }
+    s = chars.join("");
+  }
+  return s.replace(/\n/g, "");
+}
+
+async function fuzzHost(fn: (h: HostHandle) => Promise<void>): Promise<string[]> {
+  const logs: string[] = [];
+  const h = await startHost({ home: tempHome(), log: (m) => logs.push(m) });
+  try {
+    await fn(h);
+    if (process.env.FUZZ_VERBOSE) process.stderr.write(`fuzz: serverSeq ${h.state.serverSeq}, sessions ${h.state.sessions.size}, log lines ${logs.length}\n`);
+    // Still serving: a clean backend registers and a client sees it.
+    const { be, reg } = await FakeBackend.session(h, { protocolVersion: 9, sourceId: "after-fuzz" });
+    assert.equal(reg.type, "registered", `seed ${SEED}: host stopped registering backends`);
+    const { c } = await AhpClient.init(h);
+    assert.ok((await c.request("listSessions", { channel: "ahp-root://" })).result.items.length >= 1);
+    c.close();
+    be.close();
+  } finally {
+    await h.close();
+  }
+  return logs;
+}
+
+const ev = (type: string, extra: Json = {}): Json => ({ type, ...extra });
+const EVENTS: Json[] = [
+  ev("user_message", { text: "hi" }),
+  ev("agent_started", { turnId: "T1" }),
+  ev("text_delta", { text: "w " }),
+  ev("thinking_delta", { text: "hm" }),
+  ev("tool_started", { toolCallId: "tc1", toolName: "bash", input: "{}" }),
+  ev("tool_completed", { toolCallId: "tc1", output: "ok", isError: false }),
+  ev("tool_confirmation_requested", { toolCallId: "tc2", toolName: "write", title: "Write", options: [{ id: "a", label: "Allow", kind: "approve" }] }),
+  ev("tool_confirmation_resolved", { toolCallId: "tc2", approved: true, selectedOptionId: "a" }),
+  ev("tool_result_confirmation_requested", { toolCallId: "tc1", output: "x" }),
+  ev("tool_result_confirmation_resolved", { toolCallId: "tc1", approved: false }),
+  ev("input_requested", { request: { id: "q1", message: "?", questions: [{ id: "a", kind: "text", message: "A?" }] } }),
+  ev("input_updated", { request: { id: "q1", message: "??" } }),
+  ev("input_snapshot", { requests: [] }),
+  ev("input_resolved", { requestId: "q1", response: "accept", answers: { a: { state: "submitted", value: { kind: "text", value: "v" } } } }),
+  ev("usage", { inputTokens: 1, outputTokens: 2 }),
+  ev("title_changed", { title: "T" }),
+  ev("config_changed", { model: { provider: "p", id: "m" } }),
+  ev("turns_loaded", { turns: [{ id: "h1", userText: "q", responseText: "a" }] }),
+  ev("settled", { cancelled: false }),
+];
+
+test("backend socket mutation fuzz: no frame kills or wedges the host", { timeout: 300_000 }, async () => {
+  const r = prng(SEED);
+  const logs = await fuzzHost(async (h) => {
+    const perConn = 25;
+    for (let n = 0; n < COUNT; n += perConn) {
+      const version = 1 + Math.floor(r() * 9);
+      const provider = r() < 0.3 && version >= 3;
+      const be = await FakeBackend.connect(h.backendSocket);
+      const hello: Json = provider
+        ? { type: "provider_hello", protocolVersion: version, instanceId: "pm", providers: [{ id: `p${n}`, displayName: "P" }] }
+        : {
+            type: "hello",
+            protocolVersion: version,
+            instanceId: "i",
+            provider: "pi",
+            sourceId: `src-${n % 40}`,
+            ...(version >= 2 ? { inputCapabilities: { freeform: true } } : {}),
+            ...(version >= 3 ? { chatCapabilities: { create: true, dispose: true } } : {}),
+            ...(version >= 4 ? { toolCapabilities: { confirmations: true } } : {}),
+          };
+      be.raw((r() < 0.2 ? mutateText(r, hello) : JSON.stringify(hello)) + "\n");
+      let session = "";
+      try {
+        const reg = await be.next((f) => f.type === "registered" || f.type === "provider_registered" || f.type === "error", "registration", 5000);
+        if (typeof reg.session === "string") session = reg.session;
+      } catch {
+        /* a mutated hello may get no answer before the handshake timeout; move on */
+      }
+      const frames: string[] = [];
+      let seq = 1;
+      for (let k = 0; k < perConn; k++) {
+        const x = r();
+        let f: Json;
+        if (provider) {
+          f = pick(r, [
+            { type: "register_session", requestId: `rq${k}`, hello: { protocolVersion: version, instanceId: "i", provider: `p${n}`, sourceId: `m${k}` } },
+            { type: "provider_status", ready: true },
+            { type: "session_creation_failed", session: "ahp-session:/x", creationToken: "t" },
+            { type: "command_result", commandId: "c", accepted: true },
+            { type: "unregister_session", requestId: "u", session: "ahp-session:/x" },
+          ]);
+        } else if (x < 0.7) f = { type: "event", session, event: pick(r, EVENTS) };
+        else if (x < 0.85) f = { type: "sequenced_event", session, sequence: seq++, event: pick(r, EVENTS) };
+        else f = pick(r, [{ type: "ping", id: k }, { type: "command_result", commandId: "x", accepted: false, error: "no" }, { type: "command_indeterminate", commandId: "x" }, { type: "chat_event", session, chat: "ahp-chat:/x", event: pick(r, EVENTS) }]);
+        frames.push(r() < 0.6 ? mutateText(r, f) : JSON.stringify(f));
+      }
+      be.raw(frames.join("\n") + "\n");
+      be.send({ type: "ping", id: "end" });
+      await until(() => be.closed || be.frames.some((f) => f.type === "pong" && f.id === "end"), 10_000, `seed ${SEED}: connection ${n} answered`);
+      for (const f of be.frames) assert.equal(typeof f.type, "string", `seed ${SEED}: reply without a type`);
+      be.close();
+    }
+  });
+  const bugs = logs.filter((m) => /internal error|bug:/.test(m));
+  assert.deepEqual(bugs, [], `seed ${SEED}: the host hit internal errors`);
+});
+
+const RPC: Array<[string, Json]> = [
+  ["ping", {}],
+  ["subscribe", { channel: "ahp-root://" }],
+  ["unsubscribe", { channel: "ahp-root://" }],
+  ["listSessions", { channel: "ahp-root://" }],
+  ["createSession", { channel: "ahp-session:/f1", provider: "prov", workingDirectories: ["file:///w"] }],
+  ["disposeSession", { channel: "ahp-session:/f1" }],
+  ["createChat", { channel: "ahp-session:/f1", chat: "ahp-chat:/c1" }],
+  ["disposeChat", { channel: "ahp-session:/f1", chat: "ahp-chat:/c1" }],
+  ["fetchTurns", { channel: "ahp-chat:/c1", limit: 5 }],
+  ["reconnect", { clientId: "c", lastSeenServerSeq: 0, subscriptions: ["ahp-root://"] }],
+  ["initialize", { channel: "ahp-root://", protocolVersions: ["1.0.0"], clientId: "c" }],
+];
+const ACTIONS: Json[] = [
+  { type: "chat/turnStarted", turnId: "t1", startedAt: "2026-01-01T00:00:00.000Z", message: { text: "hi", origin: { kind: "user" } } },
+  { type: "chat/turnCancelled", turnId: "t1" },
+  { type: "session/titleChanged", title: "T" },
+  { type: "session/configChanged", config: { thinkingLevel: "high" } },
+  { type: "chat/toolCallConfirmed", turnId: "t1", toolCallId: "tc", approved: true, selectedOptionId: "a" },
+  { type: "chat/inputCompleted", requestId: "q", response: "accept" },
+  { type: "chat/pendingMessageSet", kind: "steering", id: "p1", message: { text: "s", origin: { kind: "user" } } },
+  { type: "chat/pendingMessageRemoved", kind: "queued", id: "p1" },
+];
+
+test("AHP mutation fuzz: no message kills the host or breaks replay", { timeout: 300_000 }, async () => {
+  const r = prng(SEED ^ 0x5bd1e995);
+  const logs = await fuzzHost(async (h) => {
+    const { be, reg } = await FakeBackend.session(h, { protocolVersion: 4, sourceId: "ahp-fuzz", inputCapabilities: { freeform: true }, toolCapabilities: { confirmations: true }, chatCapabilities: { create: true, dispose: true } });
+    const prov = await FakeBackend.provider(h, 9, ["prov"]);
+    const channels = ["ahp-root://", reg.session, reg.chat];
+    const perConn = 50;
+    for (let n = 0; n < COUNT; n += perConn) {
+      const { c } = await AhpClient.init(h, channels, `fz${n}`);
+      const msgs: string[] = [];
+      for (let k = 0; k < perConn; k++) {
+        let m: Json;
+        if (r() < 0.5) {
+          const [method, params] = pick(r, RPC);
+          m = { jsonrpc: "2.0", id: k, method, params: { ...params, ...(params.channel && method !== "disposeSession" && r() < 0.5 ? { channel: pick(r, channels) } : {}) } };
+        } else m = { jsonrpc: "2.0", method: "dispatchAction", params: { channel: pick(r, channels), clientSeq: k + 1, action: pick(r, ACTIONS) } };
+        msgs.push(r() < 0.6 ? mutateText(r, m) : JSON.stringify(m));
+      }
+      for (const m of msgs) c.ws.send(m);
+      // Backends refuse whatever commands arrive so requests settle.
+      for (const f of [...be.frames, ...prov.be.frames]) if (f.type === "command" || f.type === "provider_command") (f.type === "command" ? be : prov.be).send({ type: "command_result", commandId: f.commandId, accepted: false, error: "fuzz" });
+      be.frames.length = 0;
+      prov.be.frames.length = 0;
+      const done = await c.request("ping", {}, 10_000).catch(() => null);
+      if (!c.closed) assert.ok(done, `seed ${SEED}: connection ${n} stopped answering`);
+      c.close();
+    }
+    // Replay covering every fuzzed envelope still answers.
+    const c2 = await AhpClient.open(h);
+    const rc = await c2.request("reconnect", { clientId: "z", lastSeenServerSeq: 0, subscriptions: channels });
+    assert.equal(rc.error, undefined, `seed ${SEED}: reconnect failed: ${JSON.stringify(rc.error)}`);
+    c2.close();
+    be.close();
+    prov.be.close();
+  });
+  const bugs = logs.filter((m) => /internal error|bug:/.test(m));
+  assert.deepEqual(bugs, [], `seed ${SEED}: the host hit internal errors`);
+});

@@ -1,0 +1,114 @@
+/**
+ * Rig for the web UI tests: the real `bin/berth daemon --berth-runtime` (spawned) pointed at the
+ * loopback fake provider, and Debian's Chromium driven by playwright-core. Where no Chromium is
+ * installed the browser tests skip with a clear message (.ci/run installs it when it can, and
+ * says so loudly when it cannot); BERTH_REQUIRE_BROWSER=1 turns the skip into a failure.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Browser } from "playwright-core";
+import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
+import { BERTH_BIN, REPO_ROOT } from "../helpers/paths.js";
+
+export const CHROMIUM = process.env.BERTH_CHROMIUM ?? "/usr/bin/chromium";
+export const ARTIFACTS = join(REPO_ROOT, "dist", "test-artifacts", "ui");
+/** Committed screenshots (docs/ui/) are refreshed only when this is set. */
+export const UPDATE_DOCS = process.env.BERTH_UPDATE_SCREENSHOTS === "1";
+
+/** Why browser tests cannot run here, or false. With BERTH_REQUIRE_BROWSER=1 a missing Chromium is an error. */
+export function browserSkipReason(): string | false {
+  if (existsSync(CHROMIUM)) return false;
+  const msg = `web UI browser tests skipped: no Chromium at ${CHROMIUM}; install it (apt-get install -y chromium, as .ci/run does) or set BERTH_CHROMIUM`;
+  if (process.env.BERTH_REQUIRE_BROWSER === "1") throw new Error(msg);
+  return msg;
+}
+
+export async function launchBrowser(): Promise<Browser> {
+  const { chromium } = await import("playwright-core");
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    timeout: 60_000,
+    // Playwright gives every launch a fresh temporary profile (it refuses --user-data-dir here).
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-dev-shm-usage",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+}
+
+export interface Ready {
+  ready: boolean;
+  ahp: string;
+  http: string;
+  token: string;
+  backend_socket: string;
+  ui: string;
+}
+export interface Daemon {
+  proc: ChildProcess;
+  ready: Ready;
+  fake: FakeProvider;
+  home: string;
+  cwd: string;
+  stderr: () => string;
+  stop(): Promise<void>;
+}
+
+export async function startDaemon(): Promise<Daemon> {
+  const fake = await startFakeProvider();
+  const home = mkdtempSync(join(tmpdir(), "ui-home-"));
+  const cwd = mkdtempSync(join(tmpdir(), "ui-cwd-"));
+  writeFileSync(
+    join(home, "settings.json"),
+    JSON.stringify({ providers: { fake: { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, auth: "none", models: [{ id: "fake-model" }] } } }),
+  );
+  const env = { ...process.env, BERTH_HOME: home, MC_HOME: home, MC_PROVIDER: "fake", MC_MODEL: "fake-model" };
+  const proc = spawn(process.execPath, [BERTH_BIN, "daemon", "--berth-runtime"], { env, cwd, stdio: ["ignore", "pipe", "pipe"] });
+  let err = "";
+  proc.stderr!.on("data", (b: Buffer) => (err += b.toString()));
+  const ready = await new Promise<Ready>((resolve, reject) => {
+    let buf = "";
+    proc.stdout!.on("data", (b: Buffer) => {
+      buf += b.toString();
+      const nl = buf.indexOf("\n");
+      if (nl !== -1) resolve(JSON.parse(buf.slice(0, nl)) as Ready);
+    });
+    proc.once("exit", (code) => reject(new Error(`daemon exited ${code}: ${err}`)));
+  });
+  return {
+    proc,
+    ready,
+    fake,
+    home,
+    cwd,
+    stderr: () => err,
+    async stop() {
+      if (proc.exitCode === null) {
+        const exited = new Promise((r) => proc.once("exit", r));
+        proc.kill("SIGTERM");
+        await exited;
+      }
+      await fake.close();
+    },
+  };
+}
+
+export function artifactPath(name: string): string {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  return join(ARTIFACTS, name);
+}
+export function docsShot(name: string): string | undefined {
+  if (!UPDATE_DOCS) return undefined;
+  const dir = join(REPO_ROOT, "docs", "ui");
+  mkdirSync(dir, { recursive: true });
+  return join(dir, name);
+}

@@ -1,0 +1,219 @@
+/**
+ * Browser AHP client: one WebSocket to the daemon that served this page, the shared JSON-RPC
+ * connection (`src/transport/jsonrpc.ts`, one per socket), the last seen `serverSeq`, and
+ * reconnection with `reconnect` (replay, or snapshots when the gap is too old). The token travels
+ * only as a WebSocket sub-protocol value, never in a URL.
+ *
+ * Contract for the owner (model.ts): `onInit` receives the snapshots of a fresh `initialize`;
+ * `onReconnect` a `reconnect` result; `onEnvelope` every action envelope in serverSeq order;
+ * `onRootNotification` root/session* notifications; `onStatus` every connection state change.
+ */
+import { JsonRpcConnection, JsonRpcError } from "../../src/transport/jsonrpc.js";
+
+export type Json = Record<string, unknown>;
+export type ConnStatus = "connecting" | "open" | "closed";
+
+export interface Envelope {
+  channel: string;
+  action: Json & { type: string };
+  serverSeq: number;
+  origin?: { clientId: string; clientSeq: number };
+  rejectionReason?: string;
+}
+export interface Snapshot {
+  resource: string;
+  state: Json;
+  fromSeq: number;
+}
+
+export interface AhpHandlers {
+  onInit(snapshots: Snapshot[]): void;
+  onReconnect(result: { type: "replay"; actions: Envelope[]; missing: string[] } | { type: "snapshot"; snapshots: Snapshot[] }): void;
+  onEnvelope(env: Envelope): void;
+  onRootNotification(method: string, params: Json): void;
+  onStatus(status: ConnStatus, detail?: string): void;
+}
+
+export const ROOT = "ahp-root://";
+const AHP_SUBPROTOCOL = "berth-ahp";
+const TOKEN_SUBPROTOCOL_PREFIX = "berth-token.";
+const BACKOFF_MS = [250, 500, 1000, 2000, 5000];
+/** A socket is probed this often, and on `online` / the page becoming visible (a waking laptop). */
+const HEARTBEAT_MS = 30_000;
+/** A probe unanswered this long means the connection is dead even if the socket says open. */
+const PROBE_TIMEOUT_MS = 5_000;
+
+export class AhpClient {
+  readonly clientId = crypto.randomUUID();
+  /** Channels this client wants; re-subscribed by `reconnect`. */
+  readonly subscriptions = new Set<string>([ROOT]);
+  lastSeq = 0;
+  status: ConnStatus = "connecting";
+  private ws: WebSocket | null = null;
+  private rpc: JsonRpcConnection | null = null;
+  private clientSeq = 0;
+  private initialized = false;
+  private attempts = 0;
+  private stopped = false;
+  private probing = false;
+
+  constructor(
+    private readonly token: string,
+    private readonly h: AhpHandlers,
+    private readonly url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ahp`,
+  ) {}
+
+  /** Start probing for dead connections; call once. */
+  watchLiveness(): void {
+    setInterval(() => void this.probe(), HEARTBEAT_MS);
+    addEventListener("online", () => void this.probe());
+    document.addEventListener("visibilitychange", () => {
+      if (document.visibilityState === "visible") void this.probe();
+    });
+  }
+
+  /** Ping; if no answer arrives in time, drop the socket and reconnect. */
+  async probe(): Promise<void> {
+    const ws = this.ws;
+    if (!ws || this.status !== "open" || this.probing) return;
+    this.probing = true;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<"timeout">((r) => (timer = setTimeout(() => r("timeout"), PROBE_TIMEOUT_MS)));
+    try {
+      const r = await Promise.race([this.request("ping", {}).then(() => "ok" as const, () => "error" as const), timeout]);
+      if (r === "timeout" && this.ws === ws) this.dropped(ws, "no answer from the daemon");
+    } finally {
+      clearTimeout(timer);
+      this.probing = false;
+    }
+  }
+
+  /** Forget `ws` (its close may never complete on a dead link) and start reconnecting. */
+  private dropped(ws: WebSocket, detail: string): void {
+    if (this.ws !== ws) return;
+    this.ws = null;
+    this.rpc?.close("connection lost");
+    this.rpc = null;
+    this.setStatus("closed", detail);
+    try {
+      ws.close();
+    } catch {
+      /* already closing */
+    }
+    this.retry();
+  }
+
+  connect(): void {
+    this.setStatus("connecting");
+    let ws: WebSocket;
+    try {
+      ws = new WebSocket(this.url, [AHP_SUBPROTOCOL, TOKEN_SUBPROTOCOL_PREFIX + this.token]);
+    } catch (e) {
+      this.setStatus("closed", String(e));
+      return this.retry();
+    }
+    this.ws = ws;
+    const rpc = new JsonRpcConnection((text) => ws.send(text), {
+      onRequest: (method, params, notification) => {
+        if (!notification) throw new JsonRpcError(-32601, `unknown method ${method}`);
+        if (method === "action") {
+          const env = params as unknown as Envelope;
+          if (env.serverSeq > this.lastSeq) this.lastSeq = env.serverSeq;
+          this.h.onEnvelope(env);
+        } else this.h.onRootNotification(method, params);
+        return null;
+      },
+    });
+    this.rpc = rpc;
+    ws.onopen = () => {
+      performance.mark("berth:ws-open");
+      void this.handshake(ws);
+    };
+    // Notifications are handled synchronously inside receive(), so envelopes keep their order.
+    ws.onmessage = (ev) => void rpc.receive(typeof ev.data === "string" ? ev.data : "");
+    ws.onclose = (ev) => this.dropped(ws, ev.code === 1006 ? "connection lost" : `closed (${ev.code})`);
+  }
+
+  /** Drop the socket without retrying (page unload). */
+  stop(): void {
+    this.stopped = true;
+    this.ws?.close();
+  }
+
+  private retry(): void {
+    if (this.stopped) return;
+    const delay = BACKOFF_MS[Math.min(this.attempts++, BACKOFF_MS.length - 1)]!;
+    setTimeout(() => this.connect(), delay);
+  }
+
+  private setStatus(s: ConnStatus, detail?: string): void {
+    this.status = s;
+    this.h.onStatus(s, detail);
+  }
+
+  private async handshake(ws: WebSocket): Promise<void> {
+    try {
+      if (!this.initialized) {
+        const r = (await this.timed("initialize", {
+          protocolVersions: ["1.0.0"],
+          clientId: this.clientId,
+          clientInfo: { name: "berth-web-ui" },
+          initialSubscriptions: [...this.subscriptions],
+        })) as { serverSeq: number; snapshots: Snapshot[] };
+        this.initialized = true;
+        performance.mark("berth:initialized");
+        this.lastSeq = r.serverSeq;
+        this.h.onInit(r.snapshots);
+      } else {
+        const r = (await this.timed("reconnect", {
+          clientId: this.clientId,
+          lastSeenServerSeq: this.lastSeq,
+          subscriptions: [...this.subscriptions],
+        })) as { type: "replay"; actions: Envelope[]; missing: string[] } | { type: "snapshot"; snapshots: Snapshot[] };
+        if (r.type === "replay") for (const e of r.actions) this.lastSeq = Math.max(this.lastSeq, e.serverSeq);
+        else for (const s of r.snapshots) this.lastSeq = Math.max(this.lastSeq, s.fromSeq);
+        if (r.type === "replay") for (const m of r.missing) this.subscriptions.delete(m);
+        this.h.onReconnect(r);
+      }
+      if (this.ws !== ws) return;
+      this.attempts = 0;
+      this.setStatus("open");
+    } catch (e) {
+      this.dropped(ws, e instanceof Error ? e.message : String(e));
+    }
+  }
+
+  /** A request that fails if unanswered within PROBE_TIMEOUT_MS (a dead link never answers). */
+  private timed(method: string, params: Json): Promise<unknown> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    return Promise.race([
+      this.request(method, params),
+      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("no answer from the daemon")), PROBE_TIMEOUT_MS))),
+    ]).finally(() => clearTimeout(timer));
+  }
+
+  request(method: string, params: Json): Promise<unknown> {
+    const ws = this.ws;
+    if (!ws || !this.rpc || ws.readyState !== WebSocket.OPEN) return Promise.reject(new Error("not connected"));
+    return this.rpc.request(method, params);
+  }
+
+  /** Send a client action; its effect arrives as the server's echo envelope. */
+  dispatch(channel: string, action: Json & { type: string }): boolean {
+    const ws = this.ws;
+    if (!ws || !this.rpc || ws.readyState !== WebSocket.OPEN || this.status !== "open") return false;
+    this.rpc.notify("dispatchAction", { channel, clientSeq: ++this.clientSeq, action });
+    return true;
+  }
+
+  async subscribe(channel: string): Promise<Snapshot | undefined> {
+    const r = (await this.request("subscribe", { channel })) as { snapshot?: Snapshot };
+    this.subscriptions.add(channel);
+    return r.snapshot;
+  }
+
+  unsubscribe(channel: string): void {
+    this.subscriptions.delete(channel);
+    if (this.ws?.readyState === WebSocket.OPEN) this.rpc?.notify("unsubscribe", { channel });
+  }
+}

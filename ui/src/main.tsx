@@ -1,0 +1,53 @@
+/**
+ * Entry: reads the token from the URL fragment (it never leaves this page's memory: no query
+ * string, cookie or storage), connects to the daemon that served the page, and renders.
+ */
+import { render } from "preact";
+import { AhpClient } from "./ahp.js";
+import type { SessionSummary } from "./model.js";
+import { App } from "./app.js";
+import { Model } from "./model.js";
+import "./style.css";
+
+const root = document.getElementById("app")!;
+const token = new URLSearchParams(location.hash.slice(1)).get("token");
+
+if (!token) {
+  render(
+    <div class="nologin">
+      <h1>Berth</h1>
+      <p>
+        This page needs the daemon's token. Open the URL that <code>berth daemon</code> printed (it ends in <code>#token=…</code>), or run{" "}
+        <code>berth open</code>.
+      </p>
+    </div>,
+    root,
+  );
+} else {
+  const model = new Model();
+  const refreshList = () =>
+    client.request("listSessions", {}).then(
+      (r) => model.setSessions((r as { items: SessionSummary[] }).items),
+      (e: unknown) => model.notify(`cannot list sessions: ${String(e)}`),
+    );
+  const client: AhpClient = new AhpClient(token, {
+    onInit(snapshots) {
+      for (const s of snapshots) model.applySnapshot(s);
+      void refreshList();
+    },
+    onReconnect(r) {
+      if (r.type === "replay") for (const e of r.actions) model.envelope(e);
+      else for (const s of r.snapshots) model.applySnapshot(s);
+      // Root notifications carry no serverSeq: re-read the list after a gap.
+      void refreshList();
+    },
+    onEnvelope: (e) => model.envelope(e),
+    onRootNotification: (m, p) => model.rootNotification(m, p),
+    onStatus: (s, d) => model.setConn(s, d),
+  });
+  (globalThis as unknown as { __berth: unknown }).__berth = { perf: model.perf };
+  client.connect(); // the socket opens while the first render runs
+  client.watchLiveness();
+  render(<App model={model} client={client} />, root);
+  addEventListener("pagehide", () => client.stop());
+}
