@@ -7,7 +7,8 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openTransport, startRig, TRANSPORTS, type Msg, type Rig, type ScvClient, type Transport } from "./client.js";
 
@@ -50,6 +51,27 @@ for (const name of TRANSPORTS) {
       assert.equal(done.truncated, false);
       assert.ok(!("error" in done));
       assert.ok(seq.indexOf("tool.proposed") < seq.indexOf("tool.started"));
+      c.end();
+      await c.closed;
+    });
+
+    it("confines file tools to the session's workspace and keeps Berth's state unreadable (tool policy)", async () => {
+      const c = await t.open();
+      const s = await c.open();
+      const outside = join(mkdtempSync(join(tmpdir(), "scv-outside-")), "secret.txt");
+      writeFileSync(outside, "outside-the-workspace");
+      for (const [id, path, reason] of [
+        ["call_out", outside, /outside the session's workspace/],
+        ["call_state", join(rig.home, "settings.json"), /Berth's state directory is not readable by tools/],
+      ] as const) {
+        toolTurn(rig, id, "read", { path });
+        const { terminal } = await c.turn(s.session_id as string, "read it");
+        assert.equal(terminal.type, "turn.completed");
+        const done = c.frames.find((m) => m.type === "tool.completed" && m.call_id === id)!;
+        assert.equal(done.success, false);
+        assert.match(done.output as string, reason);
+        assert.doesNotMatch(done.output as string, /outside-the-workspace|baseUrl|providers/);
+      }
       c.end();
       await c.closed;
     });
