@@ -7,7 +7,7 @@
  *   credentials (and are not already set). Values set this way are process memory only: they never appear in
  *   `/proc/<pid>/environ`, which shows the exec-time environment.
  * `credentialHandoff` (core/secret-names.ts) builds the same hand-over for a child Berth process (`berth chat`
- * starting `berth service`).
+ * starting `berth stdio`, `berth open` starting the daemon; client/spawn-berth.ts).
  * Never throws; a malformed handoff is ignored (the variables it carried are then unset, as when absent).
  */
 import { closeSync, readFileSync } from "node:fs";

@@ -8,6 +8,7 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { spawnBerth } from "../client/spawn-berth.js";
 import { resolveHome } from "../store/home.js";
 import { ENDPOINT_FILE } from "./daemon.js";
 
@@ -40,7 +41,8 @@ function startDaemon(stateDir: string): Promise<string> {
   const bin = fileURLToPath(new URL("../../../bin/berth", import.meta.url));
   mkdirSync(stateDir, { recursive: true, mode: 0o700 }); // a fresh home: the daemon tightens it again
   const logFd = openSync(join(stateDir, "daemon.log"), "a", 0o600);
-  const child = spawn(process.execPath, [bin, "daemon", "--berth-runtime"], { detached: true, stdio: ["ignore", "pipe", logFd] });
+  // The launcher's credential handoff: the daemon's tools cannot read the keys from its environ.
+  const child = spawnBerth(bin, ["daemon", "--berth-runtime"], process.env, { detached: true, stdio: ["ignore", "pipe", logFd] });
   return new Promise((resolve, reject) => {
     let buf = "";
     const timer = setTimeout(() => fail(new Error(`the daemon did not become ready within ${START_TIMEOUT_MS / 1000} s; see ${join(stateDir, "daemon.log")}`)), START_TIMEOUT_MS);

@@ -102,6 +102,34 @@ test("bash reads the stripped keys from /proc/$PPID/environ (issue 18): a servic
   }
 });
 
+test("bash reads the stripped keys from /proc/$PPID/environ (issue 18): the berth stdio child of berth chat hides them", { timeout: 60_000 }, async () => {
+  const fake = await startFakeProvider();
+  const keys = secrets();
+  const home = mkdtempSync(join(tmpdir(), "berth-home-"));
+  const cwd = mkdtempSync(join(tmpdir(), "berth-cwd-"));
+  writeFileSync(join(home, "settings.json"), JSON.stringify(settings(fake)));
+  fake.script([{ steps: [{ toolCall: { id: "c1", name: "bash", arguments: { command: SCAN } } }] }, { steps: [{ text: "done" }] }]);
+  // The launcher executed directly, as a user runs it; berth chat starts a `berth stdio` child (no daemon).
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, MC_HOME: home, BERTH_CHAT_NO_DAEMON: "1", ...keys };
+  const child = spawn(BERTH_BIN, ["chat", "-p", "scan", "--yolo"], { env, cwd, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
+  child.stderr.setEncoding("utf8").on("data", (d: string) => (out += d));
+  try {
+    const code = await new Promise<number | null>((resolve) => child.once("close", (c) => resolve(c)));
+    assert.equal(code, 0, out);
+    const reqs = await fake.waitForRequests(2);
+    assert.equal(reqs[0]!.headers.authorization, `Bearer ${keys.FAKE_API_KEY}`);
+    assert.match(reqs[1]!.body, /SCAN-DONE/);
+    assert.match(reqs[1]!.body, /ppid:/);
+    assertNoSecret(reqs[1]!.body, keys);
+    assertNoSecret(out, keys);
+  } finally {
+    child.kill();
+    await fake.close();
+  }
+});
+
 test("tool environments strip a fixed deny-list (issue 18): credential-like names are stripped by pattern", () => {
   const env = { PATH: "/bin", GITHUB_TOKEN: "t", npm_config__authToken: "n", DB_PASSWORD: "p", X_SECRET_Y: "s", GOOGLE_APPLICATION_CREDENTIALS: "c", MY_API_KEY: "k", MC_HOME: "/h", EDITOR: "vi" };
   assert.deepEqual(cleanToolEnv(env), { PATH: "/bin", EDITOR: "vi" });

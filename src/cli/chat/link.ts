@@ -6,12 +6,13 @@
  * connections (a dead daemon), falls back to `berth stdio`. `close()` ends the connection (the server cancels a
  * running turn) and, for a child, waits for it to exit. `closed` resolves once the connection is gone.
  */
-import { spawn } from "node:child_process";
+import type { ChildProcessWithoutNullStreams } from "node:child_process";
 import { connect, type Socket } from "node:net";
 import { join } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { DEFAULT_BIN } from "../../client/app-service/spawn.js";
 import { ScvClient } from "../../client/scv/client.js";
+import { spawnBerth } from "../../client/spawn-berth.js";
 import { resolveHome, type EnvLike } from "../../store/home.js";
 import { berthVersion } from "../version.js";
 
@@ -68,7 +69,8 @@ export async function openLink(env: NodeJS.ProcessEnv, opts: { noDaemon?: boolea
       },
     };
   }
-  const child = spawn(process.execPath, [DEFAULT_BIN, "stdio"], { env, stdio: ["pipe", "pipe", "pipe"] });
+  // The launcher's credential handoff: the stdio child's tools cannot read the keys from its environ.
+  const child = spawnBerth(DEFAULT_BIN, ["stdio"], env, { stdio: ["pipe", "pipe", "pipe"] }) as ChildProcessWithoutNullStreams;
   let tail = "";
   child.stderr.setEncoding("utf8").on("data", (d: string) => {
     tail = (tail + d).slice(-4096);

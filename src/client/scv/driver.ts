@@ -6,10 +6,11 @@
  * connection and rejects. `closeSession` closes the session's connection (the server then cancels its work).
  * A session whose connection dropped rejects further turns; the bridge starts a fresh session for the next message.
  */
-import { spawn } from "node:child_process";
+import type { ChildProcessWithoutNullStreams } from "node:child_process";
 import { connect } from "node:net";
 import type { Readable, Writable } from "node:stream";
 import type { ChatSessionDriver, ChatSessionOptions, TurnAttachment, TurnOutcome } from "../../channels/common/driver.js";
+import { spawnBerth } from "../spawn-berth.js";
 import { ScvClient } from "./client.js";
 
 export interface ScvStreams {
@@ -32,7 +33,7 @@ export function unixSocketConnector(path: string): Connector {
 /** Spawns `node <berthBin> stdio` per session (for tests and single-process use). */
 export function stdioConnector(berthBin: string, env: NodeJS.ProcessEnv): Connector {
   return () => {
-    const child = spawn(process.execPath, [berthBin, "stdio"], { env, stdio: ["pipe", "pipe", "ignore"] });
+    const child = spawnBerth(berthBin, ["stdio"], env, { stdio: ["pipe", "pipe", "ignore"] }) as ChildProcessWithoutNullStreams;
     return Promise.resolve({ input: child.stdout, output: child.stdin, close: () => void child.stdin.end() });
   };
 }
