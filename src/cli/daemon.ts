@@ -1,13 +1,14 @@
 /**
- * `berth daemon [--listen HOST:PORT] [--berth-runtime]`: the live-backend host. Ready line on
+ * `berth daemon [--listen HOST:PORT] [--berth-runtime] [--supervised]`: the live-backend host. Ready line on
  * stdout, logs on stderr. With `--berth-runtime`, Berth's own runtime is registered as provider
  * `berth` over the backend socket (in this process) before the ready line is printed.
  */
 import { join } from "node:path";
 import { startHost, type HostHandle } from "../protocols/host/host.js";
-import type { WireError } from "../protocols/scv/wire.js";
 import { resolveHome } from "../store/home.js";
 import { startDaemonChannels, type DaemonChannels } from "./daemon-channels.js";
+import { ConfirmRegistry } from "./daemon-confirm.js";
+import { createDaemonControl } from "./daemon-control.js";
 import { buildScvDeps } from "./scv-deps.js";
 import { listenScvSocket, scvSocketPath, type ScvSocketHandle } from "./scv-socket.js";
 import { packageVersion } from "./service.js";
@@ -45,32 +46,36 @@ async function startRuntime(handle: HostHandle): Promise<() => Promise<void>> {
   return () => rt.close();
 }
 
-/** `daemon.control` on the SCV socket: `status` is served; the other known actions belong to later work. */
-const KNOWN_ACTIONS = new Set([
-  "reload",
-  "channel_set",
-  "channel_logout",
-  "delegations",
-  "delegation_kill",
-  "restart_when_idle",
-  "confirm_ask",
-  "confirm_status",
-]);
-
 /** The chat channel components (set once the SCV socket listens). */
 let channels: DaemonChannels | null = null;
+let supervised = false;
+const confirm = new ConfirmRegistry();
 
-function daemonControl(action: string, requestId: string): string | WireError {
-  if (action === "status")
-    return JSON.stringify({
-      type: "daemon.status",
-      request_id: requestId,
-      status: { version: packageVersion(), pid: process.pid, components: channels?.status() ?? [], delegations: { active: 0, reaped: 0 } },
-    });
-  if (KNOWN_ACTIONS.has(action))
-    return { code: "unsupported", message: `daemon.control action \`${action}\` is not supported by this daemon yet`, request_id: requestId };
-  return { code: "invalid_json", message: `unknown daemon.control action \`${action.slice(0, 64)}\``, request_id: requestId };
+/** Set by `--supervised` or when running as a systemd unit (INVOCATION_ID is set by systemd for its units). */
+function underSupervisor(): boolean {
+  return supervised || (process.env["INVOCATION_ID"] ?? "") !== "";
 }
+
+const daemonControl = createDaemonControl({
+  version: packageVersion(),
+  pid: process.pid,
+  channels: () => channels,
+  confirm,
+  delegations: {
+    counts: () => ({ active: 0, reaped: 0 }),
+    list: () => Promise.resolve([]),
+    kill: (handle) => Promise.resolve(handle !== undefined ? { unknown: handle } : { killed: [] }),
+  },
+  restart: {
+    current: () => null,
+    plan: () =>
+      Promise.resolve({
+        refused: underSupervisor()
+          ? "planned restarts are not available in this release of berth; restart the daemon through its supervisor"
+          : "this daemon cannot restart itself safely: run it as a systemd user unit or under a supervisor with `berth daemon --supervised`",
+      }),
+  },
+});
 
 async function startScv(): Promise<[ScvSocketHandle, () => Promise<void>]> {
   const home = resolveHome(process.env);
@@ -112,8 +117,10 @@ export async function runDaemon(argv: string[]): Promise<number> {
       listen = parsed;
     } else if (a === "--berth-runtime") {
       withRuntime = true;
+    } else if (a === "--supervised") {
+      supervised = true;
     } else if (a === "-h" || a === "--help") {
-      process.stderr.write("usage: berth daemon [--listen HOST:PORT] [--berth-runtime]\n");
+      process.stderr.write("usage: berth daemon [--listen HOST:PORT] [--berth-runtime] [--supervised]\n");
       return 0;
     } else {
       process.stderr.write(`berth daemon: unknown argument ${a}\n`);
@@ -154,6 +161,8 @@ export async function runDaemon(argv: string[]): Promise<number> {
     scvSocket: scv.path,
     log: (l) => void process.stderr.write(`berth daemon: ${l}\n`),
   });
+  const sweep = setInterval(() => confirm.sweep(), 10_000);
+  sweep.unref();
   process.stdout.write(JSON.stringify({ ...(JSON.parse(handle.readyLine()) as object), scv_socket: scv.path }) + "\n");
   return await new Promise<number>((resolveExit) => {
     let stopping = false;

@@ -10,6 +10,7 @@ commands:
   stdio                       SCV client protocol v3 over stdin/stdout (one session)
   daemon [--listen HOST:PORT] live-backend host (backend Unix socket + AHP WebSocket) and the SCV socket
   channel login|logout|set|status   WeChat and Feishu/Lark chat accounts
+  build-info                  print {"version", "commit"} as JSON
 `;
 
 export async function main(argv: string[]): Promise<void> {
@@ -33,6 +34,11 @@ export async function main(argv: string[]): Promise<void> {
     case "channel": {
       const m = await import("./channel.js");
       process.exitCode = await m.runChannel(rest);
+      return;
+    }
+    case "build-info": {
+      const m = await import("./build-info.js");
+      process.exitCode = m.runBuildInfo(rest);
       return;
     }
     case "chat": {

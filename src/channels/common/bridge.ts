@@ -393,6 +393,16 @@ export class ChatBridge {
     return q ? { id: q.id, state: q.state, deadlineMs: q.deadline } : null;
   }
 
+  /** Withdraws the open question (its asker stopped following it, or the bridge stops) and tells the owner. */
+  withdrawQuestion(): void {
+    const q = this.question;
+    if (q && q.state === "pending" && this.o.policy.ownerId !== null) {
+      q.state = "withdrawn";
+      void this.note({ to: this.o.policy.ownerId, handle: null, chat: null }, "The question was withdrawn; no answer is needed.", `qw-${q.id}`);
+      q.settle("withdrawn");
+    }
+  }
+
   private answersQuestion(m: InboundMessage): boolean {
     const q = this.question;
     if (!q || q.state !== "pending") return false;
@@ -409,12 +419,7 @@ export class ChatBridge {
   /** Stops: running turns are cancelled, their claims stay for the next start's recovery. */
   async stop(): Promise<void> {
     this.abort.abort();
-    const q = this.question;
-    if (q && q.state === "pending" && this.o.policy.ownerId !== null) {
-      q.state = "withdrawn";
-      void this.note({ to: this.o.policy.ownerId, handle: null, chat: null }, "The question was withdrawn; no answer is needed.", `qw-${q.id}`);
-      q.settle("withdrawn");
-    }
+    this.withdrawQuestion();
     await this.idle();
     for (const s of this.sessions.values()) await s.then((id) => this.o.driver.closeSession(id)).catch(() => undefined);
   }
