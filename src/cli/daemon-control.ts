@@ -17,7 +17,7 @@ import type { DaemonChannels } from "./daemon-channels.js";
 import type { ConfirmRegistry } from "./daemon-confirm.js";
 
 export interface DelegationControl {
-  counts(): { active: number; reaped: number };
+  counts(): Promise<{ active: number; reaped: number }>;
   list(all: boolean): Promise<DelegationEntry[]>;
   /** Stops the run named by `handle` and/or every orphan; null `killed` when `handle` names no run. */
   kill(handle: string | undefined, orphans: boolean): Promise<{ killed: string[] } | { unknown: string }>;
@@ -42,14 +42,15 @@ type Reply = string | WireError;
 
 export function createDaemonControl(d: ControlDeps): (cmd: ControlCommand, requestId: string) => Promise<Reply> {
   const fail = (code: ErrorCode, message: string, requestId: string): WireError => ({ code, message, request_id: requestId });
-  const status = (extra: Partial<DaemonStatus> = {}): DaemonStatus => {
+  const status = async (extra: Partial<DaemonStatus> = {}): Promise<DaemonStatus> => {
     const plan = d.restart.current();
+    const counts = await d.delegations.counts();
     return {
       version: d.version,
       pid: d.pid,
       components: d.channels()?.status() ?? [],
       ...extra,
-      delegations: { ...d.delegations.counts(), ...extra.delegations },
+      delegations: { ...counts, ...extra.delegations },
       ...(plan !== null ? { restart: plan } : {}),
     };
   };
@@ -57,10 +58,10 @@ export function createDaemonControl(d: ControlDeps): (cmd: ControlCommand, reque
     d.channels() ?? fail("component_error", "the daemon's channel components are not running yet; retry in a moment", rid);
 
   const handlers: { [K in ControlAction["action"]]: (a: Extract<ControlAction, { action: K }>, rid: string) => Promise<Reply> } = {
-    status: async (_a, rid) => daemonStatusFrame(rid, status()),
+    status: async (_a, rid) => daemonStatusFrame(rid, await status()),
     reload: async (_a, rid) => {
       await d.channels()?.reload();
-      return daemonStatusFrame(rid, status());
+      return daemonStatusFrame(rid, await status());
     },
     channel_set: async (a, rid) => {
       const ch = channelOf(a.channel);
@@ -82,7 +83,7 @@ export function createDaemonControl(d: ControlDeps): (cmd: ControlCommand, reque
       } catch (e) {
         return fail("component_error", componentMessage(e), rid);
       }
-      return daemonStatusFrame(rid, status());
+      return daemonStatusFrame(rid, await status());
     },
     channel_logout: async (a, rid) => {
       const ch = channelOf(a.channel);
@@ -94,23 +95,23 @@ export function createDaemonControl(d: ControlDeps): (cmd: ControlCommand, reque
       } catch (e) {
         return fail("component_error", componentMessage(e), rid);
       }
-      return daemonStatusFrame(rid, status());
+      return daemonStatusFrame(rid, await status());
     },
     delegations: async (a, rid) => {
       const entries = await d.delegations.list(a.all);
-      return daemonStatusFrame(rid, status({ delegations: { ...d.delegations.counts(), entries } }));
+      return daemonStatusFrame(rid, await status({ delegations: { ...(await d.delegations.counts()), entries } }));
     },
     delegation_kill: async (a, rid) => {
       if (a.handle === undefined && !a.orphans) return fail("delegation_error", "name a delegation `handle`, set `orphans: true`, or both", rid);
       const r = await d.delegations.kill(a.handle, a.orphans);
       if ("unknown" in r) return fail("delegation_error", `no delegated run \`${r.unknown.slice(0, 64)}\` (list them with the \`delegations\` action)`, rid);
       const entries = await d.delegations.list(true);
-      return daemonStatusFrame(rid, status({ delegations: { ...d.delegations.counts(), entries, killed: r.killed } }));
+      return daemonStatusFrame(rid, await status({ delegations: { ...(await d.delegations.counts()), entries, killed: r.killed } }));
     },
     restart_when_idle: async (a, rid) => {
       const r = await d.restart.plan(a);
       if ("refused" in r) return fail("restart_error", String(r.refused), rid);
-      return daemonStatusFrame(rid, status());
+      return daemonStatusFrame(rid, await status());
     },
     confirm_ask: async (a, rid) => {
       const target = d.channels()?.ownerChat() ?? null;
@@ -119,12 +120,12 @@ export function createDaemonControl(d: ControlDeps): (cmd: ControlCommand, reque
       if (d.confirm.waiting(target.chat) || target.bridge.questionState()?.state === "pending")
         return fail("confirm_error", `a question already waits for an answer in ${target.chat}; follow it with confirm_status`, rid);
       const view = d.confirm.ask(a.question, a.timeout_seconds, target);
-      return daemonStatusFrame(rid, status({ confirm: view }));
+      return daemonStatusFrame(rid, await status({ confirm: view }));
     },
     confirm_status: async (a, rid) => {
       const view = d.confirm.follow(a.id);
       if (view === null) return fail("confirm_error", "unknown question ID (questions live in memory only and end with a daemon restart)", rid);
-      return daemonStatusFrame(rid, status({ confirm: view }));
+      return daemonStatusFrame(rid, await status({ confirm: view }));
     },
   };
 

@@ -9,6 +9,7 @@ import { resolveHome } from "../store/home.js";
 import { startDaemonChannels, type DaemonChannels } from "./daemon-channels.js";
 import { ConfirmRegistry } from "./daemon-confirm.js";
 import { createDaemonControl } from "./daemon-control.js";
+import { startDaemonDelegations, type DaemonDelegations } from "./daemon-delegations.js";
 import { buildScvDeps } from "./scv-deps.js";
 import { listenScvSocket, scvSocketPath, type ScvSocketHandle } from "./scv-socket.js";
 import { packageVersion } from "./service.js";
@@ -49,6 +50,8 @@ async function startRuntime(handle: HostHandle): Promise<() => Promise<void>> {
 /** The chat channel components (set once the SCV socket listens). */
 let channels: DaemonChannels | null = null;
 let supervised = false;
+/** Delegated-run records and the orphan reaper (started before the SCV socket listens). */
+let delegations: DaemonDelegations | null = null;
 const confirm = new ConfirmRegistry();
 
 /** Set by `--supervised` or when running as a systemd unit (INVOCATION_ID is set by systemd for its units). */
@@ -62,9 +65,9 @@ const daemonControl = createDaemonControl({
   channels: () => channels,
   confirm,
   delegations: {
-    counts: () => ({ active: 0, reaped: 0 }),
-    list: () => Promise.resolve([]),
-    kill: (handle) => Promise.resolve(handle !== undefined ? { unknown: handle } : { killed: [] }),
+    counts: () => delegations?.counts() ?? Promise.resolve({ active: 0, reaped: 0 }),
+    list: (all) => delegations?.list(all) ?? Promise.resolve([]),
+    kill: (handle, orphans) => delegations?.kill(handle, orphans) ?? Promise.resolve(handle !== undefined ? { unknown: handle } : { killed: [] }),
   },
   restart: {
     current: () => null,
@@ -134,6 +137,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
     process.stderr.write(`berth daemon: ${e instanceof Error ? e.message : String(e)}\n`);
     return 1;
   }
+  delegations = startDaemonDelegations({ home: resolveHome(process.env), log: (l) => void process.stderr.write(`berth daemon: ${l}\n`) });
   let scv: ScvSocketHandle;
   let scvClose: () => Promise<void>;
   try {
@@ -176,6 +180,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
         process.exit(1);
       }, SHUTDOWN_DEADLINE_MS);
       timer.unref();
+      delegations?.stop();
       (channels?.stop() ?? Promise.resolve())
         .catch((e: unknown) => process.stderr.write(`berth daemon: channels shutdown error: ${String(e)}\n`))
         .then(() => scv.close())

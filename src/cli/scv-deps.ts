@@ -6,7 +6,9 @@
  * Test seams (environment, clamped): `BERTH_SCV_SEND_TIMEOUT_MS` (how long a blocked send may last before cleanup,
  * default 3000) and `BERTH_SCV_CLEANUP_GRACE_MS` (the cleanup grace, default 3000).
  */
+import { fileURLToPath } from "node:url";
 import type { EnvLike } from "../store/home.js";
+import { BerthDelegates } from "./delegates/agent-berth.js";
 import { CLEANUP_GRACE_MS, SEND_TIMEOUT_MS, type ScvServerDeps } from "../protocols/scv/connection.js";
 import { ScvSession, type AttachmentChecker } from "../protocols/scv/session.js";
 import { MAX_PROMPT_HISTORY_BYTES, MAX_PROMPT_HISTORY_ITEMS, MAX_SERVER_FRAME_BYTES, MAX_TRANSCRIPT_BYTES, MAX_TRANSCRIPT_ITEMS } from "../protocols/scv/wire.js";
@@ -22,6 +24,26 @@ export interface ScvDepsOptions {
   transport: "stdio" | "socket";
   log: (line: string) => void;
   daemonControl?: ScvServerDeps["daemonControl"];
+}
+
+const BERTH_BIN = fileURLToPath(new URL("../../../bin/berth", import.meta.url));
+export const DEFAULT_MAX_DELEGATION_DEPTH = 2;
+
+/** `SCV_DELEGATION_DEPTH` of this process (0 when unset or not a small non-negative integer). */
+function envDepth(env: EnvLike): number {
+  const v = env["SCV_DELEGATION_DEPTH"] ?? "";
+  return /^\d{1,3}$/.test(v) ? Number(v) : 0;
+}
+
+/** `agent.max_delegation_depth` (project over global, an integer 0..16; default 2), read once at start. */
+async function maxDelegationDepth(settings: { load(): Promise<{ project?: unknown; global?: unknown }> }): Promise<number> {
+  const layers = await settings.load().catch(() => null);
+  for (const l of [layers?.project, layers?.global]) {
+    const agent = (l as Record<string, unknown> | undefined)?.["agent"] as Record<string, unknown> | undefined;
+    const v = agent?.["max_delegation_depth"];
+    if (typeof v === "number" && Number.isSafeInteger(v) && v >= 0 && v <= 16) return v;
+  }
+  return DEFAULT_MAX_DELEGATION_DEPTH;
 }
 
 function envMs(env: EnvLike, name: string, dflt: number): number {
@@ -42,8 +64,12 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       import("../runtime/context.js"),
     ]);
   const cwd = process.cwd();
-  const agent = new Agent({ home: o.home, cwd, env: o.env });
   const settings = new SettingsStore({ home: o.home, projectDir: cwd, env: o.env });
+  const maxDepth = await maxDelegationDepth(settings);
+  /** This process's own depth among delegated agents (set by the Berth or agent that started it). */
+  const ownDepth = envDepth(o.env);
+  const delegates = new BerthDelegates({ home: o.home, berthBin: BERTH_BIN, env: process.env, log: o.log });
+  const agent = new Agent({ home: o.home, cwd, env: o.env, sessionTools: (s) => delegates.tools(s, maxDepth) });
   const config = new ConfigService({ settings, cache: new CatalogCache({ home: o.home }), env: o.env });
   /** `approval_policy` from settings (project over global): `on-risk` (default), `always` or `never`. */
   const approvalPolicy = async (): Promise<ApprovalMode> => {
@@ -96,7 +122,7 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
           ...(msg.channel !== undefined ? { channel: msg.channel } : {}),
           autoApprove: msg.auto_approve,
           approval: await approvalPolicy(),
-          ...(msg.delegation_depth !== undefined ? { delegationDepth: msg.delegation_depth } : {}),
+          ...(Math.max(msg.delegation_depth ?? 0, ownDepth) > 0 ? { delegationDepth: Math.max(msg.delegation_depth ?? 0, ownDepth) } : {}),
         });
       } catch {
         return { code: "internal_error", message: "the session could not be created; check that MC_HOME is writable", request_id: msg.request_id };
@@ -104,6 +130,7 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       const described = await describe(selection);
       const id = rt.id;
       const session = new ScvSession(rt, out, checkAttachments, async () => {
+        await delegates.closeSession(id);
         await hub.closeSession(id);
         await manager.close(id).catch(() => undefined);
       });
@@ -123,6 +150,7 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
   return {
     deps,
     close: async () => {
+      await delegates.close();
       await hub.close();
       await manager.drain().catch(() => undefined);
     },

@@ -31,7 +31,7 @@ import { DEFAULT_RECORDER_TIMING, TurnRecorder, type RecorderTiming } from "./re
 import { buildSystemPrompt } from "./system-prompt.js";
 import { createToolRegistry, type BashOptions, type ToolRegistry } from "./tools/index.js";
 import { runLoop } from "./turn-loop.js";
-import type { ImagePart, Provider, ThinkingLevel, UserContent } from "./types.js";
+import type { ImagePart, Provider, ThinkingLevel, Tool, UserContent } from "./types.js";
 import type { UserAttachment } from "../store/sessions/index.js";
 
 export interface AgentOptions {
@@ -48,10 +48,17 @@ export interface AgentOptions {
   bash?: Omit<BashOptions, "env">;
   recorderTiming?: RecorderTiming;
   clock?: () => number;
+  /**
+   * Tools bound to one session (delegated agents such as `agent_berth`), added to the registry's for each turn of a
+   * tool-enabled session. `depth` is the session's delegation depth.
+   */
+  sessionTools?: (s: { sessionId: string; depth: number; cwd: string }) => Tool[];
 }
 
 export interface RunTurnRequest {
   turnId: string;
+  /** The session's ID (binds session tools); absent for a turn of no session. */
+  sessionId?: string;
   /** The session writer (lease holder), or null for an unpersisted turn. */
   writer: SessionWriter | null;
   /** Bounded durable history read at admission (null: a new session). */
@@ -246,7 +253,11 @@ export class Agent {
   }
 
   private async run(req: RunTurnRequest, recorder: TurnRecorder | null, r: Resolved, registry: ToolRegistry | null): Promise<TurnOutcome> {
-    const tools = registry?.tools ?? [];
+    const bound =
+      registry !== null && req.sessionId !== undefined && this.o.sessionTools !== undefined
+        ? this.o.sessionTools({ sessionId: req.sessionId, depth: req.delegationDepth ?? 0, cwd: req.cwd })
+        : [];
+    const tools = [...(registry?.tools ?? []), ...bound];
     if (req.signal.aborted) throw "internal" satisfies FailureReason;
     const system = await buildSystemPrompt({
       cwd: req.cwd,

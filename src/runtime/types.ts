@@ -100,6 +100,11 @@ export interface ToolContext {
   signal: AbortSignal;
   /** Short, rate-limited status line (never tool output content). */
   onProgress(line: string): void;
+  /**
+   * Asks the calling session's approval gate about work the tool relays (a nested agent's approval request); the
+   * session's policy applies to `risk`. Absent when the call runs without a gate (everything is approved).
+   */
+  approve?(r: { name: string; risk: ToolRisk; summary: string; arguments: Record<string, unknown> }): Promise<"approve" | "deny" | "cancelled">;
 }
 
 export interface ToolResult {

@@ -326,7 +326,7 @@ export class SessionRuntime {
               name: req.toolName,
               risk: req.risk,
               cwd,
-              summary: approvalSummary(req.toolName, req.arguments),
+              summary: req.summary ?? approvalSummary(req.toolName, req.arguments),
               arguments: req.arguments,
               ...(req.parentId !== undefined ? { parentId: req.parentId } : {}),
             }),
@@ -339,6 +339,7 @@ export class SessionRuntime {
       const images = await loadImages(opts.attachments ?? []);
       outcome = await this.deps.runner.runTurn({
         turnId: run.turnId,
+        sessionId: this.id,
         writer: a.lease.writer,
         history: a.history,
         cwd,
