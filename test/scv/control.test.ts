@@ -175,3 +175,16 @@ it("berth build-info prints {version, commit}", async () => {
   assert.ok(info.commit === null || /^[0-9a-f]{7,40}$/.test(info.commit as string));
   assert.deepEqual(Object.keys(info).sort(), ["commit", "version"]);
 });
+
+it("a delegated run (SCV_PARENT set) cannot change chat accounts through berth channel", async () => {
+  const home = await mkdtemp(join(tmpdir(), "scv-ctl-deleg-"));
+  const child = spawn(process.execPath, [BERTH_BIN, "channel", "set", "wechat", "--enable"], {
+    env: childEnv({ MC_HOME: home, SCV_PARENT: "0a1b2c3d/s1/berth-3f9a2c", SCV_DELEGATION_DEPTH: "1" }),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let err = "";
+  child.stderr.on("data", (b: Buffer) => (err += b.toString()));
+  assert.equal(await new Promise((r) => child.once("close", r)), 1);
+  assert.match(err, /delegated agent run/);
+  assert.equal(existsSync(join(home, "channels", "settings.json")), false);
+});

@@ -195,3 +195,56 @@ describe("agent_berth", () => {
     }
   });
 });
+
+describe("delegations over the daemon socket", () => {
+  it("lists a live run from a berth stdio and stops it by handle", async () => {
+    const rig = await startRig();
+    const d = await startDaemon(rig.env);
+    const { client: c, child, exited } = spawnStdio(rig.env);
+    try {
+      const s = await c.open();
+      const base = posts(rig).length;
+      rig.fake.script([
+        { steps: [{ toolCall: { id: "call_l", name: "agent_berth", arguments: { prompt: "hold on" } } }] },
+        { waitForAbortBeforeHeaders: true },
+        { steps: [{ text: "it was stopped" }] },
+      ]);
+      const from = c.frames.length;
+      const turn = c.turn(s.session_id, "delegate and wait");
+      await approveNext(c, from);
+      await waitPosts(rig, base + 2);
+      const dc = await d.connect();
+      await dc.initialize();
+      const ask = async (command: Msg): Promise<Msg> => dc.reply(dc.request({ type: "daemon.control", command }), ["daemon.status"]);
+      const listed = await ask({ action: "delegations", all: false });
+      assert.equal(listed.status.delegations.active, 1);
+      const [e] = listed.status.delegations.entries as Msg[];
+      assert.ok(e);
+      assert.equal(e.agent, "berth");
+      assert.equal(e.session, s.session_id);
+      assert.equal(e.depth, 1);
+      assert.equal(e.owner_pid, child.pid);
+      assert.equal(e.orphaned, false);
+      assert.equal(e.turn, 1);
+      assert.match(e.conversation as string, /^berth-\d+$/);
+      assert.match(e.handle as string, /^berth-[0-9a-f]{6}$/);
+      assert.ok((e.processes as number) >= 1);
+      const killed = await ask({ action: "delegation_kill", handle: e.handle, orphans: false });
+      assert.deepEqual(killed.status.delegations.killed, [e.handle]);
+      assert.deepEqual(killed.status.delegations.entries, []);
+      const r = await turn;
+      const tc = r.frames.find((m) => m.type === "tool.completed" && m.call_id === "call_l")!;
+      assert.equal(tc.error, "failed");
+      assert.equal(r.terminal.type, "turn.completed");
+      assert.equal((await ask({ action: "delegation_kill", handle: e.handle })).code, "delegation_error");
+      dc.end();
+      await dc.closed;
+      c.end();
+      assert.equal(await exited, 0);
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL");
+      assert.equal(await d.stop(), 0);
+      await rig.fake.close();
+    }
+  });
+});

@@ -213,6 +213,8 @@ export class BerthDelegates {
             case "turn.completed":
               return done(result("completed", false));
             case "turn.cancelled":
+              // Not cancelled by us: the nested run was stopped from outside (delegation_kill, a signal).
+              if (cancelled === null) return done(result("cancelled", true, "failed"));
               return done(result(cancelled === "timeout" ? "timeout" : "cancelled", true, cancelled === "timeout" ? "limit" : "cancelled"));
             case "turn.failed":
               return done(result("failed", true, "failed"));
