@@ -10,6 +10,7 @@ import { startDaemonChannels, type DaemonChannels } from "./daemon-channels.js";
 import { ConfirmRegistry } from "./daemon-confirm.js";
 import { createDaemonControl } from "./daemon-control.js";
 import { startDaemonDelegations, type DaemonDelegations } from "./daemon-delegations.js";
+import { RESTART_EXIT_CODE, restartPlanner } from "./daemon-restart.js";
 import { buildScvDeps } from "./scv-deps.js";
 import { listenScvSocket, scvSocketPath, type ScvSocketHandle } from "./scv-socket.js";
 import { packageVersion } from "./service.js";
@@ -59,6 +60,15 @@ function underSupervisor(): boolean {
   return supervised || (process.env["INVOCATION_ID"] ?? "") !== "";
 }
 
+/** Starts the daemon's shutdown with an exit code (set once the daemon runs). */
+let requestStop: ((why: string, code: number) => void) | null = null;
+const restart = restartPlanner({
+  home: resolveHome(process.env),
+  supervised: underSupervisor,
+  exec: { node: process.execPath, script: process.argv[1] ?? "berth" },
+  restart: (why) => requestStop?.(why, RESTART_EXIT_CODE),
+});
+
 const daemonControl = createDaemonControl({
   version: packageVersion(),
   pid: process.pid,
@@ -69,15 +79,7 @@ const daemonControl = createDaemonControl({
     list: (all) => delegations?.list(all) ?? Promise.resolve([]),
     kill: (handle, orphans) => delegations?.kill(handle, orphans) ?? Promise.resolve(handle !== undefined ? { unknown: handle } : { killed: [] }),
   },
-  restart: {
-    current: () => null,
-    plan: () =>
-      Promise.resolve({
-        refused: underSupervisor()
-          ? "planned restarts are not available in this release of berth; restart the daemon through its supervisor"
-          : "this daemon cannot restart itself safely: run it as a systemd user unit or under a supervisor with `berth daemon --supervised`",
-      }),
-  },
+  restart: restart,
 });
 
 async function startScv(): Promise<[ScvSocketHandle, () => Promise<void>]> {
@@ -170,10 +172,11 @@ export async function runDaemon(argv: string[]): Promise<number> {
   process.stdout.write(JSON.stringify({ ...(JSON.parse(handle.readyLine()) as object), scv_socket: scv.path }) + "\n");
   return await new Promise<number>((resolveExit) => {
     let stopping = false;
-    const stop = (sig: string) => {
+    const stop = (sig: string, code = 0) => {
       if (stopping) return;
       stopping = true;
       process.stderr.write(`berth daemon: ${sig}, shutting down\n`);
+      restart.stop();
       const timer = setTimeout(() => {
         process.stderr.write("berth daemon: shutdown deadline passed, exiting\n");
         resolveExit(1);
@@ -190,13 +193,14 @@ export async function runDaemon(argv: string[]): Promise<number> {
         .catch((e: unknown) => process.stderr.write(`berth daemon: runtime shutdown error: ${String(e)}\n`))
         .then(() => handle.close())
         .then(
-        () => resolveExit(0),
+        () => resolveExit(code),
         (e: unknown) => {
           process.stderr.write(`berth daemon: shutdown error: ${String(e)}\n`);
           resolveExit(1);
         },
       );
     };
+    requestStop = (why, code) => stop(why, code);
     process.once("SIGTERM", () => stop("SIGTERM"));
     process.once("SIGINT", () => stop("SIGINT"));
   });

@@ -188,3 +188,68 @@ it("a delegated run (SCV_PARENT set) cannot change chat accounts through berth c
   assert.match(err, /delegated agent run/);
   assert.equal(existsSync(join(home, "channels", "settings.json")), false);
 });
+
+describe("restart_when_idle under a supervisor", () => {
+  it("refuses another version, plans the installed one, waits for the parent delegation, then exits 75", async () => {
+    const rig = await startRig();
+    const scvHome = await mkdtemp(join(tmpdir(), "scv-restart-"));
+    const d = spawn(process.execPath, [BERTH_BIN, "daemon", "--supervised"], { env: childEnv({ ...rig.env, SCV_HOME: scvHome }), stdio: ["ignore", "pipe", "pipe"] });
+    let stderr = "";
+    d.stderr.on("data", (b: Buffer) => (stderr += b.toString()));
+    const exited = new Promise<number | null>((r) => d.once("close", (code) => r(code)));
+    const sleeper = spawn("sleep", ["300"], { stdio: "ignore" });
+    try {
+      const ready = await new Promise<Msg>((resolve, reject) => {
+        let out = "";
+        d.stdout.on("data", (b: Buffer) => {
+          out += b.toString();
+          const i = out.indexOf("\n");
+          if (i >= 0) resolve(JSON.parse(out.slice(0, i)) as Msg);
+        });
+        void exited.then((code) => reject(new Error(`daemon exited ${code}: ${stderr}`)));
+      });
+      const sock = connect(ready.scv_socket as string);
+      await new Promise<void>((r) => sock.once("connect", () => r()));
+      const { ScvClient } = await import("./client.js");
+      const c = new ScvClient(sock, sock, () => stderr);
+      await c.initialize();
+      const pkg = JSON.parse(await readFile(new URL("../../../package.json", import.meta.url), "utf8")) as Msg;
+      const other = await control(c, { action: "restart_when_idle", version: "0.0.0-other" });
+      assert.equal(other.code, "restart_error");
+      assert.match(other.message, /is .*, not 0\.0\.0-other/);
+      // A live delegation record (owned by this test process) that the plan must wait for.
+      const { writeRecord, processStart } = await import("../../src/runtime/delegation/records.js");
+      await writeRecord(rig.home, {
+        handle: "codex-3f9a2c",
+        agent: "codex",
+        instance: "0a1b2c3d",
+        session: "s1",
+        depth: 1,
+        pid: sleeper.pid!,
+        pid_start: await processStart(sleeper.pid!),
+        owner_pid: process.pid,
+        owner_start: await processStart(process.pid),
+        cwd: rig.home,
+        started_unix_seconds: 0,
+      });
+      const parent = "0a1b2c3d/s1/codex-3f9a2c";
+      const planned = await control(c, { action: "restart_when_idle", version: pkg.version, parent, max_wait_seconds: 600 });
+      assert.equal(planned.type, "daemon.status");
+      assert.equal(planned.status.restart.to_version, pkg.version);
+      assert.equal(planned.status.restart.waiting_for, "delegation codex-3f9a2c");
+      assert.equal(planned.status.restart.requester, parent);
+      const again = await control(c, { action: "restart_when_idle", version: pkg.version, max_wait_seconds: 10 });
+      assert.deepEqual(again.status.restart, planned.status.restart, "a repeat returns the scheduled plan");
+      assert.equal(d.exitCode, null);
+      sleeper.kill("SIGKILL");
+      await new Promise((r) => sleeper.once("close", r));
+      assert.equal(await exited, 75);
+      assert.match(stderr, /restarting into/);
+      sock.destroy();
+    } finally {
+      if (sleeper.exitCode === null) sleeper.kill("SIGKILL");
+      if (d.exitCode === null) d.kill("SIGKILL");
+      await rig.fake.close();
+    }
+  });
+});
