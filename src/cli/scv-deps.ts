@@ -68,7 +68,23 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
   const maxDepth = await maxDelegationDepth(settings);
   /** This process's own depth among delegated agents (set by the Berth or agent that started it). */
   const ownDepth = envDepth(o.env);
-  const delegates = new BerthDelegates({ home: o.home, berthBin: BERTH_BIN, env: process.env, log: o.log });
+  let reports = 0;
+  // Declared before the hub exists; reports only run once a job has ended, long after construction.
+  let hubRef: { get(id: string): { idle(): Promise<void>; startServerTurn(p: string, origin: { kind: string; jobs?: string[] }, opts: { submitter: string }): unknown } | undefined } | null = null;
+  const delegates = new BerthDelegates({
+    home: o.home,
+    berthBin: BERTH_BIN,
+    env: process.env,
+    log: o.log,
+    report: (sessionId, build) => {
+      const rt = hubRef?.get(sessionId);
+      if (rt === undefined) return;
+      void rt.idle().then(() => {
+        const r = build();
+        if (r !== null) rt.startServerTurn(r.prompt, { kind: "background", jobs: r.jobs }, { submitter: `background:${++reports}` });
+      });
+    },
+  });
   const agent = new Agent({ home: o.home, cwd, env: o.env, sessionTools: (s) => delegates.tools(s, maxDepth) });
   const config = new ConfigService({ settings, cache: new CatalogCache({ home: o.home }), env: o.env });
   /** `approval_policy` from settings (project over global): `on-risk` (default), `always` or `never`. */
@@ -88,6 +104,7 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
   };
   const manager = new SessionManager(new SessionStore({ home: o.home }), MAX_RUNNING_SESSIONS);
   const hub = new SessionHub({ manager, runner: agent, defaults: { cwd } });
+  hubRef = hub;
   const checkAttachments: AttachmentChecker = async (list) => {
     const r = await files.checkAttachmentFiles(list);
     if (!r.ok) return r;

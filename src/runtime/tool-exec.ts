@@ -52,6 +52,7 @@ export async function executeToolCall(call: ToolCallSpec, rc: ToolRunContext): P
       output: r.content,
       ...(r.errorKind !== undefined ? { errorKind: r.errorKind } : {}),
       ...(r.timedOut !== undefined ? { timedOut: r.timedOut } : {}),
+      ...(r.jobs !== undefined && r.jobs.length > 0 ? { jobs: r.jobs } : {}),
     });
     return r;
   };

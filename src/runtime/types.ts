@@ -107,6 +107,18 @@ export interface ToolContext {
   approve?(r: { name: string; risk: ToolRisk; summary: string; arguments: Record<string, unknown> }): Promise<"approve" | "deny" | "cancelled">;
 }
 
+/** `scv_protocol::JobStatus`: a background job's state as a tool call reports it. */
+export type JobStatus = "running" | "completed" | "failed" | "declined" | "timeout" | "cancelled";
+
+/** A background job a tool call started or showed the model (SCV `tool.completed.jobs`). */
+export interface JobRef {
+  job: string;
+  tool: string;
+  status: JobStatus;
+  /** First line of the delegated prompt, shortened; omitted when empty. */
+  task?: string;
+}
+
 export interface ToolResult {
   /** Bounded text for the model. */
   content: string;
@@ -114,6 +126,8 @@ export interface ToolResult {
   errorKind?: ToolErrorKind;
   /** `true`/`false` when the tool has a timeout notion, else undefined. */
   timedOut?: boolean;
+  /** Background jobs this call started or whose result it showed the model. */
+  jobs?: JobRef[];
 }
 
 /**

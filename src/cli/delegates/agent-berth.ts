@@ -25,6 +25,8 @@ import { ScvConnection, type ScvEvent } from "../../client/scv/connection.js";
 import { newHandle, processStart, stopRun, writeRecord, type DelegationRecord } from "../../runtime/delegation/records.js";
 import { defineLocalTool } from "../../runtime/tools/define.js";
 import type { Tool, ToolResult, ToolRisk } from "../../runtime/types.js";
+import type { SessionToolContext } from "../../runtime/agent.js";
+import { JobBook, jobRef, type ReportFn } from "./jobs.js";
 
 export const AGENT_BERTH = "agent_berth";
 export const DEFAULT_TIMEOUT_SECONDS = 1800;
@@ -34,6 +36,8 @@ export const IDLE_MS = 10 * 60_000;
 const MAX_REPLY_BYTES = 64 * 1024;
 
 export interface BerthDelegatesOptions {
+  /** Starts a background report turn in a session (see jobs.ts). */
+  report: ReportFn;
   home: string;
   berthBin: string;
   env: NodeJS.ProcessEnv;
@@ -57,6 +61,7 @@ interface Conversation {
 const Args = A.object({
   prompt: A.string({ min: 1, max: 256 * 1024, description: "The complete, self-contained instructions for the nested Berth agent" }),
   session: A.optional(A.string({ min: 1, max: 64, description: "Continue this conversation (a handle such as berth-1 from an earlier result)" })),
+  background: A.optional(A.boolean({ description: "Run as a background job: returns a job handle at once; follow it with agent_wait / agent_status / agent_cancel" })),
   timeout_seconds: A.optional(A.number({ integer: true, min: 1, max: MAX_TIMEOUT_SECONDS, description: `Time limit for this turn (default ${DEFAULT_TIMEOUT_SECONDS})` })),
 });
 
@@ -68,16 +73,19 @@ export function instanceOf(home: string): string {
 export class BerthDelegates {
   private readonly conversations = new Map<string, Conversation>();
   private next = 1;
+  private readonly jobs: JobBook;
 
-  constructor(private readonly o: BerthDelegatesOptions) {}
-
-  /** The session's delegate tools (none when its runs would exceed `maxDepth`). */
-  tools(s: { sessionId: string; depth: number; cwd: string }, maxDepth: number): Tool[] {
-    if (s.depth + 1 > maxDepth) return [];
-    return [this.tool(s)];
+  constructor(private readonly o: BerthDelegatesOptions) {
+    this.jobs = new JobBook(o.report);
   }
 
-  private tool(s: { sessionId: string; depth: number; cwd: string }): Tool {
+  /** The session's delegate tools (none when its runs would exceed `maxDepth`) and the job tools. */
+  tools(s: SessionToolContext, maxDepth: number): Tool[] {
+    if (s.depth + 1 > maxDepth) return [];
+    return [this.tool(s), ...this.jobs.tools(s.sessionId)];
+  }
+
+  private tool(s: SessionToolContext): Tool {
     return defineLocalTool({
       name: AGENT_BERTH,
       risk: "delegate",
@@ -99,7 +107,13 @@ export class BerthDelegates {
             return { content: `${AGENT_BERTH}: the nested Berth did not start: ${e instanceof Error ? e.message.slice(0, 300) : "unknown error"}`, isError: true, errorKind: "unavailable" };
           }
         }
-        return this.turn(conv, args.prompt, (args.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS) * 1000, ctx);
+        const timeoutMs = (args.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS) * 1000;
+        if (args.background !== true) return this.turn(conv, args.prompt, timeoutMs, ctx);
+        // A job outlives this call: its approvals get the session's unattended answer.
+        const job = this.jobs.start(s.sessionId, AGENT_BERTH, args.prompt, (signal) =>
+          this.turn(conv, args.prompt, timeoutMs, { cwd: ctx.cwd, signal, onProgress: () => undefined, approve: (r) => Promise.resolve(s.unattended(r.name, r.risk)) }),
+        );
+        return { content: JSON.stringify({ job: job.id, status: "running", session: conv.name }), isError: false, jobs: [jobRef(job)] };
       },
     });
   }
@@ -253,10 +267,12 @@ export class BerthDelegates {
 
   /** Ends the conversations of a session that closed. */
   async closeSession(sessionId: string): Promise<void> {
+    await this.jobs.closeSession(sessionId);
     await Promise.all([...this.conversations.values()].filter((c) => c.sessionId === sessionId).map((c) => this.end(c)));
   }
 
   async close(): Promise<void> {
+    await this.jobs.close();
     await Promise.all([...this.conversations.values()].map((c) => this.end(c)));
   }
 }

@@ -340,6 +340,7 @@ export class SessionRuntime {
       outcome = await this.deps.runner.runTurn({
         turnId: run.turnId,
         sessionId: this.id,
+        ...(this.cfg.autoApprove === true ? { autoApprove: true } : {}),
         writer: a.lease.writer,
         history: a.history,
         cwd,
