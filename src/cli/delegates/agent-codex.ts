@@ -1,0 +1,267 @@
+/**
+ * `agent_codex` (risk `delegate`): the Codex CLI as a delegated agent, `codex exec --json -o <file> … -` with the
+ * prompt on stdin, resumed by thread (`codex exec … resume <thread> -`).
+ *
+ * Contract:
+ * - Offered only when `codex` resolves on PATH when the turn's tools are built.
+ * - Fixed argument vector: the model supplies only the prompt, `cwd` (inside the session's workspace), `model`,
+ *   `effort` (`low` `medium` `high`), `session` (a conversation handle `codex-N` to resume) and `timeout_seconds`.
+ * - Environment: the caller's, without any `*_API_KEY` and provider variables, with `CODEX_HOME` =
+ *   `$MC_HOME/adapters/codex` (the private home the user signs Codex into), `SCV_PARENT` and
+ *   `SCV_DELEGATION_DEPTH`. The process runs in its own group under a delegation record; it ends by TERM → 2 s →
+ *   KILL of the group on cancel, timeout, or exit.
+ * - Progress lines from its JSONL events (`$ <command>`, `update <path>`, `tool <server>.<tool>`, `search <q>`),
+ *   single lines of at most 200 bytes with credential-like values redacted.
+ * - Result: `{agent, status, reply, usage, exit_code, stderr_tail, truncated, session, turn}`.
+ */
+import { spawn } from "node:child_process";
+import { statSync } from "node:fs";
+import { mkdir, readFile, rm, stat } from "node:fs/promises";
+import { delimiter, isAbsolute, join, relative, resolve } from "node:path";
+import { StringDecoder } from "node:string_decoder";
+import * as A from "../../core/arg-schema.js";
+import { redactSecrets, sanitizeText } from "../../core/text-policy.js";
+import { truncateUtf8 } from "../../core/utf8.js";
+import type { SessionToolContext } from "../../runtime/agent.js";
+import { newHandle, processStart, stopRun, writeRecord, type DelegationRecord } from "../../runtime/delegation/records.js";
+import { defineLocalTool } from "../../runtime/tools/define.js";
+import type { Tool, ToolContext, ToolResult } from "../../runtime/types.js";
+import { instanceOf } from "./agent-berth.js";
+
+export const AGENT_CODEX = "agent_codex";
+const DEFAULT_TIMEOUT_SECONDS = 1800;
+const MAX_TIMEOUT_SECONDS = 3600;
+const MAX_REPLY_BYTES = 64 * 1024;
+const STDERR_TAIL_BYTES = 2048;
+const MAX_LINE_BYTES = 200;
+const MAX_EVENT_LINE_BYTES = 1 << 20;
+
+/** Provider variables a delegated CLI never inherits (it signs in through its own private home). */
+const PROVIDER_VARS = /(_API_KEY|_AUTH_TOKEN|_ACCESS_TOKEN)$|^(OPENAI|ANTHROPIC|AZURE_OPENAI|GEMINI|GOOGLE|OPENROUTER|MC)_|^CODEX_HOME$|^SCV_HOME$/;
+
+export function resolveExecutable(name: string, path: string | undefined): string | null {
+  for (const dir of (path ?? "").split(delimiter)) {
+    if (dir === "" || !isAbsolute(dir)) continue;
+    const p = join(dir, name);
+    try {
+      const st = statSync(p);
+      if (st.isFile() && (st.mode & 0o111) !== 0) return p;
+    } catch {
+      // not here
+    }
+  }
+  return null;
+}
+
+export function progressLine(s: string): string {
+  return truncateUtf8(redactSecrets(sanitizeText(s).replace(/\s+/g, " ").trim()), MAX_LINE_BYTES);
+}
+
+/** One Codex `exec --json` event → a progress line, the thread ID, the reply, the usage or a failure. */
+export function codexEvent(ev: Record<string, unknown>): { progress?: string; thread?: string; reply?: string; usage?: Record<string, number>; failed?: string } {
+  const item = (ev["item"] ?? {}) as Record<string, unknown>;
+  switch (ev["type"]) {
+    case "thread.started":
+      return typeof ev["thread_id"] === "string" ? { thread: ev["thread_id"] } : {};
+    case "item.started":
+      if (item["type"] === "command_execution" && typeof item["command"] === "string") return { progress: `$ ${item["command"]}` };
+      return {};
+    case "item.completed":
+      switch (item["type"]) {
+        case "agent_message":
+          return typeof item["text"] === "string" ? { reply: item["text"] } : {};
+        case "file_change": {
+          const paths = Array.isArray(item["changes"]) ? (item["changes"] as Array<Record<string, unknown>>).map((c) => String(c["path"] ?? "")).filter((p) => p !== "") : [];
+          return paths.length > 0 ? { progress: `update ${paths.join(", ")}` } : {};
+        }
+        case "mcp_tool_call":
+          return { progress: `tool ${String(item["server"] ?? "?")}.${String(item["tool"] ?? "?")}` };
+        case "web_search":
+          return typeof item["query"] === "string" ? { progress: `search ${item["query"]}` } : {};
+        default:
+          return {};
+      }
+    case "turn.completed": {
+      const u = (ev["usage"] ?? {}) as Record<string, unknown>;
+      const usage: Record<string, number> = {};
+      for (const k of ["input_tokens", "cached_input_tokens", "output_tokens"]) if (typeof u[k] === "number") usage[k] = u[k] as number;
+      return { usage };
+    }
+    case "turn.failed":
+    case "error": {
+      const e = ev["error"] as Record<string, unknown> | undefined;
+      return { failed: String(e?.["message"] ?? ev["message"] ?? "codex reported an error") };
+    }
+    default:
+      return {};
+  }
+}
+
+const Args = A.object({
+  prompt: A.string({ min: 1, max: 256 * 1024, description: "The complete, self-contained instructions for Codex" }),
+  cwd: A.optional(A.string({ min: 1, max: 4096, description: "Working directory inside the workspace (default: the workspace)" })),
+  model: A.optional(A.string({ min: 1, max: 128, description: "Codex model name" })),
+  effort: A.optional(A.string({ min: 3, max: 6, description: "Reasoning effort: low, medium or high" })),
+  session: A.optional(A.string({ min: 1, max: 64, description: "Resume this conversation (a handle such as codex-1 from an earlier result)" })),
+  timeout_seconds: A.optional(A.number({ integer: true, min: 1, max: MAX_TIMEOUT_SECONDS, description: `Time limit (default ${DEFAULT_TIMEOUT_SECONDS})` })),
+});
+
+export interface CodexOptions {
+  home: string;
+  env: NodeJS.ProcessEnv;
+}
+
+export class CodexAgents {
+  /** Conversation handle → Codex thread ID, per session. */
+  private readonly threads = new Map<string, { sessionId: string; thread: string; turns: number }>();
+  private next = 1;
+
+  constructor(private readonly o: CodexOptions) {}
+
+  tools(s: SessionToolContext, maxDepth: number): Tool[] {
+    if (s.depth + 1 > maxDepth) return [];
+    const exe = resolveExecutable("codex", this.o.env["PATH"]);
+    return exe === null ? [] : [this.tool(s, exe)];
+  }
+
+  forgetSession(sessionId: string): void {
+    for (const [k, v] of this.threads) if (v.sessionId === sessionId) this.threads.delete(k);
+  }
+
+  private tool(s: SessionToolContext, exe: string): Tool {
+    return defineLocalTool({
+      name: AGENT_CODEX,
+      risk: "delegate",
+      description: "Delegate a task to the Codex CLI in this workspace. Returns its final reply and a conversation handle (codex-N); pass it as `session` to continue.",
+      schema: Args,
+      execute: async (args, ctx) => {
+        const bad = (m: string): ToolResult => ({ content: `${AGENT_CODEX}: ${m}`, isError: true, errorKind: "invalid_arguments" });
+        if (args.effort !== undefined && !["low", "medium", "high"].includes(args.effort)) return bad("`effort` must be low, medium or high");
+        const cwd = resolve(s.cwd, args.cwd ?? ".");
+        const rel = relative(s.cwd, cwd);
+        if (rel.startsWith("..") || isAbsolute(rel)) return bad("`cwd` must be inside the workspace");
+        if (!(await stat(cwd).then((st) => st.isDirectory(), () => false))) return bad("`cwd` is not a directory");
+        let conv: { sessionId: string; thread: string; turns: number } | undefined;
+        if (args.session !== undefined) {
+          conv = this.threads.get(args.session);
+          if (conv === undefined || conv.sessionId !== s.sessionId) return bad(`no conversation ${args.session} in this session`);
+        }
+        return this.run(s, exe, { ...args, cwd }, args.session ?? null, conv ?? null, ctx);
+      },
+    });
+  }
+
+  private async run(
+    s: SessionToolContext,
+    exe: string,
+    args: { prompt: string; cwd: string; model?: string | undefined; effort?: string | undefined; timeout_seconds?: number | undefined },
+    name: string | null,
+    conv: { sessionId: string; thread: string; turns: number } | null,
+    ctx: ToolContext,
+  ): Promise<ToolResult> {
+    const agentHome = join(this.o.home, "adapters", "codex");
+    await mkdir(agentHome, { recursive: true, mode: 0o700 });
+    const handle = newHandle("codex");
+    const out = join(agentHome, `.last-${handle}.txt`);
+    const depth = s.depth + 1;
+    const env: NodeJS.ProcessEnv = {};
+    for (const [k, v] of Object.entries(this.o.env)) if (v !== undefined && !PROVIDER_VARS.test(k)) env[k] = v;
+    Object.assign(env, { CODEX_HOME: agentHome, SCV_PARENT: `${instanceOf(this.o.home)}/${s.sessionId}/${handle}`, SCV_DELEGATION_DEPTH: String(depth) });
+    const argv = ["exec", "--json", "-o", out, "--skip-git-repo-check", "-C", args.cwd];
+    if (args.model !== undefined) argv.push("-m", args.model);
+    if (args.effort !== undefined) argv.push("-c", `model_reasoning_effort="${args.effort}"`);
+    if (conv !== null) argv.push("resume", conv.thread);
+    argv.push("-");
+    const child = spawn(exe, argv, { cwd: args.cwd, env, stdio: ["pipe", "pipe", "pipe"], detached: true });
+    child.stdin.on("error", () => undefined);
+    child.stdin.end(args.prompt);
+    const exited = new Promise<number | null>((r) => {
+      child.once("close", (code) => r(code));
+      child.once("error", () => r(null));
+    });
+    const turn = (conv?.turns ?? 0) + 1;
+    const convName = name ?? `codex-${this.next++}`;
+    const record: DelegationRecord = {
+      handle,
+      agent: "codex",
+      instance: instanceOf(this.o.home),
+      session: s.sessionId,
+      depth,
+      pid: child.pid ?? 0,
+      pid_start: child.pid !== undefined ? await processStart(child.pid) : null,
+      owner_pid: process.pid,
+      owner_start: await processStart(process.pid),
+      cwd: args.cwd,
+      started_unix_seconds: Math.floor(Date.now() / 1000),
+      conversation: convName,
+      turn,
+    };
+    if (child.pid !== undefined) await writeRecord(this.o.home, record).catch(() => undefined);
+
+    let thread = conv?.thread ?? null;
+    let reply = "";
+    let usage: Record<string, number> = {};
+    let failure: string | null = null;
+    let buf = Buffer.alloc(0);
+    const decoder = new StringDecoder("utf8");
+    child.stdout.on("data", (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      let i: number;
+      while ((i = buf.indexOf(10)) >= 0) {
+        const line = buf.subarray(0, i);
+        buf = buf.subarray(i + 1);
+        if (line.length > MAX_EVENT_LINE_BYTES) continue;
+        let ev: unknown;
+        try {
+          ev = JSON.parse(decoder.write(line) + decoder.end());
+        } catch {
+          continue;
+        }
+        if (ev === null || typeof ev !== "object") continue;
+        const r = codexEvent(ev as Record<string, unknown>);
+        if (r.thread !== undefined) thread = r.thread;
+        if (r.reply !== undefined) reply = r.reply;
+        if (r.usage !== undefined) usage = r.usage;
+        if (r.failed !== undefined) failure = r.failed;
+        if (r.progress !== undefined) ctx.onProgress(progressLine(r.progress));
+      }
+      if (buf.length > MAX_EVENT_LINE_BYTES) buf = Buffer.alloc(0);
+    });
+    let stderr = Buffer.alloc(0);
+    child.stderr.on("data", (c: Buffer) => {
+      stderr = Buffer.concat([stderr, c]);
+      if (stderr.length > STDERR_TAIL_BYTES * 2) stderr = stderr.subarray(stderr.length - STDERR_TAIL_BYTES);
+    });
+    let ended: "cancelled" | "timeout" | null = null;
+    const stop = (why: "cancelled" | "timeout"): void => {
+      ended ??= why;
+      void stopRun(this.o.home, record);
+    };
+    const onAbort = (): void => stop("cancelled");
+    ctx.signal.addEventListener("abort", onAbort, { once: true });
+    const timer = setTimeout(() => stop("timeout"), (args.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS) * 1000);
+    const code = await exited;
+    clearTimeout(timer);
+    ctx.signal.removeEventListener("abort", onAbort);
+    await stopRun(this.o.home, record).catch(() => undefined);
+    const last = await readFile(out, "utf8").catch(() => null);
+    await rm(out, { force: true });
+    if (last !== null && last.trim() !== "") reply = last;
+    if (thread !== null) this.threads.set(convName, { sessionId: s.sessionId, thread, turns: turn });
+    const status = (ended as "cancelled" | "timeout" | null) ?? (code === 0 && failure === null ? "completed" : "failed");
+    const replyBytes = Buffer.byteLength(reply);
+    const body = {
+      agent: "codex",
+      status,
+      reply: truncateUtf8(reply, MAX_REPLY_BYTES),
+      usage,
+      exit_code: code,
+      stderr_tail: redactSecrets(sanitizeText(stderr.subarray(Math.max(0, stderr.length - STDERR_TAIL_BYTES)).toString("utf8"))),
+      truncated: replyBytes > MAX_REPLY_BYTES,
+      ...(thread !== null ? { session: convName, turn } : {}),
+      ...(failure !== null ? { error: truncateUtf8(redactSecrets(failure), 1024) } : {}),
+    };
+    const kind = status === "completed" ? undefined : status === "cancelled" ? "cancelled" : status === "timeout" ? "limit" : code === null && failure === null ? "unavailable" : "failed";
+    return { content: JSON.stringify(body), isError: status !== "completed", ...(kind !== undefined ? { errorKind: kind } : {}) };
+  }
+}
