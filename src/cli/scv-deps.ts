@@ -9,7 +9,7 @@
 import { fileURLToPath } from "node:url";
 import type { EnvLike } from "../store/home.js";
 import { BerthDelegates } from "./delegates/agent-berth.js";
-import { CodexAgents } from "./delegates/agent-codex.js";
+import { CliAgents } from "./delegates/cli-agents.js";
 import { CLEANUP_GRACE_MS, SEND_TIMEOUT_MS, type ScvServerDeps } from "../protocols/scv/connection.js";
 import { ScvSession, type AttachmentChecker } from "../protocols/scv/session.js";
 import { MAX_PROMPT_HISTORY_BYTES, MAX_PROMPT_HISTORY_ITEMS, MAX_SERVER_FRAME_BYTES, MAX_TRANSCRIPT_BYTES, MAX_TRANSCRIPT_ITEMS } from "../protocols/scv/wire.js";
@@ -86,7 +86,7 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       });
     },
   });
-  const codex = new CodexAgents({ home: o.home, env: process.env });
+  const codex = new CliAgents({ home: o.home, env: process.env });
   const agent = new Agent({ home: o.home, cwd, env: o.env, sessionTools: (s) => [...delegates.tools(s, maxDepth), ...codex.tools(s, maxDepth)] });
   const config = new ConfigService({ settings, cache: new CatalogCache({ home: o.home }), env: o.env });
   /** `approval_policy` from settings (project over global): `on-risk` (default), `always` or `never`. */

@@ -98,3 +98,90 @@ it("agent_codex runs the Codex CLI with a fixed argv and a private home, and res
     await rig.fake.close();
   }
 });
+
+const FAKE_CLAUDE = `#!${process.execPath}
+const args = process.argv.slice(2);
+const sid = args.includes("--resume") ? args[args.indexOf("--resume") + 1] : args[args.indexOf("--session-id") + 1];
+let prompt = "";
+process.stdin.on("data", (d) => (prompt += d));
+process.stdin.on("end", () => {
+  const e = (o) => process.stdout.write(JSON.stringify(o) + "\\n");
+  e({ type: "system", subtype: "init", session_id: sid, cwd: process.cwd(), tools: ["Bash", "Edit"], model: "claude-sonnet-4-5" });
+  e({ type: "assistant", session_id: sid, message: { id: "msg_1", role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "Bash", input: { command: "npm test" } }] } });
+  e({ type: "user", session_id: sid, message: { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "ok" }] } });
+  const fixed = args.slice(0, 5).join(" ") === "-p --output-format stream-json --verbose --dangerously-skip-permissions";
+  const reply = "claude " + (fixed ? "argv ok" : "argv bad") + " prompt=" + prompt + " home=" + process.env.CLAUDE_CONFIG_DIR + " key=" + (process.env.ANTHROPIC_API_KEY ?? "none") + " resumed=" + args.includes("--resume");
+  e({ type: "assistant", session_id: sid, message: { id: "msg_2", role: "assistant", content: [{ type: "text", text: reply }] } });
+  e({ type: "result", subtype: "success", is_error: false, duration_ms: 10, num_turns: 2, result: reply, session_id: sid, total_cost_usd: 0.01, usage: { input_tokens: 50, output_tokens: 7, cache_read_input_tokens: 0 } });
+});
+`;
+
+const FAKE_PI = `#!${process.execPath}
+const args = process.argv.slice(2);
+const prompt = args[args.length - 1];
+const e = (o) => process.stdout.write(JSON.stringify(o) + "\\n");
+e({ type: "session", id: "ccd569e0-4e1b-4c7d-a981-637ed4107310", version: 3, timestamp: "2026-01-13T00:33:34.702Z", cwd: process.cwd() });
+e({ type: "agent_start" });
+e({ type: "turn_start" });
+e({ type: "tool_execution_start", toolCallId: "tool_1", toolName: "bash", args: { command: "ls" } });
+e({ type: "tool_execution_end", toolCallId: "tool_1", toolName: "bash", result: { content: [{ type: "text", text: "ok" }] }, isError: false });
+const fixed = args.slice(0, 3).join(" ") === "-p --mode json";
+const text = "pi " + (fixed ? "argv ok" : "argv bad") + " prompt=" + prompt + " home=" + process.env.PI_CODING_AGENT_DIR + " resumed=" + args.includes("--session");
+e({ type: "message_end", message: { role: "assistant", content: [{ type: "text", text }], stopReason: "stop", usage: { input: 30, output: 5, cacheRead: 0, cacheWrite: 0 } } });
+e({ type: "turn_end", message: { role: "assistant", content: [{ type: "text", text }] }, toolResults: [] });
+`;
+
+it("agent_claude and agent_pi run their CLIs with fixed argv, private homes and their event formats", async () => {
+  const rig = await startRig();
+  const bin = mkdtempSync(join(tmpdir(), "fake-agents-"));
+  writeFileSync(join(bin, "claude"), FAKE_CLAUDE);
+  writeFileSync(join(bin, "pi"), FAKE_PI);
+  chmodSync(join(bin, "claude"), 0o755);
+  chmodSync(join(bin, "pi"), 0o755);
+  const { client: c, exited } = spawnStdio({ ...rig.env, PATH: `${bin}:${process.env.PATH ?? ""}`, ANTHROPIC_API_KEY: "sk-ant-parent-0123456789" });
+  try {
+    const s = await c.open();
+    rig.fake.script([
+      { steps: [{ toolCall: { id: "call_c", name: "agent_claude", arguments: { prompt: "-dash prompt" } } }] },
+      { steps: [{ toolCall: { id: "call_c2", name: "agent_claude", arguments: { prompt: "more", session: "claude-1" } } }] },
+      { steps: [{ toolCall: { id: "call_p", name: "agent_pi", arguments: { prompt: "@file and more" } } }] },
+      { steps: [{ toolCall: { id: "call_e", name: "agent_pi", arguments: { prompt: "x", effort: "high" } } }] },
+      { steps: [{ text: "all done" }] },
+    ]);
+    const from = c.frames.length;
+    const turn = c.turn(s.session_id, "use the CLIs");
+    let seen = from;
+    const approver = (async () => {
+      for (let i = 0; i < 4; i++) {
+        const a = await c.waitFor((m) => m.type === "approval.requested", seen);
+        seen = c.frames.indexOf(a) + 1;
+        c.request({ type: "approval.resolve", session_id: a.session_id, approval_id: a.approval_id, approved: true });
+      }
+    })();
+    const r = await turn;
+    await approver;
+    assert.equal(r.terminal.type, "turn.completed");
+    const result = (id: string): Msg => JSON.parse(r.frames.find((m) => m.type === "tool.completed" && m.call_id === id)!.output as string) as Msg;
+    const c1 = result("call_c");
+    assert.equal(c1.agent, "claude");
+    assert.equal(c1.status, "completed");
+    assert.equal(c1.session, "claude-1");
+    assert.deepEqual(c1.usage, { input_tokens: 50, output_tokens: 7, cache_read_input_tokens: 0 });
+    assert.equal(c1.reply, `claude argv ok prompt=-dash prompt home=${join(rig.home, "adapters", "claude")} key=none resumed=false`);
+    const c2 = result("call_c2");
+    assert.equal(c2.turn, 2);
+    assert.match(c2.reply as string, /resumed=true$/);
+    const p = result("call_p");
+    assert.equal(p.agent, "pi");
+    assert.equal(p.status, "completed");
+    assert.equal(p.session, "pi-1");
+    assert.deepEqual(p.usage, { input: 30, output: 5, cacheRead: 0, cacheWrite: 0 });
+    assert.equal(p.reply, `pi argv ok prompt= @file and more home=${join(rig.home, "adapters", "pi")} resumed=false`);
+    const e = r.frames.find((m) => m.type === "tool.completed" && m.call_id === "call_e")!;
+    assert.equal(e.error, "invalid_arguments");
+  } finally {
+    c.end();
+    await exited;
+    await rig.fake.close();
+  }
+});

@@ -1,20 +1,22 @@
 /**
- * `agent_codex` (risk `delegate`): the Codex CLI as a delegated agent, `codex exec --json -o <file> … -` with the
- * prompt on stdin, resumed by thread (`codex exec … resume <thread> -`).
+ * CLI coding agents as delegated agents: `agent_codex` (`codex exec --json -o <file> … -`), `agent_claude`
+ * (`claude -p --output-format stream-json --verbose --session-id <uuid> …`), `agent_pi` (`pi -p --mode json …`).
  *
- * Contract:
- * - Offered only when `codex` resolves on PATH when the turn's tools are built.
- * - Fixed argument vector: the model supplies only the prompt, `cwd` (inside the session's workspace), `model`,
- *   `effort` (`low` `medium` `high`), `session` (a conversation handle `codex-N` to resume) and `timeout_seconds`.
- * - Environment: the caller's, without any `*_API_KEY` and provider variables, with `CODEX_HOME` =
- *   `$MC_HOME/adapters/codex` (the private home the user signs Codex into), `SCV_PARENT` and
+ * Contract (every agent):
+ * - Offered only when its executable resolves on PATH when the turn's tools are built.
+ * - Fixed argument vectors: the model supplies only the prompt, `cwd` (inside the session's workspace), `model`,
+ *   `effort` (Codex only: `low` `medium` `high`), `session` (a conversation handle such as `codex-1` to resume)
+ *   and `timeout_seconds`.
+ * - Environment: the caller's without any `*_API_KEY` and provider variables, with the agent's private home
+ *   (`CODEX_HOME`, `CLAUDE_CONFIG_DIR`, `PI_CODING_AGENT_DIR` = `$MC_HOME/adapters/<agent>`), `SCV_PARENT` and
  *   `SCV_DELEGATION_DEPTH`. The process runs in its own group under a delegation record; it ends by TERM → 2 s →
  *   KILL of the group on cancel, timeout, or exit.
- * - Progress lines from its JSONL events (`$ <command>`, `update <path>`, `tool <server>.<tool>`, `search <q>`),
- *   single lines of at most 200 bytes with credential-like values redacted.
+ * - Progress lines from its event stream (`$ <command>`, `update <path>`, `tool <name>`, `search <q>`), single
+ *   lines of at most 200 bytes with credential-like values redacted.
  * - Result: `{agent, status, reply, usage, exit_code, stderr_tail, truncated, session, turn}`.
  */
 import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { statSync } from "node:fs";
 import { mkdir, readFile, rm, stat } from "node:fs/promises";
 import { delimiter, isAbsolute, join, relative, resolve } from "node:path";
@@ -28,7 +30,6 @@ import { defineLocalTool } from "../../runtime/tools/define.js";
 import type { Tool, ToolContext, ToolResult } from "../../runtime/types.js";
 import { instanceOf } from "./agent-berth.js";
 
-export const AGENT_CODEX = "agent_codex";
 const DEFAULT_TIMEOUT_SECONDS = 1800;
 const MAX_TIMEOUT_SECONDS = 3600;
 const MAX_REPLY_BYTES = 64 * 1024;
@@ -37,7 +38,7 @@ const MAX_LINE_BYTES = 200;
 const MAX_EVENT_LINE_BYTES = 1 << 20;
 
 /** Provider variables a delegated CLI never inherits (it signs in through its own private home). */
-const PROVIDER_VARS = /(_API_KEY|_AUTH_TOKEN|_ACCESS_TOKEN)$|^(OPENAI|ANTHROPIC|AZURE_OPENAI|GEMINI|GOOGLE|OPENROUTER|MC)_|^CODEX_HOME$|^SCV_HOME$/;
+const PROVIDER_VARS = /(_API_KEY|_AUTH_TOKEN|_ACCESS_TOKEN)$|^(OPENAI|ANTHROPIC|AZURE_OPENAI|GEMINI|GOOGLE|OPENROUTER|MC|CLAUDE|PI)_|^CODEX_HOME$|^SCV_HOME$/;
 
 export function resolveExecutable(name: string, path: string | undefined): string | null {
   for (const dir of (path ?? "").split(delimiter)) {
@@ -58,7 +59,7 @@ export function progressLine(s: string): string {
 }
 
 /** One Codex `exec --json` event → a progress line, the thread ID, the reply, the usage or a failure. */
-export function codexEvent(ev: Record<string, unknown>): { progress?: string; thread?: string; reply?: string; usage?: Record<string, number>; failed?: string } {
+export function codexEvent(ev: Record<string, unknown>): ParsedEvent {
   const item = (ev["item"] ?? {}) as Record<string, unknown>;
   switch (ev["type"]) {
     case "thread.started":
@@ -97,45 +98,186 @@ export function codexEvent(ev: Record<string, unknown>): { progress?: string; th
   }
 }
 
+export type ParsedEvent = { progress?: string; thread?: string; reply?: string; usage?: Record<string, number>; failed?: string };
+
+function toolLine(name: string, input: Record<string, unknown> | undefined): string {
+  const n = name.toLowerCase();
+  const str = (k: string): string | null => (typeof input?.[k] === "string" ? (input[k] as string) : null);
+  if (n === "bash" && str("command") !== null) return `$ ${str("command")}`;
+  if (["edit", "write", "multiedit"].includes(n) && (str("file_path") ?? str("path")) !== null) return `update ${str("file_path") ?? str("path")}`;
+  if (["websearch", "web_search"].includes(n) && str("query") !== null) return `search ${str("query")}`;
+  return `tool ${name}`;
+}
+
+function numbers(u: unknown, keys: string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  const o = (u ?? {}) as Record<string, unknown>;
+  for (const k of keys) if (typeof o[k] === "number") out[k] = o[k] as number;
+  return out;
+}
+
+/** One Claude Code `stream-json` line (`system`, `assistant`, `user`, `result`). */
+export function claudeEvent(ev: Record<string, unknown>): ParsedEvent {
+  const msg = (ev["message"] ?? {}) as Record<string, unknown>;
+  switch (ev["type"]) {
+    case "system":
+      return typeof ev["session_id"] === "string" ? { thread: ev["session_id"] } : {};
+    case "assistant": {
+      const content = Array.isArray(msg["content"]) ? (msg["content"] as Array<Record<string, unknown>>) : [];
+      const tool = content.find((c) => c["type"] === "tool_use");
+      const text = content.filter((c) => c["type"] === "text").map((c) => String(c["text"] ?? "")).join("");
+      return { ...(tool !== undefined ? { progress: toolLine(String(tool["name"] ?? "tool"), tool["input"] as Record<string, unknown> | undefined) } : {}), ...(text !== "" ? { reply: text } : {}) };
+    }
+    case "result": {
+      const out: ParsedEvent = { usage: numbers(ev["usage"], ["input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"]) };
+      if (typeof ev["session_id"] === "string") out.thread = ev["session_id"];
+      if (typeof ev["result"] === "string") out.reply = ev["result"];
+      if (ev["is_error"] === true || (typeof ev["subtype"] === "string" && ev["subtype"] !== "success")) out.failed = `claude ended with ${String(ev["subtype"] ?? "an error")}`;
+      return out;
+    }
+    default:
+      return {};
+  }
+}
+
+/** One pi `--mode json` line (`session`, `tool_execution_start`, `message_end`, …). */
+export function piEvent(ev: Record<string, unknown>): ParsedEvent {
+  switch (ev["type"]) {
+    case "session":
+      return typeof ev["id"] === "string" ? { thread: ev["id"] } : {};
+    case "tool_execution_start":
+      return { progress: toolLine(String(ev["toolName"] ?? "tool"), ev["args"] as Record<string, unknown> | undefined) };
+    case "message_end": {
+      const m = (ev["message"] ?? {}) as Record<string, unknown>;
+      if (m["role"] !== "assistant") return {};
+      const content = Array.isArray(m["content"]) ? (m["content"] as Array<Record<string, unknown>>) : [];
+      const text = content.filter((c) => c["type"] === "text").map((c) => String(c["text"] ?? "")).join("");
+      const out: ParsedEvent = { usage: numbers(m["usage"], ["input", "output", "cacheRead", "cacheWrite"]) };
+      if (text !== "") out.reply = text;
+      if (m["stopReason"] === "error" || m["stopReason"] === "aborted") out.failed = `pi ended with ${String(m["stopReason"])}${typeof m["errorMessage"] === "string" ? `: ${m["errorMessage"]}` : ""}`;
+      return out;
+    }
+    default:
+      return {};
+  }
+}
+
+/** How one CLI is run and read. */
+interface CliSpec {
+  agent: "codex" | "claude" | "pi";
+  homeVar: string;
+  label: string;
+  /** Arguments after the executable; `resume` is the conversation's thread/session ID, `fresh` a new UUID. */
+  argv(o: { out: string; cwd: string; model?: string | undefined; effort?: string | undefined; resume: string | null; fresh: string; prompt: string }): string[];
+  /** The prompt goes on stdin (else it is the last argument). */
+  stdin: boolean;
+  /** `-o <file>` holds the final message. */
+  outFile: boolean;
+  parse(ev: Record<string, unknown>): ParsedEvent;
+  effort: boolean;
+}
+
+/** A prompt that would read as an option (`-…`) or a pi file reference (`@…`) gets a leading space. */
+const positional = (p: string): string => (/^[-@]/.test(p) ? ` ${p}` : p);
+
+export const CLI_SPECS: Record<"codex" | "claude" | "pi", CliSpec> = {
+  codex: {
+    agent: "codex",
+    homeVar: "CODEX_HOME",
+    label: "the Codex CLI",
+    argv: (o) => [
+      "exec",
+      "--json",
+      "-o",
+      o.out,
+      "--skip-git-repo-check",
+      "-C",
+      o.cwd,
+      ...(o.model !== undefined ? ["-m", o.model] : []),
+      ...(o.effort !== undefined ? ["-c", `model_reasoning_effort="${o.effort}"`] : []),
+      ...(o.resume !== null ? ["resume", o.resume] : []),
+      "-",
+    ],
+    stdin: true,
+    outFile: true,
+    parse: codexEvent,
+    effort: true,
+  },
+  claude: {
+    agent: "claude",
+    homeVar: "CLAUDE_CONFIG_DIR",
+    label: "Claude Code",
+    argv: (o) => [
+      "-p",
+      "--output-format",
+      "stream-json",
+      "--verbose",
+      "--dangerously-skip-permissions",
+      ...(o.resume !== null ? ["--resume", o.resume] : ["--session-id", o.fresh]),
+      ...(o.model !== undefined ? ["--model", o.model] : []),
+    ],
+    stdin: true,
+    outFile: false,
+    parse: claudeEvent,
+    effort: false,
+  },
+  pi: {
+    agent: "pi",
+    homeVar: "PI_CODING_AGENT_DIR",
+    label: "the pi coding agent",
+    argv: (o) => ["-p", "--mode", "json", ...(o.resume !== null ? ["--session", o.resume] : []), ...(o.model !== undefined ? ["--model", o.model] : []), positional(o.prompt)],
+    stdin: false,
+    outFile: false,
+    parse: piEvent,
+    effort: false,
+  },
+};
+
 const Args = A.object({
-  prompt: A.string({ min: 1, max: 256 * 1024, description: "The complete, self-contained instructions for Codex" }),
+  prompt: A.string({ min: 1, max: 256 * 1024, description: "The complete, self-contained instructions for the agent" }),
   cwd: A.optional(A.string({ min: 1, max: 4096, description: "Working directory inside the workspace (default: the workspace)" })),
-  model: A.optional(A.string({ min: 1, max: 128, description: "Codex model name" })),
-  effort: A.optional(A.string({ min: 3, max: 6, description: "Reasoning effort: low, medium or high" })),
+  model: A.optional(A.string({ min: 1, max: 128, description: "The agent's model name" })),
+  effort: A.optional(A.string({ min: 3, max: 6, description: "Reasoning effort (agent_codex only): low, medium or high" })),
   session: A.optional(A.string({ min: 1, max: 64, description: "Resume this conversation (a handle such as codex-1 from an earlier result)" })),
   timeout_seconds: A.optional(A.number({ integer: true, min: 1, max: MAX_TIMEOUT_SECONDS, description: `Time limit (default ${DEFAULT_TIMEOUT_SECONDS})` })),
 });
 
-export interface CodexOptions {
+export interface CliAgentsOptions {
   home: string;
   env: NodeJS.ProcessEnv;
 }
 
-export class CodexAgents {
-  /** Conversation handle → Codex thread ID, per session. */
+export class CliAgents {
+  /** Conversation handle → the agent's thread/session ID, per session. */
   private readonly threads = new Map<string, { sessionId: string; thread: string; turns: number }>();
-  private next = 1;
+  private readonly next = new Map<string, number>();
 
-  constructor(private readonly o: CodexOptions) {}
+  constructor(private readonly o: CliAgentsOptions) {}
 
   tools(s: SessionToolContext, maxDepth: number): Tool[] {
     if (s.depth + 1 > maxDepth) return [];
-    const exe = resolveExecutable("codex", this.o.env["PATH"]);
-    return exe === null ? [] : [this.tool(s, exe)];
+    const out: Tool[] = [];
+    for (const spec of Object.values(CLI_SPECS)) {
+      const exe = resolveExecutable(spec.agent, this.o.env["PATH"]);
+      if (exe !== null) out.push(this.tool(s, exe, spec));
+    }
+    return out;
   }
 
   forgetSession(sessionId: string): void {
     for (const [k, v] of this.threads) if (v.sessionId === sessionId) this.threads.delete(k);
   }
 
-  private tool(s: SessionToolContext, exe: string): Tool {
+  private tool(s: SessionToolContext, exe: string, spec: CliSpec): Tool {
+    const name = `agent_${spec.agent}`;
     return defineLocalTool({
-      name: AGENT_CODEX,
+      name,
       risk: "delegate",
-      description: "Delegate a task to the Codex CLI in this workspace. Returns its final reply and a conversation handle (codex-N); pass it as `session` to continue.",
+      description: `Delegate a task to ${spec.label} in this workspace. Returns its final reply and a conversation handle (${spec.agent}-N); pass it as \`session\` to continue.`,
       schema: Args,
       execute: async (args, ctx) => {
-        const bad = (m: string): ToolResult => ({ content: `${AGENT_CODEX}: ${m}`, isError: true, errorKind: "invalid_arguments" });
+        const bad = (m: string): ToolResult => ({ content: `${name}: ${m}`, isError: true, errorKind: "invalid_arguments" });
+        if (args.effort !== undefined && !spec.effort) return bad("`effort` is not supported by this agent");
         if (args.effort !== undefined && !["low", "medium", "high"].includes(args.effort)) return bad("`effort` must be low, medium or high");
         const cwd = resolve(s.cwd, args.cwd ?? ".");
         const rel = relative(s.cwd, cwd);
@@ -144,9 +286,9 @@ export class CodexAgents {
         let conv: { sessionId: string; thread: string; turns: number } | undefined;
         if (args.session !== undefined) {
           conv = this.threads.get(args.session);
-          if (conv === undefined || conv.sessionId !== s.sessionId) return bad(`no conversation ${args.session} in this session`);
+          if (conv === undefined || conv.sessionId !== s.sessionId || !args.session.startsWith(`${spec.agent}-`)) return bad(`no conversation ${args.session} in this session`);
         }
-        return this.run(s, exe, { ...args, cwd }, args.session ?? null, conv ?? null, ctx);
+        return this.run(s, exe, spec, { ...args, cwd }, args.session ?? null, conv ?? null, ctx);
       },
     });
   }
@@ -154,36 +296,35 @@ export class CodexAgents {
   private async run(
     s: SessionToolContext,
     exe: string,
+    spec: CliSpec,
     args: { prompt: string; cwd: string; model?: string | undefined; effort?: string | undefined; timeout_seconds?: number | undefined },
     name: string | null,
     conv: { sessionId: string; thread: string; turns: number } | null,
     ctx: ToolContext,
   ): Promise<ToolResult> {
-    const agentHome = join(this.o.home, "adapters", "codex");
+    const agentHome = join(this.o.home, "adapters", spec.agent);
     await mkdir(agentHome, { recursive: true, mode: 0o700 });
-    const handle = newHandle("codex");
+    const handle = newHandle(spec.agent);
     const out = join(agentHome, `.last-${handle}.txt`);
     const depth = s.depth + 1;
     const env: NodeJS.ProcessEnv = {};
     for (const [k, v] of Object.entries(this.o.env)) if (v !== undefined && !PROVIDER_VARS.test(k)) env[k] = v;
-    Object.assign(env, { CODEX_HOME: agentHome, SCV_PARENT: `${instanceOf(this.o.home)}/${s.sessionId}/${handle}`, SCV_DELEGATION_DEPTH: String(depth) });
-    const argv = ["exec", "--json", "-o", out, "--skip-git-repo-check", "-C", args.cwd];
-    if (args.model !== undefined) argv.push("-m", args.model);
-    if (args.effort !== undefined) argv.push("-c", `model_reasoning_effort="${args.effort}"`);
-    if (conv !== null) argv.push("resume", conv.thread);
-    argv.push("-");
+    Object.assign(env, { [spec.homeVar]: agentHome, SCV_PARENT: `${instanceOf(this.o.home)}/${s.sessionId}/${handle}`, SCV_DELEGATION_DEPTH: String(depth) });
+    const argv = spec.argv({ out, cwd: args.cwd, model: args.model, effort: args.effort, resume: conv?.thread ?? null, fresh: randomUUID(), prompt: args.prompt });
     const child = spawn(exe, argv, { cwd: args.cwd, env, stdio: ["pipe", "pipe", "pipe"], detached: true });
     child.stdin.on("error", () => undefined);
-    child.stdin.end(args.prompt);
+    child.stdin.end(spec.stdin ? args.prompt : undefined);
     const exited = new Promise<number | null>((r) => {
       child.once("close", (code) => r(code));
       child.once("error", () => r(null));
     });
     const turn = (conv?.turns ?? 0) + 1;
-    const convName = name ?? `codex-${this.next++}`;
+    const n = (this.next.get(spec.agent) ?? 0) + 1;
+    if (name === null) this.next.set(spec.agent, n);
+    const convName = name ?? `${spec.agent}-${n}`;
     const record: DelegationRecord = {
       handle,
-      agent: "codex",
+      agent: spec.agent,
       instance: instanceOf(this.o.home),
       session: s.sessionId,
       depth,
@@ -218,7 +359,7 @@ export class CodexAgents {
           continue;
         }
         if (ev === null || typeof ev !== "object") continue;
-        const r = codexEvent(ev as Record<string, unknown>);
+        const r = spec.parse(ev as Record<string, unknown>);
         if (r.thread !== undefined) thread = r.thread;
         if (r.reply !== undefined) reply = r.reply;
         if (r.usage !== undefined) usage = r.usage;
@@ -244,14 +385,14 @@ export class CodexAgents {
     clearTimeout(timer);
     ctx.signal.removeEventListener("abort", onAbort);
     await stopRun(this.o.home, record).catch(() => undefined);
-    const last = await readFile(out, "utf8").catch(() => null);
+    const last = spec.outFile ? await readFile(out, "utf8").catch(() => null) : null;
     await rm(out, { force: true });
     if (last !== null && last.trim() !== "") reply = last;
     if (thread !== null) this.threads.set(convName, { sessionId: s.sessionId, thread, turns: turn });
     const status = (ended as "cancelled" | "timeout" | null) ?? (code === 0 && failure === null ? "completed" : "failed");
     const replyBytes = Buffer.byteLength(reply);
     const body = {
-      agent: "codex",
+      agent: spec.agent,
       status,
       reply: truncateUtf8(reply, MAX_REPLY_BYTES),
       usage,
