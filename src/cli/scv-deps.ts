@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import type { EnvLike } from "../store/home.js";
 import { BerthDelegates } from "./delegates/agent-berth.js";
 import { CliAgents } from "./delegates/cli-agents.js";
+import { JobBook } from "./delegates/jobs.js";
 import { CLEANUP_GRACE_MS, SEND_TIMEOUT_MS, type ScvServerDeps } from "../protocols/scv/connection.js";
 import { ScvSession, type AttachmentChecker } from "../protocols/scv/session.js";
 import { MAX_PROMPT_HISTORY_BYTES, MAX_PROMPT_HISTORY_ITEMS, MAX_SERVER_FRAME_BYTES, MAX_TRANSCRIPT_BYTES, MAX_TRANSCRIPT_ITEMS } from "../protocols/scv/wire.js";
@@ -72,21 +73,22 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
   let reports = 0;
   // Declared before the hub exists; reports only run once a job has ended, long after construction.
   let hubRef: { get(id: string): { idle(): Promise<void>; startServerTurn(p: string, origin: { kind: string; jobs?: string[] }, opts: { submitter: string }): unknown } | undefined } | null = null;
+  const jobs = new JobBook((sessionId, build) => {
+    const rt = hubRef?.get(sessionId);
+    if (rt === undefined) return;
+    void rt.idle().then(() => {
+      const r = build();
+      if (r !== null) rt.startServerTurn(r.prompt, { kind: "background", jobs: r.jobs }, { submitter: `background:${++reports}` });
+    });
+  });
   const delegates = new BerthDelegates({
+    jobs,
     home: o.home,
     berthBin: BERTH_BIN,
     env: process.env,
     log: o.log,
-    report: (sessionId, build) => {
-      const rt = hubRef?.get(sessionId);
-      if (rt === undefined) return;
-      void rt.idle().then(() => {
-        const r = build();
-        if (r !== null) rt.startServerTurn(r.prompt, { kind: "background", jobs: r.jobs }, { submitter: `background:${++reports}` });
-      });
-    },
   });
-  const codex = new CliAgents({ home: o.home, env: process.env });
+  const codex = new CliAgents({ jobs, home: o.home, env: process.env });
   const agent = new Agent({ home: o.home, cwd, env: o.env, sessionTools: (s) => [...delegates.tools(s, maxDepth), ...codex.tools(s, maxDepth)] });
   const config = new ConfigService({ settings, cache: new CatalogCache({ home: o.home }), env: o.env });
   /** `approval_policy` from settings (project over global): `on-risk` (default), `always` or `never`. */

@@ -185,3 +185,62 @@ it("agent_claude and agent_pi run their CLIs with fixed argv, private homes and 
     await rig.fake.close();
   }
 });
+
+it("a background agent_codex job is reported in a server-started turn", async () => {
+  const rig = await startRig();
+  const bin = mkdtempSync(join(tmpdir(), "fake-codex-bg-"));
+  writeFileSync(join(bin, "codex"), FAKE_CODEX);
+  chmodSync(join(bin, "codex"), 0o755);
+  const { client: c, exited } = spawnStdio({ ...rig.env, PATH: `${bin}:${process.env.PATH ?? ""}` });
+  try {
+    const s = await c.open();
+    rig.fake.script([
+      { steps: [{ toolCall: { id: "call_bg", name: "agent_codex", arguments: { prompt: "Land the fix\nin detail", background: true } } }] },
+      { steps: [{ text: "started" }] },
+      { steps: [{ text: "job-1 finished" }] },
+    ]);
+    const from = c.frames.length;
+    const turn = c.turn(s.session_id, "start it in the background");
+    await approveNext(c, from);
+    const r = await turn;
+    const tc = r.frames.find((m) => m.type === "tool.completed" && m.call_id === "call_bg")!;
+    assert.deepEqual(tc.jobs, [{ job: "job-1", tool: "agent_codex", status: "running", task: "Land the fix" }]);
+    const end = await c.waitFor((m) => m.request_id === "background:1" && m.type === "turn.completed", 0, "the report turn");
+    assert.deepEqual(end.origin, { kind: "background", jobs: ["job-1"] });
+    const reportReq = rig.fake.requests.filter((q) => q.method === "POST").at(-1)!;
+    assert.match(reportReq.body, /Background job job-1 \(agent_codex: Land the fix\) ended: completed/);
+  } finally {
+    c.end();
+    await exited;
+    await rig.fake.close();
+  }
+});
+
+it("delegate tools are withheld once agent.max_delegation_depth is reached (across processes)", async () => {
+  const rig = await startRig();
+  const bin = mkdtempSync(join(tmpdir(), "fake-codex-depth-"));
+  writeFileSync(join(bin, "codex"), FAKE_CODEX);
+  chmodSync(join(bin, "codex"), 0o755);
+  const toolsOf = async (env: Record<string, string>, extra: Msg = {}): Promise<string> => {
+    const { client: c, exited } = spawnStdio({ ...rig.env, PATH: `${bin}:${process.env.PATH ?? ""}`, ...env });
+    const s = await c.open(extra);
+    await c.turn(s.session_id, "hello");
+    c.end();
+    await exited;
+    return rig.fake.requests.filter((q) => q.method === "POST").at(-1)!.body;
+  };
+  try {
+    const direct = await toolsOf({});
+    assert.match(direct, /"agent_berth"/);
+    assert.match(direct, /"agent_codex"/);
+    assert.match(direct, /"agent_wait"/);
+    // This process is itself a delegated run at depth 2 (its SCV_DELEGATION_DEPTH): nothing more to delegate.
+    const deep = await toolsOf({ SCV_DELEGATION_DEPTH: "2" });
+    assert.doesNotMatch(deep, /"agent_berth"|"agent_codex"/);
+    // A client declaring depth 2 counts the same.
+    assert.doesNotMatch(await toolsOf({}, { delegation_depth: 2 }), /"agent_berth"|"agent_codex"/);
+    assert.match(await toolsOf({}, { delegation_depth: 1 }), /"agent_berth"/);
+  } finally {
+    await rig.fake.close();
+  }
+});

@@ -26,7 +26,7 @@ import { newHandle, processStart, stopRun, writeRecord, type DelegationRecord } 
 import { defineLocalTool } from "../../runtime/tools/define.js";
 import type { Tool, ToolResult, ToolRisk } from "../../runtime/types.js";
 import type { SessionToolContext } from "../../runtime/agent.js";
-import { JobBook, jobRef, type ReportFn } from "./jobs.js";
+import { jobRef, type JobBook } from "./jobs.js";
 
 export const AGENT_BERTH = "agent_berth";
 export const DEFAULT_TIMEOUT_SECONDS = 1800;
@@ -36,8 +36,8 @@ export const IDLE_MS = 10 * 60_000;
 const MAX_REPLY_BYTES = 64 * 1024;
 
 export interface BerthDelegatesOptions {
-  /** Starts a background report turn in a session (see jobs.ts). */
-  report: ReportFn;
+  /** The process's background jobs (shared with the CLI agents; see jobs.ts). */
+  jobs: JobBook;
   home: string;
   berthBin: string;
   env: NodeJS.ProcessEnv;
@@ -76,7 +76,7 @@ export class BerthDelegates {
   private readonly jobs: JobBook;
 
   constructor(private readonly o: BerthDelegatesOptions) {
-    this.jobs = new JobBook(o.report);
+    this.jobs = o.jobs;
   }
 
   /** The session's delegate tools (none when its runs would exceed `maxDepth`) and the job tools. */

@@ -29,6 +29,7 @@ import { newHandle, processStart, stopRun, writeRecord, type DelegationRecord } 
 import { defineLocalTool } from "../../runtime/tools/define.js";
 import type { Tool, ToolContext, ToolResult } from "../../runtime/types.js";
 import { instanceOf } from "./agent-berth.js";
+import { jobRef, type JobBook } from "./jobs.js";
 
 const DEFAULT_TIMEOUT_SECONDS = 1800;
 const MAX_TIMEOUT_SECONDS = 3600;
@@ -239,10 +240,12 @@ const Args = A.object({
   model: A.optional(A.string({ min: 1, max: 128, description: "The agent's model name" })),
   effort: A.optional(A.string({ min: 3, max: 6, description: "Reasoning effort (agent_codex only): low, medium or high" })),
   session: A.optional(A.string({ min: 1, max: 64, description: "Resume this conversation (a handle such as codex-1 from an earlier result)" })),
+  background: A.optional(A.boolean({ description: "Run as a background job: returns a job handle at once; follow it with agent_wait / agent_status / agent_cancel" })),
   timeout_seconds: A.optional(A.number({ integer: true, min: 1, max: MAX_TIMEOUT_SECONDS, description: `Time limit (default ${DEFAULT_TIMEOUT_SECONDS})` })),
 });
 
 export interface CliAgentsOptions {
+  jobs: JobBook;
   home: string;
   env: NodeJS.ProcessEnv;
 }
@@ -288,7 +291,11 @@ export class CliAgents {
           conv = this.threads.get(args.session);
           if (conv === undefined || conv.sessionId !== s.sessionId || !args.session.startsWith(`${spec.agent}-`)) return bad(`no conversation ${args.session} in this session`);
         }
-        return this.run(s, exe, spec, { ...args, cwd }, args.session ?? null, conv ?? null, ctx);
+        if (args.background !== true) return this.run(s, exe, spec, { ...args, cwd }, args.session ?? null, conv ?? null, ctx);
+        const job = this.o.jobs.start(s.sessionId, name, args.prompt, (signal) =>
+          this.run(s, exe, spec, { ...args, cwd }, args.session ?? null, conv ?? null, { cwd: ctx.cwd, signal, onProgress: () => undefined }),
+        );
+        return { content: JSON.stringify({ job: job.id, status: "running" }), isError: false, jobs: [jobRef(job)] };
       },
     });
   }
