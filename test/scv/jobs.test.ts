@@ -5,6 +5,9 @@
  * model waited for is named settled by `agent_wait` and never reported again.
  */
 import assert from "node:assert/strict";
+import { existsSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { FakeTurn } from "../fakes/fake-provider.js";
 import { spawnStdio, startRig, type Msg, type Rig, type ScvClient } from "./client.js";
@@ -20,6 +23,8 @@ function route(_api: unknown, json: unknown): FakeTurn {
     if (s.includes("call_b2")) return call("call_w", "agent_wait", {});
     return call("call_b2", "agent_berth", { prompt: "CHILD-TASK two", background: true });
   }
+  if (s.includes("PARENT-C")) return s.includes("call_b3") ? { steps: [{ text: "started" }] } : call("call_b3", "agent_berth", { prompt: "CHILD-BASH", background: true });
+  if (s.includes("CHILD-BASH")) return s.includes("call_sh") ? { steps: [{ text: "child finished" }] } : call("call_sh", "bash", { command: "echo unattended > unattended.txt" });
   if (s.includes("CHILD-TASK")) return { steps: [{ text: "child done" }] };
   return { steps: [{ text: "ok" }] };
 }
@@ -87,4 +92,22 @@ describe("background jobs", () => {
     assert.equal(await exited, 0);
     await approving;
   });
+
+  for (const autoApprove of [true, false]) {
+    it(`a job's nested approval gets the unattended answer (auto_approve ${autoApprove})`, async () => {
+      const cwd = mkdtempSync(join(tmpdir(), "jobs-unattended-"));
+      const { client: c, exited } = spawnStdio(rig.env);
+      const s = await c.open({ auto_approve: autoApprove }, cwd);
+      let done = false;
+      const approving = approveAll(c, () => done);
+      await c.turn(s.session_id, "PARENT-C delegate a shell job");
+      await c.waitFor((m) => m.request_id === "background:1" && m.type === "turn.completed", 0, "the report turn");
+      assert.equal(existsSync(join(cwd, "unattended.txt")), autoApprove);
+      assert.ok(!c.frames.some((m) => m.type === "approval.requested" && String(m.summary).startsWith("[berth-")), "a job's approvals never reach the client");
+      done = true;
+      c.end();
+      assert.equal(await exited, 0);
+      await approving;
+    });
+  }
 });

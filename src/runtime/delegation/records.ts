@@ -170,9 +170,11 @@ export async function runProcesses(r: DelegationRecord, procs?: ProcInfo[]): Pro
 
 /** Every recorded run with its live processes; records whose processes are all gone are removed. */
 export async function scan(home: string): Promise<RunView[]> {
+  const records = await readRecords(home);
+  if (records.length === 0) return [];
   const procs = await listProcesses();
   const out: RunView[] = [];
-  for (const record of await readRecords(home)) {
+  for (const record of records) {
     const pids = await runProcesses(record, procs);
     if (pids.length === 0) {
       await removeRecord(home, record.handle);
