@@ -22,8 +22,11 @@ export interface DaemonChannels {
   set(channel: ChannelName, account: string, patch: Parameters<typeof setAccount>[3]): Promise<void>;
   /** `channel_logout`: persists disablement, reconciles (joins), then removes credentials, state and settings. */
   logout(channel: ChannelName, account: string): Promise<void>;
-  /** The first connected account with a known owner and a running bridge (`<channel>:<account>`), if any. */
-  ownerChat(): { chat: string; bridge: ChatBridge } | null;
+  /**
+   * Where to ask the owner: the connected account (known owner, running bridge) whose chat runs SCV session
+   * `session` (the session a delegation's `parent` names), else the first such account; null when none.
+   */
+  ownerChat(session?: string): Promise<{ chat: string; bridge: ChatBridge } | null>;
   stop(): Promise<void>;
 }
 
@@ -69,14 +72,16 @@ export async function startDaemonChannels(o: { home: string; workspace: string; 
       await logoutAccount(o.home, channel, account);
       await reload();
     },
-    ownerChat() {
+    async ownerChat(session) {
       if (sup === null) return null;
+      const reachable: Array<{ chat: string; bridge: ChatBridge }> = [];
       for (const s of sup.status()) {
         if (s.state !== "connected" || s.user_id === null) continue;
         const bridge = sup.component(s.id)?.bridge;
-        if (bridge) return { chat: s.id, bridge };
+        if (bridge) reachable.push({ chat: s.id, bridge });
       }
-      return null;
+      if (session !== undefined) for (const r of reachable) if (await r.bridge.holdsSession(session)) return r;
+      return reachable[0] ?? null;
     },
     async stop() {
       stopped = true;

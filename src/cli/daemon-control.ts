@@ -114,7 +114,7 @@ export function createDaemonControl(d: ControlDeps): (cmd: ControlCommand, reque
       return daemonStatusFrame(rid, await status());
     },
     confirm_ask: async (a, rid) => {
-      const target = d.channels()?.ownerChat() ?? null;
+      const target = (await d.channels()?.ownerChat(a.parent?.split("/")[1])) ?? null;
       if (target === null)
         return fail("confirm_error", "no owner chat is reachable: connect a chat account whose owner is known (`berth channel login`)", rid);
       if (d.confirm.waiting(target.chat) || target.bridge.questionState()?.state === "pending")

@@ -387,6 +387,12 @@ export class ChatBridge {
     return { id, state };
   }
 
+  /** True when one of this bridge's chat conversations runs on SCV session `sessionId` (`confirm_ask` routing). */
+  async holdsSession(sessionId: string): Promise<boolean> {
+    for (const s of [...this.sessions.values()]) if ((await s.catch(() => null)) === sessionId) return true;
+    return false;
+  }
+
   /** The open question, if any (for `confirm_status`). */
   questionState(): { id: string; state: ConfirmState; deadlineMs: number } | null {
     const q = this.question;
