@@ -27,6 +27,8 @@ export interface DaemonChannels {
    * `session` (the session a delegation's `parent` names), else the first such account; null when none.
    */
   ownerChat(session?: string): Promise<{ chat: string; bridge: ChatBridge } | null>;
+  /** Claimed chat messages not yet answered, across every running account. */
+  unanswered(): number;
   stop(): Promise<void>;
 }
 
@@ -71,6 +73,12 @@ export async function startDaemonChannels(o: { home: string; workspace: string; 
       await reload();
       await logoutAccount(o.home, channel, account);
       await reload();
+    },
+    unanswered() {
+      if (sup === null) return 0;
+      let n = 0;
+      for (const s of sup.status()) n += sup.component(s.id)?.bridge?.unanswered ?? 0;
+      return n;
     },
     async ownerChat(session) {
       if (sup === null) return null;

@@ -9,7 +9,8 @@
  * - Otherwise a plan is saved (in memory) and returned at once: `{to_version, waiting_for, requester, origin,
  *   deadline_unix_seconds}`. A repeat for the same version returns the scheduled plan unchanged; another version
  *   replaces it.
- * - The plan waits while the delegation named by `parent` (`<instance>/<session>/<handle>`) still has a live process;
+ * - The plan waits while the delegation named by `parent` (`<instance>/<session>/<handle>`) still has a live process,
+ *   then while any chat message a bridge has claimed is not yet answered;
  *   at `max_wait_seconds` it restarts anyway. It is checked every `CHECK_MS`.
  */
 import { execFile } from "node:child_process";
@@ -26,6 +27,8 @@ export interface RestartOptions {
   supervised: () => boolean;
   /** Node and the `berth` script the daemon runs from. */
   exec: { node: string; script: string };
+  /** Claimed chat messages not yet answered (the plan waits for them after the parent delegation). */
+  unanswered: () => number;
   /** Starts the daemon's shutdown with `RESTART_EXIT_CODE`. */
   restart: (why: string) => void;
   now?: () => number;
@@ -67,9 +70,11 @@ export function restartPlanner(o: RestartOptions): RestartControl & { stop(): vo
     const p = plan;
     if (p === null) return;
     const late = now() >= p.deadline_unix_seconds * 1000;
-    const waiting = p.parentHandle !== null && (await scan(o.home)).some((v) => v.record.handle === p.parentHandle);
+    const delegation = p.parentHandle !== null && (await scan(o.home)).some((v) => v.record.handle === p.parentHandle);
+    const chat = o.unanswered();
+    const waiting = delegation || chat > 0;
     if (waiting && !late) {
-      p.waiting_for = `delegation ${p.parentHandle}`;
+      p.waiting_for = delegation ? `delegation ${p.parentHandle}` : `${chat} chat message${chat === 1 ? "" : "s"}`;
       return;
     }
     delete p.waiting_for;

@@ -65,6 +65,7 @@ let requestStop: ((why: string, code: number) => void) | null = null;
 const restart = restartPlanner({
   home: resolveHome(process.env),
   supervised: underSupervisor,
+  unanswered: () => channels?.unanswered() ?? 0,
   exec: { node: process.execPath, script: process.argv[1] ?? "berth" },
   restart: (why) => requestStop?.(why, RESTART_EXIT_CODE),
 });

@@ -203,6 +203,11 @@ export class ChatBridge {
     });
   }
 
+  /** Claimed messages not yet answered: turns queued or running (what a planned restart waits for). */
+  get unanswered(): number {
+    return this.running.size;
+  }
+
   /** Resolves when no turn is queued or running. */
   async idle(): Promise<void> {
     while (this.running.size > 0) await Promise.allSettled([...this.running]);
