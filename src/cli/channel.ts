@@ -110,6 +110,10 @@ export async function runChannel(argv: string[]): Promise<number> {
       else process.stdout.write(summary(components) + (live === null && components.length > 0 ? "  (state as saved: no `berth daemon` is running)\n" : ""));
       return 0;
     }
+    if ((process.env["SCV_PARENT"] ?? "") !== "") {
+      process.stderr.write("berth channel: a delegated agent run (SCV_PARENT is set) cannot manage the daemon's chat accounts; ask the user to run this command\n");
+      return 1;
+    }
     const [platform, ...flags] = rest;
     const channel = channelOf(platform ?? "");
     if (!sub || !["login", "logout", "set"].includes(sub) || channel === null) throw new UsageError(sub ? `unknown channel '${(platform ?? "").slice(0, 40)}'` : "missing subcommand");

@@ -7,13 +7,28 @@
  */
 import { access } from "node:fs/promises";
 import { join } from "node:path";
+import type { ChatBridge } from "../channels/common/bridge.js";
 import type { ComponentStatus } from "../channels/common/status.js";
+import { logoutAccount, setAccount, type ChannelName } from "../channels/config.js";
 import type { ChannelSupervisor } from "../channels/supervisor.js";
 
 export const RECONCILE_MS = 2000;
 
 export interface DaemonChannels {
   status(): ComponentStatus[];
+  /** Reconciles now (serialized with the periodic reconciliation); resolves once it is done. */
+  reload(): Promise<void>;
+  /** `channel_set`: persists the present fields, then reconciles (a replacement is stopped and joined first). */
+  set(channel: ChannelName, account: string, patch: Parameters<typeof setAccount>[3]): Promise<void>;
+  /** `channel_logout`: persists disablement, reconciles (joins), then removes credentials, state and settings. */
+  logout(channel: ChannelName, account: string): Promise<void>;
+  /**
+   * Where to ask the owner: the connected account (known owner, running bridge) whose chat runs SCV session
+   * `session` (the session a delegation's `parent` names), else the first such account; null when none.
+   */
+  ownerChat(session?: string): Promise<{ chat: string; bridge: ChatBridge } | null>;
+  /** Claimed chat messages not yet answered, across every running account. */
+  unanswered(): number;
   stop(): Promise<void>;
 }
 
@@ -38,12 +53,44 @@ export async function startDaemonChannels(o: { home: string; workspace: string; 
   const run = (): void => {
     running = running.then(tick).catch((e: unknown) => o.log(`channels: ${e instanceof Error ? e.message.slice(0, 200) : "reconcile failed"}`));
   };
+  const reload = (): Promise<void> => {
+    run();
+    return running;
+  };
   run();
   await running;
   const timer = setInterval(run, RECONCILE_MS);
   timer.unref();
   return {
     status: () => sup?.status() ?? [],
+    reload,
+    async set(channel, account, patch) {
+      await setAccount(o.home, channel, account, patch);
+      await reload();
+    },
+    async logout(channel, account) {
+      await setAccount(o.home, channel, account, { enabled: false });
+      await reload();
+      await logoutAccount(o.home, channel, account);
+      await reload();
+    },
+    unanswered() {
+      if (sup === null) return 0;
+      let n = 0;
+      for (const s of sup.status()) n += sup.component(s.id)?.bridge?.unanswered ?? 0;
+      return n;
+    },
+    async ownerChat(session) {
+      if (sup === null) return null;
+      const reachable: Array<{ chat: string; bridge: ChatBridge }> = [];
+      for (const s of sup.status()) {
+        if (s.state !== "connected" || s.user_id === null) continue;
+        const bridge = sup.component(s.id)?.bridge;
+        if (bridge) reachable.push({ chat: s.id, bridge });
+      }
+      if (session !== undefined) for (const r of reachable) if (await r.bridge.holdsSession(session)) return r;
+      return reachable[0] ?? null;
+    },
     async stop() {
       stopped = true;
       clearInterval(timer);

@@ -1,15 +1,18 @@
 /**
- * `berth daemon [--listen HOST:PORT] [--berth-runtime]`: the live-backend host. Ready line on
+ * `berth daemon [--listen HOST:PORT] [--berth-runtime] [--supervised]`: the live-backend host. Ready line on
  * stdout, logs on stderr. With `--berth-runtime`, Berth's own runtime is registered as provider
  * `berth` over the backend socket (in this process) before the ready line is printed.
  */
 import { join } from "node:path";
 import { rmSync, writeFileSync } from "node:fs";
 import { startHost, type HostHandle } from "../protocols/host/host.js";
-import type { WireError } from "../protocols/scv/wire.js";
 import { resolveHome } from "../store/home.js";
 import { isLoopbackHost } from "../protocols/host/ui-guard.js";
 import { startDaemonChannels, type DaemonChannels } from "./daemon-channels.js";
+import { ConfirmRegistry } from "./daemon-confirm.js";
+import { createDaemonControl } from "./daemon-control.js";
+import { startDaemonDelegations, type DaemonDelegations } from "./daemon-delegations.js";
+import { RESTART_EXIT_CODE, restartPlanner } from "./daemon-restart.js";
 import { buildScvDeps } from "./scv-deps.js";
 import { listenScvSocket, scvSocketPath, type ScvSocketHandle } from "./scv-socket.js";
 import { packageVersion } from "./service.js";
@@ -51,32 +54,40 @@ async function startRuntime(handle: HostHandle): Promise<() => Promise<void>> {
   return () => rt.close();
 }
 
-/** `daemon.control` on the SCV socket: `status` is served; the other known actions belong to later work. */
-const KNOWN_ACTIONS = new Set([
-  "reload",
-  "channel_set",
-  "channel_logout",
-  "delegations",
-  "delegation_kill",
-  "restart_when_idle",
-  "confirm_ask",
-  "confirm_status",
-]);
-
 /** The chat channel components (set once the SCV socket listens). */
 let channels: DaemonChannels | null = null;
+let supervised = false;
+/** Delegated-run records and the orphan reaper (started before the SCV socket listens). */
+let delegations: DaemonDelegations | null = null;
+const confirm = new ConfirmRegistry();
 
-function daemonControl(action: string, requestId: string): string | WireError {
-  if (action === "status")
-    return JSON.stringify({
-      type: "daemon.status",
-      request_id: requestId,
-      status: { version: packageVersion(), pid: process.pid, components: channels?.status() ?? [], delegations: { active: 0, reaped: 0 } },
-    });
-  if (KNOWN_ACTIONS.has(action))
-    return { code: "unsupported", message: `daemon.control action \`${action}\` is not supported by this daemon yet`, request_id: requestId };
-  return { code: "invalid_json", message: `unknown daemon.control action \`${action.slice(0, 64)}\``, request_id: requestId };
+/** Set by `--supervised` or when running as a systemd unit (INVOCATION_ID is set by systemd for its units). */
+function underSupervisor(): boolean {
+  return supervised || (process.env["INVOCATION_ID"] ?? "") !== "";
 }
+
+/** Starts the daemon's shutdown with an exit code (set once the daemon runs). */
+let requestStop: ((why: string, code: number) => void) | null = null;
+const restart = restartPlanner({
+  home: resolveHome(process.env),
+  supervised: underSupervisor,
+  unanswered: () => channels?.unanswered() ?? 0,
+  exec: { node: process.execPath, script: process.argv[1] ?? "berth" },
+  restart: (why) => requestStop?.(why, RESTART_EXIT_CODE),
+});
+
+const daemonControl = createDaemonControl({
+  version: packageVersion(),
+  pid: process.pid,
+  channels: () => channels,
+  confirm,
+  delegations: {
+    counts: () => delegations?.counts() ?? Promise.resolve({ active: 0, reaped: 0 }),
+    list: (all) => delegations?.list(all) ?? Promise.resolve([]),
+    kill: (handle, orphans) => delegations?.kill(handle, orphans) ?? Promise.resolve(handle !== undefined ? { unknown: handle } : { killed: [] }),
+  },
+  restart: restart,
+});
 
 async function startScv(): Promise<[ScvSocketHandle, () => Promise<void>]> {
   const home = resolveHome(process.env);
@@ -119,9 +130,11 @@ export async function runDaemon(argv: string[]): Promise<number> {
       listen = parsed;
     } else if (a === "--berth-runtime") {
       withRuntime = true;
+    } else if (a === "--supervised") {
+      supervised = true;
     } else if (a === "-h" || a === "--help") {
       process.stderr.write(
-        "usage: berth daemon [--listen HOST:PORT] [--berth-runtime]\n" +
+        "usage: berth daemon [--listen HOST:PORT] [--berth-runtime] [--supervised]\n" +
           "  --listen defaults to 127.0.0.1:0 (loopback only). A non-loopback address exposes the AHP socket and the\n" +
           "  web UI to the network, guarded only by the bearer token over plain HTTP: see README (Web UI).\n",
       );
@@ -148,6 +161,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
     process.stderr.write(`berth daemon: ${e instanceof Error ? e.message : String(e)}\n`);
     return 1;
   }
+  delegations = startDaemonDelegations({ home: resolveHome(process.env), log: (l) => void process.stderr.write(`berth daemon: ${l}\n`) });
   let scv: ScvSocketHandle;
   let scvClose: () => Promise<void>;
   try {
@@ -175,6 +189,8 @@ export async function runDaemon(argv: string[]): Promise<number> {
     scvSocket: scv.path,
     log: (l) => void process.stderr.write(`berth daemon: ${l}\n`),
   });
+  const sweep = setInterval(() => confirm.sweep(), 10_000);
+  sweep.unref();
   // The host's ready line with the SCV socket added before the web UI's address (the contract's field order).
   const { ui, ...hostFields } = JSON.parse(handle.readyLine()) as Record<string, unknown>;
   process.stdout.write(JSON.stringify({ ...hostFields, scv_socket: scv.path, ui }) + "\n");
@@ -190,10 +206,11 @@ export async function runDaemon(argv: string[]): Promise<number> {
   }
   return await new Promise<number>((resolveExit) => {
     let stopping = false;
-    const stop = (sig: string) => {
+    const stop = (sig: string, code = 0) => {
       if (stopping) return;
       stopping = true;
       process.stderr.write(`berth daemon: ${sig}, shutting down\n`);
+      restart.stop();
       const timer = setTimeout(() => {
         process.stderr.write("berth daemon: shutdown deadline passed, exiting\n");
         resolveExit(1);
@@ -201,6 +218,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
       }, SHUTDOWN_DEADLINE_MS);
       timer.unref();
       rmSync(endpointFile, { force: true });
+      delegations?.stop();
       (channels?.stop() ?? Promise.resolve())
         .catch((e: unknown) => process.stderr.write(`berth daemon: channels shutdown error: ${String(e)}\n`))
         .then(() => scv.close())
@@ -210,13 +228,14 @@ export async function runDaemon(argv: string[]): Promise<number> {
         .catch((e: unknown) => process.stderr.write(`berth daemon: runtime shutdown error: ${String(e)}\n`))
         .then(() => handle.close())
         .then(
-        () => resolveExit(0),
+        () => resolveExit(code),
         (e: unknown) => {
           process.stderr.write(`berth daemon: shutdown error: ${String(e)}\n`);
           resolveExit(1);
         },
       );
     };
+    requestStop = (why, code) => stop(why, code);
     // `on`, not `once`: signal-exit (loaded by the lock and atomic-write libraries) re-raises a signal that no other
     // listener handles any more, which would kill the daemon mid-shutdown on the first signal. `stop` is idempotent.
     process.on("SIGTERM", () => stop("SIGTERM"));

@@ -12,6 +12,7 @@ commands:
   open [--no-browser]         start or find the daemon and open its web UI in the browser
   acp                         Agent Client Protocol v1 over stdio (for editors: Zed, acpx, ...)
   channel login|logout|set|status   WeChat and Feishu/Lark chat accounts
+  build-info                  print {"version", "commit"} as JSON
 `;
 
 /** `berth <command> --help` for commands whose own parser takes no options (they would refuse it). */
@@ -68,6 +69,11 @@ export async function main(argv: string[]): Promise<void> {
     case "open": {
       const m = await import("./open.js");
       process.exitCode = await m.runOpen(rest);
+      return;
+    }
+    case "build-info": {
+      const m = await import("./build-info.js");
+      process.exitCode = m.runBuildInfo(rest);
       return;
     }
     case "chat": {

@@ -6,7 +6,11 @@
  * Test seams (environment, clamped): `BERTH_SCV_SEND_TIMEOUT_MS` (how long a blocked send may last before cleanup,
  * default 3000) and `BERTH_SCV_CLEANUP_GRACE_MS` (the cleanup grace, default 3000).
  */
+import { fileURLToPath } from "node:url";
 import type { EnvLike } from "../store/home.js";
+import { BerthDelegates } from "./delegates/agent-berth.js";
+import { CliAgents } from "./delegates/cli-agents.js";
+import { JobBook } from "./delegates/jobs.js";
 import { CLEANUP_GRACE_MS, SEND_TIMEOUT_MS, type ScvServerDeps } from "../protocols/scv/connection.js";
 import { ScvSession, type AttachmentChecker } from "../protocols/scv/session.js";
 import { MAX_PROMPT_HISTORY_BYTES, MAX_PROMPT_HISTORY_ITEMS, MAX_SERVER_FRAME_BYTES, MAX_TRANSCRIPT_BYTES, MAX_TRANSCRIPT_ITEMS } from "../protocols/scv/wire.js";
@@ -24,6 +28,26 @@ export interface ScvDepsOptions {
   daemonControl?: ScvServerDeps["daemonControl"];
 }
 
+const BERTH_BIN = fileURLToPath(new URL("../../../bin/berth", import.meta.url));
+export const DEFAULT_MAX_DELEGATION_DEPTH = 2;
+
+/** `SCV_DELEGATION_DEPTH` of this process (0 when unset or not a small non-negative integer). */
+function envDepth(env: EnvLike): number {
+  const v = env["SCV_DELEGATION_DEPTH"] ?? "";
+  return /^\d{1,3}$/.test(v) ? Number(v) : 0;
+}
+
+/** `agent.max_delegation_depth` (project over global, an integer 0..16; default 2), read once at start. */
+async function maxDelegationDepth(settings: { load(): Promise<{ project?: unknown; global?: unknown }> }): Promise<number> {
+  const layers = await settings.load().catch(() => null);
+  for (const l of [layers?.project, layers?.global]) {
+    const agent = (l as Record<string, unknown> | undefined)?.["agent"] as Record<string, unknown> | undefined;
+    const v = agent?.["max_delegation_depth"];
+    if (typeof v === "number" && Number.isSafeInteger(v) && v >= 0 && v <= 16) return v;
+  }
+  return DEFAULT_MAX_DELEGATION_DEPTH;
+}
+
 function envMs(env: EnvLike, name: string, dflt: number): number {
   const v = Number(env[name]);
   return Number.isFinite(v) && v > 0 ? Math.min(Math.max(Math.round(v), 50), 600_000) : dflt;
@@ -39,11 +63,31 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
     import("../store/catalog/providers.js"),
     import("../runtime/context.js"),
   ]);
-  /** This process's own delegation depth (set when it was started by a delegating agent). */
-  const ownDepth = Math.max(0, Math.min(Number.parseInt(o.env["SCV_DELEGATION_DEPTH"] ?? "0", 10) || 0, 64));
   const cwd = process.cwd();
-  const agent = new Agent({ home: o.home, cwd, env: o.env });
   const settings = new SettingsStore({ home: o.home, projectDir: cwd, env: o.env });
+  const maxDepth = await maxDelegationDepth(settings);
+  /** This process's own depth among delegated agents (set by the Berth or agent that started it). */
+  const ownDepth = envDepth(o.env);
+  let reports = 0;
+  // Declared before the hub exists; reports only run once a job has ended, long after construction.
+  let hubRef: { get(id: string): { idle(): Promise<void>; startServerTurn(p: string, origin: { kind: string; jobs?: string[] }, opts: { submitter: string }): unknown } | undefined } | null = null;
+  const jobs = new JobBook((sessionId, build) => {
+    const rt = hubRef?.get(sessionId);
+    if (rt === undefined) return;
+    void rt.idle().then(() => {
+      const r = build();
+      if (r !== null) rt.startServerTurn(r.prompt, { kind: "background", jobs: r.jobs }, { submitter: `background:${++reports}` });
+    });
+  });
+  const delegates = new BerthDelegates({
+    jobs,
+    home: o.home,
+    berthBin: BERTH_BIN,
+    env: process.env,
+    log: o.log,
+  });
+  const codex = new CliAgents({ jobs, home: o.home, env: process.env });
+  const agent = new Agent({ home: o.home, cwd, env: o.env, sessionTools: (s) => [...delegates.tools(s, maxDepth), ...codex.tools(s, maxDepth)] });
   /** `approval_policy` from settings (project over global): `on-risk` (default), `always` or `never`. */
   const approvalPolicy = async (): Promise<ApprovalMode> => {
     const layers = await settings.load().catch(() => null);
@@ -71,6 +115,7 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       return { code: "session_not_found", message: "no stored session has that ID" };
     }
   };
+  hubRef = hub;
   const checkAttachments: AttachmentChecker = async (list) => {
     const r = await files.checkAttachmentFiles(list);
     if (!r.ok) return r;
@@ -129,6 +174,8 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       const described = await rt.describe();
       const id = rt.id;
       const session = new ScvSession(rt, out, checkAttachments, async () => {
+        await delegates.closeSession(id);
+        codex.forgetSession(id);
         await hub.closeSession(id);
         await manager.close(id).catch(() => undefined);
       });
@@ -148,6 +195,7 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
   return {
     deps,
     close: async () => {
+      await delegates.close();
       await hub.close();
       await manager.drain().catch(() => undefined);
     },

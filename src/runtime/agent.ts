@@ -38,7 +38,7 @@ import { buildSystemPrompt } from "./system-prompt.js";
 import { createToolRegistry, toolPolicyFromSettings, type BashOptions, type ToolPolicy, type ToolRegistry } from "./tools/index.js";
 import { SkillCatalog, type Skill } from "./tools/skills.js";
 import { runLoop } from "./turn-loop.js";
-import type { ImagePart, Provider, ThinkingLevel, UserContent } from "./types.js";
+import type { ImagePart, Provider, ThinkingLevel, Tool, ToolRisk, UserContent } from "./types.js";
 import type { Workspace } from "./workspace.js";
 import type { UserAttachment } from "../store/sessions/index.js";
 
@@ -58,10 +58,31 @@ export interface AgentOptions {
   toolPolicy?: Partial<ToolPolicy>;
   recorderTiming?: RecorderTiming;
   clock?: () => number;
+  /**
+   * Tools bound to one session (delegated agents such as `agent_berth`), added to the registry's for each turn of a
+   * tool-enabled session. `depth` is the session's delegation depth.
+   */
+  sessionTools?: (s: SessionToolContext) => Tool[];
+}
+
+/** What session-bound tools know of their session. */
+export interface SessionToolContext {
+  sessionId: string;
+  depth: number;
+  cwd: string;
+  /**
+   * The session's answer for work nobody attends (a background job's approval): the policy's `auto`, else the
+   * client's `auto_approve` declaration, else deny.
+   */
+  unattended(name: string, risk: ToolRisk): "approve" | "deny";
 }
 
 export interface RunTurnRequest {
   turnId: string;
+  /** The session's ID (binds session tools); absent for a turn of no session. */
+  sessionId?: string;
+  /** The session's client declared it approves everything (`auto_approve`). */
+  autoApprove?: boolean;
   /** The session writer (lease holder), or null for an unpersisted turn. */
   writer: SessionWriter | null;
   /** Bounded durable history read at admission (null: a new session). */
@@ -285,7 +306,16 @@ export class Agent {
   }
 
   private async run(req: RunTurnRequest, recorder: TurnRecorder | null, r: Resolved, registry: ToolRegistry | null, skills: Skill[]): Promise<TurnOutcome> {
-    const tools = registry?.tools ?? [];
+    const bound =
+      registry !== null && req.sessionId !== undefined && this.o.sessionTools !== undefined
+        ? this.o.sessionTools({
+            sessionId: req.sessionId,
+            depth: req.delegationDepth ?? 0,
+            cwd: req.cwd,
+            unattended: (name, risk) => (req.approval === undefined || req.approval.policy(name, risk) === "auto" || req.autoApprove === true ? "approve" : "deny"),
+          })
+        : [];
+    const tools = [...(registry?.tools ?? []), ...bound];
     if (req.signal.aborted) throw "internal" satisfies FailureReason;
     const system = await buildSystemPrompt({
       cwd: req.cwd,

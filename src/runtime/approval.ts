@@ -16,6 +16,8 @@ export interface ApprovalRequest {
   serverName?: string;
   /** Set for calls of a subagent: its task's lifecycle ID. */
   parentId?: string;
+  /** A one-line description for a person; absent: derived from the tool name and arguments. */
+  summary?: string;
   /** Validated arguments. For the approving UI only: never put them in events, logs or errors. */
   arguments: Record<string, unknown>;
   signal: AbortSignal;

@@ -6,7 +6,7 @@
  * for doors whose protocol shows them (SCV, the host); a projection that must not show them (app-service
  * activity) allowlists its fields and never copies these.
  */
-import type { ToolErrorKind } from "./types.js";
+import type { JobRef, ToolErrorKind } from "./types.js";
 
 /** Where a context count came from (the app-service `source` labels). */
 export type ContextSource =
@@ -43,6 +43,8 @@ export interface ToolEvent {
   isError?: boolean;
   errorKind?: ToolErrorKind;
   timedOut?: boolean;
+  /** `completed`: background jobs the call started or showed the model. */
+  jobs?: JobRef[];
   /** Set for events of a subagent: the `subagent_task` lifecycle ID they belong to. */
   parentId?: string;
 }

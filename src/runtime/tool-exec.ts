@@ -54,6 +54,7 @@ export async function executeToolCall(call: ToolCallSpec, rc: ToolRunContext): P
       output: r.content,
       ...(r.errorKind !== undefined ? { errorKind: r.errorKind } : {}),
       ...(r.timedOut !== undefined ? { timedOut: r.timedOut } : {}),
+      ...(r.jobs !== undefined && r.jobs.length > 0 ? { jobs: r.jobs } : {}),
     });
     return r;
   };
@@ -89,6 +90,18 @@ export async function executeToolCall(call: ToolCallSpec, rc: ToolRunContext): P
       const one = line.replace(/[\r\n\t]+/g, " ").trim().slice(0, MAX_PROGRESS_CHARS);
       if (one !== "") rc.sink.event({ ...base, phase: "progress", line: one });
     },
+    approve: (r) =>
+      decide(rc.approval, {
+        turnId: rc.turnId,
+        callId: call.id,
+        toolName: r.name,
+        risk: r.risk,
+        transport: "local",
+        summary: r.summary,
+        arguments: r.arguments,
+        ...(rc.parentId !== undefined ? { parentId: rc.parentId } : {}),
+        signal: rc.signal,
+      }),
   });
   return finish(result);
 }

@@ -110,6 +110,23 @@ export interface ToolContext {
   callId?: string;
   /** Where file tools read/write and `bash` runs, when not this machine (see workspace.ts). */
   workspace?: Workspace;
+  /**
+   * Asks the calling session's approval gate about work the tool relays (a nested agent's approval request); the
+   * session's policy applies to `risk`. Absent when the call runs without a gate (everything is approved).
+   */
+  approve?(r: { name: string; risk: ToolRisk; summary: string; arguments: Record<string, unknown> }): Promise<"approve" | "deny" | "cancelled">;
+}
+
+/** `scv_protocol::JobStatus`: a background job's state as a tool call reports it. */
+export type JobStatus = "running" | "completed" | "failed" | "declined" | "timeout" | "cancelled";
+
+/** A background job a tool call started or showed the model (SCV `tool.completed.jobs`). */
+export interface JobRef {
+  job: string;
+  tool: string;
+  status: JobStatus;
+  /** First line of the delegated prompt, shortened; omitted when empty. */
+  task?: string;
 }
 
 export interface ToolResult {
@@ -119,6 +136,8 @@ export interface ToolResult {
   errorKind?: ToolErrorKind;
   /** `true`/`false` when the tool has a timeout notion, else undefined. */
   timedOut?: boolean;
+  /** Background jobs this call started or whose result it showed the model. */
+  jobs?: JobRef[];
 }
 
 /**

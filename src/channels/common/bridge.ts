@@ -203,6 +203,11 @@ export class ChatBridge {
     });
   }
 
+  /** Claimed messages not yet answered: turns queued or running (what a planned restart waits for). */
+  get unanswered(): number {
+    return this.running.size;
+  }
+
   /** Resolves when no turn is queued or running. */
   async idle(): Promise<void> {
     while (this.running.size > 0) await Promise.allSettled([...this.running]);
@@ -387,10 +392,26 @@ export class ChatBridge {
     return { id, state };
   }
 
+  /** True when one of this bridge's chat conversations runs on SCV session `sessionId` (`confirm_ask` routing). */
+  async holdsSession(sessionId: string): Promise<boolean> {
+    for (const s of [...this.sessions.values()]) if ((await s.catch(() => null)) === sessionId) return true;
+    return false;
+  }
+
   /** The open question, if any (for `confirm_status`). */
   questionState(): { id: string; state: ConfirmState; deadlineMs: number } | null {
     const q = this.question;
     return q ? { id: q.id, state: q.state, deadlineMs: q.deadline } : null;
+  }
+
+  /** Withdraws the open question (its asker stopped following it, or the bridge stops) and tells the owner. */
+  withdrawQuestion(): void {
+    const q = this.question;
+    if (q && q.state === "pending" && this.o.policy.ownerId !== null) {
+      q.state = "withdrawn";
+      void this.note({ to: this.o.policy.ownerId, handle: null, chat: null }, "The question was withdrawn; no answer is needed.", `qw-${q.id}`);
+      q.settle("withdrawn");
+    }
   }
 
   private answersQuestion(m: InboundMessage): boolean {
@@ -409,12 +430,7 @@ export class ChatBridge {
   /** Stops: running turns are cancelled, their claims stay for the next start's recovery. */
   async stop(): Promise<void> {
     this.abort.abort();
-    const q = this.question;
-    if (q && q.state === "pending" && this.o.policy.ownerId !== null) {
-      q.state = "withdrawn";
-      void this.note({ to: this.o.policy.ownerId, handle: null, chat: null }, "The question was withdrawn; no answer is needed.", `qw-${q.id}`);
-      q.settle("withdrawn");
-    }
+    this.withdrawQuestion();
     await this.idle();
     for (const s of this.sessions.values()) await s.then((id) => this.o.driver.closeSession(id)).catch(() => undefined);
   }

@@ -24,6 +24,7 @@ import {
   WRITER_MAX_BYTES,
   WRITER_MAX_FRAMES,
   type ClientMessage,
+  type ControlCommand,
   type WireError,
 } from "./wire.js";
 import { FrameWriter } from "./writer.js";
@@ -52,7 +53,7 @@ export interface ScvServerDeps {
   server: { name: string; version: string };
   openSession(msg: Extract<ClientMessage, { type: "session.start" }>, out: ConnectionOutput): Promise<ScvSessionHandle | WireError>;
   /** `daemon.control` on this transport; absent → `unsupported` (stdio). */
-  daemonControl?: (action: string, requestId: string) => Promise<string | WireError> | string | WireError;
+  daemonControl?: (command: ControlCommand, requestId: string) => Promise<string | WireError> | string | WireError;
   sendTimeoutMs?: number;
   graceMs?: number;
   log?: (line: string) => void;
@@ -139,7 +140,7 @@ export function serveScvConnection(input: Readable, output: Writable, deps: ScvS
           await out.error({ code: "unsupported", message: "daemon.control is not available on this transport (use the daemon socket)", request_id: msg.request_id });
           return;
         }
-        const r = await deps.daemonControl(msg.action, msg.request_id);
+        const r = await deps.daemonControl(msg.command, msg.request_id);
         await (typeof r === "string" ? out.emit(() => r) : out.error(r));
         return;
       }

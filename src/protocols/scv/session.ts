@@ -152,6 +152,7 @@ export class ScvSession implements ScvSessionHandle {
           output: e.output,
           truncated: e.truncated,
           ...(e.error !== undefined && !e.success ? { error: e.error } : {}),
+          ...(e.jobs !== undefined && e.jobs.length > 0 ? { jobs: e.jobs } : {}),
         });
       case "context_compacted":
         return void this.turnFrame(e.turnId, "context.compacted", {

@@ -44,6 +44,10 @@ export type ErrorCode =
   | "queue_conflict"
   | "queue_limit"
   | "unsupported"
+  | "component_error"
+  | "confirm_error"
+  | "delegation_error"
+  | "restart_error"
   | "provider_error"
   | "response_limit"
   | "tool_limit"
@@ -74,7 +78,7 @@ export const MAX_SESSION_MCP_SERVERS = 16;
 
 export type ClientMessage =
   | { type: "initialize"; request_id: string; protocol_version: number }
-  | { type: "daemon.control"; request_id: string; action: string }
+  | { type: "daemon.control"; request_id: string; command: ControlCommand }
   | {
       type: "session.start";
       request_id: string;
@@ -101,6 +105,12 @@ export type ClientMessage =
   | { type: "queue.remove"; request_id: string; session_id: string; queue_id: string; revision: number };
 
 export type MessageType = ClientMessage["type"];
+
+/**
+ * A `daemon.control` command as the client sent it: an object with a string `action`; the other fields are
+ * validated per action by the control handler (src/protocols/scv/control.ts), which knows the actions.
+ */
+export type ControlCommand = { action: string } & Record<string, unknown>;
 
 export interface WireError {
   code: ErrorCode;
@@ -237,7 +247,7 @@ const PARSERS: Record<MessageType, Parser> = {
   "daemon.control": (o, f, rid) => {
     const cmd = o.command;
     if (!isObj(cmd) || typeof cmd.action !== "string") f.take({ ok: false, message: "`command.action` must be a string" });
-    return { type: "daemon.control", request_id: rid, action: isObj(cmd) ? String(cmd.action) : "" };
+    return { type: "daemon.control", request_id: rid, command: isObj(cmd) ? (cmd as ControlCommand) : { action: "" } };
   },
   "session.start": (o, f, rid) => {
     const cwd = f.str("cwd");

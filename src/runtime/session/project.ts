@@ -58,6 +58,7 @@ export class TurnProjector {
                 ...boundOutput(e.output ?? ""),
                 ...(e.isError === true ? { error: e.errorKind ?? "failed" } : {}),
                 ...(e.timedOut !== undefined ? { timedOut: e.timedOut } : {}),
+                ...(e.jobs !== undefined ? { jobs: e.jobs } : {}),
                 ...p,
               },
             ];

@@ -307,7 +307,7 @@ export class SessionRuntime {
               name: req.toolName,
               risk: req.risk,
               cwd,
-              summary: approvalSummary(req.toolName, req.arguments),
+              summary: req.summary ?? approvalSummary(req.toolName, req.arguments),
               arguments: req.arguments,
               ...(req.parentId !== undefined ? { parentId: req.parentId } : {}),
             }),
@@ -320,6 +320,8 @@ export class SessionRuntime {
       const images = [...(await loadImages(opts.attachments ?? [])), ...(opts.images ?? [])];
       outcome = await this.deps.runner.runTurn({
         turnId: run.turnId,
+        sessionId: this.id,
+        ...(this.cfg.autoApprove === true ? { autoApprove: true } : {}),
         writer: a.lease.writer,
         history: a.history,
         cwd,

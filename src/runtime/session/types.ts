@@ -5,7 +5,7 @@
  */
 import type { RuntimeEvent, FailureReason, TerminalStatus, TurnUsage } from "../events.js";
 import type { SelectionOverride, SessionModelInfo } from "../agent.js";
-import type { ImagePart, ToolErrorKind, ToolRisk } from "../types.js";
+import type { ImagePart, JobRef, ToolErrorKind, ToolRisk } from "../types.js";
 import type { Workspace } from "../workspace.js";
 import type { McpServerDef } from "../../store/settings/schema.js";
 import type { SessionErrorCode, UserAttachment } from "../../store/sessions/index.js";
@@ -120,7 +120,7 @@ export type SessionEvent =
   | (TurnRef & { type: "tool_started"; callId: string; name: string; parentId?: string })
   /** Bounded status lines (joined by LF, ≤ 512 bytes); display only. */
   | (TurnRef & { type: "tool_progress"; callId: string; text: string; parentId?: string })
-  | (TurnRef & { type: "tool_completed"; callId: string; name: string; success: boolean; output: string; truncated: boolean; error?: ToolErrorKind; timedOut?: boolean; parentId?: string })
+  | (TurnRef & { type: "tool_completed"; callId: string; name: string; success: boolean; output: string; truncated: boolean; error?: ToolErrorKind; timedOut?: boolean; jobs?: JobRef[]; parentId?: string })
   | (TurnRef & { type: "context_compacted"; beforeTokens: number; afterTokens: number; removedMessages: number })
   /** Every runtime event as it happened (for doors that project activity themselves, e.g. the app-service). */
   | (TurnRef & { type: "runtime"; event: RuntimeEvent })

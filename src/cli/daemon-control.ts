@@ -1,0 +1,145 @@
+/**
+ * `daemon.control` on the daemon's SCV socket: one handler per action over the channel components, the confirm
+ * registry and the delegation records.
+ *
+ * Contract:
+ * - The handler computes the whole reply (a `daemon.status` frame or an error) and returns it; the connection writes
+ *   it afterwards. No lock (component reconciliation, delegation scans) is held while a reply is written, so a client
+ *   that never reads blocks only its own connection.
+ * - Mutations (`channel_set`, `channel_logout`) resolve after the reconciliation they cause has joined.
+ */
+import { isAbsolute } from "node:path";
+import { stat } from "node:fs/promises";
+import { channelOf } from "../channels/config.js";
+import { daemonStatusFrame, parseControl, type ControlAction, type DaemonStatus, type DelegationEntry } from "../protocols/scv/control.js";
+import type { ControlCommand, ErrorCode, WireError } from "../protocols/scv/wire.js";
+import type { DaemonChannels } from "./daemon-channels.js";
+import type { ConfirmRegistry } from "./daemon-confirm.js";
+
+export interface DelegationControl {
+  counts(): Promise<{ active: number; reaped: number }>;
+  list(all: boolean): Promise<DelegationEntry[]>;
+  /** Stops the run named by `handle` and/or every orphan; null `killed` when `handle` names no run. */
+  kill(handle: string | undefined, orphans: boolean): Promise<{ killed: string[] } | { unknown: string }>;
+}
+
+export interface RestartControl {
+  /** The planned restart, or a refusal message (`restart_error`). */
+  plan(a: Extract<ControlAction, { action: "restart_when_idle" }>): Promise<Record<string, unknown> | { refused: string }>;
+  current(): Record<string, unknown> | null;
+}
+
+export interface ControlDeps {
+  version: string;
+  pid: number;
+  channels: () => DaemonChannels | null;
+  confirm: ConfirmRegistry;
+  delegations: DelegationControl;
+  restart: RestartControl;
+}
+
+type Reply = string | WireError;
+
+export function createDaemonControl(d: ControlDeps): (cmd: ControlCommand, requestId: string) => Promise<Reply> {
+  const fail = (code: ErrorCode, message: string, requestId: string): WireError => ({ code, message, request_id: requestId });
+  const status = async (extra: Partial<DaemonStatus> = {}): Promise<DaemonStatus> => {
+    const plan = d.restart.current();
+    const counts = await d.delegations.counts();
+    return {
+      version: d.version,
+      pid: d.pid,
+      components: d.channels()?.status() ?? [],
+      ...extra,
+      delegations: { ...counts, ...extra.delegations },
+      ...(plan !== null ? { restart: plan } : {}),
+    };
+  };
+  const needChannels = (rid: string): DaemonChannels | WireError =>
+    d.channels() ?? fail("component_error", "the daemon's channel components are not running yet; retry in a moment", rid);
+
+  const handlers: { [K in ControlAction["action"]]: (a: Extract<ControlAction, { action: K }>, rid: string) => Promise<Reply> } = {
+    status: async (_a, rid) => daemonStatusFrame(rid, await status()),
+    reload: async (_a, rid) => {
+      await d.channels()?.reload();
+      return daemonStatusFrame(rid, await status());
+    },
+    channel_set: async (a, rid) => {
+      const ch = channelOf(a.channel);
+      if (ch === null) return fail("component_error", `unknown channel \`${a.channel.slice(0, 32)}\`: use wechat or feishu`, rid);
+      if (a.workspace !== undefined) {
+        if (!isAbsolute(a.workspace)) return fail("component_error", "`workspace` must be an absolute path", rid);
+        const st = await stat(a.workspace).catch(() => null);
+        if (st === null || !st.isDirectory()) return fail("component_error", "`workspace` is not an existing directory", rid);
+      }
+      const c = needChannels(rid);
+      if ("code" in c) return c;
+      try {
+        await c.set(ch, a.account, {
+          ...(a.enabled !== undefined ? { enabled: a.enabled } : {}),
+          ...(a.workspace !== undefined ? { workspace: a.workspace } : {}),
+          ...(a.remote_tools !== undefined ? { remote_tools: a.remote_tools } : {}),
+          ...(a.senders !== undefined ? { senders: a.senders } : {}),
+        });
+      } catch (e) {
+        return fail("component_error", componentMessage(e), rid);
+      }
+      return daemonStatusFrame(rid, await status());
+    },
+    channel_logout: async (a, rid) => {
+      const ch = channelOf(a.channel);
+      if (ch === null) return fail("component_error", `unknown channel \`${a.channel.slice(0, 32)}\`: use wechat or feishu`, rid);
+      const c = needChannels(rid);
+      if ("code" in c) return c;
+      try {
+        await c.logout(ch, a.account);
+      } catch (e) {
+        return fail("component_error", componentMessage(e), rid);
+      }
+      return daemonStatusFrame(rid, await status());
+    },
+    delegations: async (a, rid) => {
+      const entries = await d.delegations.list(a.all);
+      return daemonStatusFrame(rid, await status({ delegations: { ...(await d.delegations.counts()), entries } }));
+    },
+    delegation_kill: async (a, rid) => {
+      if (a.handle === undefined && !a.orphans) return fail("delegation_error", "name a delegation `handle`, set `orphans: true`, or both", rid);
+      const r = await d.delegations.kill(a.handle, a.orphans);
+      if ("unknown" in r) return fail("delegation_error", `no delegated run \`${r.unknown.slice(0, 64)}\` (list them with the \`delegations\` action)`, rid);
+      const entries = await d.delegations.list(true);
+      return daemonStatusFrame(rid, await status({ delegations: { ...(await d.delegations.counts()), entries, killed: r.killed } }));
+    },
+    restart_when_idle: async (a, rid) => {
+      const r = await d.restart.plan(a);
+      if ("refused" in r) return fail("restart_error", String(r.refused), rid);
+      return daemonStatusFrame(rid, await status());
+    },
+    confirm_ask: async (a, rid) => {
+      const target = (await d.channels()?.ownerChat(a.parent?.split("/")[1])) ?? null;
+      if (target === null)
+        return fail("confirm_error", "no owner chat is reachable: connect a chat account whose owner is known (`berth channel login`)", rid);
+      if (d.confirm.waiting(target.chat) || target.bridge.questionState()?.state === "pending")
+        return fail("confirm_error", `a question already waits for an answer in ${target.chat}; follow it with confirm_status`, rid);
+      const view = d.confirm.ask(a.question, a.timeout_seconds, target);
+      return daemonStatusFrame(rid, await status({ confirm: view }));
+    },
+    confirm_status: async (a, rid) => {
+      const view = d.confirm.follow(a.id);
+      if (view === null) return fail("confirm_error", "unknown question ID (questions live in memory only and end with a daemon restart)", rid);
+      return daemonStatusFrame(rid, await status({ confirm: view }));
+    },
+  };
+
+  return async (cmd, requestId) => {
+    const a = parseControl(cmd, requestId);
+    if ("code" in a) return a;
+    const h = handlers[a.action] as (a: ControlAction, rid: string) => Promise<Reply>;
+    return h(a, requestId);
+  };
+}
+
+/** Our own fixed messages (account-name checks, settings file errors) pass; anything else is generic. */
+function componentMessage(e: unknown): string {
+  const m = e instanceof Error ? e.message : "";
+  if (/^invalid account name|is not valid JSON/.test(m)) return m.slice(0, 200);
+  return "the channel settings could not be saved; check the permissions of $MC_HOME/channels";
+}

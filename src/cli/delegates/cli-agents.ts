@@ -1,0 +1,415 @@
+/**
+ * CLI coding agents as delegated agents: `agent_codex` (`codex exec --json -o <file> … -`), `agent_claude`
+ * (`claude -p --output-format stream-json --verbose --session-id <uuid> …`), `agent_pi` (`pi -p --mode json …`).
+ *
+ * Contract (every agent):
+ * - Offered only when its executable resolves on PATH when the turn's tools are built.
+ * - Fixed argument vectors: the model supplies only the prompt, `cwd` (inside the session's workspace), `model`,
+ *   `effort` (Codex only: `low` `medium` `high`), `session` (a conversation handle such as `codex-1` to resume)
+ *   and `timeout_seconds`.
+ * - Environment: the caller's without any `*_API_KEY` and provider variables, with the agent's private home
+ *   (`CODEX_HOME`, `CLAUDE_CONFIG_DIR`, `PI_CODING_AGENT_DIR` = `$MC_HOME/adapters/<agent>`), `SCV_PARENT` and
+ *   `SCV_DELEGATION_DEPTH`. The process runs in its own group under a delegation record; it ends by TERM → 2 s →
+ *   KILL of the group on cancel, timeout, or exit.
+ * - Progress lines from its event stream (`$ <command>`, `update <path>`, `tool <name>`, `search <q>`), single
+ *   lines of at most 200 bytes with credential-like values redacted.
+ * - Result: `{agent, status, reply, usage, exit_code, stderr_tail, truncated, session, turn}`.
+ */
+import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { statSync } from "node:fs";
+import { mkdir, readFile, rm, stat } from "node:fs/promises";
+import { delimiter, isAbsolute, join, relative, resolve } from "node:path";
+import { StringDecoder } from "node:string_decoder";
+import * as A from "../../core/arg-schema.js";
+import { redactSecrets, sanitizeText } from "../../core/text-policy.js";
+import { truncateUtf8 } from "../../core/utf8.js";
+import type { SessionToolContext } from "../../runtime/agent.js";
+import { newHandle, processStart, stopRun, writeRecord, type DelegationRecord } from "../../runtime/delegation/records.js";
+import { defineLocalTool } from "../../runtime/tools/define.js";
+import type { Tool, ToolContext, ToolResult } from "../../runtime/types.js";
+import { instanceOf } from "./agent-berth.js";
+import { jobRef, type JobBook } from "./jobs.js";
+
+const DEFAULT_TIMEOUT_SECONDS = 1800;
+const MAX_TIMEOUT_SECONDS = 3600;
+const MAX_REPLY_BYTES = 64 * 1024;
+const STDERR_TAIL_BYTES = 2048;
+const MAX_LINE_BYTES = 200;
+const MAX_EVENT_LINE_BYTES = 1 << 20;
+
+/** Provider variables a delegated CLI never inherits (it signs in through its own private home). */
+const PROVIDER_VARS = /(_API_KEY|_AUTH_TOKEN|_ACCESS_TOKEN)$|^(OPENAI|ANTHROPIC|AZURE_OPENAI|GEMINI|GOOGLE|OPENROUTER|MC|CLAUDE|PI)_|^CODEX_HOME$|^SCV_HOME$/;
+
+export function resolveExecutable(name: string, path: string | undefined): string | null {
+  for (const dir of (path ?? "").split(delimiter)) {
+    if (dir === "" || !isAbsolute(dir)) continue;
+    const p = join(dir, name);
+    try {
+      const st = statSync(p);
+      if (st.isFile() && (st.mode & 0o111) !== 0) return p;
+    } catch {
+      // not here
+    }
+  }
+  return null;
+}
+
+export function progressLine(s: string): string {
+  return truncateUtf8(redactSecrets(sanitizeText(s).replace(/\s+/g, " ").trim()), MAX_LINE_BYTES);
+}
+
+/** One Codex `exec --json` event → a progress line, the thread ID, the reply, the usage or a failure. */
+export function codexEvent(ev: Record<string, unknown>): ParsedEvent {
+  const item = (ev["item"] ?? {}) as Record<string, unknown>;
+  switch (ev["type"]) {
+    case "thread.started":
+      return typeof ev["thread_id"] === "string" ? { thread: ev["thread_id"] } : {};
+    case "item.started":
+      if (item["type"] === "command_execution" && typeof item["command"] === "string") return { progress: `$ ${item["command"]}` };
+      return {};
+    case "item.completed":
+      switch (item["type"]) {
+        case "agent_message":
+          return typeof item["text"] === "string" ? { reply: item["text"] } : {};
+        case "file_change": {
+          const paths = Array.isArray(item["changes"]) ? (item["changes"] as Array<Record<string, unknown>>).map((c) => String(c["path"] ?? "")).filter((p) => p !== "") : [];
+          return paths.length > 0 ? { progress: `update ${paths.join(", ")}` } : {};
+        }
+        case "mcp_tool_call":
+          return { progress: `tool ${String(item["server"] ?? "?")}.${String(item["tool"] ?? "?")}` };
+        case "web_search":
+          return typeof item["query"] === "string" ? { progress: `search ${item["query"]}` } : {};
+        default:
+          return {};
+      }
+    case "turn.completed": {
+      const u = (ev["usage"] ?? {}) as Record<string, unknown>;
+      const usage: Record<string, number> = {};
+      for (const k of ["input_tokens", "cached_input_tokens", "output_tokens"]) if (typeof u[k] === "number") usage[k] = u[k] as number;
+      return { usage };
+    }
+    case "turn.failed":
+    case "error": {
+      const e = ev["error"] as Record<string, unknown> | undefined;
+      return { failed: String(e?.["message"] ?? ev["message"] ?? "codex reported an error") };
+    }
+    default:
+      return {};
+  }
+}
+
+export type ParsedEvent = { progress?: string; thread?: string; reply?: string; usage?: Record<string, number>; failed?: string };
+
+function toolLine(name: string, input: Record<string, unknown> | undefined): string {
+  const n = name.toLowerCase();
+  const str = (k: string): string | null => (typeof input?.[k] === "string" ? (input[k] as string) : null);
+  if (n === "bash" && str("command") !== null) return `$ ${str("command")}`;
+  if (["edit", "write", "multiedit"].includes(n) && (str("file_path") ?? str("path")) !== null) return `update ${str("file_path") ?? str("path")}`;
+  if (["websearch", "web_search"].includes(n) && str("query") !== null) return `search ${str("query")}`;
+  return `tool ${name}`;
+}
+
+function numbers(u: unknown, keys: string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  const o = (u ?? {}) as Record<string, unknown>;
+  for (const k of keys) if (typeof o[k] === "number") out[k] = o[k] as number;
+  return out;
+}
+
+/** One Claude Code `stream-json` line (`system`, `assistant`, `user`, `result`). */
+export function claudeEvent(ev: Record<string, unknown>): ParsedEvent {
+  const msg = (ev["message"] ?? {}) as Record<string, unknown>;
+  switch (ev["type"]) {
+    case "system":
+      return typeof ev["session_id"] === "string" ? { thread: ev["session_id"] } : {};
+    case "assistant": {
+      const content = Array.isArray(msg["content"]) ? (msg["content"] as Array<Record<string, unknown>>) : [];
+      const tool = content.find((c) => c["type"] === "tool_use");
+      const text = content.filter((c) => c["type"] === "text").map((c) => String(c["text"] ?? "")).join("");
+      return { ...(tool !== undefined ? { progress: toolLine(String(tool["name"] ?? "tool"), tool["input"] as Record<string, unknown> | undefined) } : {}), ...(text !== "" ? { reply: text } : {}) };
+    }
+    case "result": {
+      const out: ParsedEvent = { usage: numbers(ev["usage"], ["input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"]) };
+      if (typeof ev["session_id"] === "string") out.thread = ev["session_id"];
+      if (typeof ev["result"] === "string") out.reply = ev["result"];
+      if (ev["is_error"] === true || (typeof ev["subtype"] === "string" && ev["subtype"] !== "success")) out.failed = `claude ended with ${String(ev["subtype"] ?? "an error")}`;
+      return out;
+    }
+    default:
+      return {};
+  }
+}
+
+/** One pi `--mode json` line (`session`, `tool_execution_start`, `message_end`, …). */
+export function piEvent(ev: Record<string, unknown>): ParsedEvent {
+  switch (ev["type"]) {
+    case "session":
+      return typeof ev["id"] === "string" ? { thread: ev["id"] } : {};
+    case "tool_execution_start":
+      return { progress: toolLine(String(ev["toolName"] ?? "tool"), ev["args"] as Record<string, unknown> | undefined) };
+    case "message_end": {
+      const m = (ev["message"] ?? {}) as Record<string, unknown>;
+      if (m["role"] !== "assistant") return {};
+      const content = Array.isArray(m["content"]) ? (m["content"] as Array<Record<string, unknown>>) : [];
+      const text = content.filter((c) => c["type"] === "text").map((c) => String(c["text"] ?? "")).join("");
+      const out: ParsedEvent = { usage: numbers(m["usage"], ["input", "output", "cacheRead", "cacheWrite"]) };
+      if (text !== "") out.reply = text;
+      if (m["stopReason"] === "error" || m["stopReason"] === "aborted") out.failed = `pi ended with ${String(m["stopReason"])}${typeof m["errorMessage"] === "string" ? `: ${m["errorMessage"]}` : ""}`;
+      return out;
+    }
+    default:
+      return {};
+  }
+}
+
+/** How one CLI is run and read. */
+interface CliSpec {
+  agent: "codex" | "claude" | "pi";
+  homeVar: string;
+  label: string;
+  /** Arguments after the executable; `resume` is the conversation's thread/session ID, `fresh` a new UUID. */
+  argv(o: { out: string; cwd: string; model?: string | undefined; effort?: string | undefined; resume: string | null; fresh: string; prompt: string }): string[];
+  /** The prompt goes on stdin (else it is the last argument). */
+  stdin: boolean;
+  /** `-o <file>` holds the final message. */
+  outFile: boolean;
+  parse(ev: Record<string, unknown>): ParsedEvent;
+  effort: boolean;
+}
+
+/** A prompt that would read as an option (`-…`) or a pi file reference (`@…`) gets a leading space. */
+const positional = (p: string): string => (/^[-@]/.test(p) ? ` ${p}` : p);
+
+export const CLI_SPECS: Record<"codex" | "claude" | "pi", CliSpec> = {
+  codex: {
+    agent: "codex",
+    homeVar: "CODEX_HOME",
+    label: "the Codex CLI",
+    argv: (o) => [
+      "exec",
+      "--json",
+      "-o",
+      o.out,
+      "--skip-git-repo-check",
+      "-C",
+      o.cwd,
+      ...(o.model !== undefined ? ["-m", o.model] : []),
+      ...(o.effort !== undefined ? ["-c", `model_reasoning_effort="${o.effort}"`] : []),
+      ...(o.resume !== null ? ["resume", o.resume] : []),
+      "-",
+    ],
+    stdin: true,
+    outFile: true,
+    parse: codexEvent,
+    effort: true,
+  },
+  claude: {
+    agent: "claude",
+    homeVar: "CLAUDE_CONFIG_DIR",
+    label: "Claude Code",
+    argv: (o) => [
+      "-p",
+      "--output-format",
+      "stream-json",
+      "--verbose",
+      "--dangerously-skip-permissions",
+      ...(o.resume !== null ? ["--resume", o.resume] : ["--session-id", o.fresh]),
+      ...(o.model !== undefined ? ["--model", o.model] : []),
+    ],
+    stdin: true,
+    outFile: false,
+    parse: claudeEvent,
+    effort: false,
+  },
+  pi: {
+    agent: "pi",
+    homeVar: "PI_CODING_AGENT_DIR",
+    label: "the pi coding agent",
+    argv: (o) => ["-p", "--mode", "json", ...(o.resume !== null ? ["--session", o.resume] : []), ...(o.model !== undefined ? ["--model", o.model] : []), positional(o.prompt)],
+    stdin: false,
+    outFile: false,
+    parse: piEvent,
+    effort: false,
+  },
+};
+
+const Args = A.object({
+  prompt: A.string({ min: 1, max: 256 * 1024, description: "The complete, self-contained instructions for the agent" }),
+  cwd: A.optional(A.string({ min: 1, max: 4096, description: "Working directory inside the workspace (default: the workspace)" })),
+  model: A.optional(A.string({ min: 1, max: 128, description: "The agent's model name" })),
+  effort: A.optional(A.string({ min: 3, max: 6, description: "Reasoning effort (agent_codex only): low, medium or high" })),
+  session: A.optional(A.string({ min: 1, max: 64, description: "Resume this conversation (a handle such as codex-1 from an earlier result)" })),
+  background: A.optional(A.boolean({ description: "Run as a background job: returns a job handle at once; follow it with agent_wait / agent_status / agent_cancel" })),
+  timeout_seconds: A.optional(A.number({ integer: true, min: 1, max: MAX_TIMEOUT_SECONDS, description: `Time limit (default ${DEFAULT_TIMEOUT_SECONDS})` })),
+});
+
+export interface CliAgentsOptions {
+  jobs: JobBook;
+  home: string;
+  env: NodeJS.ProcessEnv;
+}
+
+export class CliAgents {
+  /** Conversation handle → the agent's thread/session ID, per session. */
+  private readonly threads = new Map<string, { sessionId: string; thread: string; turns: number }>();
+  private readonly next = new Map<string, number>();
+
+  constructor(private readonly o: CliAgentsOptions) {}
+
+  tools(s: SessionToolContext, maxDepth: number): Tool[] {
+    if (s.depth + 1 > maxDepth) return [];
+    const out: Tool[] = [];
+    for (const spec of Object.values(CLI_SPECS)) {
+      const exe = resolveExecutable(spec.agent, this.o.env["PATH"]);
+      if (exe !== null) out.push(this.tool(s, exe, spec));
+    }
+    return out;
+  }
+
+  forgetSession(sessionId: string): void {
+    for (const [k, v] of this.threads) if (v.sessionId === sessionId) this.threads.delete(k);
+  }
+
+  private tool(s: SessionToolContext, exe: string, spec: CliSpec): Tool {
+    const name = `agent_${spec.agent}`;
+    return defineLocalTool({
+      name,
+      risk: "delegate",
+      description: `Delegate a task to ${spec.label} in this workspace. Returns its final reply and a conversation handle (${spec.agent}-N); pass it as \`session\` to continue.`,
+      schema: Args,
+      execute: async (args, ctx) => {
+        const bad = (m: string): ToolResult => ({ content: `${name}: ${m}`, isError: true, errorKind: "invalid_arguments" });
+        if (args.effort !== undefined && !spec.effort) return bad("`effort` is not supported by this agent");
+        if (args.effort !== undefined && !["low", "medium", "high"].includes(args.effort)) return bad("`effort` must be low, medium or high");
+        const cwd = resolve(s.cwd, args.cwd ?? ".");
+        const rel = relative(s.cwd, cwd);
+        if (rel.startsWith("..") || isAbsolute(rel)) return bad("`cwd` must be inside the workspace");
+        if (!(await stat(cwd).then((st) => st.isDirectory(), () => false))) return bad("`cwd` is not a directory");
+        let conv: { sessionId: string; thread: string; turns: number } | undefined;
+        if (args.session !== undefined) {
+          conv = this.threads.get(args.session);
+          if (conv === undefined || conv.sessionId !== s.sessionId || !args.session.startsWith(`${spec.agent}-`)) return bad(`no conversation ${args.session} in this session`);
+        }
+        if (args.background !== true) return this.run(s, exe, spec, { ...args, cwd }, args.session ?? null, conv ?? null, ctx);
+        const job = this.o.jobs.start(s.sessionId, name, args.prompt, (signal) =>
+          this.run(s, exe, spec, { ...args, cwd }, args.session ?? null, conv ?? null, { cwd: ctx.cwd, signal, onProgress: () => undefined }),
+        );
+        return { content: JSON.stringify({ job: job.id, status: "running" }), isError: false, jobs: [jobRef(job)] };
+      },
+    });
+  }
+
+  private async run(
+    s: SessionToolContext,
+    exe: string,
+    spec: CliSpec,
+    args: { prompt: string; cwd: string; model?: string | undefined; effort?: string | undefined; timeout_seconds?: number | undefined },
+    name: string | null,
+    conv: { sessionId: string; thread: string; turns: number } | null,
+    ctx: ToolContext,
+  ): Promise<ToolResult> {
+    const agentHome = join(this.o.home, "adapters", spec.agent);
+    await mkdir(agentHome, { recursive: true, mode: 0o700 });
+    const handle = newHandle(spec.agent);
+    const out = join(agentHome, `.last-${handle}.txt`);
+    const depth = s.depth + 1;
+    const env: NodeJS.ProcessEnv = {};
+    for (const [k, v] of Object.entries(this.o.env)) if (v !== undefined && !PROVIDER_VARS.test(k)) env[k] = v;
+    Object.assign(env, { [spec.homeVar]: agentHome, SCV_PARENT: `${instanceOf(this.o.home)}/${s.sessionId}/${handle}`, SCV_DELEGATION_DEPTH: String(depth) });
+    const argv = spec.argv({ out, cwd: args.cwd, model: args.model, effort: args.effort, resume: conv?.thread ?? null, fresh: randomUUID(), prompt: args.prompt });
+    const child = spawn(exe, argv, { cwd: args.cwd, env, stdio: ["pipe", "pipe", "pipe"], detached: true });
+    child.stdin.on("error", () => undefined);
+    child.stdin.end(spec.stdin ? args.prompt : undefined);
+    const exited = new Promise<number | null>((r) => {
+      child.once("close", (code) => r(code));
+      child.once("error", () => r(null));
+    });
+    const turn = (conv?.turns ?? 0) + 1;
+    const n = (this.next.get(spec.agent) ?? 0) + 1;
+    if (name === null) this.next.set(spec.agent, n);
+    const convName = name ?? `${spec.agent}-${n}`;
+    const record: DelegationRecord = {
+      handle,
+      agent: spec.agent,
+      instance: instanceOf(this.o.home),
+      session: s.sessionId,
+      depth,
+      pid: child.pid ?? 0,
+      pid_start: child.pid !== undefined ? await processStart(child.pid) : null,
+      owner_pid: process.pid,
+      owner_start: await processStart(process.pid),
+      cwd: args.cwd,
+      started_unix_seconds: Math.floor(Date.now() / 1000),
+      conversation: convName,
+      turn,
+    };
+    if (child.pid !== undefined) await writeRecord(this.o.home, record).catch(() => undefined);
+
+    let thread = conv?.thread ?? null;
+    let reply = "";
+    let usage: Record<string, number> = {};
+    let failure: string | null = null;
+    let buf = Buffer.alloc(0);
+    const decoder = new StringDecoder("utf8");
+    child.stdout.on("data", (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      let i: number;
+      while ((i = buf.indexOf(10)) >= 0) {
+        const line = buf.subarray(0, i);
+        buf = buf.subarray(i + 1);
+        if (line.length > MAX_EVENT_LINE_BYTES) continue;
+        let ev: unknown;
+        try {
+          ev = JSON.parse(decoder.write(line) + decoder.end());
+        } catch {
+          continue;
+        }
+        if (ev === null || typeof ev !== "object") continue;
+        const r = spec.parse(ev as Record<string, unknown>);
+        if (r.thread !== undefined) thread = r.thread;
+        if (r.reply !== undefined) reply = r.reply;
+        if (r.usage !== undefined) usage = r.usage;
+        if (r.failed !== undefined) failure = r.failed;
+        if (r.progress !== undefined) ctx.onProgress(progressLine(r.progress));
+      }
+      if (buf.length > MAX_EVENT_LINE_BYTES) buf = Buffer.alloc(0);
+    });
+    let stderr = Buffer.alloc(0);
+    child.stderr.on("data", (c: Buffer) => {
+      stderr = Buffer.concat([stderr, c]);
+      if (stderr.length > STDERR_TAIL_BYTES * 2) stderr = stderr.subarray(stderr.length - STDERR_TAIL_BYTES);
+    });
+    let ended: "cancelled" | "timeout" | null = null;
+    const stop = (why: "cancelled" | "timeout"): void => {
+      ended ??= why;
+      void stopRun(this.o.home, record);
+    };
+    const onAbort = (): void => stop("cancelled");
+    ctx.signal.addEventListener("abort", onAbort, { once: true });
+    const timer = setTimeout(() => stop("timeout"), (args.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS) * 1000);
+    const code = await exited;
+    clearTimeout(timer);
+    ctx.signal.removeEventListener("abort", onAbort);
+    await stopRun(this.o.home, record).catch(() => undefined);
+    const last = spec.outFile ? await readFile(out, "utf8").catch(() => null) : null;
+    await rm(out, { force: true });
+    if (last !== null && last.trim() !== "") reply = last;
+    if (thread !== null) this.threads.set(convName, { sessionId: s.sessionId, thread, turns: turn });
+    const status = (ended as "cancelled" | "timeout" | null) ?? (code === 0 && failure === null ? "completed" : "failed");
+    const replyBytes = Buffer.byteLength(reply);
+    const body = {
+      agent: spec.agent,
+      status,
+      reply: truncateUtf8(reply, MAX_REPLY_BYTES),
+      usage,
+      exit_code: code,
+      stderr_tail: redactSecrets(sanitizeText(stderr.subarray(Math.max(0, stderr.length - STDERR_TAIL_BYTES)).toString("utf8"))),
+      truncated: replyBytes > MAX_REPLY_BYTES,
+      ...(thread !== null ? { session: convName, turn } : {}),
+      ...(failure !== null ? { error: truncateUtf8(redactSecrets(failure), 1024) } : {}),
+    };
+    const kind = status === "completed" ? undefined : status === "cancelled" ? "cancelled" : status === "timeout" ? "limit" : code === null && failure === null ? "unavailable" : "failed";
+    return { content: JSON.stringify(body), isError: status !== "completed", ...(kind !== undefined ? { errorKind: kind } : {}) };
+  }
+}

@@ -1,0 +1,184 @@
+/**
+ * Background jobs of delegated agents (`agent_* background: true`) and the tools that follow them: `agent_wait`,
+ * `agent_status`, `agent_cancel`.
+ *
+ * Contract:
+ * - Job handles are `job-N`, numbered per session. A job is *settled* once the model has seen its result: through
+ *   `agent_wait`, `agent_status` or `agent_cancel` (that call's `jobs` names it with how it ended), or in a
+ *   server-started report turn (whose `origin.jobs` names it). The starting call's `jobs` names it `running`.
+ * - A job that ends unseen is reported: `report` is asked to start a turn once the session is idle; it collects
+ *   the jobs still unseen at that moment (a job the model waited for meanwhile is never reported again).
+ * - Closing a session cancels its jobs.
+ */
+import * as A from "../../core/arg-schema.js";
+import { defineLocalTool } from "../../runtime/tools/define.js";
+import type { JobRef, JobStatus, Tool, ToolResult } from "../../runtime/types.js";
+
+export const MAX_WAIT_SECONDS = 3600;
+export const DEFAULT_WAIT_SECONDS = 600;
+const MAX_TASK_CHARS = 80;
+const CANCEL_WAIT_MS = 10_000;
+
+export interface Job {
+  id: string;
+  sessionId: string;
+  tool: string;
+  task: string;
+  status: JobStatus;
+  result: ToolResult | null;
+  seen: boolean;
+  ctl: AbortController;
+  done: Promise<void>;
+}
+
+/** Starts a report turn once the session is idle; `build` returns what to report then, or null for nothing. */
+export type ReportFn = (sessionId: string, build: () => { prompt: string; jobs: string[] } | null) => void;
+
+function statusOf(r: ToolResult): JobStatus {
+  if (!r.isError) return "completed";
+  if (r.errorKind === "cancelled") return "cancelled";
+  if (r.errorKind === "limit") return "timeout";
+  if (r.errorKind === "denied") return "declined";
+  return "failed";
+}
+
+function taskOf(prompt: string): string {
+  const line = (prompt.split("\n")[0] ?? "").trim();
+  return line.length > MAX_TASK_CHARS ? `${line.slice(0, MAX_TASK_CHARS - 1)}…` : line;
+}
+
+export function jobRef(j: Job, status: JobStatus = j.status): JobRef {
+  return { job: j.id, tool: j.tool, status, ...(j.task !== "" ? { task: j.task } : {}) };
+}
+
+export class JobBook {
+  private readonly jobs = new Map<string, Map<string, Job>>();
+  private readonly counters = new Map<string, number>();
+
+  constructor(private readonly report: ReportFn) {}
+
+  start(sessionId: string, tool: string, prompt: string, run: (signal: AbortSignal) => Promise<ToolResult>): Job {
+    const n = (this.counters.get(sessionId) ?? 0) + 1;
+    this.counters.set(sessionId, n);
+    const ctl = new AbortController();
+    const job: Job = { id: `job-${n}`, sessionId, tool, task: taskOf(prompt), status: "running", result: null, seen: false, ctl, done: Promise.resolve() };
+    job.done = run(ctl.signal)
+      .catch((): ToolResult => ({ content: `${tool}: the job failed`, isError: true, errorKind: "failed" }))
+      .then((r) => {
+        job.result = r;
+        job.status = statusOf(r);
+        if (!job.seen) this.report(sessionId, () => this.collectReport(sessionId));
+      });
+    let m = this.jobs.get(sessionId);
+    if (m === undefined) this.jobs.set(sessionId, (m = new Map()));
+    m.set(job.id, job);
+    return job;
+  }
+
+  private collectReport(sessionId: string): { prompt: string; jobs: string[] } | null {
+    const ended = [...(this.jobs.get(sessionId)?.values() ?? [])].filter((j) => j.status !== "running" && !j.seen);
+    if (ended.length === 0) return null;
+    for (const j of ended) j.seen = true;
+    const parts = ended.map((j) => `Background job ${j.id} (${j.tool}${j.task !== "" ? `: ${j.task}` : ""}) ended: ${j.status}.\n${j.result?.content ?? ""}`);
+    return { prompt: `${parts.join("\n\n")}\n\nReport these results to the user.`, jobs: ended.map((j) => j.id) };
+  }
+
+  private of(sessionId: string): Map<string, Job> {
+    return this.jobs.get(sessionId) ?? new Map<string, Job>();
+  }
+
+  closeSession(sessionId: string): Promise<void> {
+    const m = this.of(sessionId);
+    for (const j of m.values()) {
+      j.seen = true; // nobody is left to report to
+      j.ctl.abort();
+    }
+    this.jobs.delete(sessionId);
+    return Promise.all([...m.values()].map((j) => j.done)).then(() => undefined);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.jobs.keys()].map((s) => this.closeSession(s)));
+  }
+
+  /** Picks named jobs (null with the unknown name) or, with none named, every job not yet settled. */
+  private pick(sessionId: string, names: string[] | undefined): Job[] | { unknown: string } {
+    const m = this.of(sessionId);
+    if (names === undefined || names.length === 0) return [...m.values()].filter((j) => !j.seen);
+    const out: Job[] = [];
+    for (const n of names) {
+      const j = m.get(n);
+      if (j === undefined) return { unknown: n };
+      out.push(j);
+    }
+    return out;
+  }
+
+  /** The view of jobs for the model; ended unseen ones become settled and are returned in `jobs`. */
+  private show(list: Job[]): ToolResult {
+    const settled: JobRef[] = [];
+    const view = list.map((j) => {
+      if (j.status !== "running" && !j.seen) {
+        j.seen = true;
+        settled.push(jobRef(j));
+      }
+      return { ...jobRef(j), ...(j.result !== null ? { result: j.result.content } : {}) };
+    });
+    return { content: JSON.stringify({ jobs: view }), isError: false, ...(settled.length > 0 ? { jobs: settled } : {}) };
+  }
+
+  tools(sessionId: string): Tool[] {
+    const unknown = (name: string, n: string): ToolResult => ({ content: `${name}: no job ${n.slice(0, 64)} in this session`, isError: true, errorKind: "invalid_arguments" });
+    return [
+      defineLocalTool({
+        name: "agent_wait",
+        risk: "read_only",
+        description: "Wait for background jobs (all unsettled jobs of this session, or the named ones) to end, and return their results.",
+        schema: A.object({
+          jobs: A.optional(A.string({ min: 1, max: 1024, description: "Job handles such as `job-1 job-2`, space- or comma-separated (default: every unsettled job)" })),
+          timeout_seconds: A.optional(A.number({ integer: true, min: 1, max: MAX_WAIT_SECONDS, description: `How long to wait (default ${DEFAULT_WAIT_SECONDS})` })),
+        }),
+        execute: async (args, ctx) => {
+          const list = this.pick(sessionId, args.jobs?.split(/[\s,]+/).filter((s) => s !== ""));
+          if ("unknown" in list) return unknown("agent_wait", list.unknown);
+          let timer: NodeJS.Timeout | undefined;
+          const stop = new Promise<void>((r) => {
+            timer = setTimeout(r, (args.timeout_seconds ?? DEFAULT_WAIT_SECONDS) * 1000);
+            ctx.signal.addEventListener("abort", () => r(), { once: true });
+          });
+          await Promise.race([Promise.all(list.map((j) => j.done)), stop]);
+          clearTimeout(timer);
+          if (ctx.signal.aborted) return { content: "agent_wait: cancelled", isError: true, errorKind: "cancelled" };
+          return this.show(list);
+        },
+      }),
+      defineLocalTool({
+        name: "agent_status",
+        risk: "read_only",
+        description: "Show the state of this session's background jobs (or one job), with the results of those that ended.",
+        schema: A.object({ job: A.optional(A.string({ min: 1, max: 64, description: "A job handle such as job-1" })) }),
+        execute: async (args) => {
+          const list = this.pick(sessionId, args.job !== undefined ? [args.job] : undefined);
+          if ("unknown" in list) return unknown("agent_status", list.unknown);
+          return this.show(args.job !== undefined ? list : [...this.of(sessionId).values()]);
+        },
+      }),
+      defineLocalTool({
+        name: "agent_cancel",
+        risk: "read_only",
+        description: "Stop a background job of this session.",
+        schema: A.object({ job: A.string({ min: 1, max: 64, description: "A job handle such as job-1" }) }),
+        execute: async (args) => {
+          const list = this.pick(sessionId, [args.job]);
+          if ("unknown" in list) return unknown("agent_cancel", list.unknown);
+          const j = list[0]!;
+          j.ctl.abort();
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([j.done, new Promise<void>((r) => (timer = setTimeout(r, CANCEL_WAIT_MS)))]);
+          clearTimeout(timer);
+          return this.show([j]);
+        },
+      }),
+    ];
+  }
+}
