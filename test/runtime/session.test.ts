@@ -191,8 +191,10 @@ test("clear empties the model context; a failed turn's next prompt stands alone"
 test("server-started turns carry their origin; with autoApprove they run without asking", async () => {
   await withRig(async ({ fake, rt, next, events }) => {
     rt.configure({ autoApprove: true });
+    rt.pause(true); // queued first: the origin survives the queue
     fake.script([{ steps: [{ toolCall: { id: "c1", name: "bash", arguments: { command: "echo bg" } } }] }, { steps: [{ text: "reported" }] }]);
     rt.startServerTurn("job-1 finished", { kind: "background", jobs: ["job-1"] });
+    rt.pause(false);
     const started = await next((e) => e.type === "turn_started");
     assert.ok(started.type === "turn_started" && started.origin?.kind === "background" && started.submitter === "server");
     const t = await next(terminal);

@@ -62,13 +62,25 @@ export class SessionHub {
 
   private adopt(sessionId: string, config: SessionConfig): SessionRuntime {
     const rt = new SessionRuntime(this.deps, sessionId, config);
+    // Same contract as a runtime's own listeners: any `false` refuses a delta; every promise is awaited.
     rt.subscribe((e) => {
-      let result: ReturnType<SessionListener> = undefined;
+      let ok = true;
+      let waits: Array<Promise<void | boolean>> | null = null;
       for (const l of this.listeners) {
-        const r = l(e);
-        if (r === false || (r !== undefined && r !== true)) result = r;
+        let r: ReturnType<SessionListener>;
+        try {
+          r = l(e);
+        } catch {
+          continue;
+        }
+        if (r === false) ok = false;
+        else if (r !== undefined && r !== true) (waits ??= []).push(r);
       }
-      return result;
+      if (waits === null) return ok;
+      return Promise.all(waits).then(
+        (rs) => ok && !rs.includes(false),
+        () => false,
+      );
     });
     this.runtimes.set(sessionId, rt);
     return rt;

@@ -7,13 +7,14 @@
  * The queue emits nothing itself: `SessionRuntime` reports each change as an event.
  */
 import { randomUUID } from "node:crypto";
-import type { QueueEntry, QueueResult, UserAttachment } from "./types.js";
+import type { QueueEntry, QueueResult, TurnOrigin, UserAttachment } from "./types.js";
 
 /** A queued entry plus what it needs to run but the wire does not show. */
 export interface Queued {
   entry: QueueEntry;
   noTools: boolean;
   turnId?: string;
+  origin?: TurnOrigin;
 }
 
 const copy = (e: QueueEntry): QueueEntry => ({ ...e, ...(e.attachments !== undefined ? { attachments: e.attachments.map((a) => ({ ...a })) } : {}) });
@@ -32,9 +33,9 @@ export class SessionQueue {
   }
 
   /** Appends (or, with `front`, puts at the head) a new entry. */
-  add(prompt: string, submitter: string, attachments: UserAttachment[] | undefined, noTools: boolean, turnId?: string, front = false): Queued {
+  add(prompt: string, submitter: string, attachments: UserAttachment[] | undefined, noTools: boolean, turnId?: string, front = false, origin?: TurnOrigin): Queued {
     const entry: QueueEntry = { queue_id: this.newId(), revision: 1, prompt, submitter, ...(attachments !== undefined && attachments.length > 0 ? { attachments } : {}) };
-    const q: Queued = { entry, noTools, ...(turnId !== undefined ? { turnId } : {}) };
+    const q: Queued = { entry, noTools, ...(turnId !== undefined ? { turnId } : {}), ...(origin !== undefined ? { origin } : {}) };
     if (front) this.items.unshift(q);
     else this.items.push(q);
     return q;

@@ -160,10 +160,10 @@ export class SessionRuntime {
 
   /** Queues a prompt (or starts it at once on an idle, unpaused session with an empty queue). */
   submit(prompt: string, opts: SubmitOptions = {}): QueueEntry {
-    const q = this.queue.add(prompt, opts.submitter ?? "client", opts.attachments, opts.noTools === true, opts.turnId);
+    const q = this.queue.add(prompt, opts.submitter ?? "client", opts.attachments, opts.noTools === true, opts.turnId, false, opts.origin);
     if (!this.busy && !this.paused && this.queue.length === 1 && !this.closed) {
       this.queue.shift();
-      void this.runQueued(q, opts.origin, false);
+      void this.runQueued(q, false);
     } else this.emit({ type: "queue_enqueued", sessionId: this.id, entry: { ...q.entry } });
     return { ...q.entry };
   }
@@ -353,7 +353,8 @@ export class SessionRuntime {
   }
 
   /** Runs a dequeued entry; admission failures become a started-and-failed turn. */
-  private async runQueued(q: Queued, origin: TurnOrigin | undefined, dequeued: boolean): Promise<void> {
+  private async runQueued(q: Queued, dequeued: boolean): Promise<void> {
+    const origin = q.origin;
     const turnId = q.turnId ?? this.newId();
     if (dequeued) this.emit({ type: "queue_dequeued", sessionId: this.id, queueId: q.entry.queue_id, turnId });
     this.admitting = true;
@@ -383,7 +384,7 @@ export class SessionRuntime {
     if (!this.paused && !this.closed) {
       const q = this.queue.shift();
       if (q !== undefined) {
-        void this.runQueued(q, undefined, true);
+        void this.runQueued(q, true);
         return;
       }
     }
