@@ -115,8 +115,8 @@ export async function runDaemon(argv: string[]): Promise<number> {
         },
       );
     };
-    // `on`, not `once`: a repeated signal during shutdown is ignored (stop runs once) instead of
-    // killing the process by the default action before the store is flushed and the lock released.
+    // `on`, not `once`: signal-exit (loaded by the lock and atomic-write libraries) re-raises a signal that no other
+    // listener handles any more, which would kill the daemon mid-shutdown on the first signal. `stop` is idempotent.
     process.on("SIGTERM", () => stop("SIGTERM"));
     process.on("SIGINT", () => stop("SIGINT"));
   });
