@@ -15,8 +15,8 @@
 import { join } from "node:path";
 import { createInterface, type Interface } from "node:readline";
 import { Writable } from "node:stream";
-import type { RunningTurn, ScvEvent } from "../../client/scv/client.js";
-import { approvalCard, shortArgs, type ApprovalInfo } from "./approval.js";
+import type { RunningTurn } from "../../client/scv/client.js";
+import { approvalCard, type ApprovalInfo } from "./approval.js";
 import { describeError, failureLine, promptTooLarge } from "./common.js";
 import { HISTORY_MAX, loadHistory, saveHistory } from "./history.js";
 import { openLink, type Link } from "./link.js";
@@ -26,7 +26,8 @@ import { preflight } from "./preflight.js";
 import { describeServers, projectMcp, trustProject, type McpDef } from "./project.js";
 import { gauge, HELP, NO_PROVIDER_HELP, style, type Style } from "./render.js";
 import { ServiceCommands } from "./service-commands.js";
-import { historyLines, SessionsView, type SessionRow } from "./sessions.js";
+import { SessionCommands } from "./session-commands.js";
+import { Spinner, turnEvents, type OpenSession } from "./turn-events.js";
 
 export interface InteractiveOptions {
   sessionId: string | null;
@@ -39,16 +40,9 @@ export async function runInteractive(o: InteractiveOptions): Promise<number> {
   return new Chat(o).run();
 }
 
-interface OpenSession {
-  id: string;
-  cwd: string;
-  model: string | null;
-  ctxMax: number | null;
-}
-
 class Chat {
   private readonly s: Style;
-  private readonly view: SessionsView;
+  private readonly sc: SessionCommands;
   private rl!: Interface;
   private link: Link | null = null;
   private linking: Promise<Link> | null = null;
@@ -61,7 +55,6 @@ class Chat {
   private promptShown = false;
   private redraws = false;
   private ctx: { current: number; max: number } | null = null;
-  private lastListing: SessionRow[] = [];
   private queue: Promise<void> = Promise.resolve();
   private done: ((code: number) => void) | null = null;
   private exiting = false;
@@ -87,13 +80,26 @@ class Chat {
   /** Lines submitted while muted (echoed when they run). */
   private readonly typedAhead = new Set<string>();
   /** The working indicator is drawn on the last line (cleared before any output). */
-  private spinnerShown = false;
-  private spinTimer: NodeJS.Timeout | null = null;
+  private readonly spinner = new Spinner();
 
   constructor(private readonly o: InteractiveOptions) {
     this.color = process.stdout.isTTY === true && process.env.NO_COLOR === undefined;
     this.s = style(this.color);
-    this.view = new SessionsView(o.home);
+    this.sc = new SessionCommands(o.home, {
+      s: this.s,
+      cwd: this.cwd,
+      line: (t) => this.line(t),
+      status: (t) => this.status(t),
+      session: () => this.session,
+      mcpConfig: () => this.mcpConfig,
+      yolo: () => this.yolo,
+      exiting: () => this.exiting,
+      promptIfIdle: () => {
+        if (this.running === null && this.approval === null) this.prompt();
+      },
+      dropLink: () => this.dropLink(),
+      ensureSession: (id) => this.ensureSession(id),
+    });
     this.cmds = new ServiceCommands({
       s: this.s,
       status: (t) => this.status(t),
@@ -111,10 +117,7 @@ class Chat {
 
   private write(text: string): void {
     if (text.length === 0) return;
-    if (this.spinnerShown) {
-      this.spinnerShown = false;
-      process.stdout.write("\r\x1b[2K");
-    }
+    this.spinner.clear();
     if (this.promptShown) {
       this.promptShown = false;
       process.stdout.write(this.redraws ? "\r\x1b[2K" : "\n");
@@ -202,12 +205,12 @@ class Chat {
     this.linking.catch(() => undefined);
     this.enqueue(async () => {
       await this.banner();
-      void this.reportFailedMcp();
-      if (this.o.sessionId !== null) await this.resume(this.o.sessionId);
+      void this.sc.reportFailedMcp();
+      if (this.o.sessionId !== null) await this.sc.resume(this.o.sessionId);
       else if (this.o.continueLatest) {
-        const id = await this.view.latestIn(this.cwd);
+        const id = await this.sc.view.latestIn(this.cwd);
         if (id === null) this.status("no earlier session in this directory; starting a new one");
-        else await this.resume(id);
+        else await this.sc.resume(id);
       }
     });
     const c = await code;
@@ -367,13 +370,13 @@ class Chat {
         await this.dropLink();
         return this.status("new conversation");
       case "/sessions":
-        return this.sessions();
+        return this.sc.sessions();
       case "/resume":
         if (args[0] === undefined) return this.status("usage: /resume <n|id-prefix> (see /sessions)");
-        return this.resume(args[0]);
+        return this.sc.resume(args[0]);
       case "/tools":
       case "/mcp":
-        return this.tools(cmd === "/mcp");
+        return this.sc.tools(cmd === "/mcp");
       case "/model":
         return this.cmds.model(args);
       case "/login":
@@ -430,10 +433,6 @@ class Chat {
     const s = await this.ensureSession();
     const client = this.link!.client;
     this.cancelling = false;
-    const args = new Map<string, unknown>();
-    const names = new Map<string, string>();
-    let live = "";
-    let pending: Promise<void> = Promise.resolve();
     // Markdown is rendered line by line on a terminal that can redraw; the unfinished line shows raw meanwhile.
     const answer = new LiveAnswer(this.redraws ? new MarkdownStream(this.color) : null, {
       write: (t) => this.write(t),
@@ -442,81 +441,33 @@ class Chat {
         this.atLineStart = true;
       },
     });
-    const stream = (t: string): void => answer.stream(t);
     const endMessage = (): void => answer.end();
     // After a resize the shown unfinished line may have re-wrapped: it stays, and the rendered line follows below.
     const onResize = (): void => answer.resized();
     const started = Date.now();
     process.stdout.on("resize", onResize);
     if (this.redraws) {
-      const frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏";
-      let f = 0;
-      this.spinTimer = setInterval(() => {
-        if (!this.atLineStart || this.promptShown || this.approval !== null || this.running === null) return;
+      this.spinner.start((frame) => {
+        if (!this.atLineStart || this.promptShown || this.approval !== null || this.running === null) return null;
         const secs = Math.floor((Date.now() - started) / 1000);
-        process.stdout.write(`\r\x1b[2K${this.s.dim(`${frames[f++ % frames.length]!} working ${secs}s · ~${Math.round(answer.chars / 4)} tokens · Ctrl-C to cancel`)}`);
-        this.spinnerShown = true;
-      }, 100);
+        return this.s.dim(`${frame} working ${secs}s · ~${Math.round(answer.chars / 4)} tokens · Ctrl-C to cancel`);
+      });
     }
-    const onEvent = (ev: ScvEvent): void => {
-      switch (ev.type) {
-        case "assistant.delta":
-          live += String(ev["content"] ?? "");
-          stream(String(ev["content"] ?? ""));
-          break;
-        case "assistant.completed": {
-          const c = typeof ev["content"] === "string" ? ev["content"] : "";
-          if (c !== live && c.startsWith(live)) stream(c.slice(live.length));
-          live = "";
-          endMessage();
-          if (!this.atLineStart) this.write("\n");
-          break;
-        }
-        case "tool.proposed":
-          endMessage();
-          args.set(String(ev["call_id"]), ev["arguments"]);
-          names.set(String(ev["call_id"]), String(ev["name"]));
-          this.line(this.s.bold(`● ${shortArgs(String(ev["name"]), ev["arguments"])}`));
-          break;
-        case "approval.requested": {
-          const name = String(ev["name"]);
-          const id = String(ev["approval_id"]);
-          if (this.yolo || this.always.has(name)) {
-            client.resolveApproval(s.id, id, true);
-            break;
-          }
-          const info: ApprovalInfo = {
-            name,
-            arguments: (args.get(String(ev["call_id"])) as Record<string, unknown> | undefined) ?? null,
-            cwd: String(ev["cwd"] ?? s.cwd),
-            summary: String(ev["summary"] ?? ""),
-            risk: String(ev["risk"] ?? ""),
-          };
-          pending = pending.then(() => this.ask(info)).then((yes) => client.resolveApproval(s.id, id, yes));
-          break;
-        }
-        case "tool.progress":
-          this.status(String(ev["text"] ?? "").split("\n").at(-1)!.slice(0, 120));
-          break;
-        case "tool.completed": {
-          const err = typeof ev["error"] === "string" ? ev["error"] : null;
-          const label = names.get(String(ev["call_id"])) ?? String(ev["name"]);
-          const st = ev["success"] === true ? "done" : err === "cancelled" ? "cancelled" : err === "denied" ? "denied" : `failed (${err ?? "failed"})`;
-          this.status(`${label} ${st}`);
-          break;
-        }
-        case "context.compacted":
-          this.status(`context compacted: ${String(ev["before_tokens"])} → ${String(ev["after_tokens"])} tokens`);
-          break;
-        case "turn.completed": {
-          const u = ev["usage"] as { input_tokens?: number } | undefined;
-          if (u?.input_tokens !== undefined && s.ctxMax !== null) this.ctx = { current: u.input_tokens, max: s.ctxMax };
-          break;
-        }
-        default:
-          break;
-      }
-    };
+    const onEvent = turnEvents(
+      {
+        write: (t) => this.write(t),
+        line: (t) => this.line(t),
+        status: (t) => this.status(t),
+        atLineStart: () => this.atLineStart,
+        bold: (t) => this.s.bold(t),
+        autoApproves: (name) => this.yolo || this.always.has(name),
+        ask: (info) => this.ask(info),
+        resolveApproval: (id, yes) => client.resolveApproval(s.id, id, yes),
+        context: (current, max) => (this.ctx = { current, max }),
+      },
+      s,
+      answer,
+    );
     const turn = client.startTurn(s.id, prompt, onEvent);
     this.mute();
     this.running = turn;
@@ -536,12 +487,7 @@ class Chat {
         if (!pre.ok) this.line(pre.noProvider ? NO_PROVIDER_HELP.trimEnd() : this.s.red(`error: ${pre.message}`));
       }
     } finally {
-      if (this.spinTimer !== null) clearInterval(this.spinTimer);
-      this.spinTimer = null;
-      if (this.spinnerShown) {
-        this.spinnerShown = false;
-        process.stdout.write("\r\x1b[2K");
-      }
+      this.spinner.stop();
       process.stdout.off("resize", onResize);
       this.unmute();
       this.running = null;
@@ -551,57 +497,5 @@ class Chat {
         this.atLineStart = true;
       }
     }
-  }
-
-  private async sessions(): Promise<void> {
-    const rows = await this.view.listRecent(10);
-    this.lastListing = rows;
-    if (rows.length === 0) return this.status("no saved sessions yet");
-    rows.forEach((x, i) => {
-      const mark = x.id === this.session?.id ? "*" : " ";
-      const when = new Date(x.updatedAtMs).toISOString().slice(0, 16).replace("T", " ");
-      this.line(`${mark} ${String(i + 1).padStart(2)}. ${x.id}  ${this.s.dim(when)}  ${this.s.dim(x.cwd ?? "?")}  ${x.title ?? this.s.dim("(untitled)")}`);
-    });
-    this.status("/resume <n|id-prefix> to continue one");
-  }
-
-  /** At startup, in the background: MCP servers that fail to start are reported (the others say nothing). */
-  private async reportFailedMcp(): Promise<void> {
-    if (Object.keys(this.mcpConfig).length === 0) return;
-    const { probeTools } = await import("./probe.js");
-    const p = await probeTools(this.cwd, this.mcpConfig).catch(() => null);
-    const failed = p?.servers.filter((sv) => sv.state !== "ready") ?? [];
-    if (failed.length === 0 || this.exiting) return;
-    for (const sv of failed) this.line(this.s.red(`MCP server ${sv.name} failed to start${sv.error !== null ? `: ${sv.error}` : ""} (its tools are unavailable; /mcp to check again)`));
-    if (this.running === null && this.approval === null) this.prompt();
-  }
-
-  private async tools(mcpOnly: boolean): Promise<void> {
-    const names = Object.keys(this.mcpConfig);
-    if (mcpOnly && names.length === 0) return this.status("no MCP servers configured (mcp_servers in settings.json)");
-    this.status(names.length > 0 ? `starting ${names.length} MCP server${names.length === 1 ? "" : "s"} to list ${mcpOnly ? "them" : "tools"}…` : "tools:");
-    const { probeTools, probeLines } = await import("./probe.js");
-    const p = await probeTools(this.session?.cwd ?? this.cwd, this.mcpConfig);
-    for (const l of probeLines(p, { mcpOnly, yolo: this.yolo, s: this.s })) this.line(l);
-  }
-
-  /** Shows a stored session's history, then continues it over SCV in its own cwd. */
-  private async resume(ref: string): Promise<void> {
-    let id: string;
-    const row = /^\d+$/.test(ref) ? this.lastListing[Number(ref) - 1] : undefined;
-    if (row !== undefined) id = row.id;
-    else {
-      const r = await this.view.resolve(ref);
-      if ("error" in r) return this.status(r.error);
-      id = r.id;
-    }
-    const h = await this.view.history(id);
-    if (h === null) return this.status("that session cannot be read");
-    await this.dropLink();
-    const s = await this.ensureSession(id);
-    if (h.omitted) this.status("older history is not shown");
-    for (const [kind, text] of historyLines(h.records, this.s)) if (kind === "line") this.line(text);
-    else this.status(text);
-    this.status(`resumed ${id} in ${s.cwd}${s.cwd !== this.cwd ? " (the session's own directory)" : ""}`);
   }
 }

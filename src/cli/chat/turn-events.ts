@@ -1,0 +1,135 @@
+/**
+ * One turn's output in interactive `berth chat`: the SCV event stream rendered as answer text, tool cards, status
+ * lines and approval questions, and the working spinner shown while the turn runs. The chat loop (interactive.ts)
+ * owns the terminal state; it hands this module the few operations a turn needs.
+ */
+import type { ScvEvent } from "../../client/scv/client.js";
+import { shortArgs, type ApprovalInfo } from "./approval.js";
+import type { LiveAnswer } from "./live.js";
+
+/** The session a chat has open. */
+export interface OpenSession {
+  id: string;
+  cwd: string;
+  model: string | null;
+  ctxMax: number | null;
+}
+
+/** What the event renderer needs from the chat loop. */
+export interface TurnHost {
+  write(text: string): void;
+  line(text: string): void;
+  status(text: string): void;
+  atLineStart(): boolean;
+  bold(text: string): string;
+  /** True when a tool is approved without asking (--yolo, or "always" for that tool). */
+  autoApproves(name: string): boolean;
+  /** Asks the user; resolves with the answer. */
+  ask(info: ApprovalInfo): Promise<boolean>;
+  /** Answers an approval on the server. */
+  resolveApproval(approvalId: string, yes: boolean): void;
+  /** The context gauge's new reading. */
+  context(current: number, max: number): void;
+}
+
+/** The handler for one turn's events; `answer` receives the assistant text. */
+export function turnEvents(host: TurnHost, s: OpenSession, answer: LiveAnswer): (ev: ScvEvent) => void {
+  const args = new Map<string, unknown>();
+  const names = new Map<string, string>();
+  let live = "";
+  let pending: Promise<void> = Promise.resolve();
+  const stream = (t: string): void => answer.stream(t);
+  const endMessage = (): void => answer.end();
+  return (ev: ScvEvent): void => {
+    switch (ev.type) {
+      case "assistant.delta":
+        live += String(ev["content"] ?? "");
+        stream(String(ev["content"] ?? ""));
+        break;
+      case "assistant.completed": {
+        const c = typeof ev["content"] === "string" ? ev["content"] : "";
+        if (c !== live && c.startsWith(live)) stream(c.slice(live.length));
+        live = "";
+        endMessage();
+        if (!host.atLineStart()) host.write("\n");
+        break;
+      }
+      case "tool.proposed":
+        endMessage();
+        args.set(String(ev["call_id"]), ev["arguments"]);
+        names.set(String(ev["call_id"]), String(ev["name"]));
+        host.line(host.bold(`● ${shortArgs(String(ev["name"]), ev["arguments"])}`));
+        break;
+      case "approval.requested": {
+        const name = String(ev["name"]);
+        const id = String(ev["approval_id"]);
+        if (host.autoApproves(name)) {
+          host.resolveApproval(id, true);
+          break;
+        }
+        const info: ApprovalInfo = {
+          name,
+          arguments: (args.get(String(ev["call_id"])) as Record<string, unknown> | undefined) ?? null,
+          cwd: String(ev["cwd"] ?? s.cwd),
+          summary: String(ev["summary"] ?? ""),
+          risk: String(ev["risk"] ?? ""),
+        };
+        pending = pending.then(() => host.ask(info)).then((yes) => host.resolveApproval(id, yes));
+        break;
+      }
+      case "tool.progress":
+        host.status(String(ev["text"] ?? "").split("\n").at(-1)!.slice(0, 120));
+        break;
+      case "tool.completed": {
+        const err = typeof ev["error"] === "string" ? ev["error"] : null;
+        const label = names.get(String(ev["call_id"])) ?? String(ev["name"]);
+        const st = ev["success"] === true ? "done" : err === "cancelled" ? "cancelled" : err === "denied" ? "denied" : `failed (${err ?? "failed"})`;
+        host.status(`${label} ${st}`);
+        break;
+      }
+      case "context.compacted":
+        host.status(`context compacted: ${String(ev["before_tokens"])} → ${String(ev["after_tokens"])} tokens`);
+        break;
+      case "turn.completed": {
+        const u = ev["usage"] as { input_tokens?: number } | undefined;
+        if (u?.input_tokens !== undefined && s.ctxMax !== null) host.context(u.input_tokens, s.ctxMax);
+        break;
+      }
+      default:
+        break;
+    }
+  };
+}
+
+/** The working spinner: one redrawn line, erased before any other output. */
+export class Spinner {
+  private timer: NodeJS.Timeout | null = null;
+  private shown = false;
+
+  /** Redraws every 100 ms with `text(frame)`, or skips a tick when it returns null. */
+  start(text: (frame: string) => string | null): void {
+    const frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏";
+    let f = 0;
+    this.timer = setInterval(() => {
+      const t = text(frames[f % frames.length]!);
+      if (t === null) return;
+      f++;
+      process.stdout.write(`\r\x1b[2K${t}`);
+      this.shown = true;
+    }, 100);
+  }
+
+  /** Erases the spinner's line if it is shown. */
+  clear(): void {
+    if (this.shown) {
+      this.shown = false;
+      process.stdout.write("\r\x1b[2K");
+    }
+  }
+
+  stop(): void {
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+    this.clear();
+  }
+}
