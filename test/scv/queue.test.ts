@@ -4,10 +4,11 @@
  * dequeued turns carrying their submitter's request_id, queue events never overtaking terminal events, and the
  * 64-entry / 4 MiB bounds (at and one past).
  */
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { MAX_PROMPT_BYTES, MAX_QUEUE_ENTRIES, MAX_QUEUE_PROMPT_BYTES } from "../../src/protocols/scv/wire.js";
-import { openTransport, startRig, TRANSPORTS, type Msg, type Rig, type ScvClient, type Transport } from "./client.js";
+import { TRANSPORTS, type Msg, type Rig, type ScvClient } from "./client.js";
+import { useRig } from "./rig.js";
 
 /** Starts a turn the fake holds open until cancelled; resolves with its turn.started. */
 async function busy(rig: Rig, c: ScvClient, sid: string): Promise<Msg> {
@@ -20,22 +21,13 @@ async function busy(rig: Rig, c: ScvClient, sid: string): Promise<Msg> {
 
 for (const name of TRANSPORTS) {
   describe(`scv queue over ${name}`, () => {
-    let rig: Rig;
-    let t: Transport;
-    before(async () => {
-      rig = await startRig();
-      t = await openTransport(name, rig);
-    });
-    after(async () => {
-      await t.close();
-      await rig.fake.close();
-    });
+    const suite = useRig(name);
 
     it("enqueues, checks revisions on update/move/remove, pauses, and dequeues in order with the submitter's request_id", async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       const s = await c.open();
       const sid = s.session_id as string;
-      const running = await busy(rig, c, sid);
+      const running = await busy(suite.rig, c, sid);
       const ids: string[] = [];
       const entries: Msg[] = [];
       for (const p of ["one", "two", "three"]) {
@@ -102,10 +94,10 @@ for (const name of TRANSPORTS) {
     });
 
     it("resolves pipelined revision races: one update wins, the rest conflict; a dequeued entry is gone", async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       const s = await c.open();
       const sid = s.session_id as string;
-      const running = await busy(rig, c, sid);
+      const running = await busy(suite.rig, c, sid);
       const e = (await c.reply(c.request({ type: "turn.start", session_id: sid, prompt: "racy" }), ["queue.enqueued"])).entry as Msg;
       // three clients' worth of edits sent back to back against revision 1
       const ids = ["a", "b", "c"].map((p) => c.request({ type: "queue.update", session_id: sid, queue_id: e.queue_id, revision: 1, prompt: `edit ${p}` }));
@@ -128,7 +120,7 @@ for (const name of TRANSPORTS) {
     });
 
     it(`holds at most ${MAX_QUEUE_ENTRIES} entries and ${MAX_QUEUE_PROMPT_BYTES} bytes of prompts, then queue_limit`, async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       const s = await c.open();
       const sid = s.session_id as string;
       const pause = c.request({ type: "session.pause", session_id: sid, paused: true });

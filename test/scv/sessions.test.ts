@@ -4,7 +4,7 @@
  * bounds (at and one past 256 KiB), session.clear, no_tools, channel, per-session model override, durability
  * (visible to the app-service session.list).
  */
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -12,7 +12,8 @@ import { join } from "node:path";
 import { MAX_PROMPT_BYTES } from "../../src/protocols/scv/wire.js";
 import { startFakeProvider } from "../fakes/fake-provider.js";
 import { ServiceProcess } from "../helpers/service-process.js";
-import { openTransport, startRig, TRANSPORTS, type Msg, type Rig, type Transport } from "./client.js";
+import { TRANSPORTS, type Msg } from "./client.js";
+import { useRig } from "./rig.js";
 
 const LIMIT_FIELDS = {
   max_server_frame_bytes: 8388608,
@@ -24,19 +25,10 @@ const LIMIT_FIELDS = {
 
 for (const name of TRANSPORTS) {
   describe(`scv sessions over ${name}`, () => {
-    let rig: Rig;
-    let t: Transport;
-    before(async () => {
-      rig = await startRig();
-      t = await openTransport(name, rig);
-    });
-    after(async () => {
-      await t.close();
-      await rig.fake.close();
-    });
+    const suite = useRig(name);
 
     it("validates and canonicalizes cwd, reports every limit field, then a queue.snapshot with request_id null", async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       await c.initialize();
       const dir = mkdtempSync(join(tmpdir(), "scv-ws-"));
       const file = join(dir, "f.txt");
@@ -83,7 +75,7 @@ for (const name of TRANSPORTS) {
     });
 
     it("runs a turn: started, deltas, completed per response, turn.completed; one gapless seq", async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       const s = await c.open();
       const { requestId, terminal, frames } = await c.turn(s.session_id as string, "hello there");
       assert.equal(terminal.type, "turn.completed");
@@ -114,7 +106,7 @@ for (const name of TRANSPORTS) {
     });
 
     it("accepts a prompt of exactly 256 KiB and refuses one byte more with invalid_request", async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       const s = await c.open();
       const over = c.request({ type: "turn.start", session_id: s.session_id, prompt: "é".repeat(MAX_PROMPT_BYTES / 2 - 1) + "xy" + "z" });
       const e = await c.reply(over, ["turn.started"]);
@@ -128,11 +120,11 @@ for (const name of TRANSPORTS) {
     });
 
     it("session.clear: refused while a turn runs, then session.cleared with seq still rising and an empty context", async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       const s = await c.open();
       const sid = s.session_id as string;
       await c.turn(sid, "remember this");
-      rig.fake.script([{ steps: [{ text: "partial" }, { waitForAbort: true }] }]);
+      suite.rig.fake.script([{ steps: [{ text: "partial" }, { waitForAbort: true }] }]);
       const from = c.frames.length;
       const rid = c.request({ type: "turn.start", session_id: sid, prompt: "slow" });
       const started = await c.waitFor((m) => m.request_id === rid && m.type === "assistant.delta", from);
@@ -144,9 +136,9 @@ for (const name of TRANSPORTS) {
       const cleared = await c.reply(clear, ["session.cleared"]);
       assert.equal(cleared.type, "session.cleared");
       assert.ok((cleared.seq as number) > (cancelled.seq as number));
-      const n = rig.fake.requests.length;
+      const n = suite.rig.fake.requests.length;
       await c.turn(sid, "fresh");
-      const body = JSON.stringify(rig.fake.requests[n]!.json);
+      const body = JSON.stringify(suite.rig.fake.requests[n]!.json);
       assert.ok(!body.includes("remember this"), "cleared context must not reach the provider");
       assert.deepEqual(c.seqErrors, []);
       c.end();
@@ -156,7 +148,7 @@ for (const name of TRANSPORTS) {
     it("base_url overrides the provider endpoint for this session only", async () => {
       const other = await startFakeProvider();
       try {
-        const c = await t.open();
+        const c = await suite.t.open();
         const s = await c.open({ base_url: `${other.baseUrl}/v1`, channel: "x".repeat(32) });
         const r = await c.turn(s.session_id as string, "elsewhere");
         assert.equal(r.terminal.type, "turn.completed");
@@ -169,20 +161,20 @@ for (const name of TRANSPORTS) {
     });
 
     it("no_tools sends no tools; channel adds the chat section; model overrides apply to this session only", async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       const s = await c.open({ no_tools: true, channel: "WeChat", model: "other-model" });
       assert.equal(s.model, "other-model");
-      const n = rig.fake.requests.length;
+      const n = suite.rig.fake.requests.length;
       await c.turn(s.session_id as string, "hi");
-      const req = rig.fake.requests[n]!.json as Msg;
+      const req = suite.rig.fake.requests[n]!.json as Msg;
       assert.equal(req.model, "other-model");
       assert.ok(req.tools === undefined || (Array.isArray(req.tools) && req.tools.length === 0));
       assert.match(JSON.stringify(req.messages), /WeChat/);
-      const c2 = await t.open();
+      const c2 = await suite.t.open();
       const s2 = await c2.open();
-      const n2 = rig.fake.requests.length;
+      const n2 = suite.rig.fake.requests.length;
       await c2.turn(s2.session_id as string, "hi");
-      const req2 = rig.fake.requests[n2]!.json as Msg;
+      const req2 = suite.rig.fake.requests[n2]!.json as Msg;
       assert.equal(req2.model, "fake-model");
       assert.ok(Array.isArray(req2.tools) && req2.tools.length > 0);
       for (const x of [c, c2]) {
@@ -192,9 +184,9 @@ for (const name of TRANSPORTS) {
     });
 
     it("reports compaction as context.compacted and a provider failure as turn.failed provider_error", async () => {
-      const f = await t.open();
+      const f = await suite.t.open();
       const fs = await f.open();
-      rig.fake.script([{ status: 400 }]); // not retried (a 5xx would be)
+      suite.rig.fake.script([{ status: 400 }]); // not retried (a 5xx would be)
       const failed = await f.turn(fs.session_id as string, "fail please");
       assert.equal(failed.terminal.type, "turn.failed");
       assert.equal(failed.terminal.code, "provider_error");
@@ -202,13 +194,13 @@ for (const name of TRANSPORTS) {
       assert.ok(!JSON.stringify(f.frames).includes("SECRET-ERROR-BODY-MARKER"), "provider error bodies never reach the wire");
       f.end();
       await f.closed;
-      const path = join(rig.home, "settings.json");
+      const path = join(suite.rig.home, "settings.json");
       const original = readFileSync(path, "utf8");
       const small = JSON.parse(original) as Msg;
       small.providers.fake.models[0].context_window = 4000;
       writeFileSync(path, JSON.stringify(small));
       try {
-        const c = await t.open();
+        const c = await suite.t.open();
         const s = await c.open();
         const sid = s.session_id as string;
         await c.turn(sid, "first " + "lorem ipsum ".repeat(400));
@@ -228,12 +220,12 @@ for (const name of TRANSPORTS) {
     });
 
     it("an SCV session is an ordinary durable session: the app-service lists it", async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       const s = await c.open();
       await c.turn(s.session_id as string, "durable prompt");
       c.end();
       await c.closed;
-      const svc = new ServiceProcess({ home: rig.home });
+      const svc = new ServiceProcess({ home: suite.rig.home });
       await svc.initialize();
       const list = await svc.request("session.list", {});
       svc.end();

@@ -5,12 +5,13 @@
  * while an approval is pending ends the call `cancelled` and the turn `turn.cancelled`, and the withdrawn approval
  * is unknown afterwards; unknown / repeated approval IDs are approval_not_found.
  */
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openTransport, startRig, TRANSPORTS, type Msg, type Rig, type ScvClient, type Transport } from "./client.js";
+import { TRANSPORTS, type Msg, type Rig, type ScvClient } from "./client.js";
+import { useRig } from "./rig.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -27,21 +28,12 @@ const types = (c: ScvClient, rid: string): string[] => c.frames.filter((m) => m.
 
 for (const name of TRANSPORTS) {
   describe(`scv tools and approvals over ${name}`, () => {
-    let rig: Rig;
-    let t: Transport;
-    before(async () => {
-      rig = await startRig();
-      t = await openTransport(name, rig);
-    });
-    after(async () => {
-      await t.close();
-      await rig.fake.close();
-    });
+    const suite = useRig(name);
 
     it("runs a read-only tool without asking", async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       const s = await c.open();
-      toolTurn(rig, "call_ls", "ls", {});
+      toolTurn(suite.rig, "call_ls", "ls", {});
       const { terminal } = await c.turn(s.session_id as string, "list");
       assert.equal(terminal.type, "turn.completed");
       const seq = types(c, terminal.request_id as string);
@@ -56,15 +48,15 @@ for (const name of TRANSPORTS) {
     });
 
     it("confines file tools to the session's workspace and keeps Berth's state unreadable (tool policy)", async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       const s = await c.open();
       const outside = join(mkdtempSync(join(tmpdir(), "scv-outside-")), "secret.txt");
       writeFileSync(outside, "outside-the-workspace");
       for (const [id, path, reason] of [
         ["call_out", outside, /outside the session's workspace/],
-        ["call_state", join(rig.home, "settings.json"), /Berth's state directory is not readable by tools/],
+        ["call_state", join(suite.rig.home, "settings.json"), /Berth's state directory is not readable by tools/],
       ] as const) {
-        toolTurn(rig, id, "read", { path });
+        toolTurn(suite.rig, id, "read", { path });
         const { terminal } = await c.turn(s.session_id as string, "read it");
         assert.equal(terminal.type, "turn.completed");
         const done = c.frames.find((m) => m.type === "tool.completed" && m.call_id === id)!;
@@ -77,10 +69,10 @@ for (const name of TRANSPORTS) {
     });
 
     it("asks before a process tool, runs it only once approved, and rejects a second answer", async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       const s = await c.open();
       const sid = s.session_id as string;
-      toolTurn(rig, "call_ok", "bash", { command: "echo approved-run" });
+      toolTurn(suite.rig, "call_ok", "bash", { command: "echo approved-run" });
       const { rid, from } = await startTurn(c, sid, "run it");
       const ask = await c.waitFor((m) => m.request_id === rid && m.type === "approval.requested", from);
       assert.match(ask.approval_id as string, UUID);
@@ -122,11 +114,11 @@ for (const name of TRANSPORTS) {
     });
 
     it("completes a denied call with success:false, error denied, and tells the model", async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       const s = await c.open();
       const sid = s.session_id as string;
-      toolTurn(rig, "call_no", "bash", { command: "echo never" });
-      const n = rig.fake.requests.length;
+      toolTurn(suite.rig, "call_no", "bash", { command: "echo never" });
+      const n = suite.rig.fake.requests.length;
       const { rid, from } = await startTurn(c, sid, "try it");
       const ask = await c.waitFor((m) => m.request_id === rid && m.type === "approval.requested", from);
       c.request({ type: "approval.resolve", session_id: sid, approval_id: ask.approval_id, approved: false });
@@ -135,7 +127,7 @@ for (const name of TRANSPORTS) {
       assert.equal(done.error, "denied");
       assert.ok(!types(c, rid).includes("tool.started"));
       await c.waitFor((m) => m.request_id === rid && m.type === "turn.completed", from);
-      const followUp = JSON.stringify(rig.fake.requests[n + 1]!.json);
+      const followUp = JSON.stringify(suite.rig.fake.requests[n + 1]!.json);
       assert.match(followUp, /denied/i);
       assert.ok(!followUp.includes("never\\n"));
       c.end();
@@ -143,14 +135,14 @@ for (const name of TRANSPORTS) {
     });
 
     it("takes approval_policy from settings: never runs bash unasked, always asks even for ls", async () => {
-      const path = join(rig.home, "settings.json");
+      const path = join(suite.rig.home, "settings.json");
       const original = readFileSync(path, "utf8");
       const withPolicy = (p: string): void => writeFileSync(path, JSON.stringify({ ...(JSON.parse(original) as object), approval_policy: p }));
       try {
         withPolicy("never");
-        const c = await t.open();
+        const c = await suite.t.open();
         const s = await c.open();
-        toolTurn(rig, "call_never", "bash", { command: "echo unasked" });
+        toolTurn(suite.rig, "call_never", "bash", { command: "echo unasked" });
         const r = await c.turn(s.session_id as string, "go");
         assert.equal(r.terminal.type, "turn.completed");
         assert.ok(!types(c, r.requestId).includes("approval.requested"));
@@ -158,9 +150,9 @@ for (const name of TRANSPORTS) {
         c.end();
         await c.closed;
         withPolicy("always");
-        const c2 = await t.open();
+        const c2 = await suite.t.open();
         const s2 = await c2.open();
-        toolTurn(rig, "call_always", "ls", {});
+        toolTurn(suite.rig, "call_always", "ls", {});
         const { rid, from } = await startTurn(c2, s2.session_id as string, "list");
         const ask = await c2.waitFor((m) => m.request_id === rid && m.type === "approval.requested", from);
         assert.equal(ask.risk, "read_only");
@@ -174,10 +166,10 @@ for (const name of TRANSPORTS) {
     });
 
     it("cancel while an approval is pending ends the call cancelled and withdraws the approval", async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       const s = await c.open();
       const sid = s.session_id as string;
-      toolTurn(rig, "call_wait", "bash", { command: "echo pending" });
+      toolTurn(suite.rig, "call_wait", "bash", { command: "echo pending" });
       const { rid, from } = await startTurn(c, sid, "wait");
       const ask = await c.waitFor((m) => m.request_id === rid && m.type === "approval.requested", from);
       c.request({ type: "turn.cancel", session_id: sid, turn_id: ask.turn_id });

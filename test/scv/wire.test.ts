@@ -2,10 +2,11 @@
  * SCV v3 wire rules over both transports: handshake, error codes and their check order, framing limits (at and one
  * past 1 MiB, CRLF), unknown fields, fatal version mismatch, and daemon.control per transport.
  */
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { MAX_CLIENT_FRAME_BYTES } from "../../src/protocols/scv/wire.js";
-import { openTransport, startRig, TRANSPORTS, type Msg, type Rig, type Transport } from "./client.js";
+import { TRANSPORTS, type Msg } from "./client.js";
+import { useRig } from "./rig.js";
 
 /** A JSON message of exactly `bytes` bytes. */
 function sized(bytes: number, base: Msg): string {
@@ -15,19 +16,10 @@ function sized(bytes: number, base: Msg): string {
 
 for (const name of TRANSPORTS) {
   describe(`scv wire over ${name}`, () => {
-    let rig: Rig;
-    let t: Transport;
-    before(async () => {
-      rig = await startRig();
-      t = await openTransport(name, rig);
-    });
-    after(async () => {
-      await t.close();
-      await rig.fake.close();
-    });
+    const suite = useRig(name);
 
     it("requires initialize first, answers it once, and refuses a second one", async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       c.send({ type: "session.start", request_id: "early", cwd: "/" });
       const e = await c.reply("early", []);
       assert.deepEqual(e, { type: "error", request_id: "early", code: "not_initialized", message: "send `initialize` first", fatal: false });
@@ -42,7 +34,7 @@ for (const name of TRANSPORTS) {
     });
 
     it("maps bad messages to invalid_json / invalid_request and keeps going", async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       await c.initialize();
       const n = c.frames.length;
       c.send("not json\n");
@@ -75,7 +67,7 @@ for (const name of TRANSPORTS) {
     });
 
     it("accepts a frame of exactly 1 MiB (CRLF too), skips one a byte longer with invalid_request, and goes on", async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       await c.initialize();
       c.send(sized(MAX_CLIENT_FRAME_BYTES, { type: "bogus", request_id: "at" }) + "\r\n");
       const at = await c.reply("at", []);
@@ -93,7 +85,7 @@ for (const name of TRANSPORTS) {
     });
 
     it("ends the connection after a fatal version_mismatch", async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       c.send({ type: "initialize", request_id: "v2", protocol_version: 2 });
       c.send({ type: "initialize", request_id: "v3", protocol_version: 3 });
       await c.closed;
@@ -104,7 +96,7 @@ for (const name of TRANSPORTS) {
     });
 
     it(name === "stdio" ? "answers daemon.control with unsupported" : "serves daemon.control status and reload and refuses unknown actions", async () => {
-      const c = await t.open();
+      const c = await suite.t.open();
       await c.initialize();
       const s = c.request({ type: "daemon.control", command: { action: "status" } });
       const r = await c.reply(s, ["daemon.status"]);
