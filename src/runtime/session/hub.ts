@@ -14,6 +14,7 @@
 import { randomUUID } from "node:crypto";
 import { titleFrom } from "../../core/text-policy.js";
 import { isValidSessionId, type SessionManager, type TurnLease } from "../../store/sessions/index.js";
+import { deliver } from "./listeners.js";
 import { SessionRuntime } from "./runtime.js";
 import { admissionError, type SessionDeps, type StartResult, type TurnRunner } from "./deps.js";
 import type { SessionConfig, SessionListener, SessionSummary, SubmitOptions } from "./types.js";
@@ -63,25 +64,7 @@ export class SessionHub {
   private adopt(sessionId: string, config: SessionConfig): SessionRuntime {
     const rt = new SessionRuntime(this.deps, sessionId, config);
     // Same contract as a runtime's own listeners: any `false` refuses a delta; every promise is awaited.
-    rt.subscribe((e) => {
-      let ok = true;
-      let waits: Array<Promise<void | boolean>> | null = null;
-      for (const l of this.listeners) {
-        let r: ReturnType<SessionListener>;
-        try {
-          r = l(e);
-        } catch {
-          continue;
-        }
-        if (r === false) ok = false;
-        else if (r !== undefined && r !== true) (waits ??= []).push(r);
-      }
-      if (waits === null) return ok;
-      return Promise.all(waits).then(
-        (rs) => ok && !rs.includes(false),
-        () => false,
-      );
-    });
+    rt.subscribe((e) => deliver(this.listeners, e));
     this.runtimes.set(sessionId, rt);
     return rt;
   }

@@ -32,6 +32,7 @@ import { ApprovalBook, approvalSummary, needsApproval } from "./approvals.js";
 import { SessionQueue, type Queued } from "./queue.js";
 import { terminalEvent, TurnProjector } from "./project.js";
 import { loadImages } from "./attachments.js";
+import { deliver } from "./listeners.js";
 import type {
   AdmissionError,
   QueueEntry,
@@ -129,23 +130,7 @@ export class SessionRuntime {
 
   /** Delivers a delta; false when a listener refused it, a promise when one applied backpressure. */
   private delta(e: SessionEvent): boolean | Promise<boolean> {
-    let ok = true;
-    let waits: Array<Promise<void | boolean>> | null = null;
-    for (const l of this.listeners) {
-      let r: ReturnType<SessionListener>;
-      try {
-        r = l(e);
-      } catch {
-        continue;
-      }
-      if (r === false) ok = false;
-      else if (r !== undefined && r !== true) (waits ??= []).push(r);
-    }
-    if (waits === null) return ok;
-    return Promise.all(waits).then(
-      (rs) => ok && !rs.includes(false),
-      () => false,
-    );
+    return deliver(this.listeners, e);
   }
 
   // ── queue ─────────────────────────────────────────────────────────────────
