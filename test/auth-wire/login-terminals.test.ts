@@ -1,7 +1,8 @@
 /**
- * Login rules without an earlier test (issue 20 §4): the `storage_failed` terminal, a taken loopback port with
- * manual submission, and a storage commit that wins the race against cancel. The first two run through the
- * spawned service; the race runs in-process, where the commit can be held at a known point.
+ * Login rules without an earlier test (issue 20 §4): the `storage_failed` and `internal_error` terminals, a taken
+ * loopback port with manual submission, and a storage commit that wins the race against cancel. The first three
+ * run through the spawned service (`internal_error` through the test-only fault seam `BERTH_OPENAI_AUTH_TEST_FAULT`);
+ * the race runs in-process, where the commit can be held at a known point.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -38,6 +39,43 @@ test("a storage commit that fails ends the login storage_failed and commits noth
     assert.equal((await svc.request("capabilities", {}, {}, "start-1")).error, null);
   } finally {
     open();
+    svc.kill();
+    await fake.close();
+  }
+});
+
+test("an unexpected fault inside the login ends it internal_error, fixed and quiet, and the service goes on @req AUTH-LOGIN-12", async () => {
+  const fake = await FakeOAuthIssuer.start();
+  const svc = await loginService(fake.url, { env: { BERTH_OPENAI_AUTH_TEST_FAULT: "after_exchange" } });
+  try {
+    const { loginId, url } = await startLogin(svc, "start-1");
+    const redirect = await fake.authorize(url);
+    const from = svc.lines.length;
+    assert.equal((await svc.request("auth.login.callback", { login_id: loginId, input: redirect })).payload.status, "submitted");
+    const end = await waitFor(svc, terminal, from);
+    assert.deepEqual(end.payload, { login_id: loginId, provider_id: "openai-codex", state: "internal_error", cleanup_complete: true });
+    // The fault came after a real token exchange: the worker held live tokens when it failed.
+    assert.ok(fake.tokenRequests > 0, "the token exchange ran");
+    const after = svc.lines.slice(from).map((l) => JSON.parse(l) as Record<string, any>);
+    assert.deepEqual(
+      after.filter((m) => m.event === "auth.login.progress").map((m) => m.payload.state),
+      ["callback_received", "callback_accepted"],
+    );
+    assert.equal(after.filter(terminal).length, 1, "exactly one terminal");
+    const wire = svc.lines.join("\n");
+    assert.ok(!/injected|token exchange/i.test(wire), "no exception text on the wire");
+    assert.ok(!wire.includes("SECRETMARKER") && !svc.stderr.includes("SECRETMARKER"), "no code or token on stdout/stderr");
+    assert.ok(!/injected|token exchange/i.test(svc.stderr), "no exception text on stderr");
+    // Nothing was committed, and the service keeps serving: the start ID is free, status answers, a new login starts.
+    const st = await svc.request("auth.status", {});
+    assert.equal(st.payload.providers.find((p: { provider_id: string }) => p.provider_id === "openai-codex").ready, false);
+    assert.equal((await svc.request("capabilities", {}, {}, "start-1")).error, null);
+    const again = await startLogin(svc, "start-2");
+    assert.notEqual(again.loginId, loginId);
+    const cancelFrom = svc.lines.length;
+    assert.equal((await svc.request("auth.login.cancel", { login_id: again.loginId })).payload.status, "cancellation_requested");
+    assert.equal((await waitFor(svc, terminal, cancelFrom)).payload.state, "cancelled");
+  } finally {
     svc.kill();
     await fake.close();
   }

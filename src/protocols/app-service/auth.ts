@@ -66,6 +66,15 @@ export function callbackTimeoutMsFromEnv(env: EnvLike): number | undefined {
   return n > 0 ? Math.min(n, DEFAULT_CALLBACK_TIMEOUT_MS) : undefined;
 }
 
+/**
+ * `BERTH_OPENAI_AUTH_TEST_FAULT` (test-only fault seam): exactly `after_exchange` makes every login throw an
+ * unexpected error after a successful token exchange, so the `internal_error` terminal has a wire test.
+ * Anything else (unset, empty, other values) = no fault. Never set it outside tests: every login would fail.
+ */
+export function loginFaultFromEnv(env: EnvLike): boolean {
+  return env["BERTH_OPENAI_AUTH_TEST_FAULT"] === "after_exchange";
+}
+
 /** Advertised arrays hold at most `max_array_items`; built-ins always stay in the list. */
 const MAX_STATUS_PROVIDERS = LIMITS.max_array_items;
 const LOGOUT_PROVIDERS: readonly string[] = [CODEX_PROVIDER_ID, ANTHROPIC_PROVIDER_ID];
@@ -164,6 +173,7 @@ export function authMethods(deps: AuthMethodsDeps): MethodFamily {
           onEvent: emitter(ctx, id, reservation),
           ...(deps.callbackPort !== undefined ? { port: deps.callbackPort } : {}),
           ...(deps.callbackTimeoutMs !== undefined ? { callbackTimeoutMs: deps.callbackTimeoutMs } : {}),
+          ...(loginFaultFromEnv(deps.env) ? { faultAfterExchange: true } : {}),
         });
       } catch {
         // Rejected start: no worker, no terminal event; the ID is released with this response.

@@ -19,6 +19,7 @@
  *   already under way may still win (`exchange_succeeded`).
  * - The commit uses the generation observed by `prepare()`: a logout, login or refresh in between
  *   yields `auth_changed`. A fresh record never inherits another account's refresh token.
+ * - Any other (unexpected) exception ends the flow with `internal_error`; its text is dropped, never emitted.
  * - `dispose()` (EOF) cancels and resolves once the terminal was emitted.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -64,6 +65,11 @@ export interface CodexLoginOptions {
   port?: number;
   callbackTimeoutMs?: number;
   now?: () => number;
+  /**
+   * Test-only fault seam: throw an unexpected error right after a successful token exchange, before the
+   * commit, so the `internal_error` terminal is reachable through the real flow. Never set in production.
+   */
+  faultAfterExchange?: boolean;
 }
 
 type Signal =
@@ -203,6 +209,7 @@ export class CodexLogin {
     } catch {
       return "exchange_failed";
     }
+    if (this.opts.faultAfterExchange === true) throw new Error("injected login fault after the token exchange");
     if (this.cancelRequested) return "cancelled";
     try {
       const outcome = await this.opts.store.commitOAuth(CODEX_PROVIDER_ID, this.generation, record);
