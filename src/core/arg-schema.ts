@@ -1,8 +1,8 @@
 /**
  * A small schema builder for flat tool-argument objects: one definition gives the TypeScript type, the
  * validation, and the JSON Schema advertised to models. Built for cold-start cost (no schema library on the
- * turn path) and for the subset tools need: strings, numbers/integers, booleans, optional fields and strict
- * objects. Validation never throws; it returns the parsed value or `path: message` issues.
+ * turn path) and for the subset tools need: strings, string enums, numbers/integers, booleans, optional fields,
+ * bounded arrays and strict objects. Validation never throws; it returns the parsed value or `path: message` issues.
  */
 
 export interface ArgSchema<T> {
@@ -65,6 +65,38 @@ export function boolean(opts: Common = {}): ArgSchema<boolean> {
     json: describe({ type: "boolean" }, opts),
     optional: false,
     check: (v, path, issues) => (typeof v === "boolean" ? v : issue(issues, path, "expected boolean")),
+  };
+}
+
+/** One of a fixed set of strings. */
+export function literal<const V extends string>(values: readonly V[], opts: Common = {}): ArgSchema<V> {
+  return {
+    json: describe({ type: "string", enum: [...values] }, opts),
+    optional: false,
+    check: (v, path, issues) =>
+      typeof v === "string" && (values as readonly string[]).includes(v) ? (v as V) : issue(issues, path, `must be one of ${values.join(", ")}`),
+  };
+}
+
+/** An array of `items`, at most `max` long (each element checked, issues at `path[i]`). */
+export function array<T>(items: ArgSchema<T>, opts: Common & { max?: number } = {}): ArgSchema<T[]> {
+  const json: Record<string, unknown> = { type: "array", items: items.json };
+  if (opts.max !== undefined) json.maxItems = opts.max;
+  return {
+    json: describe(json, opts),
+    optional: false,
+    check(v, path, issues) {
+      if (!Array.isArray(v)) return issue(issues, path, "expected array");
+      if (opts.max !== undefined && v.length > opts.max) return issue(issues, path, `must have at most ${opts.max} entries`);
+      const out: T[] = [];
+      let bad = false;
+      v.forEach((el, i) => {
+        const r = items.check(el, `${path === "" ? "(arguments)" : path}[${i}]`, issues);
+        if (r === INVALID) bad = true;
+        else out.push(r);
+      });
+      return bad ? INVALID : out;
+    },
   };
 }
 

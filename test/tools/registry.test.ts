@@ -8,7 +8,7 @@ void test("registry: built-ins with zod-derived JSON schemas; no_tools is empty"
   const reg = await createToolRegistry({ cwd: process.cwd() });
   assert.deepEqual(
     reg.specs().map((s) => s.name),
-    ["read", "write", "edit", "bash", "grep", "glob", "ls"],
+    ["read", "write", "edit", "bash", "grep", "glob", "ls", "todo_write"],
   );
   const write = reg.specs().find((s) => s.name === "write");
   assert.deepEqual(write?.inputSchema, {

@@ -7,7 +7,8 @@
  * - `user` → `user_message_chunk` (text), then one `resource_link` chunk per file attached to it (by another door:
  *   ACP's own inline images are not stored); `assistant` → `agent_message_chunk` with its final text (a later record of
  *   the same message replaces an earlier partial one, so each message appears once); raw thinking is never shown.
- * - `tool_call` → `tool_call` (kind, title, locations, raw input, the edit's diff), `tool_result` →
+ * - `tool_call` → `tool_call` (kind, title, locations, raw input, the edit's diff; a successful `todo_write` also
+ *   replays its `plan`), `tool_result` →
  *   `tool_call_update` (`completed` or `failed`, the result text; a successful edit keeps its diff, since an
  *   update's content replaces the call's). A call with no result (the turn was interrupted)
  *   ends `failed`.
@@ -16,7 +17,7 @@ import { basename } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
 import type { History, StoredRecord } from "../../store/sessions/index.js";
-import { textContent, toolDiff, toolKind, toolLocations, toolTitle } from "./tool-view.js";
+import { textContent, toolDiff, toolKind, toolLocations, toolPlan, toolTitle } from "./tool-view.js";
 
 export function replayUpdates(history: History, cwd: string): SessionUpdate[] {
   const out: SessionUpdate[] = [];
@@ -79,6 +80,8 @@ export function replayUpdates(history: History, cwd: string): SessionUpdate[] {
           status: r.is_error ? "failed" : "completed",
           content: [...(call !== undefined && !r.is_error ? toolDiff(call.name, call.args, cwd) : []), ...textContent(r.content)],
         });
+        const plan = call !== undefined && !r.is_error ? toolPlan(call.name, call.args) : null;
+        if (plan !== null) out.push(plan);
         break;
       }
       default:

@@ -8,7 +8,7 @@
  * - Assistant text deltas are backpressured: the runtime waits for each chunk to be written before the next.
  * - Tool calls: `tool_proposed` → `tool_call` (`pending`, kind, title, absolute locations, raw input, an edit's diff);
  *   `tool_started` → `in_progress`; `tool_completed` → `completed`/`failed` with the bounded output as text (an edit
- *   keeps its diff). Reasoning summaries → `agent_thought_chunk`; context size → `usage_update`; the first prompt's
+ *   keeps its diff; a successful `todo_write` is followed by a `plan` update with its list). Reasoning summaries → `agent_thought_chunk`; context size → `usage_update`; the first prompt's
  *   title → `session_info_update`.
  * - Approvals: each `approval_requested` becomes one `session/request_permission` with allow once / allow always /
  *   reject once / reject always. "Always" answers are remembered for this session and tool name (later calls are
@@ -21,7 +21,7 @@ import type { AgentContext, ClientCapabilities, PermissionOption, SessionUpdate,
 import type { SessionEvent, SessionRuntime, SessionConfig } from "../../runtime/session/index.js";
 import { clientWorkspace } from "./client-workspace.js";
 import type { SessionChoices } from "./config-options.js";
-import { textContent, toolDiff, toolKind, toolLocations, toolTitle } from "./tool-view.js";
+import { textContent, toolDiff, toolKind, toolLocations, toolPlan, toolTitle } from "./tool-view.js";
 
 export type TurnEnd = { stopReason: StopReason } | { failed: SessionEvent & { type: "turn_failed" } };
 
@@ -146,6 +146,8 @@ export class AcpSession {
           content: [...diff, ...textContent(e.output)],
           rawOutput: { output: e.output, truncated: e.truncated, ...(e.error !== undefined ? { error: e.error } : {}) },
         });
+        const plan = call !== undefined && e.success ? toolPlan(call.name, call.args) : null;
+        if (plan !== null) void this.send(plan);
         return;
       }
       case "runtime":

@@ -4,7 +4,9 @@
  *
  * Contracts:
  * - Kinds: read/ls/read_skill → read, edit/write → edit, glob/grep → search, bash → execute, web_fetch → fetch,
- *   task → think, anything else (MCP tools) → other.
+ *   task/todo_write → think, anything else (MCP tools) → other.
+ * - A successful `todo_write` is also projected as a `plan` update carrying the whole list (ACP's plan replaces the
+ *   previous one); its tool call stays an ordinary `think` call so approvals and updates keep their subject.
  * - Locations are absolute (relative paths resolve against the session's cwd, the same rule the tools use).
  * - An edit carries a `diff`: for `edit` the replaced snippet (`old_string` → `new_string`), for `write` the whole
  *   new content with `oldText` omitted (the tool overwrites without reading, so the old content is not known here).
@@ -12,7 +14,8 @@
  */
 import { homedir } from "node:os";
 import { isAbsolute, resolve } from "node:path";
-import type { ToolCallContent, ToolCallLocation, ToolKind } from "@agentclientprotocol/sdk";
+import type { SessionUpdate, ToolCallContent, ToolCallLocation, ToolKind } from "@agentclientprotocol/sdk";
+import { todoEntries } from "../../runtime/tools/todo-write.js";
 
 export const MAX_TITLE_CHARS = 200;
 
@@ -27,6 +30,7 @@ const KINDS: Record<string, ToolKind> = {
   bash: "execute",
   web_fetch: "fetch",
   task: "think",
+  todo_write: "think",
 };
 
 export function toolKind(name: string): ToolKind {
@@ -68,6 +72,8 @@ export function toolTitle(name: string, args: Record<string, unknown>): string {
       return oneLine(`Fetch ${str(args, "url") ?? ""}`);
     case "task":
       return oneLine(`Delegate: ${str(args, "description") ?? "task"}`);
+    case "todo_write":
+      return "Update plan";
     default:
       return oneLine(`Use ${name}`);
   }
@@ -100,4 +106,11 @@ export function toolDiff(name: string, args: Record<string, unknown>, cwd: strin
 /** A tool's result text as ACP content. */
 export function textContent(text: string): ToolCallContent[] {
   return text === "" ? [] : [{ type: "content", content: { type: "text", text } }];
+}
+
+/** The `plan` update a successful `todo_write` call implies (null for other tools or arguments the tool refused). */
+export function toolPlan(name: string, args: Record<string, unknown>): SessionUpdate | null {
+  if (name !== "todo_write") return null;
+  const entries = todoEntries(args);
+  return entries === null ? null : { sessionUpdate: "plan", entries };
 }

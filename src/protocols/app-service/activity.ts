@@ -19,7 +19,7 @@ import { redactSecrets, sanitizeText } from "./replay-text.js";
 export const MAX_SUMMARY_BYTES = 2048;
 export const MAX_SUMMARY_INPUT_BYTES = 16384;
 /** Built-in tools whose names may appear as `tool_name`. */
-export const ALLOWLISTED_TOOLS: ReadonlySet<string> = new Set(["read", "write", "edit", "bash", "grep", "glob", "ls", "task", "read_skill", "web_fetch"]);
+export const ALLOWLISTED_TOOLS: ReadonlySet<string> = new Set(["read", "write", "edit", "bash", "grep", "glob", "ls", "todo_write", "task", "read_skill", "web_fetch"]);
 
 export function activityId(ns: string, raw: string): string {
   return `${ns}-${createHash("sha256").update(`berth-activity-v1\u0000${ns}\u0000${raw}`).digest("hex")}`;

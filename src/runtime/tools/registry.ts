@@ -11,6 +11,7 @@ import { globTool } from "./glob.js";
 import { grepTool } from "./grep.js";
 import type { ToolPolicy } from "./confine.js";
 import { lsTool } from "./ls.js";
+import { todoWriteTool } from "./todo-write.js";
 import type { McpOptions, McpServerStatus } from "./mcp.js";
 import { withPolicy } from "./policy.js";
 import { readTool } from "./read.js";
@@ -35,7 +36,7 @@ export interface ToolRegistryOptions {
 }
 
 export interface ToolRegistry {
-  /** Built-ins first (read, write, edit, bash, grep, glob, ls, then read_skill and web_fetch when configured), then MCP tools by server name. */
+  /** Built-ins first (read, write, edit, bash, grep, glob, ls, todo_write, then read_skill and web_fetch when configured), then MCP tools by server name. */
   readonly tools: readonly Tool[];
   get(name: string): Tool | undefined;
   specs(): ToolSpec[];
@@ -44,10 +45,10 @@ export interface ToolRegistry {
   close(): Promise<void>;
 }
 
-export const BUILTIN_TOOL_NAMES = ["read", "write", "edit", "bash", "grep", "glob", "ls"] as const;
+export const BUILTIN_TOOL_NAMES = ["read", "write", "edit", "bash", "grep", "glob", "ls", "todo_write"] as const;
 
 export function builtinTools(bash?: BashOptions, policy?: ToolPolicy): Tool[] {
-  const tools = [readTool, writeTool, editTool, bash === undefined ? createBashTool() : createBashTool(bash), grepTool, globTool, lsTool];
+  const tools = [readTool, writeTool, editTool, bash === undefined ? createBashTool() : createBashTool(bash), grepTool, globTool, lsTool, todoWriteTool];
   return policy === undefined ? tools : tools.map((t) => withPolicy(t, policy));
 }
 
