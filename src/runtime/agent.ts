@@ -35,6 +35,7 @@ import { attachmentNote, MAX_IMAGES, reattachImages } from "./session/attachment
 import { createProvider, type ProviderOptions } from "./providers/index.js";
 import { DEFAULT_RECORDER_TIMING, TurnRecorder, type RecorderTiming } from "./recorder.js";
 import { buildSystemPrompt } from "./system-prompt.js";
+import { CHAT_ATTACH_TOOL_NAME } from "./tools/chat-attach.js";
 import { createToolRegistry, toolPolicyFromSettings, type BashOptions, type ToolPolicy, type ToolRegistry } from "./tools/index.js";
 import { SkillCatalog, type Skill } from "./tools/skills.js";
 import { runLoop } from "./turn-loop.js";
@@ -237,6 +238,7 @@ export class Agent {
         policy,
         skills: this.skills,
         webFetch: { autoApproveHosts: r.autoApproveHosts },
+        chatAttachHome: this.o.home,
       });
       this.registry = { key, reg, users: 0, retired: false };
     }
@@ -315,7 +317,8 @@ export class Agent {
             unattended: (name, risk) => (req.approval === undefined || req.approval.policy(name, risk) === "auto" || req.autoApprove === true ? "approve" : "deny"),
           })
         : [];
-    const tools = [...(registry?.tools ?? []), ...bound];
+    // `chat_attach` is offered only to chat-channel sessions (their bridge sends what it attaches).
+    const tools = [...(registry?.tools ?? []).filter((t) => req.channel !== undefined || t.spec.name !== CHAT_ATTACH_TOOL_NAME), ...bound];
     if (req.signal.aborted) throw "internal" satisfies FailureReason;
     const system = await buildSystemPrompt({
       cwd: req.cwd,

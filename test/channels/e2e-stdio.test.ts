@@ -3,10 +3,10 @@
  * SCV client:
  * an owner with remote tools gets a file changed in the workspace (the write is approved by the bridge's
  * auto-approve) and the final answer only; a stranger's session has no tools; a duplicate delivery is answered once;
- * an inbound image reaches the model's turn as an attachment.
+ * an inbound image reaches the model's turn as an attachment; a `chat_attach` file is uploaded after the reply.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -16,7 +16,7 @@ import { FakeIlink } from "../fakes/fake-ilink.js";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { BERTH_BIN } from "../helpers/paths.js";
 import { fakeSettings } from "../turns/helpers.js";
-import { InstantClock } from "./helpers.js";
+import { InstantClock, until } from "./helpers.js";
 
 describe("channels over the real SCV server (berth stdio)", () => {
   let provider: FakeProvider;
@@ -73,6 +73,27 @@ describe("channels over the real SCV server (berth stdio)", () => {
     await comp.bridge!.idle();
     assert.equal(provider.requests.length, before);
     assert.equal(ilink.sent.length, 1);
+  });
+
+  it("chat_attach: the model attaches a workspace file; the bridge uploads it after the reply and clears the outbox", async () => {
+    const content = Buffer.from("quarterly numbers\n".repeat(50));
+    await writeFile(join(workspace, "report.txt"), content);
+    provider.script([
+      { steps: [{ toolCall: { id: "call_a", name: "chat_attach", arguments: { path: "report.txt" } } }] },
+      { steps: [{ text: "Here is the report." }] },
+    ]);
+    const n = ilink.sent.length;
+    ilink.push(ilink.text(ilink.ownerId, "send me report.txt"));
+    await ilink.waitSent((s) => s.length >= n + 2);
+    const offered = (provider.requests[provider.requests.length - 2]!.json as { tools?: { name?: string; function?: { name?: string } }[] }).tools ?? [];
+    assert.ok(JSON.stringify(offered).includes('"chat_attach"'), "a channel session with tools offers chat_attach");
+    assert.equal(ilink.sent[n]!.text, "Here is the report.");
+    const fileItem = ilink.sent[n + 1]!.item["file_item"] as { media: { encrypt_query_param: string; aes_key: string }; file_name: string };
+    assert.equal(fileItem.file_name, "report.txt");
+    const key = Buffer.from(Buffer.from(fileItem.media.aes_key, "base64").toString("latin1"), "hex");
+    assert.deepEqual(ilink.uploaded(fileItem.media.encrypt_query_param, key), content);
+    const outbox = join(home, "state", "media", "outbox");
+    await until(async () => (await readdir(outbox).catch(() => [])).length === 0);
   });
 
   it("a stranger's session runs without tools", async () => {

@@ -37,6 +37,7 @@ it("a turn lists skills, reads one with read_skill, and web_fetch refuses loopba
     assert.match(first, /- lint: Lint the project\./);
     const tools = ((rig.fake.requests[0]!.json as { tools: Array<{ function: { name: string } }> }).tools ?? []).map((t) => t.function.name);
     assert.ok(tools.includes("read_skill") && tools.includes("web_fetch"));
+    assert.ok(!tools.includes("chat_attach"), "chat_attach is offered only to chat-channel sessions");
     const second = rig.fake.requests[1]!.body;
     assert.match(second, /Step 1: run git log\./);
     assert.match(second, /web_fetch: refused: 127\.0\.0\.1 is not a public address \(loopback\)/);

@@ -7,6 +7,7 @@ export { editTool } from "./edit.js";
 export { grepTool } from "./grep.js";
 export { globTool } from "./glob.js";
 export { lsTool } from "./ls.js";
+export { createChatAttachTool, chatOutboxDir, CHAT_ATTACH_MAX_BYTES, CHAT_ATTACH_TOOL_NAME } from "./chat-attach.js";
 export { todoWriteTool, todoEntries, type TodoEntry } from "./todo-write.js";
 // MCP is loaded lazily by the registry; import "./mcp.js" directly for its functions.
 export type { McpOptions, McpServerStatus, McpConnections } from "./mcp.js";

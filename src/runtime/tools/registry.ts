@@ -16,6 +16,7 @@ import type { McpOptions, McpServerStatus } from "./mcp.js";
 import { withPolicy } from "./policy.js";
 import { readTool } from "./read.js";
 import { createReadSkillTool } from "./read-skill.js";
+import { createChatAttachTool } from "./chat-attach.js";
 import type { SkillCatalog } from "./skills.js";
 import { createWebFetchTool, type WebFetchOptions } from "./web-fetch.js";
 import { writeTool } from "./write.js";
@@ -33,10 +34,12 @@ export interface ToolRegistryOptions {
   skills?: SkillCatalog;
   /** Adds `web_fetch` with these options. */
   webFetch?: WebFetchOptions;
+  /** Adds `chat_attach`, copying into this home's media outbox (offered by the turn loop only to channel sessions). */
+  chatAttachHome?: string;
 }
 
 export interface ToolRegistry {
-  /** Built-ins first (read, write, edit, bash, grep, glob, ls, todo_write, then read_skill and web_fetch when configured), then MCP tools by server name. */
+  /** Built-ins first (read, write, edit, bash, grep, glob, ls, todo_write, then read_skill, web_fetch and chat_attach when configured), then MCP tools by server name. */
   readonly tools: readonly Tool[];
   get(name: string): Tool | undefined;
   specs(): ToolSpec[];
@@ -57,6 +60,10 @@ export async function createToolRegistry(opts: ToolRegistryOptions): Promise<Too
   const local = builtinTools(opts.bash, opts.policy);
   if (opts.skills !== undefined) local.push(createReadSkillTool(opts.skills));
   if (opts.webFetch !== undefined) local.push(createWebFetchTool(opts.webFetch));
+  if (opts.chatAttachHome !== undefined) {
+    const t = createChatAttachTool(opts.chatAttachHome);
+    local.push(opts.policy === undefined ? t : withPolicy(t, opts.policy));
+  }
   const defs = opts.mcpServers ?? {};
   if (Object.keys(defs).length === 0) return makeRegistry(local, [], async () => undefined);
   // The MCP SDK costs ~80 ms to load: only sessions with configured servers pay for it.
