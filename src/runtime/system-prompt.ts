@@ -7,36 +7,20 @@
  * `MAX_SYSTEM_PROMPT_BYTES`; unreadable or non-regular files are skipped silently (never an error, never a path
  * outside `cwd`).
  */
-import { constants as FS } from "node:fs";
-import { open } from "node:fs/promises";
 import { join } from "node:path";
 import { truncateUtf8 } from "../core/utf8.js";
 import type { ToolSpec } from "./types.js";
+import { readRegularFileHead } from "./regular-file.js";
 
 export const INSTRUCTION_FILES = ["AGENTS.md", "CLAUDE.md"] as const;
 export const MAX_INSTRUCTION_BYTES = 32 * 1024;
 export const MAX_SYSTEM_PROMPT_BYTES = 96 * 1024;
 
 async function readBounded(path: string, max: number): Promise<string | null> {
-  let fh;
-  try {
-    // Non-blocking, then fstat: an AGENTS.md that is a FIFO or device is skipped without parking a pool thread.
-    fh = await open(path, FS.O_RDONLY | FS.O_NONBLOCK);
-  } catch {
-    return null;
-  }
-  try {
-    const st = await fh.stat();
-    if (!st.isFile()) return null;
-    const buf = Buffer.alloc(Math.min(st.size, max + 4));
-    const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
-    const text = buf.subarray(0, bytesRead).toString("utf8");
-    return st.size > max ? truncateUtf8(text, max) + "\n[… instructions truncated …]" : text;
-  } catch {
-    return null;
-  } finally {
-    await fh.close().catch(() => undefined);
-  }
+  const head = await readRegularFileHead(path, max + 4);
+  if (head === null) return null;
+  const text = head.bytes.toString("utf8");
+  return head.size > max ? truncateUtf8(text, max) + "\n[… instructions truncated …]" : text;
 }
 
 export interface SystemPromptOptions {

@@ -8,10 +8,9 @@
  * beside the current prompt's) are read again for each request, and one deleted or unreadable since is replaced by
  * a note.
  */
-import { constants as FS } from "node:fs";
-import { open } from "node:fs/promises";
 import { extname } from "node:path";
 import type { ImagePart, Message } from "../types.js";
+import { readRegularFileHead } from "../regular-file.js";
 import type { UserAttachment } from "./types.js";
 
 export const MAX_IMAGE_BYTES = 8 * 1024 * 1024;
@@ -28,24 +27,9 @@ export function imageType(a: UserAttachment): string | null {
 }
 
 async function readImage(path: string): Promise<Buffer | null> {
-  let fh;
-  try {
-    // Non-blocking, then fstat: a FIFO or device at an attachment path is refused without parking a pool thread.
-    fh = await open(path, FS.O_RDONLY | FS.O_NONBLOCK);
-  } catch {
-    return null;
-  }
-  try {
-    const st = await fh.stat();
-    if (!st.isFile() || st.size > MAX_IMAGE_BYTES) return null;
-    const buf = Buffer.alloc(st.size);
-    const { bytesRead } = await fh.read(buf, 0, st.size, 0);
-    return bytesRead === st.size ? buf : null;
-  } catch {
-    return null;
-  } finally {
-    await fh.close().catch(() => undefined);
-  }
+  const head = await readRegularFileHead(path, MAX_IMAGE_BYTES + 1);
+  if (head === null || head.size > MAX_IMAGE_BYTES || head.bytes.length !== head.size) return null;
+  return head.bytes;
 }
 
 export async function loadImages(attachments: readonly UserAttachment[]): Promise<ImagePart[]> {
