@@ -54,7 +54,8 @@ interface LiveSession {
   /** In the registry file (created through AHP), or only in the Berth store (listed, dormant). */
   registered: boolean;
   uri?: string;
-  logicalId?: string;
+  /** The host's id for this session in the current registration; undefined once that registration is gone. */
+  logicalId?: string | undefined;
   seq: number;
   rt?: SessionRuntime;
   projection?: HostProjection;
@@ -68,7 +69,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref()
 
 export class BerthRuntimeBackend {
   readonly instanceId = randomUUID();
-  private sock?: Socket;
+  private sock?: Socket | undefined;
   private closed = false;
   private readonly sessions = new Map<string, LiveSession>(); // by Berth session id
   private readonly byUri = new Map<string, LiveSession>();

@@ -51,7 +51,7 @@ export class AppServiceServer {
   private readonly methods = new Map<string, MethodDescriptor<any>>();
   /** Loaded family per position in `opts.families` (undefined until a lazy one loads). */
   private readonly loaded: Array<MethodFamily | undefined>;
-  private readonly lazy = new Map<string, { index: number; promise?: Promise<MethodFamily> }>();
+  private readonly lazy = new Map<string, { index: number; promise?: Promise<MethodFamily> | undefined }>();
   private prefetched = false;
   /** When the last input record was handled (for idle-time prefetch). */
   private lastInputAt = 0;
