@@ -31,7 +31,7 @@ function harness(extra: MethodFamily[]) {
     output,
     state,
     log: (l) => logs.push(l),
-    families: [serviceMethods({ info: { serverName: "berth", serverVersion: "0.0.0", transports: ["stdio"] }, state, providerAuthReady: async () => false }), ...extra],
+    families: [serviceMethods({ info: { serverName: "berth", serverVersion: "0.0.0", transports: ["stdio"] }, state, providerAuthReady: () => Promise.resolve(false) }), ...extra],
   });
   const done = server.run();
   const send = (o: unknown) => input.write(JSON.stringify(o) + "\n");
@@ -105,7 +105,7 @@ describe("app-service dispatcher", () => {
             method: "turn.start",
             sessionId: "optional",
             parse: (p) => ({ ok: true, value: p }),
-            handle: async (ctx) => {
+            handle: (ctx) => {
               const r = ctx.hold();
               void ctx.emit("turn.started", "s1", { n: 0 });
               void ctx.emit("turn.assistant_delta", "s1", { n: 1 });
@@ -132,8 +132,7 @@ describe("app-service dispatcher", () => {
 
   it("writes each record's batch before the next record is processed @req AS-FRAME-13", async () => {
     const seen: number[] = [];
-    let h!: ReturnType<typeof harness>;
-    h = harness([
+    const h: ReturnType<typeof harness> = harness([
       {
         descriptors: [
           {

@@ -18,6 +18,7 @@ import { join } from "node:path";
 import { AhpClient, until, type Json } from "./helpers.js";
 import { ended, newSession, startTurn, withBerth, type World } from "./berth-rig.js";
 import { REPLAY_LIMIT, STATUS } from "../../src/protocols/host/model.js";
+import { wsText } from "../../src/transport/ws-text.js";
 
 const TERMINAL = ["chat/turnComplete", "chat/turnCancelled", "chat/error"];
 
@@ -66,7 +67,7 @@ async function assertStillWaiting(w: World, session: string, chat: string, turnI
   await new Promise((r) => setTimeout(r, 300));
   const c = h.state.chatIndex.get(chat)!;
   assert.equal(c.activeTurn?.id, turnId, "the turn is still running");
-  const tc = (c.activeTurn!.responseParts as Json[]).find((p) => p.kind === "toolCall" && (p.toolCall as Json).toolCallId === toolCallId)!;
+  const tc = (c.activeTurn.responseParts as Json[]).find((p) => p.kind === "toolCall" && (p.toolCall as Json).toolCallId === toolCallId)!;
   assert.equal((tc.toolCall as Json).status, "pending-confirmation", "not cancelled, not auto-denied");
   assert.equal(h.state.sessions.get(session)!.inputNeeded.has(`tool:${toolCallId}`), true);
   const live = rt.inspect(session);
@@ -261,7 +262,7 @@ test("a gap older than the replay buffer gets snapshots with the full text, and 
 /** Send several messages in one TCP segment (JSON-RPC clients may pipeline) and record arrival order. */
 async function pipelined(c: AhpClient, send: () => Array<Promise<Json>>): Promise<{ responses: Json[]; order: Json[] }> {
   const order: Json[] = [];
-  c.ws.on("message", (d) => order.push(JSON.parse(d.toString()) as Json));
+  c.ws.on("message", (d) => order.push(JSON.parse(wsText(d)) as Json));
   const raw = (c.ws as unknown as { _socket: import("node:net").Socket })._socket;
   raw.cork();
   const pending = send();

@@ -7,6 +7,7 @@ import WebSocket from "ws";
 import { attachLineReader } from "../../src/transport/host-framing.js";
 import { JsonRpcError, JsonRpcSuccess, RESULT_SCHEMAS, ServerNotification } from "../../src/protocols/host/ahp-schema.js";
 import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
+import { wsText } from "../../src/transport/ws-text.js";
 
 export type Json = Record<string, any>;
 
@@ -100,7 +101,7 @@ export class AhpClient {
   clientSeq = 0;
   closed = false;
   private constructor(readonly ws: WebSocket) {
-    ws.on("message", (d) => this.onMessage(d.toString()));
+    ws.on("message", (d) => this.onMessage(wsText(d)));
     ws.on("close", () => (this.closed = true));
   }
   static open(h: HostHandle, opts: { query?: boolean; token?: string } = {}): Promise<AhpClient> {

@@ -19,7 +19,7 @@ function mediaOf(item: Obj): InboundMedia | null {
     const media = obj(im?.["media"]);
     if (!im || !media) return null;
     const hexKey = str(im["aeskey"]);
-    const ref: WechatMediaRef = { media: media as WechatMediaRef["media"], ...(hexKey ? { hexKey } : {}) };
+    const ref: WechatMediaRef = { media: media, ...(hexKey ? { hexKey } : {}) };
     return { kind: "image", name: "image.jpg", size: null, ref };
   }
   if (type === 4) {

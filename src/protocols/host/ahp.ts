@@ -20,6 +20,7 @@ import { dispatchClientAction } from "./ahp-actions.js";
 import { clip, textNestingViolation } from "./inbound.js";
 import type { Json, Subscriber } from "./model.js";
 import type { HostState } from "./state.js";
+import { wsText } from "../../transport/ws-text.js";
 
 /** Longest error message sent to a client. */
 const MAX_ERROR_MESSAGE = 512;
@@ -39,7 +40,7 @@ export class AhpConnection implements Subscriber {
   ) {
     ws.on("message", (data, isBinary) => {
       if (isBinary) return this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.InvalidRequest, message: "binary frames are not AHP messages" } });
-      this.onMessage(data.toString()).catch((e: unknown) => this.failInternal("message", e));
+      this.onMessage(wsText(data)).catch((e: unknown) => this.failInternal("message", e));
     });
     ws.on("close", () => this.onClose());
     ws.on("error", () => {});
@@ -143,7 +144,7 @@ export class AhpConnection implements Subscriber {
     // took its snapshot or replay and registered the subscription. Awaiting first would let an
     // envelope published meanwhile (a pipelined dispatchAction in the same segment) reach the
     // client ahead of the answer that it follows in serverSeq order.
-    onRequest: (method, params, notification) => (notification ? this.dispatchNotification(method, params as Json) : this.dispatch(method, params as Json, false)),
+    onRequest: (method, params, notification) => (notification ? this.dispatchNotification(method, params) : this.dispatch(method, params, false)),
     errorOf: (e, method) => {
       if (e instanceof RpcError) {
         if (e.code === ErrorCodes.UnsupportedProtocolVersion) setTimeout(() => this.ws.close(1002, "unsupported protocol version"), 10).unref();

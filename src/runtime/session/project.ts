@@ -65,7 +65,10 @@ export class TurnProjector {
         }
         return [];
       }
-      default:
+      case "context":
+      case "lifecycle":
+      case "reasoning_summary":
+      case "usage":
         return [];
     }
   }
