@@ -2,6 +2,7 @@
  * The dispatcher in-process over stream pairs, with small test families standing in for later method families.
  * Covers reservation and ordering rules that the foundation's own methods cannot reach from the wire.
  */
+import { once } from "node:events";
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { PassThrough, Writable } from "node:stream";
@@ -223,7 +224,7 @@ describe("app-service dispatcher", () => {
     await h.until(() => h.lines.length >= 2);
     assert.equal(h.parsed()[1]!.request_id, "s", "other requests are answered while the worker runs");
     h.input.end();
-    await new Promise((r) => setTimeout(r, 20));
+    await once(h.input, "end"); // the server has read EOF while the worker still runs
     release();
     assert.equal(await h.done, 0);
     assert.equal(h.parsed()[2]!.request_id, "w");

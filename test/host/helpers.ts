@@ -67,6 +67,16 @@ export class FakeBackend {
     this.frames.splice(this.frames.indexOf(found!), 1);
     return found!;
   }
+  /**
+   * A ping/pong round trip: the host handles a connection's frames in order, so once the pong is here
+   * everything sent before the ping has been handled (and whatever the host sent back in response is in `frames`).
+   */
+  async roundTrip(): Promise<void> {
+    const id = `rt-${++this.pings}`;
+    this.send({ type: "ping", id });
+    await this.next((f) => f.type === "pong" && f.id === id, "pong");
+  }
+  private pings = 0;
   nextType(type: string, ms = 3000): Promise<Json> {
     return this.next((f) => f.type === type, type, ms);
   }
