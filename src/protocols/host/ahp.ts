@@ -21,6 +21,7 @@ import { clip, textNestingViolation } from "./inbound.js";
 import type { Json, Subscriber } from "./model.js";
 import type { HostState } from "./state.js";
 import { wsText } from "../../transport/ws-text.js";
+import type { Socket as NetSocket } from "node:net";
 
 /** Longest error message sent to a client. */
 const MAX_ERROR_MESSAGE = 512;
@@ -57,7 +58,7 @@ export class AhpConnection implements Subscriber {
   sendRaw(text: string): void {
     if (this.closed || this.ws.readyState !== 1) return;
     // Batch bursts of small frames into one writev per event-loop turn.
-    const raw = (this.ws as unknown as { _socket?: import("node:net").Socket })._socket;
+    const raw = (this.ws as unknown as { _socket?: NetSocket })._socket;
     if (raw && !this.corked) {
       this.corked = true;
       raw.cork();
@@ -89,7 +90,7 @@ export class AhpConnection implements Subscriber {
   /** Write a pre-framed text frame straight to the socket (ordering is preserved: ws writes synchronously). */
   sendFrame(frame: Buffer, text: string): void {
     if (this.closed || this.ws.readyState !== 1) return;
-    const raw = (this.ws as unknown as { _socket?: import("node:net").Socket })._socket;
+    const raw = (this.ws as unknown as { _socket?: NetSocket })._socket;
     if (!raw || raw.destroyed) return this.sendRaw(text);
     if (!this.corked) {
       this.corked = true;
