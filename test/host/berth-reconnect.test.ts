@@ -57,14 +57,15 @@ function heldText(w: World, chat: string, turnId: string): string {
  * No client is connected and the host has dropped the dead client's subscriptions. The turn must
  * stay exactly where it was: still active, the tool still pending confirmation (and listed as
  * input needed), the runtime's turn not aborted, no further model request, no side effect.
- * The grace window is not a synchronization point: it gives a close-triggered cancellation or
- * an auto-deny time to show up, and nothing may change within it.
+ * A close-triggered cancellation or auto-deny would be a command the host sends the runtime when
+ * it handles the close; the runtime's ping/pong round trip (`sync`) returns only after everything
+ * the host sent before its pong has been handled, so no grace window (sleep) is needed.
  */
 async function assertStillWaiting(w: World, session: string, chat: string, turnId: string, toolCallId: string, file: string): Promise<void> {
   const { h, rt, fake } = w;
   await until(() => !h.state.subs.has(chat) && !h.state.subs.has(session), 3000, "the host dropping the dead client's subscriptions");
   const requests = fake.requests.length;
-  await new Promise((r) => setTimeout(r, 300));
+  await rt.sync();
   const c = h.state.chatIndex.get(chat)!;
   assert.equal(c.activeTurn?.id, turnId, "the turn is still running");
   const tc = (c.activeTurn.responseParts as Json[]).find((p) => p.kind === "toolCall" && (p.toolCall as Json).toolCallId === toolCallId)!;
