@@ -78,6 +78,7 @@ export function admissionCode(e: AdmissionError): ErrorCode {
     case "closed":
     case "internal":
     case "invalid_record":
+    default:
       return "internal_error";
   }
 }

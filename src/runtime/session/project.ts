@@ -69,6 +69,7 @@ export class TurnProjector {
       case "lifecycle":
       case "reasoning_summary":
       case "usage":
+      default: // an event type newer than this projection (a runtime value outside the union) projects to nothing
         return [];
     }
   }
