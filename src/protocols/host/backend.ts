@@ -1,6 +1,6 @@
 /**
  * Backend side of the host: the owner-only Unix stream socket speaking the live-backend
- * protocol v1–v9, and session registration (claims, aliases, fencing). Connection handling is
+ * protocol v1–v14, and session registration (claims, aliases, fencing). Connection handling is
  * in backend-conn.ts.
  */
 import { createServer, createConnection, type Server } from "node:net";
@@ -10,6 +10,8 @@ import { EPOCH_REGISTRY_BOUND, type BackendErrorCode, type HelloBody } from "./b
 import { BackendConn, LogicalRoute } from "./backend-conn.js";
 import type { Json } from "./model.js";
 import type { HostState } from "./state.js";
+import { onRegistered } from "./reconcile.js";
+import { sourceCursors } from "./source-events.js";
 
 export interface RegisterResult {
   route: LogicalRoute;
@@ -123,6 +125,7 @@ export class BackendServer {
     if (claimed) st.dropCreation(requested!);
     // Fence the previous route for this session.
     const prev = session.route as LogicalRoute | undefined;
+    const prevInstanceId = prev?.instanceId ?? session.lastInstanceId;
     const logicalId = multiplexed ? randomUUID() : conn.connectionId;
     const reRegistration = multiplexed && conn.registeredBefore.has(session.uri);
     const route = new LogicalRoute(
@@ -162,6 +165,7 @@ export class BackendServer {
       }
     }
     if (claimed || session.lifecycle === "creating") st.markReady(session);
+    onRegistered(st, session, route, h, prevInstanceId);
     st.summaryChanged(session, true);
     const payload: Json = {
       protocolVersion: h.protocolVersion,
@@ -173,6 +177,7 @@ export class BackendServer {
     };
     const cursor = st.sourceCursor(session);
     if (cursor) payload.sourceCursor = cursor;
+    if (h.protocolVersion >= 11) payload.sourceCursors = sourceCursors(session);
     return { route, payload };
   }
 }

@@ -76,6 +76,8 @@ export interface ChatCaps {
   fork?: boolean;
   sideChat?: boolean;
   pagedHistory?: boolean;
+  /** v10: the managed invocation extension (managed-invocations.ts). */
+  managedInvocations?: boolean;
 }
 
 /** What the backend side provides for a session's live route. */
@@ -126,8 +128,12 @@ export interface SessionModel {
   activeClients: Json[];
   inputNeeded: Map<string, Json>;
   inputAvailable: boolean;
+  /** An `input_snapshot` reported the input authority (then `paratenic.inputAvailable` is published). */
+  inputAvailableReported?: boolean;
   extra: Json;
   route?: SessionRoute;
+  /** The backend instance that last registered this session (runtimeIdle replacement, v10 continuity). */
+  lastInstanceId?: string;
   lastStatus: number;
 }
 
