@@ -5,7 +5,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { AhpClient, FakeBackend, until, withHost, type Json } from "./helpers.js";
+import { AhpClient, FakeBackend, tempHome, until, withHost, type Json } from "./helpers.js";
 import { MAX_UNRESOLVED_MANAGED, OBSERVATION_GAP_MESSAGE } from "../../src/protocols/host/managed-schema.js";
 
 const user = (text: string) => ({ text, origin: { kind: "user" } });
@@ -324,3 +324,44 @@ test(`managed admission is bounded at ${MAX_UNRESOLVED_MANAGED} unresolved recor
     c.close();
     be.close();
   }));
+
+test("managed correlation is checkpointed: a restarted host still validates and applies the connector's outcomes", async () => {
+  const home = tempHome();
+  let reg: Json = {};
+  let prompt: Json = {};
+  let follow: Json = {};
+  await withHost(
+    async (h) => {
+      const first = await managedSession(h, "inst-1");
+      reg = first.reg;
+      const { c } = await AhpClient.init(h, ["ahp-root://", reg.chat]);
+      c.dispatch(reg.chat, { type: "chat/pendingMessageSet", kind: "queued", id: "q1", message: user("later") });
+      follow = await accept(first.be, "managed_follow_up");
+      await c.action((e) => e.action.type === "chat/pendingMessageSet" && e.rejectionReason === undefined);
+      prompt = await startTurn(c, first.be, reg, "t1");
+      c.close();
+      first.be.close();
+    },
+    { home },
+  );
+  await withHost(
+    async (h) => {
+      const { be } = await managedSession(h, "inst-2");
+      const { c } = await AhpClient.init(h, ["ahp-root://", reg.chat]);
+      assert.deepEqual(h.state.chatIndex.get(reg.chat)!.queuedMessages.map((m) => m.id), ["q1"]);
+      // The precreated turn did not survive the restart; its outcome is still recognised (not refused).
+      be.send(ev(reg, { type: "invocation_outcome", commandId: prompt.commandId, target: { turnId: "t1" }, outcome: "succeeded", delivery: { state: "delivered" } }));
+      // A forged target is still refused: identity validation uses the checkpointed correlation.
+      be.send(ev(reg, { type: "invocation_outcome", commandId: follow.commandId, target: { pendingId: "other" }, outcome: "succeeded", delivery: { state: "delivered" } }));
+      assert.match((await be.nextType("error")).message, /target does not match/);
+      be.send(ev(reg, { type: "invocation_outcome", commandId: follow.commandId, target: { pendingId: "q1" }, outcome: "succeeded", delivery: { state: "delivered" } }));
+      await c.action((e) => e.action.type === "chat/pendingMessageRemoved" && e.action.id === "q1");
+      await until(() => h.state.sessions.get(reg.session)!.extra.managed === undefined, 3000, "ledger emptied");
+      assert.equal(be.frames.some((f) => f.type === "error"), false);
+      assert.deepEqual(c.invalid, []);
+      c.close();
+      be.close();
+    },
+    { home },
+  );
+});

@@ -13,7 +13,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { MAX_UNRESOLVED_MANAGED } from "./managed-schema.js";
-import { addRecord, dropRecord, ledgerOf, unresolvedCount, versionKey, type ManagedRecord } from "./managed-invocations.js";
+import { addRecord, dropRecord, ledgerOf, saveLedger, unresolvedCount, versionKey, type ManagedRecord } from "./managed-invocations.js";
 import { chatErrorAction, durationSince, type ChatModel, type CommandOutcome, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 
@@ -34,10 +34,10 @@ function send(st: HostState, s: SessionModel, chat: string, command: Json, comma
 export function managedPrompt(st: HostState, s: SessionModel, chat: ChatModel, text: string, turnId: string, origin: Origin): void {
   const commandId = randomUUID();
   const rec: ManagedRecord = { kind: "prompt", commandId, chat: chat.uri, turnId, origin, retired: false, bound: false, discontinuous: false };
-  addRecord(s, rec);
+  addRecord(st, s, rec);
   send(st, s, chat.uri, { type: "managed_prompt", text, turnId }, commandId, (o) => {
     if (o.kind !== "rejected") return; // indeterminate: the connector's outcome and cut decide, nothing is resent
-    dropRecord(s, rec);
+    dropRecord(st, s, rec);
     const cur = st.chatIndex.get(chat.uri);
     if (!cur?.activeTurn || cur.activeTurn.id !== turnId) return;
     st.publish(chat.uri, chatErrorAction(turnId, durationSince(cur.activeTurn), "backend_rejected", o.error));
@@ -52,12 +52,12 @@ export function managedFollowUp(st: HostState, s: SessionModel, chat: ChatModel,
   const commandId = randomUUID();
   const rec: ManagedRecord = { kind: "follow_up", commandId, chat: chat.uri, pendingId: id, origin, retired: false, bound: false, discontinuous: false };
   versionSeq.set(rec, ++seq);
-  addRecord(s, rec);
+  addRecord(st, s, rec);
   const version = { commandId, pendingId: id, chat: chat.uri, clientId: origin.clientId, clientSeq: origin.clientSeq };
   send(st, s, chat.uri, { type: "managed_follow_up", text, id, version }, commandId, (o) => {
     if (o.kind !== "accepted") {
       // This version's NACK touches only this version: a newer same-ID item stays.
-      if (o.kind === "rejected") dropRecord(s, rec);
+      if (o.kind === "rejected") dropRecord(st, s, rec);
       return reject(o.kind === "rejected" ? `backend refused: ${o.error}` : "backend outcome indeterminate");
     }
     if (!st.chatIndex.has(chat.uri)) return;
@@ -67,6 +67,7 @@ export function managedFollowUp(st: HostState, s: SessionModel, chat: ChatModel,
     const cur = current !== undefined ? l.records.get(current) : undefined;
     if (cur && (versionSeq.get(cur) ?? 0) > (versionSeq.get(rec) ?? 0)) return reject("a newer version of this queued message was accepted");
     l.versions.set(key, commandId);
+    saveLedger(st, s);
     st.publish(chat.uri, { type: "chat/pendingMessageSet", kind: "queued", id, message: { text, origin: { kind: "user" } } }, origin);
   });
 }

@@ -51,16 +51,59 @@ export interface Ledger {
 
 const ledgers = new WeakMap<SessionModel, Ledger>();
 
+/**
+ * The session's ledger. It is checkpointed with the session (`extra.managed`), so correlation
+ * survives a host restart as well as backend reconnection; it is read back here on first use
+ * (tolerantly: a malformed entry is skipped and logged by the caller's absence of a match).
+ */
 export function ledgerOf(s: SessionModel): Ledger {
   let l = ledgers.get(s);
   if (!l) {
     l = { records: new Map(), byTurn: new Map(), versions: new Map() };
+    restoreLedger(s, l);
     ledgers.set(s, l);
   }
   return l;
 }
 export function peekLedger(s: SessionModel): Ledger | undefined {
-  return ledgers.get(s);
+  return ledgers.get(s) ?? (s.extra.managed !== undefined ? ledgerOf(s) : undefined);
+}
+
+function restoreLedger(s: SessionModel, l: Ledger): void {
+  const saved = s.extra.managed as Json | undefined;
+  if (!saved || typeof saved !== "object") return;
+  if (Array.isArray(saved.records))
+    for (const r of saved.records as Json[]) {
+      if (!r || typeof r.commandId !== "string" || typeof r.chat !== "string" || (r.kind !== "prompt" && r.kind !== "follow_up")) continue;
+      const rec: ManagedRecord = {
+        kind: r.kind,
+        commandId: r.commandId,
+        chat: r.chat,
+        origin: (r.origin as Origin | undefined) ?? { clientId: "", clientSeq: 0 },
+        retired: r.retired === true,
+        bound: r.bound === true,
+        discontinuous: r.discontinuous === true,
+      };
+      if (typeof r.turnId === "string") rec.turnId = r.turnId;
+      if (typeof r.pendingId === "string") rec.pendingId = r.pendingId;
+      if (r.outcome && typeof r.outcome === "object") rec.outcome = r.outcome as InvocationOutcome;
+      if (r.binding && typeof r.binding === "object") rec.binding = r.binding as Json;
+      l.records.set(rec.commandId, rec);
+      if (rec.turnId !== undefined) l.byTurn.set(rec.turnId, rec);
+    }
+  if (saved.versions && typeof saved.versions === "object")
+    for (const [k, v] of Object.entries(saved.versions as Json)) if (typeof v === "string" && l.records.has(v)) l.versions.set(k, v);
+}
+
+/** Checkpoint the session's ledger (with the session row). */
+export function saveLedger(st: HostState, s: SessionModel): void {
+  const l = ledgers.get(s);
+  if (!l) return;
+  if (l.records.size === 0 && l.versions.size === 0) {
+    if (s.extra.managed === undefined) return;
+    delete s.extra.managed;
+  } else s.extra.managed = { records: [...l.records.values()].map((r) => ({ ...r })), versions: Object.fromEntries(l.versions) };
+  if (st.sessions.get(s.uri) === s) st.persistSession(s);
 }
 export const versionKey = (chat: string, pendingId: string): string => `${chat}\0${pendingId}`;
 
@@ -69,15 +112,19 @@ export function isManagedRoute(r: SessionRoute | undefined): boolean {
   return r !== undefined && r.version >= 10 && r.chatCaps.managedInvocations === true;
 }
 
-export function addRecord(s: SessionModel, rec: ManagedRecord): void {
+export function addRecord(st: HostState, s: SessionModel, rec: ManagedRecord): void {
   const l = ledgerOf(s);
   l.records.set(rec.commandId, rec);
   if (rec.turnId !== undefined) l.byTurn.set(rec.turnId, rec);
+  saveLedger(st, s);
 }
-export function dropRecord(s: SessionModel, rec: ManagedRecord): void {
+export function dropRecord(st: HostState, s: SessionModel, rec: ManagedRecord): void {
   const l = ledgerOf(s);
   l.records.delete(rec.commandId);
   if (rec.turnId !== undefined && l.byTurn.get(rec.turnId) === rec) l.byTurn.delete(rec.turnId);
+  if (rec.pendingId !== undefined && l.versions.get(versionKey(rec.chat, rec.pendingId)) === rec.commandId && !st.chatIndex.get(rec.chat)?.queuedMessages.some((m) => m.id === rec.pendingId))
+    l.versions.delete(versionKey(rec.chat, rec.pendingId));
+  saveLedger(st, s);
 }
 
 function turnActive(st: HostState, rec: ManagedRecord): ChatModel | undefined {
@@ -86,12 +133,13 @@ function turnActive(st: HostState, rec: ManagedRecord): ChatModel | undefined {
 }
 const terminal = (o: InvocationOutcome | undefined): boolean => o !== undefined && o.outcome !== "unknown";
 
-/** Drop a record once nothing can still depend on it: outcome known and its turn (if any) ended. */
+/** Drop a record once nothing can still depend on it: terminal outcome known and its turn (if any) ended. */
 function maybePrune(st: HostState, s: SessionModel, rec: ManagedRecord): void {
-  if (rec.outcome === undefined) return;
+  const o = rec.outcome;
+  if (o === undefined || !terminal(o)) return; // an unknown outcome is not resolution: a terminal one may follow
   if (turnActive(st, rec)) return;
-  if (rec.kind === "follow_up" && rec.turnId === undefined && !rec.retired && rec.outcome.outcome === "succeeded") return;
-  dropRecord(s, rec);
+  if (rec.kind === "follow_up" && rec.turnId === undefined && !rec.retired && o.outcome === "succeeded") return;
+  dropRecord(st, s, rec);
 }
 
 function endTurn(st: HostState, s: SessionModel, c: ChatModel, kind: "complete" | "cancelled" | "error", errorType = "", message = ""): void {
@@ -156,6 +204,12 @@ function retireVersion(st: HostState, rec: ManagedRecord): boolean {
  * (nothing published in that case).
  */
 export function applyManagedEvent(st: HostState, route: SessionRoute, s: SessionModel, chat: ChatModel, raw: Json): string | null {
+  const err = reduceManagedEvent(st, route, s, chat, raw);
+  if (err === null) saveLedger(st, s);
+  return err;
+}
+
+function reduceManagedEvent(st: HostState, route: SessionRoute, s: SessionModel, chat: ChatModel, raw: Json): string | null {
   if (!isManagedRoute(route)) return `${clip(raw.type)} requires advertised chatCapabilities.managedInvocations`;
   const p = ManagedEvent.safeParse(raw);
   if (!p.success) return zodMessage(p.error);
