@@ -7,6 +7,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { AhpClient, FakeBackend, tempHome, until, withHost, type Json } from "./helpers.js";
 import { MAX_UNRESOLVED_MANAGED, OBSERVATION_GAP_MESSAGE } from "../../src/protocols/host/managed-schema.js";
+import { reduceChat, type Chat } from "../../src/client/ahp/reducer.js";
 
 const user = (text: string) => ({ text, origin: { kind: "user" } });
 const managedCaps = { chatCapabilities: { managedInvocations: true } };
@@ -34,6 +35,17 @@ async function startTurn(c: AhpClient, be: FakeBackend, reg: Json, turnId: strin
   assert.deepEqual(cmd.command, { type: "managed_prompt", text, turnId });
   assert.equal(cmd.chat, reg.chat);
   return cmd;
+}
+/** The chat a client rebuilds from its initial snapshot and every accepted envelope equals a fresh snapshot. */
+async function assertRebuilt(c: AhpClient, init: Json, chat: string): Promise<void> {
+  const mirror = structuredClone((init.snapshots as Json[]).find((x) => x.resource === chat)!.state) as Chat;
+  mirror.queuedMessages ??= [];
+  for (const e of c.actions(chat)) if (e.rejectionReason === undefined) reduceChat(mirror, e.action);
+  const fresh = (await c.request("subscribe", { channel: chat })).result.snapshot.state as Json;
+  const norm = (turns: Json[]) => turns.map((t) => ({ id: t.id, state: t.state, parts: (t.responseParts as Json[]).map((p) => `${String(p.kind)}:${String(p.content ?? p.error?.errorType ?? "")}`) }));
+  assert.deepEqual(norm(mirror.turns as unknown as Json[]), norm(fresh.turns as Json[]));
+  assert.equal(mirror.activeTurn?.id, (fresh.activeTurn as Json | undefined)?.id);
+  assert.deepEqual(mirror.queuedMessages.map((m) => m.id).sort(), ((fresh.queuedMessages as Json[] | undefined) ?? []).map((m) => m.id as string).sort());
 }
 const ended = (c: AhpClient, chat: string, turnId: string) =>
   c.actions(chat).find((e) => ["chat/turnComplete", "chat/turnCancelled", "chat/error"].includes(e.action.type) && e.action.turnId === turnId);
@@ -86,7 +98,7 @@ test("v10 registration: exact acknowledgement; managed capabilities and events r
 test("managed_prompt: a handled prompt settles only after its outcome and native retirement; no invented reply", () =>
   withHost(async (h) => {
     const { be, reg } = await managedSession(h);
-    const { c } = await AhpClient.init(h, ["ahp-root://", reg.session, reg.chat]);
+    const { c, result: init } = await AhpClient.init(h, ["ahp-root://", reg.session, reg.chat]);
     const cmd = await startTurn(c, be, reg, "t1");
     be.send(ev(reg, { type: "invocation_boundary", commandId: cmd.commandId, phase: "entered", binding: { span: "s1" } }));
     be.send(ev(reg, { type: "invocation_outcome", commandId: cmd.commandId, target: { turnId: "t1" }, outcome: "succeeded", delivery: { state: "delivered" } }));
@@ -132,6 +144,7 @@ test("managed_prompt: a handled prompt settles only after its outcome and native
     be.send({ type: "command_result", commandId: r.commandId, accepted: false, error: "busy" });
     const rej = await c.action((e) => e.action.type === "chat/error" && e.action.turnId === "t4");
     assert.equal(rej.action.error.errorType, "backend_rejected");
+    await assertRebuilt(c, init, reg.chat);
     assert.deepEqual(c.invalid, []);
     c.close();
     be.close();
@@ -140,7 +153,7 @@ test("managed_prompt: a handled prompt settles only after its outcome and native
 test("managed_follow_up: immutable pending versions; only the unchanged version is retired", () =>
   withHost(async (h) => {
     const { be, reg } = await managedSession(h);
-    const { c } = await AhpClient.init(h, ["ahp-root://", reg.session, reg.chat], "cf");
+    const { c, result: init } = await AhpClient.init(h, ["ahp-root://", reg.session, reg.chat], "cf");
     const seqA = c.dispatch(reg.chat, { type: "chat/pendingMessageSet", kind: "queued", id: "q1", message: user("A") });
     const v1 = await accept(be, "managed_follow_up");
     assert.equal(v1.command.text, "A");
@@ -186,6 +199,7 @@ test("managed_follow_up: immutable pending versions; only the unchanged version 
     // Steering stays the raw `steer` command.
     c.dispatch(reg.chat, { type: "chat/pendingMessageSet", kind: "steering", id: "s1", message: user("steer") });
     assert.equal((await command(be, "steer")).command.id, "s1");
+    await assertRebuilt(c, init, reg.chat);
     assert.deepEqual(c.invalid, []);
     c.close();
     be.close();
@@ -194,7 +208,7 @@ test("managed_follow_up: immutable pending versions; only the unchanged version 
 test("abort_invocation: scoped Stop with the original binding, a non-reducing receipt, never raw abort", () =>
   withHost(async (h) => {
     const { be, reg } = await managedSession(h);
-    const { c } = await AhpClient.init(h, ["ahp-root://", reg.session, reg.chat]);
+    const { c, result: init } = await AhpClient.init(h, ["ahp-root://", reg.session, reg.chat]);
     const cmd = await startTurn(c, be, reg, "t1");
     be.send(ev(reg, { type: "invocation_boundary", commandId: cmd.commandId, phase: "entered", binding: { span: "sp-1", epoch: 3 } }));
     be.send(ev(reg, { type: "text_delta", text: "partial" }));
@@ -221,6 +235,7 @@ test("abort_invocation: scoped Stop with the original binding, a non-reducing re
     assert.equal(rej.action.type, "chat/turnCancelled");
     assert.match(rej.rejectionReason, /not_found/);
     assert.equal(h.state.chatIndex.get(reg.chat)!.activeTurn?.id, "t2");
+    await assertRebuilt(c, init, reg.chat);
     assert.deepEqual(c.invalid, []);
     c.close();
     be.close();
@@ -230,7 +245,7 @@ test("continuity: a new incarnation marks active managed turns discontinuous; ga
   withHost(async (h) => {
     const first = await managedSession(h, "inst-1");
     const reg = first.reg;
-    const { c } = await AhpClient.init(h, ["ahp-root://", reg.session, reg.chat]);
+    const { c, result: init } = await AhpClient.init(h, ["ahp-root://", reg.session, reg.chat]);
     // Live-tail case: the span is still active at the cut, so output continues until native settlement.
     const cmd = await startTurn(c, first.be, reg, "t1");
     first.be.send(ev(reg, { type: "text_delta", text: "before " }));
@@ -285,6 +300,7 @@ test("continuity: a new incarnation marks active managed turns discontinuous; ga
     const turns = h.state.chatIndex.get(reg.chat)!.turns.map((t) => `${t.id}:${t.state}`);
     assert.deepEqual(turns, ["t1:error", "t2:error", "t3:error"]);
     assert.equal(fourth.be.frames.some((f) => f.type === "command" && /prompt|follow_up/.test(f.command.type)), false);
+    await assertRebuilt(c, init, reg.chat);
     assert.deepEqual(c.invalid, []);
     c.close();
     fourth.be.close();
