@@ -9,7 +9,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { AhpClient, FakeBackend, withHost, type Json } from "./helpers.js";
-import { reduceChat, type Chat } from "../../src/client/ahp/reducer.js";
+import { reduceChat, reduceSession, type Chat, type SessionState } from "../../src/client/ahp/reducer.js";
 
 type Host = Parameters<Parameters<typeof withHost>[0]>[0];
 const user = (text: string) => ({ text, origin: { kind: "user" } });
@@ -198,6 +198,11 @@ test("every backend version 1-14 registers with its exact version and its featur
       const withLoaded = (x: Json) => norm(x.turns as Json[]);
       assert.deepEqual(withLoaded(mirror as unknown as Json), withLoaded(fresh), `v${v}: rebuilt turns equal the snapshot`);
       assert.equal(mirror.activeTurn?.id, (fresh.activeTurn as Json | undefined)?.id);
+      // The session's `_meta` (input availability, identity image) rebuilt the same way.
+      let session = structuredClone((result.snapshots as Json[]).find((s) => s.resource === reg.session)!.state) as SessionState;
+      for (const e of c.actions(reg.session)) if (e.rejectionReason === undefined) session = reduceSession(session, e.action);
+      const freshSession = (await c.request("subscribe", { channel: reg.session })).result.snapshot.state as Json;
+      assert.deepEqual(session._meta, freshSession._meta, `v${v}: rebuilt session _meta equals the snapshot`);
       c.close();
       if (v !== 8) be.close();
     }
