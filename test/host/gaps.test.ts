@@ -32,7 +32,9 @@ async function acceptedTurn(c: AhpClient, be: FakeBackend, chat: string, turnId:
 test("runtimeIdle replacement: only an exact empty active turn of a replaced native-Pi instance ends as backend_admission_indeterminate", () =>
   withHost(async (h) => {
     const hello = (instanceId: string, extra: Json = {}) => ({ protocolVersion: 9, sourceId: "pi-src", instanceId, provider: "pi", ...extra });
-    let { be, reg } = await FakeBackend.session(h, hello("gen-1"));
+    const first = await FakeBackend.session(h, hello("gen-1"));
+    const reg = first.reg;
+    let be = first.be;
     const { c } = await AhpClient.init(h, ["ahp-root://", reg.session, reg.chat]);
     c.dispatch(reg.chat, { type: "chat/pendingMessageSet", kind: "queued", id: "q1", message: user("later") });
     const fu = await be.next((f) => f.type === "command" && f.command.type === "follow_up");

@@ -297,7 +297,7 @@ test("continuity: a new incarnation marks active managed turns discontinuous; ga
     const gap3 = await c.action((e) => e.action.type === "chat/error" && e.action.turnId === "t3");
     assert.equal(gap3.action.error.message, OBSERVATION_GAP_MESSAGE);
     // Completed prior turns are untouched, and nothing was ever resent.
-    const turns = h.state.chatIndex.get(reg.chat)!.turns.map((t) => `${t.id}:${t.state}`);
+    const turns = h.state.chatIndex.get(reg.chat)!.turns.map((t) => `${String(t.id)}:${String(t.state)}`);
     assert.deepEqual(turns, ["t1:error", "t2:error", "t3:error"]);
     assert.equal(fourth.be.frames.some((f) => f.type === "command" && /prompt|follow_up/.test(f.command.type)), false);
     await assertRebuilt(c, init, reg.chat);

@@ -112,8 +112,9 @@ test("v12 source_snapshot_batch: ordered, stops at the first refusal, the acknow
   );
   // A restarted host holds the acknowledged turns.
   await withHost(
-    async (h) => {
+    (h) => {
       assert.deepEqual(h.state.chatIndex.get(chatUri)!.turns.map((t) => t.id), ["t1", "t2", "t3", "t4"]);
+      return Promise.resolve();
     },
     { home },
   );

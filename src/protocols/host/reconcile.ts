@@ -29,7 +29,7 @@ export function retainPrompt(s: SessionModel, commandId: string, chat: string, t
   const route = s.route;
   if (!route || route.version < 2) return;
   let m = promptTurns.get(s);
-  if (!m) promptTurns.set(s, (m = new Map()));
+  if (!m) promptTurns.set(s, (m = new Map<string, PromptIdentity>()));
   // Identities of turns that ended without agent_started/settled (cancelled or refused by the host) go now.
   for (const [id, p] of m) if (s.chats.get(p.chat)?.activeTurn?.id !== p.turnId) m.delete(id);
   m.set(commandId, { chat, turnId, instanceId: route.instanceId });
