@@ -28,14 +28,20 @@ test("v1 hello registers, echoes version, derives opaque URIs; ping/pong", () =>
     be.close();
   }));
 
-test("versions 10-14 and 0/15 are refused with a clear error; v2+ fields gated", () =>
+test("versions 0 and 15 are refused with a clear error, 10-14 acknowledged exactly; v2+ fields gated", () =>
   withHost(async (h) => {
-    for (const v of [10, 14, 0, 15]) {
+    for (const v of [0, 15]) {
       const { be, reg } = await FakeBackend.session(h, { protocolVersion: v, sourceId: `s${v}` });
       assert.equal(reg.type, "error");
       assert.equal(reg.code, "unsupported_version");
-      assert.match(reg.message, v >= 10 && v <= 14 ? /not supported by this host yet/ : /unsupported/);
+      assert.match(reg.message, /unsupported backend protocol version .* \(supported: 1-14\)/);
       await be.waitClosed();
+    }
+    for (const v of [10, 11, 12, 13, 14]) {
+      const { be, reg } = await FakeBackend.session(h, { protocolVersion: v, sourceId: `s${v}` });
+      assert.equal(reg.type, "registered");
+      assert.equal(reg.protocolVersion, v, "the acknowledgement echoes the exact version, never a downgrade");
+      be.close();
     }
     const { reg } = await FakeBackend.session(h, { protocolVersion: 1, sourceId: "g", inputCapabilities: { freeform: true } });
     assert.equal(reg.code, "validation_error");

@@ -100,6 +100,14 @@ const EVENTS: Json[] = [
   ev("config_changed", { model: { provider: "p", id: "m" } }),
   ev("turns_loaded", { turns: [{ id: "h1", userText: "q", responseText: "a" }] }),
   ev("settled", { cancelled: false }),
+  // v10–v14 (managed invocations, source reconciliation, identity image).
+  ev("invocation_boundary", { commandId: "c1", phase: "retired", binding: { span: "s" } }),
+  ev("invocation_user_message", { commandId: "c1", text: "q", turnId: "T2" }),
+  ev("invocation_outcome", { commandId: "c1", target: { turnId: "T1" }, outcome: "succeeded", delivery: { state: "delivered" } }),
+  ev("invocation_observation_cut", { sourceEpoch: "e", activeSpan: null, sourceIdle: true }),
+  ev("source_turn", { sourceId: "src-1", active: false, historyOnly: true, turn: { id: "s1", userText: "q", responseText: "a" } }),
+  ev("source_turn_resources", { sourceId: "src-1", active: false, historyOnly: true, resources: [{ session: "x", index: 0, mimeType: "text/plain", digest: `sha256:${"0".repeat(64)}`, text: "{}" }] }),
+  ev("profile_image_changed", { image: { mimeType: "image/gif", data: "R0lGODlhAQABAAAAACw=", width: 1, height: 1 } }),
 ];
 
 test("backend socket mutation fuzz: no frame kills or wedges the host", { timeout: 300_000 }, async () => {
@@ -107,7 +115,7 @@ test("backend socket mutation fuzz: no frame kills or wedges the host", { timeou
   const logs = await fuzzHost(async (h) => {
     const perConn = 25;
     for (let n = 0; n < COUNT; n += perConn) {
-      const version = 1 + Math.floor(r() * 9);
+      const version = 1 + Math.floor(r() * 14);
       const provider = r() < 0.3 && version >= 3;
       const be = await FakeBackend.connect(h.backendSocket);
       const hello: Json = provider
@@ -119,7 +127,7 @@ test("backend socket mutation fuzz: no frame kills or wedges the host", { timeou
             provider: "pi",
             sourceId: `src-${n % 40}`,
             ...(version >= 2 ? { inputCapabilities: { freeform: true } } : {}),
-            ...(version >= 3 ? { chatCapabilities: { create: true, dispose: true } } : {}),
+            ...(version >= 3 ? { chatCapabilities: { create: true, dispose: true, ...(version >= 10 ? { managedInvocations: true } : {}) } } : {}),
             ...(version >= 4 ? { toolCapabilities: { confirmations: true } } : {}),
           };
       be.raw((r() < 0.2 ? mutateText(r, hello) : JSON.stringify(hello)) + "\n");
@@ -145,7 +153,15 @@ test("backend socket mutation fuzz: no frame kills or wedges the host", { timeou
           ]);
         } else if (x < 0.7) f = { type: "event", session, event: pick(r, EVENTS) };
         else if (x < 0.85) f = { type: "sequenced_event", session, sequence: seq++, event: pick(r, EVENTS) };
-        else f = pick(r, [{ type: "ping", id: k }, { type: "command_result", commandId: "x", accepted: false, error: "no" }, { type: "command_indeterminate", commandId: "x" }, { type: "chat_event", session, chat: "ahp-chat:/x", event: pick(r, EVENTS) }]);
+        else
+          f = pick(r, [
+            { type: "ping", id: k },
+            { type: "command_result", commandId: "x", accepted: false, error: "no" },
+            { type: "command_indeterminate", commandId: "x" },
+            { type: "chat_event", session, chat: "ahp-chat:/x", event: pick(r, EVENTS) },
+            { type: "command_handled", commandId: "x", backendInstanceId: "i", session, reason: "r" },
+            { type: "source_snapshot_batch", session, batchId: "b", snapshots: [{ sourceId: "src-1", active: false, historyOnly: true, turn: { id: `b${k}`, userText: "q" } }] },
+          ]);
         frames.push(r() < 0.6 ? mutateText(r, f) : JSON.stringify(f));
       }
       be.raw(frames.join("\n") + "\n");

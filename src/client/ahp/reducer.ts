@@ -97,6 +97,11 @@ export function reduceSession(s: SessionState, a: Json): SessionState {
       next.inputNeeded = (s.inputNeeded ?? []).filter((x) => x.id !== a.id);
       if (next.inputNeeded.length === 0) delete next.inputNeeded;
       break;
+    case "session/metaChanged":
+      // Full replacement (the host's `paratenic.inputAvailable`, `paratenic.identity`, ...).
+      if (a._meta && typeof a._meta === "object" && Object.keys(a._meta).length > 0) next._meta = a._meta;
+      else delete next._meta;
+      break;
   }
   return next;
 }

@@ -9,7 +9,11 @@
  *    outcome is echoed as a rejection and nothing is replayed;
  *  - `chat/inputCompleted` is reduced only when the runtime's `input_resolved` arrives.
  */
+import { randomUUID } from "node:crypto";
 import { clip } from "./inbound.js";
+import { isManagedRoute } from "./managed-invocations.js";
+import { managedAdmission, managedFollowUp, managedPrompt, managedStop } from "./managed-actions.js";
+import { retainPrompt } from "./reconcile.js";
 import { DispatchActionParams, Message } from "./ahp-schema.js";
 import { routeCommand } from "./ahp-requests.js";
 import { chatErrorAction, durationSince, findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
@@ -41,6 +45,7 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
       const t = chat.activeTurn;
       if (!t || t.id !== action.turnId) return reject("no such active turn");
       if (!s.route) return reject("backend not connected");
+      if (isManagedRoute(s.route)) return managedStop(st, s, chat, t.id, origin, reject);
       st.publish(channel, { type, turnId: t.id, duration: durationSince(t) }, origin);
       chat.draining = true;
       st.summaryChanged(s);
@@ -107,10 +112,16 @@ function turnStarted(st: HostState, s: SessionModel, chat: ChatModel, action: Js
   if (chat.interactivity === "read-only") return reject("chat is read-only");
   if (chat.activeTurn) return reject("a turn is already in progress");
   if (!s.route) return reject("backend not connected");
+  const managed = isManagedRoute(s.route);
+  const refused = managed ? managedAdmission(s) : null;
+  if (refused) return reject(refused);
   const turnId = action.turnId;
   const channel = chat.uri;
   st.publish(channel, { type: "chat/turnStarted", turnId, startedAt: new Date().toISOString(), message: { text: msg.text, origin: { kind: "user" } } }, origin);
   st.summaryChanged(s);
+  if (managed) return managedPrompt(st, s, chat, msg.text, turnId, origin);
+  const commandId = randomUUID();
+  retainPrompt(s, commandId, channel, turnId);
   void routeCommand(st, s, channel, { type: "prompt", text: msg.text, turnId }, (o) => {
     if (o.kind === "accepted") return;
     const cur = st.chatIndex.get(channel);
@@ -119,7 +130,7 @@ function turnStarted(st: HostState, s: SessionModel, chat: ChatModel, action: Js
     st.publish(channel, chatErrorAction(turnId, durationSince(cur.activeTurn), errorType, o.error));
     if (o.kind === "indeterminate") cur.draining = true; // the runtime may still be running it
     st.summaryChanged(s);
-  });
+  }, commandId);
 }
 
 function toolConfirmation(st: HostState, s: SessionModel, chat: ChatModel, action: Json, origin: Origin, reject: (r: string) => void): void {
@@ -183,6 +194,7 @@ function pendingMessageSet(st: HostState, s: SessionModel, chat: ChatModel, acti
   if (!m.success) return reject("invalid message");
   if (m.data.origin.kind !== "user") return reject("clients may only send user messages");
   if (chat.interactivity === "read-only") return reject("chat is read-only");
+  if (kind === "queued" && isManagedRoute(s.route)) return managedFollowUp(st, s, chat, id, m.data.text, origin, reject);
   if (kind === "queued" && chat.queuedMessages.some((x) => x.id === id)) return reject("a queued message with that id is already pending");
   if (!s.route) return reject("backend not connected");
   const text = m.data.text;

@@ -32,7 +32,7 @@ const CHAT_URI = /^ahp-chat:\/[A-Za-z0-9._~-]{1,128}$/;
  * `onSettled` runs synchronously when the result frame is handled — before any later frame from
  * that backend — so state that later events depend on must be changed there, not after `await`.
  */
-export function routeCommand(st: HostState, s: SessionModel, chatUri: string | undefined, command: Json, onSettled?: (o: CommandOutcome) => void): Promise<CommandOutcome> {
+export function routeCommand(st: HostState, s: SessionModel, chatUri: string | undefined, command: Json, onSettled?: (o: CommandOutcome) => void, commandId?: string): Promise<CommandOutcome> {
   const route = s.route;
   return new Promise((resolve) => {
     const done = (o: CommandOutcome) => {
@@ -45,7 +45,7 @@ export function routeCommand(st: HostState, s: SessionModel, chatUri: string | u
     if (!route) return done({ kind: "rejected", error: "backend not connected (command not sent)" });
     const frame: Json = { type: "command", backendInstanceId: route.instanceId, session: s.uri, command };
     if (route.version >= 3 && chatUri !== undefined) frame.chat = chatUri;
-    st.sendCommand(route, frame, done);
+    st.sendCommand(route, frame, done, commandId);
   });
 }
 

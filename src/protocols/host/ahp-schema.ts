@@ -248,6 +248,8 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("chat/pendingMessageSet"), kind: z.enum(["steering", "queued"]), id: z.string(), message: Message }),
   z.object({ type: z.literal("chat/pendingMessageRemoved"), kind: z.enum(["steering", "queued"]), id: z.string() }),
   z.object({ type: z.literal("session/configChanged"), config: meta, replace: z.boolean().optional() }),
+  // Host extension (live-backend spec): a scoped Stop was accepted; official clients keep it unreduced.
+  z.object({ type: z.literal("paratenic/invocationStopRequested"), turnId }),
 ]);
 export type StateAction = z.infer<typeof StateAction>;
 

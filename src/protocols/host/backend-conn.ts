@@ -1,5 +1,5 @@
 /**
- * One backend socket connection (protocol v1–v9) and the logical session routes it carries.
+ * One backend socket connection (protocol v1–v14) and the logical session routes it carries.
  * A connection is either a dedicated session connection (one route) or a provider connection
  * (v3+, with v8 multiplexed routes). Contracts: frames are handled in arrival order; protocol,
  * authority and framing failures answer an `error` frame or close; a closed connection detaches
@@ -25,6 +25,10 @@ import { clip, inboundViolation } from "./inbound.js";
 import type { ChatCaps, ChatModel, Json, ProviderInfo, ProviderRoute, SessionModel, SessionRoute } from "./model.js";
 import type { HostState } from "./state.js";
 import type { BackendServer } from "./backend.js";
+import { MANAGED_EVENT_TYPES } from "./managed-schema.js";
+import { applyManagedEvent } from "./managed-invocations.js";
+import { beforeNativeEvent, commandHandled } from "./reconcile.js";
+import { applySourceBatch, applySourceEvent } from "./source-events.js";
 
 const HANDSHAKE_TIMEOUT_MS = 10_000;
 
@@ -223,6 +227,10 @@ export class BackendConn implements ProviderRoute {
         return this.onProviderStatus(f);
       case "session_creation_failed":
         return this.onCreationFailed(f);
+      case "command_handled":
+        return this.onCommandHandled(f);
+      case "source_snapshot_batch":
+        return this.onSourceBatch(f);
       case "hello":
       case "provider_hello":
         return this.fatal("protocol_error", `${type} after registration`);
@@ -233,7 +241,7 @@ export class BackendConn implements ProviderRoute {
 
   private onHello(f: Json): void {
     const verr = versionError(f.protocolVersion);
-    if (verr) return this.fatal("unsupported_version", verr, { supportedVersions: [1, 9] });
+    if (verr) return this.fatal("unsupported_version", verr, { supportedVersions: [1, 14] });
     const parsed = HelloBody.safeParse(f);
     if (!parsed.success) return this.fatal("validation_error", zodMessage(parsed.error));
     const h = parsed.data;
@@ -251,12 +259,14 @@ export class BackendConn implements ProviderRoute {
 
   private onProviderHello(f: Json): void {
     const verr = versionError(f.protocolVersion);
-    if (verr) return this.fatal("unsupported_version", verr, { supportedVersions: [3, 9] });
+    if (verr) return this.fatal("unsupported_version", verr, { supportedVersions: [3, 14] });
     if ((f.protocolVersion as number) < 3) return this.fatal("unsupported_version", "provider connections require protocol version 3 or later");
     const parsed = ProviderHello.safeParse(f);
     if (!parsed.success) return this.fatal("validation_error", zodMessage(parsed.error));
     const ph = parsed.data;
     if (ph.source && ph.protocolVersion < 9) return this.fatal("validation_error", "source requires protocol version 9");
+    if (ph.protocolVersion < 10 && ph.providers.some((p) => p.multipleChats?.managedInvocations))
+      return this.fatal("validation_error", "multipleChats.managedInvocations requires protocol version 10");
     const ids = ph.providers.map((p) => p.id);
     if (new Set(ids).size !== ids.length) return this.fatal("validation_error", "provider IDs must be unique");
     clearTimeout(this.handshakeTimer);
@@ -361,6 +371,28 @@ export class BackendConn implements ProviderRoute {
     this.state.settle(p.data.commandId, { kind: "indeterminate", error: p.data.error ?? "indeterminate" }, (r) => r === this || (r instanceof LogicalRoute && r.conn === this));
   }
 
+  /** The current route this connection holds for `f.session` (by `backendConnectionId` when given). */
+  private currentRoute(f: Json): { route: LogicalRoute; session: SessionModel } | string {
+    const uri = f.session;
+    if (typeof uri !== "string") return "frame needs a session URI";
+    const r = this.kind === "session" ? this.route : typeof f.backendConnectionId === "string" ? this.epochs.get(f.backendConnectionId) : this.current.get(uri);
+    const s = this.state.sessions.get(uri);
+    if (!r || r.sessionUri !== uri || r.retired !== "no" || !s || s.route !== r) return "no current route for that session on this connection";
+    return { route: r, session: s };
+  }
+
+  private onCommandHandled(f: Json): void {
+    const cur = this.currentRoute(f);
+    const err = typeof cur === "string" ? cur : commandHandled(this.state, cur.route, cur.session, f);
+    if (err) this.error("validation_error", `command_handled refused: ${err}`, { commandId: typeof f.commandId === "string" ? f.commandId.slice(0, 512) : null });
+  }
+
+  private onSourceBatch(f: Json): void {
+    const cur = this.currentRoute(f);
+    if (typeof cur === "string") return this.error("authority_error", cur, { batchId: typeof f.batchId === "string" ? f.batchId.slice(0, 512) : null });
+    this.send(applySourceBatch(this.state, cur.route, cur.session, f));
+  }
+
   // ── Events ────────────────────────────────────────────────────────────────
   private onEvent(f: Json, sequenced: boolean): void {
     const session = f.session;
@@ -444,6 +476,8 @@ export class BackendConn implements ProviderRoute {
     if (route.version < min) return `${String(raw.type)} requires protocol version ${min}`;
     if (min === 2 && !route.inputCapable) return `${String(raw.type)} requires advertised inputCapabilities`;
     if (min === 4 && !route.toolCapable) return `${String(raw.type)} requires advertised toolCapabilities`;
+    if (min >= 10) return MANAGED_EVENT_TYPES.has(raw.type) ? applyManagedEvent(this.state, route, s, chat, raw) : applySourceEvent(this.state, s, chat, raw);
+    if (beforeNativeEvent(this.state, s, chat, raw.type)) return null;
     // Fast path for the hot streaming events (same rules as the schema: exactly {type, text}).
     if ((raw.type === "text_delta" || raw.type === "thinking_delta") && typeof raw.text === "string" && raw.text.length <= MAX_TEXT) {
       let keys = 0;

@@ -7,6 +7,7 @@ import { randomUUID } from "node:crypto";
 import type { BackendEvent, HistoryTurn, NeutralInputRequest } from "./backend-schema.js";
 import { chatErrorAction, findTool, nowIso, type ChatModel, type Json, type Origin, type SessionModel, type TurnModel } from "./model.js";
 import type { HostState } from "./state.js";
+import { setInputAvailable } from "./session-meta.js";
 
 /** Streamed text (text and thinking deltas, in UTF-16 code units) one turn may carry. */
 export const MAX_TURN_TEXT = 4 * 1024 * 1024;
@@ -215,7 +216,7 @@ export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatMode
       break;
     }
     case "input_snapshot": {
-      s.inputAvailable = ev.available !== false;
+      setInputAvailable(st, s, ev.available !== false);
       if (!s.inputAvailable) break; // an availability fence: retained requests are neither replaced nor resolved
       const keep = new Set(ev.requests.map((r) => r.id));
       for (const id of [...chat.inputs.keys()]) if (!keep.has(id)) resolveInput(st, s, chat, id, "cancel", undefined, undefined);

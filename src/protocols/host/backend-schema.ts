@@ -1,12 +1,13 @@
 /**
- * Backend socket protocol (versions 1–9) frame schemas, derived from the live-backend host spec.
- * Versions 10–14 are recognised and refused with a clear error until they are implemented.
+ * Backend socket protocol (versions 1–14) frame schemas, derived from the live-backend host spec.
+ * The v10 managed-invocation events are in managed-schema.ts, the v11–v14 source events in
+ * source-schema.ts; this file keeps the version tables for all of them.
  */
 import { z } from "zod";
 
 export const MIN_BACKEND_VERSION = 1;
-export const MAX_BACKEND_VERSION = 9;
-export const KNOWN_FUTURE_VERSIONS = [10, 11, 12, 13, 14];
+export const MAX_BACKEND_VERSION = 14;
+export const KNOWN_FUTURE_VERSIONS: number[] = [];
 export const MAX_HISTORY_TURNS = 100;
 export const MAX_ALIASES = 16;
 export const MAX_ID_LEN = 512;
@@ -124,6 +125,15 @@ export const EVENT_MIN_VERSION: Record<string, number> = {
   tool_result_confirmation_requested: 4,
   tool_confirmation_resolved: 4,
   tool_result_confirmation_resolved: 4,
+  // v10 managed invocations (managed-schema.ts); they also need chatCapabilities.managedInvocations.
+  invocation_outcome: 10,
+  invocation_user_message: 10,
+  invocation_boundary: 10,
+  invocation_observation_cut: 10,
+  // v11–v14 source reconciliation and identity (source-schema.ts).
+  source_turn: 11,
+  source_turn_resources: 13,
+  profile_image_changed: 14,
 };
 
 export const COMMAND_MIN_VERSION: Record<string, number> = {
@@ -138,6 +148,10 @@ export const COMMAND_MIN_VERSION: Record<string, number> = {
   fetch_turns: 3,
   confirm_tool: 4,
   confirm_tool_result: 4,
+  managed_prompt: 10,
+  managed_follow_up: 10,
+  observe_invocation: 10,
+  abort_invocation: 10,
 };
 
 const text = z.string().max(MAX_TEXT);
@@ -263,7 +277,7 @@ export function helloGatingError(h: Record<string, unknown>, version: number): s
     if (h[field] !== undefined && version < min) return `${field} requires protocol version ${min} (declared ${version})`;
   }
   const cc = h.chatCapabilities as Record<string, unknown> | undefined;
-  if (cc && cc.managedInvocations) return "chatCapabilities.managedInvocations requires protocol version 10";
+  if (cc && cc.managedInvocations && version < 10) return "chatCapabilities.managedInvocations requires protocol version 10";
   if (Array.isArray(h.history) && h.history.length > MAX_HISTORY_TURNS) return `history is limited to ${MAX_HISTORY_TURNS} turns`;
   const aliases = h.sourceAliases;
   if (Array.isArray(aliases)) {

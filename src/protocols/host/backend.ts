@@ -1,6 +1,6 @@
 /**
  * Backend side of the host: the owner-only Unix stream socket speaking the live-backend
- * protocol v1–v9, and session registration (claims, aliases, fencing). Connection handling is
+ * protocol v1–v14, and session registration (claims, aliases, fencing). Connection handling is
  * in backend-conn.ts.
  */
 import { randomUUID } from "node:crypto";
@@ -9,6 +9,8 @@ import { BackendConn, LogicalRoute } from "./backend-conn.js";
 import type { Json } from "./model.js";
 import type { HostState } from "./state.js";
 import { listenUnix, type UnixListener } from "../../transport/unix-listener.js";
+import { onRegistered } from "./reconcile.js";
+import { sourceCursors } from "./source-events.js";
 
 export interface RegisterResult {
   route: LogicalRoute;
@@ -97,6 +99,7 @@ export class BackendServer {
     if (claimed) st.dropCreation(requested!);
     // Fence the previous route for this session.
     const prev = session.route as LogicalRoute | undefined;
+    const prevInstanceId = prev?.instanceId ?? session.lastInstanceId;
     const logicalId = multiplexed ? randomUUID() : conn.connectionId;
     const reRegistration = multiplexed && conn.registeredBefore.has(session.uri);
     const route = new LogicalRoute(
@@ -136,6 +139,7 @@ export class BackendServer {
       }
     }
     if (claimed || session.lifecycle === "creating") st.markReady(session);
+    onRegistered(st, session, route, h, prevInstanceId);
     st.summaryChanged(session, true);
     const payload: Json = {
       protocolVersion: h.protocolVersion,
@@ -147,6 +151,7 @@ export class BackendServer {
     };
     const cursor = st.sourceCursor(session);
     if (cursor) payload.sourceCursor = cursor;
+    if (h.protocolVersion >= 11) payload.sourceCursors = sourceCursors(session);
     return { route, payload };
   }
 }

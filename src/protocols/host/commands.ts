@@ -23,9 +23,11 @@ export class CommandTracker {
 
   constructor(private readonly log: (msg: string) => void) {}
 
-  /** Send a correlated command; the outcome callback fires exactly once. Returns the command ID. */
-  send(route: AnyRoute, frame: Json, onOutcome: (o: CommandOutcome) => void): string {
-    const commandId = randomUUID();
+  /**
+   * Send a correlated command; the outcome callback fires exactly once. Returns the command ID
+   * (`commandId`, when given, is a fresh UUID the caller already bound into the payload).
+   */
+  send(route: AnyRoute, frame: Json, onOutcome: (o: CommandOutcome) => void, commandId: string = randomUUID()): string {
     frame.commandId = commandId;
     const timer = setTimeout(() => this.settle(commandId, { kind: "indeterminate", error: "no command_result before the deadline" }), COMMAND_DEADLINE_MS);
     timer.unref();

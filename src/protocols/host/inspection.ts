@@ -36,6 +36,24 @@ function json(res: ServerResponse, code: number, body: unknown): void {
   res.end(text);
 }
 
+/**
+ * `/status` persistence diagnostics (spec "Ingress concurrency boundary"): aggregate only, never a
+ * session URI or content. This store has no whole-host save: every write is a checkpoint row
+ * committed in one SQLite transaction per event-loop turn, so `activeFullSave` is the commit under
+ * way (stage `commit`), `pendingCheckpoints` the writes queued for the next commit, and
+ * `activeCheckpoints` the writes inside the commit under way. (`persistence: null` would mean
+ * persistence is disabled; this host always persists.)
+ */
+export function persistenceDiagnostics(st: HostState): Json {
+  const d = st.store.diagnostics();
+  return {
+    engine: "sqlite",
+    activeFullSave: d.activeCommit ? { stage: "commit", ageMs: d.activeCommit.ageMs, rootBytes: null } : null,
+    pendingCheckpoints: d.pendingWrites,
+    activeCheckpoints: d.activeCommit ? d.activeCommit.writes : 0,
+  };
+}
+
 export class Inspector {
   private permit = false;
 
@@ -87,7 +105,7 @@ export class Inspector {
       pendingBackendCommands: st.pending.size,
       pendingCreations: st.creations.size,
       serverSeq: st.serverSeq,
-      persistence: { engine: "sqlite" },
+      persistence: persistenceDiagnostics(st),
       observedAt: new Date().toISOString(),
     };
   }

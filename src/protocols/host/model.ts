@@ -79,6 +79,8 @@ export interface ChatCaps {
   fork?: boolean | undefined;
   sideChat?: boolean | undefined;
   pagedHistory?: boolean | undefined;
+  /** v10: the managed invocation extension (managed-invocations.ts). */
+  managedInvocations?: boolean | undefined;
 }
 
 /** What the backend side provides for a session's live route. */
@@ -129,9 +131,13 @@ export interface SessionModel {
   activeClients: Json[];
   inputNeeded: Map<string, Json>;
   inputAvailable: boolean;
+  /** An `input_snapshot` reported the input authority (then `paratenic.inputAvailable` is published). */
+  inputAvailableReported?: boolean;
   extra: Json;
   /** Undefined while no backend route serves the session (detached or disposed). */
   route?: SessionRoute | undefined;
+  /** The backend instance that last registered this session (runtimeIdle replacement, v10 continuity). */
+  lastInstanceId?: string;
   lastStatus: number;
 }
 

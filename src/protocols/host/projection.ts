@@ -5,6 +5,7 @@
 import { ROOT } from "./ahp-schema.js";
 import { STATUS, type ChatModel, type Json, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
+import { sessionMeta, summaryMeta } from "./session-meta.js";
 
 /** The session config schema the host exposes: the two values `configure` can change. */
 export const SESSION_CONFIG_SCHEMA: Json = {
@@ -99,10 +100,8 @@ export function sessionState(st: HostState, s: SessionModel): Json {
   if (s.creationError) out.creationError = s.creationError;
   if (Array.isArray(s.extra.workingDirectories)) out.workingDirectories = s.extra.workingDirectories;
   if (s.inputNeeded.size > 0) out.inputNeeded = [...s.inputNeeded.values()];
-  const meta: Json = {};
-  if (!s.inputAvailable) meta["berth.inputAvailable"] = false;
-  if (s.extra.model) meta["berth.model"] = s.extra.model;
-  if (Object.keys(meta).length) out._meta = meta;
+  const meta = sessionMeta(s);
+  if (meta) out._meta = meta;
   return out;
 }
 
@@ -122,6 +121,8 @@ export function summary(st: HostState, s: SessionModel): Json {
     }),
   };
   if (Array.isArray(s.extra.workingDirectories)) out.workingDirectories = s.extra.workingDirectories;
+  const meta = summaryMeta(s);
+  if (meta) out._meta = meta;
   return out;
 }
 

@@ -466,8 +466,8 @@ export class HostState {
   }
 
   // ── Commands (commands.ts) ────────────────────────────────────────────────
-  sendCommand(route: AnyRoute, frame: Json, onOutcome: (o: CommandOutcome) => void): string {
-    return this.commands.send(route, frame, onOutcome);
+  sendCommand(route: AnyRoute, frame: Json, onOutcome: (o: CommandOutcome) => void, commandId?: string): string {
+    return commandId === undefined ? this.commands.send(route, frame, onOutcome) : this.commands.send(route, frame, onOutcome, commandId);
   }
   settle(commandId: string, o: CommandOutcome, from?: AnyRoute | ((r: AnyRoute) => boolean)): boolean {
     return this.commands.settle(commandId, o, from);

@@ -168,13 +168,26 @@ export class HostStore {
     if (this.queue.length === 0 || this.closed) return;
     const q = this.queue;
     this.queue = [];
+    this.active = { writes: q.length, startedMono: performance.now() };
     try {
       this.db.transaction(() => {
         for (const fn of q) fn();
       })();
     } catch (e) {
       this.onFailure(e instanceof Error ? e : new Error(String(e)));
+    } finally {
+      this.active = undefined;
     }
+  }
+  private active: { writes: number; startedMono: number } | undefined;
+
+  /**
+   * Aggregate write diagnostics (no keys, no content): writes queued for the next commit, and the
+   * commit under way, if any, with its write count and age on a monotonic clock.
+   */
+  diagnostics(): { pendingWrites: number; activeCommit: { writes: number; ageMs: number } | null } {
+    const a = this.active;
+    return { pendingWrites: this.queue.length, activeCommit: a ? { writes: a.writes, ageMs: Math.max(0, Math.round(performance.now() - a.startedMono)) } : null };
   }
 
   putSession(row: SessionRow): void {
