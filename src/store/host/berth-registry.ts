@@ -11,6 +11,12 @@ export interface BerthRegistryEntry {
   sessionId: string;
   cwd: string;
   title: string;
+  /** Further chats of the session (AHP `createChat`): each is a Berth session of its own. */
+  chats?: Array<{ uri: string; sessionId: string; title: string }>;
+  /** The session's model (`configure`), applied to every chat; unset: the settings' selection. */
+  model?: { provider: string; id: string };
+  /** The session's reasoning level (`configure`). */
+  thinkingLevel?: string;
   /** Until the host accepted the claim. */
   requestedSession?: string;
   creationToken?: string;
