@@ -164,7 +164,7 @@ export class HostProjection {
         const u = e.usage;
         void this.emit({ type: "usage", inputTokens: u.inputTokens, outputTokens: u.outputTokens, cacheReadTokens: u.cacheReadTokens });
         const settled: Json = { type: "settled", cancelled: e.type === "turn_cancelled" };
-        if (e.type === "turn_failed") settled.error = `turn failed (${e.reason})`;
+        if (e.type === "turn_failed") settled.error = `turn failed: ${e.message} (${e.code})`;
         void this.emit(settled);
         return;
       }
