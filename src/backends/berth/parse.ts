@@ -96,6 +96,7 @@ export function resolution(a: QuestionAnswer): Json {
       return { response: "accept", answers: { [QUESTION_FIELD]: { state: "submitted", value } } };
     }
     case "declined":
+    case "deferred":
       return { response: "decline" };
     case "cancelled":
       return { response: "cancel" };

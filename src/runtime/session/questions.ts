@@ -6,6 +6,7 @@
  * - `ask` registers it, announces it synchronously (the door shows it), and resolves with the answer: `answered`
  *   (the chosen option's index and label, or the typed text), `declined` (the user chose not to answer), or
  *   `cancelled` (the turn was cancelled — the request is withdrawn, `onWithdrawn`).
+ * - `defer` is the answer of a client that can only approve or decline (SCV): the model is told to ask in its reply.
  * - `answer(id, a)` answers a pending question once; an unknown or already-answered ID, an option index out of
  *   range, or text where only options are allowed is refused with a reason (nothing changes).
  */
@@ -29,10 +30,12 @@ export interface Question {
 export type QuestionAnswer =
   | { kind: "answered"; option?: { index: number; label: string }; text?: string }
   | { kind: "declined" }
+  /** The user's client can only approve or decline: the model asks again in its reply (see `answerText`). */
+  | { kind: "deferred" }
   | { kind: "cancelled" };
 
 /** What a door sends to answer: an option by index, free text, or a refusal to answer. */
-export type AnswerInput = { option: number } | { text: string } | { decline: true };
+export type AnswerInput = { option: number } | { text: string } | { decline: true } | { defer: true };
 
 interface Pending {
   callId: string;
@@ -82,6 +85,7 @@ export class QuestionBook {
     if (p === undefined) return { ok: false, error: "no pending question with that id" };
     let a: QuestionAnswer;
     if ("decline" in input) a = { kind: "declined" };
+    else if ("defer" in input) a = { kind: "deferred" };
     else if ("option" in input) {
       const label = Number.isInteger(input.option) ? p.question.options[input.option] : undefined;
       if (label === undefined) return { ok: false, error: `option must be an index below ${p.question.options.length}` };
@@ -109,6 +113,8 @@ export function answerText(a: QuestionAnswer): string {
       return `The user answered: ${a.text ?? ""}`;
     case "declined":
       return "The user declined to answer. Continue with your best judgement, or ask in your reply.";
+    case "deferred":
+      return "The user saw the question, but their client cannot answer it here. Ask it in your reply (with the choices, if any) and end your turn; the user answers in their next message.";
     case "cancelled":
       return "The question was withdrawn (the turn was cancelled).";
   }
