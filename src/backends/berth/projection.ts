@@ -28,7 +28,7 @@ const MAX_INPUT_CHARS = 64 * 1024;
 /** The most tool output one `tool_completed` carries (UTF-8 bytes, before the note). */
 export const TOOL_OUTPUT_MAX_BYTES = 16 * 1024;
 
-function boundOutput(text: string): string {
+export function boundOutput(text: string): string {
   const cut = truncateUtf8(text, TOOL_OUTPUT_MAX_BYTES);
   if (cut.length === text.length) return text;
   return `${cut}\n[… ${Buffer.byteLength(text, "utf8") - Buffer.byteLength(cut, "utf8")} more bytes not shown]`;
