@@ -6,7 +6,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { AhpClient, type Json } from "./helpers.js";
+import { AhpClient, FakeBackend, withHost, type Json } from "./helpers.js";
 import { ended, newSession, startTurn, user, waitIdle, withBerth } from "./berth-rig.js";
 import { boundOutput, TOOL_OUTPUT_MAX_BYTES } from "../../src/backends/berth/projection.js";
 
@@ -92,4 +92,24 @@ test("tool_completed carries the tool's output, bounded at TOOL_OUTPUT_MAX_BYTES
     assert.ok(Buffer.byteLength(text) <= TOOL_OUTPUT_MAX_BYTES + 64);
     assert.equal((await ended(c, "o1")).action.type, "chat/turnComplete");
     c.close();
+  }));
+
+test("a steering message whose turn ended first runs as its own turn and leaves the chat's steering slot", () =>
+  withHost(async (h) => {
+    const { be, reg } = await FakeBackend.session(h, { protocolVersion: 3, sourceId: "late-steer" });
+    const { c } = await AhpClient.init(h, [reg.chat]);
+    be.send({ type: "event", session: reg.session, event: { type: "user_message", text: "first", turnId: "T1" } });
+    await c.action((e) => e.action.type === "chat/turnStarted");
+    c.dispatch(reg.chat, { type: "chat/pendingMessageSet", kind: "steering", id: "s1", message: user("focus") });
+    const st = await be.next((f) => f.type === "command" && f.command.type === "steer");
+    be.send({ type: "command_result", commandId: st.commandId, accepted: true });
+    await c.action((e) => e.action.type === "chat/pendingMessageSet" && e.action.kind === "steering");
+    be.send({ type: "event", session: reg.session, event: { type: "settled", cancelled: false } });
+    be.send({ type: "event", session: reg.session, event: { type: "user_message", text: "focus", turnId: "T2", pendingId: "s1" } });
+    await c.action((e) => e.action.type === "chat/pendingMessageRemoved" && e.action.kind === "steering" && e.action.id === "s1");
+    await c.action((e) => e.action.type === "chat/turnStarted" && e.action.turnId === "T2");
+    assert.equal(h.state.chatIndex.get(reg.chat)!.steeringMessage, undefined);
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    be.close();
   }));
