@@ -33,7 +33,7 @@ test("chats: an initial message runs once, disposal forgets the chat; bad config
 
     assert.equal((await c.request("disposeChat", { channel: two })).result, null);
     assert.equal(h.state.chatIndex.has(two), false);
-    assert.deepEqual(registry().sessions[0]!.chats, []);
+    assert.deepEqual(registry().sessions[0]!.chats.map((x: Json) => [x.uri, x.disposed]), [[two, true]], "kept as disposed: never listed as a session");
     assert.deepEqual(await c.request("fetchTurns", { channel: chat }).then((x) => x.result), {}, "no older history");
 
     c.dispatch(session, { type: "session/configChanged", config: { thinkingLevel: "ultra" } });

@@ -113,7 +113,7 @@ export class BerthRuntimeBackend {
 
   private live(entry: RegistryEntry, registered: boolean): LiveSession {
     const chats = new Map<string, Lane>();
-    for (const c of entry.chats ?? []) chats.set(c.uri, { sessionId: c.sessionId, chatUri: c.uri, held: null });
+    for (const c of entry.chats ?? []) if (c.disposed !== true) chats.set(c.uri, { sessionId: c.sessionId, chatUri: c.uri, held: null });
     return { entry, registered, seq: 0, primary: { sessionId: entry.sessionId, held: null }, chats };
   }
 

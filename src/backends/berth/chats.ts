@@ -7,8 +7,9 @@
  *    registry (`chats`), written before the command is accepted, so a chat survives a restart.
  *  - `create_chat` is accepted before any event of the chat; its initial turn (when given) is then run without a
  *    second `user_message` (the host already holds it). Side chats are refused.
- *  - `dispose_chat` cancels the chat's turn, waits for it to stop, forgets the chat (the Berth session file is
- *    kept), and is accepted only then. The primary chat cannot be disposed.
+ *  - `dispose_chat` cancels the chat's turn, waits for it to stop, marks the chat disposed in the registry (its
+ *    Berth session file is kept, and not listed as a session of its own), and is accepted only then. The primary
+ *    chat cannot be disposed.
  *  - `fetch_turns` sends `turns_loaded` (the page of turns before the cursor, oldest first, with the next cursor)
  *    and then accepts; an unknown cursor is refused.
  */
@@ -58,7 +59,7 @@ export class ChatCommands {
   async create(commandId: string, s: LiveSession, cmd: Json): Promise<void> {
     const uri = cmd.chat;
     if (typeof uri !== "string" || uri === "") return this.d.answer(commandId, false, "create_chat needs chat");
-    if (s.chats.has(uri) || uri === s.primaryChat) return this.d.answer(commandId, false, "that chat already exists");
+    if (s.chats.has(uri) || uri === s.primaryChat || (s.entry.chats ?? []).some((c) => c.uri === uri)) return this.d.answer(commandId, false, "that chat already exists");
     const title = typeof cmd.title === "string" && cmd.title !== "" ? cmd.title.slice(0, MAX_TITLE) : "Chat";
     let sessionId: string;
     try {
@@ -111,7 +112,8 @@ export class ChatCommands {
     lane.rt?.cancel();
     await this.d.hub.closeSession(lane.sessionId); // waits until its turn stopped producing events
     s.chats.delete(uri);
-    s.entry.chats = (s.entry.chats ?? []).filter((c) => c.uri !== uri);
+    // Kept as disposed: its Berth session file stays, and must not come back as a session of its own.
+    s.entry.chats = (s.entry.chats ?? []).map((c) => (c.uri === uri ? { ...c, disposed: true } : c));
     try {
       await this.d.save();
     } catch {
