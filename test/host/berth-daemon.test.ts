@@ -176,9 +176,14 @@ test("default berth daemon: an AHP client prompts, steers, answers a question, a
     assert.equal(body5.model, "fake-model-2", "the model survived the restart");
     assert.match(JSON.stringify(body5), /in the fork/);
 
-    const list = (await c2.request("listSessions", {})).result.items as Json[];
-    const long = list.find((x) => x.title === "long transcript");
-    assert.ok(long, `the store session is listed: ${JSON.stringify(list.map((x) => x.title))}`);
+    // Store sessions register after the ready line (each reads its newest history first).
+    let long: Json | undefined;
+    for (let i = 0; long === undefined; i++) {
+      assert.ok(i < 2000, "the store session is listed");
+      const list = (await c2.request("listSessions", {})).result.items as Json[];
+      long = list.find((x) => x.title === "long transcript");
+      if (long === undefined) await new Promise((r) => setTimeout(r, 5));
+    }
     const longState = (await c2.request("subscribe", { channel: long.resource })).result.snapshot.state;
     const longChat: string = longState.defaultChat;
     const page1 = (await c2.request("subscribe", { channel: longChat })).result.snapshot.state;

@@ -310,8 +310,9 @@ export class BerthRuntimeBackend {
         this.send({ type: "provider_status", ready: true });
         for (const s of this.sessions.values()) void this.register(s);
         void this.discoverStoreSessions().then(async (found) => {
-          for (const s of found) if (this.sock !== undefined) await this.register(s);
+          // Ready once every session is known; store sessions register one by one after (each reads its history).
           this.readyResolve();
+          for (const s of found) if (this.sock !== undefined && this.sessions.get(s.entry.sessionId) === s) await this.register(s);
         });
         return;
       case "session_registered":

@@ -14,7 +14,7 @@
  *    and then accepts; an unknown cursor is refused.
  */
 import type { SessionHub, SessionRuntime } from "../../runtime/session/index.js";
-import { forkSession, pageTurns, readTurns } from "../../runtime/session/transcript.js";
+import { forkSession, pageTurns, readTurns, RECENT_WINDOW } from "../../runtime/session/transcript.js";
 import { SessionError, type SessionManager } from "../../store/sessions/index.js";
 import { historyTurn } from "./parse.js";
 import type { HostProjection } from "./projection.js";
@@ -50,9 +50,9 @@ const MAX_TITLE = 4096;
 export class ChatCommands {
   constructor(private readonly d: ChatDeps) {}
 
-  /** The newest history page of a chat (for `hello.history`). */
+  /** The newest history page of a chat within its newest 1 MiB (for `hello.history`). */
   async newestPage(lane: Lane): Promise<{ turns: Json[]; next: string | null }> {
-    const p = pageTurns(await readTurns(this.d.manager, lane.sessionId), null, this.d.page);
+    const p = pageTurns(await readTurns(this.d.manager, lane.sessionId, RECENT_WINDOW), null, this.d.page);
     return { turns: (p?.turns ?? []).map(historyTurn), next: p?.next ?? null };
   }
 

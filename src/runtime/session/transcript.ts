@@ -1,7 +1,7 @@
 /**
  * A stored session read as turns (for paged history), and forking a session at a turn.
  * Contracts:
- * - `readTurns` groups the records of the session's bounded window (`TRANSCRIPT_WINDOW`) by `turn_id`, oldest
+ * - `readTurns` groups the records of the session's bounded window (`TRANSCRIPT_WINDOW` unless given) by `turn_id`, oldest
  *   first: the first user record is the prompt, the terminal's `assistant_text` the response (a turn without a
  *   terminal — still running or cut by a crash — reports the text recorded so far). Steering messages (later user
  *   records of a turn) are not separate turns. Turns before the window are not returned.
@@ -27,8 +27,11 @@ export interface TranscriptTurn {
   ended: boolean;
 }
 
-export async function readTurns(manager: SessionManager, sessionId: string): Promise<TranscriptTurn[]> {
-  const w = await manager.store.readWindow(sessionId, TRANSCRIPT_WINDOW);
+/** The newest 1 MiB: enough for a first page of recent turns, cheap to read for every session at startup. */
+export const RECENT_WINDOW = { maxBytes: 1024 * 1024, maxRecords: 100_000, quantumBytes: 1 };
+
+export async function readTurns(manager: SessionManager, sessionId: string, window = TRANSCRIPT_WINDOW): Promise<TranscriptTurn[]> {
+  const w = await manager.store.readWindow(sessionId, window);
   if (w === "unchanged") return [];
   type Building = TranscriptTurn & { partial: Map<string, string> };
   const turns: Building[] = [];
