@@ -64,7 +64,7 @@ export interface LiveSession {
   /** In the registry file (created through AHP, or given chats/config), or only in the Berth store (dormant). */
   registered: boolean;
   uri?: string;
-  logicalId?: string;
+  logicalId?: string | undefined;
   /** The host's URI of the primary chat (from `session_registered`). */
   primaryChat?: string;
   seq: number;
