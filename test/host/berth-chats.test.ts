@@ -4,9 +4,12 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { AhpClient, FakeBackend, withHost, type Json } from "./helpers.js";
+import { AhpClient, FakeBackend, berthHomeFor, withHost, type Json } from "./helpers.js";
+import { startFakeProvider } from "../fakes/fake-provider.js";
+import { SessionStore } from "../../src/store/sessions/index.js";
 import { ended, newSession, startTurn, user, waitIdle, withBerth } from "./berth-rig.js";
 import { boundOutput, TOOL_OUTPUT_MAX_BYTES } from "../../src/backends/berth/projection.js";
 
@@ -113,3 +116,43 @@ test("a steering message whose turn ended first runs as its own turn and leaves 
     c.close();
     be.close();
   }));
+
+test("a disposed session is not listed again after a restart (its Berth session file is kept)", async () => {
+  const fake = await startFakeProvider();
+  const berthHome = berthHomeFor(fake);
+  const hostHome = mkdtempSync(join(tmpdir(), "bh-host-"));
+  try {
+    await withBerth(
+      async ({ h, cwd }) => {
+        const { c } = await AhpClient.init(h, []);
+        const { chat } = await newSession(c, "ahp-session:/gone", cwd);
+        startTurn(c, chat, "g1", "forget this one");
+        assert.equal((await ended(c, "g1")).action.type, "chat/turnComplete");
+        assert.equal((await c.request("disposeSession", { channel: "ahp-session:/gone" })).result, null);
+        c.close();
+      },
+      { home: hostHome, berthHome, fake },
+    );
+    // Another door's session, written meanwhile: it is listed (the control for the disposed one).
+    const other = await new SessionStore({ home: berthHome }).create(tmpdir());
+    await other.writer.append({ kind: "user", turn_id: "x1", text: "from another door" });
+    await other.release();
+    await withBerth(
+      async ({ h, rt }) => {
+        await rt.discovered();
+        const { c } = await AhpClient.init(h, []);
+        for (let i = 0; ![...h.state.sessions.values()].some((s) => s.title === "from another door"); i++) {
+          assert.ok(i < 2000, "the other door's session is registered");
+          await new Promise((r) => setTimeout(r, 5));
+        }
+        const titles = ((await c.request("listSessions", {})).result.items as Json[]).map((x) => x.title);
+        assert.ok(titles.includes("from another door") && !titles.includes("forget this one"), JSON.stringify(titles));
+        c.close();
+      },
+      { home: hostHome, berthHome, fake },
+    );
+    assert.equal((await new SessionStore({ home: berthHome }).list(null, 10)).entries.length, 2, "the Berth session files are kept");
+  } finally {
+    await fake.close();
+  }
+});

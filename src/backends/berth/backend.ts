@@ -85,6 +85,8 @@ export class BerthRuntimeBackend {
   private readonly sessions = new Map<string, LiveSession>(); // by Berth session id (of the primary chat)
   private readonly byUri = new Map<string, LiveSession>();
   private readonly registering = new Map<string, LiveSession>(); // requestId -> session
+  /** Disposed sessions (kept in the registry so their Berth sessions are not listed again). */
+  private readonly disposed = new Map<string, RegistryEntry>();
   private readonly results = new Map<string, { accepted: boolean; error?: string }>();
   private readonly inflight = new Set<string>();
   private readonly registry: BerthRegistry;
@@ -94,11 +96,15 @@ export class BerthRuntimeBackend {
   /** Resolves once the provider is registered with the host for the first time. */
   readonly ready = new Promise<void>((r) => (this.readyResolve = r));
   private connecting?: Promise<void>;
+  private discovery: Promise<void> = Promise.resolve();
 
   constructor(private readonly o: BerthRuntimeOptions) {
     this.registry = new BerthRegistry(o.registryPath);
     this.hub = new SessionHub({ manager: o.manager, runner: o.runner, defaults: { cwd: o.cwd, approval: o.approval ?? "on-risk" } });
-    for (const e of this.registry.load()) this.sessions.set(e.sessionId, this.live(e, true));
+    for (const e of this.registry.load()) {
+      if (e.disposed === true) this.disposed.set(e.sessionId, e);
+      else this.sessions.set(e.sessionId, this.live(e, true));
+    }
     this.chatCmds = new ChatCommands({
       manager: o.manager,
       hub: this.hub,
@@ -129,14 +135,14 @@ export class BerthRuntimeBackend {
   // ── Registry ──────────────────────────────────────────────────────────────
   /** Durably rewrite the registry (serialized; resolves once this version is on disk). */
   private saveRegistry(): Promise<void> {
-    return this.registry.save([...this.sessions.values()].filter((s) => s.registered).map((s) => s.entry));
+    return this.registry.save([...[...this.sessions.values()].filter((s) => s.registered).map((s) => s.entry), ...this.disposed.values()]);
   }
 
   /** Adds the Berth store's sessions this backend does not know yet (dormant until opened). */
   private async discoverStoreSessions(): Promise<LiveSession[]> {
     const found: LiveSession[] = [];
     const chatIds = new Set<string>();
-    for (const s of this.sessions.values()) for (const c of s.entry.chats ?? []) chatIds.add(c.sessionId);
+    for (const e of [...[...this.sessions.values()].map((s) => s.entry), ...this.disposed.values()]) for (const c of e.chats ?? []) chatIds.add(c.sessionId);
     let after: string | null = null;
     for (let page = 0; page < 100; page++) {
       let listed;
@@ -146,7 +152,7 @@ export class BerthRuntimeBackend {
         break;
       }
       for (const e of listed.sessions) {
-        if (this.sessions.has(e.sessionId) || chatIds.has(e.sessionId)) continue;
+        if (this.sessions.has(e.sessionId) || this.disposed.has(e.sessionId) || chatIds.has(e.sessionId)) continue;
         // The working directory is read from the session's header when it is first prompted (`resolveCwd`).
         const s = this.live({ sessionId: e.sessionId, cwd: "", title: e.title ?? "New Session" }, false);
         this.sessions.set(e.sessionId, s);
@@ -309,7 +315,7 @@ export class BerthRuntimeBackend {
       case "provider_registered":
         this.send({ type: "provider_status", ready: true });
         for (const s of this.sessions.values()) void this.register(s);
-        void this.discoverStoreSessions().then(async (found) => {
+        this.discovery = this.discoverStoreSessions().then(async (found) => {
           // Ready once every session is known; store sessions register one by one after (each reads its history).
           this.readyResolve();
           for (const s of found) if (this.sock !== undefined && this.sessions.get(s.entry.sessionId) === s) await this.register(s);
@@ -501,7 +507,10 @@ export class BerthRuntimeBackend {
     this.sessions.delete(s.entry.sessionId);
     this.byUri.delete(cmd.session as string);
     s.logicalId = undefined;
-    // The Berth session files are kept: disposal removes the session from the host, not the transcripts.
+    // The Berth session files are kept: disposal removes the session from the host, not the transcripts. The
+    // registry keeps a mark, so the next start does not list them again as store sessions.
+    const { creationToken: _t, requestedSession: _r, ...entry } = s.entry;
+    this.disposed.set(s.entry.sessionId, { ...entry, disposed: true });
     void this.saveRegistry().then(
       () => this.answer(commandId, true),
       () => this.answer(commandId, false, "registry write failed"),
@@ -534,6 +543,11 @@ export class BerthRuntimeBackend {
     if (s === undefined) return undefined;
     const rt = s.primary.rt;
     return { turnId: rt?.turn?.turnId ?? null, pendingApprovals: rt?.pendingApprovals().length ?? 0, pendingQuestions: rt?.pendingQuestions().length ?? 0, chats: s.chats.size };
+  }
+
+  /** Resolves once the store sessions found at the last (re)connection have been sent for registration. */
+  discovered(): Promise<void> {
+    return this.discovery;
   }
 
   /** Cancel running turns, wait for them, then disconnect. Idempotent. */

@@ -20,6 +20,8 @@ export interface BerthRegistryEntry {
   model?: { provider: string; id: string };
   /** The session's reasoning level (`configure`). */
   thinkingLevel?: string;
+  /** Disposed through AHP: kept only so its Berth session (and chats) are not listed again. */
+  disposed?: boolean;
   /** Until the host accepted the claim. */
   requestedSession?: string;
   creationToken?: string;
