@@ -13,8 +13,11 @@
  *   and `SessionListener` for delta backpressure and refusal.
  * - `cancel()` aborts the running turn (provider socket, tool processes, pending approvals — which are withdrawn
  *   and their calls end `cancelled`); the queue keeps running unless paused.
- * - `steer(text)` injects a user message at the running turn's next step boundary; when the turn ends first the
- *   message is queued at the head as a prompt of its own (`queue_enqueued`).
+ * - `steer(text, ref?)` injects a user message at the running turn's next step boundary (`steered`); when the turn
+ *   ends first the message is queued at the head as a prompt of its own (`queue_enqueued` with `steerRef`).
+ * - Questions (`ask`, from the `question` tool): `question_requested`, answered once by `answerQuestion`
+ *   (`question_resolved`); withdrawn when the turn's signal fires. `reconfigure` changes the configuration now when
+ *   idle, else when the running turn ended.
  * - Approvals: per the session's `ApprovalMode` over each tool's `risk`; pending requests have fresh UUIDs and are
  *   answered with `resolveApproval`. A denial completes the call `success: false`, `error: "denied"`, with a
  *   denial text the model sees.
