@@ -76,7 +76,7 @@ export function pageTurns(turns: TranscriptTurn[], cursor: string | null, limit:
 
 function strip(r: StoredRecord): NewRecord {
   const { seq: _s, at: _a, ...rest } = r;
-  return rest as NewRecord;
+  return rest;
 }
 
 /** Forks `sourceId` after turn `turnId`; resolves with the new session's ID, or an error naming why not. */
