@@ -34,10 +34,10 @@ function startDaemon(env: NodeJS.ProcessEnv, cwd: string, args: string[] = []): 
   running.add(proc);
   proc.once("exit", () => running.delete(proc));
   const d: Daemon = { proc, ready: {}, stderr: "" };
-  proc.stderr!.on("data", (b: Buffer) => (d.stderr += b.toString()));
+  proc.stderr.on("data", (b: Buffer) => (d.stderr += b.toString()));
   return new Promise((resolve, reject) => {
     let buf = "";
-    proc.stdout!.on("data", (b: Buffer) => {
+    proc.stdout.on("data", (b: Buffer) => {
       buf += b.toString();
       const nl = buf.indexOf("\n");
       if (nl !== -1 && Object.keys(d.ready).length === 0) {

@@ -22,7 +22,7 @@ interface Rig {
   manager: SessionManager;
   events: SessionEvent[];
   cwd: string;
-  next(pred: (e: SessionEvent) => boolean): Promise<SessionEvent>;
+  next: (pred: (e: SessionEvent) => boolean) => Promise<SessionEvent>;
 }
 
 async function withRig(fn: (r: Rig) => Promise<void>): Promise<void> {

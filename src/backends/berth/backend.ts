@@ -64,6 +64,7 @@ export interface LiveSession {
   /** In the registry file (created through AHP, or given chats/config), or only in the Berth store (dormant). */
   registered: boolean;
   uri?: string;
+  /** The host's id for this session in the current registration; undefined once that registration is gone. */
   logicalId?: string | undefined;
   /** The host's URI of the primary chat (from `session_registered`). */
   primaryChat?: string;
@@ -311,6 +312,10 @@ export class BerthRuntimeBackend {
 
   // ── Frames ────────────────────────────────────────────────────────────────
   private onFrame(f: Json): void {
+    if (f.type === "pong" && typeof f.id === "string" && this.pongs.has(f.id)) {
+      this.pongs.get(f.id)!();
+      return;
+    }
     switch (f.type) {
       case "provider_registered":
         this.send({ type: "provider_status", ready: true });
@@ -548,6 +553,30 @@ export class BerthRuntimeBackend {
   /** Resolves once the store sessions found at the last (re)connection have been sent for registration. */
   discovered(): Promise<void> {
     return this.discovery;
+  }
+
+  private readonly pongs = new Map<string, () => void>();
+  private pingCounter = 0;
+
+  /**
+   * A ping/pong round trip with the host: resolves once every frame the host sent before answering has been
+   * handled here (one ordered socket), so whatever the host decided by then has reached this runtime.
+   * Resolves at once when not connected.
+   */
+  sync(): Promise<void> {
+    const sock = this.sock;
+    if (sock === undefined || sock.destroyed || this.closed) return Promise.resolve();
+    const id = `sync-${++this.pingCounter}`;
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        this.pongs.delete(id);
+        sock.off("close", done);
+        resolve();
+      };
+      this.pongs.set(id, done);
+      sock.once("close", done); // the host is gone: nothing more can arrive
+      this.send({ type: "ping", id });
+    });
   }
 
   /** Cancel running turns, wait for them, then disconnect. Idempotent. */

@@ -228,7 +228,11 @@ export class ScvSession implements ScvSessionHandle {
         this.revisions.clear();
         this.submitters.clear();
         return void this.frame("session.cleared", this.current, {});
-      default:
+      case "approval_resolved":
+      case "runtime":
+      case "title_changed":
+      case "steered":
+      case "question_resolved":
         return;
     }
   }
