@@ -1,7 +1,8 @@
 /**
- * `berth daemon [--listen HOST:PORT] [--berth-runtime] [--supervised]`: the live-backend host. Ready line on
- * stdout, logs on stderr. With `--berth-runtime`, Berth's own runtime is registered as provider
- * `berth` over the backend socket (in this process) before the ready line is printed.
+ * `berth daemon [--listen HOST:PORT] [--no-berth-runtime] [--supervised]`: the live-backend host. Ready line on
+ * stdout, logs on stderr. Berth's own runtime is registered as provider `berth` over the backend socket (in this
+ * process) before the ready line is printed, unless `--no-berth-runtime` (`--berth-runtime` is accepted and is
+ * the default). With no model provider configured the runtime still registers; its turns fail naming the cause.
  */
 import { join } from "node:path";
 import { rmSync, writeFileSync } from "node:fs";
@@ -34,14 +35,17 @@ async function startRuntime(handle: HostHandle): Promise<() => Promise<void>> {
   ]);
   const berthHome = home.resolveHome(process.env);
   const cwd = process.cwd();
+  // The agent's session-bound tools (`question`) are the backend's: bound once the backend exists.
+  let backend: InstanceType<typeof BerthRuntimeBackend> | null = null;
   const rt = new BerthRuntimeBackend({
     socketPath: handle.backendSocket,
     manager: new SessionManager(new SessionStore({ home: berthHome })),
-    runner: new Agent({ home: berthHome, cwd, env: process.env }),
+    runner: new Agent({ home: berthHome, cwd, env: process.env, sessionTools: (s) => backend?.sessionTools(s) ?? [] }),
     cwd,
     registryPath: join(handle.stateDir, "berth-runtime.json"),
     log: (m) => process.stderr.write(`berth daemon: ${m}\n`),
   });
+  backend = rt;
   rt.start();
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), RUNTIME_READY_MS)));
@@ -117,7 +121,7 @@ function parseListen(v: string): { host: string; port: number } | null {
 export async function runDaemon(argv: string[]): Promise<number> {
   containCrashes((m) => process.stderr.write(`berth daemon: ${m}\n`));
   let listen = { host: "127.0.0.1", port: 0 };
-  let withRuntime = false;
+  let withRuntime = true;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--listen" || a.startsWith("--listen=")) {
@@ -130,11 +134,14 @@ export async function runDaemon(argv: string[]): Promise<number> {
       listen = parsed;
     } else if (a === "--berth-runtime") {
       withRuntime = true;
+    } else if (a === "--no-berth-runtime") {
+      withRuntime = false;
     } else if (a === "--supervised") {
       supervised = true;
     } else if (a === "-h" || a === "--help") {
       process.stderr.write(
-        "usage: berth daemon [--listen HOST:PORT] [--berth-runtime] [--supervised]\n" +
+        "usage: berth daemon [--listen HOST:PORT] [--no-berth-runtime] [--supervised]\n" +
+          "  Berth's own runtime serves sessions as provider `berth` unless --no-berth-runtime.\n" +
           "  --listen defaults to 127.0.0.1:0 (loopback only). A non-loopback address exposes the AHP socket and the\n" +
           "  web UI to the network, guarded only by the bearer token over plain HTTP: see README (Web UI).\n",
       );

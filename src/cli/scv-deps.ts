@@ -87,7 +87,10 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
     log: o.log,
   });
   const codex = new CliAgents({ jobs, home: o.home, env: process.env });
-  const agent = new Agent({ home: o.home, cwd, env: o.env, sessionTools: (s) => [...delegates.tools(s, maxDepth), ...codex.tools(s, maxDepth)] });
+  // `question` (asked approval-style on SCV) for sessions that are not chat channels, whose users see no approvals.
+  let questionHub: InstanceType<typeof SessionHub> | null = null;
+  const questions = (s: { sessionId: string }) => (questionHub !== null && questionHub.get(s.sessionId)?.config.channel === undefined ? questionHub.questionTools(s) : []);
+  const agent = new Agent({ home: o.home, cwd, env: o.env, sessionTools: (s) => [...delegates.tools(s, maxDepth), ...codex.tools(s, maxDepth), ...questions(s)] });
   /** `approval_policy` from settings (project over global): `on-risk` (default), `always` or `never`. */
   const approvalPolicy = async (): Promise<ApprovalMode> => {
     const layers = await settings.load().catch(() => null);
@@ -116,6 +119,7 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
     }
   };
   hubRef = hub;
+  questionHub = hub;
   const checkAttachments: AttachmentChecker = async (list) => {
     const r = await files.checkAttachmentFiles(list);
     if (!r.ok) return r;

@@ -22,7 +22,7 @@ export interface World {
   berthHome: string;
 }
 
-export async function withBerth(fn: (w: World) => Promise<void>, opts: { home?: string; berthHome?: string; fake?: FakeProvider } = {}): Promise<void> {
+export async function withBerth(fn: (w: World) => Promise<void>, opts: { home?: string; berthHome?: string; fake?: FakeProvider; historyPage?: number } = {}): Promise<void> {
   const fake = opts.fake ?? (await startFakeProvider());
   const berthHome = opts.berthHome ?? berthHomeFor(fake);
   const cwd = mkdtempSync(join(tmpdir(), "bh-cwd-"));
@@ -30,14 +30,17 @@ export async function withBerth(fn: (w: World) => Promise<void>, opts: { home?: 
   try {
     await withHost(
       async (h) => {
+        let backend: BerthRuntimeBackend | null = null;
         const rt = await startBerthRuntime({
           socketPath: h.backendSocket,
           manager: new SessionManager(new SessionStore({ home: berthHome })),
-          runner: new Agent({ home: berthHome, cwd, env }),
+          runner: new Agent({ home: berthHome, cwd, env, sessionTools: (s) => backend?.sessionTools(s) ?? [] }),
+          ...(opts.historyPage !== undefined ? { historyPage: opts.historyPage } : {}),
           cwd,
           registryPath: join(h.stateDir, "berth-runtime.json"),
           log: () => {},
         });
+        backend = rt;
         try {
           await fn({ h, rt, fake, cwd, berthHome });
         } finally {

@@ -12,8 +12,12 @@
  *    their stable `sourceId` (`berth:<session id>`) back to the same AHP session.
  *  - Commands: `prompt` (admitted once the session's writer lease is held), `abort`, `confirm_tool` (answers the
  *    runtime's pending approval), `follow_up` (queued in the session runtime; its `user_message` names the
- *    pending-message `id`). `steer` injects a message at the running turn's next step boundary. `configure` and
- *    the rest are refused. Each `commandId` is executed at most once; a repeated ID gets the same result.
+ *    pending-message `id`), `steer` (injected at the running turn's next step boundary; its `user_message` names
+ *    the pending-message `id`), `configure` (model / reasoning level of every chat of the session: now when idle,
+ *    else from the next turn; durable in the registry), `complete_input` (answers a `question`), and the v3 chat
+ *    commands (see `chats.ts`). Each `commandId` is executed at most once; a repeated ID gets the same result.
+ *  - Every chat of a session is a Berth session of its own (the primary chat is the session's own); see
+ *    docs/host.md "Berth's runtime as a backend".
  *  - Events are `sequenced_event`s per logical registration, starting at 1; an admitted prompt's events follow
  *    its `command_result`.
  *  - Losing the host connection cancels running turns (their events have nowhere to go) and reconnects with
@@ -27,6 +31,8 @@ import { SessionError, type SessionManager } from "../../store/sessions/index.js
 import { BerthRegistry, type BerthRegistryEntry as RegistryEntry } from "../../store/host/berth-registry.js";
 import { HostProjection } from "./projection.js";
 import { localDirectoryFromUri } from "../../store/host/working-dir.js";
+import { parseAnswer, parseConfigure, selectionOf } from "./parse.js";
+import { ChatCommands, type Lane } from "./chats.js";
 
 import type { Json } from "../../core/json-bounds.js";
 
@@ -35,6 +41,8 @@ const PROTOCOL_VERSION = 9;
 const MAX_REMEMBERED_RESULTS = 4096;
 const BACKOFF_MIN_MS = 100;
 const BACKOFF_MAX_MS = 5000;
+/** Turns in one history page (`hello.history`, `turns_loaded`). */
+export const HISTORY_PAGE_TURNS = 20;
 
 export interface BerthRuntimeOptions {
   socketPath: string;
@@ -47,20 +55,24 @@ export interface BerthRuntimeOptions {
   log: (msg: string) => void;
   /** Which tool calls need the AHP client's confirmation (default `on-risk`: every tool that is not read-only). */
   approval?: ApprovalMode;
+  /** Turns per history page (default `HISTORY_PAGE_TURNS`). */
+  historyPage?: number;
 }
 
-interface LiveSession {
+export interface LiveSession {
   entry: RegistryEntry;
-  /** In the registry file (created through AHP), or only in the Berth store (listed, dormant). */
+  /** In the registry file (created through AHP, or given chats/config), or only in the Berth store (dormant). */
   registered: boolean;
   uri?: string;
   /** The host's id for this session in the current registration; undefined once that registration is gone. */
   logicalId?: string | undefined;
+  /** The host's URI of the primary chat (from `session_registered`). */
+  primaryChat?: string;
   seq: number;
-  rt?: SessionRuntime;
-  projection?: HostProjection;
-  /** Events held while a prompt is being admitted (they follow its command result). */
-  held: Json[] | null;
+  /** The primary chat (the session's own Berth session). */
+  primary: Lane;
+  /** Further chats by AHP chat URI. */
+  chats: Map<string, Lane>;
 }
 
 const sourceOf = (sessionId: string) => `berth:${sessionId}`;
@@ -71,22 +83,50 @@ export class BerthRuntimeBackend {
   readonly instanceId = randomUUID();
   private sock?: Socket | undefined;
   private closed = false;
-  private readonly sessions = new Map<string, LiveSession>(); // by Berth session id
+  private readonly sessions = new Map<string, LiveSession>(); // by Berth session id (of the primary chat)
   private readonly byUri = new Map<string, LiveSession>();
   private readonly registering = new Map<string, LiveSession>(); // requestId -> session
+  /** Disposed sessions (kept in the registry so their Berth sessions are not listed again). */
+  private readonly disposed = new Map<string, RegistryEntry>();
   private readonly results = new Map<string, { accepted: boolean; error?: string }>();
   private readonly inflight = new Set<string>();
   private readonly registry: BerthRegistry;
-  private readonly hub: SessionHub;
+  readonly hub: SessionHub;
+  private readonly chatCmds: ChatCommands;
   private readyResolve!: () => void;
   /** Resolves once the provider is registered with the host for the first time. */
   readonly ready = new Promise<void>((r) => (this.readyResolve = r));
   private connecting?: Promise<void>;
+  private discovery: Promise<void> = Promise.resolve();
 
   constructor(private readonly o: BerthRuntimeOptions) {
     this.registry = new BerthRegistry(o.registryPath);
     this.hub = new SessionHub({ manager: o.manager, runner: o.runner, defaults: { cwd: o.cwd, approval: o.approval ?? "on-risk" } });
-    for (const e of this.registry.load()) this.sessions.set(e.sessionId, { entry: e, registered: true, seq: 0, held: null });
+    for (const e of this.registry.load()) {
+      if (e.disposed === true) this.disposed.set(e.sessionId, e);
+      else this.sessions.set(e.sessionId, this.live(e, true));
+    }
+    this.chatCmds = new ChatCommands({
+      manager: o.manager,
+      hub: this.hub,
+      page: o.historyPage ?? HISTORY_PAGE_TURNS,
+      emit: (s, lane, ev) => this.emit(s, lane, ev),
+      runtimeOf: (s, lane) => this.runtimeOf(s, lane),
+      save: () => this.saveRegistry(),
+      answer: (id, ok, err) => this.answer(id, ok, err),
+      admitTurn: (s, lane, text, turnId, reply) => this.admitTurn(s, lane, text, turnId, undefined, reply),
+    });
+  }
+
+  private live(entry: RegistryEntry, registered: boolean): LiveSession {
+    const chats = new Map<string, Lane>();
+    for (const c of entry.chats ?? []) if (c.disposed !== true) chats.set(c.uri, { sessionId: c.sessionId, chatUri: c.uri, held: null });
+    return { entry, registered, seq: 0, primary: { sessionId: entry.sessionId, held: null }, chats };
+  }
+
+  /** Session-bound tools for the agent (`Agent`'s `sessionTools`): the `question` tool of open sessions. */
+  sessionTools(s: { sessionId: string }): ReturnType<SessionHub["questionTools"]> {
+    return this.hub.questionTools(s);
   }
 
   start(): void {
@@ -96,12 +136,14 @@ export class BerthRuntimeBackend {
   // ── Registry ──────────────────────────────────────────────────────────────
   /** Durably rewrite the registry (serialized; resolves once this version is on disk). */
   private saveRegistry(): Promise<void> {
-    return this.registry.save([...this.sessions.values()].filter((s) => s.registered).map((s) => s.entry));
+    return this.registry.save([...[...this.sessions.values()].filter((s) => s.registered).map((s) => s.entry), ...this.disposed.values()]);
   }
 
   /** Adds the Berth store's sessions this backend does not know yet (dormant until opened). */
   private async discoverStoreSessions(): Promise<LiveSession[]> {
     const found: LiveSession[] = [];
+    const chatIds = new Set<string>();
+    for (const e of [...[...this.sessions.values()].map((s) => s.entry), ...this.disposed.values()]) for (const c of e.chats ?? []) chatIds.add(c.sessionId);
     let after: string | null = null;
     for (let page = 0; page < 100; page++) {
       let listed;
@@ -111,9 +153,9 @@ export class BerthRuntimeBackend {
         break;
       }
       for (const e of listed.sessions) {
-        if (this.sessions.has(e.sessionId)) continue;
+        if (this.sessions.has(e.sessionId) || this.disposed.has(e.sessionId) || chatIds.has(e.sessionId)) continue;
         // The working directory is read from the session's header when it is first prompted (`resolveCwd`).
-        const s: LiveSession = { entry: { sessionId: e.sessionId, cwd: "", title: e.title ?? "New Session" }, registered: false, seq: 0, held: null };
+        const s = this.live({ sessionId: e.sessionId, cwd: "", title: e.title ?? "New Session" }, false);
         this.sessions.set(e.sessionId, s);
         found.push(s);
       }
@@ -129,24 +171,30 @@ export class BerthRuntimeBackend {
     s.entry.cwd = (await this.hub.cwdOf(s.entry.sessionId)) ?? this.o.cwd;
   }
 
-  /** The session's runtime, opened (and projected) on first use; `resolveCwd` first for store sessions. */
-  private runtimeOf(s: LiveSession): SessionRuntime {
-    if (s.rt !== undefined) return s.rt;
+  /** A chat's runtime, opened (and projected) on first use; `resolveCwd` first for store sessions. */
+  private runtimeOf(s: LiveSession, lane: Lane): SessionRuntime {
+    if (lane.rt !== undefined) return lane.rt;
     if (s.entry.cwd === "") s.entry.cwd = this.o.cwd;
-    const rt = this.hub.open(s.entry.sessionId, { cwd: s.entry.cwd });
+    const selection = selectionOf(s.entry.model, s.entry.thinkingLevel);
+    const rt = this.hub.open(lane.sessionId, { cwd: s.entry.cwd, ...(selection !== undefined ? { selection } : {}) });
+    const primary = lane === s.primary;
     const projection = new HostProjection(
-      (ev) => this.emit(s, ev),
+      (ev) => this.emit(s, lane, ev),
       (title) => {
-        if (s.entry.title !== "New Session") return false;
+        if (!primary || s.entry.title !== "New Session") return false;
         s.entry.title = title;
         if (s.registered) void this.saveRegistry().catch(() => undefined);
         return true;
       },
     );
     rt.subscribe((e) => projection.on(e));
-    s.rt = rt;
-    s.projection = projection;
+    lane.rt = rt;
+    lane.projection = projection;
     return rt;
+  }
+
+  private lanes(s: LiveSession): Lane[] {
+    return [s.primary, ...s.chats.values()];
   }
 
   // ── Connection ────────────────────────────────────────────────────────────
@@ -185,7 +233,7 @@ export class BerthRuntimeBackend {
         if (this.sock === sock) this.sock = undefined;
         for (const s of this.sessions.values()) {
           s.logicalId = undefined;
-          s.rt?.cancel(); // the host that owns the turn's transcript is gone
+          for (const l of this.lanes(s)) l.rt?.cancel(); // the host that owns the turn's transcript is gone
         }
         this.registering.clear();
         resolve();
@@ -194,7 +242,7 @@ export class BerthRuntimeBackend {
         type: "provider_hello",
         protocolVersion: PROTOCOL_VERSION,
         instanceId: this.instanceId,
-        providers: [{ id: PROVIDER_ID, displayName: "Berth", description: "Berth's own agent runtime" }],
+        providers: [{ id: PROVIDER_ID, displayName: "Berth", description: "Berth's own agent runtime", multipleChats: { create: true, dispose: true, fork: true, pagedHistory: true } }],
         source: { serviceId: "berth-runtime", instanceId: this.instanceId },
       });
     });
@@ -206,16 +254,18 @@ export class BerthRuntimeBackend {
     return sock.write(encodeFrame(frame));
   }
 
-  /** Send one sequenced event for a session; waits for drain when the socket is backed up. */
-  private emit(s: LiveSession, event: Json): void | Promise<void> {
-    if (s.held !== null) {
-      s.held.push(event);
+  /** Send one sequenced event for a chat; waits for drain when the socket is backed up. */
+  private emit(s: LiveSession, lane: Lane, event: Json): void | Promise<void> {
+    if (lane.held !== null) {
+      lane.held.push(event);
       return;
     }
     const sock = this.sock;
     if (!s.uri || !s.logicalId || !sock) return;
     s.seq++;
-    if (this.send({ type: "sequenced_event", session: s.uri, sequence: s.seq, backendConnectionId: s.logicalId, event })) return;
+    const frame: Json = { type: "sequenced_event", session: s.uri, sequence: s.seq, backendConnectionId: s.logicalId, event };
+    if (lane.chatUri !== undefined) frame.chat = lane.chatUri;
+    if (this.send(frame)) return;
     return new Promise<void>((resolve) => {
       const done = () => {
         sock.off("drain", done);
@@ -227,9 +277,7 @@ export class BerthRuntimeBackend {
     });
   }
 
-  private register(s: LiveSession): void {
-    const requestId = randomUUID();
-    this.registering.set(requestId, s);
+  private async register(s: LiveSession): Promise<void> {
     const hello: Json = {
       protocolVersion: PROTOCOL_VERSION,
       instanceId: this.instanceId,
@@ -237,13 +285,28 @@ export class BerthRuntimeBackend {
       provider: PROVIDER_ID,
       displayName: "Berth",
       title: s.entry.title,
-      runtimeIdle: s.rt?.busy !== true,
+      runtimeIdle: s.primary.rt?.busy !== true,
       toolCapabilities: { confirmations: true },
+      inputCapabilities: { questionKinds: ["single_select", "text"], freeform: true, maxQuestions: 1, maxOptions: 16 },
+      chatCapabilities: { create: true, dispose: true, fork: true, pagedHistory: true },
     };
+    if (s.entry.model !== undefined) hello.model = s.entry.model;
+    if (s.entry.thinkingLevel !== undefined) hello.thinkingLevel = s.entry.thinkingLevel;
     if (s.entry.requestedSession && s.entry.creationToken) {
       hello.requestedSession = s.entry.requestedSession;
       hello.creationToken = s.entry.creationToken;
     }
+    if (!s.registered) {
+      // A session the host may never have seen (made by another door): its newest turns, older ones by cursor.
+      const page = await this.chatCmds.newestPage(s.primary).catch(() => null);
+      if (page !== null && page.turns.length > 0) {
+        hello.history = page.turns;
+        if (page.next !== null) hello.historyNextCursor = page.next;
+      }
+    }
+    if (this.sock === undefined) return;
+    const requestId = randomUUID();
+    this.registering.set(requestId, s);
     this.send({ type: "register_session", requestId, hello });
   }
 
@@ -256,10 +319,11 @@ export class BerthRuntimeBackend {
     switch (f.type) {
       case "provider_registered":
         this.send({ type: "provider_status", ready: true });
-        for (const s of this.sessions.values()) this.register(s);
-        void this.discoverStoreSessions().then((found) => {
-          for (const s of found) if (this.sock !== undefined) this.register(s);
+        for (const s of this.sessions.values()) void this.register(s);
+        this.discovery = this.discoverStoreSessions().then(async (found) => {
+          // Ready once every session is known; store sessions register one by one after (each reads its history).
           this.readyResolve();
+          for (const s of found) if (this.sock !== undefined && this.sessions.get(s.entry.sessionId) === s) await this.register(s);
         });
         return;
       case "session_registered":
@@ -275,11 +339,11 @@ export class BerthRuntimeBackend {
       case "event_epoch_mismatch":
       case "event_epoch_required": {
         // Never expected (one ordered stream per registration): start a fresh epoch.
-        this.o.log(`berth runtime: host refused an event (${String(f.type)}); re-registering`);
+        this.o.log(`berth runtime: host refused an event (${String(f.type)}${typeof f.error === "string" ? `: ${f.error.slice(0, 200)}` : ""}); re-registering`);
         const s = typeof f.session === "string" ? this.byUri.get(f.session) : undefined;
         if (s) {
           s.logicalId = undefined;
-          this.register(s);
+          void this.register(s);
         }
         return;
       }
@@ -294,6 +358,7 @@ export class BerthRuntimeBackend {
     this.registering.delete(f.requestId as string);
     s.uri = f.session as string;
     s.logicalId = f.backendConnectionId as string;
+    if (typeof f.chat === "string") s.primaryChat = f.chat;
     s.seq = 0;
     this.byUri.set(s.uri, s);
     if (s.entry.creationToken) {
@@ -337,40 +402,80 @@ export class BerthRuntimeBackend {
     }
     const s = typeof f.session === "string" ? this.byUri.get(f.session) : undefined;
     if (!s || f.backendConnectionId !== s.logicalId) return this.answer(commandId, false, "unknown session or route");
+    const lane = f.chat === undefined || f.chat === s.primaryChat ? s.primary : typeof f.chat === "string" ? s.chats.get(f.chat) : undefined;
+    if (lane === undefined) return this.answer(commandId, false, "unknown chat");
     switch (cmd.type) {
       case "prompt":
         if (typeof cmd.text !== "string") return this.answer(commandId, false, "prompt needs text");
-        return void this.admitTurn(s, cmd.text, typeof cmd.turnId === "string" ? cmd.turnId : randomUUID(), undefined, (ok, err) => this.answer(commandId, ok, err));
+        return void this.admitTurn(s, lane, cmd.text, typeof cmd.turnId === "string" ? cmd.turnId : randomUUID(), undefined, (ok, err) => this.answer(commandId, ok, err));
       case "abort":
-        s.rt?.cancel(); // queued follow-ups still run: each is its own turn
+        lane.rt?.cancel(); // queued follow-ups still run: each is its own turn
         return this.answer(commandId, true);
       case "steer": {
         const text = typeof cmd.text === "string" ? cmd.text : isObj(cmd.message) && typeof cmd.message.text === "string" ? cmd.message.text : null;
         if (text === null) return this.answer(commandId, false, "steer needs text");
-        if (s.rt?.steer(text) !== true) return this.answer(commandId, false, "no turn is running");
+        if (lane.rt?.steer(text, typeof cmd.id === "string" ? cmd.id : undefined) !== true) return this.answer(commandId, false, "no turn is running");
         return this.answer(commandId, true);
       }
+      case "configure":
+        return this.configure(commandId, s, cmd);
       case "confirm_tool": {
-        const approvalId = typeof cmd.toolCallId === "string" ? s.projection?.approvalOf(cmd.toolCallId) : undefined;
-        const ok = approvalId !== undefined && typeof cmd.approved === "boolean" && s.rt?.resolveApproval(approvalId, cmd.approved) === true;
+        const approvalId = typeof cmd.toolCallId === "string" ? lane.projection?.approvalOf(cmd.toolCallId) : undefined;
+        const ok = approvalId !== undefined && typeof cmd.approved === "boolean" && lane.rt?.resolveApproval(approvalId, cmd.approved) === true;
         if (!ok) return this.answer(commandId, false, "no pending confirmation for that tool call");
         this.answer(commandId, true);
-        void this.emit(s, { type: "tool_confirmation_resolved", toolCallId: cmd.toolCallId, approved: cmd.approved, commandId });
+        void this.emit(s, lane, { type: "tool_confirmation_resolved", toolCallId: cmd.toolCallId, approved: cmd.approved, commandId });
         return;
+      }
+      case "complete_input": {
+        const requestId = cmd.requestId;
+        const q = typeof requestId === "string" ? lane.rt?.question(requestId) : undefined;
+        if (typeof requestId !== "string" || q === undefined || lane.rt === undefined) return this.answer(commandId, false, "no pending question with that requestId");
+        const input = parseAnswer(cmd, q);
+        if (typeof input === "string") return this.answer(commandId, false, input);
+        lane.projection?.answeredBy.set(requestId, commandId);
+        const r = lane.rt.answerQuestion(requestId, input);
+        if (!r.ok) {
+          lane.projection?.answeredBy.delete(requestId);
+          return this.answer(commandId, false, r.error);
+        }
+        return this.answer(commandId, true);
       }
       case "follow_up": {
         if (typeof cmd.text !== "string" || typeof cmd.id !== "string") return this.answer(commandId, false, "follow_up needs text and id");
-        const rt = this.runtimeOf(s);
+        const rt = this.runtimeOf(s, lane);
         if (rt.busy) {
           const entry = rt.submit(cmd.text, { submitter: "follow_up" });
-          s.projection?.pendingIds.set(entry.queue_id, cmd.id);
+          lane.projection?.pendingIds.set(entry.queue_id, cmd.id);
           return this.answer(commandId, true);
         }
-        return void this.admitTurn(s, cmd.text, randomUUID(), cmd.id, (ok, err) => this.answer(commandId, ok, err));
+        return void this.admitTurn(s, lane, cmd.text, randomUUID(), cmd.id, (ok, err) => this.answer(commandId, ok, err));
       }
+      case "create_chat":
+        s.registered = true; // its chats must survive a restart
+        return void this.chatCmds.create(commandId, s, cmd);
+      case "dispose_chat":
+        return void this.chatCmds.dispose(commandId, s, cmd);
+      case "fetch_turns":
+        return void this.chatCmds.fetch(commandId, s, lane, cmd);
       default:
         return this.answer(commandId, false, `the Berth runtime does not support ${cmd.type.slice(0, 64)}`);
     }
+  }
+
+  /** `configure`: durable first, then applied to every chat (now when idle, else from its next turn). */
+  private configure(commandId: string, s: LiveSession, cmd: Json): void {
+    const c = parseConfigure(cmd);
+    if (typeof c === "string") return this.answer(commandId, false, c);
+    if (c.model !== undefined) s.entry.model = c.model;
+    if (c.thinkingLevel !== undefined) s.entry.thinkingLevel = c.thinkingLevel;
+    const selection = selectionOf(s.entry.model, s.entry.thinkingLevel);
+    for (const l of this.lanes(s)) if (selection !== undefined) l.rt?.reconfigure({ selection });
+    s.registered = true;
+    void this.saveRegistry().then(
+      () => this.answer(commandId, true),
+      () => this.answer(commandId, false, "registry write failed"),
+    );
   }
 
   // ── Provider commands ─────────────────────────────────────────────────────
@@ -386,11 +491,11 @@ export class BerthRuntimeBackend {
       const handle = await this.o.manager.store.create(cwd);
       sessionId = handle.id;
       await handle.release();
-      const s: LiveSession = { entry: { sessionId, cwd, title: "New Session", requestedSession: uri, creationToken: token }, registered: true, seq: 0, held: null };
+      const s = this.live({ sessionId, cwd, title: "New Session", requestedSession: uri, creationToken: token }, true);
       this.sessions.set(sessionId, s);
       await this.saveRegistry();
       this.answer(commandId, true); // durably admitted; now "launch": claim the reserved URI
-      this.register(s);
+      void this.register(s);
     } catch (e) {
       this.answer(commandId, false, e instanceof SessionError ? `session store: ${e.code}` : "could not create the session");
     }
@@ -399,13 +504,18 @@ export class BerthRuntimeBackend {
   private disposeSession(commandId: string, cmd: Json): void {
     const s = typeof cmd.session === "string" ? this.byUri.get(cmd.session) : undefined;
     if (!s) return this.answer(commandId, false, "unknown session");
-    s.rt?.clearQueue();
-    s.rt?.cancel();
-    void this.hub.closeSession(s.entry.sessionId);
+    for (const l of this.lanes(s)) {
+      l.rt?.clearQueue();
+      l.rt?.cancel();
+      void this.hub.closeSession(l.sessionId);
+    }
     this.sessions.delete(s.entry.sessionId);
     this.byUri.delete(cmd.session as string);
     s.logicalId = undefined;
-    // The Berth session file is kept: disposal removes the session from the host, not the transcript.
+    // The Berth session files are kept: disposal removes the session from the host, not the transcripts. The
+    // registry keeps a mark, so the next start does not list them again as store sessions.
+    const { creationToken: _t, requestedSession: _r, ...entry } = s.entry;
+    this.disposed.set(s.entry.sessionId, { ...entry, disposed: true });
     void this.saveRegistry().then(
       () => this.answer(commandId, true),
       () => this.answer(commandId, false, "registry write failed"),
@@ -417,26 +527,32 @@ export class BerthRuntimeBackend {
    * Admit a turn (writer lease + complete history), report admission through `reply` (before any
    * event of the turn), then run it. Never rejects.
    */
-  private async admitTurn(s: LiveSession, text: string, turnId: string, pendingId: string | undefined, reply: (ok: boolean, error?: string) => void): Promise<void> {
+  private async admitTurn(s: LiveSession, lane: Lane, text: string, turnId: string, pendingId: string | undefined, reply: (ok: boolean, error?: string) => void): Promise<void> {
     await this.resolveCwd(s);
-    const rt = this.runtimeOf(s);
-    s.held = [];
+    const rt = this.runtimeOf(s, lane);
+    lane.held = [];
     const r = await rt.startTurn(text, { turnId });
-    const held = s.held;
-    s.held = null;
+    const held = lane.held;
+    lane.held = null;
     if (!r.ok) reply(false, r.error === "busy" ? "a turn is already running" : r.error === "history_incomplete" ? "session unavailable" : `session ${r.error}`);
     else reply(true);
     for (const ev of held) {
       if (r.ok && pendingId !== undefined && ev.type === "user_message" && ev.turnId === turnId) ev.pendingId = pendingId;
-      void this.emit(s, ev);
+      void this.emit(s, lane, ev);
     }
   }
 
   /** What runs in a session served at `uri` (for diagnostics and tests): its running turn and pending approvals. */
-  inspect(uri: string): { turnId: string | null; pendingApprovals: number } | undefined {
+  inspect(uri: string): { turnId: string | null; pendingApprovals: number; pendingQuestions: number; chats: number } | undefined {
     const s = this.byUri.get(uri);
     if (s === undefined) return undefined;
-    return { turnId: s.rt?.turn?.turnId ?? null, pendingApprovals: s.rt?.pendingApprovals().length ?? 0 };
+    const rt = s.primary.rt;
+    return { turnId: rt?.turn?.turnId ?? null, pendingApprovals: rt?.pendingApprovals().length ?? 0, pendingQuestions: rt?.pendingQuestions().length ?? 0, chats: s.chats.size };
+  }
+
+  /** Resolves once the store sessions found at the last (re)connection have been sent for registration. */
+  discovered(): Promise<void> {
+    return this.discovery;
   }
 
   private readonly pongs = new Map<string, () => void>();

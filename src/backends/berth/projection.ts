@@ -7,10 +7,17 @@
  *  - a tool call is announced once, with a turn-unique `toolCallId`: by `tool_confirmation_requested` when the
  *    approval policy asks (the AHP client answers with `confirm_tool`), else by `tool_started` when it starts or
  *    completes; `tool_completed` carries the outcome and error kind, not the output; a call the user denied is
- *    already reported by the confirmation and is not completed again;
+ *    already reported by the confirmation and is not completed again; its `output` is the tool's output bounded to
+ *    `TOOL_OUTPUT_MAX_BYTES` (head kept, a note says how much was cut);
+ *  - a steering message injected into the running turn becomes `user_message` (its AHP pending-message ID as
+ *    `pendingId`); one that became a prompt of its own is reported like a follow-up when its turn starts;
+ *  - a `question` becomes `input_requested` (one question `answer`, options `o0`…), its resolution `input_resolved`
+ *    (with the winning `complete_input` command ID when a client answered);
  *  - the terminal becomes `usage` then `settled` (`cancelled`, or `error` naming the failure).
  */
 import type { SessionEvent } from "../../runtime/session/index.js";
+import { truncateUtf8 } from "../../core/utf8.js";
+import { inputRequest, resolution } from "./parse.js";
 
 import type { Json } from "../../core/json-bounds.js";
 
@@ -18,6 +25,14 @@ import type { Json } from "../../core/json-bounds.js";
 export type EmitEvent = (event: Json) => void | Promise<void>;
 
 const MAX_INPUT_CHARS = 64 * 1024;
+/** The most tool output one `tool_completed` carries (UTF-8 bytes, before the note). */
+export const TOOL_OUTPUT_MAX_BYTES = 16 * 1024;
+
+export function boundOutput(text: string): string {
+  const cut = truncateUtf8(text, TOOL_OUTPUT_MAX_BYTES);
+  if (cut.length === text.length) return text;
+  return `${cut}\n[… ${Buffer.byteLength(text, "utf8") - Buffer.byteLength(cut, "utf8")} more bytes not shown]`;
+}
 
 interface ToolState {
   id: string;
@@ -31,6 +46,10 @@ export class HostProjection {
   private open = new Map<string, string[]>(); // raw call id -> unique ids not yet completed
   /** Queue entry → the follow-up's pending-message ID. */
   readonly pendingIds = new Map<string, string>();
+  /** Question ID → the `complete_input` command that answered it (set just before the answer). */
+  readonly answeredBy = new Map<string, string>();
+  /** Turns whose user message the host already holds (a chat's initial turn): not echoed. */
+  readonly silentTurns = new Set<string>();
 
   constructor(
     private readonly emit: EmitEvent,
@@ -69,7 +88,26 @@ export class HostProjection {
         this.open = new Map();
         const pendingId = e.queueId !== undefined ? this.pendingIds.get(e.queueId) : undefined;
         if (e.queueId !== undefined) this.pendingIds.delete(e.queueId);
+        if (this.silentTurns.delete(e.turnId)) return;
         void this.emit({ type: "user_message", text: e.prompt, turnId: e.turnId, ...(pendingId !== undefined ? { pendingId } : {}) });
+        return;
+      }
+      case "steered":
+        void this.emit({ type: "user_message", text: e.text, turnId: e.turnId, ...(e.ref !== undefined ? { pendingId: e.ref } : {}) });
+        return;
+      case "queue_enqueued":
+        if (e.steerRef !== undefined) this.pendingIds.set(e.entry.queue_id, e.steerRef);
+        return;
+      case "question_requested":
+        void this.emit({ type: "input_requested", request: inputRequest(e.questionId, e.turnId, e.question) });
+        return;
+      case "question_resolved": {
+        // A withdrawn question (its turn was cancelled) is retired by the turn's settlement on the host.
+        if (e.answer.kind === "cancelled") return;
+        const commandId = this.answeredBy.get(e.questionId);
+        this.answeredBy.delete(e.questionId);
+        const r = resolution(e.answer);
+        void this.emit({ type: "input_resolved", requestId: e.questionId, ...r, source: commandId !== undefined ? "client" : "runtime", ...(commandId !== undefined ? { commandId } : {}) });
         return;
       }
       case "title_changed":
@@ -115,7 +153,8 @@ export class HostProjection {
         else this.open.delete(e.callId);
         if (e.error === "denied" && t.announced) return; // the confirmation already reported it
         this.announce(t);
-        const output = e.success ? "completed" : `${e.error ?? "failed"}${e.timedOut === true ? " (timed out)" : ""}`;
+        const status = e.success ? "" : `[${e.error ?? "failed"}${e.timedOut === true ? ", timed out" : ""}] `;
+        const output = boundOutput(status + e.output);
         void this.emit({ type: "tool_completed", toolCallId: t.id, toolName: t.name, output, isError: !e.success });
         return;
       }
@@ -125,7 +164,7 @@ export class HostProjection {
         const u = e.usage;
         void this.emit({ type: "usage", inputTokens: u.inputTokens, outputTokens: u.outputTokens, cacheReadTokens: u.cacheReadTokens });
         const settled: Json = { type: "settled", cancelled: e.type === "turn_cancelled" };
-        if (e.type === "turn_failed") settled.error = `turn failed (${e.reason})`;
+        if (e.type === "turn_failed") settled.error = `turn failed: ${e.message} (${e.code})`;
         void this.emit(settled);
         return;
       }

@@ -178,6 +178,9 @@ export class AcpSession {
       case "session_trimmed":
       case "tool_progress":
       case "turn_started":
+      case "steered":
+      case "question_requested":
+      case "question_resolved":
         return;
     }
   }

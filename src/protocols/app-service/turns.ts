@@ -137,6 +137,9 @@ export function turnMethods(deps: TurnMethodsDeps): MethodFamily {
       case "tool_progress":
       case "tool_proposed":
       case "tool_started":
+      case "steered":
+      case "question_requested":
+      case "question_resolved":
         return;
     }
   });

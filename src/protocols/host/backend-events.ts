@@ -83,6 +83,8 @@ export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatMode
             ? head
             : undefined;
       if (queued) st.publish(chat.uri, { type: "chat/pendingMessageRemoved", kind: "queued", id: queued.id });
+      // A steering message whose turn ended before it was injected, now run as a turn of its own.
+      else if (ev.pendingId !== undefined && chat.steeringMessage?.id === ev.pendingId) st.publish(chat.uri, { type: "chat/pendingMessageRemoved", kind: "steering", id: ev.pendingId });
       startTurn(ev.text, ev.turnId, "user", queued?.id);
       break;
     }

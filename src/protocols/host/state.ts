@@ -386,7 +386,18 @@ export class HostState {
     if (c && !c.announced) c.announced = summaryFields(c);
     const env = this.actions.publish(channel, action, origin, rejectionReason);
     if (c) this.announceChatSummary(c);
+    if (c && (t === "chat/turnComplete" || t === "chat/turnCancelled" || t === "chat/error")) this.retireTurnInputs(c);
     return env;
+  }
+
+  /** A settled turn retired its input requests from the chat: drop their session input-needed entries too. */
+  private retireTurnInputs(c: ChatModel): void {
+    const s = this.sessions.get(c.sessionUri);
+    if (!s) return;
+    for (const [id, req] of s.inputNeeded) {
+      const r = req.request as Json | undefined;
+      if (req.chat === c.uri && req.kind === "chatInput" && typeof r?.id === "string" && !c.inputs.has(r.id)) this.publish(s.uri, { type: "session/inputNeededRemoved", id });
+    }
   }
 
   /**

@@ -11,8 +11,8 @@
  * - Requests are answered per the spec: `turn.cancel` and `approval.resolve` have no reply on success; refusals are
  *   `error` events with the reference's codes.
  */
-import { utf8Length } from "../../core/utf8.js";
-import type { QueueEntry, SessionEvent, SessionRuntime, UserAttachment } from "../../runtime/session/index.js";
+import { truncateUtf8, utf8Length } from "../../core/utf8.js";
+import type { Question, QueueEntry, SessionEvent, SessionRuntime, UserAttachment } from "../../runtime/session/index.js";
 import type { ConnectionOutput, ScvSessionHandle } from "./connection.js";
 import { ProgressShaper, type ProgressTimers } from "./progress.js";
 import { MAX_QUEUE_ENTRIES, MAX_QUEUE_PROMPT_BYTES, MAX_SERVER_FRAME_BYTES, type ClientMessage, type WireAttachment, type WireError } from "./wire.js";
@@ -136,6 +136,16 @@ export class ScvSession implements ScvSessionHandle {
           cwd: e.cwd,
           summary: e.summary,
         });
+      case "question_requested":
+        // SCV v3 has no question frame: the `question` call asks approval-style (docs/scv.md "Questions").
+        return void this.turnFrame(e.turnId, "approval.requested", {
+          approval_id: e.questionId,
+          call_id: e.callId,
+          name: "question",
+          risk: "read_only",
+          cwd: this.rt.config.cwd,
+          summary: questionSummary(e.question),
+        });
       case "tool_started":
         this.callTurns.set(e.callId, e.turnId);
         return void this.turnFrame(e.turnId, "tool.started", { call_id: e.callId, name: e.name });
@@ -221,6 +231,8 @@ export class ScvSession implements ScvSessionHandle {
       case "approval_resolved":
       case "runtime":
       case "title_changed":
+      case "steered":
+      case "question_resolved":
         return;
     }
   }
@@ -256,6 +268,7 @@ export class ScvSession implements ScvSessionHandle {
         return;
       }
       case "approval.resolve":
+        if (this.rt.question(msg.approval_id) !== undefined && this.rt.answerQuestion(msg.approval_id, msg.approved ? { defer: true } : { decline: true }).ok) return;
         if (!this.rt.resolveApproval(msg.approval_id, msg.approved)) await this.error("approval_not_found", "no pending approval with this ID", msg.request_id);
         return;
       case "session.clear": {
@@ -341,4 +354,11 @@ export function wireEntry(e: QueueEntry): Record<string, unknown> {
     submitter: e.submitter,
     ...(e.attachments !== undefined && e.attachments.length > 0 ? { attachments: e.attachments } : {}),
   };
+}
+
+/** A question as one approval summary line (≤ 1 KiB): the question, its choices, and what the answers mean. */
+function questionSummary(q: Question): string {
+  const choices = q.options.length > 0 ? ` Choices: ${q.options.map((o, i) => `${i + 1}) ${o}`).join(", ")}.` : "";
+  const line = `Question: ${q.text}${choices} Approve to answer in your next message; deny to decline.`.replace(/\s+/g, " ");
+  return truncateUtf8(line, 1024);
 }

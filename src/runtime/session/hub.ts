@@ -18,6 +18,8 @@ import { deliver } from "./listeners.js";
 import { SessionRuntime } from "./runtime.js";
 import { admissionError, type SessionDeps, type StartResult, type TurnRunner } from "./deps.js";
 import type { SessionConfig, SessionListener, SessionSummary, SubmitOptions } from "./types.js";
+import { createQuestionTool } from "../tools/question.js";
+import type { Tool } from "../types.js";
 
 export interface SessionHubOptions {
   manager: SessionManager;
@@ -105,6 +107,16 @@ export class SessionHub {
     }
     const rt = this.runtimes.get(lease.sessionId) ?? this.adopt(lease.sessionId, cfg);
     return { ...rt.beginAdmitted(lease, ctl, prompt, opts), sessionId: lease.sessionId };
+  }
+
+  /**
+   * Session-bound tools this hub's door can serve (for `Agent`'s `sessionTools`): the `question` tool, bound to
+   * the open runtime of `sessionId` (none for a session this hub has not opened).
+   */
+  questionTools(s: { sessionId: string }): Tool[] {
+    const rt = this.runtimes.get(s.sessionId);
+    if (rt === undefined) return [];
+    return [createQuestionTool((q, callId, signal) => rt.ask(q, callId, signal))];
   }
 
   /** The working directory recorded in a stored session's header (null when it cannot be read). */

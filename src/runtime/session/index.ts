@@ -8,4 +8,5 @@ export { admissionError, type SessionDeps, type StartResult, type StartedTurn, t
 export { needsApproval, approvalSummary } from "./approvals.js";
 export { attachmentNote, MAX_ATTACHMENTS, MAX_IMAGE_BYTES } from "./attachments.js";
 export * from "./types.js";
+export { answerText, QUESTION_MAX_OPTIONS, ANSWER_MAX_CHARS, type AnswerInput } from "./questions.js";
 export type { RuntimeEvent, TurnSink, TurnOutcome, TurnUsage, FailureReason } from "../events.js";

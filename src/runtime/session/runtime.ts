@@ -13,8 +13,11 @@
  *   and `SessionListener` for delta backpressure and refusal.
  * - `cancel()` aborts the running turn (provider socket, tool processes, pending approvals — which are withdrawn
  *   and their calls end `cancelled`); the queue keeps running unless paused.
- * - `steer(text)` injects a user message at the running turn's next step boundary; when the turn ends first the
- *   message is queued at the head as a prompt of its own (`queue_enqueued`).
+ * - `steer(text, ref?)` injects a user message at the running turn's next step boundary (`steered`); when the turn
+ *   ends first the message is queued at the head as a prompt of its own (`queue_enqueued` with `steerRef`).
+ * - Questions (`ask`, from the `question` tool): `question_requested`, answered once by `answerQuestion`
+ *   (`question_resolved`); withdrawn when the turn's signal fires. `reconfigure` changes the configuration now when
+ *   idle, else when the running turn ended.
  * - Approvals: per the session's `ApprovalMode` over each tool's `risk`; pending requests have fresh UUIDs and are
  *   answered with `resolveApproval`. A denial completes the call `success: false`, `error: "denied"`, with a
  *   denial text the model sees.
@@ -29,6 +32,7 @@ import type { SessionModelInfo } from "../agent.js";
 import { admissionError, type SessionDeps, type StartedTurn, type StartResult } from "./deps.js";
 import { DEFAULT_WINDOW, type History, type TurnLease } from "../../store/sessions/index.js";
 import { ApprovalBook, approvalSummary, needsApproval } from "./approvals.js";
+import { QuestionBook, type AnswerInput, type Question, type QuestionAnswer } from "./questions.js";
 import { SessionQueue, type Queued } from "./queue.js";
 import { terminalEvent, TurnProjector } from "./project.js";
 import { loadImages } from "./attachments.js";
@@ -47,7 +51,8 @@ import type {
 interface Running {
   turnId: string;
   ctl: AbortController;
-  steering: string[];
+  /** Steering messages not yet injected; `ref` is the door's own ID for one (e.g. an AHP pending-message ID). */
+  steering: Array<{ text: string; ref?: string }>;
   origin?: TurnOrigin;
 }
 
@@ -64,6 +69,9 @@ export class SessionRuntime {
   private readonly listeners = new Set<SessionListener>();
   private readonly queue: SessionQueue;
   private readonly approvals: ApprovalBook;
+  private readonly questions: QuestionBook;
+  /** A configuration change requested while a turn ran: applied when it ends. */
+  private nextConfig: Partial<SessionConfig> | null = null;
   private readonly newId: () => string;
   private running: Running | null = null;
   private admitting = false;
@@ -82,6 +90,7 @@ export class SessionRuntime {
     this.newId = deps.newId ?? randomUUID;
     this.queue = new SessionQueue(this.newId);
     this.approvals = new ApprovalBook(this.newId);
+    this.questions = new QuestionBook(this.newId);
   }
 
   get config(): Readonly<SessionConfig> {
@@ -111,6 +120,16 @@ export class SessionRuntime {
     if (this.busy) return false;
     this.cfg = { ...this.cfg, ...patch };
     return true;
+  }
+
+  /**
+   * Changes the configuration now when idle (`"now"`), else once the running turn ended (`"next_turn"`); later
+   * changes before then are merged over earlier ones.
+   */
+  reconfigure(patch: Partial<SessionConfig>): "now" | "next_turn" {
+    if (this.configure(patch)) return "now";
+    this.nextConfig = { ...this.nextConfig, ...patch };
+    return "next_turn";
   }
 
   subscribe(listener: SessionListener): () => void {
@@ -322,7 +341,11 @@ export class SessionRuntime {
         ...(this.cfg.channel !== undefined ? { channel: this.cfg.channel } : {}),
         ...(this.cfg.delegationDepth !== undefined ? { delegationDepth: this.cfg.delegationDepth } : {}),
         ...(this.cfg.workspace !== undefined ? { workspace: this.cfg.workspace } : {}),
-        steer: () => run.steering.splice(0),
+        steer: () =>
+          (run.ctl.signal.aborted ? [] : run.steering.splice(0)).map((m) => {
+            this.emit({ ...ref, type: "steered", text: m.text, ...(m.ref !== undefined ? { ref: m.ref } : {}) });
+            return m.text;
+          }),
       });
     } catch {
       outcome = { status: run.ctl.signal.aborted ? "cancelled" : "failed", assistantText: "", reason: "internal", usage: { ...EMPTY_USAGE } };
@@ -333,9 +356,13 @@ export class SessionRuntime {
     await ended;
     this.ending = null;
     this.running = null;
-    for (const text of run.steering.splice(0).reverse()) {
-      const q = this.queue.add(text, "steering", undefined, false, undefined, true);
-      this.emit({ type: "queue_enqueued", sessionId: this.id, entry: { ...q.entry } });
+    if (this.nextConfig !== null) {
+      this.cfg = { ...this.cfg, ...this.nextConfig };
+      this.nextConfig = null;
+    }
+    for (const m of run.steering.splice(0).reverse()) {
+      const q = this.queue.add(m.text, "steering", undefined, false, undefined, true);
+      this.emit({ type: "queue_enqueued", sessionId: this.id, entry: { ...q.entry }, ...(m.ref !== undefined ? { steerRef: m.ref } : {}) });
     }
     this.pump();
   }
@@ -394,11 +421,47 @@ export class SessionRuntime {
     return true;
   }
 
-  /** Injects a user message at the running turn's next step boundary; false when no turn runs. */
-  steer(text: string): boolean {
+  /**
+   * Injects a user message at the running turn's next step boundary (`steered` is emitted when it is); false when
+   * no turn runs. `ref` is the door's ID for the message, echoed on `steered` (or on `queue_enqueued` as
+   * `steerRef` when the turn ended first and the message became a prompt of its own).
+   */
+  steer(text: string, ref?: string): boolean {
     if (this.running === null || this.running.ctl.signal.aborted) return false;
-    this.running.steering.push(text);
+    this.running.steering.push({ text, ...(ref !== undefined ? { ref } : {}) });
     return true;
+  }
+
+  /**
+   * Puts a question to the session's user (the `question` tool) and waits for `answerQuestion`; `cancelled` when
+   * the signal fires first (the request is withdrawn: `question_resolved` with a `cancelled` answer).
+   */
+  ask(question: Question, callId: string, signal: AbortSignal): Promise<QuestionAnswer> {
+    const ref = { sessionId: this.id, turnId: this.running?.turnId ?? "" };
+    return this.questions.ask(
+      callId,
+      question,
+      signal,
+      (questionId) => this.emit({ ...ref, type: "question_requested", questionId, callId, question }),
+      (questionId) => this.emit({ ...ref, type: "question_resolved", questionId, callId, answer: { kind: "cancelled" } }),
+    );
+  }
+
+  /** Answers a pending question; refused (with a reason) when it is unknown, answered, or the answer does not fit. */
+  answerQuestion(questionId: string, input: AnswerInput): { ok: true } | { ok: false; error: string } {
+    const r = this.questions.answer(questionId, input);
+    if (!r.ok) return r;
+    this.emit({ sessionId: this.id, turnId: this.running?.turnId ?? "", type: "question_resolved", questionId, callId: r.callId, answer: r.answer });
+    return { ok: true };
+  }
+
+  /** A pending question by ID. */
+  question(questionId: string): Question | undefined {
+    return this.questions.get(questionId)?.question;
+  }
+
+  pendingQuestions(): string[] {
+    return this.questions.ids();
   }
 
   /** Answers a pending approval; false when the ID is unknown or already answered. */

@@ -7,10 +7,11 @@ import type { RuntimeEvent, FailureReason, TerminalStatus, TurnUsage } from "../
 import type { SelectionOverride, SessionModelInfo } from "../agent.js";
 import type { ImagePart, JobRef, ToolErrorKind, ToolRisk } from "../types.js";
 import type { Workspace } from "../workspace.js";
+import type { Question, QuestionAnswer } from "./questions.js";
 import type { McpServerDef } from "../../store/settings/schema.js";
 import type { SessionErrorCode, UserAttachment } from "../../store/sessions/index.js";
 
-export type { SelectionOverride, SessionModelInfo, UserAttachment, ToolRisk };
+export type { SelectionOverride, SessionModelInfo, UserAttachment, ToolRisk, Question, QuestionAnswer };
 
 /**
  * When a tool call needs a person's approval:
@@ -121,6 +122,12 @@ export type SessionEvent =
   /** Bounded status lines (joined by LF, ≤ 512 bytes); display only. */
   | (TurnRef & { type: "tool_progress"; callId: string; text: string; parentId?: string })
   | (TurnRef & { type: "tool_completed"; callId: string; name: string; success: boolean; output: string; truncated: boolean; error?: ToolErrorKind; timedOut?: boolean; jobs?: JobRef[]; parentId?: string })
+  /** A steering message was injected into the running turn (`ref`: the door's ID given to `steer`). */
+  | (TurnRef & { type: "steered"; text: string; ref?: string })
+  /** The model asked the user a question (the `question` tool); answer with `answerQuestion`. */
+  | (TurnRef & { type: "question_requested"; questionId: string; callId: string; question: Question })
+  /** A question was answered, declined, or withdrawn (`answer.kind === "cancelled"`). */
+  | (TurnRef & { type: "question_resolved"; questionId: string; callId: string; answer: QuestionAnswer })
   | (TurnRef & { type: "context_compacted"; beforeTokens: number; afterTokens: number; removedMessages: number })
   /** Every runtime event as it happened (for doors that project activity themselves, e.g. the app-service). */
   | (TurnRef & { type: "runtime"; event: RuntimeEvent })
@@ -128,7 +135,8 @@ export type SessionEvent =
   | (Terminal & { type: "turn_cancelled" })
   /** `status` is the durable one (`compaction_required` is a failure on every wire); `reason` the runtime's label. */
   | (Terminal & { type: "turn_failed"; code: FailureCode; message: string; reason: FailureReason; status: Exclude<TerminalStatus, "completed" | "cancelled"> })
-  | { type: "queue_enqueued"; sessionId: string; entry: QueueEntry }
+  /** `steerRef`: set when a steering message whose turn ended first became this prompt (see `steer`). */
+  | { type: "queue_enqueued"; sessionId: string; entry: QueueEntry; steerRef?: string }
   | { type: "queue_updated"; sessionId: string; entry: QueueEntry }
   /** `beforeQueueId`: the entry it now precedes (null: last). */
   | { type: "queue_moved"; sessionId: string; entry: QueueEntry; beforeQueueId: string | null }

@@ -11,6 +11,17 @@ export interface BerthRegistryEntry {
   sessionId: string;
   cwd: string;
   title: string;
+  /**
+   * Further chats of the session (AHP `createChat`): each is a Berth session of its own. A disposed chat stays
+   * listed with `disposed: true` so its kept Berth session is not offered again as a session of its own.
+   */
+  chats?: Array<{ uri: string; sessionId: string; title: string; disposed?: boolean }>;
+  /** The session's model (`configure`), applied to every chat; unset: the settings' selection. */
+  model?: { provider: string; id: string };
+  /** The session's reasoning level (`configure`). */
+  thinkingLevel?: string;
+  /** Disposed through AHP: kept only so its Berth session (and chats) are not listed again. */
+  disposed?: boolean;
   /** Until the host accepted the claim. */
   requestedSession?: string;
   creationToken?: string;

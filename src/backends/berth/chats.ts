@@ -1,0 +1,140 @@
+/**
+ * The chats of a Berth session served to the host (protocol v3 `create_chat` / `dispose_chat` / `fetch_turns`).
+ * Contracts:
+ *  - Every chat is a Berth session of its own; the primary chat is the session's own Berth session. A created
+ *    chat is a new Berth session in the session's working directory; a fork is a new Berth session holding a copy
+ *    of the source chat's records through the fork turn (`forkSession`). The chat → Berth session map is in the
+ *    registry (`chats`), written before the command is accepted, so a chat survives a restart.
+ *  - `create_chat` is accepted before any event of the chat; its initial turn (when given) is then run without a
+ *    second `user_message` (the host already holds it). Side chats are refused.
+ *  - `dispose_chat` cancels the chat's turn, waits for it to stop, marks the chat disposed in the registry (its
+ *    Berth session file is kept, and not listed as a session of its own), and is accepted only then. The primary
+ *    chat cannot be disposed.
+ *  - `fetch_turns` sends `turns_loaded` (the page of turns before the cursor, oldest first, with the next cursor)
+ *    and then accepts; an unknown cursor is refused.
+ */
+import type { SessionHub, SessionRuntime } from "../../runtime/session/index.js";
+import { forkSession, pageTurns, readTurns, RECENT_WINDOW } from "../../runtime/session/transcript.js";
+import { SessionError, type SessionManager } from "../../store/sessions/index.js";
+import { historyTurn } from "./parse.js";
+import type { HostProjection } from "./projection.js";
+import type { LiveSession } from "./backend.js";
+import type { Json } from "../../core/json-bounds.js";
+
+/** One chat of a served session. */
+export interface Lane {
+  /** Its Berth session. */
+  sessionId: string;
+  /** The host's chat URI (unset: the primary chat, whose events are unqualified). */
+  chatUri?: string;
+  rt?: SessionRuntime;
+  projection?: HostProjection;
+  /** Events held while a prompt is being admitted (they follow its command result). */
+  held: Json[] | null;
+}
+
+export interface ChatDeps {
+  manager: SessionManager;
+  hub: SessionHub;
+  page: number;
+  emit: (s: LiveSession, lane: Lane, ev: Json) => void | Promise<void>;
+  runtimeOf: (s: LiveSession, lane: Lane) => SessionRuntime;
+  save: () => Promise<void>;
+  answer: (commandId: string, ok: boolean, error?: string) => void;
+  admitTurn: (s: LiveSession, lane: Lane, text: string, turnId: string, reply: (ok: boolean, error?: string) => void) => Promise<void>;
+}
+
+const isObj = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
+const MAX_TITLE = 4096;
+
+export class ChatCommands {
+  constructor(private readonly d: ChatDeps) {}
+
+  /** The newest history page of a chat within its newest 1 MiB (for `hello.history`). */
+  async newestPage(lane: Lane): Promise<{ turns: Json[]; next: string | null }> {
+    const p = pageTurns(await readTurns(this.d.manager, lane.sessionId, RECENT_WINDOW), null, this.d.page);
+    return { turns: (p?.turns ?? []).map(historyTurn), next: p?.next ?? null };
+  }
+
+  async create(commandId: string, s: LiveSession, cmd: Json): Promise<void> {
+    const uri = cmd.chat;
+    if (typeof uri !== "string" || uri === "") return this.d.answer(commandId, false, "create_chat needs chat");
+    if (s.chats.has(uri) || uri === s.primaryChat || (s.entry.chats ?? []).some((c) => c.uri === uri)) return this.d.answer(commandId, false, "that chat already exists");
+    const title = typeof cmd.title === "string" && cmd.title !== "" ? cmd.title.slice(0, MAX_TITLE) : "Chat";
+    let sessionId: string;
+    try {
+      if (cmd.source !== undefined) {
+        const src = cmd.source;
+        if (!isObj(src) || src.kind !== "fork") return this.d.answer(commandId, false, "the Berth runtime forks chats; side chats are not supported");
+        const from = src.chat === s.primaryChat ? s.primary : typeof src.chat === "string" ? s.chats.get(src.chat) : undefined;
+        if (from === undefined || typeof src.turnId !== "string") return this.d.answer(commandId, false, "fork source must be a chat of this session and a turn ID");
+        const f = await forkSession(this.d.manager, from.sessionId, src.turnId, s.entry.cwd === "" ? (await this.d.hub.cwdOf(s.entry.sessionId)) ?? "/" : s.entry.cwd);
+        if (!f.ok) return this.d.answer(commandId, false, f.error);
+        sessionId = f.sessionId;
+      } else {
+        const cwd = s.entry.cwd !== "" ? s.entry.cwd : ((await this.d.hub.cwdOf(s.entry.sessionId)) ?? "/");
+        const h = await this.d.manager.store.create(cwd);
+        sessionId = h.id;
+        await h.release();
+      }
+    } catch (e) {
+      return this.d.answer(commandId, false, e instanceof SessionError ? `session store: ${e.code}` : "could not create the chat");
+    }
+    const lane: Lane = { sessionId, chatUri: uri, held: null };
+    s.chats.set(uri, lane);
+    s.entry.chats = [...(s.entry.chats ?? []), { uri, sessionId, title }];
+    try {
+      await this.d.save();
+    } catch {
+      s.chats.delete(uri);
+      s.entry.chats = s.entry.chats.filter((c) => c.uri !== uri);
+      return this.d.answer(commandId, false, "registry write failed");
+    }
+    this.d.answer(commandId, true);
+    const text = cmd.initialText;
+    const turnId = cmd.initialTurnId;
+    if (typeof text === "string" && typeof turnId === "string") {
+      this.d.runtimeOf(s, lane);
+      lane.projection?.silentTurns.add(turnId);
+      await this.d.admitTurn(s, lane, text, turnId, (ok, err) => {
+        if (ok) return;
+        lane.projection?.silentTurns.delete(turnId);
+        void this.d.emit(s, lane, { type: "settled", cancelled: false, error: `the initial turn could not start: ${err ?? "refused"}` });
+      });
+    }
+  }
+
+  async dispose(commandId: string, s: LiveSession, cmd: Json): Promise<void> {
+    const uri = cmd.chat;
+    const lane = typeof uri === "string" ? s.chats.get(uri) : undefined;
+    if (typeof uri !== "string" || lane === undefined) return this.d.answer(commandId, false, uri === s.primaryChat ? "the primary chat cannot be disposed" : "unknown chat");
+    lane.rt?.clearQueue();
+    lane.rt?.cancel();
+    await this.d.hub.closeSession(lane.sessionId); // waits until its turn stopped producing events
+    s.chats.delete(uri);
+    // Kept as disposed: its Berth session file stays, and must not come back as a session of its own.
+    s.entry.chats = (s.entry.chats ?? []).map((c) => (c.uri === uri ? { ...c, disposed: true } : c));
+    try {
+      await this.d.save();
+    } catch {
+      return this.d.answer(commandId, false, "registry write failed");
+    }
+    this.d.answer(commandId, true);
+  }
+
+  async fetch(commandId: string, s: LiveSession, lane: Lane, cmd: Json): Promise<void> {
+    const cursor = cmd.cursor;
+    if (typeof cursor !== "string") return this.d.answer(commandId, false, "fetch_turns needs a cursor");
+    let page;
+    try {
+      page = pageTurns(await readTurns(this.d.manager, lane.sessionId), cursor, this.d.page);
+    } catch (e) {
+      return this.d.answer(commandId, false, e instanceof SessionError ? `session store: ${e.code}` : "history unavailable");
+    }
+    if (page === null) return this.d.answer(commandId, false, "unknown history cursor");
+    const ev: Json = { type: "turns_loaded", turns: page.turns.map(historyTurn) };
+    if (page.next !== null) ev.nextCursor = page.next;
+    void this.d.emit(s, lane, ev);
+    this.d.answer(commandId, true);
+  }
+}

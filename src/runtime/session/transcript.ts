@@ -1,0 +1,113 @@
+/**
+ * A stored session read as turns (for paged history), and forking a session at a turn.
+ * Contracts:
+ * - `readTurns` groups the records of the session's bounded window (`TRANSCRIPT_WINDOW` unless given) by `turn_id`, oldest
+ *   first: the first user record is the prompt, the terminal's `assistant_text` the response (a turn without a
+ *   terminal — still running or cut by a crash — reports the text recorded so far). Steering messages (later user
+ *   records of a turn) are not separate turns. Turns before the window are not returned.
+ * - `pageTurns` pages them newest-first with an opaque cursor `before:<turn id>`: a page is the `limit` turns
+ *   right before the cursor's turn (oldest first), and `next` names the oldest of them when older turns remain.
+ *   A cursor whose turn is no longer in the window is refused (`null`).
+ * - `forkSession` creates a new session (same working directory) whose records are a copy of the source's up to
+ *   and including the terminal record of `turnId` (checkpoints keep covering the same copied records); the copy
+ *   is durable (fsynced) before it resolves. The source is only read.
+ */
+import type { SessionManager, StoredRecord, NewRecord } from "../../store/sessions/index.js";
+
+/** How much of a session is read for history and forks: the newest 64 MiB / 1,000,000 records. */
+export const TRANSCRIPT_WINDOW = { maxBytes: 64 * 1024 * 1024, maxRecords: 1_000_000, quantumBytes: 1 };
+
+export interface TranscriptTurn {
+  id: string;
+  startedAt: string;
+  userText: string;
+  responseText: string;
+  cancelled: boolean;
+  /** A terminal record ended it. */
+  ended: boolean;
+}
+
+/** The newest 1 MiB: enough for a first page of recent turns, cheap to read for every session at startup. */
+export const RECENT_WINDOW = { maxBytes: 1024 * 1024, maxRecords: 100_000, quantumBytes: 1 };
+
+export async function readTurns(manager: SessionManager, sessionId: string, window = TRANSCRIPT_WINDOW): Promise<TranscriptTurn[]> {
+  const w = await manager.store.readWindow(sessionId, window);
+  if (w === "unchanged") return [];
+  type Building = TranscriptTurn & { partial: Map<string, string> };
+  const turns: Building[] = [];
+  const byId = new Map<string, Building>();
+  for (const r of w.records) {
+    if (r.kind === "checkpoint") continue;
+    let t = byId.get(r.turn_id);
+    if (t === undefined) {
+      if (r.kind !== "user") continue; // a turn whose prompt is before the window
+      t = { id: r.turn_id, startedAt: r.at, userText: r.text, responseText: "", cancelled: false, ended: false, partial: new Map() };
+      byId.set(r.turn_id, t);
+      turns.push(t);
+      continue;
+    }
+    if (r.kind === "assistant" && !t.ended) {
+      t.partial.set(r.message_id, r.text);
+      t.responseText = [...t.partial.values()].join("\n\n");
+    } else if (r.kind === "terminal") {
+      t.ended = true;
+      t.responseText = r.assistant_text;
+      t.cancelled = r.status === "cancelled";
+    }
+  }
+  return turns.map(({ partial: _p, ...t }) => t);
+}
+
+export const CURSOR_PREFIX = "before:";
+
+/** One page of turns before `cursor` (null: the newest page); null when the cursor names no turn in the window. */
+export function pageTurns(turns: TranscriptTurn[], cursor: string | null, limit: number): { turns: TranscriptTurn[]; next: string | null } | null {
+  let end = turns.length;
+  if (cursor !== null) {
+    if (!cursor.startsWith(CURSOR_PREFIX)) return null;
+    const id = cursor.slice(CURSOR_PREFIX.length);
+    end = turns.findIndex((t) => t.id === id);
+    if (end === -1) return null;
+  }
+  const start = Math.max(0, end - limit);
+  const page = turns.slice(start, end);
+  return { turns: page, next: start > 0 && page.length > 0 ? `${CURSOR_PREFIX}${page[0]!.id}` : null };
+}
+
+function strip(r: StoredRecord): NewRecord {
+  const { seq: _s, at: _a, ...rest } = r;
+  return rest;
+}
+
+/** Forks `sourceId` after turn `turnId`; resolves with the new session's ID, or an error naming why not. */
+export async function forkSession(manager: SessionManager, sourceId: string, turnId: string, cwd: string): Promise<{ ok: true; sessionId: string } | { ok: false; error: string }> {
+  const w = await manager.store.readWindow(sourceId, TRANSCRIPT_WINDOW);
+  if (w === "unchanged") return { ok: false, error: "the source chat cannot be read" };
+  const end = w.records.findIndex((r) => r.kind === "terminal" && r.turn_id === turnId);
+  if (end === -1) return { ok: false, error: "the fork turn is not a completed turn of the source chat" };
+  const first = w.records.find((r) => r.kind !== "checkpoint");
+  if (w.omitted && first !== undefined) {
+    // The window starts mid-file: only a copy that starts at a checkpoint keeps the model context whole.
+    const cp = w.records.findIndex((r) => r.kind === "checkpoint");
+    if (cp === -1 || cp > end) return { ok: false, error: "the source chat is too long to fork" };
+  }
+  const handle = await manager.store.create(cwd);
+  try {
+    const seqMap = new Map<number, number>();
+    for (const r of w.records.slice(0, end + 1)) {
+      let rec = strip(r);
+      if (rec.kind === "checkpoint") {
+        // Covers the copied records up to the same original seq.
+        let cutoff = 0;
+        for (const [orig, copy] of seqMap) if (orig <= rec.cutoff_seq && copy > cutoff) cutoff = copy;
+        rec = { ...rec, cutoff_seq: cutoff };
+      }
+      const stored = await handle.writer.append(rec);
+      seqMap.set(r.seq, stored.seq);
+    }
+    await handle.writer.flush();
+  } finally {
+    await handle.release();
+  }
+  return { ok: true, sessionId: handle.id };
+}
