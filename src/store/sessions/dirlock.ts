@@ -102,7 +102,19 @@ function schedule(h: Held): void {
   h.timer.unref();
 }
 
-function hold(path: string, mtimeMs: number, opts: DirLockOptions): () => void {
+/** A held lock. Release removes the directory; a compromised lock (someone else's now) is left alone. */
+export interface DirLock {
+  /** Removes the directory synchronously. Throws `ERELEASED` when already released or compromised. */
+  releaseSync(): void;
+  /**
+   * Removes the directory on the thread pool (an rmdir can take a millisecond on a busy journal; the event loop does
+   * not wait for it). The lock counts as held, and is removed at exit, until the removal completed. Rejects like
+   * `releaseSync` throws.
+   */
+  release(): Promise<void>;
+}
+
+function hold(path: string, mtimeMs: number, opts: DirLockOptions): DirLock {
   const h: Held = { path, mtimeMs, timer: null, released: false, lastUpdate: Date.now(), opts };
   held.add(h);
   if (!exitHook) {
@@ -110,22 +122,41 @@ function hold(path: string, mtimeMs: number, opts: DirLockOptions): () => void {
     process.on("exit", onExit);
   }
   schedule(h);
-  return () => {
+  const stop = (): void => {
     if (h.released) throw Object.assign(new Error("lock already released"), { code: "ERELEASED" });
     h.released = true;
     if (h.timer !== null) clearTimeout(h.timer);
     h.timer = null;
-    held.delete(h);
-    try {
-      rmdirSync(path);
-    } catch (e) {
-      if (errCode(e) !== "ENOENT") throw e;
-    }
+  };
+  return {
+    releaseSync: () => {
+      stop();
+      held.delete(h);
+      try {
+        rmdirSync(path);
+      } catch (e) {
+        if (errCode(e) !== "ENOENT") throw e;
+      }
+    },
+    release: () => {
+      try {
+        stop();
+      } catch (e) {
+        return Promise.reject(e instanceof Error ? e : new Error("release failed"));
+      }
+      return new Promise<void>((resolve, reject) =>
+        rmdir(path, (err) => {
+          held.delete(h);
+          if (err && err.code !== "ENOENT") reject(err);
+          else resolve();
+        }),
+      );
+    },
   };
 }
 
-/** Takes the lock now or throws (`ELOCKED` when held elsewhere). Returns the (synchronous) release. */
-export function lockSync(path: string, opts: DirLockOptions): () => void {
+/** Takes the lock now or throws (`ELOCKED` when held elsewhere). */
+export function lockSync(path: string, opts: DirLockOptions): DirLock {
   for (let takeover = true; ; takeover = false) {
     try {
       mkdirSync(path, { mode: 0o700 });
@@ -150,8 +181,8 @@ export function lockSync(path: string, opts: DirLockOptions): () => void {
   }
 }
 
-function tryOnce(path: string, opts: DirLockOptions): Promise<() => void> {
-  const attempt = (takeover: boolean): Promise<() => void> =>
+function tryOnce(path: string, opts: DirLockOptions): Promise<DirLock> {
+  const attempt = (takeover: boolean): Promise<DirLock> =>
     new Promise<number>((resolve, reject) => mkdir(path, { mode: 0o700 }, (err) => (err ? reject(err) : stat(path, (e, st) => (e ? reject(e) : resolve(st.mtimeMs))))))
       .then((mtimeMs) => hold(path, mtimeMs, opts))
       .catch(async (e: unknown) => {
@@ -169,19 +200,11 @@ function tryOnce(path: string, opts: DirLockOptions): Promise<() => void> {
 }
 
 /** Takes the lock, retrying with exponential backoff while it is held elsewhere; rejects `ELOCKED` after the last try. */
-export async function lock(path: string, opts: DirLockOptions & { retries: RetryOptions }): Promise<() => Promise<void>> {
+export async function lock(path: string, opts: DirLockOptions & { retries: RetryOptions }): Promise<DirLock> {
   const r = opts.retries;
   for (let i = 0; ; i++) {
     try {
-      const release = await tryOnce(path, opts);
-      return () => {
-        try {
-          release();
-          return Promise.resolve();
-        } catch (e) {
-          return Promise.reject(e instanceof Error ? e : new Error("release failed"));
-        }
-      };
+      return await tryOnce(path, opts);
     } catch (e) {
       if (errCode(e) !== "ELOCKED" || i >= r.retries) throw e;
     }

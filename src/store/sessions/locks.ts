@@ -135,12 +135,14 @@ export class SessionLocks {
     // cheaper than thread-pool round trips on the create/open/close hot path.
     let releaseDir: () => void;
     try {
-      releaseDir = dirlock.lockSync(leasePath, opts);
+      const l = dirlock.lockSync(leasePath, opts);
+      releaseDir = () => l.releaseSync();
     } catch (err) {
       if (!isLocked(err)) throw new SessionError("unavailable");
       if (!(await this.recover(id))) throw new SessionError("busy");
       try {
-        releaseDir = dirlock.lockSync(leasePath, opts);
+        const l = dirlock.lockSync(leasePath, opts);
+        releaseDir = () => l.releaseSync();
       } catch (err2) {
         throw new SessionError(isLocked(err2) ? "busy" : "unavailable");
       }
@@ -177,9 +179,9 @@ export class SessionLocks {
    * Runs under the reclaim lock; removes the owner file before the directory.
    */
   private async recover(id: string): Promise<boolean> {
-    let unlockReclaim: () => Promise<void>;
+    let reclaim: dirlock.DirLock;
     try {
-      unlockReclaim = await dirlock.lock(this.paths.reclaim(id), { stale: 2000, update: 1000, retries: retriesFor(500), onCompromised: () => undefined });
+      reclaim = await dirlock.lock(this.paths.reclaim(id), { stale: 2000, update: 1000, retries: retriesFor(500), onCompromised: () => undefined });
     } catch {
       return false;
     }
@@ -199,7 +201,7 @@ export class SessionLocks {
       await rm(this.paths.lease(id), { recursive: true, force: true });
       return true;
     } finally {
-      await unlockReclaim().catch(() => undefined);
+      await reclaim.release().catch(() => undefined);
     }
   }
 
@@ -236,20 +238,14 @@ export class SessionLocks {
     const path = this.paths.append(id);
     const opts: dirlock.DirLockOptions = { stale: 2000, update: 1000, onCompromised: () => undefined };
     try {
-      const releaseSync = dirlock.lockSync(path, opts);
-      return () => {
-        try {
-          releaseSync();
-          return Promise.resolve();
-        } catch (e) {
-          return Promise.reject(e instanceof Error ? e : new Error("release failed"));
-        }
-      };
+      const l = dirlock.lockSync(path, opts);
+      return () => l.release();
     } catch (err) {
       if (!isLocked(err)) throw new SessionError("unavailable");
     }
     try {
-      return await dirlock.lock(path, { ...opts, retries: retriesFor(wait) });
+      const l = await dirlock.lock(path, { ...opts, retries: retriesFor(wait) });
+      return () => l.release();
     } catch (err) {
       if (!isLocked(err)) throw new SessionError("unavailable");
       if (role === "reader" && (await this.leaseHolderGone(id))) return null;
