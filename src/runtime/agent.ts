@@ -324,7 +324,7 @@ export class Agent {
               throw e;
             },
           );
-    durable.catch(() => undefined);
+    void durable.catch(() => undefined);
     const sink = recorder === null ? req.sink : gatedSink(req.sink, durable);
     let outcome: TurnOutcome;
     try {

@@ -194,7 +194,7 @@ export async function* driveStream(p: DriveParams): AsyncGenerator<ProviderEvent
   let yielded = false;
   // Registered before any fetch sees the gate, so this is set by the time a fetch fails because of it.
   let gateRejected = false;
-  p.gate?.catch(() => void (gateRejected = true));
+  void p.gate?.catch(() => void (gateRejected = true));
   for (let attempt = 1; ; attempt++) {
     const ctl = new AbortController();
     const relay = (): void => ctl.abort();

@@ -83,7 +83,7 @@ function gatedFetch(url: string, init: StreamFetchInit): Promise<StreamResponse>
     req.flushHeaders();
     const head = Math.max(0, body.length - 1);
     if (head > 0) req.write(body.subarray(0, head));
-    gate.then(
+    void gate.then(
       () => {
         if (!req.destroyed) req.end(body.subarray(head));
       },
