@@ -71,15 +71,15 @@ interface Run {
 
 /** One protocol's requests and how its answers look (matched on raw lines: deltas are never parsed). */
 interface Door {
-  spawn(home: string, env: NodeJS.ProcessEnv): ChildProcessWithoutNullStreams;
+  spawn: (home: string, env: NodeJS.ProcessEnv) => ChildProcessWithoutNullStreams;
   init: string;
-  isInit(line: string): boolean;
+  isInit: (line: string) => boolean;
   session: string;
   /** Returns the session ID once the line answers the session request. */
-  sessionId(line: string): string | null;
-  turn(sessionId: string): string;
-  isDelta(line: string): boolean;
-  isTerminal(line: string): boolean;
+  sessionId: (line: string) => string | null;
+  turn: (sessionId: string) => string;
+  isDelta: (line: string) => boolean;
+  isTerminal: (line: string) => boolean;
 }
 
 const appReq = (id: string, method: string, payload: unknown, extra: Record<string, unknown> = {}): string =>
