@@ -63,6 +63,22 @@ function retriesFor(waitMs: number): dirlock.RetryOptions {
   return { retries: Math.max(0, Math.ceil(waitMs / maxTimeout)), minTimeout: 2, maxTimeout, factor: 1.5 };
 }
 
+/**
+ * The append lock is removed synchronously (an rmdir of an empty directory): a thread-pool removal measured no faster
+ * on the turn path, and it let the end of a turn (`TurnLease.end` flushes) lag behind its terminal event, which a
+ * door answering the next request right after that event can observe as a still-busy session.
+ */
+function releaseNow(l: dirlock.DirLock): () => Promise<void> {
+  return () => {
+    try {
+      l.releaseSync();
+      return Promise.resolve();
+    } catch (e) {
+      return Promise.reject(e instanceof Error ? e : new Error("release failed"));
+    }
+  };
+}
+
 function isLocked(err: unknown): boolean {
   return (err as { code?: string } | null)?.code === "ELOCKED";
 }
@@ -239,13 +255,13 @@ export class SessionLocks {
     const opts: dirlock.DirLockOptions = { stale: 2000, update: 1000, onCompromised: () => undefined };
     try {
       const l = dirlock.lockSync(path, opts);
-      return () => l.release();
+      return releaseNow(l);
     } catch (err) {
       if (!isLocked(err)) throw new SessionError("unavailable");
     }
     try {
       const l = await dirlock.lock(path, { ...opts, retries: retriesFor(wait) });
-      return () => l.release();
+      return releaseNow(l);
     } catch (err) {
       if (!isLocked(err)) throw new SessionError("unavailable");
       if (role === "reader" && (await this.leaseHolderGone(id))) return null;

@@ -29,8 +29,6 @@ export class SessionWriter {
   private draining: Promise<void> | null = null;
   private failed: SessionError | null = null;
   private closed = false;
-  /** The last batch's append-lock release, while in progress. */
-  private releasing: Promise<void> | null = null;
 
   constructor(
     readonly sessionId: string,
@@ -84,7 +82,6 @@ export class SessionWriter {
     if (this.closed) return;
     if (this.failed === null && this.queue.length > 0) await this.flush().catch(() => undefined);
     if (this.draining) await this.draining;
-    if (this.releasing !== null) await this.releasing;
     this.closed = true;
     closeQuietly(this.fd);
   }
@@ -127,8 +124,6 @@ export class SessionWriter {
     const sync = batch.some((p) => p.sync);
     if (text === "" && !sync) return;
     if (text !== "" && this.needsLeadingNewline) text = "\n" + text;
-    // The previous batch's lock removal (thread pool) must be done before the lock is taken again.
-    if (this.releasing !== null) await this.releasing;
     const release = await this.locks.acquireAppend(this.sessionId, "writer");
     try {
       if (text !== "") {
@@ -138,12 +133,7 @@ export class SessionWriter {
       }
       if (sync) await syncData(this.fd);
     } finally {
-      // The batch settles without waiting for the lock directory's removal (readers that find it present take the
-      // locked path); the next batch and `close` wait for it.
-      if (release) this.releasing = release().then(
-        () => void (this.releasing = null),
-        () => void (this.releasing = null),
-      );
+      if (release) await release().catch(() => undefined);
     }
   }
 }
