@@ -312,14 +312,12 @@ export class Agent {
     const relay = (): void => ctl.abort();
     if (req.signal.aborted) ctl.abort();
     else req.signal.addEventListener("abort", relay, { once: true });
-    let userFailed = false;
     const durable: Promise<void> =
       recorder === null
         ? Promise.resolve()
         : recorder.user(req.prompt, req.attachments).then(
             () => undefined,
             (e: unknown) => {
-              userFailed = true;
               ctl.abort();
               throw e;
             },
@@ -340,7 +338,6 @@ export class Agent {
     } catch {
       return fail("persistence"); // nothing durable was accepted: no terminal record either
     }
-    if (userFailed) return fail("persistence");
     if (recorder !== null) {
       await recorder.settled();
       if (recorder.failure !== null && outcome.status === "completed") outcome = { ...outcome, status: "failed", reason: "persistence" };
