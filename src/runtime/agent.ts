@@ -27,6 +27,7 @@ import { anthropicCredentialSource, codexCredentialSource, CodexTokenRefresher, 
 import { codexOAuthConfigFromEnv } from "./auth/codex-oauth.js";
 import type { ApprovalPolicy } from "./approval.js";
 import { FALLBACK_CONTEXT_WINDOW } from "./context.js";
+import { mark } from "./debug-timing.js";
 import { cleanToolEnv } from "./env.js";
 import type { FailureReason, RuntimeEvent, TurnOutcome, TurnSink } from "./events.js";
 import { historyToMessages, type HistoryImage } from "./history.js";
@@ -136,6 +137,7 @@ export interface SessionModelInfo {
 function gatedSink(sink: TurnSink, durable: Promise<void>): TurnSink {
   let state: "pending" | "open" | "failed" = "pending";
   const held: RuntimeEvent[] = [];
+  let first = true;
   void durable.then(
     () => {
       state = "open";
@@ -148,6 +150,10 @@ function gatedSink(sink: TurnSink, durable: Promise<void>): TurnSink {
   );
   return {
     delta(text) {
+      if (first) {
+        first = false;
+        mark("turn.first_delta");
+      }
       if (state === "open") return sink.delta(text);
       if (state === "failed") return false;
       return durable.then(
@@ -308,6 +314,7 @@ export class Agent {
     // history) and the provider connection; every provider request is gated on it (`ProviderRequest.gate`: the
     // body's last byte waits), and nothing reaches the sink before it. A failed write aborts the preparation and the
     // turn fails `persistence` with no terminal record, as before: nothing durable was accepted.
+    mark("turn.run");
     const ctl = new AbortController();
     const relay = (): void => ctl.abort();
     if (req.signal.aborted) ctl.abort();
@@ -316,7 +323,7 @@ export class Agent {
       recorder === null
         ? Promise.resolve()
         : recorder.user(req.prompt, req.attachments).then(
-            () => undefined,
+            () => mark("turn.user_record_durable"),
             (e: unknown) => {
               ctl.abort();
               throw e;
@@ -354,6 +361,7 @@ export class Agent {
     // Skill discovery (stat-only when cached) runs alongside settings resolution; tool-free turns have none.
     const skills = req.noTools === true ? Promise.resolve([]) : this.skills.discover(req.cwd).catch((): Skill[] => []);
     const r = await this.resolve(req.selection, req.mcpServers);
+    mark("turn.provider_resolved");
     if (durable !== null) {
       const inner = r.provider;
       r.provider = { id: inner.id, api: inner.api, stream: (pr) => inner.stream({ ...pr, gate: durable }) };
@@ -397,6 +405,7 @@ export class Agent {
     const subagents = req.noTools !== true && (req.delegationDepth ?? 0) < MAX_DELEGATION_DEPTH;
     let n = 0;
     // Generic lifecycle activity (tool / assistant writing / compaction) for every door; see lifecycle.ts.
+    mark("turn.request_prepared");
     const sink = withLifecycle(req.sink);
     const outcome = await runLoop({
       turnId: req.turnId,

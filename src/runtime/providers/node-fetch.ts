@@ -10,6 +10,7 @@
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import { mark } from "../debug-timing.js";
 import type { StreamFetch, StreamFetchInit, StreamResponse } from "./driver.js";
 
 const httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 16 });
@@ -69,23 +70,28 @@ function gatedFetch(url: string, init: StreamFetchInit): Promise<StreamResponse>
       reject(signal.aborted ? abortError() : err);
     });
     req.on("response", (r) => {
+      mark("provider.response_head");
       res = r;
       r.on("close", cleanup);
       resolve(wrap(r));
     });
     const gate = init.gate;
     if (gate === undefined) {
+      mark("provider.request_sent");
       req.end(body);
       return;
     }
     // Connect, send the head and all but the body's last byte now; the last byte (so a complete request) only once
     // the gate resolved. A server cannot act on a request whose body is incomplete.
     req.flushHeaders();
+    mark("provider.request_head_sent");
     const head = Math.max(0, body.length - 1);
     if (head > 0) req.write(body.subarray(0, head));
     void gate.then(
       () => {
-        if (!req.destroyed) req.end(body.subarray(head));
+        if (req.destroyed) return;
+        mark("provider.request_sent");
+        req.end(body.subarray(head));
       },
       (e: unknown) => req.destroy(e instanceof Error ? e : new Error("request gate failed")),
     );
