@@ -15,9 +15,9 @@ export function reserveStdout(): NodeJS.WriteStream {
   const out = process.stdout;
   const realWrite = out.write.bind(out);
   const proxy = Object.create(out) as NodeJS.WriteStream;
-  proxy.write = realWrite as NodeJS.WriteStream["write"];
+  proxy.write = realWrite;
   out.write = ((chunk: unknown, ...rest: unknown[]) =>
-    (process.stderr.write as (...a: unknown[]) => boolean)(chunk, ...rest)) as NodeJS.WriteStream["write"];
+    (process.stderr.write as (...a: unknown[]) => boolean)(chunk, ...rest));
   const toStderr = new console.Console(process.stderr, process.stderr);
   for (const m of ["log", "info", "debug", "warn", "error", "trace", "dir"] as const)
     (console as unknown as Record<string, unknown>)[m] = toStderr[m].bind(toStderr);

@@ -49,7 +49,7 @@ async function runService(): Promise<number> {
     return 1;
   }
   const state = { initialized: false };
-  const families = await buildFamilies({
+  const families = buildFamilies({
     home,
     cwd: process.cwd(),
     env: process.env,
