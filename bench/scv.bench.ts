@@ -19,7 +19,7 @@ import { defaultTurn, lastUserText } from "../test/fakes/fake-provider.js";
 import { startDaemon, startRig, type Msg } from "../test/scv/client.js";
 import type { Figure } from "./run.js";
 
-const FIRST_SAMPLES = 30;
+const FIRST_SAMPLES = Number(process.env["SCV_FIRST_SAMPLES"] ?? 30);
 const LONG_SAMPLES = 3;
 const LONG_PROMPT = "long answer 20000";
 

@@ -5,7 +5,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { packageVersion } from "./service.js";
+import { packageVersion } from "./process-io.js";
 
 function commit(): string | null {
   try {

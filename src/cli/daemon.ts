@@ -16,7 +16,7 @@ import { startDaemonDelegations, type DaemonDelegations } from "./daemon-delegat
 import { RESTART_EXIT_CODE, restartPlanner } from "./daemon-restart.js";
 import { buildScvDeps } from "./scv-deps.js";
 import { listenScvSocket, scvSocketPath, type ScvSocketHandle } from "./scv-socket.js";
-import { packageVersion } from "./service.js";
+import { packageVersion } from "./process-io.js";
 
 const SHUTDOWN_DEADLINE_MS = 5000;
 /** `<state dir>/endpoint.json`: `{pid, http, ui}` of the running daemon, read by `berth open`. */

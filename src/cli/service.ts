@@ -3,11 +3,14 @@
  * Startup creates the state root (owner-only) and nothing else, and refuses a state root another user owns or may
  * write (store/state-root.ts); every other file is created by the request that needs it.
  */
-import { readFileSync } from "node:fs";
 import { resolveHome } from "../store/home.js";
 import { prepareStateRoot } from "../store/state-root.js";
 import { AppServiceServer } from "../protocols/app-service/server.js";
 import { buildFamilies } from "./service-families.js";
+import { packageVersion, reserveStdout } from "./process-io.js";
+
+// Kept importable from here for existing callers; new code imports ./process-io.js (it loads no protocol).
+export { packageVersion, reserveStdout };
 
 const REFUSED = "magi-code: --app service takes no other arguments (no --prompt, provider, model, credential, theme, session-selection flags or subcommands)\n";
 
@@ -26,25 +29,6 @@ export async function runServiceCommand(argv: string[]): Promise<number> {
     return 2;
   }
   return runService();
-}
-
-export function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { version: string };
-  return pkg.version;
-}
-
-/** Routes every stray stdout writer (console.*, dependencies) to stderr; returns the real stdout writer. */
-export function reserveStdout(): NodeJS.WriteStream {
-  const out = process.stdout;
-  const realWrite = out.write.bind(out);
-  const proxy = Object.create(out) as NodeJS.WriteStream;
-  proxy.write = realWrite;
-  out.write = ((chunk: unknown, ...rest: unknown[]) =>
-    (process.stderr.write as (...a: unknown[]) => boolean)(chunk, ...rest));
-  const toStderr = new console.Console(process.stderr, process.stderr);
-  for (const m of ["log", "info", "debug", "warn", "error", "trace", "dir"] as const)
-    (console as unknown as Record<string, unknown>)[m] = toStderr[m].bind(toStderr);
-  return proxy;
 }
 
 /**

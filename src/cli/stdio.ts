@@ -8,7 +8,7 @@ import { serveScvConnection } from "../protocols/scv/connection.js";
 import { resolveHome } from "../store/home.js";
 import { buildScvDeps } from "./scv-deps.js";
 import { prepareStateRoot } from "../store/state-root.js";
-import { reserveStdout } from "./service.js";
+import { reserveStdout } from "./process-io.js";
 
 export async function runStdio(argv: string[]): Promise<number> {
   if (argv.length > 0) {

@@ -27,8 +27,9 @@ import { anthropicCredentialSource, codexCredentialSource, CodexTokenRefresher, 
 import { codexOAuthConfigFromEnv } from "./auth/codex-oauth.js";
 import type { ApprovalPolicy } from "./approval.js";
 import { FALLBACK_CONTEXT_WINDOW } from "./context.js";
+import { mark } from "./debug-timing.js";
 import { cleanToolEnv } from "./env.js";
-import type { FailureReason, TurnOutcome, TurnSink } from "./events.js";
+import type { FailureReason, RuntimeEvent, TurnOutcome, TurnSink } from "./events.js";
 import { historyToMessages, type HistoryImage } from "./history.js";
 import { withLifecycle } from "./lifecycle.js";
 import { attachmentNote, MAX_IMAGES, reattachImages } from "./session/attachments.js";
@@ -127,6 +128,44 @@ export interface SessionModelInfo {
   contextWindow: number;
   /** The model accepts image input. */
   images: boolean;
+}
+
+/**
+ * Holds a turn's sink output until `durable` resolves (nothing reaches a client before the user record is durable),
+ * then passes straight through; after a failed `durable` everything is dropped (the turn fails `persistence`).
+ */
+function gatedSink(sink: TurnSink, durable: Promise<void>): TurnSink {
+  let state: "pending" | "open" | "failed" = "pending";
+  const held: RuntimeEvent[] = [];
+  let first = true;
+  void durable.then(
+    () => {
+      state = "open";
+      for (const e of held.splice(0)) sink.event(e);
+    },
+    () => {
+      state = "failed";
+      held.length = 0;
+    },
+  );
+  return {
+    delta(text) {
+      if (first) {
+        first = false;
+        mark("turn.first_delta");
+      }
+      if (state === "open") return sink.delta(text);
+      if (state === "failed") return false;
+      return durable.then(
+        () => sink.delta(text),
+        () => false,
+      );
+    },
+    event(e) {
+      if (state === "open") sink.event(e);
+      else if (state === "pending") held.push(e);
+    },
+  };
 }
 
 /** Sessions at this delegation depth (or deeper) get no `task` tool. */
@@ -279,17 +318,40 @@ export class Agent {
       reason,
       usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, requests: 0 },
     });
+    // The user record's write and fsync overlap the turn's preparation (settings, provider, tools, system prompt,
+    // history) and the provider connection; every provider request is gated on it (`ProviderRequest.gate`: the
+    // body's last byte waits), and nothing reaches the sink before it. A failed write aborts the preparation and the
+    // turn fails `persistence` with no terminal record, as before: nothing durable was accepted.
+    mark("turn.run");
+    const ctl = new AbortController();
+    const relay = (): void => ctl.abort();
+    if (req.signal.aborted) ctl.abort();
+    else req.signal.addEventListener("abort", relay, { once: true });
+    const durable: Promise<void> =
+      recorder === null
+        ? Promise.resolve()
+        : recorder.user(req.prompt, req.attachments).then(
+            () => mark("turn.user_record_durable"),
+            (e: unknown) => {
+              ctl.abort();
+              throw e;
+            },
+          );
+    void durable.catch(() => undefined);
+    const sink = recorder === null ? req.sink : gatedSink(req.sink, durable);
     let outcome: TurnOutcome;
     try {
-      await recorder?.user(req.prompt, req.attachments);
-    } catch {
-      return fail("persistence"); // nothing durable was accepted: no terminal record either
-    }
-    try {
-      outcome = await this.execute(req, recorder);
+      outcome = await this.execute({ ...req, signal: ctl.signal, sink }, recorder, recorder === null ? null : durable);
     } catch (e) {
       outcome = fail(e instanceof TurnFailure ? e.reason : "internal");
       if (req.signal.aborted) outcome = { ...outcome, status: "cancelled" };
+    } finally {
+      req.signal.removeEventListener("abort", relay);
+    }
+    try {
+      await durable;
+    } catch {
+      return fail("persistence"); // nothing durable was accepted: no terminal record either
     }
     if (recorder !== null) {
       await recorder.settled();
@@ -303,10 +365,15 @@ export class Agent {
     return outcome;
   }
 
-  private async execute(req: RunTurnRequest, recorder: TurnRecorder | null): Promise<TurnOutcome> {
+  private async execute(req: RunTurnRequest, recorder: TurnRecorder | null, durable: Promise<void> | null): Promise<TurnOutcome> {
     // Skill discovery (stat-only when cached) runs alongside settings resolution; tool-free turns have none.
     const skills = req.noTools === true ? Promise.resolve([]) : this.skills.discover(req.cwd).catch((): Skill[] => []);
     const r = await this.resolve(req.selection, req.mcpServers);
+    mark("turn.provider_resolved");
+    if (durable !== null) {
+      const inner = r.provider;
+      r.provider = { id: inner.id, api: inner.api, stream: (pr) => inner.stream({ ...pr, gate: durable }) };
+    }
     const entry = req.noTools === true ? null : this.acquireTools(r);
     try {
       return await this.run(req, recorder, r, entry === null ? null : await entry.reg, await skills);
@@ -346,6 +413,7 @@ export class Agent {
     const subagents = req.noTools !== true && (req.delegationDepth ?? 0) < MAX_DELEGATION_DEPTH;
     let n = 0;
     // Generic lifecycle activity (tool / assistant writing / compaction) for every door; see lifecycle.ts.
+    mark("turn.request_prepared");
     const sink = withLifecycle(req.sink);
     const outcome = await runLoop({
       turnId: req.turnId,

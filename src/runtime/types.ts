@@ -47,6 +47,12 @@ export interface ProviderRequest {
    */
   fast?: boolean;
   signal: AbortSignal;
+  /**
+   * Durability gate: the request's final body bytes are sent only once this resolves (connection setup, header and
+   * body encoding may run before). A rejection ends the stream like an abort, with nothing sent in full. The agent
+   * passes the user record's fsync here, so the record is durable before the provider can act on the request.
+   */
+  gate?: Promise<void>;
 }
 
 export type ProviderErrorKind =

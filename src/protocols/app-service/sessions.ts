@@ -20,16 +20,15 @@ import {
   type SessionManager,
 } from "../../store/sessions/index.js";
 import { emptyPayload, onlyKeys, type MethodDescriptor, type MethodFamily, type Outcome, type ParseResult } from "./descriptor.js";
-import {
-  UNPROJECTED_KINDS,
-  decodeProjection,
-  encodeProjection,
-  extendProjection,
-  projectSnapshot,
-  replayPage,
-  type Projection,
-} from "./replay.js";
-import { titleFrom } from "./replay-text.js";
+import type { Projection } from "./replay.js";
+
+/**
+ * The replay projection (and the title text policy) load on first use: `session.create`, `open` and `close`, on a
+ * fresh process's first-turn path, need neither.
+ */
+type ReplayModule = typeof import("./replay.js");
+let replayModule: Promise<ReplayModule> | null = null;
+const loadReplay = (): Promise<ReplayModule> => (replayModule ??= import("./replay.js"));
 
 export interface SessionMethodsDeps {
   /** Shared with the turn family (turns attach implicitly through the same manager). */
@@ -110,7 +109,7 @@ export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
    * Writes the sidecar shortly after the current request (a timer, so the response is written first; a cache:
    * failures are ignored).
    */
-  function persist(id: string, version: FileVersion, projection: Projection): void {
+  function persist(id: string, version: FileVersion, projection: Projection, encodeProjection: ReplayModule["encodeProjection"]): void {
     if (persisting.has(id)) return;
     const job = new Promise<void>((resolve) => setTimeout(resolve, PERSIST_DELAY_MS))
       .then(() => store.writeSidecar(id, PROJECTION_FORMAT, version, encodeProjection(projection)))
@@ -130,6 +129,7 @@ export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
    * the whole window. A new projection is cached and persisted.
    */
   async function currentProjection(id: string): Promise<Projection> {
+    const { UNPROJECTED_KINDS, decodeProjection, encodeProjection, extendProjection, projectSnapshot } = await loadReplay();
     const got: { found: Projection | null; base: Projection | null } = { found: null, base: null };
     // Called by the store with the file's current version (possibly twice: lock-free, then under the append lock).
     const reuse = async (version: FileVersion): Promise<boolean | ResumePoint> => {
@@ -161,7 +161,7 @@ export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
       version = full.version;
     }
     remember(id, version, projection);
-    persist(id, version, projection);
+    persist(id, version, projection, encodeProjection);
     return projection;
   }
 
@@ -172,7 +172,7 @@ export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
     async handle(_ctx, { after, limit }) {
       if (after !== null && !isValidSessionId(after)) return { error: "invalid_session_id" };
       try {
-        const page = await store.list(after, limit);
+        const [page, { titleFrom }] = await Promise.all([store.list(after, limit), import("./replay-text.js")]);
         return {
           payload: {
             sessions: page.entries.map((e) => ({
@@ -228,7 +228,7 @@ export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
       const id = ctx.sessionId as string;
       if (!isValidSessionId(id)) return { error: "invalid_session_id" };
       try {
-        return { payload: { ...replayPage(await currentProjection(id), after, limit) } };
+        return { payload: { ...(await loadReplay()).replayPage(await currentProjection(id), after, limit) } };
       } catch (e) {
         return fail(e);
       }

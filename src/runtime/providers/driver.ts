@@ -29,10 +29,21 @@ export interface StreamResponse {
   } | null;
 }
 
-export type StreamFetch = (
-  url: string,
-  init: { method: string; headers: Record<string, string>; body: string; signal: AbortSignal },
-) => Promise<StreamResponse>;
+export interface StreamFetchInit {
+  method: string;
+  headers: Record<string, string>;
+  body: string;
+  signal: AbortSignal;
+  /** See `ProviderRequest.gate`; only passed to a fetch that declares `gated` (others are called after it). */
+  gate?: Promise<void>;
+}
+
+/**
+ * A fetch for provider streams. One that declares `gated: true` honours `init.gate` itself (it may connect and send
+ * the head before, and sends the body's final bytes only after the gate resolves); any other is called only once
+ * the gate resolved.
+ */
+export type StreamFetch = ((url: string, init: StreamFetchInit) => Promise<StreamResponse>) & { readonly gated?: boolean };
 export type Credential = Awaited<ReturnType<CredentialSource>>;
 
 /** Retry policy for failures before any output. `sleep` must reject when `signal` aborts. */
@@ -90,6 +101,8 @@ export interface WireRequest {
 
 export interface DriveParams {
   signal: AbortSignal;
+  /** See `ProviderRequest.gate`. */
+  gate?: Promise<void>;
   credentials: CredentialSource;
   /** Builds the HTTP request for one attempt from the current credential. */
   build(cred: Credential): WireRequest;
@@ -179,6 +192,9 @@ export async function* driveStream(p: DriveParams): AsyncGenerator<ProviderEvent
   const { signal } = p;
   const now = p.now ?? Date.now;
   let yielded = false;
+  // Registered before any fetch sees the gate, so this is set by the time a fetch fails because of it.
+  let gateRejected = false;
+  void p.gate?.catch(() => void (gateRejected = true));
   for (let attempt = 1; ; attempt++) {
     const ctl = new AbortController();
     const relay = (): void => ctl.abort();
@@ -194,10 +210,14 @@ export async function* driveStream(p: DriveParams): AsyncGenerator<ProviderEvent
         throw new ProviderFailure("auth", LABELS.credential, false);
       }
       const wire = p.build(cred);
+      const gate = p.gate;
       let res: StreamResponse;
       try {
-        res = await p.fetch(wire.url, { method: "POST", headers: wire.headers, body: wire.body, signal: ctl.signal });
+        if (gate !== undefined && p.fetch.gated !== true) await gate;
+        res = await p.fetch(wire.url, { method: "POST", headers: wire.headers, body: wire.body, signal: ctl.signal, ...(gate !== undefined ? { gate } : {}) });
       } catch {
+        // A failed gate is not retried: nothing may be sent once the caller's precondition failed.
+        if (gateRejected) throw abortedFailure();
         throw signal.aborted ? abortedFailure() : new ProviderFailure("network", LABELS.network, true);
       }
       if (!res.ok) {

@@ -99,6 +99,7 @@ export function createProvider(
     stream: (req) =>
       driveStream({
         signal: req.signal,
+        ...(req.gate !== undefined ? { gate: req.gate } : {}),
         credentials,
         build: (cred) => build(req, cred),
         decoder,

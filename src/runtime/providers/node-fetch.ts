@@ -5,11 +5,13 @@
  * first turn, and allocates more per chunk; node:http uses the built-in native parser. Contract: resolves with
  * status, headers and a streaming body once headers arrive; aborting `init.signal` destroys the socket (before
  * or after headers) and a pending `read()` rejects; `body.cancel()` destroys it too. Keep-alive agents reuse
- * connections across turns.
+ * connections across turns. With `init.gate`, the connection and the head go out at once and the body's last byte
+ * waits for the gate (see `StreamFetch`).
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
-import type { StreamFetch, StreamResponse } from "./driver.js";
+import { mark } from "../debug-timing.js";
+import type { StreamFetch, StreamFetchInit, StreamResponse } from "./driver.js";
 
 const httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 16 });
 const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: 16 });
@@ -47,14 +49,15 @@ function wrap(r: IncomingMessage): StreamResponse {
   };
 }
 
-export const nodeFetch: StreamFetch = (url, init) =>
-  new Promise<StreamResponse>((resolve, reject) => {
+function gatedFetch(url: string, init: StreamFetchInit): Promise<StreamResponse> {
+  return new Promise<StreamResponse>((resolve, reject) => {
     const u = new URL(url);
     const signal = init.signal;
     if (signal.aborted) return reject(abortError());
     const isHttps = u.protocol === "https:";
     if (!isHttps && u.protocol !== "http:") return reject(new TypeError("unsupported protocol"));
-    const headers: Record<string, string> = { ...init.headers, "content-length": String(Buffer.byteLength(init.body)) };
+    const body = Buffer.from(init.body, "utf8");
+    const headers: Record<string, string> = { ...init.headers, "content-length": String(body.length) };
     const req = (isHttps ? httpsRequest : httpRequest)(u, { method: init.method, headers, agent: isHttps ? httpsAgent : httpAgent });
     let res: IncomingMessage | undefined;
     const onAbort = (): void => {
@@ -68,9 +71,35 @@ export const nodeFetch: StreamFetch = (url, init) =>
       reject(signal.aborted ? abortError() : err);
     });
     req.on("response", (r) => {
+      mark("provider.response_head");
       res = r;
       r.on("close", cleanup);
       resolve(wrap(r));
     });
-    req.end(init.body);
+    const gate = init.gate;
+    if (gate === undefined) {
+      mark("provider.request_sent");
+      req.end(body);
+      return;
+    }
+    // Connect, send the head and all but the body's last byte now; the last byte (so a complete request) only once
+    // the gate resolved. A server cannot act on a request whose body is incomplete.
+    req.flushHeaders();
+    mark("provider.request_head_sent");
+    const head = Math.max(0, body.length - 1);
+    if (head > 0) req.write(body.subarray(0, head));
+    void gate.then(
+      () => {
+        if (req.destroyed) return;
+        mark("provider.request_sent");
+        req.end(body.subarray(head));
+      },
+      (e: unknown) => req.destroy(e instanceof Error ? e : new Error("request gate failed")),
+    );
   });
+}
+
+gatedFetch.gated = true as const;
+
+/** See the module contract; honours `init.gate` (the body's last byte waits for it). */
+export const nodeFetch: StreamFetch = gatedFetch;

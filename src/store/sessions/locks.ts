@@ -1,15 +1,16 @@
 /**
- * Cross-process locks for one session, built on proper-lockfile (mkdir-based, mtime-refreshed directories).
+ * Cross-process locks for one session: mkdir-based, mtime-refreshed directories (dirlock.ts: proper-lockfile's
+ * on-disk protocol without its dependencies).
  *
  * Writer lease (exclusive per session, held while a process is attached):
- * - Acquire = mkdir `<id>.lease` (proper-lockfile) then write `<id>.owner` ({pid, host, token}).
+ * - Acquire = mkdir `<id>.lease` (dirlock) then write `<id>.owner` ({pid, host, token}).
  *   Release = unlink owner, then remove the lease directory.
  * - A lease whose holder is dead is recovered at once: same host and `pid` not alive (or our own pid with another
  *   process token, i.e. a reused pid). A lease without a readable owner whose directory has not been refreshed for
  *   `staleMs` (holder on another host, or died between mkdir and owner write) is recovered after that delay.
  *   Every removal of someone else's lease happens under the `<id>.reclaim` lock and removes the owner file first,
  *   so two recoverers can never both remove a fresh lease.
- * - proper-lockfile refreshes the directory mtime every second; if it finds the lease taken over (we stalled past
+ * - dirlock refreshes the directory mtime every second; if it finds the lease taken over (we stalled past
  *   the threshold and were recovered), `onLost` fires and the holder must stop writing.
  *
  * Append/rotation lock (`<id>.append`): taken by the writer around every batch write. Readers respect it so they
@@ -19,52 +20,20 @@
  * it and read again. Readers wait briefly, then report busy — unless the lease holder is dead, in which case
  * nothing can be appending and they read without it.
  */
-import {
-  mkdir,
-  mkdirSync,
-  readFileSync,
-  realpath,
-  realpathSync,
-  rmdir,
-  rmdirSync,
-  stat as statCb,
-  statSync,
-  unlinkSync,
-  utimes,
-  utimesSync,
-  writeFileSync,
-} from "node:fs";
+import { readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { readFile, rm, stat, unlink } from "node:fs/promises";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
-import lockfile from "proper-lockfile";
+import * as dirlock from "./dirlock.js";
 import { SessionError } from "./errors.js";
 import type { SessionPaths } from "./paths.js";
-
-/**
- * The fs proper-lockfile uses (its documented `fs` option): exactly the calls it makes, without graceful-fs. Its sync
- * API copies this object on every call, so a small object keeps that copy cheap on the create/open/close path.
- */
-const LOCK_FS = {
-  // Lock directories are owner-only (issue 18: lock and owner files follow no umask).
-  mkdir: (p: string, cb: (err: NodeJS.ErrnoException | null) => void) => mkdir(p, { mode: 0o700 }, cb),
-  mkdirSync: (p: string) => mkdirSync(p, { mode: 0o700 }),
-  realpath,
-  realpathSync,
-  rmdir,
-  rmdirSync,
-  stat: statCb,
-  statSync,
-  utimes,
-  utimesSync,
-};
 
 /** Identifies this process instance (pids are reused, e.g. across container restarts). */
 const PROCESS_TOKEN = randomBytes(8).toString("hex");
 const HOST = hostname();
 
 export interface LockTuning {
-  /** Lease directory age after which an owner-less lease is recovered (≥ 2000: proper-lockfile minimum). */
+  /** Lease directory age after which an owner-less lease is recovered (≥ 2000). */
   staleMs: number;
   /** How long a writer waits for the append lock before failing the batch. */
   writerWaitMs: number;
@@ -88,10 +57,26 @@ export interface Lease {
   release(): Promise<void>;
 }
 
-function retriesFor(waitMs: number) {
-  // proper-lockfile uses `retry`: exponential backoff bounded by maxTimeout; approximate the total wait.
+function retriesFor(waitMs: number): dirlock.RetryOptions {
+  // Exponential backoff bounded by maxTimeout; approximates the total wait.
   const maxTimeout = 25;
-  return { retries: Math.max(0, Math.ceil(waitMs / maxTimeout)), minTimeout: 2, maxTimeout, factor: 1.5, randomize: true };
+  return { retries: Math.max(0, Math.ceil(waitMs / maxTimeout)), minTimeout: 2, maxTimeout, factor: 1.5 };
+}
+
+/**
+ * The append lock is removed synchronously (an rmdir of an empty directory): a thread-pool removal measured no faster
+ * on the turn path, and it let the end of a turn (`TurnLease.end` flushes) lag behind its terminal event, which a
+ * door answering the next request right after that event can observe as a still-busy session.
+ */
+function releaseNow(l: dirlock.DirLock): () => Promise<void> {
+  return () => {
+    try {
+      l.releaseSync();
+      return Promise.resolve();
+    } catch (e) {
+      return Promise.reject(e instanceof Error ? e : new Error("release failed"));
+    }
+  };
 }
 
 function isLocked(err: unknown): boolean {
@@ -154,28 +139,26 @@ export class SessionLocks {
     const ownerPath = this.paths.owner(id);
     let lost = false;
     const lostCbs: Array<() => void> = [];
-    const opts = {
-      fs: LOCK_FS,
-      realpath: false,
-      lockfilePath: leasePath,
+    const opts: dirlock.DirLockOptions = {
       stale: 1_000_000_000, // staleness is decided by `recover` under the reclaim lock, never by a racing lock() call
       update: 1000,
-      retries: 0,
       onCompromised: () => {
         lost = true;
         for (const cb of lostCbs.splice(0)) cb();
       },
     };
-    // The lease path uses proper-lockfile's sync API (mkdir + stat, and a 1 s mtime refresh): a handful of
-    // microsecond syscalls, cheaper than thread-pool round trips on the create/open/close hot path.
+    // The lease path uses the sync API (mkdir + stat, and a 1 s mtime refresh): a handful of microsecond syscalls,
+    // cheaper than thread-pool round trips on the create/open/close hot path.
     let releaseDir: () => void;
     try {
-      releaseDir = lockfile.lockSync(leasePath, opts);
+      const l = dirlock.lockSync(leasePath, opts);
+      releaseDir = () => l.releaseSync();
     } catch (err) {
       if (!isLocked(err)) throw new SessionError("unavailable");
       if (!(await this.recover(id))) throw new SessionError("busy");
       try {
-        releaseDir = lockfile.lockSync(leasePath, opts);
+        const l = dirlock.lockSync(leasePath, opts);
+        releaseDir = () => l.releaseSync();
       } catch (err2) {
         throw new SessionError(isLocked(err2) ? "busy" : "unavailable");
       }
@@ -212,16 +195,9 @@ export class SessionLocks {
    * Runs under the reclaim lock; removes the owner file before the directory.
    */
   private async recover(id: string): Promise<boolean> {
-    let unlockReclaim: () => Promise<void>;
+    let reclaim: dirlock.DirLock;
     try {
-      unlockReclaim = await lockfile.lock(this.paths.reclaim(id), {
-        fs: LOCK_FS,
-        realpath: false,
-        lockfilePath: this.paths.reclaim(id),
-        stale: 2000,
-        retries: retriesFor(500),
-        onCompromised: () => undefined,
-      });
+      reclaim = await dirlock.lock(this.paths.reclaim(id), { stale: 2000, update: 1000, retries: retriesFor(500), onCompromised: () => undefined });
     } catch {
       return false;
     }
@@ -241,7 +217,7 @@ export class SessionLocks {
       await rm(this.paths.lease(id), { recursive: true, force: true });
       return true;
     } finally {
-      await unlockReclaim().catch(() => undefined);
+      await reclaim.release().catch(() => undefined);
     }
   }
 
@@ -270,28 +246,22 @@ export class SessionLocks {
    * Takes the append/rotation lock. Writers wait up to `writerWaitMs`; readers up to `readerWaitMs`.
    * Returns the release function, or `null` for a reader when the lock is abandoned by a dead lease holder
    * (the read may proceed unlocked: nobody can be appending). Throws `SessionError("busy")` on a real conflict.
-   * An uncontended lock is taken with proper-lockfile's sync API (one mkdir and a stat); only a conflict falls
-   * back to the asynchronous API, which retries with backoff.
+   * An uncontended lock is taken with the sync API (one mkdir and a stat); only a conflict falls back to the
+   * asynchronous API, which retries with backoff.
    */
   async acquireAppend(id: string, role: "writer" | "reader"): Promise<(() => Promise<void>) | null> {
     const wait = role === "writer" ? this.tuning.writerWaitMs : this.tuning.readerWaitMs;
     const path = this.paths.append(id);
-    const opts = { fs: LOCK_FS, realpath: false, lockfilePath: path, stale: 2000, update: 1000, onCompromised: () => undefined };
+    const opts: dirlock.DirLockOptions = { stale: 2000, update: 1000, onCompromised: () => undefined };
     try {
-      const releaseSync = lockfile.lockSync(path, opts);
-      return () => {
-        try {
-          releaseSync();
-          return Promise.resolve();
-        } catch (e) {
-          return Promise.reject(e instanceof Error ? e : new Error("release failed"));
-        }
-      };
+      const l = dirlock.lockSync(path, opts);
+      return releaseNow(l);
     } catch (err) {
       if (!isLocked(err)) throw new SessionError("unavailable");
     }
     try {
-      return await lockfile.lock(path, { ...opts, retries: retriesFor(wait) });
+      const l = await dirlock.lock(path, { ...opts, retries: retriesFor(wait) });
+      return releaseNow(l);
     } catch (err) {
       if (!isLocked(err)) throw new SessionError("unavailable");
       if (role === "reader" && (await this.leaseHolderGone(id))) return null;

@@ -3,8 +3,8 @@
  * - `<home>/sessions/<id>.jsonl`            one append-only session file. Nothing else is written there, so the
  *                                           list scan budget counts real entries (N sessions = N entries).
  * Locks live beside it, never inside, in `<home>/session-locks/`:
- * - `<home>/session-locks/<id>.lease`       writer lease (proper-lockfile directory) + `<id>.owner` (pid/host of the holder)
- * - `<home>/session-locks/<id>.append`      append/rotation lock (proper-lockfile directory)
+ * - `<home>/session-locks/<id>.lease`       writer lease (dirlock directory) + `<id>.owner` (pid/host of the holder)
+ * - `<home>/session-locks/<id>.append`      append/rotation lock (dirlock directory)
  * - `<home>/session-locks/<id>.reclaim`     serializes dead-holder recovery of the lease
  * Derived data (a cache, never a source of truth) in `<home>/session-index/`:
  * - `<home>/session-index/<id>.proj`        adapter projection sidecar keyed by the session file version (sidecar.ts)

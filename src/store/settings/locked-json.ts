@@ -13,8 +13,12 @@ import fs, { statSync } from "node:fs";
 import { readdir, readFile, rm } from "node:fs/promises";
 import { hostname } from "node:os";
 import { basename, dirname, join } from "node:path";
-import lockfile from "proper-lockfile";
-import writeFileAtomic from "write-file-atomic";
+
+// Loaded on the first write or lock only: reads (every turn reloads settings) need neither, and proper-lockfile's
+// graceful-fs costs more to load than a whole settings read.
+type Lockfile = typeof import("proper-lockfile");
+let lockfileMod: Promise<Lockfile> | null = null;
+const loadLockfile = (): Promise<Lockfile> => (lockfileMod ??= import("proper-lockfile").then((m) => m.default));
 
 /** A file could not be read, parsed, locked or written. `reason` is a fixed label. */
 export class JsonFileError extends Error {
@@ -88,7 +92,7 @@ export class JsonFileMemo<T> {
 
 export async function writeJsonAtomic(path: string, value: unknown, mode = 0o600): Promise<void> {
   try {
-    await writeFileAtomic(path, JSON.stringify(value, null, 2) + "\n", { mode, fsync: true });
+    await (await import("write-file-atomic")).default(path, JSON.stringify(value, null, 2) + "\n", { mode, fsync: true });
   } catch {
     throw new JsonFileError("write_failed");
   }
@@ -150,7 +154,7 @@ async function recoverDeadLock(path: string): Promise<void> {
   let unlock: () => Promise<void>;
   try {
     // proper-lockfile keys its in-process registry by the locked path, so the reclaim lock locks a path of its own.
-    unlock = await lockfile.lock(`${path}.reclaim`, { fs: LOCK_FS, realpath: false, lockfilePath: `${path}.lock.reclaim`, stale: 2000, retries: 0, onCompromised: () => undefined });
+    unlock = await (await loadLockfile()).lock(`${path}.reclaim`, { fs: LOCK_FS, realpath: false, lockfilePath: `${path}.lock.reclaim`, stale: 2000, retries: 0, onCompromised: () => undefined });
   } catch {
     return;
   }
@@ -185,7 +189,7 @@ export async function withFileLock<T>(path: string, fn: () => Promise<T>): Promi
   let release: (() => Promise<void>) | undefined;
   for (let wait = 5; release === undefined; wait = Math.min(50, Math.ceil(wait * 1.3))) {
     try {
-      release = await lockfile.lock(path, { fs: LOCK_FS, realpath: false, stale: LOCK_STALE_MS, retries: 0, onCompromised: () => undefined });
+      release = await (await loadLockfile()).lock(path, { fs: LOCK_FS, realpath: false, stale: LOCK_STALE_MS, retries: 0, onCompromised: () => undefined });
     } catch (err) {
       if ((err as { code?: string }).code !== "ELOCKED") throw new JsonFileError("lock_failed");
       await recoverDeadLock(path);

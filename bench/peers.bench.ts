@@ -1,0 +1,229 @@
+/**
+ * First turn of a fresh process (issue 19), each figure beside a minimal Node NDJSON host measured in the same run
+ * against the same loopback fake provider (Chat Completions SSE, PEERS_DELTAS one-word deltas, default 1,000):
+ * - peers.<door>.ready_ms: spawn → handshake answered (`initialize`);
+ * - peers.<door>.session_ms: session create request → answer (app-service `session.create`, SCV `session.start`);
+ * - peers.<door>.first_delta_ms: prompt written → first assistant delta read;
+ * - peers.<door>.turn_ms: prompt written → terminal event read;
+ * - peers.<door>.peak_rss_mb: the server's VmHWM at the end of the turn.
+ * Doors: `service` (app-service over `bin/magi-code --app service`) and `stdio` (SCV over `berth stdio`).
+ * Medians of PEERS_RUNS (default 5) runs, interleaved with the floor so machine load hits both alike. Each run uses a
+ * fresh state root that one earlier spawn already initialised (handshake + session, no prompt), as the shared peers
+ * harness does, so one-time setup is not counted. The floor host is vendored below (the reference host of the peers
+ * harness, trimmed): one process, NDJSON on stdio, one POST per prompt, each SSE delta relayed as one line.
+ * Targets: first delta ≤ 2× floor, turn ≤ 1.5×, session create ≤ 10 ms, ready ≤ 1.1×, peak RSS ≤ 1.3×.
+ */
+import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { startFakeProvider } from "../test/fakes/fake-provider.js";
+import { BERTH_BIN, MAGI_BIN } from "../test/helpers/paths.js";
+import type { Figure } from "./run.js";
+
+const RUNS = Number(process.env["PEERS_RUNS"] ?? 5);
+const DELTAS = Number(process.env["PEERS_DELTAS"] ?? 1000);
+
+const FLOOR_HOST = `
+import { request } from "node:http";
+const LLM = process.env.FLOOR_LLM_URL;
+const write = (o) => process.stdout.write(JSON.stringify(o) + "\\n");
+let n = 0, buf = "";
+process.stdin.setEncoding("utf8");
+process.stdin.on("data", (d) => {
+  buf += d;
+  for (let k; (k = buf.indexOf("\\n")) !== -1; ) {
+    const line = buf.slice(0, k); buf = buf.slice(k + 1);
+    const { id, method, params } = JSON.parse(line);
+    if (method === "initialize") write({ id, result: { ready: true } });
+    else if (method === "session/create") write({ id, result: { sessionId: "s" + ++n } });
+    else if (method === "turn/start") {
+      const turnId = "t" + ++n;
+      write({ id, result: { turnId } });
+      request(LLM, { method: "POST", headers: { "content-type": "application/json" } }, (res) => {
+        let text = "", sse = "";
+        res.setEncoding("utf8");
+        res.on("data", (c) => {
+          sse += c;
+          for (let j; (j = sse.indexOf("\\n\\n")) !== -1; ) {
+            const ev = sse.slice(0, j); sse = sse.slice(j + 2);
+            if (!ev.startsWith("data: {")) continue;
+            const t = JSON.parse(ev.slice(6)).choices?.[0]?.delta?.content;
+            if (t) { text += t; write({ method: "turn/delta", params: { turnId, delta: t } }); }
+          }
+        });
+        res.on("end", () => write({ method: "turn/completed", params: { turnId, status: "completed", text } }));
+      }).end(JSON.stringify({ model: "fake-model", stream: true, messages: [{ role: "user", content: params.text }] }));
+    }
+  }
+});
+process.stdin.on("end", () => process.exit(0));
+`;
+
+interface Run {
+  ready: number;
+  session: number;
+  firstDelta: number;
+  turn: number;
+  rss: number;
+}
+
+/** One protocol's requests and how its answers look (matched on raw lines: deltas are never parsed). */
+interface Door {
+  spawn: (home: string, env: NodeJS.ProcessEnv) => ChildProcessWithoutNullStreams;
+  init: string;
+  isInit: (line: string) => boolean;
+  session: string;
+  /** Returns the session ID once the line answers the session request. */
+  sessionId: (line: string) => string | null;
+  turn: (sessionId: string) => string;
+  isDelta: (line: string) => boolean;
+  isTerminal: (line: string) => boolean;
+}
+
+const appReq = (id: string, method: string, payload: unknown, extra: Record<string, unknown> = {}): string =>
+  JSON.stringify({ protocol_version: 1, kind: "request", request_id: id, method, payload, ...extra }) + "\n";
+
+const DOORS: Record<"floor" | "service" | "stdio", Door> = {
+  floor: {
+    spawn: (home, env) => spawn(process.execPath, ["--input-type=module", "-e", FLOOR_HOST], { env, cwd: home, stdio: ["pipe", "pipe", "pipe"] }),
+    init: JSON.stringify({ id: 1, method: "initialize" }) + "\n",
+    isInit: (l) => l.startsWith('{"id":1,'),
+    session: JSON.stringify({ id: 2, method: "session/create" }) + "\n",
+    sessionId: (l) => (l.startsWith('{"id":2,') ? ((JSON.parse(l) as { result: { sessionId: string } }).result.sessionId) : null),
+    turn: (sid) => JSON.stringify({ id: 3, method: "turn/start", params: { sessionId: sid, text: `long answer ${DELTAS}` } }) + "\n",
+    isDelta: (l) => l.startsWith('{"method":"turn/delta"'),
+    isTerminal: (l) => l.startsWith('{"method":"turn/completed"'),
+  },
+  service: {
+    spawn: (home, env) => spawn(MAGI_BIN, ["--app", "service"], { env, cwd: home, stdio: ["pipe", "pipe", "pipe"] }),
+    init: appReq("i", "initialize", { supported_protocol_versions: [1] }),
+    isInit: (l) => l.includes('"request_id":"i"'),
+    session: appReq("s", "session.create", {}),
+    sessionId: (l) => (l.includes('"request_id":"s"') ? ((JSON.parse(l) as { payload: { session_id: string } }).payload.session_id) : null),
+    turn: (sid) => appReq("t", "turn.start", { prompt: `long answer ${DELTAS}` }, { session_id: sid }),
+    isDelta: (l) => l.startsWith('{"protocol_version":1,"kind":"event"') && l.includes('"event":"turn.assistant_delta"'),
+    isTerminal: (l) => l.startsWith('{"protocol_version":1,"kind":"event"') && l.includes('"event":"turn.terminal"'),
+  },
+  stdio: {
+    spawn: (home, env) => spawn(BERTH_BIN, ["stdio"], { env, cwd: home, stdio: ["pipe", "pipe", "pipe"] }),
+    init: JSON.stringify({ type: "initialize", request_id: "i", protocol_version: 3 }) + "\n",
+    isInit: (l) => l.startsWith('{"type":"initialized"'),
+    session: "", // filled per run (needs the cwd)
+    sessionId: (l) => (l.startsWith('{"type":"session.started"') ? ((JSON.parse(l) as { session_id: string }).session_id) : null),
+    turn: (sid) => JSON.stringify({ type: "turn.start", request_id: "t", session_id: sid, prompt: `long answer ${DELTAS}` }) + "\n",
+    isDelta: (l) => l.startsWith('{"type":"assistant.delta"'),
+    isTerminal: (l) => /^\{"type":"turn\.(completed|failed|cancelled)"/.test(l),
+  },
+};
+
+function hwmMb(pid: number): number {
+  const m = /VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+/** Spawns the door, runs handshake, session and (unless `prime`) one turn, and times each step. */
+async function runOnce(door: Door, home: string, env: NodeJS.ProcessEnv, prime: boolean): Promise<Run> {
+  const sessionLine = door.session !== "" ? door.session : JSON.stringify({ type: "session.start", request_id: "s", cwd: home }) + "\n";
+  const t0 = performance.now();
+  const child = door.spawn(home, env);
+  let stderr = "";
+  child.stderr.setEncoding("utf8").on("data", (d: string) => void (stderr += d.slice(0, 2000)));
+  let buf = "";
+  let waiter: { pred: (l: string) => boolean; resolve: (l: string) => void } | null = null;
+  child.stdout.setEncoding("utf8").on("data", (d: string) => {
+    buf += d;
+    for (let k; (k = buf.indexOf("\n")) !== -1; ) {
+      const line = buf.slice(0, k);
+      buf = buf.slice(k + 1);
+      if (waiter !== null && waiter.pred(line)) {
+        const w = waiter;
+        waiter = null;
+        w.resolve(line);
+      }
+    }
+  });
+  const exited = new Promise<void>((r) => child.on("close", () => r()));
+  const until = (pred: (l: string) => boolean): Promise<string> =>
+    Promise.race([
+      new Promise<string>((resolve) => (waiter = { pred, resolve })),
+      exited.then((): never => {
+        throw new Error(`server exited early: ${stderr.slice(0, 400)}`);
+      }),
+    ]);
+  try {
+    const initialized = until(door.isInit);
+    child.stdin.write(door.init);
+    await initialized;
+    const ready = performance.now() - t0;
+    let sid: string | null = null;
+    const t1 = performance.now();
+    const created = until((l) => (sid = door.sessionId(l)) !== null);
+    child.stdin.write(sessionLine);
+    await created;
+    const session = performance.now() - t1;
+    if (prime) return { ready, session, firstDelta: NaN, turn: NaN, rss: NaN };
+    const t2 = performance.now();
+    const first = until(door.isDelta);
+    child.stdin.write(door.turn(sid ?? ""));
+    await first;
+    const firstDelta = performance.now() - t2;
+    const term = await until(door.isTerminal);
+    const turn = performance.now() - t2;
+    if (!/completed/.test(term.slice(0, 200)) && !term.includes('"status":"completed"')) throw new Error(`turn did not complete: ${term.slice(0, 300)}`);
+    return { ready, session, firstDelta, turn, rss: hwmMb(child.pid!) };
+  } finally {
+    child.stdin.end();
+    await exited;
+  }
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+};
+const round = (v: number): number => Math.round(v * 10) / 10;
+
+export default async function (): Promise<Figure[]> {
+  const fake = await startFakeProvider();
+  try {
+    const base: NodeJS.ProcessEnv = {};
+    for (const [k, v] of Object.entries(process.env)) if (!/^(MC_|BERTH_|SCV_)/.test(k) && !/KEY|TOKEN|SECRET/i.test(k)) base[k] = v;
+    const homeFor = (): string => {
+      const home = mkdtempSync(join(tmpdir(), "bench-peers-"));
+      const def = { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, auth: "none", models: [{ id: "fake-model", context_window: 200000 }] };
+      writeFileSync(join(home, "settings.json"), JSON.stringify({ providers: { fake: def }, provider: "fake", model: "fake-model" }));
+      return home;
+    };
+    const envFor = (home: string): NodeJS.ProcessEnv => ({ ...base, MC_HOME: home, FLOOR_LLM_URL: `${fake.baseUrl}/v1/chat/completions` });
+    const runs: Record<string, Run[]> = { floor: [], service: [], stdio: [] };
+    for (let i = 0; i < RUNS; i++) {
+      for (const name of ["floor", "service", "stdio"] as const) {
+        const home = homeFor();
+        await runOnce(DOORS[name], home, envFor(home), true);
+        runs[name]!.push(await runOnce(DOORS[name], home, envFor(home), false));
+      }
+    }
+    const floor = (k: keyof Run): number => median(runs["floor"]!.map((r) => r[k]));
+    const figures: Figure[] = [];
+    for (const door of ["service", "stdio"] as const) {
+      const m = (k: keyof Run): number => median(runs[door]!.map((r) => r[k]));
+      const fig = (name: string, k: keyof Run, unit: string, target: string, limit: number): Figure => {
+        const v = m(k);
+        const f = floor(k);
+        return { name: `peers.${door}.${name}`, value: round(v), unit, floor: round(f), ratio: Math.round((v / f) * 100) / 100, target, ok: v <= limit, runs: RUNS, deltas: DELTAS };
+      };
+      figures.push(
+        fig("ready_ms", "ready", "ms", "<= 1.1x floor", 1.1 * floor("ready")),
+        fig("session_ms", "session", "ms", "<= 10", 10),
+        fig("first_delta_ms", "firstDelta", "ms", "<= 2x floor", 2 * floor("firstDelta")),
+        fig("turn_ms", "turn", "ms", "<= 1.5x floor", 1.5 * floor("turn")),
+        fig("peak_rss_mb", "rss", "MB", "<= 1.3x floor", 1.3 * floor("rss")),
+      );
+    }
+    return figures;
+  } finally {
+    await fake.close();
+  }
+}

@@ -1,0 +1,25 @@
+/**
+ * Process-level helpers shared by the doors (`berth service`, `berth stdio`, the daemon): the package version and
+ * stdout reservation. A module of its own so that a door importing them loads no other door's protocol (`berth stdio`
+ * used to load the app-service server through service.ts).
+ */
+import { readFileSync } from "node:fs";
+
+export function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { version: string };
+  return pkg.version;
+}
+
+/** Routes every stray stdout writer (console.*, dependencies) to stderr; returns the real stdout writer. */
+export function reserveStdout(): NodeJS.WriteStream {
+  const out = process.stdout;
+  const realWrite = out.write.bind(out);
+  const proxy = Object.create(out) as NodeJS.WriteStream;
+  proxy.write = realWrite;
+  out.write = ((chunk: unknown, ...rest: unknown[]) =>
+    (process.stderr.write as (...a: unknown[]) => boolean)(chunk, ...rest));
+  const toStderr = new console.Console(process.stderr, process.stderr);
+  for (const m of ["log", "info", "debug", "warn", "error", "trace", "dir"] as const)
+    (console as unknown as Record<string, unknown>)[m] = toStderr[m].bind(toStderr);
+  return proxy;
+}

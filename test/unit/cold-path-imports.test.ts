@@ -1,0 +1,95 @@
+/**
+ * What `berth chat`, `berth service` and `berth stdio` can ever load (issue 19): the import graph from each entry,
+ * static imports AND dynamic `import()`s (lazy families, idle prefetch, on-demand tools), never reaches
+ * better-sqlite3 (a native addon the daemon alone needs; `npm ci` compiles it where no prebuilt binary downloads).
+ * A second check runs `berth service` through a first turn with a module-load hook and asserts the same at run time,
+ * and that the heavy libraries a first turn does not need stay unloaded.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { startFakeProvider } from "../fakes/fake-provider.js";
+import { MAGI_BIN, REPO_ROOT } from "../helpers/paths.js";
+
+const SRC = join(REPO_ROOT, "src");
+const IMPORT_RE = /(?:^|\n)\s*(?:import|export)\s+(?!type\b)(?:[^"';]*?\sfrom\s+)?["']([^"']+)["']|\bimport\(\s*["']([^"']+)["']\s*\)/g;
+
+/** Every module reachable from `entry`: our files as repo paths, packages by name. */
+function reachable(entry: string): { files: Set<string>; packages: Map<string, string> } {
+  const files = new Set<string>();
+  const packages = new Map<string, string>(); // package → first importer
+  const todo = [entry];
+  while (todo.length > 0) {
+    const file = todo.pop()!;
+    if (files.has(file)) continue;
+    files.add(file);
+    const text = readFileSync(file, "utf8");
+    for (const m of text.matchAll(IMPORT_RE)) {
+      const spec = m[1] ?? m[2]!;
+      if (spec.startsWith(".")) {
+        const target = resolve(dirname(file), spec.replace(/\.js$/, ".ts"));
+        if (existsSync(target)) todo.push(target);
+        else if (existsSync(target.replace(/\.ts$/, "/index.ts"))) todo.push(target.replace(/\.ts$/, "/index.ts"));
+      } else if (!spec.startsWith("node:")) {
+        const name = spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : spec.split("/")[0]!;
+        if (!packages.has(name)) packages.set(name, file.slice(REPO_ROOT.length));
+      }
+    }
+  }
+  return { files, packages };
+}
+
+for (const entry of ["cli/service.ts", "cli/stdio.ts", "cli/chat/index.ts"]) {
+  test(`${entry} can never load better-sqlite3 (static and dynamic imports)`, () => {
+    const { files, packages } = reachable(join(SRC, entry));
+    assert.ok(files.size > 20, "the walk follows imports");
+    assert.equal(packages.get("better-sqlite3"), undefined, `better-sqlite3 is reachable from ${entry} via ${packages.get("better-sqlite3")}`);
+    assert.ok(![...files].some((f) => f.endsWith("src/store/host/store.ts")), "the host's SQLite store is not reachable");
+  });
+}
+
+test("the walk sees better-sqlite3 where it is used (the daemon)", () => {
+  const { packages } = reachable(join(SRC, "cli/daemon.ts"));
+  assert.ok(packages.has("better-sqlite3"));
+});
+
+test("a first `berth service` turn loads neither better-sqlite3 nor the MCP SDK, ajv, ws, proper-lockfile", { timeout: 60_000 }, async () => {
+  const fake = await startFakeProvider();
+  const home = mkdtempSync(join(tmpdir(), "cold-home-"));
+  const traceFile = join(home, "loaded.txt");
+  const hook = join(home, "hook.mjs");
+  writeFileSync(hook, `import { appendFileSync } from "node:fs";\nexport async function load(url, ctx, next) { appendFileSync(${JSON.stringify(traceFile)}, url + "\\n"); return next(url, ctx); }\n`);
+  const reg = join(home, "register.mjs");
+  writeFileSync(reg, `import { register } from "node:module";\nregister(${JSON.stringify(pathToFileURL(hook).href)});\n`);
+  writeFileSync(join(home, "settings.json"), JSON.stringify({ providers: { fake: { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, auth: "none", models: [{ id: "fake-model" }] } }, provider: "fake", model: "fake-model" }));
+  const env: NodeJS.ProcessEnv = { PATH: process.env["PATH"], HOME: home, MC_HOME: home, NODE_OPTIONS: `--import ${pathToFileURL(reg).href}` };
+  const child = spawn(MAGI_BIN, ["--app", "service"], { env, cwd: home, stdio: ["pipe", "pipe", "pipe"] });
+  let out = "";
+  let stderr = "";
+  child.stderr.setEncoding("utf8").on("data", (d: string) => void (stderr += d));
+  const terminal = new Promise<void>((resolveT, reject) => {
+    child.stdout.setEncoding("utf8").on("data", (d: string) => {
+      out += d;
+      if (out.includes('"event":"turn.terminal"')) resolveT();
+    });
+    child.on("close", () => reject(new Error(`service exited before the terminal: ${stderr.slice(0, 400)}`)));
+  });
+  const req = (id: string, method: string, payload: unknown, extra: Record<string, unknown> = {}): string =>
+    JSON.stringify({ protocol_version: 1, kind: "request", request_id: id, method, payload, ...extra }) + "\n";
+  child.stdin.write(req("i", "initialize", { supported_protocol_versions: [1] }));
+  child.stdin.write(req("t", "turn.start", { prompt: "hello" }));
+  await terminal;
+  child.stdin.end();
+  await new Promise((r) => child.on("close", r));
+  await fake.close();
+  assert.match(out, /"status":"completed"/);
+  const loaded = readFileSync(traceFile, "utf8");
+  assert.match(loaded, /dist\/src\/runtime\/agent\.js/, "the hook saw the turn's modules");
+  for (const pkg of ["better-sqlite3", "@modelcontextprotocol/sdk", "ajv", "/ws/", "proper-lockfile", "graceful-fs"]) {
+    assert.ok(!loaded.includes(`node_modules/${pkg.replace(/^\/|\/$/g, "")}/`), `${pkg} was loaded on a first turn`);
+  }
+});
