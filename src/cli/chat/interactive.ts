@@ -483,8 +483,8 @@ class Chat {
       if (end.type !== "turn.completed") this.failedTurns++;
       this.line(this.s.dim(`── ${end.type === "turn.failed" ? this.s.red(label) : label}${g}`));
       if (end.type === "turn.failed") {
-        const pre = await preflight(process.env, this.cwd);
-        if (!pre.ok) this.line(pre.noProvider ? NO_PROVIDER_HELP.trimEnd() : this.s.red(`error: ${pre.message}`));
+        const { failureHints } = await import("./hints.js");
+        for (const h of await failureHints(String(end["message"] ?? ""), process.env, this.cwd)) this.line(h.startsWith("error: ") ? this.s.red(h) : h);
       }
     } finally {
       this.spinner.stop();
