@@ -50,6 +50,15 @@ describe("berth chat turn failure lines", () => {
     assert.match(r.err, /^berth chat: MC_MODEL=gpt-4\.1-mimi is not a model of provider cat \(did you mean gpt-4\.1-mini\?\)$/m);
   });
 
+  it("the interactive chat prints the same cause and the suggestions after its turn line", async () => {
+    fake.setModels([{ id: "gpt-4.1-mini" }, { id: "o3" }]);
+    fake.script([{ status: 404, body: JSON.stringify({ type: "error", error: { type: "not_found_error", message: `model: ${ERROR_BODY_SECRET}` } }) }]);
+    const p = chat([], chatEnv(h, { MC_PROVIDER: "cat", MC_MODEL: "gpt-4.1-mimi" }), { stdin: "hi\n" });
+    assert.equal(await p.exited, 1);
+    assert.ok(!p.stdout.includes(ERROR_BODY_SECRET));
+    assert.match(p.stdout, /── failed \(provider_error: the provider request failed: provider returned an error status \(HTTP 404 not_found_error\)\) · [^\n]*\n(?:error: )?MC_MODEL=gpt-4\.1-mimi is not a model of provider cat \(did you mean gpt-4\.1-mini\?\)\n/);
+  });
+
   it("HTTP 500 says it was retried", async () => {
     const before = fake.requests.length;
     fake.script([{ status: 500 }, { status: 500 }, { status: 500 }]);
