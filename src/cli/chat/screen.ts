@@ -16,10 +16,12 @@
 import { Writable } from "node:stream";
 import { visibleWidth } from "./markdown.js";
 
+/** The transcript kept for a redraw: the newest this many characters, in whole lines. */
 export const MAX_TRANSCRIPT_CHARS = 1024 * 1024;
 export const MIN_FOOTER_ROWS = 6;
 /** Erase to the end of the screen (readline's clearScreenDown, the live answer's erase). */
 const ERASE_DOWN = /\x1b\[0?J/;
+export const TRIMMED_NOTE = "(earlier output is not shown again after a resize)\n";
 /** What a resize writes first: reset the scroll region, home, clear the screen and the scrollback. */
 export const REDRAW = "\x1b[r\x1b[H\x1b[2J\x1b[3J";
 
@@ -113,11 +115,24 @@ export class Screen {
   }
 
   private keep(text: string): void {
-    this.kept.push(text);
+    // Only a terminal that redraws ever prints it again. Small pieces are joined so trimming stays cheap.
+    if (!this.redraws) return;
+    const last = this.kept.length - 1;
+    if (last >= 0 && this.kept[last]!.length < 4096) this.kept[last] += text;
+    else this.kept.push(text);
     this.keptChars += text.length;
-    while (this.keptChars > MAX_TRANSCRIPT_CHARS && this.kept.length > 1) {
-      this.keptChars -= this.kept.shift()!.length;
+    // Over the bound: drop whole lines from the front (a cut never splits a line or its styling).
+    while (this.keptChars > MAX_TRANSCRIPT_CHARS && this.kept.length > 0) {
       this.trimmed = true;
+      const first = this.kept[0]!;
+      const nl = first.indexOf("\n", Math.min(first.length, this.keptChars - MAX_TRANSCRIPT_CHARS) - 1);
+      if (nl < 0 || nl === first.length - 1) {
+        this.kept.shift();
+        this.keptChars -= first.length;
+      } else {
+        this.kept[0] = first.slice(nl + 1);
+        this.keptChars -= nl + 1;
+      }
     }
   }
 
@@ -190,7 +205,7 @@ export class Screen {
     this.spinner.clear(false);
     this.footerOn = this.rows >= MIN_FOOTER_ROWS;
     this.out.write(REDRAW + (this.footerOn ? `\x1b[1;${this.rows - 1}r` : ""));
-    if (this.trimmed) this.out.write("(earlier output is not shown again after a resize)\n");
+    if (this.trimmed) this.out.write(TRIMMED_NOTE);
     const text = this.kept.join("");
     this.out.write(text);
     this.atLineStart = text === "" || text.endsWith("\n");
