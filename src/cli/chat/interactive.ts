@@ -328,7 +328,7 @@ class Chat {
       }
       return this.turn(text);
     }
-    const [cmd, ...args] = text.split(/\s+/);
+    const [cmd = "", ...args] = text.split(/\s+/);
     switch (cmd) {
       case "/help":
         return this.screen.write(HELP);
@@ -353,7 +353,7 @@ class Chat {
       case "/logout":
         return this.cmds.logout(args[0]);
       default:
-        this.status(`unknown command ${cmd!.slice(0, 32)}; /help lists commands`);
+        this.status(`unknown command ${cmd.slice(0, 32)}; /help lists commands`);
     }
   }
 
