@@ -14,6 +14,7 @@ import { MarkdownStream } from "./markdown.js";
 import { gauge, type Style } from "./render.js";
 import type { Screen } from "./screen.js";
 import { turnEvents } from "./turn-events.js";
+import { textOf } from "../../core/json-text.js";
 
 /** What a turn needs from the chat loop. */
 export interface TurnHost {
@@ -105,7 +106,7 @@ export async function runTurn(h: TurnHost, prompt: string): Promise<boolean> {
     const end = await turn.done;
     answer.end();
     if (end.type === "error") {
-      screen.line(s.red(`error: the server refused the prompt (${String(end["code"])}: ${String(end["message"] ?? "")})`));
+      screen.line(s.red(`error: the server refused the prompt (${String(end["code"])}: ${textOf(end["message"])})`));
       return false;
     }
     const ctx = h.conn.ctx;
@@ -114,7 +115,7 @@ export async function runTurn(h: TurnHost, prompt: string): Promise<boolean> {
     screen.line(s.dim(`── ${end.type === "turn.failed" ? s.red(label) : label}${g}`));
     if (end.type === "turn.failed") {
       const { failureHints } = await import("./hints.js");
-      for (const l of await failureHints(String(end["message"] ?? ""), process.env, h.cwd)) screen.line(l.startsWith("error: ") ? s.red(l) : l);
+      for (const l of await failureHints(textOf(end["message"]), process.env, h.cwd)) screen.line(l.startsWith("error: ") ? s.red(l) : l);
     }
     return end.type === "turn.completed";
   } finally {

@@ -141,7 +141,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     err(`the turn ${failureLine(end, pre.baseUrl)}`);
     if (status === "failed") {
       const { failureHints } = await import("./hints.js");
-      for (const h of await failureHints(String(end["message"] ?? ""), process.env, cwd)) err(h.replace(/^error: /, ""));
+      for (const h of await failureHints(textOf(end["message"]), process.env, cwd)) err(h.replace(/^error: /, ""));
     }
     return status === "cancelled" ? 130 : 1;
   } catch (e) {
