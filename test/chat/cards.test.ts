@@ -4,28 +4,13 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { BERTH_BIN } from "../helpers/paths.js";
-import { chatEnv, FAKE, home, Proc } from "./helpers.js";
+import { chatEnv, chatPid, FAKE, home, Proc } from "./helpers.js";
 
 const hasScript = spawnSync("script", ["--version"]).status === 0;
 const q = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
-
-/** The PID of the `berth chat` node process under `script` (a descendant of `root`). */
-function chatPid(root: number): number | null {
-  const out = execFileSync("ps", ["-eo", "pid=,ppid=,args="], { encoding: "utf8" });
-  const rows = out.split("\n").map((l) => /^\s*(\d+)\s+(\d+)\s+(.*)$/.exec(l)).filter((m) => m !== null);
-  const kids = (p: number): number[] => rows.filter((m) => Number(m[2]) === p).map((m) => Number(m[1]));
-  const stack = [root];
-  while (stack.length > 0) {
-    const p = stack.pop()!;
-    const row = rows.find((m) => Number(m[1]) === p);
-    if (row !== undefined && row[3]!.includes(" chat") && row[3]!.startsWith(process.execPath)) return p;
-    stack.push(...kids(p));
-  }
-  return null;
-}
 
 describe("berth chat tool cards (pty)", { skip: hasScript ? false : "util-linux script is not installed" }, () => {
   let fake: FakeProvider;

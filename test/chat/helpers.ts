@@ -1,5 +1,5 @@
 /** Running `berth chat` as a real child process against the loopback fake provider. */
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -81,4 +81,19 @@ export function chat(args: string[], env: NodeJS.ProcessEnv, o: { stdin?: string
   if (o.stdin !== undefined) p.child.stdin!.end(o.stdin);
   else if (args.includes("-p")) p.child.stdin!.end();
   return p;
+}
+
+/** The PID of the `berth chat` node process under `script` (a descendant of `root`). */
+export function chatPid(root: number): number | null {
+  const out = execFileSync("ps", ["-eo", "pid=,ppid=,args="], { encoding: "utf8" });
+  const rows = out.split("\n").map((l) => /^\s*(\d+)\s+(\d+)\s+(.*)$/.exec(l)).filter((m) => m !== null);
+  const kids = (p: number): number[] => rows.filter((m) => Number(m[2]) === p).map((m) => Number(m[1]));
+  const stack = [root];
+  while (stack.length > 0) {
+    const p = stack.pop()!;
+    const row = rows.find((m) => Number(m[1]) === p);
+    if (row !== undefined && row[3]!.includes(" chat") && row[3]!.startsWith(process.execPath)) return p;
+    stack.push(...kids(p));
+  }
+  return null;
 }

@@ -1,7 +1,7 @@
 /**
  * `berth chat` with pipes and broken setups: `-p -`, stdin appended to `-p`, piped lines without `-p`, an empty pipe,
  * EPIPE; `--continue` and `--session <prefix>`; the daemon's SCV socket used when one is up; one-line causes for
- * every failure class (settings, MC_PROVIDER, key variable, MC_MODEL, HTTP status, unreachable base URL);
+ * setup failures (settings, MC_PROVIDER, key variable, MC_MODEL; turn failures are in failures.test.ts);
  * `--version` and `--help` for every command.
  */
 import { after, before, describe, it } from "node:test";
@@ -158,16 +158,6 @@ describe("berth chat failure causes", () => {
     const r = await run(h, { MC_PROVIDER: "cat", MC_MODEL: "gpt-4.1-mimi" });
     assert.equal(r.code, 1);
     assert.match(r.err, /MC_MODEL=gpt-4\.1-mimi is not a model of provider cat \(did you mean gpt-4\.1-mini/);
-  });
-
-  it("HTTP status and unreachable base URL are named", async () => {
-    const h = withSettings(JSON.stringify({ providers: { fake: fakeDef(fake.port), down: fakeDef(1) } }));
-    fake.script([{ status: 404 }]);
-    let r = await run(h, FAKE);
-    assert.equal(r.code, 1);
-    assert.match(r.err, /the turn failed \(provider_error: the provider request failed: provider returned an error status \(HTTP 404\)\)/);
-    r = await run(h, { MC_PROVIDER: "down", MC_MODEL: "fake-model" });
-    assert.match(r.err, /provider connection failed; is http:\/\/127\.0\.0\.1:1\/v1 reachable\?/);
   });
 });
 

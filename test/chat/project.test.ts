@@ -80,7 +80,11 @@ describe("berth chat /tools and /mcp", () => {
     );
     const p = chat([], chatEnv(h, FAKE), { stdin: "/tools\n/mcp\n" });
     assert.equal(await p.exited, 0, p.stderr);
+    // Labelled as the chat's own check: SCV v3 cannot list the session's tools.
+    assert.match(p.stdout, /tools of this chat's session configuration, checked by the chat itself \(SCV cannot list the session's own\); starting its 2 MCP servers here/);
     assert.match(p.stdout, /read\s+read_only/);
+    assert.match(p.stdout, /read_skill\s/);
+    assert.match(p.stdout, /web_fetch\s/);
     assert.match(p.stdout, /bash\s+process · asks/);
     assert.match(p.stdout, /mcp__fixture__echo\s+\S+ · asks/);
     assert.match(p.stdout, /fixture: ready, \d+ tools/);

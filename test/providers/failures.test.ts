@@ -36,17 +36,39 @@ for (const api of APIS) {
       fake.script([{ status: 400 }]);
       const { provider, delays } = makeProvider(api, fake);
       const events = await collect(provider.stream(request()));
-      assert.deepEqual(events, [{ type: "error", kind: "http", retryable: false, message: "provider returned an error status (HTTP 400)" }]);
+      assert.deepEqual(events, [{ type: "error", kind: "http", retryable: false, message: "provider returned an error status (HTTP 400 fake_error)" }]);
       assert.equal(delays.length, 0);
       assert.equal(fake.requests.length, 1);
       assertNoLeak(events);
+    });
+
+    it("the error body's category (OpenAI code, else type; Anthropic error.type) is named, never its message", async () => {
+      const openai = JSON.stringify({ error: { message: `Incorrect API key provided: sk-${ERROR_BODY_SECRET}`, type: "invalid_request_error", code: "invalid_api_key" } });
+      const anthropic = JSON.stringify({ type: "error", error: { type: "not_found_error", message: `model: ${ERROR_BODY_SECRET}` } });
+      const sentence = JSON.stringify({ error: { type: `bad ${ERROR_BODY_SECRET}`, code: null } });
+      const big = JSON.stringify({ error: { type: "too_big", pad: "x".repeat(16 * 1024) } });
+      fake.script([{ status: 401, body: openai }, { status: 404, body: anthropic }, { status: 400, body: sentence }, { status: 400, body: big }, { status: 400, body: "not json" }]);
+      const { provider } = makeProvider(api, fake);
+      const messages: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const events = await collect(provider.stream(request()));
+        assertNoLeak(events);
+        messages.push((terminal(events) as { message: string }).message);
+      }
+      assert.deepEqual(messages, [
+        "provider rejected the credential (HTTP 401 invalid_api_key)",
+        "provider returned an error status (HTTP 404 not_found_error)",
+        "provider returned an error status (HTTP 400)",
+        "provider returned an error status (HTTP 400)",
+        "provider returned an error status (HTTP 400)",
+      ]);
     });
 
     it("HTTP 401 is an auth error", async () => {
       fake.script([{ status: 401 }]);
       const { provider } = makeProvider(api, fake);
       const events = await collect(provider.stream(request()));
-      assert.deepEqual(events, [{ type: "error", kind: "auth", retryable: false, message: "provider rejected the credential (HTTP 401)" }]);
+      assert.deepEqual(events, [{ type: "error", kind: "auth", retryable: false, message: "provider rejected the credential (HTTP 401 fake_error)" }]);
       assertNoLeak(events);
     });
 
@@ -64,7 +86,7 @@ for (const api of APIS) {
       fake.script([{ status: 500 }, { status: 502 }, { status: 529 }, { steps: [{ text: "never" }] }]);
       const { provider, delays } = makeProvider(api, fake);
       const events = await collect(provider.stream(request()));
-      assert.deepEqual(events, [{ type: "error", kind: "http", retryable: true, message: "provider overloaded or unavailable (HTTP 529)" }]);
+      assert.deepEqual(events, [{ type: "error", kind: "http", retryable: true, message: "provider overloaded or unavailable (HTTP 529 fake_error; 3 attempts)" }]);
       assert.deepEqual(delays, [250, 500]);
       assert.equal(fake.requests.length, 3);
       assertNoLeak(events);
@@ -83,7 +105,7 @@ for (const api of APIS) {
       const base = api === "anthropic" ? `http://127.0.0.1:${port}` : `http://127.0.0.1:${port}/v1`;
       const { provider, delays } = makeProvider(api, fake, { baseUrl: base });
       const events = await collect(provider.stream(request()));
-      assert.deepEqual(events, [{ type: "error", kind: "network", retryable: true, message: "provider connection failed" }]);
+      assert.deepEqual(events, [{ type: "error", kind: "network", retryable: true, message: "provider connection failed (3 attempts)" }]);
       assert.equal(delays.length, 2);
       assertNoLeak(events);
     });
@@ -115,7 +137,7 @@ for (const api of APIS) {
       assertNoLeak(events);
       if (api === "openai-chat") {
         // A chat error object carries no reliable retry signal: not retried.
-        assert.deepEqual(events, [{ type: "error", kind: "http", retryable: false, message: "provider reported an error" }]);
+        assert.deepEqual(events, [{ type: "error", kind: "http", retryable: false, message: "provider reported an error (server_error)" }]);
       } else {
         assert.equal(textOf(events), "second");
         assert.equal(delays.length, 1);

@@ -3,13 +3,15 @@
  * unfinished line shows raw and is erased (cursor up over its wrapped rows, clear to the end of the screen) once it
  * completes; without one, text is written as it arrives.
  * Contract: `end()` renders what is left (the unfinished line, a pending table) at the end of a message;
- * `resized()` gives up erasing the shown raw line (its wrapping changed): the rendered line then follows below it.
+ * `redrawn()` shows the unfinished line again after the screen was cleared and the transcript printed again.
  */
 import { visibleWidth, type MarkdownStream } from "./markdown.js";
 
 export interface LiveOutput {
-  /** Writes text through the chat's writer (which tracks line starts and clears the spinner). */
+  /** Writes transcript text through the chat's writer (which tracks line starts and clears the spinner). */
   write(text: string): void;
+  /** Writes text that is erased again (the unfinished line): not part of the transcript. */
+  transient(text: string): void;
   /** Writes terminal control output; the cursor is at a line start afterwards. */
   control(text: string): void;
 }
@@ -42,7 +44,7 @@ export class LiveAnswer {
     for (const l of lines) for (const r of this.md.push(l)) this.out.write(r + "\n");
     if (this.partial !== "") {
       this.unshow();
-      this.out.write(this.partial);
+      this.out.transient(this.partial);
       this.shown = visibleWidth(this.partial);
     }
   }
@@ -55,9 +57,10 @@ export class LiveAnswer {
     for (const r of [...rest, ...this.md.flush()]) this.out.write(r + "\n");
   }
 
-  resized(): void {
-    if (this.shown === 0) return;
-    this.out.control("\n");
+  redrawn(): void {
     this.shown = 0;
+    if (this.md === null || this.partial === "") return;
+    this.out.transient(this.partial);
+    this.shown = visibleWidth(this.partial);
   }
 }

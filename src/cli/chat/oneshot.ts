@@ -139,6 +139,10 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     process.stderr.write(`session ${sessionId}\n`);
     if (status === "completed") return 0;
     err(`the turn ${failureLine(end, pre.baseUrl)}`);
+    if (status === "failed") {
+      const { failureHints } = await import("./hints.js");
+      for (const h of await failureHints(textOf(end["message"]), process.env, cwd)) err(h.replace(/^error: /, ""));
+    }
     return status === "cancelled" ? 130 : 1;
   } catch (e) {
     err(describeError(e));

@@ -1,10 +1,14 @@
 /**
- * `/tools` and `/mcp`: SCV has no tool listing, so the chat builds the same tool registry the session uses (same
- * built-ins, same MCP server definitions) in its own process, reads the tools and each MCP server's state, and
- * closes it (the servers it started stop). The session's own copies of the servers are separate processes.
+ * `/tools` and `/mcp`: SCV v3 has no frame listing a session's tools or its MCP servers' states, so the chat builds
+ * the same kind of tool registry a session builds (the same built-ins, `read_skill` and `web_fetch`, the same MCP
+ * server definitions, in the session's cwd) in its own process, reads the tools and each server's state, and closes
+ * it (the servers it started stop). It is a local check, labelled so where it is shown: the session's own servers
+ * are separate processes, and one can fail where the other started.
  */
+import { homedir } from "node:os";
 import type { McpServerDef } from "../../store/settings/schema.js";
 import { createToolRegistry } from "../../runtime/tools/registry.js";
+import { SkillCatalog } from "../../runtime/tools/skills.js";
 import type { Style } from "./render.js";
 
 export interface Probe {
@@ -12,8 +16,9 @@ export interface Probe {
   servers: Array<{ name: string; state: string; tools: number; error: string | null }>;
 }
 
-export async function probeTools(cwd: string, mcpServers: Record<string, McpServerDef>): Promise<Probe> {
-  const reg = await createToolRegistry({ cwd, mcpServers });
+export async function probeTools(cwd: string, mcpServers: Record<string, McpServerDef>, home: string): Promise<Probe> {
+  const skills = new SkillCatalog({ mcHome: home, userHome: process.env["HOME"] ?? homedir() });
+  const reg = await createToolRegistry({ cwd, mcpServers, skills, webFetch: {} });
   try {
     return {
       tools: reg.tools.map((t) => ({ name: t.spec.name, risk: t.risk, server: t.serverName ?? null, description: t.spec.description.split("\n")[0]!.slice(0, 100) })),

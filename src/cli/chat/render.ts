@@ -53,6 +53,22 @@ export function gauge(current: number, max: number, width = 10): string {
   return `ctx [${"█".repeat(full)}${"░".repeat(width - full)}] ${Math.round(frac * 100)}% ${tokens(current)}/${tokens(max)}`;
 }
 
+/**
+ * The chat's footer: `model · cwd · ctx gauge · session` (`new session` before one is open). When that is wider
+ * than `cols`, the cwd is cut to its last part (`…/name`), then the gauge to its percentage.
+ */
+export function footerLine(f: { model: string | null; cwd: string; ctx: { current: number; max: number } | null; ctxMax: number | null; session: string | null }, cols = Infinity): string {
+  const cur = f.ctx?.current ?? 0;
+  const max = f.ctx?.max ?? f.ctxMax;
+  const g = max !== null ? gauge(cur, max) : "ctx –";
+  const short = max !== null && max > 0 ? `ctx ${Math.round(Math.min(1, cur / max) * 100)}%` : "ctx –";
+  const last = f.cwd.split("/").filter((x) => x !== "").at(-1);
+  const cwdShort = last === undefined ? f.cwd : `…/${last}`;
+  const line = (cwd: string, gg: string): string => `${f.model ?? "no model"} · ${cwd} · ${gg} · ${f.session !== null ? f.session.slice(0, 12) : "new session"}`;
+  const tries = [line(f.cwd, g), line(cwdShort, g), line(cwdShort, short)];
+  return tries.find((t) => [...t].length <= cols) ?? tries.at(-1)!;
+}
+
 export function terminalLine(t: TurnTerminal): string {
   const extra = t.activity_dropped > 0 ? ` · ${t.activity_dropped} activity updates dropped` : "";
   return `${t.status}${extra}`;
@@ -90,11 +106,12 @@ export const HELP = `Commands:
   /resume <n|id>     continue a session (list number, full ID or a unique prefix) in its own directory
   /model [id|n]      list models of the current provider, or switch to one (saved globally)
   /model <provider> <model>   switch provider and model
-  /tools             list the tools a turn can use (and which ask for approval)
-  /mcp               list MCP servers and their state (started once to check)
+  /tools             list the tools a turn can use (and which ask for approval; checked by this chat)
+  /mcp               list MCP servers and their state (started by this chat to check)
   /login [provider]  sign in (default openai-codex); paste the redirect URL or code when asked
   /logout [provider] remove a provider's saved credential
   /help              this help
   /exit              quit
+Shift-Enter (or a line ending in \\) continues the prompt on the next line; Enter sends it.
 Ctrl-C cancels a running turn; a second Ctrl-C exits.
 `;

@@ -1,7 +1,8 @@
 /**
  * The interactive chat's session and tool commands: /sessions (recent saved sessions), /resume (show a stored
- * session's history, then continue it), /tools and /mcp (probe the configured tools), and the startup report of
- * MCP servers that failed to start. The chat loop (interactive.ts) owns the connection and the terminal.
+ * session's history, then continue it), /tools and /mcp (a local check of the session's tool configuration: SCV v3
+ * cannot list a session's tools, see probe.ts), and the startup report of MCP servers that failed to start in that
+ * check. The chat loop (interactive.ts) owns the connection and the terminal.
  */
 import type { McpDef } from "./project.js";
 import type { Style } from "./render.js";
@@ -30,7 +31,7 @@ export class SessionCommands {
   private lastListing: SessionRow[] = [];
 
   constructor(
-    home: string,
+    private readonly home: string,
     private readonly h: SessionCommandsHost,
   ) {
     this.view = new SessionsView(home);
@@ -53,19 +54,22 @@ export class SessionCommands {
   async reportFailedMcp(): Promise<void> {
     if (Object.keys(this.h.mcpConfig()).length === 0) return;
     const { probeTools } = await import("./probe.js");
-    const p = await probeTools(this.h.cwd, this.h.mcpConfig()).catch(() => null);
+    const p = await probeTools(this.h.cwd, this.h.mcpConfig(), this.home).catch(() => null);
     const failed = p?.servers.filter((sv) => sv.state !== "ready") ?? [];
     if (failed.length === 0 || this.h.exiting()) return;
-    for (const sv of failed) this.h.line(this.h.s.red(`MCP server ${sv.name} failed to start${sv.error !== null ? `: ${sv.error}` : ""} (its tools are unavailable; /mcp to check again)`));
+    for (const sv of failed)
+      this.h.line(this.h.s.red(`MCP server ${sv.name} failed to start${sv.error !== null ? `: ${sv.error}` : ""} (in this chat's own check; the session's copy likely fails the same way and its tools are then missing; /mcp checks again)`));
     this.h.promptIfIdle();
   }
 
   async tools(mcpOnly: boolean): Promise<void> {
     const names = Object.keys(this.h.mcpConfig());
     if (mcpOnly && names.length === 0) return this.h.status("no MCP servers configured (mcp_servers in settings.json)");
-    this.h.status(names.length > 0 ? `starting ${names.length} MCP server${names.length === 1 ? "" : "s"} to list ${mcpOnly ? "them" : "tools"}…` : "tools:");
+    const servers = names.length > 0 ? `; starting its ${names.length} MCP server${names.length === 1 ? "" : "s"} here…` : "";
+    // SCV v3 cannot list a session's tools: say that this is the chat's own check, not the session's state.
+    this.h.status(`${mcpOnly ? "MCP servers" : "tools"} of this chat's session configuration, checked by the chat itself (SCV cannot list the session's own)${servers}`);
     const { probeTools, probeLines } = await import("./probe.js");
-    const p = await probeTools(this.h.session()?.cwd ?? this.h.cwd, this.h.mcpConfig());
+    const p = await probeTools(this.h.session()?.cwd ?? this.h.cwd, this.h.mcpConfig(), this.home);
     for (const l of probeLines(p, { mcpOnly, yolo: this.h.yolo(), s: this.h.s })) this.h.line(l);
   }
 

@@ -1,7 +1,6 @@
 /**
  * One turn's output in interactive `berth chat`: the SCV event stream rendered as answer text, tool cards, status
- * lines and approval questions, and the working spinner shown while the turn runs. The chat loop (interactive.ts)
- * owns the terminal state; it hands this module the few operations a turn needs.
+ * lines and approval questions. The turn runner (chat-turn.ts) hands this module the few operations a turn needs.
  */
 import type { ScvEvent } from "../../client/scv/client.js";
 import { shortArgs, type ApprovalInfo } from "./approval.js";
@@ -100,37 +99,4 @@ export function turnEvents(host: TurnHost, s: OpenSession, answer: LiveAnswer): 
         break;
     }
   };
-}
-
-/** The working spinner: one redrawn line, erased before any other output. */
-export class Spinner {
-  private timer: NodeJS.Timeout | null = null;
-  private shown = false;
-
-  /** Redraws every 100 ms with `text(frame)`, or skips a tick when it returns null. */
-  start(text: (frame: string) => string | null): void {
-    const frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏";
-    let f = 0;
-    this.timer = setInterval(() => {
-      const t = text(frames[f % frames.length]!);
-      if (t === null) return;
-      f++;
-      process.stdout.write(`\r\x1b[2K${t}`);
-      this.shown = true;
-    }, 100);
-  }
-
-  /** Erases the spinner's line if it is shown. */
-  clear(): void {
-    if (this.shown) {
-      this.shown = false;
-      process.stdout.write("\r\x1b[2K");
-    }
-  }
-
-  stop(): void {
-    if (this.timer !== null) clearInterval(this.timer);
-    this.timer = null;
-    this.clear();
-  }
 }

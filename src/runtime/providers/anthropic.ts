@@ -24,7 +24,7 @@ import {
   type ToolArgs,
 } from "./accumulate.js";
 import type { Credential, WireDecoder, WireRequest } from "./driver.js";
-import { LABELS, protocolFailure, ProviderFailure } from "./errors.js";
+import { LABELS, protocolFailure, ProviderFailure, withCategory } from "./errors.js";
 
 export const ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com";
 export const ANTHROPIC_VERSION = "2023-06-01";
@@ -149,10 +149,10 @@ type Block =
 function errorFailure(o: JsonObject): ProviderFailure {
   const err = optObject(o, "error");
   const t = err === undefined ? undefined : err["type"];
-  if (t === "overloaded_error" || t === "api_error") return new ProviderFailure("http", LABELS.overloaded, true);
-  if (t === "rate_limit_error") return new ProviderFailure("http", LABELS.rateLimited, true);
-  if (t === "authentication_error" || t === "permission_error") return new ProviderFailure("auth", LABELS.auth, false);
-  return new ProviderFailure("http", LABELS.providerError, false);
+  if (t === "overloaded_error" || t === "api_error") return new ProviderFailure("http", withCategory(LABELS.overloaded, t), true);
+  if (t === "rate_limit_error") return new ProviderFailure("http", withCategory(LABELS.rateLimited, t), true);
+  if (t === "authentication_error" || t === "permission_error") return new ProviderFailure("auth", withCategory(LABELS.auth, t), false);
+  return new ProviderFailure("http", withCategory(LABELS.providerError, t), false);
 }
 
 export class AnthropicDecoder implements WireDecoder {

@@ -11,7 +11,7 @@
 import { createParser, type EventSourceParser } from "eventsource-parser";
 import type { CredentialSource, ProviderEvent } from "../types.js";
 import { utf8Bytes, type ProviderBounds } from "./accumulate.js";
-import { abortedFailure, LABELS, limitFailure, ProviderFailure, statusFailure } from "./errors.js";
+import { abortedFailure, errorCategory, LABELS, limitFailure, ProviderFailure, statusFailure } from "./errors.js";
 
 export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
 
@@ -178,13 +178,39 @@ export function backoffDelay(policy: RetryPolicy, attempt: number, retryAfterMs:
   return Math.min(policy.baseDelayMs * 2 ** (attempt - 1), policy.maxDelayMs);
 }
 
-async function discardBody(res: StreamResponse): Promise<void> {
-  // The error body is never read: it could hold anything, and it never reaches the caller.
+/** The most of an error body read to find its category; the rest is discarded unread. */
+const MAX_ERROR_BODY_BYTES = 16 * 1024;
+
+/**
+ * Reads at most `MAX_ERROR_BODY_BYTES` of an error response for its category (errors.ts
+ * `errorCategory`), then cancels the body. Only that identifier leaves this function: the body's
+ * text never reaches the caller.
+ */
+async function errorBodyCategory(res: StreamResponse): Promise<string | undefined> {
+  let category: string | undefined;
+  try {
+    const body = res.body;
+    if (body !== null) {
+      const reader = body.getReader();
+      const chunks: Uint8Array[] = [];
+      let n = 0;
+      while (n <= MAX_ERROR_BODY_BYTES) {
+        const r = await reader.read();
+        if (r.done) break;
+        chunks.push(r.value);
+        n += r.value.byteLength;
+      }
+      if (n <= MAX_ERROR_BODY_BYTES) category = errorCategory(JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown);
+    }
+  } catch {
+    /* not JSON, cut off or aborted: no category */
+  }
   try {
     await res.body?.cancel();
   } catch {
     /* already closed */
   }
+  return category;
 }
 
 /** Runs one provider stream. See the module contract. */
@@ -221,8 +247,9 @@ export async function* driveStream(p: DriveParams): AsyncGenerator<ProviderEvent
         throw signal.aborted ? abortedFailure() : new ProviderFailure("network", LABELS.network, true);
       }
       if (!res.ok) {
-        await discardBody(res);
-        throw statusFailure(res.status, parseRetryAfter(res.headers, now()));
+        const category = await errorBodyCategory(res);
+        if (signal.aborted) throw abortedFailure();
+        throw statusFailure(res.status, parseRetryAfter(res.headers, now()), category);
       }
       if (res.body === null) throw new ProviderFailure("protocol", LABELS.malformed, false);
       const reader = res.body.getReader();
@@ -290,7 +317,8 @@ export async function* driveStream(p: DriveParams): AsyncGenerator<ProviderEvent
       yield abortedFailure().toEvent();
       return;
     }
-    yield failure.toEvent();
+    // A retried failure says so: the caller sees one error for several requests.
+    yield (attempt > 1 ? failure.afterAttempts(attempt) : failure).toEvent();
     return;
   }
 }

@@ -1,6 +1,9 @@
 /**
  * Provider failures as fixed, safe labels. A provider body, URL, header or credential never
- * becomes part of a label: every `message` a caller sees comes from this file.
+ * becomes part of a label: every `message` a caller sees comes from this file. The one piece of a
+ * provider's answer that may be appended is its error category (`authentication_error`,
+ * `invalid_api_key`, `model_not_found`): a short identifier checked against `CATEGORY`, never its
+ * free-text message (OpenAI's names part of the rejected key).
  */
 import type { ProviderErrorKind, ProviderEvent } from "../types.js";
 
@@ -23,8 +26,39 @@ export const LABELS = {
   badToolArgs: "tool arguments are not a JSON object",
 } as const;
 
-/** A fixed label, or one with the HTTP status appended (`… (HTTP 404)`): still never provider text. */
-export type ProviderLabel = (typeof LABELS)[keyof typeof LABELS] | `${(typeof LABELS)[keyof typeof LABELS]} (HTTP ${number})`;
+type BaseLabel = (typeof LABELS)[keyof typeof LABELS];
+/**
+ * A fixed label, or one with the HTTP status and/or the provider's error category appended
+ * (`… (HTTP 404 model_not_found)`, `… (overloaded_error)`): still never provider free text.
+ */
+export type ProviderLabel = BaseLabel | `${BaseLabel} (${string})`;
+
+/** What an error category may look like: an identifier, so no sentence, URL or key fits. */
+const CATEGORY = /^[A-Za-z][A-Za-z0-9_.-]{0,63}$/;
+
+/** A category that passes `CATEGORY`, else undefined. */
+export function safeCategory(v: unknown): string | undefined {
+  return typeof v === "string" && CATEGORY.test(v) ? v : undefined;
+}
+
+/**
+ * The error category of a provider's JSON error body: OpenAI `{"error":{"code","type"}}` (the
+ * more specific `code` first) and Anthropic `{"type":"error","error":{"type"}}`; undefined when
+ * the body has neither or it is not an identifier.
+ */
+export function errorCategory(body: unknown): string | undefined {
+  if (typeof body !== "object" || body === null) return undefined;
+  const err = (body as Record<string, unknown>)["error"];
+  if (typeof err !== "object" || err === null) return undefined;
+  const e = err as Record<string, unknown>;
+  return safeCategory(e["code"]) ?? safeCategory(e["type"]);
+}
+
+/** `label (category)`, or the label alone without a category. */
+export function withCategory(label: BaseLabel, category: unknown): ProviderLabel {
+  const c = safeCategory(category);
+  return c === undefined ? label : `${label} (${c})`;
+}
 
 /**
  * Internal failure signal. Thrown only inside provider modules and turned into one in-band
@@ -42,6 +76,13 @@ export class ProviderFailure extends Error {
     this.name = "ProviderFailure";
   }
 
+  /** The same failure, its label saying how many attempts were made (`… (HTTP 500; 3 attempts)`). */
+  afterAttempts(n: number): ProviderFailure {
+    const l: string = this.label;
+    const label = (l.endsWith(")") ? `${l.slice(0, -1)}; ${n} attempts)` : `${l} (${n} attempts)`) as ProviderLabel;
+    return new ProviderFailure(this.kind, label, this.retryable, this.retryAfterMs);
+  }
+
   toEvent(): ProviderEvent {
     return { type: "error", kind: this.kind, retryable: this.retryable, message: this.label };
   }
@@ -51,11 +92,16 @@ export const limitFailure = (label: ProviderLabel): ProviderFailure => new Provi
 export const protocolFailure = (): ProviderFailure => new ProviderFailure("protocol", LABELS.malformed, false);
 export const abortedFailure = (): ProviderFailure => new ProviderFailure("aborted", LABELS.aborted, false);
 
-/** Maps a non-success HTTP status to a failure; `retryAfterMs` comes from the caller's header parse. */
-export function statusFailure(status: number, retryAfterMs?: number): ProviderFailure {
-  // The status is a number we parsed, so naming it keeps the label free of provider text.
-  if (status === 401 || status === 403) return new ProviderFailure("auth", `${LABELS.auth} (HTTP ${status})`, false);
-  if (status === 429) return new ProviderFailure("http", `${LABELS.rateLimited} (HTTP ${status})`, true, retryAfterMs);
-  if (status === 408 || status >= 500) return new ProviderFailure("http", `${LABELS.overloaded} (HTTP ${status})`, true, retryAfterMs);
-  return new ProviderFailure("http", `${LABELS.http} (HTTP ${status})`, false);
+/**
+ * Maps a non-success HTTP status to a failure; `retryAfterMs` comes from the caller's header parse,
+ * `category` from `errorCategory` of the error body (appended after the status when present).
+ */
+export function statusFailure(status: number, retryAfterMs?: number, category?: string): ProviderFailure {
+  // The status is a number we parsed and the category an identifier, so the label holds no provider text.
+  const c = safeCategory(category);
+  const tail = `(HTTP ${status}${c === undefined ? "" : ` ${c}`})` as const;
+  if (status === 401 || status === 403) return new ProviderFailure("auth", `${LABELS.auth} ${tail}`, false);
+  if (status === 429) return new ProviderFailure("http", `${LABELS.rateLimited} ${tail}`, true, retryAfterMs);
+  if (status === 408 || status >= 500) return new ProviderFailure("http", `${LABELS.overloaded} ${tail}`, true, retryAfterMs);
+  return new ProviderFailure("http", `${LABELS.http} ${tail}`, false);
 }

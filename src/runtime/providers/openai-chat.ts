@@ -23,7 +23,7 @@ import {
   type ToolArgs,
 } from "./accumulate.js";
 import type { Credential, WireDecoder, WireRequest } from "./driver.js";
-import { LABELS, protocolFailure, ProviderFailure } from "./errors.js";
+import { errorCategory, LABELS, protocolFailure, ProviderFailure, withCategory } from "./errors.js";
 import { openaiHeaders } from "./openai-responses.js";
 
 export const CHAT_REASONING_EFFORT: Record<Exclude<ThinkingLevel, "default">, string> = {
@@ -122,7 +122,7 @@ export class ChatDecoder implements WireDecoder {
     if (this.finished) return;
     if (data === "[DONE]") return this.finish(out);
     const o = parseEventObject(data);
-    if (o["error"] !== undefined && o["error"] !== null) throw new ProviderFailure("http", LABELS.providerError, false);
+    if (o["error"] !== undefined && o["error"] !== null) throw new ProviderFailure("http", withCategory(LABELS.providerError, errorCategory(o)), false);
     const usage = optObject(o, "usage");
     if (usage !== undefined) this.usage = usage;
     const choices = o["choices"];

@@ -23,7 +23,7 @@ import {
   type ToolArgs,
 } from "./accumulate.js";
 import type { Credential, WireDecoder, WireRequest } from "./driver.js";
-import { LABELS, protocolFailure, ProviderFailure } from "./errors.js";
+import { LABELS, protocolFailure, ProviderFailure, withCategory } from "./errors.js";
 
 export const OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1";
 
@@ -116,10 +116,10 @@ export function buildResponsesRequest(
 
 /** Maps an in-stream error code (`response.failed`, `error`) to a failure with a fixed label. */
 function codeFailure(code: unknown): ProviderFailure {
-  if (code === "rate_limit_exceeded") return new ProviderFailure("http", LABELS.rateLimited, true);
+  if (code === "rate_limit_exceeded") return new ProviderFailure("http", withCategory(LABELS.rateLimited, code), true);
   if (code === "server_error" || code === "server_is_overloaded" || code === "slow_down")
-    return new ProviderFailure("http", LABELS.overloaded, true);
-  return new ProviderFailure("http", LABELS.providerError, false);
+    return new ProviderFailure("http", withCategory(LABELS.overloaded, code), true);
+  return new ProviderFailure("http", withCategory(LABELS.providerError, code), false);
 }
 
 interface CallState { callId: string; name: string; args: ToolArgs }

@@ -103,12 +103,20 @@ const MESSAGES: Record<FailureReason, string> = {
   internal: "internal error",
 };
 
+/** Reasons whose message carries the provider failure's label (a fixed text from the provider layer). */
+const DETAILED = new Set<FailureReason>(["provider", "credential", "provider_limit", "tool_limit"]);
+const CREDENTIAL_HEAD = "the provider credential is missing or was rejected";
+const CREDENTIAL_FIX = "sign in again or set the API key";
+
 /** The terminal event of an outcome. */
 export function terminalEvent(ref: Ref, o: TurnOutcome, origin: TurnOrigin | undefined): SessionEvent {
   const base = { ...ref, text: o.assistantText, usage: o.usage, steps: o.usage.requests, ...(origin !== undefined ? { origin } : {}) };
   if (o.status === "completed") return { ...base, type: "turn_completed" };
   if (o.status === "cancelled") return { ...base, type: "turn_cancelled" };
   const reason = o.reason ?? (o.status === "compaction_required" ? "compaction" : "internal");
-  const message = reason === "provider" && o.message !== undefined ? `${MESSAGES.provider}: ${o.message}` : MESSAGES[reason];
+  // The provider's safe label (status, category, which limit) follows the fixed text when there is one.
+  const detail = o.message !== undefined && DETAILED.has(reason) ? o.message : undefined;
+  const message =
+    detail === undefined ? MESSAGES[reason] : reason === "credential" ? `${CREDENTIAL_HEAD}: ${detail}; ${CREDENTIAL_FIX}` : `${MESSAGES[reason]}: ${detail}`;
   return { ...base, type: "turn_failed", code: CODES[reason], message, reason, status: o.status };
 }

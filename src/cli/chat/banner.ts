@@ -1,0 +1,63 @@
+/**
+ * The interactive chat's start: the banner (how it is connected, model and cwd, `--yolo`, a setup problem named in
+ * one line) and the question whether to trust this project's own MCP servers (remembered once answered yes).
+ */
+import { join } from "node:path";
+import type { McpDef } from "./project.js";
+import { describeServers, projectMcp, trustProject } from "./project.js";
+import { preflight } from "./preflight.js";
+import { NO_PROVIDER_HELP, type Style } from "./render.js";
+import type { Screen } from "./screen.js";
+
+export interface BannerHost {
+  readonly screen: Screen;
+  readonly s: Style;
+  readonly home: string;
+  readonly cwd: string;
+  readonly yolo: boolean;
+  /** `daemon` or `stdio` (null: not connected yet). */
+  via(): Promise<string | null>;
+  question(text: string): Promise<string>;
+}
+
+export interface Startup {
+  /** `--yolo`, or `approval_policy: "never"` in settings. */
+  yolo: boolean;
+  baseUrl: string | null;
+  /** `provider/model` as the settings select it, or null when no provider is ready. */
+  model: string | null;
+  /** The MCP servers this chat's sessions get (for the startup report). */
+  mcpConfig: Record<string, McpDef>;
+  /** The session's MCP servers when the trusted project adds its own (global ∪ project); null: the settings'. */
+  sessionMcp: Record<string, McpDef> | null;
+}
+
+export async function banner(h: BannerHost): Promise<Startup> {
+  const { screen, s } = h;
+  const status = (t: string): void => screen.line(s.dim(`  · ${t}`));
+  const pre = await preflight(process.env, h.cwd);
+  const yolo = h.yolo || (pre.ok && pre.approvalPolicy === "never");
+  const via = await h.via();
+  screen.line(s.bold("berth chat") + s.dim(` — /help for commands, Ctrl-C to cancel${via === "daemon" ? " · via berth daemon" : ""}`));
+  if (pre.ok) status(`model ${pre.provider}/${pre.model ?? "?"} · ${h.cwd}`);
+  if (yolo) screen.line(s.red("--yolo: every tool call is approved without asking"));
+  if (!pre.ok) screen.line(pre.noProvider ? NO_PROVIDER_HELP.trimEnd() : s.red(`error: ${pre.message}`));
+  const global = (pre.ok ? pre.layers.global.mcp_servers : undefined) ?? {};
+  const out: Startup = { yolo, baseUrl: pre.ok ? pre.baseUrl : null, model: pre.ok ? `${pre.provider}/${pre.model ?? "?"}` : null, mcpConfig: global, sessionMcp: null };
+  const proj = await projectMcp(h.home, h.cwd);
+  if (proj === null) return out;
+  let trusted = proj.trusted;
+  if (!trusted) {
+    screen.line(`This project (${join(h.cwd, ".berth", "settings.json")}) declares MCP servers:`);
+    for (const l of describeServers(proj.servers)) screen.line(l);
+    const answer = await h.question("Trust this project and start them (remembered)? [y/N] › ");
+    trusted = answer === "y" || answer === "yes";
+    if (trusted) await trustProject(h.home, h.cwd, proj.fingerprint).catch(() => undefined);
+    status(trusted ? "project trusted; its MCP servers start with the session" : "project MCP servers not started (asked again next time)");
+  }
+  if (trusted) {
+    out.sessionMcp = { ...global, ...proj.servers };
+    out.mcpConfig = out.sessionMcp;
+  }
+  return out;
+}

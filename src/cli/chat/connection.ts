@@ -1,0 +1,95 @@
+/**
+ * The interactive chat's connection to its SCV server and the session open on it.
+ * Contract: SCV has one session per connection, so a new conversation (/new, /resume) drops the connection and
+ * opens a fresh one in the background; the session is created on first use. A connection that ends while it is the
+ * current one (the server stopped) is reported once through `onLost`, never for one the chat dropped itself.
+ */
+import type { McpDef } from "./project.js";
+import { openLink, type Link } from "./link.js";
+import type { OpenSession } from "./turn-events.js";
+
+export interface SessionSettings {
+  cwd: string;
+  /** Approve every call on the server (`--yolo`). */
+  autoApprove(): boolean;
+  /** The session's MCP servers when the chat chooses them (a trusted project's), else null: the settings'. */
+  mcpServers(): Record<string, McpDef> | null;
+}
+
+export class Connection {
+  private link: Link | null = null;
+  private linking: Promise<Link> | null;
+  session: OpenSession | null = null;
+  /** The context gauge's last reading for the open session. */
+  ctx: { current: number; max: number } | null = null;
+  private closing = false;
+
+  constructor(
+    private readonly settings: SessionSettings,
+    /** The current connection ended by itself; the detail is the server's last stderr line, when there is one. */
+    private readonly onLost: (detail: string) => void,
+  ) {
+    this.linking = openLink(process.env);
+    this.linking.catch(() => undefined);
+  }
+
+  /** How the first connection was made (`daemon` or `stdio`), or null when it failed. */
+  via(): Promise<string | null> {
+    return (this.linking ?? Promise.resolve(this.link!)).then((l) => l.via).catch(() => null);
+  }
+
+  /** The current connection (reopened after /new or /resume closed the last one). */
+  async current(): Promise<Link> {
+    if (this.link !== null) return this.link;
+    this.linking ??= openLink(process.env);
+    const l = await this.linking;
+    this.linking = null;
+    this.link = l;
+    void l.closed.then(() => {
+      if (this.closing || this.link !== l) return;
+      this.link = null;
+      this.session = null;
+      const tail = l.stderrTail().trim();
+      this.onLost(tail !== "" ? tail.split("\n").at(-1)!.slice(0, 200) : "");
+    });
+    return l;
+  }
+
+  /** Drops the connection (its session ends with it) and starts opening a fresh one in the background. */
+  async drop(): Promise<void> {
+    const l = this.link;
+    this.link = null;
+    this.session = null;
+    this.ctx = null;
+    if (l === null && this.linking !== null) return; // a fresh connection (no session yet) is already on its way
+    await l?.close();
+    this.linking = openLink(process.env);
+    this.linking.catch(() => undefined);
+  }
+
+  /** The open session, or a new one (`resume`: continue that stored session instead). */
+  async open(resume?: string): Promise<OpenSession> {
+    if (this.session !== null && resume === undefined) return this.session;
+    const l = await this.current();
+    const mcp = this.settings.mcpServers();
+    const ev = await l.client.openSession({
+      cwd: this.settings.cwd,
+      auto_approve: this.settings.autoApprove(),
+      ...(resume !== undefined ? { resume } : {}),
+      ...(mcp !== null ? { mcp_servers: mcp } : {}),
+    });
+    const s: OpenSession = {
+      id: String(ev["session_id"]),
+      cwd: typeof ev["cwd"] === "string" ? ev["cwd"] : this.settings.cwd,
+      model: typeof ev["model"] === "string" ? ev["model"] : null,
+      ctxMax: typeof ev["context_max_tokens"] === "number" ? ev["context_max_tokens"] : null,
+    };
+    this.session = s;
+    return s;
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    await Promise.all([this.link?.close(), this.linking?.then((l) => l.close()).catch(() => undefined)]);
+  }
+}

@@ -1,0 +1,50 @@
+/**
+ * What `berth chat` adds after a failed turn, shared by `-p` and the interactive chat:
+ * - an unknown model (the provider answered HTTP 404 or named `model_not_found`/`not_found_error`): the provider's
+ *   model list (through the app-service catalog, the one `/model` uses) and the closest names to the selected one;
+ * - a provider that cannot be reached: its base URL (in `failureLine`);
+ * - a setup that broke since the chat started (settings, provider, key variable): the preflight's line.
+ * Contract: never throws; a hint that cannot be worked out is left out.
+ */
+import { startService } from "./common.js";
+import { preflight, suggest } from "./preflight.js";
+import { NO_PROVIDER_HELP } from "./render.js";
+
+/** True when a `turn.failed` message says the provider does not know the model. */
+export function unknownModel(message: string): boolean {
+  return /\(HTTP 404\b|\bmodel_not_found\b|\bnot_found_error\b/.test(message);
+}
+
+/** The selected provider's models, refreshed from the provider when the cached list is not fresh. */
+async function providerModels(provider: string): Promise<string[]> {
+  const svc = await startService();
+  try {
+    const client = svc.client;
+    let page = await client.catalogModels(provider);
+    if (page.state !== "fresh_cache") {
+      await client.catalogRefresh(provider).catch(() => undefined);
+      page = await client.catalogModels(provider);
+    }
+    const all = page.entries.map((m) => m.model_id);
+    while (page.next_offset !== null && all.length < 2000) {
+      page = await client.catalogModels(provider, { offset: page.next_offset });
+      all.push(...page.entries.map((m) => m.model_id));
+    }
+    return all;
+  } finally {
+    await svc.close();
+  }
+}
+
+/** Lines explaining a failed turn further (may be empty). `message` is the `turn.failed` message. */
+export async function failureHints(message: string, env: NodeJS.ProcessEnv, cwd: string): Promise<string[]> {
+  const pre = await preflight(env, cwd).catch(() => null);
+  if (pre === null) return [];
+  if (!pre.ok) return [pre.noProvider ? NO_PROVIDER_HELP.trimEnd() : `error: ${pre.message}`];
+  if (!unknownModel(message) || pre.model === null) return [];
+  const models = await providerModels(pre.provider).catch(() => [] as string[]);
+  const from = env["MC_MODEL"] !== undefined && env["MC_MODEL"] !== "" ? `MC_MODEL=${pre.model}` : `model "${pre.model}"`;
+  if (models.length === 0) return [`${from} may not be a model of provider ${pre.provider} (its model list could not be read; /model lists the models)`];
+  if (models.includes(pre.model)) return [];
+  return [`${from} is not a model of provider ${pre.provider} (${suggest(pre.model, models)})`];
+}

@@ -1,0 +1,98 @@
+/**
+ * A failed turn names its cause in one line, for each failure class: HTTP 401 with the provider's error category,
+ * HTTP 404 for an unknown model with the catalog's closest models, HTTP 500 after its retries, an unreachable base
+ * URL, a stream dropped mid-answer, and the response and tool-call limits (which limit). The provider's error text
+ * (which may hold part of a key) never reaches the terminal.
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ERROR_BODY_SECRET, startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
+import { chat, chatEnv, FAKE } from "./helpers.js";
+
+describe("berth chat turn failure lines", () => {
+  let fake: FakeProvider;
+  let h: string;
+  before(async () => {
+    fake = await startFakeProvider();
+    h = mkdtempSync(join(tmpdir(), "berth-fail-"));
+    const def = { api: "openai-chat", base_url: `http://127.0.0.1:${fake.port}/v1`, auth: "none" };
+    writeFileSync(join(h, "settings.json"), JSON.stringify({ providers: { fake: { ...def, models: [{ id: "fake-model" }] }, cat: def, down: { ...def, base_url: "http://127.0.0.1:1/v1", models: [{ id: "fake-model" }] } } }));
+  });
+  after(() => fake.close());
+
+  const run = async (env: Record<string, string> = FAKE): Promise<{ code: number | null; out: string; err: string }> => {
+    const p = chat(["-p", "hi"], chatEnv(h, env));
+    const code = await p.exited;
+    assert.doesNotMatch(p.stderr, /\n\s+at |Error:/);
+    assert.ok(!p.stderr.includes(ERROR_BODY_SECRET), "the provider's error text leaked");
+    return { code, out: p.stdout, err: p.stderr };
+  };
+
+  it("HTTP 401 names the status and the provider's category (Anthropic and OpenAI bodies)", async () => {
+    fake.script([{ status: 401, body: JSON.stringify({ type: "error", error: { type: "authentication_error", message: `invalid x-api-key ${ERROR_BODY_SECRET}` } }) }]);
+    let r = await run();
+    assert.equal(r.code, 1);
+    assert.match(r.err, /^berth chat: the turn failed \(provider_error: the provider credential is missing or was rejected: provider rejected the credential \(HTTP 401 authentication_error\); sign in again or set the API key\)$/m);
+    fake.script([{ status: 401, body: JSON.stringify({ error: { message: `Incorrect API key provided: sk-${ERROR_BODY_SECRET}`, type: "invalid_request_error", code: "invalid_api_key" } }) }]);
+    r = await run();
+    assert.match(r.err, /HTTP 401 invalid_api_key/);
+  });
+
+  it("HTTP 404 for an unknown model lists the provider's closest models", async () => {
+    fake.setModels([{ id: "gpt-4.1-mini" }, { id: "gpt-4.1" }, { id: "o3" }]);
+    fake.script([{ status: 404, body: JSON.stringify({ error: { message: `The model ${ERROR_BODY_SECRET} does not exist`, type: "invalid_request_error", code: "model_not_found" } }) }]);
+    const r = await run({ MC_PROVIDER: "cat", MC_MODEL: "gpt-4.1-mimi" });
+    assert.equal(r.code, 1);
+    assert.match(r.err, /provider returned an error status \(HTTP 404 model_not_found\)/);
+    assert.match(r.err, /^berth chat: MC_MODEL=gpt-4\.1-mimi is not a model of provider cat \(did you mean gpt-4\.1-mini\?\)$/m);
+  });
+
+  it("the interactive chat prints the same cause and the suggestions after its turn line", async () => {
+    fake.setModels([{ id: "gpt-4.1-mini" }, { id: "o3" }]);
+    fake.script([{ status: 404, body: JSON.stringify({ type: "error", error: { type: "not_found_error", message: `model: ${ERROR_BODY_SECRET}` } }) }]);
+    const p = chat([], chatEnv(h, { MC_PROVIDER: "cat", MC_MODEL: "gpt-4.1-mimi" }), { stdin: "hi\n" });
+    assert.equal(await p.exited, 1);
+    assert.ok(!p.stdout.includes(ERROR_BODY_SECRET));
+    assert.match(p.stdout, /── failed \(provider_error: the provider request failed: provider returned an error status \(HTTP 404 not_found_error\)\) · [^\n]*\n(?:error: )?MC_MODEL=gpt-4\.1-mimi is not a model of provider cat \(did you mean gpt-4\.1-mini\?\)\n/);
+  });
+
+  it("HTTP 500 says it was retried", async () => {
+    const before = fake.requests.length;
+    fake.script([{ status: 500 }, { status: 500 }, { status: 500 }]);
+    const r = await run();
+    assert.equal(r.code, 1);
+    assert.equal(fake.requests.length - before, 3);
+    assert.match(r.err, /the turn failed \(provider_error: the provider request failed: provider overloaded or unavailable \(HTTP 500 fake_error; 3 attempts\)\)/);
+  });
+
+  it("an unreachable base URL is named", async () => {
+    const r = await run({ MC_PROVIDER: "down", MC_MODEL: "fake-model" });
+    assert.equal(r.code, 1);
+    assert.match(r.err, /provider connection failed \(3 attempts\); is http:\/\/127\.0\.0\.1:1\/v1 reachable\?\)$/m);
+  });
+
+  it("a stream dropped mid-answer keeps the text so far and says the stream ended", async () => {
+    fake.script([{ steps: [{ text: "half an ans" }, { disconnect: true }], end: false }]);
+    const r = await run();
+    assert.equal(r.code, 1);
+    assert.equal(r.out, "half an ans\n");
+    assert.match(r.err, /the turn failed \(provider_error: the provider request failed: provider stream ended unexpectedly\)/);
+  });
+
+  it("the response and tool-call limits are named", async () => {
+    // 33 tool calls in one response: one past the limit of 32.
+    const calls = Array.from({ length: 33 }, (_, i) => ({ toolCall: { name: "read", arguments: { path: `f${i}` } } }));
+    fake.script([{ steps: calls }]);
+    let r = await run();
+    assert.equal(r.code, 1);
+    assert.match(r.err, /the turn failed \(tool_limit: the provider's tool calls exceeded a size or count limit: too many tool calls in one response\)/);
+    // An answer over the 1 MiB assistant-text limit.
+    fake.script([{ steps: [{ text: "x".repeat(1024 * 1024 + 1), chunks: 16 }] }]);
+    r = await run();
+    assert.equal(r.code, 1);
+    assert.match(r.err, /the turn failed \(response_limit: the provider response exceeded a size limit: assistant text exceeds size limit\)/);
+  });
+});

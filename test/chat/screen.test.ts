@@ -1,0 +1,100 @@
+/**
+ * The chat's screen through a pseudo-terminal, read back through a virtual terminal (xterm.js): the footer (model,
+ * cwd, context gauge, session) stays on the last row while the transcript scrolls above it; Shift-Enter in each form
+ * terminals send adds a line to the prompt; a resize (idle, and while an answer streams) redraws the whole transcript
+ * at the new width, each line once, with the footer back on the last row.
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync, spawnSync } from "node:child_process";
+import { readlinkSync } from "node:fs";
+import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
+import { BERTH_BIN } from "../helpers/paths.js";
+import { chatEnv, chatPid, FAKE, home, Proc } from "./helpers.js";
+import { VTerm } from "./vterm.js";
+
+const hasScript = spawnSync("script", ["--version"]).status === 0;
+const q = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
+
+describe("berth chat screen (pty)", { skip: hasScript ? false : "util-linux script is not installed" }, () => {
+  let fake: FakeProvider;
+  before(async () => {
+    fake = await startFakeProvider();
+  });
+  after(() => fake.close());
+
+  it("footer pinned to the last row, Shift-Enter newlines, full redraw on resize", async () => {
+    const env: NodeJS.ProcessEnv = { ...chatEnv(home(fake.port), FAKE), TERM: "xterm-256color" };
+    const p = new Proc("script", ["-q", "-e", "-c", `stty rows 12 cols 60; exec ${q(process.execPath)} ${q(BERTH_BIN)} chat`, "/dev/null"], env);
+    after(() => p.child.kill("SIGKILL"));
+    const vt = new VTerm(60, 12);
+    await p.until(/› /);
+    let screen = await vt.screen(p.stdout);
+    assert.match(screen[11]!, /^fake\/fake-model · \S+ · ctx – · new session$/);
+
+    // Shift-Enter: kitty/CSI-u, ESC CR, xterm modifyOtherKeys, keypad Enter; then Enter sends one prompt.
+    const before = fake.requests.length;
+    let mark = p.stdout.length;
+    p.write("one\x1b[13;2utwo\x1b\rthree\x1b[27;2;13~four\x1bOMfive\r");
+    await p.until(/── completed[^\n]*\n/, mark);
+    assert.equal(fake.requests.length, before + 1);
+    assert.match(fake.requests.at(-1)!.body, /"one\\ntwo\\nthree\\nfour\\nfive"/);
+    await p.until(/› /, p.stdout.indexOf("── completed", mark));
+
+    // A long answer scrolls the transcript; the footer stays on the last row and now names the session.
+    const answer = Array.from({ length: 30 }, (_, i) => `answer line ${i + 1}`).join("\n") + "\n";
+    fake.script([{ steps: [{ text: answer, chunks: 6 }] }]);
+    mark = p.stdout.length;
+    p.write("long please\r");
+    await p.until(/── completed[^\n]*\n[\s\S]*› /, mark);
+    screen = await vt.screen(p.stdout);
+    const footer = /^fake-model · \S+ · ctx (?:\[[█░]+\] )?\d+%(?: \S+)? · s\S{11}$/.exec(screen[11]!);
+    assert.ok(footer !== null, screen.join("\n"));
+    assert.equal(screen[10], "› ");
+    assert.ok(screen.slice(7, 10).some((l) => l.startsWith("── completed")), screen.join("\n"));
+    assert.ok(screen.includes("answer line 30"), screen.join("\n"));
+    let lines = await vt.lines(p.stdout);
+    // Nothing the footer covered is lost: every answer line is in the buffer once.
+    for (let i = 1; i <= 30; i++) assert.equal(lines.filter((l) => l === `answer line ${i}`).length, 1, `answer line ${i}\n${lines.join("\n")}`);
+
+    // Resize while idle (a real window-size change on the pty, which sends SIGWINCH): the transcript is printed
+    // again at the new width, each line once, the footer on the new last row, the prompt back.
+    const pid = chatPid(p.child.pid!);
+    assert.notEqual(pid, null);
+    const tty = readlinkSync(`/proc/${pid}/fd/0`);
+    vt.resizeAtRedraw(40, 16);
+    mark = p.stdout.length;
+    execFileSync("stty", ["-F", tty, "rows", "16", "cols", "40"]);
+    // The prompt comes back last: readline's refresh (erase down, `› `, cursor to its column).
+    await p.until(/\x1b\[3J[\s\S]*\x1b\[0J[\s\S]*› \x1b\[\d+G/, mark);
+    screen = await vt.screen(p.stdout);
+    assert.equal(screen.length, 16);
+    assert.match(screen[15]!, /^fake-model · /);
+    assert.equal(screen[14], "› ");
+    lines = await vt.lines(p.stdout);
+    for (let i = 1; i <= 30; i++) assert.equal(lines.filter((l) => l === `answer line ${i}`).length, 1, lines.join("\n"));
+    assert.equal(lines.filter((l) => l === "› one").length, 1, lines.join("\n"));
+    assert.ok(lines.includes("… five"), lines.join("\n"));
+
+    // Resize while an answer streams: the answer ends up whole, once, below the redrawn transcript.
+    const slow = Array.from({ length: 8 }, (_, i) => `streamed row ${i + 1} with some words to wrap`).join("\n") + "\n";
+    fake.script([{ steps: [{ text: slow, chunks: 16 }], chunkDelayMs: 80 }]);
+    mark = p.stdout.length;
+    p.write("slowly\r");
+    await p.until(/streamed row 2/, mark);
+    vt.resizeAtRedraw(50, 14);
+    execFileSync("stty", ["-F", tty, "rows", "14", "cols", "50"]);
+    await p.until(/\x1b\[3J[\s\S]*streamed row 8[\s\S]*── completed[^\n]*\n[\s\S]*› /, mark);
+    screen = await vt.screen(p.stdout);
+    assert.match(screen[13]!, /^fake-model · /);
+    lines = await vt.lines(p.stdout);
+    for (let i = 1; i <= 8; i++) assert.equal(lines.filter((l) => l === `streamed row ${i} with some words to wrap`).length, 1, lines.join("\n"));
+    assert.equal(lines.filter((l) => l === "answer line 1").length, 1);
+
+    p.write("\x03");
+    p.write("\x03");
+    assert.equal(await p.exited, 0);
+    // On exit the footer is gone and the scroll region reset.
+    assert.match(p.stdout.slice(-200), /\x1b\[r/);
+  });
+});
