@@ -66,6 +66,7 @@ export class SessionHub {
     // Same contract as a runtime's own listeners: any `false` refuses a delta; every promise is awaited.
     rt.subscribe((e) => deliver(this.listeners, e));
     this.runtimes.set(sessionId, rt);
+    rt.prepareTools(); // its MCP servers start now, off the first prompt's path
     return rt;
   }
 

@@ -18,6 +18,9 @@
  * - Approvals: per the session's `ApprovalMode` over each tool's `risk`; pending requests have fresh UUIDs and are
  *   answered with `resolveApproval`. A denial completes the call `success: false`, `error: "denied"`, with a
  *   denial text the model sees.
+ * - Tools: `prepareTools()` (the hub calls it when it opens the runtime) has the runner start the session's MCP
+ *   servers now, in its cwd; their state changes are emitted as `mcp_status` and `mcpServers()` lists them.
+ *   `close()` stops them.
  * - `clear()` (idle only) writes an empty checkpoint covering every record (the model context starts empty; the
  *   file keeps everything), drops the queue, and emits `session_cleared`.
  */
@@ -35,6 +38,7 @@ import { loadImages } from "./attachments.js";
 import { deliver } from "./listeners.js";
 import type {
   AdmissionError,
+  McpServerInfo,
   QueueEntry,
   QueueResult,
   SessionConfig,
@@ -71,6 +75,7 @@ export class SessionRuntime {
   private closed = false;
   private idleWaiters: Array<() => void> = [];
   private titled: boolean | null = null;
+  private watchingMcp = false;
   /** Between a turn's terminal event and its lease release. */
   private ending: Promise<void> | null = null;
 
@@ -104,6 +109,26 @@ export class SessionRuntime {
   /** The provider, model and context window this session's next turn would use (null: none usable, or unknown). */
   async describe(): Promise<SessionModelInfo | null> {
     return (await this.deps.runner.describe?.(this.cfg.selection)) ?? null;
+  }
+
+  /** Has the runner prepare this session's tools now (MCP servers start); their state changes become `mcp_status`. */
+  prepareTools(): void {
+    const first = !this.watchingMcp;
+    this.watchingMcp = true;
+    void this.deps.runner.openSession?.(
+      {
+        sessionId: this.id,
+        cwd: this.cfg.cwd,
+        ...(this.cfg.mcpServers !== undefined ? { mcpServers: this.cfg.mcpServers } : {}),
+        ...(this.cfg.noTools === true ? { noTools: true } : {}),
+      },
+      first ? (servers) => this.emit({ type: "mcp_status", sessionId: this.id, servers }) : undefined,
+    );
+  }
+
+  /** This session's MCP servers and their states (empty before its tools were prepared). */
+  mcpServers(): McpServerInfo[] {
+    return this.deps.runner.mcpStatus?.(this.id) ?? [];
   }
 
   /** Changes the configuration; refused (false) while a turn runs. */
@@ -460,5 +485,6 @@ export class SessionRuntime {
     this.queue.clear();
     this.running?.ctl.abort();
     if (this.busy) await new Promise<void>((r) => this.idleWaiters.push(r));
+    await this.deps.runner.closeSession?.(this.id).catch(() => undefined);
   }
 }

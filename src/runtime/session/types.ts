@@ -5,12 +5,13 @@
  */
 import type { RuntimeEvent, FailureReason, TerminalStatus, TurnUsage } from "../events.js";
 import type { SelectionOverride, SessionModelInfo } from "../agent.js";
+import type { McpServerInfo } from "../tool-registries.js";
 import type { ImagePart, JobRef, ToolErrorKind, ToolRisk } from "../types.js";
 import type { Workspace } from "../workspace.js";
 import type { McpServerDef } from "../../store/settings/schema.js";
 import type { SessionErrorCode, UserAttachment } from "../../store/sessions/index.js";
 
-export type { SelectionOverride, SessionModelInfo, UserAttachment, ToolRisk };
+export type { SelectionOverride, SessionModelInfo, UserAttachment, ToolRisk, McpServerInfo };
 
 /**
  * When a tool call needs a person's approval:
@@ -138,6 +139,8 @@ export type SessionEvent =
   | { type: "paused"; sessionId: string; paused: boolean }
   | { type: "title_changed"; sessionId: string; title: string }
   | { type: "session_trimmed"; sessionId: string; removedMessages: number; historyBytes: number }
+  /** The session's MCP servers changed state (one started, failed, or crashed): every server with its state. */
+  | { type: "mcp_status"; sessionId: string; servers: McpServerInfo[] }
   | { type: "session_cleared"; sessionId: string };
 
 /**

@@ -4,8 +4,10 @@
  * - A server's stderr never reaches our stdout/stderr (piped; its last 4 KiB kept in memory on
  *   the status record only). The server runs in `cwd` with the SDK's safe default environment
  *   plus the configured `env`.
- * - A server that fails to start, initialize or list tools is reported in `servers` with
- *   `state: "failed"` and contributes no tools; it never prevents other servers from loading.
+ * - Servers start in parallel (`startMcpServers` returns at once, every server `starting`); each becomes `ready`
+ *   or `failed` on its own, reported through `onChange`. A server that fails to start, initialize or list tools
+ *   is `failed` and contributes no tools; it never prevents other servers from loading.
+ *   `connectMcpServers` is the same, resolved once every server settled.
  * - Model-facing names are `mcp__<server>__<tool>`, sanitized to `[A-Za-z0-9_-]`, at most 64
  *   characters (shortened with a hash suffix when longer or colliding).
  * - Calls carry the AbortSignal; results are bounded text. A crashed or closed server → every
@@ -32,7 +34,7 @@ export interface McpOptions {
 
 export interface McpServerStatus {
   name: string;
-  state: "ready" | "failed" | "closed";
+  state: "starting" | "ready" | "failed" | "closed";
   /** Why it failed (connect error or crash), a fixed-shape one-liner. */
   error?: string;
   toolCount: number;
@@ -45,6 +47,17 @@ export interface McpServerStatus {
 export interface McpConnections {
   tools: Tool[];
   servers: McpServerStatus[];
+  close(): Promise<void>;
+}
+
+/** Servers starting in the background (`startMcpServers`). */
+export interface McpServers {
+  readonly servers: readonly McpServerStatus[];
+  /** Tools of the servers ready now (sorted server order; names unique among them). */
+  tools(): Tool[];
+  /** Settles once every server is ready or failed. */
+  readonly settled: Promise<void>;
+  /** Stops every server (a starting one is stopped once its start settles). Idempotent. */
   close(): Promise<void>;
 }
 
@@ -94,7 +107,7 @@ function resultText(res: Record<string, unknown>): string {
 }
 
 class ServerConnection implements McpServerStatus {
-  state: McpServerStatus["state"] = "failed";
+  state: McpServerStatus["state"] = "starting";
   error?: string;
   toolCount = 0;
   pid: number | null = null;
@@ -107,6 +120,7 @@ class ServerConnection implements McpServerStatus {
     readonly name: string,
     def: McpServerDef,
     cwd: string,
+    private readonly onChange?: () => void,
   ) {
     this.transport = new StdioClientTransport({ command: def.command, args: def.args, env: def.env, cwd, stderr: "pipe" });
     this.transport.stderr?.on("data", (chunk: Buffer) => {
@@ -114,11 +128,16 @@ class ServerConnection implements McpServerStatus {
       this.stderrBuf = all.length > STDERR_TAIL_BYTES ? all.subarray(all.length - STDERR_TAIL_BYTES) : all;
     });
     this.client.onclose = () => {
-      if (this.state === "ready") {
+      this.pid = null;
+      if (this.state === "ready" && this.closing === null) {
         this.state = "failed";
         this.error = "server connection closed";
+        try {
+          this.onChange?.();
+        } catch {
+          // a listener's failure is its own
+        }
       }
-      this.pid = null;
     };
     // Transport errors surface through failed requests / onclose; keep them off our stderr.
     this.client.onerror = () => undefined;
@@ -131,8 +150,10 @@ class ServerConnection implements McpServerStatus {
   /** Starts the server and lists its tools; on failure, state "failed" and the process is stopped. */
   async connect(timeoutMs: number, taken: Set<string>, callTimeoutMs: number): Promise<Tool[]> {
     const signal = AbortSignal.timeout(timeoutMs);
+    if (this.closing !== null) return [];
     try {
       await this.client.connect(this.transport, { timeout: timeoutMs, signal });
+      if (this.closing !== null) throw new Error("closed while starting");
       this.pid = this.transport.pid;
       const listed: Array<{ name: string; description?: string; inputSchema: Record<string, unknown> }> = [];
       let cursor: string | undefined;
@@ -142,15 +163,21 @@ class ServerConnection implements McpServerStatus {
         cursor = res.nextCursor;
         if (cursor === undefined || listed.length >= MAX_TOOLS_PER_SERVER) break;
       }
+      if (this.closing !== null) throw new Error("closed while starting");
       this.state = "ready";
       const tools = listed.slice(0, MAX_TOOLS_PER_SERVER).map((t) => this.wrap(t, mcpToolName(this.name, t.name, taken), callTimeoutMs));
       this.toolCount = tools.length;
       return tools;
     } catch (err) {
+      const closed = this.closing !== null;
       this.state = "failed";
       this.error = signal.aborted ? `connect timed out after ${timeoutMs} ms` : `connect failed: ${describeError(err)}`.slice(0, 300);
+      // A close requested while starting: the process may have been spawned after it ran; stop it now.
+      await this.transport.close().catch(() => undefined);
       await this.close();
-      this.state = "failed";
+      this.state = closed ? "closed" : "failed";
+      if (closed) delete this.error;
+      this.pid = null;
       return [];
     }
   }
@@ -228,27 +255,54 @@ class ServerConnection implements McpServerStatus {
   }
 }
 
-/** Connects to every server concurrently; never rejects. */
-export async function connectMcpServers(defs: Record<string, McpServerDef>, opts: McpOptions): Promise<McpConnections> {
+/**
+ * Starts every server concurrently and returns at once; never rejects. `onChange` is called after each server
+ * leaves `starting` (ready or failed) and when a ready server fails later (crash, closed connection).
+ */
+export function startMcpServers(defs: Record<string, McpServerDef>, opts: McpOptions, onChange?: () => void): McpServers {
   const connectTimeout = opts.connectTimeoutMs ?? MCP_DEFAULT_CONNECT_TIMEOUT_MS;
   const callTimeout = opts.callTimeoutMs ?? MCP_DEFAULT_CALL_TIMEOUT_MS;
   const names = Object.keys(defs).sort();
-  const servers = names.map((n) => new ServerConnection(n, defs[n] as McpServerDef, opts.cwd));
-  // Names are assigned after all lists arrive, in sorted server order, so they are deterministic.
-  const listedTools = await Promise.all(servers.map((s) => s.connect(connectTimeout, new Set(), callTimeout)));
-  const taken = new Set<string>();
-  const tools: Tool[] = [];
-  listedTools.forEach((list) => {
-    for (const t of list) {
-      const name = taken.has(t.spec.name) ? mcpToolName(t.serverName ?? "", t.spec.name, taken) : (taken.add(t.spec.name), t.spec.name);
-      tools.push(name === t.spec.name ? t : { ...t, spec: { ...t.spec, name } });
-    }
-  });
+  const servers = names.map((n) => new ServerConnection(n, defs[n] as McpServerDef, opts.cwd, onChange));
+  const listed: Array<Tool[] | null> = servers.map(() => null);
+  let merged: Tool[] | null = null;
+  const settled = Promise.all(
+    servers.map(async (s, i) => {
+      listed[i] = await s.connect(connectTimeout, new Set(), callTimeout);
+      merged = null;
+      try {
+        onChange?.();
+      } catch {
+        // a listener's failure is its own
+      }
+    }),
+  ).then(() => undefined);
   return {
-    tools,
     servers,
+    tools: () => (merged ??= mergeTools(listed.filter((l): l is Tool[] => l !== null))),
+    settled,
     close: async () => {
       await Promise.all(servers.map((s) => s.close()));
     },
   };
+}
+
+/** Names are made unique in sorted server order, so they are deterministic for a given set of ready servers. */
+function mergeTools(lists: Tool[][]): Tool[] {
+  const taken = new Set<string>();
+  const tools: Tool[] = [];
+  for (const list of lists) {
+    for (const t of list) {
+      const name = taken.has(t.spec.name) ? mcpToolName(t.serverName ?? "", t.spec.name, taken) : (taken.add(t.spec.name), t.spec.name);
+      tools.push(name === t.spec.name ? t : { ...t, spec: { ...t.spec, name } });
+    }
+  }
+  return tools;
+}
+
+/** Connects to every server concurrently and resolves once each is ready or failed; never rejects. */
+export async function connectMcpServers(defs: Record<string, McpServerDef>, opts: McpOptions): Promise<McpConnections> {
+  const m = startMcpServers(defs, opts);
+  await m.settled;
+  return { tools: m.tools(), servers: [...m.servers], close: () => m.close() };
 }
