@@ -21,6 +21,9 @@
  * - Tools: `prepareTools()` (the hub calls it when it opens the runtime) has the runner start the session's MCP
  *   servers now, in its cwd; their state changes are emitted as `mcp_status` and `mcpServers()` lists them.
  *   `close()` stops them.
+ * - History bounds: a turn admitted on a history past its bounds (`historyBounds`) first trims the oldest turns
+ *   out of the model context (trim.ts) and emits `session_trimmed` right after its `turn_started`; only when the
+ *   trim cannot be written is it refused (`history_incomplete`).
  * - `clear()` (idle only) writes an empty checkpoint covering every record (the model context starts empty; the
  *   file keeps everything), drops the queue, and emits `session_cleared`.
  */
@@ -35,6 +38,7 @@ import { ApprovalBook, approvalSummary, needsApproval } from "./approvals.js";
 import { SessionQueue, type Queued } from "./queue.js";
 import { terminalEvent, TurnProjector } from "./project.js";
 import { loadImages } from "./attachments.js";
+import { trimHistory } from "./trim.js";
 import { deliver } from "./listeners.js";
 import type {
   AdmissionError,
@@ -60,6 +64,8 @@ interface Admitted {
   history: History | null;
   /** The turn's controller, made before admission so a close requested meanwhile cancels the turn. */
   ctl: AbortController;
+  /** Admission trimmed the history (trim.ts): reported after `turn_started`. */
+  trimmed?: { removedMessages: number; historyBytes: number };
 }
 
 const EMPTY_USAGE = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, requests: 0 };
@@ -249,8 +255,13 @@ export class SessionRuntime {
       const b = this.deps.historyBounds ?? { maxBytes: DEFAULT_WINDOW.maxBytes, maxRecords: DEFAULT_WINDOW.maxRecords };
       const history = await this.deps.manager.store.readHistory(this.id, b);
       if (!history.complete) {
-        await lease.end();
-        return "history_incomplete";
+        // Past its bounds: the oldest turns leave the model context (a checkpoint); see trim.ts.
+        const t = await trimHistory(history, b, lease.writer).catch(() => null);
+        if (t === null) {
+          await lease.end();
+          return "history_incomplete";
+        }
+        return { lease, history: t.history, ctl, trimmed: { removedMessages: t.removedMessages, historyBytes: t.historyBytes } };
       }
       return { lease, history, ctl };
     } catch (e) {
@@ -275,6 +286,7 @@ export class SessionRuntime {
       ...(opts.queueId !== undefined ? { queueId: opts.queueId } : {}),
       ...(opts.attachments !== undefined && opts.attachments.length > 0 ? { attachments: opts.attachments } : {}),
     });
+    if (a.trimmed !== undefined) this.emit({ type: "session_trimmed", sessionId: this.id, ...a.trimmed });
     this.maybeTitle(a.history, prompt);
     const done = this.execute(run, a, prompt, opts);
     return { ok: true, turnId, done };

@@ -138,6 +138,10 @@ export type SessionEvent =
   | { type: "queue_snapshot"; sessionId: string; entries: QueueEntry[] }
   | { type: "paused"; sessionId: string; paused: boolean }
   | { type: "title_changed"; sessionId: string; title: string }
+  /**
+   * The history passed its bounds: admission of the turn just started (emitted right after its `turn_started`)
+   * took `removedMessages` records out of the model context; `historyBytes` is what stays (see trim.ts).
+   */
   | { type: "session_trimmed"; sessionId: string; removedMessages: number; historyBytes: number }
   /** The session's MCP servers changed state (one started, failed, or crashed): every server with its state. */
   | { type: "mcp_status"; sessionId: string; servers: McpServerInfo[] }
