@@ -25,6 +25,12 @@ export interface SessionDeps {
   manager: SessionManager;
   runner: TurnRunner;
   historyBounds?: HistoryBounds;
+  /**
+   * A history past its bounds at admission: `trim` (default) takes the oldest turns out of the model context
+   * (trim.ts, `session_trimmed`); `refuse` refuses the turn (`history_incomplete`), for a door whose protocol
+   * requires it (the app-service).
+   */
+  historyPolicy?: "trim" | "refuse";
   /** ID source for turns, queue entries and approvals (default: UUIDs). */
   newId?: () => string;
 }

@@ -25,6 +25,7 @@ export interface SessionHubOptions {
   /** Defaults for sessions opened without a configuration (cwd, approval mode, …). */
   defaults: SessionConfig;
   historyBounds?: SessionDeps["historyBounds"];
+  historyPolicy?: SessionDeps["historyPolicy"];
   newId?: () => string;
 }
 
@@ -39,6 +40,7 @@ export class SessionHub {
       runner: o.runner,
       newId: o.newId ?? randomUUID,
       ...(o.historyBounds !== undefined ? { historyBounds: o.historyBounds } : {}),
+      ...(o.historyPolicy !== undefined ? { historyPolicy: o.historyPolicy } : {}),
     };
   }
 

@@ -256,7 +256,7 @@ export class SessionRuntime {
       const history = await this.deps.manager.store.readHistory(this.id, b);
       if (!history.complete) {
         // Past its bounds: the oldest turns leave the model context (a checkpoint); see trim.ts.
-        const t = await trimHistory(history, b, lease.writer).catch(() => null);
+        const t = this.deps.historyPolicy === "refuse" ? null : await trimHistory(history, b, lease.writer).catch(() => null);
         if (t === null) {
           await lease.end();
           return "history_incomplete";
