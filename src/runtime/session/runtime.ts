@@ -141,6 +141,8 @@ export class SessionRuntime {
   configure(patch: Partial<SessionConfig>): boolean {
     if (this.busy) return false;
     this.cfg = { ...this.cfg, ...patch };
+    // Another cwd or other servers: the session's MCP servers restart now rather than at its next turn.
+    if (this.watchingMcp && ("cwd" in patch || "mcpServers" in patch || "noTools" in patch)) this.prepareTools();
     return true;
   }
 
