@@ -13,6 +13,7 @@ import { startFakeProvider } from "../fakes/fake-provider.js";
 import { Agent } from "../../src/runtime/agent.js";
 import { SessionManager, SessionStore } from "../../src/store/sessions/index.js";
 import { SessionHub, type SessionEvent } from "../../src/runtime/session/index.js";
+import { trimHistory } from "../../src/runtime/session/trim.js";
 
 const MAX_RECORDS = 12;
 
@@ -82,4 +83,55 @@ void test("a history past its record bound is trimmed at admission; at the bound
     await manager.drain();
     await fake.close();
   }
+});
+
+void test("trimHistory: carries an earlier summary, cuts at a turn start, counts records before the window", async () => {
+  const home = mkdtempSync(join(tmpdir(), "trim-unit-"));
+  const store = new SessionStore({ home });
+  const h = await store.create(home);
+  const w = h.writer;
+  await w.append({ kind: "user", turn_id: "t1", text: "one" }); // 1
+  await w.append({ kind: "terminal", turn_id: "t1", status: "completed", assistant_text: "" }); // 2
+  await w.append({ kind: "user", turn_id: "t2", text: "two" }); // 3
+  await w.append({ kind: "terminal", turn_id: "t2", status: "completed", assistant_text: "" }); // 4
+  await w.append({ kind: "checkpoint", summary: "EARLIER SUMMARY", cutoff_seq: 2 }); // 5
+  await w.append({ kind: "user", turn_id: "t3", text: "three" }); // 6
+  await w.append({ kind: "terminal", turn_id: "t3", status: "completed", assistant_text: "" }); // 7
+  const bounds = { maxBytes: 1024 * 1024, maxRecords: 4 };
+  const hist = await store.readHistory(h.id, bounds);
+  assert.equal(hist.complete, false, "the window starts after the checkpoint's cutoff");
+  const t = await trimHistory(hist, bounds, w);
+  assert.equal(t.history.checkpoint?.cutoff_seq, 5, "cut before the newest turn's first user record");
+  assert.deepEqual(
+    t.history.records.map((r) => r.seq),
+    [6, 7],
+  );
+  assert.equal(t.removedMessages, 2, "seq 4 read in the window, seq 3 before it");
+  assert.ok(t.history.checkpoint!.summary.startsWith("EARLIER SUMMARY\n\n[Berth trimmed 2 earlier history records"));
+  await h.release();
+  const again = await store.readHistory(h.id, bounds);
+  assert.equal(again.complete, true, "the trimmed history fits its bounds");
+  assert.deepEqual(
+    again.records.map((r) => r.seq),
+    [6, 7],
+  );
+});
+
+void test("trimHistory: a newest turn bigger than half the bound leaves nothing before the new prompt", async () => {
+  const home = mkdtempSync(join(tmpdir(), "trim-unit-"));
+  const store = new SessionStore({ home });
+  const h = await store.create(home);
+  const w = h.writer;
+  await w.append({ kind: "user", turn_id: "t1", text: "one" }); // 1
+  for (let i = 1; i <= 3; i++) await w.append({ kind: "assistant", turn_id: "t1", message_id: `m${i}`, text: `answer ${i}`, partial: false });
+  await w.append({ kind: "terminal", turn_id: "t1", status: "completed", assistant_text: "answer" }); // 5
+  const bounds = { maxBytes: 1024 * 1024, maxRecords: 4 };
+  const hist = await store.readHistory(h.id, bounds);
+  assert.equal(hist.complete, false);
+  const t = await trimHistory(hist, bounds, w);
+  assert.equal(t.history.checkpoint?.cutoff_seq, 5);
+  assert.deepEqual(t.history.records, []);
+  assert.equal(t.removedMessages, 5);
+  assert.match(t.history.checkpoint!.summary, /assistant: answer 3/);
+  await h.release();
 });
