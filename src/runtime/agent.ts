@@ -169,6 +169,8 @@ export class Agent {
   private readonly registries: SessionRegistries;
   /** Skill discovery, cached per process (skills.ts). */
   private readonly skills: SkillCatalog;
+  /** Per session, which `openSession` is the latest (a close or a newer open makes an older one a no-op). */
+  private readonly generations = new Map<string, number>();
 
   constructor(private readonly o: AgentOptions) {
     this.settings = new SettingsStore({ home: o.home, projectDir: o.cwd, env: o.env });
@@ -203,8 +205,12 @@ export class Agent {
   async openSession(s: SessionToolsSpec, onMcp?: (servers: McpServerInfo[]) => void): Promise<void> {
     if (onMcp !== undefined) this.registries.watch(s.sessionId, onMcp);
     if (s.noTools === true) return;
+    const gen = (this.generations.get(s.sessionId) ?? 0) + 1;
+    this.generations.set(s.sessionId, gen);
     try {
       const layers = await this.settings.load();
+      // Closed (or opened again) meanwhile: starting servers now would leak them.
+      if (this.generations.get(s.sessionId) !== gen) return;
       this.registries.acquire(s.sessionId, s.cwd, Agent.toolConfig(layers.global, s.mcpServers)).release();
     } catch {
       // unreadable settings: the first turn reports them
@@ -213,6 +219,7 @@ export class Agent {
 
   /** Stops a session's MCP servers (once no turn holds them) and its status reports. */
   closeSession(sessionId: string): Promise<void> {
+    this.generations.delete(sessionId);
     return this.registries.closeSession(sessionId);
   }
 
