@@ -155,7 +155,7 @@ class ServerConnection implements McpServerStatus {
       await this.client.connect(this.transport, { timeout: timeoutMs, signal });
       if (this.closing !== null) throw new Error("closed while starting");
       this.pid = this.transport.pid;
-      const listed: Array<{ name: string; description?: string; inputSchema: Record<string, unknown> }> = [];
+      const listed: Array<{ name: string; description?: string | undefined; inputSchema: Record<string, unknown> }> = [];
       let cursor: string | undefined;
       for (let page = 0; page < MAX_LIST_PAGES; page++) {
         const res = await this.client.listTools(cursor === undefined ? {} : { cursor }, { timeout: timeoutMs, signal });
@@ -182,7 +182,7 @@ class ServerConnection implements McpServerStatus {
     }
   }
 
-  private wrap(t: { name: string; description?: string; inputSchema: Record<string, unknown> }, modelName: string, callTimeoutMs: number): Tool {
+  private wrap(t: { name: string; description?: string | undefined; inputSchema: Record<string, unknown> }, modelName: string, callTimeoutMs: number): Tool {
     const inputSchema: Record<string, unknown> = { ...t.inputSchema, type: "object" };
     const description = (t.description ?? `Tool ${t.name} from MCP server ${this.name}.`).slice(0, MAX_DESCRIPTION_CHARS);
     return {
