@@ -5,7 +5,7 @@
  * - a turn does not wait for a server still starting past the startup deadline: its first request goes without
  *   that server's tools, which join from the next request once the server is ready;
  * - within the deadline, the first request waits for the server and carries its tools;
- * - a server that fails to start is reported (`mcp_status`, `mcpServers()`), and the turn goes on without it.
+ * - a server that fails to start is reported (`watchMcp`, `mcpServers()`), and the turn goes on without it.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -16,7 +16,7 @@ import { fileURLToPath } from "node:url";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { Agent } from "../../src/runtime/agent.js";
 import { SessionManager, SessionStore } from "../../src/store/sessions/index.js";
-import { SessionHub, type SessionEvent, type SessionRuntime } from "../../src/runtime/session/index.js";
+import { SessionHub, type McpServerInfo, type SessionEvent, type SessionRuntime } from "../../src/runtime/session/index.js";
 
 const FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
 const server = (...extra: string[]) => ({ command: process.execPath, args: [FIXTURE, ...extra], env: {} });
@@ -87,6 +87,19 @@ async function withRig(fn: (r: Rig) => Promise<void>, agentOpts: { mcpStartupWai
   }
 }
 
+/** Resolves once `rt`'s MCP servers satisfy `pred` (now, or at a later state change reported by `watchMcp`). */
+function mcpState(rt: SessionRuntime, pred: (servers: McpServerInfo[]) => boolean): Promise<McpServerInfo[]> {
+  return new Promise((resolve) => {
+    const now = rt.mcpServers();
+    if (now.length > 0 && pred(now)) return resolve(now);
+    const off = rt.watchMcp((servers) => {
+      if (!pred(servers)) return;
+      off();
+      resolve(servers);
+    });
+  });
+}
+
 const toolNames = (body: string): string[] => ((JSON.parse(body) as { tools?: Array<{ function: { name: string } }> }).tools ?? []).map((t) => t.function.name);
 
 void test("sessions with different MCP servers never restart each other's servers; each runs in its session's cwd", async () => {
@@ -97,7 +110,7 @@ void test("sessions with different MCP servers never restart each other's server
     const tagB = `tag-b-${process.pid}`;
     const a = await r.hub.create({ cwd: cwdA, mcpServers: { alpha: server(tagA) } });
     const b = await r.hub.create({ cwd: cwdB, mcpServers: { beta: server(tagB) } });
-    for (const rt of [a, b]) await r.next((e) => e.type === "mcp_status" && e.sessionId === rt.id && e.servers.every((s) => s.state === "ready"));
+    for (const rt of [a, b]) await mcpState(rt, (servers) => servers.every((s) => s.state === "ready"));
     const [sa] = servers(tagA);
     const [sb] = servers(tagB);
     assert.ok(sa !== undefined && sb !== undefined, "each session's server runs");
@@ -142,7 +155,7 @@ void test("past the startup deadline the first request goes without a starting s
       assert.ok(first.includes("ls") && !first.some((t) => t.startsWith("mcp__slow__")), first.join(","));
       // The server becomes ready while the turn waits for the approval; the next request offers its tools.
       writeFileSync(gate, "");
-      await r.next((e) => e.type === "mcp_status" && e.servers[0]?.state === "ready", from);
+      await mcpState(rt, (servers) => servers[0]?.state === "ready");
       const pending = rt.pendingApprovals();
       assert.equal(pending.length, 1);
       assert.ok(rt.resolveApproval(pending[0]!, true));
@@ -164,7 +177,7 @@ void test("within the startup deadline the first request waits for a starting se
       const started = await rt.startTurn("use the slow server");
       assert.ok(started.ok);
       await r.next((e) => e.type === "turn_started", from);
-      await r.next((e) => e.type === "mcp_status" && e.servers[0]?.state === "starting");
+      await mcpState(rt, (servers) => servers[0]?.state === "starting");
       assert.equal(rt.mcpServers()[0]?.state, "starting");
       const n = r.fake.requests.length;
       writeFileSync(gate, "");
@@ -179,12 +192,11 @@ void test("within the startup deadline the first request waits for a starting se
 void test("a server that fails to start is reported and the session's turns go on without it", async () => {
   await withRig(async (r) => {
     const rt = await r.hub.create({ mcpServers: { good: server(), broken: server("--exit-at-start") } });
-    const st = await r.next((e) => e.type === "mcp_status" && e.sessionId === rt.id && e.servers.every((s) => s.state !== "starting"));
-    assert.ok(st.type === "mcp_status");
-    const broken = st.servers.find((s) => s.name === "broken");
+    const st = await mcpState(rt, (servers) => servers.every((s) => s.state !== "starting"));
+    const broken = st.find((s) => s.name === "broken");
     assert.equal(broken?.state, "failed");
     assert.match(broken?.error ?? "", /connect failed/);
-    assert.equal(st.servers.find((s) => s.name === "good")?.state, "ready");
+    assert.equal(st.find((s) => s.name === "good")?.state, "ready");
     assert.deepEqual(
       rt.mcpServers().map((s) => [s.name, s.state]),
       [

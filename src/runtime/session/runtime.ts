@@ -19,7 +19,8 @@
  *   answered with `resolveApproval`. A denial completes the call `success: false`, `error: "denied"`, with a
  *   denial text the model sees.
  * - Tools: `prepareTools()` (the hub calls it when it opens the runtime) has the runner start the session's MCP
- *   servers now, in its cwd; their state changes are emitted as `mcp_status` and `mcpServers()` lists them.
+ *   servers now, in its cwd; `watchMcp(listener)` receives every state change and `mcpServers()` lists them
+ *   (a separate channel from `SessionEvent`s: status, not part of any turn).
  *   `close()` stops them.
  * - History bounds: a turn admitted on a history past its bounds (`historyBounds`) first trims the oldest turns
  *   out of the model context (trim.ts) and emits `session_trimmed` right after its `turn_started`; only when the
@@ -82,6 +83,7 @@ export class SessionRuntime {
   private idleWaiters: Array<() => void> = [];
   private titled: boolean | null = null;
   private watchingMcp = false;
+  private readonly mcpListeners = new Set<(servers: McpServerInfo[]) => void>();
   /** Between a turn's terminal event and its lease release. */
   private ending: Promise<void> | null = null;
 
@@ -117,7 +119,7 @@ export class SessionRuntime {
     return (await this.deps.runner.describe?.(this.cfg.selection)) ?? null;
   }
 
-  /** Has the runner prepare this session's tools now (MCP servers start); their state changes become `mcp_status`. */
+  /** Has the runner prepare this session's tools now (MCP servers start); see `watchMcp`. */
   prepareTools(): void {
     const first = !this.watchingMcp;
     this.watchingMcp = true;
@@ -128,8 +130,24 @@ export class SessionRuntime {
         ...(this.cfg.mcpServers !== undefined ? { mcpServers: this.cfg.mcpServers } : {}),
         ...(this.cfg.noTools === true ? { noTools: true } : {}),
       },
-      first ? (servers) => this.emit({ type: "mcp_status", sessionId: this.id, servers }) : undefined,
+      first ? (servers) => this.mcpChanged(servers) : undefined,
     );
+  }
+
+  private mcpChanged(servers: McpServerInfo[]): void {
+    for (const l of [...this.mcpListeners]) {
+      try {
+        l(servers);
+      } catch {
+        // a listener's failure is its own
+      }
+    }
+  }
+
+  /** Calls `listener` with every server and its state after each MCP state change; returns the unsubscribe. */
+  watchMcp(listener: (servers: McpServerInfo[]) => void): () => void {
+    this.mcpListeners.add(listener);
+    return () => this.mcpListeners.delete(listener);
   }
 
   /** This session's MCP servers and their states (empty before its tools were prepared). */

@@ -51,7 +51,8 @@ function describe(r: StoredRecord): string | null {
       return `tool call ${r.name}`;
     case "tool_result":
       return `tool ${r.name} (${r.is_error ? "failed" : "ok"}): ${tail(r.content)}`;
-    default:
+    case "terminal":
+    case "checkpoint":
       return null;
   }
 }

@@ -143,8 +143,6 @@ export type SessionEvent =
    * took `removedMessages` records out of the model context; `historyBytes` is what stays (see trim.ts).
    */
   | { type: "session_trimmed"; sessionId: string; removedMessages: number; historyBytes: number }
-  /** The session's MCP servers changed state (one started, failed, or crashed): every server with its state. */
-  | { type: "mcp_status"; sessionId: string; servers: McpServerInfo[] }
   | { type: "session_cleared"; sessionId: string };
 
 /**
