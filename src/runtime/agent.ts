@@ -8,10 +8,12 @@
  *    the session's registry tools (built-ins incl. read_skill and web_fetch + MCP; none in `noTools` mode) plus
  *    `task` (subagents), with the selection, reasoning and fast mode captured here for every request of the turn.
  *    MCP (tool-registries.ts): one registry per session; its servers start in the session's cwd, in parallel, when
- *    the session is opened (`openSession`) or at its first turn. The first provider request of a tool-enabled turn
- *    waits for servers still starting until `mcpStartupWaitMs` after they were launched (never longer; cancellation
- *    ends the wait); a server ready later joins from the turn's next request. A failed server is reported
- *    (`watchMcp`, `mcpStatus`) and contributes no tools. Tool-free turns wait for nothing.
+ *    the session is opened (`openSession`) or at its first turn. A starting server with a cached tool list is
+ *    not waited for (its cached tools are offered; a call waits for it: tools/registry.ts). The first provider
+ *    request of a tool-enabled turn waits for the other servers still starting until `mcpStartupWaitMs` after they
+ *    were launched (never longer; cancellation ends the wait); a server ready later joins from the turn's next
+ *    request. A failed server is reported (`openSession`'s listener, `mcpStatus`) and contributes no tools.
+ *    Tool-free turns wait for nothing.
  *    The turn's sink is wrapped by `withLifecycle` (lifecycle.ts): tool / assistant writing / compaction lifecycles.
  * 4. The terminal record (status + accepted text) is written and fsynced. `runTurn` never rejects; the outcome's
  *    status is what was recorded (a persistence failure turns `completed` into `failed`).

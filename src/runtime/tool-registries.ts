@@ -7,7 +7,8 @@
  *   soon as no turn holds it.
  * - `acquire` returns at once: the registry's MCP servers start in the background, in parallel
  *   (tools/registry.ts `openToolRegistry`); `startedAt` is when they were launched (the startup deadline counts
- *   from there, see agent.ts).
+ *   from there, see agent.ts). A server's tool list is cached under `<home>/state/mcp-tools/` (tools/mcp-cache.ts):
+ *   on its next start (same definition and cwd) its tools are offered at once and the turn does not wait for it.
  * - A change of the settings' tool part (the `globalKey` of a configuration) retires every registry built from
  *   older settings: their servers stop once no turn holds them (a session rebuilds its registry at its next
  *   turn). At most `MAX_IDLE_MCP_REGISTRIES` registries with MCP servers stay open while no turn holds them;
@@ -22,6 +23,8 @@ import type { EnvLike } from "../store/home.js";
 import { cleanToolEnv } from "./env.js";
 import { openToolRegistry, toolPolicyFromSettings, type BashOptions, type ToolRegistry } from "./tools/index.js";
 import type { SkillCatalog } from "./tools/skills.js";
+import { mcpToolCache, type McpToolCache } from "./tools/mcp-cache.js";
+import { join } from "node:path";
 
 /** What the settings say about a session's tools (reloaded for every turn). */
 export interface ToolConfig {
@@ -87,8 +90,11 @@ export class SessionRegistries {
   private readonly watchers = new Map<string, Set<(servers: McpServerInfo[]) => void>>();
   private readonly unwatch = new Map<Entry, () => void>();
   private latestGlobal: string | null = null;
+  private readonly cache: McpToolCache;
 
-  constructor(private readonly o: SessionRegistriesOptions) {}
+  constructor(private readonly o: SessionRegistriesOptions) {
+    this.cache = mcpToolCache(join(o.home, "state", "mcp-tools"));
+  }
 
   /** Takes `session`'s registry for this configuration (rebuilt when it changed). Pair with `release`. */
   acquire(session: string, cwd: string, c: ToolConfig): RegistryLease {
@@ -134,6 +140,7 @@ export class SessionRegistries {
         skills: this.o.skills,
         webFetch: { autoApproveHosts: c.autoApproveHosts },
         chatAttachHome: this.o.home,
+        mcpCache: this.cache,
         ...(this.o.mcpConnectTimeoutMs !== undefined ? { mcp: { connectTimeoutMs: this.o.mcpConnectTimeoutMs } } : {}),
       },
       { clock: this.o.clock },

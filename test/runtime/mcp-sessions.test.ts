@@ -5,11 +5,13 @@
  * - a turn does not wait for a server still starting past the startup deadline: its first request goes without
  *   that server's tools, which join from the next request once the server is ready;
  * - within the deadline, the first request waits for the server and carries its tools;
- * - a server that fails to start is reported (`watchMcp`, `mcpServers()`), and the turn goes on without it.
+ * - a server that fails to start is reported (`watchMcp`, `mcpServers()`), and the turn goes on without it;
+ * - a server whose tool list is cached from its last start is not waited for: its tools are offered at once and a
+ *   call to one waits for the server.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, unlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -209,4 +211,43 @@ void test("a server that fails to start is reported and the session's turns go o
     const names = toolNames(r.fake.requests[n]!.body);
     assert.ok(names.includes("mcp__good__echo") && !names.some((t) => t.startsWith("mcp__broken__")));
   });
+});
+
+void test("a server with a cached tool list is not waited for: its tools are offered at once and a call waits for it", async () => {
+  await withRig(
+    async (r) => {
+      const gate = join(mkdtempSync(join(tmpdir(), "mcp-gate-")), "go");
+      const def = { slow: server(`--wait-for=${gate}`) };
+      // First start: no cache yet; once ready, its tool list is cached.
+      const a = await r.hub.create({ mcpServers: def });
+      writeFileSync(gate, "");
+      await mcpState(a, (servers) => servers[0]?.state === "ready");
+      const cacheDir = join(r.home, "state", "mcp-tools");
+      assert.equal(readdirSync(cacheDir).filter((f) => f.endsWith(".json")).length, 1);
+      const cached = readFileSync(join(cacheDir, readdirSync(cacheDir).find((f) => f.endsWith(".json"))!), "utf8");
+      assert.ok(!cached.includes(gate), "the cache file holds tools, not the server definition");
+      unlinkSync(gate);
+      await r.hub.closeSession(a.id);
+
+      // Second start of the same definition in the same cwd: starting, yet the first request offers its tools.
+      const b = await r.hub.create({ mcpServers: def });
+      r.fake.script([{ steps: [{ toolCall: { id: "e1", name: "mcp__slow__echo", arguments: { text: "hi" } } }] }, { steps: [{ text: "done" }] }]);
+      const from = r.events.length;
+      const n = r.fake.requests.length;
+      const started = await b.startTurn("echo hi");
+      assert.ok(started.ok);
+      await r.fake.waitForRequests(n + 1);
+      assert.ok(toolNames(r.fake.requests[n]!.body).includes("mcp__slow__echo"), "cached tools are offered while the server starts");
+      assert.equal(b.mcpServers()[0]?.state, "starting", "the first request did not wait for the server (deadline 10 min)");
+      // The call waits for its server; once it is ready the call runs on the live tool.
+      await r.next((e) => e.type === "tool_started", from);
+      writeFileSync(gate, "");
+      const done = await r.next((e) => e.type === "tool_completed", from);
+      assert.ok(done.type === "tool_completed");
+      assert.equal(done.success, true);
+      assert.equal(done.output, "echo: hi");
+      assert.equal((await r.next((e) => e.type === "turn_completed" || e.type === "turn_failed", from)).type, "turn_completed");
+    },
+    { mcpStartupWaitMs: 600_000 },
+  );
 });

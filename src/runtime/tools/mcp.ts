@@ -14,7 +14,6 @@
  *   later call returns `unavailable`. `close()` closes every client (stdin end, then SIGTERM,
  *   then SIGKILL by the SDK transport) and is idempotent.
  */
-import { createHash } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
@@ -22,6 +21,9 @@ import type { McpServerDef } from "../../store/settings/schema.js";
 import type { Tool, ToolResult } from "../types.js";
 import { validateJsonSchema } from "./json-schema.js";
 import { boundText, describeError, fail, ok } from "./result.js";
+import { mcpToolName, mergeTools } from "./mcp-names.js";
+
+export { sanitizeName, mcpToolName } from "./mcp-names.js";
 
 export interface McpOptions {
   /** Working directory the servers start in. */
@@ -50,11 +52,20 @@ export interface McpConnections {
   close(): Promise<void>;
 }
 
+/** A tool as a server listed it (what the tool-list cache keeps). */
+export interface ListedTool {
+  name: string;
+  description?: string | undefined;
+  inputSchema: Record<string, unknown>;
+}
+
 /** Servers starting in the background (`startMcpServers`). */
 export interface McpServers {
   readonly servers: readonly McpServerStatus[];
   /** Tools of the servers ready now (sorted server order; names unique among them). */
   tools(): Tool[];
+  /** One server's tools (names unique within it) and its raw list, once it listed them; null before or on failure. */
+  listed(name: string): { tools: Tool[]; raw: ListedTool[] } | null;
   /** Settles once every server is ready or failed. */
   readonly settled: Promise<void>;
   /** Stops every server (a starting one is stopped once its start settles). Idempotent. */
@@ -67,25 +78,8 @@ const MAX_TOOLS_PER_SERVER = 512;
 const MAX_LIST_PAGES = 16;
 const MAX_DESCRIPTION_CHARS = 2048;
 const STDERR_TAIL_BYTES = 4096;
-const MAX_NAME = 64;
 
 const CLIENT_INFO = { name: "berth", version: "0.1.0" };
-
-/** `[A-Za-z0-9_-]` only; other characters become `_`. */
-export function sanitizeName(s: string): string {
-  return s.replace(/[^A-Za-z0-9_-]/g, "_");
-}
-
-/** Model-facing name for a server's tool, unique within `taken` (which it extends). */
-export function mcpToolName(server: string, tool: string, taken: Set<string>): string {
-  let name = `mcp__${sanitizeName(server)}__${sanitizeName(tool)}`;
-  if (name.length > MAX_NAME || taken.has(name)) {
-    const hash = createHash("sha256").update(`${server}\u0000${tool}`).digest("hex").slice(0, 8);
-    name = `${name.slice(0, MAX_NAME - 9)}_${hash}`;
-  }
-  taken.add(name);
-  return name;
-}
 
 /** Text of an MCP call result: text parts joined; other parts described by kind only. */
 function resultText(res: Record<string, unknown>): string {
@@ -115,6 +109,8 @@ class ServerConnection implements McpServerStatus {
   private readonly client = new Client(CLIENT_INFO);
   private readonly transport: StdioClientTransport;
   private closing: Promise<void> | null = null;
+  /** The tool list as the server gave it (once listed). */
+  raw: ListedTool[] | null = null;
 
   constructor(
     readonly name: string,
@@ -155,7 +151,7 @@ class ServerConnection implements McpServerStatus {
       await this.client.connect(this.transport, { timeout: timeoutMs, signal });
       if (this.closing !== null) throw new Error("closed while starting");
       this.pid = this.transport.pid;
-      const listed: Array<{ name: string; description?: string | undefined; inputSchema: Record<string, unknown> }> = [];
+      const listed: ListedTool[] = [];
       let cursor: string | undefined;
       for (let page = 0; page < MAX_LIST_PAGES; page++) {
         const res = await this.client.listTools(cursor === undefined ? {} : { cursor }, { timeout: timeoutMs, signal });
@@ -165,6 +161,7 @@ class ServerConnection implements McpServerStatus {
       }
       if (this.closing !== null) throw new Error("closed while starting");
       this.state = "ready";
+      this.raw = listed.slice(0, MAX_TOOLS_PER_SERVER).map((t) => ({ name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), inputSchema: t.inputSchema }));
       const tools = listed.slice(0, MAX_TOOLS_PER_SERVER).map((t) => this.wrap(t, mcpToolName(this.name, t.name, taken), callTimeoutMs));
       this.toolCount = tools.length;
       return tools;
@@ -280,24 +277,17 @@ export function startMcpServers(defs: Record<string, McpServerDef>, opts: McpOpt
   return {
     servers,
     tools: () => (merged ??= mergeTools(listed.filter((l): l is Tool[] => l !== null))),
+    listed: (name) => {
+      const i = names.indexOf(name);
+      const tools = listed[i];
+      const raw = servers[i]?.raw;
+      return tools === undefined || tools === null || raw === undefined || raw === null ? null : { tools, raw };
+    },
     settled,
     close: async () => {
       await Promise.all(servers.map((s) => s.close()));
     },
   };
-}
-
-/** Names are made unique in sorted server order, so they are deterministic for a given set of ready servers. */
-function mergeTools(lists: Tool[][]): Tool[] {
-  const taken = new Set<string>();
-  const tools: Tool[] = [];
-  for (const list of lists) {
-    for (const t of list) {
-      const name = taken.has(t.spec.name) ? mcpToolName(t.serverName ?? "", t.spec.name, taken) : (taken.add(t.spec.name), t.spec.name);
-      tools.push(name === t.spec.name ? t : { ...t, spec: { ...t.spec, name } });
-    }
-  }
-  return tools;
 }
 
 /** Connects to every server concurrently and resolves once each is ready or failed; never rejects. */

@@ -5,6 +5,11 @@
  * - `openToolRegistry` returns at once: the MCP servers start in the background, in parallel (`starting`), and
  *   `tools` grows as each becomes ready; `waitForMcp` waits for them up to a deadline; `onMcpChange` reports
  *   each state change (ready, failed, a later crash).
+ * - With `mcpCache`: a server starting with a cached tool list (its last start with the same definition and cwd)
+ *   offers those tools at once; a call to one waits for the server (the call's signal, or the server's connect
+ *   budget, ends the wait) and runs on the live tool of that name, or ends `unavailable` when the server failed or
+ *   no longer lists it. Once the server is ready its live list replaces the cached one (and is cached). Such a
+ *   server does not hold `waitForMcp`. A server without a cached list offers nothing until it is ready.
  * - `createToolRegistry` is the same, resolved once every server is ready or failed.
  */
 import type { McpServerDef } from "../../store/settings/schema.js";
@@ -16,7 +21,11 @@ import { grepTool } from "./grep.js";
 import type { ToolPolicy } from "./confine.js";
 import { lsTool } from "./ls.js";
 import { todoWriteTool } from "./todo-write.js";
-import type { McpOptions, McpServers, McpServerStatus } from "./mcp.js";
+import type { ListedTool, McpOptions, McpServers, McpServerStatus } from "./mcp.js";
+import type { McpToolCache } from "./mcp-cache.js";
+import { mcpToolName, mergeTools } from "./mcp-names.js";
+import { validateJsonSchema } from "./json-schema.js";
+import { fail } from "./result.js";
 import { withPolicy } from "./policy.js";
 import { readTool } from "./read.js";
 import { createReadSkillTool } from "./read-skill.js";
@@ -40,6 +49,8 @@ export interface ToolRegistryOptions {
   webFetch?: WebFetchOptions;
   /** Adds `chat_attach`, copying into this home's media outbox (offered by the turn loop only to channel sessions). */
   chatAttachHome?: string;
+  /** Tool lists of earlier starts: a starting server's cached tools are offered at once (see the module contract). */
+  mcpCache?: McpToolCache;
 }
 
 export interface ToolRegistry {
@@ -54,7 +65,10 @@ export interface ToolRegistry {
   readonly mcpServers: readonly McpServerStatus[];
   /** True while a configured server is still starting. */
   readonly mcpStarting: boolean;
-  /** Resolves once no server is starting, or at `deadline` (a `clock` time, ms), or when `signal` aborts. */
+  /**
+   * Resolves once no server is starting without a cached tool list, or at `deadline` (a `clock` time, ms), or when
+   * `signal` aborts.
+   */
   waitForMcp(deadline: number, signal?: AbortSignal): Promise<void>;
   /** Calls `listener` after every MCP server state change; returns the unsubscribe function. */
   onMcpChange(listener: () => void): () => void;
@@ -100,26 +114,33 @@ function placeholder(name: string): McpServerStatus {
 
 class Registry implements ToolRegistry {
   private mcp: McpServers | null = null;
+  private readonly names: string[];
   private readonly pending: McpServerStatus[];
   private readonly listeners = new Set<() => void>();
+  /** Called at every state change (waits of `waitForMcp` and of cached tools' calls). */
+  private readonly wakers = new Set<() => void>();
   private readonly loaded: Promise<void> = Promise.resolve();
-  private readonly settled: Promise<void>;
   private closing: Promise<void> | null = null;
-  private cache: { mcp: Tool[]; all: Tool[]; byName: Map<string, Tool> } | null = null;
+  private version = 0;
+  private cache: { version: number; all: Tool[]; byName: Map<string, Tool> } | null = null;
+  /** Per server with a cached list: stand-ins for its tools while it starts. */
+  private readonly standIns = new Map<string, Tool[]>();
+  private readonly cachedWritten = new Set<string>();
   private readonly clock: () => number;
 
   constructor(
     private readonly local: Tool[],
-    defs: Record<string, McpServerDef>,
-    opts: ToolRegistryOptions,
+    private readonly defs: Record<string, McpServerDef>,
+    private readonly opts: ToolRegistryOptions,
     o: OpenRegistryOptions,
   ) {
     this.clock = o.clock ?? Date.now;
-    const names = Object.keys(defs).sort();
-    this.pending = names.map(placeholder);
-    if (names.length === 0) {
-      this.settled = Promise.resolve();
-      return;
+    this.names = Object.keys(defs).sort();
+    this.pending = this.names.map(placeholder);
+    if (this.names.length === 0) return;
+    for (const name of this.names) {
+      const listed = opts.mcpCache?.read(defs[name] as McpServerDef, opts.cwd);
+      if (listed !== null && listed !== undefined) this.standIns.set(name, this.standInTools(name, listed));
     }
     // The MCP SDK costs ~80 ms to load: only sessions with configured servers pay for it, in the background.
     this.loaded = import("./mcp.js").then(
@@ -132,10 +153,72 @@ class Registry implements ToolRegistry {
         this.changed();
       },
     );
-    this.settled = this.loaded.then(() => this.mcp?.settled);
+  }
+
+  private stateOf(name: string): McpServerStatus["state"] {
+    return this.mcpServers.find((x) => x.name === name)?.state ?? "closed";
+  }
+
+  /** Tools named like the live ones will be (per server, in list order), each running on the live tool once ready. */
+  private standInTools(server: string, listed: readonly ListedTool[]): Tool[] {
+    const taken = new Set<string>();
+    return listed.map((t) => {
+      const modelName = mcpToolName(server, t.name, taken);
+      const inputSchema: Record<string, unknown> = { ...t.inputSchema, type: "object" };
+      return {
+        spec: { name: modelName, description: (t.description ?? `Tool ${t.name} from MCP server ${server}.`).slice(0, 2048), inputSchema },
+        transport: "mcp",
+        risk: "network",
+        serverName: server,
+        validate: (args) => {
+          if (typeof args !== "object" || args === null || Array.isArray(args)) return { ok: false, message: "(arguments): expected object" };
+          const errors = validateJsonSchema(inputSchema, args);
+          return errors.length === 0 ? { ok: true, value: args as Record<string, unknown> } : { ok: false, message: errors.join("\n") };
+        },
+        run: async (args, ctx) => {
+          await this.until(() => this.stateOf(server) !== "starting", ctx.signal);
+          if (ctx.signal.aborted) return fail("cancelled", `${modelName}: cancelled before start`);
+          const live = this.mcp?.listed(server)?.tools.find((x) => x.spec.name === modelName);
+          if (live === undefined)
+            return fail("unavailable", this.stateOf(server) === "ready" ? `${modelName}: MCP server ${server} no longer offers this tool` : `${modelName}: MCP server ${server} is not available`);
+          return live.run(args, ctx);
+        },
+      };
+    });
+  }
+
+  /** Resolves when `ok()` holds (checked at every state change), or `signal` aborts. */
+  private async until(ok: () => boolean, signal?: AbortSignal, deadline = Infinity): Promise<void> {
+    while (!ok() && signal?.aborted !== true) {
+      const left = deadline - this.clock();
+      if (left <= 0) return;
+      let timer: NodeJS.Timeout | undefined;
+      let onAbort: (() => void) | undefined;
+      let wake: (() => void) | undefined;
+      try {
+        await new Promise<void>((r) => {
+          wake = () => r();
+          this.wakers.add(wake);
+          if (Number.isFinite(left)) timer = setTimeout(r, left);
+          if (signal !== undefined) signal.addEventListener("abort", (onAbort = () => r()), { once: true });
+        });
+      } finally {
+        if (wake !== undefined) this.wakers.delete(wake);
+        if (timer !== undefined) clearTimeout(timer);
+        if (onAbort !== undefined) signal?.removeEventListener("abort", onAbort);
+      }
+    }
   }
 
   private changed(): void {
+    this.version++;
+    for (const name of this.names) {
+      const l = this.mcp?.listed(name);
+      if (l === null || l === undefined || this.cachedWritten.has(name)) continue;
+      this.cachedWritten.add(name);
+      this.opts.mcpCache?.write(this.defs[name] as McpServerDef, this.opts.cwd, l.raw);
+    }
+    for (const w of [...this.wakers]) w();
     for (const l of [...this.listeners]) {
       try {
         l();
@@ -146,11 +229,15 @@ class Registry implements ToolRegistry {
   }
 
   private view(): { all: Tool[]; byName: Map<string, Tool> } {
-    const mcp = this.mcp?.tools() ?? [];
-    if (this.cache?.mcp !== mcp) {
+    if (this.cache?.version !== this.version) {
+      const lists = this.names.map((name) => {
+        const live = this.mcp?.listed(name);
+        if (live !== null && live !== undefined) return live.tools;
+        return this.stateOf(name) === "starting" ? (this.standIns.get(name) ?? []) : [];
+      });
       const byName = new Map<string, Tool>();
-      for (const t of [...this.local, ...mcp]) if (!byName.has(t.spec.name)) byName.set(t.spec.name, t);
-      this.cache = { mcp, all: [...byName.values()], byName };
+      for (const t of [...this.local, ...mergeTools(lists)]) if (!byName.has(t.spec.name)) byName.set(t.spec.name, t);
+      this.cache = { version: this.version, all: [...byName.values()], byName };
     }
     return this.cache;
   }
@@ -175,22 +262,8 @@ class Registry implements ToolRegistry {
     return this.mcpServers.some((s) => s.state === "starting");
   }
 
-  async waitForMcp(deadline: number, signal?: AbortSignal): Promise<void> {
-    if (!this.mcpStarting || signal?.aborted === true) return;
-    const left = deadline - this.clock();
-    if (left <= 0) return;
-    let timer: NodeJS.Timeout | undefined;
-    let onAbort: (() => void) | undefined;
-    try {
-      await Promise.race([
-        this.settled,
-        ...(Number.isFinite(left) ? [new Promise<void>((r) => (timer = setTimeout(r, left)))] : []),
-        ...(signal !== undefined ? [new Promise<void>((r) => signal.addEventListener("abort", (onAbort = () => r()), { once: true }))] : []),
-      ]);
-    } finally {
-      if (timer !== undefined) clearTimeout(timer);
-      if (onAbort !== undefined) signal?.removeEventListener("abort", onAbort);
-    }
+  waitForMcp(deadline: number, signal?: AbortSignal): Promise<void> {
+    return this.until(() => !this.mcpServers.some((s) => s.state === "starting" && !this.standIns.has(s.name)), signal, deadline);
   }
 
   onMcpChange(listener: () => void): () => void {
@@ -203,6 +276,8 @@ class Registry implements ToolRegistry {
       await this.loaded;
       await this.mcp?.close();
       for (const p of this.pending) if (p.state === "starting") p.state = "closed";
+      this.version++;
+      for (const w of [...this.wakers]) w();
       this.listeners.clear();
     })();
     return this.closing;
