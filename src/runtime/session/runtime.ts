@@ -40,6 +40,7 @@ import { SessionQueue, type Queued } from "./queue.js";
 import { terminalEvent, TurnProjector } from "./project.js";
 import { loadImages } from "./attachments.js";
 import { trimHistory } from "./trim.js";
+import { SessionMcp } from "./mcp-watch.js";
 import { deliver } from "./listeners.js";
 import type {
   AdmissionError,
@@ -82,8 +83,7 @@ export class SessionRuntime {
   private closed = false;
   private idleWaiters: Array<() => void> = [];
   private titled: boolean | null = null;
-  private watchingMcp = false;
-  private readonly mcpListeners = new Set<(servers: McpServerInfo[]) => void>();
+  private readonly mcp: SessionMcp;
   /** Between a turn's terminal event and its lease release. */
   private ending: Promise<void> | null = null;
 
@@ -95,6 +95,7 @@ export class SessionRuntime {
     this.newId = deps.newId ?? randomUUID;
     this.queue = new SessionQueue(this.newId);
     this.approvals = new ApprovalBook(this.newId);
+    this.mcp = new SessionMcp(deps.runner, id);
   }
 
   get config(): Readonly<SessionConfig> {
@@ -119,40 +120,19 @@ export class SessionRuntime {
     return (await this.deps.runner.describe?.(this.cfg.selection)) ?? null;
   }
 
-  /** Has the runner prepare this session's tools now (MCP servers start); see `watchMcp`. */
+  /** Has the runner prepare this session's tools now (its MCP servers start); see `watchMcp`. */
   prepareTools(): void {
-    const first = !this.watchingMcp;
-    this.watchingMcp = true;
-    void this.deps.runner.openSession?.(
-      {
-        sessionId: this.id,
-        cwd: this.cfg.cwd,
-        ...(this.cfg.mcpServers !== undefined ? { mcpServers: this.cfg.mcpServers } : {}),
-        ...(this.cfg.noTools === true ? { noTools: true } : {}),
-      },
-      first ? (servers) => this.mcpChanged(servers) : undefined,
-    );
-  }
-
-  private mcpChanged(servers: McpServerInfo[]): void {
-    for (const l of [...this.mcpListeners]) {
-      try {
-        l(servers);
-      } catch {
-        // a listener's failure is its own
-      }
-    }
+    this.mcp.prepare(this.cfg);
   }
 
   /** Calls `listener` with every server and its state after each MCP state change; returns the unsubscribe. */
   watchMcp(listener: (servers: McpServerInfo[]) => void): () => void {
-    this.mcpListeners.add(listener);
-    return () => this.mcpListeners.delete(listener);
+    return this.mcp.watch(listener);
   }
 
   /** This session's MCP servers and their states (empty before its tools were prepared). */
   mcpServers(): McpServerInfo[] {
-    return this.deps.runner.mcpStatus?.(this.id) ?? [];
+    return this.mcp.servers();
   }
 
   /** Changes the configuration; refused (false) while a turn runs. */
@@ -160,7 +140,7 @@ export class SessionRuntime {
     if (this.busy) return false;
     this.cfg = { ...this.cfg, ...patch };
     // Another cwd or other servers: the session's MCP servers restart now rather than at its next turn.
-    if (this.watchingMcp && ("cwd" in patch || "mcpServers" in patch || "noTools" in patch)) this.prepareTools();
+    if (this.mcp.prepared && ("cwd" in patch || "mcpServers" in patch || "noTools" in patch)) this.prepareTools();
     return true;
   }
 
@@ -517,6 +497,6 @@ export class SessionRuntime {
     this.queue.clear();
     this.running?.ctl.abort();
     if (this.busy) await new Promise<void>((r) => this.idleWaiters.push(r));
-    await this.deps.runner.closeSession?.(this.id).catch(() => undefined);
+    await this.mcp.close();
   }
 }
