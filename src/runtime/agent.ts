@@ -69,6 +69,8 @@ export interface AgentOptions {
   mcpStartupWaitMs?: number;
   /** Start + initialize + tools/list budget per MCP server (default 30 s). */
   mcpConnectTimeoutMs?: number;
+  /** Sessions' MCP server sets kept running while no turn uses them (default 16, least recently used close first). */
+  maxIdleMcpRegistries?: number;
   recorderTiming?: RecorderTiming;
   clock?: () => number;
   /**
@@ -186,6 +188,7 @@ export class Agent {
       skills: this.skills,
       clock: o.clock ?? Date.now,
       ...(o.mcpConnectTimeoutMs !== undefined ? { mcpConnectTimeoutMs: o.mcpConnectTimeoutMs } : {}),
+      ...(o.maxIdleMcpRegistries !== undefined ? { maxIdleMcpRegistries: o.maxIdleMcpRegistries } : {}),
     });
   }
 

@@ -11,8 +11,8 @@
  *   on its next start (same definition and cwd) its tools are offered at once and the turn does not wait for it.
  * - A change of the settings' tool part (the `globalKey` of a configuration) retires every registry built from
  *   older settings: their servers stop once no turn holds them (a session rebuilds its registry at its next
- *   turn). At most `MAX_IDLE_MCP_REGISTRIES` registries with MCP servers stay open while no turn holds them;
- *   beyond that the least recently used close (a door that never closes its sessions, like the app-service,
+ *   turn). At most `MAX_IDLE_MCP_REGISTRIES` registries with MCP servers stay open while no turn holds them
+ *   (counted when a registry is taken, besides it); beyond that the least recently used close (a door that never closes its sessions, like the app-service,
  *   keeps a bounded number of server sets).
  * - `watch` reports every MCP state change of a session's current registry (and the registry a configuration
  *   change puts in its place); `status` is the current state of its servers.
@@ -77,6 +77,8 @@ export interface SessionRegistriesOptions {
   clock: () => number;
   /** MCP connect budget per server (default: tools/mcp.ts). */
   mcpConnectTimeoutMs?: number;
+  /** Registries with MCP servers kept open while idle (default `MAX_IDLE_MCP_REGISTRIES`). */
+  maxIdleMcpRegistries?: number;
 }
 
 export function mcpInfo(reg: ToolRegistry): McpServerInfo[] {
@@ -161,7 +163,8 @@ export class SessionRegistries {
 
   private evictIdle(): void {
     const idle = [...this.current.values()].filter((x) => x.hasMcp && x.users === 0);
-    for (const x of idle.slice(0, Math.max(0, idle.length - MAX_IDLE_MCP_REGISTRIES))) void this.retire(x);
+    const max = this.o.maxIdleMcpRegistries ?? MAX_IDLE_MCP_REGISTRIES;
+    for (const x of idle.slice(0, Math.max(0, idle.length - max))) void this.retire(x);
   }
 
   private notify(session: string, e: Entry): void {

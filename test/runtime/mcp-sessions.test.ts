@@ -50,7 +50,7 @@ interface Rig {
   turn(rt: SessionRuntime, prompt: string): Promise<SessionEvent>;
 }
 
-async function withRig(fn: (r: Rig) => Promise<void>, agentOpts: { mcpStartupWaitMs?: number } = {}, approval: "never" | "always" = "never"): Promise<void> {
+async function withRig(fn: (r: Rig) => Promise<void>, agentOpts: { mcpStartupWaitMs?: number; maxIdleMcpRegistries?: number } = {}, approval: "never" | "always" = "never"): Promise<void> {
   const fake = await startFakeProvider();
   const home = mkdtempSync(join(tmpdir(), "mcp-home-"));
   const cwd = mkdtempSync(join(tmpdir(), "mcp-cwd-"));
@@ -87,6 +87,11 @@ async function withRig(fn: (r: Rig) => Promise<void>, agentOpts: { mcpStartupWai
     await manager.drain();
     await fake.close();
   }
+}
+
+/** Resolves once `f()` holds, checked every 25 ms (a process exit has no event to await). */
+async function until(f: () => boolean): Promise<void> {
+  while (!f()) await new Promise((r) => setTimeout(r, 25));
 }
 
 /** Resolves once `rt`'s MCP servers satisfy `pred` (now, or at a later state change reported by `watchMcp`). */
@@ -249,5 +254,32 @@ void test("a server with a cached tool list is not waited for: its tools are off
       assert.equal((await r.next((e) => e.type === "turn_completed" || e.type === "turn_failed", from)).type, "turn_completed");
     },
     { mcpStartupWaitMs: 600_000 },
+  );
+});
+
+void test("idle sessions keep at most the bound of MCP server sets; the least recently used closes and restarts on use", async () => {
+  await withRig(
+    async (r) => {
+      const tag = (x: string) => `idle-${x}-${process.pid}`;
+      const a = await r.hub.create({ mcpServers: { s: server(tag("a")) } });
+      await mcpState(a, (servers) => servers[0]?.state === "ready");
+      const b = await r.hub.create({ mcpServers: { s: server(tag("b")) } });
+      await mcpState(b, (servers) => servers[0]?.state === "ready");
+      // At the bound (one idle set besides the one being taken): nothing closes.
+      assert.equal(servers(tag("a")).length, 1);
+      assert.equal(servers(tag("b")).length, 1);
+      const c = await r.hub.create({ mcpServers: { s: server(tag("c")) } });
+      await mcpState(c, (servers) => servers[0]?.state === "ready");
+      // One past it: the least recently used set (session A's) closes (its process exits shortly after).
+      await until(() => servers(tag("a")).length === 0);
+      assert.equal(servers(tag("b")).length, 1);
+      assert.equal(servers(tag("c")).length, 1);
+      // Session A's next turn starts its servers again and offers their tools.
+      const n = r.fake.requests.length;
+      assert.equal((await r.turn(a, "back")).type, "turn_completed");
+      assert.ok(toolNames(r.fake.requests[n]!.body).includes("mcp__s__echo"));
+      assert.equal(servers(tag("a")).length, 1);
+    },
+    { maxIdleMcpRegistries: 1, mcpStartupWaitMs: 600_000 },
   );
 });
