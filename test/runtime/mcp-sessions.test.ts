@@ -138,7 +138,7 @@ void test("sessions with different MCP servers never restart each other's server
 
     // Closing one session stops its servers only.
     await r.hub.closeSession(a.id);
-    assert.deepEqual(servers(tagA), []);
+    await until(() => servers(tagA).length === 0);
     assert.deepEqual(servers(tagB), [sb]);
     n = r.fake.requests.length;
     assert.equal((await r.turn(b, "still there?")).type, "turn_completed");
