@@ -107,7 +107,7 @@ void test("trimHistory: carries an earlier summary, cuts at a turn start, counts
     [6, 7],
   );
   assert.equal(t.removedMessages, 2, "seq 4 read in the window, seq 3 before it");
-  assert.ok(t.history.checkpoint!.summary.startsWith("EARLIER SUMMARY\n\n[Berth trimmed 2 earlier history records"));
+  assert.ok(t.history.checkpoint.summary.startsWith("EARLIER SUMMARY\n\n[Berth trimmed 2 earlier history records"));
   await h.release();
   const again = await store.readHistory(h.id, bounds);
   assert.equal(again.complete, true, "the trimmed history fits its bounds");
@@ -132,6 +132,6 @@ void test("trimHistory: a newest turn bigger than half the bound leaves nothing 
   assert.equal(t.history.checkpoint?.cutoff_seq, 5);
   assert.deepEqual(t.history.records, []);
   assert.equal(t.removedMessages, 5);
-  assert.match(t.history.checkpoint!.summary, /assistant: answer 3/);
+  assert.match(t.history.checkpoint.summary, /assistant: answer 3/);
   await h.release();
 });

@@ -21,6 +21,7 @@ import type { McpServerDef } from "../../store/settings/schema.js";
 import type { Tool, ToolResult } from "../types.js";
 import { validateJsonSchema } from "./json-schema.js";
 import { boundText, describeError, fail, ok } from "./result.js";
+import { textOf } from "../../core/json-text.js";
 import { mcpToolName, mergeTools } from "./mcp-names.js";
 
 export { sanitizeName, mcpToolName } from "./mcp-names.js";
@@ -80,6 +81,10 @@ const MAX_DESCRIPTION_CHARS = 2048;
 const STDERR_TAIL_BYTES = 4096;
 
 const CLIENT_INFO = { name: "berth", version: "0.1.0" };
+/** `McpError.code` is a plain number; these name the SDK codes a failed call is mapped from. */
+const MCP_REQUEST_TIMEOUT: number = ErrorCode.RequestTimeout;
+const MCP_CONNECTION_CLOSED: number = ErrorCode.ConnectionClosed;
+const MCP_INVALID_PARAMS: number = ErrorCode.InvalidParams;
 
 /** Text of an MCP call result: text parts joined; other parts described by kind only. */
 function resultText(res: Record<string, unknown>): string {
@@ -89,11 +94,11 @@ function resultText(res: Record<string, unknown>): string {
     if (typeof c !== "object" || c === null) continue;
     const item = c as Record<string, unknown>;
     if (item.type === "text" && typeof item.text === "string") parts.push(item.text);
-    else if (item.type === "image" || item.type === "audio") parts.push(`[${item.type} content (${String(item.mimeType ?? "unknown type")}) omitted]`);
+    else if (item.type === "image" || item.type === "audio") parts.push(`[${item.type} content (${textOf(item.mimeType, "unknown type")}) omitted]`);
     else if (item.type === "resource" && typeof item.resource === "object" && item.resource !== null) {
       const r = item.resource as Record<string, unknown>;
-      parts.push(typeof r.text === "string" ? r.text : `[resource ${String(r.uri ?? "")} omitted]`);
-    } else if (item.type === "resource_link") parts.push(`[resource link ${String(item.uri ?? "")}]`);
+      parts.push(typeof r.text === "string" ? r.text : `[resource ${textOf(r.uri)} omitted]`);
+    } else if (item.type === "resource_link") parts.push(`[resource link ${textOf(item.uri)}]`);
   }
   if (parts.length === 0 && res.structuredContent !== undefined) return JSON.stringify(res.structuredContent);
   if (parts.length === 0 && res.toolResult !== undefined) return JSON.stringify(res.toolResult);
@@ -223,9 +228,9 @@ class ServerConnection implements McpServerStatus {
     } catch (err) {
       if (signal.aborted) return fail("cancelled", `${modelName}: cancelled`, { timedOut: false });
       if (err instanceof McpError) {
-        if (err.code === ErrorCode.RequestTimeout) return fail("limit", `${modelName}: no answer within ${timeoutMs / 1000} s`, { timedOut: true });
-        if (err.code === ErrorCode.ConnectionClosed) return fail("unavailable", `${modelName}: MCP server ${this.name} closed the connection`, { timedOut: false });
-        if (err.code === ErrorCode.InvalidParams) return fail("invalid_arguments", `${modelName}: ${err.message}`, { timedOut: false });
+        if (err.code === MCP_REQUEST_TIMEOUT) return fail("limit", `${modelName}: no answer within ${timeoutMs / 1000} s`, { timedOut: true });
+        if (err.code === MCP_CONNECTION_CLOSED) return fail("unavailable", `${modelName}: MCP server ${this.name} closed the connection`, { timedOut: false });
+        if (err.code === MCP_INVALID_PARAMS) return fail("invalid_arguments", `${modelName}: ${err.message}`, { timedOut: false });
       }
       if (this.state !== "ready") return fail("unavailable", `${modelName}: MCP server ${this.name} is not available`, { timedOut: false });
       return fail("failed", `${modelName}: ${describeError(err)}`, { timedOut: false });
