@@ -46,6 +46,8 @@ function lazyAgent(load: () => Promise<Agent>): TurnRunner {
   let agent: Promise<Agent> | null = null;
   return {
     runTurn: (req) => (agent ??= load()).then((a) => a.runTurn(req)),
+    // A session's MCP servers start at its first turn (opening one does not load the agent); closing stops them.
+    closeSession: (id) => (agent === null ? Promise.resolve() : agent.then((a) => a.closeSession(id))),
     close: () => (agent === null ? Promise.resolve() : agent.then((a) => a.close())),
   };
 }

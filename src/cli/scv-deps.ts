@@ -8,6 +8,7 @@
  */
 import { fileURLToPath } from "node:url";
 import type { EnvLike } from "../store/home.js";
+import { toWellFormed } from "../store/sessions/records.js";
 import { BerthDelegates } from "./delegates/agent-berth.js";
 import { CliAgents } from "./delegates/cli-agents.js";
 import { JobBook } from "./delegates/jobs.js";
@@ -125,7 +126,15 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
     if (!r.ok) return r;
     return {
       ok: true,
-      attachments: list.map((a) => ({ kind: a.kind, path: a.path, size: a.size, ...(a.name !== undefined ? { name: a.name } : {}), ...(a.mime !== undefined ? { mime: a.mime } : {}) })),
+      attachments: list.map((a) => ({
+        kind: a.kind,
+        path: a.path,
+        size: a.size,
+        ...(a.name !== undefined ? { name: a.name } : {}),
+        ...(a.mime !== undefined ? { mime: a.mime } : {}),
+        // A voice message's transcript reaches the model with the prompt (runtime/session/attachments.ts).
+        ...(a.transcript !== undefined ? { transcript: toWellFormed(a.transcript) } : {}),
+      })),
     };
   };
   const deps: ScvServerDeps = {

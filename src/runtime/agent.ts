@@ -5,14 +5,21 @@
  * 1. The user record is written and fsynced first (when a writer is given), before any provider request.
  * 2. Settings are reloaded (selection, reasoning; cache-only model metadata) and the provider/credential built.
  * 3. The system prompt is built (cwd, date, tools, skills, AGENTS.md / CLAUDE.md), the loop runs (turn-loop.ts) with
- *    the registry's tools (built-ins incl. read_skill and web_fetch + MCP; none in `noTools` mode) plus `task`
- *    (subagents), with the selection, reasoning and fast mode captured here for every request of the turn.
+ *    the session's registry tools (built-ins incl. read_skill and web_fetch + MCP; none in `noTools` mode) plus
+ *    `task` (subagents), with the selection, reasoning and fast mode captured here for every request of the turn.
+ *    MCP (tool-registries.ts): one registry per session; its servers start in the session's cwd, in parallel, when
+ *    the session is opened (`openSession`) or at its first turn. A starting server with a cached tool list is
+ *    not waited for (its cached tools are offered; a call waits for it: tools/registry.ts). The first provider
+ *    request of a tool-enabled turn waits for the other servers still starting until `mcpStartupWaitMs` after they
+ *    were launched (never longer; cancellation ends the wait); a server ready later joins from the turn's next
+ *    request. A failed server is reported (`openSession`'s listener, `mcpStatus`) and contributes no tools.
+ *    Tool-free turns wait for nothing.
  *    The turn's sink is wrapped by `withLifecycle` (lifecycle.ts): tool / assistant writing / compaction lifecycles.
  * 4. The terminal record (status + accepted text) is written and fsynced. `runTurn` never rejects; the outcome's
  *    status is what was recorded (a persistence failure turns `completed` into `failed`).
  * Tool child processes get `cleanToolEnv` (no provider credentials or credential-like variables, no MC_/BERTH_
  * variables); built-in tools run under the tool policy of the global settings' `tools` section (tools/policy.ts),
- * which confines file tools to the workspace unless the door's `toolPolicy` or the settings say otherwise.
+ * which confines file tools to the workspace unless the settings say otherwise.
  */
 import { homedir } from "node:os";
 import { AuthStore } from "../store/auth/auth-store.js";
@@ -21,14 +28,13 @@ import { builtinBaseUrl, findProvider } from "../store/catalog/providers.js";
 import type { EnvLike } from "../store/home.js";
 import type { History, SessionWriter } from "../store/sessions/index.js";
 import { ConfigService, type RuntimeSelection } from "../store/settings/config.js";
-import type { McpServerDef, ToolSettings } from "../store/settings/schema.js";
-import { SettingsStore } from "../store/settings/settings-store.js";
+import type { McpServerDef } from "../store/settings/schema.js";
+import { SettingsStore, type SettingsLayers } from "../store/settings/settings-store.js";
 import { anthropicCredentialSource, codexCredentialSource, CodexTokenRefresher, customCredentialSource } from "./auth/credentials.js";
 import { codexOAuthConfigFromEnv } from "./auth/codex-oauth.js";
 import type { ApprovalPolicy } from "./approval.js";
 import { FALLBACK_CONTEXT_WINDOW } from "./context.js";
 import { mark } from "./debug-timing.js";
-import { cleanToolEnv } from "./env.js";
 import type { FailureReason, RuntimeEvent, TurnOutcome, TurnSink } from "./events.js";
 import { historyToMessages, type HistoryImage } from "./history.js";
 import { withLifecycle } from "./lifecycle.js";
@@ -37,7 +43,8 @@ import { createProvider, type ProviderOptions } from "./providers/index.js";
 import { DEFAULT_RECORDER_TIMING, TurnRecorder, type RecorderTiming } from "./recorder.js";
 import { buildSystemPrompt } from "./system-prompt.js";
 import { CHAT_ATTACH_TOOL_NAME } from "./tools/chat-attach.js";
-import { createToolRegistry, toolPolicyFromSettings, type BashOptions, type ToolPolicy, type ToolRegistry } from "./tools/index.js";
+import type { BashOptions } from "./tools/index.js";
+import { SessionRegistries, type McpServerInfo, type RegistryLease, type ToolConfig } from "./tool-registries.js";
 import { SkillCatalog, type Skill } from "./tools/skills.js";
 import { runLoop } from "./turn-loop.js";
 import type { ImagePart, Provider, ThinkingLevel, Tool, ToolRisk, UserContent } from "./types.js";
@@ -47,7 +54,7 @@ import type { UserAttachment } from "../store/sessions/index.js";
 export interface AgentOptions {
   /** Resolved MC_HOME. */
   home: string;
-  /** Launch directory (project settings scope; MCP servers start here). */
+  /** Launch directory (project settings scope). MCP servers start in each session's own cwd. */
   cwd: string;
   env: EnvLike;
   providerOptions?: ProviderOptions;
@@ -56,8 +63,15 @@ export interface AgentOptions {
   /** Fraction of the context window that triggers compaction, at turn start and between steps (default 0.8). */
   compactAtRatio?: number;
   bash?: Omit<BashOptions, "env">;
-  /** The door's choice of tool policy over the settings' (doors without approvals pass none: the safe default). */
-  toolPolicy?: Partial<ToolPolicy>;
+  /**
+   * How long after a session's MCP servers were launched its turns' first provider request waits for those still
+   * starting (default `MCP_STARTUP_WAIT_MS`); see the module contract.
+   */
+  mcpStartupWaitMs?: number;
+  /** Start + initialize + tools/list budget per MCP server (default 30 s). */
+  mcpConnectTimeoutMs?: number;
+  /** Sessions' MCP server sets kept running while no turn uses them (default 16, least recently used close first). */
+  maxIdleMcpRegistries?: number;
   recorderTiming?: RecorderTiming;
   clock?: () => number;
   /**
@@ -171,24 +185,22 @@ function gatedSink(sink: TurnSink, durable: Promise<void>): TurnSink {
 /** Sessions at this delegation depth (or deeper) get no `task` tool. */
 export const MAX_DELEGATION_DEPTH = 2;
 
-interface RegistryEntry {
-  key: string;
-  reg: Promise<ToolRegistry>;
-  /** Turns holding it. */
-  users: number;
-  /** Replaced by a newer configuration: closes once `users` is 0. */
-  retired: boolean;
+/** Default of `AgentOptions.mcpStartupWaitMs`. */
+export const MCP_STARTUP_WAIT_MS = 5000;
+
+/** What a door tells the agent about a session it opens (its tools are prepared ahead of the first turn). */
+export interface SessionToolsSpec {
+  sessionId: string;
+  cwd: string;
+  /** The session's own MCP servers (unset: the settings' `mcp_servers`). */
+  mcpServers?: Record<string, McpServerDef>;
+  noTools?: boolean;
 }
 
-interface Resolved {
+interface Resolved extends ToolConfig {
   provider: Provider;
   selection: RuntimeSelection & { model_id: string };
   images: boolean;
-  mcp: Record<string, McpServerDef>;
-  keyEnvs: string[];
-  toolSettings: ToolSettings | undefined;
-  /** Global `web_fetch.auto_approve_hosts`. */
-  autoApproveHosts: string[];
 }
 
 /** A turn that cannot run, with the reason its outcome reports (thrown inside the agent, caught in `runTurn`). */
@@ -204,19 +216,68 @@ export class Agent {
   private readonly config: ConfigService;
   private readonly auth: AuthStore;
   private codex: CodexTokenRefresher | null = null;
-  private registry: RegistryEntry | null = null;
-  /** Replaced registries still held by a running turn. */
-  private readonly retired = new Set<RegistryEntry>();
-  /** Registry closes in progress (awaited by `close`). */
-  private readonly closing = new Set<Promise<void>>();
+  /** One tool registry per session (tool-registries.ts). */
+  private readonly registries: SessionRegistries;
   /** Skill discovery, cached per process (skills.ts). */
   private readonly skills: SkillCatalog;
+  /** Per session, which `openSession` is the latest (a close or a newer open makes an older one a no-op). */
+  private readonly generations = new Map<string, number>();
 
   constructor(private readonly o: AgentOptions) {
     this.settings = new SettingsStore({ home: o.home, projectDir: o.cwd, env: o.env });
     this.config = new ConfigService({ settings: this.settings, cache: new CatalogCache({ home: o.home }), env: o.env });
     this.auth = new AuthStore(o.home);
     this.skills = new SkillCatalog({ mcHome: o.home, userHome: o.env["HOME"] ?? homedir() });
+    this.registries = new SessionRegistries({
+      home: o.home,
+      env: o.env,
+      ...(o.bash !== undefined ? { bash: o.bash } : {}),
+      skills: this.skills,
+      clock: o.clock ?? Date.now,
+      ...(o.mcpConnectTimeoutMs !== undefined ? { mcpConnectTimeoutMs: o.mcpConnectTimeoutMs } : {}),
+      ...(o.maxIdleMcpRegistries !== undefined ? { maxIdleMcpRegistries: o.maxIdleMcpRegistries } : {}),
+    });
+  }
+
+  /** The tool part of the settings (global layer), with a session's own MCP servers in place of the settings'. */
+  private static toolConfig(global: SettingsLayers["global"], mcpOverride?: Record<string, McpServerDef>): ToolConfig {
+    return {
+      mcp: mcpOverride ?? global.mcp_servers ?? {},
+      keyEnvs: Object.values(global.providers ?? {}).flatMap((p) => (p.api_key_env !== undefined ? [p.api_key_env] : [])),
+      toolSettings: global.tools,
+      autoApproveHosts: global.web_fetch?.auto_approve_hosts ?? [],
+      globalKey: JSON.stringify([global.mcp_servers ?? {}, global.providers ?? {}, global.tools ?? null, global.web_fetch ?? null]),
+    };
+  }
+
+  /**
+   * Prepares a session's tools ahead of its first turn: its MCP servers start now (in its cwd, in parallel).
+   * `onMcp` receives every state change of its servers until `closeSession`. Never rejects.
+   */
+  async openSession(s: SessionToolsSpec, onMcp?: (servers: McpServerInfo[]) => void): Promise<void> {
+    if (onMcp !== undefined) this.registries.watch(s.sessionId, onMcp);
+    if (s.noTools === true) return;
+    const gen = (this.generations.get(s.sessionId) ?? 0) + 1;
+    this.generations.set(s.sessionId, gen);
+    try {
+      const layers = await this.settings.load();
+      // Closed (or opened again) meanwhile: starting servers now would leak them.
+      if (this.generations.get(s.sessionId) !== gen) return;
+      this.registries.acquire(s.sessionId, s.cwd, Agent.toolConfig(layers.global, s.mcpServers)).release();
+    } catch {
+      // unreadable settings: the first turn reports them
+    }
+  }
+
+  /** Stops a session's MCP servers (once no turn holds them) and its status reports. */
+  closeSession(sessionId: string): Promise<void> {
+    this.generations.delete(sessionId);
+    return this.registries.closeSession(sessionId);
+  }
+
+  /** The MCP servers of a session and their states (empty until its tools were prepared). */
+  mcpStatus(sessionId: string): McpServerInfo[] {
+    return this.registries.status(sessionId);
   }
 
   /** Reloads settings and builds this turn's provider. Throws a `TurnFailure`. */
@@ -235,8 +296,6 @@ export class Agent {
     if (over.reasoning !== undefined) sel = { ...sel, thinking_level: over.reasoning };
     if (sel.model_id === null) throw new TurnFailure("selection");
     const env = this.o.env;
-    const keyEnvs = Object.values(layers.global.providers ?? {}).flatMap((p) => (p.api_key_env !== undefined ? [p.api_key_env] : []));
-    const mcp = mcpOverride ?? layers.global.mcp_servers ?? {};
     const entry = findProvider(layers.global, sel.provider_id);
     if (entry === undefined) throw new TurnFailure("selection");
     const opts: ProviderOptions = { env, ...this.o.providerOptions };
@@ -260,54 +319,7 @@ export class Agent {
     } catch {
       throw new TurnFailure("selection");
     }
-    const autoApproveHosts = layers.global.web_fetch?.auto_approve_hosts ?? [];
-    return { provider, selection: { ...sel, model_id: sel.model_id }, images, mcp, keyEnvs, toolSettings: layers.global.tools, autoApproveHosts };
-  }
-
-  /**
-   * Takes the tool registry for the current MCP configuration for one turn (rebuilt when the configuration changes).
-   * A replaced registry closes (its MCP servers stop) as soon as no turn holds it. Pair with `releaseTools`.
-   */
-  private acquireTools(r: Resolved): RegistryEntry {
-    const key = JSON.stringify({ mcp: r.mcp, keys: r.keyEnvs, tools: r.toolSettings ?? null, hosts: r.autoApproveHosts });
-    if (this.registry?.key !== key) {
-      if (this.registry !== null) {
-        this.registry.retired = true;
-        this.closeIfIdle(this.registry);
-      }
-      const env = cleanToolEnv(this.o.env, r.keyEnvs, r.toolSettings?.secret_env_patterns);
-      const mcpServers = Object.fromEntries(Object.entries(r.mcp).map(([k, d]) => [k, { ...d, env: { ...d.env } }]));
-      const policy = toolPolicyFromSettings(r.toolSettings, this.o.home, this.o.toolPolicy);
-      const reg = createToolRegistry({
-        cwd: this.o.cwd,
-        mcpServers,
-        bash: { ...this.o.bash, env },
-        policy,
-        skills: this.skills,
-        webFetch: { autoApproveHosts: r.autoApproveHosts },
-        chatAttachHome: this.o.home,
-      });
-      this.registry = { key, reg, users: 0, retired: false };
-    }
-    this.registry.users++;
-    return this.registry;
-  }
-
-  private releaseTools(e: RegistryEntry): void {
-    e.users--;
-    this.closeIfIdle(e);
-  }
-
-  private closeIfIdle(e: RegistryEntry): void {
-    if (!e.retired) return;
-    if (e.users > 0) {
-      this.retired.add(e);
-      return;
-    }
-    this.retired.delete(e);
-    const done = e.reg.then((reg) => reg.close()).catch(() => undefined);
-    this.closing.add(done);
-    void done.finally(() => this.closing.delete(done));
+    return { ...Agent.toolConfig(layers.global, mcpOverride), provider, selection: { ...sel, model_id: sel.model_id }, images };
   }
 
   async runTurn(req: RunTurnRequest): Promise<TurnOutcome> {
@@ -374,15 +386,19 @@ export class Agent {
       const inner = r.provider;
       r.provider = { id: inner.id, api: inner.api, stream: (pr) => inner.stream({ ...pr, gate: durable }) };
     }
-    const entry = req.noTools === true ? null : this.acquireTools(r);
+    // A turn of no session shares one registry (keyed by its configuration like any other).
+    const lease = req.noTools === true ? null : this.registries.acquire(req.sessionId ?? "", req.cwd, r);
     try {
-      return await this.run(req, recorder, r, entry === null ? null : await entry.reg, await skills);
+      return await this.run(req, recorder, r, lease, await skills);
     } finally {
-      if (entry !== null) this.releaseTools(entry);
+      lease?.release();
     }
   }
 
-  private async run(req: RunTurnRequest, recorder: TurnRecorder | null, r: Resolved, registry: ToolRegistry | null, skills: Skill[]): Promise<TurnOutcome> {
+  private async run(req: RunTurnRequest, recorder: TurnRecorder | null, r: Resolved, lease: RegistryLease | null, skills: Skill[]): Promise<TurnOutcome> {
+    const registry = lease?.reg ?? null;
+    // The first request waits for servers still starting, until the startup deadline (see the module contract).
+    if (lease !== null) await lease.reg.waitForMcp(lease.startedAt + (this.o.mcpStartupWaitMs ?? MCP_STARTUP_WAIT_MS), req.signal);
     const bound =
       registry !== null && req.sessionId !== undefined && this.o.sessionTools !== undefined
         ? this.o.sessionTools({
@@ -393,7 +409,8 @@ export class Agent {
           })
         : [];
     // `chat_attach` is offered only to chat-channel sessions (their bridge sends what it attaches).
-    const tools = [...(registry?.tools ?? []).filter((t) => req.channel !== undefined || t.spec.name !== CHAT_ATTACH_TOOL_NAME), ...bound];
+    const offered = (): Tool[] => (registry?.tools ?? []).filter((t) => req.channel !== undefined || t.spec.name !== CHAT_ATTACH_TOOL_NAME);
+    const tools = [...offered(), ...bound];
     if (req.signal.aborted) throw new TurnFailure("internal");
     const system = await buildSystemPrompt({
       cwd: req.cwd,
@@ -425,6 +442,7 @@ export class Agent {
       subagents,
       ...(req.steer !== undefined ? { steer: req.steer } : {}),
       ...(req.workspace !== undefined ? { workspace: req.workspace } : {}),
+      ...(registry?.mcpStarting === true ? { moreTools: offered } : {}),
       cwd: req.cwd,
       signal: req.signal,
       sink,
@@ -456,10 +474,7 @@ export class Agent {
   }
 
   /** Stops MCP servers. Call once no turn is running. */
-  async close(): Promise<void> {
-    const entries = [...this.retired, ...(this.registry ? [this.registry] : [])];
-    this.registry = null;
-    this.retired.clear();
-    await Promise.all([...entries.map((e) => e.reg.then((reg) => reg.close()).catch(() => undefined)), ...this.closing]);
+  close(): Promise<void> {
+    return this.registries.close();
   }
 }

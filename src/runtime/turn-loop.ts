@@ -60,6 +60,11 @@ export interface LoopOptions {
   steer?: () => string[];
   /** Where the tools touch files and run commands (unset: this machine); subagents share it. */
   workspace?: Workspace;
+  /**
+   * Tools that became available during the turn (MCP servers that finished starting): polled at each step
+   * boundary after the first request; tools not yet offered are added from the next request on.
+   */
+  moreTools?: () => readonly Tool[];
 }
 
 const TASK_SPEC: ToolSpec = createTaskTool(() => Promise.reject(new Error("unbound"))).spec;
@@ -85,6 +90,14 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
   let compactionFailed = false;
 
   for (let step = 0; ; step++) {
+    if (step > 0 && o.moreTools !== undefined) {
+      const added = o.moreTools().filter((t) => !byName.has(t.spec.name));
+      for (const t of added) {
+        byName.set(t.spec.name, t);
+        specs.push(t.spec);
+      }
+      if (added.length > 0) o = { ...o, tools: [...o.tools, ...added] };
+    }
     if (o.signal.aborted) return end("cancelled");
     if (o.recorder?.failure) return end("failed", "persistence");
     if (step >= o.maxSteps) return end("failed", "step_limit");

@@ -95,6 +95,8 @@ export function turnMethods(deps: TurnMethodsDeps): MethodFamily {
     manager: deps.manager,
     runner: deps.runner,
     defaults: { cwd: deps.cwd, approval: "never" },
+    // The app-service spec refuses a history past the admission bounds (`session_unavailable`); no trimming.
+    historyPolicy: "refuse",
     ...(deps.historyBounds !== undefined ? { historyBounds: deps.historyBounds } : {}),
   });
   let draining = false;

@@ -161,6 +161,7 @@ export function serveScvConnection(input: Readable, output: Writable, deps: ScvS
       case "queue.update":
       case "session.clear":
       case "session.pause":
+      case "session.mcp":
       case "turn.cancel":
       case "turn.start":
       default:

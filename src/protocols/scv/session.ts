@@ -287,6 +287,12 @@ export class ScvSession implements ScvSessionHandle {
         if (!r.ok) await this.error(r.error === "busy" ? "turn_active" : "internal_error", r.error === "busy" ? "a turn is running" : "the session could not be cleared", msg.request_id);
         return;
       }
+      case "session.mcp":
+        // Berth extension: a snapshot of the session's MCP servers (what `/mcp` shows); no event stream.
+        await this.frame("session.mcp", msg.request_id, {
+          servers: this.rt.mcpServers().map((m) => ({ name: m.name, state: m.state, tools: m.toolCount, error: m.error ?? null })),
+        });
+        return;
       case "session.pause": {
         this.pauseAnswered = false;
         this.within(msg.request_id, () => this.rt.pause(msg.paused));

@@ -3,7 +3,9 @@
  * `MAX_IMAGE_BYTES` that are regular files are read and sent as image parts, at most `MAX_IMAGES` per prompt (the
  * newest); an unreadable one is skipped (the prompt's file list still names it). A FIFO, socket or device is never
  * read and never blocks (opened non-blocking, then checked). Never throws.
- * `attachmentNote` lists every attachment for the model: names, types and sizes, plus paths when tools can read them.
+ * `attachmentNote` lists every attachment for the model: names, types and sizes, plus paths when tools can read them,
+ * and a voice message's `transcript` (always: it is what the sender said). History rebuilds the same note from the
+ * user record, so the transcript stays in the model's context on later turns.
  * `reattachImages`: history keeps image paths, not bytes; the newest images of earlier prompts (up to the room left
  * beside the current prompt's) are read again for each request, and one deleted or unreadable since is replaced by
  * a note.
@@ -46,7 +48,9 @@ export function attachmentNote(attachments: readonly UserAttachment[], withPaths
   if (attachments.length === 0) return "";
   const lines = attachments.map((a) => {
     const parts = [a.kind, a.name ?? (withPaths ? null : "(unnamed)"), a.mime, a.size !== undefined ? `${a.size} bytes` : null, withPaths ? a.path : null];
-    return `- ${parts.filter((p) => p !== null && p !== undefined).join(", ")}`;
+    const line = `- ${parts.filter((p) => p !== null && p !== undefined).join(", ")}`;
+    // A voice message's transcript is what the sender said: the model reads it (paths or not), lines indented.
+    return a.transcript === undefined || a.transcript === "" ? line : `${line}\n  transcript: ${a.transcript.replace(/\r?\n/g, "\n  ")}`;
   });
   return `\n\n[Attached files]\n${lines.join("\n")}`;
 }

@@ -2,7 +2,8 @@
  * What a `SessionRuntime` is built on (the agent, the session manager) and what admission returns.
  */
 import type { TurnOutcome } from "../events.js";
-import type { RunTurnRequest, SelectionOverride, SessionModelInfo } from "../agent.js";
+import type { RunTurnRequest, SelectionOverride, SessionModelInfo, SessionToolsSpec } from "../agent.js";
+import type { McpServerInfo } from "../tool-registries.js";
 import { SessionError, type HistoryBounds, type SessionManager } from "../../store/sessions/index.js";
 import type { AdmissionError } from "./types.js";
 
@@ -12,12 +13,24 @@ export interface TurnRunner {
   close(): Promise<void>;
   /** The provider/model/context window a turn with this selection would use (`Agent.describe`). */
   describe?(selection?: SelectionOverride): Promise<SessionModelInfo | null>;
+  /** Prepares an opened session's tools (its MCP servers start now); `onMcp` gets their state changes. */
+  openSession?(s: SessionToolsSpec, onMcp?: (servers: McpServerInfo[]) => void): Promise<void>;
+  /** Stops a closed session's MCP servers. */
+  closeSession?(sessionId: string): Promise<void>;
+  /** A session's MCP servers and their states. */
+  mcpStatus?(sessionId: string): McpServerInfo[];
 }
 
 export interface SessionDeps {
   manager: SessionManager;
   runner: TurnRunner;
   historyBounds?: HistoryBounds;
+  /**
+   * A history past its bounds at admission: `trim` (default) takes the oldest turns out of the model context
+   * (trim.ts, `session_trimmed`); `refuse` refuses the turn (`history_incomplete`), for a door whose protocol
+   * requires it (the app-service).
+   */
+  historyPolicy?: "trim" | "refuse";
   /** ID source for turns, queue entries and approvals (default: UUIDs). */
   newId?: () => string;
 }

@@ -27,6 +27,7 @@ export interface SessionHubOptions {
   /** Defaults for sessions opened without a configuration (cwd, approval mode, …). */
   defaults: SessionConfig;
   historyBounds?: SessionDeps["historyBounds"];
+  historyPolicy?: SessionDeps["historyPolicy"];
   newId?: () => string;
 }
 
@@ -41,6 +42,7 @@ export class SessionHub {
       runner: o.runner,
       newId: o.newId ?? randomUUID,
       ...(o.historyBounds !== undefined ? { historyBounds: o.historyBounds } : {}),
+      ...(o.historyPolicy !== undefined ? { historyPolicy: o.historyPolicy } : {}),
     };
   }
 
@@ -68,6 +70,7 @@ export class SessionHub {
     // Same contract as a runtime's own listeners: any `false` refuses a delta; every promise is awaited.
     rt.subscribe((e) => deliver(this.listeners, e));
     this.runtimes.set(sessionId, rt);
+    rt.prepareTools(); // its MCP servers start now, off the first prompt's path
     return rt;
   }
 

@@ -21,6 +21,13 @@
  * - Approvals: per the session's `ApprovalMode` over each tool's `risk`; pending requests have fresh UUIDs and are
  *   answered with `resolveApproval`. A denial completes the call `success: false`, `error: "denied"`, with a
  *   denial text the model sees.
+ * - Tools: `prepareTools()` (the hub calls it when it opens the runtime) has the runner start the session's MCP
+ *   servers now, in its cwd; `watchMcp(listener)` receives every state change and `mcpServers()` lists them
+ *   (a separate channel from `SessionEvent`s: status, not part of any turn).
+ *   `close()` stops them.
+ * - History bounds: a turn admitted on a history past its bounds (`historyBounds`) first trims the oldest turns
+ *   out of the model context (trim.ts) and emits `session_trimmed` right after its `turn_started`; only when the
+ *   trim cannot be written is it refused (`history_incomplete`).
  * - `clear()` (idle only) writes an empty checkpoint covering every record (the model context starts empty; the
  *   file keeps everything), drops the queue, and emits `session_cleared`.
  */
@@ -36,9 +43,12 @@ import { QuestionBook, type AnswerInput, type Question, type QuestionAnswer } fr
 import { SessionQueue, type Queued } from "./queue.js";
 import { terminalEvent, TurnProjector } from "./project.js";
 import { loadImages } from "./attachments.js";
+import { trimHistory } from "./trim.js";
+import { SessionMcp } from "./mcp-watch.js";
 import { deliver } from "./listeners.js";
 import type {
   AdmissionError,
+  McpServerInfo,
   QueueEntry,
   QueueResult,
   SessionConfig,
@@ -61,6 +71,8 @@ interface Admitted {
   history: History | null;
   /** The turn's controller, made before admission so a close requested meanwhile cancels the turn. */
   ctl: AbortController;
+  /** Admission trimmed the history (trim.ts): reported after `turn_started`. */
+  trimmed?: { removedMessages: number; historyBytes: number };
 }
 
 const EMPTY_USAGE = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, requests: 0 };
@@ -79,6 +91,7 @@ export class SessionRuntime {
   private closed = false;
   private idleWaiters: Array<() => void> = [];
   private titled: boolean | null = null;
+  private readonly mcp: SessionMcp;
   /** Between a turn's terminal event and its lease release. */
   private ending: Promise<void> | null = null;
 
@@ -91,6 +104,7 @@ export class SessionRuntime {
     this.queue = new SessionQueue(this.newId);
     this.approvals = new ApprovalBook(this.newId);
     this.questions = new QuestionBook(this.newId);
+    this.mcp = new SessionMcp(deps.runner, id);
   }
 
   get config(): Readonly<SessionConfig> {
@@ -115,10 +129,27 @@ export class SessionRuntime {
     return (await this.deps.runner.describe?.(this.cfg.selection)) ?? null;
   }
 
+  /** Has the runner prepare this session's tools now (its MCP servers start); see `watchMcp`. */
+  prepareTools(): void {
+    this.mcp.prepare(this.cfg);
+  }
+
+  /** Calls `listener` with every server and its state after each MCP state change; returns the unsubscribe. */
+  watchMcp(listener: (servers: McpServerInfo[]) => void): () => void {
+    return this.mcp.watch(listener);
+  }
+
+  /** This session's MCP servers and their states (empty before its tools were prepared). */
+  mcpServers(): McpServerInfo[] {
+    return this.mcp.servers();
+  }
+
   /** Changes the configuration; refused (false) while a turn runs. */
   configure(patch: Partial<SessionConfig>): boolean {
     if (this.busy) return false;
     this.cfg = { ...this.cfg, ...patch };
+    // Another cwd or other servers: the session's MCP servers restart now rather than at its next turn.
+    if (this.mcp.prepared && ("cwd" in patch || "mcpServers" in patch || "noTools" in patch)) this.prepareTools();
     return true;
   }
 
@@ -243,8 +274,13 @@ export class SessionRuntime {
       const b = this.deps.historyBounds ?? { maxBytes: DEFAULT_WINDOW.maxBytes, maxRecords: DEFAULT_WINDOW.maxRecords };
       const history = await this.deps.manager.store.readHistory(this.id, b);
       if (!history.complete) {
-        await lease.end();
-        return "history_incomplete";
+        // Past its bounds: the oldest turns leave the model context (a checkpoint); see trim.ts.
+        const t = this.deps.historyPolicy === "refuse" ? null : await trimHistory(history, b, lease.writer).catch(() => null);
+        if (t === null) {
+          await lease.end();
+          return "history_incomplete";
+        }
+        return { lease, history: t.history, ctl, trimmed: { removedMessages: t.removedMessages, historyBytes: t.historyBytes } };
       }
       return { lease, history, ctl };
     } catch (e) {
@@ -269,6 +305,7 @@ export class SessionRuntime {
       ...(opts.queueId !== undefined ? { queueId: opts.queueId } : {}),
       ...(opts.attachments !== undefined && opts.attachments.length > 0 ? { attachments: opts.attachments } : {}),
     });
+    if (a.trimmed !== undefined) this.emit({ type: "session_trimmed", sessionId: this.id, ...a.trimmed });
     this.maybeTitle(a.history, prompt);
     const done = this.execute(run, a, prompt, opts);
     return { ok: true, turnId, done };
@@ -523,5 +560,6 @@ export class SessionRuntime {
     this.queue.clear();
     this.running?.ctl.abort();
     if (this.busy) await new Promise<void>((r) => this.idleWaiters.push(r));
+    await this.mcp.close();
   }
 }

@@ -5,13 +5,14 @@
  */
 import type { RuntimeEvent, FailureReason, TerminalStatus, TurnUsage } from "../events.js";
 import type { SelectionOverride, SessionModelInfo } from "../agent.js";
+import type { McpServerInfo } from "../tool-registries.js";
 import type { ImagePart, JobRef, ToolErrorKind, ToolRisk } from "../types.js";
 import type { Workspace } from "../workspace.js";
 import type { Question, QuestionAnswer } from "./questions.js";
 import type { McpServerDef } from "../../store/settings/schema.js";
 import type { SessionErrorCode, UserAttachment } from "../../store/sessions/index.js";
 
-export type { SelectionOverride, SessionModelInfo, UserAttachment, ToolRisk, Question, QuestionAnswer };
+export type { SelectionOverride, SessionModelInfo, UserAttachment, ToolRisk, Question, QuestionAnswer, McpServerInfo };
 
 /**
  * When a tool call needs a person's approval:
@@ -145,6 +146,10 @@ export type SessionEvent =
   | { type: "queue_snapshot"; sessionId: string; entries: QueueEntry[] }
   | { type: "paused"; sessionId: string; paused: boolean }
   | { type: "title_changed"; sessionId: string; title: string }
+  /**
+   * The history passed its bounds: admission of the turn just started (emitted right after its `turn_started`)
+   * took `removedMessages` records out of the model context; `historyBytes` is what stays (see trim.ts).
+   */
   | { type: "session_trimmed"; sessionId: string; removedMessages: number; historyBytes: number }
   | { type: "session_cleared"; sessionId: string };
 

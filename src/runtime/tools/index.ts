@@ -1,5 +1,5 @@
 /** Public surface of the tools layer. */
-export { createToolRegistry, builtinTools, BUILTIN_TOOL_NAMES, type ToolRegistry, type ToolRegistryOptions } from "./registry.js";
+export { createToolRegistry, openToolRegistry, builtinTools, BUILTIN_TOOL_NAMES, type ToolRegistry, type ToolRegistryOptions } from "./registry.js";
 export { createBashTool, bashTool, type BashOptions } from "./bash.js";
 export { readTool } from "./read.js";
 export { writeTool } from "./write.js";

@@ -4,15 +4,16 @@
  * - A server's stderr never reaches our stdout/stderr (piped; its last 4 KiB kept in memory on
  *   the status record only). The server runs in `cwd` with the SDK's safe default environment
  *   plus the configured `env`.
- * - A server that fails to start, initialize or list tools is reported in `servers` with
- *   `state: "failed"` and contributes no tools; it never prevents other servers from loading.
+ * - Servers start in parallel (`startMcpServers` returns at once, every server `starting`); each becomes `ready`
+ *   or `failed` on its own, reported through `onChange`. A server that fails to start, initialize or list tools
+ *   is `failed` and contributes no tools; it never prevents other servers from loading.
+ *   `connectMcpServers` is the same, resolved once every server settled.
  * - Model-facing names are `mcp__<server>__<tool>`, sanitized to `[A-Za-z0-9_-]`, at most 64
  *   characters (shortened with a hash suffix when longer or colliding).
  * - Calls carry the AbortSignal; results are bounded text. A crashed or closed server → every
  *   later call returns `unavailable`. `close()` closes every client (stdin end, then SIGTERM,
  *   then SIGKILL by the SDK transport) and is idempotent.
  */
-import { createHash } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
@@ -21,6 +22,9 @@ import type { Tool, ToolResult } from "../types.js";
 import { validateJsonSchema } from "./json-schema.js";
 import { boundText, describeError, fail, ok } from "./result.js";
 import { textOf } from "../../core/json-text.js";
+import { mcpToolName, mergeTools } from "./mcp-names.js";
+
+export { sanitizeName, mcpToolName } from "./mcp-names.js";
 
 export interface McpOptions {
   /** Working directory the servers start in. */
@@ -33,7 +37,7 @@ export interface McpOptions {
 
 export interface McpServerStatus {
   name: string;
-  state: "ready" | "failed" | "closed";
+  state: "starting" | "ready" | "failed" | "closed";
   /** Why it failed (connect error or crash), a fixed-shape one-liner. */
   error?: string;
   toolCount: number;
@@ -49,35 +53,38 @@ export interface McpConnections {
   close(): Promise<void>;
 }
 
+/** A tool as a server listed it (what the tool-list cache keeps). */
+export interface ListedTool {
+  name: string;
+  description?: string | undefined;
+  inputSchema: Record<string, unknown>;
+}
+
+/** Servers starting in the background (`startMcpServers`). */
+export interface McpServers {
+  readonly servers: readonly McpServerStatus[];
+  /** Tools of the servers ready now (sorted server order; names unique among them). */
+  tools(): Tool[];
+  /** One server's tools (names unique within it) and its raw list, once it listed them; null before or on failure. */
+  listed(name: string): { tools: Tool[]; raw: ListedTool[] } | null;
+  /** Settles once every server is ready or failed. */
+  readonly settled: Promise<void>;
+  /** Stops every server (a starting one is stopped once its start settles). Idempotent. */
+  close(): Promise<void>;
+}
+
 export const MCP_DEFAULT_CONNECT_TIMEOUT_MS = 30_000;
 export const MCP_DEFAULT_CALL_TIMEOUT_MS = 120_000;
 const MAX_TOOLS_PER_SERVER = 512;
 const MAX_LIST_PAGES = 16;
 const MAX_DESCRIPTION_CHARS = 2048;
 const STDERR_TAIL_BYTES = 4096;
-const MAX_NAME = 64;
 
 const CLIENT_INFO = { name: "berth", version: "0.1.0" };
 /** `McpError.code` is a plain number; these name the SDK codes a failed call is mapped from. */
 const MCP_REQUEST_TIMEOUT: number = ErrorCode.RequestTimeout;
 const MCP_CONNECTION_CLOSED: number = ErrorCode.ConnectionClosed;
 const MCP_INVALID_PARAMS: number = ErrorCode.InvalidParams;
-
-/** `[A-Za-z0-9_-]` only; other characters become `_`. */
-export function sanitizeName(s: string): string {
-  return s.replace(/[^A-Za-z0-9_-]/g, "_");
-}
-
-/** Model-facing name for a server's tool, unique within `taken` (which it extends). */
-export function mcpToolName(server: string, tool: string, taken: Set<string>): string {
-  let name = `mcp__${sanitizeName(server)}__${sanitizeName(tool)}`;
-  if (name.length > MAX_NAME || taken.has(name)) {
-    const hash = createHash("sha256").update(`${server}\u0000${tool}`).digest("hex").slice(0, 8);
-    name = `${name.slice(0, MAX_NAME - 9)}_${hash}`;
-  }
-  taken.add(name);
-  return name;
-}
 
 /** Text of an MCP call result: text parts joined; other parts described by kind only. */
 function resultText(res: Record<string, unknown>): string {
@@ -99,7 +106,7 @@ function resultText(res: Record<string, unknown>): string {
 }
 
 class ServerConnection implements McpServerStatus {
-  state: McpServerStatus["state"] = "failed";
+  state: McpServerStatus["state"] = "starting";
   error?: string;
   toolCount = 0;
   pid: number | null = null;
@@ -107,11 +114,14 @@ class ServerConnection implements McpServerStatus {
   private readonly client = new Client(CLIENT_INFO);
   private readonly transport: StdioClientTransport;
   private closing: Promise<void> | null = null;
+  /** The tool list as the server gave it (once listed). */
+  raw: ListedTool[] | null = null;
 
   constructor(
     readonly name: string,
     def: McpServerDef,
     cwd: string,
+    private readonly onChange?: () => void,
   ) {
     this.transport = new StdioClientTransport({ command: def.command, args: def.args, env: def.env, cwd, stderr: "pipe" });
     this.transport.stderr?.on("data", (chunk: Buffer) => {
@@ -119,11 +129,16 @@ class ServerConnection implements McpServerStatus {
       this.stderrBuf = all.length > STDERR_TAIL_BYTES ? all.subarray(all.length - STDERR_TAIL_BYTES) : all;
     });
     this.client.onclose = () => {
-      if (this.state === "ready") {
+      this.pid = null;
+      if (this.state === "ready" && this.closing === null) {
         this.state = "failed";
         this.error = "server connection closed";
+        try {
+          this.onChange?.();
+        } catch {
+          // a listener's failure is its own
+        }
       }
-      this.pid = null;
     };
     // Transport errors surface through failed requests / onclose; keep them off our stderr.
     this.client.onerror = () => undefined;
@@ -136,10 +151,12 @@ class ServerConnection implements McpServerStatus {
   /** Starts the server and lists its tools; on failure, state "failed" and the process is stopped. */
   async connect(timeoutMs: number, taken: Set<string>, callTimeoutMs: number): Promise<Tool[]> {
     const signal = AbortSignal.timeout(timeoutMs);
+    if (this.closing !== null) return [];
     try {
       await this.client.connect(this.transport, { timeout: timeoutMs, signal });
+      if (this.closing !== null) throw new Error("closed while starting");
       this.pid = this.transport.pid;
-      const listed: Array<{ name: string; description?: string | undefined; inputSchema: Record<string, unknown> }> = [];
+      const listed: ListedTool[] = [];
       let cursor: string | undefined;
       for (let page = 0; page < MAX_LIST_PAGES; page++) {
         const res = await this.client.listTools(cursor === undefined ? {} : { cursor }, { timeout: timeoutMs, signal });
@@ -147,15 +164,22 @@ class ServerConnection implements McpServerStatus {
         cursor = res.nextCursor;
         if (cursor === undefined || listed.length >= MAX_TOOLS_PER_SERVER) break;
       }
+      if (this.closing !== null) throw new Error("closed while starting");
       this.state = "ready";
+      this.raw = listed.slice(0, MAX_TOOLS_PER_SERVER).map((t) => ({ name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), inputSchema: t.inputSchema }));
       const tools = listed.slice(0, MAX_TOOLS_PER_SERVER).map((t) => this.wrap(t, mcpToolName(this.name, t.name, taken), callTimeoutMs));
       this.toolCount = tools.length;
       return tools;
     } catch (err) {
+      const closed = this.closing !== null;
       this.state = "failed";
       this.error = signal.aborted ? `connect timed out after ${timeoutMs} ms` : `connect failed: ${describeError(err)}`.slice(0, 300);
+      // A close requested while starting: the process may have been spawned after it ran; stop it now.
+      await this.transport.close().catch(() => undefined);
       await this.close();
-      this.state = "failed";
+      this.state = closed ? "closed" : "failed";
+      if (closed) delete this.error;
+      this.pid = null;
       return [];
     }
   }
@@ -233,27 +257,47 @@ class ServerConnection implements McpServerStatus {
   }
 }
 
-/** Connects to every server concurrently; never rejects. */
-export async function connectMcpServers(defs: Record<string, McpServerDef>, opts: McpOptions): Promise<McpConnections> {
+/**
+ * Starts every server concurrently and returns at once; never rejects. `onChange` is called after each server
+ * leaves `starting` (ready or failed) and when a ready server fails later (crash, closed connection).
+ */
+export function startMcpServers(defs: Record<string, McpServerDef>, opts: McpOptions, onChange?: () => void): McpServers {
   const connectTimeout = opts.connectTimeoutMs ?? MCP_DEFAULT_CONNECT_TIMEOUT_MS;
   const callTimeout = opts.callTimeoutMs ?? MCP_DEFAULT_CALL_TIMEOUT_MS;
   const names = Object.keys(defs).sort();
-  const servers = names.map((n) => new ServerConnection(n, defs[n] as McpServerDef, opts.cwd));
-  // Names are assigned after all lists arrive, in sorted server order, so they are deterministic.
-  const listedTools = await Promise.all(servers.map((s) => s.connect(connectTimeout, new Set(), callTimeout)));
-  const taken = new Set<string>();
-  const tools: Tool[] = [];
-  listedTools.forEach((list) => {
-    for (const t of list) {
-      const name = taken.has(t.spec.name) ? mcpToolName(t.serverName ?? "", t.spec.name, taken) : (taken.add(t.spec.name), t.spec.name);
-      tools.push(name === t.spec.name ? t : { ...t, spec: { ...t.spec, name } });
-    }
-  });
+  const servers = names.map((n) => new ServerConnection(n, defs[n] as McpServerDef, opts.cwd, onChange));
+  const listed: Array<Tool[] | null> = servers.map(() => null);
+  let merged: Tool[] | null = null;
+  const settled = Promise.all(
+    servers.map(async (s, i) => {
+      listed[i] = await s.connect(connectTimeout, new Set(), callTimeout);
+      merged = null;
+      try {
+        onChange?.();
+      } catch {
+        // a listener's failure is its own
+      }
+    }),
+  ).then(() => undefined);
   return {
-    tools,
     servers,
+    tools: () => (merged ??= mergeTools(listed.filter((l): l is Tool[] => l !== null))),
+    listed: (name) => {
+      const i = names.indexOf(name);
+      const tools = listed[i];
+      const raw = servers[i]?.raw;
+      return tools === undefined || tools === null || raw === undefined || raw === null ? null : { tools, raw };
+    },
+    settled,
     close: async () => {
       await Promise.all(servers.map((s) => s.close()));
     },
   };
+}
+
+/** Connects to every server concurrently and resolves once each is ready or failed; never rejects. */
+export async function connectMcpServers(defs: Record<string, McpServerDef>, opts: McpOptions): Promise<McpConnections> {
+  const m = startMcpServers(defs, opts);
+  await m.settled;
+  return { tools: m.tools(), servers: [...m.servers], close: () => m.close() };
 }

@@ -42,6 +42,8 @@ export interface UserAttachment {
   name?: string;
   mime?: string;
   size?: number;
+  /** The platform's transcript of a voice message (sent to the model with the prompt, kept in history). */
+  transcript?: string;
 }
 export const ATTACHMENT_KINDS = ["image", "audio", "video", "file", "sticker"] as const;
 
@@ -154,7 +156,7 @@ const attachments: FieldCheck = (v) =>
       hasExactly(
         a as Record<string, unknown>,
         { kind: (k) => (ATTACHMENT_KINDS as readonly unknown[]).includes(k), path: text },
-        { name: text, mime: text, size: (n) => typeof n === "number" && Number.isSafeInteger(n) && n >= 0 },
+        { name: text, mime: text, size: (n) => typeof n === "number" && Number.isSafeInteger(n) && n >= 0, transcript: text },
       ),
   );
 

@@ -1,0 +1,75 @@
+/**
+ * MCP server status over `berth stdio` (Berth extension `session.mcp`): a session's own servers start when the
+ * session starts, in its cwd; the reply lists each with its state, tool count and, for a server that failed to
+ * start, a one-line reason; a turn offers the ready server's tools and not the failed one's.
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+import { openTransport, startRig, type Msg, type Rig, type ScvClient, type Transport } from "./client.js";
+
+const FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
+
+/** Asks `session.mcp` until no server is `starting` (each answer is awaited: no fixed sleep). */
+async function settledStatus(c: ScvClient, sid: string): Promise<Msg> {
+  for (;;) {
+    const id = c.request({ type: "session.mcp", session_id: sid });
+    const r = await c.reply(id, ["session.mcp"]);
+    assert.equal(r.type, "session.mcp", JSON.stringify(r));
+    if ((r.servers as Msg[]).every((s) => s.state !== "starting")) return r;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+describe("scv session.mcp over stdio", () => {
+  let rig: Rig;
+  let t: Transport;
+  before(async () => {
+    rig = await startRig();
+    t = await openTransport("stdio", rig);
+  });
+  after(async () => {
+    await t.close();
+    await rig.fake.close();
+  });
+
+  it("lists the session's MCP servers with their states; a failed one is reported with its reason", async () => {
+    const c = await t.open();
+    const s = await c.open({
+      mcp_servers: { good: { command: process.execPath, args: [FIXTURE] }, broken: { command: process.execPath, args: [FIXTURE, "--exit-at-start"] } },
+    });
+    const sid = s.session_id as string;
+    const st = await settledStatus(c, sid);
+    assert.deepEqual(Object.keys(st).sort(), ["request_id", "seq", "servers", "session_id", "type"]);
+    const servers = st.servers as Msg[];
+    assert.deepEqual(
+      servers.map((x) => [x.name, x.state]),
+      [
+        ["broken", "failed"],
+        ["good", "ready"],
+      ],
+    );
+    assert.match(servers[0]!.error as string, /^connect failed: /);
+    assert.ok((servers[1]!.tools as number) > 0);
+    assert.equal(servers[1]!.error, null);
+    const n = rig.fake.requests.length;
+    const r = await c.turn(sid, "hi");
+    assert.equal(r.terminal.type, "turn.completed");
+    const body = rig.fake.requests[n]!.body;
+    assert.match(body, /mcp__good__echo/);
+    assert.doesNotMatch(body, /mcp__broken__/);
+    // A session without servers answers an empty list; another session's ID is refused.
+    const c2 = await t.open();
+    const s2 = await c2.open();
+    const none = await c2.reply(c2.request({ type: "session.mcp", session_id: s2.session_id }), ["session.mcp"]);
+    assert.deepEqual(none.servers, []);
+    const other = await c2.reply(c2.request({ type: "session.mcp", session_id: sid }), ["session.mcp"]);
+    assert.equal(other.type, "error");
+    assert.equal(other.code, "session_not_found");
+    assert.deepEqual(c.seqErrors, []);
+    c.end();
+    c2.end();
+    await c.closed;
+    await c2.closed;
+  });
+});
