@@ -99,7 +99,10 @@ export function codexEvent(ev: Record<string, unknown>): ParsedEvent {
   }
 }
 
-export type ParsedEvent = { progress?: string; thread?: string; reply?: string; usage?: Record<string, number>; failed?: string };
+export type ParsedEvent = { progress?: string; thread?: string; reply?: string; usage?: Record<string, number>; failed?: string; denied?: string[] };
+
+/** At most this many of an agent's refused tool calls are reported (`denied`), each at most 200 bytes. */
+export const MAX_DENIED = 20;
 
 function toolLine(name: string, input: Record<string, unknown> | undefined): string {
   const n = name.toLowerCase();
@@ -134,6 +137,13 @@ export function claudeEvent(ev: Record<string, unknown>): ParsedEvent {
       if (typeof ev["session_id"] === "string") out.thread = ev["session_id"];
       if (typeof ev["result"] === "string") out.reply = ev["result"];
       if (ev["is_error"] === true || (typeof ev["subtype"] === "string" && ev["subtype"] !== "success")) out.failed = `claude ended with ${String(ev["subtype"] ?? "an error")}`;
+      if (Array.isArray(ev["permission_denials"])) {
+        const denied = (ev["permission_denials"] as unknown[])
+          .filter((d): d is Record<string, unknown> => typeof d === "object" && d !== null)
+          .slice(0, MAX_DENIED)
+          .map((d) => truncateUtf8(toolLine(String(d["tool_name"] ?? "tool"), d["tool_input"] as Record<string, unknown> | undefined), 200));
+        if (denied.length > 0) out.denied = denied;
+      }
       return out;
     }
     default:
@@ -213,7 +223,8 @@ export const CLI_SPECS: Record<"codex" | "claude" | "pi", CliSpec> = {
       "--output-format",
       "stream-json",
       "--verbose",
-      "--dangerously-skip-permissions",
+      "--permission-mode",
+      "acceptEdits",
       ...(o.resume !== null ? ["--resume", o.resume] : ["--session-id", o.fresh]),
       ...(o.model !== undefined ? ["--model", o.model] : []),
     ],
@@ -350,6 +361,7 @@ export class CliAgents {
     let reply = "";
     let usage: Record<string, number> = {};
     let failure: string | null = null;
+    let denied: string[] = [];
     let buf = Buffer.alloc(0);
     const decoder = new StringDecoder("utf8");
     child.stdout.on("data", (chunk: Buffer) => {
@@ -371,6 +383,7 @@ export class CliAgents {
         if (r.reply !== undefined) reply = r.reply;
         if (r.usage !== undefined) usage = r.usage;
         if (r.failed !== undefined) failure = r.failed;
+        if (r.denied !== undefined) denied = r.denied.map((d) => redactSecrets(sanitizeText(d)));
         if (r.progress !== undefined) ctx.onProgress(progressLine(r.progress));
       }
       if (buf.length > MAX_EVENT_LINE_BYTES) buf = Buffer.alloc(0);
@@ -408,6 +421,7 @@ export class CliAgents {
       truncated: replyBytes > MAX_REPLY_BYTES,
       ...(thread !== null ? { session: convName, turn } : {}),
       ...(failure !== null ? { error: truncateUtf8(redactSecrets(failure), 1024) } : {}),
+      ...(denied.length > 0 ? { denied } : {}),
     };
     const kind = status === "completed" ? undefined : status === "cancelled" ? "cancelled" : status === "timeout" ? "limit" : code === null && failure === null ? "unavailable" : "failed";
     return { content: JSON.stringify(body), isError: status !== "completed", ...(kind !== undefined ? { errorKind: kind } : {}) };
