@@ -14,7 +14,7 @@ import { ChatBridge } from "../common/bridge.js";
 import { Health, type AccountSettings } from "../common/component.js";
 import type { ChatSessionDriver } from "../common/driver.js";
 import { channelPaths } from "../common/files.js";
-import { pruneMedia } from "../common/media.js";
+import { pruneMedia, pruneOutbox } from "../common/media.js";
 import type { InboundMessage } from "../common/port.js";
 import { DeliveryState } from "../common/state.js";
 import { needsLogin, sanitizeError, type ComponentStatus } from "../common/status.js";
@@ -66,6 +66,7 @@ export class FeishuComponent {
     const api = new FeishuApi({ open: c.open_url, appId: c.app_id, appSecret: c.app_secret, clock: this.clock });
     this.state = await DeliveryState.load(paths.state, feishuFingerprint(c));
     await pruneMedia(paths.media, this.clock.now()).catch(() => 0);
+    await pruneOutbox(paths.outbox, this.clock.now()).catch(() => 0);
     this.bridge = new ChatBridge({
       port: new FeishuPort(api),
       driver: this.o.driver,
