@@ -8,7 +8,9 @@ import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import type { AccountSettings } from "../../src/channels/common/component.js";
+import { FORWARD_UNREADABLE } from "../../src/channels/common/bridge.js";
 import { FeishuComponent } from "../../src/channels/feishu/component.js";
+import { FORWARD_MAX_ITEMS, forwardText } from "../../src/channels/feishu/inbound.js";
 import type { FeishuCredentials } from "../../src/channels/feishu/credentials.js";
 import { decodeFrame, encodeFrame, FrameError } from "../../src/channels/feishu/frame.js";
 import { FakeFeishu } from "../fakes/fake-feishu.js";
@@ -316,6 +318,31 @@ describe("feishu: media, held replies, brands, questions", () => {
     await fake.waitFor(() => fake.sent.some((s) => textOf(s).includes("voice")));
     await comp.bridge!.idle();
     assert.equal(driver.turns.length, 1);
+  });
+
+  it("a merge_forward reaches the turn as the text of its forwarded messages; an unreadable one says so", async () => {
+    const { fake, comp, driver } = await setup();
+    await comp.health.until((h) => h.state === "connected");
+    fake.forwardMessage({ chatId: "oc_fw", chatType: "p2p", sender: "ou_f" }, [
+      { sender: "ou_alice", text: "the build is red", createMs: 2 },
+      { sender: "ou_bob", msgType: "file", content: { file_key: "file_1", file_name: "log.txt" }, createMs: 3 },
+      { sender: "ou_carol", msgType: "post", content: { title: "Plan", content: [[{ tag: "text", text: "fix it today" }]] }, createMs: 1 },
+    ]);
+    await fake.waitFor(() => fake.sent.length >= 1);
+    assert.equal(driver.turns[0]!.prompt, "Forwarded messages:\n[ou_carol] Plan fix it today\n[ou_alice] the build is red\n[ou_bob] [file log.txt]");
+    // A bundle the platform no longer returns (not in its history): the turn is told it could not be read.
+    fake.pushEvent({ schema: "2.0", header: { event_type: "im.message.receive_v1" }, event: { sender: { sender_id: { open_id: "ou_f" }, sender_type: "user" }, message: { message_id: "om_gone", chat_id: "oc_fw", chat_type: "p2p", message_type: "merge_forward", content: '{"content":"Merged and Forwarded Message"}', create_time: "5" } } });
+    await fake.waitFor(() => fake.sent.length >= 2);
+    assert.equal(driver.turns[1]!.prompt, FORWARD_UNREADABLE);
+  });
+
+  it("forwardText keeps at most 50 forwarded messages and says how many more there were", () => {
+    const items = [{ message_id: "om_root" }, ...Array.from({ length: 52 }, (_, i) => ({ message_id: `c${i}`, upper_message_id: "om_root", msg_type: "text", create_time: String(i), sender: { id: "ou_x", sender_type: "user" }, body: { content: JSON.stringify({ text: `m${i}` }) } }))];
+    const lines = forwardText(items, "om_root").split("\n");
+    assert.equal(lines.length, 1 + FORWARD_MAX_ITEMS + 1);
+    assert.equal(lines[FORWARD_MAX_ITEMS], "[ou_x] m49");
+    assert.equal(lines.at(-1), "[… 2 more]");
+    assert.equal(forwardText(items.slice(0, 51), "om_root").split("\n").length, 1 + FORWARD_MAX_ITEMS, "exactly 50: no 'more' line");
   });
 
   it("a refused reply (final code) is held and carried by the next reply", async () => {

@@ -69,6 +69,8 @@ async function discardFiles(files: OutboundFile[]): Promise<void> {
   await Promise.all(files.map((f) => rm(f.path, { force: true }).catch(() => undefined)));
 }
 
+/** Prompt text for a forwarded bundle whose messages could not be fetched. */
+export const FORWARD_UNREADABLE = "[forwarded messages that could not be read]";
 export const TURN_FAILED_REPLY = "Sorry, that request failed. Please try again.";
 export const NOTHING_READABLE_REPLY = "I can only read text, images and files here.";
 export const NO_TRANSCRIPT_REPLY = "I can't listen to voice messages; please type your message.";
@@ -267,6 +269,10 @@ export class ChatBridge {
     if (m.voiceTranscript !== undefined) {
       if (!m.voiceTranscript) return this.finish(m, target, conv, systemMessage(this.o.port.platform, NO_TRANSCRIPT_REPLY), [], false);
       text = [text, m.voiceTranscript].filter((t) => t !== "").join("\n");
+    }
+    if (m.forwardOf !== undefined && this.o.port.forwarded !== undefined) {
+      const fwd = await this.o.port.forwarded(m).catch(() => FORWARD_UNREADABLE);
+      text = [text, fwd].filter((t) => t !== "").join("\n");
     }
     const { attachments, notes } = await fetchMedia(this.o.port, m, owner, this.o.mediaRoot, conv);
     const prompt = [text, ...notes].filter((t) => t !== "").join("\n");
