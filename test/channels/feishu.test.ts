@@ -13,9 +13,10 @@ import { FeishuComponent } from "../../src/channels/feishu/component.js";
 import { FORWARD_MAX_ITEMS, forwardText } from "../../src/channels/feishu/inbound.js";
 import type { FeishuCredentials } from "../../src/channels/feishu/credentials.js";
 import { decodeFrame, encodeFrame, FrameError } from "../../src/channels/feishu/frame.js";
+import { deadAfterMs } from "../../src/channels/feishu/socket.js";
 import { FakeFeishu } from "../fakes/fake-feishu.js";
 import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
-import { InstantClock, tempHome, until } from "./helpers.js";
+import { InstantClock, ManualTimers, tempHome, until } from "./helpers.js";
 
 const OWNER = "ou_owner000000001";
 const cleanups: Array<() => Promise<void>> = [];
@@ -23,7 +24,7 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function setup(settings: Partial<AccountSettings> = {}, opts: { brand?: "feishu" | "lark"; secret?: string; fake?: FakeFeishu } = {}) {
+async function setup(settings: Partial<AccountSettings> = {}, opts: { brand?: "feishu" | "lark"; secret?: string; fake?: FakeFeishu; timers?: ManualTimers } = {}) {
   const fake = opts.fake ?? (await new FakeFeishu().start());
   if (!opts.fake) cleanups.push(() => fake.close());
   const { home, cleanup } = await tempHome();
@@ -38,7 +39,15 @@ async function setup(settings: Partial<AccountSettings> = {}, opts: { brand?: "f
   };
   const driver = new FakeSessionDriver();
   const clock = new InstantClock();
-  const comp = new FeishuComponent({ home, account: "default", credentials, settings: { enabled: true, workspace: home, remoteTools: "none", senders: "anyone", ...settings }, driver, clock });
+  const comp = new FeishuComponent({
+    home,
+    account: "default",
+    credentials,
+    settings: { enabled: true, workspace: home, remoteTools: "none", senders: "anyone", ...settings },
+    driver,
+    clock,
+    ...(opts.timers !== undefined ? { timers: opts.timers } : {}),
+  });
   await comp.start();
   cleanups.push(() => comp.stop());
   return { fake, home, driver, comp, clock };
@@ -116,6 +125,35 @@ describe("feishu: health", () => {
     const { comp, clock } = await setup({}, { fake });
     await comp.health.until((h) => h.state === "connected");
     assert.equal(clock.sleeps[0], 1000);
+  });
+});
+
+describe("feishu: dead link", () => {
+  it("a link that stops answering pings is closed at 2 × interval + 30 s (not a millisecond sooner) and reconnected", async () => {
+    const timers = new ManualTimers();
+    const { fake, comp } = await setup({}, { timers });
+    await comp.health.until((h) => h.state === "connected");
+    await fake.waitFor(() => fake.pings.length >= 1); // the connect-time ping, answered: the last frame at t = 0
+    fake.silent = true;
+    timers.advance(120_000); // the next ping goes out and gets no answer
+    await fake.waitFor(() => fake.unansweredPings >= 1);
+    timers.advance(deadAfterMs(120_000) - 120_000 - 1);
+    await fake.waitFor(() => fake.unansweredPings >= 2);
+    assert.equal(timers.now, 269_999);
+    assert.equal(fake.connections, 1);
+    assert.equal(comp.status().state, "connected", "one millisecond before the bound the link still counts as live");
+    let seen: string | null = null;
+    const down = comp.health.until((h) => {
+      if (h.state === "disconnected") seen = h.error;
+      return h.state === "disconnected";
+    });
+    timers.advance(1);
+    await down;
+    assert.equal(seen, "the long connection stopped answering pings; reconnecting");
+    fake.silent = false;
+    await fake.waitFor(() => fake.connections === 2);
+    await comp.health.until((h) => h.state === "connected");
+    await fake.waitFor(() => fake.pings.length >= 2); // the new link pings at once and is answered
   });
 });
 

@@ -59,6 +59,9 @@ export class FakeFeishu {
   /** Re-push an unacked event after this many ms. */
   ackTimeoutMs = 3000;
   connections = 0;
+  /** A dead link: the socket stays open but pings get no pong (counted in `unansweredPings`). */
+  silent = false;
+  unansweredPings = 0;
   private readonly history = new Map<string, Array<Record<string, unknown>>>();
   private readonly resources = new Map<string, { bytes: Buffer; mime: string }>();
   readonly uploads = new Map<string, { name: string; bytes: Buffer }>();
@@ -207,6 +210,11 @@ export class FakeFeishu {
     ws.on("message", (data: Buffer) => {
       const f = decodeFrame(data);
       if (f.method === 0 && header(f, "type") === "ping") {
+        if (this.silent) {
+          this.unansweredPings++;
+          this.notify();
+          return;
+        }
         this.pings.push(Date.now());
         ws.send(encodeFrame({ ...f, headers: [{ key: "type", value: "pong" }], payload: Buffer.from(JSON.stringify({ PingInterval: this.pongPingInterval, ReconnectCount: -1, ReconnectInterval: 1, ReconnectNonce: 0 })) }));
         this.notify();

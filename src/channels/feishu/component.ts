@@ -9,7 +9,7 @@
  *   1 → 60 s; bad app credentials stop in `failed` with the "log in again" error.
  * - An event is acked only after its claim is durable (the bridge's `accept` resolved), never after the turn.
  */
-import { Backoff, realClock, type Clock } from "../common/backoff.js";
+import { Backoff, realClock, type Clock, type Timers } from "../common/backoff.js";
 import { ChatBridge } from "../common/bridge.js";
 import { Health, type AccountSettings } from "../common/component.js";
 import type { ChatSessionDriver } from "../common/driver.js";
@@ -22,7 +22,7 @@ import { FeishuApi, FeishuError } from "./api.js";
 import { feishuFingerprint, type FeishuCredentials } from "./credentials.js";
 import { fromEvent, fromHistory } from "./inbound.js";
 import { FeishuPort } from "./port.js";
-import { FeishuSocket } from "./socket.js";
+import { DEAD_LINK, FeishuSocket } from "./socket.js";
 
 const CATCHUP_CHATS = 32;
 const CATCHUP_PAGES = 4;
@@ -36,6 +36,8 @@ export interface FeishuComponentOptions {
   settings: AccountSettings;
   driver: ChatSessionDriver;
   clock?: Clock;
+  /** The long connection's ping and dead-link timers (tests drive them by hand). */
+  timers?: Timers;
   log?: (line: string) => void;
 }
 
@@ -165,10 +167,15 @@ export class FeishuComponent {
         let release!: () => void;
         const caughtUp = new Promise<void>((r) => (release = r));
         let ready = false;
-        const socket = new FeishuSocket(ep.url, ep.pingIntervalS, async (ev) => {
-          if (!ready) await caughtUp;
-          await this.handle(ev, bridge);
-        });
+        const socket = new FeishuSocket(
+          ep.url,
+          ep.pingIntervalS,
+          async (ev) => {
+            if (!ready) await caughtUp;
+            await this.handle(ev, bridge);
+          },
+          this.o.timers,
+        );
         this.socket = socket;
         await socket.connect();
         this.connections++;
@@ -182,9 +189,9 @@ export class FeishuComponent {
         release();
         this.health.success(this.clock.now());
         backoff.reset();
-        await socket.closed;
+        const why = await socket.closed;
         if (signal.aborted) break;
-        this.health.set("disconnected", "long connection closed");
+        this.health.set("disconnected", why === DEAD_LINK ? "the long connection stopped answering pings; reconnecting" : "long connection closed");
         await this.clock.sleep(backoff.next(), signal);
       } catch (err) {
         this.socket?.close();
