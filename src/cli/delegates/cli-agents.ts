@@ -287,7 +287,7 @@ export class CliAgents {
     return defineLocalTool({
       name,
       risk: "delegate",
-      description: `Delegate a task to ${spec.label} in this workspace. Returns its final reply and a conversation handle (${spec.agent}-N); pass it as \`session\` to continue.`,
+      description: `Delegate a task to ${spec.label} in this workspace. Returns its final reply and a conversation handle (${spec.agent}-N); pass it as \`session\` to continue.${spec.agent === "claude" ? " Claude may read and edit files in its working directory; commands and web access are refused and listed in the result's `denied` (run them yourself if still needed)." : ""}`,
       schema: Args,
       execute: async (args, ctx) => {
         const bad = (m: string): ToolResult => ({ content: `${name}: ${m}`, isError: true, errorKind: "invalid_arguments" });
