@@ -336,27 +336,8 @@ export class CliAgents {
       child.once("close", (code) => r(code));
       child.once("error", () => r(null));
     });
-    const turn = (conv?.turns ?? 0) + 1;
-    const n = (this.next.get(spec.agent) ?? 0) + 1;
-    if (name === null) this.next.set(spec.agent, n);
-    const convName = name ?? `${spec.agent}-${n}`;
-    const record: DelegationRecord = {
-      handle,
-      agent: spec.agent,
-      instance: instanceOf(this.o.home),
-      session: s.sessionId,
-      depth,
-      pid: child.pid ?? 0,
-      pid_start: child.pid !== undefined ? await processStart(child.pid) : null,
-      owner_pid: process.pid,
-      owner_start: await processStart(process.pid),
-      cwd: args.cwd,
-      started_unix_seconds: Math.floor(Date.now() / 1000),
-      conversation: convName,
-      turn,
-    };
-    if (child.pid !== undefined) await writeRecord(this.o.home, record).catch(() => undefined);
-
+    // Read the streams from the start: Node drains (discards) the output of a child that exits while nobody
+    // listens, which an agent that ends quickly does while the record below is still being written.
     let thread = conv?.thread ?? null;
     let reply = "";
     let usage: Record<string, number> = {};
@@ -393,6 +374,27 @@ export class CliAgents {
       stderr = Buffer.concat([stderr, c]);
       if (stderr.length > STDERR_TAIL_BYTES * 2) stderr = stderr.subarray(stderr.length - STDERR_TAIL_BYTES);
     });
+    const turn = (conv?.turns ?? 0) + 1;
+    const n = (this.next.get(spec.agent) ?? 0) + 1;
+    if (name === null) this.next.set(spec.agent, n);
+    const convName = name ?? `${spec.agent}-${n}`;
+    const record: DelegationRecord = {
+      handle,
+      agent: spec.agent,
+      instance: instanceOf(this.o.home),
+      session: s.sessionId,
+      depth,
+      pid: child.pid ?? 0,
+      pid_start: child.pid !== undefined ? await processStart(child.pid) : null,
+      owner_pid: process.pid,
+      owner_start: await processStart(process.pid),
+      cwd: args.cwd,
+      started_unix_seconds: Math.floor(Date.now() / 1000),
+      conversation: convName,
+      turn,
+    };
+    if (child.pid !== undefined) await writeRecord(this.o.home, record).catch(() => undefined);
+
     let ended: "cancelled" | "timeout" | null = null;
     const stop = (why: "cancelled" | "timeout"): void => {
       ended ??= why;
