@@ -11,6 +11,7 @@ import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { parseSs } from "../../src/cli/daemon-peer.js";
 import { processStart, writeRecord } from "../../src/runtime/delegation/records.js";
 import { childEnv, startDaemon, startRig, type Daemon, type Msg, type Rig } from "./client.js";
 
@@ -146,4 +147,19 @@ describe("daemon.control refuses management from delegated runs", () => {
     assert.equal(replies[0]!.code, "delegation_error");
     assert.match(replies[0]!.message, /no delegated run `codex-nope`/);
   });
+});
+
+it("parseSs reads inode pairs and holders from ss -xpn, paths with spaces included", () => {
+  const out = [
+    "Netid State Recv-Q Send-Q Local Address:Port    Peer Address:Port   Process",
+    'u_str ESTAB 0      0      /tmp/my home/state/server.sock 1400092            * 1400093 users:(("node",pid=8787,fd=22))',
+    'u_str ESTAB 0      0                  * 1400093            * 1400092 users:(("node",pid=8811,fd=3),("node",pid=8812,fd=3))',
+    "u_str ESTAB 0      0                  * 1400100            * 1400101",
+    "garbage line",
+  ].join("\n");
+  assert.deepEqual(parseSs(out), [
+    { local: "1400092", peer: "1400093", pids: [8787] },
+    { local: "1400093", peer: "1400092", pids: [8811, 8812] },
+    { local: "1400100", peer: "1400101", pids: [] },
+  ]);
 });
