@@ -35,10 +35,10 @@ export interface FeishuComponentOptions {
   credentials: FeishuCredentials;
   settings: AccountSettings;
   driver: ChatSessionDriver;
-  clock?: Clock;
+  clock?: Clock | undefined;
   /** The long connection's ping and dead-link timers (tests drive them by hand). */
-  timers?: Timers;
-  log?: (line: string) => void;
+  timers?: Timers | undefined;
+  log?: ((line: string) => void) | undefined;
 }
 
 export class FeishuComponent {

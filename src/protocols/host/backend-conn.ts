@@ -68,7 +68,7 @@ export class BackendConn implements ProviderRoute {
   readyAt: number | null = null;
   source?: { serviceId: string; instanceId: string };
   /** Dedicated session route. */
-  route?: LogicalRoute;
+  route?: LogicalRoute | undefined;
   /** Multiplexed routes by logical ID (the epoch registry, bounded). */
   readonly epochs = new Map<string, LogicalRoute>();
   /** Current multiplexed route per session URI. */
