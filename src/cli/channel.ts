@@ -56,6 +56,23 @@ function qr(text: string): string {
   return renderUnicodeCompact(text, { border: 1 }) + "\n";
 }
 
+/** Lines of stdin, read only when asked for (the pairing code); null at end of input. */
+const stdinLines = (() => {
+  let rl: ReturnType<typeof createInterface> | null = null;
+  let it: AsyncIterator<string> | null = null;
+  return {
+    async next(): Promise<string | null> {
+      rl ??= createInterface({ input: process.stdin, terminal: false });
+      it ??= rl[Symbol.asyncIterator]();
+      const r = await it.next();
+      return r.done === true ? null : r.value;
+    },
+    close(): void {
+      rl?.close();
+    },
+  };
+})();
+
 async function readSecret(): Promise<string> {
   const env = process.env["BERTH_FEISHU_APP_SECRET"];
   if (env) return env;
@@ -153,7 +170,12 @@ export async function runChannel(argv: string[]): Promise<number> {
         cdn: cfg.endpoints.wechat.cdn,
         show: (url, n) => process.stdout.write(`${n > 0 ? "New QR code. " : ""}Scan with WeChat (Me → Settings → … ClawBot), then confirm on the phone:\n${qr(url)}${url}\n`),
         progress: (line) => process.stdout.write(line + "\n"),
+        askCode: (retry) => {
+          process.stdout.write(retry ? "The code did not match; type the number shown in WeChat again: " : "Type the number shown in WeChat on your phone: ");
+          return stdinLines.next();
+        },
       });
+      stdinLines.close();
       await saveWechatCredentials(paths.credentials, creds);
       if (cfg.accounts.wechat[account] === undefined) await setAccount(home, "wechat", account, {});
       process.stdout.write(`Logged in wechat:${account}: bot ${creds.bot_id}, owner ${creds.user_id}.\n`);

@@ -27,6 +27,8 @@ export interface DaemonChannels {
    * `session` (the session a delegation's `parent` names), else the first such account; null when none.
    */
   ownerChat(session?: string): Promise<{ chat: string; bridge: ChatBridge } | null>;
+  /** `<channel>:<account>` of the running account whose chat runs SCV session `session`, or null. */
+  chatOf(session: string): Promise<string | null>;
   /** Claimed chat messages not yet answered, across every running account. */
   unanswered(): number;
   stop(): Promise<void>;
@@ -79,6 +81,14 @@ export async function startDaemonChannels(o: { home: string; workspace: string; 
       let n = 0;
       for (const s of sup.status()) n += sup.component(s.id)?.bridge?.unanswered ?? 0;
       return n;
+    },
+    async chatOf(session) {
+      if (sup === null) return null;
+      for (const s of sup.status()) {
+        const bridge = sup.component(s.id)?.bridge;
+        if (bridge && (await bridge.holdsSession(session))) return s.id;
+      }
+      return null;
     },
     async ownerChat(session) {
       if (sup === null) return null;

@@ -40,7 +40,13 @@ export interface ControlDeps {
 
 type Reply = string | WireError;
 
-export function createDaemonControl(d: ControlDeps): (cmd: ControlCommand, requestId: string) => Promise<Reply> {
+/** Why the connection's peer may not manage the daemon (a delegated agent run), or null when it may. */
+export type CallerCheck = () => Promise<string | null>;
+
+/** The actions a delegated agent run may not take (they change chat accounts or stop other runs). */
+const MANAGING: ReadonlySet<ControlAction["action"]> = new Set(["channel_set", "channel_logout", "delegation_kill"]);
+
+export function createDaemonControl(d: ControlDeps): (cmd: ControlCommand, requestId: string, caller?: CallerCheck) => Promise<Reply> {
   const fail = (code: ErrorCode, message: string, requestId: string): WireError => ({ code, message, request_id: requestId });
   const status = async (extra: Partial<DaemonStatus> = {}): Promise<DaemonStatus> => {
     const plan = d.restart.current();
@@ -129,9 +135,18 @@ export function createDaemonControl(d: ControlDeps): (cmd: ControlCommand, reque
     },
   };
 
-  return async (cmd, requestId) => {
+  return async (cmd, requestId, caller) => {
     const a = parseControl(cmd, requestId);
     if ("code" in a) return a;
+    if (MANAGING.has(a.action) && caller !== undefined) {
+      const why = await caller();
+      if (why !== null)
+        return fail(
+          a.action === "delegation_kill" ? "delegation_error" : "component_error",
+          `a delegated agent run cannot manage the daemon (${why.slice(0, 120)}); ask the user to run this from their own terminal`,
+          requestId,
+        );
+    }
     const h = handlers[a.action] as (a: ControlAction, rid: string) => Promise<Reply>;
     return h(a, requestId);
   };

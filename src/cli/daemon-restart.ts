@@ -7,7 +7,8 @@
  *   or a systemd unit: `INVOCATION_ID` set), when the installed `berth build-info` does not answer with
  *   `{version, commit}`, or when it reports a version other than the requested one.
  * - Otherwise a plan is saved (in memory) and returned at once: `{to_version, waiting_for, requester, origin,
- *   deadline_unix_seconds}`. A repeat for the same version returns the scheduled plan unchanged; another version
+ *   deadline_unix_seconds}`; `origin` is the `<channel>:<account>` whose chat runs the session `parent` names (its
+ *   second segment), null when `parent` is absent or names no chat session. A repeat for the same version returns the scheduled plan unchanged; another version
  *   replaces it.
  * - The plan waits while the delegation named by `parent` (`<instance>/<session>/<handle>`) still has a live process,
  *   then while any chat message a bridge has claimed is not yet answered;
@@ -29,6 +30,8 @@ export interface RestartOptions {
   exec: { node: string; script: string };
   /** Claimed chat messages not yet answered (the plan waits for them after the parent delegation). */
   unanswered: () => number;
+  /** `<channel>:<account>` of the chat whose conversation runs SCV session `session` (the plan's `origin`). */
+  originOf: (session: string) => Promise<string | null>;
   /** Starts the daemon's shutdown with `RESTART_EXIT_CODE`. */
   restart: (why: string) => void;
   now?: () => number;
@@ -92,11 +95,12 @@ export function restartPlanner(o: RestartOptions): RestartControl & { stop(): vo
       if (a.version !== undefined && info.version !== a.version)
         return { refused: `the release installed at ${o.exec.script} is ${info.version.slice(0, 32)}, not ${a.version.slice(0, 32)}; install that version first` };
       if (plan !== null && plan.to_version === info.version) return view(plan);
-      const parentHandle = a.parent?.split("/")[2] ?? null;
+      const [, session, parentHandle] = a.parent?.split("/") ?? [];
+      const origin = session !== undefined && session !== "" ? await o.originOf(session) : null;
       plan = {
         to_version: info.version,
         requester: a.parent ?? "client",
-        origin: null,
+        origin,
         deadline_unix_seconds: Math.floor(now() / 1000) + a.max_wait_seconds,
         parentHandle: parentHandle !== undefined && parentHandle !== "" ? parentHandle : null,
       };

@@ -12,6 +12,9 @@ import { isLoopbackHost } from "../protocols/host/ui-guard.js";
 import { startDaemonChannels, type DaemonChannels } from "./daemon-channels.js";
 import { ConfirmRegistry } from "./daemon-confirm.js";
 import { createDaemonControl } from "./daemon-control.js";
+import { delegatedPeer, peerPids } from "./daemon-peer.js";
+import type { Socket } from "node:net";
+import type { ScvServerDeps } from "../protocols/scv/connection.js";
 import { startDaemonDelegations, type DaemonDelegations } from "./daemon-delegations.js";
 import { RESTART_EXIT_CODE, restartPlanner } from "./daemon-restart.js";
 import { buildScvDeps } from "./scv-deps.js";
@@ -76,6 +79,7 @@ const restart = restartPlanner({
   home: resolveHome(process.env),
   supervised: underSupervisor,
   unanswered: () => channels?.unanswered() ?? 0,
+  originOf: async (session) => (await channels?.chatOf(session)) ?? null,
   exec: { node: process.execPath, script: process.argv[1] ?? "berth" },
   restart: (why) => requestStop?.(why, RESTART_EXIT_CODE),
 });
@@ -93,6 +97,17 @@ const daemonControl = createDaemonControl({
   restart: restart,
 });
 
+/**
+ * Why the peer of `socket` may not manage the daemon: it belongs to a delegated run, or it is gone before its
+ * request could be checked. Unknown peers (no `ss`, not Linux) are allowed: docs/scv.md names the limits.
+ */
+async function delegatedCaller(socket: Socket, home: string): Promise<string | null> {
+  const peer = await peerPids(socket);
+  if ("unknown" in peer) return null;
+  if (peer.pids.length === 0) return "the requesting process is gone before its request could be checked";
+  return delegatedPeer(peer.pids, home);
+}
+
 async function startScv(): Promise<[ScvSocketHandle, () => Promise<void>]> {
   const home = resolveHome(process.env);
   const built = await buildScvDeps({
@@ -103,7 +118,10 @@ async function startScv(): Promise<[ScvSocketHandle, () => Promise<void>]> {
     daemonControl,
   });
   try {
-    return [await listenScvSocket(scvSocketPath(process.env), built.deps), () => built.close()];
+    const perConnection = (socket: Socket): Partial<ScvServerDeps> => ({
+      daemonControl: (cmd, rid) => daemonControl(cmd, rid, () => delegatedCaller(socket, home)),
+    });
+    return [await listenScvSocket(scvSocketPath(process.env), built.deps, perConnection), () => built.close()];
   } catch (e) {
     await built.close();
     throw e;

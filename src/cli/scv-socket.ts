@@ -44,7 +44,11 @@ function probe(path: string): Promise<"live" | "stale"> {
 /** The longest Unix socket path Linux accepts (`sun_path` holds 108 bytes with the terminating NUL). */
 export const MAX_SOCKET_PATH_BYTES = 107;
 
-export async function listenScvSocket(path: string, deps: ScvServerDeps): Promise<ScvSocketHandle> {
+/**
+ * `perConnection` may replace dependencies for one accepted connection (the daemon binds its `daemon.control`
+ * handler to the connection's peer with it).
+ */
+export async function listenScvSocket(path: string, deps: ScvServerDeps, perConnection?: (socket: Socket) => Partial<ScvServerDeps>): Promise<ScvSocketHandle> {
   if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES)
     throw new Error(`the socket path ${path} is longer than ${MAX_SOCKET_PATH_BYTES} bytes; set SCV_HOME to a shorter directory`);
   const dir = dirname(path);
@@ -65,7 +69,7 @@ export async function listenScvSocket(path: string, deps: ScvServerDeps): Promis
   const conns = new Set<ScvConnection>();
   const server: Server = createServer({ allowHalfOpen: true }, (socket: Socket) => {
     socket.on("error", () => undefined);
-    const c = serveScvConnection(socket, socket, deps);
+    const c = serveScvConnection(socket, socket, perConnection === undefined ? deps : { ...deps, ...perConnection(socket) });
     conns.add(c);
     void c.done.then(() => conns.delete(c));
   });

@@ -72,6 +72,39 @@ describe("berth channel login wechat", () => {
     await assert.rejects(stat(join(home, "channels", "wechat", "default.json")));
   });
 
+  it("asks for the pairing code WeChat shows, asks again after a wrong one, and logs in with the right one", async () => {
+    const fake = await new FakeIlink().start();
+    cleanups.push(() => fake.close());
+    fake.qrScript = [{ status: "scaned" }, { status: "need_verifycode" }, { status: "confirmed" }];
+    const home = await homeWith({ wechat: { api: fake.base, cdn: fake.cdnBase } });
+    const r = await berth(home, ["login", "wechat"], {}, `1111\n${fake.pairingCode}\n`);
+    assert.equal(r.code, 0, r.err);
+    assert.deepEqual(fake.codesTried, ["1111", fake.pairingCode]);
+    assert.match(r.out, /Type the number shown in WeChat on your phone: /);
+    assert.match(r.out, /The code did not match; type the number shown in WeChat again: /);
+    assert.match(r.out, /Logged in wechat:default/);
+  });
+
+  it("a QR code blocked after three wrong pairing codes is replaced; no code typed ends the login", async () => {
+    const fake = await new FakeIlink().start();
+    cleanups.push(() => fake.close());
+    fake.qrScript = [{ status: "need_verifycode" }, { status: "need_verifycode" }, { status: "confirmed" }];
+    const home = await homeWith({ wechat: { api: fake.base, cdn: fake.cdnBase } });
+    const r = await berth(home, ["login", "wechat"], {}, `1\n2\n3\n${fake.pairingCode}\n`);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /Too many wrong pairing codes: this QR code is blocked/);
+    assert.equal(fake.qrCodesIssued, 2, "a new QR code after the block");
+    assert.deepEqual(fake.codesTried, ["1", "2", "3", fake.pairingCode]);
+    const none = await new FakeIlink().start();
+    cleanups.push(() => none.close());
+    none.qrScript = [{ status: "need_verifycode" }];
+    const home2 = await homeWith({ wechat: { api: none.base, cdn: none.cdnBase } });
+    const r2 = await berth(home2, ["login", "wechat"], {}, "");
+    assert.equal(r2.code, 1);
+    assert.match(r2.err, /pairing code shown on your phone, and none was typed/);
+    await assert.rejects(stat(join(home2, "channels", "wechat", "default.json")));
+  });
+
   it("refreshes an expired QR code, and gives up after three refreshes", async () => {
     const fake = await new FakeIlink().start();
     cleanups.push(() => fake.close());

@@ -6,11 +6,11 @@
  */
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { FAILURE_REPLY } from "../../src/channels/common/bridge.js";
+import { FAILURE_REPLY, TURN_FAILED_REPLY } from "../../src/channels/common/bridge.js";
 import type { ComponentStatus } from "../../src/channels/common/status.js";
 import { saveWechatCredentials } from "../../src/channels/wechat/credentials.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
@@ -112,6 +112,25 @@ describe("channels in berth daemon", () => {
     ilink.push(ilink.text("stranger@im.wechat", "hi daemon"));
     await ilink.waitSent((s) => s.length >= 2);
     assert.match(ilink.sent[1]!.text!, /hi daemon/);
+  });
+
+  it("a failed turn's chat_attach copies are deleted, never sent", async () => {
+    provider.script([
+      { steps: [{ toolCall: { id: "call_r", name: "write", arguments: { path: "report.txt", content: "draft\n" } } }] },
+      { steps: [{ toolCall: { id: "call_a", name: "chat_attach", arguments: { path: "report.txt" } } }] },
+      { steps: [{ streamError: "server_error" }], end: false },
+    ]);
+    const sent = ilink.sent.length;
+    ilink.push(ilink.text(ilink.ownerId, "send me the report"));
+    await ilink.waitSent((s) => s.length > sent);
+    assert.ok(ilink.sent[sent]!.text!.includes(TURN_FAILED_REPLY), ilink.sent[sent]!.text ?? "");
+    assert.equal(await readFile(join(ws, "report.txt"), "utf8"), "draft\n", "the tool calls ran");
+    assert.deepEqual(await readdir(join(home, "state", "media", "outbox")), [], "the attached copy was removed");
+    // The next reply in that chat comes with no file from the failed turn.
+    ilink.push(ilink.text(ilink.ownerId, "anything else?"));
+    await ilink.waitSent((s) => s.length > sent + 1);
+    assert.match(ilink.sent[sent + 1]!.text!, /anything else/);
+    assert.ok(ilink.sent.slice(sent).every((m) => m.item["file_item"] === undefined), "no file was sent");
   });
 
   it("kill -9 mid-turn, restart: one failure reply, no second turn; SIGTERM exits 0", async () => {

@@ -8,12 +8,15 @@ import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import type { AccountSettings } from "../../src/channels/common/component.js";
+import { FORWARD_UNREADABLE } from "../../src/channels/common/bridge.js";
 import { FeishuComponent } from "../../src/channels/feishu/component.js";
+import { FORWARD_MAX_ITEMS, forwardText } from "../../src/channels/feishu/inbound.js";
 import type { FeishuCredentials } from "../../src/channels/feishu/credentials.js";
 import { decodeFrame, encodeFrame, FrameError } from "../../src/channels/feishu/frame.js";
+import { deadAfterMs } from "../../src/channels/feishu/socket.js";
 import { FakeFeishu } from "../fakes/fake-feishu.js";
 import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
-import { InstantClock, tempHome, until } from "./helpers.js";
+import { InstantClock, ManualTimers, tempHome, until } from "./helpers.js";
 
 const OWNER = "ou_owner000000001";
 const cleanups: Array<() => Promise<void>> = [];
@@ -21,7 +24,7 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function setup(settings: Partial<AccountSettings> = {}, opts: { brand?: "feishu" | "lark"; secret?: string; fake?: FakeFeishu } = {}) {
+async function setup(settings: Partial<AccountSettings> = {}, opts: { brand?: "feishu" | "lark"; secret?: string; fake?: FakeFeishu; timers?: ManualTimers } = {}) {
   const fake = opts.fake ?? (await new FakeFeishu().start());
   if (!opts.fake) cleanups.push(() => fake.close());
   const { home, cleanup } = await tempHome();
@@ -36,7 +39,15 @@ async function setup(settings: Partial<AccountSettings> = {}, opts: { brand?: "f
   };
   const driver = new FakeSessionDriver();
   const clock = new InstantClock();
-  const comp = new FeishuComponent({ home, account: "default", credentials, settings: { enabled: true, workspace: home, remoteTools: "none", senders: "anyone", ...settings }, driver, clock });
+  const comp = new FeishuComponent({
+    home,
+    account: "default",
+    credentials,
+    settings: { enabled: true, workspace: home, remoteTools: "none", senders: "anyone", ...settings },
+    driver,
+    clock,
+    ...(opts.timers !== undefined ? { timers: opts.timers } : {}),
+  });
   await comp.start();
   cleanups.push(() => comp.stop());
   return { fake, home, driver, comp, clock };
@@ -114,6 +125,35 @@ describe("feishu: health", () => {
     const { comp, clock } = await setup({}, { fake });
     await comp.health.until((h) => h.state === "connected");
     assert.equal(clock.sleeps[0], 1000);
+  });
+});
+
+describe("feishu: dead link", () => {
+  it("a link that stops answering pings is closed at 2 × interval + 30 s (not a millisecond sooner) and reconnected", async () => {
+    const timers = new ManualTimers();
+    const { fake, comp } = await setup({}, { timers });
+    await comp.health.until((h) => h.state === "connected");
+    await fake.waitFor(() => fake.pings.length >= 1); // the connect-time ping, answered: the last frame at t = 0
+    fake.silent = true;
+    timers.advance(120_000); // the next ping goes out and gets no answer
+    await fake.waitFor(() => fake.unansweredPings >= 1);
+    timers.advance(deadAfterMs(120_000) - 120_000 - 1);
+    await fake.waitFor(() => fake.unansweredPings >= 2);
+    assert.equal(timers.now, 269_999);
+    assert.equal(fake.connections, 1);
+    assert.equal(comp.status().state, "connected", "one millisecond before the bound the link still counts as live");
+    let seen: string | null = null;
+    const down = comp.health.until((h) => {
+      if (h.state === "disconnected") seen = h.error;
+      return h.state === "disconnected";
+    });
+    timers.advance(1);
+    await down;
+    assert.equal(seen, "the long connection stopped answering pings; reconnecting");
+    fake.silent = false;
+    await fake.waitFor(() => fake.connections === 2);
+    await comp.health.until((h) => h.state === "connected");
+    await fake.waitFor(() => fake.pings.length >= 2); // the new link pings at once and is answered
   });
 });
 
@@ -316,6 +356,31 @@ describe("feishu: media, held replies, brands, questions", () => {
     await fake.waitFor(() => fake.sent.some((s) => textOf(s).includes("voice")));
     await comp.bridge!.idle();
     assert.equal(driver.turns.length, 1);
+  });
+
+  it("a merge_forward reaches the turn as the text of its forwarded messages; an unreadable one says so", async () => {
+    const { fake, comp, driver } = await setup();
+    await comp.health.until((h) => h.state === "connected");
+    fake.forwardMessage({ chatId: "oc_fw", chatType: "p2p", sender: "ou_f" }, [
+      { sender: "ou_alice", text: "the build is red", createMs: 2 },
+      { sender: "ou_bob", msgType: "file", content: { file_key: "file_1", file_name: "log.txt" }, createMs: 3 },
+      { sender: "ou_carol", msgType: "post", content: { title: "Plan", content: [[{ tag: "text", text: "fix it today" }]] }, createMs: 1 },
+    ]);
+    await fake.waitFor(() => fake.sent.length >= 1);
+    assert.equal(driver.turns[0]!.prompt, "Forwarded messages:\n[ou_carol] Plan fix it today\n[ou_alice] the build is red\n[ou_bob] [file log.txt]");
+    // A bundle the platform no longer returns (not in its history): the turn is told it could not be read.
+    fake.pushEvent({ schema: "2.0", header: { event_type: "im.message.receive_v1" }, event: { sender: { sender_id: { open_id: "ou_f" }, sender_type: "user" }, message: { message_id: "om_gone", chat_id: "oc_fw", chat_type: "p2p", message_type: "merge_forward", content: '{"content":"Merged and Forwarded Message"}', create_time: "5" } } });
+    await fake.waitFor(() => fake.sent.length >= 2);
+    assert.equal(driver.turns[1]!.prompt, FORWARD_UNREADABLE);
+  });
+
+  it("forwardText keeps at most 50 forwarded messages and says how many more there were", () => {
+    const items = [{ message_id: "om_root" }, ...Array.from({ length: 52 }, (_, i) => ({ message_id: `c${i}`, upper_message_id: "om_root", msg_type: "text", create_time: String(i), sender: { id: "ou_x", sender_type: "user" }, body: { content: JSON.stringify({ text: `m${i}` }) } }))];
+    const lines = forwardText(items, "om_root").split("\n");
+    assert.equal(lines.length, 1 + FORWARD_MAX_ITEMS + 1);
+    assert.equal(lines[FORWARD_MAX_ITEMS], "[ou_x] m49");
+    assert.equal(lines.at(-1), "[… 2 more]");
+    assert.equal(forwardText(items.slice(0, 51), "om_root").split("\n").length, 1 + FORWARD_MAX_ITEMS, "exactly 50: no 'more' line");
   });
 
   it("a refused reply (final code) is held and carried by the next reply", async () => {

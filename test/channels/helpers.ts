@@ -2,7 +2,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Clock } from "../../src/channels/common/backoff.js";
+import type { Clock, Timers } from "../../src/channels/common/backoff.js";
 
 export async function tempHome(): Promise<{ home: string; cleanup: () => Promise<void> }> {
   const home = await mkdtemp(join(tmpdir(), "berth-ch-"));
@@ -46,4 +46,34 @@ export class InstantClock implements Clock {
 /** Polls a condition on the event loop (no wall-clock bound: the runner's timeout is the only limit). */
 export async function until(pred: () => boolean | Promise<boolean>): Promise<void> {
   while (!(await pred())) await new Promise((r) => setTimeout(r, 5));
+}
+
+/** Timers moved by hand: `advance(ms)` fires every timer due by then, in order (timers they set included). */
+export class ManualTimers implements Timers {
+  private nowMs = 0;
+  private seq = 0;
+  private readonly pending = new Map<number, { at: number; fn: () => void }>();
+  set(fn: () => void, ms: number): number {
+    const id = ++this.seq;
+    this.pending.set(id, { at: this.nowMs + ms, fn });
+    return id;
+  }
+  clear(handle: unknown): void {
+    this.pending.delete(handle as number);
+  }
+  get now(): number {
+    return this.nowMs;
+  }
+  advance(ms: number): void {
+    const target = this.nowMs + ms;
+    for (;;) {
+      let next: [number, { at: number; fn: () => void }] | null = null;
+      for (const e of this.pending) if (e[1].at <= target && (next === null || e[1].at < next[1].at)) next = e;
+      if (next === null) break;
+      this.pending.delete(next[0]);
+      this.nowMs = next[1].at;
+      next[1].fn();
+    }
+    this.nowMs = target;
+  }
 }

@@ -60,6 +60,9 @@ export class FakeFeishu {
   /** Re-push an unacked event after this many ms. */
   ackTimeoutMs = 3000;
   connections = 0;
+  /** A dead link: the socket stays open but pings get no pong (counted in `unansweredPings`). */
+  silent = false;
+  unansweredPings = 0;
   private readonly history = new Map<string, Array<Record<string, unknown>>>();
   private readonly resources = new Map<string, { bytes: Buffer; mime: string }>();
   readonly uploads = new Map<string, { name: string; bytes: Buffer }>();
@@ -130,6 +133,30 @@ export class FakeFeishu {
     return messageId;
   }
 
+  private readonly bundles = new Map<string, Array<Record<string, unknown>>>();
+
+  /**
+   * A `merge_forward` message: its content is the platform's fixed placeholder; `GET /im/v1/messages/{id}` returns
+   * it followed by the forwarded children (each with `upper_message_id`), as live.
+   */
+  forwardMessage(u: Omit<UserMessage, "msgType" | "content" | "text">, children: Array<{ sender: string; text?: string; msgType?: string; content?: Record<string, unknown>; createMs?: number }>): string {
+    const messageId = u.messageId ?? `om_${randomBytes(8).toString("hex")}`;
+    this.bundles.set(
+      messageId,
+      children.map((c, i) => ({
+        message_id: `om_child_${randomBytes(6).toString("hex")}`,
+        upper_message_id: messageId,
+        msg_type: c.msgType ?? "text",
+        create_time: String(c.createMs ?? 1_700_000_000_000 + i),
+        chat_id: "oc_elsewhere",
+        deleted: false,
+        sender: { id: c.sender, id_type: "open_id", sender_type: "user", tenant_key: "t" },
+        body: { content: JSON.stringify(c.content ?? { text: c.text ?? "" }) },
+      })),
+    );
+    return this.userMessage({ ...u, messageId, msgType: "merge_forward", content: { content: "Merged and Forwarded Message" } });
+  }
+
   /** Puts bytes behind `/messages/{id}/resources/{key}`. */
   putResource(messageId: string, key: string, bytes: Buffer, mime = "application/octet-stream"): void {
     this.resources.set(`${messageId}/${key}`, { bytes, mime });
@@ -184,6 +211,11 @@ export class FakeFeishu {
     ws.on("message", (data: Buffer) => {
       const f = decodeFrame(data);
       if (f.method === 0 && header(f, "type") === "ping") {
+        if (this.silent) {
+          this.unansweredPings++;
+          this.notify();
+          return;
+        }
         this.pings.push(Date.now());
         ws.send(encodeFrame({ ...f, headers: [{ key: "type", value: "pong" }], payload: Buffer.from(JSON.stringify({ PingInterval: this.pongPingInterval, ReconnectCount: -1, ReconnectInterval: 1, ReconnectNonce: 0 })) }));
         this.notify();
@@ -304,6 +336,13 @@ export class FakeFeishu {
       const items = all.slice(from, from + size);
       const more = from + size < all.length;
       return send({ code: 0, data: { items, has_more: more, page_token: more ? String(from + size) : "" } });
+    }
+    const single = /^\/open-apis\/im\/v1\/messages\/([^/]+)$/.exec(p);
+    if (single && req.method === "GET") {
+      const id = decodeURIComponent(single[1]!);
+      const msg = [...this.history.values()].flat().find((m) => m["message_id"] === id);
+      if (!msg) return send({ code: 230011, msg: "message not found", data: {} });
+      return send({ code: 0, data: { items: [msg, ...(this.bundles.get(id) ?? [])] } });
     }
     const resource = /^\/open-apis\/im\/v1\/messages\/([^/]+)\/resources\/([^/]+)$/.exec(p);
     if (resource) {

@@ -25,7 +25,7 @@ export interface SentMessage {
 }
 
 export interface QrStep {
-  status: "wait" | "scaned" | "expired" | "scaned_but_redirect" | "confirmed";
+  status: "wait" | "scaned" | "expired" | "scaned_but_redirect" | "confirmed" | "need_verifycode";
   /** For `confirmed`: override fields (e.g. a hostile baseurl). */
   fields?: Record<string, unknown>;
 }
@@ -67,6 +67,11 @@ export class FakeIlink {
   stalledSends = 0;
   qrScript: QrStep[] = [];
   qrCodesIssued = 0;
+  /** The number WeChat shows on the phone for a `need_verifycode` step; three wrong codes block (new QR needed). */
+  pairingCode = "4821";
+  /** `verify_code` values the status polls carried, in order. */
+  readonly codesTried: string[] = [];
+  private wrongCodes = 0;
   private readonly log: Array<Record<string, unknown>> = [];
   private waiters: Array<() => void> = [];
   private readonly usedTokens = new Set<string>();
@@ -187,6 +192,20 @@ export class FakeIlink {
         return send({ ret: 0, qrcode, qrcode_img_content: `https://liteapp.weixin.qq.com/q/${qrcode}` });
       }
       case "/ilink/bot/get_qrcode_status": {
+        if (this.qrScript[0]?.status === "need_verifycode") {
+          // Held until the poll carries the right code; three wrong ones block this QR code.
+          const code = url.searchParams.get("verify_code");
+          if (code === null) return send({ ret: 0, status: "need_verifycode" });
+          this.codesTried.push(code);
+          if (code !== this.pairingCode) {
+            if (++this.wrongCodes < 3) return send({ ret: 0, status: "need_verifycode" });
+            this.wrongCodes = 0;
+            this.qrScript.shift();
+            return send({ ret: 0, status: "verify_code_blocked" });
+          }
+          this.wrongCodes = 0;
+          this.qrScript.shift();
+        }
         const step = this.qrScript.shift() ?? { status: "wait" };
         if (step.status === "scaned_but_redirect") return send({ ret: 0, status: step.status, redirect_host: `127.0.0.1:${this.port}` });
         if (step.status === "confirmed")

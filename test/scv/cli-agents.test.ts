@@ -109,10 +109,12 @@ process.stdin.on("end", () => {
   e({ type: "system", subtype: "init", session_id: sid, cwd: process.cwd(), tools: ["Bash", "Edit"], model: "claude-sonnet-4-5" });
   e({ type: "assistant", session_id: sid, message: { id: "msg_1", role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "Bash", input: { command: "npm test" } }] } });
   e({ type: "user", session_id: sid, message: { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "ok" }] } });
-  const fixed = args.slice(0, 5).join(" ") === "-p --output-format stream-json --verbose --dangerously-skip-permissions";
+  const fixed = args.slice(0, 6).join(" ") === "-p --output-format stream-json --verbose --permission-mode acceptEdits" && !args.includes("--dangerously-skip-permissions");
   const reply = "claude " + (fixed ? "argv ok" : "argv bad") + " prompt=" + prompt + " home=" + process.env.CLAUDE_CONFIG_DIR + " key=" + (process.env.ANTHROPIC_API_KEY ?? "none") + " resumed=" + args.includes("--resume");
   e({ type: "assistant", session_id: sid, message: { id: "msg_2", role: "assistant", content: [{ type: "text", text: reply }] } });
-  e({ type: "result", subtype: "success", is_error: false, duration_ms: 10, num_turns: 2, result: reply, session_id: sid, total_cost_usd: 0.01, usage: { input_tokens: 50, output_tokens: 7, cache_read_input_tokens: 0 } });
+  // Claude Code's headless answer to a tool its permission mode does not allow: refused, listed in the result.
+  const permission_denials = [{ tool_name: "Bash", tool_use_id: "toolu_2", tool_input: { command: "npm publish --token=sk-leaky0123456789abcdef" } }];
+  e({ type: "result", subtype: "success", is_error: false, duration_ms: 10, num_turns: 2, result: reply, session_id: sid, total_cost_usd: 0.01, usage: { input_tokens: 50, output_tokens: 7, cache_read_input_tokens: 0 }, permission_denials });
 });
 `;
 
@@ -168,6 +170,9 @@ it("agent_claude and agent_pi run their CLIs with fixed argv, private homes and 
     assert.equal(c1.session, "claude-1");
     assert.deepEqual(c1.usage, { input_tokens: 50, output_tokens: 7, cache_read_input_tokens: 0 });
     assert.equal(c1.reply, `claude argv ok prompt=-dash prompt home=${join(rig.home, "adapters", "claude")} key=none resumed=false`);
+    assert.equal(c1.denied.length, 1, "the refused command is reported for the caller to run through its own gate");
+    assert.match(c1.denied[0] as string, /^\$ npm publish/);
+    assert.ok(!(c1.denied[0] as string).includes("sk-leaky0123456789abcdef"), "credential-like values are redacted");
     const c2 = result("call_c2");
     assert.equal(c2.turn, 2);
     assert.match(c2.reply as string, /resumed=true$/);

@@ -238,6 +238,7 @@ describe("restart_when_idle under a supervisor", () => {
       assert.equal(planned.status.restart.to_version, pkg.version);
       assert.equal(planned.status.restart.waiting_for, "delegation codex-3f9a2c");
       assert.equal(planned.status.restart.requester, parent);
+      assert.equal(planned.status.restart.origin, null, "no chat runs session s1");
       const again = await control(c, { action: "restart_when_idle", version: pkg.version, max_wait_seconds: 10 });
       assert.deepEqual(again.status.restart, planned.status.restart, "a repeat returns the scheduled plan");
       assert.equal(d.exitCode, null);

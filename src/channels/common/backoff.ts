@@ -24,6 +24,18 @@ export const realClock: Clock = {
     }),
 };
 
+/** One-shot timers (the Feishu link's ping and dead-link timers), injectable so tests move time by hand. */
+export interface Timers {
+  set(fn: () => void, ms: number): unknown;
+  clear(handle: unknown): void;
+}
+
+/** Node's timers, unref'd (a timer alone never keeps the process alive). */
+export const realTimers: Timers = {
+  set: (fn, ms) => setTimeout(fn, ms).unref(),
+  clear: (h) => clearTimeout(h as NodeJS.Timeout),
+};
+
 export class Backoff {
   private failures = 0;
   constructor(

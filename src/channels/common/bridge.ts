@@ -64,6 +64,13 @@ export const TURN_TIMEOUT_MS = 5 * 60 * 1000;
 export const TURN_TIMEOUT_REPLY = "That took too long and was stopped. Please try again, perhaps with a smaller request.";
 
 export const FAILURE_REPLY = "Your previous message was interrupted by a restart and was not processed. Please send it again.";
+/** Removes outbox copies that will not be sent (never throws). */
+async function discardFiles(files: OutboundFile[]): Promise<void> {
+  await Promise.all(files.map((f) => rm(f.path, { force: true }).catch(() => undefined)));
+}
+
+/** Prompt text for a forwarded bundle whose messages could not be fetched. */
+export const FORWARD_UNREADABLE = "[forwarded messages that could not be read]";
 export const TURN_FAILED_REPLY = "Sorry, that request failed. Please try again.";
 export const NOTHING_READABLE_REPLY = "I can only read text, images and files here.";
 export const NO_TRANSCRIPT_REPLY = "I can't listen to voice messages; please type your message.";
@@ -263,6 +270,10 @@ export class ChatBridge {
       if (!m.voiceTranscript) return this.finish(m, target, conv, systemMessage(this.o.port.platform, NO_TRANSCRIPT_REPLY), [], false);
       text = [text, m.voiceTranscript].filter((t) => t !== "").join("\n");
     }
+    if (m.forwardOf !== undefined && this.o.port.forwarded !== undefined) {
+      const fwd = await this.o.port.forwarded(m).catch(() => FORWARD_UNREADABLE);
+      text = [text, fwd].filter((t) => t !== "").join("\n");
+    }
     const { attachments, notes } = await fetchMedia(this.o.port, m, owner, this.o.mediaRoot, conv);
     const prompt = [text, ...notes].filter((t) => t !== "").join("\n");
     if (prompt === "" && attachments.length === 0) {
@@ -285,9 +296,12 @@ export class ChatBridge {
       const sid = await this.session(conv, tools);
       const out = await this.o.driver.runTurn(sid, prompt, attachments, turn.signal);
       this.lastUsed.set(conv, this.clock.now());
+      // Only a completed turn's attachments go out; a failed, timed-out or cancelled turn's copies are deleted.
+      const complete = out.terminal === "completed" && !timedOut && tools;
+      if (!complete) await discardFiles(out.files);
       if (out.terminal === "cancelled" && this.abort.signal.aborted) return; // shutting down: the claim stays for recovery
       reply = out.text ?? "";
-      files = tools ? out.files : [];
+      files = complete ? out.files : [];
       if (timedOut) reply = systemMessage(this.o.port.platform, TURN_TIMEOUT_REPLY);
       else if (out.terminal !== "completed" && reply === "") reply = systemMessage(this.o.port.platform, TURN_FAILED_REPLY);
     } catch {

@@ -98,3 +98,29 @@ export async function pruneMedia(mediaRoot: string, nowMs: number, keepDays = ME
   }
   return removed;
 }
+
+/** Outbox copies older than this are left over from turns whose replies never went out (a crash, a lost host). */
+export const OUTBOX_KEEP_MS = 24 * 3600 * 1000;
+
+/**
+ * Deletes `chat_attach` copies in the shared media outbox older than `keepMs` (by modification time); a copy of a
+ * reply still being delivered is minutes old. Returns how many files went.
+ */
+export async function pruneOutbox(outbox: string, nowMs: number, keepMs = OUTBOX_KEEP_MS): Promise<number> {
+  let names: string[];
+  try {
+    names = await readdir(outbox);
+  } catch {
+    return 0;
+  }
+  let removed = 0;
+  for (const n of names) {
+    const p = join(outbox, n);
+    const st = await stat(p).catch(() => null);
+    if (st?.isFile() && st.mtimeMs < nowMs - keepMs) {
+      await rm(p, { force: true });
+      removed++;
+    }
+  }
+  return removed;
+}

@@ -35,6 +35,8 @@ export interface InboundMessage {
   chatType?: string;
   /** Voice with the platform's transcript; a voice without one gets a fixed reply. */
   voiceTranscript?: string | null;
+  /** Feishu `merge_forward`: the bundle's message ID, whose forwarded messages `PlatformPort.forwarded` reads. */
+  forwardOf?: string;
 }
 
 export type SendResult = "sent" | "refused";
@@ -49,6 +51,11 @@ export interface PlatformPort {
    */
   sendPart(target: ReplyTarget, text: string, id: string, first: boolean): Promise<SendResult>;
   sendFile(target: ReplyTarget, file: OutboundFile, id: string): Promise<SendResult>;
+  /**
+   * The forwarded messages of a `forwardOf` bundle as prompt text (bounded). Throws on a transport failure or
+   * refusal; the bridge then tells the model the bundle could not be read.
+   */
+  forwarded?(msg: InboundMessage): Promise<string>;
   /** Downloads into `dest` (mode 0600), never more than `maxBytes`; returns the byte count and MIME type. */
   download(msg: InboundMessage, media: InboundMedia, dest: string, maxBytes: number): Promise<{ size: number; mime: string }>;
 }

@@ -9,12 +9,12 @@
  *   1 → 60 s; bad app credentials stop in `failed` with the "log in again" error.
  * - An event is acked only after its claim is durable (the bridge's `accept` resolved), never after the turn.
  */
-import { Backoff, realClock, type Clock } from "../common/backoff.js";
+import { Backoff, realClock, type Clock, type Timers } from "../common/backoff.js";
 import { ChatBridge } from "../common/bridge.js";
 import { Health, type AccountSettings } from "../common/component.js";
 import type { ChatSessionDriver } from "../common/driver.js";
 import { channelPaths } from "../common/files.js";
-import { pruneMedia } from "../common/media.js";
+import { pruneMedia, pruneOutbox } from "../common/media.js";
 import type { InboundMessage } from "../common/port.js";
 import { DeliveryState } from "../common/state.js";
 import { needsLogin, sanitizeError, type ComponentStatus } from "../common/status.js";
@@ -22,7 +22,7 @@ import { FeishuApi, FeishuError } from "./api.js";
 import { feishuFingerprint, type FeishuCredentials } from "./credentials.js";
 import { fromEvent, fromHistory } from "./inbound.js";
 import { FeishuPort } from "./port.js";
-import { FeishuSocket } from "./socket.js";
+import { DEAD_LINK, FeishuSocket } from "./socket.js";
 
 const CATCHUP_CHATS = 32;
 const CATCHUP_PAGES = 4;
@@ -36,6 +36,8 @@ export interface FeishuComponentOptions {
   settings: AccountSettings;
   driver: ChatSessionDriver;
   clock?: Clock | undefined;
+  /** The long connection's ping and dead-link timers (tests drive them by hand). */
+  timers?: Timers | undefined;
   log?: ((line: string) => void) | undefined;
 }
 
@@ -66,6 +68,7 @@ export class FeishuComponent {
     const api = new FeishuApi({ open: c.open_url, appId: c.app_id, appSecret: c.app_secret, clock: this.clock });
     this.state = await DeliveryState.load(paths.state, feishuFingerprint(c));
     await pruneMedia(paths.media, this.clock.now()).catch(() => 0);
+    await pruneOutbox(paths.outbox, this.clock.now()).catch(() => 0);
     this.bridge = new ChatBridge({
       port: new FeishuPort(api),
       driver: this.o.driver,
@@ -164,10 +167,15 @@ export class FeishuComponent {
         let release!: () => void;
         const caughtUp = new Promise<void>((r) => (release = r));
         let ready = false;
-        const socket = new FeishuSocket(ep.url, ep.pingIntervalS, async (ev) => {
-          if (!ready) await caughtUp;
-          await this.handle(ev, bridge);
-        });
+        const socket = new FeishuSocket(
+          ep.url,
+          ep.pingIntervalS,
+          async (ev) => {
+            if (!ready) await caughtUp;
+            await this.handle(ev, bridge);
+          },
+          this.o.timers,
+        );
         this.socket = socket;
         await socket.connect();
         this.connections++;
@@ -181,9 +189,9 @@ export class FeishuComponent {
         release();
         this.health.success(this.clock.now());
         backoff.reset();
-        await socket.closed;
+        const why = await socket.closed;
         if (signal.aborted) break;
-        this.health.set("disconnected", "long connection closed");
+        this.health.set("disconnected", why === DEAD_LINK ? "the long connection stopped answering pings; reconnecting" : "long connection closed");
         await this.clock.sleep(backoff.next(), signal);
       } catch (err) {
         this.socket?.close();

@@ -79,6 +79,8 @@ function build(r: Raw, botOpenId: string | null): InboundMessage | null {
     case "audio":
       voice = null; // Feishu gives no transcript
       break;
+    case "merge_forward":
+      break; // its content is a fixed placeholder: the bridge reads the forwarded messages (`forwardOf`)
     default:
       text = `[${r.msgType} message]`;
   }
@@ -105,6 +107,7 @@ function build(r: Raw, botOpenId: string | null): InboundMessage | null {
     chatType: group ? "group" : "p2p",
   };
   if (voice !== undefined) msg.voiceTranscript = voice;
+  if (r.msgType === "merge_forward") msg.forwardOf = r.messageId;
   return msg;
 }
 
@@ -167,4 +170,47 @@ export function fromHistory(item: unknown, chatType: string, botOpenId: string |
     },
     botOpenId,
   );
+}
+
+/** Forwarded messages rendered into a prompt: at most this many, each at most `FORWARD_ITEM_CHARS`. */
+export const FORWARD_MAX_ITEMS = 50;
+export const FORWARD_ITEM_CHARS = 2000;
+
+/**
+ * The children of merge_forward bundle `rootId` from `GET /im/v1/messages/{id}` items (each child names its bundle
+ * in `upper_message_id`; the bundle itself is among the items), oldest first, as
+ * `Forwarded messages:` followed by one `[<sender>] <text>` line each. Media become `[image]`, `[file NAME]`…,
+ * a nested bundle `[forwarded messages]`. Past `FORWARD_MAX_ITEMS` a `[… N more]` line ends it.
+ */
+export function forwardText(items: unknown[], rootId: string): string {
+  const children = items
+    .map(obj)
+    .filter((m): m is Obj => m !== null && str(m["upper_message_id"]) === rootId && str(m["message_id"]) !== rootId && m["deleted"] !== true)
+    .sort((a, b) => Number(str(a["create_time"])) - Number(str(b["create_time"])));
+  const lines = ["Forwarded messages:"];
+  for (const m of children.slice(0, FORWARD_MAX_ITEMS)) {
+    const sender = obj(m["sender"]);
+    const who = str(sender?.["sender_type"]) === "app" ? "app" : str(sender?.["id"]) || "unknown";
+    let content: Obj = {};
+    try {
+      content = obj(JSON.parse(str(obj(m["body"])?.["content"]))) ?? {};
+    } catch {
+      content = {};
+    }
+    const type = str(m["msg_type"]);
+    let text: string;
+    if (type === "text") text = str(content["text"]);
+    else if (type === "post") text = postText(content, [], str(m["message_id"]));
+    else if (type === "image") text = "[image]";
+    else if (type === "file") text = `[file ${str(content["file_name"]) || "file"}]`;
+    else if (type === "merge_forward") text = "[forwarded messages]";
+    else text = `[${type || "unknown"} message]`;
+    for (const mention of mentionsOf(m["mentions"])) text = text.split(mention.key).join(`@${mention.name}`);
+    text = text.trim().replace(/\s*\n\s*/g, " ");
+    if (text.length > FORWARD_ITEM_CHARS) text = text.slice(0, FORWARD_ITEM_CHARS) + "…";
+    lines.push(`[${who}] ${text}`);
+  }
+  if (children.length > FORWARD_MAX_ITEMS) lines.push(`[… ${children.length - FORWARD_MAX_ITEMS} more]`);
+  if (children.length === 0) lines.push("(none readable)");
+  return lines.join("\n");
 }

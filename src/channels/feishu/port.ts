@@ -8,7 +8,7 @@ import type { OutboundFile } from "../common/driver.js";
 import type { InboundMedia, InboundMessage, PlatformPort, SendResult } from "../common/port.js";
 import type { ReplyTarget } from "../common/state.js";
 import { FeishuError, type FeishuApi } from "./api.js";
-import type { FeishuMediaRef } from "./inbound.js";
+import { forwardText, type FeishuMediaRef } from "./inbound.js";
 
 export const FEISHU_PART_BYTES = 16 * 1024;
 const IMAGE_MAX = 10 * 1024 * 1024;
@@ -84,6 +84,12 @@ export class FeishuPort implements PlatformPort {
       if (err instanceof FeishuError && err.kind === "refused") return "refused";
       throw err;
     }
+  }
+
+  async forwarded(msg: InboundMessage): Promise<string> {
+    const id = msg.forwardOf ?? msg.id;
+    const data = await this.api.call("GET", `/open-apis/im/v1/messages/${encodeURIComponent(id)}`);
+    return forwardText(Array.isArray(data["items"]) ? (data["items"] as unknown[]) : [], id);
   }
 
   download(_msg: InboundMessage, m: InboundMedia, dest: string, maxBytes: number): Promise<{ size: number; mime: string }> {

@@ -10,11 +10,20 @@
  * - `closed` resolves once the socket is gone, for any reason; `close()` is idempotent.
  */
 import WebSocket from "ws";
+import { realTimers, type Timers } from "../common/backoff.js";
 import { decodeFrame, encodeFrame, header, METHOD_CONTROL, METHOD_DATA, type Frame } from "./frame.js";
 
 const MAX_PARTS = 64;
 const MAX_EVENT_BYTES = 8 * 1024 * 1024;
 const FRAGMENT_TTL_MS = 30_000;
+
+/** The close reason of a link that went silent. */
+export const DEAD_LINK = "no frames from the server: link presumed dead";
+
+/** Silence after which the link is dead: two ping intervals plus 30 s. */
+export function deadAfterMs(pingMs: number): number {
+  return 2 * pingMs + 30_000;
+}
 
 export type EventHandler = (event: unknown) => Promise<void>;
 
@@ -26,8 +35,8 @@ interface Partial {
 
 export class FeishuSocket {
   private ws: WebSocket | null = null;
-  private pingTimer: NodeJS.Timeout | null = null;
-  private deadTimer: NodeJS.Timeout | null = null;
+  private pingTimer: unknown = null;
+  private deadTimer: unknown = null;
   private pingMs: number;
   private serviceId = 0;
   private readonly partials = new Map<string, Partial>();
@@ -38,6 +47,7 @@ export class FeishuSocket {
     private readonly url: string,
     pingIntervalS: number,
     private readonly onEvent: EventHandler,
+    private readonly timers: Timers = realTimers,
   ) {
     this.pingMs = Math.max(1, pingIntervalS) * 1000;
   }
@@ -73,15 +83,13 @@ export class FeishuSocket {
 
   /** (Re)arms the next ping one interval from now (also when a pong changed the interval). */
   private schedulePing(): void {
-    if (this.pingTimer) clearTimeout(this.pingTimer);
-    this.pingTimer = setTimeout(() => this.ping(), this.pingMs);
-    this.pingTimer.unref();
+    if (this.pingTimer !== null) this.timers.clear(this.pingTimer);
+    this.pingTimer = this.timers.set(() => this.ping(), this.pingMs);
   }
 
   private armDead(): void {
-    if (this.deadTimer) clearTimeout(this.deadTimer);
-    this.deadTimer = setTimeout(() => this.close("no frames from the server: link presumed dead"), 2 * this.pingMs + 30_000);
-    this.deadTimer.unref();
+    if (this.deadTimer !== null) this.timers.clear(this.deadTimer);
+    this.deadTimer = this.timers.set(() => this.close(DEAD_LINK), deadAfterMs(this.pingMs));
   }
 
   private onMessage(data: Buffer): void {
@@ -156,8 +164,9 @@ export class FeishuSocket {
   }
 
   private finish(reason: string): void {
-    if (this.pingTimer) clearTimeout(this.pingTimer);
-    if (this.deadTimer) clearTimeout(this.deadTimer);
+    if (this.pingTimer !== null) this.timers.clear(this.pingTimer);
+    if (this.deadTimer !== null) this.timers.clear(this.deadTimer);
+    this.pingTimer = this.deadTimer = null;
     this.resolveClosed(reason);
   }
 

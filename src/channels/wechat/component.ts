@@ -11,7 +11,7 @@ import type { AccountSettings } from "../common/component.js";
 import { Health } from "../common/component.js";
 import type { ChatSessionDriver } from "../common/driver.js";
 import { channelPaths } from "../common/files.js";
-import { pruneMedia } from "../common/media.js";
+import { pruneMedia, pruneOutbox } from "../common/media.js";
 import type { InboundMessage } from "../common/port.js";
 import { DeliveryState } from "../common/state.js";
 import { needsLogin, sanitizeError, type ComponentStatus } from "../common/status.js";
@@ -52,6 +52,7 @@ export class WechatComponent {
     const client = new IlinkClient({ base: c.base_url, cdn: c.cdn_url, token: c.bot_token, clock: this.clock });
     const state = await DeliveryState.load(paths.state, wechatFingerprint(c));
     await pruneMedia(paths.media, this.clock.now()).catch(() => 0);
+    await pruneOutbox(paths.outbox, this.clock.now()).catch(() => 0);
     const bridge = new ChatBridge({
       port: new WechatPort(client),
       driver: this.o.driver,

@@ -1,6 +1,9 @@
 /**
  * WeChat QR login against iLink: fetch a QR code, show it, long-poll its status (following `scaned_but_redirect`,
- * refreshing an expired code up to 3 times), and validate the confirmed login.
+ * refreshing an expired code up to 3 times), and validate the confirmed login. When WeChat asks for a pairing code
+ * (`need_verifycode`: the number shown on the phone), it is asked for and sent with the following polls
+ * (`verify_code`); a wrong one is asked again, and a QR code blocked after wrong codes (`verify_code_blocked`) is
+ * replaced by a new one (counting as a refresh).
  *
  * Contract: a confirmed login must carry `bot_token`, `ilink_bot_id` and `ilink_user_id`; its `baseurl` is accepted
  * only on the login origin itself or on https:443 under `weixin.qq.com`. Errors are fixed sentences; the token never
@@ -11,6 +14,12 @@ import type { WechatCredentials } from "./credentials.js";
 import { parseLossless } from "./json.js";
 import { textOf } from "../../core/json-text.js";
 
+/** A pairing code: the digits WeChat shows on the phone. */
+const PAIRING_CODE = /^[0-9]{1,32}$/;
+/** Codes asked for per QR code before giving up. */
+const MAX_CODE_PROMPTS = 5;
+const NO_CODE_INPUT = "WeChat asked for the pairing code shown on your phone, and none was typed; run `berth channel login wechat` in a terminal";
+
 export class LoginError extends Error {
   override name = "LoginError";
 }
@@ -20,6 +29,11 @@ export interface WechatLoginOptions {
   cdn: string;
   /** Shows the QR URL (rendered as a terminal QR by the CLI). */
   show: (qrUrl: string, refresh: number) => void;
+  /**
+   * Asks the person for the pairing code WeChat shows on the phone (`need_verifycode`); `retry` after a code that
+   * did not match. Null (or no asker) ends the login with an error.
+   */
+  askCode?: (retry: boolean) => Promise<string | null>;
   progress?: (line: string) => void;
   clock?: Clock;
   signal?: AbortSignal;
@@ -65,8 +79,11 @@ export async function wechatLogin(o: WechatLoginOptions): Promise<WechatCredenti
     const code = qr["qrcode"];
     o.show(typeof qr["qrcode_img_content"] === "string" ? qr["qrcode_img_content"] : code, refresh);
     let scanned = false;
+    let pairing: string | undefined;
+    let asked = 0;
     for (;;) {
-      const st = await getJson(`${pollBase}/ilink/bot/get_qrcode_status?qrcode=${encodeURIComponent(code)}`, pollTimeout, o.signal);
+      const verify = pairing === undefined ? "" : `&verify_code=${encodeURIComponent(pairing)}`;
+      const st = await getJson(`${pollBase}/ilink/bot/get_qrcode_status?qrcode=${encodeURIComponent(code)}${verify}`, pollTimeout, o.signal);
       const status = st === "timeout" ? "wait" : textOf(st["status"], "wait");
       if (status === "wait" || status === "scaned") {
         if (status === "scaned" && !scanned) {
@@ -85,8 +102,22 @@ export async function wechatLogin(o: WechatLoginOptions): Promise<WechatCredenti
         pollBase = next;
         continue;
       }
-      if (status === "need_verifycode" || status === "verify_code_blocked") {
-        throw new LoginError("WeChat asked for a pairing code, which Berth cannot enter; log out other ClawBot instances and try again");
+      if (status === "need_verifycode") {
+        if (o.askCode === undefined || asked >= MAX_CODE_PROMPTS) throw new LoginError(o.askCode === undefined ? NO_CODE_INPUT : "too many pairing codes tried; run the login again");
+        asked++;
+        const typed = (await o.askCode(pairing !== undefined))?.trim() ?? null;
+        if (typed === null) throw new LoginError(NO_CODE_INPUT);
+        if (!PAIRING_CODE.test(typed)) {
+          pairing = undefined;
+          o.progress?.("The pairing code is the number WeChat shows on your phone (digits only).");
+          continue;
+        }
+        pairing = typed;
+        continue;
+      }
+      if (status === "verify_code_blocked") {
+        o.progress?.("Too many wrong pairing codes: this QR code is blocked.");
+        break;
       }
       if (status === "binded_redirect") throw new LoginError("this WeChat account is already bound to this bot; the saved login stays in use");
       if (status === "confirmed") {

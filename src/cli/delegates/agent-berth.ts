@@ -174,12 +174,17 @@ export class BerthDelegates {
     return conv;
   }
 
-  private turn(conv: Conversation, prompt: string, timeoutMs: number, ctx: Parameters<Tool["run"]>[1]): Promise<ToolResult> {
+  private async turn(conv: Conversation, prompt: string, timeoutMs: number, ctx: Parameters<Tool["run"]>[1]): Promise<ToolResult> {
     if (conv.idle !== null) clearTimeout(conv.idle);
     conv.busy = true;
     conv.turn += 1;
     conv.record.turn = conv.turn;
-    void writeRecord(this.o.home, conv.record).catch(() => undefined);
+    // The record names this turn before the nested turn starts: `delegations` may list the run at any moment of it.
+    await writeRecord(this.o.home, conv.record).catch(() => undefined);
+    return this.runTurn(conv, prompt, timeoutMs, ctx);
+  }
+
+  private runTurn(conv: Conversation, prompt: string, timeoutMs: number, ctx: Parameters<Tool["run"]>[1]): Promise<ToolResult> {
     const prefix = `[${conv.name} depth ${conv.depth}]`;
     return new Promise<ToolResult>((resolve) => {
       let turnId: string | null = null;
@@ -194,6 +199,7 @@ export class BerthDelegates {
       const onAbort = (): void => cancel("cancelled");
       const timer = setTimeout(() => cancel("timeout"), timeoutMs);
       ctx.signal.addEventListener("abort", onAbort, { once: true });
+      if (ctx.signal.aborted) onAbort();
       const result = (status: string, isError: boolean, errorKind?: ToolResult["errorKind"]): ToolResult => {
         const body = { agent: "berth", status, session: conv.name, turn: conv.turn, reply: truncate(reply), truncated: Buffer.byteLength(reply) > MAX_REPLY_BYTES };
         return { content: JSON.stringify(body), isError, ...(errorKind !== undefined ? { errorKind } : {}) };

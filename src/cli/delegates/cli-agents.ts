@@ -100,7 +100,10 @@ export function codexEvent(ev: Record<string, unknown>): ParsedEvent {
   }
 }
 
-export type ParsedEvent = { progress?: string; thread?: string; reply?: string; usage?: Record<string, number>; failed?: string };
+export type ParsedEvent = { progress?: string; thread?: string; reply?: string; usage?: Record<string, number>; failed?: string; denied?: string[] };
+
+/** At most this many of an agent's refused tool calls are reported (`denied`), each at most 200 bytes. */
+export const MAX_DENIED = 20;
 
 function toolLine(name: string, input: Record<string, unknown> | undefined): string {
   const n = name.toLowerCase();
@@ -135,6 +138,13 @@ export function claudeEvent(ev: Record<string, unknown>): ParsedEvent {
       if (typeof ev["session_id"] === "string") out.thread = ev["session_id"];
       if (typeof ev["result"] === "string") out.reply = ev["result"];
       if (ev["is_error"] === true || (typeof ev["subtype"] === "string" && ev["subtype"] !== "success")) out.failed = `claude ended with ${textOf(ev["subtype"], "an error")}`;
+      if (Array.isArray(ev["permission_denials"])) {
+        const denied = (ev["permission_denials"] as unknown[])
+          .filter((d): d is Record<string, unknown> => typeof d === "object" && d !== null)
+          .slice(0, MAX_DENIED)
+          .map((d) => truncateUtf8(toolLine(textOf(d["tool_name"], "tool"), d["tool_input"] as Record<string, unknown> | undefined), 200));
+        if (denied.length > 0) out.denied = denied;
+      }
       return out;
     }
     default:
@@ -214,7 +224,8 @@ export const CLI_SPECS: Record<"codex" | "claude" | "pi", CliSpec> = {
       "--output-format",
       "stream-json",
       "--verbose",
-      "--dangerously-skip-permissions",
+      "--permission-mode",
+      "acceptEdits",
       ...(o.resume !== null ? ["--resume", o.resume] : ["--session-id", o.fresh]),
       ...(o.model !== undefined ? ["--model", o.model] : []),
     ],
@@ -277,7 +288,7 @@ export class CliAgents {
     return defineLocalTool({
       name,
       risk: "delegate",
-      description: `Delegate a task to ${spec.label} in this workspace. Returns its final reply and a conversation handle (${spec.agent}-N); pass it as \`session\` to continue.`,
+      description: `Delegate a task to ${spec.label} in this workspace. Returns its final reply and a conversation handle (${spec.agent}-N); pass it as \`session\` to continue.${spec.agent === "claude" ? " Claude may read and edit files in its working directory; commands and web access are refused and listed in the result's `denied` (run them yourself if still needed)." : ""}`,
       schema: Args,
       execute: async (args, ctx) => {
         const bad = (m: string): ToolResult => ({ content: `${name}: ${m}`, isError: true, errorKind: "invalid_arguments" });
@@ -326,31 +337,13 @@ export class CliAgents {
       child.once("close", (code) => r(code));
       child.once("error", () => r(null));
     });
-    const turn = (conv?.turns ?? 0) + 1;
-    const n = (this.next.get(spec.agent) ?? 0) + 1;
-    if (name === null) this.next.set(spec.agent, n);
-    const convName = name ?? `${spec.agent}-${n}`;
-    const record: DelegationRecord = {
-      handle,
-      agent: spec.agent,
-      instance: instanceOf(this.o.home),
-      session: s.sessionId,
-      depth,
-      pid: child.pid ?? 0,
-      pid_start: child.pid !== undefined ? await processStart(child.pid) : null,
-      owner_pid: process.pid,
-      owner_start: await processStart(process.pid),
-      cwd: args.cwd,
-      started_unix_seconds: Math.floor(Date.now() / 1000),
-      conversation: convName,
-      turn,
-    };
-    if (child.pid !== undefined) await writeRecord(this.o.home, record).catch(() => undefined);
-
+    // Read the streams from the start: Node drains (discards) the output of a child that exits while nobody
+    // listens, which an agent that ends quickly does while the record below is still being written.
     let thread = conv?.thread ?? null;
     let reply = "";
     let usage: Record<string, number> = {};
     let failure: string | null = null;
+    let denied: string[] = [];
     let buf = Buffer.alloc(0);
     const decoder = new StringDecoder("utf8");
     child.stdout.on("data", (chunk: Buffer) => {
@@ -372,6 +365,7 @@ export class CliAgents {
         if (r.reply !== undefined) reply = r.reply;
         if (r.usage !== undefined) usage = r.usage;
         if (r.failed !== undefined) failure = r.failed;
+        if (r.denied !== undefined) denied = r.denied.map((d) => redactSecrets(sanitizeText(d)));
         if (r.progress !== undefined) ctx.onProgress(progressLine(r.progress));
       }
       if (buf.length > MAX_EVENT_LINE_BYTES) buf = Buffer.alloc(0);
@@ -381,6 +375,27 @@ export class CliAgents {
       stderr = Buffer.concat([stderr, c]);
       if (stderr.length > STDERR_TAIL_BYTES * 2) stderr = stderr.subarray(stderr.length - STDERR_TAIL_BYTES);
     });
+    const turn = (conv?.turns ?? 0) + 1;
+    const n = (this.next.get(spec.agent) ?? 0) + 1;
+    if (name === null) this.next.set(spec.agent, n);
+    const convName = name ?? `${spec.agent}-${n}`;
+    const record: DelegationRecord = {
+      handle,
+      agent: spec.agent,
+      instance: instanceOf(this.o.home),
+      session: s.sessionId,
+      depth,
+      pid: child.pid ?? 0,
+      pid_start: child.pid !== undefined ? await processStart(child.pid) : null,
+      owner_pid: process.pid,
+      owner_start: await processStart(process.pid),
+      cwd: args.cwd,
+      started_unix_seconds: Math.floor(Date.now() / 1000),
+      conversation: convName,
+      turn,
+    };
+    if (child.pid !== undefined) await writeRecord(this.o.home, record).catch(() => undefined);
+
     let ended: "cancelled" | "timeout" | null = null;
     const stop = (why: "cancelled" | "timeout"): void => {
       ended ??= why;
@@ -409,6 +424,7 @@ export class CliAgents {
       truncated: replyBytes > MAX_REPLY_BYTES,
       ...(thread !== null ? { session: convName, turn } : {}),
       ...(failure !== null ? { error: truncateUtf8(redactSecrets(failure), 1024) } : {}),
+      ...(denied.length > 0 ? { denied } : {}),
     };
     const kind = status === "completed" ? undefined : status === "cancelled" ? "cancelled" : status === "timeout" ? "limit" : code === null && failure === null ? "unavailable" : "failed";
     return { content: JSON.stringify(body), isError: status !== "completed", ...(kind !== undefined ? { errorKind: kind } : {}) };
