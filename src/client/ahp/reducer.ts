@@ -60,6 +60,7 @@ export interface SessionState extends Json {
   chats: ChatSummaryRef[];
   defaultChat?: string;
   inputNeeded?: Json[];
+  customizations?: Json[];
   creationError?: { message: string };
 }
 
@@ -94,6 +95,12 @@ export function reduceSession(s: SessionState, a: Json): SessionState {
     case "session/inputNeededRemoved":
       next.inputNeeded = (s.inputNeeded ?? []).filter((x) => x.id !== a.id);
       if (next.inputNeeded.length === 0) delete next.inputNeeded;
+      break;
+    case "session/customizationsChanged":
+      next.customizations = a.customizations as Json[];
+      break;
+    case "session/mcpServerStateChanged":
+      if (next.customizations) next.customizations = next.customizations.map((c) => (c.id === a.id ? { ...c, state: a.state } : c));
       break;
   }
   return next;

@@ -157,6 +157,25 @@ export const SessionInputRequest = z.object({
   chat: uri,
   kind: z.enum(["chatInput", "toolConfirmation", "toolClientExecution", "toolAuthentication"]),
 }).passthrough();
+/** AHP `McpServerState` (the kinds this host reports; unknown members tolerated). */
+export const McpServerState = z.object({ kind: z.enum(["starting", "ready", "authRequired", "error", "stopped"]) }).passthrough();
+/** AHP `McpServerCustomization` as this host publishes it (top-level, server-originated). */
+export const McpServerCustomization = z.object({
+  type: z.literal("mcpServer"),
+  id: z.string(),
+  uri: uri,
+  name: z.string(),
+  state: McpServerState,
+  channel: z.string().regex(/^mcp:\/\//).optional(),
+  mcpApp: z.object({ capabilities: z.object({
+    serverTools: z.object({ listChanged: z.boolean().optional() }).optional(),
+    serverResources: z.object({ listChanged: z.boolean().optional() }).optional(),
+    logging: z.object({}).strict().optional(),
+    sampling: z.object({ tools: z.object({}).strict().optional() }).optional(),
+  }) }).optional(),
+  enablement: z.array(z.unknown()).optional(),
+  _meta: meta.optional(),
+});
 export const SessionState = z.object({
   provider: z.string(),
   title: z.string(),
@@ -169,6 +188,7 @@ export const SessionState = z.object({
   chats: z.array(ChatSummary),
   defaultChat: uri.optional(),
   inputNeeded: z.array(SessionInputRequest).optional(),
+  customizations: z.array(McpServerCustomization).optional(),
   config: z.object({ schema: z.object({ type: z.literal("object"), properties: z.record(z.string(), z.object({ type: z.string(), title: z.string() }).passthrough()) }), values: meta }).optional(),
   _meta: meta.optional(),
 });
@@ -248,6 +268,8 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("chat/pendingMessageSet"), kind: z.enum(["steering", "queued"]), id: z.string(), message: Message }),
   z.object({ type: z.literal("chat/pendingMessageRemoved"), kind: z.enum(["steering", "queued"]), id: z.string() }),
   z.object({ type: z.literal("session/configChanged"), config: meta, replace: z.boolean().optional() }),
+  z.object({ type: z.literal("session/customizationsChanged"), customizations: z.array(McpServerCustomization) }),
+  z.object({ type: z.literal("session/mcpServerStateChanged"), id: z.string(), state: McpServerState }),
 ]);
 export type StateAction = z.infer<typeof StateAction>;
 
@@ -390,6 +412,8 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
   "chat/inputRequested": "0.4.0",
   "chat/inputCompleted": "0.4.0",
   "chat/turnsLoaded": "0.5.1",
+  "session/customizationsChanged": "0.1.0",
+  "session/mcpServerStateChanged": "0.3.0",
   // Introduced after the 0.9 line: never sent to a 0.9.x client (this host emits neither yet).
   "chat/canvasesChanged": "0.10.0",
   "canvas/stateChanged": "0.10.0",

@@ -20,6 +20,7 @@ import { dispatchClientAction } from "./ahp-actions.js";
 import { clip, textNestingViolation } from "./inbound.js";
 import type { Json, Subscriber } from "./model.js";
 import type { HostState } from "./state.js";
+import { mcpHub, type McpPort } from "./mcp-channels.js";
 
 /** Longest error message sent to a client. */
 const MAX_ERROR_MESSAGE = 512;
@@ -109,7 +110,11 @@ export class AhpConnection implements Subscriber {
     return this.version === null || actionKnownTo(actionType, this.version);
   }
 
+  /** This connection's side of the MCP channels (mcp-channels.ts). */
+  private readonly mcp: McpPort = { send: (text) => this.sendRaw(text), initialized: () => this.version !== null };
+
   private onClose(): void {
+    if (!this.closed) mcpHub(this.state).portClosed(this.mcp);
     this.closed = true;
     this.rpc.close();
     for (const c of this.channels) this.state.unsubscribe(c, this);
@@ -179,6 +184,8 @@ export class AhpConnection implements Subscriber {
       this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.InvalidRequest, message: `message refused: ${bad}` } });
       return Promise.resolve();
     }
+    // MCP side-channel traffic carries a top-level `mcp://` channel (mcp-channels.ts).
+    if (text.includes('"mcp://') && mcpHub(this.state).tryClientMessage(this.mcp, text)) return Promise.resolve();
     return this.rpc.receive(text);
   }
 

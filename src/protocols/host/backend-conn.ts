@@ -25,6 +25,7 @@ import { clip, inboundViolation } from "./inbound.js";
 import type { ChatCaps, ChatModel, Json, ProviderInfo, ProviderRoute, SessionModel, SessionRoute } from "./model.js";
 import type { HostState } from "./state.js";
 import type { BackendServer } from "./backend.js";
+import { mcpHub } from "./mcp-channels.js";
 
 const HANDSHAKE_TIMEOUT_MS = 10_000;
 
@@ -171,6 +172,7 @@ export class BackendConn implements ProviderRoute {
       this.state.summaryChanged(s, true);
     }
     this.state.failRoute((x) => x === r);
+    mcpHub(this.state).routeGone(r);
   }
 
   // ── Frames ────────────────────────────────────────────────────────────────
@@ -223,6 +225,9 @@ export class BackendConn implements ProviderRoute {
         return this.onProviderStatus(f);
       case "session_creation_failed":
         return this.onCreationFailed(f);
+      case "mcp_response":
+      case "mcp_notification":
+        return mcpHub(this.state).onBackendFrame(this, f);
       case "hello":
       case "provider_hello":
         return this.fatal("protocol_error", `${type} after registration`);
@@ -284,6 +289,8 @@ export class BackendConn implements ProviderRoute {
       hostId: st.hostId,
       backendConnectionId: this.connectionId,
       providers: ids,
+      // v5+: scoped MCP notifications (a logical backendConnectionId on mcp_notification) are supported.
+      ...(ph.protocolVersion >= 5 ? { scopedMcp: true } : {}),
     });
   }
 

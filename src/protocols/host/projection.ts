@@ -5,6 +5,7 @@
 import { ROOT } from "./ahp-schema.js";
 import { STATUS, type ChatModel, type Json, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
+import { mcpHub } from "./mcp-channels.js";
 
 /** The session config schema the host exposes: the two values `configure` can change. */
 export const SESSION_CONFIG_SCHEMA: Json = {
@@ -99,6 +100,8 @@ export function sessionState(st: HostState, s: SessionModel): Json {
   if (s.creationError) out.creationError = s.creationError;
   if (Array.isArray(s.extra.workingDirectories)) out.workingDirectories = s.extra.workingDirectories;
   if (s.inputNeeded.size > 0) out.inputNeeded = [...s.inputNeeded.values()];
+  const customizations = mcpHub(st).customizations(s);
+  if (customizations) out.customizations = customizations;
   const meta: Json = {};
   if (!s.inputAvailable) meta["berth.inputAvailable"] = false;
   if (s.extra.model) meta["berth.model"] = s.extra.model;

@@ -14,6 +14,7 @@ import { CommandTracker, type AnyRoute } from "./commands.js";
 import { reduceAction } from "./reducer.js";
 import { applyBackendEvent, historyToTurn } from "./backend-events.js";
 import * as P from "./projection.js";
+import { mcpHub } from "./mcp-channels.js";
 import {
   STATUS,
   hashToken,
@@ -373,6 +374,7 @@ export class HostState {
     }
     this.subs.delete(uri);
     this.creations.delete(uri);
+    mcpHub(this).sessionRemoved(uri);
     this.store.removeSession(uri);
     this.rootNotify("root/sessionRemoved", { channel: ROOT, session: uri });
     this.publishRootCount();
