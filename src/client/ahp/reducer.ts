@@ -100,7 +100,14 @@ export function reduceSession(s: SessionState, a: Json): SessionState {
       next.customizations = a.customizations as Json[];
       break;
     case "session/mcpServerStateChanged":
-      if (next.customizations) next.customizations = next.customizations.map((c) => (c.id === a.id ? { ...c, state: a.state } : c));
+      if (next.customizations)
+        next.customizations = next.customizations.map((c) => {
+          if (c.id !== a.id) return c;
+          const u: Json = { ...c, state: a.state };
+          if (a.channel === undefined) delete u.channel;
+          else u.channel = a.channel;
+          return u;
+        });
       break;
   }
   return next;

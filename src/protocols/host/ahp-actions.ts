@@ -14,6 +14,7 @@ import { DispatchActionParams, Message } from "./ahp-schema.js";
 import { routeCommand } from "./ahp-requests.js";
 import { chatErrorAction, durationSince, findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
+import { mcpLifecycleRequest } from "./mcp-lifecycle.js";
 
 const MAX_PENDING_ID = 512;
 
@@ -69,6 +70,7 @@ function sessionAction(st: HostState, s: SessionModel, action: Json, origin: Ori
     if (typeof action.title !== "string") return reject("invalid session/titleChanged");
     return st.setTitle(s, action.title, origin);
   }
+  if (action.type === "session/mcpServerStartRequested" || action.type === "session/mcpServerStopRequested") return mcpLifecycleRequest(st, s, action, origin, reject);
   if (action.type !== "session/configChanged") return reject(`unsupported action ${clip(action.type)}`);
   // `configure`: only `model` ({provider, id}) and `thinkingLevel` are session-mutable here.
   const cfg = action.config;

@@ -269,7 +269,9 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("chat/pendingMessageRemoved"), kind: z.enum(["steering", "queued"]), id: z.string() }),
   z.object({ type: z.literal("session/configChanged"), config: meta, replace: z.boolean().optional() }),
   z.object({ type: z.literal("session/customizationsChanged"), customizations: z.array(McpServerCustomization) }),
-  z.object({ type: z.literal("session/mcpServerStateChanged"), id: z.string(), state: McpServerState }),
+  z.object({ type: z.literal("session/mcpServerStateChanged"), id: z.string(), state: McpServerState, channel: z.string().optional() }),
+  // Host extension (live-backend spec): a state-neutral acknowledgement of an MCP lifecycle request.
+  z.object({ type: z.literal("paratenic/mcpLifecycleAccepted"), id: z.string(), operation: z.enum(["start", "stop"]) }),
 ]);
 export type StateAction = z.infer<typeof StateAction>;
 

@@ -21,6 +21,7 @@ import { clip, textNestingViolation } from "./inbound.js";
 import type { Json, Subscriber } from "./model.js";
 import type { HostState } from "./state.js";
 import { mcpHub, type McpPort } from "./mcp-channels.js";
+import { dispatchOutcome } from "./mcp-lifecycle.js";
 
 /** Longest error message sent to a client. */
 const MAX_ERROR_MESSAGE = 512;
@@ -220,6 +221,8 @@ export class AhpConnection implements Subscriber {
         return disposeChat(this.state, params);
       case "fetchTurns":
         return fetchTurns(this.state, params);
+      case "paratenic/dispatchOutcome":
+        return dispatchOutcome(this.state, this.clientId, params);
       default:
         if (notification) return null;
         throw new RpcError(ErrorCodes.MethodNotFound, `unknown method ${clip(method)}`);

@@ -26,6 +26,7 @@ import type { ChatCaps, ChatModel, Json, ProviderInfo, ProviderRoute, SessionMod
 import type { HostState } from "./state.js";
 import type { BackendServer } from "./backend.js";
 import { mcpHub } from "./mcp-channels.js";
+import { resourceAction } from "./mcp-lifecycle.js";
 
 const HANDSHAKE_TIMEOUT_MS = 10_000;
 
@@ -451,6 +452,9 @@ export class BackendConn implements ProviderRoute {
     if (route.version < min) return `${String(raw.type)} requires protocol version ${min}`;
     if (min === 2 && !route.inputCapable) return `${String(raw.type)} requires advertised inputCapabilities`;
     if (min === 4 && !route.toolCapable) return `${String(raw.type)} requires advertised toolCapabilities`;
+    // v6 resource frames carry official AHP values, validated by their own module.
+    if (raw.type === "resource_action") return resourceAction(this.state, s, raw);
+    if (raw.type === "resource_snapshot") return "resource_snapshot is not supported by this host yet";
     // Fast path for the hot streaming events (same rules as the schema: exactly {type, text}).
     if ((raw.type === "text_delta" || raw.type === "thinking_delta") && typeof raw.text === "string" && raw.text.length <= MAX_TEXT) {
       let keys = 0;

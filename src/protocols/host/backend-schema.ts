@@ -124,6 +124,8 @@ export const EVENT_MIN_VERSION: Record<string, number> = {
   tool_result_confirmation_requested: 4,
   tool_confirmation_resolved: 4,
   tool_result_confirmation_resolved: 4,
+  resource_snapshot: 6,
+  resource_action: 6,
 };
 
 export const COMMAND_MIN_VERSION: Record<string, number> = {
@@ -138,6 +140,9 @@ export const COMMAND_MIN_VERSION: Record<string, number> = {
   fetch_turns: 3,
   confirm_tool: 4,
   confirm_tool_result: 4,
+  apply_resource_action: 6,
+  invoke_changeset_operation: 6,
+  authenticate: 6,
 };
 
 const text = z.string().max(MAX_TEXT);

@@ -69,6 +69,8 @@ export function mcpServersError(raw: unknown): string | null {
 export interface McpServer {
   descriptor: McpServerDescriptor;
   channel: string;
+  /** The AHP `McpServerState` last reported (ready at registration; v6 backends change it). */
+  state: Json;
   /** Client → backend requests. */
   requests: Set<string>;
   /** Client → backend notifications. */
@@ -172,10 +174,10 @@ export class McpHub {
     if (servers)
       for (const m of servers.values()) {
         const d = m.descriptor;
-        const c: Json = { type: "mcpServer", id: d.id, uri: d.uri ?? m.channel, name: d.name, state: { kind: "ready" } };
+        const c: Json = { type: "mcpServer", id: d.id, uri: d.uri ?? m.channel, name: d.name, state: m.state };
         const caps = uiCapabilities(d);
         if (caps) {
-          c.channel = m.channel;
+          if (m.state.kind === "ready") c.channel = m.channel;
           c.mcpApp = { capabilities: caps };
         }
         list.push(c);
@@ -202,11 +204,32 @@ export class McpHub {
       for (const d of descriptors) {
         const channel = this.channelFor(s.uri, d.id);
         this.channels.set(channel, { sessionUri: s.uri, serverId: d.id });
-        map.set(d.id, { descriptor: d, channel, ...allowlist(d) });
+        map.set(d.id, { descriptor: d, channel, state: { kind: "ready" }, ...allowlist(d) });
       }
       this.servers.set(route, map);
     }
     this.announce(s);
+  }
+
+  /** One advertised server of the session's current route. */
+  server(s: SessionModel, serverId: string): McpServer | undefined {
+    return s.route ? this.servers.get(s.route)?.get(serverId) : undefined;
+  }
+
+  /**
+   * The backend reported a lifecycle state (v6 `session/mcpServerStateChanged`): publish it with
+   * the host's channel, present only while the server is ready. Null, or a rejection message.
+   */
+  setServerState(s: SessionModel, serverId: string, state: Json): string | null {
+    const m = this.server(s, serverId);
+    if (!m) return "no advertised MCP server with that id on this route";
+    m.state = state;
+    const action: Json = { type: "session/mcpServerStateChanged", id: serverId, state };
+    if (state.kind === "ready" && uiCapabilities(m.descriptor)) action.channel = m.channel;
+    else this.failWaiters((p) => p.channel === m.channel && p.route === s.route, "the MCP server left the ready state after delivery");
+    this.st.publish(s.uri, action);
+    this.announced.set(s.uri, JSON.stringify(this.customizations(s)));
+    return null;
   }
 
   /** A route went away (closed, retired, unregistered): fail its waiters; its servers leave the session. */
@@ -285,6 +308,7 @@ export class McpHub {
     const route = s.route as LogicalRoute | undefined;
     const server = route ? this.servers.get(route)?.get(target.serverId) : undefined;
     if (!route || !server) return fail(-32603, "the MCP server is not available (its backend is not connected); nothing was sent", { outcome: "rejected" });
+    if (server.state.kind !== "ready") return fail(-32603, "the MCP server is not ready; nothing was sent", { outcome: "rejected" });
     const verbatim: Json = { ...msg };
     delete verbatim.channel;
     if (callerId === undefined) {
