@@ -334,6 +334,9 @@ export const RESULT_SCHEMAS: Record<string, z.ZodType> = {
   fetchTurns: z.object({}),
   createChat: z.null(),
   disposeChat: z.null(),
+  authenticate: z.object({}).strict(),
+  "paratenic/authContext": z.object({ review: z.string(), required_scopes: z.array(z.string()).nullable() }),
+  "paratenic/dispatchOutcome": z.object({ outcome: z.enum(["pending", "accepted", "rejected", "indeterminate"]), action: z.object({ type: z.string() }).passthrough(), serverSeq: z.number().int().optional() }),
 };
 
 // ── Client input ──────────────────────────────────────────────────────────────

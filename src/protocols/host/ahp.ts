@@ -22,6 +22,7 @@ import type { Json, Subscriber } from "./model.js";
 import type { HostState } from "./state.js";
 import { mcpHub, type McpPort } from "./mcp-channels.js";
 import { dispatchOutcome } from "./mcp-lifecycle.js";
+import { authContext, authenticate } from "./auth-review.js";
 
 /** Longest error message sent to a client. */
 const MAX_ERROR_MESSAGE = 512;
@@ -223,6 +224,10 @@ export class AhpConnection implements Subscriber {
         return fetchTurns(this.state, params);
       case "paratenic/dispatchOutcome":
         return dispatchOutcome(this.state, this.clientId, params);
+      case "paratenic/authContext":
+        return authContext(this.state, params);
+      case "authenticate":
+        return authenticate(this.state, params);
       default:
         if (notification) return null;
         throw new RpcError(ErrorCodes.MethodNotFound, `unknown method ${clip(method)}`);
