@@ -212,7 +212,12 @@ export const AgentInfo = z.object({
   models: z.array(z.object({ id: z.string(), provider: z.string(), name: z.string() }).passthrough()),
   capabilities: z.object({ multipleChats: z.object({ fork: z.boolean().optional(), sideChat: z.boolean().optional() }).optional() }).optional(),
 });
-export const RootState = z.object({ agents: z.array(AgentInfo), activeSessions: z.number().int().min(0).optional(), _meta: meta.optional() });
+export const RootState = z.object({
+  agents: z.array(AgentInfo),
+  activeSessions: z.number().int().min(0).optional(),
+  config: z.object({ schema: z.object({ type: z.literal("object"), properties: z.record(z.string(), z.object({ type: z.string(), title: z.string() }).passthrough()) }), values: meta }).optional(),
+  _meta: meta.optional(),
+});
 export const Snapshot = z.object({ resource: uri, state: z.union([RootState, SessionState, ChatState]), fromSeq: z.number().int().min(0) });
 
 const turnId = z.string();
@@ -270,6 +275,7 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("session/configChanged"), config: meta, replace: z.boolean().optional() }),
   z.object({ type: z.literal("session/customizationsChanged"), customizations: z.array(McpServerCustomization) }),
   z.object({ type: z.literal("session/mcpServerStateChanged"), id: z.string(), state: McpServerState, channel: z.string().optional() }),
+  z.object({ type: z.literal("root/configChanged"), config: meta, replace: z.boolean().optional() }),
   // Host extension (live-backend spec): a state-neutral acknowledgement of an MCP lifecycle request.
   z.object({ type: z.literal("paratenic/mcpLifecycleAccepted"), id: z.string(), operation: z.enum(["start", "stop"]) }),
 ]);
@@ -296,6 +302,7 @@ export const InitializeResult = z.object({
   serverInfo: z.object({ name: z.string(), version: z.string().optional(), title: z.string().optional() }).optional(),
   _meta: meta.optional(),
   snapshots: z.array(Snapshot),
+  telemetry: z.object({ logs: z.string().optional(), traces: z.string().optional(), metrics: z.string().optional() }).optional(),
 });
 export const ReconnectResult = z.union([
   z.object({ type: z.literal("replay"), actions: z.array(ActionEnvelope), missing: z.array(uri) }),
@@ -320,6 +327,19 @@ export const ServerNotification = z.discriminatedUnion("method", [
     method: z.literal("root/sessionSummaryChanged"),
     params: z.object({ channel: z.literal(ROOT), session: uri, changes: SessionSummary.partial() }),
   }),
+  z.object({
+    jsonrpc: z.literal("2.0"),
+    method: z.literal("root/progress"),
+    params: z.object({ channel: z.literal(ROOT), progressToken: z.string(), progress: z.number(), total: z.number().optional(), message: z.string().optional() }),
+  }),
+  z.object({
+    jsonrpc: z.literal("2.0"),
+    method: z.literal("auth/required"),
+    params: z.object({ channel: uri, resource: z.object({ resource: z.string() }).passthrough(), reason: z.enum(["required", "expired"]).optional() }),
+  }),
+  z.object({ jsonrpc: z.literal("2.0"), method: z.literal("otlp/exportLogs"), params: z.object({ channel: uri, payload: meta }) }),
+  z.object({ jsonrpc: z.literal("2.0"), method: z.literal("otlp/exportTraces"), params: z.object({ channel: uri, payload: meta }) }),
+  z.object({ jsonrpc: z.literal("2.0"), method: z.literal("otlp/exportMetrics"), params: z.object({ channel: uri, payload: meta }) }),
 ]);
 
 /** Result schema by request method, for validating responses. */
@@ -418,6 +438,7 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
   "chat/inputCompleted": "0.4.0",
   "chat/turnsLoaded": "0.5.1",
   "session/customizationsChanged": "0.1.0",
+  "root/configChanged": "0.1.0",
   "session/mcpServerStateChanged": "0.3.0",
   // Introduced after the 0.9 line: never sent to a 0.9.x client (this host emits neither yet).
   "chat/canvasesChanged": "0.10.0",

@@ -23,6 +23,7 @@ import type { HostState } from "./state.js";
 import { mcpHub, type McpPort } from "./mcp-channels.js";
 import { dispatchOutcome } from "./mcp-lifecycle.js";
 import { authContext, authenticate } from "./auth-review.js";
+import { initializeTelemetry, isOtlpChannel, registerProgress } from "./notifications.js";
 
 /** Longest error message sent to a client. */
 const MAX_ERROR_MESSAGE = 512;
@@ -213,6 +214,7 @@ export class AhpConnection implements Subscriber {
       case "listSessions":
         return listSessions(this.state);
       case "createSession":
+        registerProgress(this.state, params, this);
         return createSession(this.state, params);
       case "disposeSession":
         return disposeSession(this.state, params);
@@ -249,7 +251,8 @@ export class AhpConnection implements Subscriber {
       this.sub(uri);
       snapshots.push(snap);
     }
-    return { protocolVersion: v, serverSeq: this.state.serverSeq, serverInfo: { name: "berth", version: "0.1.0" }, snapshots };
+    const telemetry = initializeTelemetry(this.state);
+    return { protocolVersion: v, serverSeq: this.state.serverSeq, serverInfo: { name: "berth", version: "0.1.0" }, snapshots, ...(telemetry ? { telemetry } : {}) };
   }
 
   private reconnect(params: Json): Json {
@@ -281,6 +284,10 @@ export class AhpConnection implements Subscriber {
   private subscribe(params: Json): Json {
     const uri = params.channel;
     if (typeof uri !== "string") throw new RpcError(ErrorCodes.InvalidParams, "subscribe needs a channel");
+    if (isOtlpChannel(uri)) {
+      this.sub(uri); // a stream: no snapshot
+      return {};
+    }
     const snap = this.state.snapshot(uri);
     if (!snap) throw new RpcError(ErrorCodes.NotFound, `no such channel ${clip(uri)}`);
     this.sub(uri); // snapshot and registration in one synchronous step: nothing can interleave

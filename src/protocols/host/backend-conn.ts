@@ -27,6 +27,7 @@ import type { HostState } from "./state.js";
 import type { BackendServer } from "./backend.js";
 import { mcpHub } from "./mcp-channels.js";
 import { resourceAction } from "./mcp-lifecycle.js";
+import { onNotification, onRootAction, providerTelemetry } from "./notifications.js";
 
 const HANDSHAKE_TIMEOUT_MS = 10_000;
 
@@ -229,6 +230,10 @@ export class BackendConn implements ProviderRoute {
       case "mcp_response":
       case "mcp_notification":
         return mcpHub(this.state).onBackendFrame(this, f);
+      case "notification":
+        return onNotification(this.state, this, f);
+      case "root_action":
+        return onRootAction(this.state, this, f);
       case "hello":
       case "provider_hello":
         return this.fatal("protocol_error", `${type} after registration`);
@@ -265,6 +270,8 @@ export class BackendConn implements ProviderRoute {
     if (ph.source && ph.protocolVersion < 9) return this.fatal("validation_error", "source requires protocol version 9");
     const ids = ph.providers.map((p) => p.id);
     if (new Set(ids).size !== ids.length) return this.fatal("validation_error", "provider IDs must be unique");
+    const telemetryError = providerTelemetry(this.state, this, ph.protocolVersion, f.telemetry);
+    if (telemetryError) return this.fatal("validation_error", telemetryError);
     clearTimeout(this.handshakeTimer);
     const st = this.state;
     // A newer registration fences the previous provider-manager connection and every route it carried.

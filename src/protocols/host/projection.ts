@@ -6,6 +6,7 @@ import { ROOT } from "./ahp-schema.js";
 import { STATUS, type ChatModel, type Json, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import { mcpHub } from "./mcp-channels.js";
+import { rootConfig } from "./notifications.js";
 
 /** The session config schema the host exposes: the two values `configure` can change. */
 export const SESSION_CONFIG_SCHEMA: Json = {
@@ -143,7 +144,10 @@ export function agents(st: HostState): Json[] {
 }
 
 export function snapshot(st: HostState, uri: string): Json | undefined {
-  if (uri === ROOT) return { resource: ROOT, state: { agents: agents(st), activeSessions: st.sessions.size }, fromSeq: st.serverSeq };
+  if (uri === ROOT) {
+    const config = rootConfig(st);
+    return { resource: ROOT, state: { agents: agents(st), activeSessions: st.sessions.size, ...(config ? { config } : {}) }, fromSeq: st.serverSeq };
+  }
   const s = st.sessions.get(uri);
   if (s) return { resource: uri, state: sessionState(st, s), fromSeq: st.serverSeq };
   const c = st.chatIndex.get(uri);
