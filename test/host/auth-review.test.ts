@@ -213,3 +213,38 @@ test("no token in the host checkpoint, logs or receipts", async () => {
   }
   assert.ok(!logs.some((l) => l.includes(secret)), "token found in the log");
 });
+
+test("provider targets: static protected resources on v6 provider_hello, reviewed and sent as a provider command", () =>
+  withHost(async (h) => {
+    const PROV_RES = "https://api.provider.invalid";
+    const protectedResources = [{ resource: PROV_RES, resource_name: "Provider API", authorization_servers: ["https://as.example.invalid"], required: true }];
+    const old = await FakeBackend.provider(h, 5, ["old"], { providers: [{ id: "old", protectedResources }] });
+    assert.equal(old.reg.code, "validation_error");
+    const { be } = await FakeBackend.provider(h, 6, ["prov"], { providers: [{ id: "prov", displayName: "Prov", protectedResources }] });
+    const { c, result } = await AhpClient.init(h);
+    const agent = (result.snapshots[0].state.agents as Json[]).find((a) => a.provider === "prov")!;
+    assert.deepEqual(agent.protectedResources, protectedResources);
+    const target = { type: "provider", provider: "prov" };
+    const ctx = await c.request("paratenic/authContext", { channel: "ahp-root://", resource: PROV_RES, target });
+    assert.equal(ctx.result.required_scopes, null);
+    const call = c.request("authenticate", { resource: PROV_RES, token: "prov-token", scopes: ["read:user"], _meta: { paratenicAuth: { review: ctx.result.review, target } } });
+    const cmd = await be.nextType("provider_command");
+    assert.equal(cmd.provider, "prov");
+    assert.deepEqual(cmd.command, { type: "authenticate", resource: PROV_RES, token: "prov-token", target, scopes: ["read:user"] });
+    be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
+    assert.deepEqual((await call).result, {});
+    // Legacy: the one provider advertising it.
+    const legacy = c.request("authenticate", { resource: PROV_RES, token: "legacy" });
+    const cmd2 = await be.nextType("provider_command");
+    assert.deepEqual(cmd2.command.target, target);
+    be.send({ type: "command_result", commandId: cmd2.commandId, accepted: true });
+    assert.deepEqual((await legacy).result, {});
+    // A newer provider connection is a new registration: the old review no longer holds.
+    const { be: be2 } = await FakeBackend.provider(h, 6, ["prov"], { providers: [{ id: "prov", displayName: "Prov", protectedResources }] });
+    const stale = await c.request("authenticate", { resource: PROV_RES, token: "t", _meta: { paratenicAuth: { review: ctx.result.review, target } } });
+    assert.equal(stale.error.data.reason, "review_changed");
+    assert.equal(be2.frames.filter((f) => f.type === "provider_command").length, 0);
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    be2.close();
+  }));

@@ -211,6 +211,7 @@ export const AgentInfo = z.object({
   description: z.string(),
   models: z.array(z.object({ id: z.string(), provider: z.string(), name: z.string() }).passthrough()),
   capabilities: z.object({ multipleChats: z.object({ fork: z.boolean().optional(), sideChat: z.boolean().optional() }).optional() }).optional(),
+  protectedResources: z.array(z.object({ resource: z.string() }).passthrough()).optional(),
 });
 export const RootState = z.object({
   agents: z.array(AgentInfo),

@@ -21,7 +21,7 @@ import { mcpHub } from "./mcp-channels.js";
 import { RESOURCE_MIN_VERSION } from "./mcp-lifecycle.js";
 import type { CommandOutcome, Json, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
-import type { LogicalRoute } from "./backend-conn.js";
+import type { BackendConn, LogicalRoute } from "./backend-conn.js";
 
 /** Largest accepted token, in UTF-8 bytes. */
 export const MAX_TOKEN_BYTES = 64 * 1024;
@@ -49,15 +49,25 @@ const AuthenticateParams = z.object({
 });
 
 interface Resolved {
-  session: SessionModel;
-  route: LogicalRoute;
+  /** The owning session (MCP-server targets) or provider route (provider targets). */
+  session?: SessionModel;
+  route: LogicalRoute | BackendConn;
+  registration: string;
+  version: number;
   target: Target;
   challenge: Json;
 }
 
 /** The target's current challenge, or why it has none. */
 function resolve(st: HostState, res: string, target: Target): Resolved | string {
-  if (target.type !== "mcp_server") return `${target.type} targets are not advertised by this host's backends`;
+  if (target.type === "tool_call") return "tool_call targets are not advertised by this host's backends";
+  if (target.type === "provider") {
+    const conn = st.providers.get(target.provider) as BackendConn | undefined;
+    const info = conn?.providers.find((p) => p.id === target.provider);
+    const challenge = info?.protectedResources?.find((r) => r.resource === res);
+    if (!conn || !challenge) return "the provider does not advertise that protected resource";
+    return { route: conn, registration: conn.connectionId, version: conn.version, target, challenge };
+  }
   const s = st.sessions.get(target.session);
   const route = s?.route as LogicalRoute | undefined;
   const server = s ? mcpHub(st).server(s, target.serverId) : undefined;
@@ -65,11 +75,11 @@ function resolve(st: HostState, res: string, target: Target): Resolved | string 
   const state = server.state;
   if (state.kind !== "authRequired") return "the MCP server is not waiting for authentication";
   if ((state.resource as Json | undefined)?.resource !== res) return "the resource does not match the server's challenge";
-  return { session: s, route, target, challenge: state };
+  return { session: s, route, registration: route.logicalId, version: route.version, target, challenge: state };
 }
 
 function reviewOf(st: HostState, r: Resolved, res: string): string {
-  const bound = JSON.stringify({ host: st.hostId, registration: r.route.logicalId, instance: r.route.instanceId, target: r.target, resource: res, challenge: r.challenge });
+  const bound = JSON.stringify({ host: st.hostId, registration: r.registration, instance: r.route.instanceId, target: r.target, resource: res, challenge: r.challenge });
   if (Buffer.byteLength(bound) > MAX_REVIEW_BYTES) throw new RpcError(ErrorCodes.InvalidParams, "the challenge metadata is too large to review (64 KiB bound)");
   return `v1.${createHash("sha256").update(bound).digest("base64url")}`;
 }
@@ -80,7 +90,7 @@ export function authContext(st: HostState, params: Json): Json {
   if (!p.success) throw new RpcError(ErrorCodes.InvalidParams, "paratenic/authContext needs channel ahp-root://, resource and a typed target");
   const r = resolve(st, p.data.resource, p.data.target);
   if (typeof r === "string") throw new RpcError(ErrorCodes.NotFound, r);
-  const scopes = r.challenge.requiredScopes;
+  const scopes = r.target.type === "provider" ? undefined : r.challenge.requiredScopes;
   return { review: reviewOf(st, r, p.data.resource), required_scopes: Array.isArray(scopes) ? scopes : null };
 }
 
@@ -89,13 +99,20 @@ function legacyTarget(st: HostState, res: string): Resolved {
   const found: Resolved[] = [];
   let visited = 0;
   const hub = mcpHub(st);
+  const many = () => new RpcError(ErrorCodes.InvalidParams, "several targets advertise that resource: review one with paratenic/authContext first");
+  for (const id of st.providers.keys()) {
+    if (++visited > LEGACY_LOOKUP_BOUND) break;
+    const r = resolve(st, res, { type: "provider", provider: id });
+    if (typeof r !== "string") found.push(r);
+    if (found.length > 1) throw many();
+  }
   outer: for (const s of st.sessions.values()) {
     if (++visited > LEGACY_LOOKUP_BOUND) break;
     for (const c of hub.customizations(s) ?? []) {
       if (++visited > LEGACY_LOOKUP_BOUND) break outer;
       const r = resolve(st, res, { type: "mcp_server", session: s.uri, serverId: c.id as string });
       if (typeof r !== "string") found.push(r);
-      if (found.length > 1) throw new RpcError(ErrorCodes.InvalidParams, "several targets advertise that resource: review one with paratenic/authContext first");
+      if (found.length > 1) throw many();
     }
   }
   if (found.length === 0) throw new RpcError(ErrorCodes.InvalidParams, "no advertised target is waiting for that resource");
@@ -116,10 +133,12 @@ export async function authenticate(st: HostState, params: Json): Promise<Json> {
       throw new RpcError(ErrorCodes.InvalidParams, "the reviewed authentication context changed; nothing was sent (call paratenic/authContext again)", { reason: "review_changed" });
     r = cur;
   } else r = legacyTarget(st, res);
-  if (r.route.version < RESOURCE_MIN_VERSION) throw new RpcError(ErrorCodes.InvalidParams, "the target's backend does not accept credentials (needs backend protocol 6); nothing was sent");
+  if (r.version < RESOURCE_MIN_VERSION) throw new RpcError(ErrorCodes.InvalidParams, "the target's backend does not accept credentials (needs backend protocol 6); nothing was sent");
   const command: Json = { type: "authenticate", resource: res, token, target: r.target };
   if (scopes !== undefined) command.scopes = scopes; // granted scopes only; required scopes are never invented
-  const frame: Json = { type: "command", backendInstanceId: r.route.instanceId, session: r.session.uri, command };
+  const frame: Json = r.session
+    ? { type: "command", backendInstanceId: r.route.instanceId, session: r.session.uri, command }
+    : { type: "provider_command", backendInstanceId: r.route.instanceId, provider: (r.target as { provider: string }).provider, command };
   let commandId = "";
   let admitting = true;
   let notSent = false;

@@ -270,6 +270,7 @@ export class BackendConn implements ProviderRoute {
     if (ph.source && ph.protocolVersion < 9) return this.fatal("validation_error", "source requires protocol version 9");
     const ids = ph.providers.map((p) => p.id);
     if (new Set(ids).size !== ids.length) return this.fatal("validation_error", "provider IDs must be unique");
+    if (ph.protocolVersion < 6 && ph.providers.some((p) => p.protectedResources !== undefined)) return this.fatal("validation_error", "protectedResources requires protocol version 6");
     const telemetryError = providerTelemetry(this.state, this, ph.protocolVersion, f.telemetry);
     if (telemetryError) return this.fatal("validation_error", telemetryError);
     clearTimeout(this.handshakeTimer);
@@ -288,6 +289,7 @@ export class BackendConn implements ProviderRoute {
       displayName: p.displayName ?? p.id,
       description: p.description ?? "",
       ...(p.multipleChats ? { multipleChats: p.multipleChats } : {}),
+      ...(p.protectedResources ? { protectedResources: p.protectedResources as Json[] } : {}),
     }));
     for (const id of ids) st.providers.set(id, this);
     st.publishAgents();

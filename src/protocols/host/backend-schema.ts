@@ -80,6 +80,11 @@ export const ProviderInfo = z.object({
   displayName: shortText.optional(),
   description: shortText.optional(),
   multipleChats: ChatCapabilities.optional(),
+  /** v6: RFC 9728 protected resources this provider needs credentials for (AHP AgentInfo.protectedResources). */
+  protectedResources: z
+    .array(z.object({ resource: z.string().min(1).max(4096), required: z.boolean().optional() }).passthrough())
+    .max(16)
+    .optional(),
 });
 
 export const ProviderHello = z.object({

@@ -137,6 +137,7 @@ export function agents(st: HostState): Json[] {
       if (!seen.has(info.id)) {
         const a: Json = { provider: info.id, displayName: info.displayName, description: info.description, models: [] };
         // AHP MultipleChatsCapability: present means createChat works; fork/sideChat gate sources.
+        if (info.protectedResources) a.protectedResources = info.protectedResources;
         if (info.multipleChats?.create) a.capabilities = { multipleChats: { fork: info.multipleChats.fork === true, sideChat: info.multipleChats.sideChat === true } };
         seen.set(info.id, a);
       }
