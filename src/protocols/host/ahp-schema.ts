@@ -189,6 +189,7 @@ export const SessionState = z.object({
   defaultChat: uri.optional(),
   inputNeeded: z.array(SessionInputRequest).optional(),
   customizations: z.array(McpServerCustomization).optional(),
+  changesets: z.array(z.object({ label: z.string(), uriTemplate: z.string(), changeKind: z.string() }).passthrough()).optional(),
   config: z.object({ schema: z.object({ type: z.literal("object"), properties: z.record(z.string(), z.object({ type: z.string(), title: z.string() }).passthrough()) }), values: meta }).optional(),
   _meta: meta.optional(),
 });
@@ -219,7 +220,12 @@ export const RootState = z.object({
   config: z.object({ schema: z.object({ type: z.literal("object"), properties: z.record(z.string(), z.object({ type: z.string(), title: z.string() }).passthrough()) }), values: meta }).optional(),
   _meta: meta.optional(),
 });
-export const Snapshot = z.object({ resource: uri, state: z.union([RootState, SessionState, ChatState]), fromSeq: z.number().int().min(0) });
+const ChangesetErrorInfo = z.object({ errorType: z.string(), message: z.string() }).passthrough();
+const ChangesetFile = z.object({ id: z.string(), edit: z.record(z.string(), z.unknown()), reviewed: z.boolean().optional() }).passthrough();
+const ChangesetOperation = z.object({ id: z.string(), label: z.string(), scopes: z.array(z.enum(["changeset", "resource", "range"])), status: z.enum(["idle", "running", "error", "disabled"]) }).passthrough();
+/** AHP `ChangesetState` (channels-changeset/state.ts). */
+export const ChangesetState = z.object({ status: z.enum(["computing", "ready", "error"]), error: ChangesetErrorInfo.optional(), files: z.array(ChangesetFile), operations: z.array(ChangesetOperation).optional() });
+export const Snapshot = z.object({ resource: uri, state: z.union([RootState, SessionState, ChatState, ChangesetState]), fromSeq: z.number().int().min(0) });
 
 const turnId = z.string();
 export const StateAction = z.discriminatedUnion("type", [
@@ -277,6 +283,14 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("session/customizationsChanged"), customizations: z.array(McpServerCustomization) }),
   z.object({ type: z.literal("session/mcpServerStateChanged"), id: z.string(), state: McpServerState, channel: z.string().optional() }),
   z.object({ type: z.literal("root/configChanged"), config: meta, replace: z.boolean().optional() }),
+  z.object({ type: z.literal("session/changesetsChanged"), changesets: z.array(z.object({ label: z.string(), uriTemplate: z.string(), changeKind: z.string() }).passthrough()) }),
+  z.object({ type: z.literal("changeset/statusChanged"), status: z.enum(["computing", "ready", "error"]), error: ChangesetErrorInfo.optional() }),
+  z.object({ type: z.literal("changeset/fileSet"), file: ChangesetFile }),
+  z.object({ type: z.literal("changeset/fileRemoved"), fileId: z.string() }),
+  z.object({ type: z.literal("changeset/contentChanged"), files: z.array(ChangesetFile), operations: z.array(ChangesetOperation).optional(), error: ChangesetErrorInfo.optional() }),
+  z.object({ type: z.literal("changeset/operationsChanged"), operations: z.array(ChangesetOperation).optional() }),
+  z.object({ type: z.literal("changeset/operationStatusChanged"), operationId: z.string(), status: z.enum(["idle", "running", "error", "disabled"]), error: ChangesetErrorInfo.optional() }),
+  z.object({ type: z.literal("changeset/cleared") }),
   // Host extension (live-backend spec): a state-neutral acknowledgement of an MCP lifecycle request.
   z.object({ type: z.literal("paratenic/mcpLifecycleAccepted"), id: z.string(), operation: z.enum(["start", "stop"]) }),
 ]);
@@ -356,6 +370,7 @@ export const RESULT_SCHEMAS: Record<string, z.ZodType> = {
   createChat: z.null(),
   disposeChat: z.null(),
   authenticate: z.object({}).strict(),
+  invokeChangesetOperation: z.object({ message: z.unknown().optional(), followUp: z.unknown().optional() }).strict(),
   "paratenic/authContext": z.object({ review: z.string(), required_scopes: z.array(z.string()).nullable() }),
   "paratenic/dispatchOutcome": z.object({ outcome: z.enum(["pending", "accepted", "rejected", "indeterminate"]), action: z.object({ type: z.string() }).passthrough(), serverSeq: z.number().int().optional() }),
 };
@@ -440,6 +455,14 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
   "chat/turnsLoaded": "0.5.1",
   "session/customizationsChanged": "0.1.0",
   "root/configChanged": "0.1.0",
+  "session/changesetsChanged": "0.2.0",
+  "changeset/statusChanged": "0.2.0",
+  "changeset/fileSet": "0.2.0",
+  "changeset/fileRemoved": "0.2.0",
+  "changeset/contentChanged": "0.4.0",
+  "changeset/operationsChanged": "0.2.0",
+  "changeset/operationStatusChanged": "0.3.0",
+  "changeset/cleared": "0.2.0",
   "session/mcpServerStateChanged": "0.3.0",
   // Introduced after the 0.9 line: never sent to a 0.9.x client (this host emits neither yet).
   "chat/canvasesChanged": "0.10.0",

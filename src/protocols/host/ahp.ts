@@ -24,6 +24,7 @@ import { mcpHub, type McpPort } from "./mcp-channels.js";
 import { dispatchOutcome } from "./mcp-lifecycle.js";
 import { authContext, authenticate } from "./auth-review.js";
 import { initializeTelemetry, isOtlpChannel, registerProgress } from "./notifications.js";
+import { invokeChangesetOperation } from "./resources.js";
 
 /** Longest error message sent to a client. */
 const MAX_ERROR_MESSAGE = 512;
@@ -230,6 +231,8 @@ export class AhpConnection implements Subscriber {
         return authContext(this.state, params);
       case "authenticate":
         return authenticate(this.state, params);
+      case "invokeChangesetOperation":
+        return invokeChangesetOperation(this.state, params);
       default:
         if (notification) return null;
         throw new RpcError(ErrorCodes.MethodNotFound, `unknown method ${clip(method)}`);

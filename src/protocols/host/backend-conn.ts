@@ -27,6 +27,7 @@ import type { HostState } from "./state.js";
 import type { BackendServer } from "./backend.js";
 import { mcpHub } from "./mcp-channels.js";
 import { resourceAction } from "./mcp-lifecycle.js";
+import { resourceSnapshotEvent } from "./resources.js";
 import { onNotification, onRootAction, providerTelemetry } from "./notifications.js";
 
 const HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -463,7 +464,7 @@ export class BackendConn implements ProviderRoute {
     if (min === 4 && !route.toolCapable) return `${String(raw.type)} requires advertised toolCapabilities`;
     // v6 resource frames carry official AHP values, validated by their own module.
     if (raw.type === "resource_action") return resourceAction(this.state, s, raw);
-    if (raw.type === "resource_snapshot") return "resource_snapshot is not supported by this host yet";
+    if (raw.type === "resource_snapshot") return resourceSnapshotEvent(this.state, s, raw);
     // Fast path for the hot streaming events (same rules as the schema: exactly {type, text}).
     if ((raw.type === "text_delta" || raw.type === "thinking_delta") && typeof raw.text === "string" && raw.text.length <= MAX_TEXT) {
       let keys = 0;

@@ -16,8 +16,8 @@
 import { z } from "zod";
 import { ErrorCodes } from "./ahp-schema.js";
 import { RpcError, routeCommand } from "./ahp-requests.js";
-import { clip } from "./inbound.js";
 import { mcpHub } from "./mcp-channels.js";
+import { changesetResourceAction } from "./resources.js";
 import type { Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import type { LogicalRoute } from "./backend-conn.js";
@@ -138,15 +138,14 @@ const McpStateChanged = z.object({ type: z.literal("session/mcpServerStateChange
 
 /**
  * A v6 `resource_action` event: an official AHP action for a channel the route owns. Returns a
- * semantic-rejection message or null. This host projects `session/mcpServerStateChanged`;
- * other action families are refused by name (see docs/host.md).
+ * semantic-rejection message or null. This host projects `session/mcpServerStateChanged` here
+ * and changeset actions in resources.ts; other action families are refused by name.
  */
 export function resourceAction(st: HostState, s: SessionModel, raw: Json): string | null {
   const channel = raw.channel ?? s.uri;
   const action = raw.action as Json | undefined;
   if (typeof channel !== "string" || !action || typeof action !== "object" || typeof action.type !== "string") return "resource_action needs an action object";
-  if (channel !== s.uri) return "resource_action channel is not owned by this session";
-  if (action.type !== "session/mcpServerStateChanged") return `resource_action ${clip(action.type)} is not projected by this host`;
+  if (channel !== s.uri || action.type !== "session/mcpServerStateChanged") return changesetResourceAction(st, s, channel, action);
   const p = McpStateChanged.safeParse(action);
   if (!p.success) return `invalid session/mcpServerStateChanged: ${p.error.issues[0]?.message ?? "invalid"}`;
   return mcpHub(st).setServerState(s, p.data.id, p.data.state as Json);

@@ -7,6 +7,7 @@ import { STATUS, type ChatModel, type Json, type SessionModel } from "./model.js
 import type { HostState } from "./state.js";
 import { mcpHub } from "./mcp-channels.js";
 import { rootConfig } from "./notifications.js";
+import { resourceSnapshot, sessionChangesets } from "./resources.js";
 
 /** The session config schema the host exposes: the two values `configure` can change. */
 export const SESSION_CONFIG_SCHEMA: Json = {
@@ -103,6 +104,8 @@ export function sessionState(st: HostState, s: SessionModel): Json {
   if (s.inputNeeded.size > 0) out.inputNeeded = [...s.inputNeeded.values()];
   const customizations = mcpHub(st).customizations(s);
   if (customizations) out.customizations = customizations;
+  const changesets = sessionChangesets(st, s);
+  if (changesets) out.changesets = changesets;
   const meta: Json = {};
   if (!s.inputAvailable) meta["berth.inputAvailable"] = false;
   if (s.extra.model) meta["berth.model"] = s.extra.model;
@@ -153,5 +156,5 @@ export function snapshot(st: HostState, uri: string): Json | undefined {
   if (s) return { resource: uri, state: sessionState(st, s), fromSeq: st.serverSeq };
   const c = st.chatIndex.get(uri);
   if (c) return { resource: uri, state: chatState(c), fromSeq: st.serverSeq };
-  return undefined;
+  return resourceSnapshot(st, uri);
 }

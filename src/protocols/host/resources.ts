@@ -1,0 +1,204 @@
+/**
+ * Backend protocol v6 auxiliary resources: changeset channels (spec "Events": `resource_snapshot`,
+ * `resource_action`; "Commands": `invoke_changeset_operation`). Contracts:
+ *  - a changeset resource is confined to its session: `ahp-changeset:/<session id>/<path>`; only
+ *    the route currently owning that session may snapshot or change it;
+ *  - `resource_snapshot` creates the channel or replaces its state; subscribers of an existing
+ *    channel are brought to the new state with official `changeset/*` actions;
+ *  - `resource_action` on a changeset applies the official changeset reducer before publishing;
+ *    `session/changesetsChanged` replaces the session's catalogue;
+ *  - `invokeChangesetOperation` is validated against the changeset's current operations and
+ *    scopes before `invoke_changeset_operation` is sent; outcomes follow the command rules
+ *    (refusal and indeterminate are errors, never retried).
+ *  - at most 64 changesets per session, each at most 4 MiB encoded.
+ */
+import { z } from "zod";
+import { ErrorCodes } from "./ahp-schema.js";
+import { RpcError } from "./ahp-requests.js";
+import { clip } from "./inbound.js";
+import type { CommandOutcome, Json, SessionModel } from "./model.js";
+import type { HostState } from "./state.js";
+
+export const MAX_CHANGESETS_PER_SESSION = 64;
+export const MAX_CHANGESET_BYTES = 4 * 1024 * 1024;
+const MIN_VERSION = 6;
+
+const ErrorInfo = z.object({ errorType: z.string().max(256), message: z.string().max(65536) }).passthrough();
+const File = z.object({ id: z.string().min(1).max(4096), edit: z.record(z.string(), z.unknown()), reviewed: z.boolean().optional(), _meta: z.record(z.string(), z.unknown()).optional() }).passthrough();
+const Operation = z.object({
+  id: z.string().min(1).max(512),
+  label: z.string().max(4096),
+  scopes: z.array(z.enum(["changeset", "resource", "range"])).min(1),
+  status: z.enum(["idle", "running", "error", "disabled"]),
+  error: ErrorInfo.optional(),
+}).passthrough();
+const Status = z.enum(["computing", "ready", "error"]);
+const ChangesetState = z.object({ status: Status, error: ErrorInfo.optional(), files: z.array(File), operations: z.array(Operation).optional() }).strict();
+type ChangesetState = z.infer<typeof ChangesetState>;
+const Catalogue = z.array(z.object({ label: z.string().max(4096), uriTemplate: z.string().min(1).max(4096), changeKind: z.string().max(256), description: z.string().max(4096).optional() }).passthrough()).max(MAX_CHANGESETS_PER_SESSION);
+
+const ChangesetAction = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("changeset/statusChanged"), status: Status, error: ErrorInfo.optional() }),
+  z.object({ type: z.literal("changeset/fileSet"), file: File }),
+  z.object({ type: z.literal("changeset/fileRemoved"), fileId: z.string() }),
+  z.object({ type: z.literal("changeset/contentChanged"), files: z.array(File), operations: z.array(Operation).optional(), error: ErrorInfo.optional() }),
+  z.object({ type: z.literal("changeset/operationsChanged"), operations: z.array(Operation).optional() }),
+  z.object({ type: z.literal("changeset/operationStatusChanged"), operationId: z.string(), status: Operation.shape.status, error: ErrorInfo.optional() }),
+  z.object({ type: z.literal("changeset/cleared") }),
+]);
+type ChangesetAction = z.infer<typeof ChangesetAction>;
+
+/** The official changeset reducer (AHP `channels-changeset/reducer.ts` semantics). */
+export function reduceChangeset(state: ChangesetState, a: ChangesetAction): ChangesetState {
+  switch (a.type) {
+    case "changeset/statusChanged": {
+      const { error: _e, ...rest } = state;
+      return a.status === "error" ? { ...rest, status: a.status, ...(a.error ? { error: a.error } : {}) } : { ...rest, status: a.status };
+    }
+    case "changeset/fileSet": {
+      const i = state.files.findIndex((f) => f.id === a.file.id);
+      const files = [...state.files];
+      if (i < 0) files.push(a.file);
+      else files[i] = a.file;
+      return { ...state, files };
+    }
+    case "changeset/fileRemoved":
+      return { ...state, files: state.files.filter((f) => f.id !== a.fileId) };
+    case "changeset/contentChanged": {
+      const { error: _e, ...rest } = state;
+      return { ...rest, files: a.files, ...(a.operations !== undefined ? { operations: a.operations } : {}), ...(a.error !== undefined ? { error: a.error } : {}) };
+    }
+    case "changeset/operationsChanged": {
+      const { operations: _o, ...rest } = state;
+      return a.operations === undefined ? rest : { ...rest, operations: a.operations };
+    }
+    case "changeset/operationStatusChanged": {
+      if (!state.operations) return state;
+      const operations = state.operations.map((o) => {
+        if (o.id !== a.operationId) return o;
+        const { error: _e, ...rest } = o;
+        return a.status === "error" ? { ...rest, status: a.status, ...(a.error ? { error: a.error } : {}) } : { ...rest, status: a.status };
+      });
+      return { ...state, operations };
+    }
+    case "changeset/cleared":
+      return { ...state, files: [] };
+  }
+}
+
+interface SessionResources {
+  changesets: Map<string, ChangesetState>;
+  catalogue?: Json[];
+}
+const all = new WeakMap<HostState, Map<string, SessionResources>>();
+function of(st: HostState, sessionUri: string, create: boolean): SessionResources | undefined {
+  let m = all.get(st);
+  if (!m) all.set(st, (m = new Map()));
+  let r = m.get(sessionUri);
+  if (!r && create) m.set(sessionUri, (r = { changesets: new Map() }));
+  return r;
+}
+
+/** `ahp-changeset:/<session id>/` — the prefix every changeset of a session must have. */
+export function changesetPrefix(sessionUri: string): string {
+  return `ahp-changeset:/${sessionUri.slice("ahp-session:/".length)}/`;
+}
+const sessionOfChangeset = (st: HostState, uri: string): SessionModel | undefined => {
+  const m = /^ahp-changeset:\/([A-Za-z0-9._~-]{1,128})\/[A-Za-z0-9._~/-]{1,256}$/.exec(uri);
+  return m ? st.sessions.get(`ahp-session:/${m[1]}`) : undefined;
+};
+
+/** Snapshot of a changeset channel, or undefined when `uri` is none. */
+export function resourceSnapshot(st: HostState, uri: string): Json | undefined {
+  if (!uri.startsWith("ahp-changeset:")) return undefined;
+  const s = sessionOfChangeset(st, uri);
+  const state = s ? of(st, s.uri, false)?.changesets.get(uri) : undefined;
+  return state ? { resource: uri, state, fromSeq: st.serverSeq } : undefined;
+}
+
+/** The session's changeset catalogue (`SessionState.changesets`), when the backend gave one. */
+export function sessionChangesets(st: HostState, s: SessionModel): Json[] | undefined {
+  return of(st, s.uri, false)?.catalogue;
+}
+
+export function sessionResourcesRemoved(st: HostState, uri: string): void {
+  all.get(st)?.delete(uri);
+}
+
+/** A v6 `resource_snapshot` event for session `s`; null, or a semantic-rejection message. */
+export function resourceSnapshotEvent(st: HostState, s: SessionModel, raw: Json): string | null {
+  if (raw.kind === "annotations") return "annotations resources are not supported by this host yet";
+  if (raw.kind !== "changeset") return "resource_snapshot kind must be changeset or annotations";
+  const uri = raw.resource;
+  if (typeof uri !== "string" || !uri.startsWith(changesetPrefix(s.uri)) || sessionOfChangeset(st, uri) !== s)
+    return `changeset resources of this session are ${changesetPrefix(s.uri)}<path>`;
+  const p = ChangesetState.safeParse(raw.state);
+  if (!p.success) return `invalid changeset state: ${p.error.issues[0]?.path.join(".") ?? ""} ${p.error.issues[0]?.message ?? ""}`.trim();
+  if (Buffer.byteLength(JSON.stringify(p.data)) > MAX_CHANGESET_BYTES) return "changeset state exceeds 4 MiB";
+  const r = of(st, s.uri, true)!;
+  const prev = r.changesets.get(uri);
+  if (!prev && r.changesets.size >= MAX_CHANGESETS_PER_SESSION) return `a session holds at most ${MAX_CHANGESETS_PER_SESSION} changesets`;
+  const next = p.data;
+  r.changesets.set(uri, next);
+  if (prev) {
+    // Bring existing subscribers to the replacement with official actions.
+    if (prev.status !== next.status || prev.error !== undefined || next.error !== undefined) st.publish(uri, { type: "changeset/statusChanged", status: next.status, ...(next.error ? { error: next.error } : {}) });
+    st.publish(uri, { type: "changeset/contentChanged", files: next.files, ...(next.operations ? { operations: next.operations } : {}), ...(next.error ? { error: next.error } : {}) });
+    if (prev.operations && !next.operations) st.publish(uri, { type: "changeset/operationsChanged" });
+  }
+  return null;
+}
+
+/** A v6 `resource_action` that is not an MCP action; null, or a semantic-rejection message. */
+export function changesetResourceAction(st: HostState, s: SessionModel, channel: string, action: Json): string | null {
+  if (channel === s.uri) {
+    if (action.type !== "session/changesetsChanged") return `resource_action ${clip(action.type)} is not projected by this host`;
+    const p = Catalogue.safeParse(action.changesets);
+    if (!p.success) return "invalid session/changesetsChanged";
+    of(st, s.uri, true)!.catalogue = p.data as Json[];
+    st.publish(s.uri, { type: "session/changesetsChanged", changesets: p.data });
+    return null;
+  }
+  if (sessionOfChangeset(st, channel) !== s) return "resource_action channel is not owned by this session";
+  const cur = of(st, s.uri, false)?.changesets.get(channel);
+  if (!cur) return "unknown changeset: send its resource_snapshot first";
+  const p = ChangesetAction.safeParse(action);
+  if (!p.success) return `invalid ${clip(action.type)}: ${p.error.issues[0]?.message ?? "invalid"}`;
+  of(st, s.uri, true)!.changesets.set(channel, reduceChangeset(cur, p.data));
+  st.publish(channel, p.data);
+  return null;
+}
+
+const TextRange = z.object({ start: z.object({ line: z.number().int().min(0), character: z.number().int().min(0) }), end: z.object({ line: z.number().int().min(0), character: z.number().int().min(0) }) }).passthrough();
+const InvokeParams = z.object({
+  channel: z.string(),
+  operationId: z.string().min(1).max(512),
+  target: z
+    .discriminatedUnion("kind", [
+      z.object({ kind: z.literal("resource"), resource: z.string().min(1).max(4096), side: z.enum(["before", "after"]).optional() }).strict(),
+      z.object({ kind: z.literal("range"), resource: z.string().min(1).max(4096), side: z.enum(["before", "after"]).optional(), range: TextRange }).strict(),
+    ])
+    .optional(),
+});
+
+/** AHP `invokeChangesetOperation` → v6 `invoke_changeset_operation`. */
+export async function invokeChangesetOperation(st: HostState, params: Json): Promise<Json> {
+  const p = InvokeParams.safeParse(params);
+  if (!p.success) throw new RpcError(ErrorCodes.InvalidParams, "invokeChangesetOperation needs channel, operationId and an optional typed target");
+  const { channel, operationId, target } = p.data;
+  const s = sessionOfChangeset(st, channel);
+  const cs = s ? of(st, s.uri, false)?.changesets.get(channel) : undefined;
+  if (!s || !cs) throw new RpcError(ErrorCodes.NotFound, "no such changeset");
+  const op = cs.operations?.find((o) => o.id === operationId);
+  if (!op) throw new RpcError(ErrorCodes.InvalidParams, "the changeset offers no operation with that id");
+  if (op.status === "disabled" || op.status === "running") throw new RpcError(ErrorCodes.InvalidParams, `the operation is ${op.status}`);
+  const scope = target?.kind ?? "changeset";
+  if (!op.scopes.includes(scope)) throw new RpcError(ErrorCodes.InvalidParams, `the operation does not accept a ${scope} target`);
+  const route = s.route;
+  if (!route || route.version < MIN_VERSION) throw new RpcError(ErrorCodes.InternalError, "the changeset's backend is not connected; nothing was sent", { outcome: "rejected" });
+  const command: Json = { type: "invoke_changeset_operation", operationId, resource: channel, ...(target ? { target } : {}) };
+  const o = await new Promise<CommandOutcome>((done) => st.sendCommand(route, { type: "command", backendInstanceId: route.instanceId, session: s.uri, command }, done));
+  if (o.kind === "accepted") return {};
+  if (o.kind === "rejected") throw new RpcError(ErrorCodes.InternalError, "the backend refused the operation", { outcome: "rejected" });
+  throw new RpcError(ErrorCodes.InternalError, "the operation's outcome is indeterminate; it is not retried", { outcome: "indeterminate" });
+}
