@@ -148,5 +148,5 @@ export function resourceAction(st: HostState, s: SessionModel, raw: Json): strin
   if (channel !== s.uri || action.type !== "session/mcpServerStateChanged") return changesetResourceAction(st, s, channel, action);
   const p = McpStateChanged.safeParse(action);
   if (!p.success) return `invalid session/mcpServerStateChanged: ${p.error.issues[0]?.message ?? "invalid"}`;
-  return mcpHub(st).setServerState(s, p.data.id, p.data.state as Json);
+  return mcpHub(st).setServerState(s, p.data.id, p.data.state);
 }

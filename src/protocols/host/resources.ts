@@ -48,11 +48,18 @@ const ChangesetAction = z.discriminatedUnion("type", [
 ]);
 type ChangesetAction = z.infer<typeof ChangesetAction>;
 
+/** A copy of `o` without the optional key `k` (a field the reducer clears). */
+function without<T extends object>(o: T, k: keyof T): T {
+  const c = { ...o };
+  delete c[k];
+  return c;
+}
+
 /** The official changeset reducer (AHP `channels-changeset/reducer.ts` semantics). */
 export function reduceChangeset(state: ChangesetState, a: ChangesetAction): ChangesetState {
   switch (a.type) {
     case "changeset/statusChanged": {
-      const { error: _e, ...rest } = state;
+      const rest = without(state, "error");
       return a.status === "error" ? { ...rest, status: a.status, ...(a.error ? { error: a.error } : {}) } : { ...rest, status: a.status };
     }
     case "changeset/fileSet": {
@@ -65,18 +72,18 @@ export function reduceChangeset(state: ChangesetState, a: ChangesetAction): Chan
     case "changeset/fileRemoved":
       return { ...state, files: state.files.filter((f) => f.id !== a.fileId) };
     case "changeset/contentChanged": {
-      const { error: _e, ...rest } = state;
+      const rest = without(state, "error");
       return { ...rest, files: a.files, ...(a.operations !== undefined ? { operations: a.operations } : {}), ...(a.error !== undefined ? { error: a.error } : {}) };
     }
     case "changeset/operationsChanged": {
-      const { operations: _o, ...rest } = state;
+      const rest = without(state, "operations");
       return a.operations === undefined ? rest : { ...rest, operations: a.operations };
     }
     case "changeset/operationStatusChanged": {
       if (!state.operations) return state;
       const operations = state.operations.map((o) => {
         if (o.id !== a.operationId) return o;
-        const { error: _e, ...rest } = o;
+        const rest = without(o, "error");
         return a.status === "error" ? { ...rest, status: a.status, ...(a.error ? { error: a.error } : {}) } : { ...rest, status: a.status };
       });
       return { ...state, operations };
@@ -93,7 +100,7 @@ interface SessionResources {
 const all = new WeakMap<HostState, Map<string, SessionResources>>();
 function of(st: HostState, sessionUri: string, create: boolean): SessionResources | undefined {
   let m = all.get(st);
-  if (!m) all.set(st, (m = new Map()));
+  if (!m) all.set(st, (m = new Map<string, SessionResources>()));
   let r = m.get(sessionUri);
   if (!r && create) m.set(sessionUri, (r = { changesets: new Map() }));
   return r;
@@ -155,7 +162,7 @@ export function changesetResourceAction(st: HostState, s: SessionModel, channel:
     if (action.type !== "session/changesetsChanged") return `resource_action ${clip(action.type)} is not projected by this host`;
     const p = Catalogue.safeParse(action.changesets);
     if (!p.success) return "invalid session/changesetsChanged";
-    of(st, s.uri, true)!.catalogue = p.data as Json[];
+    of(st, s.uri, true)!.catalogue = p.data;
     st.publish(s.uri, { type: "session/changesetsChanged", changesets: p.data });
     return null;
   }
