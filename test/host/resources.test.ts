@@ -130,3 +130,52 @@ test("invokeChangesetOperation: validated against operations and scopes, then se
     assert.deepEqual(c.invalid, []);
     c.close();
   }));
+
+test("changeset/filesReviewChanged: client-dispatchable only with the review capability; echoed after acceptance", () =>
+  withHost(async (h) => {
+    const { be, reg } = await v6(h);
+    const prefix = changesetPrefix(reg.session as string);
+    const turn = `${prefix}turn/t1`;
+    const plain = `${prefix}session`;
+    ev(be, reg.session, {
+      type: "resource_action",
+      action: {
+        type: "session/changesetsChanged",
+        changesets: [
+          { label: "Turn", uriTemplate: `${prefix}turn/{turnId}`, changeKind: "turn", capabilities: { review: {} } },
+          { label: "Session", uriTemplate: plain, changeKind: "session" },
+        ],
+      },
+    });
+    for (const uri of [turn, plain]) ev(be, reg.session, { type: "resource_snapshot", resource: uri, kind: "changeset", state: { status: "ready", files: [file("a"), file("b")] } });
+    be.send({ type: "ping", id: "s" });
+    await be.next((f) => f.type === "pong");
+    const { c } = await AhpClient.init(h, [turn, plain], "reviewer");
+    const seq = c.dispatch(turn, { type: "changeset/filesReviewChanged", files: ["a", "zzz"], reviewed: true });
+    const cmd = await be.nextType("command");
+    assert.deepEqual(cmd.command, { type: "apply_resource_action", channel: turn, action: { type: "changeset/filesReviewChanged", files: ["a", "zzz"], reviewed: true } });
+    assert.equal(c.actions(turn).length, 0, "not echoed before the backend accepts");
+    be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
+    const echo = await c.action((e) => e.channel === turn);
+    assert.deepEqual(echo.origin, { clientId: "reviewer", clientSeq: seq });
+    let state = (await c.request("subscribe", { channel: turn })).result.snapshot.state as Json;
+    assert.deepEqual(state.files.map((f: Json) => f.reviewed), [true, undefined]);
+    // The backend may originate it too.
+    ev(be, reg.session, { type: "resource_action", channel: turn, action: { type: "changeset/filesReviewChanged", files: ["a"], reviewed: false } });
+    await c.action((e) => e.channel === turn && e.action.reviewed === false);
+    state = (await c.request("subscribe", { channel: turn })).result.snapshot.state as Json;
+    assert.equal(state.files[0].reviewed, false);
+    c.dispatch(plain, { type: "changeset/filesReviewChanged", files: ["a"], reviewed: true });
+    assert.match((await c.action((e) => e.channel === plain && e.rejectionReason !== undefined)).rejectionReason, /review capability/);
+    c.dispatch(turn, { type: "changeset/cleared" });
+    assert.match((await c.action((e) => e.channel === turn && e.rejectionReason !== undefined)).rejectionReason, /not client-dispatchable/);
+    c.dispatch(turn, { type: "changeset/filesReviewChanged", files: ["b"], reviewed: true });
+    const cmd2 = await be.nextType("command");
+    be.send({ type: "command_result", commandId: cmd2.commandId, accepted: false, error: "no" });
+    await c.action((e) => e.channel === turn && e.rejectionReason === "backend refused the action");
+    state = (await c.request("subscribe", { channel: turn })).result.snapshot.state as Json;
+    assert.equal(state.files[1].reviewed, undefined, "a refused review changes nothing");
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    be.close();
+  }));

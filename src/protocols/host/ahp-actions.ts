@@ -15,6 +15,7 @@ import { routeCommand } from "./ahp-requests.js";
 import { chatErrorAction, durationSince, findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import { mcpLifecycleRequest } from "./mcp-lifecycle.js";
+import { changesetClientAction } from "./resources.js";
 
 const MAX_PENDING_ID = 512;
 
@@ -32,6 +33,7 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
   const type = action.type;
   const session = st.sessions.get(channel);
   if (session) return sessionAction(st, session, action as Json, origin, reject);
+  if (channel.startsWith("ahp-changeset:")) return changesetClientAction(st, channel, action as Json, origin, reject);
   const chat = st.chatIndex.get(channel);
   if (!chat) return; // upstream: an action for a non-existent channel is silently ignored (no echo)
   const s = st.sessions.get(chat.sessionUri)!;

@@ -291,6 +291,7 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("changeset/operationsChanged"), operations: z.array(ChangesetOperation).optional() }),
   z.object({ type: z.literal("changeset/operationStatusChanged"), operationId: z.string(), status: z.enum(["idle", "running", "error", "disabled"]), error: ChangesetErrorInfo.optional() }),
   z.object({ type: z.literal("changeset/cleared") }),
+  z.object({ type: z.literal("changeset/filesReviewChanged"), files: z.array(z.string()), reviewed: z.boolean() }),
   // Host extension (live-backend spec): a state-neutral acknowledgement of an MCP lifecycle request.
   z.object({ type: z.literal("paratenic/mcpLifecycleAccepted"), id: z.string(), operation: z.enum(["start", "stop"]) }),
 ]);
@@ -463,6 +464,7 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
   "changeset/operationsChanged": "0.2.0",
   "changeset/operationStatusChanged": "0.3.0",
   "changeset/cleared": "0.2.0",
+  "changeset/filesReviewChanged": "0.6.0",
   "session/mcpServerStateChanged": "0.3.0",
   // Introduced after the 0.9 line: never sent to a 0.9.x client (this host emits neither yet).
   "chat/canvasesChanged": "0.10.0",

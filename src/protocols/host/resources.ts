@@ -16,7 +16,7 @@ import { z } from "zod";
 import { ErrorCodes } from "./ahp-schema.js";
 import { RpcError } from "./ahp-requests.js";
 import { clip } from "./inbound.js";
-import type { CommandOutcome, Json, SessionModel } from "./model.js";
+import type { CommandOutcome, Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 
 export const MAX_CHANGESETS_PER_SESSION = 64;
@@ -45,6 +45,7 @@ const ChangesetAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("changeset/operationsChanged"), operations: z.array(Operation).optional() }),
   z.object({ type: z.literal("changeset/operationStatusChanged"), operationId: z.string(), status: Operation.shape.status, error: ErrorInfo.optional() }),
   z.object({ type: z.literal("changeset/cleared") }),
+  z.object({ type: z.literal("changeset/filesReviewChanged"), files: z.array(z.string().max(4096)).max(10_000), reviewed: z.boolean() }).strict(),
 ]);
 type ChangesetAction = z.infer<typeof ChangesetAction>;
 
@@ -90,6 +91,10 @@ export function reduceChangeset(state: ChangesetState, a: ChangesetAction): Chan
     }
     case "changeset/cleared":
       return { ...state, files: [] };
+    case "changeset/filesReviewChanged": {
+      const ids = new Set(a.files);
+      return { ...state, files: state.files.map((f) => (ids.has(f.id) ? { ...f, reviewed: a.reviewed } : f)) };
+    }
   }
 }
 
@@ -174,6 +179,43 @@ export function changesetResourceAction(st: HostState, s: SessionModel, channel:
   of(st, s.uri, true)!.changesets.set(channel, reduceChangeset(cur, p.data));
   st.publish(channel, p.data);
   return null;
+}
+
+/** Whether the session's catalogue declares the review capability for this changeset URI. */
+function reviewable(st: HostState, s: SessionModel, uri: string): boolean {
+  for (const c of of(st, s.uri, false)?.catalogue ?? []) {
+    const caps = c.capabilities as Json | undefined;
+    if (!caps || typeof caps.review !== "object" || caps.review === null) continue;
+    const pattern = String(c.uriTemplate)
+      .split(/\{[^}]*\}/)
+      .map((x) => x.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))
+      .join("[^/]+");
+    if (new RegExp(`^${pattern}$`).test(uri)) return true;
+  }
+  return false;
+}
+
+/**
+ * A client `changeset/filesReviewChanged` (the one client-dispatchable changeset action): sent as
+ * `apply_resource_action`, reduced and echoed only after the backend accepts.
+ */
+export function changesetClientAction(st: HostState, channel: string, action: Json, origin: Origin, reject: (r: string) => void): void {
+  const s = sessionOfChangeset(st, channel);
+  const cs = s ? of(st, s.uri, false)?.changesets.get(channel) : undefined;
+  if (!s || !cs) return; // upstream: an action for a non-existent channel is ignored
+  if (action.type !== "changeset/filesReviewChanged") return reject(`${clip(action.type)} is not client-dispatchable`);
+  const p = ChangesetAction.safeParse(action);
+  if (!p.success) return reject("invalid changeset/filesReviewChanged");
+  if (!reviewable(st, s, channel)) return reject("the changeset does not advertise the review capability");
+  const route = s.route;
+  if (!route || route.version < MIN_VERSION) return reject("backend not connected");
+  st.sendCommand(route, { type: "command", backendInstanceId: route.instanceId, session: s.uri, command: { type: "apply_resource_action", channel, action: p.data } }, (o) => {
+    if (o.kind !== "accepted") return reject(o.kind === "rejected" ? "backend refused the action" : "backend outcome indeterminate");
+    const cur = of(st, s.uri, false)?.changesets.get(channel);
+    if (!cur) return;
+    of(st, s.uri, true)!.changesets.set(channel, reduceChangeset(cur, p.data));
+    st.publish(channel, p.data, origin);
+  });
 }
 
 const TextRange = z.object({ start: z.object({ line: z.number().int().min(0), character: z.number().int().min(0) }), end: z.object({ line: z.number().int().min(0), character: z.number().int().min(0) }) }).passthrough();
