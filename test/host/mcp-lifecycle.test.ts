@@ -4,16 +4,19 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { AhpClient, FakeBackend, until, withHost, type Json } from "./helpers.js";
+import { join } from "node:path";
+import { AhpClient, FakeBackend, tempHome, until, withHost, type Json } from "./helpers.js";
 import { McpClient, TOOLS_SERVER } from "./mcp-helpers.js";
-import { MAX_UNRESOLVED_GLOBAL, MAX_UNRESOLVED_PER_CLIENT } from "../../src/protocols/host/mcp-lifecycle.js";
-import type { HostHandle } from "../../src/protocols/host/host.js";
+import { MARKER_KEY, MAX_UNRESOLVED_GLOBAL, MAX_UNRESOLVED_PER_CLIENT } from "../../src/protocols/host/mcp-lifecycle.js";
+import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
+import { HostStore } from "../../src/store/host/store.js";
 
 async function session(h: HostHandle, version: number, servers: Json[] = [TOOLS_SERVER], sourceId = "lc"): Promise<{ be: FakeBackend; reg: Json }> {
   const { be, reg } = await FakeBackend.session(h, { protocolVersion: version, sourceId, mcpServers: servers });
   assert.equal(reg.type, "registered", JSON.stringify(reg));
   return { be, reg };
 }
+const session6 = (h: HostHandle) => session(h, 6, [TOOLS_SERVER], "durable-src");
 const start = (id = TOOLS_SERVER.id) => ({ type: "session/mcpServerStartRequested", id });
 const stop = (id = TOOLS_SERVER.id) => ({ type: "session/mcpServerStopRequested", id });
 const stateOf = async (c: AhpClient, session: string) => {
@@ -183,3 +186,49 @@ test("resource_action is v6+, owned, and limited to what this host projects", ()
     be.close();
     v5.be.close();
   }));
+
+test("unresolved markers are durable: after a restart the sequence and server stay blocked until the backend reports", async () => {
+  const home = tempHome();
+  const h1 = await startHost({ home, log: () => {} });
+  let session = "";
+  try {
+    const { be, reg } = await session6(h1);
+    session = reg.session as string;
+    const { c } = await AhpClient.init(h1, [reg.session], "durable");
+    c.dispatch(reg.session, start());
+    await be.nextType("command"); // delivered; the host stops before any answer
+    c.close();
+    be.close();
+  } finally {
+    await h1.close();
+  }
+  // An unreadable marker next to the real one is reported, not trusted.
+  const store = new HostStore(join(home, "host", "host.db"));
+  const kept = JSON.parse(store.getMeta(MARKER_KEY)!) as Json[];
+  assert.equal(kept.length, 1);
+  store.putMetaNow(MARKER_KEY, JSON.stringify([...kept, { nonsense: true }]));
+  store.close();
+  const logs: string[] = [];
+  const h2 = await startHost({ home, log: (m) => logs.push(m) });
+  try {
+    const { be, reg } = await session6(h2);
+    assert.equal(reg.session, session);
+    const { c } = await AhpClient.init(h2, [reg.session], "durable");
+    const seq = c.dispatch(reg.session, start()); // the same client sequence as before the restart
+    assert.match((await c.action((e) => e.rejectionReason !== undefined)).rejectionReason, /already dispatched/);
+    assert.equal((await c.request("paratenic/dispatchOutcome", { channel: reg.session, clientSeq: seq })).result.outcome, "indeterminate");
+    assert.ok(logs.some((l) => /1 unreadable unresolved-sequence marker/.test(l)));
+    c.dispatch(reg.session, stop());
+    assert.match((await c.action((e) => e.rejectionReason !== undefined && e.origin.clientSeq === seq + 1)).rejectionReason, /still unresolved/);
+    // The backend's authoritative state releases the server (not the old sequence).
+    be.send({ type: "event", session: reg.session, event: { type: "resource_action", action: { type: "session/mcpServerStateChanged", id: TOOLS_SERVER.id, state: { kind: "ready" } } } });
+    await c.action((e) => e.action.type === "session/mcpServerStateChanged");
+    c.dispatch(reg.session, stop());
+    const cmd = await be.nextType("command");
+    assert.equal(cmd.command.action.type, "session/mcpServerStopRequested");
+    c.close();
+    be.close();
+  } finally {
+    await h2.close();
+  }
+});

@@ -37,17 +37,69 @@ interface Dispatch {
   action: Json;
   outcome: Outcome;
   serverSeq?: number;
+  /** An indeterminate request whose server the backend has since reported authoritatively. */
+  released?: boolean;
 }
+
+/**
+ * The durable unresolved-sequence markers, under the `meta` key the spec keeps for disk
+ * compatibility (older hosts suppress reuse of those sequences whatever the action family).
+ */
+export const MARKER_KEY = "unresolvedConfigurations";
+const Marker = z.object({ session: z.string(), clientId: z.string(), clientSeq: z.number().int(), action: z.object({ type: z.string(), id: z.string() }) });
 
 class Lifecycle {
   /** Dispatches by `clientId \0 clientSeq`. */
   readonly dispatches = new Map<string, Dispatch>();
   /** Unresolved (pending or indeterminate) server keys `session \0 id`. */
   readonly busy = new Set<string>();
+  constructor(private readonly st: HostState) {
+    // Restore: every marker left by an earlier run is an uncertain dispatch (the host stopped
+    // before a definitive answer), so its sequence and its server stay blocked.
+    const raw = st.store.getMeta(MARKER_KEY);
+    if (raw === undefined) return;
+    let list: unknown;
+    try {
+      list = JSON.parse(raw);
+    } catch {
+      list = [];
+    }
+    let bad = 0;
+    for (const m of Array.isArray(list) ? list : []) {
+      const p = Marker.safeParse(m);
+      if (!p.success) {
+        bad++;
+        continue;
+      }
+      this.dispatches.set(`${p.data.clientId}\0${p.data.clientSeq}`, { ...p.data, action: p.data.action, outcome: "indeterminate" });
+      this.busy.add(`${p.data.session}\0${p.data.action.id}`);
+    }
+    if (bad > 0 || !Array.isArray(list)) st.log(`mcp lifecycle: ${bad} unreadable unresolved-sequence marker(s) ignored`);
+  }
   unresolved(clientId?: string): number {
     let n = 0;
-    for (const d of this.dispatches.values()) if ((d.outcome === "pending" || d.outcome === "indeterminate") && (clientId === undefined || d.clientId === clientId)) n++;
+    for (const d of this.dispatches.values())
+      if ((d.outcome === "pending" || (d.outcome === "indeterminate" && !d.released)) && (clientId === undefined || d.clientId === clientId) && this.st.sessions.has(d.session)) n++;
     return n;
+  }
+  /** Write the unresolved markers durably (before a dispatch is sent). */
+  persist(): void {
+    const markers = [...this.dispatches.values()]
+      .filter((d) => d.outcome === "pending" || (d.outcome === "indeterminate" && !d.released))
+      .map((d) => ({ session: d.session, clientId: d.clientId, clientSeq: d.clientSeq, action: d.action }));
+    this.st.store.putMetaNow(MARKER_KEY, JSON.stringify(markers));
+  }
+  /** The backend reported the server's state: an indeterminate request no longer holds its server. */
+  serverReported(session: string, id: string): void {
+    let changed = false;
+    for (const d of this.dispatches.values())
+      if (d.session === session && d.action.id === id && d.outcome === "indeterminate" && !d.released) {
+        d.released = true;
+        changed = true;
+      }
+    if (!changed) return;
+    this.busy.delete(`${session}\0${id}`);
+    this.persist();
   }
   remember(key: string, d: Dispatch): void {
     this.dispatches.set(key, d);
@@ -61,7 +113,7 @@ class Lifecycle {
 const states = new WeakMap<HostState, Lifecycle>();
 function lifecycle(st: HostState): Lifecycle {
   let l = states.get(st);
-  if (!l) states.set(st, (l = new Lifecycle()));
+  if (!l) states.set(st, (l = new Lifecycle(st)));
   return l;
 }
 
@@ -86,22 +138,35 @@ export function mcpLifecycleRequest(st: HostState, s: SessionModel, action: Json
   const d: Dispatch = { session: s.uri, clientId: origin.clientId, clientSeq: origin.clientSeq, action: forwarded, outcome: "pending" };
   L.remember(key, d);
   L.busy.add(busyKey);
+  try {
+    L.persist(); // the marker is durable before anything is sent
+  } catch (e) {
+    L.dispatches.delete(key);
+    L.busy.delete(busyKey);
+    st.poison(`could not record an MCP lifecycle request: ${e instanceof Error ? e.message : String(e)}`);
+    return reject("the host could not record the request durably; nothing was sent");
+  }
   void routeCommand(st, s, undefined, { type: "apply_resource_action", channel: s.uri, action: forwarded }, (o) => {
     if (o.kind !== "indeterminate") L.busy.delete(busyKey);
     if (o.kind === "indeterminate") {
       d.outcome = "indeterminate"; // the same-server guard and the sequence stay blocked
       return;
     }
-    if (!st.sessions.has(s.uri)) {
-      d.outcome = o.kind;
-      return;
-    }
+    const settle = (outcome: "accepted" | "rejected") => {
+      d.outcome = outcome;
+      try {
+        L.persist();
+      } catch (e) {
+        st.poison(`could not clear an MCP lifecycle marker: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    };
+    if (!st.sessions.has(s.uri)) return settle(o.kind);
     if (o.kind === "rejected") {
-      d.outcome = "rejected";
+      settle("rejected");
       d.serverSeq = st.publish(s.uri, action, origin, "backend refused the MCP lifecycle request").serverSeq;
       return;
     }
-    d.outcome = "accepted";
+    settle("accepted");
     d.serverSeq = st.publish(s.uri, { type: "paratenic/mcpLifecycleAccepted", id: action.id, operation }, origin).serverSeq;
   });
 }
@@ -148,5 +213,7 @@ export function resourceAction(st: HostState, s: SessionModel, raw: Json): strin
   if (channel !== s.uri || action.type !== "session/mcpServerStateChanged") return changesetResourceAction(st, s, channel, action);
   const p = McpStateChanged.safeParse(action);
   if (!p.success) return `invalid session/mcpServerStateChanged: ${p.error.issues[0]?.message ?? "invalid"}`;
-  return mcpHub(st).setServerState(s, p.data.id, p.data.state);
+  const err = mcpHub(st).setServerState(s, p.data.id, p.data.state);
+  if (err === null) lifecycle(st).serverReported(s.uri, p.data.id);
+  return err;
 }
