@@ -290,3 +290,22 @@ test("MCP frames from a backend below v5 are refused; MCP needs an initialized A
     be.close();
     be5.close();
   }));
+
+test("disposing the session answers its delivered MCP waiters indeterminate at once", () =>
+  withHost(async (h) => {
+    const clock = new ManualClock();
+    mcpHub(h.state).clock = clock;
+    const { be, reg } = await v5Session(h);
+    const channel = await channelOf(h, reg.session);
+    const m = await McpClient.open(h);
+    m.request(channel, "d", "tools/list");
+    await be.nextType("mcp_request");
+    assert.equal((await m.c.request("disposeSession", { channel: reg.session })).result, null);
+    const r = await m.reply("d");
+    assert.equal(r.error.data.outcome, "indeterminate");
+    assert.equal(clock.size, 0, "no deadline left behind");
+    m.request(channel, "after", "tools/list");
+    assert.equal((await m.reply("after")).error.code, -32008, "the channel is gone with its session");
+    m.close();
+    be.close();
+  }));

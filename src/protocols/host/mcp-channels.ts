@@ -239,8 +239,9 @@ export class McpHub {
     if (s && s.route !== route) this.announce(s);
   }
 
-  /** A session was removed: forget its channels. */
+  /** A session was removed: answer its waiters, forget its channels. */
   sessionRemoved(uri: string): void {
+    this.failWaiters((p) => p.route.sessionUri === uri, "the session was removed after delivery");
     this.announced.delete(uri);
     for (const [ch, v] of this.channels) if (v.sessionUri === uri) this.channels.delete(ch);
   }
