@@ -175,7 +175,7 @@ test("resource_action is v6+, owned, and limited to what this host projects", ()
       [{ type: "resource_action", action: { type: "session/mcpServerStateChanged", id: TOOLS_SERVER.id, state: { kind: "flying" } } }, /invalid session\/mcpServerStateChanged/],
       [{ type: "resource_action", channel: v5.reg.session, action: { type: "session/titleChanged", title: "x" } }, /not owned/],
       [{ type: "resource_action", action: { type: "session/titleChanged", title: "x" } }, /not projected by this host/],
-      [{ type: "resource_snapshot", resource: `${reg.session}/annotations`, kind: "annotations", state: {} }, /annotations resources are not supported by this host yet/],
+      [{ type: "resource_snapshot", resource: `${reg.session}/annotations`, kind: "annotations", state: {} }, /invalid annotations state/],
     ];
     for (const [event, re] of bad) {
       be.send({ type: "event", session: reg.session, event });

@@ -5,7 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { AhpClient, FakeBackend, withHost, type Json } from "./helpers.js";
-import { changesetPrefix, MAX_CHANGESETS_PER_SESSION, reduceChangeset } from "../../src/protocols/host/resources.js";
+import { changesetPrefix, MAX_CHANGESETS_PER_SESSION, reduceAnnotations, reduceChangeset } from "../../src/protocols/host/resources.js";
 import type { HostHandle } from "../../src/protocols/host/host.js";
 
 const file = (id: string, extra: Json = {}) => ({ id, edit: { after: { uri: id, content: { uri: `${id}#after` } } }, ...extra });
@@ -175,6 +175,46 @@ test("changeset/filesReviewChanged: client-dispatchable only with the review cap
     await c.action((e) => e.channel === turn && e.rejectionReason === "backend refused the action");
     state = (await c.request("subscribe", { channel: turn })).result.snapshot.state as Json;
     assert.equal(state.files[1].reviewed, undefined, "a refused review changes nothing");
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    be.close();
+  }));
+
+test("annotations: one confined channel per session, reduced as the official actions say, replaceable", () =>
+  withHost(async (h) => {
+    const { be, reg } = await v6(h, "notes");
+    const uri = `${reg.session as string}/annotations`;
+    const note = (id: string, entries = [{ id: "e1", text: "first" }]) => ({ id, turnId: "t1", resource: "file:///a.ts", resolved: false, entries });
+    ev(be, reg.session, { type: "resource_snapshot", resource: `${reg.session as string}/notes`, kind: "annotations", state: { annotations: [] } });
+    assert.match((await be.nextType("error")).message, /annotations resource of this session is/);
+    ev(be, reg.session, { type: "resource_action", channel: uri, action: { type: "annotations/removed", annotationId: "x" } });
+    assert.match((await be.nextType("error")).message, /send its resource_snapshot first/);
+    ev(be, reg.session, { type: "resource_snapshot", resource: uri, kind: "annotations", state: { annotations: [note("n1")] } });
+    be.send({ type: "ping", id: "s" });
+    await be.next((f) => f.type === "pong");
+    const { c } = await AhpClient.init(h, [uri], "notes-client");
+    let model = (await c.request("subscribe", { channel: uri })).result.snapshot.state as Json;
+    const actions: Json[] = [
+      { type: "annotations/set", annotation: note("n2") },
+      { type: "annotations/entrySet", annotationId: "n1", entry: { id: "e2", text: { markdown: "**second**" } } },
+      { type: "annotations/updated", annotationId: "n1", resolved: true },
+      { type: "annotations/entryRemoved", annotationId: "n1", entryId: "e1" },
+      { type: "annotations/removed", annotationId: "n2" },
+    ];
+    for (const action of actions) ev(be, reg.session, { type: "resource_action", channel: uri, action });
+    await c.action((e) => e.action.type === "annotations/removed");
+    for (const e of c.actions(uri)) model = reduceAnnotations(model as never, e.action as never) as Json;
+    const fresh = (await c.request("subscribe", { channel: uri })).result.snapshot.state as Json;
+    assert.deepEqual(fresh as unknown, model as unknown);
+    assert.deepEqual(fresh.annotations.map((a: Json) => [a.id, a.resolved, a.entries.map((e: Json) => e.id)]), [["n1", true, ["e2"]]]);
+    ev(be, reg.session, { type: "resource_action", channel: uri, action: { type: "annotations/entryRemoved", annotationId: "n1", entryId: "e2" } });
+    assert.match((await be.nextType("error")).message, /at least one entry/);
+    ev(be, reg.session, { type: "resource_snapshot", resource: uri, kind: "annotations", state: { annotations: [note("n3")] } });
+    await c.action((e) => e.action.type === "annotations/set" && e.action.annotation.id === "n3");
+    model = fresh;
+    for (const e of c.actions(uri).slice(actions.length)) model = reduceAnnotations(model as never, e.action as never) as Json;
+    assert.deepEqual(model as unknown, { annotations: [note("n3")] });
+    assert.deepEqual((await c.request("subscribe", { channel: uri })).result.snapshot.state, model);
     assert.deepEqual(c.invalid, []);
     c.close();
     be.close();

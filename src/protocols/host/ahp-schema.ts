@@ -225,7 +225,11 @@ const ChangesetFile = z.object({ id: z.string(), edit: z.record(z.string(), z.un
 const ChangesetOperation = z.object({ id: z.string(), label: z.string(), scopes: z.array(z.enum(["changeset", "resource", "range"])), status: z.enum(["idle", "running", "error", "disabled"]) }).passthrough();
 /** AHP `ChangesetState` (channels-changeset/state.ts). */
 export const ChangesetState = z.object({ status: z.enum(["computing", "ready", "error"]), error: ChangesetErrorInfo.optional(), files: z.array(ChangesetFile), operations: z.array(ChangesetOperation).optional() });
-export const Snapshot = z.object({ resource: uri, state: z.union([RootState, SessionState, ChatState, ChangesetState]), fromSeq: z.number().int().min(0) });
+const AnnotationEntry = z.object({ id: z.string(), text: z.union([z.string(), z.object({ markdown: z.string() })]) }).passthrough();
+const Annotation = z.object({ id: z.string(), turnId: z.string(), resource: z.string(), resolved: z.boolean(), entries: z.array(AnnotationEntry).min(1) }).passthrough();
+/** AHP `AnnotationsState` (channels-annotations/state.ts). */
+export const AnnotationsState = z.object({ annotations: z.array(Annotation) });
+export const Snapshot = z.object({ resource: uri, state: z.union([RootState, SessionState, ChatState, ChangesetState, AnnotationsState]), fromSeq: z.number().int().min(0) });
 
 const turnId = z.string();
 export const StateAction = z.discriminatedUnion("type", [
@@ -292,6 +296,11 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("changeset/operationStatusChanged"), operationId: z.string(), status: z.enum(["idle", "running", "error", "disabled"]), error: ChangesetErrorInfo.optional() }),
   z.object({ type: z.literal("changeset/cleared") }),
   z.object({ type: z.literal("changeset/filesReviewChanged"), files: z.array(z.string()), reviewed: z.boolean() }),
+  z.object({ type: z.literal("annotations/set"), annotation: Annotation }),
+  z.object({ type: z.literal("annotations/removed"), annotationId: z.string() }),
+  z.object({ type: z.literal("annotations/updated"), annotationId: z.string() }).passthrough(),
+  z.object({ type: z.literal("annotations/entrySet"), annotationId: z.string(), entry: AnnotationEntry }),
+  z.object({ type: z.literal("annotations/entryRemoved"), annotationId: z.string(), entryId: z.string() }),
   // Host extension (live-backend spec): a state-neutral acknowledgement of an MCP lifecycle request.
   z.object({ type: z.literal("paratenic/mcpLifecycleAccepted"), id: z.string(), operation: z.enum(["start", "stop"]) }),
 ]);
@@ -465,6 +474,11 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
   "changeset/operationStatusChanged": "0.3.0",
   "changeset/cleared": "0.2.0",
   "changeset/filesReviewChanged": "0.6.0",
+  "annotations/set": "0.4.0",
+  "annotations/updated": "0.4.0",
+  "annotations/removed": "0.4.0",
+  "annotations/entrySet": "0.4.0",
+  "annotations/entryRemoved": "0.4.0",
   "session/mcpServerStateChanged": "0.3.0",
   // Introduced after the 0.9 line: never sent to a 0.9.x client (this host emits neither yet).
   "chat/canvasesChanged": "0.10.0",

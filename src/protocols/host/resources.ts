@@ -1,5 +1,5 @@
 /**
- * Backend protocol v6 auxiliary resources: changeset channels (spec "Events": `resource_snapshot`,
+ * Backend protocol v6 auxiliary resources: changeset and annotations channels (spec "Events": `resource_snapshot`,
  * `resource_action`; "Commands": `invoke_changeset_operation`). Contracts:
  *  - a changeset resource is confined to its session: `ahp-changeset:/<session id>/<path>`; only
  *    the route currently owning that session may snapshot or change it;
@@ -10,7 +10,8 @@
  *  - `invokeChangesetOperation` is validated against the changeset's current operations and
  *    scopes before `invoke_changeset_operation` is sent; outcomes follow the command rules
  *    (refusal and indeterminate are errors, never retried).
- *  - at most 64 changesets per session, each at most 4 MiB encoded.
+ *  - at most 64 changesets per session, each at most 4 MiB encoded; one annotations channel per
+ *    session (`<session>/annotations`), at most 4 MiB, every annotation keeping an entry.
  */
 import { z } from "zod";
 import { ErrorCodes } from "./ahp-schema.js";
@@ -98,8 +99,70 @@ export function reduceChangeset(state: ChangesetState, a: ChangesetAction): Chan
   }
 }
 
+// ── Annotations (`<session>/annotations`, AHP channels-annotations) ──────────
+const Entry = z.object({ id: z.string().min(1).max(512), text: z.union([z.string().max(65536), z.object({ markdown: z.string().max(65536) }).strict()]), _meta: z.record(z.string(), z.unknown()).optional() }).strict();
+const Annotation = z.object({
+  id: z.string().min(1).max(512),
+  turnId: z.string().min(1).max(512),
+  resource: z.string().min(1).max(4096),
+  range: TextRangeShape().optional(),
+  resolved: z.boolean(),
+  entries: z.array(Entry).min(1),
+  _meta: z.record(z.string(), z.unknown()).optional(),
+}).strict();
+const AnnotationsState = z.object({ annotations: z.array(Annotation) }).strict();
+type AnnotationsState = z.infer<typeof AnnotationsState>;
+const AnnotationsAction = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("annotations/set"), annotation: Annotation }).strict(),
+  z.object({ type: z.literal("annotations/removed"), annotationId: z.string() }).strict(),
+  z.object({ type: z.literal("annotations/updated"), annotationId: z.string(), resource: z.string().min(1).max(4096).optional(), range: TextRangeShape().optional(), resolved: z.boolean().optional() }).strict(),
+  z.object({ type: z.literal("annotations/entrySet"), annotationId: z.string(), entry: Entry }).strict(),
+  z.object({ type: z.literal("annotations/entryRemoved"), annotationId: z.string(), entryId: z.string() }).strict(),
+]);
+type AnnotationsAction = z.infer<typeof AnnotationsAction>;
+function TextRangeShape() {
+  const pos = z.object({ line: z.number().int().min(0), character: z.number().int().min(0) });
+  return z.object({ start: pos, end: pos }).passthrough();
+}
+
+/** The annotations reducer (AHP channels-annotations action semantics; unknown ids are no-ops). */
+export function reduceAnnotations(state: AnnotationsState, a: AnnotationsAction): AnnotationsState {
+  const list = state.annotations;
+  switch (a.type) {
+    case "annotations/set": {
+      const i = list.findIndex((x) => x.id === a.annotation.id);
+      const annotations = [...list];
+      if (i < 0) annotations.push(a.annotation);
+      else annotations[i] = a.annotation;
+      return { annotations };
+    }
+    case "annotations/removed":
+      return { annotations: list.filter((x) => x.id !== a.annotationId) };
+    case "annotations/updated":
+      return {
+        annotations: list.map((x) =>
+          x.id !== a.annotationId ? x : { ...x, ...(a.resource !== undefined ? { resource: a.resource } : {}), ...(a.range !== undefined ? { range: a.range } : {}), ...(a.resolved !== undefined ? { resolved: a.resolved } : {}) },
+        ),
+      };
+    case "annotations/entrySet":
+      return {
+        annotations: list.map((x) => {
+          if (x.id !== a.annotationId) return x;
+          const i = x.entries.findIndex((e) => e.id === a.entry.id);
+          const entries = [...x.entries];
+          if (i < 0) entries.push(a.entry);
+          else entries[i] = a.entry;
+          return { ...x, entries };
+        }),
+      };
+    case "annotations/entryRemoved":
+      return { annotations: list.map((x) => (x.id !== a.annotationId ? x : { ...x, entries: x.entries.filter((e) => e.id !== a.entryId) })) };
+  }
+}
+
 interface SessionResources {
   changesets: Map<string, ChangesetState>;
+  annotations?: AnnotationsState;
   catalogue?: Json[];
 }
 const all = new WeakMap<HostState, Map<string, SessionResources>>();
@@ -120,8 +183,13 @@ const sessionOfChangeset = (st: HostState, uri: string): SessionModel | undefine
   return m ? st.sessions.get(`ahp-session:/${m[1]}`) : undefined;
 };
 
-/** Snapshot of a changeset channel, or undefined when `uri` is none. */
+/** Snapshot of a changeset or annotations channel, or undefined when `uri` is none. */
 export function resourceSnapshot(st: HostState, uri: string): Json | undefined {
+  if (uri.endsWith("/annotations") && uri.startsWith("ahp-session:/")) {
+    const s = st.sessions.get(uri.slice(0, -"/annotations".length));
+    const state = s ? of(st, s.uri, false)?.annotations : undefined;
+    return state ? { resource: uri, state, fromSeq: st.serverSeq } : undefined;
+  }
   if (!uri.startsWith("ahp-changeset:")) return undefined;
   const s = sessionOfChangeset(st, uri);
   const state = s ? of(st, s.uri, false)?.changesets.get(uri) : undefined;
@@ -139,7 +207,7 @@ export function sessionResourcesRemoved(st: HostState, uri: string): void {
 
 /** A v6 `resource_snapshot` event for session `s`; null, or a semantic-rejection message. */
 export function resourceSnapshotEvent(st: HostState, s: SessionModel, raw: Json): string | null {
-  if (raw.kind === "annotations") return "annotations resources are not supported by this host yet";
+  if (raw.kind === "annotations") return annotationsSnapshot(st, s, raw);
   if (raw.kind !== "changeset") return "resource_snapshot kind must be changeset or annotations";
   const uri = raw.resource;
   if (typeof uri !== "string" || !uri.startsWith(changesetPrefix(s.uri)) || sessionOfChangeset(st, uri) !== s)
@@ -161,6 +229,24 @@ export function resourceSnapshotEvent(st: HostState, s: SessionModel, raw: Json)
   return null;
 }
 
+function annotationsSnapshot(st: HostState, s: SessionModel, raw: Json): string | null {
+  if (raw.resource !== `${s.uri}/annotations`) return `the annotations resource of this session is ${s.uri}/annotations`;
+  const p = AnnotationsState.safeParse(raw.state);
+  if (!p.success) return `invalid annotations state: ${p.error.issues[0]?.path.join(".") ?? ""} ${p.error.issues[0]?.message ?? ""}`.trim();
+  if (Buffer.byteLength(JSON.stringify(p.data)) > MAX_CHANGESET_BYTES) return "annotations state exceeds 4 MiB";
+  const r = of(st, s.uri, true)!;
+  const prev = r.annotations;
+  r.annotations = p.data;
+  if (prev) {
+    // Bring existing subscribers to the replacement with official actions.
+    const uri = `${s.uri}/annotations`;
+    const keep = new Set(p.data.annotations.map((a) => a.id));
+    for (const a of prev.annotations) if (!keep.has(a.id)) st.publish(uri, { type: "annotations/removed", annotationId: a.id });
+    for (const a of p.data.annotations) st.publish(uri, { type: "annotations/set", annotation: a });
+  }
+  return null;
+}
+
 /** A v6 `resource_action` that is not an MCP action; null, or a semantic-rejection message. */
 export function changesetResourceAction(st: HostState, s: SessionModel, channel: string, action: Json): string | null {
   if (channel === s.uri) {
@@ -169,6 +255,17 @@ export function changesetResourceAction(st: HostState, s: SessionModel, channel:
     if (!p.success) return "invalid session/changesetsChanged";
     of(st, s.uri, true)!.catalogue = p.data;
     st.publish(s.uri, { type: "session/changesetsChanged", changesets: p.data });
+    return null;
+  }
+  if (channel === `${s.uri}/annotations`) {
+    const cur = of(st, s.uri, false)?.annotations;
+    if (!cur) return "no annotations channel: send its resource_snapshot first";
+    const p = AnnotationsAction.safeParse(action);
+    if (!p.success) return `invalid ${clip(action.type)}: ${p.error.issues[0]?.message ?? "invalid"}`;
+    const next = reduceAnnotations(cur, p.data);
+    if (next.annotations.some((a) => a.entries.length === 0)) return "an annotation must keep at least one entry (remove the annotation instead)";
+    of(st, s.uri, true)!.annotations = next;
+    st.publish(channel, p.data);
     return null;
   }
   if (sessionOfChangeset(st, channel) !== s) return "resource_action channel is not owned by this session";
