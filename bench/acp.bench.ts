@@ -26,7 +26,7 @@ type Proc = ChildProcessByStdio<Writable, Readable, null>;
 const frame = (id: number, method: string, params: unknown) => JSON.stringify({ jsonrpc: "2.0", id, method, params }) + "\n";
 
 /** Resolves with the parsed response to `id`. */
-function response(child: Proc, id: number): Promise<Record<string, any>> {
+function response(child: Proc, id: number): Promise<Record<string, unknown>> {
   return new Promise((resolve) => {
     let buf = "";
     const on = (d: Buffer) => {
@@ -34,7 +34,7 @@ function response(child: Proc, id: number): Promise<Record<string, any>> {
       for (let i = buf.indexOf("\n"); i !== -1; i = buf.indexOf("\n")) {
         const line = buf.slice(0, i);
         buf = buf.slice(i + 1);
-        const m = JSON.parse(line) as Record<string, any>;
+        const m = JSON.parse(line) as Record<string, unknown>;
         if (m["id"] === id && !("method" in m)) {
           child.stdout.off("data", on);
           resolve(m);
@@ -84,7 +84,9 @@ async function oneTurn(home: string, cwd: string): Promise<number> {
   const t0 = performance.now();
   const created = response(child, 1);
   child.stdin.write(frame(1, "session/new", { cwd, mcpServers: [] }));
-  const sessionId = (await created)["result"].sessionId as string;
+  const result = (await created)["result"];
+  const sessionId = typeof result === "object" && result !== null && "sessionId" in result && typeof result.sessionId === "string" ? result.sessionId : "";
+  if (sessionId === "") throw new Error("bench: session/new answered without a sessionId");
   const done = response(child, 2);
   child.stdin.write(frame(2, "session/prompt", { sessionId, prompt: [{ type: "text", text: "hello" }] }));
   await done;

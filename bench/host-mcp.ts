@@ -9,6 +9,7 @@ import { spawn } from "node:child_process";
 import { createConnection } from "node:net";
 import { fileURLToPath } from "node:url";
 import WebSocket from "ws";
+import { wsText } from "../src/transport/ws-text.js";
 import type { Figure } from "./run.js";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
@@ -45,7 +46,7 @@ function drive(ws: WebSocket, channel: string, n: number, window: number): Promi
       ws.send(`{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"echo","arguments":{"i":${id}}},"channel":${JSON.stringify(channel)}}`);
     };
     ws.on("message", (d) => {
-      const m = JSON.parse(d.toString()) as { id?: number; error?: unknown };
+      const m = JSON.parse(wsText(d)) as { id?: number; error?: unknown };
       if (typeof m.id !== "number" || !sent.has(m.id)) return;
       if (m.error) return reject(new Error(`MCP error: ${JSON.stringify(m.error)}`));
       lat.push(performance.now() - sent.get(m.id)!);
@@ -77,7 +78,7 @@ async function echoServer(): Promise<{ url: string; close: () => void }> {
     "s.on('listening',()=>console.log(s.address().port));" +
     "s.on('connection',w=>w.on('message',d=>{const m=JSON.parse(d.toString());w.send(JSON.stringify({jsonrpc:'2.0',id:m.id,result:{content:[]},channel:m.channel}))}))";
   const child = spawn(process.execPath, ["-e", src], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
-  const port = await new Promise<string>((r) => child.stdout!.once("data", (d: Buffer) => r(d.toString().trim())));
+  const port = await new Promise<string>((r) => child.stdout.once("data", (d: Buffer) => r(d.toString().trim())));
   return { url: `ws://127.0.0.1:${port}`, close: () => child.kill() };
 }
 
@@ -115,8 +116,9 @@ export async function mcpRoundTrips(ready: Record<string, string>): Promise<Figu
   const { session } = await reg;
   const headers = { authorization: `Bearer ${ready.token}` };
   const probe = await open({ url: ready.ahp!, headers, channel: "", prepare: () => Promise.resolve() });
-  const snap = await new Promise<{ result: { snapshots: Array<{ state: { customizations: Array<{ channel: string }> } }> } }>((resolve) => {
-    probe.once("message", (d) => resolve(JSON.parse(d.toString())));
+  type InitResult = { result: { snapshots: Array<{ state: { customizations: Array<{ channel: string }> } }> } };
+  const snap = await new Promise<InitResult>((resolve) => {
+    probe.once("message", (d) => resolve(JSON.parse(wsText(d)) as InitResult));
     probe.send(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { channel: "ahp-root://", protocolVersions: ["1.0.0"], clientId: "mcp-probe", initialSubscriptions: [session] } }));
   });
   probe.close();

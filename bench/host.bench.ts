@@ -17,6 +17,21 @@ import { fileURLToPath } from "node:url";
 import WebSocket from "ws";
 import type { Figure } from "./run.js";
 import { mcpRoundTrips } from "./host-mcp.js";
+import { textOf } from "../src/core/json-text.js";
+
+/** One JSON-lines frame from the daemon (read as untyped JSON; fields are narrowed where used). */
+type Frame = Record<string, unknown>;
+
+function asFrame(v: unknown): Frame | null {
+  return typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Frame) : null;
+}
+
+/** The daemon's ready line: its string members (socket paths, URLs, token). */
+function readyFields(line: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(asFrame(JSON.parse(line)) ?? {})) if (typeof v === "string") out[k] = v;
+  return out;
+}
 
 const bin = fileURLToPath(new URL("../../bin/berth", import.meta.url));
 
@@ -27,8 +42,8 @@ function rssMb(pid: number): number {
 
 class Lines {
   private buf = "";
-  private waiters: Array<{ pred: (f: any) => boolean; resolve: (f: any) => void }> = [];
-  onFrame: ((f: any) => void) | undefined;
+  private waiters: Array<{ pred: (f: Frame) => boolean; resolve: (f: Frame) => void }> = [];
+  onFrame: ((f: Frame) => void) | undefined;
   constructor(readonly sock: Socket) {
     sock.setEncoding("utf8");
     sock.on("data", (d: string) => {
@@ -42,7 +57,8 @@ class Lines {
       }
       this.buf = this.buf.slice(start);
       for (const line of lines) {
-        const f = JSON.parse(line);
+        const f = asFrame(JSON.parse(line));
+        if (f === null) continue;
         this.onFrame?.(f);
         const w = this.waiters.findIndex((x) => x.pred(f));
         if (w !== -1) this.waiters.splice(w, 1)[0]!.resolve(f);
@@ -52,7 +68,7 @@ class Lines {
   send(f: unknown): void {
     this.sock.write(JSON.stringify(f) + "\n");
   }
-  wait(pred: (f: any) => boolean): Promise<any> {
+  wait(pred: (f: Frame) => boolean): Promise<Frame> {
     return new Promise((resolve) => this.waiters.push({ pred, resolve }));
   }
 }
@@ -60,7 +76,7 @@ class Lines {
 /** A bare Node HTTP server in a child process (the floor for the /healthz probe). */
 async function bareServer(): Promise<{ url: string; close: () => void }> {
   const child = spawn(process.execPath, ["-e", "const s=require('http').createServer((q,r)=>r.end('{}')).listen(0,'127.0.0.1',()=>console.log(s.address().port))"], { stdio: ["ignore", "pipe", "inherit"] });
-  const port = await new Promise<string>((r) => child.stdout!.once("data", (d: Buffer) => r(d.toString().trim())));
+  const port = await new Promise<string>((r) => child.stdout.once("data", (d: Buffer) => r(d.toString().trim())));
   return { url: `http://127.0.0.1:${port}`, close: () => child.kill() };
 }
 
@@ -86,9 +102,9 @@ export default async (): Promise<Figure[]> => {
   const proc = spawn(process.execPath, [bin, "daemon"], { env: { ...process.env, BERTH_HOME: home }, stdio: ["ignore", "pipe", "inherit"] });
   const ready = await new Promise<Record<string, string>>((resolve, reject) => {
     let b = "";
-    proc.stdout!.on("data", (d: Buffer) => {
+    proc.stdout.on("data", (d: Buffer) => {
       b += d.toString();
-      if (b.includes("\n")) resolve(JSON.parse(b.split("\n")[0]!));
+      if (b.includes("\n")) resolve(readyFields(b.split("\n")[0]!));
     });
     proc.once("exit", (c) => reject(new Error(`daemon exited ${c}`)));
   });
@@ -109,9 +125,9 @@ export default async (): Promise<Figure[]> => {
     const allDone = new Promise<void>((resolve) => {
       be.onFrame = (f) => {
         if (f.type === "session_registered" && ++registered === N) {
-          lastSession = f.session;
-          lastChat = f.chat;
-          lastId = f.backendConnectionId;
+          lastSession = textOf(f.session);
+          lastChat = textOf(f.chat);
+          lastId = textOf(f.backendConnectionId);
           resolve();
         }
       };
@@ -161,7 +177,7 @@ export default async (): Promise<Figure[]> => {
     be.onFrame = undefined;
     let acked = 0;
     be.onFrame = (f) => {
-      if (f.type === "event_ack") acked = f.sequence;
+      if (f.type === "event_ack" && typeof f.sequence === "number") acked = f.sequence;
     };
     be.send({ type: "sequenced_event", session: lastSession, sequence: 1, event: { type: "agent_started", turnId: "bench" }, backendConnectionId: lastId });
     await new Promise<void>((r) => {

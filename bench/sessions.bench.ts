@@ -16,6 +16,14 @@ import type { MethodDescriptor, Outcome, RequestContext } from "../src/protocols
 import { sessionMethods } from "../src/protocols/app-service/sessions.js";
 import { SessionManager, SessionStore } from "../src/store/sessions/index.js";
 import { ServiceProcess } from "../test/helpers/service-process.js";
+import { textOf } from "../src/core/json-text.js";
+
+/** A service response, read as untyped JSON. */
+type Frame = Record<string, unknown>;
+
+function member(o: unknown, k: string): unknown {
+  return typeof o === "object" && o !== null ? (o as Frame)[k] : undefined;
+}
 
 function ctx(method: RequestContext["method"], sessionId: string | null): RequestContext {
   return { requestId: "bench", sessionId, method, emit: async () => {}, hold: () => ({ release() {} }) };
@@ -23,16 +31,20 @@ function ctx(method: RequestContext["method"], sessionId: string | null): Reques
 
 function family(home: string) {
   const fam = sessionMethods({ manager: new SessionManager(new SessionStore({ home })), cwd: "/" });
-  const by = (m: string) => fam.descriptors.find((d) => d.method === m) as MethodDescriptor<any>;
+  const by = (m: string): MethodDescriptor => {
+    const d = fam.descriptors.find((x) => x.method === m);
+    if (d === undefined) throw new Error(`bench: no ${m} method`);
+    return d;
+  };
   return {
     fam,
-    async call(method: RequestContext["method"], sessionId: string | null, payload: Record<string, unknown>): Promise<Record<string, any>> {
+    async call(method: RequestContext["method"], sessionId: string | null, payload: Record<string, unknown>): Promise<Record<string, unknown>> {
       const d = by(method);
       const parsed = d.parse(payload);
       if (!parsed.ok) throw new Error(`bench: ${method} parse ${parsed.error}`);
       const o: Outcome = await d.handle(ctx(method, sessionId), parsed.value);
       if (o.error) throw new Error(`bench: ${method} ${o.error}`);
-      return o.payload as Record<string, any>;
+      return o.payload ?? {};
     },
   };
 }
@@ -66,7 +78,7 @@ async function listBench(): Promise<Figure[]> {
   }
   const f = family(home);
   const first = await f.call("session.list", null, { limit: 32 });
-  if (first.sessions.length !== 32 || first.truncated !== true) throw new Error("bench: unexpected list page");
+  if (!Array.isArray(first.sessions) || first.sessions.length !== 32 || first.truncated !== true) throw new Error("bench: unexpected list page");
   const times = await time(20, (i) => f.call("session.list", null, { after: i % 2 ? null : ids[10_000], limit: 32 }));
   rmSync(home, { recursive: true, force: true });
   const s = stats(times);
@@ -99,8 +111,8 @@ async function replayBench(): Promise<Figure[]> {
   const warm = family(home);
   const p0 = await warm.call("session.replay", id, {});
   // A cursor in the middle of the window: follow pages for a while.
-  let cur: string = p0.next_cursor;
-  for (let i = 0; i < 50; i++) cur = (await warm.call("session.replay", id, { after: cur })).next_cursor;
+  let cur = textOf(p0.next_cursor);
+  for (let i = 0; i < 50; i++) cur = textOf((await warm.call("session.replay", id, { after: cur })).next_cursor);
   await warm.fam.drain?.(); // the sidecar write has finished
   const warmTimes = await time(30, () => warm.call("session.replay", id, { after: cur }));
   const coldTimes = await time(10, () => family(home).call("session.replay", id, { after: cur }));
@@ -143,10 +155,10 @@ async function spawnedCreateCloseBench(): Promise<Figure[]> {
   try {
     await svc.initialize();
     const once = async () => {
-      const c = await svc.request("session.create", {});
-      if (c.error) throw new Error(`bench: session.create ${String(c.error.code)}`);
-      const x = await svc.request("session.close", {}, { session_id: c.payload.session_id });
-      if (x.payload?.status !== "closed") throw new Error("bench: session.close did not close");
+      const c: Frame = await svc.request("session.create", {});
+      if (c.error) throw new Error(`bench: session.create ${textOf(member(c.error, "code"))}`);
+      const x: Frame = await svc.request("session.close", {}, { session_id: member(c.payload, "session_id") });
+      if (member(x.payload, "status") !== "closed") throw new Error("bench: session.close did not close");
     };
     for (let i = 0; i < 20; i++) await once();
     const n = 400;
@@ -179,9 +191,9 @@ async function spawnedFirstReplayBench(): Promise<Figure[]> {
       await svc.request("session.list", { limit: 1 }); // loads the session family
       await new Promise((r) => setTimeout(r, 500)); // lets the service finish prefetching other families
       const t = performance.now();
-      const r = await svc.request("session.replay", {}, { session_id: id });
+      const r: Frame = await svc.request("session.replay", {}, { session_id: id });
       const dt = performance.now() - t;
-      if (r.error) throw new Error(`bench: session.replay ${String(r.error.code)}`);
+      if (r.error) throw new Error(`bench: session.replay ${textOf(member(r.error, "code"))}`);
       return dt;
     } finally {
       svc.end();

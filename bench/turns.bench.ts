@@ -83,7 +83,8 @@ export default async function (): Promise<Figure[]> {
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   // BENCH_SERVICE_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"): node flags for the service (profiling).
   const flags = (process.env.BENCH_SERVICE_NODE_ARGS ?? "").split(" ").filter((f) => f !== "");
-  const svc = new ServiceProcess(flags.length > 0 ? { bin: flags[0], args: [...flags.slice(1), BERTH_BIN, "service"] } : {});
+  const [nodeBin, ...nodeArgs] = flags;
+  const svc = new ServiceProcess(nodeBin !== undefined ? { bin: nodeBin, args: [...nodeArgs, BERTH_BIN, "service"] } : {});
   mkdirSync(svc.home, { recursive: true });
   writeFileSync(join(svc.home, "settings.json"), JSON.stringify(fakeSettings(base)));
   // Read timestamps: taken when a stdout chunk arrives, before anything parses it.

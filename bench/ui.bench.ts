@@ -13,6 +13,7 @@ import { AhpClient } from "../test/host/helpers.js";
 import { ended, newSession, startTurn } from "../test/host/berth-rig.js";
 import { browserSkipReason, launchBrowser, startDaemon } from "../test/ui/rig.js";
 import type { HostHandle } from "../src/protocols/host/host.js";
+import { wsText } from "../src/transport/ws-text.js";
 
 const RUNS = 5;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -26,7 +27,7 @@ async function nodeListFloor(http: string, ahp: string, token: string): Promise<
   await new Promise((r) => ws.once("open", r));
   const answers = new Map<number, (v: unknown) => void>();
   ws.on("message", (d) => {
-    const m = JSON.parse(d.toString()) as { id?: number; result?: unknown };
+    const m = JSON.parse(wsText(d)) as { id?: number; result?: unknown };
     if (typeof m.id === "number") answers.get(m.id)?.(m.result);
   });
   const call = (id: number, method: string, params: unknown) =>
@@ -61,7 +62,7 @@ export default async (): Promise<Figure[]> => {
       const page = await ctx.newPage();
       await page.goto(d.ready.ui);
       await page.locator('[data-session="ahp-session:/bench-ui"]').waitFor();
-      paints.push((await page.evaluate('performance.getEntriesByName("berth:list-painted")[0].startTime')) as number);
+      paints.push(await page.evaluate<number>('performance.getEntriesByName("berth:list-painted")[0].startTime'));
       await ctx.close();
       floors.push(await nodeListFloor(d.ready.http, d.ready.ahp, d.ready.token));
     }
@@ -76,7 +77,7 @@ export default async (): Promise<Figure[]> => {
     let last = 0;
     let deltas = 0;
     const onFrame = (data: WebSocket.RawData) => {
-      const n = JSON.parse(data.toString()) as { method?: string; params?: { action?: { type?: string } } };
+      const n = JSON.parse(wsText(data)) as { method?: string; params?: { action?: { type?: string } } };
       if (n.method === "action" && n.params?.action?.type === "chat/delta") {
         const now = performance.now();
         if (!first) first = now;
@@ -84,12 +85,12 @@ export default async (): Promise<Figure[]> => {
         deltas++;
       }
     };
-    (c.ws as unknown as WebSocket).on("message", onFrame);
+    (c.ws).on("message", onFrame);
     startTurn(c, chat, "long", "long answer 20000");
     await ended(c, "long");
     await page.locator(".turn.done").nth(1).waitFor({ timeout: 60_000 });
-    const perf = (await page.evaluate("({ ...globalThis.__berth.perf })")) as Record<string, number>;
-    (c.ws as unknown as WebSocket).off("message", onFrame);
+    const perf = await page.evaluate<Record<string, number>>("({ ...globalThis.__berth.perf })");
+    c.ws.off("message", onFrame);
     figures.push({
       name: "ui.stream_20000_deltas.max_render_lag_ms",
       value: round(perf.maxLagMs!),

@@ -29,9 +29,13 @@ const FORBIDDEN: Record<string, string[]> = {
   // A backend (Berth's runtime served to the host) is a client of the host's wire: never of its code.
   backends: ["protocols", "cli", "client"],
 };
-const IO_MODULES = /^(node:)?(fs|fs\/promises|net|child_process|http|https|dgram|tls)$|^(better-sqlite3|write-file-atomic|proper-lockfile|ws)$/;
-/** Libraries whose only job is touching files: a protocol adapter never imports them (storage is store/'s). */
-const FILE_LIBRARIES = /^(node:)?fs(\/promises)?$|^(better-sqlite3|write-file-atomic|proper-lockfile)$/;
+/**
+ * Libraries that touch files, processes or sockets. `core` imports none of them (nor http/https/ws); a protocol
+ * adapter (`protocols/`) imports none of them either: files and databases are `store/`'s, sockets and processes
+ * `transport/`'s or `cli/`'s. Type-only imports (`import type`) do no I/O and are allowed.
+ */
+const IO_LIBRARIES = /^(node:)?(fs|fs\/promises|child_process|net|dgram|tls|worker_threads|cluster)$|^(better-sqlite3|proper-lockfile|write-file-atomic)$/;
+const CORE_ALSO = /^(node:)?(http|https|http2|readline)$|^ws$/;
 
 /** A door runs turns only through the session runtime (runtime/session), never the pieces beneath it. */
 const TURN_INTERNALS = /\/runtime\/(agent|turn-loop|approval|tool-exec|recorder|history|events|queue)\.js$/;
@@ -54,15 +58,15 @@ it("imports point one way and core does no I/O", () => {
   for (const f of walk(SRC)) {
     const from = layer(f);
     const text = readFileSync(f, "utf8");
-    for (const m of text.matchAll(/(?:import|export)\s[^'"]*?from\s+["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)/g)) {
-      const spec = (m[1] ?? m[2])!;
+    for (const m of text.matchAll(/(?:import|export)\s+(type\s)?[^'"]*?from\s+["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)/g)) {
+      const typeOnly = m[1] !== undefined;
+      const spec = (m[2] ?? m[3])!;
       if (spec.startsWith(".")) {
         const to = layer(resolve(dirname(f), spec));
         if (FORBIDDEN[from]?.includes(to)) violations.push(`${relative(REPO_ROOT, f)} -> ${spec}`);
-      } else if (from === "core" && IO_MODULES.test(spec)) violations.push(`${relative(REPO_ROOT, f)} does I/O via ${spec}`);
-      // protocols/host still prepares its state directory and socket file itself (host.ts, backend.ts).
-      else if (from === "protocols" && FILE_LIBRARIES.test(spec) && !(/^(node:)?fs$/.test(spec) && f.includes(`${join("protocols", "host")}`)))
-        violations.push(`${relative(REPO_ROOT, f)}: a protocol adapter opens files via ${spec}`);
+      } else if (typeOnly) continue;
+      else if (from === "core" && (IO_LIBRARIES.test(spec) || CORE_ALSO.test(spec))) violations.push(`${relative(REPO_ROOT, f)} does I/O via ${spec}`);
+      else if (from === "protocols" && IO_LIBRARIES.test(spec)) violations.push(`${relative(REPO_ROOT, f)}: a protocol adapter does I/O via ${spec}`);
     }
   }
   assert.deepEqual(violations, []);

@@ -101,7 +101,8 @@ export async function setAccount(
   home: string,
   channel: ChannelName,
   account: string,
-  patch: { enabled?: boolean; workspace?: string | null; remote_tools?: "none" | "owner"; senders?: "owner" | "anyone" },
+  /** An undefined member leaves that setting unchanged. */
+  patch: { enabled?: boolean | undefined; workspace?: string | null | undefined; remote_tools?: "none" | "owner" | undefined; senders?: "owner" | "anyone" | undefined },
 ): Promise<AccountEntry> {
   checkAccountName(account);
   const c = await loadChannelsConfig(home);

@@ -22,7 +22,7 @@ function reserveStdout(): (chunk: Uint8Array) => Promise<void> {
   const out = process.stdout;
   const realWrite = out.write.bind(out);
   out.write = ((chunk: unknown, ...rest: unknown[]) =>
-    (process.stderr.write as (...a: unknown[]) => boolean)(chunk, ...rest)) as NodeJS.WriteStream["write"];
+    (process.stderr.write as (...a: unknown[]) => boolean)(chunk, ...rest));
   const toStderr = new console.Console(process.stderr, process.stderr);
   for (const m of ["log", "info", "debug", "warn", "error", "trace", "dir"] as const)
     (console as unknown as Record<string, unknown>)[m] = toStderr[m].bind(toStderr);

@@ -136,8 +136,8 @@ export async function runChannel(argv: string[]): Promise<number> {
       const e = await setAccount(home, channel, String(f["--account"] ?? "default"), {
         enabled: f["--enable"] ? true : f["--disable"] ? false : undefined,
         workspace: typeof ws === "string" ? ws : undefined,
-        remote_tools: rt as "none" | "owner" | undefined,
-        senders: se as "owner" | "anyone" | undefined,
+        remote_tools: rt,
+        senders: se,
       });
       process.stdout.write(JSON.stringify(e) + "\n");
       return 0;

@@ -86,6 +86,7 @@ export async function main(argv: string[]): Promise<void> {
     case "help":
       process.stdout.write(USAGE);
       return;
+    case undefined:
     default:
       process.stderr.write(cmd === undefined ? USAGE : `berth: unknown command '${cmd}'\n${USAGE}`);
       process.exitCode = 2;

@@ -26,7 +26,7 @@ export function lazyFamily(methods: readonly Operation[], load: () => Promise<Me
   return { methods, load, prefetch };
 }
 
-export async function buildFamilies(deps: ServiceDeps): Promise<Array<MethodFamily | LazyFamily>> {
+export function buildFamilies(deps: ServiceDeps): Array<MethodFamily | LazyFamily> {
   const sessionManager = once(async () => {
     const { SessionManager, SessionStore } = await import("../store/sessions/index.js");
     return new SessionManager(new SessionStore({ home: deps.home }));

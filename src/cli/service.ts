@@ -38,9 +38,9 @@ export function reserveStdout(): NodeJS.WriteStream {
   const out = process.stdout;
   const realWrite = out.write.bind(out);
   const proxy = Object.create(out) as NodeJS.WriteStream;
-  proxy.write = realWrite as NodeJS.WriteStream["write"];
+  proxy.write = realWrite;
   out.write = ((chunk: unknown, ...rest: unknown[]) =>
-    (process.stderr.write as (...a: unknown[]) => boolean)(chunk, ...rest)) as NodeJS.WriteStream["write"];
+    (process.stderr.write as (...a: unknown[]) => boolean)(chunk, ...rest));
   const toStderr = new console.Console(process.stderr, process.stderr);
   for (const m of ["log", "info", "debug", "warn", "error", "trace", "dir"] as const)
     (console as unknown as Record<string, unknown>)[m] = toStderr[m].bind(toStderr);
@@ -65,7 +65,7 @@ async function runService(): Promise<number> {
     return 1;
   }
   const state = { initialized: false };
-  const families = await buildFamilies({
+  const families = buildFamilies({
     home,
     cwd: process.cwd(),
     env: process.env,

@@ -152,6 +152,14 @@ interface Resolved {
   autoApproveHosts: string[];
 }
 
+/** A turn that cannot run, with the reason its outcome reports (thrown inside the agent, caught in `runTurn`). */
+class TurnFailure extends Error {
+  constructor(readonly reason: FailureReason) {
+    super(`turn failed: ${reason}`);
+    this.name = "TurnFailure";
+  }
+}
+
 export class Agent {
   private readonly settings: SettingsStore;
   private readonly config: ConfigService;
@@ -172,26 +180,26 @@ export class Agent {
     this.skills = new SkillCatalog({ mcHome: o.home, userHome: o.env["HOME"] ?? homedir() });
   }
 
-  /** Reloads settings and builds this turn's provider. Throws a FailureReason string. */
+  /** Reloads settings and builds this turn's provider. Throws a `TurnFailure`. */
   private async resolve(over: SelectionOverride = {}, mcpOverride?: Record<string, McpServerDef>): Promise<Resolved> {
     let sel: RuntimeSelection;
     let layers;
     try {
       [sel, layers] = await Promise.all([this.config.runtimeSelection(), this.settings.load()]);
     } catch {
-      throw "selection" satisfies FailureReason;
+      throw new TurnFailure("selection");
     }
     if ((over.provider !== undefined && over.provider !== sel.provider_id) || (over.model !== undefined && over.model !== sel.model_id)) {
       // Another model than the settings': its catalog metadata is not looked up (the fallback window applies).
       sel = { ...sel, provider_id: over.provider ?? sel.provider_id, model_id: over.model ?? sel.model_id, context_window: null, max_output_tokens: null };
     }
     if (over.reasoning !== undefined) sel = { ...sel, thinking_level: over.reasoning };
-    if (sel.model_id === null) throw "selection" satisfies FailureReason;
+    if (sel.model_id === null) throw new TurnFailure("selection");
     const env = this.o.env;
     const keyEnvs = Object.values(layers.global.providers ?? {}).flatMap((p) => (p.api_key_env !== undefined ? [p.api_key_env] : []));
     const mcp = mcpOverride ?? layers.global.mcp_servers ?? {};
     const entry = findProvider(layers.global, sel.provider_id);
-    if (entry === undefined) throw "selection" satisfies FailureReason;
+    if (entry === undefined) throw new TurnFailure("selection");
     const opts: ProviderOptions = { env, ...this.o.providerOptions };
     let provider: Provider;
     let images = true;
@@ -211,7 +219,7 @@ export class Agent {
         );
       }
     } catch {
-      throw "selection" satisfies FailureReason;
+      throw new TurnFailure("selection");
     }
     const autoApproveHosts = layers.global.web_fetch?.auto_approve_hosts ?? [];
     return { provider, selection: { ...sel, model_id: sel.model_id }, images, mcp, keyEnvs, toolSettings: layers.global.tools, autoApproveHosts };
@@ -280,7 +288,7 @@ export class Agent {
     try {
       outcome = await this.execute(req, recorder);
     } catch (e) {
-      outcome = fail(typeof e === "string" ? (e as FailureReason) : "internal");
+      outcome = fail(e instanceof TurnFailure ? e.reason : "internal");
       if (req.signal.aborted) outcome = { ...outcome, status: "cancelled" };
     }
     if (recorder !== null) {
@@ -319,7 +327,7 @@ export class Agent {
         : [];
     // `chat_attach` is offered only to chat-channel sessions (their bridge sends what it attaches).
     const tools = [...(registry?.tools ?? []).filter((t) => req.channel !== undefined || t.spec.name !== CHAT_ATTACH_TOOL_NAME), ...bound];
-    if (req.signal.aborted) throw "internal" satisfies FailureReason;
+    if (req.signal.aborted) throw new TurnFailure("internal");
     const system = await buildSystemPrompt({
       cwd: req.cwd,
       now: new Date((this.o.clock ?? Date.now)()),

@@ -104,7 +104,7 @@ export function historyToMessages(h: History | null, images?: HistoryImage[]): M
         if (r.status !== "completed" && r.turn_id === openTurn) interrupted();
         openTurn = null;
         break;
-      default:
+      case "checkpoint":
         break;
     }
   }

@@ -28,7 +28,7 @@ export const DEFAULT_RECORDER_TIMING: RecorderTiming = { flushBytes: 4096, flush
 const EARLY_FLUSH = 0.8;
 
 export class TurnRecorder {
-  failure: unknown = null;
+  failure: Error | null = null;
   private messages = 0;
   private messageId: string | null = null;
   private segment = 0;
@@ -162,7 +162,7 @@ export class TurnRecorder {
 
   private track(p: Promise<unknown>): void {
     const guarded = p.catch((e: unknown) => {
-      this.failure ??= e;
+      this.failure ??= e instanceof Error ? e : new Error(`session write failed: ${String(e)}`);
     });
     this.last = Promise.all([this.last, guarded]);
   }

@@ -238,7 +238,8 @@ async function streamOnce(
           error = ev.kind;
           message = ev.message;
           break;
-        default:
+        case "done":
+        case "thinking_delta":
           break;
       }
     }

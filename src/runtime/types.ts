@@ -105,7 +105,7 @@ export interface ToolContext {
   cwd: string;
   signal: AbortSignal;
   /** Short, rate-limited status line (never tool output content). */
-  onProgress(line: string): void;
+  onProgress: (line: string) => void;
   /** The provider's ID of this call (set by the turn loop). */
   callId?: string;
   /** Where file tools read/write and `bash` runs, when not this machine (see workspace.ts). */

@@ -50,7 +50,7 @@ export interface JsonRpcHandlers {
 
 interface Pending {
   resolve: (v: unknown) => void;
-  reject: (e: unknown) => void;
+  reject: (e: Error) => void;
 }
 
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);

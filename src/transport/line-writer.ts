@@ -26,7 +26,8 @@ export class LineWriter {
 
   constructor(
     private readonly stream: Writable,
-    private readonly opts: { highWaterBytes?: number; onBroken?: (err: unknown) => void } = {},
+    /** Undefined members take their defaults. */
+    private readonly opts: { highWaterBytes?: number | undefined; onBroken?: ((err: unknown) => void) | undefined } = {},
   ) {
     stream.on("drain", () => {
       this.waitingDrain = false;

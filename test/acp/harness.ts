@@ -99,7 +99,7 @@ export class AcpAgentProcess {
       readable: raw.readable.pipeThrough(
         new TransformStream<acp.AnyMessage, acp.AnyMessage>({
           transform: (m, c) => {
-            this.onReceived(m as Frame);
+            this.onReceived(m);
             c.enqueue(m);
           },
         }),

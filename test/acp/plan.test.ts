@@ -48,7 +48,7 @@ it("projects a todo_write call as a plan update, replayed on load; an invalid li
   assert.deepEqual(plans[0], { sessionUpdate: "plan", entries: expected });
   // The plan follows its call's completion.
   const done = us.findIndex((u) => u.sessionUpdate === "tool_call_update" && u.toolCallId === "call-plan" && u.status === "completed");
-  assert.ok(done !== -1 && done < us.indexOf(plans[0]!));
+  assert.ok(done !== -1 && done < us.indexOf(plans[0]));
   const bad = us.find((u) => u.sessionUpdate === "tool_call_update" && u.toolCallId === "call-bad" && u.status === "failed");
   assert.ok(bad, "the refused list fails as a tool call");
   assert.deepEqual(p.invalid, []);

@@ -125,7 +125,7 @@ describe("cancel race", () => {
         await req.writer?.append({ kind: "terminal", turn_id: req.turnId, status: "completed", assistant_text: "the whole answer" }, { sync: true });
         return { status: "completed", assistantText: "the whole answer", usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, requests: 1 } };
       },
-      close: async () => undefined,
+      close: () => Promise.resolve(),
     };
     const input = new PassThrough();
     const lines: string[] = [];
@@ -147,7 +147,7 @@ describe("cancel race", () => {
       state,
       log: () => undefined,
       families: [
-        serviceMethods({ info: { serverName: "berth", serverVersion: "0.0.0", transports: ["stdio"] }, state, providerAuthReady: async () => false }),
+        serviceMethods({ info: { serverName: "berth", serverVersion: "0.0.0", transports: ["stdio"] }, state, providerAuthReady: () => Promise.resolve(false) }),
         turnMethods({ manager, runner, cwd: home }),
       ],
     });

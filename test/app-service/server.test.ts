@@ -2,6 +2,7 @@
  * The dispatcher in-process over stream pairs, with small test families standing in for later method families.
  * Covers reservation and ordering rules that the foundation's own methods cannot reach from the wire.
  */
+import { once } from "node:events";
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { PassThrough, Writable } from "node:stream";
@@ -31,7 +32,7 @@ function harness(extra: MethodFamily[]) {
     output,
     state,
     log: (l) => logs.push(l),
-    families: [serviceMethods({ info: { serverName: "berth", serverVersion: "0.0.0", transports: ["stdio"] }, state, providerAuthReady: async () => false }), ...extra],
+    families: [serviceMethods({ info: { serverName: "berth", serverVersion: "0.0.0", transports: ["stdio"] }, state, providerAuthReady: () => Promise.resolve(false) }), ...extra],
   });
   const done = server.run();
   const send = (o: unknown) => input.write(JSON.stringify(o) + "\n");
@@ -105,7 +106,7 @@ describe("app-service dispatcher", () => {
             method: "turn.start",
             sessionId: "optional",
             parse: (p) => ({ ok: true, value: p }),
-            handle: async (ctx) => {
+            handle: (ctx) => {
               const r = ctx.hold();
               void ctx.emit("turn.started", "s1", { n: 0 });
               void ctx.emit("turn.assistant_delta", "s1", { n: 1 });
@@ -132,8 +133,7 @@ describe("app-service dispatcher", () => {
 
   it("writes each record's batch before the next record is processed @req AS-FRAME-13", async () => {
     const seen: number[] = [];
-    let h!: ReturnType<typeof harness>;
-    h = harness([
+    const h: ReturnType<typeof harness> = harness([
       {
         descriptors: [
           {
@@ -224,7 +224,7 @@ describe("app-service dispatcher", () => {
     await h.until(() => h.lines.length >= 2);
     assert.equal(h.parsed()[1]!.request_id, "s", "other requests are answered while the worker runs");
     h.input.end();
-    await new Promise((r) => setTimeout(r, 20));
+    await once(h.input, "end"); // the server has read EOF while the worker still runs
     release();
     assert.equal(await h.done, 0);
     assert.equal(h.parsed()[2]!.request_id, "w");

@@ -222,7 +222,7 @@ test("Codex credential source refreshes before expiry with generation checks", a
   await source();
   assert.equal(issuer.refreshRequests, 1);
   // Rejected refresh on an expired token: credential unavailable, refresh token cleared → needs login.
-  await store.commitOAuth("openai-codex", 2, { ...snap.codex!, refresh: "refresh-SECRETMARKER-unknown", expires_at: Date.now() - 1 });
+  await store.commitOAuth("openai-codex", 2, { ...snap.codex, refresh: "refresh-SECRETMARKER-unknown", expires_at: Date.now() - 1 });
   await assert.rejects(source(), CredentialUnavailableError);
   assert.equal((await store.read()).codex?.refresh, null);
   await store.logout("openai-codex");

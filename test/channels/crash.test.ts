@@ -26,7 +26,7 @@ function startChild(home: string, fake: FakeIlink): { child: ChildProcess; lines
   const lines: string[] = [];
   const waiters: Array<() => void> = [];
   let buf = "";
-  child.stdout!.on("data", (d: Buffer) => {
+  child.stdout.on("data", (d: Buffer) => {
     buf += d.toString();
     const parts = buf.split("\n");
     buf = parts.pop()!;

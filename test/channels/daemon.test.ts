@@ -37,10 +37,10 @@ describe("channels in berth daemon", () => {
 
   async function startDaemon(): Promise<ChildProcess> {
     const d = spawn(process.execPath, [BERTH_BIN, "daemon"], { env: cleanEnv(home), cwd: ws, stdio: ["ignore", "pipe", "pipe"] });
-    d.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
+    d.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
     await new Promise<void>((resolve, reject) => {
       let out = "";
-      d.stdout!.on("data", (c: Buffer) => {
+      d.stdout.on("data", (c: Buffer) => {
         out += c.toString();
         if (out.includes("\n")) resolve();
       });

@@ -27,7 +27,7 @@ async function scv(home: string): Promise<{ server: FakeScvServer; client: ScvDr
   const server = await new FakeScvServer(join(home, "scv.sock"), join(home, "state", "media", "outbox")).start();
   cleanups.push(() => server.close());
   const client = new ScvDriver(unixSocketConnector(join(home, "scv.sock")));
-  cleanups.push(async () => client.close());
+  cleanups.push(() => Promise.resolve(client.close()));
   return { server, client };
 }
 

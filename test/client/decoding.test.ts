@@ -229,15 +229,15 @@ describe("correlation and framing", () => {
     assert.equal(s.failures.length, 0);
   });
 
-  const bad: Array<[string, (s: Synthetic) => Promise<void>]> = [
-    ["an unknown message kind", async (s) => s.send({ protocol_version: 1, kind: "notification", payload: {} })],
+  const bad: Array<[string, (s: Synthetic) => Promise<void> | void]> = [
+    ["an unknown message kind", (s) => s.send({ protocol_version: 1, kind: "notification", payload: {} })],
     ["an unknown event", async (s) => {
       const { req } = await s.turn();
       s.event(req, "turn.approval_requested", "s-1", { turn_id: "t-1", sequence: 1 });
     }],
-    ["a response to no pending request", async (s) => s.send({ protocol_version: 1, kind: "response", request_id: "nope", session_id: null, method: "status", payload: {}, error: null })],
-    ["an uncorrelated error", async (s) => s.send({ protocol_version: 1, kind: "response", request_id: null, session_id: null, method: null, payload: null, error: { code: "invalid_json", message: "x" } })],
-    ["an event for no turn", async (s) => s.send({ protocol_version: 1, kind: "event", event_id: "e", request_id: "c9", session_id: "s-1", event: "turn.started", payload: {} })],
+    ["a response to no pending request", (s) => s.send({ protocol_version: 1, kind: "response", request_id: "nope", session_id: null, method: "status", payload: {}, error: null })],
+    ["an uncorrelated error", (s) => s.send({ protocol_version: 1, kind: "response", request_id: null, session_id: null, method: null, payload: null, error: { code: "invalid_json", message: "x" } })],
+    ["an event for no turn", (s) => s.send({ protocol_version: 1, kind: "event", event_id: "e", request_id: "c9", session_id: "s-1", event: "turn.started", payload: {} })],
     ["payload and error both set", async (s) => {
       const p = s.client.status().catch(() => {});
       s.respond(await s.request(1), { service: "ready", provider_auth_ready: true }, {}, { code: "internal_error", message: "x" });
@@ -248,9 +248,9 @@ describe("correlation and framing", () => {
       s.respond(await s.request(1), { service: "ready", provider_auth_ready: true }, { method: "capabilities" });
       await p;
     }],
-    ["a missing nullable envelope field", async (s) => s.raw(JSON.stringify({ protocol_version: 1, kind: "response", request_id: "c1", method: "status", payload: {}, error: null }))],
-    ["invalid JSON", async (s) => s.raw("{not json")],
-    ["a record over the record bound", async (s) => s.raw("x".repeat(70000))],
+    ["a missing nullable envelope field", (s) => s.raw(JSON.stringify({ protocol_version: 1, kind: "response", request_id: "c1", method: "status", payload: {}, error: null }))],
+    ["invalid JSON", (s) => s.raw("{not json")],
+    ["a record over the record bound", (s) => s.raw("x".repeat(70000))],
     ["a turn event on another session", async (s) => {
       const { req } = await s.turn();
       s.event(req, "turn.assistant_delta", "s-2", { turn_id: "t-1", sequence: 1, text: "x" });
@@ -333,7 +333,7 @@ describe("correlation and framing", () => {
     s.event(req, "auth.login.progress", null, { login_id: "l-1", provider_id: "openai-codex", state: "waiting" });
     const login = await p;
     const it0 = login[Symbol.asyncIterator]();
-    assert.equal(((await it0.next()).value as any).url, "https://auth.example/authorize?x=1");
+    assert.equal(((await it0.next()).value).url, "https://auth.example/authorize?x=1");
     const sub = login.submit("the-code");
     const cb = await s.request(2);
     assert.deepEqual(cb.payload, { login_id: "l-1", input: "the-code" });

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CatalogCache } from "../../src/store/catalog/cache.js";
 import { providerFingerprint, findProvider } from "../../src/store/catalog/providers.js";
-import { ConfigService } from "../../src/store/settings/config.js";
+import { ConfigService, parseConfigSet } from "../../src/store/settings/config.js";
 import { SettingsStore } from "../../src/store/settings/settings-store.js";
 
 interface World {
@@ -112,7 +112,11 @@ test("config.set payload and scope errors", async () => {
     [{ scope: "project", fast: false }, "invalid_scope"],
     [{ scope: "project", fast: false, thinking_level: "high" }, "invalid_scope"],
   ];
-  for (const [payload, code] of cases) assert.deepEqual(await w.config.set(payload), { ok: false, code }, JSON.stringify(payload));
+  for (const [payload, code] of cases) {
+    const parsed = parseConfigSet(payload);
+    const outcome = parsed.ok ? await w.config.set(parsed.value) : parsed;
+    assert.deepEqual(outcome, { ok: false, code }, JSON.stringify(payload));
+  }
   await assert.rejects(stat(w.settings.projectPath), "nothing written");
   await assert.rejects(stat(w.settings.globalPath), "nothing written");
 });

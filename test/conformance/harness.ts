@@ -171,8 +171,8 @@ export async function runScenario(s: Scenario): Promise<void> {
   if (modelsFake) urls.models_url = modelsFake.url;
   const svc = new ServiceProcess({
     args: s.header.bin === "magi-code" ? (s.header.args ?? ["--app", "service"]) : (s.header.args ?? ["service"]),
-    bin: s.header.bin === "magi-code" ? MAGI_BIN : undefined,
-    env: substituteInside(s.header.env, urls) as Record<string, string> | undefined,
+    ...(s.header.bin === "magi-code" ? { bin: MAGI_BIN } : {}),
+    ...(s.header.env === undefined ? {} : { env: substituteInside(s.header.env, urls) as Record<string, string> }),
   });
   for (const [rel, content] of Object.entries((substituteInside(s.header.files ?? {}, urls) as Record<string, unknown>))) {
     const p = join(svc.home, rel);

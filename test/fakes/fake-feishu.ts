@@ -11,6 +11,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { WebSocketServer, type WebSocket } from "ws";
 import { decodeFrame, encodeFrame, header, type Frame } from "../../src/channels/feishu/frame.js";
+import { textOf } from "../../src/core/json-text.js";
 
 export interface FeishuSent {
   via: "reply" | "create";
@@ -267,7 +268,7 @@ export class FakeFeishu {
     const reply = /^\/open-apis\/im\/v1\/messages\/([^/]+)\/reply$/.exec(p);
     if ((reply && req.method === "POST") || (p === "/open-apis/im/v1/messages" && req.method === "POST")) {
       const b = json();
-      const uuid = String(b["uuid"] ?? "");
+      const uuid = textOf(b["uuid"]);
       const prior = this.uuids.get(uuid);
       if (uuid && prior) return send({ code: 0, data: { message_id: prior } });
       const fail = this.sendFailures.shift();
@@ -279,7 +280,7 @@ export class FakeFeishu {
         target: reply ? decodeURIComponent(reply[1]!) : String(b["receive_id"]),
         receiveIdType: reply ? null : url.searchParams.get("receive_id_type"),
         msgType: String(b["msg_type"]),
-        content: JSON.parse(String(b["content"] ?? "{}")) as Record<string, unknown>,
+        content: JSON.parse(textOf(b["content"], "{}")) as Record<string, unknown>,
         uuid,
         inThread: b["reply_in_thread"] === true,
       });
@@ -316,7 +317,7 @@ export class FakeFeishu {
       const file = form.get(p.endsWith("images") ? "image" : "file");
       if (!(file instanceof Blob)) return send({ code: 234001, msg: "no file" });
       const key = (p.endsWith("images") ? "img_" : "file_") + randomBytes(6).toString("hex");
-      this.uploads.set(key, { name: String(form.get("file_name") ?? (file as File).name ?? ""), bytes: Buffer.from(await file.arrayBuffer()) });
+      this.uploads.set(key, { name: textOf(form.get("file_name"), (file as File).name), bytes: Buffer.from(await file.arrayBuffer()) });
       return send({ code: 0, data: p.endsWith("images") ? { image_key: key } : { file_key: key } });
     }
     return send({ code: 404, msg: "not found" }, 404);

@@ -12,6 +12,7 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { textOf } from "../../src/core/json-text.js";
 
 export interface SentMessage {
   to: string;
@@ -206,7 +207,7 @@ export class FakeIlink {
           this.notify();
           return;
         }
-        const clientId = String(msg["client_id"] ?? "");
+        const clientId = textOf(msg["client_id"]);
         const prior = this.seenClientIds.get(clientId);
         if (prior) return send({ message_id: "9000000000000000001" });
         const ctx = typeof msg["context_token"] === "string" ? msg["context_token"] : null;
@@ -223,7 +224,7 @@ export class FakeIlink {
       case "/ilink/bot/getuploadurl": {
         if (!authed) return send({ ret: -14, errcode: -14, errmsg: "session timeout" });
         const b = json();
-        const key = Buffer.from(String(b["aeskey"] ?? ""), "hex");
+        const key = Buffer.from(textOf(b["aeskey"]), "hex");
         const rawsize = Number(b["rawsize"]);
         const filesize = Number(b["filesize"]);
         if (key.length !== 16 || filesize !== Math.ceil((rawsize + 1) / 16) * 16) return send({ ret: -1, errmsg: "bad upload request" });

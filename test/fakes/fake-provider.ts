@@ -67,7 +67,7 @@ function apiOf(method: string, path: string): RecordedRequest["api"] {
 export function lastUserText(json: unknown): string {
   if (typeof json !== "object" || json === null) return "";
   const o = json as Record<string, unknown>;
-  const list = (o["messages"] ?? o["input"]) as unknown;
+  const list = (o["messages"] ?? o["input"]);
   if (!Array.isArray(list)) return "";
   for (let i = list.length - 1; i >= 0; i--) {
     const m = list[i] as Record<string, unknown> | null;

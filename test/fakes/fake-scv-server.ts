@@ -12,6 +12,7 @@
 import { copyFile, mkdir, stat, writeFile } from "node:fs/promises";
 import { createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
+import { textOf } from "../../src/core/json-text.js";
 
 interface Session {
   id: string;
@@ -100,7 +101,7 @@ export class FakeScvServer {
       if (channel !== undefined && (typeof channel !== "string" || Buffer.byteLength(channel) > 32 || /[\x00-\x1f]/.test(channel))) {
         return send({ type: "error", request_id: rid, code: "invalid_request", message: "invalid channel", fatal: false });
       }
-      const s: Session = { id: `sess-${this.sessions.length + 1}`, cwd: cwd as string, start: m, seq: 0 };
+      const s: Session = { id: `sess-${this.sessions.length + 1}`, cwd: cwd, start: m, seq: 0 };
       this.sessions.push(s);
       return send({ type: "session.started", request_id: rid, session_id: s.id, cwd: s.cwd, model: "fake", context_max_tokens: 128000, max_server_frame_bytes: 8388608 });
     }
@@ -113,7 +114,7 @@ export class FakeScvServer {
     if (type !== "turn.start") return send({ type: "error", request_id: rid, code: "invalid_json", message: "unknown type", fatal: false });
     const s = this.sessions.find((x) => x.id === m["session_id"]);
     if (!s) return send({ type: "error", request_id: rid, code: "session_not_found", message: "no such session", fatal: false });
-    const prompt = String(m["prompt"] ?? "");
+    const prompt = textOf(m["prompt"]);
     this.turns.push({ sessionId: s.id, prompt, attachments: m["attachments"] });
     const turnId = `turn-${this.turns.length}`;
     const ev = (t: string, extra: Record<string, unknown> = {}): void => send({ type: t, request_id: rid, session_id: s.id, turn_id: turnId, seq: ++s.seq, ...extra });

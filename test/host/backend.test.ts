@@ -193,7 +193,9 @@ test("v1 backends cannot send input events; v2 input and v4 tool confirmations r
     const ci = await be.next((f) => f.type === "command" && f.command.type === "complete_input");
     assert.equal(ci.command.requestId, "q1");
     be.send({ type: "command_result", commandId: ci.commandId, accepted: true });
-    await new Promise((r) => setTimeout(r, 30));
+    // Barrier instead of a sleep: the host has handled the result, and anything it sent the client since is here.
+    await be.roundTrip();
+    await c.request("ping");
     assert.equal(c.actions(reg.chat).filter((e) => e.action.type === "chat/inputCompleted").length, 0, "not reduced before runtime resolution");
     be.send({ type: "event", session: reg.session, event: { type: "input_resolved", requestId: "q1", response: "accept", commandId: ci.commandId } });
     const done = await c.action((e) => e.action.type === "chat/inputCompleted");
@@ -226,8 +228,8 @@ test("v9: command_indeterminate is never a rejection; a lost result after delive
     be.send({ type: "command_indeterminate", commandId: cmd.commandId, error: "reconcile" });
     const e = await c.action((x) => x.action.type === "chat/error");
     assert.equal(e.action.error.errorType, "backend_indeterminate");
-    // No automatic replay: no second prompt arrives.
-    await new Promise((r) => setTimeout(r, 50));
+    // No automatic replay: no second prompt arrives (a replay would be sent before the pong).
+    await be.roundTrip();
     assert.equal(be.frames.filter((f) => f.type === "command").length, 0);
     c.dispatch(reg.chat, { type: "chat/turnStarted", turnId: "b", startedAt: new Date().toISOString(), message: { text: "y", origin: { kind: "user" } } });
     await be.nextType("command");

@@ -18,6 +18,7 @@ import { join } from "node:path";
 import { AhpClient, until, type Json } from "./helpers.js";
 import { ended, newSession, startTurn, withBerth, type World } from "./berth-rig.js";
 import { REPLAY_LIMIT, STATUS } from "../../src/protocols/host/model.js";
+import { wsText } from "../../src/transport/ws-text.js";
 
 const TERMINAL = ["chat/turnComplete", "chat/turnCancelled", "chat/error"];
 
@@ -56,17 +57,18 @@ function heldText(w: World, chat: string, turnId: string): string {
  * No client is connected and the host has dropped the dead client's subscriptions. The turn must
  * stay exactly where it was: still active, the tool still pending confirmation (and listed as
  * input needed), the runtime's turn not aborted, no further model request, no side effect.
- * The grace window is not a synchronization point: it gives a close-triggered cancellation or
- * an auto-deny time to show up, and nothing may change within it.
+ * A close-triggered cancellation or auto-deny would be a command the host sends the runtime when
+ * it handles the close; the runtime's ping/pong round trip (`sync`) returns only after everything
+ * the host sent before its pong has been handled, so no grace window (sleep) is needed.
  */
 async function assertStillWaiting(w: World, session: string, chat: string, turnId: string, toolCallId: string, file: string): Promise<void> {
   const { h, rt, fake } = w;
   await until(() => !h.state.subs.has(chat) && !h.state.subs.has(session), 3000, "the host dropping the dead client's subscriptions");
   const requests = fake.requests.length;
-  await new Promise((r) => setTimeout(r, 300));
+  await rt.sync();
   const c = h.state.chatIndex.get(chat)!;
   assert.equal(c.activeTurn?.id, turnId, "the turn is still running");
-  const tc = (c.activeTurn!.responseParts as Json[]).find((p) => p.kind === "toolCall" && (p.toolCall as Json).toolCallId === toolCallId)!;
+  const tc = (c.activeTurn.responseParts as Json[]).find((p) => p.kind === "toolCall" && (p.toolCall as Json).toolCallId === toolCallId)!;
   assert.equal((tc.toolCall as Json).status, "pending-confirmation", "not cancelled, not auto-denied");
   assert.equal(h.state.sessions.get(session)!.inputNeeded.has(`tool:${toolCallId}`), true);
   const live = rt.inspect(session);
@@ -261,7 +263,7 @@ test("a gap older than the replay buffer gets snapshots with the full text, and 
 /** Send several messages in one TCP segment (JSON-RPC clients may pipeline) and record arrival order. */
 async function pipelined(c: AhpClient, send: () => Array<Promise<Json>>): Promise<{ responses: Json[]; order: Json[] }> {
   const order: Json[] = [];
-  c.ws.on("message", (d) => order.push(JSON.parse(d.toString()) as Json));
+  c.ws.on("message", (d) => order.push(JSON.parse(wsText(d)) as Json));
   const raw = (c.ws as unknown as { _socket: import("node:net").Socket })._socket;
   raw.cork();
   const pending = send();

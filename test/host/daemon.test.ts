@@ -19,10 +19,10 @@ interface Daemon {
 function startDaemon(home: string, args: string[] = [], env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []): Promise<Daemon> {
   const proc = spawn(process.execPath, [...nodeArgs, bin, "daemon", "--listen", "127.0.0.1:0", ...args], { env: { ...process.env, BERTH_HOME: home, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   const d: Daemon = { proc, ready: {}, stdout: [], stderr: "" };
-  proc.stderr!.on("data", (b: Buffer) => (d.stderr += b.toString()));
+  proc.stderr.on("data", (b: Buffer) => (d.stderr += b.toString()));
   return new Promise((resolve, reject) => {
     let buf = "";
-    proc.stdout!.on("data", (b: Buffer) => {
+    proc.stdout.on("data", (b: Buffer) => {
       buf += b.toString();
       const lines = buf.split("\n");
       buf = lines.pop()!;
@@ -51,7 +51,7 @@ test("berth daemon: ready line, owner-only state, exclusive lock, SIGTERM, crash
   // A second daemon on the same state directory is refused and never replaces the live listener.
   const second = spawn(process.execPath, [bin, "daemon"], { env: { ...process.env, BERTH_HOME: home }, stdio: ["ignore", "pipe", "pipe"] });
   let out2 = "";
-  second.stdout!.on("data", (b: Buffer) => (out2 += b.toString()));
+  second.stdout.on("data", (b: Buffer) => (out2 += b.toString()));
   assert.notEqual(await exited(second), 0);
   assert.equal(out2, "");
 

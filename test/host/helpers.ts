@@ -7,6 +7,7 @@ import WebSocket from "ws";
 import { attachLineReader } from "../../src/transport/host-framing.js";
 import { JsonRpcError, JsonRpcSuccess, RESULT_SCHEMAS, ServerNotification } from "../../src/protocols/host/ahp-schema.js";
 import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
+import { wsText } from "../../src/transport/ws-text.js";
 
 export type Json = Record<string, any>;
 
@@ -66,6 +67,16 @@ export class FakeBackend {
     this.frames.splice(this.frames.indexOf(found!), 1);
     return found!;
   }
+  /**
+   * A ping/pong round trip: the host handles a connection's frames in order, so once the pong is here
+   * everything sent before the ping has been handled (and whatever the host sent back in response is in `frames`).
+   */
+  async roundTrip(): Promise<void> {
+    const id = `rt-${++this.pings}`;
+    this.send({ type: "ping", id });
+    await this.next((f) => f.type === "pong" && f.id === id, "pong");
+  }
+  private pings = 0;
   nextType(type: string, ms = 3000): Promise<Json> {
     return this.next((f) => f.type === type, type, ms);
   }
@@ -100,7 +111,7 @@ export class AhpClient {
   clientSeq = 0;
   closed = false;
   private constructor(readonly ws: WebSocket) {
-    ws.on("message", (d) => this.onMessage(d.toString()));
+    ws.on("message", (d) => this.onMessage(wsText(d)));
     ws.on("close", () => (this.closed = true));
   }
   static open(h: HostHandle, opts: { query?: boolean; token?: string } = {}): Promise<AhpClient> {

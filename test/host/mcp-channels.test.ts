@@ -5,6 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { AhpClient, FakeBackend, until, withHost, type Json } from "./helpers.js";
+import { wsText } from "../../src/transport/ws-text.js";
 import { ManualClock, McpClient, TOOLS_SERVER } from "./mcp-helpers.js";
 import { MCP_BUSY_CODE, MCP_DEADLINE_MS, MCP_INFLIGHT_PER_CLIENT, MCP_PENDING_GLOBAL, mcpHub } from "../../src/protocols/host/mcp-channels.js";
 import type { HostHandle } from "../../src/protocols/host/host.js";
@@ -281,7 +282,7 @@ test("MCP frames from a backend below v5 are refused; MCP needs an initialized A
     const channel = await channelOf(h, reg.session);
     const raw = await AhpClient.open(h);
     const got: Json[] = [];
-    raw.ws.on("message", (d) => got.push(JSON.parse(d.toString()) as Json));
+    raw.ws.on("message", (d) => got.push(JSON.parse(wsText(d)) as Json));
     raw.ws.send(JSON.stringify({ jsonrpc: "2.0", id: "early", method: "tools/list", channel }));
     await until(() => got.some((g) => g.id === "early"));
     assert.equal(got.find((g) => g.id === "early")!.error.code, -32600);

@@ -2,13 +2,14 @@
 import type { HostHandle } from "../../src/protocols/host/host.js";
 import type { McpClock } from "../../src/protocols/host/mcp-channels.js";
 import { AhpClient, until, type Json } from "./helpers.js";
+import { wsText } from "../../src/transport/ws-text.js";
 
 /** An AHP client that also records every message carrying a top-level `mcp://` channel. */
 export class McpClient {
   readonly mcp: Json[] = [];
   private constructor(readonly c: AhpClient) {
     c.ws.on("message", (d) => {
-      const m = JSON.parse(d.toString()) as Json;
+      const m = JSON.parse(wsText(d)) as Json;
       if (typeof m.channel === "string" && m.channel.startsWith("mcp://")) this.mcp.push(m);
     });
   }

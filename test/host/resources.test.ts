@@ -33,7 +33,7 @@ test("resource_snapshot makes a confined changeset channel; actions are reduced 
     await be.next((f) => f.type === "pong");
     const sub = await c.request("subscribe", { channel: uri });
     let model = sub.result.snapshot.state as Json;
-    assert.deepEqual(model as unknown, { status: "computing", files: [] });
+    assert.deepEqual<unknown>(model, { status: "computing", files: [] });
     const actions: Json[] = [
       { type: "changeset/fileSet", file: file("file:///a.ts") },
       { type: "changeset/fileSet", file: file("file:///b.ts") },
@@ -46,9 +46,9 @@ test("resource_snapshot makes a confined changeset channel; actions are reduced 
     ];
     for (const action of actions) ev(be, reg.session, { type: "resource_action", channel: uri, action });
     await c.action((e) => e.action.type === "changeset/fileRemoved");
-    for (const e of c.actions(uri)) model = reduceChangeset(model as never, e.action as never) as Json;
+    for (const e of c.actions(uri)) model = reduceChangeset(model as never, e.action as never);
     const fresh = (await c.request("subscribe", { channel: uri })).result.snapshot.state as Json;
-    assert.deepEqual(fresh as unknown, model as unknown, "envelopes rebuild the snapshot");
+    assert.deepEqual<unknown>(fresh, model, "envelopes rebuild the snapshot");
     assert.deepEqual(fresh.files.map((f: Json) => [f.id, f.reviewed]), [["file:///a.ts", true]]);
     assert.equal(fresh.error, undefined, "a recovered changeset carries no stale error");
     assert.equal(fresh.operations[0].status, "running");
@@ -56,7 +56,7 @@ test("resource_snapshot makes a confined changeset channel; actions are reduced 
     ev(be, reg.session, { type: "resource_snapshot", resource: uri, kind: "changeset", state: { status: "ready", files: [file("file:///c.ts")] } });
     await c.action((e) => e.action.type === "changeset/operationsChanged" && e.action.operations === undefined);
     model = fresh;
-    for (const e of c.actions(uri).slice(actions.length)) model = reduceChangeset(model as never, e.action as never) as Json;
+    for (const e of c.actions(uri).slice(actions.length)) model = reduceChangeset(model as never, e.action as never);
     assert.deepEqual(model, { status: "ready", files: [file("file:///c.ts")] });
     assert.deepEqual((await c.request("subscribe", { channel: uri })).result.snapshot.state, model);
     const snap = await c.request("subscribe", { channel: reg.session });
@@ -203,17 +203,17 @@ test("annotations: one confined channel per session, reduced as the official act
     ];
     for (const action of actions) ev(be, reg.session, { type: "resource_action", channel: uri, action });
     await c.action((e) => e.action.type === "annotations/removed");
-    for (const e of c.actions(uri)) model = reduceAnnotations(model as never, e.action as never) as Json;
+    for (const e of c.actions(uri)) model = reduceAnnotations(model as never, e.action as never);
     const fresh = (await c.request("subscribe", { channel: uri })).result.snapshot.state as Json;
-    assert.deepEqual(fresh as unknown, model as unknown);
+    assert.deepEqual(fresh, model);
     assert.deepEqual(fresh.annotations.map((a: Json) => [a.id, a.resolved, a.entries.map((e: Json) => e.id)]), [["n1", true, ["e2"]]]);
     ev(be, reg.session, { type: "resource_action", channel: uri, action: { type: "annotations/entryRemoved", annotationId: "n1", entryId: "e2" } });
     assert.match((await be.nextType("error")).message, /at least one entry/);
     ev(be, reg.session, { type: "resource_snapshot", resource: uri, kind: "annotations", state: { annotations: [note("n3")] } });
     await c.action((e) => e.action.type === "annotations/set" && e.action.annotation.id === "n3");
     model = fresh;
-    for (const e of c.actions(uri).slice(actions.length)) model = reduceAnnotations(model as never, e.action as never) as Json;
-    assert.deepEqual(model as unknown, { annotations: [note("n3")] });
+    for (const e of c.actions(uri).slice(actions.length)) model = reduceAnnotations(model as never, e.action as never);
+    assert.deepEqual(model, { annotations: [note("n3")] });
     assert.deepEqual((await c.request("subscribe", { channel: uri })).result.snapshot.state, model);
     assert.deepEqual(c.invalid, []);
     c.close();

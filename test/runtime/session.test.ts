@@ -21,7 +21,7 @@ interface Rig {
   cwd: string;
   home: string;
   /** Resolves with the first event (from index `from`) matching. */
-  next(pred: (e: SessionEvent) => boolean, from?: number): Promise<SessionEvent>;
+  next: (pred: (e: SessionEvent) => boolean, from?: number) => Promise<SessionEvent>;
 }
 
 async function withRig(fn: (r: Rig) => Promise<void>, cfg: { approval?: "on-risk" | "never" | "always"; images?: boolean } = {}): Promise<void> {

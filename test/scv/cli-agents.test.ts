@@ -76,7 +76,7 @@ it("agent_codex runs the Codex CLI with a fixed argv and a private home, and res
     assert.equal(fields.cwd, cwd);
     assert.equal(fields.key, "none", "API keys are not inherited");
     assert.equal(fields.home, join(rig.home, "adapters", "codex"));
-    assert.match(fields.parent!, new RegExp(`^[0-9a-f]{8}/${s.session_id}/codex-[0-9a-f]{6}$`));
+    assert.match(fields.parent, new RegExp(`^[0-9a-f]{8}/${s.session_id}/codex-[0-9a-f]{6}$`));
     assert.equal(fields.depth, "1");
     assert.equal(fields.resumed, "none");
     const progress = r.frames.filter((m) => m.type === "tool.progress" && m.call_id === "call_x").map((m) => m.text as string).join("\n");

@@ -100,13 +100,12 @@ export class ScvClient {
       if (this.ended) throw new Error(`connection closed before ${what}; frames: ${JSON.stringify(this.frames.slice(-5)).slice(0, 1500)}; stderr: ${this.stderr().slice(-800)}`);
       if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last frames: ${JSON.stringify(this.frames.slice(-5)).slice(0, 1500)}`);
       await new Promise<void>((resolve) => {
-        const t = setTimeout(done, 1000);
-        const self = this;
-        function done(): void {
+        const done = (): void => {
           clearTimeout(t);
-          self.waiters.delete(done);
+          this.waiters.delete(done);
           resolve();
-        }
+        };
+        const t = setTimeout(done, 1000);
         this.waiters.add(done);
       });
     }

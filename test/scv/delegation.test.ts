@@ -211,6 +211,8 @@ describe("delegations over the daemon socket", () => {
       ]);
       const from = c.frames.length;
       const turn = c.turn(s.session_id, "delegate and wait");
+      // Observed later; a failed assertion before that must show itself, not an unhandled rejection.
+      turn.catch(() => undefined);
       await approveNext(c, from);
       await waitPosts(rig, base + 2);
       const dc = await d.connect();

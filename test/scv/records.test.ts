@@ -68,7 +68,7 @@ it("a reused PID never matches a record; a reused owner PID makes an orphan; sto
   }
 });
 
-it("a question nobody follows for a minute is withdrawn; following keeps it", async () => {
+it("a question nobody follows for a minute is withdrawn; following keeps it", () => {
   let now = 1_000_000;
   const reg = new ConfirmRegistry(() => now);
   let withdrawn = 0;

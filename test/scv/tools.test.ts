@@ -19,7 +19,7 @@ function toolTurn(rig: Rig, id: string, name: string, args: Record<string, unkno
   rig.fake.script([{ steps: [{ toolCall: { id, name, arguments: args } }] }]);
 }
 
-async function startTurn(c: ScvClient, sid: string, prompt: string): Promise<{ rid: string; from: number }> {
+function startTurn(c: ScvClient, sid: string, prompt: string): { rid: string; from: number } {
   const from = c.frames.length;
   return { rid: c.request({ type: "turn.start", session_id: sid, prompt }), from };
 }
@@ -73,7 +73,7 @@ for (const name of TRANSPORTS) {
       const s = await c.open();
       const sid = s.session_id as string;
       toolTurn(suite.rig, "call_ok", "bash", { command: "echo approved-run" });
-      const { rid, from } = await startTurn(c, sid, "run it");
+      const { rid, from } = startTurn(c, sid, "run it");
       const ask = await c.waitFor((m) => m.request_id === rid && m.type === "approval.requested", from);
       assert.match(ask.approval_id as string, UUID);
       assert.equal(ask.call_id, "call_ok");
@@ -119,7 +119,7 @@ for (const name of TRANSPORTS) {
       const sid = s.session_id as string;
       toolTurn(suite.rig, "call_no", "bash", { command: "echo never" });
       const n = suite.rig.fake.requests.length;
-      const { rid, from } = await startTurn(c, sid, "try it");
+      const { rid, from } = startTurn(c, sid, "try it");
       const ask = await c.waitFor((m) => m.request_id === rid && m.type === "approval.requested", from);
       c.request({ type: "approval.resolve", session_id: sid, approval_id: ask.approval_id, approved: false });
       const done = await c.waitFor((m) => m.request_id === rid && m.type === "tool.completed", from);
@@ -153,7 +153,7 @@ for (const name of TRANSPORTS) {
         const c2 = await suite.t.open();
         const s2 = await c2.open();
         toolTurn(suite.rig, "call_always", "ls", {});
-        const { rid, from } = await startTurn(c2, s2.session_id as string, "list");
+        const { rid, from } = startTurn(c2, s2.session_id as string, "list");
         const ask = await c2.waitFor((m) => m.request_id === rid && m.type === "approval.requested", from);
         assert.equal(ask.risk, "read_only");
         c2.request({ type: "approval.resolve", session_id: s2.session_id, approval_id: ask.approval_id, approved: true });
@@ -170,7 +170,7 @@ for (const name of TRANSPORTS) {
       const s = await c.open();
       const sid = s.session_id as string;
       toolTurn(suite.rig, "call_wait", "bash", { command: "echo pending" });
-      const { rid, from } = await startTurn(c, sid, "wait");
+      const { rid, from } = startTurn(c, sid, "wait");
       const ask = await c.waitFor((m) => m.request_id === rid && m.type === "approval.requested", from);
       c.request({ type: "turn.cancel", session_id: sid, turn_id: ask.turn_id });
       const end = await c.waitFor((m) => m.request_id === rid && m.type.startsWith("turn.") && m.type !== "turn.started", from);

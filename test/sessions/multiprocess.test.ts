@@ -52,10 +52,10 @@ test("two services: session_busy, replay of a held session, recovery after SIGKI
     // SIGKILL the holder: its leases are recovered at once (no stale wait).
     a.kill("SIGKILL");
     await a.exited;
-    const t0 = Date.now();
+    // No stale wait: A's lease has an owner record, and a lease with one is never recovered by age (only an
+    // owner-less lease is). Opening succeeds only because the record's pid is recognised as dead.
     assert.deepEqual((await b.request("session.open", {}, { session_id: id })).payload, { session_id: id, status: "open" });
     assert.equal((await b.request("session.open", {}, { session_id: created.payload.session_id })).error, null);
-    assert.ok(Date.now() - t0 < 2000, "recovered promptly");
     // EOF releases B's attachments: a third service can open them.
     b.end();
     assert.equal((await b.exited).code, 0);

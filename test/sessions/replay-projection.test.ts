@@ -53,7 +53,7 @@ function pageAll(p: Projection, after: string | null, limit: number): { events: 
 
 function strip(e: Event): ReplayItem {
   const { cursor: _c, ...rest } = e;
-  return rest as ReplayItem;
+  return rest;
 }
 
 /** Joins parts back into whole texts, checking part numbering and the 2,048-byte bound. */

@@ -23,7 +23,7 @@ function service(home: string) {
       const ctx = { requestId: "r", sessionId: id, method: "session.replay", emit: async () => {}, hold: () => ({ release() {} }) } as unknown as RequestContext;
       const o = await replay.handle(ctx, { after, limit });
       assert.equal(o.error, undefined);
-      return o.payload as Record<string, unknown>;
+      return o.payload;
     },
     /** Waits for background sidecar writes (EOF drain). */
     drain: () => fam.drain?.() ?? Promise.resolve(),

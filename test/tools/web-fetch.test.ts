@@ -77,13 +77,13 @@ void test("production policy refuses loopback, private and metadata URLs before 
 void test("every resolved address is checked; the connection goes to the checked address (no second DNS lookup)", async (t) => {
   const s = await server(t, (req, res) => res.end(`host=${req.headers.host}`));
   // One bad address among the answers refuses the fetch.
-  const mixed = createWebFetchTool(allow(s.port, { resolve: async () => [{ address: "127.0.0.1", family: 4 }, { address: "10.0.0.5", family: 4 }] }));
+  const mixed = createWebFetchTool(allow(s.port, { resolve: () => Promise.resolve([{ address: "127.0.0.1", family: 4 }, { address: "10.0.0.5", family: 4 }]) }));
   assert.match((await call(mixed, { url: `http://site.test:${s.port}/` }, ctx)).content, /refused: site\.test is not a public address \(private\)/);
   // A name the system resolver cannot resolve is fetched through the checked answer only; a resolver that
   // rebinds on later calls is never asked again for the same hop.
   let calls = 0;
   const rebinding = createWebFetchTool(
-    allow(s.port, { resolve: async () => (calls++ === 0 ? [{ address: "127.0.0.1", family: 4 }] : [{ address: "169.254.169.254", family: 4 }]) }),
+    allow(s.port, { resolve: () => Promise.resolve(calls++ === 0 ? [{ address: "127.0.0.1", family: 4 }] : [{ address: "169.254.169.254", family: 4 }]) }),
   );
   const r = await call(rebinding, { url: `http://rebind.invalid:${s.port}/x` }, ctx);
   assert.equal(r.isError, false, r.content);
@@ -231,7 +231,7 @@ void test("bounds: download cut at the limit (exact limit is not a cut), pages w
 });
 
 void test("approval: network risk asks, except https URLs on auto-approved hosts", async () => {
-  const tool = createWebFetchTool({ autoApproveHosts: ["Docs.Example.com"], resolve: async () => [{ address: "10.0.0.1", family: 4 }] });
+  const tool = createWebFetchTool({ autoApproveHosts: ["Docs.Example.com"], resolve: () => Promise.resolve([{ address: "10.0.0.1", family: 4 }]) });
   assert.equal(tool.autoApprove?.({ url: "https://docs.example.com/a" }), true);
   assert.equal(tool.autoApprove?.({ url: "http://docs.example.com/a" }), false, "plain http always asks");
   assert.equal(tool.autoApprove?.({ url: "https://evil.example.com/a" }), false);
@@ -247,7 +247,7 @@ void test("approval: network risk asks, except https URLs on auto-approved hosts
         signal: new AbortController().signal,
         sink: { delta: () => true, event: (e) => events.push(e) },
         lookup: () => tool,
-        approval: { policy: () => "ask", ask: async (q) => (asked.push(String(q.arguments["url"])), "deny") },
+        approval: { policy: () => "ask", ask: (q) => (asked.push(String(q.arguments["url"])), Promise.resolve("deny" as const)) },
       },
     );
   const denied = await run("https://other.example.net/");
@@ -287,7 +287,7 @@ void test("https: the certificate is verified for the URL's name on the pinned a
   await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
   t.after(() => new Promise<void>((r) => (s.closeAllConnections(), s.close(() => r()))));
   const port = (s.address() as AddressInfo).port;
-  const resolve = async () => [{ address: "127.0.0.1", family: 4 }];
+  const resolve = () => Promise.resolve([{ address: "127.0.0.1", family: 4 }]);
   const opts = { allow: [{ host: "127.0.0.1", port }], resolve, autoApproveHosts: ["docs.fetch.test"] };
   // Without the test CA the chain is untrusted: verification is on.
   let r = await call(createWebFetchTool(opts), { url: `https://docs.fetch.test:${port}/page` }, ctx);

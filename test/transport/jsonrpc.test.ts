@@ -5,9 +5,8 @@ import { JsonRpcConnection, JsonRpcError, JSONRPC_ERRORS } from "../../src/trans
 
 it("requests, results, errors and notifications cross a pair of connections", async () => {
   const seen: string[] = [];
-  let b!: JsonRpcConnection;
   const a = new JsonRpcConnection((t) => void b.receive(t), { onRequest: () => null });
-  b = new JsonRpcConnection((t) => void a.receive(t), {
+  const b = new JsonRpcConnection((t) => void a.receive(t), {
     onRequest(method, params, notification) {
       seen.push(`${method}${notification ? "!" : ""}`);
       if (method === "add") return Promise.resolve((params.x as number) + (params.y as number));

@@ -30,7 +30,7 @@ const ctx = { type: "context", currentTokens: 1, maxTokens: 2, reasoningTokens: 
 
 it("dropped activity consumes sequence numbers and is counted; deltas are never dropped @req AS-TURN-26", async () => {
   const r = recorder();
-  const s = new TurnStream(r.emit as never, "turn-1", "s1", 2);
+  const s = new TurnStream(r.emit, "turn-1", "s1", 2);
   s.started();
   assert.equal(await s.delta("a"), true);
   r.close();
@@ -63,7 +63,7 @@ it("terminal-size check counts JSON escaping @req AS-TURN-25", async () => {
     assert.equal(jsonEscapedBytes(t), Buffer.byteLength(JSON.stringify(t)) - 2, JSON.stringify(t));
   }
   const r = recorder();
-  const s = new TurnStream(r.emit as never, "turn-1", "s1", 64, 100, 10_000);
+  const s = new TurnStream(r.emit, "turn-1", "s1", 64, 100, 10_000);
   assert.equal(await s.delta("x".repeat(100)), true);
   assert.equal(await s.delta("y"), false);
 });

@@ -74,10 +74,10 @@ export async function startDaemon(): Promise<Daemon> {
   const env = { ...process.env, BERTH_HOME: home, MC_HOME: home, MC_PROVIDER: "fake", MC_MODEL: "fake-model" };
   const proc = spawn(process.execPath, [BERTH_BIN, "daemon", "--berth-runtime"], { env, cwd, stdio: ["ignore", "pipe", "pipe"] });
   let err = "";
-  proc.stderr!.on("data", (b: Buffer) => (err += b.toString()));
+  proc.stderr.on("data", (b: Buffer) => (err += b.toString()));
   const ready = await new Promise<Ready>((resolve, reject) => {
     let buf = "";
-    proc.stdout!.on("data", (b: Buffer) => {
+    proc.stdout.on("data", (b: Buffer) => {
       buf += b.toString();
       const nl = buf.indexOf("\n");
       if (nl !== -1) resolve(JSON.parse(buf.slice(0, nl)) as Ready);

@@ -119,18 +119,18 @@ describe("web UI in Chromium", { skip }, () => {
       await item.waitFor();
       assert.match(await item.innerText(), /hello from the list test/);
       assert.match(await item.innerText(), /berth/);
-      const marks = (await page.evaluate(`(() => {
+      const marks = await page.evaluate<Record<string, number>>(`(() => {
         const m = (n) => performance.getEntriesByName(n)[0]?.startTime ?? -1;
         const nav = performance.getEntriesByType("navigation")[0];
         return { responseEnd: nav?.responseEnd ?? -1, domContentLoaded: nav?.domContentLoadedEventEnd ?? -1, wsOpen: m("berth:ws-open"), initialized: m("berth:initialized"), listPainted: m("berth:list-painted") };
-      })()`)) as Record<string, number>;
+      })()`);
       const listPaintMs = marks.listPainted!;
       assert.ok(listPaintMs > 0, "the page marks the first paint of the loaded session list");
       await page.screenshot({ path: artifactPath("desktop-list.png") });
       // A second, warm load (cached assets, running renderer) for the record.
       await page.reload();
       await item.waitFor();
-      const warmPaintMs = (await page.evaluate('performance.getEntriesByName("berth:list-painted")[0]?.startTime ?? -1')) as number;
+      const warmPaintMs = await page.evaluate<number>('performance.getEntriesByName("berth:list-painted")[0]?.startTime ?? -1');
 
       // ── open: the earlier turn is there
       await item.click();
@@ -286,7 +286,7 @@ describe("web UI in Chromium", { skip }, () => {
         page.evaluate(
           ([url, p]) =>
             new Promise<string>((resolve) => {
-              const ws = new WebSocket(url as string, p as string[]);
+              const ws = new WebSocket(url, p);
               ws.onopen = () => resolve("open");
               ws.onclose = () => resolve("refused");
             }),
@@ -460,7 +460,7 @@ describe("web UI in Chromium", { skip }, () => {
       await page.evaluate("globalThis.__uiTest.mute = false");
       await page.locator(".transcript").getByText("echo: hello from the list test").waitFor({ timeout: 20_000 });
       await page.locator(".banner").waitFor({ state: "detached", timeout: 20_000 });
-      const socks = (await page.evaluate("globalThis.__uiTest.socks.length")) as number;
+      const socks = await page.evaluate<number>("globalThis.__uiTest.socks.length");
       assert.ok(socks >= 2, "a fresh socket replaced the dead one (more if a muted handshake also timed out)");
 
     } finally {

@@ -16,7 +16,7 @@ function ago(iso: string | undefined, now: number): string {
   return new Date(iso).toLocaleDateString();
 }
 
-function SessionList({ model, selected, onOpen, onNew }: { model: Model; selected?: string; onOpen: (uri: string) => void; onNew: () => void }) {
+function SessionList({ model, selected, onOpen, onNew }: { model: Model; selected?: string | undefined; onOpen: (uri: string) => void; onNew: () => void }) {
   const items = [...model.sessions.values()].sort((a, b) => String(b.modifiedAt ?? "").localeCompare(String(a.modifiedAt ?? "")));
   const now = Date.now();
   useLayoutEffect(() => {

@@ -54,7 +54,8 @@ interface LiveSession {
   /** In the registry file (created through AHP), or only in the Berth store (listed, dormant). */
   registered: boolean;
   uri?: string;
-  logicalId?: string;
+  /** The host's id for this session in the current registration; undefined once that registration is gone. */
+  logicalId?: string | undefined;
   seq: number;
   rt?: SessionRuntime;
   projection?: HostProjection;
@@ -68,7 +69,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref()
 
 export class BerthRuntimeBackend {
   readonly instanceId = randomUUID();
-  private sock?: Socket;
+  private sock?: Socket | undefined;
   private closed = false;
   private readonly sessions = new Map<string, LiveSession>(); // by Berth session id
   private readonly byUri = new Map<string, LiveSession>();
@@ -248,6 +249,10 @@ export class BerthRuntimeBackend {
 
   // ── Frames ────────────────────────────────────────────────────────────────
   private onFrame(f: Json): void {
+    if (f.type === "pong" && typeof f.id === "string" && this.pongs.has(f.id)) {
+      this.pongs.get(f.id)!();
+      return;
+    }
     switch (f.type) {
       case "provider_registered":
         this.send({ type: "provider_status", ready: true });
@@ -432,6 +437,30 @@ export class BerthRuntimeBackend {
     const s = this.byUri.get(uri);
     if (s === undefined) return undefined;
     return { turnId: s.rt?.turn?.turnId ?? null, pendingApprovals: s.rt?.pendingApprovals().length ?? 0 };
+  }
+
+  private readonly pongs = new Map<string, () => void>();
+  private pingCounter = 0;
+
+  /**
+   * A ping/pong round trip with the host: resolves once every frame the host sent before answering has been
+   * handled here (one ordered socket), so whatever the host decided by then has reached this runtime.
+   * Resolves at once when not connected.
+   */
+  sync(): Promise<void> {
+    const sock = this.sock;
+    if (sock === undefined || sock.destroyed || this.closed) return Promise.resolve();
+    const id = `sync-${++this.pingCounter}`;
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        this.pongs.delete(id);
+        sock.off("close", done);
+        resolve();
+      };
+      this.pongs.set(id, done);
+      sock.once("close", done); // the host is gone: nothing more can arrive
+      this.send({ type: "ping", id });
+    });
   }
 
   /** Cancel running turns, wait for them, then disconnect. Idempotent. */

@@ -129,7 +129,18 @@ export class HostProjection {
         void this.emit(settled);
         return;
       }
-      default:
+      case "assistant_completed":
+      case "context_compacted":
+      case "paused":
+      case "queue_dequeued":
+      case "queue_enqueued":
+      case "queue_moved":
+      case "queue_removed":
+      case "queue_snapshot":
+      case "queue_updated":
+      case "session_cleared":
+      case "session_trimmed":
+      case "tool_progress":
         return;
     }
   }

@@ -38,9 +38,9 @@ export interface BridgeOptions {
   state: DeliveryState;
   policy: BridgePolicy;
   mediaRoot: string;
-  clock?: Clock;
+  clock?: Clock | undefined;
   /** Diagnostic lines without message content or credentials. */
-  log?: (line: string) => void;
+  log?: ((line: string) => void) | undefined;
 }
 
 /** Sessions idle this long are released; at most MAX_SESSIONS stay live (least recently used released first). */

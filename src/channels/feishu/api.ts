@@ -89,7 +89,7 @@ export class FeishuApi {
         const res = await fetch(this.url(path), {
           method,
           headers,
-          body: form ?? (body === undefined ? undefined : JSON.stringify(body)),
+          ...(form !== undefined ? { body: form } : body !== undefined ? { body: JSON.stringify(body) } : {}),
           signal: AbortSignal.timeout(60_000),
         });
         status = res.status;

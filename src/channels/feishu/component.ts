@@ -35,8 +35,8 @@ export interface FeishuComponentOptions {
   credentials: FeishuCredentials;
   settings: AccountSettings;
   driver: ChatSessionDriver;
-  clock?: Clock;
-  log?: (line: string) => void;
+  clock?: Clock | undefined;
+  log?: ((line: string) => void) | undefined;
 }
 
 export class FeishuComponent {

@@ -26,8 +26,8 @@ export interface WechatComponentOptions {
   credentials: WechatCredentials;
   settings: AccountSettings;
   driver: ChatSessionDriver;
-  clock?: Clock;
-  log?: (line: string) => void;
+  clock?: Clock | undefined;
+  log?: ((line: string) => void) | undefined;
 }
 
 export class WechatComponent {

@@ -18,7 +18,8 @@ function mediaOf(item: Obj): InboundMedia | null {
     const im = pick("image_item");
     const media = obj(im?.["media"]);
     if (!im || !media) return null;
-    const ref: WechatMediaRef = { media: media as WechatMediaRef["media"], hexKey: str(im["aeskey"]) || undefined };
+    const hexKey = str(im["aeskey"]);
+    const ref: WechatMediaRef = { media: media, ...(hexKey ? { hexKey } : {}) };
     return { kind: "image", name: "image.jpg", size: null, ref };
   }
   if (type === 4) {

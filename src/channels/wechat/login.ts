@@ -9,6 +9,7 @@
 import { realClock, type Clock } from "../common/backoff.js";
 import type { WechatCredentials } from "./credentials.js";
 import { parseLossless } from "./json.js";
+import { textOf } from "../../core/json-text.js";
 
 export class LoginError extends Error {
   override name = "LoginError";
@@ -66,7 +67,7 @@ export async function wechatLogin(o: WechatLoginOptions): Promise<WechatCredenti
     let scanned = false;
     for (;;) {
       const st = await getJson(`${pollBase}/ilink/bot/get_qrcode_status?qrcode=${encodeURIComponent(code)}`, pollTimeout, o.signal);
-      const status = st === "timeout" ? "wait" : String(st["status"] ?? "wait");
+      const status = st === "timeout" ? "wait" : textOf(st["status"], "wait");
       if (status === "wait" || status === "scaned") {
         if (status === "scaned" && !scanned) {
           scanned = true;
@@ -78,7 +79,7 @@ export async function wechatLogin(o: WechatLoginOptions): Promise<WechatCredenti
       if (st === "timeout") continue;
       if (status === "expired") break;
       if (status === "scaned_but_redirect") {
-        const host = String(st["redirect_host"] ?? "");
+        const host = textOf(st["redirect_host"]);
         const next = `${new URL(api).protocol}//${host}`;
         if (!/^[A-Za-z0-9.-]+(:\d+)?$/.test(host) || !acceptableBase(next, api)) throw new LoginError("the login server redirected to a host that is not WeChat's; login refused");
         pollBase = next;

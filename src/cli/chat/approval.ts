@@ -47,7 +47,7 @@ export function mcpParts(name: string): { server: string; tool: string } | null 
 /** The card's lines (plain text; the caller styles `+`/`-` lines). */
 export async function approvalCard(a: ApprovalInfo): Promise<string> {
   const args = a.arguments ?? {};
-  const str = (k: string): string | null => (typeof args[k] === "string" ? (args[k] as string) : null);
+  const str = (k: string): string | null => (typeof args[k] === "string" ? (args[k]) : null);
   const path = str("path");
   const abs = path === null ? null : isAbsolute(path) ? path : resolve(a.cwd, path);
   if (a.name === "bash" && str("command") !== null) return `bash in ${a.cwd}\n${clip(`$ ${str("command")!}`, 40)}`;

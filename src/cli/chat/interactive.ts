@@ -28,6 +28,7 @@ import { gauge, HELP, NO_PROVIDER_HELP, style, type Style } from "./render.js";
 import { ServiceCommands } from "./service-commands.js";
 import { SessionCommands } from "./session-commands.js";
 import { Spinner, turnEvents, type OpenSession } from "./turn-events.js";
+import { textOf } from "../../core/json-text.js";
 
 export interface InteractiveOptions {
   sessionId: string | null;
@@ -192,7 +193,7 @@ class Chat {
     if (!terminal) process.on("SIGINT", onSignal);
     this.rl.on("close", () => {
       // Piped stdin that ended: finish the queued prompts first; never exit 0 having done nothing.
-      this.enqueue(async () => {
+      this.enqueue(() => {
         if (!terminal && prompts === 0) {
           process.stderr.write("berth chat: stdin ended without a prompt (pipe lines to run them as prompts, or use -p PROMPT)\n");
           return this.finish(2);
@@ -337,7 +338,7 @@ class Chat {
     });
     const s: OpenSession = {
       id: String(ev["session_id"]),
-      cwd: String(ev["cwd"] ?? this.cwd),
+      cwd: textOf(ev["cwd"], this.cwd),
       model: typeof ev["model"] === "string" ? ev["model"] : null,
       ctxMax: typeof ev["context_max_tokens"] === "number" ? ev["context_max_tokens"] : null,
     };
@@ -359,7 +360,7 @@ class Chat {
       }
       return this.turn(text);
     }
-    const [cmd, ...args] = text.split(/\s+/);
+    const [cmd = "", ...args] = text.split(/\s+/);
     switch (cmd) {
       case "/help":
         return this.write(HELP);
@@ -384,7 +385,7 @@ class Chat {
       case "/logout":
         return this.cmds.logout(args[0]);
       default:
-        this.status(`unknown command ${cmd!.slice(0, 32)}; /help lists commands`);
+        this.status(`unknown command ${cmd.slice(0, 32)}; /help lists commands`);
     }
   }
 
@@ -476,7 +477,7 @@ class Chat {
       endMessage();
       if (end.type === "error") {
         this.failedTurns++;
-        return this.line(this.s.red(`error: the server refused the prompt (${String(end["code"])}: ${String(end["message"] ?? "")})`));
+        return this.line(this.s.red(`error: the server refused the prompt (${String(end["code"])}: ${textOf(end["message"])})`));
       }
       const g = `${this.ctx !== null ? ` · ${gauge(this.ctx.current, this.ctx.max)}` : ""} · ${s.model ?? "?"} · ${s.cwd} · ${s.id.slice(0, 12)}`;
       const label = end.type === "turn.completed" ? "completed" : failureLine(end, this.baseUrl);

@@ -12,6 +12,7 @@ import { openLink, type Link } from "./link.js";
 import { renderMarkdown } from "./markdown.js";
 import { preflight } from "./preflight.js";
 import { NO_PROVIDER_HELP } from "./render.js";
+import { textOf } from "../../core/json-text.js";
 
 export interface OneShotOptions {
   prompt: string;
@@ -80,7 +81,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
           if (o.json) json({ event: "turn.started", turn_id: ev["turn_id"], session_id: sessionId, sequence: seq });
           break;
         case "assistant.delta":
-          current += String(ev["content"] ?? "");
+          current += textOf(ev["content"]);
           if (o.json) json({ event: "turn.assistant_delta", turn_id: ev["turn_id"], sequence: seq, text: ev["content"] });
           break;
         case "assistant.completed":
@@ -96,7 +97,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
           if (o.json)
             json({
               event: "turn.tool",
-              status: ev.type === "tool.started" ? "started" : ev["success"] === true ? "completed" : String(ev["error"] ?? "failed"),
+              status: ev.type === "tool.started" ? "started" : ev["success"] === true ? "completed" : textOf(ev["error"], "failed"),
               turn_id: ev["turn_id"],
               sequence: seq,
               call_id: ev["call_id"],
@@ -106,7 +107,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
         case "approval.requested": {
           client.resolveApproval(sessionId, String(ev["approval_id"]), yolo);
           if (o.json) json({ event: "turn.approval", turn_id: ev["turn_id"], sequence: seq, call_id: ev["call_id"], name: ev["name"], summary: ev["summary"], approved: yolo });
-          if (!yolo) err(`denied ${String(ev["name"])} (${String(ev["summary"] ?? "").slice(0, 120)}): -p denies tools that would ask for approval; add --yolo to approve them`);
+          if (!yolo) err(`denied ${String(ev["name"])} (${textOf(ev["summary"]).slice(0, 120)}): -p denies tools that would ask for approval; add --yolo to approve them`);
           break;
         }
         default:
@@ -117,7 +118,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     if (interrupted > 0) cancel();
     const end = await turn.done;
     if (end.type === "error") {
-      err(`the server refused the prompt (${String(end["code"])}: ${String(end["message"] ?? "")})`);
+      err(`the server refused the prompt (${String(end["code"])}: ${textOf(end["message"])})`);
       return 1;
     }
     const text = current !== "" ? current : last;

@@ -26,6 +26,13 @@ function lineCol(text: string, pos: number): { line: number; col: number } {
   return { line, col: pos - before.lastIndexOf("\n") };
 }
 
+/** Where `jsonErrorOffset`'s scanner stopped (thrown to unwind its recursion). */
+class SyntaxAt extends Error {
+  constructor(readonly pos: number) {
+    super(`JSON syntax error at offset ${pos}`);
+  }
+}
+
 /** The offset of the first JSON syntax error in `t` (a small validating scanner), or -1 when it is valid. */
 export function jsonErrorOffset(t: string): number {
   let i = 0;
@@ -33,10 +40,15 @@ export function jsonErrorOffset(t: string): number {
     while (i < t.length && " \t\n\r".includes(t[i]!)) i++;
   };
   const fail = (): never => {
-    throw i;
+    throw new SyntaxAt(i);
   };
   const lit = (w: string): void => {
-    for (const c of w) if (t[i++] !== c) (i--, fail());
+    for (const c of w) {
+      if (t[i++] !== c) {
+        i--;
+        fail();
+      }
+    }
   };
   const str = (): void => {
     i++;
@@ -100,8 +112,9 @@ export function jsonErrorOffset(t: string): number {
     value();
     ws();
     return i < t.length ? i : -1;
-  } catch (pos) {
-    return typeof pos === "number" ? Math.min(pos, t.length) : 0;
+  } catch (e) {
+    // Anything else (a stack overflow on absurd nesting) is reported at the start.
+    return e instanceof SyntaxAt ? Math.min(e.pos, t.length) : 0;
   }
 }
 
@@ -170,7 +183,7 @@ export async function preflight(env: EnvLike, cwd: string): Promise<Preflight> {
   }
   const policy = [layers.project, layers.global].map((l) => (l as Record<string, unknown>)["approval_policy"]).find((v) => typeof v === "string");
   const baseUrl = entry.builtin ? null : entry.def.base_url;
-  return { ok: true, provider: sel.provider_id, model: sel.model_id, approvalPolicy: (policy as string | undefined) ?? null, baseUrl, layers };
+  return { ok: true, provider: sel.provider_id, model: sel.model_id, approvalPolicy: (policy) ?? null, baseUrl, layers };
 }
 
 /** "did you mean a, b?" from the closest names (by edit distance), else the list. */

@@ -6,6 +6,7 @@
 import type { ScvEvent } from "../../client/scv/client.js";
 import { shortArgs, type ApprovalInfo } from "./approval.js";
 import type { LiveAnswer } from "./live.js";
+import { textOf } from "../../core/json-text.js";
 
 /** The session a chat has open. */
 export interface OpenSession {
@@ -43,8 +44,8 @@ export function turnEvents(host: TurnHost, s: OpenSession, answer: LiveAnswer): 
   return (ev: ScvEvent): void => {
     switch (ev.type) {
       case "assistant.delta":
-        live += String(ev["content"] ?? "");
-        stream(String(ev["content"] ?? ""));
+        live += textOf(ev["content"]);
+        stream(textOf(ev["content"]));
         break;
       case "assistant.completed": {
         const c = typeof ev["content"] === "string" ? ev["content"] : "";
@@ -70,15 +71,15 @@ export function turnEvents(host: TurnHost, s: OpenSession, answer: LiveAnswer): 
         const info: ApprovalInfo = {
           name,
           arguments: (args.get(String(ev["call_id"])) as Record<string, unknown> | undefined) ?? null,
-          cwd: String(ev["cwd"] ?? s.cwd),
-          summary: String(ev["summary"] ?? ""),
-          risk: String(ev["risk"] ?? ""),
+          cwd: textOf(ev["cwd"], s.cwd),
+          summary: textOf(ev["summary"]),
+          risk: textOf(ev["risk"]),
         };
         pending = pending.then(() => host.ask(info)).then((yes) => host.resolveApproval(id, yes));
         break;
       }
       case "tool.progress":
-        host.status(String(ev["text"] ?? "").split("\n").at(-1)!.slice(0, 120));
+        host.status(textOf(ev["text"]).split("\n").at(-1)!.slice(0, 120));
         break;
       case "tool.completed": {
         const err = typeof ev["error"] === "string" ? ev["error"] : null;

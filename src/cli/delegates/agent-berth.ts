@@ -28,6 +28,7 @@ import { defineLocalTool } from "../../runtime/tools/define.js";
 import type { Tool, ToolResult, ToolRisk } from "../../runtime/types.js";
 import type { SessionToolContext } from "../../runtime/agent.js";
 import { jobRef, type JobBook } from "./jobs.js";
+import { textOf } from "../../core/json-text.js";
 
 export const AGENT_BERTH = "agent_berth";
 export const DEFAULT_TIMEOUT_SECONDS = 1800;
@@ -224,7 +225,7 @@ export class BerthDelegates {
               ctx.onProgress(`${prefix} ▸ ${String(ev["name"])}`);
               break;
             case "tool.progress":
-              for (const line of String(ev["text"] ?? "").split("\n")) if (line !== "") ctx.onProgress(`${prefix} ${line}`);
+              for (const line of textOf(ev["text"]).split("\n")) if (line !== "") ctx.onProgress(`${prefix} ${line}`);
               break;
             case "turn.completed":
               return done(result("completed", false));
@@ -251,8 +252,8 @@ export class BerthDelegates {
 
   private async relay(conv: Conversation, ev: ScvEvent, prefix: string, ctx: Parameters<Tool["run"]>[1]): Promise<void> {
     const risk = (["read_only", "filesystem", "process", "delegate", "network"] as const).includes(ev["risk"] as ToolRisk) ? (ev["risk"] as ToolRisk) : "process";
-    const summary = `${prefix} ${String(ev["summary"] ?? `Use tool ${String(ev["name"])}`)}`;
-    const d = ctx.approve ? await ctx.approve({ name: String(ev["name"] ?? "tool"), risk, summary, arguments: {} }) : "approve";
+    const summary = `${prefix} ${textOf(ev["summary"], `Use tool ${String(ev["name"])}`)}`;
+    const d = ctx.approve ? await ctx.approve({ name: textOf(ev["name"], "tool"), risk, summary, arguments: {} }) : "approve";
     if (d === "cancelled") return;
     conv.conn.notify("approval.resolve", { session_id: conv.nestedSession, approval_id: ev["approval_id"], approved: d === "approve" });
   }

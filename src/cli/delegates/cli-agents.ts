@@ -30,6 +30,7 @@ import { defineLocalTool } from "../../runtime/tools/define.js";
 import type { Tool, ToolContext, ToolResult } from "../../runtime/types.js";
 import { instanceOf } from "./agent-berth.js";
 import { jobRef, type JobBook } from "./jobs.js";
+import { textOf } from "../../core/json-text.js";
 
 const DEFAULT_TIMEOUT_SECONDS = 1800;
 const MAX_TIMEOUT_SECONDS = 3600;
@@ -73,11 +74,11 @@ export function codexEvent(ev: Record<string, unknown>): ParsedEvent {
         case "agent_message":
           return typeof item["text"] === "string" ? { reply: item["text"] } : {};
         case "file_change": {
-          const paths = Array.isArray(item["changes"]) ? (item["changes"] as Array<Record<string, unknown>>).map((c) => String(c["path"] ?? "")).filter((p) => p !== "") : [];
+          const paths = Array.isArray(item["changes"]) ? (item["changes"] as Array<Record<string, unknown>>).map((c) => textOf(c["path"])).filter((p) => p !== "") : [];
           return paths.length > 0 ? { progress: `update ${paths.join(", ")}` } : {};
         }
         case "mcp_tool_call":
-          return { progress: `tool ${String(item["server"] ?? "?")}.${String(item["tool"] ?? "?")}` };
+          return { progress: `tool ${textOf(item["server"], "?")}.${textOf(item["tool"], "?")}` };
         case "web_search":
           return typeof item["query"] === "string" ? { progress: `search ${item["query"]}` } : {};
         default:
@@ -86,13 +87,13 @@ export function codexEvent(ev: Record<string, unknown>): ParsedEvent {
     case "turn.completed": {
       const u = (ev["usage"] ?? {}) as Record<string, unknown>;
       const usage: Record<string, number> = {};
-      for (const k of ["input_tokens", "cached_input_tokens", "output_tokens"]) if (typeof u[k] === "number") usage[k] = u[k] as number;
+      for (const k of ["input_tokens", "cached_input_tokens", "output_tokens"]) if (typeof u[k] === "number") usage[k] = u[k];
       return { usage };
     }
     case "turn.failed":
     case "error": {
       const e = ev["error"] as Record<string, unknown> | undefined;
-      return { failed: String(e?.["message"] ?? ev["message"] ?? "codex reported an error") };
+      return { failed: textOf(e?.["message"], textOf(ev["message"], "codex reported an error")) };
     }
     default:
       return {};
@@ -103,7 +104,7 @@ export type ParsedEvent = { progress?: string; thread?: string; reply?: string; 
 
 function toolLine(name: string, input: Record<string, unknown> | undefined): string {
   const n = name.toLowerCase();
-  const str = (k: string): string | null => (typeof input?.[k] === "string" ? (input[k] as string) : null);
+  const str = (k: string): string | null => (typeof input?.[k] === "string" ? (input[k]) : null);
   if (n === "bash" && str("command") !== null) return `$ ${str("command")}`;
   if (["edit", "write", "multiedit"].includes(n) && (str("file_path") ?? str("path")) !== null) return `update ${str("file_path") ?? str("path")}`;
   if (["websearch", "web_search"].includes(n) && str("query") !== null) return `search ${str("query")}`;
@@ -113,7 +114,7 @@ function toolLine(name: string, input: Record<string, unknown> | undefined): str
 function numbers(u: unknown, keys: string[]): Record<string, number> {
   const out: Record<string, number> = {};
   const o = (u ?? {}) as Record<string, unknown>;
-  for (const k of keys) if (typeof o[k] === "number") out[k] = o[k] as number;
+  for (const k of keys) if (typeof o[k] === "number") out[k] = o[k];
   return out;
 }
 
@@ -126,14 +127,14 @@ export function claudeEvent(ev: Record<string, unknown>): ParsedEvent {
     case "assistant": {
       const content = Array.isArray(msg["content"]) ? (msg["content"] as Array<Record<string, unknown>>) : [];
       const tool = content.find((c) => c["type"] === "tool_use");
-      const text = content.filter((c) => c["type"] === "text").map((c) => String(c["text"] ?? "")).join("");
-      return { ...(tool !== undefined ? { progress: toolLine(String(tool["name"] ?? "tool"), tool["input"] as Record<string, unknown> | undefined) } : {}), ...(text !== "" ? { reply: text } : {}) };
+      const text = content.filter((c) => c["type"] === "text").map((c) => textOf(c["text"])).join("");
+      return { ...(tool !== undefined ? { progress: toolLine(textOf(tool["name"], "tool"), tool["input"] as Record<string, unknown> | undefined) } : {}), ...(text !== "" ? { reply: text } : {}) };
     }
     case "result": {
       const out: ParsedEvent = { usage: numbers(ev["usage"], ["input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"]) };
       if (typeof ev["session_id"] === "string") out.thread = ev["session_id"];
       if (typeof ev["result"] === "string") out.reply = ev["result"];
-      if (ev["is_error"] === true || (typeof ev["subtype"] === "string" && ev["subtype"] !== "success")) out.failed = `claude ended with ${String(ev["subtype"] ?? "an error")}`;
+      if (ev["is_error"] === true || (typeof ev["subtype"] === "string" && ev["subtype"] !== "success")) out.failed = `claude ended with ${textOf(ev["subtype"], "an error")}`;
       return out;
     }
     default:
@@ -147,12 +148,12 @@ export function piEvent(ev: Record<string, unknown>): ParsedEvent {
     case "session":
       return typeof ev["id"] === "string" ? { thread: ev["id"] } : {};
     case "tool_execution_start":
-      return { progress: toolLine(String(ev["toolName"] ?? "tool"), ev["args"] as Record<string, unknown> | undefined) };
+      return { progress: toolLine(textOf(ev["toolName"], "tool"), ev["args"] as Record<string, unknown> | undefined) };
     case "message_end": {
       const m = (ev["message"] ?? {}) as Record<string, unknown>;
       if (m["role"] !== "assistant") return {};
       const content = Array.isArray(m["content"]) ? (m["content"] as Array<Record<string, unknown>>) : [];
-      const text = content.filter((c) => c["type"] === "text").map((c) => String(c["text"] ?? "")).join("");
+      const text = content.filter((c) => c["type"] === "text").map((c) => textOf(c["text"])).join("");
       const out: ParsedEvent = { usage: numbers(m["usage"], ["input", "output", "cacheRead", "cacheWrite"]) };
       if (text !== "") out.reply = text;
       if (m["stopReason"] === "error" || m["stopReason"] === "aborted") out.failed = `pi ended with ${String(m["stopReason"])}${typeof m["errorMessage"] === "string" ? `: ${m["errorMessage"]}` : ""}`;

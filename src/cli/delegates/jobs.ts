@@ -70,7 +70,7 @@ export class JobBook {
         if (!job.seen) this.report(sessionId, () => this.collectReport(sessionId));
       });
     let m = this.jobs.get(sessionId);
-    if (m === undefined) this.jobs.set(sessionId, (m = new Map()));
+    if (m === undefined) this.jobs.set(sessionId, (m = new Map<string, Job>()));
     m.set(job.id, job);
     return job;
   }
@@ -157,10 +157,10 @@ export class JobBook {
         risk: "read_only",
         description: "Show the state of this session's background jobs (or one job), with the results of those that ended.",
         schema: A.object({ job: A.optional(A.string({ min: 1, max: 64, description: "A job handle such as job-1" })) }),
-        execute: async (args) => {
+        execute: (args) => {
           const list = this.pick(sessionId, args.job !== undefined ? [args.job] : undefined);
-          if ("unknown" in list) return unknown("agent_status", list.unknown);
-          return this.show(args.job !== undefined ? list : [...this.of(sessionId).values()]);
+          if ("unknown" in list) return Promise.resolve(unknown("agent_status", list.unknown));
+          return Promise.resolve(this.show(args.job !== undefined ? list : [...this.of(sessionId).values()]));
         },
       }),
       defineLocalTool({

@@ -39,11 +39,13 @@ export interface Chat {
   status: number;
   modifiedAt?: string;
   turns: Turn[];
-  activeTurn?: Turn;
-  steeringMessage?: Pending;
+  /** Undefined between turns (cleared when a turn ends). */
+  activeTurn?: Turn | undefined;
+  /** Undefined when no steering message is pending (cleared when it is consumed or removed). */
+  steeringMessage?: Pending | undefined;
   queuedMessages: Pending[];
   /** Present while older turns can be fetched (`fetchTurns`). */
-  turnsNextCursor?: string;
+  turnsNextCursor?: string | undefined;
   /** Bumped on every change, for views that memoize on it. */
   rev: number;
 }
@@ -212,7 +214,7 @@ export function reduceChat(c: Chat, a: Json): void {
       const parts = t.responseParts.map((p) =>
         p.kind === "toolCall" && OPEN_TOOL.has(p.toolCall!.status as string) ? { ...p, toolCall: { ...p.toolCall, status: "cancelled", reason: "skipped" } } : p,
       );
-      if (a.type === "chat/error") parts.push((a.part as Part | undefined) ?? { kind: "error", error: a.error as Part["error"] });
+      if (a.type === "chat/error") parts.push((a.part as Part | undefined) ?? { kind: "error", ...(a.error === undefined ? {} : { error: a.error as NonNullable<Part["error"]> }) });
       const state = a.type === "chat/turnComplete" ? "complete" : a.type === "chat/turnCancelled" ? "cancelled" : "error";
       // A new object: completed turns are immutable from here on.
       c.turns = [...c.turns, { ...t, responseParts: parts, duration: a.duration as number, state }];

@@ -46,7 +46,8 @@ export const DEFAULT_REQUIRED_OPERATIONS: readonly Operation[] = [
 
 export interface ReplayOptions {
   after?: string | null;
-  limit?: number;
+  /** Page size; undefined means the server's default. */
+  limit?: number | undefined;
 }
 
 /** A replay page plus `restarted`: true on the page after a `resync_required` (discard cached history first). */

@@ -163,6 +163,8 @@ export class Connection {
           turn.updates.end();
           return;
         }
+        case "auth.login.progress":
+        case "auth.login.terminal":
         default:
           throw new DecodeError("auth event correlated to a turn");
       }

@@ -78,7 +78,7 @@ export function decodeActivity(v: unknown, p: Profile): Activity {
         server_id: nullableStr(a, "server_id", w, idRule),
         transport: oneOf(a, "transport", w, ["local", "mcp", "unknown"] as const),
         status: oneOf(a, "status", w, LIFECYCLE_STATUS),
-        timed_out: t as boolean | null,
+        timed_out: t,
         details_omitted: literal(a, "details_omitted", w, true),
       };
     }

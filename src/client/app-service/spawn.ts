@@ -35,7 +35,7 @@ export function spawnService(opts: SpawnOptions = {}): ServiceHandle {
     env,
     cwd: opts.cwd ?? process.cwd(),
     stdio: handoff === null ? ["pipe", "pipe", "pipe"] : ["pipe", "pipe", "pipe", "pipe"],
-  }) as ChildProcessWithoutNullStreams;
+  });
   if (handoff !== null) {
     const fd3 = child.stdio[3] as Writable;
     fd3.on("error", () => {});

@@ -12,6 +12,7 @@
 import type { Readable, Writable } from "node:stream";
 import type { ChatSessionDriver, ChatSessionOptions, OutboundFile, TurnAttachment, TurnOutcome } from "../../channels/common/driver.js";
 import { PROTOCOL_VERSION, ScvConnection, ScvConnectionError, ScvRequestError, type ScvEvent } from "./connection.js";
+import { textOf } from "../../core/json-text.js";
 
 export { ScvConnectionError, ScvRequestError } from "./connection.js";
 
@@ -59,7 +60,7 @@ export class ScvClient implements ChatSessionDriver {
       throw new ScvRequestError("version_mismatch", `server speaks protocol ${String(ev["protocol_version"])}`);
     }
     const s = ev["server"] as { name?: unknown; version?: unknown } | undefined;
-    this.server = { name: String(s?.name ?? ""), version: String(s?.version ?? "") };
+    this.server = { name: textOf(s?.name), version: textOf(s?.version) };
   }
 
   /** `daemon.control` `status` (daemon socket only): the raw `status` object of `daemon.status`. */

@@ -12,6 +12,7 @@
 import type { Readable, Writable } from "node:stream";
 import { LineSplitter, decodeRecord } from "../../transport/jsonl.js";
 import { LineWriter } from "../../transport/line-writer.js";
+import { textOf } from "../../core/json-text.js";
 
 export const PROTOCOL_VERSION = 3;
 export const MAX_SERVER_FRAME_BYTES = 8 * 1024 * 1024;
@@ -108,7 +109,7 @@ export class ScvConnection {
         onEvent: (ev) => {
           if (ev.type === "error") {
             this.release(id);
-            reject(new ScvRequestError(String(ev["code"] ?? "unknown"), String(ev["message"] ?? "")));
+            reject(new ScvRequestError(textOf(ev["code"], "unknown"), textOf(ev["message"])));
           } else if (types.includes(ev.type)) {
             this.release(id);
             resolve(ev);

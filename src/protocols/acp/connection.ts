@@ -102,7 +102,7 @@ export class AcpConnection {
   open(id: string, cwd: string, mcp: Record<string, McpServerDef> | undefined, client: AgentContext): AcpSession {
     const have = this.sessions.get(id);
     if (have !== undefined) {
-      have.configure({ cwd, mcpServers: mcp });
+      have.configure({ cwd, ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
       return have;
     }
     const rt = this.hub.open(id, { cwd, approval: approvalOf("ask"), ...(mcp !== undefined ? { mcpServers: mcp } : {}) });

@@ -16,7 +16,7 @@ export interface AcpDeps {
   /** Berth's package version (agentInfo.version). */
   version: string;
   /** One diagnostic line to stderr (never stdout: stdout carries only ACP frames). */
-  log(line: string): void;
+  log: (line: string) => void;
   /** Shows a sign-in URL to the user (the composition root opens a browser; tests record it). */
   openUrl(url: string): void;
   /** The agent every session's turns run on (the composition root builds it). */

@@ -75,6 +75,7 @@ export function toBerthPrompt(blocks: ContentBlock[]): BerthPrompt {
         if (images.length === MAX_PROMPT_IMAGES) throw invalid(`a prompt takes at most ${MAX_PROMPT_IMAGES} images`);
         images.push({ mediaType: b.mimeType, dataBase64: b.data });
         break;
+      case "audio":
       default:
         throw ACP_ERRORS.unsupportedContent(b.type);
     }

@@ -16,7 +16,7 @@
 import { basename } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
-import type { History, StoredRecord } from "../../store/sessions/index.js";
+import type { History } from "../../store/sessions/index.js";
 import { textContent, toolDiff, toolKind, toolLocations, toolPlan, toolTitle } from "./tool-view.js";
 
 export function replayUpdates(history: History, cwd: string): SessionUpdate[] {
@@ -32,7 +32,7 @@ export function replayUpdates(history: History, cwd: string): SessionUpdate[] {
     open.clear();
   };
   let turn: string | null = null;
-  for (const r of history.records as StoredRecord[]) {
+  for (const r of history.records) {
     if ("turn_id" in r && r.turn_id !== turn) {
       closeOpenCalls();
       turn = r.turn_id;
@@ -84,7 +84,8 @@ export function replayUpdates(history: History, cwd: string): SessionUpdate[] {
         if (plan !== null) out.push(plan);
         break;
       }
-      default:
+      case "checkpoint":
+      case "terminal":
         break;
     }
   }

@@ -165,7 +165,19 @@ export class AcpSession {
         return this.end(e.turnId, { stopReason: "cancelled" });
       case "turn_failed":
         return this.end(e.turnId, e.code === "step_limit" ? { stopReason: "max_turn_requests" } : { failed: e });
-      default:
+      case "assistant_completed":
+      case "context_compacted":
+      case "paused":
+      case "queue_dequeued":
+      case "queue_enqueued":
+      case "queue_moved":
+      case "queue_removed":
+      case "queue_snapshot":
+      case "queue_updated":
+      case "session_cleared":
+      case "session_trimmed":
+      case "tool_progress":
+      case "turn_started":
         return;
     }
   }

@@ -44,7 +44,7 @@ export function absolutePath(cwd: string, p: string): string {
   return isAbsolute(p) ? resolve(p) : resolve(cwd, p);
 }
 
-const str = (args: Record<string, unknown>, k: string): string | null => (typeof args[k] === "string" ? (args[k] as string) : null);
+const str = (args: Record<string, unknown>, k: string): string | null => (typeof args[k] === "string" ? (args[k]) : null);
 
 function oneLine(s: string): string {
   const line = s.replace(/\s+/g, " ").trim();

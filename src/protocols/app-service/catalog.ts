@@ -57,7 +57,7 @@ export function parseRefresh(p: Record<string, unknown>): ParseResult<{ provider
   return { ok: true, value: "provider_id" in p ? { provider_id: p.provider_id as string } : {} };
 }
 
-export function catalogDescriptors(deps: CatalogDescriptorsDeps): MethodDescriptor<any>[] {
+export function catalogDescriptors(deps: CatalogDescriptorsDeps): MethodDescriptor[] {
   const { reader, refresher, worker } = deps;
 
   const providers: MethodDescriptor<PageParams> = {

@@ -8,16 +8,16 @@
  *   without cancelling its write or refresh.
  * - `config.set` shape checks before initialization: unknown fields, explicit `null`, wrong types and unknown
  *   reasoning values → `invalid_payload`. Once initialized: missing `scope`, an empty mutation →
- *   `invalid_payload`; then `invalid_scope` and the catalog/selection codes in `ConfigService.set` order.
+ *   `invalid_payload`; then `invalid_scope` (`configSetRequest`, which yields the typed request `ConfigService.set`
+ *   takes: the payload is decoded once, here), then the catalog/selection codes in `ConfigService.set` order.
  * - Responses are the bounded projection only (no paths, URLs, environment names/values, credentials).
  */
-import { THINKING_LEVELS as LEVELS } from "../../core/thinking.js";
-import type { ConfigService } from "../../store/settings/config.js";
+import { configSetRequest, parseConfigSetShape, type ConfigService, type ConfigSetShape } from "../../store/settings/config.js";
 import type { CatalogReader } from "../../store/catalog/catalog-reader.js";
 import type { CatalogRefresher } from "../../runtime/auth/catalog-refresh.js";
 import { catalogDescriptors } from "./catalog.js";
 import { ConfigWorker } from "./config-worker.js";
-import { emptyPayload, onlyKeys, type MethodDescriptor, type MethodFamily, type Outcome, type ParseResult } from "./descriptor.js";
+import { emptyPayload, type MethodDescriptor, type MethodFamily, type Outcome, type ParseResult } from "./descriptor.js";
 
 export interface CatalogConfigDeps {
   config: ConfigService;
@@ -25,22 +25,10 @@ export interface CatalogConfigDeps {
   refresher: CatalogRefresher;
 }
 
-const THINKING_LEVELS: readonly string[] = LEVELS;
-
 /** Shape-only validation of a `config.set` payload (required-ness is checked after initialization). */
-export function parseConfigSetShape(p: Record<string, unknown>): ParseResult<Record<string, unknown>> {
-  const bad = { ok: false as const, error: "invalid_payload" as const };
-  if (!onlyKeys(p, ["scope", "selection", "thinking_level", "fast"])) return bad;
-  if ("scope" in p && typeof p.scope !== "string") return bad;
-  if ("thinking_level" in p && (typeof p.thinking_level !== "string" || !THINKING_LEVELS.includes(p.thinking_level))) return bad;
-  if ("fast" in p && typeof p.fast !== "boolean") return bad;
-  if ("selection" in p) {
-    const s = p.selection;
-    if (typeof s !== "object" || s === null || Array.isArray(s)) return bad;
-    const sel = s as Record<string, unknown>;
-    if (!onlyKeys(sel, ["provider_id", "model_id"]) || typeof sel.provider_id !== "string" || typeof sel.model_id !== "string") return bad;
-  }
-  return { ok: true, value: p };
+export function parseConfigSetPayload(p: Record<string, unknown>): ParseResult<ConfigSetShape> {
+  const r = parseConfigSetShape(p);
+  return r.ok ? { ok: true, value: r.value } : { ok: false, error: r.code };
 }
 
 export function catalogConfigMethods(deps: CatalogConfigDeps): MethodFamily {
@@ -59,14 +47,17 @@ export function catalogConfigMethods(deps: CatalogConfigDeps): MethodFamily {
       }),
   };
 
-  const set: MethodDescriptor<Record<string, unknown>> = {
+  const set: MethodDescriptor<ConfigSetShape> = {
     method: "config.set",
     sessionId: "forbidden",
     mode: "worker",
-    parse: parseConfigSetShape,
-    handle: (_ctx, p) =>
+    parse: parseConfigSetPayload,
+    handle: (_ctx, shape) =>
       worker.run(async (): Promise<Outcome> => {
-        const r = await config.set(p);
+        // Inside the worker, as before: a busy worker answers configuration_busy before these checks.
+        const req = configSetRequest(shape);
+        if (!req.ok) return { error: req.code };
+        const r = await config.set(req.value);
         return r.ok ? { payload: { persisted: r.value.persisted, scope: r.value.scope, effective: { ...r.value.effective } } } : { error: r.code };
       }),
   };

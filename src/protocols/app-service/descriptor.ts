@@ -67,7 +67,7 @@ export interface RequestContext {
    * held and written right after it, so a start response always precedes its first event.
    * Returns a promise that resolves when the output can take more (backpressure); producers of many events await it.
    */
-  emit(event: EventName, sessionId: string | null, payload: Record<string, unknown>): Promise<void>;
+  emit: (event: EventName, sessionId: string | null, payload: Record<string, unknown>) => Promise<void>;
   /** Keeps this request ID reserved after the response until `release()` (long-lived requests). */
   hold(): Reservation;
 }
@@ -88,7 +88,8 @@ export interface MethodDescriptor<P = unknown> {
 }
 
 export interface MethodFamily {
-  readonly descriptors: ReadonlyArray<MethodDescriptor<any>>;
+  /** Each descriptor's `parse` and `handle` agree on its own payload type (method syntax lets them widen to `unknown` here). */
+  readonly descriptors: ReadonlyArray<MethodDescriptor>;
   /**
    * Called once at EOF or output failure: cancel active work, wait for its terminal events to be emitted,
    * release resources. Families are drained in reverse registration order (turns before sessions).

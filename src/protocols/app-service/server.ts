@@ -48,10 +48,10 @@ const NULL_IDS: Identities = { requestId: null, sessionId: null, method: null };
 
 export class AppServiceServer {
   private readonly io: JsonlTransport;
-  private readonly methods = new Map<string, MethodDescriptor<any>>();
+  private readonly methods = new Map<string, MethodDescriptor>();
   /** Loaded family per position in `opts.families` (undefined until a lazy one loads). */
   private readonly loaded: Array<MethodFamily | undefined>;
-  private readonly lazy = new Map<string, { index: number; promise?: Promise<MethodFamily> }>();
+  private readonly lazy = new Map<string, { index: number; promise?: Promise<MethodFamily> | undefined }>();
   private prefetched = false;
   /** When the last input record was handled (for idle-time prefetch). */
   private lastInputAt = 0;
@@ -214,7 +214,7 @@ export class AppServiceServer {
     }, 0);
   }
 
-  private context(requestId: string, sessionId: string | null, d: MethodDescriptor<any>, slot: Slot): RequestContext {
+  private context(requestId: string, sessionId: string | null, d: MethodDescriptor, slot: Slot): RequestContext {
     return {
       requestId,
       sessionId,

@@ -75,6 +75,9 @@ export function admissionCode(e: AdmissionError): ErrorCode {
       return "session_unavailable";
     case "limit":
       return "limit_exceeded";
+    case "closed":
+    case "internal":
+    case "invalid_record":
     default:
       return "internal_error";
   }
@@ -125,7 +128,15 @@ export function turnMethods(deps: TurnMethodsDeps): MethodFamily {
         t.stream.terminal(e.type === "turn_completed" ? "completed" : e.type === "turn_cancelled" ? "cancelled" : "failed", e.text);
         t.release();
         return;
-      default:
+      case "approval_requested":
+      case "approval_resolved":
+      case "assistant_completed":
+      case "context_compacted":
+      case "queue_dequeued":
+      case "tool_completed":
+      case "tool_progress":
+      case "tool_proposed":
+      case "tool_started":
         return;
     }
   });

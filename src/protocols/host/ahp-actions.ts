@@ -29,17 +29,17 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
   if (!p.success) return;
   const { channel, clientSeq, action } = p.data;
   const origin: Origin = { clientId, clientSeq };
-  const reject = (reason: string) => void st.publish(channel, action as Json, origin, reason);
+  const reject = (reason: string) => void st.publish(channel, action, origin, reason);
   const type = action.type;
   const session = st.sessions.get(channel);
-  if (session) return sessionAction(st, session, action as Json, origin, reject);
-  if (channel.startsWith("ahp-changeset:")) return changesetClientAction(st, channel, action as Json, origin, reject);
+  if (session) return sessionAction(st, session, action, origin, reject);
+  if (channel.startsWith("ahp-changeset:")) return changesetClientAction(st, channel, action, origin, reject);
   const chat = st.chatIndex.get(channel);
   if (!chat) return; // upstream: an action for a non-existent channel is silently ignored (no echo)
   const s = st.sessions.get(chat.sessionUri)!;
   switch (type) {
     case "chat/turnStarted":
-      return turnStarted(st, s, chat, action as Json, origin, reject);
+      return turnStarted(st, s, chat, action, origin, reject);
     case "chat/turnCancelled": {
       const t = chat.activeTurn;
       if (!t || t.id !== action.turnId) return reject("no such active turn");
@@ -52,11 +52,11 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
     }
     case "chat/toolCallConfirmed":
     case "chat/toolCallResultConfirmed":
-      return toolConfirmation(st, s, chat, action as Json, origin, reject);
+      return toolConfirmation(st, s, chat, action, origin, reject);
     case "chat/inputCompleted":
-      return inputCompleted(st, s, chat, action as Json, origin, reject);
+      return inputCompleted(st, s, chat, action, origin, reject);
     case "chat/pendingMessageSet":
-      return pendingMessageSet(st, s, chat, action as Json, origin, reject);
+      return pendingMessageSet(st, s, chat, action, origin, reject);
     case "chat/pendingMessageRemoved": {
       const has = action.kind === "steering" ? chat.steeringMessage?.id === action.id : chat.queuedMessages.some((m) => m.id === action.id);
       if (!has) return reject("no pending message with that id and kind");

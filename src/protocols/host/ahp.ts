@@ -25,6 +25,8 @@ import { dispatchOutcome } from "./mcp-lifecycle.js";
 import { authContext, authenticate } from "./auth-review.js";
 import { initializeTelemetry, isOtlpChannel, registerProgress } from "./notifications.js";
 import { invokeChangesetOperation } from "./resources.js";
+import { wsText } from "../../transport/ws-text.js";
+import type { Socket as NetSocket } from "node:net";
 
 /** Longest error message sent to a client. */
 const MAX_ERROR_MESSAGE = 512;
@@ -44,7 +46,7 @@ export class AhpConnection implements Subscriber {
   ) {
     ws.on("message", (data, isBinary) => {
       if (isBinary) return this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.InvalidRequest, message: "binary frames are not AHP messages" } });
-      this.onMessage(data.toString()).catch((e: unknown) => this.failInternal("message", e));
+      this.onMessage(wsText(data)).catch((e: unknown) => this.failInternal("message", e));
     });
     ws.on("close", () => this.onClose());
     ws.on("error", () => {});
@@ -61,7 +63,7 @@ export class AhpConnection implements Subscriber {
   sendRaw(text: string): void {
     if (this.closed || this.ws.readyState !== 1) return;
     // Batch bursts of small frames into one writev per event-loop turn.
-    const raw = (this.ws as unknown as { _socket?: import("node:net").Socket })._socket;
+    const raw = (this.ws as unknown as { _socket?: NetSocket })._socket;
     if (raw && !this.corked) {
       this.corked = true;
       raw.cork();
@@ -93,7 +95,7 @@ export class AhpConnection implements Subscriber {
   /** Write a pre-framed text frame straight to the socket (ordering is preserved: ws writes synchronously). */
   sendFrame(frame: Buffer, text: string): void {
     if (this.closed || this.ws.readyState !== 1) return;
-    const raw = (this.ws as unknown as { _socket?: import("node:net").Socket })._socket;
+    const raw = (this.ws as unknown as { _socket?: NetSocket })._socket;
     if (!raw || raw.destroyed) return this.sendRaw(text);
     if (!this.corked) {
       this.corked = true;
@@ -152,7 +154,7 @@ export class AhpConnection implements Subscriber {
     // took its snapshot or replay and registered the subscription. Awaiting first would let an
     // envelope published meanwhile (a pipelined dispatchAction in the same segment) reach the
     // client ahead of the answer that it follows in serverSeq order.
-    onRequest: (method, params, notification) => (notification ? this.dispatchNotification(method, params as Json) : this.dispatch(method, params as Json, false)),
+    onRequest: (method, params, notification) => (notification ? this.dispatchNotification(method, params) : this.dispatch(method, params, false)),
     errorOf: (e, method) => {
       if (e instanceof RpcError) {
         if (e.code === ErrorCodes.UnsupportedProtocolVersion) setTimeout(() => this.ws.close(1002, "unsupported protocol version"), 10).unref();

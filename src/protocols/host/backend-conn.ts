@@ -72,7 +72,7 @@ export class BackendConn implements ProviderRoute {
   readyAt: number | null = null;
   source?: { serviceId: string; instanceId: string };
   /** Dedicated session route. */
-  route?: LogicalRoute;
+  route?: LogicalRoute | undefined;
   /** Multiplexed routes by logical ID (the epoch registry, bounded). */
   readonly epochs = new Map<string, LogicalRoute>();
   /** Current multiplexed route per session URI. */
@@ -290,7 +290,7 @@ export class BackendConn implements ProviderRoute {
       displayName: p.displayName ?? p.id,
       description: p.description ?? "",
       ...(p.multipleChats ? { multipleChats: p.multipleChats } : {}),
-      ...(p.protectedResources ? { protectedResources: p.protectedResources as Json[] } : {}),
+      ...(p.protectedResources ? { protectedResources: p.protectedResources } : {}),
     }));
     for (const id of ids) st.providers.set(id, this);
     st.publishAgents();

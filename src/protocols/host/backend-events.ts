@@ -124,7 +124,7 @@ export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatMode
         st.publish(chat.uri, { type: "chat/toolCallStart", turnId: t!.id, toolCallId: ev.toolCallId, toolName: ev.toolName, displayName: ev.toolName });
       }
       const tc = findTool(t!, ev.toolCallId)!;
-      const ready: Json = { type: "chat/toolCallReady", turnId: t!.id, toolCallId: ev.toolCallId, invocationMessage: ev.message ?? (tc.displayName as string) };
+      const ready: Json = { type: "chat/toolCallReady", turnId: t!.id, toolCallId: ev.toolCallId, invocationMessage: ev.message ?? (tc.displayName) };
       if (ev.input !== undefined) ready.toolInput = ev.input;
       if (ev.title !== undefined) ready.confirmationTitle = ev.title;
       if (ev.editable !== undefined) ready.editable = ev.editable;
@@ -226,7 +226,7 @@ export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatMode
       if (!chat.inputs.has(ev.requestId)) return `input request ${ev.requestId} is not pending`;
       const origin = ev.commandId ? st.inputOrigins.get(ev.commandId) : undefined;
       if (ev.commandId) st.inputOrigins.delete(ev.commandId);
-      resolveInput(st, s, chat, ev.requestId, ev.response, ev.answers as Json | undefined, origin);
+      resolveInput(st, s, chat, ev.requestId, ev.response, ev.answers, origin);
       break;
     }
     case "turns_loaded": {

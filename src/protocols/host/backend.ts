@@ -3,14 +3,13 @@
  * protocol v1–v9, and session registration (claims, aliases, fencing). Connection handling is
  * in backend-conn.ts.
  */
-import { createServer, createConnection, type Server } from "node:net";
-import { chmodSync, existsSync, lstatSync, unlinkSync } from "node:fs";
 import { randomUUID } from "node:crypto";
 import { EPOCH_REGISTRY_BOUND, type BackendErrorCode, type HelloBody } from "./backend-schema.js";
 import { BackendConn, LogicalRoute } from "./backend-conn.js";
 import type { Json } from "./model.js";
 import type { HostState } from "./state.js";
 import { mcpHub, mcpServersError, type McpServerDescriptor } from "./mcp-channels.js";
+import { listenUnix, type UnixListener } from "../../transport/unix-listener.js";
 
 export interface RegisterResult {
   route: LogicalRoute;
@@ -19,7 +18,7 @@ export interface RegisterResult {
 
 export class BackendServer {
   readonly conns = new Set<BackendConn>();
-  private server?: Server;
+  private listener?: UnixListener;
 
   constructor(
     readonly state: HostState,
@@ -29,45 +28,20 @@ export class BackendServer {
 
   /** Listen on the socket path: remove a refused stale socket, never replace a live listener. */
   async start(): Promise<void> {
-    if (existsSync(this.socketPath)) {
-      const st = lstatSync(this.socketPath);
-      if (!st.isSocket()) throw new Error(`${this.socketPath} exists and is not a socket`);
-      const live = await new Promise<boolean>((resolve) => {
-        const c = createConnection(this.socketPath);
-        c.once("connect", () => {
-          c.destroy();
-          resolve(true);
-        });
-        c.once("error", () => resolve(false));
-      });
-      if (live) throw new Error(`a live listener already owns ${this.socketPath}`);
-      this.log(`removing stale backend socket ${this.socketPath}`);
-      unlinkSync(this.socketPath);
-    }
-    const server = createServer((sock) => {
-      const c = new BackendConn(sock, this);
-      this.conns.add(c);
-    });
-    this.server = server;
-    await new Promise<void>((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(this.socketPath, () => {
-        server.off("error", reject);
-        resolve();
-      });
-    });
-    chmodSync(this.socketPath, 0o600);
+    this.listener = await listenUnix(
+      this.socketPath,
+      (sock) => {
+        const c = new BackendConn(sock, this);
+        this.conns.add(c);
+      },
+      this.log,
+    );
   }
 
   async close(): Promise<void> {
     for (const c of this.conns) c.fatal("shutting_down", "host is shutting down");
-    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+    await this.listener?.close();
     for (const c of this.conns) c.socket.destroy();
-    try {
-      unlinkSync(this.socketPath);
-    } catch {
-      /* already gone */
-    }
   }
 
   /** Register a session route (dedicated or multiplexed), applying claims, aliases and fencing. */

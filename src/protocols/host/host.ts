@@ -3,7 +3,6 @@
  * AHP WebSocket and HTTP inspection endpoints on one loopback listener.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import { chmodSync, existsSync, mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { timingSafeEqual } from "node:crypto";
 import type { Socket } from "node:net";
@@ -16,6 +15,7 @@ import { AhpConnection } from "./ahp.js";
 import { Inspector } from "./inspection.js";
 import { checkHostOrigin, listenerNames, type ListenerNames } from "./http-guard.js";
 import { acquireStateLock } from "../../store/host/lock.js";
+import { ensureOwnerDir, restrictStoreFiles } from "../../store/host/state-dir.js";
 import { isUiPath, selectSubprotocol, tokenFromSubprotocols } from "./ui-guard.js";
 
 export const WIRE_LIMIT = 16 * 1024 * 1024;
@@ -54,11 +54,6 @@ export interface HostHandle {
   close(): Promise<void>;
 }
 
-function ensureOwnerDir(dir: string): void {
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  chmodSync(dir, 0o700);
-}
-
 function tokenOk(presented: string | undefined | null, token: string): boolean {
   if (!presented) return false;
   const a = Buffer.from(presented);
@@ -92,7 +87,7 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
     throw e;
   }
   const store = new HostStore(join(stateDir, "host.db"));
-  for (const f of ["host.db", "host.db-wal", "host.db-shm"]) if (existsSync(join(stateDir, f))) chmodSync(join(stateDir, f), 0o600);
+  restrictStoreFiles(stateDir);
   const state = new HostState(store, log);
   const backendSocket = join(stateDir, "backend.sock");
   const backend = new BackendServer(state, backendSocket, log);

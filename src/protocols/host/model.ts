@@ -48,13 +48,15 @@ export interface ChatModel {
   /** The durable turn rows no longer match `turns` as a prefix (history loaded in front): rewrite them. */
   rewriteTurns: boolean;
   nextCursor?: string;
-  activeTurn?: TurnModel;
+  /** Undefined between turns. */
+  activeTurn?: TurnModel | undefined;
   interactivity?: string;
   /** AHP `ChatOrigin` for chats created through `createChat` (absent for the primary chat). */
   origin?: Json;
   /** Per-chat working-directory subset (AHP `ChatState.workingDirectories`). */
   workingDirectories?: string[];
-  steeringMessage?: PendingMessage;
+  /** Undefined when no steering message is pending. */
+  steeringMessage?: PendingMessage | undefined;
   queuedMessages: PendingMessage[];
   lastError: boolean;
   /**
@@ -70,12 +72,13 @@ export interface ChatModel {
 }
 
 /** Capabilities a session registration advertised in `hello.chatCapabilities` (v3+). */
+/** As the backend declared them (the schema's optional members: absent and undefined mean false). */
 export interface ChatCaps {
-  create?: boolean;
-  dispose?: boolean;
-  fork?: boolean;
-  sideChat?: boolean;
-  pagedHistory?: boolean;
+  create?: boolean | undefined;
+  dispose?: boolean | undefined;
+  fork?: boolean | undefined;
+  sideChat?: boolean | undefined;
+  pagedHistory?: boolean | undefined;
 }
 
 /** What the backend side provides for a session's live route. */
@@ -129,7 +132,8 @@ export interface SessionModel {
   inputNeeded: Map<string, Json>;
   inputAvailable: boolean;
   extra: Json;
-  route?: SessionRoute;
+  /** Undefined while no backend route serves the session (detached or disposed). */
+  route?: SessionRoute | undefined;
   lastStatus: number;
 }
 

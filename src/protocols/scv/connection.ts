@@ -155,6 +155,14 @@ export function serveScvConnection(input: Readable, output: Writable, deps: ScvS
         else session = r;
         return;
       }
+      case "approval.resolve":
+      case "queue.move":
+      case "queue.remove":
+      case "queue.update":
+      case "session.clear":
+      case "session.pause":
+      case "turn.cancel":
+      case "turn.start":
       default:
         if (session === null || session.id !== msg.session_id) {
           await out.error({ code: "session_not_found", message: "no such session on this connection", request_id: msg.request_id });

@@ -93,8 +93,8 @@ const PARSERS: Record<ControlName, Parser> = {
       action: "channel_logout" as const,
       channel: optString(c, "channel") ?? bad("`command.channel` is required (wechat or feishu)"),
       account: optString(c, "account") ?? "default",
-    }) as R<ControlAction>,
-  delegations: (c) => collect({ action: "delegations" as const, all: optBool(c, "all") ?? false }) as R<ControlAction>,
+    }),
+  delegations: (c) => collect({ action: "delegations" as const, all: optBool(c, "all") ?? false }),
   delegation_kill: (c) =>
     collect({ action: "delegation_kill" as const, handle: optString(c, "handle"), orphans: optBool(c, "orphans") ?? false }) as R<ControlAction>,
   restart_when_idle: (c) =>
@@ -116,7 +116,7 @@ const PARSERS: Record<ControlName, Parser> = {
       timeout_seconds: seconds(c, "timeout_seconds", CONFIRM_DEFAULT_SECONDS, CONFIRM_MAX_SECONDS),
     }) as R<ControlAction>;
   },
-  confirm_status: (c) => collect({ action: "confirm_status" as const, id: optString(c, "id") ?? bad("`command.id` is required") }) as R<ControlAction>,
+  confirm_status: (c) => collect({ action: "confirm_status" as const, id: optString(c, "id") ?? bad("`command.id` is required") }),
 };
 
 /** Validates a command: the action (unknown → `invalid_json`), then its fields (→ `invalid_request`). */

@@ -218,7 +218,9 @@ export class ScvSession implements ScvSessionHandle {
         this.revisions.clear();
         this.submitters.clear();
         return void this.frame("session.cleared", this.current, {});
-      default:
+      case "approval_resolved":
+      case "runtime":
+      case "title_changed":
         return;
     }
   }

@@ -201,7 +201,7 @@ function mcpServers(v: unknown): FieldResult<Record<string, WireMcpServer>> {
     if (!Array.isArray(args) || !args.every((a) => typeof a === "string")) return bad(`.${name.slice(0, 64)}.args must be an array of strings`);
     const env = d.env ?? {};
     if (!isObj(env) || !Object.values(env).every((x) => typeof x === "string")) return bad(`.${name.slice(0, 64)}.env must map names to strings`);
-    out[name] = { command: d.command, args: args as string[], env: env as Record<string, string> };
+    out[name] = { command: d.command, args: args, env: env as Record<string, string> };
   }
   return { ok: true, value: out };
 }

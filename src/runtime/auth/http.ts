@@ -29,7 +29,7 @@ export function boundedFetch(maxBytes: number, base: FetchFn = fetch): FetchFn {
     const chunks: Uint8Array[] = [];
     let total = 0;
     if (res.body !== null) {
-      const reader = res.body.getReader();
+      const reader: ReadableStreamDefaultReader<Uint8Array> = res.body.getReader();
       try {
         for (;;) {
           const { done, value } = await reader.read();

@@ -39,8 +39,9 @@ function wrap(r: IncomingMessage): StreamResponse {
           return n.done === true ? { done: true } : { done: false, value: n.value };
         },
       }),
-      cancel: async () => {
+      cancel: () => {
         r.destroy();
+        return Promise.resolve();
       },
     },
   };

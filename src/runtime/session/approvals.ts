@@ -25,7 +25,7 @@ export function needsApproval(mode: ApprovalMode, risk: ToolRisk): boolean {
 }
 
 export function approvalSummary(name: string, args: Record<string, unknown>): string {
-  const str = (k: string): string | null => (typeof args[k] === "string" ? (args[k] as string) : null);
+  const str = (k: string): string | null => (typeof args[k] === "string" ? (args[k]) : null);
   let s: string;
   if (name === "bash" && str("command") !== null) s = `Run shell command: ${str("command")}`;
   else if ((name === "edit" || name === "write") && str("path") !== null) s = `${name === "edit" ? "Edit" : "Write"} file: ${str("path")}`;

@@ -65,7 +65,11 @@ export class TurnProjector {
         }
         return [];
       }
-      default:
+      case "context":
+      case "lifecycle":
+      case "reasoning_summary":
+      case "usage":
+      default: // an event type newer than this projection (a runtime value outside the union) projects to nothing
         return [];
     }
   }

@@ -20,6 +20,7 @@ import type { McpServerDef } from "../../store/settings/schema.js";
 import type { Tool, ToolResult } from "../types.js";
 import { validateJsonSchema } from "./json-schema.js";
 import { boundText, describeError, fail, ok } from "./result.js";
+import { textOf } from "../../core/json-text.js";
 
 export interface McpOptions {
   /** Working directory the servers start in. */
@@ -57,6 +58,10 @@ const STDERR_TAIL_BYTES = 4096;
 const MAX_NAME = 64;
 
 const CLIENT_INFO = { name: "berth", version: "0.1.0" };
+/** `McpError.code` is a plain number; these name the SDK codes a failed call is mapped from. */
+const MCP_REQUEST_TIMEOUT: number = ErrorCode.RequestTimeout;
+const MCP_CONNECTION_CLOSED: number = ErrorCode.ConnectionClosed;
+const MCP_INVALID_PARAMS: number = ErrorCode.InvalidParams;
 
 /** `[A-Za-z0-9_-]` only; other characters become `_`. */
 export function sanitizeName(s: string): string {
@@ -82,11 +87,11 @@ function resultText(res: Record<string, unknown>): string {
     if (typeof c !== "object" || c === null) continue;
     const item = c as Record<string, unknown>;
     if (item.type === "text" && typeof item.text === "string") parts.push(item.text);
-    else if (item.type === "image" || item.type === "audio") parts.push(`[${item.type} content (${String(item.mimeType ?? "unknown type")}) omitted]`);
+    else if (item.type === "image" || item.type === "audio") parts.push(`[${item.type} content (${textOf(item.mimeType, "unknown type")}) omitted]`);
     else if (item.type === "resource" && typeof item.resource === "object" && item.resource !== null) {
       const r = item.resource as Record<string, unknown>;
-      parts.push(typeof r.text === "string" ? r.text : `[resource ${String(r.uri ?? "")} omitted]`);
-    } else if (item.type === "resource_link") parts.push(`[resource link ${String(item.uri ?? "")}]`);
+      parts.push(typeof r.text === "string" ? r.text : `[resource ${textOf(r.uri)} omitted]`);
+    } else if (item.type === "resource_link") parts.push(`[resource link ${textOf(item.uri)}]`);
   }
   if (parts.length === 0 && res.structuredContent !== undefined) return JSON.stringify(res.structuredContent);
   if (parts.length === 0 && res.toolResult !== undefined) return JSON.stringify(res.toolResult);
@@ -134,7 +139,7 @@ class ServerConnection implements McpServerStatus {
     try {
       await this.client.connect(this.transport, { timeout: timeoutMs, signal });
       this.pid = this.transport.pid;
-      const listed: Array<{ name: string; description?: string; inputSchema: Record<string, unknown> }> = [];
+      const listed: Array<{ name: string; description?: string | undefined; inputSchema: Record<string, unknown> }> = [];
       let cursor: string | undefined;
       for (let page = 0; page < MAX_LIST_PAGES; page++) {
         const res = await this.client.listTools(cursor === undefined ? {} : { cursor }, { timeout: timeoutMs, signal });
@@ -155,7 +160,7 @@ class ServerConnection implements McpServerStatus {
     }
   }
 
-  private wrap(t: { name: string; description?: string; inputSchema: Record<string, unknown> }, modelName: string, callTimeoutMs: number): Tool {
+  private wrap(t: { name: string; description?: string | undefined; inputSchema: Record<string, unknown> }, modelName: string, callTimeoutMs: number): Tool {
     const inputSchema: Record<string, unknown> = { ...t.inputSchema, type: "object" };
     const description = (t.description ?? `Tool ${t.name} from MCP server ${this.name}.`).slice(0, MAX_DESCRIPTION_CHARS);
     return {
@@ -199,9 +204,9 @@ class ServerConnection implements McpServerStatus {
     } catch (err) {
       if (signal.aborted) return fail("cancelled", `${modelName}: cancelled`, { timedOut: false });
       if (err instanceof McpError) {
-        if (err.code === ErrorCode.RequestTimeout) return fail("limit", `${modelName}: no answer within ${timeoutMs / 1000} s`, { timedOut: true });
-        if (err.code === ErrorCode.ConnectionClosed) return fail("unavailable", `${modelName}: MCP server ${this.name} closed the connection`, { timedOut: false });
-        if (err.code === ErrorCode.InvalidParams) return fail("invalid_arguments", `${modelName}: ${err.message}`, { timedOut: false });
+        if (err.code === MCP_REQUEST_TIMEOUT) return fail("limit", `${modelName}: no answer within ${timeoutMs / 1000} s`, { timedOut: true });
+        if (err.code === MCP_CONNECTION_CLOSED) return fail("unavailable", `${modelName}: MCP server ${this.name} closed the connection`, { timedOut: false });
+        if (err.code === MCP_INVALID_PARAMS) return fail("invalid_arguments", `${modelName}: ${err.message}`, { timedOut: false });
       }
       if (this.state !== "ready") return fail("unavailable", `${modelName}: MCP server ${this.name} is not available`, { timedOut: false });
       return fail("failed", `${modelName}: ${describeError(err)}`, { timedOut: false });

@@ -56,7 +56,7 @@ export function builtinTools(bash?: BashOptions, policy?: ToolPolicy): Tool[] {
 }
 
 export async function createToolRegistry(opts: ToolRegistryOptions): Promise<ToolRegistry> {
-  if (opts.noTools === true) return makeRegistry([], [], async () => undefined);
+  if (opts.noTools === true) return makeRegistry([], [], () => Promise.resolve());
   const local = builtinTools(opts.bash, opts.policy);
   if (opts.skills !== undefined) local.push(createReadSkillTool(opts.skills));
   if (opts.webFetch !== undefined) local.push(createWebFetchTool(opts.webFetch));
@@ -65,7 +65,7 @@ export async function createToolRegistry(opts: ToolRegistryOptions): Promise<Too
     local.push(opts.policy === undefined ? t : withPolicy(t, opts.policy));
   }
   const defs = opts.mcpServers ?? {};
-  if (Object.keys(defs).length === 0) return makeRegistry(local, [], async () => undefined);
+  if (Object.keys(defs).length === 0) return makeRegistry(local, [], () => Promise.resolve());
   // The MCP SDK costs ~80 ms to load: only sessions with configured servers pay for it.
   const { connectMcpServers } = await import("./mcp.js");
   const mcp = await connectMcpServers(defs, { ...opts.mcp, cwd: opts.cwd });

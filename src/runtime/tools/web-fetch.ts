@@ -115,7 +115,7 @@ export function createWebFetchTool(o: WebFetchOptions = {}): Tool {
       // The resolver takes no signal: race it so the call's time bound and cancellation still hold.
       let onAbort: (() => void) | undefined;
       const aborted = new Promise<never>((_, reject) => {
-        onAbort = () => reject(signal.reason);
+        onAbort = () => reject(new Error("aborted")); // the catch below rethrows the signal's own reason
         signal.addEventListener("abort", onAbort, { once: true });
       });
       try {

@@ -17,6 +17,9 @@ import { isValidSessionId } from "./ids.js";
 
 export const SESSION_FILE_SUFFIX = ".jsonl";
 
+/** `idFromFileName`'s answer for a session-suffixed name whose ID is not valid (no string can be mistaken for it). */
+export const INVALID_SESSION_FILE: unique symbol = Symbol("invalid session file name");
+
 export class SessionPaths {
   readonly sessionsDir: string;
   readonly locksDir: string;
@@ -52,10 +55,10 @@ export class SessionPaths {
     return join(this.indexDir, this.checked(id) + ".proj");
   }
 
-  /** Maps a directory entry name back to an ID, or null when it is not a session file (or not a valid ID). */
-  static idFromFileName(name: string): string | null | "invalid" {
+  /** Maps a directory entry name back to an ID; null when it is not a session file, `INVALID_SESSION_FILE` when its ID is not valid. */
+  static idFromFileName(name: string): string | null | typeof INVALID_SESSION_FILE {
     if (!name.endsWith(SESSION_FILE_SUFFIX)) return null;
     const id = name.slice(0, -SESSION_FILE_SUFFIX.length);
-    return isValidSessionId(id) ? id : "invalid";
+    return isValidSessionId(id) ? id : INVALID_SESSION_FILE;
   }
 }

@@ -22,7 +22,7 @@ import { SessionError } from "./errors.js";
 import { closeQuietly, openFd, syncAll, syncData } from "./fdio.js";
 import { defaultSessionId, isValidSessionId, type SessionIdGenerator } from "./ids.js";
 import { DEFAULT_LOCK_TUNING, SessionLocks, type Lease, type LockTuning } from "./locks.js";
-import { SessionPaths } from "./paths.js";
+import { INVALID_SESSION_FILE, SessionPaths } from "./paths.js";
 import { FORMAT_VERSION, validateHeader, type HeaderRecord, type RecordKind, type StoredRecord } from "./records.js";
 import {
   openForRead,
@@ -324,7 +324,7 @@ export class SessionStore {
           if (ent === null) break;
           if (++scanned > this.maxScanEntries) throw new SessionError("limit");
           const id = SessionPaths.idFromFileName(ent.name);
-          if (id === "invalid") unrepresentable = true;
+          if (id === INVALID_SESSION_FILE) unrepresentable = true;
           else if (id !== null && (after === null || id > after)) {
             candidates++;
             if (examined.length < limit || id < (examined[examined.length - 1] as string)) insertSorted(examined, id, limit);

@@ -13,7 +13,8 @@ import type { EnvLike } from "../home.js";
 import type { CatalogCache } from "../catalog/cache.js";
 import { isSafeId } from "../catalog/ids.js";
 import { configuredThinking, fastSetting, lookupModel, resolveSelection, resolveThinking, type Selection } from "./effective.js";
-import { SettingsSchema, ThinkingLevelSchema, type ThinkingLevelValue } from "./schema.js";
+import { THINKING_LEVELS, type ThinkingLevel } from "../../core/thinking.js";
+import { SettingsSchema, type ThinkingLevelValue } from "./schema.js";
 import type { SettingsLayers, SettingsScope, SettingsStore } from "./settings-store.js";
 
 export interface EffectiveConfig {
@@ -64,33 +65,70 @@ export interface RuntimeSelection {
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
-/** Strict payload parse; see module comment for the order. */
-export function parseConfigSet(payload: unknown): { ok: true; value: ConfigSetRequest } | { ok: false; code: "invalid_payload" | "invalid_scope" } {
+/** A `config.set` payload whose members have the right types; which members are required is checked later. */
+export interface ConfigSetShape {
+  scope?: string;
+  selection?: { provider_id: string; model_id: string };
+  thinking_level?: ThinkingLevel;
+  fast?: boolean;
+}
+
+const SET_KEYS: readonly string[] = ["scope", "selection", "thinking_level", "fast"];
+const LEVELS: readonly string[] = THINKING_LEVELS;
+const isLevel = (v: unknown): v is ThinkingLevel => typeof v === "string" && LEVELS.includes(v);
+
+/**
+ * Shape check (the only place a `config.set` payload is decoded): unknown fields, explicit `null`, wrong types
+ * and unknown reasoning values are `invalid_payload`. A door may run it before initialization.
+ */
+export function parseConfigSetShape(payload: unknown): { ok: true; value: ConfigSetShape } | { ok: false; code: "invalid_payload" } {
   const bad = { ok: false as const, code: "invalid_payload" as const };
   if (!isPlainObject(payload)) return bad;
-  for (const k of Object.keys(payload)) if (!["scope", "selection", "thinking_level", "fast"].includes(k)) return bad;
+  for (const k of Object.keys(payload)) if (!SET_KEYS.includes(k)) return bad;
   const { scope, selection, thinking_level, fast } = payload;
-  if (typeof scope !== "string") return bad;
-  const req: Partial<ConfigSetRequest> = {};
+  const shape: ConfigSetShape = {};
+  if ("scope" in payload) {
+    if (typeof scope !== "string") return bad;
+    shape.scope = scope;
+  }
   if ("selection" in payload) {
     if (!isPlainObject(selection)) return bad;
     const keys = Object.keys(selection);
     if (keys.length !== 2 || typeof selection["provider_id"] !== "string" || typeof selection["model_id"] !== "string") return bad;
-    req.selection = { provider_id: selection["provider_id"], model_id: selection["model_id"] };
+    shape.selection = { provider_id: selection["provider_id"], model_id: selection["model_id"] };
   }
   if ("thinking_level" in payload) {
-    const tl = ThinkingLevelSchema.safeParse(thinking_level);
-    if (!tl.success) return bad;
-    req.thinking_level = tl.data;
+    if (!isLevel(thinking_level)) return bad;
+    shape.thinking_level = thinking_level;
   }
   if ("fast" in payload) {
     if (typeof fast !== "boolean") return bad;
-    req.fast = fast;
+    shape.fast = fast;
   }
-  if (req.selection === undefined && req.thinking_level === undefined && req.fast === undefined) return bad;
+  return { ok: true, value: shape };
+}
+
+/** Required members and scope rules on a shaped payload: the typed request `ConfigService.set` takes. */
+export function configSetRequest(shape: ConfigSetShape): { ok: true; value: ConfigSetRequest } | { ok: false; code: "invalid_payload" | "invalid_scope" } {
+  const { scope, selection, thinking_level, fast } = shape;
+  if (scope === undefined || (selection === undefined && thinking_level === undefined && fast === undefined)) return { ok: false, code: "invalid_payload" };
   if (scope !== "global" && scope !== "project") return { ok: false, code: "invalid_scope" };
-  if (scope === "project" && req.fast !== undefined) return { ok: false, code: "invalid_scope" };
-  return { ok: true, value: { ...req, scope } };
+  if (scope === "project" && fast !== undefined) return { ok: false, code: "invalid_scope" };
+  return {
+    ok: true,
+    value: {
+      scope,
+      ...(selection === undefined ? {} : { selection }),
+      ...(thinking_level === undefined ? {} : { thinking_level }),
+      ...(fast === undefined ? {} : { fast }),
+    },
+  };
+}
+
+/** Both steps at once, in the module comment's order (for callers that hold a whole payload). */
+export function parseConfigSet(payload: unknown): { ok: true; value: ConfigSetRequest } | { ok: false; code: "invalid_payload" | "invalid_scope" } {
+  const shape = parseConfigSetShape(payload);
+  return shape.ok ? configSetRequest(shape.value) : shape;
 }
 
 export interface ConfigServiceOptions {
@@ -128,10 +166,8 @@ export class ConfigService {
     };
   }
 
-  async set(payload: unknown): Promise<Outcome<ConfigSetResult>> {
-    const parsed = parseConfigSet(payload);
-    if (!parsed.ok) return parsed;
-    const req = parsed.value;
+  /** Applies a decoded request (`parseConfigSet`, or a door's `parseConfigSetShape` + `configSetRequest`). */
+  async set(req: ConfigSetRequest): Promise<Outcome<ConfigSetResult>> {
     let layers: SettingsLayers;
     try {
       layers = await this.opts.settings.load();

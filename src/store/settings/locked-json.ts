@@ -52,7 +52,7 @@ export async function readJsonFile(path: string): Promise<unknown> {
  * rewrite of the same size inside one timestamp tick cannot be missed.
  * Values come back as structured clones, so callers may not alter the memo.
  */
-const STABLE_AFTER_MS = 100;
+export const STABLE_AFTER_MS = 100;
 
 export class JsonFileMemo<T> {
   private key: string | null = null;
@@ -61,6 +61,8 @@ export class JsonFileMemo<T> {
   constructor(
     private readonly path: string,
     private readonly decode: (raw: unknown) => T,
+    /** Wall clock (ms) compared with the file's change time; injectable for tests. */
+    private readonly now: () => number = Date.now,
   ) {}
 
   async read(): Promise<T> {
@@ -70,7 +72,7 @@ export class JsonFileMemo<T> {
       const st = statSync(this.path, { bigint: true, throwIfNoEntry: false });
       key = st === undefined ? "missing" : `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
       const changedMs = st === undefined ? 0 : Number((st.mtimeNs > st.ctimeNs ? st.mtimeNs : st.ctimeNs) / 1_000_000n);
-      stable = Date.now() - changedMs > STABLE_AFTER_MS;
+      stable = this.now() - changedMs > STABLE_AFTER_MS;
     } catch {
       throw new JsonFileError("unreadable");
     }
