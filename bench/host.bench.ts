@@ -6,6 +6,7 @@
  *    beside the same probe against a bare Node HTTP server (the floor)
  *  - 160 turns × 256 KiB on one session: the last turns' round trip against the first ones', and
  *    database bytes written per byte of text (issue 18: the transcript was rewritten per persist)
+ *  - MCP side-channel round trips through the host (≥ 5,000 req/s, p99 ≤ 5 ms; host-mcp.ts)
  */
 import { spawn } from "node:child_process";
 import { createConnection, type Socket } from "node:net";
@@ -15,6 +16,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import WebSocket from "ws";
 import type { Figure } from "./run.js";
+import { mcpRoundTrips } from "./host-mcp.js";
 import { textOf } from "../src/core/json-text.js";
 
 /** One JSON-lines frame from the daemon (read as untyped JSON; fields are narrowed where used). */
@@ -266,6 +268,9 @@ export default async (): Promise<Figure[]> => {
     figures.push({ name: "host.turn_round_trip_ms_at_160x256kib", value: Math.round(last), unit: "ms", first_10_turns_ms: Math.round(first), target: "<= 3 x first turns", ok: last <= 3 * Math.max(first, 5) });
     figures.push({ name: "host.db_bytes_per_text_byte_160x256kib", value: Math.round(written * 100) / 100, unit: "ratio", target: "<= 3", ok: written <= 3 });
     ts.destroy();
+
+    // 5. MCP side-channel round trips (issue 15), beside a bare WebSocket echo (host-mcp.ts).
+    figures.push(...(await mcpRoundTrips(ready)));
   } finally {
     proc.kill("SIGTERM");
     await new Promise((r) => proc.once("exit", r));

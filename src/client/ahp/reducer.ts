@@ -62,6 +62,7 @@ export interface SessionState extends Json {
   chats: ChatSummaryRef[];
   defaultChat?: string;
   inputNeeded?: Json[];
+  customizations?: Json[];
   creationError?: { message: string };
 }
 
@@ -101,6 +102,19 @@ export function reduceSession(s: SessionState, a: Json): SessionState {
       // Full replacement (the host's `paratenic.inputAvailable`, `paratenic.identity`, ...).
       if (a._meta && typeof a._meta === "object" && Object.keys(a._meta).length > 0) next._meta = a._meta;
       else delete next._meta;
+      break;
+    case "session/customizationsChanged":
+      next.customizations = a.customizations as Json[];
+      break;
+    case "session/mcpServerStateChanged":
+      if (next.customizations)
+        next.customizations = next.customizations.map((c) => {
+          if (c.id !== a.id) return c;
+          const u: Json = { ...c, state: a.state };
+          if (a.channel === undefined) delete u.channel;
+          else u.channel = a.channel;
+          return u;
+        });
       break;
   }
   return next;

@@ -18,6 +18,8 @@ import { DispatchActionParams, Message } from "./ahp-schema.js";
 import { routeCommand } from "./ahp-requests.js";
 import { chatErrorAction, durationSince, findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
+import { mcpLifecycleRequest } from "./mcp-lifecycle.js";
+import { changesetClientAction } from "./resources.js";
 
 const MAX_PENDING_ID = 512;
 
@@ -35,6 +37,7 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
   const type = action.type;
   const session = st.sessions.get(channel);
   if (session) return sessionAction(st, session, action, origin, reject);
+  if (channel.startsWith("ahp-changeset:")) return changesetClientAction(st, channel, action, origin, reject);
   const chat = st.chatIndex.get(channel);
   if (!chat) return; // upstream: an action for a non-existent channel is silently ignored (no echo)
   const s = st.sessions.get(chat.sessionUri)!;
@@ -74,6 +77,7 @@ function sessionAction(st: HostState, s: SessionModel, action: Json, origin: Ori
     if (typeof action.title !== "string") return reject("invalid session/titleChanged");
     return st.setTitle(s, action.title, origin);
   }
+  if (action.type === "session/mcpServerStartRequested" || action.type === "session/mcpServerStopRequested") return mcpLifecycleRequest(st, s, action, origin, reject);
   if (action.type !== "session/configChanged") return reject(`unsupported action ${clip(action.type)}`);
   // `configure`: only `model` ({provider, id}) and `thinkingLevel` are session-mutable here.
   const cfg = action.config;

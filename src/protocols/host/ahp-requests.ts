@@ -73,6 +73,7 @@ export async function createSession(st: HostState, params: Json): Promise<null> 
   if (st.sessions.has(uri) || st.creations.has(uri)) throw new RpcError(ErrorCodes.SessionAlreadyExists, "session already exists");
   const token = st.reserveCreation(uri, providerId); // durable before the provider sees the command
   const command: Json = { type: "create_session", session: uri, creationToken: token, workingDirectories: p.data.workingDirectories ?? [], config: p.data.config ?? {} };
+  if (typeof params.progressToken === "string" && route.version >= 6) command.progressToken = params.progressToken; // v6 root/progress correlation
   const o = await new Promise<CommandOutcome>((resolve) =>
     st.sendCommand(route, { type: "provider_command", backendInstanceId: route.instanceId, provider: providerId, command }, (o) => {
       // Synchronous with the result frame: the session exists before the provider's next frame.

@@ -157,6 +157,25 @@ export const SessionInputRequest = z.object({
   chat: uri,
   kind: z.enum(["chatInput", "toolConfirmation", "toolClientExecution", "toolAuthentication"]),
 }).passthrough();
+/** AHP `McpServerState` (the kinds this host reports; unknown members tolerated). */
+export const McpServerState = z.object({ kind: z.enum(["starting", "ready", "authRequired", "error", "stopped"]) }).passthrough();
+/** AHP `McpServerCustomization` as this host publishes it (top-level, server-originated). */
+export const McpServerCustomization = z.object({
+  type: z.literal("mcpServer"),
+  id: z.string(),
+  uri: uri,
+  name: z.string(),
+  state: McpServerState,
+  channel: z.string().regex(/^mcp:\/\//).optional(),
+  mcpApp: z.object({ capabilities: z.object({
+    serverTools: z.object({ listChanged: z.boolean().optional() }).optional(),
+    serverResources: z.object({ listChanged: z.boolean().optional() }).optional(),
+    logging: z.object({}).strict().optional(),
+    sampling: z.object({ tools: z.object({}).strict().optional() }).optional(),
+  }) }).optional(),
+  enablement: z.array(z.unknown()).optional(),
+  _meta: meta.optional(),
+});
 export const SessionState = z.object({
   provider: z.string(),
   title: z.string(),
@@ -169,6 +188,8 @@ export const SessionState = z.object({
   chats: z.array(ChatSummary),
   defaultChat: uri.optional(),
   inputNeeded: z.array(SessionInputRequest).optional(),
+  customizations: z.array(McpServerCustomization).optional(),
+  changesets: z.array(z.object({ label: z.string(), uriTemplate: z.string(), changeKind: z.string() }).passthrough()).optional(),
   config: z.object({ schema: z.object({ type: z.literal("object"), properties: z.record(z.string(), z.object({ type: z.string(), title: z.string() }).passthrough()) }), values: meta }).optional(),
   _meta: meta.optional(),
 });
@@ -191,9 +212,24 @@ export const AgentInfo = z.object({
   description: z.string(),
   models: z.array(z.object({ id: z.string(), provider: z.string(), name: z.string() }).passthrough()),
   capabilities: z.object({ multipleChats: z.object({ fork: z.boolean().optional(), sideChat: z.boolean().optional() }).optional() }).optional(),
+  protectedResources: z.array(z.object({ resource: z.string() }).passthrough()).optional(),
 });
-export const RootState = z.object({ agents: z.array(AgentInfo), activeSessions: z.number().int().min(0).optional(), _meta: meta.optional() });
-export const Snapshot = z.object({ resource: uri, state: z.union([RootState, SessionState, ChatState]), fromSeq: z.number().int().min(0) });
+export const RootState = z.object({
+  agents: z.array(AgentInfo),
+  activeSessions: z.number().int().min(0).optional(),
+  config: z.object({ schema: z.object({ type: z.literal("object"), properties: z.record(z.string(), z.object({ type: z.string(), title: z.string() }).passthrough()) }), values: meta }).optional(),
+  _meta: meta.optional(),
+});
+const ChangesetErrorInfo = z.object({ errorType: z.string(), message: z.string() }).passthrough();
+const ChangesetFile = z.object({ id: z.string(), edit: z.record(z.string(), z.unknown()), reviewed: z.boolean().optional() }).passthrough();
+const ChangesetOperation = z.object({ id: z.string(), label: z.string(), scopes: z.array(z.enum(["changeset", "resource", "range"])), status: z.enum(["idle", "running", "error", "disabled"]) }).passthrough();
+/** AHP `ChangesetState` (channels-changeset/state.ts). */
+export const ChangesetState = z.object({ status: z.enum(["computing", "ready", "error"]), error: ChangesetErrorInfo.optional(), files: z.array(ChangesetFile), operations: z.array(ChangesetOperation).optional() });
+const AnnotationEntry = z.object({ id: z.string(), text: z.union([z.string(), z.object({ markdown: z.string() })]) }).passthrough();
+const Annotation = z.object({ id: z.string(), turnId: z.string(), resource: z.string(), resolved: z.boolean(), entries: z.array(AnnotationEntry).min(1) }).passthrough();
+/** AHP `AnnotationsState` (channels-annotations/state.ts). */
+export const AnnotationsState = z.object({ annotations: z.array(Annotation) });
+export const Snapshot = z.object({ resource: uri, state: z.union([RootState, SessionState, ChatState, ChangesetState, AnnotationsState]), fromSeq: z.number().int().min(0) });
 
 const turnId = z.string();
 export const StateAction = z.discriminatedUnion("type", [
@@ -250,6 +286,25 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("session/configChanged"), config: meta, replace: z.boolean().optional() }),
   // Host extension (live-backend spec): a scoped Stop was accepted; official clients keep it unreduced.
   z.object({ type: z.literal("paratenic/invocationStopRequested"), turnId }),
+  z.object({ type: z.literal("session/customizationsChanged"), customizations: z.array(McpServerCustomization) }),
+  z.object({ type: z.literal("session/mcpServerStateChanged"), id: z.string(), state: McpServerState, channel: z.string().optional() }),
+  z.object({ type: z.literal("root/configChanged"), config: meta, replace: z.boolean().optional() }),
+  z.object({ type: z.literal("session/changesetsChanged"), changesets: z.array(z.object({ label: z.string(), uriTemplate: z.string(), changeKind: z.string() }).passthrough()) }),
+  z.object({ type: z.literal("changeset/statusChanged"), status: z.enum(["computing", "ready", "error"]), error: ChangesetErrorInfo.optional() }),
+  z.object({ type: z.literal("changeset/fileSet"), file: ChangesetFile }),
+  z.object({ type: z.literal("changeset/fileRemoved"), fileId: z.string() }),
+  z.object({ type: z.literal("changeset/contentChanged"), files: z.array(ChangesetFile), operations: z.array(ChangesetOperation).optional(), error: ChangesetErrorInfo.optional() }),
+  z.object({ type: z.literal("changeset/operationsChanged"), operations: z.array(ChangesetOperation).optional() }),
+  z.object({ type: z.literal("changeset/operationStatusChanged"), operationId: z.string(), status: z.enum(["idle", "running", "error", "disabled"]), error: ChangesetErrorInfo.optional() }),
+  z.object({ type: z.literal("changeset/cleared") }),
+  z.object({ type: z.literal("changeset/filesReviewChanged"), files: z.array(z.string()), reviewed: z.boolean() }),
+  z.object({ type: z.literal("annotations/set"), annotation: Annotation }),
+  z.object({ type: z.literal("annotations/removed"), annotationId: z.string() }),
+  z.object({ type: z.literal("annotations/updated"), annotationId: z.string() }).passthrough(),
+  z.object({ type: z.literal("annotations/entrySet"), annotationId: z.string(), entry: AnnotationEntry }),
+  z.object({ type: z.literal("annotations/entryRemoved"), annotationId: z.string(), entryId: z.string() }),
+  // Host extension (live-backend spec): a state-neutral acknowledgement of an MCP lifecycle request.
+  z.object({ type: z.literal("paratenic/mcpLifecycleAccepted"), id: z.string(), operation: z.enum(["start", "stop"]) }),
 ]);
 export type StateAction = z.infer<typeof StateAction>;
 
@@ -274,6 +329,7 @@ export const InitializeResult = z.object({
   serverInfo: z.object({ name: z.string(), version: z.string().optional(), title: z.string().optional() }).optional(),
   _meta: meta.optional(),
   snapshots: z.array(Snapshot),
+  telemetry: z.object({ logs: z.string().optional(), traces: z.string().optional(), metrics: z.string().optional() }).optional(),
 });
 export const ReconnectResult = z.union([
   z.object({ type: z.literal("replay"), actions: z.array(ActionEnvelope), missing: z.array(uri) }),
@@ -298,6 +354,19 @@ export const ServerNotification = z.discriminatedUnion("method", [
     method: z.literal("root/sessionSummaryChanged"),
     params: z.object({ channel: z.literal(ROOT), session: uri, changes: SessionSummary.partial() }),
   }),
+  z.object({
+    jsonrpc: z.literal("2.0"),
+    method: z.literal("root/progress"),
+    params: z.object({ channel: z.literal(ROOT), progressToken: z.string(), progress: z.number(), total: z.number().optional(), message: z.string().optional() }),
+  }),
+  z.object({
+    jsonrpc: z.literal("2.0"),
+    method: z.literal("auth/required"),
+    params: z.object({ channel: uri, resource: z.object({ resource: z.string() }).passthrough(), reason: z.enum(["required", "expired"]).optional() }),
+  }),
+  z.object({ jsonrpc: z.literal("2.0"), method: z.literal("otlp/exportLogs"), params: z.object({ channel: uri, payload: meta }) }),
+  z.object({ jsonrpc: z.literal("2.0"), method: z.literal("otlp/exportTraces"), params: z.object({ channel: uri, payload: meta }) }),
+  z.object({ jsonrpc: z.literal("2.0"), method: z.literal("otlp/exportMetrics"), params: z.object({ channel: uri, payload: meta }) }),
 ]);
 
 /** Result schema by request method, for validating responses. */
@@ -312,6 +381,10 @@ export const RESULT_SCHEMAS: Record<string, z.ZodType> = {
   fetchTurns: z.object({}),
   createChat: z.null(),
   disposeChat: z.null(),
+  authenticate: z.object({}).strict(),
+  invokeChangesetOperation: z.object({ message: z.unknown().optional(), followUp: z.unknown().optional() }).strict(),
+  "paratenic/authContext": z.object({ review: z.string(), required_scopes: z.array(z.string()).nullable() }),
+  "paratenic/dispatchOutcome": z.object({ outcome: z.enum(["pending", "accepted", "rejected", "indeterminate"]), action: z.object({ type: z.string() }).passthrough(), serverSeq: z.number().int().optional() }),
 };
 
 // ── Client input ──────────────────────────────────────────────────────────────
@@ -392,6 +465,23 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
   "chat/inputRequested": "0.4.0",
   "chat/inputCompleted": "0.4.0",
   "chat/turnsLoaded": "0.5.1",
+  "session/customizationsChanged": "0.1.0",
+  "root/configChanged": "0.1.0",
+  "session/changesetsChanged": "0.2.0",
+  "changeset/statusChanged": "0.2.0",
+  "changeset/fileSet": "0.2.0",
+  "changeset/fileRemoved": "0.2.0",
+  "changeset/contentChanged": "0.4.0",
+  "changeset/operationsChanged": "0.2.0",
+  "changeset/operationStatusChanged": "0.3.0",
+  "changeset/cleared": "0.2.0",
+  "changeset/filesReviewChanged": "0.6.0",
+  "annotations/set": "0.4.0",
+  "annotations/updated": "0.4.0",
+  "annotations/removed": "0.4.0",
+  "annotations/entrySet": "0.4.0",
+  "annotations/entryRemoved": "0.4.0",
+  "session/mcpServerStateChanged": "0.3.0",
   // Introduced after the 0.9 line: never sent to a 0.9.x client (this host emits neither yet).
   "chat/canvasesChanged": "0.10.0",
   "canvas/stateChanged": "0.10.0",

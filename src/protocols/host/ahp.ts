@@ -20,6 +20,11 @@ import { dispatchClientAction } from "./ahp-actions.js";
 import { clip, textNestingViolation } from "./inbound.js";
 import type { Json, Subscriber } from "./model.js";
 import type { HostState } from "./state.js";
+import { mcpHub, type McpPort } from "./mcp-channels.js";
+import { dispatchOutcome } from "./mcp-lifecycle.js";
+import { authContext, authenticate } from "./auth-review.js";
+import { initializeTelemetry, isOtlpChannel, registerProgress } from "./notifications.js";
+import { invokeChangesetOperation } from "./resources.js";
 import { wsText } from "../../transport/ws-text.js";
 import type { Socket as NetSocket } from "node:net";
 
@@ -111,7 +116,11 @@ export class AhpConnection implements Subscriber {
     return this.version === null || actionKnownTo(actionType, this.version);
   }
 
+  /** This connection's side of the MCP channels (mcp-channels.ts). */
+  private readonly mcp: McpPort = { send: (text) => this.sendRaw(text), initialized: () => this.version !== null };
+
   private onClose(): void {
+    if (!this.closed) mcpHub(this.state).portClosed(this.mcp);
     this.closed = true;
     this.rpc.close();
     for (const c of this.channels) this.state.unsubscribe(c, this);
@@ -181,6 +190,8 @@ export class AhpConnection implements Subscriber {
       this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.InvalidRequest, message: `message refused: ${bad}` } });
       return Promise.resolve();
     }
+    // MCP side-channel traffic carries a top-level `mcp://` channel (mcp-channels.ts).
+    if (text.includes('"mcp://') && mcpHub(this.state).tryClientMessage(this.mcp, text)) return Promise.resolve();
     return this.rpc.receive(text);
   }
 
@@ -206,6 +217,7 @@ export class AhpConnection implements Subscriber {
       case "listSessions":
         return listSessions(this.state);
       case "createSession":
+        registerProgress(this.state, params, this);
         return createSession(this.state, params);
       case "disposeSession":
         return disposeSession(this.state, params);
@@ -215,6 +227,14 @@ export class AhpConnection implements Subscriber {
         return disposeChat(this.state, params);
       case "fetchTurns":
         return fetchTurns(this.state, params);
+      case "paratenic/dispatchOutcome":
+        return dispatchOutcome(this.state, this.clientId, params);
+      case "paratenic/authContext":
+        return authContext(this.state, params);
+      case "authenticate":
+        return authenticate(this.state, params);
+      case "invokeChangesetOperation":
+        return invokeChangesetOperation(this.state, params);
       default:
         if (notification) return null;
         throw new RpcError(ErrorCodes.MethodNotFound, `unknown method ${clip(method)}`);
@@ -236,7 +256,8 @@ export class AhpConnection implements Subscriber {
       this.sub(uri);
       snapshots.push(snap);
     }
-    return { protocolVersion: v, serverSeq: this.state.serverSeq, serverInfo: { name: "berth", version: "0.1.0" }, snapshots };
+    const telemetry = initializeTelemetry(this.state);
+    return { protocolVersion: v, serverSeq: this.state.serverSeq, serverInfo: { name: "berth", version: "0.1.0" }, snapshots, ...(telemetry ? { telemetry } : {}) };
   }
 
   private reconnect(params: Json): Json {
@@ -268,6 +289,10 @@ export class AhpConnection implements Subscriber {
   private subscribe(params: Json): Json {
     const uri = params.channel;
     if (typeof uri !== "string") throw new RpcError(ErrorCodes.InvalidParams, "subscribe needs a channel");
+    if (isOtlpChannel(uri)) {
+      this.sub(uri); // a stream: no snapshot
+      return {};
+    }
     const snap = this.state.snapshot(uri);
     if (!snap) throw new RpcError(ErrorCodes.NotFound, `no such channel ${clip(uri)}`);
     this.sub(uri); // snapshot and registration in one synchronous step: nothing can interleave

@@ -29,6 +29,10 @@ import { MANAGED_EVENT_TYPES } from "./managed-schema.js";
 import { applyManagedEvent } from "./managed-invocations.js";
 import { beforeNativeEvent, commandHandled } from "./reconcile.js";
 import { applySourceBatch, applySourceEvent } from "./source-events.js";
+import { mcpHub } from "./mcp-channels.js";
+import { resourceAction } from "./mcp-lifecycle.js";
+import { resourceSnapshotEvent } from "./resources.js";
+import { onNotification, onRootAction, providerTelemetry } from "./notifications.js";
 
 const HANDSHAKE_TIMEOUT_MS = 10_000;
 
@@ -175,6 +179,7 @@ export class BackendConn implements ProviderRoute {
       this.state.summaryChanged(s, true);
     }
     this.state.failRoute((x) => x === r);
+    mcpHub(this.state).routeGone(r);
   }
 
   // ── Frames ────────────────────────────────────────────────────────────────
@@ -231,6 +236,13 @@ export class BackendConn implements ProviderRoute {
         return this.onCommandHandled(f);
       case "source_snapshot_batch":
         return this.onSourceBatch(f);
+      case "mcp_response":
+      case "mcp_notification":
+        return mcpHub(this.state).onBackendFrame(this, f);
+      case "notification":
+        return onNotification(this.state, this, f);
+      case "root_action":
+        return onRootAction(this.state, this, f);
       case "hello":
       case "provider_hello":
         return this.fatal("protocol_error", `${type} after registration`);
@@ -269,6 +281,9 @@ export class BackendConn implements ProviderRoute {
       return this.fatal("validation_error", "multipleChats.managedInvocations requires protocol version 10");
     const ids = ph.providers.map((p) => p.id);
     if (new Set(ids).size !== ids.length) return this.fatal("validation_error", "provider IDs must be unique");
+    if (ph.protocolVersion < 6 && ph.providers.some((p) => p.protectedResources !== undefined)) return this.fatal("validation_error", "protectedResources requires protocol version 6");
+    const telemetryError = providerTelemetry(this.state, this, ph.protocolVersion, f.telemetry);
+    if (telemetryError) return this.fatal("validation_error", telemetryError);
     clearTimeout(this.handshakeTimer);
     const st = this.state;
     // A newer registration fences the previous provider-manager connection and every route it carried.
@@ -285,6 +300,7 @@ export class BackendConn implements ProviderRoute {
       displayName: p.displayName ?? p.id,
       description: p.description ?? "",
       ...(p.multipleChats ? { multipleChats: p.multipleChats } : {}),
+      ...(p.protectedResources ? { protectedResources: p.protectedResources } : {}),
     }));
     for (const id of ids) st.providers.set(id, this);
     st.publishAgents();
@@ -294,6 +310,8 @@ export class BackendConn implements ProviderRoute {
       hostId: st.hostId,
       backendConnectionId: this.connectionId,
       providers: ids,
+      // v5+: scoped MCP notifications (a logical backendConnectionId on mcp_notification) are supported.
+      ...(ph.protocolVersion >= 5 ? { scopedMcp: true } : {}),
     });
   }
 
@@ -476,6 +494,9 @@ export class BackendConn implements ProviderRoute {
     if (route.version < min) return `${String(raw.type)} requires protocol version ${min}`;
     if (min === 2 && !route.inputCapable) return `${String(raw.type)} requires advertised inputCapabilities`;
     if (min === 4 && !route.toolCapable) return `${String(raw.type)} requires advertised toolCapabilities`;
+    // v6 resource frames carry official AHP values, validated by their own module.
+    if (raw.type === "resource_action") return resourceAction(this.state, s, raw);
+    if (raw.type === "resource_snapshot") return resourceSnapshotEvent(this.state, s, raw);
     if (min >= 10) return MANAGED_EVENT_TYPES.has(raw.type) ? applyManagedEvent(this.state, route, s, chat, raw) : applySourceEvent(this.state, s, chat, raw);
     if (beforeNativeEvent(this.state, s, chat, raw.type)) return null;
     // Fast path for the hot streaming events (same rules as the schema: exactly {type, text}).

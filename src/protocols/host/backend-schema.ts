@@ -81,6 +81,11 @@ export const ProviderInfo = z.object({
   displayName: shortText.optional(),
   description: shortText.optional(),
   multipleChats: ChatCapabilities.optional(),
+  /** v6: RFC 9728 protected resources this provider needs credentials for (AHP AgentInfo.protectedResources). */
+  protectedResources: z
+    .array(z.object({ resource: z.string().min(1).max(4096), required: z.boolean().optional() }).passthrough())
+    .max(16)
+    .optional(),
 });
 
 export const ProviderHello = z.object({
@@ -134,6 +139,8 @@ export const EVENT_MIN_VERSION: Record<string, number> = {
   source_turn: 11,
   source_turn_resources: 13,
   profile_image_changed: 14,
+  resource_snapshot: 6,
+  resource_action: 6,
 };
 
 export const COMMAND_MIN_VERSION: Record<string, number> = {
@@ -152,6 +159,9 @@ export const COMMAND_MIN_VERSION: Record<string, number> = {
   managed_follow_up: 10,
   observe_invocation: 10,
   abort_invocation: 10,
+  apply_resource_action: 6,
+  invoke_changeset_operation: 6,
+  authenticate: 6,
 };
 
 const text = z.string().max(MAX_TEXT);

@@ -8,6 +8,7 @@ import { EPOCH_REGISTRY_BOUND, type BackendErrorCode, type HelloBody } from "./b
 import { BackendConn, LogicalRoute } from "./backend-conn.js";
 import type { Json } from "./model.js";
 import type { HostState } from "./state.js";
+import { mcpHub, mcpServersError, type McpServerDescriptor } from "./mcp-channels.js";
 import { listenUnix, type UnixListener } from "../../transport/unix-listener.js";
 import { onRegistered } from "./reconcile.js";
 import { sourceCursors } from "./source-events.js";
@@ -48,6 +49,8 @@ export class BackendServer {
   /** Register a session route (dedicated or multiplexed), applying claims, aliases and fencing. */
   register(conn: BackendConn, h: HelloBody, multiplexed: boolean, _requestId: string | undefined): RegisterResult | { error: string; code: BackendErrorCode } {
     const st = this.state;
+    const mcpErr = mcpServersError(h.mcpServers);
+    if (mcpErr) return { code: "validation_error", error: mcpErr };
     const aliases = h.sourceAliases ?? [];
     let requested: string | undefined;
     let claimed = false;
@@ -127,6 +130,7 @@ export class BackendServer {
       }
     }
     session.route = route;
+    mcpHub(st).routeRegistered(session, route, h.mcpServers as McpServerDescriptor[] | undefined, prev);
     if (multiplexed) {
       conn.current.set(session.uri, route);
       conn.registeredBefore.add(session.uri);

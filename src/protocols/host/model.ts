@@ -102,6 +102,8 @@ export interface ProviderInfo {
   displayName: string;
   description: string;
   multipleChats?: ChatCaps;
+  /** v6 static protected resources (RFC 9728 metadata). */
+  protectedResources?: Json[];
 }
 
 export interface ProviderRoute {

@@ -6,6 +6,9 @@ import { ROOT } from "./ahp-schema.js";
 import { STATUS, type ChatModel, type Json, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import { sessionMeta, summaryMeta } from "./session-meta.js";
+import { mcpHub } from "./mcp-channels.js";
+import { rootConfig } from "./notifications.js";
+import { resourceSnapshot, sessionChangesets } from "./resources.js";
 
 /** The session config schema the host exposes: the two values `configure` can change. */
 export const SESSION_CONFIG_SCHEMA: Json = {
@@ -100,6 +103,10 @@ export function sessionState(st: HostState, s: SessionModel): Json {
   if (s.creationError) out.creationError = s.creationError;
   if (Array.isArray(s.extra.workingDirectories)) out.workingDirectories = s.extra.workingDirectories;
   if (s.inputNeeded.size > 0) out.inputNeeded = [...s.inputNeeded.values()];
+  const customizations = mcpHub(st).customizations(s);
+  if (customizations) out.customizations = customizations;
+  const changesets = sessionChangesets(st, s);
+  if (changesets) out.changesets = changesets;
   const meta = sessionMeta(s);
   if (meta) out._meta = meta;
   return out;
@@ -134,6 +141,7 @@ export function agents(st: HostState): Json[] {
       if (!seen.has(info.id)) {
         const a: Json = { provider: info.id, displayName: info.displayName, description: info.description, models: [] };
         // AHP MultipleChatsCapability: present means createChat works; fork/sideChat gate sources.
+        if (info.protectedResources) a.protectedResources = info.protectedResources;
         if (info.multipleChats?.create) a.capabilities = { multipleChats: { fork: info.multipleChats.fork === true, sideChat: info.multipleChats.sideChat === true } };
         seen.set(info.id, a);
       }
@@ -141,10 +149,13 @@ export function agents(st: HostState): Json[] {
 }
 
 export function snapshot(st: HostState, uri: string): Json | undefined {
-  if (uri === ROOT) return { resource: ROOT, state: { agents: agents(st), activeSessions: st.sessions.size }, fromSeq: st.serverSeq };
+  if (uri === ROOT) {
+    const config = rootConfig(st);
+    return { resource: ROOT, state: { agents: agents(st), activeSessions: st.sessions.size, ...(config ? { config } : {}) }, fromSeq: st.serverSeq };
+  }
   const s = st.sessions.get(uri);
   if (s) return { resource: uri, state: sessionState(st, s), fromSeq: st.serverSeq };
   const c = st.chatIndex.get(uri);
   if (c) return { resource: uri, state: chatState(c), fromSeq: st.serverSeq };
-  return undefined;
+  return resourceSnapshot(st, uri);
 }

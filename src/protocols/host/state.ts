@@ -14,6 +14,8 @@ import { CommandTracker, type AnyRoute } from "./commands.js";
 import { reduceAction } from "./reducer.js";
 import { applyBackendEvent, historyToTurn } from "./backend-events.js";
 import * as P from "./projection.js";
+import { mcpHub } from "./mcp-channels.js";
+import { resourceSnapshot, sessionResourcesRemoved } from "./resources.js";
 import {
   STATUS,
   hashToken,
@@ -373,6 +375,8 @@ export class HostState {
     }
     this.subs.delete(uri);
     this.creations.delete(uri);
+    mcpHub(this).sessionRemoved(uri);
+    sessionResourcesRemoved(this, uri);
     this.store.removeSession(uri);
     this.rootNotify("root/sessionRemoved", { channel: ROOT, session: uri });
     this.publishRootCount();
@@ -430,7 +434,7 @@ export class HostState {
 
   // ── Snapshots and summaries (projection.ts) ───────────────────────────────
   channelExists(uri: string): boolean {
-    return uri === ROOT || this.sessions.has(uri) || this.chatIndex.has(uri);
+    return uri === ROOT || this.sessions.has(uri) || this.chatIndex.has(uri) || resourceSnapshot(this, uri) !== undefined;
   }
   snapshot(uri: string): Json | undefined {
     return P.snapshot(this, uri);

@@ -230,6 +230,16 @@ export class HostStore {
       this.stmts.deleteTurns.run(uri);
     });
   }
+  /** A value of the `meta` table (small host-wide records), or undefined. */
+  getMeta(key: string): string | undefined {
+    const row = this.stmts.getMeta.get(key) as { value: string } | undefined;
+    return row?.value;
+  }
+  /** Durable immediately (queued writes are committed first): for markers that must exist before a dispatch. */
+  putMetaNow(key: string, value: string): void {
+    this.flush();
+    this.stmts.putMeta.run(key, value);
+  }
   /** Durable immediately: the reservation must exist before the provider is asked to launch. */
   reserveCreation(row: CreationRow): void {
     this.flush();
