@@ -225,7 +225,7 @@ test("a daemon with no model provider configured starts, serves, and fails turns
     c.close();
     assert.equal(await stop(d), 0);
   }
-  assert.match(message, /turn failed: the provider credential is missing or was rejected; sign in again or set the API key/);
+  assert.match(message, /turn failed: the provider credential is missing or was rejected\b.*; sign in again or set the API key/);
 
   const off = await startDaemon(daemonEnv(tempHome()), cwd, ["--no-berth-runtime"]);
   const { c: c2, result: r2 } = await AhpClient.init(asHandle(off), ["ahp-root://"]);
