@@ -18,7 +18,7 @@ import { forkSession, pageTurns, readTurns, RECENT_WINDOW } from "../../runtime/
 import { SessionError, type SessionManager } from "../../store/sessions/index.js";
 import { historyTurn } from "./parse.js";
 import type { HostProjection } from "./projection.js";
-import type { LiveSession } from "./backend.js";
+import type { LiveSession } from "./sessions.js";
 import type { Json } from "../../core/json-bounds.js";
 
 /** One chat of a served session. */

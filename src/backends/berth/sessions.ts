@@ -1,0 +1,99 @@
+/**
+ * The sessions the Berth backend serves, and their registry: the registry's (created through AHP, or given chats
+ * or configuration; `registered`), the Berth store's others (dormant until opened), and the disposed ones (kept in
+ * the registry, marked, so their Berth sessions are not listed again).
+ */
+import type { SessionHub } from "../../runtime/session/index.js";
+import { BerthRegistry, type BerthRegistryEntry as RegistryEntry } from "../../store/host/berth-registry.js";
+import type { Lane } from "./chats.js";
+
+export interface LiveSession {
+  entry: RegistryEntry;
+  /** In the registry file (created through AHP, or given chats/config), or only in the Berth store (dormant). */
+  registered: boolean;
+  uri?: string;
+  /** The host's id for this session in the current registration; undefined once that registration is gone. */
+  logicalId?: string | undefined;
+  /** The host's URI of the primary chat (from `session_registered`). */
+  primaryChat?: string;
+  seq: number;
+  /** The primary chat (the session's own Berth session). */
+  primary: Lane;
+  /** Further chats by AHP chat URI. */
+  chats: Map<string, Lane>;
+}
+
+/** A session as first known (no registration yet), with its chats from the registry entry. */
+export function liveSession(entry: RegistryEntry, registered: boolean): LiveSession {
+  const chats = new Map<string, Lane>();
+  for (const c of entry.chats ?? []) if (c.disposed !== true) chats.set(c.uri, { sessionId: c.sessionId, chatUri: c.uri, held: null });
+  return { entry, registered, seq: 0, primary: { sessionId: entry.sessionId, held: null }, chats };
+}
+
+/** Every chat of a session, the primary first. */
+export function lanesOf(s: LiveSession): Lane[] {
+  return [s.primary, ...s.chats.values()];
+}
+
+export class SessionTable {
+  /** By Berth session id (of the primary chat). */
+  readonly sessions = new Map<string, LiveSession>();
+  /** By the host's session URI (of the current registration). */
+  readonly byUri = new Map<string, LiveSession>();
+  /** Disposed sessions (kept in the registry so their Berth sessions are not listed again). */
+  readonly disposed = new Map<string, RegistryEntry>();
+  private readonly registry: BerthRegistry;
+
+  constructor(registryPath: string) {
+    this.registry = new BerthRegistry(registryPath);
+    for (const e of this.registry.load()) {
+      if (e.disposed === true) this.disposed.set(e.sessionId, e);
+      else this.sessions.set(e.sessionId, liveSession(e, true));
+    }
+  }
+
+  /** Durably rewrite the registry (serialized; resolves once this version is on disk). */
+  save(): Promise<void> {
+    return this.registry.save([...[...this.sessions.values()].filter((s) => s.registered).map((s) => s.entry), ...this.disposed.values()]);
+  }
+
+  /** Resolves once every registry write begun so far has finished. */
+  settled(): Promise<void> {
+    return this.registry.settled();
+  }
+
+  /** Forget a session served at `uri`, keeping a disposed mark in the registry (call `save` after). */
+  dispose(s: LiveSession, uri: string): void {
+    this.sessions.delete(s.entry.sessionId);
+    this.byUri.delete(uri);
+    s.logicalId = undefined;
+    const { creationToken: _t, requestedSession: _r, ...entry } = s.entry;
+    this.disposed.set(s.entry.sessionId, { ...entry, disposed: true });
+  }
+
+  /** Adds the Berth store's sessions this backend does not know yet (dormant until opened). */
+  async discover(hub: SessionHub): Promise<LiveSession[]> {
+    const found: LiveSession[] = [];
+    const chatIds = new Set<string>();
+    for (const e of [...[...this.sessions.values()].map((s) => s.entry), ...this.disposed.values()]) for (const c of e.chats ?? []) chatIds.add(c.sessionId);
+    let after: string | null = null;
+    for (let page = 0; page < 100; page++) {
+      let listed;
+      try {
+        listed = await hub.list(after, 200);
+      } catch {
+        break;
+      }
+      for (const e of listed.sessions) {
+        if (this.sessions.has(e.sessionId) || this.disposed.has(e.sessionId) || chatIds.has(e.sessionId)) continue;
+        // The working directory is read from the session's header when it is first prompted (`resolveCwd`).
+        const s = liveSession({ sessionId: e.sessionId, cwd: "", title: e.title ?? "New Session" }, false);
+        this.sessions.set(e.sessionId, s);
+        found.push(s);
+      }
+      if (!listed.truncated || listed.nextAfter === null) break;
+      after = listed.nextAfter;
+    }
+    return found;
+  }
+}
