@@ -33,19 +33,18 @@
  */
 import { randomUUID } from "node:crypto";
 import { titleFrom } from "../../core/text-policy.js";
-import type { TurnOutcome, TurnSink } from "../events.js";
-import type { ApprovalPolicy } from "../approval.js";
+import type { TurnOutcome } from "../events.js";
 import type { SessionModelInfo } from "../agent.js";
-import { admissionError, type SessionDeps, type StartedTurn, type StartResult } from "./deps.js";
-import { DEFAULT_WINDOW, type History, type TurnLease } from "../../store/sessions/index.js";
-import { ApprovalBook, approvalSummary, needsApproval } from "./approvals.js";
+import type { SessionDeps, StartedTurn, StartResult } from "./deps.js";
+import type { History, TurnLease } from "../../store/sessions/index.js";
+import { ApprovalBook } from "./approvals.js";
 import { QuestionBook, type AnswerInput, type Question, type QuestionAnswer } from "./questions.js";
 import { SessionQueue, type Queued } from "./queue.js";
-import { terminalEvent, TurnProjector } from "./project.js";
-import { loadImages } from "./attachments.js";
-import { trimHistory } from "./trim.js";
+import { terminalEvent } from "./project.js";
 import { SessionMcp } from "./mcp-watch.js";
 import { deliver } from "./listeners.js";
+import { admit, writeEmptyCheckpoint, type Admitted } from "./admission.js";
+import { EMPTY_USAGE, runAgentTurn, type Running } from "./turn.js";
 import type {
   AdmissionError,
   McpServerInfo,
@@ -57,25 +56,6 @@ import type {
   SubmitOptions,
   TurnOrigin,
 } from "./types.js";
-
-interface Running {
-  turnId: string;
-  ctl: AbortController;
-  /** Steering messages not yet injected; `ref` is the door's own ID for one (e.g. an AHP pending-message ID). */
-  steering: Array<{ text: string; ref?: string }>;
-  origin?: TurnOrigin;
-}
-
-interface Admitted {
-  lease: TurnLease;
-  history: History | null;
-  /** The turn's controller, made before admission so a close requested meanwhile cancels the turn. */
-  ctl: AbortController;
-  /** Admission trimmed the history (trim.ts): reported after `turn_started`. */
-  trimmed?: { removedMessages: number; historyBytes: number };
-}
-
-const EMPTY_USAGE = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, requests: 0 };
 
 export class SessionRuntime {
   private readonly listeners = new Set<SessionListener>();
@@ -261,32 +241,8 @@ export class SessionRuntime {
     return this.begin({ lease, history: null, ctl }, prompt, opts);
   }
 
-  private async admit(): Promise<Admitted | AdmissionError> {
-    const ctl = new AbortController();
-    let lease: TurnLease;
-    try {
-      lease = await this.deps.manager.beginTurn({ sessionId: this.id, cwd: this.cfg.cwd, onCloseRequested: () => ctl.abort() });
-    } catch (e) {
-      return admissionError(e);
-    }
-    if (lease.created) return { lease, history: null, ctl };
-    try {
-      const b = this.deps.historyBounds ?? { maxBytes: DEFAULT_WINDOW.maxBytes, maxRecords: DEFAULT_WINDOW.maxRecords };
-      const history = await this.deps.manager.store.readHistory(this.id, b);
-      if (!history.complete) {
-        // Past its bounds: the oldest turns leave the model context (a checkpoint); see trim.ts.
-        const t = this.deps.historyPolicy === "refuse" ? null : await trimHistory(history, b, lease.writer).catch(() => null);
-        if (t === null) {
-          await lease.end();
-          return "history_incomplete";
-        }
-        return { lease, history: t.history, ctl, trimmed: { removedMessages: t.removedMessages, historyBytes: t.historyBytes } };
-      }
-      return { lease, history, ctl };
-    } catch (e) {
-      await lease.end();
-      return admissionError(e);
-    }
+  private admit(): Promise<Admitted | AdmissionError> {
+    return admit(this.deps, this.id, this.cfg.cwd);
   }
 
   private begin(a: Admitted, prompt: string, opts: SubmitOptions & { queueId?: string }): StartedTurn {
@@ -321,72 +277,13 @@ export class SessionRuntime {
 
   private async execute(run: Running, a: Admitted, prompt: string, opts: SubmitOptions): Promise<void> {
     const ref = { sessionId: this.id, turnId: run.turnId };
-    const projector = new TurnProjector(ref);
-    const sink: TurnSink = {
-      delta: (text) => this.delta({ ...ref, type: "assistant_delta", text }),
-      event: (e) => {
-        this.emit({ ...ref, type: "runtime", event: e });
-        for (const ev of projector.project(e)) this.emit(ev);
-      },
-    };
-    const noTools = this.cfg.noTools === true || opts.noTools === true;
-    const mode = this.cfg.approval ?? "on-risk";
-    const cwd = this.cfg.cwd;
-    const approval: ApprovalPolicy = {
-      policy: (_name, risk) => (needsApproval(mode, risk) ? "ask" : "auto"),
-      ask: (req) => {
-        if (run.origin !== undefined && this.cfg.autoApprove === true) return Promise.resolve("approve");
-        return this.approvals.request(
-          req.callId,
-          req.signal,
-          (approvalId) =>
-            this.emit({
-              ...ref,
-              type: "approval_requested",
-              approvalId,
-              callId: req.callId,
-              name: req.toolName,
-              risk: req.risk,
-              cwd,
-              summary: req.summary ?? approvalSummary(req.toolName, req.arguments),
-              arguments: req.arguments,
-              ...(req.parentId !== undefined ? { parentId: req.parentId } : {}),
-            }),
-          (approvalId) => this.emit({ ...ref, type: "approval_resolved", approvalId, callId: req.callId, approved: false, cancelled: true }),
-        );
-      },
-    };
-    let outcome: TurnOutcome;
-    try {
-      const images = [...(await loadImages(opts.attachments ?? [])), ...(opts.images ?? [])];
-      outcome = await this.deps.runner.runTurn({
-        turnId: run.turnId,
-        sessionId: this.id,
-        ...(this.cfg.autoApprove === true ? { autoApprove: true } : {}),
-        writer: a.lease.writer,
-        history: a.history,
-        cwd,
-        prompt,
-        ...(images.length > 0 ? { images } : {}),
-        ...(opts.attachments !== undefined && opts.attachments.length > 0 ? { attachments: opts.attachments } : {}),
-        signal: run.ctl.signal,
-        sink,
-        approval,
-        noTools,
-        ...(this.cfg.selection !== undefined ? { selection: this.cfg.selection } : {}),
-        ...(this.cfg.mcpServers !== undefined ? { mcpServers: this.cfg.mcpServers } : {}),
-        ...(this.cfg.channel !== undefined ? { channel: this.cfg.channel } : {}),
-        ...(this.cfg.delegationDepth !== undefined ? { delegationDepth: this.cfg.delegationDepth } : {}),
-        ...(this.cfg.workspace !== undefined ? { workspace: this.cfg.workspace } : {}),
-        steer: () =>
-          (run.ctl.signal.aborted ? [] : run.steering.splice(0)).map((m) => {
-            this.emit({ ...ref, type: "steered", text: m.text, ...(m.ref !== undefined ? { ref: m.ref } : {}) });
-            return m.text;
-          }),
-      });
-    } catch {
-      outcome = { status: run.ctl.signal.aborted ? "cancelled" : "failed", assistantText: "", reason: "internal", usage: { ...EMPTY_USAGE } };
-    }
+    const outcome = await runAgentTurn(
+      { deps: this.deps, sessionId: this.id, cfg: () => this.cfg, approvals: this.approvals, emit: (e) => this.emit(e), delta: (e) => this.delta(e) },
+      run,
+      a,
+      prompt,
+      opts,
+    );
     this.emit(terminalEvent(ref, outcome, run.origin));
     const ended = a.lease.end().catch(() => undefined);
     this.ending = ended;
@@ -522,25 +419,12 @@ export class SessionRuntime {
     await this.ending;
     if (this.busy) return { ok: false, error: "busy" };
     this.admitting = true;
-    let lease: TurnLease;
-    try {
-      lease = await this.deps.manager.beginTurn({ sessionId: this.id, cwd: this.cfg.cwd, onCloseRequested: () => undefined });
-    } catch (e) {
-      this.admitting = false;
-      this.pump();
-      return { ok: false, error: admissionError(e) };
-    }
-    try {
-      const cutoff = lease.writer.peekNextSeq - 1;
-      if (cutoff >= 0) await lease.writer.append({ kind: "checkpoint", summary: "", cutoff_seq: cutoff }, { sync: true });
-    } catch {
-      await lease.end().catch(() => undefined);
-      this.admitting = false;
-      this.pump();
-      return { ok: false, error: "unavailable" };
-    }
-    await lease.end().catch(() => undefined);
+    const error = await writeEmptyCheckpoint(this.deps.manager, this.id, this.cfg.cwd);
     this.admitting = false;
+    if (error !== null) {
+      this.pump();
+      return { ok: false, error };
+    }
     this.queue.clear();
     this.titled = null;
     this.emit({ type: "session_cleared", sessionId: this.id });
