@@ -44,7 +44,7 @@ import { terminalEvent } from "./project.js";
 import { SessionMcp } from "./mcp-watch.js";
 import { deliver } from "./listeners.js";
 import { admit, writeEmptyCheckpoint, type Admitted } from "./admission.js";
-import { EMPTY_USAGE, runAgentTurn, type Running } from "./turn.js";
+import { EMPTY_USAGE, runAgentTurn, type Running, type TurnContext } from "./turn.js";
 import type {
   AdmissionError,
   McpServerInfo,
@@ -72,6 +72,7 @@ export class SessionRuntime {
   private idleWaiters: Array<() => void> = [];
   private titled: boolean | null = null;
   private readonly mcp: SessionMcp;
+  private readonly turnCtx: TurnContext;
   /** Between a turn's terminal event and its lease release. */
   private ending: Promise<void> | null = null;
 
@@ -85,6 +86,7 @@ export class SessionRuntime {
     this.approvals = new ApprovalBook(this.newId);
     this.questions = new QuestionBook(this.newId);
     this.mcp = new SessionMcp(deps.runner, id);
+    this.turnCtx = { deps, sessionId: id, cfg: () => this.cfg, approvals: this.approvals, emit: (e) => this.emit(e), delta: (e) => this.delta(e) };
   }
 
   get config(): Readonly<SessionConfig> {
@@ -277,13 +279,7 @@ export class SessionRuntime {
 
   private async execute(run: Running, a: Admitted, prompt: string, opts: SubmitOptions): Promise<void> {
     const ref = { sessionId: this.id, turnId: run.turnId };
-    const outcome = await runAgentTurn(
-      { deps: this.deps, sessionId: this.id, cfg: () => this.cfg, approvals: this.approvals, emit: (e) => this.emit(e), delta: (e) => this.delta(e) },
-      run,
-      a,
-      prompt,
-      opts,
-    );
+    const outcome = await runAgentTurn(this.turnCtx, run, a, prompt, opts);
     this.emit(terminalEvent(ref, outcome, run.origin));
     const ended = a.lease.end().catch(() => undefined);
     this.ending = ended;
