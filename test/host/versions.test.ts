@@ -187,6 +187,13 @@ const FEATURES: Record<number, (r: Rig) => Promise<void>> = {
   },
 };
 
+/** A session's status as a client derives it: one activity value (failed, input needed, else the default chat's). */
+function sessionStatusOf(s: SessionState): number {
+  if (s.lifecycle === "failed") return 2;
+  if ((s.inputNeeded ?? []).length > 0 || s.chats.some((c) => c.status === 24)) return 24;
+  return s.chats.find((c) => c.resource === s.defaultChat)?.status ?? 1;
+}
+
 function norm(turns: Json[]): unknown {
   return turns.map((t) => ({
     id: t.id,
@@ -250,6 +257,8 @@ test("every backend version 1-14 registers with its exact version and its featur
       for (const e of c.actions(reg.session)) if (e.rejectionReason === undefined) session = reduceSession(session, e.action);
       const freshSession = (await c.request("subscribe", { channel: reg.session })).result.snapshot.state as Json;
       assert.deepEqual(session._meta, freshSession._meta, `v${v}: rebuilt session _meta equals the snapshot`);
+      // The session's own status is derived from its chats (no session action carries it).
+      assert.deepEqual({ ...session, status: sessionStatusOf(session) }, freshSession, `v${v}: the rebuilt session equals the snapshot`);
       c.close();
       if (v !== 8) be.close();
     }
