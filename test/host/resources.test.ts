@@ -4,7 +4,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { AhpClient, FakeBackend, withHost, type Json } from "./helpers.js";
+import { AhpClient, FakeBackend, until, withHost, type Json } from "./helpers.js";
 import { changesetPrefix, MAX_CHANGESETS_PER_SESSION, reduceAnnotations, reduceChangeset } from "../../src/protocols/host/resources.js";
 import type { HostHandle } from "../../src/protocols/host/host.js";
 
@@ -215,6 +215,44 @@ test("annotations: one confined channel per session, reduced as the official act
     for (const e of c.actions(uri).slice(actions.length)) model = reduceAnnotations(model as never, e.action as never);
     assert.deepEqual(model, { annotations: [note("n3")] });
     assert.deepEqual((await c.request("subscribe", { channel: uri })).result.snapshot.state, model);
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    be.close();
+  }));
+
+test("annotations counts: SessionSummary/SessionState.annotations follow the channel; root hears each change of count", () =>
+  withHost(async (h) => {
+    const { be, reg } = await v6(h, "counted");
+    const uri = `${reg.session as string}/annotations`;
+    const note = (id: string, entries = [{ id: "e1", text: "first" }]) => ({ id, turnId: "t1", resource: "file:///a.ts", resolved: false, entries });
+    const { c } = await AhpClient.init(h, ["ahp-root://", reg.session], "counts");
+    const item = async () => ((await c.request("listSessions", {})).result.items as Json[]).find((x) => x.resource === reg.session)!;
+    const sessionState = async () => (await c.request("subscribe", { channel: reg.session })).result.snapshot.state as Json;
+    assert.equal((await item()).annotations, undefined, "no annotations channel, no summary");
+    assert.equal((await sessionState()).annotations, undefined);
+    const counts = () => c.notes.filter((n) => n.method === "root/sessionSummaryChanged" && n.params.session === reg.session && n.params.changes.annotations).map((n) => n.params.changes.annotations as Json);
+    const steps: Array<[Json, [number, number] | null]> = [
+      [{ type: "resource_snapshot", resource: uri, kind: "annotations", state: { annotations: [note("n1")] } }, [1, 1]],
+      [{ type: "resource_action", channel: uri, action: { type: "annotations/entrySet", annotationId: "n1", entry: { id: "e2", text: "reply" } } }, [1, 2]],
+      [{ type: "resource_action", channel: uri, action: { type: "annotations/updated", annotationId: "n1", resolved: true } }, null],
+      [{ type: "resource_action", channel: uri, action: { type: "annotations/entrySet", annotationId: "n1", entry: { id: "e2", text: "edited" } } }, null],
+      [{ type: "resource_action", channel: uri, action: { type: "annotations/set", annotation: note("n2", [{ id: "a", text: "x" }, { id: "b", text: "y" }]) } }, [2, 4]],
+      [{ type: "resource_action", channel: uri, action: { type: "annotations/removed", annotationId: "n1" } }, [1, 2]],
+      [{ type: "resource_snapshot", resource: uri, kind: "annotations", state: { annotations: [] } }, [0, 0]],
+    ];
+    const expected: Json[] = [];
+    for (const [event, want] of steps) {
+      ev(be, reg.session, event);
+      await be.roundTrip();
+      if (want) expected.push({ resource: uri, annotationCount: want[0], entryCount: want[1] });
+      // The listSessions reply follows, on the same socket, anything the event made the host announce.
+      const listed = await item();
+      await until(() => counts().length === expected.length, 3000, `summary change ${expected.length}`);
+      assert.deepEqual(counts(), expected, "a change that leaves the counts alone announces nothing");
+      assert.deepEqual(listed.annotations, expected.at(-1), "listSessions carries the current counts");
+      assert.deepEqual((await sessionState()).annotations, expected.at(-1), "so does the session state");
+    }
+    assert.equal(be.frames.some((f) => f.type === "error"), false, JSON.stringify(be.frames));
     assert.deepEqual(c.invalid, []);
     c.close();
     be.close();
