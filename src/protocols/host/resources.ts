@@ -334,6 +334,40 @@ export function changesetClientAction(st: HostState, channel: string, action: Js
   });
 }
 
+/**
+ * A client annotation action on `<session>/annotations` (AHP: clients drive every annotation
+ * mutation by dispatching `annotations/*` themselves). Validated against the official shapes and
+ * the one-entry rule, sent as `apply_resource_action`, then reduced and echoed only after the
+ * backend accepts; a refusal or an indeterminate outcome is the action's rejection.
+ */
+export function annotationsClientAction(st: HostState, channel: string, action: Json, origin: Origin, reject: (r: string) => void): void {
+  const s = st.sessions.get(channel.slice(0, -"/annotations".length));
+  if (!s || !of(st, s.uri, false)?.annotations) return; // upstream: an action for a non-existent channel is ignored
+  const p = AnnotationsAction.safeParse(action);
+  if (!p.success) return reject(`invalid ${clip(action.type)}: ${p.error.issues[0]?.message ?? "invalid"}`);
+  const check = (): string | null => {
+    const cur = of(st, s.uri, false)?.annotations;
+    if (!cur) return "the annotations channel is gone";
+    const next = reduceAnnotations(cur, p.data);
+    if (next.annotations.some((a) => a.entries.length === 0)) return "an annotation must keep at least one entry (remove the annotation instead)";
+    if (Buffer.byteLength(JSON.stringify(next)) > MAX_CHANGESET_BYTES) return "annotations state would exceed 4 MiB";
+    return null;
+  };
+  const bad = check();
+  if (bad) return reject(bad);
+  const route = s.route;
+  if (!route || route.version < MIN_VERSION) return reject("backend not connected");
+  st.sendCommand(route, { type: "command", backendInstanceId: route.instanceId, session: s.uri, command: { type: "apply_resource_action", channel, action: p.data } }, (o) => {
+    if (o.kind !== "accepted") return reject(o.kind === "rejected" ? "backend refused the action" : "backend outcome indeterminate");
+    const stale = check(); // the channel may have changed while the command was out
+    if (stale) return reject(stale);
+    const before = sessionAnnotationsSummary(st, s);
+    of(st, s.uri, true)!.annotations = reduceAnnotations(of(st, s.uri, false)!.annotations!, p.data);
+    st.publish(channel, p.data, origin);
+    annotationsSummaryChanged(st, s, before);
+  });
+}
+
 const TextRange = z.object({ start: z.object({ line: z.number().int().min(0), character: z.number().int().min(0) }), end: z.object({ line: z.number().int().min(0), character: z.number().int().min(0) }) }).passthrough();
 const InvokeParams = z.object({
   channel: z.string(),
