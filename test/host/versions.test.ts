@@ -1,9 +1,11 @@
 /**
  * Issue 15 "done when": a fake backend at every protocol version 1–14 registers (the hello is
  * acknowledged with exactly its version) and exercises a feature of its version end to end
- * against an AHP client. Everything the host emits is validated against the AHP schemas the
- * host tests use (helpers.ts `AhpClient`), and the chat state a client rebuilds from envelopes
- * with the client reducer (src/client/ahp) must equal a fresh snapshot afterwards.
+ * against an AHP client (v5: an MCP side-channel round trip; v6: a changeset resource and an
+ * operation on it). Everything the host emits is validated against the AHP schemas the host tests
+ * use, and `mcp://` messages as MCP JSON-RPC (helpers.ts `AhpClient`); the chat and session state a
+ * client rebuilds from envelopes with the client reducers (src/client/ahp, and the changeset
+ * reducer) must equal fresh snapshots afterwards.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
