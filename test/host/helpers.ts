@@ -8,6 +8,7 @@ import { attachLineReader } from "../../src/transport/host-framing.js";
 import { JsonRpcError, JsonRpcSuccess, RESULT_SCHEMAS, ServerNotification } from "../../src/protocols/host/ahp-schema.js";
 import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
 import { wsText } from "../../src/transport/ws-text.js";
+import { z } from "zod";
 
 export type Json = Record<string, any>;
 
@@ -102,12 +103,31 @@ export class FakeBackend {
   }
 }
 
+/**
+ * What the host may send on an `mcp://` side channel (spec "MCP side channels"; JSON-RPC 2.0 as
+ * MCP uses it): a reply to the caller's request or a relayed notification, each carrying the
+ * channel and nothing of the backend frame around it (no host UUID, session or route fields).
+ */
+const mcpChannel = z.string().regex(/^mcp:\/\//);
+export const McpOnChannel = z.union([
+  z.object({ jsonrpc: z.literal("2.0"), id: z.union([z.string(), z.number()]), result: z.record(z.string(), z.unknown()), channel: mcpChannel }).strict(),
+  z.object({
+    jsonrpc: z.literal("2.0"),
+    id: z.union([z.string(), z.number(), z.null()]),
+    error: z.object({ code: z.number().int(), message: z.string(), data: z.unknown().optional() }).strict(),
+    channel: mcpChannel,
+  }).strict(),
+  z.object({ jsonrpc: z.literal("2.0"), method: z.string().regex(/^notifications\//), params: z.record(z.string(), z.unknown()).optional(), channel: mcpChannel }).strict(),
+]);
+
 /** Minimal spec-derived AHP client; validates every message it receives against the derived schemas. */
 export class AhpClient {
   private nextId = 1;
   private waiting = new Map<number, { method: string; resolve: (m: Json) => void }>();
   readonly notes: Json[] = [];
   readonly invalid: string[] = [];
+  /** Every MCP message received on an `mcp://` side channel, validated as MCP (not AHP). */
+  readonly mcp: Json[] = [];
   clientSeq = 0;
   closed = false;
   private constructor(readonly ws: WebSocket) {
@@ -132,6 +152,13 @@ export class AhpClient {
   }
   private onMessage(text: string): void {
     const m = JSON.parse(text) as Json;
+    if (typeof m.channel === "string" && m.channel.startsWith("mcp://")) {
+      // MCP JSON-RPC on a side channel, not an AHP message (its IDs are the caller's own).
+      const v = McpOnChannel.safeParse(m);
+      if (!v.success) this.invalid.push(`MCP message: ${JSON.stringify(v.error.issues[0])} in ${text.slice(0, 300)}`);
+      this.mcp.push(m);
+      return;
+    }
     if (m.id !== undefined && m.id !== null && !m.method) {
       const w = this.waiting.get(m.id as number);
       if (m.error) {

@@ -2,19 +2,20 @@
 import type { HostHandle } from "../../src/protocols/host/host.js";
 import type { McpClock } from "../../src/protocols/host/mcp-channels.js";
 import { AhpClient, until, type Json } from "./helpers.js";
-import { wsText } from "../../src/transport/ws-text.js";
 
-/** An AHP client that also records every message carrying a top-level `mcp://` channel. */
+/** An AHP client seen from MCP: requests and notifications on `mcp://` channels, and their replies. */
 export class McpClient {
-  readonly mcp: Json[] = [];
-  private constructor(readonly c: AhpClient) {
-    c.ws.on("message", (d) => {
-      const m = JSON.parse(wsText(d)) as Json;
-      if (typeof m.channel === "string" && m.channel.startsWith("mcp://")) this.mcp.push(m);
-    });
+  private constructor(readonly c: AhpClient) {}
+  /** Every message received on an `mcp://` channel (validated as MCP by the AHP client). */
+  get mcp(): Json[] {
+    return this.c.mcp;
   }
   static async open(h: HostHandle, subs: string[] = ["ahp-root://"], clientId = "mcp-client"): Promise<McpClient> {
     const { c } = await AhpClient.init(h, subs, clientId);
+    return new McpClient(c);
+  }
+  /** The MCP view of an AHP client already in use (its AHP checks keep running). */
+  static of(c: AhpClient): McpClient {
     return new McpClient(c);
   }
   request(channel: string, id: string | number, method: string, params: Json = {}): void {

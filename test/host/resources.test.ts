@@ -4,7 +4,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { AhpClient, FakeBackend, withHost, type Json } from "./helpers.js";
+import { AhpClient, FakeBackend, until, withHost, type Json } from "./helpers.js";
 import { changesetPrefix, MAX_CHANGESETS_PER_SESSION, reduceAnnotations, reduceChangeset } from "../../src/protocols/host/resources.js";
 import type { HostHandle } from "../../src/protocols/host/host.js";
 
@@ -218,4 +218,99 @@ test("annotations: one confined channel per session, reduced as the official act
     assert.deepEqual(c.invalid, []);
     c.close();
     be.close();
+  }));
+
+test("annotations counts: SessionSummary/SessionState.annotations follow the channel; root hears each change of count", () =>
+  withHost(async (h) => {
+    const { be, reg } = await v6(h, "counted");
+    const uri = `${reg.session as string}/annotations`;
+    const note = (id: string, entries = [{ id: "e1", text: "first" }]) => ({ id, turnId: "t1", resource: "file:///a.ts", resolved: false, entries });
+    const { c } = await AhpClient.init(h, ["ahp-root://", reg.session], "counts");
+    const item = async () => ((await c.request("listSessions", {})).result.items as Json[]).find((x) => x.resource === reg.session)!;
+    const sessionState = async () => (await c.request("subscribe", { channel: reg.session })).result.snapshot.state as Json;
+    assert.equal((await item()).annotations, undefined, "no annotations channel, no summary");
+    assert.equal((await sessionState()).annotations, undefined);
+    const counts = () => c.notes.filter((n) => n.method === "root/sessionSummaryChanged" && n.params.session === reg.session && n.params.changes.annotations).map((n) => n.params.changes.annotations as Json);
+    const steps: Array<[Json, [number, number] | null]> = [
+      [{ type: "resource_snapshot", resource: uri, kind: "annotations", state: { annotations: [note("n1")] } }, [1, 1]],
+      [{ type: "resource_action", channel: uri, action: { type: "annotations/entrySet", annotationId: "n1", entry: { id: "e2", text: "reply" } } }, [1, 2]],
+      [{ type: "resource_action", channel: uri, action: { type: "annotations/updated", annotationId: "n1", resolved: true } }, null],
+      [{ type: "resource_action", channel: uri, action: { type: "annotations/entrySet", annotationId: "n1", entry: { id: "e2", text: "edited" } } }, null],
+      [{ type: "resource_action", channel: uri, action: { type: "annotations/set", annotation: note("n2", [{ id: "a", text: "x" }, { id: "b", text: "y" }]) } }, [2, 4]],
+      [{ type: "resource_action", channel: uri, action: { type: "annotations/removed", annotationId: "n1" } }, [1, 2]],
+      [{ type: "resource_snapshot", resource: uri, kind: "annotations", state: { annotations: [] } }, [0, 0]],
+    ];
+    const expected: Json[] = [];
+    for (const [event, want] of steps) {
+      ev(be, reg.session, event);
+      await be.roundTrip();
+      if (want) expected.push({ resource: uri, annotationCount: want[0], entryCount: want[1] });
+      // The listSessions reply follows, on the same socket, anything the event made the host announce.
+      const listed = await item();
+      await until(() => counts().length === expected.length, 3000, `summary change ${expected.length}`);
+      assert.deepEqual(counts(), expected, "a change that leaves the counts alone announces nothing");
+      assert.deepEqual(listed.annotations, expected.at(-1), "listSessions carries the current counts");
+      assert.deepEqual((await sessionState()).annotations, expected.at(-1), "so does the session state");
+    }
+    assert.equal(be.frames.some((f) => f.type === "error"), false, JSON.stringify(be.frames));
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    be.close();
+  }));
+
+test("client annotation actions: validated, sent as apply_resource_action, echoed (and counted) only after acceptance", () =>
+  withHost(async (h) => {
+    const { be, reg } = await v6(h, "client-notes");
+    const uri = `${reg.session as string}/annotations`;
+    const note = (id: string, entries = [{ id: "e1", text: "first" }]) => ({ id, turnId: "t1", resource: "file:///a.ts", resolved: false, entries });
+    const { c } = await AhpClient.init(h, ["ahp-root://"], "annotator");
+    // No channel yet: the action is ignored (no echo, nothing sent), as for any unknown channel.
+    c.dispatch(uri, { type: "annotations/set", annotation: note("early") });
+    ev(be, reg.session, { type: "resource_snapshot", resource: uri, kind: "annotations", state: { annotations: [note("n1")] } });
+    await be.roundTrip();
+    let model = (await c.request("subscribe", { channel: uri })).result.snapshot.state as Json;
+    assert.deepEqual(model, { annotations: [note("n1")] }, "the early action changed nothing");
+    const echo = (seq: number) => c.action((e) => e.channel === uri && e.origin?.clientSeq === seq, `echo ${seq}`);
+
+    // Refused before anything is sent: malformed, and an action that would empty an annotation.
+    const malformed = c.dispatch(uri, { type: "annotations/set", annotation: { id: "x", turnId: "t1", resource: "file:///a.ts", resolved: false, entries: [] } });
+    assert.match((await echo(malformed)).rejectionReason, /invalid "annotations\/set": .*>=1 items/);
+    const emptying = c.dispatch(uri, { type: "annotations/entryRemoved", annotationId: "n1", entryId: "e1" });
+    assert.match((await echo(emptying)).rejectionReason, /at least one entry/);
+    const unknown = c.dispatch(uri, { type: "annotations/cleared" });
+    assert.ok((await echo(unknown)).rejectionReason);
+    await be.roundTrip();
+    assert.equal(be.frames.filter((f) => f.type === "command").length, 0, "nothing invalid reaches the backend");
+
+    // Accepted: sent verbatim, then echoed with the client's origin, reduced, and counted.
+    const reply = { type: "annotations/entrySet", annotationId: "n1", entry: { id: "e2", text: { markdown: "**agreed**" } } };
+    const seq = c.dispatch(uri, reply);
+    const cmd = await be.nextType("command");
+    assert.deepEqual(cmd.command, { type: "apply_resource_action", channel: uri, action: reply });
+    assert.equal(c.actions(uri).some((e) => e.origin?.clientSeq === seq), false, "no echo before the backend accepts");
+    be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
+    const accepted = await echo(seq);
+    assert.equal(accepted.rejectionReason, undefined);
+    assert.deepEqual(accepted.action, reply);
+    await c.note("root/sessionSummaryChanged", (p) => p.session === reg.session && p.changes.annotations?.entryCount === 2);
+    const counts = c.notes.filter((n) => n.method === "root/sessionSummaryChanged" && n.params.changes.annotations).map((n) => n.params.changes.annotations as Json);
+    assert.deepEqual(counts, [1, 2].map((entryCount) => ({ resource: uri, annotationCount: 1, entryCount })), "the snapshot, then the accepted reply");
+
+    // Refused and indeterminate outcomes are rejections; the state keeps the accepted change only.
+    const refused = c.dispatch(uri, { type: "annotations/removed", annotationId: "n1" });
+    const cmd2 = await be.nextType("command");
+    be.send({ type: "command_result", commandId: cmd2.commandId, accepted: false, error: "read-only review" });
+    assert.equal((await echo(refused)).rejectionReason, "backend refused the action");
+    for (const e of c.actions(uri)) if (e.rejectionReason === undefined) model = reduceAnnotations(model as never, e.action as never);
+    const fresh = (await c.request("subscribe", { channel: uri })).result.snapshot.state as Json;
+    assert.deepEqual(fresh, model, "accepted echoes rebuild the snapshot");
+    assert.deepEqual(fresh.annotations[0].entries.map((e: Json) => e.id), ["e1", "e2"]);
+    const lost = c.dispatch(uri, { type: "annotations/updated", annotationId: "n1", resolved: true });
+    await be.nextType("command");
+    be.close();
+    assert.equal((await echo(lost)).rejectionReason, "backend outcome indeterminate");
+    const gone = c.dispatch(uri, { type: "annotations/updated", annotationId: "n1", resolved: true });
+    assert.equal((await echo(gone)).rejectionReason, "backend not connected");
+    assert.deepEqual(c.invalid, []);
+    c.close();
   }));

@@ -1,14 +1,18 @@
 /**
  * Issue 15 "done when": a fake backend at every protocol version 1–14 registers (the hello is
  * acknowledged with exactly its version) and exercises a feature of its version end to end
- * against an AHP client. Everything the host emits is validated against the AHP schemas the
- * host tests use (helpers.ts `AhpClient`), and the chat state a client rebuilds from envelopes
- * with the client reducer (src/client/ahp) must equal a fresh snapshot afterwards.
+ * against an AHP client (v5: an MCP side-channel round trip; v6: a changeset resource and an
+ * operation on it). Everything the host emits is validated against the AHP schemas the host tests
+ * use, and `mcp://` messages as MCP JSON-RPC (helpers.ts `AhpClient`); the chat and session state a
+ * client rebuilds from envelopes with the client reducers (src/client/ahp, and the changeset
+ * reducer) must equal fresh snapshots afterwards.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { AhpClient, FakeBackend, withHost, type Json } from "./helpers.js";
+import { AhpClient, FakeBackend, until, withHost, type Json } from "./helpers.js";
+import { McpClient, TOOLS_SERVER } from "./mcp-helpers.js";
+import { changesetPrefix, reduceChangeset } from "../../src/protocols/host/resources.js";
 import { reduceChat, reduceSession, type Chat, type SessionState } from "../../src/client/ahp/reducer.js";
 
 type Host = Parameters<Parameters<typeof withHost>[0]>[0];
@@ -89,10 +93,55 @@ const FEATURES: Record<number, (r: Rig) => Promise<void>> = {
     r.ev({ type: "settled", cancelled: false });
     await endOf(r, "t");
   },
-  // v5/v6 add MCP side channels and official resources (another branch's work); here their
-  // hello fields are accepted at their version and the session works as before.
-  5: async (r) => FEATURES[1]!(r),
-  6: async (r) => FEATURES[1]!(r),
+  5: async (r) => {
+    // An MCP side-channel round trip: AHP client → host → backend `mcp_request` → `mcp_response` → client.
+    const snap = (await r.c.request("subscribe", { channel: r.reg.session })).result.snapshot.state;
+    const server = (snap.customizations as Json[]).find((x) => x.id === TOOLS_SERVER.id)!;
+    assert.equal(server.state.kind, "ready");
+    const channel = server.channel as string;
+    const m = McpClient.of(r.c);
+    m.request(channel, "v5-call", "tools/call", { name: "grep", arguments: { pattern: "x" } });
+    const req = await r.be.nextType("mcp_request");
+    assert.equal(req.session, r.reg.session);
+    assert.equal(req.serverId, TOOLS_SERVER.id);
+    assert.deepEqual(req.message, { jsonrpc: "2.0", id: req.requestId, method: "tools/call", params: { name: "grep", arguments: { pattern: "x" } } });
+    r.be.send({ type: "mcp_response", requestId: req.requestId, message: { jsonrpc: "2.0", id: req.requestId, result: { content: [{ type: "text", text: "hit" }] } } });
+    assert.deepEqual(await m.reply("v5-call"), { jsonrpc: "2.0", id: "v5-call", result: { content: [{ type: "text", text: "hit" }] }, channel });
+    // MCP `initialize` never reaches the backend; an advertised notification is relayed to the client.
+    m.request(channel, "v5-init", "initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "x", version: "1" } });
+    assert.equal((await m.reply("v5-init")).error.code, -32601);
+    r.be.send({ type: "mcp_notification", serverId: TOOLS_SERVER.id, message: { jsonrpc: "2.0", method: "notifications/tools/list_changed" } });
+    await until(() => m.mcp.some((x) => x.method === "notifications/tools/list_changed"), 3000, "relayed MCP notification");
+    assert.deepEqual(m.mcp.at(-1), { jsonrpc: "2.0", method: "notifications/tools/list_changed", channel });
+    assert.equal(r.be.frames.filter((f) => f.type === "mcp_request").length, 0, "only the allowed call reached the backend");
+  },
+  6: async (r) => {
+    // A changeset resource: announced on the session, its snapshot and actions reach the client,
+    // and an operation the client invokes is sent to the backend as a command.
+    const uri = `${changesetPrefix(r.reg.session as string)}session`;
+    r.ev({ type: "resource_action", action: { type: "session/changesetsChanged", changesets: [{ label: "Session changes", uriTemplate: uri, changeKind: "session" }] } });
+    await r.c.action((e) => e.action.type === "session/changesetsChanged");
+    r.ev({ type: "resource_snapshot", resource: uri, kind: "changeset", state: { status: "computing", files: [] } });
+    await r.be.roundTrip();
+    let model = (await r.c.request("subscribe", { channel: uri })).result.snapshot.state as Json;
+    const ops = [{ id: "stage", label: "Stage", scopes: ["changeset", "resource"], status: "idle" }];
+    const file = { id: "file:///a.ts", edit: { after: { uri: "file:///a.ts", content: { uri: "file:///a.ts#after" } } } };
+    for (const action of [
+      { type: "changeset/fileSet", file },
+      { type: "changeset/operationsChanged", operations: ops },
+      { type: "changeset/statusChanged", status: "ready" },
+    ])
+      r.ev({ type: "resource_action", channel: uri, action });
+    await r.c.action((e) => e.channel === uri && e.action.type === "changeset/statusChanged");
+    for (const e of r.c.actions(uri)) model = reduceChangeset(model as never, e.action as never);
+    const fresh = (await r.c.request("subscribe", { channel: uri })).result.snapshot.state as Json;
+    assert.deepEqual<unknown>(fresh, model, "changeset envelopes rebuild the snapshot");
+    assert.deepEqual(fresh, { status: "ready", files: [file], operations: ops });
+    const call = r.c.request("invokeChangesetOperation", { channel: uri, operationId: "stage", target: { kind: "resource", resource: "file:///a.ts" } });
+    const cmd = await accepted(r.be, "invoke_changeset_operation");
+    assert.deepEqual(cmd.command, { type: "invoke_changeset_operation", operationId: "stage", resource: uri, target: { kind: "resource", resource: "file:///a.ts" } });
+    assert.deepEqual((await call).result, {});
+  },
   7: async (r) => {
     // The hello adopted the session of its alias (registered earlier) and declared read-only.
     assert.equal(r.reg.session, r.reg.adopted, "the alias adopts the prior source's session");
@@ -140,6 +189,13 @@ const FEATURES: Record<number, (r: Rig) => Promise<void>> = {
   },
 };
 
+/** A session's status as a client derives it: one activity value (failed, input needed, else the default chat's). */
+function sessionStatusOf(s: SessionState): number {
+  if (s.lifecycle === "failed") return 2;
+  if ((s.inputNeeded ?? []).length > 0 || s.chats.some((c) => c.status === 24)) return 24;
+  return s.chats.find((c) => c.resource === s.defaultChat)?.status ?? 1;
+}
+
 function norm(turns: Json[]): unknown {
   return turns.map((t) => ({
     id: t.id,
@@ -156,7 +212,7 @@ test("every backend version 1-14 registers with its exact version and its featur
       if (v >= 2) hello.inputCapabilities = { freeform: true };
       if (v >= 3) hello.chatCapabilities = { create: true, dispose: true };
       if (v >= 4) hello.toolCapabilities = { confirmations: true, resultConfirmations: true };
-      if (v >= 5) hello.mcpServers = [{ id: "tools", uri: "https://example.invalid/mcp", name: "Tools", capabilities: { serverTools: true } }];
+      if (v >= 5) hello.mcpServers = [TOOLS_SERVER];
       if (v >= 10) hello.chatCapabilities = { ...(hello.chatCapabilities as Json), managedInvocations: true };
       if (v === 3) Object.assign(hello, { history: [{ id: "h", userText: "first", responseText: "kept" }], historyNextCursor: "older-page" });
       let adopted: string | undefined;
@@ -203,6 +259,8 @@ test("every backend version 1-14 registers with its exact version and its featur
       for (const e of c.actions(reg.session)) if (e.rejectionReason === undefined) session = reduceSession(session, e.action);
       const freshSession = (await c.request("subscribe", { channel: reg.session })).result.snapshot.state as Json;
       assert.deepEqual(session._meta, freshSession._meta, `v${v}: rebuilt session _meta equals the snapshot`);
+      // The session's own status is derived from its chats (no session action carries it).
+      assert.deepEqual({ ...session, status: sessionStatusOf(session) }, freshSession, `v${v}: the rebuilt session equals the snapshot`);
       c.close();
       if (v !== 8) be.close();
     }

@@ -63,6 +63,7 @@ export interface SessionState extends Json {
   defaultChat?: string;
   inputNeeded?: Json[];
   customizations?: Json[];
+  changesets?: Json[];
   creationError?: { message: string };
 }
 
@@ -105,6 +106,9 @@ export function reduceSession(s: SessionState, a: Json): SessionState {
       break;
     case "session/customizationsChanged":
       next.customizations = a.customizations as Json[];
+      break;
+    case "session/changesetsChanged":
+      next.changesets = a.changesets as Json[];
       break;
     case "session/mcpServerStateChanged":
       if (next.customizations)

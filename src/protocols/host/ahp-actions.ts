@@ -19,7 +19,7 @@ import { routeCommand } from "./ahp-requests.js";
 import { chatErrorAction, durationSince, findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import { mcpLifecycleRequest } from "./mcp-lifecycle.js";
-import { changesetClientAction } from "./resources.js";
+import { annotationsClientAction, changesetClientAction } from "./resources.js";
 
 const MAX_PENDING_ID = 512;
 
@@ -38,6 +38,7 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
   const session = st.sessions.get(channel);
   if (session) return sessionAction(st, session, action, origin, reject);
   if (channel.startsWith("ahp-changeset:")) return changesetClientAction(st, channel, action, origin, reject);
+  if (channel.startsWith("ahp-session:/") && channel.endsWith("/annotations")) return annotationsClientAction(st, channel, action, origin, reject);
   const chat = st.chatIndex.get(channel);
   if (!chat) return; // upstream: an action for a non-existent channel is silently ignored (no echo)
   const s = st.sessions.get(chat.sessionUri)!;

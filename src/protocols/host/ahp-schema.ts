@@ -176,6 +176,8 @@ export const McpServerCustomization = z.object({
   enablement: z.array(z.unknown()).optional(),
   _meta: meta.optional(),
 });
+/** AHP `AnnotationsSummary` (channels-annotations/state.ts), on session state and summaries. */
+const AnnotationsSummary = z.object({ resource: uri, annotationCount: z.number().int().min(0), entryCount: z.number().int().min(0) });
 export const SessionState = z.object({
   provider: z.string(),
   title: z.string(),
@@ -190,6 +192,7 @@ export const SessionState = z.object({
   inputNeeded: z.array(SessionInputRequest).optional(),
   customizations: z.array(McpServerCustomization).optional(),
   changesets: z.array(z.object({ label: z.string(), uriTemplate: z.string(), changeKind: z.string() }).passthrough()).optional(),
+  annotations: AnnotationsSummary.optional(),
   config: z.object({ schema: z.object({ type: z.literal("object"), properties: z.record(z.string(), z.object({ type: z.string(), title: z.string() }).passthrough()) }), values: meta }).optional(),
   _meta: meta.optional(),
 });
@@ -202,6 +205,7 @@ export const SessionSummary = z.object({
   workingDirectories: z.array(uri).optional(),
   createdAt: iso,
   modifiedAt: iso,
+  annotations: AnnotationsSummary.optional(),
   _meta: meta.optional(),
   chats: z.array(z.object({ resource: uri, title: z.string(), interactivity: z.enum(["full", "read-only", "hidden"]).optional() })).optional(),
   defaultChat: uri.optional(),

@@ -8,7 +8,7 @@ import type { HostState } from "./state.js";
 import { sessionMeta, summaryMeta } from "./session-meta.js";
 import { mcpHub } from "./mcp-channels.js";
 import { rootConfig } from "./notifications.js";
-import { resourceSnapshot, sessionChangesets } from "./resources.js";
+import { resourceSnapshot, sessionAnnotationsSummary, sessionChangesets } from "./resources.js";
 
 /** The session config schema the host exposes: the two values `configure` can change. */
 export const SESSION_CONFIG_SCHEMA: Json = {
@@ -107,6 +107,8 @@ export function sessionState(st: HostState, s: SessionModel): Json {
   if (customizations) out.customizations = customizations;
   const changesets = sessionChangesets(st, s);
   if (changesets) out.changesets = changesets;
+  const annotations = sessionAnnotationsSummary(st, s);
+  if (annotations) out.annotations = annotations;
   const meta = sessionMeta(s);
   if (meta) out._meta = meta;
   return out;
@@ -128,6 +130,8 @@ export function summary(st: HostState, s: SessionModel): Json {
     }),
   };
   if (Array.isArray(s.extra.workingDirectories)) out.workingDirectories = s.extra.workingDirectories;
+  const annotations = sessionAnnotationsSummary(st, s);
+  if (annotations) out.annotations = annotations;
   const meta = summaryMeta(s);
   if (meta) out._meta = meta;
   return out;

@@ -14,7 +14,7 @@
  *    session (`<session>/annotations`), at most 4 MiB, every annotation keeping an entry.
  */
 import { z } from "zod";
-import { ErrorCodes } from "./ahp-schema.js";
+import { ErrorCodes, ROOT } from "./ahp-schema.js";
 import { RpcError } from "./ahp-requests.js";
 import { clip } from "./inbound.js";
 import type { CommandOutcome, Json, Origin, SessionModel } from "./model.js";
@@ -201,6 +201,21 @@ export function sessionChangesets(st: HostState, s: SessionModel): Json[] | unde
   return of(st, s.uri, false)?.catalogue;
 }
 
+/**
+ * AHP `AnnotationsSummary` for `SessionState.annotations` / `SessionSummary.annotations`: the
+ * channel and its annotation and entry counts; undefined while the session has no annotations channel.
+ */
+export function sessionAnnotationsSummary(st: HostState, s: SessionModel): Json | undefined {
+  const a = of(st, s.uri, false)?.annotations;
+  if (!a) return undefined;
+  return { resource: `${s.uri}/annotations`, annotationCount: a.annotations.length, entryCount: a.annotations.reduce((n, x) => n + x.entries.length, 0) };
+}
+/** Tell root subscribers when a change moved the session's annotation counts. */
+function annotationsSummaryChanged(st: HostState, s: SessionModel, before: Json | undefined): void {
+  const after = sessionAnnotationsSummary(st, s);
+  if (after && JSON.stringify(after) !== JSON.stringify(before)) st.rootNotify("root/sessionSummaryChanged", { channel: ROOT, session: s.uri, changes: { annotations: after } });
+}
+
 export function sessionResourcesRemoved(st: HostState, uri: string): void {
   all.get(st)?.delete(uri);
 }
@@ -236,7 +251,9 @@ function annotationsSnapshot(st: HostState, s: SessionModel, raw: Json): string 
   if (Buffer.byteLength(JSON.stringify(p.data)) > MAX_CHANGESET_BYTES) return "annotations state exceeds 4 MiB";
   const r = of(st, s.uri, true)!;
   const prev = r.annotations;
+  const before = sessionAnnotationsSummary(st, s);
   r.annotations = p.data;
+  annotationsSummaryChanged(st, s, before);
   if (prev) {
     // Bring existing subscribers to the replacement with official actions.
     const uri = `${s.uri}/annotations`;
@@ -264,8 +281,10 @@ export function changesetResourceAction(st: HostState, s: SessionModel, channel:
     if (!p.success) return `invalid ${clip(action.type)}: ${p.error.issues[0]?.message ?? "invalid"}`;
     const next = reduceAnnotations(cur, p.data);
     if (next.annotations.some((a) => a.entries.length === 0)) return "an annotation must keep at least one entry (remove the annotation instead)";
+    const before = sessionAnnotationsSummary(st, s);
     of(st, s.uri, true)!.annotations = next;
     st.publish(channel, p.data);
+    annotationsSummaryChanged(st, s, before);
     return null;
   }
   if (sessionOfChangeset(st, channel) !== s) return "resource_action channel is not owned by this session";
@@ -312,6 +331,40 @@ export function changesetClientAction(st: HostState, channel: string, action: Js
     if (!cur) return;
     of(st, s.uri, true)!.changesets.set(channel, reduceChangeset(cur, p.data));
     st.publish(channel, p.data, origin);
+  });
+}
+
+/**
+ * A client annotation action on `<session>/annotations` (AHP: clients drive every annotation
+ * mutation by dispatching `annotations/*` themselves). Validated against the official shapes and
+ * the one-entry rule, sent as `apply_resource_action`, then reduced and echoed only after the
+ * backend accepts; a refusal or an indeterminate outcome is the action's rejection.
+ */
+export function annotationsClientAction(st: HostState, channel: string, action: Json, origin: Origin, reject: (r: string) => void): void {
+  const s = st.sessions.get(channel.slice(0, -"/annotations".length));
+  if (!s || !of(st, s.uri, false)?.annotations) return; // upstream: an action for a non-existent channel is ignored
+  const p = AnnotationsAction.safeParse(action);
+  if (!p.success) return reject(`invalid ${clip(action.type)}: ${p.error.issues[0]?.message ?? "invalid"}`);
+  const check = (): string | null => {
+    const cur = of(st, s.uri, false)?.annotations;
+    if (!cur) return "the annotations channel is gone";
+    const next = reduceAnnotations(cur, p.data);
+    if (next.annotations.some((a) => a.entries.length === 0)) return "an annotation must keep at least one entry (remove the annotation instead)";
+    if (Buffer.byteLength(JSON.stringify(next)) > MAX_CHANGESET_BYTES) return "annotations state would exceed 4 MiB";
+    return null;
+  };
+  const bad = check();
+  if (bad) return reject(bad);
+  const route = s.route;
+  if (!route || route.version < MIN_VERSION) return reject("backend not connected");
+  st.sendCommand(route, { type: "command", backendInstanceId: route.instanceId, session: s.uri, command: { type: "apply_resource_action", channel, action: p.data } }, (o) => {
+    if (o.kind !== "accepted") return reject(o.kind === "rejected" ? "backend refused the action" : "backend outcome indeterminate");
+    const stale = check(); // the channel may have changed while the command was out
+    if (stale) return reject(stale);
+    const before = sessionAnnotationsSummary(st, s);
+    of(st, s.uri, true)!.annotations = reduceAnnotations(of(st, s.uri, false)!.annotations!, p.data);
+    st.publish(channel, p.data, origin);
+    annotationsSummaryChanged(st, s, before);
   });
 }
 
