@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { AhpClient, FakeBackend, withHost } from "./helpers.js";
-import { negotiateVersion } from "../../src/protocols/host/ahp-schema.js";
+import { negotiateVersion } from "../../src/protocols/host/ahp-version.js";
 
 test("version negotiation: 0.9.x and 1.x; -32005 with supportedVersions otherwise; ping before initialize", () =>
   withHost(async (h) => {

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { AhpClient, FakeBackend, tempHome, until, withHost, type Json } from "./helpers.js";
-import { actionKnownTo } from "../../src/protocols/host/ahp-schema.js";
+import { actionKnownTo } from "../../src/protocols/host/ahp-version.js";
 
 const caps = { create: true, dispose: true, fork: true, sideChat: true };
 const user = (text: string) => ({ text, origin: { kind: "user" } });

@@ -7,8 +7,6 @@
 import { z } from "zod";
 
 export const ROOT = "ahp-root://";
-export const SUPPORTED_AHP_BASELINES = [">=1.0.0 <2.0.0", ">=0.9.0 <0.10.0"];
-export const SERVER_PREFERRED_VERSION = "1.0.0";
 
 export const ErrorCodes = {
   ParseError: -32700,
@@ -432,94 +430,3 @@ export const CreateChatParams = z.object({
   source: ChatSource.optional(),
   workingDirectories: z.array(uri).max(1024).optional(),
 }).passthrough();
-
-/**
- * The protocol version that introduced each action this host emits or echoes (upstream
- * `types/version/registry.ts`, ACTION_INTRODUCED_IN). The host sends an action only to clients
- * whose negotiated version knows it; see `actionKnownTo`.
- */
-export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
-  "root/agentsChanged": "0.1.0",
-  "root/activeSessionsChanged": "0.1.0",
-  "session/ready": "0.1.0",
-  "session/creationFailed": "0.1.0",
-  "session/chatAdded": "0.4.0",
-  "session/chatRemoved": "0.4.0",
-  "session/chatUpdated": "0.4.0",
-  "session/titleChanged": "0.1.0",
-  "session/inputNeededSet": "0.5.1",
-  "session/inputNeededRemoved": "0.5.1",
-  "session/configChanged": "0.1.0",
-  "session/metaChanged": "0.1.0",
-  "chat/turnStarted": "0.4.0",
-  "chat/delta": "0.4.0",
-  "chat/responsePart": "0.4.0",
-  "chat/toolCallStart": "0.4.0",
-  "chat/toolCallReady": "0.4.0",
-  "chat/toolCallConfirmed": "0.4.0",
-  "chat/toolCallComplete": "0.4.0",
-  "chat/toolCallResultConfirmed": "0.4.0",
-  "chat/turnComplete": "0.4.0",
-  "chat/turnCancelled": "0.4.0",
-  "chat/error": "0.4.0",
-  "chat/usage": "0.4.0",
-  "chat/reasoning": "0.4.0",
-  "chat/pendingMessageSet": "0.4.0",
-  "chat/pendingMessageRemoved": "0.4.0",
-  "chat/inputRequested": "0.4.0",
-  "chat/inputCompleted": "0.4.0",
-  "chat/turnsLoaded": "0.5.1",
-  "session/customizationsChanged": "0.1.0",
-  "root/configChanged": "0.1.0",
-  "session/changesetsChanged": "0.2.0",
-  "changeset/statusChanged": "0.2.0",
-  "changeset/fileSet": "0.2.0",
-  "changeset/fileRemoved": "0.2.0",
-  "changeset/contentChanged": "0.4.0",
-  "changeset/operationsChanged": "0.2.0",
-  "changeset/operationStatusChanged": "0.3.0",
-  "changeset/cleared": "0.2.0",
-  "changeset/filesReviewChanged": "0.6.0",
-  "annotations/set": "0.4.0",
-  "annotations/updated": "0.4.0",
-  "annotations/removed": "0.4.0",
-  "annotations/entrySet": "0.4.0",
-  "annotations/entryRemoved": "0.4.0",
-  "session/mcpServerStateChanged": "0.3.0",
-  // Introduced after the 0.9 line: never sent to a 0.9.x client (this host emits neither yet).
-  "chat/canvasesChanged": "0.10.0",
-  "canvas/stateChanged": "0.10.0",
-};
-
-/**
- * Whether a client that negotiated `version` may receive an action of `type`. Types the table
- * does not know are only ever echoes of what the client itself dispatched (rejected envelopes),
- * so they are delivered.
- */
-export function actionKnownTo(type: string, version: string): boolean {
-  const introduced = ACTION_INTRODUCED_IN[type];
-  if (introduced === undefined) return true;
-  const a = parseSemver(introduced);
-  const b = parseSemver(version);
-  if (!a || !b) return false;
-  return (a[0] - b[0] || a[1] - b[1] || a[2] - b[2]) <= 0;
-}
-
-/** Parse "MAJOR.MINOR.PATCH" strictly (no leading zeros, prerelease or build). */
-export function parseSemver(v: string): [number, number, number] | null {
-  const m = /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$/.exec(v);
-  return m ? [Number(m[1]), Number(m[2]), Number(m[3])] : null;
-}
-
-/** Select the highest offered version in `>=1.0.0 <2.0.0` or `>=0.9.0 <0.10.0`; null when none. */
-export function negotiateVersion(offered: string[]): string | null {
-  let best: { v: string; p: [number, number, number] } | null = null;
-  for (const v of offered) {
-    const p = parseSemver(v);
-    if (!p) continue;
-    const ok = p[0] === 1 || (p[0] === 0 && p[1] === 9);
-    if (!ok) continue;
-    if (!best || p[0] > best.p[0] || (p[0] === best.p[0] && (p[1] > best.p[1] || (p[1] === best.p[1] && p[2] > best.p[2])))) best = { v, p };
-  }
-  return best ? best.v : null;
-}

@@ -6,15 +6,8 @@
 import type { WebSocket } from "ws";
 import { randomUUID } from "node:crypto";
 import { JsonRpcConnection } from "../../transport/jsonrpc.js";
-import {
-  ErrorCodes,
-  InitializeParams,
-  ROOT,
-  ReconnectParams,
-  SUPPORTED_AHP_BASELINES,
-  actionKnownTo,
-  negotiateVersion,
-} from "./ahp-schema.js";
+import { ErrorCodes, InitializeParams, ROOT, ReconnectParams } from "./ahp-schema.js";
+import { SUPPORTED_AHP_BASELINES, actionKnownTo, negotiateVersion } from "./ahp-version.js";
 import { RpcError, createChat, createSession, disposeChat, disposeSession, fetchTurns, listSessions } from "./ahp-requests.js";
 import { dispatchClientAction } from "./ahp-actions.js";
 import { clip, textNestingViolation } from "./inbound.js";

@@ -21,7 +21,8 @@ import { mcpHub } from "./mcp-channels.js";
 import { RESOURCE_MIN_VERSION } from "./mcp-lifecycle.js";
 import type { CommandOutcome, Json, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
-import type { BackendConn, LogicalRoute } from "./backend-conn.js";
+import type { BackendConn } from "./backend-conn.js";
+import type { LogicalRoute } from "./logical-route.js";
 
 /** Largest accepted token, in UTF-8 bytes. */
 export const MAX_TOKEN_BYTES = 64 * 1024;

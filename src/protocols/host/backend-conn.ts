@@ -22,7 +22,8 @@ import {
   type BackendErrorCode,
 } from "./backend-schema.js";
 import { clip, inboundViolation } from "./inbound.js";
-import type { ChatCaps, ChatModel, Json, ProviderInfo, ProviderRoute, SessionModel, SessionRoute } from "./model.js";
+import type { ChatModel, Json, ProviderInfo, ProviderRoute, SessionModel } from "./model.js";
+import { LogicalRoute } from "./logical-route.js";
 import type { HostState } from "./state.js";
 import type { BackendServer } from "./backend.js";
 import { MANAGED_EVENT_TYPES } from "./managed-schema.js";
@@ -35,35 +36,6 @@ import { resourceSnapshotEvent } from "./resources.js";
 import { onNotification, onRootAction, providerTelemetry } from "./notifications.js";
 
 const HANDSHAKE_TIMEOUT_MS = 10_000;
-
-/** One logical session registration (a dedicated connection's only route, or one multiplexed route). */
-export class LogicalRoute implements SessionRoute {
-  nextSeq = 1;
-  retired: "no" | "replaced" | "rejected" | "unregistered" = "no";
-  constructor(
-    readonly logicalId: string,
-    readonly conn: BackendConn,
-    readonly sessionUri: string,
-    readonly version: number,
-    readonly instanceId: string,
-    readonly inputCapable: boolean,
-    readonly toolCapable: boolean,
-    readonly chatCaps: ChatCaps,
-    readonly multiplexed: boolean,
-    /** Re-registration requires backendConnectionId on every sequenced frame. */
-    readonly requireId: boolean,
-  ) {}
-  deliver(frame: Json): boolean {
-    if (this.retired !== "no" || this.conn.closed) return false;
-    if (this.multiplexed) frame.backendConnectionId = this.logicalId;
-    return this.conn.send(frame);
-  }
-  dispose(): void {
-    this.retired = "unregistered";
-    if (this.multiplexed) this.conn.send({ type: "error", code: "backend_disposed", session: this.sessionUri, backendConnectionId: this.logicalId, message: "session disposed" });
-    else this.conn.fatal("backend_disposed", "session disposed");
-  }
-}
 
 export class BackendConn implements ProviderRoute {
   readonly connectionId = randomUUID();

@@ -5,7 +5,8 @@
  */
 import { randomUUID } from "node:crypto";
 import { EPOCH_REGISTRY_BOUND, type BackendErrorCode, type HelloBody } from "./backend-schema.js";
-import { BackendConn, LogicalRoute } from "./backend-conn.js";
+import { BackendConn } from "./backend-conn.js";
+import { LogicalRoute } from "./logical-route.js";
 import type { Json } from "./model.js";
 import type { HostState } from "./state.js";
 import { mcpHub, mcpServersError, type McpServerDescriptor } from "./mcp-channels.js";

@@ -20,7 +20,8 @@ import { createHash, randomUUID } from "node:crypto";
 import { z } from "zod";
 import { COMMAND_DEADLINE_MS, type Json, type SessionModel, type SessionRoute } from "./model.js";
 import type { HostState } from "./state.js";
-import type { BackendConn, LogicalRoute } from "./backend-conn.js";
+import type { BackendConn } from "./backend-conn.js";
+import type { LogicalRoute } from "./logical-route.js";
 
 export const MCP_MIN_VERSION = 5;
 export const MCP_MAX_SERVERS = 64;

@@ -20,7 +20,7 @@ import { mcpHub } from "./mcp-channels.js";
 import { changesetResourceAction } from "./resources.js";
 import type { Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
-import type { LogicalRoute } from "./backend-conn.js";
+import type { LogicalRoute } from "./logical-route.js";
 
 export const RESOURCE_MIN_VERSION = 6;
 /** Unresolved session actions one client may hold, and the host in all. */
