@@ -52,6 +52,17 @@ describe("scv session.mcp over stdio", () => {
     assert.match(servers[0]!.error as string, /^connect failed: /);
     assert.ok((servers[1]!.tools as number) > 0);
     assert.equal(servers[1]!.error, null);
+    // `session.tools`: the built-ins, then the ready server's tools; nothing of the failed one.
+    const tl = await c.reply(c.request({ type: "session.tools", session_id: sid }), ["session.tools"]);
+    assert.deepEqual(Object.keys(tl).sort(), ["request_id", "seq", "session_id", "tools", "type"]);
+    const tools = tl.tools as Msg[];
+    const read = tools.find((x) => x.name === "read");
+    assert.deepEqual(read && { risk: read.risk, server: read.server }, { risk: "read_only", server: null });
+    const echo = tools.find((x) => x.name === "mcp__good__echo");
+    assert.deepEqual(echo && { risk: echo.risk, server: echo.server }, { risk: "network", server: "good" });
+    assert.equal(typeof echo?.description, "string");
+    assert.equal(tools.filter((x) => x.server !== null).length, servers[1]!.tools);
+    assert.ok(tools.every((x) => x.server !== "broken"));
     const n = rig.fake.requests.length;
     const r = await c.turn(sid, "hi");
     assert.equal(r.terminal.type, "turn.completed");
@@ -63,6 +74,11 @@ describe("scv session.mcp over stdio", () => {
     const s2 = await c2.open();
     const none = await c2.reply(c2.request({ type: "session.mcp", session_id: s2.session_id }), ["session.mcp"]);
     assert.deepEqual(none.servers, []);
+    const noneTools = await c2.reply(c2.request({ type: "session.tools", session_id: s2.session_id }), ["session.tools"]);
+    assert.ok((noneTools.tools as Msg[]).some((x) => x.name === "bash"));
+    assert.ok((noneTools.tools as Msg[]).every((x) => x.server === null));
+    const otherTools = await c2.reply(c2.request({ type: "session.tools", session_id: sid }), ["session.tools"]);
+    assert.equal(otherTools.code, "session_not_found");
     const other = await c2.reply(c2.request({ type: "session.mcp", session_id: sid }), ["session.mcp"]);
     assert.equal(other.type, "error");
     assert.equal(other.code, "session_not_found");

@@ -49,6 +49,7 @@ import { deliver } from "./listeners.js";
 import type {
   AdmissionError,
   McpServerInfo,
+  SessionToolInfo,
   QueueEntry,
   QueueResult,
   SessionConfig,
@@ -142,6 +143,11 @@ export class SessionRuntime {
   /** This session's MCP servers and their states (empty before its tools were prepared). */
   mcpServers(): McpServerInfo[] {
     return this.mcp.servers();
+  }
+
+  /** The tools this session offers now: built-ins, then its ready MCP servers' (empty before prepared). */
+  tools(): SessionToolInfo[] {
+    return this.mcp.tools();
   }
 
   /** Changes the configuration; refused (false) while a turn runs. */
