@@ -1,7 +1,8 @@
 /**
  * MCP server status over `berth stdio` (Berth extension `session.mcp`): a session's own servers start when the
  * session starts, in its cwd; the reply lists each with its state, tool count and, for a server that failed to
- * start, a one-line reason; a turn offers the ready server's tools and not the failed one's.
+ * start, a one-line reason; a turn offers the ready server's tools and not the failed one's. `session.tools` lists
+ * the built-ins and the ready server's tools (none of the failed one's; none at all for a `no_tools` session).
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -77,6 +78,13 @@ describe("scv session.mcp over stdio", () => {
     const noneTools = await c2.reply(c2.request({ type: "session.tools", session_id: s2.session_id }), ["session.tools"]);
     assert.ok((noneTools.tools as Msg[]).some((x) => x.name === "bash"));
     assert.ok((noneTools.tools as Msg[]).every((x) => x.server === null));
+    // A tool-free session offers no tools.
+    const c3 = await t.open();
+    const s3 = await c3.open({ no_tools: true });
+    const bare = await c3.reply(c3.request({ type: "session.tools", session_id: s3.session_id }), ["session.tools"]);
+    assert.deepEqual(bare.tools, []);
+    c3.end();
+    await c3.closed;
     const otherTools = await c2.reply(c2.request({ type: "session.tools", session_id: sid }), ["session.tools"]);
     assert.equal(otherTools.code, "session_not_found");
     const other = await c2.reply(c2.request({ type: "session.mcp", session_id: sid }), ["session.mcp"]);

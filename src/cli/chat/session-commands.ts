@@ -5,7 +5,7 @@
  * soon as it started (the chat starts its session with the first prompt, /resume, /tools or /mcp). The chat loop
  * (interactive.ts) owns the connection and the terminal.
  */
-import type { ScvClient } from "../../client/scv/client.js";
+import { ScvRequestError, type ScvClient } from "../../client/scv/client.js";
 import type { McpDef } from "./project.js";
 import type { Style } from "./render.js";
 import { historyLines, SessionsView, type SessionRow } from "./sessions.js";
@@ -76,6 +76,16 @@ export class SessionCommands {
 
   /** `/tools` (every tool of the session, its risk class and whether it asks) and `/mcp` (each server's state). */
   async tools(mcpOnly: boolean): Promise<void> {
+    try {
+      await this.listTools(mcpOnly);
+    } catch (err) {
+      // A server without the extension answers an unknown request type with `invalid_json`.
+      if (!(err instanceof ScvRequestError) || err.code !== "invalid_json") throw err;
+      this.h.status(`the Berth server does not list a session's ${mcpOnly ? "MCP servers" : "tools"} (session.${mcpOnly ? "mcp" : "tools"}); a newer berth daemon does`);
+    }
+  }
+
+  private async listTools(mcpOnly: boolean): Promise<void> {
     const started = this.h.session() === null;
     const { session, client } = await this.h.liveSession();
     if (started) this.h.status(`started session ${session.id} to ask it${Object.keys(this.h.mcpConfig()).length > 0 ? " (its MCP servers start now)" : ""}`);
