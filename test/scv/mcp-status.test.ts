@@ -1,5 +1,5 @@
 /**
- * MCP server status over `berth stdio` (Berth extension `session.mcp`): a session's own servers start when the
+ * MCP server status over `berth stdio` and the daemon's SCV socket (Berth extension `session.mcp`): a session's own servers start when the
  * session starts, in its cwd; the reply lists each with its state, tool count and, for a server that failed to
  * start, a one-line reason; a turn offers the ready server's tools and not the failed one's. `session.tools` lists
  * the built-ins and the ready server's tools (none of the failed one's; none at all for a `no_tools` session).
@@ -22,12 +22,13 @@ async function settledStatus(c: ScvClient, sid: string): Promise<Msg> {
   }
 }
 
-describe("scv session.mcp over stdio", () => {
+for (const name of ["stdio", "socket"] as const)
+describe(`scv session.mcp and session.tools over ${name}`, () => {
   let rig: Rig;
   let t: Transport;
   before(async () => {
     rig = await startRig();
-    t = await openTransport("stdio", rig);
+    t = await openTransport(name, rig);
   });
   after(async () => {
     await t.close();
