@@ -44,7 +44,7 @@ import { DEFAULT_RECORDER_TIMING, TurnRecorder, type RecorderTiming } from "./re
 import { buildSystemPrompt } from "./system-prompt.js";
 import { CHAT_ATTACH_TOOL_NAME } from "./tools/chat-attach.js";
 import type { BashOptions } from "./tools/index.js";
-import { SessionRegistries, type McpServerInfo, type RegistryLease, type ToolConfig } from "./tool-registries.js";
+import { SessionRegistries, type McpServerInfo, type SessionToolInfo, type RegistryLease, type ToolConfig } from "./tool-registries.js";
 import { SkillCatalog, type Skill } from "./tools/skills.js";
 import { runLoop } from "./turn-loop.js";
 import type { ImagePart, Provider, ThinkingLevel, Tool, ToolRisk, UserContent } from "./types.js";
@@ -278,6 +278,11 @@ export class Agent {
   /** The MCP servers of a session and their states (empty until its tools were prepared). */
   mcpStatus(sessionId: string): McpServerInfo[] {
     return this.registries.status(sessionId);
+  }
+
+  /** The tools a session's registry offers now. */
+  toolList(sessionId: string): SessionToolInfo[] {
+    return this.registries.tools(sessionId);
   }
 
   /** Reloads settings and builds this turn's provider. Throws a `TurnFailure`. */

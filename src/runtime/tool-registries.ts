@@ -15,7 +15,7 @@
  *   (counted when a registry is taken, besides it); beyond that the least recently used close (a door that never closes its sessions, like the app-service,
  *   keeps a bounded number of server sets).
  * - `watch` reports every MCP state change of a session's current registry (and the registry a configuration
- *   change puts in its place); `status` is the current state of its servers.
+ *   change puts in its place); `status` is the current state of its servers; `tools` the tools it offers now.
  * - `closeSession` closes a session's registry once no turn holds it; `close` closes everything.
  */
 import type { McpServerDef, ToolSettings } from "../store/settings/schema.js";
@@ -25,6 +25,7 @@ import { openToolRegistry, toolPolicyFromSettings, type BashOptions, type ToolRe
 import type { SkillCatalog } from "./tools/skills.js";
 import { mcpToolCache, type McpToolCache } from "./tools/mcp-cache.js";
 import { join } from "node:path";
+import type { ToolRisk } from "./types.js";
 
 /** What the settings say about a session's tools (reloaded for every turn). */
 export interface ToolConfig {
@@ -47,6 +48,16 @@ export interface McpServerInfo {
   toolCount: number;
   /** Why it failed: a fixed-shape one-liner (never the server's own output). */
   error?: string;
+}
+
+/** One tool a session offers (`SessionRuntime.tools`): what `/tools` lists. */
+export interface SessionToolInfo {
+  name: string;
+  risk: ToolRisk;
+  /** The MCP server offering it; absent for a built-in. */
+  server?: string;
+  /** The first line of its description (at most 200 characters). */
+  description: string;
 }
 
 export interface RegistryLease {
@@ -196,6 +207,18 @@ export class SessionRegistries {
   status(session: string): McpServerInfo[] {
     const e = this.current.get(session);
     return e === undefined ? [] : mcpInfo(e.reg);
+  }
+
+  /** The tools `session`'s current registry offers now (built-ins first, then the ready MCP servers'). */
+  tools(session: string): SessionToolInfo[] {
+    const e = this.current.get(session);
+    if (e === undefined) return [];
+    return e.reg.tools.map((t) => ({
+      name: t.spec.name,
+      risk: t.risk,
+      ...(t.serverName !== undefined ? { server: t.serverName } : {}),
+      description: (t.spec.description.split("\n")[0] ?? "").slice(0, 200),
+    }));
   }
 
   /** Forgets `session`: its registry closes once no turn holds it. */

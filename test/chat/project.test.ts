@@ -6,7 +6,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, realpathSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -61,40 +61,5 @@ describe("berth chat project MCP servers", { skip: hasScript ? false : "util-lin
     assert.equal(await trusted.exited, 0);
     assert.doesNotMatch(trusted.stderr, /not started/);
     assert.match(fake.requests.slice(before).map((r) => r.body).join(""), /mcp__projfix__echo/);
-  });
-});
-
-describe("berth chat /tools and /mcp", () => {
-  let fake: FakeProvider;
-  before(async () => {
-    fake = await startFakeProvider();
-  });
-  after(() => fake.close());
-
-  it("list the built-in and MCP tools, which ask, and each server's state (a failed one with its cause)", async () => {
-    const h = home(fake.port);
-    const s = JSON.parse(readFileSync(join(h, "settings.json"), "utf8")) as Record<string, unknown>;
-    writeFileSync(
-      join(h, "settings.json"),
-      JSON.stringify({ ...s, mcp_servers: { fixture: { command: process.execPath, args: [FIXTURE] }, broken: { command: process.execPath, args: [FIXTURE, "--exit-at-start"] } } }),
-    );
-    const p = chat([], chatEnv(h, FAKE), { stdin: "/tools\n/mcp\n" });
-    assert.equal(await p.exited, 0, p.stderr);
-    // Labelled as the chat's own check: SCV v3 cannot list the session's tools.
-    assert.match(p.stdout, /tools of this chat's session configuration, checked by the chat itself \(SCV cannot list the session's own\); starting its 2 MCP servers here/);
-    assert.match(p.stdout, /read\s+read_only/);
-    assert.match(p.stdout, /read_skill\s/);
-    assert.match(p.stdout, /web_fetch\s/);
-    assert.match(p.stdout, /bash\s+process · asks/);
-    assert.match(p.stdout, /mcp__fixture__echo\s+\S+ · asks/);
-    assert.match(p.stdout, /fixture: ready, \d+ tools/);
-    assert.match(p.stdout, /broken: failed \(.+\)/);
-
-    // At startup, a server that fails is reported without asking.
-    const q2 = chat([], chatEnv(h, FAKE));
-    await q2.until(/MCP server broken failed to start/);
-    assert.doesNotMatch(q2.stdout, /MCP server fixture failed/);
-    q2.child.stdin!.end();
-    await q2.exited;
   });
 });

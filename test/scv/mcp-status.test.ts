@@ -1,7 +1,8 @@
 /**
- * MCP server status over `berth stdio` (Berth extension `session.mcp`): a session's own servers start when the
+ * MCP server status over `berth stdio` and the daemon's SCV socket (Berth extension `session.mcp`): a session's own servers start when the
  * session starts, in its cwd; the reply lists each with its state, tool count and, for a server that failed to
- * start, a one-line reason; a turn offers the ready server's tools and not the failed one's.
+ * start, a one-line reason; a turn offers the ready server's tools and not the failed one's. `session.tools` lists
+ * the built-ins and the ready server's tools (none of the failed one's; none at all for a `no_tools` session).
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -21,12 +22,13 @@ async function settledStatus(c: ScvClient, sid: string): Promise<Msg> {
   }
 }
 
-describe("scv session.mcp over stdio", () => {
+for (const name of ["stdio", "socket"] as const)
+describe(`scv session.mcp and session.tools over ${name}`, () => {
   let rig: Rig;
   let t: Transport;
   before(async () => {
     rig = await startRig();
-    t = await openTransport("stdio", rig);
+    t = await openTransport(name, rig);
   });
   after(async () => {
     await t.close();
@@ -52,6 +54,17 @@ describe("scv session.mcp over stdio", () => {
     assert.match(servers[0]!.error as string, /^connect failed: /);
     assert.ok((servers[1]!.tools as number) > 0);
     assert.equal(servers[1]!.error, null);
+    // `session.tools`: the built-ins, then the ready server's tools; nothing of the failed one.
+    const tl = await c.reply(c.request({ type: "session.tools", session_id: sid }), ["session.tools"]);
+    assert.deepEqual(Object.keys(tl).sort(), ["request_id", "seq", "session_id", "tools", "type"]);
+    const tools = tl.tools as Msg[];
+    const read = tools.find((x) => x.name === "read");
+    assert.deepEqual(read && { risk: read.risk, server: read.server }, { risk: "read_only", server: null });
+    const echo = tools.find((x) => x.name === "mcp__good__echo");
+    assert.deepEqual(echo && { risk: echo.risk, server: echo.server }, { risk: "network", server: "good" });
+    assert.equal(typeof echo?.description, "string");
+    assert.equal(tools.filter((x) => x.server !== null).length, servers[1]!.tools);
+    assert.ok(tools.every((x) => x.server !== "broken"));
     const n = rig.fake.requests.length;
     const r = await c.turn(sid, "hi");
     assert.equal(r.terminal.type, "turn.completed");
@@ -63,6 +76,18 @@ describe("scv session.mcp over stdio", () => {
     const s2 = await c2.open();
     const none = await c2.reply(c2.request({ type: "session.mcp", session_id: s2.session_id }), ["session.mcp"]);
     assert.deepEqual(none.servers, []);
+    const noneTools = await c2.reply(c2.request({ type: "session.tools", session_id: s2.session_id }), ["session.tools"]);
+    assert.ok((noneTools.tools as Msg[]).some((x) => x.name === "bash"));
+    assert.ok((noneTools.tools as Msg[]).every((x) => x.server === null));
+    // A tool-free session offers no tools.
+    const c3 = await t.open();
+    const s3 = await c3.open({ no_tools: true });
+    const bare = await c3.reply(c3.request({ type: "session.tools", session_id: s3.session_id }), ["session.tools"]);
+    assert.deepEqual(bare.tools, []);
+    c3.end();
+    await c3.closed;
+    const otherTools = await c2.reply(c2.request({ type: "session.tools", session_id: sid }), ["session.tools"]);
+    assert.equal(otherTools.code, "session_not_found");
     const other = await c2.reply(c2.request({ type: "session.mcp", session_id: sid }), ["session.mcp"]);
     assert.equal(other.type, "error");
     assert.equal(other.code, "session_not_found");

@@ -4,6 +4,7 @@
  * opens a fresh one in the background; the session is created on first use. A connection that ends while it is the
  * current one (the server stopped) is reported once through `onLost`, never for one the chat dropped itself.
  */
+import type { ScvClient } from "../../client/scv/client.js";
 import type { McpDef } from "./project.js";
 import { openLink, type Link } from "./link.js";
 import type { OpenSession } from "./turn-events.js";
@@ -14,6 +15,8 @@ export interface SessionSettings {
   autoApprove(): boolean;
   /** The session's MCP servers when the chat chooses them (a trusted project's), else null: the settings'. */
   mcpServers(): Record<string, McpDef> | null;
+  /** Called once for every session this connection opens (new or resumed), with the client it is open on. */
+  opened?(s: OpenSession, client: ScvClient): void;
 }
 
 export class Connection {
@@ -85,6 +88,7 @@ export class Connection {
       ctxMax: typeof ev["context_max_tokens"] === "number" ? ev["context_max_tokens"] : null,
     };
     this.session = s;
+    this.settings.opened?.(s, l.client);
     return s;
   }
 

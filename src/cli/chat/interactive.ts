@@ -79,7 +79,12 @@ class Chat {
     this.screen = new Screen(process.stdout, this.terminal && process.env.TERM !== "dumb");
     this.yolo = o.yolo;
     this.conn = new Connection(
-      { cwd: this.cwd, autoApprove: () => this.yolo, mcpServers: () => this.sessionMcp },
+      {
+        cwd: this.cwd,
+        autoApprove: () => this.yolo,
+        mcpServers: () => this.sessionMcp,
+        opened: (session, client) => void this.sc.reportFailedMcp(session, client),
+      },
       (detail) => {
         if (this.exiting) return;
         this.screen.line(this.s.red(`The Berth server stopped${detail !== "" ? `: ${detail}` : ""}.`));
@@ -103,6 +108,11 @@ class Chat {
         const s = await this.conn.open(id);
         this.refreshFooter();
         return s;
+      },
+      liveSession: async () => {
+        const session = await this.conn.open();
+        this.refreshFooter();
+        return { session, client: (await this.conn.current()).client };
       },
     });
     this.cmds = new ServiceCommands({
@@ -231,7 +241,6 @@ class Chat {
       this.mcpConfig = start.mcpConfig;
       this.sessionMcp = start.sessionMcp;
       this.refreshFooter();
-      void this.sc.reportFailedMcp();
       if (this.o.sessionId !== null) await this.sc.resume(this.o.sessionId);
       else if (this.o.continueLatest) {
         const id = await this.sc.view.latestIn(this.cwd);

@@ -106,8 +106,8 @@ export const HELP = `Commands:
   /resume <n|id>     continue a session (list number, full ID or a unique prefix) in its own directory
   /model [id|n]      list models of the current provider, or switch to one (saved globally)
   /model <provider> <model>   switch provider and model
-  /tools             list the tools a turn can use (and which ask for approval; checked by this chat)
-  /mcp               list MCP servers and their state (started by this chat to check)
+  /tools             list the session's tools (and which ask for approval)
+  /mcp               list the session's MCP servers and their state
   /login [provider]  sign in (default openai-codex); paste the redirect URL or code when asked
   /logout [provider] remove a provider's saved credential
   /help              this help

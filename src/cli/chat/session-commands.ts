@@ -1,13 +1,21 @@
 /**
  * The interactive chat's session and tool commands: /sessions (recent saved sessions), /resume (show a stored
- * session's history, then continue it), /tools and /mcp (a local check of the session's tool configuration: SCV v3
- * cannot list a session's tools, see probe.ts), and the startup report of MCP servers that failed to start in that
- * check. The chat loop (interactive.ts) owns the connection and the terminal.
+ * session's history, then continue it), /tools and /mcp (the running session's tools and MCP servers, asked over SCV:
+ * session-tools.ts), and the report of the session's MCP servers that failed to start, made once per session as
+ * soon as it started (the chat starts its session with the first prompt, /resume, /tools or /mcp). The chat loop
+ * (interactive.ts) owns the connection and the terminal.
  */
+import { ScvRequestError, type ScvClient } from "../../client/scv/client.js";
 import type { McpDef } from "./project.js";
 import type { Style } from "./render.js";
 import { historyLines, SessionsView, type SessionRow } from "./sessions.js";
+import { askUntil, serverLines, sessionTools, settle, toolLines } from "./session-tools.js";
 import type { OpenSession } from "./turn-events.js";
+
+/** How long `/mcp` and `/tools` wait for servers still starting before showing them as `starting`. */
+const SHOW_WAIT_MS = 5_000;
+/** How long the failure report follows a session's starting servers (beyond the runtime's 30 s connect budget). */
+const REPORT_WAIT_MS = 35_000;
 
 /** What these commands need from the chat loop. */
 export interface SessionCommandsHost {
@@ -24,6 +32,8 @@ export interface SessionCommandsHost {
   promptIfIdle(): void;
   dropLink(): Promise<void>;
   ensureSession(resume: string): Promise<OpenSession>;
+  /** The open session and its connection's client, opening a new session when none is open. */
+  liveSession(): Promise<{ session: OpenSession; client: ScvClient }>;
 }
 
 export class SessionCommands {
@@ -50,27 +60,48 @@ export class SessionCommands {
     this.h.status("/resume <n|id-prefix> to continue one");
   }
 
-  /** At startup, in the background: MCP servers that fail to start are reported (the others say nothing). */
-  async reportFailedMcp(): Promise<void> {
-    if (Object.keys(this.h.mcpConfig()).length === 0) return;
-    const { probeTools } = await import("./probe.js");
-    const p = await probeTools(this.h.cwd, this.h.mcpConfig(), this.home).catch(() => null);
-    const failed = p?.servers.filter((sv) => sv.state !== "ready") ?? [];
-    if (failed.length === 0 || this.h.exiting()) return;
-    for (const sv of failed)
-      this.h.line(this.h.s.red(`MCP server ${sv.name} failed to start${sv.error !== null ? `: ${sv.error}` : ""} (in this chat's own check; the session's copy likely fails the same way and its tools are then missing; /mcp checks again)`));
+  /**
+   * Once a session started (in the background): its MCP servers that failed to start are reported once they all
+   * settled; the others say nothing. Quiet when the session is gone meanwhile or the chat is exiting.
+   */
+  async reportFailedMcp(session: OpenSession, client: ScvClient): Promise<void> {
+    const expected = Object.keys(this.h.mcpConfig()).length;
+    if (expected === 0) return;
+    const servers = await settle(client, session.id, expected, REPORT_WAIT_MS).catch(() => []);
+    const failed = servers.filter((sv) => sv.state === "failed");
+    if (failed.length === 0 || this.h.exiting() || this.h.session()?.id !== session.id) return;
+    for (const sv of failed) this.h.line(this.h.s.red(`MCP server ${sv.name} failed to start${sv.error !== null ? `: ${sv.error}` : ""}; its tools are missing from this session (/mcp)`));
     this.h.promptIfIdle();
   }
 
+  /** `/tools` (every tool of the session, its risk class and whether it asks) and `/mcp` (each server's state). */
   async tools(mcpOnly: boolean): Promise<void> {
-    const names = Object.keys(this.h.mcpConfig());
-    if (mcpOnly && names.length === 0) return this.h.status("no MCP servers configured (mcp_servers in settings.json)");
-    const servers = names.length > 0 ? `; starting its ${names.length} MCP server${names.length === 1 ? "" : "s"} here…` : "";
-    // SCV v3 cannot list a session's tools: say that this is the chat's own check, not the session's state.
-    this.h.status(`${mcpOnly ? "MCP servers" : "tools"} of this chat's session configuration, checked by the chat itself (SCV cannot list the session's own)${servers}`);
-    const { probeTools, probeLines } = await import("./probe.js");
-    const p = await probeTools(this.h.session()?.cwd ?? this.h.cwd, this.h.mcpConfig(), this.home);
-    for (const l of probeLines(p, { mcpOnly, yolo: this.h.yolo(), s: this.h.s })) this.h.line(l);
+    try {
+      await this.listTools(mcpOnly);
+    } catch (err) {
+      // A server without the extension answers an unknown request type with `invalid_json`.
+      if (!(err instanceof ScvRequestError) || err.code !== "invalid_json") throw err;
+      this.h.status(`the Berth server does not list a session's ${mcpOnly ? "MCP servers" : "tools"} (session.${mcpOnly ? "mcp" : "tools"}); a newer berth daemon does`);
+    }
+  }
+
+  private async listTools(mcpOnly: boolean): Promise<void> {
+    const started = this.h.session() === null;
+    const { session, client } = await this.h.liveSession();
+    if (started) this.h.status(`started session ${session.id} to ask it${Object.keys(this.h.mcpConfig()).length > 0 ? " (its MCP servers start now)" : ""}`);
+    const servers = await settle(client, session.id, Object.keys(this.h.mcpConfig()).length, SHOW_WAIT_MS);
+    if (mcpOnly) {
+      if (servers.length === 0) return this.h.status("this session has no MCP servers (mcp_servers in settings.json)");
+      this.h.status(`MCP servers of session ${session.id}`);
+      for (const l of serverLines(servers, this.h.s)) this.h.line(l);
+    } else {
+      const tools = await askUntil(() => sessionTools(client, session.id), (t) => t.length > 0, SHOW_WAIT_MS);
+      this.h.status(`tools of session ${session.id}`);
+      for (const l of toolLines(tools, { yolo: this.h.yolo(), s: this.h.s })) this.h.line(l);
+      const notReady = servers.filter((sv) => sv.state !== "ready");
+      if (notReady.length > 0) for (const l of serverLines(notReady, this.h.s)) this.h.line(l);
+    }
+    if (servers.some((sv) => sv.state === "starting")) this.h.status("servers still starting: /mcp again to follow them");
   }
 
   /** Shows a stored session's history, then continues it over SCV in its own cwd. */

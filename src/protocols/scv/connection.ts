@@ -162,6 +162,7 @@ export function serveScvConnection(input: Readable, output: Writable, deps: ScvS
       case "session.clear":
       case "session.pause":
       case "session.mcp":
+      case "session.tools":
       case "turn.cancel":
       case "turn.start":
       default:

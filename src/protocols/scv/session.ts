@@ -293,6 +293,12 @@ export class ScvSession implements ScvSessionHandle {
           servers: this.rt.mcpServers().map((m) => ({ name: m.name, state: m.state, tools: m.toolCount, error: m.error ?? null })),
         });
         return;
+      case "session.tools":
+        // Berth extension: a snapshot of the tools the session offers now (what `/tools` shows).
+        await this.frame("session.tools", msg.request_id, {
+          tools: this.rt.tools().map((t) => ({ name: t.name, risk: t.risk, server: t.server ?? null, description: t.description })),
+        });
+        return;
       case "session.pause": {
         this.pauseAnswered = false;
         this.within(msg.request_id, () => this.rt.pause(msg.paused));

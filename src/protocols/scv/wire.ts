@@ -102,6 +102,8 @@ export type ClientMessage =
   | { type: "session.pause"; request_id: string; session_id: string; paused: boolean }
   /** Berth extension: the session's MCP servers and their states, answered by `session.mcp` (docs/scv.md). */
   | { type: "session.mcp"; request_id: string; session_id: string }
+  /** Berth extension: the tools the session offers now (built-ins and MCP tools), answered by `session.tools`. */
+  | { type: "session.tools"; request_id: string; session_id: string }
   | { type: "queue.update"; request_id: string; session_id: string; queue_id: string; revision: number; prompt: string }
   | { type: "queue.move"; request_id: string; session_id: string; queue_id: string; revision: number; before_queue_id: string | null }
   | { type: "queue.remove"; request_id: string; session_id: string; queue_id: string; revision: number };
@@ -297,6 +299,7 @@ const PARSERS: Record<MessageType, Parser> = {
   "session.clear": (_o, f, rid) => ({ type: "session.clear", request_id: rid, session_id: f.str("session_id") }),
   "session.pause": (_o, f, rid) => ({ type: "session.pause", request_id: rid, session_id: f.str("session_id"), paused: f.bool("paused") }),
   "session.mcp": (_o, f, rid) => ({ type: "session.mcp", request_id: rid, session_id: f.str("session_id") }),
+  "session.tools": (_o, f, rid) => ({ type: "session.tools", request_id: rid, session_id: f.str("session_id") }),
   "queue.update": (o, f, rid) => ({
     type: "queue.update",
     request_id: rid,

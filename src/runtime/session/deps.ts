@@ -3,7 +3,7 @@
  */
 import type { TurnOutcome } from "../events.js";
 import type { RunTurnRequest, SelectionOverride, SessionModelInfo, SessionToolsSpec } from "../agent.js";
-import type { McpServerInfo } from "../tool-registries.js";
+import type { McpServerInfo, SessionToolInfo } from "../tool-registries.js";
 import { SessionError, type HistoryBounds, type SessionManager } from "../../store/sessions/index.js";
 import type { AdmissionError } from "./types.js";
 
@@ -19,6 +19,8 @@ export interface TurnRunner {
   closeSession?(sessionId: string): Promise<void>;
   /** A session's MCP servers and their states. */
   mcpStatus?(sessionId: string): McpServerInfo[];
+  /** The tools a session offers now (built-ins and its ready MCP servers'). */
+  toolList?(sessionId: string): SessionToolInfo[];
 }
 
 export interface SessionDeps {

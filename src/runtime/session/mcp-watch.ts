@@ -3,7 +3,7 @@
  * and fans their state changes out to listeners. Never throws; a listener's failure is its own.
  */
 import type { TurnRunner } from "./deps.js";
-import type { McpServerInfo, SessionConfig } from "./types.js";
+import type { McpServerInfo, SessionConfig, SessionToolInfo } from "./types.js";
 
 export class SessionMcp {
   private watching = false;
@@ -51,6 +51,10 @@ export class SessionMcp {
 
   servers(): McpServerInfo[] {
     return this.runner.mcpStatus?.(this.sessionId) ?? [];
+  }
+
+  tools(): SessionToolInfo[] {
+    return this.runner.toolList?.(this.sessionId) ?? [];
   }
 
   /** Stops the session's servers (once no turn holds them). */

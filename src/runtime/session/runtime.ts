@@ -48,6 +48,7 @@ import { EMPTY_USAGE, runAgentTurn, type Running, type TurnContext } from "./tur
 import type {
   AdmissionError,
   McpServerInfo,
+  SessionToolInfo,
   QueueEntry,
   QueueResult,
   SessionConfig,
@@ -124,6 +125,11 @@ export class SessionRuntime {
   /** This session's MCP servers and their states (empty before its tools were prepared). */
   mcpServers(): McpServerInfo[] {
     return this.mcp.servers();
+  }
+
+  /** The tools this session offers now: built-ins, then its ready MCP servers' (empty before prepared). */
+  tools(): SessionToolInfo[] {
+    return this.mcp.tools();
   }
 
   /** Changes the configuration; refused (false) while a turn runs. */

@@ -5,14 +5,14 @@
  */
 import type { RuntimeEvent, FailureReason, TerminalStatus, TurnUsage } from "../events.js";
 import type { SelectionOverride, SessionModelInfo } from "../agent.js";
-import type { McpServerInfo } from "../tool-registries.js";
+import type { McpServerInfo, SessionToolInfo } from "../tool-registries.js";
 import type { ImagePart, JobRef, ToolErrorKind, ToolRisk } from "../types.js";
 import type { Workspace } from "../workspace.js";
 import type { Question, QuestionAnswer } from "./questions.js";
 import type { McpServerDef } from "../../store/settings/schema.js";
 import type { SessionErrorCode, UserAttachment } from "../../store/sessions/index.js";
 
-export type { SelectionOverride, SessionModelInfo, UserAttachment, ToolRisk, Question, QuestionAnswer, McpServerInfo };
+export type { SelectionOverride, SessionModelInfo, UserAttachment, ToolRisk, Question, QuestionAnswer, McpServerInfo, SessionToolInfo };
 
 /**
  * When a tool call needs a person's approval:
