@@ -32,8 +32,10 @@ process.stdin.once("data", () => {
 `;
 
 // Before the fix the child never reports (it spins on its own log), so a generous bound fails it.
-test("a contained crash with stderr closed is logged once, not in a loop", { timeout: 60_000 }, async () => {
+test("a contained crash with stderr closed is logged once, not in a loop", { timeout: 60_000 }, async (t) => {
   const child = spawn(process.execPath, ["--input-type=module", "-e", CHILD], { stdio: ["pipe", "pipe", "pipe"] });
+  // A spinning child (the bug) must not outlive a timed-out test.
+  t.signal.addEventListener("abort", () => child.kill("SIGKILL"));
   child.stderr.destroy(); // the reader of our diagnostics is gone
   let out = "";
   child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
