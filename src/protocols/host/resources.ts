@@ -11,7 +11,10 @@
  *    scopes before `invoke_changeset_operation` is sent; outcomes follow the command rules
  *    (refusal and indeterminate are errors, never retried).
  *  - at most 64 changesets per session, each at most 4 MiB encoded; one annotations channel per
- *    session (`<session>/annotations`), at most 4 MiB, every annotation keeping an entry.
+ *    session (`<session>/annotations`), at most 4 MiB, every annotation keeping an entry;
+ *  - changesets, annotations and the changeset catalogue survive a host restart: each change
+ *    queues one write of the resource's whole state (the host database's `resources` table),
+ *    committed with the batch; stored rows are re-validated when first read.
  */
 import { z } from "zod";
 import { ErrorCodes, ROOT } from "./ahp-schema.js";
@@ -168,10 +171,84 @@ interface SessionResources {
 const all = new WeakMap<HostState, Map<string, SessionResources>>();
 function of(st: HostState, sessionUri: string, create: boolean): SessionResources | undefined {
   let m = all.get(st);
-  if (!m) all.set(st, (m = new Map<string, SessionResources>()));
+  if (!m) all.set(st, (m = restore(st)));
   let r = m.get(sessionUri);
   if (!r && create) m.set(sessionUri, (r = { changesets: new Map() }));
   return r;
+}
+
+// ── Persistence (the host database's `resources` table) ──────────────────────
+/** The row key of a session's changeset catalogue (`SessionState.changesets`). */
+const catalogueKey = (sessionUri: string): string => `${sessionUri}#changesets`;
+const StoredCatalogue = Catalogue;
+
+/**
+ * The resources an earlier run stored, read once (on first use) and checked against the same
+ * schemas as the wire: a row that no longer parses, or whose session is gone, is dropped and
+ * counted in the log, never trusted.
+ */
+function restore(st: HostState): Map<string, SessionResources> {
+  const m = new Map<string, SessionResources>();
+  let bad = 0;
+  for (const row of st.store.loadResources()) {
+    const s = st.sessions.get(row.sessionUri);
+    let state: unknown;
+    try {
+      state = JSON.parse(row.state);
+    } catch {
+      state = undefined;
+    }
+    let r = m.get(row.sessionUri);
+    const slot = (): SessionResources => {
+      if (!r) m.set(row.sessionUri, (r = { changesets: new Map() }));
+      return r;
+    };
+    if (!s) {
+      bad++;
+      continue;
+    }
+    if (row.kind === "changeset" && sessionOfChangeset(st, row.uri) === s) {
+      const p = ChangesetState.safeParse(state);
+      if (p.success) {
+        slot().changesets.set(row.uri, p.data);
+        continue;
+      }
+    } else if (row.kind === "annotations" && row.uri === `${s.uri}/annotations`) {
+      const p = AnnotationsState.safeParse(state);
+      if (p.success) {
+        slot().annotations = p.data;
+        continue;
+      }
+    } else if (row.kind === "catalogue" && row.uri === catalogueKey(s.uri)) {
+      const p = StoredCatalogue.safeParse(state);
+      if (p.success) {
+        slot().catalogue = p.data;
+        continue;
+      }
+    }
+    bad++;
+  }
+  if (bad > 0) st.log(`resources: ${bad} stored resource(s) unreadable or orphaned; ignored`);
+  return m;
+}
+
+/** Resources with a write queued for the next commit (one write per resource and batch). */
+const dirty = new WeakMap<HostState, Set<string>>();
+/**
+ * Queue the durable write of one resource of session `sessionUri`; its current state is read when
+ * the batch commits. Changesets and annotations hold no secret (a credential never enters them).
+ */
+function save(st: HostState, sessionUri: string, kind: "changeset" | "annotations" | "catalogue", uri: string): void {
+  let d = dirty.get(st);
+  if (!d) dirty.set(st, (d = new Set()));
+  if (d.has(uri)) return;
+  d.add(uri);
+  st.store.putResource(() => {
+    d.delete(uri);
+    const r = all.get(st)?.get(sessionUri);
+    const state = kind === "changeset" ? r?.changesets.get(uri) : kind === "annotations" ? r?.annotations : r?.catalogue;
+    return state === undefined ? undefined : { uri, sessionUri, kind, state: JSON.stringify(state) };
+  });
 }
 
 /** `ahp-changeset:/<session id>/` — the prefix every changeset of a session must have. */
@@ -235,6 +312,7 @@ export function resourceSnapshotEvent(st: HostState, s: SessionModel, raw: Json)
   if (!prev && r.changesets.size >= MAX_CHANGESETS_PER_SESSION) return `a session holds at most ${MAX_CHANGESETS_PER_SESSION} changesets`;
   const next = p.data;
   r.changesets.set(uri, next);
+  save(st, s.uri, "changeset", uri);
   if (prev) {
     // Bring existing subscribers to the replacement with official actions.
     if (prev.status !== next.status || prev.error !== undefined || next.error !== undefined) st.publish(uri, { type: "changeset/statusChanged", status: next.status, ...(next.error ? { error: next.error } : {}) });
@@ -253,6 +331,7 @@ function annotationsSnapshot(st: HostState, s: SessionModel, raw: Json): string 
   const prev = r.annotations;
   const before = sessionAnnotationsSummary(st, s);
   r.annotations = p.data;
+  save(st, s.uri, "annotations", `${s.uri}/annotations`);
   annotationsSummaryChanged(st, s, before);
   if (prev) {
     // Bring existing subscribers to the replacement with official actions.
@@ -271,6 +350,7 @@ export function changesetResourceAction(st: HostState, s: SessionModel, channel:
     const p = Catalogue.safeParse(action.changesets);
     if (!p.success) return "invalid session/changesetsChanged";
     of(st, s.uri, true)!.catalogue = p.data;
+    save(st, s.uri, "catalogue", catalogueKey(s.uri));
     st.publish(s.uri, { type: "session/changesetsChanged", changesets: p.data });
     return null;
   }
@@ -283,6 +363,7 @@ export function changesetResourceAction(st: HostState, s: SessionModel, channel:
     if (next.annotations.some((a) => a.entries.length === 0)) return "an annotation must keep at least one entry (remove the annotation instead)";
     const before = sessionAnnotationsSummary(st, s);
     of(st, s.uri, true)!.annotations = next;
+    save(st, s.uri, "annotations", channel);
     st.publish(channel, p.data);
     annotationsSummaryChanged(st, s, before);
     return null;
@@ -293,6 +374,7 @@ export function changesetResourceAction(st: HostState, s: SessionModel, channel:
   const p = ChangesetAction.safeParse(action);
   if (!p.success) return `invalid ${clip(action.type)}: ${p.error.issues[0]?.message ?? "invalid"}`;
   of(st, s.uri, true)!.changesets.set(channel, reduceChangeset(cur, p.data));
+  save(st, s.uri, "changeset", channel);
   st.publish(channel, p.data);
   return null;
 }
@@ -330,6 +412,7 @@ export function changesetClientAction(st: HostState, channel: string, action: Js
     const cur = of(st, s.uri, false)?.changesets.get(channel);
     if (!cur) return;
     of(st, s.uri, true)!.changesets.set(channel, reduceChangeset(cur, p.data));
+    save(st, s.uri, "changeset", channel);
     st.publish(channel, p.data, origin);
   });
 }
@@ -363,6 +446,7 @@ export function annotationsClientAction(st: HostState, channel: string, action: 
     if (stale) return reject(stale);
     const before = sessionAnnotationsSummary(st, s);
     of(st, s.uri, true)!.annotations = reduceAnnotations(of(st, s.uri, false)!.annotations!, p.data);
+    save(st, s.uri, "annotations", channel);
     st.publish(channel, p.data, origin);
     annotationsSummaryChanged(st, s, before);
   });

@@ -37,6 +37,14 @@ export interface CreationRow {
   createdAt: string;
 }
 
+/** A v6 auxiliary resource: its URI, owning session, kind (`changeset`, `annotations`, `catalogue`) and JSON state. */
+export interface ResourceRow {
+  uri: string;
+  sessionUri: string;
+  kind: string;
+  state: string;
+}
+
 export class HostStore {
   private db: Database.Database;
   private queue: Array<() => void> = [];
@@ -67,6 +75,8 @@ export class HostStore {
     // Chats gained an `extra` column (origin, working directories, pending messages).
     const chatCols = this.db.prepare(`PRAGMA table_info(chats)`).all() as Array<{ name: string }>;
     if (!chatCols.some((c) => c.name === "extra")) this.db.exec(`ALTER TABLE chats ADD COLUMN extra TEXT NOT NULL DEFAULT '{}'`);
+    // v6 auxiliary resources (changesets, annotations, a session's changeset catalogue), one row each.
+    this.db.exec(`CREATE TABLE IF NOT EXISTS resources (uri TEXT PRIMARY KEY, session_uri TEXT NOT NULL, kind TEXT NOT NULL, state TEXT NOT NULL)`);
     this.stmts = {
       upsertSession: this.db.prepare(
         `INSERT INTO sessions (uri, source_id, provider, provider_route, title, created_at, modified_at, continuity, chat_uri, lifecycle, extra)
@@ -91,6 +101,8 @@ export class HostStore {
       deleteCreation: this.db.prepare(`DELETE FROM creations WHERE session_uri = ?`),
       putMeta: this.db.prepare(`INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)`),
       getMeta: this.db.prepare(`SELECT value FROM meta WHERE key = ?`),
+      putResource: this.db.prepare(`INSERT OR REPLACE INTO resources (uri, session_uri, kind, state) VALUES (?, ?, ?, ?)`),
+      deleteResources: this.db.prepare(`DELETE FROM resources WHERE session_uri = ?`),
     };
   }
 
@@ -200,6 +212,7 @@ export class HostStore {
       this.stmts.deleteAliases.run(uri);
       this.stmts.deleteChats.run(uri);
       this.stmts.deleteCreation.run(uri);
+      this.stmts.deleteResources.run(uri);
     });
   }
   putAlias(alias: string, sessionUri: string): void {
@@ -247,6 +260,31 @@ export class HostStore {
   }
   dropCreation(sessionUri: string): void {
     this.enqueue(() => this.stmts.deleteCreation.run(sessionUri));
+  }
+
+  /** Every stored auxiliary resource (changeset, annotations, catalogue) with its owning session. */
+  loadResources(): ResourceRow[] {
+    return (this.db.prepare(`SELECT uri, session_uri, kind, state FROM resources`).all() as Array<Record<string, string>>).map((r) => ({
+      uri: r.uri!,
+      sessionUri: r.session_uri!,
+      kind: r.kind!,
+      state: r.state!,
+    }));
+  }
+  /**
+   * Store (replace) one resource's whole state with the next batch. `row` is read when the batch
+   * commits, so a burst of changes to one resource writes its final state once (the caller queues
+   * one such write per resource and batch); undefined writes nothing.
+   */
+  putResource(row: () => ResourceRow | undefined): void {
+    this.enqueue(() => {
+      const r = row();
+      if (r) this.stmts.putResource.run(r.uri, r.sessionUri, r.kind, r.state);
+    });
+  }
+  /** Forget every resource of a session. */
+  removeResources(sessionUri: string): void {
+    this.enqueue(() => this.stmts.deleteResources.run(sessionUri));
   }
 
   close(): void {
