@@ -260,12 +260,15 @@ export class AhpConnection implements Subscriber {
       this.version = "1.0.0";
     }
     this.clientId = p.data.clientId;
-    const live = p.data.subscriptions.filter((u) => this.state.channelExists(u));
-    const missing = p.data.subscriptions.filter((u) => !this.state.channelExists(u));
+    // A stateless stream (an `ahp-otlp://` channel) is simply re-subscribed: it has no snapshot
+    // and nothing is replayed (AHP lifecycle: "missed messages are dropped").
+    const resumable = (u: string) => this.state.channelExists(u) || isOtlpChannel(u);
+    const live = p.data.subscriptions.filter(resumable);
+    const missing = p.data.subscriptions.filter((u) => !resumable(u));
     const replay = this.state.replaySince(p.data.lastSeenServerSeq, new Set(live));
     for (const u of live) this.sub(u);
     if (replay === null || p.data.lastSeenServerSeq > this.state.serverSeq) {
-      return { type: "snapshot", snapshots: live.map((u) => this.state.snapshot(u)!) };
+      return { type: "snapshot", snapshots: live.filter((u) => !isOtlpChannel(u)).map((u) => this.state.snapshot(u)!) };
     }
     return { type: "replay", actions: replay.filter((e) => this.accepts(e.action.type as string)), missing };
   }
