@@ -48,6 +48,8 @@ export interface Chat {
   turnsNextCursor?: string | undefined;
   /** Bumped on every change, for views that memoize on it. */
   rev: number;
+  /** What the agent is doing now (`chat/activityChanged`); undefined when cleared. */
+  activity?: string | undefined;
 }
 export interface ChatSummaryRef {
   resource: string;
@@ -110,6 +112,13 @@ export function reduceSession(s: SessionState, a: Json): SessionState {
     case "session/changesetsChanged":
       next.changesets = a.changesets as Json[];
       break;
+    case "session/activityChanged":
+      if (typeof a.activity === "string") next.activity = a.activity;
+      else delete next.activity;
+      break;
+    case "session/serverToolsChanged":
+      next.serverTools = a.tools;
+      break;
     case "session/mcpServerStateChanged":
       if (next.customizations)
         next.customizations = next.customizations.map((c) => {
@@ -133,7 +142,7 @@ function findTool(t: Turn | undefined, turnId: unknown, id: unknown): Json | und
   for (const p of t.responseParts) if (p.kind === "toolCall" && p.toolCall!.toolCallId === id) return p.toolCall;
   return undefined;
 }
-const OPEN_TOOL = new Set(["streaming", "pending-confirmation", "running", "pending-result-confirmation"]);
+const OPEN_TOOL = new Set(["streaming", "pending-confirmation", "running", "pending-result-confirmation", "auth-required"]);
 
 /** The chat reducer (host semantics); unknown actions and stale turn ids are no-ops. */
 export function reduceChat(c: Chat, a: Json): void {
@@ -169,8 +178,29 @@ export function reduceChat(c: Chat, a: Json): void {
     }
     case "chat/toolCallStart":
       if (t && t.id === a.turnId)
-        t.responseParts.push({ kind: "toolCall", toolCall: { toolCallId: a.toolCallId, toolName: a.toolName, displayName: a.displayName, status: "streaming" } });
+        t.responseParts.push({ kind: "toolCall", toolCall: { toolCallId: a.toolCallId, toolName: a.toolName, displayName: a.displayName, ...(a.contributor ? { contributor: a.contributor } : {}), status: "streaming" } });
       return;
+    case "chat/activityChanged":
+      c.activity = typeof a.activity === "string" ? a.activity : undefined;
+      return;
+    case "chat/toolCallContentChanged": {
+      const tc = findTool(t, a.turnId, a.toolCallId);
+      if (tc?.status === "running") tc.content = a.content;
+      return;
+    }
+    case "chat/toolCallAuthRequired": {
+      // Only a running call contributed by an MCP server pauses for authentication.
+      const tc = findTool(t, a.turnId, a.toolCallId);
+      if (tc?.status === "running" && (tc.contributor as Json | undefined)?.kind === "mcp") Object.assign(tc, { status: "auth-required", auth: a.auth });
+      return;
+    }
+    case "chat/toolCallAuthResolved": {
+      const tc = findTool(t, a.turnId, a.toolCallId);
+      if (tc?.status !== "auth-required") return;
+      tc.status = "running";
+      delete tc.auth;
+      return;
+    }
     case "chat/toolCallReady": {
       const tc = findTool(t, a.turnId, a.toolCallId);
       if (!tc || (tc.status !== "streaming" && tc.status !== "running")) return;
@@ -189,8 +219,12 @@ export function reduceChat(c: Chat, a: Json): void {
     }
     case "chat/toolCallComplete": {
       const tc = findTool(t, a.turnId, a.toolCallId);
-      if (!tc || (tc.status !== "running" && tc.status !== "pending-confirmation")) return;
-      Object.assign(tc, a.result as Json, { status: a.requiresResultConfirmation ? "pending-result-confirmation" : "completed" });
+      if (!tc || (tc.status !== "running" && tc.status !== "pending-confirmation" && tc.status !== "auth-required")) return;
+      const paused = tc.status === "auth-required";
+      // A call waiting for authentication completes only with a failed result (a cancel).
+      if (paused && (a.result as Json).success !== false) return;
+      delete tc.auth;
+      Object.assign(tc, a.result as Json, { status: a.requiresResultConfirmation && !paused ? "pending-result-confirmation" : "completed" });
       return;
     }
     case "chat/toolCallResultConfirmed": {

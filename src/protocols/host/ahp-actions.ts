@@ -20,6 +20,7 @@ import { chatErrorAction, durationSince, findTool, type ChatModel, type Json, ty
 import type { HostState } from "./state.js";
 import { mcpLifecycleRequest } from "./mcp-lifecycle.js";
 import { annotationsClientAction, changesetClientAction } from "./resources.js";
+import { cancelAuthRequiredTool } from "./resource-actions.js";
 
 const MAX_PENDING_ID = 512;
 
@@ -61,6 +62,8 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
       return toolConfirmation(st, s, chat, action, origin, reject);
     case "chat/inputCompleted":
       return inputCompleted(st, s, chat, action, origin, reject);
+    case "chat/toolCallComplete":
+      return cancelAuthRequiredTool(st, s, chat, action, origin, reject);
     case "chat/pendingMessageSet":
       return pendingMessageSet(st, s, chat, action, origin, reject);
     case "chat/pendingMessageRemoved": {

@@ -81,6 +81,14 @@ const ToolResultFields = {
   error: z.object({ message: z.string(), code: z.string().optional() }).optional(),
 };
 const confirmedReason = z.enum(["not-needed", "user-action", "setting"]);
+/** AHP `McpAuthRequirement`: why, the RFC 9728 protected resource, required scopes; never a token. */
+const McpAuthRequirement = z.object({
+  reason: z.enum(["required", "expired", "insufficientScope"]),
+  oauthClient: z.object({ clientId: z.string(), clientSecret: z.string().optional() }).optional(),
+  resource: z.object({ resource: z.string() }).passthrough(),
+  requiredScopes: z.array(z.string()).optional(),
+  description: z.string().optional(),
+});
 export const ToolCallState = z.discriminatedUnion("status", [
   z.object({ ...ToolCallBase, status: z.literal("streaming"), partialInput: z.string().optional(), invocationMessage: StringOrMarkdown.optional() }),
   z.object({
@@ -94,6 +102,16 @@ export const ToolCallState = z.discriminatedUnion("status", [
   }),
   z.object({ ...ToolCallBase, status: z.literal("running"), invocationMessage: StringOrMarkdown, toolInput: z.string().optional(), confirmed: confirmedReason }),
   z.object({ ...ToolCallBase, ...ToolResultFields, status: z.literal("pending-result-confirmation"), invocationMessage: StringOrMarkdown, confirmed: confirmedReason }),
+  z.object({
+    ...ToolCallBase,
+    status: z.literal("auth-required"),
+    contributor: z.object({ kind: z.literal("mcp"), customizationId: z.string() }),
+    invocationMessage: StringOrMarkdown,
+    toolInput: z.string().optional(),
+    confirmed: confirmedReason,
+    content: z.array(z.object({ type: z.string() }).passthrough()).optional(),
+    auth: McpAuthRequirement,
+  }),
   z.object({ ...ToolCallBase, ...ToolResultFields, status: z.literal("completed"), invocationMessage: StringOrMarkdown, confirmed: confirmedReason }),
   z.object({ ...ToolCallBase, status: z.literal("cancelled"), invocationMessage: StringOrMarkdown, reason: z.enum(["denied", "skipped", "result-denied"]), reasonMessage: StringOrMarkdown.optional() }),
 ]);
@@ -181,6 +199,7 @@ export const SessionState = z.object({
   title: z.string(),
   status: statusBits,
   activity: z.string().optional(),
+  serverTools: z.array(z.object({ name: z.string() }).passthrough()).optional(),
   workingDirectories: z.array(uri).optional(),
   lifecycle: z.enum(["creating", "ready", "failed"]),
   creationError: ErrorInfo.optional(),
@@ -250,7 +269,7 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("chat/delta"), turnId, partId: z.string(), content: z.string() }),
   z.object({ type: z.literal("chat/reasoning"), turnId, partId: z.string(), content: z.string() }),
   z.object({ type: z.literal("chat/responsePart"), turnId, part: ResponsePart }),
-  z.object({ type: z.literal("chat/toolCallStart"), turnId, toolCallId: z.string(), toolName: z.string(), displayName: z.string(), intention: z.string().optional() }),
+  z.object({ type: z.literal("chat/toolCallStart"), turnId, toolCallId: z.string(), toolName: z.string(), displayName: z.string(), intention: z.string().optional(), contributor: z.object({ kind: z.enum(["client", "mcp"]) }).passthrough().optional() }),
   z.object({
     type: z.literal("chat/toolCallReady"),
     turnId,
@@ -305,6 +324,12 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("annotations/updated"), annotationId: z.string() }).passthrough(),
   z.object({ type: z.literal("annotations/entrySet"), annotationId: z.string(), entry: AnnotationEntry }),
   z.object({ type: z.literal("annotations/entryRemoved"), annotationId: z.string(), entryId: z.string() }),
+  z.object({ type: z.literal("session/activityChanged"), activity: z.string().optional() }),
+  z.object({ type: z.literal("session/serverToolsChanged"), tools: z.array(z.object({ name: z.string() }).passthrough()) }),
+  z.object({ type: z.literal("chat/activityChanged"), activity: z.string().optional() }),
+  z.object({ type: z.literal("chat/toolCallContentChanged"), turnId, toolCallId: z.string(), content: z.array(z.object({ type: z.string() }).passthrough()), _meta: meta.optional() }),
+  z.object({ type: z.literal("chat/toolCallAuthRequired"), turnId, toolCallId: z.string(), auth: McpAuthRequirement, _meta: meta.optional() }),
+  z.object({ type: z.literal("chat/toolCallAuthResolved"), turnId, toolCallId: z.string(), _meta: meta.optional() }),
   // Host extension (live-backend spec): a state-neutral acknowledgement of an MCP lifecycle request.
   z.object({ type: z.literal("paratenic/mcpLifecycleAccepted"), id: z.string(), operation: z.enum(["start", "stop"]) }),
 ]);

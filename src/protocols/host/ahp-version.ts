@@ -58,6 +58,12 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
   "annotations/entrySet": "0.4.0",
   "annotations/entryRemoved": "0.4.0",
   "session/mcpServerStateChanged": "0.3.0",
+  "session/activityChanged": "0.1.0",
+  "session/serverToolsChanged": "0.1.0",
+  "chat/activityChanged": "0.5.0",
+  "chat/toolCallContentChanged": "0.4.0",
+  "chat/toolCallAuthRequired": "0.6.0",
+  "chat/toolCallAuthResolved": "0.6.0",
   // Introduced after the 0.9 line: never sent to a 0.9.x client (this host emits neither yet).
   "chat/canvasesChanged": "0.10.0",
   "canvas/stateChanged": "0.10.0",

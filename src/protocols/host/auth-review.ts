@@ -19,7 +19,7 @@ import { ErrorCodes, ROOT } from "./ahp-schema.js";
 import { RpcError } from "./ahp-requests.js";
 import { mcpHub } from "./mcp-channels.js";
 import { RESOURCE_MIN_VERSION } from "./mcp-lifecycle.js";
-import type { CommandOutcome, Json, SessionModel } from "./model.js";
+import { findTool, type CommandOutcome, type Json, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import type { BackendConn } from "./backend-conn.js";
 import type { LogicalRoute } from "./logical-route.js";
@@ -50,8 +50,10 @@ const AuthenticateParams = z.object({
 });
 
 interface Resolved {
-  /** The owning session (MCP-server targets) or provider route (provider targets). */
+  /** The owning session (MCP-server and tool-call targets) or provider route (provider targets). */
   session?: SessionModel;
+  /** The chat of a tool-call target (the command names it). */
+  chat?: string;
   route: LogicalRoute | BackendConn;
   registration: string;
   version: number;
@@ -61,7 +63,20 @@ interface Resolved {
 
 /** The target's current challenge, or why it has none. */
 function resolve(st: HostState, res: string, target: Target): Resolved | string {
-  if (target.type === "tool_call") return "tool_call targets are not advertised by this host's backends";
+  if (target.type === "tool_call") {
+    // An active MCP tool call paused by the backend's `chat/toolCallAuthRequired`.
+    const s = st.sessions.get(target.session);
+    const route = s?.route as LogicalRoute | undefined;
+    const chat = st.chatIndex.get(target.chat);
+    if (!s || !route || !chat || chat.sessionUri !== s.uri) return "no such chat in a connected session";
+    const t = chat.activeTurn;
+    const tc = t && t.id === target.turnId ? findTool(t, target.toolCallId) : undefined;
+    if (!tc) return "no such tool call in the chat's active turn";
+    if (tc.status !== "auth-required") return "the tool call is not waiting for authentication";
+    const auth = tc.auth as Json;
+    if ((auth.resource as Json | undefined)?.resource !== res) return "the resource does not match the tool call's challenge";
+    return { session: s, chat: chat.uri, route, registration: route.logicalId, version: route.version, target, challenge: auth };
+  }
   if (target.type === "provider") {
     const conn = st.providers.get(target.provider) as BackendConn | undefined;
     const info = conn?.providers.find((p) => p.id === target.provider);
@@ -115,6 +130,18 @@ function legacyTarget(st: HostState, res: string): Resolved {
       if (typeof r !== "string") found.push(r);
       if (found.length > 1) throw many();
     }
+    for (const chat of s.chats.values()) {
+      const t = chat.activeTurn;
+      if (!t) continue;
+      for (const part of t.responseParts) {
+        if (++visited > LEGACY_LOOKUP_BOUND) break outer;
+        const tc = part.kind === "toolCall" ? (part.toolCall as Json) : undefined;
+        if (tc?.status !== "auth-required") continue;
+        const r = resolve(st, res, { type: "tool_call", session: s.uri, chat: chat.uri, turnId: t.id, toolCallId: tc.toolCallId as string });
+        if (typeof r !== "string") found.push(r);
+        if (found.length > 1) throw many();
+      }
+    }
   }
   if (found.length === 0) throw new RpcError(ErrorCodes.InvalidParams, "no advertised target is waiting for that resource");
   return found[0]!;
@@ -138,7 +165,7 @@ export async function authenticate(st: HostState, params: Json): Promise<Json> {
   const command: Json = { type: "authenticate", resource: res, token, target: r.target };
   if (scopes !== undefined) command.scopes = scopes; // granted scopes only; required scopes are never invented
   const frame: Json = r.session
-    ? { type: "command", backendInstanceId: r.route.instanceId, session: r.session.uri, command }
+    ? { type: "command", backendInstanceId: r.route.instanceId, session: r.session.uri, ...(r.chat && r.version >= 3 ? { chat: r.chat } : {}), command }
     : { type: "provider_command", backendInstanceId: r.route.instanceId, provider: (r.target as { provider: string }).provider, command };
   let commandId = "";
   let admitting = true;

@@ -8,6 +8,7 @@ import type { BackendEvent, HistoryTurn, NeutralInputRequest } from "./backend-s
 import { chatErrorAction, findTool, nowIso, type ChatModel, type Json, type Origin, type SessionModel, type TurnModel } from "./model.js";
 import type { HostState } from "./state.js";
 import { setInputAvailable } from "./session-meta.js";
+import { authInputId, mcpContributor } from "./resource-actions.js";
 
 /** Streamed text (text and thinking deltas, in UTF-16 code units) one turn may carry. */
 export const MAX_TURN_TEXT = 4 * 1024 * 1024;
@@ -113,7 +114,9 @@ export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatMode
       const err = needTurn();
       if (err) return err;
       if (findTool(t!, ev.toolCallId)) return `duplicate toolCallId ${ev.toolCallId}`;
-      st.publish(chat.uri, { type: "chat/toolCallStart", turnId: t!.id, toolCallId: ev.toolCallId, toolName: ev.toolName, displayName: ev.toolName });
+      const contributor = mcpContributor(st, s, ev.mcpServerId);
+      if (typeof contributor === "string") return contributor;
+      st.publish(chat.uri, { type: "chat/toolCallStart", turnId: t!.id, toolCallId: ev.toolCallId, toolName: ev.toolName, displayName: ev.toolName, ...(contributor ? { contributor } : {}) });
       const ready: Json = { type: "chat/toolCallReady", turnId: t!.id, toolCallId: ev.toolCallId, invocationMessage: ev.toolName, confirmed: "not-needed" };
       if (ev.input !== undefined) ready.toolInput = ev.input;
       st.publish(chat.uri, ready);
@@ -124,7 +127,9 @@ export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatMode
       if (err) return err;
       if (!findTool(t!, ev.toolCallId)) {
         if (!ev.toolName) return `unknown toolCallId ${ev.toolCallId}`;
-        st.publish(chat.uri, { type: "chat/toolCallStart", turnId: t!.id, toolCallId: ev.toolCallId, toolName: ev.toolName, displayName: ev.toolName });
+        const contributor = mcpContributor(st, s, ev.mcpServerId);
+        if (typeof contributor === "string") return contributor;
+        st.publish(chat.uri, { type: "chat/toolCallStart", turnId: t!.id, toolCallId: ev.toolCallId, toolName: ev.toolName, displayName: ev.toolName, ...(contributor ? { contributor } : {}) });
       }
       const tc = findTool(t!, ev.toolCallId)!;
       const ready: Json = { type: "chat/toolCallReady", turnId: t!.id, toolCallId: ev.toolCallId, invocationMessage: ev.message ?? (tc.displayName) };
@@ -161,14 +166,16 @@ export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatMode
       const tc = findTool(t!, ev.toolCallId);
       if (!tc) return `unknown toolCallId ${ev.toolCallId}`;
       const isError = ev.isError === true;
+      if (tc.status === "auth-required" && !isError) return "the tool call is waiting for authentication: send chat/toolCallAuthResolved before a successful result";
       const act: Json = {
         type: "chat/toolCallComplete",
         turnId: t!.id,
         toolCallId: ev.toolCallId,
         result: { success: !isError, pastTenseMessage: `${tc.displayName as string} ${isError ? "failed" : "finished"}`, content: [{ type: "text", text: ev.output }] },
       };
-      if (ev.type === "tool_result_confirmation_requested") act.requiresResultConfirmation = true;
+      if (ev.type === "tool_result_confirmation_requested" && tc.status !== "auth-required") act.requiresResultConfirmation = true;
       st.publish(chat.uri, act);
+      if (s.inputNeeded.has(authInputId(ev.toolCallId))) st.publish(s.uri, { type: "session/inputNeededRemoved", id: authInputId(ev.toolCallId) });
       if (s.inputNeeded.has(`tool:${ev.toolCallId}`)) st.publish(s.uri, { type: "session/inputNeededRemoved", id: `tool:${ev.toolCallId}` });
       break;
     }

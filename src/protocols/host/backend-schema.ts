@@ -190,11 +190,13 @@ export const BackendEvent = z.discriminatedUnion("type", [
   z.object({ type: z.literal("agent_started"), turnId: id.optional() }),
   z.object({ type: z.literal("text_delta"), text }),
   z.object({ type: z.literal("thinking_delta"), text }),
-  z.object({ type: z.literal("tool_started"), toolCallId: id, toolName: id, input: z.string().max(MAX_TEXT).optional() }),
+  // `mcpServerId` (v6, this host's addition): the MCP server of `hello.mcpServers` that contributes the tool.
+  z.object({ type: z.literal("tool_started"), toolCallId: id, toolName: id, input: z.string().max(MAX_TEXT).optional(), mcpServerId: id.optional() }),
   z.object({
     type: z.literal("tool_confirmation_requested"),
     toolCallId: id,
     toolName: id.optional(),
+    mcpServerId: id.optional(),
     input: z.string().max(MAX_TEXT).optional(),
     title: shortText.optional(),
     message: z.string().max(65536).optional(),

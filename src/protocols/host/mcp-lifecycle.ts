@@ -18,6 +18,7 @@ import { ErrorCodes } from "./ahp-schema.js";
 import { RpcError, routeCommand } from "./ahp-requests.js";
 import { mcpHub } from "./mcp-channels.js";
 import { changesetResourceAction } from "./resources.js";
+import { chatResourceAction, sessionResourceAction } from "./resource-actions.js";
 import type { Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import type { LogicalRoute } from "./logical-route.js";
@@ -203,13 +204,17 @@ const McpStateChanged = z.object({ type: z.literal("session/mcpServerStateChange
 
 /**
  * A v6 `resource_action` event: an official AHP action for a channel the route owns. Returns a
- * semantic-rejection message or null. This host projects `session/mcpServerStateChanged` here
- * and changeset actions in resources.ts; other action families are refused by name.
+ * semantic-rejection message or null. This host projects `session/mcpServerStateChanged` here,
+ * changeset and annotations actions in resources.ts, other session and chat families in
+ * resource-actions.ts (which refuses the families the host derives from neutral events).
  */
 export function resourceAction(st: HostState, s: SessionModel, raw: Json): string | null {
   const channel = raw.channel ?? s.uri;
   const action = raw.action as Json | undefined;
   if (typeof channel !== "string" || !action || typeof action !== "object" || typeof action.type !== "string") return "resource_action needs an action object";
+  if (channel === s.uri && action.type !== "session/mcpServerStateChanged" && action.type !== "session/changesetsChanged") return sessionResourceAction(st, s, action);
+  const chat = st.chatIndex.get(channel);
+  if (chat && chat.sessionUri === s.uri) return chatResourceAction(st, s, chat, action);
   if (channel !== s.uri || action.type !== "session/mcpServerStateChanged") return changesetResourceAction(st, s, channel, action);
   const p = McpStateChanged.safeParse(action);
   if (!p.success) return `invalid session/mcpServerStateChanged: ${p.error.issues[0]?.message ?? "invalid"}`;

@@ -66,6 +66,8 @@ export interface ChatModel {
   draining: boolean;
   /** The summary fields session subscribers last heard (by snapshot or `session/chatUpdated`). */
   announced?: { status: unknown; modifiedAt: unknown; title: unknown };
+  /** AHP `ChatState.activity` (v6 `chat/activityChanged`); undefined when cleared. */
+  activity?: string | undefined;
   inputs: Map<string, Json>; // requestId -> ChatInputRequest
   inputTurns: Map<string, string>; // requestId -> bound turn
   partSeq: number;
@@ -138,6 +140,9 @@ export interface SessionModel {
   extra: Json;
   /** Undefined while no backend route serves the session (detached or disposed). */
   route?: SessionRoute | undefined;
+  /** AHP `SessionState.activity` and `serverTools` (v6 session resource actions); in memory only. */
+  activity?: string | undefined;
+  serverTools?: Json[];
   /** The backend instance that last registered this session (runtimeIdle replacement, v10 continuity). */
   lastInstanceId?: string;
   lastStatus: number;

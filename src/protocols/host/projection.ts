@@ -29,7 +29,7 @@ export const SESSION_CONFIG_SCHEMA: Json = {
 /**
  * A chat's status, as the public chat reducer derives it: exactly one activity value. With an
  * active turn, InputNeeded while an input request part is open or a tool call waits for
- * confirmation, else InProgress; without one, Error after a failed turn, else Idle. An input
+ * confirmation or authentication, else InProgress; without one, Error after a failed turn, else Idle. An input
  * request the runtime raises while no turn runs does not change the chat: it is announced at
  * the session level (`session/inputNeededSet`) only.
  */
@@ -39,7 +39,7 @@ export function chatStatus(c: ChatModel): number {
       if (r.kind === "inputRequest" && r.response === undefined) return STATUS.InputNeeded;
       if (r.kind === "toolCall") {
         const st = (r.toolCall as Json).status;
-        if (st === "pending-confirmation" || st === "pending-result-confirmation") return STATUS.InputNeeded;
+        if (st === "pending-confirmation" || st === "pending-result-confirmation" || st === "auth-required") return STATUS.InputNeeded;
       }
     }
     return STATUS.InProgress;
@@ -70,6 +70,8 @@ export function chatSummary(c: ChatModel): Json {
 
 export function chatState(c: ChatModel): Json {
   const out: Json = { ...chatSummary(c), turns: c.turns };
+  // Chat state only: a summary change could not clear it (`session/chatUpdated` merges fields).
+  if (c.activity !== undefined) out.activity = c.activity;
   if (c.nextCursor) out.turnsNextCursor = c.nextCursor;
   if (c.activeTurn) {
     const t = c.activeTurn;
@@ -101,6 +103,8 @@ export function sessionState(st: HostState, s: SessionModel): Json {
     config: { schema: SESSION_CONFIG_SCHEMA, values: configValues(s) },
   };
   if (s.creationError) out.creationError = s.creationError;
+  if (s.activity !== undefined) out.activity = s.activity;
+  if (s.serverTools) out.serverTools = s.serverTools;
   if (Array.isArray(s.extra.workingDirectories)) out.workingDirectories = s.extra.workingDirectories;
   if (s.inputNeeded.size > 0) out.inputNeeded = [...s.inputNeeded.values()];
   const customizations = mcpHub(st).customizations(s);

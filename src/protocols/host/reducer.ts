@@ -51,7 +51,8 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
       if (cfg.model !== undefined) s.extra.model = cfg.model;
       if (cfg.thinkingLevel !== undefined) s.extra.thinkingLevel = cfg.thinkingLevel;
       st.persistSession(s);
-    }
+    } else if (type === "session/activityChanged") s.activity = typeof a.activity === "string" ? a.activity : undefined;
+    else if (type === "session/serverToolsChanged") s.serverTools = a.tools as Json[];
     return;
   }
   const c = st.chatIndex.get(channel);
@@ -102,9 +103,32 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
       if (t && t.id === a.turnId)
         t.responseParts.push({
           kind: "toolCall",
-          toolCall: { toolCallId: a.toolCallId, toolName: a.toolName, displayName: a.displayName, status: "streaming" },
+          toolCall: { toolCallId: a.toolCallId, toolName: a.toolName, displayName: a.displayName, ...(a.contributor ? { contributor: a.contributor } : {}), status: "streaming" },
         });
       break;
+    case "chat/activityChanged":
+      c.activity = typeof a.activity === "string" ? a.activity : undefined;
+      break;
+    case "chat/toolCallContentChanged": {
+      const tc = t && t.id === a.turnId ? findTool(t, a.toolCallId as string) : undefined;
+      if (tc?.status === "running") tc.content = a.content;
+      break;
+    }
+    case "chat/toolCallAuthRequired": {
+      // Upstream reducer: only a running, MCP-contributed call pauses for authentication.
+      const tc = t && t.id === a.turnId ? findTool(t, a.toolCallId as string) : undefined;
+      if (tc?.status !== "running" || (tc.contributor as Json | undefined)?.kind !== "mcp") break;
+      tc.status = "auth-required";
+      tc.auth = a.auth;
+      break;
+    }
+    case "chat/toolCallAuthResolved": {
+      const tc = t && t.id === a.turnId ? findTool(t, a.toolCallId as string) : undefined;
+      if (tc?.status !== "auth-required") break;
+      tc.status = "running";
+      delete tc.auth;
+      break;
+    }
     case "chat/toolCallReady": {
       const tc = t && t.id === a.turnId ? findTool(t, a.toolCallId as string) : undefined;
       if (!tc) break;
@@ -145,8 +169,11 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
     }
     case "chat/toolCallComplete": {
       const tc = t && t.id === a.turnId ? findTool(t, a.toolCallId as string) : undefined;
-      if (!tc || (tc.status !== "running" && tc.status !== "pending-confirmation")) break;
+      if (!tc || (tc.status !== "running" && tc.status !== "pending-confirmation" && tc.status !== "auth-required")) break;
       const r = a.result as Json;
+      // Upstream: a call waiting for authentication only completes with a failed result (a cancel).
+      if (tc.status === "auth-required" && r.success !== false) break;
+      delete tc.auth;
       tc.status = a.requiresResultConfirmation ? "pending-result-confirmation" : "completed";
       if (!tc.confirmed) tc.confirmed = "not-needed";
       if (!tc.invocationMessage) tc.invocationMessage = tc.displayName;
@@ -161,7 +188,8 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
       if (!tc || tc.status !== "pending-result-confirmation") break;
       if (a.approved) tc.status = "completed";
       else {
-        const keep = { toolCallId: tc.toolCallId, toolName: tc.toolName, displayName: tc.displayName, invocationMessage: tc.invocationMessage };
+        const keep: Json = { toolCallId: tc.toolCallId, toolName: tc.toolName, displayName: tc.displayName, invocationMessage: tc.invocationMessage };
+        if (tc.contributor) keep.contributor = tc.contributor;
         for (const k of Object.keys(tc)) delete tc[k];
         Object.assign(tc, keep, { status: "cancelled", reason: "result-denied" });
       }
@@ -199,8 +227,9 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
       for (const p of parts) {
         if (p.kind !== "toolCall") continue;
         const tc = p.toolCall as Json;
-        if (tc.status === "streaming" || tc.status === "pending-confirmation" || tc.status === "running" || tc.status === "pending-result-confirmation") {
-          const keep = { toolCallId: tc.toolCallId, toolName: tc.toolName, displayName: tc.displayName, invocationMessage: tc.invocationMessage ?? tc.displayName };
+        if (tc.status === "streaming" || tc.status === "pending-confirmation" || tc.status === "running" || tc.status === "pending-result-confirmation" || tc.status === "auth-required") {
+          const keep: Json = { toolCallId: tc.toolCallId, toolName: tc.toolName, displayName: tc.displayName, invocationMessage: tc.invocationMessage ?? tc.displayName };
+          if (tc.contributor) keep.contributor = tc.contributor;
           p.toolCall = { ...keep, status: "cancelled", reason: "skipped" };
         }
       }

@@ -401,6 +401,8 @@ export class HostState {
     for (const [id, req] of s.inputNeeded) {
       const r = req.request as Json | undefined;
       if (req.chat === c.uri && req.kind === "chatInput" && typeof r?.id === "string" && !c.inputs.has(r.id)) this.publish(s.uri, { type: "session/inputNeededRemoved", id });
+      // A call paused for authentication ends with its turn (the turn's end cancels it).
+      else if (req.chat === c.uri && req.kind === "toolAuthentication") this.publish(s.uri, { type: "session/inputNeededRemoved", id });
     }
   }
 

@@ -1,0 +1,186 @@
+/**
+ * Backend protocol v6 `resource_action` families on session and chat channels (spec "Events":
+ * "an official AHP action for the owning session, chat, changeset, or annotations channel"),
+ * beyond MCP server state (mcp-lifecycle.ts) and changesets/annotations (resources.ts); and the
+ * client's cancellation of a tool call that waits for MCP authentication. Contracts:
+ *  - accepted session actions: `session/activityChanged`, `session/serverToolsChanged`;
+ *    accepted chat actions: `chat/activityChanged`, `chat/toolCallContentChanged`,
+ *    `chat/toolCallAuthRequired`, `chat/toolCallAuthResolved`. Each is validated against the
+ *    official shape and the current state (a transition the official reducer would ignore is
+ *    refused, never published as a silent no-op), then reduced (reducer.ts) and published;
+ *  - families the host derives from the neutral events (turns, text, tools, input, titles,
+ *    configuration, chats, customizations, metadata) are refused by name, pointing at the event;
+ *  - `chat/toolCallAuthRequired` needs a running tool call whose contributor is an MCP server
+ *    (`tool_started.mcpServerId`, this host's v6 addition); it raises a session
+ *    `toolAuthentication` input request, which leaves when the call resumes, completes or its
+ *    turn ends;
+ *  - a client `chat/toolCallComplete` with a failed result on such a call (AHP: the client
+ *    cancels instead of authenticating) is sent as `apply_resource_action` and reduced and echoed
+ *    only after the backend accepts.
+ */
+import { z } from "zod";
+import { clip } from "./inbound.js";
+import { mcpHub } from "./mcp-channels.js";
+import { routeCommand } from "./ahp-requests.js";
+import { findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
+import type { HostState } from "./state.js";
+
+const MIN_VERSION = 6;
+/** Server tools a session may advertise at once, and the largest encoded list. */
+export const MAX_SERVER_TOOLS = 1024;
+export const MAX_SERVER_TOOLS_BYTES = 1024 * 1024;
+
+const id = z.string().min(1).max(512);
+const activity = z.string().max(4096).optional();
+const ToolDefinition = z.object({ name: z.string().min(1).max(512), title: z.string().max(4096).optional(), description: z.string().max(65536).optional() }).passthrough();
+const ToolContent = z.object({ type: z.string().min(1).max(64) }).passthrough();
+const ProtectedResource = z.object({ resource: z.string().min(1).max(4096) }).passthrough();
+/** AHP `McpAuthRequirement` (the challenge; never a token). */
+const McpAuthRequirement = z.object({
+  reason: z.enum(["required", "expired", "insufficientScope"]),
+  oauthClient: z.object({ clientId: z.string().min(1).max(4096) }).strict().optional(),
+  resource: ProtectedResource,
+  requiredScopes: z.array(z.string().max(256)).max(64).optional(),
+  description: z.string().max(4096).optional(),
+}).strict();
+const meta = z.record(z.string(), z.unknown()).optional();
+
+const SessionActions = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("session/activityChanged"), activity }).strict(),
+  z.object({ type: z.literal("session/serverToolsChanged"), tools: z.array(ToolDefinition).max(MAX_SERVER_TOOLS) }).strict(),
+]);
+const ChatActions = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("chat/activityChanged"), activity }).strict(),
+  z.object({ type: z.literal("chat/toolCallContentChanged"), turnId: id, toolCallId: id, content: z.array(ToolContent).max(1024), _meta: meta }).strict(),
+  z.object({ type: z.literal("chat/toolCallAuthRequired"), turnId: id, toolCallId: id, auth: McpAuthRequirement, _meta: meta }).strict(),
+  z.object({ type: z.literal("chat/toolCallAuthResolved"), turnId: id, toolCallId: id, _meta: meta }).strict(),
+]);
+
+/** Session and chat actions the host derives from neutral events, with the event to send instead. */
+const DERIVED: Readonly<Record<string, string>> = {
+  "session/titleChanged": "the title_changed event",
+  "session/configChanged": "the config_changed event",
+  "session/inputNeededSet": "the input_requested event",
+  "session/inputNeededRemoved": "the input_resolved event",
+  "session/customizationsChanged": "hello.mcpServers",
+  "session/chatAdded": "createChat",
+  "session/chatRemoved": "disposeChat",
+  "session/chatUpdated": "the chat's own events",
+  "session/metaChanged": "input_snapshot or profile_image_changed",
+  "session/ready": "the session's registration",
+  "session/creationFailed": "session_creation_failed",
+  "chat/turnStarted": "the user_message event",
+  "chat/delta": "the text_delta event",
+  "chat/reasoning": "the thinking_delta event",
+  "chat/responsePart": "the text_delta and thinking_delta events",
+  "chat/toolCallStart": "the tool_started event",
+  "chat/toolCallReady": "the tool_started or tool_confirmation_requested event",
+  "chat/toolCallConfirmed": "the tool_confirmation_resolved event",
+  "chat/toolCallComplete": "the tool_completed event",
+  "chat/toolCallResultConfirmed": "the tool_result_confirmation_resolved event",
+  "chat/turnComplete": "the settled event",
+  "chat/turnCancelled": "the settled event",
+  "chat/error": "the settled event",
+  "chat/usage": "the usage event",
+  "chat/inputRequested": "the input_requested event",
+  "chat/inputCompleted": "the input_resolved event",
+  "chat/turnsLoaded": "the turns_loaded event",
+  "chat/pendingMessageSet": "the user_message event",
+  "chat/pendingMessageRemoved": "the user_message event",
+};
+
+function refusal(type: unknown): string {
+  const t = clip(type);
+  const via = typeof type === "string" ? DERIVED[type] : undefined;
+  return via ? `resource_action ${t} is derived by the host: send ${via} instead` : `resource_action ${t} is not projected by this host`;
+}
+const invalid = (type: unknown, e: z.ZodError): string => `invalid ${clip(type)}: ${e.issues[0]?.path.join(".") ?? ""} ${e.issues[0]?.message ?? ""}`.trim();
+
+/** The session input request that mirrors a tool call paused for authentication. */
+export const authInputId = (toolCallId: string): string => `auth:${toolCallId}`;
+
+/** A v6 `resource_action` on the session's own channel (other than MCP state and the changeset catalogue). */
+export function sessionResourceAction(st: HostState, s: SessionModel, action: Json): string | null {
+  if (action.type !== "session/activityChanged" && action.type !== "session/serverToolsChanged") return refusal(action.type);
+  const p = SessionActions.safeParse(action);
+  if (!p.success) return invalid(action.type, p.error);
+  if (p.data.type === "session/serverToolsChanged" && Buffer.byteLength(JSON.stringify(p.data.tools)) > MAX_SERVER_TOOLS_BYTES) return "session/serverToolsChanged exceeds 1 MiB";
+  st.publish(s.uri, p.data);
+  return null;
+}
+
+/** A v6 `resource_action` on one of the session's chats. */
+export function chatResourceAction(st: HostState, s: SessionModel, chat: ChatModel, action: Json): string | null {
+  const known = ["chat/activityChanged", "chat/toolCallContentChanged", "chat/toolCallAuthRequired", "chat/toolCallAuthResolved"];
+  if (!known.includes(action.type as string)) return refusal(action.type);
+  const p = ChatActions.safeParse(action);
+  if (!p.success) return invalid(action.type, p.error);
+  const a = p.data;
+  if (a.type === "chat/activityChanged") {
+    st.publish(chat.uri, a);
+    return null;
+  }
+  const t = chat.activeTurn;
+  if (!t || t.id !== a.turnId) return `${a.type} names no active turn of this chat`;
+  const tc = findTool(t, a.toolCallId);
+  if (!tc) return `${a.type}: unknown toolCallId ${clip(a.toolCallId)}`;
+  switch (a.type) {
+    case "chat/toolCallContentChanged":
+      if (tc.status !== "running") return "chat/toolCallContentChanged needs a running tool call";
+      st.publish(chat.uri, a);
+      return null;
+    case "chat/toolCallAuthRequired": {
+      if (tc.status !== "running") return "chat/toolCallAuthRequired needs a running tool call";
+      const contributor = tc.contributor as Json | undefined;
+      if (contributor?.kind !== "mcp") return "chat/toolCallAuthRequired needs a tool call contributed by an MCP server (tool_started.mcpServerId)";
+      st.publish(chat.uri, a);
+      st.publish(s.uri, { type: "session/inputNeededSet", request: { id: authInputId(a.toolCallId), chat: chat.uri, kind: "toolAuthentication", turnId: t.id, toolCall: { ...findTool(t, a.toolCallId)! } } });
+      return null;
+    }
+    case "chat/toolCallAuthResolved":
+      if (tc.status !== "auth-required") return "chat/toolCallAuthResolved needs a tool call waiting for authentication";
+      st.publish(chat.uri, a);
+      if (s.inputNeeded.has(authInputId(a.toolCallId))) st.publish(s.uri, { type: "session/inputNeededRemoved", id: authInputId(a.toolCallId) });
+      return null;
+  }
+}
+
+/** Whether `tool_started.mcpServerId` names an MCP server of the session's current route; else why not. */
+export function mcpContributor(st: HostState, s: SessionModel, serverId: string | undefined): Json | string | undefined {
+  if (serverId === undefined) return undefined;
+  if ((s.route?.version ?? 0) < MIN_VERSION) return "mcpServerId requires protocol version 6";
+  if (!mcpHub(st).server(s, serverId)) return `mcpServerId ${clip(serverId)} names no MCP server of this session`;
+  return { kind: "mcp", customizationId: serverId };
+}
+
+const ToolCallResult = z.object({
+  success: z.literal(false),
+  pastTenseMessage: z.union([z.string().max(4096), z.object({ markdown: z.string().max(4096) }).strict()]),
+  content: z.array(ToolContent).max(64).optional(),
+  error: z.object({ message: z.string().max(4096), code: z.string().max(256).optional() }).strict().optional(),
+}).strict();
+const CancelAuth = z.object({ type: z.literal("chat/toolCallComplete"), turnId: id, toolCallId: id, result: ToolCallResult, _meta: meta }).strict();
+
+/**
+ * A client `chat/toolCallComplete` on a tool call waiting for MCP authentication: AHP lets the
+ * client cancel it with a failed result. Validated, sent as `apply_resource_action`, and reduced
+ * and echoed only after the backend accepts; anything else is refused with the reason.
+ */
+export function cancelAuthRequiredTool(st: HostState, s: SessionModel, chat: ChatModel, action: Json, origin: Origin, reject: (r: string) => void): void {
+  const t = chat.activeTurn;
+  const tc = t && t.id === action.turnId && typeof action.toolCallId === "string" ? findTool(t, action.toolCallId) : undefined;
+  if (!tc) return reject("no such tool call in the active turn");
+  if (tc.status !== "auth-required") return reject("chat/toolCallComplete from a client is accepted only to cancel a tool call waiting for authentication");
+  const p = CancelAuth.safeParse(action);
+  if (!p.success) return reject("a tool call waiting for authentication can only be completed with a failed result (success: false)");
+  const route = s.route;
+  if (!route) return reject("backend not connected");
+  if (route.version < MIN_VERSION) return reject("the session's backend does not accept resource actions (needs backend protocol 6)");
+  void routeCommand(st, s, chat.uri, { type: "apply_resource_action", channel: chat.uri, action: p.data }, (o) => {
+    if (o.kind !== "accepted") return reject(o.kind === "rejected" ? "backend refused the action" : "backend outcome indeterminate");
+    const cur = chat.activeTurn && chat.activeTurn.id === p.data.turnId ? findTool(chat.activeTurn, p.data.toolCallId) : undefined;
+    if (cur?.status !== "auth-required") return reject("the tool call is no longer waiting for authentication");
+    st.publish(chat.uri, p.data, origin);
+    if (s.inputNeeded.has(authInputId(p.data.toolCallId))) st.publish(s.uri, { type: "session/inputNeededRemoved", id: authInputId(p.data.toolCallId) });
+  });
+}
