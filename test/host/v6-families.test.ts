@@ -144,6 +144,8 @@ test("chat and session families: validated, reduced, published; a paused MCP too
       [ra(reg.chat, { type: "chat/toolCallAuthRequired", turnId: "t0", toolCallId: "call-1", auth: AUTH }), /names no active turn/],
       [ra(reg.chat, { type: "chat/toolCallAuthRequired", turnId: "t1", toolCallId: "call-1", auth: { ...AUTH, reason: "whatever" } }), /invalid "chat\/toolCallAuthRequired": auth.reason/],
       [ra(reg.chat, { type: "chat/toolCallAuthResolved", turnId: "t1", toolCallId: "call-1" }), /needs a tool call waiting for authentication/],
+      // A confidential client secret has no place in published (or stored) state.
+      [ra(reg.chat, { type: "chat/toolCallAuthRequired", turnId: "t1", toolCallId: "call-1", auth: { ...AUTH, oauthClient: { clientId: "app", clientSecret: "s3cret" } } }), /invalid "chat\/toolCallAuthRequired": auth.oauthClient/],
       [ra(reg.chat, { type: "chat/turnStarted", turnId: "t9" }), /derived by the host: send the user_message event instead/],
       [ra(reg.chat, { type: "chat/draftChanged", draft: "x" }), /"chat\/draftChanged" is not projected by this host/],
       [ra(reg.session, { type: "session/activityChanged", activity: 5 }), /invalid "session\/activityChanged"/],
@@ -205,7 +207,8 @@ test("chat and session families: validated, reduced, published; a paused MCP too
 
     for (const e of c.actions(reg.chat)) if (e.rejectionReason === undefined) reduceChat(chat, e.action);
     for (const e of c.actions(reg.session)) if (e.rejectionReason === undefined) reduceSession(session, e.action);
-    const fresh = (await c.request("subscribe", { channel: reg.chat })).result.snapshot.state as Json;
+    const freshSnap = (await c.request("subscribe", { channel: reg.chat })).result.snapshot as Json;
+    const fresh = freshSnap.state as Json;
     assert.deepEqual(chat, fresh, "the chat rebuilt from envelopes equals a fresh snapshot");
     const freshSession = (await c.request("subscribe", { channel: reg.session })).result.snapshot.state as Json;
     assert.deepEqual(withStatus(session), freshSession, "the session rebuilt from envelopes equals a fresh snapshot");
@@ -215,8 +218,16 @@ test("chat and session families: validated, reduced, published; a paused MCP too
     assert.deepEqual([done.status, done.success, done.contributor.kind], ["completed", true, "mcp"]);
     assert.deepEqual(c.invalid, []);
     assert.ok(!c.notes.some((n) => JSON.stringify(n).includes(secret)), "the token is never published");
-    c.close();
+    // What the backend said about itself leaves with its route.
+    ev(ra(reg.chat, { type: "chat/activityChanged", activity: "idle thoughts" }));
+    await c.action((e) => e.action.type === "chat/activityChanged" && e.action.activity === "idle thoughts");
     be.close();
+    await c.action((e) => e.action.type === "session/serverToolsChanged" && e.action.tools.length === 0);
+    await c.action((e) => e.action.type === "chat/activityChanged" && e.action.activity === undefined && e.serverSeq > freshSnap.fromSeq);
+    const gone = (await c.request("subscribe", { channel: reg.session })).result.snapshot.state as Json;
+    assert.deepEqual(gone.serverTools, []);
+    assert.equal(((await c.request("subscribe", { channel: reg.chat })).result.snapshot.state as Json).activity, undefined);
+    c.close();
   } finally {
     await h.close();
   }

@@ -33,6 +33,7 @@ import { applySourceBatch, applySourceEvent } from "./source-events.js";
 import { mcpHub } from "./mcp-channels.js";
 import { resourceAction } from "./mcp-lifecycle.js";
 import { resourceSnapshotEvent } from "./resources.js";
+import { backendViewGone } from "./resource-actions.js";
 import { onNotification, onRootAction, providerTelemetry } from "./notifications.js";
 
 const HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -152,6 +153,7 @@ export class BackendConn implements ProviderRoute {
     }
     this.state.failRoute((x) => x === r);
     mcpHub(this.state).routeGone(r);
+    if (s && !s.route) backendViewGone(this.state, s);
   }
 
   // ── Frames ────────────────────────────────────────────────────────────────

@@ -14,6 +14,8 @@
  *    (`tool_started.mcpServerId`, this host's v6 addition); it raises a session
  *    `toolAuthentication` input request, which leaves when the call resumes, completes or its
  *    turn ends;
+ *  - server tools and activity describe the live backend: they are cleared (with the same actions)
+ *    when the session loses its route, and never persisted;
  *  - a client `chat/toolCallComplete` with a failed result on such a call (AHP: the client
  *    cancels instead of authenticating) is sent as `apply_resource_action` and reduced and echoed
  *    only after the backend accepts.
@@ -143,6 +145,16 @@ export function chatResourceAction(st: HostState, s: SessionModel, chat: ChatMod
       if (s.inputNeeded.has(authInputId(a.toolCallId))) st.publish(s.uri, { type: "session/inputNeededRemoved", id: authInputId(a.toolCallId) });
       return null;
   }
+}
+
+/**
+ * The session lost its backend route: what that backend last reported about itself (server tools,
+ * session and chat activity) leaves with it, announced with the official actions.
+ */
+export function backendViewGone(st: HostState, s: SessionModel): void {
+  if (s.serverTools && s.serverTools.length > 0) st.publish(s.uri, { type: "session/serverToolsChanged", tools: [] });
+  if (s.activity !== undefined) st.publish(s.uri, { type: "session/activityChanged" });
+  for (const c of s.chats.values()) if (c.activity !== undefined) st.publish(c.uri, { type: "chat/activityChanged" });
 }
 
 /** Whether `tool_started.mcpServerId` names an MCP server of the session's current route; else why not. */
