@@ -304,3 +304,57 @@ test("a client cancels a call waiting for authentication: apply_resource_action,
     await h.close();
   }
 });
+
+test("session/defaultChatChanged: a chat of the session, announced to root, kept across a restart, reset before that chat leaves", async () => {
+  const home = tempHome();
+  const side = "ahp-chat:/side-default";
+  let sessionUri = "";
+  const h1 = await startHost({ home, log: () => {} });
+  try {
+    const { be, reg } = await FakeBackend.session(h1, { protocolVersion: 6, sourceId: "default", chatCapabilities: { create: true, dispose: true } });
+    sessionUri = reg.session as string;
+    const { c, result } = await AhpClient.init(h1, ["ahp-root://", reg.session], "default-client");
+    const created = c.request("createChat", { channel: reg.session, chat: side, title: "Side" });
+    const cmd = await be.next((f) => f.type === "command" && f.command.type === "create_chat");
+    be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
+    assert.equal((await created).result, null);
+    const ev = (action: Json) => be.send({ type: "event", session: reg.session, event: ra(reg.session, action) });
+    ev({ type: "session/defaultChatChanged" });
+    assert.match((await be.nextType("error")).message, /always names a default chat/);
+    ev({ type: "session/defaultChatChanged", defaultChat: "ahp-chat:/elsewhere" });
+    assert.match((await be.nextType("error")).message, /names no chat of this session/);
+    ev({ type: "session/defaultChatChanged", defaultChat: side });
+    assert.equal((await c.note("root/sessionSummaryChanged", (p) => p.changes.defaultChat !== undefined)).changes.defaultChat, side);
+    const session = structuredClone((result.snapshots as Json[]).find((s) => s.resource === reg.session)!.state) as Json;
+    for (const e of c.actions(reg.session)) if (e.action.type === "session/defaultChatChanged") session.defaultChat = e.action.defaultChat;
+    const fresh = (await c.request("subscribe", { channel: reg.session })).result.snapshot.state as Json;
+    assert.equal(fresh.defaultChat, side);
+    assert.equal(session.defaultChat, fresh.defaultChat, "rebuilt from envelopes");
+    assert.equal(((await c.request("listSessions", {})).result.items as Json[]).find((x) => x.resource === reg.session)!.defaultChat, side);
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    be.close();
+  } finally {
+    await h1.close();
+  }
+  const h2 = await startHost({ home, log: () => {} });
+  try {
+    const { c } = await AhpClient.init(h2, [sessionUri], "after-restart");
+    assert.equal(((await c.request("subscribe", { channel: sessionUri })).result.snapshot.state as Json).defaultChat, side, "kept across a restart");
+    const { be, reg } = await FakeBackend.session(h2, { protocolVersion: 6, sourceId: "default", chatCapabilities: { create: true, dispose: true } });
+    assert.equal(reg.session, sessionUri);
+    const disposed = c.request("disposeChat", { channel: side });
+    const cmd = await be.next((f) => f.type === "command" && f.command.type === "dispose_chat");
+    be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
+    assert.equal((await disposed).result, null);
+    const types = c.actions(sessionUri).map((e) => e.action.type);
+    assert.deepEqual(types.filter((t) => t === "session/defaultChatChanged" || t === "session/chatRemoved"), ["session/defaultChatChanged", "session/chatRemoved"], "the default moves back before the chat leaves");
+    assert.equal(c.actions(sessionUri).find((e) => e.action.type === "session/defaultChatChanged")!.action.defaultChat, reg.chat);
+    assert.equal(((await c.request("subscribe", { channel: sessionUri })).result.snapshot.state as Json).defaultChat, reg.chat);
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    be.close();
+  } finally {
+    await h2.close();
+  }
+});

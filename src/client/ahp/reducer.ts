@@ -116,6 +116,10 @@ export function reduceSession(s: SessionState, a: Json): SessionState {
       if (typeof a.activity === "string") next.activity = a.activity;
       else delete next.activity;
       break;
+    case "session/defaultChatChanged":
+      if (typeof a.defaultChat === "string") next.defaultChat = a.defaultChat;
+      else delete next.defaultChat;
+      break;
     case "session/serverToolsChanged":
       next.serverTools = a.tools;
       break;

@@ -12,6 +12,7 @@ import { randomUUID } from "node:crypto";
 import { CreateChatParams, CreateSessionParams, ErrorCodes } from "./ahp-schema.js";
 import { clip } from "./inbound.js";
 import { STATUS, nowIso, type ChatModel, type CommandOutcome, type Json, type SessionModel } from "./model.js";
+import { resetDefaultChat } from "./resource-actions.js";
 import type { HostState } from "./state.js";
 
 export class RpcError extends Error {
@@ -232,6 +233,7 @@ export async function disposeChat(st: HostState, params: Json): Promise<null> {
     const cur = st.sessions.get(s.uri);
     if (o.kind !== "accepted" || !cur || !cur.chats.has(chat.uri)) return;
     for (const [id, req] of cur.inputNeeded) if (req.chat === chat.uri) st.publish(cur.uri, { type: "session/inputNeededRemoved", id });
+    resetDefaultChat(st, cur, chat.uri);
     st.publish(cur.uri, { type: "session/chatRemoved", chat: chat.uri });
     st.chatsChanged(cur);
   });

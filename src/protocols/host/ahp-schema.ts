@@ -325,6 +325,7 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("annotations/entrySet"), annotationId: z.string(), entry: AnnotationEntry }),
   z.object({ type: z.literal("annotations/entryRemoved"), annotationId: z.string(), entryId: z.string() }),
   z.object({ type: z.literal("session/activityChanged"), activity: z.string().optional() }),
+  z.object({ type: z.literal("session/defaultChatChanged"), defaultChat: uri.optional() }),
   z.object({ type: z.literal("session/serverToolsChanged"), tools: z.array(z.object({ name: z.string() }).passthrough()) }),
   z.object({ type: z.literal("chat/activityChanged"), activity: z.string().optional() }),
   z.object({ type: z.literal("chat/toolCallContentChanged"), turnId, toolCallId: z.string(), content: z.array(z.object({ type: z.string() }).passthrough()), _meta: meta.optional() }),

@@ -59,6 +59,7 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
   "annotations/entryRemoved": "0.4.0",
   "session/mcpServerStateChanged": "0.3.0",
   "session/activityChanged": "0.1.0",
+  "session/defaultChatChanged": "0.4.0",
   "session/serverToolsChanged": "0.1.0",
   "chat/activityChanged": "0.5.0",
   "chat/toolCallContentChanged": "0.4.0",

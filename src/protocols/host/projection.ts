@@ -9,6 +9,7 @@ import { sessionMeta, summaryMeta } from "./session-meta.js";
 import { mcpHub } from "./mcp-channels.js";
 import { rootConfig } from "./notifications.js";
 import { resourceSnapshot, sessionAnnotationsSummary, sessionChangesets } from "./resources.js";
+import { defaultChatOf } from "./resource-actions.js";
 
 /** The session config schema the host exposes: the two values `configure` can change. */
 export const SESSION_CONFIG_SCHEMA: Json = {
@@ -99,7 +100,7 @@ export function sessionState(st: HostState, s: SessionModel): Json {
     lifecycle: s.lifecycle,
     activeClients: s.activeClients,
     chats: [...s.chats.values()].map((c) => chatSummary(c)),
-    defaultChat: s.primaryChat,
+    defaultChat: defaultChatOf(s),
     config: { schema: SESSION_CONFIG_SCHEMA, values: configValues(s) },
   };
   if (s.creationError) out.creationError = s.creationError;
@@ -126,7 +127,7 @@ export function summary(st: HostState, s: SessionModel): Json {
     status: sessionStatus(st, s),
     createdAt: s.createdAt,
     modifiedAt: s.modifiedAt,
-    defaultChat: s.primaryChat,
+    defaultChat: defaultChatOf(s),
     chats: [...s.chats.values()].map((c) => {
       const o: Json = { resource: c.uri, title: c.title };
       if (c.interactivity) o.interactivity = c.interactivity;

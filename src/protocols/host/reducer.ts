@@ -53,6 +53,11 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
       st.persistSession(s);
     } else if (type === "session/activityChanged") s.activity = typeof a.activity === "string" ? a.activity : undefined;
     else if (type === "session/serverToolsChanged") s.serverTools = a.tools as Json[];
+    else if (type === "session/defaultChatChanged") {
+      if (a.defaultChat === s.primaryChat) delete s.extra.defaultChat;
+      else s.extra.defaultChat = a.defaultChat;
+      st.persistSession(s);
+    }
     return;
   }
   const c = st.chatIndex.get(channel);

@@ -3,7 +3,8 @@
  * "an official AHP action for the owning session, chat, changeset, or annotations channel"),
  * beyond MCP server state (mcp-lifecycle.ts) and changesets/annotations (resources.ts); and the
  * client's cancellation of a tool call that waits for MCP authentication. Contracts:
- *  - accepted session actions: `session/activityChanged`, `session/serverToolsChanged`;
+ *  - accepted session actions: `session/activityChanged`, `session/serverToolsChanged`,
+ *    `session/defaultChatChanged` (a chat of the session; persisted with the session);
  *    accepted chat actions: `chat/activityChanged`, `chat/toolCallContentChanged`,
  *    `chat/toolCallAuthRequired`, `chat/toolCallAuthResolved`. Each is validated against the
  *    official shape and the current state (a transition the official reducer would ignore is
@@ -26,6 +27,7 @@ import { mcpHub } from "./mcp-channels.js";
 import { routeCommand } from "./ahp-requests.js";
 import { findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
+import { ROOT } from "./ahp-schema.js";
 
 const MIN_VERSION = 6;
 /** Server tools a session may advertise at once, and the largest encoded list. */
@@ -50,6 +52,7 @@ const meta = z.record(z.string(), z.unknown()).optional();
 const SessionActions = z.discriminatedUnion("type", [
   z.object({ type: z.literal("session/activityChanged"), activity }).strict(),
   z.object({ type: z.literal("session/serverToolsChanged"), tools: z.array(ToolDefinition).max(MAX_SERVER_TOOLS) }).strict(),
+  z.object({ type: z.literal("session/defaultChatChanged"), defaultChat: z.string().min(1).max(4096).optional() }).strict(),
 ]);
 const ChatActions = z.discriminatedUnion("type", [
   z.object({ type: z.literal("chat/activityChanged"), activity }).strict(),
@@ -103,9 +106,16 @@ export const authInputId = (toolCallId: string): string => `auth:${toolCallId}`;
 
 /** A v6 `resource_action` on the session's own channel (other than MCP state and the changeset catalogue). */
 export function sessionResourceAction(st: HostState, s: SessionModel, action: Json): string | null {
-  if (action.type !== "session/activityChanged" && action.type !== "session/serverToolsChanged") return refusal(action.type);
+  if (action.type !== "session/activityChanged" && action.type !== "session/serverToolsChanged" && action.type !== "session/defaultChatChanged") return refusal(action.type);
   const p = SessionActions.safeParse(action);
   if (!p.success) return invalid(action.type, p.error);
+  if (p.data.type === "session/defaultChatChanged") {
+    if (p.data.defaultChat === undefined) return "session/defaultChatChanged: this host always names a default chat (name the primary chat to reset it)";
+    if (!s.chats.has(p.data.defaultChat)) return "session/defaultChatChanged names no chat of this session";
+    st.publish(s.uri, p.data);
+    st.rootNotify("root/sessionSummaryChanged", { channel: ROOT, session: s.uri, changes: { defaultChat: p.data.defaultChat } });
+    return null;
+  }
   if (p.data.type === "session/serverToolsChanged" && Buffer.byteLength(JSON.stringify(p.data.tools)) > MAX_SERVER_TOOLS_BYTES) return "session/serverToolsChanged exceeds 1 MiB";
   st.publish(s.uri, p.data);
   return null;
@@ -155,6 +165,19 @@ export function backendViewGone(st: HostState, s: SessionModel): void {
   if (s.serverTools && s.serverTools.length > 0) st.publish(s.uri, { type: "session/serverToolsChanged", tools: [] });
   if (s.activity !== undefined) st.publish(s.uri, { type: "session/activityChanged" });
   for (const c of s.chats.values()) if (c.activity !== undefined) st.publish(c.uri, { type: "chat/activityChanged" });
+}
+
+/** The session's default chat (`SessionState.defaultChat`): the backend's choice while that chat exists, else the primary chat. */
+export function defaultChatOf(s: SessionModel): string {
+  const d = s.extra.defaultChat;
+  return typeof d === "string" && s.chats.has(d) ? d : s.primaryChat;
+}
+
+/** Chat `chatUri` is about to leave: if it is the default, the primary chat becomes the default again (announced first). */
+export function resetDefaultChat(st: HostState, s: SessionModel, chatUri: string): void {
+  if (s.extra.defaultChat !== chatUri) return;
+  st.publish(s.uri, { type: "session/defaultChatChanged", defaultChat: s.primaryChat });
+  st.rootNotify("root/sessionSummaryChanged", { channel: ROOT, session: s.uri, changes: { defaultChat: s.primaryChat } });
 }
 
 /** Whether `tool_started.mcpServerId` names an MCP server of the session's current route; else why not. */

@@ -232,19 +232,22 @@ function restore(st: HostState): Map<string, SessionResources> {
   return m;
 }
 
-/** Resources with a write queued for the next commit (one write per resource and batch). */
-const dirty = new WeakMap<HostState, Set<string>>();
+/** The latest queued write of each resource (a change number): only that one writes. */
+const latest = new WeakMap<HostState, Map<string, number>>();
+let changeNo = 0;
 /**
  * Queue the durable write of one resource of session `sessionUri`; its current state is read when
- * the batch commits. Changesets and annotations hold no secret (a credential never enters them).
+ * the batch commits, and only the resource's last queued write in a batch writes, so a burst costs
+ * one write. Changesets and annotations hold no secret (a credential never enters them).
  */
 function save(st: HostState, sessionUri: string, kind: "changeset" | "annotations" | "catalogue", uri: string): void {
-  let d = dirty.get(st);
-  if (!d) dirty.set(st, (d = new Set()));
-  if (d.has(uri)) return;
-  d.add(uri);
+  let m = latest.get(st);
+  if (!m) latest.set(st, (m = new Map<string, number>()));
+  const n = ++changeNo;
+  m.set(uri, n);
   st.store.putResource(() => {
-    d.delete(uri);
+    if (m.get(uri) !== n) return undefined; // a later change in this batch writes it
+    m.delete(uri);
     const r = all.get(st)?.get(sessionUri);
     const state = kind === "changeset" ? r?.changesets.get(uri) : kind === "annotations" ? r?.annotations : r?.catalogue;
     return state === undefined ? undefined : { uri, sessionUri, kind, state: JSON.stringify(state) };
