@@ -358,3 +358,36 @@ test("session/defaultChatChanged: a chat of the session, announced to root, kept
     await h2.close();
   }
 });
+
+test("sequenced families on a multiplexed route: accepted ones are ACKed; a refused one retires only its route", async () => {
+  const h = await startHost({ home: tempHome(), log: () => {} });
+  try {
+    const { be } = await FakeBackend.provider(h, 10, ["mux"]);
+    const hello = (sourceId: string) => ({ protocolVersion: 10, instanceId: `i-${sourceId}`, sourceId, provider: "mux", displayName: "Mux", title: sourceId, cwd: "/w" });
+    be.send({ type: "register_session", requestId: "ra", hello: hello("a") });
+    be.send({ type: "register_session", requestId: "rb", hello: hello("b") });
+    const a = await be.next((f) => f.requestId === "ra");
+    const b = await be.next((f) => f.requestId === "rb");
+    const { c } = await AhpClient.init(h, [a.session, b.session], "mux-client");
+    const seq = (reg: Json, n: number, action: Json) =>
+      be.send({ type: "sequenced_event", session: reg.session, sequence: n, backendConnectionId: reg.backendConnectionId, event: ra(reg.session, action) });
+    seq(a, 1, { type: "session/activityChanged", activity: "indexing" });
+    assert.equal((await be.nextType("event_ack")).sequence, 1);
+    seq(b, 1, { type: "session/titleChanged", title: "sneaky" });
+    const rej = await be.nextType("event_rejected");
+    assert.deepEqual([rej.sequence, rej.backendConnectionId], [1, b.backendConnectionId]);
+    assert.match(rej.error, /derived by the host: send the title_changed event instead/);
+    seq(a, 2, { type: "session/serverToolsChanged", tools: [{ name: "grep" }] });
+    assert.equal((await be.nextType("event_ack")).sequence, 2, "the sibling route is untouched");
+    await c.action((e) => e.channel === a.session && e.action.type === "session/serverToolsChanged");
+    assert.equal(c.actions(b.session).some((e) => e.action.type === "session/titleChanged"), false, "nothing of the refused event is published");
+    const sa = (await c.request("subscribe", { channel: a.session })).result.snapshot.state as Json;
+    assert.deepEqual([sa.activity, sa.serverTools], ["indexing", [{ name: "grep" }]]);
+    assert.equal(be.closed, false);
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    be.close();
+  } finally {
+    await h.close();
+  }
+});
