@@ -290,6 +290,17 @@ test("a client cancels a call waiting for authentication: apply_resource_action,
     assert.equal(after.inputNeeded, undefined);
     const ended = ((await c.request("subscribe", { channel: reg.chat })).result.snapshot.state.turns as Json[])[0]!;
     assert.equal(ended.responseParts.find((p: Json) => p.toolCall?.toolCallId === "call-2").toolCall.status, "cancelled");
+    // A turn the host ended first drains: its trailing tool actions are accepted and ignored.
+    await startTurn(c, be, reg, "t2");
+    ev({ type: "tool_started", toolCallId: "call-3", toolName: "search", mcpServerId: TOOLS_SERVER.id });
+    await c.action((e) => e.action.type === "chat/toolCallStart" && e.action.toolCallId === "call-3");
+    c.dispatch(reg.chat, { type: "chat/turnCancelled", turnId: "t2" });
+    assert.equal((await be.nextType("command")).command.type, "abort");
+    ev(ra(reg.chat, { type: "chat/toolCallAuthRequired", turnId: "t2", toolCallId: "call-3", auth: AUTH }));
+    ev({ type: "settled", cancelled: true });
+    await be.roundTrip();
+    assert.equal(be.frames.some((f) => f.type === "error"), false, JSON.stringify(be.frames.filter((f) => f.type === "error")));
+    assert.equal(c.actions(reg.chat).some((e) => e.action.type === "chat/toolCallAuthRequired" && e.action.turnId === "t2"), false);
     // Below v6 there is no MCP contributor to pause.
     const { be: old, reg: oreg } = await FakeBackend.session(h, { protocolVersion: 5, sourceId: "five", mcpServers: [TOOLS_SERVER] });
     const { c: c5 } = await AhpClient.init(h, [oreg.chat], "five-client");

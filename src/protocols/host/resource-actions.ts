@@ -133,6 +133,8 @@ export function chatResourceAction(st: HostState, s: SessionModel, chat: ChatMod
     return null;
   }
   const t = chat.activeTurn;
+  // The host ended the turn before the runtime did: its trailing tool actions are accepted and ignored.
+  if (!t && chat.draining) return null;
   if (!t || t.id !== a.turnId) return `${a.type} names no active turn of this chat`;
   const tc = findTool(t, a.toolCallId);
   if (!tc) return `${a.type}: unknown toolCallId ${clip(a.toolCallId)}`;
