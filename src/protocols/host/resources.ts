@@ -190,7 +190,14 @@ const StoredCatalogue = Catalogue;
 function restore(st: HostState): Map<string, SessionResources> {
   const m = new Map<string, SessionResources>();
   let bad = 0;
-  for (const row of st.store.loadResources()) {
+  let rows: ReturnType<typeof st.store.loadResources>;
+  try {
+    rows = st.store.loadResources();
+  } catch (e) {
+    st.log(`resources: could not read the stored resources (${e instanceof Error ? e.message : String(e)}); serving none until backends resend them`);
+    return m;
+  }
+  for (const row of rows) {
     const s = st.sessions.get(row.sessionUri);
     let state: unknown;
     try {
