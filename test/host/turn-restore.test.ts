@@ -127,10 +127,11 @@ test("a restored turn ends with the gap at once when a different, idle runtime i
   );
   // The ended turn stays ended across a further restart (no checkpoint is left behind).
   await withHost(
-    async (h) => {
+    (h) => {
       const chat = h.state.chatIndex.get(reg.chat)!;
       assert.equal(chat.activeTurn, undefined);
       assert.deepEqual(chat.turns.map((t) => `${String(t.id)}:${String(t.state)}`), ["t1:error"]);
+      return Promise.resolve();
     },
     { home },
   );
