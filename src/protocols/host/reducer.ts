@@ -57,8 +57,8 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
   const c = st.chatIndex.get(channel);
   if (!c) return;
   reduceChat(st, c, type, a);
-  // The active turn is checkpointed (turn-checkpoint.ts): streamed text lazily, anything else on the next tick.
-  if (c.activeTurn && TURN_CHANGES.has(type)) st.checkpoints.touch(c, type !== "chat/delta" && type !== "chat/reasoning");
+  // The active turn is checkpointed (turn-checkpoint.ts): a new turn on the next tick, changes at a bounded rate.
+  if (c.activeTurn && TURN_CHANGES.has(type)) st.checkpoints.touch(c, type === "chat/turnStarted");
 }
 
 /** Chat actions that change the active turn. */

@@ -204,7 +204,8 @@ export class HostState {
       extra: JSON.stringify(extra),
     });
   }
-  persistChat(c: ChatModel): void {
+  /** Persist a chat (metadata, new turn rows, the active turn's checkpoint); returns the size of its metadata text. */
+  persistChat(c: ChatModel): number {
     const extra: Json = {};
     if (c.origin) extra.origin = c.origin;
     if (c.workingDirectories) extra.workingDirectories = c.workingDirectories;
@@ -212,7 +213,8 @@ export class HostState {
     if (c.queuedMessages.length > 0) extra.queuedMessages = c.queuedMessages;
     if (c.activeTurn) extra.activeTurn = turnCheckpoint(c.activeTurn);
     this.checkpoints.written(c);
-    this.store.putChat({ uri: c.uri, sessionUri: c.sessionUri, title: c.title, nextCursor: c.nextCursor ?? null, extra: JSON.stringify(extra) });
+    const extraText = JSON.stringify(extra);
+    this.store.putChat({ uri: c.uri, sessionUri: c.sessionUri, title: c.title, nextCursor: c.nextCursor ?? null, extra: extraText });
     // Incremental: only turns not yet durable are serialized (a whole rewrite only after history
     // was loaded in front), so a long transcript costs nothing per persist.
     if (c.rewriteTurns || c.durableTurns > c.turns.length) {
@@ -220,6 +222,7 @@ export class HostState {
       c.rewriteTurns = false;
     } else this.store.appendTurns(c.uri, c.durableTurns, c.turns.slice(c.durableTurns).map((t) => JSON.stringify(t)));
     c.durableTurns = c.turns.length;
+    return extraText.length;
   }
 
   // ── Registration (backend side) ───────────────────────────────────────────

@@ -3,18 +3,21 @@
  * incarnation or restored disconnected host, an existing active ... turn is marked
  * output-discontinuous"). Contracts:
  *  - a chat's active turn is checkpointed with the chat row (`chats.extra.activeTurn`): at once
- *    (next store commit) when it starts and on every structural change (a new response part, a
- *    tool call, an input request, usage), and at most every CHECKPOINT_TEXT_MS while only streamed
- *    text grows; `flushAll` (host shutdown) writes every pending checkpoint. So after a crash the
- *    restored turn holds every part that was announced and a prefix of the streamed text;
+ *    (next store commit) when it starts, then after changes at most every CHECKPOINT_MS, and less
+ *    often for a large turn (at most about CHECKPOINT_BYTES_PER_MS of checkpoint text on average, so
+ *    a long turn near the 4 MiB text bound cannot multiply disk writes); `flushAll` (host shutdown)
+ *    writes every pending checkpoint. After a crash the restored turn holds a prefix of what was
+ *    announced (everything up to the last checkpoint); after a clean stop, all of it;
  *  - a restored turn is `restored` (output-discontinuous): its received parts are kept and it never
  *    ends as a success (reconcile.ts decides how it ends);
  *  - the checkpoint is dropped with the turn's end (the completed turn is then a turn row).
  */
 import type { ChatModel, Json, TurnModel } from "./model.js";
 
-/** How long streamed text may stay un-checkpointed while a turn runs. */
-export const CHECKPOINT_TEXT_MS = 1000;
+/** The shortest interval between checkpoints of running turns. */
+export const CHECKPOINT_MS = 1000;
+/** Checkpoint text written per millisecond, on average, at most (≈ 1 MiB/s). */
+export const CHECKPOINT_BYTES_PER_MS = 1024;
 
 /** The durable form of an active turn (no monotonic clock). */
 export function turnCheckpoint(t: TurnModel): Json {
@@ -49,21 +52,23 @@ export function maxPartSeq(t: TurnModel): number {
   return n;
 }
 
-/** Coalesces active-turn checkpoints: structural changes on the next tick, text at most every CHECKPOINT_TEXT_MS. */
+/** Coalesces active-turn checkpoints: a new turn on the next tick, later changes at a bounded rate. */
 export class TurnCheckpoints {
   private readonly dirty = new Set<ChatModel>();
   private soon: NodeJS.Immediate | undefined;
   private later: NodeJS.Timeout | undefined;
+  private delayMs = CHECKPOINT_MS;
 
-  constructor(private readonly write: (c: ChatModel) => void) {}
+  /** `write` persists the chat (its active turn with it) and returns the checkpoint's size in characters. */
+  constructor(private readonly write: (c: ChatModel) => number) {}
 
-  /** The chat's active turn changed; `structural` changes are written on the next tick. */
-  touch(c: ChatModel, structural: boolean): void {
+  /** The chat's active turn changed; a turn that just `started` is written on the next tick. */
+  touch(c: ChatModel, started: boolean): void {
     this.dirty.add(c);
-    if (structural) {
+    if (started) {
       this.soon ??= setImmediate(() => this.flushAll());
     } else if (this.later === undefined && this.soon === undefined) {
-      this.later = setTimeout(() => this.flushAll(), CHECKPOINT_TEXT_MS);
+      this.later = setTimeout(() => this.flushAll(), this.delayMs);
       this.later.unref();
     }
   }
@@ -81,6 +86,8 @@ export class TurnCheckpoints {
     this.later = undefined;
     const list = [...this.dirty];
     this.dirty.clear();
-    for (const c of list) this.write(c);
+    let size = 0;
+    for (const c of list) size += this.write(c);
+    this.delayMs = Math.max(CHECKPOINT_MS, Math.round(size / CHECKPOINT_BYTES_PER_MS));
   }
 }
