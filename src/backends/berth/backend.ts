@@ -22,7 +22,7 @@
  *    its `command_result`.
  *  - History resync (spec `registered.sourceCursor`/`sourceCursors`): after each registration, every idle chat whose
  *    host cursor (the last turn the host holds) is a turn of its Berth session gets the completed turns after it
- *    as v11 `source_turn` snapshots (`historyOnly`), in order, so turns another door ran while the host held the
+ *    as v11 `source_turn` snapshots (closed), in order, so turns another door ran while the host held the
  *    session reach it. A cursor the Berth session does not hold exports nothing (its registration `history` is
  *    the page a host without the session gets); each chat is resynced at most once per cursor.
  *  - Losing the host connection cancels running turns (their events have nowhere to go) and reconnects with
@@ -315,7 +315,9 @@ export class BerthRuntimeBackend {
       if (at === -1) continue;
       for (const t of turns.slice(at + 1)) {
         if (!t.ended || s.logicalId !== logicalId || busy()) break; // in order, and only while this registration stands
-        await this.emit(s, lane, { type: "source_turn", sourceId: sourceOf(s.entry.sessionId), active: false, historyOnly: true, turn: historyTurn(t) });
+        // Not history-only: a closed snapshot of the turn the host still shows live (the runtime ended it while the
+        // host was away) closes it authoritatively; any other turn is placed the same either way.
+        await this.emit(s, lane, { type: "source_turn", sourceId: sourceOf(s.entry.sessionId), active: false, historyOnly: false, turn: historyTurn(t) });
       }
     }
   }
