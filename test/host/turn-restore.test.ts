@@ -153,3 +153,39 @@ test("a client may cancel a restored turn while no runtime serves it", async () 
     { home },
   );
 });
+
+test("the last registering instance survives the restart: an empty restored turn of a replaced native-Pi runtime ends as backend_admission_indeterminate", async () => {
+  const home = tempHome();
+  const pi = (instanceId: string, extra: Json = {}) => ({ protocolVersion: 9, sourceId: "pi-restore", instanceId, provider: "pi", ...extra });
+  let reg: Json = {};
+  await withHost(
+    async (h) => {
+      const first = await FakeBackend.session(h, pi("gen-1"));
+      reg = first.reg;
+      const { c } = await AhpClient.init(h, ["ahp-root://", reg.chat]);
+      c.dispatch(reg.chat, { type: "chat/turnStarted", turnId: "p1", message: user("maybe received") });
+      const cmd = await first.be.next((f) => f.type === "command" && f.command.type === "prompt");
+      first.be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
+      await quiet(first.be);
+      c.close();
+      first.be.close();
+    },
+    { home },
+  );
+  await withHost(
+    async (h) => {
+      const { c } = await AhpClient.init(h, ["ahp-root://", reg.chat]);
+      assert.equal(h.state.chatIndex.get(reg.chat)!.activeTurn?.id, "p1");
+      const { be } = await FakeBackend.session(h, pi("gen-2", { runtimeIdle: true }));
+      const err = await c.action((e) => e.action.type === "chat/error" && e.action.turnId === "p1");
+      assert.equal(err.action.error.errorType, "backend_admission_indeterminate");
+      assert.deepEqual(err.action.error._meta, { "paratenic.previousInstanceId": "gen-1", "paratenic.instanceId": "gen-2" });
+      await quiet(be);
+      assert.equal(be.frames.some((f) => f.type === "command"), false, "nothing replayed");
+      assert.deepEqual(c.invalid, []);
+      c.close();
+      be.close();
+    },
+    { home },
+  );
+});
