@@ -157,3 +157,43 @@ test("berth history resync: turns another door ran on a session the host holds r
     await fake.close();
   }
 });
+
+test("berth side chat: an excerpt not yet used survives a restart and goes into the first prompt", async () => {
+  const fake = await startFakeProvider();
+  const berthHome = berthHomeFor(fake);
+  const home = tempHome();
+  let session = "";
+  let chat = "";
+  const side = "ahp-chat:/side-kept";
+  try {
+    await withBerth(
+      async ({ h, cwd }) => {
+        const { c } = await AhpClient.init(h, ["ahp-root://"]);
+        ({ session, chat } = await newSession(c, "ahp-session:/side-kept", cwd));
+        startTurn(c, chat, "t1", "a question");
+        assert.equal((await ended(c, "t1")).action.type, "chat/turnComplete");
+        const r = await c.request("createChat", { channel: session, chat: side, source: { kind: "sideChat", chat, turnId: "t1", selection: { text: "kept excerpt" } } });
+        assert.equal(r.result, null, JSON.stringify(r.error));
+        c.close();
+      },
+      { fake, berthHome, home },
+    );
+    await withBerth(
+      async ({ h, rt }) => {
+        await rt.sync();
+        const { c } = await AhpClient.init(h, ["ahp-root://", side]);
+        const n = fake.requests.length;
+        startTurn(c, side, "s1", "explain");
+        assert.equal((await ended(c, "s1")).action.type, "chat/turnComplete");
+        const body = messagesOf(fake.requests[n]!.json);
+        assert.match(body, /a question/);
+        assert.match(body, /> kept excerpt\\n\\nexplain/);
+        assert.deepEqual(c.invalid, []);
+        c.close();
+      },
+      { fake, berthHome, home },
+    );
+  } finally {
+    await fake.close();
+  }
+});
