@@ -1,5 +1,5 @@
 /**
- * `berth daemon [--listen HOST:PORT] [--no-berth-runtime] [--supervised]`: the live-backend host. Ready line on
+ * `berth daemon [--listen HOST:PORT] [--no-berth-runtime] [--session-content-quota BYTES] [--supervised]`: the live-backend host. Ready line on
  * stdout, logs on stderr. Berth's own runtime is registered as provider `berth` over the backend socket (in this
  * process) before the ready line is printed, unless `--no-berth-runtime` (`--berth-runtime` is accepted and is
  * the default). With no model provider configured the runtime still registers; its turns fail naming the cause.
@@ -140,6 +140,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
   containCrashes((m) => process.stderr.write(`berth daemon: ${m}\n`));
   let listen = { host: "127.0.0.1", port: 0 };
   let withRuntime = true;
+  let quota: number | undefined;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--listen" || a.startsWith("--listen=")) {
@@ -154,14 +155,23 @@ export async function runDaemon(argv: string[]): Promise<number> {
       withRuntime = true;
     } else if (a === "--no-berth-runtime") {
       withRuntime = false;
+    } else if (a === "--session-content-quota" || a.startsWith("--session-content-quota=")) {
+      const v = a === "--session-content-quota" ? argv[++i] : a.slice("--session-content-quota=".length);
+      const n = v !== undefined && /^[1-9][0-9]{0,15}$/.test(v) ? Number(v) : NaN;
+      if (!Number.isSafeInteger(n)) {
+        process.stderr.write(`berth daemon: --session-content-quota needs a positive number of bytes\n`);
+        return 2;
+      }
+      quota = n;
     } else if (a === "--supervised") {
       supervised = true;
     } else if (a === "-h" || a === "--help") {
       process.stderr.write(
-        "usage: berth daemon [--listen HOST:PORT] [--no-berth-runtime] [--supervised]\n" +
+        "usage: berth daemon [--listen HOST:PORT] [--no-berth-runtime] [--session-content-quota BYTES] [--supervised]\n" +
           "  Berth's own runtime serves sessions as provider `berth` unless --no-berth-runtime.\n" +
           "  --listen defaults to 127.0.0.1:0 (loopback only). A non-loopback address exposes the AHP socket and the\n" +
-          "  web UI to the network, guarded only by the bearer token over plain HTTP: see README (Web UI).\n",
+          "  web UI to the network, guarded only by the bearer token over plain HTTP: see README (Web UI).\n" +
+          "  --session-content-quota bounds the decoded size of a backend's resource-carried turn snapshot (none by default).\n",
       );
       return 0;
     } else {
@@ -181,7 +191,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
   }
   let handle: HostHandle;
   try {
-    handle = await startHost({ home: resolveHome(process.env), host: listen.host, port: listen.port });
+    handle = await startHost({ home: resolveHome(process.env), host: listen.host, port: listen.port, ...(quota !== undefined ? { sessionContentQuota: quota } : {}) });
   } catch (e) {
     process.stderr.write(`berth daemon: ${e instanceof Error ? e.message : String(e)}\n`);
     return 1;

@@ -22,7 +22,7 @@ export interface World {
   berthHome: string;
 }
 
-export async function withBerth(fn: (w: World) => Promise<void>, opts: { home?: string; berthHome?: string; fake?: FakeProvider; historyPage?: number } = {}): Promise<void> {
+export async function withBerth(fn: (w: World) => Promise<void>, opts: { home?: string; berthHome?: string; fake?: FakeProvider; historyPage?: number; historyWindowBytes?: number } = {}): Promise<void> {
   const fake = opts.fake ?? (await startFakeProvider());
   const berthHome = opts.berthHome ?? berthHomeFor(fake);
   const cwd = mkdtempSync(join(tmpdir(), "bh-cwd-"));
@@ -36,9 +36,10 @@ export async function withBerth(fn: (w: World) => Promise<void>, opts: { home?: 
           manager: new SessionManager(new SessionStore({ home: berthHome })),
           runner: new Agent({ home: berthHome, cwd, env, sessionTools: (s) => backend?.sessionTools(s) ?? [] }),
           ...(opts.historyPage !== undefined ? { historyPage: opts.historyPage } : {}),
+          ...(opts.historyWindowBytes !== undefined ? { historyWindowBytes: opts.historyWindowBytes } : {}),
           cwd,
           registryPath: join(h.stateDir, "berth-runtime.json"),
-          log: () => {},
+          log: process.env.DEBUG_BERTH ? (m) => process.stderr.write(`rt: ${m}\n`) : () => {},
         });
         backend = rt;
         try {

@@ -365,8 +365,16 @@ test("managed correlation is checkpointed: a restarted host still validates and 
       const { be } = await managedSession(h, "inst-2");
       const { c } = await AhpClient.init(h, ["ahp-root://", reg.chat]);
       assert.deepEqual(h.state.chatIndex.get(reg.chat)!.queuedMessages.map((m) => m.id), ["q1"]);
-      // The precreated turn did not survive the restart; its outcome is still recognised (not refused).
+      // The precreated turn survived the restart, output-discontinuous: the new route is asked to re-observe it.
+      assert.equal(h.state.chatIndex.get(reg.chat)!.activeTurn?.id, "t1");
+      const observe = await command(be, "observe_invocation");
+      assert.deepEqual(observe.command, { type: "observe_invocation", turnId: "t1", invocationCommandId: prompt.commandId });
+      // Its outcome is still recognised (not refused); with a fresh idle cut it ends with the gap, not success.
       be.send(ev(reg, { type: "invocation_outcome", commandId: prompt.commandId, target: { turnId: "t1" }, outcome: "succeeded", delivery: { state: "delivered" } }));
+      be.send(ev(reg, { type: "invocation_observation_cut", sourceEpoch: "e2", activeSpan: null, sourceIdle: true }));
+      const gap = await c.action((e) => e.action.type === "chat/error" && e.action.turnId === "t1");
+      assert.equal(gap.action.error.errorType, "source_observation_gap");
+      assert.equal(gap.action.error.message, OBSERVATION_GAP_MESSAGE);
       // A forged target is still refused: identity validation uses the checkpointed correlation.
       be.send(ev(reg, { type: "invocation_outcome", commandId: follow.commandId, target: { pendingId: "other" }, outcome: "succeeded", delivery: { state: "delivered" } }));
       assert.match((await be.nextType("error")).message, /target does not match/);

@@ -1,5 +1,5 @@
 /**
- * Berth's own runtime as a live backend: provider `berth` on a version-9 provider connection, with every Berth
+ * Berth's own runtime as a live backend: provider `berth` on a version-11 provider connection, with every Berth
  * session multiplexed over it (v8 `register_session`). A client of the host (it speaks the host's backend wire
  * over its socket) and a thin projection of the session runtime (`runtime/session`).
  *
@@ -20,6 +20,11 @@
  *    docs/host.md "Berth's runtime as a backend".
  *  - Events are `sequenced_event`s per logical registration, starting at 1; an admitted prompt's events follow
  *    its `command_result`.
+ *  - History resync (spec `registered.sourceCursor`/`sourceCursors`): after each registration, every idle chat whose
+ *    host cursor (the last turn the host holds) is a turn of its Berth session gets the completed turns after it
+ *    as v11 `source_turn` snapshots (closed), in order, so turns another door ran while the host held the
+ *    session reach it. A cursor the Berth session does not hold exports nothing (its registration `history` is
+ *    the page a host without the session gets); each chat is resynced at most once per cursor.
  *  - Losing the host connection cancels running turns (their events have nowhere to go) and reconnects with
  *    bounded exponential backoff; `close()` cancels and waits for running turns.
  */
@@ -28,8 +33,9 @@ import { SessionHub, type ApprovalMode, type SessionRuntime, type TurnRunner } f
 import { SessionError, type SessionManager } from "../../store/sessions/index.js";
 import { HostProjection } from "./projection.js";
 import { localDirectoryFromUri } from "../../store/host/working-dir.js";
-import { selectionOf } from "./parse.js";
-import { ChatCommands, type Lane } from "./chats.js";
+import { historyTurn, selectionOf } from "./parse.js";
+import { readTurns, RECENT_WINDOW } from "../../runtime/session/transcript.js";
+import { ChatCommands, withSelection, type Lane } from "./chats.js";
 import { SessionCommands } from "./commands.js";
 import { HostLink } from "./link.js";
 import { lanesOf, liveSession, SessionTable, type LiveSession } from "./sessions.js";
@@ -37,7 +43,7 @@ import { lanesOf, liveSession, SessionTable, type LiveSession } from "./sessions
 import type { Json } from "../../core/json-bounds.js";
 
 export const PROVIDER_ID = "berth";
-const PROTOCOL_VERSION = 9;
+const PROTOCOL_VERSION = 11;
 const MAX_REMEMBERED_RESULTS = 4096;
 /** Turns in one history page (`hello.history`, `turns_loaded`). */
 export const HISTORY_PAGE_TURNS = 20;
@@ -55,6 +61,8 @@ export interface BerthRuntimeOptions {
   approval?: ApprovalMode;
   /** Turns per history page (default `HISTORY_PAGE_TURNS`). */
   historyPage?: number;
+  /** Bytes of a session file one `fetch_turns` page reads at most (default: the 64 MiB transcript window). */
+  historyWindowBytes?: number;
 }
 
 export type { LiveSession } from "./sessions.js";
@@ -84,6 +92,7 @@ export class BerthRuntimeBackend {
       manager: o.manager,
       hub: this.hub,
       page: o.historyPage ?? HISTORY_PAGE_TURNS,
+      ...(o.historyWindowBytes !== undefined ? { windowBytes: o.historyWindowBytes } : {}),
       emit: (s, lane, ev) => this.emit(s, lane, ev),
       runtimeOf: (s, lane) => this.runtimeOf(s, lane),
       save: () => this.saveRegistry(),
@@ -155,7 +164,7 @@ export class BerthRuntimeBackend {
       type: "provider_hello",
       protocolVersion: PROTOCOL_VERSION,
       instanceId: this.instanceId,
-      providers: [{ id: PROVIDER_ID, displayName: "Berth", description: "Berth's own agent runtime", multipleChats: { create: true, dispose: true, fork: true, pagedHistory: true } }],
+      providers: [{ id: PROVIDER_ID, displayName: "Berth", description: "Berth's own agent runtime", multipleChats: { create: true, dispose: true, fork: true, sideChat: true, pagedHistory: true } }],
       source: { serviceId: "berth-runtime", instanceId: this.instanceId },
     });
   }
@@ -196,7 +205,7 @@ export class BerthRuntimeBackend {
       runtimeIdle: s.primary.rt?.busy !== true,
       toolCapabilities: { confirmations: true },
       inputCapabilities: { questionKinds: ["single_select", "text"], freeform: true, maxQuestions: 1, maxOptions: 16 },
-      chatCapabilities: { create: true, dispose: true, fork: true, pagedHistory: true },
+      chatCapabilities: { create: true, dispose: true, fork: true, sideChat: true, pagedHistory: true },
     };
     if (s.entry.model !== undefined) hello.model = s.entry.model;
     if (s.entry.thinkingLevel !== undefined) hello.thinkingLevel = s.entry.thinkingLevel;
@@ -265,10 +274,51 @@ export class BerthRuntimeBackend {
     if (typeof f.chat === "string") s.primaryChat = f.chat;
     s.seq = 0;
     this.table.byUri.set(s.uri, s);
+    const cursors: Record<string, unknown> = typeof f.sourceCursors === "object" && f.sourceCursors !== null ? (f.sourceCursors as Record<string, unknown>) : {};
+    if (typeof f.sourceCursor === "string" && s.primaryChat !== undefined) cursors[s.primaryChat] = f.sourceCursor;
+    const logicalId = s.logicalId;
+    this.resyncs = this.resyncs.then(() => this.resync(s, cursors, logicalId)).catch(() => undefined); // one at a time
     if (s.entry.creationToken) {
       delete s.entry.creationToken;
       delete s.entry.requestedSession;
       void this.saveRegistry().catch((e: unknown) => this.o.log(`berth runtime: registry write failed: ${String(e)}`));
+    }
+  }
+
+  /** Chats already resynced, by `<Berth session id>\0<host cursor>` (at most once each: never a refusal loop). */
+  private readonly resynced = new Set<string>();
+  private resyncs: Promise<void> = Promise.resolve();
+
+  /** Export the completed turns each idle chat has after the host's cursor (see the module contract). */
+  private async resync(s: LiveSession, cursors: Record<string, unknown>, logicalId: string | undefined): Promise<void> {
+    for (const lane of lanesOf(s)) {
+      const chat = lane === s.primary ? s.primaryChat : lane.chatUri;
+      const cursor = chat !== undefined ? cursors[chat] : undefined;
+      const busy = (): boolean => lane.rt?.busy === true || lane.held !== null;
+      if (typeof cursor !== "string" || busy()) continue;
+      const key = `${lane.sessionId}\0${cursor}`;
+      if (this.resynced.has(key)) continue;
+      this.resynced.add(key);
+      let turns;
+      let at = -1;
+      try {
+        // The cursor is usually the newest turn: the recent tail answers; the whole window only when needed.
+        turns = await readTurns(this.o.manager, lane.sessionId, RECENT_WINDOW);
+        at = turns.findIndex((t) => t.id === cursor);
+        if (at === -1) {
+          turns = await readTurns(this.o.manager, lane.sessionId);
+          at = turns.findIndex((t) => t.id === cursor);
+        }
+      } catch {
+        continue; // unreadable now: the next registration tries again with its own cursor
+      }
+      if (at === -1) continue;
+      for (const t of turns.slice(at + 1)) {
+        if (!t.ended || s.logicalId !== logicalId || busy()) break; // in order, and only while this registration stands
+        // Not history-only: a closed snapshot of the turn the host still shows live (the runtime ended it while the
+        // host was away) closes it authoritatively; any other turn is placed the same either way.
+        await this.emit(s, lane, { type: "source_turn", sourceId: sourceOf(s.entry.sessionId), active: false, historyOnly: false, turn: historyTurn(t) });
+      }
     }
   }
 
@@ -360,7 +410,14 @@ export class BerthRuntimeBackend {
     await this.resolveCwd(s);
     const rt = this.runtimeOf(s, lane);
     lane.held = [];
-    const r = await rt.startTurn(text, { turnId });
+    const selection = lane.selection;
+    const r = await rt.startTurn(selection !== undefined ? withSelection(selection, text) : text, { turnId });
+    if (r.ok && selection !== undefined && lane.selection === selection) {
+      // The excerpt is the side chat's context now (in its first prompt): later turns do not repeat it.
+      delete lane.selection;
+      s.entry.chats = (s.entry.chats ?? []).map((c) => (c.uri === lane.chatUri ? { uri: c.uri, sessionId: c.sessionId, title: c.title, ...(c.disposed === true ? { disposed: true } : {}) } : c));
+      void this.saveRegistry().catch((e: unknown) => this.o.log(`berth runtime: registry write failed: ${String(e)}`));
+    }
     const held = lane.held;
     lane.held = null;
     if (!r.ok) reply(false, r.error === "busy" ? "a turn is already running" : r.error === "history_incomplete" ? "session unavailable" : `session ${r.error}`);
@@ -377,6 +434,11 @@ export class BerthRuntimeBackend {
     if (s === undefined) return undefined;
     const rt = s.primary.rt;
     return { turnId: rt?.turn?.turnId ?? null, pendingApprovals: rt?.pendingApprovals().length ?? 0, pendingQuestions: rt?.pendingQuestions().length ?? 0, chats: s.chats.size };
+  }
+
+  /** Resolves once every history resync begun so far has finished (after `sync`, those of every registration so far). */
+  historySynced(): Promise<void> {
+    return this.resyncs;
   }
 
   /** Resolves once the store sessions found at the last (re)connection have been sent for registration. */

@@ -6,15 +6,18 @@
  *    of the source chat's records through the fork turn (`forkSession`). The chat → Berth session map is in the
  *    registry (`chats`), written before the command is accepted, so a chat survives a restart.
  *  - `create_chat` is accepted before any event of the chat; its initial turn (when given) is then run without a
- *    second `user_message` (the host already holds it). Side chats are refused.
+ *    second `user_message` (the host already holds it). A side chat (`source.kind: "sideChat"`) is a new Berth
+ *    session holding the source's records through the newest completed turn at or before the source turn
+ *    (`sideChatSession`); the excerpt it was opened on (`selection.text`) is quoted into its first prompt.
  *  - `dispose_chat` cancels the chat's turn, waits for it to stop, marks the chat disposed in the registry (its
  *    Berth session file is kept, and not listed as a session of its own), and is accepted only then. The primary
  *    chat cannot be disposed.
  *  - `fetch_turns` sends `turns_loaded` (the page of turns before the cursor, oldest first, with the next cursor)
- *    and then accepts; an unknown cursor is refused.
+ *    and then accepts; an unknown cursor is refused. Pages reach back to the session's first turn however long it
+ *    is (`pageHistory`: each page one bounded read before its cursor).
  */
 import type { SessionHub, SessionRuntime } from "../../runtime/session/index.js";
-import { forkSession, pageTurns, readTurns, RECENT_WINDOW } from "../../runtime/session/transcript.js";
+import { forkSession, pageHistory, RECENT_WINDOW, sideChatSession } from "../../runtime/session/transcript.js";
 import { SessionError, type SessionManager } from "../../store/sessions/index.js";
 import { historyTurn } from "./parse.js";
 import type { HostProjection } from "./projection.js";
@@ -31,12 +34,25 @@ export interface Lane {
   projection?: HostProjection;
   /** Events held while a prompt is being admitted (they follow its command result). */
   held: Json[] | null;
+  /** A side chat's excerpt (AHP `selection.text`), quoted into its first turn's prompt. */
+  selection?: string;
+}
+
+/** The longest side-chat excerpt kept (characters). */
+export const MAX_SELECTION = 16 * 1024;
+
+/** A side chat's first prompt: the excerpt it was opened on, quoted, then the user's text. */
+export function withSelection(selection: string, text: string): string {
+  const quoted = selection.split("\n").map((l) => `> ${l}`).join("\n");
+  return `About this excerpt of the conversation:\n${quoted}\n\n${text}`;
 }
 
 export interface ChatDeps {
   manager: SessionManager;
   hub: SessionHub;
   page: number;
+  /** Bytes one `fetch_turns` page reads at most (default: `pageHistory`'s, the 64 MiB transcript window). */
+  windowBytes?: number;
   emit: (s: LiveSession, lane: Lane, ev: Json) => void | Promise<void>;
   runtimeOf: (s: LiveSession, lane: Lane) => SessionRuntime;
   save: () => Promise<void>;
@@ -52,7 +68,7 @@ export class ChatCommands {
 
   /** The newest history page of a chat within its newest 1 MiB (for `hello.history`). */
   async newestPage(lane: Lane): Promise<{ turns: Json[]; next: string | null }> {
-    const p = pageTurns(await readTurns(this.d.manager, lane.sessionId, RECENT_WINDOW), null, this.d.page);
+    const p = await pageHistory(this.d.manager, lane.sessionId, null, this.d.page, RECENT_WINDOW.maxBytes);
     return { turns: (p?.turns ?? []).map(historyTurn), next: p?.next ?? null };
   }
 
@@ -62,15 +78,19 @@ export class ChatCommands {
     if (s.chats.has(uri) || uri === s.primaryChat || (s.entry.chats ?? []).some((c) => c.uri === uri)) return this.d.answer(commandId, false, "that chat already exists");
     const title = typeof cmd.title === "string" && cmd.title !== "" ? cmd.title.slice(0, MAX_TITLE) : "Chat";
     let sessionId: string;
+    let selection: string | undefined;
     try {
       if (cmd.source !== undefined) {
         const src = cmd.source;
-        if (!isObj(src) || src.kind !== "fork") return this.d.answer(commandId, false, "the Berth runtime forks chats; side chats are not supported");
+        if (!isObj(src) || (src.kind !== "fork" && src.kind !== "sideChat")) return this.d.answer(commandId, false, "a chat's source must be a fork or a side chat");
         const from = src.chat === s.primaryChat ? s.primary : typeof src.chat === "string" ? s.chats.get(src.chat) : undefined;
-        if (from === undefined || typeof src.turnId !== "string") return this.d.answer(commandId, false, "fork source must be a chat of this session and a turn ID");
-        const f = await forkSession(this.d.manager, from.sessionId, src.turnId, s.entry.cwd === "" ? (await this.d.hub.cwdOf(s.entry.sessionId)) ?? "/" : s.entry.cwd);
+        if (from === undefined || typeof src.turnId !== "string") return this.d.answer(commandId, false, `${src.kind === "fork" ? "fork" : "side-chat"} source must be a chat of this session and a turn ID`);
+        const cwd = s.entry.cwd === "" ? ((await this.d.hub.cwdOf(s.entry.sessionId)) ?? "/") : s.entry.cwd;
+        const f = src.kind === "fork" ? await forkSession(this.d.manager, from.sessionId, src.turnId, cwd) : await sideChatSession(this.d.manager, from.sessionId, src.turnId, cwd);
         if (!f.ok) return this.d.answer(commandId, false, f.error);
         sessionId = f.sessionId;
+        const sel = isObj(src.selection) && typeof src.selection.text === "string" && src.selection.text !== "" ? src.selection.text : undefined;
+        if (src.kind === "sideChat" && sel !== undefined) selection = sel.slice(0, MAX_SELECTION);
       } else {
         const cwd = s.entry.cwd !== "" ? s.entry.cwd : ((await this.d.hub.cwdOf(s.entry.sessionId)) ?? "/");
         const h = await this.d.manager.store.create(cwd);
@@ -80,9 +100,9 @@ export class ChatCommands {
     } catch (e) {
       return this.d.answer(commandId, false, e instanceof SessionError ? `session store: ${e.code}` : "could not create the chat");
     }
-    const lane: Lane = { sessionId, chatUri: uri, held: null };
+    const lane: Lane = { sessionId, chatUri: uri, held: null, ...(selection !== undefined ? { selection } : {}) };
     s.chats.set(uri, lane);
-    s.entry.chats = [...(s.entry.chats ?? []), { uri, sessionId, title }];
+    s.entry.chats = [...(s.entry.chats ?? []), { uri, sessionId, title, ...(selection !== undefined ? { selection } : {}) }];
     try {
       await this.d.save();
     } catch {
@@ -127,7 +147,7 @@ export class ChatCommands {
     if (typeof cursor !== "string") return this.d.answer(commandId, false, "fetch_turns needs a cursor");
     let page;
     try {
-      page = pageTurns(await readTurns(this.d.manager, lane.sessionId), cursor, this.d.page);
+      page = await pageHistory(this.d.manager, lane.sessionId, cursor, this.d.page, this.d.windowBytes);
     } catch (e) {
       return this.d.answer(commandId, false, e instanceof SessionError ? `session store: ${e.code}` : "history unavailable");
     }

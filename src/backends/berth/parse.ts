@@ -103,10 +103,22 @@ export function resolution(a: QuestionAnswer): Json {
   }
 }
 
-/** A stored turn as a backend history turn. */
+/** The longest text of a history turn or source snapshot the host takes (the wire's per-field bound, UTF-16 units). */
+export const HISTORY_TEXT_MAX = 1024 * 1024;
+const CLIPPED = "\n\n[Berth: the rest of this text is in the session's own history.]";
+
+/** `text` within HISTORY_TEXT_MAX: its head and a notice (never splitting a surrogate pair). */
+export function clipHistoryText(text: string): string {
+  if (text.length <= HISTORY_TEXT_MAX) return text;
+  let n = HISTORY_TEXT_MAX - CLIPPED.length;
+  if (/[\uD800-\uDBFF]/.test(text[n - 1]!)) n--;
+  return text.slice(0, n) + CLIPPED;
+}
+
+/** A stored turn as a backend history turn (texts within the wire's bound). */
 export function historyTurn(t: TranscriptTurn): Json {
-  const h: Json = { id: t.id, startedAt: t.startedAt, userText: t.userText };
-  if (t.responseText !== "") h.responseText = t.responseText;
+  const h: Json = { id: t.id, startedAt: t.startedAt, userText: clipHistoryText(t.userText) };
+  if (t.responseText !== "") h.responseText = clipHistoryText(t.responseText);
   if (t.cancelled) h.cancelled = true;
   return h;
 }

@@ -26,7 +26,7 @@ export interface LiveSession {
 /** A session as first known (no registration yet), with its chats from the registry entry. */
 export function liveSession(entry: RegistryEntry, registered: boolean): LiveSession {
   const chats = new Map<string, Lane>();
-  for (const c of entry.chats ?? []) if (c.disposed !== true) chats.set(c.uri, { sessionId: c.sessionId, chatUri: c.uri, held: null });
+  for (const c of entry.chats ?? []) if (c.disposed !== true) chats.set(c.uri, { sessionId: c.sessionId, chatUri: c.uri, held: null, ...(c.selection !== undefined ? { selection: c.selection } : {}) });
   return { entry, registered, seq: 0, primary: { sessionId: entry.sessionId, held: null }, chats };
 }
 

@@ -49,6 +49,14 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
     case "chat/turnCancelled": {
       const t = chat.activeTurn;
       if (!t || t.id !== action.turnId) return reject("no such active turn");
+      if (!s.route && t.restored === true) {
+        // A turn restored after a host restart that no runtime serves now: the client may end it here
+        // (a runtime that comes back with it has its trailing output drained); nothing is sent.
+        st.publish(channel, { type, turnId: t.id, duration: durationSince(t) }, origin);
+        chat.draining = true;
+        st.summaryChanged(s);
+        return;
+      }
       if (!s.route) return reject("backend not connected");
       if (isManagedRoute(s.route)) return managedStop(st, s, chat, t.id, origin, reject);
       st.publish(channel, { type, turnId: t.id, duration: durationSince(t) }, origin);

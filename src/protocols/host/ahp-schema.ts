@@ -412,7 +412,13 @@ export const RESULT_SCHEMAS: Record<string, z.ZodType> = {
   authenticate: z.object({}).strict(),
   invokeChangesetOperation: z.object({ message: z.unknown().optional(), followUp: z.unknown().optional() }).strict(),
   "paratenic/authContext": z.object({ review: z.string(), required_scopes: z.array(z.string()).nullable() }),
-  "paratenic/dispatchOutcome": z.object({ outcome: z.enum(["pending", "accepted", "rejected", "indeterminate"]), action: z.object({ type: z.string() }).passthrough(), serverSeq: z.number().int().optional() }),
+  "paratenic/dispatchOutcome": z.object({
+    outcome: z.enum(["pending", "accepted", "rejected", "indeterminate"]),
+    action: z.object({ type: z.string() }).passthrough(),
+    serverSeq: z.number().int().optional(),
+    /** Managed (v10) dispatches: the invocation, whether it left the ledger, and the connector's outcome. */
+    invocation: z.object({ commandId: z.string(), resolved: z.boolean(), outcome: z.enum(["succeeded", "failed", "cancelled", "unknown"]).optional() }).strict().optional(),
+  }),
 };
 
 // ── Client input ──────────────────────────────────────────────────────────────

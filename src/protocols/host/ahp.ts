@@ -15,6 +15,7 @@ import type { Json, Subscriber } from "./model.js";
 import type { HostState } from "./state.js";
 import { mcpHub, type McpPort } from "./mcp-channels.js";
 import { dispatchOutcome } from "./mcp-lifecycle.js";
+import { managedReceipt } from "./managed-receipts.js";
 import { authContext, authenticate } from "./auth-review.js";
 import { initializeTelemetry, isOtlpChannel, registerProgress } from "./notifications.js";
 import { invokeChangesetOperation } from "./resources.js";
@@ -221,7 +222,7 @@ export class AhpConnection implements Subscriber {
       case "fetchTurns":
         return fetchTurns(this.state, params);
       case "paratenic/dispatchOutcome":
-        return dispatchOutcome(this.state, this.clientId, params);
+        return managedReceipt(this.state, this.clientId, params) ?? dispatchOutcome(this.state, this.clientId, params);
       case "paratenic/authContext":
         return authContext(this.state, params);
       case "authenticate":

@@ -94,6 +94,7 @@ export class BackendServer {
       ...(h.title !== undefined ? { title: h.title } : {}),
       ...(requested ? { requestedSession: requested } : existingUri ? { requestedSession: existingUri } : {}),
       providerRoute: multiplexed || claimed,
+      instanceId: h.instanceId,
       ...(h.model !== undefined ? { model: h.model } : {}),
       ...(h.thinkingLevel !== undefined ? { thinkingLevel: h.thinkingLevel } : {}),
       ...(h.interactivity !== undefined ? { interactivity: h.interactivity } : {}),

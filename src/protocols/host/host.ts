@@ -36,6 +36,8 @@ export interface HostOptions {
   inspectionHoldMs?: number;
   /** Directory of the built web UI (default `dist/ui/`). */
   uiDir?: string;
+  /** v13: bound (bytes) on a resource-carried snapshot's decoded content; none by default. */
+  sessionContentQuota?: number;
 }
 
 export interface HostHandle {
@@ -89,6 +91,7 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
   const store = new HostStore(join(stateDir, "host.db"));
   restrictStoreFiles(stateDir);
   const state = new HostState(store, log);
+  state.sessionContentQuota = opts.sessionContentQuota;
   const backendSocket = join(stateDir, "backend.sock");
   const backend = new BackendServer(state, backendSocket, log);
   try {
@@ -225,6 +228,7 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
       http.closeAllConnections();
       await new Promise<void>((r) => http.close(() => r()));
       for (const p of state.pending.keys()) state.settle(p, { kind: "indeterminate", error: "host shutting down" });
+      state.checkpoints.flushAll(); // running turns are restored (output-discontinuous) by the next start
       store.close();
       await release().catch(() => {});
     },

@@ -16,6 +16,7 @@ import { MAX_UNRESOLVED_MANAGED } from "./managed-schema.js";
 import { addRecord, dropRecord, ledgerOf, saveLedger, unresolvedCount, versionKey, type ManagedRecord } from "./managed-invocations.js";
 import { chatErrorAction, durationSince, type ChatModel, type CommandOutcome, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
+import { recordReceipt, settleReceipt } from "./managed-receipts.js";
 
 let seq = 0;
 const versionSeq = new WeakMap<ManagedRecord, number>();
@@ -35,12 +36,14 @@ export function managedPrompt(st: HostState, s: SessionModel, chat: ChatModel, t
   const commandId = randomUUID();
   const rec: ManagedRecord = { kind: "prompt", commandId, chat: chat.uri, turnId, origin, retired: false, bound: false, discontinuous: false };
   addRecord(st, s, rec);
+  const receipt = recordReceipt(st, chat.uri, origin, { type: "chat/turnStarted", turnId }, rec);
   send(st, s, chat.uri, { type: "managed_prompt", text, turnId }, commandId, (o) => {
+    settleReceipt(receipt, o);
     if (o.kind !== "rejected") return; // indeterminate: the connector's outcome and cut decide, nothing is resent
     dropRecord(st, s, rec);
     const cur = st.chatIndex.get(chat.uri);
     if (!cur?.activeTurn || cur.activeTurn.id !== turnId) return;
-    st.publish(chat.uri, chatErrorAction(turnId, durationSince(cur.activeTurn), "backend_rejected", o.error));
+    settleReceipt(receipt, o, st.publish(chat.uri, chatErrorAction(turnId, durationSince(cur.activeTurn), "backend_rejected", o.error)).serverSeq);
     st.summaryChanged(s);
   });
 }
@@ -53,8 +56,10 @@ export function managedFollowUp(st: HostState, s: SessionModel, chat: ChatModel,
   const rec: ManagedRecord = { kind: "follow_up", commandId, chat: chat.uri, pendingId: id, origin, retired: false, bound: false, discontinuous: false };
   versionSeq.set(rec, ++seq);
   addRecord(st, s, rec);
+  const receipt = recordReceipt(st, chat.uri, origin, { type: "chat/pendingMessageSet", kind: "queued", id }, rec);
   const version = { commandId, pendingId: id, chat: chat.uri, clientId: origin.clientId, clientSeq: origin.clientSeq };
   send(st, s, chat.uri, { type: "managed_follow_up", text, id, version }, commandId, (o) => {
+    settleReceipt(receipt, o);
     if (o.kind !== "accepted") {
       // This version's NACK touches only this version: a newer same-ID item stays.
       if (o.kind === "rejected") dropRecord(st, s, rec);
@@ -68,7 +73,7 @@ export function managedFollowUp(st: HostState, s: SessionModel, chat: ChatModel,
     if (cur && (versionSeq.get(cur) ?? 0) > (versionSeq.get(rec) ?? 0)) return reject("a newer version of this queued message was accepted");
     l.versions.set(key, commandId);
     saveLedger(st, s);
-    st.publish(chat.uri, { type: "chat/pendingMessageSet", kind: "queued", id, message: { text, origin: { kind: "user" } } }, origin);
+    settleReceipt(receipt, o, st.publish(chat.uri, { type: "chat/pendingMessageSet", kind: "queued", id, message: { text, origin: { kind: "user" } } }, origin).serverSeq);
   });
 }
 
@@ -78,9 +83,11 @@ export function managedStop(st: HostState, s: SessionModel, chat: ChatModel, tur
   if (!rec || rec.chat !== chat.uri) return reject("no managed invocation owns this turn (scoped Stop never falls back to abort)");
   const command: Json = { type: "abort_invocation", turnId, invocationCommandId: rec.commandId };
   if (rec.binding) command.binding = rec.binding;
+  const receipt = recordReceipt(st, chat.uri, origin, { type: "chat/turnCancelled", turnId }, rec);
   send(st, s, chat.uri, command, randomUUID(), (o) => {
+    settleReceipt(receipt, o);
     if (o.kind !== "accepted") return reject(o.kind === "rejected" ? `backend refused: ${o.error}` : "backend outcome indeterminate");
     if (!st.chatIndex.has(chat.uri)) return;
-    st.publish(chat.uri, { type: "paratenic/invocationStopRequested", turnId }, origin);
+    settleReceipt(receipt, o, st.publish(chat.uri, { type: "paratenic/invocationStopRequested", turnId }, origin).serverSeq);
   });
 }

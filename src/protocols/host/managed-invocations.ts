@@ -217,7 +217,10 @@ function reduceManagedEvent(st: HostState, route: SessionRoute, s: SessionModel,
   const l = ledgerOf(s);
   if (ev.type === "invocation_observation_cut") {
     l.cut = { routeId: route.logicalId, cut: ev };
-    for (const rec of [...l.records.values()]) reconcileGap(st, s, rec);
+    for (const rec of [...l.records.values()]) {
+      reconcileGap(st, s, rec);
+      maybePrune(st, s, rec); // a turn the gap ended resolves its record
+    }
     return null;
   }
   const rec = l.records.get(ev.commandId);
@@ -284,6 +287,7 @@ export function managedNativeEvent(st: HostState, s: SessionModel, chat: ChatMod
   }
   if (!rec.discontinuous) return false;
   reportGap(st, s, chat);
+  maybePrune(st, s, rec);
   return true;
 }
 

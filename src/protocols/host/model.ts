@@ -29,6 +29,8 @@ export interface TurnModel {
   textChars?: number;
   /** The bound was crossed (true), and the notice was published ("announced"). */
   truncated?: boolean | "announced";
+  /** Restored after a host restart: output-discontinuous (turn-checkpoint.ts, reconcile.ts). */
+  restored?: boolean;
 }
 
 /** A pending (steering or queued) message as AHP `PendingMessage`. */

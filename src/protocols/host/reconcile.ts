@@ -10,10 +10,15 @@
  *    `backend_input_handled`. The identity is one-shot, retired by `agent_started` of its turn and
  *    by the turn's end, and dies with the registration;
  *  - a new managed (v10) incarnation marks active managed turns output-discontinuous and asks the
- *    connector to re-observe each (`observe_invocation`, read-only).
+ *    connector to re-observe each (`observe_invocation`, read-only); so does the first registration
+ *    after a host restart for the managed turns the host restored (turn-checkpoint.ts);
+ *  - a restored (host-restart) turn that is not managed is output-discontinuous too: its native
+ *    `settled` ends it with `source_observation_gap` (received parts kept) instead of success, and a
+ *    different instance registering with `runtimeIdle: true` (it runs nothing, so the turn can never
+ *    settle) ends it the same way at once. Nothing is resent.
  */
 import { clip } from "./inbound.js";
-import { isManagedRoute, markDiscontinuous, managedNativeEvent } from "./managed-invocations.js";
+import { isManagedRoute, markDiscontinuous, managedNativeEvent, peekLedger, reportGap, type ManagedRecord } from "./managed-invocations.js";
 import { chatErrorAction, durationSince, type ChatModel, type Json, type SessionModel, type SessionRoute } from "./model.js";
 import type { HostState } from "./state.js";
 
@@ -45,8 +50,16 @@ function retireTurn(s: SessionModel, chat: string, turnId: string): void {
 export function beforeNativeEvent(st: HostState, s: SessionModel, chat: ChatModel, type: string): boolean {
   const t = chat.activeTurn;
   if (t && (type === "agent_started" || type === "settled")) retireTurn(s, chat.uri, t.id);
-  return managedNativeEvent(st, s, chat, type);
+  if (managedNativeEvent(st, s, chat, type)) return true;
+  if (t?.restored === true && type === "settled") {
+    reportGap(st, s, chat); // settlement after a host restart: the output is incomplete, not a success
+    return true;
+  }
+  return false;
 }
+
+/** Sessions registered since this host started (the first registration re-observes restored managed turns). */
+const registeredHere = new WeakSet<SessionModel>();
 
 /** The `command_handled` frame; returns an error message for a refused receipt, or null. */
 export function commandHandled(st: HostState, route: SessionRoute, s: SessionModel, f: Json): string | null {
@@ -90,7 +103,21 @@ export function onRegistered(st: HostState, s: SessionModel, route: SessionRoute
       st.summaryChanged(s);
     }
   }
-  const discontinuous = newIncarnation ? markDiscontinuous(st, s) : [];
+  const discontinuous: ManagedRecord[] = newIncarnation ? markDiscontinuous(st, s) : [];
+  if (!registeredHere.has(s)) {
+    registeredHere.add(s);
+    // Restored managed turns were marked discontinuous at restore: this first route re-observes them.
+    for (const rec of peekLedger(s)?.records.values() ?? [])
+      if (rec.discontinuous && rec.turnId !== undefined && st.chatIndex.get(rec.chat)?.activeTurn?.id === rec.turnId && !discontinuous.includes(rec)) discontinuous.push(rec);
+  }
+  if (newIncarnation && hello.runtimeIdle === true) {
+    // A restored unmanaged turn the new, idle incarnation cannot be running: it ends with the gap now.
+    const ledger = peekLedger(s);
+    for (const chat of s.chats.values()) {
+      const t = chat.activeTurn;
+      if (t?.restored === true && !ledger?.byTurn.has(t.id)) reportGap(st, s, chat);
+    }
+  }
   if (isManagedRoute(route)) {
     for (const rec of discontinuous) {
       const frame: Json = { type: "command", backendInstanceId: route.instanceId, session: s.uri, chat: rec.chat, command: { type: "observe_invocation", turnId: rec.turnId, invocationCommandId: rec.commandId } };

@@ -4,7 +4,7 @@
  * channels or turns are no-ops. Persists chat transcripts when a turn ends or history loads.
  */
 import { ROOT } from "./ahp-schema.js";
-import { findPart, findTool, nowIso, type Json, type PendingMessage } from "./model.js";
+import { findPart, findTool, nowIso, type ChatModel, type Json, type PendingMessage } from "./model.js";
 import type { HostState } from "./state.js";
 
 /** `startedAt` + `duration` ms as ISO-8601 (the start itself when either is unusable). */
@@ -62,8 +62,30 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
   }
   const c = st.chatIndex.get(channel);
   if (!c) return;
-  // modifiedAt is derived from the turn (0.9+): its start when it starts, start + duration when
-  // it ends; other chat actions leave it as it was, so any reducer rebuilds the same value.
+  reduceChat(st, c, type, a);
+  // The active turn is checkpointed (turn-checkpoint.ts): a new turn on the next tick, changes at a bounded rate.
+  if (c.activeTurn && TURN_CHANGES.has(type)) st.checkpoints.touch(c, type === "chat/turnStarted");
+}
+
+/** Chat actions that change the active turn. */
+const TURN_CHANGES = new Set([
+  "chat/turnStarted",
+  "chat/responsePart",
+  "chat/delta",
+  "chat/reasoning",
+  "chat/toolCallStart",
+  "chat/toolCallReady",
+  "chat/toolCallConfirmed",
+  "chat/toolCallComplete",
+  "chat/toolCallResultConfirmed",
+  "chat/usage",
+  "chat/inputRequested",
+  "chat/inputCompleted",
+]);
+
+// modifiedAt is derived from the turn (0.9+): its start when it starts, start + duration when
+// it ends; other chat actions leave it as it was, so any reducer rebuilds the same value.
+function reduceChat(st: HostState, c: ChatModel, type: string, a: Json): void {
   const t = c.activeTurn;
   switch (type) {
     case "chat/turnStarted":

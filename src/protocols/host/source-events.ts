@@ -157,7 +157,7 @@ export function applySourceEvent(st: HostState, s: SessionModel, c: ChatModel, r
     case "source_turn_resources": {
       const p = ResourcesEvent.safeParse(raw);
       if (!p.success) return zodMessage(p.error);
-      const decoded = decodeResources(s, p.data.resources);
+      const decoded = decodeResources(s, p.data.resources, st.sessionContentQuota);
       if (typeof decoded === "string") return decoded;
       const e = p.data;
       if (decoded.sourceId !== e.sourceId || decoded.active !== e.active || decoded.historyOnly !== e.historyOnly) return "the resource envelope does not match the decoded snapshot";
@@ -173,13 +173,20 @@ export function applySourceEvent(st: HostState, s: SessionModel, c: ChatModel, r
   }
 }
 
-function decodeResources(s: SessionModel, resources: Array<z.infer<typeof Resource>>): Snapshot | string {
+/**
+ * The resources' snapshot, checked. With an operator-set session content quota (bytes), the decoded
+ * snapshot's UTF-8 size may reach the quota but not exceed it; without one only the frame bounds it.
+ */
+function decodeResources(s: SessionModel, resources: Array<z.infer<typeof Resource>>, quota?: number): Snapshot | string {
   const ordered = [...resources].sort((a, b) => a.index - b.index);
   let text = "";
+  let bytes = 0;
   for (let i = 0; i < ordered.length; i++) {
     const r = ordered[i]!;
     if (r.index !== i) return `resource indexes must be 0..${ordered.length - 1} without gaps or repeats`;
     if (r.session !== s.uri) return `resource ${i} belongs to another session`;
+    bytes += Buffer.byteLength(r.text, "utf8");
+    if (quota !== undefined && bytes > quota) return `the decoded snapshot exceeds this host's session content quota of ${quota} bytes (set by the operator with --session-content-quota); send it when the quota allows`;
     if (`sha256:${createHash("sha256").update(r.text, "utf8").digest("hex")}` !== r.digest) return `resource ${i} does not match its digest`;
     text += r.text;
   }

@@ -16,6 +16,8 @@ import { applyBackendEvent, historyToTurn } from "./backend-events.js";
 import * as P from "./projection.js";
 import { mcpHub } from "./mcp-channels.js";
 import { resourceSnapshot, sessionResourcesRemoved } from "./resources.js";
+import { maxPartSeq, restoreTurn, turnCheckpoint, TurnCheckpoints } from "./turn-checkpoint.js";
+import { markDiscontinuous } from "./managed-invocations.js";
 import {
   STATUS,
   hashToken,
@@ -58,12 +60,16 @@ export class HostState {
   readonly inputOrigins = new Map<string, Origin>();
   readonly actions: ActionLog;
   readonly commands: CommandTracker;
+  /** Active-turn checkpoints (turn-checkpoint.ts); `flushAll` before the store closes. */
+  readonly checkpoints = new TurnCheckpoints((c) => this.persistChat(c));
   readonly log: (msg: string) => void;
   /**
    * Set once a write could not be made durable: memory and disk have diverged, so inspection
    * answers `inspection_unavailable` rather than a healthy-looking snapshot. Never cleared.
    */
   poisoned: string | undefined;
+  /** v13: the operator's session content quota in bytes (`--session-content-quota`); undefined: none. */
+  sessionContentQuota: number | undefined;
 
   constructor(
     readonly store: HostStore,
@@ -130,7 +136,16 @@ export class HostState {
       if (Array.isArray(extra.workingDirectories)) chat.workingDirectories = extra.workingDirectories as string[];
       if (extra.steeringMessage) chat.steeringMessage = extra.steeringMessage as PendingMessage;
       if (Array.isArray(extra.queuedMessages)) chat.queuedMessages = extra.queuedMessages as PendingMessage[];
+      const active = extra.activeTurn !== undefined ? restoreTurn(extra.activeTurn) : undefined;
+      if (active && !chat.turns.some((t) => t.id === active.id)) {
+        // A turn that was running when the host stopped: restored, output-discontinuous.
+        chat.activeTurn = active;
+        chat.partSeq = maxPartSeq(active);
+        chat.modifiedAt = active.startedAt;
+      } else if (extra.activeTurn !== undefined) this.log(`chat ${c.uri}: an unreadable or already completed active-turn checkpoint was dropped`);
     }
+    // Managed turns restored above are output-discontinuous ("restored disconnected host").
+    for (const s of this.sessions.values()) if (s.extra.managed !== undefined) markDiscontinuous(this, s);
     for (const a of this.store.loadAliases()) if (this.sessions.has(a.sessionUri)) this.aliasIndex.set(a.alias, a.sessionUri);
     for (const c of this.store.loadCreations()) this.creations.set(c.sessionUri, { provider: c.provider, tokenHash: c.tokenHash });
   }
@@ -156,6 +171,7 @@ export class HostState {
       lastStatus: STATUS.Idle,
     };
     if (extra.creationError) s.creationError = extra.creationError as Json;
+    if (typeof extra.lastInstanceId === "string") s.lastInstanceId = extra.lastInstanceId;
     this.ensureChat(s, row.chatUri, row.title);
     return s;
   }
@@ -188,13 +204,17 @@ export class HostState {
       extra: JSON.stringify(extra),
     });
   }
-  persistChat(c: ChatModel): void {
+  /** Persist a chat (metadata, new turn rows, the active turn's checkpoint); returns the size of its metadata text. */
+  persistChat(c: ChatModel): number {
     const extra: Json = {};
     if (c.origin) extra.origin = c.origin;
     if (c.workingDirectories) extra.workingDirectories = c.workingDirectories;
     if (c.steeringMessage) extra.steeringMessage = c.steeringMessage;
     if (c.queuedMessages.length > 0) extra.queuedMessages = c.queuedMessages;
-    this.store.putChat({ uri: c.uri, sessionUri: c.sessionUri, title: c.title, nextCursor: c.nextCursor ?? null, extra: JSON.stringify(extra) });
+    if (c.activeTurn) extra.activeTurn = turnCheckpoint(c.activeTurn);
+    this.checkpoints.written(c);
+    const extraText = JSON.stringify(extra);
+    this.store.putChat({ uri: c.uri, sessionUri: c.sessionUri, title: c.title, nextCursor: c.nextCursor ?? null, extra: extraText });
     // Incremental: only turns not yet durable are serialized (a whole rewrite only after history
     // was loaded in front), so a long transcript costs nothing per persist.
     if (c.rewriteTurns || c.durableTurns > c.turns.length) {
@@ -202,6 +222,7 @@ export class HostState {
       c.rewriteTurns = false;
     } else this.store.appendTurns(c.uri, c.durableTurns, c.turns.slice(c.durableTurns).map((t) => JSON.stringify(t)));
     c.durableTurns = c.turns.length;
+    return extraText.length;
   }
 
   // ── Registration (backend side) ───────────────────────────────────────────
@@ -226,6 +247,8 @@ export class HostState {
     title?: string;
     requestedSession?: string;
     providerRoute: boolean;
+    /** The registering backend instance, checkpointed (`extra.lastInstanceId`) so a restarted host still tells a new incarnation. */
+    instanceId?: string;
     model?: unknown;
     thinkingLevel?: string;
     interactivity?: string;
@@ -273,6 +296,7 @@ export class HostState {
     if (opts.title && opts.title !== s.title && !created) this.setTitle(s, opts.title, undefined);
     if (opts.model !== undefined) s.extra.model = opts.model;
     if (opts.thinkingLevel !== undefined) s.extra.thinkingLevel = opts.thinkingLevel;
+    if (opts.instanceId !== undefined) s.extra.lastInstanceId = opts.instanceId;
     const chat = this.chatIndex.get(s.primaryChat)!;
     if (opts.interactivity) chat.interactivity = opts.interactivity;
     if (opts.history && opts.history.length > 0) this.mergeHistory(chat, opts.history, opts.historyNextCursor);
@@ -288,6 +312,7 @@ export class HostState {
   /** Append backend history turns not already held (by id), in order. */
   private mergeHistory(chat: ChatModel, history: HistoryTurn[], cursor?: string): void {
     const have = new Set(chat.turns.map((t) => t.id as string));
+    if (chat.activeTurn) have.add(chat.activeTurn.id); // a restored active turn is not history
     let added = false;
     for (const h of history) {
       if (have.has(h.id)) continue;

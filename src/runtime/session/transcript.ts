@@ -8,6 +8,14 @@
  * - `pageTurns` pages them newest-first with an opaque cursor `before:<turn id>`: a page is the `limit` turns
  *   right before the cursor's turn (oldest first), and `next` names the oldest of them when older turns remain.
  *   A cursor whose turn is no longer in the window is refused (`null`).
+ * - `pageHistory` pages the whole file, older than any window: cursors `before:<turn id>@<byte offset>` name where
+ *   the cursor turn's prompt record starts, and a page reads at most `TRANSCRIPT_WINDOW.maxBytes` before it, so
+ *   every page costs one bounded read however long the session is. `next` is given while older records exist
+ *   (in the range or before it). A cursor without an offset (`before:<turn id>`) still names a turn of the newest
+ *   window; a cursor whose offset is not a line start of the file is refused (`null`).
+ * - `sideChatSession` creates the session of a side chat at `turnId`: a fork at the newest completed turn at or
+ *   before it (the side chat sees the conversation the user is asking about; a running turn's unfinished output is
+ *   not part of it), or an empty session when no turn before it completed.
  * - `forkSession` creates a new session (same working directory) whose records are a copy of the source's up to
  *   and including the terminal record of `turnId` (checkpoints keep covering the same copied records); the copy
  *   is durable (fsynced) before it resolves. The source is only read.
@@ -25,6 +33,8 @@ export interface TranscriptTurn {
   cancelled: boolean;
   /** A terminal record ended it. */
   ended: boolean;
+  /** Where its prompt record starts in the file (set by `pageHistory`). */
+  offset?: number;
 }
 
 /** The newest 1 MiB: enough for a first page of recent turns, cheap to read for every session at startup. */
@@ -33,15 +43,22 @@ export const RECENT_WINDOW = { maxBytes: 1024 * 1024, maxRecords: 100_000, quant
 export async function readTurns(manager: SessionManager, sessionId: string, window = TRANSCRIPT_WINDOW): Promise<TranscriptTurn[]> {
   const w = await manager.store.readWindow(sessionId, window);
   if (w === "unchanged") return [];
+  return groupTurns(w.records);
+}
+
+/** Records grouped by turn (see the module contract); `offsets[i]` is where `records[i]` starts, when known. */
+function groupTurns(records: StoredRecord[], offsets?: number[]): TranscriptTurn[] {
   type Building = TranscriptTurn & { partial: Map<string, string> };
   const turns: Building[] = [];
   const byId = new Map<string, Building>();
-  for (const r of w.records) {
+  for (let i = 0; i < records.length; i++) {
+    const r = records[i]!;
     if (r.kind === "checkpoint") continue;
     let t = byId.get(r.turn_id);
     if (t === undefined) {
       if (r.kind !== "user") continue; // a turn whose prompt is before the window
       t = { id: r.turn_id, startedAt: r.at, userText: r.text, responseText: "", cancelled: false, ended: false, partial: new Map() };
+      if (offsets !== undefined) t.offset = offsets[i]!;
       byId.set(r.turn_id, t);
       turns.push(t);
       continue;
@@ -72,6 +89,41 @@ export function pageTurns(turns: TranscriptTurn[], cursor: string | null, limit:
   const start = Math.max(0, end - limit);
   const page = turns.slice(start, end);
   return { turns: page, next: start > 0 && page.length > 0 ? `${CURSOR_PREFIX}${page[0]!.id}` : null };
+}
+
+const deepCursor = (t: TranscriptTurn): string => `${CURSOR_PREFIX}${t.id}@${t.offset ?? 0}`;
+
+/**
+ * One page of a session's history (see the module contract): the `limit` turns before `cursor` (null: the newest),
+ * oldest first, and the cursor of the next older page; null when the cursor is not one of this session's.
+ */
+export async function pageHistory(
+  manager: SessionManager,
+  sessionId: string,
+  cursor: string | null,
+  limit: number,
+  maxBytes = TRANSCRIPT_WINDOW.maxBytes,
+): Promise<{ turns: TranscriptTurn[]; next: string | null } | null> {
+  let end: number | null = null;
+  let before: string | null = null;
+  if (cursor !== null) {
+    if (!cursor.startsWith(CURSOR_PREFIX)) return null;
+    const m = /^(.*)@(0|[1-9][0-9]{0,15})$/s.exec(cursor.slice(CURSOR_PREFIX.length));
+    if (m) end = Number(m[2]);
+    else before = cursor.slice(CURSOR_PREFIX.length);
+  }
+  const range = await manager.store.readRecordsBefore(sessionId, end, maxBytes);
+  if (range === null) return null;
+  let turns = groupTurns(range.records, range.offsets);
+  if (before !== null) {
+    const i = turns.findIndex((t) => t.id === before);
+    if (i === -1) return null;
+    turns = turns.slice(0, i);
+  }
+  const start = Math.max(0, turns.length - limit);
+  const page = turns.slice(start, turns.length);
+  const older = start > 0 || range.from > range.headerEnd;
+  return { turns: page, next: older && page.length > 0 ? deepCursor(page[0]!) : null };
 }
 
 function strip(r: StoredRecord): NewRecord {
@@ -109,5 +161,16 @@ export async function forkSession(manager: SessionManager, sourceId: string, tur
   } finally {
     await handle.release();
   }
+  return { ok: true, sessionId: handle.id };
+}
+
+/** The session of a side chat of `sourceId` at `turnId` (see the module contract). */
+export async function sideChatSession(manager: SessionManager, sourceId: string, turnId: string, cwd: string): Promise<{ ok: true; sessionId: string } | { ok: false; error: string }> {
+  const turns = await readTurns(manager, sourceId);
+  const i = turns.findIndex((t) => t.id === turnId);
+  if (i === -1) return { ok: false, error: "the side-chat turn is not a turn of the source chat" };
+  for (let j = i; j >= 0; j--) if (turns[j]!.ended) return forkSession(manager, sourceId, turns[j]!.id, cwd);
+  const handle = await manager.store.create(cwd);
+  await handle.release();
   return { ok: true, sessionId: handle.id };
 }

@@ -13,9 +13,10 @@ export interface BerthRegistryEntry {
   title: string;
   /**
    * Further chats of the session (AHP `createChat`): each is a Berth session of its own. A disposed chat stays
-   * listed with `disposed: true` so its kept Berth session is not offered again as a session of its own.
+   * listed with `disposed: true` so its kept Berth session is not offered again as a session of its own. A side
+   * chat keeps the excerpt it was opened on (`selection`) until its first turn has taken it.
    */
-  chats?: Array<{ uri: string; sessionId: string; title: string; disposed?: boolean }>;
+  chats?: Array<{ uri: string; sessionId: string; title: string; disposed?: boolean; selection?: string }>;
   /** The session's model (`configure`), applied to every chat; unset: the settings' selection. */
   model?: { provider: string; id: string };
   /** The session's reasoning level (`configure`). */

@@ -380,3 +380,56 @@ function decodeJsonStringPrefix(s: string): string | null {
     return null;
   }
 }
+
+/** Records of a byte range of a session file, each with the byte offset of its line (see `readLinesBefore`). */
+export interface RangeRecords {
+  records: StoredRecord[];
+  /** `offsets[i]`: where the line of `records[i]` starts in the file. */
+  offsets: number[];
+  /** The first byte the range covers: records before it exist when it is past `headerEnd`. */
+  from: number;
+  headerEnd: number;
+}
+
+/**
+ * The complete, valid record lines that end at or before `end` (null: the end of the file), reading at most
+ * `maxBytes` before it. `end` must be a line start (the header's end or just after an LF), else null (a caller's
+ * stale or forged offset). A torn last line (crash mid-append) and invalid lines are skipped; nothing is written.
+ * Bytes before `end` never change in an append-only file, so no lock is needed.
+ */
+export async function readLinesBefore(path: string, expectId: string, end: number | null, maxBytes: number): Promise<RangeRecords | null> {
+  const { fd, version } = openForRead(path);
+  try {
+    const h = await readHeader(fd, version.size);
+    if (h === null || h.header.session_id !== expectId) throw new SessionError("unavailable");
+    const stop = end ?? version.size;
+    if (stop < h.end || stop > version.size) return null;
+    if (end !== null && stop > h.end && (await readAt(fd, stop - 1, 1))[0] !== 10) return null;
+    const start = Math.max(h.end, stop - maxBytes);
+    const from = start > h.end ? start - 1 : start;
+    const buf = await readAt(fd, from, stop - from);
+    let pos = 0;
+    if (from < start) {
+      const nl = buf.indexOf(10);
+      pos = nl < 0 ? buf.length : nl + 1; // drop the partial line containing `start`
+    }
+    const first = from + pos;
+    const records: StoredRecord[] = [];
+    const offsets: number[] = [];
+    for (let nl = buf.indexOf(10, pos); nl >= 0; nl = buf.indexOf(10, pos)) {
+      let e = nl;
+      if (e > pos && buf[e - 1] === 13) e--;
+      const d = decodeLine(buf.toString("utf8", pos, e));
+      if (d.type === "record") {
+        records.push(d.record);
+        offsets.push(from + pos);
+      }
+      pos = nl + 1;
+    }
+    return { records, offsets, from: first, headerEnd: h.end };
+  } catch (e) {
+    throw e instanceof SessionError ? e : new SessionError("unavailable");
+  } finally {
+    closeQuietly(fd);
+  }
+}

@@ -30,7 +30,9 @@ import {
   readListHead,
   readTailState,
   readWindow,
+  readLinesBefore,
   type FileVersion,
+  type RangeRecords,
   type ReuseCheck,
   type WindowBounds,
   type WindowSnapshot,
@@ -231,6 +233,15 @@ export class SessionStore {
     } finally {
       closeQuietly(d);
     }
+  }
+
+  /**
+   * The records of at most `maxBytes` ending at byte `end` (null: the end of the file), with their offsets, for
+   * paging history older than any window (see reader.ts `readLinesBefore`); null when `end` is not a line start.
+   * Needs no lease and no lock: it returns complete lines only, and bytes before `end` never change.
+   */
+  async readRecordsBefore(id: string, end: number | null, maxBytes: number): Promise<RangeRecords | null> {
+    return readLinesBefore(this.paths.data(id), id, end, maxBytes);
   }
 
   /**
