@@ -31,6 +31,8 @@ export interface Lane {
   projection?: HostProjection;
   /** Events held while a prompt is being admitted (they follow its command result). */
   held: Json[] | null;
+  /** Admissions in progress that share `held`. */
+  admitting?: number;
 }
 
 export interface ChatDeps {
