@@ -239,7 +239,7 @@ test("Berth backend frame fuzz: every command answered once, no bug logged, the 
     }
     for (const id of sentIds) {
       const rs = results(id);
-      assert.equal(rs.length, 1, `seed ${SEED}: ${id} answered ${rs.length} times`);
+      assert.equal(rs.length, 1, `seed ${SEED}: ${id} answered ${rs.length} times: ${JSON.stringify(rs)}`);
       assert.equal(typeof rs[0]!.accepted, "boolean");
     }
     for (const f of host.frames) if (f.type === "command_result") assert.equal(typeof f.commandId, "string", `seed ${SEED}: ${JSON.stringify(f).slice(0, 200)}`);
