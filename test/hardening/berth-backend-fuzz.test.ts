@@ -73,6 +73,7 @@ class FakeHost {
   readonly frames: Json[] = [];
   sock?: Socket;
   badFrames = 0;
+  connections = 0;
   private constructor(
     readonly server: Server,
     readonly path: string,
@@ -83,6 +84,7 @@ class FakeHost {
     const h = new FakeHost(server, path);
     server.on("connection", (s) => {
       h.sock = s;
+      h.connections++;
       s.on("error", () => undefined);
       attachLineReader(s, {
         onFrame: (f) => {
@@ -172,7 +174,7 @@ async function withBackend(fn: (w: Rig) => Promise<void>): Promise<void> {
 
 test("Berth backend frame fuzz: every command answered once, no bug logged, the backend still runs prompts", { timeout: 300_000 }, async () => {
   const r = prng(SEED);
-  await withBackend(async ({ host, rt, results, session }) => {
+  await withBackend(async ({ host, rt, results, session, logs }) => {
     const s = await session("fz");
     const commands = (k: number): Json[] => {
       const c = (command: Json, extra: Json = {}): Json => ({ type: "command", commandId: `k${k}`, backendInstanceId: rt.instanceId, session: s.uri, backendConnectionId: s.logical, command, ...extra });
@@ -207,7 +209,8 @@ test("Berth backend frame fuzz: every command answered once, no bug logged, the 
       { type: "session_unregistered", session: s.uri },
       { type: "x".repeat(100) },
     ];
-    const sentIds = new Set<string>();
+    // How many times each commandId was sent (a text mutation can turn one ID into another: "k2610" → "k261").
+    const sentIds = new Map<string, number>();
     const batch = 20;
     for (let n = 0; n < COUNT; n += batch) {
       const lines: string[] = [];
@@ -223,7 +226,8 @@ test("Berth backend frame fuzz: every command answered once, no bug logged, the 
           parsed = undefined;
         }
         const pf = parsed as Json | undefined;
-        if (pf && typeof pf === "object" && !Array.isArray(pf) && (pf.type === "command" || pf.type === "provider_command") && typeof pf.commandId === "string") sentIds.add(pf.commandId);
+        if (pf && typeof pf === "object" && !Array.isArray(pf) && (pf.type === "command" || pf.type === "provider_command") && typeof pf.commandId === "string")
+          sentIds.set(pf.commandId, (sentIds.get(pf.commandId) ?? 0) + 1);
       }
       // A line the framing refuses ends the connection (the backend reconnects): keep frames parseable as JSON.
       for (const line of lines) {
@@ -235,12 +239,17 @@ test("Berth backend frame fuzz: every command answered once, no bug logged, the 
         }
       }
       if (process.env.FUZZ_VERBOSE) for (const l of lines) process.stderr.write(`>> ${l.slice(0, 300)}\n`);
-      await until(() => [...sentIds].every((id) => results(id).length > 0), 20_000, `seed ${SEED}: every command up to ${n + batch} answered (missing ${[...sentIds].filter((id) => results(id).length === 0).slice(0, 5).join(", ")})`);
+      await until(() => [...sentIds].every(([id, n]) => results(id).length >= n), 20_000, `seed ${SEED}: every command up to ${n + batch} answered`).catch((e: unknown) => {
+        const missing = [...sentIds].filter(([id, n]) => results(id).length < n).map(([id]) => id);
+        throw new Error(`${String(e)}: missing ${missing.slice(0, 5).join(", ")}; connections ${host.connections}; log ${logs.slice(-5).join(" | ")}`);
+      });
     }
-    for (const id of sentIds) {
+    for (const [id, n] of sentIds) {
       const rs = results(id);
-      assert.equal(rs.length, 1, `seed ${SEED}: ${id} answered ${rs.length} times: ${JSON.stringify(rs)}`);
+      // Each delivery is answered once; a repeated ID gets the first result again (executed at most once).
+      assert.equal(rs.length, n, `seed ${SEED}: ${id} sent ${n} times, answered ${rs.length} times: ${JSON.stringify(rs)}`);
       assert.equal(typeof rs[0]!.accepted, "boolean");
+      for (const x of rs) assert.deepEqual(x, rs[0], `seed ${SEED}: ${id}: a repeated ID got another result`);
     }
     for (const f of host.frames) if (f.type === "command_result") assert.equal(typeof f.commandId, "string", `seed ${SEED}: ${JSON.stringify(f).slice(0, 200)}`);
     const seqs = new Map<string, number>();
