@@ -62,6 +62,8 @@ async function runService(): Promise<number> {
     families,
     state,
     log: (line) => void process.stderr.write(line + "\n"),
+    // Env-gated input-state diagnostics, for tests that must observe backpressure and EOF from outside.
+    ...(process.env.BERTH_DEBUG_IO === "1" ? { onInput: (e) => void process.stderr.write(`berth-io input-${e.state} records=${e.records}\n`) } : {}),
   });
   // A signal shuts down like EOF (turns cancelled, tool process groups killed, terminals written); a second one
   // while that is under way exits at once.

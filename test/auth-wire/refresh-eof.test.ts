@@ -11,8 +11,6 @@ import type { AddressInfo } from "node:net";
 import { ServiceProcess } from "../helpers/service-process.js";
 import { waitFor } from "./wire-helpers.js";
 
-/** How long the endpoint holds its answer after stdin was closed: the refresh is still running at EOF. */
-const ANSWER_DELAY_MS = 1000;
 const MODELS = { data: [{ id: "claude-slow-1", display_name: "Claude Slow", type: "model" }], has_more: false };
 
 test("EOF during a slow catalog.refresh: the response is written before exit 0 and the cache persists", async () => {
@@ -27,9 +25,9 @@ test("EOF during a slow catalog.refresh: the response is written before exit 0 a
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
   const env = { ANTHROPIC_BASE_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, ANTHROPIC_API_KEY: "sk-ant-SECRETMARKER-env" };
-  const svc = new ServiceProcess({ env });
+  // BERTH_DEBUG_IO: the service reports on stderr when it has seen EOF (see server.ts `onInput`).
+  const svc = new ServiceProcess({ env: { ...env, BERTH_DEBUG_IO: "1" } });
   let next: ServiceProcess | null = null;
-  let timer: NodeJS.Timeout | undefined;
   try {
     await svc.initialize();
     const from = svc.lines.length;
@@ -37,9 +35,10 @@ test("EOF during a slow catalog.refresh: the response is written before exit 0 a
     svc.send({ protocol_version: 1, kind: "request", request_id: "r", method: "catalog.refresh", payload: { provider_id: "anthropic" } });
     await arrived; // the refresh is in flight at the endpoint
     svc.end();
-    timer = setTimeout(() => {
-      for (const res of held) res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(MODELS));
-    }, ANSWER_DELAY_MS);
+    // The endpoint answers only once the service has seen EOF and stopped reading: the refresh is running at EOF.
+    await svc.waitStderr(/berth-io input-eof records=\d+\n/);
+    assert.equal(held.length, 1, "the refresh is still waiting on the endpoint");
+    for (const res of held) res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(MODELS));
     const res = await waitFor(svc, (m) => m.kind === "response" && m.request_id === "r", from);
     assert.deepEqual(res, { protocol_version: 1, kind: "response", request_id: "r", session_id: null, method: "catalog.refresh", payload: { provider_id: "anthropic", state: "fresh_cache" }, error: null });
     const { code } = await svc.exited;
@@ -60,7 +59,6 @@ test("EOF during a slow catalog.refresh: the response is written before exit 0 a
     next.end();
     assert.equal((await next.exited).code, 0);
   } finally {
-    clearTimeout(timer);
     svc.kill();
     next?.kill();
     server.closeAllConnections();

@@ -106,6 +106,41 @@ export class ServiceProcess {
     return this.lines.slice(0, n);
   }
 
+  /**
+   * Resolves with the first match of `re` in stderr (from offset `from`), as soon as it is written; rejects when the
+   * process exits without it, or after `timeoutMs` (a safety net, not a condition).
+   */
+  waitStderr(re: RegExp, from = 0, timeoutMs = 60_000): Promise<RegExpExecArray> {
+    return new Promise((resolve, reject) => {
+      const check = (): boolean => {
+        const m = re.exec(this.stderr.slice(from));
+        if (m === null) return false;
+        done();
+        resolve(m);
+        return true;
+      };
+      const onData = (): void => void check();
+      const onExit = (): void => {
+        if (check()) return;
+        done();
+        reject(new Error(`the service exited before stderr matched ${re}; stderr: ${this.stderr.slice(-500)}`));
+      };
+      const t = setTimeout(() => {
+        done();
+        reject(new Error(`timed out waiting for stderr to match ${re}; stderr: ${this.stderr.slice(-500)}`));
+      }, timeoutMs);
+      const done = (): void => {
+        clearTimeout(t);
+        this.child.stderr.off("data", onData);
+        this.child.off("close", onExit);
+      };
+      // Registered after the collector in the constructor, so `this.stderr` already holds the new chunk.
+      this.child.stderr.on("data", onData);
+      this.child.once("close", onExit);
+      check();
+    });
+  }
+
   /** Sends one request and waits for the response correlated to it (events before it are kept in `lines`). */
   async request(method: string, payload: unknown, extra: Record<string, unknown> = {}, requestId = `r${++reqCounter}`): Promise<Record<string, any>> {
     const from = this.lines.length;

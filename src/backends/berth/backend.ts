@@ -342,11 +342,14 @@ export class BerthRuntimeBackend {
 
   private onCommand(f: Json, provider: boolean): void {
     const commandId = f.commandId;
-    const cmd = f.command as Json | undefined;
-    if (typeof commandId !== "string" || !cmd || typeof cmd.type !== "string") return;
+    if (typeof commandId !== "string") return; // nothing to correlate an answer with
     const prior = this.results.get(commandId);
     if (prior) return void this.send({ type: "command_result", commandId, ...prior });
     if (this.inflight.has(commandId)) return; // the first delivery will answer
+    const cmd = f.command as Json | null | undefined;
+    // A correlatable command is always answered, even a malformed one: the host would otherwise wait for it.
+    if (typeof cmd !== "object" || cmd === null || Array.isArray(cmd) || typeof cmd.type !== "string")
+      return this.answer(commandId, false, "the command must be an object with a string type");
     if (f.backendInstanceId !== this.instanceId) return this.answer(commandId, false, "unknown backend instance");
     this.inflight.add(commandId);
     if (provider) {
@@ -409,7 +412,10 @@ export class BerthRuntimeBackend {
   private async admitTurn(s: LiveSession, lane: Lane, text: string, turnId: string, pendingId: string | undefined, reply: (ok: boolean, error?: string) => void): Promise<void> {
     await this.resolveCwd(s);
     const rt = this.runtimeOf(s, lane);
-    lane.held = [];
+    // Admissions of one chat may overlap (two prompts back to back): they share one hold buffer, released when
+    // the last of them has answered, so every admission's result still precedes its events.
+    lane.held ??= [];
+    lane.admitting = (lane.admitting ?? 0) + 1;
     const selection = lane.selection;
     const r = await rt.startTurn(selection !== undefined ? withSelection(selection, text) : text, { turnId });
     if (r.ok && selection !== undefined && lane.selection === selection) {
@@ -418,14 +424,15 @@ export class BerthRuntimeBackend {
       s.entry.chats = (s.entry.chats ?? []).map((c) => (c.uri === lane.chatUri ? { uri: c.uri, sessionId: c.sessionId, title: c.title, ...(c.disposed === true ? { disposed: true } : {}) } : c));
       void this.saveRegistry().catch((e: unknown) => this.o.log(`berth runtime: registry write failed: ${String(e)}`));
     }
-    const held = lane.held;
-    lane.held = null;
+    if (r.ok && pendingId !== undefined)
+      for (const ev of lane.held ?? []) if (ev.type === "user_message" && ev.turnId === turnId) ev.pendingId = pendingId;
     if (!r.ok) reply(false, r.error === "busy" ? "a turn is already running" : r.error === "history_incomplete" ? "session unavailable" : `session ${r.error}`);
     else reply(true);
-    for (const ev of held) {
-      if (r.ok && pendingId !== undefined && ev.type === "user_message" && ev.turnId === turnId) ev.pendingId = pendingId;
-      void this.emit(s, lane, ev);
-    }
+    lane.admitting--;
+    if (lane.admitting > 0) return;
+    const held = lane.held ?? [];
+    lane.held = null;
+    for (const ev of held) void this.emit(s, lane, ev);
   }
 
   /** What runs in a session served at `uri` (for diagnostics and tests): its running turn and pending approvals. */

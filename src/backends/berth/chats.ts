@@ -36,6 +36,8 @@ export interface Lane {
   held: Json[] | null;
   /** A side chat's excerpt (AHP `selection.text`), quoted into its first turn's prompt. */
   selection?: string;
+  /** Admissions in progress that share `held`. */
+  admitting?: number;
 }
 
 /** The longest side-chat excerpt kept (characters). */

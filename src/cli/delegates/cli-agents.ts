@@ -17,9 +17,8 @@
  */
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { statSync } from "node:fs";
 import { mkdir, readFile, rm, stat } from "node:fs/promises";
-import { delimiter, isAbsolute, join, relative, resolve } from "node:path";
+import { isAbsolute, join, relative, resolve } from "node:path";
 import { StringDecoder } from "node:string_decoder";
 import * as A from "../../core/arg-schema.js";
 import { redactSecrets, sanitizeText } from "../../core/text-policy.js";
@@ -29,6 +28,7 @@ import { newHandle, processStart, stopRun, writeRecord, type DelegationRecord } 
 import { defineLocalTool } from "../../runtime/tools/define.js";
 import type { Tool, ToolContext, ToolResult } from "../../runtime/types.js";
 import { instanceOf } from "./agent-berth.js";
+import { ExecutableResolver } from "./executables.js";
 import { jobRef, type JobBook } from "./jobs.js";
 import { textOf } from "../../core/json-text.js";
 
@@ -41,20 +41,6 @@ const MAX_EVENT_LINE_BYTES = 1 << 20;
 
 /** Provider variables a delegated CLI never inherits (it signs in through its own private home). */
 const PROVIDER_VARS = /(_API_KEY|_AUTH_TOKEN|_ACCESS_TOKEN)$|^(OPENAI|ANTHROPIC|AZURE_OPENAI|GEMINI|GOOGLE|OPENROUTER|MC|CLAUDE|PI)_|^CODEX_HOME$|^SCV_HOME$/;
-
-export function resolveExecutable(name: string, path: string | undefined): string | null {
-  for (const dir of (path ?? "").split(delimiter)) {
-    if (dir === "" || !isAbsolute(dir)) continue;
-    const p = join(dir, name);
-    try {
-      const st = statSync(p);
-      if (st.isFile() && (st.mode & 0o111) !== 0) return p;
-    } catch {
-      // not here
-    }
-  }
-  return null;
-}
 
 export function progressLine(s: string): string {
   return truncateUtf8(redactSecrets(sanitizeText(s).replace(/\s+/g, " ").trim()), MAX_LINE_BYTES);
@@ -266,16 +252,20 @@ export class CliAgents {
   /** Conversation handle → the agent's thread/session ID, per session. */
   private readonly threads = new Map<string, { sessionId: string; thread: string; turns: number }>();
   private readonly next = new Map<string, number>();
+  /** PATH lookups cached across turns (see executables.ts for when a change is seen). */
+  private readonly exes = new ExecutableResolver();
 
   constructor(private readonly o: CliAgentsOptions) {}
 
   tools(s: SessionToolContext, maxDepth: number): Tool[] {
     if (s.depth + 1 > maxDepth) return [];
     const out: Tool[] = [];
-    for (const spec of Object.values(CLI_SPECS)) {
-      const exe = resolveExecutable(spec.agent, this.o.env["PATH"]);
-      if (exe !== null) out.push(this.tool(s, exe, spec));
-    }
+    const specs = Object.values(CLI_SPECS);
+    const exes = this.exes.resolve(specs.map((spec) => spec.agent), this.o.env["PATH"]);
+    specs.forEach((spec, i) => {
+      const exe = exes[i];
+      if (exe !== undefined && exe !== null) out.push(this.tool(s, exe, spec));
+    });
     return out;
   }
 

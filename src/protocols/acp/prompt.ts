@@ -5,7 +5,8 @@
  * - One prompt turn per session at a time: a second `session/prompt` while one runs is refused at once with
  *   `-32600` (Berth does not queue ACP prompts; clients wait for the stop reason). A turn another Berth process runs
  *   in the same session (it holds the session's writer lease) is also `-32600`, with a message saying so.
- * - The answer comes after every update of the turn was written: `end_turn`, `cancelled` (after `session/cancel`
+ * - The answer comes after every update of the turn was written and the runtime has ended the turn (its writer
+ *   lease released, the session idle): `end_turn`, `cancelled` (after `session/cancel`
  *   or `$/cancel_request` of the prompt), `max_turn_requests` (Berth's step limit). A turn that failed otherwise
  *   is an error: `-32000` for a missing or rejected credential, else `-32603` with the runtime's fixed message.
  * - `session/cancel` for a session with no running turn does nothing.
@@ -38,6 +39,11 @@ export function registerPrompt(app: AgentApp, conn: AcpConnection): void {
     let end;
     try {
       end = await ended;
+      // The runtime ends the turn's writer lease after its terminal event. Answer once it has: the answer tells the
+      // client the session is idle, so a mode or config change sent on it applies at once and a prompt sent on it
+      // never meets the ending turn.
+      await started.done.catch(() => undefined);
+      s.applyPending();
       await s.flush();
     } finally {
       signal.removeEventListener("abort", onAbort);

@@ -31,6 +31,12 @@ export interface AppServiceOptions {
   state: InitState;
   /** One diagnostic line to stderr (never request data or secrets). */
   log: (line: string) => void;
+  /**
+   * Input-state diagnostics (the composition root prints them with `BERTH_DEBUG_IO=1`): `paused` when reading
+   * stops because the output is backed up, `resumed` when it goes on, `eof` once input has ended (EOF, shutdown or
+   * a fatal output error) and no more records will be read. `records`: input records handled so far.
+   */
+  onInput?: (e: { state: "paused" | "resumed" | "eof"; records: number }) => void;
 }
 
 interface Slot {
@@ -60,6 +66,7 @@ export class AppServiceServer {
   private eventCounter = 0;
   private fatal: string | null = null;
   private stopping = false;
+  private records = 0;
 
   constructor(private readonly opts: AppServiceOptions) {
     this.loaded = opts.families.map((f, index) => {
@@ -83,6 +90,7 @@ export class AppServiceServer {
       if (this.stopping) break;
       await this.handleFrame(frame);
     }
+    this.opts.onInput?.({ state: "eof", records: this.records });
     await this.shutdown();
     if (this.fatal !== null) {
       this.opts.log(`berth service: ${this.fatal}; stopping`);
@@ -125,8 +133,13 @@ export class AppServiceServer {
     this.lastInputAt = Date.now();
     if (frame.kind === "too_large") this.respondError(NULL_IDS, "record_too_large");
     else await this.handleRecord(frame.bytes);
+    this.records++;
     this.io.flush();
-    if (this.io.pressured) await this.io.writable();
+    if (this.io.pressured) {
+      this.opts.onInput?.({ state: "paused", records: this.records });
+      await this.io.writable();
+      this.opts.onInput?.({ state: "resumed", records: this.records });
+    }
   }
 
   private async handleRecord(bytes: Buffer): Promise<void> {

@@ -63,6 +63,17 @@ function tokenOk(presented: string | undefined | null, token: string): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
+const BAD_TARGET = "the request target is not a valid URL path";
+
+/** The request target as a URL; null when it does not parse (e.g. `http://[`), which is the client's error. */
+function requestUrl(req: IncomingMessage): URL | null {
+  try {
+    return new URL(req.url ?? "/", "http://localhost");
+  } catch {
+    return null;
+  }
+}
+
 function bearer(req: IncomingMessage): string | undefined {
   const h = req.headers.authorization;
   if (typeof h === "string" && h.startsWith("Bearer ")) return h.slice(7).trim();
@@ -115,7 +126,8 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
   const route = (req: IncomingMessage, res: ServerResponse) => {
     const refused = checkHostOrigin(req, names);
     if (refused) return json(res, refused.status, { error: refused.error, message: refused.message });
-    const url = new URL(req.url ?? "/", "http://localhost");
+    const url = requestUrl(req);
+    if (url === null) return json(res, 400, { error: "bad_request", message: BAD_TARGET });
     if (isUiPath(url.pathname) && (req.method === "GET" || req.method === "HEAD")) {
       // Loaded on first use: the UI server stays off the daemon's cold path.
       void import("./ui-static.js")
@@ -171,7 +183,11 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
         socket.end(`HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Type: application/json\r\n\r\n${JSON.stringify({ error: refused.error, message: refused.message })}`);
         return;
       }
-      const url = new URL(req.url ?? "/", "http://localhost");
+      const url = requestUrl(req);
+      if (url === null) {
+        socket.end(`HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: application/json\r\n\r\n${JSON.stringify({ error: "bad_request", message: BAD_TARGET })}`);
+        return;
+      }
       if (url.pathname !== "/ahp") {
         socket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n");
         return;

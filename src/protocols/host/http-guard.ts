@@ -4,7 +4,7 @@
  * before routing and before any token check.
  *
  * Contract (callers, including static routes added by other modules, may rely on it):
- *  - `Host` must be present and name this listener: one of its loopback names — `127.0.0.1`,
+ *  - Exactly one `Host` header must be present and name this listener: one of its loopback names — `127.0.0.1`,
  *    `localhost`, `[::1]` — or the literal address it is bound to, with the listener's port
  *    (a missing port is accepted only when the listener is on port 80). Names compare
  *    case-insensitively; anything else (a rebinding domain, another port) is refused.
@@ -41,7 +41,9 @@ export function listenerNames(bindHost: string, port: number): ListenerNames {
 
 export function checkHostOrigin(req: IncomingMessage, names: ListenerNames): GuardRefusal | null {
   const host = req.headers.host;
-  if (typeof host !== "string" || !names.hosts.has(host.toLowerCase()))
+  // Node keeps only the first of repeated Host headers; a request with two is refused (RFC 9112 §3.2), so a
+  // second, foreign name cannot ride behind an allowed one.
+  if (typeof host !== "string" || !names.hosts.has(host.toLowerCase()) || hostHeaders(req) !== 1)
     return { status: 403, error: "forbidden_host", message: "the Host header does not name this daemon's loopback listener" };
   const origin = req.headers.origin;
   if (origin !== undefined) {
@@ -50,4 +52,10 @@ export function checkHostOrigin(req: IncomingMessage, names: ListenerNames): Gua
       return { status: 403, error: "forbidden_origin", message: "cross-origin requests are refused (the Origin is not this daemon)" };
   }
   return null;
+}
+
+function hostHeaders(req: IncomingMessage): number {
+  let n = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i]!.toLowerCase() === "host") n++;
+  return n;
 }

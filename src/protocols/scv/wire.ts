@@ -12,7 +12,8 @@
  *  6. payload fields of the type → `invalid_request` (unknown fields are ignored).
  *  7. the session-level checks (session_not_found, turn_active, queue_conflict, …) happen in the session module.
  */
-import { utf8Length } from "../../core/utf8.js";
+import { sanitizeText } from "../../core/text-policy.js";
+import { truncateUtf8, utf8Length } from "../../core/utf8.js";
 
 export const PROTOCOL_VERSION = 3;
 export const MAX_CLIENT_FRAME_BYTES = 1 << 20;
@@ -132,7 +133,9 @@ export const MESSAGES = {
   notUtf8: "frame is not valid UTF-8",
   notJson: "frame is not a JSON object",
   noType: "message has no string `type`",
-  unknownType: (t: string) => `unknown message type \`${t.slice(0, 64)}\``,
+  // At most 64 bytes of the type, cut on a character boundary and without lone surrogates or control characters:
+  // a strict client (serde_json) fails to parse a frame holding a lone surrogate escape.
+  unknownType: (t: string) => `unknown message type \`${sanitizeText(truncateUtf8(t, 64))}\``,
   noRequestId: "message has no string `request_id`",
   notInitialized: "send `initialize` first",
   reinitialize: "the connection is already initialized",

@@ -1,0 +1,90 @@
+/**
+ * Finding the delegate CLIs (`codex`, `claude`, `pi`) on PATH without stat-ing every PATH entry for every CLI on
+ * every turn.
+ *
+ * Contract (what a user may rely on):
+ * - The answer is what a fresh PATH scan would give: the first absolute PATH directory holding a regular,
+ *   executable file of that name (relative and empty entries are skipped).
+ * - Installing or removing a CLI in a PATH directory shows at the next lookup (the next turn's tools): the cache is
+ *   keyed by the PATH value and by each directory's modification time, which an added, removed or renamed entry
+ *   changes. Answers are not reused when a directory had changed less than 2 s before they were cached (a second
+ *   change in the same timestamp tick would leave the mtime as it was): such a directory is re-scanned until then.
+ * - Not seen without a re-scan: a file made executable (or not) in place with chmod, or rewritten in place.
+ * - Cost per lookup with nothing changed: one stat per PATH directory for all names together.
+ */
+import { statSync, type Stats } from "node:fs";
+import { delimiter, isAbsolute, join } from "node:path";
+
+const RACY_MS = 2000;
+
+export interface ExecutableResolverOptions {
+  /** `fs.statSync` (a seam for tests that count file system calls). */
+  stat?: (path: string) => Stats;
+  now?: () => number;
+}
+
+export class ExecutableResolver {
+  private pathValue: string | undefined;
+  private dirs: Array<{ dir: string; mtimeMs: number | null }> | null = null;
+  private readonly found = new Map<string, string | null>();
+  private checkedAt = 0;
+  private readonly stat: (path: string) => Stats;
+  private readonly now: () => number;
+
+  constructor(o: ExecutableResolverOptions = {}) {
+    this.stat = o.stat ?? ((p) => statSync(p));
+    this.now = o.now ?? Date.now;
+  }
+
+  /** The path of each executable of `names` on `path` (a PATH value), or null; one validation for all of them. */
+  resolve(names: readonly string[], path: string | undefined): Array<string | null> {
+    this.validate(path);
+    return names.map((name) => {
+      const cached = this.found.get(name);
+      if (cached !== undefined) return cached;
+      const r = scan(name, this.dirs!.map((d) => d.dir), this.stat);
+      this.found.set(name, r);
+      return r;
+    });
+  }
+
+  /** Drops cached answers unless PATH and every directory on it are unchanged (and none is racy). */
+  private validate(path: string | undefined): void {
+    const dirs = (path ?? "").split(delimiter).filter((d) => d !== "" && isAbsolute(d));
+    const now = this.now();
+    const current = dirs.map((dir) => {
+      let mtimeMs: number | null;
+      try {
+        mtimeMs = this.stat(dir).mtimeMs;
+      } catch {
+        mtimeMs = null;
+      }
+      return { dir, mtimeMs };
+    });
+    // Answers cached at the previous check hold if no directory changed since, and none had changed within
+    // RACY_MS before that check (a change in the same timestamp tick leaves the mtime as it was).
+    const prev = this.checkedAt;
+    const same =
+      this.dirs !== null &&
+      this.pathValue === path &&
+      this.dirs.length === current.length &&
+      current.every((c, i) => c.dir === this.dirs![i]!.dir && c.mtimeMs === this.dirs![i]!.mtimeMs && (c.mtimeMs === null || prev - c.mtimeMs >= RACY_MS));
+    if (!same) this.found.clear();
+    this.pathValue = path;
+    this.dirs = current;
+    this.checkedAt = now;
+  }
+}
+
+function scan(name: string, dirs: string[], stat: (p: string) => Stats): string | null {
+  for (const dir of dirs) {
+    const p = join(dir, name);
+    try {
+      const st = stat(p);
+      if (st.isFile() && (st.mode & 0o111) !== 0) return p;
+    } catch {
+      // not here
+    }
+  }
+  return null;
+}

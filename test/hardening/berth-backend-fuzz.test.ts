@@ -1,0 +1,310 @@
+/**
+ * Seeded fuzzer for the in-process Berth backend's own frame handling (src/backends/berth/): a fake host on a Unix
+ * socket registers the backend and one session, then sends mutated host frames (session and provider commands of
+ * every type, registrations, errors, event refusals, unknown frames; value swaps, dropped keys, deep nesting,
+ * text-level edits). The host's wire validation is bypassed on purpose: the backend must hold on its own.
+ * Afterwards: every command frame with a string `commandId` got exactly one `command_result` (accepted a boolean),
+ * `sequenced_event` numbers rise by one per registration, nothing was logged as a bug, no rejection went unhandled,
+ * and a fresh session still runs a prompt to its reply. `FUZZ_SEED` / `FUZZ_COUNT` reproduce or lengthen a run.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync } from "node:fs";
+import { createServer, type Server, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { startBerthRuntime, type BerthRuntimeBackend } from "../../src/backends/berth/backend.js";
+import { Agent } from "../../src/runtime/agent.js";
+import { SessionManager, SessionStore } from "../../src/store/sessions/index.js";
+import { attachLineReader, encodeFrame } from "../../src/transport/host-framing.js";
+import { startFakeProvider } from "../fakes/fake-provider.js";
+import { prng } from "../helpers/prng.js";
+import { berthHomeFor, until, type Json } from "../host/helpers.js";
+
+const SEED = Number(process.env.FUZZ_SEED ?? 20261204);
+const COUNT = Number(process.env.FUZZ_COUNT ?? 600);
+
+type Rand = () => number;
+const pick = <T>(r: Rand, a: readonly T[]): T => a[Math.floor(r() * a.length)]!;
+const ODD: readonly unknown[] = [null, 0, -1, 1.5, 1e308, "", "x", "é😀", true, false, [], {}, [1, [2]], { type: "x" }, "__proto__", "constructor", "x".repeat(5000)];
+const PIECES = ["{", "}", "[", "]", '"', ":", ",", "\\", "\\u00", "é", "😀", "\u2028", "null", "-0", "1e999"];
+
+function mutateValue(r: Rand, v: unknown): unknown {
+  const x = r();
+  if (x < 0.06) return pick(r, ODD);
+  if (x < 0.07) {
+    const d = 20 + Math.floor(r() * 60);
+    return JSON.parse("[".repeat(d) + "]".repeat(d));
+  }
+  if (Array.isArray(v)) return v.map((e) => mutateValue(r, e));
+  if (v && typeof v === "object") {
+    const out: Json = {};
+    for (const [k, e] of Object.entries(v)) {
+      if (r() < 0.05) continue;
+      out[r() < 0.02 ? pick(r, ["__proto__", "constructor", "", "type"]) : k] = k === "commandId" && r() < 0.9 ? e : mutateValue(r, e);
+    }
+    if (r() < 0.05) out[pick(r, ["extra", "type", "session", "chat", "command", "commandId"])] = pick(r, ODD);
+    return out;
+  }
+  return v;
+}
+
+function mutateText(r: Rand, v: unknown): string {
+  let s = JSON.stringify(mutateValue(r, v)) ?? "null";
+  if (r() < 0.05) {
+    const d = 30 + Math.floor(r() * 5000);
+    s = s.replace(/}$/, `,"deep":${"[".repeat(d)}${"]".repeat(d)}}`);
+  }
+  if (r() < 0.1) {
+    const chars = [...s];
+    for (let k = 0; k < 1 + Math.floor(r() * 3); k++) {
+      const at = Math.floor(r() * (chars.length + 1));
+      if (r() < 0.5) chars.splice(at, 1);
+      else chars.splice(at, 0, pick(r, PIECES));
+    }
+    s = chars.join("");
+  }
+  return s.replace(/\n/g, "");
+}
+
+/** The fake host: one backend connection, frames recorded, raw lines sent. */
+class FakeHost {
+  readonly frames: Json[] = [];
+  sock?: Socket;
+  badFrames = 0;
+  connections = 0;
+  private constructor(
+    readonly server: Server,
+    readonly path: string,
+  ) {}
+  static async start(): Promise<FakeHost> {
+    const path = join(mkdtempSync(join(tmpdir(), "bfz-")), "backend.sock");
+    const server = createServer();
+    const h = new FakeHost(server, path);
+    server.on("connection", (s) => {
+      h.sock = s;
+      h.connections++;
+      s.on("error", () => undefined);
+      attachLineReader(s, {
+        onFrame: (f) => {
+          h.frames.push(f);
+          if (process.env.FUZZ_VERBOSE) process.stderr.write(`<< ${JSON.stringify(f).slice(0, 200)}\n`);
+          if (f.type === "provider_hello") h.raw(JSON.stringify({ type: "provider_registered", protocolVersion: 9 }));
+        },
+        onError: () => h.badFrames++,
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(path, resolve));
+    return h;
+  }
+  raw(line: string): void {
+    this.sock?.write(line + "\n");
+  }
+  send(f: Json): void {
+    this.sock?.write(encodeFrame(f));
+  }
+  async close(): Promise<void> {
+    this.sock?.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+interface Rig {
+  host: FakeHost;
+  rt: BerthRuntimeBackend;
+  logs: string[];
+  results: (id: string) => Json[];
+  /** Creates and registers a session; returns its URI, logical ID and primary chat. */
+  session: (n: string) => Promise<{ uri: string; logical: string; chat: string }>;
+}
+
+/** A fake host with the Berth backend registered on it; checks afterwards that nothing was logged as a bug. */
+async function withBackend(fn: (w: Rig) => Promise<void>): Promise<void> {
+  const fake = await startFakeProvider();
+  const berthHome = berthHomeFor(fake);
+  const cwd = mkdtempSync(join(tmpdir(), "bfz-cwd-"));
+  const host = await FakeHost.start();
+  const logs: string[] = [];
+  const unhandled: unknown[] = [];
+  const onUnhandled = (e: unknown): void => void unhandled.push(e);
+  process.on("unhandledRejection", onUnhandled);
+  const env = { PATH: process.env.PATH, MC_HOME: berthHome, MC_PROVIDER: "fake", MC_MODEL: "fake-model" };
+  const rt = await startBerthRuntime({
+    socketPath: host.path,
+    manager: new SessionManager(new SessionStore({ home: berthHome })),
+    runner: new Agent({ home: berthHome, cwd, env }),
+    cwd,
+    registryPath: join(mkdtempSync(join(tmpdir(), "bfz-reg-")), "berth-runtime.json"),
+    log: (m) => {
+      logs.push(m);
+      if (process.env.FUZZ_VERBOSE) process.stderr.write(`log: ${m}\n`);
+    },
+  });
+  const results = (id: string): Json[] => host.frames.filter((f) => f.type === "command_result" && f.commandId === id);
+  const session = async (n: string): Promise<{ uri: string; logical: string; chat: string }> => {
+    const uri = `ahp-session:/${n}`;
+    host.send({ type: "provider_command", commandId: `create-${n}`, backendInstanceId: rt.instanceId, command: { type: "create_session", session: uri, creationToken: `tok-${n}`, workingDirectories: [pathToFileURL(cwd).href] } });
+    await until(() => results(`create-${n}`).length > 0, 10_000, `create ${n}`);
+    assert.equal(results(`create-${n}`)[0]!.accepted, true);
+    let reg: Json | undefined;
+    await until(() => (reg = host.frames.find((f) => f.type === "register_session" && (f.hello as Json).requestedSession === uri)) !== undefined, 10_000, `register ${n}`);
+    const logical = `L-${n}`;
+    const chat = `ahp-chat:/${n}-main`;
+    host.send({ type: "session_registered", requestId: reg!.requestId, session: uri, backendConnectionId: logical, chat });
+    // The registration has been handled once a command on the session is answered as routed.
+    host.send({ type: "command", commandId: `probe-${n}`, backendInstanceId: rt.instanceId, session: uri, backendConnectionId: logical, command: { type: "abort" } });
+    await until(() => results(`probe-${n}`).length > 0, 10_000, `registration of ${n}`);
+    assert.equal(results(`probe-${n}`)[0]!.accepted, true);
+    return { uri, logical, chat };
+  };
+  try {
+    await fn({ host, rt, logs, results, session });
+  } finally {
+    await rt.close();
+    await host.close();
+    await fake.close();
+    process.off("unhandledRejection", onUnhandled);
+  }
+  assert.deepEqual(unhandled.map(String), [], `seed ${SEED}: unhandled rejections`);
+  const bugs = logs.filter((m) => /bug|internal|TypeError|RangeError/i.test(m));
+  assert.deepEqual(bugs, [], `seed ${SEED}: the backend logged bugs`);
+  assert.equal(host.badFrames, 0, "the backend wrote only valid frames");
+}
+
+test("Berth backend frame fuzz: every command answered once, no bug logged, the backend still runs prompts", { timeout: 300_000 }, async () => {
+  const r = prng(SEED);
+  await withBackend(async ({ host, rt, results, session, logs }) => {
+    const s = await session("fz");
+    const commands = (k: number): Json[] => {
+      const c = (command: Json, extra: Json = {}): Json => ({ type: "command", commandId: `k${k}`, backendInstanceId: rt.instanceId, session: s.uri, backendConnectionId: s.logical, command, ...extra });
+      const p = (command: Json): Json => ({ type: "provider_command", commandId: `k${k}`, backendInstanceId: rt.instanceId, command });
+      return [
+        c({ type: "prompt", text: `hi ${k}`, turnId: `t${k}` }),
+        c({ type: "abort" }),
+        c({ type: "steer", text: "s", id: `p${k}` }),
+        c({ type: "steer", message: { text: "s" }, id: `p${k}` }),
+        c({ type: "configure", model: { provider: "fake", id: "fake-model" }, thinkingLevel: "high" }),
+        c({ type: "confirm_tool", toolCallId: "tc", approved: true }),
+        c({ type: "complete_input", requestId: "q", response: "accept", answers: { answer: { state: "submitted", value: { kind: "text", value: "v" } } } }),
+        c({ type: "follow_up", text: `f ${k}`, id: `p${k}` }),
+        c({ type: "create_chat", chat: `ahp-chat:/x${k % 5}`, title: "T", initialText: "i", initialTurnId: `it${k}` }),
+        c({ type: "create_chat", chat: `ahp-chat:/f${k}`, source: { kind: "fork", chat: s.chat, turnId: `t${k - 1}` } }),
+        c({ type: "dispose_chat", chat: `ahp-chat:/x${k % 5}` }),
+        c({ type: "fetch_turns", cursor: pick(r, ["", "0", "zz", "t1"]) }),
+        c({ type: "prompt", text: "chat" }, { chat: `ahp-chat:/x${k % 5}` }),
+        c({ type: "nope" }),
+        p({ type: "create_session", session: `ahp-session:/p${k}`, creationToken: "t", workingDirectories: pick(r, [["file:///nonexistent-dir"], [5], ["file://evil/x"], [], "x"]) }),
+        p({ type: "dispose_session", session: `ahp-session:/p${k}` }),
+        p({ type: "nope" }),
+      ];
+    };
+    const others = (k: number): Json[] => [
+      { type: "session_registered", requestId: `nope${k}`, session: 5, backendConnectionId: null },
+      { type: "error", requestId: `nope${k}`, code: "x", fatal: false },
+      { type: "event_rejected", session: pick(r, [s.uri, "x", 5]), error: "e".repeat(300) },
+      { type: "event_ack", session: s.uri, sequence: k },
+      { type: "pong", id: `sync-${k}` },
+      { type: "provider_registered" },
+      { type: "session_unregistered", session: s.uri },
+      { type: "x".repeat(100) },
+    ];
+    // How many times each commandId was sent (a text mutation can turn one ID into another: "k2610" → "k261").
+    const sentIds = new Map<string, number>();
+    const batch = 20;
+    for (let n = 0; n < COUNT; n += batch) {
+      const lines: string[] = [];
+      for (let k = n; k < Math.min(COUNT, n + batch); k++) {
+        const f = r() < 0.85 ? pick(r, commands(k)) : pick(r, others(k));
+        const line = r() < 0.5 ? mutateText(r, f) : JSON.stringify(f);
+        lines.push(line);
+        // A command frame the backend must answer: parses, is a command, carries a string commandId.
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(line);
+        } catch {
+          parsed = undefined;
+        }
+        const pf = parsed as Json | undefined;
+        if (pf && typeof pf === "object" && !Array.isArray(pf) && (pf.type === "command" || pf.type === "provider_command") && typeof pf.commandId === "string")
+          sentIds.set(pf.commandId, (sentIds.get(pf.commandId) ?? 0) + 1);
+      }
+      // A line the framing refuses ends the connection (the backend reconnects): keep frames parseable as JSON.
+      for (const line of lines) {
+        try {
+          const v: unknown = JSON.parse(line);
+          if (v !== null && typeof v === "object" && !Array.isArray(v)) host.raw(line);
+        } catch {
+          /* not a frame the host could send */
+        }
+      }
+      if (process.env.FUZZ_VERBOSE) for (const l of lines) process.stderr.write(`>> ${l.slice(0, 300)}\n`);
+      await until(() => [...sentIds].every(([id, n]) => results(id).length >= n), 20_000, `seed ${SEED}: every command up to ${n + batch} answered`).catch((e: unknown) => {
+        const missing = [...sentIds].filter(([id, n]) => results(id).length < n).map(([id]) => id);
+        throw new Error(`${String(e)}: missing ${missing.slice(0, 5).join(", ")}; connections ${host.connections}; log ${logs.slice(-5).join(" | ")}`);
+      });
+    }
+    for (const [id, n] of sentIds) {
+      const rs = results(id);
+      // Each delivery is answered once; a repeated ID gets the first result again (executed at most once).
+      assert.equal(rs.length, n, `seed ${SEED}: ${id} sent ${n} times, answered ${rs.length} times: ${JSON.stringify(rs)}`);
+      assert.equal(typeof rs[0]!.accepted, "boolean");
+      for (const x of rs) assert.deepEqual(x, rs[0], `seed ${SEED}: ${id}: a repeated ID got another result`);
+    }
+    for (const f of host.frames) if (f.type === "command_result") assert.equal(typeof f.commandId, "string", `seed ${SEED}: ${JSON.stringify(f).slice(0, 200)}`);
+    const seqs = new Map<string, number>();
+    for (const f of host.frames) {
+      if (f.type !== "sequenced_event") continue;
+      const key = `${String(f.session)}|${String(f.backendConnectionId)}`;
+      const prev = seqs.get(key) ?? 0;
+      assert.equal(f.sequence, prev + 1, `seed ${SEED}: sequence of ${key}`);
+      seqs.set(key, f.sequence);
+    }
+
+    // Still serving: a fresh session runs a prompt to its reply.
+    const fresh = await session("after");
+    const from = host.frames.length;
+    host.send({ type: "command", commandId: "final", backendInstanceId: rt.instanceId, session: fresh.uri, backendConnectionId: fresh.logical, command: { type: "prompt", text: "still there", turnId: "tf" } });
+    await until(() => host.frames.slice(from).some((f) => f.type === "sequenced_event" && f.session === fresh.uri && (f.event as Json).type === "settled"), 20_000, "the final turn settles");
+    assert.equal(results("final")[0]?.accepted, true);
+    const text = host.frames
+      .slice(from)
+      .filter((f) => f.type === "sequenced_event" && f.session === fresh.uri && (f.event as Json).type === "text_delta")
+      .map((f) => (f.event as Json).text)
+      .join("");
+    assert.equal(text, "echo: still there");
+  });
+});
+
+test("finding: a command with a string commandId but no command object was never answered", () =>
+  withBackend(async ({ host, rt, results, session }) => {
+    const s = await session("m");
+    const bad: unknown[] = [undefined, "", [], { type: 5 }, null];
+    bad.forEach((command, i) =>
+      host.send({ type: "command", commandId: `bad${i}`, backendInstanceId: rt.instanceId, session: s.uri, backendConnectionId: s.logical, ...(command === undefined ? {} : { command }) }),
+    );
+    host.send({ type: "provider_command", commandId: "badp", backendInstanceId: rt.instanceId, command: "create_session" });
+    await until(() => [...bad.keys()].every((i) => results(`bad${i}`).length > 0) && results("badp").length > 0, 10_000, "every malformed command answered");
+    for (const id of [...bad.keys()].map((i) => `bad${i}`).concat("badp")) assert.deepEqual(results(id), [{ type: "command_result", commandId: id, accepted: false, error: "the command must be an object with a string type" }]);
+  }));
+
+test("finding: two prompts admitted at once on one chat threw 'held is not iterable'; both are answered before their events", () =>
+  withBackend(async ({ host, rt, results, session }) => {
+    const s = await session("two");
+    const from = host.frames.length;
+    const cmd = (id: string, text: string, turnId: string) => ({ type: "command", commandId: id, backendInstanceId: rt.instanceId, session: s.uri, backendConnectionId: s.logical, command: { type: "prompt", text, turnId } });
+    // One write: both frames are handled in the same tick, so the second admission starts before the first ends.
+    host.raw(`${JSON.stringify(cmd("p1", "first", "T1"))}\n${JSON.stringify(cmd("p2", "second", "T2"))}`);
+    await until(() => results("p1").length > 0 && results("p2").length > 0, 10_000, "both prompts answered");
+    await until(() => host.frames.slice(from).some((f) => f.type === "sequenced_event" && (f.event as Json).type === "settled"), 15_000, "the admitted turn settles");
+    const accepted = ["p1", "p2"].filter((id) => results(id)[0]!.accepted === true);
+    assert.equal(accepted.length, 1, `exactly one prompt runs: ${JSON.stringify([results("p1"), results("p2")])}`);
+    const refused = ["p1", "p2"].find((id) => !accepted.includes(id))!;
+    assert.equal(results(refused)[0]!.error, "a turn is already running");
+    const frames = host.frames.slice(from);
+    const firstEvent = frames.findIndex((f) => f.type === "sequenced_event");
+    const lastResult = Math.max(...["p1", "p2"].map((id) => frames.findIndex((f) => f.type === "command_result" && f.commandId === id)));
+    assert.ok(firstEvent > lastResult, "the turn's events follow the command results");
+    const user = frames.find((f) => f.type === "sequenced_event" && (f.event as Json).type === "user_message")!;
+    assert.equal((user.event as Json).turnId, accepted[0] === "p1" ? "T1" : "T2");
+  }));
