@@ -108,7 +108,12 @@ export class ScvSession implements ScvSessionHandle {
         const prefix = (t.deltaPrefix ??=
           `{"type":"assistant.delta","request_id":${JSON.stringify(t.requestId)},"session_id":${JSON.stringify(this.rt.id)},"turn_id":${JSON.stringify(e.turnId)},"content":`);
         const text = e.text;
-        const r = this.out.emit(() => `${prefix}${JSON.stringify(text)},"seq":${++this.seq}}`, t.ctl.signal);
+        const out = this.out;
+        if (out.canPush()) {
+          out.push(prefix + JSON.stringify(text) + ',"seq":' + ++this.seq + "}");
+          return true;
+        }
+        const r = out.emit(() => prefix + JSON.stringify(text) + ',"seq":' + ++this.seq + "}", t.ctl.signal);
         // A wait interrupted by cancellation drops this delta but does not refuse it: a refusal would end the turn
         // `failed`, while it is being cancelled (the runtime's signal is already aborted).
         return r === true || r === false ? r || t.ctl.signal.aborted : r.then((ok) => ok || t.ctl.signal.aborted);
