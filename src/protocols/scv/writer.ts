@@ -130,7 +130,13 @@ export class FrameWriter {
    * checks this may then build its frame and `push` it in the same synchronous step (no builder closure).
    */
   canAdmit(): boolean {
-    return !this.broken && this.waiters.length === 0 && this.pendingBig === null && this.fitsSoon();
+    if (this.broken || this.waiters.length > 0 || this.pendingBig !== null) return false;
+    if (this.fitsSoon()) return true;
+    // Full with frames not yet handed to the stream: hand them over now instead of waiting for the scheduled flush
+    // (one write of up to `maxFrames` frames either way); room is made unless the stream asks for a drain.
+    if (this.waitingDrain || this.queue.length === 0) return false;
+    this.flush();
+    return this.fitsSoon();
   }
 
   /** Admits a frame right after `canAdmit()` returned true (same synchronous step). */
