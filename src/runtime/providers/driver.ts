@@ -26,6 +26,12 @@ export interface StreamResponse {
   readonly body: {
     getReader(): { read(): Promise<{ done: true; value?: undefined } | { done: false; value: Uint8Array }> };
     cancel(): Promise<void>;
+    /**
+     * Optional: the caller has the whole answer (the decoder finished) but the body has not ended yet. Reads what
+     * remains in the background, bounded, so a connection whose response ends returns to the keep-alive pool;
+     * one that keeps sending is destroyed. Without it the driver aborts the request (the connection is lost).
+     */
+    release?(): void;
   } | null;
 }
 
@@ -286,8 +292,12 @@ export async function* driveStream(p: DriveParams): AsyncGenerator<ProviderEvent
           throw failed;
         }
         if (decoder.finished) {
-          // Terminal reached: release the socket now rather than when the caller stops iterating.
-          if (!eof) ctl.abort();
+          // Terminal reached: release the connection now rather than when the caller stops iterating (back to the
+          // keep-alive pool once the response ends, so the next turn does not connect again; aborted otherwise).
+          if (!eof) {
+            if (res.body.release !== undefined) res.body.release();
+            else ctl.abort();
+          }
           settled = true;
         } else if (eof) {
           throw new ProviderFailure("network", LABELS.disconnect, true);
