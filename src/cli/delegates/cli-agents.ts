@@ -38,6 +38,8 @@ const MAX_REPLY_BYTES = 64 * 1024;
 const STDERR_TAIL_BYTES = 2048;
 const MAX_LINE_BYTES = 200;
 const MAX_EVENT_LINE_BYTES = 1 << 20;
+/** How long a PATH lookup of the agents' executables is reused: an agent installed meanwhile is offered within it. */
+const EXE_LOOKUP_MS = 5000;
 
 /** Provider variables a delegated CLI never inherits (it signs in through its own private home). */
 const PROVIDER_VARS = /(_API_KEY|_AUTH_TOKEN|_ACCESS_TOKEN)$|^(OPENAI|ANTHROPIC|AZURE_OPENAI|GEMINI|GOOGLE|OPENROUTER|MC|CLAUDE|PI)_|^CODEX_HOME$|^SCV_HOME$/;
@@ -267,13 +269,27 @@ export class CliAgents {
   private readonly threads = new Map<string, { sessionId: string; thread: string; turns: number }>();
   private readonly next = new Map<string, number>();
 
+  /** The PATH lookup of each agent, reused for `EXE_LOOKUP_MS` (it is a stat per PATH directory, on every turn). */
+  private exes: { at: number; found: Map<string, string | null> } | null = null;
+
   constructor(private readonly o: CliAgentsOptions) {}
+
+  private executable(agent: string): string | null {
+    const now = performance.now();
+    if (this.exes === null || now - this.exes.at > EXE_LOOKUP_MS) this.exes = { at: now, found: new Map() };
+    let exe = this.exes.found.get(agent);
+    if (exe === undefined) {
+      exe = resolveExecutable(agent, this.o.env["PATH"]);
+      this.exes.found.set(agent, exe);
+    }
+    return exe;
+  }
 
   tools(s: SessionToolContext, maxDepth: number): Tool[] {
     if (s.depth + 1 > maxDepth) return [];
     const out: Tool[] = [];
     for (const spec of Object.values(CLI_SPECS)) {
-      const exe = resolveExecutable(spec.agent, this.o.env["PATH"]);
+      const exe = this.executable(spec.agent);
       if (exe !== null) out.push(this.tool(s, exe, spec));
     }
     return out;
