@@ -127,8 +127,10 @@ export class ScvSession implements ScvSessionHandle {
         const t = this.turns.get(e.turnId);
         if (t === undefined) return;
         const f = { turn_id: e.turnId, content: e.text };
-        // An encoded completion frame over the server-frame limit fails the turn before it is emitted.
-        if (utf8Length(JSON.stringify(f)) + 256 > MAX_SERVER_FRAME_BYTES) {
+        // An encoded completion frame over the server-frame limit fails the turn before it is emitted. JSON escapes
+        // a character into at most six bytes, so a text far below the limit needs no trial encoding (a long answer
+        // would otherwise be encoded twice).
+        if (e.text.length * 6 + 1024 > MAX_SERVER_FRAME_BYTES && utf8Length(JSON.stringify(f)) + 256 > MAX_SERVER_FRAME_BYTES) {
           t.failCode = "response_limit";
           this.rt.cancel(e.turnId);
           return;
