@@ -8,6 +8,7 @@
  *   the body and closes the socket, before the `error` event is yielded;
  * - an attempt is retried only while nothing has been yielded to the caller.
  */
+import { StringDecoder } from "node:string_decoder";
 import { createParser, type EventSourceParser } from "eventsource-parser";
 import type { CredentialSource, ProviderEvent } from "../types.js";
 import { utf8Bytes, type ProviderBounds } from "./accumulate.js";
@@ -122,7 +123,13 @@ export interface DriveParams {
 /** SSE framing with the event and response bounds, feeding a decoder synchronously. */
 class BoundedSse {
   private bytes = 0;
-  private readonly text = new TextDecoder("utf-8");
+  /**
+   * UTF-8 across chunk boundaries. StringDecoder rather than TextDecoder: its streaming decode is V8's own UTF-8
+   * path (about 4× faster on a 2.6 MB event stream); invalid bytes become U+FFFD in both. A leading BOM is
+   * dropped, as TextDecoder did (and as SSE requires).
+   */
+  private readonly text = new StringDecoder("utf8");
+  private started = false;
   private readonly parser: EventSourceParser;
 
   constructor(bounds: ProviderBounds, decoder: WireDecoder, out: ProviderEvent[]) {
@@ -150,12 +157,21 @@ class BoundedSse {
   push(chunk: Uint8Array): void {
     this.bytes += chunk.byteLength;
     if (this.bytes > this.maxResponse) throw limitFailure(LABELS.responseLimit);
-    this.parser.feed(this.text.decode(chunk, { stream: true }));
+    this.feed(this.text.write(chunk));
   }
 
   end(): void {
-    const rest = this.text.decode();
-    if (rest.length > 0) this.parser.feed(rest);
+    this.feed(this.text.end());
+  }
+
+  private feed(s: string): void {
+    if (s.length === 0) return;
+    if (!this.started) {
+      this.started = true;
+      if (s.charCodeAt(0) === 0xfeff) s = s.slice(1);
+      if (s.length === 0) return;
+    }
+    this.parser.feed(s);
   }
 }
 
