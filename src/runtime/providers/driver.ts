@@ -10,7 +10,7 @@
  */
 import { StringDecoder } from "node:string_decoder";
 import { createParser, type EventSourceParser } from "eventsource-parser";
-import type { CredentialSource, ProviderEvent } from "../types.js";
+import type { CredentialSource, ProviderBatch, ProviderEvent } from "../types.js";
 import { utf8Bytes, type ProviderBounds } from "./accumulate.js";
 import { abortedFailure, errorCategory, LABELS, limitFailure, ProviderFailure, statusFailure } from "./errors.js";
 
@@ -235,8 +235,28 @@ async function errorBodyCategory(res: StreamResponse): Promise<string | undefine
   return category;
 }
 
-/** Runs one provider stream. See the module contract. */
+/**
+ * Runs one provider stream, one event at a time. See the module contract. After the signal aborts, no further event
+ * of an unsettled batch is yielded: the stream ends with the aborted error instead.
+ */
 export async function* driveStream(p: DriveParams): AsyncGenerator<ProviderEvent, void, undefined> {
+  for await (const b of driveBatches(p)) {
+    for (const ev of b.events) {
+      if (!b.settled && p.signal.aborted) {
+        yield abortedFailure().toEvent();
+        return;
+      }
+      yield ev;
+    }
+  }
+}
+
+/**
+ * Runs one provider stream as batches: the events decoded from one body chunk at a time (one `await` per chunk
+ * instead of per event; a 64 KiB chunk holds hundreds of text deltas). Same contract as `driveStream`, which is
+ * built on it; a consumer iterating batches itself must apply the abort rule of `ProviderBatch`.
+ */
+export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatch, void, undefined> {
   const { signal } = p;
   const now = p.now ?? Date.now;
   let yielded = false;
@@ -301,9 +321,9 @@ export async function* driveStream(p: DriveParams): AsyncGenerator<ProviderEvent
         if (failed !== undefined) {
           // Cancel the body first, then hand over what was decoded before the failure.
           ctl.abort();
-          for (let i = 0; i < out.length; i++) {
+          if (out.length > 0) {
             yielded = true;
-            yield out[i] as ProviderEvent;
+            yield { events: out.splice(0), settled: true };
           }
           throw failed;
         }
@@ -318,12 +338,11 @@ export async function* driveStream(p: DriveParams): AsyncGenerator<ProviderEvent
         } else if (eof) {
           throw new ProviderFailure("network", LABELS.disconnect, true);
         }
-        for (let i = 0; i < out.length; i++) {
-          if (signal.aborted && !settled) throw abortedFailure();
+        if (signal.aborted && !settled) throw abortedFailure();
+        if (out.length > 0) {
           yielded = true;
-          yield out[i] as ProviderEvent;
+          yield { events: out.splice(0), settled };
         }
-        out.length = 0;
         if (settled) return;
       }
     } catch (e) {
@@ -336,15 +355,15 @@ export async function* driveStream(p: DriveParams): AsyncGenerator<ProviderEvent
       try {
         await p.retry.sleep(backoffDelay(p.retry, attempt, failure.retryAfterMs), signal);
       } catch {
-        yield abortedFailure().toEvent();
+        yield { events: [abortedFailure().toEvent()], settled: true };
         return;
       }
       if (!signal.aborted) continue;
-      yield abortedFailure().toEvent();
+      yield { events: [abortedFailure().toEvent()], settled: true };
       return;
     }
     // A retried failure says so: the caller sees one error for several requests.
-    yield (attempt > 1 ? failure.afterAttempts(attempt) : failure).toEvent();
+    yield { events: [(attempt > 1 ? failure.afterAttempts(attempt) : failure).toEvent()], settled: true };
     return;
   }
 }
