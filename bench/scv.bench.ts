@@ -4,6 +4,9 @@
  *   the prompt in one delta). Median of FIRST_SAMPLES turns on one session.
  * - scv.long_turn_ms.median: `turn.start` → `turn.completed` of a 20,000-delta answer (about 215 KB of text).
  * - scv.peak_rss_mb: the daemon's peak RSS (VmHWM) after the runs.
+ * - scv.long_turn_cpu_ms.mean: CPU time (user + system, /proc/<pid>/stat) the daemon spends per long turn, beside the
+ *   floor host's. No target: wall-clock ratios swing on a shared machine, CPU time per turn is the steadier measure
+ *   of the daemon's own cost.
  * The floor is a minimal Node NDJSON echo host on a Unix socket: it reads a prompt line, POSTs the same request to the
  * same loopback fake provider, and relays each SSE delta as one NDJSON line, then a terminal line. Targets: first
  * delta ≤ 2× floor, whole turn ≤ 1.5× floor, peak RSS ≤ 100 MB.
@@ -96,6 +99,11 @@ class Lines {
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+/** CPU time (user + system) of process `pid` so far, in ms (clock ticks of 10 ms). */
+const cpuMs = (pid: number): number => {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(f[11]) + Number(f[12])) * 10;
+};
 const round = (v: number): number => Math.round(v * 100) / 100;
 const open = (path: string): Promise<Socket> =>
   new Promise((resolve, reject) => {
@@ -127,7 +135,12 @@ export default async function (): Promise<Figure[]> {
     floorFirst.push(await f.time(JSON.stringify({ prompt: `hello ${i}` }) + "\n", (m) => m.type === "assistant.delta"));
     await f.time("", (m) => m.type === "turn.completed");
   }
-  for (let i = 0; i < LONG_SAMPLES; i++) floorLong.push(await f.time(JSON.stringify({ prompt: LONG_PROMPT }) + "\n", (m) => m.type === "turn.completed"));
+  let floorCpu = 0;
+  for (let i = 0; i < LONG_SAMPLES; i++) {
+    const c0 = cpuMs(host.pid!);
+    floorLong.push(await f.time(JSON.stringify({ prompt: LONG_PROMPT }) + "\n", (m) => m.type === "turn.completed"));
+    floorCpu += cpuMs(host.pid!) - c0;
+  }
   f.s.destroy();
   host.kill();
 
@@ -148,9 +161,12 @@ export default async function (): Promise<Figure[]> {
       first.push(await c.time(JSON.stringify({ type: "turn.start", request_id: rid, session_id: sid, prompt: `hello ${i}` }) + "\n", (m) => m.type === "assistant.delta" && m.request_id === rid));
       await c.time("", (m) => m.request_id === rid && typeof m.type === "string" && m.type.startsWith("turn.") && m.type !== "turn.started");
     }
+    let cpu = 0;
     for (let i = 0; i < LONG_SAMPLES; i++) {
       const rid = `l${i}`;
+      const c0 = cpuMs(d.child.pid!);
       long.push(await c.time(JSON.stringify({ type: "turn.start", request_id: rid, session_id: sid, prompt: LONG_PROMPT }) + "\n", (m) => m.request_id === rid && m.type === "turn.completed"));
+      cpu += cpuMs(d.child.pid!) - c0;
       // A fresh context for the next sample (history would grow by 215 KB per turn otherwise).
       await c.time(JSON.stringify({ type: "session.clear", request_id: `c${i}`, session_id: sid }) + "\n", (m) => m.request_id === `c${i}`);
     }
@@ -162,6 +178,7 @@ export default async function (): Promise<Figure[]> {
     const bl = median(long);
     figures.push({ name: "scv.first_delta_ms.median", value: round(bf), unit: "ms", floor: round(ff), ratio: round(bf / ff), target: "<= 2x floor", ok: bf <= 2 * ff, samples: FIRST_SAMPLES });
     figures.push({ name: "scv.long_turn_ms.median", value: round(bl), unit: "ms", floor: round(fl), ratio: round(bl / fl), target: "<= 1.5x floor", ok: bl <= 1.5 * fl, samples: LONG_SAMPLES, deltas: 20000 });
+    figures.push({ name: "scv.long_turn_cpu_ms.mean", value: round(cpu / LONG_SAMPLES), unit: "ms", floor: round(floorCpu / LONG_SAMPLES), ratio: round(cpu / Math.max(floorCpu, 1)), samples: LONG_SAMPLES });
     figures.push({ name: "scv.peak_rss_mb", value: Math.round(peak * 10) / 10, unit: "MB", target: "<= 100", ok: peak <= 100 });
   } finally {
     await d.stop();

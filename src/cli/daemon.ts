@@ -4,6 +4,8 @@
  * process) before the ready line is printed, unless `--no-berth-runtime` (`--berth-runtime` is accepted and is
  * the default). With no model provider configured the runtime still registers; its turns fail naming the cause.
  */
+// First: the heap settings must hold before the other modules load (daemon-heap.ts).
+import "./daemon-heap.js";
 import { join } from "node:path";
 import { rmSync, writeFileSync } from "node:fs";
 import { startHost, type HostHandle } from "../protocols/host/host.js";

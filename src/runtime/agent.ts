@@ -47,7 +47,7 @@ import type { BashOptions } from "./tools/index.js";
 import { SessionRegistries, type McpServerInfo, type SessionToolInfo, type RegistryLease, type ToolConfig } from "./tool-registries.js";
 import { SkillCatalog, type Skill } from "./tools/skills.js";
 import { runLoop } from "./turn-loop.js";
-import type { ImagePart, Provider, ThinkingLevel, Tool, ToolRisk, UserContent } from "./types.js";
+import type { ImagePart, Provider, ProviderRequest, ThinkingLevel, Tool, ToolRisk, UserContent } from "./types.js";
 import type { Workspace } from "./workspace.js";
 import type { UserAttachment } from "../store/sessions/index.js";
 
@@ -389,7 +389,13 @@ export class Agent {
     mark("turn.provider_resolved");
     if (durable !== null) {
       const inner = r.provider;
-      r.provider = { id: inner.id, api: inner.api, stream: (pr) => inner.stream({ ...pr, gate: durable }) };
+      const batches = inner.streamBatches?.bind(inner);
+      r.provider = {
+        id: inner.id,
+        api: inner.api,
+        stream: (pr) => inner.stream({ ...pr, gate: durable }),
+        ...(batches !== undefined ? { streamBatches: (pr: ProviderRequest) => batches({ ...pr, gate: durable }) } : {}),
+      };
     }
     // A turn of no session shares one registry (keyed by its configuration like any other).
     const lease = req.noTools === true ? null : this.registries.acquire(req.sessionId ?? "", req.cwd, r);

@@ -19,12 +19,12 @@ import type { ApprovalPolicy } from "./approval.js";
 import { compact } from "./compaction.js";
 import { estimateTokens } from "./context.js";
 import type { FailureReason, RuntimeEvent, TerminalStatus, TurnOutcome, TurnSink, TurnUsage } from "./events.js";
-import { LABELS } from "./providers/errors.js";
+import { abortedFailure, LABELS } from "./providers/errors.js";
 import type { TurnRecorder } from "./recorder.js";
 import { createTaskTool, TASK_TOOL_NAME } from "./subagent.js";
 import type { Workspace } from "./workspace.js";
 import { executeToolCall, type ToolCallSpec } from "./tool-exec.js";
-import type { AssistantBlock, Message, Provider, ProviderErrorKind, ThinkingLevel, Tool, ToolResult, ToolSpec } from "./types.js";
+import type { AssistantBlock, Message, Provider, ProviderBatch, ProviderErrorKind, ProviderEvent, ProviderRequest, ThinkingLevel, Tool, ToolResult, ToolSpec } from "./types.js";
 
 export interface LoopOptions {
   turnId: string;
@@ -191,7 +191,7 @@ async function streamOnce(
   let message = "";
   let last: Extract<import("./types.js").ProviderEvent, { type: "usage" }> | null = null;
   try {
-    const stream = o.provider.stream({
+    const req: ProviderRequest = {
       model: o.model,
       system: o.system,
       messages,
@@ -200,8 +200,16 @@ async function streamOnce(
       ...(o.thinking !== undefined && o.thinking !== "default" ? { thinking: o.thinking } : {}),
       ...(o.fast === true ? { fast: true } : {}),
       signal: ctl.signal,
-    });
-    read: for await (const ev of stream) {
+    };
+    // Batches when the provider offers them (one await per body chunk, not per delta); see `ProviderBatch`.
+    const batches = o.provider.streamBatches !== undefined ? o.provider.streamBatches(req) : singles(o.provider.stream(req));
+    read: for await (const batch of batches) for (const ev of batch.events) {
+      if (!batch.settled && ctl.signal.aborted) {
+        const f = abortedFailure();
+        error = f.kind;
+        message = f.label;
+        break read;
+      }
       switch (ev.type) {
         case "text_delta": {
           if (ev.text === "") break;
@@ -290,6 +298,11 @@ async function streamOnce(
   }
   if (o.parentId === undefined && !refused && error === null) o.sink.event({ type: "assistant_completed", text });
   return { refused, error: refused ? null : error, message, calls: error !== null && !refused ? [] : calls };
+}
+
+/** A provider's event stream as settled one-event batches (its own abort handling already applied). */
+async function* singles(stream: AsyncIterable<ProviderEvent>): AsyncGenerator<ProviderBatch, void, undefined> {
+  for await (const ev of stream) yield { events: [ev], settled: true };
 }
 
 function withParent<E extends RuntimeEvent>(e: E, parentId: string | undefined): E {

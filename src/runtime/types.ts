@@ -86,6 +86,19 @@ export interface Provider {
   readonly id: string;
   readonly api: ProviderApi;
   stream(req: ProviderRequest): AsyncIterable<ProviderEvent>;
+  /** Optional: the same stream as batches (see `ProviderBatch`); the turn loop prefers it. */
+  streamBatches?(req: ProviderRequest): AsyncIterable<ProviderBatch>;
+}
+
+/**
+ * Consecutive events of one provider stream (those decoded from one body chunk). Concatenated, the batches are the
+ * events `stream()` yields, with one rule left to the consumer: before each event of a batch that is not `settled`,
+ * if the request's signal has aborted, the stream ends there as aborted (the error event `stream()` would yield;
+ * nothing more is read). A settled batch (the terminal one, or what was decoded before a failure) is delivered whole.
+ */
+export interface ProviderBatch {
+  events: ProviderEvent[];
+  settled: boolean;
 }
 
 export type ProviderApi = "anthropic" | "openai-responses" | "openai-chat";

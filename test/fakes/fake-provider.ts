@@ -31,6 +31,8 @@ export interface RecordedRequest {
   api: FakeApi | "models" | "unknown";
   /** Resolves when the request's socket closes (used to assert a cancelled stream closed it). */
   socketClosed: Promise<void>;
+  /** The client's port: equal for two requests that came over one kept-alive connection. */
+  remotePort: number | undefined;
 }
 
 export interface FakeProvider {
@@ -203,7 +205,7 @@ export async function startFakeProvider(opts: FakeProviderOptions = {}): Promise
     }
     const api = apiOf(method, url.pathname);
     const closed = closedPromise(res);
-    const rec: RecordedRequest = { method, path: url.pathname + url.search, headers: req.headers, body, json, api, socketClosed: closed };
+    const rec: RecordedRequest = { method, path: url.pathname + url.search, headers: req.headers, body, json, api, socketClosed: closed, remotePort: req.socket.remotePort };
     requests.push(rec);
     for (let i = waiters.length - 1; i >= 0; i--) {
       const w = waiters[i];

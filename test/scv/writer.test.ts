@@ -128,3 +128,24 @@ it("frames admitted while the stream waits for drain are written after the drain
   }
   assert.deepEqual(sink.lines(), ["first", "second"]);
 });
+
+it("counts held bytes exactly for multi-byte text (frames are counted in UTF-16 units only far from the bound)", async () => {
+  // 300 × "é" is 600 UTF-8 bytes; 300 × "a" is 300. Both frames are 300 units long.
+  for (const [ch, expectRoom] of [["é", false], ["a", true]] as const) {
+    const sink = new SlowSink();
+    const w = new FrameWriter(sink, { maxFrames: 256, maxBytes: 700, stallMs: 60_000 });
+    assert.equal(w.emit(() => ch.repeat(300)), true);
+    await tick(); // handed to the sink, which holds it (in flight)
+    assert.equal(w.canAdmit(), true, "one frame held, under the bound");
+    w.push(ch.repeat(300));
+    assert.equal(w.canAdmit(), expectRoom, `${ch}: ${expectRoom ? "600 bytes held leave room" : "1200 bytes held leave none"}`);
+    const later = w.emit(() => "z");
+    assert.equal(later === true, expectRoom);
+    while (sink.lines().length < 3) {
+      sink.release();
+      await tick();
+    }
+    assert.equal(await later, true);
+    assert.deepEqual(sink.lines(), [ch.repeat(300), ch.repeat(300), "z"]);
+  }
+});

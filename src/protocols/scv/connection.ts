@@ -36,6 +36,13 @@ export const CLEANUP_GRACE_MS = 3000;
 export interface ConnectionOutput {
   /** Emits a frame built at admission (see FrameWriter.emit). */
   emit(build: () => string | null, signal?: AbortSignal): boolean | Promise<boolean>;
+  /**
+   * Whether a frame would be admitted synchronously now; when true, the caller may build its frame and `push` it in
+   * the same synchronous step (the hot path of `assistant.delta`, without a builder closure per frame).
+   */
+  canPush(): boolean;
+  /** Admits a frame built right after `canPush()` returned true. */
+  push(frame: string): void;
   error(e: WireError): boolean | Promise<boolean>;
 }
 
@@ -87,6 +94,8 @@ export function serveScvConnection(input: Readable, output: Writable, deps: ScvS
   });
   const out: ConnectionOutput = {
     emit: (build, signal) => writer.emit(build, signal),
+    canPush: () => writer.canAdmit(),
+    push: (frame) => writer.push(frame),
     error: (e) => writer.emit(() => errorFrame(e)),
   };
 

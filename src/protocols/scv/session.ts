@@ -94,31 +94,43 @@ export class ScvSession implements ScvSessionHandle {
     return this.rt.snapshot().findIndex((e) => e.queue_id === queueId);
   }
 
+  /**
+   * The hot path (one frame per provider delta), kept out of `onEvent` so it stays small and optimized: a per-turn
+   * prefix, the frame built and pushed in one step when the writer has room, no intermediate objects.
+   */
+  private onDelta(e: Extract<SessionEvent, { type: "assistant_delta" }>): boolean | Promise<boolean> {
+    const t = this.turns.get(e.turnId);
+    if (t === undefined) return true;
+    const prefix = (t.deltaPrefix ??=
+      `{"type":"assistant.delta","request_id":${JSON.stringify(t.requestId)},"session_id":${JSON.stringify(this.rt.id)},"turn_id":${JSON.stringify(e.turnId)},"content":`);
+    const text = e.text;
+    const out = this.out;
+    if (out.canPush()) {
+      out.push(prefix + JSON.stringify(text) + ',"seq":' + ++this.seq + "}");
+      return true;
+    }
+    const r = out.emit(() => prefix + JSON.stringify(text) + ',"seq":' + ++this.seq + "}", t.ctl.signal);
+    // A wait interrupted by cancellation drops this delta but does not refuse it: a refusal would end the turn
+    // `failed`, while it is being cancelled (the runtime's signal is already aborted).
+    return r === true || r === false ? r || t.ctl.signal.aborted : r.then((ok) => ok || t.ctl.signal.aborted);
+  }
+
   private onEvent(e: SessionEvent): ReturnType<Parameters<SessionRuntime["subscribe"]>[0]> {
+    if (e.type === "assistant_delta") return this.onDelta(e);
     switch (e.type) {
       case "turn_started": {
         const t: TurnState = { requestId: e.submitter, ctl: new AbortController() };
         this.turns.set(e.turnId, t);
         return void this.frame("turn.started", t.requestId, { turn_id: e.turnId, ...(e.origin !== undefined ? { origin: e.origin } : {}) });
       }
-      case "assistant_delta": {
-        // The hot path (one frame per provider delta): a per-turn prefix, no intermediate objects.
-        const t = this.turns.get(e.turnId);
-        if (t === undefined) return true;
-        const prefix = (t.deltaPrefix ??=
-          `{"type":"assistant.delta","request_id":${JSON.stringify(t.requestId)},"session_id":${JSON.stringify(this.rt.id)},"turn_id":${JSON.stringify(e.turnId)},"content":`);
-        const text = e.text;
-        const r = this.out.emit(() => `${prefix}${JSON.stringify(text)},"seq":${++this.seq}}`, t.ctl.signal);
-        // A wait interrupted by cancellation drops this delta but does not refuse it: a refusal would end the turn
-        // `failed`, while it is being cancelled (the runtime's signal is already aborted).
-        return r === true || r === false ? r || t.ctl.signal.aborted : r.then((ok) => ok || t.ctl.signal.aborted);
-      }
       case "assistant_completed": {
         const t = this.turns.get(e.turnId);
         if (t === undefined) return;
         const f = { turn_id: e.turnId, content: e.text };
-        // An encoded completion frame over the server-frame limit fails the turn before it is emitted.
-        if (utf8Length(JSON.stringify(f)) + 256 > MAX_SERVER_FRAME_BYTES) {
+        // An encoded completion frame over the server-frame limit fails the turn before it is emitted. JSON escapes
+        // a character into at most six bytes, so a text far below the limit needs no trial encoding (a long answer
+        // would otherwise be encoded twice).
+        if (e.text.length * 6 + 1024 > MAX_SERVER_FRAME_BYTES && utf8Length(JSON.stringify(f)) + 256 > MAX_SERVER_FRAME_BYTES) {
           t.failCode = "response_limit";
           this.rt.cancel(e.turnId);
           return;

@@ -14,6 +14,9 @@
  *   (the connection then enters bounded cleanup).
  * - `close()` waits until everything admitted was handed to the OS (or the output broke); `destroy()` drops all and
  *   releases every waiter with `false`.
+ * - Cost: admission counts UTF-16 units, not bytes (a frame's UTF-8 size is 1–3× its length); exact byte counts are
+ *   taken only when held text could be near `maxBytes` (three times its length reaches it), so the common small
+ *   frame costs no encoding pass before the batch's single `write`.
  */
 import type { Writable } from "node:stream";
 
@@ -34,10 +37,12 @@ interface Waiter {
 
 export class FrameWriter {
   private queue: string[] = [];
-  private queuedBytes = 0;
-  /** Frames/bytes of the batches handed to the stream since it last drained. */
+  /** UTF-16 units of the queued frames (their UTF-8 bytes are between this and three times it). */
+  private queuedUnits = 0;
+  /** Frames, units and texts of the batches handed to the stream since it last drained. */
   private inFlightFrames = 0;
-  private inFlightBytes = 0;
+  private inFlightUnits = 0;
+  private inFlightTexts: string[] = [];
   private waitingDrain = false;
   private scheduled = false;
   private waiters: Waiter[] = [];
@@ -58,16 +63,33 @@ export class FrameWriter {
   private readonly onDrain = (): void => {
     this.waitingDrain = false;
     this.inFlightFrames = 0;
-    this.inFlightBytes = 0;
+    this.inFlightUnits = 0;
+    this.inFlightTexts = [];
     if (this.queue.length > 0) this.flush(); // flush() ends with progress()
     else this.progress();
   };
 
-  private fits(bytes: number): boolean {
+  /** Exact UTF-8 bytes held (queued frames plus in-flight batches, newlines excluded): O(held), rarely needed. */
+  private heldBytes(): number {
+    let n = 0;
+    for (const f of this.queue) n += Buffer.byteLength(f);
+    for (const t of this.inFlightTexts) n += Buffer.byteLength(t);
+    return n - this.inFlightFrames;
+  }
+
+  /** Whether the held bytes plus a frame of `units` UTF-16 units (`frame` when built) stay within `limit` (`<` when strict). */
+  private bytesWithin(limit: number, units: number, frame: string | null, strict: boolean): boolean {
+    const u = this.queuedUnits + this.inFlightUnits + units;
+    if (strict ? u * 3 < limit : u * 3 <= limit) return true;
+    if (strict ? u >= limit : u > limit) return false;
+    const total = this.heldBytes() + (frame !== null ? Buffer.byteLength(frame) : 0);
+    return strict ? total < limit : total <= limit;
+  }
+
+  private fits(frame: string): boolean {
     const frames = this.queue.length + this.inFlightFrames;
-    const held = this.queuedBytes + this.inFlightBytes;
     if (frames === 0) return true;
-    return frames + 1 <= this.o.maxFrames && held + bytes <= this.o.maxBytes;
+    return frames + 1 <= this.o.maxFrames && this.bytesWithin(this.o.maxBytes, frame.length, frame, false);
   }
 
   /** Held frames (queued plus in flight): for tests and diagnostics. */
@@ -81,7 +103,7 @@ export class FrameWriter {
    */
   emit(build: () => string | null, signal?: AbortSignal): boolean | Promise<boolean> {
     if (this.broken) return false;
-    if (this.waiters.length === 0 && this.pendingBig === null && this.fitsSoon()) {
+    if (this.canAdmit()) {
       const f = build();
       if (f !== null) this.admit(f);
       return true;
@@ -103,14 +125,33 @@ export class FrameWriter {
     });
   }
 
+  /**
+   * Whether `emit` would admit a frame synchronously now (not broken, nobody waiting, room left). A caller that
+   * checks this may then build its frame and `push` it in the same synchronous step (no builder closure).
+   */
+  canAdmit(): boolean {
+    if (this.broken || this.waiters.length > 0 || this.pendingBig !== null) return false;
+    if (this.fitsSoon()) return true;
+    // Full with frames not yet handed to the stream: hand them over now instead of waiting for the scheduled flush
+    // (one write of up to `maxFrames` frames either way); room is made unless the stream asks for a drain.
+    if (this.waitingDrain || this.queue.length === 0) return false;
+    this.flush();
+    return this.fitsSoon();
+  }
+
+  /** Admits a frame right after `canAdmit()` returned true (same synchronous step). */
+  push(frame: string): void {
+    this.admit(frame);
+  }
+
   /** Whether a typical frame fits now (the exact size is known only after building). */
   private fitsSoon(): boolean {
-    return this.queue.length + this.inFlightFrames < this.o.maxFrames && this.queuedBytes + this.inFlightBytes < this.o.maxBytes;
+    return this.queue.length + this.inFlightFrames < this.o.maxFrames && this.bytesWithin(this.o.maxBytes, 0, null, true);
   }
 
   private admit(frame: string): void {
     this.queue.push(frame);
-    this.queuedBytes += Buffer.byteLength(frame);
+    this.queuedUnits += frame.length;
     if (!this.scheduled && !this.waitingDrain) {
       this.scheduled = true;
       setImmediate(this.scheduledFlush);
@@ -127,9 +168,10 @@ export class FrameWriter {
     const q = this.queue;
     const text = q.length === 1 ? q[0] + "\n" : q.join("\n") + "\n";
     this.inFlightFrames += q.length;
-    this.inFlightBytes += this.queuedBytes;
+    this.inFlightUnits += this.queuedUnits;
+    this.inFlightTexts.push(text);
     this.queue = [];
-    this.queuedBytes = 0;
+    this.queuedUnits = 0;
     let ok: boolean;
     try {
       ok = this.stream.write(text);
@@ -140,7 +182,8 @@ export class FrameWriter {
     if (!ok) this.waitingDrain = true;
     else {
       this.inFlightFrames = 0;
-      this.inFlightBytes = 0;
+      this.inFlightUnits = 0;
+      this.inFlightTexts = [];
     }
     this.progress();
   }
@@ -152,7 +195,7 @@ export class FrameWriter {
       this.stallTimer = null;
     }
     const big = this.pendingBig;
-    if (big !== null && !this.broken && this.fits(Buffer.byteLength(big.frame))) {
+    if (big !== null && !this.broken && this.fits(big.frame)) {
       this.pendingBig = null;
       this.admit(big.frame);
       big.w.resolve(true);
@@ -162,7 +205,7 @@ export class FrameWriter {
       if (w.onAbort !== undefined) w.signal?.removeEventListener("abort", w.onAbort);
       const f = w.build();
       if (f !== null) {
-        if (!this.fits(Buffer.byteLength(f))) {
+        if (!this.fits(f)) {
           // Too big for the room left: hold it until the stream drains further (order kept).
           this.pendingBig = { frame: f, w };
           break;
@@ -214,7 +257,8 @@ export class FrameWriter {
     this.broken = true;
     if (this.stallTimer !== null) clearTimeout(this.stallTimer);
     this.queue = [];
-    this.queuedBytes = 0;
+    this.queuedUnits = 0;
+    this.inFlightTexts = [];
     const w = this.waiters;
     this.waiters = [];
     for (const x of w) {

@@ -8,8 +8,9 @@
  *   the body and closes the socket, before the `error` event is yielded;
  * - an attempt is retried only while nothing has been yielded to the caller.
  */
+import { StringDecoder } from "node:string_decoder";
 import { createParser, type EventSourceParser } from "eventsource-parser";
-import type { CredentialSource, ProviderEvent } from "../types.js";
+import type { CredentialSource, ProviderBatch, ProviderEvent } from "../types.js";
 import { utf8Bytes, type ProviderBounds } from "./accumulate.js";
 import { abortedFailure, errorCategory, LABELS, limitFailure, ProviderFailure, statusFailure } from "./errors.js";
 
@@ -26,6 +27,12 @@ export interface StreamResponse {
   readonly body: {
     getReader(): { read(): Promise<{ done: true; value?: undefined } | { done: false; value: Uint8Array }> };
     cancel(): Promise<void>;
+    /**
+     * Optional: the caller has the whole answer (the decoder finished) but the body has not ended yet. Reads what
+     * remains in the background, bounded, so a connection whose response ends returns to the keep-alive pool;
+     * one that keeps sending is destroyed. Without it the driver aborts the request (the connection is lost).
+     */
+    release?(): void;
   } | null;
 }
 
@@ -116,7 +123,13 @@ export interface DriveParams {
 /** SSE framing with the event and response bounds, feeding a decoder synchronously. */
 class BoundedSse {
   private bytes = 0;
-  private readonly text = new TextDecoder("utf-8");
+  /**
+   * UTF-8 across chunk boundaries. StringDecoder rather than TextDecoder: its streaming decode is V8's own UTF-8
+   * path (about 4× faster on a 2.6 MB event stream); invalid bytes become U+FFFD in both. A leading BOM is
+   * dropped, as TextDecoder did (and as SSE requires).
+   */
+  private readonly text = new StringDecoder("utf8");
+  private started = false;
   private readonly parser: EventSourceParser;
 
   constructor(bounds: ProviderBounds, decoder: WireDecoder, out: ProviderEvent[]) {
@@ -144,12 +157,21 @@ class BoundedSse {
   push(chunk: Uint8Array): void {
     this.bytes += chunk.byteLength;
     if (this.bytes > this.maxResponse) throw limitFailure(LABELS.responseLimit);
-    this.parser.feed(this.text.decode(chunk, { stream: true }));
+    this.feed(this.text.write(chunk));
   }
 
   end(): void {
-    const rest = this.text.decode();
-    if (rest.length > 0) this.parser.feed(rest);
+    this.feed(this.text.end());
+  }
+
+  private feed(s: string): void {
+    if (s.length === 0) return;
+    if (!this.started) {
+      this.started = true;
+      if (s.charCodeAt(0) === 0xfeff) s = s.slice(1);
+      if (s.length === 0) return;
+    }
+    this.parser.feed(s);
   }
 }
 
@@ -213,8 +235,28 @@ async function errorBodyCategory(res: StreamResponse): Promise<string | undefine
   return category;
 }
 
-/** Runs one provider stream. See the module contract. */
+/**
+ * Runs one provider stream, one event at a time. See the module contract. After the signal aborts, no further event
+ * of an unsettled batch is yielded: the stream ends with the aborted error instead.
+ */
 export async function* driveStream(p: DriveParams): AsyncGenerator<ProviderEvent, void, undefined> {
+  for await (const b of driveBatches(p)) {
+    for (const ev of b.events) {
+      if (!b.settled && p.signal.aborted) {
+        yield abortedFailure().toEvent();
+        return;
+      }
+      yield ev;
+    }
+  }
+}
+
+/**
+ * Runs one provider stream as batches: the events decoded from one body chunk at a time (one `await` per chunk
+ * instead of per event; a 64 KiB chunk holds hundreds of text deltas). Same contract as `driveStream`, which is
+ * built on it; a consumer iterating batches itself must apply the abort rule of `ProviderBatch`.
+ */
+export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatch, void, undefined> {
   const { signal } = p;
   const now = p.now ?? Date.now;
   let yielded = false;
@@ -279,25 +321,28 @@ export async function* driveStream(p: DriveParams): AsyncGenerator<ProviderEvent
         if (failed !== undefined) {
           // Cancel the body first, then hand over what was decoded before the failure.
           ctl.abort();
-          for (let i = 0; i < out.length; i++) {
+          if (out.length > 0) {
             yielded = true;
-            yield out[i] as ProviderEvent;
+            yield { events: out.splice(0), settled: true };
           }
           throw failed;
         }
         if (decoder.finished) {
-          // Terminal reached: release the socket now rather than when the caller stops iterating.
-          if (!eof) ctl.abort();
+          // Terminal reached: release the connection now rather than when the caller stops iterating (back to the
+          // keep-alive pool once the response ends, so the next turn does not connect again; aborted otherwise).
+          if (!eof) {
+            if (res.body.release !== undefined) res.body.release();
+            else ctl.abort();
+          }
           settled = true;
         } else if (eof) {
           throw new ProviderFailure("network", LABELS.disconnect, true);
         }
-        for (let i = 0; i < out.length; i++) {
-          if (signal.aborted && !settled) throw abortedFailure();
+        if (signal.aborted && !settled) throw abortedFailure();
+        if (out.length > 0) {
           yielded = true;
-          yield out[i] as ProviderEvent;
+          yield { events: out.splice(0), settled };
         }
-        out.length = 0;
         if (settled) return;
       }
     } catch (e) {
@@ -310,15 +355,15 @@ export async function* driveStream(p: DriveParams): AsyncGenerator<ProviderEvent
       try {
         await p.retry.sleep(backoffDelay(p.retry, attempt, failure.retryAfterMs), signal);
       } catch {
-        yield abortedFailure().toEvent();
+        yield { events: [abortedFailure().toEvent()], settled: true };
         return;
       }
       if (!signal.aborted) continue;
-      yield abortedFailure().toEvent();
+      yield { events: [abortedFailure().toEvent()], settled: true };
       return;
     }
     // A retried failure says so: the caller sees one error for several requests.
-    yield (attempt > 1 ? failure.afterAttempts(attempt) : failure).toEvent();
+    yield { events: [(attempt > 1 ? failure.afterAttempts(attempt) : failure).toEvent()], settled: true };
     return;
   }
 }

@@ -5,7 +5,7 @@
 import { PROVIDER_BOUNDS, type CredentialSource, type Provider, type ProviderApi, type ProviderRequest } from "../types.js";
 import type { ProviderBounds } from "./accumulate.js";
 import { ANTHROPIC_DEFAULT_BASE_URL, AnthropicDecoder, buildAnthropicRequest } from "./anthropic.js";
-import { DEFAULT_RETRY, driveStream, type FetchLike, type StreamFetch, type RetryPolicy, type WireDecoder, type WireRequest, type Credential } from "./driver.js";
+import { DEFAULT_RETRY, driveBatches, driveStream, type DriveParams, type FetchLike, type StreamFetch, type RetryPolicy, type WireDecoder, type WireRequest, type Credential } from "./driver.js";
 import { buildChatRequest, ChatDecoder } from "./openai-chat.js";
 import { nodeFetch } from "./node-fetch.js";
 import { buildResponsesRequest, OPENAI_DEFAULT_BASE_URL, ResponsesDecoder } from "./openai-responses.js";
@@ -93,19 +93,20 @@ export function createProvider(
       decoder = () => new ChatDecoder(bounds);
       break;
   }
+  const params = (req: ProviderRequest): DriveParams => ({
+    signal: req.signal,
+    ...(req.gate !== undefined ? { gate: req.gate } : {}),
+    credentials,
+    build: (cred) => build(req, cred),
+    decoder,
+    fetch: doFetch,
+    retry,
+    bounds,
+  });
   return {
     id: providerId,
     api: def.api,
-    stream: (req) =>
-      driveStream({
-        signal: req.signal,
-        ...(req.gate !== undefined ? { gate: req.gate } : {}),
-        credentials,
-        build: (cred) => build(req, cred),
-        decoder,
-        fetch: doFetch,
-        retry,
-        bounds,
-      }),
+    stream: (req) => driveStream(params(req)),
+    streamBatches: (req) => driveBatches(params(req)),
   };
 }

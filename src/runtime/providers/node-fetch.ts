@@ -5,7 +5,9 @@
  * first turn, and allocates more per chunk; node:http uses the built-in native parser. Contract: resolves with
  * status, headers and a streaming body once headers arrive; aborting `init.signal` destroys the socket (before
  * or after headers) and a pending `read()` rejects; `body.cancel()` destroys it too. Keep-alive agents reuse
- * connections across turns. With `init.gate`, the connection and the head go out at once and the body's last byte
+ * connections across turns: `body.release()` (the answer is complete before the body ended, the usual case: the
+ * terminal event arrives just before the end of the response) reads the rest in the background, so the socket goes
+ * back to the pool, and destroys it when more than `RELEASE_MAX_BYTES` follow or the end takes over `RELEASE_MS`. With `init.gate`, the connection and the head go out at once and the body's last byte
  * waits for the gate (see `StreamFetch`).
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
@@ -15,6 +17,9 @@ import type { StreamFetch, StreamFetchInit, StreamResponse } from "./driver.js";
 
 const httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 16 });
 const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: 16 });
+/** Bounds of the background read after a complete answer (see `release` in the module contract). */
+const RELEASE_MAX_BYTES = 64 * 1024;
+const RELEASE_MS = 2000;
 
 function abortError(): Error {
   const e = new Error("This operation was aborted");
@@ -44,6 +49,28 @@ function wrap(r: IncomingMessage): StreamResponse {
       cancel: () => {
         r.destroy();
         return Promise.resolve();
+      },
+      release: () => {
+        const timer = setTimeout(() => r.destroy(), RELEASE_MS);
+        timer.unref();
+        void (async () => {
+          let n = 0;
+          try {
+            for (;;) {
+              const x = await it.next();
+              if (x.done === true) break;
+              n += x.value.length;
+              if (n > RELEASE_MAX_BYTES) {
+                r.destroy();
+                break;
+              }
+            }
+          } catch {
+            /* destroyed (timeout, abort or a broken connection): nothing to keep */
+          } finally {
+            clearTimeout(timer);
+          }
+        })();
       },
     },
   };
@@ -100,6 +127,13 @@ function gatedFetch(url: string, init: StreamFetchInit): Promise<StreamResponse>
 }
 
 gatedFetch.gated = true as const;
+
+/** Connections idle in the keep-alive pools (for tests and diagnostics). */
+export function idleConnections(): number {
+  let n = 0;
+  for (const a of [httpAgent, httpsAgent]) for (const list of Object.values(a.freeSockets)) n += list?.length ?? 0;
+  return n;
+}
 
 /** See the module contract; honours `init.gate` (the body's last byte waits for it). */
 export const nodeFetch: StreamFetch = gatedFetch;

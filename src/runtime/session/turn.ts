@@ -39,8 +39,10 @@ export async function runAgentTurn(c: TurnContext, run: Running, a: Admitted, pr
   const ref = { sessionId: c.sessionId, turnId: run.turnId };
   const cfg = c.cfg();
   const projector = new TurnProjector(ref);
+  const { sessionId, turnId } = ref;
   const sink: TurnSink = {
-    delta: (text) => c.delta({ ...ref, type: "assistant_delta", text }),
+    // One literal of a fixed shape per delta (no spread: this runs once per provider delta).
+    delta: (text) => c.delta({ type: "assistant_delta", sessionId, turnId, text }),
     event: (e) => {
       c.emit({ ...ref, type: "runtime", event: e });
       for (const ev of projector.project(e)) c.emit(ev);
