@@ -89,7 +89,7 @@ test("a first `berth service` turn loads neither better-sqlite3 nor the MCP SDK,
   assert.match(out, /"status":"completed"/);
   const loaded = readFileSync(traceFile, "utf8");
   assert.match(loaded, /dist\/src\/runtime\/agent\.js/, "the hook saw the turn's modules");
-  for (const pkg of ["better-sqlite3", "@modelcontextprotocol/sdk", "ajv", "/ws/", "proper-lockfile", "graceful-fs"]) {
+  for (const pkg of ["better-sqlite3", "@modelcontextprotocol/sdk", "ajv", "/ws/", "proper-lockfile", "graceful-fs", "zod/v4"]) {
     assert.ok(!loaded.includes(`node_modules/${pkg.replace(/^\/|\/$/g, "")}/`), `${pkg} was loaded on a first turn`);
   }
 });
