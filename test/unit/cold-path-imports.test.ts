@@ -88,7 +88,8 @@ test("a first `berth service` turn loads neither better-sqlite3 nor the MCP SDK,
   await fake.close();
   assert.match(out, /"status":"completed"/);
   const loaded = readFileSync(traceFile, "utf8");
-  assert.match(loaded, /dist\/src\/runtime\/agent\.js/, "the hook saw the turn's modules");
+  // Unbundled (dist/src/, after a bare `tsc`) or bundled (dist/cold/, after `npm run build`): bin/magi-code picks.
+  assert.match(loaded, /dist\/src\/runtime\/agent\.js|dist\/cold\/main\.js/, "the hook saw the CLI's modules");
   for (const pkg of ["better-sqlite3", "@modelcontextprotocol/sdk", "ajv", "/ws/", "proper-lockfile", "graceful-fs", "zod/v4"]) {
     assert.ok(!loaded.includes(`node_modules/${pkg.replace(/^\/|\/$/g, "")}/`), `${pkg} was loaded on a first turn`);
   }
