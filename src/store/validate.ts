@@ -15,8 +15,11 @@ export interface Issue {
 
 export type SafeParse<T> = { success: true; data: T } | { success: false; error: { issues: Issue[] } };
 
-class Fail {
-  constructor(readonly issue: Issue) {}
+/** Internal: unwinds a check at its first failure (caught by `safeParse`). */
+class Fail extends Error {
+  constructor(readonly issue: Issue) {
+    super("invalid");
+  }
 }
 
 export class ValidationError extends Error {
@@ -135,7 +138,7 @@ export function oneOf<const E extends readonly string[]>(values: E): V<E[number]
 
 export function lit<const L extends string | number>(value: L): V<L> {
   return new V<L>((v, path) => {
-    if (v === value) return v as L;
+    if (v === value) return v;
     if (v === undefined) fail(path, "Required");
     fail(path, `Invalid literal value, expected ${JSON.stringify(value)}`);
   });
@@ -199,6 +202,6 @@ export function obj<T>(shape: Record<string, V<unknown>>, unknownKeys: "strip" |
     const extra = Object.keys(v).filter((k) => !(k in shape) || !Object.prototype.hasOwnProperty.call(shape, k));
     if (unknownKeys === "strict" && extra.length > 0) fail(path, `Unrecognized key(s) in object: ${extra.map((k) => `'${k}'`).join(", ")}`);
     if (unknownKeys === "passthrough") for (const k of extra) Object.defineProperty(out, k, { value: v[k], enumerable: true, writable: true, configurable: true });
-    return out as T;
+    return out;
   });
 }

@@ -13,6 +13,7 @@
  * - Output failure or an unencodable outbound message: stop reading, drain with output disabled, resolve 1,
  *   with one diagnostic line on stderr.
  */
+import { mark } from "../../runtime/debug-timing.js";
 import type { Readable, Writable } from "node:stream";
 import { LIMITS } from "./limits.js";
 import { wireError, type ErrorCode } from "./errors.js";
@@ -138,6 +139,7 @@ export class AppServiceServer {
     const decoded = validateEnvelope(parsed.value, ids);
     if (!decoded.ok) return this.respondError(decoded.ids, decoded.error);
     const req = decoded.request;
+    mark(`rx ${req.method}`);
     let d = this.methods.get(req.method);
     if (d === undefined && this.lazy.has(req.method)) {
       try {
@@ -182,7 +184,9 @@ export class AppServiceServer {
     const fam = this.opts.families[index] as LazyFamily;
     const first = this.lazy.get(fam.methods[0]!)!;
     if (first.promise === undefined) {
+      mark(`load ${fam.methods[0]}`);
       const p = fam.load().then((f) => {
+        mark(`loaded ${fam.methods[0]}`);
         this.loaded[index] = f;
         for (const d of f.descriptors) this.methods.set(d.method, d);
         return f;
@@ -257,6 +261,7 @@ export class AppServiceServer {
     }
     if (this.fatal !== null) return;
     this.io.send(line);
+    mark(`tx ${method}`);
     slot.responded = true;
     if (method === "initialize" && o.error === undefined) this.prefetch();
     if (slot.held !== null) for (const e of slot.held) this.io.send(e);
