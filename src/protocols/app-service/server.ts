@@ -54,6 +54,9 @@ export class AppServiceServer {
   private readonly loaded: Array<MethodFamily | undefined>;
   private readonly lazy = new Map<string, { index: number; promise?: Promise<MethodFamily> | undefined }>();
   private prefetched = false;
+  /** An input record is being handled (parsed, its family loaded, its inline handler run). */
+  private handling = false;
+  private readonly handled: Array<() => void> = [];
   /** When the last input record was handled (for idle-time prefetch). */
   private lastInputAt = 0;
   private readonly reserved = new Map<string, Slot>();
@@ -124,10 +127,21 @@ export class AppServiceServer {
 
   private async handleFrame(frame: Frame): Promise<void> {
     this.lastInputAt = Date.now();
-    if (frame.kind === "too_large") this.respondError(NULL_IDS, "record_too_large");
-    else await this.handleRecord(frame.bytes);
+    this.handling = true;
+    try {
+      if (frame.kind === "too_large") this.respondError(NULL_IDS, "record_too_large");
+      else await this.handleRecord(frame.bytes);
+    } finally {
+      this.handling = false;
+      for (const w of this.handled.splice(0)) w();
+    }
     this.io.flush();
     if (this.io.pressured) await this.io.writable();
+  }
+
+  /** Resolves once no input record is being handled (prefetch yields to requests; see `prefetch`). */
+  private async notHandling(): Promise<void> {
+    while (this.handling && !this.stopping) await new Promise<void>((r) => this.handled.push(r));
   }
 
   private async handleRecord(bytes: Buffer): Promise<void> {
@@ -204,11 +218,16 @@ export class AppServiceServer {
     if (this.prefetched) return;
     this.prefetched = true;
     // One family at a time, in registration order (sessions first): a request for an early family
-    // does not wait for later families' modules to compile. `idle` families wait for a quiet input.
+    // does not wait for later families' modules to compile. Each family after the first waits until no request is
+    // being handled (a `session.create` right after `initialize` is not slowed down by the turn path compiling
+    // underneath it); `idle` families also wait for a quiet input.
     setTimeout(() => {
       void (async () => {
+        let first = true;
         for (const [i, f] of this.opts.families.entries()) {
           if (!isLazyFamily(f)) continue;
+          if (!first) await this.notHandling();
+          first = false;
           while (f.prefetch === "idle" && !this.stopping && Date.now() - this.lastInputAt < IDLE_PREFETCH_MS)
             await new Promise((r) => setTimeout(r, IDLE_PREFETCH_MS).unref());
           if (this.stopping) return;
