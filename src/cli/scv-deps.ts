@@ -12,11 +12,12 @@ import { toWellFormed } from "../store/sessions/records.js";
 import { BerthDelegates } from "./delegates/agent-berth.js";
 import { CliAgents } from "./delegates/cli-agents.js";
 import { JobBook } from "./delegates/jobs.js";
-import { CLEANUP_GRACE_MS, SEND_TIMEOUT_MS, type ScvServerDeps } from "../protocols/scv/connection.js";
+import type { ScvServerDeps } from "../protocols/scv/connection.js";
 import { ScvSession, type AttachmentChecker } from "../protocols/scv/session.js";
 import { MAX_PROMPT_HISTORY_BYTES, MAX_PROMPT_HISTORY_ITEMS, MAX_SERVER_FRAME_BYTES, MAX_TRANSCRIPT_BYTES, MAX_TRANSCRIPT_ITEMS } from "../protocols/scv/wire.js";
 import type { ApprovalMode } from "../runtime/session/index.js";
 import { packageVersion } from "./process-io.js";
+import { scvTimings } from "./scv-lazy.js";
 
 /** Sessions of this process that may hold a turn's writer lease at once (one per connection running a turn). */
 export const MAX_RUNNING_SESSIONS = 256;
@@ -47,11 +48,6 @@ async function maxDelegationDepth(settings: { load(): Promise<{ project?: unknow
     if (typeof v === "number" && Number.isSafeInteger(v) && v >= 0 && v <= 16) return v;
   }
   return DEFAULT_MAX_DELEGATION_DEPTH;
-}
-
-function envMs(env: EnvLike, name: string, dflt: number): number {
-  const v = Number(env[name]);
-  return Number.isFinite(v) && v > 0 ? Math.min(Math.max(Math.round(v), 50), 600_000) : dflt;
 }
 
 export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServerDeps; close(): Promise<void> }> {
@@ -139,8 +135,7 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
   };
   const deps: ScvServerDeps = {
     server: { name: "berth", version: packageVersion() },
-    sendTimeoutMs: envMs(o.env, "BERTH_SCV_SEND_TIMEOUT_MS", SEND_TIMEOUT_MS),
-    graceMs: envMs(o.env, "BERTH_SCV_CLEANUP_GRACE_MS", CLEANUP_GRACE_MS),
+    ...scvTimings(o.env),
     log: o.log,
     ...(o.daemonControl !== undefined ? { daemonControl: o.daemonControl } : {}),
     async openSession(msg, out) {

@@ -6,7 +6,7 @@
  */
 import { serveScvConnection } from "../protocols/scv/connection.js";
 import { resolveHome } from "../store/home.js";
-import { buildScvDeps } from "./scv-deps.js";
+import { lazyScvDeps } from "./scv-lazy.js";
 import { prepareStateRoot } from "../store/state-root.js";
 import { reserveStdout } from "./process-io.js";
 
@@ -22,8 +22,10 @@ export async function runStdio(argv: string[]): Promise<number> {
     process.stderr.write(`berth stdio: ${problem}\n`);
     return 1;
   }
-  const scv = await buildScvDeps({ home, env: process.env, transport: "stdio", log: (l) => void process.stderr.write(`berth stdio: ${l}\n`) });
+  // The handshake is answered before the agent and session store load; they load right after it (scv-lazy.ts).
+  const scv = lazyScvDeps({ home, env: process.env, transport: "stdio", log: (l) => void process.stderr.write(`berth stdio: ${l}\n`) });
   const conn = serveScvConnection(process.stdin, stdout, scv.deps);
+  scv.preloadOn(process.stdin);
   const onSignal = (): void => void conn.stop();
   // `on`, not `once`: signal-exit (lock/atomic-write libraries) re-raises a signal nobody else listens to.
   process.on("SIGTERM", onSignal);

@@ -31,7 +31,7 @@ import { ConfigService, type RuntimeSelection } from "../store/settings/config.j
 import type { McpServerDef } from "../store/settings/schema.js";
 import { SettingsStore, type SettingsLayers } from "../store/settings/settings-store.js";
 import { anthropicCredentialSource, codexCredentialSource, CodexTokenRefresher, customCredentialSource } from "./auth/credentials.js";
-import { codexOAuthConfigFromEnv } from "./auth/codex-oauth.js";
+import { codexOAuthConfigFromEnv } from "./auth/codex-oauth-config.js";
 import type { ApprovalPolicy } from "./approval.js";
 import { FALLBACK_CONTEXT_WINDOW } from "./context.js";
 import { mark } from "./debug-timing.js";

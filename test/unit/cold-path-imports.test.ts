@@ -57,7 +57,7 @@ test("the walk sees better-sqlite3 where it is used (the daemon)", () => {
   assert.ok(packages.has("better-sqlite3"));
 });
 
-test("a first `berth service` turn loads neither better-sqlite3 nor the MCP SDK, ajv, ws, proper-lockfile", { timeout: 60_000 }, async () => {
+test("a first `berth service` turn loads neither better-sqlite3 nor the MCP SDK, ajv, ws, zod, proper-lockfile", { timeout: 60_000 }, async () => {
   const fake = await startFakeProvider();
   const home = mkdtempSync(join(tmpdir(), "cold-home-"));
   const traceFile = join(home, "loaded.txt");
@@ -88,8 +88,9 @@ test("a first `berth service` turn loads neither better-sqlite3 nor the MCP SDK,
   await fake.close();
   assert.match(out, /"status":"completed"/);
   const loaded = readFileSync(traceFile, "utf8");
-  assert.match(loaded, /dist\/src\/runtime\/agent\.js/, "the hook saw the turn's modules");
-  for (const pkg of ["better-sqlite3", "@modelcontextprotocol/sdk", "ajv", "/ws/", "proper-lockfile", "graceful-fs"]) {
+  // Unbundled (dist/src/, after a bare `tsc`) or bundled (dist/cold/, after `npm run build`): bin/magi-code picks.
+  assert.match(loaded, /dist\/src\/runtime\/agent\.js|dist\/cold\/main\.js/, "the hook saw the CLI's modules");
+  for (const pkg of ["better-sqlite3", "@modelcontextprotocol/sdk", "ajv", "/ws/", "proper-lockfile", "graceful-fs", "zod"]) {
     assert.ok(!loaded.includes(`node_modules/${pkg.replace(/^\/|\/$/g, "")}/`), `${pkg} was loaded on a first turn`);
   }
 });

@@ -13,6 +13,7 @@
  * - Output failure or an unencodable outbound message: stop reading, drain with output disabled, resolve 1,
  *   with one diagnostic line on stderr.
  */
+import { mark } from "../../runtime/debug-timing.js";
 import type { Readable, Writable } from "node:stream";
 import { LIMITS } from "./limits.js";
 import { wireError, type ErrorCode } from "./errors.js";
@@ -59,6 +60,9 @@ export class AppServiceServer {
   private readonly loaded: Array<MethodFamily | undefined>;
   private readonly lazy = new Map<string, { index: number; promise?: Promise<MethodFamily> | undefined }>();
   private prefetched = false;
+  /** An input record is being handled (parsed, its family loaded, its inline handler run). */
+  private handling = false;
+  private readonly handled: Array<() => void> = [];
   /** When the last input record was handled (for idle-time prefetch). */
   private lastInputAt = 0;
   private readonly reserved = new Map<string, Slot>();
@@ -131,8 +135,14 @@ export class AppServiceServer {
 
   private async handleFrame(frame: Frame): Promise<void> {
     this.lastInputAt = Date.now();
-    if (frame.kind === "too_large") this.respondError(NULL_IDS, "record_too_large");
-    else await this.handleRecord(frame.bytes);
+    this.handling = true;
+    try {
+      if (frame.kind === "too_large") this.respondError(NULL_IDS, "record_too_large");
+      else await this.handleRecord(frame.bytes);
+    } finally {
+      this.handling = false;
+      for (const w of this.handled.splice(0)) w();
+    }
     this.records++;
     this.io.flush();
     if (this.io.pressured) {
@@ -140,6 +150,11 @@ export class AppServiceServer {
       await this.io.writable();
       this.opts.onInput?.({ state: "resumed", records: this.records });
     }
+  }
+
+  /** Resolves once no input record is being handled (prefetch yields to requests; see `prefetch`). */
+  private async notHandling(): Promise<void> {
+    while (this.handling && !this.stopping) await new Promise<void>((r) => this.handled.push(r));
   }
 
   private async handleRecord(bytes: Buffer): Promise<void> {
@@ -151,6 +166,7 @@ export class AppServiceServer {
     const decoded = validateEnvelope(parsed.value, ids);
     if (!decoded.ok) return this.respondError(decoded.ids, decoded.error);
     const req = decoded.request;
+    mark(`rx ${req.method}`);
     let d = this.methods.get(req.method);
     if (d === undefined && this.lazy.has(req.method)) {
       try {
@@ -195,7 +211,9 @@ export class AppServiceServer {
     const fam = this.opts.families[index] as LazyFamily;
     const first = this.lazy.get(fam.methods[0]!)!;
     if (first.promise === undefined) {
+      mark(`load ${fam.methods[0]}`);
       const p = fam.load().then((f) => {
+        mark(`loaded ${fam.methods[0]}`);
         this.loaded[index] = f;
         for (const d of f.descriptors) this.methods.set(d.method, d);
         return f;
@@ -213,11 +231,16 @@ export class AppServiceServer {
     if (this.prefetched) return;
     this.prefetched = true;
     // One family at a time, in registration order (sessions first): a request for an early family
-    // does not wait for later families' modules to compile. `idle` families wait for a quiet input.
+    // does not wait for later families' modules to compile. Each family after the first waits until no request is
+    // being handled (a `session.create` right after `initialize` is not slowed down by the turn path compiling
+    // underneath it); `idle` families also wait for a quiet input.
     setTimeout(() => {
       void (async () => {
+        let first = true;
         for (const [i, f] of this.opts.families.entries()) {
           if (!isLazyFamily(f)) continue;
+          if (!first) await this.notHandling();
+          first = false;
           while (f.prefetch === "idle" && !this.stopping && Date.now() - this.lastInputAt < IDLE_PREFETCH_MS)
             await new Promise((r) => setTimeout(r, IDLE_PREFETCH_MS).unref());
           if (this.stopping) return;
@@ -270,6 +293,7 @@ export class AppServiceServer {
     }
     if (this.fatal !== null) return;
     this.io.send(line);
+    mark(`tx ${method}`);
     slot.responded = true;
     if (method === "initialize" && o.error === undefined) this.prefetch();
     if (slot.held !== null) for (const e of slot.held) this.io.send(e);

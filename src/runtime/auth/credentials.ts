@@ -19,7 +19,8 @@ import {
 import type { EnvLike } from "../../store/home.js";
 import type { ProviderDef } from "../../store/settings/schema.js";
 import type { CredentialSource } from "../types.js";
-import { CodexOAuthError, codexEndpoints, refreshRecord, type CodexEndpoints, type CodexOAuthConfig } from "./codex-oauth.js";
+import { CodexOAuthError, type CodexOAuthConfig } from "./codex-oauth-config.js";
+import type { CodexEndpoints } from "./codex-oauth.js";
 
 export class CredentialUnavailableError extends Error {
   constructor() {
@@ -63,13 +64,14 @@ export interface CodexTokenRefresherOptions {
  * readiness turns to `needs_login` once the access token expires.
  */
 export class CodexTokenRefresher {
-  private readonly ep: CodexEndpoints;
+  /** Token-endpoint calls load `oauth4webapi`, so they are imported on the first refresh only. */
+  private ep: Promise<{ ep: CodexEndpoints; refreshRecord: typeof import("./codex-oauth.js").refreshRecord }> | null = null;
   private readonly now: () => number;
   private readonly margin: number;
   private inflight: Promise<OAuthRecord> | null = null;
 
   constructor(private readonly opts: CodexTokenRefresherOptions) {
-    this.ep = codexEndpoints(opts.oauth);
+    new URL(opts.oauth.issuer); // an invalid issuer fails here, as it did when the endpoints were built eagerly
     this.now = opts.now ?? Date.now;
     this.margin = opts.refreshMarginMs ?? 5 * 60_000;
   }
@@ -91,7 +93,9 @@ export class CodexTokenRefresher {
   private async refresh(generation: number, rec: OAuthRecord): Promise<OAuthRecord> {
     let next: OAuthRecord;
     try {
-      next = await refreshRecord(this.ep, rec, this.now());
+      this.ep ??= import("./codex-oauth.js").then((m) => ({ ep: m.codexEndpoints(this.opts.oauth), refreshRecord: m.refreshRecord }));
+      const { ep, refreshRecord } = await this.ep;
+      next = await refreshRecord(ep, rec, this.now());
     } catch (err) {
       if (err instanceof CodexOAuthError && err.reason === "refresh_rejected" && rec.refresh !== null) {
         await this.opts.store.commitOAuth(CODEX_PROVIDER_ID, generation, { ...rec, refresh: null }).catch(() => undefined);

@@ -14,33 +14,48 @@
  *   `internal_error`); the error never carries contents or the path.
  */
 import { join } from "node:path";
-import { z } from "zod/v3";
+import { lit, nullable, num, obj, rec, str, unknownValue } from "../validate.js";
 import { JsonFileError, JsonFileMemo, readJsonFile, withFileLock, writeJsonAtomic } from "../settings/locked-json.js";
 
 export const CODEX_PROVIDER_ID = "openai-codex";
 export const ANTHROPIC_PROVIDER_ID = "anthropic";
 
-export const OAuthRecordSchema = z.object({
-  type: z.literal("oauth"),
-  access: z.string().min(1),
+export interface OAuthRecord {
+  type: "oauth";
+  access: string;
   /** `null` when the issuer granted no refresh token (or it was found revoked): login needed after expiry. */
-  refresh: z.string().min(1).nullable(),
+  refresh: string | null;
   /** Epoch milliseconds. */
-  expires_at: z.number().int().nonnegative(),
-  account_id: z.string().min(1).nullable(),
+  expires_at: number;
+  account_id: string | null;
+}
+export interface ApiKeyRecord {
+  type: "api_key";
+  key: string;
+}
+export const OAuthRecordSchema = obj<OAuthRecord>({
+  type: lit("oauth"),
+  access: str({ min: 1 }),
+  refresh: nullable(str({ min: 1 })),
+  expires_at: num({ int: true, nonnegative: true }),
+  account_id: nullable(str({ min: 1 })),
 });
-export const ApiKeyRecordSchema = z.object({ type: z.literal("api_key"), key: z.string().min(1) });
-export type OAuthRecord = z.infer<typeof OAuthRecordSchema>;
-export type ApiKeyRecord = z.infer<typeof ApiKeyRecordSchema>;
+export const ApiKeyRecordSchema = obj<ApiKeyRecord>({ type: lit("api_key"), key: str({ min: 1 }) });
 
-const AuthFileSchema = z
-  .object({
-    version: z.literal(1),
-    generations: z.record(z.string(), z.number().int().nonnegative()),
-    records: z.record(z.string(), z.unknown()),
-  })
-  .passthrough();
-type AuthFile = z.infer<typeof AuthFileSchema>;
+interface AuthFile {
+  version: 1;
+  generations: Record<string, number>;
+  records: Record<string, unknown>;
+  [key: string]: unknown;
+}
+const AuthFileSchema = obj<AuthFile>(
+  {
+    version: lit(1),
+    generations: rec(num({ int: true, nonnegative: true })),
+    records: rec(unknownValue()),
+  },
+  "passthrough",
+);
 
 export class AuthStorageError extends Error {
   constructor(readonly reason: "unreadable" | "malformed" | "write_failed" | "lock_failed") {

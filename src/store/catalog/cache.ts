@@ -15,7 +15,7 @@
 import { createHash } from "node:crypto";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { z } from "zod/v3";
+import { arr, bool, lit, nullable, num, obj, str, unknownValue } from "../validate.js";
 import { readJsonFile, withFileLock, writeJsonAtomic } from "../settings/locked-json.js";
 import type { ThinkingLevelValue } from "../settings/schema.js";
 import { isSafeId, sanitizeLabel } from "./ids.js";
@@ -52,22 +52,22 @@ export interface WireModel {
 export const MAX_CATALOG_MODELS = 2000;
 export const DEFAULT_CATALOG_TTL_MS = 24 * 60 * 60 * 1000;
 
-const TokenCount = z.number().int().positive().max(100_000_000).nullable();
-const CacheModelSchema = z.object({
-  model_id: z.string(),
-  label: z.string(),
+const TokenCount = nullable(num({ int: true, positive: true, max: 100_000_000 }));
+const CacheModelSchema = obj<{ model_id: string; label: string; context_window: number | null; max_output_tokens: number | null; available_thinking_levels: string[]; disabled: boolean }>({
+  model_id: str(),
+  label: str(),
   context_window: TokenCount,
   max_output_tokens: TokenCount,
-  available_thinking_levels: z.array(z.string()).max(6),
-  disabled: z.boolean(),
+  available_thinking_levels: arr(str(), { max: 6 }),
+  disabled: bool(),
 });
-const CacheFileSchema = z.object({
-  version: z.literal(1),
-  provider_id: z.string(),
-  fingerprint: z.string(),
-  fetched_at: z.number(),
-  expires_at: z.number(),
-  models: z.array(z.unknown()).max(MAX_CATALOG_MODELS),
+const CacheFileSchema = obj<{ version: 1; provider_id: string; fingerprint: string; fetched_at: number; expires_at: number; models: unknown[] }>({
+  version: lit(1),
+  provider_id: str(),
+  fingerprint: str(),
+  fetched_at: num(),
+  expires_at: num(),
+  models: arr(unknownValue(), { max: MAX_CATALOG_MODELS }),
 });
 
 /** Validates, sanitizes and deduplicates models, preserving first-seen order. */

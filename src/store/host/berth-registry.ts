@@ -5,7 +5,7 @@
  * version is on disk.
  */
 import { readFileSync } from "node:fs";
-import writeFileAtomic from "write-file-atomic";
+import { writeFileAtomic } from "../atomic-file.js";
 
 export interface BerthRegistryEntry {
   sessionId: string;
@@ -44,7 +44,7 @@ export class BerthRegistry {
 
   save(entries: BerthRegistryEntry[]): Promise<void> {
     const text = JSON.stringify({ sessions: entries }) + "\n";
-    this.last = this.last.catch(() => undefined).then(() => writeFileAtomic(this.path, text, { mode: 0o600 }));
+    this.last = this.last.catch(() => undefined).then(() => writeFileAtomic(this.path, text, 0o600));
     return this.last;
   }
 

@@ -1,13 +1,14 @@
 /**
- * The exclusive state-directory lock (one daemon per state directory), on `proper-lockfile`.
+ * The exclusive state-directory lock (one daemon per state directory), on the mkdir lock protocol of
+ * store/sessions/dirlock.ts (the one lock implementation of the repository).
  *
- * proper-lockfile alone recovers a crashed owner's lock only once its mtime is older than the
+ * The protocol alone recovers a crashed owner's lock only once its mtime is older than the
  * staleness window (5 s). This module adds a faster, still safe, recovery for a *dead* owner:
  *  - the owner writes `daemon.owner` {pid, hostname, bootId, lockIno} right after taking the lock;
  *  - a contender that finds the lock held takes it over at once only when that record names the
  *    lock directory it sees (same inode), this host and boot, and a PID that no longer exists;
  *  - every acquisition, owner-record write and takeover happens under a short-lived startup
- *    mutex (`startup.lock`, itself a proper-lockfile lock), so a contender can never judge a
+ *    mutex (`startup.lock`, itself a dirlock), so a contender can never judge a
  *    lock by a record that is not yet (or no longer) the lock holder's.
  * Any other case — a live or unknown owner, a foreign host or boot, no record — waits for the
  * library's staleness rule as before, up to LOCK_WAIT_MS.
@@ -15,11 +16,12 @@
 import { chmodSync, readFileSync, rmdirSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
-import lockfile from "proper-lockfile";
+import { lock } from "../sessions/dirlock.js";
 
 export const LOCK_STALE_MS = 5000;
 export const LOCK_WAIT_MS = 6500;
 const RETRY_MS = 250;
+const NO_RETRY = { retries: 0, minTimeout: 0, maxTimeout: 0, factor: 1 };
 
 interface OwnerRecord {
   pid: number;
@@ -82,28 +84,23 @@ export async function acquireStateLock(stateDir: string, log: (m: string) => voi
   const lockPath = join(stateDir, "daemon.lock");
   const ownerPath = join(stateDir, "daemon.owner");
   const deadline = Date.now() + LOCK_WAIT_MS;
-  // proper-lockfile keys its registry by the locked path, so the mutex locks its own path.
-  const releaseStartup = await lockfile.lock(join(stateDir, "startup"), {
-    lockfilePath: join(stateDir, "startup.lock"),
+  const startup = await lock(join(stateDir, "startup.lock"), {
     stale: LOCK_STALE_MS,
-    realpath: false,
-    retries: { retries: Math.ceil(LOCK_WAIT_MS / RETRY_MS), minTimeout: RETRY_MS, maxTimeout: RETRY_MS, factor: 1 },
+    update: LOCK_STALE_MS / 2,
+    retries: { retries: Math.ceil(LOCK_WAIT_MS / RETRY_MS), minTimeout: RETRY_MS / 2, maxTimeout: RETRY_MS / 2, factor: 1 },
   });
   try {
     for (;;) {
       try {
-        const release = await lockfile.lock(stateDir, {
-          lockfilePath: lockPath,
+        const held = await lock(lockPath, {
           stale: LOCK_STALE_MS,
           update: 2000,
-          realpath: false,
-          retries: 0,
+          retries: NO_RETRY,
           onCompromised: (e) => log(`state-directory lock compromised: ${e.message}`),
         });
         const record: OwnerRecord = { pid: process.pid, hostname: hostname(), bootId: bootId(), lockIno: statSync(lockPath).ino };
         writeFileSync(ownerPath, JSON.stringify(record) + "\n", { mode: 0o600 });
-        // Owner-only whatever the umask or a previous owner left: the record, and the lock
-        // directories proper-lockfile created with the umask's mode.
+        // Owner-only whatever a previous owner left: the record, and the lock directories.
         chmodSync(ownerPath, 0o600);
         for (const d of [lockPath, join(stateDir, "startup.lock")]) {
           try {
@@ -121,7 +118,7 @@ export async function acquireStateLock(stateDir: string, log: (m: string) => voi
           } catch {
             /* already gone */
           }
-          await release();
+          await held.release();
         };
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code !== "ELOCKED") throw e;
@@ -140,6 +137,6 @@ export async function acquireStateLock(stateDir: string, log: (m: string) => voi
       await sleep(RETRY_MS);
     }
   } finally {
-    await releaseStartup().catch(() => {});
+    await startup.release().catch(() => {});
   }
 }

@@ -1,11 +1,12 @@
 /**
  * Locked, atomic JSON files shared by the settings, auth and catalog stores.
  * Contracts:
- * - `withFileLock` serializes across processes (proper-lockfile, `<file>.lock` directory, 0700, with a 0600
- *   `<file>.lock.owner` record); the file itself need not exist, but its directory must. A lock whose holder died
- *   is recovered at once, and temp files a killed writer left are removed under the lock.
- * - `writeJsonAtomic` replaces the file atomically (write-file-atomic: temp file + rename) with
- *   the given mode; readers never see a partial document.
+ * - `withFileLock` serializes across processes (the mkdir lock protocol of store/sessions/dirlock.ts: a `<file>.lock`
+ *   directory, 0700, mtime-refreshed while held, taken over once LOCK_STALE_MS old; plus a 0600 `<file>.lock.owner`
+ *   record); the file itself need not exist, but its directory must. A lock whose holder died is recovered at once,
+ *   and temp files a killed writer left are removed under the lock.
+ * - `writeJsonAtomic` replaces the file atomically and durably (store/atomic-file.ts: temp file, fsync, rename,
+ *   directory fsync) with the given mode; readers never see a partial document.
  * - `readJsonFile` reports a missing file as `undefined` and throws `JsonFileError` for anything
  *   unreadable or unparseable. Errors never carry file contents; callers must not surface the path.
  */
@@ -13,12 +14,8 @@ import fs, { statSync } from "node:fs";
 import { readdir, readFile, rm } from "node:fs/promises";
 import { hostname } from "node:os";
 import { basename, dirname, join } from "node:path";
-
-// Loaded on the first write or lock only: reads (every turn reloads settings) need neither, and proper-lockfile's
-// graceful-fs costs more to load than a whole settings read.
-type Lockfile = typeof import("proper-lockfile");
-let lockfileMod: Promise<Lockfile> | null = null;
-const loadLockfile = (): Promise<Lockfile> => (lockfileMod ??= import("proper-lockfile").then((m) => m.default));
+import { isTempName, writeFileAtomic } from "../atomic-file.js";
+import { lock, type DirLock } from "../sessions/dirlock.js";
 
 /** A file could not be read, parsed, locked or written. `reason` is a fixed label. */
 export class JsonFileError extends Error {
@@ -92,7 +89,7 @@ export class JsonFileMemo<T> {
 
 export async function writeJsonAtomic(path: string, value: unknown, mode = 0o600): Promise<void> {
   try {
-    await (await import("write-file-atomic")).default(path, JSON.stringify(value, null, 2) + "\n", { mode, fsync: true });
+    await writeFileAtomic(path, JSON.stringify(value, null, 2) + "\n", mode);
   } catch {
     throw new JsonFileError("write_failed");
   }
@@ -101,21 +98,16 @@ export async function writeJsonAtomic(path: string, value: unknown, mode = 0o600
 /**
  * Lock tuning: a live holder is waited for up to LOCK_WAIT_MS; a holder proven dead (its owner record names this
  * host and a pid that no longer exists, or this pid under another process token) is recovered at once; a lock
- * without a readable owner record is recovered once its directory is LOCK_STALE_MS old (proper-lockfile's rule).
+ * without a readable owner record is recovered once its directory is LOCK_STALE_MS old (dirlock.ts's rule; a live
+ * holder refreshes its directory's mtime every LOCK_STALE_MS / 2).
  */
 const LOCK_WAIT_MS = 5000;
 const LOCK_STALE_MS = 10_000;
+const NO_RETRY = { retries: 0, minTimeout: 0, maxTimeout: 0, factor: 1 };
 
 /** Identifies this process instance (pids are reused, e.g. across container restarts). */
 const PROCESS_TOKEN = `${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}`;
 const HOST = hostname();
-
-/** proper-lockfile's fs, with lock directories created owner-only. */
-const LOCK_FS = {
-  ...fs,
-  mkdir: (p: string, cb: (err: NodeJS.ErrnoException | null) => void) => fs.mkdir(p, { mode: 0o700 }, cb),
-  mkdirSync: (p: string) => fs.mkdirSync(p, { mode: 0o700 }),
-};
 
 interface LockOwner {
   pid: number;
@@ -151,10 +143,9 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
  * record before the directory, so two recoverers can never remove a lock a live process has just taken.
  */
 async function recoverDeadLock(path: string): Promise<void> {
-  let unlock: () => Promise<void>;
+  let reclaim: DirLock;
   try {
-    // proper-lockfile keys its in-process registry by the locked path, so the reclaim lock locks a path of its own.
-    unlock = await (await loadLockfile()).lock(`${path}.reclaim`, { fs: LOCK_FS, realpath: false, lockfilePath: `${path}.lock.reclaim`, stale: 2000, retries: 0, onCompromised: () => undefined });
+    reclaim = await lock(`${path}.lock.reclaim`, { stale: 2000, update: 1000, retries: NO_RETRY, onCompromised: () => undefined });
   } catch {
     return;
   }
@@ -164,32 +155,32 @@ async function recoverDeadLock(path: string): Promise<void> {
     fs.rmSync(`${path}.lock.owner`, { force: true });
     fs.rmSync(`${path}.lock`, { recursive: true, force: true });
   } finally {
-    await unlock().catch(() => undefined);
+    await reclaim.release().catch(() => undefined);
   }
 }
 
 /**
- * Removes write-file-atomic temp files (`<name>.<digits>`) of `path` left by a writer killed mid-write. Called
+ * Removes atomic-write temp files (`<name>.<digits>`) of `path` left by a writer killed mid-write. Called
  * with the lock held: every writer of `path` holds it, so any such file is debris.
  */
 async function removeTempDebris(path: string): Promise<void> {
   const dir = dirname(path);
-  const prefix = `${basename(path)}.`;
+  const name = basename(path);
   let names: string[];
   try {
     names = await readdir(dir);
   } catch {
     return;
   }
-  for (const n of names) if (n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length))) await rm(join(dir, n), { force: true }).catch(() => undefined);
+  for (const n of names) if (isTempName(n, name)) await rm(join(dir, n), { force: true }).catch(() => undefined);
 }
 
 export async function withFileLock<T>(path: string, fn: () => Promise<T>): Promise<T> {
   const deadline = Date.now() + LOCK_WAIT_MS;
-  let release: (() => Promise<void>) | undefined;
-  for (let wait = 5; release === undefined; wait = Math.min(50, Math.ceil(wait * 1.3))) {
+  let held: DirLock | undefined;
+  for (let wait = 5; held === undefined; wait = Math.min(50, Math.ceil(wait * 1.3))) {
     try {
-      release = await (await loadLockfile()).lock(path, { fs: LOCK_FS, realpath: false, stale: LOCK_STALE_MS, retries: 0, onCompromised: () => undefined });
+      held = await lock(`${path}.lock`, { stale: LOCK_STALE_MS, update: LOCK_STALE_MS / 2, retries: NO_RETRY, onCompromised: () => undefined });
     } catch (err) {
       if ((err as { code?: string }).code !== "ELOCKED") throw new JsonFileError("lock_failed");
       await recoverDeadLock(path);
@@ -204,6 +195,6 @@ export async function withFileLock<T>(path: string, fn: () => Promise<T>): Promi
     return await fn();
   } finally {
     if (readLockOwner(ownerPath)?.token === PROCESS_TOKEN) fs.rmSync(ownerPath, { force: true });
-    await release().catch(() => undefined);
+    await held.release().catch(() => undefined);
   }
 }

@@ -1,41 +1,38 @@
 /**
  * The settings document (`$MC_HOME/settings.json` global, `<launch cwd>/.berth/settings.json` project).
  * Strict on the fields Berth owns, tolerant of unknown top-level fields (they are preserved on write).
+ * Validated with store/validate.ts (zod v3 semantics and messages for this subset; zod itself stays off the
+ * first-turn path).
  */
 import { THINKING_LEVELS } from "../../core/thinking.js";
-import { z } from "zod/v3";
+import { arr, bool, dflt, num, obj, oneOf, opt, rec, str, lit, type V } from "../validate.js";
 
-/** The six wire reasoning values (core/thinking.ts). */
-export const ThinkingLevelSchema = z.enum(THINKING_LEVELS);
+export type ThinkingLevelValue = (typeof THINKING_LEVELS)[number];
 
-export const ModelDefSchema = z.object({
-  id: z.string().min(1),
-  label: z.string().optional(),
-  context_window: z.number().int().positive().optional(),
-  max_output_tokens: z.number().int().positive().optional(),
-  thinking_levels: z.array(ThinkingLevelSchema).optional(),
-  disabled: z.boolean().optional(),
-  images: z.boolean().optional(),
-});
+export interface ModelDef {
+  id: string;
+  label?: string | undefined;
+  context_window?: number | undefined;
+  max_output_tokens?: number | undefined;
+  thinking_levels?: ThinkingLevelValue[] | undefined;
+  disabled?: boolean | undefined;
+  images?: boolean | undefined;
+}
 
-export const ProviderDefSchema = z
-  .object({
-    api: z.enum(["openai-chat", "openai-responses", "anthropic"]),
-    base_url: z.string().url().refine((u) => /^https?:\/\//i.test(u), { message: "http(s) URL" }),
-    api_key_env: z.string().min(1).optional(),
-    auth: z.literal("none").optional(),
-    label: z.string().optional(),
-    models: z.array(ModelDefSchema).default([]),
-  })
-  .refine((p) => (p.api_key_env === undefined) !== (p.auth === undefined), {
-    message: "exactly one of api_key_env or auth:\"none\"",
-  });
+export interface ProviderDef {
+  api: "openai-chat" | "openai-responses" | "anthropic";
+  base_url: string;
+  api_key_env?: string | undefined;
+  auth?: "none" | undefined;
+  label?: string | undefined;
+  models: ModelDef[];
+}
 
-export const McpServerDefSchema = z.object({
-  command: z.string().min(1),
-  args: z.array(z.string()).default([]),
-  env: z.record(z.string(), z.string()).default({}),
-});
+export interface McpServerDef {
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+}
 
 /**
  * Tool policy (honoured from the global settings only: a project's own settings cannot loosen it).
@@ -45,35 +42,74 @@ export const McpServerDefSchema = z.object({
  * - `secret_env_patterns`: case-insensitive `*` globs of variable names removed from every tool environment;
  *   replaces the default list (`*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*CREDENTIAL*`).
  */
-export const ToolSettingsSchema = z.object({
-  file_access: z.enum(["workspace", "unrestricted"]).optional(),
-  allowed_dirs: z.array(z.string().min(1).refine((d) => d.startsWith("/") || d.startsWith("~/"), { message: "absolute path or ~/…" })).optional(),
-  sandbox: z.enum(["none", "bubblewrap"]).optional(),
-  secret_env_patterns: z.array(z.string().min(1).max(256)).max(256).optional(),
+export interface ToolSettings {
+  file_access?: "workspace" | "unrestricted" | undefined;
+  allowed_dirs?: string[] | undefined;
+  sandbox?: "none" | "bubblewrap" | undefined;
+  secret_env_patterns?: string[] | undefined;
+}
+
+export interface Settings {
+  providers?: Record<string, ProviderDef> | undefined;
+  mcp_servers?: Record<string, McpServerDef> | undefined;
+  /** The spelling other agents use: an alias of `mcp_servers` (which wins when both are present). */
+  mcpServers?: Record<string, McpServerDef> | undefined;
+  provider?: string | undefined;
+  model?: string | undefined;
+  thinking_level?: ThinkingLevelValue | undefined;
+  fast?: boolean | undefined;
+  tools?: ToolSettings | undefined;
+  /** `web_fetch` runs https URLs on these hosts without asking (read from the global settings only). */
+  web_fetch?: { auto_approve_hosts: string[] } | undefined;
+  [key: string]: unknown;
+}
+
+/** The six wire reasoning values (core/thinking.ts). */
+export const ThinkingLevelSchema: V<ThinkingLevelValue> = oneOf(THINKING_LEVELS);
+
+export const ModelDefSchema = obj<ModelDef>({
+  id: str({ min: 1 }),
+  label: opt(str()),
+  context_window: opt(num({ int: true, positive: true })),
+  max_output_tokens: opt(num({ int: true, positive: true })),
+  thinking_levels: opt(arr(ThinkingLevelSchema)),
+  disabled: opt(bool()),
+  images: opt(bool()),
 });
 
-export const SettingsSchema = z
-  .object({
-    providers: z.record(z.string(), ProviderDefSchema).optional(),
-    mcp_servers: z.record(z.string(), McpServerDefSchema).optional(),
-    /** The spelling other agents use: an alias of `mcp_servers` (which wins when both are present). */
-    mcpServers: z.record(z.string(), McpServerDefSchema).optional(),
-    provider: z.string().optional(),
-    model: z.string().optional(),
-    thinking_level: ThinkingLevelSchema.optional(),
-    fast: z.boolean().optional(),
-    tools: ToolSettingsSchema.optional(),
-    /** `web_fetch` runs https URLs on these hosts without asking (read from the global settings only). */
-    web_fetch: z
-      .object({ auto_approve_hosts: z.array(z.string().min(1).max(253).regex(/^[A-Za-z0-9.-]+$/)).max(64).default([]) })
-      .strict()
-      .optional(),
-  })
-  .passthrough();
+export const ProviderDefSchema = obj<ProviderDef>({
+  api: oneOf(["openai-chat", "openai-responses", "anthropic"] as const),
+  base_url: str({ url: true }).refine((u) => /^https?:\/\//i.test(u), "http(s) URL"),
+  api_key_env: opt(str({ min: 1 })),
+  auth: opt(lit("none")),
+  label: opt(str()),
+  models: dflt(arr(ModelDefSchema), () => []),
+}).refine((p) => (p.api_key_env === undefined) !== (p.auth === undefined), 'exactly one of api_key_env or auth:"none"');
 
-export type ThinkingLevelValue = z.infer<typeof ThinkingLevelSchema>;
-export type ModelDef = z.infer<typeof ModelDefSchema>;
-export type ProviderDef = z.infer<typeof ProviderDefSchema>;
-export type McpServerDef = z.infer<typeof McpServerDefSchema>;
-export type Settings = z.infer<typeof SettingsSchema>;
-export type ToolSettings = z.infer<typeof ToolSettingsSchema>;
+export const McpServerDefSchema = obj<McpServerDef>({
+  command: str({ min: 1 }),
+  args: dflt(arr(str()), () => []),
+  env: dflt(rec(str()), () => ({})),
+});
+
+export const ToolSettingsSchema = obj<ToolSettings>({
+  file_access: opt(oneOf(["workspace", "unrestricted"] as const)),
+  allowed_dirs: opt(arr(str({ min: 1 }).refine((d) => d.startsWith("/") || d.startsWith("~/"), "absolute path or ~/…"))),
+  sandbox: opt(oneOf(["none", "bubblewrap"] as const)),
+  secret_env_patterns: opt(arr(str({ min: 1, max: 256 }), { max: 256 })),
+});
+
+export const SettingsSchema = obj<Settings>(
+  {
+    providers: opt(rec(ProviderDefSchema)),
+    mcp_servers: opt(rec(McpServerDefSchema)),
+    mcpServers: opt(rec(McpServerDefSchema)),
+    provider: opt(str()),
+    model: opt(str()),
+    thinking_level: opt(ThinkingLevelSchema),
+    fast: opt(bool()),
+    tools: opt(ToolSettingsSchema),
+    web_fetch: opt(obj<{ auto_approve_hosts: string[] }>({ auto_approve_hosts: dflt(arr(str({ min: 1, max: 253, regex: /^[A-Za-z0-9.-]+$/ }), { max: 64 }), () => []) }, "strict")),
+  },
+  "passthrough",
+);

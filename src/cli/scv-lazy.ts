@@ -1,0 +1,58 @@
+/**
+ * `berth stdio`'s SCV dependencies without their load cost at startup: the handshake (`initialize`) needs only the
+ * server's name, version and timings, so the heavy composition root (scv-deps.ts: agent, session store, hub,
+ * delegates) loads in the background after the first input arrives and `session.start` awaits it. A failure to build
+ * it refuses `session.start` with `internal_error` (and a diagnostic line) instead of failing the handshake.
+ */
+import type { Readable } from "node:stream";
+import type { EnvLike } from "../store/home.js";
+import { CLEANUP_GRACE_MS, SEND_TIMEOUT_MS, type ScvServerDeps } from "../protocols/scv/connection.js";
+import { packageVersion } from "./process-io.js";
+import type { ScvDepsOptions } from "./scv-deps.js";
+
+/** A test seam in milliseconds from the environment, clamped to 50 ms … 10 min; `dflt` when unset or invalid. */
+export function envMs(env: EnvLike, name: string, dflt: number): number {
+  const v = Number(env[name]);
+  return Number.isFinite(v) && v > 0 ? Math.min(Math.max(Math.round(v), 50), 600_000) : dflt;
+}
+
+export function scvTimings(env: EnvLike): { sendTimeoutMs: number; graceMs: number } {
+  return { sendTimeoutMs: envMs(env, "BERTH_SCV_SEND_TIMEOUT_MS", SEND_TIMEOUT_MS), graceMs: envMs(env, "BERTH_SCV_CLEANUP_GRACE_MS", CLEANUP_GRACE_MS) };
+}
+
+type Built = Awaited<ReturnType<typeof import("./scv-deps.js").buildScvDeps>>;
+
+/**
+ * Deps whose `openSession` builds the real ones on first need. `preloadOn(input)` starts building once the first
+ * input chunk has been handled (after the handshake's answer is queued), so a prompt finds the turn path loaded.
+ */
+export function lazyScvDeps(o: ScvDepsOptions): { deps: ScvServerDeps; preloadOn(input: Readable): void; close(): Promise<void> } {
+  let built: Promise<Built> | null = null;
+  const build = (): Promise<Built> => (built ??= import("./scv-deps.js").then((m) => m.buildScvDeps(o)));
+  const deps: ScvServerDeps = {
+    server: { name: "berth", version: packageVersion() },
+    ...scvTimings(o.env),
+    log: o.log,
+    async openSession(msg, out) {
+      let real: Built;
+      try {
+        real = await build();
+      } catch (err) {
+        o.log(`the session host could not start (${err instanceof Error ? err.name : "error"})`);
+        return { code: "internal_error", message: "the session host could not start; see stderr", request_id: msg.request_id };
+      }
+      return real.deps.openSession(msg, out);
+    },
+  };
+  return {
+    deps,
+    preloadOn(input) {
+      input.once("data", () => void setTimeout(() => void build().catch(() => undefined), 0));
+    },
+    async close() {
+      if (built === null) return;
+      const real = await built.catch(() => null);
+      await real?.close();
+    },
+  };
+}
