@@ -4,6 +4,7 @@
  * Piped input: `-p -` reads the prompt from stdin; `cmd | berth chat -p PROMPT` appends stdin to the prompt; piped
  * stdin without `-p` runs each line as a prompt (a non-terminal session).
  */
+import { existsSync } from "node:fs";
 import { resolveHome } from "../../store/home.js";
 import { berthVersion } from "../version.js";
 
@@ -78,6 +79,12 @@ export async function runChat(argv: string[]): Promise<number> {
     return 2;
   }
   quietEpipe();
+  // -p without a daemon runs the SCV server in this process: start loading it now, so it loads while the chat's
+  // own modules and checks run (an existing socket means a daemon is probably up and will serve instead).
+  if (a.prompt !== null) {
+    const { loadInProcessServer, scvSocketPath } = await import("./link.js");
+    if (process.env["BERTH_CHAT_NO_DAEMON"] === "1" || !existsSync(scvSocketPath(process.env))) loadInProcessServer().catch(() => undefined);
+  }
   const home = resolveHome(process.env);
   const { prepareStateRoot } = await import("../../store/state-root.js");
   const problem = prepareStateRoot(home);

@@ -6,6 +6,10 @@
  * one line naming the cause. Approvals follow the policy: what would ask is denied (and said on stderr) unless
  * `--yolo`. A closed stdout (EPIPE) ends the run quietly.
  * Exit codes: 0 completed; 1 failed or setup/protocol error; 130 cancelled (Ctrl-C); 2 usage.
+ * Transport: a running daemon's socket, else the SCV server in this process (link.ts; docs/chat.md, Transport).
+ * MCP servers of the session that failed to start are reported on stderr, one line each (name and the runtime's
+ * one-line cause, never the server's own output): as soon as known during the turn, else after it, waiting at most
+ * `MCP_REPORT_AFTER_TURN_MS` for servers still starting.
  */
 import { describeError, failureLine } from "./common.js";
 import { openLink, type Link } from "./link.js";
@@ -13,6 +17,42 @@ import { renderMarkdown } from "./markdown.js";
 import { preflight } from "./preflight.js";
 import { NO_PROVIDER_HELP } from "./render.js";
 import { textOf } from "../../core/json-text.js";
+import type { ScvClient } from "../../client/scv/client.js";
+import { settle } from "./session-tools.js";
+
+/** How long `-p` waits after its turn for MCP servers still starting, to report those that fail. */
+export const MCP_REPORT_AFTER_TURN_MS = 5_000;
+/** How long the report follows servers during the turn (beyond the runtime's 30 s connect budget). */
+const MCP_REPORT_MS = 35_000;
+
+/**
+ * Reports the session's MCP servers that failed to start, each once: follows them from the session's start;
+ * `finish()` (after the turn) waits at most `MCP_REPORT_AFTER_TURN_MS` more for those still starting.
+ */
+function mcpReport(client: ScvClient, sessionId: string, expected: number, err: (s: string) => void): { finish(): Promise<void> } {
+  const told = new Set<string>();
+  const report = (servers: Array<{ name: string; state: string; error: string | null }>): void => {
+    for (const sv of servers)
+      if (sv.state === "failed" && !told.has(sv.name)) {
+        told.add(sv.name);
+        err(`MCP server ${sv.name} failed to start${sv.error !== null ? `: ${sv.error}` : ""}; its tools were missing from this turn`);
+      }
+  };
+  if (expected === 0) return { finish: () => Promise.resolve() };
+  let settled = false;
+  void settle(client, sessionId, expected, MCP_REPORT_MS)
+    .then((servers) => {
+      settled = servers.every((sv) => sv.state !== "starting");
+      report(servers);
+    })
+    .catch(() => undefined);
+  return {
+    async finish() {
+      if (settled) return;
+      report(await settle(client, sessionId, expected, MCP_REPORT_AFTER_TURN_MS).catch(() => []));
+    },
+  };
+}
 
 export interface OneShotOptions {
   prompt: string;
@@ -35,9 +75,16 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
   };
   process.on("SIGINT", onSigint);
   const err = (s: string): void => void process.stderr.write(`berth chat: ${s}\n`);
+  // The server runs in this process: a crash in it ends the run with one line (no stack trace, no request data).
+  const fatal = (e: unknown): void => {
+    err(`the Berth server failed: ${describeError(e)}`);
+    process.exit(1);
+  };
+  process.on("uncaughtException", fatal);
+  process.on("unhandledRejection", fatal);
   try {
     const cwd = process.cwd();
-    const linking = openLink(process.env);
+    const linking = openLink(process.env, { inProcess: true });
     linking.catch(() => undefined);
     const pre = await preflight(process.env, cwd);
     if (!pre.ok) {
@@ -65,10 +112,12 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     const proj = await projectMcp(o.home, cwd);
     if (proj !== null && !proj.trusted) err("this project's MCP servers (.berth/settings.json) were not started: run berth chat here once to trust the project");
     const mcp = proj?.trusted === true ? { ...(pre.layers.global.mcp_servers ?? {}), ...proj.servers } : null;
+    const mcpCount = Object.keys(mcp ?? pre.layers.global.mcp_servers ?? {}).length;
     link = await linking;
     const client = link.client;
     const started = await client.openSession({ cwd, auto_approve: yolo, ...(resume !== undefined ? { resume } : {}), ...(mcp !== null ? { mcp_servers: mcp } : {}) });
     const sessionId = started["session_id"] as string;
+    const mcpFailures = mcpReport(client, sessionId, mcpCount, err);
     const out = (s: string): void => void process.stdout.write(s);
     const json = (v: Record<string, unknown>): void => out(JSON.stringify(v) + "\n");
     const args = new Map<string, unknown>();
@@ -117,6 +166,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     cancel = () => turn.cancel();
     if (interrupted > 0) cancel();
     const end = await turn.done;
+    await mcpFailures.finish();
     if (end.type === "error") {
       err(`the server refused the prompt (${String(end["code"])}: ${textOf(end["message"])})`);
       return 1;
@@ -149,6 +199,8 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     return 1;
   } finally {
     process.off("SIGINT", onSigint);
+    process.off("uncaughtException", fatal);
+    process.off("unhandledRejection", fatal);
     await link?.close();
   }
 }
