@@ -1,0 +1,117 @@
+/**
+ * Where `berth chat` runs its session when no daemon answers: `-p` serves itself (the SCV server in the chat
+ * process), the interactive chat (here: piped lines) starts a `berth stdio` child. Either way a tool cannot read the
+ * credentials: not from its environment, not from its parent's `/proc/<pid>/environ`, not from any process's
+ * (the launcher executed directly, as a user runs it, moved them to a descriptor; docs/security.md). And `-p`
+ * reports MCP servers that failed to start, one stderr line each, naming the server and the cause, never a secret.
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
+import { BERTH_BIN } from "../helpers/paths.js";
+import { chat, chatEnv, FAKE, home } from "./helpers.js";
+
+const FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
+
+/** Every readable /proc/<pid>/environ, the parent's command line and environ, its own environment, a marker. */
+const SCAN = `for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ 2>/dev/null; done; echo "parent: $(tr '\\0' ' ' < /proc/$PPID/cmdline)"; tr '\\0' '\\n' < /proc/$PPID/environ; env; echo SCAN-DONE`;
+
+function secrets(): Record<string, string> {
+  const v = (p: string): string => `${p}-${randomBytes(12).toString("hex")}`;
+  return { ANTHROPIC_API_KEY: v("sk-ant"), GITHUB_TOKEN: v("ghp"), DB_PASSWORD: v("pw"), FAKE_API_KEY: v("fake") };
+}
+
+function keyedHome(fake: FakeProvider): string {
+  const h = mkdtempSync(join(tmpdir(), "berth-chat-"));
+  const fakeDef = { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, api_key_env: "FAKE_API_KEY", models: [{ id: "fake-model" }] };
+  writeFileSync(join(h, "settings.json"), JSON.stringify({ providers: { fake: fakeDef }, provider: "fake", model: "fake-model" }));
+  return h;
+}
+
+/** Runs the launcher itself (its sh prologue hands credentials over on a descriptor); stdout+stderr and the exit code. */
+function launch(args: string[], env: NodeJS.ProcessEnv, stdin: string): Promise<{ code: number | null; out: string }> {
+  const child = spawn(BERTH_BIN, args, { env, cwd: mkdtempSync(join(tmpdir(), "berth-cwd-")), stdio: ["pipe", "pipe", "pipe"] });
+  let out = "";
+  child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
+  child.stderr.setEncoding("utf8").on("data", (d: string) => (out += d));
+  child.stdin.end(stdin);
+  return new Promise((resolve) => child.once("close", (code) => resolve({ code, out })));
+}
+
+describe("berth chat without a daemon", () => {
+  let fake: FakeProvider;
+  before(async () => {
+    fake = await startFakeProvider();
+  });
+  after(() => fake.close());
+
+  for (const mode of [
+    { name: "-p serves itself in-process", args: ["chat", "-p", "scan", "--yolo"], stdin: "", parent: /parent: \S+ \S*bin\/berth chat -p scan --yolo/ },
+    { name: "the interactive chat (piped lines) starts a berth stdio child", args: ["chat", "--yolo"], stdin: "scan\n", parent: /parent: \S+ \S*bin\/berth stdio/ },
+  ]) {
+    it(`${mode.name}; its tools cannot read a credential`, { timeout: 60_000 }, async () => {
+      const keys = secrets();
+      const h = keyedHome(fake);
+      const base = fake.requests.length;
+      fake.script([{ steps: [{ toolCall: { id: "c1", name: "bash", arguments: { command: SCAN } } }] }, { steps: [{ text: "scanned" }] }]);
+      const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, MC_HOME: h, NO_COLOR: "1", ...keys };
+      const r = await launch(mode.args, env, mode.stdin);
+      assert.equal(r.code, 0, r.out);
+      assert.match(r.out, /scanned/);
+      const reqs = (await fake.waitForRequests(base + 2)).slice(base);
+      // The chat still holds the credential: the provider got it.
+      assert.equal(reqs[0]!.headers.authorization, `Bearer ${keys.FAKE_API_KEY}`);
+      const toolResult = reqs[1]!.body;
+      assert.match(toolResult, /SCAN-DONE/);
+      // Which process ran the tool: the chat itself for -p, a `berth stdio` child otherwise.
+      assert.match(toolResult, mode.parent);
+      for (const [name, value] of Object.entries(keys)) {
+        assert.ok(!toolResult.includes(value), `${name}'s value reached the tool`);
+        assert.ok(!r.out.includes(value), `${name}'s value reached the terminal`);
+      }
+    });
+  }
+
+  it("-p reports an MCP server that failed to start: one stderr line naming it and the cause, no secret", { timeout: 60_000 }, async () => {
+    const h = home(fake.port);
+    const secret = `tok-${randomBytes(12).toString("hex")}`;
+    const s = JSON.parse(readFileSync(join(h, "settings.json"), "utf8")) as Record<string, unknown>;
+    writeFileSync(
+      join(h, "settings.json"),
+      JSON.stringify({
+        ...s,
+        mcp_servers: {
+          fixture: { command: process.execPath, args: [FIXTURE] },
+          broken: { command: process.execPath, args: [FIXTURE, "--exit-at-start"], env: { BROKEN_TOKEN: secret } },
+        },
+      }),
+    );
+    for (const json of [false, true]) {
+      const p = chat(["-p", "hello mcp", ...(json ? ["--json"] : [])], chatEnv(h, FAKE));
+      assert.equal(await p.exited, 0, p.stderr);
+      const reports = p.stderr.split("\n").filter((l) => l.includes("MCP server"));
+      assert.deepEqual(reports.length, 1, p.stderr);
+      assert.match(reports[0]!, /^berth chat: MCP server broken failed to start: connect failed: [^\n]+; its tools were missing from this turn$/);
+      assert.doesNotMatch(p.stderr, /fixture: exiting at start/, "the server's own stderr is not shown");
+      assert.ok(!(p.stderr + p.stdout).includes(secret), "a server's env value reached the terminal");
+      // The answer is unchanged: stdout has only the answer (or only the JSON events).
+      if (json) for (const l of p.stdout.trim().split("\n")) assert.equal(typeof (JSON.parse(l) as { event: unknown }).event, "string");
+      else assert.equal(p.stdout, "echo: hello mcp\n");
+    }
+  });
+
+  it("-p with only working MCP servers reports nothing about them", { timeout: 60_000 }, async () => {
+    const h = home(fake.port);
+    const s = JSON.parse(readFileSync(join(h, "settings.json"), "utf8")) as Record<string, unknown>;
+    writeFileSync(join(h, "settings.json"), JSON.stringify({ ...s, mcp_servers: { one: { command: process.execPath, args: [FIXTURE] } } }));
+    const p = chat(["-p", "hello"], chatEnv(h, FAKE));
+    assert.equal(await p.exited, 0, p.stderr);
+    assert.match(p.stderr, /^session \S+\n$/);
+  });
+});
