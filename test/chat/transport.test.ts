@@ -97,7 +97,7 @@ describe("berth chat without a daemon", () => {
       assert.equal(await p.exited, 0, p.stderr);
       const reports = p.stderr.split("\n").filter((l) => l.includes("MCP server"));
       assert.deepEqual(reports.length, 1, p.stderr);
-      assert.match(reports[0]!, /^berth chat: MCP server broken failed to start: connect failed: [^\n]+; its tools were missing from this turn$/);
+      assert.match(reports[0]!, /^berth chat: MCP server broken failed to start: connect failed: [^\n]+; check its entry under mcp_servers in settings$/);
       assert.doesNotMatch(p.stderr, /fixture: exiting at start/, "the server's own stderr is not shown");
       assert.ok(!(p.stderr + p.stdout).includes(secret), "a server's env value reached the terminal");
       // The answer is unchanged: stdout has only the answer (or only the JSON events).

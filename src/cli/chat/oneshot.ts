@@ -18,10 +18,10 @@ import { preflight } from "./preflight.js";
 import { NO_PROVIDER_HELP } from "./render.js";
 import { textOf } from "../../core/json-text.js";
 import type { ScvClient } from "../../client/scv/client.js";
-import { settle } from "./session-tools.js";
+import { sessionMcp, settle } from "./session-tools.js";
 
 /** How long `-p` waits after its turn for MCP servers still starting, to report those that fail. */
-export const MCP_REPORT_AFTER_TURN_MS = 5_000;
+export const MCP_REPORT_AFTER_TURN_MS = 3_000;
 /** How long the report follows servers during the turn (beyond the runtime's 30 s connect budget). */
 const MCP_REPORT_MS = 35_000;
 
@@ -35,7 +35,7 @@ function mcpReport(client: ScvClient, sessionId: string, expected: number, err: 
     for (const sv of servers)
       if (sv.state === "failed" && !told.has(sv.name)) {
         told.add(sv.name);
-        err(`MCP server ${sv.name} failed to start${sv.error !== null ? `: ${sv.error}` : ""}; its tools were missing from this turn`);
+        err(`MCP server ${sv.name} failed to start${sv.error !== null ? `: ${sv.error}` : ""}; check its entry under mcp_servers in settings`);
       }
   };
   if (expected === 0) return { finish: () => Promise.resolve() };
@@ -48,8 +48,14 @@ function mcpReport(client: ScvClient, sessionId: string, expected: number, err: 
     .catch(() => undefined);
   return {
     async finish() {
-      if (settled) return;
-      report(await settle(client, sessionId, expected, MCP_REPORT_AFTER_TURN_MS).catch(() => []));
+      const until = Date.now() + MCP_REPORT_AFTER_TURN_MS;
+      while (!settled) {
+        const servers = await sessionMcp(client, sessionId).catch(() => null);
+        if (servers === null) return;
+        report(servers);
+        if ((servers.length >= expected && servers.every((sv) => sv.state !== "starting")) || Date.now() >= until) return;
+        await new Promise((resolve) => setTimeout(resolve, 50).unref());
+      }
     },
   };
 }
@@ -166,7 +172,6 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     cancel = () => turn.cancel();
     if (interrupted > 0) cancel();
     const end = await turn.done;
-    await mcpFailures.finish();
     if (end.type === "error") {
       err(`the server refused the prompt (${String(end["code"])}: ${textOf(end["message"])})`);
       return 1;
@@ -186,6 +191,8 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
       });
     else if (text.length > 0 && process.stdout.isTTY === true) out(renderMarkdown(text, process.env.NO_COLOR === undefined));
     else if (text.length > 0) out(text.endsWith("\n") ? text : text + "\n");
+    // After the answer: a server that failed while a fast turn ran is still reported (not after Ctrl-C).
+    if (status !== "cancelled") await mcpFailures.finish();
     process.stderr.write(`session ${sessionId}\n`);
     if (status === "completed") return 0;
     err(`the turn ${failureLine(end, pre.baseUrl)}`);
