@@ -9,7 +9,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -104,6 +104,35 @@ describe("berth chat without a daemon", () => {
       if (json) for (const l of p.stdout.trim().split("\n")) assert.equal(typeof (JSON.parse(l) as { event: unknown }).event, "string");
       else assert.equal(p.stdout, "echo: hello mcp\n");
     }
+  });
+
+  it("-p: SIGTERM cancels the turn like Ctrl-C: its tool process is stopped, the session records the end, exit 143", { timeout: 60_000 }, async () => {
+    const h = home(fake.port);
+    const cwd = mkdtempSync(join(tmpdir(), "berth-cwd-"));
+    const pidFile = join(cwd, "tool.pid");
+    fake.script([{ steps: [{ toolCall: { id: "c1", name: "bash", arguments: { command: `echo $$ > ${pidFile}; exec sleep 60` } } }] }]);
+    const p = chat(["-p", "run it", "--yolo"], chatEnv(h, FAKE), { cwd });
+    let pid = 0;
+    while (pid === 0) {
+      if (existsSync(pidFile)) pid = Number(readFileSync(pidFile, "utf8").trim()) || 0;
+      if (pid === 0) await new Promise((r) => setTimeout(r, 20));
+    }
+    p.child.kill("SIGTERM");
+    assert.equal(await p.exited, 143, p.stderr);
+    const sid = /session (\S+)/.exec(p.stderr)?.[1];
+    assert.ok(sid !== undefined, p.stderr);
+    const records = readFileSync(join(h, "sessions", `${sid}.jsonl`), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    assert.equal(records.at(-1)!.kind, "terminal");
+    assert.equal(records.at(-1)!.status, "cancelled");
+    const alive = (): boolean => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    while (alive()) await new Promise((r) => setTimeout(r, 20));
   });
 
   it("-p with only working MCP servers reports nothing about them", { timeout: 60_000 }, async () => {

@@ -67,6 +67,9 @@ let serverModules: ReturnType<typeof loadInProcessServer> | null = null;
 /** The SCV server of `berth stdio`, run in this process over an in-memory stream pair. */
 async function openInProcess(env: NodeJS.ProcessEnv): Promise<Link> {
   const [{ serveScvConnection }, { buildScvDeps }] = await loadInProcessServer();
+  // Stdout is the chat's answer (or its JSON events): a stray console writer in the server goes to stderr.
+  const toStderr = new console.Console(process.stderr, process.stderr);
+  for (const m of ["log", "info", "debug", "dir"] as const) (console as unknown as Record<string, unknown>)[m] = toStderr[m].bind(toStderr);
   let tail = "";
   const log = (l: string): void => void (tail = `${tail}${l}\n`.slice(-4096));
   const scv = await buildScvDeps({ home: resolveHome(env), env, transport: "stdio", log });

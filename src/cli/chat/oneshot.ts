@@ -5,7 +5,7 @@
  * `turn.tool`, `turn.approval`, `turn.terminal`). stderr gets the session ID (`session <id>`) and, on failure,
  * one line naming the cause. Approvals follow the policy: what would ask is denied (and said on stderr) unless
  * `--yolo`. A closed stdout (EPIPE) ends the run quietly.
- * Exit codes: 0 completed; 1 failed or setup/protocol error; 130 cancelled (Ctrl-C); 2 usage.
+ * Exit codes: 0 completed; 1 failed or setup/protocol error; 130 cancelled (Ctrl-C; 143 SIGTERM, 129 SIGHUP); 2 usage.
  * Transport: a running daemon's socket, else the SCV server in this process (link.ts; docs/chat.md, Transport).
  * MCP servers of the session that failed to start are reported on stderr, one line each (name and the runtime's
  * one-line cause, never the server's own output): as soon as known during the turn, else after it, waiting at most
@@ -74,12 +74,18 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
   let link: Link | null = null;
   let interrupted = 0;
   let cancel: (() => void) | null = null;
-  const onSigint = (): void => {
+  /** The exit code of the signal that cancelled the turn: 130 (SIGINT), 143 (SIGTERM), 129 (SIGHUP). */
+  let signalExit = 130;
+  // Ctrl-C cancels the turn; SIGTERM and SIGHUP too (the server runs in this process: cancelling lets it record the
+  // turn's end and stop the turn's tool processes). A second signal, or one before the turn started, exits at once.
+  const signals = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 } as const;
+  const onSignal = (sig: keyof typeof signals): void => {
     interrupted++;
-    if (interrupted > 1 || cancel === null) process.exit(130);
+    if (interrupted === 1) signalExit = signals[sig];
+    if (interrupted > 1 || cancel === null) process.exit(signals[sig]);
     cancel();
   };
-  process.on("SIGINT", onSigint);
+  for (const sig of Object.keys(signals) as Array<keyof typeof signals>) process.on(sig, onSignal);
   const err = (s: string): void => void process.stderr.write(`berth chat: ${s}\n`);
   // The server runs in this process: a crash in it ends the run with one line (no stack trace, no request data).
   const fatal = (e: unknown): void => {
@@ -200,12 +206,12 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
       const { failureHints } = await import("./hints.js");
       for (const h of await failureHints(textOf(end["message"]), process.env, cwd)) err(h.replace(/^error: /, ""));
     }
-    return status === "cancelled" ? 130 : 1;
+    return status === "cancelled" ? signalExit : 1;
   } catch (e) {
     err(describeError(e));
     return 1;
   } finally {
-    process.off("SIGINT", onSigint);
+    for (const sig of Object.keys(signals) as Array<keyof typeof signals>) process.off(sig, onSignal);
     process.off("uncaughtException", fatal);
     process.off("unhandledRejection", fatal);
     await link?.close();
