@@ -44,23 +44,21 @@ request(url, { method: "POST", headers: { "content-type": "application/json" } }
 }).end(body);
 `;
 
-/** Spawn → first stdout line matching `re`, in ms; the process is left to finish. */
+/**
+ * Spawn → first stdout line matching `re`, in ms. Resolves once the process exited, so the next sample does not
+ * share the machine with this one's exit work (with MCP servers configured, their start-up and shutdown).
+ */
 function firstLine(cmd: string, args: string[], env: NodeJS.ProcessEnv, re: RegExp): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
     const child = spawn(cmd, args, { env, stdio: ["ignore", "pipe", "ignore"] });
     let out = "";
-    let done = false;
+    let at: number | null = null;
     child.stdout.setEncoding("utf8").on("data", (d: string) => {
       out += d;
-      if (!done && re.test(out)) {
-        done = true;
-        resolve(performance.now() - t0);
-      }
+      if (at === null && re.test(out)) at = performance.now() - t0;
     });
-    child.on("close", () => {
-      if (!done) reject(new Error(`no first token from ${args.slice(0, 3).join(" ")}`));
-    });
+    child.on("close", () => (at !== null ? resolve(at) : reject(new Error(`no first token from ${args.slice(0, 3).join(" ")}`))));
   });
 }
 
