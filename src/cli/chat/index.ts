@@ -81,10 +81,8 @@ export async function runChat(argv: string[]): Promise<number> {
   quietEpipe();
   // -p without a daemon runs the SCV server in this process: start loading it now, so it loads while the chat's
   // own modules and checks run (an existing socket means a daemon is probably up and will serve instead).
-  if (a.prompt !== null) {
-    const { loadInProcessServer, scvSocketPath } = await import("./link.js");
-    if (process.env["BERTH_CHAT_NO_DAEMON"] === "1" || !existsSync(scvSocketPath(process.env))) loadInProcessServer().catch(() => undefined);
-  }
+  const link = a.prompt !== null ? await import("./link.js") : null;
+  if (link !== null && (process.env["BERTH_CHAT_NO_DAEMON"] === "1" || !existsSync(link.scvSocketPath(process.env)))) link.loadInProcessServer().catch(() => undefined);
   const home = resolveHome(process.env);
   const { prepareStateRoot } = await import("../../store/state-root.js");
   const problem = prepareStateRoot(home);
@@ -92,7 +90,11 @@ export async function runChat(argv: string[]): Promise<number> {
     process.stderr.write(`berth chat: ${problem}\n`);
     return 1;
   }
-  if (a.prompt !== null) {
+  if (a.prompt !== null && link !== null) {
+    // Connected (or the server built) while stdin is read and the checks run; only after the state root passed.
+    const linking = link.openLink(process.env, { inProcess: true });
+    linking.catch(() => undefined);
+    const drop = async (): Promise<void> => void (await linking.catch(() => null))?.close();
     let prompt = a.prompt;
     if (prompt === "-") prompt = await readStdin();
     else if (process.stdin.isTTY !== true) {
@@ -101,16 +103,18 @@ export async function runChat(argv: string[]): Promise<number> {
     }
     if (prompt.trim().length === 0) {
       process.stderr.write(`berth chat: the prompt is empty${a.prompt === "-" ? " (stdin had no text)" : ""}\n`);
+      await drop();
       return 2;
     }
     const { promptTooLarge } = await import("./common.js");
     const tooLarge = promptTooLarge(prompt);
     if (tooLarge !== null) {
       process.stderr.write(`berth chat: ${tooLarge}\n`);
+      await drop();
       return 1;
     }
     const { runOneShot } = await import("./oneshot.js");
-    return runOneShot({ prompt, json: a.json, sessionId: a.sessionId, continueLatest: a.continueLatest, yolo: a.yolo, home });
+    return runOneShot({ prompt, json: a.json, sessionId: a.sessionId, continueLatest: a.continueLatest, yolo: a.yolo, home, linking });
   }
   const { runInteractive } = await import("./interactive.js");
   return runInteractive({ sessionId: a.sessionId, continueLatest: a.continueLatest, yolo: a.yolo, home });

@@ -68,6 +68,8 @@ export interface OneShotOptions {
   continueLatest: boolean;
   yolo: boolean;
   home: string;
+  /** The connection, when the caller already started opening it (else it is opened here). */
+  linking?: Promise<Link>;
 }
 
 export async function runOneShot(o: OneShotOptions): Promise<number> {
@@ -96,7 +98,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
   process.on("unhandledRejection", fatal);
   try {
     const cwd = process.cwd();
-    const linking = openLink(process.env, { inProcess: true });
+    const linking = o.linking ?? openLink(process.env, { inProcess: true });
     linking.catch(() => undefined);
     const pre = await preflight(process.env, cwd);
     if (!pre.ok) {
