@@ -9,7 +9,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -133,6 +133,32 @@ describe("berth chat without a daemon", () => {
       }
     };
     while (alive()) await new Promise((r) => setTimeout(r, 20));
+  });
+
+  it("-p with two MCP servers and a warm tool-list cache: the first token does not wait for them", { timeout: 60_000 }, async () => {
+    const h = home(fake.port);
+    const cwd = mkdtempSync(join(tmpdir(), "berth-cwd-"));
+    const gate = join(cwd, "servers-may-start");
+    const s = JSON.parse(readFileSync(join(h, "settings.json"), "utf8")) as Record<string, unknown>;
+    const server = (name: string) => ({ command: process.execPath, args: [FIXTURE, `--wait-for=${gate}`, `--name=${name}`] });
+    writeFileSync(join(h, "settings.json"), JSON.stringify({ ...s, mcp_servers: { one: server("one"), two: server("two") } }));
+    // A first run in this directory, servers free to start: it fills the cache.
+    writeFileSync(gate, "");
+    const first = chat(["-p", "first"], chatEnv(h, FAKE), { cwd });
+    assert.equal(await first.exited, 0, first.stderr);
+    // Second run: the servers cannot start until the gate exists again, yet the answer streams.
+    rmSync(gate);
+    const base = fake.requests.length;
+    const p = chat(["-p", "second", "--json"], chatEnv(h, FAKE), { cwd });
+    await p.until(/"turn\.assistant_delta"/);
+    assert.equal(existsSync(gate), false);
+    // The model was offered the servers' tools from the cache.
+    const req = (await fake.waitForRequests(base + 1))[base]!;
+    assert.match(req.body, /mcp__one__echo/);
+    assert.match(req.body, /mcp__two__echo/);
+    writeFileSync(gate, "");
+    assert.equal(await p.exited, 0, p.stderr);
+    assert.doesNotMatch(p.stderr, /MCP server/);
   });
 
   it("-p with only working MCP servers reports nothing about them", { timeout: 60_000 }, async () => {
