@@ -9,13 +9,13 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { BERTH_BIN } from "../helpers/paths.js";
-import { chat, chatEnv, FAKE, home } from "./helpers.js";
+import { chat, chatEnv, FAKE, home, Proc } from "./helpers.js";
 
 const FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
 
@@ -159,6 +159,21 @@ describe("berth chat without a daemon", () => {
     writeFileSync(gate, "");
     assert.equal(await p.exited, 0, p.stderr);
     assert.doesNotMatch(p.stderr, /MCP server/);
+  });
+
+  it("-p into a pipe closed early (| head -1): the turn ends recorded, exit 0, no trace", { timeout: 60_000 }, async () => {
+    const h = home(fake.port);
+    const cmd = `set -o pipefail; ${JSON.stringify(process.execPath)} ${JSON.stringify(BERTH_BIN)} chat -p 'long answer 3000' --json </dev/null | head -1`;
+    const r = new Proc("bash", ["-c", cmd], chatEnv(h, FAKE));
+    r.child.stdin!.end();
+    assert.equal(await r.exited, 0, r.stderr);
+    assert.equal((JSON.parse(r.stdout) as { event: string }).event, "turn.started");
+    assert.doesNotMatch(r.stderr, /\n\s+at |EPIPE|Error:/);
+    // The session's last record is the turn's end (cancelled, or completed when the answer won the race).
+    const [file] = readdirSync(join(h, "sessions")).filter((f) => f.endsWith(".jsonl"));
+    const last = JSON.parse(readFileSync(join(h, "sessions", file!), "utf8").trim().split("\n").at(-1)!) as Record<string, unknown>;
+    assert.equal(last.kind, "terminal");
+    assert.match(String(last.status), /^(cancelled|completed)$/);
   });
 
   it("-p with only working MCP servers reports nothing about them", { timeout: 60_000 }, async () => {

@@ -57,10 +57,16 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
-/** A closed stdout (`berth chat -p … | head -1`) ends the process quietly instead of with a stack trace. */
+/**
+ * A closed stdout (`berth chat -p … | head -1`) ends the process quietly instead of with a stack trace. A running
+ * one-shot registers `stop` to end its turn first (its server runs in this process and records the turn's end).
+ */
+const epipe: { stop: (() => void) | null } = { stop: null };
 function quietEpipe(): void {
   process.stdout.on("error", (e: NodeJS.ErrnoException) => {
-    if (e.code === "EPIPE") process.exit(0);
+    if (e.code !== "EPIPE") return;
+    if (epipe.stop !== null) epipe.stop();
+    else process.exit(0);
   });
 }
 
@@ -114,7 +120,7 @@ export async function runChat(argv: string[]): Promise<number> {
       return 1;
     }
     const { runOneShot } = await import("./oneshot.js");
-    return runOneShot({ prompt, json: a.json, sessionId: a.sessionId, continueLatest: a.continueLatest, yolo: a.yolo, home, linking });
+    return runOneShot({ prompt, json: a.json, sessionId: a.sessionId, continueLatest: a.continueLatest, yolo: a.yolo, home, linking, onStdoutClosed: (stop) => void (epipe.stop = stop) });
   }
   const { runInteractive } = await import("./interactive.js");
   return runInteractive({ sessionId: a.sessionId, continueLatest: a.continueLatest, yolo: a.yolo, home });

@@ -70,6 +70,8 @@ export interface OneShotOptions {
   home: string;
   /** The connection, when the caller already started opening it (else it is opened here). */
   linking?: Promise<Link>;
+  /** Registers what a closed stdout (EPIPE) does while the one-shot runs (else the caller exits at once). */
+  onStdoutClosed?: (stop: () => void) => void;
 }
 
 export async function runOneShot(o: OneShotOptions): Promise<number> {
@@ -88,6 +90,17 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     cancel();
   };
   for (const sig of Object.keys(signals) as Array<keyof typeof signals>) process.on(sig, onSignal);
+  // A closed stdout (`… | head -1`): nothing more can be shown, so the turn is cancelled and the run ends with 0
+  // once the server recorded it (before the turn started there is nothing to record).
+  let outClosed = false;
+  let turnOver = false;
+  o.onStdoutClosed?.(() => {
+    if (outClosed) return;
+    outClosed = true;
+    if (turnOver) return;
+    if (cancel === null) process.exit(0);
+    cancel();
+  });
   const err = (s: string): void => void process.stderr.write(`berth chat: ${s}\n`);
   // The server runs in this process: a crash in it ends the run with one line (no stack trace, no request data).
   const fatal = (e: unknown): void => {
@@ -132,7 +145,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     const started = await client.openSession({ cwd, auto_approve: yolo, ...(resume !== undefined ? { resume } : {}), ...(mcp !== null ? { mcp_servers: mcp } : {}) });
     const sessionId = started["session_id"] as string;
     const mcpFailures = mcpReport(client, sessionId, mcpCount, err);
-    const out = (s: string): void => void process.stdout.write(s);
+    const out = (s: string): void => void (outClosed || process.stdout.write(s));
     const json = (v: Record<string, unknown>): void => out(JSON.stringify(v) + "\n");
     const args = new Map<string, unknown>();
     let last = "";
@@ -180,6 +193,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     cancel = () => turn.cancel();
     if (interrupted > 0) cancel();
     const end = await turn.done;
+    turnOver = true;
     if (end.type === "error") {
       err(`the server refused the prompt (${String(end["code"])}: ${textOf(end["message"])})`);
       return 1;
@@ -200,6 +214,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     else if (text.length > 0 && process.stdout.isTTY === true) out(renderMarkdown(text, process.env.NO_COLOR === undefined));
     else if (text.length > 0) out(text.endsWith("\n") ? text : text + "\n");
     // After the answer: a server that failed while a fast turn ran is still reported (not after Ctrl-C).
+    if (outClosed) return 0;
     if (status !== "cancelled") await mcpFailures.finish();
     process.stderr.write(`session ${sessionId}\n`);
     if (status === "completed") return 0;
