@@ -1,14 +1,18 @@
 /**
  * `berth chat -p` figures, each beside a floor measured in the same run against the same loopback fake provider:
  * - chat.first_token_ms.median: `berth chat -p PROMPT --json` spawned → its first `turn.assistant_delta` line
- *   (process start, preflight, a `berth stdio` child, session, turn, provider request). Median of SAMPLES runs.
- * - chat.first_token_mcp2_ms.median: the same with two MCP servers (the tools tests' fixture) configured.
+ *   (process start, preflight, the SCV server started in the chat process since no daemon is up, session, turn,
+ *   provider request). Median of SAMPLES runs.
+ * - chat.first_token_mcp2_ms.median: the same with two MCP servers (the tools tests' fixture) configured, on a
+ *   second run: the warm-up run filled the MCP tool-list cache (`$MC_HOME/state/mcp-tools`, keyed by server and
+ *   cwd), as any run after a user's first in that directory finds it. The very first run waits for the servers'
+ *   tool lists (it has nothing to offer the model until they answer) and is not measured.
  * - chat.first_token_daemon_ms.median: the same while a `berth daemon` is up (chat uses its SCV socket).
  * The floor is a minimal Node client spawned the same way: one streaming POST to the fake provider, printing the
  * first delta as a JSON line. Target (issue 12): ≤ 1.5× the floor on a warm machine.
  */
 import { spawn } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -40,23 +44,29 @@ request(url, { method: "POST", headers: { "content-type": "application/json" } }
 }).end(body);
 `;
 
-/** Spawn → first stdout line matching `re`, in ms; the process is left to finish. */
+/**
+ * Spawn → first stdout line matching `re`, in ms. Resolves once the process exited, so the next sample does not
+ * share the machine with this one's exit work (with MCP servers configured, their start-up and shutdown).
+ */
 function firstLine(cmd: string, args: string[], env: NodeJS.ProcessEnv, re: RegExp): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
     const child = spawn(cmd, args, { env, stdio: ["ignore", "pipe", "ignore"] });
     let out = "";
-    let done = false;
+    let at: number | null = null;
     child.stdout.setEncoding("utf8").on("data", (d: string) => {
       out += d;
-      if (!done && re.test(out)) {
-        done = true;
-        resolve(performance.now() - t0);
-      }
+      if (at === null && re.test(out)) at = performance.now() - t0;
     });
-    child.on("close", () => {
-      if (!done) reject(new Error(`no first token from ${args.slice(0, 3).join(" ")}`));
-    });
+    child.on("close", () => (at !== null ? resolve(at) : reject(new Error(`no first token from ${args.slice(0, 3).join(" ")}`))));
+  });
+}
+
+/** Runs a command to its end (stdout ignored); rejects on a non-zero exit. */
+function runToEnd(cmd: string, args: string[], env: NodeJS.ProcessEnv): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { env, stdio: "ignore" });
+    child.on("close", (code) => (code === 0 ? resolve() : reject(new Error(`${args.slice(0, 3).join(" ")} exited ${String(code)}`))));
   });
 }
 
@@ -71,8 +81,9 @@ export default async function bench(): Promise<Figure[]> {
     const mk = (mcp: boolean): string => {
       const home = mkdtempSync(join(tmpdir(), "bench-chat-"));
       const fakeDef = { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, auth: "none", models: [{ id: "fake-model" }] };
-      const server = { command: process.execPath, args: [MCP_FIXTURE], env: {} };
-      writeFileSync(join(home, "settings.json"), JSON.stringify({ providers: { fake: fakeDef }, provider: "fake", model: "fake-model", ...(mcp ? { mcp_servers: { one: server, two: server } } : {}) }));
+      // Two distinct definitions (the cache is keyed by definition; the fixture ignores the extra argument).
+      const server = (name: string) => ({ command: process.execPath, args: [MCP_FIXTURE, `--bench-${name}`], env: {} });
+      writeFileSync(join(home, "settings.json"), JSON.stringify({ providers: { fake: fakeDef }, provider: "fake", model: "fake-model", ...(mcp ? { mcp_servers: { one: server("one"), two: server("two") } } : {}) }));
       return home;
     };
     const env = (home: string): NodeJS.ProcessEnv => {
@@ -90,6 +101,8 @@ export default async function bench(): Promise<Figure[]> {
     // Interleaved, after one warm-up each, so machine load affects both sides alike.
     await firstLine(process.execPath, ["--input-type=module", "-e", FLOOR, `${fake.baseUrl}/v1/chat/completions`], env(plain), /"delta"/);
     await firstLine(process.execPath, chatArgs, env(plain), delta);
+    await runToEnd(process.execPath, chatArgs, env(withMcp));
+    if (readdirSync(join(withMcp, "state", "mcp-tools")).filter((f) => f.endsWith(".json")).length !== 2) throw new Error("the warm-up run did not cache both MCP servers' tool lists");
     for (let i = 0; i < SAMPLES; i++) {
       floor.push(await firstLine(process.execPath, ["--input-type=module", "-e", FLOOR, `${fake.baseUrl}/v1/chat/completions`], env(plain), /"delta"/));
       chat.push(await firstLine(process.execPath, chatArgs, env(plain), delta));

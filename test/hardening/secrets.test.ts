@@ -102,14 +102,15 @@ test("bash reads the stripped keys from /proc/$PPID/environ (issue 18): a servic
   }
 });
 
-test("bash reads the stripped keys from /proc/$PPID/environ (issue 18): the berth stdio child of berth chat hides them", { timeout: 60_000 }, async () => {
+test("bash reads the stripped keys from /proc/$PPID/environ (issue 18): berth chat -p (its SCV server in-process) hides them", { timeout: 60_000 }, async () => {
   const fake = await startFakeProvider();
   const keys = secrets();
   const home = mkdtempSync(join(tmpdir(), "berth-home-"));
   const cwd = mkdtempSync(join(tmpdir(), "berth-cwd-"));
   writeFileSync(join(home, "settings.json"), JSON.stringify(settings(fake)));
   fake.script([{ steps: [{ toolCall: { id: "c1", name: "bash", arguments: { command: SCAN } } }] }, { steps: [{ text: "done" }] }]);
-  // The launcher executed directly, as a user runs it; berth chat starts a `berth stdio` child (no daemon).
+  // The launcher executed directly, as a user runs it; with no daemon, -p serves itself in-process (the interactive
+  // chat's `berth stdio` child: test/chat/transport.test.ts).
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, MC_HOME: home, BERTH_CHAT_NO_DAEMON: "1", ...keys };
   const child = spawn(BERTH_BIN, ["chat", "-p", "scan", "--yolo"], { env, cwd, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";

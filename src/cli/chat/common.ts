@@ -2,15 +2,8 @@
  * Shared plumbing for `berth chat`: turning failures into one plain line naming the cause. User errors never
  * print a stack trace, a credential or a file's content.
  */
-import {
-  ConnectionClosedError,
-  IncompatibleServiceError,
-  ProtocolError,
-  RequestError,
-  ServiceError,
-  spawnService,
-  type ServiceHandle,
-} from "../../client/app-service/index.js";
+import { ConnectionClosedError, IncompatibleServiceError, ProtocolError, RequestError, ServiceError } from "../../client/app-service/errors.js";
+import type { ServiceHandle } from "../../client/app-service/index.js";
 import { ScvConnectionError, ScvRequestError } from "../../client/scv/client.js";
 
 const SERVICE_HINTS: Record<string, string> = {
@@ -57,6 +50,8 @@ export function failureLine(ev: Record<string, unknown>, baseUrl: string | null 
 
 /** The app-service child (for /login, /logout, /model: sign-in, catalog and settings live there). */
 export async function startService(): Promise<ServiceHandle> {
+  // Loaded on first use: `berth chat -p` never needs the app-service client.
+  const { spawnService } = await import("../../client/app-service/spawn.js");
   const handle = spawnService({ env: process.env, cwd: process.cwd() });
   try {
     await handle.client.initialize();

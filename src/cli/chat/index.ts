@@ -4,6 +4,7 @@
  * Piped input: `-p -` reads the prompt from stdin; `cmd | berth chat -p PROMPT` appends stdin to the prompt; piped
  * stdin without `-p` runs each line as a prompt (a non-terminal session).
  */
+import { existsSync } from "node:fs";
 import { resolveHome } from "../../store/home.js";
 import { berthVersion } from "../version.js";
 
@@ -56,10 +57,16 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
-/** A closed stdout (`berth chat -p … | head -1`) ends the process quietly instead of with a stack trace. */
+/**
+ * A closed stdout (`berth chat -p … | head -1`) ends the process quietly instead of with a stack trace. A running
+ * one-shot registers `stop` to end its turn first (its server runs in this process and records the turn's end).
+ */
+const epipe: { stop: (() => void) | null } = { stop: null };
 function quietEpipe(): void {
   process.stdout.on("error", (e: NodeJS.ErrnoException) => {
-    if (e.code === "EPIPE") process.exit(0);
+    if (e.code !== "EPIPE") return;
+    if (epipe.stop !== null) epipe.stop();
+    else process.exit(0);
   });
 }
 
@@ -78,6 +85,10 @@ export async function runChat(argv: string[]): Promise<number> {
     return 2;
   }
   quietEpipe();
+  // -p without a daemon runs the SCV server in this process: start loading it now, so it loads while the chat's
+  // own modules and checks run (an existing socket means a daemon is probably up and will serve instead).
+  const link = a.prompt !== null ? await import("./link.js") : null;
+  if (link !== null && (process.env["BERTH_CHAT_NO_DAEMON"] === "1" || !existsSync(link.scvSocketPath(process.env)))) link.loadInProcessServer().catch(() => undefined);
   const home = resolveHome(process.env);
   const { prepareStateRoot } = await import("../../store/state-root.js");
   const problem = prepareStateRoot(home);
@@ -85,7 +96,11 @@ export async function runChat(argv: string[]): Promise<number> {
     process.stderr.write(`berth chat: ${problem}\n`);
     return 1;
   }
-  if (a.prompt !== null) {
+  if (a.prompt !== null && link !== null) {
+    // Connected (or the server built) while stdin is read and the checks run; only after the state root passed.
+    const linking = link.openLink(process.env, { inProcess: true });
+    linking.catch(() => undefined);
+    const drop = async (): Promise<void> => void (await linking.catch(() => null))?.close();
     let prompt = a.prompt;
     if (prompt === "-") prompt = await readStdin();
     else if (process.stdin.isTTY !== true) {
@@ -94,16 +109,18 @@ export async function runChat(argv: string[]): Promise<number> {
     }
     if (prompt.trim().length === 0) {
       process.stderr.write(`berth chat: the prompt is empty${a.prompt === "-" ? " (stdin had no text)" : ""}\n`);
+      await drop();
       return 2;
     }
     const { promptTooLarge } = await import("./common.js");
     const tooLarge = promptTooLarge(prompt);
     if (tooLarge !== null) {
       process.stderr.write(`berth chat: ${tooLarge}\n`);
+      await drop();
       return 1;
     }
     const { runOneShot } = await import("./oneshot.js");
-    return runOneShot({ prompt, json: a.json, sessionId: a.sessionId, continueLatest: a.continueLatest, yolo: a.yolo, home });
+    return runOneShot({ prompt, json: a.json, sessionId: a.sessionId, continueLatest: a.continueLatest, yolo: a.yolo, home, linking, onStdoutClosed: (stop) => void (epipe.stop = stop) });
   }
   const { runInteractive } = await import("./interactive.js");
   return runInteractive({ sessionId: a.sessionId, continueLatest: a.continueLatest, yolo: a.yolo, home });

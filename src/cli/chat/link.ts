@@ -1,26 +1,36 @@
 /**
  * `berth chat`'s transport: an initialized SCV v3 connection to a running `berth daemon` (its SCV socket) when one
- * answers, else to a `berth stdio` child.
+ * answers, else to a `berth stdio` child, or (`inProcess`, for `-p`) to the same SCV server run in this process.
  * Contract: the socket is `$SCV_HOME/state/server.sock` when SCV_HOME is set (not empty), else
  * `$MC_HOME/state/server.sock` (MC_HOME resolved as every command does). A missing socket, or one that refuses
- * connections (a dead daemon), falls back to `berth stdio`. `close()` ends the connection (the server cancels a
- * running turn) and, for a child, waits for it to exit. `closed` resolves once the connection is gone.
+ * connections (a dead daemon), falls back to `berth stdio` (or the in-process server). `close()` ends the
+ * connection (the server cancels a running turn) and waits until the server let go of the session: a child has
+ * exited, or the in-process server finished its cleanup (session closed, MCP servers stopped). `closed` resolves
+ * once the connection is gone.
+ * The in-process server is `berth stdio`'s own composition (cli/scv-deps.ts, protocols/scv/connection.ts) over an
+ * in-memory stream pair: chat stays a client of the SCV protocol. Its diagnostics go to `stderrTail()`, never to
+ * the terminal, as a child's stderr does. Tools see what they would see under the child: their environment is
+ * built by `cleanToolEnv` (runtime/env.ts) and the launcher already moved credentials out of this process's
+ * exec-time environment (docs/security.md).
  */
 import type { ChildProcessWithoutNullStreams } from "node:child_process";
 import { connect, type Socket } from "node:net";
 import { join } from "node:path";
-import type { Readable, Writable } from "node:stream";
-import { DEFAULT_BIN } from "../../client/app-service/spawn.js";
+import { fileURLToPath } from "node:url";
+import { PassThrough, type Readable, type Writable } from "node:stream";
 import { ScvClient } from "../../client/scv/client.js";
 import { spawnBerth } from "../../client/spawn-berth.js";
 import { resolveHome, type EnvLike } from "../../store/home.js";
 import { berthVersion } from "../version.js";
 
+/** `bin/berth` of this installation (the `berth stdio` child runs it). */
+const BERTH_BIN = fileURLToPath(new URL("../../../../bin/berth", import.meta.url));
+
 export interface Link {
   client: ScvClient;
-  via: "daemon" | "stdio";
+  via: "daemon" | "stdio" | "in-process";
   closed: Promise<void>;
-  /** The last few KiB of a `berth stdio` child's stderr (empty for the daemon). */
+  /** The last few KiB of a `berth stdio` child's stderr, or of the in-process server's log (empty for the daemon). */
   stderrTail(): string;
   close(): Promise<void>;
 }
@@ -47,7 +57,48 @@ async function init(input: Readable, output: Writable): Promise<ScvClient> {
   return c;
 }
 
-export async function openLink(env: NodeJS.ProcessEnv, opts: { noDaemon?: boolean } = {}): Promise<Link> {
+/** Loads the in-process SCV server's modules (the whole runtime); started early so loading overlaps other work. */
+export function loadInProcessServer(): Promise<[typeof import("../../protocols/scv/connection.js"), typeof import("../scv-deps.js")]> {
+  serverModules ??= Promise.all([import("../../protocols/scv/connection.js"), import("../scv-deps.js")]);
+  return serverModules;
+}
+let serverModules: ReturnType<typeof loadInProcessServer> | null = null;
+
+/** The SCV server of `berth stdio`, run in this process over an in-memory stream pair. */
+async function openInProcess(env: NodeJS.ProcessEnv): Promise<Link> {
+  const [{ serveScvConnection }, { buildScvDeps }] = await loadInProcessServer();
+  // Stdout is the chat's answer (or its JSON events): a stray console writer in the server goes to stderr.
+  const toStderr = new console.Console(process.stderr, process.stderr);
+  for (const m of ["log", "info", "debug", "dir"] as const) (console as unknown as Record<string, unknown>)[m] = toStderr[m].bind(toStderr);
+  let tail = "";
+  const log = (l: string): void => void (tail = `${tail}${l}\n`.slice(-4096));
+  const scv = await buildScvDeps({ home: resolveHome(env), env, transport: "stdio", log });
+  const toServer = new PassThrough();
+  const toClient = new PassThrough();
+  const conn = serveScvConnection(toServer, toClient, scv.deps);
+  const closed = conn.done
+    .then(() => scv.close())
+    .catch((e: unknown) => log(`cleanup failed (${e instanceof Error ? e.name : "error"})`))
+    .then(() => {
+      if (!toClient.writableEnded) toClient.end();
+    });
+  const close = async (): Promise<void> => {
+    if (!toServer.writableEnded) toServer.end();
+    await closed;
+  };
+  try {
+    return { client: await init(toClient, toServer), via: "in-process", closed, stderrTail: () => tail, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
+/**
+ * The daemon's socket when one answers; else `berth stdio` as a child, or with `inProcess` the same server in this
+ * process (no second Node boot: `berth chat -p`'s first token; see docs/chat.md, Transport).
+ */
+export async function openLink(env: NodeJS.ProcessEnv, opts: { noDaemon?: boolean; inProcess?: boolean } = {}): Promise<Link> {
   const sock = opts.noDaemon === true || env["BERTH_CHAT_NO_DAEMON"] === "1" ? null : await trySocket(scvSocketPath(env));
   if (sock !== null) {
     sock.on("error", () => undefined);
@@ -69,8 +120,9 @@ export async function openLink(env: NodeJS.ProcessEnv, opts: { noDaemon?: boolea
       },
     };
   }
+  if (opts.inProcess === true) return openInProcess(env);
   // The launcher's credential handoff: the stdio child's tools cannot read the keys from its environ.
-  const child = spawnBerth(DEFAULT_BIN, ["stdio"], env, { stdio: ["pipe", "pipe", "pipe"] }) as ChildProcessWithoutNullStreams;
+  const child = spawnBerth(BERTH_BIN, ["stdio"], env, { stdio: ["pipe", "pipe", "pipe"] }) as ChildProcessWithoutNullStreams;
   let tail = "";
   child.stderr.setEncoding("utf8").on("data", (d: string) => {
     tail = (tail + d).slice(-4096);

@@ -5,7 +5,11 @@
  * `turn.tool`, `turn.approval`, `turn.terminal`). stderr gets the session ID (`session <id>`) and, on failure,
  * one line naming the cause. Approvals follow the policy: what would ask is denied (and said on stderr) unless
  * `--yolo`. A closed stdout (EPIPE) ends the run quietly.
- * Exit codes: 0 completed; 1 failed or setup/protocol error; 130 cancelled (Ctrl-C); 2 usage.
+ * Exit codes: 0 completed; 1 failed or setup/protocol error; 130 cancelled (Ctrl-C; 143 SIGTERM, 129 SIGHUP); 2 usage.
+ * Transport: a running daemon's socket, else the SCV server in this process (link.ts; docs/chat.md, Transport).
+ * MCP servers of the session that failed to start are reported on stderr, one line each (name and the runtime's
+ * one-line cause, never the server's own output): as soon as known during the turn, else after it, waiting at most
+ * `MCP_REPORT_AFTER_TURN_MS` for servers still starting.
  */
 import { describeError, failureLine } from "./common.js";
 import { openLink, type Link } from "./link.js";
@@ -13,6 +17,48 @@ import { renderMarkdown } from "./markdown.js";
 import { preflight } from "./preflight.js";
 import { NO_PROVIDER_HELP } from "./render.js";
 import { textOf } from "../../core/json-text.js";
+import type { ScvClient } from "../../client/scv/client.js";
+import { sessionMcp, settle } from "./session-tools.js";
+
+/** How long `-p` waits after its turn for MCP servers still starting, to report those that fail. */
+export const MCP_REPORT_AFTER_TURN_MS = 3_000;
+/** How long the report follows servers during the turn (beyond the runtime's 30 s connect budget). */
+const MCP_REPORT_MS = 35_000;
+
+/**
+ * Reports the session's MCP servers that failed to start, each once: follows them from the session's start;
+ * `finish()` (after the turn) waits at most `MCP_REPORT_AFTER_TURN_MS` more for those still starting.
+ */
+function mcpReport(client: ScvClient, sessionId: string, expected: number, err: (s: string) => void): { finish(): Promise<void> } {
+  const told = new Set<string>();
+  const report = (servers: Array<{ name: string; state: string; error: string | null }>): void => {
+    for (const sv of servers)
+      if (sv.state === "failed" && !told.has(sv.name)) {
+        told.add(sv.name);
+        err(`MCP server ${sv.name} failed to start${sv.error !== null ? `: ${sv.error}` : ""}; check its entry under mcp_servers in settings`);
+      }
+  };
+  if (expected === 0) return { finish: () => Promise.resolve() };
+  let settled = false;
+  void settle(client, sessionId, expected, MCP_REPORT_MS)
+    .then((servers) => {
+      settled = servers.every((sv) => sv.state !== "starting");
+      report(servers);
+    })
+    .catch(() => undefined);
+  return {
+    async finish() {
+      const until = Date.now() + MCP_REPORT_AFTER_TURN_MS;
+      while (!settled) {
+        const servers = await sessionMcp(client, sessionId).catch(() => null);
+        if (servers === null) return;
+        report(servers);
+        if ((servers.length >= expected && servers.every((sv) => sv.state !== "starting")) || Date.now() >= until) return;
+        await new Promise((resolve) => setTimeout(resolve, 50).unref());
+      }
+    },
+  };
+}
 
 export interface OneShotOptions {
   prompt: string;
@@ -22,22 +68,50 @@ export interface OneShotOptions {
   continueLatest: boolean;
   yolo: boolean;
   home: string;
+  /** The connection, when the caller already started opening it (else it is opened here). */
+  linking?: Promise<Link>;
+  /** Registers what a closed stdout (EPIPE) does while the one-shot runs (else the caller exits at once). */
+  onStdoutClosed?: (stop: () => void) => void;
 }
 
 export async function runOneShot(o: OneShotOptions): Promise<number> {
   let link: Link | null = null;
   let interrupted = 0;
   let cancel: (() => void) | null = null;
-  const onSigint = (): void => {
+  /** The exit code of the signal that cancelled the turn: 130 (SIGINT), 143 (SIGTERM), 129 (SIGHUP). */
+  let signalExit = 130;
+  // Ctrl-C cancels the turn; SIGTERM and SIGHUP too (the server runs in this process: cancelling lets it record the
+  // turn's end and stop the turn's tool processes). A second signal, or one before the turn started, exits at once.
+  const signals = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 } as const;
+  const onSignal = (sig: keyof typeof signals): void => {
     interrupted++;
-    if (interrupted > 1 || cancel === null) process.exit(130);
+    if (interrupted === 1) signalExit = signals[sig];
+    if (interrupted > 1 || cancel === null) process.exit(signals[sig]);
     cancel();
   };
-  process.on("SIGINT", onSigint);
+  for (const sig of Object.keys(signals) as Array<keyof typeof signals>) process.on(sig, onSignal);
+  // A closed stdout (`… | head -1`): nothing more can be shown, so the turn is cancelled and the run ends with 0
+  // once the server recorded it (before the turn started there is nothing to record).
+  let outClosed = false;
+  let turnOver = false;
+  o.onStdoutClosed?.(() => {
+    if (outClosed) return;
+    outClosed = true;
+    if (turnOver) return;
+    if (cancel === null) process.exit(0);
+    cancel();
+  });
   const err = (s: string): void => void process.stderr.write(`berth chat: ${s}\n`);
+  // The server runs in this process: a crash in it ends the run with one line (no stack trace, no request data).
+  const fatal = (e: unknown): void => {
+    err(`the Berth server failed: ${describeError(e)}`);
+    process.exit(1);
+  };
+  process.on("uncaughtException", fatal);
+  process.on("unhandledRejection", fatal);
   try {
     const cwd = process.cwd();
-    const linking = openLink(process.env);
+    const linking = o.linking ?? openLink(process.env, { inProcess: true });
     linking.catch(() => undefined);
     const pre = await preflight(process.env, cwd);
     if (!pre.ok) {
@@ -65,11 +139,13 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     const proj = await projectMcp(o.home, cwd);
     if (proj !== null && !proj.trusted) err("this project's MCP servers (.berth/settings.json) were not started: run berth chat here once to trust the project");
     const mcp = proj?.trusted === true ? { ...(pre.layers.global.mcp_servers ?? {}), ...proj.servers } : null;
+    const mcpCount = Object.keys(mcp ?? pre.layers.global.mcp_servers ?? {}).length;
     link = await linking;
     const client = link.client;
     const started = await client.openSession({ cwd, auto_approve: yolo, ...(resume !== undefined ? { resume } : {}), ...(mcp !== null ? { mcp_servers: mcp } : {}) });
     const sessionId = started["session_id"] as string;
-    const out = (s: string): void => void process.stdout.write(s);
+    const mcpFailures = mcpReport(client, sessionId, mcpCount, err);
+    const out = (s: string): void => void (outClosed || process.stdout.write(s));
     const json = (v: Record<string, unknown>): void => out(JSON.stringify(v) + "\n");
     const args = new Map<string, unknown>();
     let last = "";
@@ -117,6 +193,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     cancel = () => turn.cancel();
     if (interrupted > 0) cancel();
     const end = await turn.done;
+    turnOver = true;
     if (end.type === "error") {
       err(`the server refused the prompt (${String(end["code"])}: ${textOf(end["message"])})`);
       return 1;
@@ -136,6 +213,9 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
       });
     else if (text.length > 0 && process.stdout.isTTY === true) out(renderMarkdown(text, process.env.NO_COLOR === undefined));
     else if (text.length > 0) out(text.endsWith("\n") ? text : text + "\n");
+    // After the answer: a server that failed while a fast turn ran is still reported (not after Ctrl-C).
+    if (outClosed) return 0;
+    if (status !== "cancelled") await mcpFailures.finish();
     process.stderr.write(`session ${sessionId}\n`);
     if (status === "completed") return 0;
     err(`the turn ${failureLine(end, pre.baseUrl)}`);
@@ -143,12 +223,14 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
       const { failureHints } = await import("./hints.js");
       for (const h of await failureHints(textOf(end["message"]), process.env, cwd)) err(h.replace(/^error: /, ""));
     }
-    return status === "cancelled" ? 130 : 1;
+    return status === "cancelled" ? signalExit : 1;
   } catch (e) {
     err(describeError(e));
     return 1;
   } finally {
-    process.off("SIGINT", onSigint);
+    for (const sig of Object.keys(signals) as Array<keyof typeof signals>) process.off(sig, onSignal);
+    process.off("uncaughtException", fatal);
+    process.off("unhandledRejection", fatal);
     await link?.close();
   }
 }
