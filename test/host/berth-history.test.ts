@@ -5,7 +5,9 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { AhpClient, tempHome, berthHomeFor, type Json } from "./helpers.js";
+import { readdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { AhpClient, tempHome, berthHomeFor, until, type Json } from "./helpers.js";
 import { ended, newSession, startTurn, user, withBerth } from "./berth-rig.js";
 import { startFakeProvider } from "../fakes/fake-provider.js";
 import { SessionStore } from "../../src/store/sessions/index.js";
@@ -140,7 +142,8 @@ test("berth history resync: turns another door ran on a session the host holds r
     for (let round = 0; round < 2; round++)
       await withBerth(
         async ({ h, rt }) => {
-          await rt.sync(); // the registration answers have reached the runtime
+          await until(() => h.state.sessions.get(session)?.route !== undefined, 10_000, "the session registered again");
+          await rt.sync(); // its registration answer has reached the runtime (the resync is queued)
           await rt.historySynced();
           const { c } = await AhpClient.init(h, ["ahp-root://", chat]);
           const state = (await c.request("subscribe", { channel: chat })).result.snapshot.state;
@@ -180,6 +183,7 @@ test("berth side chat: an excerpt not yet used survives a restart and goes into 
     );
     await withBerth(
       async ({ h, rt }) => {
+        await until(() => h.state.sessions.get(session)?.route !== undefined, 10_000, "the session registered again");
         await rt.sync();
         const { c } = await AhpClient.init(h, ["ahp-root://", side]);
         const n = fake.requests.length;
@@ -188,6 +192,49 @@ test("berth side chat: an excerpt not yet used survives a restart and goes into 
         const body = messagesOf(fake.requests[n]!.json);
         assert.match(body, /a question/);
         assert.match(body, /> kept excerpt\\n\\nexplain/);
+        assert.deepEqual(c.invalid, []);
+        c.close();
+      },
+      { fake, berthHome, home },
+    );
+  } finally {
+    await fake.close();
+  }
+});
+
+test("berth history after the host lost its state: the session's turns come back with its registration", async () => {
+  const fake = await startFakeProvider();
+  const berthHome = berthHomeFor(fake);
+  const home = tempHome();
+  try {
+    await withBerth(
+      async ({ h, cwd }) => {
+        const { c } = await AhpClient.init(h, ["ahp-root://"]);
+        const { chat } = await newSession(c, "ahp-session:/lost", cwd);
+        for (const id of ["t1", "t2"]) {
+          startTurn(c, chat, id, `question ${id}`);
+          assert.equal((await ended(c, id)).action.type, "chat/turnComplete");
+        }
+        c.close();
+      },
+      { fake, berthHome, home },
+    );
+    // The host database is gone (the Berth registry beside it is kept).
+    for (const f of readdirSync(join(home, "host"))) if (f.startsWith("host.db")) rmSync(join(home, "host", f));
+    await withBerth(
+      async ({ h, rt }) => {
+        await rt.sync();
+        const { c } = await AhpClient.init(h, ["ahp-root://"]);
+        let items: Json[] = [];
+        for (let i = 0; items.length === 0; i++) {
+          assert.ok(i < 2000, "the session registers again");
+          items = (await c.request("listSessions", {})).result.items as Json[];
+          if (items.length === 0) await new Promise((r) => setTimeout(r, 5));
+        }
+        assert.equal(items.length, 1);
+        const chat: string = (await c.request("subscribe", { channel: items[0]!.resource })).result.snapshot.state.defaultChat;
+        const state = (await c.request("subscribe", { channel: chat })).result.snapshot.state;
+        assert.deepEqual(state.turns.map((t: Json) => [t.id, t.message.text]), [["t1", "question t1"], ["t2", "question t2"]]);
         assert.deepEqual(c.invalid, []);
         c.close();
       },

@@ -213,8 +213,9 @@ export class BerthRuntimeBackend {
       hello.requestedSession = s.entry.requestedSession;
       hello.creationToken = s.entry.creationToken;
     }
-    if (!s.registered) {
-      // A session the host may never have seen (made by another door): its newest turns, older ones by cursor.
+    {
+      // Its newest turns, older ones by cursor: a host that never saw the session (made by another door) or lost
+      // its state starts with them; a host that holds them merges nothing (turns are matched by ID).
       const page = await this.chatCmds.newestPage(s.primary).catch(() => null);
       if (page !== null && page.turns.length > 0) {
         hello.history = page.turns;

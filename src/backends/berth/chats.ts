@@ -68,10 +68,13 @@ const MAX_TITLE = 4096;
 export class ChatCommands {
   constructor(private readonly d: ChatDeps) {}
 
-  /** The newest history page of a chat within its newest 1 MiB (for `hello.history`). */
+  /**
+   * The newest history page of a chat within its newest 1 MiB (for `hello.history`): its completed turns only (the
+   * spec's registration history is "completed history turns"; a running or crash-cut turn is not one).
+   */
   async newestPage(lane: Lane): Promise<{ turns: Json[]; next: string | null }> {
     const p = await pageHistory(this.d.manager, lane.sessionId, null, this.d.page, RECENT_WINDOW.maxBytes);
-    return { turns: (p?.turns ?? []).map(historyTurn), next: p?.next ?? null };
+    return { turns: (p?.turns ?? []).filter((t) => t.ended).map(historyTurn), next: p?.next ?? null };
   }
 
   async create(commandId: string, s: LiveSession, cmd: Json): Promise<void> {
