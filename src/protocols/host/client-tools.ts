@@ -92,6 +92,8 @@ class ClientToolHub {
   readonly byConn = new Map<object, Set<string>>();
   /** `clientInputId` → the call. */
   readonly calls = new Map<string, ClientCall>();
+  /** The host is shutting down: clients leaving now change nothing (running turns are checkpointed as they are). */
+  closing = false;
   constructor(readonly st: HostState) {}
 
   own(session: string, clientId: string, conn: object): void {
@@ -186,7 +188,7 @@ function leave(st: HostState, s: SessionModel, clientId: string, conn: object, o
 export function clientConnectionClosed(st: HostState, conn: object): void {
   const h = hubs.get(st);
   const sessions = h?.byConn.get(conn);
-  if (!h || !sessions) return;
+  if (!h || !sessions || h.closing) return;
   for (const uri of [...sessions]) {
     const s = st.sessions.get(uri);
     const ids = [...(h.owners.get(uri) ?? [])].filter(([, c]) => c === conn).map(([cid]) => cid);
@@ -195,6 +197,14 @@ export function clientConnectionClosed(st: HostState, conn: object): void {
       else h.disown(uri, cid, conn);
     }
   }
+}
+
+/**
+ * The host is shutting down: the connections it closes do not fail their calls (the turns are
+ * checkpointed as they are and restored by the next start, where no client owns them any more).
+ */
+export function clientToolsClosing(st: HostState): void {
+  hub(st).closing = true;
 }
 
 /** A client connection unsubscribed from `channel`: if that is a session it is active in, it leaves it. */
