@@ -240,3 +240,45 @@ test("client tools: an active-client entry is bounded in tools and bytes (at, an
     be.close();
   });
 });
+
+test("client tools: an indeterminate result is not resent; the runtime's tool_completed settles the call", async () => {
+  await withHost(async (h) => {
+    const { be, reg, ev } = await setup(h, { protocolVersion: 9, sourceId: "ct-v9" });
+    const a = await client(h, reg, "ca");
+    await echo(a, "ca", a.dispatch(reg.session, { type: "session/activeClientSet", activeClient: { clientId: "ca", tools: [CLIP] } }));
+    ev({ type: "user_message", text: "go", turnId: "t1" });
+    ev({ type: "client_tool_requested", toolCallId: "ct1", toolName: "read_clipboard" });
+    const need = await a.action((x) => x.action.type === "session/inputNeededSet");
+    const result = { success: true, pastTenseMessage: "Read the clipboard" };
+    let seq = a.dispatch(reg.chat, { type: "chat/toolCallComplete", turnId: "t1", toolCallId: "ct1", result });
+    const cmd = await be.nextType("command");
+    // While it waits for the backend, a second result is refused without being sent.
+    const again = a.dispatch(reg.chat, { type: "chat/toolCallComplete", turnId: "t1", toolCallId: "ct1", result });
+    assert.equal((await echo(a, "ca", again)).rejectionReason, "a result for this tool call is already waiting for the backend");
+    be.send({ type: "command_indeterminate", commandId: cmd.commandId, error: "lost" });
+    assert.match((await echo(a, "ca", seq)).rejectionReason, /^backend outcome indeterminate \(nothing was resent/);
+    await be.roundTrip();
+    assert.equal(be.frames.filter((f) => f.type === "command").length, 0, "nothing was resent");
+    let chat = (await a.request("subscribe", { channel: reg.chat })).result.snapshot.state as Json;
+    assert.equal(chat.activeTurn.responseParts[0].toolCall.status, "running", "uncertainty is not an answer");
+    // Invalid results are refused before anything is sent.
+    seq = a.dispatch(reg.chat, { type: "chat/toolCallComplete", turnId: "t1", toolCallId: "ct1", result: { success: "yes" } });
+    assert.match((await echo(a, "ca", seq)).rejectionReason, /^invalid chat\/toolCallComplete: result.success/);
+    // The runtime settles the call authoritatively.
+    ev({ type: "tool_completed", toolCallId: "ct1", toolName: "read_clipboard", output: "hello", isError: false });
+    await a.action((x) => x.action.type === "session/inputNeededRemoved" && x.action.id === need.action.request.id);
+    chat = (await a.request("subscribe", { channel: reg.chat })).result.snapshot.state as Json;
+    assert.deepEqual([chat.activeTurn.responseParts[0].toolCall.status, chat.activeTurn.responseParts[0].toolCall.contributor], ["completed", { kind: "client", clientId: "ca" }]);
+    // Leaving afterwards fails nothing (the call is settled) and sends nothing.
+    const w = await client(h, reg, "cw");
+    a.close();
+    await w.action((x) => x.action.type === "session/activeClientRemoved" && x.action.clientId === "ca");
+    const s = (await w.request("subscribe", { channel: reg.session })).result.snapshot.state as Json;
+    assert.deepEqual(s.activeClients, []);
+    await be.roundTrip();
+    assert.equal(be.frames.filter((f) => f.type === "command").length, 0);
+    assert.deepEqual([...a.invalid, ...w.invalid], []);
+    w.close();
+    be.close();
+  });
+});
