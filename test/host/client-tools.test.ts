@@ -111,7 +111,8 @@ test("client tools: a v4 backend's request reaches the active client; its conten
     for (const x of a.actions(reg.chat)) if (x.rejectionReason === undefined && x.serverSeq > chat0.fromSeq) reduceChat(chat, x.action);
     const fresh = (await a.request("subscribe", { channel: reg.session })).result.snapshot.state as Json;
     const freshChat = (await a.request("subscribe", { channel: reg.chat })).result.snapshot.state as Json;
-    assert.deepEqual(session.activeClients, fresh.activeClients);
+    assert.deepEqual({ ...session, status: fresh.status }, fresh, "the session rebuilt from envelopes equals a fresh snapshot");
+    assert.deepEqual(chat.turns, freshChat.turns, "the chat's turns rebuilt from envelopes equal a fresh snapshot");
     assert.deepEqual(fresh.activeClients.map((x: Json) => x.clientId), ["ca", "cb"]);
     assert.deepEqual(session.inputNeeded, fresh.inputNeeded);
     const tool = (t: Json) => t.responseParts.find((p: Json) => p.kind === "toolCall").toolCall;
