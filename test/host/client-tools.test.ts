@@ -283,3 +283,34 @@ test("client tools: an indeterminate result is not resent; the runtime's tool_co
     be.close();
   });
 });
+
+test("client tools: on a multiplexed (v8) route, commands carry the logical route and a refusal fences only that route", async () => {
+  await withHost(async (h) => {
+    const { be } = await FakeBackend.provider(h, 8, ["mux"]);
+    const hello = (sourceId: string) => ({ protocolVersion: 8, instanceId: `i-${sourceId}`, sourceId, provider: "mux", title: sourceId, toolCapabilities: { clientTools: true } });
+    be.send({ type: "register_session", requestId: "ra", hello: hello("a") });
+    be.send({ type: "register_session", requestId: "rb", hello: hello("b") });
+    const ra = (await be.next((f) => f.requestId === "ra")).registration as Json;
+    const rb = (await be.next((f) => f.requestId === "rb")).registration as Json;
+    const c = await client(h, ra, "ca");
+    await echo(c, "ca", c.dispatch(ra.session, { type: "session/activeClientSet", activeClient: { clientId: "ca", tools: [CLIP] } }));
+    const seq = (reg: Json, n: number, event: Json) => be.send({ type: "sequenced_event", session: reg.session, sequence: n, backendConnectionId: reg.backendConnectionId, event });
+    seq(ra, 1, { type: "user_message", text: "go", turnId: "t1" });
+    seq(ra, 2, { type: "client_tool_requested", toolCallId: "ct1", toolName: "read_clipboard" });
+    assert.equal((await be.next((f) => f.type === "event_ack" && f.sequence === 2)).backendConnectionId, ra.backendConnectionId);
+    seq(rb, 1, { type: "user_message", text: "go", turnId: "t1" });
+    seq(rb, 2, { type: "client_tool_requested", toolCallId: "ct1", toolName: "read_clipboard" });
+    const rej = await be.nextType("event_rejected");
+    assert.deepEqual([rej.backendConnectionId, rej.error], [rb.backendConnectionId, 'client_tool_requested: no active client of this session provides tool "read_clipboard"']);
+    const result = { success: false, pastTenseMessage: "Could not read the clipboard", error: { message: "permission denied" } };
+    const n = c.dispatch(ra.chat, { type: "chat/toolCallComplete", turnId: "t1", toolCallId: "ct1", result });
+    const cmd = await be.nextType("command");
+    assert.deepEqual([cmd.session, cmd.chat, cmd.backendConnectionId, cmd.command], [ra.session, ra.chat, ra.backendConnectionId, { type: "complete_client_tool", turnId: "t1", toolCallId: "ct1", result }]);
+    be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
+    assert.equal((await echo(c, "ca", n)).rejectionReason, undefined);
+    assert.equal(be.closed, false, "the provider connection stays");
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    be.close();
+  });
+});
