@@ -66,6 +66,8 @@ export interface SessionState extends Json {
   inputNeeded?: Json[];
   customizations?: Json[];
   changesets?: Json[];
+  /** The clients providing tools to the session (`session/activeClientSet` / `activeClientRemoved`). */
+  activeClients?: Json[];
   creationError?: { message: string };
 }
 
@@ -122,6 +124,16 @@ export function reduceSession(s: SessionState, a: Json): SessionState {
       break;
     case "session/serverToolsChanged":
       next.serverTools = a.tools;
+      break;
+    case "session/activeClientSet": {
+      // Upsert keyed by clientId (a client joins or refreshes its tools).
+      const e = a.activeClient as Json;
+      const list = s.activeClients ?? [];
+      next.activeClients = list.some((x) => x.clientId === e.clientId) ? list.map((x) => (x.clientId === e.clientId ? e : x)) : [...list, e];
+      break;
+    }
+    case "session/activeClientRemoved":
+      next.activeClients = (s.activeClients ?? []).filter((x) => x.clientId !== a.clientId);
       break;
     case "session/mcpServerStateChanged":
       if (next.customizations)

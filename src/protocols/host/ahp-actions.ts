@@ -21,6 +21,7 @@ import type { HostState } from "./state.js";
 import { mcpLifecycleRequest } from "./mcp-lifecycle.js";
 import { annotationsClientAction, changesetClientAction } from "./resources.js";
 import { cancelAuthRequiredTool } from "./resource-actions.js";
+import { activeClientAction, clientToolAction } from "./client-tools.js";
 
 const MAX_PENDING_ID = 512;
 
@@ -28,8 +29,8 @@ function refusal(o: { kind: "rejected"; error: string } | { kind: "indeterminate
   return o.kind === "rejected" ? `backend refused: ${o.error}` : "backend outcome indeterminate";
 }
 
-/** Handle one `dispatchAction` notification from client `clientId`. */
-export function dispatchClientAction(st: HostState, clientId: string, params: Json): void {
+/** Handle one `dispatchAction` notification from client `clientId` on connection `conn` (the owner of what it sets). */
+export function dispatchClientAction(st: HostState, clientId: string, params: Json, conn?: object): void {
   const p = DispatchActionParams.safeParse(params);
   if (!p.success) return;
   const { channel, clientSeq, action } = p.data;
@@ -37,7 +38,10 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
   const reject = (reason: string) => void st.publish(channel, action, origin, reason);
   const type = action.type;
   const session = st.sessions.get(channel);
-  if (session) return sessionAction(st, session, action, origin, reject);
+  if (session) {
+    if (type === "session/activeClientSet" || type === "session/activeClientRemoved") return activeClientAction(st, session, action, origin, conn, reject);
+    return sessionAction(st, session, action, origin, reject);
+  }
   if (channel.startsWith("ahp-changeset:")) return changesetClientAction(st, channel, action, origin, reject);
   if (channel.startsWith("ahp-session:/") && channel.endsWith("/annotations")) return annotationsClientAction(st, channel, action, origin, reject);
   const chat = st.chatIndex.get(channel);
@@ -71,7 +75,11 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
     case "chat/inputCompleted":
       return inputCompleted(st, s, chat, action, origin, reject);
     case "chat/toolCallComplete":
+      if (clientToolAction(st, s, chat, action, origin, conn, reject)) return;
       return cancelAuthRequiredTool(st, s, chat, action, origin, reject);
+    case "chat/toolCallContentChanged":
+      if (clientToolAction(st, s, chat, action, origin, conn, reject)) return;
+      return reject("chat/toolCallContentChanged from a client is accepted only for a tool call executed by that client");
     case "chat/pendingMessageSet":
       return pendingMessageSet(st, s, chat, action, origin, reject);
     case "chat/pendingMessageRemoved": {

@@ -265,6 +265,9 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("session/inputNeededSet"), request: SessionInputRequest }),
   z.object({ type: z.literal("session/inputNeededRemoved"), id: z.string() }),
   z.object({ type: z.literal("session/metaChanged") }).passthrough(),
+  // AHP SessionActiveClient: {clientId, displayName?, tools: ToolDefinition[], customizations?}.
+  z.object({ type: z.literal("session/activeClientSet"), activeClient: z.object({ clientId: z.string(), displayName: z.string().optional(), tools: z.array(z.object({ name: z.string() }).passthrough()), customizations: z.array(z.unknown()).optional() }).strict() }),
+  z.object({ type: z.literal("session/activeClientRemoved"), clientId: z.string() }),
   z.object({ type: z.literal("chat/turnStarted"), turnId, startedAt: iso, message: Message, queuedMessageId: z.string().optional(), _meta: meta.optional() }),
   z.object({ type: z.literal("chat/delta"), turnId, partId: z.string(), content: z.string() }),
   z.object({ type: z.literal("chat/reasoning"), turnId, partId: z.string(), content: z.string() }),

@@ -61,6 +61,8 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
   "session/activityChanged": "0.1.0",
   "session/defaultChatChanged": "0.4.0",
   "session/serverToolsChanged": "0.1.0",
+  "session/activeClientSet": "0.5.0",
+  "session/activeClientRemoved": "0.5.0",
   "chat/activityChanged": "0.5.0",
   "chat/toolCallContentChanged": "0.4.0",
   "chat/toolCallAuthRequired": "0.6.0",

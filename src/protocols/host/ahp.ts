@@ -19,6 +19,7 @@ import { managedReceipt } from "./managed-receipts.js";
 import { authContext, authenticate } from "./auth-review.js";
 import { initializeTelemetry, isOtlpChannel, registerProgress } from "./notifications.js";
 import { invokeChangesetOperation } from "./resources.js";
+import { clientConnectionClosed, clientUnsubscribed } from "./client-tools.js";
 import { wsText } from "../../transport/ws-text.js";
 import type { Socket as NetSocket } from "node:net";
 
@@ -119,6 +120,7 @@ export class AhpConnection implements Subscriber {
     this.rpc.close();
     for (const c of this.channels) this.state.unsubscribe(c, this);
     this.channels.clear();
+    clientConnectionClosed(this.state, this); // its active-client entries leave; their running calls fail
   }
 
   /** A bug while handling this connection's message: log it, and close only this connection. */
@@ -206,7 +208,7 @@ export class AhpConnection implements Subscriber {
         if (typeof params.channel === "string") this.unsub(params.channel);
         return null;
       case "dispatchAction":
-        dispatchClientAction(this.state, this.clientId, params);
+        dispatchClientAction(this.state, this.clientId, params, this);
         return null;
       case "listSessions":
         return listSessions(this.state);
@@ -281,6 +283,7 @@ export class AhpConnection implements Subscriber {
   private unsub(uri: string): void {
     this.channels.delete(uri);
     this.state.unsubscribe(uri, this);
+    clientUnsubscribed(this.state, this, uri);
   }
 
   private subscribe(params: Json): Json {

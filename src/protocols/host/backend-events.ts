@@ -9,6 +9,7 @@ import { chatErrorAction, findTool, nowIso, type ChatModel, type Json, type Orig
 import type { HostState } from "./state.js";
 import { setInputAvailable } from "./session-meta.js";
 import { authInputId, mcpContributor } from "./resource-actions.js";
+import { clientCallSettled, clientInputId, clientToolRequested } from "./client-tools.js";
 
 /** Streamed text (text and thinking deltas, in UTF-16 code units) one turn may carry. */
 export const MAX_TURN_TEXT = 4 * 1024 * 1024;
@@ -46,7 +47,7 @@ export function historyToTurn(h: HistoryTurn): Json {
  * Reduce one validated backend event into AHP state. Returns null on success, or a
  * semantic-rejection message (nothing was published in that case).
  */
-const TURN_SCOPED = new Set(["text_delta", "thinking_delta", "tool_started", "tool_completed", "tool_confirmation_requested", "tool_confirmation_resolved", "tool_result_confirmation_requested", "tool_result_confirmation_resolved", "usage"]);
+const TURN_SCOPED = new Set(["text_delta", "thinking_delta", "tool_started", "tool_completed", "tool_confirmation_requested", "tool_confirmation_resolved", "tool_result_confirmation_requested", "tool_result_confirmation_resolved", "usage", "client_tool_requested"]);
 
 export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatModel, ev: BackendEvent): string | null {
   const t = chat.activeTurn;
@@ -177,6 +178,14 @@ export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatMode
       st.publish(chat.uri, act);
       if (s.inputNeeded.has(authInputId(ev.toolCallId))) st.publish(s.uri, { type: "session/inputNeededRemoved", id: authInputId(ev.toolCallId) });
       if (s.inputNeeded.has(`tool:${ev.toolCallId}`)) st.publish(s.uri, { type: "session/inputNeededRemoved", id: `tool:${ev.toolCallId}` });
+      // A client-executed call the runtime settled itself (for example after an indeterminate completion).
+      if (s.inputNeeded.has(clientInputId(chat.uri, ev.toolCallId))) st.publish(s.uri, { type: "session/inputNeededRemoved", id: clientInputId(chat.uri, ev.toolCallId) });
+      clientCallSettled(st, chat.uri, ev.toolCallId);
+      break;
+    }
+    case "client_tool_requested": {
+      const err = clientToolRequested(st, s, chat, ev);
+      if (err) return err;
       break;
     }
     case "tool_result_confirmation_resolved": {

@@ -130,6 +130,7 @@ export const EVENT_MIN_VERSION: Record<string, number> = {
   tool_result_confirmation_requested: 4,
   tool_confirmation_resolved: 4,
   tool_result_confirmation_resolved: 4,
+  client_tool_requested: 4,
   // v10 managed invocations (managed-schema.ts); they also need chatCapabilities.managedInvocations.
   invocation_outcome: 10,
   invocation_user_message: 10,
@@ -155,6 +156,8 @@ export const COMMAND_MIN_VERSION: Record<string, number> = {
   fetch_turns: 3,
   confirm_tool: 4,
   confirm_tool_result: 4,
+  client_tool_content: 4,
+  complete_client_tool: 4,
   managed_prompt: 10,
   managed_follow_up: 10,
   observe_invocation: 10,
@@ -219,6 +222,8 @@ export const BackendEvent = z.discriminatedUnion("type", [
     commandId: id.optional(),
   }),
   z.object({ type: z.literal("tool_result_confirmation_resolved"), toolCallId: id, approved: z.boolean(), commandId: id.optional() }),
+  // v4 client tools (client-tools.ts; the spec names the event, these are this host's fields).
+  z.object({ type: z.literal("client_tool_requested"), toolCallId: id, toolName: id, clientId: id.optional(), input: z.string().max(MAX_TEXT).optional() }),
   z.object({ type: z.literal("config_changed"), model: ModelRef.optional(), thinkingLevel: z.string().max(64).optional() }),
   z.object({
     type: z.literal("usage"),

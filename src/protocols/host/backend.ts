@@ -119,6 +119,7 @@ export class BackendServer {
       multiplexed,
       reRegistration,
     );
+    route.clientTools = h.protocolVersion >= 4 && h.toolCapabilities?.clientTools === true;
     if (prev && prev !== route) {
       prev.retired = prev.retired === "no" ? "replaced" : prev.retired;
       st.failRoute((x) => x === prev);

@@ -17,6 +17,7 @@ import { checkHostOrigin, listenerNames, type ListenerNames } from "./http-guard
 import { acquireStateLock } from "../../store/host/lock.js";
 import { ensureOwnerDir, restrictStoreFiles } from "../../store/host/state-dir.js";
 import { isUiPath, selectSubprotocol, tokenFromSubprotocols } from "./ui-guard.js";
+import { clientToolsClosing } from "./client-tools.js";
 
 export const WIRE_LIMIT = 16 * 1024 * 1024;
 /** At most this many TCP connections may be open on the listener before authenticating. */
@@ -238,6 +239,7 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
     close: async () => {
       if (closed) return;
       closed = true;
+      clientToolsClosing(state);
       for (const c of clients) c.ws.close(1001, "host shutting down");
       wss.close();
       await backend.close();

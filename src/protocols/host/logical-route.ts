@@ -9,6 +9,8 @@ import type { ChatCaps, Json, SessionRoute } from "./model.js";
 export class LogicalRoute implements SessionRoute {
   nextSeq = 1;
   retired: "no" | "replaced" | "rejected" | "unregistered" = "no";
+  /** v4: `toolCapabilities.clientTools` was advertised (client-tools.ts). */
+  clientTools = false;
   constructor(
     readonly logicalId: string,
     readonly conn: BackendConn,

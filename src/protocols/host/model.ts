@@ -94,6 +94,8 @@ export interface SessionRoute {
   instanceId: string;
   inputCapable: boolean;
   chatCaps: ChatCaps;
+  /** v4: `toolCapabilities.clientTools` was advertised (client-tools.ts). */
+  clientTools?: boolean;
   multiplexed: boolean;
   /** Deliver a command frame; false means it was not sent (queue refusal). */
   deliver(frame: Json): boolean;

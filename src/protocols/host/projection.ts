@@ -55,7 +55,8 @@ export function chatStatus(c: ChatModel): number {
  */
 export function sessionStatus(st: HostState, s: SessionModel): number {
   if (s.lifecycle === "failed") return STATUS.Error;
-  if (s.inputNeeded.size > 0) return STATUS.InputNeeded;
+  // A client-execution entry is work delegated to a client, not a prompt: it leaves the activity unchanged (AHP).
+  for (const r of s.inputNeeded.values()) if (r.kind !== "toolClientExecution") return STATUS.InputNeeded;
   for (const c of s.chats.values()) if (chatStatus(c) === STATUS.InputNeeded) return STATUS.InputNeeded;
   const primary = st.chatIndex.get(s.primaryChat);
   return primary ? chatStatus(primary) : STATUS.Idle;

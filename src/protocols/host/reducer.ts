@@ -53,6 +53,13 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
       st.persistSession(s);
     } else if (type === "session/activityChanged") s.activity = typeof a.activity === "string" ? a.activity : undefined;
     else if (type === "session/serverToolsChanged") s.serverTools = a.tools as Json[];
+    else if (type === "session/activeClientSet") {
+      // Upsert keyed by clientId (upstream session reducer).
+      const e = a.activeClient as Json;
+      const i = s.activeClients.findIndex((x) => x.clientId === e.clientId);
+      if (i === -1) s.activeClients = [...s.activeClients, e];
+      else s.activeClients = s.activeClients.map((x, j) => (j === i ? e : x));
+    } else if (type === "session/activeClientRemoved") s.activeClients = s.activeClients.filter((x) => x.clientId !== a.clientId);
     else if (type === "session/defaultChatChanged") {
       if (a.defaultChat === s.primaryChat) delete s.extra.defaultChat;
       else s.extra.defaultChat = a.defaultChat;

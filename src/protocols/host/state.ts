@@ -16,6 +16,7 @@ import { applyBackendEvent, historyToTurn } from "./backend-events.js";
 import * as P from "./projection.js";
 import { mcpHub } from "./mcp-channels.js";
 import { resourceSnapshot, sessionResourcesRemoved } from "./resources.js";
+import { clientToolsSessionRemoved } from "./client-tools.js";
 import { maxPartSeq, restoreTurn, turnCheckpoint, TurnCheckpoints } from "./turn-checkpoint.js";
 import { markDiscontinuous } from "./managed-invocations.js";
 import {
@@ -402,6 +403,7 @@ export class HostState {
     this.creations.delete(uri);
     mcpHub(this).sessionRemoved(uri);
     sessionResourcesRemoved(this, uri);
+    clientToolsSessionRemoved(this, uri);
     this.store.removeSession(uri);
     this.rootNotify("root/sessionRemoved", { channel: ROOT, session: uri });
     this.publishRootCount();
@@ -427,7 +429,7 @@ export class HostState {
       const r = req.request as Json | undefined;
       if (req.chat === c.uri && req.kind === "chatInput" && typeof r?.id === "string" && !c.inputs.has(r.id)) this.publish(s.uri, { type: "session/inputNeededRemoved", id });
       // A call paused for authentication ends with its turn (the turn's end cancels it).
-      else if (req.chat === c.uri && req.kind === "toolAuthentication") this.publish(s.uri, { type: "session/inputNeededRemoved", id });
+      else if (req.chat === c.uri && (req.kind === "toolAuthentication" || req.kind === "toolClientExecution")) this.publish(s.uri, { type: "session/inputNeededRemoved", id });
     }
   }
 
