@@ -95,12 +95,12 @@ const UPGRADE: Array<[string, string]> = [
 ];
 
 /** Targeted requests with the one status each must get (`token` and `port` filled in per host). */
-function targeted(h: HostHandle): Array<{ q: Req; status: number; what: string }> {
+function targeted(h: HostHandle): Array<{ q: Req; status: number; what: string; resetOk?: boolean }> {
   const host: [string, string] = ["Host", `127.0.0.1:${h.port}`];
   const close: [string, string] = ["Connection", "close"];
   const g = (target: string, extra: Array<[string, string]> = [], method = "GET"): Req => ({ method, target, headers: [host, close, ...extra] });
   const bearer = (v: string): [string, string] => ["Authorization", v];
-  const cases: Array<{ q: Req; status: number; what: string }> = [
+  const cases: Array<{ q: Req; status: number; what: string; resetOk?: boolean }> = [
     { q: g("/"), status: 200, what: "index" },
     { q: g("/index.html", [], "HEAD"), status: 200, what: "HEAD index" },
     { q: g("/assets/index-abc.js"), status: 200, what: "asset" },
@@ -135,7 +135,7 @@ function targeted(h: HostHandle): Array<{ q: Req; status: number; what: string }
     { q: g("/", [["Origin", "null"]]), status: 403, what: "Origin null" },
     { q: g("/", [["Origin", `https://127.0.0.1:${h.port}`]]), status: 403, what: "https Origin" },
     { q: g("/", [["X-Big", "x".repeat(20_000)]]), status: 431, what: "header over 16 KiB" },
-    { q: { ...g("/", [["Content-Length", String(2 << 20)]], "POST"), body: Buffer.alloc(2 << 20, 97) }, status: 405, what: "2 MiB body" },
+    { q: { ...g("/", [["Content-Length", String(2 << 20)]], "POST"), body: Buffer.alloc(2 << 20, 97) }, status: 405, what: "2 MiB body", resetOk: true },
     { q: g("/ahp", [...UPGRADE]), status: 401, what: "upgrade without a token" },
     { q: g("/ahp", [...UPGRADE, bearer(`Bearer ${h.token}`)]), status: 101, what: "upgrade with the token" },
     { q: g(`/ahp?tkn=${h.token}`, [...UPGRADE]), status: 101, what: "upgrade with ?tkn=" },
@@ -205,7 +205,8 @@ test("HTTP listener fuzz: fixed statuses for targeted requests, no internal erro
     for (const c of targeted(h)) {
       const rep = await rawRequest(h.port, encode(c.q));
       checkReply(h, rep, c.what);
-      assert.equal(rep.status, c.status, `seed ${SEED}: ${c.what}: ${rep.head.slice(0, 300)}`);
+      // A server closing with a request body still unread may reset the connection before the answer is read.
+      if (!(c.resetOk === true && rep.status === null)) assert.equal(rep.status, c.status, `seed ${SEED}: ${c.what}: ${rep.head.slice(0, 300)}`);
       if (c.status === 101) assert.doesNotMatch(rep.head, /berth-token/i, `${c.what}: the token sub-protocol was echoed`);
     }
     const batch = 16;
