@@ -1,6 +1,7 @@
 /**
  * Fuzz: thousands of random and mutated records, written in odd chunk sizes that split multi-byte characters.
  * The process never dies, every stdout line is a valid response envelope, and every record gets exactly one response.
+ * `FUZZ_SEED` / `FUZZ_COUNT` (records) reproduce or lengthen a run.
  * @req AS-FRAME-10 @req AS-FRAME-14
  */
 import { it } from "node:test";
@@ -22,7 +23,7 @@ function rng(seed: number) {
 const METHODS = ["initialize", "status", "capabilities", "session.list", "turn.cancel", "auth.status", "config.get", "nope", ""];
 const PIECES = ["{", "}", "[", "]", '"', ":", ",", "\\", "\\u00", "é", "😀", "€", "\r", " ", "null", "1e999", "-0", "true", "\u2028", "\u0000"];
 
-it("survives random and mutated records", { timeout: 120_000 }, async () => {
+it("survives random and mutated records", { timeout: 600_000 }, async () => {
   const seed = Number(process.env.FUZZ_SEED ?? 20261129);
   const r = rng(seed);
   const pick = <T>(a: readonly T[]): T => a[Math.floor(r() * a.length)]!;
@@ -49,7 +50,7 @@ it("survives random and mutated records", { timeout: 120_000 }, async () => {
     return chars.join("").replace(/\n/g, "");
   };
   const records: string[] = [];
-  const N = 3000;
+  const N = Number(process.env.FUZZ_COUNT ?? 3000);
   for (let i = 0; i < N; i++) {
     const x = r();
     if (x < 0.5) records.push(valid(i));

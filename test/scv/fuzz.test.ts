@@ -290,10 +290,10 @@ async function writeChunked(r: Rand, out: Writable, data: Buffer): Promise<void>
   }
 }
 
-/** Runs `count` cases (plus the limit cases) on one open connection; returns the session ID used. */
+/** Runs `count` cases (plus the limit cases) on one open connection, then the end-of-connection checks. */
 async function fuzzConnection(r: Rand, c: ScvClient, out: Writable, count: number, base: number, socket: boolean, rig: Rig): Promise<void> {
-  const started = await c.open({ no_tools: r() < 0.5 });
-  const sid = started.session_id as string;
+  const opened = await c.open({ no_tools: r() < 0.5 });
+  const sid = opened.session_id as string;
   const cases: Case[] = [...limitCases(base, sid)];
   for (let k = 0; k < count; k++) cases.splice(Math.floor(r() * (cases.length + 1)), 0, genCase(r, base + k, sid, socket));
   const parts: Buffer[] = [];
@@ -340,35 +340,50 @@ async function fuzzConnection(r: Rand, c: ScvClient, out: Writable, count: numbe
   }
   assert.equal(k, cases.length, `seed ${SEED}: every marker answered in order`);
 
-  // The session still works: unpause, run a final turn, and every started turn ended exactly once.
+  // The session still works: unpause and run a final turn. Every other connection closes its input right after
+  // sending it (EOF with a turn running or queued): each started turn must still end exactly once, on the wire and
+  // in the session file.
   const pid = c.request({ type: "session.pause", session_id: sid, paused: false });
   await c.reply(pid, ["session.paused"]);
-  const fin = await c.turn(sid, `final ${base}`);
-  if (fin.terminal.type === "error") assert.equal(fin.terminal.code, "queue_limit", `seed ${SEED}: final turn refused: ${JSON.stringify(fin.terminal)}`);
-  else assert.equal(fin.terminal.type, "turn.completed", `seed ${SEED}: final turn: ${JSON.stringify(fin.terminal)}`);
-  const mine = c.frames.filter((f) => f.session_id === sid);
-  const startedTurns = mine.filter((f) => f.type === "turn.started").map((f) => f.turn_id as string);
-  await c.waitFor(() => {
-    const ended = new Set(c.frames.filter((f) => f.session_id === sid && /^turn\.(completed|cancelled|failed)$/.test(f.type as string)).map((f) => f.turn_id));
-    return startedTurns.every((t) => ended.has(t));
-  }, from, "every started turn to end");
+  const eofEarly = (base / PER_CONN) % 2 === 1;
+  let fin: Msg | null = null;
+  if (eofEarly) {
+    c.request({ type: "turn.start", session_id: sid, prompt: `final ${base}` });
+    c.end();
+  } else {
+    fin = (await c.turn(sid, `final ${base}`)).terminal;
+    if (fin.type === "error") assert.equal(fin.code, "queue_limit", `seed ${SEED}: final turn refused: ${JSON.stringify(fin)}`);
+    else assert.equal(fin.type, "turn.completed", `seed ${SEED}: final turn: ${JSON.stringify(fin)}`);
+    const startedTurns = c.frames.filter((f) => f.session_id === sid && f.type === "turn.started").map((f) => f.turn_id as string);
+    await c.waitFor(() => {
+      const ended = new Set(c.frames.filter((f) => f.session_id === sid && /^turn\.(completed|cancelled|failed)$/.test(f.type as string)).map((f) => f.turn_id));
+      return startedTurns.every((t) => ended.has(t));
+    }, from, "every started turn to end");
+    c.end();
+  }
+  await c.closed;
+  const started = c.frames.filter((f) => f.session_id === sid && f.type === "turn.started").map((f) => f.turn_id as string);
   const terminals = c.frames.filter((f) => f.session_id === sid && /^turn\.(completed|cancelled|failed)$/.test(f.type as string));
   assert.equal(new Set(terminals.map((f) => f.turn_id)).size, terminals.length, `seed ${SEED}: a turn ended twice`);
+  assert.deepEqual(new Set(terminals.map((f) => f.turn_id)), new Set(started), `seed ${SEED}: every started turn ended once (eof early: ${eofEarly})`);
   for (const f of terminals) if (f.type === "turn.failed") assert.notEqual(f.code, "internal_error", `seed ${SEED}: ${JSON.stringify(f)}`);
-  c.end();
-  await c.closed;
 
-  // Nothing durable lost: every completed turn has its prompt in the session file.
+  // Nothing durable lost: every started turn has its prompt and a terminal record in the session file.
   const file = readdirSync(join(rig.home, "sessions")).find((n) => n.startsWith(sid) && n.endsWith(".jsonl"));
   assert.ok(file !== undefined, `seed ${SEED}: the session file exists`);
   const users = new Map<string, string>();
+  const ends = new Set<string>();
   for (const line of readFileSync(join(rig.home, "sessions", file), "utf8").split("\n")) {
-    if (!line.includes('"kind":"user"')) continue;
-    const u = JSON.parse(line) as { turn_id: string; text: string };
-    users.set(u.turn_id, u.text);
+    if (line.includes('"kind":"user"')) {
+      const u = JSON.parse(line) as { turn_id: string; text: string };
+      users.set(u.turn_id, u.text);
+    } else if (line.includes('"kind":"terminal"')) ends.add((JSON.parse(line) as { turn_id: string }).turn_id);
   }
-  for (const f of terminals) if (f.type === "turn.completed") assert.ok(users.has(f.turn_id as string), `seed ${SEED}: completed turn ${String(f.turn_id)} is not in the session file`);
-  if (fin.terminal.type === "turn.completed") assert.equal(users.get(fin.terminal.turn_id as string), `final ${base}`);
+  for (const t of started) {
+    assert.ok(users.has(t), `seed ${SEED}: started turn ${t} has no user record in the session file`);
+    assert.ok(ends.has(t), `seed ${SEED}: started turn ${t} has no terminal record in the session file`);
+  }
+  if (fin !== null && fin.type === "turn.completed") assert.equal(users.get(fin.turn_id as string), `final ${base}`);
 
   assert.deepEqual(c.garbage, [], `seed ${SEED}: output lines that are not JSON objects`);
   assert.deepEqual(c.seqErrors, [], `seed ${SEED}: seq gaps`);

@@ -50,14 +50,13 @@ interface Reply {
  * Writes `data` on a fresh connection and reads until the server closes it (requests say `Connection: close`; a
  * truncated one is closed by the listener's pre-auth idle timeout). A 101 is read up to its head, then dropped.
  */
-function rawRequest(port: number, data: Buffer): Promise<Reply> {
+function rawRequest(port: number, data: Buffer, head = false): Promise<Reply> {
   return new Promise((resolve) => {
     const s = connect(port, "127.0.0.1");
     const chunks: Buffer[] = [];
     s.on("data", (b: Buffer) => {
       chunks.push(b);
-      const all = Buffer.concat(chunks);
-      if (all.indexOf("\r\n\r\n") !== -1 && all.subarray(0, 12).toString("latin1") === "HTTP/1.1 101") s.destroy();
+      if (complete(Buffer.concat(chunks), head)) s.destroy();
     });
     s.on("error", () => undefined);
     s.once("connect", () => s.write(data));
@@ -69,6 +68,23 @@ function rawRequest(port: number, data: Buffer): Promise<Reply> {
       resolve({ status: m ? Number(m[1]) : null, head, body: sep === -1 ? Buffer.alloc(0) : all.subarray(sep + 4) });
     });
   });
+}
+
+/**
+ * Whether `all` holds one whole response (a 101 up to its head): the reader then closes, since a server may keep a
+ * connection open (keep-alive) after answering a request that did not ask to close.
+ */
+function complete(all: Buffer, head: boolean): boolean {
+  const sep = all.indexOf("\r\n\r\n");
+  if (sep === -1) return false;
+  const h = all.subarray(0, sep).toString("latin1");
+  const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(h)?.[1] ?? 0);
+  if (head || status === 101 || status === 204 || status === 304) return true;
+  const body = all.subarray(sep + 4);
+  const len = /\r\ncontent-length: *(\d+)/i.exec(h);
+  if (len) return body.length >= Number(len[1]);
+  if (/\r\ntransfer-encoding: *chunked/i.test(h)) return body.includes("0\r\n\r\n");
+  return false;
 }
 
 interface Req {
@@ -95,12 +111,12 @@ const UPGRADE: Array<[string, string]> = [
 ];
 
 /** Targeted requests with the one status each must get (`token` and `port` filled in per host). */
-function targeted(h: HostHandle): Array<{ q: Req; status: number; what: string }> {
+function targeted(h: HostHandle): Array<{ q: Req; status: number; what: string; resetOk?: boolean }> {
   const host: [string, string] = ["Host", `127.0.0.1:${h.port}`];
   const close: [string, string] = ["Connection", "close"];
   const g = (target: string, extra: Array<[string, string]> = [], method = "GET"): Req => ({ method, target, headers: [host, close, ...extra] });
   const bearer = (v: string): [string, string] => ["Authorization", v];
-  const cases: Array<{ q: Req; status: number; what: string }> = [
+  const cases: Array<{ q: Req; status: number; what: string; resetOk?: boolean }> = [
     { q: g("/"), status: 200, what: "index" },
     { q: g("/index.html", [], "HEAD"), status: 200, what: "HEAD index" },
     { q: g("/assets/index-abc.js"), status: 200, what: "asset" },
@@ -135,7 +151,7 @@ function targeted(h: HostHandle): Array<{ q: Req; status: number; what: string }
     { q: g("/", [["Origin", "null"]]), status: 403, what: "Origin null" },
     { q: g("/", [["Origin", `https://127.0.0.1:${h.port}`]]), status: 403, what: "https Origin" },
     { q: g("/", [["X-Big", "x".repeat(20_000)]]), status: 431, what: "header over 16 KiB" },
-    { q: { ...g("/", [["Content-Length", String(2 << 20)]], "POST"), body: Buffer.alloc(2 << 20, 97) }, status: 405, what: "2 MiB body" },
+    { q: { ...g("/", [["Content-Length", String(2 << 20)]], "POST"), body: Buffer.alloc(2 << 20, 97) }, status: 405, what: "2 MiB body", resetOk: true },
     { q: g("/ahp", [...UPGRADE]), status: 401, what: "upgrade without a token" },
     { q: g("/ahp", [...UPGRADE, bearer(`Bearer ${h.token}`)]), status: 101, what: "upgrade with the token" },
     { q: g(`/ahp?tkn=${h.token}`, [...UPGRADE]), status: 101, what: "upgrade with ?tkn=" },
@@ -203,15 +219,24 @@ test("HTTP listener fuzz: fixed statuses for targeted requests, no internal erro
   const r = prng(SEED);
   try {
     for (const c of targeted(h)) {
-      const rep = await rawRequest(h.port, encode(c.q));
+      const rep = await rawRequest(h.port, encode(c.q), c.q.method === "HEAD");
       checkReply(h, rep, c.what);
-      assert.equal(rep.status, c.status, `seed ${SEED}: ${c.what}: ${rep.head.slice(0, 300)}`);
+      // A server closing with a request body still unread may reset the connection before the answer is read.
+      if (!(c.resetOk === true && rep.status === null)) assert.equal(rep.status, c.status, `seed ${SEED}: ${c.what}: ${rep.head.slice(0, 300)}`);
       if (c.status === 101) assert.doesNotMatch(rep.head, /berth-token/i, `${c.what}: the token sub-protocol was echoed`);
     }
     const batch = 16;
     for (let n = 0; n < COUNT; n += batch) {
       const reqs = Array.from({ length: Math.min(batch, COUNT - n) }, () => randomRequest(r, h));
-      const reps = await Promise.all(reqs.map((q) => rawRequest(h.port, encode(q))));
+      const reps = await Promise.all(
+        reqs.map(async (q) => {
+          const t0 = performance.now();
+          const rep = await rawRequest(h.port, encode(q), q.method === "HEAD");
+          if (process.env.FUZZ_VERBOSE && performance.now() - t0 > 1000)
+            process.stderr.write(`slow ${Math.round(performance.now() - t0)} ms: ${encode({ ...q, body: Buffer.alloc(0) }).toString("latin1").replace(/\r\n/g, " | ").slice(0, 600)} body ${q.body?.length ?? 0} -> ${rep.status}\n`);
+          return rep;
+        }),
+      );
       reps.forEach((rep, k) => checkReply(h, rep, `request ${n + k} (${reqs[k]!.method} ${reqs[k]!.target.slice(0, 60)})`));
     }
     const ok = await rawRequest(h.port, encode({ method: "GET", target: "/healthz", headers: [["Host", `127.0.0.1:${h.port}`], ["Connection", "close"]] }));
