@@ -8,6 +8,7 @@
  *   cwd), as any run after a user's first in that directory finds it. The very first run waits for the servers'
  *   tool lists (it has nothing to offer the model until they answer) and is not measured.
  * - chat.first_token_daemon_ms.median: the same while a `berth daemon` is up (chat uses its SCV socket).
+ * All four (floor included) are sampled round by round, each run waiting for the previous one to exit.
  * The floor is a minimal Node client spawned the same way: one streaming POST to the fake provider, printing the
  * first delta as a JSON line. Target (issue 12): ≤ 1.5× the floor on a warm machine.
  */
@@ -22,7 +23,7 @@ import { BERTH_BIN } from "../test/helpers/paths.js";
 import { startDaemon } from "../test/scv/client.js";
 import type { Figure } from "./run.js";
 
-const SAMPLES = 7;
+const SAMPLES = 9;
 const MCP_FIXTURE = fileURLToPath(new URL("../test/fixtures/mcp-server.js", import.meta.url));
 
 const FLOOR = `
@@ -98,25 +99,27 @@ export default async function bench(): Promise<Figure[]> {
     const floor: number[] = [];
     const chat: number[] = [];
     const chatMcp: number[] = [];
-    // Interleaved, after one warm-up each, so machine load affects both sides alike.
-    await firstLine(process.execPath, ["--input-type=module", "-e", FLOOR, `${fake.baseUrl}/v1/chat/completions`], env(plain), /"delta"/);
-    await firstLine(process.execPath, chatArgs, env(plain), delta);
-    await runToEnd(process.execPath, chatArgs, env(withMcp));
-    if (readdirSync(join(withMcp, "state", "mcp-tools")).filter((f) => f.endsWith(".json")).length !== 2) throw new Error("the warm-up run did not cache both MCP servers' tool lists");
-    for (let i = 0; i < SAMPLES; i++) {
-      floor.push(await firstLine(process.execPath, ["--input-type=module", "-e", FLOOR, `${fake.baseUrl}/v1/chat/completions`], env(plain), /"delta"/));
-      chat.push(await firstLine(process.execPath, chatArgs, env(plain), delta));
-      chatMcp.push(await firstLine(process.execPath, chatArgs, env(withMcp), delta));
-    }
-    // With a daemon up, chat connects to its socket instead of starting `berth stdio`.
+    const viaDaemon: number[] = [];
+    // With a daemon up, chat connects to its socket (the other runs say BERTH_CHAT_NO_DAEMON and serve themselves).
     const scvHome = mkdtempSync(join(tmpdir(), "bench-scv-"));
     const daemon = await startDaemon({ MC_HOME: plain, SCV_HOME: scvHome });
-    const viaDaemon: number[] = [];
     try {
       const denv: NodeJS.ProcessEnv = { ...env(plain), SCV_HOME: scvHome };
       delete denv["BERTH_CHAT_NO_DAEMON"];
+      const floorRun = (): Promise<number> => firstLine(process.execPath, ["--input-type=module", "-e", FLOOR, `${fake.baseUrl}/v1/chat/completions`], env(plain), /"delta"/);
+      // One warm-up each; the MCP one runs to its end, so both servers' tool lists are cached.
+      await floorRun();
+      await firstLine(process.execPath, chatArgs, env(plain), delta);
+      await runToEnd(process.execPath, chatArgs, env(withMcp));
+      if (readdirSync(join(withMcp, "state", "mcp-tools")).filter((f) => f.endsWith(".json")).length !== 2) throw new Error("the warm-up run did not cache both MCP servers' tool lists");
       await firstLine(process.execPath, chatArgs, denv, delta);
-      for (let i = 0; i < SAMPLES; i++) viaDaemon.push(await firstLine(process.execPath, chatArgs, denv, delta));
+      // Interleaved round by round, so machine load affects every figure and the floor alike.
+      for (let i = 0; i < SAMPLES; i++) {
+        floor.push(await floorRun());
+        chat.push(await firstLine(process.execPath, chatArgs, env(plain), delta));
+        chatMcp.push(await firstLine(process.execPath, chatArgs, env(withMcp), delta));
+        viaDaemon.push(await firstLine(process.execPath, chatArgs, denv, delta));
+      }
     } finally {
       await daemon.stop();
     }
