@@ -20,53 +20,13 @@ import { SessionManager, SessionStore } from "../../src/store/sessions/index.js"
 import { attachLineReader, encodeFrame } from "../../src/transport/host-framing.js";
 import { startFakeProvider } from "../fakes/fake-provider.js";
 import { prng } from "../helpers/prng.js";
+import { mutator, pick } from "../helpers/mutate.js";
 import { berthHomeFor, until, type Json } from "../host/helpers.js";
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261204);
 const COUNT = Number(process.env.FUZZ_COUNT ?? 600);
 
-type Rand = () => number;
-const pick = <T>(r: Rand, a: readonly T[]): T => a[Math.floor(r() * a.length)]!;
-const ODD: readonly unknown[] = [null, 0, -1, 1.5, 1e308, "", "x", "é😀", true, false, [], {}, [1, [2]], { type: "x" }, "__proto__", "constructor", "x".repeat(5000)];
-const PIECES = ["{", "}", "[", "]", '"', ":", ",", "\\", "\\u00", "é", "😀", "\u2028", "null", "-0", "1e999"];
-
-function mutateValue(r: Rand, v: unknown): unknown {
-  const x = r();
-  if (x < 0.06) return pick(r, ODD);
-  if (x < 0.07) {
-    const d = 20 + Math.floor(r() * 60);
-    return JSON.parse("[".repeat(d) + "]".repeat(d));
-  }
-  if (Array.isArray(v)) return v.map((e) => mutateValue(r, e));
-  if (v && typeof v === "object") {
-    const out: Json = {};
-    for (const [k, e] of Object.entries(v)) {
-      if (r() < 0.05) continue;
-      out[r() < 0.02 ? pick(r, ["__proto__", "constructor", "", "type"]) : k] = k === "commandId" && r() < 0.9 ? e : mutateValue(r, e);
-    }
-    if (r() < 0.05) out[pick(r, ["extra", "type", "session", "chat", "command", "commandId"])] = pick(r, ODD);
-    return out;
-  }
-  return v;
-}
-
-function mutateText(r: Rand, v: unknown): string {
-  let s = JSON.stringify(mutateValue(r, v)) ?? "null";
-  if (r() < 0.05) {
-    const d = 30 + Math.floor(r() * 5000);
-    s = s.replace(/}$/, `,"deep":${"[".repeat(d)}${"]".repeat(d)}}`);
-  }
-  if (r() < 0.1) {
-    const chars = [...s];
-    for (let k = 0; k < 1 + Math.floor(r() * 3); k++) {
-      const at = Math.floor(r() * (chars.length + 1));
-      if (r() < 0.5) chars.splice(at, 1);
-      else chars.splice(at, 0, pick(r, PIECES));
-    }
-    s = chars.join("");
-  }
-  return s.replace(/\n/g, "");
-}
+const { mutateText } = mutator({ extraKeys: ["extra", "type", "session", "chat", "command", "commandId"], textEditRate: 0.1, keep: (k, r) => k === "commandId" && r() < 0.9 });
 
 /** The fake host: one backend connection, frames recorded, raw lines sent. */
 class FakeHost {

@@ -9,56 +9,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { prng } from "../helpers/prng.js";
+import { mutator, pick } from "../helpers/mutate.js";
 import { AhpClient, FakeBackend, tempHome, until, type Json } from "./helpers.js";
 import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261201);
 const COUNT = Number(process.env.FUZZ_COUNT ?? 1500);
 
-type Rand = () => number;
-const pick = <T>(r: Rand, a: readonly T[]): T => a[Math.floor(r() * a.length)]!;
-const ODD: readonly unknown[] = [null, 0, -1, 1.5, 1e308, "", "x", "é😀", true, false, [], {}, [1, [2]], { type: "x" }, "__proto__", "constructor", "x".repeat(5000)];
-const PIECES = ["{", "}", "[", "]", '"', ":", ",", "\\", "\\u00", "é", "😀", "\u2028", "null", "-0", "1e999"];
-
-/** Mutate a JSON value: each node may be replaced, dropped or deepened. */
-function mutateValue(r: Rand, v: unknown, depth = 0): unknown {
-  const x = r();
-  if (x < 0.06) return pick(r, ODD);
-  if (x < 0.07) {
-    const d = 20 + Math.floor(r() * 60);
-    return JSON.parse("[".repeat(d) + "]".repeat(d));
-  }
-  if (Array.isArray(v)) return v.map((e) => mutateValue(r, e, depth + 1));
-  if (v && typeof v === "object") {
-    const out: Json = {};
-    for (const [k, e] of Object.entries(v)) {
-      if (r() < 0.05) continue; // drop
-      out[r() < 0.02 ? pick(r, ["__proto__", "constructor", "", "type"]) : k] = mutateValue(r, e, depth + 1);
-    }
-    if (r() < 0.05) out[pick(r, ["extra", "type", "session", "event", "chat", "id"])] = pick(r, ODD);
-    return out;
-  }
-  return v;
-}
-
-/** A mutated serialization: value-level mutation, occasional deep nesting and text-level edits. */
-function mutateText(r: Rand, v: unknown): string {
-  let s = JSON.stringify(mutateValue(r, v)) ?? "null";
-  if (r() < 0.05) {
-    const d = 30 + Math.floor(r() * 5000);
-    s = s.replace(/}$/, `,"deep":${"[".repeat(d)}${"]".repeat(d)}}`);
-  }
-  if (r() < 0.15) {
-    const chars = [...s];
-    for (let k = 0; k < 1 + Math.floor(r() * 3); k++) {
-      const at = Math.floor(r() * (chars.length + 1));
-      if (r() < 0.5) chars.splice(at, 1);
-      else chars.splice(at, 0, pick(r, PIECES));
-    }
-    s = chars.join("");
-  }
-  return s.replace(/\n/g, "");
-}
+const { mutateText } = mutator({ extraKeys: ["extra", "type", "session", "event", "chat", "id"], textEditRate: 0.15 });
 
 async function fuzzHost(fn: (h: HostHandle) => Promise<void>): Promise<string[]> {
   const logs: string[] = [];
