@@ -12,14 +12,16 @@
  * harness does, so one-time setup is not counted. The floor host is vendored below (the reference host of the peers
  * harness, trimmed): one process, NDJSON on stdio, one POST per prompt, each SSE delta relayed as one line.
  * Targets: first delta ≤ 2× floor, turn ≤ 1.5×, session create ≤ 10 ms, ready ≤ 1.1×, peak RSS ≤ 1.3×.
+ * Each figure says whether the doors ran the bundle (`bundled`: dist/cold/ newer than the last tsc build, as bin/berth
+ * decides; `npm run bench:peers` builds it) or the unbundled dist/src/ (after a bare `tsc`).
  */
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { startFakeProvider } from "../test/fakes/fake-provider.js";
-import { BERTH_BIN, MAGI_BIN } from "../test/helpers/paths.js";
+import { BERTH_BIN, MAGI_BIN, REPO_ROOT } from "../test/helpers/paths.js";
 import type { Figure } from "./run.js";
 
 const RUNS = Number(process.env["PEERS_RUNS"] ?? 5);
@@ -185,6 +187,12 @@ const median = (xs: number[]): number => {
 };
 const round = (v: number): number => Math.round(v * 10) / 10;
 
+/** The choice bin/berth makes: the bundle when it is at least as new as the last tsc build. */
+function bundled(): boolean {
+  const mtime = (p: string): number => statSync(join(REPO_ROOT, p), { throwIfNoEntry: false })?.mtimeMs ?? NaN;
+  return mtime("dist/cold/main.js") >= mtime("dist/.tsbuildinfo");
+}
+
 export default async function (): Promise<Figure[]> {
   const fake = await startFakeProvider();
   try {
@@ -212,7 +220,7 @@ export default async function (): Promise<Figure[]> {
       const fig = (name: string, k: keyof Run, unit: string, target: string, limit: number): Figure => {
         const v = m(k);
         const f = floor(k);
-        return { name: `peers.${door}.${name}`, value: round(v), unit, floor: round(f), ratio: Math.round((v / f) * 100) / 100, target, ok: v <= limit, runs: RUNS, deltas: DELTAS };
+        return { name: `peers.${door}.${name}`, value: round(v), unit, floor: round(f), ratio: Math.round((v / f) * 100) / 100, target, ok: v <= limit, runs: RUNS, deltas: DELTAS, bundled: bundled() };
       };
       figures.push(
         fig("ready_ms", "ready", "ms", "<= 1.1x floor", 1.1 * floor("ready")),

@@ -12,7 +12,6 @@
  * - With the tool policy's `sandbox: "bubblewrap"` the command runs inside bubblewrap (sandbox.ts); a missing
  *   `bwrap` is an `unavailable` result, never a silent fallback to running unsandboxed.
  */
-import { spawn } from "node:child_process";
 import { stat } from "node:fs/promises";
 import { StringDecoder } from "node:string_decoder";
 import * as A from "../../core/arg-schema.js";
@@ -165,7 +164,9 @@ interface RunOpts {
   wrap: string[] | null;
 }
 
-function runBash(command: string, cwd: string, signal: AbortSignal, onProgress: (l: string) => void, o: RunOpts): Promise<ToolResult> {
+/** node:child_process loads on the first command (a first turn that runs none never pays for it). */
+async function runBash(command: string, cwd: string, signal: AbortSignal, onProgress: (l: string) => void, o: RunOpts): Promise<ToolResult> {
+  const { spawn } = await import("node:child_process");
   return new Promise((resolve) => {
     const capture = new HeadTailCapture(o.headMax, o.tailMax);
     const [file, argv] = o.wrap === null ? ["bash", ["-c", command]] : [o.wrap[0] as string, [...o.wrap.slice(1), "bash", "-c", command]];

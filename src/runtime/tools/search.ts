@@ -2,7 +2,6 @@
  * Runs a grep/glob job in a worker thread (see search-worker.ts) with an AbortSignal and a time
  * limit. Never rejects: abort, timeout and worker failure come back as outcomes.
  */
-import { Worker } from "node:worker_threads";
 
 export type SearchJob = {
   root: string;
@@ -22,7 +21,9 @@ export type SearchRun = SearchOutcome | { ok: false; aborted: true } | { ok: fal
 
 const WORKER_URL = new URL("./search-worker.js", import.meta.url);
 
-export function runSearch(job: SearchJob, signal: AbortSignal, timeoutMs: number): Promise<SearchRun> {
+/** node:worker_threads loads on the first search (a first turn that runs none never pays for it). */
+export async function runSearch(job: SearchJob, signal: AbortSignal, timeoutMs: number): Promise<SearchRun> {
+  const { Worker } = await import("node:worker_threads");
   return new Promise((resolve) => {
     const worker = new Worker(WORKER_URL, { workerData: job });
     let settled = false;

@@ -17,12 +17,10 @@
  * `allow`, `resolve` and `ca` are test-only seams (the registry never sets them): exact address+port pairs exempt
  * from the policy, a resolver, and the CA a loopback TLS server's certificate chains to.
  */
-import { lookup as dnsLookup } from "node:dns/promises";
 import type { IncomingMessage } from "node:http";
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { isIP, type LookupFunction } from "node:net";
-import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
 import type { Readable } from "node:stream";
 import * as A from "../../core/arg-schema.js";
 import { truncateUtf8 } from "../../core/utf8.js";
@@ -69,7 +67,8 @@ function binaryType(contentType: string): boolean {
   return t !== "" && !TEXT_TYPES.test(t);
 }
 
-const defaultResolve: Resolver = async (host) => dnsLookup(host, { all: true, verbatim: true });
+// node:dns/promises and node:zlib load on the first fetch that needs them (a first turn that fetches nothing never pays).
+const defaultResolve: Resolver = async (host) => (await import("node:dns/promises")).lookup(host, { all: true, verbatim: true });
 
 class Refusal extends Error {}
 
@@ -194,9 +193,9 @@ export function createWebFetchTool(o: WebFetchOptions = {}): Tool {
   async function readBody(res: IncomingMessage, signal: AbortSignal): Promise<{ body: Buffer; cut: boolean } | "binary"> {
     const enc = String(res.headers["content-encoding"] ?? "identity").toLowerCase().trim();
     let stream: Readable = res;
-    if (enc === "gzip" || enc === "x-gzip") stream = res.pipe(createGunzip());
-    else if (enc === "deflate") stream = res.pipe(createInflate());
-    else if (enc === "br") stream = res.pipe(createBrotliDecompress());
+    if (enc === "gzip" || enc === "x-gzip") stream = res.pipe((await import("node:zlib")).createGunzip());
+    else if (enc === "deflate") stream = res.pipe((await import("node:zlib")).createInflate());
+    else if (enc === "br") stream = res.pipe((await import("node:zlib")).createBrotliDecompress());
     const chunks: Buffer[] = [];
     let size = 0;
     let cut = false;
