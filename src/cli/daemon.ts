@@ -228,19 +228,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
   });
   const sweep = setInterval(() => confirm.sweep(), 10_000);
   sweep.unref();
-  // The host's ready line with the SCV socket added before the web UI's address (the contract's field order).
-  const { ui, ...hostFields } = JSON.parse(handle.readyLine()) as Record<string, unknown>;
-  process.stdout.write(JSON.stringify({ ...hostFields, scv_socket: scv.path, ui }) + "\n");
-  // The token is shown only to a person at a terminal: a redirected stderr is a log file.
-  if (process.stderr.isTTY) process.stderr.write(`berth daemon: web UI at ${handle.uiUrl}\n`);
-  else process.stderr.write(`berth daemon: web UI at ${handle.uiUrl.replace(/#.*$/, "")} (its token is in the ready line's "ui" field, or run \`berth open\`)\n`);
-  // Discovery record for `berth open` (owner-only; the token itself stays in host/token).
   const endpointFile = join(handle.stateDir, ENDPOINT_FILE);
-  try {
-    writeFileSync(endpointFile, JSON.stringify({ pid: process.pid, http: handle.httpUrl, ui: handle.uiUrl.replace(/#.*$/, "") }) + "\n", { mode: 0o600 });
-  } catch (e) {
-    process.stderr.write(`berth daemon: cannot write ${endpointFile} (berth open will not find this daemon): ${e instanceof Error ? e.message : String(e)}\n`);
-  }
   return await new Promise<number>((resolveExit) => {
     let stopping = false;
     const stop = (sig: string, code = 0) => {
@@ -277,5 +265,19 @@ export async function runDaemon(argv: string[]): Promise<number> {
     // listener handles any more, which would kill the daemon mid-shutdown on the first signal. `stop` is idempotent.
     process.on("SIGTERM", () => stop("SIGTERM"));
     process.on("SIGINT", () => stop("SIGINT"));
+    // Ready only now: until a handler is registered a SIGTERM kills the process outright (the kernel's default
+    // action), so a client that stops the daemon as soon as it reads the ready line must find the handlers.
+    // The host's ready line with the SCV socket added before the web UI's address (the contract's field order).
+    const { ui, ...hostFields } = JSON.parse(handle.readyLine()) as Record<string, unknown>;
+    process.stdout.write(JSON.stringify({ ...hostFields, scv_socket: scv.path, ui }) + "\n");
+    // The token is shown only to a person at a terminal: a redirected stderr is a log file.
+    if (process.stderr.isTTY) process.stderr.write(`berth daemon: web UI at ${handle.uiUrl}\n`);
+    else process.stderr.write(`berth daemon: web UI at ${handle.uiUrl.replace(/#.*$/, "")} (its token is in the ready line's "ui" field, or run \`berth open\`)\n`);
+    // Discovery record for `berth open` (owner-only; the token itself stays in host/token).
+    try {
+      writeFileSync(endpointFile, JSON.stringify({ pid: process.pid, http: handle.httpUrl, ui: handle.uiUrl.replace(/#.*$/, "") }) + "\n", { mode: 0o600 });
+    } catch (e) {
+      process.stderr.write(`berth daemon: cannot write ${endpointFile} (berth open will not find this daemon): ${e instanceof Error ? e.message : String(e)}\n`);
+    }
   });
 }

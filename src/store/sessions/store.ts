@@ -18,7 +18,8 @@
  * - `readHistory` with the session's writer (this process holds the lease, so nobody else appends) keeps the
  *   window it read in memory and, next time, adds the records that writer wrote since, instead of reading the file
  *   again — only when one `stat` of the file shows exactly the identity (inode, size, mtime) the writer left it at
- *   and the window still holds the whole file. Anything else (another process wrote, the file was replaced, the
+ *   and the window still holds the whole file, of at most `MAX_KEPT_HISTORY_BYTES` (memory: each attached session
+ *   keeps its records parsed). Anything else (another process wrote, the file was replaced, the
  *   bounds are reached, a write the writer cannot account for) reads the file as before.
  */
 import { mkdir, opendir } from "node:fs/promises";
@@ -303,7 +304,8 @@ export class SessionStore {
     const snap = await this.readWindow(id, { ...bounds, quantumBytes: 1 });
     if (snap === "unchanged") throw new SessionError("unavailable"); // unreachable: no version passed
     // The whole file in the window, no torn tail: kept for the writer's next turn (see the module contract).
-    if (writer !== undefined && !snap.omitted && !snap.torn && snap.resume !== null && writer.sessionId === id) {
+    const small = snap.version.size <= MAX_KEPT_HISTORY_BYTES;
+    if (writer !== undefined && small && !snap.omitted && !snap.torn && snap.resume !== null && writer.sessionId === id) {
       this.memos.set(writer, { id, bounds, records: snap.records, firstSeq: snap.firstSeq, badLines: snap.badLines, headerEnd: snap.resume.windowFrom, lines: snap.resume.lines });
       writer.takeWritten(snap.version);
     }
@@ -323,7 +325,7 @@ export class SessionStore {
     }
     const log = writer.takeWritten(now);
     if (log === null || !sameVersion(log.version, now)) return null;
-    if (now.size - memo.headerEnd > bounds.maxBytes || memo.lines + log.records.length > bounds.maxRecords) return null;
+    if (now.size > MAX_KEPT_HISTORY_BYTES || now.size - memo.headerEnd > bounds.maxBytes || memo.lines + log.records.length > bounds.maxRecords) return null;
     let last = memo.records.length > 0 ? (memo.records[memo.records.length - 1] as StoredRecord).seq : 0;
     for (const r of log.records) {
       if (r.seq <= last) return null; // a full read would count it a bad line
@@ -417,6 +419,12 @@ export class SessionStore {
     };
   }
 }
+
+/**
+ * Session files up to this size have their history kept between turns (memory: up to 16 attached sessions, each
+ * kept as parsed records); a larger one is read at every admission, as before.
+ */
+export const MAX_KEPT_HISTORY_BYTES = 512 * 1024;
 
 /** A history window kept for one writer: all its records (checkpoints included) and its extent. */
 interface HistoryMemo {

@@ -40,6 +40,9 @@ interface Pending {
  */
 export const SYNC_WRITE_MAX_BYTES = 64 * 1024;
 
+/** A log is kept only while the file is at most this large (the store keeps histories of up to 512 KiB). */
+const MAX_LOGGED_FILE_BYTES = 512 * 1024;
+
 /** Records this writer wrote, in file order, and the file's identity right after the last of them was written. */
 export interface WrittenLog {
   records: StoredRecord[];
@@ -204,6 +207,8 @@ export class SessionWriter {
 
 /** The log with `batch`'s records added, or null when one of them is not a record a reader would accept. */
 function logged(log: WrittenLog, batch: Pending[]): WrittenLog | null {
+  // Past what a kept history may hold (store.ts): nothing to keep it for.
+  if (log.version.size > MAX_LOGGED_FILE_BYTES) return null;
   for (const p of batch) {
     if (p.line === "") continue;
     if (p.stored === null) return null;
