@@ -290,7 +290,8 @@ export class Agent {
     let sel: RuntimeSelection;
     let layers;
     try {
-      [sel, layers] = await Promise.all([this.config.runtimeSelection(), this.settings.load()]);
+      layers = await this.settings.load();
+      sel = await this.config.runtimeSelection(layers);
     } catch {
       throw new TurnFailure("selection");
     }

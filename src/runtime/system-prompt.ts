@@ -6,7 +6,12 @@
  * most `MAX_INSTRUCTION_BYTES` (cut at a UTF-8 boundary, with a note), the whole prompt at most
  * `MAX_SYSTEM_PROMPT_BYTES`; unreadable or non-regular files are skipped silently (never an error, never a path
  * outside `cwd`).
+ * Instruction files are read again only when a synchronous `stat` shows another identity (device, inode, size,
+ * modification and change times in ns) than the text kept for that path; a missing file costs that `stat` alone.
+ * Text read within `STABLE_AFTER_MS` of the file's last change is not kept (a second same-size rewrite inside one
+ * timestamp tick would leave the identity as it was), so an edit always shows at the next turn.
  */
+import { statSync } from "node:fs";
 import { join } from "node:path";
 import { truncateUtf8 } from "../core/utf8.js";
 import type { ToolSpec } from "./types.js";
@@ -21,6 +26,36 @@ async function readBounded(path: string, max: number): Promise<string | null> {
   if (head === null) return null;
   const text = head.bytes.toString("utf8");
   return head.size > max ? truncateUtf8(text, max) + "\n[… instructions truncated …]" : text;
+}
+
+/** See the module contract. */
+export const STABLE_AFTER_MS = 100;
+/** Instruction files whose text is kept (more: all are dropped and kept again as read). */
+const MAX_KEPT_FILES = 256;
+const kept = new Map<string, { key: string; text: string | null }>();
+
+/** `now` (ms): the turn's clock, against which a file's last change is judged stable. */
+async function readInstructions(path: string, now: number): Promise<string | null> {
+  let st;
+  try {
+    st = statSync(path, { bigint: true, throwIfNoEntry: false });
+  } catch {
+    return null;
+  }
+  if (st === undefined || !st.isFile()) {
+    kept.delete(path);
+    return null;
+  }
+  const key = `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+  const hit = kept.get(path);
+  if (hit !== undefined && hit.key === key) return hit.text;
+  const text = await readBounded(path, MAX_INSTRUCTION_BYTES);
+  const changedMs = Number((st.mtimeNs > st.ctimeNs ? st.mtimeNs : st.ctimeNs) / 1_000_000n);
+  if (now - changedMs > STABLE_AFTER_MS) {
+    if (kept.size >= MAX_KEPT_FILES) kept.clear();
+    kept.set(path, { key, text });
+  } else kept.delete(path);
+  return text;
 }
 
 export interface SystemPromptOptions {
@@ -63,7 +98,7 @@ export async function buildSystemPrompt(o: SystemPromptOptions): Promise<string>
   parts.push(o.tools.length > 0 ? `Tools: ${o.tools.map((t) => t.name).join(", ")}` : "No tools are available in this session.");
   if (o.tools.length > 0 && o.skills !== undefined && o.skills.length > 0) parts.push(skillsSection(o.skills));
   for (const name of INSTRUCTION_FILES) {
-    const text = await readBounded(join(o.cwd, name), MAX_INSTRUCTION_BYTES);
+    const text = await readInstructions(join(o.cwd, name), o.now.getTime());
     if (text !== null && text.trim() !== "") parts.push(`Project instructions (${name}):\n${text}`);
   }
   return truncateUtf8(parts.join("\n\n"), MAX_SYSTEM_PROMPT_BYTES);

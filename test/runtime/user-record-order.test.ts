@@ -2,11 +2,13 @@
  * The user record is durable before the provider can act on the request, while the connection and the request head
  * go out in parallel with its write and fsync (issue 19). A loopback provider observes both: the head arrives while
  * the session's append lock is held (so the record cannot have been written), the body completes only once the lock
- * is released, and at that moment the session file already holds the user record.
+ * is released, and at that moment the session file already holds the user record. With a slow fsync (the store's
+ * injected sync holds the real one back), the record is in the file but the request stays incomplete until the fsync
+ * resolved: being written is not enough.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { fdatasync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -170,6 +172,86 @@ test("a user record that cannot be written fails the turn `persistence` and the 
   const text = readFileSync(sessionFile, "utf8");
   assert.doesNotMatch(text, /"kind":"user"/);
   assert.doesNotMatch(text, /"kind":"terminal"/);
+  await handle.release();
+  await agent.close();
+  await new Promise<void>((r) => server.close(() => r()));
+  rmSync(home, { recursive: true, force: true });
+  rmSync(cwd, { recursive: true, force: true });
+});
+
+test("the complete request reaches the provider only after the user record's fsync resolved, not merely its write", { timeout: 60_000 }, async () => {
+  const home = mkdtempSync(join(tmpdir(), "uro-home-"));
+  const cwd = mkdtempSync(join(tmpdir(), "uro-cwd-"));
+  // Arrival order on one timeline: the fsync hook and the provider both append to it.
+  const order: string[] = [];
+  let onHead: (() => void) | null = null;
+  const server = createServer((req, res) => {
+    order.push("head");
+    onHead?.();
+    req.resume();
+    req.on("end", () => {
+      order.push("body complete");
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end(chatSse("hello"));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as AddressInfo).port;
+  writeFileSync(
+    join(home, "settings.json"),
+    JSON.stringify({ providers: { fake: { api: "openai-chat", base_url: `http://127.0.0.1:${port}/v1`, auth: "none", models: [{ id: "fake-model" }] } } }),
+  );
+  const env = { PATH: process.env["PATH"], MC_HOME: home, MC_PROVIDER: "fake", MC_MODEL: "fake-model" };
+  // A slow disk: every session fsync after the header's is held until the test lets it go, then really runs.
+  let hold = false;
+  let letGo: (() => void) | null = null;
+  let syncWaiting: (() => void) | null = null;
+  const syncData = async (fd: number): Promise<void> => {
+    if (hold) {
+      order.push("fsync started");
+      syncWaiting?.();
+      await new Promise<void>((r) => (letGo = r));
+    }
+    await new Promise<void>((resolve, reject) => fdatasync(fd, (e) => (e ? reject(e) : resolve())));
+    if (hold) order.push("fsync resolved");
+  };
+  const store = new SessionStore({ home, syncData });
+  const agent = new Agent({ home, cwd, env });
+  const handle = await store.create(cwd);
+  const sessionFile = new SessionPaths(home).data(handle.id);
+  hold = true;
+  const headArrived = new Promise<void>((r) => (onHead = r));
+  const fsyncStarted = new Promise<void>((r) => (syncWaiting = r));
+  let deltas = "";
+  const outcome = agent.runTurn({
+    turnId: "t1",
+    sessionId: handle.id,
+    writer: handle.writer,
+    history: null,
+    cwd,
+    prompt: "durable first",
+    signal: new AbortController().signal,
+    noTools: true,
+    sink: {
+      delta: (t) => {
+        deltas += t;
+        return true;
+      },
+      event: () => undefined,
+    },
+  });
+  await Promise.all([headArrived, fsyncStarted]);
+  // The record is written (visible in the file) but not yet durable: the request must still be incomplete.
+  assert.match(readFileSync(sessionFile, "utf8"), /"kind":"user"/);
+  await new Promise<void>((r) => setImmediate(r));
+  assert.ok(!order.includes("body complete"), `the provider got the whole request before the fsync resolved: ${order.join(", ")}`);
+  hold = false;
+  (letGo as (() => void) | null)?.();
+  order.push("fsync released");
+  const out = await outcome;
+  assert.equal(out.status, "completed");
+  assert.equal(deltas, "hello");
+  assert.ok(order.indexOf("fsync released") < order.indexOf("body complete"), order.join(", "));
   await handle.release();
   await agent.close();
   await new Promise<void>((r) => server.close(() => r()));

@@ -16,6 +16,7 @@ import type { Question, QueueEntry, SessionEvent, SessionRuntime, UserAttachment
 import type { ConnectionOutput, ScvSessionHandle } from "./connection.js";
 import { ProgressShaper, type ProgressTimers } from "./progress.js";
 import { MAX_QUEUE_ENTRIES, MAX_QUEUE_PROMPT_BYTES, MAX_SERVER_FRAME_BYTES, type ClientMessage, type WireAttachment, type WireError } from "./wire.js";
+import { mark } from "../../runtime/debug-timing.js";
 
 type SessionMessage = Parameters<ScvSessionHandle["handle"]>[0];
 type Msg<T extends ClientMessage["type"]> = Extract<ClientMessage, { type: T }>;
@@ -336,6 +337,7 @@ export class ScvSession implements ScvSessionHandle {
   }
 
   private async turnStart(msg: Msg<"turn.start">): Promise<void> {
+    mark("scv.turn_start");
     let attachments: UserAttachment[] = [];
     if (msg.attachments.length > 0) {
       const r = await this.checkAttachments(msg.attachments, this.rt.config.noTools !== true);
@@ -348,6 +350,7 @@ export class ScvSession implements ScvSessionHandle {
     // After a terminal event the runtime may still be ending the turn's lease: a prompt sent then starts at once
     // (as the client saw an idle session) rather than passing through the queue.
     if (this.turns.size === 0 && this.rt.busy && this.rt.snapshot().length === 0 && !this.rt.isPaused) await this.rt.idle();
+    mark("scv.idle");
     if (this.rt.busy || this.rt.snapshot().length > 0 || this.rt.isPaused) {
       const q = this.rt.snapshot();
       const bytes = q.reduce((n, e) => n + utf8Length(e.prompt), 0);

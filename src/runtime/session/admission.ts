@@ -28,7 +28,8 @@ export async function admit(deps: SessionDeps, sessionId: string, cwd: string): 
   if (lease.created) return { lease, history: null, ctl };
   try {
     const b = deps.historyBounds ?? { maxBytes: DEFAULT_WINDOW.maxBytes, maxRecords: DEFAULT_WINDOW.maxRecords };
-    const history = await deps.manager.store.readHistory(sessionId, b);
+    // With the lease's writer: the history read last turn is kept in memory while the file is as it left it.
+    const history = await deps.manager.store.readHistory(sessionId, b, lease.writer);
     if (!history.complete) {
       // Past its bounds: the oldest turns leave the model context (a checkpoint); see trim.ts.
       const t = deps.historyPolicy === "refuse" ? null : await trimHistory(history, b, lease.writer).catch(() => null);

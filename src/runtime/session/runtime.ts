@@ -45,6 +45,7 @@ import { SessionMcp } from "./mcp-watch.js";
 import { deliver } from "./listeners.js";
 import { admit, writeEmptyCheckpoint, type Admitted } from "./admission.js";
 import { EMPTY_USAGE, runAgentTurn, type Running, type TurnContext } from "./turn.js";
+import { mark } from "../debug-timing.js";
 import type {
   AdmissionError,
   McpServerInfo,
@@ -309,7 +310,9 @@ export class SessionRuntime {
     const turnId = q.turnId ?? this.newId();
     if (dequeued) this.emit({ type: "queue_dequeued", sessionId: this.id, queueId: q.entry.queue_id, turnId });
     this.admitting = true;
+    mark("session.admit");
     const a = await this.admit();
+    mark("session.admitted");
     const opts: SubmitOptions & { queueId: string } = {
       turnId,
       submitter: q.entry.submitter,

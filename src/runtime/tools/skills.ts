@@ -14,6 +14,7 @@
  * - Caching: one result per root per process, revalidated on every call by `stat`ing the root and the examined
  *   skill directories and files (mtime, size, inode); any change rescans that root only.
  */
+import { statSync } from "node:fs";
 import { readdir, realpath, stat } from "node:fs/promises";
 import { join, sep } from "node:path";
 import { truncateUtf8 } from "../../core/utf8.js";
@@ -151,9 +152,20 @@ async function scanRoot(root: string): Promise<RootScan> {
   return { watched, skills };
 }
 
-async function stillValid(scan: RootScan): Promise<boolean> {
-  const stamps = await Promise.all(scan.watched.map(async ([p]) => stampOf(await statOrNull(p))));
-  return stamps.every((s, i) => s === scan.watched[i]?.[1]);
+/**
+ * Revalidation runs on every turn: synchronous `stat`s (metadata only, microseconds each, and mostly of missing
+ * roots) instead of a thread-pool round trip per path.
+ */
+function stillValid(scan: RootScan): boolean {
+  return scan.watched.every(([p, stamp]) => {
+    let st;
+    try {
+      st = statSync(p, { throwIfNoEntry: false }) ?? null;
+    } catch {
+      st = null;
+    }
+    return stampOf(st) === stamp;
+  });
 }
 
 /** Per-process skill discovery with cheap revalidation (see module contract). */
@@ -166,7 +178,7 @@ export class SkillCatalog {
     const cached = this.cache.get(root);
     if (cached !== undefined) {
       const scan = await cached;
-      if (await stillValid(scan)) return scan;
+      if (stillValid(scan)) return scan;
     }
     const fresh = scanRoot(root);
     this.cache.set(root, fresh);

@@ -11,12 +11,15 @@
  *   anything a fresh discovery could not.
  * - `toWireModel` produces exactly the seven wire fields; `available` is true only for
  *   non-disabled models of a `fresh_cache`.
+ * - `read` re-reads and re-validates a provider's file only when its identity changed (`JsonFileMemo`: one `stat`
+ *   per read otherwise), so every turn's cache-only lookup sees a rewrite without parsing an unchanged file again;
+ *   expiry is decided against the clock at every read. The memo judges a file's last change against the same clock.
  */
 import { createHash } from "node:crypto";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { arr, bool, lit, nullable, num, obj, str, unknownValue } from "../validate.js";
-import { readJsonFile, withFileLock, writeJsonAtomic } from "../settings/locked-json.js";
+import { JsonFileMemo, withFileLock, writeJsonAtomic } from "../settings/locked-json.js";
 import type { ThinkingLevelValue } from "../settings/schema.js";
 import { isSafeId, sanitizeLabel } from "./ids.js";
 import { normalizeLevels } from "./fallback.js";
@@ -109,10 +112,29 @@ export interface CatalogCacheOptions {
   ttlMs?: number;
 }
 
+/** Providers whose file memos a `CatalogCache` keeps (more: all are dropped and rebuilt as read). */
+const MAX_MEMOS = 64;
+
+/** A provider's cache file as `read` needs it (null: not a valid cache file). */
+interface CacheFile {
+  provider_id: string;
+  fingerprint: string;
+  expires_at: number;
+  models: CatalogModel[];
+}
+
+function decodeCacheFile(raw: unknown): CacheFile | null {
+  const file = CacheFileSchema.safeParse(raw);
+  if (!file.success) return null;
+  return { provider_id: file.data.provider_id, fingerprint: file.data.fingerprint, expires_at: file.data.expires_at, models: cleanModels(file.data.models) };
+}
+
 export class CatalogCache {
   private readonly dir: string;
   private readonly now: () => number;
   readonly ttlMs: number;
+  /** Per provider ID: its file's read-side memo. */
+  private readonly memos = new Map<string, JsonFileMemo<CacheFile | null>>();
 
   constructor(opts: CatalogCacheOptions) {
     this.dir = join(opts.home, "catalog");
@@ -126,17 +148,20 @@ export class CatalogCache {
 
   async read(providerId: string, fingerprint: string): Promise<CatalogView> {
     const none: CatalogView = { state: "unavailable", models: [] };
-    let raw: unknown;
+    let memo = this.memos.get(providerId);
+    if (memo === undefined) {
+      if (this.memos.size >= MAX_MEMOS) this.memos.clear();
+      memo = new JsonFileMemo(this.fileFor(providerId), (raw) => (raw === undefined ? null : decodeCacheFile(raw)), this.now);
+      this.memos.set(providerId, memo);
+    }
+    let file: CacheFile | null;
     try {
-      raw = await readJsonFile(this.fileFor(providerId));
+      file = await memo.read();
     } catch {
       return none;
     }
-    const file = CacheFileSchema.safeParse(raw);
-    if (!file.success || file.data.provider_id !== providerId || file.data.fingerprint !== fingerprint) return none;
-    const models = cleanModels(file.data.models);
-    if (models.length === 0) return none;
-    return { state: file.data.expires_at > this.now() ? "fresh_cache" : "stale", models };
+    if (file === null || file.provider_id !== providerId || file.fingerprint !== fingerprint || file.models.length === 0) return none;
+    return { state: file.expires_at > this.now() ? "fresh_cache" : "stale", models: file.models };
   }
 
   /** Replaces the provider's cache with `models` (cleaned first), fresh for `ttlMs`. Throws `JsonFileError`. */

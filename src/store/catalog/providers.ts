@@ -54,8 +54,13 @@ export function providerFingerprint(entry: ProviderEntry, env: EnvLike): string 
         auth: entry.def.auth ?? null,
         models: entry.def.models,
       };
-  return createHash("sha256").update(JSON.stringify(config)).digest("hex");
+  const text = JSON.stringify(config);
+  if (text !== lastFingerprint.text) lastFingerprint = { text, hash: createHash("sha256").update(text).digest("hex") };
+  return lastFingerprint.hash;
 }
+
+/** The last fingerprint computed: every turn of a process usually asks for the same provider's. */
+let lastFingerprint = { text: "", hash: "" };
 
 function nonEmpty(v: string | undefined): string | undefined {
   return v === undefined || v === "" ? undefined : v;

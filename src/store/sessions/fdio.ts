@@ -2,12 +2,12 @@
  * Raw file-descriptor I/O for the store's hot paths.
  *
  * Contract: metadata calls that touch no file data (`open` of existing files, `fstat`, `close`, the first short
- * write of a new file) are synchronous — microseconds each, whereas every thread-pool round trip costs a scheduling delay on a
+ * write of a new file, a session writer's small appends: writer.ts) are synchronous — microseconds each, whereas every thread-pool round trip costs a scheduling delay on a
  * loaded machine and create/open/replay chain several of them. Reads of file bodies and every fsync stay
  * asynchronous, so a slow disk never blocks the event loop for longer than a metadata syscall.
  * Callers own the descriptors they open and close them exactly once (`closeQuietly`).
  */
-import { closeSync, fdatasync, fsync, open, read, write } from "node:fs";
+import { closeSync, fdatasync, fsync, open, read, write, writeSync } from "node:fs";
 
 /** Opens on the thread pool: for creating files, whose directory update can be slow under journal contention. */
 export function openFd(path: string, flags: number, mode: number): Promise<number> {
@@ -39,6 +39,11 @@ export async function writeAll(fd: number, buf: Buffer): Promise<void> {
       write(fd, buf, off, buf.length - off, null, (err, n) => (err ? reject(err) : resolve(n))),
     );
   }
+}
+
+/** `writeAll` on this thread: for small appends (a page-cache copy). */
+export function writeAllSync(fd: number, buf: Buffer): void {
+  for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off, buf.length - off);
 }
 
 export function syncData(fd: number): Promise<void> {

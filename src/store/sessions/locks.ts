@@ -64,11 +64,14 @@ function retriesFor(waitMs: number): dirlock.RetryOptions {
 }
 
 /**
- * The append lock is removed synchronously (an rmdir of an empty directory): a thread-pool removal measured no faster
- * on the turn path, and it let the end of a turn (`TurnLease.end` flushes) lag behind its terminal event, which a
- * door answering the next request right after that event can observe as a still-busy session.
+ * How the append lock is removed. A reader's is removed synchronously (an rmdir of an empty directory). The writer's
+ * is removed on the thread pool (`release`, an rmdir that can take a quarter of a millisecond on a busy journal),
+ * started right after its write and alongside the batch's fsync; the batch resolves only once both are done, so a
+ * turn's terminal event never runs ahead of the removal (a door answering the next request right after it would
+ * otherwise find its own lock still there), and the event loop meanwhile prepares the turn's provider request.
  */
-function releaseNow(l: dirlock.DirLock): () => Promise<void> {
+function releaser(l: dirlock.DirLock, onThreadPool: boolean): () => Promise<void> {
+  if (onThreadPool) return () => l.release();
   return () => {
     try {
       l.releaseSync();
@@ -255,13 +258,13 @@ export class SessionLocks {
     const opts: dirlock.DirLockOptions = { stale: 2000, update: 1000, onCompromised: () => undefined };
     try {
       const l = dirlock.lockSync(path, opts);
-      return releaseNow(l);
+      return releaser(l, role === "writer");
     } catch (err) {
       if (!isLocked(err)) throw new SessionError("unavailable");
     }
     try {
       const l = await dirlock.lock(path, { ...opts, retries: retriesFor(wait) });
-      return releaseNow(l);
+      return releaser(l, role === "writer");
     } catch (err) {
       if (!isLocked(err)) throw new SessionError("unavailable");
       if (role === "reader" && (await this.leaseHolderGone(id))) return null;

@@ -15,6 +15,12 @@
  *   are a cache, never a source of truth, and live outside `sessions/`.
  * - `list` examines at most `maxScanEntries` directory entries; exceeding it throws `SessionError("limit")`
  *   and returns nothing partial.
+ * - `readHistory` with the session's writer (this process holds the lease, so nobody else appends) keeps the
+ *   window it read in memory and, next time, adds the records that writer wrote since, instead of reading the file
+ *   again — only when one `stat` of the file shows exactly the identity (inode, size, mtime) the writer left it at
+ *   and the window still holds the whole file, of at most `MAX_KEPT_HISTORY_BYTES` (memory: each attached session
+ *   keeps its records parsed). Anything else (another process wrote, the file was replaced, the
+ *   bounds are reached, a write the writer cannot account for) reads the file as before.
  */
 import { mkdir, opendir } from "node:fs/promises";
 import { constants as FS, fstatSync, openSync, statSync, unlinkSync, writeSync } from "node:fs";
@@ -31,6 +37,7 @@ import {
   readTailState,
   readWindow,
   readLinesBefore,
+  sameVersion,
   type FileVersion,
   type RangeRecords,
   type ReuseCheck,
@@ -48,6 +55,11 @@ export interface SessionStoreOptions {
   locks?: Partial<LockTuning>;
   /** List scan budget (app-service: 20,000). */
   maxScanEntries?: number;
+  /**
+   * The fsync of session writes (default: `fdatasync`). Tests wrap the real one to observe when a record becomes
+   * durable; it must call through to a real sync.
+   */
+  syncData?: (fd: number) => Promise<void>;
 }
 
 /** A held writer lease plus the session's writer. Release exactly once when detaching. */
@@ -104,7 +116,10 @@ export class SessionStore {
   private readonly clock: () => number;
   private readonly newId: SessionIdGenerator;
   private readonly maxScanEntries: number;
+  private readonly sync: (fd: number) => Promise<void>;
   private dirsReady: Promise<void> | null = null;
+  /** The history window last read through each writer (see the module contract). */
+  private readonly memos = new WeakMap<SessionWriter, HistoryMemo>();
 
   constructor(opts: SessionStoreOptions) {
     this.paths = new SessionPaths(opts.home);
@@ -112,6 +127,7 @@ export class SessionStore {
     this.clock = opts.clock ?? Date.now;
     this.newId = opts.newId ?? defaultSessionId;
     this.maxScanEntries = opts.maxScanEntries ?? 20_000;
+    this.sync = opts.syncData ?? syncData;
   }
 
   private ensureDirs(): Promise<void> {
@@ -175,7 +191,7 @@ export class SessionStore {
       const line = Buffer.from(JSON.stringify(header) + "\n", "utf8");
       // A short write of a new file is a page-cache copy (see fdio.ts); loop for the contract's sake.
       for (let off = 0; off < line.length; ) off += writeSync(fd, line, off, line.length - off);
-      const synced = await Promise.allSettled([syncData(fd), this.fsyncDir(this.paths.sessionsDir)]);
+      const synced = await Promise.allSettled([this.sync(fd), this.fsyncDir(this.paths.sessionsDir)]);
       for (const r of synced) if (r.status === "rejected") throw r.reason;
       return fd;
     } catch (e) {
@@ -211,7 +227,7 @@ export class SessionStore {
   }
 
   private handle(id: string, header: HeaderRecord, fd: number, lease: Lease, nextSeq: number, torn: boolean): SessionHandle {
-    const writer = new SessionWriter(id, fd, nextSeq, torn, this.locks, this.clock, () => lease.lost);
+    const writer = new SessionWriter(id, fd, nextSeq, torn, this.locks, this.clock, () => lease.lost, this.sync);
     let released: Promise<void> | null = null;
     return {
       id,
@@ -278,14 +294,49 @@ export class SessionStore {
    * Model-context history: the last valid checkpoint in the bounded window and every record after its cutoff.
    * The turn loop calls this after acquiring the session (it holds the lease, so nobody else appends).
    */
-  async readHistory(id: string, bounds: HistoryBounds): Promise<History> {
+  async readHistory(id: string, bounds: HistoryBounds, writer?: SessionWriter): Promise<History> {
+    if (writer !== undefined) {
+      const kept = this.keptHistory(id, bounds, writer);
+      if (kept !== null) return kept;
+      writer.dropWritten();
+      this.memos.delete(writer);
+    }
     const snap = await this.readWindow(id, { ...bounds, quantumBytes: 1 });
     if (snap === "unchanged") throw new SessionError("unavailable"); // unreachable: no version passed
-    const cp = lastValidCheckpoint(snap.records);
-    const records = snap.records.filter((r) => r.kind !== "checkpoint" && (cp === null || r.seq > cp.cutoff_seq));
-    const firstSeq = snap.firstSeq ?? Infinity;
-    const complete = cp === null ? !snap.omitted : !(snap.omitted && cp.cutoff_seq + 1 < firstSeq);
-    return { checkpoint: cp, records, complete, badLines: snap.badLines, torn: snap.torn };
+    // The whole file in the window, no torn tail: kept for the writer's next turn (see the module contract).
+    const small = snap.version.size <= MAX_KEPT_HISTORY_BYTES;
+    if (writer !== undefined && small && !snap.omitted && !snap.torn && snap.resume !== null && writer.sessionId === id) {
+      this.memos.set(writer, { id, bounds, records: snap.records, firstSeq: snap.firstSeq, badLines: snap.badLines, headerEnd: snap.resume.windowFrom, lines: snap.resume.lines });
+      writer.takeWritten(snap.version);
+    }
+    return historyOf(snap.records, snap.firstSeq, snap.omitted, snap.badLines, snap.torn);
+  }
+
+  /** The kept window plus what `writer` wrote since, when the file is exactly as the writer left it; else null. */
+  private keptHistory(id: string, bounds: HistoryBounds, writer: SessionWriter): History | null {
+    const memo = this.memos.get(writer);
+    if (memo === undefined || memo.id !== id || memo.bounds.maxBytes !== bounds.maxBytes || memo.bounds.maxRecords !== bounds.maxRecords) return null;
+    let now: FileVersion;
+    try {
+      const st = statSync(this.paths.data(id));
+      now = { ino: st.ino, size: st.size, mtimeMs: st.mtimeMs };
+    } catch {
+      return null;
+    }
+    const log = writer.takeWritten(now);
+    if (log === null || !sameVersion(log.version, now)) return null;
+    if (now.size > MAX_KEPT_HISTORY_BYTES || now.size - memo.headerEnd > bounds.maxBytes || memo.lines + log.records.length > bounds.maxRecords) return null;
+    let last = memo.records.length > 0 ? (memo.records[memo.records.length - 1] as StoredRecord).seq : 0;
+    for (const r of log.records) {
+      if (r.seq <= last) return null; // a full read would count it a bad line
+      last = r.seq;
+    }
+    if (log.records.length > 0) {
+      memo.records = memo.records.concat(log.records);
+      memo.firstSeq ??= (log.records[0] as StoredRecord).seq;
+      memo.lines += log.records.length;
+    }
+    return historyOf(memo.records, memo.firstSeq, false, memo.badLines, false);
   }
 
   /**
@@ -367,6 +418,34 @@ export class SessionStore {
       incomplete,
     };
   }
+}
+
+/**
+ * Session files up to this size have their history kept between turns (memory: up to 16 attached sessions, each
+ * kept as parsed records); a larger one is read at every admission, as before.
+ */
+export const MAX_KEPT_HISTORY_BYTES = 512 * 1024;
+
+/** A history window kept for one writer: all its records (checkpoints included) and its extent. */
+interface HistoryMemo {
+  id: string;
+  bounds: HistoryBounds;
+  records: StoredRecord[];
+  firstSeq: number | null;
+  badLines: number;
+  /** Where the window starts: just after the header line. */
+  headerEnd: number;
+  /** Complete lines in the window (bad and unknown ones included). */
+  lines: number;
+}
+
+/** Model-context history of a window's records (see `readHistory`). */
+function historyOf(all: StoredRecord[], firstSeq: number | null, omitted: boolean, badLines: number, torn: boolean): History {
+  const cp = lastValidCheckpoint(all);
+  const records = all.filter((r) => r.kind !== "checkpoint" && (cp === null || r.seq > cp.cutoff_seq));
+  const first = firstSeq ?? Infinity;
+  const complete = cp === null ? !omitted : !(omitted && cp.cutoff_seq + 1 < first);
+  return { checkpoint: cp, records, complete, badLines, torn };
 }
 
 /** Inserts `id` into sorted `into` (code-unit order, as `Array.prototype.sort`), keeping at most `max` entries. */

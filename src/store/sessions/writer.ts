@@ -11,17 +11,42 @@
  *   starts with LF, so the torn fragment stays an isolated malformed line and never merges with a new record.
  * - After a write error or a lost lease the writer is failed: every later append/flush rejects
  *   (`SessionError("lost")` for a lost lease, `"unavailable"` otherwise). Records already written stay valid.
+ * - The append lock covers a batch's `write` only: readers need it to tell an in-flight append from a torn line,
+ *   and an fsync changes no byte they can read. A `flush` (or a synced batch with no new text) when every written
+ *   byte is already fsynced does nothing: no lock, no fsync.
+ * - `written` (for the store's history cache, store.ts) lists the records written since it was last taken, with
+ *   the file's identity right after the last write; it is dropped (null) when this writer cannot vouch for it.
  */
+import { fstatSync } from "node:fs";
 import { SessionError } from "./errors.js";
-import { closeQuietly, syncData, writeAll } from "./fdio.js";
+import { closeQuietly, syncData, writeAll, writeAllSync } from "./fdio.js";
 import type { SessionLocks } from "./locks.js";
-import { MAX_RECORD_BYTES, encodeRecord, type NewRecord, type StoredRecord } from "./records.js";
+import { MAX_RECORD_BYTES, decodeLine, encodeRecord, type NewRecord, type StoredRecord } from "./records.js";
+import type { FileVersion } from "./reader.js";
 
 interface Pending {
   line: string;
+  /** The record as a reader decodes it (null for a flush marker, or a record a reader would not accept). */
+  stored: StoredRecord | null;
   sync: boolean;
   resolve: () => void;
   reject: (e: unknown) => void;
+}
+
+/**
+ * Batches up to this size are written synchronously: a copy into the page cache, microseconds, where a thread-pool
+ * round trip costs a scheduling delay that a turn's user record would wait for before its fsync could start. Larger
+ * batches (long assistant segments, big tool results) and every fsync stay on the thread pool.
+ */
+export const SYNC_WRITE_MAX_BYTES = 64 * 1024;
+
+/** A log is kept only while the file is at most this large (the store keeps histories of up to 512 KiB). */
+const MAX_LOGGED_FILE_BYTES = 512 * 1024;
+
+/** Records this writer wrote, in file order, and the file's identity right after the last of them was written. */
+export interface WrittenLog {
+  records: StoredRecord[];
+  version: FileVersion;
 }
 
 export class SessionWriter {
@@ -29,6 +54,10 @@ export class SessionWriter {
   private draining: Promise<void> | null = null;
   private failed: SessionError | null = null;
   private closed = false;
+  /** Bytes were written since the last successful fsync. */
+  private unsynced = false;
+  /** See `takeWritten` (null: not tracking, or no longer trustworthy). */
+  private log: WrittenLog | null = null;
 
   constructor(
     readonly sessionId: string,
@@ -39,7 +68,24 @@ export class SessionWriter {
     private readonly locks: SessionLocks,
     private readonly clock: () => number,
     private readonly isLeaseLost: () => boolean,
+    private readonly sync: (fd: number) => Promise<void> = syncData,
   ) {}
+
+  /**
+   * Starts (or restarts) the log of written records at `version`, the identity of the file as the caller last read
+   * it; records written from now on are added. Returns the previous log (null when there was none, or when a write
+   * left the file in a state this writer cannot account for).
+   */
+  takeWritten(version: FileVersion): WrittenLog | null {
+    const prev = this.log;
+    this.log = { records: [], version };
+    return prev;
+  }
+
+  /** Stops the log (the next `takeWritten` returns null). */
+  dropWritten(): void {
+    this.log = null;
+  }
 
   /** The seq the next appended record will get. */
   get peekNextSeq(): number {
@@ -60,9 +106,11 @@ export class SessionWriter {
     }
     if (Buffer.byteLength(line) + 1 > MAX_RECORD_BYTES) return Promise.reject(new SessionError("invalid_record"));
     this.nextSeq = seq + 1;
-    const stored = JSON.parse(line) as StoredRecord;
+    // Decoded as a reader would (the same JSON.parse the stored copy needed anyway).
+    const d = decodeLine(line);
+    const stored = d.type === "record" ? d.record : null;
     return new Promise<StoredRecord>((resolve, reject) => {
-      this.queue.push({ line, sync: opts.sync === true, resolve: () => resolve(stored), reject });
+      this.queue.push({ line, stored, sync: opts.sync === true, resolve: () => resolve(stored ?? (JSON.parse(line) as StoredRecord)), reject });
       this.kick();
     });
   }
@@ -72,7 +120,7 @@ export class SessionWriter {
     const err = this.check();
     if (err) throw err;
     await new Promise<void>((resolve, reject) => {
-      this.queue.push({ line: "", sync: true, resolve, reject });
+      this.queue.push({ line: "", stored: null, sync: true, resolve, reject });
       this.kick();
     });
   }
@@ -122,18 +170,64 @@ export class SessionWriter {
     let text = "";
     for (const p of batch) if (p.line !== "") text += p.line + "\n";
     const sync = batch.some((p) => p.sync);
-    if (text === "" && !sync) return;
-    if (text !== "" && this.needsLeadingNewline) text = "\n" + text;
-    const release = await this.locks.acquireAppend(this.sessionId, "writer");
-    try {
-      if (text !== "") {
-        // If this write fails part-way, the next writer instance repairs the torn tail with a leading LF.
-        await writeAll(this.fd, Buffer.from(text, "utf8"));
-        this.needsLeadingNewline = false;
+    if (text === "") {
+      if (sync && this.unsynced) {
+        await this.sync(this.fd);
+        this.unsynced = false;
       }
-      if (sync) await syncData(this.fd);
-    } finally {
-      if (release) await release().catch(() => undefined);
+      return;
     }
+    if (this.needsLeadingNewline) text = "\n" + text;
+    const release = await this.locks.acquireAppend(this.sessionId, "writer");
+    let synced: Promise<void> | null = null;
+    let failed: { error: unknown } | null = null;
+    try {
+      // If this write fails part-way, the next writer instance repairs the torn tail with a leading LF.
+      const bytes = Buffer.from(text, "utf8");
+      this.unsynced = true;
+      this.log = this.log === null || this.needsLeadingNewline ? null : logged(this.log, batch);
+      if (bytes.length <= SYNC_WRITE_MAX_BYTES) writeAllSync(this.fd, bytes);
+      else await writeAll(this.fd, bytes);
+      this.needsLeadingNewline = false;
+      if (this.log !== null) this.log = after(this.log, this.fd, bytes.length);
+      // The fsync starts before the lock's removal, and both run on the thread pool at once (locks.ts).
+      if (sync) synced = this.sync(this.fd);
+    } catch (e) {
+      this.log = null;
+      failed = { error: e };
+    }
+    const released = release === null ? Promise.resolve() : release().catch(() => undefined);
+    // Both settle before the batch does (its records are durable and the lock is gone).
+    const [s] = await Promise.allSettled([synced ?? Promise.resolve(), released]);
+    if (failed !== null) throw failed.error;
+    if (s.status === "rejected") throw s.reason;
+    if (synced !== null) this.unsynced = false;
+  }
+}
+
+/** The log with `batch`'s records added, or null when one of them is not a record a reader would accept. */
+function logged(log: WrittenLog, batch: Pending[]): WrittenLog | null {
+  // Past what a kept history may hold (store.ts): nothing to keep it for.
+  if (log.version.size > MAX_LOGGED_FILE_BYTES) return null;
+  for (const p of batch) {
+    if (p.line === "") continue;
+    if (p.stored === null) return null;
+    log.records.push(p.stored);
+  }
+  return log;
+}
+
+/**
+ * The log's version after a write of `bytes` bytes: the file's identity now, when the file grew by exactly those
+ * bytes (else another writer interleaved, and the log is dropped).
+ */
+function after(log: WrittenLog, fd: number, bytes: number): WrittenLog | null {
+  try {
+    const st = fstatSync(fd);
+    if (st.ino !== log.version.ino || st.size !== log.version.size + bytes) return null;
+    log.version = { ino: st.ino, size: st.size, mtimeMs: st.mtimeMs };
+    return log;
+  } catch {
+    return null;
   }
 }

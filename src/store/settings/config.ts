@@ -151,9 +151,12 @@ export class ConfigService {
     return eff === null ? { ok: false, code: "configuration_unavailable" } : { ok: true, value: eff };
   }
 
-  /** Selection, reasoning and fast for a new turn; throws `SettingsError` when settings are unreadable. */
-  async runtimeSelection(): Promise<RuntimeSelection> {
-    const layers = await this.opts.settings.load();
+  /**
+   * Selection, reasoning and fast for a new turn; throws `SettingsError` when settings are unreadable. From
+   * `preloaded` when the caller already loaded the layers for this turn (one settings read per turn).
+   */
+  async runtimeSelection(preloaded?: SettingsLayers): Promise<RuntimeSelection> {
+    const layers = preloaded ?? (await this.opts.settings.load());
     const sel = resolveSelection(layers);
     const look = await lookupModel(layers, this.opts.cache, this.opts.env, sel.provider_id, sel.model_id);
     return {
