@@ -197,6 +197,8 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
         max_prompt_history_bytes: MAX_PROMPT_HISTORY_BYTES,
         max_prompt_history_items: MAX_PROMPT_HISTORY_ITEMS,
       });
+      // The session is announced: load the turn path now, so its first prompt finds it compiled.
+      setImmediate(() => void agent.warm());
       return session;
     },
   };
