@@ -76,9 +76,9 @@ export interface AgentOptions {
   clock?: () => number;
   /**
    * Tools bound to one session (delegated agents such as `agent_berth`), added to the registry's for each turn of a
-   * tool-enabled session. `depth` is the session's delegation depth.
+   * tool-enabled session. `depth` is the session's delegation depth. May load them first (a promise).
    */
-  sessionTools?: (s: SessionToolContext) => Tool[];
+  sessionTools?: (s: SessionToolContext) => Tool[] | Promise<Tool[]>;
 }
 
 /** What session-bound tools know of their session. */
@@ -451,7 +451,7 @@ export class Agent {
     if (lease !== null) await lease.reg.waitForMcp(lease.startedAt + (this.o.mcpStartupWaitMs ?? MCP_STARTUP_WAIT_MS), req.signal);
     const bound =
       registry !== null && req.sessionId !== undefined && this.o.sessionTools !== undefined
-        ? this.o.sessionTools({
+        ? await this.o.sessionTools({
             sessionId: req.sessionId,
             depth: req.delegationDepth ?? 0,
             cwd: req.cwd,
