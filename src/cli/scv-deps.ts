@@ -9,9 +9,8 @@
 import { fileURLToPath } from "node:url";
 import type { EnvLike } from "../store/home.js";
 import { toWellFormed } from "../store/sessions/records.js";
-import { BerthDelegates } from "./delegates/agent-berth.js";
-import { CliAgents } from "./delegates/cli-agents.js";
-import { JobBook } from "./delegates/jobs.js";
+import type { BerthDelegates } from "./delegates/agent-berth.js";
+import type { CliAgents } from "./delegates/cli-agents.js";
 import type { ScvServerDeps } from "../protocols/scv/connection.js";
 import { ScvSession, type AttachmentChecker } from "../protocols/scv/session.js";
 import { MAX_PROMPT_HISTORY_BYTES, MAX_PROMPT_HISTORY_ITEMS, MAX_SERVER_FRAME_BYTES, MAX_TRANSCRIPT_BYTES, MAX_TRANSCRIPT_ITEMS } from "../protocols/scv/wire.js";
@@ -68,26 +67,53 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
   let reports = 0;
   // Declared before the hub exists; reports only run once a job has ended, long after construction.
   let hubRef: { get(id: string): { idle(): Promise<void>; startServerTurn(p: string, origin: { kind: string; jobs?: string[] }, opts: { submitter: string }): unknown } | undefined } | null = null;
-  const jobs = new JobBook((sessionId, build) => {
-    const rt = hubRef?.get(sessionId);
-    if (rt === undefined) return;
-    void rt.idle().then(() => {
-      const r = build();
-      if (r !== null) rt.startServerTurn(r.prompt, { kind: "background", jobs: r.jobs }, { submitter: `background:${++reports}` });
-    });
-  });
-  const delegates = new BerthDelegates({
-    jobs,
-    home: o.home,
-    berthBin: BERTH_BIN,
-    env: process.env,
-    log: o.log,
-  });
-  const codex = new CliAgents({ jobs, home: o.home, env: process.env });
+  /**
+   * The delegated-agent tools (`agent_berth`, the CLI agents and their background jobs) load after a session is
+   * answered (with the turn path) or when a turn first asks for them, so `session.start` does not wait for them.
+   */
+  let delegation: { delegates: BerthDelegates; codex: CliAgents } | null = null;
+  let delegationLoad: Promise<{ delegates: BerthDelegates; codex: CliAgents }> | null = null;
+  const loadDelegation = (): Promise<{ delegates: BerthDelegates; codex: CliAgents }> => {
+    if (delegationLoad === null) {
+      delegationLoad = Promise.all([import("./delegates/agent-berth.js"), import("./delegates/cli-agents.js"), import("./delegates/jobs.js")]).then(
+        ([{ BerthDelegates }, { CliAgents }, { JobBook }]) => {
+          const jobs = new JobBook((sessionId, build) => {
+            const rt = hubRef?.get(sessionId);
+            if (rt === undefined) return;
+            void rt.idle().then(() => {
+              const r = build();
+              if (r !== null) rt.startServerTurn(r.prompt, { kind: "background", jobs: r.jobs }, { submitter: `background:${++reports}` });
+            });
+          });
+          const delegates = new BerthDelegates({
+            jobs,
+            home: o.home,
+            berthBin: BERTH_BIN,
+            env: process.env,
+            log: o.log,
+          });
+          const codex = new CliAgents({ jobs, home: o.home, env: process.env });
+          return (delegation = { delegates, codex });
+        },
+      );
+      delegationLoad.catch(() => (delegationLoad = null));
+    }
+    return delegationLoad;
+  };
+  /** The delegation, if it was ever loaded (a session that ran no turn may close before it loads). */
+  const loadedDelegation = async (): Promise<{ delegates: BerthDelegates; codex: CliAgents } | null> => delegation ?? (await delegationLoad?.catch(() => null)) ?? null;
   // `question` (asked approval-style on SCV) for sessions that are not chat channels, whose users see no approvals.
   let questionHub: InstanceType<typeof SessionHub> | null = null;
   const questions = (s: { sessionId: string }) => (questionHub !== null && questionHub.get(s.sessionId)?.config.channel === undefined ? questionHub.questionTools(s) : []);
-  const agent = new Agent({ home: o.home, cwd, env: o.env, sessionTools: (s) => [...delegates.tools(s, maxDepth), ...codex.tools(s, maxDepth), ...questions(s)] });
+  const agent = new Agent({
+    home: o.home,
+    cwd,
+    env: o.env,
+    sessionTools: async (s) => {
+      const { delegates, codex } = delegation ?? (await loadDelegation());
+      return [...delegates.tools(s, maxDepth), ...codex.tools(s, maxDepth), ...questions(s)];
+    },
+  });
   /** `approval_policy` from settings (project over global): `on-risk` (default), `always` or `never`. */
   const approvalPolicy = async (): Promise<ApprovalMode> => {
     const layers = await settings.load().catch(() => null);
@@ -182,8 +208,9 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       const described = await rt.describe();
       const id = rt.id;
       const session = new ScvSession(rt, out, checkAttachments, async () => {
-        await delegates.closeSession(id);
-        codex.forgetSession(id);
+        const d = await loadedDelegation();
+        await d?.delegates.closeSession(id);
+        d?.codex.forgetSession(id);
         await hub.closeSession(id);
         await manager.close(id).catch(() => undefined);
       });
@@ -197,13 +224,18 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
         max_prompt_history_bytes: MAX_PROMPT_HISTORY_BYTES,
         max_prompt_history_items: MAX_PROMPT_HISTORY_ITEMS,
       });
+      // The session is announced: load the turn path now, so its first prompt finds it compiled.
+      setImmediate(() => {
+        void agent.warm();
+        void loadDelegation().catch(() => undefined);
+      });
       return session;
     },
   };
   return {
     deps,
     close: async () => {
-      await delegates.close();
+      await (await loadedDelegation())?.delegates.close();
       await hub.close();
       await manager.drain().catch(() => undefined);
     },

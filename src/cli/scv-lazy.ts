@@ -8,6 +8,7 @@ import type { Readable } from "node:stream";
 import type { EnvLike } from "../store/home.js";
 import { CLEANUP_GRACE_MS, SEND_TIMEOUT_MS, type ScvServerDeps } from "../protocols/scv/connection.js";
 import { packageVersion } from "./process-io.js";
+import { mark } from "../runtime/debug-timing.js";
 import type { ScvDepsOptions } from "./scv-deps.js";
 
 /** A test seam in milliseconds from the environment, clamped to 50 ms … 10 min; `dflt` when unset or invalid. */
@@ -28,7 +29,8 @@ type Built = Awaited<ReturnType<typeof import("./scv-deps.js").buildScvDeps>>;
  */
 export function lazyScvDeps(o: ScvDepsOptions): { deps: ScvServerDeps; preloadOn(input: Readable): void; close(): Promise<void> } {
   let built: Promise<Built> | null = null;
-  const build = (): Promise<Built> => (built ??= import("./scv-deps.js").then((m) => m.buildScvDeps(o)));
+  const build = (): Promise<Built> =>
+    (built ??= (mark("scv.deps_load"), import("./scv-deps.js")).then((m) => (mark("scv.deps_loaded"), m.buildScvDeps(o))).then((b) => (mark("scv.deps_built"), b)));
   const deps: ScvServerDeps = {
     server: { name: "berth", version: packageVersion() },
     ...scvTimings(o.env),

@@ -52,7 +52,10 @@ export function buildFamilies(deps: ServiceDeps): Array<MethodFamily | LazyFamil
     }),
     lazyFamily(["turn.start", "turn.cancel"], async () => {
       const [{ turnMethods }, { Agent }] = await Promise.all([import("../protocols/app-service/turns.js"), import("../runtime/agent.js")]);
-      return turnMethods({ manager: await sessionManager(), runner: new Agent({ home: deps.home, cwd: deps.cwd, env: deps.env }), cwd: deps.cwd });
+      const runner = new Agent({ home: deps.home, cwd: deps.cwd, env: deps.env });
+      // Prefetched in idle time (or loaded by a first turn.start): the turn loop, tools and the selected driver too.
+      await runner.warm();
+      return turnMethods({ manager: await sessionManager(), runner, cwd: deps.cwd });
     }),
     lazyFamily(["auth.status", "auth.login.start", "auth.login.callback", "auth.login.cancel", "auth.logout"], async () => {
       const { authMethods, callbackPortFromEnv, callbackTimeoutMsFromEnv } = await import("../protocols/app-service/auth.js");

@@ -39,15 +39,15 @@ import type { FailureReason, RuntimeEvent, TurnOutcome, TurnSink } from "./event
 import { historyToMessages, type HistoryImage } from "./history.js";
 import { withLifecycle } from "./lifecycle.js";
 import { attachmentNote, MAX_IMAGES, reattachImages } from "./session/attachments.js";
-import { createProvider, type ProviderOptions } from "./providers/index.js";
+import { resolveBaseUrl, type ProviderConfig, type ProviderOptions } from "./providers/make.js";
+import { openProvider } from "./providers/open.js";
 import { DEFAULT_RECORDER_TIMING, TurnRecorder, type RecorderTiming } from "./recorder.js";
 import { buildSystemPrompt } from "./system-prompt.js";
 import { CHAT_ATTACH_TOOL_NAME } from "./tools/chat-attach.js";
 import type { BashOptions } from "./tools/index.js";
 import { SessionRegistries, type McpServerInfo, type SessionToolInfo, type RegistryLease, type ToolConfig } from "./tool-registries.js";
 import { SkillCatalog, type Skill } from "./tools/skills.js";
-import { runLoop } from "./turn-loop.js";
-import type { ImagePart, Provider, ProviderRequest, ThinkingLevel, Tool, ToolRisk, UserContent } from "./types.js";
+import type { CredentialSource, ImagePart, Provider, ProviderRequest, ThinkingLevel, Tool, ToolRisk, UserContent } from "./types.js";
 import type { Workspace } from "./workspace.js";
 import type { UserAttachment } from "../store/sessions/index.js";
 
@@ -76,9 +76,9 @@ export interface AgentOptions {
   clock?: () => number;
   /**
    * Tools bound to one session (delegated agents such as `agent_berth`), added to the registry's for each turn of a
-   * tool-enabled session. `depth` is the session's delegation depth.
+   * tool-enabled session. `depth` is the session's delegation depth. May load them first (a promise).
    */
-  sessionTools?: (s: SessionToolContext) => Tool[];
+  sessionTools?: (s: SessionToolContext) => Tool[] | Promise<Tool[]>;
 }
 
 /** What session-bound tools know of their session. */
@@ -211,6 +211,25 @@ class TurnFailure extends Error {
   }
 }
 
+/** The provider of a `describe` resolution, which never streams. */
+const UNBUILT: Provider = {
+  id: "",
+  api: "openai-chat",
+  stream: () => {
+    throw new Error("a described provider is not built");
+  },
+};
+
+/** The turn loop (and with it tool execution, compaction, sub-agents), loaded once, on a first turn or `warm`. */
+let turnLoop: Promise<typeof import("./turn-loop.js")> | null = null;
+function loadTurnLoop(): Promise<typeof import("./turn-loop.js")> {
+  if (turnLoop === null) {
+    turnLoop = import("./turn-loop.js");
+    turnLoop.catch(() => (turnLoop = null));
+  }
+  return turnLoop;
+}
+
 export class Agent {
   private readonly settings: SettingsStore;
   private readonly config: ConfigService;
@@ -218,6 +237,7 @@ export class Agent {
   private codex: CodexTokenRefresher | null = null;
   /** One tool registry per session (tool-registries.ts). */
   private readonly registries: SessionRegistries;
+  private warmed: Promise<void> | null = null;
   /** Skill discovery, cached per process (skills.ts). */
   private readonly skills: SkillCatalog;
   /** Per session, which `openSession` is the latest (a close or a newer open makes an older one a no-op). */
@@ -237,6 +257,17 @@ export class Agent {
       ...(o.mcpConnectTimeoutMs !== undefined ? { mcpConnectTimeoutMs: o.mcpConnectTimeoutMs } : {}),
       ...(o.maxIdleMcpRegistries !== undefined ? { maxIdleMcpRegistries: o.maxIdleMcpRegistries } : {}),
     });
+  }
+
+  /**
+   * Loads the turn path ahead of a first turn (the turn loop, the selected provider's driver; settings resolved once),
+   * so a prompt finds it compiled. Doors call it once a session exists or the process is idle. Never rejects.
+   */
+  warm(): Promise<void> {
+    return (this.warmed ??= Promise.all([loadTurnLoop(), this.resolve().catch(() => null)]).then(
+      () => undefined,
+      () => undefined,
+    ));
   }
 
   /** The tool part of the settings (global layer), with a session's own MCP servers in place of the settings'. */
@@ -285,8 +316,11 @@ export class Agent {
     return this.registries.tools(sessionId);
   }
 
-  /** Reloads settings and builds this turn's provider. Throws a `TurnFailure`. */
-  private async resolve(over: SelectionOverride = {}, mcpOverride?: Record<string, McpServerDef>): Promise<Resolved> {
+  /**
+   * Reloads settings, resolves the selection and builds this turn's provider (`selectionOnly`, for `describe`: checks
+   * the definition as building would, without loading the provider's driver). Throws a `TurnFailure`.
+   */
+  private async resolve(over: SelectionOverride = {}, mcpOverride?: Record<string, McpServerDef>, selectionOnly = false): Promise<Resolved> {
     let sel: RuntimeSelection;
     let layers;
     try {
@@ -305,21 +339,25 @@ export class Agent {
     const entry = findProvider(layers.global, sel.provider_id);
     if (entry === undefined) throw new TurnFailure("selection");
     const opts: ProviderOptions = { env, ...this.o.providerOptions };
+    const images = entry.builtin || entry.def.models.find((m) => m.id === sel.model_id)?.images === true;
+    // `describe` (a session's start) checks the definition as creating the provider would, without loading its driver.
+    const open = (id: string, def: ProviderConfig, creds: CredentialSource): Promise<Provider> => {
+      if (!selectionOnly) return openProvider(id, def, creds, opts);
+      new URL(def.endpoint ?? resolveBaseUrl(def.api, def.baseUrl, opts.env));
+      return Promise.resolve(UNBUILT);
+    };
     let provider: Provider;
-    let images = true;
     try {
       if (!entry.builtin) {
-        provider = createProvider(entry.id, { api: entry.def.api, baseUrl: over.baseUrl ?? entry.def.base_url }, customCredentialSource(entry.def, env), opts);
-        images = entry.def.models.find((m) => m.id === sel.model_id)?.images === true;
+        provider = await open(entry.id, { api: entry.def.api, baseUrl: over.baseUrl ?? entry.def.base_url }, customCredentialSource(entry.def, env));
       } else if (entry.id === "anthropic") {
-        provider = createProvider("anthropic", { api: "anthropic", baseUrl: over.baseUrl ?? builtinBaseUrl("anthropic", env) }, anthropicCredentialSource(env, this.auth), opts);
+        provider = await open("anthropic", { api: "anthropic", baseUrl: over.baseUrl ?? builtinBaseUrl("anthropic", env) }, anthropicCredentialSource(env, this.auth));
       } else {
         this.codex ??= new CodexTokenRefresher({ store: this.auth, oauth: codexOAuthConfigFromEnv(env) });
-        provider = createProvider(
+        provider = await open(
           "openai-codex",
           { api: "openai-responses", baseUrl: over.baseUrl ?? builtinBaseUrl("openai-codex", env) },
           codexCredentialSource(this.codex),
-          opts,
         );
       }
     } catch {
@@ -341,6 +379,7 @@ export class Agent {
     // body's last byte waits), and nothing reaches the sink before it. A failed write aborts the preparation and the
     // turn fails `persistence` with no terminal record, as before: nothing durable was accepted.
     mark("turn.run");
+    void loadTurnLoop().catch(() => undefined); // compiles while the turn prepares (a no-op once loaded)
     const ctl = new AbortController();
     const relay = (): void => ctl.abort();
     if (req.signal.aborted) ctl.abort();
@@ -413,7 +452,7 @@ export class Agent {
     if (lease !== null) await lease.reg.waitForMcp(lease.startedAt + (this.o.mcpStartupWaitMs ?? MCP_STARTUP_WAIT_MS), req.signal);
     const bound =
       registry !== null && req.sessionId !== undefined && this.o.sessionTools !== undefined
-        ? this.o.sessionTools({
+        ? await this.o.sessionTools({
             sessionId: req.sessionId,
             depth: req.delegationDepth ?? 0,
             cwd: req.cwd,
@@ -444,6 +483,7 @@ export class Agent {
     // Generic lifecycle activity (tool / assistant writing / compaction) for every door; see lifecycle.ts.
     mark("turn.request_prepared");
     const sink = withLifecycle(req.sink);
+    const { runLoop } = await loadTurnLoop();
     const outcome = await runLoop({
       turnId: req.turnId,
       provider: r.provider,
@@ -478,7 +518,7 @@ export class Agent {
    */
   async describe(selection?: SelectionOverride): Promise<SessionModelInfo | null> {
     try {
-      const r = await this.resolve(selection);
+      const r = await this.resolve(selection, undefined, true);
       return { providerId: r.selection.provider_id, modelId: r.selection.model_id, contextWindow: r.selection.context_window ?? FALLBACK_CONTEXT_WINDOW, images: r.images };
     } catch {
       return null;

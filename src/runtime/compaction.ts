@@ -17,13 +17,13 @@
  *   still shows the whole turn. A write failure fails the compaction.
  */
 import { truncateUtf8 } from "../core/utf8.js";
-import { estimateTokens } from "./context.js";
+import { estimateTokens, MAX_SUMMARY_BYTES } from "./context.js";
 import type { TurnSink } from "./events.js";
 import { pushUser, SUMMARY_PREFIX } from "./history.js";
 import type { TurnRecorder } from "./recorder.js";
 import type { Message, Provider, ToolSpec, UserContent } from "./types.js";
 
-export const MAX_SUMMARY_BYTES = 64 * 1024;
+export { MAX_SUMMARY_BYTES };
 /** The summary request is cut to this fraction of the window (the rest leaves room for the summary itself). */
 export const SUMMARY_REQUEST_RATIO = 0.95;
 /** A cut keeps at least this many characters of a text; only texts longer than this plus `MIN_CUT` are cut. */

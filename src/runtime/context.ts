@@ -26,3 +26,6 @@ export function estimateTokens(system: string, messages: readonly Message[], too
   for (const t of tools) chars += t.name.length + t.description.length + JSON.stringify(t.inputSchema).length;
   return Math.ceil(chars / 4);
 }
+
+/** A compaction summary's byte bound (compaction.ts; session/trim.ts without loading the compactor). */
+export const MAX_SUMMARY_BYTES = 64 * 1024;

@@ -94,3 +94,76 @@ test("a first `berth service` turn loads neither better-sqlite3 nor the MCP SDK,
     assert.ok(!loaded.includes(`node_modules/${pkg.replace(/^\/|\/$/g, "")}/`), `${pkg} was loaded on a first turn`);
   }
 });
+
+/** Our compiled modules a trace of loaded URLs covers (`dist/src/…` paths; a bundle chunk stands for its inputs). */
+function ownModules(trace: string): Set<string> {
+  const metaFile = join(REPO_ROOT, "dist", "cold", "meta.json");
+  const outputs = existsSync(metaFile) ? (JSON.parse(readFileSync(metaFile, "utf8")) as { outputs: Record<string, { inputs: Record<string, unknown> }> }).outputs : {};
+  const mods = new Set<string>();
+  for (const url of trace.split("\n")) {
+    const i = url.indexOf("/dist/");
+    if (i === -1 || url.includes("node_modules")) continue;
+    const rel = url.slice(i + 1);
+    if (rel.startsWith("dist/src/")) mods.add(rel);
+    for (const input of Object.keys(outputs[rel]?.inputs ?? {})) mods.add(input);
+  }
+  return mods;
+}
+
+test("a first openai-chat turn loads that driver only; the turn loop loads once a session is opened", { timeout: 60_000 }, async () => {
+  const fake = await startFakeProvider();
+  const home = mkdtempSync(join(tmpdir(), "cold-home-"));
+  const traceFile = join(home, "loaded.txt");
+  const hook = join(home, "hook.mjs");
+  writeFileSync(hook, `import { appendFileSync } from "node:fs";\nexport async function load(url, ctx, next) { appendFileSync(${JSON.stringify(traceFile)}, url + "\\n"); return next(url, ctx); }\n`);
+  const reg = join(home, "register.mjs");
+  writeFileSync(reg, `import { register } from "node:module";\nregister(${JSON.stringify(pathToFileURL(hook).href)});\n`);
+  writeFileSync(traceFile, "");
+  writeFileSync(join(home, "settings.json"), JSON.stringify({ providers: { fake: { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, auth: "none", models: [{ id: "fake-model" }] } }, provider: "fake", model: "fake-model" }));
+  const env: NodeJS.ProcessEnv = { PATH: process.env["PATH"], HOME: home, MC_HOME: home, NODE_OPTIONS: `--import ${pathToFileURL(reg).href}` };
+  const child = spawn(join(REPO_ROOT, "bin", "berth"), ["stdio"], { env, cwd: home, stdio: ["pipe", "pipe", "pipe"] });
+  let buf = "";
+  let stderr = "";
+  child.stderr.setEncoding("utf8").on("data", (d: string) => void (stderr += d));
+  const lines: string[] = [];
+  let waiter: { pred: (l: string) => boolean; resolve: (l: string) => void } | null = null;
+  child.stdout.setEncoding("utf8").on("data", (d: string) => {
+    buf += d;
+    for (let k; (k = buf.indexOf("\n")) !== -1; ) {
+      const line = buf.slice(0, k);
+      buf = buf.slice(k + 1);
+      lines.push(line);
+      if (waiter?.pred(line) === true) waiter.resolve(line);
+    }
+  });
+  const closed = new Promise((r) => child.on("close", r));
+  const until = (pred: (l: string) => boolean): Promise<string> => {
+    const seen = lines.find(pred);
+    if (seen !== undefined) return Promise.resolve(seen);
+    return Promise.race([
+      new Promise<string>((resolveW) => (waiter = { pred, resolve: resolveW })),
+      closed.then((): never => {
+        throw new Error(`berth stdio exited early: ${stderr.slice(0, 400)}`);
+      }),
+    ]);
+  };
+  const send = (m: unknown): void => void child.stdin.write(JSON.stringify(m) + "\n");
+  send({ type: "initialize", request_id: "i", protocol_version: 3 });
+  await until((l) => l.startsWith('{"type":"initialized"'));
+  send({ type: "session.start", request_id: "s", cwd: home });
+  const started = JSON.parse(await until((l) => l.startsWith('{"type":"session.started"'))) as { session_id: string };
+  // The session is announced: its turn path (loop, driver) loads in the background; await it through the trace.
+  const has = (m: string): boolean => [...ownModules(readFileSync(traceFile, "utf8"))].some((x) => x.endsWith(m));
+  while (!has("runtime/turn-loop.js") || !has("runtime/providers/openai-chat.js")) await new Promise((r) => setTimeout(r, 5));
+  send({ type: "turn.start", request_id: "t", session_id: started.session_id, prompt: "hello" });
+  const term = await until((l) => /^\{"type":"turn\.(completed|failed|cancelled)"/.test(l));
+  child.stdin.end();
+  await closed;
+  await fake.close();
+  assert.match(term, /^\{"type":"turn\.completed"/);
+  const mods = ownModules(readFileSync(traceFile, "utf8"));
+  assert.ok([...mods].some((m) => m.endsWith("runtime/agent.js")), "the trace maps loaded files to modules");
+  for (const other of ["runtime/providers/anthropic.js", "runtime/providers/openai-responses.js"]) {
+    assert.ok(![...mods].some((m) => m.endsWith(other)), `${other} was loaded by an openai-chat turn`);
+  }
+});

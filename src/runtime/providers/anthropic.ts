@@ -26,7 +26,7 @@ import {
 import type { Credential, WireDecoder, WireRequest } from "./driver.js";
 import { LABELS, protocolFailure, ProviderFailure, withCategory } from "./errors.js";
 
-export const ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com";
+export { ANTHROPIC_DEFAULT_BASE_URL } from "./make.js";
 export const ANTHROPIC_VERSION = "2023-06-01";
 const DEFAULT_MAX_TOKENS = 16_384;
 const MIN_THINKING_BUDGET = 1024;

@@ -24,7 +24,7 @@ import {
 } from "./accumulate.js";
 import type { Credential, WireDecoder, WireRequest } from "./driver.js";
 import { errorCategory, LABELS, protocolFailure, ProviderFailure, withCategory } from "./errors.js";
-import { openaiHeaders } from "./openai-responses.js";
+import { openaiHeaders } from "./make.js";
 
 export const CHAT_REASONING_EFFORT: Record<Exclude<ThinkingLevel, "default">, string> = {
   low: "low",

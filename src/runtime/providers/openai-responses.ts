@@ -25,7 +25,9 @@ import {
 import type { Credential, WireDecoder, WireRequest } from "./driver.js";
 import { LABELS, protocolFailure, ProviderFailure, withCategory } from "./errors.js";
 
-export const OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1";
+import { openaiHeaders } from "./make.js";
+
+export { OPENAI_DEFAULT_BASE_URL, openaiHeaders } from "./make.js";
 
 export const OPENAI_REASONING_EFFORT: Record<Exclude<ThinkingLevel, "default">, string> = {
   low: "low",
@@ -34,16 +36,6 @@ export const OPENAI_REASONING_EFFORT: Record<Exclude<ThinkingLevel, "default">, 
   x_high: "xhigh",
   max: "xhigh",
 };
-
-/** Bearer auth for both `api_key` and `bearer` credentials; `accountId` → `chatgpt-account-id`. */
-export function openaiHeaders(cred: Credential, extra: Record<string, string> | undefined): Record<string, string> {
-  const h: Record<string, string> = { ...extra, "content-type": "application/json", accept: "text/event-stream" };
-  if (cred !== null) {
-    h["authorization"] = `Bearer ${cred.value}`;
-    if (cred.accountId !== undefined) h["chatgpt-account-id"] = cred.accountId;
-  }
-  return h;
-}
 
 function encodeAssistant(b: AssistantBlock, items: JsonObject[]): void {
   if (b.type === "text") {

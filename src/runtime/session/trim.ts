@@ -19,7 +19,7 @@
  */
 import { truncateUtf8 } from "../../core/utf8.js";
 import type { History, HistoryBounds, SessionWriter, StoredRecord } from "../../store/sessions/index.js";
-import { MAX_SUMMARY_BYTES } from "../compaction.js";
+import { MAX_SUMMARY_BYTES } from "../context.js";
 
 /** After a trim, the kept history is at most this fraction of each bound. */
 export const TRIM_TARGET_RATIO = 0.5;

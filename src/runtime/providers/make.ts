@@ -1,0 +1,119 @@
+/**
+ * What every provider shares whichever wire format it speaks: its configuration, base-URL resolution and the
+ * assembly of a `Provider` from one wire format (`Wire`: request builder + stream decoder). The three formats live in
+ * their own modules; `index.ts` (`createProvider`) imports them all, `open.ts` (`openProvider`) loads only the one a
+ * provider speaks (a fresh process's first turn then compiles one driver, not three; docs/runtime.md, "First turn").
+ */
+import { PROVIDER_BOUNDS, type CredentialSource, type Provider, type ProviderApi, type ProviderRequest } from "../types.js";
+import type { ProviderBounds } from "./accumulate.js";
+import { DEFAULT_RETRY, driveBatches, driveStream, type DriveParams, type FetchLike, type StreamFetch, type RetryPolicy, type WireDecoder, type WireRequest, type Credential } from "./driver.js";
+import { nodeFetch } from "./node-fetch.js";
+
+export const ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com";
+export const OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1";
+
+/** One wire format: builds a request for `url` (the endpoint, or the base its builder appends a path to) and decodes. */
+export interface Wire {
+  build(base: string, endpoint: string | undefined, req: ProviderRequest, cred: Credential, headers: Record<string, string> | undefined): WireRequest;
+  decoder(bounds: ProviderBounds): WireDecoder;
+}
+
+/** What a provider needs besides its credential. */
+export interface ProviderConfig {
+  api: ProviderApi;
+  /**
+   * Base URL. Anthropic: the host root (`/v1/messages` is appended). OpenAI Responses and
+   * Chat Completions: the API root including any version path (`/responses`, `/chat/completions`
+   * are appended). When absent: `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL` or the public default;
+   * `openai-chat` has no default.
+   */
+  baseUrl?: string;
+  /** Full endpoint URL, overriding `baseUrl` + path (e.g. the codex backend). */
+  endpoint?: string;
+  /** Extra request headers (never logged). Protocol headers set by the module win over these. */
+  headers?: Record<string, string>;
+  /** Tighter read bounds (tests); never looser than PROVIDER_BOUNDS in production use. */
+  bounds?: Partial<ProviderBounds>;
+}
+
+export interface ProviderOptions {
+  fetch?: FetchLike;
+  retry?: Partial<RetryPolicy>;
+  /** Environment for base-URL resolution; defaults to `process.env`. */
+  env?: Record<string, string | undefined>;
+}
+
+/** Base URL for an API: configured value, else the API's env override, else the public default. */
+export function resolveBaseUrl(
+  api: ProviderApi,
+  configured: string | undefined,
+  env: Record<string, string | undefined> = process.env,
+): string {
+  const pick = (v: string | undefined): string | undefined => (v !== undefined && v.trim().length > 0 ? v.trim() : undefined);
+  const url =
+    pick(configured) ??
+    (api === "anthropic"
+      ? (pick(env["ANTHROPIC_BASE_URL"]) ?? ANTHROPIC_DEFAULT_BASE_URL)
+      : api === "openai-responses"
+        ? (pick(env["OPENAI_BASE_URL"]) ?? OPENAI_DEFAULT_BASE_URL)
+        : undefined);
+  if (url === undefined) throw new Error("openai-chat providers need a base_url");
+  return url.replace(/\/+$/, "");
+}
+
+/** Bearer auth for both `api_key` and `bearer` credentials; `accountId` → `chatgpt-account-id`. */
+export function openaiHeaders(cred: Credential, extra: Record<string, string> | undefined): Record<string, string> {
+  const h: Record<string, string> = { ...extra, "content-type": "application/json", accept: "text/event-stream" };
+  if (cred !== null) {
+    h["authorization"] = `Bearer ${cred.value}`;
+    if (cred.accountId !== undefined) h["chatgpt-account-id"] = cred.accountId;
+  }
+  return h;
+}
+
+/** A provider speaking `wire`. Throws only for a definition that cannot work (bad/missing base URL). */
+export function assembleProvider(providerId: string, def: ProviderConfig, credentials: CredentialSource, opts: ProviderOptions, wire: Wire): Provider {
+  const base = resolveBaseUrl(def.api, def.baseUrl, opts.env);
+  new URL(def.endpoint ?? base); // validate once, at creation
+  const bounds: ProviderBounds = { ...PROVIDER_BOUNDS, ...def.bounds };
+  const retry: RetryPolicy = { ...DEFAULT_RETRY, ...opts.retry };
+  const doFetch: StreamFetch = opts.fetch ?? nodeFetch;
+  const params = (req: ProviderRequest): DriveParams => ({
+    signal: req.signal,
+    ...(req.gate !== undefined ? { gate: req.gate } : {}),
+    credentials,
+    build: (cred) => wire.build(base, def.endpoint, req, cred, def.headers),
+    decoder: () => wire.decoder(bounds),
+    fetch: doFetch,
+    retry,
+    bounds,
+  });
+  return {
+    id: providerId,
+    api: def.api,
+    stream: (req) => driveStream(params(req)),
+    streamBatches: (req) => driveBatches(params(req)),
+  };
+}
+
+/** The wire format of each API, from its driver module (passed in, so a caller may load only the one it needs). */
+export const wires = {
+  anthropic: (m: typeof import("./anthropic.js")): Wire => ({
+    build: (base, endpoint, req, cred, headers) => {
+      const w = m.buildAnthropicRequest(base, req, cred, headers);
+      return endpoint !== undefined ? { ...w, url: endpoint } : w;
+    },
+    decoder: (bounds) => new m.AnthropicDecoder(bounds),
+  }),
+  "openai-responses": (m: typeof import("./openai-responses.js")): Wire => ({
+    build: (base, endpoint, req, cred, headers) => m.buildResponsesRequest(endpoint ?? `${base}/responses`, req, cred, headers),
+    decoder: (bounds) => new m.ResponsesDecoder(bounds),
+  }),
+  "openai-chat": (m: typeof import("./openai-chat.js")): Wire => ({
+    build: (base, endpoint, req, cred, headers) => {
+      const w = m.buildChatRequest(base, req, cred, headers);
+      return endpoint !== undefined ? { ...w, url: endpoint } : w;
+    },
+    decoder: (bounds) => new m.ChatDecoder(bounds),
+  }),
+};
