@@ -159,6 +159,12 @@ function findTool(t: Turn | undefined, turnId: unknown, id: unknown): Json | und
   return undefined;
 }
 const OPEN_TOOL = new Set(["streaming", "pending-confirmation", "running", "pending-result-confirmation", "auth-required"]);
+/** An open tool call its turn's end cancels: what it keeps (as the host's own reducer does). */
+function skipped(tc: Json): Json {
+  const keep: Json = { toolCallId: tc.toolCallId, toolName: tc.toolName, displayName: tc.displayName, invocationMessage: tc.invocationMessage ?? tc.displayName };
+  if (tc.contributor) keep.contributor = tc.contributor;
+  return { ...keep, status: "cancelled", reason: "skipped" };
+}
 
 /** The chat reducer (host semantics); unknown actions and stale turn ids are no-ops. */
 export function reduceChat(c: Chat, a: Json): void {
@@ -194,8 +200,22 @@ export function reduceChat(c: Chat, a: Json): void {
     }
     case "chat/toolCallStart":
       if (t && t.id === a.turnId)
-        t.responseParts.push({ kind: "toolCall", toolCall: { toolCallId: a.toolCallId, toolName: a.toolName, displayName: a.displayName, ...(a.contributor ? { contributor: a.contributor } : {}), status: "streaming" } });
+        t.responseParts.push({
+          kind: "toolCall",
+          toolCall: {
+            toolCallId: a.toolCallId, toolName: a.toolName, displayName: a.displayName,
+            ...(a.intention !== undefined ? { intention: a.intention } : {}), ...(a.contributor ? { contributor: a.contributor } : {}), status: "streaming",
+          },
+        });
       return;
+    case "chat/toolCallDelta": {
+      // Only a streaming call takes input deltas: `content` appends, `invocationMessage` replaces.
+      const tc = findTool(t, a.turnId, a.toolCallId);
+      if (tc?.status !== "streaming") return;
+      tc.partialInput = (typeof tc.partialInput === "string" ? tc.partialInput : "") + (a.content as string);
+      if (a.invocationMessage !== undefined) tc.invocationMessage = a.invocationMessage;
+      return;
+    }
     case "chat/activityChanged":
       c.activity = typeof a.activity === "string" ? a.activity : undefined;
       return;
@@ -220,10 +240,15 @@ export function reduceChat(c: Chat, a: Json): void {
     case "chat/toolCallReady": {
       const tc = findTool(t, a.turnId, a.toolCallId);
       if (!tc || (tc.status !== "streaming" && tc.status !== "running")) return;
+      delete tc.partialInput; // the streamed input gives way to toolInput
       tc.invocationMessage = a.invocationMessage;
       if (a.toolInput !== undefined) tc.toolInput = a.toolInput;
       if (a.confirmed) Object.assign(tc, { status: "running", confirmed: a.confirmed });
-      else Object.assign(tc, { status: "pending-confirmation", options: a.options, confirmationTitle: a.confirmationTitle });
+      else {
+        tc.status = "pending-confirmation";
+        delete tc.confirmed;
+        for (const k of ["confirmationTitle", "editable", "options"]) if (a[k] !== undefined) tc[k] = a[k];
+      }
       return;
     }
     case "chat/toolCallConfirmed": {
@@ -271,7 +296,7 @@ export function reduceChat(c: Chat, a: Json): void {
     case "chat/error": {
       if (!t || t.id !== a.turnId) return;
       const parts = t.responseParts.map((p) =>
-        p.kind === "toolCall" && OPEN_TOOL.has(p.toolCall!.status as string) ? { ...p, toolCall: { ...p.toolCall, status: "cancelled", reason: "skipped" } } : p,
+        p.kind === "toolCall" && OPEN_TOOL.has(p.toolCall!.status as string) ? { ...p, toolCall: skipped(p.toolCall!) } : p,
       );
       if (a.type === "chat/error") parts.push((a.part as Part | undefined) ?? { kind: "error", ...(a.error === undefined ? {} : { error: a.error as NonNullable<Part["error"]> }) });
       const state = a.type === "chat/turnComplete" ? "complete" : a.type === "chat/turnCancelled" ? "cancelled" : "error";

@@ -332,6 +332,7 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("session/serverToolsChanged"), tools: z.array(z.object({ name: z.string() }).passthrough()) }),
   z.object({ type: z.literal("chat/activityChanged"), activity: z.string().optional() }),
   z.object({ type: z.literal("chat/toolCallContentChanged"), turnId, toolCallId: z.string(), content: z.array(z.object({ type: z.string() }).passthrough()), _meta: meta.optional() }),
+  z.object({ type: z.literal("chat/toolCallDelta"), turnId, toolCallId: z.string(), content: z.string(), invocationMessage: StringOrMarkdown.optional(), _meta: meta.optional() }),
   z.object({ type: z.literal("chat/toolCallAuthRequired"), turnId, toolCallId: z.string(), auth: McpAuthRequirement, _meta: meta.optional() }),
   z.object({ type: z.literal("chat/toolCallAuthResolved"), turnId, toolCallId: z.string(), _meta: meta.optional() }),
   // Host extension (live-backend spec): a state-neutral acknowledgement of an MCP lifecycle request.

@@ -27,6 +27,7 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
   "chat/delta": "0.4.0",
   "chat/responsePart": "0.4.0",
   "chat/toolCallStart": "0.4.0",
+  "chat/toolCallDelta": "0.4.0",
   "chat/toolCallReady": "0.4.0",
   "chat/toolCallConfirmed": "0.4.0",
   "chat/toolCallComplete": "0.4.0",

@@ -114,10 +114,13 @@ export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatMode
     case "tool_started": {
       const err = needTurn();
       if (err) return err;
-      if (findTool(t!, ev.toolCallId)) return `duplicate toolCallId ${ev.toolCallId}`;
-      const contributor = mcpContributor(st, s, ev.mcpServerId);
+      // A call the backend opened with a v6 chat/toolCallStart (streaming its input) becomes ready here.
+      const open = findTool(t!, ev.toolCallId);
+      if (open && open.status !== "streaming") return `duplicate toolCallId ${ev.toolCallId}`;
+      if (open && ev.mcpServerId !== undefined && (open.contributor as Json | undefined)?.customizationId !== ev.mcpServerId) return `tool_started.mcpServerId differs from the contributor of streaming call ${ev.toolCallId}`;
+      const contributor = open ? undefined : mcpContributor(st, s, ev.mcpServerId);
       if (typeof contributor === "string") return contributor;
-      st.publish(chat.uri, { type: "chat/toolCallStart", turnId: t!.id, toolCallId: ev.toolCallId, toolName: ev.toolName, displayName: ev.toolName, ...(contributor ? { contributor } : {}) });
+      if (!open) st.publish(chat.uri, { type: "chat/toolCallStart", turnId: t!.id, toolCallId: ev.toolCallId, toolName: ev.toolName, displayName: ev.toolName, ...(contributor ? { contributor } : {}) });
       const ready: Json = { type: "chat/toolCallReady", turnId: t!.id, toolCallId: ev.toolCallId, invocationMessage: ev.toolName, confirmed: "not-needed" };
       if (ev.input !== undefined) ready.toolInput = ev.input;
       st.publish(chat.uri, ready);

@@ -81,6 +81,7 @@ const TURN_CHANGES = new Set([
   "chat/delta",
   "chat/reasoning",
   "chat/toolCallStart",
+  "chat/toolCallDelta",
   "chat/toolCallReady",
   "chat/toolCallConfirmed",
   "chat/toolCallComplete",
@@ -137,9 +138,20 @@ function reduceChat(st: HostState, c: ChatModel, type: string, a: Json): void {
       if (t && t.id === a.turnId)
         t.responseParts.push({
           kind: "toolCall",
-          toolCall: { toolCallId: a.toolCallId, toolName: a.toolName, displayName: a.displayName, ...(a.contributor ? { contributor: a.contributor } : {}), status: "streaming" },
+          toolCall: {
+            toolCallId: a.toolCallId, toolName: a.toolName, displayName: a.displayName,
+            ...(a.intention !== undefined ? { intention: a.intention } : {}), ...(a.contributor ? { contributor: a.contributor } : {}), status: "streaming",
+          },
         });
       break;
+    case "chat/toolCallDelta": {
+      // Upstream reducer: only a streaming call takes input deltas; the message is replaced.
+      const tc = t && t.id === a.turnId ? findTool(t, a.toolCallId as string) : undefined;
+      if (tc?.status !== "streaming") break;
+      tc.partialInput = (typeof tc.partialInput === "string" ? tc.partialInput : "") + (a.content as string);
+      if (a.invocationMessage !== undefined) tc.invocationMessage = a.invocationMessage;
+      break;
+    }
     case "chat/activityChanged":
       c.activity = typeof a.activity === "string" ? a.activity : undefined;
       break;
@@ -167,6 +179,7 @@ function reduceChat(st: HostState, c: ChatModel, type: string, a: Json): void {
       const tc = t && t.id === a.turnId ? findTool(t, a.toolCallId as string) : undefined;
       if (!tc) break;
       if (tc.status !== "streaming" && tc.status !== "running") break;
+      delete tc.partialInput; // the streamed input gives way to toolInput (upstream reducer)
       tc.invocationMessage = a.invocationMessage;
       if (a.toolInput !== undefined) tc.toolInput = a.toolInput;
       if (a.confirmed) {

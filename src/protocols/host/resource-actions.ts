@@ -9,6 +9,9 @@
  *    `chat/toolCallAuthRequired`, `chat/toolCallAuthResolved`. Each is validated against the
  *    official shape and the current state (a transition the official reducer would ignore is
  *    refused, never published as a silent no-op), then reduced (reducer.ts) and published;
+ *  - `chat/toolCallStart` (optionally MCP-contributed) opens a `streaming` call and
+ *    `chat/toolCallDelta` appends to its `partialInput` (bounded); the neutral `tool_started` or
+ *    `tool_confirmation_requested` for that toolCallId then makes it ready (backend-events.ts);
  *  - families the host derives from the neutral events (turns, text, tools, input, titles,
  *    configuration, chats, customizations, metadata) are refused by name, pointing at the event;
  *  - `chat/toolCallAuthRequired` needs a running tool call whose contributor is an MCP server
@@ -30,6 +33,9 @@ import type { HostState } from "./state.js";
 import { ROOT } from "./ahp-schema.js";
 
 const MIN_VERSION = 6;
+/** The largest `chat/toolCallDelta` content, and the largest streamed input a tool call may hold. */
+export const MAX_DELTA = 64 * 1024;
+export const MAX_PARTIAL_INPUT = 1024 * 1024;
 /** Server tools a session may advertise at once, and the largest encoded list. */
 export const MAX_SERVER_TOOLS = 1024;
 export const MAX_SERVER_TOOLS_BYTES = 1024 * 1024;
@@ -59,6 +65,16 @@ const ChatActions = z.discriminatedUnion("type", [
   z.object({ type: z.literal("chat/toolCallContentChanged"), turnId: id, toolCallId: id, content: z.array(ToolContent).max(1024), _meta: meta }).strict(),
   z.object({ type: z.literal("chat/toolCallAuthRequired"), turnId: id, toolCallId: id, auth: McpAuthRequirement, _meta: meta }).strict(),
   z.object({ type: z.literal("chat/toolCallAuthResolved"), turnId: id, toolCallId: id, _meta: meta }).strict(),
+  // AHP ChatToolCallStartAction: a call whose input the backend streams next (chat/toolCallDelta).
+  z.object({
+    type: z.literal("chat/toolCallStart"), turnId: id, toolCallId: id, toolName: id, displayName: z.string().min(1).max(4096),
+    intention: z.string().max(4096).optional(), contributor: z.object({ kind: z.literal("mcp"), customizationId: id }).strict().optional(),
+  }).strict(),
+  // AHP ChatToolCallDeltaAction: `content` appends to the streaming call's partialInput; `invocationMessage` replaces.
+  z.object({
+    type: z.literal("chat/toolCallDelta"), turnId: id, toolCallId: id, content: z.string().max(MAX_DELTA),
+    invocationMessage: z.union([z.string().max(4096), z.object({ markdown: z.string().max(4096) }).strict()]).optional(), _meta: meta,
+  }).strict(),
 ]);
 
 /** Session and chat actions the host derives from neutral events, with the event to send instead. */
@@ -78,7 +94,6 @@ const DERIVED: Readonly<Record<string, string>> = {
   "chat/delta": "the text_delta event",
   "chat/reasoning": "the thinking_delta event",
   "chat/responsePart": "the text_delta and thinking_delta events",
-  "chat/toolCallStart": "the tool_started event",
   "chat/toolCallReady": "the tool_started or tool_confirmation_requested event",
   "chat/toolCallConfirmed": "the tool_confirmation_resolved event",
   "chat/toolCallComplete": "the tool_completed event",
@@ -123,7 +138,7 @@ export function sessionResourceAction(st: HostState, s: SessionModel, action: Js
 
 /** A v6 `resource_action` on one of the session's chats. */
 export function chatResourceAction(st: HostState, s: SessionModel, chat: ChatModel, action: Json): string | null {
-  const known = ["chat/activityChanged", "chat/toolCallContentChanged", "chat/toolCallAuthRequired", "chat/toolCallAuthResolved"];
+  const known = ["chat/activityChanged", "chat/toolCallContentChanged", "chat/toolCallAuthRequired", "chat/toolCallAuthResolved", "chat/toolCallStart", "chat/toolCallDelta"];
   if (!known.includes(action.type as string)) return refusal(action.type);
   const p = ChatActions.safeParse(action);
   if (!p.success) return invalid(action.type, p.error);
@@ -136,9 +151,22 @@ export function chatResourceAction(st: HostState, s: SessionModel, chat: ChatMod
   // The host ended the turn before the runtime did: its trailing tool actions are accepted and ignored.
   if (!t && chat.draining) return null;
   if (!t || t.id !== a.turnId) return `${a.type} names no active turn of this chat`;
+  if (a.type === "chat/toolCallStart") {
+    if (findTool(t, a.toolCallId)) return `chat/toolCallStart: duplicate toolCallId ${clip(a.toolCallId)}`;
+    if (a.contributor && !mcpHub(st).server(s, a.contributor.customizationId)) return `chat/toolCallStart: contributor ${clip(a.contributor.customizationId)} names no MCP server of this session`;
+    st.publish(chat.uri, a);
+    return null;
+  }
   const tc = findTool(t, a.toolCallId);
   if (!tc) return `${a.type}: unknown toolCallId ${clip(a.toolCallId)}`;
   switch (a.type) {
+    case "chat/toolCallDelta": {
+      if (tc.status !== "streaming") return "chat/toolCallDelta needs a streaming tool call (started with chat/toolCallStart, not yet ready)";
+      const held = typeof tc.partialInput === "string" ? tc.partialInput.length : 0;
+      if (held + a.content.length > MAX_PARTIAL_INPUT) return "chat/toolCallDelta: the streamed input would exceed 1,048,576 characters";
+      st.publish(chat.uri, a);
+      return null;
+    }
     case "chat/toolCallContentChanged":
       if (tc.status !== "running") return "chat/toolCallContentChanged needs a running tool call";
       st.publish(chat.uri, a);
