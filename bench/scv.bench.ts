@@ -2,7 +2,8 @@
  * SCV figures over the daemon's socket, each beside a floor measured in the same run:
  * - scv.first_delta_ms.median: `turn.start` written → first `assistant.delta` line read (the fake provider echoes
  *   the prompt in one delta). Median of FIRST_SAMPLES turns on one session.
- * - scv.long_turn_ms.median: `turn.start` → `turn.completed` of a 20,000-delta answer (about 215 KB of text).
+ * - scv.long_turn_ms.median: `turn.start` → `turn.completed` of a 20,000-delta answer (about 215 KB of text). Median
+ *   of SCV_LONG_SAMPLES turns (default 3; more turns show the daemon's heap growth in scv.peak_rss_mb).
  * - scv.peak_rss_mb: the daemon's peak RSS (VmHWM) after the runs.
  * - scv.long_turn_cpu_ms.mean: CPU time (user + system, /proc/<pid>/stat) the daemon spends per long turn, beside the
  *   floor host's. No target: wall-clock ratios swing on a shared machine, CPU time per turn is the steadier measure
@@ -23,7 +24,7 @@ import { startDaemon, startRig, type Msg } from "../test/scv/client.js";
 import type { Figure } from "./run.js";
 
 const FIRST_SAMPLES = Number(process.env["SCV_FIRST_SAMPLES"] ?? 30);
-const LONG_SAMPLES = 3;
+const LONG_SAMPLES = Number(process.env["SCV_LONG_SAMPLES"] ?? 3);
 const LONG_PROMPT = "long answer 20000";
 
 /** The floor host: one NDJSON line in ({prompt}), the provider's SSE deltas out as NDJSON lines, then {"done":true}. */
