@@ -32,10 +32,16 @@ export async function withHost<T>(fn: (h: HostHandle) => Promise<T>, opts: { hom
   }
 }
 
+/** The shortest deadline of any `until` wait (see there). */
+const MIN_WAIT_MS = 20_000;
+
 export async function until(pred: () => boolean, ms = 3000, what = "condition"): Promise<void> {
+  // The deadline only ends a wait that is failing anyway. On a busy machine (CI beside other jobs) a condition that
+  // holds can take far longer than the figure a test names, so no wait gives up before MIN_WAIT_MS.
+  const deadline = Math.max(ms, MIN_WAIT_MS);
   const start = Date.now();
   while (!pred()) {
-    if (Date.now() - start > ms) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() - start > deadline) throw new Error(`timed out waiting for ${what} (${deadline} ms)`);
     await new Promise((r) => setTimeout(r, 5));
   }
 }
