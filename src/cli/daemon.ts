@@ -22,10 +22,9 @@ import { RESTART_EXIT_CODE, restartPlanner } from "./daemon-restart.js";
 import { buildScvDeps } from "./scv-deps.js";
 import { listenScvSocket, scvSocketPath, type ScvSocketHandle } from "./scv-socket.js";
 import { packageVersion } from "./process-io.js";
+import { ENDPOINT_FILE } from "./endpoint-file.js";
 
 const SHUTDOWN_DEADLINE_MS = 5000;
-/** `<state dir>/endpoint.json`: `{pid, http, ui}` of the running daemon, read by `berth open`. */
-export const ENDPOINT_FILE = "endpoint.json";
 const RUNTIME_READY_MS = 10_000;
 
 import { containCrashes } from "./crash-containment.js";

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { spawnBerth } from "../client/spawn-berth.js";
 import { resolveHome } from "../store/home.js";
-import { ENDPOINT_FILE } from "./daemon.js";
+import { ENDPOINT_FILE } from "./endpoint-file.js";
 
 const START_TIMEOUT_MS = 20_000;
 
