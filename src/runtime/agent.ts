@@ -35,8 +35,9 @@ import { codexOAuthConfigFromEnv } from "./auth/codex-oauth-config.js";
 import type { ApprovalPolicy } from "./approval.js";
 import { FALLBACK_CONTEXT_WINDOW } from "./context.js";
 import { mark } from "./debug-timing.js";
-import type { FailureReason, RuntimeEvent, TurnOutcome, TurnSink } from "./events.js";
+import type { FailureReason, TurnOutcome, TurnSink } from "./events.js";
 import { historyToMessages, type HistoryImage } from "./history.js";
+import { gatedSink } from "./durable-gate.js";
 import { withLifecycle } from "./lifecycle.js";
 import { attachmentNote, MAX_IMAGES, reattachImages } from "./session/attachments.js";
 import { resolveBaseUrl, type ProviderConfig, type ProviderOptions } from "./providers/make.js";
@@ -142,44 +143,6 @@ export interface SessionModelInfo {
   contextWindow: number;
   /** The model accepts image input. */
   images: boolean;
-}
-
-/**
- * Holds a turn's sink output until `durable` resolves (nothing reaches a client before the user record is durable),
- * then passes straight through; after a failed `durable` everything is dropped (the turn fails `persistence`).
- */
-function gatedSink(sink: TurnSink, durable: Promise<void>): TurnSink {
-  let state: "pending" | "open" | "failed" = "pending";
-  const held: RuntimeEvent[] = [];
-  let first = true;
-  void durable.then(
-    () => {
-      state = "open";
-      for (const e of held.splice(0)) sink.event(e);
-    },
-    () => {
-      state = "failed";
-      held.length = 0;
-    },
-  );
-  return {
-    delta(text) {
-      if (first) {
-        first = false;
-        mark("turn.first_delta");
-      }
-      if (state === "open") return sink.delta(text);
-      if (state === "failed") return false;
-      return durable.then(
-        () => sink.delta(text),
-        () => false,
-      );
-    },
-    event(e) {
-      if (state === "open") sink.event(e);
-      else if (state === "pending") held.push(e);
-    },
-  };
 }
 
 /** Sessions at this delegation depth (or deeper) get no `task` tool. */
