@@ -17,10 +17,10 @@ import * as P from "./projection.js";
 import { mcpHub } from "./mcp-channels.js";
 import { resourceSnapshot, sessionResourcesRemoved } from "./resources.js";
 import { clientToolsSessionRemoved } from "./client-tools.js";
-import { maxPartSeq, restoreTurn, turnCheckpoint, TurnCheckpoints } from "./turn-checkpoint.js";
+import { TurnCheckpoints } from "./turn-checkpoint.js";
+import { applyChatExtra, chatExtra, sessionFromRow, sessionRow } from "./state-rows.js";
 import { markDiscontinuous } from "./managed-invocations.js";
 import {
-  STATUS,
   hashToken,
   nowIso,
   sameHash,
@@ -29,7 +29,6 @@ import {
   type Envelope,
   type Json,
   type Origin,
-  type PendingMessage,
   type ProviderRoute,
   type SessionModel,
   type Subscriber,
@@ -132,18 +131,7 @@ export class HostState {
         this.persistChat(chat);
       }
       if (c.nextCursor) chat.nextCursor = c.nextCursor;
-      const extra = JSON.parse(c.extra) as Json;
-      if (extra.origin) chat.origin = extra.origin as Json;
-      if (Array.isArray(extra.workingDirectories)) chat.workingDirectories = extra.workingDirectories as string[];
-      if (extra.steeringMessage) chat.steeringMessage = extra.steeringMessage as PendingMessage;
-      if (Array.isArray(extra.queuedMessages)) chat.queuedMessages = extra.queuedMessages as PendingMessage[];
-      const active = extra.activeTurn !== undefined ? restoreTurn(extra.activeTurn) : undefined;
-      if (active && !chat.turns.some((t) => t.id === active.id)) {
-        // A turn that was running when the host stopped: restored, output-discontinuous.
-        chat.activeTurn = active;
-        chat.partSeq = maxPartSeq(active);
-        chat.modifiedAt = active.startedAt;
-      } else if (extra.activeTurn !== undefined) this.log(`chat ${c.uri}: an unreadable or already completed active-turn checkpoint was dropped`);
+      if (!applyChatExtra(chat, JSON.parse(c.extra) as Json)) this.log(`chat ${c.uri}: an unreadable or already completed active-turn checkpoint was dropped`);
     }
     // Managed turns restored above are output-discontinuous ("restored disconnected host").
     for (const s of this.sessions.values()) if (s.extra.managed !== undefined) markDiscontinuous(this, s);
@@ -152,27 +140,7 @@ export class HostState {
   }
 
   private newSession(row: SessionRow): SessionModel {
-    const extra = JSON.parse(row.extra) as Json;
-    const s: SessionModel = {
-      uri: row.uri,
-      sourceId: row.sourceId,
-      provider: row.provider,
-      providerRoute: row.providerRoute === 1,
-      title: row.title,
-      createdAt: row.createdAt,
-      modifiedAt: row.modifiedAt,
-      continuity: row.continuity,
-      lifecycle: row.lifecycle as SessionModel["lifecycle"],
-      primaryChat: row.chatUri,
-      chats: new Map(),
-      activeClients: [],
-      inputNeeded: new Map(),
-      inputAvailable: true,
-      extra,
-      lastStatus: STATUS.Idle,
-    };
-    if (extra.creationError) s.creationError = extra.creationError as Json;
-    if (typeof extra.lastInstanceId === "string") s.lastInstanceId = extra.lastInstanceId;
+    const s = sessionFromRow(row);
     this.ensureChat(s, row.chatUri, row.title);
     return s;
   }
@@ -189,32 +157,12 @@ export class HostState {
   }
 
   persistSession(s: SessionModel): void {
-    const extra: Json = { ...s.extra };
-    if (s.creationError) extra.creationError = s.creationError;
-    this.store.putSession({
-      uri: s.uri,
-      sourceId: s.sourceId,
-      provider: s.provider,
-      providerRoute: s.providerRoute ? 1 : 0,
-      title: s.title,
-      createdAt: s.createdAt,
-      modifiedAt: s.modifiedAt,
-      continuity: s.continuity,
-      chatUri: s.primaryChat,
-      lifecycle: s.lifecycle,
-      extra: JSON.stringify(extra),
-    });
+    this.store.putSession(sessionRow(s));
   }
   /** Persist a chat (metadata, new turn rows, the active turn's checkpoint); returns the size of its metadata text. */
   persistChat(c: ChatModel): number {
-    const extra: Json = {};
-    if (c.origin) extra.origin = c.origin;
-    if (c.workingDirectories) extra.workingDirectories = c.workingDirectories;
-    if (c.steeringMessage) extra.steeringMessage = c.steeringMessage;
-    if (c.queuedMessages.length > 0) extra.queuedMessages = c.queuedMessages;
-    if (c.activeTurn) extra.activeTurn = turnCheckpoint(c.activeTurn);
+    const extraText = JSON.stringify(chatExtra(c));
     this.checkpoints.written(c);
-    const extraText = JSON.stringify(extra);
     this.store.putChat({ uri: c.uri, sessionUri: c.sessionUri, title: c.title, nextCursor: c.nextCursor ?? null, extra: extraText });
     // Incremental: only turns not yet durable are serialized (a whole rewrite only after history
     // was loaded in front), so a long transcript costs nothing per persist.
