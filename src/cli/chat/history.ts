@@ -3,8 +3,9 @@
  * newest first (as readline keeps it), at most 500 entries, owner-only, replaced atomically. A damaged line is
  * skipped; a failed save never interrupts the chat.
  */
-import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { writeFileAtomic } from "../../store/atomic-file.js";
 
 export const HISTORY_MAX = 500;
 const historyPath = (home: string): string => join(home, "chat-history.jsonl");
@@ -34,9 +35,7 @@ export function saveHistory(home: string, h: string[]): Promise<void> {
   saving = saving.then(async () => {
     try {
       await mkdir(home, { recursive: true, mode: 0o700 });
-      const tmp = historyPath(home) + ".tmp";
-      await writeFile(tmp, text, { mode: 0o600 });
-      await rename(tmp, historyPath(home));
+      await writeFileAtomic(historyPath(home), text);
     } catch {
       /* history is a convenience: a failed save never interrupts the chat */
     }

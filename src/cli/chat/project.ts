@@ -4,8 +4,9 @@
  * `$MC_HOME/trusted-projects.json` (owner-only) with a fingerprint of the servers, so a changed list asks again.
  */
 import { createHash } from "node:crypto";
-import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { writeFileAtomic } from "../../store/atomic-file.js";
 
 export interface McpDef {
   command: string;
@@ -60,9 +61,7 @@ export async function projectMcp(home: string, cwd: string): Promise<ProjectMcp 
 export async function trustProject(home: string, cwd: string, fingerprint: string): Promise<void> {
   const projects = { ...(await readTrust(home)), [cwd]: fingerprint };
   await mkdir(home, { recursive: true, mode: 0o700 });
-  const tmp = trustPath(home) + ".tmp";
-  await writeFile(tmp, JSON.stringify({ projects }, null, 2) + "\n", { mode: 0o600 });
-  await rename(tmp, trustPath(home));
+  await writeFileAtomic(trustPath(home), JSON.stringify({ projects }, null, 2) + "\n");
 }
 
 /** One line per server for the trust question. */

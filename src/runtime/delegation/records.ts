@@ -13,8 +13,9 @@
  * - Process identity comes from Linux `/proc`; elsewhere start times are unknown and only PIDs are compared.
  */
 import { randomBytes } from "node:crypto";
-import { mkdir, open, readdir, readFile, rename, rm, chmod } from "node:fs/promises";
+import { mkdir, readdir, readFile, rm, chmod } from "node:fs/promises";
 import { join } from "node:path";
+import { writeFileAtomic } from "../../store/atomic-file.js";
 
 export const KILL_GRACE_MS = 2000;
 
@@ -84,15 +85,7 @@ export async function writeRecord(home: string, r: DelegationRecord): Promise<vo
   const dir = delegationsDir(home);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   await chmod(dir, 0o700);
-  const tmp = join(dir, `.${randomBytes(6).toString("hex")}.tmp`);
-  const fh = await open(tmp, "wx", 0o600);
-  try {
-    await fh.writeFile(JSON.stringify(r) + "\n");
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, join(dir, `${r.handle}.json`));
+  await writeFileAtomic(join(dir, `${r.handle}.json`), JSON.stringify(r) + "\n");
 }
 
 export async function removeRecord(home: string, handle: string): Promise<void> {
