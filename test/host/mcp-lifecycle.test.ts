@@ -175,7 +175,7 @@ test("resource_action is v6+, owned, and limited to what this host projects", ()
       [{ type: "resource_action", action: { type: "session/mcpServerStateChanged", id: TOOLS_SERVER.id, state: { kind: "flying" } } }, /invalid session\/mcpServerStateChanged/],
       [{ type: "resource_action", channel: v5.reg.session, action: { type: "session/titleChanged", title: "x" } }, /not owned/],
       [{ type: "resource_action", action: { type: "session/titleChanged", title: "x" } }, /derived by the host: send the title_changed event instead/],
-      [{ type: "resource_action", action: { type: "session/customizationRemoved", id: "x" } }, /not projected by this host/],
+      [{ type: "resource_action", action: { type: "session/mcpServerBackgroundRequested", id: "x" } }, /not projected by this host/],
       [{ type: "resource_snapshot", resource: `${reg.session}/annotations`, kind: "annotations", state: {} }, /invalid annotations state/],
     ];
     for (const [event, re] of bad) {

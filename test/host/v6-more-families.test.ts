@@ -69,7 +69,7 @@ test("chat/toolCallStart and chat/toolCallDelta: streamed tool input, validated,
       assert.match((await be.nextType("error")).message, re, JSON.stringify(action).slice(0, 200));
     }
     for (const [action, re] of [
-      [{ type: "session/customizationUpdated", customization: { id: "x" } }, /resource_action "session\/customizationUpdated" is not projected by this host$/],
+      [{ type: "session/customizationUpdated", customization: { id: "x" } }, /^event refused: invalid session\/customizationUpdated: type /],
       [{ type: "session/isReadChanged", isRead: true }, /resource_action "session\/isReadChanged" is not projected by this host$/],
     ] as Array<[Json, RegExp]>) {
       ev(ra(reg.session, action));

@@ -192,6 +192,14 @@ export const McpServerCustomization = z.object({
   enablement: z.array(z.unknown()).optional(),
   _meta: meta.optional(),
 });
+/** AHP container customizations (`PluginCustomization`, `DirectoryCustomization`) with their children. */
+const ChildCustomization = z.object({ type: z.enum(["agent", "skill", "prompt", "rule", "hook", "mcpServer"]), id: z.string(), uri, name: z.string(), enabled: z.boolean().optional() }).passthrough();
+const ContainerBase = { id: z.string(), uri, name: z.string(), clientId: z.string().optional(), children: z.array(ChildCustomization).optional(), _meta: meta.optional() };
+export const Customization = z.union([
+  McpServerCustomization,
+  z.object({ type: z.literal("plugin"), ...ContainerBase, enablement: z.array(z.unknown()).optional(), version: z.string().optional() }).passthrough(),
+  z.object({ type: z.literal("directory"), ...ContainerBase, enabled: z.boolean(), contents: z.string(), writable: z.boolean() }).passthrough(),
+]);
 /** AHP `AnnotationsSummary` (channels-annotations/state.ts), on session state and summaries. */
 const AnnotationsSummary = z.object({ resource: uri, annotationCount: z.number().int().min(0), entryCount: z.number().int().min(0) });
 export const SessionState = z.object({
@@ -207,7 +215,7 @@ export const SessionState = z.object({
   chats: z.array(ChatSummary),
   defaultChat: uri.optional(),
   inputNeeded: z.array(SessionInputRequest).optional(),
-  customizations: z.array(McpServerCustomization).optional(),
+  customizations: z.array(Customization).optional(),
   changesets: z.array(z.object({ label: z.string(), uriTemplate: z.string(), changeKind: z.string() }).passthrough()).optional(),
   annotations: AnnotationsSummary.optional(),
   config: z.object({ schema: z.object({ type: z.literal("object"), properties: z.record(z.string(), z.object({ type: z.string(), title: z.string() }).passthrough()) }), values: meta }).optional(),
@@ -310,7 +318,9 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("session/configChanged"), config: meta, replace: z.boolean().optional() }),
   // Host extension (live-backend spec): a scoped Stop was accepted; official clients keep it unreduced.
   z.object({ type: z.literal("paratenic/invocationStopRequested"), turnId }),
-  z.object({ type: z.literal("session/customizationsChanged"), customizations: z.array(McpServerCustomization) }),
+  z.object({ type: z.literal("session/customizationsChanged"), customizations: z.array(Customization) }),
+  z.object({ type: z.literal("session/customizationUpdated"), customization: Customization }),
+  z.object({ type: z.literal("session/customizationRemoved"), id: z.string() }),
   z.object({ type: z.literal("session/mcpServerStateChanged"), id: z.string(), state: McpServerState, channel: z.string().optional() }),
   z.object({ type: z.literal("root/configChanged"), config: meta, replace: z.boolean().optional() }),
   z.object({ type: z.literal("session/changesetsChanged"), changesets: z.array(z.object({ label: z.string(), uriTemplate: z.string(), changeKind: z.string() }).passthrough()) }),

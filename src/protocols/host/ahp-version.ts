@@ -43,6 +43,8 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
   "chat/inputCompleted": "0.4.0",
   "chat/turnsLoaded": "0.5.1",
   "session/customizationsChanged": "0.1.0",
+  "session/customizationUpdated": "0.1.0",
+  "session/customizationRemoved": "0.2.0",
   "root/configChanged": "0.1.0",
   "session/changesetsChanged": "0.2.0",
   "changeset/statusChanged": "0.2.0",

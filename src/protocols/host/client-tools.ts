@@ -26,6 +26,7 @@ import { clip } from "./inbound.js";
 import { routeCommand } from "./ahp-requests.js";
 import { findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
+import { clientCustomizationsCheck, clientCustomizationsGone, clientCustomizationsSet } from "./customizations.js";
 
 /** Tools one active client may provide to a session. */
 export const MAX_CLIENT_TOOLS = 256;
@@ -160,8 +161,11 @@ export function activeClientAction(st: HostState, s: SessionModel, action: Json,
   }
   const owner = h.owners.get(s.uri)?.get(entry.clientId);
   if (owner !== undefined && owner !== conn) return reject("this clientId is already an active client of the session on another connection");
+  const plugins = clientCustomizationsCheck(st, s, entry.clientId, entry.customizations);
+  if (plugins) return reject(plugins);
   h.own(s.uri, entry.clientId, conn);
   st.publish(s.uri, { type: "session/activeClientSet", activeClient: entry }, origin);
+  clientCustomizationsSet(st, s, entry.clientId, entry.customizations);
 }
 
 /** Client `clientId` (on `conn`) leaves session `s`: its entry goes and its running calls fail. */
@@ -169,6 +173,7 @@ function leave(st: HostState, s: SessionModel, clientId: string, conn: object, o
   const h = hub(st);
   h.disown(s.uri, clientId, conn);
   st.publish(s.uri, { type: "session/activeClientRemoved", clientId }, origin);
+  clientCustomizationsGone(st, s, clientId);
   for (const [key, call] of [...h.calls]) {
     if (call.session !== s.uri || call.owner !== conn || !h.live(key)) continue;
     h.calls.delete(key);

@@ -22,6 +22,7 @@ import { COMMAND_DEADLINE_MS, type Json, type SessionModel, type SessionRoute } 
 import type { HostState } from "./state.js";
 import type { BackendConn } from "./backend-conn.js";
 import type { LogicalRoute } from "./logical-route.js";
+import { extraCustomizations } from "./customizations.js";
 
 export const MCP_MIN_VERSION = 5;
 export const MCP_MAX_SERVERS = 64;
@@ -187,9 +188,22 @@ export class McpHub {
     return list;
   }
 
+  /** The whole `SessionState.customizations`: these MCP servers, then the others (customizations.ts). */
+  sessionCustomizations(s: SessionModel): Json[] | undefined {
+    const mcp = this.customizations(s);
+    const extra = extraCustomizations(s);
+    if (!mcp && extra.length === 0) return undefined;
+    return [...(mcp ?? []), ...extra];
+  }
+
+  /** Subscribers were brought to the current list by a narrower action (customizations.ts). */
+  heard(s: SessionModel): void {
+    this.announced.set(s.uri, JSON.stringify(this.sessionCustomizations(s) ?? []));
+  }
+
   /** Announce `session/customizationsChanged` when the list differs from what subscribers hold. */
   private announce(s: SessionModel): void {
-    const list = this.customizations(s);
+    const list = this.sessionCustomizations(s);
     if (list === undefined) return;
     const text = JSON.stringify(list);
     if (this.announced.get(s.uri) === text) return;
@@ -229,7 +243,7 @@ export class McpHub {
     if (state.kind === "ready" && uiCapabilities(m.descriptor)) action.channel = m.channel;
     else this.failWaiters((p) => p.channel === m.channel && p.route === s.route, "the MCP server left the ready state after delivery");
     this.st.publish(s.uri, action);
-    this.announced.set(s.uri, JSON.stringify(this.customizations(s)));
+    this.heard(s);
     return null;
   }
 

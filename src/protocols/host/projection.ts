@@ -109,7 +109,7 @@ export function sessionState(st: HostState, s: SessionModel): Json {
   if (s.serverTools) out.serverTools = s.serverTools;
   if (Array.isArray(s.extra.workingDirectories)) out.workingDirectories = s.extra.workingDirectories;
   if (s.inputNeeded.size > 0) out.inputNeeded = [...s.inputNeeded.values()];
-  const customizations = mcpHub(st).customizations(s);
+  const customizations = mcpHub(st).sessionCustomizations(s);
   if (customizations) out.customizations = customizations;
   const changesets = sessionChangesets(st, s);
   if (changesets) out.changesets = changesets;

@@ -31,6 +31,7 @@ import { routeCommand } from "./ahp-requests.js";
 import { findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import { ROOT } from "./ahp-schema.js";
+import { backendCustomizationAction, backendCustomizationsGone } from "./customizations.js";
 
 const MIN_VERSION = 6;
 /** The largest `chat/toolCallDelta` content, and the largest streamed input a tool call may hold. */
@@ -121,6 +122,7 @@ export const authInputId = (toolCallId: string): string => `auth:${toolCallId}`;
 
 /** A v6 `resource_action` on the session's own channel (other than MCP state and the changeset catalogue). */
 export function sessionResourceAction(st: HostState, s: SessionModel, action: Json): string | null {
+  if (action.type === "session/customizationUpdated" || action.type === "session/customizationRemoved") return backendCustomizationAction(st, s, action);
   if (action.type !== "session/activityChanged" && action.type !== "session/serverToolsChanged" && action.type !== "session/defaultChatChanged") return refusal(action.type);
   const p = SessionActions.safeParse(action);
   if (!p.success) return invalid(action.type, p.error);
@@ -195,6 +197,7 @@ export function backendViewGone(st: HostState, s: SessionModel): void {
   if (s.serverTools && s.serverTools.length > 0) st.publish(s.uri, { type: "session/serverToolsChanged", tools: [] });
   if (s.activity !== undefined) st.publish(s.uri, { type: "session/activityChanged" });
   for (const c of s.chats.values()) if (c.activity !== undefined) st.publish(c.uri, { type: "chat/activityChanged" });
+  backendCustomizationsGone(st, s);
 }
 
 /** The session's default chat (`SessionState.defaultChat`): the backend's choice while that chat exists, else the primary chat. */
