@@ -166,6 +166,32 @@ export function activeClientAction(st: HostState, s: SessionModel, action: Json,
   h.own(s.uri, entry.clientId, conn);
   st.publish(s.uri, { type: "session/activeClientSet", activeClient: entry }, origin);
   clientCustomizationsSet(st, s, entry.clientId, entry.customizations);
+  reattachRestoredCalls(st, s, entry, conn);
+}
+
+/**
+ * After a host restart the restored turns' client calls have no owner (connections do not survive
+ * a restart). When the client named by a call's contributor sets its entry again and still provides
+ * the tool, the call is its own again: tracked, owned by this connection, for the backend instance
+ * that last registered the session, and mirrored again as a `toolClientExecution` request.
+ */
+function reattachRestoredCalls(st: HostState, s: SessionModel, entry: { clientId: string; tools: Array<{ name: string }> }, conn: object): void {
+  const h = hub(st);
+  const instanceId = s.lastInstanceId;
+  if (instanceId === undefined) return;
+  for (const chat of s.chats.values()) {
+    const t = chat.activeTurn;
+    if (!t?.restored) continue;
+    for (const p of t.responseParts) {
+      const tc = p.kind === "toolCall" ? (p.toolCall as Json) : undefined;
+      const by = tc?.contributor as Json | undefined;
+      if (!tc || tc.status !== "running" || by?.kind !== "client" || by.clientId !== entry.clientId) continue;
+      const key = clientInputId(chat.uri, tc.toolCallId as string);
+      if (h.live(key) || !entry.tools.some((x) => x.name === tc.toolName)) continue;
+      h.calls.set(key, { session: s.uri, chat: chat.uri, turnId: t.id, toolCallId: tc.toolCallId as string, clientId: entry.clientId, owner: conn, instanceId, completing: false });
+      st.publish(s.uri, { type: "session/inputNeededSet", request: { id: key, chat: chat.uri, kind: "toolClientExecution", turnId: t.id, clientId: entry.clientId, toolCall: { ...tc } } });
+    }
+  }
 }
 
 /** Client `clientId` (on `conn`) leaves session `s`: its entry goes and its running calls fail. */
