@@ -13,6 +13,7 @@
  *    envelope text; `replaySince` answers null when the requested gap is older than the ring.
  */
 import { ROOT } from "./ahp-schema.js";
+import { filterKey } from "./ahp-version.js";
 import { wsTextFrame } from "../../transport/host-wsframe.js";
 import { REPLAY_BYTES_LIMIT, REPLAY_LIMIT, type Envelope, type Json, type Origin, type Subscriber } from "./model.js";
 
@@ -42,7 +43,7 @@ export class ActionLog {
     const text = JSON.stringify(env); // first: a throw here leaves no trace
     if (rejectionReason === undefined) this.reduce(channel, action);
     this.serverSeq = env.serverSeq;
-    const type = action.type as string;
+    const type = filterKey(action);
     this.record({ serverSeq: env.serverSeq, channel, type, text });
     const set = this.subs.get(channel);
     if (set && set.size > 0) {

@@ -22,6 +22,7 @@ import { mcpLifecycleRequest } from "./mcp-lifecycle.js";
 import { annotationsClientAction, changesetClientAction } from "./resources.js";
 import { cancelAuthRequiredTool } from "./resource-actions.js";
 import { activeClientAction, clientToolAction } from "./client-tools.js";
+import { clientToggle } from "./customization-toggles.js";
 
 const MAX_PENDING_ID = 512;
 
@@ -98,6 +99,7 @@ function sessionAction(st: HostState, s: SessionModel, action: Json, origin: Ori
     return st.setTitle(s, action.title, origin);
   }
   if (action.type === "session/mcpServerStartRequested" || action.type === "session/mcpServerStopRequested") return mcpLifecycleRequest(st, s, action, origin, reject);
+  if (action.type === "session/customizationToggled") return clientToggle(st, s, action, origin, reject);
   if (action.type !== "session/configChanged") return reject(`unsupported action ${clip(action.type)}`);
   // `configure`: only `model` ({provider, id}) and `thinkingLevel` are session-mutable here.
   const cfg = action.config;

@@ -321,6 +321,8 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("session/customizationsChanged"), customizations: z.array(Customization) }),
   z.object({ type: z.literal("session/customizationUpdated"), customization: Customization }),
   z.object({ type: z.literal("session/customizationRemoved"), id: z.string() }),
+  // `enabled` in the 0.9/1.0 types, scoped `enablement` in 1.1 (each client gets one of them).
+  z.object({ type: z.literal("session/customizationToggled"), id: z.string(), enabled: z.boolean().optional(), enablement: z.array(z.object({ kind: z.enum(["session", "workspace", "global"]), enabled: z.boolean(), uri: uri.optional() }).strict()).optional() }).strict(),
   z.object({ type: z.literal("session/mcpServerStateChanged"), id: z.string(), state: McpServerState, channel: z.string().optional() }),
   z.object({ type: z.literal("root/configChanged"), config: meta, replace: z.boolean().optional() }),
   z.object({ type: z.literal("session/changesetsChanged"), changesets: z.array(z.object({ label: z.string(), uriTemplate: z.string(), changeKind: z.string() }).passthrough()) }),

@@ -45,6 +45,7 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
   "session/customizationsChanged": "0.1.0",
   "session/customizationUpdated": "0.1.0",
   "session/customizationRemoved": "0.2.0",
+  "session/customizationToggled": "0.1.0",
   "root/configChanged": "0.1.0",
   "session/changesetsChanged": "0.2.0",
   "changeset/statusChanged": "0.2.0",
@@ -76,11 +77,40 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
 };
 
 /**
+ * Customization enablement changed shape between the AHP types this host negotiates: 0.9 and 1.0
+ * carry an `enabled` flag (`session/customizationToggled {id, enabled}`, set on the matched entry);
+ * the 1.1 types carry scoped decisions (`{id, enablement}`; plugins and MCP servers hold
+ * `enablement`, other entries the derived `enabled`). A version at or above this one reads the
+ * newer shape.
+ */
+export const ENABLEMENT_VERSION = "1.1.0";
+export type EnablementShape = "enabled" | "enablement";
+export function enablementShape(version: string | null): EnablementShape {
+  const v = version === null ? null : parseSemver(version);
+  const e = parseSemver(ENABLEMENT_VERSION)!;
+  return v !== null && (v[0] - e[0] || v[1] - e[1] || v[2] - e[2]) >= 0 ? "enablement" : "enabled";
+}
+const audiences = new WeakMap<object, EnablementShape>();
+/** Mark an action as the variant for clients reading `shape` only (another envelope carries the other shape). */
+export function forShape<T extends object>(action: T, shape: EnablementShape): T {
+  audiences.set(action, shape);
+  return action;
+}
+/** The key the fan-out and the replay ring filter an action by: its type, plus the shape it was built for. */
+export function filterKey(action: { type?: unknown }): string {
+  const a = audiences.get(action);
+  return a ? `${String(action.type)}#${a}` : String(action.type);
+}
+
+/**
  * Whether a client that negotiated `version` may receive an action of `type`. Types the table
  * does not know are only ever echoes of what the client itself dispatched (rejected envelopes),
  * so they are delivered.
  */
-export function actionKnownTo(type: string, version: string): boolean {
+export function actionKnownTo(key: string, version: string): boolean {
+  const hash = key.indexOf("#");
+  const type = hash < 0 ? key : key.slice(0, hash);
+  if (hash >= 0 && key.slice(hash + 1) !== enablementShape(version)) return false;
   const introduced = ACTION_INTRODUCED_IN[type];
   if (introduced === undefined) return true;
   const a = parseSemver(introduced);

@@ -8,6 +8,7 @@ import { randomUUID } from "node:crypto";
 import { JsonRpcConnection } from "../../transport/jsonrpc.js";
 import { ErrorCodes, InitializeParams, ROOT, ReconnectParams } from "./ahp-schema.js";
 import { SUPPORTED_AHP_BASELINES, actionKnownTo, negotiateVersion } from "./ahp-version.js";
+import { shapeSnapshot } from "./customization-toggles.js";
 import { RpcError, createChat, createSession, disposeChat, disposeSession, fetchTurns, listSessions } from "./ahp-requests.js";
 import { dispatchClientAction } from "./ahp-actions.js";
 import { clip, textNestingViolation } from "./inbound.js";
@@ -247,7 +248,7 @@ export class AhpConnection implements Subscriber {
     this.clientId = p.data.clientId;
     const snapshots: Json[] = [];
     for (const uri of p.data.initialSubscriptions ?? []) {
-      const snap = this.state.snapshot(uri);
+      const snap = this.snapshotFor(uri);
       if (!snap) continue;
       this.sub(uri);
       snapshots.push(snap);
@@ -268,12 +269,17 @@ export class AhpConnection implements Subscriber {
     const resumable = (u: string) => this.state.channelExists(u) || isOtlpChannel(u);
     const live = p.data.subscriptions.filter(resumable);
     const missing = p.data.subscriptions.filter((u) => !resumable(u));
-    const replay = this.state.replaySince(p.data.lastSeenServerSeq, new Set(live));
+    const replay = this.state.replaySince(p.data.lastSeenServerSeq, new Set(live), (k) => this.accepts(k));
     for (const u of live) this.sub(u);
     if (replay === null || p.data.lastSeenServerSeq > this.state.serverSeq) {
-      return { type: "snapshot", snapshots: live.filter((u) => !isOtlpChannel(u)).map((u) => this.state.snapshot(u)!) };
+      return { type: "snapshot", snapshots: live.filter((u) => !isOtlpChannel(u)).map((u) => this.snapshotFor(u)!) };
     }
     return { type: "replay", actions: replay.filter((e) => this.accepts(e.action.type as string)), missing };
+  }
+
+  /** A channel's snapshot in the shapes this connection's negotiated version defines. */
+  private snapshotFor(uri: string): Json | undefined {
+    return shapeSnapshot(this.state, this.state.snapshot(uri), this.version);
   }
 
   private sub(uri: string): void {
@@ -293,7 +299,7 @@ export class AhpConnection implements Subscriber {
       this.sub(uri); // a stream: no snapshot
       return {};
     }
-    const snap = this.state.snapshot(uri);
+    const snap = this.snapshotFor(uri);
     if (!snap) throw new RpcError(ErrorCodes.NotFound, `no such channel ${clip(uri)}`);
     this.sub(uri); // snapshot and registration in one synchronous step: nothing can interleave
     return { snapshot: snap };

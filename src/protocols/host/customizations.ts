@@ -22,6 +22,7 @@ import { clip } from "./inbound.js";
 import { mcpHub } from "./mcp-channels.js";
 import type { Json, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
+import { dropToggles } from "./customization-toggles.js";
 
 /** Backend-owned top-level customizations one session may hold, and the largest one (encoded JSON bytes). */
 export const MAX_BACKEND_CUSTOMIZATIONS = 256;
@@ -81,6 +82,11 @@ export function extraCustomizations(s: SessionModel): Json[] {
 
 const idsOf = (c: Json): string[] => [c.id as string, ...(Array.isArray(c.children) ? (c.children as Json[]).map((x) => x.id as string) : [])];
 
+/** Who holds customization `cid` (top level or as a child): "mcp" (the host), "" (the backend), a clientId, or undefined. */
+export function customizationOwner(st: HostState, s: SessionModel, cid: string): string | undefined {
+  return holder(st, s, cid);
+}
+
 /** Which owner already holds `cid` (top level or as a child): "mcp", "" (backend), a clientId, or undefined. */
 function holder(st: HostState, s: SessionModel, cid: string, except?: string): string | undefined {
   for (const c of mcpHub(st).customizations(s) ?? []) if (c.id === cid) return "mcp";
@@ -102,11 +108,15 @@ function idConflict(st: HostState, s: SessionModel, c: Json, owner: string, exce
 }
 
 function upsert(st: HostState, s: SessionModel, owner: string, c: Json): void {
+  const prev = store(s).get(c.id as string);
+  dropToggles(s, [...idsOf(c), ...(prev ? idsOf(prev.c) : [])]);
   store(s).set(c.id as string, { owner, c });
   st.publish(s.uri, { type: "session/customizationUpdated", customization: c });
   mcpHub(st).heard(s);
 }
 function remove(st: HostState, s: SessionModel, cid: string): void {
+  const prev = store(s).get(cid);
+  dropToggles(s, prev ? idsOf(prev.c) : [cid]);
   store(s).delete(cid);
   st.publish(s.uri, { type: "session/customizationRemoved", id: cid });
   mcpHub(st).heard(s);
@@ -134,6 +144,7 @@ export function backendCustomizationAction(st: HostState, s: SessionModel, actio
       const kids = e.c.children as Json[] | undefined;
       if (e.owner !== "" || !kids?.some((x) => x.id === cid)) continue;
       store(s).set(key, { owner: "", c: { ...e.c, children: kids.filter((x) => x.id !== cid) } });
+      dropToggles(s, [cid]);
       st.publish(s.uri, { type: "session/customizationRemoved", id: cid });
       mcpHub(st).heard(s);
       return null;

@@ -23,6 +23,7 @@ import type { HostState } from "./state.js";
 import type { BackendConn } from "./backend-conn.js";
 import type { LogicalRoute } from "./logical-route.js";
 import { extraCustomizations } from "./customizations.js";
+import { publishShaped, shapeList } from "./customization-toggles.js";
 
 export const MCP_MIN_VERSION = 5;
 export const MCP_MAX_SERVERS = 64;
@@ -208,7 +209,7 @@ export class McpHub {
     const text = JSON.stringify(list);
     if (this.announced.get(s.uri) === text) return;
     this.announced.set(s.uri, text);
-    this.st.publish(s.uri, { type: "session/customizationsChanged", customizations: list });
+    publishShaped(this.st, s.uri, (shape) => ({ type: "session/customizationsChanged", customizations: shapeList(s, list, shape) }));
   }
 
   /** A route became current for a session: record its servers, fail the previous route's waiters. */

@@ -22,6 +22,7 @@ import { chatResourceAction, sessionResourceAction } from "./resource-actions.js
 import type { Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import type { LogicalRoute } from "./logical-route.js";
+import { isDisabled } from "./customization-toggles.js";
 
 export const RESOURCE_MIN_VERSION = 6;
 /** Unresolved session actions one client may hold, and the host in all. */
@@ -130,6 +131,7 @@ export function mcpLifecycleRequest(st: HostState, s: SessionModel, action: Json
   if (!route) return reject("backend not connected");
   const server = mcpHub(st).server(s, action.id);
   if (!server) return reject("no MCP server customization with that id in this session");
+  if (operation === "start" && isDisabled(s, action.id)) return reject("the MCP server is disabled (session/customizationToggled); enable it before starting it");
   if (route.version < RESOURCE_MIN_VERSION) return reject("the session's backend does not accept MCP lifecycle requests (needs backend protocol 6)");
   const busyKey = `${s.uri}\0${action.id}`;
   if (L.busy.has(busyKey)) return reject("a lifecycle request for this MCP server is still unresolved");

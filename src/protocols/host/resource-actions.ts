@@ -32,6 +32,7 @@ import { findTool, type ChatModel, type Json, type Origin, type SessionModel } f
 import type { HostState } from "./state.js";
 import { ROOT } from "./ahp-schema.js";
 import { backendCustomizationAction, backendCustomizationsGone } from "./customizations.js";
+import { backendToggle } from "./customization-toggles.js";
 
 const MIN_VERSION = 6;
 /** The largest `chat/toolCallDelta` content, and the largest streamed input a tool call may hold. */
@@ -123,6 +124,7 @@ export const authInputId = (toolCallId: string): string => `auth:${toolCallId}`;
 /** A v6 `resource_action` on the session's own channel (other than MCP state and the changeset catalogue). */
 export function sessionResourceAction(st: HostState, s: SessionModel, action: Json): string | null {
   if (action.type === "session/customizationUpdated" || action.type === "session/customizationRemoved") return backendCustomizationAction(st, s, action);
+  if (action.type === "session/customizationToggled") return backendToggle(st, s, action);
   if (action.type !== "session/activityChanged" && action.type !== "session/serverToolsChanged" && action.type !== "session/defaultChatChanged") return refusal(action.type);
   const p = SessionActions.safeParse(action);
   if (!p.success) return invalid(action.type, p.error);

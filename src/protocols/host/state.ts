@@ -399,8 +399,8 @@ export class HostState {
   rootNotify(method: string, params: Json): void {
     this.actions.rootNotify(method, params);
   }
-  replaySince(since: number, channels: Set<string>): Envelope[] | null {
-    return this.actions.replaySince(since, channels);
+  replaySince(since: number, channels: Set<string>, accept?: (key: string) => boolean): Envelope[] | null {
+    return this.actions.replaySince(since, channels, accept);
   }
   subscribe(channel: string, sub: Subscriber): void {
     this.actions.subscribe(channel, sub);
