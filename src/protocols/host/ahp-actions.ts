@@ -22,6 +22,9 @@ import { mcpLifecycleRequest } from "./mcp-lifecycle.js";
 import { annotationsClientAction, changesetClientAction } from "./resources.js";
 import { cancelAuthRequiredTool } from "./resource-actions.js";
 import { activeClientAction, clientToolAction } from "./client-tools.js";
+import { clientStatusFlag, isStatusFlagAction } from "./status-flags.js";
+import { clientWorkingDir, isWorkingDirAction } from "./working-dirs.js";
+import { CHAT_DRAFT_ACTIONS, chatDraftAction } from "./chat-drafts.js";
 
 const MAX_PENDING_ID = 512;
 
@@ -88,6 +91,7 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
       return reject("the backend protocol cannot withdraw a pending message");
     }
     default:
+      if (CHAT_DRAFT_ACTIONS.has(type)) return chatDraftAction(st, s, chat, action, origin, reject);
       return reject(`unsupported action ${clip(type)}`);
   }
 }
@@ -98,6 +102,8 @@ function sessionAction(st: HostState, s: SessionModel, action: Json, origin: Ori
     return st.setTitle(s, action.title, origin);
   }
   if (action.type === "session/mcpServerStartRequested" || action.type === "session/mcpServerStopRequested") return mcpLifecycleRequest(st, s, action, origin, reject);
+  if (isStatusFlagAction(action.type)) return clientStatusFlag(st, s, action, origin, reject);
+  if (isWorkingDirAction(action.type)) return clientWorkingDir(st, s, action, origin, reject);
   if (action.type !== "session/configChanged") return reject(`unsupported action ${clip(action.type)}`);
   // `configure`: only `model` ({provider, id}) and `thinkingLevel` are session-mutable here.
   const cfg = action.config;

@@ -166,6 +166,7 @@ export const ChatState = ChatSummary.extend({
   activeTurn: ActiveTurn.optional(),
   steeringMessage: PendingMessage.optional(),
   queuedMessages: z.array(PendingMessage).optional(),
+  draft: Message.optional(),
   _meta: meta.optional(),
 });
 export const SessionInputRequest = z.object({
@@ -268,6 +269,14 @@ export const StateAction = z.discriminatedUnion("type", [
   // AHP SessionActiveClient: {clientId, displayName?, tools: ToolDefinition[], customizations?}.
   z.object({ type: z.literal("session/activeClientSet"), activeClient: z.object({ clientId: z.string(), displayName: z.string().optional(), tools: z.array(z.object({ name: z.string() }).passthrough()), customizations: z.array(z.unknown()).optional() }).strict() }),
   z.object({ type: z.literal("session/activeClientRemoved"), clientId: z.string() }),
+  // Status flags, working directories, drafts (status-flags.ts, working-dirs.ts, chat-drafts.ts).
+  z.object({ type: z.literal("session/isReadChanged"), isRead: z.boolean() }),
+  z.object({ type: z.literal("session/isArchivedChanged"), isArchived: z.boolean() }),
+  z.object({ type: z.literal("session/workingDirectorySet"), directory: uri }),
+  z.object({ type: z.literal("session/workingDirectoryRemoved"), directory: uri }),
+  z.object({ type: z.literal("chat/draftChanged"), draft: Message.optional() }),
+  z.object({ type: z.literal("chat/inputAnswerChanged"), requestId: z.string(), questionId: z.string(), answer: z.object({ state: z.enum(["draft", "submitted", "skipped"]) }).passthrough().optional() }),
+  z.object({ type: z.literal("chat/queuedMessagesReordered"), order: z.array(z.string()) }),
   z.object({ type: z.literal("chat/turnStarted"), turnId, startedAt: iso, message: Message, queuedMessageId: z.string().optional(), _meta: meta.optional() }),
   z.object({ type: z.literal("chat/delta"), turnId, partId: z.string(), content: z.string() }),
   z.object({ type: z.literal("chat/reasoning"), turnId, partId: z.string(), content: z.string() }),

@@ -68,6 +68,8 @@ export const HelloBody = z.object({
   inputCapabilities: InputCapabilities.optional(),
   chatCapabilities: ChatCapabilities.optional(),
   toolCapabilities: ToolCapabilities.optional(),
+  /** v6, this host's addition: AHP `AgentCapabilities.multipleWorkingDirectories` for this session. */
+  multipleWorkingDirectories: z.object({ immutablePrimary: z.boolean().optional() }).strict().optional(),
   mcpServers: z.array(z.unknown()).optional(),
   historyNextCursor: z.string().max(4096).optional(),
   history: z.array(HistoryTurn).optional(),
@@ -107,6 +109,7 @@ export const FIELD_MIN_VERSION: Record<string, number> = {
   mcpServers: 5,
   sourceAliases: 7,
   interactivity: 7,
+  multipleWorkingDirectories: 6,
 };
 
 /** Backend event minimum versions (events up to v4 are reduced; later ones are refused here). */

@@ -10,6 +10,7 @@ import { mcpHub } from "./mcp-channels.js";
 import { rootConfig } from "./notifications.js";
 import { resourceSnapshot, sessionAnnotationsSummary, sessionChangesets } from "./resources.js";
 import { defaultChatOf } from "./resource-actions.js";
+import { statusFlags } from "./status-flags.js";
 
 /** The session config schema the host exposes: the two values `configure` can change. */
 export const SESSION_CONFIG_SCHEMA: Json = {
@@ -54,6 +55,11 @@ export function chatStatus(c: ChatModel): number {
  * waits for input; else the primary chat's status.
  */
 export function sessionStatus(st: HostState, s: SessionModel): number {
+  // The AHP flags (IsRead 32, IsArchived 64) are OR-ed onto the activity value (status-flags.ts).
+  return sessionActivity(st, s) | statusFlags(s);
+}
+
+function sessionActivity(st: HostState, s: SessionModel): number {
   if (s.lifecycle === "failed") return STATUS.Error;
   // A client-execution entry is work delegated to a client, not a prompt: it leaves the activity unchanged (AHP).
   for (const r of s.inputNeeded.values()) if (r.kind !== "toolClientExecution") return STATUS.InputNeeded;
@@ -83,6 +89,7 @@ export function chatState(c: ChatModel): Json {
   }
   if (c.steeringMessage) out.steeringMessage = c.steeringMessage;
   if (c.queuedMessages.length > 0) out.queuedMessages = c.queuedMessages;
+  if (c.draft) out.draft = c.draft;
   return out;
 }
 

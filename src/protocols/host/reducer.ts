@@ -6,6 +6,9 @@
 import { ROOT } from "./ahp-schema.js";
 import { findPart, findTool, nowIso, type ChatModel, type Json, type PendingMessage } from "./model.js";
 import type { HostState } from "./state.js";
+import { isStatusFlagAction, reduceStatusFlag } from "./status-flags.js";
+import { isWorkingDirAction, reduceWorkingDir } from "./working-dirs.js";
+import { CHAT_DRAFT_ACTIONS, reduceChatDraft } from "./chat-drafts.js";
 
 /** `startedAt` + `duration` ms as ISO-8601 (the start itself when either is unusable). */
 export function turnEndIso(startedAt: string, duration: unknown): string {
@@ -60,6 +63,8 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
       if (i === -1) s.activeClients = [...s.activeClients, e];
       else s.activeClients = s.activeClients.map((x, j) => (j === i ? e : x));
     } else if (type === "session/activeClientRemoved") s.activeClients = s.activeClients.filter((x) => x.clientId !== a.clientId);
+    else if (isStatusFlagAction(type)) reduceStatusFlag(st, s, a);
+    else if (isWorkingDirAction(type)) reduceWorkingDir(st, s, a);
     else if (type === "session/defaultChatChanged") {
       if (a.defaultChat === s.primaryChat) delete s.extra.defaultChat;
       else s.extra.defaultChat = a.defaultChat;
@@ -89,6 +94,7 @@ const TURN_CHANGES = new Set([
   "chat/usage",
   "chat/inputRequested",
   "chat/inputCompleted",
+  "chat/inputAnswerChanged",
 ]);
 
 // modifiedAt is derived from the turn (0.9+): its start when it starts, start + duration when
@@ -315,5 +321,7 @@ function reduceChat(st: HostState, c: ChatModel, type: string, a: Json): void {
       st.persistChat(c);
       break;
     }
+    default:
+      if (CHAT_DRAFT_ACTIONS.has(type)) reduceChatDraft(st, c, type, a);
   }
 }

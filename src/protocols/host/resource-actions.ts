@@ -31,6 +31,8 @@ import { routeCommand } from "./ahp-requests.js";
 import { findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import { ROOT } from "./ahp-schema.js";
+import { backendStatusFlag, isStatusFlagAction } from "./status-flags.js";
+import { backendWorkingDir, isWorkingDirAction } from "./working-dirs.js";
 
 const MIN_VERSION = 6;
 /** The largest `chat/toolCallDelta` content, and the largest streamed input a tool call may hold. */
@@ -121,6 +123,8 @@ export const authInputId = (toolCallId: string): string => `auth:${toolCallId}`;
 
 /** A v6 `resource_action` on the session's own channel (other than MCP state and the changeset catalogue). */
 export function sessionResourceAction(st: HostState, s: SessionModel, action: Json): string | null {
+  if (isStatusFlagAction(action.type)) return backendStatusFlag(st, s, action);
+  if (isWorkingDirAction(action.type)) return backendWorkingDir(st, s, action);
   if (action.type !== "session/activityChanged" && action.type !== "session/serverToolsChanged" && action.type !== "session/defaultChatChanged") return refusal(action.type);
   const p = SessionActions.safeParse(action);
   if (!p.success) return invalid(action.type, p.error);

@@ -57,6 +57,7 @@ export function chatExtra(c: ChatModel): Json {
   if (c.workingDirectories) extra.workingDirectories = c.workingDirectories;
   if (c.steeringMessage) extra.steeringMessage = c.steeringMessage;
   if (c.queuedMessages.length > 0) extra.queuedMessages = c.queuedMessages;
+  if (c.draft) extra.draft = c.draft;
   if (c.activeTurn) extra.activeTurn = turnCheckpoint(c.activeTurn);
   return extra;
 }
@@ -70,6 +71,7 @@ export function applyChatExtra(chat: ChatModel, extra: Json): boolean {
   if (Array.isArray(extra.workingDirectories)) chat.workingDirectories = extra.workingDirectories as string[];
   if (extra.steeringMessage) chat.steeringMessage = extra.steeringMessage as PendingMessage;
   if (Array.isArray(extra.queuedMessages)) chat.queuedMessages = extra.queuedMessages as PendingMessage[];
+  if (extra.draft && typeof extra.draft === "object") chat.draft = extra.draft as Json;
   if (extra.activeTurn === undefined) return true;
   const active = restoreTurn(extra.activeTurn);
   if (!active || chat.turns.some((t) => t.id === active.id)) return false;
