@@ -1,0 +1,177 @@
+/**
+ * AHP `session/workingDirectorySet` / `session/workingDirectoryRemoved`, gated by the
+ * `multipleWorkingDirectories` capability a v6 backend advertises in `hello`: from the backend
+ * (`resource_action`) and from clients (sent as `apply_resource_action`, echoed once accepted).
+ * The mirror applies the public reducer's membership semantics (append when absent, remove when
+ * present) to the session state and the root catalogue's merge of summary changes.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { AhpClient, FakeBackend, tempHome, type Json } from "./helpers.js";
+import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
+import { MAX_WORKING_DIRECTORIES } from "../../src/protocols/host/working-dirs.js";
+
+const ra = (channel: string, action: Json) => ({ type: "resource_action", channel, action });
+const CAPABILITY = /needs the multipleWorkingDirectories capability, which this session's backend did not advertise \(hello\.multipleWorkingDirectories, backend protocol 6 or later\)/;
+
+class DirMirror {
+  session: string[] = [];
+  root: string[] = [];
+  private seen = 0;
+  private notes = 0;
+  constructor(
+    readonly c: AhpClient,
+    readonly uri: string,
+  ) {}
+  private async fresh(): Promise<{ state: string[]; listed: string[] }> {
+    const state = ((await this.c.request("subscribe", { channel: this.uri })).result.snapshot.state.workingDirectories ?? []) as string[];
+    const listed = (((await this.c.request("listSessions", {})).result.items as Json[]).find((i) => i.resource === this.uri)!.workingDirectories ?? []) as string[];
+    return { state, listed };
+  }
+  async load(): Promise<void> {
+    const f = await this.fresh();
+    this.session = [...f.state];
+    this.root = [...f.listed];
+    this.seen = this.c.actions().length;
+    this.notes = this.c.notes.length;
+  }
+  async check(h: HostHandle, step: string): Promise<string[]> {
+    const f = await this.fresh(); // answers come after every envelope published before them
+    for (const e of this.c.actions().slice(this.seen)) {
+      if (e.channel !== this.uri || e.rejectionReason !== undefined) continue;
+      const d = e.action.directory as string;
+      if (e.action.type === "session/workingDirectorySet" && !this.session.includes(d)) this.session.push(d);
+      if (e.action.type === "session/workingDirectoryRemoved") this.session = this.session.filter((x) => x !== d);
+    }
+    for (const n of this.c.notes.slice(this.notes)) if (n.method === "root/sessionSummaryChanged" && n.params.session === this.uri && n.params.changes.workingDirectories) this.root = n.params.changes.workingDirectories;
+    this.seen = this.c.actions().length;
+    this.notes = this.c.notes.length;
+    assert.deepEqual(this.session, f.state, `${step}: session state rebuilt from envelopes`);
+    assert.deepEqual(this.root, f.listed, `${step}: root summary rebuilt from notifications`);
+    assert.deepEqual(this.c.invalid, [], `${step}: every message validates`);
+    assert.ok(h.state.sessions.has(this.uri));
+    return f.state;
+  }
+}
+
+test("working directories are refused, with the capability named, when the backend did not advertise it", () =>
+  withFresh(async (h) => {
+    const { be, reg } = await FakeBackend.session(h, { protocolVersion: 6, sourceId: "plain" });
+    const { c } = await AhpClient.init(h, [reg.session], "wd-plain");
+    be.send({ type: "event", session: reg.session, event: ra(reg.session, { type: "session/workingDirectorySet", directory: "file:///a" }) });
+    assert.match((await be.nextType("error")).message, CAPABILITY);
+    for (const type of ["session/workingDirectorySet", "session/workingDirectoryRemoved"]) {
+      const seq = c.dispatch(reg.session, { type, directory: "file:///a" });
+      assert.match((await c.action((e) => e.origin?.clientSeq === seq)).rejectionReason, CAPABILITY);
+    }
+    await be.roundTrip();
+    assert.equal(be.frames.some((f) => f.type === "command"), false, "nothing is sent");
+    // The capability is a v6 hello field.
+    const old = await FakeBackend.session(h, { protocolVersion: 5, sourceId: "old", multipleWorkingDirectories: {} });
+    assert.equal(old.reg.type, "error");
+    assert.match(old.reg.message, /multipleWorkingDirectories requires protocol version 6/);
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    be.close();
+    old.be.close();
+  }));
+
+async function withFresh(fn: (h: HostHandle) => Promise<void>): Promise<void> {
+  const h = await startHost({ home: tempHome(), log: () => {} });
+  try {
+    await fn(h);
+  } finally {
+    await h.close();
+  }
+}
+
+test("working directories: backend and client changes, immutable primary, the bound, restart", async () => {
+  const home = tempHome();
+  let uri = "";
+  const h1 = await startHost({ home, log: () => {} });
+  try {
+    const { be, reg } = await FakeBackend.session(h1, { protocolVersion: 6, sourceId: "dirs", multipleWorkingDirectories: { immutablePrimary: true } });
+    assert.equal(reg.type, "registered", JSON.stringify(reg));
+    uri = reg.session;
+    const ev = (action: Json) => be.send({ type: "event", session: uri, event: ra(uri, action) });
+    const { c } = await AhpClient.init(h1, ["ahp-root://"], "wd-client");
+    const m = new DirMirror(c, uri);
+    await m.load();
+
+    ev({ type: "session/workingDirectorySet", directory: "file:///a" });
+    await c.action((e) => e.action.type === "session/workingDirectorySet");
+    assert.deepEqual(await m.check(h1, "backend set"), ["file:///a"]);
+    ev({ type: "session/workingDirectorySet", directory: "file:///a" });
+    assert.match((await be.nextType("error")).message, /"file:\/\/\/a" is already a working directory of this session/);
+    ev({ type: "session/workingDirectoryRemoved", directory: "file:///a" });
+    assert.match((await be.nextType("error")).message, /fixed primary \(multipleWorkingDirectories\.immutablePrimary\) and cannot be removed/);
+
+    // A client adds one: sent as apply_resource_action, echoed once accepted.
+    const add = c.dispatch(uri, { type: "session/workingDirectorySet", directory: "file:///b" });
+    const cmd = await be.nextType("command");
+    assert.deepEqual(cmd.command, { type: "apply_resource_action", channel: uri, action: { type: "session/workingDirectorySet", directory: "file:///b" } });
+    assert.equal(c.actions(uri).some((e) => e.origin?.clientSeq === add), false, "nothing before the backend answers");
+    be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
+    assert.equal((await c.action((e) => e.origin?.clientSeq === add)).rejectionReason, undefined);
+    assert.deepEqual(await m.check(h1, "client set"), ["file:///a", "file:///b"]);
+
+    // Refused by the backend: rejected, unchanged.
+    const refused = c.dispatch(uri, { type: "session/workingDirectorySet", directory: "file:///c" });
+    const cmd2 = await be.nextType("command");
+    be.send({ type: "command_result", commandId: cmd2.commandId, accepted: false, error: "no access" });
+    assert.equal((await c.action((e) => e.origin?.clientSeq === refused)).rejectionReason, "backend refused the action");
+    await m.check(h1, "backend refused");
+
+    // Refused before anything is sent.
+    for (const [action, re] of [
+      [{ type: "session/workingDirectoryRemoved", directory: "file:///a" }, /fixed primary/],
+      [{ type: "session/workingDirectoryRemoved", directory: "file:///zzz" }, /"file:\/\/\/zzz" is not a working directory of this session/],
+      [{ type: "session/workingDirectorySet", directory: "file:///b" }, /already a working directory/],
+      [{ type: "session/workingDirectorySet", directory: "not a uri" }, /invalid "session\/workingDirectorySet": directory must be an absolute URI/],
+      [{ type: "session/workingDirectorySet", directory: `file:///${"x".repeat(4096)}` }, /invalid "session\/workingDirectorySet": directory/],
+    ] as Array<[Json, RegExp]>) {
+      const seq = c.dispatch(uri, action);
+      assert.match((await c.action((e) => e.origin?.clientSeq === seq)).rejectionReason, re, JSON.stringify(action).slice(0, 100));
+    }
+    await be.roundTrip();
+    assert.equal(be.frames.some((f) => f.type === "command"), false, "no command for a refused action");
+
+    // A client removes one.
+    const rm = c.dispatch(uri, { type: "session/workingDirectoryRemoved", directory: "file:///b" });
+    const cmd3 = await be.nextType("command");
+    be.send({ type: "command_result", commandId: cmd3.commandId, accepted: true });
+    await c.action((e) => e.origin?.clientSeq === rm);
+    assert.deepEqual(await m.check(h1, "client removed"), ["file:///a"]);
+
+    // The bound: exactly MAX_WORKING_DIRECTORIES, one more is refused.
+    for (let i = 1; i < MAX_WORKING_DIRECTORIES; i++) ev({ type: "session/workingDirectorySet", directory: `file:///d${i}` });
+    await be.roundTrip();
+    assert.equal((await m.check(h1, "at the bound")).length, MAX_WORKING_DIRECTORIES);
+    ev({ type: "session/workingDirectorySet", directory: "file:///one-past" });
+    assert.match((await be.nextType("error")).message, new RegExp(`a session has at most ${MAX_WORKING_DIRECTORIES} working directories`));
+    const past = c.dispatch(uri, { type: "session/workingDirectorySet", directory: "file:///one-past" });
+    assert.match((await c.action((e) => e.origin?.clientSeq === past)).rejectionReason, /at most 64 working directories/);
+    ev({ type: "session/workingDirectoryRemoved", directory: "file:///d63" });
+    await be.roundTrip();
+    assert.equal((await m.check(h1, "below the bound")).length, MAX_WORKING_DIRECTORIES - 1);
+    c.close();
+    be.close();
+  } finally {
+    await h1.close();
+  }
+
+  const h2 = await startHost({ home, log: () => {} });
+  try {
+    const { c } = await AhpClient.init(h2, ["ahp-root://"], "wd-after");
+    const m = new DirMirror(c, uri);
+    await m.load();
+    assert.equal(m.session.length, MAX_WORKING_DIRECTORIES - 1, "persisted with the session");
+    assert.equal(m.session[0], "file:///a");
+    const seq = c.dispatch(uri, { type: "session/workingDirectorySet", directory: "file:///later" });
+    assert.equal((await c.action((e) => e.origin?.clientSeq === seq)).rejectionReason, "backend not connected");
+    await m.check(h2, "restored");
+    c.close();
+  } finally {
+    await h2.close();
+  }
+});
