@@ -55,9 +55,13 @@ class ChatMirror {
         c.activeTurn = { id: a.turnId, responseParts: [] };
         c.queuedMessages = (c.queuedMessages ?? []).filter((m: Json) => m.id !== a.queuedMessageId);
         break;
-      case "chat/inputRequested":
-        if (t) t.responseParts.push({ kind: "inputRequest", request: a.request });
+      case "chat/inputRequested": {
+        // Upstream: replaces the open part with the same request id, keeping its answers unless new ones are given.
+        const open = t?.responseParts.find((p: Json) => p.kind === "inputRequest" && p.response === undefined && p.request.id === a.request.id);
+        if (open) open.request = { ...a.request, ...(a.request.answers === undefined && open.request.answers ? { answers: open.request.answers } : {}) };
+        else if (t) t.responseParts.push({ kind: "inputRequest", request: a.request });
         break;
+      }
       case "chat/inputAnswerChanged": {
         const part = t?.responseParts.find((p: Json) => p.kind === "inputRequest" && p.response === undefined && p.request.id === a.requestId);
         if (!part) break;
@@ -173,6 +177,11 @@ test("drafts, in-progress answers and queued order are shared between clients an
       assert.match((await c.action((e) => e.origin?.clientSeq === seq)).rejectionReason, re, JSON.stringify(action).slice(0, 120));
     }
     await m.check(h1, "answers at the bound");
+    // The backend replaces the request (same questions, new wording): the answers stay.
+    be.send({ type: "event", session: reg.session, event: { type: "input_updated", request: { id: "q1", turnId: "T1", message: "More details", questions: [{ id: "name", kind: "text", message: "Full name?" }, { id: "n", kind: "number", message: "How many?" }] } } });
+    await c.action((e) => e.action.type === "chat/inputRequested" && e.action.request.message === "More details");
+    const kept = await m.check(h1, "request replaced");
+    assert.deepEqual(Object.keys(kept.activeTurn.responseParts.find((p: Json) => p.kind === "inputRequest").request.answers).sort(), ["n", "name"]);
     c.dispatch(reg.chat, { type: "chat/inputAnswerChanged", requestId: "q1", questionId: "name" });
     const cleared = await m.check(h1, "one answer removed");
     assert.deepEqual(Object.keys(cleared.activeTurn.responseParts.find((p: Json) => p.kind === "inputRequest").request.answers), ["n"]);
