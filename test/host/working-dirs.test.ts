@@ -175,3 +175,22 @@ test("working directories: backend and client changes, immutable primary, the bo
     await h2.close();
   }
 });
+
+test("a v6 provider advertises multipleWorkingDirectories in its AgentInfo capabilities", () =>
+  withFresh(async (h) => {
+    const hello = (version: number, id: string) => ({ type: "provider_hello", protocolVersion: version, instanceId: `pm-${id}`, providers: [{ id, displayName: id, multipleWorkingDirectories: { immutablePrimary: true } }] });
+    const old = await FakeBackend.connect(h.backendSocket);
+    old.send(hello(5, "old"));
+    const refused = await old.nextType("error");
+    assert.match(refused.message, /multipleWorkingDirectories requires protocol version 6/);
+    const be = await FakeBackend.connect(h.backendSocket);
+    be.send(hello(6, "multi"));
+    await be.nextType("provider_registered");
+    const { c, result } = await AhpClient.init(h, ["ahp-root://"], "agents");
+    const agent = (result.snapshots[0].state.agents as Json[]).find((a) => a.provider === "multi")!;
+    assert.deepEqual(agent.capabilities, { multipleWorkingDirectories: { immutablePrimary: true } });
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    be.close();
+    old.close();
+  }));

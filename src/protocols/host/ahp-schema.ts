@@ -233,7 +233,10 @@ export const AgentInfo = z.object({
   displayName: z.string(),
   description: z.string(),
   models: z.array(z.object({ id: z.string(), provider: z.string(), name: z.string() }).passthrough()),
-  capabilities: z.object({ multipleChats: z.object({ fork: z.boolean().optional(), sideChat: z.boolean().optional() }).optional() }).optional(),
+  capabilities: z.object({
+    multipleChats: z.object({ fork: z.boolean().optional(), sideChat: z.boolean().optional() }).optional(),
+    multipleWorkingDirectories: z.object({ immutablePrimary: z.boolean().optional(), primaryReplacement: z.boolean().optional() }).strict().optional(),
+  }).optional(),
   protectedResources: z.array(z.object({ resource: z.string() }).passthrough()).optional(),
 });
 export const RootState = z.object({

@@ -88,6 +88,8 @@ export const ProviderInfo = z.object({
     .array(z.object({ resource: z.string().min(1).max(4096), required: z.boolean().optional() }).passthrough())
     .max(16)
     .optional(),
+  /** v6, this host's addition: AHP `AgentCapabilities.multipleWorkingDirectories` (working-dirs.ts). */
+  multipleWorkingDirectories: z.object({ immutablePrimary: z.boolean().optional() }).strict().optional(),
 });
 
 export const ProviderHello = z.object({

@@ -116,6 +116,8 @@ export interface ProviderInfo {
   multipleChats?: ChatCaps;
   /** v6 static protected resources (RFC 9728 metadata). */
   protectedResources?: Json[];
+  /** v6: AHP `AgentCapabilities.multipleWorkingDirectories` (working-dirs.ts). */
+  multipleWorkingDirectories?: { immutablePrimary: boolean };
 }
 
 export interface ProviderRoute {

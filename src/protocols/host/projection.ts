@@ -160,6 +160,7 @@ export function agents(st: HostState): Json[] {
         // AHP MultipleChatsCapability: present means createChat works; fork/sideChat gate sources.
         if (info.protectedResources) a.protectedResources = info.protectedResources;
         if (info.multipleChats?.create) a.capabilities = { multipleChats: { fork: info.multipleChats.fork === true, sideChat: info.multipleChats.sideChat === true } };
+        if (info.multipleWorkingDirectories) a.capabilities = { ...(a.capabilities as Json | undefined), multipleWorkingDirectories: { ...info.multipleWorkingDirectories } };
         seen.set(info.id, a);
       }
   return [...seen.values()].sort((a, b) => String(a.provider).localeCompare(String(b.provider)));
