@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { AhpClient, FakeBackend, tempHome, type Json } from "./helpers.js";
 import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
 import { MAX_ANSWER_BYTES, MAX_DRAFT_BYTES } from "../../src/protocols/host/chat-drafts.js";
+import { reduceChat, type Chat } from "../../src/client/ahp/reducer.js";
 
 const user = (text: string) => ({ text, origin: { kind: "user" } });
 const bytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v));
@@ -18,6 +19,8 @@ const bytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v));
 class ChatMirror {
   chat: Json = {};
   session: Json = {};
+  /** The same chat through the project's client reducer (the web UI's). */
+  client = {} as Chat;
   private seen = 0;
   constructor(
     readonly c: AhpClient,
@@ -32,6 +35,7 @@ class ChatMirror {
   async load(): Promise<void> {
     const f = await this.fresh();
     this.chat = structuredClone(f.chat);
+    this.client = { ...structuredClone(f.chat), queuedMessages: structuredClone(f.chat.queuedMessages ?? []), rev: 0 } as unknown as Chat;
     this.session = structuredClone(f.session);
     this.seen = this.c.actions().length;
   }
@@ -44,6 +48,7 @@ class ChatMirror {
       return;
     }
     if (e.channel !== this.chatUri) return;
+    reduceChat(this.client, structuredClone(e.action) as Json);
     const c = this.chat;
     const t = c.activeTurn as Json | undefined;
     switch (a.type) {
@@ -94,6 +99,8 @@ class ChatMirror {
     assert.deepEqual(parts(this.chat), parts(f.chat), `${step}: open input requests`);
     assert.deepEqual(queued(this.chat), queued(f.chat), `${step}: queued order`);
     assert.deepEqual(inputs(this.session), inputs(f.session), `${step}: session input requests`);
+    const client = this.client as unknown as Json;
+    assert.deepEqual([client.draft, parts(client), queued(client)], [f.chat.draft, parts(f.chat), queued(f.chat)], `${step}: the client reducer agrees`);
     assert.deepEqual(this.c.invalid, [], `${step}: every message validates`);
     assert.ok(h.state.chatIndex.has(this.chatUri));
     return f.chat;

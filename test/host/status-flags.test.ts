@@ -11,6 +11,7 @@ import { AhpClient, FakeBackend, tempHome, until, type Json } from "./helpers.js
 import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
 import { SUPPORTED_AHP_BASELINES } from "../../src/protocols/host/ahp-version.js";
 import { flagsKnownTo } from "../../src/protocols/host/status-flags.js";
+import { reduceSession, type SessionState } from "../../src/client/ahp/reducer.js";
 
 const IS_READ = 32;
 const IS_ARCHIVED = 64;
@@ -22,6 +23,8 @@ const ra = (channel: string, action: Json) => ({ type: "resource_action", channe
 class FlagMirror {
   session = 0;
   root = 0;
+  /** The session through the project's client reducer (the web UI's). */
+  client = {} as SessionState;
   private seen = 0;
   private notes = 0;
   constructor(
@@ -29,7 +32,9 @@ class FlagMirror {
     readonly uri: string,
   ) {}
   async load(): Promise<void> {
-    this.session = ((await this.c.request("subscribe", { channel: this.uri })).result.snapshot.state as Json).status as number;
+    const snap = (await this.c.request("subscribe", { channel: this.uri })).result.snapshot.state as SessionState;
+    this.session = snap.status as number;
+    this.client = snap;
     this.root = ((await this.c.request("listSessions", {})).result.items as Json[]).find((i) => i.resource === this.uri)!.status as number;
     this.seen = this.c.actions().length;
     this.notes = this.c.notes.length;
@@ -42,6 +47,7 @@ class FlagMirror {
     assert.ok(h.state.sessions.has(this.uri), `${step}: session known`);
     for (const e of this.c.actions().slice(this.seen)) {
       if (e.channel !== this.uri || e.rejectionReason !== undefined) continue;
+      this.client = reduceSession(this.client, e.action as Json);
       if (e.action.type === "session/isReadChanged") this.session = withFlag(this.session, IS_READ, e.action.isRead);
       if (e.action.type === "session/isArchivedChanged") this.session = withFlag(this.session, IS_ARCHIVED, e.action.isArchived);
     }
@@ -51,6 +57,7 @@ class FlagMirror {
     assert.ok(ACTIVITY.includes(fresh & 31), `${step}: one exclusive activity value in ${fresh}`);
     assert.equal(fresh & ~31 & ~(IS_READ | IS_ARCHIVED), 0, `${step}: no bit beyond the flags`);
     assert.equal(this.session & ~31, fresh & ~31, `${step}: session flags rebuilt from envelopes`);
+    assert.equal((this.client.status as number) & ~31, fresh & ~31, `${step}: the client reducer agrees`);
     assert.equal(this.root, listed, `${step}: root summary status rebuilt from notifications`);
     assert.equal(listed, fresh, `${step}: summary and state agree`);
     assert.deepEqual(this.c.invalid, [], `${step}: every message validates`);

@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { AhpClient, FakeBackend, tempHome, type Json } from "./helpers.js";
 import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
 import { MAX_WORKING_DIRECTORIES } from "../../src/protocols/host/working-dirs.js";
+import { reduceSession, type SessionState } from "../../src/client/ahp/reducer.js";
 
 const ra = (channel: string, action: Json) => ({ type: "resource_action", channel, action });
 const CAPABILITY = /needs the multipleWorkingDirectories capability, which this session's backend did not advertise \(hello\.multipleWorkingDirectories, backend protocol 6 or later\)/;
@@ -17,14 +18,18 @@ const CAPABILITY = /needs the multipleWorkingDirectories capability, which this 
 class DirMirror {
   session: string[] = [];
   root: string[] = [];
+  /** The session through the project's client reducer (the web UI's). */
+  client = {} as SessionState;
   private seen = 0;
   private notes = 0;
   constructor(
     readonly c: AhpClient,
     readonly uri: string,
   ) {}
+  private snap: SessionState = {} as SessionState;
   private async fresh(): Promise<{ state: string[]; listed: string[] }> {
-    const state = ((await this.c.request("subscribe", { channel: this.uri })).result.snapshot.state.workingDirectories ?? []) as string[];
+    this.snap = (await this.c.request("subscribe", { channel: this.uri })).result.snapshot.state as SessionState;
+    const state = (this.snap.workingDirectories ?? []) as string[];
     const listed = (((await this.c.request("listSessions", {})).result.items as Json[]).find((i) => i.resource === this.uri)!.workingDirectories ?? []) as string[];
     return { state, listed };
   }
@@ -32,6 +37,7 @@ class DirMirror {
     const f = await this.fresh();
     this.session = [...f.state];
     this.root = [...f.listed];
+    this.client = this.snap;
     this.seen = this.c.actions().length;
     this.notes = this.c.notes.length;
   }
@@ -39,6 +45,7 @@ class DirMirror {
     const f = await this.fresh(); // answers come after every envelope published before them
     for (const e of this.c.actions().slice(this.seen)) {
       if (e.channel !== this.uri || e.rejectionReason !== undefined) continue;
+      this.client = reduceSession(this.client, e.action as Json);
       const d = e.action.directory as string;
       if (e.action.type === "session/workingDirectorySet" && !this.session.includes(d)) this.session.push(d);
       if (e.action.type === "session/workingDirectoryRemoved") this.session = this.session.filter((x) => x !== d);
@@ -48,6 +55,7 @@ class DirMirror {
     this.notes = this.c.notes.length;
     assert.deepEqual(this.session, f.state, `${step}: session state rebuilt from envelopes`);
     assert.deepEqual(this.root, f.listed, `${step}: root summary rebuilt from notifications`);
+    assert.deepEqual(this.client.workingDirectories ?? [], f.state, `${step}: the client reducer agrees`);
     assert.deepEqual(this.c.invalid, [], `${step}: every message validates`);
     assert.ok(h.state.sessions.has(this.uri));
     return f.state;

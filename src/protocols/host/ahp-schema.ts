@@ -141,7 +141,8 @@ export const ActiveTurn = z.object({
   usage: UsageInfo.optional(),
 });
 
-const statusBits = z.number().int().min(0);
+/** AHP `SessionStatus`: one exclusive activity value (1, 2, 8, 24) OR-ed with the flags IsRead (32) and IsArchived (64). */
+const statusBits = z.number().int().min(0).refine((v) => [1, 2, 8, 24].includes(v & 31) && (v & ~127) === 0, "one activity value (1, 2, 8, 24) OR-ed with IsRead 32 / IsArchived 64");
 export const SideChatSelection = z.object({ text: z.string().min(1), responsePartId: z.string().optional() });
 export const ChatOrigin = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("user") }),
