@@ -167,3 +167,79 @@ test("status flags: backend and client changes, unread on new work, announcement
     await h2.close();
   }
 });
+
+test("chat status flags (AHP 0.9): set from either side, kept by the catalogue, cleared by new work, persisted", async () => {
+  const home = tempHome();
+  let reg: Json = {};
+  /** Chat status as the public chat reducer keeps it: flags survive, IsRead clears when a turn starts or input opens. */
+  let mirror = 0;
+  let catalogue = 0;
+  let seen = 0;
+  const replay = (c: AhpClient) => {
+    for (const e of c.actions().slice(seen)) {
+      if (e.rejectionReason !== undefined) continue;
+      const a = e.action;
+      if (e.channel === reg.chat) {
+        if (a.type === "chat/isReadChanged") mirror = withFlag(mirror, IS_READ, a.isRead);
+        if (a.type === "chat/isArchivedChanged") mirror = withFlag(mirror, IS_ARCHIVED, a.isArchived);
+        if (a.type === "chat/turnStarted") mirror = (mirror & ~31 & ~IS_READ) | 8;
+        if (a.type === "chat/turnComplete") mirror = (mirror & ~31) | 1;
+      }
+      if (e.channel === reg.session && a.type === "session/chatUpdated" && a.chat === reg.chat && a.changes.status !== undefined) catalogue = a.changes.status;
+    }
+    seen = c.actions().length;
+  };
+  const check = async (c: AhpClient, step: string) => {
+    const chat = (await c.request("subscribe", { channel: reg.chat })).result.snapshot.state as Json;
+    const session = (await c.request("subscribe", { channel: reg.session })).result.snapshot.state as Json;
+    replay(c);
+    assert.equal(mirror, chat.status, `${step}: chat status rebuilt from envelopes`);
+    assert.equal(catalogue, session.chats.find((x: Json) => x.resource === reg.chat).status, `${step}: catalogue status from session/chatUpdated`);
+    assert.equal(catalogue, chat.status, `${step}: catalogue and chat agree`);
+    assert.deepEqual(c.invalid, [], `${step}: every message validates`);
+  };
+  const h1 = await startHost({ home, log: () => {} });
+  try {
+    const s = await FakeBackend.session(h1, { protocolVersion: 6, sourceId: "chat-flags" });
+    reg = s.reg;
+    const ev = (event: Json) => s.be.send({ type: "event", session: reg.session, event });
+    const { c, result } = await AhpClient.init(h1, [reg.session, reg.chat], "chat-flags");
+    mirror = (result.snapshots as Json[]).find((x) => x.resource === reg.chat)!.state.status;
+    catalogue = mirror;
+    seen = c.actions().length;
+    ev(ra(reg.chat, { type: "chat/isReadChanged", isRead: true }));
+    await c.action((e) => e.action.type === "session/chatUpdated");
+    await check(c, "backend read");
+    assert.equal(mirror, 1 | IS_READ);
+    const seq = c.dispatch(reg.chat, { type: "chat/isArchivedChanged", isArchived: true });
+    assert.equal((await c.action((e) => e.origin?.clientSeq === seq)).rejectionReason, undefined);
+    await check(c, "client archived");
+    assert.equal(mirror, 1 | IS_READ | IS_ARCHIVED);
+    assert.equal(((await c.request("subscribe", { channel: reg.session })).result.snapshot.state as Json).status, 1, "chat flags stay off the session status");
+    const bad = c.dispatch(reg.chat, { type: "chat/isReadChanged" });
+    assert.match((await c.action((e) => e.origin?.clientSeq === bad)).rejectionReason, /chat\/isReadChanged needs isRead: boolean/);
+    ev({ type: "user_message", text: "hi", turnId: "T1" });
+    await c.action((e) => e.action.type === "chat/turnStarted");
+    await check(c, "turn started");
+    assert.equal(mirror, 8 | IS_ARCHIVED, "a new turn clears the chat's IsRead");
+    ev({ type: "settled", cancelled: false });
+    await c.action((e) => e.action.type === "chat/turnComplete");
+    await check(c, "turn complete");
+    c.dispatch(reg.chat, { type: "chat/isReadChanged", isRead: true });
+    await c.action((e) => e.action.type === "chat/isReadChanged" && e.action.isRead === true && e.serverSeq > 0 && e.origin !== undefined);
+    await check(c, "read again");
+    c.close();
+    s.be.close();
+  } finally {
+    await h1.close();
+  }
+  const h2 = await startHost({ home, log: () => {} });
+  try {
+    const { c } = await AhpClient.init(h2, [], "after");
+    const chat = (await c.request("subscribe", { channel: reg.chat })).result.snapshot.state as Json;
+    assert.equal(chat.status, 1 | IS_READ | IS_ARCHIVED, "chat flags persisted");
+    c.close();
+  } finally {
+    await h2.close();
+  }
+});

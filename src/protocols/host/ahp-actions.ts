@@ -22,7 +22,7 @@ import { mcpLifecycleRequest } from "./mcp-lifecycle.js";
 import { annotationsClientAction, changesetClientAction } from "./resources.js";
 import { cancelAuthRequiredTool } from "./resource-actions.js";
 import { activeClientAction, clientToolAction } from "./client-tools.js";
-import { clientStatusFlag, isStatusFlagAction } from "./status-flags.js";
+import { clientChatFlag, clientStatusFlag, isChatFlagAction, isStatusFlagAction } from "./status-flags.js";
 import { clientWorkingDir, isWorkingDirAction } from "./working-dirs.js";
 import { CHAT_DRAFT_ACTIONS, chatDraftAction } from "./chat-drafts.js";
 
@@ -92,6 +92,7 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
     }
     default:
       if (CHAT_DRAFT_ACTIONS.has(type)) return chatDraftAction(st, s, chat, action, origin, reject);
+      if (isChatFlagAction(type)) return clientChatFlag(st, chat, action, origin, reject);
       return reject(`unsupported action ${clip(type)}`);
   }
 }

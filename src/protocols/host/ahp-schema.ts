@@ -281,6 +281,8 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("chat/draftChanged"), draft: Message.optional() }),
   z.object({ type: z.literal("chat/inputAnswerChanged"), requestId: z.string(), questionId: z.string(), answer: z.object({ state: z.enum(["draft", "submitted", "skipped"]) }).passthrough().optional() }),
   z.object({ type: z.literal("chat/queuedMessagesReordered"), order: z.array(z.string()) }),
+  z.object({ type: z.literal("chat/isReadChanged"), isRead: z.boolean() }),
+  z.object({ type: z.literal("chat/isArchivedChanged"), isArchived: z.boolean() }),
   z.object({ type: z.literal("chat/turnStarted"), turnId, startedAt: iso, message: Message, queuedMessageId: z.string().optional(), _meta: meta.optional() }),
   z.object({ type: z.literal("chat/delta"), turnId, partId: z.string(), content: z.string() }),
   z.object({ type: z.literal("chat/reasoning"), turnId, partId: z.string(), content: z.string() }),

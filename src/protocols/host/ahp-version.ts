@@ -71,6 +71,8 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
   "chat/queuedMessagesReordered": "0.4.0",
   "chat/draftChanged": "0.5.0",
   "chat/inputAnswerChanged": "0.4.0",
+  "chat/isReadChanged": "0.9.0",
+  "chat/isArchivedChanged": "0.9.0",
   "chat/activityChanged": "0.5.0",
   "chat/toolCallContentChanged": "0.4.0",
   "chat/toolCallAuthRequired": "0.6.0",

@@ -70,6 +70,8 @@ export interface ChatModel {
   announced?: { status: unknown; modifiedAt: unknown; title: unknown };
   /** AHP `ChatState.activity` (v6 `chat/activityChanged`); undefined when cleared. */
   activity?: string | undefined;
+  /** AHP chat status flags IsRead/IsArchived (status-flags.ts); undefined when neither is set. Persisted. */
+  flags?: number;
   /** AHP `ChatState.draft` (client `chat/draftChanged`, chat-drafts.ts); persisted with the chat. */
   draft?: Json;
   inputs: Map<string, Json>; // requestId -> ChatInputRequest

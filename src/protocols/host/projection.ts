@@ -10,7 +10,7 @@ import { mcpHub } from "./mcp-channels.js";
 import { rootConfig } from "./notifications.js";
 import { resourceSnapshot, sessionAnnotationsSummary, sessionChangesets } from "./resources.js";
 import { defaultChatOf } from "./resource-actions.js";
-import { statusFlags } from "./status-flags.js";
+import { chatFlags, statusFlags } from "./status-flags.js";
 
 /** The session config schema the host exposes: the two values `configure` can change. */
 export const SESSION_CONFIG_SCHEMA: Json = {
@@ -69,7 +69,7 @@ function sessionActivity(st: HostState, s: SessionModel): number {
 }
 
 export function chatSummary(c: ChatModel): Json {
-  const out: Json = { resource: c.uri, title: c.title, status: chatStatus(c), modifiedAt: c.modifiedAt };
+  const out: Json = { resource: c.uri, title: c.title, status: chatStatus(c) | chatFlags(c), modifiedAt: c.modifiedAt };
   if (c.interactivity) out.interactivity = c.interactivity;
   if (c.origin) out.origin = c.origin;
   if (c.workingDirectories) out.workingDirectories = c.workingDirectories;

@@ -6,7 +6,7 @@
 import { ROOT } from "./ahp-schema.js";
 import { findPart, findTool, nowIso, type ChatModel, type Json, type PendingMessage } from "./model.js";
 import type { HostState } from "./state.js";
-import { isStatusFlagAction, reduceStatusFlag } from "./status-flags.js";
+import { chatModified, isChatFlagAction, isStatusFlagAction, reduceChatFlag, reduceStatusFlag } from "./status-flags.js";
 import { isWorkingDirAction, reduceWorkingDir } from "./working-dirs.js";
 import { CHAT_DRAFT_ACTIONS, reduceChatDraft } from "./chat-drafts.js";
 
@@ -106,6 +106,7 @@ function reduceChat(st: HostState, c: ChatModel, type: string, a: Json): void {
       c.activeTurn = { id: a.turnId as string, startedAt: a.startedAt as string, startedMono: performance.now(), message: a.message as Json, responseParts: [] };
       c.modifiedAt = a.startedAt as string;
       c.lastError = false;
+      chatModified(c);
       if (typeof a.queuedMessageId === "string") {
         // Upstream reducer: the consumed pending message (queued or steering) leaves the chat.
         c.queuedMessages = c.queuedMessages.filter((m) => m.id !== a.queuedMessageId);
@@ -255,6 +256,7 @@ function reduceChat(st: HostState, c: ChatModel, type: string, a: Json): void {
       const req = a.request as Json;
       c.inputs.set(req.id as string, req);
       if (t) {
+        chatModified(c);
         const existing = t.responseParts.find((p) => p.kind === "inputRequest" && (p.request as Json).id === req.id && p.response === undefined);
         if (existing) existing.request = req;
         else t.responseParts.push({ kind: "inputRequest", request: req });
@@ -323,5 +325,6 @@ function reduceChat(st: HostState, c: ChatModel, type: string, a: Json): void {
     }
     default:
       if (CHAT_DRAFT_ACTIONS.has(type)) reduceChatDraft(st, c, type, a);
+      else if (isChatFlagAction(type)) reduceChatFlag(st, c, a);
   }
 }

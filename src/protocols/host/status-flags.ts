@@ -13,13 +13,17 @@
  *  - every change of the status value reaches root subscribers as `root/sessionSummaryChanged
  *    {status}`;
  *  - every AHP version this host negotiates (0.9.x, 1.x) defines both flags (introduced with the
- *    actions in 0.1.0), so they are carried to every client; `flagsKnownTo` states the rule.
+ *    actions in 0.1.0), so they are carried to every client; `flagsKnownTo` states the rule;
+ *  - chats carry their own flags (AHP 0.9 `chat/isReadChanged` / `chat/isArchivedChanged`), OR-ed
+ *    onto `ChatSummary.status` (so `session/chatUpdated` announces them) and persisted with the
+ *    chat; a turn start or an opened input request clears the chat's IsRead, as the AHP chat
+ *    reducer does on its own (nothing is published for it).
  */
 import { z } from "zod";
 import { clip } from "./inbound.js";
 import { ROOT } from "./ahp-schema.js";
 import { parseSemver } from "./ahp-version.js";
-import type { Json, Origin, SessionModel } from "./model.js";
+import type { ChatModel, Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 
 export const STATUS_FLAG = { IsRead: 1 << 5, IsArchived: 1 << 6 } as const;
@@ -116,4 +120,57 @@ export function becomesUnread(st: HostState, channel: string, action: Json): Ses
     return s;
   }
   return undefined;
+}
+
+// ── Chat-level flags (AHP 0.9 `chat/isReadChanged` / `chat/isArchivedChanged`) ─────────────────
+
+const ChatFlagActions = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("chat/isReadChanged"), isRead: z.boolean() }).strict(),
+  z.object({ type: z.literal("chat/isArchivedChanged"), isArchived: z.boolean() }).strict(),
+]);
+
+export function isChatFlagAction(type: unknown): boolean {
+  return type === "chat/isReadChanged" || type === "chat/isArchivedChanged";
+}
+
+/** The flag bits of chat `c`, OR-ed onto its `ChatSummary.status` / `ChatState.status`. */
+export function chatFlags(c: ChatModel): number {
+  return c.flags ?? 0;
+}
+
+/** Reducer: apply an accepted chat flag action (persisted with the chat). */
+export function reduceChatFlag(st: HostState, c: ChatModel, a: Json): void {
+  const flag = a.type === "chat/isReadChanged" ? STATUS_FLAG.IsRead : STATUS_FLAG.IsArchived;
+  const on = a.type === "chat/isReadChanged" ? a.isRead === true : a.isArchived === true;
+  const next = on ? chatFlags(c) | flag : chatFlags(c) & ~flag;
+  if (next === 0) delete c.flags;
+  else c.flags = next;
+  st.persistChat(c);
+}
+
+/**
+ * The AHP chat reducer clears the chat's IsRead itself when a turn starts or an input request
+ * part opens (no action says so): the host's model follows without publishing anything.
+ */
+export function chatModified(c: ChatModel): void {
+  if (c.flags !== undefined && (c.flags & STATUS_FLAG.IsRead) !== 0) {
+    const next = c.flags & ~STATUS_FLAG.IsRead;
+    if (next === 0) delete c.flags;
+    else c.flags = next;
+  }
+}
+
+/** A backend `resource_action` on a chat carrying a chat flag action: null when published, else why not. */
+export function backendChatFlag(st: HostState, c: ChatModel, action: Json): string | null {
+  const p = ChatFlagActions.safeParse(action);
+  if (!p.success) return `invalid ${clip(action.type)}: ${p.error.issues[0]?.path.join(".") ?? ""} ${p.error.issues[0]?.message ?? ""}`.trim();
+  st.publish(c.uri, p.data);
+  return null;
+}
+
+/** A client `dispatchAction` of a chat flag action: host-owned like the session flags, echoed at once. */
+export function clientChatFlag(st: HostState, c: ChatModel, action: Json, origin: Origin, reject: (r: string) => void): void {
+  const p = ChatFlagActions.safeParse(action);
+  if (!p.success) return reject(action.type === "chat/isReadChanged" ? "chat/isReadChanged needs isRead: boolean (and nothing else)" : "chat/isArchivedChanged needs isArchived: boolean (and nothing else)");
+  st.publish(c.uri, p.data, origin);
 }
