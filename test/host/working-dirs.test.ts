@@ -136,13 +136,22 @@ test("working directories: backend and client changes, immutable primary, the bo
       [{ type: "session/workingDirectoryRemoved", directory: "file:///zzz" }, /"file:\/\/\/zzz" is not a working directory of this session/],
       [{ type: "session/workingDirectorySet", directory: "file:///b" }, /already a working directory/],
       [{ type: "session/workingDirectorySet", directory: "not a uri" }, /invalid "session\/workingDirectorySet": directory must be an absolute URI/],
-      [{ type: "session/workingDirectorySet", directory: `file:///${"x".repeat(4096)}` }, /invalid "session\/workingDirectorySet": directory/],
+      [{ type: "session/workingDirectorySet", directory: `file:///${"x".repeat(4096 - 8 + 1)}` }, /invalid "session\/workingDirectorySet": directory/],
     ] as Array<[Json, RegExp]>) {
       const seq = c.dispatch(uri, action);
       assert.match((await c.action((e) => e.origin?.clientSeq === seq)).rejectionReason, re, JSON.stringify(action).slice(0, 100));
     }
     await be.roundTrip();
     assert.equal(be.frames.some((f) => f.type === "command"), false, "no command for a refused action");
+
+    // A directory URI of exactly 4,096 characters is accepted (one more is refused above).
+    const longest = `file:///${"x".repeat(4096 - 8)}`;
+    assert.equal(longest.length, 4096);
+    ev({ type: "session/workingDirectorySet", directory: longest });
+    ev({ type: "session/workingDirectoryRemoved", directory: longest });
+    await be.roundTrip();
+    await m.check(h1, "longest directory");
+    assert.deepEqual(c.actions(uri).filter((e) => e.action.directory === longest).map((e) => e.action.type), ["session/workingDirectorySet", "session/workingDirectoryRemoved"]);
 
     // A client removes one.
     const rm = c.dispatch(uri, { type: "session/workingDirectoryRemoved", directory: "file:///b" });
