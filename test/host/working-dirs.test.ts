@@ -49,6 +49,7 @@ class DirMirror {
       const d = e.action.directory as string;
       if (e.action.type === "session/workingDirectorySet" && !this.session.includes(d)) this.session.push(d);
       if (e.action.type === "session/workingDirectoryRemoved") this.session = this.session.filter((x) => x !== d);
+      if (e.action.type === "session/workingDirectoryReplaced" && !this.session.includes(e.action.replacement)) this.session = this.session.map((x) => (x === d ? e.action.replacement : x));
     }
     for (const n of this.c.notes.slice(this.notes)) if (n.method === "root/sessionSummaryChanged" && n.params.session === this.uri && n.params.changes.workingDirectories) this.root = n.params.changes.workingDirectories;
     this.seen = this.c.actions().length;
@@ -133,6 +134,7 @@ test("working directories: backend and client changes, immutable primary, the bo
     // Refused before anything is sent.
     for (const [action, re] of [
       [{ type: "session/workingDirectoryRemoved", directory: "file:///a" }, /fixed primary/],
+      [{ type: "session/workingDirectoryReplaced", directory: "file:///a", replacement: "file:///a2" }, /fixed primary \(multipleWorkingDirectories\.immutablePrimary\) and cannot be replaced/],
       [{ type: "session/workingDirectoryRemoved", directory: "file:///zzz" }, /"file:\/\/\/zzz" is not a working directory of this session/],
       [{ type: "session/workingDirectorySet", directory: "file:///b" }, /already a working directory/],
       [{ type: "session/workingDirectorySet", directory: "not a uri" }, /invalid "session\/workingDirectorySet": directory must be an absolute URI/],
@@ -210,4 +212,42 @@ test("a v6 provider advertises multipleWorkingDirectories in its AgentInfo capab
     c.close();
     be.close();
     old.close();
+  }));
+
+test("session/workingDirectoryReplaced (AHP 0.8): a primary slot is replaced, never removed", () =>
+  withFresh(async (h) => {
+    const both = await FakeBackend.session(h, { protocolVersion: 6, sourceId: "both", multipleWorkingDirectories: { immutablePrimary: true, primaryReplacement: true } });
+    assert.equal(both.reg.type, "error");
+    assert.match(both.reg.message, /immutablePrimary and primaryReplacement cannot both be true/);
+    const { be, reg } = await FakeBackend.session(h, { protocolVersion: 6, sourceId: "slot", multipleWorkingDirectories: { primaryReplacement: true } });
+    assert.equal(reg.type, "registered", JSON.stringify(reg));
+    const uri = reg.session as string;
+    const ev = (action: Json) => be.send({ type: "event", session: uri, event: ra(uri, action) });
+    const { c } = await AhpClient.init(h, ["ahp-root://"], "slot-client");
+    const m = new DirMirror(c, uri);
+    await m.load();
+    ev({ type: "session/workingDirectorySet", directory: "file:///a" });
+    ev({ type: "session/workingDirectorySet", directory: "file:///b" });
+    await be.roundTrip();
+    assert.deepEqual(await m.check(h, "two"), ["file:///a", "file:///b"]);
+    const rm = c.dispatch(uri, { type: "session/workingDirectoryRemoved", directory: "file:///a" });
+    assert.match((await c.action((e) => e.origin?.clientSeq === rm)).rejectionReason, /primary slot \(multipleWorkingDirectories\.primaryReplacement\): replace it with session\/workingDirectoryReplaced instead/);
+    const rp = c.dispatch(uri, { type: "session/workingDirectoryReplaced", directory: "file:///a", replacement: "file:///a2" });
+    const cmd = await be.nextType("command");
+    assert.deepEqual(cmd.command, { type: "apply_resource_action", channel: uri, action: { type: "session/workingDirectoryReplaced", directory: "file:///a", replacement: "file:///a2" } });
+    be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
+    assert.equal((await c.action((e) => e.origin?.clientSeq === rp)).rejectionReason, undefined);
+    assert.deepEqual(await m.check(h, "primary replaced in place"), ["file:///a2", "file:///b"]);
+    ev({ type: "session/workingDirectoryReplaced", directory: "file:///b", replacement: "file:///c" });
+    await be.roundTrip();
+    assert.deepEqual(await m.check(h, "backend replaced"), ["file:///a2", "file:///c"]);
+    ev({ type: "session/workingDirectoryReplaced", directory: "file:///a2", replacement: "file:///c" });
+    assert.match((await be.nextType("error")).message, /"file:\/\/\/c" is already a working directory of this session/);
+    ev({ type: "session/workingDirectoryReplaced", directory: "file:///zzz", replacement: "file:///d" });
+    assert.match((await be.nextType("error")).message, /"file:\/\/\/zzz" is not a working directory of this session/);
+    ev({ type: "session/workingDirectoryRemoved", directory: "file:///c" });
+    await be.roundTrip();
+    assert.deepEqual(await m.check(h, "a peer removed"), ["file:///a2"]);
+    c.close();
+    be.close();
   }));

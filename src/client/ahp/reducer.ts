@@ -147,10 +147,14 @@ export function reduceSession(s: SessionState, a: Json): SessionState {
       break;
     }
     case "session/workingDirectorySet":
-    case "session/workingDirectoryRemoved": {
+    case "session/workingDirectoryRemoved":
+    case "session/workingDirectoryReplaced": {
       const dirs = Array.isArray(s.workingDirectories) ? (s.workingDirectories as string[]) : [];
       const d = a.directory as string;
-      next.workingDirectories = a.type === "session/workingDirectorySet" ? (dirs.includes(d) ? dirs : [...dirs, d]) : dirs.filter((x) => x !== d);
+      const by = a.replacement as string;
+      if (a.type === "session/workingDirectorySet") next.workingDirectories = dirs.includes(d) ? dirs : [...dirs, d];
+      else if (a.type === "session/workingDirectoryRemoved") next.workingDirectories = dirs.filter((x) => x !== d);
+      else if (!dirs.includes(by)) next.workingDirectories = dirs.map((x) => (x === d ? by : x));
       break;
     }
     case "session/mcpServerStateChanged":

@@ -276,7 +276,7 @@ export class BackendConn implements ProviderRoute {
       description: p.description ?? "",
       ...(p.multipleChats ? { multipleChats: p.multipleChats } : {}),
       ...(p.protectedResources ? { protectedResources: p.protectedResources } : {}),
-      ...(p.multipleWorkingDirectories ? { multipleWorkingDirectories: { immutablePrimary: p.multipleWorkingDirectories.immutablePrimary === true } } : {}),
+      ...(p.multipleWorkingDirectories ? { multipleWorkingDirectories: { immutablePrimary: p.multipleWorkingDirectories.immutablePrimary === true, ...(p.multipleWorkingDirectories.primaryReplacement === true ? { primaryReplacement: true } : {}) } } : {}),
     }));
     for (const id of ids) st.providers.set(id, this);
     st.publishAgents();

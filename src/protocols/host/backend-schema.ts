@@ -50,6 +50,12 @@ export const ToolCapabilities = z.object({
   clientTools: z.boolean().optional(),
 });
 
+/** AHP `MultipleWorkingDirectoriesCapability` (this host's v6 hello addition; working-dirs.ts). */
+const MultipleWorkingDirectories = z
+  .object({ immutablePrimary: z.boolean().optional(), primaryReplacement: z.boolean().optional() })
+  .strict()
+  .refine((c) => !(c.immutablePrimary === true && c.primaryReplacement === true), "immutablePrimary and primaryReplacement cannot both be true");
+
 /** Session `hello` body (also the `hello` inside `register_session`). Version gating is checked separately. */
 export const HelloBody = z.object({
   protocolVersion: z.number().int(),
@@ -69,7 +75,7 @@ export const HelloBody = z.object({
   chatCapabilities: ChatCapabilities.optional(),
   toolCapabilities: ToolCapabilities.optional(),
   /** v6, this host's addition: AHP `AgentCapabilities.multipleWorkingDirectories` for this session. */
-  multipleWorkingDirectories: z.object({ immutablePrimary: z.boolean().optional() }).strict().optional(),
+  multipleWorkingDirectories: MultipleWorkingDirectories.optional(),
   mcpServers: z.array(z.unknown()).optional(),
   historyNextCursor: z.string().max(4096).optional(),
   history: z.array(HistoryTurn).optional(),
@@ -89,7 +95,7 @@ export const ProviderInfo = z.object({
     .max(16)
     .optional(),
   /** v6, this host's addition: AHP `AgentCapabilities.multipleWorkingDirectories` (working-dirs.ts). */
-  multipleWorkingDirectories: z.object({ immutablePrimary: z.boolean().optional() }).strict().optional(),
+  multipleWorkingDirectories: MultipleWorkingDirectories.optional(),
 });
 
 export const ProviderHello = z.object({

@@ -12,7 +12,7 @@ export class LogicalRoute implements SessionRoute {
   /** v4: `toolCapabilities.clientTools` was advertised (client-tools.ts). */
   clientTools = false;
   /** v6: `hello.multipleWorkingDirectories` (working-dirs.ts) and `inputCapabilities.drafts` (chat-drafts.ts). */
-  workingDirs?: { immutablePrimary: boolean };
+  workingDirs?: { immutablePrimary: boolean; primaryReplacement?: boolean };
   inputDrafts?: boolean;
   constructor(
     readonly logicalId: string,

@@ -102,7 +102,7 @@ export interface SessionRoute {
   clientTools?: boolean;
   multiplexed: boolean;
   /** v6: `hello.multipleWorkingDirectories` was advertised (working-dirs.ts). */
-  workingDirs?: { immutablePrimary: boolean };
+  workingDirs?: { immutablePrimary: boolean; primaryReplacement?: boolean };
   /** v6: `hello.inputCapabilities.drafts` was advertised: in-progress answers go to the backend (chat-drafts.ts). */
   inputDrafts?: boolean;
   /** Deliver a command frame; false means it was not sent (queue refusal). */
@@ -119,7 +119,7 @@ export interface ProviderInfo {
   /** v6 static protected resources (RFC 9728 metadata). */
   protectedResources?: Json[];
   /** v6: AHP `AgentCapabilities.multipleWorkingDirectories` (working-dirs.ts). */
-  multipleWorkingDirectories?: { immutablePrimary: boolean };
+  multipleWorkingDirectories?: { immutablePrimary: boolean; primaryReplacement?: boolean };
 }
 
 export interface ProviderRoute {

@@ -11,7 +11,9 @@
  *  - from a client: the same checks, then sent as `apply_resource_action {channel: <session>,
  *    action}` (the backend must really grant or revoke tool access) and reduced and echoed only
  *    after the backend accepts; a refusal or an indeterminate outcome is the action's rejection;
- *  - `immutablePrimary`: the first directory is the backend's fixed root and cannot be removed;
+ *  - `session/workingDirectoryReplaced {directory, replacement}` (AHP 0.8) swaps one entry in
+ *    place; `immutablePrimary`: the first directory is the backend's fixed root and can be
+ *    neither removed nor replaced; `primaryReplacement`: it cannot be removed, only replaced;
  *  - at most MAX_WORKING_DIRECTORIES directories, each a URI of at most 4,096 characters.
  */
 import { z } from "zod";
@@ -28,11 +30,13 @@ const directory = z.string().min(1).max(4096).regex(/^[A-Za-z][A-Za-z0-9+.-]*:\S
 const WorkingDirActions = z.discriminatedUnion("type", [
   z.object({ type: z.literal("session/workingDirectorySet"), directory }).strict(),
   z.object({ type: z.literal("session/workingDirectoryRemoved"), directory }).strict(),
+  // AHP 0.8: an atomic replacement at the same position.
+  z.object({ type: z.literal("session/workingDirectoryReplaced"), directory, replacement: directory }).strict(),
 ]);
 type WorkingDirAction = z.infer<typeof WorkingDirActions>;
 
 export function isWorkingDirAction(type: unknown): boolean {
-  return type === "session/workingDirectorySet" || type === "session/workingDirectoryRemoved";
+  return type === "session/workingDirectorySet" || type === "session/workingDirectoryRemoved" || type === "session/workingDirectoryReplaced";
 }
 
 /** The session's working directories (AHP `SessionState.workingDirectories`). */
@@ -54,6 +58,7 @@ function parse(action: Json): { ok: WorkingDirAction } | { error: string } {
 /** Whether `a` applies to the current set and the route's capability; null, or why not. */
 function check(s: SessionModel, a: WorkingDirAction): string | null {
   const caps = s.route?.workingDirs;
+  // (both flags together are refused at hello)
   if (!caps) return missingCapability(a.type);
   const dirs = directories(s);
   if (a.type === "session/workingDirectorySet") {
@@ -62,7 +67,14 @@ function check(s: SessionModel, a: WorkingDirAction): string | null {
     return null;
   }
   if (!dirs.includes(a.directory)) return `${a.type}: ${clip(a.directory)} is not a working directory of this session`;
-  if (caps.immutablePrimary && dirs[0] === a.directory) return `${a.type}: the first working directory is the backend's fixed primary (multipleWorkingDirectories.immutablePrimary) and cannot be removed`;
+  const primary = dirs[0] === a.directory;
+  if (a.type === "session/workingDirectoryReplaced") {
+    if (dirs.includes(a.replacement)) return `${a.type}: ${clip(a.replacement)} is already a working directory of this session`;
+    if (caps.immutablePrimary && primary) return `${a.type}: the first working directory is the backend's fixed primary (multipleWorkingDirectories.immutablePrimary) and cannot be replaced`;
+    return null;
+  }
+  if (caps.immutablePrimary && primary) return `${a.type}: the first working directory is the backend's fixed primary (multipleWorkingDirectories.immutablePrimary) and cannot be removed`;
+  if (caps.primaryReplacement && primary) return `${a.type}: the first working directory is the backend's primary slot (multipleWorkingDirectories.primaryReplacement): replace it with session/workingDirectoryReplaced instead`;
   return null;
 }
 
@@ -78,6 +90,9 @@ export function reduceWorkingDir(st: HostState, s: SessionModel, a: Json): void 
   const dir = a.directory as string;
   if (a.type === "session/workingDirectorySet") {
     if (!dirs.includes(dir)) s.extra.workingDirectories = [...dirs, dir];
+  } else if (a.type === "session/workingDirectoryReplaced") {
+    const by = a.replacement as string;
+    if (!dirs.includes(by)) s.extra.workingDirectories = dirs.map((d) => (d === dir ? by : d));
   } else s.extra.workingDirectories = dirs.filter((d) => d !== dir);
   st.persistSession(s);
 }
