@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { AhpClient, FakeBackend, tempHome, type Json } from "./helpers.js";
 import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
 import { MAX_WORKING_DIRECTORIES } from "../../src/protocols/host/working-dirs.js";
-import { reduceSession, type SessionState } from "../../src/client/ahp/reducer.js";
+import { reduceChat, reduceSession, type Chat, type SessionState } from "../../src/client/ahp/reducer.js";
 
 const ra = (channel: string, action: Json) => ({ type: "resource_action", channel, action });
 const CAPABILITY = /needs the multipleWorkingDirectories capability, which this session's backend did not advertise \(hello\.multipleWorkingDirectories, backend protocol 6 or later\)/;
@@ -66,11 +66,11 @@ class DirMirror {
 test("working directories are refused, with the capability named, when the backend did not advertise it", () =>
   withFresh(async (h) => {
     const { be, reg } = await FakeBackend.session(h, { protocolVersion: 6, sourceId: "plain" });
-    const { c } = await AhpClient.init(h, [reg.session], "wd-plain");
+    const { c } = await AhpClient.init(h, [reg.session, reg.chat], "wd-plain");
     be.send({ type: "event", session: reg.session, event: ra(reg.session, { type: "session/workingDirectorySet", directory: "file:///a" }) });
     assert.match((await be.nextType("error")).message, CAPABILITY);
-    for (const type of ["session/workingDirectorySet", "session/workingDirectoryRemoved"]) {
-      const seq = c.dispatch(reg.session, { type, directory: "file:///a" });
+    for (const [channel, type] of [[reg.session, "session/workingDirectorySet"], [reg.session, "session/workingDirectoryRemoved"], [reg.session, "session/workingDirectoryReplaced"], [reg.chat, "chat/workingDirectorySet"]]) {
+      const seq = c.dispatch(channel, { type, directory: "file:///a", ...(type.endsWith("Replaced") ? { replacement: "file:///b" } : {}) });
       assert.match((await c.action((e) => e.origin?.clientSeq === seq)).rejectionReason, CAPABILITY);
     }
     await be.roundTrip();
@@ -251,3 +251,89 @@ test("session/workingDirectoryReplaced (AHP 0.8): a primary slot is replaced, ne
     c.close();
     be.close();
   }));
+
+test("a chat's working-directory subset (AHP 0.7): set and removed from either side, following the session's set", async () => {
+  const home = tempHome();
+  let reg: Json = {};
+  const h1 = await startHost({ home, log: () => {} });
+  try {
+    const s = await FakeBackend.session(h1, { protocolVersion: 6, sourceId: "chat-dirs", multipleWorkingDirectories: {} });
+    reg = s.reg;
+    const be = s.be;
+    const uri = reg.session as string;
+    const ev = (channel: string, action: Json) => be.send({ type: "event", session: uri, event: ra(channel, action) });
+    const { c, result } = await AhpClient.init(h1, [uri, reg.chat], "chat-dirs");
+    const snap = (r: string) => (result.snapshots as Json[]).find((x) => x.resource === r)!.state as Json;
+    let chatDirs: string[] | undefined = snap(reg.chat).workingDirectories;
+    let catalogue: string[] | undefined = snap(uri).chats.find((x: Json) => x.resource === reg.chat).workingDirectories;
+    const client = { ...structuredClone(snap(reg.chat)), queuedMessages: [], rev: 0 } as unknown as Chat;
+    let seen = c.actions().length;
+    const check = async (step: string): Promise<string[] | undefined> => {
+      const chat = (await c.request("subscribe", { channel: reg.chat })).result.snapshot.state as Json;
+      const session = (await c.request("subscribe", { channel: uri })).result.snapshot.state as Json;
+      for (const e of c.actions().slice(seen)) {
+        if (e.rejectionReason !== undefined) continue;
+        const a = e.action;
+        if (e.channel === reg.chat) {
+          reduceChat(client, structuredClone(a));
+          if (a.type === "chat/workingDirectorySet" && !(chatDirs ?? []).includes(a.directory)) chatDirs = [...(chatDirs ?? []), a.directory];
+          if (a.type === "chat/workingDirectoryRemoved" && chatDirs) chatDirs = chatDirs.filter((d) => d !== a.directory);
+        }
+        if (e.channel === uri && a.type === "session/chatUpdated" && a.chat === reg.chat && a.changes.workingDirectories) catalogue = a.changes.workingDirectories;
+      }
+      seen = c.actions().length;
+      assert.deepEqual(chatDirs, chat.workingDirectories, `${step}: chat subset rebuilt from envelopes`);
+      assert.deepEqual(client.workingDirectories, chat.workingDirectories, `${step}: the client reducer agrees`);
+      assert.deepEqual(catalogue, session.chats.find((x: Json) => x.resource === reg.chat).workingDirectories, `${step}: catalogue from session/chatUpdated`);
+      for (const d of chat.workingDirectories ?? []) assert.ok(session.workingDirectories.includes(d), `${step}: ${d} is one of the session's`);
+      assert.deepEqual(c.invalid, [], `${step}: every message validates`);
+      return chat.workingDirectories;
+    };
+    for (const d of ["file:///a", "file:///b", "file:///c"]) ev(uri, { type: "session/workingDirectorySet", directory: d });
+    await be.roundTrip();
+    assert.equal(await check("no subset"), undefined, "a chat without a subset sees the whole set");
+
+    const add = c.dispatch(reg.chat, { type: "chat/workingDirectorySet", directory: "file:///a" });
+    const cmd = await be.nextType("command");
+    assert.deepEqual([cmd.chat, cmd.command], [reg.chat, { type: "apply_resource_action", channel: reg.chat, action: { type: "chat/workingDirectorySet", directory: "file:///a" } }]);
+    be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
+    assert.equal((await c.action((e) => e.origin?.clientSeq === add)).rejectionReason, undefined);
+    assert.deepEqual(await check("client narrowed"), ["file:///a"]);
+    ev(reg.chat, { type: "chat/workingDirectorySet", directory: "file:///b" });
+    await be.roundTrip();
+    assert.deepEqual(await check("backend added"), ["file:///a", "file:///b"]);
+    for (const [action, re] of [
+      [{ type: "chat/workingDirectorySet", directory: "file:///zzz" }, /"file:\/\/\/zzz" is not a working directory of this session \(add it to the session first\)/],
+      [{ type: "chat/workingDirectorySet", directory: "file:///b" }, /"file:\/\/\/b" is already one of this chat's working directories/],
+      [{ type: "chat/workingDirectoryRemoved", directory: "file:///c" }, /"file:\/\/\/c" is not one of this chat's working directories/],
+    ] as Array<[Json, RegExp]>) {
+      const seq = c.dispatch(reg.chat, action);
+      assert.match((await c.action((e) => e.origin?.clientSeq === seq)).rejectionReason, re);
+    }
+    ev(reg.chat, { type: "chat/workingDirectoryRemoved", directory: "file:///zzz" });
+    assert.match((await be.nextType("error")).message, /is not one of this chat's working directories/);
+
+    // The session's set moves: the chat's subset follows (it never names a directory the session lost).
+    ev(uri, { type: "session/workingDirectoryReplaced", directory: "file:///a", replacement: "file:///a2" });
+    await be.roundTrip();
+    assert.deepEqual(await check("session replaced"), ["file:///b", "file:///a2"]);
+    const rm = c.dispatch(uri, { type: "session/workingDirectoryRemoved", directory: "file:///b" });
+    const cmd2 = await be.nextType("command");
+    be.send({ type: "command_result", commandId: cmd2.commandId, accepted: true });
+    await c.action((e) => e.origin?.clientSeq === rm);
+    assert.deepEqual(await check("session removed"), ["file:///a2"]);
+    c.close();
+    be.close();
+  } finally {
+    await h1.close();
+  }
+  const h2 = await startHost({ home, log: () => {} });
+  try {
+    const { c } = await AhpClient.init(h2, [], "after");
+    const chat = (await c.request("subscribe", { channel: reg.chat })).result.snapshot.state as Json;
+    assert.deepEqual(chat.workingDirectories, ["file:///a2"], "the subset is persisted with the chat");
+    c.close();
+  } finally {
+    await h2.close();
+  }
+});

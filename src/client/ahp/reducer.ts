@@ -52,6 +52,8 @@ export interface Chat {
   activity?: string | undefined;
   /** The message being composed, shared between clients (`chat/draftChanged`); undefined when cleared. */
   draft?: Json | undefined;
+  /** The chat's subset of the session's working directories; undefined: the whole set. */
+  workingDirectories?: string[] | undefined;
 }
 export interface ChatSummaryRef {
   resource: string;
@@ -210,6 +212,14 @@ export function reduceChat(c: Chat, a: Json): void {
         if (c.steeringMessage?.id === a.id) c.steeringMessage = undefined;
       } else c.queuedMessages = c.queuedMessages.filter((m) => m.id !== a.id);
       return;
+    case "chat/workingDirectorySet":
+    case "chat/workingDirectoryRemoved": {
+      const mine = c.workingDirectories ?? [];
+      const d = a.directory as string;
+      if (a.type === "chat/workingDirectorySet") c.workingDirectories = mine.includes(d) ? mine : [...mine, d];
+      else if (c.workingDirectories) c.workingDirectories = mine.filter((x) => x !== d);
+      return;
+    }
     case "chat/draftChanged":
       c.draft = a.draft as Json | undefined;
       if (c.draft === undefined) delete c.draft;

@@ -23,7 +23,7 @@ import { annotationsClientAction, changesetClientAction } from "./resources.js";
 import { cancelAuthRequiredTool } from "./resource-actions.js";
 import { activeClientAction, clientToolAction } from "./client-tools.js";
 import { clientChatFlag, clientStatusFlag, isChatFlagAction, isStatusFlagAction } from "./status-flags.js";
-import { clientWorkingDir, isWorkingDirAction } from "./working-dirs.js";
+import { clientChatWorkingDir, clientWorkingDir, isChatWorkingDirAction, isWorkingDirAction } from "./working-dirs.js";
 import { CHAT_DRAFT_ACTIONS, chatDraftAction } from "./chat-drafts.js";
 
 const MAX_PENDING_ID = 512;
@@ -93,6 +93,7 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
     default:
       if (CHAT_DRAFT_ACTIONS.has(type)) return chatDraftAction(st, s, chat, action, origin, reject);
       if (isChatFlagAction(type)) return clientChatFlag(st, chat, action, origin, reject);
+      if (isChatWorkingDirAction(type)) return clientChatWorkingDir(st, s, chat, action, origin, reject);
       return reject(`unsupported action ${clip(type)}`);
   }
 }

@@ -279,6 +279,8 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("session/workingDirectorySet"), directory: uri }),
   z.object({ type: z.literal("session/workingDirectoryRemoved"), directory: uri }),
   z.object({ type: z.literal("session/workingDirectoryReplaced"), directory: uri, replacement: uri }),
+  z.object({ type: z.literal("chat/workingDirectorySet"), directory: uri }),
+  z.object({ type: z.literal("chat/workingDirectoryRemoved"), directory: uri }),
   z.object({ type: z.literal("chat/draftChanged"), draft: Message.optional() }),
   z.object({ type: z.literal("chat/inputAnswerChanged"), requestId: z.string(), questionId: z.string(), answer: z.object({ state: z.enum(["draft", "submitted", "skipped"]) }).passthrough().optional() }),
   z.object({ type: z.literal("chat/queuedMessagesReordered"), order: z.array(z.string()) }),

@@ -69,6 +69,8 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
   "session/workingDirectorySet": "0.7.0",
   "session/workingDirectoryRemoved": "0.7.0",
   "session/workingDirectoryReplaced": "0.8.0",
+  "chat/workingDirectorySet": "0.7.0",
+  "chat/workingDirectoryRemoved": "0.7.0",
   "chat/queuedMessagesReordered": "0.4.0",
   "chat/draftChanged": "0.5.0",
   "chat/inputAnswerChanged": "0.4.0",

@@ -7,7 +7,7 @@ import { ROOT } from "./ahp-schema.js";
 import { findPart, findTool, nowIso, type ChatModel, type Json, type PendingMessage } from "./model.js";
 import type { HostState } from "./state.js";
 import { chatModified, isChatFlagAction, isStatusFlagAction, reduceChatFlag, reduceStatusFlag } from "./status-flags.js";
-import { isWorkingDirAction, reduceWorkingDir } from "./working-dirs.js";
+import { isChatWorkingDirAction, isWorkingDirAction, reduceChatWorkingDir, reduceWorkingDir } from "./working-dirs.js";
 import { CHAT_DRAFT_ACTIONS, reduceChatDraft } from "./chat-drafts.js";
 
 /** `startedAt` + `duration` ms as ISO-8601 (the start itself when either is unusable). */
@@ -326,5 +326,6 @@ function reduceChat(st: HostState, c: ChatModel, type: string, a: Json): void {
     default:
       if (CHAT_DRAFT_ACTIONS.has(type)) reduceChatDraft(st, c, type, a);
       else if (isChatFlagAction(type)) reduceChatFlag(st, c, a);
+      else if (isChatWorkingDirAction(type)) reduceChatWorkingDir(st, c, a);
   }
 }

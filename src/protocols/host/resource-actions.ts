@@ -32,7 +32,7 @@ import { findTool, type ChatModel, type Json, type Origin, type SessionModel } f
 import type { HostState } from "./state.js";
 import { ROOT } from "./ahp-schema.js";
 import { backendChatFlag, backendStatusFlag, isChatFlagAction, isStatusFlagAction } from "./status-flags.js";
-import { backendWorkingDir, isWorkingDirAction } from "./working-dirs.js";
+import { backendChatWorkingDir, backendWorkingDir, isChatWorkingDirAction, isWorkingDirAction } from "./working-dirs.js";
 
 const MIN_VERSION = 6;
 /** The largest `chat/toolCallDelta` content, and the largest streamed input a tool call may hold. */
@@ -143,6 +143,7 @@ export function sessionResourceAction(st: HostState, s: SessionModel, action: Js
 /** A v6 `resource_action` on one of the session's chats. */
 export function chatResourceAction(st: HostState, s: SessionModel, chat: ChatModel, action: Json): string | null {
   if (isChatFlagAction(action.type)) return backendChatFlag(st, chat, action);
+  if (isChatWorkingDirAction(action.type)) return backendChatWorkingDir(st, s, chat, action);
   const known = ["chat/activityChanged", "chat/toolCallContentChanged", "chat/toolCallAuthRequired", "chat/toolCallAuthResolved", "chat/toolCallStart", "chat/toolCallDelta"];
   if (!known.includes(action.type as string)) return refusal(action.type);
   const p = ChatActions.safeParse(action);

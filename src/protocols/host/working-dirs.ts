@@ -20,7 +20,7 @@ import { z } from "zod";
 import { clip } from "./inbound.js";
 import { ROOT } from "./ahp-schema.js";
 import { routeCommand } from "./ahp-requests.js";
-import type { Json, Origin, SessionModel } from "./model.js";
+import type { ChatModel, Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 
 export const MAX_WORKING_DIRECTORIES = 64;
@@ -58,7 +58,6 @@ function parse(action: Json): { ok: WorkingDirAction } | { error: string } {
 /** Whether `a` applies to the current set and the route's capability; null, or why not. */
 function check(s: SessionModel, a: WorkingDirAction): string | null {
   const caps = s.route?.workingDirs;
-  // (both flags together are refused at hello)
   if (!caps) return missingCapability(a.type);
   const dirs = directories(s);
   if (a.type === "session/workingDirectorySet") {
@@ -82,6 +81,82 @@ function check(s: SessionModel, a: WorkingDirAction): string | null {
 function publish(st: HostState, s: SessionModel, a: WorkingDirAction, origin?: Origin): void {
   st.publish(s.uri, a, origin);
   st.rootNotify("root/sessionSummaryChanged", { channel: ROOT, session: s.uri, changes: { workingDirectories: [...directories(s)] } });
+  if (a.type === "session/workingDirectorySet") return;
+  // A chat's subset stays within the session's set (AHP): a directory that left, or moved, leaves or moves there too.
+  for (const c of s.chats.values()) {
+    if (!c.workingDirectories?.includes(a.directory)) continue;
+    publishChat(st, s, c, { type: "chat/workingDirectoryRemoved", directory: a.directory });
+    if (a.type === "session/workingDirectoryReplaced") publishChat(st, s, c, { type: "chat/workingDirectorySet", directory: a.replacement });
+  }
+}
+
+// ── A chat's subset (AHP `chat/workingDirectorySet` / `chat/workingDirectoryRemoved`) ─────────
+
+const ChatWorkingDirActions = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("chat/workingDirectorySet"), directory }).strict(),
+  z.object({ type: z.literal("chat/workingDirectoryRemoved"), directory }).strict(),
+]);
+type ChatWorkingDirAction = z.infer<typeof ChatWorkingDirActions>;
+
+export function isChatWorkingDirAction(type: unknown): boolean {
+  return type === "chat/workingDirectorySet" || type === "chat/workingDirectoryRemoved";
+}
+
+/** Whether `a` applies to chat `c` now; null, or why not. */
+function checkChat(s: SessionModel, c: ChatModel, a: ChatWorkingDirAction): string | null {
+  if (!s.route?.workingDirs) return missingCapability(a.type);
+  const mine = c.workingDirectories;
+  if (a.type === "chat/workingDirectorySet") {
+    if (!directories(s).includes(a.directory)) return `${a.type}: ${clip(a.directory)} is not a working directory of this session (add it to the session first)`;
+    if (mine?.includes(a.directory)) return `${a.type}: ${clip(a.directory)} is already one of this chat's working directories`;
+    return null;
+  }
+  if (!mine?.includes(a.directory)) return `${a.type}: ${clip(a.directory)} is not one of this chat's working directories`;
+  return null;
+}
+
+/** Publish a chat subset change and tell the session's catalogue (`session/chatUpdated`). */
+function publishChat(st: HostState, s: SessionModel, c: ChatModel, a: ChatWorkingDirAction, origin?: Origin): void {
+  st.publish(c.uri, a, origin);
+  st.publish(s.uri, { type: "session/chatUpdated", chat: c.uri, changes: { workingDirectories: [...(c.workingDirectories ?? [])] } });
+}
+
+/** Reducer: membership semantics on the chat's subset (created by the first set), persisted with the chat. */
+export function reduceChatWorkingDir(st: HostState, c: ChatModel, a: Json): void {
+  const mine = c.workingDirectories ?? [];
+  const dir = a.directory as string;
+  if (a.type === "chat/workingDirectorySet") {
+    if (!mine.includes(dir)) c.workingDirectories = [...mine, dir];
+  } else if (c.workingDirectories) c.workingDirectories = mine.filter((d) => d !== dir);
+  st.persistChat(c);
+}
+
+/** A backend `resource_action` on a chat carrying a chat working-directory action: null when published, else why not. */
+export function backendChatWorkingDir(st: HostState, s: SessionModel, c: ChatModel, action: Json): string | null {
+  const p = ChatWorkingDirActions.safeParse(action);
+  if (!p.success) return `invalid ${clip(action.type)}: ${p.error.issues[0]?.path.join(".") ?? ""} ${p.error.issues[0]?.message ?? ""}`.trim();
+  const why = checkChat(s, c, p.data);
+  if (why) return why;
+  publishChat(st, s, c, p.data);
+  return null;
+}
+
+/** A client `dispatchAction` of a chat working-directory action: checked, sent to the backend, echoed once accepted. */
+export function clientChatWorkingDir(st: HostState, s: SessionModel, c: ChatModel, action: Json, origin: Origin, reject: (r: string) => void): void {
+  const p = ChatWorkingDirActions.safeParse(action);
+  if (!p.success) return reject(`invalid ${clip(action.type)}: ${p.error.issues[0]?.path.join(".") ?? ""} ${p.error.issues[0]?.message ?? ""}`.trim());
+  if (!s.route) return reject("backend not connected");
+  const why = checkChat(s, c, p.data);
+  if (why) return reject(why);
+  if (s.route.version < MIN_VERSION) return reject("the session's backend does not accept resource actions (needs backend protocol 6)");
+  const a = p.data;
+  void routeCommand(st, s, c.uri, { type: "apply_resource_action", channel: c.uri, action: a }, (o) => {
+    if (o.kind !== "accepted") return reject(o.kind === "rejected" ? "backend refused the action" : "backend outcome indeterminate");
+    if (st.chatIndex.get(c.uri) !== c) return;
+    const now = checkChat(s, c, a);
+    if (now) return reject(`the working directories changed meanwhile: ${now}`);
+    publishChat(st, s, c, a, origin);
+  });
 }
 
 /** Reducer: membership semantics, persisted with the session. */
