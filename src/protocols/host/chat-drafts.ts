@@ -3,7 +3,7 @@
  * `chat/inputAnswerChanged` and `chat/queuedMessagesReordered` (AHP chat actions). Contracts:
  *  - `chat/draftChanged {draft?}`: a user `Message` (encoded at most MAX_DRAFT_BYTES) or absent
  *    to clear. Host-owned (no backend frame carries drafts): reduced into `ChatState.draft`,
- *    persisted with the chat and echoed at once;
+ *    echoed at once and persisted with the chat, coalesced like active-turn checkpoints;
  *  - `chat/inputAnswerChanged {requestId, questionId, answer?}`: the request must be pending in
  *    this chat and, when it lists questions, name one of them; `answer` (an official
  *    `ChatInputAnswer`, encoded at most MAX_ANSWER_BYTES) replaces that question's in-progress
@@ -139,7 +139,8 @@ export function reduceChatDraft(st: HostState, c: ChatModel, type: string, a: Js
   if (type === "chat/draftChanged") {
     if (a.draft === undefined) delete c.draft;
     else c.draft = a.draft as Json;
-    st.persistChat(c);
+    // Coalesced like active-turn checkpoints (at most about once a second; all at a clean stop): a typing client cannot multiply disk writes.
+    st.checkpoints.touch(c, false);
   } else if (type === "chat/inputAnswerChanged") {
     const req = c.inputs.get(a.requestId as string);
     if (!req) return;
