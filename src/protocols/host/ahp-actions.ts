@@ -14,6 +14,7 @@ import { clip } from "./inbound.js";
 import { isManagedRoute } from "./managed-invocations.js";
 import { managedAdmission, managedFollowUp, managedPrompt, managedStop } from "./managed-actions.js";
 import { retainPrompt } from "./reconcile.js";
+import { viewClientAction } from "./view-families.js";
 import { DispatchActionParams, Message } from "./ahp-schema.js";
 import { routeCommand } from "./ahp-requests.js";
 import { chatErrorAction, durationSince, findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
@@ -22,9 +23,6 @@ import { mcpLifecycleRequest } from "./mcp-lifecycle.js";
 import { annotationsClientAction, changesetClientAction } from "./resources.js";
 import { cancelAuthRequiredTool } from "./resource-actions.js";
 import { activeClientAction, clientToolAction } from "./client-tools.js";
-import { clientChatFlag, clientStatusFlag, isChatFlagAction, isStatusFlagAction } from "./status-flags.js";
-import { clientChatWorkingDir, clientWorkingDir, isChatWorkingDirAction, isWorkingDirAction } from "./working-dirs.js";
-import { CHAT_DRAFT_ACTIONS, chatDraftAction } from "./chat-drafts.js";
 
 const MAX_PENDING_ID = 512;
 
@@ -39,6 +37,8 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
   const { channel, clientSeq, action } = p.data;
   const origin: Origin = { clientId, clientSeq };
   const reject = (reason: string) => void st.publish(channel, action, origin, reason);
+  // Status flags, working directories, drafts (view-families.ts).
+  if (viewClientAction(st, channel, action, origin, reject)) return;
   const type = action.type;
   const session = st.sessions.get(channel);
   if (session) {
@@ -91,9 +91,6 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
       return reject("the backend protocol cannot withdraw a pending message");
     }
     default:
-      if (CHAT_DRAFT_ACTIONS.has(type)) return chatDraftAction(st, s, chat, action, origin, reject);
-      if (isChatFlagAction(type)) return clientChatFlag(st, chat, action, origin, reject);
-      if (isChatWorkingDirAction(type)) return clientChatWorkingDir(st, s, chat, action, origin, reject);
       return reject(`unsupported action ${clip(type)}`);
   }
 }
@@ -104,8 +101,6 @@ function sessionAction(st: HostState, s: SessionModel, action: Json, origin: Ori
     return st.setTitle(s, action.title, origin);
   }
   if (action.type === "session/mcpServerStartRequested" || action.type === "session/mcpServerStopRequested") return mcpLifecycleRequest(st, s, action, origin, reject);
-  if (isStatusFlagAction(action.type)) return clientStatusFlag(st, s, action, origin, reject);
-  if (isWorkingDirAction(action.type)) return clientWorkingDir(st, s, action, origin, reject);
   if (action.type !== "session/configChanged") return reject(`unsupported action ${clip(action.type)}`);
   // `configure`: only `model` ({provider, id}) and `thinkingLevel` are session-mutable here.
   const cfg = action.config;

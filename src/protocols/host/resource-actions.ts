@@ -31,8 +31,6 @@ import { routeCommand } from "./ahp-requests.js";
 import { findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import { ROOT } from "./ahp-schema.js";
-import { backendChatFlag, backendStatusFlag, isChatFlagAction, isStatusFlagAction } from "./status-flags.js";
-import { backendChatWorkingDir, backendWorkingDir, isChatWorkingDirAction, isWorkingDirAction } from "./working-dirs.js";
 
 const MIN_VERSION = 6;
 /** The largest `chat/toolCallDelta` content, and the largest streamed input a tool call may hold. */
@@ -123,8 +121,6 @@ export const authInputId = (toolCallId: string): string => `auth:${toolCallId}`;
 
 /** A v6 `resource_action` on the session's own channel (other than MCP state and the changeset catalogue). */
 export function sessionResourceAction(st: HostState, s: SessionModel, action: Json): string | null {
-  if (isStatusFlagAction(action.type)) return backendStatusFlag(st, s, action);
-  if (isWorkingDirAction(action.type)) return backendWorkingDir(st, s, action);
   if (action.type !== "session/activityChanged" && action.type !== "session/serverToolsChanged" && action.type !== "session/defaultChatChanged") return refusal(action.type);
   const p = SessionActions.safeParse(action);
   if (!p.success) return invalid(action.type, p.error);
@@ -142,8 +138,6 @@ export function sessionResourceAction(st: HostState, s: SessionModel, action: Js
 
 /** A v6 `resource_action` on one of the session's chats. */
 export function chatResourceAction(st: HostState, s: SessionModel, chat: ChatModel, action: Json): string | null {
-  if (isChatFlagAction(action.type)) return backendChatFlag(st, chat, action);
-  if (isChatWorkingDirAction(action.type)) return backendChatWorkingDir(st, s, chat, action);
   const known = ["chat/activityChanged", "chat/toolCallContentChanged", "chat/toolCallAuthRequired", "chat/toolCallAuthResolved", "chat/toolCallStart", "chat/toolCallDelta"];
   if (!known.includes(action.type as string)) return refusal(action.type);
   const p = ChatActions.safeParse(action);
