@@ -14,7 +14,10 @@
  *  - `session/workingDirectoryReplaced {directory, replacement}` (AHP 0.8) swaps one entry in
  *    place; `immutablePrimary`: the first directory is the backend's fixed root and can be
  *    neither removed nor replaced; `primaryReplacement`: it cannot be removed, only replaced;
- *  - at most MAX_WORKING_DIRECTORIES directories, each a URI of at most 4,096 characters.
+ *  - at most MAX_WORKING_DIRECTORIES directories, each a URI of at most 4,096 characters;
+ *  - a chat's subset (AHP 0.7 `chat/workingDirectorySet` / `Removed`): same gate and forwarding,
+ *    members of the session's set only, announced with `session/chatUpdated {workingDirectories}`;
+ *    a directory the session loses or replaces leaves or moves in every chat subset.
  */
 import { z } from "zod";
 import { clip } from "./inbound.js";
