@@ -70,7 +70,7 @@ test("chat/toolCallStart and chat/toolCallDelta: streamed tool input, validated,
     }
     for (const [action, re] of [
       [{ type: "session/customizationUpdated", customization: { id: "x" } }, /^event refused: invalid session\/customizationUpdated: type /],
-      [{ type: "session/isReadChanged", isRead: true }, /resource_action "session\/isReadChanged" is not projected by this host$/],
+      [{ type: "session/noSuchAction" }, /resource_action "session\/noSuchAction" is not projected by this host$/],
     ] as Array<[Json, RegExp]>) {
       ev(ra(reg.session, action));
       assert.match((await be.nextType("error")).message, re);

@@ -50,6 +50,10 @@ export interface Chat {
   rev: number;
   /** What the agent is doing now (`chat/activityChanged`); undefined when cleared. */
   activity?: string | undefined;
+  /** The message being composed, shared between clients (`chat/draftChanged`); undefined when cleared. */
+  draft?: Json | undefined;
+  /** The chat's subset of the session's working directories; undefined: the whole set. */
+  workingDirectories?: string[] | undefined;
 }
 export interface ChatSummaryRef {
   resource: string;
@@ -135,6 +139,26 @@ export function reduceSession(s: SessionState, a: Json): SessionState {
     case "session/activeClientRemoved":
       next.activeClients = (s.activeClients ?? []).filter((x) => x.clientId !== a.clientId);
       break;
+    case "session/isReadChanged":
+    case "session/isArchivedChanged": {
+      // Status flags (IsRead 32, IsArchived 64) beside the activity bits.
+      const flag = a.type === "session/isReadChanged" ? 32 : 64;
+      const on = a.type === "session/isReadChanged" ? a.isRead === true : a.isArchived === true;
+      const st = typeof s.status === "number" ? s.status : 1;
+      next.status = on ? st | flag : st & ~flag;
+      break;
+    }
+    case "session/workingDirectorySet":
+    case "session/workingDirectoryRemoved":
+    case "session/workingDirectoryReplaced": {
+      const dirs = Array.isArray(s.workingDirectories) ? (s.workingDirectories as string[]) : [];
+      const d = a.directory as string;
+      const by = a.replacement as string;
+      if (a.type === "session/workingDirectorySet") next.workingDirectories = dirs.includes(d) ? dirs : [...dirs, d];
+      else if (a.type === "session/workingDirectoryRemoved") next.workingDirectories = dirs.filter((x) => x !== d);
+      else if (!dirs.includes(by)) next.workingDirectories = dirs.map((x) => (x === d ? by : x));
+      break;
+    }
     case "session/mcpServerStateChanged":
       if (next.customizations)
         next.customizations = next.customizations.map((c) => {
@@ -188,6 +212,36 @@ export function reduceChat(c: Chat, a: Json): void {
         if (c.steeringMessage?.id === a.id) c.steeringMessage = undefined;
       } else c.queuedMessages = c.queuedMessages.filter((m) => m.id !== a.id);
       return;
+    case "chat/workingDirectorySet":
+    case "chat/workingDirectoryRemoved": {
+      const mine = c.workingDirectories ?? [];
+      const d = a.directory as string;
+      if (a.type === "chat/workingDirectorySet") c.workingDirectories = mine.includes(d) ? mine : [...mine, d];
+      else if (c.workingDirectories) c.workingDirectories = mine.filter((x) => x !== d);
+      return;
+    }
+    case "chat/draftChanged":
+      c.draft = a.draft as Json | undefined;
+      if (c.draft === undefined) delete c.draft;
+      return;
+    case "chat/queuedMessagesReordered": {
+      // Named IDs first, in order; unnamed ones keep their order at the end.
+      const order = (a.order as string[]).filter((id) => c.queuedMessages.some((m) => m.id === id));
+      c.queuedMessages = [...order.map((id) => c.queuedMessages.find((m) => m.id === id)!), ...c.queuedMessages.filter((m) => !order.includes(m.id))];
+      return;
+    }
+    case "chat/inputAnswerChanged": {
+      const p = t?.responseParts.find((x) => x.kind === "inputRequest" && x.request!.id === a.requestId && x.response === undefined);
+      if (!p) return;
+      const answers: Json = { ...((p.request!.answers as Json | undefined) ?? {}) };
+      if (a.answer === undefined) delete answers[a.questionId as string];
+      else answers[a.questionId as string] = a.answer;
+      const request: Json = { ...p.request! };
+      if (Object.keys(answers).length > 0) request.answers = answers;
+      else delete request.answers;
+      p.request = request;
+      return;
+    }
     case "chat/responsePart":
       if (t && t.id === a.turnId) t.responseParts.push({ ...(a.part as Part) });
       return;
@@ -282,7 +336,8 @@ export function reduceChat(c: Chat, a: Json): void {
       const req = a.request as Json;
       if (!t) return;
       const existing = t.responseParts.find((p) => p.kind === "inputRequest" && p.request!.id === req.id && p.response === undefined);
-      if (existing) existing.request = req;
+      // A replacement without answers keeps the answers drafted so far.
+      if (existing) existing.request = req.answers === undefined && existing.request!.answers !== undefined ? { ...req, answers: existing.request!.answers } : req;
       else t.responseParts.push({ kind: "inputRequest", request: req });
       return;
     }

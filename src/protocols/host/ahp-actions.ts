@@ -14,6 +14,7 @@ import { clip } from "./inbound.js";
 import { isManagedRoute } from "./managed-invocations.js";
 import { managedAdmission, managedFollowUp, managedPrompt, managedStop } from "./managed-actions.js";
 import { retainPrompt } from "./reconcile.js";
+import { viewClientAction } from "./view-families.js";
 import { DispatchActionParams, Message } from "./ahp-schema.js";
 import { routeCommand } from "./ahp-requests.js";
 import { chatErrorAction, durationSince, findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
@@ -37,6 +38,8 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
   const { channel, clientSeq, action } = p.data;
   const origin: Origin = { clientId, clientSeq };
   const reject = (reason: string) => void st.publish(channel, action, origin, reason);
+  // Status flags, working directories, drafts (view-families.ts).
+  if (viewClientAction(st, channel, action, origin, reject)) return;
   const type = action.type;
   const session = st.sessions.get(channel);
   if (session) {

@@ -141,7 +141,8 @@ export const ActiveTurn = z.object({
   usage: UsageInfo.optional(),
 });
 
-const statusBits = z.number().int().min(0);
+/** AHP `SessionStatus`: one exclusive activity value (1, 2, 8, 24) OR-ed with the flags IsRead (32) and IsArchived (64). */
+const statusBits = z.number().int().min(0).refine((v) => [1, 2, 8, 24].includes(v & 31) && (v & ~127) === 0, "one activity value (1, 2, 8, 24) OR-ed with IsRead 32 / IsArchived 64");
 export const SideChatSelection = z.object({ text: z.string().min(1), responsePartId: z.string().optional() });
 export const ChatOrigin = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("user") }),
@@ -166,6 +167,7 @@ export const ChatState = ChatSummary.extend({
   activeTurn: ActiveTurn.optional(),
   steeringMessage: PendingMessage.optional(),
   queuedMessages: z.array(PendingMessage).optional(),
+  draft: Message.optional(),
   _meta: meta.optional(),
 });
 export const SessionInputRequest = z.object({
@@ -240,7 +242,10 @@ export const AgentInfo = z.object({
   displayName: z.string(),
   description: z.string(),
   models: z.array(z.object({ id: z.string(), provider: z.string(), name: z.string() }).passthrough()),
-  capabilities: z.object({ multipleChats: z.object({ fork: z.boolean().optional(), sideChat: z.boolean().optional() }).optional() }).optional(),
+  capabilities: z.object({
+    multipleChats: z.object({ fork: z.boolean().optional(), sideChat: z.boolean().optional() }).optional(),
+    multipleWorkingDirectories: z.object({ immutablePrimary: z.boolean().optional(), primaryReplacement: z.boolean().optional() }).strict().optional(),
+  }).optional(),
   protectedResources: z.array(z.object({ resource: z.string() }).passthrough()).optional(),
 });
 export const RootState = z.object({
@@ -276,6 +281,19 @@ export const StateAction = z.discriminatedUnion("type", [
   // AHP SessionActiveClient: {clientId, displayName?, tools: ToolDefinition[], customizations?}.
   z.object({ type: z.literal("session/activeClientSet"), activeClient: z.object({ clientId: z.string(), displayName: z.string().optional(), tools: z.array(z.object({ name: z.string() }).passthrough()), customizations: z.array(z.unknown()).optional() }).strict() }),
   z.object({ type: z.literal("session/activeClientRemoved"), clientId: z.string() }),
+  // Status flags, working directories, drafts (status-flags.ts, working-dirs.ts, chat-drafts.ts).
+  z.object({ type: z.literal("session/isReadChanged"), isRead: z.boolean() }),
+  z.object({ type: z.literal("session/isArchivedChanged"), isArchived: z.boolean() }),
+  z.object({ type: z.literal("session/workingDirectorySet"), directory: uri }),
+  z.object({ type: z.literal("session/workingDirectoryRemoved"), directory: uri }),
+  z.object({ type: z.literal("session/workingDirectoryReplaced"), directory: uri, replacement: uri }),
+  z.object({ type: z.literal("chat/workingDirectorySet"), directory: uri }),
+  z.object({ type: z.literal("chat/workingDirectoryRemoved"), directory: uri }),
+  z.object({ type: z.literal("chat/draftChanged"), draft: Message.optional() }),
+  z.object({ type: z.literal("chat/inputAnswerChanged"), requestId: z.string(), questionId: z.string(), answer: z.object({ state: z.enum(["draft", "submitted", "skipped"]) }).passthrough().optional() }),
+  z.object({ type: z.literal("chat/queuedMessagesReordered"), order: z.array(z.string()) }),
+  z.object({ type: z.literal("chat/isReadChanged"), isRead: z.boolean() }),
+  z.object({ type: z.literal("chat/isArchivedChanged"), isArchived: z.boolean() }),
   z.object({ type: z.literal("chat/turnStarted"), turnId, startedAt: iso, message: Message, queuedMessageId: z.string().optional(), _meta: meta.optional() }),
   z.object({ type: z.literal("chat/delta"), turnId, partId: z.string(), content: z.string() }),
   z.object({ type: z.literal("chat/reasoning"), turnId, partId: z.string(), content: z.string() }),

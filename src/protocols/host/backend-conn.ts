@@ -256,6 +256,7 @@ export class BackendConn implements ProviderRoute {
     const ids = ph.providers.map((p) => p.id);
     if (new Set(ids).size !== ids.length) return this.fatal("validation_error", "provider IDs must be unique");
     if (ph.protocolVersion < 6 && ph.providers.some((p) => p.protectedResources !== undefined)) return this.fatal("validation_error", "protectedResources requires protocol version 6");
+    if (ph.protocolVersion < 6 && ph.providers.some((p) => p.multipleWorkingDirectories !== undefined)) return this.fatal("validation_error", "multipleWorkingDirectories requires protocol version 6");
     const telemetryError = providerTelemetry(this.state, this, ph.protocolVersion, f.telemetry);
     if (telemetryError) return this.fatal("validation_error", telemetryError);
     clearTimeout(this.handshakeTimer);
@@ -275,6 +276,7 @@ export class BackendConn implements ProviderRoute {
       description: p.description ?? "",
       ...(p.multipleChats ? { multipleChats: p.multipleChats } : {}),
       ...(p.protectedResources ? { protectedResources: p.protectedResources } : {}),
+      ...(p.multipleWorkingDirectories ? { multipleWorkingDirectories: { immutablePrimary: p.multipleWorkingDirectories.immutablePrimary === true, ...(p.multipleWorkingDirectories.primaryReplacement === true ? { primaryReplacement: true } : {}) } } : {}),
     }));
     for (const id of ids) st.providers.set(id, this);
     st.publishAgents();

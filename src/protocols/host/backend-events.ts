@@ -278,6 +278,9 @@ function postInput(st: HostState, s: SessionModel, chat: ChatModel, r: NeutralIn
       if (q.allowFreeform !== undefined) out.allowFreeformInput = q.allowFreeform;
       return out;
     });
+  // AHP: a replaced request keeps its in-progress answers (chat/inputAnswerChanged, chat-drafts.ts).
+  const drafted = chat.inputs.get(r.id)?.answers;
+  if (drafted !== undefined) req.answers = drafted;
   st.publish(chat.uri, { type: "chat/inputRequested", request: req });
   if (r.turnId) chat.inputTurns.set(r.id, r.turnId);
   st.publish(s.uri, { type: "session/inputNeededSet", request: { id: `input:${chat.uri}:${r.id}`, chat: chat.uri, kind: "chatInput", request: req } });

@@ -50,6 +50,12 @@ export const ToolCapabilities = z.object({
   clientTools: z.boolean().optional(),
 });
 
+/** AHP `MultipleWorkingDirectoriesCapability` (this host's v6 hello addition; working-dirs.ts). */
+const MultipleWorkingDirectories = z
+  .object({ immutablePrimary: z.boolean().optional(), primaryReplacement: z.boolean().optional() })
+  .strict()
+  .refine((c) => !(c.immutablePrimary === true && c.primaryReplacement === true), "immutablePrimary and primaryReplacement cannot both be true");
+
 /** Session `hello` body (also the `hello` inside `register_session`). Version gating is checked separately. */
 export const HelloBody = z.object({
   protocolVersion: z.number().int(),
@@ -68,6 +74,8 @@ export const HelloBody = z.object({
   inputCapabilities: InputCapabilities.optional(),
   chatCapabilities: ChatCapabilities.optional(),
   toolCapabilities: ToolCapabilities.optional(),
+  /** v6, this host's addition: AHP `AgentCapabilities.multipleWorkingDirectories` for this session. */
+  multipleWorkingDirectories: MultipleWorkingDirectories.optional(),
   mcpServers: z.array(z.unknown()).optional(),
   historyNextCursor: z.string().max(4096).optional(),
   history: z.array(HistoryTurn).optional(),
@@ -86,6 +94,8 @@ export const ProviderInfo = z.object({
     .array(z.object({ resource: z.string().min(1).max(4096), required: z.boolean().optional() }).passthrough())
     .max(16)
     .optional(),
+  /** v6, this host's addition: AHP `AgentCapabilities.multipleWorkingDirectories` (working-dirs.ts). */
+  multipleWorkingDirectories: MultipleWorkingDirectories.optional(),
 });
 
 export const ProviderHello = z.object({
@@ -107,6 +117,7 @@ export const FIELD_MIN_VERSION: Record<string, number> = {
   mcpServers: 5,
   sourceAliases: 7,
   interactivity: 7,
+  multipleWorkingDirectories: 6,
 };
 
 /** Backend event minimum versions (events up to v4 are reduced; later ones are refused here). */

@@ -120,6 +120,8 @@ export class BackendServer {
       reRegistration,
     );
     route.clientTools = h.protocolVersion >= 4 && h.toolCapabilities?.clientTools === true;
+    if (h.multipleWorkingDirectories) route.workingDirs = { immutablePrimary: h.multipleWorkingDirectories.immutablePrimary === true, primaryReplacement: h.multipleWorkingDirectories.primaryReplacement === true };
+    route.inputDrafts = h.protocolVersion >= 6 && h.inputCapabilities?.drafts === true;
     if (prev && prev !== route) {
       prev.retired = prev.retired === "no" ? "replaced" : prev.retired;
       st.failRoute((x) => x === prev);

@@ -11,6 +11,9 @@ export class LogicalRoute implements SessionRoute {
   retired: "no" | "replaced" | "rejected" | "unregistered" = "no";
   /** v4: `toolCapabilities.clientTools` was advertised (client-tools.ts). */
   clientTools = false;
+  /** v6: `hello.multipleWorkingDirectories` (working-dirs.ts) and `inputCapabilities.drafts` (chat-drafts.ts). */
+  workingDirs?: { immutablePrimary: boolean; primaryReplacement?: boolean };
+  inputDrafts?: boolean;
   constructor(
     readonly logicalId: string,
     readonly conn: BackendConn,

@@ -19,6 +19,7 @@ import { RpcError, routeCommand } from "./ahp-requests.js";
 import { mcpHub } from "./mcp-channels.js";
 import { changesetResourceAction } from "./resources.js";
 import { chatResourceAction, sessionResourceAction } from "./resource-actions.js";
+import { viewResourceAction } from "./view-families.js";
 import type { Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import type { LogicalRoute } from "./logical-route.js";
@@ -214,6 +215,8 @@ export function resourceAction(st: HostState, s: SessionModel, raw: Json): strin
   const channel = raw.channel ?? s.uri;
   const action = raw.action as Json | undefined;
   if (typeof channel !== "string" || !action || typeof action !== "object" || typeof action.type !== "string") return "resource_action needs an action object";
+  const view = viewResourceAction(st, s, channel, action); // status flags and working directories (view-families.ts)
+  if (view !== undefined) return view;
   if (channel === s.uri && action.type !== "session/mcpServerStateChanged" && action.type !== "session/changesetsChanged") return sessionResourceAction(st, s, action);
   const chat = st.chatIndex.get(channel);
   if (chat && chat.sessionUri === s.uri) return chatResourceAction(st, s, chat, action);

@@ -70,6 +70,10 @@ export interface ChatModel {
   announced?: { status: unknown; modifiedAt: unknown; title: unknown };
   /** AHP `ChatState.activity` (v6 `chat/activityChanged`); undefined when cleared. */
   activity?: string | undefined;
+  /** AHP chat status flags IsRead/IsArchived (status-flags.ts); undefined when neither is set. Persisted. */
+  flags?: number;
+  /** AHP `ChatState.draft` (client `chat/draftChanged`, chat-drafts.ts); persisted with the chat. */
+  draft?: Json;
   inputs: Map<string, Json>; // requestId -> ChatInputRequest
   inputTurns: Map<string, string>; // requestId -> bound turn
   partSeq: number;
@@ -97,6 +101,10 @@ export interface SessionRoute {
   /** v4: `toolCapabilities.clientTools` was advertised (client-tools.ts). */
   clientTools?: boolean;
   multiplexed: boolean;
+  /** v6: `hello.multipleWorkingDirectories` was advertised (working-dirs.ts). */
+  workingDirs?: { immutablePrimary: boolean; primaryReplacement?: boolean };
+  /** v6: `hello.inputCapabilities.drafts` was advertised: in-progress answers go to the backend (chat-drafts.ts). */
+  inputDrafts?: boolean;
   /** Deliver a command frame; false means it was not sent (queue refusal). */
   deliver(frame: Json): boolean;
   /** Close the route because the session was disposed. */
@@ -110,6 +118,8 @@ export interface ProviderInfo {
   multipleChats?: ChatCaps;
   /** v6 static protected resources (RFC 9728 metadata). */
   protectedResources?: Json[];
+  /** v6: AHP `AgentCapabilities.multipleWorkingDirectories` (working-dirs.ts). */
+  multipleWorkingDirectories?: { immutablePrimary: boolean; primaryReplacement?: boolean };
 }
 
 export interface ProviderRoute {

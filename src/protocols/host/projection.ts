@@ -10,6 +10,7 @@ import { mcpHub } from "./mcp-channels.js";
 import { rootConfig } from "./notifications.js";
 import { resourceSnapshot, sessionAnnotationsSummary, sessionChangesets } from "./resources.js";
 import { defaultChatOf } from "./resource-actions.js";
+import { chatFlags, statusFlags } from "./status-flags.js";
 
 /** The session config schema the host exposes: the two values `configure` can change. */
 export const SESSION_CONFIG_SCHEMA: Json = {
@@ -54,6 +55,11 @@ export function chatStatus(c: ChatModel): number {
  * waits for input; else the primary chat's status.
  */
 export function sessionStatus(st: HostState, s: SessionModel): number {
+  // The AHP flags (IsRead 32, IsArchived 64) are OR-ed onto the activity value (status-flags.ts).
+  return sessionActivity(st, s) | statusFlags(s);
+}
+
+function sessionActivity(st: HostState, s: SessionModel): number {
   if (s.lifecycle === "failed") return STATUS.Error;
   // A client-execution entry is work delegated to a client, not a prompt: it leaves the activity unchanged (AHP).
   for (const r of s.inputNeeded.values()) if (r.kind !== "toolClientExecution") return STATUS.InputNeeded;
@@ -63,7 +69,7 @@ export function sessionStatus(st: HostState, s: SessionModel): number {
 }
 
 export function chatSummary(c: ChatModel): Json {
-  const out: Json = { resource: c.uri, title: c.title, status: chatStatus(c), modifiedAt: c.modifiedAt };
+  const out: Json = { resource: c.uri, title: c.title, status: chatStatus(c) | chatFlags(c), modifiedAt: c.modifiedAt };
   if (c.interactivity) out.interactivity = c.interactivity;
   if (c.origin) out.origin = c.origin;
   if (c.workingDirectories) out.workingDirectories = c.workingDirectories;
@@ -83,6 +89,7 @@ export function chatState(c: ChatModel): Json {
   }
   if (c.steeringMessage) out.steeringMessage = c.steeringMessage;
   if (c.queuedMessages.length > 0) out.queuedMessages = c.queuedMessages;
+  if (c.draft) out.draft = c.draft;
   return out;
 }
 
@@ -153,6 +160,7 @@ export function agents(st: HostState): Json[] {
         // AHP MultipleChatsCapability: present means createChat works; fork/sideChat gate sources.
         if (info.protectedResources) a.protectedResources = info.protectedResources;
         if (info.multipleChats?.create) a.capabilities = { multipleChats: { fork: info.multipleChats.fork === true, sideChat: info.multipleChats.sideChat === true } };
+        if (info.multipleWorkingDirectories) a.capabilities = { ...(a.capabilities as Json | undefined), multipleWorkingDirectories: { ...info.multipleWorkingDirectories } };
         seen.set(info.id, a);
       }
   return [...seen.values()].sort((a, b) => String(a.provider).localeCompare(String(b.provider)));

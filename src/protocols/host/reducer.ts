@@ -6,6 +6,9 @@
 import { ROOT } from "./ahp-schema.js";
 import { findPart, findTool, nowIso, type ChatModel, type Json, type PendingMessage } from "./model.js";
 import type { HostState } from "./state.js";
+import { chatModified, isChatFlagAction, isStatusFlagAction, reduceChatFlag, reduceStatusFlag } from "./status-flags.js";
+import { isChatWorkingDirAction, isWorkingDirAction, reduceChatWorkingDir, reduceWorkingDir } from "./working-dirs.js";
+import { CHAT_DRAFT_ACTIONS, reduceChatDraft } from "./chat-drafts.js";
 
 /** `startedAt` + `duration` ms as ISO-8601 (the start itself when either is unusable). */
 export function turnEndIso(startedAt: string, duration: unknown): string {
@@ -60,6 +63,8 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
       if (i === -1) s.activeClients = [...s.activeClients, e];
       else s.activeClients = s.activeClients.map((x, j) => (j === i ? e : x));
     } else if (type === "session/activeClientRemoved") s.activeClients = s.activeClients.filter((x) => x.clientId !== a.clientId);
+    else if (isStatusFlagAction(type)) reduceStatusFlag(st, s, a);
+    else if (isWorkingDirAction(type)) reduceWorkingDir(st, s, a);
     else if (type === "session/defaultChatChanged") {
       if (a.defaultChat === s.primaryChat) delete s.extra.defaultChat;
       else s.extra.defaultChat = a.defaultChat;
@@ -89,6 +94,7 @@ const TURN_CHANGES = new Set([
   "chat/usage",
   "chat/inputRequested",
   "chat/inputCompleted",
+  "chat/inputAnswerChanged",
 ]);
 
 // modifiedAt is derived from the turn (0.9+): its start when it starts, start + duration when
@@ -100,6 +106,7 @@ function reduceChat(st: HostState, c: ChatModel, type: string, a: Json): void {
       c.activeTurn = { id: a.turnId as string, startedAt: a.startedAt as string, startedMono: performance.now(), message: a.message as Json, responseParts: [] };
       c.modifiedAt = a.startedAt as string;
       c.lastError = false;
+      chatModified(c);
       if (typeof a.queuedMessageId === "string") {
         // Upstream reducer: the consumed pending message (queued or steering) leaves the chat.
         c.queuedMessages = c.queuedMessages.filter((m) => m.id !== a.queuedMessageId);
@@ -249,6 +256,7 @@ function reduceChat(st: HostState, c: ChatModel, type: string, a: Json): void {
       const req = a.request as Json;
       c.inputs.set(req.id as string, req);
       if (t) {
+        chatModified(c);
         const existing = t.responseParts.find((p) => p.kind === "inputRequest" && (p.request as Json).id === req.id && p.response === undefined);
         if (existing) existing.request = req;
         else t.responseParts.push({ kind: "inputRequest", request: req });
@@ -315,5 +323,9 @@ function reduceChat(st: HostState, c: ChatModel, type: string, a: Json): void {
       st.persistChat(c);
       break;
     }
+    default:
+      if (CHAT_DRAFT_ACTIONS.has(type)) reduceChatDraft(st, c, type, a);
+      else if (isChatFlagAction(type)) reduceChatFlag(st, c, a);
+      else if (isChatWorkingDirAction(type)) reduceChatWorkingDir(st, c, a);
   }
 }

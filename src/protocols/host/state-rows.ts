@@ -57,6 +57,8 @@ export function chatExtra(c: ChatModel): Json {
   if (c.workingDirectories) extra.workingDirectories = c.workingDirectories;
   if (c.steeringMessage) extra.steeringMessage = c.steeringMessage;
   if (c.queuedMessages.length > 0) extra.queuedMessages = c.queuedMessages;
+  if (c.draft) extra.draft = c.draft;
+  if (c.flags) extra.flags = c.flags;
   if (c.activeTurn) extra.activeTurn = turnCheckpoint(c.activeTurn);
   return extra;
 }
@@ -70,6 +72,8 @@ export function applyChatExtra(chat: ChatModel, extra: Json): boolean {
   if (Array.isArray(extra.workingDirectories)) chat.workingDirectories = extra.workingDirectories as string[];
   if (extra.steeringMessage) chat.steeringMessage = extra.steeringMessage as PendingMessage;
   if (Array.isArray(extra.queuedMessages)) chat.queuedMessages = extra.queuedMessages as PendingMessage[];
+  if (extra.draft && typeof extra.draft === "object") chat.draft = extra.draft as Json;
+  if (typeof extra.flags === "number" && (extra.flags & ~96) === 0 && extra.flags !== 0) chat.flags = extra.flags;
   if (extra.activeTurn === undefined) return true;
   const active = restoreTurn(extra.activeTurn);
   if (!active || chat.turns.some((t) => t.id === active.id)) return false;

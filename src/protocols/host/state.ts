@@ -20,6 +20,7 @@ import { clientToolsSessionRemoved } from "./client-tools.js";
 import { TurnCheckpoints } from "./turn-checkpoint.js";
 import { applyChatExtra, chatExtra, sessionFromRow, sessionRow } from "./state-rows.js";
 import { markDiscontinuous } from "./managed-invocations.js";
+import { becomesUnread, markUnread } from "./status-flags.js";
 import {
   hashToken,
   nowIso,
@@ -363,7 +364,9 @@ export class HostState {
     const t = action.type;
     const c = rejectionReason === undefined && t !== "chat/delta" && t !== "chat/reasoning" && t !== "chat/usage" ? this.chatIndex.get(channel) : undefined;
     if (c && !c.announced) c.announced = summaryFields(c);
+    const unread = rejectionReason === undefined ? becomesUnread(this, channel, action) : undefined;
     const env = this.actions.publish(channel, action, origin, rejectionReason);
+    if (unread) markUnread(this, unread);
     if (c) this.announceChatSummary(c);
     if (c && (t === "chat/turnComplete" || t === "chat/turnCancelled" || t === "chat/error")) this.retireTurnInputs(c);
     return env;
