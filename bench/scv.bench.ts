@@ -146,7 +146,8 @@ export default async function (): Promise<Figure[]> {
   host.kill();
 
   // Berth's SCV socket.
-  const d = await startDaemon(rig.env);
+  // SCV_BENCH_DAEMON_ENV: a JSON object of extra daemon environment (profiling: NODE_OPTIONS, BERTH_DEBUG_TIMING).
+  const d = await startDaemon({ ...rig.env, ...(JSON.parse(process.env["SCV_BENCH_DAEMON_ENV"] ?? "{}") as Record<string, string>) });
   try {
     const c = new Lines(await open(d.socket));
     await c.time(JSON.stringify({ type: "initialize", request_id: "i", protocol_version: 3 }) + "\n", (m) => m.type === "initialized");
