@@ -181,6 +181,9 @@ async function streamOnce(
   const ctl = new AbortController();
   const onAbort = (): void => ctl.abort();
   o.signal.addEventListener("abort", onAbort, { once: true });
+  // `ctl.signal.aborted`, kept by its listener (abort dispatches synchronously): read once per event below.
+  let aborted = false;
+  ctl.signal.addEventListener("abort", () => (aborted = true), { once: true });
   o.recorder?.startMessage();
   const blocks: AssistantBlock[] = [];
   // This response's text is the tail of the turn's accepted text (no second string built per delta).
@@ -204,7 +207,7 @@ async function streamOnce(
     // Batches when the provider offers them (one await per body chunk, not per delta); see `ProviderBatch`.
     const batches = o.provider.streamBatches !== undefined ? o.provider.streamBatches(req) : singles(o.provider.stream(req));
     read: for await (const batch of batches) for (const ev of batch.events) {
-      if (!batch.settled && ctl.signal.aborted) {
+      if (!batch.settled && aborted) {
         const f = abortedFailure();
         error = f.kind;
         message = f.label;
