@@ -39,3 +39,15 @@ test("another spec object with the same name is encoded from its own schema", ()
   assert.deepEqual(second.tools[0]!.function.parameters, b.inputSchema);
   assert.ok(estimateTokens("", [], [b]) > estimateTokens("", [], [a]));
 });
+
+test("specs built again around one frozen schema share its encoding but keep their own name and description", () => {
+  const schema = Object.freeze({ type: "object", properties: Object.freeze({ q: Object.freeze({ type: "string" }) }) });
+  const a: ToolSpec = { name: "ask", description: "first", inputSchema: schema };
+  const b: ToolSpec = { name: "ask", description: "second", inputSchema: schema };
+  const c: ToolSpec = { name: "ask", description: "first", inputSchema: schema };
+  const tools = (t: ToolSpec) => (JSON.parse(buildChatRequest("http://h/v1", request([t]), null).body) as { tools: Array<{ function: { description: string; parameters: unknown } }> }).tools[0]!.function;
+  assert.equal(tools(a).description, "first");
+  assert.equal(tools(b).description, "second");
+  assert.deepEqual(tools(c), { name: "ask", description: "first", parameters: { type: "object", properties: { q: { type: "string" } } } });
+  assert.equal(estimateTokens("", [], [a]), estimateTokens("", [], [c]));
+});
