@@ -8,6 +8,8 @@
  * - scv.long_turn_cpu_ms.mean: CPU time (user + system, /proc/<pid>/stat) the daemon spends per long turn, beside the
  *   floor host's. No target: wall-clock ratios swing on a shared machine, CPU time per turn is the steadier measure
  *   of the daemon's own cost.
+ * - scv.short_turn_cpu_ms.mean: the same per first-delta turn (a one-delta echo: prompt to terminal), beside the floor
+ *   host's. No target; clock ticks are 10 ms, so it is a mean over all FIRST_SAMPLES turns.
  * The floor is a minimal Node NDJSON echo host on a Unix socket: it reads a prompt line, POSTs the same request to the
  * same loopback fake provider, and relays each SSE delta as one NDJSON line, then a terminal line. Targets: first
  * delta ≤ 2× floor, whole turn ≤ 1.5× floor, peak RSS ≤ 100 MB.
@@ -132,10 +134,12 @@ export default async function (): Promise<Figure[]> {
   const f = new Lines(await open(sock));
   const floorFirst: number[] = [];
   const floorLong: number[] = [];
+  const floorShort0 = cpuMs(host.pid!);
   for (let i = 0; i < FIRST_SAMPLES; i++) {
     floorFirst.push(await f.time(JSON.stringify({ prompt: `hello ${i}` }) + "\n", (m) => m.type === "assistant.delta"));
     await f.time("", (m) => m.type === "turn.completed");
   }
+  const floorShortCpu = cpuMs(host.pid!) - floorShort0;
   let floorCpu = 0;
   for (let i = 0; i < LONG_SAMPLES; i++) {
     const c0 = cpuMs(host.pid!);
@@ -146,7 +150,8 @@ export default async function (): Promise<Figure[]> {
   host.kill();
 
   // Berth's SCV socket.
-  const d = await startDaemon(rig.env);
+  // SCV_BENCH_DAEMON_ENV: a JSON object of extra daemon environment (profiling: NODE_OPTIONS, BERTH_DEBUG_TIMING).
+  const d = await startDaemon({ ...rig.env, ...(JSON.parse(process.env["SCV_BENCH_DAEMON_ENV"] ?? "{}") as Record<string, string>) });
   try {
     const c = new Lines(await open(d.socket));
     await c.time(JSON.stringify({ type: "initialize", request_id: "i", protocol_version: 3 }) + "\n", (m) => m.type === "initialized");
@@ -157,11 +162,13 @@ export default async function (): Promise<Figure[]> {
     });
     const first: number[] = [];
     const long: number[] = [];
+    const short0 = cpuMs(d.child.pid!);
     for (let i = 0; i < FIRST_SAMPLES; i++) {
       const rid = `f${i}`;
       first.push(await c.time(JSON.stringify({ type: "turn.start", request_id: rid, session_id: sid, prompt: `hello ${i}` }) + "\n", (m) => m.type === "assistant.delta" && m.request_id === rid));
       await c.time("", (m) => m.request_id === rid && typeof m.type === "string" && m.type.startsWith("turn.") && m.type !== "turn.started");
     }
+    const shortCpu = cpuMs(d.child.pid!) - short0;
     let cpu = 0;
     for (let i = 0; i < LONG_SAMPLES; i++) {
       const rid = `l${i}`;
@@ -180,6 +187,7 @@ export default async function (): Promise<Figure[]> {
     figures.push({ name: "scv.first_delta_ms.median", value: round(bf), unit: "ms", floor: round(ff), ratio: round(bf / ff), target: "<= 2x floor", ok: bf <= 2 * ff, samples: FIRST_SAMPLES });
     figures.push({ name: "scv.long_turn_ms.median", value: round(bl), unit: "ms", floor: round(fl), ratio: round(bl / fl), target: "<= 1.5x floor", ok: bl <= 1.5 * fl, samples: LONG_SAMPLES, deltas: 20000 });
     figures.push({ name: "scv.long_turn_cpu_ms.mean", value: round(cpu / LONG_SAMPLES), unit: "ms", floor: round(floorCpu / LONG_SAMPLES), ratio: round(cpu / Math.max(floorCpu, 1)), samples: LONG_SAMPLES });
+    figures.push({ name: "scv.short_turn_cpu_ms.mean", value: round(shortCpu / FIRST_SAMPLES), unit: "ms", floor: round(floorShortCpu / FIRST_SAMPLES), ratio: round(shortCpu / Math.max(floorShortCpu, 1)), samples: FIRST_SAMPLES });
     figures.push({ name: "scv.peak_rss_mb", value: Math.round(peak * 10) / 10, unit: "MB", target: "<= 100", ok: peak <= 100 });
   } finally {
     await d.stop();

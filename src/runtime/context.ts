@@ -2,6 +2,7 @@
  * Context accounting. Estimates are deliberately simple (≈ 4 characters per token, labelled
  * `fallback_estimate`); provider usage replaces them as `provider_exact` once a response reports it.
  */
+import { toolSchemaChars } from "./providers/tool-json.js";
 import type { Message, ToolSpec } from "./types.js";
 
 /** Used when the model's window is unknown (documented in docs/runtime.md). */
@@ -23,7 +24,7 @@ function messageChars(m: Message): number {
 export function estimateTokens(system: string, messages: readonly Message[], tools: readonly ToolSpec[]): number {
   let chars = system.length;
   for (const m of messages) chars += messageChars(m);
-  for (const t of tools) chars += t.name.length + t.description.length + JSON.stringify(t.inputSchema).length;
+  for (const t of tools) chars += t.name.length + t.description.length + toolSchemaChars(t);
   return Math.ceil(chars / 4);
 }
 

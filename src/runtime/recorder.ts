@@ -17,6 +17,7 @@
  *   kept in `failure` (the loop checks it and fails the turn) and never rejects unobserved.
  */
 import type { NewRecord, SessionWriter, StoredRecord, TerminalStatus, UserAttachment } from "../store/sessions/index.js";
+import { StreamedText } from "./streamed-text.js";
 
 export interface RecorderTiming {
   flushBytes: number;
@@ -37,11 +38,12 @@ export class TurnRecorder {
   private messages = 0;
   private messageId: string | null = null;
   private segment = 0;
-  private pending = "";
+  private pending = new StreamedText();
+  /** Fires at `EARLY_FLUSH` of `flushMs` after the first unwritten character (sets `early`), then at `flushMs`. */
   private timer: NodeJS.Timeout | null = null;
   private immediate: NodeJS.Immediate | null = null;
-  /** performance.now() of the first unwritten character. */
-  private since = 0;
+  /** `EARLY_FLUSH` of `flushMs` has passed since the first unwritten character (no clock read per delta). */
+  private early = false;
   private last: Promise<unknown> = Promise.resolve();
   private prompt = "";
 
@@ -71,7 +73,7 @@ export class TurnRecorder {
   startMessage(): string {
     this.messageId = `m${++this.messages}`;
     this.segment = 0;
-    this.pending = "";
+    this.pending.take();
     return this.messageId;
   }
 
@@ -82,17 +84,23 @@ export class TurnRecorder {
    * instead of landing between deltas; the `flushMs` timer covers a stalled stream.
    */
   text(delta: string): void {
-    this.pending += delta;
-    const now = performance.now();
+    this.pending.add(delta);
     if (this.timer === null) {
-      this.since = now;
-      this.timer = setTimeout(this.flushSoon, this.timing.flushMs);
+      this.early = false;
+      this.timer = setTimeout(this.onEarly, EARLY_FLUSH * this.timing.flushMs);
       this.timer.unref();
     }
-    if (this.immediate === null && (this.pending.length >= this.timing.flushBytes || now - this.since >= EARLY_FLUSH * this.timing.flushMs)) {
+    if (this.immediate === null && (this.early || this.pending.length >= this.timing.flushBytes)) {
       this.immediate = setImmediate(this.flushSoon);
     }
   }
+
+  /** The early mark passed: the next delta writes the segment; the timer now covers the rest of `flushMs`. */
+  private readonly onEarly = (): void => {
+    this.early = true;
+    this.timer = setTimeout(this.flushSoon, this.timing.flushMs - EARLY_FLUSH * this.timing.flushMs);
+    this.timer.unref();
+  };
 
   /** Timer / immediate callback (flushText clears both handles; clearing a fired one is a no-op). */
   private readonly flushSoon = (): void => this.flushText(true);
@@ -107,11 +115,11 @@ export class TurnRecorder {
       clearImmediate(this.immediate);
       this.immediate = null;
     }
+    this.early = false;
     if (this.messageId === null) return;
-    if (this.pending === "" && partial) return;
-    if (this.pending === "" && this.segment === 0) return; // an empty message has no text record
-    const text = this.pending;
-    this.pending = "";
+    if (this.pending.length === 0 && partial) return;
+    if (this.pending.length === 0 && this.segment === 0) return; // an empty message has no text record
+    const text = this.pending.take();
     this.track(this.writer.append({ kind: "assistant", turn_id: this.turnId, message_id: `${this.messageId}.${this.segment++}`, text, partial }));
   }
 

@@ -24,6 +24,7 @@ import type { TurnRecorder } from "./recorder.js";
 import { createTaskTool, TASK_TOOL_NAME } from "./subagent.js";
 import type { Workspace } from "./workspace.js";
 import { executeToolCall, type ToolCallSpec } from "./tool-exec.js";
+import { StreamedText } from "./streamed-text.js";
 import type { AssistantBlock, Message, Provider, ProviderBatch, ProviderErrorKind, ProviderEvent, ProviderRequest, ThinkingLevel, Tool, ToolResult, ToolSpec } from "./types.js";
 
 export interface LoopOptions {
@@ -71,7 +72,7 @@ const TASK_SPEC: ToolSpec = createTaskTool(() => Promise.reject(new Error("unbou
 
 export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
   const usage: TurnUsage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, requests: 0 };
-  let accepted = "";
+  const accepted = new StreamedText();
   let messages = o.messages;
   const byName = new Map<string, Tool>();
   for (const t of o.tools) byName.set(t.spec.name, t);
@@ -79,7 +80,7 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
   if (o.subagents && !byName.has(TASK_TOOL_NAME)) specs.push(TASK_SPEC);
   const end = (status: TerminalStatus, reason?: FailureReason): TurnOutcome => ({
     status,
-    assistantText: accepted,
+    assistantText: accepted.text(),
     usage,
     ...(reason !== undefined ? { reason } : {}),
   });
@@ -112,7 +113,7 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
         messages,
         prompt,
         midTurn: step > 0,
-        acceptedText: accepted,
+        acceptedText: accepted.text(),
         tools: specs,
         signal: o.signal,
         sink: o.sink,
@@ -133,7 +134,7 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
     const seq = ++usage.requests;
     o.sink.event({ type: "context", currentTokens: estimate, maxTokens: o.contextWindow, reasoningTokens: null, requestSequence: seq, source: "fallback_estimate" });
 
-    const r = await streamOnce(o, messages, specs, seq, (t) => (accepted += t), () => accepted, usage);
+    const r = await streamOnce(o, messages, specs, seq, accepted, usage);
     if (r.refused) return end("failed", "output_limit");
     if (o.signal.aborted) return end("cancelled");
     if (r.error !== null) return { ...end("failed", failureOf(r.error, r.message)), ...(r.message !== "" ? { message: r.message } : {}) };
@@ -174,17 +175,19 @@ async function streamOnce(
   messages: Message[],
   specs: ToolSpec[],
   seq: number,
-  accept: (t: string) => void,
-  acceptedSoFar: () => string,
+  accepted: StreamedText,
   total: TurnUsage,
 ): Promise<StreamResult> {
   const ctl = new AbortController();
   const onAbort = (): void => ctl.abort();
   o.signal.addEventListener("abort", onAbort, { once: true });
+  // `ctl.signal.aborted`, kept by its listener (abort dispatches synchronously): read once per event below.
+  let aborted = false;
+  ctl.signal.addEventListener("abort", () => (aborted = true), { once: true });
   o.recorder?.startMessage();
   const blocks: AssistantBlock[] = [];
   // This response's text is the tail of the turn's accepted text (no second string built per delta).
-  const textStart = acceptedSoFar().length;
+  const textStart = accepted.length;
   const calls: ToolCallSpec[] = [];
   let refused = false;
   let error: ProviderErrorKind | null = null;
@@ -204,7 +207,7 @@ async function streamOnce(
     // Batches when the provider offers them (one await per body chunk, not per delta); see `ProviderBatch`.
     const batches = o.provider.streamBatches !== undefined ? o.provider.streamBatches(req) : singles(o.provider.stream(req));
     read: for await (const batch of batches) for (const ev of batch.events) {
-      if (!batch.settled && ctl.signal.aborted) {
+      if (!batch.settled && aborted) {
         const f = abortedFailure();
         error = f.kind;
         message = f.label;
@@ -220,7 +223,7 @@ async function streamOnce(
             ctl.abort();
             break read;
           }
-          accept(ev.text);
+          accepted.add(ev.text);
           o.recorder?.text(ev.text);
           break;
         }
@@ -267,7 +270,8 @@ async function streamOnce(
   } finally {
     o.signal.removeEventListener("abort", onAbort);
   }
-  const text = acceptedSoFar().slice(textStart);
+  const all = accepted.text();
+  const text = textStart === 0 ? all : all.slice(textStart);
   if (text !== "") blocks.push({ type: "text", text });
   for (const c of calls) blocks.push({ type: "tool_call", id: c.id, name: c.name, arguments: c.arguments });
   if (blocks.length > 0) messages.push({ role: "assistant", content: blocks });

@@ -59,6 +59,25 @@ test("UTF-8 split across body chunks decodes whole, at every split point", async
   assert.equal(await textOf([...body].map((b) => Uint8Array.of(b))), "café 😀 ok");
 });
 
+test("SSE lines split anywhere across chunks (LF, CRLF, CR, comments, multi-line data) decode the same", async () => {
+  const multi = `data: {"id":"c1","choices":[{"index":0,\ndata: "delta":{"content":"two lines"},"finish_reason":null}]}\n\n`;
+  const bodies = [
+    event("one ") + ": a comment\n" + multi + "event: ignored\n" + event(" three") + stop,
+    (event("one ") + multi + event(" three") + stop).replaceAll("\n", "\r\n"),
+    (event("one ") + multi + event(" three") + stop).replaceAll("\n", "\r"),
+  ];
+  for (const text of bodies) {
+    const body = Buffer.from(text, "utf8");
+    for (let cut = 1; cut < body.length; cut++) {
+      assert.equal(await textOf([body.subarray(0, cut), body.subarray(cut)]), "one two lines three", `split at byte ${cut}`);
+    }
+    for (let a = 1; a < body.length; a += 7) {
+      const b = Math.min(body.length - 1, a + 1 + ((a * 13) % 61));
+      assert.equal(await textOf([body.subarray(0, a), body.subarray(a, b), body.subarray(b)]), "one two lines three", `split at ${a}, ${b}`);
+    }
+  }
+});
+
 test("a leading byte-order mark is dropped, even when it arrives split", async () => {
   const body = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(event("hi") + stop, "utf8")]);
   assert.equal(await textOf([body]), "hi");

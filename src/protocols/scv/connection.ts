@@ -43,6 +43,8 @@ export interface ConnectionOutput {
   canPush(): boolean;
   /** Admits a frame built right after `canPush()` returned true. */
   push(frame: string): void;
+  /** `push` of `head + body + ',"seq":' + seq + "}"` without building it (FrameWriter.pushSeqFrame). */
+  pushSeqFrame(head: string, body: string, seq: number): void;
   error(e: WireError): boolean | Promise<boolean>;
 }
 
@@ -96,6 +98,7 @@ export function serveScvConnection(input: Readable, output: Writable, deps: ScvS
     emit: (build, signal) => writer.emit(build, signal),
     canPush: () => writer.canAdmit(),
     push: (frame) => writer.push(frame),
+    pushSeqFrame: (head, body, seq) => writer.pushSeqFrame(head, body, seq),
     error: (e) => writer.emit(() => errorFrame(e)),
   };
 

@@ -107,7 +107,7 @@ export class ScvSession implements ScvSessionHandle {
     const text = e.text;
     const out = this.out;
     if (out.canPush()) {
-      out.push(prefix + JSON.stringify(text) + ',"seq":' + ++this.seq + "}");
+      out.pushSeqFrame(prefix, JSON.stringify(text), ++this.seq);
       return true;
     }
     const r = out.emit(() => prefix + JSON.stringify(text) + ',"seq":' + ++this.seq + "}", t.ctl.signal);

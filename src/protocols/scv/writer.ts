@@ -36,7 +36,13 @@ interface Waiter {
 }
 
 export class FrameWriter {
+  /**
+   * The queued frames as pieces, each frame followed by its "\n" (so a flush is one `join("")` of flat strings, and a
+   * frame made of a fixed head and a variable tail is never concatenated on its own: `pushParts`).
+   */
   private queue: string[] = [];
+  /** Frames in `queue`. */
+  private queuedFrames = 0;
   /** UTF-16 units of the queued frames (their UTF-8 bytes are between this and three times it). */
   private queuedUnits = 0;
   /** Frames, units and texts of the batches handed to the stream since it last drained. */
@@ -65,7 +71,7 @@ export class FrameWriter {
     this.inFlightFrames = 0;
     this.inFlightUnits = 0;
     this.inFlightTexts = [];
-    if (this.queue.length > 0) this.flush(); // flush() ends with progress()
+    if (this.queuedFrames > 0) this.flush(); // flush() ends with progress()
     else this.progress();
   };
 
@@ -74,7 +80,7 @@ export class FrameWriter {
     let n = 0;
     for (const f of this.queue) n += Buffer.byteLength(f);
     for (const t of this.inFlightTexts) n += Buffer.byteLength(t);
-    return n - this.inFlightFrames;
+    return n - this.inFlightFrames - this.queuedFrames;
   }
 
   /** Whether the held bytes plus a frame of `units` UTF-16 units (`frame` when built) stay within `limit` (`<` when strict). */
@@ -87,14 +93,14 @@ export class FrameWriter {
   }
 
   private fits(frame: string): boolean {
-    const frames = this.queue.length + this.inFlightFrames;
+    const frames = this.queuedFrames + this.inFlightFrames;
     if (frames === 0) return true;
     return frames + 1 <= this.o.maxFrames && this.bytesWithin(this.o.maxBytes, frame.length, frame, false);
   }
 
   /** Held frames (queued plus in flight): for tests and diagnostics. */
   get heldFrames(): number {
-    return this.queue.length + this.inFlightFrames;
+    return this.queuedFrames + this.inFlightFrames;
   }
 
   /**
@@ -134,7 +140,7 @@ export class FrameWriter {
     if (this.fitsSoon()) return true;
     // Full with frames not yet handed to the stream: hand them over now instead of waiting for the scheduled flush
     // (one write of up to `maxFrames` frames either way); room is made unless the stream asks for a drain.
-    if (this.waitingDrain || this.queue.length === 0) return false;
+    if (this.waitingDrain || this.queuedFrames === 0) return false;
     this.flush();
     return this.fitsSoon();
   }
@@ -144,14 +150,31 @@ export class FrameWriter {
     this.admit(frame);
   }
 
+  /**
+   * `push` of the frame `head + body + ',"seq":' + seq + "}"`, queued as its pieces: no string is concatenated per
+   * frame (the flush's single `join` copies each piece once). `seq` is a non-negative integer.
+   */
+  pushSeqFrame(head: string, body: string, seq: number): void {
+    const n = String(seq);
+    this.queue.push(head, body, ',"seq":', n, "}\n");
+    this.queuedFrames++;
+    this.queuedUnits += head.length + body.length + n.length + 8;
+    this.schedule();
+  }
+
   /** Whether a typical frame fits now (the exact size is known only after building). */
   private fitsSoon(): boolean {
-    return this.queue.length + this.inFlightFrames < this.o.maxFrames && this.bytesWithin(this.o.maxBytes, 0, null, true);
+    return this.queuedFrames + this.inFlightFrames < this.o.maxFrames && this.bytesWithin(this.o.maxBytes, 0, null, true);
   }
 
   private admit(frame: string): void {
-    this.queue.push(frame);
+    this.queue.push(frame, "\n");
+    this.queuedFrames++;
     this.queuedUnits += frame.length;
+    this.schedule();
+  }
+
+  private schedule(): void {
     if (!this.scheduled && !this.waitingDrain) {
       this.scheduled = true;
       setImmediate(this.scheduledFlush);
@@ -164,13 +187,14 @@ export class FrameWriter {
   };
 
   flush(): void {
-    if (this.broken || this.waitingDrain || this.queue.length === 0) return;
+    if (this.broken || this.waitingDrain || this.queuedFrames === 0) return;
     const q = this.queue;
-    const text = q.length === 1 ? q[0] + "\n" : q.join("\n") + "\n";
-    this.inFlightFrames += q.length;
+    const text = q.join("");
+    this.inFlightFrames += this.queuedFrames;
     this.inFlightUnits += this.queuedUnits;
     this.inFlightTexts.push(text);
     this.queue = [];
+    this.queuedFrames = 0;
     this.queuedUnits = 0;
     let ok: boolean;
     try {
@@ -215,7 +239,7 @@ export class FrameWriter {
       w.resolve(true);
     }
     if (this.waiters.length > 0 || this.pendingBig !== null) this.armStall();
-    if (!this.waitingDrain && this.queue.length === 0 && this.pendingBig === null) {
+    if (!this.waitingDrain && this.queuedFrames === 0 && this.pendingBig === null) {
       const c = this.closeWaiters;
       this.closeWaiters = [];
       for (const f of c) f();
@@ -238,7 +262,7 @@ export class FrameWriter {
   /** Resolves once every admitted frame was handed to the OS, or the output broke. */
   close(): Promise<void> {
     this.flush();
-    if (this.broken || (!this.waitingDrain && this.queue.length === 0 && this.pendingBig === null && this.waiters.length === 0)) {
+    if (this.broken || (!this.waitingDrain && this.queuedFrames === 0 && this.pendingBig === null && this.waiters.length === 0)) {
       return new Promise((resolve) => {
         if (this.broken || this.stream.writableLength === 0) return resolve();
         this.stream.write("", () => resolve());
@@ -257,6 +281,7 @@ export class FrameWriter {
     this.broken = true;
     if (this.stallTimer !== null) clearTimeout(this.stallTimer);
     this.queue = [];
+    this.queuedFrames = 0;
     this.queuedUnits = 0;
     this.inFlightTexts = [];
     const w = this.waiters;

@@ -135,6 +135,7 @@ class BoundedSse {
   constructor(bounds: ProviderBounds, decoder: WireDecoder, out: ProviderEvent[]) {
     const maxEvent = bounds.maxSseEventBytes;
     this.maxResponse = bounds.maxResponseBytes;
+    this.maxRest = maxEvent + 1024;
     this.parser = createParser({
       // Characters never exceed bytes, so this guard only trips on lines that cannot fit the
       // event bound anyway (plus room for the `data: ` prefix); the exact check is per event.
@@ -152,6 +153,7 @@ class BoundedSse {
     });
   }
   private readonly maxResponse: number;
+  private readonly maxRest: number;
 
   /** Counts and parses one body chunk; decoder output lands in `out`. */
   push(chunk: Uint8Array): void {
@@ -162,7 +164,19 @@ class BoundedSse {
 
   end(): void {
     this.feed(this.text.end());
+    if (this.rest !== "") {
+      // An unterminated last line: the parser holds it as an incomplete event (discarded, as SSE requires).
+      this.parser.feed(this.rest);
+      this.rest = "";
+    }
   }
+
+  /**
+   * Text after the last LF fed so far. The parser is fed whole lines only, so it never holds a fragment: a fragment
+   * it holds is joined with the whole next chunk (a copy of the entire body over a response); here only the
+   * fragment and the next chunk's first line are joined. Bounded like the parser's own buffer.
+   */
+  private rest = "";
 
   private feed(s: string): void {
     if (s.length === 0) return;
@@ -171,7 +185,30 @@ class BoundedSse {
       if (s.charCodeAt(0) === 0xfeff) s = s.slice(1);
       if (s.length === 0) return;
     }
-    this.parser.feed(s);
+    const last = s.lastIndexOf("\n");
+    if (last < 0 || s.indexOf("\r") >= 0) {
+      // No complete line yet, or CR line ends (rare): the parser's own buffering, as is.
+      if (this.rest !== "") {
+        s = this.rest + s;
+        this.rest = "";
+      }
+      if (last < 0 && s.length <= this.maxRest) this.rest = s;
+      else this.parser.feed(s);
+      return;
+    }
+    if (this.rest !== "") {
+      const first = s.indexOf("\n");
+      this.parser.feed(this.rest + s.slice(0, first + 1));
+      this.rest = "";
+      if (first < last) this.parser.feed(s.slice(first + 1, last + 1));
+    } else {
+      this.parser.feed(last === s.length - 1 ? s : s.slice(0, last + 1));
+    }
+    if (last < s.length - 1) this.rest = s.slice(last + 1);
+    if (this.rest.length > this.maxRest) {
+      this.parser.feed(this.rest); // over the bound: the parser reports it
+      this.rest = "";
+    }
   }
 }
 

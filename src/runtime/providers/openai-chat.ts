@@ -9,7 +9,7 @@
  * - tool calls accumulate by `index` and are held until the stream completes (`[DONE]`, or a clean
  *   end after a `finish_reason`); `finish_reason: "length"` yields none.
  */
-import type { Message, ProviderEvent, ProviderRequest, ThinkingLevel } from "../types.js";
+import type { Message, ProviderEvent, ProviderRequest, ThinkingLevel, ToolSpec } from "../types.js";
 import {
   isObject,
   optCount,
@@ -25,6 +25,7 @@ import {
 import type { Credential, WireDecoder, WireRequest } from "./driver.js";
 import { errorCategory, LABELS, protocolFailure, ProviderFailure, withCategory } from "./errors.js";
 import { openaiHeaders } from "./make.js";
+import { stringifyWithTools } from "./tool-json.js";
 
 export const CHAT_REASONING_EFFORT: Record<Exclude<ThinkingLevel, "default">, string> = {
   low: "low",
@@ -70,23 +71,29 @@ export function encodeChatMessages(system: string, messages: Message[]): JsonObj
   return out;
 }
 
-export function encodeChatBody(req: ProviderRequest): JsonObject {
+const chatTool = (t: ToolSpec): JsonObject => ({
+  type: "function",
+  function: { name: t.name, description: t.description, parameters: t.inputSchema },
+});
+
+/** The request body without its tools (see `encodeChatBody`). */
+function chatBodyHead(req: ProviderRequest): JsonObject {
   const body: JsonObject = {
     model: req.model,
     messages: encodeChatMessages(req.system, req.messages),
     stream: true,
     stream_options: { include_usage: true },
   };
-  if (req.tools.length > 0) {
-    body["tools"] = req.tools.map((t) => ({
-      type: "function",
-      function: { name: t.name, description: t.description, parameters: t.inputSchema },
-    }));
-  }
   if (req.maxOutputTokens !== undefined) body["max_tokens"] = req.maxOutputTokens;
   const level = req.thinking ?? "default";
   if (level !== "default") body["reasoning_effort"] = CHAT_REASONING_EFFORT[level];
   if (req.fast === true) body["service_tier"] = "priority";
+  return body;
+}
+
+export function encodeChatBody(req: ProviderRequest): JsonObject {
+  const body = chatBodyHead(req);
+  if (req.tools.length > 0) body["tools"] = req.tools.map(chatTool);
   return body;
 }
 
@@ -99,7 +106,8 @@ export function buildChatRequest(
   return {
     url: `${baseUrl.replace(/\/+$/, "")}/chat/completions`,
     headers: openaiHeaders(cred, extraHeaders),
-    body: JSON.stringify(encodeChatBody(req)),
+    // The same JSON as `encodeChatBody`, each tool's definition encoded once per tool (tool-json.ts).
+    body: stringifyWithTools(chatBodyHead(req), req.tools, "openai-chat", chatTool),
   };
 }
 

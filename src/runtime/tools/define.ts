@@ -22,9 +22,22 @@ export interface LocalToolDef<T extends Record<string, unknown>> {
   execute(args: T, ctx: ToolContext): Promise<ToolResult>;
 }
 
-/** JSON Schema for the model. */
+/** One deeply frozen copy per argument schema: tools built again every turn share it (and its cached encoding). */
+const modelSchemas = new WeakMap<ArgSchema<unknown>, Record<string, unknown>>();
+
+function deepFreeze<T>(v: T): T {
+  if (typeof v === "object" && v !== null && !Object.isFrozen(v)) {
+    Object.freeze(v);
+    for (const x of Object.values(v)) deepFreeze(x);
+  }
+  return v;
+}
+
+/** JSON Schema for the model: a frozen object, the same for every call with one `schema`. */
 export function toModelSchema(schema: ArgSchema<unknown>): Record<string, unknown> {
-  return structuredClone(schema.json);
+  let s = modelSchemas.get(schema);
+  if (s === undefined) modelSchemas.set(schema, (s = deepFreeze(structuredClone(schema.json))));
+  return s;
 }
 
 function formatIssues(issues: string[]): string {

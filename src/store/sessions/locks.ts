@@ -57,6 +57,8 @@ export interface Lease {
   release(): Promise<void>;
 }
 
+const APPEND_LOCK: dirlock.DirLockOptions = { stale: 2000, update: 1000, onCompromised: () => undefined };
+
 function retriesFor(waitMs: number): dirlock.RetryOptions {
   // Exponential backoff bounded by maxTimeout; approximates the total wait.
   const maxTimeout = 25;
@@ -246,6 +248,20 @@ export class SessionLocks {
   }
 
   /**
+   * The uncontended path of `acquireAppend`, synchronously (a writer's append then writes and starts its fsync in the
+   * caller's own step, not a microtask later): the release function, or null when the lock is held elsewhere (then
+   * `acquireAppend` waits for it). Throws `SessionError("unavailable")` on any other failure.
+   */
+  tryAppendNow(id: string, role: "writer" | "reader"): (() => Promise<void>) | null {
+    try {
+      return releaser(dirlock.lockSync(this.paths.append(id), APPEND_LOCK), role === "writer");
+    } catch (err) {
+      if (!isLocked(err)) throw new SessionError("unavailable");
+      return null;
+    }
+  }
+
+  /**
    * Takes the append/rotation lock. Writers wait up to `writerWaitMs`; readers up to `readerWaitMs`.
    * Returns the release function, or `null` for a reader when the lock is abandoned by a dead lease holder
    * (the read may proceed unlocked: nobody can be appending). Throws `SessionError("busy")` on a real conflict.
@@ -255,13 +271,9 @@ export class SessionLocks {
   async acquireAppend(id: string, role: "writer" | "reader"): Promise<(() => Promise<void>) | null> {
     const wait = role === "writer" ? this.tuning.writerWaitMs : this.tuning.readerWaitMs;
     const path = this.paths.append(id);
-    const opts: dirlock.DirLockOptions = { stale: 2000, update: 1000, onCompromised: () => undefined };
-    try {
-      const l = dirlock.lockSync(path, opts);
-      return releaser(l, role === "writer");
-    } catch (err) {
-      if (!isLocked(err)) throw new SessionError("unavailable");
-    }
+    const opts = APPEND_LOCK;
+    const now = this.tryAppendNow(id, role);
+    if (now !== null) return now;
     try {
       const l = await dirlock.lock(path, { ...opts, retries: retriesFor(wait) });
       return releaser(l, role === "writer");

@@ -178,7 +178,8 @@ export class SessionWriter {
       return;
     }
     if (this.needsLeadingNewline) text = "\n" + text;
-    const release = await this.locks.acquireAppend(this.sessionId, "writer");
+    // Uncontended (the usual case), the lock, the write and the fsync's start all happen in the appender's own step.
+    const release = this.locks.tryAppendNow(this.sessionId, "writer") ?? (await this.locks.acquireAppend(this.sessionId, "writer"));
     let synced: Promise<void> | null = null;
     let failed: { error: unknown } | null = null;
     try {
