@@ -44,8 +44,8 @@ import { resolveBaseUrl, type ProviderConfig, type ProviderOptions } from "./pro
 import { openProvider } from "./providers/open.js";
 import { DEFAULT_RECORDER_TIMING, TurnRecorder, type RecorderTiming } from "./recorder.js";
 import { buildSystemPrompt } from "./system-prompt.js";
-import { CHAT_ATTACH_TOOL_NAME } from "./tools/chat-attach.js";
-import type { BashOptions } from "./tools/index.js";
+import type { BashOptions } from "./tools/bash.js";
+import { CHAT_ATTACH_TOOL_NAME } from "./tools/specs.js";
 import { SessionRegistries, type McpServerInfo, type SessionToolInfo, type RegistryLease, type ToolConfig } from "./tool-registries.js";
 import { SkillCatalog, type Skill } from "./tools/skills.js";
 import type { CredentialSource, ImagePart, Provider, ProviderRequest, ThinkingLevel, Tool, ToolRisk, UserContent } from "./types.js";
