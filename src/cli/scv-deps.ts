@@ -14,7 +14,8 @@ import type { CliAgents } from "./delegates/cli-agents.js";
 import type { ScvServerDeps } from "../protocols/scv/connection.js";
 import { ScvSession, type AttachmentChecker } from "../protocols/scv/session.js";
 import { MAX_PROMPT_HISTORY_BYTES, MAX_PROMPT_HISTORY_ITEMS, MAX_SERVER_FRAME_BYTES, MAX_TRANSCRIPT_BYTES, MAX_TRANSCRIPT_ITEMS } from "../protocols/scv/wire.js";
-import type { ApprovalMode } from "../runtime/session/index.js";
+import type { ApprovalMode, SessionHub } from "../runtime/session/index.js";
+import type { Agent } from "../runtime/agent.js";
 import { packageVersion } from "./process-io.js";
 import { scvTimings } from "./scv-lazy.js";
 
@@ -49,19 +50,25 @@ async function maxDelegationDepth(settings: { load(): Promise<{ project?: unknow
   return DEFAULT_MAX_DELEGATION_DEPTH;
 }
 
+/**
+ * Builds in two stages: the stores a `session.start` needs to create its durable session (sessions, settings,
+ * workspace checks) load first and this resolves; the agent and the session hub (the turn path's first half) load
+ * right after, while a `session.start` checks its workspace and creates the session file (its fsync overlaps their
+ * compilation), and `openSession` awaits them only to open the runtime.
+ */
 export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServerDeps; close(): Promise<void> }> {
-  const [{ Agent }, { SessionManager, SessionStore, isValidSessionId }, { SessionHub }, files, { SettingsStore }, { findProvider }, { FALLBACK_CONTEXT_WINDOW }] = await Promise.all([
-    import("../runtime/agent.js"),
+  const [{ SessionManager, SessionStore, isValidSessionId }, files, { SettingsStore }, { findProvider }, { FALLBACK_CONTEXT_WINDOW }] = await Promise.all([
     import("../store/sessions/index.js"),
-    import("../runtime/session/index.js"),
     import("../runtime/session/files.js"),
     import("../store/settings/settings-store.js"),
     import("../store/catalog/providers.js"),
     import("../runtime/context.js"),
   ]);
+  const runtimeModules = Promise.all([import("../runtime/agent.js"), import("../runtime/session/index.js")]);
   const cwd = process.cwd();
   const settings = new SettingsStore({ home: o.home, projectDir: cwd, env: o.env });
-  const maxDepth = await maxDelegationDepth(settings);
+  // Read once, when the first tools are built (a session's start does not wait for it).
+  const maxDepthRead = maxDelegationDepth(settings);
   /** This process's own depth among delegated agents (set by the Berth or agent that started it). */
   const ownDepth = envDepth(o.env);
   let reports = 0;
@@ -103,17 +110,8 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
   /** The delegation, if it was ever loaded (a session that ran no turn may close before it loads). */
   const loadedDelegation = async (): Promise<{ delegates: BerthDelegates; codex: CliAgents } | null> => delegation ?? (await delegationLoad?.catch(() => null)) ?? null;
   // `question` (asked approval-style on SCV) for sessions that are not chat channels, whose users see no approvals.
-  let questionHub: InstanceType<typeof SessionHub> | null = null;
+  let questionHub: SessionHub | null = null;
   const questions = (s: { sessionId: string }) => (questionHub !== null && questionHub.get(s.sessionId)?.config.channel === undefined ? questionHub.questionTools(s) : []);
-  const agent = new Agent({
-    home: o.home,
-    cwd,
-    env: o.env,
-    sessionTools: async (s) => {
-      const { delegates, codex } = delegation ?? (await loadDelegation());
-      return [...delegates.tools(s, maxDepth), ...codex.tools(s, maxDepth), ...questions(s)];
-    },
-  });
   /** `approval_policy` from settings (project over global): `on-risk` (default), `always` or `never`. */
   const approvalPolicy = async (): Promise<ApprovalMode> => {
     const layers = await settings.load().catch(() => null);
@@ -124,10 +122,34 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
     return "on-risk";
   };
   const manager = new SessionManager(new SessionStore({ home: o.home }), MAX_RUNNING_SESSIONS);
-  const hub = new SessionHub({ manager, runner: agent, defaults: { cwd } });
+  /** The agent and the hub, once their modules loaded (a failure refuses `session.start` with `internal_error`). */
+  const runtime = runtimeModules.then(([{ Agent }, { SessionHub }]) => {
+    const agent = new Agent({
+      home: o.home,
+      cwd,
+      env: o.env,
+      sessionTools: async (s) => {
+        const [{ delegates, codex }, maxDepth] = await Promise.all([delegation ?? loadDelegation(), maxDepthRead]);
+        return [...delegates.tools(s, maxDepth), ...codex.tools(s, maxDepth), ...questions(s)];
+      },
+    });
+    const hub = new SessionHub({ manager, runner: agent, defaults: { cwd } });
+    hubRef = hub;
+    questionHub = hub;
+    return { agent, hub };
+  });
+  runtime.catch(() => undefined);
+  /** The runtime, or null (logged) when it could not be built. */
+  const loadedRuntime = (): Promise<{ agent: Agent; hub: SessionHub } | null> =>
+    runtime.catch((err: unknown) => {
+      o.log(`the session host could not start (${err instanceof Error ? err.name : "error"})`);
+      return null;
+    });
   /** Attaches a stored session for a resuming `session.start`; its recorded cwd, or the refusal. */
   const resumable = async (id: string): Promise<{ cwd: string } | { code: "session_not_found" | "invalid_request" | "internal_error"; message: string }> => {
     if (!isValidSessionId(id)) return { code: "invalid_request", message: "`resume` is not a valid session ID" };
+    const hub = (await loadedRuntime())?.hub;
+    if (hub === undefined) return { code: "internal_error", message: "the session host could not start; see stderr" };
     if (hub.get(id) !== undefined || manager.isAttached(id)) return { code: "invalid_request", message: "that session is in use by another connection or Berth process" };
     try {
       const snap = await manager.store.readWindow(id, { maxBytes: 64 * 1024, maxRecords: 1, quantumBytes: 64 * 1024 });
@@ -141,8 +163,6 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       return { code: "session_not_found", message: "no stored session has that ID" };
     }
   };
-  hubRef = hub;
-  questionHub = hub;
   const checkAttachments: AttachmentChecker = async (list) => {
     const r = await files.checkAttachmentFiles(list);
     if (!r.ok) return r;
@@ -187,11 +207,21 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
         ...(msg.model !== undefined ? { model: msg.model } : {}),
         ...(msg.base_url !== undefined ? { baseUrl: msg.base_url } : {}),
       };
+      // The session file's creation (and fsync) and the settings read overlap the runtime's modules compiling.
+      const policy = approvalPolicy();
+      // An explicit attachment for the connection's lifetime: this connection owns the session's writer lease,
+      // so its turns reuse it instead of taking the lock again each time.
+      const created = msg.resume !== undefined ? Promise.resolve(msg.resume) : manager.create(ws.value);
+      created.catch(() => undefined);
+      const built = await loadedRuntime();
+      if (built === null) {
+        if (msg.resume === undefined) void created.then((id) => manager.close(id)).catch(() => undefined);
+        return { code: "internal_error", message: "the session host could not start; see stderr", request_id: msg.request_id };
+      }
+      const { agent, hub } = built;
       let rt;
       try {
-        // An explicit attachment for the connection's lifetime: this connection owns the session's writer lease,
-        // so its turns reuse it instead of taking the lock again each time.
-        const id = msg.resume ?? (await manager.create(ws.value));
+        const id = await created;
         rt = hub.open(id, {
           cwd: ws.value,
           ...(Object.keys(selection).length > 0 ? { selection } : {}),
@@ -199,7 +229,7 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
           ...(msg.channel !== undefined ? { channel: msg.channel } : {}),
           ...(msg.mcp_servers !== undefined ? { mcpServers: msg.mcp_servers } : {}),
           autoApprove: msg.auto_approve,
-          approval: await approvalPolicy(),
+          approval: await policy,
           ...(depth > 0 ? { delegationDepth: depth } : {}),
         });
       } catch {
@@ -236,7 +266,7 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
     deps,
     close: async () => {
       await (await loadedDelegation())?.delegates.close();
-      await hub.close();
+      await (await runtime.catch(() => null))?.hub.close();
       await manager.drain().catch(() => undefined);
     },
   };
