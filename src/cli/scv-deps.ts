@@ -56,7 +56,15 @@ async function maxDelegationDepth(settings: { load(): Promise<{ project?: unknow
  * right after, while a `session.start` checks its workspace and creates the session file (its fsync overlaps their
  * compilation), and `openSession` awaits them only to open the runtime.
  */
-export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServerDeps; close(): Promise<void> }> {
+export async function buildScvDeps(o: ScvDepsOptions): Promise<{
+  deps: ScvServerDeps;
+  /**
+   * Loads the turn path now (the loop, the selected driver, the delegation tools) instead of after the first
+   * `session.start` is answered: for a caller whose first session and turn will follow anyway (`berth chat -p`).
+   */
+  warm(): void;
+  close(): Promise<void>;
+}> {
   const [{ SessionManager, SessionStore, isValidSessionId }, files, { SettingsStore }, { findProvider }, { FALLBACK_CONTEXT_WINDOW }] = await Promise.all([
     import("../store/sessions/index.js"),
     import("../runtime/session/files.js"),
@@ -264,6 +272,10 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
   };
   return {
     deps,
+    warm: () => {
+      void runtime.then(({ agent }) => agent.warm()).catch(() => undefined);
+      void loadDelegation().catch(() => undefined);
+    },
     close: async () => {
       await (await loadedDelegation())?.delegates.close();
       await (await runtime.catch(() => null))?.hub.close();

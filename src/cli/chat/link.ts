@@ -73,6 +73,8 @@ async function openInProcess(env: NodeJS.ProcessEnv): Promise<Link> {
   let tail = "";
   const log = (l: string): void => void (tail = `${tail}${l}\n`.slice(-4096));
   const scv = await buildScvDeps({ home: resolveHome(env), env, transport: "stdio", log });
+  // `-p` opens a session and starts a turn next: the turn path loads while the handshake, preflight and session run.
+  scv.warm();
   const toServer = new PassThrough();
   const toClient = new PassThrough();
   const conn = serveScvConnection(toServer, toClient, scv.deps);
