@@ -18,6 +18,11 @@ import type { ApprovalMode, SessionHub } from "../runtime/session/index.js";
 import type { Agent } from "../runtime/agent.js";
 import { packageVersion } from "./process-io.js";
 import { scvTimings } from "./scv-lazy.js";
+import { ExecutableResolver } from "./delegates/executables.js";
+import { AGENT_BERTH_DEF, AGENT_CANCEL_DEF, AGENT_STATUS_DEF, AGENT_WAIT_DEF, CLI_AGENTS, cliAgentDef } from "./delegates/tool-defs.js";
+import { lazyTool } from "../runtime/tools/lazy.js";
+import type { Tool } from "../runtime/types.js";
+import type { SessionToolContext } from "../runtime/agent.js";
 
 /** Sessions of this process that may hold a turn's writer lease at once (one per connection running a turn). */
 export const MAX_RUNNING_SESSIONS = 256;
@@ -115,6 +120,30 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{
     }
     return delegationLoad;
   };
+  /** PATH lookups of the delegate CLIs for the stand-ins (the loaded CliAgents keeps its own). */
+  const exes = new ExecutableResolver();
+  /**
+   * The delegation tools a session is offered (as `BerthDelegates.tools` and `CliAgents.tools` would list them), each
+   * loading the delegation modules and running the real tool on its first call.
+   */
+  const delegationStandIns = (s: SessionToolContext, maxDepth: number): Tool[] => {
+    if (s.depth + 1 > maxDepth) return [];
+    const real = async (name: string): Promise<Tool> => {
+      const d = await loadDelegation();
+      const t = [...d.delegates.tools(s, maxDepth), ...d.codex.tools(s, maxDepth)].find((x) => x.spec.name === name);
+      if (t === undefined) throw new Error(`${name} is no longer available`);
+      return t;
+    };
+    const found = exes.resolve(CLI_AGENTS, process.env["PATH"]);
+    const cli = CLI_AGENTS.filter((_, i) => found[i] !== undefined && found[i] !== null).map(cliAgentDef);
+    return [
+      lazyTool(AGENT_BERTH_DEF, () => real(AGENT_BERTH_DEF.name)),
+      lazyTool(AGENT_WAIT_DEF, () => real(AGENT_WAIT_DEF.name)),
+      lazyTool(AGENT_STATUS_DEF, () => real(AGENT_STATUS_DEF.name)),
+      lazyTool(AGENT_CANCEL_DEF, () => real(AGENT_CANCEL_DEF.name)),
+      ...cli.map((def) => lazyTool(def, () => real(def.name))),
+    ];
+  };
   /** The delegation, if it was ever loaded (a session that ran no turn may close before it loads). */
   const loadedDelegation = async (): Promise<{ delegates: BerthDelegates; codex: CliAgents } | null> => delegation ?? (await delegationLoad?.catch(() => null)) ?? null;
   // `question` (asked approval-style on SCV) for sessions that are not chat channels, whose users see no approvals.
@@ -137,8 +166,11 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{
       cwd,
       env: o.env,
       sessionTools: async (s) => {
-        const [{ delegates, codex }, maxDepth] = await Promise.all([delegation ?? loadDelegation(), maxDepthRead]);
-        return [...delegates.tools(s, maxDepth), ...codex.tools(s, maxDepth), ...questions(s)];
+        const maxDepth = await maxDepthRead;
+        // Until a delegation tool is first called, its stand-in (definition only) is offered: no child-process code
+        // loads before a first request.
+        const tools = delegation !== null ? [...delegation.delegates.tools(s, maxDepth), ...delegation.codex.tools(s, maxDepth)] : delegationStandIns(s, maxDepth);
+        return [...tools, ...questions(s)];
       },
     });
     const hub = new SessionHub({ manager, runner: agent, defaults: { cwd } });
@@ -262,20 +294,15 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{
         max_prompt_history_bytes: MAX_PROMPT_HISTORY_BYTES,
         max_prompt_history_items: MAX_PROMPT_HISTORY_ITEMS,
       });
-      // The session is announced: load the turn path now, so its first prompt finds it compiled.
-      setImmediate(() => {
-        void agent.warm();
-        void loadDelegation().catch(() => undefined);
-      });
+      // The session is announced: load the turn path now, so its first prompt finds it compiled (the delegation
+      // tools' code loads when one is first called).
+      setImmediate(() => void agent.warm());
       return session;
     },
   };
   return {
     deps,
-    warm: () => {
-      void runtime.then(({ agent }) => agent.warm()).catch(() => undefined);
-      void loadDelegation().catch(() => undefined);
-    },
+    warm: () => void runtime.then(({ agent }) => agent.warm()).catch(() => undefined),
     close: async () => {
       await (await loadedDelegation())?.delegates.close();
       await (await runtime.catch(() => null))?.hub.close();
