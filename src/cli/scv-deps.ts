@@ -18,6 +18,11 @@ import type { ApprovalMode, SessionHub } from "../runtime/session/index.js";
 import type { Agent } from "../runtime/agent.js";
 import { packageVersion } from "./process-io.js";
 import { scvTimings } from "./scv-lazy.js";
+import { isValidSessionId, SessionManager, SessionStore } from "../store/sessions/index.js";
+import * as files from "../runtime/session/files.js";
+import { SettingsStore } from "../store/settings/settings-store.js";
+import { findProvider } from "../store/catalog/providers.js";
+import { FALLBACK_CONTEXT_WINDOW } from "../runtime/context.js";
 import { ExecutableResolver } from "./delegates/executables.js";
 import { AGENT_BERTH_DEF, AGENT_CANCEL_DEF, AGENT_STATUS_DEF, AGENT_WAIT_DEF, CLI_AGENTS, cliAgentDef } from "./delegates/tool-defs.js";
 import { lazyTool } from "../runtime/tools/lazy.js";
@@ -57,11 +62,12 @@ async function maxDelegationDepth(settings: { load(): Promise<{ project?: unknow
 
 /**
  * Builds in two stages: the stores a `session.start` needs to create its durable session (sessions, settings,
- * workspace checks) load first and this resolves; the agent and the session hub (the turn path's first half) load
- * right after, while a `session.start` checks its workspace and creates the session file (its fsync overlaps their
- * compilation), and `openSession` awaits them only to open the runtime.
+ * workspace checks) are this module's own imports (one lazy boundary, not five: each dynamic import of a module
+ * shared with other paths costs the bundle a stub file to load); the agent and the session hub (the turn path's
+ * first half) load when this is called, while a `session.start` checks its workspace and creates the session file
+ * (its fsync overlaps their compilation), and `openSession` awaits them only to open the runtime.
  */
-export async function buildScvDeps(o: ScvDepsOptions): Promise<{
+export function buildScvDeps(o: ScvDepsOptions): Promise<{
   deps: ScvServerDeps;
   /**
    * Loads the turn path now (the loop, the selected driver, the delegation tools) instead of after the first
@@ -70,13 +76,6 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{
   warm(): void;
   close(): Promise<void>;
 }> {
-  const [{ SessionManager, SessionStore, isValidSessionId }, files, { SettingsStore }, { findProvider }, { FALLBACK_CONTEXT_WINDOW }] = await Promise.all([
-    import("../store/sessions/index.js"),
-    import("../runtime/session/files.js"),
-    import("../store/settings/settings-store.js"),
-    import("../store/catalog/providers.js"),
-    import("../runtime/context.js"),
-  ]);
   const runtimeModules = Promise.all([import("../runtime/agent.js"), import("../runtime/session/index.js")]);
   const cwd = process.cwd();
   const settings = new SettingsStore({ home: o.home, projectDir: cwd, env: o.env });
@@ -300,7 +299,7 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{
       return session;
     },
   };
-  return {
+  return Promise.resolve({
     deps,
     warm: () => void runtime.then(({ agent }) => agent.warm()).catch(() => undefined),
     close: async () => {
@@ -308,5 +307,5 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{
       await (await runtime.catch(() => null))?.hub.close();
       await manager.drain().catch(() => undefined);
     },
-  };
+  });
 }
