@@ -70,8 +70,8 @@ async function maxDelegationDepth(settings: { load(): Promise<{ project?: unknow
 export function buildScvDeps(o: ScvDepsOptions): Promise<{
   deps: ScvServerDeps;
   /**
-   * Loads the turn path now (the loop, the selected driver, the delegation tools) instead of after the first
-   * `session.start` is answered: for a caller whose first session and turn will follow anyway (`berth chat -p`).
+   * Loads the turn path now (the agent, the loop, the selected driver) instead of after the first `session.start` is
+   * answered: for a caller whose first session and turn will follow anyway (`berth chat -p`).
    */
   warm(): void;
   close(): Promise<void>;
