@@ -6,10 +6,8 @@
  * `*` also matches names starting with a dot. No negation patterns.
  */
 
-import { MAX_GLOB_PATTERN_CHARS } from "./specs.js";
-
 /** Longest accepted pattern; longer ones throw (callers report `invalid_arguments`). */
-export { MAX_GLOB_PATTERN_CHARS };
+export const MAX_GLOB_PATTERN_CHARS = 1024;
 const MAX_BRACE_DEPTH = 8;
 
 export class GlobSyntaxError extends Error {}

@@ -6,6 +6,8 @@
  */
 import * as A from "../../core/arg-schema.js";
 import type { ToolRisk } from "../types.js";
+// The search worker imports glob-match.ts alone: the bound lives there, not here.
+import { MAX_GLOB_PATTERN_CHARS } from "./glob-match.js";
 
 /** A tool's model-facing definition: everything but `execute`. */
 export interface ToolDef<T extends Record<string, unknown>> {
@@ -73,8 +75,7 @@ export function bashDef(defaultTimeoutMs = BASH_DEFAULT_TIMEOUT_MS, maxTimeoutMs
   });
 }
 
-/** Longest accepted glob pattern; longer ones throw (callers report `invalid_arguments`). */
-export const MAX_GLOB_PATTERN_CHARS = 1024;
+export { MAX_GLOB_PATTERN_CHARS };
 export const GREP_DEFAULT_LIMIT = 100;
 export const GREP_MAX_LIMIT = 1000;
 
