@@ -19,7 +19,6 @@ import type { Socket } from "node:net";
 import type { ScvServerDeps } from "../protocols/scv/connection.js";
 import { startDaemonDelegations, type DaemonDelegations } from "./daemon-delegations.js";
 import { RESTART_EXIT_CODE, restartPlanner } from "./daemon-restart.js";
-import { buildScvDeps } from "./scv-deps.js";
 import { listenScvSocket, scvSocketPath, type ScvSocketHandle } from "./scv-socket.js";
 import { packageVersion } from "./process-io.js";
 import { ENDPOINT_FILE } from "./endpoint-file.js";
@@ -111,6 +110,9 @@ async function delegatedCaller(socket: Socket, home: string): Promise<string | n
 
 async function startScv(): Promise<[ScvSocketHandle, () => Promise<void>]> {
   const home = resolveHome(process.env);
+  // A dynamic import, as berth stdio and berth chat make: the bundle then keeps scv-deps in its own chunk instead of
+  // giving their paths a re-export stub to load.
+  const { buildScvDeps } = await import("./scv-deps.js");
   const built = await buildScvDeps({
     home,
     env: process.env,

@@ -14,9 +14,20 @@ import type { CliAgents } from "./delegates/cli-agents.js";
 import type { ScvServerDeps } from "../protocols/scv/connection.js";
 import { ScvSession, type AttachmentChecker } from "../protocols/scv/session.js";
 import { MAX_PROMPT_HISTORY_BYTES, MAX_PROMPT_HISTORY_ITEMS, MAX_SERVER_FRAME_BYTES, MAX_TRANSCRIPT_BYTES, MAX_TRANSCRIPT_ITEMS } from "../protocols/scv/wire.js";
-import type { ApprovalMode } from "../runtime/session/index.js";
+import type { ApprovalMode, SessionHub } from "../runtime/session/index.js";
+import type { Agent } from "../runtime/agent.js";
 import { packageVersion } from "./process-io.js";
 import { scvTimings } from "./scv-lazy.js";
+import { isValidSessionId, SessionManager, SessionStore } from "../store/sessions/index.js";
+import * as files from "../runtime/session/files.js";
+import { SettingsStore } from "../store/settings/settings-store.js";
+import { findProvider } from "../store/catalog/providers.js";
+import { FALLBACK_CONTEXT_WINDOW } from "../runtime/context.js";
+import { ExecutableResolver } from "./delegates/executables.js";
+import { AGENT_BERTH_DEF, AGENT_CANCEL_DEF, AGENT_STATUS_DEF, AGENT_WAIT_DEF, CLI_AGENTS, cliAgentDef } from "./delegates/tool-defs.js";
+import { lazyTool } from "../runtime/tools/lazy.js";
+import type { Tool } from "../runtime/types.js";
+import type { SessionToolContext } from "../runtime/agent.js";
 
 /** Sessions of this process that may hold a turn's writer lease at once (one per connection running a turn). */
 export const MAX_RUNNING_SESSIONS = 256;
@@ -49,19 +60,27 @@ async function maxDelegationDepth(settings: { load(): Promise<{ project?: unknow
   return DEFAULT_MAX_DELEGATION_DEPTH;
 }
 
-export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServerDeps; close(): Promise<void> }> {
-  const [{ Agent }, { SessionManager, SessionStore, isValidSessionId }, { SessionHub }, files, { SettingsStore }, { findProvider }, { FALLBACK_CONTEXT_WINDOW }] = await Promise.all([
-    import("../runtime/agent.js"),
-    import("../store/sessions/index.js"),
-    import("../runtime/session/index.js"),
-    import("../runtime/session/files.js"),
-    import("../store/settings/settings-store.js"),
-    import("../store/catalog/providers.js"),
-    import("../runtime/context.js"),
-  ]);
+/**
+ * Builds in two stages: the stores a `session.start` needs to create its durable session (sessions, settings,
+ * workspace checks) are this module's own imports (one lazy boundary, not five: each dynamic import of a module
+ * shared with other paths costs the bundle a stub file to load); the agent and the session hub (the turn path's
+ * first half) load when this is called, while a `session.start` checks its workspace and creates the session file
+ * (its fsync overlaps their compilation), and `openSession` awaits them only to open the runtime.
+ */
+export function buildScvDeps(o: ScvDepsOptions): Promise<{
+  deps: ScvServerDeps;
+  /**
+   * Loads the turn path now (the agent, the loop, the selected driver) instead of after the first `session.start` is
+   * answered: for a caller whose first session and turn will follow anyway (`berth chat -p`).
+   */
+  warm(): void;
+  close(): Promise<void>;
+}> {
+  const runtimeModules = Promise.all([import("../runtime/agent.js"), import("../runtime/session/index.js")]);
   const cwd = process.cwd();
   const settings = new SettingsStore({ home: o.home, projectDir: cwd, env: o.env });
-  const maxDepth = await maxDelegationDepth(settings);
+  // Read once, when the first tools are built (a session's start does not wait for it).
+  const maxDepthRead = maxDelegationDepth(settings);
   /** This process's own depth among delegated agents (set by the Berth or agent that started it). */
   const ownDepth = envDepth(o.env);
   let reports = 0;
@@ -100,20 +119,35 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
     }
     return delegationLoad;
   };
+  /** PATH lookups of the delegate CLIs for the stand-ins (the loaded CliAgents keeps its own). */
+  const exes = new ExecutableResolver();
+  /**
+   * The delegation tools a session is offered (as `BerthDelegates.tools` and `CliAgents.tools` would list them), each
+   * loading the delegation modules and running the real tool on its first call.
+   */
+  const delegationStandIns = (s: SessionToolContext, maxDepth: number): Tool[] => {
+    if (s.depth + 1 > maxDepth) return [];
+    const real = async (name: string): Promise<Tool> => {
+      const d = await loadDelegation();
+      const t = [...d.delegates.tools(s, maxDepth), ...d.codex.tools(s, maxDepth)].find((x) => x.spec.name === name);
+      if (t === undefined) throw new Error(`${name} is no longer available`);
+      return t;
+    };
+    const found = exes.resolve(CLI_AGENTS, process.env["PATH"]);
+    const cli = CLI_AGENTS.filter((_, i) => found[i] !== undefined && found[i] !== null).map(cliAgentDef);
+    return [
+      lazyTool(AGENT_BERTH_DEF, () => real(AGENT_BERTH_DEF.name)),
+      lazyTool(AGENT_WAIT_DEF, () => real(AGENT_WAIT_DEF.name)),
+      lazyTool(AGENT_STATUS_DEF, () => real(AGENT_STATUS_DEF.name)),
+      lazyTool(AGENT_CANCEL_DEF, () => real(AGENT_CANCEL_DEF.name)),
+      ...cli.map((def) => lazyTool(def, () => real(def.name))),
+    ];
+  };
   /** The delegation, if it was ever loaded (a session that ran no turn may close before it loads). */
   const loadedDelegation = async (): Promise<{ delegates: BerthDelegates; codex: CliAgents } | null> => delegation ?? (await delegationLoad?.catch(() => null)) ?? null;
   // `question` (asked approval-style on SCV) for sessions that are not chat channels, whose users see no approvals.
-  let questionHub: InstanceType<typeof SessionHub> | null = null;
+  let questionHub: SessionHub | null = null;
   const questions = (s: { sessionId: string }) => (questionHub !== null && questionHub.get(s.sessionId)?.config.channel === undefined ? questionHub.questionTools(s) : []);
-  const agent = new Agent({
-    home: o.home,
-    cwd,
-    env: o.env,
-    sessionTools: async (s) => {
-      const { delegates, codex } = delegation ?? (await loadDelegation());
-      return [...delegates.tools(s, maxDepth), ...codex.tools(s, maxDepth), ...questions(s)];
-    },
-  });
   /** `approval_policy` from settings (project over global): `on-risk` (default), `always` or `never`. */
   const approvalPolicy = async (): Promise<ApprovalMode> => {
     const layers = await settings.load().catch(() => null);
@@ -124,10 +158,37 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
     return "on-risk";
   };
   const manager = new SessionManager(new SessionStore({ home: o.home }), MAX_RUNNING_SESSIONS);
-  const hub = new SessionHub({ manager, runner: agent, defaults: { cwd } });
+  /** The agent and the hub, once their modules loaded (a failure refuses `session.start` with `internal_error`). */
+  const runtime = runtimeModules.then(([{ Agent }, { SessionHub }]) => {
+    const agent = new Agent({
+      home: o.home,
+      cwd,
+      env: o.env,
+      sessionTools: async (s) => {
+        const maxDepth = await maxDepthRead;
+        // Until a delegation tool is first called, its stand-in (definition only) is offered: no child-process code
+        // loads before a first request.
+        const tools = delegation !== null ? [...delegation.delegates.tools(s, maxDepth), ...delegation.codex.tools(s, maxDepth)] : delegationStandIns(s, maxDepth);
+        return [...tools, ...questions(s)];
+      },
+    });
+    const hub = new SessionHub({ manager, runner: agent, defaults: { cwd } });
+    hubRef = hub;
+    questionHub = hub;
+    return { agent, hub };
+  });
+  runtime.catch(() => undefined);
+  /** The runtime, or null (logged) when it could not be built. */
+  const loadedRuntime = (): Promise<{ agent: Agent; hub: SessionHub } | null> =>
+    runtime.catch((err: unknown) => {
+      o.log(`the session host could not start (${err instanceof Error ? err.name : "error"})`);
+      return null;
+    });
   /** Attaches a stored session for a resuming `session.start`; its recorded cwd, or the refusal. */
   const resumable = async (id: string): Promise<{ cwd: string } | { code: "session_not_found" | "invalid_request" | "internal_error"; message: string }> => {
     if (!isValidSessionId(id)) return { code: "invalid_request", message: "`resume` is not a valid session ID" };
+    const hub = (await loadedRuntime())?.hub;
+    if (hub === undefined) return { code: "internal_error", message: "the session host could not start; see stderr" };
     if (hub.get(id) !== undefined || manager.isAttached(id)) return { code: "invalid_request", message: "that session is in use by another connection or Berth process" };
     try {
       const snap = await manager.store.readWindow(id, { maxBytes: 64 * 1024, maxRecords: 1, quantumBytes: 64 * 1024 });
@@ -141,8 +202,6 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
       return { code: "session_not_found", message: "no stored session has that ID" };
     }
   };
-  hubRef = hub;
-  questionHub = hub;
   const checkAttachments: AttachmentChecker = async (list) => {
     const r = await files.checkAttachmentFiles(list);
     if (!r.ok) return r;
@@ -187,11 +246,21 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
         ...(msg.model !== undefined ? { model: msg.model } : {}),
         ...(msg.base_url !== undefined ? { baseUrl: msg.base_url } : {}),
       };
+      // The session file's creation (and fsync) and the settings read overlap the runtime's modules compiling.
+      const policy = approvalPolicy();
+      // An explicit attachment for the connection's lifetime: this connection owns the session's writer lease,
+      // so its turns reuse it instead of taking the lock again each time.
+      const created = msg.resume !== undefined ? Promise.resolve(msg.resume) : manager.create(ws.value);
+      created.catch(() => undefined);
+      const built = await loadedRuntime();
+      if (built === null) {
+        if (msg.resume === undefined) void created.then((id) => manager.close(id)).catch(() => undefined);
+        return { code: "internal_error", message: "the session host could not start; see stderr", request_id: msg.request_id };
+      }
+      const { agent, hub } = built;
       let rt;
       try {
-        // An explicit attachment for the connection's lifetime: this connection owns the session's writer lease,
-        // so its turns reuse it instead of taking the lock again each time.
-        const id = msg.resume ?? (await manager.create(ws.value));
+        const id = await created;
         rt = hub.open(id, {
           cwd: ws.value,
           ...(Object.keys(selection).length > 0 ? { selection } : {}),
@@ -199,7 +268,7 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
           ...(msg.channel !== undefined ? { channel: msg.channel } : {}),
           ...(msg.mcp_servers !== undefined ? { mcpServers: msg.mcp_servers } : {}),
           autoApprove: msg.auto_approve,
-          approval: await approvalPolicy(),
+          approval: await policy,
           ...(depth > 0 ? { delegationDepth: depth } : {}),
         });
       } catch {
@@ -224,20 +293,19 @@ export async function buildScvDeps(o: ScvDepsOptions): Promise<{ deps: ScvServer
         max_prompt_history_bytes: MAX_PROMPT_HISTORY_BYTES,
         max_prompt_history_items: MAX_PROMPT_HISTORY_ITEMS,
       });
-      // The session is announced: load the turn path now, so its first prompt finds it compiled.
-      setImmediate(() => {
-        void agent.warm();
-        void loadDelegation().catch(() => undefined);
-      });
+      // The session is announced: load the turn path now, so its first prompt finds it compiled (the delegation
+      // tools' code loads when one is first called).
+      setImmediate(() => void agent.warm());
       return session;
     },
   };
-  return {
+  return Promise.resolve({
     deps,
+    warm: () => void runtime.then(({ agent }) => agent.warm()).catch(() => undefined),
     close: async () => {
       await (await loadedDelegation())?.delegates.close();
-      await hub.close();
+      await (await runtime.catch(() => null))?.hub.close();
       await manager.drain().catch(() => undefined);
     },
-  };
+  });
 }

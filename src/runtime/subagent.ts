@@ -8,7 +8,7 @@
  * - Child context/usage-per-request events are not forwarded; cancellation of the turn cancels the child.
  */
 import * as A from "../core/arg-schema.js";
-import { boundText } from "./tools/index.js";
+import { boundText } from "./tools/result.js";
 import { defineLocalTool } from "./tools/define.js";
 import type { TurnOutcome } from "./events.js";
 import type { Tool, ToolResult } from "./types.js";

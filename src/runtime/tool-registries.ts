@@ -21,7 +21,9 @@
 import type { McpServerDef, ToolSettings } from "../store/settings/schema.js";
 import type { EnvLike } from "../store/home.js";
 import { cleanToolEnv } from "./env.js";
-import { openToolRegistry, toolPolicyFromSettings, type BashOptions, type ToolRegistry } from "./tools/index.js";
+import type { BashOptions } from "./tools/bash.js";
+import { toolPolicyFromSettings } from "./tools/policy.js";
+import { openToolRegistry, type ToolRegistry } from "./tools/registry.js";
 import type { SkillCatalog } from "./tools/skills.js";
 import { mcpToolCache, type McpToolCache } from "./tools/mcp-cache.js";
 import { join } from "node:path";

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { PassThrough, Writable } from "node:stream";
 import { AppServiceServer } from "../../src/protocols/app-service/server.js";
 import { serviceMethods } from "../../src/protocols/app-service/service-methods.js";
-import type { MethodFamily, Reservation } from "../../src/protocols/app-service/descriptor.js";
+import type { MethodFamily, RequestContext, Reservation } from "../../src/protocols/app-service/descriptor.js";
 
 function harness(extra: MethodFamily[]) {
   const input = new PassThrough();
@@ -228,5 +228,65 @@ describe("app-service dispatcher", () => {
     release();
     assert.equal(await h.done, 0);
     assert.equal(h.parsed()[2]!.request_id, "w");
+  });
+
+  it("writes a turn's first delta at once, not after the rest of the provider chunk it came in", async () => {
+    const input = new PassThrough();
+    const writes: string[] = [];
+    const output = new Writable({
+      write(chunk: Buffer, _e, cb) {
+        writes.push(chunk.toString("utf8"));
+        cb();
+      },
+    });
+    let ctx: RequestContext | undefined;
+    const state = { initialized: false };
+    const server = new AppServiceServer({
+      input,
+      output,
+      state,
+      log: () => undefined,
+      families: [
+        serviceMethods({ info: { serverName: "berth", serverVersion: "0.0.0", transports: ["stdio"] }, state, providerAuthReady: () => Promise.resolve(false) }),
+        {
+          descriptors: [
+            {
+              method: "turn.start",
+              sessionId: "optional",
+              parse: (p) => ({ ok: true, value: p }),
+              handle: (c) => {
+                ctx = c;
+                c.hold();
+                return { payload: { status: "accepted" } };
+              },
+            },
+          ],
+        },
+      ],
+    });
+    const done = server.run();
+    const req = (id: string, method: string, payload: unknown) => input.write(JSON.stringify({ protocol_version: 1, kind: "request", request_id: id, method, payload }) + "\n");
+    const until = async (pred: () => boolean) => {
+      for (let i = 0; i < 1000 && !pred(); i++) await new Promise((r) => setImmediate(r));
+      assert.ok(pred(), "condition not reached");
+    };
+    req("i", "initialize", { supported_protocol_versions: [1] });
+    req("t", "turn.start", {});
+    await until(() => writes.join("").includes('"request_id":"t","session_id":null,"method":"turn.start"'));
+    // One provider chunk decoded in one go: its deltas are emitted back to back, without yielding.
+    for (let i = 1; i <= 50; i++) void ctx!.emit("turn.assistant_delta", null, { turn_id: "x", sequence: i, text: `d${i}` });
+    const first = writes.find((w) => w.includes('"event":"turn.assistant_delta"'));
+    assert.ok(first !== undefined, "the first delta was written before the chunk's other deltas were queued");
+    assert.match(first, /"text":"d1"/);
+    assert.doesNotMatch(first, /"text":"d2"/);
+    await until(() => writes.join("").includes('"text":"d50"'));
+    const all = writes.join("").split("\n").filter((l) => l.includes(`"event":"turn.assistant_delta"`));
+    assert.deepEqual(
+      all.map((l) => (JSON.parse(l) as { payload: { text: string } }).payload.text),
+      Array.from({ length: 50 }, (_, i) => `d${i + 1}`),
+      "every delta, in order",
+    );
+    input.end();
+    await done;
   });
 });

@@ -2,7 +2,15 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { boundText } from "../../src/runtime/tools/result.js";
 import { validateJsonSchema } from "../../src/runtime/tools/json-schema.js";
-import { createToolRegistry } from "../../src/runtime/tools/registry.js";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createToolRegistry, openToolRegistry } from "../../src/runtime/tools/registry.js";
+import { createWebFetchTool } from "../../src/runtime/tools/web-fetch.js";
+import { createReadSkillTool } from "../../src/runtime/tools/read-skill.js";
+import { createChatAttachTool } from "../../src/runtime/tools/chat-attach.js";
+import { SkillCatalog } from "../../src/runtime/tools/skills.js";
+import * as impl from "../../src/runtime/tools/index.js";
 
 void test("registry: built-ins with zod-derived JSON schemas; no_tools is empty", async () => {
   const reg = await createToolRegistry({ cwd: process.cwd() });
@@ -75,4 +83,44 @@ void test("JSON-Schema subset validator", () => {
   nested.additionalProperties = nested;
   assert.match(validateJsonSchema(nested, deep)[0] ?? "", /too deeply nested/);
   assert.equal(validateJsonSchema(schema, Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`x${i}`, 1]))).length, 10);
+});
+
+void test("registry: each built-in's lazy stand-in offers what its implementation offers, and runs it on a call", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "lazy-tools-"));
+  const skills = new SkillCatalog({ mcHome: dir, userHome: dir });
+  const reg = openToolRegistry({ cwd: dir, bash: { maxTimeoutMs: 30_000 }, skills, webFetch: { autoApproveHosts: ["Example.com"] }, chatAttachHome: dir });
+  const direct = [
+    impl.readTool,
+    impl.writeTool,
+    impl.editTool,
+    impl.createBashTool({ maxTimeoutMs: 30_000 }),
+    impl.grepTool,
+    impl.globTool,
+    impl.lsTool,
+    impl.todoWriteTool,
+    createReadSkillTool(skills),
+    createWebFetchTool({ autoApproveHosts: ["Example.com"] }),
+    createChatAttachTool(dir),
+  ];
+  assert.deepEqual(
+    reg.tools.map((t) => [t.spec, t.risk, t.transport]),
+    direct.map((t) => [t.spec, t.risk, t.transport]),
+  );
+  for (const [i, t] of reg.tools.entries()) {
+    for (const args of [{}, { path: "" }, { path: "a", content: 1 }, { pattern: "x", limit: 0 }, { command: "true", timeout: 31 }]) {
+      assert.deepEqual(t.validate(args), direct[i]!.validate(args), `${t.spec.name} validates ${JSON.stringify(args)} like its implementation`);
+    }
+  }
+  const fetch = reg.get("web_fetch")!;
+  assert.equal(fetch.autoApprove?.({ url: "https://example.com/x" }), true);
+  assert.equal(fetch.autoApprove?.({ url: "http://example.com/x" }), false);
+  assert.equal(fetch.autoApprove?.({ url: "https://user:pw@example.com/x" }), false);
+  writeFileSync(join(dir, "a.txt"), "one\ntwo\n");
+  const ctx = { cwd: dir, signal: new AbortController().signal, onProgress: () => undefined };
+  const read = await reg.get("read")!.run({ path: "a.txt" }, ctx);
+  assert.equal(read.isError, false);
+  assert.match(read.content, /^one\ntwo/);
+  const ls = await reg.get("ls")!.run({}, ctx);
+  assert.match(ls.content, /a\.txt/);
+  await reg.close();
 });

@@ -110,7 +110,7 @@ function ownModules(trace: string): Set<string> {
   return mods;
 }
 
-test("a first openai-chat turn loads that driver only; the turn loop loads once a session is opened", { timeout: 60_000 }, async () => {
+test("a first openai-chat turn loads that driver only, and no tool code; the turn loop loads once a session is opened", { timeout: 60_000 }, async () => {
   const fake = await startFakeProvider();
   const home = mkdtempSync(join(tmpdir(), "cold-home-"));
   const traceFile = join(home, "loaded.txt");
@@ -165,5 +165,16 @@ test("a first openai-chat turn loads that driver only; the turn loop loads once 
   assert.ok([...mods].some((m) => m.endsWith("runtime/agent.js")), "the trace maps loaded files to modules");
   for (const other of ["runtime/providers/anthropic.js", "runtime/providers/openai-responses.js"]) {
     assert.ok(![...mods].some((m) => m.endsWith(other)), `${other} was loaded by an openai-chat turn`);
+  }
+  // The delegation tools were offered (their definitions) without their child-process code loading.
+  const offered = ((JSON.parse(fake.requests[0]!.body) as { tools?: Array<{ function: { name: string } }> }).tools ?? []).map((t) => t.function.name);
+  for (const name of ["read", "bash", "agent_berth", "agent_wait"]) assert.ok(offered.includes(name), `${name} was offered to the model`);
+  for (const impl of ["cli/delegates/agent-berth.js", "cli/delegates/cli-agents.js", "cli/delegates/jobs.js"]) {
+    assert.ok(![...mods].some((m) => m.endsWith(impl)), `${impl} was loaded by a turn that called no tool`);
+  }
+  // Tool code loads on a tool's first call (tools/lazy.ts): a turn that called none loaded only their definitions.
+  assert.ok([...mods].some((m) => m.endsWith("runtime/tools/specs.js")), "the tools' definitions were loaded");
+  for (const impl of ["tools/read.js", "tools/bash.js", "tools/web-fetch.js", "tools/edit.js", "tools/grep.js"]) {
+    assert.ok(![...mods].some((m) => m.endsWith(`runtime/${impl}`)), `${impl} was loaded by a turn that called no tool`);
   }
 });

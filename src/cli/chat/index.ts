@@ -6,6 +6,9 @@
  */
 import { existsSync } from "node:fs";
 import { resolveHome } from "../../store/home.js";
+import { prepareStateRoot } from "../../store/state-root.js";
+import { promptTooLarge } from "./common.js";
+import * as link from "./link.js";
 import { berthVersion } from "../version.js";
 
 const USAGE = `usage: berth chat [-p PROMPT|- [--json]] [--session ID | --continue] [--yolo]
@@ -87,16 +90,14 @@ export async function runChat(argv: string[]): Promise<number> {
   quietEpipe();
   // -p without a daemon runs the SCV server in this process: start loading it now, so it loads while the chat's
   // own modules and checks run (an existing socket means a daemon is probably up and will serve instead).
-  const link = a.prompt !== null ? await import("./link.js") : null;
-  if (link !== null && (process.env["BERTH_CHAT_NO_DAEMON"] === "1" || !existsSync(link.scvSocketPath(process.env)))) link.loadInProcessServer().catch(() => undefined);
+  if (a.prompt !== null && (process.env["BERTH_CHAT_NO_DAEMON"] === "1" || !existsSync(link.scvSocketPath(process.env)))) link.loadInProcessServer().catch(() => undefined);
   const home = resolveHome(process.env);
-  const { prepareStateRoot } = await import("../../store/state-root.js");
   const problem = prepareStateRoot(home);
   if (problem !== null) {
     process.stderr.write(`berth chat: ${problem}\n`);
     return 1;
   }
-  if (a.prompt !== null && link !== null) {
+  if (a.prompt !== null) {
     // Connected (or the server built) while stdin is read and the checks run; only after the state root passed.
     const linking = link.openLink(process.env, { inProcess: true });
     linking.catch(() => undefined);
@@ -112,7 +113,6 @@ export async function runChat(argv: string[]): Promise<number> {
       await drop();
       return 2;
     }
-    const { promptTooLarge } = await import("./common.js");
     const tooLarge = promptTooLarge(prompt);
     if (tooLarge !== null) {
       process.stderr.write(`berth chat: ${tooLarge}\n`);

@@ -19,7 +19,6 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { PassThrough, type Readable, type Writable } from "node:stream";
 import { ScvClient } from "../../client/scv/client.js";
-import { spawnBerth } from "../../client/spawn-berth.js";
 import { resolveHome, type EnvLike } from "../../store/home.js";
 import { berthVersion } from "../version.js";
 
@@ -73,6 +72,8 @@ async function openInProcess(env: NodeJS.ProcessEnv): Promise<Link> {
   let tail = "";
   const log = (l: string): void => void (tail = `${tail}${l}\n`.slice(-4096));
   const scv = await buildScvDeps({ home: resolveHome(env), env, transport: "stdio", log });
+  // `-p` opens a session and starts a turn next: the turn path loads while the handshake, preflight and session run.
+  scv.warm();
   const toServer = new PassThrough();
   const toClient = new PassThrough();
   const conn = serveScvConnection(toServer, toClient, scv.deps);
@@ -121,7 +122,9 @@ export async function openLink(env: NodeJS.ProcessEnv, opts: { noDaemon?: boolea
     };
   }
   if (opts.inProcess === true) return openInProcess(env);
-  // The launcher's credential handoff: the stdio child's tools cannot read the keys from its environ.
+  // The launcher's credential handoff: the stdio child's tools cannot read the keys from its environ. (Loaded here:
+  // `-p` runs the server in this process and never spawns, so node:child_process stays off its first token's path.)
+  const { spawnBerth } = await import("../../client/spawn-berth.js");
   const child = spawnBerth(BERTH_BIN, ["stdio"], env, { stdio: ["pipe", "pipe", "pipe"] }) as ChildProcessWithoutNullStreams;
   let tail = "";
   child.stderr.setEncoding("utf8").on("data", (d: string) => {

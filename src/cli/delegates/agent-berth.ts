@@ -20,7 +20,6 @@ import type { ChildProcessWithoutNullStreams } from "node:child_process";
 import { createHash } from "node:crypto";
 import { copyFile, mkdir, chmod, access } from "node:fs/promises";
 import { join } from "node:path";
-import * as A from "../../core/arg-schema.js";
 import { ScvConnection, type ScvEvent } from "../../client/scv/connection.js";
 import { spawnBerth } from "../../client/spawn-berth.js";
 import { newHandle, processStart, stopRun, writeRecord, type DelegationRecord } from "../../runtime/delegation/records.js";
@@ -29,10 +28,10 @@ import type { Tool, ToolResult, ToolRisk } from "../../runtime/types.js";
 import type { SessionToolContext } from "../../runtime/agent.js";
 import { jobRef, type JobBook } from "./jobs.js";
 import { textOf } from "../../core/json-text.js";
+import { AGENT_BERTH, AGENT_BERTH_DEF, BERTH_DEFAULT_TIMEOUT_SECONDS, BERTH_MAX_TIMEOUT_SECONDS } from "./tool-defs.js";
 
-export const AGENT_BERTH = "agent_berth";
-export const DEFAULT_TIMEOUT_SECONDS = 1800;
-export const MAX_TIMEOUT_SECONDS = 3600;
+export { AGENT_BERTH, BERTH_DEFAULT_TIMEOUT_SECONDS as DEFAULT_TIMEOUT_SECONDS, BERTH_MAX_TIMEOUT_SECONDS as MAX_TIMEOUT_SECONDS };
+const DEFAULT_TIMEOUT_SECONDS = BERTH_DEFAULT_TIMEOUT_SECONDS;
 export const CANCEL_GRACE_MS = 5000;
 export const IDLE_MS = 10 * 60_000;
 const MAX_REPLY_BYTES = 64 * 1024;
@@ -60,12 +59,6 @@ interface Conversation {
   exited: Promise<void>;
 }
 
-const Args = A.object({
-  prompt: A.string({ min: 1, max: 256 * 1024, description: "The complete, self-contained instructions for the nested Berth agent" }),
-  session: A.optional(A.string({ min: 1, max: 64, description: "Continue this conversation (a handle such as berth-1 from an earlier result)" })),
-  background: A.optional(A.boolean({ description: "Run as a background job: returns a job handle at once; follow it with agent_wait / agent_status / agent_cancel" })),
-  timeout_seconds: A.optional(A.number({ integer: true, min: 1, max: MAX_TIMEOUT_SECONDS, description: `Time limit for this turn (default ${DEFAULT_TIMEOUT_SECONDS})` })),
-});
 
 /** Short instance name of a home (the first segment of `SCV_PARENT`). */
 export function instanceOf(home: string): string {
@@ -89,11 +82,7 @@ export class BerthDelegates {
 
   private tool(s: SessionToolContext): Tool {
     return defineLocalTool({
-      name: AGENT_BERTH,
-      risk: "delegate",
-      description:
-        "Delegate a task to a nested Berth agent in the same workspace. Returns its final reply and a conversation handle (berth-N); pass it as `session` to continue that conversation.",
-      schema: Args,
+      ...AGENT_BERTH_DEF,
       execute: async (args, ctx): Promise<ToolResult> => {
         let conv: Conversation;
         if (args.session !== undefined) {

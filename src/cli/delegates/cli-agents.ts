@@ -20,7 +20,6 @@ import { randomUUID } from "node:crypto";
 import { mkdir, readFile, rm, stat } from "node:fs/promises";
 import { isAbsolute, join, relative, resolve } from "node:path";
 import { StringDecoder } from "node:string_decoder";
-import * as A from "../../core/arg-schema.js";
 import { redactSecrets, sanitizeText } from "../../core/text-policy.js";
 import { truncateUtf8 } from "../../core/utf8.js";
 import type { SessionToolContext } from "../../runtime/agent.js";
@@ -31,9 +30,8 @@ import { instanceOf } from "./agent-berth.js";
 import { ExecutableResolver } from "./executables.js";
 import { jobRef, type JobBook } from "./jobs.js";
 import { textOf } from "../../core/json-text.js";
+import { CLI_DEFAULT_TIMEOUT_SECONDS as DEFAULT_TIMEOUT_SECONDS, CLI_LABELS, cliAgentDef } from "./tool-defs.js";
 
-const DEFAULT_TIMEOUT_SECONDS = 1800;
-const MAX_TIMEOUT_SECONDS = 3600;
 const MAX_REPLY_BYTES = 64 * 1024;
 const STDERR_TAIL_BYTES = 2048;
 const MAX_LINE_BYTES = 200;
@@ -182,7 +180,7 @@ export const CLI_SPECS: Record<"codex" | "claude" | "pi", CliSpec> = {
   codex: {
     agent: "codex",
     homeVar: "CODEX_HOME",
-    label: "the Codex CLI",
+    label: CLI_LABELS.codex,
     argv: (o) => [
       "exec",
       "--json",
@@ -204,7 +202,7 @@ export const CLI_SPECS: Record<"codex" | "claude" | "pi", CliSpec> = {
   claude: {
     agent: "claude",
     homeVar: "CLAUDE_CONFIG_DIR",
-    label: "Claude Code",
+    label: CLI_LABELS.claude,
     argv: (o) => [
       "-p",
       "--output-format",
@@ -223,7 +221,7 @@ export const CLI_SPECS: Record<"codex" | "claude" | "pi", CliSpec> = {
   pi: {
     agent: "pi",
     homeVar: "PI_CODING_AGENT_DIR",
-    label: "the pi coding agent",
+    label: CLI_LABELS.pi,
     argv: (o) => ["-p", "--mode", "json", ...(o.resume !== null ? ["--session", o.resume] : []), ...(o.model !== undefined ? ["--model", o.model] : []), positional(o.prompt)],
     stdin: false,
     outFile: false,
@@ -232,15 +230,6 @@ export const CLI_SPECS: Record<"codex" | "claude" | "pi", CliSpec> = {
   },
 };
 
-const Args = A.object({
-  prompt: A.string({ min: 1, max: 256 * 1024, description: "The complete, self-contained instructions for the agent" }),
-  cwd: A.optional(A.string({ min: 1, max: 4096, description: "Working directory inside the workspace (default: the workspace)" })),
-  model: A.optional(A.string({ min: 1, max: 128, description: "The agent's model name" })),
-  effort: A.optional(A.string({ min: 3, max: 6, description: "Reasoning effort (agent_codex only): low, medium or high" })),
-  session: A.optional(A.string({ min: 1, max: 64, description: "Resume this conversation (a handle such as codex-1 from an earlier result)" })),
-  background: A.optional(A.boolean({ description: "Run as a background job: returns a job handle at once; follow it with agent_wait / agent_status / agent_cancel" })),
-  timeout_seconds: A.optional(A.number({ integer: true, min: 1, max: MAX_TIMEOUT_SECONDS, description: `Time limit (default ${DEFAULT_TIMEOUT_SECONDS})` })),
-});
 
 export interface CliAgentsOptions {
   jobs: JobBook;
@@ -276,10 +265,7 @@ export class CliAgents {
   private tool(s: SessionToolContext, exe: string, spec: CliSpec): Tool {
     const name = `agent_${spec.agent}`;
     return defineLocalTool({
-      name,
-      risk: "delegate",
-      description: `Delegate a task to ${spec.label} in this workspace. Returns its final reply and a conversation handle (${spec.agent}-N); pass it as \`session\` to continue.${spec.agent === "claude" ? " Claude may read and edit files in its working directory; commands and web access are refused and listed in the result's `denied` (run them yourself if still needed)." : ""}`,
-      schema: Args,
+      ...cliAgentDef(spec.agent),
       execute: async (args, ctx) => {
         const bad = (m: string): ToolResult => ({ content: `${name}: ${m}`, isError: true, errorKind: "invalid_arguments" });
         if (args.effort !== undefined && !spec.effort) return bad("`effort` is not supported by this agent");

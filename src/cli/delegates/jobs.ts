@@ -10,12 +10,11 @@
  *   the jobs still unseen at that moment (a job the model waited for meanwhile is never reported again).
  * - Closing a session cancels its jobs.
  */
-import * as A from "../../core/arg-schema.js";
 import { defineLocalTool } from "../../runtime/tools/define.js";
 import type { JobRef, JobStatus, Tool, ToolResult } from "../../runtime/types.js";
+import { AGENT_CANCEL_DEF, AGENT_STATUS_DEF, AGENT_WAIT_DEF, DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS } from "./tool-defs.js";
 
-export const MAX_WAIT_SECONDS = 3600;
-export const DEFAULT_WAIT_SECONDS = 600;
+export { DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS };
 const MAX_TASK_CHARS = 80;
 const CANCEL_WAIT_MS = 10_000;
 
@@ -131,13 +130,7 @@ export class JobBook {
     const unknown = (name: string, n: string): ToolResult => ({ content: `${name}: no job ${n.slice(0, 64)} in this session`, isError: true, errorKind: "invalid_arguments" });
     return [
       defineLocalTool({
-        name: "agent_wait",
-        risk: "read_only",
-        description: "Wait for background jobs (all unsettled jobs of this session, or the named ones) to end, and return their results.",
-        schema: A.object({
-          jobs: A.optional(A.string({ min: 1, max: 1024, description: "Job handles such as `job-1 job-2`, space- or comma-separated (default: every unsettled job)" })),
-          timeout_seconds: A.optional(A.number({ integer: true, min: 1, max: MAX_WAIT_SECONDS, description: `How long to wait (default ${DEFAULT_WAIT_SECONDS})` })),
-        }),
+        ...AGENT_WAIT_DEF,
         execute: async (args, ctx) => {
           const list = this.pick(sessionId, args.jobs?.split(/[\s,]+/).filter((s) => s !== ""));
           if ("unknown" in list) return unknown("agent_wait", list.unknown);
@@ -153,10 +146,7 @@ export class JobBook {
         },
       }),
       defineLocalTool({
-        name: "agent_status",
-        risk: "read_only",
-        description: "Show the state of this session's background jobs (or one job), with the results of those that ended.",
-        schema: A.object({ job: A.optional(A.string({ min: 1, max: 64, description: "A job handle such as job-1" })) }),
+        ...AGENT_STATUS_DEF,
         execute: (args) => {
           const list = this.pick(sessionId, args.job !== undefined ? [args.job] : undefined);
           if ("unknown" in list) return Promise.resolve(unknown("agent_status", list.unknown));
@@ -164,10 +154,7 @@ export class JobBook {
         },
       }),
       defineLocalTool({
-        name: "agent_cancel",
-        risk: "read_only",
-        description: "Stop a background job of this session.",
-        schema: A.object({ job: A.string({ min: 1, max: 64, description: "A job handle such as job-1" }) }),
+        ...AGENT_CANCEL_DEF,
         execute: async (args) => {
           const list = this.pick(sessionId, [args.job]);
           if ("unknown" in list) return unknown("agent_cancel", list.unknown);

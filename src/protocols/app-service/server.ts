@@ -46,6 +46,8 @@ interface Slot {
   /** Reservation outlives the response. */
   kept: boolean;
   responded: boolean;
+  /** A `turn.assistant_delta` of this request was written (the first one is flushed at once). */
+  delta?: true;
 }
 
 /** Quiet input time before `idle` families are prefetched. */
@@ -265,7 +267,15 @@ export class AppServiceServer {
           return Promise.resolve();
         }
         if (!slot.responded) (slot.held ??= []).push(line);
-        else this.io.send(line);
+        else {
+          this.io.send(line);
+          // A turn's first delta goes out now, not after the rest of its provider chunk (often hundreds of deltas)
+          // was decoded and queued: the output otherwise flushes once per event-loop turn (first-token latency).
+          if (slot.delta === undefined && event === "turn.assistant_delta") {
+            slot.delta = true;
+            this.io.flush();
+          }
+        }
         return this.io.writable();
       },
       hold: (): Reservation => {

@@ -8,9 +8,9 @@ import { PROVIDER_BOUNDS, type CredentialSource, type Provider, type ProviderApi
 import type { ProviderBounds } from "./accumulate.js";
 import { DEFAULT_RETRY, driveBatches, driveStream, type DriveParams, type FetchLike, type StreamFetch, type RetryPolicy, type WireDecoder, type WireRequest, type Credential } from "./driver.js";
 import { nodeFetch } from "./node-fetch.js";
+import { ANTHROPIC_DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL, resolveBaseUrl } from "./base-url.js";
 
-export const ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com";
-export const OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1";
+export { ANTHROPIC_DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL, resolveBaseUrl };
 
 /** One wire format: builds a request for `url` (the endpoint, or the base its builder appends a path to) and decodes. */
 export interface Wire {
@@ -41,24 +41,6 @@ export interface ProviderOptions {
   retry?: Partial<RetryPolicy>;
   /** Environment for base-URL resolution; defaults to `process.env`. */
   env?: Record<string, string | undefined>;
-}
-
-/** Base URL for an API: configured value, else the API's env override, else the public default. */
-export function resolveBaseUrl(
-  api: ProviderApi,
-  configured: string | undefined,
-  env: Record<string, string | undefined> = process.env,
-): string {
-  const pick = (v: string | undefined): string | undefined => (v !== undefined && v.trim().length > 0 ? v.trim() : undefined);
-  const url =
-    pick(configured) ??
-    (api === "anthropic"
-      ? (pick(env["ANTHROPIC_BASE_URL"]) ?? ANTHROPIC_DEFAULT_BASE_URL)
-      : api === "openai-responses"
-        ? (pick(env["OPENAI_BASE_URL"]) ?? OPENAI_DEFAULT_BASE_URL)
-        : undefined);
-  if (url === undefined) throw new Error("openai-chat providers need a base_url");
-  return url.replace(/\/+$/, "");
 }
 
 /** Bearer auth for both `api_key` and `bearer` credentials; `accountId` → `chatgpt-account-id`. */

@@ -3,7 +3,7 @@
  * module stays loaded for later providers of the same API. What a first turn of a fresh process uses (agent.ts).
  */
 import type { CredentialSource, Provider, ProviderApi } from "../types.js";
-import { assembleProvider, wires, type ProviderConfig, type ProviderOptions, type Wire } from "./make.js";
+import type { ProviderConfig, ProviderOptions, Wire } from "./make.js";
 
 const loaded = new Map<ProviderApi, Promise<Wire>>();
 
@@ -11,12 +11,14 @@ const loaded = new Map<ProviderApi, Promise<Wire>>();
 export function loadWire(api: ProviderApi): Promise<Wire> {
   let p = loaded.get(api);
   if (p === undefined) {
-    p =
+    // make.ts (the shared driver and the HTTP client) loads with the first wire format, not with this module.
+    p = import("./make.js").then(({ wires }) =>
       api === "anthropic"
         ? import("./anthropic.js").then(wires.anthropic)
         : api === "openai-responses"
           ? import("./openai-responses.js").then(wires["openai-responses"])
-          : import("./openai-chat.js").then(wires["openai-chat"]);
+          : import("./openai-chat.js").then(wires["openai-chat"]),
+    );
     loaded.set(api, p);
     p.catch(() => loaded.delete(api));
   }
@@ -25,5 +27,7 @@ export function loadWire(api: ProviderApi): Promise<Wire> {
 
 /** Creates a provider once its wire format is loaded. Rejects for a definition that cannot work (bad base URL). */
 export async function openProvider(providerId: string, def: ProviderConfig, credentials: CredentialSource, opts: ProviderOptions = {}): Promise<Provider> {
-  return assembleProvider(providerId, def, credentials, opts, await loadWire(def.api));
+  const wire = await loadWire(def.api);
+  const { assembleProvider } = await import("./make.js");
+  return assembleProvider(providerId, def, credentials, opts, wire);
 }

@@ -14,13 +14,13 @@
  */
 import { stat } from "node:fs/promises";
 import { StringDecoder } from "node:string_decoder";
-import * as A from "../../core/arg-schema.js";
 import type { Tool, ToolResult } from "../types.js";
 import type { CommandOutcome } from "../workspace.js";
 import { canonical, policyOf } from "./confine.js";
 import { defineLocalTool } from "./define.js";
 import { fail, MAX_RESULT_BYTES } from "./result.js";
 import { bwrapArgs, findBwrap, SANDBOX_MISSING } from "./sandbox.js";
+import { BASH_DEFAULT_TIMEOUT_MS, BASH_MAX_TIMEOUT_MS, bashDef } from "./specs.js";
 
 export interface BashOptions {
   /** Default timeout when the call gives none. Default 120 s. */
@@ -36,10 +36,8 @@ export interface BashOptions {
   tailBytes?: number;
 }
 
-export const BASH_DEFAULT_TIMEOUT_MS = 120_000;
-export const BASH_MAX_TIMEOUT_MS = 600_000;
+export { BASH_DEFAULT_TIMEOUT_MS, BASH_MAX_TIMEOUT_MS };
 export const BASH_KILL_GRACE_MS = 2000;
-const MAX_COMMAND_CHARS = 100_000;
 
 /** Keeps the first `headMax` and last `tailMax` bytes of a byte stream. */
 export class HeadTailCapture {
@@ -106,17 +104,9 @@ export function createBashTool(opts: BashOptions = {}): Tool {
   const graceMs = opts.killGraceMs ?? BASH_KILL_GRACE_MS;
   const headMax = opts.headBytes ?? Math.floor((MAX_RESULT_BYTES - 1024) * 0.4);
   const tailMax = opts.tailBytes ?? Math.floor((MAX_RESULT_BYTES - 1024) * 0.6);
-  const schema = A.object({
-    command: A.string({ min: 1, max: MAX_COMMAND_CHARS, description: "Shell command, run with `bash -c` in the working directory." }),
-    timeout: A.optional(A.number({ exclusiveMin: 0, max: maxTimeoutMs / 1000, description: `Timeout in seconds (default ${defaultTimeoutMs / 1000}, at most ${maxTimeoutMs / 1000}).` })),
-  });
 
   return defineLocalTool({
-    name: "bash",
-    risk: "process",
-    description:
-      "Run a shell command with bash in the working directory. Returns combined stdout/stderr (long output keeps its start and end) and the exit code. Background processes are stopped when the command ends.",
-    schema,
+    ...bashDef(defaultTimeoutMs, maxTimeoutMs),
     async execute(args, ctx) {
       try {
         if (!(await stat(ctx.cwd)).isDirectory()) return fail("failed", "bash: working directory is not a directory");

@@ -8,21 +8,14 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, open, rm } from "node:fs/promises";
 import { basename, join } from "node:path";
-import * as A from "../../core/arg-schema.js";
 import type { Tool } from "../types.js";
 import { openRegular, resolveForTool } from "./confine.js";
 import { defineLocalTool } from "./define.js";
 import { fail, ok } from "./result.js";
+import { CHAT_ATTACH_DEF, CHAT_ATTACH_MAX_BYTES, CHAT_ATTACH_MAX_CAPTION_CHARS, CHAT_ATTACH_TOOL_NAME } from "./specs.js";
 
-export const CHAT_ATTACH_TOOL_NAME = "chat_attach";
-/** Largest file a chat bridge sends (the owner's per-file limit for inbound files, applied outbound too). */
-export const CHAT_ATTACH_MAX_BYTES = 50 * 1024 * 1024;
-export const CHAT_ATTACH_MAX_CAPTION_CHARS = 1000;
+export { CHAT_ATTACH_MAX_BYTES, CHAT_ATTACH_MAX_CAPTION_CHARS, CHAT_ATTACH_TOOL_NAME };
 
-const ChatAttachArgs = A.object({
-  path: A.string({ min: 1, max: 4096, description: "The file to send, absolute or relative to the working directory." }),
-  caption: A.optional(A.string({ max: CHAT_ATTACH_MAX_CAPTION_CHARS, description: "A short caption sent with the file." })),
-});
 
 /** The media outbox under Berth's home (MC_HOME), matching the bridges' `state/media/outbox`. */
 export function chatOutboxDir(home: string): string {
@@ -31,12 +24,7 @@ export function chatOutboxDir(home: string): string {
 
 export function createChatAttachTool(home: string): Tool {
   return defineLocalTool({
-    name: CHAT_ATTACH_TOOL_NAME,
-    risk: "read_only",
-    description:
-      `Send a file from the workspace to the user in this chat, after your reply (at most ${CHAT_ATTACH_MAX_BYTES / 1024 / 1024} MiB; ` +
-      "at most 8 files per reply). Use it when the user asks for a file or an image; mention the file in your reply.",
-    schema: ChatAttachArgs,
+    ...CHAT_ATTACH_DEF,
     async execute(args, ctx) {
       const r = await resolveForTool("chat_attach", ctx, args.path, "read");
       if (!r.ok) return r.result;

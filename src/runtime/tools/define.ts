@@ -40,7 +40,8 @@ export function toModelSchema(schema: ArgSchema<unknown>): Record<string, unknow
   return s;
 }
 
-function formatIssues(issues: string[]): string {
+/** The validation message handed back to the model (bounded). */
+export function formatIssues(issues: string[]): string {
   return boundText(issues.join("\n"), MAX_VALIDATION_MESSAGE_BYTES);
 }
 

@@ -4,19 +4,13 @@
  * `old_string` uses bare LF (models usually do), the strings are matched with LF turned into CRLF.
  */
 import type { FileHandle } from "node:fs/promises";
-import * as A from "../../core/arg-schema.js";
 import type { ToolResult } from "../types.js";
 import { openForWrite, openRegular, replaceContent, resolveForTool } from "./confine.js";
 import { defineLocalTool } from "./define.js";
 import { resolvePath } from "./paths.js";
 import { fail, fsFail, ok } from "./result.js";
+import { EDIT_DEF } from "./specs.js";
 
-const EditArgs = A.object({
-  path: A.string({ min: 1, description: "File to edit; relative paths resolve against the working directory." }),
-  old_string: A.string({ min: 1, description: "Exact text to replace (whitespace included). Must be unique in the file unless replace_all." }),
-  new_string: A.string({ description: "Replacement text." }),
-  replace_all: A.optional(A.boolean({ description: "Replace every occurrence instead of requiring exactly one." })),
-});
 
 /** Number of non-overlapping occurrences of `needle` in `hay` (needle non-empty). */
 export function countOccurrences(hay: string, needle: string): number {
@@ -26,11 +20,7 @@ export function countOccurrences(hay: string, needle: string): number {
 }
 
 export const editTool = defineLocalTool({
-  name: "edit",
-  risk: "filesystem",
-  description:
-    "Replace exact text in a file. `old_string` must match exactly once (include surrounding lines to make it unique) unless `replace_all` is true.",
-  schema: EditArgs,
+  ...EDIT_DEF,
   async execute(args, ctx) {
     if (args.old_string === args.new_string) return fail("invalid_arguments", "edit: old_string and new_string are identical");
     const target = await resolveForTool("edit", ctx, args.path, "write");

@@ -4,30 +4,17 @@
  * used. Skips `.git`, `node_modules`, binary files and files over 10 MiB. Output lines are
  * `path:line: text`, bounded by `limit` matches.
  */
-import * as A from "../../core/arg-schema.js";
 import { defineLocalTool } from "./define.js";
-import { MAX_GLOB_PATTERN_CHARS } from "./glob-match.js";
 import { fail, ok } from "./result.js";
 import { runSearch } from "./search.js";
+import { GREP_DEF, GREP_DEFAULT_LIMIT, GREP_MAX_LIMIT } from "./specs.js";
 import { boundNotes, displayPath, resolveRoot, SEARCH_MAX_ENTRIES, SEARCH_TIMEOUT_MS, searchFailure } from "./search-tool-common.js";
 
-export const GREP_DEFAULT_LIMIT = 100;
-export const GREP_MAX_LIMIT = 1000;
+export { GREP_DEFAULT_LIMIT, GREP_MAX_LIMIT };
 
-const GrepArgs = A.object({
-  pattern: A.string({ min: 1, max: 4096, description: "JavaScript regular expression, matched against each line." }),
-  path: A.optional(A.string({ min: 1, description: "Directory or file to search. Default: the working directory." })),
-  glob: A.optional(A.string({ min: 1, max: MAX_GLOB_PATTERN_CHARS, description: "Only search files matching this glob (e.g. `*.ts`; without a `/` it matches file names at any depth)." })),
-  ignore_case: A.optional(A.boolean({ description: "Case-insensitive match." })),
-  limit: A.optional(A.number({ integer: true, min: 1, max: GREP_MAX_LIMIT, description: `Maximum matches. Default ${GREP_DEFAULT_LIMIT}.` })),
-});
 
 export const grepTool = defineLocalTool({
-  name: "grep",
-  risk: "read_only",
-  description:
-    "Search file contents with a JavaScript regular expression. Returns `path:line: text` lines. Skips .git, node_modules and binary files.",
-  schema: GrepArgs,
+  ...GREP_DEF,
   async execute(args, ctx) {
     try {
       new RegExp(args.pattern, args.ignore_case === true ? "i" : "");

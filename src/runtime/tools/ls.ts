@@ -1,23 +1,15 @@
 /** `ls`: one directory's entries, sorted, directories suffixed with `/`, bounded by `limit`. */
 import { readdir } from "node:fs/promises";
-import * as A from "../../core/arg-schema.js";
 import { resolveForTool } from "./confine.js";
 import { defineLocalTool } from "./define.js";
 import { fsFail, ok } from "./result.js";
+import { LS_DEF, LS_DEFAULT_LIMIT, LS_MAX_LIMIT } from "./specs.js";
 
-export const LS_DEFAULT_LIMIT = 500;
-export const LS_MAX_LIMIT = 5000;
+export { LS_DEFAULT_LIMIT, LS_MAX_LIMIT };
 
-const LsArgs = A.object({
-  path: A.optional(A.string({ min: 1, description: "Directory to list. Default: the working directory." })),
-  limit: A.optional(A.number({ integer: true, min: 1, max: LS_MAX_LIMIT, description: `Maximum entries. Default ${LS_DEFAULT_LIMIT}.` })),
-});
 
 export const lsTool = defineLocalTool({
-  name: "ls",
-  risk: "read_only",
-  description: "List a directory's entries (including dotfiles), sorted; directories end with `/`.",
-  schema: LsArgs,
+  ...LS_DEF,
   async execute(args, ctx) {
     const target = await resolveForTool("ls", ctx, args.path ?? ".", "read");
     if (!target.ok) return target.result;

@@ -6,31 +6,21 @@
  */
 import { Readable } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
-import * as A from "../../core/arg-schema.js";
 import { openRegular, resolveForTool } from "./confine.js";
 import { defineLocalTool } from "./define.js";
 import { resolvePath } from "./paths.js";
 import { fail, fsFail, MAX_RESULT_BYTES, ok } from "./result.js";
+import { READ_DEF, READ_DEFAULT_LIMIT, READ_MAX_LIMIT } from "./specs.js";
 
-export const READ_DEFAULT_LIMIT = 2000;
-export const READ_MAX_LIMIT = 10_000;
+export { READ_DEFAULT_LIMIT, READ_MAX_LIMIT };
 /** Longer lines are cut to this many characters with a marker. */
 export const READ_MAX_LINE_CHARS = 4000;
 /** Body budget, leaving room for the continuation note under MAX_RESULT_BYTES. */
 const BODY_BUDGET = MAX_RESULT_BYTES - 512;
 
-const ReadArgs = A.object({
-  path: A.string({ min: 1, description: "File to read; relative paths resolve against the working directory." }),
-  offset: A.optional(A.number({ integer: true, min: 1, description: "First line to return (1-based). Default 1." })),
-  limit: A.optional(A.number({ integer: true, min: 1, max: READ_MAX_LIMIT, description: `Maximum lines to return. Default ${READ_DEFAULT_LIMIT}.` })),
-});
 
 export const readTool = defineLocalTool({
-  name: "read",
-  risk: "read_only",
-  description:
-    "Read a text file. Returns its lines from `offset` (1-based) for up to `limit` lines; a note at the end says where to continue when more remain.",
-  schema: ReadArgs,
+  ...READ_DEF,
   async execute(args, ctx) {
     const target = await resolveForTool("read", ctx, args.path, "read");
     if (!target.ok) return target.result;

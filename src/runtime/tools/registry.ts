@@ -14,12 +14,10 @@
  */
 import type { McpServerDef } from "../../store/settings/schema.js";
 import type { Tool, ToolSpec } from "../types.js";
-import { createBashTool, type BashOptions } from "./bash.js";
-import { editTool } from "./edit.js";
-import { globTool } from "./glob.js";
-import { grepTool } from "./grep.js";
+import type { BashOptions } from "./bash.js";
 import type { ToolPolicy } from "./confine.js";
-import { lsTool } from "./ls.js";
+import { lazyTool } from "./lazy.js";
+import { bashDef, CHAT_ATTACH_DEF, EDIT_DEF, GLOB_DEF, GREP_DEF, LS_DEF, READ_DEF, READ_SKILL_DEF, WEB_FETCH_DEF, webFetchAutoApprove, WRITE_DEF } from "./specs.js";
 import { todoWriteTool } from "./todo-write.js";
 import type { ListedTool, McpOptions, McpServers, McpServerStatus } from "./mcp.js";
 import type { McpToolCache } from "./mcp-cache.js";
@@ -27,12 +25,8 @@ import { mcpToolName, mergeTools } from "./mcp-names.js";
 import { validateJsonSchema } from "./json-schema.js";
 import { fail } from "./result.js";
 import { withPolicy } from "./policy.js";
-import { readTool } from "./read.js";
-import { createReadSkillTool } from "./read-skill.js";
-import { createChatAttachTool } from "./chat-attach.js";
 import type { SkillCatalog } from "./skills.js";
-import { createWebFetchTool, type WebFetchOptions } from "./web-fetch.js";
-import { writeTool } from "./write.js";
+import type { WebFetchOptions } from "./web-fetch.js";
 
 export interface ToolRegistryOptions {
   /** Working directory MCP servers start in (built-in tools use `ToolContext.cwd` per call). */
@@ -78,9 +72,28 @@ export interface ToolRegistry {
 
 export const BUILTIN_TOOL_NAMES = ["read", "write", "edit", "bash", "grep", "glob", "ls", "todo_write"] as const;
 
+/**
+ * The built-in tools. Each one's code (and the node built-ins it needs) loads on its first call (lazy.ts): listing
+ * them and sending their schemas to a model loads only their definitions (specs.ts).
+ */
 export function builtinTools(bash?: BashOptions, policy?: ToolPolicy): Tool[] {
-  const tools = [readTool, writeTool, editTool, bash === undefined ? createBashTool() : createBashTool(bash), grepTool, globTool, lsTool, todoWriteTool];
+  const tools = [
+    lazyTool(READ_DEF, async () => (await import("./read.js")).readTool),
+    lazyTool(WRITE_DEF, async () => (await import("./write.js")).writeTool),
+    lazyTool(EDIT_DEF, async () => (await import("./edit.js")).editTool),
+    lazyTool(bashDef(bash?.defaultTimeoutMs, bash?.maxTimeoutMs), async () => (await import("./bash.js")).createBashTool(bash)),
+    lazyTool(GREP_DEF, async () => (await import("./grep.js")).grepTool),
+    lazyTool(GLOB_DEF, async () => (await import("./glob.js")).globTool),
+    lazyTool(LS_DEF, async () => (await import("./ls.js")).lsTool),
+    todoWriteTool,
+  ];
   return policy === undefined ? tools : tools.map((t) => withPolicy(t, policy));
+}
+
+/** `web_fetch` with these options; its code loads on its first call, its approval exemption is answered at once. */
+function lazyWebFetch(o: WebFetchOptions): Tool {
+  const hosts = new Set((o.autoApproveHosts ?? []).map((h) => h.toLowerCase()));
+  return lazyTool(WEB_FETCH_DEF, async () => (await import("./web-fetch.js")).createWebFetchTool(o), (args) => webFetchAutoApprove(hosts, args["url"]));
 }
 
 /** Options of `openToolRegistry` beyond the registry's own. */
@@ -92,10 +105,12 @@ export interface OpenRegistryOptions {
 export function openToolRegistry(opts: ToolRegistryOptions, o: OpenRegistryOptions = {}): ToolRegistry {
   if (opts.noTools === true) return new Registry([], {}, opts, o);
   const local = builtinTools(opts.bash, opts.policy);
-  if (opts.skills !== undefined) local.push(createReadSkillTool(opts.skills));
-  if (opts.webFetch !== undefined) local.push(createWebFetchTool(opts.webFetch));
-  if (opts.chatAttachHome !== undefined) {
-    const t = createChatAttachTool(opts.chatAttachHome);
+  const skills = opts.skills;
+  if (skills !== undefined) local.push(lazyTool(READ_SKILL_DEF, async () => (await import("./read-skill.js")).createReadSkillTool(skills)));
+  if (opts.webFetch !== undefined) local.push(lazyWebFetch(opts.webFetch));
+  const chatHome = opts.chatAttachHome;
+  if (chatHome !== undefined) {
+    const t = lazyTool(CHAT_ATTACH_DEF, async () => (await import("./chat-attach.js")).createChatAttachTool(chatHome));
     local.push(opts.policy === undefined ? t : withPolicy(t, opts.policy));
   }
   return new Registry(local, opts.mcpServers ?? {}, opts, o);

@@ -22,22 +22,19 @@ import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { isIP, type LookupFunction } from "node:net";
 import type { Readable } from "node:stream";
-import * as A from "../../core/arg-schema.js";
 import { truncateUtf8 } from "../../core/utf8.js";
 import type { Tool } from "../types.js";
 import { defineLocalTool } from "./define.js";
 import { htmlToText } from "./html-text.js";
 import { blockedReason } from "./net-guard.js";
 import { fail, ok } from "./result.js";
+import { MAX_URL_CHARS, WEB_FETCH_DEF, WEB_FETCH_RISK, WEB_FETCH_TOOL_NAME, webFetchAutoApprove } from "./specs.js";
 
-export const WEB_FETCH_TOOL_NAME = "web_fetch";
-/** Risk class for the approval layer. */
-export const WEB_FETCH_RISK = "network" as const;
+export { MAX_URL_CHARS, WEB_FETCH_RISK, WEB_FETCH_TOOL_NAME };
 export const MAX_REDIRECTS = 5;
 export const WEB_FETCH_TIMEOUT_MS = 30_000;
 export const MAX_DOWNLOAD_BYTES = 2 * 1024 * 1024;
 export const MAX_PAGE_BYTES = 40 * 1024;
-export const MAX_URL_CHARS = 4096;
 
 export type Resolver = (host: string) => Promise<Array<{ address: string; family: number }>>;
 
@@ -54,10 +51,6 @@ export interface WebFetchOptions {
   maxDownloadBytes?: number;
 }
 
-const WebFetchArgs = A.object({
-  url: A.string({ min: 1, max: MAX_URL_CHARS, description: "The http(s) URL to fetch." }),
-  offset: A.optional(A.number({ integer: true, min: 0, description: "Character offset of the page to return (from the previous result's note). Default 0." })),
-});
 
 const TEXT_TYPES = /^(text\/[a-z0-9.+-]+|application\/(json|[a-z0-9.-]+\+json|xml|[a-z0-9.-]+\+xml|xhtml\+xml|javascript|x-javascript|ecmascript|x-ndjson|ld\+json|yaml|x-yaml|toml|x-www-form-urlencoded)|image\/svg\+xml)$/;
 
@@ -91,15 +84,7 @@ export function createWebFetchTool(o: WebFetchOptions = {}): Tool {
   const timeoutMs = o.timeoutMs ?? WEB_FETCH_TIMEOUT_MS;
   const maxDownload = o.maxDownloadBytes ?? MAX_DOWNLOAD_BYTES;
   const allowed = (address: string, port: number): boolean => (o.allow ?? []).some((a) => a.host === address && a.port === port);
-  const isAuto = (raw: unknown): boolean => {
-    if (typeof raw !== "string") return false;
-    try {
-      const u = new URL(raw);
-      return u.protocol === "https:" && u.username === "" && u.password === "" && auto.has(hostOf(u));
-    } catch {
-      return false;
-    }
-  };
+  const isAuto = (raw: unknown): boolean => webFetchAutoApprove(auto, raw);
 
   /** Checks one hop and returns the single address to connect to. */
   async function checkedAddress(u: URL, signal: AbortSignal): Promise<{ address: string; family: number }> {
@@ -221,11 +206,7 @@ export function createWebFetchTool(o: WebFetchOptions = {}): Tool {
   }
 
   const tool = defineLocalTool({
-    name: WEB_FETCH_TOOL_NAME,
-    risk: WEB_FETCH_RISK,
-    description:
-      "Fetch one public web page or API response (http/https GET) and return it as text: HTML is converted to readable text with numbered link references; JSON and text pass through. Long results come in pages: pass the `offset` named at the end to read the next one. Private, local and cloud-metadata addresses are refused.",
-    schema: WebFetchArgs,
+    ...WEB_FETCH_DEF,
     async execute(args, ctx) {
       let start: URL;
       try {

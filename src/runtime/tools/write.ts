@@ -1,22 +1,15 @@
 /** `write`: creates or overwrites a file with the given content, creating parent directories. */
 import { mkdir } from "node:fs/promises";
 import { dirname } from "node:path";
-import * as A from "../../core/arg-schema.js";
 import { openForWrite, replaceContent, resolveForTool } from "./confine.js";
 import { defineLocalTool } from "./define.js";
 import { resolvePath } from "./paths.js";
 import { fsFail, ok } from "./result.js";
+import { WRITE_DEF } from "./specs.js";
 
-const WriteArgs = A.object({
-  path: A.string({ min: 1, description: "File to write; relative paths resolve against the working directory." }),
-  content: A.string({ description: "The complete new file content." }),
-});
 
 export const writeTool = defineLocalTool({
-  name: "write",
-  risk: "filesystem",
-  description: "Create or overwrite a file with `content`. Parent directories are created as needed.",
-  schema: WriteArgs,
+  ...WRITE_DEF,
   async execute(args, ctx) {
     const target = await resolveForTool("write", ctx, args.path, "write");
     if (!target.ok) return target.result;
