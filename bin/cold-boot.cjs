@@ -52,7 +52,8 @@ exports.load = function load(command, coldUrl) {
   mark(train === undefined ? "boot code cache" : "boot code cache training");
   const { createRequire } = require("node:module");
   const mod = { exports: {} };
-  script.runInThisContext().call(mod.exports, mod.exports, createRequire(file), mod, file, coldDir, pathToFileURL(file).href);
+  const esm = (url) => import(url); // the modules the script leaves to the ES module loader (the MCP client)
+  script.runInThisContext().call(mod.exports, mod.exports, createRequire(file), mod, file, coldDir, pathToFileURL(file).href, esm);
   if (train !== undefined) process.on("exit", () => writeFileSync(train, Buffer.concat([Buffer.from(id, "latin1"), script.createCachedData()])));
   return mod.exports;
 };

@@ -30,13 +30,22 @@ export const CACHE_DIR = join(coldDir, "cache");
 /** The commands main.js runs that never run from the script (bin/cold-boot.cjs sends them to dist/cold/main.js). */
 const NOT_COLD = new Set(["./daemon.js", "./channel.js", "./acp.js", "./open.js", "./build-info.js"]);
 
+/**
+ * Our modules the script leaves to the ES module loader, by importer and specifier: the MCP client (its SDK, zod and
+ * ajv cost ~80 ms to load, which `import()` spreads over event-loop turns in the background while require() would
+ * block the first turn of a session with MCP servers). It and what it imports are stateless helpers, so the copy
+ * the loader makes of them is harmless.
+ */
+const LEFT_TO_ESM = new Map([["runtime/tools/registry.js", "./mcp.js"]]);
+
 /** Packages that have no CommonJS entry point (bundled into the script; checked by the bundle step). */
 const ESM_ONLY = new Set(["oauth4webapi", "@agentclientprotocol/sdk"]);
 
 /** Bundles the script, ended by a new build ID. */
 export async function buildColdScript() {
   const id = randomBytes(8).toString("hex");
-  const mainJs = join(root, "dist", "src", "cli", "main.js");
+  const srcDir = join(root, "dist", "src");
+  const mainJs = join(srcDir, "cli", "main.js");
   const result = await build({
     entryPoints: [mainJs],
     outfile: SCRIPT,
@@ -47,7 +56,7 @@ export async function buildColdScript() {
     minifyWhitespace: true,
     minifySyntax: true,
     logLevel: "error",
-    banner: { js: "(function (exports, require, module, __filename, __dirname, __berth_url) {" },
+    banner: { js: "(function (exports, require, module, __filename, __dirname, __berth_url, __berth_import) {" },
     footer: { js: `})\n//berth-build:${id}` },
     write: false,
     plugins: [
@@ -57,7 +66,14 @@ export async function buildColdScript() {
           // Packages load from node_modules, as the ES module chunks load them, except the ESM-only ones, which a
           // CommonJS script could load only through require(esm) (Node 20.19+, with a warning when installed).
           b.onResolve({ filter: /^[^./]/ }, (args) => (ESM_ONLY.has(args.path) ? undefined : { path: args.path, external: true }));
-          b.onResolve({ filter: /^\.\/[a-z-]+\.js$/ }, (args) => (args.importer === mainJs && NOT_COLD.has(args.path) ? { path: args.path, namespace: "not-cold" } : undefined));
+          b.onResolve({ filter: /^\.\/[a-z-]+\.js$/ }, (args) => {
+            if (args.importer === mainJs && NOT_COLD.has(args.path)) return { path: args.path, namespace: "not-cold" };
+            const from = relative(srcDir, args.importer).split("\\").join("/");
+            if (LEFT_TO_ESM.get(from) === args.path && args.kind === "dynamic-import") {
+              return { path: `berth-esm:${relative(srcDir, join(dirname(args.importer), args.path)).split("\\").join("/")}`, external: true };
+            }
+            return undefined;
+          });
           b.onLoad({ filter: /.*/, namespace: "not-cold" }, (args) => ({
             contents: `throw new Error(${JSON.stringify(`berth: ${args.path} is not in dist/cold/berth.cjs; bin/cold-boot.cjs runs that command from dist/cold/main.js`)});`,
             loader: "js",
@@ -81,7 +97,9 @@ export async function buildColdScript() {
   let text = result.outputFiles[0].text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
   // A dynamic import() left in the script (built-ins loaded on demand, e.g. node:child_process for `bash`) would need
   // vm's importModuleDynamically, which functions restored from a code cache lose (ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING);
-  // the script requires them instead, as lazily. Each such use takes named exports only.
+  // the script requires them instead, as lazily (each such use takes named exports only), and imports the modules
+  // LEFT_TO_ESM through `__berth_import`, bin/cold-boot.cjs's own import().
+  text = text.replace(/\bimport\("berth-esm:([^"\\]+)"\)/g, (_, mod) => `__berth_import(new URL(${JSON.stringify(`../src/${mod}`)}, __berth_url).href)`);
   text = text.replace(/\bimport\(("[^"\\]+")\)/g, "Promise.resolve().then(() => require($1))");
   if (/\bimport\(/.test(text)) throw new Error(`${relative(root, SCRIPT)}: a dynamic import() with a computed specifier cannot go into the CommonJS script`);
   writeFileSync(SCRIPT, text);
