@@ -5,7 +5,7 @@
 // must load dist/cold/main.js as before: another command, BERTH_CODE_CACHE=0, no script, no cache for this script and
 // this Node version and architecture, or V8 rejecting the cache (other V8 flags, a corrupt file). It never writes a
 // file, except when scripts/code-cache.mjs trains it (BERTH_CODE_CACHE_TRAIN names the file to write at exit).
-// See docs/runtime.md, "Cold start".
+// See docs/runtime.md, "First turn of a fresh process".
 const { readFileSync, writeFileSync } = require("node:fs");
 const { join } = require("node:path");
 

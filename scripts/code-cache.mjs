@@ -1,9 +1,10 @@
 #!/usr/bin/env node
-// The V8 code cache of a fresh process (docs/runtime.md, "Cold start"). Node 20 has no compile cache for modules, so
-// `berth service`, `berth stdio`, `berth chat` and `magi-code` can run from one CommonJS file compiled with V8 code
-// cache data instead of the ES module chunks in dist/cold/:
+// The V8 code cache of a fresh process (docs/runtime.md, "First turn of a fresh process"). Node 20 has no compile
+// cache for modules, so `berth service`, `berth stdio`, `berth chat` and `magi-code` can run from one CommonJS file
+// compiled with V8 code cache data instead of the ES module chunks in dist/cold/:
 // - `buildColdScript` bundles dist/src/cli/main.js into dist/cold/berth.cjs: one script (no splitting: a lazy
-//   `import()` of our own modules becomes an esbuild init wrapper, still lazy), packages left in node_modules (but the ESM-only ones), the
+//   `import()` of our own modules becomes an esbuild init wrapper, still lazy), packages left in node_modules but the
+//   ESM-only ones, built-ins imported on demand required instead, the MCP client left to the ES module loader, the
 //   commands that never run from it (daemon, channel, acp, open, build-info) left out, whitespace and syntax
 //   minified, non-ASCII escaped (a one-byte source string), wrapped in a CommonJS-style function and ended by a build
 //   ID;

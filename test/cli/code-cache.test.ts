@@ -1,5 +1,5 @@
 /**
- * The V8 code cache of a fresh session process (docs/runtime.md, "Cold start"): `npm run build` makes
+ * The V8 code cache of a fresh session process (docs/runtime.md, "First turn of a fresh process"): `npm run build` makes
  * dist/cold/berth.cjs and one cache per command (scripts/code-cache.mjs); bin/cold-boot.cjs runs `berth stdio`,
  * `berth service`, `berth chat` and `magi-code` from them, and falls back to the ES module chunks when the cache is
  * missing, made by another Node, made for another build of the script, corrupt, or switched off (BERTH_CODE_CACHE=0).
