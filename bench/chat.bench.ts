@@ -21,6 +21,7 @@ import { fileURLToPath } from "node:url";
 import { startFakeProvider } from "../test/fakes/fake-provider.js";
 import { BERTH_BIN } from "../test/helpers/paths.js";
 import { startDaemon } from "../test/scv/client.js";
+import { codeCached } from "./peers.bench.js";
 import type { Figure } from "./run.js";
 
 const SAMPLES = 9;
@@ -90,6 +91,7 @@ export default async function bench(): Promise<Figure[]> {
     const env = (home: string): NodeJS.ProcessEnv => {
       const e: NodeJS.ProcessEnv = {};
       for (const [k, v] of Object.entries(process.env)) if (!/^(MC_|BERTH_|SCV_)/.test(k) && !k.includes("API_KEY")) e[k] = v;
+      if (process.env["BENCH_CODE_CACHE"] === "0") e["BERTH_CODE_CACHE"] = "0"; // the ES module chunks, for a comparison
       return { ...e, MC_HOME: home, BERTH_CHAT_NO_DAEMON: "1" };
     };
     const plain = mk(false);
@@ -126,7 +128,7 @@ export default async function bench(): Promise<Figure[]> {
     const f = median(floor);
     const fig = (name: string, xs: number[]): Figure => {
       const v = median(xs);
-      return { name, value: v, unit: "ms", floor_ms: f, ratio: Math.round((v / f) * 100) / 100, target: "<= 1.5x floor", ok: v <= 1.5 * f, samples: xs.length };
+      return { name, value: v, unit: "ms", floor_ms: f, ratio: Math.round((v / f) * 100) / 100, target: "<= 1.5x floor", ok: v <= 1.5 * f, samples: xs.length, code_cache: codeCached(["chat", "stdio"]) };
     };
     return [fig("chat.first_token_ms.median", chat), fig("chat.first_token_mcp2_ms.median", chatMcp), fig("chat.first_token_daemon_ms.median", viaDaemon)];
   } finally {

@@ -13,10 +13,12 @@
  * harness, trimmed): one process, NDJSON on stdio, one POST per prompt, each SSE delta relayed as one line.
  * Targets: first delta ≤ 2× floor, turn ≤ 1.5×, session create ≤ 10 ms, ready ≤ 1.1×, peak RSS ≤ 1.3×.
  * Each figure says whether the doors ran the bundle (`bundled`: dist/cold/ newer than the last tsc build, as bin/berth
- * decides; `npm run bench:peers` builds it) or the unbundled dist/src/ (after a bare `tsc`).
+ * decides; `npm run bench:peers` builds it) or the unbundled dist/src/ (after a bare `tsc`), and whether they ran from
+ * the V8 code cache (`code_cache`: bundled with a cache for this Node; BENCH_CODE_CACHE=0 runs the doors with
+ * BERTH_CODE_CACHE=0, the ES module chunks, for a comparison).
  */
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -193,11 +195,18 @@ function bundled(): boolean {
   return mtime("dist/cold/main.js") >= mtime("dist/.tsbuildinfo");
 }
 
+/** Whether `commands` run from the code cache (bin/cold-boot.cjs): bundled, a cache for each, not turned off. */
+export function codeCached(commands = ["service", "stdio"]): boolean {
+  const cache = (cmd: string): boolean => existsSync(join(REPO_ROOT, "dist", "cold", "cache", `${cmd}-${process.version}-${process.arch}.bin`));
+  return bundled() && commands.every(cache) && process.env["BENCH_CODE_CACHE"] !== "0";
+}
+
 export default async function (): Promise<Figure[]> {
   const fake = await startFakeProvider();
   try {
     const base: NodeJS.ProcessEnv = {};
     for (const [k, v] of Object.entries(process.env)) if (!/^(MC_|BERTH_|SCV_)/.test(k) && !/KEY|TOKEN|SECRET/i.test(k)) base[k] = v;
+    if (process.env["BENCH_CODE_CACHE"] === "0") base["BERTH_CODE_CACHE"] = "0";
     const homeFor = (): string => {
       const home = mkdtempSync(join(tmpdir(), "bench-peers-"));
       const def = { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, auth: "none", models: [{ id: "fake-model", context_window: 200000 }] };
@@ -220,7 +229,7 @@ export default async function (): Promise<Figure[]> {
       const fig = (name: string, k: keyof Run, unit: string, target: string, limit: number): Figure => {
         const v = m(k);
         const f = floor(k);
-        return { name: `peers.${door}.${name}`, value: round(v), unit, floor: round(f), ratio: Math.round((v / f) * 100) / 100, target, ok: v <= limit, runs: RUNS, deltas: DELTAS, bundled: bundled() };
+        return { name: `peers.${door}.${name}`, value: round(v), unit, floor: round(f), ratio: Math.round((v / f) * 100) / 100, target, ok: v <= limit, runs: RUNS, deltas: DELTAS, bundled: bundled(), code_cache: codeCached() };
       };
       figures.push(
         fig("ready_ms", "ready", "ms", "<= 1.1x floor", 1.1 * floor("ready")),

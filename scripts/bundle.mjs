@@ -9,6 +9,7 @@ import { build } from "esbuild";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
+import { buildColdScript, trainCodeCache } from "./code-cache.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const outdir = join(root, "dist", "cold");
@@ -45,3 +46,17 @@ const result = await build({
 await writeFile(join(outdir, "meta.json"), JSON.stringify(result.metafile));
 const files = Object.keys(result.metafile.outputs).filter((f) => f.endsWith(".js"));
 process.stdout.write(`bundle: ${files.length} files in ${relative(root, outdir)}/ (${Date.now() - t0} ms)\n`);
+// The one-script form of the session commands and its V8 code cache (scripts/code-cache.mjs). Without it (the
+// script cannot be built, or a command's training fails) those commands run from the ES modules above: the build
+// says so but does not fail (test/cli/code-cache.test.ts does).
+const t1 = Date.now();
+try {
+  await buildColdScript();
+  const failed = await trainCodeCache();
+  for (const f of failed) process.stderr.write(`bundle: no code cache for ${f}\n`);
+  process.stdout.write(`bundle: ${relative(root, outdir)}/berth.cjs and its code cache (${Date.now() - t1} ms)\n`);
+} catch (err) {
+  await rm(join(outdir, "berth.cjs"), { force: true });
+  await rm(join(outdir, "cache"), { recursive: true, force: true });
+  process.stderr.write(`bundle: no code cache (${err instanceof Error ? err.message : String(err)})\n`);
+}

@@ -66,7 +66,8 @@ test("a first `berth service` turn loads neither better-sqlite3 nor the MCP SDK,
   const reg = join(home, "register.mjs");
   writeFileSync(reg, `import { register } from "node:module";\nregister(${JSON.stringify(pathToFileURL(hook).href)});\n`);
   writeFileSync(join(home, "settings.json"), JSON.stringify({ providers: { fake: { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, auth: "none", models: [{ id: "fake-model" }] } }, provider: "fake", model: "fake-model" }));
-  const env: NodeJS.ProcessEnv = { PATH: process.env["PATH"], HOME: home, MC_HOME: home, NODE_OPTIONS: `--import ${pathToFileURL(reg).href}` };
+  // BERTH_CODE_CACHE=0: the ES module chunks, whose loads the hook sees (the code-cached script loads as one file).
+  const env: NodeJS.ProcessEnv = { PATH: process.env["PATH"], HOME: home, MC_HOME: home, NODE_OPTIONS: `--import ${pathToFileURL(reg).href}`, BERTH_CODE_CACHE: "0" };
   const child = spawn(MAGI_BIN, ["--app", "service"], { env, cwd: home, stdio: ["pipe", "pipe", "pipe"] });
   let out = "";
   let stderr = "";
@@ -120,7 +121,8 @@ test("a first openai-chat turn loads that driver only, and no tool code; the tur
   writeFileSync(reg, `import { register } from "node:module";\nregister(${JSON.stringify(pathToFileURL(hook).href)});\n`);
   writeFileSync(traceFile, "");
   writeFileSync(join(home, "settings.json"), JSON.stringify({ providers: { fake: { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, auth: "none", models: [{ id: "fake-model" }] } }, provider: "fake", model: "fake-model" }));
-  const env: NodeJS.ProcessEnv = { PATH: process.env["PATH"], HOME: home, MC_HOME: home, NODE_OPTIONS: `--import ${pathToFileURL(reg).href}` };
+  // BERTH_CODE_CACHE=0: the ES module chunks, whose loads the hook sees (the code-cached script loads as one file).
+  const env: NodeJS.ProcessEnv = { PATH: process.env["PATH"], HOME: home, MC_HOME: home, NODE_OPTIONS: `--import ${pathToFileURL(reg).href}`, BERTH_CODE_CACHE: "0" };
   const child = spawn(join(REPO_ROOT, "bin", "berth"), ["stdio"], { env, cwd: home, stdio: ["pipe", "pipe", "pipe"] });
   let buf = "";
   let stderr = "";

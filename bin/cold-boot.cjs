@@ -1,0 +1,59 @@
+"use strict";
+// Loads the CLI of a fresh `berth service` / `berth stdio` / `berth chat` / `magi-code` process from
+// dist/cold/berth.cjs with the V8 code cache made for that command at build time (scripts/code-cache.mjs), so the
+// process neither resolves, links nor compiles ES modules. `load` returns the CLI's exports, or null when the caller
+// must load dist/cold/main.js as before: another command, BERTH_CODE_CACHE=0, no script, no cache for this script and
+// this Node version and architecture, or V8 rejecting the cache (other V8 flags, a corrupt file). It never writes a
+// file, except when scripts/code-cache.mjs trains it (BERTH_CODE_CACHE_TRAIN names the file to write at exit).
+// See docs/runtime.md, "First turn of a fresh process".
+const { readFileSync, writeFileSync } = require("node:fs");
+const { join } = require("node:path");
+
+const COLD = new Set(["service", "stdio", "chat"]);
+
+function mark(label) {
+  if (process.env.BERTH_DEBUG_TIMING === "1") process.stderr.write(`berth-timing ${performance.now().toFixed(2)} ${label}\n`);
+}
+
+/** `command`: the CLI's first argument (`service` for magi-code); `coldUrl`: the file URL of dist/cold/. */
+exports.load = function load(command, coldUrl) {
+  const train = process.env.BERTH_CODE_CACHE_TRAIN;
+  delete process.env.BERTH_CODE_CACHE_TRAIN; // not inherited by the processes this one starts
+  if (!COLD.has(command) || process.env.BERTH_CODE_CACHE === "0") return null;
+  const { fileURLToPath, pathToFileURL } = require("node:url");
+  const coldDir = fileURLToPath(coldUrl);
+  const file = join(coldDir, "berth.cjs");
+  let source;
+  let cachedData;
+  let id;
+  try {
+    // The cache first (no cache: nothing else read); its first 16 bytes name the script build it was made for.
+    if (train === undefined) cachedData = readFileSync(join(coldDir, "cache", `${command}-${process.version}-${process.arch}.bin`));
+    source = readFileSync(file, "latin1"); // ASCII by construction: a one-byte string, no UTF-8 decoding
+    id = /\/\/berth-build:([0-9a-f]{16})\s*$/.exec(source.slice(-64))?.[1];
+    if (id === undefined || (cachedData !== undefined && cachedData.toString("latin1", 0, 16) !== id)) throw new Error("stale");
+    cachedData = cachedData?.subarray(16);
+  } catch {
+    mark("boot esm (no code cache)");
+    return null;
+  }
+  const vm = require("node:vm");
+  let script;
+  try {
+    script = new vm.Script(source, { filename: file, cachedData }); // no import() in it (scripts/code-cache.mjs)
+  } catch {
+    mark("boot esm (script failed to compile)");
+    return null;
+  }
+  if (train === undefined && script.cachedDataRejected !== false) {
+    mark("boot esm (code cache rejected)");
+    return null;
+  }
+  mark(train === undefined ? "boot code cache" : "boot code cache training");
+  const { createRequire } = require("node:module");
+  const mod = { exports: {} };
+  const esm = (url) => import(url); // the modules the script leaves to the ES module loader (the MCP client)
+  script.runInThisContext().call(mod.exports, mod.exports, createRequire(file), mod, file, coldDir, pathToFileURL(file).href, esm);
+  if (train !== undefined) process.on("exit", () => writeFileSync(train, Buffer.concat([Buffer.from(id, "latin1"), script.createCachedData()])));
+  return mod.exports;
+};

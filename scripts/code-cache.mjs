@@ -1,0 +1,196 @@
+#!/usr/bin/env node
+// The V8 code cache of a fresh process (docs/runtime.md, "First turn of a fresh process"). Node 20 has no compile
+// cache for modules, so `berth service`, `berth stdio`, `berth chat` and `magi-code` can run from one CommonJS file
+// compiled with V8 code cache data instead of the ES module chunks in dist/cold/:
+// - `buildColdScript` bundles dist/src/cli/main.js into dist/cold/berth.cjs: one script (no splitting: a lazy
+//   `import()` of our own modules becomes an esbuild init wrapper, still lazy), packages left in node_modules but the
+//   ESM-only ones, built-ins imported on demand required instead, the MCP client left to the ES module loader, the
+//   commands that never run from it (daemon, channel, acp, open, build-info) left out, whitespace and syntax
+//   minified, non-ASCII escaped (a one-byte source string), wrapped in a CommonJS-style function and ended by a build
+//   ID;
+// - `trainCodeCache` runs each of those commands through a session and a turn against a loopback fake provider
+//   (Chat Completions SSE) with BERTH_CODE_CACHE_TRAIN set; bin/cold-boot.cjs then writes the script's cache data at
+//   exit, so functions compiled lazily during the turn are in it. The files go to dist/cold/cache/, named by command,
+//   Node version and architecture, and start with the script's build ID: bin/cold-boot.cjs uses a cache only for the
+//   exact script and Node that made it, and V8 itself rejects data made with other flags.
+// Run by scripts/bundle.mjs (so `npm run build`, `npm ci` / prepare, `npm test` and `npm run bench` all make it).
+import { build } from "esbuild";
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { createServer } from "node:http";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const coldDir = join(root, "dist", "cold");
+export const SCRIPT = join(coldDir, "berth.cjs");
+export const CACHE_DIR = join(coldDir, "cache");
+
+/** The commands main.js runs that never run from the script (bin/cold-boot.cjs sends them to dist/cold/main.js). */
+const NOT_COLD = new Set(["./daemon.js", "./channel.js", "./acp.js", "./open.js", "./build-info.js"]);
+
+/**
+ * Our modules the script leaves to the ES module loader, by importer and specifier: the MCP client (its SDK, zod and
+ * ajv cost ~80 ms to load, which `import()` spreads over event-loop turns in the background while require() would
+ * block the first turn of a session with MCP servers). It and what it imports are stateless helpers, so the copy
+ * the loader makes of them is harmless.
+ */
+const LEFT_TO_ESM = new Map([["runtime/tools/registry.js", "./mcp.js"]]);
+
+/** Packages that have no CommonJS entry point (bundled into the script; checked by the bundle step). */
+const ESM_ONLY = new Set(["oauth4webapi", "@agentclientprotocol/sdk"]);
+
+/** Bundles the script, ended by a new build ID. */
+export async function buildColdScript() {
+  const id = randomBytes(8).toString("hex");
+  const srcDir = join(root, "dist", "src");
+  const mainJs = join(srcDir, "cli", "main.js");
+  const result = await build({
+    entryPoints: [mainJs],
+    outfile: SCRIPT,
+    bundle: true,
+    format: "cjs",
+    platform: "node",
+    target: "node20",
+    minifyWhitespace: true,
+    minifySyntax: true,
+    logLevel: "error",
+    banner: { js: "(function (exports, require, module, __filename, __dirname, __berth_url, __berth_import) {" },
+    footer: { js: `})\n//berth-build:${id}` },
+    write: false,
+    plugins: [
+      {
+        name: "cold-script",
+        setup(b) {
+          // Packages load from node_modules, as the ES module chunks load them, except the ESM-only ones, which a
+          // CommonJS script could load only through require(esm) (Node 20.19+, with a warning when installed).
+          b.onResolve({ filter: /^[^./]/ }, (args) => (ESM_ONLY.has(args.path) ? undefined : { path: args.path, external: true }));
+          b.onResolve({ filter: /^\.\/[a-z-]+\.js$/ }, (args) => {
+            if (args.importer === mainJs && NOT_COLD.has(args.path)) return { path: args.path, namespace: "not-cold" };
+            const from = relative(srcDir, args.importer).split("\\").join("/");
+            if (LEFT_TO_ESM.get(from) === args.path && args.kind === "dynamic-import") {
+              return { path: `berth-esm:${relative(srcDir, join(dirname(args.importer), args.path)).split("\\").join("/")}`, external: true };
+            }
+            return undefined;
+          });
+          b.onLoad({ filter: /.*/, namespace: "not-cold" }, (args) => ({
+            contents: `throw new Error(${JSON.stringify(`berth: ${args.path} is not in dist/cold/berth.cjs; bin/cold-boot.cjs runs that command from dist/cold/main.js`)});`,
+            loader: "js",
+          }));
+          // import.meta.url → the module's own dist/src/ location, relative to the script's URL (a wrapper argument).
+          b.onLoad({ filter: /\/dist\/src\/.*\.js$/ }, (args) => {
+            let text = readFileSync(args.path, "utf8");
+            if (text.includes("import.meta")) {
+              const rel = relative(coldDir, args.path).split("\\").join("/");
+              text = text.replaceAll("import.meta.url", `new URL(${JSON.stringify(rel)}, __berth_url).href`);
+              if (text.includes("import.meta")) throw new Error(`${args.path}: import.meta other than import.meta.url cannot go into the CommonJS script`);
+            }
+            return { contents: text, loader: "js", resolveDir: dirname(args.path) };
+          });
+        },
+      },
+    ],
+  });
+  // esbuild leaves some non-ASCII (a regular expression's literal characters); one escaped is the same JavaScript
+  // in strings, templates without String.raw, regular expressions and identifiers, and keeps the source one-byte.
+  let text = result.outputFiles[0].text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+  // A dynamic import() left in the script (built-ins loaded on demand, e.g. node:child_process for `bash`) would need
+  // vm's importModuleDynamically, which functions restored from a code cache lose (ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING);
+  // the script requires them instead, as lazily (each such use takes named exports only), and imports the modules
+  // LEFT_TO_ESM through `__berth_import`, bin/cold-boot.cjs's own import().
+  text = text.replace(/\bimport\("berth-esm:([^"\\]+)"\)/g, (_, mod) => `__berth_import(new URL(${JSON.stringify(`../src/${mod}`)}, __berth_url).href)`);
+  text = text.replace(/\bimport\(("[^"\\]+")\)/g, "Promise.resolve().then(() => require($1))");
+  if (/\bimport\(/.test(text)) throw new Error(`${relative(root, SCRIPT)}: a dynamic import() with a computed specifier cannot go into the CommonJS script`);
+  writeFileSync(SCRIPT, text);
+
+}
+
+/** A loopback OpenAI Chat Completions endpoint answering every request with a short streamed text. */
+async function startFakeProvider() {
+  const chunk = (delta, extra = {}) => `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", model: "fake-model", choices: [{ index: 0, delta, ...extra }] })}\n\n`;
+  const server = createServer((req, res) => {
+    req.resume().on("end", () => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      for (let i = 0; i < 20; i++) res.write(chunk({ content: `word${i} ` }));
+      res.write(chunk({}, { finish_reason: "stop" }));
+      res.end("data: [DONE]\n\n");
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { url: `http://127.0.0.1:${server.address().port}/v1`, close: () => new Promise((resolve) => server.close(resolve)) };
+}
+
+/** Runs `args` (node + a bin), answers its JSON lines with `onLine`, resolves at exit; stdin ends when `onLine` says. */
+function drive(args, env, cwd, first, onLine) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { env, cwd, stdio: ["pipe", "pipe", "pipe"] });
+    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+    let buf = "";
+    let err = "";
+    const send = (m) => child.stdin.write(JSON.stringify(m) + "\n");
+    const end = () => child.stdin.end();
+    child.stderr.setEncoding("utf8").on("data", (d) => void (err += d));
+    child.stdout.setEncoding("utf8").on("data", (d) => {
+      buf += d;
+      for (let k; (k = buf.indexOf("\n")) !== -1; buf = buf.slice(k + 1)) {
+        const line = buf.slice(0, k);
+        if (line.startsWith("{")) onLine(JSON.parse(line), send, end);
+      }
+    });
+    if (first === null) end();
+    else send(first);
+    child.on("error", reject);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      if (code === 0) resolve();
+      else reject(new Error(`exited ${code}: ${err.trim().split("\n").slice(-3).join(" | ")}`));
+    });
+  });
+}
+
+const req = (id, method, payload, extra = {}) => ({ protocol_version: 1, kind: "request", request_id: id, method, payload, ...extra });
+
+/** How each command is trained: a session and one turn, as a client of the command drives it. */
+const TRAINING = {
+  stdio: (bin, env, cwd) =>
+    drive([join(bin, "berth"), "stdio"], env, cwd, { type: "initialize", request_id: "i", protocol_version: 3 }, (m, send, end) => {
+      if (m.type === "initialized") send({ type: "session.start", request_id: "s", cwd });
+      else if (m.type === "session.started") send({ type: "turn.start", request_id: "t", session_id: m.session_id, prompt: "hello" });
+      else if (/^turn\.(completed|failed|cancelled)$/.test(m.type) || m.type === "error") end();
+    }),
+  service: (bin, env, cwd) =>
+    drive([join(bin, "magi-code"), "--app", "service"], env, cwd, req("i", "initialize", { supported_protocol_versions: [1] }), (m, send, end) => {
+      if (m.request_id === "i") send(req("s", "session.create", {}));
+      else if (m.request_id === "s" && m.payload?.session_id) send(req("t", "turn.start", { prompt: "hello" }, { session_id: m.payload.session_id }));
+      else if (m.event === "turn.terminal" || m.kind === "error" || m.ok === false) end();
+    }),
+  chat: (bin, env, cwd) => drive([join(bin, "berth"), "chat", "-p", "hello", "--json"], env, cwd, null, () => {}),
+};
+
+/** Trains one cache per command for the script just built; returns the commands that failed, with why. */
+export async function trainCodeCache() {
+  rmSync(CACHE_DIR, { recursive: true, force: true });
+  mkdirSync(CACHE_DIR, { recursive: true });
+  const fake = await startFakeProvider();
+  const failed = [];
+  try {
+    for (const [command, train] of Object.entries(TRAINING)) {
+      const home = mkdtempSync(join(tmpdir(), "berth-code-cache-"));
+      try {
+        writeFileSync(join(home, "settings.json"), JSON.stringify({ providers: { fake: { api: "openai-chat", base_url: fake.url, auth: "none", models: [{ id: "fake-model" }] } }, provider: "fake", model: "fake-model" }));
+        // A clean environment: no credentials, no user settings, no running daemon to talk to.
+        const env = { PATH: process.env.PATH ?? "", HOME: home, MC_HOME: home, SCV_HOME: join(home, "scv"), BERTH_CHAT_NO_DAEMON: "1", BERTH_CODE_CACHE_TRAIN: join(CACHE_DIR, `${command}-${process.version}-${process.arch}.bin`) };
+        await train(join(root, "bin"), env, home);
+      } catch (err) {
+        failed.push(`${command}: ${err instanceof Error ? err.message : String(err)}`);
+      } finally {
+        rmSync(home, { recursive: true, force: true });
+      }
+    }
+  } finally {
+    await fake.close();
+  }
+  return failed;
+}

@@ -1,0 +1,194 @@
+/**
+ * The V8 code cache of a fresh session process (docs/runtime.md, "First turn of a fresh process"): `npm run build` makes
+ * dist/cold/berth.cjs and one cache per command (scripts/code-cache.mjs); bin/cold-boot.cjs runs `berth stdio`,
+ * `berth service`, `berth chat` and `magi-code` from them, and falls back to the ES module chunks when the cache is
+ * missing, made by another Node, made for another build of the script, corrupt, or switched off (BERTH_CODE_CACHE=0).
+ * Which path ran is read from BERTH_DEBUG_TIMING's `boot …` mark; every case must still serve a whole turn. The
+ * fallback cases run on a copy of the launchers and dist/cold/ in a scratch tree (dist/src and node_modules linked),
+ * so the repository's own files are never touched.
+ */
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
+import { REPO_ROOT } from "../helpers/paths.js";
+
+const COLD = join(REPO_ROOT, "dist", "cold");
+const CACHE = (root: string, command: string, version = process.version): string => join(root, "dist", "cold", "cache", `${command}-${version}-${process.arch}.bin`);
+const bundled = (): boolean => existsSync(join(COLD, "main.js")) && statSync(join(COLD, "main.js")).mtimeMs >= statSync(join(REPO_ROOT, "dist", ".tsbuildinfo")).mtimeMs;
+
+function home(fake: FakeProvider): string {
+  const dir = mkdtempSync(join(tmpdir(), "berth-cc-home-"));
+  writeFileSync(join(dir, "settings.json"), JSON.stringify({ providers: { fake: { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, auth: "none", models: [{ id: "fake-model" }] } }, provider: "fake", model: "fake-model" }));
+  return dir;
+}
+
+/** A copy of the launchers and the bundle, as a package would hold them (timestamps kept: the bundle stays current). */
+function scratch(): string {
+  const root = mkdtempSync(join(tmpdir(), "berth-cc-"));
+  mkdirSync(join(root, "bin"));
+  for (const f of ["berth", "magi-code", "cold-boot.cjs"]) cpSync(join(REPO_ROOT, "bin", f), join(root, "bin", f), { preserveTimestamps: true });
+  cpSync(join(REPO_ROOT, "package.json"), join(root, "package.json"));
+  cpSync(COLD, join(root, "dist", "cold"), { recursive: true, preserveTimestamps: true });
+  cpSync(join(REPO_ROOT, "dist", ".tsbuildinfo"), join(root, "dist", ".tsbuildinfo"), { preserveTimestamps: true });
+  symlinkSync(join(REPO_ROOT, "dist", "src"), join(root, "dist", "src"));
+  symlinkSync(join(REPO_ROOT, "node_modules"), join(root, "node_modules"));
+  return root;
+}
+
+interface Outcome {
+  boot: string;
+  terminal: string;
+  stderr: string;
+}
+
+/** `berth stdio` from `root`'s launcher: handshake, session, one turn; the `boot …` mark and the terminal line. */
+function stdioTurn(root: string, fake: FakeProvider, extraEnv: NodeJS.ProcessEnv = {}): Promise<Outcome> {
+  const dir = home(fake);
+  const env: NodeJS.ProcessEnv = { PATH: process.env["PATH"], HOME: dir, MC_HOME: dir, BERTH_DEBUG_TIMING: "1", ...extraEnv };
+  const child = spawn(join(root, "bin", "berth"), ["stdio"], { env, cwd: dir, stdio: ["pipe", "pipe", "pipe"] });
+  let stderr = "";
+  let buf = "";
+  child.stderr.setEncoding("utf8").on("data", (d: string) => void (stderr += d));
+  const send = (m: unknown): void => void child.stdin.write(JSON.stringify(m) + "\n");
+  return new Promise((resolve, reject) => {
+    let terminal = "";
+    child.stdout.setEncoding("utf8").on("data", (d: string) => {
+      buf += d;
+      for (let k; (k = buf.indexOf("\n")) !== -1; ) {
+        const line = buf.slice(0, k);
+        buf = buf.slice(k + 1);
+        const m = JSON.parse(line) as { type: string; session_id?: string };
+        if (m.type === "initialized") send({ type: "session.start", request_id: "s", cwd: dir });
+        else if (m.type === "session.started") send({ type: "turn.start", request_id: "t", session_id: m.session_id, prompt: "hello" });
+        else if (/^turn\.(completed|failed|cancelled)$/.test(m.type) || m.type === "error") {
+          terminal = m.type;
+          child.stdin.end();
+        }
+      }
+    });
+    send({ type: "initialize", request_id: "i", protocol_version: 3 });
+    child.on("error", reject);
+    child.on("close", () => {
+      rmSync(dir, { recursive: true, force: true });
+      resolve({ boot: /berth-timing \S+ (boot [^\n]*)/.exec(stderr)?.[1] ?? "(no boot mark)", terminal, stderr });
+    });
+  });
+}
+
+test("the build made a code cache for each session command, for this Node", { skip: !bundled() && "dist/cold/ is older than the last tsc build" }, () => {
+  for (const command of ["service", "stdio", "chat"]) assert.ok(existsSync(CACHE(REPO_ROOT, command)), `no ${command} cache for ${process.version}`);
+  const script = readFileSync(join(COLD, "berth.cjs"), "latin1");
+  assert.match(script.slice(-64), /\/\/berth-build:[0-9a-f]{16}\s*$/);
+  assert.ok(!/[^\x00-\x7f]/.test(script), "the script is ASCII (a one-byte source string)");
+  assert.ok(!script.includes('require("better-sqlite3")'), "the daemon's SQLite is not in the script");
+});
+
+test("berth stdio runs from the code cache, and without it (BERTH_CODE_CACHE=0) from the modules", { skip: !bundled() && "dist/cold/ is older than the last tsc build", timeout: 60_000 }, async () => {
+  const fake = await startFakeProvider({ loop: true });
+  try {
+    const cached = await stdioTurn(REPO_ROOT, fake);
+    assert.equal(cached.boot, "boot code cache", cached.stderr);
+    assert.equal(cached.terminal, "turn.completed", cached.stderr);
+    const off = await stdioTurn(REPO_ROOT, fake, { BERTH_CODE_CACHE: "0" });
+    assert.equal(off.boot, "(no boot mark)", off.stderr);
+    assert.equal(off.terminal, "turn.completed", off.stderr);
+  } finally {
+    await fake.close();
+  }
+});
+
+test("a missing, foreign, stale or corrupt cache or script falls back to the modules and still serves a turn", { skip: !bundled() && "dist/cold/ is older than the last tsc build", timeout: 120_000 }, async () => {
+  const fake = await startFakeProvider({ loop: true });
+  const roots: string[] = [];
+  const fresh = (): string => {
+    const r = scratch();
+    roots.push(r);
+    return r;
+  };
+  try {
+    // The copy itself runs from the cache (the scratch tree is a faithful package layout).
+    const intact = await stdioTurn(fresh(), fake);
+    assert.equal(intact.boot, "boot code cache", intact.stderr);
+    assert.equal(intact.terminal, "turn.completed");
+
+    const cases: Array<[string, (root: string) => void, string]> = [
+      ["removed", (r) => rmSync(join(r, "dist", "cold", "cache"), { recursive: true }), "boot esm (no code cache)"],
+      // Made by another Node: named for that version, so this Node never reads it.
+      ["another Node's", (r) => renameSync(CACHE(r, "stdio"), CACHE(r, "stdio", "v0.0.1")), "boot esm (no code cache)"],
+      // Made for another build of the script (its first 16 bytes name the build).
+      ["another build's", (r) => {
+        const data = readFileSync(CACHE(r, "stdio"));
+        data.write("0123456789abcdef", 0, "latin1");
+        writeFileSync(CACHE(r, "stdio"), data);
+      }, "boot esm (no code cache)"],
+      // Right header, garbage data: V8 rejects it.
+      ["corrupt", (r) => {
+        const data = readFileSync(CACHE(r, "stdio"));
+        data.fill(0x5a, 16);
+        writeFileSync(CACHE(r, "stdio"), data);
+      }, "boot esm (code cache rejected)"],
+      ["truncated", (r) => writeFileSync(CACHE(r, "stdio"), readFileSync(CACHE(r, "stdio")).subarray(0, 1000)), "boot esm (code cache rejected)"],
+      // A script that does not compile (its build ID kept, so only V8's own check, the length, tells the cache is
+      // not its own: an edit of the same length is not caught, which is why dist/cold/ is only ever rebuilt).
+      ["broken script", (r) => {
+        const file = join(r, "dist", "cold", "berth.cjs");
+        writeFileSync(file, "}}}" + readFileSync(file, "latin1"));
+      }, "boot esm (script failed to compile)"],
+      ["deleted script", (r) => rmSync(join(r, "dist", "cold", "berth.cjs")), "boot esm (no code cache)"],
+    ];
+    for (const [name, damage, boot] of cases) {
+      const root = fresh();
+      damage(root);
+      const out = await stdioTurn(root, fake);
+      assert.equal(out.boot, boot, `${name}: ${out.stderr}`);
+      assert.equal(out.terminal, "turn.completed", `${name}: ${out.stderr}`);
+      assert.ok(!/Error|warning/i.test(out.stderr.replace(/berth-timing[^\n]*\n/g, "")), `${name}: quiet fallback, got ${out.stderr}`);
+    }
+  } finally {
+    await fake.close();
+    for (const r of roots) rmSync(r, { recursive: true, force: true });
+  }
+});
+
+test("a code-cached first turn of berth service requires neither better-sqlite3 nor the MCP SDK, ajv, ws or zod", { skip: !bundled() && "dist/cold/ is older than the last tsc build", timeout: 60_000 }, async () => {
+  const fake = await startFakeProvider({ loop: true });
+  const dir = home(fake);
+  try {
+    const traceFile = join(dir, "required.txt");
+    const hook = join(dir, "hook.cjs");
+    writeFileSync(hook, `const M = require("node:module"); const fs = require("node:fs"); const load = M._load;\nM._load = function (id, ...rest) { fs.appendFileSync(${JSON.stringify(traceFile)}, id + "\\n"); return load.call(this, id, ...rest); };\n`);
+    writeFileSync(traceFile, "");
+    const env: NodeJS.ProcessEnv = { PATH: process.env["PATH"], HOME: dir, MC_HOME: dir, BERTH_DEBUG_TIMING: "1", NODE_OPTIONS: `--require ${hook}` };
+    const child = spawn(join(REPO_ROOT, "bin", "magi-code"), ["--app", "service"], { env, cwd: dir, stdio: ["pipe", "pipe", "pipe"] });
+    let out = "";
+    let stderr = "";
+    child.stderr.setEncoding("utf8").on("data", (d: string) => void (stderr += d));
+    const closed = new Promise((r) => child.on("close", r));
+    const req = (id: string, method: string, payload: unknown): string => JSON.stringify({ protocol_version: 1, kind: "request", request_id: id, method, payload }) + "\n";
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.setEncoding("utf8").on("data", (d: string) => {
+        out += d;
+        if (out.includes('"event":"turn.terminal"')) resolve();
+      });
+      void closed.then(() => reject(new Error(`service exited before the terminal: ${stderr.slice(0, 400)}`)));
+      child.stdin.write(req("i", "initialize", { supported_protocol_versions: [1] }));
+      child.stdin.write(req("t", "turn.start", { prompt: "hello" }));
+    });
+    child.stdin.end();
+    await closed;
+    assert.match(stderr, /boot code cache/);
+    assert.match(out, /"status":"completed"/);
+    const required = readFileSync(traceFile, "utf8").split("\n");
+    assert.ok(required.includes("node:http"), "the hook saw the script's requires");
+    for (const pkg of ["better-sqlite3", "@modelcontextprotocol/sdk", "ajv", "ws", "zod"]) {
+      assert.ok(!required.some((id) => id === pkg || id.startsWith(`${pkg}/`)), `${pkg} was required on a first turn`);
+    }
+  } finally {
+    await fake.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
