@@ -19,6 +19,8 @@ export interface Part {
   request?: Json;
   response?: string;
   error?: { errorType: string; message: string };
+  /** On an error part: the turn may be reopened (`chat/turnResume`). */
+  resumable?: boolean;
 }
 export interface Turn {
   id: string;
@@ -28,6 +30,8 @@ export interface Turn {
   responseParts: Part[];
   usage?: Json;
   state?: "complete" | "cancelled" | "error";
+  /** A turn that ended in error: what the error was. */
+  error?: { errorType: string; message: string };
 }
 export interface Pending {
   id: string;
@@ -54,6 +58,10 @@ export interface Chat {
   draft?: Json | undefined;
   /** The chat's subset of the session's working directories; undefined: the whole set. */
   workingDirectories?: string[] | undefined;
+  /** Shells and subagents the chat left running (`chat/backgroundWorkSet`/`Removed`). */
+  backgroundWork?: Json[] | undefined;
+  /** The chat's changeset catalogue (`chat/changesetsChanged`); undefined when cleared. */
+  changesets?: Json[] | undefined;
 }
 export interface ChatSummaryRef {
   resource: string;
@@ -356,10 +364,35 @@ export function reduceChat(c: Chat, a: Json): void {
       if (a.type === "chat/error") parts.push((a.part as Part | undefined) ?? { kind: "error", ...(a.error === undefined ? {} : { error: a.error as NonNullable<Part["error"]> }) });
       const state = a.type === "chat/turnComplete" ? "complete" : a.type === "chat/turnCancelled" ? "cancelled" : "error";
       // A new object: completed turns are immutable from here on.
-      c.turns = [...c.turns, { ...t, responseParts: parts, duration: a.duration as number, state }];
+      const error = a.type === "chat/error" && a.error !== undefined ? { error: a.error as NonNullable<Turn["error"]> } : {};
+      c.turns = [...c.turns, { ...t, responseParts: parts, duration: a.duration as number, state, ...error }];
       c.activeTurn = undefined;
       return;
     }
+    case "chat/turnResume": {
+      // Only the latest turn, ended in error with a resumable last error part, and no turn running.
+      const last = c.turns.at(-1);
+      const part = last?.responseParts.at(-1);
+      if (t || !last || last.id !== a.turnId || last.state !== "error" || part?.kind !== "error" || part.resumable !== true) return;
+      c.turns = c.turns.slice(0, -1);
+      const reopened: Turn = { id: last.id, message: last.message, responseParts: [...last.responseParts] };
+      if (last.startedAt !== undefined) reopened.startedAt = last.startedAt;
+      if (last.usage !== undefined) reopened.usage = last.usage;
+      c.activeTurn = reopened;
+      return;
+    }
+    case "chat/backgroundWorkSet": {
+      const w = a.work as Json;
+      const list = c.backgroundWork ?? [];
+      c.backgroundWork = list.some((x) => x.id === w.id) ? list.map((x) => (x.id === w.id ? w : x)) : [...list, w];
+      return;
+    }
+    case "chat/backgroundWorkRemoved":
+      if (c.backgroundWork?.some((x) => x.id === a.id)) c.backgroundWork = c.backgroundWork.filter((x) => x.id !== a.id);
+      return;
+    case "chat/changesetsChanged":
+      c.changesets = Array.isArray(a.changesets) ? (a.changesets as Json[]) : undefined;
+      return;
     case "chat/turnsLoaded": {
       const have = new Set(c.turns.map((x) => x.id));
       c.turns = [...(a.turns as Turn[]).filter((x) => !have.has(x.id)), ...c.turns];

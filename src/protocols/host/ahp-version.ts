@@ -83,8 +83,7 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
   "chat/toolCallContentChanged": "0.4.0",
   "chat/toolCallAuthRequired": "0.6.0",
   "chat/toolCallAuthResolved": "0.6.0",
-  // The 0.9 chat families (upstream registry): every version this host negotiates knows them; the host
-  // projects none of them yet (docs/host.md "Not done yet").
+  // The 0.9 chat families (upstream registry; chat-09.ts): every version this host negotiates knows them.
   "chat/turnResume": "0.9.0",
   "chat/backgroundWorkSet": "0.9.0",
   "chat/backgroundWorkRemoved": "0.9.0",
