@@ -177,6 +177,17 @@ export function reduceSession(s: SessionState, a: Json): SessionState {
           return u;
         });
       break;
+    case "session/mcpServerBackgroundRequested":
+      // Clears `blocking` on a starting MCP server (upstream session reducer).
+      if (next.customizations)
+        next.customizations = next.customizations.map((c) => {
+          const st = c.state as Json | undefined;
+          if (c.id !== a.id || st?.kind !== "starting" || st.blocking === undefined) return c;
+          const state: Json = { ...st };
+          delete state.blocking;
+          return { ...c, state };
+        });
+      break;
   }
   return next;
 }

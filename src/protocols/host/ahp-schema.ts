@@ -353,6 +353,7 @@ export const StateAction = z.discriminatedUnion("type", [
   // `enabled` in the 0.9/1.0 types, scoped `enablement` in 1.1 (each client gets one of them).
   z.object({ type: z.literal("session/customizationToggled"), id: z.string(), enabled: z.boolean().optional(), enablement: z.array(z.object({ kind: z.enum(["session", "workspace", "global"]), enabled: z.boolean(), uri: uri.optional() }).strict()).optional() }).strict(),
   z.object({ type: z.literal("session/mcpServerStateChanged"), id: z.string(), state: McpServerState, channel: z.string().optional() }),
+  z.object({ type: z.literal("session/mcpServerBackgroundRequested"), id: z.string() }).strict(),
   z.object({ type: z.literal("root/configChanged"), config: meta, replace: z.boolean().optional() }),
   z.object({ type: z.literal("session/changesetsChanged"), changesets: z.array(z.object({ label: z.string(), uriTemplate: z.string(), changeKind: z.string() }).passthrough()) }),
   z.object({ type: z.literal("changeset/statusChanged"), status: z.enum(["computing", "ready", "error"]), error: ChangesetErrorInfo.optional() }),

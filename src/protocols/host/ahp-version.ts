@@ -88,6 +88,10 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
   "chat/backgroundWorkSet": "0.9.0",
   "chat/backgroundWorkRemoved": "0.9.0",
   "chat/changesetsChanged": "0.9.0",
+  "session/mcpServerBackgroundRequested": "0.9.0",
+  // The rest of the 0.9 row: this host emits neither (no moveChat; docs/host.md "Not done yet").
+  "session/chatsReordered": "0.9.0",
+  "chat/movableChanged": "0.9.0",
   // Introduced after the 0.9 line: never sent to a 0.9.x client (this host emits neither yet).
   "chat/canvasesChanged": "0.10.0",
   "canvas/stateChanged": "0.10.0",
