@@ -9,9 +9,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { isDeepStrictEqual } from "node:util";
-import { AhpClient, FakeBackend, tempHome, type Json } from "./helpers.js";
+import { AhpClient, FakeBackend, tempHome, until, type Json } from "./helpers.js";
 import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
-import { reduceChat, type Chat } from "../../src/client/ahp/reducer.js";
+import { reduceChat, reduceSession, type Chat, type SessionState } from "../../src/client/ahp/reducer.js";
 import { MAX_BACKGROUND_WORK, MAX_BACKGROUND_WORK_BYTES, MAX_CHAT_CHANGESETS, gateChatSnapshot } from "../../src/protocols/host/chat-09.js";
 import { STATUS } from "../../src/protocols/host/model.js";
 
@@ -300,3 +300,66 @@ test("chat/turnResume: a resumable failed turn reopens, the backend continues it
 });
 
 
+
+test("session/chatsReordered: a full permutation from the backend reorders the catalogue, persisted", async () => {
+  const home = tempHome();
+  let reg: Json = {};
+  let order: string[] = [];
+  const h1 = await startHost({ home, log: () => {} });
+  try {
+    const s = await FakeBackend.session(h1, { protocolVersion: 6, sourceId: "order", chatCapabilities: { create: true, dispose: true } });
+    reg = s.reg;
+    const be = s.be;
+    const { c, result } = await AhpClient.init(h1, ["ahp-root://", reg.session], "orderer");
+    for (const chat of ["ahp-chat:/o-1", "ahp-chat:/o-2"]) {
+      const pending = c.request("createChat", { channel: reg.session, chat });
+      await reply(be, "create_chat");
+      assert.equal((await pending).error, undefined);
+    }
+    const first = (result.snapshots as Json[]).find((x) => x.resource === reg.session)!;
+    let mirror = structuredClone(first.state) as SessionState;
+    const listed = async (step: string): Promise<string[]> => {
+      const fresh = (await c.request("subscribe", { channel: reg.session })).result.snapshot.state as Json;
+      mirror = structuredClone(first.state) as SessionState;
+      for (const e of c.actions()) if (e.channel === reg.session && e.rejectionReason === undefined && e.serverSeq > (first.fromSeq as number)) mirror = reduceSession(mirror, structuredClone(e.action));
+      const uris = (fresh.chats as Json[]).map((x) => x.resource as string);
+      assert.deepEqual(mirror.chats.map((x) => x.resource), uris, `${step}: the catalogue rebuilt from envelopes`);
+      assert.deepEqual(c.invalid, [], `${step}: every message validates`);
+      return uris;
+    };
+    assert.deepEqual(await listed("created"), [reg.chat, "ahp-chat:/o-1", "ahp-chat:/o-2"]);
+    const ev = (action: Json) => be.send({ type: "event", session: reg.session, event: ra(reg.session, action) });
+    for (const [chats, re] of [
+      [[reg.chat, "ahp-chat:/o-1"], /session\/chatsReordered must name every chat of the session exactly once \(3 chats now\)$/],
+      [[reg.chat, "ahp-chat:/o-1", "ahp-chat:/o-1"], /exactly once \(3 chats now\)$/],
+      [[reg.chat, "ahp-chat:/o-1", "ahp-chat:/o-2", "ahp-chat:/o-3"], /exactly once \(3 chats now\)$/],
+      [[reg.chat, "ahp-chat:/o-1", "ahp-chat:/nope"], /exactly once \(3 chats now\)$/],
+      ["x", /^event refused: invalid "session\/chatsReordered": chats /],
+    ] as Array<[unknown, RegExp]>) {
+      ev({ type: "session/chatsReordered", chats });
+      assert.match((await be.nextType("error")).message, re, JSON.stringify(chats));
+    }
+    order = ["ahp-chat:/o-2", reg.chat, "ahp-chat:/o-1"];
+    ev({ type: "session/chatsReordered", chats: order });
+    await c.action((e) => e.action.type === "session/chatsReordered");
+    await until(() => c.notes.some((n) => n.method === "root/sessionSummaryChanged" && Array.isArray(n.params.changes.chats) && n.params.changes.chats[0]?.resource === "ahp-chat:/o-2"), 3000, "root hears the order");
+    assert.deepEqual(await listed("reordered"), order);
+    // A client cannot reorder: the host emits it.
+    const seq = c.dispatch(reg.session, { type: "session/chatsReordered", chats: [...order].reverse() });
+    assert.match((await c.action((e) => e.origin?.clientSeq === seq)).rejectionReason, /unsupported action/);
+    assert.deepEqual(await listed("client refused"), order);
+    c.close();
+    be.close();
+  } finally {
+    await h1.close();
+  }
+  const h2 = await startHost({ home, log: () => {} });
+  try {
+    const { c } = await AhpClient.init(h2, [reg.session], "after");
+    const fresh = (await c.request("subscribe", { channel: reg.session })).result.snapshot.state as Json;
+    assert.deepEqual((fresh.chats as Json[]).map((x) => x.resource), order, "the order survives a restart");
+    c.close();
+  } finally {
+    await h2.close();
+  }
+});

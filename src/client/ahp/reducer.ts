@@ -106,6 +106,13 @@ export function reduceSession(s: SessionState, a: Json): SessionState {
     case "session/chatRemoved":
       next.chats = s.chats.filter((c) => c.resource !== a.chat);
       break;
+    case "session/chatsReordered": {
+      // An authoritative full order: applied only when it names every chat exactly once.
+      const order = a.chats as string[];
+      const by = new Map(s.chats.map((c) => [c.resource, c]));
+      if (new Set(order).size === order.length && order.length === by.size && order.every((u) => by.has(u))) next.chats = order.map((u) => by.get(u)!);
+      break;
+    }
     case "session/inputNeededSet": {
       const r = a.request as Json;
       next.inputNeeded = [...(s.inputNeeded ?? []).filter((x) => x.id !== r.id), r];

@@ -300,6 +300,7 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("chat/queuedMessagesReordered"), order: z.array(z.string()) }),
   // The 0.9 chat families (chat-09.ts).
   z.object({ type: z.literal("chat/turnResume"), turnId: z.string() }).strict(),
+  z.object({ type: z.literal("session/chatsReordered"), chats: z.array(uri) }).strict(),
   z.object({ type: z.literal("chat/backgroundWorkSet"), work: BackgroundWorkWire }).strict(),
   z.object({ type: z.literal("chat/backgroundWorkRemoved"), id: z.string() }).strict(),
   z.object({ type: z.literal("chat/changesetsChanged"), changesets: z.array(ChangesetRef).optional() }).strict(),

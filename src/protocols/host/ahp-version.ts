@@ -89,8 +89,8 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
   "chat/backgroundWorkRemoved": "0.9.0",
   "chat/changesetsChanged": "0.9.0",
   "session/mcpServerBackgroundRequested": "0.9.0",
-  // The rest of the 0.9 row: this host emits neither (no moveChat; docs/host.md "Not done yet").
   "session/chatsReordered": "0.9.0",
+  // The last of the 0.9 row: this host never emits it (no moveChat; docs/host.md "Not done yet").
   "chat/movableChanged": "0.9.0",
   // Introduced after the 0.9 line: never sent to a 0.9.x client (this host emits neither yet).
   "chat/canvasesChanged": "0.10.0",

@@ -18,6 +18,9 @@
  *    most MAX_CHAT_CHANGESETS entries. Host-emitted only;
  *  - background work and the catalogue persist with the chat (its metadata row, like drafts) and
  *    survive route loss and a host restart: the backend removes what ended;
+ *  - `session/chatsReordered {chats}` (backend, on the session): an authoritative full order that
+ *    must name every chat of the session exactly once; persisted with the session (`extra.chatOrder`)
+ *    and announced to root subscribers. Host-emitted only;
  *  - a client whose negotiated version predates an action never receives it (ahp-version.ts) and
  *    its snapshots carry neither field (`gateChatSnapshot`).
  */
@@ -155,6 +158,35 @@ export function reduceChat09(st: HostState, c: ChatModel, type: string, a: Json)
       return;
   }
   st.persistChat(c);
+}
+
+const Reordered = z.object({ type: z.literal("session/chatsReordered"), chats: z.array(uri).max(10_000) }).strict();
+
+/** Why `chats` is not exactly the session's chats, each once; null when it is. */
+function orderProblem(s: SessionModel, chats: string[]): string | null {
+  if (new Set(chats).size !== chats.length || chats.length !== s.chats.size || chats.some((c) => !s.chats.has(c)))
+    return `session/chatsReordered must name every chat of the session exactly once (${s.chats.size} chats now)`;
+  return null;
+}
+
+/** A backend `session/chatsReordered` on session `s`: null when published, else why not. */
+export function backendChatsReordered(st: HostState, s: SessionModel, action: Json): string | null {
+  const p = Reordered.safeParse(action);
+  if (!p.success) return invalid(action.type, p.error);
+  const why = orderProblem(s, p.data.chats);
+  if (why) return why;
+  st.publish(s.uri, p.data);
+  st.chatsChanged(s); // root subscribers' SessionSummary.chats follow the order
+  return null;
+}
+
+/** Reducer: a full permutation reorders the catalogue (upstream: anything else is a no-op). */
+export function reduceChatsReordered(st: HostState, s: SessionModel, a: Json): void {
+  const chats = a.chats as string[];
+  if (orderProblem(s, chats)) return;
+  s.chats = new Map(chats.map((c) => [c, s.chats.get(c)!]));
+  s.extra.chatOrder = chats;
+  st.persistSession(s);
 }
 
 /** A chat snapshot for a client that negotiated `version`: without the fields its version does not know. */

@@ -9,7 +9,7 @@ import type { HostState } from "./state.js";
 import { chatModified, isChatFlagAction, isStatusFlagAction, reduceChatFlag, reduceStatusFlag } from "./status-flags.js";
 import { isChatWorkingDirAction, isWorkingDirAction, reduceChatWorkingDir, reduceWorkingDir } from "./working-dirs.js";
 import { CHAT_DRAFT_ACTIONS, reduceChatDraft } from "./chat-drafts.js";
-import { CHAT_09_ACTIONS, reduceChat09 } from "./chat-09.js";
+import { CHAT_09_ACTIONS, reduceChat09, reduceChatsReordered } from "./chat-09.js";
 
 /** `startedAt` + `duration` ms as ISO-8601 (the start itself when either is unusable). */
 export function turnEndIso(startedAt: string, duration: unknown): string {
@@ -66,6 +66,7 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
     } else if (type === "session/activeClientRemoved") s.activeClients = s.activeClients.filter((x) => x.clientId !== a.clientId);
     else if (isStatusFlagAction(type)) reduceStatusFlag(st, s, a);
     else if (isWorkingDirAction(type)) reduceWorkingDir(st, s, a);
+    else if (type === "session/chatsReordered") reduceChatsReordered(st, s, a);
     else if (type === "session/defaultChatChanged") {
       if (a.defaultChat === s.primaryChat) delete s.extra.defaultChat;
       else s.extra.defaultChat = a.defaultChat;

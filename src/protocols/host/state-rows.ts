@@ -86,3 +86,16 @@ export function applyChatExtra(chat: ChatModel, extra: Json): boolean {
   chat.modifiedAt = active.startedAt;
   return true;
 }
+
+/** A session's stored chat order (`extra.chatOrder`, AHP `session/chatsReordered`): named chats first, the rest after in their order. */
+export function applyChatOrder(s: SessionModel): void {
+  const order = s.extra.chatOrder;
+  if (!Array.isArray(order)) return;
+  const next = new Map<string, ChatModel>();
+  for (const uri of order) {
+    const c = typeof uri === "string" ? s.chats.get(uri) : undefined;
+    if (c) next.set(uri as string, c);
+  }
+  for (const [uri, c] of s.chats) if (!next.has(uri)) next.set(uri, c);
+  s.chats = next;
+}

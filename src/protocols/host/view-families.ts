@@ -9,7 +9,7 @@ import type { HostState } from "./state.js";
 import { backendChatFlag, backendStatusFlag, clientChatFlag, clientStatusFlag, isChatFlagAction, isStatusFlagAction } from "./status-flags.js";
 import { backendChatWorkingDir, backendWorkingDir, clientChatWorkingDir, clientWorkingDir, isChatWorkingDirAction, isWorkingDirAction } from "./working-dirs.js";
 import { CHAT_DRAFT_ACTIONS, chatDraftAction } from "./chat-drafts.js";
-import { CHAT_09_ACTIONS, backendChat09, clientChat09 } from "./chat-09.js";
+import { CHAT_09_ACTIONS, backendChat09, backendChatsReordered, clientChat09 } from "./chat-09.js";
 
 /** A backend `resource_action` on `channel` (the session or one of its chats): null published, a refusal, or undefined (not ours). */
 export function viewResourceAction(st: HostState, s: SessionModel, channel: string, action: Json): string | null | undefined {
@@ -17,6 +17,7 @@ export function viewResourceAction(st: HostState, s: SessionModel, channel: stri
   if (channel === s.uri) {
     if (isStatusFlagAction(type)) return backendStatusFlag(st, s, action);
     if (isWorkingDirAction(type)) return backendWorkingDir(st, s, action);
+    if (type === "session/chatsReordered") return backendChatsReordered(st, s, action); // chat-09.ts
     return undefined;
   }
   const chat = st.chatIndex.get(channel);
