@@ -66,6 +66,7 @@ const invalid = (type: unknown, e: z.ZodError): string => `invalid ${clip(type)}
 /** Why `chat/turnResume` for `turnId` does not apply to the chat now; null when it reopens the latest turn. */
 export function resumeProblem(chat: ChatModel, turnId: string): string | null {
   if (chat.activeTurn) return "chat/turnResume: a turn is already running in this chat";
+  if (chat.draining) return "chat/turnResume: the backend is still finishing the chat's last turn";
   const last = chat.turns.at(-1);
   if (!last || last.id !== turnId) return "chat/turnResume: turnId does not name the chat's latest turn";
   if (last.state !== "error") return "chat/turnResume: the latest turn did not end in error";
