@@ -291,6 +291,13 @@ test("chat/turnResume: a resumable failed turn reopens, the backend continues it
     assert.equal((await c.action((e) => e.action.type === "chat/error")).action.part.resumable, undefined);
     const seq = c.dispatch(r5.chat, { type: "chat/turnResume", turnId: "T1" });
     assert.equal((await c.action((e) => e.origin?.clientSeq === seq)).rejectionReason, "chat/turnResume: the latest turn's error is not resumable");
+    // A turn the client cancelled leaves the chat draining until the runtime's settled.
+    be.send({ type: "event", session: r5.session, event: { type: "user_message", text: "again", turnId: "T2" } });
+    await c.action((e) => e.action.type === "chat/turnStarted" && e.action.turnId === "T2");
+    c.dispatch(r5.chat, { type: "chat/turnCancelled", turnId: "T2" });
+    await be.next((f) => f.type === "command" && f.command.type === "abort", "abort");
+    const drained = c.dispatch(r5.chat, { type: "chat/turnResume", turnId: "T2" });
+    assert.equal((await c.action((e) => e.origin?.clientSeq === drained)).rejectionReason, "chat/turnResume: the backend is still finishing the chat's last turn");
     assert.deepEqual(c.invalid, []);
     c.close();
     be.close();
