@@ -228,6 +228,8 @@ test("chat/turnResume: a resumable failed turn reopens, the backend continues it
     assert.equal(f.activeTurn.id, "T1");
     assert.deepEqual(f.activeTurn.responseParts.map((p: Json) => p.kind), ["markdown", "error"]);
     assert.equal(f.status & 31, STATUS.InProgress);
+    const resumedAt = c.actions().findIndex((e) => e.origin?.clientSeq === r1);
+    await c.action((e) => e.channel === reg.session && e.action.type === "session/chatUpdated" && e.action.changes.status === STATUS.InProgress && c.actions().indexOf(e) > resumedAt, "the session's catalogue hears the chat running again");
     await reject({ type: "chat/turnResume", turnId: "T1" }, "chat/turnResume: a turn is already running in this chat");
     ev({ type: "text_delta", text: "and the rest" });
     ev({ type: "settled", cancelled: false });
