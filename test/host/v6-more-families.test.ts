@@ -61,8 +61,8 @@ test("chat/toolCallStart and chat/toolCallDelta: streamed tool input, validated,
       [{ type: "chat/toolCallStart", turnId: "t1", toolCallId: "s1", toolName: "search", displayName: "Search" }, /chat\/toolCallStart: duplicate toolCallId "s1"$/],
       [{ type: "chat/toolCallStart", turnId: "t1", toolCallId: "s9", toolName: "search", displayName: "Search", contributor: { kind: "mcp", customizationId: "ghost" } }, /contributor "ghost" names no MCP server of this session/],
       [{ type: "chat/toolCallStart", turnId: "t1", toolCallId: "s9", toolName: "search", displayName: "Search", contributor: { kind: "client", clientId: "x" } }, /invalid "chat\/toolCallStart": contributor/],
-      // Still not projected (docs/host.md "Not done yet" says why).
-      [{ type: "chat/turnResume", turnId: "t1" }, /resource_action "chat\/turnResume" is not projected by this host$/],
+      // Projected now (chat-09.ts, test/host/chat-09.test.ts), and refused while the turn still runs.
+      [{ type: "chat/turnResume", turnId: "t1" }, /chat\/turnResume: a turn is already running in this chat$/],
     ];
     for (const [action, re] of refusals) {
       ev(ra(reg.chat, action));

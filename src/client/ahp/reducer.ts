@@ -19,6 +19,8 @@ export interface Part {
   request?: Json;
   response?: string;
   error?: { errorType: string; message: string };
+  /** On an error part: the turn may be reopened (`chat/turnResume`). */
+  resumable?: boolean;
 }
 export interface Turn {
   id: string;
@@ -28,6 +30,8 @@ export interface Turn {
   responseParts: Part[];
   usage?: Json;
   state?: "complete" | "cancelled" | "error";
+  /** A turn that ended in error: what the error was. */
+  error?: { errorType: string; message: string };
 }
 export interface Pending {
   id: string;
@@ -54,6 +58,10 @@ export interface Chat {
   draft?: Json | undefined;
   /** The chat's subset of the session's working directories; undefined: the whole set. */
   workingDirectories?: string[] | undefined;
+  /** Shells and subagents the chat left running (`chat/backgroundWorkSet`/`Removed`). */
+  backgroundWork?: Json[] | undefined;
+  /** The chat's changeset catalogue (`chat/changesetsChanged`); undefined when cleared. */
+  changesets?: Json[] | undefined;
 }
 export interface ChatSummaryRef {
   resource: string;
@@ -98,6 +106,13 @@ export function reduceSession(s: SessionState, a: Json): SessionState {
     case "session/chatRemoved":
       next.chats = s.chats.filter((c) => c.resource !== a.chat);
       break;
+    case "session/chatsReordered": {
+      // An authoritative full order: applied only when it names every chat exactly once.
+      const order = a.chats as string[];
+      const by = new Map(s.chats.map((c) => [c.resource, c]));
+      if (new Set(order).size === order.length && order.length === by.size && order.every((u) => by.has(u))) next.chats = order.map((u) => by.get(u)!);
+      break;
+    }
     case "session/inputNeededSet": {
       const r = a.request as Json;
       next.inputNeeded = [...(s.inputNeeded ?? []).filter((x) => x.id !== r.id), r];
@@ -167,6 +182,17 @@ export function reduceSession(s: SessionState, a: Json): SessionState {
           if (a.channel === undefined) delete u.channel;
           else u.channel = a.channel;
           return u;
+        });
+      break;
+    case "session/mcpServerBackgroundRequested":
+      // Clears `blocking` on a starting MCP server (upstream session reducer).
+      if (next.customizations)
+        next.customizations = next.customizations.map((c) => {
+          const st = c.state as Json | undefined;
+          if (c.id !== a.id || st?.kind !== "starting" || st.blocking === undefined) return c;
+          const state: Json = { ...st };
+          delete state.blocking;
+          return { ...c, state };
         });
       break;
   }
@@ -356,10 +382,35 @@ export function reduceChat(c: Chat, a: Json): void {
       if (a.type === "chat/error") parts.push((a.part as Part | undefined) ?? { kind: "error", ...(a.error === undefined ? {} : { error: a.error as NonNullable<Part["error"]> }) });
       const state = a.type === "chat/turnComplete" ? "complete" : a.type === "chat/turnCancelled" ? "cancelled" : "error";
       // A new object: completed turns are immutable from here on.
-      c.turns = [...c.turns, { ...t, responseParts: parts, duration: a.duration as number, state }];
+      const error = a.type === "chat/error" && a.error !== undefined ? { error: a.error as NonNullable<Turn["error"]> } : {};
+      c.turns = [...c.turns, { ...t, responseParts: parts, duration: a.duration as number, state, ...error }];
       c.activeTurn = undefined;
       return;
     }
+    case "chat/turnResume": {
+      // Only the latest turn, ended in error with a resumable last error part, and no turn running.
+      const last = c.turns.at(-1);
+      const part = last?.responseParts.at(-1);
+      if (t || !last || last.id !== a.turnId || last.state !== "error" || part?.kind !== "error" || part.resumable !== true) return;
+      c.turns = c.turns.slice(0, -1);
+      const reopened: Turn = { id: last.id, message: last.message, responseParts: [...last.responseParts] };
+      if (last.startedAt !== undefined) reopened.startedAt = last.startedAt;
+      if (last.usage !== undefined) reopened.usage = last.usage;
+      c.activeTurn = reopened;
+      return;
+    }
+    case "chat/backgroundWorkSet": {
+      const w = a.work as Json;
+      const list = c.backgroundWork ?? [];
+      c.backgroundWork = list.some((x) => x.id === w.id) ? list.map((x) => (x.id === w.id ? w : x)) : [...list, w];
+      return;
+    }
+    case "chat/backgroundWorkRemoved":
+      if (c.backgroundWork?.some((x) => x.id === a.id)) c.backgroundWork = c.backgroundWork.filter((x) => x.id !== a.id);
+      return;
+    case "chat/changesetsChanged":
+      c.changesets = Array.isArray(a.changesets) ? (a.changesets as Json[]) : undefined;
+      return;
     case "chat/turnsLoaded": {
       const have = new Set(c.turns.map((x) => x.id));
       c.turns = [...(a.turns as Turn[]).filter((x) => !have.has(x.id)), ...c.turns];

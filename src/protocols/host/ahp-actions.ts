@@ -20,6 +20,7 @@ import { routeCommand } from "./ahp-requests.js";
 import { chatErrorAction, durationSince, findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import { mcpLifecycleRequest } from "./mcp-lifecycle.js";
+import { mcpBackgroundRequest } from "./mcp-background.js";
 import { annotationsClientAction, changesetClientAction } from "./resources.js";
 import { cancelAuthRequiredTool } from "./resource-actions.js";
 import { activeClientAction, clientToolAction } from "./client-tools.js";
@@ -103,6 +104,7 @@ function sessionAction(st: HostState, s: SessionModel, action: Json, origin: Ori
   }
   if (action.type === "session/mcpServerStartRequested" || action.type === "session/mcpServerStopRequested") return mcpLifecycleRequest(st, s, action, origin, reject);
   if (action.type === "session/customizationToggled") return clientToggle(st, s, action, origin, reject);
+  if (action.type === "session/mcpServerBackgroundRequested") return mcpBackgroundRequest(st, s, action, origin, reject);
   if (action.type !== "session/configChanged") return reject(`unsupported action ${clip(action.type)}`);
   // `configure`: only `model` ({provider, id}) and `thinkingLevel` are session-mutable here.
   const cfg = action.config;

@@ -161,7 +161,13 @@ export const ChatSummary = z.object({
   workingDirectories: z.array(uri).optional(),
 });
 export const PendingMessage = z.object({ id: z.string(), message: Message });
+/** AHP `BackgroundShellWork` / `BackgroundSubagentWork` (or a newer kind); chat-09.ts bounds them. */
+export const BackgroundWorkWire = z.object({ id: z.string(), kind: z.string(), label: z.string(), startedAt: z.string().optional(), command: z.string().optional(), terminal: uri.optional(), chat: uri.optional(), _meta: meta.optional() }).passthrough()
+  .refine((w) => (w.kind !== "shell" || typeof w.command === "string") && (w.kind !== "subagent" || typeof w.chat === "string"), "a shell carries command, a subagent carries chat");
+const ChangesetRef = z.object({ label: z.string(), uriTemplate: z.string(), changeKind: z.string() }).passthrough();
 export const ChatState = ChatSummary.extend({
+  backgroundWork: z.array(BackgroundWorkWire).optional(),
+  changesets: z.array(ChangesetRef).optional(),
   turns: z.array(Turn),
   turnsNextCursor: z.string().optional(),
   activeTurn: ActiveTurn.optional(),
@@ -292,6 +298,12 @@ export const StateAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("chat/draftChanged"), draft: Message.optional() }),
   z.object({ type: z.literal("chat/inputAnswerChanged"), requestId: z.string(), questionId: z.string(), answer: z.object({ state: z.enum(["draft", "submitted", "skipped"]) }).passthrough().optional() }),
   z.object({ type: z.literal("chat/queuedMessagesReordered"), order: z.array(z.string()) }),
+  // The 0.9 chat families (chat-09.ts).
+  z.object({ type: z.literal("chat/turnResume"), turnId: z.string() }).strict(),
+  z.object({ type: z.literal("session/chatsReordered"), chats: z.array(uri) }).strict(),
+  z.object({ type: z.literal("chat/backgroundWorkSet"), work: BackgroundWorkWire }).strict(),
+  z.object({ type: z.literal("chat/backgroundWorkRemoved"), id: z.string() }).strict(),
+  z.object({ type: z.literal("chat/changesetsChanged"), changesets: z.array(ChangesetRef).optional() }).strict(),
   z.object({ type: z.literal("chat/isReadChanged"), isRead: z.boolean() }),
   z.object({ type: z.literal("chat/isArchivedChanged"), isArchived: z.boolean() }),
   z.object({ type: z.literal("chat/turnStarted"), turnId, startedAt: iso, message: Message, queuedMessageId: z.string().optional(), _meta: meta.optional() }),
@@ -342,6 +354,7 @@ export const StateAction = z.discriminatedUnion("type", [
   // `enabled` in the 0.9/1.0 types, scoped `enablement` in 1.1 (each client gets one of them).
   z.object({ type: z.literal("session/customizationToggled"), id: z.string(), enabled: z.boolean().optional(), enablement: z.array(z.object({ kind: z.enum(["session", "workspace", "global"]), enabled: z.boolean(), uri: uri.optional() }).strict()).optional() }).strict(),
   z.object({ type: z.literal("session/mcpServerStateChanged"), id: z.string(), state: McpServerState, channel: z.string().optional() }),
+  z.object({ type: z.literal("session/mcpServerBackgroundRequested"), id: z.string() }).strict(),
   z.object({ type: z.literal("root/configChanged"), config: meta, replace: z.boolean().optional() }),
   z.object({ type: z.literal("session/changesetsChanged"), changesets: z.array(z.object({ label: z.string(), uriTemplate: z.string(), changeKind: z.string() }).passthrough()) }),
   z.object({ type: z.literal("changeset/statusChanged"), status: z.enum(["computing", "ready", "error"]), error: ChangesetErrorInfo.optional() }),

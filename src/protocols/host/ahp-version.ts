@@ -83,12 +83,15 @@ export const ACTION_INTRODUCED_IN: Readonly<Record<string, string>> = {
   "chat/toolCallContentChanged": "0.4.0",
   "chat/toolCallAuthRequired": "0.6.0",
   "chat/toolCallAuthResolved": "0.6.0",
-  // The 0.9 chat families (upstream registry): every version this host negotiates knows them; the host
-  // projects none of them yet (docs/host.md "Not done yet").
+  // The 0.9 chat families (upstream registry; chat-09.ts): every version this host negotiates knows them.
   "chat/turnResume": "0.9.0",
   "chat/backgroundWorkSet": "0.9.0",
   "chat/backgroundWorkRemoved": "0.9.0",
   "chat/changesetsChanged": "0.9.0",
+  "session/mcpServerBackgroundRequested": "0.9.0",
+  "session/chatsReordered": "0.9.0",
+  // The last of the 0.9 row: this host never emits it (no moveChat; docs/host.md "Not done yet").
+  "chat/movableChanged": "0.9.0",
   // Introduced after the 0.9 line: never sent to a 0.9.x client (this host emits neither yet).
   "chat/canvasesChanged": "0.10.0",
   "canvas/stateChanged": "0.10.0",

@@ -9,6 +9,7 @@ import { JsonRpcConnection } from "../../transport/jsonrpc.js";
 import { ErrorCodes, InitializeParams, ROOT, ReconnectParams } from "./ahp-schema.js";
 import { SUPPORTED_AHP_BASELINES, actionKnownTo, negotiateVersion } from "./ahp-version.js";
 import { shapeSnapshot } from "./customization-toggles.js";
+import { gateChatSnapshot } from "./chat-09.js";
 import { RpcError, createChat, createSession, disposeChat, disposeSession, fetchTurns, listSessions } from "./ahp-requests.js";
 import { dispatchClientAction } from "./ahp-actions.js";
 import { clip, textNestingViolation } from "./inbound.js";
@@ -279,7 +280,7 @@ export class AhpConnection implements Subscriber {
 
   /** A channel's snapshot in the shapes this connection's negotiated version defines. */
   private snapshotFor(uri: string): Json | undefined {
-    return shapeSnapshot(this.state, this.state.snapshot(uri), this.version);
+    return gateChatSnapshot(this.state, shapeSnapshot(this.state, this.state.snapshot(uri), this.version), this.version);
   }
 
   private sub(uri: string): void {

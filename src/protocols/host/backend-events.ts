@@ -220,7 +220,7 @@ export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatMode
     case "settled": {
       if (!t) return null; // already settled (e.g. cancelled by a client)
       const duration = Math.max(0, Math.round(performance.now() - t.startedMono));
-      if (ev.error) st.publish(chat.uri, chatErrorAction(t.id, duration, "backend_error", ev.error));
+      if (ev.error) st.publish(chat.uri, chatErrorAction(t.id, duration, "backend_error", ev.error, ev.resumable === true && (s.route?.version ?? 0) >= 6));
       else if (ev.cancelled) st.publish(chat.uri, { type: "chat/turnCancelled", turnId: t.id, duration });
       else st.publish(chat.uri, { type: "chat/turnComplete", turnId: t.id, duration });
       break;

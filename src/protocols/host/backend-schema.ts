@@ -243,7 +243,8 @@ export const BackendEvent = z.discriminatedUnion("type", [
     cacheReadTokens: z.number().int().min(0).optional(),
     model: z.string().max(256).optional(),
   }),
-  z.object({ type: z.literal("settled"), cancelled: z.boolean(), error: z.string().max(65536).optional() }),
+  // `resumable` (v6, this host's addition): the error part is marked resumable (chat/turnResume may reopen the turn).
+  z.object({ type: z.literal("settled"), cancelled: z.boolean(), error: z.string().max(65536).optional(), resumable: z.boolean().optional() }),
   z.object({ type: z.literal("title_changed"), title: shortText }),
   z.object({ type: z.literal("input_requested"), request: NeutralInputRequest }),
   z.object({ type: z.literal("input_updated"), request: NeutralInputRequest }),

@@ -191,7 +191,8 @@ export function dispatchOutcome(st: HostState, callerId: string, params: Json): 
 // ── Backend resource actions (v6) ─────────────────────────────────────────
 const ProtectedResource = z.object({ resource: z.string().min(1).max(4096) }).passthrough();
 const StateValue = z.discriminatedUnion("kind", [
-  z.object({ kind: z.literal("starting") }),
+  // AHP 0.9 `McpServerStartingState.blocking`: the start holds message processing (mcp-background.ts).
+  z.object({ kind: z.literal("starting"), blocking: z.boolean().optional() }),
   z.object({ kind: z.literal("ready") }),
   z.object({
     kind: z.literal("authRequired"),

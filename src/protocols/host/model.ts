@@ -74,6 +74,10 @@ export interface ChatModel {
   flags?: number;
   /** AHP `ChatState.draft` (client `chat/draftChanged`, chat-drafts.ts); persisted with the chat. */
   draft?: Json;
+  /** AHP `ChatState.backgroundWork` (backend `chat/backgroundWork*`, chat-09.ts); undefined until first set. Persisted. */
+  backgroundWork?: Json[];
+  /** AHP `ChatState.changesets` (backend `chat/changesetsChanged`, chat-09.ts); undefined when cleared. Persisted. */
+  changesets?: Json[];
   inputs: Map<string, Json>; // requestId -> ChatInputRequest
   inputTurns: Map<string, string>; // requestId -> bound turn
   partSeq: number;
@@ -219,7 +223,8 @@ export function durationSince(t: TurnModel): number {
  * (0.9, 1.0) read `error: {errorType, message}`, the newer 1.x types read the error response
  * part `part: {kind: "error", error}`; carrying both satisfies either reader.
  */
-export function chatErrorAction(turnId: string, duration: number, errorType: string, message: string): Json {
+export function chatErrorAction(turnId: string, duration: number, errorType: string, message: string, resumable = false): Json {
   const error = { errorType, message };
-  return { type: "chat/error", turnId, duration, error, part: { kind: "error", error: { ...error } } };
+  // A resumable part may reopen the turn (`chat/turnResume`, chat-09.ts).
+  return { type: "chat/error", turnId, duration, error, part: { kind: "error", error: { ...error }, ...(resumable ? { resumable: true } : {}) } };
 }

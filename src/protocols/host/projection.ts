@@ -90,6 +90,8 @@ export function chatState(c: ChatModel): Json {
   if (c.steeringMessage) out.steeringMessage = c.steeringMessage;
   if (c.queuedMessages.length > 0) out.queuedMessages = c.queuedMessages;
   if (c.draft) out.draft = c.draft;
+  if (c.backgroundWork) out.backgroundWork = c.backgroundWork;
+  if (c.changesets) out.changesets = c.changesets;
   return out;
 }
 

@@ -9,6 +9,7 @@ import type { HostState } from "./state.js";
 import { chatModified, isChatFlagAction, isStatusFlagAction, reduceChatFlag, reduceStatusFlag } from "./status-flags.js";
 import { isChatWorkingDirAction, isWorkingDirAction, reduceChatWorkingDir, reduceWorkingDir } from "./working-dirs.js";
 import { CHAT_DRAFT_ACTIONS, reduceChatDraft } from "./chat-drafts.js";
+import { CHAT_09_ACTIONS, reduceChat09, reduceChatsReordered } from "./chat-09.js";
 
 /** `startedAt` + `duration` ms as ISO-8601 (the start itself when either is unusable). */
 export function turnEndIso(startedAt: string, duration: unknown): string {
@@ -65,6 +66,7 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
     } else if (type === "session/activeClientRemoved") s.activeClients = s.activeClients.filter((x) => x.clientId !== a.clientId);
     else if (isStatusFlagAction(type)) reduceStatusFlag(st, s, a);
     else if (isWorkingDirAction(type)) reduceWorkingDir(st, s, a);
+    else if (type === "session/chatsReordered") reduceChatsReordered(st, s, a);
     else if (type === "session/defaultChatChanged") {
       if (a.defaultChat === s.primaryChat) delete s.extra.defaultChat;
       else s.extra.defaultChat = a.defaultChat;
@@ -327,5 +329,6 @@ function reduceChat(st: HostState, c: ChatModel, type: string, a: Json): void {
       if (CHAT_DRAFT_ACTIONS.has(type)) reduceChatDraft(st, c, type, a);
       else if (isChatFlagAction(type)) reduceChatFlag(st, c, a);
       else if (isChatWorkingDirAction(type)) reduceChatWorkingDir(st, c, a);
+      else if (CHAT_09_ACTIONS.has(type)) reduceChat09(st, c, type, a);
   }
 }

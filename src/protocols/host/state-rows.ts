@@ -59,6 +59,8 @@ export function chatExtra(c: ChatModel): Json {
   if (c.queuedMessages.length > 0) extra.queuedMessages = c.queuedMessages;
   if (c.draft) extra.draft = c.draft;
   if (c.flags) extra.flags = c.flags;
+  if (c.backgroundWork) extra.backgroundWork = c.backgroundWork;
+  if (c.changesets) extra.changesets = c.changesets;
   if (c.activeTurn) extra.activeTurn = turnCheckpoint(c.activeTurn);
   return extra;
 }
@@ -74,6 +76,8 @@ export function applyChatExtra(chat: ChatModel, extra: Json): boolean {
   if (Array.isArray(extra.queuedMessages)) chat.queuedMessages = extra.queuedMessages as PendingMessage[];
   if (extra.draft && typeof extra.draft === "object") chat.draft = extra.draft as Json;
   if (typeof extra.flags === "number" && (extra.flags & ~96) === 0 && extra.flags !== 0) chat.flags = extra.flags;
+  if (Array.isArray(extra.backgroundWork)) chat.backgroundWork = extra.backgroundWork as Json[];
+  if (Array.isArray(extra.changesets)) chat.changesets = extra.changesets as Json[];
   if (extra.activeTurn === undefined) return true;
   const active = restoreTurn(extra.activeTurn);
   if (!active || chat.turns.some((t) => t.id === active.id)) return false;
@@ -81,4 +85,17 @@ export function applyChatExtra(chat: ChatModel, extra: Json): boolean {
   chat.partSeq = maxPartSeq(active);
   chat.modifiedAt = active.startedAt;
   return true;
+}
+
+/** A session's stored chat order (`extra.chatOrder`, AHP `session/chatsReordered`): named chats first, the rest after in their order. */
+export function applyChatOrder(s: SessionModel): void {
+  const order = s.extra.chatOrder;
+  if (!Array.isArray(order)) return;
+  const next = new Map<string, ChatModel>();
+  for (const uri of order) {
+    const c = typeof uri === "string" ? s.chats.get(uri) : undefined;
+    if (c) next.set(uri as string, c);
+  }
+  for (const [uri, c] of s.chats) if (!next.has(uri)) next.set(uri, c);
+  s.chats = next;
 }

@@ -18,7 +18,7 @@ import { mcpHub } from "./mcp-channels.js";
 import { resourceSnapshot, sessionResourcesRemoved } from "./resources.js";
 import { clientToolsSessionRemoved } from "./client-tools.js";
 import { TurnCheckpoints } from "./turn-checkpoint.js";
-import { applyChatExtra, chatExtra, sessionFromRow, sessionRow } from "./state-rows.js";
+import { applyChatExtra, applyChatOrder, chatExtra, sessionFromRow, sessionRow } from "./state-rows.js";
 import { markDiscontinuous } from "./managed-invocations.js";
 import { becomesUnread, markUnread } from "./status-flags.js";
 import {
@@ -135,6 +135,7 @@ export class HostState {
       if (!applyChatExtra(chat, JSON.parse(c.extra) as Json)) this.log(`chat ${c.uri}: an unreadable or already completed active-turn checkpoint was dropped`);
     }
     // Managed turns restored above are output-discontinuous ("restored disconnected host").
+    for (const s of this.sessions.values()) applyChatOrder(s); // a backend's session/chatsReordered (chat-09.ts)
     for (const s of this.sessions.values()) if (s.extra.managed !== undefined) markDiscontinuous(this, s);
     for (const a of this.store.loadAliases()) if (this.sessions.has(a.sessionUri)) this.aliasIndex.set(a.alias, a.sessionUri);
     for (const c of this.store.loadCreations()) this.creations.set(c.sessionUri, { provider: c.provider, tokenHash: c.tokenHash });
