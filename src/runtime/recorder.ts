@@ -10,6 +10,9 @@
  *   right after a delta), and before every tool call record. `text()` itself never writes: persistence stays off
  *   the delta → output path. A kill -9 loses at most the unwritten slice. Replay concatenates a turn's segments (in order) until the terminal record
  *   supplies the authoritative text.
+ * - A message's final segment (shorter than `flushBytes`) is held when the message ends and written with the turn's
+ *   next record: the terminal record (one batch: one append lock, one write, one fsync), the next message's records
+ *   or a tool result. Its `flushMs` bound still holds (the timer armed for its first character writes it alone).
  * - `checkpoint()` (turn-start compaction) and `checkpointMidTurn()` (compaction between steps: checkpoint, then
  *   this turn's user record and accepted text again) resolve once written and fsynced.
  * - `terminal()` writes the terminal record with the accepted text and fsyncs everything.
@@ -46,6 +49,8 @@ export class TurnRecorder {
   private early = false;
   private last: Promise<unknown> = Promise.resolve();
   private prompt = "";
+  /** The ended message's final segment, not yet appended (see the module contract). */
+  private held: NewRecord | null = null;
 
   constructor(
     private readonly writer: SessionWriter,
@@ -66,11 +71,13 @@ export class TurnRecorder {
 
   /** A steering message injected between steps: one more user record of this turn (written and fsynced). */
   async steering(text: string): Promise<void> {
+    this.writeHeld();
     await this.writer.append({ kind: "user", turn_id: this.turnId, text }, { sync: true });
   }
 
   /** Starts one provider response; returns its message ID. */
   startMessage(): string {
+    this.writeHeld();
     this.messageId = `m${++this.messages}`;
     this.segment = 0;
     this.pending.take();
@@ -105,8 +112,15 @@ export class TurnRecorder {
   /** Timer / immediate callback (flushText clears both handles; clearing a fired one is a no-op). */
   private readonly flushSoon = (): void => this.flushText(true);
 
-  /** Writes the unwritten text as a segment (partial unless `last`). */
+  /** Writes the unwritten text as a segment (partial unless `last`); a held final segment first. */
   flushText(partial: boolean): void {
+    this.stopTimers();
+    this.writeHeld();
+    const rec = this.takeSegment(partial);
+    if (rec !== null) this.track(this.writer.append(rec));
+  }
+
+  private stopTimers(): void {
     if (this.timer !== null) {
       clearTimeout(this.timer);
       this.timer = null;
@@ -116,11 +130,24 @@ export class TurnRecorder {
       this.immediate = null;
     }
     this.early = false;
-    if (this.messageId === null) return;
-    if (this.pending.length === 0 && partial) return;
-    if (this.pending.length === 0 && this.segment === 0) return; // an empty message has no text record
+  }
+
+  /** The unwritten text as the next segment record (partial unless `last`), or null when there is none to write. */
+  private takeSegment(partial: boolean): NewRecord | null {
+    if (this.messageId === null) return null;
+    if (this.pending.length === 0 && partial) return null;
+    if (this.pending.length === 0 && this.segment === 0) return null; // an empty message has no text record
     const text = this.pending.take();
-    this.track(this.writer.append({ kind: "assistant", turn_id: this.turnId, message_id: `${this.messageId}.${this.segment++}`, text, partial }));
+    return { kind: "assistant", turn_id: this.turnId, message_id: `${this.messageId}.${this.segment++}`, text, partial };
+  }
+
+  /** Appends the held final segment, if any (its timer, armed while no message is open, is stopped). */
+  private writeHeld(): void {
+    const rec = this.held;
+    if (rec === null) return;
+    this.held = null;
+    if (this.messageId === null) this.stopTimers();
+    this.track(this.writer.append(rec));
   }
 
   toolCall(callId: string, name: string, args: Record<string, unknown>): void {
@@ -129,17 +156,39 @@ export class TurnRecorder {
     this.track(this.writer.append({ kind: "tool_call", turn_id: this.turnId, message_id: this.messageId, call_id: callId, name, arguments: args }));
   }
 
-  /** Ends the current message: its remaining text becomes the final (`partial:false`) segment. */
+  /**
+   * Ends the current message: its remaining text becomes the final (`partial:false`) segment, held for the turn's next
+   * record (see the module contract) unless it reached `flushBytes`.
+   */
   endMessage(): void {
+    if (this.messageId !== null && this.pending.length < this.timing.flushBytes) {
+      this.writeHeld();
+      const rec = this.takeSegment(false);
+      this.messageId = null;
+      if (this.immediate !== null) {
+        clearImmediate(this.immediate);
+        this.immediate = null;
+      }
+      if (rec === null) return this.stopTimers();
+      this.held = rec;
+      // The timer armed for its first character keeps its deadline; an empty final segment gets a full `flushMs`.
+      if (this.timer === null) {
+        this.timer = setTimeout(this.flushSoon, this.timing.flushMs);
+        this.timer.unref();
+      }
+      return;
+    }
     this.flushText(false);
     this.messageId = null;
   }
 
   toolResult(callId: string, name: string, content: string, isError: boolean): void {
+    this.writeHeld();
     this.track(this.writer.append({ kind: "tool_result", turn_id: this.turnId, call_id: callId, name, content, is_error: isError }));
   }
 
   async checkpoint(summary: string, cutoffSeq: number): Promise<void> {
+    this.writeHeld();
     await this.settled();
     await this.writer.append({ kind: "checkpoint", summary, cutoff_seq: cutoffSeq }, { sync: true });
   }
@@ -152,6 +201,8 @@ export class TurnRecorder {
    */
   async checkpointMidTurn(summary: string, acceptedText: string): Promise<void> {
     if (this.messageId !== null) this.endMessage();
+    this.stopTimers();
+    this.writeHeld();
     await this.settled();
     if (this.failure !== null) throw this.failure;
     const turn_id = this.turnId;
@@ -162,10 +213,23 @@ export class TurnRecorder {
     await Promise.all(writes);
   }
 
-  /** Writes the terminal record and fsyncs. Rejects when it could not be written. */
+  /**
+   * Writes the terminal record (with a held final segment before it, in one batch) and fsyncs. Rejects when the
+   * terminal record could not be written.
+   */
   async terminal(status: TerminalStatus, assistantText: string): Promise<void> {
     if (this.messageId !== null) this.endMessage();
-    await this.writer.append({ kind: "terminal", turn_id: this.turnId, status, assistant_text: assistantText }, { sync: true });
+    this.stopTimers();
+    const term: NewRecord = { kind: "terminal", turn_id: this.turnId, status, assistant_text: assistantText };
+    const held = this.held;
+    this.held = null;
+    if (held === null) {
+      await this.writer.append(term, { sync: true });
+      return;
+    }
+    const [segment, terminal] = this.writer.appendMany([held, term], { sync: true }) as [Promise<StoredRecord>, Promise<StoredRecord>];
+    this.track(segment);
+    await terminal;
   }
 
   /** Waits for every tracked write (never rejects). */

@@ -5,17 +5,22 @@
  * Contract (what a user may rely on):
  * - The answer is what a fresh PATH scan would give: the first absolute PATH directory holding a regular,
  *   executable file of that name (relative and empty entries are skipped).
- * - Installing or removing a CLI in a PATH directory shows at the next lookup (the next turn's tools): the cache is
- *   keyed by the PATH value and by each directory's modification time, which an added, removed or renamed entry
- *   changes. Answers are not reused when a directory had changed less than 2 s before they were cached (a second
- *   change in the same timestamp tick would leave the mtime as it was): such a directory is re-scanned until then.
+ * - Answers are reused without any check for `REUSE_MS` (2 s) after the last check while PATH is the same value, so
+ *   turns in quick succession cost no file system call here. A changed PATH value is checked at once.
+ * - Installing or removing a CLI in a PATH directory shows at the first lookup at least `REUSE_MS` after the last
+ *   check (the next turn's tools, at most 2 s later than a fresh scan would): the cache is keyed by the PATH value and
+ *   by each directory's modification time, which an added, removed or renamed entry changes. Answers are not reused
+ *   when a directory had changed less than 2 s before they were cached (a second change in the same timestamp tick
+ *   would leave the mtime as it was): such a directory is re-scanned until then.
  * - Not seen without a re-scan: a file made executable (or not) in place with chmod, or rewritten in place.
- * - Cost per lookup with nothing changed: one stat per PATH directory for all names together.
+ * - Cost per check with nothing changed: one stat per PATH directory for all names together.
  */
 import { statSync, type Stats } from "node:fs";
 import { delimiter, isAbsolute, join } from "node:path";
 
 const RACY_MS = 2000;
+/** How long answers are reused without a check while PATH is unchanged (see the module contract). */
+export const REUSE_MS = 2000;
 
 export interface ExecutableResolverOptions {
   /** `fs.statSync` (a seam for tests that count file system calls). */
@@ -48,10 +53,14 @@ export class ExecutableResolver {
     });
   }
 
-  /** Drops cached answers unless PATH and every directory on it are unchanged (and none is racy). */
+  /**
+   * Drops cached answers unless PATH and every directory on it are unchanged (and none is racy); within `REUSE_MS`
+   * of the last check of the same PATH value, checks nothing.
+   */
   private validate(path: string | undefined): void {
-    const dirs = (path ?? "").split(delimiter).filter((d) => d !== "" && isAbsolute(d));
     const now = this.now();
+    if (this.dirs !== null && this.pathValue === path && now - this.checkedAt < REUSE_MS && now >= this.checkedAt) return;
+    const dirs = (path ?? "").split(delimiter).filter((d) => d !== "" && isAbsolute(d));
     const current = dirs.map((dir) => {
       let mtimeMs: number | null;
       try {

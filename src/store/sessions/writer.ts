@@ -6,7 +6,9 @@
  *   Appends are queued per session and written in batches (one write under the append lock per batch).
  *   The promise resolves once the record's batch is written (not necessarily fsynced); `{ sync: true }`
  *   fsyncs that batch before resolving. `flush()` resolves when everything queued so far is written and fsynced:
- *   call it (or use `sync`) at turn boundaries.
+ *   call it (or use `sync`) at turn boundaries. `appendMany` appends several records as `append` would, one after
+ *   another, and they are written in one batch (one append lock, one write, one fsync with `sync`) unless a batch is
+ *   already in flight, in which case they join the next one together.
  * - If the file did not end with LF when the writer was opened (torn tail after a crash), the first batch
  *   starts with LF, so the torn fragment stays an isolated malformed line and never merges with a new record.
  * - After a write error or a lost lease the writer is failed: every later append/flush rejects
@@ -54,6 +56,8 @@ export class SessionWriter {
   private draining: Promise<void> | null = null;
   private failed: SessionError | null = null;
   private closed = false;
+  /** Set while `appendMany` queues its records (the drain starts once all are queued). */
+  private corked = false;
   /** Bytes were written since the last successful fsync. */
   private unsynced = false;
   /** See `takeWritten` (null: not tracking, or no longer trustworthy). */
@@ -115,6 +119,22 @@ export class SessionWriter {
     });
   }
 
+  /**
+   * Appends `recs` in order, each as `append(rec, opts)` would (one promise per record; an invalid one rejects alone),
+   * written together in one batch. See the module contract.
+   */
+  appendMany(recs: readonly NewRecord[], opts: { sync?: boolean } = {}): Array<Promise<StoredRecord>> {
+    this.corked = true;
+    let out: Array<Promise<StoredRecord>>;
+    try {
+      out = recs.map((rec) => this.append(rec, opts));
+    } finally {
+      this.corked = false;
+    }
+    if (this.queue.length > 0) this.kick();
+    return out;
+  }
+
   /** Resolves when every record appended before this call is written and fsynced. */
   async flush(): Promise<void> {
     const err = this.check();
@@ -142,7 +162,7 @@ export class SessionWriter {
   }
 
   private kick(): void {
-    if (this.draining) return;
+    if (this.draining || this.corked) return;
     this.draining = this.drain().finally(() => {
       this.draining = null;
       if (this.queue.length > 0) this.kick();
