@@ -9,7 +9,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { isDeepStrictEqual } from "node:util";
-import { AhpClient, FakeBackend, tempHome, until, type Json } from "./helpers.js";
+import { AhpClient, FakeBackend, tempHome, until, type Json, withHost } from "./helpers.js";
 import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
 import { reduceChat, reduceSession, type Chat, type SessionState } from "../../src/client/ahp/reducer.js";
 import { MAX_BACKGROUND_WORK, MAX_BACKGROUND_WORK_BYTES, MAX_CHAT_CHANGESETS, gateChatSnapshot } from "../../src/protocols/host/chat-09.js";
@@ -59,8 +59,7 @@ test("background work and a chat's changeset catalogue: validated, bounded, publ
   const home = tempHome();
   let reg: Json = {};
   let before: Json = {};
-  const h1 = await startHost({ home, log: () => {} });
-  try {
+  await withHost(async (h1) => {
     const s = await FakeBackend.session(h1, { protocolVersion: 6, sourceId: "bg" });
     reg = s.reg;
     const be = s.be;
@@ -152,12 +151,9 @@ test("background work and a chat's changeset catalogue: validated, bounded, publ
     c.close();
     old.close();
     be.close();
-  } finally {
-    await h1.close();
-  }
+  }, { home });
 
-  const h2 = await startHost({ home, log: () => {} });
-  try {
+  await withHost(async (h2) => {
     const { c } = await AhpClient.init(h2, [], "after");
     const m = new Mirror(c, reg.chat);
     const f = await m.load();
@@ -169,9 +165,7 @@ test("background work and a chat's changeset catalogue: validated, bounded, publ
     assert.deepEqual((await m.check("after restart")).backgroundWork.map((w: Json) => w.id), ["subagent:1", "w:1"]);
     c.close();
     be.close();
-  } finally {
-    await h2.close();
-  }
+  }, { home });
 });
 
 test("chat/turnResume: a resumable failed turn reopens, the backend continues it, across a restart", async () => {
@@ -266,8 +260,7 @@ test("chat/turnResume: a resumable failed turn reopens, the backend continues it
     await h1.close();
   }
 
-  const h2 = await startHost({ home, log: () => {} });
-  try {
+  await withHost(async (h2) => {
     const { c } = await AhpClient.init(h2, [], "after");
     const m = new Mirror(c, reg.chat);
     const f = await m.load();
@@ -279,13 +272,10 @@ test("chat/turnResume: a resumable failed turn reopens, the backend continues it
     assert.equal((await m.check("resumed after a restart")).activeTurn.id, "T3");
     c.close();
     be.close();
-  } finally {
-    await h2.close();
-  }
+  }, { home });
 
   // Below protocol 6 `settled.resumable` is not read, and a client resume is refused.
-  const h3 = await startHost({ home: tempHome(), log: () => {} });
-  try {
+  await withHost(async (h3) => {
     const { be, reg: r5 } = await FakeBackend.session(h3, { protocolVersion: 5, sourceId: "v5" });
     const { c } = await AhpClient.init(h3, [r5.chat], "v5");
     be.send({ type: "event", session: r5.session, event: { type: "user_message", text: "go", turnId: "T1" } });
@@ -303,9 +293,7 @@ test("chat/turnResume: a resumable failed turn reopens, the backend continues it
     assert.deepEqual(c.invalid, []);
     c.close();
     be.close();
-  } finally {
-    await h3.close();
-  }
+  });
 });
 
 
@@ -362,13 +350,10 @@ test("session/chatsReordered: a full permutation from the backend reorders the c
   } finally {
     await h1.close();
   }
-  const h2 = await startHost({ home, log: () => {} });
-  try {
+  await withHost(async (h2) => {
     const { c } = await AhpClient.init(h2, [reg.session], "after");
     const fresh = (await c.request("subscribe", { channel: reg.session })).result.snapshot.state as Json;
     assert.deepEqual((fresh.chats as Json[]).map((x) => x.resource), order, "the order survives a restart");
     c.close();
-  } finally {
-    await h2.close();
-  }
+  }, { home });
 });

@@ -7,8 +7,8 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { AhpClient, FakeBackend, tempHome, type Json } from "./helpers.js";
-import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
+import { AhpClient, FakeBackend, tempHome, type Json, withHost } from "./helpers.js";
+import type { HostHandle } from "../../src/protocols/host/host.js";
 import { MAX_ANSWER_BYTES, MAX_DRAFT_BYTES } from "../../src/protocols/host/chat-drafts.js";
 import { reduceChat, type Chat } from "../../src/client/ahp/reducer.js";
 
@@ -116,8 +116,7 @@ async function accept(be: FakeBackend, type: string, accepted = true): Promise<J
 test("drafts, in-progress answers and queued order are shared between clients and survive a restart", async () => {
   const home = tempHome();
   let reg: Json = {};
-  const h1 = await startHost({ home, log: () => {} });
-  try {
+  await withHost(async (h1) => {
     const s = await FakeBackend.session(h1, { protocolVersion: 6, sourceId: "drafts", inputCapabilities: { freeform: true } });
     reg = s.reg;
     const be = s.be;
@@ -221,12 +220,9 @@ test("drafts, in-progress answers and queued order are shared between clients an
     c.close();
     other.close();
     be.close();
-  } finally {
-    await h1.close();
-  }
+  }, { home });
 
-  const h2 = await startHost({ home, log: () => {} });
-  try {
+  await withHost(async (h2) => {
     const { c } = await AhpClient.init(h2, [], "after");
     const m = new ChatMirror(c, reg.chat, reg.session);
     await m.load();
@@ -240,15 +236,12 @@ test("drafts, in-progress answers and queued order are shared between clients an
     await c.action((e) => e.action.type === "chat/draftChanged" && e.rejectionReason === undefined);
     await m.check(h2, "after restart");
     c.close();
-  } finally {
-    await h2.close();
-  }
+  }, { home });
 });
 
 test("in-progress answers go to a backend that advertised inputCapabilities.drafts; reorders need protocol 6", () =>
   (async () => {
-    const h = await startHost({ home: tempHome(), log: () => {} });
-    try {
+    await withHost(async (h) => {
       const { be, reg } = await FakeBackend.session(h, { protocolVersion: 6, sourceId: "drafting", inputCapabilities: { freeform: true, drafts: true } });
       const { c } = await AhpClient.init(h, [reg.chat, reg.session], "d");
       const m = new ChatMirror(c, reg.chat, reg.session);
@@ -279,7 +272,5 @@ test("in-progress answers go to a backend that advertised inputCapabilities.draf
       c5.close();
       be.close();
       old.be.close();
-    } finally {
-      await h.close();
-    }
+    });
   })());

@@ -7,8 +7,8 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { AhpClient, FakeBackend, tempHome, until, type Json } from "./helpers.js";
-import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
+import { AhpClient, FakeBackend, tempHome, until, type Json, withHost } from "./helpers.js";
+import type { HostHandle } from "../../src/protocols/host/host.js";
 import { SUPPORTED_AHP_BASELINES } from "../../src/protocols/host/ahp-version.js";
 import { flagsKnownTo } from "../../src/protocols/host/status-flags.js";
 import { reduceSession, type SessionState } from "../../src/client/ahp/reducer.js";
@@ -73,8 +73,7 @@ test("status flags: every negotiated AHP version defines them", () => {
 test("status flags: backend and client changes, unread on new work, announcements, restart", async () => {
   const home = tempHome();
   let uri = "";
-  const h1 = await startHost({ home, log: () => {} });
-  try {
+  await withHost(async (h1) => {
     const { be, reg } = await FakeBackend.session(h1, { protocolVersion: 6, sourceId: "flags", inputCapabilities: { freeform: true } });
     assert.equal(reg.type, "registered", JSON.stringify(reg));
     uri = reg.session;
@@ -147,13 +146,10 @@ test("status flags: backend and client changes, unread on new work, announcement
     old.close();
     c.close();
     be.close();
-  } finally {
-    await h1.close();
-  }
+  }, { home });
 
   // The flags are durable: a restarted host reports them before any backend returns.
-  const h2 = await startHost({ home, log: () => {} });
-  try {
+  await withHost(async (h2) => {
     const { c } = await AhpClient.init(h2, ["ahp-root://"], "after");
     const m = new FlagMirror(c, uri);
     await m.load();
@@ -163,9 +159,7 @@ test("status flags: backend and client changes, unread on new work, announcement
     await until(() => m.c.notes.some((n) => n.method === "root/sessionSummaryChanged" && n.params.changes.status === ((m.session & 31) | IS_READ)), 3000, "unarchived");
     await m.check(h2, "unarchived after restart");
     c.close();
-  } finally {
-    await h2.close();
-  }
+  }, { home });
 });
 
 test("chat status flags (AHP 0.9): set from either side, kept by the catalogue, cleared by new work, persisted", async () => {
@@ -198,8 +192,7 @@ test("chat status flags (AHP 0.9): set from either side, kept by the catalogue, 
     assert.equal(catalogue, chat.status, `${step}: catalogue and chat agree`);
     assert.deepEqual(c.invalid, [], `${step}: every message validates`);
   };
-  const h1 = await startHost({ home, log: () => {} });
-  try {
+  await withHost(async (h1) => {
     const s = await FakeBackend.session(h1, { protocolVersion: 6, sourceId: "chat-flags" });
     reg = s.reg;
     const ev = (event: Json) => s.be.send({ type: "event", session: reg.session, event });
@@ -230,16 +223,11 @@ test("chat status flags (AHP 0.9): set from either side, kept by the catalogue, 
     await check(c, "read again");
     c.close();
     s.be.close();
-  } finally {
-    await h1.close();
-  }
-  const h2 = await startHost({ home, log: () => {} });
-  try {
+  }, { home });
+  await withHost(async (h2) => {
     const { c } = await AhpClient.init(h2, [], "after");
     const chat = (await c.request("subscribe", { channel: reg.chat })).result.snapshot.state as Json;
     assert.equal(chat.status, 1 | IS_READ | IS_ARCHIVED, "chat flags persisted");
     c.close();
-  } finally {
-    await h2.close();
-  }
+  }, { home });
 });

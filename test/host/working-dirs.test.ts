@@ -7,7 +7,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { AhpClient, FakeBackend, tempHome, type Json } from "./helpers.js";
+import { AhpClient, FakeBackend, tempHome, type Json, withHost } from "./helpers.js";
 import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
 import { MAX_WORKING_DIRECTORIES } from "../../src/protocols/host/working-dirs.js";
 import { reduceChat, reduceSession, type Chat, type SessionState } from "../../src/client/ahp/reducer.js";
@@ -64,7 +64,7 @@ class DirMirror {
 }
 
 test("working directories are refused, with the capability named, when the backend did not advertise it", () =>
-  withFresh(async (h) => {
+  withHost(async (h) => {
     const { be, reg } = await FakeBackend.session(h, { protocolVersion: 6, sourceId: "plain" });
     const { c } = await AhpClient.init(h, [reg.session, reg.chat], "wd-plain");
     be.send({ type: "event", session: reg.session, event: ra(reg.session, { type: "session/workingDirectorySet", directory: "file:///a" }) });
@@ -85,20 +85,10 @@ test("working directories are refused, with the capability named, when the backe
     old.be.close();
   }));
 
-async function withFresh(fn: (h: HostHandle) => Promise<void>): Promise<void> {
-  const h = await startHost({ home: tempHome(), log: () => {} });
-  try {
-    await fn(h);
-  } finally {
-    await h.close();
-  }
-}
-
 test("working directories: backend and client changes, immutable primary, the bound, restart", async () => {
   const home = tempHome();
   let uri = "";
-  const h1 = await startHost({ home, log: () => {} });
-  try {
+  await withHost(async (h1) => {
     const { be, reg } = await FakeBackend.session(h1, { protocolVersion: 6, sourceId: "dirs", multipleWorkingDirectories: { immutablePrimary: true } });
     assert.equal(reg.type, "registered", JSON.stringify(reg));
     uri = reg.session;
@@ -175,12 +165,9 @@ test("working directories: backend and client changes, immutable primary, the bo
     assert.equal((await m.check(h1, "below the bound")).length, MAX_WORKING_DIRECTORIES - 1);
     c.close();
     be.close();
-  } finally {
-    await h1.close();
-  }
+  }, { home });
 
-  const h2 = await startHost({ home, log: () => {} });
-  try {
+  await withHost(async (h2) => {
     const { c } = await AhpClient.init(h2, ["ahp-root://"], "wd-after");
     const m = new DirMirror(c, uri);
     await m.load();
@@ -190,13 +177,11 @@ test("working directories: backend and client changes, immutable primary, the bo
     assert.equal((await c.action((e) => e.origin?.clientSeq === seq)).rejectionReason, "backend not connected");
     await m.check(h2, "restored");
     c.close();
-  } finally {
-    await h2.close();
-  }
+  }, { home });
 });
 
 test("a v6 provider advertises multipleWorkingDirectories in its AgentInfo capabilities", () =>
-  withFresh(async (h) => {
+  withHost(async (h) => {
     const hello = (version: number, id: string) => ({ type: "provider_hello", protocolVersion: version, instanceId: `pm-${id}`, providers: [{ id, displayName: id, multipleWorkingDirectories: { immutablePrimary: true } }] });
     const old = await FakeBackend.connect(h.backendSocket);
     old.send(hello(5, "old"));
@@ -215,7 +200,7 @@ test("a v6 provider advertises multipleWorkingDirectories in its AgentInfo capab
   }));
 
 test("session/workingDirectoryReplaced (AHP 0.8): a primary slot is replaced, never removed", () =>
-  withFresh(async (h) => {
+  withHost(async (h) => {
     const both = await FakeBackend.session(h, { protocolVersion: 6, sourceId: "both", multipleWorkingDirectories: { immutablePrimary: true, primaryReplacement: true } });
     assert.equal(both.reg.type, "error");
     assert.match(both.reg.message, /immutablePrimary and primaryReplacement cannot both be true/);
@@ -327,13 +312,10 @@ test("a chat's working-directory subset (AHP 0.7): set and removed from either s
   } finally {
     await h1.close();
   }
-  const h2 = await startHost({ home, log: () => {} });
-  try {
+  await withHost(async (h2) => {
     const { c } = await AhpClient.init(h2, [], "after");
     const chat = (await c.request("subscribe", { channel: reg.chat })).result.snapshot.state as Json;
     assert.deepEqual(chat.workingDirectories, ["file:///a2"], "the subset is persisted with the chat");
     c.close();
-  } finally {
-    await h2.close();
-  }
+  }, { home });
 });
