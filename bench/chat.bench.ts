@@ -5,8 +5,9 @@
  *   provider request). Median of SAMPLES runs.
  * - chat.first_token_mcp2_ms.median: the same with two MCP servers (the tools tests' fixture) configured, on a
  *   second run: the warm-up run filled the MCP tool-list cache (`$MC_HOME/state/mcp-tools`, keyed by server and
- *   cwd), as any run after a user's first in that directory finds it. The very first run waits for the servers'
- *   tool lists (it has nothing to offer the model until they answer) and is not measured.
+ *   cwd), as any run after a user's first in that directory finds it; the servers then start only once the
+ *   provider answered (docs/runtime.md, "Tools per session"). The very first run waits for the servers' tool lists
+ *   (it has nothing to offer the model until they answer) and is not measured.
  * - chat.first_token_daemon_ms.median: the same while a `berth daemon` is up (chat uses its SCV socket).
  * All four (floor included) are sampled round by round, each run waiting for the previous one to exit.
  * The floor is a minimal Node client spawned the same way: one streaming POST to the fake provider, printing the

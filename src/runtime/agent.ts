@@ -70,6 +70,8 @@ export interface AgentOptions {
    * starting (default `MCP_STARTUP_WAIT_MS`); see the module contract.
    */
   mcpStartupWaitMs?: number;
+  /** See tool-registries.ts `MCP_DEFERRED_START_MS` (the default). */
+  mcpDeferredStartMs?: number;
   /** Start + initialize + tools/list budget per MCP server (default 30 s). */
   mcpConnectTimeoutMs?: number;
   /** Sessions' MCP server sets kept running while no turn uses them (default 16, least recently used close first). */
@@ -220,6 +222,7 @@ export class Agent {
       clock: o.clock ?? Date.now,
       ...(o.mcpConnectTimeoutMs !== undefined ? { mcpConnectTimeoutMs: o.mcpConnectTimeoutMs } : {}),
       ...(o.maxIdleMcpRegistries !== undefined ? { maxIdleMcpRegistries: o.maxIdleMcpRegistries } : {}),
+      ...(o.mcpDeferredStartMs !== undefined ? { mcpDeferredStartMs: o.mcpDeferredStartMs } : {}),
     });
   }
 
@@ -450,7 +453,8 @@ export class Agent {
     const { runLoop } = await loadTurnLoop();
     const outcome = await runLoop({
       turnId: req.turnId,
-      provider: r.provider,
+      // Servers whose start was deferred (cached tool lists, tool-registries.ts) start once the provider answered.
+      provider: registry?.mcpStarting === true ? afterFirstEvent(r.provider, () => registry.startMcp()) : r.provider,
       model: r.selection.model_id,
       system,
       messages,
@@ -493,4 +497,29 @@ export class Agent {
   close(): Promise<void> {
     return this.registries.close();
   }
+}
+
+/** `p` calling `then` once the first event of a stream has been handled by its consumer (or the stream ended). */
+function afterFirstEvent(p: Provider, then: () => void): Provider {
+  async function* wrap<T>(it: AsyncIterable<T>, counts: (x: T) => boolean): AsyncGenerator<T, void, undefined> {
+    let first = true;
+    try {
+      for await (const x of it) {
+        yield x;
+        if (first && counts(x)) {
+          first = false;
+          then();
+        }
+      }
+    } finally {
+      if (first) then();
+    }
+  }
+  const batches = p.streamBatches?.bind(p);
+  return {
+    id: p.id,
+    api: p.api,
+    stream: (req) => wrap(p.stream(req), () => true),
+    ...(batches !== undefined ? { streamBatches: (req: ProviderRequest) => wrap(batches(req), (b) => b.events.length > 0) } : {}),
+  };
 }

@@ -9,6 +9,9 @@
  *   (tools/registry.ts `openToolRegistry`); `startedAt` is when they were launched (the startup deadline counts
  *   from there, see agent.ts). A server's tool list is cached under `<home>/state/mcp-tools/` (tools/mcp-cache.ts):
  *   on its next start (same definition and cwd) its tools are offered at once and the turn does not wait for it.
+ *   When every server of a registry has a cached list, none is started before its first turn's provider answered
+ *   (`ToolRegistry.startMcp`, called by agent.ts), a call to one of its tools, or `MCP_DEFERRED_START_MS` after open:
+ *   on a small machine, servers starting beside the first request delay its first token.
  * - A change of the settings' tool part (the `globalKey` of a configuration) retires every registry built from
  *   older settings: their servers stop once no turn holds them (a session rebuilds its registry at its next
  *   turn). At most `MAX_IDLE_MCP_REGISTRIES` registries with MCP servers stay open while no turn holds them
@@ -39,6 +42,9 @@ export interface ToolConfig {
   /** Identity of the settings' tool part (their MCP servers, key variables, tool settings, hosts). */
   globalKey: string;
 }
+
+/** How long servers that all have cached tool lists wait at most for a turn's provider to answer first. */
+export const MCP_DEFERRED_START_MS = 250;
 
 /** Registries with MCP servers kept open while idle, beyond which the least recently used close. */
 export const MAX_IDLE_MCP_REGISTRIES = 16;
@@ -90,6 +96,8 @@ export interface SessionRegistriesOptions {
   clock: () => number;
   /** MCP connect budget per server (default: tools/mcp.ts). */
   mcpConnectTimeoutMs?: number;
+  /** See `MCP_DEFERRED_START_MS` (the default). */
+  mcpDeferredStartMs?: number;
   /** Registries with MCP servers kept open while idle (default `MAX_IDLE_MCP_REGISTRIES`). */
   maxIdleMcpRegistries?: number;
 }
@@ -156,6 +164,7 @@ export class SessionRegistries {
         webFetch: { autoApproveHosts: c.autoApproveHosts },
         chatAttachHome: this.o.home,
         mcpCache: this.cache,
+        deferCachedStartMs: this.o.mcpDeferredStartMs ?? MCP_DEFERRED_START_MS,
         ...(this.o.mcpConnectTimeoutMs !== undefined ? { mcp: { connectTimeoutMs: this.o.mcpConnectTimeoutMs } } : {}),
       },
       { clock: this.o.clock },

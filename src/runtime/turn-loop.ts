@@ -62,8 +62,9 @@ export interface LoopOptions {
   /** Where the tools touch files and run commands (unset: this machine); subagents share it. */
   workspace?: Workspace;
   /**
-   * Tools that became available during the turn (MCP servers that finished starting): polled at each step
-   * boundary after the first request; tools not yet offered are added from the next request on.
+   * The session's tools now (MCP servers that finished starting, or failed): polled at each step boundary after
+   * the first request; from the next request on, MCP tools (`transport: "mcp"`) follow this list (added, replaced
+   * by name, or removed); other tools stay.
    */
   moreTools?: () => readonly Tool[];
 }
@@ -92,12 +93,19 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
 
   for (let step = 0; ; step++) {
     if (step > 0 && o.moreTools !== undefined) {
-      const added = o.moreTools().filter((t) => !byName.has(t.spec.name));
-      for (const t of added) {
-        byName.set(t.spec.name, t);
-        specs.push(t.spec);
+      // MCP tools follow their servers: new ones join, a live tool replaces its cached stand-in, a tool a stale
+      // cached list offered (or of a server that failed) leaves.
+      const live = new Map(o.moreTools().map((t) => [t.spec.name, t]));
+      const kept = o.tools.flatMap((t) => (t.transport !== "mcp" ? [t] : live.has(t.spec.name) ? [live.get(t.spec.name) as Tool] : []));
+      const next = [...kept, ...[...live.values()].filter((t) => !byName.has(t.spec.name))];
+      if (next.length !== o.tools.length || next.some((t, i) => t !== o.tools[i])) {
+        o = { ...o, tools: next };
+        byName.clear();
+        for (const t of next) byName.set(t.spec.name, t);
+        specs.length = 0;
+        specs.push(...next.map((t) => t.spec));
+        if (o.subagents && !byName.has(TASK_TOOL_NAME)) specs.push(TASK_SPEC);
       }
-      if (added.length > 0) o = { ...o, tools: [...o.tools, ...added] };
     }
     if (o.signal.aborted) return end("cancelled");
     if (o.recorder?.failure) return end("failed", "persistence");

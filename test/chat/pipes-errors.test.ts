@@ -6,8 +6,8 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { closeSync, mkdtempSync, openSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -41,6 +41,35 @@ describe("berth chat pipes", () => {
     assert.equal(await p.exited, 0);
     const body = fake.requests.slice(before).map((r) => r.body).join("");
     assert.match(body, /summarize\\n\\nline one of the log/);
+  });
+
+  it("stdin from a file or /dev/null (read at once) works like a pipe: appended, -p -, empty", async () => {
+    const run = (args: string[], stdinPath: string): Promise<{ code: number | null; stdout: string; stderr: string }> =>
+      new Promise((resolve) => {
+        const fd = openSync(stdinPath, "r");
+        const c = spawn(process.execPath, [BERTH_BIN, "chat", ...args], { env: chatEnv(h, FAKE), cwd: mkdtempSync(join(tmpdir(), "berth-cwd-")), stdio: [fd, "pipe", "pipe"] });
+        closeSync(fd);
+        let stdout = "";
+        let stderr = "";
+        c.stdout!.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+        c.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+        c.on("close", (code) => resolve({ code, stdout, stderr }));
+      });
+    const file = join(mkdtempSync(join(tmpdir(), "berth-stdin-")), "log.txt");
+    writeFileSync(file, "line from a file\n");
+    const before = fake.requests.length;
+    const appended = await run(["-p", "summarize"], file);
+    assert.equal(appended.code, 0, appended.stderr);
+    assert.match(fake.requests.slice(before).map((r) => r.body).join(""), /summarize\\n\\nline from a file/);
+    const whole = await run(["-p", "-"], file);
+    assert.equal(whole.code, 0, whole.stderr);
+    assert.match(whole.stdout, /^echo: line from a file/);
+    const empty = await run(["-p", "-"], "/dev/null");
+    assert.equal(empty.code, 2);
+    assert.match(empty.stderr, /the prompt is empty \(stdin had no text\)/);
+    const plain = await run(["-p", "hello"], "/dev/null");
+    assert.equal(plain.code, 0, plain.stderr);
+    assert.match(plain.stdout, /^echo: hello/);
   });
 
   it("piped lines without -p run one prompt each; an empty pipe explains itself and exits 2", async () => {

@@ -139,6 +139,9 @@ async function writeItems(res: ServerResponse, items: WireItem[], chunkDelayMs: 
     } else if ("delayMs" in it) {
       await flush();
       await new Promise((r) => setTimeout(r, it.delayMs));
+    } else if ("hold" in it) {
+      await flush();
+      await Promise.race([it.hold, closed]);
     } else if ("disconnect" in it) {
       await flush();
       await lastWrite;

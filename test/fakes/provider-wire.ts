@@ -30,6 +30,8 @@ export type FakeStep =
   /** The format's in-stream error event (Anthropic `error`, Responses `response.failed`, Chat `{"error":…}`). */
   | { streamError: string }
   | { delayMs: number }
+  /** Flush, then write nothing more until this settles (in-process scripts only). */
+  | { hold: Promise<unknown> }
   /** Flush, then destroy the socket mid-body. */
   | { disconnect: true }
   /** Stop writing until the client disconnects. */
@@ -75,6 +77,7 @@ export interface FakeTurn {
 export type WireItem =
   | string
   | { delayMs: number }
+  | { hold: Promise<unknown> }
   | { disconnect: true }
   | { waitForAbort: true };
 
@@ -114,6 +117,7 @@ function control(step: FakeStep): WireItem | undefined {
   if ("sse" in step) return sse(step.sse, step.event);
   if ("malformed" in step) return "data: {this is not json\n\n";
   if ("delayMs" in step) return { delayMs: step.delayMs };
+  if ("hold" in step) return { hold: step.hold };
   if ("disconnect" in step) return { disconnect: true };
   if ("waitForAbort" in step) return { waitForAbort: true };
   return undefined;

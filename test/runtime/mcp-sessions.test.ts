@@ -7,7 +7,10 @@
  * - within the deadline, the first request waits for the server and carries its tools;
  * - a server that fails to start is reported (`watchMcp`, `mcpServers()`), and the turn goes on without it;
  * - a server whose tool list is cached from its last start is not waited for: its tools are offered at once and a
- *   call to one waits for the server.
+ *   call to one waits for the server;
+ * - servers that all have cached lists are not even started before the turn's provider answered (they would compete
+ *   with the first request for CPU); a call to one of their tools starts them and runs; a stale cached list is
+ *   corrected for the next step (and in the cache).
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -50,7 +53,7 @@ interface Rig {
   turn(rt: SessionRuntime, prompt: string): Promise<SessionEvent>;
 }
 
-async function withRig(fn: (r: Rig) => Promise<void>, agentOpts: { mcpStartupWaitMs?: number; maxIdleMcpRegistries?: number } = {}, approval: "never" | "always" = "never"): Promise<void> {
+async function withRig(fn: (r: Rig) => Promise<void>, agentOpts: { mcpStartupWaitMs?: number; maxIdleMcpRegistries?: number; mcpDeferredStartMs?: number } = {}, approval: "never" | "always" = "never"): Promise<void> {
   const fake = await startFakeProvider();
   const home = mkdtempSync(join(tmpdir(), "mcp-home-"));
   const cwd = mkdtempSync(join(tmpdir(), "mcp-cwd-"));
@@ -254,6 +257,69 @@ void test("a server with a cached tool list is not waited for: its tools are off
       assert.equal((await r.next((e) => e.type === "turn_completed" || e.type === "turn_failed", from)).type, "turn_completed");
     },
     { mcpStartupWaitMs: 600_000 },
+  );
+});
+
+void test("servers with cached lists start once the provider answered; a call to their tool works; a stale list is corrected", async () => {
+  await withRig(
+    async (r) => {
+      const tag = `defer-${process.pid}`;
+      const def = { s: server(tag) };
+      // First start (nothing cached): at once; its list is cached once it is ready.
+      const a = await r.hub.create({ mcpServers: def });
+      await mcpState(a, (xs) => xs[0]?.state === "ready");
+      await r.hub.closeSession(a.id);
+      await until(() => servers(tag).length === 0);
+      const cacheDir = join(r.home, "state", "mcp-tools");
+      const [cacheFile] = readdirSync(cacheDir).filter((f) => f.endsWith(".json"));
+      assert.ok(cacheFile !== undefined);
+      const file = join(cacheDir, cacheFile);
+
+      // Second start: the provider holds its answer; the request carries the cached tools, no server is spawned.
+      let release!: () => void;
+      const hold = new Promise<void>((res) => (release = res));
+      r.fake.script([{ steps: [{ hold }, { toolCall: { id: "e1", name: "mcp__s__echo", arguments: { text: "hi" } } }] }, { steps: [{ text: "done" }] }]);
+      const b = await r.hub.create({ mcpServers: def });
+      const from = r.events.length;
+      const n = r.fake.requests.length;
+      assert.ok((await b.startTurn("echo hi")).ok);
+      await r.fake.waitForRequests(n + 1);
+      assert.ok(toolNames(r.fake.requests[n]!.body).includes("mcp__s__echo"), "the cached tools are offered");
+      // Another session's uncached server loads the MCP client and starts: a server started at open would run by now.
+      const other = `defer-other-${process.pid}`;
+      const c = await r.hub.create({ mcpServers: { o: server(other) } });
+      await mcpState(c, (xs) => xs[0]?.state === "ready");
+      assert.equal(servers(tag).length, 0, "not spawned before the provider answered");
+      assert.equal(b.mcpServers()[0]?.state, "starting");
+      release();
+      const done = await r.next((e) => e.type === "tool_completed", from);
+      assert.ok(done.type === "tool_completed" && done.success, JSON.stringify(done));
+      assert.equal(done.output, "echo: hi");
+      assert.equal((await r.next((e) => (e.type === "turn_completed" || e.type === "turn_failed") && e.sessionId === b.id, from)).type, "turn_completed");
+      assert.equal(servers(tag).length, 1);
+      await r.hub.closeSession(b.id);
+      await until(() => servers(tag).length === 0);
+
+      // A stale cached list (a tool the server no longer offers): the call ends unavailable, the next step and the
+      // cache carry the live list.
+      const cached = JSON.parse(readFileSync(file, "utf8")) as { tools: unknown[] };
+      writeFileSync(file, JSON.stringify({ tools: [...cached.tools, { name: "vanished", description: "Gone.", inputSchema: { type: "object" } }] }));
+      r.fake.script([{ steps: [{ toolCall: { id: "v1", name: "mcp__s__vanished", arguments: {} } }] }, { steps: [{ text: "done" }] }]);
+      const d = await r.hub.create({ mcpServers: def });
+      const from2 = r.events.length;
+      const m = r.fake.requests.length;
+      assert.ok((await d.startTurn("call it")).ok);
+      const gone = await r.next((e) => e.type === "tool_completed", from2);
+      assert.ok(gone.type === "tool_completed" && !gone.success);
+      // Whether the server got ready before the call ran (unknown tool) or while it waited (no longer offers it).
+      assert.match(gone.output, /^unknown tool: mcp__s__vanished$|MCP server s no longer offers this tool/);
+      assert.equal((await r.next((e) => (e.type === "turn_completed" || e.type === "turn_failed") && e.sessionId === d.id, from2)).type, "turn_completed");
+      assert.ok(toolNames(r.fake.requests[m]!.body).includes("mcp__s__vanished"), "the first request offered the cached list");
+      const next = toolNames(r.fake.requests[m + 1]!.body);
+      assert.ok(next.includes("mcp__s__echo") && !next.includes("mcp__s__vanished"), "the next step offers the live list");
+      assert.ok(!readFileSync(file, "utf8").includes("vanished"), "the cache holds the live list");
+    },
+    { mcpStartupWaitMs: 600_000, mcpDeferredStartMs: 600_000 },
   );
 });
 

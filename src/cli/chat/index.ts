@@ -4,7 +4,7 @@
  * Piped input: `-p -` reads the prompt from stdin; `cmd | berth chat -p PROMPT` appends stdin to the prompt; piped
  * stdin without `-p` runs each line as a prompt (a non-terminal session).
  */
-import { existsSync } from "node:fs";
+import { existsSync, fstatSync, readFileSync } from "node:fs";
 import { resolveHome } from "../../store/home.js";
 import { prepareStateRoot } from "../../store/state-root.js";
 import { promptTooLarge } from "./common.js";
@@ -55,6 +55,14 @@ function parse(argv: string[]): Args | string {
 }
 
 async function readStdin(): Promise<string> {
+  // A file or /dev/null (a script's or a service's stdin) is read at once: a stream would cost ~3 ms of set-up
+  // before the first token. A pipe or socket is streamed, so the in-process server loads while its writer works.
+  try {
+    const st = fstatSync(0);
+    if (st.isFile() || st.isCharacterDevice()) return readFileSync(0, "utf8");
+  } catch {
+    // not readable at once (EAGAIN on a non-blocking descriptor): streamed below
+  }
   const chunks: Buffer[] = [];
   for await (const c of process.stdin) chunks.push(c as Buffer);
   return Buffer.concat(chunks).toString("utf8");

@@ -67,8 +67,13 @@ let serverModules: ReturnType<typeof loadInProcessServer> | null = null;
 async function openInProcess(env: NodeJS.ProcessEnv): Promise<Link> {
   const [{ serveScvConnection }, { buildScvDeps }] = await loadInProcessServer();
   // Stdout is the chat's answer (or its JSON events): a stray console writer in the server goes to stderr.
-  const toStderr = new console.Console(process.stderr, process.stderr);
-  for (const m of ["log", "info", "debug", "dir"] as const) (console as unknown as Record<string, unknown>)[m] = toStderr[m].bind(toStderr);
+  // Made at the first stray write: a Console (and process.stderr) cost ~1 ms before the first token otherwise.
+  let toStderr: Console | null = null;
+  for (const m of ["log", "info", "debug", "dir"] as const)
+    (console as unknown as Record<string, unknown>)[m] = (...args: unknown[]): void => {
+      toStderr ??= new console.Console(process.stderr, process.stderr);
+      (toStderr[m] as (...a: unknown[]) => void)(...args);
+    };
   let tail = "";
   const log = (l: string): void => void (tail = `${tail}${l}\n`.slice(-4096));
   const scv = await buildScvDeps({ home: resolveHome(env), env, transport: "stdio", log });

@@ -8,8 +8,8 @@
  * Exit codes: 0 completed; 1 failed or setup/protocol error; 130 cancelled (Ctrl-C; 143 SIGTERM, 129 SIGHUP); 2 usage.
  * Transport: a running daemon's socket, else the SCV server in this process (link.ts; docs/chat.md, Transport).
  * MCP servers of the session that failed to start are reported on stderr, one line each (name and the runtime's
- * one-line cause, never the server's own output): as soon as known during the turn, else after it, waiting at most
- * `MCP_REPORT_AFTER_TURN_MS` for servers still starting.
+ * one-line cause, never the server's own output): as soon as known during the turn (followed from its first event
+ * after `turn.started`), else after it, waiting at most `MCP_REPORT_AFTER_TURN_MS` for servers still starting.
  */
 import { describeError, failureLine } from "./common.js";
 import { openLink, type Link } from "./link.js";
@@ -144,7 +144,9 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     const client = link.client;
     const started = await client.openSession({ cwd, auto_approve: yolo, ...(resume !== undefined ? { resume } : {}), ...(mcp !== null ? { mcp_servers: mcp } : {}) });
     const sessionId = started["session_id"] as string;
-    const mcpFailures = mcpReport(client, sessionId, mcpCount, err);
+    // Followed from the turn's first event on (asking before it would delay the turn's start).
+    let report: { finish(): Promise<void> } | null = null;
+    const mcpFailures = (): { finish(): Promise<void> } => (report ??= mcpReport(client, sessionId, mcpCount, err));
     const out = (s: string): void => void (outClosed || process.stdout.write(s));
     const json = (v: Record<string, unknown>): void => out(JSON.stringify(v) + "\n");
     const args = new Map<string, unknown>();
@@ -152,6 +154,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     let current = "";
     const turn = client.startTurn(sessionId, o.prompt, (ev) => {
       const seq = ev["seq"];
+      if (ev.type !== "turn.started") mcpFailures();
       switch (ev.type) {
         case "turn.started":
           if (o.json) json({ event: "turn.started", turn_id: ev["turn_id"], session_id: sessionId, sequence: seq });
@@ -215,7 +218,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     else if (text.length > 0) out(text.endsWith("\n") ? text : text + "\n");
     // After the answer: a server that failed while a fast turn ran is still reported (not after Ctrl-C).
     if (outClosed) return 0;
-    if (status !== "cancelled") await mcpFailures.finish();
+    if (status !== "cancelled") await mcpFailures().finish();
     process.stderr.write(`session ${sessionId}\n`);
     if (status === "completed") return 0;
     err(`the turn ${failureLine(end, pre.baseUrl)}`);

@@ -165,9 +165,10 @@ export async function preflight(env: EnvLike, cwd: string): Promise<Preflight> {
   }
   // The model is checked against the provider's models in settings, else its cached catalog (no network).
   // Only a fresh catalog is trusted to refuse a model (a stale one may predate it).
-  const view = await new CatalogCache({ home }).read(entry.id, providerFingerprint(entry, env)).catch(() => null);
-  const cached = view?.state === "fresh_cache" ? view.models.filter((m) => !m.disabled).map((m) => m.model_id) : [];
+  // The catalog is read only when the settings list no models (it is not consulted otherwise).
   const statics = entry.builtin ? [] : entry.def.models.filter((m) => m.disabled !== true).map((m) => m.id);
+  const view = statics.length > 0 ? null : await new CatalogCache({ home }).read(entry.id, providerFingerprint(entry, env)).catch(() => null);
+  const cached = view?.state === "fresh_cache" ? view.models.filter((m) => !m.disabled).map((m) => m.model_id) : [];
   const models = statics.length > 0 ? statics : cached;
   if (sel.model_id !== null && models.length > 0 && !models.includes(sel.model_id)) {
     const from = layers.env.model !== undefined ? `MC_MODEL=${sel.model_id}` : `model "${sel.model_id}"`;

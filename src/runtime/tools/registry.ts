@@ -10,6 +10,10 @@
  *   budget, ends the wait) and runs on the live tool of that name, or ends `unavailable` when the server failed or
  *   no longer lists it. Once the server is ready its live list replaces the cached one (and is cached). Such a
  *   server does not hold `waitForMcp`. A server without a cached list offers nothing until it is ready.
+ * - With `deferCachedStartMs` and a cached list for EVERY configured server, nothing is loaded or spawned at open
+ *   (the servers show `starting`): they start on `startMcp()` (the agent calls it once a turn's provider answered,
+ *   so they do not compete with the first request for CPU), on a call to one of their tools, or
+ *   `deferCachedStartMs` after open, whichever comes first. Without a cached list for each, they start at once.
  * - `createToolRegistry` is the same, resolved once every server is ready or failed.
  */
 import type { McpServerDef } from "../../store/settings/schema.js";
@@ -45,6 +49,8 @@ export interface ToolRegistryOptions {
   chatAttachHome?: string;
   /** Tool lists of earlier starts: a starting server's cached tools are offered at once (see the module contract). */
   mcpCache?: McpToolCache;
+  /** Start servers that all have cached lists only on `startMcp`, a tool call, or this long after open (ms). */
+  deferCachedStartMs?: number;
 }
 
 export interface ToolRegistry {
@@ -66,6 +72,8 @@ export interface ToolRegistry {
   waitForMcp(deadline: number, signal?: AbortSignal): Promise<void>;
   /** Calls `listener` after every MCP server state change; returns the unsubscribe function. */
   onMcpChange(listener: () => void): () => void;
+  /** Starts servers whose start was deferred (see the module contract); no-op otherwise. Idempotent. */
+  startMcp(): void;
   /** Stops every MCP server. Idempotent. */
   close(): Promise<void>;
 }
@@ -134,7 +142,10 @@ class Registry implements ToolRegistry {
   private readonly listeners = new Set<() => void>();
   /** Called at every state change (waits of `waitForMcp` and of cached tools' calls). */
   private readonly wakers = new Set<() => void>();
-  private readonly loaded: Promise<void> = Promise.resolve();
+  private loaded: Promise<void> = Promise.resolve();
+  /** Set while the start is deferred (see the module contract): starts the servers. */
+  private deferred: (() => void) | null = null;
+  private deferTimer: NodeJS.Timeout | undefined;
   private closing: Promise<void> | null = null;
   private version = 0;
   private cache: { version: number; all: Tool[]; byName: Map<string, Tool> } | null = null;
@@ -157,6 +168,21 @@ class Registry implements ToolRegistry {
       const listed = opts.mcpCache?.read(defs[name] as McpServerDef, opts.cwd);
       if (listed !== null && listed !== undefined) this.standIns.set(name, this.standInTools(name, listed));
     }
+    const start = (): void => {
+      this.deferred = null;
+      if (this.deferTimer !== undefined) clearTimeout(this.deferTimer);
+      if (this.closing === null) this.load(defs, opts);
+    };
+    if (opts.deferCachedStartMs !== undefined && this.standIns.size === this.names.length) {
+      this.deferred = start;
+      this.deferTimer = setTimeout(start, opts.deferCachedStartMs);
+      this.deferTimer.unref();
+      return;
+    }
+    start();
+  }
+
+  private load(defs: Record<string, McpServerDef>, opts: ToolRegistryOptions): void {
     // The MCP SDK costs ~80 ms to load: only sessions with configured servers pay for it, in the background.
     this.loaded = import("./mcp.js").then(
       ({ startMcpServers }) => {
@@ -191,6 +217,7 @@ class Registry implements ToolRegistry {
           return errors.length === 0 ? { ok: true, value: args as Record<string, unknown> } : { ok: false, message: errors.join("\n") };
         },
         run: async (args, ctx) => {
+          this.startMcp();
           await this.until(() => this.stateOf(server) !== "starting", ctx.signal);
           if (ctx.signal.aborted) return fail("cancelled", `${modelName}: cancelled before start`);
           const live = this.mcp?.listed(server)?.tools.find((x) => x.spec.name === modelName);
@@ -281,12 +308,18 @@ class Registry implements ToolRegistry {
     return this.until(() => !this.mcpServers.some((s) => s.state === "starting" && !this.standIns.has(s.name)), signal, deadline);
   }
 
+  startMcp(): void {
+    this.deferred?.();
+  }
+
   onMcpChange(listener: () => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
 
   close(): Promise<void> {
+    if (this.deferTimer !== undefined) clearTimeout(this.deferTimer);
+    this.deferred = null;
     this.closing ??= (async () => {
       await this.loaded;
       await this.mcp?.close();
