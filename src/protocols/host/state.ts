@@ -124,6 +124,7 @@ export class HostState {
       const s = this.sessions.get(c.sessionUri);
       if (!s) continue;
       const chat = this.ensureChat(s, c.uri, c.title);
+      chat.title = c.title; // the primary chat was made with the session's title: its own row says what clients saw
       const legacy = c.legacyTurns && c.legacyTurns !== "[]" ? (JSON.parse(c.legacyTurns) as Json[]) : [];
       chat.turns = [...legacy, ...c.turns.map((t) => JSON.parse(t) as Json)];
       chat.durableTurns = c.turns.length;

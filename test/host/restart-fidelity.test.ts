@@ -1,0 +1,59 @@
+/**
+ * What a restarted host reports must equal what it reported before it stopped (found by
+ * families.fuzz.test.ts): chats' own `modifiedAt` (a created chat's creation time, a chat's last
+ * turn end), independent of later changes to the session. Fake v6 backend over the real socket,
+ * AHP clients over the real WebSocket, every message validated by ahp-schema.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { AhpClient, FakeBackend, tempHome, until, type Json } from "./helpers.js";
+import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
+
+async function chatSummaries(h: HostHandle, session: string): Promise<Json[]> {
+  const { c } = await AhpClient.init(h, [], "probe");
+  const state = (await c.request("subscribe", { channel: session })).result.snapshot.state as Json;
+  assert.deepEqual(c.invalid, []);
+  c.close();
+  return state.chats as Json[];
+}
+
+test("a restart keeps each chat's own modifiedAt (not the session's)", async () => {
+  const home = tempHome();
+  let session = "";
+  let before: Json[] = [];
+  const h1 = await startHost({ home, log: () => {} });
+  try {
+    const { be, reg } = await FakeBackend.session(h1, { protocolVersion: 6, sourceId: "mod-at", chatCapabilities: { create: true, dispose: true } });
+    assert.equal(reg.type, "registered", JSON.stringify(reg));
+    session = reg.session as string;
+    const { c } = await AhpClient.init(h1, [session, reg.chat], "mod-at");
+    // A finished turn in the primary chat, and a created chat with no turns.
+    be.send({ type: "event", session, event: { type: "user_message", text: "hi" } });
+    be.send({ type: "event", session, event: { type: "agent_started", turnId: "T1" } });
+    be.send({ type: "event", session, event: { type: "settled", cancelled: false } });
+    await c.action((e) => e.action.type === "chat/turnComplete");
+    const side = `${reg.chat as string}-side`;
+    const pending = c.request("createChat", { channel: session, chat: side });
+    const cmd = await be.next((f) => f.type === "command" && f.command.type === "create_chat", "create_chat");
+    be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
+    assert.equal((await pending).error, undefined);
+    before = await chatSummaries(h1, session);
+    // Later changes to the session move its modifiedAt past both chats'.
+    const was = h1.state.sessions.get(session)!.modifiedAt;
+    await until(() => new Date().toISOString() > was, 3000, "the clock moves on");
+    be.send({ type: "event", session, event: { type: "title_changed", title: "Renamed" } });
+    await c.action((e) => e.action.type === "session/titleChanged");
+    assert.notEqual(h1.state.sessions.get(session)!.modifiedAt, was);
+    assert.deepEqual(await chatSummaries(h1, session), before, "a session change leaves its chats' modifiedAt alone");
+    c.close();
+    be.close();
+  } finally {
+    await h1.close();
+  }
+  const h2 = await startHost({ home, log: () => {} });
+  try {
+    assert.deepEqual(await chatSummaries(h2, session), before, "the restarted host reports each chat as it was");
+  } finally {
+    await h2.close();
+  }
+});
