@@ -78,7 +78,7 @@ const EVENTS: Json[] = [
   ev("resource_action", { channel: "ahp-chat:/x", action: { type: "chat/backgroundWorkSet", work: { id: "w", kind: "shell", label: "l", command: "c" } } }),
   ev("resource_action", { action: { type: "chat/changesetsChanged", changesets: [] } }),
   ev("resource_action", { action: { type: "chat/turnResume", turnId: "T1" } }),
-  ev("settled", { cancelled: false, error: { message: "e" }, resumable: true }),
+  ev("settled", { cancelled: false, error: "e", resumable: true }),
 ];
 
 test("backend socket mutation fuzz: no frame kills or wedges the host", { timeout: 300_000 }, async () => {
