@@ -57,3 +57,41 @@ test("a restart keeps each chat's own modifiedAt (not the session's)", async () 
     await h2.close();
   }
 });
+
+test("a restart keeps the Error status of a chat whose last turn failed", async () => {
+  const home = tempHome();
+  let session = "";
+  let chat = "";
+  const h1 = await startHost({ home, log: () => {} });
+  const statuses = async (h: HostHandle): Promise<{ session: unknown; chat: unknown; summary: unknown }> => {
+    const { c } = await AhpClient.init(h, [], "probe-status");
+    const s = (await c.request("subscribe", { channel: session })).result.snapshot.state as Json;
+    const ch = (await c.request("subscribe", { channel: chat })).result.snapshot.state as Json;
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    return { session: s.status, chat: ch.status, summary: (s.chats as Json[])[0]!.status };
+  };
+  let before: Json = {};
+  try {
+    const { be, reg } = await FakeBackend.session(h1, { protocolVersion: 6, sourceId: "last-error" });
+    session = reg.session as string;
+    chat = reg.chat as string;
+    const { c } = await AhpClient.init(h1, [chat], "last-error");
+    be.send({ type: "event", session, event: { type: "user_message", text: "hi" } });
+    be.send({ type: "event", session, event: { type: "agent_started", turnId: "T1" } });
+    be.send({ type: "event", session, event: { type: "settled", cancelled: false, error: "the model failed" } });
+    await c.action((e) => e.action.type === "chat/error");
+    before = await statuses(h1);
+    assert.deepEqual(before, { session: 2, chat: 2, summary: 2 }, "Error while the host runs");
+    c.close();
+    be.close();
+  } finally {
+    await h1.close();
+  }
+  const h2 = await startHost({ home, log: () => {} });
+  try {
+    assert.deepEqual(await statuses(h2), before, "the restarted host reports the failed chat as Error too");
+  } finally {
+    await h2.close();
+  }
+});

@@ -128,6 +128,7 @@ export class HostState {
       const legacy = c.legacyTurns && c.legacyTurns !== "[]" ? (JSON.parse(c.legacyTurns) as Json[]) : [];
       chat.turns = [...legacy, ...c.turns.map((t) => JSON.parse(t) as Json)];
       chat.durableTurns = c.turns.length;
+      chat.lastError = chat.turns.at(-1)?.state === "error"; // a chat whose last turn failed stays Error (ChatSummary.status)
       if (legacy.length > 0) {
         chat.rewriteTurns = true; // migrate a whole-transcript row to one row per turn
         this.persistChat(chat);
