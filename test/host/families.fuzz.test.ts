@@ -62,7 +62,7 @@ class Mirror {
     this.seen = this.c.actions().length;
     assert.deepEqual(this.c.invalid, [], `${this.label} ${step}: every message validates`);
     const s = this.session as unknown as Json;
-    for (const k of ["status", "chats", "workingDirectories", "customizations", "serverTools", "activity", "defaultChat", "inputNeeded"]) assert.deepEqual(s[k], fs[k], `${this.label} ${step}: session ${k} rebuilt from envelopes`);
+    for (const k of ["status", "chats", "activeClients", "workingDirectories", "customizations", "serverTools", "activity", "defaultChat", "inputNeeded"]) assert.deepEqual(s[k], fs[k], `${this.label} ${step}: session ${k} rebuilt from envelopes`);
     for (const [uri, chat] of this.chats) {
       const x = chat as unknown as Json;
       const f = fc.get(uri)!;
@@ -99,7 +99,7 @@ const user = (text: string): Json => ({ text, origin: { kind: "user" } });
 const plugin = (id: string, kids: string[] = []): Json => ({ type: "plugin", id, uri: `file:///plugins/${id}`, name: id, children: kids.map((k) => ({ type: "skill", id: k, uri: `file:///skills/${k}`, name: k })) });
 
 /** A random action of the families under test, for `side`, on one of the channels. */
-function gen(r: () => number, side: "backend" | "client", session: string, chats: string[], turns: string[]): { channel: string; action: Json } {
+function gen(r: () => number, side: "backend" | "client", session: string, chats: string[], turns: string[], clientId = ""): { channel: string; action: Json } {
   const chat = pick(r, chats);
   const dir = pick(r, DIRS);
   const cid = pick(r, ["p1", "p2", "d1", "k1", "k2", TOOLS_SERVER.id, "ghost"]);
@@ -132,6 +132,9 @@ function gen(r: () => number, side: "backend" | "client", session: string, chats
       [chat, { type: "chat/inputAnswerChanged", requestId: pick(r, ["q1", "q9"]), questionId: pick(r, ["a", "b"]), ...(r() < 0.8 ? { answer: { state: "draft", value: { kind: "text", value: "v" } } } : {}) }],
       [chat, { type: "chat/queuedMessagesReordered", order: [] }],
       [session, { type: "session/mcpServerBackgroundRequested", id: pick(r, [TOOLS_SERVER.id, "ghost"]) }],
+      // A client publishes its plugins in its active-client entry (its own, or, hostile, another client's).
+      [session, { type: "session/activeClientSet", activeClient: { clientId: r() < 0.9 ? clientId : "fam-new", tools: [], customizations: r() < 0.3 ? [] : [plugin(pick(r, ["p1", `${clientId}-p`]), r() < 0.5 ? [`${clientId}-k`] : ["k1"])] } }],
+      [session, { type: "session/activeClientRemoved", clientId: r() < 0.9 ? clientId : "fam-new" }],
     );
   }
   const [channel, action] = pick(r, choices);
@@ -195,6 +198,7 @@ test("families fuzz: hostile backend and client actions keep state consistent an
     const mirrors = [new Mirror(c, session, "1.0 client"), new Mirror(old, session, "0.9 client")];
     for (const m of mirrors) await m.load(chats);
     const clients = [c, old, other];
+    const ids = new Map([[c, "fam-new"], [old, "fam-old"], [other, "fam-other"]]);
 
     const turnIds = (): string[] => c.actions().filter((e) => e.action.type === "chat/turnStarted").map((e) => e.action.turnId as string);
     let be = first.be;
@@ -223,8 +227,8 @@ test("families fuzz: hostile backend and client actions keep state consistent an
         if (process.env.FUZZ_VERBOSE) process.stderr.write(`${step} backend ${channel === session ? "session" : channel} ${JSON.stringify(action).slice(0, 200)}\n`);
         be.send({ type: "event", session, event: { type: "resource_action", channel, action } });
       } else {
-        const { channel, action } = gen(r, "client", session, chats, turnIds());
         const from = pick(r, clients);
+        const { channel, action } = gen(r, "client", session, chats, turnIds(), ids.get(from));
         if (process.env.FUZZ_VERBOSE) process.stderr.write(`${step} client ${clients.indexOf(from)} ${channel === session ? "session" : channel} ${JSON.stringify(action).slice(0, 200)}\n`);
         from.dispatch(channel, action);
         assert.ok((await from.request("ping", {})).result !== undefined, `${where}: the client is answered`);
@@ -249,8 +253,10 @@ test("families fuzz: hostile backend and client actions keep state consistent an
     be.close();
     await until(() => h1.state.sessions.get(session)?.route === undefined, 5000, "route loss");
     for (const m of mirrors) await m.check("after route loss");
-    before = await snapshots(h1, session, chats);
+    // Active-client entries (and the plugins they publish) belong to connections: they leave with them.
     for (const x of clients) x.close();
+    await until(() => (h1.state.sessions.get(session)?.activeClients.length ?? 0) === 0, 5000, "active clients gone");
+    before = await snapshots(h1, session, chats);
   } finally {
     await h1.close();
   }
