@@ -266,8 +266,8 @@ test("families fuzz: hostile backend and client actions keep state consistent an
   try {
     const after = await snapshots(h2, session, chats);
     if (process.env.FUZZ_DUMP) (await import("node:fs")).writeFileSync(process.env.FUZZ_DUMP, JSON.stringify({ before, after }, null, 1));
-    // Known differences, not compared here: the session's input-needed entries live in memory only
-    // (so a pending request, and the InputNeeded activity it gives the session, is gone after a
+    // Known differences, not compared here: a question asked outside a running turn is not
+    // checkpointed (so it, and the InputNeeded activity it gives the session, is gone after a
     // restart; only the status flags are compared), and an empty customization list is omitted.
     for (const snap of [before, after]) {
       const s = snap[session] as Json;

@@ -95,3 +95,47 @@ test("a restart keeps the Error status of a chat whose last turn failed", async 
     await h2.close();
   }
 });
+
+test("a restart keeps the open question of a running turn listed in the session, until the turn ends", async () => {
+  const home = tempHome();
+  let session = "";
+  let before: Json = {};
+  const view = async (h: HostHandle): Promise<Json> => {
+    const { c } = await AhpClient.init(h, [], "probe-input");
+    const s = (await c.request("subscribe", { channel: session })).result.snapshot.state as Json;
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    return { status: s.status, inputNeeded: s.inputNeeded };
+  };
+  const h1 = await startHost({ home, log: () => {} });
+  try {
+    const { be, reg } = await FakeBackend.session(h1, { protocolVersion: 6, sourceId: "open-question", inputCapabilities: { freeform: true } });
+    session = reg.session as string;
+    const { c } = await AhpClient.init(h1, [session], "open-question");
+    be.send({ type: "event", session, event: { type: "user_message", text: "hi" } });
+    be.send({ type: "event", session, event: { type: "agent_started", turnId: "T1" } });
+    be.send({ type: "event", session, event: { type: "input_requested", turnId: "T1", request: { id: "q1", message: "Which?", questions: [{ id: "a", kind: "text", message: "A?" }] } } });
+    await c.action((e) => e.action.type === "session/inputNeededSet");
+    c.close();
+    be.close();
+    await until(() => h1.state.sessions.get(session)?.route === undefined, 5000, "route loss");
+    before = await view(h1);
+    assert.equal((before.inputNeeded as Json[]).length, 1, "listed while the host runs");
+  } finally {
+    await h1.close();
+  }
+  const h2 = await startHost({ home, log: () => {} });
+  try {
+    assert.deepEqual(await view(h2), before, "the restarted host lists the open question of the restored turn");
+    // The runtime comes back idle: the restored turn ends, and its question leaves the session with it.
+    const { c } = await AhpClient.init(h2, [session], "after");
+    const { be } = await FakeBackend.session(h2, { protocolVersion: 10, sourceId: "open-question", instanceId: "inst-2", inputCapabilities: { freeform: true }, runtimeIdle: true });
+    await c.action((e) => e.channel === session && e.action.type === "session/inputNeededRemoved", "the question retired with the turn", 10_000);
+    assert.equal(((await view(h2)).inputNeeded as Json[] | undefined)?.length ?? 0, 0);
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    be.close();
+  } finally {
+    await h2.close();
+  }
+});

@@ -135,6 +135,7 @@ export class HostState {
       }
       if (c.nextCursor) chat.nextCursor = c.nextCursor;
       if (!applyChatExtra(chat, JSON.parse(c.extra) as Json)) this.log(`chat ${c.uri}: an unreadable or already completed active-turn checkpoint was dropped`);
+      this.restoreTurnInputs(s, chat);
     }
     // Managed turns restored above are output-discontinuous ("restored disconnected host").
     for (const s of this.sessions.values()) applyChatOrder(s); // a backend's session/chatsReordered (chat-09.ts)
@@ -373,6 +374,23 @@ export class HostState {
     if (c) this.announceChatSummary(c);
     if (c && (t === "chat/turnComplete" || t === "chat/turnCancelled" || t === "chat/error")) this.retireTurnInputs(c);
     return env;
+  }
+
+  /**
+   * A restored active turn's unanswered questions are still pending: the chat and the session list them again
+   * (the session's status already says InputNeeded through the turn), and the turn's end retires them as usual.
+   */
+  private restoreTurnInputs(s: SessionModel, c: ChatModel): void {
+    const t = c.activeTurn;
+    if (!t) return;
+    for (const p of t.responseParts) {
+      const req = p.request as Json | undefined;
+      if (p.kind !== "inputRequest" || p.response !== undefined || typeof req?.id !== "string") continue;
+      c.inputs.set(req.id, req);
+      c.inputTurns.set(req.id, t.id);
+      const key = `input:${c.uri}:${req.id}`;
+      s.inputNeeded.set(key, { id: key, chat: c.uri, kind: "chatInput", request: structuredClone(req) });
+    }
   }
 
   /** A settled turn retired its input requests from the chat: drop their session input-needed entries too. */
