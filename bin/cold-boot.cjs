@@ -6,8 +6,18 @@
 // this Node version and architecture, or V8 rejecting the cache (other V8 flags, a corrupt file). It never writes a
 // file, except when scripts/code-cache.mjs trains it (BERTH_CODE_CACHE_TRAIN names the file to write at exit).
 // See docs/runtime.md, "First turn of a fresh process".
-const { readFileSync, writeFileSync } = require("node:fs");
+const { readFileSync, statSync, writeFileSync } = require("node:fs");
 const { join } = require("node:path");
+
+/** The largest script or cache read (both are a few MiB at most). */
+const MAX_FILE = 64 * 1024 * 1024;
+
+/** A regular file of at most MAX_FILE bytes: a FIFO or a device in its place would block or never end. */
+function readRegular(path, encoding) {
+  const st = statSync(path);
+  if (!st.isFile() || st.size > MAX_FILE) throw new Error("not a regular file of a sane size");
+  return readFileSync(path, encoding);
+}
 
 const COLD = new Set(["service", "stdio", "chat"]);
 
@@ -28,8 +38,8 @@ exports.load = function load(command, coldUrl) {
   let id;
   try {
     // The cache first (no cache: nothing else read); its first 16 bytes name the script build it was made for.
-    if (train === undefined) cachedData = readFileSync(join(coldDir, "cache", `${command}-${process.version}-${process.arch}.bin`));
-    source = readFileSync(file, "latin1"); // ASCII by construction: a one-byte string, no UTF-8 decoding
+    if (train === undefined) cachedData = readRegular(join(coldDir, "cache", `${command}-${process.version}-${process.arch}.bin`));
+    source = readRegular(file, "latin1"); // ASCII by construction: a one-byte string, no UTF-8 decoding
     id = /\/\/berth-build:([0-9a-f]{16})\s*$/.exec(source.slice(-64))?.[1];
     if (id === undefined || (cachedData !== undefined && cachedData.toString("latin1", 0, 16) !== id)) throw new Error("stale");
     cachedData = cachedData?.subarray(16);

@@ -66,6 +66,19 @@ const EVENTS: Json[] = [
   ev("source_turn", { sourceId: "src-1", active: false, historyOnly: true, turn: { id: "s1", userText: "q", responseText: "a" } }),
   ev("source_turn_resources", { sourceId: "src-1", active: false, historyOnly: true, resources: [{ session: "x", index: 0, mimeType: "text/plain", digest: `sha256:${"0".repeat(64)}`, text: "{}" }] }),
   ev("profile_image_changed", { image: { mimeType: "image/gif", data: "R0lGODlhAQABAAAAACw=", width: 1, height: 1 } }),
+  // v6 resource actions of the newest families (status flags, working directories, customizations, 0.9 chat families).
+  ev("resource_action", { action: { type: "session/isReadChanged", isRead: true } }),
+  ev("resource_action", { action: { type: "session/isArchivedChanged", isArchived: false } }),
+  ev("resource_action", { action: { type: "session/workingDirectorySet", directory: "file:///w2" } }),
+  ev("resource_action", { action: { type: "session/workingDirectoryReplaced", directory: "file:///w2", replacement: "file:///w3" } }),
+  ev("resource_action", { action: { type: "session/customizationUpdated", customization: { type: "plugin", id: "p1", uri: "file:///p1", name: "P", children: [{ type: "skill", id: "k1", uri: "file:///k1", name: "K" }] } } }),
+  ev("resource_action", { action: { type: "session/customizationToggled", id: "k1", enablement: [{ kind: "workspace", uri: "file:///w", enabled: false }] } }),
+  ev("resource_action", { action: { type: "session/customizationRemoved", id: "k1" } }),
+  ev("resource_action", { action: { type: "session/chatsReordered", chats: ["ahp-chat:/x"] } }),
+  ev("resource_action", { channel: "ahp-chat:/x", action: { type: "chat/backgroundWorkSet", work: { id: "w", kind: "shell", label: "l", command: "c" } } }),
+  ev("resource_action", { action: { type: "chat/changesetsChanged", changesets: [] } }),
+  ev("resource_action", { action: { type: "chat/turnResume", turnId: "T1" } }),
+  ev("settled", { cancelled: false, error: "e", resumable: true }),
 ];
 
 test("backend socket mutation fuzz: no frame kills or wedges the host", { timeout: 300_000 }, async () => {
@@ -155,6 +168,21 @@ const ACTIONS: Json[] = [
   { type: "chat/inputCompleted", requestId: "q", response: "accept" },
   { type: "chat/pendingMessageSet", kind: "steering", id: "p1", message: { text: "s", origin: { kind: "user" } } },
   { type: "chat/pendingMessageRemoved", kind: "queued", id: "p1" },
+  // The newest client-dispatchable families.
+  { type: "session/isReadChanged", isRead: true },
+  { type: "session/isArchivedChanged", isArchived: true },
+  { type: "session/workingDirectorySet", directory: "file:///w2" },
+  { type: "session/workingDirectoryRemoved", directory: "file:///w" },
+  { type: "session/customizationToggled", id: "p1", enabled: false },
+  { type: "session/mcpServerBackgroundRequested", id: "m" },
+  { type: "chat/isReadChanged", isRead: false },
+  { type: "chat/isArchivedChanged", isArchived: true },
+  { type: "chat/workingDirectorySet", directory: "file:///w" },
+  { type: "chat/draftChanged", draft: { text: "d", origin: { kind: "user" } } },
+  { type: "chat/inputAnswerChanged", requestId: "q", questionId: "a", answer: { state: "skipped" } },
+  { type: "chat/queuedMessagesReordered", order: ["p1"] },
+  { type: "chat/turnResume", turnId: "t1" },
+  { type: "chat/backgroundWorkSet", work: { id: "w", kind: "shell", label: "l", command: "c" } },
 ];
 
 test("AHP mutation fuzz: no message kills the host or breaks replay", { timeout: 300_000 }, async () => {
@@ -162,7 +190,10 @@ test("AHP mutation fuzz: no message kills the host or breaks replay", { timeout:
   const logs = await fuzzHost(async (h) => {
     const { be, reg } = await FakeBackend.session(h, { protocolVersion: 4, sourceId: "ahp-fuzz", inputCapabilities: { freeform: true }, toolCapabilities: { confirmations: true }, chatCapabilities: { create: true, dispose: true } });
     const prov = await FakeBackend.provider(h, 9, ["prov"]);
-    const channels = ["ahp-root://", reg.session, reg.chat];
+    // A v6 session for the families forwarded as apply_resource_action (working directories, toggles, reorders).
+    const v6 = await FakeBackend.session(h, { protocolVersion: 6, sourceId: "ahp-fuzz-6", multipleWorkingDirectories: {}, inputCapabilities: { freeform: true, drafts: true }, workingDirectories: ["file:///w"] });
+    assert.equal(v6.reg.type, "registered", JSON.stringify(v6.reg));
+    const channels = ["ahp-root://", reg.session, reg.chat, v6.reg.session, v6.reg.chat];
     const perConn = 50;
     for (let n = 0; n < COUNT; n += perConn) {
       const { c } = await AhpClient.init(h, channels, `fz${n}`);
@@ -178,8 +209,11 @@ test("AHP mutation fuzz: no message kills the host or breaks replay", { timeout:
       for (const m of msgs) c.ws.send(m);
       // Backends refuse whatever commands arrive so requests settle.
       for (const f of [...be.frames, ...prov.be.frames]) if (f.type === "command" || f.type === "provider_command") (f.type === "command" ? be : prov.be).send({ type: "command_result", commandId: f.commandId, accepted: false, error: "fuzz" });
+      // The v6 backend accepts what is forwarded to it about half the time, so accepted echoes are fuzzed too.
+      for (const f of v6.be.frames) if (f.type === "command") v6.be.send({ type: "command_result", commandId: f.commandId, accepted: r() < 0.5, error: "fuzz" });
       be.frames.length = 0;
       prov.be.frames.length = 0;
+      v6.be.frames.length = 0;
       const done = await c.request("ping", {}, 10_000).catch(() => null);
       if (!c.closed) assert.ok(done, `seed ${SEED}: connection ${n} stopped answering`);
       c.close();
@@ -191,6 +225,7 @@ test("AHP mutation fuzz: no message kills the host or breaks replay", { timeout:
     c2.close();
     be.close();
     prov.be.close();
+    v6.be.close();
   });
   const bugs = logs.filter((m) => /internal error|bug:/.test(m));
   assert.deepEqual(bugs, [], `seed ${SEED}: the host hit internal errors`);

@@ -15,7 +15,7 @@
  *    chat, each at most MAX_BACKGROUND_WORK_BYTES encoded; `chat/backgroundWorkRemoved {id}` needs
  *    a listed id. Host-emitted only (clients are refused);
  *  - `chat/changesetsChanged {changesets?}` replaces the chat's catalogue (absent clears it), at
- *    most MAX_CHAT_CHANGESETS entries. Host-emitted only;
+ *    most MAX_CHAT_CHANGESETS entries, each at most MAX_CHAT_CHANGESET_BYTES encoded. Host-emitted only;
  *  - background work and the catalogue persist with the chat (its metadata row, like drafts) and
  *    survive route loss and a host restart: the backend removes what ended;
  *  - `session/chatsReordered {chats}` (backend, on the session): an authoritative full order that
@@ -35,8 +35,9 @@ import { restoreTurn } from "./turn-checkpoint.js";
 /** The most background-work entries one chat lists, and the largest entry (encoded JSON bytes). */
 export const MAX_BACKGROUND_WORK = 64;
 export const MAX_BACKGROUND_WORK_BYTES = 16 * 1024;
-/** The most entries in a chat's changeset catalogue (as a session's). */
+/** The most entries in a chat's changeset catalogue (as a session's), and the largest entry (encoded JSON bytes). */
 export const MAX_CHAT_CHANGESETS = 64;
+export const MAX_CHAT_CHANGESET_BYTES = 16 * 1024;
 const MIN_VERSION = 6;
 
 const id = z.string().min(1).max(512);
@@ -95,8 +96,12 @@ export function backendChat09(st: HostState, chat: ChatModel, action: Json): str
     case "chat/backgroundWorkRemoved":
       if (!(chat.backgroundWork ?? []).some((w) => w.id === a.id)) return `chat/backgroundWorkRemoved: no background work ${clip(a.id)} in this chat`;
       break;
-    case "chat/changesetsChanged":
+    case "chat/changesetsChanged": {
+      // Entries keep unknown fields (passthrough) and persist with the chat: each is bounded, so the catalogue is too.
+      const big = (a.changesets ?? []).findIndex((c) => bytes(c) > MAX_CHAT_CHANGESET_BYTES);
+      if (big !== -1) return `chat/changesetsChanged: changesets.${big} exceeds ${MAX_CHAT_CHANGESET_BYTES} bytes encoded`;
       break;
+    }
   }
   st.publish(chat.uri, a);
   return null;

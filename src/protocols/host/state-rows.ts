@@ -52,7 +52,8 @@ export function sessionRow(s: SessionModel): SessionRow {
 
 /** A chat's metadata beyond its row's columns (origin, directories, pending messages, the active turn's checkpoint). */
 export function chatExtra(c: ChatModel): Json {
-  const extra: Json = {};
+  // The chat's own modifiedAt (its creation or its last turn's end): restored as it was, not the session's.
+  const extra: Json = { modifiedAt: c.modifiedAt };
   if (c.origin) extra.origin = c.origin;
   if (c.workingDirectories) extra.workingDirectories = c.workingDirectories;
   if (c.steeringMessage) extra.steeringMessage = c.steeringMessage;
@@ -70,6 +71,7 @@ export function chatExtra(c: ChatModel): Json {
  * as the active turn (output-discontinuous); `false` when its checkpoint was unreadable or already completed.
  */
 export function applyChatExtra(chat: ChatModel, extra: Json): boolean {
+  if (typeof extra.modifiedAt === "string") chat.modifiedAt = extra.modifiedAt;
   if (extra.origin) chat.origin = extra.origin as Json;
   if (Array.isArray(extra.workingDirectories)) chat.workingDirectories = extra.workingDirectories as string[];
   if (extra.steeringMessage) chat.steeringMessage = extra.steeringMessage as PendingMessage;

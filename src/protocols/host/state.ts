@@ -124,15 +124,18 @@ export class HostState {
       const s = this.sessions.get(c.sessionUri);
       if (!s) continue;
       const chat = this.ensureChat(s, c.uri, c.title);
+      chat.title = c.title; // the primary chat was made with the session's title: its own row says what clients saw
       const legacy = c.legacyTurns && c.legacyTurns !== "[]" ? (JSON.parse(c.legacyTurns) as Json[]) : [];
       chat.turns = [...legacy, ...c.turns.map((t) => JSON.parse(t) as Json)];
       chat.durableTurns = c.turns.length;
+      chat.lastError = chat.turns.at(-1)?.state === "error"; // a chat whose last turn failed stays Error (ChatSummary.status)
       if (legacy.length > 0) {
         chat.rewriteTurns = true; // migrate a whole-transcript row to one row per turn
         this.persistChat(chat);
       }
       if (c.nextCursor) chat.nextCursor = c.nextCursor;
       if (!applyChatExtra(chat, JSON.parse(c.extra) as Json)) this.log(`chat ${c.uri}: an unreadable or already completed active-turn checkpoint was dropped`);
+      this.restoreTurnInputs(s, chat);
     }
     // Managed turns restored above are output-discontinuous ("restored disconnected host").
     for (const s of this.sessions.values()) applyChatOrder(s); // a backend's session/chatsReordered (chat-09.ts)
@@ -371,6 +374,23 @@ export class HostState {
     if (c) this.announceChatSummary(c);
     if (c && (t === "chat/turnComplete" || t === "chat/turnCancelled" || t === "chat/error")) this.retireTurnInputs(c);
     return env;
+  }
+
+  /**
+   * A restored active turn's unanswered questions are still pending: the chat and the session list them again
+   * (the session's status already says InputNeeded through the turn), and the turn's end retires them as usual.
+   */
+  private restoreTurnInputs(s: SessionModel, c: ChatModel): void {
+    const t = c.activeTurn;
+    if (!t) return;
+    for (const p of t.responseParts) {
+      const req = p.request as Json | undefined;
+      if (p.kind !== "inputRequest" || p.response !== undefined || typeof req?.id !== "string") continue;
+      c.inputs.set(req.id, req);
+      c.inputTurns.set(req.id, t.id);
+      const key = `input:${c.uri}:${req.id}`;
+      s.inputNeeded.set(key, { id: key, chat: c.uri, kind: "chatInput", request: structuredClone(req) });
+    }
   }
 
   /** A settled turn retired its input requests from the chat: drop their session input-needed entries too. */
