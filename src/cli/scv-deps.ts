@@ -262,9 +262,6 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
         return { code: "internal_error", message: "the session host could not start; see stderr", request_id: msg.request_id };
       }
       const { agent, hub } = built;
-      // A new session's model (what rt.describe() answers for it: the same selection) is resolved while the session
-      // file is created and fsynced, not after.
-      const early = msg.resume === undefined ? agent.describe(Object.keys(selection).length > 0 ? selection : undefined) : null;
       let rt;
       try {
         const id = await created;
@@ -282,7 +279,7 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
       } catch {
         return { code: "internal_error", message: "the session could not be created; check that MC_HOME is writable", request_id: msg.request_id };
       }
-      const described = await (early ?? rt.describe());
+      const described = await rt.describe();
       mark("scv.session_described");
       const id = rt.id;
       const session = new ScvSession(rt, out, checkAttachments, async () => {
