@@ -15,9 +15,9 @@ function mark(label) {
   if (process.env.BERTH_DEBUG_TIMING === "1") process.stderr.write(`berth-timing ${performance.now().toFixed(2)} ${label}\n`);
 }
 
-/** `command`: the CLI's first argument (`service` for magi-code); `coldPath`: the path of dist/cold/. */
+/** `command`: the CLI's first argument (`service` for magi-code); `coldPath`: the path (or file URL) of dist/cold/. */
 exports.load = function load(command, coldPath) {
-  const coldDir = resolve(coldPath);
+  const coldDir = typeof coldPath === "string" && !coldPath.startsWith("file:") ? resolve(coldPath) : require("node:url").fileURLToPath(coldPath);
   const train = process.env.BERTH_CODE_CACHE_TRAIN;
   delete process.env.BERTH_CODE_CACHE_TRAIN; // not inherited by the processes this one starts
   if (!COLD.has(command) || process.env.BERTH_CODE_CACHE === "0") return null;
