@@ -7,7 +7,7 @@
 // file, except when scripts/code-cache.mjs trains it (BERTH_CODE_CACHE_TRAIN names the file to write at exit).
 // See docs/runtime.md, "First turn of a fresh process".
 const { readFileSync, statSync, writeFileSync } = require("node:fs");
-const { join } = require("node:path");
+const { join, resolve } = require("node:path");
 
 /** The largest script or cache read (both are a few MiB at most). */
 const MAX_FILE = 64 * 1024 * 1024;
@@ -25,13 +25,12 @@ function mark(label) {
   if (process.env.BERTH_DEBUG_TIMING === "1") process.stderr.write(`berth-timing ${performance.now().toFixed(2)} ${label}\n`);
 }
 
-/** `command`: the CLI's first argument (`service` for magi-code); `coldUrl`: the file URL of dist/cold/. */
-exports.load = function load(command, coldUrl) {
+/** `command`: the CLI's first argument (`service` for magi-code); `coldPath`: the path (or file URL) of dist/cold/. */
+exports.load = function load(command, coldPath) {
+  const coldDir = typeof coldPath === "string" && !coldPath.startsWith("file:") ? resolve(coldPath) : require("node:url").fileURLToPath(coldPath);
   const train = process.env.BERTH_CODE_CACHE_TRAIN;
   delete process.env.BERTH_CODE_CACHE_TRAIN; // not inherited by the processes this one starts
   if (!COLD.has(command) || process.env.BERTH_CODE_CACHE === "0") return null;
-  const { fileURLToPath, pathToFileURL } = require("node:url");
-  const coldDir = fileURLToPath(coldUrl);
   const file = join(coldDir, "berth.cjs");
   let source;
   let cachedData;
@@ -61,6 +60,7 @@ exports.load = function load(command, coldUrl) {
   }
   mark(train === undefined ? "boot code cache" : "boot code cache training");
   const { createRequire } = require("node:module");
+  const { pathToFileURL } = require("node:url");
   const mod = { exports: {} };
   const esm = (url) => import(url); // the modules the script leaves to the ES module loader (the MCP client)
   script.runInThisContext().call(mod.exports, mod.exports, createRequire(file), mod, file, coldDir, pathToFileURL(file).href, esm);

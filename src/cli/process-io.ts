@@ -10,7 +10,11 @@ export function packageVersion(): string {
   return pkg.version;
 }
 
-/** Routes every stray stdout writer (console.*, dependencies) to stderr; returns the real stdout writer. */
+/**
+ * Routes every stray stdout writer (console.*, dependencies) to stderr; returns the real stdout writer. The stderr
+ * stream (and the console over it) is made on the first stray write, not at start-up: a fresh process that never
+ * writes to stderr does not build it before answering its handshake.
+ */
 export function reserveStdout(): NodeJS.WriteStream {
   const out = process.stdout;
   const realWrite = out.write.bind(out);
@@ -18,8 +22,12 @@ export function reserveStdout(): NodeJS.WriteStream {
   proxy.write = realWrite;
   out.write = ((chunk: unknown, ...rest: unknown[]) =>
     (process.stderr.write as (...a: unknown[]) => boolean)(chunk, ...rest));
-  const toStderr = new console.Console(process.stderr, process.stderr);
-  for (const m of ["log", "info", "debug", "warn", "error", "trace", "dir"] as const)
-    (console as unknown as Record<string, unknown>)[m] = toStderr[m].bind(toStderr);
+  let toStderr: Console | null = null;
+  for (const m of ["log", "info", "debug", "warn", "error", "trace", "dir"] as const) {
+    (console as unknown as Record<string, unknown>)[m] = (...args: unknown[]): void => {
+      toStderr ??= new console.Console(process.stderr, process.stderr);
+      (toStderr[m] as (...a: unknown[]) => void)(...args);
+    };
+  }
   return proxy;
 }

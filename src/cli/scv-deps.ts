@@ -17,6 +17,7 @@ import { MAX_PROMPT_HISTORY_BYTES, MAX_PROMPT_HISTORY_ITEMS, MAX_SERVER_FRAME_BY
 import type { ApprovalMode, SessionHub } from "../runtime/session/index.js";
 import type { Agent } from "../runtime/agent.js";
 import { packageVersion } from "./process-io.js";
+import { mark } from "../runtime/debug-timing.js";
 import { scvTimings } from "./scv-lazy.js";
 import { isValidSessionId, SessionManager, SessionStore } from "../store/sessions/index.js";
 import * as files from "../runtime/session/files.js";
@@ -224,7 +225,9 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
     log: o.log,
     ...(o.daemonControl !== undefined ? { daemonControl: o.daemonControl } : {}),
     async openSession(msg, out) {
+      mark("scv.session_start");
       let ws = await files.canonicalWorkspace(msg.cwd);
+      mark("scv.workspace_checked");
       if (!ws.ok) return { code: "invalid_request", message: ws.message, request_id: msg.request_id };
       // Berth extension (docs/scv.md §Resuming a stored session): continue a durable session in its own cwd.
       if (msg.resume !== undefined) {
@@ -253,6 +256,7 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
       const created = msg.resume !== undefined ? Promise.resolve(msg.resume) : manager.create(ws.value);
       created.catch(() => undefined);
       const built = await loadedRuntime();
+      mark("scv.runtime_ready");
       if (built === null) {
         if (msg.resume === undefined) void created.then((id) => manager.close(id)).catch(() => undefined);
         return { code: "internal_error", message: "the session host could not start; see stderr", request_id: msg.request_id };
@@ -261,6 +265,7 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
       let rt;
       try {
         const id = await created;
+        mark("scv.session_created");
         rt = hub.open(id, {
           cwd: ws.value,
           ...(Object.keys(selection).length > 0 ? { selection } : {}),
@@ -275,6 +280,7 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
         return { code: "internal_error", message: "the session could not be created; check that MC_HOME is writable", request_id: msg.request_id };
       }
       const described = await rt.describe();
+      mark("scv.session_described");
       const id = rt.id;
       const session = new ScvSession(rt, out, checkAttachments, async () => {
         const d = await loadedDelegation();

@@ -53,8 +53,10 @@ export function buildFamilies(deps: ServiceDeps): Array<MethodFamily | LazyFamil
     lazyFamily(["turn.start", "turn.cancel"], async () => {
       const [{ turnMethods }, { Agent }] = await Promise.all([import("../protocols/app-service/turns.js"), import("../runtime/agent.js")]);
       const runner = new Agent({ home: deps.home, cwd: deps.cwd, env: deps.env });
-      // Prefetched in idle time (or loaded by a first turn.start): the turn loop, tools and the selected driver too.
-      await runner.warm();
+      // The turn loop, tools and the selected driver load in the background (prefetched after `initialize`, or with a
+      // first turn.start): a turn.start arriving meanwhile runs at once and shares those loads (each is loaded once)
+      // instead of waiting for the warm-up's own settings reads to finish first.
+      void runner.warm();
       return turnMethods({ manager: await sessionManager(), runner, cwd: deps.cwd });
     }),
     lazyFamily(["auth.status", "auth.login.start", "auth.login.callback", "auth.login.cancel", "auth.logout"], async () => {

@@ -18,7 +18,7 @@ function scratch(): string {
   mkdirSync(join(root, "dist", "cold"), { recursive: true });
   mkdirSync(join(root, "dist", "src", "cli"), { recursive: true });
   writeFileSync(join(root, "package.json"), JSON.stringify({ type: "module" }));
-  for (const b of ["berth", "magi-code", "cold-boot.cjs"]) copyFileSync(join(REPO_ROOT, "bin", b), join(root, "bin", b));
+  for (const b of ["berth", "magi-code", "cold-boot.cjs", "package.json"]) copyFileSync(join(REPO_ROOT, "bin", b), join(root, "bin", b));
   const entry = (which: string): string =>
     `export function main(a) { process.stdout.write("${which} main " + a.join(" ") + "\\n"); }\n` +
     `export function magiCode(a) { process.stdout.write("${which} magi " + a.join(" ") + "\\n"); }\n`;

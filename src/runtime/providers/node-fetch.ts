@@ -8,15 +8,26 @@
  * connections across turns: `body.release()` (the answer is complete before the body ended, the usual case: the
  * terminal event arrives just before the end of the response) reads the rest in the background, so the socket goes
  * back to the pool, and destroys it when more than `RELEASE_MAX_BYTES` follow or the end takes over `RELEASE_MS`. With `init.gate`, the connection and the head go out at once and the body's last byte
- * waits for the gate (see `StreamFetch`).
+ * waits for the gate (see `StreamFetch`). node:https (with node:tls, ~4 ms to load) loads with the first https:
+ * provider built (`prepareHttps`, from make.ts, so a warmed turn path has it) or request, never for http: ones.
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
-import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import type * as Https from "node:https";
+import { createRequire } from "node:module";
 import { mark } from "../debug-timing.js";
 import type { StreamFetch, StreamFetchInit, StreamResponse } from "./driver.js";
 
 const httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 16 });
-const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: 16 });
+let https: { agent: Https.Agent; request: typeof Https.request } | null = null;
+
+/** Loads node:https and its keep-alive agent (once). */
+export function prepareHttps(): { agent: Https.Agent; request: typeof Https.request } {
+  if (https === null) {
+    const m = createRequire(import.meta.url)("node:https") as typeof Https;
+    https = { agent: new m.Agent({ keepAlive: true, maxSockets: 16 }), request: m.request };
+  }
+  return https;
+}
 /** Bounds of the background read after a complete answer (see `release` in the module contract). */
 const RELEASE_MAX_BYTES = 64 * 1024;
 const RELEASE_MS = 2000;
@@ -85,7 +96,8 @@ function gatedFetch(url: string, init: StreamFetchInit): Promise<StreamResponse>
     if (!isHttps && u.protocol !== "http:") return reject(new TypeError("unsupported protocol"));
     const body = Buffer.from(init.body, "utf8");
     const headers: Record<string, string> = { ...init.headers, "content-length": String(body.length) };
-    const req = (isHttps ? httpsRequest : httpRequest)(u, { method: init.method, headers, agent: isHttps ? httpsAgent : httpAgent });
+    const tls = isHttps ? prepareHttps() : null;
+    const req = (tls !== null ? tls.request : httpRequest)(u, { method: init.method, headers, agent: tls !== null ? tls.agent : httpAgent });
     let res: IncomingMessage | undefined;
     const onAbort = (): void => {
       req.destroy(abortError());
@@ -131,7 +143,7 @@ gatedFetch.gated = true as const;
 /** Connections idle in the keep-alive pools (for tests and diagnostics). */
 export function idleConnections(): number {
   let n = 0;
-  for (const a of [httpAgent, httpsAgent]) for (const list of Object.values(a.freeSockets)) n += list?.length ?? 0;
+  for (const a of https === null ? [httpAgent] : [httpAgent, https.agent]) for (const list of Object.values(a.freeSockets)) n += list?.length ?? 0;
   return n;
 }
 
