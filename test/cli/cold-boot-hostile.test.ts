@@ -20,7 +20,7 @@ const CACHE = (root: string): string => join(root, "dist", "cold", "cache", `std
 function scratch(): string {
   const root = mkdtempSync(join(tmpdir(), "berth-cbh-"));
   mkdirSync(join(root, "bin"));
-  for (const f of ["berth", "magi-code", "cold-boot.cjs"]) cpSync(join(REPO_ROOT, "bin", f), join(root, "bin", f), { preserveTimestamps: true });
+  for (const f of ["berth", "magi-code", "cold-boot.cjs", "package.json"]) cpSync(join(REPO_ROOT, "bin", f), join(root, "bin", f), { preserveTimestamps: true });
   cpSync(join(REPO_ROOT, "package.json"), join(root, "package.json"));
   cpSync(COLD, join(root, "dist", "cold"), { recursive: true, preserveTimestamps: true });
   cpSync(join(REPO_ROOT, "dist", ".tsbuildinfo"), join(root, "dist", ".tsbuildinfo"), { preserveTimestamps: true });
