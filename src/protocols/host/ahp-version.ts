@@ -129,6 +129,25 @@ export function filterKey(action: { type?: unknown }): string {
  * so they are delivered.
  */
 export function actionKnownTo(key: string, version: string): boolean {
+  // Asked once per delivery of every action to every subscriber: the answer for a (version, key) pair never changes,
+  // so it is kept. Keys are the host's own action families (a few hundred at most); the bound only guards the memory.
+  let known = KNOWN.get(version);
+  if (known === undefined) {
+    if (KNOWN.size >= KNOWN_LIMIT) KNOWN.clear(); // versions come from clients: bounded too
+    KNOWN.set(version, (known = new Map<string, boolean>()));
+  }
+  let answer = known.get(key);
+  if (answer === undefined) {
+    if (known.size >= KNOWN_LIMIT) known.clear();
+    known.set(key, (answer = decideKnown(key, version)));
+  }
+  return answer;
+}
+
+const KNOWN = new Map<string, Map<string, boolean>>();
+const KNOWN_LIMIT = 1024;
+
+function decideKnown(key: string, version: string): boolean {
   const hash = key.indexOf("#");
   const type = hash < 0 ? key : key.slice(0, hash);
   if (hash >= 0 && key.slice(hash + 1) !== enablementShape(version)) return false;
