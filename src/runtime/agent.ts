@@ -500,7 +500,14 @@ export class Agent {
 }
 
 /** `p` calling `then` once the first event of a stream has been handled by its consumer (or the stream ended). */
-function afterFirstEvent(p: Provider, then: () => void): Provider {
+/** How long after a turn's first provider event deferred MCP servers start (see afterFirstEvent). */
+const MCP_START_AFTER_FIRST_EVENT_MS = 30;
+
+function afterFirstEvent(p: Provider, start: () => void): Provider {
+  // Spawning a server blocks the event loop for a few milliseconds (fork and exec): started in the step that handed
+  // out the first event, it would hold that event's delivery (the door's write, an in-process client's print). So the
+  // start waits a moment after the first event; a call to one of the servers' tools starts them at once anyway.
+  const then = (): void => void setTimeout(start, MCP_START_AFTER_FIRST_EVENT_MS);
   async function* wrap<T>(it: AsyncIterable<T>, counts: (x: T) => boolean): AsyncGenerator<T, void, undefined> {
     let first = true;
     try {
