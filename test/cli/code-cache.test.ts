@@ -9,16 +9,15 @@
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { REPO_ROOT } from "../helpers/paths.js";
+import { COLD, bundled, cachePath, packageCopy } from "../helpers/package-copy.js";
 
-const COLD = join(REPO_ROOT, "dist", "cold");
-const CACHE = (root: string, command: string, version = process.version): string => join(root, "dist", "cold", "cache", `${command}-${version}-${process.arch}.bin`);
-const bundled = (): boolean => existsSync(join(COLD, "main.js")) && statSync(join(COLD, "main.js")).mtimeMs >= statSync(join(REPO_ROOT, "dist", ".tsbuildinfo")).mtimeMs;
+const CACHE = cachePath;
 
 function home(fake: FakeProvider): string {
   const dir = mkdtempSync(join(tmpdir(), "berth-cc-home-"));
@@ -26,18 +25,7 @@ function home(fake: FakeProvider): string {
   return dir;
 }
 
-/** A copy of the launchers and the bundle, as a package would hold them (timestamps kept: the bundle stays current). */
-function scratch(): string {
-  const root = mkdtempSync(join(tmpdir(), "berth-cc-"));
-  mkdirSync(join(root, "bin"));
-  for (const f of ["berth", "magi-code", "cold-boot.cjs", "package.json"]) cpSync(join(REPO_ROOT, "bin", f), join(root, "bin", f), { preserveTimestamps: true });
-  cpSync(join(REPO_ROOT, "package.json"), join(root, "package.json"));
-  cpSync(COLD, join(root, "dist", "cold"), { recursive: true, preserveTimestamps: true });
-  cpSync(join(REPO_ROOT, "dist", ".tsbuildinfo"), join(root, "dist", ".tsbuildinfo"), { preserveTimestamps: true });
-  symlinkSync(join(REPO_ROOT, "dist", "src"), join(root, "dist", "src"));
-  symlinkSync(join(REPO_ROOT, "node_modules"), join(root, "node_modules"));
-  return root;
-}
+const scratch = (): string => packageCopy("berth-cc-");
 
 interface Outcome {
   boot: string;

@@ -7,27 +7,15 @@
  */
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { REPO_ROOT } from "../helpers/paths.js";
+import { bundled, cachePath, packageCopy } from "../helpers/package-copy.js";
 
-const COLD = join(REPO_ROOT, "dist", "cold");
-const bundled = (): boolean => existsSync(join(COLD, "main.js")) && statSync(join(COLD, "main.js")).mtimeMs >= statSync(join(REPO_ROOT, "dist", ".tsbuildinfo")).mtimeMs;
-const CACHE = (root: string): string => join(root, "dist", "cold", "cache", `stdio-${process.version}-${process.arch}.bin`);
+const CACHE = (root: string): string => cachePath(root, "stdio");
 
-function scratch(): string {
-  const root = mkdtempSync(join(tmpdir(), "berth-cbh-"));
-  mkdirSync(join(root, "bin"));
-  for (const f of ["berth", "magi-code", "cold-boot.cjs", "package.json"]) cpSync(join(REPO_ROOT, "bin", f), join(root, "bin", f), { preserveTimestamps: true });
-  cpSync(join(REPO_ROOT, "package.json"), join(root, "package.json"));
-  cpSync(COLD, join(root, "dist", "cold"), { recursive: true, preserveTimestamps: true });
-  cpSync(join(REPO_ROOT, "dist", ".tsbuildinfo"), join(root, "dist", ".tsbuildinfo"), { preserveTimestamps: true });
-  symlinkSync(join(REPO_ROOT, "dist", "src"), join(root, "dist", "src"));
-  symlinkSync(join(REPO_ROOT, "node_modules"), join(root, "node_modules"));
-  return root;
-}
+const scratch = (): string => packageCopy("berth-cbh-");
 
 /** Every path under `root` (links not followed) with its mtime. */
 function tree(root: string, dir = root, out = new Map<string, number>()): Map<string, number> {
