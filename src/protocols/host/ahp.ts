@@ -6,7 +6,8 @@
 import type { WebSocket } from "ws";
 import { randomUUID } from "node:crypto";
 import { JsonRpcConnection } from "../../transport/jsonrpc.js";
-import { ErrorCodes, InitializeParams, ROOT, ReconnectParams } from "./ahp-schema.js";
+import { ErrorCodes, ROOT } from "./ahp-schema.js";
+import { InitializeParams, ReconnectParams } from "./ahp-params.js";
 import { SUPPORTED_AHP_BASELINES, actionKnownTo, negotiateVersion } from "./ahp-version.js";
 import { shapeSnapshot } from "./customization-toggles.js";
 import { gateChatSnapshot } from "./chat-09.js";
