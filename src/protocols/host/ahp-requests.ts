@@ -51,6 +51,18 @@ export function routeCommand(st: HostState, s: SessionModel, chatUri: string | u
   });
 }
 
+/**
+ * A client's resource action forwarded to the session's backend as `apply_resource_action` (on the chat when `chatUri`
+ * is given, else on the session). `accepted` runs when the backend accepts — it re-checks what may have changed while
+ * the command was out, then reduces and echoes; a refusal or an unknown outcome rejects the client's action.
+ */
+export function forwardResourceAction(st: HostState, s: SessionModel, chatUri: string | undefined, action: Json, reject: (reason: string) => void, accepted: () => void): void {
+  void routeCommand(st, s, chatUri, { type: "apply_resource_action", channel: chatUri ?? s.uri, action }, (o) => {
+    if (o.kind !== "accepted") return reject(o.kind === "rejected" ? "backend refused the action" : "backend outcome indeterminate");
+    accepted();
+  });
+}
+
 function outcomeError(o: Exclude<CommandOutcome, { kind: "accepted" }>, what: string): RpcError {
   return o.kind === "rejected"
     ? new RpcError(ErrorCodes.InternalError, `backend refused ${what}: ${o.error}`, { outcome: "rejected" })

@@ -25,7 +25,7 @@
  *    its snapshots carry neither field (`gateChatSnapshot`).
  */
 import { z } from "zod";
-import { routeCommand } from "./ahp-requests.js";
+import { forwardResourceAction } from "./ahp-requests.js";
 import { actionKnownTo } from "./ahp-version.js";
 import { clip } from "./inbound.js";
 import type { ChatModel, Json, Origin, SessionModel } from "./model.js";
@@ -116,8 +116,7 @@ export function clientTurnResume(st: HostState, s: SessionModel, chat: ChatModel
   if (why) return reject(why);
   if (!s.route) return reject("backend not connected");
   if (s.route.version < MIN_VERSION) return reject("the session's backend does not accept resource actions (needs backend protocol 6)");
-  void routeCommand(st, s, chat.uri, { type: "apply_resource_action", channel: chat.uri, action: a }, (o) => {
-    if (o.kind !== "accepted") return reject(o.kind === "rejected" ? "backend refused the action" : "backend outcome indeterminate");
+  forwardResourceAction(st, s, chat.uri, a, reject, () => {
     const now = st.chatIndex.get(chat.uri) === chat ? resumeProblem(chat, a.turnId) : "the chat is gone";
     if (now) return reject(now);
     st.publish(chat.uri, a, origin);

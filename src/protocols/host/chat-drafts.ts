@@ -17,7 +17,7 @@
  */
 import { z } from "zod";
 import { Message } from "./ahp-schema.js";
-import { routeCommand } from "./ahp-requests.js";
+import { forwardResourceAction } from "./ahp-requests.js";
 import type { ChatModel, Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 
@@ -51,7 +51,6 @@ const QueuedReordered = z.object({ type: z.literal("chat/queuedMessagesReordered
 export const CHAT_DRAFT_ACTIONS: ReadonlySet<string> = new Set(["chat/draftChanged", "chat/inputAnswerChanged", "chat/queuedMessagesReordered"]);
 
 const bytes = (v: unknown): number => Buffer.byteLength(JSON.stringify(v));
-const refused = (o: { kind: string }): string => (o.kind === "rejected" ? "backend refused the action" : "backend outcome indeterminate");
 
 /** A client `dispatchAction` of one of the three actions on chat `chat` of session `s`. */
 export function chatDraftAction(st: HostState, s: SessionModel, chat: ChatModel, action: Json, origin: Origin, reject: (r: string) => void): void {
@@ -80,8 +79,7 @@ function inputAnswerChanged(st: HostState, s: SessionModel, chat: ChatModel, act
   if (a.answer !== undefined && bytes(a.answer) > MAX_ANSWER_BYTES) return reject(`chat/inputAnswerChanged: the answer exceeds ${MAX_ANSWER_BYTES} bytes encoded`);
   const route = s.route;
   if (!route || route.version < MIN_VERSION || route.inputDrafts !== true) return publishAnswer(st, s, chat, a, origin);
-  void routeCommand(st, s, chat.uri, { type: "apply_resource_action", channel: chat.uri, action: a }, (o) => {
-    if (o.kind !== "accepted") return reject(refused(o));
+  forwardResourceAction(st, s, chat.uri, a, reject, () => {
     const now = st.chatIndex.get(chat.uri) === chat ? answerProblem(chat, a) : "the chat is gone";
     if (now) return reject(now);
     publishAnswer(st, s, chat, a, origin);
@@ -117,8 +115,7 @@ function queuedReordered(st: HostState, s: SessionModel, chat: ChatModel, action
   if (why) return reject(why);
   if (!s.route) return reject("backend not connected");
   if (s.route.version < MIN_VERSION) return reject("the session's backend does not accept resource actions (needs backend protocol 6)");
-  void routeCommand(st, s, chat.uri, { type: "apply_resource_action", channel: chat.uri, action: a }, (o) => {
-    if (o.kind !== "accepted") return reject(refused(o));
+  forwardResourceAction(st, s, chat.uri, a, reject, () => {
     const now = st.chatIndex.get(chat.uri) === chat ? orderProblem(chat, a.order) : "the chat is gone";
     if (now) return reject(`the queued messages changed meanwhile: ${now}`);
     st.publish(chat.uri, a, origin);

@@ -18,7 +18,7 @@
  */
 import { z } from "zod";
 import { clip } from "./inbound.js";
-import { routeCommand } from "./ahp-requests.js";
+import { forwardResourceAction } from "./ahp-requests.js";
 import { enablementShape, forShape, type EnablementShape } from "./ahp-version.js";
 import { customizationOwner } from "./customizations.js";
 import type { Json, Origin, SessionModel } from "./model.js";
@@ -134,8 +134,7 @@ export function clientToggle(st: HostState, s: SessionModel, action: Json, origi
   if (!route) return reject("backend not connected");
   if (route.version < 6) return reject("the session's backend does not accept resource actions (needs backend protocol 6)");
   const forwarded = { type: "session/customizationToggled", id: p.cid, enablement: p.decisions };
-  void routeCommand(st, s, undefined, { type: "apply_resource_action", channel: s.uri, action: forwarded }, (o) => {
-    if (o.kind !== "accepted") return reject(o.kind === "rejected" ? "backend refused the action" : "backend outcome indeterminate");
+  forwardResourceAction(st, s, undefined, forwarded, reject, () => {
     if (customizationOwner(st, s, p.cid) === undefined) return reject("the customization left the session meanwhile");
     apply(st, s, p.cid, p.decisions, origin);
   });

@@ -13,7 +13,7 @@
  *  - the backend then reports the server's further states as usual.
  */
 import { z } from "zod";
-import { routeCommand } from "./ahp-requests.js";
+import { forwardResourceAction } from "./ahp-requests.js";
 import { mcpHub } from "./mcp-channels.js";
 import type { Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
@@ -39,8 +39,7 @@ export function mcpBackgroundRequest(st: HostState, s: SessionModel, action: Jso
   if (s.route.version < MIN_VERSION) return reject("the session's backend does not accept resource actions (needs backend protocol 6)");
   const why = problem(st, s, a.id);
   if (why) return reject(why);
-  void routeCommand(st, s, undefined, { type: "apply_resource_action", channel: s.uri, action: a }, (o) => {
-    if (o.kind !== "accepted") return reject(o.kind === "rejected" ? "backend refused the action" : "backend outcome indeterminate");
+  forwardResourceAction(st, s, undefined, a, reject, () => {
     const now = st.sessions.get(s.uri) === s ? problem(st, s, a.id) : "the session is gone";
     if (now) return reject(`the MCP server's start changed meanwhile: ${now}`);
     const m = mcpHub(st).server(s, a.id)!;

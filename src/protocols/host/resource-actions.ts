@@ -27,7 +27,7 @@
 import { z } from "zod";
 import { clip } from "./inbound.js";
 import { mcpHub } from "./mcp-channels.js";
-import { routeCommand } from "./ahp-requests.js";
+import { forwardResourceAction } from "./ahp-requests.js";
 import { findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import { ROOT } from "./ahp-schema.js";
@@ -246,8 +246,7 @@ export function cancelAuthRequiredTool(st: HostState, s: SessionModel, chat: Cha
   const route = s.route;
   if (!route) return reject("backend not connected");
   if (route.version < MIN_VERSION) return reject("the session's backend does not accept resource actions (needs backend protocol 6)");
-  void routeCommand(st, s, chat.uri, { type: "apply_resource_action", channel: chat.uri, action: p.data }, (o) => {
-    if (o.kind !== "accepted") return reject(o.kind === "rejected" ? "backend refused the action" : "backend outcome indeterminate");
+  forwardResourceAction(st, s, chat.uri, p.data, reject, () => {
     const cur = chat.activeTurn && chat.activeTurn.id === p.data.turnId ? findTool(chat.activeTurn, p.data.toolCallId) : undefined;
     if (cur?.status !== "auth-required") return reject("the tool call is no longer waiting for authentication");
     st.publish(chat.uri, p.data, origin);

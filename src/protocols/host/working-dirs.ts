@@ -22,7 +22,7 @@
 import { z } from "zod";
 import { clip } from "./inbound.js";
 import { ROOT } from "./ahp-schema.js";
-import { routeCommand } from "./ahp-requests.js";
+import { forwardResourceAction } from "./ahp-requests.js";
 import type { ChatModel, Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 
@@ -153,8 +153,7 @@ export function clientChatWorkingDir(st: HostState, s: SessionModel, c: ChatMode
   if (why) return reject(why);
   if (s.route.version < MIN_VERSION) return reject("the session's backend does not accept resource actions (needs backend protocol 6)");
   const a = p.data;
-  void routeCommand(st, s, c.uri, { type: "apply_resource_action", channel: c.uri, action: a }, (o) => {
-    if (o.kind !== "accepted") return reject(o.kind === "rejected" ? "backend refused the action" : "backend outcome indeterminate");
+  forwardResourceAction(st, s, c.uri, a, reject, () => {
     if (st.chatIndex.get(c.uri) !== c) return;
     const now = checkChat(s, c, a);
     if (now) return reject(`the working directories changed meanwhile: ${now}`);
@@ -194,8 +193,7 @@ export function clientWorkingDir(st: HostState, s: SessionModel, action: Json, o
   if (why) return reject(why);
   if (s.route.version < MIN_VERSION) return reject("the session's backend does not accept resource actions (needs backend protocol 6)");
   const a = p.ok;
-  void routeCommand(st, s, undefined, { type: "apply_resource_action", channel: s.uri, action: a }, (o) => {
-    if (o.kind !== "accepted") return reject(o.kind === "rejected" ? "backend refused the action" : "backend outcome indeterminate");
+  forwardResourceAction(st, s, undefined, a, reject, () => {
     if (!st.sessions.has(s.uri)) return;
     const now = check(s, a);
     if (now) return reject(`the working directories changed meanwhile: ${now}`);
