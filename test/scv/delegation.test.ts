@@ -6,7 +6,7 @@
  * `berth stdio` is SIGKILLed — is reaped by `berth daemon` at start (`delegations.reaped`).
  */
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, mkdtempSync, openSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -24,9 +24,24 @@ async function waitPosts(rig: Rig, n: number): Promise<RecordedRequest> {
 function records(home: string): Msg[] {
   const dir = join(home, "run", "delegations");
   if (!existsSync(dir)) return [];
-  return readdirSync(dir)
-    .filter((n) => n.endsWith(".json") && !n.startsWith("."))
-    .map((n) => ({ ...(JSON.parse(readFileSync(join(dir, n), "utf8")) as Msg), mode: statSync(join(dir, n)).mode & 0o777 }));
+  const out: Msg[] = [];
+  for (const n of readdirSync(dir)) {
+    if (!n.endsWith(".json") || n.startsWith(".")) continue;
+    // A record can go between the listing and the read (its run ended): read it through one descriptor, skip it if gone.
+    let fd: number;
+    try {
+      fd = openSync(join(dir, n), "r");
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") continue;
+      throw e;
+    }
+    try {
+      out.push({ ...(JSON.parse(readFileSync(fd, "utf8")) as Msg), mode: fstatSync(fd).mode & 0o777 });
+    } finally {
+      closeSync(fd);
+    }
+  }
+  return out;
 }
 function alive(pid: number): boolean {
   try {
