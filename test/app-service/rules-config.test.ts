@@ -12,7 +12,7 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { FAKE_MODEL_ID, FAKE_PROVIDER_ID, parsed, startRig, startTurn, waitTerminal, type Msg } from "../turns/helpers.js";
 
-async function until<T>(what: string, f: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
+async function until<T>(what: string, f: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await f();

@@ -13,7 +13,7 @@ import { ServiceProcess } from "../helpers/service-process.js";
 import { parsed, startRig, startTurn, waitTerminal, type Msg } from "../turns/helpers.js";
 import { startLogin, waitFor } from "../auth-wire/wire-helpers.js";
 
-async function until<T>(what: string, f: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
+async function until<T>(what: string, f: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await f();

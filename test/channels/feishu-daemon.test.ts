@@ -48,7 +48,12 @@ describe("Feishu in berth daemon", () => {
   /** The SCV session whose history holds `text` (its file is `<session_id>.jsonl`). */
   async function sessionWith(text: string): Promise<string> {
     const dir = join(home, "sessions");
-    for (const f of await readdir(dir)) if ((await readFile(join(dir, f), "utf8")).includes(text)) return f.replace(/\.jsonl$/, "");
+    for (const f of await readdir(dir)) {
+      if (!f.endsWith(".jsonl")) continue;
+      // The daemon keeps writing here: an entry listed a moment ago can be gone by the time it is read.
+      const body = await readFile(join(dir, f), "utf8").catch((e: NodeJS.ErrnoException) => (e.code === "ENOENT" ? "" : Promise.reject(e)));
+      if (body.includes(text)) return f.replace(/\.jsonl$/, "");
+    }
     throw new Error(`no session holds ${text}`);
   }
 

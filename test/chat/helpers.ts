@@ -52,7 +52,7 @@ export class Proc {
   }
 
   /** Waits until stdout (from `from`) matches; fails with the transcript after `timeoutMs`. */
-  async until(re: RegExp, from = 0, timeoutMs = 20_000): Promise<RegExpMatchArray> {
+  async until(re: RegExp, from = 0, timeoutMs = 60_000): Promise<RegExpMatchArray> {
     const deadline = Date.now() + timeoutMs;
     let closed = false;
     void this.exited.then(() => (closed = true));

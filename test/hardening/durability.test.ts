@@ -16,7 +16,7 @@ import { ServiceProcess } from "../helpers/service-process.js";
 import { isAlive } from "../tools/helpers.js";
 import { parsed, startRig, startTurn } from "../turns/helpers.js";
 
-async function until<T>(what: string, f: () => T | undefined | false, timeoutMs = 15_000): Promise<T> {
+async function until<T>(what: string, f: () => T | undefined | false, timeoutMs = 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = f();

@@ -87,7 +87,7 @@ export class ServiceProcess {
   }
 
   /** Waits until at least `n` stdout lines exist (or the process exits); rejects after `timeoutMs`. */
-  async waitLines(n: number, timeoutMs = 10_000): Promise<string[]> {
+  async waitLines(n: number, timeoutMs = 60_000): Promise<string[]> {
     const deadline = Date.now() + timeoutMs;
     let closed = false;
     void this.exited.then(() => (closed = true));

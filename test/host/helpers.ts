@@ -33,7 +33,7 @@ export async function withHost<T>(fn: (h: HostHandle) => Promise<T>, opts: { hom
 }
 
 /** The shortest deadline of any `until` wait (see there). */
-const MIN_WAIT_MS = 20_000;
+const MIN_WAIT_MS = 60_000;
 
 export async function until(pred: () => boolean, ms = 3000, what = "condition"): Promise<void> {
   // The deadline only ends a wait that is failing anyway. On a busy machine (CI beside other jobs) a condition that
@@ -196,7 +196,9 @@ export class AhpClient {
   request(method: string, params: Json = {}, ms = 5000): Promise<Json> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`${method} timed out`)), ms);
+      // Like `until`: a loaded machine can answer far later than the figure named; the deadline only ends a failing wait.
+      const deadline = Math.max(ms, MIN_WAIT_MS);
+      const t = setTimeout(() => reject(new Error(`${method} timed out (${deadline} ms)`)), deadline);
       this.waiting.set(id, {
         method,
         resolve: (m) => {

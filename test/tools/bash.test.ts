@@ -83,7 +83,7 @@ void test("bash: abort kills the group; a member ignoring SIGTERM gets SIGKILL a
     const ac = new AbortController();
     const pidFile = join(dir, "gc.pid");
     const running = call(tool, { command }, makeCtx(dir, ac.signal));
-    assert.ok(await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").endsWith("\n"), 5000));
+    assert.ok(await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").endsWith("\n"), 30_000));
     const gc = pidFrom(pidFile);
     assert.ok(isAlive(gc));
     ac.abort();

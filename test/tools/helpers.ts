@@ -43,7 +43,7 @@ export function isAlive(pid: number): boolean {
 }
 
 /** Polls `cond` until true or `ms` elapse (for process death, which the kernel finishes asynchronously). */
-export async function waitFor(cond: () => boolean, ms = 3000): Promise<boolean> {
+export async function waitFor(cond: () => boolean, ms = 30_000): Promise<boolean> {
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
     if (cond()) return true;

@@ -64,7 +64,7 @@ describe("mid-turn compaction through the service", { concurrency: 3 }, () => {
       // replay shows the summary, then the whole turn so far: the prompt and the text from before and after it.
       await rig.fake.waitForRequests(before + 3);
       let live: Msg[] = [];
-      const deadline = Date.now() + 5000;
+      const deadline = Date.now() + 60_000;
       while (!live.some((e) => e.role === "assistant" && e.text === "Reading the file. Do") && Date.now() < deadline) {
         await new Promise((res) => setTimeout(res, 50));
         live = await replay(rig, sid);

@@ -60,7 +60,7 @@ export function parsed(svc: ServiceProcess, from = 0): Msg[] {
 }
 
 /** Waits until the terminal event of the turn started by request `requestId` arrives; returns that turn's events. */
-export async function waitTerminal(svc: ServiceProcess, requestId: string, timeoutMs = 20_000): Promise<Msg[]> {
+export async function waitTerminal(svc: ServiceProcess, requestId: string, timeoutMs = 60_000): Promise<Msg[]> {
   const deadline = Date.now() + timeoutMs;
   for (let n = 1; ; n++) {
     const events = parsed(svc).filter((m) => m.kind === "event" && m.request_id === requestId);

@@ -26,7 +26,7 @@ function children(pid: number): string[] {
   return out;
 }
 
-async function until(what: string, f: () => boolean, timeoutMs = 5000): Promise<void> {
+async function until(what: string, f: () => boolean, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!f()) {
     if (Date.now() > deadline) throw new Error(`timed out: ${what}`);

@@ -13,7 +13,7 @@ import { fakeSettings, parsed, startRig, startTurn, waitTerminal, type Msg } fro
 
 const MCP_FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
 
-async function until<T>(what: string, f: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
+async function until<T>(what: string, f: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await f();

@@ -25,6 +25,19 @@ export function browserSkipReason(): string | false {
   return msg;
 }
 
+/**
+ * How long one Playwright wait may take before it fails. Playwright's own default (30 s) is too short
+ * on a loaded 2-core CI machine; each wait still ends as soon as its condition holds.
+ */
+export const UI_WAIT_MS = 100_000;
+/** Each UI test's overall bound: many waits in a row on a loaded machine. */
+export const UI_TEST_MS = 400_000;
+/** `ctx` (a browser context or page) with the generous wait bound as its default. */
+export function patient<T extends { setDefaultTimeout(ms: number): void }>(ctx: T): T {
+  ctx.setDefaultTimeout(UI_WAIT_MS);
+  return ctx;
+}
+
 export async function launchBrowser(): Promise<Browser> {
   const { chromium } = await import("playwright-core");
   return chromium.launch({

@@ -22,7 +22,7 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { AhpClient, FakeBackend, type Json } from "../host/helpers.js";
 import { ended, newSession, startTurn } from "../host/berth-rig.js";
 import type { HostHandle } from "../../src/protocols/host/host.js";
-import { artifactPath, browserSkipReason, docsShot, launchBrowser, startDaemon, type Daemon } from "./rig.js";
+import { artifactPath, browserSkipReason, docsShot, launchBrowser, patient, startDaemon, UI_TEST_MS, type Daemon } from "./rig.js";
 
 const skip = browserSkipReason();
 const DESKTOP = { width: 1280, height: 800 };
@@ -86,7 +86,7 @@ const SHOWCASE_MD = [
 const transcript = (page: Page) => page.locator(".transcript");
 const lastDone = (page: Page) => page.locator(".turn.done").last();
 
-describe("web UI in Chromium", { skip }, () => {
+describe("web UI in Chromium", { skip, timeout: UI_TEST_MS }, () => {
   let d: Daemon;
   let browser: Browser;
   before(async () => {
@@ -108,9 +108,9 @@ describe("web UI in Chromium", { skip }, () => {
       startTurn(c, chat, "t0", "hello from the list test");
       assert.equal((await ended(c, "t0")).action.type, "chat/turnComplete");
 
-      const ctx = await browser.newContext({ viewport: DESKTOP });
+      const ctx = patient(await browser.newContext({ viewport: DESKTOP }));
       await ctx.addInitScript(SOCKET_TAP);
-      const page = await ctx.newPage();
+      const page = patient(await ctx.newPage());
       const w = watch(ctx, page);
 
       // ── list (first meaningful paint recorded by the page itself)
@@ -141,7 +141,7 @@ describe("web UI in Chromium", { skip }, () => {
       await page.getByLabel("Message").fill("long answer 20000");
       await page.getByRole("button", { name: "Send" }).click();
       await page.locator(".turn.active").waitFor();
-      await page.locator(".turn.done").nth(1).waitFor({ timeout: 60_000 });
+      await page.locator(".turn.done").nth(1).waitFor();
       const words = await lastDone(page).locator(".md").evaluate((el) => (el.textContent ?? "").split("word").length - 1);
       assert.equal(words, 20_000, "every delta is rendered");
       const stream = await page.evaluate(() => ({ ...(globalThis as unknown as { __berth: { perf: Record<string, number> } }).__berth.perf }));
@@ -186,7 +186,7 @@ describe("web UI in Chromium", { skip }, () => {
       const away = await ended(c, "t-away");
       assert.equal(away.action.type, "chat/turnComplete", JSON.stringify(away.action));
       await page.evaluate(() => ((globalThis as unknown as { __uiTest: { block: boolean } }).__uiTest.block = false));
-      await banner.waitFor({ state: "detached", timeout: 20_000 });
+      await banner.waitFor({ state: "detached" });
       await lastDone(page).getByText("echo: while you were away").waitFor();
       const methods = w.sent.slice(sentBeforeOutage).map((s) => (JSON.parse(s) as { method?: string; params?: { lastSeenServerSeq?: number } })).filter((m) => m.method === "reconnect" || m.method === "initialize");
       assert.equal(methods.filter((m) => m.method === "initialize").length, 0, "a returning page uses reconnect, not initialize");
@@ -233,7 +233,7 @@ describe("web UI in Chromium", { skip }, () => {
       assert.deepEqual(w.problems, []);
 
       // ── phone width
-      const phone = await browser.newPage({ viewport: PHONE, isMobile: true, hasTouch: true });
+      const phone = patient(await browser.newPage({ viewport: PHONE, isMobile: true, hasTouch: true }));
       await phone.goto(d.ready.ui);
       await phone.locator(".list .item").nth(1).waitFor();
       await phone.screenshot({ path: artifactPath("phone-list.png") });
@@ -279,7 +279,7 @@ describe("web UI in Chromium", { skip }, () => {
       res.end("<!doctype html><title>elsewhere</title>");
     });
     await new Promise<void>((r) => evil.listen(0, "127.0.0.1", r));
-    const page = await browser.newPage();
+    const page = patient(await browser.newPage());
     try {
       await page.goto(`http://127.0.0.1:${(evil.address() as AddressInfo).port}/`);
       const outcome = (ahp: string, protocols: string[]) =>
@@ -313,8 +313,8 @@ describe("web UI in Chromium", { skip }, () => {
   });
 
   test("UI-EXTERNAL: an external backend's session in two pages: live list, reasoning, input, steering, one approval", async () => {
-    const a = await browser.newPage({ viewport: DESKTOP });
-    const b = await browser.newPage({ viewport: PHONE });
+    const a = patient(await browser.newPage({ viewport: DESKTOP }));
+    const b = patient(await browser.newPage({ viewport: PHONE }));
     const problems: string[] = [];
     for (const p of [a, b]) p.on("pageerror", (e) => problems.push(e.message));
     await Promise.all([a.goto(d.ready.ui), b.goto(d.ready.ui)]);
@@ -398,7 +398,7 @@ describe("web UI in Chromium", { skip }, () => {
   });
 
   test("UI-HISTORY: older turns are fetched on demand and shown above the newer ones; a forked chat is a tab", async () => {
-    const page = await browser.newPage({ viewport: DESKTOP });
+    const page = patient(await browser.newPage({ viewport: DESKTOP }));
     const { be, reg } = await FakeBackend.session({ backendSocket: d.ready.backend_socket } as unknown as HostHandle, {
       protocolVersion: 3,
       sourceId: "ui-history",
@@ -444,22 +444,22 @@ describe("web UI in Chromium", { skip }, () => {
   });
 
   test("UI-LIVENESS: a socket that stops answering (a waking laptop) is dropped and replaced", async () => {
-    const ctx = await browser.newContext({ viewport: PHONE });
+    const ctx = patient(await browser.newContext({ viewport: PHONE }));
     await ctx.addInitScript(SOCKET_TAP);
-    const page = await ctx.newPage();
+    const page = patient(await ctx.newPage());
     try {
       await page.goto(d.ready.ui);
       await page.locator(".list .bar").waitFor();
       await page.locator(".banner").waitFor({ state: "detached" });
       // The link goes quiet without closing; the browser reports the network is back.
       await page.evaluate("(() => { globalThis.__uiTest.mute = true; dispatchEvent(new Event('online')); })()");
-      await page.locator(".banner").getByText("no answer from the daemon").waitFor({ timeout: 20_000 });
+      await page.locator(".banner").getByText("no answer from the daemon").waitFor();
       // A session opened while offline loads once the connection is back.
       await page.locator('[data-session="ahp-session:/ui-existing"]').click();
       await page.getByText("Loading…").waitFor();
       await page.evaluate("globalThis.__uiTest.mute = false");
-      await page.locator(".transcript").getByText("echo: hello from the list test").waitFor({ timeout: 20_000 });
-      await page.locator(".banner").waitFor({ state: "detached", timeout: 20_000 });
+      await page.locator(".transcript").getByText("echo: hello from the list test").waitFor();
+      await page.locator(".banner").waitFor({ state: "detached" });
       const socks = await page.evaluate<number>("globalThis.__uiTest.socks.length");
       assert.ok(socks >= 2, "a fresh socket replaced the dead one (more if a muted handshake also timed out)");
 
