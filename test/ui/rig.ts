@@ -31,7 +31,7 @@ export function browserSkipReason(): string | false {
  */
 export const UI_WAIT_MS = 100_000;
 /** Each UI test's overall bound: many waits in a row on a loaded machine. */
-export const UI_TEST_MS = 400_000;
+export const UI_TEST_MS = 240_000;
 /** `ctx` (a browser context or page) with the generous wait bound as its default. */
 export function patient<T extends { setDefaultTimeout(ms: number): void }>(ctx: T): T {
   ctx.setDefaultTimeout(UI_WAIT_MS);
