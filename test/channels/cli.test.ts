@@ -26,7 +26,8 @@ function berth(home: string, args: string[], env: Record<string, string> = {}, s
     child.stdout.on("data", (d: Buffer) => (out += d.toString()));
     child.stderr.on("data", (d: Buffer) => (err += d.toString()));
     child.stdin.end(stdin);
-    child.on("exit", (code) => resolve({ code: code ?? -1, out, err }));
+    // "close", not "exit": only then has all of stdout and stderr been read.
+    child.on("close", (code) => resolve({ code: code ?? -1, out, err }));
   });
 }
 

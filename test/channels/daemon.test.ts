@@ -54,7 +54,7 @@ describe("channels in berth daemon", () => {
     const child = spawn(process.execPath, [BERTH_BIN, "channel", "status", "--json"], { env: cleanEnv(home), stdio: ["ignore", "pipe", "ignore"] });
     let out = "";
     child.stdout.on("data", (c: Buffer) => (out += c.toString()));
-    await new Promise((r) => child.once("exit", r));
+    await new Promise((r) => child.once("close", r)); // not "exit": only then is all of stdout read
     return (JSON.parse(out) as { components: ComponentStatus[] }).components;
   }
 

@@ -19,7 +19,8 @@ function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | n
     let err = "";
     p.stdout.on("data", (b: Buffer) => (out += b.toString()));
     p.stderr.on("data", (b: Buffer) => (err += b.toString()));
-    p.on("exit", (code) => resolve({ code, out, err }));
+    // "close", not "exit": only then has all of stdout and stderr been read.
+    p.on("close", (code) => resolve({ code, out, err }));
   });
 }
 
