@@ -28,7 +28,7 @@ async function until<T>(what: string, f: () => T | undefined | false, timeoutMs 
 
 const LOCKED_JSON = pathToFileURL(join(import.meta.dirname, "../../src/store/settings/locked-json.js")).href;
 
-test("a writer killed while holding settings.json.lock stalls the next config.set (issue 18): its lock is recovered at once", { timeout: 30_000 }, async () => {
+test("a writer killed while holding settings.json.lock stalls the next config.set (issue 18): its lock is recovered at once", { timeout: 90_000 }, async () => {
   const home = mkdtempSync(join(tmpdir(), "berth-lock-"));
   const file = join(home, "settings.json");
   // A real writer process: takes the lock, leaves a write-file-atomic temp file as a mid-write kill would, then
@@ -88,7 +88,7 @@ test("a live holder of the settings lock is never taken over", { timeout: 30_000
   assert.equal(maxInside, 1);
 });
 
-test("kill -9 during session.create leaves a 0-byte session file (issue 18): list is complete and the debris is removed", { timeout: 30_000 }, async () => {
+test("kill -9 during session.create leaves a 0-byte session file (issue 18): list is complete and the debris is removed", { timeout: 90_000 }, async () => {
   const svc = new ServiceProcess();
   try {
     await svc.initialize();
