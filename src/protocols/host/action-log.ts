@@ -8,13 +8,14 @@
  *    the reducer goes on to mutate, so a replay shows exactly what was sent live;
  *  - every envelope gets the next `serverSeq`, is reduced (unless rejected) before it is sent,
  *    and is sent to each subscriber in sequence order;
- *  - a fanned-out message is serialized once and framed as a WebSocket frame at most once;
+ *  - a fanned-out message is serialized once and framed as a WebSocket frame at most once, onto
+ *    the shared tape every client's socket write takes its slices from (fanout.ts);
  *  - the replay ring holds at most REPLAY_LIMIT envelopes and REPLAY_BYTES_LIMIT bytes of
  *    envelope text; `replaySince` answers null when the requested gap is older than the ring.
  */
 import { ROOT } from "./ahp-schema.js";
 import { filterKey } from "./ahp-version.js";
-import { wsTextFrame } from "../../transport/host-wsframe.js";
+import { FrameTape } from "./fanout.js";
 import { REPLAY_BYTES_LIMIT, REPLAY_LIMIT, type Envelope, type Json, type Origin, type Subscriber } from "./model.js";
 
 interface Recorded {
@@ -31,6 +32,8 @@ export class ActionLog {
   private head = 0; // index of the oldest retained entry
   private ringBytes = 0;
   readonly subs = new Map<string, Set<Subscriber>>();
+  /** Where fanned-out envelopes are framed, once each (fanout.ts). */
+  private readonly tape = new FrameTape();
 
   /** @param reduce applies an accepted action to the host model before fan-out. */
   constructor(private readonly reduce: (channel: string, action: Json) => void) {}
@@ -48,11 +51,17 @@ export class ActionLog {
     const set = this.subs.get(channel);
     if (set && set.size > 0) {
       const msg = `{"jsonrpc":"2.0","method":"action","params":${text}}`;
-      let frame: Buffer | undefined;
+      const tape = this.tape;
+      let framed = false;
       for (const sub of set) {
         if (!sub.accepts(type)) continue;
-        if (sub.sendFrame) sub.sendFrame((frame ??= wsTextFrame(msg)), msg);
-        else sub.sendRaw(msg);
+        if (sub.queueFrame) {
+          if (!framed) {
+            tape.frame(msg);
+            framed = true;
+          }
+          sub.queueFrame(tape.lastChunk, tape.lastStart, tape.lastEnd);
+        } else sub.sendRaw(msg);
       }
     }
     return env;

@@ -85,18 +85,19 @@ export class BackendConn implements ProviderRoute {
       this.server.log(`backend ${this.connectionId}: refusing to send oversize frame: ${String(e)}`);
       return false;
     }
-    if (!this.corked) {
-      this.corked = true;
-      this.socket.cork();
-      setImmediate(() => {
-        this.corked = false;
-        this.socket.uncork();
-      });
-    }
-    this.socket.write(text);
+    // Frames sent in one event-loop turn (an ack per event of a burst) leave in one socket write.
+    if (this.out === "") setImmediate(this.flushOut);
+    this.out += text;
     return true;
   }
-  private corked = false;
+  /** Frames queued in this turn, in order (each ends with LF, so empty means none). */
+  private out = "";
+  private readonly flushOut = (): void => {
+    const text = this.out;
+    if (text === "") return;
+    this.out = "";
+    if (!this.socket.destroyed) this.socket.write(text);
+  };
   error(code: BackendErrorCode, message: string, extra: Json = {}): void {
     this.send({ type: "error", code, message, ...extra });
   }
@@ -107,6 +108,7 @@ export class BackendConn implements ProviderRoute {
     this.error(code, message, { fatal: true, ...extra });
     this.closed = true;
     this.stopReading();
+    this.flushOut(); // the error frame, and all sent before it, precede the end
     this.socket.end();
     setTimeout(() => this.socket.destroy(), 1000).unref();
     this.detachAll();
