@@ -18,6 +18,10 @@ import { filterKey } from "./ahp-version.js";
 import { FrameTape } from "./fanout.js";
 import { REPLAY_BYTES_LIMIT, REPLAY_LIMIT, type Envelope, type Json, type Origin, type Subscriber } from "./model.js";
 
+/** An `action` notification is these bytes around the envelope's JSON. */
+const ACTION_HEAD = Buffer.from('{"jsonrpc":"2.0","method":"action","params":');
+const ACTION_TAIL = Buffer.from("}");
+
 interface Recorded {
   serverSeq: number;
   channel: string;
@@ -50,18 +54,17 @@ export class ActionLog {
     this.record({ serverSeq: env.serverSeq, channel, type, text });
     const set = this.subs.get(channel);
     if (set && set.size > 0) {
-      const msg = `{"jsonrpc":"2.0","method":"action","params":${text}}`;
       const tape = this.tape;
       let framed = false;
       for (const sub of set) {
         if (!sub.accepts(type)) continue;
         if (sub.queueFrame) {
           if (!framed) {
-            tape.frame(msg);
+            tape.frame(ACTION_HEAD, text, ACTION_TAIL);
             framed = true;
           }
           sub.queueFrame(tape.lastChunk, tape.lastStart, tape.lastEnd);
-        } else sub.sendRaw(msg);
+        } else sub.sendRaw(`{"jsonrpc":"2.0","method":"action","params":${text}}`);
       }
     }
     return env;

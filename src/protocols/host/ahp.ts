@@ -122,8 +122,17 @@ export class AhpConnection implements Subscriber {
   }
   /** Only actions known to the negotiated protocol version are sent (upstream versioning rule). */
   accepts(actionType: string): boolean {
-    return this.version === null || actionKnownTo(actionType, this.version);
+    const v = this.version;
+    if (v === null) return true;
+    // Asked once per delivery; a burst repeats one action type, so the last answer is kept.
+    if (actionType === this.lastKey && v === this.lastVersion) return this.lastKnown;
+    this.lastKey = actionType;
+    this.lastVersion = v;
+    return (this.lastKnown = actionKnownTo(actionType, v));
   }
+  private lastKey = "";
+  private lastVersion = "";
+  private lastKnown = false;
 
   /** This connection's side of the MCP channels (mcp-channels.ts). */
   private readonly mcp: McpPort = { send: (text) => this.sendRaw(text), initialized: () => this.version !== null };

@@ -21,9 +21,12 @@ export class FrameTape {
   lastStart = 0;
   lastEnd = 0;
 
-  /** Frame one message (`text`, UTF-8) onto the tape; its bytes are `lastChunk[lastStart, lastEnd)`. */
-  frame(text: string): void {
-    const n = Buffer.byteLength(text, "utf8");
+  /**
+   * Frame one message, `prefix` + `text` (as UTF-8) + `suffix`, onto the tape; its bytes are
+   * `lastChunk[lastStart, lastEnd)`. (The parts are written apart: the joined string is never made.)
+   */
+  frame(prefix: Buffer, text: string, suffix: Buffer): void {
+    const n = prefix.length + Buffer.byteLength(text, "utf8") + suffix.length;
     const h = n < 126 ? 2 : n < 65536 ? 4 : 10;
     if (this.used + h + n > this.chunk.length) {
       // Bytes already framed stay where they are: clients may still be writing them.
@@ -42,7 +45,10 @@ export class FrameTape {
       b.writeUInt32BE(Math.floor(n / 2 ** 32), at + 2);
       b.writeUInt32BE(n >>> 0, at + 6);
     }
-    b.write(text, at + h, n, "utf8");
+    let p = at + h;
+    p += prefix.copy(b, p);
+    p += b.write(text, p, "utf8");
+    suffix.copy(b, p);
     this.used = at + h + n;
     this.lastChunk = b;
     this.lastStart = at;
