@@ -1,13 +1,15 @@
 /**
  * Fan-out framing. Contracts:
- *  - every envelope fanned out is framed once as a WebSocket text frame (RFC 6455 §5.2: FIN,
+ *  - every envelope is framed once as a WebSocket text frame (RFC 6455 §5.2: FIN,
  *    opcode 0x1, no mask) straight into a shared tape; the tape's bytes are never rewritten;
  *  - a subscriber collects the tape ranges meant for it, in publication order; a range that
  *    continues the previous one merges with it, so a client that receives every envelope of a
  *    burst holds one slice of the tape, and a delivery allocates nothing;
  *  - the collected frames leave in one socket write per client at the end of the event-loop turn,
  *    or earlier when anything else is about to be written to that client (so order is kept).
- * Which clients receive an envelope (the negotiated-version filter) is decided by the caller.
+ * Which clients receive an envelope (the negotiated-version filter) is decided by the caller; the
+ * replay ring (action-log.ts) reads envelopes back from their frames, so a chunk lives as long as a
+ * ring entry or a pending socket write points into it (at worst about twice the ring's byte bound).
  */
 
 /** Bytes of a tape chunk; a larger frame gets a chunk of its own size. */
@@ -20,6 +22,8 @@ export class FrameTape {
   lastChunk: Buffer = this.chunk;
   lastStart = 0;
   lastEnd = 0;
+  /** Bytes of the last frame's header (its payload starts at `lastStart + lastHeader`). */
+  lastHeader = 0;
 
   /**
    * Frame one message, `prefix` + `text` (as UTF-8) + `suffix`, onto the tape; its bytes are
@@ -29,7 +33,7 @@ export class FrameTape {
     const n = prefix.length + Buffer.byteLength(text, "utf8") + suffix.length;
     const h = n < 126 ? 2 : n < 65536 ? 4 : 10;
     if (this.used + h + n > this.chunk.length) {
-      // Bytes already framed stay where they are: clients may still be writing them.
+      // Bytes already framed stay where they are: clients may still be writing them, the ring reads them.
       this.chunk = Buffer.allocUnsafe(Math.max(CHUNK_BYTES, h + n));
       this.used = 0;
     }
@@ -53,6 +57,7 @@ export class FrameTape {
     this.lastChunk = b;
     this.lastStart = at;
     this.lastEnd = at + h + n;
+    this.lastHeader = h;
   }
 }
 
