@@ -47,8 +47,8 @@ test("fan-out: clients on 0.9, 1.0 and 1.1 each get a burst byte-exact, a shape-
     const before = h.state.serverSeq;
 
     // One write: the host handles the whole burst in one turn. Texts cover every frame-header size
-    // (< 126, < 65,536 and larger payloads) and multi-byte UTF-8.
-    const texts = ["a", "é", "😀 ok", "ж".repeat(40), "x".repeat(200), "y".repeat(70_000), "z"];
+    // (< 126, < 65,536 and larger payloads), multi-byte UTF-8, and more than one tape chunk (256 KiB).
+    const texts = ["a", "é", "😀 ok", "ж".repeat(40), "x".repeat(200), "y".repeat(70_000), "w".repeat(300_000), "z"];
     let burst = "";
     const line = (event: Json) => (burst += JSON.stringify({ type: "event", session, event }) + "\n");
     for (const text of texts.slice(0, 3)) line({ type: "text_delta", text });
