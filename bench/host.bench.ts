@@ -1,7 +1,7 @@
 /**
  * Host benchmarks (issue 6): a spawned `berth daemon`, driven over its real sockets.
  *  - 10,000 dormant sessions registered over one v8 provider connection (≤ 2 s, daemon RSS ≤ 300 MB)
- *  - sequenced events fanned out to 10 AHP clients (≥ 50,000 events/s)
+ *  - sequenced events fanned out to 10 AHP clients (≥ 50,000 events/s; with the daemon's CPU time for them)
  *  - /healthz latency and daemon RSS growth while one backend streams a 64 MiB turn (issue 18),
  *    beside the same probe against a bare Node HTTP server (the floor)
  *  - 160 turns × 256 KiB on one session: the last turns' round trip against the first ones', and
@@ -38,6 +38,12 @@ const bin = fileURLToPath(new URL("../../bin/berth", import.meta.url));
 function rssMb(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return m ? Number(m[1]) / 1024 : NaN;
+}
+
+/** CPU time (user + system, all threads) the process has used, in ms (Linux: /proc, USER_HZ 100). */
+function cpuMs(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(f[11]) + Number(f[12])) * 10;
 }
 
 class Lines {
@@ -189,6 +195,7 @@ export default async (): Promise<Figure[]> => {
       }, 2);
     });
     const base = counts.slice();
+    const cpu1 = cpuMs(proc.pid!);
     const t1 = performance.now();
     let out = "";
     for (let s = 2; s < EVENTS + 2; s++) {
@@ -211,7 +218,9 @@ export default async (): Promise<Figure[]> => {
     });
     const fanMs = performance.now() - t1;
     const rate = EVENTS / (fanMs / 1000);
-    figures.push({ name: "host.fanout_10_clients_events_per_s", value: Math.round(rate), unit: "events/s", target: ">= 50000", ok: rate >= 50_000, deliveries_per_s: Math.round(rate * CLIENTS) });
+    // The daemon's CPU time for the burst reads the same on a busy machine, where the rate does not.
+    const fanCpu = cpuMs(proc.pid!) - cpu1;
+    figures.push({ name: "host.fanout_10_clients_events_per_s", value: Math.round(rate), unit: "events/s", target: ">= 50000", ok: rate >= 50_000, deliveries_per_s: Math.round(rate * CLIENTS), daemon_cpu_ms: fanCpu });
     for (const ws of clients) ws.close();
     sock.destroy();
 

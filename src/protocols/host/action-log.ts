@@ -4,33 +4,43 @@
  *  - an envelope is serialized BEFORE anything is stored or reduced: an action that cannot be
  *    serialized throws out of `publish` with no sequence number consumed, nothing reduced and
  *    nothing in the replay ring (so it can never poison a later `reconnect`);
- *  - published envelopes are immutable: the ring keeps the serialized text, never the objects
- *    the reducer goes on to mutate, so a replay shows exactly what was sent live;
+ *  - published envelopes are immutable: the ring keeps the serialized text (its UTF-8 bytes,
+ *    inside the envelope's frame on the tape), never the objects the reducer goes on to mutate,
+ *    so a replay shows exactly what was sent live;
  *  - every envelope gets the next `serverSeq`, is reduced (unless rejected) before it is sent,
  *    and is sent to each subscriber in sequence order;
- *  - a fanned-out message is serialized once and framed as a WebSocket frame at most once;
+ *  - an envelope is serialized once and framed once, as an `action` notification, onto the
+ *    shared tape every client's socket write takes its slices from (fanout.ts);
  *  - the replay ring holds at most REPLAY_LIMIT envelopes and REPLAY_BYTES_LIMIT bytes of
  *    envelope text; `replaySince` answers null when the requested gap is older than the ring.
  */
 import { ROOT } from "./ahp-schema.js";
 import { filterKey } from "./ahp-version.js";
-import { wsTextFrame } from "../../transport/host-wsframe.js";
+import { FrameTape } from "./fanout.js";
 import { REPLAY_BYTES_LIMIT, REPLAY_LIMIT, type Envelope, type Json, type Origin, type Subscriber } from "./model.js";
 
-interface Recorded {
-  serverSeq: number;
-  channel: string;
-  type: string;
-  /** The envelope exactly as published (JSON). */
-  text: string;
-}
+/** An `action` notification is these bytes around the envelope's JSON. */
+const ACTION_HEAD = Buffer.from('{"jsonrpc":"2.0","method":"action","params":');
+const ACTION_TAIL = Buffer.from("}");
 
 export class ActionLog {
   serverSeq = 0;
-  private ring: Recorded[] = [];
-  private head = 0; // index of the oldest retained entry
+  // The replay ring, a circular buffer of REPLAY_LIMIT entries: `head` is the oldest of `count`.
+  // Entry i's envelope text is bytes [textStart[i], textEnd[i]) of tape chunk chunks[i] (UTF-8),
+  // exactly as published; textLen[i] is its length in UTF-16 code units (what the byte bound counts).
+  private readonly seqs = new Float64Array(REPLAY_LIMIT);
+  private readonly textLen = new Float64Array(REPLAY_LIMIT);
+  private readonly textStart = new Uint32Array(REPLAY_LIMIT);
+  private readonly textEnd = new Uint32Array(REPLAY_LIMIT);
+  private readonly chunks = new Array<Buffer | undefined>(REPLAY_LIMIT).fill(undefined);
+  private readonly channels = new Array<string>(REPLAY_LIMIT).fill("");
+  private readonly types = new Array<string>(REPLAY_LIMIT).fill("");
+  private head = 0;
+  private count = 0;
   private ringBytes = 0;
   readonly subs = new Map<string, Set<Subscriber>>();
+  /** Where every envelope is framed, once, as an `action` notification (fanout.ts). */
+  private readonly tape = new FrameTape();
 
   /** @param reduce applies an accepted action to the host model before fan-out. */
   constructor(private readonly reduce: (channel: string, action: Json) => void) {}
@@ -44,31 +54,40 @@ export class ActionLog {
     if (rejectionReason === undefined) this.reduce(channel, action);
     this.serverSeq = env.serverSeq;
     const type = filterKey(action);
-    this.record({ serverSeq: env.serverSeq, channel, type, text });
+    // Framed once: the ring keeps the envelope's bytes inside the frame, and subscribers get the frame.
+    const tape = this.tape;
+    tape.frame(ACTION_HEAD, text, ACTION_TAIL);
+    this.record(env.serverSeq, channel, type, text.length, tape.lastChunk, tape.lastStart + tape.lastHeader + ACTION_HEAD.length, tape.lastEnd - ACTION_TAIL.length);
     const set = this.subs.get(channel);
     if (set && set.size > 0) {
-      const msg = `{"jsonrpc":"2.0","method":"action","params":${text}}`;
-      let frame: Buffer | undefined;
       for (const sub of set) {
         if (!sub.accepts(type)) continue;
-        if (sub.sendFrame) sub.sendFrame((frame ??= wsTextFrame(msg)), msg);
-        else sub.sendRaw(msg);
+        if (sub.queueFrame) sub.queueFrame(tape.lastChunk, tape.lastStart, tape.lastEnd);
+        else sub.sendRaw(`{"jsonrpc":"2.0","method":"action","params":${text}}`);
       }
     }
     return env;
   }
 
-  private record(r: Recorded): void {
-    this.ring.push(r);
-    this.ringBytes += r.text.length;
-    while (this.ring.length - this.head > REPLAY_LIMIT || (this.ringBytes > REPLAY_BYTES_LIMIT && this.ring.length - this.head > 1)) {
-      this.ringBytes -= this.ring[this.head]!.text.length;
-      this.ring[this.head++] = undefined as unknown as Recorded;
-    }
-    if (this.head > 4096 && this.head * 2 > this.ring.length) {
-      this.ring = this.ring.slice(this.head);
-      this.head = 0;
-    }
+  private record(seq: number, channel: string, type: string, len: number, chunk: Buffer, start: number, end: number): void {
+    while (this.count > 0 && (this.count >= REPLAY_LIMIT || this.ringBytes + len > REPLAY_BYTES_LIMIT)) this.dropOldest();
+    const i = (this.head + this.count) % REPLAY_LIMIT;
+    this.seqs[i] = seq;
+    this.textLen[i] = len;
+    this.textStart[i] = start;
+    this.textEnd[i] = end;
+    this.chunks[i] = chunk;
+    this.channels[i] = channel;
+    this.types[i] = type;
+    this.count++;
+    this.ringBytes += len;
+  }
+  private dropOldest(): void {
+    const i = this.head;
+    this.ringBytes -= this.textLen[i]!;
+    this.chunks[i] = undefined; // its tape chunk can go once nothing else holds it
+    this.head = (i + 1) % REPLAY_LIMIT;
+    this.count--;
   }
 
   /** Bytes (UTF-16 code units) of envelope text the replay ring holds now. */
@@ -90,13 +109,13 @@ export class ActionLog {
    */
   replaySince(since: number, channels: Set<string>, accept: (type: string) => boolean = () => true): Envelope[] | null {
     if (since >= this.serverSeq) return [];
-    const n = this.ring.length - this.head;
-    const oldest = n === 0 ? this.serverSeq + 1 : this.ring[this.head]!.serverSeq;
+    const oldest = this.count === 0 ? this.serverSeq + 1 : this.seqs[this.head]!;
     if (since + 1 < oldest) return null;
     const out: Envelope[] = [];
-    for (let i = this.head; i < this.ring.length; i++) {
-      const e = this.ring[i]!;
-      if (e.serverSeq > since && channels.has(e.channel) && accept(e.type)) out.push(JSON.parse(e.text) as Envelope);
+    for (let k = 0; k < this.count; k++) {
+      const i = (this.head + k) % REPLAY_LIMIT;
+      if (this.seqs[i]! > since && channels.has(this.channels[i]!) && accept(this.types[i]!))
+        out.push(JSON.parse(this.chunks[i]!.toString("utf8", this.textStart[i], this.textEnd[i])) as Envelope);
     }
     return out;
   }

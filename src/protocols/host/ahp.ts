@@ -24,6 +24,7 @@ import { initializeTelemetry, isOtlpChannel, registerProgress } from "./notifica
 import { invokeChangesetOperation } from "./resources.js";
 import { clientConnectionClosed, clientUnsubscribed } from "./client-tools.js";
 import { wsText } from "../../transport/ws-text.js";
+import { PendingFrames } from "./fanout.js";
 import type { Socket as NetSocket } from "node:net";
 
 /** Longest error message sent to a client. */
@@ -60,6 +61,7 @@ export class AhpConnection implements Subscriber {
   }
   sendRaw(text: string): void {
     if (this.closed || this.ws.readyState !== 1) return;
+    this.flushFrames(); // fanned-out envelopes queued earlier go first
     // Batch bursts of small frames into one writev per event-loop turn.
     const raw = (this.ws as unknown as { _socket?: NetSocket })._socket;
     if (raw && !this.corked) {
@@ -90,29 +92,47 @@ export class AhpConnection implements Subscriber {
     this.onClose();
     this.ws.terminate();
   }
-  /** Write a pre-framed text frame straight to the socket (ordering is preserved: ws writes synchronously). */
-  sendFrame(frame: Buffer, text: string): void {
-    if (this.closed || this.ws.readyState !== 1) return;
-    const raw = (this.ws as unknown as { _socket?: NetSocket })._socket;
-    if (!raw || raw.destroyed) return this.sendRaw(text);
-    if (!this.corked) {
-      this.corked = true;
-      raw.cork();
-      setImmediate(() => {
-        this.corked = false;
-        raw.uncork();
-      });
-    }
-    raw.write(frame);
-    this.checkBacklog();
+
+  /** Fanned-out envelopes framed on the host's tape, written once per event-loop turn (fanout.ts). */
+  private readonly frames = new PendingFrames();
+  /** Write the fanned-out frames queued so far now (before a close frame, say). */
+  flushFrames(): void {
+    if (!this.frames.empty) this.writeFrames();
   }
+  queueFrame(tape: Buffer, start: number, end: number): void {
+    if (this.closed || this.ws.readyState !== 1) return;
+    if (this.frames.add(tape, start, end)) setImmediate(this.writeFrames);
+  }
+  /** Write the queued frames straight to the socket (ws writes synchronously, so order is kept). */
+  private readonly writeFrames = (): void => {
+    const out = this.frames.take();
+    if (out.length === 0 || this.closed || this.ws.readyState !== 1) return;
+    const raw = (this.ws as unknown as { _socket?: NetSocket })._socket;
+    if (!raw || raw.destroyed) return;
+    if (out.length === 1) raw.write(out[0]!);
+    else {
+      raw.cork();
+      for (const b of out) raw.write(b);
+      raw.uncork();
+    }
+    this.checkBacklog();
+  };
   private sendJson(msg: unknown): void {
     this.sendRaw(JSON.stringify(msg));
   }
   /** Only actions known to the negotiated protocol version are sent (upstream versioning rule). */
   accepts(actionType: string): boolean {
-    return this.version === null || actionKnownTo(actionType, this.version);
+    const v = this.version;
+    if (v === null) return true;
+    // Asked once per delivery; a burst repeats one action type, so the last answer is kept.
+    if (actionType === this.lastKey && v === this.lastVersion) return this.lastKnown;
+    this.lastKey = actionType;
+    this.lastVersion = v;
+    return (this.lastKnown = actionKnownTo(actionType, v));
   }
+  private lastKey = "";
+  private lastVersion = "";
+  private lastKnown = false;
 
   /** This connection's side of the MCP channels (mcp-channels.ts). */
   private readonly mcp: McpPort = { send: (text) => this.sendRaw(text), initialized: () => this.version !== null };
@@ -135,6 +155,7 @@ export class AhpConnection implements Subscriber {
   /** Close this connection (idempotent); its subscriptions end at once. */
   close(code: number, reason: string): void {
     if (this.closed) return;
+    this.flushFrames();
     this.onClose();
     try {
       this.ws.close(code, reason);

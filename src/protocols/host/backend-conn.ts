@@ -85,18 +85,22 @@ export class BackendConn implements ProviderRoute {
       this.server.log(`backend ${this.connectionId}: refusing to send oversize frame: ${String(e)}`);
       return false;
     }
-    if (!this.corked) {
-      this.corked = true;
-      this.socket.cork();
-      setImmediate(() => {
-        this.corked = false;
-        this.socket.uncork();
-      });
-    }
-    this.socket.write(text);
+    this.sendText(text);
     return true;
   }
-  private corked = false;
+  /** Queue one encoded frame (ending in LF); frames queued in one event-loop turn leave in one socket write. */
+  private sendText(text: string): void {
+    if (this.out === "") setImmediate(this.flushOut);
+    this.out += text;
+  }
+  /** Frames queued in this turn, in order (each ends with LF, so empty means none). */
+  private out = "";
+  private readonly flushOut = (): void => {
+    const text = this.out;
+    if (text === "") return;
+    this.out = "";
+    if (!this.socket.destroyed) this.socket.write(text);
+  };
   error(code: BackendErrorCode, message: string, extra: Json = {}): void {
     this.send({ type: "error", code, message, ...extra });
   }
@@ -107,6 +111,7 @@ export class BackendConn implements ProviderRoute {
     this.error(code, message, { fatal: true, ...extra });
     this.closed = true;
     this.stopReading();
+    this.flushOut(); // the error frame, and all sent before it, precede the end
     this.socket.end();
     setTimeout(() => this.socket.destroy(), 1000).unref();
     this.detachAll();
@@ -392,10 +397,9 @@ export class BackendConn implements ProviderRoute {
     const session = f.session;
     if (typeof session !== "string") return this.error("validation_error", "event needs a session URI");
     const suppliedId = typeof f.backendConnectionId === "string" ? f.backendConnectionId : undefined;
-    const echo = (x: Json) => (suppliedId !== undefined ? { ...x, backendConnectionId: suppliedId } : x);
     const seq = f.sequence;
     if (sequenced && (typeof seq !== "number" || !Number.isSafeInteger(seq) || seq < 1))
-      return this.error("validation_error", "sequence must be a positive integer", echo({ session }));
+      return this.error("validation_error", "sequence must be a positive integer", echoId({ session }, suppliedId));
 
     // Resolve the logical route this frame speaks for.
     let route: LogicalRoute | undefined;
@@ -422,10 +426,10 @@ export class BackendConn implements ProviderRoute {
         if (sequenced && route.requireId) return void this.send({ type: "event_epoch_required", session, sequence: seq });
       }
     }
-    if (route.retired !== "no") return void this.send(echo({ type: "event_rejected", session, sequence: sequenced ? seq : 0, error: "route retired" }));
+    if (route.retired !== "no") return void this.send(echoId({ type: "event_rejected", session, sequence: sequenced ? seq : 0, error: "route retired" }, suppliedId));
     const st = this.state;
     const s = st.sessions.get(session);
-    if (!s || s.route !== route) return this.error("backend_replaced", "this route is no longer current for the session", echo({ session }));
+    if (!s || s.route !== route) return this.error("backend_replaced", "this route is no longer current for the session", echoId({ session }, suppliedId));
 
     if (sequenced) {
       const n = seq as number;
@@ -445,12 +449,30 @@ export class BackendConn implements ProviderRoute {
         return;
       }
       route.nextSeq = n + 1;
-      this.send({ type: "event_ack", ...receipt });
+      this.sendAck(session, n, route.logicalId);
       return;
     }
     const err = this.applyEvent(route, s, f);
-    if (err) this.error("validation_error", `event refused: ${err}`, echo({ session, sequence: 0 }));
+    if (err) this.error("validation_error", `event refused: ${err}`, echoId({ session, sequence: 0 }, suppliedId));
   }
+
+  /**
+   * `{"type":"event_ack","session":…,"sequence":n,"backendConnectionId":…}`, the text `send` would
+   * make, from pieces kept for the last (session, route) acknowledged: one ack per event of a burst.
+   */
+  private sendAck(session: string, sequence: number, logicalId: string): void {
+    if (this.closed || this.socket.destroyed) return;
+    let a = this.ackText;
+    if (a.session !== session || a.id !== logicalId) {
+      const head = `{"type":"event_ack","session":${JSON.stringify(session)},"sequence":`;
+      const tail = `,"backendConnectionId":${JSON.stringify(logicalId)}}\n`;
+      // Beyond a small size the general path (with its frame bound) is as cheap.
+      if (head.length + tail.length > 4096) return void this.send({ type: "event_ack", session, sequence, backendConnectionId: logicalId });
+      this.ackText = a = { session, id: logicalId, head, tail };
+    }
+    this.sendText(a.head + sequence + a.tail);
+  }
+  private ackText = { session: "", id: "", head: "", tail: "" };
 
   /** Validate and reduce; returns a semantic-rejection message or null. */
   private applyEvent(route: LogicalRoute, s: SessionModel, f: Json): string | null {
@@ -485,4 +507,9 @@ export class BackendConn implements ProviderRoute {
     if (!ev.success) return zodMessage(ev.error);
     return this.state.applyEvent(s, chat, ev.data);
   }
+}
+
+/** A reply frame carrying the `backendConnectionId` the sender supplied, when it supplied one. */
+function echoId(x: Json, suppliedId: string | undefined): Json {
+  return suppliedId !== undefined ? { ...x, backendConnectionId: suppliedId } : x;
 }

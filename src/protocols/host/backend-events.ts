@@ -43,6 +43,21 @@ export function historyToTurn(h: HistoryTurn): Json {
   return t;
 }
 
+/** A text or reasoning delta in the active turn: one `chat/delta` (or a new part), bounded by the turn's text limit. */
+function applyTextDelta(st: HostState, chat: ChatModel, t: TurnModel, type: "text_delta" | "thinking_delta", delta: string): void {
+  const text = boundTurnText(t, delta);
+  const kind = type === "text_delta" ? "markdown" : "reasoning";
+  const last = t.responseParts[t.responseParts.length - 1];
+  if (text === "") {
+    /* nothing left to keep */
+  } else if (last && last.kind === kind) st.publish(chat.uri, { type: kind === "markdown" ? "chat/delta" : "chat/reasoning", turnId: t.id, partId: last.id, content: text });
+  else st.publish(chat.uri, { type: "chat/responsePart", turnId: t.id, part: { kind, id: `p${++chat.partSeq}`, content: text } });
+  if (t.truncated === true) {
+    t.truncated = "announced";
+    st.publish(chat.uri, { type: "chat/responsePart", turnId: t.id, part: { kind: "markdown", id: `p${++chat.partSeq}`, content: TRUNCATION_NOTICE } });
+  }
+}
+
 /**
  * Reduce one validated backend event into AHP state. Returns null on success, or a
  * semantic-rejection message (nothing was published in that case).
@@ -59,6 +74,11 @@ export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatMode
     }
   }
   if (ev.type === "user_message" || ev.type === "agent_started") chat.draining = false;
+  if (t && (ev.type === "text_delta" || ev.type === "thinking_delta")) {
+    applyTextDelta(st, chat, t, ev.type, ev.text); // the hot path: no closures below
+    st.summaryChanged(s);
+    return null;
+  }
   const needTurn = () => (t ? null : `${ev.type} without an active turn`);
   const startTurn = (text: string, turnId?: string, kind = "user", queuedMessageId?: string) => {
     const act: Json = { type: "chat/turnStarted", turnId: turnId ?? randomUUID(), startedAt: nowIso(), message: { text, origin: { kind } } };
@@ -94,23 +114,8 @@ export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatMode
       if (!t) startTurn("", ev.turnId, "agent");
       break;
     case "text_delta":
-    case "thinking_delta": {
-      const err = needTurn();
-      if (err) return err;
-      const text = boundTurnText(t!, ev.text);
-      const kind = ev.type === "text_delta" ? "markdown" : "reasoning";
-      const last = t!.responseParts[t!.responseParts.length - 1];
-      if (text === "") {
-        /* nothing left to keep */
-      } else if (last && last.kind === kind)
-        st.publish(chat.uri, { type: kind === "markdown" ? "chat/delta" : "chat/reasoning", turnId: t!.id, partId: last.id, content: text });
-      else st.publish(chat.uri, { type: "chat/responsePart", turnId: t!.id, part: { kind, id: `p${++chat.partSeq}`, content: text } });
-      if (t!.truncated === true) {
-        t!.truncated = "announced";
-        st.publish(chat.uri, { type: "chat/responsePart", turnId: t!.id, part: { kind: "markdown", id: `p${++chat.partSeq}`, content: TRUNCATION_NOTICE } });
-      }
-      break;
-    }
+    case "thinking_delta":
+      return needTurn(); // with a turn, handled above
     case "tool_started": {
       const err = needTurn();
       if (err) return err;

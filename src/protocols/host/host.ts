@@ -240,7 +240,10 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
       if (closed) return;
       closed = true;
       clientToolsClosing(state);
-      for (const c of clients) c.ws.close(1001, "host shutting down");
+      for (const c of clients) {
+        c.flushFrames(); // what was published before the shutdown still reaches the client
+        c.ws.close(1001, "host shutting down");
+      }
       wss.close();
       await backend.close();
       http.closeAllConnections();

@@ -172,8 +172,11 @@ export interface Subscriber {
   clientId: string;
   /** Send one pre-serialized JSON-RPC message. */
   sendRaw(text: string): void;
-  /** Send one message already framed as a WebSocket text frame (same content as `text`). */
-  sendFrame?(frame: Buffer, text: string): void;
+  /**
+   * Queue one message already framed as a WebSocket text frame: bytes `[start, end)` of `tape`, which
+   * are never rewritten (fanout.ts). The subscriber writes its queued frames before anything else it sends.
+   */
+  queueFrame?(tape: Buffer, start: number, end: number): void;
   /** Whether this client may see the action type (negotiated-version filter). */
   accepts(actionType: string): boolean;
 }
