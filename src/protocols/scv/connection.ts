@@ -45,6 +45,11 @@ export interface ConnectionOutput {
   push(frame: string): void;
   /** `push` of `head + body + ',"seq":' + seq + "}"` without building it (FrameWriter.pushSeqFrame). */
   pushSeqFrame(head: string, body: string, seq: number): void;
+  /**
+   * Hands the queued frames to the stream now rather than at the scheduled flush (FrameWriter.flush): for a frame
+   * whose latency matters (a turn's first `assistant.delta`), since the rest of that step may be long.
+   */
+  flushNow(): void;
   error(e: WireError): boolean | Promise<boolean>;
 }
 
@@ -99,6 +104,7 @@ export function serveScvConnection(input: Readable, output: Writable, deps: ScvS
     canPush: () => writer.canAdmit(),
     push: (frame) => writer.push(frame),
     pushSeqFrame: (head, body, seq) => writer.pushSeqFrame(head, body, seq),
+    flushNow: () => writer.flush(),
     error: (e) => writer.emit(() => errorFrame(e)),
   };
 

@@ -102,12 +102,16 @@ export class ScvSession implements ScvSessionHandle {
   private onDelta(e: Extract<SessionEvent, { type: "assistant_delta" }>): boolean | Promise<boolean> {
     const t = this.turns.get(e.turnId);
     if (t === undefined) return true;
+    const first = t.deltaPrefix === undefined;
     const prefix = (t.deltaPrefix ??=
       `{"type":"assistant.delta","request_id":${JSON.stringify(t.requestId)},"session_id":${JSON.stringify(this.rt.id)},"turn_id":${JSON.stringify(e.turnId)},"content":`);
     const text = e.text;
     const out = this.out;
     if (out.canPush()) {
       out.pushSeqFrame(prefix, JSON.stringify(text), ++this.seq);
+      // The turn's first delta goes out at once: the rest of this step (a short answer's terminal record and
+      // completion, written synchronously) would otherwise hold it until the scheduled flush.
+      if (first) out.flushNow();
       return true;
     }
     const r = out.emit(() => prefix + JSON.stringify(text) + ',"seq":' + ++this.seq + "}", t.ctl.signal);

@@ -68,9 +68,11 @@ function retriesFor(waitMs: number): dirlock.RetryOptions {
 /**
  * How the append lock is removed. A reader's is removed synchronously (an rmdir of an empty directory). The writer's
  * is removed on the thread pool (`release`, an rmdir that can take a quarter of a millisecond on a busy journal),
- * started right after its write and alongside the batch's fsync; the batch resolves only once both are done, so a
- * turn's terminal event never runs ahead of the removal (a door answering the next request right after it would
- * otherwise find its own lock still there), and the event loop meanwhile prepares the turn's provider request.
+ * started right after its write and alongside the batch's fsync. The batch settles with its fsync, not with the
+ * removal (an rmdir blocked behind a busy journal can finish milliseconds after the fsync, and a turn's provider
+ * request waits for its user record); readers of this process wait for a running removal (`releasingAppend`)
+ * before looking at the lock, so a door answering the next request right after a turn's terminal event never finds
+ * its own process's lock, and the writer's next batch waits for it too (writer.ts).
  */
 function releaser(l: dirlock.DirLock, onThreadPool: boolean): () => Promise<void> {
   if (onThreadPool) return () => l.release();
@@ -133,10 +135,32 @@ function ownerIsDead(o: OwnerInfo): boolean {
 }
 
 export class SessionLocks {
+  /** Writers' append-lock removals still running on the thread pool, by session (see `releasingAppend`). */
+  private readonly releasing = new Map<string, Promise<void>>();
+
   constructor(
     private readonly paths: SessionPaths,
     private readonly tuning: LockTuning = DEFAULT_LOCK_TUNING,
   ) {}
+
+  /**
+   * The removal of a writer's append lock of session `id` by this process, while it runs (a writer's batch settles
+   * without waiting for it: writer.ts). Readers in this process wait for it rather than for the lock (never rejects).
+   */
+  releasingAppend(id: string): Promise<void> | undefined {
+    return this.releasing.get(id);
+  }
+
+  /** `release` for a writer's lock: tracked in `releasing` while it runs. */
+  private tracked(id: string, release: () => Promise<void>): () => Promise<void> {
+    return () => {
+      const p: Promise<void> = release().finally(() => {
+        if (this.releasing.get(id) === p) this.releasing.delete(id);
+      });
+      this.releasing.set(id, p.catch(() => undefined));
+      return p;
+    };
+  }
 
   /** Acquires the writer lease or throws `SessionError("busy")`. */
   async acquireLease(id: string): Promise<Lease> {
@@ -254,7 +278,8 @@ export class SessionLocks {
    */
   tryAppendNow(id: string, role: "writer" | "reader"): (() => Promise<void>) | null {
     try {
-      return releaser(dirlock.lockSync(this.paths.append(id), APPEND_LOCK), role === "writer");
+      const release = releaser(dirlock.lockSync(this.paths.append(id), APPEND_LOCK), role === "writer");
+      return role === "writer" ? this.tracked(id, release) : release;
     } catch (err) {
       if (!isLocked(err)) throw new SessionError("unavailable");
       return null;
@@ -276,7 +301,7 @@ export class SessionLocks {
     if (now !== null) return now;
     try {
       const l = await dirlock.lock(path, { ...opts, retries: retriesFor(wait) });
-      return releaser(l, role === "writer");
+      return role === "writer" ? this.tracked(id, releaser(l, true)) : releaser(l, false);
     } catch (err) {
       if (!isLocked(err)) throw new SessionError("unavailable");
       if (role === "reader" && (await this.leaseHolderGone(id))) return null;

@@ -273,6 +273,9 @@ export class SessionStore {
     leaveOut?: ReadonlySet<RecordKind>,
   ): Promise<WindowSnapshot | "unchanged"> {
     const path = this.paths.data(id);
+    // A removal of this process's own append lock still running: wait for it, not for the lock (locks.ts).
+    const releasing = this.locks.releasingAppend(id);
+    if (releasing !== undefined) await releasing;
     if (!this.locks.appendLockPresent(id)) {
       const snap = await readWindow(path, id, bounds, reuse, leaveOut);
       if (snap === "unchanged" || !snap.torn) return snap;

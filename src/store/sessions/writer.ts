@@ -16,6 +16,10 @@
  * - The append lock covers a batch's `write` only: readers need it to tell an in-flight append from a torn line,
  *   and an fsync changes no byte they can read. A `flush` (or a synced batch with no new text) when every written
  *   byte is already fsynced does nothing: no lock, no fsync.
+ * - A batch settles once its bytes are written (and, with `sync`, fsynced): the removal of its append lock runs on
+ *   the thread pool meanwhile and is not waited for (an rmdir queued behind a busy journal can take milliseconds
+ *   after the fsync returned, and a turn's provider request waits for its user record). The next batch, and
+ *   `close`, wait for that removal first, so this writer never finds its own lock still present.
  * - `written` (for the store's history cache, store.ts) lists the records written since it was last taken, with
  *   the file's identity right after the last write; it is dropped (null) when this writer cannot vouch for it.
  */
@@ -62,6 +66,8 @@ export class SessionWriter {
   private unsynced = false;
   /** See `takeWritten` (null: not tracking, or no longer trustworthy). */
   private log: WrittenLog | null = null;
+  /** The removal of the last batch's append lock, while it runs (never rejects). */
+  private releasing: Promise<void> | null = null;
 
   constructor(
     readonly sessionId: string,
@@ -150,6 +156,7 @@ export class SessionWriter {
     if (this.closed) return;
     if (this.failed === null && this.queue.length > 0) await this.flush().catch(() => undefined);
     if (this.draining) await this.draining;
+    if (this.releasing) await this.releasing;
     this.closed = true;
     closeQuietly(this.fd);
   }
@@ -198,6 +205,8 @@ export class SessionWriter {
       return;
     }
     if (this.needsLeadingNewline) text = "\n" + text;
+    // The previous batch's lock removal still running: wait for it rather than find our own lock present.
+    if (this.releasing !== null) await this.releasing;
     // Uncontended (the usual case), the lock, the write and the fsync's start all happen in the appender's own step.
     const release = this.locks.tryAppendNow(this.sessionId, "writer") ?? (await this.locks.acquireAppend(this.sessionId, "writer"));
     let synced: Promise<void> | null = null;
@@ -217,9 +226,19 @@ export class SessionWriter {
       this.log = null;
       failed = { error: e };
     }
-    const released = release === null ? Promise.resolve() : release().catch(() => undefined);
-    // Both settle before the batch does (its records are durable and the lock is gone).
-    const [s] = await Promise.allSettled([synced ?? Promise.resolve(), released]);
+    if (release !== null) {
+      const released: Promise<void> = release().then(
+        () => {
+          if (this.releasing === released) this.releasing = null;
+        },
+        () => {
+          if (this.releasing === released) this.releasing = null;
+        },
+      );
+      this.releasing = released;
+    }
+    // The batch settles with its fsync; the lock's removal is waited for by the next batch (module contract).
+    const [s] = await Promise.allSettled([synced ?? Promise.resolve()]);
     if (failed !== null) throw failed.error;
     if (s.status === "rejected") throw s.reason;
     if (synced !== null) this.unsynced = false;
