@@ -308,6 +308,10 @@ export class AppServiceServer {
     if (method === "initialize" && o.error === undefined) this.prefetch();
     if (slot.held !== null) for (const e of slot.held) this.io.send(e);
     slot.held = null;
+    // A lazy family's response (session.create, turn.start, ...) goes out now, not at the end of this event-loop
+    // turn: work queued meanwhile (the turn path's modules loading in the background) would otherwise hold it back.
+    // Eager families' responses (status, pipelined by the thousand) stay coalesced into one write per turn.
+    if (this.lazy.has(method)) this.io.flush();
     if (!slot.kept && this.reserved.get(requestId) === slot) this.reserved.delete(requestId);
   }
 
