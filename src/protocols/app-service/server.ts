@@ -67,6 +67,9 @@ export class AppServiceServer {
   private readonly handled: Array<() => void> = [];
   /** When the last input record was handled (for idle-time prefetch). */
   private lastInputAt = 0;
+  /** Whether a session was answered (`session` families' prefetch), and who waits for it. */
+  private sessionAnswered = false;
+  private sessionWaiter: (() => void) | null = null;
   private readonly reserved = new Map<string, Slot>();
   private readonly workers = new Set<Promise<void>>();
   private eventCounter = 0;
@@ -245,6 +248,16 @@ export class AppServiceServer {
           first = false;
           while (f.prefetch === "idle" && !this.stopping && Date.now() - this.lastInputAt < IDLE_PREFETCH_MS)
             await new Promise((r) => setTimeout(r, IDLE_PREFETCH_MS).unref());
+          while (f.prefetch === "session" && !this.sessionAnswered && !this.stopping && Date.now() - this.lastInputAt < IDLE_PREFETCH_MS) {
+            await new Promise<void>((r) => {
+              const timer = setTimeout(r, IDLE_PREFETCH_MS).unref();
+              this.sessionWaiter = () => {
+                clearTimeout(timer);
+                r();
+              };
+            });
+            this.sessionWaiter = null;
+          }
           if (this.stopping) return;
           await this.load(i).catch(() => undefined);
         }
@@ -306,6 +319,10 @@ export class AppServiceServer {
     mark(`tx ${method}`);
     slot.responded = true;
     if (method === "initialize" && o.error === undefined) this.prefetch();
+    if ((method === "session.create" || method === "session.open") && o.error === undefined && !this.sessionAnswered) {
+      this.sessionAnswered = true;
+      this.sessionWaiter?.();
+    }
     if (slot.held !== null) for (const e of slot.held) this.io.send(e);
     slot.held = null;
     // A lazy family's response (session.create, turn.start, ...) goes out now, not at the end of this event-loop
