@@ -261,12 +261,12 @@ describe("app-service dispatcher", () => {
     },
   ];
 
-  it("prefetches a `session` family once the first session is answered, and a prompt sent then is served", async () => {
+  it("prefetches a `session` family once the first session request has started, and a prompt sent then is served", async () => {
     const log: string[] = [];
     const h = harness(prefetchFamilies(log));
     h.req("s", "session.create", {});
     await h.until(() => log.includes("turn family loaded"));
-    assert.deepEqual(log, ["session.create handled", "turn family loaded"], "loaded after the session, without a call to it");
+    assert.deepEqual(log, ["session.create handled", "turn family loaded"], "loaded after the session request ran, without a call to it");
     h.req("t", "turn.start", {}, { session_id: "s1" });
     await h.until(() => h.parsed().some((m) => m.request_id === "t"));
     assert.deepEqual(h.parsed().find((m) => m.request_id === "t")?.payload, { status: "accepted" });
