@@ -4,10 +4,10 @@
 // compiled with V8 code cache data instead of the ES module chunks in dist/cold/:
 // - `buildColdScript` bundles dist/src/cli/main.js into dist/cold/berth.cjs: one script (no splitting: a lazy
 //   `import()` of our own modules becomes an esbuild init wrapper, still lazy), packages left in node_modules but the
-//   ESM-only ones, built-ins imported on demand required instead, the MCP client left to the ES module loader, the
-//   commands that never run from it (daemon, channel, acp, open, build-info) left out, whitespace and syntax
-//   minified, non-ASCII escaped (a one-byte source string), wrapped in a CommonJS-style function and ended by a build
-//   ID;
+//   ESM-only ones and the first turn's SSE parser, built-ins imported on demand required instead, the MCP client
+//   left to the ES module loader, the commands that never run from it (daemon, channel, acp, open, build-info) left
+//   out, whitespace and syntax minified, non-ASCII escaped (a one-byte source string), wrapped in a CommonJS-style
+//   function and ended by a build ID;
 // - `trainCodeCache` runs each of those commands through a session and a turn against a loopback fake provider
 //   (Chat Completions SSE) with BERTH_CODE_CACHE_TRAIN set; bin/cold-boot.cjs then writes the script's cache data at
 //   exit, so functions compiled lazily during the turn are in it. The files go to dist/cold/cache/, named by command,
@@ -42,6 +42,13 @@ const LEFT_TO_ESM = new Map([["runtime/tools/registry.js", "./mcp.js"]]);
 /** Packages that have no CommonJS entry point (bundled into the script; checked by the bundle step). */
 const ESM_ONLY = new Set(["oauth4webapi", "@agentclientprotocol/sdk"]);
 
+/**
+ * Packages on the first turn's path, bundled into the script so they are compiled from its code cache instead of
+ * resolved (package.json `exports`), read and compiled from node_modules when the first provider response arrives.
+ * Stateless (a copy the ES module loader may also load is harmless).
+ */
+const FIRST_TURN_PACKAGES = new Set(["eventsource-parser"]);
+
 /** Bundles the script, ended by a new build ID. */
 export async function buildColdScript() {
   const id = randomBytes(8).toString("hex");
@@ -66,7 +73,7 @@ export async function buildColdScript() {
         setup(b) {
           // Packages load from node_modules, as the ES module chunks load them, except the ESM-only ones, which a
           // CommonJS script could load only through require(esm) (Node 20.19+, with a warning when installed).
-          b.onResolve({ filter: /^[^./]/ }, (args) => (ESM_ONLY.has(args.path) ? undefined : { path: args.path, external: true }));
+          b.onResolve({ filter: /^[^./]/ }, (args) => (ESM_ONLY.has(args.path) || FIRST_TURN_PACKAGES.has(args.path) ? undefined : { path: args.path, external: true }));
           b.onResolve({ filter: /^\.\/[a-z-]+\.js$/ }, (args) => {
             if (args.importer === mainJs && NOT_COLD.has(args.path)) return { path: args.path, namespace: "not-cold" };
             const from = relative(srcDir, args.importer).split("\\").join("/");

@@ -262,6 +262,10 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
         return { code: "internal_error", message: "the session host could not start; see stderr", request_id: msg.request_id };
       }
       const { agent, hub } = built;
+      // A new session's model (what rt.describe() answers for it: the same selection) is resolved while its file is
+      // created and fsynced; session.started still waits for its MCP servers to be registered (below), so a
+      // session.mcp sent at once lists them.
+      const early = msg.resume === undefined ? agent.describe(Object.keys(selection).length > 0 ? selection : undefined) : null;
       let rt;
       try {
         const id = await created;
@@ -279,7 +283,7 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
       } catch {
         return { code: "internal_error", message: "the session could not be created; check that MC_HOME is writable", request_id: msg.request_id };
       }
-      const described = await rt.describe();
+      const [described] = await Promise.all([early ?? rt.describe(), rt.mcpRegistered()]);
       mark("scv.session_described");
       const id = rt.id;
       const session = new ScvSession(rt, out, checkAttachments, async () => {

@@ -22,7 +22,7 @@ export function once<T>(make: () => Promise<T>): () => Promise<T> {
   return () => (p ??= make());
 }
 
-export function lazyFamily(methods: readonly Operation[], load: () => Promise<MethodFamily>, prefetch: "eager" | "idle" = "eager"): LazyFamily {
+export function lazyFamily(methods: readonly Operation[], load: () => Promise<MethodFamily>, prefetch: "eager" | "idle" | "session" = "eager"): LazyFamily {
   return { methods, load, prefetch };
 }
 
@@ -53,12 +53,14 @@ export function buildFamilies(deps: ServiceDeps): Array<MethodFamily | LazyFamil
     lazyFamily(["turn.start", "turn.cancel"], async () => {
       const [{ turnMethods }, { Agent }] = await Promise.all([import("../protocols/app-service/turns.js"), import("../runtime/agent.js")]);
       const runner = new Agent({ home: deps.home, cwd: deps.cwd, env: deps.env });
-      // The turn loop, tools and the selected driver load in the background (prefetched after `initialize`, or with a
-      // first turn.start): a turn.start arriving meanwhile runs at once and shares those loads (each is loaded once)
-      // instead of waiting for the warm-up's own settings reads to finish first.
-      void runner.warm();
+      // The turn loop, tools and the selected driver load in the background (this family is prefetched while the
+      // first session request waits on the disk, or when the input is idle, or loads with a first turn.start): a
+      // turn.start arriving meanwhile runs at once and shares those loads (each is loaded once) instead of waiting
+      // for the warm-up's own settings reads. The warm-up starts in the next check phase, so this family's modules
+      // and the turn loop's run as two separate pieces and a session request's I/O callback can run between them.
+      setImmediate(() => void runner.warm());
       return turnMethods({ manager: await sessionManager(), runner, cwd: deps.cwd });
-    }),
+    }, "session"),
     lazyFamily(["auth.status", "auth.login.start", "auth.login.callback", "auth.login.cancel", "auth.logout"], async () => {
       const { authMethods, callbackPortFromEnv, callbackTimeoutMsFromEnv } = await import("../protocols/app-service/auth.js");
       const s = await authConfigStores();

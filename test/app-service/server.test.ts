@@ -8,9 +8,9 @@ import assert from "node:assert/strict";
 import { PassThrough, Writable } from "node:stream";
 import { AppServiceServer } from "../../src/protocols/app-service/server.js";
 import { serviceMethods } from "../../src/protocols/app-service/service-methods.js";
-import type { MethodFamily, RequestContext, Reservation } from "../../src/protocols/app-service/descriptor.js";
+import type { LazyFamily, MethodFamily, RequestContext, Reservation } from "../../src/protocols/app-service/descriptor.js";
 
-function harness(extra: MethodFamily[]) {
+function harness(extra: Array<MethodFamily | LazyFamily>) {
   const input = new PassThrough();
   const lines: string[] = [];
   let buf = "";
@@ -228,6 +228,60 @@ describe("app-service dispatcher", () => {
     release();
     assert.equal(await h.done, 0);
     assert.equal(h.parsed()[2]!.request_id, "w");
+  });
+
+  /** A lazy sessions family (session.create answers at once) and a `session`-prefetched turn family, with a log. */
+  const prefetchFamilies = (log: string[]): LazyFamily[] => [
+    {
+      methods: ["session.create"],
+      load: () =>
+        Promise.resolve({
+          descriptors: [
+            {
+              method: "session.create",
+              sessionId: "forbidden",
+              parse: (p: Record<string, unknown>) => ({ ok: true as const, value: p }),
+              handle: () => {
+                log.push("session.create handled");
+                return { payload: { session_id: "s1" }, sessionId: "s1" };
+              },
+            },
+          ],
+        }),
+    },
+    {
+      methods: ["turn.start"],
+      prefetch: "session",
+      load: () => {
+        log.push("turn family loaded");
+        return Promise.resolve({
+          descriptors: [{ method: "turn.start", sessionId: "required", parse: (p: Record<string, unknown>) => ({ ok: true as const, value: p }), handle: () => ({ payload: { status: "accepted" } }) }],
+        });
+      },
+    },
+  ];
+
+  it("prefetches a `session` family once the first session request has started, and a prompt sent then is served", async () => {
+    const log: string[] = [];
+    const h = harness(prefetchFamilies(log));
+    h.req("s", "session.create", {});
+    await h.until(() => log.includes("turn family loaded"));
+    assert.deepEqual(log, ["session.create handled", "turn family loaded"], "loaded after the session request ran, without a call to it");
+    h.req("t", "turn.start", {}, { session_id: "s1" });
+    await h.until(() => h.parsed().some((m) => m.request_id === "t"));
+    assert.deepEqual(h.parsed().find((m) => m.request_id === "t")?.payload, { status: "accepted" });
+    h.input.end();
+    await h.done;
+  });
+
+  it("prefetches a `session` family when the input goes quiet without a session", async () => {
+    const log: string[] = [];
+    const h = harness(prefetchFamilies(log));
+    // No session request: the family loads once no request has arrived for a while (awaited, not timed).
+    for (let i = 0; i < 800 && !log.includes("turn family loaded"); i++) await new Promise((r) => setTimeout(r, 25));
+    assert.deepEqual(log, ["turn family loaded"]);
+    h.input.end();
+    await h.done;
   });
 
   it("writes a turn's first delta at once, not after the rest of the provider chunk it came in", async () => {

@@ -35,6 +35,18 @@ describe(`scv session.mcp and session.tools over ${name}`, () => {
     await rig.fake.close();
   });
 
+  it("a session.mcp sent as soon as session.started arrives lists the session's servers; the model is described", async () => {
+    // session.started is written only once the session's servers are registered (its model is resolved meanwhile).
+    const c = await t.open();
+    const s = await c.open({ mcp_servers: { one: { command: process.execPath, args: [FIXTURE] }, two: { command: process.execPath, args: [FIXTURE] } } });
+    assert.equal(s.model, "fake-model");
+    assert.equal(typeof s.context_max_tokens, "number");
+    const r = await c.reply(c.request({ type: "session.mcp", session_id: s.session_id }), ["session.mcp"]);
+    assert.deepEqual((r.servers as Msg[]).map((x) => x.name).sort(), ["one", "two"]);
+    c.end();
+    await c.closed;
+  });
+
   it("lists the session's MCP servers with their states; a failed one is reported with its reason", async () => {
     const c = await t.open();
     const s = await c.open({

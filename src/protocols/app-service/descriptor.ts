@@ -109,8 +109,12 @@ export interface LazyFamily {
    * `eager` (default): loaded right after the first successful `initialize`.
    * `idle`: loaded only once no request has arrived for a while, so compiling it never delays the first
    * session and turn requests (it still loads at once when one of its methods is called).
+   * `session`: loaded once the first session request (`session.create` / `session.open`) has started and yielded
+   * (its file's creation and fsync), or once no request has arrived for a while, whichever comes first: a session
+   * request sent at once after `initialize` is read before it, its disk wait is used, and a prompt sent at once
+   * after the session finds it loaded or loading.
    */
-  readonly prefetch?: "eager" | "idle";
+  readonly prefetch?: "eager" | "idle" | "session";
 }
 
 export function isLazyFamily(f: MethodFamily | LazyFamily): f is LazyFamily {

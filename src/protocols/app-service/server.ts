@@ -67,6 +67,9 @@ export class AppServiceServer {
   private readonly handled: Array<() => void> = [];
   /** When the last input record was handled (for idle-time prefetch). */
   private lastInputAt = 0;
+  /** Whether a session was requested (`session` families' prefetch), and who waits for it. */
+  private sessionRequested = false;
+  private sessionWaiter: (() => void) | null = null;
   private readonly reserved = new Map<string, Slot>();
   private readonly workers = new Set<Promise<void>>();
   private eventCounter = 0;
@@ -190,6 +193,10 @@ export class AppServiceServer {
     this.reserved.set(req.requestId, slot);
     const ctx = this.context(req.requestId, req.sessionId, d, slot);
     const settle = (o: Outcome): void => this.respond(req.requestId, req.sessionId, req.method, slot, o);
+    if ((req.method === "session.create" || req.method === "session.open") && !this.sessionRequested) {
+      this.sessionRequested = true;
+      this.sessionWaiter?.();
+    }
     const run = async (): Promise<void> => {
       let outcome: Outcome;
       try {
@@ -235,16 +242,32 @@ export class AppServiceServer {
     // One family at a time, in registration order (sessions first): a request for an early family
     // does not wait for later families' modules to compile. Each family after the first waits until no request is
     // being handled (a `session.create` right after `initialize` is not slowed down by the turn path compiling
-    // underneath it); `idle` families also wait for a quiet input.
+    // underneath it), except `session` families, which wait for the first session request and then load while its
+    // handler waits on the disk; `idle` families also wait for a quiet input.
     setTimeout(() => {
       void (async () => {
         let first = true;
         for (const [i, f] of this.opts.families.entries()) {
           if (!isLazyFamily(f)) continue;
-          if (!first) await this.notHandling();
+          if (!first && f.prefetch !== "session") await this.notHandling();
           first = false;
           while (f.prefetch === "idle" && !this.stopping && Date.now() - this.lastInputAt < IDLE_PREFETCH_MS)
             await new Promise((r) => setTimeout(r, IDLE_PREFETCH_MS).unref());
+          if (f.prefetch === "session") {
+            while (!this.sessionRequested && !this.stopping && Date.now() - this.lastInputAt < IDLE_PREFETCH_MS) {
+              await new Promise<void>((r) => {
+                const timer = setTimeout(r, IDLE_PREFETCH_MS).unref();
+                this.sessionWaiter = () => {
+                  clearTimeout(timer);
+                  r();
+                };
+              });
+              this.sessionWaiter = null;
+            }
+            // The session request's handler runs up to its first I/O (the session file's creation) first; this
+            // family's modules then compile while that file is written and fsynced.
+            await new Promise((r) => setImmediate(r));
+          }
           if (this.stopping) return;
           await this.load(i).catch(() => undefined);
         }
@@ -308,6 +331,10 @@ export class AppServiceServer {
     if (method === "initialize" && o.error === undefined) this.prefetch();
     if (slot.held !== null) for (const e of slot.held) this.io.send(e);
     slot.held = null;
+    // A lazy family's response (session.create, turn.start, ...) goes out now, not at the end of this event-loop
+    // turn: work queued meanwhile (the turn path's modules loading in the background) would otherwise hold it back.
+    // Eager families' responses (status, pipelined by the thousand) stay coalesced into one write per turn.
+    if (this.lazy.has(method)) this.io.flush();
     if (!slot.kept && this.reserved.get(requestId) === slot) this.reserved.delete(requestId);
   }
 

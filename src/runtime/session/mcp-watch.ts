@@ -7,6 +7,8 @@ import type { McpServerInfo, SessionConfig, SessionToolInfo } from "./types.js";
 
 export class SessionMcp {
   private watching = false;
+  /** Settles once the latest `prepare` registered the servers (the runner's `openSession` resolved). */
+  private registered: Promise<void> = Promise.resolve();
   private readonly listeners = new Set<(servers: McpServerInfo[]) => void>();
 
   constructor(
@@ -23,7 +25,7 @@ export class SessionMcp {
   prepare(cfg: Readonly<SessionConfig>): void {
     const first = !this.watching;
     this.watching = true;
-    void this.runner.openSession?.(
+    const opened = this.runner.openSession?.(
       {
         sessionId: this.sessionId,
         cwd: cfg.cwd,
@@ -32,6 +34,16 @@ export class SessionMcp {
       },
       first ? (servers) => this.changed(servers) : undefined,
     );
+    this.registered = opened === undefined ? Promise.resolve() : opened.catch(() => undefined);
+  }
+
+  /**
+   * Resolves once the servers of the latest `prepare` are registered (listed by `servers()` as `starting` or later),
+   * not once they started; never rejects. A door awaits it before announcing a session, so a status request sent
+   * at once lists them.
+   */
+  whenRegistered(): Promise<void> {
+    return this.registered;
   }
 
   private changed(servers: McpServerInfo[]): void {

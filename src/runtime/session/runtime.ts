@@ -123,6 +123,11 @@ export class SessionRuntime {
     return this.mcp.watch(listener);
   }
 
+  /** Resolves once the MCP servers of the latest `prepareTools()` are registered (`mcpServers()` lists them). */
+  mcpRegistered(): Promise<void> {
+    return this.mcp.whenRegistered();
+  }
+
   /** This session's MCP servers and their states (empty before its tools were prepared). */
   mcpServers(): McpServerInfo[] {
     return this.mcp.servers();
