@@ -5,6 +5,7 @@
  * stdin without `-p` runs each line as a prompt (a non-terminal session).
  */
 import { existsSync, fstatSync, readFileSync } from "node:fs";
+import { isatty } from "node:tty";
 import { resolveHome } from "../../store/home.js";
 import { prepareStateRoot } from "../../store/state-root.js";
 import { promptTooLarge } from "./common.js";
@@ -112,7 +113,9 @@ export async function runChat(argv: string[]): Promise<number> {
     const drop = async (): Promise<void> => void (await linking.catch(() => null))?.close();
     let prompt = a.prompt;
     if (prompt === "-") prompt = await readStdin();
-    else if (process.stdin.isTTY !== true) {
+    // isatty, not process.stdin.isTTY: creating process.stdin (a stream and its module) costs ~3 ms before the
+    // first token, and a terminal's stdin is never read with -p.
+    else if (!isatty(0)) {
       const piped = await readStdin();
       if (piped.trim() !== "") prompt = `${prompt}\n\n${piped}`;
     }
