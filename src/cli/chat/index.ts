@@ -99,7 +99,8 @@ export async function runChat(argv: string[]): Promise<number> {
   quietEpipe();
   // -p without a daemon runs the SCV server in this process: start loading it now, so it loads while the chat's
   // own modules and checks run (an existing socket means a daemon is probably up and will serve instead).
-  if (a.prompt !== null && (process.env["BERTH_CHAT_NO_DAEMON"] === "1" || !existsSync(link.scvSocketPath(process.env)))) link.loadInProcessServer().catch(() => undefined);
+  const noDaemon = a.prompt !== null && (process.env["BERTH_CHAT_NO_DAEMON"] === "1" || !existsSync(link.scvSocketPath(process.env)));
+  if (noDaemon) link.loadInProcessServer().catch(() => undefined);
   const home = resolveHome(process.env);
   const problem = prepareStateRoot(home);
   if (problem !== null) {
@@ -108,7 +109,8 @@ export async function runChat(argv: string[]): Promise<number> {
   }
   if (a.prompt !== null) {
     // Connected (or the server built) while stdin is read and the checks run; only after the state root passed.
-    const linking = link.openLink(process.env, { inProcess: true });
+    // No socket file: no daemon to try (connecting to a missing path would only fail a moment later).
+    const linking = link.openLink(process.env, { inProcess: true, noDaemon });
     linking.catch(() => undefined);
     const drop = async (): Promise<void> => void (await linking.catch(() => null))?.close();
     let prompt = a.prompt;
