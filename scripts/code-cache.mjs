@@ -42,6 +42,12 @@ const LEFT_TO_ESM = new Map([["runtime/tools/registry.js", "./mcp.js"]]);
 /** Packages that have no CommonJS entry point (bundled into the script; checked by the bundle step). */
 const ESM_ONLY = new Set(["oauth4webapi", "@agentclientprotocol/sdk"]);
 
+/**
+ * Small packages on every first turn's path, bundled too (so in the code cache): required from node_modules, the
+ * SSE parser cost a `berth chat -p` ~2 ms of package resolution and compilation before its first token.
+ */
+const FIRST_TURN = new Set(["eventsource-parser"]);
+
 /** Bundles the script, ended by a new build ID. */
 export async function buildColdScript() {
   const id = randomBytes(8).toString("hex");
@@ -66,7 +72,7 @@ export async function buildColdScript() {
         setup(b) {
           // Packages load from node_modules, as the ES module chunks load them, except the ESM-only ones, which a
           // CommonJS script could load only through require(esm) (Node 20.19+, with a warning when installed).
-          b.onResolve({ filter: /^[^./]/ }, (args) => (ESM_ONLY.has(args.path) ? undefined : { path: args.path, external: true }));
+          b.onResolve({ filter: /^[^./]/ }, (args) => (ESM_ONLY.has(args.path) || FIRST_TURN.has(args.path) ? undefined : { path: args.path, external: true }));
           b.onResolve({ filter: /^\.\/[a-z-]+\.js$/ }, (args) => {
             if (args.importer === mainJs && NOT_COLD.has(args.path)) return { path: args.path, namespace: "not-cold" };
             const from = relative(srcDir, args.importer).split("\\").join("/");
