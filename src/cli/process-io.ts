@@ -3,11 +3,11 @@
  * stdout reservation. A module of its own so that a door importing them loads no other door's protocol (`berth stdio`
  * used to load the app-service server through service.ts).
  */
-import { readFileSync } from "node:fs";
+import { berthVersion } from "./version.js";
 
+/** The package version (read once per process: `berth chat -p` asks for it as a client and as its own server). */
 export function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { version: string };
-  return pkg.version;
+  return berthVersion();
 }
 
 /**

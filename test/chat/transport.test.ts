@@ -9,7 +9,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -174,6 +174,23 @@ describe("berth chat without a daemon", () => {
     const last = JSON.parse(readFileSync(join(h, "sessions", file!), "utf8").trim().split("\n").at(-1)!) as Record<string, unknown>;
     assert.equal(last.kind, "terminal");
     assert.match(String(last.status), /^(cancelled|completed)$/);
+  });
+
+  it("-p with no socket file, or a socket path nothing listens on, serves itself with the same answer", { timeout: 60_000 }, async () => {
+    const h = home(fake.port);
+    const scv = mkdtempSync(join(tmpdir(), "berth-scv-"));
+    // No socket file at $SCV_HOME/state/server.sock.
+    const none = chat(["-p", "hello"], chatEnv(h, { ...FAKE, SCV_HOME: scv }));
+    assert.equal(await none.exited, 0, none.stderr);
+    assert.equal(none.stdout, "echo: hello\n");
+    assert.match(none.stderr, /^session \S+\n$/);
+    // A file in the socket's place (a daemon that died without removing it): tried, refused, then served in-process.
+    mkdirSync(join(scv, "state"));
+    writeFileSync(join(scv, "state", "server.sock"), "");
+    const dead = chat(["-p", "hello"], chatEnv(h, { ...FAKE, SCV_HOME: scv }));
+    assert.equal(await dead.exited, 0, dead.stderr);
+    assert.equal(dead.stdout, "echo: hello\n");
+    assert.match(dead.stderr, /^session \S+\n$/);
   });
 
   it("-p with only working MCP servers reports nothing about them", { timeout: 60_000 }, async () => {

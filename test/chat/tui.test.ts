@@ -48,6 +48,22 @@ describe("berth chat TUI", () => {
     );
   });
 
+  it("pty: -p with a terminal on stdin sends the prompt alone, without waiting for stdin, and renders the answer", { skip: hasScript ? false : "util-linux script is not installed" }, async () => {
+    const env: NodeJS.ProcessEnv = { ...chatEnv(home(fake.port), FAKE), TERM: "xterm-256color", COLUMNS: "100" };
+    const before = fake.requests.length;
+    // stdin (the pseudo-terminal) stays open: a chat that read it would never send the prompt.
+    const p = new Proc("script", ["-q", "-e", "-c", `${q(process.execPath)} ${q(BERTH_BIN)} chat -p 'hello there'`, "/dev/null"], env);
+    after(() => p.child.kill("SIGKILL"));
+    await p.until(/echo: hello there/);
+    assert.equal(await p.exited, 0);
+    assert.equal(fake.requests.length, before + 1);
+    const messages = (fake.requests.at(-1)!.json as { messages: Array<{ role: string; content: unknown }> }).messages;
+    const content = messages.filter((m) => m.role === "user").at(-1)!.content;
+    const text = typeof content === "string" ? content : (content as Array<{ text?: string }>).map((c) => c.text ?? "").join("");
+    assert.equal(text, "hello there", "nothing appended to the prompt");
+    assert.match(p.stdout, /session s[0-9a-z]/);
+  });
+
   it("pty: a streamed answer is rendered as markdown; \\ continues a prompt; the footer names model, cwd and session", { skip: hasScript ? false : "util-linux script is not installed" }, async () => {
     const env: NodeJS.ProcessEnv = { ...chatEnv(home(fake.port), FAKE), TERM: "xterm-256color", COLUMNS: "100" };
     delete env["NO_COLOR"];

@@ -5,6 +5,7 @@ import { mkdtempSync, renameSync, rmSync, statSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { JsonFileMemo, STABLE_AFTER_MS } from "../../src/store/settings/locked-json.js";
+import { SettingsStore } from "../../src/store/settings/settings-store.js";
 
 /** When the file last changed (ms), as the memo reads it: the later of its modification and change times. */
 function changedAt(file: string): number {
@@ -69,4 +70,48 @@ it("does not remember a failed decode", async () => {
   await assert.rejects(memo.read());
   writeFileSync(file, '{"ok":1}');
   assert.deepEqual(await memo.read(), { ok: 1 });
+});
+
+it("concurrent reads of an unchanged file share one read and decode; each caller gets its own copy", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "berth-memo-"));
+  const file = join(dir, "s.json");
+  writeFileSync(file, '{"v":"aa"}');
+  let decodes = 0;
+  const memo = new JsonFileMemo(file, (raw) => (decodes++, raw as { v: string }), () => changedAt(file)); // never stable
+  const [a, b, c] = await Promise.all([memo.read(), memo.read(), memo.read()]);
+  assert.equal(decodes, 1);
+  assert.deepEqual([a, b, c], [{ v: "aa" }, { v: "aa" }, { v: "aa" }]);
+  a.v = "mutated";
+  assert.deepEqual(b, { v: "aa" });
+  // Not remembered (just modified): the next read reads again, and sees a replacement.
+  writeFileSync(join(dir, "tmp"), '{"v":"bb"}');
+  renameSync(join(dir, "tmp"), file);
+  assert.deepEqual(await memo.read(), { v: "bb" });
+  assert.equal(decodes, 2);
+  // A failed read is shared too, and not remembered.
+  writeFileSync(file, "{broken");
+  const failed = await Promise.allSettled([memo.read(), memo.read()]);
+  assert.deepEqual(failed.map((r) => r.status), ["rejected", "rejected"]);
+  writeFileSync(file, '{"v":"cc"}');
+  assert.deepEqual(await memo.read(), { v: "cc" });
+});
+
+it("settings stores of one process share the file's memo, and each sees another's write and an outside replacement", async () => {
+  const home = mkdtempSync(join(tmpdir(), "berth-memo-home-"));
+  const project = mkdtempSync(join(tmpdir(), "berth-memo-proj-"));
+  writeFileSync(join(home, "settings.json"), JSON.stringify({ approval_policy: "always" }));
+  const a = new SettingsStore({ home, projectDir: project, env: {} });
+  const b = new SettingsStore({ home, projectDir: project, env: {} });
+  const [la, lb] = await Promise.all([a.load(), b.load()]);
+  assert.equal(la.global.approval_policy, "always");
+  assert.equal(lb.global.approval_policy, "always");
+  (la.global as Record<string, unknown>)["approval_policy"] = "mutated";
+  assert.equal((await b.load()).global.approval_policy, "always", "one store's copy is its own");
+  await a.update("global", (doc) => void (doc["approval_policy"] = "never"));
+  assert.equal((await b.load()).global.approval_policy, "never", "a write through one store is seen by the other");
+  writeFileSync(join(home, "tmp"), JSON.stringify({ approval_policy: "on-risk" }));
+  renameSync(join(home, "tmp"), join(home, "settings.json"));
+  const c = new SettingsStore({ home, projectDir: project, env: {} });
+  assert.equal((await c.load()).global.approval_policy, "on-risk");
+  assert.equal((await a.load()).global.approval_policy, "on-risk");
 });

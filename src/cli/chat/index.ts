@@ -5,6 +5,7 @@
  * stdin without `-p` runs each line as a prompt (a non-terminal session).
  */
 import { existsSync, fstatSync, readFileSync } from "node:fs";
+import { isatty } from "node:tty";
 import { resolveHome } from "../../store/home.js";
 import { prepareStateRoot } from "../../store/state-root.js";
 import { promptTooLarge } from "./common.js";
@@ -98,7 +99,8 @@ export async function runChat(argv: string[]): Promise<number> {
   quietEpipe();
   // -p without a daemon runs the SCV server in this process: start loading it now, so it loads while the chat's
   // own modules and checks run (an existing socket means a daemon is probably up and will serve instead).
-  if (a.prompt !== null && (process.env["BERTH_CHAT_NO_DAEMON"] === "1" || !existsSync(link.scvSocketPath(process.env)))) link.loadInProcessServer().catch(() => undefined);
+  const noDaemon = a.prompt !== null && (process.env["BERTH_CHAT_NO_DAEMON"] === "1" || !existsSync(link.scvSocketPath(process.env)));
+  if (noDaemon) link.loadInProcessServer().catch(() => undefined);
   const home = resolveHome(process.env);
   const problem = prepareStateRoot(home);
   if (problem !== null) {
@@ -107,12 +109,15 @@ export async function runChat(argv: string[]): Promise<number> {
   }
   if (a.prompt !== null) {
     // Connected (or the server built) while stdin is read and the checks run; only after the state root passed.
-    const linking = link.openLink(process.env, { inProcess: true });
+    // No socket file: no daemon to try (connecting to a missing path would only fail a moment later).
+    const linking = link.openLink(process.env, { inProcess: true, noDaemon });
     linking.catch(() => undefined);
     const drop = async (): Promise<void> => void (await linking.catch(() => null))?.close();
     let prompt = a.prompt;
     if (prompt === "-") prompt = await readStdin();
-    else if (process.stdin.isTTY !== true) {
+    // isatty, not process.stdin.isTTY: creating process.stdin (a stream and its module) costs ~3 ms before the
+    // first token, and a terminal's stdin is never read with -p.
+    else if (!isatty(0)) {
       const piped = await readStdin();
       if (piped.trim() !== "") prompt = `${prompt}\n\n${piped}`;
     }

@@ -113,6 +113,9 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     const cwd = process.cwd();
     const linking = o.linking ?? openLink(process.env, { inProcess: true });
     linking.catch(() => undefined);
+    // The project's MCP servers are read while the settings are checked (the project's warning comes after them).
+    const projecting = import("./project.js").then(({ projectMcp }) => projectMcp(o.home, cwd));
+    projecting.catch(() => undefined);
     const pre = await preflight(process.env, cwd);
     if (!pre.ok) {
       process.stderr.write(pre.noProvider ? `berth chat: ${NO_PROVIDER_HELP}` : `berth chat: ${pre.message}\n`);
@@ -135,8 +138,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
       } else resume = (await view.latestIn(cwd)) ?? undefined;
     }
     // Project MCP servers run only in a project the user trusted (in an interactive chat); -p never asks.
-    const { projectMcp } = await import("./project.js");
-    const proj = await projectMcp(o.home, cwd);
+    const proj = await projecting;
     if (proj !== null && !proj.trusted) err("this project's MCP servers (.berth/settings.json) were not started: run berth chat here once to trust the project");
     const mcp = proj?.trusted === true ? { ...(pre.layers.global.mcp_servers ?? {}), ...proj.servers } : null;
     const mcpCount = Object.keys(mcp ?? pre.layers.global.mcp_servers ?? {}).length;

@@ -7,7 +7,7 @@
 import { PROVIDER_BOUNDS, type CredentialSource, type Provider, type ProviderApi, type ProviderRequest } from "../types.js";
 import type { ProviderBounds } from "./accumulate.js";
 import { DEFAULT_RETRY, driveBatches, driveStream, type DriveParams, type FetchLike, type StreamFetch, type RetryPolicy, type WireDecoder, type WireRequest, type Credential } from "./driver.js";
-import { nodeFetch, prepareHttps } from "./node-fetch.js";
+import { nodeFetch, preconnect, prepareHttps } from "./node-fetch.js";
 import { ANTHROPIC_DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL, resolveBaseUrl } from "./base-url.js";
 
 export { ANTHROPIC_DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL, resolveBaseUrl };
@@ -61,6 +61,9 @@ export function assembleProvider(providerId: string, def: ProviderConfig, creden
   const retry: RetryPolicy = { ...DEFAULT_RETRY, ...opts.retry };
   const doFetch: StreamFetch = opts.fetch ?? nodeFetch;
   if (doFetch === nodeFetch && (def.endpoint ?? base).startsWith("https:")) prepareHttps(); // at warm-up, not at the request
+  // A provider is built at warm-up (a fresh process creating its first session) and per turn: either way its
+  // connection opens now, so the request finds it connected (a no-op while one idles in the keep-alive pool).
+  else if (doFetch === nodeFetch) preconnect(def.endpoint ?? base);
   const params = (req: ProviderRequest): DriveParams => ({
     signal: req.signal,
     ...(req.gate !== undefined ? { gate: req.gate } : {}),

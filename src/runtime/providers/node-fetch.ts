@@ -11,13 +11,69 @@
  * waits for the gate (see `StreamFetch`). node:https (with node:tls, ~4 ms to load) loads with the first https:
  * provider built (`prepareHttps`, from make.ts, so a warmed turn path has it) or request, never for http: ones.
  */
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
+import { Agent as HttpAgent, request as httpRequest, type ClientRequestArgs, type IncomingMessage } from "node:http";
 import type * as Https from "node:https";
 import { createRequire } from "node:module";
+import type { Socket } from "node:net";
+import type { Duplex } from "node:stream";
 import { mark } from "../debug-timing.js";
 import type { StreamFetch, StreamFetchInit, StreamResponse } from "./driver.js";
 
-const httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 16 });
+/** How long a connection opened ahead of a request (`preconnect`) waits for one before it is closed. */
+export const SPARE_MS = 10_000;
+
+/**
+ * The keep-alive agent of http: providers. It can also open a provider's connection ahead of its first request
+ * (`preconnect`, while a fresh process creates its session): the first request to that host and port then takes it
+ * instead of connecting. At most one such spare, unreferenced (it never keeps a process alive), closed after
+ * `SPARE_MS` unused, dropped if it fails or the server closes it.
+ */
+class HttpPoolAgent extends HttpAgent {
+  private spare: { name: string; socket: Socket; timer: NodeJS.Timeout; drop: () => void } | null = null;
+
+  preconnect(host: string, port: number): void {
+    const name = this.getName({ host, port });
+    if (this.spare !== null || (this.freeSockets[name]?.length ?? 0) > 0) return;
+    const socket = super.createConnection({ host, port }) as Socket;
+    const drop = (): void => {
+      if (this.spare?.socket !== socket) return;
+      clearTimeout(this.spare.timer);
+      this.spare = null;
+      socket.destroy();
+    };
+    socket.on("error", drop).on("end", drop).on("close", drop).unref();
+    const timer = setTimeout(drop, SPARE_MS);
+    timer.unref();
+    this.spare = { name, socket, timer, drop };
+  }
+
+  override createConnection(options: ClientRequestArgs, cb?: (err: Error | null, stream: Duplex) => void): Duplex | null | undefined {
+    const s = this.spare;
+    if (s !== null && s.name === this.getName(options) && !s.socket.destroyed && (s.socket.connecting || s.socket.readyState === "open")) {
+      this.spare = null;
+      clearTimeout(s.timer);
+      s.socket.off("error", s.drop).off("end", s.drop).off("close", s.drop).ref();
+      return s.socket;
+    }
+    return super.createConnection(options, cb);
+  }
+}
+
+const httpAgent = new HttpPoolAgent({ keepAlive: true, maxSockets: 16 });
+
+/**
+ * Opens the connection of a provider's first request now, for an http: URL with no idle pooled connection (https:
+ * providers connect at their request, as before). Never throws.
+ */
+export function preconnect(url: string): void {
+  try {
+    const u = new URL(url);
+    if (u.protocol !== "http:") return;
+    httpAgent.preconnect(u.hostname.replace(/^\[(.*)\]$/, "$1"), u.port === "" ? 80 : Number(u.port));
+  } catch {
+    // not a URL: the request reports it
+  }
+}
 let https: { agent: Https.Agent; request: typeof Https.request } | null = null;
 
 /** Loads node:https and its keep-alive agent (once). */
@@ -140,8 +196,12 @@ function gatedFetch(url: string, init: StreamFetchInit): Promise<StreamResponse>
 
 gatedFetch.gated = true as const;
 
-/** Connections idle in the keep-alive pools (for tests and diagnostics). */
-export function idleConnections(): number {
+/** Connections idle in the keep-alive pools, or only those to `url`'s http: host and port (for tests and diagnostics). */
+export function idleConnections(url?: string): number {
+  if (url !== undefined) {
+    const u = new URL(url);
+    return httpAgent.freeSockets[httpAgent.getName({ host: u.hostname, port: u.port === "" ? 80 : Number(u.port) })]?.length ?? 0;
+  }
   let n = 0;
   for (const a of https === null ? [httpAgent] : [httpAgent, https.agent]) for (const list of Object.values(a.freeSockets)) n += list?.length ?? 0;
   return n;

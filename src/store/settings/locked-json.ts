@@ -51,13 +51,16 @@ export async function readJsonFile(path: string): Promise<unknown> {
  * is remembered too. `decode` runs on every (re)read and may throw; a failed read is not remembered. File times
  * are coarse (a few ms), so a file modified within the last `STABLE_AFTER_MS` is not remembered: an in-place
  * rewrite of the same size inside one timestamp tick cannot be missed.
- * Values come back as structured clones, so callers may not alter the memo.
+ * Values come back as structured clones, so callers may not alter the memo. Concurrent reads of one identity share
+ * one read and decode.
  */
 export const STABLE_AFTER_MS = 100;
 
 export class JsonFileMemo<T> {
   private key: string | null = null;
   private value: T | undefined;
+  /** The read under way, by file identity: concurrent reads of an unchanged file share it. */
+  private pending: { key: string; value: Promise<T> } | null = null;
 
   constructor(
     private readonly path: string,
@@ -79,9 +82,17 @@ export class JsonFileMemo<T> {
     }
     if (key !== this.key) {
       this.key = null;
-      const value = this.decode(await readJsonFile(this.path));
+      let read = this.pending?.key === key ? this.pending : null;
+      if (read === null) {
+        const entry = { key, value: readJsonFile(this.path).then((raw) => this.decode(raw)) };
+        this.pending = read = entry;
+        const done = (): void => void (this.pending === entry && (this.pending = null));
+        entry.value.then(done, done);
+      }
+      const value = await read.value;
       this.value = value;
       if (stable) this.key = key;
+      return structuredClone(value);
     }
     return structuredClone(this.value) as T;
   }

@@ -38,6 +38,26 @@ export interface SettingsLayers {
 
 export type RawDocument = Record<string, unknown>;
 
+/** How many settings files' memos the process keeps (the global file and one project file per directory used). */
+const SHARED_MEMOS = 64;
+/**
+ * The read-side memos, by scope and path, shared by every `SettingsStore` of the process: a fresh process builds
+ * several stores over the same files (a client's checks, the server, the agent), and each then finds the file read
+ * and decoded once. A memo re-reads a file whose identity changed (locked-json.ts), as one store's memo does.
+ */
+const sharedMemos = new Map<string, JsonFileMemo<Settings>>();
+
+function sharedMemo(scope: SettingsScope, path: string): JsonFileMemo<Settings> {
+  const key = `${scope}\0${path}`;
+  let memo = sharedMemos.get(key);
+  if (memo === undefined) {
+    memo = new JsonFileMemo(path, (raw) => decodeScope(scope, raw).settings);
+    if (sharedMemos.size >= SHARED_MEMOS) sharedMemos.delete(sharedMemos.keys().next().value!);
+  } else sharedMemos.delete(key);
+  sharedMemos.set(key, memo); // most recently used last
+  return memo;
+}
+
 export interface SettingsStoreOptions {
   /** Resolved MC_HOME (must exist). */
   home: string;
@@ -58,10 +78,7 @@ export class SettingsStore {
     this.globalPath = join(opts.home, "settings.json");
     this.projectPath = join(opts.projectDir, ".berth", "settings.json");
     this.env = opts.env;
-    this.memo = {
-      global: new JsonFileMemo(this.globalPath, (raw) => decodeScope("global", raw).settings),
-      project: new JsonFileMemo(this.projectPath, (raw) => decodeScope("project", raw).settings),
-    };
+    this.memo = { global: sharedMemo("global", this.globalPath), project: sharedMemo("project", this.projectPath) };
   }
 
   pathOf(scope: SettingsScope): string {
