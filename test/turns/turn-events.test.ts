@@ -3,6 +3,7 @@ import { it } from "node:test";
 import assert from "node:assert/strict";
 import { TurnStream, jsonEscapedBytes } from "../../src/protocols/app-service/turn-events.js";
 import { projectActivity, projectSummary } from "../../src/protocols/app-service/activity.js";
+import { encodeEvent, encodeNumberedEvent, eventTail } from "../../src/protocols/app-service/output.js";
 
 function recorder() {
   const out: Array<{ event: string; payload: Record<string, any> }> = [];
@@ -19,8 +20,8 @@ function recorder() {
       gate?.open();
       gate = null;
     },
-    emit: (event: string, _sid: string | null, payload: Record<string, unknown>) => {
-      out.push({ event, payload: payload as Record<string, any> });
+    emit: (event: string, _sid: string | null, payload: Record<string, unknown> | string) => {
+      out.push({ event, payload: (typeof payload === "string" ? JSON.parse(payload) : payload) as Record<string, any> });
       return gate?.p ?? Promise.resolve();
     },
   };
@@ -66,6 +67,44 @@ it("terminal-size check counts JSON escaping @req AS-TURN-25", async () => {
   const s = new TurnStream(r.emit, "turn-1", "s1", 64, 100, 10_000);
   assert.equal(await s.delta("x".repeat(100)), true);
   assert.equal(await s.delta("y"), false);
+});
+
+const TRICKY = ["plain words ", 'q"uote', "back\\slash", "\u0000\u001f\b\t\n\f\r", "é", "😀", "\ud800x", "x\udc00", "\u007f", "\u2028\u2029", "<\/script>", "~ !#[]{}", ""];
+
+it("delta payloads and lines are the bytes the object encoding wrote (unicode and escapes included) @req AS-TURN-25", () => {
+  const raw: string[] = [];
+  const s = new TurnStream((_e, _sid, p) => (raw.push(p as string), Promise.resolve()), 'turn-"1\u00e9', "s1");
+  for (const t of TRICKY) void s.delta(t);
+  assert.equal(raw.length, TRICKY.length);
+  TRICKY.forEach((text, i) => {
+    const want = JSON.stringify({ turn_id: 'turn-"1\u00e9', sequence: i + 1, text });
+    assert.equal(raw[i], want, JSON.stringify(text));
+    for (const sid of ["s1", null]) {
+      const line = encodeEvent(`ev-${i + 7}`, "req-\u00e9", sid, "turn.assistant_delta", JSON.parse(want) as Record<string, unknown>);
+      assert.equal(encodeNumberedEvent(i + 7, eventTail("req-\u00e9", sid, "turn.assistant_delta"), raw[i]!), line);
+      assert.equal(encodeEvent(`ev-${i + 7}`, "req-\u00e9", sid, "turn.assistant_delta", raw[i]!), line);
+    }
+  });
+});
+
+it("the text bounds hold exactly on the plain and the escaped paths @req AS-TURN-25", async () => {
+  for (const [a, b] of [["x", "y"], ["é", "ü"], ['"', "\\"]] as const) {
+    const r = recorder();
+    const one = Buffer.byteLength(a);
+    const s = new TurnStream(r.emit, "turn-1", "s1", 64, 100 * one, 1_000_000);
+    assert.equal(await s.delta(a.repeat(99)), true);
+    assert.equal(await s.delta(b), true, "at the text bound");
+    assert.equal(await s.delta(b), false, "one past the text bound");
+  }
+  for (const [a, esc] of [["x", 1], ['"', 2], ["\u0001", 6]] as const) {
+    const r = recorder();
+    const overhead = Buffer.byteLength(JSON.stringify({ turn_id: "turn-1", session_id: "s1", status: "cancelled", assistant_text: "", sequence: Number.MAX_SAFE_INTEGER, activity_dropped: Number.MAX_SAFE_INTEGER, activity_replay_available: false, replay_required: true }));
+    const s = new TurnStream(r.emit, "turn-1", "s1", 64, 1_000_000, overhead + 50 * esc);
+    assert.equal(await s.delta(a.repeat(49)), true);
+    assert.equal(await s.delta(a), true, "at the payload bound");
+    assert.equal(await s.delta(a), false, "one past the payload bound");
+    assert.deepEqual(r.out.map((e) => e.payload.text), [a.repeat(49), a]);
+  }
 });
 
 it("activity IDs are namespace-prefixed SHA-256; stream-level kinds reuse one ID per turn @req AS-TURN-27", () => {

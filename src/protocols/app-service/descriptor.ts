@@ -66,8 +66,9 @@ export interface RequestContext {
    * Emits an event correlated to this request. Events emitted before this request's response is written are
    * held and written right after it, so a start response always precedes its first event.
    * Returns a promise that resolves when the output can take more (backpressure); producers of many events await it.
+   * A string `payload` is the payload's compact JSON, written verbatim (the per-delta path encodes it itself).
    */
-  emit: (event: EventName, sessionId: string | null, payload: Record<string, unknown>) => Promise<void>;
+  emit: (event: EventName, sessionId: string | null, payload: Record<string, unknown> | string) => Promise<void>;
   /** Keeps this request ID reserved after the response until `release()` (long-lived requests). */
   hold(): Reservation;
 }

@@ -49,11 +49,25 @@ export function encodeEvent(
   requestId: string,
   sessionId: string | null,
   event: string,
-  payload: Record<string, unknown>,
+  payload: Record<string, unknown> | string,
 ): string {
-  const payloadJson = JSON.stringify(payload);
+  const payloadJson = typeof payload === "string" ? payload : JSON.stringify(payload);
   checkPayload(payloadJson);
   return checkLine(
     `{"protocol_version":${PROTOCOL_VERSION},"kind":"event","event_id":${q(eventId)},"request_id":${q(requestId)},"session_id":${q(sessionId)},"event":${q(event)},"payload":${payloadJson}}`,
   );
+}
+
+/** `","request_id":…,"payload":` — what follows a numbered `event_id` (`"ev-N`) in `encodeEvent`'s line. */
+export function eventTail(requestId: string, sessionId: string | null, event: string): string {
+  return `","request_id":${q(requestId)},"session_id":${q(sessionId)},"event":${q(event)},"payload":`;
+}
+
+/**
+ * The line `encodeEvent("ev-" + n, …)` writes, from the `eventTail` of its request, session and event and the
+ * compact payload JSON (checked as `encodeEvent` checks it): no JSON is encoded here.
+ */
+export function encodeNumberedEvent(n: number, tail: string, payloadJson: string): string {
+  checkPayload(payloadJson);
+  return checkLine(`{"protocol_version":${PROTOCOL_VERSION},"kind":"event","event_id":"ev-${n}${tail}${payloadJson}}`);
 }

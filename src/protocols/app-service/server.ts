@@ -21,7 +21,7 @@ import { decodeRecord, type Frame } from "../../transport/jsonl.js";
 import { JsonlTransport } from "../../transport/stdio.js";
 import { isLazyFamily, type EventName, type LazyFamily, type MethodDescriptor, type MethodFamily, type Outcome, type RequestContext, type Reservation } from "./descriptor.js";
 import { parseRecord, validateEnvelope, type Identities } from "./envelope.js";
-import { OutputLimitError, encodeEvent, encodeResponse } from "./output.js";
+import { OutputLimitError, encodeEvent, encodeNumberedEvent, encodeResponse, eventTail } from "./output.js";
 import type { InitState } from "./service-methods.js";
 
 export interface AppServiceOptions {
@@ -276,15 +276,26 @@ export class AppServiceServer {
   }
 
   private context(requestId: string, sessionId: string | null, d: MethodDescriptor, slot: Slot): RequestContext {
+    let tail: string | null = null;
+    let tailEvent: EventName | null = null;
+    let tailSid: string | null = null;
     return {
       requestId,
       sessionId,
       method: d.method,
-      emit: (event: EventName, sid: string | null, payload: Record<string, unknown>) => {
+      emit: (event: EventName, sid: string | null, payload: Record<string, unknown> | string) => {
         if (this.fatal !== null) return Promise.resolve();
         let line: string;
         try {
-          line = encodeEvent(`ev-${++this.eventCounter}`, requestId, sid, event, payload);
+          if (typeof payload === "string") {
+            // The per-delta path: the envelope around the payload is the same for every delta of a turn.
+            if (tail === null || tailEvent !== event || tailSid !== sid) {
+              tail = eventTail(requestId, sid, event);
+              tailEvent = event;
+              tailSid = sid;
+            }
+            line = encodeNumberedEvent(++this.eventCounter, tail, payload);
+          } else line = encodeEvent(`ev-${++this.eventCounter}`, requestId, sid, event, payload);
         } catch (err) {
           this.stop(err instanceof OutputLimitError ? err.message : "event encoding failed");
           return Promise.resolve();

@@ -21,7 +21,11 @@ import type { RuntimeEvent, TurnSink } from "../../runtime/session/index.js";
 import type { EventName } from "./descriptor.js";
 import { projectActivity } from "./activity.js";
 
-export type Emit = (event: EventName, sessionId: string | null, payload: Record<string, unknown>) => Promise<void>;
+/**
+ * Emits one event. `payload` is either the payload object or, for the per-delta path, its compact JSON already
+ * encoded exactly as `JSON.stringify` would write it (the emitter then encodes nothing but the envelope around it).
+ */
+export type Emit = (event: EventName, sessionId: string | null, payload: Record<string, unknown> | string) => Promise<void>;
 
 export const DEFAULT_ACTIVITY_QUEUE = 64;
 export type WireTerminalStatus = "completed" | "cancelled" | "failed";
@@ -48,6 +52,9 @@ export function jsonEscapedBytes(s: string): number {
 
 const TRUE = (): boolean => true;
 
+/** Text JSON writes verbatim (printable ASCII but `"` and `\\`, plus DEL): its UTF-8 and escaped sizes are its length. */
+const NEEDS_CARE = /[^\x20\x21\x23-\x5b\x5d-\x7f]/;
+
 export class TurnStream implements TurnSink {
   private seq = 0;
   private dropped = 0;
@@ -56,6 +63,8 @@ export class TurnStream implements TurnSink {
   private textBytes = 0;
   private escapedBytes = 0;
   private readonly terminalOverhead: number;
+  /** `{"turn_id":…,"sequence":` — the constant head of every delta payload (key order as `JSON.stringify` writes it). */
+  private readonly deltaHead: string;
   private readonly release = (): void => {
     this.waiting--;
   };
@@ -72,6 +81,7 @@ export class TurnStream implements TurnSink {
     this.terminalOverhead = Buffer.byteLength(
       JSON.stringify(this.terminalPayload("cancelled", "", Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER)),
     );
+    this.deltaHead = `{"turn_id":${JSON.stringify(turnId)},"sequence":`;
   }
 
   get sequence(): number {
@@ -86,15 +96,30 @@ export class TurnStream implements TurnSink {
     void this.emit("turn.started", this.sessionId, { turn_id: this.turnId, session_id: this.sessionId, status: "started", sequence: 0 });
   }
 
+  /**
+   * Per delta: one regular-expression test for plain ASCII text (sizes are its length, its JSON is itself in quotes);
+   * anything else is measured and encoded as before. The payload is the bytes `JSON.stringify({ turn_id, sequence,
+   * text })` writes, built from the cached head, so the emitter encodes no object per delta.
+   */
   delta(text: string): boolean | Promise<boolean> {
     if (this.closed) return false;
-    const bytes = utf8Length(text);
+    let bytes: number;
+    let escaped: number;
+    let json: string;
+    if (!NEEDS_CARE.test(text)) {
+      bytes = escaped = text.length;
+      json = `"${text}"`;
+    } else {
+      bytes = utf8Length(text);
+      escaped = jsonEscapedBytes(text);
+      json = "";
+    }
     if (this.textBytes + bytes > this.maxTextBytes) return false;
-    const escaped = jsonEscapedBytes(text);
     if (this.terminalOverhead + this.escapedBytes + escaped > this.maxPayloadBytes) return false;
     this.textBytes += bytes;
     this.escapedBytes += escaped;
-    const ready = this.emit("turn.assistant_delta", this.sessionId, { turn_id: this.turnId, sequence: ++this.seq, text });
+    if (json === "") json = JSON.stringify(text);
+    const ready = this.emit("turn.assistant_delta", this.sessionId, `${this.deltaHead}${++this.seq},"text":${json}}`);
     return ready === WRITABLE_NOW ? true : ready.then(TRUE);
   }
 
