@@ -5,6 +5,8 @@
  * - peers.<door>.session_ms: session create request → answer (app-service `session.create`, SCV `session.start`);
  * - peers.<door>.first_delta_ms: prompt written → first assistant delta read;
  * - peers.<door>.turn_ms: prompt written → terminal event read;
+ * - peers.<door>.turn_cpu_ms: the server's main-thread CPU time from prompt written to terminal event read
+ *   (/proc/<pid>/schedstat, nanoseconds; steadier than wall time on a loaded machine);
  * - peers.<door>.peak_rss_mb: the server's VmHWM at the end of the turn.
  * Doors: `service` (app-service over `bin/magi-code --app service`) and `stdio` (SCV over `berth stdio`).
  * Medians of PEERS_RUNS (default 5) runs, interleaved with the floor so machine load hits both alike. Each run uses a
@@ -70,6 +72,7 @@ interface Run {
   session: number;
   firstDelta: number;
   turn: number;
+  cpu: number;
   rss: number;
 }
 
@@ -122,6 +125,15 @@ const DOORS: Record<"floor" | "service" | "stdio", Door> = {
   },
 };
 
+/** CPU time (ms) the process's main thread has run so far; NaN where /proc has no schedstat. */
+function cpuMs(pid: number): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[0]) / 1e6;
+  } catch {
+    return NaN;
+  }
+}
+
 function hwmMb(pid: number): number {
   const m = /VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return m ? Number(m[1]) / 1024 : NaN;
@@ -167,7 +179,8 @@ async function runOnce(door: Door, home: string, env: NodeJS.ProcessEnv, prime: 
     child.stdin.write(sessionLine);
     await created;
     const session = performance.now() - t1;
-    if (prime) return { ready, session, firstDelta: NaN, turn: NaN, rss: NaN };
+    if (prime) return { ready, session, firstDelta: NaN, turn: NaN, cpu: NaN, rss: NaN };
+    const c2 = cpuMs(child.pid!);
     const t2 = performance.now();
     const first = until(door.isDelta);
     child.stdin.write(door.turn(sid ?? ""));
@@ -175,8 +188,9 @@ async function runOnce(door: Door, home: string, env: NodeJS.ProcessEnv, prime: 
     const firstDelta = performance.now() - t2;
     const term = await until(door.isTerminal);
     const turn = performance.now() - t2;
+    const cpu = cpuMs(child.pid!) - c2;
     if (!/completed/.test(term.slice(0, 200)) && !term.includes('"status":"completed"')) throw new Error(`turn did not complete: ${term.slice(0, 300)}`);
-    return { ready, session, firstDelta, turn, rss: hwmMb(child.pid!) };
+    return { ready, session, firstDelta, turn, cpu, rss: hwmMb(child.pid!) };
   } finally {
     child.stdin.end();
     await exited;
@@ -236,6 +250,7 @@ export default async function (): Promise<Figure[]> {
         fig("session_ms", "session", "ms", "<= 10", 10),
         fig("first_delta_ms", "firstDelta", "ms", "<= 2x floor", 2 * floor("firstDelta")),
         fig("turn_ms", "turn", "ms", "<= 1.5x floor", 1.5 * floor("turn")),
+        fig("turn_cpu_ms", "cpu", "ms", "<= 1.5x floor", 1.5 * floor("cpu")),
         fig("peak_rss_mb", "rss", "MB", "<= 1.3x floor", 1.3 * floor("rss")),
       );
     }
