@@ -81,8 +81,8 @@ it("delta payloads and lines are the bytes the object encoding wrote (unicode an
     assert.equal(raw[i], want, JSON.stringify(text));
     for (const sid of ["s1", null]) {
       const line = encodeEvent(`ev-${i + 7}`, "req-\u00e9", sid, "turn.assistant_delta", JSON.parse(want) as Record<string, unknown>);
-      assert.equal(encodeNumberedEvent(i + 7, eventTail("req-\u00e9", sid, "turn.assistant_delta"), raw[i]!), line);
-      assert.equal(encodeEvent(`ev-${i + 7}`, "req-\u00e9", sid, "turn.assistant_delta", raw[i]!), line);
+      assert.equal(encodeNumberedEvent(i + 7, eventTail("req-\u00e9", sid, "turn.assistant_delta"), raw[i]), line);
+      assert.equal(encodeEvent(`ev-${i + 7}`, "req-\u00e9", sid, "turn.assistant_delta", raw[i]), line);
     }
   });
 });
