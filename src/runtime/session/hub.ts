@@ -14,7 +14,7 @@
 import { randomUUID } from "node:crypto";
 import { titleFrom } from "../../core/text-policy.js";
 import { isValidSessionId, type SessionManager, type TurnLease } from "../../store/sessions/index.js";
-import { deliver } from "./listeners.js";
+import { ListenerSet } from "./listeners.js";
 import { SessionRuntime } from "./runtime.js";
 import { admissionError, type SessionDeps, type StartResult, type TurnRunner } from "./deps.js";
 import type { SessionConfig, SessionListener, SessionSummary, SubmitOptions } from "./types.js";
@@ -33,7 +33,7 @@ export interface SessionHubOptions {
 
 export class SessionHub {
   private readonly runtimes = new Map<string, SessionRuntime>();
-  private readonly listeners = new Set<SessionListener>();
+  private readonly listeners = new ListenerSet();
   private readonly deps: SessionDeps;
 
   constructor(private readonly o: SessionHubOptions) {
@@ -51,8 +51,7 @@ export class SessionHub {
   }
 
   subscribe(listener: SessionListener): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return this.listeners.add(listener);
   }
 
   /** The open runtime of a session, if any. */
@@ -68,7 +67,7 @@ export class SessionHub {
   private adopt(sessionId: string, config: SessionConfig): SessionRuntime {
     const rt = new SessionRuntime(this.deps, sessionId, config);
     // Same contract as a runtime's own listeners: any `false` refuses a delta; every promise is awaited.
-    rt.subscribe((e) => deliver(this.listeners, e));
+    rt.subscribe((e) => this.listeners.deliver(e));
     this.runtimes.set(sessionId, rt);
     rt.prepareTools(); // its MCP servers start now, off the first prompt's path
     return rt;

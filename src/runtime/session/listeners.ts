@@ -26,3 +26,47 @@ export function deliver(listeners: Iterable<SessionListener>, e: SessionEvent): 
     () => false,
   );
 }
+
+/**
+ * A set of listeners with `deliver`'s contract, delivering to a lone listener (the common case: one door, or the
+ * hub's fan-out) without an iterator or a promise array per delta.
+ */
+export class ListenerSet implements Iterable<SessionListener> {
+  private readonly set = new Set<SessionListener>();
+  private one: SessionListener | null = null;
+
+  add(listener: SessionListener): () => void {
+    this.set.add(listener);
+    this.sync();
+    return () => {
+      this.set.delete(listener);
+      this.sync();
+    };
+  }
+
+  [Symbol.iterator](): Iterator<SessionListener> {
+    return this.set.values();
+  }
+
+  /** `deliver(this, e)`. */
+  deliver(e: SessionEvent): boolean | Promise<boolean> {
+    const one = this.one;
+    if (one === null) return deliver(this.set, e);
+    let r: ReturnType<SessionListener>;
+    try {
+      r = one(e);
+    } catch {
+      return true;
+    }
+    if (r === undefined || r === true) return true;
+    if (r === false) return false;
+    return r.then(notFalse, refused);
+  }
+
+  private sync(): void {
+    this.one = this.set.size === 1 ? (this.set.values().next().value as SessionListener) : null;
+  }
+}
+
+const notFalse = (v: void | boolean): boolean => v !== false;
+const refused = (): boolean => false;

@@ -42,7 +42,7 @@ import { QuestionBook, type AnswerInput, type Question, type QuestionAnswer } fr
 import { SessionQueue, type Queued } from "./queue.js";
 import { terminalEvent } from "./project.js";
 import { SessionMcp } from "./mcp-watch.js";
-import { deliver } from "./listeners.js";
+import { ListenerSet } from "./listeners.js";
 import { admit, writeEmptyCheckpoint, type Admitted } from "./admission.js";
 import { EMPTY_USAGE, runAgentTurn, type Running, type TurnContext } from "./turn.js";
 import { mark } from "../debug-timing.js";
@@ -60,7 +60,7 @@ import type {
 } from "./types.js";
 
 export class SessionRuntime {
-  private readonly listeners = new Set<SessionListener>();
+  private readonly listeners = new ListenerSet();
   private readonly queue: SessionQueue;
   private readonly approvals: ApprovalBook;
   private readonly questions: QuestionBook;
@@ -88,7 +88,7 @@ export class SessionRuntime {
     this.approvals = new ApprovalBook(this.newId);
     this.questions = new QuestionBook(this.newId);
     this.mcp = new SessionMcp(deps.runner, id);
-    this.turnCtx = { deps, sessionId: id, cfg: () => this.cfg, approvals: this.approvals, emit: (e) => this.emit(e), delta: (e) => this.delta(e) };
+    this.turnCtx = { deps, sessionId: id, cfg: () => this.cfg, approvals: this.approvals, emit: (e) => this.emit(e), delta: (e) => this.listeners.deliver(e) };
   }
 
   get config(): Readonly<SessionConfig> {
@@ -158,8 +158,7 @@ export class SessionRuntime {
   }
 
   subscribe(listener: SessionListener): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return this.listeners.add(listener);
   }
 
   private emit(e: SessionEvent): void {
@@ -170,11 +169,6 @@ export class SessionRuntime {
         // a listener's failure is its own
       }
     }
-  }
-
-  /** Delivers a delta; false when a listener refused it, a promise when one applied backpressure. */
-  private delta(e: SessionEvent): boolean | Promise<boolean> {
-    return deliver(this.listeners, e);
   }
 
   // ── queue ─────────────────────────────────────────────────────────────────
