@@ -42,3 +42,24 @@ it("several listeners, and back to one after unsubscribing, each called once in 
   off();
   assert.equal(none.deliver(ev), true, "no listener accepts");
 });
+
+it("several listeners: every kind of answer combines as deliver combines it; one removed mid-delivery is skipped", async () => {
+  for (const [name, answer] of answers) {
+    const ls = new ListenerSet();
+    ls.add(() => true);
+    ls.add(answer);
+    assert.equal(await ls.deliver(ev), await deliver(new Set<SessionListener>([() => true, answer]), ev), name);
+  }
+  const calls: string[] = [];
+  const ls = new ListenerSet();
+  let offB = (): void => undefined;
+  ls.add(() => {
+    calls.push("a");
+    offB();
+  });
+  offB = ls.add(() => void calls.push("b"));
+  ls.add(() => void calls.push("c"));
+  assert.equal(ls.deliver(ev), true);
+  assert.equal(ls.deliver(ev), true);
+  assert.deepEqual(calls, ["a", "c", "a", "c"]);
+});

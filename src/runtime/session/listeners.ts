@@ -28,12 +28,14 @@ export function deliver(listeners: Iterable<SessionListener>, e: SessionEvent): 
 }
 
 /**
- * A set of listeners with `deliver`'s contract, delivering to a lone listener (the common case: one door, or the
- * hub's fan-out) without an iterator or a promise array per delta.
+ * A set of listeners with `deliver`'s contract, delivering a delta without an iterator: a lone listener (one door,
+ * or the hub's fan-out) is called directly, several from an array kept beside the set. A listener removed during a
+ * delivery is not called by it; one added during a delivery is called from the next.
  */
 export class ListenerSet implements Iterable<SessionListener> {
   private readonly set = new Set<SessionListener>();
   private one: SessionListener | null = null;
+  private list: SessionListener[] = [];
 
   add(listener: SessionListener): () => void {
     this.set.add(listener);
@@ -51,7 +53,7 @@ export class ListenerSet implements Iterable<SessionListener> {
   /** `deliver(this, e)`. */
   deliver(e: SessionEvent): boolean | Promise<boolean> {
     const one = this.one;
-    if (one === null) return deliver(this.set, e);
+    if (one === null) return this.list.length === 0 ? true : this.deliverAll(e);
     let r: ReturnType<SessionListener>;
     try {
       r = one(e);
@@ -63,8 +65,32 @@ export class ListenerSet implements Iterable<SessionListener> {
     return r.then(notFalse, refused);
   }
 
+  private deliverAll(e: SessionEvent): boolean | Promise<boolean> {
+    const list = this.list;
+    let ok = true;
+    let waits: Array<Promise<void | boolean>> | null = null;
+    for (let i = 0; i < list.length; i++) {
+      const l = list[i] as SessionListener;
+      if (i > 0 && !this.set.has(l)) continue;
+      let r: ReturnType<SessionListener>;
+      try {
+        r = l(e);
+      } catch {
+        continue;
+      }
+      if (r === false) ok = false;
+      else if (r !== undefined && r !== true) (waits ??= []).push(r);
+    }
+    if (waits === null) return ok;
+    return Promise.all(waits).then(
+      (rs) => ok && !rs.includes(false),
+      refused,
+    );
+  }
+
   private sync(): void {
-    this.one = this.set.size === 1 ? (this.set.values().next().value as SessionListener) : null;
+    this.list = [...this.set];
+    this.one = this.list.length === 1 ? (this.list[0] as SessionListener) : null;
   }
 }
 
