@@ -54,16 +54,23 @@ export function openaiHeaders(cred: Credential, extra: Record<string, string> | 
 }
 
 /** A provider speaking `wire`. Throws only for a definition that cannot work (bad/missing base URL). */
-export function assembleProvider(providerId: string, def: ProviderConfig, credentials: CredentialSource, opts: ProviderOptions, wire: Wire): Provider {
+/** A provider as `assembleProvider` builds it: `warm` opens its connection again (see below) for a reused provider. */
+export type OpenedProvider = Provider & { warm(): void };
+
+export function assembleProvider(providerId: string, def: ProviderConfig, credentials: CredentialSource, opts: ProviderOptions, wire: Wire): OpenedProvider {
   const base = resolveBaseUrl(def.api, def.baseUrl, opts.env);
   new URL(def.endpoint ?? base); // validate once, at creation
   const bounds: ProviderBounds = { ...PROVIDER_BOUNDS, ...def.bounds };
   const retry: RetryPolicy = { ...DEFAULT_RETRY, ...opts.retry };
   const doFetch: StreamFetch = opts.fetch ?? nodeFetch;
-  if (doFetch === nodeFetch && (def.endpoint ?? base).startsWith("https:")) prepareHttps(); // at warm-up, not at the request
-  // A provider is built at warm-up (a fresh process creating its first session) and per turn: either way its
-  // connection opens now, so the request finds it connected (a no-op while one idles in the keep-alive pool).
-  else if (doFetch === nodeFetch) preconnect(def.endpoint ?? base);
+  // A provider is built at warm-up (a fresh process creating its first session) and reused by turns (agent.ts): either
+  // way its connection opens now and at each turn's start (`warm`), so the request finds it connected (a no-op while
+  // one idles in the keep-alive pool).
+  const warm = (): void => {
+    if (doFetch === nodeFetch && (def.endpoint ?? base).startsWith("https:")) prepareHttps(); // at warm-up, not at the request
+    else if (doFetch === nodeFetch) preconnect(def.endpoint ?? base);
+  };
+  warm();
   const params = (req: ProviderRequest): DriveParams => ({
     signal: req.signal,
     ...(req.gate !== undefined ? { gate: req.gate } : {}),
@@ -79,6 +86,7 @@ export function assembleProvider(providerId: string, def: ProviderConfig, creden
     api: def.api,
     stream: (req) => driveStream(params(req)),
     streamBatches: (req) => driveBatches(params(req)),
+    warm,
   };
 }
 

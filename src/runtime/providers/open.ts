@@ -2,8 +2,8 @@
  * `openProvider`: `createProvider` (index.ts) loading only the wire format the provider speaks, on first use; the
  * module stays loaded for later providers of the same API. What a first turn of a fresh process uses (agent.ts).
  */
-import type { CredentialSource, Provider, ProviderApi } from "../types.js";
-import type { ProviderConfig, ProviderOptions, Wire } from "./make.js";
+import type { CredentialSource, ProviderApi } from "../types.js";
+import type { OpenedProvider, ProviderConfig, ProviderOptions, Wire } from "./make.js";
 
 const loaded = new Map<ProviderApi, Promise<Wire>>();
 
@@ -26,7 +26,7 @@ export function loadWire(api: ProviderApi): Promise<Wire> {
 }
 
 /** Creates a provider once its wire format is loaded. Rejects for a definition that cannot work (bad base URL). */
-export async function openProvider(providerId: string, def: ProviderConfig, credentials: CredentialSource, opts: ProviderOptions = {}): Promise<Provider> {
+export async function openProvider(providerId: string, def: ProviderConfig, credentials: CredentialSource, opts: ProviderOptions = {}): Promise<OpenedProvider> {
   const wire = await loadWire(def.api);
   const { assembleProvider } = await import("./make.js");
   return assembleProvider(providerId, def, credentials, opts, wire);
