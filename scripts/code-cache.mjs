@@ -8,7 +8,8 @@
 //   left to the ES module loader, the commands that never run from it (daemon, channel, acp, open, build-info) left
 //   out, whitespace and syntax minified, non-ASCII escaped (a one-byte source string), wrapped in a CommonJS-style
 //   function and ended by a build ID;
-// - `trainCodeCache` runs each of those commands through a session and a turn against a loopback fake provider
+// - `trainCodeCache` runs each of those commands through a session and a turn (the service also through a restarted
+//   service's first replay, see TRAINING) against a loopback fake provider
 //   (Chat Completions SSE) with BERTH_CODE_CACHE_TRAIN set; bin/cold-boot.cjs then writes the script's cache data at
 //   exit, so functions compiled lazily during the turn are in it. The files go to dist/cold/cache/, named by command,
 //   Node version and architecture, and start with the script's build ID: bin/cold-boot.cjs uses a cache only for the
