@@ -8,7 +8,8 @@
 //   left to the ES module loader, the commands that never run from it (daemon, channel, acp, open, build-info) left
 //   out, whitespace and syntax minified, non-ASCII escaped (a one-byte source string), wrapped in a CommonJS-style
 //   function and ended by a build ID;
-// - `trainCodeCache` runs each of those commands through a session and a turn against a loopback fake provider
+// - `trainCodeCache` runs each of those commands through a session and a turn (the service also through a restarted
+//   service's first replay, see TRAINING) against a loopback fake provider
 //   (Chat Completions SSE) with BERTH_CODE_CACHE_TRAIN set; bin/cold-boot.cjs then writes the script's cache data at
 //   exit, so functions compiled lazily during the turn are in it. The files go to dist/cold/cache/, named by command,
 //   Node version and architecture, and start with the script's build ID: bin/cold-boot.cjs uses a cache only for the
@@ -167,12 +168,35 @@ const TRAINING = {
       else if (m.type === "session.started") send({ type: "turn.start", request_id: "t", session_id: m.session_id, prompt: "hello" });
       else if (/^turn\.(completed|failed|cancelled)$/.test(m.type) || m.type === "error") end();
     }),
-  service: (bin, env, cwd) =>
-    drive([join(bin, "magi-code"), "--app", "service"], env, cwd, req("i", "initialize", { supported_protocol_versions: [1] }), (m, send, end) => {
-      if (m.request_id === "i") send(req("s", "session.create", {}));
-      else if (m.request_id === "s" && m.payload?.session_id) send(req("t", "turn.start", { prompt: "hello" }, { session_id: m.payload.session_id }));
-      else if (m.event === "turn.terminal" || m.kind === "error" || m.ok === false) end();
-    }),
+  // Two services: the first makes a session with a turn and replays it (its sidecar is written at exit); the second
+  // (whose cache is kept) also replays that session as a restarted service's first request does (from the sidecar),
+  // then creates a session, runs a turn and replays it (a full projection), then a second turn and a replay (an
+  // extended projection, a sidecar write).
+  service: async (bin, env, cwd) => {
+    const args = [join(bin, "magi-code"), "--app", "service"];
+    const init = req("i", "initialize", { supported_protocol_versions: [1] });
+    let sid = null;
+    const turns = (n) => {
+      let done = 0;
+      return (m, send, end) => {
+        if (m.request_id === "s" && m.payload?.session_id) send(req("t0", "turn.start", { prompt: "hello" }, { session_id: (sid = m.payload.session_id) }));
+        else if (m.event === "turn.terminal") send(req(`r${done}`, "session.replay", {}, { session_id: sid }));
+        else if (m.kind === "error" || m.ok === false || m.request_id === `r${n - 1}`) end();
+        else if (m.request_id === `r${done}`) send(req(`t${++done}`, "turn.start", { prompt: "again" }, { session_id: sid }));
+      };
+    };
+    const first = turns(1);
+    await drive(args, env, cwd, init, (m, send, end) => (m.request_id === "i" ? send(req("s", "session.create", {})) : first(m, send, end)));
+    if (sid === null) throw new Error("the first service run made no session");
+    const old = sid;
+    const second = turns(2);
+    await drive(args, env, cwd, init, (m, send, end) => {
+      if (m.request_id === "i") send(req("l", "session.list", { limit: 1 }));
+      else if (m.request_id === "l") send(req("old", "session.replay", {}, { session_id: old }));
+      else if (m.request_id === "old") send(req("s", "session.create", {}));
+      else second(m, send, end);
+    });
+  },
   chat: (bin, env, cwd) => drive([join(bin, "berth"), "chat", "-p", "hello", "--json"], env, cwd, null, () => {}),
 };
 

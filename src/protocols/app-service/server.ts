@@ -235,6 +235,15 @@ export class AppServiceServer {
     return first.promise!;
   }
 
+  /**
+   * How long until the input has been quiet for IDLE_PREFETCH_MS: a prefetch waiting for a quiet input wakes then,
+   * not up to twice as late (a fixed wait started before the last input), so its modules compile right after the
+   * quiet period begins instead of where a frontend's next request (a replay picked from a list) likely lands.
+   */
+  private untilIdle(): number {
+    return Math.max(1, this.lastInputAt + IDLE_PREFETCH_MS - Date.now());
+  }
+
   /** After the first successful initialize is written, load lazy families in idle time. */
   private prefetch(): void {
     if (this.prefetched) return;
@@ -252,11 +261,11 @@ export class AppServiceServer {
           if (!first && f.prefetch !== "session") await this.notHandling();
           first = false;
           while (f.prefetch === "idle" && !this.stopping && Date.now() - this.lastInputAt < IDLE_PREFETCH_MS)
-            await new Promise((r) => setTimeout(r, IDLE_PREFETCH_MS).unref());
+            await new Promise((r) => setTimeout(r, this.untilIdle()).unref());
           if (f.prefetch === "session") {
             while (!this.sessionRequested && !this.stopping && Date.now() - this.lastInputAt < IDLE_PREFETCH_MS) {
               await new Promise<void>((r) => {
-                const timer = setTimeout(r, IDLE_PREFETCH_MS).unref();
+                const timer = setTimeout(r, this.untilIdle()).unref();
                 this.sessionWaiter = () => {
                   clearTimeout(timer);
                   r();
@@ -264,6 +273,9 @@ export class AppServiceServer {
               });
               this.sessionWaiter = null;
             }
+            // Woken by a quiet input, not by a session request: a request that arrived since (a first replay after
+            // a restart) is answered before this family compiles.
+            if (!this.sessionRequested) await this.notHandling();
             // The session request's handler runs up to its first I/O (the session file's creation) first; this
             // family's modules then compile while that file is written and fsynced.
             await new Promise((r) => setImmediate(r));

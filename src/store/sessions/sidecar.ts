@@ -16,9 +16,9 @@
  * - Bounded: payloads over MAX_SIDECAR_BYTES are neither written nor read. Never throws.
  * - Holds nothing the session file does not (files 0600 in a 0700 directory, like the sessions themselves).
  */
-import { constants as FS, fstatSync, mkdirSync, openSync, renameSync, unlinkSync } from "node:fs";
+import { constants as FS, fstatSync, mkdirSync, openSync, renameSync, unlinkSync, writev } from "node:fs";
 import { createHash, randomBytes } from "node:crypto";
-import { closeQuietly, readAt, writeAll } from "./fdio.js";
+import { closeQuietly, readAt } from "./fdio.js";
 import type { FileVersion } from "./reader.js";
 
 export const MAX_SIDECAR_BYTES = 64 * 1024 * 1024;
@@ -72,6 +72,27 @@ export async function readSidecar(path: string, id: string, format: string): Pro
   }
 }
 
+/**
+ * Writes all of `bufs` in order at the current position, gathered (`writev`): the payload (megabytes) is not copied
+ * into one buffer first, which on the main thread would delay whatever request follows the replay that wrote it.
+ */
+async function writeAllV(fd: number, bufs: Buffer[]): Promise<void> {
+  const rest = bufs.filter((b) => b.length > 0);
+  while (rest.length > 0) {
+    let n = await new Promise<number>((resolve, reject) => writev(fd, rest, null, (err, w) => (err ? reject(err) : resolve(w))));
+    while (n > 0 && rest.length > 0) {
+      const first = rest[0]!;
+      if (n >= first.length) {
+        n -= first.length;
+        rest.shift();
+      } else {
+        rest[0] = first.subarray(n);
+        n = 0;
+      }
+    }
+  }
+}
+
 export async function writeSidecar(dir: string, path: string, id: string, format: string, version: FileVersion, payload: Buffer): Promise<void> {
   if (payload.length > MAX_SIDECAR_BYTES) return;
   const metaObj: Meta = { id, format, ino: version.ino, size: version.size, mtimeMs: version.mtimeMs, payload: payload.length };
@@ -89,7 +110,7 @@ export async function writeSidecar(dir: string, path: string, id: string, format
       if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
     }
     fd = openSync(tmp, FS.O_WRONLY | FS.O_CREAT | FS.O_EXCL, 0o600);
-    await writeAll(fd, Buffer.concat([head, meta, payload, digest(head, meta, payload)]));
+    await writeAllV(fd, [head, meta, payload, digest(head, meta, payload)]);
     closeQuietly(fd);
     fd = null;
     renameSync(tmp, path);
