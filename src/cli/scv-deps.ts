@@ -15,7 +15,7 @@ import type { ScvServerDeps } from "../protocols/scv/connection.js";
 import { ScvSession, type AttachmentChecker } from "../protocols/scv/session.js";
 import { MAX_PROMPT_HISTORY_BYTES, MAX_PROMPT_HISTORY_ITEMS, MAX_SERVER_FRAME_BYTES, MAX_TRANSCRIPT_BYTES, MAX_TRANSCRIPT_ITEMS } from "../protocols/scv/wire.js";
 import type { ApprovalMode, SessionHub } from "../runtime/session/index.js";
-import type { Agent } from "../runtime/agent.js";
+import type { Agent, SessionModelInfo } from "../runtime/agent.js";
 import { packageVersion } from "./process-io.js";
 import { mark } from "../runtime/debug-timing.js";
 import { scvTimings } from "./scv-lazy.js";
@@ -159,6 +159,8 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
     return "on-risk";
   };
   const manager = new SessionManager(new SessionStore({ home: o.home }), MAX_RUNNING_SESSIONS);
+  /** The agent and the hub once built (null until then): `session.start` reads it without waiting a turn. */
+  let builtRuntime: { agent: Agent; hub: SessionHub } | null = null;
   /** The agent and the hub, once their modules loaded (a failure refuses `session.start` with `internal_error`). */
   const runtime = runtimeModules.then(([{ Agent }, { SessionHub }]) => {
     const agent = new Agent({
@@ -176,7 +178,8 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
     const hub = new SessionHub({ manager, runner: agent, defaults: { cwd } });
     hubRef = hub;
     questionHub = hub;
-    return { agent, hub };
+    builtRuntime = { agent, hub };
+    return builtRuntime;
   });
   runtime.catch(() => undefined);
   /** The runtime, or null (logged) when it could not be built. */
@@ -249,6 +252,13 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
         ...(msg.model !== undefined ? { model: msg.model } : {}),
         ...(msg.base_url !== undefined ? { baseUrl: msg.base_url } : {}),
       };
+      // A new session's model (what rt.describe() answers for it: the same selection) is resolved while its file is
+      // created and fsynced; session.started still waits for its MCP servers to be registered (below), so a
+      // session.mcp sent at once lists them. A process's first resolution is the longer of the two (settings and
+      // catalog read and decoded for the first time), so it starts first when the agent is already built.
+      const describeNew = (agent: Agent): Promise<SessionModelInfo | null> | null =>
+        msg.resume === undefined ? agent.describe(Object.keys(selection).length > 0 ? selection : undefined) : null;
+      let early = builtRuntime !== null ? describeNew(builtRuntime.agent) : null;
       // The session file's creation (and fsync) and the settings read overlap the runtime's modules compiling.
       const policy = approvalPolicy();
       // An explicit attachment for the connection's lifetime: this connection owns the session's writer lease,
@@ -262,10 +272,7 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
         return { code: "internal_error", message: "the session host could not start; see stderr", request_id: msg.request_id };
       }
       const { agent, hub } = built;
-      // A new session's model (what rt.describe() answers for it: the same selection) is resolved while its file is
-      // created and fsynced; session.started still waits for its MCP servers to be registered (below), so a
-      // session.mcp sent at once lists them.
-      const early = msg.resume === undefined ? agent.describe(Object.keys(selection).length > 0 ? selection : undefined) : null;
+      early ??= describeNew(agent);
       let rt;
       try {
         const id = await created;

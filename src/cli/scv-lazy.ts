@@ -49,7 +49,7 @@ export function lazyScvDeps(o: ScvDepsOptions): { deps: ScvServerDeps; preloadOn
   return {
     deps,
     preloadOn(input) {
-      input.once("data", () => void setTimeout(() => void build().catch(() => undefined), 0));
+      input.once("data", () => void setImmediate(() => void build().catch(() => undefined)));
     },
     async close() {
       if (built === null) return;

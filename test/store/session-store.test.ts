@@ -1,7 +1,7 @@
 /** Session store: IDs, strict writes, tolerant reads, torn tails, leases, append lock, list, history. Real files. */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, utimesSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir, hostname } from "node:os";
 import { join } from "node:path";
 import { spawnSync } from "node:child_process";
@@ -258,4 +258,36 @@ test("a first user message longer than the metadata read still yields a title pr
   await s.release();
   const p = await store.list(null, 1);
   assert.ok(p.entries[0]?.titleSource?.startsWith('Long "quoted" prompt é zzz'));
+});
+
+test("create: a sessions directory that cannot be made refuses with unavailable, and a later create succeeds", async () => {
+  const h = home();
+  // A regular file where the sessions directory belongs: mkdir fails.
+  writeFileSync(join(h, "sessions"), "not a directory");
+  const store = new SessionStore({ home: h });
+  await rejectsCode(store.create("/"), "unavailable");
+  // The failure is not remembered: once the obstacle is gone, the same store creates the directories and the session.
+  rmSync(join(h, "sessions"));
+  const s = await store.create("/");
+  assert.equal(JSON.parse(readFileSync(new SessionPaths(h).data(s.id), "utf8").split("\n")[0]!).session_id, s.id);
+  await rejectsCode(new SessionStore({ home: h }).acquire(s.id), "busy");
+  await s.release();
+});
+
+test("create: an ID whose file exists is retried under a new one, and the lease taken for it is given back", async () => {
+  const h = home();
+  const first = await new SessionStore({ home: h }).create("/");
+  await first.release();
+  const fresh = "s00000000001-0123456789abcdef0123";
+  const ids = [first.id, fresh];
+  const store = new SessionStore({ home: h, newId: () => ids.shift() ?? "s00000000002-ffffffffffffffffffff" });
+  const s = await store.create("/tmp");
+  assert.equal(s.id, fresh);
+  // The existing session's file is untouched and its lease free (the collision's lease was released).
+  assert.equal(JSON.parse(readFileSync(new SessionPaths(h).data(first.id), "utf8").split("\n")[0]!).cwd, "/");
+  const again = await new SessionStore({ home: h }).acquire(first.id);
+  await again.release();
+  // The new one is held from the moment create resolved.
+  await rejectsCode(new SessionStore({ home: h }).acquire(fresh), "busy");
+  await s.release();
 });

@@ -253,7 +253,9 @@ export class AppServiceServer {
     // being handled (a `session.create` right after `initialize` is not slowed down by the turn path compiling
     // underneath it), except `session` families, which wait for the first session request and then load while its
     // handler waits on the disk; `idle` families also wait for a quiet input.
-    setTimeout(() => {
+    // setImmediate, not a timer: the first family starts loading as soon as the initialize response is written
+    // (this event-loop turn's flush), while the client reads it and sends its next request, not a millisecond later.
+    setImmediate(() => {
       void (async () => {
         let first = true;
         for (const [i, f] of this.opts.families.entries()) {
@@ -284,7 +286,7 @@ export class AppServiceServer {
           await this.load(i).catch(() => undefined);
         }
       })();
-    }, 0);
+    });
   }
 
   private context(requestId: string, sessionId: string | null, d: MethodDescriptor, slot: Slot): RequestContext {

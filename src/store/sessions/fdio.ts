@@ -1,18 +1,13 @@
 /**
  * Raw file-descriptor I/O for the store's hot paths.
  *
- * Contract: metadata calls that touch no file data (`open` of existing files, `fstat`, `close`, the first short
+ * Contract: metadata calls that touch no file data (`open`, including a new file's exclusive creation, `fstat`, `close`, the first short
  * write of a new file, a session writer's small appends: writer.ts) are synchronous — microseconds each, whereas every thread-pool round trip costs a scheduling delay on a
  * loaded machine and create/open/replay chain several of them. Reads of file bodies and every fsync stay
  * asynchronous, so a slow disk never blocks the event loop for longer than a metadata syscall.
  * Callers own the descriptors they open and close them exactly once (`closeQuietly`).
  */
-import { closeSync, fdatasync, fsync, open, read, write, writeSync } from "node:fs";
-
-/** Opens on the thread pool: for creating files, whose directory update can be slow under journal contention. */
-export function openFd(path: string, flags: number, mode: number): Promise<number> {
-  return new Promise((resolve, reject) => open(path, flags, mode, (err, fd) => (err ? reject(err) : resolve(fd))));
-}
+import { closeSync, fdatasync, fsync, read, write, writeSync } from "node:fs";
 
 /** Reads up to `len` bytes at `pos` into `buf[off..]`; resolves with the count read (0 at EOF). */
 export function readInto(fd: number, buf: Buffer, off: number, len: number, pos: number): Promise<number> {

@@ -22,10 +22,10 @@
  *   keeps its records parsed). Anything else (another process wrote, the file was replaced, the
  *   bounds are reached, a write the writer cannot account for) reads the file as before.
  */
-import { mkdir, opendir } from "node:fs/promises";
-import { constants as FS, fstatSync, openSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { opendir } from "node:fs/promises";
+import { constants as FS, fstatSync, mkdirSync, openSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { SessionError } from "./errors.js";
-import { closeQuietly, openFd, syncAll, syncData } from "./fdio.js";
+import { closeQuietly, syncAll, syncData } from "./fdio.js";
 import { defaultSessionId, isValidSessionId, type SessionIdGenerator } from "./ids.js";
 import { DEFAULT_LOCK_TUNING, SessionLocks, type Lease, type LockTuning } from "./locks.js";
 import { INVALID_SESSION_FILE, SessionPaths } from "./paths.js";
@@ -130,14 +130,22 @@ export class SessionStore {
     this.sync = opts.syncData ?? syncData;
   }
 
+  /**
+   * Makes the sessions and locks directories once per store. Synchronous (two mkdir calls, each a single syscall
+   * once the directories exist): a session request then reaches its file's creation, on the thread pool, before
+   * anything queued behind it (a door's background module loads) runs, instead of waiting behind them for two
+   * thread-pool round trips first.
+   */
   private ensureDirs(): Promise<void> {
-    this.dirsReady ??= (async () => {
-      await mkdir(this.paths.sessionsDir, { recursive: true, mode: 0o700 });
-      await mkdir(this.paths.locksDir, { recursive: true, mode: 0o700 });
-    })().catch((e: unknown) => {
-      this.dirsReady = null;
-      throw e;
-    });
+    if (this.dirsReady === null) {
+      try {
+        mkdirSync(this.paths.sessionsDir, { recursive: true, mode: 0o700 });
+        mkdirSync(this.paths.locksDir, { recursive: true, mode: 0o700 });
+      } catch (e) {
+        return Promise.reject(e instanceof Error ? e : new Error("mkdir failed"));
+      }
+      this.dirsReady = Promise.resolve();
+    }
     return this.dirsReady;
   }
 
@@ -159,11 +167,14 @@ export class SessionStore {
         cwd,
       };
       if (!validateHeader(header)) throw new SessionError("invalid_record");
-      // The exclusive file creation (thread pool: create, header, fsyncs) runs while the lease is taken on this
-      // thread; a fresh random ID makes a conflict on either practically impossible, and each side undoes the other
-      // when one fails.
+      // The lease first (its uncontended path is synchronous: a mkdir and the owner file), then the exclusive file
+      // creation and header write, all before the fsyncs start: no directory update here then waits behind a journal
+      // commit that our own fsync started. Nobody can know the ID before the lease exists, so a process that lists
+      // the new file finds it held. A fresh random ID makes a conflict on either practically impossible, and each side
+      // undoes the other when one fails.
+      const lease = this.locks.acquireLease(id);
       const file = this.createFile(id, header);
-      const [leaseR, fileR] = await Promise.allSettled([this.locks.acquireLease(id), file]);
+      const [leaseR, fileR] = await Promise.allSettled([lease, file]);
       if (leaseR.status === "fulfilled" && fileR.status === "fulfilled") return this.handle(id, header, fileR.value, leaseR.value, 1, false);
       if (fileR.status === "fulfilled") {
         closeQuietly(fileR.value);
@@ -186,7 +197,10 @@ export class SessionStore {
    */
   private async createFile(id: string, header: HeaderRecord): Promise<number> {
     const path = this.paths.data(id);
-    const fd = await openFd(path, FS.O_WRONLY | FS.O_APPEND | FS.O_CREAT | FS.O_EXCL, 0o600);
+    // Synchronous, like the lease's mkdir and owner file before it (one directory update each): the fsyncs then start
+    // on the thread pool at once, instead of after a round trip that anything queued on this thread (a door's
+    // background module loads) would hold back.
+    const fd = openSync(path, FS.O_WRONLY | FS.O_APPEND | FS.O_CREAT | FS.O_EXCL, 0o600);
     try {
       const line = Buffer.from(JSON.stringify(header) + "\n", "utf8");
       // A short write of a new file is a page-cache copy (see fdio.ts); loop for the contract's sake.
