@@ -41,7 +41,8 @@ import { gatedSink } from "./durable-gate.js";
 import { withLifecycle } from "./lifecycle.js";
 import { attachmentNote, MAX_IMAGES, reattachImages } from "./session/attachments.js";
 import { resolveBaseUrl } from "./providers/base-url.js";
-import type { OpenedProvider, ProviderConfig, ProviderOptions } from "./providers/make.js";
+import type { ProviderConfig, ProviderOptions } from "./providers/make.js";
+import { ProviderCache } from "./provider-cache.js";
 import { openProvider } from "./providers/open.js";
 import { afterFirstEvent } from "./after-first-event.js";
 import { DEFAULT_RECORDER_TIMING, TurnRecorder, type RecorderTiming } from "./recorder.js";
@@ -178,9 +179,6 @@ class TurnFailure extends Error {
   }
 }
 
-/** How many built providers an agent keeps for reuse (`Agent.built`). */
-const MAX_BUILT_PROVIDERS = 8;
-
 /** The provider of a `describe` resolution, which never streams. */
 const UNBUILT: Provider = {
   id: "",
@@ -212,12 +210,8 @@ export class Agent {
   private readonly skills: SkillCatalog;
   /** Per session, which `openSession` is the latest (a close or a newer open makes an older one a no-op). */
   private readonly generations = new Map<string, number>();
-  /**
-   * Providers built for turns, by everything they were built from (`resolve`): a turn reuses the provider of an
-   * unchanged definition, base URL and credential source (its connection still opened at the turn's start), and a
-   * changed settings file, environment or selection builds a new one at the next turn. A few entries at most.
-   */
-  private readonly built = new Map<string, OpenedProvider>();
+  /** Providers built for turns, reused while what they were built from is unchanged (`resolve`). */
+  private readonly built = new ProviderCache();
 
   constructor(private readonly o: AgentOptions) {
     this.settings = new SettingsStore({ home: o.home, projectDir: o.cwd, env: o.env });
@@ -326,15 +320,7 @@ export class Agent {
       // The credential sources read the environment and the auth store at each request; a custom provider's reads
       // its definition, which is part of the key.
       const key = JSON.stringify([id, def.api, def.baseUrl ?? null, resolveBaseUrl(def.api, def.baseUrl, env), entry.builtin ? null : entry.def]);
-      const cached = this.built.get(key);
-      if (cached !== undefined) {
-        cached.warm();
-        return cached;
-      }
-      const p = await openProvider(id, def, creds, opts);
-      if (this.built.size >= MAX_BUILT_PROVIDERS) this.built.delete(this.built.keys().next().value as string);
-      this.built.set(key, p);
-      return p;
+      return this.built.get(key, () => openProvider(id, def, creds, opts));
     };
     let provider: Provider;
     try {
