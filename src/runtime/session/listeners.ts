@@ -6,31 +6,10 @@
  */
 import type { SessionEvent, SessionListener } from "./types.js";
 
-/** Delivers an event (the result matters for deltas): false when a listener refused it, a promise on backpressure. */
-export function deliver(listeners: Iterable<SessionListener>, e: SessionEvent): boolean | Promise<boolean> {
-  let ok = true;
-  let waits: Array<Promise<void | boolean>> | null = null;
-  for (const l of listeners) {
-    let r: ReturnType<SessionListener>;
-    try {
-      r = l(e);
-    } catch {
-      continue;
-    }
-    if (r === false) ok = false;
-    else if (r !== undefined && r !== true) (waits ??= []).push(r);
-  }
-  if (waits === null) return ok;
-  return Promise.all(waits).then(
-    (rs) => ok && !rs.includes(false),
-    () => false,
-  );
-}
-
 /**
- * A set of listeners with `deliver`'s contract, delivering a delta without an iterator: a lone listener (one door,
- * or the hub's fan-out) is called directly, several from an array kept beside the set. A listener removed during a
- * delivery is not called by it; one added during a delivery is called from the next.
+ * A set of listeners, delivering an event (the result matters for deltas) without an iterator: a lone listener (one
+ * door, or the hub's fan-out) is called directly, several from an array kept beside the set. A listener removed
+ * during a delivery is not called by it; one added during a delivery is called from the next.
  */
 export class ListenerSet implements Iterable<SessionListener> {
   private readonly set = new Set<SessionListener>();
@@ -50,7 +29,7 @@ export class ListenerSet implements Iterable<SessionListener> {
     return this.set.values();
   }
 
-  /** `deliver(this, e)`. */
+  /** Delivers `e`: false when a listener refused it, a promise on backpressure. */
   deliver(e: SessionEvent): boolean | Promise<boolean> {
     const one = this.one;
     if (one === null) return this.list.length === 0 ? true : this.deliverAll(e);
