@@ -6,7 +6,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { AhpClient, FakeBackend, tempHome, type Json } from "./helpers.js";
+import { AhpClient, FakeBackend, tempHome, withHost, type Json } from "./helpers.js";
 import { startHost } from "../../src/protocols/host/host.js";
 import { MAX_CHAT_CHANGESETS, MAX_CHAT_CHANGESET_BYTES } from "../../src/protocols/host/chat-09.js";
 
@@ -44,12 +44,9 @@ test("a chat changeset catalogue entry: at the byte bound accepted and persisted
   } finally {
     await h1.close();
   }
-  const h2 = await startHost({ home, log: () => {} });
-  try {
+  await withHost(async (h2) => {
     const { c } = await AhpClient.init(h2, [], "cs-after");
     assert.deepEqual((await c.request("subscribe", { channel: chat })).result.snapshot.state.changesets, accepted, "persisted with the chat");
     c.close();
-  } finally {
-    await h2.close();
-  }
+  }, { home });
 });

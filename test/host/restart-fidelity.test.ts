@@ -6,7 +6,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { AhpClient, FakeBackend, tempHome, until, type Json } from "./helpers.js";
+import { AhpClient, FakeBackend, tempHome, until, withHost, type Json } from "./helpers.js";
 import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
 
 async function chatSummaries(h: HostHandle, session: string): Promise<Json[]> {
@@ -21,8 +21,7 @@ test("a restart keeps each chat's own modifiedAt (not the session's)", async () 
   const home = tempHome();
   let session = "";
   let before: Json[] = [];
-  const h1 = await startHost({ home, log: () => {} });
-  try {
+  await withHost(async (h1) => {
     const { be, reg } = await FakeBackend.session(h1, { protocolVersion: 6, sourceId: "mod-at", chatCapabilities: { create: true, dispose: true } });
     assert.equal(reg.type, "registered", JSON.stringify(reg));
     session = reg.session as string;
@@ -47,15 +46,10 @@ test("a restart keeps each chat's own modifiedAt (not the session's)", async () 
     assert.deepEqual(await chatSummaries(h1, session), before, "a session change leaves its chats' modifiedAt alone");
     c.close();
     be.close();
-  } finally {
-    await h1.close();
-  }
-  const h2 = await startHost({ home, log: () => {} });
-  try {
+  }, { home });
+  await withHost(async (h2) => {
     assert.deepEqual(await chatSummaries(h2, session), before, "the restarted host reports each chat as it was");
-  } finally {
-    await h2.close();
-  }
+  }, { home });
 });
 
 test("a restart keeps the Error status of a chat whose last turn failed", async () => {
@@ -88,12 +82,9 @@ test("a restart keeps the Error status of a chat whose last turn failed", async 
   } finally {
     await h1.close();
   }
-  const h2 = await startHost({ home, log: () => {} });
-  try {
+  await withHost(async (h2) => {
     assert.deepEqual(await statuses(h2), before, "the restarted host reports the failed chat as Error too");
-  } finally {
-    await h2.close();
-  }
+  }, { home });
 });
 
 test("a restart keeps the open question of a running turn listed in the session, until the turn ends", async () => {
@@ -107,8 +98,7 @@ test("a restart keeps the open question of a running turn listed in the session,
     c.close();
     return { status: s.status, inputNeeded: s.inputNeeded };
   };
-  const h1 = await startHost({ home, log: () => {} });
-  try {
+  await withHost(async (h1) => {
     const { be, reg } = await FakeBackend.session(h1, { protocolVersion: 6, sourceId: "open-question", inputCapabilities: { freeform: true } });
     session = reg.session as string;
     const { c } = await AhpClient.init(h1, [session], "open-question");
@@ -121,11 +111,8 @@ test("a restart keeps the open question of a running turn listed in the session,
     await until(() => h1.state.sessions.get(session)?.route === undefined, 5000, "route loss");
     before = await view(h1);
     assert.equal((before.inputNeeded as Json[]).length, 1, "listed while the host runs");
-  } finally {
-    await h1.close();
-  }
-  const h2 = await startHost({ home, log: () => {} });
-  try {
+  }, { home });
+  await withHost(async (h2) => {
     assert.deepEqual(await view(h2), before, "the restarted host lists the open question of the restored turn");
     // The runtime comes back idle: the restored turn ends, and its question leaves the session with it.
     const { c } = await AhpClient.init(h2, [session], "after");
@@ -135,7 +122,5 @@ test("a restart keeps the open question of a running turn listed in the session,
     assert.deepEqual(c.invalid, []);
     c.close();
     be.close();
-  } finally {
-    await h2.close();
-  }
+  }, { home });
 });

@@ -13,7 +13,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { AhpClient, FakeBackend, tempHome, type Json } from "./helpers.js";
+import { AhpClient, FakeBackend, tempHome, withHost, type Json } from "./helpers.js";
 import { TOOLS_SERVER } from "./mcp-helpers.js";
 import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
 
@@ -320,8 +320,7 @@ test("session/defaultChatChanged: a chat of the session, announced to root, kept
   const home = tempHome();
   const side = "ahp-chat:/side-default";
   let sessionUri = "";
-  const h1 = await startHost({ home, log: () => {} });
-  try {
+  await withHost(async (h1) => {
     const { be, reg } = await FakeBackend.session(h1, { protocolVersion: 6, sourceId: "default", chatCapabilities: { create: true, dispose: true } });
     sessionUri = reg.session as string;
     const { c, result } = await AhpClient.init(h1, ["ahp-root://", reg.session], "default-client");
@@ -345,11 +344,8 @@ test("session/defaultChatChanged: a chat of the session, announced to root, kept
     assert.deepEqual(c.invalid, []);
     c.close();
     be.close();
-  } finally {
-    await h1.close();
-  }
-  const h2 = await startHost({ home, log: () => {} });
-  try {
+  }, { home });
+  await withHost(async (h2) => {
     const { c } = await AhpClient.init(h2, [sessionUri], "after-restart");
     assert.equal(((await c.request("subscribe", { channel: sessionUri })).result.snapshot.state as Json).defaultChat, side, "kept across a restart");
     const { be, reg } = await FakeBackend.session(h2, { protocolVersion: 6, sourceId: "default", chatCapabilities: { create: true, dispose: true } });
@@ -365,9 +361,7 @@ test("session/defaultChatChanged: a chat of the session, announced to root, kept
     assert.deepEqual(c.invalid, []);
     c.close();
     be.close();
-  } finally {
-    await h2.close();
-  }
+  }, { home });
 });
 
 test("sequenced families on a multiplexed route: accepted ones are ACKed; a refused one retires only its route", async () => {
