@@ -10,12 +10,7 @@ import { test } from "node:test";
 import { createProvider } from "../../src/runtime/providers/index.js";
 import { idleConnections } from "../../src/runtime/providers/node-fetch.js";
 import { apiKey, collect, request, terminal, textOf } from "./helpers.js";
-
-function chatSse(text: string): string {
-  const chunk = (delta: Record<string, unknown>, finish: string | null): string =>
-    `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-  return chunk({ role: "assistant", content: text }, null) + chunk({}, "stop") + "data: [DONE]\n\n";
-}
+import { chatSse } from "../helpers/chat-sse.js";
 
 interface Server {
   baseUrl: string;

@@ -5,29 +5,14 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Agent, type SelectionOverride } from "../../src/runtime/agent.js";
-import { STABLE_AFTER_MS } from "../../src/store/settings/locked-json.js";
-
-function chatSse(text: string): string {
-  const chunk = (delta: Record<string, unknown>, finish: string | null): string =>
-    `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-  return chunk({ role: "assistant", content: text }, null) + chunk({}, "stop") + "data: [DONE]\n\n";
-}
-
-/** Resolves once `file` last changed more than the settings memo's stability window ago (so it is really kept). */
-async function settled(file: string): Promise<void> {
-  for (;;) {
-    const st = statSync(file, { bigint: true });
-    const changed = Number((st.mtimeNs > st.ctimeNs ? st.mtimeNs : st.ctimeNs) / 1_000_000n);
-    if (Date.now() - changed > STABLE_AFTER_MS + 1) return;
-    await new Promise((r) => setImmediate(r));
-  }
-}
+import { chatSse } from "../helpers/chat-sse.js";
+import { settled } from "../helpers/settled.js";
 
 interface Seen {
   server: "a" | "b";

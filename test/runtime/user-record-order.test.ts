@@ -17,17 +17,12 @@ import { Agent } from "../../src/runtime/agent.js";
 import type { RuntimeEvent } from "../../src/runtime/events.js";
 import { SessionStore } from "../../src/store/sessions/index.js";
 import { SessionPaths } from "../../src/store/sessions/paths.js";
+import { chatSse } from "../helpers/chat-sse.js";
 
 interface Seen {
   headAt: number;
   bodyDone: boolean;
   fileAtBodyEnd: string;
-}
-
-function chatSse(text: string): string {
-  const chunk = (delta: Record<string, unknown>, finish: string | null): string =>
-    `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-  return chunk({ role: "assistant", content: text }, null) + chunk({}, "stop") + "data: [DONE]\n\n";
 }
 
 test("the provider receives the request head before the user record is written, and the complete body only after it is durable", { timeout: 60_000 }, async () => {
