@@ -24,6 +24,7 @@ import {
 import { clip, inboundViolation } from "./inbound.js";
 import type { ChatModel, Json, ProviderInfo, ProviderRoute, SessionModel } from "./model.js";
 import { LogicalRoute } from "./logical-route.js";
+import { BackendOutbox } from "./backend-outbox.js";
 import type { HostState } from "./state.js";
 import type { BackendServer } from "./backend.js";
 import { MANAGED_EVENT_TYPES } from "./managed-schema.js";
@@ -58,11 +59,13 @@ export class BackendConn implements ProviderRoute {
   readonly registeredBefore = new Set<string>();
   private stopReading: () => void = () => {};
   private handshakeTimer?: NodeJS.Timeout;
+  private readonly outbox: BackendOutbox;
 
   constructor(
     readonly socket: Socket,
     readonly server: BackendServer,
   ) {
+    this.outbox = new BackendOutbox(socket);
     this.stopReading = attachLineReader(socket, { onFrame: (f) => this.onFrame(f), onError: (e) => this.onFrameError(e) });
     socket.on("close", () => this.onClose());
     socket.on("error", () => {});
@@ -85,22 +88,9 @@ export class BackendConn implements ProviderRoute {
       this.server.log(`backend ${this.connectionId}: refusing to send oversize frame: ${String(e)}`);
       return false;
     }
-    this.sendText(text);
+    this.outbox.push(text);
     return true;
   }
-  /** Queue one encoded frame (ending in LF); frames queued in one event-loop turn leave in one socket write. */
-  private sendText(text: string): void {
-    if (this.out === "") setImmediate(this.flushOut);
-    this.out += text;
-  }
-  /** Frames queued in this turn, in order (each ends with LF, so empty means none). */
-  private out = "";
-  private readonly flushOut = (): void => {
-    const text = this.out;
-    if (text === "") return;
-    this.out = "";
-    if (!this.socket.destroyed) this.socket.write(text);
-  };
   error(code: BackendErrorCode, message: string, extra: Json = {}): void {
     this.send({ type: "error", code, message, ...extra });
   }
@@ -111,7 +101,7 @@ export class BackendConn implements ProviderRoute {
     this.error(code, message, { fatal: true, ...extra });
     this.closed = true;
     this.stopReading();
-    this.flushOut(); // the error frame, and all sent before it, precede the end
+    this.outbox.flush(); // the error frame, and all sent before it, precede the end
     this.socket.end();
     setTimeout(() => this.socket.destroy(), 1000).unref();
     this.detachAll();
@@ -456,23 +446,11 @@ export class BackendConn implements ProviderRoute {
     if (err) this.error("validation_error", `event refused: ${err}`, echoId({ session, sequence: 0 }, suppliedId));
   }
 
-  /**
-   * `{"type":"event_ack","session":…,"sequence":n,"backendConnectionId":…}`, the text `send` would
-   * make, from pieces kept for the last (session, route) acknowledged: one ack per event of a burst.
-   */
+  /** Acknowledges one event: the outbox's prebuilt text, or the general path for very long identifiers. */
   private sendAck(session: string, sequence: number, logicalId: string): void {
     if (this.closed || this.socket.destroyed) return;
-    let a = this.ackText;
-    if (a.session !== session || a.id !== logicalId) {
-      const head = `{"type":"event_ack","session":${JSON.stringify(session)},"sequence":`;
-      const tail = `,"backendConnectionId":${JSON.stringify(logicalId)}}\n`;
-      // Beyond a small size the general path (with its frame bound) is as cheap.
-      if (head.length + tail.length > 4096) return void this.send({ type: "event_ack", session, sequence, backendConnectionId: logicalId });
-      this.ackText = a = { session, id: logicalId, head, tail };
-    }
-    this.sendText(a.head + sequence + a.tail);
+    if (!this.outbox.pushAck(session, sequence, logicalId)) this.send({ type: "event_ack", session, sequence, backendConnectionId: logicalId });
   }
-  private ackText = { session: "", id: "", head: "", tail: "" };
 
   /** Validate and reduce; returns a semantic-rejection message or null. */
   private applyEvent(route: LogicalRoute, s: SessionModel, f: Json): string | null {
