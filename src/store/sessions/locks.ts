@@ -19,8 +19,19 @@
  * torn-looking tail, which sends them to the locked path); when it is present, or their read ended torn, they take
  * it and read again. Readers wait briefly, then report busy — unless the lease holder is dead, in which case
  * nothing can be appending and they read without it.
+ *
+ * Held between batches (`appendHoldMs`): a writer's lock is not removed right after its batch but kept ("parked")
+ * while batches follow one another, and removed once no batch came for `appendHoldMs`, when the writer closes, when
+ * a reader of this process reads (`releasingAppend`), or at the next batch's end when a reader of another process
+ * waits for it. A waiting reader says so with a marker directory, `<id>.append.wait` (created when it finds the lock
+ * held, removed when it is done; a marker older than `staleMs` is a dead reader's and is removed by the writer).
+ * The lease holder is the only writer, so keeping the lock excludes nobody but readers, who wait for it as for any
+ * append (≤ `appendHoldMs` when idle). A crash leaves the lock as a crash in a batch always could: no longer
+ * refreshed, it is stale after 2 s (dirlock) for the next writer, and readers read without it once the lease holder
+ * is dead. Why: each `mkdir`/`rmdir` is a directory change the next `fdatasync` of the session file must commit
+ * with it (docs/sessions.md).
  */
-import { readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, rmdirSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { readFile, rm, stat, unlink } from "node:fs/promises";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
@@ -39,9 +50,11 @@ export interface LockTuning {
   writerWaitMs: number;
   /** How long a reader waits for the append lock before `busy`. */
   readerWaitMs: number;
+  /** How long a writer keeps its append lock after a batch for the next one (0: removed after every batch). */
+  appendHoldMs: number;
 }
 
-export const DEFAULT_LOCK_TUNING: LockTuning = { staleMs: 5000, writerWaitMs: 3000, readerWaitMs: 150 };
+export const DEFAULT_LOCK_TUNING: LockTuning = { staleMs: 5000, writerWaitMs: 3000, readerWaitMs: 150, appendHoldMs: 25 };
 
 interface OwnerInfo {
   pid: number;
@@ -134,21 +147,99 @@ function ownerIsDead(o: OwnerInfo): boolean {
   return !pidAlive(o.pid);
 }
 
+/** A writer's append lock kept between batches (see the module contract). */
+interface Parked {
+  remove: () => Promise<void>;
+  timer: NodeJS.Timeout;
+}
+
 export class SessionLocks {
   /** Writers' append-lock removals still running on the thread pool, by session (see `releasingAppend`). */
   private readonly releasing = new Map<string, Promise<void>>();
+  /** Writers' append locks held between batches, by session. */
+  private readonly parked = new Map<string, Parked>();
+  private readonly tuning: LockTuning;
 
   constructor(
     private readonly paths: SessionPaths,
-    private readonly tuning: LockTuning = DEFAULT_LOCK_TUNING,
-  ) {}
+    tuning: Partial<LockTuning> = DEFAULT_LOCK_TUNING,
+  ) {
+    this.tuning = { ...DEFAULT_LOCK_TUNING, ...tuning };
+  }
 
   /**
-   * The removal of a writer's append lock of session `id` by this process, while it runs (a writer's batch settles
-   * without waiting for it: writer.ts). Readers in this process wait for it rather than for the lock (never rejects).
+   * For readers of this process: removes a writer's append lock of session `id` kept between batches, and returns
+   * the removal of this process's writer lock while it runs (a writer's batch settles without waiting for it:
+   * writer.ts). Readers in this process wait for it rather than for the lock (never rejects).
    */
   releasingAppend(id: string): Promise<void> | undefined {
+    this.unpark(id);
     return this.releasing.get(id);
+  }
+
+  /** The removal of this process's writer append lock of `id` while it runs (no side effect; never rejects). */
+  removalOf(id: string): Promise<void> | undefined {
+    return this.releasing.get(id);
+  }
+
+  /** Removes the writer append lock of `id` kept between batches, if any (writer close); resolves once removed. */
+  async releaseHeldAppend(id: string): Promise<void> {
+    this.unpark(id);
+    await this.releasing.get(id);
+  }
+
+  /** A kept lock: starts its removal (tracked). */
+  private unpark(id: string): void {
+    const p = this.parked.get(id);
+    if (p === undefined) return;
+    this.parked.delete(id);
+    clearTimeout(p.timer);
+    void this.tracked(id, p.remove)().catch(() => undefined);
+  }
+
+  /** The marker directory of readers waiting for the append lock of `id`. */
+  private waitMarker(id: string): string {
+    return this.paths.append(id) + ".wait";
+  }
+
+  /** True when a live reader of another process waits for the append lock (a stale marker is removed). */
+  private readerWaits(id: string): boolean {
+    let mtimeMs: number;
+    try {
+      mtimeMs = statSync(this.waitMarker(id)).mtimeMs;
+    } catch {
+      return false;
+    }
+    if (mtimeMs >= Date.now() - this.tuning.staleMs) return true;
+    safely(() => rmdirSync(this.waitMarker(id)));
+    return false;
+  }
+
+  /**
+   * A writer lock's release: keeps the lock for the next batch (`appendHoldMs`) unless a reader waits for it or
+   * holding is off; else removes it on the thread pool (tracked). Never waits for the removal.
+   */
+  private writerRelease(id: string, remove: () => Promise<void>): () => Promise<void> {
+    const removeTracked = this.tracked(id, remove);
+    return () => {
+      const hold = this.tuning.appendHoldMs;
+      if (hold <= 0 || this.parked.has(id) || this.readerWaits(id)) return removeTracked();
+      const timer = setTimeout(() => {
+        if (this.parked.get(id)?.timer === timer) this.unpark(id);
+      }, hold);
+      timer.unref();
+      this.parked.set(id, { remove, timer });
+      return Promise.resolve();
+    };
+  }
+
+  /** A kept writer lock of `id`, taken for the next batch (its release function), or null. */
+  private takeParked(id: string): (() => Promise<void>) | null {
+    const p = this.parked.get(id);
+    if (p === undefined) return null;
+    this.parked.delete(id);
+    clearTimeout(p.timer);
+    return this.writerRelease(id, p.remove);
   }
 
   /** `release` for a writer's lock: tracked in `releasing` while it runs. */
@@ -277,9 +368,13 @@ export class SessionLocks {
    * `acquireAppend` waits for it). Throws `SessionError("unavailable")` on any other failure.
    */
   tryAppendNow(id: string, role: "writer" | "reader"): (() => Promise<void>) | null {
+    if (role === "writer") {
+      const kept = this.takeParked(id);
+      if (kept !== null) return kept;
+    }
     try {
       const release = releaser(dirlock.lockSync(this.paths.append(id), APPEND_LOCK), role === "writer");
-      return role === "writer" ? this.tracked(id, release) : release;
+      return role === "writer" ? this.writerRelease(id, release) : release;
     } catch (err) {
       if (!isLocked(err)) throw new SessionError("unavailable");
       return null;
@@ -299,13 +394,18 @@ export class SessionLocks {
     const opts = APPEND_LOCK;
     const now = this.tryAppendNow(id, role);
     if (now !== null) return now;
+    // A reader asks a writer that keeps the lock between batches to remove it (module contract).
+    const marker = role === "reader" ? this.waitMarker(id) : null;
+    if (marker !== null) safely(() => mkdirSync(marker, { mode: 0o700 }));
     try {
       const l = await dirlock.lock(path, { ...opts, retries: retriesFor(wait) });
-      return role === "writer" ? this.tracked(id, releaser(l, true)) : releaser(l, false);
+      return role === "writer" ? this.writerRelease(id, releaser(l, true)) : releaser(l, false);
     } catch (err) {
       if (!isLocked(err)) throw new SessionError("unavailable");
       if (role === "reader" && (await this.leaseHolderGone(id))) return null;
       throw new SessionError("busy");
+    } finally {
+      if (marker !== null) safely(() => rmdirSync(marker));
     }
   }
 }

@@ -13,8 +13,9 @@
  *   starts with LF, so the torn fragment stays an isolated malformed line and never merges with a new record.
  * - After a write error or a lost lease the writer is failed: every later append/flush rejects
  *   (`SessionError("lost")` for a lost lease, `"unavailable"` otherwise). Records already written stay valid.
- * - The append lock covers a batch's `write` only: readers need it to tell an in-flight append from a torn line,
- *   and an fsync changes no byte they can read. A `flush` (or a synced batch with no new text) when every written
+ * - The append lock covers a batch's `write`: readers need it to tell an in-flight append from a torn line, and an
+ *   fsync changes no byte they can read. Between batches that follow closely it is kept, not removed and taken again
+ *   (locks.ts `appendHoldMs`); `close` removes it. A `flush` (or a synced batch with no new text) when every written
  *   byte is already fsynced does nothing: no lock, no fsync.
  * - A batch settles once its bytes are written (and, with `sync`, fsynced): the removal of its append lock runs on
  *   the thread pool meanwhile and is not waited for (an rmdir queued behind a busy journal can take milliseconds
@@ -157,6 +158,7 @@ export class SessionWriter {
     if (this.failed === null && this.queue.length > 0) await this.flush().catch(() => undefined);
     if (this.draining) await this.draining;
     if (this.releasing) await this.releasing;
+    await this.locks.releaseHeldAppend(this.sessionId);
     this.closed = true;
     closeQuietly(this.fd);
   }
@@ -207,6 +209,8 @@ export class SessionWriter {
     if (this.needsLeadingNewline) text = "\n" + text;
     // The previous batch's lock removal still running: wait for it rather than find our own lock present.
     if (this.releasing !== null) await this.releasing;
+    const removing = this.locks.removalOf(this.sessionId);
+    if (removing !== undefined) await removing;
     // Uncontended (the usual case), the lock, the write and the fsync's start all happen in the appender's own step.
     const release = this.locks.tryAppendNow(this.sessionId, "writer") ?? (await this.locks.acquireAppend(this.sessionId, "writer"));
     let synced: Promise<void> | null = null;
