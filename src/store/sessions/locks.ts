@@ -206,7 +206,10 @@ export class SessionLocks {
   private readerWaits(id: string): boolean {
     let mtimeMs: number;
     try {
-      mtimeMs = statSync(this.waitMarker(id)).mtimeMs;
+      // Usually missing: no exception built for it (a thrown ENOENT costs several times the syscall).
+      const st = statSync(this.waitMarker(id), { throwIfNoEntry: false });
+      if (st === undefined) return false;
+      mtimeMs = st.mtimeMs;
     } catch {
       return false;
     }
@@ -355,8 +358,7 @@ export class SessionLocks {
   /** True when the append lock directory exists (held, being released, or abandoned); see the module contract. */
   appendLockPresent(id: string): boolean {
     try {
-      statSync(this.paths.append(id));
-      return true;
+      return statSync(this.paths.append(id), { throwIfNoEntry: false }) !== undefined;
     } catch (err) {
       return (err as NodeJS.ErrnoException).code !== "ENOENT";
     }
