@@ -8,11 +8,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync } from "node:fs";
+import { constants, existsSync, mkdtempSync, openSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { SessionStore } from "../../src/store/sessions/index.js";
+import { SessionLocks } from "../../src/store/sessions/locks.js";
+import { SessionPaths } from "../../src/store/sessions/paths.js";
+import { SessionWriter } from "../../src/store/sessions/writer.js";
 
 const PEER = fileURLToPath(new URL("./hold-peer.js", import.meta.url));
 
@@ -129,4 +132,28 @@ test("kill -9 while the append lock is kept: readers read at once, the next hold
   assert.equal(rec.seq, 3);
   await h.release();
   assert.equal(existsSync(store.paths.append(s.id)), false);
+});
+
+test("a small append is written within the append call, after a kept lock and after a finished removal", async () => {
+  for (const appendHoldMs of [60_000, 0]) {
+    const home = mkdtempSync(join(tmpdir(), "berth-hold-"));
+    const store = new SessionStore({ home });
+    const s = await store.create("/");
+    await s.release();
+    const paths = new SessionPaths(home);
+    const locks = new SessionLocks(paths, { appendHoldMs });
+    const data = paths.data(s.id);
+    const w = new SessionWriter(s.id, openSync(data, constants.O_WRONLY | constants.O_APPEND), 2, false, locks, Date.now, () => false);
+    await w.append({ kind: "user", turn_id: "t1", text: "one" }, { sync: true });
+    // Holding off: let the removal run to its end (the writer must not wait for a finished one).
+    await locks.removalOf(s.id);
+    // The writer's drain settles a few microtasks after the batch's promise (an earlier turn, as between two turns).
+    await new Promise((r) => setImmediate(r));
+    const p = w.append({ kind: "user", turn_id: "t2", text: "two" }, { sync: true });
+    // No await yet: the record's write (and its fsync's start) happen in the caller's own step.
+    assert.match(readFileSync(data, "utf8"), /"text":"two"/, `written inside append() (hold ${appendHoldMs})`);
+    await p;
+    await w.close();
+    assert.equal(existsSync(paths.append(s.id)), false);
+  }
 });

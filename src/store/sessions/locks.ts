@@ -248,10 +248,15 @@ export class SessionLocks {
   /** `release` for a writer's lock: tracked in `releasing` while it runs. */
   private tracked(id: string, release: () => Promise<void>): () => Promise<void> {
     return () => {
+      // The map holds the non-rejecting copy: that is what must be compared when the removal ends (comparing `p`
+      // never matched, so a finished removal stayed listed and every later batch awaited it: a microtask hop that
+      // moved the user record's write and fsync start behind the turn's synchronous set-up).
+      // (`finally` runs a microtask later at the earliest, once `entry` is set.)
       const p: Promise<void> = release().finally(() => {
-        if (this.releasing.get(id) === p) this.releasing.delete(id);
+        if (this.releasing.get(id) === entry) this.releasing.delete(id);
       });
-      this.releasing.set(id, p.catch(() => undefined));
+      const entry = p.catch(() => undefined);
+      this.releasing.set(id, entry);
       return p;
     };
   }
