@@ -151,7 +151,15 @@ function ownerIsDead(o: OwnerInfo): boolean {
 interface Parked {
   remove: () => Promise<void>;
   timer: NodeJS.Timeout;
+  /** When it was kept (`Date.now()`). */
+  at: number;
 }
+
+/**
+ * A kept lock older than this is not reused (removed, then taken anew): only a process stalled past its idle timer
+ * can find one, and after a stall of `APPEND_LOCK.stale` a reader may have taken the lock over.
+ */
+const MAX_KEPT_MS = 1000;
 
 export class SessionLocks {
   /** Writers' append-lock removals still running on the thread pool, by session (see `releasingAppend`). */
@@ -231,7 +239,7 @@ export class SessionLocks {
         if (this.parked.get(id)?.timer === timer) this.unpark(id);
       }, hold);
       timer.unref();
-      this.parked.set(id, { remove, timer });
+      this.parked.set(id, { remove, timer, at: Date.now() });
       return Promise.resolve();
     };
   }
@@ -240,6 +248,10 @@ export class SessionLocks {
   private takeParked(id: string): (() => Promise<void>) | null {
     const p = this.parked.get(id);
     if (p === undefined) return null;
+    if (Date.now() - p.at >= MAX_KEPT_MS) {
+      this.unpark(id);
+      return null;
+    }
     this.parked.delete(id);
     clearTimeout(p.timer);
     return this.writerRelease(id, p.remove);
