@@ -223,9 +223,10 @@ export class SessionWriter {
       if (bytes.length <= SYNC_WRITE_MAX_BYTES) writeAllSync(this.fd, bytes);
       else await writeAll(this.fd, bytes);
       this.needsLeadingNewline = false;
-      if (this.log !== null) this.log = after(this.log, this.fd, bytes.length);
-      // The fsync starts before the lock's removal, and both run on the thread pool at once (locks.ts).
+      // The fsync starts first (a turn's provider request waits for it), then the log's `fstat` (`after` never throws)
+      // and the lock's release (kept, or removed on the thread pool beside the fsync: locks.ts).
       if (sync) synced = this.sync(this.fd);
+      if (this.log !== null) this.log = after(this.log, this.fd, bytes.length);
     } catch (e) {
       this.log = null;
       failed = { error: e };
