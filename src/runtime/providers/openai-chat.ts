@@ -113,6 +113,23 @@ export function buildChatRequest(
 
 interface ChatCall { id: string; name: string; args: ToolArgs }
 
+/** Stand-in text that proves where an event's `delta.content` literal is (see `ChatDecoder.learn`). */
+const MARK = "\u0000";
+/** How many templates may be learned in a row without a single event matching one (then: JSON.parse only). */
+const MAX_UNUSED_TEMPLATES = 4;
+
+/**
+ * True when `'"' + s + '"'` is a JSON string literal whose value is `s` (no quote, backslash or control character);
+ * any other code unit, a lone surrogate included, is taken verbatim by `JSON.parse`.
+ */
+function plainLiteral(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c === 0x22 || c === 0x5c) return false;
+  }
+  return true;
+}
+
 export class ChatDecoder implements WireDecoder {
   finished = false;
   private readonly budget: ResponseBudget;
@@ -121,14 +138,39 @@ export class ChatDecoder implements WireDecoder {
   private hasThinking = false;
   private finishReason: string | undefined;
   private usage: JsonObject | undefined;
+  /**
+   * The text of an earlier plain text event (see `learn`) before and after its `delta.content` string literal,
+   * quotes included: an event that is `head`, a plain literal, `tail` is that event with only its text changed.
+   */
+  private head = "";
+  private tail = "";
+  private unused = 0;
+  /** Events decoded from a template, without JSON.parse (for tests). */
+  templated = 0;
 
-  constructor(bounds: ProviderBounds) {
+  /** `templates: false` decodes every event with JSON.parse (the reference the template path is tested against). */
+  constructor(bounds: ProviderBounds, private readonly templates = true) {
     this.budget = new ResponseBudget(bounds);
   }
 
   onEvent(_event: string | undefined, data: string, out: ProviderEvent[]): void {
     if (this.finished) return;
     if (data === "[DONE]") return this.finish(out);
+    const head = this.head;
+    if (head !== "") {
+      // The common event: an earlier one's text with another plain `delta.content`. Its JSON.parse would give that
+      // event's object with only this text changed, so it has that event's effect with this text (see `learn`).
+      const end = data.length - this.tail.length;
+      if (end >= head.length && data.startsWith(head) && data.endsWith(this.tail)) {
+        const text = data.slice(head.length, end);
+        if (plainLiteral(text)) {
+          this.templated++;
+          this.unused = 0;
+          if (text.length > 0) this.text(text, out);
+          return;
+        }
+      }
+    }
     const o = parseEventObject(data);
     if (o["error"] !== undefined && o["error"] !== null) throw new ProviderFailure("http", withCategory(LABELS.providerError, errorCategory(o)), false);
     const usage = optObject(o, "usage");
@@ -144,6 +186,47 @@ export class ChatDecoder implements WireDecoder {
       const fr = optString(choice, "finish_reason");
       if (fr !== undefined) this.finishReason = fr;
     }
+    if (this.templates && this.unused < MAX_UNUSED_TEMPLATES) this.learn(data, o, choices as unknown[]);
+  }
+
+  /**
+   * Keeps `data` as the template of the next events when it is a plain text event: no error or usage, one choice
+   * (index 0, no finish reason) whose delta has a string `content` and nothing else the decoder reads. Such an event
+   * only adds its text, so one that differs from it in that text alone only adds its own.
+   *
+   * Where the literal is: `"content":"` then the next quote, with no backslash between (so that quote ends the
+   * literal). That is a key and its string value (a quote inside a string is escaped, and `content` cannot stand
+   * outside one); that it is the value read as `choices[0].delta.content` (and not a nested or duplicate key) is
+   * checked by parsing the event once more with `MARK` in its place. Replacing one string literal by another changes
+   * nothing else in the parse, so `head` + any plain literal + `tail` parses as this event with that text.
+   */
+  private learn(data: string, o: JsonObject, choices: unknown[]): void {
+    if ((o["error"] ?? null) !== null || (o["usage"] ?? null) !== null || choices.length !== 1) return;
+    const choice = choices[0] as JsonObject;
+    const delta = choice["delta"];
+    if ((choice["index"] ?? 0) !== 0 || (choice["finish_reason"] ?? null) !== null || !isObject(delta)) return;
+    const content = delta["content"];
+    if (typeof content !== "string" || content === MARK) return;
+    if ((delta["reasoning_content"] ?? null) !== null || (delta["reasoning"] ?? null) !== null || (delta["tool_calls"] ?? null) !== null) return;
+    const k = data.lastIndexOf('"content":"');
+    if (k < 0) return;
+    const start = k + 11;
+    const end = data.indexOf('"', start);
+    if (end < 0 || data.lastIndexOf("\\", end) >= start) return;
+    const head = data.slice(0, start);
+    const tail = data.slice(end);
+    this.unused++;
+    let m: unknown;
+    try {
+      m = JSON.parse(`${head}\\u0000${tail}`);
+    } catch {
+      return;
+    }
+    const mc = isObject(m) && Array.isArray(m["choices"]) ? (m["choices"] as unknown[])[0] : undefined;
+    const md = isObject(mc) ? mc["delta"] : undefined;
+    if (!isObject(md) || md["content"] !== MARK) return;
+    this.head = head;
+    this.tail = tail;
   }
 
   onEnd(out: ProviderEvent[]): void {
@@ -152,13 +235,15 @@ export class ChatDecoder implements WireDecoder {
     this.finish(out);
   }
 
+  private text(text: string, out: ProviderEvent[]): void {
+    if (this.hasThinking) this.flushThinking(out);
+    this.budget.addText(text);
+    out.push({ type: "text_delta", text });
+  }
+
   private delta(d: JsonObject, out: ProviderEvent[]): void {
     const text = optString(d, "content");
-    if (text !== undefined && text.length > 0) {
-      if (this.hasThinking) this.flushThinking(out);
-      this.budget.addText(text);
-      out.push({ type: "text_delta", text });
-    }
+    if (text !== undefined && text.length > 0) this.text(text, out);
     const reasoning = optString(d, "reasoning_content") ?? optString(d, "reasoning");
     if (reasoning !== undefined && reasoning.length > 0) {
       this.thinking.add(reasoning);
