@@ -4,8 +4,7 @@
  * Piped input: `-p -` reads the prompt from stdin; `cmd | berth chat -p PROMPT` appends stdin to the prompt; piped
  * stdin without `-p` runs each line as a prompt (a non-terminal session).
  */
-import { existsSync, fstatSync, readFileSync } from "node:fs";
-import { isatty } from "node:tty";
+import { existsSync, fstatSync, readFileSync, statSync } from "node:fs";
 import { resolveHome } from "../../store/home.js";
 import { prepareStateRoot } from "../../store/state-root.js";
 import { promptTooLarge } from "./common.js";
@@ -53,6 +52,23 @@ function parse(argv: string[]): Args | string {
   if (a.json && a.prompt === null) return "--json needs -p";
   if (a.sessionId !== null && a.continueLatest) return "--session and --continue cannot be combined";
   return a;
+}
+
+/**
+ * Whether stdin is a terminal (never read with -p). A pipe, a socket, a file or /dev/null (a script's, a service's or
+ * a bench's stdin) answers from one fstat: node:tty and its binding load (~1 ms before the first token) only for
+ * another character device, which isatty() then decides.
+ */
+async function stdinIsTerminal(): Promise<boolean> {
+  try {
+    const st = fstatSync(0);
+    if (!st.isCharacterDevice()) return false;
+    if (st.rdev === statSync("/dev/null").rdev) return false;
+  } catch {
+    // no descriptor 0, or no /dev/null: isatty() decides
+  }
+  const { isatty } = await import("node:tty");
+  return isatty(0);
 }
 
 async function readStdin(): Promise<string> {
@@ -115,9 +131,9 @@ export async function runChat(argv: string[]): Promise<number> {
     const drop = async (): Promise<void> => void (await linking.catch(() => null))?.close();
     let prompt = a.prompt;
     if (prompt === "-") prompt = await readStdin();
-    // isatty, not process.stdin.isTTY: creating process.stdin (a stream and its module) costs ~3 ms before the
-    // first token, and a terminal's stdin is never read with -p.
-    else if (!isatty(0)) {
+    // Not process.stdin.isTTY: creating process.stdin (a stream and its module) costs ~3 ms before the first token,
+    // and a terminal's stdin is never read with -p.
+    else if (!(await stdinIsTerminal())) {
       const piped = await readStdin();
       if (piped.trim() !== "") prompt = `${prompt}\n\n${piped}`;
     }
