@@ -9,6 +9,7 @@ import { resolveHome } from "../../store/home.js";
 import { prepareStateRoot } from "../../store/state-root.js";
 import { promptTooLarge } from "./common.js";
 import * as link from "./link.js";
+import { mark } from "../../runtime/debug-timing.js";
 import { berthVersion } from "../version.js";
 
 const USAGE = `usage: berth chat [-p PROMPT|- [--json]] [--session ID | --continue] [--yolo]
@@ -112,6 +113,7 @@ export async function runChat(argv: string[]): Promise<number> {
     process.stderr.write(`berth chat: ${a}\n${USAGE}`);
     return 2;
   }
+  mark("chat.start");
   quietEpipe();
   // -p without a daemon runs the SCV server in this process: start loading it now, so it loads while the chat's
   // own modules and checks run (an existing socket means a daemon is probably up and will serve instead).
@@ -148,6 +150,7 @@ export async function runChat(argv: string[]): Promise<number> {
       await drop();
       return 1;
     }
+    mark("chat.prompt_read");
     const { runOneShot } = await import("./oneshot.js");
     return runOneShot({ prompt, json: a.json, sessionId: a.sessionId, continueLatest: a.continueLatest, yolo: a.yolo, home, linking, onStdoutClosed: (stop) => void (epipe.stop = stop) });
   }
