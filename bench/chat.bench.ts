@@ -25,7 +25,8 @@ import { startDaemon } from "../test/scv/client.js";
 import { codeCached } from "./peers.bench.js";
 import type { Figure } from "./run.js";
 
-const SAMPLES = 9;
+/** Rounds: on the shared 2-core machine a median of 9 moved by ±10% between runs of one build (docs/chat.md, Speed). */
+const SAMPLES = 15;
 const MCP_FIXTURE = fileURLToPath(new URL("../test/fixtures/mcp-server.js", import.meta.url));
 
 const FLOOR = `

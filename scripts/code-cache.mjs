@@ -197,8 +197,36 @@ const TRAINING = {
       else second(m, send, end);
     });
   },
-  chat: (bin, env, cwd) => drive([join(bin, "berth"), "chat", "-p", "hello", "--json"], env, cwd, null, () => {}),
+  // With an MCP server configured whose tool list is cached (as every run after a user's first in a directory finds
+  // it): a first run lists and caches its tools, the kept one offers them from the cache (the tool registry's
+  // cached path, compiled lazily otherwise) and starts the server after the provider answered.
+  chat: async (bin, env, cwd) => {
+    const settingsFile = join(env.MC_HOME, "settings.json");
+    const server = join(cwd, "mcp-server.cjs");
+    writeFileSync(server, MCP_SERVER);
+    writeFileSync(settingsFile, JSON.stringify({ ...JSON.parse(readFileSync(settingsFile, "utf8")), mcp_servers: { tools: { command: process.execPath, args: [server], env: {} } } }));
+    const args = [join(bin, "berth"), "chat", "-p", "hello", "--json"];
+    const { BERTH_CODE_CACHE_TRAIN: _kept, ...listing } = env;
+    await drive(args, listing, cwd, null, () => {});
+    await drive(args, env, cwd, null, () => {});
+  },
 };
+
+/** A minimal stdio MCP server (newline-delimited JSON-RPC): one tool, listed; for the chat's training only. */
+const MCP_SERVER = `"use strict";
+let buf = "";
+const send = (m) => process.stdout.write(JSON.stringify({ jsonrpc: "2.0", ...m }) + "\\n");
+process.stdin.setEncoding("utf8").on("data", (d) => {
+  buf += d;
+  for (let k; (k = buf.indexOf("\\n")) !== -1; buf = buf.slice(k + 1)) {
+    const m = JSON.parse(buf.slice(0, k));
+    if (m.id === undefined) continue;
+    if (m.method === "initialize") send({ id: m.id, result: { protocolVersion: m.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "train", version: "1" } } });
+    else if (m.method === "tools/list") send({ id: m.id, result: { tools: [{ name: "echo", description: "Echoes.", inputSchema: { type: "object", properties: { text: { type: "string" } } } }] } });
+    else send({ id: m.id, error: { code: -32601, message: "not here" } });
+  }
+});
+`;
 
 /** Trains one cache per command for the script just built; returns the commands that failed, with why. */
 export async function trainCodeCache() {

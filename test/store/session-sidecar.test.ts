@@ -54,6 +54,32 @@ test("sidecar: returned with its version only for the same session and format, w
   await other.release();
 });
 
+test("sidecar: a payload of several read chunks is returned whole, and damage in any chunk or at their seams is detected", async () => {
+  const store = newStore();
+  const s = await store.create("/");
+  await s.writer.append({ kind: "user", turn_id: "t", text: "hello" }, { sync: true });
+  const v: FileVersion = (await snapshot(store, s.id)).version;
+  // Over three 256 KiB read chunks, every byte position distinguishable.
+  const payload = Buffer.alloc(3 * 256 * 1024 + 12345);
+  for (let i = 0; i < payload.length; i++) payload[i] = (i * 131 + (i >>> 8)) & 0xff;
+  await store.writeSidecar(s.id, "fmt-1", v, payload);
+  assert.deepEqual(await store.readSidecar(s.id, "fmt-1"), { version: v, payload });
+  const good = readFileSync(store.paths.sidecar(s.id));
+  for (const at of [0, 100, 256 * 1024 - 1, 256 * 1024, 2 * 256 * 1024 + 7, good.length - 33, good.length - 32, good.length - 1]) {
+    const bad = Buffer.from(good);
+    bad[at] = (bad[at] as number) ^ 0x10;
+    writeFileSync(store.paths.sidecar(s.id), bad);
+    assert.equal(await store.readSidecar(s.id, "fmt-1"), null, `a flipped byte at ${at}`);
+  }
+  for (const len of [256 * 1024, 256 * 1024 + 1, good.length - 32, good.length - 1]) {
+    writeFileSync(store.paths.sidecar(s.id), good.subarray(0, len));
+    assert.equal(await store.readSidecar(s.id, "fmt-1"), null, `truncated to ${len} bytes`);
+  }
+  writeFileSync(store.paths.sidecar(s.id), good);
+  assert.deepEqual(await store.readSidecar(s.id, "fmt-1"), { version: v, payload });
+  await s.release();
+});
+
 test("left-out kinds are validated like every other record (bad lines, seq order, firstSeq) but not returned", async () => {
   const store = newStore();
   const s = await store.create("/");

@@ -4,12 +4,12 @@
  * Piped input: `-p -` reads the prompt from stdin; `cmd | berth chat -p PROMPT` appends stdin to the prompt; piped
  * stdin without `-p` runs each line as a prompt (a non-terminal session).
  */
-import { existsSync, fstatSync, readFileSync } from "node:fs";
-import { isatty } from "node:tty";
+import { existsSync, fstatSync, readFileSync, statSync } from "node:fs";
 import { resolveHome } from "../../store/home.js";
 import { prepareStateRoot } from "../../store/state-root.js";
 import { promptTooLarge } from "./common.js";
 import * as link from "./link.js";
+import { mark } from "../../runtime/debug-timing.js";
 import { berthVersion } from "../version.js";
 
 const USAGE = `usage: berth chat [-p PROMPT|- [--json]] [--session ID | --continue] [--yolo]
@@ -55,6 +55,23 @@ function parse(argv: string[]): Args | string {
   return a;
 }
 
+/**
+ * Whether stdin is a terminal (never read with -p). A pipe, a socket, a file or /dev/null (a script's, a service's or
+ * a bench's stdin) answers from one fstat: node:tty and its binding load (~1 ms before the first token) only for
+ * another character device, which isatty() then decides.
+ */
+async function stdinIsTerminal(): Promise<boolean> {
+  try {
+    const st = fstatSync(0);
+    if (!st.isCharacterDevice()) return false;
+    if (st.rdev === statSync("/dev/null").rdev) return false;
+  } catch {
+    // no descriptor 0, or no /dev/null: isatty() decides
+  }
+  const { isatty } = await import("node:tty");
+  return isatty(0);
+}
+
 async function readStdin(): Promise<string> {
   // A file or /dev/null (a script's or a service's stdin) is read at once: a stream would cost ~3 ms of set-up
   // before the first token. A pipe or socket is streamed, so the in-process server loads while its writer works.
@@ -96,6 +113,7 @@ export async function runChat(argv: string[]): Promise<number> {
     process.stderr.write(`berth chat: ${a}\n${USAGE}`);
     return 2;
   }
+  mark("chat.start");
   quietEpipe();
   // -p without a daemon runs the SCV server in this process: start loading it now, so it loads while the chat's
   // own modules and checks run (an existing socket means a daemon is probably up and will serve instead).
@@ -115,9 +133,9 @@ export async function runChat(argv: string[]): Promise<number> {
     const drop = async (): Promise<void> => void (await linking.catch(() => null))?.close();
     let prompt = a.prompt;
     if (prompt === "-") prompt = await readStdin();
-    // isatty, not process.stdin.isTTY: creating process.stdin (a stream and its module) costs ~3 ms before the
-    // first token, and a terminal's stdin is never read with -p.
-    else if (!isatty(0)) {
+    // Not process.stdin.isTTY: creating process.stdin (a stream and its module) costs ~3 ms before the first token,
+    // and a terminal's stdin is never read with -p.
+    else if (!(await stdinIsTerminal())) {
       const piped = await readStdin();
       if (piped.trim() !== "") prompt = `${prompt}\n\n${piped}`;
     }
@@ -132,6 +150,7 @@ export async function runChat(argv: string[]): Promise<number> {
       await drop();
       return 1;
     }
+    mark("chat.prompt_read");
     const { runOneShot } = await import("./oneshot.js");
     return runOneShot({ prompt, json: a.json, sessionId: a.sessionId, continueLatest: a.continueLatest, yolo: a.yolo, home, linking, onStdoutClosed: (stop) => void (epipe.stop = stop) });
   }

@@ -21,6 +21,7 @@ import { PassThrough, type Readable, type Writable } from "node:stream";
 import { ScvClient } from "../../client/scv/client.js";
 import { resolveHome, type EnvLike } from "../../store/home.js";
 import { berthVersion } from "../version.js";
+import { mark } from "../../runtime/debug-timing.js";
 
 /** `bin/berth` of this installation (the `berth stdio` child runs it). */
 const BERTH_BIN = fileURLToPath(new URL("../../../../bin/berth", import.meta.url));
@@ -66,6 +67,7 @@ let serverModules: ReturnType<typeof loadInProcessServer> | null = null;
 /** The SCV server of `berth stdio`, run in this process over an in-memory stream pair. */
 async function openInProcess(env: NodeJS.ProcessEnv): Promise<Link> {
   const [{ serveScvConnection }, { buildScvDeps }] = await loadInProcessServer();
+  mark("chat.server_loaded");
   // Stdout is the chat's answer (or its JSON events): a stray console writer in the server goes to stderr.
   // Made at the first stray write: a Console (and process.stderr) cost ~1 ms before the first token otherwise.
   let toStderr: Console | null = null;
@@ -77,6 +79,7 @@ async function openInProcess(env: NodeJS.ProcessEnv): Promise<Link> {
   let tail = "";
   const log = (l: string): void => void (tail = `${tail}${l}\n`.slice(-4096));
   const scv = await buildScvDeps({ home: resolveHome(env), env, transport: "stdio", log });
+  mark("chat.server_built");
   // `-p` opens a session and starts a turn next: the turn path loads while the handshake, preflight and session run.
   scv.warm();
   const toServer = new PassThrough();

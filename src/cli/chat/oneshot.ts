@@ -19,6 +19,7 @@ import { NO_PROVIDER_HELP } from "./render.js";
 import { textOf } from "../../core/json-text.js";
 import type { ScvClient } from "../../client/scv/client.js";
 import { sessionMcp, settle } from "./session-tools.js";
+import { mark } from "../../runtime/debug-timing.js";
 
 /** How long `-p` waits after its turn for MCP servers still starting, to report those that fail. */
 export const MCP_REPORT_AFTER_TURN_MS = 3_000;
@@ -116,7 +117,9 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     // The project's MCP servers are read while the settings are checked (the project's warning comes after them).
     const projecting = import("./project.js").then(({ projectMcp }) => projectMcp(o.home, cwd));
     projecting.catch(() => undefined);
+    mark("chat.preflight");
     const pre = await preflight(process.env, cwd);
+    mark("chat.preflight_done");
     if (!pre.ok) {
       process.stderr.write(pre.noProvider ? `berth chat: ${NO_PROVIDER_HELP}` : `berth chat: ${pre.message}\n`);
       await (await linking.catch(() => null))?.close();
@@ -143,6 +146,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     const mcp = proj?.trusted === true ? { ...(pre.layers.global.mcp_servers ?? {}), ...proj.servers } : null;
     const mcpCount = Object.keys(mcp ?? pre.layers.global.mcp_servers ?? {}).length;
     link = await linking;
+    mark("chat.linked");
     const client = link.client;
     const started = await client.openSession({ cwd, auto_approve: yolo, ...(resume !== undefined ? { resume } : {}), ...(mcp !== null ? { mcp_servers: mcp } : {}) });
     const sessionId = started["session_id"] as string;

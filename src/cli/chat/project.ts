@@ -3,7 +3,6 @@
  * name any command there, so they start only after the user trusts that project once; the answer is remembered in
  * `$MC_HOME/trusted-projects.json` (owner-only) with a fingerprint of the servers, so a changed list asks again.
  */
-import { createHash } from "node:crypto";
 import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../../store/atomic-file.js";
@@ -53,6 +52,9 @@ export async function projectMcp(home: string, cwd: string): Promise<ProjectMcp 
     servers[name] = { command: o["command"], args, env };
   }
   if (Object.keys(servers).length === 0) return null;
+  // Loaded here, for a project that declares servers: node:crypto costs ~3 ms to load, before the first token of a
+  // chat that a daemon serves (which needs nothing else of it).
+  const { createHash } = await import("node:crypto");
   const fingerprint = createHash("sha256").update(JSON.stringify(servers)).digest("hex").slice(0, 32);
   return { servers, fingerprint, trusted: (await readTrust(home))[cwd] === fingerprint };
 }
