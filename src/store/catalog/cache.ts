@@ -15,7 +15,7 @@
  *   per read otherwise), so every turn's cache-only lookup sees a rewrite without parsing an unchanged file again;
  *   expiry is decided against the clock at every read. The memo judges a file's last change against the same clock.
  */
-import { createHash } from "node:crypto";
+import { sha256Hex } from "../../core/sha256.js";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { arr, bool, lit, nullable, num, obj, str, unknownValue } from "../validate.js";
@@ -143,7 +143,7 @@ export class CatalogCache {
   }
 
   private fileFor(providerId: string): string {
-    return join(this.dir, createHash("sha256").update(providerId).digest("hex") + ".json");
+    return join(this.dir, sha256Hex(providerId) + ".json");
   }
 
   async read(providerId: string, fingerprint: string): Promise<CatalogView> {

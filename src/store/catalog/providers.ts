@@ -6,7 +6,7 @@
  * reusing a built-in ID is ignored (built-ins win). Fingerprints hash the provider's
  * configuration (never output; they only detect cache/config mismatch).
  */
-import { createHash } from "node:crypto";
+import { sha256Hex } from "../../core/sha256.js";
 import type { EnvLike } from "../home.js";
 import type { ProviderDef, Settings } from "../settings/schema.js";
 import { isSafeId, sanitizeLabel } from "./ids.js";
@@ -55,7 +55,7 @@ export function providerFingerprint(entry: ProviderEntry, env: EnvLike): string 
         models: entry.def.models,
       };
   const text = JSON.stringify(config);
-  if (text !== lastFingerprint.text) lastFingerprint = { text, hash: createHash("sha256").update(text).digest("hex") };
+  if (text !== lastFingerprint.text) lastFingerprint = { text, hash: sha256Hex(text) };
   return lastFingerprint.hash;
 }
 
