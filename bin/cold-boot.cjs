@@ -25,6 +25,21 @@ function mark(label) {
   if (process.env.BERTH_DEBUG_TIMING === "1") process.stderr.write(`berth-timing ${performance.now().toFixed(2)} ${label}\n`);
 }
 
+/**
+ * The file: URL of an absolute POSIX path (as `url.pathToFileURL(p).href` names it, with `encodeURI`'s escaping, an
+ * equivalent URL) without loading the WHATWG URL machinery before the handshake; pathToFileURL elsewhere.
+ */
+function fileHref(p) {
+  if (process.platform !== "win32" && p.startsWith("/")) {
+    try {
+      return "file://" + encodeURI(p).replace(/\?/g, "%3F").replace(/#/g, "%23");
+    } catch {
+      // a lone surrogate: pathToFileURL below
+    }
+  }
+  return require("node:url").pathToFileURL(p).href;
+}
+
 /** `command`: the CLI's first argument (`service` for magi-code); `coldPath`: the path (or file URL) of dist/cold/. */
 exports.load = function load(command, coldPath) {
   const coldDir = typeof coldPath === "string" && !coldPath.startsWith("file:") ? resolve(coldPath) : require("node:url").fileURLToPath(coldPath);
@@ -59,11 +74,11 @@ exports.load = function load(command, coldPath) {
     return null;
   }
   mark(train === undefined ? "boot code cache" : "boot code cache training");
-  const { createRequire } = require("node:module");
-  const { pathToFileURL } = require("node:url");
   const mod = { exports: {} };
   const esm = (url) => import(url); // the modules the script leaves to the ES module loader (the MCP client)
-  script.runInThisContext().call(mod.exports, mod.exports, createRequire(file), mod, file, coldDir, pathToFileURL(file).href, esm);
+  // This file's own require: the script requires only built-ins and packages (no relative paths), which resolve from
+  // bin/ as from dist/cold/ (both find the package's node_modules); createRequire would first load node:module.
+  script.runInThisContext().call(mod.exports, mod.exports, require, mod, file, coldDir, fileHref(file), esm);
   if (train !== undefined) process.on("exit", () => writeFileSync(train, Buffer.concat([Buffer.from(id, "latin1"), script.createCachedData()])));
   return mod.exports;
 };

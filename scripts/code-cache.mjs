@@ -50,6 +50,14 @@ const ESM_ONLY = new Set(["oauth4webapi", "@agentclientprotocol/sdk"]);
  */
 const FIRST_TURN_PACKAGES = new Set(["eventsource-parser"]);
 
+/**
+ * Built-ins the script loads on first use instead of when an importing module initialises: node:crypto costs ~2–3 ms
+ * to load and the first session and turn no longer call it (src/store/random.ts), but modules on their path import
+ * it for other work (a sidecar's hash, a replay's tail hash). Each becomes an object whose named exports are getters
+ * that require the built-in on first access (names listed from this Node at build time).
+ */
+const LAZY_BUILTINS = new Set(["node:crypto"]);
+
 /** Bundles the script, ended by a new build ID. */
 export async function buildColdScript() {
   const id = randomBytes(8).toString("hex");
@@ -74,6 +82,12 @@ export async function buildColdScript() {
         setup(b) {
           // Packages load from node_modules, as the ES module chunks load them, except the ESM-only ones, which a
           // CommonJS script could load only through require(esm) (Node 20.19+, with a warning when installed).
+          b.onResolve({ filter: /^node:/ }, (args) => (LAZY_BUILTINS.has(args.path) && args.namespace !== "lazy-builtin" ? { path: args.path, namespace: "lazy-builtin" } : undefined));
+          b.onLoad({ filter: /.*/, namespace: "lazy-builtin" }, async (args) => {
+            const names = Object.keys(await import(args.path)).filter((k) => k !== "default" && /^[A-Za-z_$][\w$]*$/.test(k));
+            const getters = names.map((k) => `get ${k}() { return load().${k}; }`).join(",\n");
+            return { contents: `let m; const load = () => (m ??= require(${JSON.stringify(args.path)}));\nmodule.exports = {\n${getters}\n};\n`, loader: "js" };
+          });
           b.onResolve({ filter: /^[^./]/ }, (args) => (ESM_ONLY.has(args.path) || FIRST_TURN_PACKAGES.has(args.path) ? undefined : { path: args.path, external: true }));
           b.onResolve({ filter: /^\.\/[a-z-]+\.js$/ }, (args) => {
             if (args.importer === mainJs && NOT_COLD.has(args.path)) return { path: args.path, namespace: "not-cold" };

@@ -4,7 +4,7 @@
  * delegates) loads in the background after the first input arrives and `session.start` awaits it. A failure to build
  * it refuses `session.start` with `internal_error` (and a diagnostic line) instead of failing the handshake.
  */
-import type { Readable } from "node:stream";
+import type { Writable } from "node:stream";
 import type { EnvLike } from "../store/home.js";
 import { CLEANUP_GRACE_MS, SEND_TIMEOUT_MS, type ScvServerDeps } from "../protocols/scv/connection.js";
 import { packageVersion } from "./process-io.js";
@@ -24,10 +24,13 @@ export function scvTimings(env: EnvLike): { sendTimeoutMs: number; graceMs: numb
 type Built = Awaited<ReturnType<typeof import("./scv-deps.js").buildScvDeps>>;
 
 /**
- * Deps whose `openSession` builds the real ones on first need. `preloadOn(input)` starts building once the first
- * input chunk has been handled (after the handshake's answer is queued), so a prompt finds the turn path loaded.
+ * Deps whose `openSession` builds the real ones on first need. `preloadAfterFirstWrite(output)` starts building in
+ * the check phase after the first frame (the handshake's answer) was handed to `output`, so a prompt finds the turn
+ * path loaded. Not on the first input chunk: the connection's writer flushes in a check phase too, and a build
+ * queued from the input's `data` event ran first, holding the `initialized` frame back for the whole synchronous
+ * part of the load (~8 ms of `spawn → initialize answered`).
  */
-export function lazyScvDeps(o: ScvDepsOptions): { deps: ScvServerDeps; preloadOn(input: Readable): void; close(): Promise<void> } {
+export function lazyScvDeps(o: ScvDepsOptions): { deps: ScvServerDeps; preloadAfterFirstWrite(output: Writable): void; close(): Promise<void> } {
   let built: Promise<Built> | null = null;
   const build = (): Promise<Built> =>
     (built ??= (mark("scv.deps_load"), import("./scv-deps.js")).then((m) => (mark("scv.deps_loaded"), m.buildScvDeps(o))).then((b) => (mark("scv.deps_built"), b)));
@@ -48,8 +51,13 @@ export function lazyScvDeps(o: ScvDepsOptions): { deps: ScvServerDeps; preloadOn
   };
   return {
     deps,
-    preloadOn(input) {
-      input.once("data", () => void setImmediate(() => void build().catch(() => undefined)));
+    preloadAfterFirstWrite(output) {
+      const write = output.write.bind(output) as (...args: unknown[]) => boolean;
+      output.write = ((...args: unknown[]): boolean => {
+        output.write = write as Writable["write"];
+        setImmediate(() => void build().catch(() => undefined));
+        return write(...args);
+      }) as Writable["write"];
     },
     async close() {
       if (built === null) return;

@@ -24,8 +24,8 @@ export async function runStdio(argv: string[]): Promise<number> {
   }
   // The handshake is answered before the agent and session store load; they load right after it (scv-lazy.ts).
   const scv = lazyScvDeps({ home, env: process.env, transport: "stdio", log: (l) => void process.stderr.write(`berth stdio: ${l}\n`) });
+  scv.preloadAfterFirstWrite(stdout);
   const conn = serveScvConnection(process.stdin, stdout, scv.deps);
-  scv.preloadOn(process.stdin);
   const onSignal = (): void => void conn.stop();
   // `on`, not `once`: signal-exit (lock/atomic-write libraries) re-raises a signal nobody else listens to.
   process.on("SIGTERM", onSignal);

@@ -1,4 +1,4 @@
-/** Correlation-ID safety checks. Pure; random ID generation lives in random-id.ts. */
+/** Correlation-ID safety checks. Pure; random IDs come from store/random.ts. */
 import { utf8Length } from "./utf8.js";
 
 /**

@@ -175,6 +175,28 @@ test("a code-cached first turn of berth service requires neither better-sqlite3 
     for (const pkg of ["better-sqlite3", "@modelcontextprotocol/sdk", "ajv", "ws", "zod"]) {
       assert.ok(!required.some((id) => id === pkg || id.startsWith(`${pkg}/`)), `${pkg} was required on a first turn`);
     }
+    // IDs come from store/random.ts and hashes from core/sha256.ts; the script loads node:crypto on first use only.
+    assert.ok(!required.includes("node:crypto") && !required.includes("crypto"), "node:crypto was required on a first session and turn");
+  } finally {
+    await fake.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a code-cached first session and turn of berth stdio never requires node:crypto", { skip: !bundled() && "dist/cold/ is older than the last tsc build", timeout: 60_000 }, async () => {
+  const fake = await startFakeProvider({ loop: true });
+  const dir = mkdtempSync(join(tmpdir(), "berth-cc-hook-"));
+  try {
+    const traceFile = join(dir, "required.txt");
+    const hook = join(dir, "hook.cjs");
+    writeFileSync(hook, `const M = require("node:module"); const fs = require("node:fs"); const load = M._load;\nM._load = function (id, ...rest) { fs.appendFileSync(${JSON.stringify(traceFile)}, id + "\\n"); return load.call(this, id, ...rest); };\n`);
+    writeFileSync(traceFile, "");
+    const r = await stdioTurn(REPO_ROOT, fake, { NODE_OPTIONS: `--require ${hook}` });
+    assert.equal(r.boot, "boot code cache", r.stderr.slice(0, 400));
+    assert.equal(r.terminal, "turn.completed", r.stderr.slice(0, 400));
+    const required = readFileSync(traceFile, "utf8").split("\n");
+    assert.ok(required.includes("node:http"), "the hook saw the script's requires");
+    assert.ok(!required.includes("node:crypto") && !required.includes("crypto"), "node:crypto was required on a first session and turn");
   } finally {
     await fake.close();
     rmSync(dir, { recursive: true, force: true });

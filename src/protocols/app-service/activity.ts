@@ -11,7 +11,7 @@
  * - Reasoning summaries: display-sanitized and redacted, capped at 2,048 UTF-8 bytes without splitting a
  *   character; input over 16,384 bytes → `text:""`, `truncated:true`, `redacted:false`.
  */
-import { createHash } from "node:crypto";
+import { sha256Hex } from "../../core/sha256.js";
 import { truncateUtf8, utf8Length } from "../../core/utf8.js";
 import type { RuntimeEvent } from "../../runtime/session/index.js";
 import { redactSecrets, sanitizeText } from "./replay-text.js";
@@ -22,7 +22,7 @@ export const MAX_SUMMARY_INPUT_BYTES = 16384;
 export const ALLOWLISTED_TOOLS: ReadonlySet<string> = new Set(["read", "write", "edit", "bash", "grep", "glob", "ls", "todo_write", "task", "read_skill", "web_fetch"]);
 
 export function activityId(ns: string, raw: string): string {
-  return `${ns}-${createHash("sha256").update(`berth-activity-v1\u0000${ns}\u0000${raw}`).digest("hex")}`;
+  return `${ns}-${sha256Hex(`berth-activity-v1\u0000${ns}\u0000${raw}`)}`;
 }
 
 export function projectSummary(text: string): { text: string; redacted: boolean; truncated: boolean } {

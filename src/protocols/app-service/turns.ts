@@ -19,7 +19,7 @@
  * `SessionHub`'s; this family keeps the wire's own rules (the active-turn cap, IDs, the event stream with its
  * sequence numbers and size checks in turn-events.ts). Tools run without approval (`approval: "never"`).
  */
-import { randomId } from "../../core/random-id.js";
+import { randomId } from "../../store/random.js";
 import { isPlainObject } from "../../core/json-bounds.js";
 import { SessionHub, type AdmissionError, type SessionEvent, type TurnRunner } from "../../runtime/session/index.js";
 import { isValidSessionId, type HistoryBounds, type SessionManager } from "../../store/sessions/index.js";

@@ -8,7 +8,7 @@
  *   the call ends `cancelled` (tool-exec's `decide` observes the same signal).
  * - `summary`: one line for a person, bounded and redacted (`Run shell command: cargo test`).
  */
-import { randomUUID } from "node:crypto";
+import { randomUUID } from "../../store/random.js";
 import { redactSecrets, sanitizeText } from "../../core/text-policy.js";
 import { truncateUtf8 } from "../../core/utf8.js";
 import type { ApprovalDecision } from "../approval.js";

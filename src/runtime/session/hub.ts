@@ -11,7 +11,7 @@
  * - `subscribe` receives every event of every runtime this hub opened (each carries its `sessionId`).
  * - `close()` closes every runtime (cancelling running turns, waiting for them), then the agent.
  */
-import { randomUUID } from "node:crypto";
+import { randomUUID } from "../../store/random.js";
 import { titleFrom } from "../../core/text-policy.js";
 import { isValidSessionId, type SessionManager, type TurnLease } from "../../store/sessions/index.js";
 import { ListenerSet } from "./listeners.js";

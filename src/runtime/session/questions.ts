@@ -10,7 +10,7 @@
  * - `answer(id, a)` answers a pending question once; an unknown or already-answered ID, an option index out of
  *   range, or text where only options are allowed is refused with a reason (nothing changes).
  */
-import { randomUUID } from "node:crypto";
+import { randomUUID } from "../../store/random.js";
 
 export const QUESTION_MAX_OPTIONS = 16;
 export const QUESTION_MAX_OPTION_CHARS = 200;

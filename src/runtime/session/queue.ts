@@ -6,7 +6,7 @@
  * - Order is FIFO except for moves; `shift` takes the head.
  * The queue emits nothing itself: `SessionRuntime` reports each change as an event.
  */
-import { randomUUID } from "node:crypto";
+import { randomUUID } from "../../store/random.js";
 import type { QueueEntry, QueueResult, TurnOrigin, UserAttachment } from "./types.js";
 
 /** A queued entry plus what it needs to run but the wire does not show. */

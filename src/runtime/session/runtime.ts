@@ -31,7 +31,7 @@
  * - `clear()` (idle only) writes an empty checkpoint covering every record (the model context starts empty; the
  *   file keeps everything), drops the queue, and emits `session_cleared`.
  */
-import { randomUUID } from "node:crypto";
+import { randomUUID } from "../../store/random.js";
 import { titleFrom } from "../../core/text-policy.js";
 import type { TurnOutcome } from "../events.js";
 import type { SessionModelInfo } from "../agent.js";

@@ -15,9 +15,8 @@
  *   per read otherwise), so every turn's cache-only lookup sees a rewrite without parsing an unchanged file again;
  *   expiry is decided against the clock at every read. The memo judges a file's last change against the same clock.
  */
-import type * as Crypto from "node:crypto";
+import { sha256Hex } from "../../core/sha256.js";
 import { mkdir } from "node:fs/promises";
-import { createRequire } from "node:module";
 import { join } from "node:path";
 import { arr, bool, lit, nullable, num, obj, str, unknownValue } from "../validate.js";
 import { JsonFileMemo, withFileLock, writeJsonAtomic } from "../settings/locked-json.js";
@@ -130,13 +129,6 @@ function decodeCacheFile(raw: unknown): CacheFile | null {
   return { provider_id: file.data.provider_id, fingerprint: file.data.fingerprint, expires_at: file.data.expires_at, models: cleanModels(file.data.models) };
 }
 
-/**
- * node:crypto, loaded at the first file name: `berth chat -p` loads this module for its checks but reads no catalog
- * when the settings list the provider's models, and needs nothing else of node:crypto when a daemon serves it (~3 ms
- * of its start-up otherwise).
- */
-let crypto: typeof Crypto | null = null;
-
 export class CatalogCache {
   private readonly dir: string;
   private readonly now: () => number;
@@ -151,8 +143,7 @@ export class CatalogCache {
   }
 
   private fileFor(providerId: string): string {
-    crypto ??= createRequire(import.meta.url)("node:crypto") as typeof Crypto;
-    return join(this.dir, crypto.createHash("sha256").update(providerId).digest("hex") + ".json");
+    return join(this.dir, sha256Hex(providerId) + ".json");
   }
 
   async read(providerId: string, fingerprint: string): Promise<CatalogView> {

@@ -6,8 +6,7 @@
  * reusing a built-in ID is ignored (built-ins win). Fingerprints hash the provider's
  * configuration (never output; they only detect cache/config mismatch).
  */
-import type * as Crypto from "node:crypto";
-import { createRequire } from "node:module";
+import { sha256Hex } from "../../core/sha256.js";
 import type { EnvLike } from "../home.js";
 import type { ProviderDef, Settings } from "../settings/schema.js";
 import { isSafeId, sanitizeLabel } from "./ids.js";
@@ -43,9 +42,6 @@ export function builtinBaseUrl(id: BuiltinProviderId, env: EnvLike): string {
   return nonEmpty(env["BERTH_OPENAI_CODEX_BASE_URL"]) ?? "https://chatgpt.com/backend-api/codex";
 }
 
-/** node:crypto, loaded at the first fingerprint (see cache.ts: a daemon's `berth chat -p` needs none). */
-let crypto: typeof Crypto | null = null;
-
 export function providerFingerprint(entry: ProviderEntry, env: EnvLike): string {
   const config = entry.builtin
     ? { v: 1, id: entry.id, base: builtinBaseUrl(entry.id, env) }
@@ -59,10 +55,7 @@ export function providerFingerprint(entry: ProviderEntry, env: EnvLike): string 
         models: entry.def.models,
       };
   const text = JSON.stringify(config);
-  if (text !== lastFingerprint.text) {
-    crypto ??= createRequire(import.meta.url)("node:crypto") as typeof Crypto;
-    lastFingerprint = { text, hash: crypto.createHash("sha256").update(text).digest("hex") };
-  }
+  if (text !== lastFingerprint.text) lastFingerprint = { text, hash: sha256Hex(text) };
   return lastFingerprint.hash;
 }
 

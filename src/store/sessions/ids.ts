@@ -3,7 +3,7 @@
  * Contract: `isValidSessionId(id)` true ⇒ `<id>.jsonl` is a single safe file name inside the sessions
  * directory (no separators, no NUL, no `..`, not hidden, not absolute, ≤ 128 bytes, ASCII only).
  */
-import { randomBytes } from "node:crypto";
+import { randomBytes } from "../random.js";
 
 export const MAX_SESSION_ID_BYTES = 128;
 

@@ -34,7 +34,7 @@
 import { mkdirSync, readFileSync, rmdirSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { readFile, rm, stat, unlink } from "node:fs/promises";
 import { hostname } from "node:os";
-import { randomBytes } from "node:crypto";
+import { randomBytes } from "../random.js";
 import * as dirlock from "./dirlock.js";
 import { SessionError } from "./errors.js";
 import type { SessionPaths } from "./paths.js";
