@@ -5,6 +5,9 @@
  */
 const enabled = process.env["BERTH_DEBUG_TIMING"] === "1";
 
+/** Whether marks are written (for a mark that needs a listener of its own). */
+export const timingEnabled = enabled;
+
 export function mark(label: string): void {
   if (enabled) process.stderr.write(`berth-timing ${performance.now().toFixed(2)} ${label}\n`);
 }

@@ -16,7 +16,7 @@ import type * as Https from "node:https";
 import { createRequire } from "node:module";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
-import { mark } from "../debug-timing.js";
+import { mark, timingEnabled } from "../debug-timing.js";
 import type { StreamFetch, StreamFetchInit, StreamResponse } from "./driver.js";
 
 /** How long a connection opened ahead of a request (`preconnect`) waits for one before it is closed. */
@@ -34,7 +34,9 @@ class HttpPoolAgent extends HttpAgent {
   preconnect(host: string, port: number): void {
     const name = this.getName({ host, port });
     if (this.spare !== null || (this.freeSockets[name]?.length ?? 0) > 0) return;
+    mark("provider.preconnect");
     const socket = super.createConnection({ host, port }) as Socket;
+    if (timingEnabled) socket.once("connect", () => mark("provider.preconnected"));
     const drop = (): void => {
       if (this.spare?.socket !== socket) return;
       clearTimeout(this.spare.timer);
@@ -154,6 +156,9 @@ function gatedFetch(url: string, init: StreamFetchInit): Promise<StreamResponse>
     const headers: Record<string, string> = { ...init.headers, "content-length": String(body.length) };
     const tls = isHttps ? prepareHttps() : null;
     const req = (tls !== null ? tls.request : httpRequest)(u, { method: init.method, headers, agent: tls !== null ? tls.agent : httpAgent });
+    // `provider.request_sent` marks `end()`; the bytes leave once the socket is connected and the turn's synchronous
+    // work has yielded (a connection opened in the same microtask run only starts connecting then).
+    if (timingEnabled) req.once("finish", () => mark("provider.request_flushed"));
     let res: IncomingMessage | undefined;
     const onAbort = (): void => {
       req.destroy(abortError());
