@@ -176,6 +176,9 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
         home: o.home,
         cwd,
         env: o.env,
+        // The store this host already read (the delegation depth, at build): a new session's model resolution then
+        // finds both settings layers decoded instead of reading them again while `session.start` waits.
+        settings,
         sessionTools: async (s) => {
           const maxDepth = await maxDepthRead;
           // Until a delegation tool is first called, its stand-in (definition only) is offered: no child-process code
@@ -272,7 +275,7 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
       // session.mcp sent at once lists them. A process's first resolution is the longer of the two (settings and
       // catalog read and decoded for the first time), so it starts first when the agent is already built.
       const describeNew = (agent: Agent): Promise<SessionModelInfo | null> | null =>
-        msg.resume === undefined ? agent.describe(Object.keys(selection).length > 0 ? selection : undefined) : null;
+        msg.resume === undefined ? agent.describe(Object.keys(selection).length > 0 ? selection : undefined).finally(() => mark("scv.model_resolved")) : null;
       let early = builtRuntime !== null ? describeNew(builtRuntime.agent) : null;
       // The session file's creation (and fsync) and the settings read overlap the runtime's modules compiling.
       const policy = approvalPolicy();
@@ -304,6 +307,7 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
           approval: await policy,
           ...(depth > 0 ? { delegationDepth: depth } : {}),
         });
+        mark("scv.hub_opened");
       } catch {
         return { code: "internal_error", message: "the session could not be created; check that MC_HOME is writable", request_id: msg.request_id };
       }
