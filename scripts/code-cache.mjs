@@ -54,9 +54,11 @@ const FIRST_TURN_PACKAGES = new Set(["eventsource-parser"]);
  * Built-ins the script loads on first use instead of when an importing module initialises: node:crypto costs ~2–3 ms
  * to load and the first session and turn no longer call it (src/store/random.ts), but modules on their path import
  * it for other work (a sidecar's hash, a replay's tail hash). Each becomes an object whose named exports are getters
- * that require the built-in on first access (names listed from this Node at build time).
+ * that require the built-in on first access (names listed from this Node at build time). node:fs/promises likewise
+ * (~1.5–2 ms): a first `berth stdio` session and turn call none of it (settings reads and the skills scan use
+ * node:fs's callbacks), though the session store, settings and tools import it.
  */
-const LAZY_BUILTINS = new Set(["node:crypto"]);
+const LAZY_BUILTINS = new Set(["node:crypto", "node:fs/promises"]);
 
 /** Bundles the script, ended by a new build ID. */
 export async function buildColdScript() {

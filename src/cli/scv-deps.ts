@@ -39,6 +39,12 @@ export interface ScvDepsOptions {
   transport: "stdio" | "socket";
   log: (line: string) => void;
   daemonControl?: ScvServerDeps["daemonControl"];
+  /**
+   * Leaves the agent and hub modules unloaded until `loadRuntime()` or a `session.start` asks for them (`berth stdio`:
+   * its preload loads them one event-loop turn later, so a `session.start` already waiting is read first and its
+   * file's creation and fsyncs start before their synchronous load, which then runs inside the fsyncs' wait).
+   */
+  deferRuntime?: boolean;
 }
 
 const BERTH_BIN = fileURLToPath(new URL("../../../bin/berth", import.meta.url));
@@ -75,9 +81,10 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
    * answered: for a caller whose first session and turn will follow anyway (`berth chat -p`).
    */
   warm(): void;
+  /** Starts loading the agent and hub modules (with `deferRuntime`; otherwise they load at once). Idempotent. */
+  loadRuntime(): void;
   close(): Promise<void>;
 }> {
-  const runtimeModules = Promise.all([import("../runtime/agent.js"), import("../runtime/session/index.js")]);
   const cwd = process.cwd();
   const settings = new SettingsStore({ home: o.home, projectDir: cwd, env: o.env });
   // Read once, when the first tools are built (a session's start does not wait for it).
@@ -162,29 +169,38 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
   /** The agent and the hub once built (null until then): `session.start` reads it without waiting a turn. */
   let builtRuntime: { agent: Agent; hub: SessionHub } | null = null;
   /** The agent and the hub, once their modules loaded (a failure refuses `session.start` with `internal_error`). */
-  const runtime = runtimeModules.then(([{ Agent }, { SessionHub }]) => {
-    const agent = new Agent({
-      home: o.home,
-      cwd,
-      env: o.env,
-      sessionTools: async (s) => {
-        const maxDepth = await maxDepthRead;
-        // Until a delegation tool is first called, its stand-in (definition only) is offered: no child-process code
-        // loads before a first request.
-        const tools = delegation !== null ? [...delegation.delegates.tools(s, maxDepth), ...delegation.codex.tools(s, maxDepth)] : delegationStandIns(s, maxDepth);
-        return [...tools, ...questions(s)];
-      },
+  let runtimeLoad: Promise<{ agent: Agent; hub: SessionHub }> | null = null;
+  const buildRuntime = (): Promise<{ agent: Agent; hub: SessionHub }> => {
+    const loading = Promise.all([import("../runtime/agent.js"), import("../runtime/session/index.js")]).then(([{ Agent }, { SessionHub }]) => {
+      const agent = new Agent({
+        home: o.home,
+        cwd,
+        env: o.env,
+        // The store this host already read (the delegation depth, at build): a new session's model resolution then
+        // finds both settings layers decoded instead of reading them again while `session.start` waits.
+        settings,
+        sessionTools: async (s) => {
+          const maxDepth = await maxDepthRead;
+          // Until a delegation tool is first called, its stand-in (definition only) is offered: no child-process code
+          // loads before a first request.
+          const tools = delegation !== null ? [...delegation.delegates.tools(s, maxDepth), ...delegation.codex.tools(s, maxDepth)] : delegationStandIns(s, maxDepth);
+          return [...tools, ...questions(s)];
+        },
+      });
+      const hub = new SessionHub({ manager, runner: agent, defaults: { cwd } });
+      hubRef = hub;
+      questionHub = hub;
+      builtRuntime = { agent, hub };
+      return builtRuntime;
     });
-    const hub = new SessionHub({ manager, runner: agent, defaults: { cwd } });
-    hubRef = hub;
-    questionHub = hub;
-    builtRuntime = { agent, hub };
-    return builtRuntime;
-  });
-  runtime.catch(() => undefined);
+    loading.catch(() => undefined);
+    return loading;
+  };
+  const runtime = (): Promise<{ agent: Agent; hub: SessionHub }> => (runtimeLoad ??= buildRuntime());
+  if (o.deferRuntime !== true) void runtime();
   /** The runtime, or null (logged) when it could not be built. */
   const loadedRuntime = (): Promise<{ agent: Agent; hub: SessionHub } | null> =>
-    runtime.catch((err: unknown) => {
+    runtime().catch((err: unknown) => {
       o.log(`the session host could not start (${err instanceof Error ? err.name : "error"})`);
       return null;
     });
@@ -229,7 +245,9 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
     ...(o.daemonControl !== undefined ? { daemonControl: o.daemonControl } : {}),
     async openSession(msg, out) {
       mark("scv.session_start");
-      let ws = await files.canonicalWorkspace(msg.cwd);
+      // Checked synchronously (a realpath and a stat): a new session's file is then created, and its fsyncs started,
+      // before this yields to anything queued behind it (the deferred runtime load, below).
+      let ws = files.canonicalWorkspaceSync(msg.cwd);
       mark("scv.workspace_checked");
       if (!ws.ok) return { code: "invalid_request", message: ws.message, request_id: msg.request_id };
       // Berth extension (docs/scv.md §Resuming a stored session): continue a durable session in its own cwd.
@@ -257,7 +275,7 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
       // session.mcp sent at once lists them. A process's first resolution is the longer of the two (settings and
       // catalog read and decoded for the first time), so it starts first when the agent is already built.
       const describeNew = (agent: Agent): Promise<SessionModelInfo | null> | null =>
-        msg.resume === undefined ? agent.describe(Object.keys(selection).length > 0 ? selection : undefined) : null;
+        msg.resume === undefined ? agent.describe(Object.keys(selection).length > 0 ? selection : undefined).finally(() => mark("scv.model_resolved")) : null;
       let early = builtRuntime !== null ? describeNew(builtRuntime.agent) : null;
       // The session file's creation (and fsync) and the settings read overlap the runtime's modules compiling.
       const policy = approvalPolicy();
@@ -265,6 +283,8 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
       // so its turns reuse it instead of taking the lock again each time.
       const created = msg.resume !== undefined ? Promise.resolve(msg.resume) : manager.create(ws.value);
       created.catch(() => undefined);
+      // With `deferRuntime` the agent and hub modules may still be unloaded: they load now, while the fsyncs run.
+      mark("scv.create_started");
       const built = await loadedRuntime();
       mark("scv.runtime_ready");
       if (built === null) {
@@ -287,6 +307,7 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
           approval: await policy,
           ...(depth > 0 ? { delegationDepth: depth } : {}),
         });
+        mark("scv.hub_opened");
       } catch {
         return { code: "internal_error", message: "the session could not be created; check that MC_HOME is writable", request_id: msg.request_id };
       }
@@ -318,10 +339,11 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
   };
   return Promise.resolve({
     deps,
-    warm: () => void runtime.then(({ agent }) => agent.warm()).catch(() => undefined),
+    warm: () => void runtime().then(({ agent }) => agent.warm()).catch(() => undefined),
+    loadRuntime: () => void runtime(),
     close: async () => {
       await (await loadedDelegation())?.delegates.close();
-      await (await runtime.catch(() => null))?.hub.close();
+      await (await runtimeLoad?.catch(() => null))?.hub.close();
       await manager.drain().catch(() => undefined);
     },
   });

@@ -28,12 +28,17 @@ type Built = Awaited<ReturnType<typeof import("./scv-deps.js").buildScvDeps>>;
  * the check phase after the first frame (the handshake's answer) was handed to `output`, so a prompt finds the turn
  * path loaded. Not on the first input chunk: the connection's writer flushes in a check phase too, and a build
  * queued from the input's `data` event ran first, holding the `initialized` frame back for the whole synchronous
- * part of the load (~8 ms of `spawn → initialize answered`).
+ * part of the load (~8 ms of `spawn → initialize answered`). The build itself is two steps (above `build`).
  */
 export function lazyScvDeps(o: ScvDepsOptions): { deps: ScvServerDeps; preloadAfterFirstWrite(output: Writable): void; close(): Promise<void> } {
   let built: Promise<Built> | null = null;
+  // The agent and hub modules (the larger half) load one event-loop turn after the stores: a `session.start` that
+  // arrived meanwhile is read first and starts its file's creation and fsyncs, and the load then runs inside their
+  // wait instead of ahead of them (`session.start` also starts the load itself right after the creation).
   const build = (): Promise<Built> =>
-    (built ??= (mark("scv.deps_load"), import("./scv-deps.js")).then((m) => (mark("scv.deps_loaded"), m.buildScvDeps(o))).then((b) => (mark("scv.deps_built"), b)));
+    (built ??= (mark("scv.deps_load"), import("./scv-deps.js"))
+      .then((m) => (mark("scv.deps_loaded"), m.buildScvDeps({ ...o, deferRuntime: true })))
+      .then((b) => (mark("scv.deps_built"), setImmediate(() => b.loadRuntime()), b)));
   const deps: ScvServerDeps = {
     server: { name: "berth", version: packageVersion() },
     ...scvTimings(o.env),

@@ -61,6 +61,8 @@ export interface AgentOptions {
   /** Launch directory (project settings scope). MCP servers start in each session's own cwd. */
   cwd: string;
   env: EnvLike;
+  /** The settings store to read (default: a new one for `home`, `cwd`, `env`); a host that already read them shares its own. */
+  settings?: SettingsStore;
   providerOptions?: ProviderOptions;
   /** Provider requests per turn (default 50). */
   maxSteps?: number;
@@ -214,7 +216,7 @@ export class Agent {
   private readonly built = new ProviderCache();
 
   constructor(private readonly o: AgentOptions) {
-    this.settings = new SettingsStore({ home: o.home, projectDir: o.cwd, env: o.env });
+    this.settings = o.settings ?? new SettingsStore({ home: o.home, projectDir: o.cwd, env: o.env });
     this.config = new ConfigService({ settings: this.settings, cache: new CatalogCache({ home: o.home }), env: o.env });
     this.auth = new AuthStore(o.home);
     this.skills = new SkillCatalog({ mcHome: o.home, userHome: o.env["HOME"] ?? homedir() });

@@ -152,13 +152,18 @@ export class SessionRegistries {
   }
 
   private open(session: string, key: string, cwd: string, c: ToolConfig): Entry {
-    const env = cleanToolEnv(this.o.env, c.keyEnvs, c.toolSettings?.secret_env_patterns);
+    // The tools' environment is built when bash first reads it, not here: walking the environment (each read of
+    // process.env crosses into C++) and the secret-name patterns cost ~0.5 ms of a fresh `session.start` that a
+    // session without a bash call never needs. Nothing in Berth changes process.env after start, so it is the same.
+    let env: NodeJS.ProcessEnv | undefined;
+    const bash = { ...this.o.bash };
+    Object.defineProperty(bash, "env", { enumerable: true, get: () => (env ??= cleanToolEnv(this.o.env, c.keyEnvs, c.toolSettings?.secret_env_patterns)) });
     const mcpServers = Object.fromEntries(Object.entries(c.mcp).map(([k, d]) => [k, { ...d, env: { ...d.env } }]));
     const reg = openToolRegistry(
       {
         cwd,
         mcpServers,
-        bash: { ...this.o.bash, env },
+        bash,
         policy: toolPolicyFromSettings(c.toolSettings, this.o.home),
         skills: this.o.skills,
         webFetch: { autoApproveHosts: c.autoApproveHosts },

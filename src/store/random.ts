@@ -4,10 +4,11 @@
  * The bytes come from the kernel's CSPRNG, /dev/urandom (the generator getrandom(2) and OpenSSL's own seeding draw
  * from), read 4 KiB at a time into a pool; each byte is handed out once, so an ID is as unguessable as one from
  * `crypto.randomBytes` (which itself serves `randomUUID` from a cache). Where /dev/urandom cannot be read (another
- * OS, a sandbox without /dev), node:crypto's `randomFillSync` fills the pool instead.
+ * OS, a sandbox without /dev), the Web Crypto global's `getRandomValues` (the same CSPRNG as node:crypto, loaded only
+ * then) fills the pool instead. No node:module either: its load (~0.4 ms, for a `createRequire` that only this
+ * fallback used) sat inside a fresh `berth stdio`'s `session.start`.
  */
 import { closeSync, openSync, readSync } from "node:fs";
-import { createRequire } from "node:module";
 
 const POOL_BYTES = 4096;
 let pool = Buffer.alloc(0);
@@ -35,10 +36,12 @@ function fromUrandom(buf: Buffer): boolean {
   }
 }
 
+/** `getRandomValues` fills at most 65,536 bytes per call (QuotaExceededError beyond). */
+const WEB_CRYPTO_CHUNK = 65_536;
+
 function fill(buf: Buffer): void {
   if (fromUrandom(buf)) return;
-  const { randomFillSync } = createRequire(import.meta.url)("node:crypto") as typeof import("node:crypto");
-  randomFillSync(buf);
+  for (let off = 0; off < buf.length; off += WEB_CRYPTO_CHUNK) globalThis.crypto.getRandomValues(buf.subarray(off, Math.min(off + WEB_CRYPTO_CHUNK, buf.length)));
 }
 
 /** `n` fresh random bytes (a copy the caller owns). */

@@ -183,7 +183,7 @@ test("a code-cached first turn of berth service requires neither better-sqlite3 
   }
 });
 
-test("a code-cached first session and turn of berth stdio never requires node:crypto", { skip: !bundled() && "dist/cold/ is older than the last tsc build", timeout: 60_000 }, async () => {
+test("a code-cached first session and turn of berth stdio never requires node:crypto or node:fs/promises", { skip: !bundled() && "dist/cold/ is older than the last tsc build", timeout: 60_000 }, async () => {
   const fake = await startFakeProvider({ loop: true });
   const dir = mkdtempSync(join(tmpdir(), "berth-cc-hook-"));
   try {
@@ -197,6 +197,9 @@ test("a code-cached first session and turn of berth stdio never requires node:cr
     const required = readFileSync(traceFile, "utf8").split("\n");
     assert.ok(required.includes("node:http"), "the hook saw the script's requires");
     assert.ok(!required.includes("node:crypto") && !required.includes("crypto"), "node:crypto was required on a first session and turn");
+    // The script requires node:fs/promises on first use only, and nothing on this path calls it (settings reads and
+    // the skills scan use node:fs's callbacks; scripts/code-cache.mjs LAZY_BUILTINS).
+    assert.ok(!required.includes("node:fs/promises") && !required.includes("fs/promises"), "node:fs/promises was required on a first session and turn");
   } finally {
     await fake.close();
     rmSync(dir, { recursive: true, force: true });

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { JsonFileMemo, STABLE_AFTER_MS } from "../../src/store/settings/locked-json.js";
+import { JsonFileMemo, STABLE_AFTER_MS, SYNC_READ_MAX_BYTES } from "../../src/store/settings/locked-json.js";
 import { SettingsStore } from "../../src/store/settings/settings-store.js";
 
 /** When the file last changed (ms), as the memo reads it: the later of its modification and change times. */
@@ -114,4 +114,30 @@ it("settings stores of one process share the file's memo, and each sees another'
   const c = new SettingsStore({ home, projectDir: project, env: {} });
   assert.equal((await c.load()).global.approval_policy, "on-risk");
   assert.equal((await a.load()).global.approval_policy, "on-risk");
+});
+
+it("reads a file past the synchronous-read bound like a small one: same value, same errors", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "berth-memo-big-"));
+  try {
+    const big = join(dir, "big.json");
+    const small = join(dir, "small.json");
+    const doc = { pad: "x".repeat(SYNC_READ_MAX_BYTES), v: 1 };
+    writeFileSync(big, JSON.stringify(doc));
+    writeFileSync(small, JSON.stringify({ v: 2 }));
+    assert.ok(statSync(big).size > SYNC_READ_MAX_BYTES && statSync(small).size <= SYNC_READ_MAX_BYTES);
+    const memo = <T>(f: string) => new JsonFileMemo<T>(f, (raw) => raw as T);
+    assert.deepEqual(await memo<typeof doc>(big).read(), doc);
+    assert.deepEqual(await memo<{ v: number }>(small).read(), { v: 2 });
+    // Malformed on either path: the same JsonFileError, as a rejection (never a synchronous throw).
+    writeFileSync(big, "{" + " ".repeat(SYNC_READ_MAX_BYTES + 1));
+    writeFileSync(small, "{");
+    for (const f of [big, small]) {
+      const read = memo<unknown>(f).read();
+      await assert.rejects(read, (e: Error) => e.name === "JsonFileError" && /malformed/.test(e.message));
+    }
+    // Missing on either path: the decoder sees undefined.
+    assert.equal(await memo<unknown>(join(dir, "none.json")).read(), undefined);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -14,8 +14,8 @@
  * - Caching: one result per root per process, revalidated on every call by `stat`ing the root and the examined
  *   skill directories and files (mtime, size, inode); any change rescans that root only.
  */
-import { statSync } from "node:fs";
-import { readdir, realpath, stat } from "node:fs/promises";
+import { readdir as fsReaddir, stat as fsStat, statSync } from "node:fs";
+import { realpath } from "node:fs/promises";
 import { join, sep } from "node:path";
 import { truncateUtf8 } from "../../core/utf8.js";
 import { openRegular } from "./confine.js";
@@ -117,7 +117,10 @@ async function contained(root: string, path: string): Promise<string | null> {
 }
 
 const stampOf = (s: { mtimeMs: number; size: number; ino: number } | null): string => (s === null ? "-" : `${s.mtimeMs}:${s.size}:${s.ino}`);
-const statOrNull = (p: string): Promise<{ mtimeMs: number; size: number; ino: number } | null> => stat(p).catch(() => null);
+// The scan's stat and readdir use node:fs's callbacks (same calls, same errors): a first turn with no skills then loads
+// no node:fs/promises (the code-cached script requires it on first use only; issue 19).
+const statOrNull = (p: string): Promise<{ mtimeMs: number; size: number; ino: number } | null> => new Promise((resolve) => fsStat(p, (err, st) => resolve(err !== null ? null : st)));
+const readdirNames = (p: string): Promise<string[]> => new Promise((resolve, reject) => fsReaddir(p, (err, names) => (err !== null ? reject(err) : resolve(names))));
 
 interface RootScan {
   /** Paths whose stamps, unchanged, prove the scan still holds. */
@@ -130,7 +133,7 @@ async function scanRoot(root: string): Promise<RootScan> {
   const skills: Skill[] = [];
   let names: string[];
   try {
-    names = (await readdir(root)).filter((n) => !n.startsWith(".")).sort().slice(0, MAX_SKILL_DIRS_PER_ROOT);
+    names = (await readdirNames(root)).filter((n) => !n.startsWith(".")).sort().slice(0, MAX_SKILL_DIRS_PER_ROOT);
   } catch {
     return { watched, skills };
   }

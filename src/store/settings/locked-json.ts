@@ -11,7 +11,7 @@
  *   unreadable or unparseable. Errors never carry file contents; callers must not surface the path.
  */
 import fs, { statSync } from "node:fs";
-import { readdir, readFile, rm } from "node:fs/promises";
+import { readdir, rm } from "node:fs/promises";
 import { hostname } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { isTempName, writeFileAtomic } from "../atomic-file.js";
@@ -28,14 +28,25 @@ export class JsonFileError extends Error {
 /** Documents we own are small; anything larger is treated as malformed before parsing. */
 export const MAX_JSON_FILE_BYTES = 4 * 1024 * 1024;
 
+/**
+ * node:fs's callback `readFile` (same reads, same errors) rather than node:fs/promises': a fresh process's first
+ * settings read (`berth stdio`'s `session.start`) then loads no node:fs/promises (~1.5–2 ms of module compilation in
+ * Node 20; the code-cached script requires it on first use only).
+ */
+const readWhole = (path: string): Promise<Buffer> => new Promise((resolve, reject) => fs.readFile(path, (err, data) => (err !== null ? reject(err) : resolve(data))));
+
 export async function readJsonFile(path: string): Promise<unknown> {
   let buf: Buffer;
   try {
-    buf = await readFile(path);
+    buf = await readWhole(path);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
     throw new JsonFileError("unreadable");
   }
+  return parseJsonFile(buf);
+}
+
+function parseJsonFile(buf: Buffer): unknown {
   if (buf.byteLength > MAX_JSON_FILE_BYTES) throw new JsonFileError("too_large");
   try {
     return JSON.parse(buf.toString("utf8")) as unknown;
@@ -43,6 +54,27 @@ export async function readJsonFile(path: string): Promise<unknown> {
     throw new JsonFileError("malformed");
   }
 }
+
+/** `readJsonFile` done synchronously: the same result and errors. */
+function readJsonFileSync(path: string): unknown {
+  let buf: Buffer;
+  try {
+    buf = fs.readFileSync(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw new JsonFileError("unreadable");
+  }
+  return parseJsonFile(buf);
+}
+
+/**
+ * Files the memo has just found (by its synchronous `stat`) to be at most this large, or missing, are read
+ * synchronously too: a few page-cache copies, where an async read is four thread-pool round trips (open, fstat,
+ * read, close) that queue behind whatever holds the pool — a new session's fsyncs, when `berth stdio`'s
+ * `session.start` reads the approval policy and resolves the model (~1.5 ms of it; docs/runtime.md, ninth pass).
+ * A file that hangs its reader would hang the `stat` before it already.
+ */
+export const SYNC_READ_MAX_BYTES = 64 * 1024;
 
 /**
  * Read-side memo of one JSON file: re-reads and re-decodes only when the file's identity changes
@@ -72,8 +104,10 @@ export class JsonFileMemo<T> {
   async read(): Promise<T> {
     let key: string;
     let stable: boolean;
+    let small: boolean;
     try {
       const st = statSync(this.path, { bigint: true, throwIfNoEntry: false });
+      small = st === undefined || st.size <= BigInt(SYNC_READ_MAX_BYTES);
       key = st === undefined ? "missing" : `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
       const changedMs = st === undefined ? 0 : Number((st.mtimeNs > st.ctimeNs ? st.mtimeNs : st.ctimeNs) / 1_000_000n);
       stable = this.now() - changedMs > STABLE_AFTER_MS;
@@ -84,7 +118,17 @@ export class JsonFileMemo<T> {
       this.key = null;
       let read = this.pending?.key === key ? this.pending : null;
       if (read === null) {
-        const entry = { key, value: readJsonFile(this.path).then((raw) => this.decode(raw)) };
+        let value: Promise<T>;
+        if (small) {
+          try {
+            value = Promise.resolve(this.decode(readJsonFileSync(this.path)));
+          } catch (e) {
+            value = Promise.reject(e instanceof Error ? e : new JsonFileError("unreadable"));
+          }
+        } else {
+          value = readJsonFile(this.path).then((raw) => this.decode(raw));
+        }
+        const entry = { key, value };
         this.pending = read = entry;
         const done = (): void => void (this.pending === entry && (this.pending = null));
         entry.value.then(done, done);
