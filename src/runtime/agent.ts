@@ -41,7 +41,7 @@ import { gatedSink } from "./durable-gate.js";
 import { withLifecycle } from "./lifecycle.js";
 import { attachmentNote, MAX_IMAGES, reattachImages } from "./session/attachments.js";
 import { resolveBaseUrl } from "./providers/base-url.js";
-import type { ProviderConfig, ProviderOptions } from "./providers/make.js";
+import type { OpenedProvider, ProviderConfig, ProviderOptions } from "./providers/make.js";
 import { ProviderCache } from "./provider-cache.js";
 import { openProvider } from "./providers/open.js";
 import { afterFirstEvent } from "./after-first-event.js";
@@ -167,6 +167,8 @@ export interface SessionToolsSpec {
 
 interface Resolved extends ToolConfig {
   provider: Provider;
+  /** The reusable provider this turn was given (null for a described selection). */
+  opened: OpenedProvider | null;
   selection: RuntimeSelection & { model_id: string };
   images: boolean;
 }
@@ -312,6 +314,7 @@ export class Agent {
     const opts: ProviderOptions = { env, ...this.o.providerOptions };
     const images = entry.builtin || entry.def.models.find((m) => m.id === sel.model_id)?.images === true;
     // `describe` (a session's start) checks the definition as creating the provider would, without loading its driver.
+    let opened: OpenedProvider | null = null;
     const open = async (id: string, def: ProviderConfig, creds: CredentialSource): Promise<Provider> => {
       if (selectionOnly) {
         new URL(def.endpoint ?? resolveBaseUrl(def.api, def.baseUrl, opts.env));
@@ -320,7 +323,7 @@ export class Agent {
       // The credential sources read the environment and the auth store at each request; a custom provider's reads
       // its definition, which is part of the key.
       const key = JSON.stringify([id, def.api, def.baseUrl ?? null, resolveBaseUrl(def.api, def.baseUrl, env), entry.builtin ? null : entry.def]);
-      return this.built.get(key, () => openProvider(id, def, creds, opts));
+      return (opened = await this.built.get(key, () => openProvider(id, def, creds, opts)));
     };
     let provider: Provider;
     try {
@@ -339,7 +342,7 @@ export class Agent {
     } catch {
       throw new TurnFailure("selection");
     }
-    return { ...Agent.toolConfig(layers.global, mcpOverride), provider, selection: { ...sel, model_id: sel.model_id }, images };
+    return { ...Agent.toolConfig(layers.global, mcpOverride), provider, opened, selection: { ...sel, model_id: sel.model_id }, images };
   }
 
   async runTurn(req: RunTurnRequest): Promise<TurnOutcome> {
@@ -373,8 +376,9 @@ export class Agent {
     void durable.catch(() => undefined);
     const sink = recorder === null ? req.sink : gatedSink(req.sink, durable);
     let outcome: TurnOutcome;
+    const used: { provider: OpenedProvider | null } = { provider: null };
     try {
-      outcome = await this.execute({ ...req, signal: ctl.signal, sink }, recorder, recorder === null ? null : durable);
+      outcome = await this.execute({ ...req, signal: ctl.signal, sink }, recorder, recorder === null ? null : durable, used);
     } catch (e) {
       outcome = fail(e instanceof TurnFailure ? e.reason : "internal");
       if (req.signal.aborted) outcome = { ...outcome, status: "cancelled" };
@@ -395,14 +399,22 @@ export class Agent {
         if (outcome.status === "completed") outcome = { ...outcome, status: "failed", reason: "persistence" };
       }
     }
+    // The next turn's connection opens once this turn's end is written (provider-cache.ts), off its critical path.
+    if (used.provider !== null) this.built.warmAfterTurn(used.provider);
     return outcome;
   }
 
-  private async execute(req: RunTurnRequest, recorder: TurnRecorder | null, durable: Promise<void> | null): Promise<TurnOutcome> {
+  private async execute(
+    req: RunTurnRequest,
+    recorder: TurnRecorder | null,
+    durable: Promise<void> | null,
+    used: { provider: OpenedProvider | null },
+  ): Promise<TurnOutcome> {
     // Skill discovery (stat-only when cached) runs alongside settings resolution; tool-free turns have none.
     const skills = req.noTools === true ? Promise.resolve([]) : this.skills.discover(req.cwd).catch((): Skill[] => []);
     const r = await this.resolve(req.selection, req.mcpServers);
     mark("turn.provider_resolved");
+    used.provider = r.opened;
     if (durable !== null) {
       const inner = r.provider;
       const batches = inner.streamBatches?.bind(inner);

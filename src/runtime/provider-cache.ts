@@ -3,6 +3,11 @@
  * unchanged definition, base URL and credential source (warmed again: its connection still opens at the turn's
  * start), and a changed settings file, environment or selection builds a new one at the next turn. A few entries,
  * the oldest dropped first.
+ *
+ * After a turn (`warmAfterTurn`), the provider it used opens its next connection once the turn's terminal event has
+ * been written (two event-loop checks later), unless another turn took a provider meanwhile: a server that closes
+ * each connection after its answer then costs the next turn no `connect` on its critical path (a no-op while a
+ * kept-alive connection idles in the pool, and for https: providers; node-fetch.ts `preconnect`).
  */
 import type { OpenedProvider } from "./providers/make.js";
 
@@ -11,9 +16,12 @@ export const MAX_BUILT_PROVIDERS = 8;
 
 export class ProviderCache {
   private readonly built = new Map<string, OpenedProvider>();
+  /** Counts `get` calls: a warm-up scheduled after a turn is skipped when another turn took a provider since. */
+  private gets = 0;
 
   /** The provider built for `key` (warmed), or the one `build` makes, kept under `key`. */
   async get(key: string, build: () => Promise<OpenedProvider>): Promise<OpenedProvider> {
+    this.gets++;
     const cached = this.built.get(key);
     if (cached !== undefined) {
       cached.warm();
@@ -23,5 +31,15 @@ export class ProviderCache {
     if (this.built.size >= MAX_BUILT_PROVIDERS) this.built.delete(this.built.keys().next().value as string);
     this.built.set(key, p);
     return p;
+  }
+
+  /** Opens `p`'s next connection after the current turn's end is written (see the module contract). */
+  warmAfterTurn(p: OpenedProvider): void {
+    const at = this.gets;
+    setImmediate(() =>
+      setImmediate(() => {
+        if (this.gets === at) p.warm();
+      }),
+    );
   }
 }
