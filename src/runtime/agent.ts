@@ -214,6 +214,10 @@ export class Agent {
   private readonly generations = new Map<string, number>();
   /** Providers built for turns, reused while what they were built from is unchanged (`resolve`). */
   private readonly built = new ProviderCache();
+  /** Per shared global settings layer (frozen; a changed file is a new object): its tool configuration. */
+  private readonly toolConfigs = new WeakMap<object, ToolConfig>();
+  /** Per shared custom provider definition: its JSON. */
+  private readonly defJsons = new WeakMap<object, string>();
 
   constructor(private readonly o: AgentOptions) {
     this.settings = new SettingsStore({ home: o.home, projectDir: o.cwd, env: o.env });
@@ -241,6 +245,21 @@ export class Agent {
       () => undefined,
       () => undefined,
     ));
+  }
+
+  /** `toolConfig` of a shared (frozen, `SettingsStore.loadShared`) global layer, kept while that layer is the same. */
+  private toolConfigOf(global: SettingsLayers["global"], mcpOverride?: Record<string, McpServerDef>): ToolConfig {
+    if (mcpOverride !== undefined) return Agent.toolConfig(global, mcpOverride);
+    let c = this.toolConfigs.get(global);
+    if (c === undefined) this.toolConfigs.set(global, (c = Agent.toolConfig(global)));
+    return c;
+  }
+
+  /** A custom provider definition as JSON (part of a built provider's key), kept per shared definition object. */
+  private defJson(def: object): string {
+    let j = this.defJsons.get(def);
+    if (j === undefined) this.defJsons.set(def, (j = JSON.stringify(def)));
+    return j;
   }
 
   /** The tool part of the settings (global layer), with a session's own MCP servers in place of the settings'. */
@@ -297,7 +316,9 @@ export class Agent {
     let sel: RuntimeSelection;
     let layers;
     try {
-      layers = await this.settings.load();
+      // Shared, frozen layers (the same object while both files and the environment layer are unchanged): the memos
+      // below key on them, so a warm turn only re-checks the files (a `stat` each) and the catalog.
+      layers = await this.settings.loadShared();
       sel = await this.config.runtimeSelection(layers);
     } catch {
       throw new TurnFailure("selection");
@@ -322,7 +343,7 @@ export class Agent {
       }
       // The credential sources read the environment and the auth store at each request; a custom provider's reads
       // its definition, which is part of the key.
-      const key = JSON.stringify([id, def.api, def.baseUrl ?? null, resolveBaseUrl(def.api, def.baseUrl, env), entry.builtin ? null : entry.def]);
+      const key = JSON.stringify([id, def.api, def.baseUrl ?? null, resolveBaseUrl(def.api, def.baseUrl, env)]) + (entry.builtin ? "" : this.defJson(entry.def));
       return (opened = await this.built.get(key, () => openProvider(id, def, creds, opts)));
     };
     let provider: Provider;
@@ -342,7 +363,7 @@ export class Agent {
     } catch {
       throw new TurnFailure("selection");
     }
-    return { ...Agent.toolConfig(layers.global, mcpOverride), provider, opened, selection: { ...sel, model_id: sel.model_id }, images };
+    return { ...this.toolConfigOf(layers.global, mcpOverride), provider, opened, selection: { ...sel, model_id: sel.model_id }, images };
   }
 
   async runTurn(req: RunTurnRequest): Promise<TurnOutcome> {

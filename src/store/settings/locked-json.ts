@@ -51,8 +51,9 @@ export async function readJsonFile(path: string): Promise<unknown> {
  * is remembered too. `decode` runs on every (re)read and may throw; a failed read is not remembered. File times
  * are coarse (a few ms), so a file modified within the last `STABLE_AFTER_MS` is not remembered: an in-place
  * rewrite of the same size inside one timestamp tick cannot be missed.
- * Values come back as structured clones, so callers may not alter the memo. Concurrent reads of one identity share
- * one read and decode.
+ * Values come back as structured clones, so callers may not alter the memo; `readShared` returns the memo's own
+ * value instead, deeply frozen, and the same object while the file's identity is remembered (a hot path may key its
+ * own memos on that object). Concurrent reads of one identity share one read and decode.
  */
 export const STABLE_AFTER_MS = 100;
 
@@ -70,6 +71,11 @@ export class JsonFileMemo<T> {
   ) {}
 
   async read(): Promise<T> {
+    return structuredClone(await this.readShared());
+  }
+
+  /** The memo's own value (deeply frozen; see the class contract). */
+  async readShared(): Promise<T> {
     let key: string;
     let stable: boolean;
     try {
@@ -84,7 +90,7 @@ export class JsonFileMemo<T> {
       this.key = null;
       let read = this.pending?.key === key ? this.pending : null;
       if (read === null) {
-        const entry = { key, value: readJsonFile(this.path).then((raw) => this.decode(raw)) };
+        const entry = { key, value: readJsonFile(this.path).then((raw) => deepFreeze(this.decode(raw))) };
         this.pending = read = entry;
         const done = (): void => void (this.pending === entry && (this.pending = null));
         entry.value.then(done, done);
@@ -92,10 +98,19 @@ export class JsonFileMemo<T> {
       const value = await read.value;
       this.value = value;
       if (stable) this.key = key;
-      return structuredClone(value);
+      return value;
     }
-    return structuredClone(this.value) as T;
+    return this.value as T;
   }
+}
+
+/** Freezes `v` and everything reachable from it (decoded JSON: plain objects and arrays). */
+function deepFreeze<T>(v: T): T {
+  if (typeof v === "object" && v !== null && !Object.isFrozen(v)) {
+    Object.freeze(v);
+    for (const x of Object.values(v)) deepFreeze(x);
+  }
+  return v;
 }
 
 export async function writeJsonAtomic(path: string, value: unknown, mode = 0o600): Promise<void> {
