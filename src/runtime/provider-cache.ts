@@ -7,24 +7,35 @@
  * After a turn (`warmAfterTurn`), the provider it used opens its next connection once the turn's terminal event has
  * been written (two event-loop checks later), unless another turn took a provider meanwhile: a server that closes
  * each connection after its answer then costs the next turn no `connect` on its critical path (a no-op while a
- * kept-alive connection idles in the pool, and for https: providers; node-fetch.ts `preconnect`).
+ * kept-alive connection idles in the pool, and for https: providers; node-fetch.ts `preconnect`). The next turn that
+ * takes that same provider within `REWARM_MS` of that warm-up does not warm it again (its connection is open or
+ * opening, or it was kept alive in the pool); later, or for another provider, `get` warms as before.
  */
 import type { OpenedProvider } from "./providers/make.js";
 
 /** How many built providers an agent keeps for reuse. */
 export const MAX_BUILT_PROVIDERS = 8;
 
+/** How long after a turn's warm-up the next turn skips its own (below node-fetch.ts `SPARE_MS`, a spare's life). */
+export const REWARM_MS = 5000;
+
 export class ProviderCache {
   private readonly built = new Map<string, OpenedProvider>();
   /** Counts `get` calls: a warm-up scheduled after a turn is skipped when another turn took a provider since. */
   private gets = 0;
+  /** The provider `warmAfterTurn` last warmed, and when (`clock`). */
+  private warmed: { provider: OpenedProvider; at: number } | null = null;
+
+  constructor(private readonly clock: () => number = Date.now) {}
 
   /** The provider built for `key` (warmed), or the one `build` makes, kept under `key`. */
   async get(key: string, build: () => Promise<OpenedProvider>): Promise<OpenedProvider> {
     this.gets++;
     const cached = this.built.get(key);
     if (cached !== undefined) {
-      cached.warm();
+      const w = this.warmed;
+      this.warmed = null;
+      if (w === null || w.provider !== cached || this.clock() - w.at >= REWARM_MS) cached.warm();
       return cached;
     }
     const p = await build();
@@ -38,7 +49,9 @@ export class ProviderCache {
     const at = this.gets;
     setImmediate(() =>
       setImmediate(() => {
-        if (this.gets === at) p.warm();
+        if (this.gets !== at) return;
+        p.warm();
+        this.warmed = { provider: p, at: this.clock() };
       }),
     );
   }
