@@ -1,8 +1,8 @@
 /**
  * The providers an agent built for its turns, by everything they were built from: a turn reuses the provider of an
- * unchanged definition, base URL and credential source (warmed again: its connection still opens at the turn's
- * start), and a changed settings file, environment or selection builds a new one at the next turn. A few entries,
- * the oldest dropped first.
+ * unchanged definition, base URL and credential source (warmed again, so its connection is open or opening when the
+ * request is made: at the turn's start, or after the previous turn as below), and a changed settings file,
+ * environment or selection builds a new one at the next turn. A few entries, the oldest dropped first.
  *
  * After a turn (`warmAfterTurn`), the provider it used opens its next connection once the turn's terminal event has
  * been written (two event-loop checks later), unless another turn took a provider meanwhile: a server that closes
