@@ -41,7 +41,7 @@ import { gatedSink } from "./durable-gate.js";
 import { withLifecycle } from "./lifecycle.js";
 import { attachmentNote, MAX_IMAGES, reattachImages } from "./session/attachments.js";
 import { resolveBaseUrl } from "./providers/base-url.js";
-import type { ProviderConfig, ProviderOptions } from "./providers/make.js";
+import type { OpenedProvider, ProviderConfig, ProviderOptions } from "./providers/make.js";
 import { ProviderCache } from "./provider-cache.js";
 import { openProvider } from "./providers/open.js";
 import { afterFirstEvent } from "./after-first-event.js";
@@ -169,6 +169,8 @@ export interface SessionToolsSpec {
 
 interface Resolved extends ToolConfig {
   provider: Provider;
+  /** The reusable provider this turn was given (null for a described selection). */
+  opened: OpenedProvider | null;
   selection: RuntimeSelection & { model_id: string };
   images: boolean;
 }
@@ -214,6 +216,10 @@ export class Agent {
   private readonly generations = new Map<string, number>();
   /** Providers built for turns, reused while what they were built from is unchanged (`resolve`). */
   private readonly built = new ProviderCache();
+  /** Per shared global settings layer (frozen; a changed file is a new object): its tool configuration. */
+  private readonly toolConfigs = new WeakMap<object, ToolConfig>();
+  /** Per shared custom provider definition: its JSON. */
+  private readonly defJsons = new WeakMap<object, string>();
 
   constructor(private readonly o: AgentOptions) {
     this.settings = o.settings ?? new SettingsStore({ home: o.home, projectDir: o.cwd, env: o.env });
@@ -241,6 +247,21 @@ export class Agent {
       () => undefined,
       () => undefined,
     ));
+  }
+
+  /** `toolConfig` of a shared (frozen, `SettingsStore.loadShared`) global layer, kept while that layer is the same. */
+  private toolConfigOf(global: SettingsLayers["global"], mcpOverride?: Record<string, McpServerDef>): ToolConfig {
+    if (mcpOverride !== undefined) return Agent.toolConfig(global, mcpOverride);
+    let c = this.toolConfigs.get(global);
+    if (c === undefined) this.toolConfigs.set(global, (c = Agent.toolConfig(global)));
+    return c;
+  }
+
+  /** A custom provider definition as JSON (part of a built provider's key), kept per shared definition object. */
+  private defJson(def: object): string {
+    let j = this.defJsons.get(def);
+    if (j === undefined) this.defJsons.set(def, (j = JSON.stringify(def)));
+    return j;
   }
 
   /** The tool part of the settings (global layer), with a session's own MCP servers in place of the settings'. */
@@ -297,7 +318,9 @@ export class Agent {
     let sel: RuntimeSelection;
     let layers;
     try {
-      layers = await this.settings.load();
+      // Shared, frozen layers (the same object while both files and the environment layer are unchanged): the memos
+      // below key on them, so a warm turn only re-checks the files (a `stat` each) and the catalog.
+      layers = await this.settings.loadShared();
       sel = await this.config.runtimeSelection(layers);
     } catch {
       throw new TurnFailure("selection");
@@ -314,6 +337,7 @@ export class Agent {
     const opts: ProviderOptions = { env, ...this.o.providerOptions };
     const images = entry.builtin || entry.def.models.find((m) => m.id === sel.model_id)?.images === true;
     // `describe` (a session's start) checks the definition as creating the provider would, without loading its driver.
+    let opened: OpenedProvider | null = null;
     const open = async (id: string, def: ProviderConfig, creds: CredentialSource): Promise<Provider> => {
       if (selectionOnly) {
         new URL(def.endpoint ?? resolveBaseUrl(def.api, def.baseUrl, opts.env));
@@ -321,8 +345,8 @@ export class Agent {
       }
       // The credential sources read the environment and the auth store at each request; a custom provider's reads
       // its definition, which is part of the key.
-      const key = JSON.stringify([id, def.api, def.baseUrl ?? null, resolveBaseUrl(def.api, def.baseUrl, env), entry.builtin ? null : entry.def]);
-      return this.built.get(key, () => openProvider(id, def, creds, opts));
+      const key = JSON.stringify([id, def.api, def.baseUrl ?? null, resolveBaseUrl(def.api, def.baseUrl, env)]) + (entry.builtin ? "" : this.defJson(entry.def));
+      return (opened = await this.built.get(key, () => openProvider(id, def, creds, opts)));
     };
     let provider: Provider;
     try {
@@ -341,7 +365,7 @@ export class Agent {
     } catch {
       throw new TurnFailure("selection");
     }
-    return { ...Agent.toolConfig(layers.global, mcpOverride), provider, selection: { ...sel, model_id: sel.model_id }, images };
+    return { ...this.toolConfigOf(layers.global, mcpOverride), provider, opened, selection: { ...sel, model_id: sel.model_id }, images };
   }
 
   async runTurn(req: RunTurnRequest): Promise<TurnOutcome> {
@@ -375,8 +399,9 @@ export class Agent {
     void durable.catch(() => undefined);
     const sink = recorder === null ? req.sink : gatedSink(req.sink, durable);
     let outcome: TurnOutcome;
+    const used: { provider: OpenedProvider | null } = { provider: null };
     try {
-      outcome = await this.execute({ ...req, signal: ctl.signal, sink }, recorder, recorder === null ? null : durable);
+      outcome = await this.execute({ ...req, signal: ctl.signal, sink }, recorder, recorder === null ? null : durable, used);
     } catch (e) {
       outcome = fail(e instanceof TurnFailure ? e.reason : "internal");
       if (req.signal.aborted) outcome = { ...outcome, status: "cancelled" };
@@ -397,14 +422,22 @@ export class Agent {
         if (outcome.status === "completed") outcome = { ...outcome, status: "failed", reason: "persistence" };
       }
     }
+    // The next turn's connection opens once this turn's end is written (provider-cache.ts), off its critical path.
+    if (used.provider !== null) this.built.warmAfterTurn(used.provider);
     return outcome;
   }
 
-  private async execute(req: RunTurnRequest, recorder: TurnRecorder | null, durable: Promise<void> | null): Promise<TurnOutcome> {
+  private async execute(
+    req: RunTurnRequest,
+    recorder: TurnRecorder | null,
+    durable: Promise<void> | null,
+    used: { provider: OpenedProvider | null },
+  ): Promise<TurnOutcome> {
     // Skill discovery (stat-only when cached) runs alongside settings resolution; tool-free turns have none.
     const skills = req.noTools === true ? Promise.resolve([]) : this.skills.discover(req.cwd).catch((): Skill[] => []);
     const r = await this.resolve(req.selection, req.mcpServers);
     mark("turn.provider_resolved");
+    used.provider = r.opened;
     if (durable !== null) {
       const inner = r.provider;
       const batches = inner.streamBatches?.bind(inner);

@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { JsonFileMemo, STABLE_AFTER_MS, SYNC_READ_MAX_BYTES } from "../../src/store/settings/locked-json.js";
 import { SettingsStore } from "../../src/store/settings/settings-store.js";
+import { settled } from "../helpers/settled.js";
 
 /** When the file last changed (ms), as the memo reads it: the later of its modification and change times. */
 function changedAt(file: string): number {
@@ -140,4 +141,31 @@ it("reads a file past the synchronous-read bound like a small one: same value, s
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+it("loadShared: the same frozen layers while nothing changed; new ones after an edit or an environment change", async () => {
+  const home = mkdtempSync(join(tmpdir(), "berth-memo-home-"));
+  const project = mkdtempSync(join(tmpdir(), "berth-memo-proj-"));
+  const file = join(home, "settings.json");
+  writeFileSync(file, JSON.stringify({ approval_policy: "always" }));
+  const env: Record<string, string | undefined> = {};
+  const s = new SettingsStore({ home, projectDir: project, env });
+  // Left alone past the stability window (an awaited condition), so the memo remembers the file.
+  await settled(file);
+  const first = await s.loadShared();
+  assert.equal(first.global.approval_policy, "always");
+  assert.equal(await s.loadShared(), first, "unchanged: the very same object");
+  assert.ok(Object.isFrozen(first) && Object.isFrozen(first.global) && Object.isFrozen(first.env));
+  assert.throws(() => ((first.global as Record<string, unknown>)["approval_policy"] = "never"));
+  assert.equal((await s.load()).global.approval_policy, "always", "load() still returns copies of the same content");
+  env["MC_MODEL"] = "other";
+  const second = await s.loadShared();
+  assert.notEqual(second, first);
+  assert.equal(second.env.model, "other");
+  assert.equal(second.global, first.global, "the unchanged file's layer is kept");
+  writeFileSync(join(home, "tmp"), JSON.stringify({ approval_policy: "never" }));
+  renameSync(join(home, "tmp"), file);
+  const third = await s.loadShared();
+  assert.notEqual(third, second);
+  assert.equal(third.global.approval_policy, "never", "an edit is seen by the next call");
 });

@@ -111,7 +111,10 @@ export class ScvSession implements ScvSessionHandle {
       out.pushSeqFrame(prefix, JSON.stringify(text), ++this.seq);
       // The turn's first delta goes out at once: the rest of this step (a short answer's terminal record and
       // completion, written synchronously) would otherwise hold it until the scheduled flush.
-      if (first) out.flushNow();
+      if (first) {
+        out.flushNow();
+        mark("scv.first_delta_written");
+      }
       return true;
     }
     const r = out.emit(() => prefix + JSON.stringify(text) + ',"seq":' + ++this.seq + "}", t.ctl.signal);

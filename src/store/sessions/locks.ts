@@ -161,11 +161,16 @@ interface Parked {
  */
 const MAX_KEPT_MS = 1000;
 
+/** Reader marker paths a `SessionLocks` keeps (more: all are dropped and built again as used). */
+const MAX_MARKERS = 1024;
+
 export class SessionLocks {
   /** Writers' append-lock removals still running on the thread pool, by session (see `releasingAppend`). */
   private readonly releasing = new Map<string, Promise<void>>();
   /** Writers' append locks held between batches, by session. */
   private readonly parked = new Map<string, Parked>();
+  /** Each session's reader marker path (checked every batch: `readerWaits`), built once; at most `MAX_MARKERS`. */
+  private readonly markers = new Map<string, string>();
   private readonly tuning: LockTuning;
 
   constructor(
@@ -207,7 +212,13 @@ export class SessionLocks {
 
   /** The marker directory of readers waiting for the append lock of `id`. */
   private waitMarker(id: string): string {
-    return this.paths.append(id) + ".wait";
+    let m = this.markers.get(id);
+    if (m === undefined) {
+      m = this.paths.append(id) + ".wait";
+      if (this.markers.size >= MAX_MARKERS) this.markers.clear();
+      this.markers.set(id, m);
+    }
+    return m;
   }
 
   /** True when a live reader of another process waits for the append lock (a stale marker is removed). */

@@ -83,8 +83,9 @@ export const SYNC_READ_MAX_BYTES = 64 * 1024;
  * is remembered too. `decode` runs on every (re)read and may throw; a failed read is not remembered. File times
  * are coarse (a few ms), so a file modified within the last `STABLE_AFTER_MS` is not remembered: an in-place
  * rewrite of the same size inside one timestamp tick cannot be missed.
- * Values come back as structured clones, so callers may not alter the memo. Concurrent reads of one identity share
- * one read and decode.
+ * Values come back as structured clones, so callers may not alter the memo; `readShared` returns the memo's own
+ * value instead, deeply frozen, and the same object while the file's identity is remembered (a hot path may key its
+ * own memos on that object). Concurrent reads of one identity share one read and decode.
  */
 export const STABLE_AFTER_MS = 100;
 
@@ -102,6 +103,11 @@ export class JsonFileMemo<T> {
   ) {}
 
   async read(): Promise<T> {
+    return structuredClone(await this.readShared());
+  }
+
+  /** The memo's own value (deeply frozen; see the class contract). */
+  async readShared(): Promise<T> {
     let key: string;
     let stable: boolean;
     let small: boolean;
@@ -121,12 +127,12 @@ export class JsonFileMemo<T> {
         let value: Promise<T>;
         if (small) {
           try {
-            value = Promise.resolve(this.decode(readJsonFileSync(this.path)));
+            value = Promise.resolve(deepFreeze(this.decode(readJsonFileSync(this.path))));
           } catch (e) {
             value = Promise.reject(e instanceof Error ? e : new JsonFileError("unreadable"));
           }
         } else {
-          value = readJsonFile(this.path).then((raw) => this.decode(raw));
+          value = readJsonFile(this.path).then((raw) => deepFreeze(this.decode(raw)));
         }
         const entry = { key, value };
         this.pending = read = entry;
@@ -136,10 +142,19 @@ export class JsonFileMemo<T> {
       const value = await read.value;
       this.value = value;
       if (stable) this.key = key;
-      return structuredClone(value);
+      return value;
     }
-    return structuredClone(this.value) as T;
+    return this.value as T;
   }
+}
+
+/** Freezes `v` and everything reachable from it (decoded JSON: plain objects and arrays). */
+function deepFreeze<T>(v: T): T {
+  if (typeof v === "object" && v !== null && !Object.isFrozen(v)) {
+    Object.freeze(v);
+    for (const x of Object.values(v)) deepFreeze(x);
+  }
+  return v;
 }
 
 export async function writeJsonAtomic(path: string, value: unknown, mode = 0o600): Promise<void> {

@@ -73,6 +73,8 @@ export class SettingsStore {
   private readonly env: EnvLike;
   /** Read-side memos for `load()`; writes always read fresh under the lock. */
   private readonly memo: Record<SettingsScope, JsonFileMemo<Settings>>;
+  /** The last `loadShared()` result. */
+  private shared: Readonly<SettingsLayers> | null = null;
 
   constructor(opts: SettingsStoreOptions) {
     this.globalPath = join(opts.home, "settings.json");
@@ -88,6 +90,19 @@ export class SettingsStore {
   async load(): Promise<SettingsLayers> {
     const [global, project] = await Promise.all([this.readMemo("global"), this.readMemo("project")]);
     return { env: envLayer(this.env), project, global };
+  }
+
+  /**
+   * As `load()` (both files checked, the environment read), without copies: the layers are deeply frozen, and the
+   * very same object is returned while neither file's remembered identity nor the environment layer changed, so a
+   * hot path (a turn's provider resolution) may key its own memos on it. Callers must not mutate it.
+   */
+  async loadShared(): Promise<Readonly<SettingsLayers>> {
+    const [global, project] = await Promise.all([this.readMemo("global", true), this.readMemo("project", true)]);
+    const env = envLayer(this.env);
+    const last = this.shared;
+    if (last !== null && last.global === global && last.project === project && last.env.provider === env.provider && last.env.model === env.model) return last;
+    return (this.shared = Object.freeze({ env: Object.freeze(env), project, global }));
   }
 
   /**
@@ -116,9 +131,9 @@ export class SettingsStore {
     }
   }
 
-  private async readMemo(scope: SettingsScope): Promise<Settings> {
+  private async readMemo(scope: SettingsScope, shared = false): Promise<Settings> {
     try {
-      return await this.memo[scope].read();
+      return await (shared ? this.memo[scope].readShared() : this.memo[scope].read());
     } catch (err) {
       if (err instanceof SettingsError) throw err;
       throw new SettingsError(scope, err instanceof JsonFileError && err.reason === "unreadable" ? "unreadable" : "malformed");
