@@ -161,6 +161,21 @@ interface Parked {
  */
 const MAX_KEPT_MS = 1000;
 
+/**
+ * How long a reader's wait marker makes a writer let it go first, at most (per batch; a reader waits `readerWaitMs`
+ * and then removes its marker, so only a reader killed while waiting leaves one this young).
+ */
+const YIELD_FRESH_MS = 1000;
+
+/** `f()`, or false when it throws. */
+function safelyTrue(f: () => boolean): boolean {
+  try {
+    return f();
+  } catch {
+    return false;
+  }
+}
+
 /** Reader marker paths a `SessionLocks` keeps (more: all are dropped and built again as used). */
 const MAX_MARKERS = 1024;
 
@@ -235,6 +250,24 @@ export class SessionLocks {
     if (mtimeMs >= Date.now() - this.tuning.staleMs) return true;
     safely(() => rmdirSync(this.waitMarker(id)));
     return false;
+  }
+
+  /**
+   * True when a reader of another process asked for the append lock within `YIELD_FRESH_MS` (its marker's age): the
+   * next batch of this process's writer lets it go first (`yieldToReader`). Without this, a writer appending back to
+   * back takes the lock again right after each removal, and a polling reader finds it held until it reports busy.
+   */
+  private readerAsks(id: string): boolean {
+    const st = statSync(this.waitMarker(id), { throwIfNoEntry: false });
+    return st !== undefined && st.mtimeMs >= Date.now() - YIELD_FRESH_MS;
+  }
+
+  /** Waits until no reader of another process asks for the append lock, for at most `YIELD_FRESH_MS`. */
+  private async yieldToReader(id: string): Promise<void> {
+    const until = Date.now() + YIELD_FRESH_MS;
+    for (let delay = 1; safelyTrue(() => this.readerAsks(id)) && Date.now() < until; delay = Math.min(delay * 2, 10)) {
+      await new Promise((r) => setTimeout(r, delay));
+    }
   }
 
   /**
@@ -399,6 +432,11 @@ export class SessionLocks {
    */
   tryAppendNow(id: string, role: "writer" | "reader"): (() => Promise<void>) | null {
     if (role === "writer") {
+      // A reader of another process asked for the lock: it goes first (`acquireAppend` waits for it).
+      if (safelyTrue(() => this.readerAsks(id))) {
+        this.unpark(id);
+        return null;
+      }
       const kept = this.takeParked(id);
       if (kept !== null) return kept;
     }
@@ -424,6 +462,10 @@ export class SessionLocks {
     const opts = APPEND_LOCK;
     const now = this.tryAppendNow(id, role);
     if (now !== null) return now;
+    if (role === "writer") {
+      await this.yieldToReader(id);
+      await this.releasing.get(id);
+    }
     // A reader asks a writer that keeps the lock between batches to remove it (module contract).
     const marker = role === "reader" ? this.waitMarker(id) : null;
     if (marker !== null) safely(() => mkdirSync(marker, { mode: 0o700 }));
