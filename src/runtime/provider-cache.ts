@@ -5,7 +5,8 @@
  * environment or selection builds a new one at the next turn. A few entries, the oldest dropped first.
  *
  * After a turn (`warmAfterTurn`), the provider it used opens its next connection once the turn's terminal event has
- * been written (two event-loop checks later), unless another turn took a provider meanwhile: a server that closes
+ * been written (two event-loop checks later; node-fetch.ts waits for the last connection to be released or closed),
+ * unless another turn took a provider meanwhile: a server that closes
  * each connection after its answer then costs the next turn no `connect` on its critical path (a no-op while a
  * kept-alive connection idles in the pool, and for https: providers; node-fetch.ts `preconnect`). The next turn that
  * takes that same provider within `REWARM_MS` of that warm-up does not warm it again (its connection is open or

@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo, Socket } from "node:net";
 import { test } from "node:test";
 import { createProvider } from "../../src/runtime/providers/index.js";
-import { idleConnections } from "../../src/runtime/providers/node-fetch.js";
+import { idleConnections, nodeFetch, preconnect } from "../../src/runtime/providers/node-fetch.js";
 import { apiKey, collect, request, terminal, textOf } from "./helpers.js";
 import { chatSse } from "../helpers/chat-sse.js";
 
@@ -88,5 +88,40 @@ test("a second provider for the same server reuses the idle pooled connection in
     assert.equal(srv.requests[1], srv.requests[0], "the second request came over the pooled connection");
   } finally {
     await srv.close();
+  }
+});
+
+test("a preconnect while a request's connection is in use waits for it: none if it is pooled, one once it closes", { timeout: 30_000 }, async () => {
+  for (const close of [false, true]) {
+    let finish: (() => void) | null = null;
+    const srv = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream", ...(close ? { connection: "close" } : {}) });
+      res.write("data: first\n\n");
+      finish = () => res.end(chatSse("rest"));
+    });
+    try {
+      const r = await nodeFetch(`${srv.baseUrl}/chat/completions`, { method: "POST", headers: {}, body: "{}", signal: new AbortController().signal });
+      const body = r.body!.getReader();
+      assert.equal((await body.read()).done, false);
+      assert.equal(srv.connections.length, 1);
+      preconnect(srv.baseUrl); // the answer's connection is still in use
+      finish!();
+      while (!(await body.read()).done);
+      if (close) {
+        // The server closed the answer's connection: the waiting preconnect opens one, with no request on it.
+        await srv.waitForConnections(2);
+        assert.equal(srv.requests.length, 1);
+      } else {
+        while (idleConnections(srv.baseUrl) === 0) await new Promise((res) => setImmediate(res));
+        const again = await nodeFetch(`${srv.baseUrl}/chat/completions`, { method: "POST", headers: {}, body: "{}", signal: new AbortController().signal });
+        finish!();
+        const b2 = again.body!.getReader();
+        while (!(await b2.read()).done);
+        assert.deepEqual(srv.connections, [srv.requests[0]], "the kept-alive connection only: nothing opened ahead");
+        assert.equal(srv.requests[1], srv.requests[0]);
+      }
+    } finally {
+      await srv.close();
+    }
   }
 });

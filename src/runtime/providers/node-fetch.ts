@@ -26,14 +26,36 @@ export const SPARE_MS = 10_000;
  * The keep-alive agent of http: providers. It can also open a provider's connection ahead of its first request
  * (`preconnect`, while a fresh process creates its session): the first request to that host and port then takes it
  * instead of connecting. At most one such spare, unreferenced (it never keeps a process alive), closed after
- * `SPARE_MS` unused, dropped if it fails or the server closes it.
+ * `SPARE_MS` unused, dropped if it fails or the server closes it. While a request's connection to that host is
+ * still in use, it waits for it: none is opened if it returns to the pool, one is when it closes.
  */
 class HttpPoolAgent extends HttpAgent {
   private spare: { name: string; socket: Socket; timer: NodeJS.Timeout; drop: () => void } | null = null;
+  /** In-use connections `preconnect` waits on (released to the pool, or closed). */
+  private readonly watched = new WeakSet<Socket>();
 
   preconnect(host: string, port: number): void {
     const name = this.getName({ host, port });
     if (this.spare !== null || (this.freeSockets[name]?.length ?? 0) > 0) return;
+    // A request's connection still in use (a turn ends at the answer's last event, which can come before its
+    // socket is released): it goes back to the pool when kept alive (nothing to open), else it closes (open one then).
+    const busy = this.sockets[name];
+    const inUse = busy?.[busy.length - 1] as Socket | undefined;
+    if (inUse !== undefined && !inUse.destroyed) {
+      if (this.watched.has(inUse)) return;
+      this.watched.add(inUse);
+      const onFree = (): void => {
+        this.watched.delete(inUse);
+        inUse.off("close", onClose);
+      };
+      const onClose = (): void => {
+        this.watched.delete(inUse);
+        inUse.off("free", onFree);
+        this.preconnect(host, port);
+      };
+      inUse.once("free", onFree).once("close", onClose);
+      return;
+    }
     mark("provider.preconnect");
     const socket = super.createConnection({ host, port }) as Socket;
     if (timingEnabled) socket.once("connect", () => mark("provider.preconnected"));
