@@ -13,6 +13,7 @@ import type { AddressInfo, Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Agent } from "../../src/runtime/agent.js";
+import { idleConnections } from "../../src/runtime/providers/node-fetch.js";
 import { chatSse } from "../helpers/chat-sse.js";
 
 async function serve(close: boolean) {
@@ -101,12 +102,20 @@ test("a server closing each connection: the next turn's request comes over a con
 test("a server keeping connections alive: the next turn reuses the pooled connection", { timeout: 60_000 }, async () => {
   const r = await rig(false);
   try {
+    // A turn ends at the answer's last event; its connection goes back to the pool once the response's own end has
+    // been read, a few event-loop turns later. A turn started after that takes the pooled connection.
+    const pooled = async (): Promise<void> => {
+      while (idleConnections(r.srv.url) < 1) await new Promise((res) => setImmediate(res));
+    };
     await r.turn("t1");
+    await pooled();
     await r.turn("t2");
+    await pooled();
     await r.turn("t3");
     assert.equal(r.srv.requests.length, 3);
     assert.equal(r.srv.requests[1], r.srv.requests[0]);
     assert.equal(r.srv.requests[2], r.srv.requests[0]);
+    assert.equal(r.srv.connections.length, 1, "no connection opened ahead while the kept-alive one was in use");
   } finally {
     await r.close();
   }
