@@ -40,7 +40,7 @@ class HttpPoolAgent extends HttpAgent {
     // A request's connection still in use (a turn ends at the answer's last event, which can come before its
     // socket is released): it goes back to the pool when kept alive (nothing to open), else it closes (open one then).
     const busy = this.sockets[name];
-    const inUse = busy?.[busy.length - 1] as Socket | undefined;
+    const inUse = busy?.[busy.length - 1];
     if (inUse !== undefined && !inUse.destroyed) {
       if (this.watched.has(inUse)) return;
       this.watched.add(inUse);
