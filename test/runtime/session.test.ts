@@ -190,6 +190,22 @@ test("steering reaches the model at the next step boundary as its own user messa
   );
 });
 
+test("a steer after the turn's terminal event is refused: no turn is running any more", async () => {
+  await withRig(async ({ fake, hub, rt, next, events }) => {
+    fake.script([{ steps: [{ text: "done" }] }]);
+    // Steered from the terminal event's own delivery, as a door that has just seen it and answers at once.
+    let steered: boolean | null = null;
+    const off = hub.subscribe((e) => {
+      if (terminal(e) && steered === null) steered = rt.steer("one more thing");
+    });
+    rt.submit("hello");
+    assert.equal((await next(terminal)).type, "turn_completed");
+    off();
+    assert.equal(steered, false);
+    assert.equal(events.filter((e) => e.type === "turn_started").length, 1, "the refused steer started no turn");
+  });
+});
+
 test("clear empties the model context; a failed turn's next prompt stands alone", async () => {
   await withRig(async ({ fake, rt, next, events }) => {
     fake.script([{ status: 400, body: "{}" }]);

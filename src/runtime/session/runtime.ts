@@ -286,6 +286,7 @@ export class SessionRuntime {
   private async execute(run: Running, a: Admitted, prompt: string, opts: SubmitOptions): Promise<void> {
     const ref = { sessionId: this.id, turnId: run.turnId };
     const outcome = await runAgentTurn(this.turnCtx, run, a, prompt, opts);
+    run.ended = true;
     this.emit(terminalEvent(ref, outcome, run.origin));
     const ended = a.lease.end().catch(() => undefined);
     this.ending = ended;
@@ -361,11 +362,11 @@ export class SessionRuntime {
 
   /**
    * Injects a user message at the running turn's next step boundary (`steered` is emitted when it is); false when
-   * no turn runs. `ref` is the door's ID for the message, echoed on `steered` (or on `queue_enqueued` as
+   * no turn runs, or its terminal event is already out (it only settles its lease). `ref` is the door's ID for the message, echoed on `steered` (or on `queue_enqueued` as
    * `steerRef` when the turn ended first and the message became a prompt of its own).
    */
   steer(text: string, ref?: string): boolean {
-    if (this.running === null || this.running.ctl.signal.aborted) return false;
+    if (this.running === null || this.running.ended === true || this.running.ctl.signal.aborted) return false;
     this.running.steering.push({ text, ...(ref !== undefined ? { ref } : {}) });
     return true;
   }

@@ -19,6 +19,8 @@ export interface Running {
   /** Steering messages not yet injected; `ref` is the door's own ID for one (e.g. an AHP pending-message ID). */
   steering: Array<{ text: string; ref?: string }>;
   origin?: TurnOrigin;
+  /** Set once the turn's terminal event is out: a door that saw it and then steers is told no turn is running. */
+  ended?: boolean;
 }
 
 export const EMPTY_USAGE = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, requests: 0 };
