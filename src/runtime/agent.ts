@@ -22,16 +22,10 @@
  * which confines file tools to the workspace unless the settings say otherwise.
  */
 import { homedir } from "node:os";
-import { AuthStore } from "../store/auth/auth-store.js";
-import { CatalogCache } from "../store/catalog/cache.js";
-import { builtinBaseUrl, findProvider } from "../store/catalog/providers.js";
 import type { EnvLike } from "../store/home.js";
 import type { History, SessionWriter } from "../store/sessions/index.js";
-import { ConfigService, type RuntimeSelection } from "../store/settings/config.js";
 import type { McpServerDef } from "../store/settings/schema.js";
-import { SettingsStore, type SettingsLayers } from "../store/settings/settings-store.js";
-import { anthropicCredentialSource, codexCredentialSource, CodexTokenRefresher, customCredentialSource } from "./auth/credentials.js";
-import { codexOAuthConfigFromEnv } from "./auth/codex-oauth-config.js";
+import type { SettingsStore } from "../store/settings/settings-store.js";
 import type { ApprovalPolicy } from "./approval.js";
 import { FALLBACK_CONTEXT_WINDOW } from "./context.js";
 import { mark } from "./debug-timing.js";
@@ -40,20 +34,20 @@ import { historyToMessages, type HistoryImage } from "./history.js";
 import { gatedSink } from "./durable-gate.js";
 import { withLifecycle } from "./lifecycle.js";
 import { attachmentNote, MAX_IMAGES, reattachImages } from "./session/attachments.js";
-import { resolveBaseUrl } from "./providers/base-url.js";
-import type { OpenedProvider, ProviderConfig, ProviderOptions } from "./providers/make.js";
-import { ProviderCache } from "./provider-cache.js";
-import { openProvider } from "./providers/open.js";
+import type { OpenedProvider, ProviderOptions } from "./providers/make.js";
 import { afterFirstEvent } from "./after-first-event.js";
 import { DEFAULT_RECORDER_TIMING, TurnRecorder, type RecorderTiming } from "./recorder.js";
 import { buildSystemPrompt } from "./system-prompt.js";
 import type { BashOptions } from "./tools/bash.js";
 import { CHAT_ATTACH_TOOL_NAME } from "./tools/specs.js";
-import { SessionRegistries, type McpServerInfo, type SessionToolInfo, type RegistryLease, type ToolConfig } from "./tool-registries.js";
+import { SessionRegistries, type McpServerInfo, type SessionToolInfo, type RegistryLease } from "./tool-registries.js";
 import { SkillCatalog, type Skill } from "./tools/skills.js";
-import type { CredentialSource, ImagePart, Provider, ProviderRequest, ThinkingLevel, Tool, ToolRisk, UserContent } from "./types.js";
+import type { ImagePart, ProviderRequest, Tool, ToolRisk, UserContent } from "./types.js";
 import type { Workspace } from "./workspace.js";
 import type { UserAttachment } from "../store/sessions/index.js";
+import { TurnFailure, TurnResolver, type Resolved, type SelectionOverride } from "./turn-resolve.js";
+
+export type { SelectionOverride };
 
 export interface AgentOptions {
   /** Resolved MC_HOME. */
@@ -135,14 +129,6 @@ export interface RunTurnRequest {
   attachments?: UserAttachment[];
 }
 
-/** A session's own provider/model/base URL/reasoning; unset fields follow the settings. */
-export interface SelectionOverride {
-  provider?: string;
-  model?: string;
-  baseUrl?: string;
-  reasoning?: ThinkingLevel;
-}
-
 /** The provider and model a session's turns use (for a door's session-started reply). */
 export interface SessionModelInfo {
   providerId: string;
@@ -167,31 +153,7 @@ export interface SessionToolsSpec {
   noTools?: boolean;
 }
 
-interface Resolved extends ToolConfig {
-  provider: Provider;
-  /** The reusable provider this turn was given (null for a described selection). */
-  opened: OpenedProvider | null;
-  selection: RuntimeSelection & { model_id: string };
-  images: boolean;
-}
-
 /** A turn that cannot run, with the reason its outcome reports (thrown inside the agent, caught in `runTurn`). */
-class TurnFailure extends Error {
-  constructor(readonly reason: FailureReason) {
-    super(`turn failed: ${reason}`);
-    this.name = "TurnFailure";
-  }
-}
-
-/** The provider of a `describe` resolution, which never streams. */
-const UNBUILT: Provider = {
-  id: "",
-  api: "openai-chat",
-  stream: () => {
-    throw new Error("a described provider is not built");
-  },
-};
-
 /** The turn loop (and with it tool execution, compaction, sub-agents), loaded once, on a first turn or `warm`. */
 let turnLoop: Promise<typeof import("./turn-loop.js")> | null = null;
 function loadTurnLoop(): Promise<typeof import("./turn-loop.js")> {
@@ -203,10 +165,8 @@ function loadTurnLoop(): Promise<typeof import("./turn-loop.js")> {
 }
 
 export class Agent {
-  private readonly settings: SettingsStore;
-  private readonly config: ConfigService;
-  private readonly auth: AuthStore;
-  private codex: CodexTokenRefresher | null = null;
+  /** Settings → selection, provider and tool configuration, per turn (turn-resolve.ts). */
+  private readonly resolver: TurnResolver;
   /** One tool registry per session (tool-registries.ts). */
   private readonly registries: SessionRegistries;
   private warmed: Promise<void> | null = null;
@@ -214,17 +174,9 @@ export class Agent {
   private readonly skills: SkillCatalog;
   /** Per session, which `openSession` is the latest (a close or a newer open makes an older one a no-op). */
   private readonly generations = new Map<string, number>();
-  /** Providers built for turns, reused while what they were built from is unchanged (`resolve`). */
-  private readonly built = new ProviderCache();
-  /** Per shared global settings layer (frozen; a changed file is a new object): its tool configuration. */
-  private readonly toolConfigs = new WeakMap<object, ToolConfig>();
-  /** Per shared custom provider definition: its JSON. */
-  private readonly defJsons = new WeakMap<object, string>();
 
   constructor(private readonly o: AgentOptions) {
-    this.settings = o.settings ?? new SettingsStore({ home: o.home, projectDir: o.cwd, env: o.env });
-    this.config = new ConfigService({ settings: this.settings, cache: new CatalogCache({ home: o.home }), env: o.env });
-    this.auth = new AuthStore(o.home);
+    this.resolver = new TurnResolver(o);
     this.skills = new SkillCatalog({ mcHome: o.home, userHome: o.env["HOME"] ?? homedir() });
     this.registries = new SessionRegistries({
       home: o.home,
@@ -243,36 +195,10 @@ export class Agent {
    * so a prompt finds it compiled. Doors call it once a session exists or the process is idle. Never rejects.
    */
   warm(): Promise<void> {
-    return (this.warmed ??= Promise.all([loadTurnLoop(), this.resolve().catch(() => null)]).then(
+    return (this.warmed ??= Promise.all([loadTurnLoop(), this.resolver.resolve().catch(() => null)]).then(
       () => undefined,
       () => undefined,
     ));
-  }
-
-  /** `toolConfig` of a shared (frozen, `SettingsStore.loadShared`) global layer, kept while that layer is the same. */
-  private toolConfigOf(global: SettingsLayers["global"], mcpOverride?: Record<string, McpServerDef>): ToolConfig {
-    if (mcpOverride !== undefined) return Agent.toolConfig(global, mcpOverride);
-    let c = this.toolConfigs.get(global);
-    if (c === undefined) this.toolConfigs.set(global, (c = Agent.toolConfig(global)));
-    return c;
-  }
-
-  /** A custom provider definition as JSON (part of a built provider's key), kept per shared definition object. */
-  private defJson(def: object): string {
-    let j = this.defJsons.get(def);
-    if (j === undefined) this.defJsons.set(def, (j = JSON.stringify(def)));
-    return j;
-  }
-
-  /** The tool part of the settings (global layer), with a session's own MCP servers in place of the settings'. */
-  private static toolConfig(global: SettingsLayers["global"], mcpOverride?: Record<string, McpServerDef>): ToolConfig {
-    return {
-      mcp: mcpOverride ?? global.mcp_servers ?? {},
-      keyEnvs: Object.values(global.providers ?? {}).flatMap((p) => (p.api_key_env !== undefined ? [p.api_key_env] : [])),
-      toolSettings: global.tools,
-      autoApproveHosts: global.web_fetch?.auto_approve_hosts ?? [],
-      globalKey: JSON.stringify([global.mcp_servers ?? {}, global.providers ?? {}, global.tools ?? null, global.web_fetch ?? null]),
-    };
   }
 
   /**
@@ -285,10 +211,10 @@ export class Agent {
     const gen = (this.generations.get(s.sessionId) ?? 0) + 1;
     this.generations.set(s.sessionId, gen);
     try {
-      const layers = await this.settings.load();
+      const layers = await this.resolver.settings.load();
       // Closed (or opened again) meanwhile: starting servers now would leak them.
       if (this.generations.get(s.sessionId) !== gen) return;
-      this.registries.acquire(s.sessionId, s.cwd, Agent.toolConfig(layers.global, s.mcpServers)).release();
+      this.registries.acquire(s.sessionId, s.cwd, TurnResolver.toolConfig(layers.global, s.mcpServers)).release();
     } catch {
       // unreadable settings: the first turn reports them
     }
@@ -308,64 +234,6 @@ export class Agent {
   /** The tools a session's registry offers now. */
   toolList(sessionId: string): SessionToolInfo[] {
     return this.registries.tools(sessionId);
-  }
-
-  /**
-   * Reloads settings, resolves the selection and builds this turn's provider (`selectionOnly`, for `describe`: checks
-   * the definition as building would, without loading the provider's driver). Throws a `TurnFailure`.
-   */
-  private async resolve(over: SelectionOverride = {}, mcpOverride?: Record<string, McpServerDef>, selectionOnly = false): Promise<Resolved> {
-    let sel: RuntimeSelection;
-    let layers;
-    try {
-      // Shared, frozen layers (the same object while both files and the environment layer are unchanged): the memos
-      // below key on them, so a warm turn only re-checks the files (a `stat` each) and the catalog.
-      layers = await this.settings.loadShared();
-      sel = await this.config.runtimeSelection(layers);
-    } catch {
-      throw new TurnFailure("selection");
-    }
-    if ((over.provider !== undefined && over.provider !== sel.provider_id) || (over.model !== undefined && over.model !== sel.model_id)) {
-      // Another model than the settings': its catalog metadata is not looked up (the fallback window applies).
-      sel = { ...sel, provider_id: over.provider ?? sel.provider_id, model_id: over.model ?? sel.model_id, context_window: null, max_output_tokens: null };
-    }
-    if (over.reasoning !== undefined) sel = { ...sel, thinking_level: over.reasoning };
-    if (sel.model_id === null) throw new TurnFailure("selection");
-    const env = this.o.env;
-    const entry = findProvider(layers.global, sel.provider_id);
-    if (entry === undefined) throw new TurnFailure("selection");
-    const opts: ProviderOptions = { env, ...this.o.providerOptions };
-    const images = entry.builtin || entry.def.models.find((m) => m.id === sel.model_id)?.images === true;
-    // `describe` (a session's start) checks the definition as creating the provider would, without loading its driver.
-    let opened: OpenedProvider | null = null;
-    const open = async (id: string, def: ProviderConfig, creds: CredentialSource): Promise<Provider> => {
-      if (selectionOnly) {
-        new URL(def.endpoint ?? resolveBaseUrl(def.api, def.baseUrl, opts.env));
-        return UNBUILT;
-      }
-      // The credential sources read the environment and the auth store at each request; a custom provider's reads
-      // its definition, which is part of the key.
-      const key = JSON.stringify([id, def.api, def.baseUrl ?? null, resolveBaseUrl(def.api, def.baseUrl, env)]) + (entry.builtin ? "" : this.defJson(entry.def));
-      return (opened = await this.built.get(key, () => openProvider(id, def, creds, opts)));
-    };
-    let provider: Provider;
-    try {
-      if (!entry.builtin) {
-        provider = await open(entry.id, { api: entry.def.api, baseUrl: over.baseUrl ?? entry.def.base_url }, customCredentialSource(entry.def, env));
-      } else if (entry.id === "anthropic") {
-        provider = await open("anthropic", { api: "anthropic", baseUrl: over.baseUrl ?? builtinBaseUrl("anthropic", env) }, anthropicCredentialSource(env, this.auth));
-      } else {
-        this.codex ??= new CodexTokenRefresher({ store: this.auth, oauth: codexOAuthConfigFromEnv(env) });
-        provider = await open(
-          "openai-codex",
-          { api: "openai-responses", baseUrl: over.baseUrl ?? builtinBaseUrl("openai-codex", env) },
-          codexCredentialSource(this.codex),
-        );
-      }
-    } catch {
-      throw new TurnFailure("selection");
-    }
-    return { ...this.toolConfigOf(layers.global, mcpOverride), provider, opened, selection: { ...sel, model_id: sel.model_id }, images };
   }
 
   async runTurn(req: RunTurnRequest): Promise<TurnOutcome> {
@@ -423,7 +291,7 @@ export class Agent {
       }
     }
     // The next turn's connection opens once this turn's end is written (provider-cache.ts), off its critical path.
-    if (used.provider !== null) this.built.warmAfterTurn(used.provider);
+    if (used.provider !== null) this.resolver.built.warmAfterTurn(used.provider);
     return outcome;
   }
 
@@ -435,7 +303,7 @@ export class Agent {
   ): Promise<TurnOutcome> {
     // Skill discovery (stat-only when cached) runs alongside settings resolution; tool-free turns have none.
     const skills = req.noTools === true ? Promise.resolve([]) : this.skills.discover(req.cwd).catch((): Skill[] => []);
-    const r = await this.resolve(req.selection, req.mcpServers);
+    const r = await this.resolver.resolve(req.selection, req.mcpServers);
     mark("turn.provider_resolved");
     used.provider = r.opened;
     if (durable !== null) {
@@ -530,7 +398,7 @@ export class Agent {
    */
   async describe(selection?: SelectionOverride): Promise<SessionModelInfo | null> {
     try {
-      const r = await this.resolve(selection, undefined, true);
+      const r = await this.resolver.resolve(selection, undefined, true);
       return { providerId: r.selection.provider_id, modelId: r.selection.model_id, contextWindow: r.selection.context_window ?? FALLBACK_CONTEXT_WINDOW, images: r.images };
     } catch {
       return null;
