@@ -10,8 +10,9 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Agent, type SelectionOverride } from "../../src/runtime/agent.js";
+import { Agent } from "../../src/runtime/agent.js";
 import { chatSse } from "../helpers/chat-sse.js";
+import { bareTurns } from "../helpers/bare-turn.js";
 import { settled } from "../helpers/settled.js";
 
 interface Seen {
@@ -55,20 +56,7 @@ async function rig() {
   write(a.url);
   const env: Record<string, string | undefined> = { PATH: process.env["PATH"], MC_HOME: home, FAKE_KEY: "key-1", OTHER_KEY: "key-9" };
   const agent = new Agent({ home, cwd, env });
-  const turn = async (id: string, selection?: SelectionOverride): Promise<void> => {
-    const out = await agent.runTurn({
-      turnId: id,
-      writer: null,
-      history: null,
-      cwd,
-      prompt: "hi",
-      signal: new AbortController().signal,
-      noTools: true,
-      sink: { delta: () => true, event: () => undefined },
-      ...(selection !== undefined ? { selection } : {}),
-    });
-    assert.equal(out.status, "completed");
-  };
+  const turn = bareTurns(agent, cwd);
   return {
     a: a.url,
     b: b.url,

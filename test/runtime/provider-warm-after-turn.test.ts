@@ -15,6 +15,7 @@ import { join } from "node:path";
 import { Agent } from "../../src/runtime/agent.js";
 import { idleConnections } from "../../src/runtime/providers/node-fetch.js";
 import { chatSse } from "../helpers/chat-sse.js";
+import { bareTurns } from "../helpers/bare-turn.js";
 
 async function serve(close: boolean) {
   const connections: number[] = [];
@@ -56,19 +57,7 @@ async function rig(close: boolean) {
     JSON.stringify({ provider: "fake", model: "m", providers: { fake: { api: "openai-chat", base_url: srv.url, auth: "none", models: [{ id: "m" }] } } }),
   );
   const agent = new Agent({ home, cwd, env: { PATH: process.env["PATH"], MC_HOME: home } });
-  const turn = async (id: string): Promise<void> => {
-    const out = await agent.runTurn({
-      turnId: id,
-      writer: null,
-      history: null,
-      cwd,
-      prompt: "hi",
-      signal: new AbortController().signal,
-      noTools: true,
-      sink: { delta: () => true, event: () => undefined },
-    });
-    assert.equal(out.status, "completed");
-  };
+  const turn = bareTurns(agent, cwd);
   return {
     srv,
     turn,
