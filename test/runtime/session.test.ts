@@ -5,12 +5,13 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { Agent } from "../../src/runtime/agent.js";
 import { SessionManager, SessionStore } from "../../src/store/sessions/index.js";
+import { SessionPaths } from "../../src/store/sessions/paths.js";
 import { SessionHub, type SessionEvent, type SessionRuntime } from "../../src/runtime/session/index.js";
 
 interface Rig {
@@ -308,4 +309,37 @@ test("history keeps image paths: earlier images are read again for later request
     },
     { images: true },
   );
+});
+
+test("each turn's user record is written once and reaches the provider once per turn, attachments kept", async () => {
+  await withRig(async ({ fake, rt, next, events, cwd, home }) => {
+    const note = join(cwd, "notes.txt");
+    writeFileSync(note, "n");
+    const prompts = ["first prompt", "second prompt", "third prompt"];
+    for (const [i, p] of prompts.entries()) {
+      const from = events.length;
+      rt.submit(p, i === 1 ? { attachments: [{ kind: "file", path: note, name: "notes.txt" }] } : {});
+      assert.equal((await next(terminal, from)).type, "turn_completed");
+    }
+    const userTexts = (json: unknown): string[] =>
+      (json as { messages: Array<{ role: string; content: string | Array<{ type: string; text?: string }> }> }).messages
+        .filter((m) => m.role === "user")
+        .map((m) => (typeof m.content === "string" ? m.content : m.content.map((c) => c.text ?? "").join("")));
+    assert.equal(fake.requests.length, 3);
+    for (const [i, r] of fake.requests.entries()) {
+      const texts = userTexts(r.json);
+      assert.equal(texts.length, i + 1, `request ${i + 1} carries each turn's user message once`);
+      for (const [j, p] of prompts.slice(0, i + 1).entries()) assert.ok(texts[j]?.startsWith(p), `request ${i + 1}, message ${j + 1}`);
+    }
+    const records = readFileSync(new SessionPaths(home).data(rt.id), "utf8")
+      .split("\n")
+      .filter((l) => l !== "")
+      .map((l) => JSON.parse(l) as { kind: string; text?: string; turn_id?: string; attachments?: unknown[] });
+    const users = records.filter((r) => r.kind === "user");
+    assert.deepEqual(users.map((r) => r.text), prompts);
+    assert.deepEqual(users[1]?.attachments, [{ kind: "file", path: note, name: "notes.txt" }]);
+    const started = events.filter((e) => e.type === "turn_started").map((e) => (e.type === "turn_started" ? e.turnId : ""));
+    assert.deepEqual(users.map((r) => r.turn_id), started);
+    assert.equal(records.filter((r) => r.kind === "terminal").length, 3);
+  });
 });
