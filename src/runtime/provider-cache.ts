@@ -4,9 +4,11 @@
  * request is made: at the turn's start, or after the previous turn as below), and a changed settings file,
  * environment or selection builds a new one at the next turn. A few entries, the oldest dropped first.
  *
- * After a turn (`warmAfterTurn`), the provider it used opens its next connection once the turn's terminal event has
- * been written (two event-loop checks later; node-fetch.ts waits for the last connection to be released or closed),
- * unless another turn took a provider meanwhile: a server that closes
+ * After a turn (`warmAfterTurn`), the provider it used opens its next connection at the next event-loop check (the
+ * turn's terminal event is emitted before it; a door that flushes its frames at a later check writes it right after
+ * the connect's event-loop work; node-fetch.ts waits for the last connection to be released or closed), unless
+ * another turn took a provider meanwhile (two checks later lost that race to clients that answer the terminal frame
+ * at once: docs/scv.md, tenth wave). A server that closes
  * each connection after its answer then costs the next turn no `connect` on its critical path (a no-op while a
  * kept-alive connection idles in the pool, and for https: providers; node-fetch.ts `preconnect`). The next turn that
  * takes that same provider within `REWARM_MS` of that warm-up does not warm it again (its connection is open or
@@ -45,15 +47,13 @@ export class ProviderCache {
     return p;
   }
 
-  /** Opens `p`'s next connection after the current turn's end is written (see the module contract). */
+  /** Opens `p`'s next connection at the next event-loop check (see the module contract). */
   warmAfterTurn(p: OpenedProvider): void {
     const at = this.gets;
-    setImmediate(() =>
-      setImmediate(() => {
-        if (this.gets !== at) return;
-        p.warm();
-        this.warmed = { provider: p, at: this.clock() };
-      }),
-    );
+    setImmediate(() => {
+      if (this.gets !== at) return;
+      p.warm();
+      this.warmed = { provider: p, at: this.clock() };
+    });
   }
 }
