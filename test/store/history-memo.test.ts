@@ -79,3 +79,25 @@ test("a session file replaced by another process is read again", async () => {
   assert.deepEqual(again.records.map((r) => r.kind === "user" && r.text), ["replaced"]);
   await s.release();
 });
+
+test("a session this store created starts with its empty history kept; another process's append still shows", async () => {
+  const h = home();
+  const store = new SessionStore({ home: h });
+  const s = await store.create("/");
+  // Kept from the create (nothing read): equal to a fresh read, under any bounds.
+  const small = { maxBytes: 1 << 20, maxRecords: 1 };
+  assert.deepEqual(await store.readHistory(s.id, small, s.writer), await fresh(h, s.id, small));
+  assert.deepEqual(await store.readHistory(s.id, bounds, s.writer), await fresh(h, s.id));
+  const other = await store.create("/");
+  // Another process appends right after the create, before the first turn reads.
+  appendFileSync(store.paths.data(other.id), JSON.stringify({ seq: 1, at: new Date().toISOString(), kind: "user", turn_id: "x1", text: "theirs" }) + "\n");
+  const seen = await store.readHistory(other.id, bounds, other.writer);
+  assert.deepEqual(seen.records.map((r) => r.kind === "user" && r.text), ["theirs"]);
+  assert.deepEqual(seen, await fresh(h, other.id));
+  // The writer's own first record follows the kept empty window.
+  const third = await store.create("/");
+  await third.writer.append({ kind: "user", turn_id: "t1", text: "mine" }, { sync: true });
+  assert.deepEqual((await store.readHistory(third.id, bounds, third.writer)).records.map((r) => r.kind === "user" && r.text), ["mine"]);
+  assert.deepEqual(await store.readHistory(third.id, bounds, third.writer), await fresh(h, third.id));
+  await Promise.all([s.release(), other.release(), third.release()]);
+});

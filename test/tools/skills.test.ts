@@ -81,6 +81,19 @@ void test("discovery: every root, user roots win over the workspace, cache reval
   assert.deepEqual((await cat.discover(other)).map((s) => s.name), ["alpha", "zeta", "beta", "gamma"]);
 });
 
+void test("discovery: missing roots contribute nothing, and a root created later is found by the next call", async (t) => {
+  const o = layout(t);
+  const cat = new SkillCatalog(o);
+  assert.deepEqual(await cat.discover(o.cwd), [], "every root missing");
+  skill(join(o.cwd, ".agents", "skills"), "w", "late-root", "a root that did not exist at the first call");
+  skill(join(o.mcHome, "skills"), "m", "home-root", "in MC_HOME, created later");
+  assert.deepEqual((await cat.discover(o.cwd)).map((s) => s.name), ["home-root", "late-root"]);
+  // A root that is a file, not a directory, contributes nothing either.
+  writeFileSync(join(o.userHome, ".claude-file"), "x");
+  const asFile = new SkillCatalog({ mcHome: join(o.userHome, ".claude-file"), userHome: o.outside });
+  assert.deepEqual(await asFile.discover(o.outside), []);
+});
+
 void test("discovery bounds: entries examined per root and skills in all", async (t) => {
   const o = layout(t);
   const root = join(o.mcHome, "skills");

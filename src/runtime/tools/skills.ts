@@ -128,8 +128,25 @@ interface RootScan {
   skills: Skill[];
 }
 
+/**
+ * The root's own stamp, synchronously (a metadata call, as `stillValid` makes on every turn): a missing root — the
+ * usual case, several per session — then costs no thread-pool round trip at all, which on a fresh process's first
+ * turn each waited for a turn of a busy event loop (issue 19). `undefined`: another error (the async scan goes on,
+ * as before, and its readdir decides).
+ */
+function rootStat(root: string): { mtimeMs: number; size: number; ino: number } | null | undefined {
+  try {
+    return statSync(root, { throwIfNoEntry: false }) ?? null;
+  } catch {
+    return undefined;
+  }
+}
+
 async function scanRoot(root: string): Promise<RootScan> {
-  const watched: Array<[string, string]> = [[root, stampOf(await statOrNull(root))]];
+  const st = rootStat(root);
+  // Missing: nothing to list (a root created later changes its stamp, so the next revalidation rescans it).
+  if (st === null) return { watched: [[root, stampOf(null)]], skills: [] };
+  const watched: Array<[string, string]> = [[root, stampOf(st ?? null)]];
   const skills: Skill[] = [];
   let names: string[];
   try {

@@ -20,7 +20,8 @@
  *   again — only when one `stat` of the file shows exactly the identity (inode, size, mtime) the writer left it at
  *   and the window still holds the whole file, of at most `MAX_KEPT_HISTORY_BYTES` (memory: each attached session
  *   keeps its records parsed). Anything else (another process wrote, the file was replaced, the
- *   bounds are reached, a write the writer cannot account for) reads the file as before.
+ *   bounds are reached, a write the writer cannot account for) reads the file as before. A session `create` made
+ *   starts with its empty window kept (the header it wrote), under the same `stat` check.
  */
 import { opendir } from "node:fs/promises";
 import { constants as FS, fstatSync, mkdirSync, openSync, statSync, unlinkSync, writeSync } from "node:fs";
@@ -175,7 +176,11 @@ export class SessionStore {
       const lease = this.locks.acquireLease(id);
       const file = this.createFile(id, header);
       const [leaseR, fileR] = await Promise.allSettled([lease, file]);
-      if (leaseR.status === "fulfilled" && fileR.status === "fulfilled") return this.handle(id, header, fileR.value, leaseR.value, 1, false);
+      if (leaseR.status === "fulfilled" && fileR.status === "fulfilled") {
+        const h = this.handle(id, header, fileR.value, leaseR.value, 1, false);
+        this.keepCreated(h.writer, id, header, fileR.value);
+        return h;
+      }
       if (fileR.status === "fulfilled") {
         closeQuietly(fileR.value);
         unlinkQuietly(this.paths.data(id));
@@ -329,10 +334,33 @@ export class SessionStore {
     return historyOf(snap.records, snap.firstSeq, snap.omitted, snap.badLines, snap.torn);
   }
 
+  /**
+   * A session this store has just created holds its header only: its (empty) window is kept for its writer as
+   * `readHistory` keeps one it read, so the first turn of a session created by this process reads nothing (issue 19:
+   * two thread-pool reads before the provider request). Same check at that turn: one `stat` must show the file
+   * exactly as the writer left it. Not kept when the file already holds more than the header we wrote.
+   */
+  private keepCreated(writer: SessionWriter, id: string, header: HeaderRecord, fd: number): void {
+    let version: FileVersion;
+    try {
+      const st = fstatSync(fd);
+      version = { ino: st.ino, size: st.size, mtimeMs: st.mtimeMs };
+    } catch {
+      return;
+    }
+    const headerEnd = Buffer.byteLength(JSON.stringify(header)) + 1;
+    if (version.size !== headerEnd) return;
+    this.memos.set(writer, { id, bounds: null, records: [], firstSeq: null, badLines: 0, headerEnd, lines: 0 });
+    writer.takeWritten(version);
+  }
+
   /** The kept window plus what `writer` wrote since, when the file is exactly as the writer left it; else null. */
   private keptHistory(id: string, bounds: HistoryBounds, writer: SessionWriter): History | null {
     const memo = this.memos.get(writer);
-    if (memo === undefined || memo.id !== id || memo.bounds.maxBytes !== bounds.maxBytes || memo.bounds.maxRecords !== bounds.maxRecords) return null;
+    if (memo === undefined || memo.id !== id) return null;
+    // A created session's window (the whole file, empty) holds under any bounds: the first read's are adopted.
+    memo.bounds ??= bounds;
+    if (memo.bounds.maxBytes !== bounds.maxBytes || memo.bounds.maxRecords !== bounds.maxRecords) return null;
     let now: FileVersion;
     try {
       const st = statSync(this.paths.data(id));
@@ -446,7 +474,8 @@ export const MAX_KEPT_HISTORY_BYTES = 512 * 1024;
 /** A history window kept for one writer: all its records (checkpoints included) and its extent. */
 interface HistoryMemo {
   id: string;
-  bounds: HistoryBounds;
+  /** The bounds it was read under; null for a created session's empty window (any bounds, see `keepCreated`). */
+  bounds: HistoryBounds | null;
   records: StoredRecord[];
   firstSeq: number | null;
   badLines: number;
