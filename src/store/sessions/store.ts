@@ -30,7 +30,7 @@ import { closeQuietly, syncAll, syncData } from "./fdio.js";
 import { defaultSessionId, isValidSessionId, type SessionIdGenerator } from "./ids.js";
 import { DEFAULT_LOCK_TUNING, SessionLocks, type Lease, type LockTuning } from "./locks.js";
 import { INVALID_SESSION_FILE, SessionPaths } from "./paths.js";
-import { FORMAT_VERSION, validateHeader, type HeaderRecord, type RecordKind, type StoredRecord } from "./records.js";
+import { FORMAT_VERSION, validateHeader, type HeaderRecord, type RecordKind } from "./records.js";
 import {
   openForRead,
   readHeader,
@@ -38,7 +38,6 @@ import {
   readTailState,
   readWindow,
   readLinesBefore,
-  sameVersion,
   type FileVersion,
   type RangeRecords,
   type ReuseCheck,
@@ -47,6 +46,9 @@ import {
 } from "./reader.js";
 import { readSidecar, writeSidecar } from "./sidecar.js";
 import { SessionWriter } from "./writer.js";
+import { historyOf, KeptHistories, MAX_KEPT_HISTORY_BYTES, type History, type HistoryBounds } from "./kept-history.js";
+
+export { lastValidCheckpoint, type History, type HistoryBounds } from "./kept-history.js";
 
 export interface SessionStoreOptions {
   /** The resolved Berth home (MC_HOME / BERTH_HOME / ~/.berth); the store never reads the environment. */
@@ -93,22 +95,6 @@ export interface ListPage {
   incomplete: boolean;
 }
 
-export interface HistoryBounds {
-  maxBytes: number;
-  maxRecords: number;
-}
-
-export interface History {
-  /** The last valid compaction checkpoint, if any; `records` are those after its cutoff. */
-  checkpoint: (StoredRecord & { kind: "checkpoint" }) | null;
-  /** Full records (every kind) after the checkpoint cutoff (or all in the window), file order, checkpoints excluded. */
-  records: StoredRecord[];
-  /** False when older records needed for the context lie outside the bounds (no checkpoint covers them). */
-  complete: boolean;
-  badLines: number;
-  torn: boolean;
-}
-
 export const DEFAULT_WINDOW: WindowBounds = { maxBytes: 2 * 1024 * 1024, maxRecords: 100_000, quantumBytes: 64 * 1024 };
 
 export class SessionStore {
@@ -120,7 +106,8 @@ export class SessionStore {
   private readonly sync: (fd: number) => Promise<void>;
   private dirsReady: Promise<void> | null = null;
   /** The history window last read through each writer (see the module contract). */
-  private readonly memos = new WeakMap<SessionWriter, HistoryMemo>();
+  /** History windows kept per writer between turns (kept-history.ts). */
+  private readonly kept = new KeptHistories();
 
   constructor(opts: SessionStoreOptions) {
     this.paths = new SessionPaths(opts.home);
@@ -178,7 +165,7 @@ export class SessionStore {
       const [leaseR, fileR] = await Promise.allSettled([lease, file]);
       if (leaseR.status === "fulfilled" && fileR.status === "fulfilled") {
         const h = this.handle(id, header, fileR.value, leaseR.value, 1, false);
-        this.keepCreated(h.writer, id, header, fileR.value);
+        this.kept.keepCreated(h.writer, id, header, fileR.value);
         return h;
       }
       if (fileR.status === "fulfilled") {
@@ -318,70 +305,19 @@ export class SessionStore {
    */
   async readHistory(id: string, bounds: HistoryBounds, writer?: SessionWriter): Promise<History> {
     if (writer !== undefined) {
-      const kept = this.keptHistory(id, bounds, writer);
+      const kept = this.kept.history(id, bounds, writer, this.paths.data(id));
       if (kept !== null) return kept;
       writer.dropWritten();
-      this.memos.delete(writer);
+      this.kept.forget(writer);
     }
     const snap = await this.readWindow(id, { ...bounds, quantumBytes: 1 });
     if (snap === "unchanged") throw new SessionError("unavailable"); // unreachable: no version passed
     // The whole file in the window, no torn tail: kept for the writer's next turn (see the module contract).
     const small = snap.version.size <= MAX_KEPT_HISTORY_BYTES;
     if (writer !== undefined && small && !snap.omitted && !snap.torn && snap.resume !== null && writer.sessionId === id) {
-      this.memos.set(writer, { id, bounds, records: snap.records, firstSeq: snap.firstSeq, badLines: snap.badLines, headerEnd: snap.resume.windowFrom, lines: snap.resume.lines });
-      writer.takeWritten(snap.version);
+      this.kept.keep(writer, { id, bounds, records: snap.records, firstSeq: snap.firstSeq, badLines: snap.badLines, headerEnd: snap.resume.windowFrom, lines: snap.resume.lines }, snap.version);
     }
     return historyOf(snap.records, snap.firstSeq, snap.omitted, snap.badLines, snap.torn);
-  }
-
-  /**
-   * A session this store has just created holds its header only: its (empty) window is kept for its writer as
-   * `readHistory` keeps one it read, so the first turn of a session created by this process reads nothing (issue 19:
-   * two thread-pool reads before the provider request). Same check at that turn: one `stat` must show the file
-   * exactly as the writer left it. Not kept when the file already holds more than the header we wrote.
-   */
-  private keepCreated(writer: SessionWriter, id: string, header: HeaderRecord, fd: number): void {
-    let version: FileVersion;
-    try {
-      const st = fstatSync(fd);
-      version = { ino: st.ino, size: st.size, mtimeMs: st.mtimeMs };
-    } catch {
-      return;
-    }
-    const headerEnd = Buffer.byteLength(JSON.stringify(header)) + 1;
-    if (version.size !== headerEnd) return;
-    this.memos.set(writer, { id, bounds: null, records: [], firstSeq: null, badLines: 0, headerEnd, lines: 0 });
-    writer.takeWritten(version);
-  }
-
-  /** The kept window plus what `writer` wrote since, when the file is exactly as the writer left it; else null. */
-  private keptHistory(id: string, bounds: HistoryBounds, writer: SessionWriter): History | null {
-    const memo = this.memos.get(writer);
-    if (memo === undefined || memo.id !== id) return null;
-    // A created session's window (the whole file, empty) holds under any bounds: the first read's are adopted.
-    memo.bounds ??= bounds;
-    if (memo.bounds.maxBytes !== bounds.maxBytes || memo.bounds.maxRecords !== bounds.maxRecords) return null;
-    let now: FileVersion;
-    try {
-      const st = statSync(this.paths.data(id));
-      now = { ino: st.ino, size: st.size, mtimeMs: st.mtimeMs };
-    } catch {
-      return null;
-    }
-    const log = writer.takeWritten(now);
-    if (log === null || !sameVersion(log.version, now)) return null;
-    if (now.size > MAX_KEPT_HISTORY_BYTES || now.size - memo.headerEnd > bounds.maxBytes || memo.lines + log.records.length > bounds.maxRecords) return null;
-    let last = memo.records.length > 0 ? (memo.records[memo.records.length - 1] as StoredRecord).seq : 0;
-    for (const r of log.records) {
-      if (r.seq <= last) return null; // a full read would count it a bad line
-      last = r.seq;
-    }
-    if (log.records.length > 0) {
-      memo.records = memo.records.concat(log.records);
-      memo.firstSeq ??= (log.records[0] as StoredRecord).seq;
-      memo.lines += log.records.length;
-    }
-    return historyOf(memo.records, memo.firstSeq, false, memo.badLines, false);
   }
 
   /**
@@ -465,35 +401,6 @@ export class SessionStore {
   }
 }
 
-/**
- * Session files up to this size have their history kept between turns (memory: up to 16 attached sessions, each
- * kept as parsed records); a larger one is read at every admission, as before.
- */
-export const MAX_KEPT_HISTORY_BYTES = 512 * 1024;
-
-/** A history window kept for one writer: all its records (checkpoints included) and its extent. */
-interface HistoryMemo {
-  id: string;
-  /** The bounds it was read under; null for a created session's empty window (any bounds, see `keepCreated`). */
-  bounds: HistoryBounds | null;
-  records: StoredRecord[];
-  firstSeq: number | null;
-  badLines: number;
-  /** Where the window starts: just after the header line. */
-  headerEnd: number;
-  /** Complete lines in the window (bad and unknown ones included). */
-  lines: number;
-}
-
-/** Model-context history of a window's records (see `readHistory`). */
-function historyOf(all: StoredRecord[], firstSeq: number | null, omitted: boolean, badLines: number, torn: boolean): History {
-  const cp = lastValidCheckpoint(all);
-  const records = all.filter((r) => r.kind !== "checkpoint" && (cp === null || r.seq > cp.cutoff_seq));
-  const first = firstSeq ?? Infinity;
-  const complete = cp === null ? !omitted : !(omitted && cp.cutoff_seq + 1 < first);
-  return { checkpoint: cp, records, complete, badLines, torn };
-}
-
 /** Inserts `id` into sorted `into` (code-unit order, as `Array.prototype.sort`), keeping at most `max` entries. */
 function insertSorted(into: string[], id: string, max: number): void {
   let lo = 0;
@@ -522,13 +429,4 @@ function unlinkQuietly(path: string): void {
   } catch {
     /* already gone */
   }
-}
-
-/** The last checkpoint whose cutoff precedes it. */
-export function lastValidCheckpoint(records: StoredRecord[]): (StoredRecord & { kind: "checkpoint" }) | null {
-  for (let i = records.length - 1; i >= 0; i--) {
-    const r = records[i] as StoredRecord;
-    if (r.kind === "checkpoint" && r.cutoff_seq < r.seq) return r;
-  }
-  return null;
 }
