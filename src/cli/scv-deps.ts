@@ -87,8 +87,9 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
 }> {
   const cwd = process.cwd();
   const settings = new SettingsStore({ home: o.home, projectDir: cwd, env: o.env });
-  // Read once, when the first tools are built (a session's start does not wait for it).
-  const maxDepthRead = maxDelegationDepth(settings);
+  // Read once, when the first tools are built (a session's start does not wait for it). Not at build: a first
+  // `session.start` reads the settings only once its file's creation has started (its fsyncs are then under way).
+  let maxDepthRead: Promise<number> | null = null;
   /** This process's own depth among delegated agents (set by the Berth or agent that started it). */
   const ownDepth = envDepth(o.env);
   let reports = 0;
@@ -176,11 +177,11 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
         home: o.home,
         cwd,
         env: o.env,
-        // The store this host already read (the delegation depth, at build): a new session's model resolution then
-        // finds both settings layers decoded instead of reading them again while `session.start` waits.
+        // The store this host reads too (the approval policy, once a session's file is being created): a new
+        // session's model resolution then finds both settings layers decoded instead of reading them again.
         settings,
         sessionTools: async (s) => {
-          const maxDepth = await maxDepthRead;
+          const maxDepth = await (maxDepthRead ??= maxDelegationDepth(settings));
           // Until a delegation tool is first called, its stand-in (definition only) is offered: no child-process code
           // loads before a first request.
           const tools = delegation !== null ? [...delegation.delegates.tools(s, maxDepth), ...delegation.codex.tools(s, maxDepth)] : delegationStandIns(s, maxDepth);
@@ -277,12 +278,13 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
       const describeNew = (agent: Agent): Promise<SessionModelInfo | null> | null =>
         msg.resume === undefined ? agent.describe(Object.keys(selection).length > 0 ? selection : undefined).finally(() => mark("scv.model_resolved")) : null;
       let early = builtRuntime !== null ? describeNew(builtRuntime.agent) : null;
-      // The session file's creation (and fsync) and the settings read overlap the runtime's modules compiling.
-      const policy = approvalPolicy();
       // An explicit attachment for the connection's lifetime: this connection owns the session's writer lease,
       // so its turns reuse it instead of taking the lock again each time.
       const created = msg.resume !== undefined ? Promise.resolve(msg.resume) : manager.create(ws.value);
       created.catch(() => undefined);
+      // The settings are read (a process's first read: both files decoded) once the file's fsyncs are under way,
+      // so that wait, not this request, carries it; the runtime's modules compile inside the same wait.
+      const policy = approvalPolicy();
       // With `deferRuntime` the agent and hub modules may still be unloaded: they load now, while the fsyncs run.
       mark("scv.create_started");
       const built = await loadedRuntime();

@@ -3,8 +3,10 @@
  * fingerprints provider configurations with it on every fresh process's first turn, and loading node:crypto for
  * those few hundred bytes cost ~2–3 ms of that turn (issue 19). Same digests as `createHash("sha256")` (tested);
  * for hashing large or secret data use node:crypto.
+ * All arithmetic stays in int32 (`| 0`, Int32Array): a fresh process runs this in the interpreter, where every uint32
+ * above 2^31 (`>>> 0`, Uint32Array reads) is a heap-allocated number (~30 KB of garbage per call, ~0 now).
  */
-const K = new Uint32Array([
+const K = new Int32Array([
   0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3,
   0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
   0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
@@ -22,42 +24,49 @@ export function sha256Hex(text: string): string {
   const view = new DataView(padded.buffer);
   view.setUint32(padded.length - 8, Math.floor(bitLen / 0x100000000));
   view.setUint32(padded.length - 4, bitLen >>> 0);
-  const h = new Uint32Array([0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]);
-  const w = new Uint32Array(64);
+  const h = new Int32Array([0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]);
+  const w = new Int32Array(64);
   for (let off = 0; off < padded.length; off += 64) {
-    for (let i = 0; i < 16; i++) w[i] = view.getUint32(off + i * 4);
+    for (let i = 0; i < 16; i++) w[i] = view.getInt32(off + i * 4);
     for (let i = 16; i < 64; i++) {
       const a = w[i - 15]!;
       const b = w[i - 2]!;
       const s0 = ((a >>> 7) | (a << 25)) ^ ((a >>> 18) | (a << 14)) ^ (a >>> 3);
       const s1 = ((b >>> 17) | (b << 15)) ^ ((b >>> 19) | (b << 13)) ^ (b >>> 10);
-      w[i] = (w[i - 16]! + s0 + w[i - 7]! + s1) >>> 0;
+      w[i] = (((w[i - 16]! + s0) | 0) + ((w[i - 7]! + s1) | 0)) | 0;
     }
-    let [a, b, c, d, e, f, g, hh] = [h[0]!, h[1]!, h[2]!, h[3]!, h[4]!, h[5]!, h[6]!, h[7]!];
+    let a = h[0]!;
+    let b = h[1]!;
+    let c = h[2]!;
+    let d = h[3]!;
+    let e = h[4]!;
+    let f = h[5]!;
+    let g = h[6]!;
+    let hh = h[7]!;
     for (let i = 0; i < 64; i++) {
       const S1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
-      const t1 = (hh + S1 + ((e & f) ^ (~e & g)) + K[i]! + w[i]!) >>> 0;
+      const t1 = (((hh + S1) | 0) + ((((e & f) ^ (~e & g)) + ((K[i]! + w[i]!) | 0)) | 0)) | 0;
       const S0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
-      const t2 = (S0 + ((a & b) ^ (a & c) ^ (b & c))) >>> 0;
+      const t2 = (S0 + ((a & b) ^ (a & c) ^ (b & c))) | 0;
       hh = g;
       g = f;
       f = e;
-      e = (d + t1) >>> 0;
+      e = (d + t1) | 0;
       d = c;
       c = b;
       b = a;
-      a = (t1 + t2) >>> 0;
+      a = (t1 + t2) | 0;
     }
-    h[0] = (h[0]! + a) >>> 0;
-    h[1] = (h[1]! + b) >>> 0;
-    h[2] = (h[2]! + c) >>> 0;
-    h[3] = (h[3]! + d) >>> 0;
-    h[4] = (h[4]! + e) >>> 0;
-    h[5] = (h[5]! + f) >>> 0;
-    h[6] = (h[6]! + g) >>> 0;
-    h[7] = (hh + h[7]!) >>> 0;
+    h[0] = (h[0]! + a) | 0;
+    h[1] = (h[1]! + b) | 0;
+    h[2] = (h[2]! + c) | 0;
+    h[3] = (h[3]! + d) | 0;
+    h[4] = (h[4]! + e) | 0;
+    h[5] = (h[5]! + f) | 0;
+    h[6] = (h[6]! + g) | 0;
+    h[7] = (h[7]! + hh) | 0;
   }
   let out = "";
-  for (const x of h) out += x.toString(16).padStart(8, "0");
+  for (let i = 0; i < 8; i++) out += (h[i]! >>> 0).toString(16).padStart(8, "0");
   return out;
 }

@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -31,15 +31,21 @@ interface Outcome {
   boot: string;
   terminal: string;
   stderr: string;
+  /** Every frame the server wrote. */
+  lines: string[];
 }
 
-/** `berth stdio` from `root`'s launcher: handshake, session, one turn; the `boot …` mark and the terminal line. */
-function stdioTurn(root: string, fake: FakeProvider, extraEnv: NodeJS.ProcessEnv = {}): Promise<Outcome> {
+/**
+ * `berth stdio` from `root`'s launcher: handshake, session (in `workDir`, else in the state directory), one turn; the
+ * `boot …` mark and the terminal line.
+ */
+function stdioTurn(root: string, fake: FakeProvider, extraEnv: NodeJS.ProcessEnv = {}, workDir?: string): Promise<Outcome> {
   const dir = home(fake);
   const env: NodeJS.ProcessEnv = { PATH: process.env["PATH"], HOME: dir, MC_HOME: dir, BERTH_DEBUG_TIMING: "1", ...extraEnv };
   const child = spawn(join(root, "bin", "berth"), ["stdio"], { env, cwd: dir, stdio: ["pipe", "pipe", "pipe"] });
   let stderr = "";
   let buf = "";
+  const lines: string[] = [];
   child.stderr.setEncoding("utf8").on("data", (d: string) => void (stderr += d));
   const send = (m: unknown): void => void child.stdin.write(JSON.stringify(m) + "\n");
   return new Promise((resolve, reject) => {
@@ -49,8 +55,9 @@ function stdioTurn(root: string, fake: FakeProvider, extraEnv: NodeJS.ProcessEnv
       for (let k; (k = buf.indexOf("\n")) !== -1; ) {
         const line = buf.slice(0, k);
         buf = buf.slice(k + 1);
+        lines.push(line);
         const m = JSON.parse(line) as { type: string; session_id?: string };
-        if (m.type === "initialized") send({ type: "session.start", request_id: "s", cwd: dir });
+        if (m.type === "initialized") send({ type: "session.start", request_id: "s", cwd: workDir ?? dir });
         else if (m.type === "session.started") send({ type: "turn.start", request_id: "t", session_id: m.session_id, prompt: "hello" });
         else if (/^turn\.(completed|failed|cancelled)$/.test(m.type) || m.type === "error") {
           terminal = m.type;
@@ -62,7 +69,7 @@ function stdioTurn(root: string, fake: FakeProvider, extraEnv: NodeJS.ProcessEnv
     child.on("error", reject);
     child.on("close", () => {
       rmSync(dir, { recursive: true, force: true });
-      resolve({ boot: /berth-timing \S+ (boot [^\n]*)/.exec(stderr)?.[1] ?? "(no boot mark)", terminal, stderr });
+      resolve({ boot: /berth-timing \S+ (boot [^\n]*)/.exec(stderr)?.[1] ?? "(no boot mark)", terminal, stderr, lines });
     });
   });
 }
@@ -200,6 +207,33 @@ test("a code-cached first session and turn of berth stdio never requires node:cr
     // The script requires node:fs/promises on first use only, and nothing on this path calls it (settings reads and
     // the skills scan use node:fs's callbacks; scripts/code-cache.mjs LAZY_BUILTINS).
     assert.ok(!required.includes("node:fs/promises") && !required.includes("fs/promises"), "node:fs/promises was required on a first session and turn");
+  } finally {
+    await fake.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("the script's lazy built-ins load on first use: a cached berth stdio turn runs a tool that needs node:fs/promises", { skip: !bundled() && "dist/cold/ is older than the last tsc build", timeout: 60_000 }, async () => {
+  const fake = await startFakeProvider();
+  fake.script([{ steps: [{ toolCall: { id: "c1", name: "ls", arguments: { path: "." } } }] }, { steps: [{ text: "listed" }] }]);
+  const dir = mkdtempSync(join(tmpdir(), "berth-cc-hook-"));
+  try {
+    const traceFile = join(dir, "required.txt");
+    const hook = join(dir, "hook.cjs");
+    writeFileSync(hook, `const M = require("node:module"); const fs = require("node:fs"); const load = M._load;\nM._load = function (id, ...rest) { fs.appendFileSync(${JSON.stringify(traceFile)}, id + "\\n"); return load.call(this, id, ...rest); };\n`);
+    writeFileSync(traceFile, "");
+    const work = join(dir, "work");
+    mkdirSync(work);
+    writeFileSync(join(work, "listed-file.txt"), "x");
+    const r = await stdioTurn(REPO_ROOT, fake, { NODE_OPTIONS: `--require ${hook}` }, work);
+    assert.equal(r.boot, "boot code cache", r.stderr.slice(0, 400));
+    assert.equal(r.terminal, "turn.completed", r.stderr.slice(0, 400));
+    const done = r.lines.map((l) => JSON.parse(l) as { type: string; name?: string; success?: boolean; output?: string }).find((m) => m.type === "tool.completed");
+    assert.equal(done?.name, "ls");
+    assert.equal(done?.success, true, JSON.stringify(done));
+    assert.match(done?.output ?? "", /listed-file\.txt/);
+    // `ls` reads the directory through node:fs/promises, which the script required only then (LAZY_BUILTINS).
+    assert.ok(readFileSync(traceFile, "utf8").split("\n").includes("node:fs/promises"), "node:fs/promises was never required");
   } finally {
     await fake.close();
     rmSync(dir, { recursive: true, force: true });

@@ -10,7 +10,7 @@
  * - `readJsonFile` reports a missing file as `undefined` and throws `JsonFileError` for anything
  *   unreadable or unparseable. Errors never carry file contents; callers must not surface the path.
  */
-import fs, { statSync } from "node:fs";
+import { existsSync, readFile, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { readdir, rm } from "node:fs/promises";
 import { hostname } from "node:os";
 import { basename, dirname, join } from "node:path";
@@ -33,7 +33,7 @@ export const MAX_JSON_FILE_BYTES = 4 * 1024 * 1024;
  * settings read (`berth stdio`'s `session.start`) then loads no node:fs/promises (~1.5–2 ms of module compilation in
  * Node 20; the code-cached script requires it on first use only).
  */
-const readWhole = (path: string): Promise<Buffer> => new Promise((resolve, reject) => fs.readFile(path, (err, data) => (err !== null ? reject(err) : resolve(data))));
+const readWhole = (path: string): Promise<Buffer> => new Promise((resolve, reject) => readFile(path, (err, data) => (err !== null ? reject(err) : resolve(data))));
 
 export async function readJsonFile(path: string): Promise<unknown> {
   let buf: Buffer;
@@ -59,7 +59,7 @@ function parseJsonFile(buf: Buffer): unknown {
 function readJsonFileSync(path: string): unknown {
   let buf: Buffer;
   try {
-    buf = fs.readFileSync(path);
+    buf = readFileSync(path);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
     throw new JsonFileError("unreadable");
@@ -187,7 +187,7 @@ interface LockOwner {
 
 function readLockOwner(path: string): LockOwner | null {
   try {
-    const v = JSON.parse(fs.readFileSync(path, "utf8")) as Partial<LockOwner>;
+    const v = JSON.parse(readFileSync(path, "utf8")) as Partial<LockOwner>;
     if (typeof v.pid === "number" && typeof v.host === "string" && typeof v.token === "string") return v as LockOwner;
   } catch {
     /* missing or torn: unknown owner */
@@ -222,8 +222,8 @@ async function recoverDeadLock(path: string): Promise<void> {
   try {
     const owner = readLockOwner(`${path}.lock.owner`);
     if (owner === null || !ownerDead(owner)) return;
-    fs.rmSync(`${path}.lock.owner`, { force: true });
-    fs.rmSync(`${path}.lock`, { recursive: true, force: true });
+    rmSync(`${path}.lock.owner`, { force: true });
+    rmSync(`${path}.lock`, { recursive: true, force: true });
   } finally {
     await reclaim.release().catch(() => undefined);
   }
@@ -255,16 +255,16 @@ export async function withFileLock<T>(path: string, fn: () => Promise<T>): Promi
       if ((err as { code?: string }).code !== "ELOCKED") throw new JsonFileError("lock_failed");
       await recoverDeadLock(path);
       if (Date.now() >= deadline) throw new JsonFileError("lock_failed");
-      if (fs.existsSync(`${path}.lock`)) await sleep(wait);
+      if (existsSync(`${path}.lock`)) await sleep(wait);
     }
   }
   const ownerPath = `${path}.lock.owner`;
   try {
-    fs.writeFileSync(ownerPath, JSON.stringify({ pid: process.pid, host: HOST, token: PROCESS_TOKEN } satisfies LockOwner), { mode: 0o600 });
+    writeFileSync(ownerPath, JSON.stringify({ pid: process.pid, host: HOST, token: PROCESS_TOKEN } satisfies LockOwner), { mode: 0o600 });
     await removeTempDebris(path);
     return await fn();
   } finally {
-    if (readLockOwner(ownerPath)?.token === PROCESS_TOKEN) fs.rmSync(ownerPath, { force: true });
+    if (readLockOwner(ownerPath)?.token === PROCESS_TOKEN) rmSync(ownerPath, { force: true });
     await held.release().catch(() => undefined);
   }
 }
