@@ -3,7 +3,7 @@ import { it } from "node:test";
 import assert from "node:assert/strict";
 import { TurnStream, jsonEscapedBytes } from "../../src/protocols/app-service/turn-events.js";
 import { projectActivity, projectSummary } from "../../src/protocols/app-service/activity.js";
-import { encodeEvent, encodeNumberedEvent, eventTail } from "../../src/protocols/app-service/output.js";
+import { OutputLimitError, encodeEvent, encodeNumberedEvent, eventTail } from "../../src/protocols/app-service/output.js";
 
 function recorder() {
   const out: Array<{ event: string; payload: Record<string, any> }> = [];
@@ -85,6 +85,17 @@ it("delta payloads and lines are the bytes the object encoding wrote (unicode an
       assert.equal(encodeEvent(`ev-${i + 7}`, "req-\u00e9", sid, "turn.assistant_delta", raw[i]), line);
     }
   });
+});
+
+it("an outbound payload is bounded by its UTF-8 bytes, also when its length is far below the bound", () => {
+  // {"t":"…"} is 8 bytes around the text; "é" is one UTF-16 unit and two UTF-8 bytes.
+  const fill = (bytes: number): Record<string, unknown> => ({ t: "é".repeat((bytes - 8) / 2) });
+  const at = encodeEvent("ev-1", "r", null, "turn.activity", fill(32_768));
+  assert.equal(Buffer.byteLength(JSON.stringify(fill(32_768))), 32_768);
+  assert.ok(at.length < 32_768, "the payload's length alone is under the bound");
+  assert.throws(() => encodeEvent("ev-1", "r", null, "turn.activity", fill(32_770)), OutputLimitError, "one character past the bound");
+  const json = JSON.stringify(fill(32_770));
+  assert.throws(() => encodeNumberedEvent(1, eventTail("r", null, "turn.assistant_delta"), json), OutputLimitError);
 });
 
 it("the text bounds hold exactly on the plain and the escaped paths @req AS-TURN-25", async () => {
