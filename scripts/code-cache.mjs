@@ -56,9 +56,10 @@ const FIRST_TURN_PACKAGES = new Set(["eventsource-parser"]);
  * it for other work (a sidecar's hash, a replay's tail hash). Each becomes an object whose named exports are getters
  * that require the built-in on first access (names listed from this Node at build time). node:fs/promises likewise
  * (~1.5–2 ms): a first `berth stdio` session and turn call none of it (settings reads and the skills scan use
- * node:fs's callbacks), though the session store, settings and tools import it.
+ * node:fs's callbacks), though the session store, settings and tools import it. node:module (~0.4 ms): only the provider
+ * client's load of node:https (an https: provider) calls it.
  */
-const LAZY_BUILTINS = new Set(["node:crypto", "node:fs/promises"]);
+const LAZY_BUILTINS = new Set(["node:crypto", "node:fs/promises", "node:module"]);
 
 /** Bundles the script, ended by a new build ID. */
 export async function buildColdScript() {
