@@ -60,8 +60,9 @@ const FIRST_TURN_PACKAGES = new Set(["eventsource-parser"]);
  * The getters sit on the exported object's prototype, not on the object: esbuild's `__toESM`, run once per importing
  * module, copies a CommonJS module's own properties (a getter and a descriptor per name, ~40–70 names, ~20 importing
  * modules: ~0.3 MB of garbage and ~0.5 ms on a first stdio session), and starts its copy from that prototype.
+ * node:module (~0.4 ms): only the provider client's load of node:https (an https: provider) calls it.
  */
-const LAZY_BUILTINS = new Set(["node:crypto", "node:fs/promises"]);
+const LAZY_BUILTINS = new Set(["node:crypto", "node:fs/promises", "node:module"]);
 
 /** Bundles the script, ended by a new build ID. */
 export async function buildColdScript() {

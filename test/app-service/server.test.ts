@@ -284,6 +284,64 @@ describe("app-service dispatcher", () => {
     await h.done;
   });
 
+  it("writes a turn's terminal event at once, behind every event queued before it", async () => {
+    const input = new PassThrough();
+    const writes: string[] = [];
+    const output = new Writable({
+      write(chunk: Buffer, _e, cb) {
+        writes.push(chunk.toString("utf8"));
+        cb();
+      },
+    });
+    let ctx: RequestContext | undefined;
+    const state = { initialized: false };
+    const server = new AppServiceServer({
+      input,
+      output,
+      state,
+      log: () => undefined,
+      families: [
+        serviceMethods({ info: { serverName: "berth", serverVersion: "0.0.0", transports: ["stdio"] }, state, providerAuthReady: () => Promise.resolve(false) }),
+        {
+          descriptors: [
+            {
+              method: "turn.start",
+              sessionId: "optional",
+              parse: (p) => ({ ok: true, value: p }),
+              handle: (c) => {
+                ctx = c;
+                c.hold();
+                return { payload: { status: "accepted" } };
+              },
+            },
+          ],
+        },
+      ],
+    });
+    const done = server.run();
+    const req = (id: string, method: string, payload: unknown) => input.write(JSON.stringify({ protocol_version: 1, kind: "request", request_id: id, method, payload }) + "\n");
+    const until = async (pred: () => boolean) => {
+      for (let i = 0; i < 1000 && !pred(); i++) await new Promise((r) => setImmediate(r));
+      assert.ok(pred(), "condition not reached");
+    };
+    req("i", "initialize", { supported_protocol_versions: [1] });
+    req("t", "turn.start", {});
+    await until(() => writes.join("").includes('"request_id":"t","session_id":null,"method":"turn.start"'));
+    // The turn's last chunk and its end in one go: the runtime's after-turn work (the provider's next connection) is
+    // queued for the next check phase, where the terminal would otherwise wait behind it.
+    for (let i = 1; i <= 5; i++) void ctx!.emit("turn.assistant_delta", null, { turn_id: "x", sequence: i, text: `d${i}` });
+    void ctx!.emit("turn.terminal", null, { turn_id: "x", status: "completed", sequence: 6 });
+    const lines = writes.join("").split("\n").filter((l) => l.includes('"kind":"event"'));
+    assert.deepEqual(
+      lines.map((l) => (JSON.parse(l) as { event: string; payload: { sequence: number } }).payload.sequence),
+      [1, 2, 3, 4, 5, 6],
+      "the terminal and every delta before it were written before the emit returned, in order",
+    );
+    assert.match(lines[5]!, /"event":"turn.terminal"/);
+    input.end();
+    await done;
+  });
+
   it("writes a turn's first delta at once, not after the rest of the provider chunk it came in", async () => {
     const input = new PassThrough();
     const writes: string[] = [];

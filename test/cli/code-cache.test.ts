@@ -149,7 +149,7 @@ test("a missing, foreign, stale or corrupt cache or script falls back to the mod
   }
 });
 
-test("a code-cached first turn of berth service requires neither better-sqlite3 nor the MCP SDK, ajv, ws or zod", { skip: !bundled() && "dist/cold/ is older than the last tsc build", timeout: 60_000 }, async () => {
+test("a code-cached first turn of berth service requires neither better-sqlite3 nor the MCP SDK, ajv, ws, zod or node:module", { skip: !bundled() && "dist/cold/ is older than the last tsc build", timeout: 60_000 }, async () => {
   const fake = await startFakeProvider({ loop: true });
   const dir = home(fake);
   try {
@@ -184,6 +184,8 @@ test("a code-cached first turn of berth service requires neither better-sqlite3 
     }
     // IDs come from store/random.ts and hashes from core/sha256.ts; the script loads node:crypto on first use only.
     assert.ok(!required.includes("node:crypto") && !required.includes("crypto"), "node:crypto was required on a first session and turn");
+    // node:module is loaded on first use only too (the provider client's load of node:https; this provider is http:).
+    assert.ok(!required.includes("node:module") && !required.includes("module"), "node:module was required on a first turn");
   } finally {
     await fake.close();
     rmSync(dir, { recursive: true, force: true });

@@ -2,8 +2,9 @@
 import { it } from "node:test";
 import assert from "node:assert/strict";
 import { TurnStream, jsonEscapedBytes } from "../../src/protocols/app-service/turn-events.js";
-import { projectActivity, projectSummary } from "../../src/protocols/app-service/activity.js";
-import { encodeEvent, encodeNumberedEvent, eventTail } from "../../src/protocols/app-service/output.js";
+import { activityId, projectActivity, projectSummary } from "../../src/protocols/app-service/activity.js";
+import { createHash } from "node:crypto";
+import { OutputLimitError, encodeEvent, encodeNumberedEvent, eventTail } from "../../src/protocols/app-service/output.js";
 
 function recorder() {
   const out: Array<{ event: string; payload: Record<string, any> }> = [];
@@ -87,6 +88,17 @@ it("delta payloads and lines are the bytes the object encoding wrote (unicode an
   });
 });
 
+it("an outbound payload is bounded by its UTF-8 bytes, also when its length is far below the bound", () => {
+  // {"t":"…"} is 8 bytes around the text; "é" is one UTF-16 unit and two UTF-8 bytes.
+  const fill = (bytes: number): Record<string, unknown> => ({ t: "é".repeat((bytes - 8) / 2) });
+  const at = encodeEvent("ev-1", "r", null, "turn.activity", fill(32_768));
+  assert.equal(Buffer.byteLength(JSON.stringify(fill(32_768))), 32_768);
+  assert.ok(at.length < 32_768, "the payload's length alone is under the bound");
+  assert.throws(() => encodeEvent("ev-1", "r", null, "turn.activity", fill(32_770)), OutputLimitError, "one character past the bound");
+  const json = JSON.stringify(fill(32_770));
+  assert.throws(() => encodeNumberedEvent(1, eventTail("r", null, "turn.assistant_delta"), json), OutputLimitError);
+});
+
 it("the text bounds hold exactly on the plain and the escaped paths @req AS-TURN-25", async () => {
   for (const [a, b] of [["x", "y"], ["é", "ü"], ['"', "\\"]] as const) {
     const r = recorder();
@@ -118,6 +130,21 @@ it("activity IDs are namespace-prefixed SHA-256; stream-level kinds reuse one ID
   assert.ok(!JSON.stringify(tool).includes("passwd") && !JSON.stringify(tool).includes("srv"));
   assert.equal(tool.tool_name, null);
   assert.equal(projectActivity("turn-1", { type: "tool", phase: "proposed", callId: "c", name: "ls", transport: "local" }), null);
+});
+
+it("activity IDs stay the SHA-256 of their namespace and raw identity when recent ones are reused and evicted", () => {
+  const expected = (ns: string, raw: string): string => `${ns}-${createHash("sha256").update(`berth-activity-v1\u0000${ns}\u0000${raw}`).digest("hex")}`;
+  // Past the memo's 256 entries, twice over, with repeats of early and late identities in between.
+  for (let round = 0; round < 2; round++) {
+    for (let i = 0; i < 600; i++) {
+      const ns = i % 3 === 0 ? "context" : i % 3 === 1 ? "lifecycle" : "tool-call";
+      assert.equal(activityId(ns, `turn-${i}`), expected(ns, `turn-${i}`));
+      assert.equal(activityId(ns, `turn-${i}`), expected(ns, `turn-${i}`), "the reused ID");
+      if (i % 50 === 0) assert.equal(activityId("context", "turn-0"), expected("context", "turn-0"));
+    }
+  }
+  assert.notEqual(activityId("usage", "t"), activityId("subagent-usage", "t"));
+  assert.equal(activityId("usage", "é😀"), expected("usage", "é😀"));
 });
 
 it("reasoning summaries are sanitized, capped at 2,048 bytes, and omitted past 16,384 @req AS-TURN-28", () => {

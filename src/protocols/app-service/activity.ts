@@ -21,8 +21,19 @@ export const MAX_SUMMARY_INPUT_BYTES = 16384;
 /** Built-in tools whose names may appear as `tool_name`. */
 export const ALLOWLISTED_TOOLS: ReadonlySet<string> = new Set(["read", "write", "edit", "bash", "grep", "glob", "ls", "todo_write", "task", "read_skill", "web_fetch"]);
 
+/** Recent IDs: a turn's context, usage and reasoning updates and a lifecycle's start and end reuse one ID. */
+const recentIds = new Map<string, string>();
+const MAX_RECENT_IDS = 256;
+
 export function activityId(ns: string, raw: string): string {
-  return `${ns}-${sha256Hex(`berth-activity-v1\u0000${ns}\u0000${raw}`)}`;
+  const input = `berth-activity-v1\u0000${ns}\u0000${raw}`;
+  let id = recentIds.get(input);
+  if (id === undefined) {
+    if (recentIds.size >= MAX_RECENT_IDS) recentIds.clear();
+    id = `${ns}-${sha256Hex(input)}`;
+    recentIds.set(input, id);
+  }
+  return id;
 }
 
 export function projectSummary(text: string): { text: string; redacted: boolean; truncated: boolean } {

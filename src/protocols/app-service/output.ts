@@ -15,7 +15,8 @@ export class OutputLimitError extends Error {
 }
 
 function checkPayload(json: string): void {
-  if (json.length > LIMITS.max_payload_bytes && Buffer.byteLength(json) > LIMITS.max_payload_bytes)
+  // A UTF-8 byte count is between the length and three times it: bytes are counted only when they could exceed.
+  if (json.length * 3 > LIMITS.max_payload_bytes && Buffer.byteLength(json) > LIMITS.max_payload_bytes)
     throw new OutputLimitError("payload");
 }
 

@@ -319,10 +319,12 @@ export class AppServiceServer {
           this.io.send(line);
           // A turn's first delta goes out now, not after the rest of its provider chunk (often hundreds of deltas)
           // was decoded and queued: the output otherwise flushes once per event-loop turn (first-token latency).
+          // Its terminal too, with everything queued before it: the work queued for the next check phase (the
+          // provider's after-turn warm-up, opening its next connection) would otherwise run first.
           if (slot.delta === undefined && event === "turn.assistant_delta") {
             slot.delta = true;
             this.io.flush();
-          }
+          } else if (event === "turn.terminal") this.io.flush();
         }
         return this.io.writable();
       },
