@@ -147,23 +147,38 @@ async function runOnce(door: Door, home: string, env: NodeJS.ProcessEnv, prime: 
   let stderr = "";
   child.stderr.setEncoding("utf8").on("data", (d: string) => void (stderr += d.slice(0, 2000)));
   let buf = "";
-  let waiter: { pred: (l: string) => boolean; resolve: (l: string) => void } | null = null;
-  child.stdout.setEncoding("utf8").on("data", (d: string) => {
-    buf += d;
-    for (let k; (k = buf.indexOf("\n")) !== -1; ) {
-      const line = buf.slice(0, k);
-      buf = buf.slice(k + 1);
-      if (waiter !== null && waiter.pred(line)) {
+  // Every line with its arrival time: a step's line may come in the same chunk as the previous step's (a short turn's
+  // terminal beside its first delta), so a step looks at the lines already read before it waits for more.
+  const lines: Array<{ line: string; at: number }> = [];
+  let next = 0;
+  let waiter: { pred: (l: string) => boolean; resolve: (at: number) => void } | null = null;
+  const scan = (): void => {
+    while (waiter !== null && next < lines.length) {
+      const { line, at } = lines[next++]!;
+      if (waiter.pred(line)) {
         const w = waiter;
         waiter = null;
-        w.resolve(line);
+        w.resolve(at);
       }
     }
+  };
+  child.stdout.setEncoding("utf8").on("data", (d: string) => {
+    const at = performance.now();
+    buf += d;
+    for (let k; (k = buf.indexOf("\n")) !== -1; ) {
+      lines.push({ line: buf.slice(0, k), at });
+      buf = buf.slice(k + 1);
+    }
+    scan();
   });
   const exited = new Promise<void>((r) => child.on("close", () => r()));
-  const until = (pred: (l: string) => boolean): Promise<string> =>
+  /** Resolves with the arrival time of the first unread line matching `pred` (earlier unmatched lines are skipped). */
+  const until = (pred: (l: string) => boolean): Promise<number> =>
     Promise.race([
-      new Promise<string>((resolve) => (waiter = { pred, resolve })),
+      new Promise<number>((resolve) => {
+        waiter = { pred, resolve };
+        scan();
+      }),
       exited.then((): never => {
         throw new Error(`server exited early: ${stderr.slice(0, 400)}`);
       }),
@@ -171,23 +186,20 @@ async function runOnce(door: Door, home: string, env: NodeJS.ProcessEnv, prime: 
   try {
     const initialized = until(door.isInit);
     child.stdin.write(door.init);
-    await initialized;
-    const ready = performance.now() - t0;
+    const ready = (await initialized) - t0;
     let sid: string | null = null;
     const t1 = performance.now();
     const created = until((l) => (sid = door.sessionId(l)) !== null);
     child.stdin.write(sessionLine);
-    await created;
-    const session = performance.now() - t1;
+    const session = (await created) - t1;
     if (prime) return { ready, session, firstDelta: NaN, turn: NaN, cpu: NaN, rss: NaN };
     const c2 = cpuMs(child.pid!);
     const t2 = performance.now();
     const first = until(door.isDelta);
     child.stdin.write(door.turn(sid ?? ""));
-    await first;
-    const firstDelta = performance.now() - t2;
-    const term = await until(door.isTerminal);
-    const turn = performance.now() - t2;
+    const firstDelta = (await first) - t2;
+    let term = "";
+    const turn = (await until((l) => door.isTerminal(l) && (term = l) !== "")) - t2;
     const cpu = cpuMs(child.pid!) - c2;
     if (!/completed/.test(term.slice(0, 200)) && !term.includes('"status":"completed"')) throw new Error(`turn did not complete: ${term.slice(0, 300)}`);
     return { ready, session, firstDelta, turn, cpu, rss: hwmMb(child.pid!) };
