@@ -22,7 +22,7 @@ export function isBuiltin(id: string): id is BuiltinProviderId {
   return (BUILTIN_PROVIDER_IDS as readonly string[]).includes(id);
 }
 
-export function listProviders(global: Settings): ProviderEntry[] {
+function buildList(global: Settings): ProviderEntry[] {
   const out: ProviderEntry[] = BUILTIN_PROVIDER_IDS.map((id) => ({ id, label: id, builtin: true as const }));
   for (const [id, def] of Object.entries(global.providers ?? {})) {
     if (isBuiltin(id) || !isSafeId(id)) continue;
@@ -32,8 +32,33 @@ export function listProviders(global: Settings): ProviderEntry[] {
   return out;
 }
 
+/**
+ * The provider list of a deeply frozen settings layer (the shared layers a turn resolves from:
+ * `SettingsStore.loadShared`), built once per layer object (an edited file is a new object; its entries frozen and
+ * shared); any other layer's is built at each call. Every turn looked its provider up in a list built again (labels
+ * sanitized, IDs checked, sorted) and fingerprinted it again (a `JSON.stringify` of its definition): ~20–40 µs of a
+ * warm turn before its request (docs/scv.md, eleventh wave).
+ */
+const lists = new WeakMap<Settings, readonly ProviderEntry[]>();
+/** Entries of those lists: their fingerprints are kept (`providerFingerprint`). */
+const shared = new WeakSet<ProviderEntry>();
+function entriesOf(global: Settings): readonly ProviderEntry[] {
+  if (!Object.isFrozen(global) || (global.providers !== undefined && !Object.isFrozen(global.providers))) return buildList(global);
+  let list = lists.get(global);
+  if (list === undefined) {
+    list = Object.freeze(buildList(global).map((e) => Object.freeze(e)));
+    for (const e of list) shared.add(e);
+    lists.set(global, list);
+  }
+  return list;
+}
+
+export function listProviders(global: Settings): ProviderEntry[] {
+  return [...entriesOf(global)];
+}
+
 export function findProvider(global: Settings, id: string): ProviderEntry | undefined {
-  return listProviders(global).find((p) => p.id === id);
+  return entriesOf(global).find((p) => p.id === id);
 }
 
 /** Default endpoint bases of the built-ins (overridable through env for tests and proxies). */
@@ -42,7 +67,19 @@ export function builtinBaseUrl(id: BuiltinProviderId, env: EnvLike): string {
   return nonEmpty(env["BERTH_OPENAI_CODEX_BASE_URL"]) ?? "https://chatgpt.com/backend-api/codex";
 }
 
+/** Fingerprints of shared custom entries (`entriesOf`): a custom one depends on its frozen definition alone. */
+const fingerprints = new WeakMap<ProviderEntry, string>();
+
 export function providerFingerprint(entry: ProviderEntry, env: EnvLike): string {
+  if (!entry.builtin && shared.has(entry)) {
+    let fp = fingerprints.get(entry);
+    if (fp === undefined) fingerprints.set(entry, (fp = fingerprintOf(entry, env)));
+    return fp;
+  }
+  return fingerprintOf(entry, env);
+}
+
+function fingerprintOf(entry: ProviderEntry, env: EnvLike): string {
   const config = entry.builtin
     ? { v: 1, id: entry.id, base: builtinBaseUrl(entry.id, env) }
     : {

@@ -10,7 +10,7 @@
  * - `readJsonFile` reports a missing file as `undefined` and throws `JsonFileError` for anything
  *   unreadable or unparseable. Errors never carry file contents; callers must not surface the path.
  */
-import { existsSync, readFile, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readFile, readFileSync, rmSync, statSync, writeFileSync, type BigIntStats } from "node:fs";
 import { readdir, rm } from "node:fs/promises";
 import { hostname } from "node:os";
 import { basename, dirname, join } from "node:path";
@@ -91,6 +91,8 @@ export const STABLE_AFTER_MS = 100;
 
 export class JsonFileMemo<T> {
   private key: string | null = null;
+  /** The identity behind `key` as `stat` gave it (null: none remembered), compared field by field on the hot path. */
+  private ident: BigIntStats | "missing" | null = null;
   private value: T | undefined;
   /** The read under way, by file identity: concurrent reads of an unchanged file share it. */
   private pending: { key: string; value: Promise<T> } | null = null;
@@ -111,8 +113,13 @@ export class JsonFileMemo<T> {
     let key: string;
     let stable: boolean;
     let small: boolean;
+    let identOf: BigIntStats | "missing";
     try {
       const st = statSync(this.path, { bigint: true, throwIfNoEntry: false });
+      // The remembered identity, unchanged (every turn's case): no key string built from five BigInts.
+      const id = this.ident;
+      if (this.key !== null && id !== null && (st === undefined ? id === "missing" : id !== "missing" && sameIdentity(st, id))) return this.value as T;
+      identOf = st ?? "missing";
       small = st === undefined || st.size <= BigInt(SYNC_READ_MAX_BYTES);
       key = st === undefined ? "missing" : `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
       const changedMs = st === undefined ? 0 : Number((st.mtimeNs > st.ctimeNs ? st.mtimeNs : st.ctimeNs) / 1_000_000n);
@@ -122,6 +129,7 @@ export class JsonFileMemo<T> {
     }
     if (key !== this.key) {
       this.key = null;
+      this.ident = null;
       let read = this.pending?.key === key ? this.pending : null;
       if (read === null) {
         let value: Promise<T>;
@@ -141,11 +149,19 @@ export class JsonFileMemo<T> {
       }
       const value = await read.value;
       this.value = value;
-      if (stable) this.key = key;
+      if (stable) {
+        this.key = key;
+        this.ident = identOf;
+      }
       return value;
     }
     return this.value as T;
   }
+}
+
+/** Whether two `stat`s show the same file identity (the fields of `JsonFileMemo`'s key). */
+function sameIdentity(a: BigIntStats, b: BigIntStats): boolean {
+  return a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs && a.dev === b.dev;
 }
 
 /** Freezes `v` and everything reachable from it (decoded JSON: plain objects and arrays). */
