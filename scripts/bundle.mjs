@@ -33,9 +33,10 @@ const result = await build({
       setup(b) {
         b.onLoad({ filter: /\/dist\/src\/.*\.js$/ }, async (args) => {
           let text = await readFile(args.path, "utf8");
-          if (text.includes("import.meta.url")) {
+          if (text.includes("import.meta.url") || text.includes("import.meta.dirname")) {
             const rel = relative(outdir, args.path).split("\\").join("/");
             text = text.replaceAll("import.meta.url", `new URL(${JSON.stringify(rel)}, import.meta.url).href`);
+            text = text.replaceAll("import.meta.dirname", `(import.meta.dirname + ${JSON.stringify("/" + dirname(rel))})`);
           }
           return { contents: text, loader: "js", resolveDir: dirname(args.path) };
         });

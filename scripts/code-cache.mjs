@@ -109,7 +109,9 @@ export async function buildColdScript() {
             if (text.includes("import.meta")) {
               const rel = relative(coldDir, args.path).split("\\").join("/");
               text = text.replaceAll("import.meta.url", `new URL(${JSON.stringify(rel)}, __berth_url).href`);
-              if (text.includes("import.meta")) throw new Error(`${args.path}: import.meta other than import.meta.url cannot go into the CommonJS script`);
+              // import.meta.dirname → the module's own dist/src/ directory, from the script's (a wrapper argument).
+              text = text.replaceAll("import.meta.dirname", `(__dirname + ${JSON.stringify("/" + dirname(rel))})`);
+              if (text.includes("import.meta")) throw new Error(`${args.path}: import.meta other than import.meta.url and import.meta.dirname cannot go into the CommonJS script`);
             }
             return { contents: text, loader: "js", resolveDir: dirname(args.path) };
           });
