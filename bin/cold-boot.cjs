@@ -1,6 +1,6 @@
 "use strict";
-// Loads the CLI of a fresh `berth service` / `berth stdio` / `berth chat` / `magi-code` process from
-// dist/cold/berth.cjs with the V8 code cache made for that command at build time (scripts/code-cache.mjs), so the
+// Loads the CLI of a fresh `berth service` / `berth stdio` / `berth chat` / `magi-code` process from that command's
+// script (dist/cold/berth-<command>.cjs) with the V8 code cache made for it at build time (scripts/code-cache.mjs), so the
 // process neither resolves, links nor compiles ES modules. `load` returns the CLI's exports, or null when the caller
 // must load dist/cold/main.js as before: another command, BERTH_CODE_CACHE=0, no script, no cache for this script and
 // this Node version and architecture, or V8 rejecting the cache (other V8 flags, a corrupt file). It never writes a
@@ -46,7 +46,7 @@ exports.load = function load(command, coldPath) {
   const train = process.env.BERTH_CODE_CACHE_TRAIN;
   delete process.env.BERTH_CODE_CACHE_TRAIN; // not inherited by the processes this one starts
   if (!COLD.has(command) || process.env.BERTH_CODE_CACHE === "0") return null;
-  const file = join(coldDir, "berth.cjs");
+  const file = join(coldDir, `berth-${command}.cjs`);
   let source;
   let cachedData;
   let id;

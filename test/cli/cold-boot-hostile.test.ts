@@ -87,7 +87,7 @@ test("a cache or script that is a FIFO, a device or a huge file falls back quiet
         symlinkSync(fifo, CACHE(r));
       }]);
       cases.push(["the script a FIFO", (r) => {
-        const script = join(r, "dist", "cold", "berth.cjs");
+        const script = join(r, "dist", "cold", "berth-stdio.cjs");
         rmSync(script);
         assert.equal(spawnSync("mkfifo", [script]).status, 0);
       }]);
