@@ -11,9 +11,9 @@
 //   function and ended by a build ID;
 // - `trainCodeCache` runs each of those commands through a session and a turn (the service also through a restarted
 //   service's first replay, see TRAINING) against a loopback fake provider
-//   (Chat Completions SSE) with BERTH_CODE_CACHE_TRAIN set; bin/cold-boot.cjs then writes the script's cache data at
+//   (Chat Completions SSE) with BERTH_CODE_CACHE_TRAIN set; the launcher (bin/berth, bin/magi-code) then writes the script's cache data at
 //   exit, so functions compiled lazily during the turn are in it. The files go to dist/cold/cache/, named by command,
-//   Node version and architecture, and start with the script's build ID: bin/cold-boot.cjs uses a cache only for the
+//   Node version and architecture, and start with the script's build ID: the launcher uses a cache only for the
 //   exact script and Node that made it, and V8 itself rejects data made with other flags.
 // Run by scripts/bundle.mjs (so `npm run build`, `npm ci` / prepare, `npm test` and `npm run bench` all make it).
 import { build } from "esbuild";
@@ -29,14 +29,14 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 const coldDir = join(root, "dist", "cold");
 export const CACHE_DIR = join(coldDir, "cache");
 
-/** The commands that run from a script of their own (bin/cold-boot.cjs: `dist/cold/berth-<command>.cjs`). */
+/** The commands that run from a script of their own (`coldBoot` in bin/berth and bin/magi-code: `dist/cold/berth-<command>.cjs`). */
 export const COLD_COMMANDS = ["service", "stdio", "chat"];
 
 /** The script of `command`. */
 export const scriptOf = (command) => join(coldDir, `berth-${command}.cjs`);
 
 /**
- * The command modules main.js loads that never run from the script of `command` (bin/cold-boot.cjs sends the other
+ * The command modules main.js loads that never run from the script of `command` (the launchers send the other
  * commands to dist/cold/main.js): the non-session commands, and the other session commands, so each script holds
  * only what its own command can reach (`berth stdio` neither the app-service server nor the terminal client, ~25%
  * less source to read and fewer functions to deserialise and instantiate before the handshake).
@@ -121,7 +121,7 @@ async function buildColdScript(command) {
             return undefined;
           });
           b.onLoad({ filter: /.*/, namespace: "not-cold" }, (args) => ({
-            contents: `throw new Error(${JSON.stringify(`berth: ${args.path} is not in dist/cold/berth-${command}.cjs; bin/cold-boot.cjs runs that command from dist/cold/main.js`)});`,
+            contents: `throw new Error(${JSON.stringify(`berth: ${args.path} is not in dist/cold/berth-${command}.cjs; the launcher runs that command from dist/cold/main.js`)});`,
             loader: "js",
           }));
           // import.meta.url → the module's own dist/src/ location, relative to the script's URL (a wrapper argument).
@@ -146,7 +146,7 @@ async function buildColdScript(command) {
   // A dynamic import() left in the script (built-ins loaded on demand, e.g. node:child_process for `bash`) would need
   // vm's importModuleDynamically, which functions restored from a code cache lose (ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING);
   // the script requires them instead, as lazily (each such use takes named exports only), and imports the modules
-  // LEFT_TO_ESM through `__berth_import`, bin/cold-boot.cjs's own import().
+  // LEFT_TO_ESM through `__berth_import`, the launcher's own import().
   text = text.replace(/\bimport\("berth-esm:([^"\\]+)"\)/g, (_, mod) => `__berth_import(new URL(${JSON.stringify(`../src/${mod}`)}, __berth_url).href)`);
   text = text.replace(/\bimport\(("[^"\\]+")\)/g, "Promise.resolve().then(() => require($1))");
   if (/\bimport\(/.test(text)) throw new Error(`${relative(root, script)}: a dynamic import() with a computed specifier cannot go into the CommonJS script`);

@@ -1,6 +1,6 @@
 /**
  * The V8 code cache of a fresh session process (docs/runtime.md, "First turn of a fresh process"): `npm run build` makes
- * dist/cold/berth.cjs and one cache per command (scripts/code-cache.mjs); bin/cold-boot.cjs runs `berth stdio`,
+ * dist/cold/berth-<command>.cjs and its cache, per command (scripts/code-cache.mjs); the launchers run `berth stdio`,
  * `berth service`, `berth chat` and `magi-code` from them, and falls back to the ES module chunks when the cache is
  * missing, made by another Node, made for another build of the script, corrupt, or switched off (BERTH_CODE_CACHE=0).
  * Which path ran is read from BERTH_DEBUG_TIMING's `boot …` mark; every case must still serve a whole turn. The
