@@ -2,19 +2,18 @@
 // The V8 code cache of a fresh process (docs/runtime.md, "First turn of a fresh process"). Node 20 has no compile
 // cache for modules, so `berth service`, `berth stdio`, `berth chat` and `magi-code` can run from one CommonJS file
 // compiled with V8 code cache data instead of the ES module chunks in dist/cold/:
-// - `buildColdScripts` bundles dist/src/cli/main.js into dist/cold/berth-<command>.cjs, one per command (the other
-//   commands' modules left out): one script each (no splitting: a lazy
-//   `import()` of our own modules becomes an esbuild init wrapper, still lazy), packages left in node_modules but the
-//   ESM-only ones and the first turn's SSE parser, built-ins imported on demand required instead, the MCP client
-//   left to the ES module loader, the commands that never run from it (daemon, channel, acp, open, build-info) left
-//   out, whitespace and syntax minified, non-ASCII escaped (a one-byte source string), wrapped in a CommonJS-style
-//   function and ended by a build ID;
+// - `buildColdScripts` bundles dist/src/cli/main.js into dist/cold/berth-<command>.cjs, one script per command (no
+//   splitting: a lazy `import()` of our own modules becomes an esbuild init wrapper, still lazy), packages left in
+//   node_modules but the ESM-only ones and the first turn's SSE parser, built-ins imported on demand required instead,
+//   the MCP client left to the ES module loader, the commands that never run from it (daemon, channel, acp, open,
+//   build-info, and the other session commands) left out, whitespace, syntax and identifiers minified, non-ASCII
+//   escaped (a one-byte source string), wrapped in a CommonJS-style function and ended by a build ID;
 // - `trainCodeCache` runs each of those commands through a session and a turn (the service also through a restarted
-//   service's first replay, see TRAINING) against a loopback fake provider
-//   (Chat Completions SSE) with BERTH_CODE_CACHE_TRAIN set; the launcher (bin/berth, bin/magi-code) then writes the script's cache data at
-//   exit, so functions compiled lazily during the turn are in it. The files go to dist/cold/cache/, named by command,
-//   Node version and architecture, and start with the script's build ID: the launcher uses a cache only for the
-//   exact script and Node that made it, and V8 itself rejects data made with other flags.
+//   service's first replay, see TRAINING) against a loopback fake provider (Chat Completions SSE) with
+//   BERTH_CODE_CACHE_TRAIN set; the launcher (`coldBoot` in bin/berth and bin/magi-code) then writes the script's
+//   cache data at exit, so functions compiled lazily during the turn are in it. The files go to dist/cold/cache/,
+//   named by command, Node version and architecture, and start with the script's build ID: the launcher uses a cache
+//   only for the exact script and Node that made it, and V8 itself rejects data made with other flags.
 // Run by scripts/bundle.mjs (so `npm run build`, `npm ci` / prepare, `npm test` and `npm run bench` all make it).
 import { build } from "esbuild";
 import { spawn } from "node:child_process";
@@ -29,7 +28,7 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 const coldDir = join(root, "dist", "cold");
 export const CACHE_DIR = join(coldDir, "cache");
 
-/** The commands that run from a script of their own (`coldBoot` in bin/berth and bin/magi-code: `dist/cold/berth-<command>.cjs`). */
+/** The commands that run from a script of their own (`dist/cold/berth-<command>.cjs`). */
 export const COLD_COMMANDS = ["service", "stdio", "chat"];
 
 /** The script of `command`. */
@@ -42,8 +41,10 @@ export const scriptOf = (command) => join(coldDir, `berth-${command}.cjs`);
  * less source to read and fewer functions to deserialise and instantiate before the handshake).
  */
 const COMMAND_MODULES = { service: "./service.js", stdio: "./stdio.js", chat: "./chat/index.js" };
-const notCold = (command) =>
-  new Set(["./daemon.js", "./channel.js", "./acp.js", "./open.js", "./build-info.js", ...Object.entries(COMMAND_MODULES).filter(([c]) => c !== command).map(([, m]) => m)]);
+const notCold = (command) => {
+  const others = Object.entries(COMMAND_MODULES).filter(([c]) => c !== command).map(([, m]) => m);
+  return new Set(["./daemon.js", "./channel.js", "./acp.js", "./open.js", "./build-info.js", ...others]);
+};
 
 /**
  * Our modules the script leaves to the ES module loader, by importer and specifier: the MCP client (its SDK, zod and
