@@ -221,7 +221,7 @@ function bundled(): boolean {
   return mtime("dist/cold/main.js") >= mtime("dist/.tsbuildinfo");
 }
 
-/** Whether `commands` run from the code cache (bin/cold-boot.cjs): bundled, a cache for each, not turned off. */
+/** Whether `commands` run from the code cache (the launchers' `coldBoot`): bundled, a cache for each, not turned off. */
 export function codeCached(commands = ["service", "stdio"]): boolean {
   const cache = (cmd: string): boolean => existsSync(join(REPO_ROOT, "dist", "cold", "cache", `${cmd}-${process.version}-${process.arch}.bin`));
   return bundled() && commands.every(cache) && process.env["BENCH_CODE_CACHE"] !== "0";

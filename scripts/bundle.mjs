@@ -9,7 +9,7 @@ import { build } from "esbuild";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
-import { buildColdScript, trainCodeCache } from "./code-cache.mjs";
+import { COLD_COMMANDS, buildColdScripts, scriptOf, trainCodeCache } from "./code-cache.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const outdir = join(root, "dist", "cold");
@@ -33,9 +33,10 @@ const result = await build({
       setup(b) {
         b.onLoad({ filter: /\/dist\/src\/.*\.js$/ }, async (args) => {
           let text = await readFile(args.path, "utf8");
-          if (text.includes("import.meta.url")) {
+          if (text.includes("import.meta.url") || text.includes("import.meta.dirname")) {
             const rel = relative(outdir, args.path).split("\\").join("/");
             text = text.replaceAll("import.meta.url", `new URL(${JSON.stringify(rel)}, import.meta.url).href`);
+            text = text.replaceAll("import.meta.dirname", `(import.meta.dirname + ${JSON.stringify("/" + dirname(rel))})`);
           }
           return { contents: text, loader: "js", resolveDir: dirname(args.path) };
         });
@@ -51,12 +52,12 @@ process.stdout.write(`bundle: ${files.length} files in ${relative(root, outdir)}
 // says so but does not fail (test/cli/code-cache.test.ts does).
 const t1 = Date.now();
 try {
-  await buildColdScript();
+  await buildColdScripts();
   const failed = await trainCodeCache();
   for (const f of failed) process.stderr.write(`bundle: no code cache for ${f}\n`);
-  process.stdout.write(`bundle: ${relative(root, outdir)}/berth.cjs and its code cache (${Date.now() - t1} ms)\n`);
+  process.stdout.write(`bundle: ${relative(root, outdir)}/berth-{${COLD_COMMANDS.join(",")}}.cjs and their code caches (${Date.now() - t1} ms)\n`);
 } catch (err) {
-  await rm(join(outdir, "berth.cjs"), { force: true });
+  for (const command of COLD_COMMANDS) await rm(scriptOf(command), { force: true });
   await rm(join(outdir, "cache"), { recursive: true, force: true });
   process.stderr.write(`bundle: no code cache (${err instanceof Error ? err.message : String(err)})\n`);
 }

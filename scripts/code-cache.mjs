@@ -2,18 +2,18 @@
 // The V8 code cache of a fresh process (docs/runtime.md, "First turn of a fresh process"). Node 20 has no compile
 // cache for modules, so `berth service`, `berth stdio`, `berth chat` and `magi-code` can run from one CommonJS file
 // compiled with V8 code cache data instead of the ES module chunks in dist/cold/:
-// - `buildColdScript` bundles dist/src/cli/main.js into dist/cold/berth.cjs: one script (no splitting: a lazy
-//   `import()` of our own modules becomes an esbuild init wrapper, still lazy), packages left in node_modules but the
-//   ESM-only ones and the first turn's SSE parser, built-ins imported on demand required instead, the MCP client
-//   left to the ES module loader, the commands that never run from it (daemon, channel, acp, open, build-info) left
-//   out, whitespace and syntax minified, non-ASCII escaped (a one-byte source string), wrapped in a CommonJS-style
-//   function and ended by a build ID;
+// - `buildColdScripts` bundles dist/src/cli/main.js into dist/cold/berth-<command>.cjs, one script per command (no
+//   splitting: a lazy `import()` of our own modules becomes an esbuild init wrapper, still lazy), packages left in
+//   node_modules but the ESM-only ones and the first turn's SSE parser, built-ins imported on demand required instead,
+//   the MCP client left to the ES module loader, the commands that never run from it (daemon, channel, acp, open,
+//   build-info, and the other session commands) left out, whitespace, syntax and identifiers minified, non-ASCII
+//   escaped (a one-byte source string), wrapped in a CommonJS-style function and ended by a build ID;
 // - `trainCodeCache` runs each of those commands through a session and a turn (the service also through a restarted
-//   service's first replay, see TRAINING) against a loopback fake provider
-//   (Chat Completions SSE) with BERTH_CODE_CACHE_TRAIN set; bin/cold-boot.cjs then writes the script's cache data at
-//   exit, so functions compiled lazily during the turn are in it. The files go to dist/cold/cache/, named by command,
-//   Node version and architecture, and start with the script's build ID: bin/cold-boot.cjs uses a cache only for the
-//   exact script and Node that made it, and V8 itself rejects data made with other flags.
+//   service's first replay, see TRAINING) against a loopback fake provider (Chat Completions SSE) with
+//   BERTH_CODE_CACHE_TRAIN set; the launcher (`coldBoot` in bin/berth and bin/magi-code) then writes the script's
+//   cache data at exit, so functions compiled lazily during the turn are in it. The files go to dist/cold/cache/,
+//   named by command, Node version and architecture, and start with the script's build ID: the launcher uses a cache
+//   only for the exact script and Node that made it, and V8 itself rejects data made with other flags.
 // Run by scripts/bundle.mjs (so `npm run build`, `npm ci` / prepare, `npm test` and `npm run bench` all make it).
 import { build } from "esbuild";
 import { spawn } from "node:child_process";
@@ -26,11 +26,25 @@ import { fileURLToPath } from "node:url";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const coldDir = join(root, "dist", "cold");
-export const SCRIPT = join(coldDir, "berth.cjs");
 export const CACHE_DIR = join(coldDir, "cache");
 
-/** The commands main.js runs that never run from the script (bin/cold-boot.cjs sends them to dist/cold/main.js). */
-const NOT_COLD = new Set(["./daemon.js", "./channel.js", "./acp.js", "./open.js", "./build-info.js"]);
+/** The commands that run from a script of their own (`dist/cold/berth-<command>.cjs`). */
+export const COLD_COMMANDS = ["service", "stdio", "chat"];
+
+/** The script of `command`. */
+export const scriptOf = (command) => join(coldDir, `berth-${command}.cjs`);
+
+/**
+ * The command modules main.js loads that never run from the script of `command` (the launchers send the other
+ * commands to dist/cold/main.js): the non-session commands, and the other session commands, so each script holds
+ * only what its own command can reach (`berth stdio` neither the app-service server nor the terminal client, ~25%
+ * less source to read and fewer functions to deserialise and instantiate before the handshake).
+ */
+const COMMAND_MODULES = { service: "./service.js", stdio: "./stdio.js", chat: "./chat/index.js" };
+const notCold = (command) => {
+  const others = Object.entries(COMMAND_MODULES).filter(([c]) => c !== command).map(([, m]) => m);
+  return new Set(["./daemon.js", "./channel.js", "./acp.js", "./open.js", "./build-info.js", ...others]);
+};
 
 /**
  * Our modules the script leaves to the ES module loader, by importer and specifier: the MCP client (its SDK, zod and
@@ -64,20 +78,28 @@ const FIRST_TURN_PACKAGES = new Set(["eventsource-parser"]);
  */
 const LAZY_BUILTINS = new Set(["node:crypto", "node:fs/promises", "node:module"]);
 
-/** Bundles the script, ended by a new build ID. */
-export async function buildColdScript() {
+/** Bundles the script of each command in COLD_COMMANDS. */
+export async function buildColdScripts() {
+  await Promise.all(COLD_COMMANDS.map(buildColdScript));
+}
+
+/** Bundles the script of `command`, ended by a new build ID. */
+async function buildColdScript(command) {
   const id = randomBytes(8).toString("hex");
+  const script = scriptOf(command);
+  const NOT_COLD = notCold(command);
   const srcDir = join(root, "dist", "src");
   const mainJs = join(srcDir, "cli", "main.js");
   const result = await build({
     entryPoints: [mainJs],
-    outfile: SCRIPT,
+    outfile: script,
     bundle: true,
     format: "cjs",
     platform: "node",
     target: "node20",
     minifyWhitespace: true,
     minifySyntax: true,
+    minifyIdentifiers: true,
     logLevel: "error",
     banner: { js: "(function (exports, require, module, __filename, __dirname, __berth_url, __berth_import) {" },
     footer: { js: `})\n//berth-build:${id}` },
@@ -95,7 +117,7 @@ export async function buildColdScript() {
             return { contents: `let m; const load = () => (m ??= require(${JSON.stringify(args.path)}));\nmodule.exports = Object.create({\n${getters}\n});\n`, loader: "js" };
           });
           b.onResolve({ filter: /^[^./]/ }, (args) => (ESM_ONLY.has(args.path) || FIRST_TURN_PACKAGES.has(args.path) ? undefined : { path: args.path, external: true }));
-          b.onResolve({ filter: /^\.\/[a-z-]+\.js$/ }, (args) => {
+          b.onResolve({ filter: /^\.\/[a-z/-]+\.js$/ }, (args) => {
             if (args.importer === mainJs && NOT_COLD.has(args.path)) return { path: args.path, namespace: "not-cold" };
             const from = relative(srcDir, args.importer).split("\\").join("/");
             if (LEFT_TO_ESM.get(from) === args.path && args.kind === "dynamic-import") {
@@ -104,7 +126,7 @@ export async function buildColdScript() {
             return undefined;
           });
           b.onLoad({ filter: /.*/, namespace: "not-cold" }, (args) => ({
-            contents: `throw new Error(${JSON.stringify(`berth: ${args.path} is not in dist/cold/berth.cjs; bin/cold-boot.cjs runs that command from dist/cold/main.js`)});`,
+            contents: `throw new Error(${JSON.stringify(`berth: ${args.path} is not in dist/cold/berth-${command}.cjs; the launcher runs that command from dist/cold/main.js`)});`,
             loader: "js",
           }));
           // import.meta.url → the module's own dist/src/ location, relative to the script's URL (a wrapper argument).
@@ -113,7 +135,9 @@ export async function buildColdScript() {
             if (text.includes("import.meta")) {
               const rel = relative(coldDir, args.path).split("\\").join("/");
               text = text.replaceAll("import.meta.url", `new URL(${JSON.stringify(rel)}, __berth_url).href`);
-              if (text.includes("import.meta")) throw new Error(`${args.path}: import.meta other than import.meta.url cannot go into the CommonJS script`);
+              // import.meta.dirname → the module's own dist/src/ directory, from the script's (a wrapper argument).
+              text = text.replaceAll("import.meta.dirname", `(__dirname + ${JSON.stringify("/" + dirname(rel))})`);
+              if (text.includes("import.meta")) throw new Error(`${args.path}: import.meta other than import.meta.url and import.meta.dirname cannot go into the CommonJS script`);
             }
             return { contents: text, loader: "js", resolveDir: dirname(args.path) };
           });
@@ -127,11 +151,11 @@ export async function buildColdScript() {
   // A dynamic import() left in the script (built-ins loaded on demand, e.g. node:child_process for `bash`) would need
   // vm's importModuleDynamically, which functions restored from a code cache lose (ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING);
   // the script requires them instead, as lazily (each such use takes named exports only), and imports the modules
-  // LEFT_TO_ESM through `__berth_import`, bin/cold-boot.cjs's own import().
+  // LEFT_TO_ESM through `__berth_import`, the launcher's own import().
   text = text.replace(/\bimport\("berth-esm:([^"\\]+)"\)/g, (_, mod) => `__berth_import(new URL(${JSON.stringify(`../src/${mod}`)}, __berth_url).href)`);
   text = text.replace(/\bimport\(("[^"\\]+")\)/g, "Promise.resolve().then(() => require($1))");
-  if (/\bimport\(/.test(text)) throw new Error(`${relative(root, SCRIPT)}: a dynamic import() with a computed specifier cannot go into the CommonJS script`);
-  writeFileSync(SCRIPT, text);
+  if (/\bimport\(/.test(text)) throw new Error(`${relative(root, script)}: a dynamic import() with a computed specifier cannot go into the CommonJS script`);
+  writeFileSync(script, text);
 
 }
 

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -18,7 +18,7 @@ function scratch(): string {
   mkdirSync(join(root, "dist", "cold"), { recursive: true });
   mkdirSync(join(root, "dist", "src", "cli"), { recursive: true });
   writeFileSync(join(root, "package.json"), JSON.stringify({ type: "module" }));
-  for (const b of ["berth", "magi-code", "cold-boot.cjs", "package.json"]) copyFileSync(join(REPO_ROOT, "bin", b), join(root, "bin", b));
+  for (const b of ["berth", "magi-code", "package.json"]) copyFileSync(join(REPO_ROOT, "bin", b), join(root, "bin", b));
   const entry = (which: string): string =>
     `export function main(a) { process.stdout.write("${which} main " + a.join(" ") + "\\n"); }\n` +
     `export function magiCode(a) { process.stdout.write("${which} magi " + a.join(" ") + "\\n"); }\n`;
@@ -70,4 +70,20 @@ test("nothing built: the launchers say how to build and exit 70", () => {
   const r = spawnSync(process.execPath, [join(root, "bin", "berth"), "chat"], { encoding: "utf8" });
   assert.equal(r.status, 70);
   assert.match(r.stderr, /^berth: not built \(ERR_MODULE_NOT_FOUND\); run `npm run build`\n$/);
+});
+
+test("nothing built: magi-code says so under its own name", () => {
+  const root = scratch();
+  rmSync(join(root, "dist"), { recursive: true });
+  const r = spawnSync(process.execPath, [join(root, "bin", "magi-code"), "--app", "service"], { encoding: "utf8" });
+  assert.equal(r.status, 70);
+  assert.match(r.stderr, /^magi-code: not built \(ERR_MODULE_NOT_FOUND\); run `npm run build`\n$/);
+});
+
+test("bin/berth and bin/magi-code are one launcher but for the lines marked \"launcher\"", () => {
+  // Each is one file (no boot module to resolve and compile before the handshake), so the code-cache boot is in both.
+  const common = (bin: string): string[] => readFileSync(join(REPO_ROOT, "bin", bin), "utf8").split("\n").filter((l) => !l.includes("// launcher"));
+  assert.deepEqual(common("magi-code"), common("berth"));
+  const marked = readFileSync(join(REPO_ROOT, "bin", "berth"), "utf8").split("\n").filter((l) => l.includes("// launcher"));
+  assert.equal(marked.length, 3, marked.join("\n"));
 });

@@ -1,6 +1,6 @@
 /**
  * The V8 code cache of a fresh session process (docs/runtime.md, "First turn of a fresh process"): `npm run build` makes
- * dist/cold/berth.cjs and one cache per command (scripts/code-cache.mjs); bin/cold-boot.cjs runs `berth stdio`,
+ * dist/cold/berth-<command>.cjs and its cache, per command (scripts/code-cache.mjs); the launchers run `berth stdio`,
  * `berth service`, `berth chat` and `magi-code` from them, and falls back to the ES module chunks when the cache is
  * missing, made by another Node, made for another build of the script, corrupt, or switched off (BERTH_CODE_CACHE=0).
  * Which path ran is read from BERTH_DEBUG_TIMING's `boot …` mark; every case must still serve a whole turn. The
@@ -75,11 +75,23 @@ function stdioTurn(root: string, fake: FakeProvider, extraEnv: NodeJS.ProcessEnv
 }
 
 test("the build made a code cache for each session command, for this Node", { skip: !bundled() && "dist/cold/ is older than the last tsc build" }, () => {
-  for (const command of ["service", "stdio", "chat"]) assert.ok(existsSync(CACHE(REPO_ROOT, command)), `no ${command} cache for ${process.version}`);
-  const script = readFileSync(join(COLD, "berth.cjs"), "latin1");
-  assert.match(script.slice(-64), /\/\/berth-build:[0-9a-f]{16}\s*$/);
-  assert.ok(!/[^\x00-\x7f]/.test(script), "the script is ASCII (a one-byte source string)");
-  assert.ok(!script.includes('require("better-sqlite3")'), "the daemon's SQLite is not in the script");
+  const ids = new Set<string>();
+  for (const command of ["service", "stdio", "chat"]) {
+    assert.ok(existsSync(CACHE(REPO_ROOT, command)), `no ${command} cache for ${process.version}`);
+    const script = readFileSync(join(COLD, `berth-${command}.cjs`), "latin1");
+    const id = /\/\/berth-build:([0-9a-f]{16})\s*$/.exec(script.slice(-64))?.[1];
+    assert.ok(id !== undefined, `${command}: the script ends with its build ID`);
+    ids.add(id);
+    assert.equal(readFileSync(CACHE(REPO_ROOT, command)).toString("latin1", 0, 16), id, `${command}: its cache names its own script's build`);
+    assert.ok(!/[^\x00-\x7f]/.test(script), `${command}: the script is ASCII (a one-byte source string)`);
+    assert.ok(!script.includes('require("better-sqlite3")'), `${command}: the daemon's SQLite is not in the script`);
+    // Each script holds its own command only: the other session commands' modules are left out (a stub in their place).
+    for (const [other, module] of [["service", "./service.js"], ["stdio", "./stdio.js"], ["chat", "./chat/index.js"]] as const) {
+      const stub = `berth: ${module} is not in dist/cold/berth-${command}.cjs`;
+      assert.equal(script.includes(stub), other !== command, `${command}: ${module} ${other === command ? "in" : "left out of"} its script`);
+    }
+  }
+  assert.equal(ids.size, 3, "one build per script");
 });
 
 test("berth stdio runs from the code cache, and without it (BERTH_CODE_CACHE=0) from the modules", { skip: !bundled() && "dist/cold/ is older than the last tsc build", timeout: 60_000 }, async () => {
@@ -130,10 +142,10 @@ test("a missing, foreign, stale or corrupt cache or script falls back to the mod
       // A script that does not compile (its build ID kept, so only V8's own check, the length, tells the cache is
       // not its own: an edit of the same length is not caught, which is why dist/cold/ is only ever rebuilt).
       ["broken script", (r) => {
-        const file = join(r, "dist", "cold", "berth.cjs");
+        const file = join(r, "dist", "cold", "berth-stdio.cjs");
         writeFileSync(file, "}}}" + readFileSync(file, "latin1"));
       }, "boot esm (script failed to compile)"],
-      ["deleted script", (r) => rmSync(join(r, "dist", "cold", "berth.cjs")), "boot esm (no code cache)"],
+      ["deleted script", (r) => rmSync(join(r, "dist", "cold", "berth-stdio.cjs")), "boot esm (no code cache)"],
     ];
     for (const [name, damage, boot] of cases) {
       const root = fresh();

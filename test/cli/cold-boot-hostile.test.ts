@@ -1,5 +1,5 @@
 /**
- * The code-cache boot (bin/cold-boot.cjs) against files that are not what they should be: the cache or the script
+ * The code-cache boot (the launchers' `coldBoot`) against files that are not what they should be: the cache or the script
  * replaced by a symlink to a FIFO (reading it would block forever), to /dev/zero (a read that never ends), or by a
  * file far larger than any cache. Each must fall back quietly to the ES modules and serve, never hang. Runs on a copy
  * of the launchers and dist/cold/ in a scratch tree (dist/src and node_modules linked), so the repository's own files
@@ -87,7 +87,7 @@ test("a cache or script that is a FIFO, a device or a huge file falls back quiet
         symlinkSync(fifo, CACHE(r));
       }]);
       cases.push(["the script a FIFO", (r) => {
-        const script = join(r, "dist", "cold", "berth.cjs");
+        const script = join(r, "dist", "cold", "berth-stdio.cjs");
         rmSync(script);
         assert.equal(spawnSync("mkfifo", [script]).status, 0);
       }]);

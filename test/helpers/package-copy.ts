@@ -16,7 +16,7 @@ export const COLD = join(REPO_ROOT, "dist", "cold");
 export const bundled = (): boolean =>
   existsSync(join(COLD, "main.js")) && statSync(join(COLD, "main.js")).mtimeMs >= statSync(join(REPO_ROOT, "dist", ".tsbuildinfo")).mtimeMs;
 
-/** The code cache of `command` under a package root, as bin/cold-boot.cjs names it. */
+/** The code cache of `command` under a package root, as the launchers (bin/berth, bin/magi-code) name it. */
 export const cachePath = (root: string, command: string, version = process.version): string =>
   join(root, "dist", "cold", "cache", `${command}-${version}-${process.arch}.bin`);
 
@@ -24,7 +24,7 @@ export const cachePath = (root: string, command: string, version = process.versi
 export function packageCopy(prefix: string): string {
   const root = mkdtempSync(join(tmpdir(), prefix));
   mkdirSync(join(root, "bin"));
-  for (const f of ["berth", "magi-code", "cold-boot.cjs", "package.json"]) cpSync(join(REPO_ROOT, "bin", f), join(root, "bin", f), { preserveTimestamps: true });
+  for (const f of ["berth", "magi-code", "package.json"]) cpSync(join(REPO_ROOT, "bin", f), join(root, "bin", f), { preserveTimestamps: true });
   cpSync(join(REPO_ROOT, "package.json"), join(root, "package.json"));
   cpSync(COLD, join(root, "dist", "cold"), { recursive: true, preserveTimestamps: true });
   cpSync(join(REPO_ROOT, "dist", ".tsbuildinfo"), join(root, "dist", ".tsbuildinfo"), { preserveTimestamps: true });
