@@ -2,7 +2,8 @@
  * `npm run bench`: runs every `dist/bench/**\/*.bench.js` module and prints one JSON object per figure.
  * A bench module default-exports `async () => Figure[]`. Filter with substrings as arguments.
  */
-import { readdirSync, statSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
@@ -28,6 +29,10 @@ const files: string[] = [];
   }
 })(here);
 
+// The benches' state roots and workspaces go under one directory of this run (children inherit TMPDIR), removed at
+// the end.
+const scratch = mkdtempSync(join(tmpdir(), "berth-bench-"));
+process.env["TMPDIR"] = scratch;
 let failed = false;
 for (const f of files) {
   const rel = relative(here, f);
@@ -40,4 +45,5 @@ for (const f of files) {
     process.stdout.write(JSON.stringify({ bench: rel, error: err instanceof Error ? err.message : String(err) }) + "\n");
   }
 }
+rmSync(scratch, { recursive: true, force: true, maxRetries: 3 });
 process.exitCode = failed ? 1 : 0;

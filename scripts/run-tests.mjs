@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Runs every compiled test file (dist/test/**/*.test.js) with node's built-in runner.
 // Node 20's --test takes no globs, so the list is built here. Extra args filter by substring.
-import { readdirSync, statSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -51,8 +52,13 @@ if (chosen.length === 0) {
 // several times as long. It only ends a run that is hung anyway. A long fuzz run (FUZZ_COUNT set, `npm run fuzz`)
 // gets none.
 const timeout = process.env.FUZZ_COUNT === undefined ? ["--test-timeout=300000"] : [];
+// Every temporary directory the tests and the processes they spawn make (state roots, workspaces, sockets, the
+// browser's profile) goes under one directory of this run, removed when the run ends, whatever the tests left.
+const scratch = mkdtempSync(join(tmpdir(), "bt-"));
 const r = spawnSync(process.execPath, ["--test", "--test-concurrency=2", ...timeout, ...chosen], {
   stdio: "inherit",
   cwd: root,
+  env: { ...process.env, TMPDIR: scratch },
 });
+rmSync(scratch, { recursive: true, force: true, maxRetries: 3 });
 process.exit(r.status ?? 1);
