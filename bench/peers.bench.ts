@@ -147,38 +147,29 @@ async function runOnce(door: Door, home: string, env: NodeJS.ProcessEnv, prime: 
   let stderr = "";
   child.stderr.setEncoding("utf8").on("data", (d: string) => void (stderr += d.slice(0, 2000)));
   let buf = "";
-  // Every line with its arrival time: a step's line may come in the same chunk as the previous step's (a short turn's
-  // terminal beside its first delta), so a step looks at the lines already read before it waits for more.
-  const lines: Array<{ line: string; at: number }> = [];
-  let next = 0;
-  let waiter: { pred: (l: string) => boolean; resolve: (at: number) => void } | null = null;
-  const scan = (): void => {
-    while (waiter !== null && next < lines.length) {
-      const { line, at } = lines[next++]!;
-      if (waiter.pred(line)) {
-        const w = waiter;
-        waiter = null;
-        w.resolve(at);
-      }
-    }
-  };
+  // Each step's waiter is registered before its request is written, and every waiter sees every line that arrives
+  // after it: a short turn's terminal may come in the same stdout chunk as its first delta.
+  const waiters: Array<{ pred: (l: string) => boolean; resolve: (at: number) => void }> = [];
   child.stdout.setEncoding("utf8").on("data", (d: string) => {
     const at = performance.now();
     buf += d;
     for (let k; (k = buf.indexOf("\n")) !== -1; ) {
-      lines.push({ line: buf.slice(0, k), at });
+      const line = buf.slice(0, k);
       buf = buf.slice(k + 1);
+      for (let i = 0; i < waiters.length; i++) {
+        const w = waiters[i]!;
+        if (w.pred(line)) {
+          waiters.splice(i--, 1);
+          w.resolve(at);
+        }
+      }
     }
-    scan();
   });
   const exited = new Promise<void>((r) => child.on("close", () => r()));
-  /** Resolves with the arrival time of the first unread line matching `pred` (earlier unmatched lines are skipped). */
+  /** Resolves with the arrival time of the first line matching `pred` from now on. */
   const until = (pred: (l: string) => boolean): Promise<number> =>
     Promise.race([
-      new Promise<number>((resolve) => {
-        waiter = { pred, resolve };
-        scan();
-      }),
+      new Promise<number>((resolve) => waiters.push({ pred, resolve })),
       exited.then((): never => {
         throw new Error(`server exited early: ${stderr.slice(0, 400)}`);
       }),
@@ -196,10 +187,11 @@ async function runOnce(door: Door, home: string, env: NodeJS.ProcessEnv, prime: 
     const c2 = cpuMs(child.pid!);
     const t2 = performance.now();
     const first = until(door.isDelta);
+    let term = "";
+    const terminal = until((l) => door.isTerminal(l) && (term = l) !== "");
     child.stdin.write(door.turn(sid ?? ""));
     const firstDelta = (await first) - t2;
-    let term = "";
-    const turn = (await until((l) => door.isTerminal(l) && (term = l) !== "")) - t2;
+    const turn = (await terminal) - t2;
     const cpu = cpuMs(child.pid!) - c2;
     if (!/completed/.test(term.slice(0, 200)) && !term.includes('"status":"completed"')) throw new Error(`turn did not complete: ${term.slice(0, 300)}`);
     return { ready, session, firstDelta, turn, cpu, rss: hwmMb(child.pid!) };
