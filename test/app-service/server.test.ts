@@ -285,52 +285,11 @@ describe("app-service dispatcher", () => {
   });
 
   it("writes a turn's terminal event at once, behind every event queued before it", async () => {
-    const input = new PassThrough();
-    const writes: string[] = [];
-    const output = new Writable({
-      write(chunk: Buffer, _e, cb) {
-        writes.push(chunk.toString("utf8"));
-        cb();
-      },
-    });
-    let ctx: RequestContext | undefined;
-    const state = { initialized: false };
-    const server = new AppServiceServer({
-      input,
-      output,
-      state,
-      log: () => undefined,
-      families: [
-        serviceMethods({ info: { serverName: "berth", serverVersion: "0.0.0", transports: ["stdio"] }, state, providerAuthReady: () => Promise.resolve(false) }),
-        {
-          descriptors: [
-            {
-              method: "turn.start",
-              sessionId: "optional",
-              parse: (p) => ({ ok: true, value: p }),
-              handle: (c) => {
-                ctx = c;
-                c.hold();
-                return { payload: { status: "accepted" } };
-              },
-            },
-          ],
-        },
-      ],
-    });
-    const done = server.run();
-    const req = (id: string, method: string, payload: unknown) => input.write(JSON.stringify({ protocol_version: 1, kind: "request", request_id: id, method, payload }) + "\n");
-    const until = async (pred: () => boolean) => {
-      for (let i = 0; i < 1000 && !pred(); i++) await new Promise((r) => setImmediate(r));
-      assert.ok(pred(), "condition not reached");
-    };
-    req("i", "initialize", { supported_protocol_versions: [1] });
-    req("t", "turn.start", {});
-    await until(() => writes.join("").includes('"request_id":"t","session_id":null,"method":"turn.start"'));
+    const { input, writes, ctx, done } = await heldTurn();
     // The turn's last chunk and its end in one go: the runtime's after-turn work (the provider's next connection) is
     // queued for the next check phase, where the terminal would otherwise wait behind it.
-    for (let i = 1; i <= 5; i++) void ctx!.emit("turn.assistant_delta", null, { turn_id: "x", sequence: i, text: `d${i}` });
-    void ctx!.emit("turn.terminal", null, { turn_id: "x", status: "completed", sequence: 6 });
+    for (let i = 1; i <= 5; i++) void ctx().emit("turn.assistant_delta", null, { turn_id: "x", sequence: i, text: `d${i}` });
+    void ctx().emit("turn.terminal", null, { turn_id: "x", status: "completed", sequence: 6 });
     const lines = writes.join("").split("\n").filter((l) => l.includes('"kind":"event"'));
     assert.deepEqual(
       lines.map((l) => (JSON.parse(l) as { event: string; payload: { sequence: number } }).payload.sequence),
@@ -343,50 +302,9 @@ describe("app-service dispatcher", () => {
   });
 
   it("writes a turn's first delta at once, not after the rest of the provider chunk it came in", async () => {
-    const input = new PassThrough();
-    const writes: string[] = [];
-    const output = new Writable({
-      write(chunk: Buffer, _e, cb) {
-        writes.push(chunk.toString("utf8"));
-        cb();
-      },
-    });
-    let ctx: RequestContext | undefined;
-    const state = { initialized: false };
-    const server = new AppServiceServer({
-      input,
-      output,
-      state,
-      log: () => undefined,
-      families: [
-        serviceMethods({ info: { serverName: "berth", serverVersion: "0.0.0", transports: ["stdio"] }, state, providerAuthReady: () => Promise.resolve(false) }),
-        {
-          descriptors: [
-            {
-              method: "turn.start",
-              sessionId: "optional",
-              parse: (p) => ({ ok: true, value: p }),
-              handle: (c) => {
-                ctx = c;
-                c.hold();
-                return { payload: { status: "accepted" } };
-              },
-            },
-          ],
-        },
-      ],
-    });
-    const done = server.run();
-    const req = (id: string, method: string, payload: unknown) => input.write(JSON.stringify({ protocol_version: 1, kind: "request", request_id: id, method, payload }) + "\n");
-    const until = async (pred: () => boolean) => {
-      for (let i = 0; i < 1000 && !pred(); i++) await new Promise((r) => setImmediate(r));
-      assert.ok(pred(), "condition not reached");
-    };
-    req("i", "initialize", { supported_protocol_versions: [1] });
-    req("t", "turn.start", {});
-    await until(() => writes.join("").includes('"request_id":"t","session_id":null,"method":"turn.start"'));
+    const { input, writes, ctx, until, done } = await heldTurn();
     // One provider chunk decoded in one go: its deltas are emitted back to back, without yielding.
-    for (let i = 1; i <= 50; i++) void ctx!.emit("turn.assistant_delta", null, { turn_id: "x", sequence: i, text: `d${i}` });
+    for (let i = 1; i <= 50; i++) void ctx().emit("turn.assistant_delta", null, { turn_id: "x", sequence: i, text: `d${i}` });
     const first = writes.find((w) => w.includes('"event":"turn.assistant_delta"'));
     assert.ok(first !== undefined, "the first delta was written before the chunk's other deltas were queued");
     assert.match(first, /"text":"d1"/);
@@ -402,3 +320,53 @@ describe("app-service dispatcher", () => {
     await done;
   });
 });
+
+/**
+ * A server with the service methods and a `turn.start` that holds its request open, initialized and with that turn
+ * accepted: `ctx()` is the held turn's context, so a test emits its events and looks at what was written, chunk by chunk.
+ */
+async function heldTurn(): Promise<{ input: PassThrough; writes: string[]; ctx: () => RequestContext; until: (pred: () => boolean) => Promise<void>; done: Promise<number> }> {
+  const input = new PassThrough();
+  const writes: string[] = [];
+  const output = new Writable({
+    write(chunk: Buffer, _e, cb) {
+      writes.push(chunk.toString("utf8"));
+      cb();
+    },
+  });
+  let ctx: RequestContext | undefined;
+  const state = { initialized: false };
+  const server = new AppServiceServer({
+    input,
+    output,
+    state,
+    log: () => undefined,
+    families: [
+      serviceMethods({ info: { serverName: "berth", serverVersion: "0.0.0", transports: ["stdio"] }, state, providerAuthReady: () => Promise.resolve(false) }),
+      {
+        descriptors: [
+          {
+            method: "turn.start",
+            sessionId: "optional",
+            parse: (p) => ({ ok: true, value: p }),
+            handle: (c) => {
+              ctx = c;
+              c.hold();
+              return { payload: { status: "accepted" } };
+            },
+          },
+        ],
+      },
+    ],
+  });
+  const done = server.run();
+  const req = (id: string, method: string, payload: unknown) => input.write(JSON.stringify({ protocol_version: 1, kind: "request", request_id: id, method, payload }) + "\n");
+  const until = async (pred: () => boolean) => {
+    for (let i = 0; i < 1000 && !pred(); i++) await new Promise((r) => setImmediate(r));
+    assert.ok(pred(), "condition not reached");
+  };
+  req("i", "initialize", { supported_protocol_versions: [1] });
+  req("t", "turn.start", {});
+  await until(() => writes.join("").includes('"request_id":"t","session_id":null,"method":"turn.start"'));
+  return { input, writes, ctx: () => ctx!, until, done };
+}

@@ -165,11 +165,8 @@ test("a code-cached first turn of berth service requires neither better-sqlite3 
   const fake = await startFakeProvider({ loop: true });
   const dir = home(fake);
   try {
-    const traceFile = join(dir, "required.txt");
-    const hook = join(dir, "hook.cjs");
-    writeFileSync(hook, `const M = require("node:module"); const fs = require("node:fs"); const load = M._load;\nM._load = function (id, ...rest) { fs.appendFileSync(${JSON.stringify(traceFile)}, id + "\\n"); return load.call(this, id, ...rest); };\n`);
-    writeFileSync(traceFile, "");
-    const env: NodeJS.ProcessEnv = { PATH: process.env["PATH"], HOME: dir, MC_HOME: dir, BERTH_DEBUG_TIMING: "1", NODE_OPTIONS: `--require ${hook}` };
+    const trace = requireTrace(dir);
+    const env: NodeJS.ProcessEnv = { PATH: process.env["PATH"], HOME: dir, MC_HOME: dir, BERTH_DEBUG_TIMING: "1", NODE_OPTIONS: trace.nodeOptions };
     const child = spawn(join(REPO_ROOT, "bin", "magi-code"), ["--app", "service"], { env, cwd: dir, stdio: ["pipe", "pipe", "pipe"] });
     let out = "";
     let stderr = "";
@@ -189,7 +186,7 @@ test("a code-cached first turn of berth service requires neither better-sqlite3 
     await closed;
     assert.match(stderr, /boot code cache/);
     assert.match(out, /"status":"completed"/);
-    const required = readFileSync(traceFile, "utf8").split("\n");
+    const required = trace.required();
     assert.ok(required.includes("node:http"), "the hook saw the script's requires");
     for (const pkg of ["better-sqlite3", "@modelcontextprotocol/sdk", "ajv", "ws", "zod"]) {
       assert.ok(!required.some((id) => id === pkg || id.startsWith(`${pkg}/`)), `${pkg} was required on a first turn`);
@@ -208,14 +205,11 @@ test("a code-cached first session and turn of berth stdio never requires node:cr
   const fake = await startFakeProvider({ loop: true });
   const dir = mkdtempSync(join(tmpdir(), "berth-cc-hook-"));
   try {
-    const traceFile = join(dir, "required.txt");
-    const hook = join(dir, "hook.cjs");
-    writeFileSync(hook, `const M = require("node:module"); const fs = require("node:fs"); const load = M._load;\nM._load = function (id, ...rest) { fs.appendFileSync(${JSON.stringify(traceFile)}, id + "\\n"); return load.call(this, id, ...rest); };\n`);
-    writeFileSync(traceFile, "");
-    const r = await stdioTurn(REPO_ROOT, fake, { NODE_OPTIONS: `--require ${hook}` });
+    const trace = requireTrace(dir);
+    const r = await stdioTurn(REPO_ROOT, fake, { NODE_OPTIONS: trace.nodeOptions });
     assert.equal(r.boot, "boot code cache", r.stderr.slice(0, 400));
     assert.equal(r.terminal, "turn.completed", r.stderr.slice(0, 400));
-    const required = readFileSync(traceFile, "utf8").split("\n");
+    const required = trace.required();
     assert.ok(required.includes("node:http"), "the hook saw the script's requires");
     assert.ok(!required.includes("node:crypto") && !required.includes("crypto"), "node:crypto was required on a first session and turn");
     // The script requires node:fs/promises on first use only, and nothing on this path calls it (settings reads and
@@ -232,14 +226,11 @@ test("the script's lazy built-ins load on first use: a cached berth stdio turn r
   fake.script([{ steps: [{ toolCall: { id: "c1", name: "ls", arguments: { path: "." } } }] }, { steps: [{ text: "listed" }] }]);
   const dir = mkdtempSync(join(tmpdir(), "berth-cc-hook-"));
   try {
-    const traceFile = join(dir, "required.txt");
-    const hook = join(dir, "hook.cjs");
-    writeFileSync(hook, `const M = require("node:module"); const fs = require("node:fs"); const load = M._load;\nM._load = function (id, ...rest) { fs.appendFileSync(${JSON.stringify(traceFile)}, id + "\\n"); return load.call(this, id, ...rest); };\n`);
-    writeFileSync(traceFile, "");
+    const trace = requireTrace(dir);
     const work = join(dir, "work");
     mkdirSync(work);
     writeFileSync(join(work, "listed-file.txt"), "x");
-    const r = await stdioTurn(REPO_ROOT, fake, { NODE_OPTIONS: `--require ${hook}` }, work);
+    const r = await stdioTurn(REPO_ROOT, fake, { NODE_OPTIONS: trace.nodeOptions }, work);
     assert.equal(r.boot, "boot code cache", r.stderr.slice(0, 400));
     assert.equal(r.terminal, "turn.completed", r.stderr.slice(0, 400));
     const done = r.lines.map((l) => JSON.parse(l) as { type: string; name?: string; success?: boolean; output?: string }).find((m) => m.type === "tool.completed");
@@ -247,9 +238,21 @@ test("the script's lazy built-ins load on first use: a cached berth stdio turn r
     assert.equal(done?.success, true, JSON.stringify(done));
     assert.match(done?.output ?? "", /listed-file\.txt/);
     // `ls` reads the directory through node:fs/promises, which the script required only then (LAZY_BUILTINS).
-    assert.ok(readFileSync(traceFile, "utf8").split("\n").includes("node:fs/promises"), "node:fs/promises was never required");
+    assert.ok(trace.required().includes("node:fs/promises"), "node:fs/promises was never required");
   } finally {
     await fake.close();
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+/**
+ * A `--require` hook (for NODE_OPTIONS) that appends every module ID a process requires to a file in `dir`;
+ * `required()` reads the IDs so far.
+ */
+function requireTrace(dir: string): { nodeOptions: string; required: () => string[] } {
+  const traceFile = join(dir, "required.txt");
+  const hook = join(dir, "hook.cjs");
+  writeFileSync(hook, `const M = require("node:module"); const fs = require("node:fs"); const load = M._load;\nM._load = function (id, ...rest) { fs.appendFileSync(${JSON.stringify(traceFile)}, id + "\\n"); return load.call(this, id, ...rest); };\n`);
+  writeFileSync(traceFile, "");
+  return { nodeOptions: `--require ${hook}`, required: () => readFileSync(traceFile, "utf8").split("\n") };
+}
