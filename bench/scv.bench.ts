@@ -1,7 +1,7 @@
 /**
  * SCV figures over the daemon's socket, each beside a floor measured in the same run:
  * - scv.first_delta_ms.median: `turn.start` written → first `assistant.delta` line read (the fake provider echoes
- *   the prompt in one delta). Median of FIRST_SAMPLES turns on one session.
+ *   the prompt in one delta). Median of FIRST_SAMPLES turns on one session (default 30), each after one of the floor's.
  * - scv.long_turn_ms.median: `turn.start` → `turn.completed` of a 20,000-delta answer (about 215 KB of text). Median
  *   of SCV_LONG_SAMPLES turns (default 3; more turns show the daemon's heap growth in scv.peak_rss_mb).
  * - scv.peak_rss_mb: the daemon's peak RSS (VmHWM) after the runs.
@@ -125,31 +125,14 @@ export default async function (): Promise<Figure[]> {
     },
   });
   const figures: Figure[] = [];
-  // Floor.
+  // The floor host and the daemon run side by side and their turns alternate (a floor turn, then Berth's), so a change
+  // in the machine's load during the run reaches both alike instead of one phase.
   const sock = join(mkdtempSync(join(tmpdir(), "scv-floor-")), "echo.sock");
   const host = spawn(process.execPath, ["--input-type=module", "-e", ECHO_HOST, sock, `${rig.fake.baseUrl}/v1/chat/completions`], {
     stdio: ["ignore", "pipe", "inherit"],
   });
   await new Promise((r) => host.stdout.once("data", r));
   const f = new Lines(await open(sock));
-  const floorFirst: number[] = [];
-  const floorLong: number[] = [];
-  const floorShort0 = cpuMs(host.pid!);
-  for (let i = 0; i < FIRST_SAMPLES; i++) {
-    floorFirst.push(await f.time(JSON.stringify({ prompt: `hello ${i}` }) + "\n", (m) => m.type === "assistant.delta"));
-    await f.time("", (m) => m.type === "turn.completed");
-  }
-  const floorShortCpu = cpuMs(host.pid!) - floorShort0;
-  let floorCpu = 0;
-  for (let i = 0; i < LONG_SAMPLES; i++) {
-    const c0 = cpuMs(host.pid!);
-    floorLong.push(await f.time(JSON.stringify({ prompt: LONG_PROMPT }) + "\n", (m) => m.type === "turn.completed"));
-    floorCpu += cpuMs(host.pid!) - c0;
-  }
-  f.s.destroy();
-  host.kill();
-
-  // Berth's SCV socket.
   // SCV_BENCH_DAEMON_ENV: a JSON object of extra daemon environment (profiling: NODE_OPTIONS, BERTH_DEBUG_TIMING).
   const d = await startDaemon({ ...rig.env, ...(JSON.parse(process.env["SCV_BENCH_DAEMON_ENV"] ?? "{}") as Record<string, string>) });
   try {
@@ -160,17 +143,27 @@ export default async function (): Promise<Figure[]> {
       if (m.type === "session.started") sid = m.session_id as string;
       return m.type === "queue.snapshot";
     });
+    const floorFirst: number[] = [];
+    const floorLong: number[] = [];
     const first: number[] = [];
     const long: number[] = [];
+    const floorShort0 = cpuMs(host.pid!);
     const short0 = cpuMs(d.child.pid!);
     for (let i = 0; i < FIRST_SAMPLES; i++) {
+      floorFirst.push(await f.time(JSON.stringify({ prompt: `hello ${i}` }) + "\n", (m) => m.type === "assistant.delta"));
+      await f.time("", (m) => m.type === "turn.completed");
       const rid = `f${i}`;
       first.push(await c.time(JSON.stringify({ type: "turn.start", request_id: rid, session_id: sid, prompt: `hello ${i}` }) + "\n", (m) => m.type === "assistant.delta" && m.request_id === rid));
       await c.time("", (m) => m.request_id === rid && typeof m.type === "string" && m.type.startsWith("turn.") && m.type !== "turn.started");
     }
+    const floorShortCpu = cpuMs(host.pid!) - floorShort0;
     const shortCpu = cpuMs(d.child.pid!) - short0;
+    let floorCpu = 0;
     let cpu = 0;
     for (let i = 0; i < LONG_SAMPLES; i++) {
+      const f0 = cpuMs(host.pid!);
+      floorLong.push(await f.time(JSON.stringify({ prompt: LONG_PROMPT }) + "\n", (m) => m.type === "turn.completed"));
+      floorCpu += cpuMs(host.pid!) - f0;
       const rid = `l${i}`;
       const c0 = cpuMs(d.child.pid!);
       long.push(await c.time(JSON.stringify({ type: "turn.start", request_id: rid, session_id: sid, prompt: LONG_PROMPT }) + "\n", (m) => m.request_id === rid && m.type === "turn.completed"));
@@ -190,6 +183,8 @@ export default async function (): Promise<Figure[]> {
     figures.push({ name: "scv.short_turn_cpu_ms.mean", value: round(shortCpu / FIRST_SAMPLES), unit: "ms", floor: round(floorShortCpu / FIRST_SAMPLES), ratio: round(shortCpu / Math.max(floorShortCpu, 1)), samples: FIRST_SAMPLES });
     figures.push({ name: "scv.peak_rss_mb", value: Math.round(peak * 10) / 10, unit: "MB", target: "<= 100", ok: peak <= 100 });
   } finally {
+    f.s.destroy();
+    host.kill();
     await d.stop();
     await rig.fake.close();
   }
