@@ -6,7 +6,8 @@ import { join } from "node:path";
 import { AuthStore } from "../../src/store/auth/auth-store.js";
 import { CatalogCache, page } from "../../src/store/catalog/cache.js";
 import { CatalogReader } from "../../src/store/catalog/catalog-reader.js";
-import { isSafeId, sanitizeLabel } from "../../src/store/catalog/ids.js";
+import { isSafeId, looksSecret, sanitizeLabel } from "../../src/store/catalog/ids.js";
+import { SECRET_SHAPES } from "../../src/core/text-policy.js";
 import { SettingsStore } from "../../src/store/settings/settings-store.js";
 import { CatalogRefresher } from "../../src/runtime/auth/catalog-refresh.js";
 import { CODEX_CLIENT_ID } from "../../src/runtime/auth/codex-oauth.js";
@@ -62,6 +63,24 @@ test("ID and label sanitizing", () => {
   assert.deepEqual(page([1, 2, 3], 0, 2), { entries: [1, 2], next_offset: 2 });
   assert.deepEqual(page([1, 2, 3], 2, 2), { entries: [3], next_offset: null });
   assert.deepEqual(page([1, 2, 3], 50, 2), { entries: [], next_offset: null });
+});
+
+test("secret-looking IDs: the combined prefix checks flag exactly what each shape's own prefix flags", () => {
+  // looksSecret tests the core table's prefixes as one alternation per flag set; the reference tests them one by one.
+  const prefixes = SECRET_SHAPES.flatMap((s) => (s.prefix !== null ? [s.prefix] : []));
+  const reference = (v: string): boolean =>
+    /(secret|passw|api[-_.]?key|bearer|token|credential|private[-_.]?key)/i.test(v) ||
+    v.split(/[/:.\s-]+/).some((seg) => prefixes.some((re) => re.test(seg)) || (seg.length >= 32 && /[A-Za-z]/.test(seg) && /[0-9]/.test(seg))) ||
+    prefixes.some((re) => re.test(v));
+  const ids = [
+    "sk-x", "SK_x", "pk-live", "rk_test", "skx", "ghp_a", "GHO_a", "ghx_a", "github_pat_a", "GITHUB_PAT_a", "xoxb-1", "XOXP-1", "xoxc-1",
+    "AKIAABCDEFGH", "akiaabcdefgh", "AKIAabcdefgh", "AIza0123456789", "aiza0123456789", "AIza01234567", "eyJabcdefgh", "EYJabcdefgh",
+    "glpat-x", "GLPAT-x", "model/sk-x", "m:ghp_a", "a.xoxb-1", "gpt-4o", "claude-sonnet-4-5", "fake-model", "llama3.1:8b", "skip", "eyJ",
+  ];
+  for (const id of ids) assert.equal(looksSecret(id), reference(id), id);
+  assert.ok(ids.some((id) => looksSecret(id)) && ids.some((id) => !looksSecret(id)));
+  assert.ok(!looksSecret("akiaabcdefgh") && looksSecret("AKIAABCDEFGH"), "case-sensitive shapes stay case-sensitive");
+  assert.ok(looksSecret("GLPAT-x") && looksSecret("GITHUB_PAT_a"), "case-insensitive shapes stay case-insensitive");
 });
 
 test("providers: built-ins plus global custom ones, sorted, unsafe and built-in clashes omitted", async () => {

@@ -124,3 +124,30 @@ void test("registry: each built-in's lazy stand-in offers what its implementatio
   assert.match(ls.content, /a\.txt/);
   await reg.close();
 });
+
+void test("registry: tool schemas are deeply frozen, shared by every registry, and unchanged by a write attempt", async () => {
+  const { WRITE_DEF } = await import("../../src/runtime/tools/specs.js");
+  const a = await createToolRegistry({ cwd: process.cwd() });
+  const b = await createToolRegistry({ cwd: process.cwd() });
+  const before = JSON.stringify(a.specs().map((s) => s.inputSchema));
+  const walk = (v: unknown, path: string): void => {
+    if (typeof v !== "object" || v === null) return;
+    assert.ok(Object.isFrozen(v), `${path} is frozen`);
+    for (const [k, x] of Object.entries(v)) walk(x, `${path}.${k}`);
+  };
+  for (const s of a.specs()) {
+    walk(s.inputSchema, s.name);
+    // The same object in another registry (one frozen schema per argument schema, nothing per session).
+    assert.equal(b.specs().find((x) => x.name === s.name)?.inputSchema, s.inputSchema, s.name);
+    // Writes fail (ESM is strict) and leave the schema as the model sees it.
+    const props = (s.inputSchema as { properties: Record<string, Record<string, unknown>> }).properties;
+    const first = Object.keys(props)[0]!;
+    assert.throws(() => (props[first]!["type"] = "number"), TypeError);
+    assert.throws(() => (s.inputSchema["additionalProperties"] = true), TypeError);
+  }
+  assert.equal(JSON.stringify(a.specs().map((s) => s.inputSchema)), before);
+  // The argument schema validates as its JSON says (what the model is told is what is checked).
+  const write = a.specs().find((s) => s.name === "write")!;
+  assert.deepEqual(write.inputSchema, JSON.parse(JSON.stringify(WRITE_DEF.schema.json)));
+  assert.equal(a.tools.find((t) => t.spec.name === "write")?.validate({ path: "x" }).ok, false);
+});

@@ -25,6 +25,11 @@ export interface LocalToolDef<T extends Record<string, unknown>> {
 /** One deeply frozen copy per argument schema: tools built again every turn share it (and its cached encoding). */
 const modelSchemas = new WeakMap<ArgSchema<unknown>, Record<string, unknown>>();
 
+/**
+ * Freezes a JSON value deeply, in place. An argument schema's JSON is built once by its builders (src/core/arg-schema.ts)
+ * and never written after, so it is frozen itself rather than copied first: a `structuredClone` of every tool's schema
+ * then a freezing walk of the copy cost a fresh process's first turn about twice as much (docs/runtime.md).
+ */
 function deepFreeze<T>(v: T): T {
   if (typeof v === "object" && v !== null && !Object.isFrozen(v)) {
     Object.freeze(v);
@@ -33,10 +38,10 @@ function deepFreeze<T>(v: T): T {
   return v;
 }
 
-/** JSON Schema for the model: a frozen object, the same for every call with one `schema`. */
+/** JSON Schema for the model: `schema.json`, deeply frozen (the same object for every call with one `schema`). */
 export function toModelSchema(schema: ArgSchema<unknown>): Record<string, unknown> {
   let s = modelSchemas.get(schema);
-  if (s === undefined) modelSchemas.set(schema, (s = deepFreeze(structuredClone(schema.json))));
+  if (s === undefined) modelSchemas.set(schema, (s = deepFreeze(schema.json)));
   return s;
 }
 

@@ -61,8 +61,26 @@ export const BASH_DEFAULT_TIMEOUT_MS = 120_000;
 export const BASH_MAX_TIMEOUT_MS = 600_000;
 export const MAX_COMMAND_CHARS = 100_000;
 
-/** `bash`'s definition for the given timeouts (its schema states them). */
-export function bashDef(defaultTimeoutMs = BASH_DEFAULT_TIMEOUT_MS, maxTimeoutMs = BASH_MAX_TIMEOUT_MS) {
+/**
+ * `bash`'s definition for the given timeouts (its schema states them): one per pair of timeouts (a few kept), so every
+ * session's registry with the same timeouts shares it, its frozen model schema and that schema's cached encoding
+ * instead of building and freezing its own (define.ts `toModelSchema`).
+ */
+export function bashDef(defaultTimeoutMs = BASH_DEFAULT_TIMEOUT_MS, maxTimeoutMs = BASH_MAX_TIMEOUT_MS): BashDef {
+  const key = `${defaultTimeoutMs}/${maxTimeoutMs}`;
+  let d = bashDefs.get(key);
+  if (d === undefined) {
+    if (bashDefs.size >= MAX_BASH_DEFS) bashDefs.clear();
+    bashDefs.set(key, (d = makeBashDef(defaultTimeoutMs, maxTimeoutMs)));
+  }
+  return d;
+}
+
+type BashDef = ReturnType<typeof makeBashDef>;
+const bashDefs = new Map<string, BashDef>();
+const MAX_BASH_DEFS = 8;
+
+function makeBashDef(defaultTimeoutMs: number, maxTimeoutMs: number) {
   return def({
     name: "bash",
     risk: "process",
