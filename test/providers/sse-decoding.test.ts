@@ -1,7 +1,8 @@
 /**
  * The stream driver's byte → text step (src/runtime/providers/driver.ts, BoundedSse): UTF-8 sequences split across
  * body chunks decode whole, and a leading byte-order mark is dropped (SSE), whatever the chunking. And its batches:
- * one per body chunk, and an abort between two events of an unsettled batch ends the stream as aborted.
+ * one per body chunk, except that the stream's first output is handed over alone, before the rest of its chunk is
+ * decoded; an abort between two events of an unsettled batch ends the stream as aborted.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -84,14 +85,42 @@ test("a leading byte-order mark is dropped, even when it arrives split", async (
   assert.equal(await textOf([body.subarray(0, 1), body.subarray(1, 2), body.subarray(2)]), "hi");
 });
 
-test("batches follow body chunks; only the terminal batch is settled", async () => {
-  const chunks = [Buffer.from(event("a") + event("b") + event("c")), Buffer.from(event("d") + stop)];
+async function batchesOf(chunks: Uint8Array[]): Promise<Array<{ types: string[]; settled: boolean }>> {
   const got: Array<{ types: string[]; settled: boolean }> = [];
   for await (const b of driveBatches(params(chunks))) got.push({ types: b.events.map((e) => (e.type === "text_delta" ? e.text : e.type)), settled: b.settled });
-  assert.deepEqual(got, [
-    { types: ["a", "b", "c"], settled: false },
+  return got;
+}
+
+test("batches follow body chunks, the first output alone; only the terminal batch is settled", async () => {
+  const chunks = [Buffer.from(event("a") + event("b") + event("c")), Buffer.from(event("d") + stop)];
+  assert.deepEqual(await batchesOf(chunks), [
+    { types: ["a"], settled: false },
+    { types: ["b", "c"], settled: false },
     { types: ["d", "done"], settled: true },
   ]);
+  // Events without output before the first (a role-only chunk, comments) do not count; a whole answer in one chunk.
+  const role = `data: ${JSON.stringify({ id: "c1", choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }] })}\n\n`;
+  assert.deepEqual(await batchesOf([Buffer.from(role + ": keep-alive\n\n" + event("a") + event("b") + stop)]), [
+    { types: ["a"], settled: false },
+    { types: ["b", "done"], settled: true },
+  ]);
+  // A first output that is the terminal, or the chunk's last event: the chunk is one batch.
+  assert.deepEqual(await batchesOf([Buffer.from(stop)]), [{ types: ["done"], settled: true }]);
+  assert.deepEqual(await batchesOf([Buffer.from(event("a")), Buffer.from(event("b") + stop)]), [
+    { types: ["a"], settled: false },
+    { types: ["b", "done"], settled: true },
+  ]);
+});
+
+test("a failure later in the first output's chunk ends the stream as before: the output, then the error", async () => {
+  const big = `data: ${"x".repeat(PROVIDER_BOUNDS.maxSseEventBytes + 1)}\n\n`;
+  for (const [bad, kind] of [["data: {not json\n\n", "protocol"], [big, "limit"]] as const) {
+    const events: ProviderEvent[] = [];
+    for await (const e of driveStream(params([Buffer.from(event("a") + event("b") + bad + event("c") + stop)]))) events.push(e);
+    assert.deepEqual(events.slice(0, 2), [{ type: "text_delta", text: "a" }, { type: "text_delta", text: "b" }]);
+    assert.equal(events.length, 3);
+    assert.equal(events[2]?.type === "error" ? events[2].kind : null, kind);
+  }
 });
 
 test("an abort between two events of a chunk ends the event stream as aborted, with nothing after it", async () => {

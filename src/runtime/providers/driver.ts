@@ -132,7 +132,11 @@ class BoundedSse {
   private started = false;
   private readonly parser: EventSourceParser;
 
-  constructor(bounds: ProviderBounds, decoder: WireDecoder, out: ProviderEvent[]) {
+  constructor(
+    bounds: ProviderBounds,
+    private readonly decoder: WireDecoder,
+    private readonly out: ProviderEvent[],
+  ) {
     const maxEvent = bounds.maxSseEventBytes;
     this.maxResponse = bounds.maxResponseBytes;
     this.maxRest = maxEvent + 1024;
@@ -155,11 +159,43 @@ class BoundedSse {
   private readonly maxResponse: number;
   private readonly maxRest: number;
 
-  /** Counts and parses one body chunk; decoder output lands in `out`. */
-  push(chunk: Uint8Array): void {
+  /**
+   * Counts and parses one body chunk; decoder output lands in `out`. With `untilOutput`, the chunk's text is parsed
+   * one SSE event at a time until the decoder produced output that is not terminal; the rest of the chunk is then
+   * held (`held`) until `resume()`, so a consumer can act on the first output before the rest is decoded. The bytes
+   * are counted (and the response bound checked) for the whole chunk first, as without it.
+   */
+  push(chunk: Uint8Array, untilOutput = false): void {
     this.bytes += chunk.byteLength;
     if (this.bytes > this.maxResponse) throw limitFailure(LABELS.responseLimit);
-    this.feed(this.text.write(chunk));
+    const s = this.text.write(chunk);
+    if (!untilOutput || this.out.length > 0 || s.indexOf("\r") >= 0) {
+      this.feed(s);
+      return;
+    }
+    // Whole events (LF line ends: an empty line ends one); `feed` takes any split of the text alike.
+    let from = 0;
+    while (this.out.length === 0) {
+      const k = s.indexOf("\n\n", from);
+      if (k < 0) break;
+      this.feed(s.slice(from, k + 2));
+      from = k + 2;
+    }
+    if (from === 0) this.feed(s);
+    else if (from < s.length) {
+      if (this.out.length > 0 && !this.decoder.finished) this.held = s.slice(from);
+      else this.feed(s.slice(from));
+    }
+  }
+
+  /** Text of the last chunk not parsed yet (see `push`); empty when none. */
+  held = "";
+
+  /** Parses the held rest of the last chunk. */
+  resume(): void {
+    const s = this.held;
+    this.held = "";
+    this.feed(s);
   }
 
   end(): void {
@@ -290,7 +326,8 @@ export async function* driveStream(p: DriveParams): AsyncGenerator<ProviderEvent
 
 /**
  * Runs one provider stream as batches: the events decoded from one body chunk at a time (one `await` per chunk
- * instead of per event; a 64 KiB chunk holds hundreds of text deltas). Same contract as `driveStream`, which is
+ * instead of per event; a 64 KiB chunk holds hundreds of text deltas), except the stream's first output, which is
+ * handed over alone before the rest of its chunk is decoded (first-token latency). Same contract as `driveStream`, which is
  * built on it; a consumer iterating batches itself must apply the abort rule of `ProviderBatch`.
  */
 export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatch, void, undefined> {
@@ -337,20 +374,25 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
       const sse = new BoundedSse(p.bounds, decoder, out);
       let eof = false;
       for (;;) {
-        let r: Awaited<ReturnType<typeof reader.read>>;
-        try {
-          r = await reader.read();
-        } catch {
-          throw signal.aborted ? abortedFailure() : new ProviderFailure("network", LABELS.disconnect, true);
+        let r: Awaited<ReturnType<typeof reader.read>> | undefined;
+        if (sse.held === "") {
+          try {
+            r = await reader.read();
+          } catch {
+            throw signal.aborted ? abortedFailure() : new ProviderFailure("network", LABELS.disconnect, true);
+          }
         }
         let failed: ProviderFailure | undefined;
         try {
-          if (r.done) {
+          if (r === undefined) {
+            sse.resume();
+          } else if (r.done) {
             eof = true;
             sse.end();
             if (!decoder.finished) decoder.onEnd(out);
           } else {
-            sse.push(r.value);
+            // Until the stream's first output, the rest of its chunk waits for it (below).
+            sse.push(r.value, !yielded);
           }
         } catch (e) {
           failed = toFailure(e, signal);
@@ -363,6 +405,14 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
             yield { events: out.splice(0), settled: true };
           }
           throw failed;
+        }
+        if (sse.held !== "") {
+          // The stream's first output, handed over before the rest of its chunk is decoded (a 64 KiB chunk holds
+          // hundreds of deltas): the doors write a turn's first delta at once (first-token latency).
+          if (signal.aborted) throw abortedFailure();
+          yielded = true;
+          yield { events: out.splice(0), settled: false };
+          continue;
         }
         if (decoder.finished) {
           // Terminal reached: release the connection now rather than when the caller stops iterating (back to the
