@@ -84,6 +84,9 @@ export class JsonlTransport {
       input.off("end", onEnd);
       input.off("error", onFailed);
       input.off("close", onFailed);
+      // An error the input reports after reading stopped (nothing reads it any more) must not end the process as an
+      // unhandled 'error' event.
+      input.on("error", () => undefined);
       if (state === "open") input.destroy();
     }
     if (state === "ended" && !this.inputClosed) yield* splitter.end();
