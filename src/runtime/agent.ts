@@ -238,10 +238,11 @@ export class Agent {
 
   async runTurn(req: RunTurnRequest): Promise<TurnOutcome> {
     const recorder = req.writer === null ? null : new TurnRecorder(req.writer, req.turnId, this.o.recorderTiming ?? DEFAULT_RECORDER_TIMING);
-    const fail = (reason: FailureReason): TurnOutcome => ({
+    const fail = (reason: FailureReason, message?: string): TurnOutcome => ({
       status: "failed",
       assistantText: "",
       reason,
+      ...(message !== undefined ? { message } : {}),
       usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, requests: 0 },
     });
     // The user record's write and fsync overlap the turn's preparation (settings, provider, tools, system prompt,
@@ -271,7 +272,7 @@ export class Agent {
     try {
       outcome = await this.execute({ ...req, signal: ctl.signal, sink }, recorder, recorder === null ? null : durable, used);
     } catch (e) {
-      outcome = fail(e instanceof TurnFailure ? e.reason : "internal");
+      outcome = e instanceof TurnFailure ? fail(e.reason, e.detail) : fail("internal");
       if (req.signal.aborted) outcome = { ...outcome, status: "cancelled" };
     } finally {
       req.signal.removeEventListener("abort", relay);

@@ -10,7 +10,7 @@ import { builtinBaseUrl, findProvider } from "../store/catalog/providers.js";
 import type { EnvLike } from "../store/home.js";
 import { ConfigService, type RuntimeSelection } from "../store/settings/config.js";
 import type { McpServerDef } from "../store/settings/schema.js";
-import { SettingsStore, type SettingsLayers } from "../store/settings/settings-store.js";
+import { SettingsError, SettingsStore, type SettingsLayers } from "../store/settings/settings-store.js";
 import { anthropicCredentialSource, codexCredentialSource, CodexTokenRefresher, customCredentialSource } from "./auth/credentials.js";
 import { codexOAuthConfigFromEnv } from "./auth/codex-oauth-config.js";
 import type { FailureReason } from "./events.js";
@@ -30,7 +30,11 @@ export interface SelectionOverride {
 }
 
 export class TurnFailure extends Error {
-  constructor(readonly reason: FailureReason) {
+  /** `detail`: a fixed text naming the cause and its fix (never file contents or paths), the turn's failure message. */
+  constructor(
+    readonly reason: FailureReason,
+    readonly detail?: string,
+  ) {
     super(`turn failed: ${reason}`);
     this.name = "TurnFailure";
   }
@@ -109,8 +113,8 @@ export class TurnResolver {
       // below key on them, so a warm turn only re-checks the files (a `stat` each) and the catalog.
       layers = await this.settings.loadShared();
       sel = await this.config.runtimeSelection(layers);
-    } catch {
-      throw new TurnFailure("selection");
+    } catch (e) {
+      throw new TurnFailure("selection", e instanceof SettingsError ? settingsProblem(e) : undefined);
     }
     if ((over.provider !== undefined && over.provider !== sel.provider_id) || (over.model !== undefined && over.model !== sel.model_id)) {
       // Another model than the settings': its catalog metadata is not looked up (the fallback window applies).
@@ -154,4 +158,16 @@ export class TurnResolver {
     }
     return { ...this.toolConfigOf(layers.global, mcpOverride), provider, opened, selection: { ...sel, model_id: sel.model_id }, images };
   }
+}
+
+/** What is wrong with a settings file and how to fix it, without its path or contents. */
+function settingsProblem(e: SettingsError): string {
+  const file = e.scope === "global" ? "the global settings file (settings.json in the Berth home, $MC_HOME)" : "the project settings file (.berth/settings.json in the workspace)";
+  const what =
+    e.reason === "unreadable"
+      ? "cannot be read; check its permissions"
+      : e.reason === "invalid"
+        ? "has a setting of the wrong shape; fix or remove it (`berth chat` names the setting)"
+        : "is not valid JSON; fix or remove it (`berth chat` shows the line and column)";
+  return `${file} ${what}`;
 }

@@ -220,6 +220,39 @@ for (const name of TRANSPORTS) {
       }
     });
 
+    it("a settings file that cannot be used fails the turn with a message naming which file, what is wrong and the fix", async () => {
+      const path = join(suite.rig.home, "settings.json");
+      const original = readFileSync(path, "utf8");
+      try {
+        writeFileSync(path, original.slice(0, original.length - 1)); // the closing brace lost
+        const c = await suite.t.open();
+        const s = await c.open();
+        const broken = await c.turn(s.session_id as string, "hello");
+        assert.equal(broken.terminal.type, "turn.failed");
+        assert.equal(broken.terminal.code, "provider_error");
+        assert.equal(
+          broken.terminal.message,
+          "the global settings file (settings.json in the Berth home, $MC_HOME) is not valid JSON; fix or remove it (`berth chat` shows the line and column)",
+        );
+        assert.ok(!JSON.stringify(c.frames).includes(suite.rig.home), "no path of the home reaches the client");
+        c.end();
+        await c.closed;
+        writeFileSync(path, JSON.stringify({ ...(JSON.parse(original) as Msg), providers: 5 }));
+        const d = await suite.t.open();
+        const p = await d.open();
+        const wrong = await d.turn(p.session_id as string, "hello");
+        assert.equal(wrong.terminal.type, "turn.failed");
+        assert.equal(
+          wrong.terminal.message,
+          "the global settings file (settings.json in the Berth home, $MC_HOME) has a setting of the wrong shape; fix or remove it (`berth chat` names the setting)",
+        );
+        d.end();
+        await d.closed;
+      } finally {
+        writeFileSync(path, original);
+      }
+    });
+
     it("an SCV session is an ordinary durable session: the app-service lists it", async () => {
       const c = await suite.t.open();
       const s = await c.open();

@@ -116,7 +116,14 @@ export function terminalEvent(ref: Ref, o: TurnOutcome, origin: TurnOrigin | und
   const reason = o.reason ?? (o.status === "compaction_required" ? "compaction" : "internal");
   // The provider's safe label (status, category, which limit) follows the fixed text when there is one.
   const detail = o.message !== undefined && DETAILED.has(reason) ? o.message : undefined;
+  // A selection failure's detail (a settings file that cannot be used) is a whole sentence naming the cause and fix.
   const message =
-    detail === undefined ? MESSAGES[reason] : reason === "credential" ? `${CREDENTIAL_HEAD}: ${detail}; ${CREDENTIAL_FIX}` : `${MESSAGES[reason]}: ${detail}`;
+    reason === "selection" && o.message !== undefined
+      ? o.message
+      : detail === undefined
+        ? MESSAGES[reason]
+        : reason === "credential"
+          ? `${CREDENTIAL_HEAD}: ${detail}; ${CREDENTIAL_FIX}`
+          : `${MESSAGES[reason]}: ${detail}`;
   return { ...base, type: "turn_failed", code: CODES[reason], message, reason, status: o.status };
 }
