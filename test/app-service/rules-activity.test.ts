@@ -9,10 +9,9 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough, Writable } from "node:stream";
-import { AppServiceServer } from "../../src/protocols/app-service/server.js";
-import { serviceMethods } from "../../src/protocols/app-service/service-methods.js";
 import { turnMethods, type TurnRunner } from "../../src/protocols/app-service/turns.js";
 import { SessionManager, SessionStore } from "../../src/store/sessions/index.js";
+import { serverWithServiceMethods } from "../helpers/app-service-server.js";
 import { fakeSettings, startRig, startTurn, waitTerminal, type Msg } from "../turns/helpers.js";
 
 const activities = (events: Msg[]): Msg[] => events.filter((e) => e.event === "turn.activity").map((e) => e.payload.activity);
@@ -140,17 +139,7 @@ describe("cancel race", () => {
         cb();
       },
     });
-    const state = { initialized: false };
-    const server = new AppServiceServer({
-      input,
-      output,
-      state,
-      log: () => undefined,
-      families: [
-        serviceMethods({ info: { serverName: "berth", serverVersion: "0.0.0", transports: ["stdio"] }, state, providerAuthReady: () => Promise.resolve(false) }),
-        turnMethods({ manager, runner, cwd: home }),
-      ],
-    });
+    const server = serverWithServiceMethods(input, output, [turnMethods({ manager, runner, cwd: home })]);
     const done = server.run();
     const all = (): Msg[] => lines.map((l) => JSON.parse(l) as Msg);
     const until = async <T>(f: () => T | undefined): Promise<T> => {

@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { PassThrough, Writable } from "node:stream";
 import { AppServiceServer } from "../../src/protocols/app-service/server.js";
 import { serviceMethods } from "../../src/protocols/app-service/service-methods.js";
+import { serverWithServiceMethods } from "../helpers/app-service-server.js";
 import type { LazyFamily, MethodFamily, RequestContext, Reservation } from "../../src/protocols/app-service/descriptor.js";
 
 function harness(extra: Array<MethodFamily | LazyFamily>) {
@@ -335,30 +336,22 @@ async function heldTurn(): Promise<{ input: PassThrough; writes: string[]; ctx: 
     },
   });
   let ctx: RequestContext | undefined;
-  const state = { initialized: false };
-  const server = new AppServiceServer({
-    input,
-    output,
-    state,
-    log: () => undefined,
-    families: [
-      serviceMethods({ info: { serverName: "berth", serverVersion: "0.0.0", transports: ["stdio"] }, state, providerAuthReady: () => Promise.resolve(false) }),
-      {
-        descriptors: [
-          {
-            method: "turn.start",
-            sessionId: "optional",
-            parse: (p) => ({ ok: true, value: p }),
-            handle: (c) => {
-              ctx = c;
-              c.hold();
-              return { payload: { status: "accepted" } };
-            },
+  const server = serverWithServiceMethods(input, output, [
+    {
+      descriptors: [
+        {
+          method: "turn.start",
+          sessionId: "optional",
+          parse: (p) => ({ ok: true, value: p }),
+          handle: (c) => {
+            ctx = c;
+            c.hold();
+            return { payload: { status: "accepted" } };
           },
-        ],
-      },
-    ],
-  });
+        },
+      ],
+    },
+  ]);
   const done = server.run();
   const req = (id: string, method: string, payload: unknown) => input.write(JSON.stringify({ protocol_version: 1, kind: "request", request_id: id, method, payload }) + "\n");
   const until = async (pred: () => boolean) => {
