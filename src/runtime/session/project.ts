@@ -114,16 +114,14 @@ export function terminalEvent(ref: Ref, o: TurnOutcome, origin: TurnOrigin | und
   if (o.status === "completed") return { ...base, type: "turn_completed" };
   if (o.status === "cancelled") return { ...base, type: "turn_cancelled" };
   const reason = o.reason ?? (o.status === "compaction_required" ? "compaction" : "internal");
-  // The provider's safe label (status, category, which limit) follows the fixed text when there is one.
-  const detail = o.message !== undefined && DETAILED.has(reason) ? o.message : undefined;
+  return { ...base, type: "turn_failed", code: CODES[reason], message: failureMessage(reason, o.message), reason, status: o.status };
+}
+
+/** A failed turn's message: the reason's fixed text, with the failure's safe detail where the reason carries one. */
+function failureMessage(reason: FailureReason, detail: string | undefined): string {
   // A selection failure's detail (a settings file that cannot be used) is a whole sentence naming the cause and fix.
-  const message =
-    reason === "selection" && o.message !== undefined
-      ? o.message
-      : detail === undefined
-        ? MESSAGES[reason]
-        : reason === "credential"
-          ? `${CREDENTIAL_HEAD}: ${detail}; ${CREDENTIAL_FIX}`
-          : `${MESSAGES[reason]}: ${detail}`;
-  return { ...base, type: "turn_failed", code: CODES[reason], message, reason, status: o.status };
+  if (reason === "selection" && detail !== undefined) return detail;
+  // The provider's safe label (status, category, which limit) follows the fixed text.
+  if (detail === undefined || !DETAILED.has(reason)) return MESSAGES[reason];
+  return reason === "credential" ? `${CREDENTIAL_HEAD}: ${detail}; ${CREDENTIAL_FIX}` : `${MESSAGES[reason]}: ${detail}`;
 }
