@@ -71,7 +71,7 @@ describe("berth chat turn failure lines", () => {
   it("an unreachable base URL is named", async () => {
     const r = await run({ MC_PROVIDER: "down", MC_MODEL: "fake-model" });
     assert.equal(r.code, 1);
-    assert.match(r.err, /provider connection failed \(3 attempts\); is http:\/\/127\.0\.0\.1:1\/v1 reachable\?\)$/m);
+    assert.match(r.err, /provider connection failed \(ECONNREFUSED; 3 attempts\); is http:\/\/127\.0\.0\.1:1\/v1 reachable\?\)$/m);
   });
 
   it("a stream dropped mid-answer keeps the text so far and says the stream ended", async () => {

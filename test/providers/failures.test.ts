@@ -105,7 +105,7 @@ for (const api of APIS) {
       const base = api === "anthropic" ? `http://127.0.0.1:${port}` : `http://127.0.0.1:${port}/v1`;
       const { provider, delays } = makeProvider(api, fake, { baseUrl: base });
       const events = await collect(provider.stream(request()));
-      assert.deepEqual(events, [{ type: "error", kind: "network", retryable: true, message: "provider connection failed (3 attempts)" }]);
+      assert.deepEqual(events, [{ type: "error", kind: "network", retryable: true, message: "provider connection failed (ECONNREFUSED; 3 attempts)" }]);
       assert.equal(delays.length, 2);
       assertNoLeak(events);
     });

@@ -12,7 +12,7 @@ import { StringDecoder } from "node:string_decoder";
 import { createParser, type EventSourceParser } from "eventsource-parser";
 import type { CredentialSource, ProviderBatch, ProviderEvent } from "../types.js";
 import { utf8Bytes, type ProviderBounds } from "./accumulate.js";
-import { abortedFailure, errorCategory, LABELS, limitFailure, ProviderFailure, statusFailure } from "./errors.js";
+import { abortedFailure, connectFailure, errorCategory, LABELS, limitFailure, ProviderFailure, statusFailure } from "./errors.js";
 
 export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
 
@@ -357,10 +357,10 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
       try {
         if (gate !== undefined && p.fetch.gated !== true) await gate;
         res = await p.fetch(wire.url, { method: "POST", headers: wire.headers, body: wire.body, signal: ctl.signal, ...(gate !== undefined ? { gate } : {}) });
-      } catch {
+      } catch (e) {
         // A failed gate is not retried: nothing may be sent once the caller's precondition failed.
         if (gateRejected) throw abortedFailure();
-        throw signal.aborted ? abortedFailure() : new ProviderFailure("network", LABELS.network, true);
+        throw signal.aborted ? abortedFailure() : connectFailure(e);
       }
       if (!res.ok) {
         const category = await errorBodyCategory(res);

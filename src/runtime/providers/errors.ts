@@ -16,6 +16,7 @@ export const LABELS = {
   overloaded: "provider overloaded or unavailable",
   providerError: "provider reported an error",
   network: "provider connection failed",
+  certificate: "provider TLS certificate not accepted",
   disconnect: "provider stream ended unexpectedly",
   malformed: "malformed provider stream",
   eventLimit: "provider event exceeds size limit",
@@ -86,6 +87,20 @@ export class ProviderFailure extends Error {
   toEvent(): ProviderEvent {
     return { type: "error", kind: this.kind, retryable: this.retryable, message: this.label };
   }
+}
+
+/** Node's codes for a TLS certificate it would not accept (OpenSSL's verify errors, and a name mismatch). */
+const CERTIFICATE_CODE = /CERT|SELF_SIGNED|UNABLE_TO_(?:VERIFY|GET_ISSUER)|ALTNAME/;
+
+/**
+ * A request that got no response: the connection failed (its error code appended when node gave one: `ECONNREFUSED`,
+ * `ENOTFOUND`, `ECONNRESET`…), retried; or the provider's TLS certificate was not accepted (its code appended), not
+ * retried, since another attempt would be refused alike. A code is an identifier (`safeCategory`), never free text.
+ */
+export function connectFailure(err: unknown): ProviderFailure {
+  const code = typeof err === "object" && err !== null ? (err as { code?: unknown }).code : undefined;
+  if (typeof code === "string" && CERTIFICATE_CODE.test(code)) return new ProviderFailure("network", withCategory(LABELS.certificate, code), false);
+  return new ProviderFailure("network", withCategory(LABELS.network, code), true);
 }
 
 export const limitFailure = (label: ProviderLabel): ProviderFailure => new ProviderFailure("limit", label, false);

@@ -7,7 +7,7 @@
 import { PROVIDER_BOUNDS, type CredentialSource, type Provider, type ProviderApi, type ProviderRequest } from "../types.js";
 import type { ProviderBounds } from "./accumulate.js";
 import { DEFAULT_RETRY, driveBatches, driveStream, type DriveParams, type FetchLike, type StreamFetch, type RetryPolicy, type WireDecoder, type WireRequest, type Credential } from "./driver.js";
-import { nodeFetch, preconnect, prepareHttps } from "./node-fetch.js";
+import { nodeFetch, preconnect } from "./node-fetch.js";
 import { ANTHROPIC_DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL, resolveBaseUrl } from "./base-url.js";
 
 export { ANTHROPIC_DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL, resolveBaseUrl };
@@ -67,8 +67,7 @@ export function assembleProvider(providerId: string, def: ProviderConfig, creden
   // way its connection opens now and at each turn's start (`warm`), so the request finds it connected (a no-op while
   // one idles in the keep-alive pool).
   const warm = (): void => {
-    if (doFetch === nodeFetch && (def.endpoint ?? base).startsWith("https:")) prepareHttps(); // at warm-up, not at the request
-    else if (doFetch === nodeFetch) preconnect(def.endpoint ?? base);
+    if (doFetch === nodeFetch) preconnect(def.endpoint ?? base); // https: loads node:https here, not at the request
   };
   warm();
   const params = (req: ProviderRequest): DriveParams => ({

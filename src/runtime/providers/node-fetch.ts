@@ -9,12 +9,12 @@
  * terminal event arrives just before the end of the response) reads the rest in the background, so the socket goes
  * back to the pool, and destroys it when more than `RELEASE_MAX_BYTES` follow or the end takes over `RELEASE_MS`. With `init.gate`, the connection and the head go out at once and the body's last byte
  * waits for the gate (see `StreamFetch`). node:https (with node:tls, ~4 ms to load) loads with the first https:
- * provider built (`prepareHttps`, from make.ts, so a warmed turn path has it) or request, never for http: ones.
+ * provider built (its `preconnect`, from make.ts, so a warmed turn path has it) or request, never for http: ones.
  */
 import { Agent as HttpAgent, request as httpRequest, type ClientRequestArgs, type IncomingMessage } from "node:http";
 import type * as Https from "node:https";
 import { createRequire } from "node:module";
-import type { Socket } from "node:net";
+import { isIP, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { mark, timingEnabled } from "../debug-timing.js";
 import type { StreamFetch, StreamFetchInit, StreamResponse } from "./driver.js";
@@ -23,41 +23,48 @@ import type { StreamFetch, StreamFetchInit, StreamResponse } from "./driver.js";
 export const SPARE_MS = 10_000;
 
 /**
- * The keep-alive agent of http: providers. It can also open a provider's connection ahead of its first request
- * (`preconnect`, while a fresh process creates its session): the first request to that host and port then takes it
- * instead of connecting. At most one such spare, unreferenced (it never keeps a process alive), closed after
- * `SPARE_MS` unused, dropped if it fails or the server closes it. While a request's connection to that host is
- * still in use, it waits for it: none is opened if it returns to the pool, one is when it closes.
+ * The connection a keep-alive agent opens ahead of its first request to a host and port (`preconnect`, while a fresh
+ * process creates its session, and after each turn for a server that closes connections): the first request to that
+ * host and port then takes it instead of connecting. At most one such spare per agent, unreferenced (it never keeps a
+ * process alive), closed after `SPARE_MS` unused, dropped if it fails or the server closes it. While a request's
+ * connection to that host is still in use, it waits for it: none is opened if it returns to the pool, one is when it
+ * closes. For https: the spare is a TLS connection with the request's server name (SNI) and the agent's session
+ * cache, so its handshake is done by the time the request is written; a certificate it rejects only drops the spare
+ * (the request then connects and reports the error, as without a spare).
  */
-class HttpPoolAgent extends HttpAgent {
+class Spares {
   private spare: { name: string; socket: Socket; timer: NodeJS.Timeout; drop: () => void } | null = null;
   /** In-use connections `preconnect` waits on (released to the pool, or closed). */
   private readonly watched = new WeakSet<Socket>();
 
-  preconnect(host: string, port: number): void {
-    const name = this.getName({ host, port });
-    if (this.spare !== null || (this.freeSockets[name]?.length ?? 0) > 0) return;
+  constructor(private readonly agent: HttpAgent) {}
+
+  /** Opens a spare under the agent's pool `name` with `open`, unless one is open, idles in the pool or is in use. */
+  preconnect(name: string, open: () => Socket): void {
+    const agent = this.agent;
+    if (this.spare !== null || (agent.freeSockets[name]?.length ?? 0) > 0) return;
     // A request's connection still in use (a turn ends at the answer's last event, which can come before its
     // socket is released): it goes back to the pool when kept alive (nothing to open), else it closes (open one then).
-    const busy = this.sockets[name];
+    const busy = agent.sockets[name];
     const inUse = busy?.[busy.length - 1];
     if (inUse !== undefined && !inUse.destroyed) {
-      if (this.watched.has(inUse)) return;
-      this.watched.add(inUse);
+      const s = inUse;
+      if (this.watched.has(s)) return;
+      this.watched.add(s);
       const onFree = (): void => {
-        this.watched.delete(inUse);
-        inUse.off("close", onClose);
+        this.watched.delete(s);
+        s.off("close", onClose);
       };
       const onClose = (): void => {
-        this.watched.delete(inUse);
-        inUse.off("free", onFree);
-        this.preconnect(host, port);
+        this.watched.delete(s);
+        s.off("free", onFree);
+        this.preconnect(name, open);
       };
-      inUse.once("free", onFree).once("close", onClose);
+      s.once("free", onFree).once("close", onClose);
       return;
     }
     mark("provider.preconnect");
-    const socket = super.createConnection({ host, port }) as Socket;
+    const socket = open();
     if (timingEnabled) socket.once("connect", () => mark("provider.preconnected"));
     const drop = (): void => {
       if (this.spare?.socket !== socket) return;
@@ -71,40 +78,78 @@ class HttpPoolAgent extends HttpAgent {
     this.spare = { name, socket, timer, drop };
   }
 
-  override createConnection(options: ClientRequestArgs, cb?: (err: Error | null, stream: Duplex) => void): Duplex | null | undefined {
+  /** The spare, handed over, when it is open (or opening) under the pool `name` a request's connection has. */
+  take(name: string): Socket | undefined {
     const s = this.spare;
-    if (s !== null && s.name === this.getName(options) && !s.socket.destroyed && (s.socket.connecting || s.socket.readyState === "open")) {
-      this.spare = null;
-      clearTimeout(s.timer);
-      s.socket.off("error", s.drop).off("end", s.drop).off("close", s.drop).ref();
-      return s.socket;
-    }
-    return super.createConnection(options, cb);
+    if (s === null || s.name !== name || s.socket.destroyed || !(s.socket.connecting || s.socket.readyState === "open")) return undefined;
+    this.spare = null;
+    clearTimeout(s.timer);
+    s.socket.off("error", s.drop).off("end", s.drop).off("close", s.drop).ref();
+    return s.socket;
+  }
+}
+
+/** The keep-alive agent of http: providers, with a spare connection (`Spares`). */
+class HttpPoolAgent extends HttpAgent {
+  private readonly spares = new Spares(this);
+
+  preconnect(host: string, port: number): void {
+    this.spares.preconnect(this.getName({ host, port }), () => super.createConnection({ host, port }) as Socket);
+  }
+
+  override createConnection(options: ClientRequestArgs, cb?: (err: Error | null, stream: Duplex) => void): Duplex | null | undefined {
+    return this.spares.take(this.getName(options)) ?? super.createConnection(options, cb);
   }
 }
 
 const httpAgent = new HttpPoolAgent({ keepAlive: true, maxSockets: 16 });
 
+/** The keep-alive agent of https: providers (node:https loads with it: `prepareHttps`), with a spare connection. */
+interface HttpsPoolAgent extends Https.Agent {
+  preconnect(host: string, port: number): void;
+}
+
+/** The class of `HttpsPoolAgent`, over the https.Agent of a node:https loaded on demand. */
+function httpsPoolAgentClass(m: typeof Https): new (o: Https.AgentOptions) => HttpsPoolAgent {
+  return class extends m.Agent {
+    private readonly spares = new Spares(this);
+
+    preconnect(host: string, port: number): void {
+      // As a request to this host names it (node:http `calculateServerName`): no server name for an IP address.
+      const servername = isIP(host) !== 0 ? "" : host;
+      const name = this.getName({ host, port, servername });
+      // `_agentKey` (node:http's name for the pool key, as its own connections get it): the TLS session is cached
+      // under it, so later connections to this host resume it.
+      this.spares.preconnect(name, () => super.createConnection({ host, port, servername, _agentKey: name } as Https.RequestOptions) as unknown as Socket);
+    }
+
+    override createConnection(options: ClientRequestArgs, cb?: (err: Error | null, stream: Duplex) => void): Duplex | null | undefined {
+      return this.spares.take(this.getName(options)) ?? (super.createConnection as (o: ClientRequestArgs, c?: unknown) => Duplex)(options, cb);
+    }
+  };
+}
+
 /**
- * Opens the connection of a provider's first request now, for an http: URL with no idle pooled connection (https:
- * providers connect at their request, as before). Never throws.
+ * Opens the connection of a provider's first request now (http:, or https: with its TLS handshake) when no idle
+ * pooled connection is there. Never throws.
  */
 export function preconnect(url: string): void {
   try {
     const u = new URL(url);
-    if (u.protocol !== "http:") return;
-    httpAgent.preconnect(u.hostname.replace(/^\[(.*)\]$/, "$1"), u.port === "" ? 80 : Number(u.port));
+    const host = u.hostname.replace(/^\[(.*)\]$/, "$1");
+    if (u.protocol === "http:") httpAgent.preconnect(host, u.port === "" ? 80 : Number(u.port));
+    else if (u.protocol === "https:") prepareHttps().agent.preconnect(host, u.port === "" ? 443 : Number(u.port));
   } catch {
     // not a URL: the request reports it
   }
 }
-let https: { agent: Https.Agent; request: typeof Https.request } | null = null;
+let https: { agent: HttpsPoolAgent; request: typeof Https.request } | null = null;
 
 /** Loads node:https and its keep-alive agent (once). */
-export function prepareHttps(): { agent: Https.Agent; request: typeof Https.request } {
+export function prepareHttps(): { agent: HttpsPoolAgent; request: typeof Https.request } {
   if (https === null) {
     const m = createRequire(import.meta.url)("node:https") as typeof Https;
-    https = { agent: new m.Agent({ keepAlive: true, maxSockets: 16 }), request: m.request };
+    https = { agent: new (httpsPoolAgentClass(m))({ keepAlive: true, maxSockets: 16 }), request: m.request };
   }
   return https;
 }

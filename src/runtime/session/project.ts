@@ -4,6 +4,7 @@
  */
 import { truncateUtf8, utf8Length } from "../../core/utf8.js";
 import type { FailureReason, RuntimeEvent, TurnOutcome } from "../events.js";
+import { LABELS } from "../providers/errors.js";
 import { PROGRESS_MAX_BYTES, TOOL_ARGUMENTS_MAX_BYTES, TOOL_OUTPUT_MAX_BYTES, type FailureCode, type SessionEvent, type TurnOrigin } from "./types.js";
 
 type Ref = { sessionId: string; turnId: string };
@@ -107,6 +108,7 @@ const MESSAGES: Record<FailureReason, string> = {
 const DETAILED = new Set<FailureReason>(["provider", "credential", "provider_limit", "tool_limit"]);
 const CREDENTIAL_HEAD = "the provider credential is missing or was rejected";
 const CREDENTIAL_FIX = "sign in again or set the API key";
+const CERTIFICATE_FIX = "if the provider's certificate comes from a private CA, set NODE_EXTRA_CA_CERTS to that CA's PEM file";
 
 /** The terminal event of an outcome. */
 export function terminalEvent(ref: Ref, o: TurnOutcome, origin: TurnOrigin | undefined): SessionEvent {
@@ -123,5 +125,6 @@ function failureMessage(reason: FailureReason, detail: string | undefined): stri
   if (reason === "selection" && detail !== undefined) return detail;
   // The provider's safe label (status, category, which limit) follows the fixed text.
   if (detail === undefined || !DETAILED.has(reason)) return MESSAGES[reason];
-  return reason === "credential" ? `${CREDENTIAL_HEAD}: ${detail}; ${CREDENTIAL_FIX}` : `${MESSAGES[reason]}: ${detail}`;
+  if (reason === "credential") return `${CREDENTIAL_HEAD}: ${detail}; ${CREDENTIAL_FIX}`;
+  return detail.startsWith(LABELS.certificate) ? `${MESSAGES[reason]}: ${detail}; ${CERTIFICATE_FIX}` : `${MESSAGES[reason]}: ${detail}`;
 }
