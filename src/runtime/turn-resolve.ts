@@ -142,7 +142,11 @@ export class TurnResolver {
     let provider: Provider;
     try {
       if (!entry.builtin) {
-        provider = await open(entry.id, { api: entry.def.api, baseUrl: over.baseUrl ?? entry.def.base_url }, customCredentialSource(entry.def, env));
+        provider = await open(
+          entry.id,
+          { api: entry.def.api, baseUrl: over.baseUrl ?? entry.def.base_url, ...(entry.def.stream_idle_timeout_ms !== undefined ? { idleTimeoutMs: entry.def.stream_idle_timeout_ms } : {}) },
+          customCredentialSource(entry.def, env),
+        );
       } else if (entry.id === "anthropic") {
         provider = await open("anthropic", { api: "anthropic", baseUrl: over.baseUrl ?? builtinBaseUrl("anthropic", env) }, anthropicCredentialSource(env, this.auth));
       } else {

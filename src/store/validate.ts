@@ -104,6 +104,7 @@ export interface NumOpts {
   int?: boolean;
   positive?: boolean;
   nonnegative?: boolean;
+  min?: number;
   max?: number;
 }
 
@@ -113,6 +114,7 @@ export function num(o: NumOpts = {}): V<number> {
     if (o.int === true && !Number.isInteger(v)) fail(path, "Expected integer, received float");
     if (o.positive === true && !(v > 0)) fail(path, "Number must be greater than 0");
     if (o.nonnegative === true && !(v >= 0)) fail(path, "Number must be greater than or equal to 0");
+    if (o.min !== undefined && v < o.min) fail(path, `Number must be greater than or equal to ${o.min}`);
     if (o.max !== undefined && v > o.max) fail(path, `Number must be less than or equal to ${o.max}`);
     return v;
   });

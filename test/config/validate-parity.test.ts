@@ -30,6 +30,7 @@ const ProviderDef = z
     auth: z.literal("none").optional(),
     label: z.string().optional(),
     models: z.array(ModelDef).default([]),
+    stream_idle_timeout_ms: z.number().int().min(1000).max(3_600_000).optional(),
   })
   .refine((p) => (p.api_key_env === undefined) !== (p.auth === undefined), { message: 'exactly one of api_key_env or auth:"none"' });
 const McpServerDef = z.object({ command: z.string().min(1), args: z.array(z.string()).default([]), env: z.record(z.string(), z.string()).default({}) });
@@ -78,6 +79,11 @@ const DOCS: Array<[string, unknown]> = [
   ["float window", { providers: { p: { ...okProvider, models: [{ id: "m", context_window: 1.5 }] } } }],
   ["zero window", { providers: { p: { ...okProvider, models: [{ id: "m", max_output_tokens: 0 }] } } }],
   ["empty model id", { providers: { p: { ...okProvider, models: [{ id: "" }] } } }],
+  ["idle timeout at its lower bound", { providers: { p: { ...okProvider, stream_idle_timeout_ms: 1000 } } }],
+  ["idle timeout one under its lower bound", { providers: { p: { ...okProvider, stream_idle_timeout_ms: 999 } } }],
+  ["idle timeout at its upper bound", { providers: { p: { ...okProvider, stream_idle_timeout_ms: 3_600_000 } } }],
+  ["idle timeout one past its upper bound", { providers: { p: { ...okProvider, stream_idle_timeout_ms: 3_600_001 } } }],
+  ["idle timeout not an integer", { providers: { p: { ...okProvider, stream_idle_timeout_ms: 1500.5 } } }],
   ["wrong type", { fast: "yes" }],
   ["null provider", { provider: null }],
   ["array providers", { providers: [] }],
@@ -103,4 +109,12 @@ test("auth records: the OAuth record's shape is checked as before", () => {
   for (const bad of [{ ...good, access: "" }, { ...good, expires_at: -1 }, { ...good, expires_at: 1.5 }, { ...good, type: "api_key" }, { ...good, refresh: undefined }])
     assert.equal(OAuthRecordSchema.safeParse(bad).success, false, JSON.stringify(bad));
   assert.throws(() => OAuthRecordSchema.parse({}), (e: Error) => e.name === "ValidationError" && !e.message.includes("oauth"));
+});
+
+test("a provider's stream_idle_timeout_ms is an integer from 1,000 to 3,600,000 (at and one past each bound)", () => {
+  const ok = { api: "openai-chat", base_url: "http://127.0.0.1:1/v1", auth: "none" };
+  for (const [v, accepted] of [[1000, true], [999, false], [3_600_000, true], [3_600_001, false], [1000.5, false], ["1000", false]] as const) {
+    const r = SettingsSchema.safeParse({ providers: { p: { ...ok, stream_idle_timeout_ms: v } } });
+    assert.equal(r.success, accepted, `${JSON.stringify(v)}: ${r.success ? "accepted" : r.error.issues[0]!.message}`);
+  }
 });

@@ -22,12 +22,17 @@ export interface Made {
 export function makeProvider(
   api: ProviderApi,
   fake: FakeProvider,
-  opts: { credentials?: CredentialSource; retry?: Partial<RetryPolicy>; headers?: Record<string, string>; baseUrl?: string } = {},
+  opts: { credentials?: CredentialSource; retry?: Partial<RetryPolicy>; headers?: Record<string, string>; baseUrl?: string; idleTimeoutMs?: number } = {},
 ): Made {
   const delays: number[] = [];
   const provider = createProvider(
     `test-${api}`,
-    { api, baseUrl: opts.baseUrl ?? baseFor(api, fake), ...(opts.headers !== undefined ? { headers: opts.headers } : {}) },
+    {
+      api,
+      baseUrl: opts.baseUrl ?? baseFor(api, fake),
+      ...(opts.headers !== undefined ? { headers: opts.headers } : {}),
+      ...(opts.idleTimeoutMs !== undefined ? { idleTimeoutMs: opts.idleTimeoutMs } : {}),
+    },
     opts.credentials ?? apiKey,
     {
       retry: {

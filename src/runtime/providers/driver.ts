@@ -6,13 +6,16 @@
  * - the generator never throws; it ends with exactly one `done` or `error` event;
  * - a failure (limit, malformed event, disconnect, abort) aborts the HTTP request, which cancels
  *   the body and closes the socket, before the `error` event is yielded;
- * - an attempt is retried only while nothing has been yielded to the caller.
+ * - an attempt is retried only while nothing has been yielded to the caller;
+ * - an attempt whose response sends nothing for `idleTimeoutMs` (default `IDLE_TIMEOUT_MS`: before its head, or
+ *   between two body chunks) is cut off and fails `stalledFailure` (retried like a connection failure while nothing
+ *   was yielded; after output the stream ends with it, the text so far kept by the caller).
  */
 import { StringDecoder } from "node:string_decoder";
 import { createParser, type EventSourceParser } from "eventsource-parser";
 import type { CredentialSource, ProviderBatch, ProviderEvent } from "../types.js";
 import { utf8Bytes, type ProviderBounds } from "./accumulate.js";
-import { abortedFailure, connectFailure, errorCategory, LABELS, limitFailure, ProviderFailure, statusFailure } from "./errors.js";
+import { abortedFailure, connectFailure, errorCategory, LABELS, limitFailure, ProviderFailure, stalledFailure, statusFailure } from "./errors.js";
 
 export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
 
@@ -117,8 +120,13 @@ export interface DriveParams {
   fetch: StreamFetch;
   retry: RetryPolicy;
   bounds: ProviderBounds;
+  /** How long a response may send nothing (ms); default `IDLE_TIMEOUT_MS`. */
+  idleTimeoutMs?: number;
   now?: () => number;
 }
+
+/** A response silent this long is cut off (a provider's `stream_idle_timeout_ms` overrides it): 5 minutes. */
+export const IDLE_TIMEOUT_MS = 300_000;
 
 /** SSE framing with the event and response bounds, feeding a decoder synchronously. */
 class BoundedSse {
@@ -343,6 +351,17 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
     signal.addEventListener("abort", relay, { once: true });
     let settled = false;
     let failure: ProviderFailure;
+    // Armed for the whole attempt, pushed back by every body chunk: a silent server is cut off (module contract).
+    const idleMs = p.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
+    // Not while the consumer holds a batch (suspended at a `yield`: a slow client is not a silent server).
+    let stalled = false;
+    let consuming = false;
+    const idle = setTimeout(() => {
+      if (consuming) return; // re-armed when the consumer resumes (`refresh` after each yield)
+      stalled = true;
+      ctl.abort();
+    }, idleMs);
+    idle.unref();
     try {
       if (signal.aborted) throw abortedFailure();
       let cred: Credential;
@@ -378,6 +397,7 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
         if (sse.held === "") {
           try {
             r = await reader.read();
+            idle.refresh();
           } catch {
             throw signal.aborted ? abortedFailure() : new ProviderFailure("network", LABELS.disconnect, true);
           }
@@ -402,6 +422,7 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
           ctl.abort();
           if (out.length > 0) {
             yielded = true;
+            consuming = true;
             yield { events: out.splice(0), settled: true };
           }
           throw failed;
@@ -411,7 +432,10 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
           // hundreds of deltas): the doors write a turn's first delta at once (first-token latency).
           if (signal.aborted) throw abortedFailure();
           yielded = true;
+          consuming = true;
           yield { events: out.splice(0), settled: false };
+          consuming = false;
+          idle.refresh();
           continue;
         }
         if (decoder.finished) {
@@ -428,13 +452,17 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
         if (signal.aborted && !settled) throw abortedFailure();
         if (out.length > 0) {
           yielded = true;
+          consuming = true;
           yield { events: out.splice(0), settled };
+          consuming = false;
+          idle.refresh();
         }
         if (settled) return;
       }
     } catch (e) {
-      failure = toFailure(e, signal);
+      failure = stalled && !signal.aborted ? stalledFailure(idleMs) : toFailure(e, signal);
     } finally {
+      clearTimeout(idle);
       signal.removeEventListener("abort", relay);
       if (!settled) ctl.abort();
     }

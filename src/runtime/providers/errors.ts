@@ -17,6 +17,7 @@ export const LABELS = {
   providerError: "provider reported an error",
   network: "provider connection failed",
   certificate: "provider TLS certificate not accepted",
+  stalled: "provider sent nothing within its idle timeout",
   disconnect: "provider stream ended unexpectedly",
   malformed: "malformed provider stream",
   eventLimit: "provider event exceeds size limit",
@@ -101,6 +102,15 @@ export function connectFailure(err: unknown): ProviderFailure {
   const code = typeof err === "object" && err !== null ? (err as { code?: unknown }).code : undefined;
   if (typeof code === "string" && CERTIFICATE_CODE.test(code)) return new ProviderFailure("network", withCategory(LABELS.certificate, code), false);
   return new ProviderFailure("network", withCategory(LABELS.network, code), true);
+}
+
+/**
+ * A stream that sent nothing for `ms` (before its response head, or between two chunks), cut off: retried while
+ * nothing was yielded, like a connection failure. The label names the timeout (`… (300 s)`), a number we chose.
+ */
+export function stalledFailure(ms: number): ProviderFailure {
+  const span = ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
+  return new ProviderFailure("network", `${LABELS.stalled} (${span})`, true);
 }
 
 export const limitFailure = (label: ProviderLabel): ProviderFailure => new ProviderFailure("limit", label, false);

@@ -34,6 +34,8 @@ export interface ProviderConfig {
   headers?: Record<string, string>;
   /** Tighter read bounds (tests); never looser than PROVIDER_BOUNDS in production use. */
   bounds?: Partial<ProviderBounds>;
+  /** How long a response may send nothing before it is cut off (ms; settings `stream_idle_timeout_ms`). */
+  idleTimeoutMs?: number;
 }
 
 export interface ProviderOptions {
@@ -79,6 +81,7 @@ export function assembleProvider(providerId: string, def: ProviderConfig, creden
     fetch: doFetch,
     retry,
     bounds,
+    ...(def.idleTimeoutMs !== undefined ? { idleTimeoutMs: def.idleTimeoutMs } : {}),
   });
   return {
     id: providerId,

@@ -26,6 +26,8 @@ export interface ProviderDef {
   auth?: "none" | undefined;
   label?: string | undefined;
   models: ModelDef[];
+  /** A response that sends nothing this long (ms) is cut off and the turn fails (default 300,000: 5 minutes). */
+  stream_idle_timeout_ms?: number | undefined;
 }
 
 export interface McpServerDef {
@@ -77,6 +79,10 @@ export const ModelDefSchema = obj<ModelDef>({
   images: opt(bool()),
 });
 
+/** Bounds of a provider's `stream_idle_timeout_ms`: one second to one hour. */
+export const STREAM_IDLE_TIMEOUT_MIN_MS = 1000;
+export const STREAM_IDLE_TIMEOUT_MAX_MS = 3_600_000;
+
 export const ProviderDefSchema = obj<ProviderDef>({
   api: oneOf(["openai-chat", "openai-responses", "anthropic"] as const),
   base_url: str({ url: true }).refine((u) => /^https?:\/\//i.test(u), "http(s) URL"),
@@ -84,6 +90,7 @@ export const ProviderDefSchema = obj<ProviderDef>({
   auth: opt(lit("none")),
   label: opt(str()),
   models: dflt(arr(ModelDefSchema), () => []),
+  stream_idle_timeout_ms: opt(num({ int: true, min: STREAM_IDLE_TIMEOUT_MIN_MS, max: STREAM_IDLE_TIMEOUT_MAX_MS })),
 }).refine((p) => (p.api_key_env === undefined) !== (p.auth === undefined), 'exactly one of api_key_env or auth:"none"');
 
 export const McpServerDefSchema = obj<McpServerDef>({
