@@ -17,6 +17,7 @@ export const LABELS = {
   providerError: "provider reported an error",
   network: "provider connection failed",
   certificate: "provider TLS certificate not accepted",
+  proxy: "provider connection through HTTPS_PROXY failed",
   stalled: "provider sent nothing within its idle timeout",
   disconnect: "provider stream ended unexpectedly",
   malformed: "malformed provider stream",
@@ -101,6 +102,8 @@ const CERTIFICATE_CODE = /CERT|SELF_SIGNED|UNABLE_TO_(?:VERIFY|GET_ISSUER)|ALTNA
 export function connectFailure(err: unknown): ProviderFailure {
   const code = typeof err === "object" && err !== null ? (err as { code?: unknown }).code : undefined;
   if (typeof code === "string" && CERTIFICATE_CODE.test(code)) return new ProviderFailure("network", withCategory(LABELS.certificate, code), false);
+  // The proxy's refusal (`PROXY_HTTP_407`…) or an unusable proxy setting: named apart from the provider's connection.
+  if (typeof code === "string" && code.startsWith("PROXY_")) return new ProviderFailure("network", withCategory(LABELS.proxy, code), !/^PROXY_(?:SCHEME|URL)_/.test(code));
   return new ProviderFailure("network", withCategory(LABELS.network, code), true);
 }
 

@@ -17,6 +17,7 @@ import { createRequire } from "node:module";
 import { isIP, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { mark, timingEnabled } from "../debug-timing.js";
+import { connectTunnel, httpsProxyFor, type ProxyTarget } from "./proxy.js";
 import type { StreamFetch, StreamFetchInit, StreamResponse } from "./driver.js";
 
 /** How long a connection opened ahead of a request (`preconnect`) waits for one before it is closed. */
@@ -115,6 +116,12 @@ function httpsPoolAgentClass(m: typeof Https): new (o: Https.AgentOptions) => Ht
     private readonly spares = new Spares(this);
 
     preconnect(host: string, port: number): void {
+      // Through a proxy, the request's own connection opens the tunnel.
+      try {
+        if (httpsProxyFor(host, port, process.env) !== null) return;
+      } catch {
+        return; // an unusable proxy setting: the request reports it
+      }
       // As a request to this host names it (node:http `calculateServerName`): no server name for an IP address.
       const servername = isIP(host) !== 0 ? "" : host;
       const name = this.getName({ host, port, servername });
@@ -124,7 +131,30 @@ function httpsPoolAgentClass(m: typeof Https): new (o: Https.AgentOptions) => Ht
     }
 
     override createConnection(options: ClientRequestArgs, cb?: (err: Error | null, stream: Duplex) => void): Duplex | null | undefined {
-      return this.spares.take(this.getName(options)) ?? (super.createConnection as (o: ClientRequestArgs, c?: unknown) => Duplex)(options, cb);
+      const spare = this.spares.take(this.getName(options));
+      if (spare !== undefined) return spare;
+      const host = options.host ?? "localhost";
+      const port = Number(options.port ?? 443);
+      let proxy: ProxyTarget | null;
+      try {
+        proxy = httpsProxyFor(host, port, process.env);
+      } catch (e) {
+        // Reported as the connection's failure (node:http's agent takes an asynchronous `createConnection` callback).
+        process.nextTick(() => cb?.(e as Error, undefined as unknown as Duplex));
+        return undefined;
+      }
+      if (proxy === null) return (super.createConnection as (o: ClientRequestArgs, c?: unknown) => Duplex)(options, cb);
+      // TLS over the proxy's CONNECT tunnel: the handshake, server name and certificate checks are the direct ones.
+      connectTunnel(proxy, host, port, (err, socket) => {
+        if (err !== null) return cb?.(err, undefined as unknown as Duplex);
+        try {
+          cb?.(null, (super.createConnection as (o: unknown) => Duplex)({ ...options, socket }));
+        } catch (e) {
+          socket?.destroy();
+          cb?.(e as Error, undefined as unknown as Duplex);
+        }
+      });
+      return undefined;
     }
   };
 }

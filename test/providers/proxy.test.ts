@@ -1,0 +1,171 @@
+/**
+ * HTTPS_PROXY (providers/proxy.ts): an https: provider is reached through the proxy's CONNECT tunnel, with TLS checked
+ * end to end; loopback and NO_PROXY hosts go direct. Driven end to end through `berth stdio` against a loopback
+ * CONNECT proxy that maps the provider's name (never resolved by Berth) to a loopback TLS server whose certificate
+ * comes from a test CA the child trusts (NODE_EXTRA_CA_CERTS).
+ */
+import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { createServer as createHttpsServer } from "node:https";
+import { connect, createServer, type AddressInfo, type Server, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { httpsProxyFor, isLoopback, noProxyMatches } from "../../src/runtime/providers/proxy.js";
+import { TEST_CA_PEM, TEST_LEAF_CERT_PEM, TEST_LEAF_KEY_PEM } from "../fixtures/tls.js";
+import { chatSse } from "../helpers/chat-sse.js";
+import { spawnStdio } from "../scv/client.js";
+
+test("which hosts go through HTTPS_PROXY: loopback never, NO_PROXY entries by name, suffix, port and IP", () => {
+  for (const h of ["localhost", "api.localhost", "127.0.0.1", "127.8.9.10", "::1", "0:0:0:0:0:0:0:1"]) assert.equal(isLoopback(h), true, h);
+  for (const h of ["128.0.0.1", "api.openai.com", "::2", "localhost.example.com"]) assert.equal(isLoopback(h), false, h);
+  const list = "internal.example, .corp.test,10.1.2.3 api.vendor.test:8443, [fd00::1]:443";
+  assert.equal(noProxyMatches("internal.example", 443, list), true);
+  assert.equal(noProxyMatches("a.b.internal.example", 443, list), true);
+  assert.equal(noProxyMatches("notinternal.example", 443, list), false);
+  assert.equal(noProxyMatches("x.corp.test", 443, list), true);
+  assert.equal(noProxyMatches("10.1.2.3", 443, list), true);
+  assert.equal(noProxyMatches("api.vendor.test", 8443, list), true);
+  assert.equal(noProxyMatches("api.vendor.test", 443, list), false);
+  assert.equal(noProxyMatches("fd00::1", 443, list), true);
+  assert.equal(noProxyMatches("anything.test", 443, "*"), true);
+
+  const env = { HTTPS_PROXY: "http://u%40x:p%3Ass@proxy.corp:3128", NO_PROXY: "internal.example" };
+  assert.deepEqual(httpsProxyFor("api.openai.com", 443, env), { host: "proxy.corp", port: 3128, authorization: `Basic ${Buffer.from("u@x:p:ss").toString("base64")}` });
+  assert.equal(httpsProxyFor("internal.example", 443, env), null);
+  assert.equal(httpsProxyFor("127.0.0.1", 443, env), null);
+  assert.deepEqual(httpsProxyFor("api.openai.com", 443, { https_proxy: "proxy.corp:8080", HTTPS_PROXY: "http://ignored:1" }), { host: "proxy.corp", port: 8080 });
+  assert.deepEqual(httpsProxyFor("api.openai.com", 443, { HTTPS_PROXY: "http://proxy.corp" }), { host: "proxy.corp", port: 80 });
+  assert.equal(httpsProxyFor("api.openai.com", 443, { HTTPS_PROXY: "" }), null);
+  assert.equal(httpsProxyFor("api.openai.com", 443, {}), null);
+  assert.throws(() => httpsProxyFor("api.openai.com", 443, { HTTPS_PROXY: "socks5://proxy.corp:1080" }), (e: Error & { code?: string }) => e.code === "PROXY_SCHEME_UNSUPPORTED");
+});
+
+interface Proxy {
+  port: number;
+  /** Each CONNECT request's head, as received. */
+  connects: string[];
+  close(): Promise<void>;
+}
+
+/** A loopback CONNECT proxy: `docs.fetch.test:<port>` goes to 127.0.0.1:<port>; `requireAuth` answers 407 without it. */
+async function connectProxy(requireAuth: string | null): Promise<Proxy> {
+  const connects: string[] = [];
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    sockets.add(client);
+    client.on("close", () => sockets.delete(client));
+    let head = "";
+    const onData = (d: Buffer): void => {
+      head += d.toString("latin1");
+      const end = head.indexOf("\r\n\r\n");
+      if (end === -1) return;
+      client.off("data", onData);
+      connects.push(head.slice(0, end));
+      const m = /^CONNECT docs\.fetch\.test:(\d+) HTTP\/1\.1\r\n/.exec(head);
+      if (m === null) return void client.end("HTTP/1.1 403 Forbidden\r\n\r\n");
+      if (requireAuth !== null && !head.includes(`\r\nProxy-Authorization: ${requireAuth}\r\n`)) {
+        return void client.end("HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic\r\n\r\n");
+      }
+      const upstream = connect({ host: "127.0.0.1", port: Number(m[1]) }, () => {
+        client.write("HTTP/1.1 200 Connection established\r\n\r\n");
+        client.pipe(upstream).pipe(client);
+      });
+      sockets.add(upstream);
+      upstream.on("close", () => sockets.delete(upstream));
+      upstream.on("error", () => client.destroy());
+      client.on("error", () => upstream.destroy());
+    };
+    client.on("data", onData);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    port: (server.address() as AddressInfo).port,
+    connects,
+    close: () => {
+      for (const s of sockets) s.destroy();
+      return new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+/** The TLS provider (a certificate for docs.fetch.test) and a state root selecting it, trusting the test CA. */
+async function tlsProviderHome(): Promise<{ port: number; requests: number[]; env: Record<string, string>; close(): Promise<void> }> {
+  const requests: number[] = [];
+  const server = createHttpsServer({ cert: TEST_LEAF_CERT_PEM, key: TEST_LEAF_KEY_PEM }, (req, res) => {
+    requests.push(1);
+    req.resume().on("end", () => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end(chatSse("hello through the proxy"));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as AddressInfo).port;
+  const dir = mkdtempSync(join(tmpdir(), "proxy-home-"));
+  const provider = { api: "openai-chat", base_url: `https://docs.fetch.test:${port}/v1`, auth: "none", models: [{ id: "m" }] };
+  writeFileSync(join(dir, "settings.json"), JSON.stringify({ providers: { remote: provider }, provider: "remote", model: "m" }));
+  writeFileSync(join(dir, "ca.pem"), TEST_CA_PEM);
+  return {
+    port,
+    requests,
+    env: { MC_HOME: dir, NODE_EXTRA_CA_CERTS: join(dir, "ca.pem") },
+    close: () => {
+      server.closeAllConnections();
+      return new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+test("an https: provider is reached through HTTPS_PROXY's CONNECT tunnel, the proxy's credentials sent and never shown", { timeout: 60_000 }, async () => {
+  const auth = `Basic ${Buffer.from("berth:pr0xy-p@ss").toString("base64")}`;
+  const proxy = await connectProxy(auth);
+  const provider = await tlsProviderHome();
+  const { client: c, exited } = spawnStdio({ ...provider.env, HTTPS_PROXY: `http://berth:pr0xy-p%40ss@127.0.0.1:${proxy.port}` });
+  try {
+    const started = await c.open();
+    const { terminal, frames } = await c.turn(started.session_id as string, "hi");
+    assert.equal(terminal.type, "turn.completed", JSON.stringify(terminal));
+    assert.equal(frames.filter((f) => f.type === "assistant.delta").map((f) => f.content).join(""), "hello through the proxy");
+    assert.equal(proxy.connects.length, 1, "one tunnel");
+    assert.match(proxy.connects[0]!, new RegExp(`^CONNECT docs\\.fetch\\.test:${provider.port} HTTP/1\\.1\\r\\nHost: docs\\.fetch\\.test:${provider.port}\\r\\n`));
+    assert.equal(provider.requests.length, 1);
+    c.end();
+    await exited;
+    const seen = JSON.stringify(c.frames) + c.stderr();
+    for (const secret of ["pr0xy-p@ss", "pr0xy-p%40ss", auth.slice(6)]) assert.ok(!seen.includes(secret), `the proxy's credential is not shown (${secret})`);
+  } finally {
+    c.end();
+    await exited;
+    await proxy.close();
+    await provider.close();
+  }
+});
+
+test("a proxy that refuses the tunnel, or an unsupported proxy URL, fails the turn naming it; the session goes on", { timeout: 60_000 }, async () => {
+  const proxy = await connectProxy(`Basic ${Buffer.from("someone:else").toString("base64")}`);
+  const provider = await tlsProviderHome();
+  const refused = spawnStdio({ ...provider.env, HTTPS_PROXY: `http://127.0.0.1:${proxy.port}` });
+  try {
+    const started = await refused.client.open();
+    const { terminal } = await refused.client.turn(started.session_id as string, "hi");
+    assert.equal(terminal.type, "turn.failed", JSON.stringify(terminal));
+    assert.equal(terminal.message, "the provider request failed: provider connection through HTTPS_PROXY failed (PROXY_HTTP_407; 3 attempts)");
+    assert.equal(provider.requests.length, 0);
+    const again = await refused.client.turn(started.session_id as string, "again");
+    assert.equal(again.terminal.type, "turn.failed");
+  } finally {
+    refused.client.end();
+    await refused.exited;
+  }
+  const unsupported = spawnStdio({ ...provider.env, HTTPS_PROXY: "socks5://127.0.0.1:1" });
+  try {
+    const started = await unsupported.client.open();
+    const { terminal } = await unsupported.client.turn(started.session_id as string, "hi");
+    assert.equal(terminal.message, "the provider request failed: provider connection through HTTPS_PROXY failed (PROXY_SCHEME_UNSUPPORTED)");
+  } finally {
+    unsupported.client.end();
+    await unsupported.exited;
+    await proxy.close();
+    await provider.close();
+  }
+});
