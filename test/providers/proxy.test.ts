@@ -37,9 +37,14 @@ test("which hosts go through HTTPS_PROXY: loopback never, NO_PROXY entries by na
   assert.deepEqual(httpsProxyFor("api.openai.com", 443, { https_proxy: "proxy.corp:8080", HTTPS_PROXY: "http://ignored:1" }), { host: "proxy.corp", port: 8080 });
   assert.deepEqual(httpsProxyFor("api.openai.com", 443, { HTTPS_PROXY: "http://proxy.corp" }), { host: "proxy.corp", port: 80 });
   assert.equal(httpsProxyFor("api.openai.com", 443, { HTTPS_PROXY: "" }), null);
+  assert.deepEqual(httpsProxyFor("api.openai.com", 443, { https_proxy: " ", HTTPS_PROXY: "http://proxy.corp:3128" }), { host: "proxy.corp", port: 3128 }, "a blank variable counts as unset");
+  assert.equal(httpsProxyFor("internal.example", 443, { HTTPS_PROXY: "http://proxy.corp:3128", no_proxy: "", NO_PROXY: "internal.example" }), null);
   assert.equal(httpsProxyFor("api.openai.com", 443, {}), null);
   assert.throws(() => httpsProxyFor("api.openai.com", 443, { HTTPS_PROXY: "socks5://proxy.corp:1080" }), (e: Error & { code?: string }) => e.code === "PROXY_SCHEME_UNSUPPORTED");
 });
+
+/** The proxy variables of a child, whatever the machine's own are (both spellings; no exclusions). */
+const proxyEnv = (url: string): Record<string, string> => ({ https_proxy: url, HTTPS_PROXY: url, no_proxy: "", NO_PROXY: "" });
 
 interface Proxy {
   port: number;
@@ -120,7 +125,8 @@ test("an https: provider is reached through HTTPS_PROXY's CONNECT tunnel, the pr
   const auth = `Basic ${Buffer.from("berth:pr0xy-p@ss").toString("base64")}`;
   const proxy = await connectProxy(auth);
   const provider = await tlsProviderHome();
-  const { client: c, exited } = spawnStdio({ ...provider.env, HTTPS_PROXY: `http://berth:pr0xy-p%40ss@127.0.0.1:${proxy.port}` });
+  const url = `http://berth:pr0xy-p%40ss@127.0.0.1:${proxy.port}`;
+  const { client: c, exited } = spawnStdio({ ...provider.env, ...proxyEnv(url) });
   try {
     const started = await c.open();
     const { terminal, frames } = await c.turn(started.session_id as string, "hi");
@@ -144,7 +150,7 @@ test("an https: provider is reached through HTTPS_PROXY's CONNECT tunnel, the pr
 test("a proxy that refuses the tunnel, or an unsupported proxy URL, fails the turn naming it; the session goes on", { timeout: 60_000 }, async () => {
   const proxy = await connectProxy(`Basic ${Buffer.from("someone:else").toString("base64")}`);
   const provider = await tlsProviderHome();
-  const refused = spawnStdio({ ...provider.env, HTTPS_PROXY: `http://127.0.0.1:${proxy.port}` });
+  const refused = spawnStdio({ ...provider.env, ...proxyEnv(`http://127.0.0.1:${proxy.port}`) });
   try {
     const started = await refused.client.open();
     const { terminal } = await refused.client.turn(started.session_id as string, "hi");
@@ -157,7 +163,7 @@ test("a proxy that refuses the tunnel, or an unsupported proxy URL, fails the tu
     refused.client.end();
     await refused.exited;
   }
-  const unsupported = spawnStdio({ ...provider.env, HTTPS_PROXY: "socks5://127.0.0.1:1" });
+  const unsupported = spawnStdio({ ...provider.env, ...proxyEnv("socks5://127.0.0.1:1") });
   try {
     const started = await unsupported.client.open();
     const { terminal } = await unsupported.client.turn(started.session_id as string, "hi");

@@ -1,7 +1,7 @@
 /**
  * HTTPS_PROXY for https: providers: the connection goes through an HTTP CONNECT tunnel of the proxy the environment
  * names, as curl, Codex and Claude Code do. Contract:
- * - `httpsProxyFor(host, port, env)`: `https_proxy`, else `HTTPS_PROXY` (an empty value: none), unless the host is
+ * - `httpsProxyFor(host, port, env)`: `https_proxy`, else `HTTPS_PROXY` (an empty value counts as unset), unless the host is
  *   loopback (`localhost`, `127.0.0.0/8`, `::1`: never proxied, so a local model keeps working behind a corporate
  *   proxy) or `no_proxy` / `NO_PROXY` names it: entries split on commas and blanks, `*` for every host, `host` or
  *   `.host` for it and its subdomains, `host:port` for that port only, an IP address for itself. The proxy URL is
@@ -26,6 +26,15 @@ export interface ProxyTarget {
 const MAX_PROXY_HEAD_BYTES = 16 * 1024;
 
 const coded = (code: string, message: string): Error => Object.assign(new Error(message), { code });
+
+/** The first of `names` set to a non-blank value in `env`, trimmed; "" when none is (as curl reads them). */
+function firstSet(env: NodeJS.ProcessEnv, ...names: string[]): string {
+  for (const n of names) {
+    const v = env[n]?.trim();
+    if (v !== undefined && v !== "") return v;
+  }
+  return "";
+}
 
 /** Whether `host` is this machine: `localhost` (and its subdomains), 127.0.0.0/8, ::1. */
 export function isLoopback(host: string): boolean {
@@ -58,9 +67,9 @@ export function noProxyMatches(host: string, port: number, list: string): boolea
 
 /** The proxy an https: request to `host`:`port` goes through, or null (direct). Throws for an unusable proxy URL. */
 export function httpsProxyFor(host: string, port: number, env: NodeJS.ProcessEnv): ProxyTarget | null {
-  const raw = (env["https_proxy"] ?? env["HTTPS_PROXY"] ?? "").trim();
+  const raw = firstSet(env, "https_proxy", "HTTPS_PROXY");
   if (raw === "" || isLoopback(host)) return null;
-  const noProxy = env["no_proxy"] ?? env["NO_PROXY"] ?? "";
+  const noProxy = firstSet(env, "no_proxy", "NO_PROXY");
   if (noProxy !== "" && noProxyMatches(host, port, noProxy)) return null;
   let u: URL;
   try {
