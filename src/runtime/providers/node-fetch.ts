@@ -49,19 +49,18 @@ class Spares {
     const busy = agent.sockets[name];
     const inUse = busy?.[busy.length - 1];
     if (inUse !== undefined && !inUse.destroyed) {
-      const s = inUse;
-      if (this.watched.has(s)) return;
-      this.watched.add(s);
+      if (this.watched.has(inUse)) return;
+      this.watched.add(inUse);
       const onFree = (): void => {
-        this.watched.delete(s);
-        s.off("close", onClose);
+        this.watched.delete(inUse);
+        inUse.off("close", onClose);
       };
       const onClose = (): void => {
-        this.watched.delete(s);
-        s.off("free", onFree);
+        this.watched.delete(inUse);
+        inUse.off("free", onFree);
         this.preconnect(name, open);
       };
-      s.once("free", onFree).once("close", onClose);
+      inUse.once("free", onFree).once("close", onClose);
       return;
     }
     mark("provider.preconnect");
@@ -135,23 +134,24 @@ function httpsPoolAgentClass(m: typeof Https): new (o: Https.AgentOptions) => Ht
       if (spare !== undefined) return spare;
       const host = options.host ?? "localhost";
       const port = Number(options.port ?? 443);
+      // A failure is reported through node:http's asynchronous `createConnection` callback, as the connection's own.
+      const fail = (e: unknown): void => cb?.(e as Error, undefined as unknown as Duplex);
       let proxy: ProxyTarget | null;
       try {
         proxy = httpsProxyFor(host, port, process.env);
       } catch (e) {
-        // Reported as the connection's failure (node:http's agent takes an asynchronous `createConnection` callback).
-        process.nextTick(() => cb?.(e as Error, undefined as unknown as Duplex));
+        process.nextTick(fail, e);
         return undefined;
       }
-      if (proxy === null) return (super.createConnection as (o: ClientRequestArgs, c?: unknown) => Duplex)(options, cb);
+      if (proxy === null) return super.createConnection(options, cb);
       // TLS over the proxy's CONNECT tunnel: the handshake, server name and certificate checks are the direct ones.
       connectTunnel(proxy, host, port, (err, socket) => {
-        if (err !== null) return cb?.(err, undefined as unknown as Duplex);
+        if (err !== null) return fail(err);
         try {
-          cb?.(null, (super.createConnection as (o: unknown) => Duplex)({ ...options, socket }));
+          cb?.(null, super.createConnection({ ...options, socket } as ClientRequestArgs) as Duplex);
         } catch (e) {
           socket?.destroy();
-          cb?.(e as Error, undefined as unknown as Duplex);
+          fail(e);
         }
       });
       return undefined;
