@@ -147,7 +147,7 @@ test("an https: provider is reached through HTTPS_PROXY's CONNECT tunnel, the pr
   }
 });
 
-test("a proxy that refuses the tunnel, or an unsupported proxy URL, fails the turn naming it; the session goes on", { timeout: 60_000 }, async () => {
+test("a proxy that refuses the tunnel, an unsupported proxy URL or an absent proxy fails the turn naming it; the session goes on", { timeout: 60_000 }, async () => {
   const proxy = await connectProxy(`Basic ${Buffer.from("someone:else").toString("base64")}`);
   const provider = await tlsProviderHome();
   const refused = spawnStdio({ ...provider.env, ...proxyEnv(`http://127.0.0.1:${proxy.port}`) });
@@ -171,6 +171,20 @@ test("a proxy that refuses the tunnel, or an unsupported proxy URL, fails the tu
   } finally {
     unsupported.client.end();
     await unsupported.exited;
+  }
+  // A proxy that is not there is named as the proxy, not taken for the provider.
+  const gone = createServer();
+  await new Promise<void>((r) => gone.listen(0, "127.0.0.1", r));
+  const closedPort = (gone.address() as AddressInfo).port;
+  await new Promise<void>((r) => gone.close(() => r()));
+  const absent = spawnStdio({ ...provider.env, ...proxyEnv(`http://127.0.0.1:${closedPort}`) });
+  try {
+    const started = await absent.client.open();
+    const { terminal } = await absent.client.turn(started.session_id as string, "hi");
+    assert.equal(terminal.message, "the provider request failed: provider connection through HTTPS_PROXY failed (PROXY_ECONNREFUSED; 3 attempts)");
+  } finally {
+    absent.client.end();
+    await absent.exited;
     await proxy.close();
     await provider.close();
   }

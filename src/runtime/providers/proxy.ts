@@ -9,8 +9,9 @@
  *   refused with the code `PROXY_SCHEME_UNSUPPORTED` rather than connecting around the proxy.
  * - `connectTunnel` opens the tunnel: `CONNECT host:port` (with `Proxy-Authorization: Basic …` when the URL has a
  *   user), and hands over the socket once the proxy answers 200. A failure is an Error whose `code` names it
- *   (`PROXY_HTTP_<status>`, `PROXY_BAD_RESPONSE`, `PROXY_CLOSED`, or the socket's own, e.g. `ECONNREFUSED`): node-fetch
- *   reports it like any connection failure. The proxy's credentials never appear in an error.
+ *   (`PROXY_HTTP_<status>`, `PROXY_BAD_RESPONSE`, `PROXY_CLOSED`, or the proxy connection's own code after `PROXY_`,
+ *   e.g. `PROXY_ECONNREFUSED`, so it is not taken for the provider's): node-fetch reports it as a proxy failure. The
+ *   proxy's credentials never appear in an error.
  * http: providers are not proxied (they are local in practice; docs/providers.md).
  */
 import { connect, isIP, type Socket } from "node:net";
@@ -102,7 +103,8 @@ export function connectTunnel(proxy: ProxyTarget, host: string, port: number, do
       done(err);
     } else done(null, socket);
   };
-  const onError = (err: Error): void => finish(err);
+  const onError = (err: Error & { code?: unknown }): void =>
+    finish(coded(typeof err.code === "string" ? `PROXY_${err.code}` : "PROXY_CLOSED", "the connection to the proxy failed"));
   const onClose = (): void => finish(coded("PROXY_CLOSED", "the proxy closed the connection before answering CONNECT"));
   const onData = (d: Buffer): void => {
     head = Buffer.concat([head, d]);
