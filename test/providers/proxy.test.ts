@@ -11,7 +11,7 @@ import { connect, createServer, type AddressInfo, type Server, type Socket } fro
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { httpsProxyFor, isLoopback, noProxyMatches } from "../../src/runtime/providers/proxy.js";
+import { connectTunnel, httpsProxyFor, isLoopback, noProxyMatches } from "../../src/runtime/providers/proxy.js";
 import { TEST_CA_PEM, TEST_LEAF_CERT_PEM, TEST_LEAF_KEY_PEM } from "../fixtures/tls.js";
 import { chatSse } from "../helpers/chat-sse.js";
 import { spawnStdio } from "../scv/client.js";
@@ -45,6 +45,31 @@ test("which hosts go through HTTPS_PROXY: loopback never, NO_PROXY entries by na
 
 /** The proxy variables of a child, whatever the machine's own are (both spellings; no exclusions). */
 const proxyEnv = (url: string): Record<string, string> => ({ https_proxy: url, HTTPS_PROXY: url, no_proxy: "", NO_PROXY: "" });
+
+test("a hostile proxy's answer to CONNECT is refused with a code naming it, and its socket closed", { timeout: 30_000 }, async () => {
+  const answers: Array<[string, string]> = [
+    ["not http at all\r\n\r\n", "PROXY_BAD_RESPONSE"],
+    ["HTTP/1.1 200 OK\r\n\r\nbytes before the handshake", "PROXY_BAD_RESPONSE"],
+    ["HTTP/1.1 502 Bad Gateway\r\n\r\n", "PROXY_HTTP_502"],
+    [`HTTP/1.1 200 OK\r\nX-Pad: ${"x".repeat(17 * 1024)}`, "PROXY_BAD_RESPONSE"],
+    ["", "PROXY_CLOSED"],
+  ];
+  for (const [answer, code] of answers) {
+    let closed!: Promise<void>;
+    const server = createServer((s) => {
+      closed = new Promise((r) => s.on("close", () => r()));
+      s.once("data", () => (answer === "" ? s.end() : s.write(answer)));
+      s.on("error", () => undefined);
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const err = await new Promise<Error & { code?: string }>((resolve, reject) =>
+      connectTunnel({ host: "127.0.0.1", port: (server.address() as AddressInfo).port }, "api.example.test", 443, (e) => (e === null ? reject(new Error("accepted")) : resolve(e))),
+    );
+    assert.equal(err.code, code, JSON.stringify(answer.slice(0, 40)));
+    await closed;
+    await new Promise<void>((r) => server.close(() => r()));
+  }
+});
 
 interface Proxy {
   port: number;
