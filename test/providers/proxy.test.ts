@@ -214,3 +214,37 @@ test("a proxy that refuses the tunnel, an unsupported proxy URL or an absent pro
     await provider.close();
   }
 });
+
+test("a proxy that never answers CONNECT holds nothing once the turn is cancelled: its connection is closed", { timeout: 60_000 }, async () => {
+  let connected!: () => void;
+  const sawConnect = new Promise<void>((r) => (connected = r));
+  const closes: Array<Promise<void>> = [];
+  const silent = createServer((s) => {
+    closes.push(new Promise((r) => s.on("close", () => r())));
+    s.on("data", (d) => {
+      if (d.toString("latin1").startsWith("CONNECT ")) connected();
+    });
+    s.on("error", () => undefined);
+  });
+  await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+  const provider = await tlsProviderHome();
+  const { client: c, exited } = spawnStdio({ ...provider.env, ...proxyEnv(`http://127.0.0.1:${(silent.address() as AddressInfo).port}`) });
+  try {
+    const started = await c.open();
+    const sid = started.session_id as string;
+    const from = c.frames.length;
+    const turn = c.request({ type: "turn.start", session_id: sid, prompt: "hi" });
+    const started2 = await c.waitFor((m) => m.type === "turn.started" && m.request_id === turn, from);
+    await sawConnect;
+    c.request({ type: "turn.cancel", session_id: sid, turn_id: started2.turn_id });
+    await c.waitFor((m) => m.type === "turn.cancelled", from, "turn.cancelled");
+    assert.equal(closes.length, 1, "one connection to the proxy");
+    await closes[0]; // never settles while the tunnel is still held
+    assert.equal(provider.requests.length, 0);
+  } finally {
+    c.end();
+    await exited;
+    silent.close();
+    await provider.close();
+  }
+});

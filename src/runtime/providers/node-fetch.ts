@@ -24,6 +24,12 @@ import type { StreamFetch, StreamFetchInit, StreamResponse } from "./driver.js";
 export const SPARE_MS = 10_000;
 
 /**
+ * The request option carrying a request's abort signal to the https agent's `createConnection` (node:http passes
+ * request options through to it, but not `signal` itself), so that aborting closes a CONNECT tunnel in progress.
+ */
+const TUNNEL_SIGNAL = Symbol("berth.tunnelSignal");
+
+/**
  * The connection a keep-alive agent opens ahead of its first request to a host and port (`preconnect`, while a fresh
  * process creates its session, and after each turn for a server that closes connections): the first request to that
  * host and port then takes it instead of connecting. At most one such spare per agent, unreferenced (it never keeps a
@@ -145,6 +151,8 @@ function httpsPoolAgentClass(m: typeof Https): new (o: Https.AgentOptions) => Ht
       }
       if (proxy === null) return super.createConnection(options, cb);
       // TLS over the proxy's CONNECT tunnel: the handshake, server name and certificate checks are the direct ones.
+      // The request's abort signal (`TUNNEL_SIGNAL`) closes a tunnel still waiting for the proxy's answer.
+      const signal = (options as { [TUNNEL_SIGNAL]?: AbortSignal })[TUNNEL_SIGNAL];
       connectTunnel(proxy, host, port, (err, socket) => {
         if (err !== null) return fail(err);
         try {
@@ -153,7 +161,7 @@ function httpsPoolAgentClass(m: typeof Https): new (o: Https.AgentOptions) => Ht
           socket?.destroy();
           fail(e);
         }
-      });
+      }, signal);
       return undefined;
     }
   };
@@ -287,7 +295,8 @@ function gatedFetch(url: string, init: StreamFetchInit): Promise<StreamResponse>
     const tls = isHttps ? prepareHttps() : null;
     const agent = tls !== null ? tls.agent : httpAgent;
     const request = tls !== null ? tls.request : httpRequest;
-    const req = u instanceof URL ? request(u, { method: init.method, headers, agent }) : request({ ...u, method: init.method, headers, agent });
+    const options = { method: init.method, headers, agent, ...(tls !== null ? { [TUNNEL_SIGNAL]: signal } : {}) };
+    const req = u instanceof URL ? request(u, options) : request({ ...u, ...options });
     // `provider.request_sent` marks `end()`; the bytes leave once the socket is connected and the turn's synchronous
     // work has yielded (a connection opened in the same microtask run only starts connecting then).
     if (timingEnabled) req.once("finish", () => mark("provider.request_flushed"));

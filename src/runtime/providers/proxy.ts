@@ -8,8 +8,10 @@
  *   `http://[user:password@]host[:port]` (port 80 by default; a bare `host:port` reads as http); another scheme is
  *   refused with the code `PROXY_SCHEME_UNSUPPORTED` rather than connecting around the proxy.
  * - `connectTunnel` opens the tunnel: `CONNECT host:port` (with `Proxy-Authorization: Basic …` when the URL has a
- *   user), and hands over the socket once the proxy answers 200. A failure is an Error whose `code` names it
- *   (`PROXY_HTTP_<status>`, `PROXY_BAD_RESPONSE`, `PROXY_CLOSED`, or the proxy connection's own code after `PROXY_`,
+ *   user), and hands over the socket once the proxy answers 200. Aborting `signal` before then closes the connection
+ *   to the proxy (`PROXY_ABORTED`): a proxy that never answers holds nothing once its request is given up. A failure
+ *   is an Error whose `code` names it
+ *   (`PROXY_HTTP_<status>`, `PROXY_BAD_RESPONSE`, `PROXY_CLOSED`, `PROXY_ABORTED`, or the proxy connection's own code after `PROXY_`,
  *   e.g. `PROXY_ECONNREFUSED`, so it is not taken for the provider's): node-fetch reports it as a proxy failure. The
  *   proxy's credentials never appear in an error.
  * http: providers are not proxied (they are local in practice; docs/providers.md).
@@ -88,8 +90,18 @@ export function httpsProxyFor(host: string, port: number, env: NodeJS.ProcessEnv
   return target;
 }
 
-/** Opens a CONNECT tunnel to `host`:`port` through `proxy`; `done` gets the socket once the proxy answered 200. */
-export function connectTunnel(proxy: ProxyTarget, host: string, port: number, done: (err: Error | null, socket?: Socket) => void): void {
+/**
+ * Opens a CONNECT tunnel to `host`:`port` through `proxy`; `done` gets the socket once the proxy answered 200, or the
+ * failure (`PROXY_ABORTED` when `signal` aborts first).
+ */
+export function connectTunnel(
+  proxy: ProxyTarget,
+  host: string,
+  port: number,
+  done: (err: Error | null, socket?: Socket) => void,
+  signal?: AbortSignal,
+): void {
+  if (signal?.aborted === true) return done(coded("PROXY_ABORTED", "the request was given up before the proxy answered"));
   const authority = `${isIP(host) === 6 ? `[${host}]` : host}:${port}`;
   const socket = connect({ host: proxy.host, port: proxy.port });
   let head = Buffer.alloc(0);
@@ -97,6 +109,7 @@ export function connectTunnel(proxy: ProxyTarget, host: string, port: number, do
   const finish = (err: Error | null): void => {
     if (settled) return;
     settled = true;
+    signal?.removeEventListener("abort", onAbort);
     socket.off("data", onData).off("error", onError).off("close", onClose);
     if (err !== null) {
       socket.destroy();
@@ -106,6 +119,8 @@ export function connectTunnel(proxy: ProxyTarget, host: string, port: number, do
   const onError = (err: Error & { code?: unknown }): void =>
     finish(coded(typeof err.code === "string" ? `PROXY_${err.code}` : "PROXY_CLOSED", "the connection to the proxy failed"));
   const onClose = (): void => finish(coded("PROXY_CLOSED", "the proxy closed the connection before answering CONNECT"));
+  const onAbort = (): void => finish(coded("PROXY_ABORTED", "the request was given up before the proxy answered"));
+  signal?.addEventListener("abort", onAbort, { once: true });
   const onData = (d: Buffer): void => {
     head = Buffer.concat([head, d]);
     const end = head.indexOf("\r\n\r\n");
