@@ -74,6 +74,18 @@ describe("berth chat turn failure lines", () => {
     assert.match(r.err, /provider connection failed \(ECONNREFUSED; 3 attempts\); is http:\/\/127\.0\.0\.1:1\/v1 reachable\?\)$/m);
   });
 
+  it("a base URL that answers with a web page is named, with the fix, and not retried", async () => {
+    const before = fake.requests.length;
+    fake.script([{ body: "<html><body>Open WebUI</body></html>", headers: { "content-type": "text/html" } }]);
+    const r = await run();
+    assert.equal(r.code, 1);
+    assert.match(
+      r.err,
+      /the turn failed \(provider_error: the provider request failed: provider did not answer with an event stream \(HTML page\); check the provider's base_url in settings\.json: it must name the API \(for OpenAI-compatible servers usually ending in \/v1\), not a web page, on a server that streams answers \(server-sent events\); it is set to http:\/\/127\.0\.0\.1:\d+\/v1\)$/m,
+    );
+    assert.equal(fake.requests.length - before, 1);
+  });
+
   it("a stream dropped mid-answer keeps the text so far and says the stream ended", async () => {
     fake.script([{ steps: [{ text: "half an ans" }, { disconnect: true }], end: false }]);
     const r = await run();

@@ -237,6 +237,11 @@ export async function startFakeProvider(opts: FakeProviderOptions = {}): Promise
       res.end(turn.body ?? JSON.stringify({ error: { type: "fake_error", message: ERROR_BODY_SECRET } }));
       return;
     }
+    if (turn.body !== undefined) {
+      res.writeHead(turn.status ?? 200, { "content-type": "text/event-stream", ...turn.headers });
+      res.end(turn.body);
+      return;
+    }
     const items = renderTurn(api, turn);
     res.writeHead(turn.status ?? 200, { "content-type": "text/event-stream", "cache-control": "no-cache", ...turn.headers });
     res.flushHeaders();

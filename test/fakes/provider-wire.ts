@@ -46,7 +46,11 @@ export interface FakeUsage {
 
 /** One scripted provider response. */
 export interface FakeTurn {
-  /** Non-2xx status: the body (default a JSON error containing a secret marker) is sent instead of a stream. */
+  /**
+   * Non-2xx status: the body (default a JSON error containing a secret marker) is sent instead of a stream. With a
+   * 2xx status (or none), `body` is sent as is instead of the rendered stream (a web page, a whole JSON answer), under
+   * `headers` (content type `text/event-stream` unless they name one).
+   */
   status?: number;
   body?: string;
   headers?: Record<string, string>;

@@ -129,6 +129,47 @@ for (const api of APIS) {
       assert.equal(fake.requests.length, 1);
     });
 
+    it("a 2xx answer that is not an event stream is named for what it is, not retried", async () => {
+      const page = `<!doctype html><html><body>${"<p>Sign in to continue</p>".repeat(4000)}</body></html>`;
+      const whole = JSON.stringify({ id: "x", choices: [{ message: { role: "assistant", content: "not streamed" } }] });
+      fake.script([
+        { body: page, headers: { "content-type": "text/html; charset=utf-8" } },
+        { body: whole, headers: { "content-type": "application/json" } },
+        // No blank line in 2 MiB: it overflows the event bound, and is still named as not a stream.
+        { body: "x".repeat(2 * 1024 * 1024), headers: { "content-type": "text/plain" } },
+        { body: "", headers: { "content-type": "" } },
+      ]);
+      const { provider, delays } = makeProvider(api, fake);
+      const messages: unknown[] = [];
+      for (let i = 0; i < 4; i++) {
+        const events = await collect(provider.stream(request()));
+        assert.equal(terminalCount(events), 1);
+        assert.equal(textOf(events), "");
+        const t = terminal(events) as { kind: string; retryable: boolean; message: string };
+        assert.equal(t.kind, "protocol");
+        assert.equal(t.retryable, false);
+        messages.push(t.message);
+        assertNoLeak(events);
+      }
+      assert.deepEqual(messages, [
+        "provider did not answer with an event stream (HTML page)",
+        "provider did not answer with an event stream (JSON body)",
+        "provider did not answer with an event stream (plain text)",
+        "provider did not answer with an event stream (no content type)",
+      ]);
+      assert.equal(delays.length, 0, "not retried");
+      assert.equal(fake.requests.length, 4);
+    });
+
+    it("an event stream that ends before any event is still a dropped stream, retried", async () => {
+      fake.script([{ body: "" }, { body: ": keep-alive\n\n" }, { steps: [{ text: "third time" }] }]);
+      const { provider, delays } = makeProvider(api, fake);
+      const events = await collect(provider.stream(request()));
+      assert.equal(textOf(events), "third time");
+      assert.equal(delays.length, 2);
+      assert.equal(fake.requests.length, 3);
+    });
+
     it("an in-stream provider error before output", async () => {
       const code = api === "anthropic" ? "overloaded_error" : "server_error";
       fake.script([{ steps: [{ streamError: code }], end: false }, { steps: [{ text: "second" }] }]);

@@ -38,14 +38,22 @@ export function describeError(err: unknown): string {
 
 /**
  * One line for an SCV terminal event that is not `turn.completed`: `failed (<code>: <message>)`, naming the
- * provider's base URL when it could not be reached (`baseUrl`: the selected provider's, when known).
+ * provider's base URL when it could not be reached or did not answer with a stream (`baseUrl`: the selected
+ * provider's, when known).
  */
 export function failureLine(ev: Record<string, unknown>, baseUrl: string | null = null): string {
   if (ev["type"] === "turn.cancelled") return "cancelled";
   const code = typeof ev["code"] === "string" ? ev["code"] : "unknown";
   const msg = typeof ev["message"] === "string" ? ev["message"] : "";
-  const unreachable = baseUrl !== null && msg.includes("provider connection failed") ? `; is ${baseUrl} reachable?` : "";
-  return `failed (${code}${msg !== "" ? `: ${msg}` : ""}${unreachable})`;
+  const hint =
+    baseUrl === null
+      ? ""
+      : msg.includes("provider connection failed")
+        ? `; is ${baseUrl} reachable?`
+        : msg.includes("provider did not answer with an event stream")
+          ? `; it is set to ${baseUrl}`
+          : "";
+  return `failed (${code}${msg !== "" ? `: ${msg}` : ""}${hint})`;
 }
 
 /** The app-service child (for /login, /logout, /model: sign-in, catalog and settings live there). */

@@ -15,7 +15,7 @@ import { StringDecoder } from "node:string_decoder";
 import { createParser, type EventSourceParser } from "eventsource-parser";
 import type { CredentialSource, ProviderBatch, ProviderEvent } from "../types.js";
 import { utf8Bytes, type ProviderBounds } from "./accumulate.js";
-import { abortedFailure, connectFailure, errorCategory, LABELS, limitFailure, ProviderFailure, stalledFailure, statusFailure } from "./errors.js";
+import { abortedFailure, connectFailure, errorCategory, isEventStream, LABELS, limitFailure, notStreamFailure, ProviderFailure, stalledFailure, statusFailure } from "./errors.js";
 
 export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
 
@@ -387,6 +387,12 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
         throw statusFailure(res.status, parseRetryAfter(res.headers, now()), category);
       }
       if (res.body === null) throw new ProviderFailure("protocol", LABELS.malformed, false);
+      // A web page is never a stream (a base_url naming a web UI or a login portal): refused before its body is read.
+      const contentType = res.headers.get("content-type");
+      if (/^\s*(?:text\/html|application\/xhtml\+xml)\s*(?:;|$)/i.test(contentType ?? "")) throw notStreamFailure(contentType);
+      // Any other body that is not declared an event stream and ends (or overflows an event) before one event was
+      // decoded is named for what it is, not as a dropped connection or an oversized event.
+      const notStream = (): boolean => !yielded && out.length === 0 && !isEventStream(contentType);
       const reader = res.body.getReader();
       const decoder = p.decoder();
       const out: ProviderEvent[] = [];
@@ -415,7 +421,8 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
             sse.push(r.value, !yielded);
           }
         } catch (e) {
-          failed = toFailure(e, signal);
+          const overflow = e instanceof ProviderFailure && e.kind === "limit";
+          failed = !signal.aborted && (eof || overflow) && notStream() ? notStreamFailure(contentType) : toFailure(e, signal);
         }
         if (failed !== undefined) {
           // Cancel the body first, then hand over what was decoded before the failure.
@@ -447,7 +454,7 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
           }
           settled = true;
         } else if (eof) {
-          throw new ProviderFailure("network", LABELS.disconnect, true);
+          throw notStream() ? notStreamFailure(contentType) : new ProviderFailure("network", LABELS.disconnect, true);
         }
         if (signal.aborted && !settled) throw abortedFailure();
         if (out.length > 0) {

@@ -20,6 +20,7 @@ export const LABELS = {
   proxy: "provider connection through HTTPS_PROXY failed",
   stalled: "provider sent nothing within its idle timeout",
   disconnect: "provider stream ended unexpectedly",
+  notStream: "provider did not answer with an event stream",
   malformed: "malformed provider stream",
   eventLimit: "provider event exceeds size limit",
   responseLimit: "provider response exceeds size limit",
@@ -114,6 +115,31 @@ export function connectFailure(err: unknown): ProviderFailure {
 export function stalledFailure(ms: number): ProviderFailure {
   const span = ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
   return new ProviderFailure("network", `${LABELS.stalled} (${span})`, true);
+}
+
+/**
+ * A 2xx answer that is not a server-sent event stream (a web page, a whole JSON body), judged by its content type:
+ * not retried (the same request gets the same answer). The label names the kind of body from a fixed list, never
+ * the header's own text: `… (HTML page)`, `… (JSON body)`, `… (plain text)`, `… (no content type)`, `… (other content)`.
+ */
+export function notStreamFailure(contentType: string | null): ProviderFailure {
+  const t = (contentType ?? "").split(";")[0]!.trim().toLowerCase();
+  const kind =
+    t === ""
+      ? "no content type"
+      : t === "text/html" || t === "application/xhtml+xml"
+        ? "HTML page"
+        : t === "application/json" || t.endsWith("+json")
+          ? "JSON body"
+          : t === "text/plain"
+            ? "plain text"
+            : "other content";
+  return new ProviderFailure("protocol", `${LABELS.notStream} (${kind})`, false);
+}
+
+/** Whether a response's content type says it is an event stream (`text/event-stream`, parameters aside). */
+export function isEventStream(contentType: string | null): boolean {
+  return (contentType ?? "").split(";")[0]!.trim().toLowerCase() === "text/event-stream";
 }
 
 export const limitFailure = (label: ProviderLabel): ProviderFailure => new ProviderFailure("limit", label, false);

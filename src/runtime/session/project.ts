@@ -109,6 +109,8 @@ const DETAILED = new Set<FailureReason>(["provider", "credential", "provider_lim
 const CREDENTIAL_HEAD = "the provider credential is missing or was rejected";
 const CREDENTIAL_FIX = "sign in again or set the API key";
 const CERTIFICATE_FIX = "if the provider's certificate comes from a private CA, set NODE_EXTRA_CA_CERTS to that CA's PEM file";
+const NOT_STREAM_FIX =
+  "check the provider's base_url in settings.json: it must name the API (for OpenAI-compatible servers usually ending in /v1), not a web page, on a server that streams answers (server-sent events)";
 
 /** The terminal event of an outcome. */
 export function terminalEvent(ref: Ref, o: TurnOutcome, origin: TurnOrigin | undefined): SessionEvent {
@@ -126,5 +128,6 @@ function failureMessage(reason: FailureReason, detail: string | undefined): stri
   // The provider's safe label (status, category, which limit) follows the fixed text.
   if (detail === undefined || !DETAILED.has(reason)) return MESSAGES[reason];
   if (reason === "credential") return `${CREDENTIAL_HEAD}: ${detail}; ${CREDENTIAL_FIX}`;
-  return detail.startsWith(LABELS.certificate) ? `${MESSAGES[reason]}: ${detail}; ${CERTIFICATE_FIX}` : `${MESSAGES[reason]}: ${detail}`;
+  const fix = detail.startsWith(LABELS.certificate) ? CERTIFICATE_FIX : detail.startsWith(LABELS.notStream) ? NOT_STREAM_FIX : null;
+  return fix === null ? `${MESSAGES[reason]}: ${detail}` : `${MESSAGES[reason]}: ${detail}; ${fix}`;
 }
