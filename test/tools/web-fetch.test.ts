@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { TLSSocket } from "node:tls";
-import type { AddressInfo } from "node:net";
+import { connect, createServer as createTcpServer, type AddressInfo, type Socket } from "node:net";
 import { gzipSync } from "node:zlib";
 import { htmlToText } from "../../src/runtime/tools/html-text.js";
 import { blockedReason } from "../../src/runtime/tools/net-guard.js";
@@ -32,7 +32,8 @@ async function server(t: { after(fn: () => Promise<void> | void): void }, handle
 }
 
 const ctx = makeCtx(process.cwd());
-const allow = (port: number, extra: Partial<WebFetchOptions> = {}): WebFetchOptions => ({ allow: [{ host: "127.0.0.1", port }], ...extra });
+// No proxy variables from the environment the tests run in (the proxy tests below set their own).
+const allow = (port: number, extra: Partial<WebFetchOptions> = {}): WebFetchOptions => ({ allow: [{ host: "127.0.0.1", port }], env: {}, ...extra });
 
 void test("address policy: public unicast only, IPv6 forms embedding refused IPv4 addresses are refused", () => {
   const refused = [
@@ -91,7 +92,7 @@ void test("every resolved address is checked; the connection goes to the checked
   assert.equal(calls, 1);
 });
 
-void test("redirects: each target is re-checked, at most 5 are followed; no cookies, credentials, referrer or proxy", async (t) => {
+void test("redirects: each target is re-checked, at most 5 are followed; no cookies, credentials or referrer; loopback never proxied", async (t) => {
   const s = await server(t, (req, res) => {
     const m = /^\/hop\/(\d+)$/.exec(req.url ?? "");
     if (m !== null) {
@@ -106,19 +107,11 @@ void test("redirects: each target is re-checked, at most 5 are followed; no cook
     res.writeHead(200, { "content-type": "text/plain" });
     res.end(JSON.stringify({ cookie: req.headers.cookie ?? null, referer: req.headers.referer ?? null, auth: req.headers.authorization ?? null }));
   });
-  // Proxy variables are ignored: a proxy that would see the request sees nothing.
+  // A loopback URL never goes through the proxy the environment names: the proxy sees nothing.
   const proxy = await server(t, (_q, res) => res.end("proxied"));
-  const saved = Object.fromEntries(["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY"].map((k) => [k, process.env[k]]));
-  for (const k of ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"]) process.env[k] = `http://127.0.0.1:${proxy.port}`;
-  delete process.env["NO_PROXY"];
-  const tool = createWebFetchTool(allow(s.port));
-  let r: Awaited<ReturnType<typeof call>>;
-  try {
-    r = await call(tool, { url: `http://127.0.0.1:${s.port}/hop/${MAX_REDIRECTS - 1}` }, ctx);
-  } finally {
-    for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
+  const via = `http://127.0.0.1:${proxy.port}`;
+  const tool = createWebFetchTool(allow(s.port, { env: { HTTP_PROXY: via, http_proxy: via, HTTPS_PROXY: via, https_proxy: via } }));
+  let r = await call(tool, { url: `http://127.0.0.1:${s.port}/hop/${MAX_REDIRECTS - 1}` }, ctx);
   assert.equal(proxy.seen.length, 0, "no request went through the proxy");
   assert.equal(r.isError, false, r.content);
   assert.match(r.content, /URL: http:\/\/127\.0\.0\.1:\d+\/done/);
@@ -288,7 +281,7 @@ void test("https: the certificate is verified for the URL's name on the pinned a
   t.after(() => new Promise<void>((r) => (s.closeAllConnections(), s.close(() => r()))));
   const port = (s.address() as AddressInfo).port;
   const resolve = () => Promise.resolve([{ address: "127.0.0.1", family: 4 }]);
-  const opts = { allow: [{ host: "127.0.0.1", port }], resolve, autoApproveHosts: ["docs.fetch.test"] };
+  const opts = { allow: [{ host: "127.0.0.1", port }], resolve, autoApproveHosts: ["docs.fetch.test"], env: {} };
   // Without the test CA the chain is untrusted: verification is on.
   let r = await call(createWebFetchTool(opts), { url: `https://docs.fetch.test:${port}/page` }, ctx);
   assert.equal(r.isError, true);
@@ -311,6 +304,122 @@ void test("https: the certificate is verified for the URL's name on the pinned a
   assert.match(r.content, new RegExp(`redirects to https://other\\.fetch\\.test:${port}/page, whose host is not auto-approved`));
   assert.deepEqual(seen.slice(before).map((x) => x.url), ["/outside"], "the other host was not fetched");
   // The same redirect from a call the user approved (not auto-approved) is followed.
-  r = await call(createWebFetchTool({ allow: opts.allow, resolve, ca: TEST_CA_PEM }), { url: `https://docs.fetch.test:${port}/outside` }, ctx);
+  r = await call(createWebFetchTool({ allow: opts.allow, resolve, ca: TEST_CA_PEM, env: {} }), { url: `https://docs.fetch.test:${port}/outside` }, ctx);
   assert.match(r.content, /URL: https:\/\/other\.fetch\.test:\d+\/page[\s\S]*secure hello$/);
+});
+
+/**
+ * A loopback proxy: CONNECT to 127.0.0.1:<port> is tunnelled (407 without `auth` when one is required, 403 for any
+ * other target); an absolute-form request is answered by the proxy itself with what it received.
+ */
+async function proxyServer(t: { after(fn: () => Promise<void> | void): void }, auth: string | null): Promise<{ port: number; heads: string[] }> {
+  const heads: string[] = [];
+  const sockets = new Set<Socket>();
+  const srv = createTcpServer((client) => {
+    sockets.add(client);
+    client.on("error", () => undefined);
+    let head = "";
+    const onData = (d: Buffer): void => {
+      head += d.toString("latin1");
+      const end = head.indexOf("\r\n\r\n");
+      if (end === -1) return;
+      client.off("data", onData);
+      heads.push(head.slice(0, end));
+      if (auth !== null && !head.includes(`\r\nProxy-Authorization: ${auth}\r\n`) && !head.toLowerCase().includes(`\r\nproxy-authorization: ${auth.toLowerCase()}\r\n`)) {
+        return void client.end("HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n");
+      }
+      const m = /^CONNECT 127\.0\.0\.1:(\d+) HTTP\/1\.1\r\n/.exec(head);
+      if (m !== null) {
+        const upstream = connect({ host: "127.0.0.1", port: Number(m[1]) }, () => {
+          client.write("HTTP/1.1 200 Connection established\r\n\r\n");
+          client.pipe(upstream).pipe(client);
+        });
+        sockets.add(upstream);
+        upstream.on("error", () => client.destroy());
+        return;
+      }
+      if (head.startsWith("CONNECT ")) return void client.end("HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n");
+      const body = `proxied ${head.split("\r\n")[0]} host=${/\r\nhost: ([^\r]*)/i.exec(head)?.[1] ?? ""}`;
+      client.end(`HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+    };
+    client.on("data", onData);
+  });
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  t.after(() => {
+    for (const x of sockets) x.destroy();
+    return new Promise<void>((r) => srv.close(() => r()));
+  });
+  return { port: (srv.address() as AddressInfo).port, heads };
+}
+
+void test("through HTTPS_PROXY / HTTP_PROXY: a tunnel to, or a request naming, the checked address; NO_PROXY and failures", async (t) => {
+  const https = createHttpsServer({ cert: TEST_LEAF_CERT_PEM, key: TEST_LEAF_KEY_PEM }, (req, res) => {
+    res.writeHead(200, { "content-type": "text/plain" });
+    res.end(`secure ${req.url} sni=${(req.socket as TLSSocket).servername}`);
+  });
+  await new Promise<void>((r) => https.listen(0, "127.0.0.1", r));
+  t.after(() => new Promise<void>((r) => (https.closeAllConnections(), https.close(() => r()))));
+  const port = (https.address() as AddressInfo).port;
+  const auth = `Basic ${Buffer.from("me:pr0xy").toString("base64")}`;
+  const proxy = await proxyServer(t, auth);
+  const via = `http://me:pr0xy@127.0.0.1:${proxy.port}`;
+  const resolve = () => Promise.resolve([{ address: "127.0.0.1", family: 4 }]);
+  const opts = (env: Record<string, string>): WebFetchOptions => ({ allow: [{ host: "127.0.0.1", port }], resolve, ca: TEST_CA_PEM, env });
+
+  // https: CONNECT to the checked address with the proxy's credentials; TLS inside verifies the URL's name.
+  let r = await call(createWebFetchTool(opts({ HTTPS_PROXY: via })), { url: `https://docs.fetch.test:${port}/page?q=1` }, ctx);
+  assert.equal(r.isError, false, r.content);
+  assert.match(r.content, /secure \/page\?q=1 sni=docs\.fetch\.test$/);
+  assert.equal(proxy.heads.length, 1);
+  assert.match(proxy.heads[0]!, new RegExp(`^CONNECT 127\\.0\\.0\\.1:${port} HTTP/1\\.1\\r\\nHost: 127\\.0\\.0\\.1:${port}\\r\\nProxy-Authorization: ${auth}$`));
+  // A name the certificate does not cover still fails inside the tunnel.
+  r = await call(createWebFetchTool(opts({ HTTPS_PROXY: via })), { url: `https://wrong.fetch.test:${port}/page` }, ctx);
+  assert.match(r.content, /request failed \(ERR_TLS_CERT_ALTNAME_INVALID\)/);
+
+  // http: an absolute-form request naming the checked address, the name in Host, through http_proxy (lower case first).
+  const n = proxy.heads.length;
+  r = await call(createWebFetchTool(opts({ http_proxy: via, HTTP_PROXY: "http://127.0.0.1:1" })), { url: `http://docs.fetch.test:${port}/a?b=1` }, ctx);
+  assert.equal(r.isError, false, r.content);
+  assert.match(r.content, new RegExp(`proxied GET http://127\\.0\\.0\\.1:${port}/a\\?b=1 HTTP/1\\.1 host=docs\\.fetch\\.test:${port}$`));
+  assert.equal(proxy.heads.length, n + 1);
+
+  // NO_PROXY names the host: direct.
+  r = await call(createWebFetchTool(opts({ HTTPS_PROXY: via, NO_PROXY: ".fetch.test" })), { url: `https://docs.fetch.test:${port}/direct` }, ctx);
+  assert.match(r.content, /secure \/direct sni=docs\.fetch\.test$/);
+  assert.equal(proxy.heads.length, n + 1, "the proxy saw nothing");
+
+  // The address policy comes first: a private address is refused without asking the proxy.
+  r = await call(createWebFetchTool({ env: { HTTPS_PROXY: via } }), { url: "https://10.0.0.1/" }, ctx);
+  assert.match(r.content, /refused: 10\.0\.0\.1 is not a public address/);
+  assert.equal(proxy.heads.length, n + 1);
+
+  // Failures name the variable and the code; the proxy's credentials are never shown.
+  const bad = `http://127.0.0.1:${proxy.port}`;
+  r = await call(createWebFetchTool(opts({ HTTPS_PROXY: bad })), { url: `https://docs.fetch.test:${port}/page` }, ctx);
+  assert.equal(r.content, "web_fetch: the connection through HTTPS_PROXY failed (PROXY_HTTP_407)");
+  r = await call(createWebFetchTool(opts({ HTTPS_PROXY: "socks5://127.0.0.1:1" })), { url: `https://docs.fetch.test:${port}/page` }, ctx);
+  assert.equal(r.content, "web_fetch: the connection through HTTPS_PROXY failed (PROXY_SCHEME_UNSUPPORTED)");
+  const closed = createTcpServer();
+  await new Promise<void>((res) => closed.listen(0, "127.0.0.1", res));
+  const gone = (closed.address() as AddressInfo).port;
+  await new Promise<void>((res) => closed.close(() => res()));
+  r = await call(createWebFetchTool(opts({ HTTP_PROXY: `http://me:pr0xy@127.0.0.1:${gone}` })), { url: `http://docs.fetch.test:${port}/a` }, ctx);
+  assert.equal(r.content, "web_fetch: the connection through HTTP_PROXY failed (PROXY_ECONNREFUSED)");
+  r = await call(createWebFetchTool(opts({ HTTPS_PROXY: `http://me:pr0xy@127.0.0.1:${gone}` })), { url: `https://docs.fetch.test:${port}/a` }, ctx);
+  assert.equal(r.content, "web_fetch: the connection through HTTPS_PROXY failed (PROXY_ECONNREFUSED)");
+});
+
+void test("a proxy that never answers CONNECT: the call's time bound ends it and closes the connection to the proxy", async (t) => {
+  let closed!: Promise<void>;
+  const silent = createTcpServer((s) => {
+    closed = new Promise((r) => s.on("close", () => r()));
+    s.on("error", () => undefined).resume(); // reads (and ignores) the CONNECT, so the client's close is seen
+  });
+  await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+  t.after(() => new Promise<void>((r) => silent.close(() => r())));
+  const resolve = () => Promise.resolve([{ address: "127.0.0.1", family: 4 }]);
+  const tool = createWebFetchTool({ allow: [{ host: "127.0.0.1", port: 443 }], resolve, timeoutMs: 300, env: { HTTPS_PROXY: `http://127.0.0.1:${(silent.address() as AddressInfo).port}` } });
+  const r = await call(tool, { url: "https://docs.fetch.test/" }, ctx);
+  assert.equal(r.content, "web_fetch: timed out after 0 s");
+  await closed;
 });

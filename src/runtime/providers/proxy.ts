@@ -70,7 +70,21 @@ export function noProxyMatches(host: string, port: number, list: string): boolea
 
 /** The proxy an https: request to `host`:`port` goes through, or null (direct). Throws for an unusable proxy URL. */
 export function httpsProxyFor(host: string, port: number, env: NodeJS.ProcessEnv): ProxyTarget | null {
-  const raw = firstSet(env, "https_proxy", "HTTPS_PROXY");
+  return proxyFor("https:", host, port, env);
+}
+
+/** The variable that names the proxy of a scheme's requests (in messages: the upper-case spelling). */
+export const proxyVariable = (scheme: "http:" | "https:"): string => (scheme === "https:" ? "HTTPS_PROXY" : "HTTP_PROXY");
+
+/**
+ * The proxy a request of `scheme` to `host`:`port` goes through, or null (direct): `https_proxy` / `HTTPS_PROXY` for
+ * https:, `http_proxy` / `HTTP_PROXY` for http: (the lower-case one first), with the exemptions of `httpsProxyFor`.
+ * Throws for an unusable proxy URL (`PROXY_URL_INVALID`, `PROXY_SCHEME_UNSUPPORTED`). Providers use only the https:
+ * one (http: providers are local); `web_fetch` uses both.
+ */
+export function proxyFor(scheme: "http:" | "https:", host: string, port: number, env: NodeJS.ProcessEnv): ProxyTarget | null {
+  const name = proxyVariable(scheme);
+  const raw = firstSet(env, name.toLowerCase(), name);
   if (raw === "" || isLoopback(host)) return null;
   const noProxy = firstSet(env, "no_proxy", "NO_PROXY");
   if (noProxy !== "" && noProxyMatches(host, port, noProxy)) return null;
@@ -78,9 +92,9 @@ export function httpsProxyFor(host: string, port: number, env: NodeJS.ProcessEnv
   try {
     u = new URL(/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(raw) ? raw : `http://${raw}`);
   } catch {
-    throw coded("PROXY_URL_INVALID", "HTTPS_PROXY is not a URL");
+    throw coded("PROXY_URL_INVALID", `${name} is not a URL`);
   }
-  if (u.protocol !== "http:") throw coded("PROXY_SCHEME_UNSUPPORTED", "HTTPS_PROXY must be an http:// proxy");
+  if (u.protocol !== "http:") throw coded("PROXY_SCHEME_UNSUPPORTED", `${name} must be an http:// proxy`);
   const target: ProxyTarget = { host: u.hostname.replace(/^\[(.*)\]$/, "$1"), port: u.port === "" ? 80 : Number(u.port) };
   if (u.username !== "") {
     const user = decodeURIComponent(u.username);

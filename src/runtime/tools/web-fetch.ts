@@ -4,8 +4,12 @@
  *   `MAX_REDIRECTS`) is resolved once; every resolved address must pass the address policy (net-guard.ts), and
  *   the connection goes to the checked address only (the socket's `lookup` returns it; DNS is not asked again,
  *   so a name cannot rebind between check and connect). TLS still verifies the certificate against the name.
- * - No cookies, credentials, `Referer`, proxy variables or connection reuse; `accept-encoding: identity`
- *   (gzip/deflate/br bodies a server sends anyway are decoded within the same bound).
+ * - No cookies, credentials, `Referer` or connection reuse; `accept-encoding: identity` (gzip/deflate/br bodies a
+ *   server sends anyway are decoded within the same bound).
+ * - Through the proxy the environment names for the URL's scheme (`HTTPS_PROXY` / `HTTP_PROXY`, with `NO_PROXY`;
+ *   providers/proxy.ts `proxyFor`), after the same check: an https: hop is a CONNECT tunnel to the checked address
+ *   (TLS inside it verifies the name), an http: hop a request whose absolute URL names the checked address (`Host`
+ *   carries the name). The proxy never resolves the name itself, so the address guarantee above holds through it.
  * - Declared binary content types are refused before the body is read; an undeclared body with a NUL byte in
  *   its first KiB is refused as binary. At most `MAX_DOWNLOAD_BYTES` are read (the result says when it stopped).
  * - HTML becomes text with numbered link references (html-text.ts); JSON and other text pass through.
@@ -20,13 +24,15 @@
 import type { IncomingMessage } from "node:http";
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
-import { isIP, type LookupFunction } from "node:net";
+import { isIP, type LookupFunction, type Socket } from "node:net";
+import { connect as tlsConnect } from "node:tls";
 import type { Readable } from "node:stream";
 import { truncateUtf8 } from "../../core/utf8.js";
 import type { Tool } from "../types.js";
 import { defineLocalTool } from "./define.js";
 import { htmlToText } from "./html-text.js";
 import { blockedReason } from "./net-guard.js";
+import { connectTunnel, proxyFor, proxyVariable, type ProxyTarget } from "../providers/proxy.js";
 import { fail, ok } from "./result.js";
 import { MAX_URL_CHARS, WEB_FETCH_DEF, WEB_FETCH_RISK, WEB_FETCH_TOOL_NAME, webFetchAutoApprove } from "./specs.js";
 
@@ -49,6 +55,8 @@ export interface WebFetchOptions {
   ca?: string;
   timeoutMs?: number;
   maxDownloadBytes?: number;
+  /** The environment whose proxy variables apply (default `process.env`, read at each call). */
+  env?: NodeJS.ProcessEnv;
 }
 
 
@@ -64,6 +72,22 @@ function binaryType(contentType: string): boolean {
 const defaultResolve: Resolver = async (host) => (await import("node:dns/promises")).lookup(host, { all: true, verbatim: true });
 
 class Refusal extends Error {}
+
+/** A hop's proxy could not be used: its variable and the code (providers/proxy.ts: `PROXY_HTTP_403`, `PROXY_ECONNREFUSED`…). */
+class ProxyFailure extends Error {
+  constructor(
+    readonly variable: string,
+    readonly code: string,
+  ) {
+    super(`the connection through ${variable} failed (${code})`);
+  }
+}
+
+/** `e` as a `ProxyFailure` of `variable` (node's own connection errors get the `PROXY_` prefix). */
+function proxyFailure(variable: string, e: unknown): ProxyFailure {
+  const code = (e as { code?: unknown }).code;
+  return new ProxyFailure(variable, typeof code !== "string" ? "PROXY_CLOSED" : code.startsWith("PROXY_") ? code : `PROXY_${code}`);
+}
 
 interface Hop {
   res: IncomingMessage;
@@ -120,32 +144,70 @@ export function createWebFetchTool(o: WebFetchOptions = {}): Tool {
     return addrs[0] as { address: string; family: number };
   }
 
-  function get(u: URL, to: { address: string; family: number }, signal: AbortSignal): Promise<IncomingMessage> {
-    const lookup: LookupFunction = (_host, opts, cb) => {
-      if ((opts as { all?: boolean }).all === true) (cb as unknown as (e: null, a: Array<{ address: string; family: number }>) => void)(null, [to]);
-      else cb(null, to.address, to.family);
-    };
-    const req = (u.protocol === "https:" ? httpsRequest : httpRequest)(u, {
-      method: "GET",
-      agent: false,
-      lookup,
-      signal,
-      ...(o.ca !== undefined && u.protocol === "https:" ? { ca: o.ca } : {}),
-      headers: {
-        "user-agent": "Berth-web_fetch/1",
-        accept: "text/html,application/xhtml+xml,application/json;q=0.9,text/*;q=0.8,*/*;q=0.1",
-        "accept-encoding": "identity",
-      },
-    });
+  const HEADERS = {
+    "user-agent": "Berth-web_fetch/1",
+    accept: "text/html,application/xhtml+xml,application/json;q=0.9,text/*;q=0.8,*/*;q=0.1",
+    "accept-encoding": "identity",
+  };
+
+  /** A CONNECT tunnel to the checked address through `proxy` (the signal closes one still waiting). */
+  function tunnel(proxy: ProxyTarget, variable: string, to: { address: string }, port: number, signal: AbortSignal): Promise<Socket> {
+    return new Promise((resolveSocket, reject) =>
+      connectTunnel(proxy, to.address, port, (e, sock) => (e !== null ? reject(signal.aborted ? e : proxyFailure(variable, e)) : resolveSocket(sock as Socket)), signal),
+    );
+  }
+
+  async function get(u: URL, to: { address: string; family: number }, signal: AbortSignal): Promise<IncomingMessage> {
+    const https = u.protocol === "https:";
+    const variable = proxyVariable(https ? "https:" : "http:");
+    let proxy: ProxyTarget | null;
+    try {
+      proxy = proxyFor(https ? "https:" : "http:", hostOf(u), portOf(u), o.env ?? process.env);
+    } catch (e) {
+      throw proxyFailure(variable, e);
+    }
+    let req;
+    if (proxy === null) {
+      const lookup: LookupFunction = (_host, opts, cb) => {
+        if ((opts as { all?: boolean }).all === true) (cb as unknown as (e: null, a: Array<{ address: string; family: number }>) => void)(null, [to]);
+        else cb(null, to.address, to.family);
+      };
+      req = (https ? httpsRequest : httpRequest)(u, { method: "GET", agent: false, lookup, signal, ...(o.ca !== undefined && https ? { ca: o.ca } : {}), headers: HEADERS });
+    } else if (https) {
+      const raw = await tunnel(proxy, variable, to, portOf(u), signal);
+      if (signal.aborted) {
+        raw.destroy();
+        signal.throwIfAborted();
+      }
+      const host = hostOf(u);
+      const secure = (): Socket => tlsConnect({ socket: raw, ...(isIP(host) === 0 ? { servername: host } : {}), ...(o.ca !== undefined ? { ca: o.ca } : {}) });
+      req = httpsRequest(u, { method: "GET", createConnection: secure, signal, headers: HEADERS });
+    } else {
+      // Absolute form, naming the checked address; the name goes in `Host`.
+      const address = isIP(to.address) === 6 ? `[${to.address}]` : to.address;
+      req = httpRequest({
+        host: proxy.host,
+        port: proxy.port,
+        method: "GET",
+        path: `http://${address}:${portOf(u)}${u.pathname}${u.search}`,
+        agent: false,
+        signal,
+        headers: { ...HEADERS, host: u.host, ...(proxy.authorization !== undefined ? { "proxy-authorization": proxy.authorization } : {}) },
+      });
+    }
+    // An http: hop through the proxy: a failure before its answer is the proxy connection's.
+    const viaProxy = proxy !== null && !https;
+    let answered = false;
     return new Promise((resolveRes, reject) => {
       req.once("response", (res) => {
+        answered = true;
         // Errors after a body was dropped (redirect, refusal) or on abort must never go unhandled; a body
         // being read still sees them through its iterator.
         res.on("error", () => undefined);
         resolveRes(res);
       });
       // Kept for the request's whole life: a late error (abort after the response) is then a no-op.
-      req.on("error", reject);
+      req.on("error", (e) => reject(viaProxy && !answered && !signal.aborted ? proxyFailure(variable, e) : e));
       req.end();
     });
   }
@@ -258,6 +320,7 @@ export function createWebFetchTool(o: WebFetchOptions = {}): Tool {
         if (timeout.aborted) return fail("failed", `web_fetch: timed out after ${Math.round(timeoutMs / 1000)} s`, { timedOut: true });
         if (err instanceof Refusal) return fail("failed", `web_fetch: refused: ${err.message}`);
         const code = (err as NodeJS.ErrnoException).code;
+        if (err instanceof ProxyFailure) return fail("failed", `web_fetch: ${err.message}`);
         return fail("failed", `web_fetch: request failed${code !== undefined ? ` (${code})` : ""}`);
       }
     },
