@@ -86,6 +86,16 @@ describe("berth chat turn failure lines", () => {
     assert.equal(fake.requests.length - before, 1);
   });
 
+  it("a bare HTTP 404 (no error category) points at base_url", async () => {
+    fake.script([{ status: 404, body: "<html>Cannot POST /chat/completions</html>" }]);
+    const r = await run();
+    assert.equal(r.code, 1);
+    assert.match(
+      r.err,
+      /the turn failed \(provider_error: the provider request failed: provider returned an error status \(HTTP 404\); check the provider's base_url in settings\.json \(OpenAI-compatible servers usually want it to end in \/v1\) and the model name; it is set to http:\/\/127\.0\.0\.1:\d+\/v1\)$/m,
+    );
+  });
+
   it("a stream dropped mid-answer keeps the text so far and says the stream ended", async () => {
     fake.script([{ steps: [{ text: "half an ans" }, { disconnect: true }], end: false }]);
     const r = await run();

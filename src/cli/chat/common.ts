@@ -38,8 +38,8 @@ export function describeError(err: unknown): string {
 
 /**
  * One line for an SCV terminal event that is not `turn.completed`: `failed (<code>: <message>)`, naming the
- * provider's base URL when it could not be reached or did not answer with a stream (`baseUrl`: the selected
- * provider's, when known).
+ * provider's base URL when it could not be reached, answered a bare 404 or did not answer with a stream (`baseUrl`:
+ * the selected provider's, when known).
  */
 export function failureLine(ev: Record<string, unknown>, baseUrl: string | null = null): string {
   if (ev["type"] === "turn.cancelled") return "cancelled";
@@ -50,7 +50,7 @@ export function failureLine(ev: Record<string, unknown>, baseUrl: string | null 
       ? ""
       : msg.includes("provider connection failed")
         ? `; is ${baseUrl} reachable?`
-        : msg.includes("provider did not answer with an event stream")
+        : msg.includes("provider did not answer with an event stream") || msg.includes("(HTTP 404); check the provider's base_url")
           ? `; it is set to ${baseUrl}`
           : "";
   return `failed (${code}${msg !== "" ? `: ${msg}` : ""}${hint})`;

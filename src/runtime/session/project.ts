@@ -109,6 +109,7 @@ const DETAILED = new Set<FailureReason>(["provider", "credential", "provider_lim
 const CREDENTIAL_HEAD = "the provider credential is missing or was rejected";
 const CREDENTIAL_FIX = "sign in again or set the API key";
 const CERTIFICATE_FIX = "if the provider's certificate comes from a private CA, set NODE_EXTRA_CA_CERTS to that CA's PEM file";
+const NOT_FOUND_FIX = "check the provider's base_url in settings.json (OpenAI-compatible servers usually want it to end in /v1) and the model name";
 const NOT_STREAM_FIX =
   "check the provider's base_url in settings.json: it must name the API (for OpenAI-compatible servers usually ending in /v1), not a web page, on a server that streams answers (server-sent events)";
 
@@ -128,6 +129,13 @@ function failureMessage(reason: FailureReason, detail: string | undefined): stri
   // The provider's safe label (status, category, which limit) follows the fixed text.
   if (detail === undefined || !DETAILED.has(reason)) return MESSAGES[reason];
   if (reason === "credential") return `${CREDENTIAL_HEAD}: ${detail}; ${CREDENTIAL_FIX}`;
-  const fix = detail.startsWith(LABELS.certificate) ? CERTIFICATE_FIX : detail.startsWith(LABELS.notStream) ? NOT_STREAM_FIX : null;
+  // A bare 404 (no error category: not the provider's "unknown model" answer) is almost always a wrong base_url.
+  const fix = detail.startsWith(LABELS.certificate)
+    ? CERTIFICATE_FIX
+    : detail.startsWith(LABELS.notStream)
+      ? NOT_STREAM_FIX
+      : detail === `${LABELS.http} (HTTP 404)`
+        ? NOT_FOUND_FIX
+        : null;
   return fix === null ? `${MESSAGES[reason]}: ${detail}` : `${MESSAGES[reason]}: ${detail}; ${fix}`;
 }
