@@ -19,7 +19,7 @@ import type { ApprovalPolicy } from "./approval.js";
 import { compact } from "./compaction.js";
 import { estimateTokens } from "./context.js";
 import type { FailureReason, RuntimeEvent, TerminalStatus, TurnOutcome, TurnSink, TurnUsage } from "./events.js";
-import { abortedFailure, LABELS } from "./providers/errors.js";
+import { abortedFailure, CONTEXT_OVERFLOW, LABELS } from "./providers/errors.js";
 import type { TurnRecorder } from "./recorder.js";
 import { createTaskTool, TASK_TOOL_NAME } from "./subagent.js";
 import type { Workspace } from "./workspace.js";
@@ -167,6 +167,8 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
 
 function failureOf(kind: ProviderErrorKind, label: string): FailureReason {
   if (kind === "limit") return label === LABELS.toolArgsLimit || label === LABELS.toolCountLimit ? "tool_limit" : "provider_limit";
+  // The provider refused the request as longer than the model's window: a context failure, not a provider outage.
+  if (label.includes(` ${CONTEXT_OVERFLOW})`) || label.includes("exceed_context_size_error)")) return "compaction";
   return kind === "auth" ? "credential" : "provider";
 }
 

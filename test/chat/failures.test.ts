@@ -96,6 +96,16 @@ describe("berth chat turn failure lines", () => {
     );
   });
 
+  it("a request the provider refuses as longer than the model's window is a context_limit failure with the fix", async () => {
+    fake.script([{ status: 400, body: JSON.stringify({ type: "error", error: { type: "invalid_request_error", message: `prompt is too long: 9000 tokens > 8192 maximum ${ERROR_BODY_SECRET}` } }) }]);
+    const r = await run();
+    assert.equal(r.code, 1);
+    assert.match(
+      r.err,
+      /the turn failed \(context_limit: the provider refused the request as longer than the model's context window \(provider returned an error status \(HTTP 400 context_length_exceeded\)\); Berth compacts from its own estimate against the window it knows for the model, which is larger than the real one: set this model's context_window in settings\.json to its real size, or clear the session\)$/m,
+    );
+  });
+
   it("a stream dropped mid-answer keeps the text so far and says the stream ended", async () => {
     fake.script([{ steps: [{ text: "half an ans" }, { disconnect: true }], end: false }]);
     const r = await run();

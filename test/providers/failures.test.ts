@@ -129,6 +129,30 @@ for (const api of APIS) {
       assert.equal(fake.requests.length, 1);
     });
 
+    it("a request refused as longer than the context window is named context_length_exceeded, whatever the server's shape", async () => {
+      const bodies = [
+        JSON.stringify({ error: { message: `This model's maximum context length is 8192 tokens ${ERROR_BODY_SECRET}`, type: "invalid_request_error", code: "context_length_exceeded" } }),
+        JSON.stringify({ type: "error", error: { type: "invalid_request_error", message: `prompt is too long: 210000 tokens > 200000 maximum ${ERROR_BODY_SECRET}` } }),
+        JSON.stringify({ object: "error", message: `This model's maximum context length is 4096 tokens. ${ERROR_BODY_SECRET}`, type: "BadRequestError", code: 400 }),
+        JSON.stringify({ error: { code: 400, message: `the request exceeds the available context size ${ERROR_BODY_SECRET}`, type: "exceed_context_size_error" } }),
+        JSON.stringify({ error: `Trying to keep the first 5000 tokens when context the overflows. The model is loaded with context length of only 4096 tokens ${ERROR_BODY_SECRET}` }),
+        // Not an overflow: the category stays the server's.
+        JSON.stringify({ error: { type: "invalid_request_error", message: `messages: text content blocks must be non-empty ${ERROR_BODY_SECRET}` } }),
+      ];
+      fake.script(bodies.map((body) => ({ status: 400, body })));
+      const { provider } = makeProvider(api, fake);
+      const messages: string[] = [];
+      for (let i = 0; i < bodies.length; i++) {
+        const events = await collect(provider.stream(request()));
+        assertNoLeak(events);
+        messages.push((terminal(events) as { message: string }).message);
+      }
+      assert.deepEqual(messages, [
+        ...Array(5).fill("provider returned an error status (HTTP 400 context_length_exceeded)"),
+        "provider returned an error status (HTTP 400 invalid_request_error)",
+      ]);
+    });
+
     it("a 2xx answer that is not an event stream is named for what it is, not retried", async () => {
       const page = `<!doctype html><html><body>${"<p>Sign in to continue</p>".repeat(4000)}</body></html>`;
       const whole = JSON.stringify({ id: "x", choices: [{ message: { role: "assistant", content: "not streamed" } }] });

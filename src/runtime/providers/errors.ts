@@ -52,10 +52,33 @@ export function safeCategory(v: unknown): string | undefined {
  */
 export function errorCategory(body: unknown): string | undefined {
   if (typeof body !== "object" || body === null) return undefined;
+  if (contextOverflow(body as Record<string, unknown>)) return CONTEXT_OVERFLOW;
   const err = (body as Record<string, unknown>)["error"];
   if (typeof err !== "object" || err === null) return undefined;
   const e = err as Record<string, unknown>;
   return safeCategory(e["code"]) ?? safeCategory(e["type"]);
+}
+
+/** The category named for a request the provider refused as longer than the model's context window. */
+export const CONTEXT_OVERFLOW = "context_length_exceeded";
+/** Error codes and types that mean a context overflow (OpenAI, llama.cpp's server). */
+const OVERFLOW_CODES = new Set(["context_length_exceeded", "exceed_context_size_error"]);
+/**
+ * Phrases of the servers that say it only in their message (Anthropic "prompt is too long", vLLM "maximum context
+ * length", LM Studio "context length", others "context window"/"context size"): matched, never shown.
+ */
+const OVERFLOW_TEXT = /prompt is too long|maximum context length|context (?:length|window|size)|too many tokens/i;
+
+/**
+ * Whether an error body says the request was longer than the model's context window: an overflow code or type, or a
+ * known phrase in its message (`{"error":{"message"}}`, `{"error":"…"}`, or vLLM's top-level `{"message"}`).
+ */
+function contextOverflow(body: Record<string, unknown>): boolean {
+  const err = body["error"];
+  const e = typeof err === "object" && err !== null ? (err as Record<string, unknown>) : {};
+  if ([e["code"], e["type"], body["code"], body["type"]].some((v) => typeof v === "string" && OVERFLOW_CODES.has(v))) return true;
+  const texts = [typeof err === "string" ? err : e["message"], body["message"]];
+  return texts.some((t) => typeof t === "string" && OVERFLOW_TEXT.test(t.slice(0, 1024)));
 }
 
 /** `label (category)`, or the label alone without a category. */

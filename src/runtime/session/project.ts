@@ -122,8 +122,14 @@ export function terminalEvent(ref: Ref, o: TurnOutcome, origin: TurnOrigin | und
   return { ...base, type: "turn_failed", code: CODES[reason], message: failureMessage(reason, o.message), reason, status: o.status };
 }
 
+const OVERFLOW_HEAD = "the provider refused the request as longer than the model's context window";
+const OVERFLOW_FIX =
+  "Berth compacts from its own estimate against the window it knows for the model, which is larger than the real one: set this model's context_window in settings.json to its real size, or clear the session";
+
 /** A failed turn's message: the reason's fixed text, with the failure's safe detail where the reason carries one. */
 function failureMessage(reason: FailureReason, detail: string | undefined): string {
+  // A context failure the provider reported (its label: status and category) rather than Berth's own estimate.
+  if (reason === "compaction" && detail !== undefined) return `${OVERFLOW_HEAD} (${detail}); ${OVERFLOW_FIX}`;
   // A selection failure's detail (a settings file that cannot be used) is a whole sentence naming the cause and fix.
   if (reason === "selection" && detail !== undefined) return detail;
   // The provider's safe label (status, category, which limit) follows the fixed text.
