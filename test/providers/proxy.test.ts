@@ -7,13 +7,14 @@
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { createServer as createHttpsServer } from "node:https";
-import { connect, createServer, type AddressInfo, type Server, type Socket } from "node:net";
+import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { connectTunnel, httpsProxyFor, isLoopback, noProxyMatches } from "../../src/runtime/providers/proxy.js";
 import { TEST_CA_PEM, TEST_LEAF_CERT_PEM, TEST_LEAF_KEY_PEM } from "../fixtures/tls.js";
 import { chatSse } from "../helpers/chat-sse.js";
+import { loopbackProxy, type LoopbackProxy } from "../helpers/loopback-proxy.js";
 import { spawnStdio } from "../scv/client.js";
 
 test("which hosts go through HTTPS_PROXY: loopback never, NO_PROXY entries by name, suffix, port and IP", () => {
@@ -71,53 +72,8 @@ test("a hostile proxy's answer to CONNECT is refused with a code naming it, and 
   }
 });
 
-interface Proxy {
-  port: number;
-  /** Each CONNECT request's head, as received. */
-  connects: string[];
-  close(): Promise<void>;
-}
-
 /** A loopback CONNECT proxy: `docs.fetch.test:<port>` goes to 127.0.0.1:<port>; `requireAuth` answers 407 without it. */
-async function connectProxy(requireAuth: string | null): Promise<Proxy> {
-  const connects: string[] = [];
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((client) => {
-    sockets.add(client);
-    client.on("close", () => sockets.delete(client));
-    let head = "";
-    const onData = (d: Buffer): void => {
-      head += d.toString("latin1");
-      const end = head.indexOf("\r\n\r\n");
-      if (end === -1) return;
-      client.off("data", onData);
-      connects.push(head.slice(0, end));
-      const m = /^CONNECT docs\.fetch\.test:(\d+) HTTP\/1\.1\r\n/.exec(head);
-      if (m === null) return void client.end("HTTP/1.1 403 Forbidden\r\n\r\n");
-      if (requireAuth !== null && !head.includes(`\r\nProxy-Authorization: ${requireAuth}\r\n`)) {
-        return void client.end("HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic\r\n\r\n");
-      }
-      const upstream = connect({ host: "127.0.0.1", port: Number(m[1]) }, () => {
-        client.write("HTTP/1.1 200 Connection established\r\n\r\n");
-        client.pipe(upstream).pipe(client);
-      });
-      sockets.add(upstream);
-      upstream.on("close", () => sockets.delete(upstream));
-      upstream.on("error", () => client.destroy());
-      client.on("error", () => upstream.destroy());
-    };
-    client.on("data", onData);
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return {
-    port: (server.address() as AddressInfo).port,
-    connects,
-    close: () => {
-      for (const s of sockets) s.destroy();
-      return new Promise<void>((r) => server.close(() => r()));
-    },
-  };
-}
+const connectProxy = (requireAuth: string | null): Promise<LoopbackProxy> => loopbackProxy({ auth: requireAuth, tunnel: /^CONNECT docs\.fetch\.test:(\d+) HTTP\/1\.1$/ });
 
 /** The TLS provider (a certificate for docs.fetch.test) and a state root selecting it, trusting the test CA. */
 async function tlsProviderHome(): Promise<{ port: number; requests: number[]; env: Record<string, string>; close(): Promise<void> }> {
@@ -157,8 +113,8 @@ test("an https: provider is reached through HTTPS_PROXY's CONNECT tunnel, the pr
     const { terminal, frames } = await c.turn(started.session_id as string, "hi");
     assert.equal(terminal.type, "turn.completed", JSON.stringify(terminal));
     assert.equal(frames.filter((f) => f.type === "assistant.delta").map((f) => f.content).join(""), "hello through the proxy");
-    assert.equal(proxy.connects.length, 1, "one tunnel");
-    assert.match(proxy.connects[0]!, new RegExp(`^CONNECT docs\\.fetch\\.test:${provider.port} HTTP/1\\.1\\r\\nHost: docs\\.fetch\\.test:${provider.port}\\r\\n`));
+    assert.equal(proxy.heads.length, 1, "one tunnel");
+    assert.match(proxy.heads[0]!, new RegExp(`^CONNECT docs\\.fetch\\.test:${provider.port} HTTP/1\\.1\\r\\nHost: docs\\.fetch\\.test:${provider.port}\\r\\n`));
     assert.equal(provider.requests.length, 1);
     c.end();
     await exited;

@@ -3,13 +3,14 @@ import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { TLSSocket } from "node:tls";
-import { connect, createServer as createTcpServer, type AddressInfo, type Socket } from "node:net";
+import { createServer as createTcpServer, type AddressInfo } from "node:net";
 import { gzipSync } from "node:zlib";
 import { htmlToText } from "../../src/runtime/tools/html-text.js";
 import { blockedReason } from "../../src/runtime/tools/net-guard.js";
 import { createWebFetchTool, MAX_PAGE_BYTES, MAX_REDIRECTS, type WebFetchOptions } from "../../src/runtime/tools/web-fetch.js";
 import { executeToolCall } from "../../src/runtime/tool-exec.js";
 import { TEST_CA_PEM, TEST_LEAF_CERT_PEM, TEST_LEAF_KEY_PEM } from "../fixtures/tls.js";
+import { loopbackProxy, type LoopbackProxy } from "../helpers/loopback-proxy.js";
 import { call, makeCtx } from "./helpers.js";
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -308,48 +309,11 @@ void test("https: the certificate is verified for the URL's name on the pinned a
   assert.match(r.content, /URL: https:\/\/other\.fetch\.test:\d+\/page[\s\S]*secure hello$/);
 });
 
-/**
- * A loopback proxy: CONNECT to 127.0.0.1:<port> is tunnelled (407 without `auth` when one is required, 403 for any
- * other target); an absolute-form request is answered by the proxy itself with what it received.
- */
-async function proxyServer(t: { after(fn: () => Promise<void> | void): void }, auth: string | null): Promise<{ port: number; heads: string[] }> {
-  const heads: string[] = [];
-  const sockets = new Set<Socket>();
-  const srv = createTcpServer((client) => {
-    sockets.add(client);
-    client.on("error", () => undefined);
-    let head = "";
-    const onData = (d: Buffer): void => {
-      head += d.toString("latin1");
-      const end = head.indexOf("\r\n\r\n");
-      if (end === -1) return;
-      client.off("data", onData);
-      heads.push(head.slice(0, end));
-      if (auth !== null && !head.includes(`\r\nProxy-Authorization: ${auth}\r\n`) && !head.toLowerCase().includes(`\r\nproxy-authorization: ${auth.toLowerCase()}\r\n`)) {
-        return void client.end("HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n");
-      }
-      const m = /^CONNECT 127\.0\.0\.1:(\d+) HTTP\/1\.1\r\n/.exec(head);
-      if (m !== null) {
-        const upstream = connect({ host: "127.0.0.1", port: Number(m[1]) }, () => {
-          client.write("HTTP/1.1 200 Connection established\r\n\r\n");
-          client.pipe(upstream).pipe(client);
-        });
-        sockets.add(upstream);
-        upstream.on("error", () => client.destroy());
-        return;
-      }
-      if (head.startsWith("CONNECT ")) return void client.end("HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n");
-      const body = `proxied ${head.split("\r\n")[0]} host=${/\r\nhost: ([^\r]*)/i.exec(head)?.[1] ?? ""}`;
-      client.end(`HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
-    };
-    client.on("data", onData);
-  });
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  t.after(() => {
-    for (const x of sockets) x.destroy();
-    return new Promise<void>((r) => srv.close(() => r()));
-  });
-  return { port: (srv.address() as AddressInfo).port, heads };
+/** A loopback proxy: CONNECT to 127.0.0.1:<port> tunnelled; an absolute-form request answered by the proxy itself. */
+async function proxyServer(t: { after(fn: () => Promise<void> | void): void }, auth: string | null): Promise<LoopbackProxy> {
+  const proxy = await loopbackProxy({ auth, tunnel: /^CONNECT 127\.0\.0\.1:(\d+) HTTP\/1\.1$/ });
+  t.after(() => proxy.close());
+  return proxy;
 }
 
 void test("through HTTPS_PROXY / HTTP_PROXY: a tunnel to, or a request naming, the checked address; NO_PROXY and failures", async (t) => {
