@@ -10,11 +10,12 @@
  * - `connectTunnel` opens the tunnel: `CONNECT host:port` (with `Proxy-Authorization: Basic …` when the URL has a
  *   user), and hands over the socket once the proxy answers 200. Aborting `signal` before then closes the connection
  *   to the proxy (`PROXY_ABORTED`): a proxy that never answers holds nothing once its request is given up. A failure
- *   is an Error whose `code` names it
- *   (`PROXY_HTTP_<status>`, `PROXY_BAD_RESPONSE`, `PROXY_CLOSED`, `PROXY_ABORTED`, or the proxy connection's own code after `PROXY_`,
- *   e.g. `PROXY_ECONNREFUSED`, so it is not taken for the provider's): node-fetch reports it as a proxy failure. The
- *   proxy's credentials never appear in an error.
- * http: providers are not proxied (they are local in practice; docs/providers.md).
+ *   is an Error whose `code` names it (`PROXY_HTTP_<status>`, `PROXY_BAD_RESPONSE`, `PROXY_CLOSED`, `PROXY_ABORTED`,
+ *   or the proxy connection's own code after `PROXY_`, e.g. `PROXY_ECONNREFUSED`, so it is not taken for the
+ *   provider's): node-fetch and web_fetch report it as a proxy failure. The proxy's credentials never appear in an
+ *   error.
+ * - `proxyFor` is the same choice for either scheme (`HTTP_PROXY` for http:): providers use only https: (http:
+ *   providers are local in practice; docs/providers.md), `web_fetch` both.
  */
 import { connect, isIP, type Socket } from "node:net";
 

@@ -112,6 +112,9 @@ const CERTIFICATE_FIX = "if the provider's certificate comes from a private CA, 
 const NOT_FOUND_FIX = "check the provider's base_url in settings.json (OpenAI-compatible servers usually want it to end in /v1) and the model name";
 const NOT_STREAM_FIX =
   "check the provider's base_url in settings.json: it must name the API (for OpenAI-compatible servers usually ending in /v1), not a web page, on a server that streams answers (server-sent events)";
+const OVERFLOW_HEAD = "the provider refused the request as longer than the model's context window";
+const OVERFLOW_FIX =
+  "Berth compacts from its own estimate against the window it knows for the model, which is larger than the real one: set this model's context_window in settings.json to its real size, or clear the session";
 
 /** The terminal event of an outcome. */
 export function terminalEvent(ref: Ref, o: TurnOutcome, origin: TurnOrigin | undefined): SessionEvent {
@@ -121,10 +124,6 @@ export function terminalEvent(ref: Ref, o: TurnOutcome, origin: TurnOrigin | und
   const reason = o.reason ?? (o.status === "compaction_required" ? "compaction" : "internal");
   return { ...base, type: "turn_failed", code: CODES[reason], message: failureMessage(reason, o.message), reason, status: o.status };
 }
-
-const OVERFLOW_HEAD = "the provider refused the request as longer than the model's context window";
-const OVERFLOW_FIX =
-  "Berth compacts from its own estimate against the window it knows for the model, which is larger than the real one: set this model's context_window in settings.json to its real size, or clear the session";
 
 /** A failed turn's message: the reason's fixed text, with the failure's safe detail where the reason carries one. */
 function failureMessage(reason: FailureReason, detail: string | undefined): string {
