@@ -64,6 +64,29 @@ it("resume reattaches without replay; close forgets the session but keeps its hi
   await p.end();
 });
 
+it("a failed turn answers session/prompt with -32603 naming its code, cause and fix; the session takes the next prompt", async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  rig.fake.script([
+    { body: "<html><body>Open WebUI</body></html>", headers: { "content-type": "text/html" } },
+    { status: 400, body: JSON.stringify({ type: "error", error: { type: "invalid_request_error", message: "prompt is too long: 9000 tokens > 8192 maximum" } }) },
+  ]);
+  await assert.rejects(p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "one" }] }), (e: { code?: number; message?: string }) => {
+    assert.equal(e.code, -32603);
+    assert.match(String(e.message), /^the turn failed \(provider_error\): the provider request failed: provider did not answer with an event stream \(HTML page\); check the provider's base_url in settings\.json/);
+    return true;
+  });
+  await assert.rejects(p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "two" }] }), (e: { message?: string }) => {
+    assert.match(String(e.message), /^the turn failed \(context_limit\): the provider refused the request as longer than the model's context window .*set this model's context_window in settings\.json/);
+    return true;
+  });
+  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "three" }] })).stopReason, "end_turn");
+  assert.doesNotMatch(p.stderr, /Internal error|\n\s+at /);
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
 it("modes and config options: full mode runs commands without asking; model and reasoning reach the provider", async () => {
   let asked = 0;
   const p = rig.spawn({ cwd, client: { permission: () => ((asked += 1), { outcome: { outcome: "cancelled" } }) } });

@@ -50,7 +50,9 @@ export function registerPrompt(app: AgentApp, conn: AcpConnection): void {
     }
     if ("stopReason" in end) return { stopReason: end.stopReason };
     if (end.failed.reason === "credential") throw ACP_ERRORS.authRequired();
-    throw new RequestError(-32603, `Internal error: the turn failed (${end.failed.code}): ${end.failed.message}`);
+    // The runtime's message names the cause and, where there is one, the fix (a provider, not Berth, failed here:
+    // no "Internal error" wording, although JSON-RPC has only -32603 for it).
+    throw new RequestError(-32603, `the turn failed (${end.failed.code}): ${end.failed.message}`);
   });
 
   app.onNotification("session/cancel", ({ params }) => {
