@@ -3,20 +3,28 @@
  * credential-like variables out of the exec-time environment, `BERTH_HANDOFF_FD` names an inherited descriptor
  * holding `export -p` output (dash's `'…'` quoting, bash's `"…"` and `$'…'` quoting). Contracts:
  * - `adoptCredentialHandoff` reads that descriptor once, closes it (no child can inherit it), removes
- *   `BERTH_HANDOFF_FD`, and puts back into `process.env` exactly the handed-over variables whose names look like
- *   credentials (and are not already set). Values set this way are process memory only: they never appear in
- *   `/proc/<pid>/environ`, which shows the exec-time environment.
+ *   `BERTH_HANDOFF_FD` (and `BERTH_HANDOFF_PID` / `BERTH_HANDOFF_PPID`), and puts back into `process.env` exactly the
+ *   handed-over variables whose names look like credentials (and are not already set). Values set this way are
+ *   process memory only: they never appear in `/proc/<pid>/environ`, which shows the exec-time environment.
+ * - Only a handoff made for this process is read: `BERTH_HANDOFF_PID` is this process (its launcher `exec`ed node
+ *   in place) or `BERTH_HANDOFF_PPID` its parent (a Berth process started it). A `BERTH_HANDOFF_FD` inherited from
+ *   elsewhere is dropped without touching its descriptor, which may be anything (a pipe nobody closes hung start-up).
  * `credentialHandoff` (core/secret-names.ts) builds the same hand-over for a child Berth process (`berth chat`
  * starting `berth stdio`, `berth open` starting the daemon; client/spawn-berth.ts).
  * Never throws; a malformed handoff is ignored (the variables it carried are then unset, as when absent).
  */
 import { closeSync, readFileSync } from "node:fs";
-import { HANDOFF_ENV, secretNameMatcher } from "../core/secret-names.js";
+import { HANDOFF_ENV, HANDOFF_PARENT_ENV, HANDOFF_PID_ENV, secretNameMatcher } from "../core/secret-names.js";
 
-export function adoptCredentialHandoff(env: NodeJS.ProcessEnv = process.env): void {
+export function adoptCredentialHandoff(env: NodeJS.ProcessEnv = process.env, self = { pid: process.pid, ppid: process.ppid }): void {
   const raw = env[HANDOFF_ENV];
-  if (raw === undefined) return;
+  const forPid = env[HANDOFF_PID_ENV];
+  const fromPid = env[HANDOFF_PARENT_ENV];
   delete env[HANDOFF_ENV];
+  delete env[HANDOFF_PID_ENV];
+  delete env[HANDOFF_PARENT_ENV];
+  if (raw === undefined) return;
+  if (Number(forPid) !== self.pid && Number(fromPid) !== self.ppid) return; // not made for this process
   const fd = Number(raw);
   if (!Number.isInteger(fd) || fd < 3 || fd > 1_000_000) return;
   let text: string;

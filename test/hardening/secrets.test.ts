@@ -142,7 +142,9 @@ test("tool environments strip a fixed deny-list (issue 18): credential-like name
 test("the launcher handoff round-trips any value through dash and bash `export -p` quoting", () => {
   const value = `it's "q" $x \`b\` \\ \nline2\ttab ünï 🚢`;
   const { env, handoff } = credentialHandoff({ PATH: "/bin", A_TOKEN: value, PLAIN: "p" });
-  assert.deepEqual(env, { PATH: "/bin", PLAIN: "p", BERTH_HANDOFF_FD: "3" });
+  assert.deepEqual(env, { PATH: "/bin", PLAIN: "p", BERTH_HANDOFF_FD: "3", BERTH_HANDOFF_PPID: String(process.pid) });
+  // Stale handoff variables of the caller's own environment are never passed on.
+  assert.deepEqual(credentialHandoff({ A_TOKEN: "t", BERTH_HANDOFF_FD: "9", BERTH_HANDOFF_PID: "1", BERTH_HANDOFF_PPID: "1" }, 42).env, { BERTH_HANDOFF_FD: "3", BERTH_HANDOFF_PPID: "42" });
   assert.deepEqual(parseExportP(handoff!), [["A_TOKEN", value]]);
   for (const shell of [["dash", "-c"], ["bash", "--posix", "-c"], ["bash", "-c"]]) {
     let out: string;
