@@ -168,7 +168,7 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
 function failureOf(kind: ProviderErrorKind, label: string): FailureReason {
   if (kind === "limit") return label === LABELS.toolArgsLimit || label === LABELS.toolCountLimit ? "tool_limit" : "provider_limit";
   // The provider refused the request as longer than the model's window: a context failure, not a provider outage.
-  if (label.includes(` ${CONTEXT_OVERFLOW})`) || label.includes("exceed_context_size_error)")) return "compaction";
+  if (label.includes(` ${CONTEXT_OVERFLOW})`)) return "compaction";
   return kind === "auth" ? "credential" : "provider";
 }
 

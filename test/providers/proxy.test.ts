@@ -128,6 +128,18 @@ test("an https: provider is reached through HTTPS_PROXY's CONNECT tunnel, the pr
   }
 });
 
+/** One turn through a fresh `berth stdio` with `env`: its terminal's message. */
+async function failedTurn(env: Record<string, string>): Promise<unknown> {
+  const { client, exited } = spawnStdio(env);
+  try {
+    const started = await client.open();
+    return (await client.turn(started.session_id as string, "hi")).terminal.message;
+  } finally {
+    client.end();
+    await exited;
+  }
+}
+
 test("a proxy that refuses the tunnel, an unsupported proxy URL or an absent proxy fails the turn naming it; the session goes on", { timeout: 60_000 }, async () => {
   const proxy = await connectProxy(`Basic ${Buffer.from("someone:else").toString("base64")}`);
   const provider = await tlsProviderHome();
@@ -144,28 +156,18 @@ test("a proxy that refuses the tunnel, an unsupported proxy URL or an absent pro
     refused.client.end();
     await refused.exited;
   }
-  const unsupported = spawnStdio({ ...provider.env, ...proxyEnv("socks5://127.0.0.1:1") });
-  try {
-    const started = await unsupported.client.open();
-    const { terminal } = await unsupported.client.turn(started.session_id as string, "hi");
-    assert.equal(terminal.message, "the provider request failed: provider connection through HTTPS_PROXY failed (PROXY_SCHEME_UNSUPPORTED)");
-  } finally {
-    unsupported.client.end();
-    await unsupported.exited;
-  }
-  // A proxy that is not there is named as the proxy, not taken for the provider.
   const gone = createServer();
   await new Promise<void>((r) => gone.listen(0, "127.0.0.1", r));
   const closedPort = (gone.address() as AddressInfo).port;
   await new Promise<void>((r) => gone.close(() => r()));
-  const absent = spawnStdio({ ...provider.env, ...proxyEnv(`http://127.0.0.1:${closedPort}`) });
   try {
-    const started = await absent.client.open();
-    const { terminal } = await absent.client.turn(started.session_id as string, "hi");
-    assert.equal(terminal.message, "the provider request failed: provider connection through HTTPS_PROXY failed (PROXY_ECONNREFUSED; 3 attempts)");
+    assert.equal(await failedTurn({ ...provider.env, ...proxyEnv("socks5://127.0.0.1:1") }), "the provider request failed: provider connection through HTTPS_PROXY failed (PROXY_SCHEME_UNSUPPORTED)");
+    // A proxy that is not there is named as the proxy, not taken for the provider.
+    assert.equal(
+      await failedTurn({ ...provider.env, ...proxyEnv(`http://127.0.0.1:${closedPort}`) }),
+      "the provider request failed: provider connection through HTTPS_PROXY failed (PROXY_ECONNREFUSED; 3 attempts)",
+    );
   } finally {
-    absent.client.end();
-    await absent.exited;
     await proxy.close();
     await provider.close();
   }

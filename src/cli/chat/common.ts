@@ -50,7 +50,7 @@ export function failureLine(ev: Record<string, unknown>, baseUrl: string | null 
       ? ""
       : msg.includes("provider connection failed")
         ? `; is ${baseUrl} reachable?`
-        : msg.includes("provider did not answer with an event stream") || msg.includes("(HTTP 404); check the provider's base_url")
+        : msg.includes("check the provider's base_url")
           ? `; it is set to ${baseUrl}`
           : "";
   return `failed (${code}${msg !== "" ? `: ${msg}` : ""}${hint})`;

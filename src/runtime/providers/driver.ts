@@ -390,12 +390,12 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
       // A web page is never a stream (a base_url naming a web UI or a login portal): refused before its body is read.
       const contentType = res.headers.get("content-type");
       if (/^\s*(?:text\/html|application\/xhtml\+xml)\s*(?:;|$)/i.test(contentType ?? "")) throw notStreamFailure(contentType);
-      // Any other body that is not declared an event stream and ends (or overflows an event) before one event was
-      // decoded is named for what it is, not as a dropped connection or an oversized event.
-      const notStream = (): boolean => !yielded && out.length === 0 && !isEventStream(contentType);
       const reader = res.body.getReader();
       const decoder = p.decoder();
       const out: ProviderEvent[] = [];
+      // Any other body that is not declared an event stream and ends (or overflows an event) before one event was
+      // decoded is named for what it is, not as a dropped connection or an oversized event.
+      const notStream = (): boolean => !yielded && out.length === 0 && !isEventStream(contentType);
       const sse = new BoundedSse(p.bounds, decoder, out);
       let eof = false;
       for (;;) {

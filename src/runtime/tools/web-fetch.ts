@@ -71,6 +71,12 @@ function binaryType(contentType: string): boolean {
 // node:dns/promises and node:zlib load on the first fetch that needs them (a first turn that fetches nothing never pays).
 const defaultResolve: Resolver = async (host) => (await import("node:dns/promises")).lookup(host, { all: true, verbatim: true });
 
+const HEADERS = {
+  "user-agent": "Berth-web_fetch/1",
+  accept: "text/html,application/xhtml+xml,application/json;q=0.9,text/*;q=0.8,*/*;q=0.1",
+  "accept-encoding": "identity",
+};
+
 class Refusal extends Error {}
 
 /** A hop's proxy could not be used: its variable and the code (providers/proxy.ts: `PROXY_HTTP_403`, `PROXY_ECONNREFUSED`…). */
@@ -143,12 +149,6 @@ export function createWebFetchTool(o: WebFetchOptions = {}): Tool {
     }
     return addrs[0] as { address: string; family: number };
   }
-
-  const HEADERS = {
-    "user-agent": "Berth-web_fetch/1",
-    accept: "text/html,application/xhtml+xml,application/json;q=0.9,text/*;q=0.8,*/*;q=0.1",
-    "accept-encoding": "identity",
-  };
 
   /** A CONNECT tunnel to the checked address through `proxy` (the signal closes one still waiting). */
   function tunnel(proxy: ProxyTarget, variable: string, to: { address: string }, port: number, signal: AbortSignal): Promise<Socket> {
