@@ -19,7 +19,7 @@ import type { Agent, SessionModelInfo } from "../runtime/agent.js";
 import { packageVersion } from "./process-io.js";
 import { mark } from "../runtime/debug-timing.js";
 import { scvTimings } from "./scv-lazy.js";
-import { isValidSessionId, SessionManager, SessionStore } from "../store/sessions/index.js";
+import { isValidSessionId, SessionManager, SessionStore, storageCause, storageProblem } from "../store/sessions/index.js";
 import * as files from "../runtime/session/files.js";
 import { SettingsStore } from "../store/settings/settings-store.js";
 import { findProvider } from "../store/catalog/providers.js";
@@ -310,8 +310,11 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
           ...(depth > 0 ? { delegationDepth: depth } : {}),
         });
         mark("scv.hub_opened");
-      } catch {
-        return { code: "internal_error", message: "the session could not be created; check that MC_HOME is writable", request_id: msg.request_id };
+      } catch (e) {
+        // A cause the user can fix (a full disk, a read-only file system, …) is named with its fix.
+        const problem = storageProblem(storageCause(e));
+        const message = problem !== undefined ? `the session could not be created: ${problem}` : "the session could not be created; check that MC_HOME is writable";
+        return { code: "internal_error", message, request_id: msg.request_id };
       }
       const [described] = await Promise.all([early ?? rt.describe(), rt.mcpRegistered()]);
       mark("scv.session_described");

@@ -14,6 +14,8 @@ export interface ServiceDeps {
   env: NodeJS.ProcessEnv;
   state: InitState;
   info: ServiceInfo;
+  /** I/O diagnostics on stderr (a session write that failed, with its cause and fix). */
+  log?: (line: string) => void;
 }
 
 /** Memoizes an async factory (first call starts it; later calls share the result). */
@@ -48,7 +50,7 @@ export function buildFamilies(deps: ServiceDeps): Array<MethodFamily | LazyFamil
     serviceMethods({ info: deps.info, state: deps.state, providerAuthReady }),
     lazyFamily(["session.list", "session.create", "session.open", "session.replay", "session.close"], async () => {
       const { sessionMethods } = await import("../protocols/app-service/sessions.js");
-      return sessionMethods({ manager: await sessionManager(), cwd: deps.cwd });
+      return sessionMethods({ manager: await sessionManager(), cwd: deps.cwd, ...(deps.log !== undefined ? { log: deps.log } : {}) });
     }),
     lazyFamily(["turn.start", "turn.cancel"], async () => {
       const [{ turnMethods }, { Agent }] = await Promise.all([import("../protocols/app-service/turns.js"), import("../runtime/agent.js")]);
@@ -59,7 +61,7 @@ export function buildFamilies(deps: ServiceDeps): Array<MethodFamily | LazyFamil
       // for the warm-up's own settings reads. The warm-up starts in the next check phase, so this family's modules
       // and the turn loop's run as two separate pieces and a session request's I/O callback can run between them.
       setImmediate(() => void runner.warm());
-      return turnMethods({ manager: await sessionManager(), runner, cwd: deps.cwd });
+      return turnMethods({ manager: await sessionManager(), runner, cwd: deps.cwd, ...(deps.log !== undefined ? { log: deps.log } : {}) });
     }, "session"),
     lazyFamily(["auth.status", "auth.login.start", "auth.login.callback", "auth.login.cancel", "auth.logout"], async () => {
       const { authMethods, callbackPortFromEnv, callbackTimeoutMsFromEnv } = await import("../protocols/app-service/auth.js");

@@ -49,19 +49,21 @@ async function runService(): Promise<number> {
     return 1;
   }
   const state = { initialized: false };
+  const log = (line: string): void => void process.stderr.write(line + "\n");
   const families = buildFamilies({
     home,
     cwd: process.cwd(),
     env: process.env,
     state,
     info: { serverName: "berth", serverVersion: packageVersion(), transports: ["stdio"] },
+    log,
   });
   const server = new AppServiceServer({
     input: process.stdin,
     output: stdout,
     families,
     state,
-    log: (line) => void process.stderr.write(line + "\n"),
+    log,
     // Env-gated input-state diagnostics, for tests that must observe backpressure and EOF from outside.
     ...(process.env.BERTH_DEBUG_IO === "1" ? { onInput: (e) => void process.stderr.write(`berth-io input-${e.state} records=${e.records}\n`) } : {}),
   });

@@ -45,6 +45,7 @@ import { SkillCatalog, type Skill } from "./tools/skills.js";
 import type { ImagePart, ProviderRequest, Tool, ToolRisk, UserContent } from "./types.js";
 import type { Workspace } from "./workspace.js";
 import type { UserAttachment } from "../store/sessions/index.js";
+import { storageCause } from "../store/sessions/errors.js";
 import { TurnFailure, TurnResolver, type Resolved, type SelectionOverride } from "./turn-resolve.js";
 
 export type { SelectionOverride };
@@ -279,16 +280,16 @@ export class Agent {
     }
     try {
       await durable;
-    } catch {
-      return fail("persistence"); // nothing durable was accepted: no terminal record either
+    } catch (e) {
+      return fail("persistence", storageCause(e)); // nothing durable was accepted: no terminal record either
     }
     if (recorder !== null) {
       await recorder.settled();
-      if (recorder.failure !== null && outcome.status === "completed") outcome = { ...outcome, status: "failed", reason: "persistence" };
+      if (recorder.failure !== null && outcome.status === "completed") outcome = persistenceFailure(outcome, recorder.failure);
       try {
         await recorder.terminal(outcome.status, outcome.assistantText);
-      } catch {
-        if (outcome.status === "completed") outcome = { ...outcome, status: "failed", reason: "persistence" };
+      } catch (e) {
+        if (outcome.status === "completed") outcome = persistenceFailure(outcome, e);
       }
     }
     // The next turn's connection opens once this turn's end is written (provider-cache.ts), off its critical path.
@@ -410,4 +411,11 @@ export class Agent {
   close(): Promise<void> {
     return this.registries.close();
   }
+}
+
+/** A completed outcome turned failed by a session write that failed, with the write's storage cause when it has one. */
+function persistenceFailure(o: TurnOutcome, e: unknown): TurnOutcome {
+  const { message: _earlier, ...rest } = o;
+  const cause = storageCause(e);
+  return { ...rest, status: "failed", reason: "persistence", ...(cause !== undefined ? { message: cause } : {}) };
 }

@@ -21,6 +21,7 @@ import { estimateTokens } from "./context.js";
 import type { FailureReason, RuntimeEvent, TerminalStatus, TurnOutcome, TurnSink, TurnUsage } from "./events.js";
 import { abortedFailure, CONTEXT_OVERFLOW, LABELS } from "./providers/errors.js";
 import type { TurnRecorder } from "./recorder.js";
+import { storageCause } from "../store/sessions/errors.js";
 import { createTaskTool, TASK_TOOL_NAME } from "./subagent.js";
 import type { Workspace } from "./workspace.js";
 import { executeToolCall, type ToolCallSpec } from "./tool-exec.js";
@@ -79,11 +80,12 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
   for (const t of o.tools) byName.set(t.spec.name, t);
   const specs: ToolSpec[] = o.tools.map((t) => t.spec);
   if (o.subagents && !byName.has(TASK_TOOL_NAME)) specs.push(TASK_SPEC);
-  const end = (status: TerminalStatus, reason?: FailureReason): TurnOutcome => ({
+  const end = (status: TerminalStatus, reason?: FailureReason, message?: string): TurnOutcome => ({
     status,
     assistantText: accepted.text(),
     usage,
     ...(reason !== undefined ? { reason } : {}),
+    ...(message !== undefined ? { message } : {}),
   });
 
   // This turn's prompt: every compacted context is the summary followed by it.
@@ -108,7 +110,7 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
       }
     }
     if (o.signal.aborted) return end("cancelled");
-    if (o.recorder?.failure) return end("failed", "persistence");
+    if (o.recorder?.failure) return end("failed", "persistence", storageCause(o.recorder.failure));
     if (step >= o.maxSteps) return end("failed", "step_limit");
     let estimate = estimateTokens(o.system, messages, specs);
     let attempted = false;
@@ -158,8 +160,8 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
       messages.push({ role: "user", content: [{ type: "text", text }] });
       try {
         await o.recorder?.steering(text);
-      } catch {
-        return end("failed", "persistence");
+      } catch (e) {
+        return end("failed", "persistence", storageCause(e));
       }
     }
   }

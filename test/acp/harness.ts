@@ -38,6 +38,8 @@ export interface AgentProcessOptions {
   cwd?: string;
   env?: Record<string, string>;
   client?: ClientBehaviour;
+  /** Runs `berth acp` under `ulimit -f` of this many 512-byte blocks (a file system that refuses writes: EFBIG). */
+  fileSizeLimit?: number;
 }
 
 /** One spawned `berth acp` and an SDK client connected to it. */
@@ -68,7 +70,10 @@ export class AcpAgentProcess {
     delete env["ANTHROPIC_API_KEY"];
     delete env["OPENAI_API_KEY"];
     Object.assign(env, { MC_HOME: this.home, BERTH_ACP_NO_BROWSER: "1" }, o.env ?? {});
-    this.child = spawn(process.execPath, [BERTH_BIN, "acp"], { cwd: this.cwd, env, stdio: ["pipe", "pipe", "pipe"] });
+    this.child =
+      o.fileSizeLimit === undefined
+        ? spawn(process.execPath, [BERTH_BIN, "acp"], { cwd: this.cwd, env, stdio: ["pipe", "pipe", "pipe"] })
+        : spawn("/bin/sh", ["-c", `ulimit -f ${o.fileSizeLimit} && exec "$0" "$@"`, process.execPath, BERTH_BIN, "acp"], { cwd: this.cwd, env, stdio: ["pipe", "pipe", "pipe"] });
     this.child.stderr.setEncoding("utf8");
     this.child.stderr.on("data", (d: string) => {
       this.stderr += d;

@@ -64,6 +64,18 @@ it("resume reattaches without replay; close forgets the session but keeps its hi
   await p.end();
 });
 
+it("a session store that refuses writes answers session/new with -32603 naming the cause and fix", async () => {
+  const p = rig.spawn({ cwd, fileSizeLimit: 0 });
+  await p.initialize();
+  await assert.rejects(p.agent.request("session/new", { cwd, mcpServers: [] }), (e: { code?: number; message?: string }) => {
+    assert.equal(e.code, -32603);
+    assert.match(String(e.message), /^Internal error: Berth's session store is unavailable: .*\(EFBIG\); raise it \(ulimit -f\) and retry$/);
+    return true;
+  });
+  await p.end();
+  assert.match(p.stderr, /berth acp: cannot create a session \(.*\(EFBIG\)/);
+});
+
 it("a failed turn answers session/prompt with -32603 naming its code, cause and fix; the session takes the next prompt", async () => {
   const p = rig.spawn({ cwd });
   await p.initialize();

@@ -29,6 +29,11 @@ export const ACP_ERRORS = {
     new RequestError(-32602, `Invalid params: prompt content of type '${type}' is not accepted; see promptCapabilities in the initialize answer`),
   historyTooLarge: () =>
     new RequestError(-32603, "Internal error: this session's history is too large to load into the model's context; start a new session"),
-  storage: () => new RequestError(-32603, "Internal error: Berth's session store is unavailable; check MC_HOME's permissions and free space"),
+  /** `problem`: the store's fixed sentence for a cause the user can fix (a full disk, …), when the failure had one. */
+  storage: (problem?: string) =>
+    new RequestError(
+      -32603,
+      problem !== undefined ? `Internal error: Berth's session store is unavailable: ${problem}` : "Internal error: Berth's session store is unavailable; check MC_HOME's permissions and free space",
+    ),
   internal: () => new RequestError(-32603, "Internal error: Berth could not complete this request; see its stderr log"),
 } as const;

@@ -13,6 +13,8 @@ import { LIMITS } from "./limits.js";
 import {
   DEFAULT_WINDOW,
   SessionError,
+  storageCause,
+  storageProblem,
   isValidSessionId,
   sameVersion,
   type FileVersion,
@@ -35,6 +37,11 @@ export interface SessionMethodsDeps {
   manager: SessionManager;
   /** Working directory recorded in the header of sessions created by `session.create`. */
   cwd: string;
+  /**
+   * I/O diagnostics (stderr): a session that could not be created or opened for a cause the user can fix (a full
+   * disk, a read-only file system, …) is named there, since the wire's error messages are fixed.
+   */
+  log?: (line: string) => void;
 }
 
 interface PageParams {
@@ -88,6 +95,10 @@ function fail(err: unknown, sessionId?: string | null): Outcome {
 export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
   const { manager } = deps;
   const store = manager.store;
+  const diagnose = (method: string, e: unknown): void => {
+    const problem = storageProblem(storageCause(e));
+    if (problem !== undefined) deps.log?.(`berth service: ${method} failed: ${problem}`);
+  };
   /**
    * Projections of recently replayed sessions, keyed by ID, reused while the file version is unchanged. Behind it,
    * each computed projection is persisted as a sidecar (store.writeSidecar) so that the first replay after a
@@ -200,6 +211,7 @@ export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
         const id = await manager.create(deps.cwd);
         return { payload: { session_id: id, status: "open" }, sessionId: id };
       } catch (e) {
+        diagnose("session.create", e);
         return fail(e);
       }
     },
@@ -215,6 +227,7 @@ export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
         await manager.open(id);
         return { payload: { session_id: id, status: "open" } };
       } catch (e) {
+        diagnose("session.open", e);
         return fail(e);
       }
     },

@@ -40,6 +40,8 @@ export interface TurnMethodsDeps {
   newTurnId?: () => string;
   historyBounds?: HistoryBounds;
   activityQueue?: number;
+  /** I/O diagnostics (stderr): a turn that failed because its session could not be written names the cause there. */
+  log?: (line: string) => void;
 }
 
 interface StartParams {
@@ -126,6 +128,8 @@ export function turnMethods(deps: TurnMethodsDeps): MethodFamily {
       case "turn_completed":
       case "turn_cancelled":
       case "turn_failed":
+        // The terminal carries no message (spec); a storage failure's cause and fix go to stderr instead.
+        if (e.type === "turn_failed" && e.reason === "persistence") deps.log?.(`berth service: turn ${e.turnId} failed: ${e.message}`);
         active.delete(e.turnId);
         t.stream.terminal(e.type === "turn_completed" ? "completed" : e.type === "turn_cancelled" ? "cancelled" : "failed", e.text);
         t.release();

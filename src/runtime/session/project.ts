@@ -4,6 +4,7 @@
  */
 import { truncateUtf8, utf8Length } from "../../core/utf8.js";
 import type { FailureReason, RuntimeEvent, TurnOutcome } from "../events.js";
+import { storageProblem } from "../../store/sessions/errors.js";
 import { LABELS } from "../providers/errors.js";
 import { PROGRESS_MAX_BYTES, TOOL_ARGUMENTS_MAX_BYTES, TOOL_OUTPUT_MAX_BYTES, type FailureCode, type SessionEvent, type TurnOrigin } from "./types.js";
 
@@ -131,6 +132,9 @@ function failureMessage(reason: FailureReason, detail: string | undefined): stri
   if (reason === "compaction" && detail !== undefined) return `${OVERFLOW_HEAD} (${detail}); ${OVERFLOW_FIX}`;
   // A selection failure's detail (a settings file that cannot be used) is a whole sentence naming the cause and fix.
   if (reason === "selection" && detail !== undefined) return detail;
+  // A failed session write's detail is the file system's code (a full disk, a read-only file system, …).
+  const storage = reason === "persistence" ? storageProblem(detail) : undefined;
+  if (storage !== undefined) return `${MESSAGES.persistence}: ${storage}`;
   // The provider's safe label (status, category, which limit) follows the fixed text.
   if (detail === undefined || !DETAILED.has(reason)) return MESSAGES[reason];
   if (reason === "credential") return `${CREDENTIAL_HEAD}: ${detail}; ${CREDENTIAL_FIX}`;

@@ -36,7 +36,7 @@ import { readFile, rm, stat, unlink } from "node:fs/promises";
 import { hostname } from "node:os";
 import { randomBytes } from "../random.js";
 import * as dirlock from "./dirlock.js";
-import { SessionError } from "./errors.js";
+import { SessionError, storageCause } from "./errors.js";
 import type { SessionPaths } from "./paths.js";
 
 /** Identifies this process instance (pids are reused, e.g. across container restarts). */
@@ -338,21 +338,23 @@ export class SessionLocks {
       const l = dirlock.lockSync(leasePath, opts);
       releaseDir = () => l.releaseSync();
     } catch (err) {
-      if (!isLocked(err)) throw new SessionError("unavailable");
+      if (!isLocked(err)) throw new SessionError("unavailable", storageCause(err));
       if (!(await this.recover(id))) throw new SessionError("busy");
       try {
         const l = dirlock.lockSync(leasePath, opts);
         releaseDir = () => l.releaseSync();
       } catch (err2) {
-        throw new SessionError(isLocked(err2) ? "busy" : "unavailable");
+        throw isLocked(err2) ? new SessionError("busy") : new SessionError("unavailable", storageCause(err2));
       }
     }
     const me: OwnerInfo = { pid: process.pid, host: HOST, token: PROCESS_TOKEN };
     try {
       writeFileSync(ownerPath, JSON.stringify(me), { mode: 0o600 });
-    } catch {
+    } catch (err) {
+      // We hold the lease directory, so a partly written owner file (a full disk) is ours to remove.
+      safely(() => unlinkSync(ownerPath));
       safely(releaseDir);
-      throw new SessionError("unavailable");
+      throw new SessionError("unavailable", storageCause(err));
     }
     let released = false;
     return {
@@ -444,7 +446,7 @@ export class SessionLocks {
       const release = releaser(dirlock.lockSync(this.paths.append(id), APPEND_LOCK), role === "writer");
       return role === "writer" ? this.writerRelease(id, release) : release;
     } catch (err) {
-      if (!isLocked(err)) throw new SessionError("unavailable");
+      if (!isLocked(err)) throw new SessionError("unavailable", storageCause(err));
       return null;
     }
   }
@@ -473,7 +475,7 @@ export class SessionLocks {
       const l = await dirlock.lock(path, { ...opts, retries: retriesFor(wait) });
       return role === "writer" ? this.writerRelease(id, releaser(l, true)) : releaser(l, false);
     } catch (err) {
-      if (!isLocked(err)) throw new SessionError("unavailable");
+      if (!isLocked(err)) throw new SessionError("unavailable", storageCause(err));
       if (role === "reader" && (await this.leaseHolderGone(id))) return null;
       throw new SessionError("busy");
     } finally {

@@ -25,7 +25,7 @@
  */
 import { opendir } from "node:fs/promises";
 import { constants as FS, fstatSync, mkdirSync, openSync, statSync, unlinkSync, writeSync } from "node:fs";
-import { SessionError } from "./errors.js";
+import { SessionError, storageCause } from "./errors.js";
 import { closeQuietly, syncAll, syncData } from "./fdio.js";
 import { defaultSessionId, isValidSessionId, type SessionIdGenerator } from "./ids.js";
 import { DEFAULT_LOCK_TUNING, SessionLocks, type Lease, type LockTuning } from "./locks.js";
@@ -141,8 +141,8 @@ export class SessionStore {
   async create(cwd: string): Promise<SessionHandle> {
     try {
       await this.ensureDirs();
-    } catch {
-      throw new SessionError("unavailable");
+    } catch (e) {
+      throw new SessionError("unavailable", storageCause(e));
     }
     for (let attempt = 0; attempt < 8; attempt++) {
       const id = this.newId(this.clock());
@@ -176,7 +176,7 @@ export class SessionStore {
       const retry =
         (fileR.status === "rejected" && (fileR.reason as NodeJS.ErrnoException).code === "EEXIST") ||
         (leaseR.status === "rejected" && leaseR.reason instanceof SessionError && leaseR.reason.code === "busy");
-      if (!retry) throw new SessionError("unavailable");
+      if (!retry) throw new SessionError("unavailable", storageCause(fileR.status === "rejected" ? fileR.reason : leaseR.status === "rejected" ? leaseR.reason : undefined));
     }
     throw new SessionError("busy");
   }

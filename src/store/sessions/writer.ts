@@ -25,7 +25,7 @@
  *   the file's identity right after the last write; it is dropped (null) when this writer cannot vouch for it.
  */
 import { fstatSync } from "node:fs";
-import { SessionError } from "./errors.js";
+import { SessionError, storageCause } from "./errors.js";
 import { closeQuietly, syncData, writeAll, writeAllSync } from "./fdio.js";
 import type { SessionLocks } from "./locks.js";
 import { MAX_RECORD_BYTES, decodeLine, encodeRecord, type NewRecord, type StoredRecord } from "./records.js";
@@ -187,7 +187,7 @@ export class SessionWriter {
         await this.writeBatch(batch);
         for (const p of batch) p.resolve();
       } catch (e) {
-        const err = e instanceof SessionError ? e : new SessionError("unavailable");
+        const err = e instanceof SessionError ? e : new SessionError("unavailable", storageCause(e));
         // A busy append lock leaves the file untouched: the writer stays usable. Anything else fails it.
         if (err.code !== "busy") this.failed ??= err;
         for (const p of batch) p.reject(err);
