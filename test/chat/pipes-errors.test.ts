@@ -168,6 +168,31 @@ describe("berth chat failure causes", () => {
     assert.match(r.err, /settings\.json: the file is empty/);
   });
 
+  it("settings: a syntax error is located and named by its kind, never quoted (the text there may be a key)", async () => {
+    const file = (h: string): string => join(h, "settings.json").replace(/[.]/g, "\\.");
+    let h = withSettings('{"providers": {"x": {"api_key": sk-abcdefghijklmnopqrstuvwxyz0123}}}');
+    let r = await run(h, {});
+    assert.equal(r.code, 1);
+    assert.match(r.err, new RegExp(`${file(h)}:1:33: malformed JSON \\(unexpected letter: strings and keys need double quotes\\)`));
+    assert.doesNotMatch(r.err, /sk-|abcdef/);
+    h = withSettings('{\n  "model": "fake-model",\n}\n');
+    r = await run(h, {});
+    assert.match(r.err, new RegExp(`${file(h)}:3:1: malformed JSON \\(unexpected '}': remove the trailing comma before it\\)`));
+    h = withSettings('{"provider": "fake" "model": "fake-model"}');
+    r = await run(h, {});
+    assert.match(r.err, /:1:21: malformed JSON \(unexpected '"': a comma is missing before it\)/);
+    h = withSettings("{'provider': 'fake'}");
+    r = await run(h, {});
+    assert.match(r.err, /:1:2: malformed JSON \(unexpected "'": JSON strings take double quotes\)/);
+  });
+
+  it("settings: a leading byte order mark (as Windows editors save) is accepted", async () => {
+    const h = withSettings("\uFEFF" + JSON.stringify({ providers: { fake: fakeDef(fake.port) } }));
+    const p = chat(["-p", "hi"], chatEnv(h, { MC_PROVIDER: "fake", MC_MODEL: "fake-model" }));
+    assert.equal(await p.exited, 0, p.stderr);
+    assert.match(p.stdout, /^echo: hi/);
+  });
+
   it("MC_PROVIDER unknown, key variable unset, MC_MODEL not in the catalog: each named", async () => {
     const h = withSettings(JSON.stringify({ providers: { fake: fakeDef(fake.port), keyed: { ...fakeDef(fake.port), auth: undefined, api_key_env: "KEYED_TEST_KEY" } } }));
     let r = await run(h, { MC_PROVIDER: "nope" });

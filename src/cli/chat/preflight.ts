@@ -118,6 +118,27 @@ export function jsonErrorOffset(t: string): number {
   }
 }
 
+/**
+ * What the scanner stopped at, named by its kind, never quoted from the file: a settings file holds API keys and
+ * header values, and the text at a syntax error is often exactly such an unquoted value. Line and column locate it.
+ */
+function unexpected(text: string, off: number): string {
+  if (off >= text.length) return "unexpected end of file";
+  const c = text[off]!;
+  let before = off - 1;
+  while (before >= 0 && " \t\r\n".includes(text[before]!)) before--;
+  const prev = before >= 0 ? text[before] : undefined;
+  if ((c === "}" || c === "]") && prev === ",") return `unexpected '${c}': remove the trailing comma before it`;
+  if (c === '"' && prev !== undefined && prev !== "{" && prev !== "[" && prev !== "," && prev !== ":") return "unexpected '\"': a comma is missing before it";
+  if (/[{}[\]:,"]/.test(c)) return `unexpected '${c}'`;
+  if (c === "'") return "unexpected \"'\": JSON strings take double quotes";
+  if (c === "/") return "unexpected '/': JSON has no comments";
+  if (/[A-Za-z_$]/.test(c)) return "unexpected letter: strings and keys need double quotes";
+  if (/[0-9-]/.test(c)) return "unexpected number";
+  const cp = c.codePointAt(0)!;
+  return `unexpected character U+${cp.toString(16).toUpperCase().padStart(4, "0")}`;
+}
+
 /** Why a settings file failed to load, as precisely as the file allows. */
 export async function explainSettings(path: string): Promise<string> {
   let text: string;
@@ -126,6 +147,8 @@ export async function explainSettings(path: string): Promise<string> {
   } catch {
     return `${path}: cannot be read`;
   }
+  // A leading byte order mark (Windows editors write one) is not part of the JSON; the store skips it too.
+  if (text.startsWith("\uFEFF")) text = text.slice(1);
   if (text.trim() === "") return `${path}: the file is empty (write {} for no settings)`;
   let raw: unknown;
   try {
@@ -134,8 +157,7 @@ export async function explainSettings(path: string): Promise<string> {
     void err;
     const off = jsonErrorOffset(text);
     const where = lineCol(text, Math.max(0, off));
-    const near = off >= text.length ? "unexpected end of file" : `unexpected ${JSON.stringify(text.slice(off, off + 12).split("\n")[0])}`;
-    return `${path}:${where.line}:${where.col}: malformed JSON (${near})`;
+    return `${path}:${where.line}:${where.col}: malformed JSON (${unexpected(text, off)})`;
   }
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) return `${path}: the settings must be a JSON object`;
   const parsed = SettingsSchema.safeParse(raw);

@@ -49,7 +49,9 @@ export async function readJsonFile(path: string): Promise<unknown> {
 function parseJsonFile(buf: Buffer): unknown {
   if (buf.byteLength > MAX_JSON_FILE_BYTES) throw new JsonFileError("too_large");
   try {
-    return JSON.parse(buf.toString("utf8")) as unknown;
+    const text = buf.toString("utf8");
+    // A leading byte order mark (Windows editors write one) is not part of the JSON.
+    return JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text) as unknown;
   } catch {
     throw new JsonFileError("malformed");
   }
