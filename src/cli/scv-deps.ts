@@ -220,6 +220,9 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
       const code = (e as { code?: unknown }).code;
       if (code === "busy") return { code: "invalid_request", message: "that session is in use by another connection or Berth process" };
       if (code === "limit") return { code: "invalid_request", message: "too many sessions are open in this server" };
+      // The session exists but its lease cannot be taken (a read-only or full disk): say why, not "not found".
+      const problem = storageProblem(storageCause(e));
+      if (problem !== undefined) return { code: "internal_error", message: `the session could not be opened: ${problem}` };
       return { code: "session_not_found", message: "no stored session has that ID" };
     }
   };

@@ -80,6 +80,28 @@ it("SCV: a turn whose records cannot be written fails internal_error naming the 
   }
 });
 
+it("SCV: resuming a stored session whose lease cannot be written names the cause, not 'not found'", async () => {
+  const rig = await startRig();
+  const first = stdioUnder(1024, rig.env);
+  const s = await first.c.open();
+  assert.equal((await first.c.turn(s.session_id as string, "hello")).terminal.type, "turn.completed");
+  first.c.end();
+  assert.equal(await first.exited, 0);
+  const { c, exited } = stdioUnder(0, rig.env);
+  try {
+    await c.initialize();
+    const id = c.request({ type: "session.start", cwd: rig.home, resume: s.session_id });
+    const r = await c.reply(id, ["session.started"]);
+    assert.equal(r.code, "internal_error");
+    assert.match(r.message as string, /^the session could not be opened: /);
+    assert.match(r.message as string, EFBIG_FIX);
+  } finally {
+    c.end();
+    assert.equal(await exited, 0);
+    await rig.fake.close();
+  }
+});
+
 it("service: session.create answers session_unavailable (fixed text) and stderr names the cause and fix", async () => {
   const rig = await startRig();
   const svc = new ServiceProcess({ home: rig.home, exec: true, bin: "/bin/sh", args: limited(0, MAGI_BIN, ["--app", "service"]) });
