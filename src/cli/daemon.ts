@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { rmSync, writeFileSync } from "node:fs";
 import { startHost, type HostHandle } from "../protocols/host/host.js";
 import { resolveHome } from "../store/home.js";
+import { storageCause, storageProblem } from "../store/sessions/errors.js";
 import { isLoopbackHost } from "../protocols/host/ui-guard.js";
 import { startDaemonChannels, type DaemonChannels } from "./daemon-channels.js";
 import { ConfirmRegistry } from "./daemon-confirm.js";
@@ -196,7 +197,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
   try {
     handle = await startHost({ home: resolveHome(process.env), host: listen.host, port: listen.port, ...(quota !== undefined ? { sessionContentQuota: quota } : {}) });
   } catch (e) {
-    process.stderr.write(`berth daemon: ${e instanceof Error ? e.message : String(e)}\n`);
+    process.stderr.write(`berth daemon: ${startFailure(e)}\n`);
     return 1;
   }
   delegations = startDaemonDelegations({ home: resolveHome(process.env), log: (l) => void process.stderr.write(`berth daemon: ${l}\n`) });
@@ -205,7 +206,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
   try {
     [scv, scvClose] = await startScv();
   } catch (e) {
-    process.stderr.write(`berth daemon: SCV socket: ${e instanceof Error ? e.message : String(e)}\n`);
+    process.stderr.write(`berth daemon: SCV socket: ${startFailure(e)}\n`);
     await handle.close();
     return 1;
   }
@@ -214,7 +215,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
     try {
       stopRuntime = await startRuntime(handle);
     } catch (e) {
-      process.stderr.write(`berth daemon: ${e instanceof Error ? e.message : String(e)}\n`);
+      process.stderr.write(`berth daemon: ${startFailure(e)}\n`);
       await scv.close();
       await scvClose();
       await handle.close();
@@ -281,4 +282,11 @@ export async function runDaemon(argv: string[]): Promise<number> {
     process.stderr.write(`berth daemon: cannot write ${endpointFile} (berth open will not find this daemon): ${e instanceof Error ? e.message : String(e)}\n`);
   }
   return await exited;
+}
+
+/** A start-up failure's line: its message, led by the cause and fix when the file system refused (read-only, full…). */
+function startFailure(e: unknown): string {
+  const message = e instanceof Error ? e.message : String(e);
+  const problem = storageProblem(storageCause(e));
+  return problem === undefined ? message : `cannot start: ${problem} (${message})`;
 }

@@ -7,7 +7,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { closeSync, mkdtempSync, openSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -184,6 +184,23 @@ describe("berth chat failure causes", () => {
     h = withSettings("{'provider': 'fake'}");
     r = await run(h, {});
     assert.match(r.err, /:1:2: malformed JSON \(unexpected "'": JSON strings take double quotes\)/);
+  });
+
+  it("settings: a directory in its place and an oversized file are named as such", async () => {
+    let h = mkdtempSync(join(tmpdir(), "berth-set-"));
+    mkdirSync(join(h, "settings.json"));
+    let r = await run(h, {});
+    assert.equal(r.code, 1);
+    assert.match(r.err, /settings\.json: is a directory; settings\.json must be a file/);
+    // At the limit the file is read (and here fails on its content); one byte past it, it is refused for its size.
+    const sized = (n: number): string => '{"x":"' + "a".repeat(n - 8) + '"}';
+    h = withSettings(sized(4 * 1024 * 1024));
+    r = await run(h, {});
+    assert.doesNotMatch(r.err, /larger than/);
+    h = withSettings(sized(4 * 1024 * 1024 + 1));
+    r = await run(h, {});
+    assert.equal(r.code, 1);
+    assert.match(r.err, /settings\.json: the file is larger than settings files may be \(4 MiB\)/);
   });
 
   it("settings: a leading byte order mark (as Windows editors save) is accepted", async () => {

@@ -1,7 +1,7 @@
 /**
  * A session write the file system refuses keeps its errno code (only a known, fixable one; never the message or
  * path) from the store up to the turn's failure message. The disk refuses through the store's fsync hook here (a
- * real fsync can fail `ENOSPC` or `EIO` on writeback); test/scv/storage-errors.test.ts does it with a real limit.
+ * real fsync can fail `ENOSPC` or `EIO` on writeback); test/hardening/storage-errors.test.ts does it with a real limit.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";

@@ -11,6 +11,7 @@ import { CatalogCache } from "../../store/catalog/cache.js";
 import { listProviders, providerFingerprint } from "../../store/catalog/providers.js";
 import { resolveHome, type EnvLike } from "../../store/home.js";
 import { resolveSelection } from "../../store/settings/effective.js";
+import { MAX_JSON_FILE_BYTES } from "../../store/settings/locked-json.js";
 import { SettingsSchema } from "../../store/settings/schema.js";
 import { SettingsStore, type SettingsLayers } from "../../store/settings/settings-store.js";
 
@@ -144,9 +145,13 @@ export async function explainSettings(path: string): Promise<string> {
   let text: string;
   try {
     text = await readFile(path, "utf8");
-  } catch {
-    return `${path}: cannot be read`;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "EISDIR") return `${path}: is a directory; settings.json must be a file (remove the directory or write {} into a file there)`;
+    if (code === "EACCES" || code === "EPERM") return `${path}: cannot be read (${code}: permission denied); make it readable by you`;
+    return `${path}: cannot be read${typeof code === "string" && /^E[A-Z]{1,15}$/.test(code) ? ` (${code})` : ""}`;
   }
+  if (Buffer.byteLength(text) > MAX_JSON_FILE_BYTES) return `${path}: the file is larger than settings files may be (${MAX_JSON_FILE_BYTES / (1024 * 1024)} MiB)`;
   // A leading byte order mark (Windows editors write one) is not part of the JSON; the store skips it too.
   if (text.startsWith("\uFEFF")) text = text.slice(1);
   if (text.trim() === "") return `${path}: the file is empty (write {} for no settings)`;

@@ -91,7 +91,11 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
   try {
     release = await acquireStateLock(stateDir, log);
   } catch (e) {
-    throw new Error(`state directory ${stateDir} is locked by another daemon (${e instanceof Error ? e.message : String(e)})`);
+    const code = (e as NodeJS.ErrnoException).code;
+    const message = e instanceof Error ? e.message : String(e);
+    if (code === "ELOCKED") throw new Error(`state directory ${stateDir} is locked by another daemon (${message})`);
+    // Anything else (a disk refusing the lock's owner record) keeps its code, so the caller can name cause and fix.
+    throw Object.assign(new Error(`state directory ${stateDir}: ${message}`), { code });
   }
   let token: string;
   try {

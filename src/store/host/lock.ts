@@ -98,10 +98,21 @@ export async function acquireStateLock(stateDir: string, log: (m: string) => voi
           retries: NO_RETRY,
           onCompromised: (e) => log(`state-directory lock compromised: ${e.message}`),
         });
-        const record: OwnerRecord = { pid: process.pid, hostname: hostname(), bootId: bootId(), lockIno: statSync(lockPath).ino };
-        writeFileSync(ownerPath, JSON.stringify(record) + "\n", { mode: 0o600 });
-        // Owner-only whatever a previous owner left: the record, and the lock directories.
-        chmodSync(ownerPath, 0o600);
+        try {
+          const record: OwnerRecord = { pid: process.pid, hostname: hostname(), bootId: bootId(), lockIno: statSync(lockPath).ino };
+          writeFileSync(ownerPath, JSON.stringify(record) + "\n", { mode: 0o600 });
+          // Owner-only whatever a previous owner left: the record, and the lock directories.
+          chmodSync(ownerPath, 0o600);
+        } catch (e) {
+          // A disk that refuses the record (full, read-only): give the lock back, so no later start finds it held.
+          try {
+            unlinkSync(ownerPath);
+          } catch {
+            /* never written */
+          }
+          await held.release().catch(() => {});
+          throw e;
+        }
         for (const d of [lockPath, join(stateDir, "startup.lock")]) {
           try {
             chmodSync(d, 0o700);

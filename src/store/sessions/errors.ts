@@ -32,7 +32,7 @@ export type StorageCause = "ENOSPC" | "EDQUOT" | "EFBIG" | "EROFS" | "EACCES" | 
 const STORAGE_PROBLEMS: Record<StorageCause, string> = {
   ENOSPC: "the disk holding Berth's home (MC_HOME) is full (ENOSPC); free some space and retry",
   EDQUOT: "the disk quota of Berth's home (MC_HOME) is used up (EDQUOT); free some space and retry",
-  EFBIG: "a session file reached this process's file-size limit (EFBIG); raise it (ulimit -f) and retry",
+  EFBIG: "a file reached this process's file-size limit (EFBIG); raise it (ulimit -f) and retry",
   EROFS: "Berth's home (MC_HOME) is on a read-only file system (EROFS); set MC_HOME to a writable directory",
   EACCES: "permission to write in Berth's home (MC_HOME) was denied (EACCES); check that MC_HOME and its files are yours and writable",
   EPERM: "the system refused to write in Berth's home (MC_HOME) (EPERM); check that MC_HOME and its files are yours and writable",

@@ -6,12 +6,13 @@
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { readdirSync } from "node:fs";
+import { mkdtempSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { it } from "node:test";
 import { BERTH_BIN, MAGI_BIN } from "../helpers/paths.js";
 import { ServiceProcess } from "../helpers/service-process.js";
-import { childEnv, ScvClient, startRig } from "./client.js";
+import { childEnv, ScvClient, startDaemon, startRig } from "../scv/client.js";
 
 /** `node <bin> <args>` under a file-size limit of `blocks` (the shell's unit: 512 bytes for POSIX `sh`). */
 function limited(blocks: number, bin: string, args: string[]): string[] {
@@ -139,6 +140,27 @@ it("service: a turn whose records cannot be written ends failed, and stderr name
     assert.equal(terminal?.payload?.status, "failed");
   } finally {
     svc.child.kill();
+    await rig.fake.close();
+  }
+});
+
+it("daemon: a state directory that refuses the lock's owner record stops start-up with the cause, and leaves no lock", async () => {
+  const rig = await startRig();
+  const scvHome = mkdtempSync(join(tmpdir(), "scv-"));
+  const child = spawn("/bin/sh", limited(0, BERTH_BIN, ["daemon"]), { env: childEnv({ ...rig.env, SCV_HOME: scvHome }), stdio: ["pipe", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+  const code = await new Promise<number | null>((resolve) => child.once("close", resolve));
+  try {
+    assert.equal(code, 1);
+    assert.match(stderr, /^berth daemon: cannot start: a file reached this process's file-size limit \(EFBIG\); raise it \(ulimit -f\) and retry \(state directory /m);
+    assert.doesNotMatch(stderr, /locked by another daemon/);
+    assert.deepEqual(readdirSync(join(rig.home, "host")).filter((n) => n.startsWith("daemon.")), [], "no lock or owner record is left");
+    // Without the limit the next start takes the state directory at once.
+    const d = await startDaemon({ ...rig.env, SCV_HOME: scvHome });
+    assert.equal(typeof d.ready.scv_socket, "string");
+    await d.stop();
+  } finally {
     await rig.fake.close();
   }
 });
