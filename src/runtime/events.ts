@@ -126,7 +126,10 @@ export interface TurnOutcome {
   /** The authoritative accepted assistant text (partial when cancelled/failed). */
   assistantText: string;
   reason?: FailureReason;
-  /** A fixed, safe label saying more about a failure (a provider's error label); never provider or tool text. */
+  /**
+   * A fixed, safe label saying more about a failure (a provider's error label; for `persistence`, the file system's
+   * errno code when it is a known one: `ENOSPC`, …); never provider or tool text.
+   */
   message?: string;
   usage: TurnUsage;
 }
