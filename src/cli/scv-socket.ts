@@ -11,6 +11,7 @@
  * - `close()` stops accepting, runs every connection's bounded cleanup (cancel, grace, abort, join) and removes the
  *   socket file.
  */
+import { checkSocketPath } from "../transport/unix-listener.js";
 import { chmodSync, lstatSync, mkdirSync, unlinkSync } from "node:fs";
 import { createConnection, createServer, type Server, type Socket } from "node:net";
 import { dirname, join, resolve } from "node:path";
@@ -41,16 +42,13 @@ function probe(path: string): Promise<"live" | "stale"> {
   });
 }
 
-/** The longest Unix socket path Linux accepts (`sun_path` holds 108 bytes with the terminating NUL). */
-export const MAX_SOCKET_PATH_BYTES = 107;
 
 /**
  * `perConnection` may replace dependencies for one accepted connection (the daemon binds its `daemon.control`
  * handler to the connection's peer with it).
  */
 export async function listenScvSocket(path: string, deps: ScvServerDeps, perConnection?: (socket: Socket) => Partial<ScvServerDeps>): Promise<ScvSocketHandle> {
-  if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES)
-    throw new Error(`the socket path ${path} is longer than ${MAX_SOCKET_PATH_BYTES} bytes; set SCV_HOME to a shorter directory`);
+  checkSocketPath(path, "set SCV_HOME to a shorter directory");
   const dir = dirname(path);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   chmodSync(dir, 0o700);

@@ -11,7 +11,19 @@ export interface UnixListener {
   close(): Promise<void>;
 }
 
+/** The longest Unix socket path Linux accepts (`sun_path` holds 108 bytes with the terminating NUL). */
+export const MAX_SOCKET_PATH_BYTES = 107;
+
+/**
+ * Refuses a path too long for a Unix socket: libuv would bind a truncated path instead, i.e. a socket somewhere
+ * else (outside the owner-only directory) that nobody looks for. `fix` says which setting shortens it.
+ */
+export function checkSocketPath(path: string, fix: string): void {
+  if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) throw new Error(`the socket path ${path} is longer than ${MAX_SOCKET_PATH_BYTES} bytes; ${fix}`);
+}
+
 export async function listenUnix(path: string, onSocket: (sock: Socket) => void, log: (msg: string) => void): Promise<UnixListener> {
+  checkSocketPath(path, "use a shorter directory");
   if (existsSync(path)) {
     const st = lstatSync(path);
     if (!st.isSocket()) throw new Error(`${path} exists and is not a socket`);

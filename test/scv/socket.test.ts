@@ -5,7 +5,7 @@
 import { it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BERTH_BIN } from "../helpers/paths.js";
@@ -83,4 +83,39 @@ it("refuses a socket path longer than 107 bytes with a message naming the fix", 
   assert.equal(out, "");
   assert.match(err, /longer than 107 bytes; set SCV_HOME to a shorter directory/);
   await rig.fake.close();
+});
+
+it("the backend socket: at 107 bytes the daemon serves it; one byte past, start-up refuses naming MC_HOME, binding nothing", async () => {
+  const rig = await startRig();
+  const settings = readFileSync(join(rig.home, "settings.json"));
+  const scvHome = mkdtempSync(join(tmpdir(), "scv-"));
+  const homeFor = (socketBytes: number): string => {
+    const base = mkdtempSync(join(tmpdir(), "h-"));
+    const home = join(base, "x".repeat(socketBytes - "/host/backend.sock".length - base.length - 1));
+    mkdirSync(home, { mode: 0o700 });
+    writeFileSync(join(home, "settings.json"), settings);
+    assert.equal(Buffer.byteLength(join(home, "host", "backend.sock")), socketBytes);
+    return home;
+  };
+  try {
+    const at = homeFor(107);
+    const d = await startDaemon({ ...rig.env, MC_HOME: at, SCV_HOME: scvHome });
+    assert.equal(d.ready.backend_socket, join(at, "host", "backend.sock"));
+    assert.ok(statSync(join(at, "host", "backend.sock")).isSocket());
+    assert.equal(await d.stop(), 0);
+
+    const past = homeFor(108);
+    const child = spawn(process.execPath, [BERTH_BIN, "daemon"], { env: childEnv({ ...rig.env, MC_HOME: past, SCV_HOME: scvHome }), stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (b: Buffer) => (out += b.toString()));
+    child.stderr.on("data", (b: Buffer) => (err += b.toString()));
+    assert.equal(await new Promise<number | null>((r) => child.once("close", r)), 1);
+    assert.equal(out, "");
+    assert.match(err, /backend\.sock is longer than 107 bytes; set MC_HOME to a shorter directory/);
+    // libuv would have bound the path cut to 107 bytes: nothing may exist there.
+    assert.equal(existsSync(join(past, "host", "backend.soc")), false);
+  } finally {
+    await rig.fake.close();
+  }
 });

@@ -18,6 +18,7 @@ import { acquireStateLock } from "../../store/host/lock.js";
 import { ensureOwnerDir, restrictStoreFiles } from "../../store/host/state-dir.js";
 import { isUiPath, selectSubprotocol, tokenFromSubprotocols } from "./ui-guard.js";
 import { clientToolsClosing } from "./client-tools.js";
+import { checkSocketPath } from "../../transport/unix-listener.js";
 
 export const WIRE_LIMIT = 16 * 1024 * 1024;
 /** At most this many TCP connections may be open on the listener before authenticating. */
@@ -86,6 +87,8 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
   const home = resolve(opts.home);
   ensureOwnerDir(home);
   const stateDir = join(home, "host");
+  // Before anything is created: a path too long for a Unix socket would otherwise be bound truncated, elsewhere.
+  checkSocketPath(join(stateDir, "backend.sock"), "set MC_HOME to a shorter directory");
   ensureOwnerDir(stateDir);
   let release: () => Promise<void>;
   try {
