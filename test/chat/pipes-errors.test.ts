@@ -173,7 +173,7 @@ describe("berth chat failure causes", () => {
     let h = withSettings('{"providers": {"x": {"api_key": sk-abcdefghijklmnopqrstuvwxyz0123}}}');
     let r = await run(h, {});
     assert.equal(r.code, 1);
-    assert.match(r.err, new RegExp(`${file(h)}:1:33: malformed JSON \\(unexpected letter: strings and keys need double quotes\\)`));
+    assert.match(r.err, new RegExp(`${file(h)}:1:33: malformed JSON \\(unexpected letter: strings need double quotes \\(true, false and null are lower case\\)\\)`));
     assert.doesNotMatch(r.err, /sk-|abcdef/);
     h = withSettings('{\n  "model": "fake-model",\n}\n');
     r = await run(h, {});
@@ -184,6 +184,15 @@ describe("berth chat failure causes", () => {
     h = withSettings("{'provider': 'fake'}");
     r = await run(h, {});
     assert.match(r.err, /:1:2: malformed JSON \(unexpected "'": JSON strings take double quotes\)/);
+    h = withSettings('{"provider" "fake"}');
+    r = await run(h, {});
+    assert.match(r.err, /:1:13: malformed JSON \(unexpected '"': a ':' is missing after the key\)/);
+    h = withSettings('{"provider": "fake", // the default\n"model": "fake-model"}');
+    r = await run(h, {});
+    assert.match(r.err, /:1:22: malformed JSON \(unexpected '\/': JSON has no comments\)/);
+    h = withSettings('{"provider": "fake"}\n{"model": "fake-model"}');
+    r = await run(h, {});
+    assert.match(r.err, /:2:1: malformed JSON \(unexpected '\{' after the settings object: remove it, or put both in one object\)/);
   });
 
   it("settings: a directory in its place and an oversized file are named as such", async () => {

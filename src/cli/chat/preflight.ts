@@ -27,44 +27,51 @@ function lineCol(text: string, pos: number): { line: number; col: number } {
   return { line, col: pos - before.lastIndexOf("\n") };
 }
 
-/** Where `jsonErrorOffset`'s scanner stopped (thrown to unwind its recursion). */
+/** What the scanner wanted where it stopped. */
+type Expected = "key" | "colon" | "comma_or_brace" | "comma_or_bracket" | "value" | "string" | "end";
+
+/** Where `jsonSyntaxError`'s scanner stopped (thrown to unwind its recursion). */
 class SyntaxAt extends Error {
-  constructor(readonly pos: number) {
+  constructor(
+    readonly pos: number,
+    readonly expected: Expected,
+  ) {
     super(`JSON syntax error at offset ${pos}`);
   }
 }
 
-/** The offset of the first JSON syntax error in `t` (a small validating scanner), or -1 when it is valid. */
-export function jsonErrorOffset(t: string): number {
+/** The first JSON syntax error in `t` (a small validating scanner): its offset and what was expected there, or null. */
+export function jsonSyntaxError(t: string): { pos: number; expected: Expected } | null {
   let i = 0;
   const ws = (): void => {
     while (i < t.length && " \t\n\r".includes(t[i]!)) i++;
   };
-  const fail = (): never => {
-    throw new SyntaxAt(i);
+  const fail = (expected: Expected): never => {
+    throw new SyntaxAt(i, expected);
   };
   const lit = (w: string): void => {
+    const at = i;
     for (const c of w) {
       if (t[i++] !== c) {
-        i--;
-        fail();
+        i = at;
+        fail("value");
       }
     }
   };
   const str = (): void => {
     i++;
     for (;;) {
-      if (i >= t.length) fail();
+      if (i >= t.length) fail("string");
       const c = t[i]!;
       if (c === '"') return void i++;
-      if (c < " ") fail();
+      if (c < " ") fail("string");
       if (c === "\\") {
         i++;
         if (t[i] === "u") {
-          if (!/^[0-9a-fA-F]{4}$/.test(t.slice(i + 1, i + 5))) fail();
+          if (!/^[0-9a-fA-F]{4}$/.test(t.slice(i + 1, i + 5))) fail("string");
           i += 5;
         } else if (t[i] !== undefined && '"\\/bfnrt'.includes(t[i]!)) i++;
-        else fail();
+        else fail("string");
       } else i++;
     }
   };
@@ -77,16 +84,16 @@ export function jsonErrorOffset(t: string): number {
       if (t[i] === "}") return void i++;
       for (;;) {
         ws();
-        if (t[i] !== '"') fail();
+        if (t[i] !== '"') fail("key");
         str();
         ws();
-        if (t[i] !== ":") fail();
+        if (t[i] !== ":") fail("colon");
         i++;
         value();
         ws();
         if (t[i] === ",") i++;
         else if (t[i] === "}") return void i++;
-        else fail();
+        else fail("comma_or_brace");
       }
     }
     if (c === "[") {
@@ -98,7 +105,7 @@ export function jsonErrorOffset(t: string): number {
         ws();
         if (t[i] === ",") i++;
         else if (t[i] === "]") return void i++;
-        else fail();
+        else fail("comma_or_bracket");
       }
     }
     if (c === '"') return str();
@@ -106,38 +113,69 @@ export function jsonErrorOffset(t: string): number {
     if (c === "f") return lit("false");
     if (c === "n") return lit("null");
     const m = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/.exec(t.slice(i, i + 400));
-    if (m === null) fail();
+    if (m === null) fail("value");
     i += m![0].length;
   };
   try {
     value();
     ws();
-    return i < t.length ? i : -1;
+    return i < t.length ? { pos: i, expected: "end" } : null;
   } catch (e) {
     // Anything else (a stack overflow on absurd nesting) is reported at the start.
-    return e instanceof SyntaxAt ? Math.min(e.pos, t.length) : 0;
+    return e instanceof SyntaxAt ? { pos: Math.min(e.pos, t.length), expected: e.expected } : { pos: 0, expected: "value" };
   }
 }
 
+/** The offset of the first JSON syntax error in `t`, or -1 when it is valid. */
+export function jsonErrorOffset(t: string): number {
+  return jsonSyntaxError(t)?.pos ?? -1;
+}
+
+/** A character named by its kind: punctuation quoted, anything that may belong to a value never. */
+function kindOf(c: string): string {
+  if (/[{}[\]:,"/]/.test(c)) return `'${c}'`;
+  if (c === "'") return `"'"`;
+  if (/[A-Za-z_$]/.test(c)) return "letter";
+  if (/[0-9-]/.test(c)) return "number";
+  return `character U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")}`;
+}
+
 /**
- * What the scanner stopped at, named by its kind, never quoted from the file: a settings file holds API keys and
- * header values, and the text at a syntax error is often exactly such an unquoted value. Line and column locate it.
+ * What the scanner met, by its kind and what it expected there, with the fix for the usual slips; never quoted from
+ * the file: a settings file holds API keys and header values, and the text at a syntax error is often exactly such an
+ * unquoted value. Line and column locate it.
  */
-function unexpected(text: string, off: number): string {
-  if (off >= text.length) return "unexpected end of file";
-  const c = text[off]!;
-  let before = off - 1;
+function unexpected(text: string, err: { pos: number; expected: Expected }): string {
+  const { pos, expected } = err;
+  if (pos >= text.length) return expected === "string" ? `unexpected end of file inside a string: close it with '"'` : "unexpected end of file";
+  const c = text[pos]!;
+  let before = pos - 1;
   while (before >= 0 && " \t\r\n".includes(text[before]!)) before--;
-  const prev = before >= 0 ? text[before] : undefined;
-  if ((c === "}" || c === "]") && prev === ",") return `unexpected '${c}': remove the trailing comma before it`;
-  if (c === '"' && prev !== undefined && prev !== "{" && prev !== "[" && prev !== "," && prev !== ":") return "unexpected '\"': a comma is missing before it";
-  if (/[{}[\]:,"]/.test(c)) return `unexpected '${c}'`;
-  if (c === "'") return "unexpected \"'\": JSON strings take double quotes";
-  if (c === "/") return "unexpected '/': JSON has no comments";
-  if (/[A-Za-z_$]/.test(c)) return "unexpected letter: strings and keys need double quotes";
-  if (/[0-9-]/.test(c)) return "unexpected number";
-  const cp = c.codePointAt(0)!;
-  return `unexpected character U+${cp.toString(16).toUpperCase().padStart(4, "0")}`;
+  const trailing = text[before] === ",";
+  const what = `unexpected ${kindOf(c)}`;
+  if (c === "/" && expected !== "string") return `${what}: JSON has no comments`;
+  switch (expected) {
+    case "key":
+      if (c === "}" && trailing) return `${what}: remove the trailing comma before it`;
+      if (c === "'") return `${what}: JSON strings take double quotes`;
+      if (/[A-Za-z_$]/.test(c)) return `${what}: keys need double quotes`;
+      return `${what} where a key in double quotes was expected`;
+    case "colon":
+      return `${what}: a ':' is missing after the key`;
+    case "comma_or_brace":
+    case "comma_or_bracket":
+      if (/["{[0-9A-Za-z_$-]/.test(c)) return `${what}: a comma is missing before it`;
+      return `${what} where ',' or '${expected === "comma_or_brace" ? "}" : "]"}' was expected`;
+    case "value":
+      if ((c === "]" || c === "}") && trailing) return `${what}: remove the trailing comma before it`;
+      if (c === "'") return `${what}: JSON strings take double quotes`;
+      if (/[A-Za-z_$]/.test(c)) return `${what}: strings need double quotes (true, false and null are lower case)`;
+      return `${what} where a value was expected`;
+    case "string":
+      return c < " " ? `${what} inside a string: escape it (\\n, \\t) or close the string with '"'` : `${what}: an invalid escape in a string`;
+    case "end":
+      return `${what} after the settings object: remove it, or put both in one object`;
+  }
 }
 
 /** Why a settings file failed to load, as precisely as the file allows. */
@@ -158,11 +196,10 @@ export async function explainSettings(path: string): Promise<string> {
   let raw: unknown;
   try {
     raw = JSON.parse(text);
-  } catch (err) {
-    void err;
-    const off = jsonErrorOffset(text);
-    const where = lineCol(text, Math.max(0, off));
-    return `${path}:${where.line}:${where.col}: malformed JSON (${unexpected(text, off)})`;
+  } catch {
+    const err = jsonSyntaxError(text) ?? { pos: 0, expected: "value" as const };
+    const where = lineCol(text, err.pos);
+    return `${path}:${where.line}:${where.col}: malformed JSON (${unexpected(text, err)})`;
   }
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) return `${path}: the settings must be a JSON object`;
   const parsed = SettingsSchema.safeParse(raw);
