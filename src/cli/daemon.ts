@@ -206,7 +206,8 @@ export async function runDaemon(argv: string[]): Promise<number> {
   try {
     [scv, scvClose] = await startScv();
   } catch (e) {
-    process.stderr.write(`berth daemon: SCV socket: ${startFailure(e)}\n`);
+    // Its own message names the path (under SCV_HOME, which the storage sentences' MC_HOME fix would misname).
+    process.stderr.write(`berth daemon: SCV socket: ${e instanceof Error ? e.message : String(e)}\n`);
     await handle.close();
     return 1;
   }
