@@ -71,16 +71,22 @@ it("falls back to $MC_HOME/state/server.sock without SCV_HOME", async () => {
   }
 });
 
-it("refuses a socket path longer than 107 bytes with a message naming the fix", async () => {
-  const rig = await startRig();
-  const deep = join(mkdtempSync(join(tmpdir(), "scv-")), "d".repeat(120));
-  const child = spawn(process.execPath, [BERTH_BIN, "daemon"], { env: childEnv({ ...rig.env, SCV_HOME: deep }), stdio: ["ignore", "pipe", "pipe"] });
+/** Runs `berth daemon` expecting it to refuse start-up: exit 1, nothing on stdout. Returns its stderr. */
+async function refusedStart(env: Record<string, string>): Promise<string> {
+  const child = spawn(process.execPath, [BERTH_BIN, "daemon"], { env: childEnv(env), stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   let err = "";
   child.stdout.on("data", (b: Buffer) => (out += b.toString()));
   child.stderr.on("data", (b: Buffer) => (err += b.toString()));
-  assert.equal(await new Promise<number | null>((r) => child.once("close", r)), 1);
+  assert.equal(await new Promise<number | null>((r) => child.once("close", r)), 1, err);
   assert.equal(out, "");
+  return err;
+}
+
+it("refuses a socket path longer than 107 bytes with a message naming the fix", async () => {
+  const rig = await startRig();
+  const deep = join(mkdtempSync(join(tmpdir(), "scv-")), "d".repeat(120));
+  const err = await refusedStart({ ...rig.env, SCV_HOME: deep });
   assert.match(err, /longer than 107 bytes; set SCV_HOME to a shorter directory/);
   await rig.fake.close();
 });
@@ -105,13 +111,7 @@ it("the backend socket: at 107 bytes the daemon serves it; one byte past, start-
     assert.equal(await d.stop(), 0);
 
     const past = homeFor(108);
-    const child = spawn(process.execPath, [BERTH_BIN, "daemon"], { env: childEnv({ ...rig.env, MC_HOME: past, SCV_HOME: scvHome }), stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (b: Buffer) => (out += b.toString()));
-    child.stderr.on("data", (b: Buffer) => (err += b.toString()));
-    assert.equal(await new Promise<number | null>((r) => child.once("close", r)), 1);
-    assert.equal(out, "");
+    const err = await refusedStart({ ...rig.env, MC_HOME: past, SCV_HOME: scvHome });
     assert.match(err, /backend\.sock is longer than 107 bytes; set MC_HOME to a shorter directory/);
     // libuv would have bound the path cut to 107 bytes: nothing may exist there.
     assert.equal(existsSync(join(past, "host", "backend.soc")), false);
