@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { rmSync, writeFileSync } from "node:fs";
 import { startHost, type HostHandle } from "../protocols/host/host.js";
 import { resolveHome } from "../store/home.js";
-import { storageCause, storageProblem } from "../store/sessions/errors.js";
+import { storageProblemOf } from "../store/sessions/errors.js";
 import { isLoopbackHost } from "../protocols/host/ui-guard.js";
 import { startDaemonChannels, type DaemonChannels } from "./daemon-channels.js";
 import { ConfirmRegistry } from "./daemon-confirm.js";
@@ -288,6 +288,6 @@ export async function runDaemon(argv: string[]): Promise<number> {
 /** A start-up failure's line: its message, led by the cause and fix when the file system refused (read-only, full…). */
 function startFailure(e: unknown): string {
   const message = e instanceof Error ? e.message : String(e);
-  const problem = storageProblem(storageCause(e));
+  const problem = storageProblemOf(e);
   return problem === undefined ? message : `cannot start: ${problem} (${message})`;
 }

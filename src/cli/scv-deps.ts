@@ -19,7 +19,7 @@ import type { Agent, SessionModelInfo } from "../runtime/agent.js";
 import { packageVersion } from "./process-io.js";
 import { mark } from "../runtime/debug-timing.js";
 import { scvTimings } from "./scv-lazy.js";
-import { isValidSessionId, SessionManager, SessionStore, storageCause, storageProblem } from "../store/sessions/index.js";
+import { isValidSessionId, SessionManager, SessionStore, storageProblemOf } from "../store/sessions/index.js";
 import * as files from "../runtime/session/files.js";
 import { SettingsStore } from "../store/settings/settings-store.js";
 import { findProvider } from "../store/catalog/providers.js";
@@ -221,7 +221,7 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
       if (code === "busy") return { code: "invalid_request", message: "that session is in use by another connection or Berth process" };
       if (code === "limit") return { code: "invalid_request", message: "too many sessions are open in this server" };
       // The session exists but its lease cannot be taken (a read-only or full disk): say why, not "not found".
-      const problem = storageProblem(storageCause(e));
+      const problem = storageProblemOf(e);
       if (problem !== undefined) return { code: "internal_error", message: `the session could not be opened: ${problem}` };
       return { code: "session_not_found", message: "no stored session has that ID" };
     }
@@ -315,7 +315,7 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
         mark("scv.hub_opened");
       } catch (e) {
         // A cause the user can fix (a full disk, a read-only file system, …) is named with its fix.
-        const problem = storageProblem(storageCause(e));
+        const problem = storageProblemOf(e);
         const message = problem !== undefined ? `the session could not be created: ${problem}` : "the session could not be created; check that MC_HOME is writable";
         return { code: "internal_error", message, request_id: msg.request_id };
       }

@@ -13,7 +13,7 @@ import { SessionHub } from "../../runtime/session/index.js";
 import type { AuthStore } from "../../store/auth/auth-store.js";
 import { CatalogCache } from "../../store/catalog/cache.js";
 import { CatalogReader } from "../../store/catalog/catalog-reader.js";
-import { DEFAULT_WINDOW, SessionError, SessionManager, SessionStore, storageCause, storageProblem, type History } from "../../store/sessions/index.js";
+import { DEFAULT_WINDOW, SessionError, SessionManager, SessionStore, storageProblemOf, type History } from "../../store/sessions/index.js";
 import { ConfigService } from "../../store/settings/config.js";
 import type { McpServerDef } from "../../store/settings/schema.js";
 import { SettingsStore } from "../../store/settings/settings-store.js";
@@ -80,7 +80,7 @@ export class AcpConnection {
       return await this.store.readHistory(id, { maxBytes: DEFAULT_WINDOW.maxBytes, maxRecords: DEFAULT_WINDOW.maxRecords });
     } catch (e) {
       if (e instanceof SessionError && (e.code === "invalid_id" || e.code === "unavailable")) throw ACP_ERRORS.sessionMissing();
-      const problem = storageProblem(storageCause(e));
+      const problem = storageProblemOf(e);
       this.deps.log(`berth acp: cannot read a session's history (${problem ?? errorLabel(e)})`);
       throw ACP_ERRORS.storage(problem);
     }
@@ -91,7 +91,7 @@ export class AcpConnection {
     try {
       rt = await this.hub.create({ cwd, approval: approvalOf("ask"), ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
     } catch (e) {
-      const problem = storageProblem(storageCause(e));
+      const problem = storageProblemOf(e);
       this.deps.log(`berth acp: cannot create a session (${problem ?? errorLabel(e)})`);
       throw ACP_ERRORS.storage(problem);
     }

@@ -10,7 +10,7 @@
  */
 import type { AgentApp, ListSessionsResponse } from "@agentclientprotocol/sdk";
 import type { SessionHub } from "../../runtime/session/index.js";
-import { isValidSessionId, storageCause, storageProblem } from "../../store/sessions/index.js";
+import { isValidSessionId, storageProblemOf } from "../../store/sessions/index.js";
 import { errorLabel, handle } from "./handle.js";
 import { ACP_ERRORS } from "./errors.js";
 
@@ -42,7 +42,7 @@ export function registerList(app: AgentApp, hub: SessionHub, log: (line: string)
     try {
       page = await hub.list(after, LIST_PAGE_SIZE);
     } catch (e) {
-      const problem = storageProblem(storageCause(e));
+      const problem = storageProblemOf(e);
       log(`berth acp: cannot list sessions (${problem ?? errorLabel(e)})`);
       throw ACP_ERRORS.storage(problem);
     }

@@ -13,8 +13,7 @@ import { LIMITS } from "./limits.js";
 import {
   DEFAULT_WINDOW,
   SessionError,
-  storageCause,
-  storageProblem,
+  storageProblemOf,
   isValidSessionId,
   sameVersion,
   type FileVersion,
@@ -96,7 +95,7 @@ export function sessionMethods(deps: SessionMethodsDeps): MethodFamily {
   const { manager } = deps;
   const store = manager.store;
   const diagnose = (method: string, e: unknown): void => {
-    const problem = storageProblem(storageCause(e));
+    const problem = storageProblemOf(e);
     if (problem !== undefined) deps.log?.(`berth service: ${method} failed: ${problem}`);
   };
   /**

@@ -52,3 +52,8 @@ export function storageCause(e: unknown): StorageCause | undefined {
 export function storageProblem(cause: string | undefined): string | undefined {
   return cause !== undefined && Object.hasOwn(STORAGE_PROBLEMS, cause) ? STORAGE_PROBLEMS[cause as StorageCause] : undefined;
 }
+
+/** The fixed sentence for a failure's storage cause and its fix (`storageProblemOf(e)`), or undefined. */
+export function storageProblemOf(e: unknown): string | undefined {
+  return storageProblem(storageCause(e));
+}
