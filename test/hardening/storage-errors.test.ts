@@ -52,8 +52,9 @@ it("SCV: a session file that cannot be created refuses session.start with the ca
     );
   } finally {
     c.end();
-    assert.equal(await exited, 0);
-    await rig.fake.close();
+    const code = await exited;
+    await rig.fake.close(); // before asserting: a failed assertion must not leave the fake provider holding the test open
+    assert.equal(code, 0);
   }
 });
 
@@ -76,29 +77,38 @@ it("SCV: a turn whose records cannot be written fails internal_error naming the 
     assert.match(next.terminal.message as string, EFBIG_FIX);
   } finally {
     c.end();
-    assert.equal(await exited, 0);
-    await rig.fake.close();
+    const code = await exited;
+    await rig.fake.close(); // before asserting: a failed assertion must not leave the fake provider holding the test open
+    assert.equal(code, 0);
   }
 });
 
 it("SCV: resuming a stored session whose lease cannot be written names the cause, not 'not found'", async () => {
   const rig = await startRig();
-  const first = stdioUnder(1024, rig.env);
-  const s = await first.c.open();
-  assert.equal((await first.c.turn(s.session_id as string, "hello")).terminal.type, "turn.completed");
-  first.c.end();
-  assert.equal(await first.exited, 0);
-  const { c, exited } = stdioUnder(0, rig.env);
+  // The fake provider closes whatever fails: an assertion must not leave it holding the test open.
   try {
-    await c.initialize();
-    const id = c.request({ type: "session.start", cwd: rig.home, resume: s.session_id });
-    const r = await c.reply(id, ["session.started"]);
-    assert.equal(r.code, "internal_error");
-    assert.match(r.message as string, /^the session could not be opened: /);
-    assert.match(r.message as string, EFBIG_FIX);
-  } finally {
-    c.end();
+    const first = stdioUnder(1024, rig.env);
+    let sessionId: string;
+    try {
+      sessionId = (await first.c.open()).session_id as string;
+      assert.equal((await first.c.turn(sessionId, "hello")).terminal.type, "turn.completed");
+    } finally {
+      first.c.end();
+    }
+    assert.equal(await first.exited, 0);
+    const { c, exited } = stdioUnder(0, rig.env);
+    try {
+      await c.initialize();
+      const id = c.request({ type: "session.start", cwd: rig.home, resume: sessionId });
+      const r = await c.reply(id, ["session.started"]);
+      assert.equal(r.code, "internal_error");
+      assert.match(r.message as string, /^the session could not be opened: /);
+      assert.match(r.message as string, EFBIG_FIX);
+    } finally {
+      c.end();
+    }
     assert.equal(await exited, 0);
+  } finally {
     await rig.fake.close();
   }
 });
