@@ -22,6 +22,7 @@ import { scvTimings } from "./scv-lazy.js";
 import { isValidSessionId, SessionManager, SessionStore, storageProblemOf } from "../store/sessions/index.js";
 import * as files from "../runtime/session/files.js";
 import { SettingsStore } from "../store/settings/settings-store.js";
+import { approvalPolicyOf, ignoredApprovalPolicyNote } from "../store/settings/effective.js";
 import { findProvider } from "../store/catalog/providers.js";
 import { FALLBACK_CONTEXT_WINDOW } from "../runtime/context.js";
 import { ExecutableResolver } from "./delegates/executables.js";
@@ -157,14 +158,19 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
   // `question` (asked approval-style on SCV) for sessions that are not chat channels, whose users see no approvals.
   let questionHub: SessionHub | null = null;
   const questions = (s: { sessionId: string }) => (questionHub !== null && questionHub.get(s.sessionId)?.config.channel === undefined ? questionHub.questionTools(s) : []);
-  /** `approval_policy` from settings (project over global): `on-risk` (default), `always` or `never`. */
+  /** `approval_policy` from settings (effective.ts `approvalPolicyOf`: a project may only make it stricter). */
+  let noted: string | null = null;
   const approvalPolicy = async (): Promise<ApprovalMode> => {
     const layers = await settings.load().catch(() => null);
-    for (const l of [layers?.project, layers?.global]) {
-      const v = (l as Record<string, unknown> | undefined)?.["approval_policy"];
-      if (v === "on-risk" || v === "always" || v === "never") return v;
+    if (layers === null) return "on-risk";
+    const { policy, ignoredProject } = approvalPolicyOf(layers);
+    if (ignoredProject !== null) {
+      // Once per value and process: a server starting many sessions in one directory says it once.
+      const note = ignoredApprovalPolicyNote(ignoredProject, policy);
+      if (note !== noted) o.log(note);
+      noted = note;
     }
-    return "on-risk";
+    return policy;
   };
   const manager = new SessionManager(new SessionStore({ home: o.home }), MAX_RUNNING_SESSIONS);
   /** The agent and the hub once built (null until then): `session.start` reads it without waiting a turn. */

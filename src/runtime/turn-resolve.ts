@@ -164,14 +164,14 @@ export class TurnResolver {
   }
 }
 
-/** What is wrong with a settings file and how to fix it, without its path or contents. */
+/** What is wrong with a settings file and how to fix it, without its file path or any value in it (keys only). */
 function settingsProblem(e: SettingsError): string {
   const file = e.scope === "global" ? "the global settings file (settings.json in the Berth home, $MC_HOME)" : "the project settings file (.berth/settings.json in the workspace)";
   const what =
     e.reason === "unreadable"
       ? "cannot be read; check its permissions"
       : e.reason === "invalid"
-        ? "has a setting of the wrong shape; fix or remove it (`berth chat` names the setting)"
+        ? `has a setting of the wrong shape${e.at !== undefined && e.at !== "$" ? ` at ${e.at}` : ""}; fix or remove it (\`berth chat\` says what it must be)`
         : "is not valid JSON; fix or remove it (`berth chat` shows the line and column)";
   return `${file} ${what}`;
 }

@@ -13,6 +13,11 @@ export interface Issue {
   message: string;
 }
 
+/** An issue's place as a JSON path (`$.providers.x.models[0]`): the document's keys, never its values. */
+export function issuePath(path: ReadonlyArray<string | number>): string {
+  return "$" + path.map((p) => (typeof p === "number" ? `[${p}]` : /^[A-Za-z_][A-Za-z0-9_]*$/.test(p) ? `.${p}` : `[${JSON.stringify(p)}]`)).join("");
+}
+
 export type SafeParse<T> = { success: true; data: T } | { success: false; error: { issues: Issue[] } };
 
 /** Internal: unwinds a check at its first failure (caught by `safeParse`). */

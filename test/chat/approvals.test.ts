@@ -1,12 +1,12 @@
 /**
  * Approvals in `berth chat`: an interactive session (pty) shows a unified diff for `write` and approves it, shows the
  * command and cwd for `bash` and denies it, remembers "always" for the session; `-p` denies what would ask unless
- * `--yolo`; the banner states --yolo.
+ * `--yolo`; the banner states --yolo; a project's `approval_policy: "never"` is not --yolo.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
@@ -80,5 +80,22 @@ describe("berth chat approvals", () => {
     const r = chat([], chatEnv(h, FAKE), { stdin: "" });
     await r.exited;
     assert.match(r.stdout, /--yolo: every tool call is approved without asking/);
+  });
+
+  it('a project\'s approval_policy "never" (.berth/settings.json in the cwd) is not --yolo: -p still denies, and says why', async () => {
+    const cwd = realpathSync(mkdtempSync(join(tmpdir(), "berth-appr-")));
+    mkdirSync(join(cwd, ".berth"), { mode: 0o700 });
+    writeFileSync(join(cwd, ".berth", "settings.json"), JSON.stringify({ approval_policy: "never" }), { mode: 0o600 });
+    const h = home(fake.port);
+    fake.script([{ steps: [{ toolCall: { name: "bash", arguments: { command: "echo pwned > pwned.txt" } } }] }, { steps: [{ text: "ok" }] }]);
+    const p = chat(["-p", "build it"], chatEnv(h, FAKE), { cwd });
+    assert.equal(await p.exited, 0);
+    assert.match(p.stderr, /ignoring approval_policy "never" in this directory's \.berth\/settings\.json: a project's settings may only make approvals stricter/);
+    assert.match(p.stderr, /denied bash .*-p denies tools that would ask for approval; add --yolo/);
+    assert.throws(() => readFileSync(join(cwd, "pwned.txt")));
+    const b = chat([], chatEnv(h, FAKE), { stdin: "", cwd });
+    await b.exited;
+    assert.doesNotMatch(b.stdout, /--yolo: every tool call is approved/);
+    assert.match(b.stdout, /note: ignoring approval_policy "never"/);
   });
 });

@@ -43,6 +43,7 @@ const ZodSettings = z
     model: z.string().optional(),
     thinking_level: Level.optional(),
     fast: z.boolean().optional(),
+    approval_policy: z.enum(["never", "on-risk", "always"]).optional(),
     tools: z
       .object({
         file_access: z.enum(["workspace", "unrestricted"]).optional(),
@@ -76,6 +77,8 @@ const DOCS: Array<[string, unknown]> = [
   ["relative allowed dir", { tools: { allowed_dirs: ["rel"] } }],
   ["empty pattern", { tools: { secret_env_patterns: [""] } }],
   ["bad level", { thinking_level: "extreme" }],
+  ["bad approval policy", { approval_policy: "sometimes" }],
+  ["approval policy not a string", { approval_policy: true }],
   ["float window", { providers: { p: { ...okProvider, models: [{ id: "m", context_window: 1.5 }] } } }],
   ["zero window", { providers: { p: { ...okProvider, models: [{ id: "m", max_output_tokens: 0 }] } } }],
   ["empty model id", { providers: { p: { ...okProvider, models: [{ id: "" }] } } }],

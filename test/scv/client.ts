@@ -180,8 +180,9 @@ export interface Transport {
   children: ChildProcessWithoutNullStreams[];
 }
 
-export function spawnStdio(env: Record<string, string>): { client: ScvClient; child: ChildProcessWithoutNullStreams; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, [BERTH_BIN, "stdio"], { env: childEnv(env), stdio: ["pipe", "pipe", "pipe"] });
+/** `berth stdio` as a child; `cwd` is its launch directory (whose `.berth/settings.json` is the project layer). */
+export function spawnStdio(env: Record<string, string>, cwd?: string): { client: ScvClient; child: ChildProcessWithoutNullStreams; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, [BERTH_BIN, "stdio"], { env: childEnv(env), stdio: ["pipe", "pipe", "pipe"], ...(cwd !== undefined ? { cwd } : {}) });
   let stderr = "";
   child.stderr.setEncoding("utf8");
   child.stderr.on("data", (d: string) => (stderr += d));

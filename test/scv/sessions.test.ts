@@ -244,7 +244,7 @@ for (const name of TRANSPORTS) {
         assert.equal(wrong.terminal.type, "turn.failed");
         assert.equal(
           wrong.terminal.message,
-          "the global settings file (settings.json in the Berth home, $MC_HOME) has a setting of the wrong shape; fix or remove it (`berth chat` names the setting)",
+          "the global settings file (settings.json in the Berth home, $MC_HOME) has a setting of the wrong shape at $.providers; fix or remove it (`berth chat` says what it must be)",
         );
         d.end();
         await d.closed;

@@ -41,6 +41,7 @@ export async function banner(h: BannerHost): Promise<Startup> {
   screen.line(s.bold("berth chat") + s.dim(` — /help for commands, Ctrl-C to cancel${via === "daemon" ? " · via berth daemon" : ""}`));
   if (pre.ok) status(`model ${pre.provider}/${pre.model ?? "?"} · ${h.cwd}`);
   if (yolo) screen.line(s.red("--yolo: every tool call is approved without asking"));
+  if (pre.ok && pre.approvalNote !== null) screen.line(s.bold(`note: ${pre.approvalNote}`));
   if (!pre.ok) screen.line(pre.noProvider ? NO_PROVIDER_HELP.trimEnd() : s.red(`error: ${pre.message}`));
   const global = (pre.ok ? pre.layers.global.mcp_servers : undefined) ?? {};
   const out: Startup = { yolo, baseUrl: pre.ok ? pre.baseUrl : null, model: pre.ok ? `${pre.provider}/${pre.model ?? "?"}` : null, mcpConfig: global, sessionMcp: null };

@@ -125,6 +125,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
       await (await linking.catch(() => null))?.close();
       return 1;
     }
+    if (pre.approvalNote !== null) process.stderr.write(`berth chat: ${pre.approvalNote}\n`);
     const yolo = o.yolo || pre.approvalPolicy === "never";
     let resume: string | undefined;
     if (o.sessionId !== null || o.continueLatest) {

@@ -10,13 +10,23 @@ import { AuthStore } from "../../store/auth/auth-store.js";
 import { CatalogCache } from "../../store/catalog/cache.js";
 import { listProviders, providerFingerprint } from "../../store/catalog/providers.js";
 import { resolveHome, type EnvLike } from "../../store/home.js";
-import { resolveSelection } from "../../store/settings/effective.js";
+import { approvalPolicyOf, ignoredApprovalPolicyNote, resolveSelection } from "../../store/settings/effective.js";
 import { MAX_JSON_FILE_BYTES } from "../../store/settings/locked-json.js";
-import { SettingsSchema } from "../../store/settings/schema.js";
+import { SettingsSchema, type ApprovalPolicySetting } from "../../store/settings/schema.js";
 import { SettingsStore, type SettingsLayers } from "../../store/settings/settings-store.js";
+import { issuePath } from "../../store/validate.js";
 
 export type Preflight =
-  | { ok: true; provider: string; model: string | null; approvalPolicy: string | null; baseUrl: string | null; layers: SettingsLayers }
+  | {
+      ok: true;
+      provider: string;
+      model: string | null;
+      approvalPolicy: ApprovalPolicySetting;
+      /** Why a project's looser `approval_policy` was not applied (print it), else null. */
+      approvalNote: string | null;
+      baseUrl: string | null;
+      layers: SettingsLayers;
+    }
   /** `noProvider`: the generic "how to set up a provider" help applies. */
   | { ok: false; message: string; noProvider: boolean };
 
@@ -205,8 +215,7 @@ export async function explainSettings(path: string): Promise<string> {
   const parsed = SettingsSchema.safeParse(raw);
   if (parsed.success) return `${path}: could not be loaded`;
   const issue = parsed.error.issues[0]!;
-  const jsonPath = "$" + issue.path.map((p) => (typeof p === "number" ? `[${p}]` : /^[A-Za-z_][A-Za-z0-9_]*$/.test(p) ? `.${p}` : `[${JSON.stringify(p)}]`)).join("");
-  return `${path}: ${jsonPath}: ${issue.message}`;
+  return `${path}: ${issuePath(issue.path)}: ${issue.message}`;
 }
 
 export async function preflight(env: EnvLike, cwd: string): Promise<Preflight> {
@@ -246,9 +255,10 @@ export async function preflight(env: EnvLike, cwd: string): Promise<Preflight> {
     const ready = entry.id === "openai-codex" ? snap?.codex != null : (env["ANTHROPIC_API_KEY"] ?? "") !== "" || snap?.anthropic != null;
     if (!ready) return { ok: false, message: "No model provider is ready.", noProvider: true };
   }
-  const policy = [layers.project, layers.global].map((l) => (l as Record<string, unknown>)["approval_policy"]).find((v) => typeof v === "string");
+  const { policy, ignoredProject } = approvalPolicyOf(layers);
+  const approvalNote = ignoredProject === null ? null : ignoredApprovalPolicyNote(ignoredProject, policy);
   const baseUrl = entry.builtin ? null : entry.def.base_url;
-  return { ok: true, provider: sel.provider_id, model: sel.model_id, approvalPolicy: (policy) ?? null, baseUrl, layers };
+  return { ok: true, provider: sel.provider_id, model: sel.model_id, approvalPolicy: policy, approvalNote, baseUrl, layers };
 }
 
 /** "did you mean a, b?" from the closest names (by edit distance), else the list. */

@@ -17,7 +17,7 @@ import type { EnvLike } from "../home.js";
 import type { CatalogCache, CatalogModel, CatalogState } from "../catalog/cache.js";
 import { fallbackMeta, type ModelMeta } from "../catalog/fallback.js";
 import { findProvider, isBuiltin, providerFingerprint, type ProviderEntry } from "../catalog/providers.js";
-import type { ThinkingLevelValue } from "./schema.js";
+import { APPROVAL_POLICIES, type ApprovalPolicySetting, type ThinkingLevelValue } from "./schema.js";
 import type { SettingsLayers } from "./settings-store.js";
 
 export const DEFAULT_PROVIDER_ID = "anthropic";
@@ -55,6 +55,34 @@ function defaultModel(providerId: string, layers: SettingsLayers): string | null
 
 export function configuredThinking(layers: SettingsLayers): ThinkingLevelValue {
   return layers.project.thinking_level ?? layers.global.thinking_level ?? "default";
+}
+
+/** The effective `approval_policy`, and a project value that was not applied because it would loosen it. */
+export interface EffectiveApprovalPolicy {
+  policy: ApprovalPolicySetting;
+  /** The project layer's looser value, ignored (say so: the user may have expected it to apply). */
+  ignoredProject: ApprovalPolicySetting | null;
+}
+
+/**
+ * `approval_policy`: the global layer's, else `on-risk`; a project layer (`<cwd>/.berth/settings.json`, which a
+ * cloned repository can ship) may make it stricter, never looser, as it cannot declare providers, MCP servers or the
+ * tool policy: a repository saying `"never"` must not run its own instructions' commands unasked.
+ */
+export function approvalPolicyOf(layers: Pick<SettingsLayers, "global" | "project">): EffectiveApprovalPolicy {
+  const base = layers.global.approval_policy ?? "on-risk";
+  const project = layers.project.approval_policy;
+  if (project === undefined || project === base) return { policy: base, ignoredProject: null };
+  const rank = (p: ApprovalPolicySetting): number => APPROVAL_POLICIES.indexOf(p);
+  return rank(project) > rank(base) ? { policy: project, ignoredProject: null } : { policy: base, ignoredProject: project };
+}
+
+/** The one line a door prints when `approvalPolicyOf` ignored a project value. */
+export function ignoredApprovalPolicyNote(ignored: ApprovalPolicySetting, policy: ApprovalPolicySetting): string {
+  return (
+    `ignoring approval_policy "${ignored}" in this directory's .berth/settings.json: a project's settings may only make ` +
+    `approvals stricter (using "${policy}"); set it in MC_HOME's settings.json to apply it everywhere`
+  );
 }
 
 export function fastSetting(layers: SettingsLayers): boolean {

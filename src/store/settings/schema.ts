@@ -61,10 +61,17 @@ export interface Settings {
   thinking_level?: ThinkingLevelValue | undefined;
   fast?: boolean | undefined;
   tools?: ToolSettings | undefined;
+  /** When tools ask first (`approvalPolicyOf` in effective.ts: a project may only make it stricter). */
+  approval_policy?: ApprovalPolicySetting | undefined;
   /** `web_fetch` runs https URLs on these hosts without asking (read from the global settings only). */
   web_fetch?: { auto_approve_hosts: string[] } | undefined;
   [key: string]: unknown;
 }
+
+/** `approval_policy` values, loosest first: `never` asks nothing, `on-risk` (the default) asks before anything not
+ * read-only, `always` asks before every tool call. */
+export const APPROVAL_POLICIES = ["never", "on-risk", "always"] as const;
+export type ApprovalPolicySetting = (typeof APPROVAL_POLICIES)[number];
 
 /** The six wire reasoning values (core/thinking.ts). */
 export const ThinkingLevelSchema: V<ThinkingLevelValue> = oneOf(THINKING_LEVELS);
@@ -115,6 +122,7 @@ export const SettingsSchema = obj<Settings>(
     model: opt(str()),
     thinking_level: opt(ThinkingLevelSchema),
     fast: opt(bool()),
+    approval_policy: opt(oneOf(APPROVAL_POLICIES)),
     tools: opt(ToolSettingsSchema),
     web_fetch: opt(obj<{ auto_approve_hosts: string[] }>({ auto_approve_hosts: dflt(arr(str({ min: 1, max: 253, regex: /^[A-Za-z0-9.-]+$/ }), { max: 64 }), () => []) }, "strict")),
   },

@@ -17,6 +17,7 @@ import { dirname, join } from "node:path";
 import type { EnvLike } from "../home.js";
 import { JsonFileError, JsonFileMemo, readJsonFile, withFileLock, writeJsonAtomic } from "./locked-json.js";
 import { SettingsSchema, type Settings } from "./schema.js";
+import { issuePath } from "../validate.js";
 
 export type SettingsScope = "global" | "project";
 
@@ -24,6 +25,8 @@ export class SettingsError extends Error {
   constructor(
     readonly scope: SettingsScope,
     readonly reason: "unreadable" | "malformed" | "invalid" | "write_failed" | "lock_failed",
+    /** For `invalid`: where the first wrong setting is (a JSON path of keys: no value of the document). */
+    readonly at?: string,
   ) {
     super(`settings ${scope} ${reason}`);
     this.name = "SettingsError";
@@ -155,7 +158,7 @@ function decodeScope(scope: SettingsScope, raw: unknown): { raw: RawDocument | u
   if (raw === undefined) return { raw: undefined, settings: {} };
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new SettingsError(scope, "malformed");
   const parsed = SettingsSchema.safeParse(raw);
-  if (!parsed.success) throw new SettingsError(scope, "invalid");
+  if (!parsed.success) throw new SettingsError(scope, "invalid", issuePath(parsed.error.issues[0]?.path ?? []).slice(0, 200));
   const settings = parsed.data;
   if (settings.mcp_servers === undefined && settings.mcpServers !== undefined) settings.mcp_servers = settings.mcpServers;
   return { raw: raw as RawDocument, settings };
