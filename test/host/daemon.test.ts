@@ -1,11 +1,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
-import { statSync } from "node:fs";
+import { readdirSync, statSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { AhpClient, FakeBackend, berthHomeFor, tempHome, until } from "./helpers.js";
-import type { HostHandle } from "../../src/protocols/host/host.js";
+import { listenFailure, type HostHandle } from "../../src/protocols/host/host.js";
 import { startFakeProvider } from "../fakes/fake-provider.js";
 
 const bin = fileURLToPath(new URL("../../../bin/berth", import.meta.url));
@@ -131,4 +132,51 @@ test("finding: an unhandled rejection or exception anywhere killed the daemon; i
   assert.deepEqual(await (await fetch(`${d.ready.http}/healthz`)).json(), { ok: true });
   d.proc.kill("SIGTERM");
   assert.equal(await exited(d.proc), 0);
+});
+
+test("berth daemon: a --listen port already taken exits 1 at once with the fix, leaving no socket or lock behind", async () => {
+  const home = tempHome();
+  const taken = createServer();
+  await new Promise<void>((r) => taken.listen(0, "127.0.0.1", () => r()));
+  const port = (taken.address() as AddressInfo).port;
+  try {
+    const proc = spawn(process.execPath, [bin, "daemon", "--listen", `127.0.0.1:${port}`], { env: { ...process.env, BERTH_HOME: home }, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    proc.stdout.on("data", (b: Buffer) => (out += b.toString()));
+    proc.stderr.on("data", (b: Buffer) => (err += b.toString()));
+    // A daemon that kept running after the failure (what it did) is killed, and fails the test instead of hanging it.
+    const guard = setTimeout(() => proc.kill("SIGKILL"), 20_000);
+    const code = await exited(proc);
+    clearTimeout(guard);
+    assert.equal(code, 1, err);
+    assert.equal(out, "", "no ready line");
+    assert.equal(
+      err.trim(),
+      `berth daemon: cannot listen on 127.0.0.1:${port}: another program is listening on that port; choose another with --listen 127.0.0.1:PORT (port 0 picks a free one)`,
+    );
+    assert.deepEqual(readdirSync(join(home, "host")).sort(), ["host.db", "token"], "no backend socket, no state lock");
+    // The next start finds nothing stale to clean up or wait out.
+    const d = await startDaemon(home);
+    assert.doesNotMatch(d.stderr, /stale|locked/);
+    d.proc.kill("SIGTERM");
+    assert.equal(await exited(d.proc), 0);
+  } finally {
+    taken.close();
+  }
+});
+
+test("listenFailure names the cause and the fix of each bind error", () => {
+  const cases: Array<[string | undefined, string, RegExp]> = [
+    ["EADDRNOTAVAIL", "192.0.2.1", /^cannot listen on 192\.0\.2\.1:8080: no network interface of this machine has that address; use 127\.0\.0\.1/],
+    ["EACCES", "127.0.0.1", /^cannot listen on 127\.0\.0\.1:8080: this user may not listen on that port \(ports below 1024 need privileges\)/],
+    ["ENOTFOUND", "nosuch.invalid", /^cannot listen on nosuch\.invalid:8080: that host name does not resolve; give an IP address/],
+    ["EADDRINUSE", "::1", /^cannot listen on \[::1\]:8080: another program is listening on that port; choose another with --listen \[::1\]:PORT/],
+    [undefined, "127.0.0.1", /^cannot listen on 127\.0\.0\.1:8080: boom$/],
+  ];
+  for (const [code, host, re] of cases) {
+    const e = listenFailure(Object.assign(new Error("boom"), code !== undefined ? { code } : {}), host, 8080);
+    assert.match(e.message, re);
+    assert.equal((e as NodeJS.ErrnoException).code, undefined, "no errno code: EACCES here is not a storage problem");
+  }
 });

@@ -217,13 +217,23 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
     }
   });
   const host = opts.host ?? "127.0.0.1";
-  await new Promise<void>((res, rej) => {
-    http.once("error", rej);
-    http.listen(opts.port ?? 0, host, () => {
-      http.off("error", rej);
-      res();
+  try {
+    await new Promise<void>((res, rej) => {
+      http.once("error", rej);
+      http.listen(opts.port ?? 0, host, () => {
+        http.off("error", rej);
+        res();
+      });
     });
-  });
+  } catch (e) {
+    // Nothing started stays behind (the backend socket, the database, the state lock): the process can exit, and
+    // the next start does not find a lock held by a daemon that never served.
+    wss.close();
+    await backend.close().catch(() => undefined);
+    store.close();
+    await release().catch(() => undefined);
+    throw listenFailure(e, host, opts.port ?? 0);
+  }
   const addr = http.address();
   const port = typeof addr === "object" && addr ? addr.port : 0;
   names = listenerNames(host, port);
@@ -262,4 +272,24 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
     },
   };
   return handle;
+}
+
+/**
+ * Why the AHP listener could not bind `host:port`, with the fix. The errno code is not kept: `EACCES` here is about a
+ * port, not Berth's files, and the daemon names a coded start-up failure as a storage problem.
+ */
+export function listenFailure(e: unknown, host: string, port: number): Error {
+  const code = (e as NodeJS.ErrnoException | undefined)?.code;
+  const at = `${host.includes(":") ? `[${host}]` : host}:${port}`;
+  const why =
+    code === "EADDRINUSE"
+      ? `another program is listening on that port; choose another with --listen ${host.includes(":") ? `[${host}]` : host}:PORT (port 0 picks a free one)`
+      : code === "EADDRNOTAVAIL"
+        ? "no network interface of this machine has that address; use 127.0.0.1 (loopback) or one of this machine's addresses"
+        : code === "EACCES"
+          ? "this user may not listen on that port (ports below 1024 need privileges); choose a port of 1024 or more, or 0"
+          : code === "ENOTFOUND" || code === "EAI_AGAIN"
+            ? "that host name does not resolve; give an IP address such as 127.0.0.1"
+            : (e instanceof Error ? e.message : String(e));
+  return new Error(`cannot listen on ${at}: ${why}`);
 }
