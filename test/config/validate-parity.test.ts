@@ -25,7 +25,7 @@ const ModelDef = z.object({
 const ProviderDef = z
   .object({
     api: z.enum(["openai-chat", "openai-responses", "anthropic"]),
-    base_url: z.string().url().refine((u) => /^https?:\/\//i.test(u), { message: "http(s) URL" }),
+    base_url: z.string().url().refine((u) => /^https?:\/\//i.test(u), { message: "must be an http:// or https:// URL, such as http://127.0.0.1:8080/v1" }),
     api_key_env: z.string().min(1).optional(),
     auth: z.literal("none").optional(),
     label: z.string().optional(),

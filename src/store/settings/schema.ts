@@ -92,7 +92,7 @@ export const STREAM_IDLE_TIMEOUT_MAX_MS = 3_600_000;
 
 export const ProviderDefSchema = obj<ProviderDef>({
   api: oneOf(["openai-chat", "openai-responses", "anthropic"] as const),
-  base_url: str({ url: true }).refine((u) => /^https?:\/\//i.test(u), "http(s) URL"),
+  base_url: str({ url: true }).refine((u) => /^https?:\/\//i.test(u), "must be an http:// or https:// URL, such as http://127.0.0.1:8080/v1"),
   api_key_env: opt(str({ min: 1 })),
   auth: opt(lit("none")),
   label: opt(str()),
