@@ -1,6 +1,9 @@
 /** `berth chat -p` and `--json` against the spawned service and the loopback fake provider. */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { mkdtempSync, realpathSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { chat, chatEnv, FAKE, home } from "./helpers.js";
 
@@ -38,6 +41,22 @@ describe("berth chat one-shot", () => {
     const q = chat(["-p", "again", "--session", last.session_id], chatEnv(h, FAKE));
     assert.equal(await q.exited, 0);
     assert.equal(q.stdout, "echo: again\n");
+  });
+
+  it("--session of a session whose directory was removed continues in this one and says so; a kept one says nothing", async () => {
+    const gone = realpathSync(mkdtempSync(join(tmpdir(), "berth-gone-")));
+    const here = realpathSync(mkdtempSync(join(tmpdir(), "berth-here-")));
+    const p = chat(["-p", "first", "--json"], chatEnv(h, FAKE), { cwd: gone });
+    assert.equal(await p.exited, 0);
+    const sid = (JSON.parse(p.stdout.trim().split("\n").at(-1)!) as Record<string, string>).session_id!;
+    const kept = chat(["-p", "kept", "--session", sid], chatEnv(h, FAKE), { cwd: here });
+    assert.equal(await kept.exited, 0);
+    assert.doesNotMatch(kept.stderr, /can no longer be used/);
+    rmSync(gone, { recursive: true });
+    const q = chat(["-p", "again", "--session", sid], chatEnv(h, FAKE), { cwd: here });
+    assert.equal(await q.exited, 0);
+    assert.equal(q.stdout, "echo: again\n");
+    assert.match(q.stderr, new RegExp(`berth chat: the session's directory ${gone} can no longer be used \\(it was removed or is not a directory\\); it continues in ${here}, where its tools now run`));
   });
 
   it("a failed turn exits non-zero", async () => {

@@ -128,8 +128,10 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     if (pre.approvalNote !== null) process.stderr.write(`berth chat: ${pre.approvalNote}\n`);
     const yolo = o.yolo || pre.approvalPolicy === "never";
     let resume: string | undefined;
+    /** For a resumed session: the note to print when the server continued it outside its recorded directory. */
+    let movedNote: ((now: string) => string | null) | null = null;
     if (o.sessionId !== null || o.continueLatest) {
-      const { SessionsView } = await import("./sessions.js");
+      const { SessionsView, movedWorkspaceNote } = await import("./sessions.js");
       const view = new SessionsView(o.home);
       if (o.sessionId !== null) {
         const r = await view.resolve(o.sessionId);
@@ -140,6 +142,9 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
         }
         resume = r.id;
       } else resume = (await view.latestIn(cwd)) ?? undefined;
+      const recorded = resume !== undefined ? await view.cwdOf(resume) : null;
+      // The recorded directory could not be used (removed, not a directory): the server continued elsewhere.
+      if (recorded !== null) movedNote = (now) => (now !== recorded ? movedWorkspaceNote(recorded, now) : null);
     }
     // Project MCP servers run only in a project the user trusted (in an interactive chat); -p never asks.
     const proj = await projecting;
@@ -151,6 +156,8 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     const client = link.client;
     const started = await client.openSession({ cwd, auto_approve: yolo, ...(resume !== undefined ? { resume } : {}), ...(mcp !== null ? { mcp_servers: mcp } : {}) });
     const sessionId = started["session_id"] as string;
+    const moved = movedNote !== null && typeof started["cwd"] === "string" ? movedNote(started["cwd"]) : null;
+    if (moved !== null) err(moved);
     // Followed from the turn's first event on (asking before it would delay the turn's start).
     let report: { finish(): Promise<void> } | null = null;
     const mcpFailures = (): { finish(): Promise<void> } => (report ??= mcpReport(client, sessionId, mcpCount, err));

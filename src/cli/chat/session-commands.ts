@@ -8,7 +8,7 @@
 import { ScvRequestError, type ScvClient } from "../../client/scv/client.js";
 import type { McpDef } from "./project.js";
 import type { Style } from "./render.js";
-import { historyLines, SessionsView, type SessionRow } from "./sessions.js";
+import { historyLines, movedWorkspaceNote, SessionsView, type SessionRow } from "./sessions.js";
 import { askUntil, serverLines, sessionTools, settle, toolLines } from "./session-tools.js";
 import type { OpenSession } from "./turn-events.js";
 
@@ -116,8 +116,10 @@ export class SessionCommands {
     }
     const h = await this.view.history(id);
     if (h === null) return this.h.status("that session cannot be read");
+    const recorded = await this.view.cwdOf(id);
     await this.h.dropLink();
     const s = await this.h.ensureSession(id);
+    if (recorded !== null && s.cwd !== recorded) this.h.line(this.h.s.bold(`note: ${movedWorkspaceNote(recorded, s.cwd)}`));
     if (h.omitted) this.h.status("older history is not shown");
     for (const [kind, text] of historyLines(h.records, this.h.s)) if (kind === "line") this.h.line(text);
     else this.h.status(text);

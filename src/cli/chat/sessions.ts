@@ -100,3 +100,11 @@ export function historyLines(records: readonly StoredRecord[], s: Style): Array<
   });
   return out;
 }
+
+/**
+ * What a resumed session whose recorded directory can no longer be used (deleted, replaced by a file, unreadable)
+ * must say: the server continues it in the chat's directory, where its tools now run.
+ */
+export function movedWorkspaceNote(recorded: string, now: string): string {
+  return `the session's directory ${recorded} can no longer be used (it was removed or is not a directory); it continues in ${now}, where its tools now run`;
+}
