@@ -9,6 +9,7 @@ import { Readable } from "node:stream";
 import type { Agent } from "../runtime/agent.js";
 import type { TurnRunner } from "../runtime/session/index.js";
 import { resolveHome } from "../store/home.js";
+import { noteTerminalStdin } from "./process-io.js";
 
 const HELP = `usage: berth acp
 
@@ -68,6 +69,7 @@ export async function runAcp(argv: string[]): Promise<number> {
     process.stderr.write(`berth acp: ${problem}\n`);
     return 1;
   }
+  noteTerminalStdin("berth acp", "Agent Client Protocol messages from an editor");
   const { serveAcp } = await import("../protocols/acp/server.js");
   await serveAcp({
     input: Readable.toWeb(process.stdin) as ReadableStream<Uint8Array>,

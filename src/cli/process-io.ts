@@ -31,3 +31,12 @@ export function reserveStdout(): NodeJS.WriteStream {
   }
   return proxy;
 }
+
+/**
+ * One stderr line when stdin is a terminal: a protocol door (`berth service`, `berth stdio`, `berth acp`) run by hand
+ * otherwise waits in silence for frames nobody will type. Stdout stays the protocol's; nothing changes for a pipe.
+ */
+export function noteTerminalStdin(command: string, what: string): void {
+  if (process.stdin.isTTY !== true) return;
+  process.stderr.write(`${command}: waiting for ${what} on stdin, one JSON message per line; for a terminal agent run \`berth chat\` (Ctrl-D ends this)\n`);
+}

@@ -7,7 +7,7 @@ import { resolveHome } from "../store/home.js";
 import { prepareStateRoot } from "../store/state-root.js";
 import { AppServiceServer } from "../protocols/app-service/server.js";
 import { buildFamilies } from "./service-families.js";
-import { packageVersion, reserveStdout } from "./process-io.js";
+import { noteTerminalStdin, packageVersion, reserveStdout } from "./process-io.js";
 
 // Kept importable from here for existing callers; new code imports ./process-io.js (it loads no protocol).
 export { packageVersion, reserveStdout };
@@ -48,6 +48,7 @@ async function runService(): Promise<number> {
     process.stderr.write(`berth service: ${problem}\n`);
     return 1;
   }
+  noteTerminalStdin("berth service", "app-service v1 requests from a frontend app");
   const state = { initialized: false };
   const log = (line: string): void => void process.stderr.write(line + "\n");
   const families = buildFamilies({

@@ -8,7 +8,7 @@ import { serveScvConnection } from "../protocols/scv/connection.js";
 import { resolveHome } from "../store/home.js";
 import { lazyScvDeps } from "./scv-lazy.js";
 import { prepareStateRoot } from "../store/state-root.js";
-import { reserveStdout } from "./process-io.js";
+import { noteTerminalStdin, reserveStdout } from "./process-io.js";
 
 export async function runStdio(argv: string[]): Promise<number> {
   if (argv.length > 0) {
@@ -22,6 +22,7 @@ export async function runStdio(argv: string[]): Promise<number> {
     process.stderr.write(`berth stdio: ${problem}\n`);
     return 1;
   }
+  noteTerminalStdin("berth stdio", "SCV v3 frames from a client app");
   // The handshake is answered before the agent and session store load; they load right after it (scv-lazy.ts).
   const scv = lazyScvDeps({ home, env: process.env, transport: "stdio", log: (l) => void process.stderr.write(`berth stdio: ${l}\n`) });
   scv.preloadAfterFirstWrite(stdout);
