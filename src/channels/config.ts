@@ -6,7 +6,7 @@
  * Defaults: enabled, daemon workspace, `remote_tools = "none"`, `senders = "owner"`. Lark accounts live under
  * `feishu` (the brand is in the credentials).
  */
-import { rm } from "node:fs/promises";
+import { lstat, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { AccountSettings } from "./common/component.js";
 import { channelPaths, checkAccountName, readJsonFile, writePrivateAtomic } from "./common/files.js";
@@ -117,13 +117,18 @@ export async function setAccount(
 }
 
 /** `channel_logout`: removes the account's settings, credentials and delivery state. */
-export async function logoutAccount(home: string, channel: ChannelName, account: string): Promise<void> {
+/** Removes an account's settings, credentials and delivery state; whether there was anything to remove. */
+export async function logoutAccount(home: string, channel: ChannelName, account: string): Promise<boolean> {
   const c = await loadChannelsConfig(home);
+  const p = channelPaths(home, channel, account);
+  const exists = (path: string): Promise<boolean> => lstat(path).then(() => true, () => false);
+  const had = c.accounts[channel][account] !== undefined || (await exists(p.credentials)) || (await exists(p.state));
+  if (!had) return false;
   delete c.accounts[channel][account];
   await saveConfig(home, c);
-  const p = channelPaths(home, channel, account);
   await rm(p.credentials, { force: true });
   await rm(p.state, { force: true });
+  return true;
 }
 
 export function settingsOf(e: AccountEntry, daemonWorkspace: string): AccountSettings {

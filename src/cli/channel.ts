@@ -138,8 +138,12 @@ export async function runChannel(argv: string[]): Promise<number> {
       const f = parseFlags(flags, { "--account": "value" });
       const account = String(f["--account"] ?? "default");
       checkAccountName(account);
-      await logoutAccount(home, channel, account);
-      process.stdout.write(`Logged out ${channel}:${account}; its credentials and delivery state are removed.\n`);
+      const removed = await logoutAccount(home, channel, account);
+      process.stdout.write(
+        removed
+          ? `Logged out ${channel}:${account}; its credentials and delivery state are removed.\n`
+          : `${channel}:${account} is not logged in; nothing to remove (\`berth channel status\` lists the accounts).\n`,
+      );
       return 0;
     }
     if (sub === "set") {

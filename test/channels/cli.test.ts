@@ -194,8 +194,16 @@ describe("berth channel set/logout", () => {
     assert.match(bad.err, /unknown channel 'slack'/);
     const rel = await berth(home, ["set", "wechat", "--workspace", "rel/path"]);
     assert.equal(rel.code, 2);
-    await berth(home, ["logout", "wechat"]);
+    const out = await berth(home, ["logout", "wechat"]);
+    assert.equal(out.code, 0, out.err);
+    assert.equal(out.out, "Logged out wechat:default; its credentials and delivery state are removed.\n");
     const st = await berth(home, ["status", "--json"]);
     assert.deepEqual(JSON.parse(st.out), { components: [] });
+    // A second logout (or one of an account never logged in) says there was nothing, not that it removed something.
+    for (const args of [["logout", "wechat"], ["logout", "feishu", "--account", "work"]]) {
+      const again = await berth(home, args);
+      assert.equal(again.code, 0, again.err);
+      assert.match(again.out, /^(wechat:default|feishu:work) is not logged in; nothing to remove \(`berth channel status` lists the accounts\)\.\n$/);
+    }
   });
 });
