@@ -112,13 +112,11 @@ export class TurnResolver {
       // Shared, frozen layers (the same object while both files and the environment layer are unchanged): the memos
       // below key on them, so a warm turn only re-checks the files (a `stat` each) and the catalog.
       layers = await this.settings.loadShared();
-      sel = await this.config.runtimeSelection(layers);
+      // A session's own provider / model sit above the settings' layers, resolved by the same rule (a provider named
+      // alone brings its own model, not the settings' model of another provider) and with its metadata looked up.
+      sel = await this.config.runtimeSelection(layers, { provider: over.provider, model: over.model });
     } catch (e) {
       throw new TurnFailure("selection", e instanceof SettingsError ? settingsProblem(e) : undefined);
-    }
-    if ((over.provider !== undefined && over.provider !== sel.provider_id) || (over.model !== undefined && over.model !== sel.model_id)) {
-      // Another model than the settings': its catalog metadata is not looked up (the fallback window applies).
-      sel = { ...sel, provider_id: over.provider ?? sel.provider_id, model_id: over.model ?? sel.model_id, context_window: null, max_output_tokens: null };
     }
     if (over.reasoning !== undefined) sel = { ...sel, thinking_level: over.reasoning };
     if (sel.model_id === null) throw new TurnFailure("selection");

@@ -160,6 +160,38 @@ for (const name of TRANSPORTS) {
       }
     });
 
+    it("a provider named alone brings its own model and its metadata, not the settings' model of another provider", async () => {
+      const other = await startFakeProvider();
+      const path = join(suite.rig.home, "settings.json");
+      const original = readFileSync(path, "utf8");
+      const settings = JSON.parse(original) as Msg;
+      settings.providers.second = { api: "openai-chat", base_url: `${other.baseUrl}/v1`, auth: "none", models: [{ id: "second-model", context_window: 64_000 }] };
+      writeFileSync(path, JSON.stringify(settings));
+      try {
+        const c = await suite.t.open();
+        const s = await c.open({ provider: "second" });
+        assert.equal(s.model, "second-model");
+        assert.equal(s.context_max_tokens, 64_000);
+        const r = await c.turn(s.session_id as string, "which model?");
+        assert.equal(r.terminal.type, "turn.completed");
+        assert.equal((other.requests[0]!.json as Msg).model, "second-model");
+        // Named with its model, the session's model wins; the settings' own provider keeps its model.
+        const c2 = await suite.t.open();
+        const s2 = await c2.open({ provider: "second", model: "second-large" });
+        assert.equal(s2.model, "second-large");
+        const c3 = await suite.t.open();
+        const s3 = await c3.open({ provider: "fake" });
+        assert.equal(s3.model, "fake-model");
+        for (const x of [c, c2, c3]) {
+          x.end();
+          await x.closed;
+        }
+      } finally {
+        writeFileSync(path, original);
+        await other.close();
+      }
+    });
+
     it("no_tools sends no tools; channel adds the chat section; model overrides apply to this session only", async () => {
       const c = await suite.t.open();
       const s = await c.open({ no_tools: true, channel: "WeChat", model: "other-model" });

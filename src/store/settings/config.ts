@@ -155,9 +155,9 @@ export class ConfigService {
    * Selection, reasoning and fast for a new turn; throws `SettingsError` when settings are unreadable. From
    * `preloaded` when the caller already loaded the layers for this turn (one settings read per turn).
    */
-  async runtimeSelection(preloaded?: SettingsLayers): Promise<RuntimeSelection> {
+  async runtimeSelection(preloaded?: SettingsLayers, top?: { provider?: string | undefined; model?: string | undefined }): Promise<RuntimeSelection> {
     const layers = preloaded ?? (await this.opts.settings.load());
-    const sel = resolveSelection(layers);
+    const sel = resolveSelection(layers, top);
     const look = await lookupModel(layers, this.opts.cache, this.opts.env, sel.provider_id, sel.model_id);
     return {
       provider_id: sel.provider_id,

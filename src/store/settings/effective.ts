@@ -32,8 +32,14 @@ export interface Selection {
   model_id: string | null;
 }
 
-export function resolveSelection(layers: SettingsLayers): Selection {
+/**
+ * `top`: a session's own choice (SCV `session.start`'s `provider` / `model`), above every layer and by the same rule:
+ * a session that names only another provider gets that provider's model from the layers that select it, else its
+ * default, never the settings' model of a different provider.
+ */
+export function resolveSelection(layers: SettingsLayers, top: { provider?: string | undefined; model?: string | undefined } = {}): Selection {
   const order = [
+    { provider: top.provider, model: top.model },
     { provider: layers.env.provider, model: layers.env.model },
     { provider: layers.project.provider, model: layers.project.model },
     { provider: layers.global.provider, model: layers.global.model },
