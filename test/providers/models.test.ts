@@ -93,14 +93,14 @@ describe("resolution helpers", () => {
     assert.throws(() => resolveBaseUrl("openai-chat", undefined, {}));
   });
 
-  it("settings providers read the API key env var per request; missing key is an auth error", async () => {
+  it("settings providers read the API key env var per request; missing key is an auth error naming the variable", async () => {
     const env: Record<string, string | undefined> = {};
     const fake = await startFakeProvider();
     try {
       const def = { api: "openai-chat" as const, base_url: `${fake.baseUrl}/v1`, api_key_env: "MY_KEY", models: [] };
       const provider = createProvider("local", { api: def.api, baseUrl: def.base_url }, customCredentialSource(def, env), { env: {} });
       const first = await collect(provider.stream(request()));
-      assert.deepEqual(first, [{ type: "error", kind: "auth", retryable: false, message: "provider credential unavailable" }]);
+      assert.deepEqual(first, [{ type: "error", kind: "auth", retryable: false, message: "provider credential unavailable (MY_KEY)" }], "the unset variable is named");
       env["MY_KEY"] = "sk-test-SECRETMARKER-env";
       fake.script([{ steps: [{ text: "ok" }] }]);
       const second = await collect(provider.stream(request()));

@@ -81,6 +81,13 @@ for (const api of APIS) {
       assert.equal(fake.requests.length, 0);
     });
 
+    it("a custom provider's unset key variable is named in the auth error (its name, from settings)", async () => {
+      const { provider } = makeProvider(api, fake, { credentials: () => Promise.reject(Object.assign(new Error("SECRETMARKER"), { missingEnv: "MY_PROVIDER_KEY" })) });
+      const events = await collect(provider.stream(request()));
+      assert.deepEqual(terminal(events), { type: "error", kind: "auth", retryable: false, message: "provider credential unavailable (MY_PROVIDER_KEY)" });
+      assert.equal(fake.requests.length, 0);
+    });
+
     it("thinking and reasoning summaries", async () => {
       fake.script([{ steps: [{ thinking: "Let me think.", chunks: 2, signature: "sig-abc" }, { text: "Answer." }] }]);
       const { provider } = makeProvider(api, fake);

@@ -160,12 +160,14 @@ for (const name of TRANSPORTS) {
       }
     });
 
-    it("a provider named alone brings its own model and its metadata, not the settings' model of another provider", async () => {
+    it("a provider named alone brings its own model and its metadata, not the settings' model of another provider; an unset key variable is named", async () => {
       const other = await startFakeProvider();
       const path = join(suite.rig.home, "settings.json");
       const original = readFileSync(path, "utf8");
       const settings = JSON.parse(original) as Msg;
       settings.providers.second = { api: "openai-chat", base_url: `${other.baseUrl}/v1`, auth: "none", models: [{ id: "second-model", context_window: 64_000 }] };
+      // BERTH_* variables never reach the server (childEnv), so this one is unset there.
+      settings.providers.keyed = { api: "openai-chat", base_url: `${other.baseUrl}/v1`, api_key_env: "BERTH_TEST_UNSET_KEY", models: [{ id: "k1" }] };
       writeFileSync(path, JSON.stringify(settings));
       try {
         const c = await suite.t.open();
@@ -182,7 +184,19 @@ for (const name of TRANSPORTS) {
         const c3 = await suite.t.open();
         const s3 = await c3.open({ provider: "fake" });
         assert.equal(s3.model, "fake-model");
-        for (const x of [c, c2, c3]) {
+        // A provider whose key variable is unset: the turn names the variable and the fix, and sends nothing.
+        const c4 = await suite.t.open();
+        const s4 = await c4.open({ provider: "keyed" });
+        assert.equal(s4.model, "k1");
+        const sent = other.requests.length;
+        const f = await c4.turn(s4.session_id as string, "no key");
+        assert.equal(f.terminal.type, "turn.failed");
+        assert.equal(
+          f.terminal.message,
+          "the provider credential is missing: BERTH_TEST_UNSET_KEY (the provider's api_key_env in settings.json) is not set in the environment of the process running this session; set it and restart that process",
+        );
+        assert.equal(other.requests.length, sent);
+        for (const x of [c, c2, c3, c4]) {
           x.end();
           await x.closed;
         }

@@ -23,7 +23,8 @@ import { CodexOAuthError, type CodexOAuthConfig } from "./codex-oauth-config.js"
 import type { CodexEndpoints } from "./codex-oauth.js";
 
 export class CredentialUnavailableError extends Error {
-  constructor() {
+  /** `missingEnv`: the unset variable a custom provider reads its key from (a name from settings, never a value). */
+  constructor(readonly missingEnv?: string) {
     super("provider credential unavailable");
     this.name = "CredentialUnavailableError";
   }
@@ -43,7 +44,7 @@ export function customCredentialSource(def: ProviderDef, env: EnvLike): Credenti
   return () => {
     if (def.auth === "none") return Promise.resolve(null);
     const value = def.api_key_env === undefined ? undefined : env[def.api_key_env];
-    if (value === undefined || value === "") return Promise.reject(new CredentialUnavailableError());
+    if (value === undefined || value === "") return Promise.reject(new CredentialUnavailableError(def.api_key_env));
     return Promise.resolve({ kind: "api_key", value });
   };
 }

@@ -15,7 +15,7 @@ import { StringDecoder } from "node:string_decoder";
 import { createParser, type EventSourceParser } from "eventsource-parser";
 import type { CredentialSource, ProviderBatch, ProviderEvent } from "../types.js";
 import { utf8Bytes, type ProviderBounds } from "./accumulate.js";
-import { abortedFailure, connectFailure, errorCategory, isEventStream, LABELS, limitFailure, notStreamFailure, ProviderFailure, stalledFailure, statusFailure } from "./errors.js";
+import { abortedFailure, connectFailure, errorCategory, isEventStream, LABELS, limitFailure, notStreamFailure, ProviderFailure, stalledFailure, statusFailure, withCategory } from "./errors.js";
 
 export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
 
@@ -367,8 +367,9 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
       let cred: Credential;
       try {
         cred = await p.credentials();
-      } catch {
-        throw new ProviderFailure("auth", LABELS.credential, false);
+      } catch (e) {
+        // A custom provider's unset key variable is named (a name from settings, never a value): "… (MY_API_KEY)".
+        throw new ProviderFailure("auth", withCategory(LABELS.credential, (e as { missingEnv?: unknown } | null)?.missingEnv), false);
       }
       const wire = p.build(cred);
       const gate = p.gate;

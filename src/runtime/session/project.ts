@@ -109,6 +109,8 @@ const MESSAGES: Record<FailureReason, string> = {
 const DETAILED = new Set<FailureReason>(["provider", "credential", "provider_limit", "tool_limit"]);
 const CREDENTIAL_HEAD = "the provider credential is missing or was rejected";
 const CREDENTIAL_FIX = "sign in again or set the API key";
+/** A custom provider's credential label naming its unset key variable (driver.ts). */
+const MISSING_KEY_ENV = new RegExp(`^${LABELS.credential} \\(([A-Za-z][A-Za-z0-9_]*)\\)$`);
 const CERTIFICATE_FIX = "if the provider's certificate comes from a private CA, set NODE_EXTRA_CA_CERTS to that CA's PEM file";
 const NOT_FOUND_FIX = "check the provider's base_url in settings.json (OpenAI-compatible servers usually want it to end in /v1) and the model name";
 const NOT_STREAM_FIX =
@@ -137,7 +139,12 @@ function failureMessage(reason: FailureReason, detail: string | undefined): stri
   if (storage !== undefined) return `${MESSAGES.persistence}: ${storage}`;
   // The provider's safe label (status, category, which limit) follows the fixed text.
   if (detail === undefined || !DETAILED.has(reason)) return MESSAGES[reason];
-  if (reason === "credential") return `${CREDENTIAL_HEAD}: ${detail}; ${CREDENTIAL_FIX}`;
+  if (reason === "credential") {
+    const unset = MISSING_KEY_ENV.exec(detail)?.[1];
+    if (unset !== undefined)
+      return `the provider credential is missing: ${unset} (the provider's api_key_env in settings.json) is not set in the environment of the process running this session; set it and restart that process`;
+    return `${CREDENTIAL_HEAD}: ${detail}; ${CREDENTIAL_FIX}`;
+  }
   // A bare 404 (no error category: not the provider's "unknown model" answer) is almost always a wrong base_url.
   const fix = detail.startsWith(LABELS.certificate)
     ? CERTIFICATE_FIX
