@@ -48,6 +48,15 @@ export const SECRET_SHAPES: ReadonlyArray<{ token: string | null; prefix: RegExp
   { token: null, prefix: /^glpat-/i },
 ];
 
+/**
+ * Whether `name`, given where a variable's name belongs (a provider's `api_key_env`), looks like a key pasted there
+ * instead: a credential's prefix, or a run of 24+ letters and digits mixing both. Such a "name" is never shown.
+ */
+export function looksLikeKey(name: string): boolean {
+  if (SECRET_SHAPES.some((s) => s.prefix !== null && s.prefix.test(name))) return true;
+  return name.split(/[^A-Za-z0-9]+/).some((seg) => seg.length >= 24 && /[A-Za-z]/.test(seg) && /[0-9]/.test(seg));
+}
+
 /** One pass for the token shapes that are replaced whole. */
 const SECRET_TOKENS = new RegExp(
   SECRET_SHAPES.flatMap((s) => (s.token !== null ? [s.token] : [])).join("|"),

@@ -227,6 +227,17 @@ describe("berth chat failure causes", () => {
     assert.match(r.err, /provider keyed reads its API key from KEYED_TEST_KEY, which is not set/);
     r = await run(h, { MC_PROVIDER: "fake", MC_MODEL: "fake-modl" });
     assert.match(r.err, /MC_MODEL=fake-modl is not a model of provider fake \(did you mean fake-model/);
+    // The key itself pasted where the variable's name belongs: said so, and never echoed.
+    const pasted = withSettings(JSON.stringify({ providers: { keyed: { ...fakeDef(fake.port), auth: undefined, api_key_env: "sk-proj-0123456789abcdefPASTED" } } }));
+    r = await run(pasted, { MC_PROVIDER: "keyed" });
+    assert.equal(r.code, 1);
+    assert.match(r.err, /provider keyed's api_key_env must name an environment variable \(such as MY_PROVIDER_KEY\) holding the key, not the key itself/);
+    assert.doesNotMatch(r.err, /PASTED/);
+    // A key pasted into a field whose error quotes the value (an enum): redacted in the explanation.
+    r = await run(withSettings(JSON.stringify({ providers: { keyed: { ...fakeDef(fake.port), api: "sk-proj-0123456789abcdefPASTED" } } })), { MC_PROVIDER: "keyed" });
+    assert.equal(r.code, 1);
+    assert.match(r.err, /\$\.providers\.keyed\.api: Invalid enum value\. Expected 'openai-chat' \| 'openai-responses' \| 'anthropic', received '/);
+    assert.doesNotMatch(r.err, /PASTED/);
   });
 
   it("a model missing from the provider's cached catalog is named with the catalog's closest models", async () => {

@@ -168,6 +168,8 @@ for (const name of TRANSPORTS) {
       settings.providers.second = { api: "openai-chat", base_url: `${other.baseUrl}/v1`, auth: "none", models: [{ id: "second-model", context_window: 64_000 }] };
       // BERTH_* variables never reach the server (childEnv), so this one is unset there.
       settings.providers.keyed = { api: "openai-chat", base_url: `${other.baseUrl}/v1`, api_key_env: "BERTH_TEST_UNSET_KEY", models: [{ id: "k1" }] };
+      // A key pasted where the variable's name belongs: never echoed back.
+      settings.providers.pasted = { api: "openai-chat", base_url: `${other.baseUrl}/v1`, api_key_env: "sk-proj-0123456789abcdefPASTEDKEY", models: [{ id: "p1" }] };
       writeFileSync(path, JSON.stringify(settings));
       try {
         const c = await suite.t.open();
@@ -196,7 +198,14 @@ for (const name of TRANSPORTS) {
           "the provider credential is missing: BERTH_TEST_UNSET_KEY (the provider's api_key_env in settings.json) is not set in the environment of the process running this session; set it and restart that process",
         );
         assert.equal(other.requests.length, sent);
-        for (const x of [c, c2, c3, c4]) {
+        const c5 = await suite.t.open();
+        const s5 = await c5.open({ provider: "pasted" });
+        const g = await c5.turn(s5.session_id as string, "pasted key");
+        assert.equal(g.terminal.type, "turn.failed");
+        assert.match(g.terminal.message as string, /^the provider credential is missing or was rejected: provider credential unavailable; /);
+        assert.ok(!JSON.stringify(c5.frames).includes("PASTEDKEY"), "a key in api_key_env never reaches the client");
+        assert.equal(other.requests.length, sent);
+        for (const x of [c, c2, c3, c4, c5]) {
           x.end();
           await x.closed;
         }

@@ -5,7 +5,7 @@
  */
 import { it } from "node:test";
 import assert from "node:assert/strict";
-import { REDACTED, SECRET_SHAPES, redactSecrets, titleFrom } from "../../src/core/text-policy.js";
+import { looksLikeKey, REDACTED, SECRET_SHAPES, redactSecrets, titleFrom } from "../../src/core/text-policy.js";
 
 /** The passes without the literal hints, as they ran before (the reference). */
 function reference(s: string): string {
@@ -63,4 +63,17 @@ it("redactSecrets leaves text without credential shapes unchanged, as before", (
   assert.equal(redactSecrets("long answer 1000"), "long answer 1000");
   assert.equal(titleFrom("  long\n answer\t1000 "), "long answer 1000");
   assert.equal(titleFrom("use Bearer abcdefghijklmnop now"), `use Bearer ${REDACTED} now`);
+});
+
+it("looksLikeKey: variable names are shown, keys pasted where a name belongs are not", () => {
+  for (const name of ["MY_KEY", "OPENAI_API_KEY", "KEYED_API_KEY", "BERTH_TEST_UNSET_KEY", "_PRIVATE", "DEEPSEEK_API_KEY_2"]) assert.equal(looksLikeKey(name), false, name);
+  for (const key of [
+    "sk-proj-0123456789abcdefghijklmnop",
+    "sk-ant-api03-abcdefghijklmnop",
+    "ghp_0123456789abcdefghijABCDEFGHIJ012345",
+    "AKIAIOSFODNN7EXAMPLE",
+    "a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0",
+    "MY_KEY_0a1b2c3d4e5f6a7b8c9d0e1f2a3b",
+  ])
+    assert.equal(looksLikeKey(key), true, key);
 });

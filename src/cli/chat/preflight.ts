@@ -15,6 +15,7 @@ import { MAX_JSON_FILE_BYTES } from "../../store/settings/locked-json.js";
 import { SettingsSchema, type ApprovalPolicySetting } from "../../store/settings/schema.js";
 import { SettingsStore, type SettingsLayers } from "../../store/settings/settings-store.js";
 import { issuePath } from "../../store/validate.js";
+import { looksLikeKey, redactSecrets } from "../../core/text-policy.js";
 
 export type Preflight =
   | {
@@ -215,7 +216,8 @@ export async function explainSettings(path: string): Promise<string> {
   const parsed = SettingsSchema.safeParse(raw);
   if (parsed.success) return `${path}: could not be loaded`;
   const issue = parsed.error.issues[0]!;
-  return `${path}: ${issuePath(issue.path)}: ${issue.message}`;
+  // The message may quote the value ("received '…'"): a key pasted into the wrong field is redacted.
+  return `${path}: ${issuePath(issue.path)}: ${redactSecrets(issue.message)}`;
 }
 
 export async function preflight(env: EnvLike, cwd: string): Promise<Preflight> {
@@ -249,7 +251,13 @@ export async function preflight(env: EnvLike, cwd: string): Promise<Preflight> {
   }
   if (!entry.builtin) {
     const v = entry.def.api_key_env;
-    if (v !== undefined && (env[v] === undefined || env[v] === "")) return { ok: false, message: `provider ${entry.id} reads its API key from ${v}, which is not set`, noProvider: false };
+    if (v !== undefined && (env[v] === undefined || env[v] === "")) {
+      // A key pasted where the variable's name belongs is never echoed.
+      const message = looksLikeKey(v)
+        ? `provider ${entry.id}'s api_key_env must name an environment variable (such as MY_PROVIDER_KEY) holding the key, not the key itself; move the key into that variable`
+        : `provider ${entry.id} reads its API key from ${v}, which is not set`;
+      return { ok: false, message, noProvider: false };
+    }
   } else {
     const snap = await new AuthStore(home).read().catch(() => null);
     const ready = entry.id === "openai-codex" ? snap?.codex != null : (env["ANTHROPIC_API_KEY"] ?? "") !== "" || snap?.anthropic != null;

@@ -16,6 +16,7 @@ import {
   type AuthStore,
   type OAuthRecord,
 } from "../../store/auth/auth-store.js";
+import { looksLikeKey } from "../../core/text-policy.js";
 import type { EnvLike } from "../../store/home.js";
 import type { ProviderDef } from "../../store/settings/schema.js";
 import type { CredentialSource } from "../types.js";
@@ -44,7 +45,9 @@ export function customCredentialSource(def: ProviderDef, env: EnvLike): Credenti
   return () => {
     if (def.auth === "none") return Promise.resolve(null);
     const value = def.api_key_env === undefined ? undefined : env[def.api_key_env];
-    if (value === undefined || value === "") return Promise.reject(new CredentialUnavailableError(def.api_key_env));
+    // The variable is named in the failure unless the "name" looks like a key itself (pasted into api_key_env).
+    const shown = def.api_key_env !== undefined && !looksLikeKey(def.api_key_env) ? def.api_key_env : undefined;
+    if (value === undefined || value === "") return Promise.reject(new CredentialUnavailableError(shown));
     return Promise.resolve({ kind: "api_key", value });
   };
 }
