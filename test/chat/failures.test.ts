@@ -114,17 +114,17 @@ describe("berth chat turn failure lines", () => {
     assert.match(r.err, /the turn failed \(provider_error: the provider request failed: provider stream ended unexpectedly\)/);
   });
 
-  it("the response and tool-call limits are named", async () => {
+  it("the response and tool-call limits are named, each with what to do", async () => {
     // 33 tool calls in one response: one past the limit of 32.
     const calls = Array.from({ length: 33 }, (_, i) => ({ toolCall: { name: "read", arguments: { path: `f${i}` } } }));
     fake.script([{ steps: calls }]);
     let r = await run();
     assert.equal(r.code, 1);
-    assert.match(r.err, /the turn failed \(tool_limit: the provider's tool calls exceeded a size or count limit: too many tool calls in one response\)/);
+    assert.match(r.err, /the turn failed \(tool_limit: the provider's tool calls exceeded a size or count limit: too many tool calls in one response; ask the model for fewer tool calls at a time\)/);
     // An answer over the 1 MiB assistant-text limit.
     fake.script([{ steps: [{ text: "x".repeat(1024 * 1024 + 1), chunks: 16 }] }]);
     r = await run();
     assert.equal(r.code, 1);
-    assert.match(r.err, /the turn failed \(response_limit: the provider response exceeded a size limit: assistant text exceeds size limit\)/);
+    assert.match(r.err, /the turn failed \(response_limit: the provider response exceeded a size limit: assistant text exceeds size limit; ask for a shorter answer, or split the task into smaller steps\)/);
   });
 });

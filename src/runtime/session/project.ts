@@ -115,6 +115,14 @@ const CERTIFICATE_FIX = "if the provider's certificate comes from a private CA, 
 const NOT_FOUND_FIX = "check the provider's base_url in settings.json (OpenAI-compatible servers usually want it to end in /v1) and the model name";
 const NOT_STREAM_FIX =
   "check the provider's base_url in settings.json: it must name the API (for OpenAI-compatible servers usually ending in /v1), not a web page, on a server that streams answers (server-sent events)";
+/** The fix of each answer bound (runtime/types.ts `PROVIDER_BOUNDS`). */
+const LIMIT_FIXES: ReadonlyArray<readonly [string, string]> = [
+  [LABELS.responseLimit, "ask for a shorter answer, or split the task into smaller steps"],
+  [LABELS.textLimit, "ask for a shorter answer, or split the task into smaller steps"],
+  [LABELS.eventLimit, "check the provider's base_url in settings.json: a server that streams answers sends small events"],
+  [LABELS.toolArgsLimit, "ask the model to write large content in several smaller tool calls"],
+  [LABELS.toolCountLimit, "ask the model for fewer tool calls at a time"],
+];
 const OVERFLOW_HEAD = "the provider refused the request as longer than the model's context window";
 const OVERFLOW_FIX =
   "Berth compacts from its own estimate against the window it knows for the model, which is larger than the real one: set this model's context_window in settings.json to its real size, or clear the session";
@@ -145,6 +153,9 @@ function failureMessage(reason: FailureReason, detail: string | undefined): stri
       return `the provider credential is missing: ${unset} (the provider's api_key_env in settings.json) is not set in the environment of the process running this session; set it and restart that process`;
     return `${CREDENTIAL_HEAD}: ${detail}; ${CREDENTIAL_FIX}`;
   }
+  // A bound Berth enforces on the answer: what to do about it (the label says which bound).
+  const limitFix = LIMIT_FIXES.find(([label]) => detail.startsWith(label))?.[1];
+  if (limitFix !== undefined && (reason === "provider_limit" || reason === "tool_limit")) return `${MESSAGES[reason]}: ${detail}; ${limitFix}`;
   // A bare 404 (no error category: not the provider's "unknown model" answer) is almost always a wrong base_url.
   const fix = detail.startsWith(LABELS.certificate)
     ? CERTIFICATE_FIX
