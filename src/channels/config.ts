@@ -116,8 +116,7 @@ export async function setAccount(
   return e;
 }
 
-/** `channel_logout`: removes the account's settings, credentials and delivery state. */
-/** Removes an account's settings, credentials and delivery state; whether there was anything to remove. */
+/** `channel_logout`: removes the account's settings, credentials and delivery state; whether there was any. */
 export async function logoutAccount(home: string, channel: ChannelName, account: string): Promise<boolean> {
   const c = await loadChannelsConfig(home);
   const p = channelPaths(home, channel, account);

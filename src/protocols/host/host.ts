@@ -280,10 +280,10 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
  */
 export function listenFailure(e: unknown, host: string, port: number): Error {
   const code = (e as NodeJS.ErrnoException | undefined)?.code;
-  const at = `${host.includes(":") ? `[${host}]` : host}:${port}`;
+  const name = host.includes(":") ? `[${host}]` : host;
   const why =
     code === "EADDRINUSE"
-      ? `another program is listening on that port; choose another with --listen ${host.includes(":") ? `[${host}]` : host}:PORT (port 0 picks a free one)`
+      ? `another program is listening on that port; choose another with --listen ${name}:PORT (port 0 picks a free one)`
       : code === "EADDRNOTAVAIL"
         ? "no network interface of this machine has that address; use 127.0.0.1 (loopback) or one of this machine's addresses"
         : code === "EACCES"
@@ -291,5 +291,5 @@ export function listenFailure(e: unknown, host: string, port: number): Error {
           : code === "ENOTFOUND" || code === "EAI_AGAIN"
             ? "that host name does not resolve; give an IP address such as 127.0.0.1"
             : (e instanceof Error ? e.message : String(e));
-  return new Error(`cannot listen on ${at}: ${why}`);
+  return new Error(`cannot listen on ${name}:${port}: ${why}`);
 }
