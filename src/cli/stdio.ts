@@ -33,5 +33,6 @@ export async function runStdio(argv: string[]): Promise<number> {
   process.on("SIGINT", onSignal);
   await conn.done;
   await scv.close();
-  return 0;
+  // A client that went away ended it like EOF (0); a stdout that failed otherwise (said on stderr) did not.
+  return conn.outputFailure === null ? 0 : 1;
 }

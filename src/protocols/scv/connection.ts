@@ -78,6 +78,11 @@ export interface ScvConnection {
   readonly done: Promise<void>;
   /** Bounded cleanup from outside (daemon shutdown). */
   stop(): Promise<void>;
+  /**
+   * Why the output failed, when a system error other than the client going away (EPIPE / ECONNRESET: like EOF)
+   * failed it: its errno code (`ENOSPC`, `EIO`, …); null otherwise. `berth stdio` exits 1 then.
+   */
+  readonly outputFailure: string | null;
 }
 
 export function serveScvConnection(input: Readable, output: Writable, deps: ScvServerDeps): ScvConnection {
@@ -88,6 +93,7 @@ export function serveScvConnection(input: Readable, output: Writable, deps: ScvS
   let reading = true;
   let resolveDone!: () => void;
   const done = new Promise<void>((r) => (resolveDone = r));
+  let outputFailure: string | null = null;
 
   const writer = new FrameWriter(output, {
     maxFrames: WRITER_MAX_FRAMES,
@@ -97,7 +103,16 @@ export function serveScvConnection(input: Readable, output: Writable, deps: ScvS
       deps.log?.("scv: a send stayed blocked; closing the connection");
       void cleanup();
     },
-    onBroken: () => void cleanup(),
+    onBroken: (err) => {
+      const code = (err as NodeJS.ErrnoException | null)?.code;
+      // A system error other than the client going away (EPIPE / ECONNRESET: its EOF), such as a full disk under a
+      // redirected stdout, is said once; a closed or destroyed stream (the connection's own ending) is not.
+      if (outputFailure === null && typeof code === "string" && /^E(?!RR_)[A-Z0-9]{1,31}$/.test(code) && code !== "EPIPE" && code !== "ECONNRESET") {
+        outputFailure = code;
+        deps.log?.(`the output stream failed (${code}); closing the connection`);
+      }
+      void cleanup();
+    },
   });
   const out: ConnectionOutput = {
     emit: (build, signal) => writer.emit(build, signal),
@@ -254,5 +269,11 @@ export function serveScvConnection(input: Readable, output: Writable, deps: ScvS
   };
 
   void run();
-  return { done, stop: () => cleanup() };
+  return {
+    done,
+    stop: () => cleanup(),
+    get outputFailure() {
+      return outputFailure;
+    },
+  };
 }
