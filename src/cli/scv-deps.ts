@@ -161,7 +161,8 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
   /** `approval_policy` from settings (effective.ts `approvalPolicyOf`: a project may only make it stricter). */
   let noted: string | null = null;
   const approvalPolicy = async (): Promise<ApprovalMode> => {
-    const layers = await settings.load().catch(() => null);
+    // Read-only: the shared, frozen layers (no copy per session start; the model resolution reads the same object).
+    const layers = await settings.loadShared().catch(() => null);
     if (layers === null) return "on-risk";
     const { policy, ignoredProject } = approvalPolicyOf(layers);
     if (ignoredProject !== null) {
