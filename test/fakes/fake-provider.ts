@@ -40,6 +40,8 @@ export interface FakeProvider {
   port: number;
   /** Appends scripted turns. */
   script(turns: FakeTurn[]): void;
+  /** Drops the scripted turns no request consumed yet; returns how many there were. */
+  unscript(): number;
   readonly requests: RecordedRequest[];
   /** Resolves once at least `n` requests were received. */
   waitForRequests(n: number): Promise<RecordedRequest[]>;
@@ -264,6 +266,7 @@ export async function startFakeProvider(opts: FakeProviderOptions = {}): Promise
     baseUrl: `http://127.0.0.1:${port}`,
     port,
     script: (t) => void turns.push(...t),
+    unscript: () => turns.splice(0).length,
     requests,
     waitForRequests: (n) =>
       requests.length >= n ? Promise.resolve(requests.slice()) : new Promise((resolve) => waiters.push({ n, resolve })),

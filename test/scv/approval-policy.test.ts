@@ -34,12 +34,15 @@ function layers(project: Record<string, unknown> | null, global: Record<string, 
   return dir;
 }
 
-/** Runs one turn calling `tool` in a `berth stdio` launched in `dir`; what the client saw and the server's stderr. */
-async function toolTurn(dir: string, tool: string, args: Record<string, unknown>): Promise<{ asked: Msg | null; terminal: Msg; stderr: string }> {
+/**
+ * Runs one turn calling `tool` in a `berth stdio` launched in `dir`, its session working in `sessionDir` (`dir` by
+ * default); what the client saw and the server's stderr.
+ */
+async function toolTurn(dir: string, tool: string, args: Record<string, unknown>, sessionDir = dir): Promise<{ asked: Msg | null; terminal: Msg; stderr: string }> {
   const { client: c, exited } = spawnStdio(rig.env, dir);
   try {
     await c.initialize();
-    const s = await c.open({}, dir);
+    const s = await c.open({}, sessionDir);
     rig.fake.script([{ steps: [{ toolCall: { id: `call_${tool}`, name: tool, arguments: args } }] }]);
     const from = c.frames.length;
     const rid = c.request({ type: "turn.start", session_id: s.session_id, prompt: "go" });
@@ -55,6 +58,7 @@ async function toolTurn(dir: string, tool: string, args: Record<string, unknown>
     c.end();
     await exited;
     rmSync(dir, { recursive: true, force: true });
+    rmSync(sessionDir, { recursive: true, force: true });
   }
 }
 
@@ -103,6 +107,40 @@ describe("approval_policy layers over berth stdio", () => {
       assert.match(r.terminal.message as string, /has a setting of the wrong shape at \$\.approval_policy; fix or remove it/);
       assert.doesNotMatch(r.terminal.message as string, /sk-0123456789/);
     }
+    assert.equal(rig.fake.unscript(), 2, "a turn that failed on its settings sent a request");
     writeFileSync(join(rig.home, "settings.json"), globalSettings);
+  });
+
+  describe("a session working in another directory (a daemon's sessions, a berth chat attached to it)", () => {
+    it('its own directory\'s "always" applies, and the launch directory\'s "always" still does', async () => {
+      for (const [launch, own] of [
+        [null, { approval_policy: "always" }],
+        [{ approval_policy: "always" }, null],
+      ] as const) {
+        const launchDir = layers(launch);
+        const r = await toolTurn(launchDir, "ls", {}, layers(own));
+        assert.ok(r.asked !== null, `ls ran without asking (launch ${JSON.stringify(launch)}, session ${JSON.stringify(own)})`);
+        assert.equal(r.asked.risk, "read_only");
+        assert.doesNotMatch(r.stderr, /ignoring/);
+      }
+    });
+
+    it('its own directory\'s "never" does not loosen: bash asks, and stderr names that file', async () => {
+      const repo = layers({ approval_policy: "never" });
+      const file = join(repo, ".berth", "settings.json");
+      const r = await toolTurn(layers(null), "bash", { command: "echo from-the-repo" }, repo);
+      assert.ok(r.asked !== null, "bash was run without asking");
+      assert.ok(r.stderr.includes(`ignoring approval_policy "never" in ${file}: a project's settings may only make approvals stricter (using "on-risk")`), r.stderr);
+    });
+
+    it("an unreadable project file there is named and ignored for approvals; the turn runs", async () => {
+      const repo = layers(null);
+      mkdirSync(join(repo, ".berth"), { mode: 0o700 });
+      writeFileSync(join(repo, ".berth", "settings.json"), "{ not json", { mode: 0o600 });
+      const r = await toolTurn(layers(null), "ls", {}, repo);
+      assert.equal(r.asked, null, "a read-only tool asked under on-risk");
+      assert.equal(r.terminal.type, "turn.completed");
+      assert.ok(r.stderr.includes(`ignoring ${join(repo, ".berth", "settings.json")} for approvals: it is not valid settings (fix or remove it); using "on-risk"`), r.stderr);
+    });
   });
 });

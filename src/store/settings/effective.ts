@@ -84,9 +84,9 @@ export function approvalPolicyOf(layers: Pick<SettingsLayers, "global" | "projec
 }
 
 /** The one line a door prints when `approvalPolicyOf` ignored a project value. */
-export function ignoredApprovalPolicyNote(ignored: ApprovalPolicySetting, policy: ApprovalPolicySetting): string {
+export function ignoredApprovalPolicyNote(ignored: ApprovalPolicySetting, policy: ApprovalPolicySetting, file = "this directory's .berth/settings.json"): string {
   return (
-    `ignoring approval_policy "${ignored}" in this directory's .berth/settings.json: a project's settings may only make ` +
+    `ignoring approval_policy "${ignored}" in ${file}: a project's settings may only make ` +
     `approvals stricter (using "${policy}"); set it in MC_HOME's settings.json to apply it everywhere`
   );
 }
