@@ -31,23 +31,34 @@ import { containCrashes } from "./crash-containment.js";
 
 /** Start the in-process Berth runtime backend; resolves with its close function. */
 async function startRuntime(handle: HostHandle): Promise<() => Promise<void>> {
-  const [{ BerthRuntimeBackend }, { Agent }, { SessionManager, SessionStore }, home] = await Promise.all([
+  const [{ BerthRuntimeBackend }, { Agent }, { SessionManager, SessionStore }, home, { SettingsStore }, approvals] = await Promise.all([
     import("../backends/berth/backend.js"),
     import("../runtime/agent.js"),
     import("../store/sessions/index.js"),
     import("../store/home.js"),
+    import("../store/settings/settings-store.js"),
+    import("../store/settings/approval-policy.js"),
   ]);
   const berthHome = home.resolveHome(process.env);
   const cwd = process.cwd();
+  const settings = new SettingsStore({ home: berthHome, projectDir: cwd, env: process.env });
+  const log = (m: string): void => void process.stderr.write(`berth daemon: ${m}\n`);
+  const noteOnce = approvals.onceLogger(log);
   // The agent's session-bound tools (`question`) are the backend's: bound once the backend exists.
   let backend: InstanceType<typeof BerthRuntimeBackend> | null = null;
   const rt = new BerthRuntimeBackend({
     socketPath: handle.backendSocket,
     manager: new SessionManager(new SessionStore({ home: berthHome })),
-    runner: new Agent({ home: berthHome, cwd, env: process.env, sessionTools: (s) => backend?.sessionTools(s) ?? [] }),
+    runner: new Agent({ home: berthHome, cwd, env: process.env, settings, sessionTools: (s) => backend?.sessionTools(s) ?? [] }),
     cwd,
     registryPath: join(handle.stateDir, "berth-runtime.json"),
-    log: (m) => process.stderr.write(`berth daemon: ${m}\n`),
+    log,
+    // settings' approval_policy, as for SCV sessions (a project's files may only make it stricter).
+    approvalPolicy: async (dir) => {
+      const r = await approvals.sessionApprovalPolicy({ home: berthHome, env: process.env, launch: settings, launchDir: cwd }, dir);
+      noteOnce(r.notes);
+      return r.policy;
+    },
   });
   backend = rt;
   rt.start();

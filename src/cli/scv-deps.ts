@@ -7,7 +7,6 @@
  * default 3000) and `BERTH_SCV_CLEANUP_GRACE_MS` (the cleanup grace, default 3000).
  */
 import { fileURLToPath } from "node:url";
-import { join } from "node:path";
 import type { EnvLike } from "../store/home.js";
 import { toWellFormed } from "../store/sessions/records.js";
 import type { BerthDelegates } from "./delegates/agent-berth.js";
@@ -23,8 +22,7 @@ import { scvTimings } from "./scv-lazy.js";
 import { isValidSessionId, SessionManager, SessionStore, storageProblemOf } from "../store/sessions/index.js";
 import * as files from "../runtime/session/files.js";
 import { SettingsStore } from "../store/settings/settings-store.js";
-import type { Settings } from "../store/settings/schema.js";
-import { approvalPolicyOf, ignoredApprovalPolicyNote } from "../store/settings/effective.js";
+import { onceLogger, sessionApprovalPolicy } from "../store/settings/approval-policy.js";
 import { findProvider } from "../store/catalog/providers.js";
 import { FALLBACK_CONTEXT_WINDOW } from "../runtime/context.js";
 import { ExecutableResolver } from "./delegates/executables.js";
@@ -160,38 +158,11 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
   // `question` (asked approval-style on SCV) for sessions that are not chat channels, whose users see no approvals.
   let questionHub: SessionHub | null = null;
   const questions = (s: { sessionId: string }) => (questionHub !== null && questionHub.get(s.sessionId)?.config.channel === undefined ? questionHub.questionTools(s) : []);
-  /**
-   * `approval_policy` for a session working in `sessionCwd` (effective.ts `approvalPolicyOf`): the global value, made
-   * stricter (never looser) by this process's launch directory's `.berth/settings.json` and then by the session's own
-   * directory's. A daemon serves sessions of many directories: a `berth chat` attached to it applies the approvals of
-   * the repository it was started in, as its banner says. An unreadable project file there is ignored for approvals
-   * (said once); its turns read the launch directory's settings as before.
-   */
-  const said = new Set<string>();
-  /** Logs `note` once per process (a server starting many sessions in one directory says it once). */
-  const sayOnce = (note: string): void => {
-    if (said.has(note)) return;
-    if (said.size >= 64) said.clear();
-    said.add(note);
-    o.log(note);
-  };
+  /** `approval_policy` for a session working in `sessionCwd` (store/settings/approval-policy.ts). */
+  const sayOnce = onceLogger(o.log);
   const approvalPolicy = async (sessionCwd: string): Promise<ApprovalMode> => {
-    // Read-only: the shared, frozen layers (no copy per session start; the model resolution reads the same object).
-    const layers = await settings.loadShared().catch(() => null);
-    if (layers === null) return "on-risk";
-    const launch = approvalPolicyOf(layers);
-    if (launch.ignoredProject !== null) sayOnce(ignoredApprovalPolicyNote(launch.ignoredProject, launch.policy));
-    if (sessionCwd === cwd) return launch.policy;
-    const file = join(sessionCwd, ".berth", "settings.json");
-    let own: Readonly<Settings>;
-    try {
-      own = (await new SettingsStore({ home: o.home, projectDir: sessionCwd, env: o.env }).loadShared()).project;
-    } catch {
-      sayOnce(`ignoring ${file} for approvals: it is not valid settings (fix or remove it); using "${launch.policy}"`);
-      return launch.policy;
-    }
-    const r = approvalPolicyOf({ global: { approval_policy: launch.policy }, project: own });
-    if (r.ignoredProject !== null) sayOnce(ignoredApprovalPolicyNote(r.ignoredProject, r.policy, file));
+    const r = await sessionApprovalPolicy({ home: o.home, env: o.env, launch: settings, launchDir: cwd }, sessionCwd);
+    sayOnce(r.notes);
     return r.policy;
   };
   const manager = new SessionManager(new SessionStore({ home: o.home }), MAX_RUNNING_SESSIONS);

@@ -6,7 +6,7 @@
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -237,4 +237,54 @@ test("a daemon with no model provider configured starts, serves, and fails turns
   assert.deepEqual(r3.snapshots[0].state.agents.map((a: Json) => a.provider), ["berth"]);
   c3.close();
   assert.equal(await stop(on), 0);
+});
+
+test("settings' approval_policy applies to the daemon's own sessions: read at each prompt, a repository may only tighten it", async () => {
+  const fake = await startFakeProvider();
+  const home = mkdtempSync(join(tmpdir(), "bh-daemon-"));
+  const launch = mkdtempSync(join(tmpdir(), "bh-daemon-cwd-"));
+  const repo = mkdtempSync(join(tmpdir(), "bh-daemon-repo-"));
+  const settings = (policy: string): void =>
+    writeFileSync(
+      join(home, "settings.json"),
+      JSON.stringify({ providers: { fake: { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, auth: "none", models: [{ id: "fake-model" }] } }, provider: "fake", model: "fake-model", approval_policy: policy }),
+    );
+  /** Runs a turn calling `tool`; whether the client was asked (then it approves), and how the turn ended. */
+  const toolTurn = async (c: AhpClient, chat: string, turnId: string, tool: string, args: Json): Promise<{ asked: boolean; end: string }> => {
+    fake.script([{ steps: [{ toolCall: { id: `call_${turnId}`, name: tool, arguments: args } }] }, { steps: [{ text: "ok" }] }]);
+    startTurn(c, chat, turnId, `run ${tool}`);
+    const ready = await c.action((e) => e.channel === chat && e.action.type === "chat/toolCallReady" && e.action.turnId === turnId, `${tool} ready`, 15_000);
+    const asked = ready.action.confirmed === undefined;
+    if (asked) c.dispatch(chat, { type: "chat/toolCallConfirmed", turnId, toolCallId: ready.action.toolCallId, approved: true, confirmed: "user-action" });
+    return { asked, end: (await ended(c, turnId)).action.type };
+  };
+  try {
+    settings("always");
+    const d = await startDaemon(daemonEnv(home), launch);
+    const { c } = await AhpClient.init(asHandle(d), ["ahp-root://"]);
+    const chat = await newSession(c, "ahp-session:/policy", launch);
+    // The global "always": even a read-only tool asks.
+    assert.deepEqual(await toolTurn(c, chat, "p1", "ls", {}), { asked: true, end: "chat/turnComplete" });
+    // The global setting changed while the daemon runs: "never" applies from the next prompt on.
+    settings("never");
+    assert.deepEqual(await toolTurn(c, chat, "p2", "bash", { command: "echo unasked > unasked.txt" }), { asked: false, end: "chat/turnComplete" });
+    assert.equal(readFileSync(join(launch, "unasked.txt"), "utf8"), "unasked\n");
+    // A session in a repository whose .berth/settings.json says "always": asked despite the global "never".
+    mkdirSync(join(repo, ".berth"), { mode: 0o700 });
+    writeFileSync(join(repo, ".berth", "settings.json"), JSON.stringify({ approval_policy: "always" }), { mode: 0o600 });
+    const repoChat = await newSession(c, "ahp-session:/policy-repo", repo);
+    assert.deepEqual(await toolTurn(c, repoChat, "p3", "ls", {}), { asked: true, end: "chat/turnComplete" });
+    // The global "on-risk" and the repository saying "never": bash still asks, and the daemon says why, once.
+    settings("on-risk");
+    writeFileSync(join(repo, ".berth", "settings.json"), JSON.stringify({ approval_policy: "never" }), { mode: 0o600 });
+    assert.deepEqual(await toolTurn(c, repoChat, "p4", "bash", { command: "echo asked" }), { asked: true, end: "chat/turnComplete" });
+    assert.deepEqual(await toolTurn(c, repoChat, "p5", "bash", { command: "echo asked again" }), { asked: true, end: "chat/turnComplete" });
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    assert.equal(await stop(d), 0);
+    const note = `ignoring approval_policy "never" in ${join(repo, ".berth", "settings.json")}: a project's settings may only make approvals stricter (using "on-risk")`;
+    assert.equal(d.stderr.split(note).length - 1, 1, d.stderr);
+  } finally {
+    await fake.close();
+  }
 });

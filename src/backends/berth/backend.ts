@@ -59,6 +59,11 @@ export interface BerthRuntimeOptions {
   log: (msg: string) => void;
   /** Which tool calls need the AHP client's confirmation (default `on-risk`: every tool that is not read-only). */
   approval?: ApprovalMode;
+  /**
+   * The policy for a session working in a directory (settings' `approval_policy`), read as each prompt is admitted so
+   * a settings change applies from the next turn on; overrides `approval`. Must not reject.
+   */
+  approvalPolicy?: (cwd: string) => Promise<ApprovalMode>;
   /** Turns per history page (default `HISTORY_PAGE_TURNS`). */
   historyPage?: number;
   /** Bytes of a session file one `fetch_turns` page reads at most (default: the 64 MiB transcript window). */
@@ -84,6 +89,8 @@ export class BerthRuntimeBackend {
   /** Resolves once the provider is registered with the host for the first time. */
   readonly ready = new Promise<void>((r) => (this.readyResolve = r));
   private discovery: Promise<void> = Promise.resolve();
+  /** `approvalPolicy` reads in flight, by directory: admissions arriving meanwhile share one (and keep their order). */
+  private readonly policyReads = new Map<string, Promise<ApprovalMode>>();
 
   constructor(private readonly o: BerthRuntimeOptions) {
     this.table = new SessionTable(o.registryPath);
@@ -412,7 +419,10 @@ export class BerthRuntimeBackend {
    */
   private async admitTurn(s: LiveSession, lane: Lane, text: string, turnId: string, pendingId: string | undefined, reply: (ok: boolean, error?: string) => void): Promise<void> {
     await this.resolveCwd(s);
+    const approval = this.o.approvalPolicy !== undefined ? await this.policyFor(s.entry.cwd === "" ? this.o.cwd : s.entry.cwd) : undefined;
     const rt = this.runtimeOf(s, lane);
+    // Idle: applies to this turn; else from the turn after the running one, which this prompt queues behind.
+    if (approval !== undefined) rt.reconfigure({ approval });
     // Admissions of one chat may overlap (two prompts back to back): they share one hold buffer, released when
     // the last of them has answered, so every admission's result still precedes its events.
     lane.held ??= [];
@@ -434,6 +444,18 @@ export class BerthRuntimeBackend {
     const held = lane.held ?? [];
     lane.held = null;
     for (const ev of held) void this.emit(s, lane, ev);
+  }
+
+  /** The approval policy for sessions in `cwd` (`approvalPolicy`), one read at a time per directory. */
+  private policyFor(cwd: string): Promise<ApprovalMode> {
+    let read = this.policyReads.get(cwd);
+    if (read === undefined) {
+      read = this.o.approvalPolicy!(cwd)
+        .catch((): ApprovalMode => this.o.approval ?? "on-risk")
+        .finally(() => this.policyReads.delete(cwd));
+      this.policyReads.set(cwd, read);
+    }
+    return read;
   }
 
   /** What runs in a session served at `uri` (for diagnostics and tests): its running turn and pending approvals. */
