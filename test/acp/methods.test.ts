@@ -105,7 +105,7 @@ it("modes and config options: full mode runs commands without asking; model and 
   await p.initialize();
   const s = await p.agent.request("session/new", { cwd, mcpServers: [] });
   const sessionId = s.sessionId;
-  assert.deepEqual(s.modes?.availableModes.map((m) => m.id), ["ask", "auto-edit", "full"]);
+  assert.deepEqual(s.modes?.availableModes.map((m) => m.id), ["ask-all", "ask", "auto-edit", "full"]);
   assert.equal(current(s.configOptions, "model"), "fake-model");
   assert.equal(current(s.configOptions, "reasoning"), "default");
 
@@ -173,6 +173,46 @@ it("attaches the client's stdio MCP servers to the session", async () => {
   assert.deepEqual(done.content, [{ type: "content", content: { type: "text", text: "echo: from-editor" } }]);
   assert.deepEqual(p.invalid, []);
   await p.end();
+});
+
+it("a session starts in the mode of settings' approval_policy; a project's file may only make it stricter", async () => {
+  const home = mkdtempSync(join(tmpdir(), "berth-acp-policy-"));
+  const settings = (policy: string): void => writeFileSync(join(home, "settings.json"), JSON.stringify({ ...fakeSettings(rig.fake.baseUrl, { api: "openai-responses" }), approval_policy: policy }));
+  const repo = mkdtempSync(join(tmpdir(), "berth-acp-repo-"));
+  mkdirSync(join(repo, ".berth"), { mode: 0o700 });
+  let asked: string[] = [];
+  const p = new AcpAgentProcess({ home, cwd, client: { permission: (r) => ((asked = [...asked, String(r.toolCall.title)]), { outcome: { outcome: "selected", optionId: r.options[0]!.optionId } }) } });
+  try {
+    await p.initialize();
+    // The global "always": a read asks too.
+    settings("always");
+    const all = await p.agent.request("session/new", { cwd, mcpServers: [] });
+    assert.equal(all.modes?.currentModeId, "ask-all");
+    assert.equal(current(all.configOptions, "mode"), "ask-all");
+    rig.fake.script([{ steps: [{ toolCall: { id: "l1", name: "ls", arguments: {} } }] }, { steps: [{ text: "listed" }] }]);
+    assert.equal((await p.agent.request("session/prompt", { sessionId: all.sessionId, prompt: [{ type: "text", text: "list" }] })).stopReason, "end_turn");
+    assert.equal(asked.length, 1, "ls ran without asking under always");
+    // The global "never": full access, bash runs unasked.
+    settings("never");
+    const full = await p.agent.request("session/new", { cwd, mcpServers: [] });
+    assert.equal(full.modes?.currentModeId, "full");
+    rig.fake.script([{ steps: [{ toolCall: { id: "b1", name: "bash", arguments: { command: "echo ran > policy.txt" } } }] }, { steps: [{ text: "ok" }] }]);
+    assert.equal((await p.agent.request("session/prompt", { sessionId: full.sessionId, prompt: [{ type: "text", text: "run" }] })).stopReason, "end_turn");
+    assert.equal(asked.length, 1);
+    assert.equal(readFileSync(join(cwd, "policy.txt"), "utf8"), "ran\n");
+    // A repository saying "never" under the global "on-risk": still "ask", and stderr says why; saying "always"
+    // under the global "never": "ask-all".
+    settings("on-risk");
+    writeFileSync(join(repo, ".berth", "settings.json"), JSON.stringify({ approval_policy: "never" }));
+    assert.equal((await p.agent.request("session/new", { cwd: repo, mcpServers: [] })).modes?.currentModeId, "ask");
+    assert.ok(p.stderr.includes(`berth acp: ignoring approval_policy "never" in ${join(repo, ".berth", "settings.json")}: a project's settings may only make approvals stricter (using "on-risk")`), p.stderr);
+    settings("never");
+    writeFileSync(join(repo, ".berth", "settings.json"), JSON.stringify({ approval_policy: "always" }));
+    assert.equal((await p.agent.request("session/new", { cwd: repo, mcpServers: [] })).modes?.currentModeId, "ask-all");
+    assert.deepEqual(p.invalid, []);
+  } finally {
+    await p.end();
+  }
 });
 
 it("session/new without credentials for the selected provider is -32000 (auth required)", async () => {

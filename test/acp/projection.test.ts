@@ -83,11 +83,12 @@ it("replays history in order: one chunk per message, tool calls with their resul
   for (const u of ups) assert.equal(validateAgentFrame(notification(u), () => undefined), null, JSON.stringify(u));
 });
 
-it("approval modes: ask asks for everything but reads, auto-edit also runs file edits, full asks nothing", async () => {
+it("approval modes: ask-all asks for everything, ask for everything but reads, auto-edit also runs file edits, full asks nothing", async () => {
   const { needsApproval } = await import("../../src/runtime/session/index.js");
   const { approvalOf } = await import("../../src/protocols/acp/config-options.js");
   const risks = ["read_only", "filesystem", "process", "delegate", "network"] as const;
-  const asks = (mode: "ask" | "auto-edit" | "full") => risks.filter((r) => needsApproval(approvalOf(mode), r));
+  const asks = (mode: "ask-all" | "ask" | "auto-edit" | "full") => risks.filter((r) => needsApproval(approvalOf(mode), r));
+  assert.deepEqual(asks("ask-all"), [...risks]);
   assert.deepEqual(asks("ask"), ["filesystem", "process", "delegate", "network"]);
   assert.deepEqual(asks("auto-edit"), ["process", "delegate", "network"]);
   assert.deepEqual(asks("full"), []);

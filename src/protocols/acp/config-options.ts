@@ -2,8 +2,10 @@
  * Session modes and config options (`session/set_mode`, `session/set_config_option`).
  *
  * Contracts:
- * - Modes are Berth's approval modes: `ask` (reads run; edits, commands, delegation and MCP tools ask), `auto-edit`
- *   (reads and file edits run; commands, delegation and MCP tools ask), `full` (nothing asks). Default: `ask`.
+ * - Modes are Berth's approval modes: `ask-all` (every tool asks, reads too), `ask` (reads run; edits, commands,
+ *   delegation and MCP tools ask), `auto-edit` (reads and file edits run; commands, delegation and MCP tools ask),
+ *   `full` (nothing asks). A session starts in the mode of settings' `approval_policy` (`modeOfPolicy`: `always`,
+ *   `on-risk` (the default), `never`), with the project rule of every door (store/settings/approval-policy.ts).
  * - Config options, always all three and kept consistent with `modes`: `mode` (category `mode`), `model` (category
  *   `model`: the selected provider's cached catalog models, then the models settings.json declares for it (Berth's
  *   known models for a built-in provider), plus the current one; at most `MAX_MODEL_OPTIONS`) and
@@ -19,11 +21,13 @@ import { bundledModelIds } from "../../store/catalog/fallback.js";
 import { findProvider } from "../../store/catalog/providers.js";
 import type { ConfigService } from "../../store/settings/config.js";
 import type { SettingsStore } from "../../store/settings/settings-store.js";
+import type { ApprovalPolicySetting } from "../../store/settings/schema.js";
 
-export const MODE_IDS = ["ask", "auto-edit", "full"] as const;
+export const MODE_IDS = ["ask-all", "ask", "auto-edit", "full"] as const;
 export type ModeId = (typeof MODE_IDS)[number];
 
 const MODES: Record<ModeId, { name: string; description: string; approval: ApprovalMode }> = {
+  "ask-all": { name: "Ask for everything", description: "Every tool asks first, reads too", approval: "always" },
   ask: { name: "Ask", description: "Reads run freely; edits, commands, delegation and MCP tools ask first", approval: "on-risk" },
   "auto-edit": { name: "Auto-edit", description: "Reads and file edits run; commands, delegation and MCP tools ask first", approval: "edits" },
   full: { name: "Full access", description: "Every tool runs without asking", approval: "never" },
@@ -32,6 +36,11 @@ const MODES: Record<ModeId, { name: string; description: string; approval: Appro
 export const MAX_MODEL_OPTIONS = 100;
 
 export const approvalOf = (m: ModeId): ApprovalMode => MODES[m].approval;
+
+/** The mode a session starts in under settings' `approval_policy`. */
+export function modeOfPolicy(p: ApprovalPolicySetting): ModeId {
+  return p === "always" ? "ask-all" : p === "never" ? "full" : "ask";
+}
 
 export function isModeId(v: string): v is ModeId {
   return (MODE_IDS as readonly string[]).includes(v);

@@ -17,7 +17,8 @@ import { DEFAULT_WINDOW, SessionError, SessionManager, SessionStore, storageProb
 import { ConfigService } from "../../store/settings/config.js";
 import type { McpServerDef } from "../../store/settings/schema.js";
 import { SettingsStore } from "../../store/settings/settings-store.js";
-import { approvalOf, type ConfigSources } from "./config-options.js";
+import { onceLogger, sessionApprovalPolicy } from "../../store/settings/approval-policy.js";
+import { approvalOf, modeOfPolicy, type ConfigSources, type ModeId } from "./config-options.js";
 import type { AcpConnectionState, AcpDeps } from "./context.js";
 import { ACP_ERRORS } from "./errors.js";
 import { errorLabel } from "./handle.js";
@@ -52,6 +53,8 @@ export class AcpConnection {
 
   /** One diagnostic line to stderr (safe to pass around unbound). */
   readonly log = (line: string): void => this.deps.log(line);
+  /** Each approval-policy note once per process. */
+  private readonly noteOnce = onceLogger((note) => this.deps.log(`berth acp: ${note}`));
 
   /** `-32000` unless the selected provider has credentials. */
   async requireAuth(): Promise<void> {
@@ -86,29 +89,43 @@ export class AcpConnection {
     }
   }
 
+  /** The mode a session in `cwd` starts in: settings' `approval_policy` (notes on what was ignored go to stderr once). */
+  private async startMode(cwd: string): Promise<ModeId> {
+    const r = await sessionApprovalPolicy({ home: this.deps.home, env: this.deps.env, launch: this.settings, launchDir: this.deps.cwd }, cwd);
+    this.noteOnce(r.notes);
+    return modeOfPolicy(r.policy);
+  }
+
   async create(cwd: string, mcp: Record<string, McpServerDef> | undefined, client: AgentContext): Promise<AcpSession> {
+    const mode = await this.startMode(cwd);
     let rt;
     try {
-      rt = await this.hub.create({ cwd, approval: approvalOf("ask"), ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
+      rt = await this.hub.create({ cwd, approval: approvalOf(mode), ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
     } catch (e) {
       const problem = storageProblemOf(e);
       this.deps.log(`berth acp: cannot create a session (${problem ?? errorLabel(e)})`);
       throw ACP_ERRORS.storage(problem);
     }
-    const s = new AcpSession(rt, client, { mode: "ask", model: null, reasoning: null }, this.state.client);
+    const s = new AcpSession(rt, client, { mode, model: null, reasoning: null }, this.state.client);
     this.sessions.set(s.id, s);
     return s;
   }
 
-  /** Opens (or reattaches) a stored session on this connection. */
-  open(id: string, cwd: string, mcp: Record<string, McpServerDef> | undefined, client: AgentContext): AcpSession {
+  /** Opens (or reattaches, keeping its mode) a stored session on this connection. */
+  async open(id: string, cwd: string, mcp: Record<string, McpServerDef> | undefined, client: AgentContext): Promise<AcpSession> {
     const have = this.sessions.get(id);
     if (have !== undefined) {
       have.configure({ cwd, ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
       return have;
     }
-    const rt = this.hub.open(id, { cwd, approval: approvalOf("ask"), ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
-    const s = new AcpSession(rt, client, { mode: "ask", model: null, reasoning: null }, this.state.client);
+    const mode = await this.startMode(cwd);
+    const again = this.sessions.get(id); // opened meanwhile by a request pipelined behind this one
+    if (again !== undefined) {
+      again.configure({ cwd, ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
+      return again;
+    }
+    const rt = this.hub.open(id, { cwd, approval: approvalOf(mode), ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
+    const s = new AcpSession(rt, client, { mode, model: null, reasoning: null }, this.state.client);
     this.sessions.set(id, s);
     return s;
   }
