@@ -162,7 +162,8 @@ export async function runDaemon(argv: string[]): Promise<number> {
       const v = a === "--listen" ? argv[++i] : a.slice("--listen=".length);
       const parsed = v ? parseListen(v) : null;
       if (!parsed) {
-        process.stderr.write(`berth daemon: --listen needs HOST:PORT\n`);
+        const given = v ? `; got ${JSON.stringify(v.slice(0, 80))}` : "";
+        process.stderr.write(`berth daemon: --listen needs HOST:PORT with a port from 0 to 65535 (0 picks a free one), such as 127.0.0.1:8080${given}\n`);
         return 2;
       }
       listen = parsed;

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { readdirSync, statSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -163,6 +163,19 @@ test("berth daemon: a --listen port already taken exits 1 at once with the fix, 
     assert.equal(await exited(d.proc), 0);
   } finally {
     taken.close();
+  }
+});
+
+test("--listen without a usable HOST:PORT exits 2 saying what it takes and what it got", () => {
+  for (const [args, got] of [
+    [["--listen", "localhost:99999"], '; got "localhost:99999"'],
+    [["--listen=127.0.0.1"], '; got "127.0.0.1"'],
+    [["--listen"], ""],
+  ] as const) {
+    const r = spawnSync(process.execPath, [bin, "daemon", ...args], { env: { PATH: process.env.PATH, MC_HOME: tempHome() }, encoding: "utf8" });
+    assert.equal(r.status, 2, r.stderr);
+    assert.equal(r.stdout, "", "no ready line");
+    assert.equal(r.stderr, `berth daemon: --listen needs HOST:PORT with a port from 0 to 65535 (0 picks a free one), such as 127.0.0.1:8080${got}\n`);
   }
 });
 
