@@ -9,6 +9,7 @@ import { CatalogCache } from "../store/catalog/cache.js";
 import { builtinBaseUrl, findProvider } from "../store/catalog/providers.js";
 import type { EnvLike } from "../store/home.js";
 import { ConfigService, type RuntimeSelection } from "../store/settings/config.js";
+import { MAX_JSON_FILE_BYTES } from "../store/settings/locked-json.js";
 import type { McpServerDef } from "../store/settings/schema.js";
 import { SettingsError, SettingsStore, type SettingsLayers } from "../store/settings/settings-store.js";
 import { anthropicCredentialSource, codexCredentialSource, CodexTokenRefresher, customCredentialSource } from "./auth/credentials.js";
@@ -168,7 +169,11 @@ function settingsProblem(e: SettingsError): string {
   const what =
     e.reason === "unreadable"
       ? "cannot be read; check its permissions"
-      : e.reason === "invalid"
+      : e.reason === "not_file"
+        ? "is not a regular file (a directory, FIFO or device); replace it with a file or remove it"
+        : e.reason === "too_large"
+          ? `is larger than settings files may be (${MAX_JSON_FILE_BYTES / (1024 * 1024)} MiB)`
+          : e.reason === "invalid"
         ? `has a setting of the wrong shape${e.at !== undefined && e.at !== "$" ? ` at ${e.at}` : ""}; fix or remove it (\`berth chat\` says what it must be)`
         : "is not valid JSON; fix or remove it (`berth chat` shows the line and column)";
   return `${file} ${what}`;

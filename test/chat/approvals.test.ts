@@ -5,7 +5,7 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -50,6 +50,23 @@ describe("berth chat approvals", () => {
     await p.until(/bash denied[\s\S]*Done[\s\S]*── completed/, mark);
     // The model saw the denial.
     assert.match(fake.requests.at(-1)!.body, /denied/);
+    p.write("\x03");
+    p.write("\x03");
+    assert.equal(await p.exited, 0);
+  });
+
+  it("pty: a write aimed at a FIFO shows a card saying so, without waiting on the FIFO", { skip: hasScript ? false : "util-linux script is not installed" }, async () => {
+    const cwd = realpathSync(mkdtempSync(join(tmpdir(), "berth-appr-")));
+    execFileSync("mkfifo", [join(cwd, "pipe")]);
+    fake.script([{ steps: [{ toolCall: { name: "write", arguments: { path: "pipe", content: "data\n" } } }] }, { steps: [{ text: "left it" }] }]);
+    const env = { ...chatEnv(home(fake.port), FAKE), TERM: "dumb" };
+    const p = new Proc("script", ["-q", "-e", "-c", `${q(process.execPath)} ${q(BERTH_BIN)} chat`, "/dev/null"], env, cwd);
+    await p.until(/› /);
+    const mark = p.stdout.length;
+    p.write("write the pipe\r");
+    await p.until(/write pipe \(over a file that is not a regular file: the tool will refuse it\): 5 bytes[\s\S]*Allow\?/, mark);
+    p.write("n\r");
+    await p.until(/left it[\s\S]*── completed/, mark);
     p.write("\x03");
     p.write("\x03");
     assert.equal(await p.exited, 0);

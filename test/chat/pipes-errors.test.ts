@@ -6,7 +6,7 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -210,6 +210,22 @@ describe("berth chat failure causes", () => {
     r = await run(h, {});
     assert.equal(r.code, 1);
     assert.match(r.err, /settings\.json: the file is larger than settings files may be \(4 MiB\)/);
+  });
+
+  it("settings: a FIFO in place of the global or the project's settings.json is named, never waited on", async () => {
+    const h = mkdtempSync(join(tmpdir(), "berth-set-"));
+    execFileSync("mkfifo", [join(h, "settings.json")]);
+    const r = await run(h, {});
+    assert.equal(r.code, 1);
+    assert.match(r.err, /settings\.json: is not a regular file \(a FIFO, socket or device\); settings\.json must be a file/);
+    // A cloned repository's .berth/settings.json: the same, with that file's path.
+    const cwd = realpathSync(mkdtempSync(join(tmpdir(), "berth-repo-")));
+    mkdirSync(join(cwd, ".berth"));
+    execFileSync("mkfifo", [join(cwd, ".berth", "settings.json")]);
+    const p = chat(["-p", "hi"], chatEnv(withSettings(JSON.stringify({ providers: { fake: fakeDef(fake.port) } })), { MC_PROVIDER: "fake", MC_MODEL: "fake-model" }), { cwd });
+    assert.equal(await p.exited, 1);
+    noTrace(p.stderr);
+    assert.ok(p.stderr.includes(`settings: ${join(cwd, ".berth", "settings.json")}: is not a regular file (a FIFO, socket or device)`), p.stderr);
   });
 
   it("settings: a leading byte order mark (as Windows editors save) is accepted", async () => {

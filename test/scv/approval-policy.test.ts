@@ -7,6 +7,7 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -111,6 +112,16 @@ describe("approval_policy layers over berth stdio", () => {
     writeFileSync(join(rig.home, "settings.json"), globalSettings);
   });
 
+  it("a FIFO as the launch directory's settings file fails the turn naming the file's scope, and never blocks the server", async () => {
+    const dir = layers(null);
+    mkdirSync(join(dir, ".berth"), { mode: 0o700 });
+    execFileSync("mkfifo", [join(dir, ".berth", "settings.json")]);
+    const r = await toolTurn(dir, "ls", {});
+    assert.equal(r.terminal.type, "turn.failed");
+    assert.match(String(r.terminal.message), /the project settings file \(\.berth\/settings\.json in the workspace\) is not a regular file \(a directory, FIFO or device\); replace it with a file or remove it/);
+    assert.equal(rig.fake.unscript(), 1, "a turn that failed on its settings sent a request");
+  });
+
   describe("a session working in another directory (a daemon's sessions, a berth chat attached to it)", () => {
     it('its own directory\'s "always" applies, and the launch directory\'s "always" still does', async () => {
       for (const [launch, own] of [
@@ -133,14 +144,18 @@ describe("approval_policy layers over berth stdio", () => {
       assert.ok(r.stderr.includes(`ignoring approval_policy "never" in ${file}: a project's settings may only make approvals stricter (using "on-risk")`), r.stderr);
     });
 
-    it("an unreadable project file there is named and ignored for approvals; the turn runs", async () => {
-      const repo = layers(null);
-      mkdirSync(join(repo, ".berth"), { mode: 0o700 });
-      writeFileSync(join(repo, ".berth", "settings.json"), "{ not json", { mode: 0o600 });
-      const r = await toolTurn(layers(null), "ls", {}, repo);
-      assert.equal(r.asked, null, "a read-only tool asked under on-risk");
-      assert.equal(r.terminal.type, "turn.completed");
-      assert.ok(r.stderr.includes(`ignoring ${join(repo, ".berth", "settings.json")} for approvals: it is not valid settings (fix or remove it); using "on-risk"`), r.stderr);
+    it("an unreadable project file there (bad JSON, a FIFO that would block its reader) is named and ignored for approvals; the turn runs", async () => {
+      for (const kind of ["bad JSON", "FIFO"] as const) {
+        const repo = layers(null);
+        mkdirSync(join(repo, ".berth"), { mode: 0o700 });
+        const file = join(repo, ".berth", "settings.json");
+        if (kind === "FIFO") execFileSync("mkfifo", [file]);
+        else writeFileSync(file, "{ not json", { mode: 0o600 });
+        const r = await toolTurn(layers(null), "ls", {}, repo);
+        assert.equal(r.asked, null, `${kind}: a read-only tool asked under on-risk`);
+        assert.equal(r.terminal.type, "turn.completed", kind);
+        assert.ok(r.stderr.includes(`ignoring ${file} for approvals: it is not valid settings (fix or remove it); using "on-risk"`), `${kind}: ${r.stderr}`);
+      }
     });
   });
 });

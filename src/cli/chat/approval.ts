@@ -4,8 +4,8 @@
  * written); `bash` → the command and the cwd it runs in; an MCP tool (`mcp__<server>__<tool>`) → server, tool and
  * arguments; anything else → its name, the server's summary and its arguments. Long parts are cut with a note.
  */
-import { readFile } from "node:fs/promises";
 import { isAbsolute, resolve } from "node:path";
+import { readRegularFile } from "../../store/regular-file.js";
 import { unifiedDiff } from "./diff.js";
 
 const MAX_CARD_LINES = 80;
@@ -19,11 +19,21 @@ export interface ApprovalInfo {
   risk: string;
 }
 
-async function current(path: string): Promise<string | null> {
+/** Files past this size are not read for a card: the diff gives up at MAX_DIFF_LINES lines anyway. */
+const MAX_CURRENT_BYTES = 8 * 1024 * 1024;
+
+/** The file as it is now, for the card's diff: `text` null for a missing file, `why` when it cannot be shown. */
+async function current(path: string): Promise<{ text: string | null; why?: string }> {
   try {
-    return await readFile(path, "utf8");
-  } catch {
-    return null;
+    // Opened non-blocking and checked first: never a FIFO the model points at (it would wait for a writer).
+    return { text: (await readRegularFile(path, MAX_CURRENT_BYTES)).toString("utf8") };
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return { text: null };
+    if (code === "ENOTREG") return { text: null, why: "not a regular file: the tool will refuse it" };
+    if (code === "EISDIR") return { text: null, why: "a directory: the tool will refuse it" };
+    if (code === "EFBIG") return { text: null, why: "too large to diff" };
+    return { text: null, why: `cannot be read now${typeof code === "string" && /^E[A-Z]{1,15}$/.test(code) ? ` (${code})` : ""}` };
   }
 }
 
@@ -52,15 +62,19 @@ export async function approvalCard(a: ApprovalInfo): Promise<string> {
   const abs = path === null ? null : isAbsolute(path) ? path : resolve(a.cwd, path);
   if (a.name === "bash" && str("command") !== null) return `bash in ${a.cwd}\n${clip(`$ ${str("command")!}`, 40)}`;
   if (a.name === "write" && abs !== null && str("content") !== null) {
-    const before = await current(abs);
+    const now = await current(abs);
+    if (now.why !== undefined) return `write ${path} (over a file that is ${now.why}): ${Buffer.byteLength(str("content")!)} bytes`;
+    const before = now.text;
     const d = unifiedDiff(before ?? "", str("content")!, path!);
     const head = `write ${path} (${before === null ? "new file" : "overwrite"})`;
     return d === null ? `${head}: ${Buffer.byteLength(str("content")!)} bytes (too long to diff)` : `${head}\n${clip(d)}`;
   }
   if (a.name === "edit" && abs !== null && str("old_string") !== null && str("new_string") !== null) {
-    const before = await current(abs);
+    const now = await current(abs);
     const oldS = str("old_string")!;
     const newS = str("new_string")!;
+    if (now.why !== undefined) return `edit ${path} (the file is ${now.why})\n${clip(`- ${oldS}\n+ ${newS}`)}`;
+    const before = now.text;
     if (before === null || !before.includes(oldS)) return `edit ${path} (the text to replace is not in the file now)\n${clip(`- ${oldS}\n+ ${newS}`)}`;
     const after = args["replace_all"] === true ? before.split(oldS).join(newS) : before.replace(oldS, () => newS);
     const d = unifiedDiff(before, after, path!);

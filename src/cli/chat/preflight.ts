@@ -4,12 +4,12 @@
  * value of the wrong shape), an `MC_PROVIDER` naming no provider, a provider whose key variable is unset, a model
  * the provider does not list. Reads files only; never the network; never prints a credential.
  */
-import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { AuthStore } from "../../store/auth/auth-store.js";
 import { CatalogCache } from "../../store/catalog/cache.js";
 import { listProviders, providerFingerprint } from "../../store/catalog/providers.js";
 import { resolveHome, type EnvLike } from "../../store/home.js";
+import { readRegularFile } from "../../store/regular-file.js";
 import { approvalPolicyOf, ignoredApprovalPolicyNote, resolveSelection } from "../../store/settings/effective.js";
 import { MAX_JSON_FILE_BYTES } from "../../store/settings/locked-json.js";
 import { SettingsSchema, type ApprovalPolicySetting } from "../../store/settings/schema.js";
@@ -193,14 +193,16 @@ function unexpected(text: string, err: { pos: number; expected: Expected }): str
 export async function explainSettings(path: string): Promise<string> {
   let text: string;
   try {
-    text = await readFile(path, "utf8");
+    // Opened non-blocking and checked first: a FIFO in its place is named, never waited on.
+    text = (await readRegularFile(path, MAX_JSON_FILE_BYTES)).toString("utf8");
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === "EISDIR") return `${path}: is a directory; settings.json must be a file (remove the directory or write {} into a file there)`;
+    if (code === "ENOTREG") return `${path}: is not a regular file (a FIFO, socket or device); settings.json must be a file (remove it or write {} into a file there)`;
+    if (code === "EFBIG") return `${path}: the file is larger than settings files may be (${MAX_JSON_FILE_BYTES / (1024 * 1024)} MiB)`;
     if (code === "EACCES" || code === "EPERM") return `${path}: cannot be read (${code}: permission denied); make it readable by you`;
     return `${path}: cannot be read${typeof code === "string" && /^E[A-Z]{1,15}$/.test(code) ? ` (${code})` : ""}`;
   }
-  if (Buffer.byteLength(text) > MAX_JSON_FILE_BYTES) return `${path}: the file is larger than settings files may be (${MAX_JSON_FILE_BYTES / (1024 * 1024)} MiB)`;
   // A leading byte order mark (Windows editors write one) is not part of the JSON; the store skips it too.
   if (text.startsWith("\uFEFF")) text = text.slice(1);
   if (text.trim() === "") return `${path}: the file is empty (write {} for no settings)`;

@@ -6,6 +6,8 @@
 import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../../store/atomic-file.js";
+import { readRegularFile } from "../../store/regular-file.js";
+import { MAX_JSON_FILE_BYTES } from "../../store/settings/locked-json.js";
 
 export interface McpDef {
   command: string;
@@ -36,7 +38,8 @@ async function readTrust(home: string): Promise<Record<string, string>> {
 export async function projectMcp(home: string, cwd: string): Promise<ProjectMcp | null> {
   let raw: unknown;
   try {
-    raw = JSON.parse(await readFile(join(cwd, ".berth", "settings.json"), "utf8"));
+    // Non-blocking and checked first: a FIFO a repository plants there is skipped, never waited on.
+    raw = JSON.parse((await readRegularFile(join(cwd, ".berth", "settings.json"), MAX_JSON_FILE_BYTES)).toString("utf8"));
   } catch {
     return null;
   }

@@ -91,7 +91,7 @@ export class AuthStore {
       return snapshot(await this.memo.read());
     } catch (err) {
       if (err instanceof AuthStorageError) throw err;
-      throw new AuthStorageError(err instanceof JsonFileError && err.reason !== "unreadable" ? "malformed" : "unreadable");
+      throw new AuthStorageError(err instanceof JsonFileError && err.reason !== "unreadable" && err.reason !== "not_file" ? "malformed" : "unreadable");
     }
   }
 
@@ -130,7 +130,7 @@ export class AuthStore {
     try {
       raw = await readJsonFile(this.path);
     } catch (err) {
-      throw new AuthStorageError(err instanceof JsonFileError && err.reason !== "unreadable" ? "malformed" : "unreadable");
+      throw new AuthStorageError(err instanceof JsonFileError && err.reason !== "unreadable" && err.reason !== "not_file" ? "malformed" : "unreadable");
     }
     return decodeAuthFile(raw);
   }

@@ -10,16 +10,17 @@
  * - `readJsonFile` reports a missing file as `undefined` and throws `JsonFileError` for anything
  *   unreadable or unparseable. Errors never carry file contents; callers must not surface the path.
  */
-import { existsSync, readFile, readFileSync, rmSync, statSync, writeFileSync, type BigIntStats } from "node:fs";
+import { existsSync, readFileSync, rmSync, statSync, writeFileSync, type BigIntStats } from "node:fs";
 import { readdir, rm } from "node:fs/promises";
 import { hostname } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { isTempName, writeFileAtomic } from "../atomic-file.js";
+import { readRegularFile, readRegularFileSync } from "../regular-file.js";
 import { lock, type DirLock } from "../sessions/dirlock.js";
 
 /** A file could not be read, parsed, locked or written. `reason` is a fixed label. */
 export class JsonFileError extends Error {
-  constructor(readonly reason: "unreadable" | "malformed" | "too_large" | "lock_failed" | "write_failed") {
+  constructor(readonly reason: "unreadable" | "not_file" | "malformed" | "too_large" | "lock_failed" | "write_failed") {
     super(`json file ${reason}`);
     this.name = "JsonFileError";
   }
@@ -28,22 +29,22 @@ export class JsonFileError extends Error {
 /** Documents we own are small; anything larger is treated as malformed before parsing. */
 export const MAX_JSON_FILE_BYTES = 4 * 1024 * 1024;
 
-/**
- * node:fs's callback `readFile` (same reads, same errors) rather than node:fs/promises': a fresh process's first
- * settings read (`berth stdio`'s `session.start`) then loads no node:fs/promises (~1.5–2 ms of module compilation in
- * Node 20; the code-cached script requires it on first use only).
- */
-const readWhole = (path: string): Promise<Buffer> => new Promise((resolve, reject) => readFile(path, (err, data) => (err !== null ? reject(err) : resolve(data))));
-
 export async function readJsonFile(path: string): Promise<unknown> {
   let buf: Buffer;
   try {
-    buf = await readWhole(path);
+    // Opened non-blocking and checked before reading: a FIFO planted as a project's settings file never hangs us.
+    buf = await readRegularFile(path, MAX_JSON_FILE_BYTES);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw new JsonFileError("unreadable");
+    return missingOr(err);
   }
   return parseJsonFile(buf);
+}
+
+/** A read failure as this module reports it: `undefined` for a missing file, else a fixed label thrown. */
+function missingOr(err: unknown): undefined {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === "ENOENT") return undefined;
+  throw new JsonFileError(code === "EFBIG" ? "too_large" : code === "EISDIR" || code === "ENOTREG" ? "not_file" : "unreadable");
 }
 
 function parseJsonFile(buf: Buffer): unknown {
@@ -61,10 +62,9 @@ function parseJsonFile(buf: Buffer): unknown {
 function readJsonFileSync(path: string): unknown {
   let buf: Buffer;
   try {
-    buf = readFileSync(path);
+    buf = readRegularFileSync(path, MAX_JSON_FILE_BYTES);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw new JsonFileError("unreadable");
+    return missingOr(err);
   }
   return parseJsonFile(buf);
 }
@@ -74,7 +74,7 @@ function readJsonFileSync(path: string): unknown {
  * synchronously too: a few page-cache copies, where an async read is four thread-pool round trips (open, fstat,
  * read, close) that queue behind whatever holds the pool — a new session's fsyncs, when `berth stdio`'s
  * `session.start` reads the approval policy and resolves the model (~1.5 ms of it; docs/runtime.md, ninth pass).
- * A file that hangs its reader would hang the `stat` before it already.
+ * A FIFO or device is refused after a non-blocking open (store/regular-file.ts), never read.
  */
 export const SYNC_READ_MAX_BYTES = 64 * 1024;
 

@@ -24,13 +24,19 @@ export type SettingsScope = "global" | "project";
 export class SettingsError extends Error {
   constructor(
     readonly scope: SettingsScope,
-    readonly reason: "unreadable" | "malformed" | "invalid" | "write_failed" | "lock_failed",
+    readonly reason: "unreadable" | "not_file" | "too_large" | "malformed" | "invalid" | "write_failed" | "lock_failed",
     /** For `invalid`: where the first wrong setting is (a JSON path of keys: no value of the document). */
     readonly at?: string,
   ) {
     super(`settings ${scope} ${reason}`);
     this.name = "SettingsError";
   }
+}
+
+/** A failed read of a settings file as a `SettingsError` reason. */
+function readReason(err: unknown): SettingsError["reason"] {
+  if (!(err instanceof JsonFileError)) return "malformed";
+  return err.reason === "unreadable" || err.reason === "not_file" || err.reason === "too_large" ? err.reason : "malformed";
 }
 
 export interface SettingsLayers {
@@ -139,7 +145,7 @@ export class SettingsStore {
       return await (shared ? this.memo[scope].readShared() : this.memo[scope].read());
     } catch (err) {
       if (err instanceof SettingsError) throw err;
-      throw new SettingsError(scope, err instanceof JsonFileError && err.reason === "unreadable" ? "unreadable" : "malformed");
+      throw new SettingsError(scope, readReason(err));
     }
   }
 
@@ -148,7 +154,7 @@ export class SettingsStore {
     try {
       raw = await readJsonFile(this.pathOf(scope));
     } catch (err) {
-      throw new SettingsError(scope, err instanceof JsonFileError && err.reason === "unreadable" ? "unreadable" : "malformed");
+      throw new SettingsError(scope, readReason(err));
     }
     return decodeScope(scope, raw);
   }
