@@ -27,6 +27,27 @@ Configure with MC_HOME (default ~/.berth), MC_PROVIDER, MC_MODEL and $MC_HOME/se
 `,
 };
 
+/** Commands that work in the directory they were started in (their sessions' default, its project settings). */
+const USES_CWD = new Set(["service", "stdio", "daemon", "acp", "open", "chat"]);
+
+/**
+ * False, after saying so on stderr, when the directory this process was started in no longer exists (removed or
+ * renamed while a shell was in it): `process.cwd()` then throws ENOENT, which surfaced as a stack trace or
+ * "unexpected error". Node caches the answer, so the commands' own `process.cwd()` costs nothing more.
+ */
+function cwdUsable(name: string): boolean {
+  try {
+    process.cwd();
+    return true;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === "ENOENT" ? "no longer exists (it was removed or renamed)" : `cannot be read${typeof code === "string" && /^E[A-Z]{1,15}$/.test(code) ? ` (${code})` : ""}`;
+    process.stderr.write(`${name}: the current directory ${why}; cd to an existing directory and run it again\n`);
+    process.exitCode = 1;
+    return false;
+  }
+}
+
 export async function main(argv: string[]): Promise<void> {
   if (process.env["BERTH_HANDOFF_FD"] !== undefined) (await import("./handoff.js")).adoptCredentialHandoff();
   const [cmd, ...rest] = argv;
@@ -40,6 +61,7 @@ export async function main(argv: string[]): Promise<void> {
     if (COMMAND_HELP[cmd] !== undefined) return void process.stdout.write(COMMAND_HELP[cmd]);
     if (cmd === "channel") return void process.stdout.write((await import("./channel.js")).USAGE);
   }
+  if (cmd !== undefined && USES_CWD.has(cmd) && !cwdUsable(`berth ${cmd}`)) return;
   switch (cmd) {
     case "service": {
       const m = await import("./service.js");
@@ -96,6 +118,7 @@ export async function main(argv: string[]): Promise<void> {
 /** `magi-code --app service` is the only accepted form; everything else is refused before any I/O. */
 export async function magiCode(argv: string[]): Promise<void> {
   if (process.env["BERTH_HANDOFF_FD"] !== undefined) (await import("./handoff.js")).adoptCredentialHandoff();
+  if (!cwdUsable("magi-code")) return;
   const m = await import("./service.js");
   process.exitCode = await m.runMagiCode(argv);
 }

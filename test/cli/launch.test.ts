@@ -65,3 +65,30 @@ describe("state root", () => {
     assert.equal(statSync(home).mode & 0o777, 0o700);
   });
 });
+
+describe("a working directory removed before the launch", () => {
+  // Each door started (through its launcher, as a shell would) in a directory that was removed meanwhile: one line
+  // saying so and how to go on, exit 1, nothing created; it used to be a stack trace or "unexpected error (Error)".
+  const cases: Array<[string, string[]]> = [
+    ["berth chat", [BERTH_BIN, "chat", "-p", "hi"]],
+    ["berth stdio", [BERTH_BIN, "stdio"]],
+    ["berth service", [BERTH_BIN, "service"]],
+    ["berth daemon", [BERTH_BIN, "daemon"]],
+    ["berth acp", [BERTH_BIN, "acp"]],
+    ["berth open", [BERTH_BIN, "open", "--no-browser"]],
+    ["magi-code", [MAGI_BIN, "--app", "service"]],
+  ];
+  for (const [name, cmd] of cases) {
+    it(`${name} names the missing directory and exits 1`, () => {
+      const home = join(tmp(), "home");
+      const gone = tmp();
+      const q = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
+      const r = spawnSync("/bin/sh", ["-c", `cd ${q(gone)} && rmdir ${q(gone)} && exec ${cmd.map(q).join(" ")}`], { env: { ...process.env, MC_HOME: home, SCV_HOME: "" }, input: "", encoding: "utf8", timeout: 60_000 });
+      assert.equal(r.status, 1, r.stderr);
+      assert.equal(r.stdout, "");
+      assert.ok(r.stderr.includes(`${name}: the current directory no longer exists (it was removed or renamed); cd to an existing directory and run it again\n`), r.stderr);
+      assert.doesNotMatch(r.stderr, /\n\s+at |uv_cwd|unexpected error/);
+      assert.throws(() => statSync(home), "nothing is created");
+    });
+  }
+});
