@@ -133,7 +133,10 @@ export async function runChannel(argv: string[]): Promise<number> {
     }
     const [platform, ...flags] = rest;
     const channel = channelOf(platform ?? "");
-    if (!sub || !["login", "logout", "set"].includes(sub) || channel === null) throw new UsageError(sub ? `unknown channel '${(platform ?? "").slice(0, 40)}'` : "missing subcommand");
+    if (!sub) throw new UsageError("missing subcommand (login, logout, set or status)");
+    if (!["login", "logout", "set"].includes(sub)) throw new UsageError(`unknown subcommand '${sub.slice(0, 40)}' (login, logout, set or status)`);
+    if (platform === undefined || platform === "") throw new UsageError(`${sub} needs a channel: wechat, feishu or lark`);
+    if (channel === null) throw new UsageError(`unknown channel '${platform.slice(0, 40)}' (wechat, feishu or lark)`);
     if (sub === "logout") {
       const f = parseFlags(flags, { "--account": "value" });
       const account = String(f["--account"] ?? "default");

@@ -191,7 +191,17 @@ describe("berth channel set/logout", () => {
     assert.deepEqual(JSON.parse(s2.out), { enabled: false, workspace: "/tmp", remote_tools: "owner", senders: "owner" });
     const bad = await berth(home, ["set", "slack"]);
     assert.equal(bad.code, 2);
-    assert.match(bad.err, /unknown channel 'slack'/);
+    assert.match(bad.err, /unknown channel 'slack' \(wechat, feishu or lark\)/);
+    // Each part of a wrong command line is named for what it is.
+    for (const [args, said] of [
+      [["set"], "berth channel: set needs a channel: wechat, feishu or lark"],
+      [["bogus", "wechat"], "berth channel: unknown subcommand 'bogus' (login, logout, set or status)"],
+      [[], "berth channel: missing subcommand (login, logout, set or status)"],
+    ] as const) {
+      const r = await berth(home, [...args]);
+      assert.equal(r.code, 2, args.join(" "));
+      assert.ok(r.err.startsWith(`${said}\n`), r.err);
+    }
     const rel = await berth(home, ["set", "wechat", "--workspace", "rel/path"]);
     assert.equal(rel.code, 2);
     const out = await berth(home, ["logout", "wechat"]);
