@@ -33,6 +33,25 @@ it("refuses relative cwds, unknown sessions and bad cursors with the ACP codes",
   const p = rig.spawn({ cwd });
   await p.initialize();
   await assert.rejects(p.agent.request("session/new", { cwd: "relative/dir", mcpServers: [] }), code(-32602));
+  // A directory that is not there (a session in it would fail every tool call), or a file: named, never the path.
+  const file = join(cwd, "a-file");
+  writeFileSync(file, "x");
+  for (const [where, why] of [
+    [join(cwd, "no-such-dir"), "cwd does not exist"],
+    [file, "cwd is not a directory"],
+  ] as const) {
+    for (const [method, extra] of [
+      ["session/new", { mcpServers: [] }],
+      ["session/load", { sessionId: "no-such-session", mcpServers: [] }],
+      ["session/resume", { sessionId: "no-such-session" }],
+    ] as const) {
+      await assert.rejects(p.agent.request(method, { cwd: where, ...extra }), (e: { code?: number; message?: string }) => {
+        assert.equal(e.code, -32602, method);
+        assert.equal(e.message, `Invalid params: ${why}; give the absolute path of an existing directory`);
+        return true;
+      });
+    }
+  }
   await assert.rejects(p.agent.request("session/prompt", { sessionId: "nope", prompt: [{ type: "text", text: "hi" }] }), code(-32002));
   await assert.rejects(p.agent.request("session/load", { sessionId: "no-such-session", cwd, mcpServers: [] }), code(-32002));
   await assert.rejects(p.agent.request("session/resume", { sessionId: "no-such-session", cwd }), code(-32002));

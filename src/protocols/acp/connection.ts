@@ -9,6 +9,7 @@
  */
 import type { AgentContext } from "@agentclientprotocol/sdk";
 import { statusProviderAuthReady } from "../../runtime/auth/readiness.js";
+import { canonicalWorkspace } from "../../runtime/session/files.js";
 import { SessionHub } from "../../runtime/session/index.js";
 import type { AuthStore } from "../../store/auth/auth-store.js";
 import { CatalogCache } from "../../store/catalog/cache.js";
@@ -55,6 +56,15 @@ export class AcpConnection {
   readonly log = (line: string): void => this.deps.log(line);
   /** Each approval-policy note once per process. */
   private readonly noteOnce = onceLogger((note) => this.deps.log(`berth acp: ${note}`));
+
+  /**
+   * `-32602` unless `cwd` names an existing directory (a session there would fail every tool call). The path is
+   * kept as the editor gave it, not canonicalized: `session/list`'s `cwd` filter and replayed paths stay its own.
+   */
+  async checkWorkspace(cwd: string): Promise<void> {
+    const r = await canonicalWorkspace(cwd);
+    if (!r.ok) throw ACP_ERRORS.badCwd(r.message);
+  }
 
   /** `-32000` unless the selected provider has credentials. */
   async requireAuth(): Promise<void> {

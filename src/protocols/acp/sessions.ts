@@ -49,6 +49,7 @@ export function registerSessions(app: AgentApp, conn: AcpConnection): void {
 
   handle(app, conn.log, "session/new", async ({ params, client }) => {
     if (!isAbsolute(params.cwd)) throw ACP_ERRORS.relativeCwd();
+    await conn.checkWorkspace(params.cwd);
     await conn.requireAuth();
     const mcp = await mcpServers(conn, params.mcpServers);
     const s = await conn.create(params.cwd, mcp, client);
@@ -57,6 +58,7 @@ export function registerSessions(app: AgentApp, conn: AcpConnection): void {
 
   handle(app, conn.log, "session/load", async ({ params, client }) => {
     if (!isAbsolute(params.cwd)) throw ACP_ERRORS.relativeCwd();
+    await conn.checkWorkspace(params.cwd);
     const history = await conn.readHistory(params.sessionId);
     const s = await attach(params.sessionId, params.cwd, params.mcpServers, client);
     for (const u of replayUpdates(history, params.cwd)) void s.send(u);
@@ -66,6 +68,7 @@ export function registerSessions(app: AgentApp, conn: AcpConnection): void {
 
   handle(app, conn.log, "session/resume", async ({ params, client }) => {
     if (!isAbsolute(params.cwd)) throw ACP_ERRORS.relativeCwd();
+    await conn.checkWorkspace(params.cwd);
     await conn.readHistory(params.sessionId);
     const s = await attach(params.sessionId, params.cwd, params.mcpServers ?? [], client);
     return describe(s);
