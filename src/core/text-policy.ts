@@ -92,3 +92,19 @@ export function titleFrom(source: string | null): string | null {
   const t = truncateUtf8(line, MAX_TITLE_BYTES).trim();
   return t === "" ? null : t;
 }
+
+/**
+ * A URL as it may be shown to the user or logged: a user name or password in it (`http://user:pass@host`, or a key
+ * given as the user name) becomes `…@`, and a query string `?…`, since either can carry a credential. A string that
+ * does not parse as a URL is shown with `redactSecrets` applied.
+ */
+export function urlForDisplay(url: string): string {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return redactSecrets(url);
+  }
+  const auth = u.username !== "" || u.password !== "" ? "…@" : "";
+  return `${u.protocol}//${auth}${u.host}${u.pathname}${u.search !== "" ? "?…" : ""}`;
+}

@@ -19,7 +19,7 @@ describe("berth chat turn failure lines", () => {
     fake = await startFakeProvider();
     h = mkdtempSync(join(tmpdir(), "berth-fail-"));
     const def = { api: "openai-chat", base_url: `http://127.0.0.1:${fake.port}/v1`, auth: "none" };
-    writeFileSync(join(h, "settings.json"), JSON.stringify({ providers: { fake: { ...def, models: [{ id: "fake-model" }] }, cat: def, down: { ...def, base_url: "http://127.0.0.1:1/v1", models: [{ id: "fake-model" }] } } }));
+    writeFileSync(join(h, "settings.json"), JSON.stringify({ providers: { fake: { ...def, models: [{ id: "fake-model" }] }, cat: def, down: { ...def, base_url: "http://127.0.0.1:1/v1", models: [{ id: "fake-model" }] }, downKeyed: { ...def, base_url: "http://me:pw-SECRETMARKER@127.0.0.1:1/v1?key=sk-SECRETMARKER0123456789abcdef", models: [{ id: "fake-model" }] } } }));
   });
   after(() => fake.close());
 
@@ -72,6 +72,11 @@ describe("berth chat turn failure lines", () => {
     const r = await run({ MC_PROVIDER: "down", MC_MODEL: "fake-model" });
     assert.equal(r.code, 1);
     assert.match(r.err, /provider connection failed \(ECONNREFUSED; 3 attempts\); is http:\/\/127\.0\.0\.1:1\/v1 reachable\?\)$/m);
+    // A password or key in the URL (user info, query) is never shown; where it points still is.
+    const k = await run({ MC_PROVIDER: "downKeyed", MC_MODEL: "fake-model" });
+    assert.equal(k.code, 1);
+    assert.ok(k.err.includes("; is http://…@127.0.0.1:1/v1?… reachable?)\n"), k.err);
+    assert.doesNotMatch(k.err + k.out, /SECRETMARKER|pw-|me:/);
   });
 
   it("a base URL that answers with a web page is named, with the fix, and not retried", async () => {

@@ -5,6 +5,7 @@
 import { ConnectionClosedError, IncompatibleServiceError, ProtocolError, RequestError, ServiceError } from "../../client/app-service/errors.js";
 import type { ServiceHandle } from "../../client/app-service/index.js";
 import { ScvConnectionError, ScvRequestError } from "../../client/scv/client.js";
+import { urlForDisplay } from "../../core/text-policy.js";
 
 const SERVICE_HINTS: Record<string, string> = {
   session_busy: "that session is busy (another Berth process or a running turn holds it)",
@@ -45,13 +46,15 @@ export function failureLine(ev: Record<string, unknown>, baseUrl: string | null 
   if (ev["type"] === "turn.cancelled") return "cancelled";
   const code = typeof ev["code"] === "string" ? ev["code"] : "unknown";
   const msg = typeof ev["message"] === "string" ? ev["message"] : "";
+  // Never the URL's user name, password or query: any of them can carry the key.
+  const shown = baseUrl === null ? null : urlForDisplay(baseUrl);
   const hint =
-    baseUrl === null
+    shown === null
       ? ""
       : msg.includes("provider connection failed")
-        ? `; is ${baseUrl} reachable?`
+        ? `; is ${shown} reachable?`
         : msg.includes("check the provider's base_url")
-          ? `; it is set to ${baseUrl}`
+          ? `; it is set to ${shown}`
           : "";
   return `failed (${code}${msg !== "" ? `: ${msg}` : ""}${hint})`;
 }
