@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { BERTH_BIN } from "../helpers/paths.js";
 import { chat, chatEnv, FAKE, home, Proc } from "./helpers.js";
+import { VTerm } from "./vterm.js";
 
 const hasScript = spawnSync("script", ["--version"]).status === 0;
 const q = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
@@ -67,6 +68,34 @@ describe("berth chat approvals", () => {
     await p.until(/write pipe \(over a file that is not a regular file: the tool will refuse it\): 5 bytes[\s\S]*Allow\?/, mark);
     p.write("n\r");
     await p.until(/left it[\s\S]*── completed/, mark);
+    p.write("\x03");
+    p.write("\x03");
+    assert.equal(await p.exited, 0);
+  });
+
+  it("pty: terminal controls in a command or an answer cannot hide what the card asks about", { skip: hasScript ? false : "util-linux script is not installed" }, async () => {
+    const cwd = realpathSync(mkdtempSync(join(tmpdir(), "berth-appr-")));
+    // A carriage return and an erase-line sequence would turn the card's line into "$ ls -la" on a terminal; a
+    // right-to-left override would reorder it; SGR 8 would conceal the rest of the answer.
+    const command = "rm -rf ~/work\r\x1b[2K$ ls -la \u202e";
+    fake.script([{ steps: [{ toolCall: { name: "bash", arguments: { command } } }] }, { steps: [{ text: "done\x1b[8m concealed\x1b[0m\r\n" }] }]);
+    const env = { ...chatEnv(home(fake.port), FAKE), TERM: "xterm-256color" };
+    const p = new Proc("script", ["-q", "-e", "-c", `stty rows 30 cols 100; exec ${q(process.execPath)} ${q(BERTH_BIN)} chat`, "/dev/null"], env, cwd);
+    after(() => p.child.kill("SIGKILL"));
+    const vt = new VTerm(100, 30);
+    await p.until(/› /);
+    let mark = p.stdout.length;
+    p.write("list the files\r");
+    await p.until(/Allow\? \[y\]es/, mark);
+    let lines = await vt.lines(p.stdout);
+    assert.ok(lines.includes("$ rm -rf ~/work^[[2K$ ls -la <U+202E>"), lines.join("\n"));
+    // The tool line folds whitespace (the carriage return becomes a space); the escape still shows.
+    assert.ok(lines.some((l) => l.startsWith("● bash rm -rf ~/work ^[[2K$ ls -la")), lines.join("\n"));
+    mark = p.stdout.length;
+    p.write("n\r");
+    await p.until(/── completed/, mark);
+    lines = await vt.lines(p.stdout);
+    assert.ok(lines.includes("done^[[8m concealed^[[0m"), lines.join("\n"));
     p.write("\x03");
     p.write("\x03");
     assert.equal(await p.exited, 0);

@@ -13,6 +13,7 @@ import { LiveAnswer } from "./live.js";
 import { MarkdownStream } from "./markdown.js";
 import { gauge, type Style } from "./render.js";
 import type { Screen } from "./screen.js";
+import { terminalSafe } from "./terminal-safe.js";
 import { turnEvents } from "./turn-events.js";
 import { textOf } from "../../core/json-text.js";
 
@@ -69,12 +70,13 @@ export async function runTurn(h: TurnHost, prompt: string): Promise<boolean> {
     });
   }
   const ask = async (info: ApprovalInfo): Promise<boolean> => {
-    const card = await approvalCard(info);
+    // The card quotes the model (a command, a file's new text) and the file as it is: shown without its controls.
+    const card = terminalSafe(await approvalCard(info));
     for (const l of card.split("\n")) screen.line(l.startsWith("+") && !l.startsWith("+++") ? s.green(l) : l.startsWith("-") && !l.startsWith("---") ? s.red(l) : l);
     const answerText = await h.question("Allow? [y]es / [n]o / [a]lways for this session › ");
     if (answerText === "a" || answerText === "always") {
       h.approveAlways(info.name);
-      screen.line(s.dim(`  · approved; ${info.name} is approved for the rest of this session`));
+      screen.line(s.dim(`  · approved; ${terminalSafe(info.name, false)} is approved for the rest of this session`));
       return true;
     }
     const yes = answerText === "y" || answerText === "yes";
@@ -106,16 +108,16 @@ export async function runTurn(h: TurnHost, prompt: string): Promise<boolean> {
     const end = await turn.done;
     answer.end();
     if (end.type === "error") {
-      screen.line(s.red(`error: the server refused the prompt (${String(end["code"])}: ${textOf(end["message"])})`));
+      screen.line(s.red(terminalSafe(`error: the server refused the prompt (${String(end["code"])}: ${textOf(end["message"])})`, false)));
       return false;
     }
     const ctx = h.conn.ctx;
     const g = `${ctx !== null ? ` · ${gauge(ctx.current, ctx.max)}` : ""} · ${session.model ?? "?"} · ${session.cwd} · ${session.id.slice(0, 12)}`;
-    const label = end.type === "turn.completed" ? "completed" : failureLine(end, h.baseUrl());
+    const label = end.type === "turn.completed" ? "completed" : terminalSafe(failureLine(end, h.baseUrl()), false);
     screen.line(s.dim(`── ${end.type === "turn.failed" ? s.red(label) : label}${g}`));
     if (end.type === "turn.failed") {
       const { failureHints } = await import("./hints.js");
-      for (const l of await failureHints(textOf(end["message"]), process.env, h.cwd)) screen.line(l.startsWith("error: ") ? s.red(l) : l);
+      for (const l of (await failureHints(textOf(end["message"]), process.env, h.cwd)).map((x) => terminalSafe(x, false))) screen.line(l.startsWith("error: ") ? s.red(l) : l);
     }
     return end.type === "turn.completed";
   } finally {

@@ -19,6 +19,7 @@ import { NO_PROVIDER_HELP } from "./render.js";
 import { textOf } from "../../core/json-text.js";
 import type { ScvClient } from "../../client/scv/client.js";
 import { sessionMcp, settle } from "./session-tools.js";
+import { terminalSafe } from "./terminal-safe.js";
 import { mark } from "../../runtime/debug-timing.js";
 
 /** How long `-p` waits after its turn for MCP servers still starting, to report those that fail. */
@@ -102,7 +103,8 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     if (cancel === null) process.exit(0);
     cancel();
   });
-  const err = (s: string): void => void process.stderr.write(`berth chat: ${s}\n`);
+  // Lines here quote the model and servers (a tool's summary, an MCP server's error): shown without terminal controls.
+  const err = (s: string): void => void process.stderr.write(`berth chat: ${terminalSafe(s)}\n`);
   // The server runs in this process: a crash in it ends the run with one line (no stack trace, no request data).
   const fatal = (e: unknown): void => {
     err(`the Berth server failed: ${describeError(e)}`);

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { writeFileAtomic } from "../../store/atomic-file.js";
 import { readRegularFile } from "../../store/regular-file.js";
 import { MAX_JSON_FILE_BYTES } from "../../store/settings/locked-json.js";
+import { terminalSafe } from "./terminal-safe.js";
 
 export interface McpDef {
   command: string;
@@ -71,5 +72,9 @@ export async function trustProject(home: string, cwd: string, fingerprint: strin
 
 /** One line per server for the trust question. */
 export function describeServers(servers: Record<string, McpDef>): string[] {
-  return Object.entries(servers).map(([n, d]) => `  ${n}: ${[d.command, ...d.args].join(" ").slice(0, 160)}`);
+  // A repository wrote these: shown without terminal controls, so nothing can hide a command from the question.
+  return Object.entries(servers).map(([n, d]) => {
+    const cmd = [d.command, ...d.args].join(" ");
+    return terminalSafe(`  ${n}: ${cmd.length > 160 ? `${cmd.slice(0, 159)}…` : cmd}`, false);
+  });
 }

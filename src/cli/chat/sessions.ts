@@ -7,6 +7,7 @@
 import { titleFrom } from "../../core/text-policy.js";
 import { SessionStore, type StoredRecord } from "../../store/sessions/index.js";
 import { shortArgs } from "./approval.js";
+import { terminalSafe } from "./terminal-safe.js";
 import type { Style } from "./render.js";
 
 const MAX_SCAN = 5000;
@@ -92,11 +93,11 @@ export function historyLines(records: readonly StoredRecord[], s: Style): Array<
   });
   const out: Array<["line" | "status", string]> = [];
   records.forEach((r, i) => {
-    if (r.kind === "user") out.push(["line", `${s.bold("you:")}\n${r.text}`]);
-    else if (r.kind === "assistant" && last.get(`${r.turn_id}/${r.message_id}`) === i && r.text !== "") out.push(["line", `${s.bold("assistant:")}\n${r.text}`]);
-    else if (r.kind === "tool_call") out.push(["status", shortArgs(r.name, r.arguments)]);
+    if (r.kind === "user") out.push(["line", `${s.bold("you:")}\n${terminalSafe(r.text)}`]);
+    else if (r.kind === "assistant" && last.get(`${r.turn_id}/${r.message_id}`) === i && r.text !== "") out.push(["line", `${s.bold("assistant:")}\n${terminalSafe(r.text)}`]);
+    else if (r.kind === "tool_call") out.push(["status", terminalSafe(shortArgs(r.name, r.arguments), false)]);
     else if (r.kind === "terminal" && r.status !== "completed") out.push(["status", `turn ${r.status}`]);
-    else if (r.kind === "checkpoint") out.push(["line", `${s.bold("summary:")}\n${r.summary}`]);
+    else if (r.kind === "checkpoint") out.push(["line", `${s.bold("summary:")}\n${terminalSafe(r.summary)}`]);
   });
   return out;
 }

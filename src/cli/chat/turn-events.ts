@@ -5,6 +5,7 @@
 import type { ScvEvent } from "../../client/scv/client.js";
 import { shortArgs, type ApprovalInfo } from "./approval.js";
 import type { LiveAnswer } from "./live.js";
+import { terminalSafe } from "./terminal-safe.js";
 import { textOf } from "../../core/json-text.js";
 
 /** The session a chat has open. */
@@ -38,7 +39,8 @@ export function turnEvents(host: TurnHost, s: OpenSession, answer: LiveAnswer): 
   const names = new Map<string, string>();
   let live = "";
   let pending: Promise<void> = Promise.resolve();
-  const stream = (t: string): void => answer.stream(t);
+  // Everything shown comes through terminalSafe: the model, tools and their output may carry terminal controls.
+  const stream = (t: string): void => answer.stream(terminalSafe(t));
   const endMessage = (): void => answer.end();
   return (ev: ScvEvent): void => {
     switch (ev.type) {
@@ -58,7 +60,7 @@ export function turnEvents(host: TurnHost, s: OpenSession, answer: LiveAnswer): 
         endMessage();
         args.set(String(ev["call_id"]), ev["arguments"]);
         names.set(String(ev["call_id"]), String(ev["name"]));
-        host.line(host.bold(`● ${shortArgs(String(ev["name"]), ev["arguments"])}`));
+        host.line(host.bold(`● ${terminalSafe(shortArgs(String(ev["name"]), ev["arguments"]), false)}`));
         break;
       case "approval.requested": {
         const name = String(ev["name"]);
@@ -78,13 +80,13 @@ export function turnEvents(host: TurnHost, s: OpenSession, answer: LiveAnswer): 
         break;
       }
       case "tool.progress":
-        host.status(textOf(ev["text"]).split("\n").at(-1)!.slice(0, 120));
+        host.status(terminalSafe(textOf(ev["text"]).split("\n").at(-1)!.slice(0, 120), false));
         break;
       case "tool.completed": {
         const err = typeof ev["error"] === "string" ? ev["error"] : null;
         const label = names.get(String(ev["call_id"])) ?? String(ev["name"]);
         const st = ev["success"] === true ? "done" : err === "cancelled" ? "cancelled" : err === "denied" ? "denied" : `failed (${err ?? "failed"})`;
-        host.status(`${label} ${st}`);
+        host.status(terminalSafe(`${label} ${st}`, false));
         break;
       }
       case "context.compacted":
