@@ -24,6 +24,7 @@ import { offlineStatus } from "../channels/supervisor.js";
 import { saveWechatCredentials } from "../channels/wechat/credentials.js";
 import { LoginError, wechatLogin } from "../channels/wechat/login.js";
 import { resolveHome } from "../store/home.js";
+import { terminalSafe } from "./terminal-safe.js";
 
 export const USAGE = `usage:
   berth channel login wechat [--account NAME]
@@ -110,7 +111,8 @@ function summary(list: ComponentStatus[]): string {
   const lines = [`Channels: ${enabled.filter((c) => c.state === "connected").length} of ${enabled.length} enabled accounts connected`];
   for (const c of list) {
     const who = c.user_id ? ` owner ${c.user_id}` : " no owner";
-    lines.push(`  ${c.id}  ${c.state}  bot ${c.bot_id ?? "-"}${who}  remote_tools ${c.remote_tools}${c.error ? `  (${c.error})` : ""}`);
+    // IDs and errors come from the chat platform's servers: shown without terminal controls.
+    lines.push(terminalSafe(`  ${c.id}  ${c.state}  bot ${c.bot_id ?? "-"}${who}  remote_tools ${c.remote_tools}${c.error ? `  (${c.error})` : ""}`, false));
   }
   return lines.join("\n") + "\n";
 }

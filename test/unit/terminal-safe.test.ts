@@ -1,9 +1,9 @@
 /**
- * `terminalSafe` (src/cli/chat/terminal-safe.ts): terminal controls in text from outside are shown, not obeyed.
+ * `terminalSafe` (src/cli/terminal-safe.ts): terminal controls in text from outside are shown, not obeyed.
  */
 import { it } from "node:test";
 import assert from "node:assert/strict";
-import { terminalSafe } from "../../src/cli/chat/terminal-safe.js";
+import { terminalSafe } from "../../src/cli/terminal-safe.js";
 
 it("shows escape sequences, C0, DEL, C1 and bidi controls; drops carriage returns; keeps tabs", () => {
   assert.equal(terminalSafe("a\x1b[2Kb"), "a^[[2Kb");

@@ -13,7 +13,7 @@ import { LiveAnswer } from "./live.js";
 import { MarkdownStream } from "./markdown.js";
 import { gauge, type Style } from "./render.js";
 import type { Screen } from "./screen.js";
-import { terminalSafe } from "./terminal-safe.js";
+import { terminalSafe } from "../terminal-safe.js";
 import { turnEvents } from "./turn-events.js";
 import { textOf } from "../../core/json-text.js";
 

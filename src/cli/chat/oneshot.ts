@@ -19,7 +19,7 @@ import { NO_PROVIDER_HELP } from "./render.js";
 import { textOf } from "../../core/json-text.js";
 import type { ScvClient } from "../../client/scv/client.js";
 import { sessionMcp, settle } from "./session-tools.js";
-import { terminalSafe } from "./terminal-safe.js";
+import { terminalSafe } from "../terminal-safe.js";
 import { mark } from "../../runtime/debug-timing.js";
 
 /** How long `-p` waits after its turn for MCP servers still starting, to report those that fail. */

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { writeFileAtomic } from "../../store/atomic-file.js";
 import { readRegularFile } from "../../store/regular-file.js";
 import { MAX_JSON_FILE_BYTES } from "../../store/settings/locked-json.js";
-import { terminalSafe } from "./terminal-safe.js";
+import { terminalSafe } from "../terminal-safe.js";
 
 export interface McpDef {
   command: string;

@@ -7,7 +7,7 @@
 import { titleFrom } from "../../core/text-policy.js";
 import { SessionStore, type StoredRecord } from "../../store/sessions/index.js";
 import { shortArgs } from "./approval.js";
-import { terminalSafe } from "./terminal-safe.js";
+import { terminalSafe } from "../terminal-safe.js";
 import type { Style } from "./render.js";
 
 const MAX_SCAN = 5000;

@@ -5,7 +5,7 @@
 import type { ScvEvent } from "../../client/scv/client.js";
 import { shortArgs, type ApprovalInfo } from "./approval.js";
 import type { LiveAnswer } from "./live.js";
-import { terminalSafe } from "./terminal-safe.js";
+import { terminalSafe } from "../terminal-safe.js";
 import { textOf } from "../../core/json-text.js";
 
 /** The session a chat has open. */
