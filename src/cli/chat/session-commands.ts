@@ -11,6 +11,7 @@ import type { Style } from "./render.js";
 import { historyLines, movedWorkspaceNote, SessionsView, type SessionRow } from "./sessions.js";
 import { askUntil, serverLines, sessionTools, settle, toolLines } from "./session-tools.js";
 import type { OpenSession } from "./turn-events.js";
+import { terminalSafe } from "../terminal-safe.js";
 
 /** How long `/mcp` and `/tools` wait for servers still starting before showing them as `starting`. */
 const SHOW_WAIT_MS = 5_000;
@@ -55,7 +56,7 @@ export class SessionCommands {
     rows.forEach((x, i) => {
       const mark = x.id === this.h.session()?.id ? "*" : " ";
       const when = new Date(x.updatedAtMs).toISOString().slice(0, 16).replace("T", " ");
-      this.h.line(`${mark} ${String(i + 1).padStart(2)}. ${x.id}  ${s.dim(when)}  ${s.dim(x.cwd ?? "?")}  ${x.title ?? s.dim("(untitled)")}`);
+      this.h.line(`${mark} ${String(i + 1).padStart(2)}. ${x.id}  ${s.dim(when)}  ${s.dim(terminalSafe(x.cwd ?? "?", false))}  ${x.title !== null ? terminalSafe(x.title, false) : s.dim("(untitled)")}`);
     });
     this.h.status("/resume <n|id-prefix> to continue one");
   }
