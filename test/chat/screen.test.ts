@@ -7,7 +7,9 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
-import { readlinkSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readlinkSync, realpathSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { BERTH_BIN } from "../helpers/paths.js";
 import { chatEnv, chatPid, FAKE, home, Proc } from "./helpers.js";
@@ -22,6 +24,30 @@ describe("berth chat screen (pty)", { skip: hasScript ? false : "util-linux scri
     fake = await startFakeProvider();
   });
   after(() => fake.close());
+
+  it("a working directory whose name holds terminal controls is shown, not obeyed, in the banner, the turn line and the footer", async () => {
+    // A tree someone else named (an unpacked archive): an OSC title sequence and an erase-display in the name.
+    const cwd = join(realpathSync(mkdtempSync(join(tmpdir(), "berth-scr-"))), "dir\x1b]0;pwned\x07\x1b[2Jname");
+    mkdirSync(cwd);
+    const env: NodeJS.ProcessEnv = { ...chatEnv(home(fake.port), FAKE), TERM: "xterm-256color" };
+    const p = new Proc("script", ["-q", "-e", "-c", `stty rows 12 cols 200; exec ${q(process.execPath)} ${q(BERTH_BIN)} chat`, "/dev/null"], env, cwd);
+    after(() => p.child.kill("SIGKILL"));
+    const vt = new VTerm(200, 12);
+    await p.until(/› /);
+    const shown = "dir^[]0;pwned^G^[[2Jname";
+    let lines = await vt.lines(p.stdout);
+    assert.ok(lines.some((l) => l.includes(`· model fake/fake-model · `) && l.endsWith(shown)), lines.join("\n"));
+    const mark = p.stdout.length;
+    p.write("hi\r");
+    await p.until(/── completed[^\n]*\n[\s\S]*› /, mark);
+    lines = await vt.lines(p.stdout);
+    assert.ok(lines.some((l) => l.startsWith("── completed") && l.includes(shown)), lines.join("\n"));
+    const screen = await vt.screen(p.stdout);
+    assert.ok(screen[11]!.includes(shown), screen.join("\n"));
+    p.write("\x03");
+    p.write("\x03");
+    assert.equal(await p.exited, 0);
+  });
 
   it("footer pinned to the last row, Shift-Enter newlines, full redraw on resize", async () => {
     const env: NodeJS.ProcessEnv = { ...chatEnv(home(fake.port), FAKE), TERM: "xterm-256color" };

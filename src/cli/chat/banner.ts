@@ -8,6 +8,7 @@ import { describeServers, projectMcp, trustProject } from "./project.js";
 import { preflight } from "./preflight.js";
 import { NO_PROVIDER_HELP, type Style } from "./render.js";
 import type { Screen } from "./screen.js";
+import { terminalSafe } from "../terminal-safe.js";
 
 export interface BannerHost {
   readonly screen: Screen;
@@ -39,7 +40,7 @@ export async function banner(h: BannerHost): Promise<Startup> {
   const yolo = h.yolo || (pre.ok && pre.approvalPolicy === "never");
   const via = await h.via();
   screen.line(s.bold("berth chat") + s.dim(` — /help for commands, Ctrl-C to cancel${via === "daemon" ? " · via berth daemon" : ""}`));
-  if (pre.ok) status(`model ${pre.provider}/${pre.model ?? "?"} · ${h.cwd}`);
+  if (pre.ok) status(terminalSafe(`model ${pre.provider}/${pre.model ?? "?"} · ${h.cwd}`, false));
   if (yolo) screen.line(s.red("--yolo: every tool call is approved without asking"));
   if (pre.ok && pre.approvalNote !== null) screen.line(s.bold(`note: ${pre.approvalNote}`));
   if (!pre.ok) screen.line(pre.noProvider ? NO_PROVIDER_HELP.trimEnd() : s.red(`error: ${pre.message}`));
@@ -49,7 +50,7 @@ export async function banner(h: BannerHost): Promise<Startup> {
   if (proj === null) return out;
   let trusted = proj.trusted;
   if (!trusted) {
-    screen.line(`This project (${join(h.cwd, ".berth", "settings.json")}) declares MCP servers:`);
+    screen.line(terminalSafe(`This project (${join(h.cwd, ".berth", "settings.json")}) declares MCP servers:`, false));
     for (const l of describeServers(proj.servers)) screen.line(l);
     const answer = await h.question("Trust this project and start them (remembered)? [y/N] › ");
     trusted = answer === "y" || answer === "yes";

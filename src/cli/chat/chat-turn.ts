@@ -112,7 +112,7 @@ export async function runTurn(h: TurnHost, prompt: string): Promise<boolean> {
       return false;
     }
     const ctx = h.conn.ctx;
-    const g = `${ctx !== null ? ` · ${gauge(ctx.current, ctx.max)}` : ""} · ${session.model ?? "?"} · ${session.cwd} · ${session.id.slice(0, 12)}`;
+    const g = `${ctx !== null ? ` · ${gauge(ctx.current, ctx.max)}` : ""} · ${terminalSafe(`${session.model ?? "?"} · ${session.cwd}`, false)} · ${session.id.slice(0, 12)}`;
     const label = end.type === "turn.completed" ? "completed" : terminalSafe(failureLine(end, h.baseUrl()), false);
     screen.line(s.dim(`── ${end.type === "turn.failed" ? s.red(label) : label}${g}`));
     if (end.type === "turn.failed") {
