@@ -7,6 +7,7 @@
  *   any other session are `-32002`.
  * - `shutdown` (the client's EOF) cancels every running turn, waits for them, and stops the agent's tools.
  */
+import { isAbsolute } from "node:path";
 import type { AgentContext } from "@agentclientprotocol/sdk";
 import { statusProviderAuthReady } from "../../runtime/auth/readiness.js";
 import { canonicalWorkspace } from "../../runtime/session/files.js";
@@ -58,10 +59,12 @@ export class AcpConnection {
   private readonly noteOnce = onceLogger((note) => this.deps.log(`berth acp: ${note}`));
 
   /**
-   * `-32602` unless `cwd` names an existing directory (a session there would fail every tool call). The path is
-   * kept as the editor gave it, not canonicalized: `session/list`'s `cwd` filter and replayed paths stay its own.
+   * `-32602` unless `cwd` is absolute and names an existing directory (a session there would fail every tool call).
+   * The path is kept as the editor gave it, not canonicalized: `session/list`'s `cwd` filter and replayed paths stay
+   * its own.
    */
   async checkWorkspace(cwd: string): Promise<void> {
+    if (!isAbsolute(cwd)) throw ACP_ERRORS.relativeCwd();
     const r = await canonicalWorkspace(cwd);
     if (!r.ok) throw ACP_ERRORS.badCwd(r.message);
   }

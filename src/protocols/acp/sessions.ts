@@ -15,7 +15,6 @@
  *   its history stays. Closing an unknown session is `-32002`.
  * - Requests naming a session not open on this connection are `-32002`.
  */
-import { isAbsolute } from "node:path";
 import type { AgentApp, McpServer, SessionConfigOption } from "@agentclientprotocol/sdk";
 import { handle } from "./handle.js";
 import { ACP_ERRORS } from "./errors.js";
@@ -48,7 +47,6 @@ export function registerSessions(app: AgentApp, conn: AcpConnection): void {
   };
 
   handle(app, conn.log, "session/new", async ({ params, client }) => {
-    if (!isAbsolute(params.cwd)) throw ACP_ERRORS.relativeCwd();
     await conn.checkWorkspace(params.cwd);
     await conn.requireAuth();
     const mcp = await mcpServers(conn, params.mcpServers);
@@ -57,7 +55,6 @@ export function registerSessions(app: AgentApp, conn: AcpConnection): void {
   });
 
   handle(app, conn.log, "session/load", async ({ params, client }) => {
-    if (!isAbsolute(params.cwd)) throw ACP_ERRORS.relativeCwd();
     await conn.checkWorkspace(params.cwd);
     const history = await conn.readHistory(params.sessionId);
     const s = await attach(params.sessionId, params.cwd, params.mcpServers, client);
@@ -67,7 +64,6 @@ export function registerSessions(app: AgentApp, conn: AcpConnection): void {
   });
 
   handle(app, conn.log, "session/resume", async ({ params, client }) => {
-    if (!isAbsolute(params.cwd)) throw ACP_ERRORS.relativeCwd();
     await conn.checkWorkspace(params.cwd);
     await conn.readHistory(params.sessionId);
     const s = await attach(params.sessionId, params.cwd, params.mcpServers ?? [], client);
