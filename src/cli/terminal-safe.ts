@@ -32,8 +32,3 @@ export function terminalSafe(text: string, multiline = true): string {
   re.lastIndex = 0;
   return text.replace(re, (c) => visible(c, multiline));
 }
-
-/** `terminalSafe` (one line) of a value that may be absent. */
-export function nullableSafe(text: string | null): string | null {
-  return text === null ? null : terminalSafe(text, false);
-}

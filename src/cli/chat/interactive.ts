@@ -27,7 +27,7 @@ import { footerLine, HELP, style, type Style } from "./render.js";
 import { Screen } from "./screen.js";
 import { ServiceCommands } from "./service-commands.js";
 import { SessionCommands } from "./session-commands.js";
-import { nullableSafe, terminalSafe } from "../terminal-safe.js";
+import { terminalSafe } from "../terminal-safe.js";
 
 export interface InteractiveOptions {
   sessionId: string | null;
@@ -142,7 +142,8 @@ class Chat {
   private footerText(): (cols: number) => string {
     const s = this.conn.session;
     // A directory's name (a cloned or unpacked tree) and a server's model name may hold terminal controls.
-    const f = { model: nullableSafe(s?.model ?? this.model), cwd: terminalSafe(s?.cwd ?? this.cwd, false), ctx: this.conn.ctx, ctxMax: s?.ctxMax ?? null, session: s?.id ?? null };
+    const model = s?.model ?? this.model;
+    const f = { model: model === null ? null : terminalSafe(model, false), cwd: terminalSafe(s?.cwd ?? this.cwd, false), ctx: this.conn.ctx, ctxMax: s?.ctxMax ?? null, session: s?.id ?? null };
     return (cols) => this.s.dim(footerLine(f, cols));
   }
 
