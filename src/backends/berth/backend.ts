@@ -29,6 +29,7 @@
  *    bounded exponential backoff; `close()` cancels and waits for running turns.
  */
 import { randomUUID } from "node:crypto";
+import { SingleFlight } from "../../core/single-flight.js";
 import { SessionHub, type ApprovalMode, type SessionRuntime, type TurnRunner } from "../../runtime/session/index.js";
 import { SessionError, type SessionManager } from "../../store/sessions/index.js";
 import { HostProjection } from "./projection.js";
@@ -90,7 +91,7 @@ export class BerthRuntimeBackend {
   readonly ready = new Promise<void>((r) => (this.readyResolve = r));
   private discovery: Promise<void> = Promise.resolve();
   /** `approvalPolicy` reads in flight, by directory: admissions arriving meanwhile share one (and keep their order). */
-  private readonly policyReads = new Map<string, Promise<ApprovalMode>>();
+  private readonly policyReads = new SingleFlight<string, ApprovalMode>();
 
   constructor(private readonly o: BerthRuntimeOptions) {
     this.table = new SessionTable(o.registryPath);
@@ -419,7 +420,9 @@ export class BerthRuntimeBackend {
    */
   private async admitTurn(s: LiveSession, lane: Lane, text: string, turnId: string, pendingId: string | undefined, reply: (ok: boolean, error?: string) => void): Promise<void> {
     await this.resolveCwd(s);
-    const approval = this.o.approvalPolicy !== undefined ? await this.policyFor(s.entry.cwd === "" ? this.o.cwd : s.entry.cwd) : undefined;
+    const policy = this.o.approvalPolicy;
+    const cwd = s.entry.cwd === "" ? this.o.cwd : s.entry.cwd;
+    const approval = policy !== undefined ? await this.policyReads.run(cwd, () => policy(cwd).catch((): ApprovalMode => this.o.approval ?? "on-risk")) : undefined;
     const rt = this.runtimeOf(s, lane);
     // Idle: applies to this turn; else from the turn after the running one, which this prompt queues behind.
     if (approval !== undefined) rt.reconfigure({ approval });
@@ -444,18 +447,6 @@ export class BerthRuntimeBackend {
     const held = lane.held ?? [];
     lane.held = null;
     for (const ev of held) void this.emit(s, lane, ev);
-  }
-
-  /** The approval policy for sessions in `cwd` (`approvalPolicy`), one read at a time per directory. */
-  private policyFor(cwd: string): Promise<ApprovalMode> {
-    let read = this.policyReads.get(cwd);
-    if (read === undefined) {
-      read = this.o.approvalPolicy!(cwd)
-        .catch((): ApprovalMode => this.o.approval ?? "on-risk")
-        .finally(() => this.policyReads.delete(cwd));
-      this.policyReads.set(cwd, read);
-    }
-    return read;
   }
 
   /** What runs in a session served at `uri` (for diagnostics and tests): its running turn and pending approvals. */
