@@ -224,6 +224,16 @@ describe("web UI in Chromium", { skip, timeout: UI_TEST_MS }, () => {
       await lastDone(page).getByText("All right, I will not run it.").waitFor();
       assert.match(await lastDone(page).locator(".tool").first().innerText(), /cancelled \(denied\)/);
 
+      // ── a hostile answer (unclosed delimiters a regular expression rescans from each opening): it streams and
+      // renders like any other. Before core/markdown-syntax.ts, its renders took minutes (each rescan is quadratic).
+      const hostile = ["[a](".repeat(80_000), "", "```c", "/* ".repeat(60_000), '"\\'.repeat(80_000), "`\\".repeat(80_000), "```", "", "end of the hostile answer"].join("\n");
+      d.fake.script([{ steps: [{ text: hostile, chunks: 40 }] }]);
+      await page.getByLabel("Message").fill("render this");
+      await page.getByRole("button", { name: "Send" }).click();
+      await lastDone(page).getByText("end of the hostile answer").waitFor();
+      assert.equal(await lastDone(page).locator(".md a").count(), 0, "no link in unclosed brackets");
+      assert.equal(await lastDone(page).locator(".md pre.code .tok-comment, .md pre.code .tok-string").count(), 0, "unclosed comments and strings are plain");
+
       // ── UI-TOKEN
       assert.ok(w.urls.length >= 4, `requests seen: ${w.urls.join(", ")}`);
       for (const u of w.urls) assert.ok(!u.includes(token), `token leaked into a request URL: ${u.replace(token, "<token>")}`);

@@ -6,13 +6,14 @@
  * horizontal rules. Anything else is plain text.
  */
 import type { ComponentChildren, JSX } from "preact";
+import { codeTokens, INLINE_SPANS } from "../../src/core/markdown-syntax.js";
 
 const SAFE_LINK = /^(https?:|mailto:)/i;
 
 function inline(text: string, key = 0): ComponentChildren[] {
   const out: ComponentChildren[] = [];
   // Order matters: code spans first (their content is literal), then links, bold, italic.
-  const re = /`([^`\n]+)`|\[([^\]\n]+)\]\(([^)\s]+)\)|\*\*([^*\n]+)\*\*|__([^_\n]+)__|\*([^*\n]+)\*|\b_([^_\n]+)_\b/g;
+  const re = new RegExp(INLINE_SPANS, "g");
   let last = 0;
   let m: RegExpExecArray | null;
   let k = key;
@@ -46,29 +47,27 @@ const KEYWORDS = new Set(
     "this throw true try type typeof undefined use var void while with yield echo fi then esac done local"
   ).split(" "),
 );
-const TOKEN = /(\/\/[^\n]*|#[^\n]*|\/\*[\s\S]*?\*\/)|("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|`(?:[^`\\]|\\.)*`)|(\b\d[\d_.xXa-fA-F]*\b)|([A-Za-z_$][\w$]*)/g;
+const HASH_LANGS = /^(py|python|sh|bash|shell|zsh|rb|ruby|yaml|yml|toml|r|perl|make|dockerfile)$/i;
+const NUMBER = /\d[\d_.xXa-fA-F]*\b/y;
+const WORD = /[A-Za-z_$][\w$]*/y;
+const CLASS = { comment: "tok-comment", string: "tok-string", number: "tok-number" } as const;
 
+/** Highlighted `code`: comments, strings, numbers and keywords (`codeTokens`: linear for any input). */
 export function highlight(code: string, lang: string): ComponentChildren[] {
-  const hashComments = /^(py|python|sh|bash|shell|zsh|rb|ruby|yaml|yml|toml|r|perl|make|dockerfile)$/i.test(lang);
+  const tokens = codeTokens(code, { hash: HASH_LANGS.test(lang) ? "comment" : "plain", slash: true, backtick: true, number: NUMBER, word: WORD });
   const out: ComponentChildren[] = [];
   let last = 0;
   let k = 0;
-  let m: RegExpExecArray | null;
-  TOKEN.lastIndex = 0;
-  while ((m = TOKEN.exec(code)) !== null) {
-    let cls: string | null = null;
-    if (m[1] !== undefined) cls = m[1].startsWith("#") && !hashComments ? null : "tok-comment";
-    else if (m[2] !== undefined) cls = "tok-string";
-    else if (m[3] !== undefined) cls = "tok-number";
-    else if (m[4] !== undefined && KEYWORDS.has(m[4])) cls = "tok-keyword";
+  for (const t of tokens) {
+    const cls = t.kind === "word" ? (KEYWORDS.has(code.slice(t.start, t.end)) ? "tok-keyword" : null) : t.kind === "plain" ? null : CLASS[t.kind];
     if (cls === null) continue;
-    if (m.index > last) out.push(code.slice(last, m.index));
+    if (t.start > last) out.push(code.slice(last, t.start));
     out.push(
       <span key={k++} class={cls}>
-        {m[0]}
+        {code.slice(t.start, t.end)}
       </span>,
     );
-    last = TOKEN.lastIndex;
+    last = t.end;
   }
   if (last < code.length) out.push(code.slice(last));
   return out;

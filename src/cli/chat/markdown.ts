@@ -6,7 +6,15 @@
  * tables (aligned columns). With `color` false the structure stays (bullets, aligned tables, indented code) and
  * the markers go.
  */
+import { codeTokens, LINK, type CodeDialect } from "../../core/markdown-syntax.js";
+
 const ESC = "\x1b[";
+const LINK_G = new RegExp(LINK, "g");
+const NUMBER = /\d+(?:\.\d+)?\b/y;
+const WORD = /[A-Za-z_]\w*/y;
+/** Languages with `#` comments, and the others (slash comments, backtick strings). */
+const HASH_DIALECT: CodeDialect = { hash: "comment", slash: false, backtick: false, number: NUMBER, word: WORD };
+const C_DIALECT: CodeDialect = { hash: "none", slash: true, backtick: true, number: NUMBER, word: WORD };
 const sgr = (on: boolean, a: string, b: string) => (s: string) => (on ? `${ESC}${a}m${s}${ESC}${b}m` : s);
 
 const KEYWORDS = new Set(
@@ -64,26 +72,25 @@ export class MarkdownStream {
 
   private emphasis(s: string): string {
     return s
-      .replace(/\[([^\]]+)\]\(([^)\s]+)\)/g, (_m, t: string, u: string) => `${this.link(t)}${this.dim(` (${u})`)}`)
+      .replace(LINK_G, (_m, t: string, u: string) => `${this.link(t)}${this.dim(` (${u})`)}`)
       .replace(/\*\*([^*]+)\*\*|__([^_]+)__/g, (_m, a?: string, b?: string) => this.bold(a ?? b ?? ""))
       .replace(/(^|[^\w*])\*([^*\s][^*]*?)\*(?!\w)|(^|[^\w_])_([^_\s][^_]*?)_(?!\w)/g, (_m, p1?: string, a?: string, p2?: string, b?: string) => `${p1 ?? p2 ?? ""}${this.italic(a ?? b ?? "")}`);
   }
 
+  /** One line of a fenced block, highlighted (`codeTokens`: linear for any line). */
   highlight(line: string, lang: string): string {
     if (!this.color) return line;
     const hash = /^(py|python|sh|bash|shell|zsh|rb|ruby|yaml|yml|toml)$/.test(lang);
     const out: string[] = [];
-    const re = hash
-      ? /(#.*$)|("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|(\b\d+(?:\.\d+)?\b)|([A-Za-z_]\w*)/g
-      : /(\/\/.*$|\/\*.*?\*\/)|("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`(?:[^`\\]|\\.)*`)|(\b\d+(?:\.\d+)?\b)|([A-Za-z_]\w*)/g;
     let last = 0;
-    for (let m = re.exec(line); m !== null; m = re.exec(line)) {
-      out.push(line.slice(last, m.index));
-      if (m[1] !== undefined) out.push(this.com(m[1]));
-      else if (m[2] !== undefined) out.push(this.str(m[2]));
-      else if (m[3] !== undefined) out.push(this.num(m[3]));
-      else out.push(KEYWORDS.has(m[4]!) ? this.kw(m[4]!) : m[4]!);
-      last = m.index + m[0].length;
+    for (const t of codeTokens(line, hash ? HASH_DIALECT : C_DIALECT)) {
+      const text = line.slice(t.start, t.end);
+      out.push(line.slice(last, t.start));
+      if (t.kind === "comment") out.push(this.com(text));
+      else if (t.kind === "string") out.push(this.str(text));
+      else if (t.kind === "number") out.push(this.num(text));
+      else out.push(KEYWORDS.has(text) ? this.kw(text) : text);
+      last = t.end;
     }
     out.push(line.slice(last));
     return out.join("");
