@@ -383,6 +383,15 @@ describe("feishu: media, held replies, brands, questions", () => {
     assert.equal(forwardText(items.slice(0, 51), "om_root").split("\n").length, 1 + FORWARD_MAX_ITEMS, "exactly 50: no 'more' line");
   });
 
+  it("forwardText joins a forwarded message's lines in one linear pass, whatever its whitespace", () => {
+    // A sender's message of megabytes of whitespace before a letter: a pattern needing a line break after a run of
+    // whitespace rescanned the run from each position (hours at this size, on the daemon's event loop).
+    const text = "a \n\t b" + " \t".repeat(1_000_000) + "c";
+    const items = [{ message_id: "om_root" }, { message_id: "c0", upper_message_id: "om_root", msg_type: "text", create_time: "1", sender: { id: "ou_x", sender_type: "user" }, body: { content: JSON.stringify({ text }) } }];
+    const line = forwardText(items, "om_root").split("\n")[1]!;
+    assert.ok(line.startsWith("[ou_x] a b \t \t"), JSON.stringify(line.slice(0, 20)));
+  });
+
   it("a refused reply (final code) is held and carried by the next reply", async () => {
     const { fake, comp } = await setup();
     await comp.health.until((h) => h.state === "connected");

@@ -80,6 +80,9 @@ describe("text and answers", () => {
     for (const y of ["yes", "Y", " 是 ", "是的！", "确认。", "同意", "YES!"]) assert.equal(parseYesNo(y), "yes", y);
     for (const n of ["no", "n", "否", "不", "不要", "取消", "算了", "Stop."]) assert.equal(parseYesNo(n), "no", n);
     for (const x of ["ok", "好", "可以", "yes please", ""]) assert.equal(parseYesNo(x), null, x);
+    // A sender's megabytes of punctuation (an end-anchored pattern rescanned the run from each position: hours).
+    assert.equal(parseYesNo("yes" + "!".repeat(2_000_000)), "yes");
+    assert.equal(parseYesNo("!".repeat(2_000_000) + "x"), null);
   });
 });
 

@@ -254,6 +254,16 @@ void test("approval: network risk asks, except https URLs on auto-approved hosts
   assert.deepEqual(asked, ["https://other.example.net/"]);
 });
 
+void test("htmlToText: a hostile page of long whitespace runs converts in one linear pass", () => {
+  // Megabytes of newlines in a <pre> before each block, and of spaces ending in a letter: the end-anchored patterns
+  // this used rescanned each run from every position (hours at these sizes, on the event loop all sessions share).
+  const newlines = "\n".repeat(1_000_000);
+  const page = `<pre>${newlines}x</pre>` + "<p>a</p>".repeat(1000) + `<p>${" ".repeat(1_000_000)}y  </p>`;
+  const text = htmlToText(page, "http://x/");
+  assert.ok(text.startsWith("x\n\na\n\na"), JSON.stringify(text.slice(0, 20)));
+  assert.ok(text.endsWith("a\n\ny"), JSON.stringify(text.slice(-20)));
+});
+
 void test("htmlToText: pre keeps whitespace, entities, link cap shares numbers for duplicates", () => {
   assert.equal(htmlToText("<pre>a  b\n  c</pre>", "http://x/"), "a  b\n  c");
   assert.equal(htmlToText("&#x41;&#66;&eacute;&bogus;", "http://x/"), "AB&eacute;&bogus;");

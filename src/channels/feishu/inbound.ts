@@ -4,6 +4,7 @@
  * `mentioned`; other mention keys become their display names.
  */
 import type { InboundMedia, InboundMessage } from "../common/port.js";
+import { collapseBreaks } from "../../core/text-scan.js";
 
 type Obj = Record<string, unknown>;
 const obj = (v: unknown): Obj | null => (v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Obj) : null);
@@ -206,7 +207,7 @@ export function forwardText(items: unknown[], rootId: string): string {
     else if (type === "merge_forward") text = "[forwarded messages]";
     else text = `[${type || "unknown"} message]`;
     for (const mention of mentionsOf(m["mentions"])) text = text.split(mention.key).join(`@${mention.name}`);
-    text = text.trim().replace(/\s*\n\s*/g, " ");
+    text = collapseBreaks(text.trim());
     if (text.length > FORWARD_ITEM_CHARS) text = text.slice(0, FORWARD_ITEM_CHARS) + "…";
     lines.push(`[${who}] ${text}`);
   }

@@ -5,6 +5,8 @@
  * each `<a href>` to an http(s) URL becomes `text [n]` with a numbered `Links:` list at the end (URLs resolved
  * against the page, at most `MAX_LINKS`, duplicates share a number); character references decoded.
  */
+import { trimEndChars } from "../../core/text-scan.js";
+
 export const MAX_LINKS = 200;
 
 const DROP = new Set(["script", "style", "template", "noscript", "svg", "iframe", "head", "object", "canvas", "math", "select"]);
@@ -50,9 +52,9 @@ export function htmlToText(html: string, baseUrl: string): string {
     for (let i = out.length - 1; i >= 0 && have < 2; i--) {
       const s = out[i] ?? "";
       if (s === "") continue;
-      const m = /\n*$/.exec(s);
-      have += m?.[0].length ?? 0;
-      if ((m?.[0].length ?? 0) < s.length) break;
+      const trailing = s.length - trimEndChars(s, "\n").length;
+      have += trailing;
+      if (trailing < s.length) break;
     }
     if (out.length === 0) return;
     if (have < n) out.push("\n".repeat(n - have));
@@ -139,7 +141,7 @@ export function htmlToText(html: string, baseUrl: string): string {
   const body = out
     .join("")
     .split("\n")
-    .map((l) => l.replace(/[ \t]+$/g, "").replace(/^ (?=\S)/, ""))
+    .map((l) => trimEndChars(l, " \t").replace(/^ (?=\S)/, ""))
     .join("\n")
     .replace(/\n{3,}/g, "\n\n")
     .trim();
