@@ -59,7 +59,10 @@ export function htmlToText(html: string, baseUrl: string): string {
     if (out.length === 0) return;
     if (have < n) out.push("\n".repeat(n - have));
   };
-  const re = /<!--[\s\S]*?(?:-->|$)|<!\[CDATA\[[\s\S]*?(?:\]\]>|$)|<![^>]*>|<\?[^>]*>|<\/?([a-zA-Z][a-zA-Z0-9-]*)([^>]*)>|([^<]+)|</g;
+  // Every markup alternative ends at its closing `>` or at the end of the page, as an HTML parser reads a tag or
+  // declaration still open at the end (it is not text): one that had to find `>` was retried from each later `<` of a
+  // page without one, rescanning the rest (2 MiB of `<style` would have held the event loop for most of an hour).
+  const re = /<!--[\s\S]*?(?:-->|$)|<!\[CDATA\[[\s\S]*?(?:\]\]>|$)|<![^>]*(?:>|$)|<\?[^>]*(?:>|$)|<\/?([a-zA-Z][a-zA-Z0-9-]*)([^>]*)(?:>|$)|([^<]+)|</g;
   for (let m = re.exec(html); m !== null; m = re.exec(html)) {
     const [whole, rawName, , text] = m;
     if (text !== undefined || whole === "<") {
