@@ -5,7 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { AhpClient, FakeBackend, until, withHost, type Json } from "./helpers.js";
-import { changesetPrefix, MAX_CHANGESETS_PER_SESSION, reduceAnnotations, reduceChangeset } from "../../src/protocols/host/resources.js";
+import { changesetPrefix, matchesUriTemplate, MAX_CHANGESETS_PER_SESSION, reduceAnnotations, reduceChangeset } from "../../src/protocols/host/resources.js";
 import type { HostHandle } from "../../src/protocols/host/host.js";
 
 const file = (id: string, extra: Json = {}) => ({ id, edit: { after: { uri: id, content: { uri: `${id}#after` } } }, ...extra });
@@ -130,6 +130,30 @@ test("invokeChangesetOperation: validated against operations and scopes, then se
     assert.deepEqual(c.invalid, []);
     c.close();
   }));
+
+test("matchesUriTemplate: the regular expression it replaced, without its exponential backtracking", () => {
+  // The reference: each {…} as [^/]+, the rest literal.
+  const reference = (t: string, u: string): boolean =>
+    new RegExp(`^${t.split(/\{[^}]*\}/).map((x) => x.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("[^/]+")}$`).test(u);
+  let seed = 17;
+  const pick = (alphabet: string, max: number): string => {
+    const len = (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) % (max + 1);
+    let out = "";
+    for (let i = 0; i < len; i++) out += alphabet[(seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) % alphabet.length];
+    return out;
+  };
+  for (let i = 0; i < 30_000; i++) {
+    const t = pick("a/{}x.", 9);
+    const u = pick("a/x.", 9);
+    assert.equal(matchesUriTemplate(t, u), reference(t, u), JSON.stringify([t, u]));
+  }
+  assert.equal(matchesUriTemplate("ahp-changeset:/s/turn/{turnId}", "ahp-changeset:/s/turn/t1"), true);
+  assert.equal(matchesUriTemplate("ahp-changeset:/s/turn/{turnId}", "ahp-changeset:/s/turn/t1/x"), false);
+  // A backend's template of 1,000 variables against a URI that almost fits: the expression never returned.
+  const hostile = "{v}x".repeat(1000);
+  assert.equal(matchesUriTemplate(hostile, "x".repeat(1999) + "/"), false);
+  assert.equal(matchesUriTemplate(hostile, "ax".repeat(1000)), true);
+});
 
 test("changeset/filesReviewChanged: client-dispatchable only with the review capability; echoed after acceptance", () =>
   withHost(async (h) => {
