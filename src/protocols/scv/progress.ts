@@ -9,6 +9,7 @@
  *   stops the call's timer, so no progress follows `tool.completed`.
  * The clock and timers are injected so the rules are tested without waiting.
  */
+import { collapseBreaks } from "../../core/text-scan.js";
 import { REDACTED, redactSecrets, sanitizeText } from "../../core/text-policy.js";
 import { truncateUtf8, utf8Length } from "../../core/utf8.js";
 
@@ -36,7 +37,7 @@ interface CallState {
 }
 
 export function progressLine(raw: string): string {
-  const one = sanitizeText(raw).replace(/\s*\n\s*/g, " ").trim();
+  const one = collapseBreaks(sanitizeText(raw)).trim();
   return truncateUtf8(redactSecrets(one).split(REDACTED).join(ELLIPSIS), PROGRESS_LINE_MAX_BYTES);
 }
 
