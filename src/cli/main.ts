@@ -48,6 +48,27 @@ function cwdUsable(name: string): boolean {
   }
 }
 
+const COMMANDS = ["chat", "service", "stdio", "daemon", "open", "acp", "channel", "build-info"];
+
+/** ` (did you mean 'chat'?)` for a command one or two edits (a transposition counts as one) from a known one. */
+function didYouMean(typed: string): string {
+  const t = typed.toLowerCase();
+  if (t.length > 32) return "";
+  const distance = (a: string, b: string): number => {
+    const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+    for (let i = 1; i <= a.length; i++)
+      for (let j = 1; j <= b.length; j++) {
+        const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+        let v = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+        if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) v = Math.min(v, d[i - 2]![j - 2]! + 1);
+        d[i]![j] = v;
+      }
+    return d[a.length]![b.length]!;
+  };
+  const best = COMMANDS.map((c) => ({ c, n: distance(t, c) })).sort((x, y) => x.n - y.n)[0]!;
+  return best.n <= Math.min(2, best.c.length - 2) ? ` (did you mean '${best.c}'?)` : "";
+}
+
 export async function main(argv: string[]): Promise<void> {
   if (process.env["BERTH_HANDOFF_FD"] !== undefined) (await import("./handoff.js")).adoptCredentialHandoff();
   const [cmd, ...rest] = argv;
@@ -110,7 +131,7 @@ export async function main(argv: string[]): Promise<void> {
       return;
     case undefined:
     default:
-      process.stderr.write(cmd === undefined ? USAGE : `berth: unknown command '${cmd}'\n${USAGE}`);
+      process.stderr.write(cmd === undefined ? USAGE : `berth: unknown command '${cmd}'${didYouMean(cmd)}\n${USAGE}`);
       process.exitCode = 2;
   }
 }

@@ -36,6 +36,18 @@ describe("launch line @req AS-CLI-02", () => {
       assert.throws(() => statSync(home), "nothing is created for a refused launch");
     });
   }
+  it("berth with an unknown command names it, suggests a near one, and shows the usage (exit 2)", () => {
+    const run = (cmd: string) => spawnSync(process.execPath, [BERTH_BIN, cmd], { input: "", encoding: "utf8" });
+    for (const [typed, hint] of [["chta", "chat"], ["sevrice", "service"], ["deamon", "daemon"], ["Chat", "chat"], ["acpp", "acp"]] as const) {
+      const r = run(typed);
+      assert.equal(r.status, 2);
+      assert.equal(r.stdout, "");
+      assert.match(r.stderr, new RegExp(`^berth: unknown command '${typed}' \\(did you mean '${hint}'\\?\\)\\nusage: berth <command>`));
+    }
+    const far = run("deploy");
+    assert.equal(far.status, 2);
+    assert.match(far.stderr, /^berth: unknown command 'deploy'\nusage: berth <command>/);
+  });
   it("berth service refuses extra arguments", () => {
     const r = spawnSync(process.execPath, [BERTH_BIN, "service", "--model", "x"], { input: "", encoding: "utf8" });
     assert.notEqual(r.status, 0);
