@@ -1,6 +1,7 @@
 /**
  * The daemon's SCV socket: path resolution (SCV_HOME, else MC_HOME), owner-only directory and socket, a stale socket
- * replaced, a live one never replaced (startup fails clearly), ready line field, SIGTERM exit with the socket removed.
+ * replaced, a live one never replaced (startup fails clearly), a second daemon on one MC_HOME refused with the running
+ * one's pid and address, ready line field, SIGTERM exit with the socket removed.
  */
 import { it } from "node:test";
 import assert from "node:assert/strict";
@@ -35,6 +36,12 @@ it("serves $SCV_HOME/state/server.sock owner-only, refuses a live socket, replac
     assert.equal(code, 1);
     assert.equal(out, "");
     assert.match(err, /another server is listening on .*server\.sock/);
+    // A second daemon on the same MC_HOME: refused, naming the running one and what to do.
+    const twin = spawn(process.execPath, [BERTH_BIN, "daemon"], { env: childEnv({ ...rig.env, SCV_HOME: scvHome }), stdio: ["ignore", "pipe", "pipe"] });
+    let twinErr = "";
+    twin.stderr.on("data", (b: Buffer) => (twinErr += b.toString()));
+    assert.equal(await new Promise<number | null>((r) => twin.once("close", r)), 1);
+    assert.match(twinErr, new RegExp(`^berth daemon: another berth daemon \\(pid ${d.child.pid}, http://127\\.0\\.0\\.1:\\d+\\) is already running with .*; use it \\(\`berth open\` opens its web UI; \`berth chat\` connects to it\\), stop it \\(kill ${d.child.pid}\\), or set MC_HOME to another directory\\n$`));
     const c = await d.connect();
     await c.initialize();
     c.end();

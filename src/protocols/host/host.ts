@@ -96,7 +96,8 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     const message = e instanceof Error ? e.message : String(e);
-    if (code === "ELOCKED") throw new Error(`state directory ${stateDir} is locked by another daemon (${message})`);
+    // The CLI names the running daemon (its pid and address) from its endpoint record: cli/daemon.ts.
+    if (code === "ELOCKED") throw Object.assign(new Error(`another berth daemon is already running with ${home} (its state directory ${stateDir} is locked)`), { code, stateDir });
     // Anything else (a disk refusing the lock's owner record) keeps its code, so the caller can name cause and fix.
     throw Object.assign(new Error(`state directory ${stateDir}: ${message}`), { code });
   }
