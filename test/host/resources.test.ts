@@ -5,6 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { AhpClient, FakeBackend, until, withHost, type Json } from "./helpers.js";
+import { randomStrings } from "../helpers/prng.js";
 import { changesetPrefix, matchesUriTemplate, MAX_CHANGESETS_PER_SESSION, reduceAnnotations, reduceChangeset } from "../../src/protocols/host/resources.js";
 import type { HostHandle } from "../../src/protocols/host/host.js";
 
@@ -135,16 +136,11 @@ test("matchesUriTemplate: the regular expression it replaced, without its expone
   // The reference: each {…} as [^/]+, the rest literal.
   const reference = (t: string, u: string): boolean =>
     new RegExp(`^${t.split(/\{[^}]*\}/).map((x) => x.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("[^/]+")}$`).test(u);
-  let seed = 17;
-  const pick = (alphabet: string, max: number): string => {
-    const len = (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) % (max + 1);
-    let out = "";
-    for (let i = 0; i < len; i++) out += alphabet[(seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) % alphabet.length];
-    return out;
-  };
+  const ts = randomStrings(30_000, 9, "a/{}x.", 17);
+  const us = randomStrings(30_000, 9, "a/x.", 18);
   for (let i = 0; i < 30_000; i++) {
-    const t = pick("a/{}x.", 9);
-    const u = pick("a/x.", 9);
+    const t = ts[i]!;
+    const u = us[i]!;
     assert.equal(matchesUriTemplate(t, u), reference(t, u), JSON.stringify([t, u]));
   }
   assert.equal(matchesUriTemplate("ahp-changeset:/s/turn/{turnId}", "ahp-changeset:/s/turn/t1"), true);

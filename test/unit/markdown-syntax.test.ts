@@ -7,6 +7,7 @@
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { randomStrings } from "../helpers/prng.js";
 import { codeTokens, INLINE_SPANS, LINK, type CodeDialect, type CodeToken } from "../../src/core/markdown-syntax.js";
 import { renderMarkdown } from "../../src/cli/chat/markdown.js";
 
@@ -33,21 +34,12 @@ const WEB_RE = /(\/\/[^\n]*|#[^\n]*|\/\*[\s\S]*?\*\/)|("(?:[^"\\\n]|\\.)*"|'(?:[
 const TERM_HASH_RE = /(#.*$)|("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|(\b\d+(?:\.\d+)?\b)|([A-Za-z_]\w*)/g;
 const TERM_C_RE = /(\/\/.*$|\/\*.*?\*\/)|("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`(?:[^`\\]|\\.)*`)|(\b\d+(?:\.\d+)?\b)|([A-Za-z_]\w*)/g;
 
-/** A seeded generator of short strings over the characters that open, close or escape a token. */
-function inputs(count: number, maxLen: number, alphabet: string, seed: number): string[] {
-  let s = seed >>> 0;
-  const next = (n: number): number => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s % n;
-  };
-  return Array.from({ length: count }, () => Array.from({ length: next(maxLen + 1) }, () => alphabet[next(alphabet.length)]!).join(""));
-}
 const ALPHABET = "\"'`/*#\\ \nax_$1.9e";
 
 describe("codeTokens", () => {
   it("tokenizes comments, strings, numbers and words as the web UI's expression did, for 40,000 inputs", () => {
     for (const hashLang of [false, true]) {
-      for (const code of inputs(20_000, 24, ALPHABET, hashLang ? 7 : 3)) {
+      for (const code of randomStrings(20_000, 24, ALPHABET, hashLang ? 7 : 3)) {
         assert.deepEqual(codeTokens(code, web(hashLang)), reference(WEB_RE, code, hashLang ? "comment" : "plain"), JSON.stringify(code));
       }
     }
@@ -55,8 +47,8 @@ describe("codeTokens", () => {
 
   it("tokenizes a line as the terminal's expressions did, for 40,000 inputs", () => {
     const line = ALPHABET.replace("\n", "");
-    for (const code of inputs(20_000, 24, line, 11)) assert.deepEqual(codeTokens(code, TERM_HASH), reference(TERM_HASH_RE, code, "comment"), JSON.stringify(code));
-    for (const code of inputs(20_000, 24, line, 13)) assert.deepEqual(codeTokens(code, TERM_C), reference(TERM_C_RE, code, "comment"), JSON.stringify(code));
+    for (const code of randomStrings(20_000, 24, line, 11)) assert.deepEqual(codeTokens(code, TERM_HASH), reference(TERM_HASH_RE, code, "comment"), JSON.stringify(code));
+    for (const code of randomStrings(20_000, 24, line, 13)) assert.deepEqual(codeTokens(code, TERM_C), reference(TERM_C_RE, code, "comment"), JSON.stringify(code));
   });
 
   it("names each construct in a sample", () => {

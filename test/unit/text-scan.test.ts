@@ -5,19 +5,12 @@
  */
 import { it } from "node:test";
 import assert from "node:assert/strict";
+import { randomStrings } from "../helpers/prng.js";
 import { collapseBreaks, trimEndChars } from "../../src/core/text-scan.js";
 
-function inputs(count: number, maxLen: number, alphabet: string, seed: number): string[] {
-  let s = seed >>> 0;
-  const next = (n: number): number => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s % n;
-  };
-  return Array.from({ length: count }, () => Array.from({ length: next(maxLen + 1) }, () => alphabet[next(alphabet.length)]!).join(""));
-}
 
 it("trimEndChars is the end-anchored character-class replace", () => {
-  for (const s of inputs(20_000, 12, " \ta!。\n", 5)) {
+  for (const s of randomStrings(20_000, 12, " \ta!。\n", 5)) {
     assert.equal(trimEndChars(s, " \t"), s.replace(/[ \t]+$/, ""), JSON.stringify(s));
     assert.equal(trimEndChars(s, "!。"), s.replace(/[!。]+$/u, ""), JSON.stringify(s));
   }
@@ -26,7 +19,7 @@ it("trimEndChars is the end-anchored character-class replace", () => {
 });
 
 it("collapseBreaks is the whitespace-around-line-breaks replace", () => {
-  for (const s of inputs(20_000, 12, " \t\n\r\u00a0ab", 9)) assert.equal(collapseBreaks(s), s.replace(/\s*\n\s*/g, " "), JSON.stringify(s));
+  for (const s of randomStrings(20_000, 12, " \t\n\r\u00a0ab", 9)) assert.equal(collapseBreaks(s), s.replace(/\s*\n\s*/g, " "), JSON.stringify(s));
 });
 
 it("both stay linear on megabytes of a run followed by something else", () => {
