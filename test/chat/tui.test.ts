@@ -10,7 +10,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { BERTH_BIN } from "../helpers/paths.js";
-import { renderMarkdown } from "../../src/cli/chat/markdown.js";
+import { MAX_TABLE_CELLS, MAX_TABLE_COLUMNS, renderMarkdown } from "../../src/cli/chat/markdown.js";
 import { chatEnv, FAKE, home, Proc } from "./helpers.js";
 
 const hasScript = spawnSync("script", ["--version"]).status === 0;
@@ -46,6 +46,22 @@ describe("berth chat TUI", () => {
         "",
       ].join("\n"),
     );
+  });
+
+  it("tables align up to their bounds and beyond them show as their rows; a model's 1 MiB table renders", () => {
+    const aligned = (md: string): boolean => renderMarkdown(md, false).includes("─┼─");
+    const table = (cols: number, rows: number): string => `|${"h|".repeat(cols)}\n|${"-|".repeat(cols)}\n` + `|${"c|".repeat(cols)}\n`.repeat(rows - 1);
+    assert.equal(aligned(table(MAX_TABLE_COLUMNS, 2)), true);
+    assert.equal(aligned(table(MAX_TABLE_COLUMNS + 1, 2)), false);
+    assert.equal(aligned(table(2, MAX_TABLE_CELLS / 2)), true);
+    assert.equal(aligned(table(2, MAX_TABLE_CELLS / 2 + 1)), false);
+    const shownAsRows = renderMarkdown(table(MAX_TABLE_COLUMNS + 1, 2), false).split("\n");
+    assert.equal(shownAsRows[0], `|${"h|".repeat(MAX_TABLE_COLUMNS + 1)}`);
+    // 200,000 rows (their lines were spread into one call: a stack overflow), and one very wide row above many short
+    // ones (padding every row to every column: rows × columns).
+    assert.equal(renderMarkdown("|a|b|\n|-|-|\n" + "|x|y|\n".repeat(200_000), false).split("\n").length, 200_003);
+    const wide = renderMarkdown("|" + "c|".repeat(170_000) + "\n" + "|x|\n".repeat(100_000), false);
+    assert.equal(wide.split("\n").length, 100_002);
   });
 
   it("pty: -p with a terminal on stdin sends the prompt alone, without waiting for stdin, and renders the answer", { skip: hasScript ? false : "util-linux script is not installed" }, async () => {

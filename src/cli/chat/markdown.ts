@@ -15,6 +15,9 @@ const WORD = /[A-Za-z_]\w*/y;
 /** Languages with `#` comments, and the others (slash comments, backtick strings). */
 const HASH_DIALECT: CodeDialect = { hash: "comment", slash: false, backtick: false, number: NUMBER, word: WORD };
 const C_DIALECT: CodeDialect = { hash: "none", slash: true, backtick: true, number: NUMBER, word: WORD };
+/** Bounds of an aligned table (see `renderTable`). */
+export const MAX_TABLE_COLUMNS = 64;
+export const MAX_TABLE_CELLS = 100_000;
 const sgr = (on: boolean, a: string, b: string) => (s: string) => (on ? `${ESC}${a}m${s}${ESC}${b}m` : s);
 
 const KEYWORDS = new Set(
@@ -96,16 +99,25 @@ export class MarkdownStream {
     return out.join("");
   }
 
+  /**
+   * A pipe table with aligned columns; one wider than `MAX_TABLE_COLUMNS` or with more than `MAX_TABLE_CELLS` cells is
+   * shown as its rows, unaligned (aligning pads every row to every column: a model's 1 MiB table of one long row and
+   * many short ones would take rows × columns).
+   */
   private renderTable(rows: string[]): string[] {
     const cells = rows.map((r) => r.trim().replace(/^\|/, "").replace(/\|$/, "").split("|").map((c) => c.trim()));
     const isSep = (r: string[]): boolean => r.every((c) => /^:?-{1,}:?$/.test(c));
-    const body = cells.filter((r) => !isSep(r)).map((r) => r.map((c) => this.inline(c)));
-    const n = Math.max(...body.map((r) => r.length));
-    const w = Array.from({ length: n }, (_, i) => Math.max(...body.map((r) => visibleWidth(r[i] ?? ""))));
+    const body = cells.filter((r) => !isSep(r));
+    let n = 0;
+    for (const r of body) n = Math.max(n, r.length);
+    if (n > MAX_TABLE_COLUMNS || n * body.length > MAX_TABLE_CELLS) return rows.map((r) => this.inline(r));
+    const shown = body.map((r) => r.map((c) => this.inline(c)));
+    const w = new Array<number>(n).fill(0);
+    for (const r of shown) r.forEach((c, i) => (w[i] = Math.max(w[i]!, visibleWidth(c))));
     const line = (r: string[], head: boolean): string => r.concat(Array(n - r.length).fill("")).map((c, i) => (head ? this.bold(c) : c) + " ".repeat(w[i]! - visibleWidth(c))).join(" │ ");
-    const out = [line(body[0] ?? [], cells.length > 1 && isSep(cells[1]!))];
+    const out = [line(shown[0] ?? [], cells.length > 1 && isSep(cells[1]!))];
     if (cells.length > 1 && isSep(cells[1]!)) out.push(w.map((x) => "─".repeat(x)).join("─┼─"));
-    for (const r of body.slice(1)) out.push(line(r, false));
+    for (const r of shown.slice(1)) out.push(line(r, false));
     return out;
   }
 
@@ -113,7 +125,7 @@ export class MarkdownStream {
   push(line: string): string[] {
     const out: string[] = [];
     const isRow = /^\s*\|.*\|\s*$/.test(line);
-    if (this.inFence === null && this.table.length > 0 && !isRow) out.push(...this.flush());
+    if (this.inFence === null && this.table.length > 0 && !isRow) for (const l of this.flush()) out.push(l);
     if (this.inFence !== null) {
       if (line.trim().startsWith(this.inFence.marker)) {
         this.inFence = null;
@@ -157,7 +169,8 @@ export class MarkdownStream {
 export function renderMarkdown(text: string, color: boolean): string {
   const md = new MarkdownStream(color);
   const out: string[] = [];
-  for (const l of text.replace(/\n$/, "").split("\n")) out.push(...md.push(l));
-  out.push(...md.flush());
+  // No spread of a table's lines into push: more than ~120,000 overflow the call stack.
+  for (const l of text.replace(/\n$/, "").split("\n")) for (const r of md.push(l)) out.push(r);
+  for (const r of md.flush()) out.push(r);
   return out.join("\n") + "\n";
 }
