@@ -9,6 +9,26 @@ import { call, isAlive, makeCtx, waitFor } from "./helpers.js";
 const FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
 const fixture = (...extra: string[]) => ({ command: process.execPath, args: [FIXTURE, ...extra], env: {} });
 
+void test("MCP: at most 512 tools per server are offered, whatever one tools/list page holds", async () => {
+  for (const [listed, offered] of [
+    [512, 512],
+    [513, 512],
+    // One page of 200,000: it was spread into one push call, a stack overflow that failed the server.
+    [200_000, 512],
+  ]) {
+    const reg = await createToolRegistry({ cwd: process.cwd(), mcpServers: { many: fixture(`--tools=${listed}`) } });
+    try {
+      const s = reg.mcpServers.find((x) => x.name === "many");
+      assert.equal(s?.state, "ready", `${listed}: ${s?.error ?? ""}`);
+      assert.equal(s?.toolCount, offered);
+      assert.equal(reg.tools.filter((t) => t.serverName === "many").length, offered);
+      assert.ok(reg.get("mcp__many__t511") !== undefined && reg.get("mcp__many__t512") === undefined);
+    } finally {
+      await reg.close();
+    }
+  }
+});
+
 void test("MCP end to end: list, call, errors, validation, bounded output, close leaves no process", async () => {
   const reg = await createToolRegistry({ cwd: process.cwd(), mcpServers: { fx: fixture(), broken: fixture("--exit-at-start") } });
   const ctx = makeCtx(process.cwd());

@@ -160,7 +160,9 @@ class ServerConnection implements McpServerStatus {
       let cursor: string | undefined;
       for (let page = 0; page < MAX_LIST_PAGES; page++) {
         const res = await this.client.listTools(cursor === undefined ? {} : { cursor }, { timeout: timeoutMs, signal });
-        listed.push(...res.tools);
+        // Element by element up to the bound: a hostile server's page of 200,000 tools spread into one call
+        // overflows the stack, and only the first MAX_TOOLS_PER_SERVER are kept anyway.
+        for (const t of res.tools) if (listed.length < MAX_TOOLS_PER_SERVER) listed.push(t);
         cursor = res.nextCursor;
         if (cursor === undefined || listed.length >= MAX_TOOLS_PER_SERVER) break;
       }
