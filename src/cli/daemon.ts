@@ -207,7 +207,9 @@ export async function runDaemon(argv: string[]): Promise<number> {
   }
   let handle: HostHandle;
   try {
-    handle = await startHost({ home: resolveHome(process.env), host: listen.host, port: listen.port, ...(quota !== undefined ? { sessionContentQuota: quota } : {}) });
+    // The host's own lines (a lock wait, internal errors) under this command's name, like the rest of its stderr.
+    const log = (m: string): void => void process.stderr.write(`berth daemon: ${m}\n`);
+    handle = await startHost({ home: resolveHome(process.env), host: listen.host, port: listen.port, log, ...(quota !== undefined ? { sessionContentQuota: quota } : {}) });
   } catch (e) {
     process.stderr.write(`berth daemon: ${startFailure(e)}\n`);
     return 1;

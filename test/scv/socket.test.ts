@@ -41,7 +41,8 @@ it("serves $SCV_HOME/state/server.sock owner-only, refuses a live socket, replac
     let twinErr = "";
     twin.stderr.on("data", (b: Buffer) => (twinErr += b.toString()));
     assert.equal(await new Promise<number | null>((r) => twin.once("close", r)), 1);
-    assert.match(twinErr, new RegExp(`^berth daemon: another berth daemon \\(pid ${d.child.pid}, http://127\\.0\\.0\\.1:\\d+\\) is already running with .*; use it \\(\`berth open\` opens its web UI; \`berth chat\` connects to it\\), stop it \\(kill ${d.child.pid}\\), or set MC_HOME to another directory\\n$`));
+    assert.match(twinErr, new RegExp(`^berth daemon: another daemon \\(pid ${d.child.pid}\\) holds .*host; waiting up to 6\\.5 s for it to stop\\n`));
+    assert.match(twinErr, new RegExp(`\\nberth daemon: another berth daemon \\(pid ${d.child.pid}, http://127\\.0\\.0\\.1:\\d+\\) is already running with .*; use it \\(\`berth open\` opens its web UI; \`berth chat\` connects to it\\), stop it \\(kill ${d.child.pid}\\), or set MC_HOME to another directory\\n$`));
     const c = await d.connect();
     await c.initialize();
     c.end();

@@ -89,6 +89,7 @@ export async function acquireStateLock(stateDir: string, log: (m: string) => voi
     update: LOCK_STALE_MS / 2,
     retries: { retries: Math.ceil(LOCK_WAIT_MS / RETRY_MS), minTimeout: RETRY_MS / 2, maxTimeout: RETRY_MS / 2, factor: 1 },
   });
+  let said = false;
   try {
     for (;;) {
       try {
@@ -145,6 +146,12 @@ export async function acquireStateLock(stateDir: string, log: (m: string) => voi
         continue;
       }
       if (Date.now() >= deadline) throw Object.assign(new Error("Lock file is already being held"), { code: "ELOCKED" });
+      if (!said) {
+        // Said once, so the wait (a daemon being stopped may release it) is not mistaken for a hang.
+        said = true;
+        const pid = readOwner(ownerPath)?.pid;
+        log(`another daemon${pid !== undefined ? ` (pid ${pid})` : ""} holds ${stateDir}; waiting up to ${LOCK_WAIT_MS / 1000} s for it to stop`);
+      }
       await sleep(RETRY_MS);
     }
   } finally {
