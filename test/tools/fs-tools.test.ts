@@ -107,6 +107,20 @@ void test("edit: exact single match, not found, ambiguous, replace_all, identica
   assert.equal(readFileSync(join(dir, "w.txt"), "utf8"), "A\r\nB\r\nc\r\n");
 });
 
+void test("edit: a replace_all whose result no string can hold is refused by name, the file unchanged", async (t) => {
+  const dir = tempDir(t);
+  const f = join(dir, "big.txt");
+  writeFileSync(f, "a".repeat(1_000_000));
+  // 1,000,000 occurrences × 65,536 characters: 65.5 G characters (it failed with V8's "Invalid string length").
+  const r = await call(editTool, { path: "big.txt", old_string: "a", new_string: "x".repeat(65_536), replace_all: true }, makeCtx(dir));
+  assert.equal(r.errorKind, "failed");
+  assert.equal(
+    r.content,
+    "edit: replacing 1,000,000 occurrences would make big.txt 65,536,000,000 characters long, more than an edit can hold (536,870,888); use a longer old_string or a shorter new_string",
+  );
+  assert.equal(readFileSync(f, "utf8"), "a".repeat(1_000_000));
+});
+
 void test("ls: sorted entries with dir markers, limit, errors", async (t) => {
   const dir = tempDir(t);
   mkdirSync(join(dir, "sub"));

@@ -3,6 +3,7 @@
  * zero or several occurrences fail with a message saying which. When the file uses CRLF and
  * `old_string` uses bare LF (models usually do), the strings are matched with LF turned into CRLF.
  */
+import { constants } from "node:buffer";
 import type { FileHandle } from "node:fs/promises";
 import type { ToolResult } from "../types.js";
 import { openForWrite, openRegular, replaceContent, resolveForTool } from "./confine.js";
@@ -10,6 +11,8 @@ import { defineLocalTool } from "./define.js";
 import { resolvePath } from "./paths.js";
 import { fail, fsFail, ok } from "./result.js";
 import { EDIT_DEF } from "./specs.js";
+
+const MAX_STRING_LENGTH = constants.MAX_STRING_LENGTH;
 
 
 /** Number of non-overlapping occurrences of `needle` in `hay` (needle non-empty). */
@@ -96,6 +99,12 @@ function applyEdit(text: string, args: EditCall): { next: string; count: number 
   if (count === 0) return fail("failed", `edit: old_string not found in ${args.path}`);
   if (count > 1 && args.replace_all !== true) {
     return fail("failed", `edit: old_string occurs ${count} times in ${args.path}; add surrounding context to make it unique, or set replace_all`);
+  }
+  // Longer than a JavaScript string can be (V8's limit, ~512 Mi UTF-16 units), the join would throw "Invalid string
+  // length", which names no cause: say what the edit would have made instead. The file is left as it was.
+  const size = text.length + count * (newS.length - oldS.length);
+  if (size > MAX_STRING_LENGTH) {
+    return fail("failed", `edit: replacing ${count.toLocaleString("en-US")} occurrence${count === 1 ? "" : "s"} would make ${args.path} ${size.toLocaleString("en-US")} characters long, more than an edit can hold (${MAX_STRING_LENGTH.toLocaleString("en-US")}); use a longer old_string or a shorter new_string`);
   }
   if (args.replace_all === true) return { next: text.split(oldS).join(newS), count };
   const at = text.indexOf(oldS);
