@@ -6,7 +6,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { AhpClient, FakeBackend, until, withHost, type Json } from "./helpers.js";
 import { randomStrings } from "../helpers/prng.js";
-import { changesetPrefix, matchesUriTemplate, MAX_CHANGESETS_PER_SESSION, reduceAnnotations, reduceChangeset } from "../../src/protocols/host/resources.js";
+import { changesetPrefix, MAX_CHANGESETS_PER_SESSION, reduceAnnotations, reduceChangeset } from "../../src/protocols/host/resources.js";
+import { matchesUriTemplate } from "../../src/protocols/host/uri-template.js";
 import type { HostHandle } from "../../src/protocols/host/host.js";
 
 const file = (id: string, extra: Json = {}) => ({ id, edit: { after: { uri: id, content: { uri: `${id}#after` } } }, ...extra });
