@@ -7,7 +7,7 @@
 // First: the heap settings must hold before the other modules load (daemon-heap.ts).
 import "./daemon-heap.js";
 import { join } from "node:path";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
 import { startHost, type HostHandle } from "../protocols/host/host.js";
 import { resolveHome } from "../store/home.js";
 import { storageProblemOf } from "../store/sessions/errors.js";
@@ -22,7 +22,7 @@ import { startDaemonDelegations, type DaemonDelegations } from "./daemon-delegat
 import { RESTART_EXIT_CODE, restartPlanner } from "./daemon-restart.js";
 import { listenScvSocket, scvSocketPath, type ScvSocketHandle } from "./scv-socket.js";
 import { packageVersion } from "./process-io.js";
-import { ENDPOINT_FILE } from "./endpoint-file.js";
+import { ENDPOINT_FILE, readEndpoint } from "./endpoint-file.js";
 
 const SHUTDOWN_DEADLINE_MS = 5000;
 const RUNTIME_READY_MS = 10_000;
@@ -304,22 +304,11 @@ function startFailure(e: unknown): string {
   const message = e instanceof Error ? e.message : String(e);
   const locked = e as { code?: unknown; stateDir?: unknown };
   if (locked.code === "ELOCKED" && typeof locked.stateDir === "string") {
-    const running = runningDaemon(locked.stateDir);
+    const running = readEndpoint(locked.stateDir);
     const where = running === null ? "" : ` (pid ${running.pid}, ${running.http})`;
     const stop = running === null ? "stop it" : `stop it (kill ${running.pid})`;
     return `${message.replace(/^another berth daemon/, `another berth daemon${where}`)}; use it (\`berth open\` opens its web UI; \`berth chat\` connects to it), ${stop}, or set MC_HOME to another directory`;
   }
   const problem = storageProblemOf(e);
   return problem === undefined ? message : `cannot start: ${problem} (${message})`;
-}
-
-/** The pid and HTTP address the running daemon of `stateDir` recorded (`ENDPOINT_FILE`), or null. */
-function runningDaemon(stateDir: string): { pid: number; http: string } | null {
-  try {
-    const rec = JSON.parse(readFileSync(join(stateDir, ENDPOINT_FILE), "utf8")) as { pid?: unknown; http?: unknown };
-    if (typeof rec.pid !== "number" || !Number.isSafeInteger(rec.pid) || typeof rec.http !== "string" || !/^http:\/\/[\w.:[\]-]{1,200}$/.test(rec.http)) return null;
-    return { pid: rec.pid, http: rec.http };
-  } catch {
-    return null;
-  }
 }

@@ -5,12 +5,12 @@
  * `--no-browser`, the UI URL (token in the fragment) is printed on stdout for the user to open.
  */
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, openSync, readFileSync } from "node:fs";
+import { mkdirSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { spawnBerth } from "../client/spawn-berth.js";
 import { resolveHome } from "../store/home.js";
-import { ENDPOINT_FILE } from "./endpoint-file.js";
+import { readEndpoint } from "./endpoint-file.js";
 
 const START_TIMEOUT_MS = 20_000;
 
@@ -25,15 +25,8 @@ async function alive(http: string): Promise<boolean> {
 
 /** The running daemon's UI base URL (no token), or null when none answers. */
 async function findDaemon(stateDir: string): Promise<string | null> {
-  const f = join(stateDir, ENDPOINT_FILE);
-  if (!existsSync(f)) return null;
-  try {
-    const rec = JSON.parse(readFileSync(f, "utf8")) as { http?: unknown; ui?: unknown };
-    if (typeof rec.http !== "string" || typeof rec.ui !== "string") return null;
-    return (await alive(rec.http)) ? rec.ui : null;
-  } catch {
-    return null;
-  }
+  const rec = readEndpoint(stateDir);
+  return rec !== null && (await alive(rec.http)) ? rec.ui : null;
 }
 
 /** Start a detached daemon (logs to `host/daemon.log`) and resolve with its ready line's UI URL. */
