@@ -3,8 +3,9 @@
  *
  * Why: a pattern that needs something after a run, such as `/[ \t]+$/` (the end) or whitespace around a line break,
  * is retried from every position of a long run that is not followed by what it needs, and each try rescans the rest
- * of the run: 40 kB of spaces before a letter took 1.4 s, of `!` before a letter 3 s. The text here comes from web pages (`web_fetch`) and chat
- * senders, so it is an attacker's, and these calls run on the event loop every session shares.
+ * of the run: 40 kB of spaces before a letter took 1.4 s, of `!` before a letter 3 s. The text here comes from web
+ * pages (`web_fetch`) and chat senders, so it is an attacker's, and these calls run on the event loop every session
+ * shares.
  */
 
 /** `s` without its trailing characters that are in `chars` (`trimEndChars("ok!!", "!")` is `"ok"`). */
