@@ -57,7 +57,7 @@ function readOwner(path: string): OwnerRecord | undefined {
   }
 }
 
-/** True only when the recorded owner of the lock directory we see is provably gone. */
+/** True only when the recorded owner of the lock directory we see is provably gone; its pid when recorded. */
 function ownerIsDead(lockPath: string, ownerPath: string): { dead: boolean; pid?: number } {
   const o = readOwner(ownerPath);
   if (!o) return { dead: false };
@@ -67,10 +67,10 @@ function ownerIsDead(lockPath: string, ownerPath: string): { dead: boolean; pid?
   } catch {
     return { dead: false }; // gone meanwhile: the next attempt takes it normally
   }
-  if (o.lockIno !== ino || o.hostname !== hostname()) return { dead: false };
+  if (o.lockIno !== ino || o.hostname !== hostname()) return { dead: false, pid: o.pid };
   const boot = bootId();
   if (o.bootId !== "" && boot !== "" && o.bootId !== boot) return { dead: true, pid: o.pid }; // owner from a previous boot
-  if (o.pid === process.pid) return { dead: false };
+  if (o.pid === process.pid) return { dead: false, pid: o.pid };
   return { dead: !pidAlive(o.pid), pid: o.pid };
 }
 
@@ -149,8 +149,7 @@ export async function acquireStateLock(stateDir: string, log: (m: string) => voi
       if (!said) {
         // Said once, so the wait (a daemon being stopped may release it) is not mistaken for a hang.
         said = true;
-        const pid = readOwner(ownerPath)?.pid;
-        log(`another daemon${pid !== undefined ? ` (pid ${pid})` : ""} holds ${stateDir}; waiting up to ${LOCK_WAIT_MS / 1000} s for it to stop`);
+        log(`another daemon${owner.pid !== undefined ? ` (pid ${owner.pid})` : ""} holds ${stateDir}; waiting up to ${LOCK_WAIT_MS / 1000} s for it to stop`);
       }
       await sleep(RETRY_MS);
     }
