@@ -42,7 +42,7 @@ async function startRuntime(handle: HostHandle): Promise<() => Promise<void>> {
   const berthHome = home.resolveHome(process.env);
   const cwd = process.cwd();
   const settings = new SettingsStore({ home: berthHome, projectDir: cwd, env: process.env });
-  const log = (m: string): void => void process.stderr.write(`berth daemon: ${m}\n`);
+  const log = daemonLog;
   const noteOnce = approvals.onceLogger(log);
   // The agent's session-bound tools (`question`) are the backend's: bound once the backend exists.
   let backend: InstanceType<typeof BerthRuntimeBackend> | null = null;
@@ -129,7 +129,7 @@ async function startScv(): Promise<[ScvSocketHandle, () => Promise<void>]> {
     home,
     env: process.env,
     transport: "socket",
-    log: (l) => void process.stderr.write(`berth daemon: ${l}\n`),
+    log: daemonLog,
     daemonControl,
   });
   try {
@@ -152,7 +152,7 @@ function parseListen(v: string): { host: string; port: number } | null {
 }
 
 export async function runDaemon(argv: string[]): Promise<number> {
-  containCrashes((m) => process.stderr.write(`berth daemon: ${m}\n`));
+  containCrashes(daemonLog);
   let listen = { host: "127.0.0.1", port: 0 };
   let withRuntime = true;
   let quota: number | undefined;
@@ -208,13 +208,12 @@ export async function runDaemon(argv: string[]): Promise<number> {
   let handle: HostHandle;
   try {
     // The host's own lines (a lock wait, internal errors) under this command's name, like the rest of its stderr.
-    const log = (m: string): void => void process.stderr.write(`berth daemon: ${m}\n`);
-    handle = await startHost({ home: resolveHome(process.env), host: listen.host, port: listen.port, log, ...(quota !== undefined ? { sessionContentQuota: quota } : {}) });
+    handle = await startHost({ home: resolveHome(process.env), host: listen.host, port: listen.port, log: daemonLog, ...(quota !== undefined ? { sessionContentQuota: quota } : {}) });
   } catch (e) {
     process.stderr.write(`berth daemon: ${startFailure(e)}\n`);
     return 1;
   }
-  delegations = startDaemonDelegations({ home: resolveHome(process.env), log: (l) => void process.stderr.write(`berth daemon: ${l}\n`) });
+  delegations = startDaemonDelegations({ home: resolveHome(process.env), log: daemonLog });
   let scv: ScvSocketHandle;
   let scvClose: () => Promise<void>;
   try {
@@ -241,7 +240,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
     home: resolveHome(process.env),
     workspace: process.cwd(),
     scvSocket: scv.path,
-    log: (l) => void process.stderr.write(`berth daemon: ${l}\n`),
+    log: daemonLog,
   });
   const sweep = setInterval(() => confirm.sweep(), 10_000);
   sweep.unref();
@@ -300,14 +299,19 @@ export async function runDaemon(argv: string[]): Promise<number> {
 }
 
 /** A start-up failure's line: its message, led by the cause and fix when the file system refused (read-only, full…). */
+/** One line on stderr under this command's name. */
+function daemonLog(m: string): void {
+  process.stderr.write(`berth daemon: ${m}\n`);
+}
+
 function startFailure(e: unknown): string {
   const message = e instanceof Error ? e.message : String(e);
-  const locked = e as { code?: unknown; stateDir?: unknown };
-  if (locked.code === "ELOCKED" && typeof locked.stateDir === "string") {
+  const locked = e as { code?: unknown; stateDir?: unknown; home?: unknown };
+  if (locked.code === "ELOCKED" && typeof locked.stateDir === "string" && typeof locked.home === "string") {
     const running = readEndpoint(locked.stateDir);
     const where = running === null ? "" : ` (pid ${running.pid}, ${running.http})`;
     const stop = running === null ? "stop it" : `stop it (kill ${running.pid})`;
-    return `${message.replace(/^another berth daemon/, `another berth daemon${where}`)}; use it (\`berth open\` opens its web UI; \`berth chat\` connects to it), ${stop}, or set MC_HOME to another directory`;
+    return `another berth daemon${where} is already running with ${locked.home} (its state directory ${locked.stateDir} is locked); use it (\`berth open\` opens its web UI; \`berth chat\` connects to it), ${stop}, or set MC_HOME to another directory`;
   }
   const problem = storageProblemOf(e);
   return problem === undefined ? message : `cannot start: ${problem} (${message})`;

@@ -97,7 +97,7 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
     const code = (e as NodeJS.ErrnoException).code;
     const message = e instanceof Error ? e.message : String(e);
     // The CLI names the running daemon (its pid and address) from its endpoint record: cli/daemon.ts.
-    if (code === "ELOCKED") throw Object.assign(new Error(`another berth daemon is already running with ${home} (its state directory ${stateDir} is locked)`), { code, stateDir });
+    if (code === "ELOCKED") throw Object.assign(new Error(`another berth daemon is already running with ${home} (its state directory ${stateDir} is locked)`), { code, stateDir, home });
     // Anything else (a disk refusing the lock's owner record) keeps its code, so the caller can name cause and fix.
     throw Object.assign(new Error(`state directory ${stateDir}: ${message}`), { code });
   }
