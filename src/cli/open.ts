@@ -3,12 +3,17 @@
  * checked live with `/healthz`), or start `berth daemon --berth-runtime` detached, then open the
  * web UI in the user's browser (`xdg-open` / `open` / `start`). With no opener, or with
  * `--no-browser`, the UI URL (token in the fragment) is printed on stdout for the user to open.
+ *
+ * The opener is never handed the URL itself: a process's command line is readable by every local
+ * user (`/proc/<pid>/cmdline`, `ps`), and the opener passes it on to the browser's. It gets the
+ * `file://` URL of `host/open.html`, an owner-only page that sends the browser on to the UI.
  */
 import { spawn } from "node:child_process";
 import { mkdirSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { spawnBerth } from "../client/spawn-berth.js";
+import { writeFileAtomic } from "../store/atomic-file.js";
 import { resolveHome } from "../store/home.js";
 import { readEndpoint } from "./endpoint-file.js";
 
@@ -65,6 +70,22 @@ function startDaemon(stateDir: string): Promise<string> {
   });
 }
 
+const HTML_ESCAPES: Record<string, string> = { "&": "&amp;", '"': "&quot;", "<": "&lt;", ">": "&gt;" };
+
+/**
+ * Write `host/open.html` (0600, in the owner-only state directory: as private as `host/token`),
+ * a page that sends the browser on to `url`, and return its `file://` URL.
+ */
+async function writeRedirectPage(stateDir: string, url: string): Promise<string> {
+  const path = join(stateDir, "open.html");
+  const href = url.replace(/[&"<>]/g, (c) => HTML_ESCAPES[c]!);
+  const page =
+    `<!doctype html>\n<meta charset="utf-8">\n<meta name="referrer" content="no-referrer">\n<title>Berth</title>\n` +
+    `<meta http-equiv="refresh" content="0;url=${href}">\n<p>Opening the Berth web UI&hellip; <a href="${href}">continue</a></p>\n`;
+  await writeFileAtomic(path, page, 0o600);
+  return pathToFileURL(path).href;
+}
+
 function opener(): [string, string[]] {
   if (process.platform === "darwin") return ["open", []];
   if (process.platform === "win32") return ["cmd", ["/c", "start", ""]];
@@ -115,9 +136,21 @@ export async function runOpen(argv: string[]): Promise<number> {
     return 1;
   }
   const url = `${base.replace(/\/?$/, "/")}#token=${token}`;
-  if (browser && (await launch(url))) {
-    process.stderr.write(`berth open: opened ${base} in your browser\n`);
-    return 0;
+  if (browser) {
+    let page: string;
+    try {
+      page = await writeRedirectPage(stateDir, url);
+    } catch (e) {
+      process.stderr.write(`berth open: cannot write ${join(stateDir, "open.html")} (${e instanceof Error ? e.message : String(e)}); run \`berth open --no-browser\` and open the URL it prints\n`);
+      return 1;
+    }
+    if (await launch(page)) {
+      process.stderr.write(
+        `berth open: opened ${base} in your browser (through ${join(stateDir, "open.html")}, so the token is on no command line); ` +
+          "if the browser cannot read that file (a snap-packaged browser cannot read hidden folders), run `berth open --no-browser` and open the URL it prints\n",
+      );
+      return 0;
+    }
   }
   process.stdout.write(url + "\n");
   if (browser) process.stderr.write("berth open: no browser opener found (xdg-open/open); open the URL above\n");

@@ -1,16 +1,20 @@
 /**
  * `berth open`: starts a detached daemon when none answers for this home, finds the running one
- * the next time, hands the opener the UI URL (token in the fragment only), and prints the URL when
- * no opener exists. The opener is a recording `xdg-open` script first on PATH.
+ * the next time, hands the opener the `file://` URL of an owner-only page that sends the browser on
+ * to the UI URL (so the token is on no command line another user could read), and prints the URL
+ * when no opener exists. The opener is a recording `xdg-open` script first on PATH; real headless
+ * Chromium follows the page to the connected UI.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { BERTH_BIN } from "../helpers/paths.js";
 import { until } from "../host/helpers.js";
+import { browserSkipReason, launchBrowser, patient, UI_TEST_MS } from "./rig.js";
 
 function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string; err: string }> {
   return new Promise((resolve) => {
@@ -24,7 +28,7 @@ function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | n
   });
 }
 
-test("berth open: starts the daemon once, then finds it; the opener gets the fragment URL; no opener prints it", async () => {
+test("berth open: starts the daemon once, then finds it; the opener gets an owner-only page, never the token; no opener prints the URL", { timeout: UI_TEST_MS }, async () => {
   const home = mkdtempSync(join(tmpdir(), "open-home-"));
   const bin = mkdtempSync(join(tmpdir(), "open-bin-"));
   const opened = join(bin, "opened.txt");
@@ -42,16 +46,38 @@ test("berth open: starts the daemon once, then finds it; the opener gets the fra
     assert.ok(!JSON.stringify(endpoint).includes("#token"), "the discovery record holds no token");
     const token = readFileSync(join(home, "host", "token"), "utf8").trim();
     await until(() => existsSync(opened), 5000, "the opener to run");
-    const url = readFileSync(opened, "utf8").trim();
-    assert.equal(url, `${endpoint.http}/#token=${token}`);
+    const url = `${endpoint.http}/#token=${token}`;
+    const page = join(home, "host", "open.html");
+    const handed = readFileSync(opened, "utf8").trim();
+    assert.equal(handed, pathToFileURL(page).href, "the opener's command line names the page, not the UI URL");
+    assert.ok(!handed.includes(token), "the token is on no command line");
+    assert.equal(statSync(page).mode & 0o777, 0o600, "the page is as private as the token file");
+    assert.ok(readFileSync(page, "utf8").includes(`url=${url}"`), "the page sends the browser on to the UI URL");
+    assert.match(first.err, /so the token is on no command line/);
     assert.equal((await fetch(`${endpoint.http}/healthz`)).status, 200);
     assert.ok(!first.err.includes(token), "the token is never on stderr");
+
+    const skip = browserSkipReason();
+    if (skip) console.log(`# ${skip}`);
+    else {
+      const browser = await launchBrowser();
+      try {
+        const tab = patient(await browser.newPage());
+        await tab.goto(handed);
+        await tab.waitForURL(url);
+        // Connected: the app is up (rendered with its "Connecting" banner) and the banner has gone.
+        await tab.locator(".app").waitFor();
+        await tab.locator(".banner").waitFor({ state: "detached" });
+      } finally {
+        await browser.close();
+      }
+    }
 
     const second = await run(["open"], env);
     assert.equal(second.code, 0, second.err);
     assert.doesNotMatch(second.err, /starting/, "the running daemon is found, not replaced");
     await until(() => readFileSync(opened, "utf8").trim().split("\n").length === 2, 5000, "the second open");
-    assert.equal(readFileSync(opened, "utf8").trim().split("\n")[1], url);
+    assert.equal(readFileSync(opened, "utf8").trim().split("\n")[1], handed);
 
     const printed = await run(["open", "--no-browser"], env);
     assert.equal(printed.code, 0, printed.err);
