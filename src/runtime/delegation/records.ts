@@ -16,6 +16,7 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readdir, readFile, rm, chmod } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../../store/atomic-file.js";
+import { pidAlive } from "../../store/process-alive.js";
 
 export const KILL_GRACE_MS = 2000;
 
@@ -60,18 +61,10 @@ export async function processStart(pid: number): Promise<string | null> {
     const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     return rest[19] ?? null;
   } catch {
-    return process.platform === "linux" ? null : alive(pid) ? "" : null;
+    return process.platform === "linux" ? null : pidAlive(pid) ? "" : null;
   }
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 /** True when `pid` runs and started at `start` (null start: PID alone). */
 export async function sameProcess(pid: number, start: string | null): Promise<boolean> {
@@ -205,7 +198,7 @@ export async function stopRun(home: string, r: DelegationRecord, graceMs = KILL_
   while (pids.length > 0 && Date.now() < deadline) {
     await new Promise((res) => setTimeout(res, 50));
     const left: number[] = [];
-    for (const p of pids) if (alive(p)) left.push(p);
+    for (const p of pids) if (pidAlive(p)) left.push(p);
     pids = left;
   }
   if (pids.length > 0) signal(pids, "SIGKILL", agentAlive ? r.pid : null);

@@ -17,6 +17,7 @@ import { chmodSync, readFileSync, rmdirSync, statSync, unlinkSync, writeFileSync
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { lock } from "../sessions/dirlock.js";
+import { pidAlive } from "../process-alive.js";
 
 export const LOCK_STALE_MS = 5000;
 export const LOCK_WAIT_MS = 6500;
@@ -35,15 +36,6 @@ function bootId(): string {
     return readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
   } catch {
     return "";
-  }
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code !== "ESRCH";
   }
 }
 

@@ -38,6 +38,7 @@ import { randomBytes } from "../random.js";
 import * as dirlock from "./dirlock.js";
 import { SessionError, storageCause } from "./errors.js";
 import type { SessionPaths } from "./paths.js";
+import { pidAlive } from "../process-alive.js";
 
 /** Identifies this process instance (pids are reused, e.g. across container restarts). */
 const PROCESS_TOKEN = randomBytes(8).toString("hex");
@@ -101,15 +102,6 @@ function releaser(l: dirlock.DirLock, onThreadPool: boolean): () => Promise<void
 
 function isLocked(err: unknown): boolean {
   return (err as { code?: string } | null)?.code === "ELOCKED";
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 function safely(fn: () => void): void {

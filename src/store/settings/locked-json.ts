@@ -17,6 +17,7 @@ import { basename, dirname, join } from "node:path";
 import { isTempName, writeFileAtomic } from "../atomic-file.js";
 import { readRegularFile, readRegularFileSync } from "../regular-file.js";
 import { lock, type DirLock } from "../sessions/dirlock.js";
+import { pidAlive } from "../process-alive.js";
 
 /** A file could not be read, parsed, locked or written. `reason` is a fixed label. */
 export class JsonFileError extends Error {
@@ -216,12 +217,7 @@ function readLockOwner(path: string): LockOwner | null {
 function ownerDead(o: LockOwner): boolean {
   if (o.host !== HOST) return false;
   if (o.pid === process.pid) return o.token !== PROCESS_TOKEN;
-  try {
-    process.kill(o.pid, 0);
-    return false;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code !== "EPERM";
-  }
+  return !pidAlive(o.pid);
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
