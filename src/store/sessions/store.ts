@@ -302,6 +302,11 @@ export class SessionStore {
   /**
    * Model-context history: the last valid checkpoint in the bounded window and every record after its cutoff.
    * The turn loop calls this after acquiring the session (it holds the lease, so nobody else appends).
+   * With the lease's `writer` the file is read without the append lock: only this writer appends, so the lock can
+   * only be a reader's (who writes nothing) or one left by a process that died holding it (a killed daemon, whose
+   * lease this process recovered): waiting for that one until it is stale would fail the turn as busy. A torn tail
+   * is read again once this writer's own writes have landed (or failed); then it is a crash's or a failed write's,
+   * which the writer's next append repairs.
    */
   async readHistory(id: string, bounds: HistoryBounds, writer?: SessionWriter): Promise<History> {
     if (writer !== undefined) {
@@ -310,7 +315,8 @@ export class SessionStore {
       writer.dropWritten();
       this.kept.forget(writer);
     }
-    const snap = await this.readWindow(id, { ...bounds, quantumBytes: 1 });
+    const window = { ...bounds, quantumBytes: 1 };
+    const snap = writer !== undefined ? await this.readAsWriter(id, window, writer) : await this.readWindow(id, window);
     if (snap === "unchanged") throw new SessionError("unavailable"); // unreachable: no version passed
     // The whole file in the window, no torn tail: kept for the writer's next turn (see the module contract).
     const small = snap.version.size <= MAX_KEPT_HISTORY_BYTES;
@@ -318,6 +324,18 @@ export class SessionStore {
       this.kept.keep(writer, { id, bounds, records: snap.records, firstSeq: snap.firstSeq, badLines: snap.badLines, headerEnd: snap.resume.windowFrom, lines: snap.resume.lines }, snap.version);
     }
     return historyOf(snap.records, snap.firstSeq, snap.omitted, snap.badLines, snap.torn);
+  }
+
+  /** `readHistory`'s read for the lease holder (`writer`): no append lock. */
+  private async readAsWriter(id: string, bounds: WindowBounds, writer: SessionWriter): Promise<WindowSnapshot> {
+    const path = this.paths.data(id);
+    const releasing = this.locks.releasingAppend(id);
+    if (releasing !== undefined) await releasing;
+    const snap = await readWindow(path, id, bounds);
+    if (snap === "unchanged" || !snap.torn) return snap as WindowSnapshot;
+    // A failed writer (a full disk) fails the turn's own first append, with its cause: not this read.
+    await writer.flush().catch(() => undefined);
+    return (await readWindow(path, id, bounds)) as WindowSnapshot;
   }
 
   /**
