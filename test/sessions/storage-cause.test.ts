@@ -10,6 +10,8 @@ import { join } from "node:path";
 import { it } from "node:test";
 import { Agent } from "../../src/runtime/agent.js";
 import { terminalEvent } from "../../src/runtime/session/project.js";
+import { admissionFailure } from "../../src/runtime/session/deps.js";
+import type { AdmissionError } from "../../src/runtime/session/types.js";
 import { SessionError, SessionStore, storageCause, storageProblem } from "../../src/store/sessions/index.js";
 import { syncData } from "../../src/store/sessions/fdio.js";
 import { startFakeProvider } from "../fakes/fake-provider.js";
@@ -95,4 +97,22 @@ it("a turn whose user record cannot be made durable fails `persistence` with the
     rmSync(home, { recursive: true, force: true });
     rmSync(cwd, { recursive: true, force: true });
   }
+});
+
+it("a turn that cannot be admitted says why (a lock, an unreadable file, a takeover, a close), not 'internal error'", () => {
+  const ref = { sessionId: "s1", turnId: "t1" };
+  const usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, requests: 0 };
+  const message = (a: AdmissionError): string => {
+    const ev = terminalEvent(ref, { status: "failed", assistantText: "", ...admissionFailure(a), usage }, undefined) as { type: string; code: string; message: string };
+    assert.equal(ev.type, "turn_failed");
+    return `${ev.code}: ${ev.message}`;
+  };
+  assert.equal(message("busy"), "internal_error: the session's file is locked by another Berth process; try again in a few seconds, or continue the session where it is open");
+  assert.match(message("unavailable"), /^internal_error: the session's file cannot be read \(missing, unreadable or damaged\); check the sessions folder/);
+  assert.match(message("lost"), /^internal_error: another Berth process took this session over/);
+  assert.equal(message("closed"), "internal_error: the session was closed before the turn could start");
+  assert.equal(message("history_incomplete"), "history_limit: the session history is too large to load; clear the session or start a new one");
+  // Codes that only a bug produces keep the fixed text.
+  assert.equal(message("internal"), "internal_error: internal error");
+  assert.equal(message("invalid_record"), "internal_error: internal error");
 });

@@ -1,7 +1,7 @@
 /**
  * What a `SessionRuntime` is built on (the agent, the session manager) and what admission returns.
  */
-import type { TurnOutcome } from "../events.js";
+import type { FailureReason, TurnOutcome } from "../events.js";
 import type { RunTurnRequest, SelectionOverride, SessionModelInfo, SessionToolsSpec } from "../agent.js";
 import type { McpServerInfo, SessionToolInfo } from "../tool-registries.js";
 import { SessionError, type HistoryBounds, type SessionManager } from "../../store/sessions/index.js";
@@ -48,3 +48,17 @@ export type StartResult = StartedTurn | { ok: false; error: AdmissionError };
 export function admissionError(e: unknown): AdmissionError {
   return e instanceof SessionError ? e.code : "internal";
 }
+
+/** What a queued turn that could not be admitted reports: its failure reason, and a sentence naming the cause. */
+export function admissionFailure(a: AdmissionError): { reason: FailureReason; message?: string } {
+  if (a === "history_incomplete") return { reason: "history" };
+  const message = ADMISSION_MESSAGES[a];
+  return message === undefined ? { reason: "internal" } : { reason: "internal", message };
+}
+
+const ADMISSION_MESSAGES: Partial<Record<AdmissionError, string>> = {
+  busy: "the session's file is locked by another Berth process; try again in a few seconds, or continue the session where it is open",
+  unavailable: "the session's file cannot be read (missing, unreadable or damaged); check the sessions folder in Berth's home (MC_HOME)",
+  lost: "another Berth process took this session over; continue it there, or open it again here",
+  closed: "the session was closed before the turn could start",
+};

@@ -140,8 +140,9 @@ export function terminalEvent(ref: Ref, o: TurnOutcome, origin: TurnOrigin | und
 function failureMessage(reason: FailureReason, detail: string | undefined): string {
   // A context failure the provider reported (its label: status and category) rather than Berth's own estimate.
   if (reason === "compaction" && detail !== undefined) return `${OVERFLOW_HEAD} (${detail}); ${OVERFLOW_FIX}`;
-  // A selection failure's detail (a settings file that cannot be used) is a whole sentence naming the cause and fix.
-  if (reason === "selection" && detail !== undefined) return detail;
+  // A selection failure's detail (a settings file that cannot be used), or an internal one's (a turn that could not be
+  // admitted: session/deps.ts), is a whole sentence naming the cause and fix.
+  if ((reason === "selection" || reason === "internal") && detail !== undefined) return detail;
   // A failed session write's detail is the file system's code (a full disk, a read-only file system, …).
   const storage = reason === "persistence" ? storageProblem(detail) : undefined;
   if (storage !== undefined) return `${MESSAGES.persistence}: ${storage}`;

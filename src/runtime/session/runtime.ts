@@ -35,7 +35,7 @@ import { randomUUID } from "../../store/random.js";
 import { titleFrom } from "../../core/text-policy.js";
 import type { TurnOutcome } from "../events.js";
 import type { SessionModelInfo } from "../agent.js";
-import type { SessionDeps, StartedTurn, StartResult } from "./deps.js";
+import { admissionFailure, type SessionDeps, type StartedTurn, type StartResult } from "./deps.js";
 import type { History, TurnLease } from "../../store/sessions/index.js";
 import { ApprovalBook } from "./approvals.js";
 import { QuestionBook, type AnswerInput, type Question, type QuestionAnswer } from "./questions.js";
@@ -328,7 +328,7 @@ export class SessionRuntime {
     this.admitting = false;
     const ref = { sessionId: this.id, turnId };
     this.emit({ ...ref, type: "turn_started", prompt: q.entry.prompt, submitter: q.entry.submitter, queueId: q.entry.queue_id, ...(origin !== undefined ? { origin } : {}) });
-    const failed: TurnOutcome = { status: "failed", assistantText: "", reason: a === "history_incomplete" ? "history" : "internal", usage: { ...EMPTY_USAGE } };
+    const failed: TurnOutcome = { status: "failed", assistantText: "", ...admissionFailure(a), usage: { ...EMPTY_USAGE } };
     this.emit(terminalEvent(ref, failed, origin));
     this.pump();
   }
