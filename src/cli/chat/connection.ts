@@ -2,7 +2,9 @@
  * The interactive chat's connection to its SCV server and the session open on it.
  * Contract: SCV has one session per connection, so a new conversation (/new, /resume) drops the connection and
  * opens a fresh one in the background; the session is created on first use. A connection that ends while it is the
- * current one (the server stopped) is reported once through `onLost`, never for one the chat dropped itself.
+ * current one (the server stopped) is reported once through `onLost`, with the session that was open on it, never
+ * for one the chat dropped itself; `reconnect` then opens a new connection (the daemon if one answers again, else a
+ * `berth stdio` child) and resumes that session on it.
  */
 import type { ScvClient } from "../../client/scv/client.js";
 import type { McpDef } from "./project.js";
@@ -29,8 +31,11 @@ export class Connection {
 
   constructor(
     private readonly settings: SessionSettings,
-    /** The current connection ended by itself; the detail is the server's last stderr line, when there is one. */
-    private readonly onLost: (detail: string) => void,
+    /**
+     * The current connection ended by itself; the detail is the server's last stderr line, when there is one, and
+     * `session` the ID of the session open on it (null: none was).
+     */
+    private readonly onLost: (detail: string, session: string | null) => void,
   ) {
     this.linking = openLink(process.env);
     this.linking.catch(() => undefined);
@@ -50,10 +55,12 @@ export class Connection {
     this.link = l;
     void l.closed.then(() => {
       if (this.closing || this.link !== l) return;
+      const lost = this.session?.id ?? null;
       this.link = null;
       this.session = null;
+      this.ctx = null;
       const tail = l.stderrTail().trim();
-      this.onLost(tail !== "" ? tail.split("\n").at(-1)!.slice(0, 200) : "");
+      this.onLost(tail !== "" ? tail.split("\n").at(-1)!.slice(0, 200) : "", lost);
     });
     return l;
   }
@@ -68,6 +75,17 @@ export class Connection {
     await l?.close();
     this.linking = openLink(process.env);
     this.linking.catch(() => undefined);
+  }
+
+  /**
+   * After `onLost`: a new connection, made as the first one was, with `session` (the lost one's) resumed on it.
+   * Resolves with how it connected; rejects when no server can be reached or the session cannot be resumed.
+   */
+  async reconnect(session: string | null): Promise<Link["via"]> {
+    this.linking ??= openLink(process.env);
+    const l = await this.current();
+    if (session !== null) await this.open(session);
+    return l.via;
   }
 
   /** The open session, or a new one (`resume`: continue that stored session instead). */

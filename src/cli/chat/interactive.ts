@@ -12,7 +12,11 @@
  *   of this chat; remembered by the client only). `--yolo` (or `approval_policy: "never"`) approves everything.
  * - Ctrl-C: cancels the running turn (or login); a second Ctrl-C before it ends exits. When idle, two Ctrl-Cs exit.
  * - /login, /logout and /model use the app-service (sign-in, catalog and settings live there), started on first use.
- * - Failures print one plain line naming the cause; the loop continues unless the server itself stopped.
+ * - Failures print one plain line naming the cause; the loop continues.
+ * - When the server stops (a daemon killed or stopped, a `berth stdio` child that died), the chat connects again
+ *   (to the daemon if one answers, else to a new `berth stdio` child) and resumes the conversation there: its
+ *   history, an interrupted answer's partial text included, is on disk. After `MAX_RECONNECTS` losses in a row with
+ *   no completed turn between them, or when it cannot connect, it exits (status 1) saying how to resume.
  */
 import { createInterface, type Interface } from "node:readline";
 import type { RunningTurn } from "../../client/scv/client.js";
@@ -28,6 +32,9 @@ import { Screen } from "./screen.js";
 import { ServiceCommands } from "./service-commands.js";
 import { SessionCommands } from "./session-commands.js";
 import { terminalSafe } from "../terminal-safe.js";
+
+/** Server losses in a row (no completed turn between them) the chat reconnects after; the next one ends it. */
+export const MAX_RECONNECTS = 3;
 
 export interface InteractiveOptions {
   sessionId: string | null;
@@ -65,6 +72,8 @@ class Chat {
   private baseUrl: string | null = null;
   private model: string | null = null;
   private failedTurns = 0;
+  /** Server losses since the last completed turn. */
+  private losses = 0;
   /** The session's MCP servers when the trusted project adds its own (global ∪ project); null: the settings'. */
   private sessionMcp: Record<string, McpDef> | null = null;
   /** The MCP servers this chat's sessions use (for the startup report). */
@@ -86,10 +95,12 @@ class Chat {
         mcpServers: () => this.sessionMcp,
         opened: (session, client) => void this.sc.reportFailedMcp(session, client),
       },
-      (detail) => {
+      (detail, lost) => {
         if (this.exiting) return;
-        this.screen.line(this.s.red(`The Berth server stopped${detail !== "" ? `: ${detail}` : ""}.`));
-        this.finish(1);
+        this.screen.line(this.s.red(terminalSafe(`The Berth server stopped${detail !== "" ? `: ${detail}` : ""}.`, false)));
+        this.refreshFooter();
+        // After the turn it interrupted (if any) has ended.
+        this.enqueue(() => this.reconnect(lost));
       },
     );
     this.sc = new SessionCommands(o.home, {
@@ -320,6 +331,28 @@ class Chat {
     this.prompt();
   }
 
+  /** Connects again after the server stopped and resumes the conversation that was open (`lost`), if any. */
+  private async reconnect(lost: string | null): Promise<void> {
+    if (this.exiting) return;
+    const resumeHint = lost !== null ? `; \`berth chat --session ${lost}\` continues this conversation` : "";
+    if (++this.losses > MAX_RECONNECTS) {
+      this.screen.line(this.s.red(`The server stopped ${this.losses} times in a row; not connecting again. Start berth chat again${resumeHint}.`));
+      return this.finish(1);
+    }
+    this.status("connecting again…");
+    let via: string;
+    try {
+      via = await this.conn.reconnect(lost);
+    } catch (e) {
+      this.error(e);
+      this.screen.line(this.s.red(`Cannot connect again. Start berth chat again${resumeHint}.`));
+      return this.finish(1);
+    }
+    this.refreshFooter();
+    const where = via === "daemon" ? "the berth daemon" : "a berth stdio server of this chat's own";
+    this.status(lost !== null ? `connected to ${where}; this conversation continues (an interrupted answer is kept in its history)` : `connected to ${where}`);
+  }
+
   /** Ends the conversation: the next prompt starts a new session. */
   private async newConversation(): Promise<void> {
     await this.conn.drop();
@@ -371,7 +404,17 @@ class Chat {
 
   private async turn(prompt: string): Promise<void> {
     this.cancelling = false;
-    const ok = await runTurn(
+    let ok = false;
+    try {
+      ok = await this.runOne(prompt);
+    } finally {
+      if (!ok) this.failedTurns++;
+      else this.losses = 0;
+    }
+  }
+
+  private runOne(prompt: string): Promise<boolean> {
+    return runTurn(
       {
         screen: this.screen,
         s: this.s,
@@ -395,6 +438,5 @@ class Chat {
       },
       prompt,
     );
-    if (!ok) this.failedTurns++;
   }
 }

@@ -2,8 +2,9 @@
  * `berth chat`'s transport: an initialized SCV v3 connection to a running `berth daemon` (its SCV socket) when one
  * answers, else to a `berth stdio` child, or (`inProcess`, for `-p`) to the same SCV server run in this process.
  * Contract: the socket is `$SCV_HOME/state/server.sock` when SCV_HOME is set (not empty), else
- * `$MC_HOME/state/server.sock` (MC_HOME resolved as every command does). A missing socket, or one that refuses
- * connections (a dead daemon), falls back to `berth stdio` (or the in-process server). `close()` ends the
+ * `$MC_HOME/state/server.sock` (MC_HOME resolved as every command does). A missing socket, one that refuses
+ * connections (a dead daemon), or a connection closed before the handshake is answered (a daemon going away) falls
+ * back to `berth stdio` (or the in-process server). `close()` ends the
  * connection (the server cancels a running turn) and waits until the server let go of the session: a child has
  * exited, or the in-process server finished its cleanup (session closed, MCP servers stopped). `closed` resolves
  * once the connection is gone.
@@ -18,7 +19,7 @@ import { connect, type Socket } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { PassThrough, type Readable, type Writable } from "node:stream";
-import { ScvClient } from "../../client/scv/client.js";
+import { ScvClient, ScvConnectionError } from "../../client/scv/client.js";
 import { resolveHome, type EnvLike } from "../../store/home.js";
 import { berthVersion } from "../version.js";
 import { mark } from "../../runtime/debug-timing.js";
@@ -109,13 +110,16 @@ async function openInProcess(env: NodeJS.ProcessEnv): Promise<Link> {
  */
 export async function openLink(env: NodeJS.ProcessEnv, opts: { noDaemon?: boolean; inProcess?: boolean } = {}): Promise<Link> {
   const sock = opts.noDaemon === true || env["BERTH_CHAT_NO_DAEMON"] === "1" ? null : await trySocket(scvSocketPath(env));
-  if (sock !== null) {
+  // A daemon that closes the connection before the handshake is answered is going away (killed: its socket can take
+  // a connection in the instant before the kernel closes it; or shutting down): served as if none answered.
+  const client = sock === null ? null : await init(sock, sock).catch((err: unknown) => {
+    sock.destroy();
+    if (err instanceof ScvConnectionError) return null;
+    throw err;
+  });
+  if (sock !== null && client !== null) {
     sock.on("error", () => undefined);
-    const closed = new Promise<void>((resolve) => sock.once("close", () => resolve()));
-    const client = await init(sock, sock).catch((err: unknown) => {
-      sock.destroy();
-      throw err;
-    });
+    const closed = sock.destroyed ? Promise.resolve() : new Promise<void>((resolve) => sock.once("close", () => resolve()));
     return {
       client,
       via: "daemon",
@@ -150,6 +154,9 @@ export async function openLink(env: NodeJS.ProcessEnv, opts: { noDaemon?: boolea
     return { client: await init(child.stdout, child.stdin), via: "stdio", closed, stderrTail: () => tail, close };
   } catch (err) {
     await close();
+    // What the child said before it ended names the cause (a state root refused, a build missing…).
+    const last = tail.trim().split("\n").at(-1)?.slice(0, 300) ?? "";
+    if (last !== "" && err instanceof Error) err.message = `${err.message}: berth stdio said "${last}"`;
     throw err;
   }
 }
