@@ -1,8 +1,8 @@
 /**
  * `berth open [--no-browser]`: find the running daemon of this home (its `host/endpoint.json`,
  * checked live with `/healthz`), or start `berth daemon --berth-runtime` detached, then open the
- * web UI in the user's browser (`xdg-open` / `open` / `start`). With no opener, or with
- * `--no-browser`, the UI URL (token in the fragment) is printed on stdout for the user to open.
+ * web UI in the user's browser (`xdg-open` / `open` / `start`). With `--no-browser`, no graphical display, no
+ * opener, or an opener that fails, the UI URL (token in the fragment) is printed on stdout for the user to open.
  *
  * The opener is never handed the URL itself: a process's command line is readable by every local
  * user (`/proc/<pid>/cmdline`, `ps`), and the opener passes it on to the browser's. It gets the
@@ -92,14 +92,35 @@ function opener(): [string, string[]] {
   return ["xdg-open", []];
 }
 
-function launch(url: string): Promise<boolean> {
+/**
+ * How long the opener may run before it counts as having opened the page: `xdg-open` hands the URL to a running
+ * browser and exits at once (its status says whether that worked), but one that starts the browser may wait for it.
+ */
+const OPENER_WAIT_MS = 3000;
+
+/** Why no browser can be opened here, or null: on Linux and the BSDs a browser needs a graphical session. */
+function noDisplay(env: NodeJS.ProcessEnv): string | null {
+  if (process.platform === "darwin" || process.platform === "win32") return null;
+  return (env["DISPLAY"] ?? "") === "" && (env["WAYLAND_DISPLAY"] ?? "") === "" ? "no graphical display here (DISPLAY and WAYLAND_DISPLAY are unset)" : null;
+}
+
+/** Hands `url` to the platform's opener: null once it opened it (or still runs after `OPENER_WAIT_MS`), else why not. */
+function launch(url: string): Promise<string | null> {
   const [cmd, args] = opener();
   return new Promise((resolve) => {
     const p = spawn(cmd, [...args, url], { detached: true, stdio: "ignore" });
-    p.once("error", () => resolve(false));
-    p.once("spawn", () => {
+    const timer = setTimeout(() => {
+      p.removeAllListeners("exit");
       p.unref();
-      resolve(true);
+      resolve(null);
+    }, OPENER_WAIT_MS);
+    p.once("error", () => {
+      clearTimeout(timer);
+      resolve(`no browser opener found (${cmd})`);
+    });
+    p.once("exit", (code, signal) => {
+      clearTimeout(timer);
+      resolve(code === 0 ? null : `the browser opener failed (${cmd} ${signal !== null ? `was killed by ${signal}` : `exited with status ${code}`})`);
     });
   });
 }
@@ -144,15 +165,23 @@ export async function runOpen(argv: string[]): Promise<number> {
       process.stderr.write(`berth open: cannot write ${join(stateDir, "open.html")} (${e instanceof Error ? e.message : String(e)}); run \`berth open --no-browser\` and open the URL it prints\n`);
       return 1;
     }
-    if (await launch(page)) {
+    const failed = noDisplay(process.env) ?? (await launch(page));
+    if (failed === null) {
       process.stderr.write(
         `berth open: opened ${base} in your browser (through ${join(stateDir, "open.html")}, so the token is on no command line); ` +
           "if the browser cannot read that file (a snap-packaged browser cannot read hidden folders), run `berth open --no-browser` and open the URL it prints\n",
       );
       return 0;
     }
+    process.stdout.write(url + "\n");
+    const port = new URL(base).port;
+    process.stderr.write(
+      `berth open: ${failed}; open the URL above in a browser on this machine` +
+        (failed.startsWith("no graphical display") ? ` (over SSH, forward its port first: ssh -L ${port}:127.0.0.1:${port} <this host>, then open the URL on your own machine)` : "") +
+        "\n",
+    );
+    return 0;
   }
   process.stdout.write(url + "\n");
-  if (browser) process.stderr.write("berth open: no browser opener found (xdg-open/open); open the URL above\n");
   return 0;
 }

@@ -34,7 +34,7 @@ test("berth open: starts the daemon once, then finds it; the opener gets an owne
   const opened = join(bin, "opened.txt");
   writeFileSync(join(bin, "xdg-open"), `#!/bin/sh\necho "$1" >> "${opened}"\n`);
   chmodSync(join(bin, "xdg-open"), 0o755);
-  const env = { PATH: `${bin}:${process.env.PATH}`, BERTH_HOME: home, MC_HOME: home, HOME: home };
+  const env = { PATH: `${bin}:${process.env.PATH}`, BERTH_HOME: home, MC_HOME: home, HOME: home, DISPLAY: ":0" };
   let pid = 0;
   try {
     const first = await run(["open"], env);
@@ -86,7 +86,27 @@ test("berth open: starts the daemon once, then finds it; the opener gets an owne
     const noOpener = await run(["open"], { ...env, PATH: "/nonexistent" });
     assert.equal(noOpener.code, 0, noOpener.err);
     assert.equal(noOpener.out.trim(), url);
-    assert.match(noOpener.err, /no browser opener found/);
+    assert.match(noOpener.err, /^berth open: no browser opener found \(xdg-open\); open the URL above in a browser on this machine\n$/);
+
+    // An SSH session: no display, so no opener is tried; the URL and how to forward the port instead.
+    const port = new URL(endpoint.http).port;
+    const headless = await run(["open"], { ...env, DISPLAY: "", WAYLAND_DISPLAY: "" });
+    assert.equal(headless.code, 0, headless.err);
+    assert.equal(headless.out.trim(), url);
+    assert.equal(
+      headless.err,
+      `berth open: no graphical display here (DISPLAY and WAYLAND_DISPLAY are unset); open the URL above in a browser on this machine (over SSH, forward its port first: ssh -L ${port}:127.0.0.1:${port} <this host>, then open the URL on your own machine)\n`,
+    );
+    assert.equal(readFileSync(opened, "utf8").trim().split("\n").length, 2, "the opener was not run");
+
+    // An opener that fails (xdg-open with no browser configured exits 3): the URL, and the opener's status.
+    const failing = mkdtempSync(join(tmpdir(), "open-bin-"));
+    writeFileSync(join(failing, "xdg-open"), "#!/bin/sh\nexit 3\n");
+    chmodSync(join(failing, "xdg-open"), 0o755);
+    const openerFailed = await run(["open"], { ...env, PATH: `${failing}:${process.env.PATH}` });
+    assert.equal(openerFailed.code, 0, openerFailed.err);
+    assert.equal(openerFailed.out.trim(), url);
+    assert.match(openerFailed.err, /^berth open: the browser opener failed \(xdg-open exited with status 3\); open the URL above in a browser on this machine\n$/);
 
     assert.equal((await run(["open", "--bogus"], env)).code, 2);
   } finally {
