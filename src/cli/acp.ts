@@ -71,7 +71,21 @@ export async function runAcp(argv: string[]): Promise<number> {
   }
   noteTerminalStdin("berth acp", "Agent Client Protocol messages from an editor");
   const { serveAcp } = await import("../protocols/acp/server.js");
+  // An editor closing stops its agent with SIGTERM (or SIGHUP with a terminal): the shutdown of EOF, so running
+  // turns are cancelled, their tool process groups killed and their terminal records written, not left behind by a
+  // default signal death. A second signal while that runs exits at once.
+  let signalled: NodeJS.Signals | null = null;
+  let stop!: () => void;
+  const stopped = new Promise<void>((resolve) => (stop = resolve));
+  const onSignal = (sig: NodeJS.Signals): void => {
+    if (signalled !== null) process.exit(exitStatus(sig));
+    signalled = sig;
+    stop();
+  };
+  const signals = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
+  for (const sig of signals) process.on(sig, onSignal);
   await serveAcp({
+    stop: stopped,
     input: Readable.toWeb(process.stdin) as ReadableStream<Uint8Array>,
     output: new WritableStream<Uint8Array>({ write }),
     deps: {
@@ -84,5 +98,13 @@ export async function runAcp(argv: string[]): Promise<number> {
       runner: lazyAgent(() => import("../runtime/agent.js").then((m) => new m.Agent({ home, cwd: process.cwd(), env: process.env }))),
     },
   });
+  for (const sig of signals) process.off(sig, onSignal);
+  // The editor may still hold stdin open: nothing more is read, the process ends here.
+  if (signalled !== null) process.exit(exitStatus(signalled));
   return 0;
+}
+
+/** The shell's status for a process ended by `sig`: 128 + its number. */
+function exitStatus(sig: NodeJS.Signals): number {
+  return 128 + (sig === "SIGHUP" ? 1 : sig === "SIGINT" ? 2 : 15);
 }

@@ -280,8 +280,10 @@ export async function runDaemon(argv: string[]): Promise<number> {
     // Installed before the ready line is printed: a supervisor may signal as soon as it reads that line, and until
     // a listener exists SIGTERM's default action kills the process without a shutdown. `on`, not `once`: a second
     // signal during shutdown must not fall back to that default either (`stop` is idempotent).
+    // SIGHUP: the terminal a foreground daemon runs in was closed; its default action would kill it without one.
     process.on("SIGTERM", () => stop("SIGTERM"));
     process.on("SIGINT", () => stop("SIGINT"));
+    process.on("SIGHUP", () => stop("SIGHUP"));
   });
   // The host's ready line with the SCV socket added before the web UI's address (the contract's field order).
   const { ui, ...hostFields } = JSON.parse(handle.readyLine()) as Record<string, unknown>;

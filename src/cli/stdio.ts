@@ -2,7 +2,7 @@
  * `berth stdio`: one SCV v3 client on stdin/stdout (docs/scv.md).
  * Stdout carries protocol frames only (stray writers are routed to stderr); diagnostics go to stderr.
  * EOF on stdin cancels the active turn, joins the session's work, drains the output and exits 0.
- * SIGTERM/SIGINT run the same bounded cleanup.
+ * SIGTERM/SIGINT/SIGHUP run the same bounded cleanup.
  */
 import { serveScvConnection } from "../protocols/scv/connection.js";
 import { resolveHome } from "../store/home.js";
@@ -31,6 +31,7 @@ export async function runStdio(argv: string[]): Promise<number> {
   // `on`, not `once`: signal-exit (lock/atomic-write libraries) re-raises a signal nobody else listens to.
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
+  process.on("SIGHUP", onSignal); // the terminal (or the client owning it) went away: as SIGTERM
   await conn.done;
   await scv.close();
   // A client that went away ended it like EOF (0); a stdout that failed otherwise (said on stderr) did not.

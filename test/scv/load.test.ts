@@ -5,6 +5,7 @@
  */
 import { it } from "node:test";
 import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
 import { spawnStdio, startDaemon, startRig, type Msg, type ScvClient } from "./client.js";
 
 async function holdTurn(c: ScvClient, sid: string): Promise<string> {
@@ -30,16 +31,36 @@ it("stdio: EOF cancels the running turn, closes its provider request, and exits 
   await rig.fake.close();
 });
 
-it("stdio: SIGTERM cancels the running turn, writes its terminal event, and exits 0", async () => {
+for (const sig of ["SIGTERM", "SIGHUP"] as const) {
+  it(`stdio: ${sig} cancels the running turn, writes its terminal event, and exits 0`, async () => {
+    const rig = await startRig();
+    const { client: c, child, exited } = spawnStdio(rig.env);
+    const s = await c.open();
+    rig.fake.script([{ steps: [{ text: "partial" }, { waitForAbort: true }] }]);
+    const rid = await holdTurn(c, s.session_id as string);
+    child.kill(sig);
+    assert.equal(await exited, 0);
+    assert.ok(c.frames.some((m) => m.request_id === rid && m.type === "turn.cancelled"));
+    await rig.fake.close();
+  });
+}
+
+it("socket: SIGHUP (the daemon's terminal closed) stops the daemon like SIGTERM: turn cancelled, socket removed, exit 0", async () => {
   const rig = await startRig();
-  const { client: c, child, exited } = spawnStdio(rig.env);
-  const s = await c.open();
-  rig.fake.script([{ steps: [{ text: "partial" }, { waitForAbort: true }] }]);
-  const rid = await holdTurn(c, s.session_id as string);
-  child.kill("SIGTERM");
-  assert.equal(await exited, 0);
-  assert.ok(c.frames.some((m) => m.request_id === rid && m.type === "turn.cancelled"));
-  await rig.fake.close();
+  const d = await startDaemon(rig.env);
+  try {
+    const c = await d.connect();
+    const s = await c.open();
+    rig.fake.script([{ steps: [{ text: "partial" }, { waitForAbort: true }] }]);
+    const rid = await holdTurn(c, s.session_id as string);
+    d.child.kill("SIGHUP");
+    assert.equal(await d.exited, 0, d.stderr());
+    assert.ok(c.frames.some((m) => m.request_id === rid && m.type === "turn.cancelled"));
+    assert.equal(existsSync(d.socket), false, "the socket is removed");
+  } finally {
+    await d.stop();
+    await rig.fake.close();
+  }
 });
 
 it("socket: EOF cancels that connection's turn only; the daemon keeps serving; SIGTERM exits 0 with turns running", async () => {

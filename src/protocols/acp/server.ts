@@ -5,8 +5,9 @@
  * - Frames are the SDK's (one JSON-RPC message per LF-terminated line; `-32700` for unparsable lines, `-32600`
  *   for requests before `initialize`); params are validated against ACP's schema before a handler runs (`-32602`).
  * - Errors Berth raises are the fixed `ACP_ERRORS`; any other failure is answered with a fixed internal error.
- * - `serveAcp` resolves when the connection closes (the client's EOF); every running turn is then cancelled and
- *   every open session released before it resolves.
+ * - `serveAcp` resolves when the connection closes (the client's EOF) or `stop` settles; every running turn is then
+ *   cancelled (its tool processes stopped, its terminal record written) and every open session released before it
+ *   resolves.
  */
 import { agent, ndJsonStream } from "@agentclientprotocol/sdk";
 import { AuthStore } from "../../store/auth/auth-store.js";
@@ -21,6 +22,8 @@ export interface AcpServeOptions {
   input: ReadableStream<Uint8Array>;
   output: WritableStream<Uint8Array>;
   deps: AcpDeps;
+  /** Settles to end the connection as the client's EOF would (a signal), whatever the client still sends. */
+  stop?: Promise<void>;
 }
 
 export async function serveAcp(o: AcpServeOptions): Promise<void> {
@@ -34,7 +37,7 @@ export async function serveAcp(o: AcpServeOptions): Promise<void> {
   registerPrompt(app, conn);
   const c = app.connect(ndJsonStream(o.output, o.input));
   try {
-    await c.closed;
+    await (o.stop === undefined ? c.closed : Promise.race([c.closed, o.stop]));
   } finally {
     await conn.shutdown();
   }
