@@ -12,6 +12,8 @@ import { join } from "node:path";
 import WebSocket from "ws";
 import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
 import { tempHome } from "../host/helpers.js";
+import { createHmac } from "node:crypto";
+import { uiProofMessage } from "../../src/core/ui-proof.js";
 
 function uiDir(): string {
   const dir = mkdtempSync(join(tmpdir(), "ui-dist-"));
@@ -158,3 +160,26 @@ test("UI-AUTH: the berth-token sub-protocol authenticates; berth-ahp is selected
     assert.equal(JSON.parse(h.readyLine()).ui, h.uiUrl);
   }));
 
+
+test("/ui-proof: HMAC of the token over the listener's port and the nonce; nonces of 16 to 128 base64url characters", async () => {
+  await withUiHost(async (h) => {
+    const proof = (nonce: string, port = h.port): string => createHmac("sha256", h.token).update(uiProofMessage(port, nonce)).digest("base64url");
+    for (const n of [16, 128]) {
+      const nonce = "a".repeat(n - 1) + "_";
+      const r = await get(h, `/ui-proof?nonce=${nonce}`);
+      assert.equal(r.status, 200, `a ${n}-character nonce`);
+      assert.equal(r.headers["cache-control"], "no-store");
+      assert.deepEqual(JSON.parse(r.body), { proof: proof(nonce) });
+      assert.notEqual(JSON.parse(r.body).proof, proof(nonce, h.port + 1), "another port's proof differs");
+      assert.ok(!r.body.includes(h.token));
+    }
+    for (const bad of ["a".repeat(15), "a".repeat(129), "a".repeat(16) + "=", "a".repeat(16) + "%2F", ""]) {
+      const r = await get(h, `/ui-proof?nonce=${bad}`);
+      assert.equal(r.status, 400, `nonce ${JSON.stringify(bad)}`);
+      assert.match(r.body, /nonce must be 16 to 128 base64url characters/);
+    }
+    assert.equal((await get(h, "/ui-proof")).status, 400);
+    // The Host/Origin guard applies as to every route (a DNS-rebinding page gets nothing).
+    assert.equal((await get(h, `/ui-proof?nonce=${"a".repeat(16)}`, { Host: "evil.example:80" })).status, 403);
+  });
+});

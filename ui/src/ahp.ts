@@ -2,13 +2,15 @@
  * Browser AHP client: one WebSocket to the daemon that served this page, the shared JSON-RPC
  * connection (`src/transport/jsonrpc.ts`, one per socket), the last seen `serverSeq`, and
  * reconnection with `reconnect` (replay, or snapshots when the gap is too old). The token travels
- * only as a WebSocket sub-protocol value, never in a URL.
+ * only as a WebSocket sub-protocol value, never in a URL, and only to a server that first proved it holds it
+ * (`verifyServer`, core/ui-proof.ts).
  *
  * Contract for the owner (model.ts): `onInit` receives the snapshots of a fresh `initialize`;
  * `onReconnect` a `reconnect` result; `onEnvelope` every action envelope in serverSeq order;
  * `onRootNotification` root/session* notifications; `onStatus` every connection state change.
  */
 import { JsonRpcConnection, JsonRpcError } from "../../src/transport/jsonrpc.js";
+import { uiProofMessage } from "../../src/core/ui-proof.js";
 
 export type Json = Record<string, unknown>;
 export type ConnStatus = "connecting" | "open" | "closed";
@@ -56,6 +58,7 @@ export class AhpClient {
   private attempts = 0;
   private stopped = false;
   private probing = false;
+  private proofKey: Promise<CryptoKey> | null = null;
 
   constructor(
     private readonly token: string,
@@ -105,6 +108,37 @@ export class AhpClient {
 
   connect(): void {
     this.setStatus("connecting");
+    void this.verifyServer().then((problem) => {
+      if (this.stopped) return;
+      if (problem === null) return this.open();
+      this.setStatus("closed", problem);
+      this.retry();
+    });
+  }
+
+  /**
+   * Null when the server at this page's address proves it holds the token (core/ui-proof.ts), else why the token is
+   * not sent to it: after the daemon stopped, another local user's program may listen on its port.
+   */
+  private async verifyServer(): Promise<string | null> {
+    // No WebCrypto outside a secure context: a non-loopback --listen over plain HTTP, where the token crosses the
+    // network in the clear anyway (docs/ui.md).
+    if (globalThis.crypto?.subtle === undefined) return null;
+    const nonce = base64url(crypto.getRandomValues(new Uint8Array(24)));
+    let proof: unknown;
+    try {
+      const r = await fetch(`/ui-proof?nonce=${nonce}`, { cache: "no-store" });
+      proof = r.ok ? ((await r.json()) as { proof?: unknown }).proof : undefined;
+    } catch {
+      return "connection lost";
+    }
+    const port = Number(location.port || (location.protocol === "https:" ? 443 : 80));
+    this.proofKey ??= crypto.subtle.importKey("raw", new TextEncoder().encode(this.token), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+    const expected = base64url(new Uint8Array(await crypto.subtle.sign("HMAC", await this.proofKey, new TextEncoder().encode(uiProofMessage(port, nonce)))));
+    return proof === expected ? null : "the server now at this address is not the daemon that served this page: it cannot prove it holds the token, so the token was not sent to it";
+  }
+
+  private open(): void {
     let ws: WebSocket;
     try {
       ws = new WebSocket(this.url, [AHP_SUBPROTOCOL, TOKEN_SUBPROTOCOL_PREFIX + this.token]);
@@ -216,4 +250,11 @@ export class AhpClient {
     this.subscriptions.delete(channel);
     if (this.ws?.readyState === WebSocket.OPEN) this.rpc?.notify("unsubscribe", { channel });
   }
+}
+
+/** Base64url without padding, as node:crypto's `digest("base64url")`. */
+function base64url(bytes: Uint8Array): string {
+  let bin = "";
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return btoa(bin).replaceAll("+", "-").replaceAll("/", "_").replaceAll("=", "");
 }

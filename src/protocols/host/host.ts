@@ -4,7 +4,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { join, resolve } from "node:path";
-import { timingSafeEqual } from "node:crypto";
+import { createHmac, timingSafeEqual } from "node:crypto";
 import type { Socket } from "node:net";
 import { WebSocketServer } from "ws";
 import { HostStore } from "../../store/host/store.js";
@@ -19,6 +19,7 @@ import { ensureOwnerDir, restrictStoreFiles } from "../../store/host/state-dir.j
 import { isUiPath, selectSubprotocol, tokenFromSubprotocols } from "./ui-guard.js";
 import { clientToolsClosing } from "./client-tools.js";
 import { checkSocketPath } from "../../transport/unix-listener.js";
+import { UI_PROOF_NONCE, uiProofMessage } from "../../core/ui-proof.js";
 
 export const WIRE_LIMIT = 16 * 1024 * 1024;
 /** At most this many TCP connections may be open on the listener before authenticating. */
@@ -132,6 +133,7 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
   // Every request and upgrade passes the Host/Origin guard (http-guard.ts) before routing; the
   // names are fixed once the listener's port is known.
   let names: ListenerNames = { hosts: new Set() };
+  let listenPort = 0;
   const route = (req: IncomingMessage, res: ServerResponse) => {
     const refused = checkHostOrigin(req, names);
     if (refused) return json(res, refused.status, { error: refused.error, message: refused.message });
@@ -150,6 +152,12 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
     }
     if (req.method !== "GET") return json(res, 405, { error: "method_not_allowed" });
     if (url.pathname === "/healthz") return json(res, 200, { ok: true });
+    if (url.pathname === "/ui-proof") {
+      // Before a page hands this listener the token, the listener proves it holds it (core/ui-proof.ts).
+      const nonce = url.searchParams.get("nonce") ?? "";
+      if (!UI_PROOF_NONCE.test(nonce)) return json(res, 400, { error: "bad_request", message: "nonce must be 16 to 128 base64url characters" });
+      return json(res, 200, { proof: createHmac("sha256", token).update(uiProofMessage(listenPort, nonce)).digest("base64url") });
+    }
     if (url.pathname === "/status") return inspector.inspect(res, () => inspector.status(startedAt, backend.conns.size));
     if (url.pathname === "/sessions" || url.pathname === "/providers") {
       if (!tokenOk(bearer(req), token)) return json(res, 401, { error: "unauthorized" });
@@ -238,6 +246,7 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
   const addr = http.address();
   const port = typeof addr === "object" && addr ? addr.port : 0;
   names = listenerNames(host, port);
+  listenPort = port;
   const hostPart = host.includes(":") ? `[${host}]` : host;
   // A wildcard listen is reachable on loopback; the browser is pointed there.
   const uiHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : hostPart;
