@@ -1,7 +1,8 @@
 /**
- * `berth open [--no-browser]`: find the running daemon of this home (its `host/endpoint.json`,
- * checked live with `/healthz`), or start `berth daemon --berth-runtime` detached, then open the
- * web UI in the user's browser (`xdg-open` / `open` / `start`). With `--no-browser`, no graphical display, no
+ * `berth open [--no-browser]`: find the running daemon of this home (its `host/endpoint.json`: its
+ * process alive, and the server at its address proving it holds the token), or start
+ * `berth daemon --berth-runtime` detached, then open the web UI in the user's browser
+ * (`xdg-open` / `open` / `start`). With `--no-browser`, no graphical display, no
  * opener, or an opener that fails, the UI URL (token in the fragment) is printed on stdout for the user to open.
  *
  * The opener is never handed the URL itself: a process's command line is readable by every local
@@ -9,29 +10,48 @@
  * `file://` URL of `host/open.html`, an owner-only page that sends the browser on to the UI.
  */
 import { spawn } from "node:child_process";
+import { createHmac, randomBytes } from "node:crypto";
 import { mkdirSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { spawnBerth } from "../client/spawn-berth.js";
 import { writeFileAtomic } from "../store/atomic-file.js";
+import { pidAlive } from "../store/process-alive.js";
+import { uiProofMessage } from "../core/ui-proof.js";
 import { resolveHome } from "../store/home.js";
 import { readEndpoint } from "./endpoint-file.js";
 
 const START_TIMEOUT_MS = 20_000;
 
-async function alive(http: string): Promise<boolean> {
+/**
+ * True when the server at `http` proves it holds `token` (core/ui-proof.ts), as the web UI checks before it sends
+ * the token. Answering `/healthz` is not enough: the daemon recorded there may have been killed (its record stays)
+ * and another local user's program may now listen on its port, to receive the token in the URL opened next.
+ */
+async function provesToken(http: string, token: string): Promise<boolean> {
+  const nonce = randomBytes(24).toString("base64url");
   try {
-    const r = await fetch(`${http}/healthz`, { signal: AbortSignal.timeout(1500) });
-    return r.ok;
+    const r = await fetch(`${http}/ui-proof?nonce=${nonce}`, { signal: AbortSignal.timeout(1500) });
+    const proof = r.ok ? ((await r.json()) as { proof?: unknown }).proof : undefined;
+    return proof === createHmac("sha256", token).update(uiProofMessage(Number(new URL(http).port), nonce)).digest("base64url");
   } catch {
     return false;
   }
 }
 
-/** The running daemon's UI base URL (no token), or null when none answers. */
+function readToken(stateDir: string): string | null {
+  try {
+    return readFileSync(join(stateDir, "token"), "utf8").trim();
+  } catch {
+    return null;
+  }
+}
+
+/** The running daemon's UI base URL (no token), or null when none answers as this home's daemon. */
 async function findDaemon(stateDir: string): Promise<string | null> {
   const rec = readEndpoint(stateDir);
-  return rec !== null && (await alive(rec.http)) ? rec.ui : null;
+  const token = rec !== null && pidAlive(rec.pid) ? readToken(stateDir) : null;
+  return rec !== null && token !== null && (await provesToken(rec.http, token)) ? rec.ui : null;
 }
 
 /** Start a detached daemon (logs to `host/daemon.log`) and resolve with its ready line's UI URL. */
@@ -149,10 +169,8 @@ export async function runOpen(argv: string[]): Promise<number> {
     process.stderr.write(`berth open: ${e instanceof Error ? e.message : String(e)}\n`);
     return 1;
   }
-  let token: string;
-  try {
-    token = readFileSync(join(stateDir, "token"), "utf8").trim();
-  } catch {
+  const token = readToken(stateDir);
+  if (token === null) {
     process.stderr.write(`berth open: cannot read the daemon token (${join(stateDir, "token")})\n`);
     return 1;
   }

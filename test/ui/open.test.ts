@@ -11,9 +11,11 @@ import { spawn } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createServer } from "node:http";
 import { pathToFileURL } from "node:url";
 import { BERTH_BIN } from "../helpers/paths.js";
 import { until } from "../host/helpers.js";
+import { pidAlive } from "../../src/store/process-alive.js";
 import { browserSkipReason, launchBrowser, patient, UI_TEST_MS } from "./rig.js";
 
 function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string; err: string }> {
@@ -109,17 +111,51 @@ test("berth open: starts the daemon once, then finds it; the opener gets an owne
     assert.match(openerFailed.err, /^berth open: the browser opener failed \(xdg-open exited with status 3\); open the URL above in a browser on this machine\n$/);
 
     assert.equal((await run(["open", "--bogus"], env)).code, 2);
+
+    // The daemon killed (its endpoint record stays) and another program on its port, answering /healthz: berth open
+    // does not take it for the daemon (it cannot prove it holds the token), starts a new one, and sends it nothing.
+    process.kill(pid, "SIGKILL");
+    await until(() => !pidAlive(pid), 10_000, "the killed daemon to be gone");
+    const seen: string[] = []; // every request the impostor got (URL and headers)
+    const impostor = createServer((req, res) => {
+      seen.push(JSON.stringify([req.url, req.headers]));
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ ok: true, proof: "forged" }));
+    });
+    await new Promise<void>((resolve, reject) => {
+      impostor.once("error", reject);
+      impostor.listen(Number(port), "127.0.0.1", () => resolve());
+    });
+    const endpointFile = join(home, "host", "endpoint.json");
+    const freshStart = async (): Promise<void> => {
+      const fresh = await run(["open", "--no-browser"], env);
+      assert.equal(fresh.code, 0, fresh.err);
+      assert.match(fresh.err, /no daemon running for this home; starting/);
+      const next = JSON.parse(readFileSync(endpointFile, "utf8")) as { pid: number; http: string };
+      pid = next.pid;
+      assert.notEqual(next.http, endpoint.http);
+      assert.equal(fresh.out.trim(), `${next.http}/#token=${token}`);
+    };
+    try {
+      // The recorded process is gone: the address is not even asked.
+      await freshStart();
+      assert.equal(seen.length, 0, "nothing was sent to the address");
+      // Its PID reused by a live process (here: this test's): the address is asked, and fails the proof.
+      process.kill(pid, "SIGKILL");
+      await until(() => !pidAlive(pid), 10_000, "the second daemon to be gone");
+      writeFileSync(endpointFile, JSON.stringify({ ...endpoint, pid: process.pid }));
+      await freshStart();
+      assert.ok(seen.length > 0, "the impostor was asked");
+      for (const r of seen) assert.ok(!r.includes(token), `the token reached the impostor: ${r}`);
+    } finally {
+      const closed = new Promise<void>((r) => impostor.close(() => r()));
+      impostor.closeAllConnections();
+      await closed;
+    }
   } finally {
     if (pid) {
       process.kill(pid, "SIGTERM");
-      await until(() => {
-        try {
-          process.kill(pid, 0);
-          return false;
-        } catch {
-          return true;
-        }
-      }, 10_000, "the daemon to exit");
+      await until(() => !pidAlive(pid), 10_000, "the daemon to exit");
     }
   }
 });
