@@ -8,6 +8,7 @@
 import "./daemon-heap.js";
 import { join } from "node:path";
 import { rmSync, writeFileSync } from "node:fs";
+import { readRegularFileSync } from "../store/regular-file.js";
 import { startHost, type HostHandle } from "../protocols/host/host.js";
 import { resolveHome } from "../store/home.js";
 import { storageProblemOf } from "../store/sessions/errors.js";
@@ -154,6 +155,7 @@ function parseListen(v: string): { host: string; port: number } | null {
 export async function runDaemon(argv: string[]): Promise<number> {
   containCrashes(daemonLog);
   let listen = { host: "127.0.0.1", port: 0 };
+  let listenGiven = false;
   let withRuntime = true;
   let quota: number | undefined;
   for (let i = 0; i < argv.length; i++) {
@@ -167,6 +169,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
         return 2;
       }
       listen = parsed;
+      listenGiven = true;
     } else if (a === "--berth-runtime") {
       withRuntime = true;
     } else if (a === "--no-berth-runtime") {
@@ -185,7 +188,8 @@ export async function runDaemon(argv: string[]): Promise<number> {
       process.stderr.write(
         "usage: berth daemon [--listen HOST:PORT] [--no-berth-runtime] [--session-content-quota BYTES] [--supervised]\n" +
           "  Berth's own runtime serves sessions as provider `berth` unless --no-berth-runtime.\n" +
-          "  --listen defaults to 127.0.0.1:0 (loopback only). A non-loopback address exposes the AHP socket and the\n" +
+          "  --listen defaults to 127.0.0.1 (loopback only) on the port of the last start when it is free, else any free\n" +
+          "  port. A non-loopback address exposes the AHP socket and the\n" +
           "  web UI to the network, guarded only by the bearer token over plain HTTP: see README (Web UI).\n" +
           "  --session-content-quota bounds the decoded size of a backend's resource-carried turn snapshot (none by default).\n",
       );
@@ -208,7 +212,17 @@ export async function runDaemon(argv: string[]): Promise<number> {
   let handle: HostHandle;
   try {
     // The host's own lines (a lock wait, internal errors) under this command's name, like the rest of its stderr.
-    handle = await startHost({ home: resolveHome(process.env), host: listen.host, port: listen.port, log: daemonLog, ...(quota !== undefined ? { sessionContentQuota: quota } : {}) });
+    // Without --listen, the port of the last start when it is free: a web UI page left open reconnects to a
+    // restarted daemon by itself (it proves the token first: core/ui-proof.ts).
+    const preferPort = listenGiven ? undefined : readLastPort(join(resolveHome(process.env), "host"));
+    handle = await startHost({
+      home: resolveHome(process.env),
+      host: listen.host,
+      port: listen.port,
+      ...(preferPort !== undefined ? { preferPort } : {}),
+      log: daemonLog,
+      ...(quota !== undefined ? { sessionContentQuota: quota } : {}),
+    });
   } catch (e) {
     process.stderr.write(`berth daemon: ${startFailure(e)}\n`);
     return 1;
@@ -291,6 +305,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
   // The token is shown only to a person at a terminal: a redirected stderr is a log file.
   if (process.stderr.isTTY) process.stderr.write(`berth daemon: web UI at ${handle.uiUrl}\n`);
   else process.stderr.write(`berth daemon: web UI at ${handle.uiUrl.replace(/#.*$/, "")} (its token is in the ready line's "ui" field, or run \`berth open\`)\n`);
+  if (!listenGiven) writeLastPort(join(resolveHome(process.env), "host"), new URL(handle.httpUrl).port);
   // Discovery record for `berth open` (owner-only; the token itself stays in host/token).
   try {
     writeFileSync(endpointFile, JSON.stringify({ pid: process.pid, http: handle.httpUrl, ui: handle.uiUrl.replace(/#.*$/, "") }) + "\n", { mode: 0o600 });
@@ -301,6 +316,27 @@ export async function runDaemon(argv: string[]): Promise<number> {
 }
 
 /** A start-up failure's line: its message, led by the cause and fix when the file system refused (read-only, full…). */
+/** `host/last-port`: the loopback port the last start listened on, tried first at the next (kept across stops). */
+const LAST_PORT_FILE = "last-port";
+
+function readLastPort(stateDir: string): number | undefined {
+  try {
+    const text = readRegularFileSync(join(stateDir, LAST_PORT_FILE), 16).toString("utf8").trim();
+    const n = /^[1-9][0-9]{0,4}$/.test(text) ? Number(text) : NaN;
+    return n >= 1024 && n <= 65535 ? n : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function writeLastPort(stateDir: string, port: string): void {
+  try {
+    writeFileSync(join(stateDir, LAST_PORT_FILE), `${port}\n`, { mode: 0o600 });
+  } catch {
+    // Only a convenience: the next start picks a free port.
+  }
+}
+
 /** One line on stderr under this command's name. */
 function daemonLog(m: string): void {
   process.stderr.write(`berth daemon: ${m}\n`);

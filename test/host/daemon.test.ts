@@ -17,8 +17,9 @@ interface Daemon {
   stdout: string[];
   stderr: string;
 }
-function startDaemon(home: string, args: string[] = [], env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []): Promise<Daemon> {
-  const proc = spawn(process.execPath, [...nodeArgs, bin, "daemon", "--listen", "127.0.0.1:0", ...args], { env: { ...process.env, BERTH_HOME: home, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+/** `listen`: the `--listen` value (null: none, the daemon's default). */
+function startDaemon(home: string, args: string[] = [], env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = [], listen: string | null = "127.0.0.1:0"): Promise<Daemon> {
+  const proc = spawn(process.execPath, [...nodeArgs, bin, "daemon", ...(listen !== null ? ["--listen", listen] : []), ...args], { env: { ...process.env, BERTH_HOME: home, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   const d: Daemon = { proc, ready: {}, stdout: [], stderr: "" };
   proc.stderr.on("data", (b: Buffer) => (d.stderr += b.toString()));
   return new Promise((resolve, reject) => {
@@ -192,4 +193,40 @@ test("listenFailure names the cause and the fix of each bind error", () => {
     assert.match(e.message, re);
     assert.equal((e as NodeJS.ErrnoException).code, undefined, "no errno code: EACCES here is not a storage problem");
   }
+});
+
+test("berth daemon without --listen: the port of its last start when it is free, else a free one; --listen is kept", async () => {
+  const home = tempHome();
+  const env = { MC_HOME: "" };
+  const portOf = (d: Daemon): number => Number(new URL(d.ready.http!).port);
+  const stop = async (d: Daemon): Promise<void> => {
+    d.proc.kill("SIGTERM");
+    assert.equal(await exited(d.proc), 0, d.stderr);
+  };
+  const first = await startDaemon(home, ["--no-berth-runtime"], env, [], null);
+  const port = portOf(first);
+  await stop(first);
+  // Free: the same port again (an open web UI page reconnects by itself).
+  const again = await startDaemon(home, ["--no-berth-runtime"], env, [], null);
+  assert.equal(portOf(again), port);
+  await stop(again);
+  // Taken by another program: a free one, and that one is remembered.
+  let other = 0;
+  const squatter = createServer();
+  await new Promise<void>((r) => squatter.listen(port, "127.0.0.1", () => r()));
+  try {
+    const moved = await startDaemon(home, ["--no-berth-runtime"], env, [], null);
+    other = portOf(moved);
+    assert.notEqual(other, port);
+    await stop(moved);
+  } finally {
+    await new Promise<void>((r) => squatter.close(() => r()));
+  }
+  // An explicit --listen is used as given and not remembered: the next default start goes back to the last one's.
+  const explicit = await startDaemon(home, ["--no-berth-runtime"], env, [], `127.0.0.1:${port}`);
+  assert.equal(portOf(explicit), port);
+  await stop(explicit);
+  const last = await startDaemon(home, ["--no-berth-runtime"], env, [], null);
+  assert.equal(portOf(last), other);
+  await stop(last);
 });

@@ -2,7 +2,7 @@
  * The page never hands its token to a server that cannot prove it holds it (core/ui-proof.ts). The daemon stops; a
  * program of another local user takes its port; the open page, reconnecting, asks that program for the proof, gets
  * a forged one, and sends it nothing more (no WebSocket, no token in any header), saying why in its banner. When the
- * real daemon comes back on that port, the page proves it and reconnects.
+ * real daemon comes back (on its last port, as a restart without --listen does), the page proves it and reconnects.
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -68,8 +68,10 @@ describe("web UI: an impostor on the daemon's port gets no token", { skip, timeo
       await closed;
     }
 
-    // The real daemon back on that port (same home, same token): the page proves it and reconnects.
-    d = await startDaemon({ home: d.home, listen: `127.0.0.1:${port}` });
+    // The real daemon restarted (same home, same token; no --listen: it takes its last port again, now free): the
+    // page proves it and reconnects by itself.
+    d = await startDaemon({ home: d.home });
+    assert.equal(new URL(d.ready.http).port, String(port));
     await page.locator(".banner").waitFor({ state: "detached" });
   });
 });

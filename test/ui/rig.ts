@@ -76,8 +76,8 @@ export interface Daemon {
   stop(): Promise<void>;
 }
 
-/** `home`: an existing Berth home (a restart); `listen`: the daemon's `--listen` address. */
-export async function startDaemon(o: { home?: string; listen?: string } = {}): Promise<Daemon> {
+/** `home`: an existing Berth home (a restart). */
+export async function startDaemon(o: { home?: string } = {}): Promise<Daemon> {
   const fake = await startFakeProvider();
   const home = o.home ?? mkdtempSync(join(tmpdir(), "ui-home-"));
   const cwd = mkdtempSync(join(tmpdir(), "ui-cwd-"));
@@ -86,7 +86,7 @@ export async function startDaemon(o: { home?: string; listen?: string } = {}): P
     JSON.stringify({ providers: { fake: { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, auth: "none", models: [{ id: "fake-model" }] } } }),
   );
   const env = { ...process.env, BERTH_HOME: home, MC_HOME: home, MC_PROVIDER: "fake", MC_MODEL: "fake-model" };
-  const proc = spawn(process.execPath, [BERTH_BIN, "daemon", "--berth-runtime", ...(o.listen !== undefined ? ["--listen", o.listen] : [])], { env, cwd, stdio: ["ignore", "pipe", "pipe"] });
+  const proc = spawn(process.execPath, [BERTH_BIN, "daemon", "--berth-runtime"], { env, cwd, stdio: ["ignore", "pipe", "pipe"] });
   let err = "";
   proc.stderr.on("data", (b: Buffer) => (err += b.toString()));
   const ready = await new Promise<Ready>((resolve, reject) => {

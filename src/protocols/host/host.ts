@@ -32,6 +32,8 @@ export interface HostOptions {
   home: string;
   host?: string;
   port?: number;
+  /** With `port` 0 (or unset): the port to try first (the one the daemon used last); a taken one falls back to 0. */
+  preferPort?: number;
   log?: (msg: string) => void;
   /** Idle timeout of pre-authentication connections (default PREAUTH_IDLE_MS). */
   preAuthIdleMs?: number;
@@ -226,14 +228,18 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
     }
   });
   const host = opts.host ?? "127.0.0.1";
-  try {
-    await new Promise<void>((res, rej) => {
+  const listenOn = (port: number): Promise<void> =>
+    new Promise<void>((res, rej) => {
       http.once("error", rej);
-      http.listen(opts.port ?? 0, host, () => {
+      http.listen(port, host, () => {
         http.off("error", rej);
         res();
       });
     });
+  try {
+    const prefer = (opts.port ?? 0) === 0 ? opts.preferPort : undefined;
+    if (prefer === undefined) await listenOn(opts.port ?? 0);
+    else await listenOn(prefer).catch(() => listenOn(0));
   } catch (e) {
     // Nothing started stays behind (the backend socket, the database, the state lock): the process can exit, and
     // the next start does not find a lock held by a daemon that never served.
