@@ -122,10 +122,17 @@ test("berth open: starts the daemon once, then finds it; the opener gets an owne
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify({ ok: true, proof: "forged" }));
     });
-    await new Promise<void>((resolve, reject) => {
-      impostor.once("error", reject);
-      impostor.listen(Number(port), "127.0.0.1", () => resolve());
-    });
+    // The killed daemon's threads may still be exiting (its PID already a zombie) with the port held: until it is free.
+    const bound = (): Promise<boolean> =>
+      new Promise<boolean>((resolve, reject) => {
+        const onError = (e: NodeJS.ErrnoException): void => (e.code === "EADDRINUSE" ? resolve(false) : reject(e));
+        impostor.once("error", onError);
+        impostor.listen(Number(port), "127.0.0.1", () => {
+          impostor.off("error", onError);
+          resolve(true);
+        });
+      });
+    while (!(await bound())) await new Promise((r) => setTimeout(r, 20));
     const endpointFile = join(home, "host", "endpoint.json");
     const freshStart = async (): Promise<void> => {
       const fresh = await run(["open", "--no-browser"], env);
