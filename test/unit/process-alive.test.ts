@@ -1,6 +1,6 @@
 /**
  * `pidAlive`: a running process (ours, a child) is alive; a reaped one is not; a zombie (exited, not yet reaped by its
- * parent: here a `sleep` that never waits for its child) is not either, though `kill(pid, 0)` still finds its PID.
+ * parent: here one whose event loop is blocked) is not either, though `kill(pid, 0)` still finds its PID.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -19,8 +19,10 @@ const state = (pid: number): string => {
 
 test("pidAlive: running is alive; a zombie and a reaped process are not", { skip: process.platform !== "linux" && "zombies are read from /proc" }, async () => {
   assert.equal(pidAlive(process.pid), true);
-  // `true` runs in the background and exits at once; its parent execs `sleep`, which never reaps it.
-  const parent = spawn("sh", ["-c", "true & echo $!; exec sleep 600"], { stdio: ["ignore", "pipe", "ignore"] });
+  // A parent that starts `true` and then blocks its event loop (Atomics.wait), so it never reaps it: once `true` has
+  // exited it is a zombie for as long as the parent lives, whatever the timing.
+  const script = `const c = require("node:child_process").spawn("true"); c.on("spawn", () => { process.stdout.write(c.pid + "\\n"); Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 600000); });`;
+  const parent = spawn(process.execPath, ["-e", script], { stdio: ["ignore", "pipe", "ignore"] });
   try {
     let out = "";
     parent.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
