@@ -125,6 +125,10 @@ export class AhpClient {
     // network in the clear anyway (docs/ui.md).
     if (globalThis.crypto?.subtle === undefined) return null;
     const nonce = base64url(crypto.getRandomValues(new Uint8Array(24)));
+    const port = Number(location.port || (location.protocol === "https:" ? 443 : 80));
+    // The expected proof is computed while the request is under way.
+    this.proofKey ??= crypto.subtle.importKey("raw", new TextEncoder().encode(this.token), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+    const expected = this.proofKey.then(async (key) => base64url(new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(uiProofMessage(port, nonce))))));
     let proof: unknown;
     try {
       const r = await fetch(`/ui-proof?nonce=${nonce}`, { cache: "no-store" });
@@ -132,10 +136,7 @@ export class AhpClient {
     } catch {
       return "connection lost";
     }
-    const port = Number(location.port || (location.protocol === "https:" ? 443 : 80));
-    this.proofKey ??= crypto.subtle.importKey("raw", new TextEncoder().encode(this.token), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-    const expected = base64url(new Uint8Array(await crypto.subtle.sign("HMAC", await this.proofKey, new TextEncoder().encode(uiProofMessage(port, nonce)))));
-    return proof === expected ? null : "the server now at this address is not the daemon that served this page: it cannot prove it holds the token, so the token was not sent to it";
+    return proof === (await expected) ? null : "the server now at this address is not the daemon that served this page: it cannot prove it holds the token, so the token was not sent to it";
   }
 
   private open(): void {
