@@ -10,14 +10,14 @@
  * `file://` URL of `host/open.html`, an owner-only page that sends the browser on to the UI.
  */
 import { spawn } from "node:child_process";
-import { createHmac, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { mkdirSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { spawnBerth } from "../client/spawn-berth.js";
 import { writeFileAtomic } from "../store/atomic-file.js";
 import { pidAlive } from "../store/process-alive.js";
-import { uiProofMessage } from "../core/ui-proof.js";
+import { uiProof } from "../protocols/host/ui-guard.js";
 import { resolveHome } from "../store/home.js";
 import { readEndpoint } from "./endpoint-file.js";
 
@@ -33,7 +33,7 @@ async function provesToken(http: string, token: string): Promise<boolean> {
   try {
     const r = await fetch(`${http}/ui-proof?nonce=${nonce}`, { signal: AbortSignal.timeout(1500) });
     const proof = r.ok ? ((await r.json()) as { proof?: unknown }).proof : undefined;
-    return proof === createHmac("sha256", token).update(uiProofMessage(Number(new URL(http).port), nonce)).digest("base64url");
+    return proof === uiProof(token, Number(new URL(http).port), nonce);
   } catch {
     return false;
   }

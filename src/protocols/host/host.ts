@@ -4,7 +4,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { join, resolve } from "node:path";
-import { createHmac, timingSafeEqual } from "node:crypto";
+import { timingSafeEqual } from "node:crypto";
 import type { Socket } from "node:net";
 import { WebSocketServer } from "ws";
 import { HostStore } from "../../store/host/store.js";
@@ -16,10 +16,10 @@ import { Inspector } from "./inspection.js";
 import { checkHostOrigin, listenerNames, type ListenerNames } from "./http-guard.js";
 import { acquireStateLock } from "../../store/host/lock.js";
 import { ensureOwnerDir, restrictStoreFiles } from "../../store/host/state-dir.js";
-import { isUiPath, selectSubprotocol, tokenFromSubprotocols } from "./ui-guard.js";
+import { isUiPath, selectSubprotocol, tokenFromSubprotocols, uiProof } from "./ui-guard.js";
 import { clientToolsClosing } from "./client-tools.js";
 import { checkSocketPath } from "../../transport/unix-listener.js";
-import { UI_PROOF_NONCE, uiProofMessage } from "../../core/ui-proof.js";
+import { UI_PROOF_NONCE } from "../../core/ui-proof.js";
 
 export const WIRE_LIMIT = 16 * 1024 * 1024;
 /** At most this many TCP connections may be open on the listener before authenticating. */
@@ -158,7 +158,7 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
       // Before a page hands this listener the token, the listener proves it holds it (core/ui-proof.ts).
       const nonce = url.searchParams.get("nonce") ?? "";
       if (!UI_PROOF_NONCE.test(nonce)) return json(res, 400, { error: "bad_request", message: "nonce must be 16 to 128 base64url characters" });
-      return json(res, 200, { proof: createHmac("sha256", token).update(uiProofMessage(listenPort, nonce)).digest("base64url") });
+      return json(res, 200, { proof: uiProof(token, listenPort, nonce) });
     }
     if (url.pathname === "/status") return inspector.inspect(res, () => inspector.status(startedAt, backend.conns.size));
     if (url.pathname === "/sessions" || url.pathname === "/providers") {

@@ -6,7 +6,9 @@
  * WebSocket with a `berth-token.<token>` sub-protocol value (it cannot set `Authorization`, and the
  * token must never be in a URL), and the daemon selects `berth-ahp`, never echoing the token.
  */
+import { createHmac } from "node:crypto";
 import type { IncomingMessage } from "node:http";
+import { uiProofMessage } from "../../core/ui-proof.js";
 
 /** The sub-protocol the UI asks for; the daemon selects it when offered. */
 export const AHP_SUBPROTOCOL = "berth-ahp";
@@ -42,4 +44,9 @@ export function tokenFromSubprotocols(req: IncomingMessage): string | undefined 
  */
 export function selectSubprotocol(protocols: Set<string>): string | false {
   return protocols.has(AHP_SUBPROTOCOL) ? AHP_SUBPROTOCOL : false;
+}
+
+/** The answer to `/ui-proof?nonce=…` for the daemon listening on `port` with `token` (core/ui-proof.ts). */
+export function uiProof(token: string, port: number, nonce: string): string {
+  return createHmac("sha256", token).update(uiProofMessage(port, nonce)).digest("base64url");
 }
