@@ -9,7 +9,7 @@ import { Readable } from "node:stream";
 import type { Agent } from "../runtime/agent.js";
 import type { TurnRunner } from "../runtime/session/index.js";
 import { resolveHome } from "../store/home.js";
-import { noteTerminalStdin } from "./process-io.js";
+import { noteTerminalStdin, signalExitStatus } from "./process-io.js";
 
 const HELP = `usage: berth acp
 
@@ -78,7 +78,7 @@ export async function runAcp(argv: string[]): Promise<number> {
   let stop!: () => void;
   const stopped = new Promise<void>((resolve) => (stop = resolve));
   const onSignal = (sig: NodeJS.Signals): void => {
-    if (signalled !== null) process.exit(exitStatus(sig));
+    if (signalled !== null) process.exit(signalExitStatus(sig));
     signalled = sig;
     stop();
   };
@@ -100,11 +100,6 @@ export async function runAcp(argv: string[]): Promise<number> {
   });
   for (const sig of signals) process.off(sig, onSignal);
   // The editor may still hold stdin open: nothing more is read, the process ends here.
-  if (signalled !== null) process.exit(exitStatus(signalled));
+  if (signalled !== null) process.exit(signalExitStatus(signalled));
   return 0;
-}
-
-/** The shell's status for a process ended by `sig`: 128 + its number. */
-function exitStatus(sig: NodeJS.Signals): number {
-  return 128 + (sig === "SIGHUP" ? 1 : sig === "SIGINT" ? 2 : 15);
 }

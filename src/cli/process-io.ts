@@ -1,8 +1,9 @@
 /**
  * Process-level helpers shared by the doors (`berth service`, `berth stdio`, the daemon): the package version and
- * stdout reservation. A module of its own so that a door importing them loads no other door's protocol (`berth stdio`
+ * stdout reservation, a signal's exit status. A module of its own so that a door importing them loads no other door's protocol (`berth stdio`
  * used to load the app-service server through service.ts).
  */
+import { constants } from "node:os";
 import { berthVersion } from "./version.js";
 
 /** The package version (read once per process: `berth chat -p` asks for it as a client and as its own server). */
@@ -39,4 +40,9 @@ export function reserveStdout(): NodeJS.WriteStream {
 export function noteTerminalStdin(command: string, what: string): void {
   if (process.stdin.isTTY !== true) return;
   process.stderr.write(`${command}: waiting for ${what} on stdin, one JSON message per line; for a terminal agent run \`berth chat\` (Ctrl-D ends this)\n`);
+}
+
+/** The shell's exit status for a process ended by `sig`: 128 + the signal's number. */
+export function signalExitStatus(sig: NodeJS.Signals): number {
+  return 128 + constants.signals[sig];
 }

@@ -7,7 +7,7 @@ import { resolveHome } from "../store/home.js";
 import { prepareStateRoot } from "../store/state-root.js";
 import { AppServiceServer } from "../protocols/app-service/server.js";
 import { buildFamilies } from "./service-families.js";
-import { noteTerminalStdin, packageVersion, reserveStdout } from "./process-io.js";
+import { noteTerminalStdin, packageVersion, reserveStdout, signalExitStatus } from "./process-io.js";
 
 // Kept importable from here for existing callers; new code imports ./process-io.js (it loads no protocol).
 export { packageVersion, reserveStdout };
@@ -72,7 +72,7 @@ async function runService(): Promise<number> {
   // while that is under way exits at once.
   let signalled = false;
   const onSignal = (sig: NodeJS.Signals): void => {
-    if (signalled) process.exit(128 + (sig === "SIGHUP" ? 1 : sig === "SIGINT" ? 2 : 15));
+    if (signalled) process.exit(signalExitStatus(sig));
     signalled = true;
     server.requestShutdown();
   };
