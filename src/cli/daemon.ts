@@ -199,7 +199,8 @@ export async function runDaemon(argv: string[]): Promise<number> {
       return 2;
     }
   }
-  const stateRootProblem = (await import("../store/state-root.js")).prepareStateRoot(resolveHome(process.env));
+  const home = resolveHome(process.env);
+  const stateRootProblem = (await import("../store/state-root.js")).prepareStateRoot(home);
   if (stateRootProblem !== null) {
     process.stderr.write(`berth daemon: ${stateRootProblem}\n`);
     return 1;
@@ -214,9 +215,9 @@ export async function runDaemon(argv: string[]): Promise<number> {
     // The host's own lines (a lock wait, internal errors) under this command's name, like the rest of its stderr.
     // Without --listen, the port of the last start when it is free: a web UI page left open reconnects to a
     // restarted daemon by itself (it proves the token first: core/ui-proof.ts).
-    const preferPort = listenGiven ? undefined : readLastPort(join(resolveHome(process.env), "host"));
+    const preferPort = listenGiven ? undefined : readLastPort(join(home, "host"));
     handle = await startHost({
-      home: resolveHome(process.env),
+      home,
       host: listen.host,
       port: listen.port,
       ...(preferPort !== undefined ? { preferPort } : {}),
@@ -227,7 +228,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
     process.stderr.write(`berth daemon: ${startFailure(e)}\n`);
     return 1;
   }
-  delegations = startDaemonDelegations({ home: resolveHome(process.env), log: daemonLog });
+  delegations = startDaemonDelegations({ home, log: daemonLog });
   let scv: ScvSocketHandle;
   let scvClose: () => Promise<void>;
   try {
@@ -251,7 +252,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
     }
   }
   channels = await startDaemonChannels({
-    home: resolveHome(process.env),
+    home,
     workspace: process.cwd(),
     scvSocket: scv.path,
     log: daemonLog,
@@ -305,7 +306,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
   // The token is shown only to a person at a terminal: a redirected stderr is a log file.
   if (process.stderr.isTTY) process.stderr.write(`berth daemon: web UI at ${handle.uiUrl}\n`);
   else process.stderr.write(`berth daemon: web UI at ${handle.uiUrl.replace(/#.*$/, "")} (its token is in the ready line's "ui" field, or run \`berth open\`)\n`);
-  if (!listenGiven) writeLastPort(join(resolveHome(process.env), "host"), new URL(handle.httpUrl).port);
+  if (!listenGiven) writeLastPort(handle.stateDir, new URL(handle.httpUrl).port);
   // Discovery record for `berth open` (owner-only; the token itself stays in host/token).
   try {
     writeFileSync(endpointFile, JSON.stringify({ pid: process.pid, http: handle.httpUrl, ui: handle.uiUrl.replace(/#.*$/, "") }) + "\n", { mode: 0o600 });

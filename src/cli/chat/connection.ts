@@ -82,7 +82,6 @@ export class Connection {
    * Resolves with how it connected; rejects when no server can be reached or the session cannot be resumed.
    */
   async reconnect(session: string | null): Promise<Link["via"]> {
-    this.linking ??= openLink(process.env);
     const l = await this.current();
     if (session !== null) await this.open(session);
     return l.via;
