@@ -13,12 +13,8 @@ import { join } from "node:path";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { BERTH_BIN } from "../helpers/paths.js";
 import { MAX_RECONNECTS } from "../../src/cli/chat/interactive.js";
+import { until } from "../host/helpers.js";
 import { chat, chatEnv, FAKE, home } from "./helpers.js";
-
-/** Resolves once `check` holds (polled on each timer turn; the test's own timeout bounds it). */
-async function until(check: () => boolean): Promise<void> {
-  while (!check()) await new Promise((r) => setTimeout(r, 20));
-}
 
 /** The `berth stdio` children of process `parent`. */
 function stdioChildren(parent: number): number[] {
@@ -48,7 +44,7 @@ describe("berth chat reconnects when its server stops", () => {
     let wrapperOut = "";
     wrapper.stdout.setEncoding("utf8").on("data", (d: string) => (wrapperOut += d));
     try {
-      await until(() => wrapperOut.includes('"ready":true'));
+      await until(() => wrapperOut.includes('"ready":true'), 60_000, "the daemon's ready line");
       const daemonPid = Number(/daemon (\d+)/.exec(wrapperOut)![1]);
 
       fake.script([{ steps: [{ text: "partial words " }, { waitForAbort: true }] }]);
@@ -58,7 +54,7 @@ describe("berth chat reconnects when its server stops", () => {
       assert.match(p.stdout, /via berth daemon/);
       // The interrupted answer is on disk before the daemon dies (the recorder writes text as it streams).
       const sessions = join(h, "sessions");
-      await until(() => existsSync(sessions) && readdirSync(sessions).some((f) => f.endsWith(".jsonl") && readFileSync(join(sessions, f), "utf8").includes("partial words")));
+      await until(() => existsSync(sessions) && readdirSync(sessions).some((f) => f.endsWith(".jsonl") && readFileSync(join(sessions, f), "utf8").includes("partial words")), 60_000, "the partial answer on disk");
 
       process.kill(daemonPid, "SIGKILL");
       await p.until(/connected to a berth stdio server of this chat's own; this conversation continues/);
@@ -80,11 +76,11 @@ describe("berth chat reconnects when its server stops", () => {
       let killed = new Set<number>();
       for (let loss = 1; loss <= MAX_RECONNECTS + 1; loss++) {
         let child = 0;
-        await until(() => (child = stdioChildren(p.child.pid!).find((c) => !killed.has(c)) ?? 0) !== 0);
+        await until(() => (child = stdioChildren(p.child.pid!).find((c) => !killed.has(c)) ?? 0) !== 0, 60_000, "a new berth stdio child");
         killed = new Set([...killed, child]);
         const connected = count(p.stdout, /connected to a berth stdio server/);
         process.kill(child, "SIGKILL");
-        if (loss <= MAX_RECONNECTS) await until(() => count(p.stdout, /connected to a berth stdio server/) === connected + 1);
+        if (loss <= MAX_RECONNECTS) await until(() => count(p.stdout, /connected to a berth stdio server/) === connected + 1, 60_000, "the chat to connect again");
       }
       assert.equal(await p.exited, 1, p.stderr);
       assert.match(p.stdout, /The server stopped 4 times in a row; not connecting again\. Start berth chat again; `berth chat --session s\w+-\w+` continues this conversation\./);
