@@ -187,13 +187,14 @@ test("a code-cached first turn of berth service requires neither better-sqlite3 
     assert.match(stderr, /boot code cache/);
     assert.match(out, /"status":"completed"/);
     const required = trace.required();
-    assert.ok(required.includes("node:http"), "the hook saw the script's requires");
+    assert.ok(required.includes("node:net"), "the hook saw the script's requires");
+    assert.ok(!required.includes("node:http") && !required.includes("http"), "node:http was required on a first turn (the provider client speaks HTTP/1.1 over node:net)");
     for (const pkg of ["better-sqlite3", "@modelcontextprotocol/sdk", "ajv", "ws", "zod"]) {
       assert.ok(!required.some((id) => id === pkg || id.startsWith(`${pkg}/`)), `${pkg} was required on a first turn`);
     }
     // IDs come from store/random.ts and hashes from core/sha256.ts; the script loads node:crypto on first use only.
     assert.ok(!required.includes("node:crypto") && !required.includes("crypto"), "node:crypto was required on a first session and turn");
-    // node:module is loaded on first use only too (the provider client's load of node:https; this provider is http:).
+    // node:module is loaded on first use only too (the provider client's load of node:tls; this provider is http:).
     assert.ok(!required.includes("node:module") && !required.includes("module"), "node:module was required on a first turn");
   } finally {
     await fake.close();
@@ -210,7 +211,8 @@ test("a code-cached first session and turn of berth stdio never requires node:cr
     assert.equal(r.boot, "boot code cache", r.stderr.slice(0, 400));
     assert.equal(r.terminal, "turn.completed", r.stderr.slice(0, 400));
     const required = trace.required();
-    assert.ok(required.includes("node:http"), "the hook saw the script's requires");
+    assert.ok(required.includes("node:net"), "the hook saw the script's requires");
+    assert.ok(!required.includes("node:http") && !required.includes("http"), "node:http was required on a first turn (the provider client speaks HTTP/1.1 over node:net)");
     assert.ok(!required.includes("node:crypto") && !required.includes("crypto"), "node:crypto was required on a first session and turn");
     // The script requires node:fs/promises on first use only, and nothing on this path calls it (settings reads and
     // the skills scan use node:fs's callbacks; scripts/code-cache.mjs LAZY_BUILTINS).

@@ -1,72 +1,171 @@
 /**
- * A `StreamFetch` over node:http / node:https for provider streams.
+ * A `StreamFetch` over plain sockets (node:net, node:tls) speaking HTTP/1.1 (http1.ts), for provider streams.
  *
- * Why: the global `fetch` loads undici (~20 ms of JS) and compiles its WebAssembly HTTP parser (~20 ms) on the
- * first turn, and allocates more per chunk; node:http uses the built-in native parser. Contract: resolves with
- * status, headers and a streaming body once headers arrive; aborting `init.signal` destroys the socket (before
- * or after headers) and a pending `read()` rejects; `body.cancel()` destroys it too. Keep-alive agents reuse
- * connections across turns: `body.release()` (the answer is complete before the body ended, the usual case: the
- * terminal event arrives just before the end of the response) reads the rest in the background, so the socket goes
- * back to the pool, and destroys it when more than `RELEASE_MAX_BYTES` follow or the end takes over `RELEASE_MS`. With `init.gate`, the connection and the head go out at once and the body's last byte
- * waits for the gate (see `StreamFetch`). node:https (with node:tls, ~4 ms to load) loads with the first https:
- * provider built (its `preconnect`, from make.ts, so a warmed turn path has it) or request, never for http: ones.
+ * Why: the global `fetch` loads undici (~20 ms of JS) and compiles its WebAssembly HTTP parser (~20 ms) on the first
+ * turn; node:http costs ~1.8 ms to load and ~2–4 ms more for a fresh process's first request, then one stream event
+ * and one iterator step per HTTP chunk (docs/providers.md, "HTTP client"). Contract: resolves with status, headers
+ * and a streaming body once the response head arrives; aborting `init.signal` destroys the socket (before or after
+ * the head) and a pending `read()` rejects; `body.cancel()` destroys it too. Connections are kept alive across turns
+ * in a pool per scheme, host and port (at most `MAX_IDLE` idle each, closed after the server's `Keep-Alive:
+ * timeout` less a second, else `IDLE_MS`; unreferenced, so an idle one never keeps a process alive). A connection
+ * returns to the pool as soon as its response is complete, unread bytes or not; `body.release()` (the answer is
+ * complete before the body ended, the usual case: the terminal event arrives just before the end of the response)
+ * reads the rest in the background, so the socket goes back to the pool, and destroys it when more than
+ * `RELEASE_MAX_BYTES` follow or the end takes over `RELEASE_MS`. With `init.gate`, the connection and the head go
+ * out at once and the body's last byte waits for the gate (see `StreamFetch`). https: connections verify the
+ * server's certificate for its name (SNI unless the host is an IP address), resume the host's last TLS session, and
+ * go through HTTPS_PROXY's CONNECT tunnel when proxy.ts says so; node:tls (~4 ms to load) loads with the first
+ * https: provider built (its `preconnect`, from make.ts, so a warmed turn path has it) or request, never for http:.
  */
-import { Agent as HttpAgent, request as httpRequest, type ClientRequestArgs, type IncomingMessage } from "node:http";
-import type * as Https from "node:https";
 import { createRequire } from "node:module";
-import { isIP, type Socket } from "node:net";
-import type { Duplex } from "node:stream";
+import { connect as netConnect, isIP, type Socket } from "node:net";
+import type * as Tls from "node:tls";
 import { mark, timingEnabled } from "../debug-timing.js";
-import { connectTunnel, httpsProxyFor, type ProxyTarget } from "./proxy.js";
+import { Exchange, requestHead, type ResponseHead } from "./http1.js";
+import { connectTunnel, httpsProxyFor } from "./proxy.js";
 import type { StreamFetch, StreamFetchInit, StreamResponse } from "./driver.js";
 
 /** How long a connection opened ahead of a request (`preconnect`) waits for one before it is closed. */
 export const SPARE_MS = 10_000;
+/** Idle pooled connections kept per scheme, host and port, and how long one idles without a server hint. */
+const MAX_IDLE = 16;
+const IDLE_MS = 60_000;
+/** Bounds of the background read after a complete answer (see `release` in the module contract). */
+const RELEASE_MAX_BYTES = 64 * 1024;
+const RELEASE_MS = 2000;
+/** TLS sessions kept (one per host and port). */
+const MAX_TLS_SESSIONS = 16;
+
+/** Where a request goes. `key` names its pool: scheme, host and port. */
+interface Target {
+  https: boolean;
+  host: string;
+  port: number;
+  key: string;
+  /** `host[:port]` as the Host header names it (IPv6 in brackets, no default port). */
+  hostHeader: string;
+  path: string;
+  /** `Basic …` from credentials in the URL (such a target is never cached). */
+  auth?: string;
+}
+
+/** Parsed provider URLs (a turn's request URL is the same string turn after turn): a few, by their text. */
+const targets = new Map<string, Target>();
+const MAX_TARGETS = 16;
+
+/** `url` as a request target, parsed once per URL text. Throws on an invalid URL or another scheme. */
+function targetOf(url: string): Target {
+  const hit = targets.get(url);
+  if (hit !== undefined) return hit;
+  const u = new URL(url);
+  if (u.protocol !== "http:" && u.protocol !== "https:") throw new TypeError("unsupported protocol");
+  const https = u.protocol === "https:";
+  const host = u.hostname.startsWith("[") ? u.hostname.slice(1, -1) : u.hostname;
+  const port = u.port === "" ? (https ? 443 : 80) : Number(u.port);
+  const t: Target = { https, host, port, key: `${u.protocol}//${host}:${port}`, hostHeader: u.host, path: u.pathname + u.search };
+  if (u.username !== "" || u.password !== "") {
+    t.auth = `Basic ${Buffer.from(`${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`, "utf8").toString("base64")}`;
+    return t;
+  }
+  if (targets.size >= MAX_TARGETS) targets.clear();
+  targets.set(url, t);
+  return t;
+}
+
+interface Idle {
+  socket: Socket;
+  timer: NodeJS.Timeout;
+  drop: () => void;
+}
 
 /**
- * The request option carrying a request's abort signal to the https agent's `createConnection` (node:http passes
- * request options through to it, but not `signal` itself), so that aborting closes a CONNECT tunnel in progress.
+ * Open connections by pool key: idle ones (most recently used first), the ones in use, and the spare: the connection
+ * opened ahead of a first request to a host and port (`preconnect`, while a fresh process creates its session, and
+ * after each turn for a server that closes connections), which the first request then takes instead of connecting.
+ * At most one spare, unreferenced, closed after `SPARE_MS` unused, dropped if it fails or the server closes it. While
+ * a request's connection to that host is still in use, `preconnect` waits for it: none is opened if it returns to the
+ * pool, one is when it closes. For https: the spare is a TLS connection with the request's server name and the
+ * host's TLS session, so its handshake is done by the time the request is written; a certificate it rejects only
+ * drops the spare (the request then connects and reports the error, as without a spare).
  */
-const TUNNEL_SIGNAL = Symbol("berth.tunnelSignal");
+class Pool {
+  private readonly idle = new Map<string, Idle[]>();
+  private readonly inUse = new Map<string, Socket[]>();
+  /** In-use connections `preconnect` waits on, with what to do once they are done (reused or not). */
+  private readonly watchers = new Map<Socket, (reused: boolean) => void>();
+  private spare: { key: string; socket: Socket; timer: NodeJS.Timeout; drop: () => void } | null = null;
 
-/**
- * The connection a keep-alive agent opens ahead of its first request to a host and port (`preconnect`, while a fresh
- * process creates its session, and after each turn for a server that closes connections): the first request to that
- * host and port then takes it instead of connecting. At most one such spare per agent, unreferenced (it never keeps a
- * process alive), closed after `SPARE_MS` unused, dropped if it fails or the server closes it. While a request's
- * connection to that host is still in use, it waits for it: none is opened if it returns to the pool, one is when it
- * closes. For https: the spare is a TLS connection with the request's server name (SNI) and the agent's session
- * cache, so its handshake is done by the time the request is written; a certificate it rejects only drops the spare
- * (the request then connects and reports the error, as without a spare).
- */
-class Spares {
-  private spare: { name: string; socket: Socket; timer: NodeJS.Timeout; drop: () => void } | null = null;
-  /** In-use connections `preconnect` waits on (released to the pool, or closed). */
-  private readonly watched = new WeakSet<Socket>();
+  /** An idle or spare connection under `key`, now in use; or null. */
+  take(key: string): Socket | null {
+    const list = this.idle.get(key);
+    const i = list?.pop();
+    let socket: Socket | null = null;
+    if (i !== undefined) {
+      clearTimeout(i.timer);
+      i.socket.off("error", i.drop).off("end", i.drop).off("close", i.drop).off("data", i.drop).ref();
+      socket = i.socket;
+    } else {
+      const s = this.spare;
+      if (s !== null && s.key === key && !s.socket.destroyed && (s.socket.connecting || s.socket.readyState === "open")) {
+        this.spare = null;
+        clearTimeout(s.timer);
+        s.socket.off("error", s.drop).off("end", s.drop).off("close", s.drop).ref();
+        socket = s.socket;
+      }
+    }
+    if (socket !== null) this.use(key, socket);
+    return socket;
+  }
 
-  constructor(private readonly agent: HttpAgent) {}
+  use(key: string, socket: Socket): void {
+    const list = this.inUse.get(key);
+    if (list === undefined) this.inUse.set(key, [socket]);
+    else list.push(socket);
+  }
 
-  /** Opens a spare under the agent's pool `name` with `open`, unless one is open, idles in the pool or is in use. */
-  preconnect(name: string, open: () => Socket): void {
-    const agent = this.agent;
-    if (this.spare !== null || (agent.freeSockets[name]?.length ?? 0) > 0) return;
+  /** A request's connection is done: pooled when `reusable` (the exchange destroyed it otherwise). */
+  done(key: string, socket: Socket, reusable: boolean, keepAliveMs: number | undefined): void {
+    const list = this.inUse.get(key);
+    const k = list?.indexOf(socket) ?? -1;
+    if (k >= 0) list!.splice(k, 1);
+    if (list?.length === 0) this.inUse.delete(key);
+    const idleMs = keepAliveMs === undefined ? IDLE_MS : keepAliveMs - 1000;
+    const pooled = reusable && idleMs > 0 && !socket.destroyed && (this.idle.get(key)?.length ?? 0) < MAX_IDLE;
+    if (!pooled) socket.destroy();
+    else {
+      const entry: Idle = { socket, timer: setTimeout(() => entry.drop(), idleMs), drop: () => this.dropIdle(key, entry) };
+      entry.timer.unref();
+      // Anything from an idle connection (its close, an error, unexpected bytes) ends it.
+      socket.on("error", entry.drop).on("end", entry.drop).on("close", entry.drop).on("data", entry.drop).unref();
+      const idle = this.idle.get(key);
+      if (idle === undefined) this.idle.set(key, [entry]);
+      else idle.push(entry);
+    }
+    const w = this.watchers.get(socket);
+    if (w !== undefined) {
+      this.watchers.delete(socket);
+      w(pooled);
+    }
+  }
+
+  private dropIdle(key: string, entry: Idle): void {
+    clearTimeout(entry.timer);
+    entry.socket.destroy();
+    const list = this.idle.get(key);
+    const k = list?.indexOf(entry) ?? -1;
+    if (k >= 0) list!.splice(k, 1);
+    if (list?.length === 0) this.idle.delete(key);
+  }
+
+  /** Opens a spare under `key` with `open`, unless one is open, one idles in the pool or one is in use. */
+  preconnect(key: string, open: () => Socket): void {
+    if (this.spare !== null || (this.idle.get(key)?.length ?? 0) > 0) return;
     // A request's connection still in use (a turn ends at the answer's last event, which can come before its
-    // socket is released): it goes back to the pool when kept alive (nothing to open), else it closes (open one then).
-    const busy = agent.sockets[name];
+    // response ends): it goes back to the pool when kept alive (nothing to open), else it closes (open one then).
+    const busy = this.inUse.get(key);
     const inUse = busy?.[busy.length - 1];
     if (inUse !== undefined && !inUse.destroyed) {
-      if (this.watched.has(inUse)) return;
-      this.watched.add(inUse);
-      const onFree = (): void => {
-        this.watched.delete(inUse);
-        inUse.off("close", onClose);
-      };
-      const onClose = (): void => {
-        this.watched.delete(inUse);
-        inUse.off("free", onFree);
-        this.preconnect(name, open);
-      };
-      inUse.once("free", onFree).once("close", onClose);
+      if (!this.watchers.has(inUse)) this.watchers.set(inUse, (reused) => void (reused || this.preconnect(key, open)));
       return;
     }
     mark("provider.preconnect");
@@ -81,119 +180,63 @@ class Spares {
     socket.on("error", drop).on("end", drop).on("close", drop).unref();
     const timer = setTimeout(drop, SPARE_MS);
     timer.unref();
-    this.spare = { name, socket, timer, drop };
+    this.spare = { key, socket, timer, drop };
   }
 
-  /** The spare, handed over, when it is open (or opening) under the pool `name` a request's connection has. */
-  take(name: string): Socket | undefined {
-    const s = this.spare;
-    if (s === null || s.name !== name || s.socket.destroyed || !(s.socket.connecting || s.socket.readyState === "open")) return undefined;
-    this.spare = null;
-    clearTimeout(s.timer);
-    s.socket.off("error", s.drop).off("end", s.drop).off("close", s.drop).ref();
-    return s.socket;
+  /** Idle connections under `key`, or in every pool. */
+  idleCount(key?: string): number {
+    if (key !== undefined) return this.idle.get(key)?.length ?? 0;
+    let n = 0;
+    for (const list of this.idle.values()) n += list.length;
+    return n;
   }
 }
 
-/** The keep-alive agent of http: providers, with a spare connection (`Spares`). */
-class HttpPoolAgent extends HttpAgent {
-  private readonly spares = new Spares(this);
+const pool = new Pool();
 
-  preconnect(host: string, port: number): void {
-    this.spares.preconnect(this.getName({ host, port }), () => super.createConnection({ host, port }) as Socket);
-  }
+let tlsModule: typeof Tls | null = null;
+const tlsSessions = new Map<string, Buffer>();
 
-  override createConnection(options: ClientRequestArgs, cb?: (err: Error | null, stream: Duplex) => void): Duplex | null | undefined {
-    return this.spares.take(this.getName(options)) ?? super.createConnection(options, cb);
-  }
+/** Loads node:tls (once). */
+export function prepareHttps(): typeof Tls {
+  return (tlsModule ??= createRequire(import.meta.url)("node:tls") as typeof Tls);
 }
 
-const httpAgent = new HttpPoolAgent({ keepAlive: true, maxSockets: 16 });
-
-/** The keep-alive agent of https: providers (node:https loads with it: `prepareHttps`), with a spare connection. */
-interface HttpsPoolAgent extends Https.Agent {
-  preconnect(host: string, port: number): void;
-}
-
-/** The class of `HttpsPoolAgent`, over the https.Agent of a node:https loaded on demand. */
-function httpsPoolAgentClass(m: typeof Https): new (o: Https.AgentOptions) => HttpsPoolAgent {
-  return class extends m.Agent {
-    private readonly spares = new Spares(this);
-
-    preconnect(host: string, port: number): void {
-      // Through a proxy, the request's own connection opens the tunnel.
-      try {
-        if (httpsProxyFor(host, port, process.env) !== null) return;
-      } catch {
-        return; // an unusable proxy setting: the request reports it
-      }
-      // As a request to this host names it (node:http `calculateServerName`): no server name for an IP address.
-      const servername = isIP(host) !== 0 ? "" : host;
-      const name = this.getName({ host, port, servername });
-      // `_agentKey` (node:http's name for the pool key, as its own connections get it): the TLS session is cached
-      // under it, so later connections to this host resume it.
-      this.spares.preconnect(name, () => super.createConnection({ host, port, servername, _agentKey: name } as Https.RequestOptions) as unknown as Socket);
-    }
-
-    override createConnection(options: ClientRequestArgs, cb?: (err: Error | null, stream: Duplex) => void): Duplex | null | undefined {
-      const spare = this.spares.take(this.getName(options));
-      if (spare !== undefined) return spare;
-      const host = options.host ?? "localhost";
-      const port = Number(options.port ?? 443);
-      // A failure is reported through node:http's asynchronous `createConnection` callback, as the connection's own.
-      const fail = (e: unknown): void => cb?.(e as Error, undefined as unknown as Duplex);
-      let proxy: ProxyTarget | null;
-      try {
-        proxy = httpsProxyFor(host, port, process.env);
-      } catch (e) {
-        process.nextTick(fail, e);
-        return undefined;
-      }
-      if (proxy === null) return super.createConnection(options, cb);
-      // TLS over the proxy's CONNECT tunnel: the handshake, server name and certificate checks are the direct ones.
-      // The request's abort signal (`TUNNEL_SIGNAL`) closes a tunnel still waiting for the proxy's answer.
-      const signal = (options as { [TUNNEL_SIGNAL]?: AbortSignal })[TUNNEL_SIGNAL];
-      connectTunnel(proxy, host, port, (err, socket) => {
-        if (err !== null) return fail(err);
-        try {
-          cb?.(null, super.createConnection({ ...options, socket } as ClientRequestArgs) as Duplex);
-        } catch (e) {
-          socket?.destroy();
-          fail(e);
-        }
-      }, signal);
-      return undefined;
-    }
-  };
+/** A connection to `t`'s host: plain TCP, or TLS (over `via`, a proxy's tunnel, when given). */
+function open(t: Target, via?: Socket): Socket {
+  if (!t.https) return netConnect({ host: t.host, port: t.port, noDelay: true });
+  const tls = prepareHttps();
+  const session = tlsSessions.get(t.key);
+  const socket = tls.connect({
+    host: t.host,
+    port: t.port,
+    ...(via !== undefined ? { socket: via } : {}),
+    // As node:https names a server: never by an IP address (SNI carries names only); the certificate is checked
+    // against `host` either way.
+    ...(isIP(t.host) === 0 ? { servername: t.host } : {}),
+    ...(session !== undefined ? { session } : {}),
+  });
+  socket.setNoDelay(true);
+  socket.on("session", (s: Buffer) => {
+    if (!tlsSessions.has(t.key) && tlsSessions.size >= MAX_TLS_SESSIONS) tlsSessions.delete(tlsSessions.keys().next().value!);
+    tlsSessions.set(t.key, s);
+  });
+  return socket;
 }
 
 /**
  * Opens the connection of a provider's first request now (http:, or https: with its TLS handshake) when no idle
- * pooled connection is there. Never throws.
+ * pooled connection is there. Through a proxy, the request's own connection opens the tunnel. Never throws.
  */
 export function preconnect(url: string): void {
   try {
-    const u = new URL(url);
-    const host = u.hostname.replace(/^\[(.*)\]$/, "$1");
-    if (u.protocol === "http:") httpAgent.preconnect(host, u.port === "" ? 80 : Number(u.port));
-    else if (u.protocol === "https:") prepareHttps().agent.preconnect(host, u.port === "" ? 443 : Number(u.port));
+    const t = targetOf(url);
+    if (t.https && httpsProxyFor(t.host, t.port, process.env) !== null) return;
+    pool.preconnect(t.key, () => open(t));
   } catch {
-    // not a URL: the request reports it
+    // not a URL, or an unusable proxy setting: the request reports it
   }
 }
-let https: { agent: HttpsPoolAgent; request: typeof Https.request } | null = null;
-
-/** Loads node:https and its keep-alive agent (once). */
-export function prepareHttps(): { agent: HttpsPoolAgent; request: typeof Https.request } {
-  if (https === null) {
-    const m = createRequire(import.meta.url)("node:https") as typeof Https;
-    https = { agent: new (httpsPoolAgentClass(m))({ keepAlive: true, maxSockets: 16 }), request: m.request };
-  }
-  return https;
-}
-/** Bounds of the background read after a complete answer (see `release` in the module contract). */
-const RELEASE_MAX_BYTES = 64 * 1024;
-const RELEASE_MS = 2000;
 
 function abortError(): Error {
   const e = new Error("This operation was aborted");
@@ -201,156 +244,117 @@ function abortError(): Error {
   return e;
 }
 
-function wrap(r: IncomingMessage): StreamResponse {
-  const status = r.statusCode ?? 0;
-  const it = r[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+/** The connection for a request to `t`: pooled, spare, new, or (https: through a proxy) once the tunnel is up. */
+function connection(t: Target, signal: AbortSignal, done: (err: Error | null, socket?: Socket) => void): void {
+  const pooled = pool.take(t.key);
+  if (pooled !== null) return done(null, pooled);
+  const proxy = t.https ? httpsProxyFor(t.host, t.port, process.env) : null;
+  if (proxy === null) {
+    const socket = open(t);
+    pool.use(t.key, socket);
+    return done(null, socket);
+  }
+  // TLS over the proxy's CONNECT tunnel: the handshake, server name and certificate checks are the direct ones. The
+  // request's abort signal closes a tunnel still waiting for the proxy's answer.
+  connectTunnel(proxy, t.host, t.port, (err, tunnel) => {
+    if (err !== null) return done(err);
+    let socket: Socket;
+    try {
+      socket = open(t, tunnel);
+    } catch (e) {
+      tunnel?.destroy();
+      return done(e as Error);
+    }
+    pool.use(t.key, socket);
+    done(null, socket);
+  }, signal);
+}
+
+function respond(ex: Exchange, head: ResponseHead, releaseTimer: { t: NodeJS.Timeout | null }): StreamResponse {
+  const status = head.status;
   return {
     ok: status >= 200 && status < 300,
     status,
-    headers: {
-      get(name) {
-        const v = r.headers[name.toLowerCase()];
-        return v === undefined ? null : Array.isArray(v) ? v.join(", ") : v;
-      },
-    },
+    headers: { get: (name) => head.headers.get(name.toLowerCase()) ?? null },
     body: {
-      getReader: () => ({
-        read: async () => {
-          const n = await it.next();
-          return n.done === true ? { done: true } : { done: false, value: n.value };
-        },
-      }),
+      getReader: () => ({ read: () => ex.read() }),
       cancel: () => {
-        r.destroy();
+        ex.cancel();
         return Promise.resolve();
       },
       release: () => {
-        const timer = setTimeout(() => r.destroy(), RELEASE_MS);
-        timer.unref();
-        void (async () => {
-          let n = 0;
-          try {
-            for (;;) {
-              const x = await it.next();
-              if (x.done === true) break;
-              n += x.value.length;
-              if (n > RELEASE_MAX_BYTES) {
-                r.destroy();
-                break;
-              }
-            }
-          } catch {
-            /* destroyed (timeout, abort or a broken connection): nothing to keep */
-          } finally {
-            clearTimeout(timer);
-          }
-        })();
+        if (ex.finished) return;
+        ex.release(RELEASE_MAX_BYTES);
+        releaseTimer.t = setTimeout(() => ex.fail(new Error("the response did not end after its answer")), RELEASE_MS);
+        releaseTimer.t.unref();
       },
     },
   };
-}
-
-/** Where a request goes, as node:http takes it from a URL (its `urlToHttpOptions`, without credentials). */
-interface Target {
-  protocol: string;
-  hostname: string;
-  port?: number;
-  path: string;
-}
-
-/** Parsed provider URLs (a turn's request URL is the same string turn after turn): a few, by their text. */
-const targets = new Map<string, Target>();
-const MAX_TARGETS = 16;
-
-/**
- * `url` as request options: parsed once per URL text (a `URL` parse and node:http's conversion of it cost ~10–40 µs
- * per request on the turn's critical path). A URL with credentials is returned as its `URL`, not cached.
- * Throws on an invalid URL, as `new URL` does.
- */
-function targetOf(url: string): Target | URL {
-  const hit = targets.get(url);
-  if (hit !== undefined) return hit;
-  const u = new URL(url);
-  if (u.username !== "" || u.password !== "") return u;
-  const t: Target = {
-    protocol: u.protocol,
-    hostname: u.hostname.startsWith("[") ? u.hostname.slice(1, -1) : u.hostname,
-    ...(u.port !== "" ? { port: Number(u.port) } : {}),
-    path: u.pathname + u.search,
-  };
-  if (targets.size >= MAX_TARGETS) targets.clear();
-  targets.set(url, t);
-  return t;
 }
 
 function gatedFetch(url: string, init: StreamFetchInit): Promise<StreamResponse> {
   return new Promise<StreamResponse>((resolve, reject) => {
-    const u = targetOf(url);
+    const t = targetOf(url);
     const signal = init.signal;
     if (signal.aborted) return reject(abortError());
-    const isHttps = u.protocol === "https:";
-    if (!isHttps && u.protocol !== "http:") return reject(new TypeError("unsupported protocol"));
     const body = Buffer.from(init.body, "utf8");
-    const headers: Record<string, string> = { ...init.headers, "content-length": String(body.length) };
-    const tls = isHttps ? prepareHttps() : null;
-    const agent = tls !== null ? tls.agent : httpAgent;
-    const request = tls !== null ? tls.request : httpRequest;
-    const options = { method: init.method, headers, agent, ...(tls !== null ? { [TUNNEL_SIGNAL]: signal } : {}) };
-    const req = u instanceof URL ? request(u, options) : request({ ...u, ...options });
-    // `provider.request_sent` marks `end()`; the bytes leave once the socket is connected and the turn's synchronous
-    // work has yielded (a connection opened in the same microtask run only starts connecting then).
-    if (timingEnabled) req.once("finish", () => mark("provider.request_flushed"));
-    let res: IncomingMessage | undefined;
-    const onAbort = (): void => {
-      req.destroy(abortError());
-      res?.destroy(abortError());
-    };
-    signal.addEventListener("abort", onAbort, { once: true });
-    const cleanup = (): void => signal.removeEventListener("abort", onAbort);
-    req.on("error", (err) => {
-      cleanup();
-      reject(signal.aborted ? abortError() : err);
-    });
-    req.on("response", (r) => {
-      mark("provider.response_head");
-      res = r;
-      r.on("close", cleanup);
-      resolve(wrap(r));
-    });
-    const gate = init.gate;
-    if (gate === undefined) {
-      mark("provider.request_sent");
-      req.end(body);
-      return;
-    }
-    // Connect, send the head and all but the body's last byte now; the last byte (so a complete request) only once
-    // the gate resolved. A server cannot act on a request whose body is incomplete.
-    req.flushHeaders();
-    mark("provider.request_head_sent");
-    const head = Math.max(0, body.length - 1);
-    if (head > 0) req.write(body.subarray(0, head));
-    void gate.then(
-      () => {
-        if (req.destroyed) return;
+    const headers = t.auth !== undefined && !Object.keys(init.headers).some((k) => k.toLowerCase() === "authorization") ? { ...init.headers, authorization: t.auth } : init.headers;
+    const head = requestHead(init.method, t.path, t.hostHeader, headers, body.length);
+    connection(t, signal, (err, socket) => {
+      if (err !== null || socket === undefined) return reject(signal.aborted ? abortError() : (err ?? new Error("no connection")));
+      const releaseTimer: { t: NodeJS.Timeout | null } = { t: null };
+      const onAbort = (): void => ex.fail(abortError());
+      const ex = new Exchange(
+        socket,
+        (h) => {
+          mark("provider.response_head");
+          resolve(respond(ex, h, releaseTimer));
+        },
+        (reusable, keepAliveMs) => {
+          signal.removeEventListener("abort", onAbort);
+          if (releaseTimer.t !== null) clearTimeout(releaseTimer.t);
+          pool.done(t.key, socket, reusable, keepAliveMs);
+        },
+        (e) => reject(signal.aborted ? abortError() : e),
+      );
+      if (signal.aborted) return ex.fail(abortError());
+      signal.addEventListener("abort", onAbort, { once: true });
+      // `provider.request_sent` marks the request's last write; the bytes leave once the socket is connected and the
+      // turn's synchronous work has yielded (a connection opened in the same microtask run only starts connecting then).
+      const last = (chunk: Buffer): void => {
         mark("provider.request_sent");
-        req.end(body.subarray(head));
-      },
-      (e: unknown) => req.destroy(e instanceof Error ? e : new Error("request gate failed")),
-    );
+        ex.requestComplete = true;
+        socket.write(chunk, timingEnabled ? () => mark("provider.request_flushed") : undefined);
+      };
+      const gate = init.gate;
+      socket.cork();
+      socket.write(head, "latin1");
+      if (gate === undefined) {
+        last(body);
+        socket.uncork();
+        return;
+      }
+      // The head and all but the body's last byte now; the last byte (so a complete request) only once the gate
+      // resolved. A server cannot act on a request whose body is incomplete.
+      const split = Math.max(0, body.length - 1);
+      if (split > 0) socket.write(body.subarray(0, split));
+      socket.uncork();
+      mark("provider.request_head_sent");
+      void gate.then(
+        () => {
+          if (!ex.finished) last(body.subarray(split));
+        },
+        (e: unknown) => ex.fail(e instanceof Error ? e : new Error("request gate failed")),
+      );
+    });
   });
 }
 
 gatedFetch.gated = true as const;
 
-/** Connections idle in the keep-alive pools, or only those to `url`'s http: host and port (for tests and diagnostics). */
+/** Connections idle in the keep-alive pools, or only those to `url`'s host and port (for tests and diagnostics). */
 export function idleConnections(url?: string): number {
-  if (url !== undefined) {
-    const u = new URL(url);
-    return httpAgent.freeSockets[httpAgent.getName({ host: u.hostname, port: u.port === "" ? 80 : Number(u.port) })]?.length ?? 0;
-  }
-  let n = 0;
-  for (const a of https === null ? [httpAgent] : [httpAgent, https.agent]) for (const list of Object.values(a.freeSockets)) n += list?.length ?? 0;
-  return n;
+  return pool.idleCount(url === undefined ? undefined : targetOf(url).key);
 }
 
 /** See the module contract; honours `init.gate` (the body's last byte waits for it). */
