@@ -35,7 +35,7 @@ export const MAX_HEAD_BYTES = 64 * 1024;
 const MAX_CHUNK_LINE_BYTES = 1024;
 const MAX_TRAILER_BYTES = 16 * 1024;
 /** Unread body bytes past which the socket is paused. */
-export const PAUSE_BYTES = 1024 * 1024;
+export const PAUSE_BYTES = 64 * 1024;
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
