@@ -13,9 +13,11 @@
  * - Calls carry the AbortSignal; results are bounded text. A crashed or closed server → every
  *   later call returns `unavailable`. `close()` closes every client (stdin end, then SIGTERM,
  *   then SIGKILL by the SDK transport) and is idempotent.
+ * - One message line of a server's stdout is at most `maxLineBytes` (default 16 MiB, newline excluded; see
+ *   mcp-transport.ts). A server that sends a longer one is stopped and `failed` with an error naming the bound;
+ *   its pending and later calls are `unavailable`. While starting, that is a start failure like any other.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import type { McpServerDef } from "../../store/settings/schema.js";
 import type { Tool, ToolResult } from "../types.js";
@@ -23,6 +25,7 @@ import { validateJsonSchema } from "./json-schema.js";
 import { boundText, describeError, fail, ok } from "./result.js";
 import { textOf } from "../../core/json-text.js";
 import { mcpToolName, mergeTools } from "./mcp-names.js";
+import { BoundedStdioTransport } from "./mcp-transport.js";
 
 export { sanitizeName, mcpToolName } from "./mcp-names.js";
 
@@ -33,6 +36,8 @@ export interface McpOptions {
   connectTimeoutMs?: number;
   /** One tools/call budget. Default 120 s. */
   callTimeoutMs?: number;
+  /** Bytes of one message line from a server's stdout, newline excluded (a positive integer). Default 16 MiB. */
+  maxLineBytes?: number;
 }
 
 export interface McpServerStatus {
@@ -75,6 +80,8 @@ export interface McpServers {
 
 export const MCP_DEFAULT_CONNECT_TIMEOUT_MS = 30_000;
 export const MCP_DEFAULT_CALL_TIMEOUT_MS = 120_000;
+/** One JSON-RPC message line from a server's stdout, newline excluded: exactly this many bytes pass, one more stops it. */
+export const MCP_MAX_LINE_BYTES = 16 * 1024 * 1024;
 const MAX_TOOLS_PER_SERVER = 512;
 const MAX_LIST_PAGES = 16;
 const MAX_DESCRIPTION_CHARS = 2048;
@@ -85,6 +92,21 @@ const CLIENT_INFO = { name: "berth", version: "0.1.0" };
 const MCP_REQUEST_TIMEOUT: number = ErrorCode.RequestTimeout;
 const MCP_CONNECTION_CLOSED: number = ErrorCode.ConnectionClosed;
 const MCP_INVALID_PARAMS: number = ErrorCode.InvalidParams;
+
+/** `16 MiB (16777216 bytes)`, `4 KiB (4096 bytes)`, or `1000 bytes`. */
+function sizeText(bytes: number): string {
+  if (bytes % (1024 * 1024) === 0) return `${bytes / (1024 * 1024)} MiB (${bytes} bytes)`;
+  if (bytes % 1024 === 0) return `${bytes / 1024} KiB (${bytes} bytes)`;
+  return `${bytes} bytes`;
+}
+
+/** The error of a server stopped for a line past the bound: the cause and the fix. */
+function lineTooLongError(name: string, maxLineBytes: number): string {
+  return (
+    `MCP server "${name}" sent a message line longer than ${sizeText(maxLineBytes)} without a newline; it was stopped. ` +
+    "Check the server's output, or ask its author to keep each JSON-RPC message on one line of at most that size."
+  );
+}
 
 /** Text of an MCP call result: text parts joined; other parts described by kind only. */
 function resultText(res: Record<string, unknown>): string {
@@ -112,8 +134,11 @@ class ServerConnection implements McpServerStatus {
   pid: number | null = null;
   private stderrBuf = Buffer.alloc(0);
   private readonly client = new Client(CLIENT_INFO);
-  private readonly transport: StdioClientTransport;
+  private readonly transport: BoundedStdioTransport;
   private closing: Promise<void> | null = null;
+  private stopping: Promise<void> | null = null;
+  /** Set once the server sent a line past the bound (the error it fails with). */
+  private overflow: string | null = null;
   /** The tool list as the server gave it (once listed). */
   raw: ListedTool[] | null = null;
 
@@ -121,9 +146,11 @@ class ServerConnection implements McpServerStatus {
     readonly name: string,
     def: McpServerDef,
     cwd: string,
+    maxLineBytes: number,
     private readonly onChange?: () => void,
   ) {
-    this.transport = new StdioClientTransport({ command: def.command, args: def.args, env: def.env, cwd, stderr: "pipe" });
+    const params = { command: def.command, args: def.args, env: def.env, cwd, stderr: "pipe" as const };
+    this.transport = new BoundedStdioTransport(params, maxLineBytes, () => this.stopForLongLine(maxLineBytes));
     this.transport.stderr?.on("data", (chunk: Buffer) => {
       const all = Buffer.concat([this.stderrBuf, chunk]);
       this.stderrBuf = all.length > STDERR_TAIL_BYTES ? all.subarray(all.length - STDERR_TAIL_BYTES) : all;
@@ -133,11 +160,7 @@ class ServerConnection implements McpServerStatus {
       if (this.state === "ready" && this.closing === null) {
         this.state = "failed";
         this.error = "server connection closed";
-        try {
-          this.onChange?.();
-        } catch {
-          // a listener's failure is its own
-        }
+        this.changed();
       }
     };
     // Transport errors surface through failed requests / onclose; keep them off our stderr.
@@ -148,13 +171,40 @@ class ServerConnection implements McpServerStatus {
     return this.stderrBuf.toString("utf8");
   }
 
+  private changed(): void {
+    try {
+      this.onChange?.();
+    } catch {
+      // a listener's failure is its own
+    }
+  }
+
+  /** The server sent a line past the bound (its stdout is no longer read): fail it and stop its process. */
+  private stopForLongLine(maxLineBytes: number): void {
+    if (this.closing !== null || this.overflow !== null) return;
+    this.overflow = lineTooLongError(this.name, maxLineBytes);
+    // While starting, `connect` fails with this error once the stop rejects its pending request.
+    const wasReady = this.state === "ready";
+    if (wasReady) {
+      this.state = "failed";
+      this.error = this.overflow;
+    }
+    void this.stop();
+    if (wasReady) this.changed();
+  }
+
+  /** True once the server must not become ready: closed, or stopped for a line past the bound. */
+  private halted(): boolean {
+    return this.closing !== null || this.overflow !== null;
+  }
+
   /** Starts the server and lists its tools; on failure, state "failed" and the process is stopped. */
   async connect(timeoutMs: number, taken: Set<string>, callTimeoutMs: number): Promise<Tool[]> {
     const signal = AbortSignal.timeout(timeoutMs);
     if (this.closing !== null) return [];
     try {
       await this.client.connect(this.transport, { timeout: timeoutMs, signal });
-      if (this.closing !== null) throw new Error("closed while starting");
+      if (this.halted()) throw new Error("closed while starting");
       this.pid = this.transport.pid;
       const listed: ListedTool[] = [];
       let cursor: string | undefined;
@@ -166,7 +216,8 @@ class ServerConnection implements McpServerStatus {
         cursor = res.nextCursor;
         if (cursor === undefined || listed.length >= MAX_TOOLS_PER_SERVER) break;
       }
-      if (this.closing !== null) throw new Error("closed while starting");
+      // The chunk that ended the last page may also have passed the line bound.
+      if (this.halted()) throw new Error("closed while starting");
       this.state = "ready";
       this.raw = listed.slice(0, MAX_TOOLS_PER_SERVER).map((t) => ({ name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), inputSchema: t.inputSchema }));
       const tools = listed.slice(0, MAX_TOOLS_PER_SERVER).map((t) => this.wrap(t, mcpToolName(this.name, t.name, taken), callTimeoutMs));
@@ -175,7 +226,7 @@ class ServerConnection implements McpServerStatus {
     } catch (err) {
       const closed = this.closing !== null;
       this.state = "failed";
-      this.error = signal.aborted ? `connect timed out after ${timeoutMs} ms` : `connect failed: ${describeError(err)}`.slice(0, 300);
+      this.error = this.overflow ?? (signal.aborted ? `connect timed out after ${timeoutMs} ms` : `connect failed: ${describeError(err)}`.slice(0, 300));
       // A close requested while starting: the process may have been spawned after it ran; stop it now.
       await this.transport.close().catch(() => undefined);
       await this.close();
@@ -242,6 +293,16 @@ class ServerConnection implements McpServerStatus {
   /** Idempotent; resolves once the server process is gone (or was force-killed). */
   close(): Promise<void> {
     this.closing ??= (async () => {
+      await this.stop();
+      this.state = "closed";
+      this.pid = null;
+    })();
+    return this.closing;
+  }
+
+  /** Stops the process (the client, then the transport) and leaves the state to the caller. Idempotent. */
+  private stop(): Promise<void> {
+    this.stopping ??= (async () => {
       try {
         await this.client.close();
       } catch {
@@ -252,10 +313,9 @@ class ServerConnection implements McpServerStatus {
       } catch {
         // Already closed.
       }
-      this.state = "closed";
       this.pid = null;
     })();
-    return this.closing;
+    return this.stopping;
   }
 }
 
@@ -266,8 +326,11 @@ class ServerConnection implements McpServerStatus {
 export function startMcpServers(defs: Record<string, McpServerDef>, opts: McpOptions, onChange?: () => void): McpServers {
   const connectTimeout = opts.connectTimeoutMs ?? MCP_DEFAULT_CONNECT_TIMEOUT_MS;
   const callTimeout = opts.callTimeoutMs ?? MCP_DEFAULT_CALL_TIMEOUT_MS;
+  // Not a positive integer (NaN would compare as never past it): the default, so the bound always holds.
+  const given = opts.maxLineBytes;
+  const maxLine = given !== undefined && Number.isSafeInteger(given) && given > 0 ? given : MCP_MAX_LINE_BYTES;
   const names = Object.keys(defs).sort();
-  const servers = names.map((n) => new ServerConnection(n, defs[n] as McpServerDef, opts.cwd, onChange));
+  const servers = names.map((n) => new ServerConnection(n, defs[n] as McpServerDef, opts.cwd, maxLine, onChange));
   const listed: Array<Tool[] | null> = servers.map(() => null);
   let merged: Tool[] | null = null;
   const settled = Promise.all(
