@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:https";
 import type { AddressInfo, Socket } from "node:net";
+import type { TLSSocket } from "node:tls";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -25,11 +26,15 @@ interface TlsProvider {
   accepted: number[];
   /** Client ports of the requests received, in order. */
   requests: number[];
+  /** Whether each completed TLS connection resumed an earlier session, in order. */
+  reused: boolean[];
   waitFor(what: () => boolean): Promise<void>;
   close(): Promise<void>;
 }
 
-async function tlsProvider(): Promise<TlsProvider> {
+/** `closeEach`: every answer closes its connection (`Connection: close`), so each turn needs a new one. */
+async function tlsProvider(closeEach = false): Promise<TlsProvider> {
+  const reused: boolean[] = [];
   const secure: number[] = [];
   const accepted: number[] = [];
   const requests: number[] = [];
@@ -43,7 +48,7 @@ async function tlsProvider(): Promise<TlsProvider> {
     requests.push(req.socket.remotePort!);
     wake();
     req.resume().on("end", () => {
-      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.writeHead(200, { "content-type": "text/event-stream", ...(closeEach ? { connection: "close" } : {}) });
       res.end(chatSse("hello over tls"));
     });
   });
@@ -51,7 +56,8 @@ async function tlsProvider(): Promise<TlsProvider> {
     accepted.push(s.remotePort!);
     wake();
   });
-  server.on("secureConnection", (s: Socket) => {
+  server.on("secureConnection", (s: TLSSocket) => {
+    reused.push(s.isSessionReused());
     secure.push(s.remotePort!);
     wake();
   });
@@ -62,6 +68,7 @@ async function tlsProvider(): Promise<TlsProvider> {
     secure,
     accepted,
     requests,
+    reused,
     async waitFor(what) {
       while (!what()) await new Promise<void>((r) => waiters.push(r));
     },
@@ -130,6 +137,25 @@ test("a spare whose certificate is not trusted is dropped: the turn reports the 
     assert.equal(again.terminal.message, first.terminal.message);
     assert.equal(srv.requests.length, 0);
     assert.ok(srv.accepted.length - accepted <= 2, `at most a spare and one request connection per turn, got ${srv.accepted.length - accepted}`);
+  } finally {
+    c.end();
+    await exited;
+    await srv.close();
+  }
+});
+
+test("a new connection to an https: provider resumes its TLS session", { timeout: 60_000 }, async () => {
+  const srv = await tlsProvider(true);
+  const { client: c, exited } = spawnStdio(home(srv.port, true).env);
+  try {
+    const sid = (await c.open()).session_id as string;
+    for (const prompt of ["one", "two"]) assert.equal((await c.turn(sid, prompt)).terminal.type, "turn.completed");
+    // The server closed each turn's connection: the second turn's (opened ahead after the first) was a new one.
+    await srv.waitFor(() => srv.secure.length >= 2);
+    assert.equal(srv.requests.length, 2);
+    assert.notEqual(srv.requests[1], srv.requests[0]);
+    assert.equal(srv.reused[0], false, "the first connection made a full handshake");
+    assert.ok(srv.reused.slice(1).every(Boolean), `later connections resumed the session: ${JSON.stringify(srv.reused)}`);
   } finally {
     c.end();
     await exited;
