@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { Readable } from "node:stream";
 import type { Agent } from "../runtime/agent.js";
 import type { TurnRunner } from "../runtime/session/index.js";
-import { resolveHome } from "../store/home.js";
+import { defaultHomeBase, resolveHome } from "../store/home.js";
 import { noteTerminalStdin, signalExitStatus } from "./process-io.js";
 
 const HELP = `usage: berth acp
@@ -64,7 +64,7 @@ export async function runAcp(argv: string[]): Promise<number> {
   }
   const write = reserveStdout();
   const home = resolveHome(process.env);
-  const problem = (await import("../store/state-root.js")).prepareStateRoot(home);
+  const problem = (await import("../store/state-root.js")).prepareStateRoot(home, defaultHomeBase(process.env));
   if (problem !== null) {
     process.stderr.write(`berth acp: ${problem}\n`);
     return 1;

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { rmSync, writeFileSync } from "node:fs";
 import { readRegularFileSync } from "../store/regular-file.js";
 import { startHost, type HostHandle } from "../protocols/host/host.js";
-import { resolveHome } from "../store/home.js";
+import { defaultHomeBase, resolveHome } from "../store/home.js";
 import { storageProblemOf } from "../store/sessions/errors.js";
 import { isLoopbackHost } from "../protocols/host/ui-guard.js";
 import { startDaemonChannels, type DaemonChannels } from "./daemon-channels.js";
@@ -200,7 +200,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
     }
   }
   const home = resolveHome(process.env);
-  const stateRootProblem = (await import("../store/state-root.js")).prepareStateRoot(home);
+  const stateRootProblem = (await import("../store/state-root.js")).prepareStateRoot(home, defaultHomeBase(process.env));
   if (stateRootProblem !== null) {
     process.stderr.write(`berth daemon: ${stateRootProblem}\n`);
     return 1;

@@ -3,7 +3,7 @@
  * Startup creates the state root (owner-only) and nothing else, and refuses a state root another user owns or may
  * write (store/state-root.ts); every other file is created by the request that needs it.
  */
-import { resolveHome } from "../store/home.js";
+import { defaultHomeBase, resolveHome } from "../store/home.js";
 import { prepareStateRoot } from "../store/state-root.js";
 import { AppServiceServer } from "../protocols/app-service/server.js";
 import { buildFamilies } from "./service-families.js";
@@ -43,7 +43,7 @@ export function ensureHome(home: string): void {
 async function runService(): Promise<number> {
   const stdout = reserveStdout();
   const home = resolveHome(process.env);
-  const problem = prepareStateRoot(home);
+  const problem = prepareStateRoot(home, defaultHomeBase(process.env));
   if (problem !== null) {
     process.stderr.write(`berth service: ${problem}\n`);
     return 1;

@@ -5,7 +5,7 @@
  * SIGTERM/SIGINT/SIGHUP run the same bounded cleanup.
  */
 import { serveScvConnection } from "../protocols/scv/connection.js";
-import { resolveHome } from "../store/home.js";
+import { defaultHomeBase, resolveHome } from "../store/home.js";
 import { lazyScvDeps } from "./scv-lazy.js";
 import { prepareStateRoot } from "../store/state-root.js";
 import { noteTerminalStdin, reserveStdout } from "./process-io.js";
@@ -17,7 +17,7 @@ export async function runStdio(argv: string[]): Promise<number> {
   }
   const stdout = reserveStdout();
   const home = resolveHome(process.env);
-  const problem = prepareStateRoot(home);
+  const problem = prepareStateRoot(home, defaultHomeBase(process.env));
   if (problem !== null) {
     process.stderr.write(`berth stdio: ${problem}\n`);
     return 1;

@@ -16,3 +16,13 @@ export function resolveHome(env: EnvLike, home: () => string = homedir): string 
   if (berth !== undefined && berth !== "") return resolve(berth);
   return join(home(), ".berth");
 }
+
+/**
+ * The directory that must already exist for `resolveHome(env)` to be created in it: the user's home directory when
+ * the default `~/.berth` is used (a HOME naming nothing is a misconfiguration, not a place to create), else
+ * undefined (an explicit `MC_HOME` / `BERTH_HOME` is created with its parents).
+ */
+export function defaultHomeBase(env: EnvLike, home: () => string = homedir): string | undefined {
+  if ((env["MC_HOME"] ?? "") !== "" || (env["BERTH_HOME"] ?? "") !== "") return undefined;
+  return home();
+}

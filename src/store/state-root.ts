@@ -5,7 +5,9 @@
  * - `checkStateRoot(path)`: the directory (symlinks followed) must exist, be a directory, be owned by the current
  *   user, and not be writable by group or others. Returns null when trusted, else one sentence naming the problem
  *   and the fix (`chmod 700 …`, or another `MC_HOME`). Never throws; never changes anything.
- * - `prepareStateRoot(path)`: creates a missing root (mode 0700, parents as needed), then checks it. A root that
+ * - `prepareStateRoot(path, base?)`: creates a missing root (mode 0700, parents as needed), then checks it. With
+ *   `base` (the user's home directory, for the default `~/.berth`), a missing root is created only when `base` is
+ *   an existing directory: a HOME naming nothing is reported (set HOME or MC_HOME), never created. A root that
  *   exists is never chmodded: loosening or tightening someone's directory silently is the user's call.
  * On a platform without user IDs (no `process.getuid`), ownership is not checked.
  */
@@ -32,12 +34,15 @@ export function checkStateRoot(path: string, uid: number | undefined = process.g
   return null;
 }
 
-/** Creates `path` (0700) when missing, then `checkStateRoot`. */
-export function prepareStateRoot(path: string): StateRootProblem | null {
+/** Creates `path` (0700) when missing (and `base`, if given, exists), then `checkStateRoot`. */
+export function prepareStateRoot(path: string, base?: string): StateRootProblem | null {
   try {
     statSync(path);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") {
+      if (base !== undefined && statSync(base, { throwIfNoEntry: false })?.isDirectory() !== true) {
+        return `the home directory ${base} (HOME) does not exist, so the state directory ${path} was not created; set HOME to your home directory, or MC_HOME to a directory you own`;
+      }
       try {
         mkdirSync(path, { recursive: true, mode: 0o700 });
       } catch (e) {

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { chmodSync, chownSync, mkdtempSync, writeFileSync, existsSync, statSync } from "node:fs";
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, writeFileSync, existsSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -72,4 +72,37 @@ test("checkStateRoot: group-writable, not a directory, missing; prepareStateRoot
   const fresh = join(base, "a", "b");
   assert.equal(prepareStateRoot(fresh), null);
   assert.equal(statSync(fresh).mode & 0o777, 0o700);
+});
+
+test("a HOME naming nothing is reported by every door, not created; an explicit MC_HOME is created with its parents", { timeout: 60_000 }, () => {
+  const base = mkdtempSync(join(tmpdir(), "berth-nohome-"));
+  const home = join(base, "gone", "user");
+  for (const [door, args] of [
+    ["service", ["service"]],
+    ["chat", ["chat", "-p", "hi"]],
+    ["daemon", ["daemon"]],
+    ["stdio", ["stdio"]],
+    ["acp", ["acp"]],
+  ] as const) {
+    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: home };
+    const r = spawnSync(process.execPath, [BERTH_BIN, ...args], { env, input: door === "service" ? INIT : "", encoding: "utf8", timeout: 30_000 });
+    assert.equal(r.status, 1, `${door}: ${r.stderr}`);
+    assert.equal(r.stdout, "", `${door} answered nothing`);
+    assert.equal(
+      r.stderr,
+      `berth ${door}: the home directory ${home} (HOME) does not exist, so the state directory ${join(home, ".berth")} was not created; set HOME to your home directory, or MC_HOME to a directory you own\n`,
+    );
+    assert.equal(existsSync(join(base, "gone")), false, `${door} created nothing`);
+  }
+  // A home directory that exists: the default root is created in it (0700).
+  const present = join(base, "present");
+  mkdirSync(present);
+  assert.equal(prepareStateRoot(join(present, ".berth"), present), null);
+  assert.equal(statSync(join(present, ".berth")).mode & 0o777, 0o700);
+  // An explicit MC_HOME that does not exist yet: created with its parents, as before.
+  const explicit = join(base, "p", "q", "state");
+  const ok = spawnSync(process.execPath, [BERTH_BIN, "service"], { env: { PATH: process.env.PATH, HOME: home, MC_HOME: explicit }, input: INIT, encoding: "utf8", timeout: 30_000 });
+  assert.equal(ok.status, 0, ok.stderr);
+  assert.match(ok.stdout, /"request_id":"i"/);
+  assert.equal(statSync(explicit).mode & 0o777, 0o700);
 });

@@ -5,7 +5,7 @@
  * stdin without `-p` runs each line as a prompt (a non-terminal session).
  */
 import { existsSync, fstatSync, readFileSync, statSync } from "node:fs";
-import { resolveHome } from "../../store/home.js";
+import { defaultHomeBase, resolveHome } from "../../store/home.js";
 import { prepareStateRoot } from "../../store/state-root.js";
 import { promptTooLarge } from "./common.js";
 import * as link from "./link.js";
@@ -120,7 +120,7 @@ export async function runChat(argv: string[]): Promise<number> {
   const noDaemon = a.prompt !== null && (process.env["BERTH_CHAT_NO_DAEMON"] === "1" || !existsSync(link.scvSocketPath(process.env)));
   if (noDaemon) link.loadInProcessServer().catch(() => undefined);
   const home = resolveHome(process.env);
-  const problem = prepareStateRoot(home);
+  const problem = prepareStateRoot(home, defaultHomeBase(process.env));
   if (problem !== null) {
     process.stderr.write(`berth chat: ${problem}\n`);
     return 1;
