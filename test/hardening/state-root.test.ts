@@ -27,17 +27,20 @@ function runDoor(args: string[], home: string, input = ""): { code: number | nul
   return { code: r.status, stderr: r.stderr, stdout: r.stdout };
 }
 
+/** Every door that opens the state root, and how a test starts it. */
+const DOORS = [
+  ["service", ["service"]],
+  ["chat", ["chat", "-p", "hi"]],
+  ["daemon", ["daemon"]],
+  ["stdio", ["stdio"]],
+  ["acp", ["acp"]],
+] as const;
+
 const INIT = JSON.stringify({ protocol_version: 1, kind: "request", request_id: "i", method: "initialize", payload: { supported_protocol_versions: [1] } }) + "\n";
 
 test("app-service accepts a 0777 MC_HOME (issue 18): every door refuses it and says chmod 700", { timeout: 60_000 }, () => {
   const { dir, marker } = hostileRoot(0o777);
-  for (const [door, args] of [
-    ["service", ["service"]],
-    ["chat", ["chat", "-p", "hi"]],
-    ["daemon", ["daemon"]],
-    ["stdio", ["stdio"]],
-    ["acp", ["acp"]],
-  ] as const) {
+  for (const [door, args] of DOORS) {
     const r = runDoor([...args], dir, door === "service" ? INIT : "");
     assert.equal(r.code, 1, `${door}: ${r.stderr}`);
     assert.equal(r.stdout, "", `${door} answered nothing`);
@@ -77,13 +80,7 @@ test("checkStateRoot: group-writable, not a directory, missing; prepareStateRoot
 test("a HOME naming nothing is reported by every door, not created; an explicit MC_HOME is created with its parents", { timeout: 60_000 }, () => {
   const base = mkdtempSync(join(tmpdir(), "berth-nohome-"));
   const home = join(base, "gone", "user");
-  for (const [door, args] of [
-    ["service", ["service"]],
-    ["chat", ["chat", "-p", "hi"]],
-    ["daemon", ["daemon"]],
-    ["stdio", ["stdio"]],
-    ["acp", ["acp"]],
-  ] as const) {
+  for (const [door, args] of DOORS) {
     const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: home };
     const r = spawnSync(process.execPath, [BERTH_BIN, ...args], { env, input: door === "service" ? INIT : "", encoding: "utf8", timeout: 30_000 });
     assert.equal(r.status, 1, `${door}: ${r.stderr}`);
