@@ -198,14 +198,14 @@ let tlsModule: typeof Tls | null = null;
 const tlsSessions = new Map<string, Buffer>();
 
 /** Loads node:tls (once). */
-export function prepareHttps(): typeof Tls {
+function loadTls(): typeof Tls {
   return (tlsModule ??= createRequire(import.meta.url)("node:tls") as typeof Tls);
 }
 
 /** A connection to `t`'s host: plain TCP, or TLS (over `via`, a proxy's tunnel, when given). */
 function open(t: Target, via?: Socket): Socket {
   if (!t.https) return netConnect({ host: t.host, port: t.port, noDelay: true });
-  const tls = prepareHttps();
+  const tls = loadTls();
   const session = tlsSessions.get(t.key);
   const socket = tls.connect({
     host: t.host,
