@@ -116,7 +116,7 @@ describe("berth chat turn failure lines", () => {
     const r = await run();
     assert.equal(r.code, 1);
     assert.equal(r.out, "half an ans\n");
-    assert.match(r.err, /the turn failed \(provider_error: the provider request failed: provider stream ended unexpectedly\)/);
+    assert.match(r.err, /the turn failed \(provider_error: the provider request failed: provider stream ended unexpectedly \(ECONNRESET\)\)/);
   });
 
   it("the response and tool-call limits are named, each with what to do", async () => {

@@ -115,7 +115,7 @@ for (const api of APIS) {
       const { provider, delays } = makeProvider(api, fake);
       const events = await collect(provider.stream(request()));
       assert.equal(textOf(events), "partial");
-      assert.deepEqual(terminal(events), { type: "error", kind: "network", retryable: true, message: "provider stream ended unexpectedly" });
+      assert.deepEqual(terminal(events), { type: "error", kind: "network", retryable: true, message: "provider stream ended unexpectedly (ECONNRESET)" });
       assert.equal(terminalCount(events), 1);
       assert.equal(delays.length, 0);
       assert.equal(fake.requests.length, 1);

@@ -10,7 +10,9 @@ import { createServer, type AddressInfo, type Socket } from "node:net";
 import { Duplex } from "node:stream";
 import { test } from "node:test";
 import { Exchange, MAX_HEAD_BYTES, requestHead } from "../../src/runtime/providers/http1.js";
+import { createProvider } from "../../src/runtime/providers/index.js";
 import { idleConnections, nodeFetch } from "../../src/runtime/providers/node-fetch.js";
+import { apiKey, collect, request, terminal, textOf } from "./helpers.js";
 
 interface Raw {
   url: string;
@@ -247,4 +249,17 @@ test("a chunked response split at every byte boundary decodes to the same body a
 test("requestHead names Host unless the headers do", () => {
   assert.equal(requestHead("POST", "/p", "[::1]:8080", { Host: "proxy.example" }, 0), "POST /p HTTP/1.1\r\nHost: proxy.example\r\nContent-Length: 0\r\nConnection: keep-alive\r\n\r\n");
   assert.equal(requestHead("POST", "/p", "[::1]:8080", {}, 3), "POST /p HTTP/1.1\r\nHost: [::1]:8080\r\nContent-Length: 3\r\nConnection: keep-alive\r\n\r\n");
+});
+
+test("a provider stream whose chunk framing breaks after output ends naming the code; the text so far is kept", async () => {
+  const event = 'data: {"choices":[{"index":0,"delta":{"content":"half"}}]}\n\n';
+  const srv = await raw(() => ({ bytes: `HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${event.length.toString(16)}\r\n${event}\r\nzz\r\n` }));
+  try {
+    const provider = createProvider("framing", { api: "openai-chat", baseUrl: srv.url.replace(/\/x$/, "") }, apiKey, { env: {} });
+    const events = await collect(provider.stream(request()));
+    assert.equal(textOf(events), "half");
+    assert.deepEqual(terminal(events), { type: "error", kind: "network", retryable: true, message: "provider stream ended unexpectedly (HTTP_BAD_RESPONSE)" });
+  } finally {
+    await srv.close();
+  }
 });

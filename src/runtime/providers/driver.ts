@@ -405,8 +405,9 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
           try {
             r = await reader.read();
             idle.refresh();
-          } catch {
-            throw signal.aborted ? abortedFailure() : new ProviderFailure("network", LABELS.disconnect, true);
+          } catch (e) {
+            // The connection's own code (`ECONNRESET`, a malformed chunk's `HTTP_BAD_RESPONSE`) names the cause.
+            throw signal.aborted ? abortedFailure() : new ProviderFailure("network", withCategory(LABELS.disconnect, (e as { code?: unknown } | null)?.code), true);
           }
         }
         let failed: ProviderFailure | undefined;
