@@ -8,7 +8,6 @@ import { readFileSync } from "node:fs";
 import { Readable } from "node:stream";
 import type { Agent } from "../runtime/agent.js";
 import type { TurnRunner } from "../runtime/session/index.js";
-import { defaultHomeBase, resolveHome } from "../store/home.js";
 import { noteTerminalStdin, signalExitStatus } from "./process-io.js";
 
 const HELP = `usage: berth acp
@@ -63,8 +62,7 @@ export async function runAcp(argv: string[]): Promise<number> {
     return 2;
   }
   const write = reserveStdout();
-  const home = resolveHome(process.env);
-  const problem = (await import("../store/state-root.js")).prepareStateRoot(home, defaultHomeBase(process.env));
+  const { home, problem } = (await import("../store/state-root.js")).prepareHome(process.env);
   if (problem !== null) {
     process.stderr.write(`berth acp: ${problem}\n`);
     return 1;

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { rmSync, writeFileSync } from "node:fs";
 import { readRegularFileSync } from "../store/regular-file.js";
 import { startHost, type HostHandle } from "../protocols/host/host.js";
-import { defaultHomeBase, resolveHome } from "../store/home.js";
+import { resolveHome } from "../store/home.js";
 import { storageProblemOf } from "../store/sessions/errors.js";
 import { isLoopbackHost } from "../protocols/host/ui-guard.js";
 import { startDaemonChannels, type DaemonChannels } from "./daemon-channels.js";
@@ -199,8 +199,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
       return 2;
     }
   }
-  const home = resolveHome(process.env);
-  const stateRootProblem = (await import("../store/state-root.js")).prepareStateRoot(home, defaultHomeBase(process.env));
+  const { home, problem: stateRootProblem } = (await import("../store/state-root.js")).prepareHome(process.env);
   if (stateRootProblem !== null) {
     process.stderr.write(`berth daemon: ${stateRootProblem}\n`);
     return 1;

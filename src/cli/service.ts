@@ -3,8 +3,7 @@
  * Startup creates the state root (owner-only) and nothing else, and refuses a state root another user owns or may
  * write (store/state-root.ts); every other file is created by the request that needs it.
  */
-import { defaultHomeBase, resolveHome } from "../store/home.js";
-import { prepareStateRoot } from "../store/state-root.js";
+import { prepareHome } from "../store/state-root.js";
 import { AppServiceServer } from "../protocols/app-service/server.js";
 import { buildFamilies } from "./service-families.js";
 import { noteTerminalStdin, packageVersion, reserveStdout, signalExitStatus } from "./process-io.js";
@@ -31,19 +30,9 @@ export async function runServiceCommand(argv: string[]): Promise<number> {
   return runService();
 }
 
-/**
- * Creates the state root (0700) when missing and throws, with `prepareStateRoot`'s message, when it is not
- * trusted (another user's, or writable by group/others). Doors that print their own line call `prepareStateRoot`.
- */
-export function ensureHome(home: string): void {
-  const problem = prepareStateRoot(home);
-  if (problem !== null) throw new Error(problem);
-}
-
 async function runService(): Promise<number> {
   const stdout = reserveStdout();
-  const home = resolveHome(process.env);
-  const problem = prepareStateRoot(home, defaultHomeBase(process.env));
+  const { home, problem } = prepareHome(process.env);
   if (problem !== null) {
     process.stderr.write(`berth service: ${problem}\n`);
     return 1;

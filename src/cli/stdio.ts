@@ -5,9 +5,8 @@
  * SIGTERM/SIGINT/SIGHUP run the same bounded cleanup.
  */
 import { serveScvConnection } from "../protocols/scv/connection.js";
-import { defaultHomeBase, resolveHome } from "../store/home.js";
 import { lazyScvDeps } from "./scv-lazy.js";
-import { prepareStateRoot } from "../store/state-root.js";
+import { prepareHome } from "../store/state-root.js";
 import { noteTerminalStdin, reserveStdout } from "./process-io.js";
 
 export async function runStdio(argv: string[]): Promise<number> {
@@ -16,8 +15,7 @@ export async function runStdio(argv: string[]): Promise<number> {
     return 2;
   }
   const stdout = reserveStdout();
-  const home = resolveHome(process.env);
-  const problem = prepareStateRoot(home, defaultHomeBase(process.env));
+  const { home, problem } = prepareHome(process.env);
   if (problem !== null) {
     process.stderr.write(`berth stdio: ${problem}\n`);
     return 1;

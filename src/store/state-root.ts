@@ -9,9 +9,12 @@
  *   `base` (the user's home directory, for the default `~/.berth`), a missing root is created only when `base` is
  *   an existing directory: a HOME naming nothing is reported (set HOME or MC_HOME), never created. A root that
  *   exists is never chmodded: loosening or tightening someone's directory silently is the user's call.
+ * - `prepareHome(env)`: the state root every door uses (`resolveHome`), prepared as above with the home directory
+ *   as `base` when it is the default one.
  * On a platform without user IDs (no `process.getuid`), ownership is not checked.
  */
 import { mkdirSync, statSync } from "node:fs";
+import { defaultHomeBase, resolveHome, type EnvLike } from "./home.js";
 
 export type StateRootProblem = string;
 
@@ -51,4 +54,10 @@ export function prepareStateRoot(path: string, base?: string): StateRootProblem 
     }
   }
   return checkStateRoot(path);
+}
+
+/** The doors' state root for `env` (MC_HOME, BERTH_HOME or ~/.berth), prepared: its path and the problem, if any. */
+export function prepareHome(env: EnvLike): { home: string; problem: StateRootProblem | null } {
+  const home = resolveHome(env);
+  return { home, problem: prepareStateRoot(home, defaultHomeBase(env)) };
 }

@@ -5,8 +5,7 @@
  * stdin without `-p` runs each line as a prompt (a non-terminal session).
  */
 import { existsSync, fstatSync, readFileSync, statSync } from "node:fs";
-import { defaultHomeBase, resolveHome } from "../../store/home.js";
-import { prepareStateRoot } from "../../store/state-root.js";
+import { prepareHome } from "../../store/state-root.js";
 import { promptTooLarge } from "./common.js";
 import * as link from "./link.js";
 import { mark } from "../../runtime/debug-timing.js";
@@ -119,8 +118,7 @@ export async function runChat(argv: string[]): Promise<number> {
   // own modules and checks run (an existing socket means a daemon is probably up and will serve instead).
   const noDaemon = a.prompt !== null && (process.env["BERTH_CHAT_NO_DAEMON"] === "1" || !existsSync(link.scvSocketPath(process.env)));
   if (noDaemon) link.loadInProcessServer().catch(() => undefined);
-  const home = resolveHome(process.env);
-  const problem = prepareStateRoot(home, defaultHomeBase(process.env));
+  const { home, problem } = prepareHome(process.env);
   if (problem !== null) {
     process.stderr.write(`berth chat: ${problem}\n`);
     return 1;
