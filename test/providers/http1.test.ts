@@ -13,6 +13,7 @@ import { Exchange, MAX_HEAD_BYTES, requestHead } from "../../src/runtime/provide
 import { createProvider } from "../../src/runtime/providers/index.js";
 import { idleConnections, nodeFetch } from "../../src/runtime/providers/node-fetch.js";
 import { apiKey, collect, request, terminal, textOf } from "./helpers.js";
+import { until } from "../host/helpers.js";
 
 interface Raw {
   url: string;
@@ -86,10 +87,6 @@ async function readAll(url: string, i = init()): Promise<{ status: number; body:
 }
 
 const code = (e: unknown): unknown => (e as { code?: unknown }).code;
-const waitFor = async (what: () => boolean): Promise<void> => {
-  for (let i = 0; i < 10_000 && !what(); i++) await new Promise((r) => setTimeout(r, 2));
-  assert.ok(what(), "condition never became true");
-};
 
 test("chunked, Content-Length and close-delimited bodies; 1xx skipped; 204 has none", async () => {
   const answers = [
@@ -192,7 +189,7 @@ test("only a complete, kept-alive answer with nothing after it returns its conne
       assert.equal((await readAll(srv.url)).body, "abcde"[i]);
       ports.push(srv.requests[i]!.port);
       // a: pooled; b: the server closes; c: bytes past its end; d: a 1 s hint leaves no time to reuse it; e: pooled
-      await waitFor(() => idleConnections(srv.url) === (i === 0 || i === 4 ? before + 1 : 0));
+      await until(() => idleConnections(srv.url) === (i === 0 || i === 4 ? before + 1 : 0), 3000, `the pool after answer ${i + 1}`);
     }
     assert.equal(ports[1], ports[0], "the second request reused the first connection");
     assert.deepEqual(new Set(ports.slice(1)).size, 4, "each later one needed a new connection");
