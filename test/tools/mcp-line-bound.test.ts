@@ -9,7 +9,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { MCP_MAX_LINE_BYTES, connectMcpServers } from "../../src/runtime/tools/mcp.js";
-import { countLineBytes } from "../../src/runtime/tools/mcp-transport.js";
+import { JsonLineReader } from "../../src/runtime/tools/mcp-transport.js";
 import { createToolRegistry } from "../../src/runtime/tools/registry.js";
 import type { Tool } from "../../src/runtime/types.js";
 import { call, isAlive, makeCtx, tempDir, waitFor } from "./helpers.js";
@@ -17,10 +17,12 @@ import { call, isAlive, makeCtx, tempDir, waitFor } from "./helpers.js";
 const FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
 
 /**
- * A hand-written stdio MCP server with one tool, `line {bytes, newline?}`: its answer is one JSON-RPC line of exactly
- * `bytes` bytes, ended by a newline unless `newline` is false. `flood` as first argument: before speaking MCP, writes
- * its pid to the second argument, then an endless line without a newline, as fast as the pipe drains (a plain
- * `for (;;) write` would stall itself: its writes queue in its own memory, the loop never lets them out).
+ * A hand-written stdio MCP server with one tool, `line {bytes, newline?, piece?}`: its answer is one JSON-RPC line of
+ * exactly `bytes` bytes, ended by a newline unless `newline` is false, written in writes of `piece` bytes when given.
+ * `flood` as first argument: before speaking MCP, writes its pid to the second argument, then an endless line without
+ * a newline, as fast as the pipe drains (a plain `for (;;) write` would stall itself: its writes queue in its own
+ * memory, the loop never lets them out). `stubborn` as first argument: a server that stays up once its stdin ends and
+ * ignores SIGTERM (only SIGKILL stops it), saying each on stderr.
  */
 const SERVER = String.raw`
 import { writeFileSync } from "node:fs";
@@ -34,8 +36,10 @@ if (process.argv[2] === "flood") {
   };
   pump();
 } else {
+  if (process.argv[2] === "stubborn") process.on("SIGTERM", () => process.stderr.write("stubborn: ignoring SIGTERM\n"));
   const reply = (id, result) => JSON.stringify({ jsonrpc: "2.0", id, result });
-  const tool = { name: "line", inputSchema: { type: "object", properties: { bytes: { type: "integer" }, newline: { type: "boolean" } }, required: ["bytes"] } };
+  const props = { bytes: { type: "integer" }, newline: { type: "boolean" }, piece: { type: "integer" } };
+  const tool = { name: "line", inputSchema: { type: "object", properties: props, required: ["bytes"] } };
   for await (const line of createInterface({ input: process.stdin })) {
     const m = JSON.parse(line);
     if (m.id === undefined) continue;
@@ -44,10 +48,16 @@ if (process.argv[2] === "flood") {
     } else if (m.method === "tools/list") {
       process.stdout.write(reply(m.id, { tools: [tool] }) + "\n");
     } else {
-      const { bytes, newline = true } = m.params.arguments;
+      const { bytes, newline = true, piece } = m.params.arguments;
       const bare = Buffer.byteLength(reply(m.id, { content: [{ type: "text", text: "" }] }));
-      process.stdout.write(reply(m.id, { content: [{ type: "text", text: "x".repeat(bytes - bare) }] }) + (newline ? "\n" : ""));
+      const out = Buffer.from(reply(m.id, { content: [{ type: "text", text: "x".repeat(bytes - bare) }] }) + (newline ? "\n" : ""));
+      const step = piece ?? out.length;
+      for (let i = 0; i < out.length; i += step) process.stdout.write(out.subarray(i, i + step));
     }
+  }
+  if (process.argv[2] === "stubborn") {
+    process.stderr.write("stubborn: stdin ended, staying up\n");
+    setInterval(() => undefined, 1 << 30);
   }
 }
 `;
@@ -62,20 +72,32 @@ const message = (name: string, size: string) =>
   `MCP server "${name}" sent a message line longer than ${size} without a newline; it was stopped. ` +
   "Check the server's output, or ask its author to keep each JSON-RPC message on one line of at most that size.";
 
+/**
+ * Feeds every one of `chunks` to a reader bounded at `max`: the index of the chunk the overflow was reported at, -1
+ * if none, -2 if it was reported more than once.
+ */
+function overflowAt(max: number, chunks: string[]): number {
+  const at: number[] = [];
+  let i = 0;
+  const reader = new JsonLineReader(max, { message: () => undefined, error: () => undefined, overflow: () => at.push(i) });
+  for (; i < chunks.length; i++) reader.push(Buffer.from(chunks[i] as string));
+  return at.length > 1 ? -2 : (at[0] ?? -1);
+}
+
 void test("MCP line bound: counted across chunks, newline excluded; exactly the bound passes, one byte more does not", () => {
-  const b = (s: string) => Buffer.from(s);
-  assert.equal(countLineBytes(0, b("abcd\n"), 4), 0, "a line of exactly the bound, ended");
-  assert.equal(countLineBytes(0, b("abcd"), 4), 4, "exactly the bound, not ended yet");
-  assert.equal(countLineBytes(0, b("abcde"), 4), null, "one past, not ended");
-  assert.equal(countLineBytes(0, b("abcde\nab"), 4), null, "one past, ended in the same chunk");
-  assert.equal(countLineBytes(0, b("ab\nabcde\n"), 4), null, "one past, in the middle of a chunk");
-  assert.equal(countLineBytes(2, b("cd\nxy"), 4), 2, "a line split over chunks, at the bound");
-  assert.equal(countLineBytes(2, b("cde\n"), 4), null, "a line split over chunks, one past");
-  assert.equal(countLineBytes(4, b("\n"), 4), 0);
-  assert.equal(countLineBytes(4, b("x"), 4), null);
-  assert.equal(countLineBytes(0, b("abc\r\n"), 4), 0, "a \\r counts as a byte of its line");
-  assert.equal(countLineBytes(0, b("abcd\r\n"), 4), null);
-  assert.equal(countLineBytes(0, b("\n\n\n"), 0), 0, "empty lines pass a bound of 0");
+  assert.equal(overflowAt(4, ["abcd\n"]), -1, "a line of exactly the bound, ended");
+  assert.equal(overflowAt(4, ["abcd"]), -1, "exactly the bound, not ended yet");
+  assert.equal(overflowAt(4, ["abcde"]), 0, "one past, not ended");
+  assert.equal(overflowAt(4, ["abcde\nab"]), 0, "one past, ended in the same chunk");
+  assert.equal(overflowAt(4, ["ab\nabcde\n"]), 0, "one past, in the middle of a chunk");
+  assert.equal(overflowAt(4, ["ab", "cd\nxy"]), -1, "a line split over chunks, at the bound");
+  assert.equal(overflowAt(4, ["ab", "cde\n"]), 1, "a line split over chunks, one past");
+  assert.equal(overflowAt(4, ["abcd", "\n"]), -1);
+  assert.equal(overflowAt(4, ["abcd", "x"]), 1);
+  assert.equal(overflowAt(4, ["abc\r\n"]), -1, "a \\r counts as a byte of its line");
+  assert.equal(overflowAt(4, ["abcd\r\n"]), 0);
+  assert.equal(overflowAt(0, ["\n\n\n"]), -1, "empty lines pass a bound of 0");
+  assert.equal(overflowAt(4, ["abcde", "f", "\n"]), 0, "reported once; nothing is read after it");
 });
 
 void test("MCP line bound: a line of exactly the bound works; one byte more stops that server only", async (t) => {
@@ -161,6 +183,34 @@ void test("MCP line bound: by default a line of exactly 16 MiB is read; 16 MiB a
     assert.equal(r.errorKind, "unavailable");
     assert.equal(long.state, "failed");
     assert.equal(long.error, message("long", "16 MiB (16777216 bytes)"));
+  } finally {
+    await conn.close();
+  }
+});
+
+// Stopping a server fails its pending calls at once, not once its process is gone: this one ignores the end of its
+// stdin and SIGTERM, so only the SIGKILL 4 s later ends it.
+void test("MCP line bound: a stopped server's pending call fails at once, while its process still runs", async (t) => {
+  const script = writeServer(tempDir(t));
+  const conn = await connectMcpServers({ stub: { command: process.execPath, args: [script, "stubborn"], env: {} } }, { cwd: process.cwd(), maxLineBytes: 4096 });
+  const [stub] = conn.servers;
+  try {
+    assert.equal(stub?.state, "ready", stub?.error);
+    const pid = stub.pid;
+    assert.ok(pid !== null);
+    // Checked in the same turn as the result arrives (isAlive is `process.kill(pid, 0)` plus "not a zombie").
+    let aliveAtRejection = false;
+    const r = await call(conn.tools[0] as Tool, { bytes: 4097, newline: false }, makeCtx(process.cwd())).finally(() => {
+      aliveAtRejection = isAlive(pid);
+    });
+    assert.equal(r.errorKind, "unavailable");
+    assert.equal(r.content, "mcp__stub__line: MCP server stub closed the connection");
+    assert.ok(aliveAtRejection, "the call failed before the server process was gone");
+    assert.equal(stub.state, "failed");
+    assert.equal(stub.error, message("stub", "4 KiB (4096 bytes)"));
+    await conn.close();
+    assert.ok(await waitFor(() => !isAlive(pid)), "the server process is gone once close resolved");
+    assert.ok(await waitFor(() => /stdin ended, staying up\n[^]*ignoring SIGTERM/.test(stub.stderrTail())), stub.stderrTail());
   } finally {
     await conn.close();
   }

@@ -3,7 +3,7 @@
  * tools and wraps each as a `Tool` (transport "mcp"). Contracts:
  * - A server's stderr never reaches our stdout/stderr (piped; its last 4 KiB kept in memory on
  *   the status record only). The server runs in `cwd` with the SDK's safe default environment
- *   plus the configured `env`.
+ *   plus the configured `env` (Berth's own stdio transport, mcp-transport.ts).
  * - Servers start in parallel (`startMcpServers` returns at once, every server `starting`); each becomes `ready`
  *   or `failed` on its own, reported through `onChange`. A server that fails to start, initialize or list tools
  *   is `failed` and contributes no tools; it never prevents other servers from loading.
@@ -11,8 +11,9 @@
  * - Model-facing names are `mcp__<server>__<tool>`, sanitized to `[A-Za-z0-9_-]`, at most 64
  *   characters (shortened with a hash suffix when longer or colliding).
  * - Calls carry the AbortSignal; results are bounded text. A crashed or closed server → every
- *   later call returns `unavailable`. `close()` closes every client (stdin end, then SIGTERM,
- *   then SIGKILL by the SDK transport) and is idempotent.
+ *   later call returns `unavailable`; a server being stopped fails its pending calls at once, not once its process
+ *   is gone. `close()` closes every client (stdin end, then SIGTERM, then SIGKILL by the transport) and is
+ *   idempotent.
  * - One message line of a server's stdout is at most `maxLineBytes` (default 16 MiB, newline excluded; see
  *   mcp-transport.ts). A server that sends a longer one is stopped and `failed` with an error naming the bound;
  *   its pending and later calls are `unavailable`. While starting, that is a start failure like any other.
@@ -149,9 +150,9 @@ class ServerConnection implements McpServerStatus {
     maxLineBytes: number,
     private readonly onChange?: () => void,
   ) {
-    const params = { command: def.command, args: def.args, env: def.env, cwd, stderr: "pipe" as const };
+    const params = { command: def.command, args: def.args, env: def.env, cwd };
     this.transport = new BoundedStdioTransport(params, maxLineBytes, () => this.stopForLongLine(maxLineBytes));
-    this.transport.stderr?.on("data", (chunk: Buffer) => {
+    this.transport.stderr.on("data", (chunk: Buffer) => {
       const all = Buffer.concat([this.stderrBuf, chunk]);
       this.stderrBuf = all.length > STDERR_TAIL_BYTES ? all.subarray(all.length - STDERR_TAIL_BYTES) : all;
     });
