@@ -14,6 +14,16 @@ import { createToolRegistry } from "../../src/runtime/tools/registry.js";
 import type { Tool } from "../../src/runtime/types.js";
 import { call, isAlive, makeCtx, tempDir, waitFor } from "./helpers.js";
 
+/** True while `pid` names a process, a zombie included. */
+function exists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 const FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
 
 /**
@@ -129,7 +139,8 @@ void test("MCP line bound: a line of exactly the bound works; one byte more stop
     assert.equal(long.error, message("long", "4 KiB (4096 bytes)"));
     assert.ok(changes > before, "onChange reported the failure");
     assert.ok(await waitFor(() => !isAlive(pid)), "the server process is gone");
-    assert.throws(() => process.kill(pid, 0));
+    // And reaped: the call now fails before the process exits, so it may still be a zombie a moment longer.
+    assert.ok(await waitFor(() => !exists(pid)), "the server process is reaped");
 
     r = await call(tool("mcp__long__line"), { bytes: 10 }, ctx);
     assert.equal(r.errorKind, "unavailable", "a later call is unavailable");
