@@ -11,7 +11,7 @@ import { join } from "node:path";
 import * as acp from "@agentclientprotocol/sdk";
 import { FakeOAuthIssuer } from "../fakes/fake-oauth.js";
 import { BERTH_BIN } from "../helpers/paths.js";
-import { AcpAgentProcess, startAcpRig, type AcpRig } from "./harness.js";
+import { AcpAgentProcess, startAcpRig, type AcpRig, type Frame } from "./harness.js";
 
 let rig: AcpRig;
 before(async () => {
@@ -55,6 +55,27 @@ it("rejects requests before initialize with -32600 and unparsable lines with -32
   const listed = await p.agent.request("session/list", {});
   assert.deepEqual(listed.sessions, []);
   assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+it("requests pipelined behind initialize in one write are answered after it, not refused", async () => {
+  const p = rig.spawn();
+  const lines = [
+    { jsonrpc: "2.0", id: 101, method: "initialize", params: { protocolVersion: 1, clientCapabilities: {} } },
+    { jsonrpc: "2.0", id: 102, method: "session/new", params: { cwd: p.cwd, mcpServers: [] } },
+    { jsonrpc: "2.0", id: 103, method: "session/list", params: {} },
+  ];
+  p.child.stdin.write(lines.map((l) => JSON.stringify(l) + "\n").join(""));
+  const answer = (id: number): Frame | undefined => p.received.find((f) => f["id"] === id && f["method"] === undefined);
+  await p.until(() => answer(101) !== undefined && answer(102) !== undefined && answer(103) !== undefined, "three answers");
+  assert.equal(answer(101)!["result"]?.protocolVersion, 1, JSON.stringify(answer(101)));
+  const sessionId = answer(102)!["result"]?.sessionId as string | undefined;
+  assert.equal(typeof sessionId, "string", JSON.stringify(answer(102)));
+  assert.ok(Array.isArray(answer(103)!["result"]?.sessions), JSON.stringify(answer(103)));
+  // initialize is answered first; the others in whatever order they finish (JSON-RPC lets a server answer so).
+  assert.equal(p.received.find((f) => [101, 102, 103].includes(f["id"] as number) && f["method"] === undefined)?.["id"], 101);
+  // Written raw, these requests are unknown to the harness's SDK client: only that may be reported about them.
+  assert.deepEqual(p.invalid.filter((x) => !x.startsWith("response to unknown id")), []);
   await p.end();
 });
 
