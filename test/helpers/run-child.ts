@@ -9,3 +9,13 @@ export function runChild(script: string, args: string[]): Promise<void> {
     child.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`child exited ${code}: ${err.slice(0, 500)}`))));
   });
 }
+
+/** True while `pid` names a process (a zombie not yet reaped included); signal 0 only checks, it sends nothing. */
+export function pidExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

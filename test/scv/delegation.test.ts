@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { RecordedRequest } from "../fakes/fake-provider.js";
 import { spawnStdio, startDaemon, startRig, type Msg, type Rig, type ScvClient } from "./client.js";
+import { pidExists } from "../helpers/run-child.js";
 
 const posts = (rig: Rig): RecordedRequest[] => rig.fake.requests.filter((r) => r.method === "POST");
 async function waitPosts(rig: Rig, n: number): Promise<RecordedRequest> {
@@ -42,14 +43,6 @@ function records(home: string): Msg[] {
     }
   }
   return out;
-}
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 async function until(cond: () => boolean, what: string): Promise<void> {
   const deadline = Date.now() + 60_000;
@@ -113,12 +106,12 @@ describe("agent_berth", () => {
     assert.equal(recs[0]!.conversation, "berth-1");
     assert.equal(recs[0]!.depth, 1);
     assert.equal(recs[0]!.session, s.session_id);
-    assert.ok(alive(recs[0]!.pid as number));
+    assert.ok(pidExists(recs[0]!.pid as number));
     assert.ok(frames.some((m) => m.type === "tool.progress" && m.call_id === "call_d" && /\[berth-1 depth 1\]/.test(m.text as string)));
     c.end();
     assert.equal(await exited, 0);
     // Closing the session ended the conversation: its process and record are gone.
-    assert.equal(alive(recs[0]!.pid as number), false);
+    assert.equal(pidExists(recs[0]!.pid as number), false);
     assert.deepEqual(records(rig.home), []);
   });
 
@@ -153,7 +146,7 @@ describe("agent_berth", () => {
     const turn2 = c.turn(s.session_id, "delegate again");
     await approveNext(c, from2);
     await waitPosts(rig, base2 + 2);
-    const rec = records(rig.home).find((r) => r.conversation !== "berth-1" && alive(r.pid as number));
+    const rec = records(rig.home).find((r) => r.conversation !== "berth-1" && pidExists(r.pid as number));
     assert.ok(rec, "the running conversation has a record");
     process.kill(rec.pid as number, "SIGKILL");
     const r2 = await turn2;
@@ -186,13 +179,13 @@ describe("agent_berth", () => {
     await waitPosts(rig, base + 3);
     await until(() => existsSync(join(cwd, "escapee.pid")), "the escapee");
     const escapee = Number(readFileSync(join(cwd, "escapee.pid"), "utf8"));
-    assert.ok(alive(escapee));
+    assert.ok(pidExists(escapee));
     const rec = records(rig.home).find((r) => r.session === s.session_id)!;
     child.kill("SIGKILL");
     await exited;
     // The nested Berth ends at EOF; the escapee (tagged with SCV_PARENT) outlives both.
-    await until(() => !alive(rec.pid as number), "the nested Berth to exit");
-    assert.ok(alive(escapee), "the escapee is an orphan now");
+    await until(() => !pidExists(rec.pid as number), "the nested Berth to exit");
+    assert.ok(pidExists(escapee), "the escapee is an orphan now");
     const d = await startDaemon(rig.env);
     try {
       const dc = await d.connect();
@@ -201,7 +194,7 @@ describe("agent_berth", () => {
       const st = await dc.reply(id, ["daemon.status"]);
       assert.equal(st.status.delegations.reaped, 1);
       assert.equal(st.status.delegations.active, 0);
-      await until(() => !alive(escapee), "the escapee to be killed");
+      await until(() => !pidExists(escapee), "the escapee to be killed");
       assert.deepEqual(records(rig.home), []);
       dc.end();
       await dc.closed;

@@ -14,15 +14,7 @@ import type { ChatBridge } from "../../src/channels/common/bridge.js";
 import type { ConfirmState } from "../../src/channels/common/confirm.js";
 import { ConfirmRegistry, FOLLOW_MS } from "../../src/cli/daemon-confirm.js";
 import { delegationsDir, processStart, scan, stopRun, writeRecord, type DelegationRecord } from "../../src/runtime/delegation/records.js";
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { pidExists } from "../helpers/run-child.js";
 
 async function record(home: string, over: Partial<DelegationRecord>): Promise<DelegationRecord> {
   const r: DelegationRecord = {
@@ -52,7 +44,7 @@ it("a reused PID never matches a record; a reused owner PID makes an orphan; sto
     // Agent PID alive but started at another time: a different process; the stale record goes, the process stays.
     await record(home, { handle: "codex-aaaaaa", pid, pid_start: `${Number(start) + 1}` });
     assert.deepEqual(await scan(home), []);
-    assert.ok(alive(pid));
+    assert.ok(pidExists(pid));
     // The right agent, an owner whose PID now names another process: an orphan.
     const r = await record(home, { handle: "codex-bbbbbb", pid, pid_start: start, owner_start: "1" });
     assert.equal(statSync(join(delegationsDir(home), "codex-bbbbbb.json")).mode & 0o777, 0o600);

@@ -13,16 +13,7 @@ import { JsonLineReader } from "../../src/runtime/tools/mcp-transport.js";
 import { createToolRegistry } from "../../src/runtime/tools/registry.js";
 import type { Tool } from "../../src/runtime/types.js";
 import { call, isAlive, makeCtx, tempDir, waitFor } from "./helpers.js";
-
-/** True while `pid` names a process, a zombie included. */
-function exists(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { pidExists } from "../helpers/run-child.js";
 
 const FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
 
@@ -140,7 +131,7 @@ void test("MCP line bound: a line of exactly the bound works; one byte more stop
     assert.ok(changes > before, "onChange reported the failure");
     assert.ok(await waitFor(() => !isAlive(pid)), "the server process is gone");
     // And reaped: the call now fails before the process exits, so it may still be a zombie a moment longer.
-    assert.ok(await waitFor(() => !exists(pid)), "the server process is reaped");
+    assert.ok(await waitFor(() => !pidExists(pid)), "the server process is reaped");
 
     r = await call(tool("mcp__long__line"), { bytes: 10 }, ctx);
     assert.equal(r.errorKind, "unavailable", "a later call is unavailable");

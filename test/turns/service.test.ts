@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import { PROVIDER_BOUNDS } from "../../src/runtime/types.js";
 import { ServiceProcess } from "../helpers/service-process.js";
 import { fakeSettings, parsed, startRig, startTurn, waitTerminal, type Msg } from "./helpers.js";
+import { pidExists } from "../helpers/run-child.js";
 
 const MCP_FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
 
@@ -34,15 +35,6 @@ function assertSequences(events: Msg[]): void {
   }
   assert.equal(events.filter((e) => e.event === "turn.terminal").length, 1);
   assert.equal(events.at(-1)!.event, "turn.terminal");
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describe("turns through the service", { concurrency: 3 }, () => {
@@ -126,12 +118,12 @@ describe("turns through the service", { concurrency: 3 }, () => {
           ? [Number(readFileSync(join(cwd, "pid.txt"), "utf8")), Number(readFileSync(join(cwd, "bg.txt"), "utf8"))]
           : undefined,
       );
-      assert.ok(alive(pid) && alive(bg));
+      assert.ok(pidExists(pid) && pidExists(bg));
       const c = await rig.svc.request("turn.cancel", { turn_id: res.payload.turn_id }, {}, "b2");
       assert.equal(c.payload.status, "cancellation_requested");
       const ev = await waitTerminal(rig.svc, "b1");
       assert.equal(terminalOf(ev).status, "cancelled");
-      await until("processes gone", () => !alive(pid) && !alive(bg), 5000);
+      await until("processes gone", () => !pidExists(pid) && !pidExists(bg), 5000);
       const tool = activities(ev).filter((a) => a.kind === "tool");
       assert.deepEqual(tool.map((a) => a.status), ["running", "failed"]);
       assert.equal(tool[1]!.tool_name, "bash");
