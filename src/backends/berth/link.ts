@@ -6,6 +6,7 @@
 import { createConnection, type Socket } from "node:net";
 import { attachLineReader, encodeFrame } from "../../transport/host-framing.js";
 import type { Json } from "../../core/json-bounds.js";
+import { drainedOrClosed } from "../../transport/drain.js";
 
 const BACKOFF_MIN_MS = 100;
 const BACKOFF_MAX_MS = 5000;
@@ -114,15 +115,7 @@ export class HostLink {
     const sock = this.sock;
     if (!sock) return;
     if (this.send(frame)) return;
-    return new Promise<void>((resolve) => {
-      const done = () => {
-        sock.off("drain", done);
-        sock.off("close", done);
-        resolve();
-      };
-      sock.once("drain", done);
-      sock.once("close", done);
-    });
+    return drainedOrClosed(sock);
   }
 
   /**

@@ -26,6 +26,7 @@ import { getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js
 import { deserializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { drainedOrClosed } from "../../transport/drain.js";
 
 /** How to start one server (the settings' `command`, `args`, `env`, and the session's cwd). */
 export interface StdioServer {
@@ -199,26 +200,11 @@ export class BoundedStdioTransport implements Transport {
     });
   }
 
-  send(message: JSONRPCMessage): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const stdin = this.child?.stdin;
-      if (this.closed || stdin === undefined || !stdin.writable) {
-        reject(new Error("Not connected"));
-        return;
-      }
-      if (stdin.write(JSON.stringify(message) + "\n")) {
-        resolve();
-        return;
-      }
-      // Resolved on a close too: the message is lost with the connection, whose close fails the pending request.
-      const done = (): void => {
-        stdin.off("drain", done);
-        stdin.off("close", done);
-        resolve();
-      };
-      stdin.on("drain", done);
-      stdin.on("close", done);
-    });
+  async send(message: JSONRPCMessage): Promise<void> {
+    const stdin = this.child?.stdin;
+    if (this.closed || stdin === undefined || !stdin.writable) throw new Error("Not connected");
+    // Resolved on a close too: the message is lost with the connection, whose close fails the pending request.
+    if (!stdin.write(JSON.stringify(message) + "\n")) await drainedOrClosed(stdin);
   }
 
   /** Fires `onclose` at once, then stops the process (see the header). Idempotent: the same promise each time. */
