@@ -6,7 +6,7 @@
 import { createConnection, type Socket } from "node:net";
 import { attachLineReader, encodeFrame } from "../../transport/host-framing.js";
 import type { Json } from "../../core/json-bounds.js";
-import { drainedOrClosed } from "../../transport/drain.js";
+import { drainedOrClosed } from "../../core/drain.js";
 
 const BACKOFF_MIN_MS = 100;
 const BACKOFF_MAX_MS = 5000;

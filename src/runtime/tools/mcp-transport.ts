@@ -26,7 +26,7 @@ import { getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js
 import { deserializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { drainedOrClosed } from "../../transport/drain.js";
+import { drainedOrClosed } from "../../core/drain.js";
 
 /** How to start one server (the settings' `command`, `args`, `env`, and the session's cwd). */
 export interface StdioServer {
