@@ -19,7 +19,8 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
 const CR_OR_CONTROL = /\r\n?|[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/g;
 const nativeWellFormed = (String.prototype as { isWellFormed?: () => boolean }).isWellFormed;
 
-function wellFormed(s: string): boolean {
+/** True when `s` holds no lone surrogate (so it round-trips through UTF-8 and a strict JSON parser). */
+export function wellFormed(s: string): boolean {
   if (nativeWellFormed) return nativeWellFormed.call(s);
   LONE_SURROGATE.lastIndex = 0;
   return !LONE_SURROGATE.test(s);

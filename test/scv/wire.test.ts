@@ -66,6 +66,40 @@ for (const name of TRANSPORTS) {
       await c.closed;
     });
 
+    it("refuses a lone surrogate escape anywhere in a message with invalid_json, accepts a pair, and goes on", async () => {
+      const c = await suite.t.open();
+      const s = await c.open();
+      const sid = s.session_id as string;
+      // Before the fix: the prompt failed its turn with internal_error "the session could not be written to disk", and
+      // queued, it was echoed back as a lone `\ud800` escape, which a strict (serde_json) client cannot parse.
+      const lone = [
+        `{"type":"turn.start","request_id":"s1","session_id":"${sid}","prompt":"x\\ud800y"}`,
+        `{"type":"turn.start","request_id":"s2","session_id":"${sid}","prompt":"\\udc00"}`,
+        `{"type":"turn.start","request_id":"s3","session_id":"${sid}","prompt":"a","attachments":[{"kind":"file","path":"/x","size":1,"name":"\\udbff"}]}`,
+        `{"type":"session.pause","request_id":"s4","session_id":"${sid}","paused":true,"ignored":{"\\ud800":1}}`,
+      ];
+      for (const line of lone) c.send(line + "\n");
+      for (const rid of ["s1", "s2", "s3", "s4"]) {
+        const e = await c.reply(rid, ["turn.started", "queue.enqueued", "session.paused"]);
+        assert.deepEqual(e, {
+          type: "error",
+          request_id: rid,
+          code: "invalid_json",
+          message: "message holds a lone surrogate escape (\\uD800-\\uDFFF without its pair); send well-formed Unicode text",
+          fatal: false,
+        });
+      }
+      // a surrogate pair is a character; an escaped backslash before "ud800" is plain text
+      c.send(`{"type":"turn.start","request_id":"ok1","session_id":"${sid}","prompt":"\\ud83d\\ude00 \\\\ud800"}\n`);
+      const done = await c.waitFor((m) => m.request_id === "ok1" && /^(turn\.(completed|failed|cancelled)|error)$/.test(m.type as string));
+      assert.equal(done.type, "turn.completed");
+      const text = c.frames.filter((m) => m.request_id === "ok1" && m.type === "assistant.completed").map((m) => m.content as string);
+      assert.deepEqual(text, ["echo: 😀 \\ud800"]);
+      assert.deepEqual(c.seqErrors, []);
+      c.end();
+      await c.closed;
+    });
+
     it("accepts a frame of exactly 1 MiB (CRLF too), skips one a byte longer with invalid_request, and goes on", async () => {
       const c = await suite.t.open();
       await c.initialize();

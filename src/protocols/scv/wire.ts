@@ -5,14 +5,16 @@
  *  1. framing: a line over MAX_CLIENT_FRAME_BYTES (newline excluded, CR stripped) → `invalid_request`, no
  *     `request_id`; the connection goes on.
  *  2. UTF-8 + JSON + object → `invalid_json` (no `request_id`).
- *  3. `type` missing, not a string or unknown → `invalid_json` (with `request_id` when the line carried a string one).
+ *  3. `type` missing, not a string or unknown → `invalid_json` (with `request_id` when the line carried a string one);
+ *     then a string anywhere in the message holding a lone surrogate (a `\uD800`–`\uDFFF` escape without its pair:
+ *     not Unicode text, and unparsable for a strict client if echoed) → `invalid_json`, likewise.
  *  4. `request_id` missing or not a string → `invalid_request` without `request_id`.
  *  5. state: anything but `initialize` before initialization → `not_initialized`; a repeated `initialize` →
  *     `invalid_request`; a protocol version other than 3 → `version_mismatch` (fatal; the connection then ends).
  *  6. payload fields of the type → `invalid_request` (unknown fields are ignored).
  *  7. the session-level checks (session_not_found, turn_active, queue_conflict, …) happen in the session module.
  */
-import { sanitizeText } from "../../core/text-policy.js";
+import { sanitizeText, wellFormed } from "../../core/text-policy.js";
 import { truncateUtf8, utf8Length } from "../../core/utf8.js";
 
 export const PROTOCOL_VERSION = 3;
@@ -136,6 +138,7 @@ export const MESSAGES = {
   // At most 64 bytes of the type, cut on a character boundary and without lone surrogates or control characters:
   // a strict client (serde_json) fails to parse a frame holding a lone surrogate escape.
   unknownType: (t: string) => `unknown message type \`${sanitizeText(truncateUtf8(t, 64))}\``,
+  loneSurrogate: "message holds a lone surrogate escape (\\uD800-\\uDFFF without its pair); send well-formed Unicode text",
   noRequestId: "message has no string `request_id`",
   notInitialized: "send `initialize` first",
   reinitialize: "the connection is already initialized",
@@ -328,6 +331,32 @@ const PARSERS: Record<MessageType, Parser> = {
   }),
 };
 
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+
+/**
+ * Whether every string (keys included) of a parsed line is well-formed Unicode. The line was valid UTF-8, so a lone
+ * surrogate can only come from a `\u` escape: a line without one (almost all) is not walked. Iterative (a line may
+ * nest deeply).
+ */
+function wellFormedMessage(text: string, v: unknown): boolean {
+  if (!SURROGATE_ESCAPE.test(text)) return true;
+  const stack: unknown[] = [v];
+  while (stack.length > 0) {
+    const x = stack.pop();
+    if (typeof x === "string") {
+      if (!wellFormed(x)) return false;
+    } else if (Array.isArray(x)) {
+      for (const e of x) stack.push(e);
+    } else if (typeof x === "object" && x !== null) {
+      for (const [k, e] of Object.entries(x)) {
+        if (!wellFormed(k)) return false;
+        stack.push(e);
+      }
+    }
+  }
+  return true;
+}
+
 export interface DecodeState {
   initialized: boolean;
 }
@@ -346,6 +375,7 @@ export function decodeMessage(text: string, state: DecodeState): Decoded {
   if (typeof v.type !== "string") return withRid({ code: "invalid_json", message: MESSAGES.noType });
   const parser = Object.hasOwn(PARSERS, v.type) ? PARSERS[v.type as MessageType] : undefined;
   if (parser === undefined) return withRid({ code: "invalid_json", message: MESSAGES.unknownType(v.type) });
+  if (!wellFormedMessage(text, v)) return withRid({ code: "invalid_json", message: MESSAGES.loneSurrogate });
   if (rid === undefined) return { ok: false, error: { code: "invalid_request", message: MESSAGES.noRequestId } };
   if (v.type === "initialize") {
     if (state.initialized) return withRid({ code: "invalid_request", message: MESSAGES.reinitialize });
