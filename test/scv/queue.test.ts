@@ -2,10 +2,14 @@
  * The shared queue over both transports: enqueue while busy (0-based positions, revision 1, submitter), revision
  * races on update/move/remove (stale → queue_conflict with the current entry), unknown IDs, pause/unpause order,
  * dequeued turns carrying their submitter's request_id, queue events never overtaking terminal events, and the
- * 64-entry / 4 MiB bounds (at and one past).
+ * 64-entry / 4 MiB bounds (at and one past), which `queue.update` keeps too (with turn.start's empty-prompt rule), and
+ * the edges of `queue.move` (onto itself, before an unknown entry).
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { MAX_PROMPT_BYTES, MAX_QUEUE_ENTRIES, MAX_QUEUE_PROMPT_BYTES } from "../../src/protocols/scv/wire.js";
 import { TRANSPORTS, type Msg, type Rig, type ScvClient } from "./client.js";
 import { useRig } from "./rig.js";
@@ -137,6 +141,67 @@ for (const name of TRANSPORTS) {
       for (let i = 0; i < MAX_QUEUE_ENTRIES; i++) assert.equal((await c.reply(c.request({ type: "turn.start", session_id: sid, prompt: `p${i}` }), ["queue.enqueued"])).position, i);
       const overCount = await c.reply(c.request({ type: "turn.start", session_id: sid, prompt: "one too many" }), ["queue.enqueued"]);
       assert.equal(overCount.code, "queue_limit");
+      c.end();
+      await c.closed;
+    });
+
+    it("queue.update keeps turn.start's rules: a prompt empty only with attachments, the 4 MiB bound at and one past", async () => {
+      const c = await suite.t.open();
+      const s = await c.open();
+      const sid = s.session_id as string;
+      await c.reply(c.request({ type: "session.pause", session_id: sid, paused: true }), ["session.paused"]);
+      const enqueue = async (prompt: string, extra: Msg = {}): Promise<Msg> => {
+        const m = await c.reply(c.request({ type: "turn.start", session_id: sid, prompt, ...extra }), ["queue.enqueued"]);
+        assert.equal(m.type, "queue.enqueued", JSON.stringify(m).slice(0, 300));
+        return m.entry as Msg;
+      };
+      const update = (e: Msg, prompt: string, revision = e.revision as number): Promise<Msg> =>
+        c.reply(c.request({ type: "queue.update", session_id: sid, queue_id: e.queue_id, revision, prompt }), ["queue.updated"]);
+      // Before the fix an empty update was accepted, leaving a queued turn with neither text nor files.
+      const x = await enqueue("x");
+      const empty = await update(x, "");
+      assert.deepEqual([empty.type, empty.code, empty.message], ["error", "invalid_request", "`prompt` may be empty only with attachments"]);
+      const dir = mkdtempSync(join(tmpdir(), "scv-q-"));
+      writeFileSync(join(dir, "f.txt"), "hello");
+      const withFile = await enqueue("see the file", { attachments: [{ kind: "file", path: join(dir, "f.txt"), size: 5 }] });
+      const emptied = await update(withFile, "");
+      assert.deepEqual([emptied.type, emptied.entry.prompt, emptied.entry.revision, emptied.entry.attachments.length], ["queue.updated", "", 2, 1]);
+      // Before the fix an update could grow the queue past its byte bound (64 entries × 256 KiB = 16 MiB).
+      const big = "b".repeat(MAX_PROMPT_BYTES);
+      const y = await enqueue("y");
+      for (let i = 0; i < MAX_QUEUE_PROMPT_BYTES / MAX_PROMPT_BYTES - 1; i++) await enqueue(big);
+      // held now: 15 × 256 KiB + "x" + "y" (the emptied entry holds nothing)
+      const over = await update(x, big);
+      assert.deepEqual([over.code, over.message], ["queue_limit", `the queue holds at most ${MAX_QUEUE_ENTRIES} prompts and ${MAX_QUEUE_PROMPT_BYTES} bytes of prompt text`]);
+      const at = await update(x, big.slice(1)); // exactly 4 MiB with "y"
+      assert.deepEqual([at.type, at.entry.revision, at.entry.prompt.length], ["queue.updated", 2, MAX_PROMPT_BYTES - 1]);
+      // the bound is on the sum: shrinking an entry is always possible
+      assert.equal((await update(y, "")).code, "invalid_request");
+      assert.equal((await update(y, "z")).type, "queue.updated");
+      assert.deepEqual(c.seqErrors, []);
+      c.end();
+      await c.closed;
+    });
+
+    it("queue.move onto itself is a no-op answered queue.moved; before an unknown entry it is queue_not_found", async () => {
+      const c = await suite.t.open();
+      const s = await c.open();
+      const sid = s.session_id as string;
+      await c.reply(c.request({ type: "session.pause", session_id: sid, paused: true }), ["session.paused"]);
+      const entries: Msg[] = [];
+      for (const p of ["a", "b"]) entries.push((await c.reply(c.request({ type: "turn.start", session_id: sid, prompt: p }), ["queue.enqueued"])).entry as Msg);
+      const b = entries[1]!;
+      const move = (before: string | null, revision = 1): Promise<Msg> =>
+        c.reply(c.request({ type: "queue.move", session_id: sid, queue_id: b.queue_id, revision, before_queue_id: before }), ["queue.moved"]);
+      // Before: `queue_not_found` "no queued entry with this ID", naming an entry that exists.
+      const self = await move(b.queue_id as string);
+      assert.deepEqual([self.type, self.queue_id, self.position, self.revision], ["queue.moved", b.queue_id, 1, 1]);
+      const unknown = await move("no-such-entry");
+      assert.deepEqual([unknown.code, unknown.message], ["queue_not_found", "`before_queue_id` names no queued entry"]);
+      assert.equal((await move(b.queue_id as string, 5)).code, "queue_conflict", "a stale revision is still a conflict");
+      const snap = await c.reply(c.request({ type: "queue.move", session_id: sid, queue_id: b.queue_id, revision: 1, before_queue_id: entries[0]!.queue_id }), ["queue.moved"]);
+      assert.deepEqual([snap.position, snap.revision], [0, 2]);
+      assert.deepEqual(c.seqErrors, []);
       c.end();
       await c.closed;
     });

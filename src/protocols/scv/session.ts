@@ -328,6 +328,7 @@ export class ScvSession implements ScvSessionHandle {
       case "queue.update":
       case "queue.move":
       case "queue.remove": {
+        if (await this.queueRefused(msg)) return;
         const r = this.within(msg.request_id, () =>
           msg.type === "queue.update"
             ? this.rt.updateQueued(msg.queue_id, msg.revision, msg.prompt)
@@ -341,6 +342,42 @@ export class ScvSession implements ScvSessionHandle {
         return;
       }
     }
+  }
+
+  /**
+   * The checks of a queue request the runtime's queue does not make, for an entry it would accept (an unknown ID or a
+   * stale revision is left to it): `queue.update` keeps the turn.start rules (a prompt empty only with attachments;
+   * the queue's byte bound → `queue_limit`); a `queue.move` whose `before_queue_id` is the entry itself is a no-op
+   * answered `queue.moved` (revision unchanged, as the reference server does); one naming no queued entry says so.
+   * Returns whether it answered the request.
+   */
+  private async queueRefused(msg: Msg<"queue.update"> | Msg<"queue.move"> | Msg<"queue.remove">): Promise<boolean> {
+    if (msg.type === "queue.remove") return false;
+    const q = this.rt.snapshot();
+    const at = q.findIndex((e) => e.queue_id === msg.queue_id);
+    const e = q[at];
+    if (e === undefined || e.revision !== msg.revision) return false;
+    if (msg.type === "queue.update") {
+      if (msg.prompt === "" && (e.attachments?.length ?? 0) === 0) {
+        await this.error("invalid_request", "`prompt` may be empty only with attachments", msg.request_id);
+        return true;
+      }
+      const bytes = q.reduce((n, x) => n + (x === e ? 0 : utf8Length(x.prompt)), 0) + utf8Length(msg.prompt);
+      if (bytes > MAX_QUEUE_PROMPT_BYTES) {
+        await this.error("queue_limit", `the queue holds at most ${MAX_QUEUE_ENTRIES} prompts and ${MAX_QUEUE_PROMPT_BYTES} bytes of prompt text`, msg.request_id);
+        return true;
+      }
+      return false;
+    }
+    if (msg.before_queue_id === msg.queue_id) {
+      await this.frame("queue.moved", msg.request_id, { queue_id: e.queue_id, position: at, revision: e.revision });
+      return true;
+    }
+    if (msg.before_queue_id !== null && !q.some((x) => x.queue_id === msg.before_queue_id)) {
+      await this.error("queue_not_found", "`before_queue_id` names no queued entry", msg.request_id);
+      return true;
+    }
+    return false;
   }
 
   private async turnStart(msg: Msg<"turn.start">): Promise<void> {
