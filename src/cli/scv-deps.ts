@@ -265,7 +265,9 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
         if (layers === null || findProvider(layers.global, msg.provider) === undefined)
           return { code: "invalid_request", message: "unknown provider; declare it under `providers` in settings.json", request_id: msg.request_id };
       }
-      if (msg.base_url !== undefined && !/^https?:\/\/[^\s]+$/.test(msg.base_url))
+      // A URL that does not parse, or with control characters (which a URL parser would drop or encode), is refused
+      // here rather than leaving a session whose every turn fails "no usable provider and model are selected".
+      if (msg.base_url !== undefined && !(/^https?:\/\/[^\s\u0000-\u001f\u007f-\u009f]+$/.test(msg.base_url) && URL.canParse(msg.base_url)))
         return { code: "invalid_request", message: "`base_url` must be an http(s) URL", request_id: msg.request_id };
       const depth = Math.max(msg.delegation_depth ?? 0, ownDepth);
       const selection = {

@@ -38,11 +38,14 @@ describe(`scv session.mcp and session.tools over ${name}`, () => {
   it("a session.mcp sent as soon as session.started arrives lists the session's servers; the model is described", async () => {
     // session.started is written only once the session's servers are registered (its model is resolved meanwhile).
     const c = await t.open();
-    const s = await c.open({ mcp_servers: { one: { command: process.execPath, args: [FIXTURE] }, two: { command: process.execPath, args: [FIXTURE] } } });
+    // A server may be named `__proto__` (an own key of the parsed JSON): before, it silently vanished from the session.
+    const servers = JSON.parse(`{"one":{"command":"x"},"two":{"command":"x"},"__proto__":{"command":"x"}}`) as Record<string, Msg>;
+    for (const k of Object.keys(servers)) servers[k] = { command: process.execPath, args: [FIXTURE] };
+    const s = await c.open({ mcp_servers: servers });
     assert.equal(s.model, "fake-model");
     assert.equal(typeof s.context_max_tokens, "number");
     const r = await c.reply(c.request({ type: "session.mcp", session_id: s.session_id }), ["session.mcp"]);
-    assert.deepEqual((r.servers as Msg[]).map((x) => x.name).sort(), ["one", "two"]);
+    assert.deepEqual((r.servers as Msg[]).map((x) => x.name).sort(), ["__proto__", "one", "two"]);
     c.end();
     await c.closed;
   });

@@ -155,6 +155,16 @@ for (const name of TRANSPORTS) {
         assert.equal(other.requests.length, 1);
         c.end();
         await c.closed;
+        // Before: accepted, then session.started said `model: null` and every turn failed "no usable provider and
+        // model are selected; choose one in settings".
+        for (const bad of ["http://x\u0000y", `${other.baseUrl}/v1\u0007`, "http://[::1", "http://x:99999", "ftp://x"]) {
+          const b = await suite.t.open();
+          await b.initialize();
+          const r = await b.reply(b.request({ type: "session.start", cwd: "/", base_url: bad }), ["session.started"]);
+          assert.deepEqual([r.code, r.message], ["invalid_request", "`base_url` must be an http(s) URL"], JSON.stringify(bad));
+          b.end();
+          await b.closed;
+        }
       } finally {
         await other.close();
       }

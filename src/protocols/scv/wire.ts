@@ -203,7 +203,9 @@ function mcpServers(v: unknown): FieldResult<Record<string, WireMcpServer>> {
   if (!isObj(v)) return bad(" must be an object of servers");
   const names = Object.keys(v);
   if (names.length > MAX_SESSION_MCP_SERVERS) return bad(` holds at most ${MAX_SESSION_MCP_SERVERS} servers`);
-  const out: Record<string, WireMcpServer> = {};
+  // No prototype: a server named `__proto__` is an entry like any other (on a plain object the assignment would set
+  // the prototype and the server would silently vanish).
+  const out = Object.create(null) as Record<string, WireMcpServer>;
   for (const name of names) {
     const d = v[name];
     if (!isObj(d) || typeof d.command !== "string" || d.command === "") return bad(`.${name.slice(0, 64)}.command must be a non-empty string`);
