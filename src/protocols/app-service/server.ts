@@ -168,7 +168,7 @@ export class AppServiceServer {
     if (parsed === null || !parsed.ok) return this.respondError(NULL_IDS, "invalid_json");
     const ids = parsed.ids;
     if (ids.requestId !== null && this.reserved.has(ids.requestId)) return this.respondError(ids, "duplicate_request_id", false);
-    const decoded = validateEnvelope(parsed.value, ids);
+    const decoded = validateEnvelope(parsed);
     if (!decoded.ok) return this.respondError(decoded.ids, decoded.error);
     const req = decoded.request;
     mark(`rx ${req.method}`);
@@ -185,6 +185,8 @@ export class AppServiceServer {
     if (d === undefined) return this.respondError(ids, "unsupported_operation");
     if ((d.sessionId === "forbidden" && req.sessionId !== null) || (d.sessionId === "required" && req.sessionId === null))
       return this.respondError(ids, "invalid_request");
+    // A repeated member inside the payload: which value counts would be the parser's guess, not the client's.
+    if (req.payloadRepeated) return this.respondError(ids, "invalid_payload");
     const params = d.parse(req.payload);
     if (!params.ok) return this.respondError(ids, params.error);
     if (!d.preInit && !this.opts.state.initialized) return this.respondError(ids, "not_initialized");
