@@ -99,9 +99,13 @@ function shape(p: Fields, keys: readonly string[]): ParseResult<Fields> {
   return { ok: true, value: p };
 }
 
-/** A login ID as the client may send it: a nonempty string within the correlation-ID bound. */
-function loginIdOk(v: unknown): v is string {
-  return typeof v === "string" && v.length > 0 && utf8Length(v) <= LIMITS.max_id_bytes;
+/**
+ * A login ID as the client may send it: a nonempty string (`invalid_payload`) within the correlation-ID bound
+ * (`limit_exceeded`, as for envelope IDs); `null` when it is fine.
+ */
+function loginIdProblem(v: unknown): "invalid_payload" | "limit_exceeded" | null {
+  if (typeof v !== "string" || v.length === 0) return "invalid_payload";
+  return utf8Length(v) > LIMITS.max_id_bytes ? "limit_exceeded" : null;
 }
 
 export function authMethods(deps: AuthMethodsDeps): MethodFamily {
@@ -202,7 +206,8 @@ export function authMethods(deps: AuthMethodsDeps): MethodFamily {
       const input = p["input"];
       if (typeof input === "string" && (input.trim().length === 0 || utf8Length(input) > MAX_CALLBACK_INPUT_BYTES))
         return { ok: false, error: "invalid_payload" };
-      if ("login_id" in p && !loginIdOk(p["login_id"])) return { ok: false, error: "invalid_payload" };
+      const bad = "login_id" in p ? loginIdProblem(p["login_id"]) : null;
+      if (bad !== null) return { ok: false, error: bad };
       return r;
     },
     handle(_ctx, p): Outcome {
@@ -229,7 +234,8 @@ export function authMethods(deps: AuthMethodsDeps): MethodFamily {
     sessionId: "forbidden",
     parse(p) {
       const r = shape(p, ["login_id"]);
-      if (r.ok && "login_id" in p && !loginIdOk(p["login_id"])) return { ok: false, error: "invalid_payload" };
+      const bad = r.ok && "login_id" in p ? loginIdProblem(p["login_id"]) : null;
+      if (bad !== null) return { ok: false, error: bad };
       return r;
     },
     handle(_ctx, p): Outcome {

@@ -12,7 +12,8 @@
  * acceptance response); deltas/activity follow (turn-events.ts); exactly one `turn.terminal`; then the
  * reservation is released and the session lease ended (implicit attachments detach, closing ones close).
  * Durable status `compaction_required` is reported on the wire as `failed`.
- * `turn.cancel` aborts the worker (`cancellation_requested`); unknown/finished turns → `unknown_turn`.
+ * `turn.cancel` aborts the worker (`cancellation_requested`); unknown/finished turns → `unknown_turn`; a `turn_id`
+ * past max_id_bytes → `limit_exceeded`.
  * `drain()` (EOF / output failure) cancels every active turn, waits for their terminals, then stops MCP servers.
  *
  * A thin projection of the session runtime (runtime/session): admission, the lease, history and the run are the
@@ -26,6 +27,8 @@ import { isValidSessionId, type HistoryBounds, type SessionManager } from "../..
 import type { ErrorCode } from "./errors.js";
 import { onlyKeys, type RequestContext, type MethodDescriptor, type MethodFamily, type ParseResult } from "./descriptor.js";
 import { TurnStream } from "./turn-events.js";
+import { LIMITS } from "./limits.js";
+import { utf8Length } from "../../core/utf8.js";
 
 export const MAX_ACTIVE_TURNS = 8;
 
@@ -175,6 +178,8 @@ export function turnMethods(deps: TurnMethodsDeps): MethodFamily {
     sessionId: "forbidden",
     parse(p) {
       if (!onlyKeys(p, ["turn_id"]) || typeof p.turn_id !== "string" || p.turn_id === "") return { ok: false, error: "invalid_payload" };
+      // A turn ID is a correlation ID: past max_id_bytes it is over a protocol limit, not merely unknown.
+      if (utf8Length(p.turn_id) > LIMITS.max_id_bytes) return { ok: false, error: "limit_exceeded" };
       return { ok: true, value: { turnId: p.turn_id } };
     },
     handle(_ctx, { turnId }) {
