@@ -53,11 +53,14 @@ const TABLE: TableRow[] = [
   { provider: "openai-codex", id: "gpt-5", meta: { context_window: 400_000, max_output_tokens: 128_000, levels: GPT5, label: "GPT-5" } },
 ];
 
-/** Provider default when neither static, discovered nor bundled metadata knows the model. */
-const PROVIDER_DEFAULT_LEVELS: Record<string, ThinkingLevelValue[]> = {
-  anthropic: ["default"],
-  "openai-codex": GPT5,
-};
+/**
+ * Provider default when neither static, discovered nor bundled metadata knows the model. A Map: a provider ID comes
+ * from clients and settings, and `constructor` or `toString` must not find `Object.prototype`'s members.
+ */
+const PROVIDER_DEFAULT_LEVELS = new Map<string, ThinkingLevelValue[]>([
+  ["anthropic", ["default"]],
+  ["openai-codex", GPT5],
+]);
 
 /** Bundled metadata for a well-known model, or null. Longest matching prefix wins. */
 export function bundledMeta(providerId: string, modelId: string): ModelMeta | null {
@@ -85,7 +88,7 @@ export function fallbackMeta(providerId: string, modelId: string, staticDef?: Mo
   const base: ModelMeta = bundled ?? {
     context_window: null,
     max_output_tokens: null,
-    levels: [...(PROVIDER_DEFAULT_LEVELS[providerId] ?? ["default"])],
+    levels: [...(PROVIDER_DEFAULT_LEVELS.get(providerId) ?? ["default"])],
   };
   if (staticDef === undefined) return base;
   return {

@@ -55,7 +55,9 @@ export function resolveSelection(layers: SettingsLayers, top: { provider?: strin
 
 function defaultModel(providerId: string, layers: SettingsLayers): string | null {
   if (isBuiltin(providerId)) return DEFAULT_MODEL_IDS[providerId] ?? null;
-  const def = layers.global.providers?.[providerId];
+  // Own members only: `constructor` must not find Object.prototype's.
+  const providers = layers.global.providers;
+  const def = providers !== undefined && Object.hasOwn(providers, providerId) ? providers[providerId] : undefined;
   return def?.models.find((m) => m.disabled !== true)?.id ?? null;
 }
 
