@@ -26,6 +26,15 @@ export function wellFormed(s: string): boolean {
   return !LONE_SURROGATE.test(s);
 }
 
+/**
+ * `s` with every lone surrogate replaced by U+FFFD (`s` itself when it has none). Text a session keeps or sends on
+ * must be Unicode text: the session store refuses anything else, and a strict JSON reader cannot parse a lone
+ * surrogate escape. The runtime applies it where text enters a turn (prompts, model output, tool results).
+ */
+export function wellFormedText(s: string): string {
+  return wellFormed(s) ? s : s.replace(LONE_SURROGATE, "\uFFFD");
+}
+
 export function sanitizeText(s: string): string {
   CR_OR_CONTROL.lastIndex = 0;
   const out = CR_OR_CONTROL.test(s) ? s.replace(CR_OR_CONTROL, (m) => (m.charCodeAt(0) === 13 ? "\n" : "")) : s;

@@ -17,6 +17,7 @@
  *   still shows the whole turn. A write failure fails the compaction.
  */
 import { truncateUtf8 } from "../core/utf8.js";
+import { wellFormedText } from "../core/text-policy.js";
 import { estimateTokens, MAX_SUMMARY_BYTES } from "./context.js";
 import type { TurnSink } from "./events.js";
 import { pushUser, SUMMARY_PREFIX } from "./history.js";
@@ -96,7 +97,7 @@ export async function compact(o: CompactOptions): Promise<CompactResult> {
     } else if (ev.type === "error") failed = true;
   }
   if (o.signal.aborted) return fail(true);
-  summary = truncateUtf8(summary.trim(), MAX_SUMMARY_BYTES);
+  summary = wellFormedText(truncateUtf8(summary.trim(), MAX_SUMMARY_BYTES));
   if (failed || summary === "") return fail(false);
   const messages: Message[] = [];
   pushUser(messages, [{ type: "text", text: SUMMARY_PREFIX + summary }]);

@@ -11,6 +11,7 @@ import { decide, type ApprovalPolicy } from "./approval.js";
 import type { TurnSink } from "./events.js";
 import type { Tool, ToolErrorKind, ToolResult } from "./types.js";
 import type { Workspace } from "./workspace.js";
+import { wellFormedText } from "../core/text-policy.js";
 
 export interface ToolCallSpec {
   id: string;
@@ -46,7 +47,11 @@ export async function executeToolCall(call: ToolCallSpec, rc: ToolRunContext): P
     ...(tool?.serverName !== undefined ? { serverName: tool.serverName } : {}),
     ...(rc.parentId !== undefined ? { parentId: rc.parentId } : {}),
   };
-  const finish = (r: ToolResult): ToolResult => {
+  const finish = (raw: ToolResult): ToolResult => {
+    // A tool's output as Unicode text (an MCP server may send a lone surrogate escape): the one form the doors, the
+    // store and the next request get.
+    const content = wellFormedText(raw.content);
+    const r = content === raw.content ? raw : { ...raw, content };
     rc.sink.event({
       ...base,
       phase: "completed",

@@ -26,6 +26,7 @@ import { createTaskTool, TASK_TOOL_NAME } from "./subagent.js";
 import type { Workspace } from "./workspace.js";
 import { executeToolCall, type ToolCallSpec } from "./tool-exec.js";
 import { StreamedText } from "./streamed-text.js";
+import { wellFormedText } from "../core/text-policy.js";
 import type { AssistantBlock, Message, Provider, ProviderBatch, ProviderErrorKind, ProviderEvent, ProviderRequest, ThinkingLevel, Tool, ToolResult, ToolSpec } from "./types.js";
 
 export interface LoopOptions {
@@ -228,24 +229,27 @@ async function streamOnce(
       switch (ev.type) {
         case "text_delta": {
           if (ev.text === "") break;
-          let ok = o.sink.delta(ev.text);
+          // A lone surrogate (a provider's escape of half a pair) becomes U+FFFD: what the doors send, the store keeps
+          // and the next request carries is Unicode text.
+          const text = wellFormedText(ev.text);
+          let ok = o.sink.delta(text);
           if (typeof ok !== "boolean") ok = await ok;
           if (!ok) {
             refused = true;
             ctl.abort();
             break read;
           }
-          accepted.add(ev.text);
-          o.recorder?.text(ev.text);
+          accepted.add(text);
+          o.recorder?.text(text);
           break;
         }
         case "reasoning_summary":
-          o.sink.event(withParent({ type: "reasoning_summary", text: ev.text }, o.parentId));
+          o.sink.event(withParent({ type: "reasoning_summary", text: wellFormedText(ev.text) }, o.parentId));
           break;
         case "thinking_block":
           blocks.push({
             type: "thinking",
-            text: ev.text,
+            text: wellFormedText(ev.text),
             ...(ev.signature !== undefined ? { signature: ev.signature } : {}),
             ...(ev.redacted !== undefined ? { redacted: ev.redacted } : {}),
             ...(ev.api !== undefined ? { api: ev.api } : {}),

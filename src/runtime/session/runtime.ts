@@ -32,7 +32,7 @@
  *   file keeps everything), drops the queue, and emits `session_cleared`.
  */
 import { randomUUID } from "../../store/random.js";
-import { titleFrom } from "../../core/text-policy.js";
+import { titleFrom, wellFormedText } from "../../core/text-policy.js";
 import type { TurnOutcome } from "../events.js";
 import type { SessionModelInfo } from "../agent.js";
 import { admissionFailure, type SessionDeps, type StartedTurn, type StartResult } from "./deps.js";
@@ -183,7 +183,7 @@ export class SessionRuntime {
 
   /** Queues a prompt (or starts it at once on an idle, unpaused session with an empty queue). */
   submit(prompt: string, opts: SubmitOptions = {}): QueueEntry {
-    const q = this.queue.add(prompt, opts.submitter ?? "client", opts.attachments, opts.noTools === true, opts.turnId, false, opts.origin);
+    const q = this.queue.add(wellFormedText(prompt), opts.submitter ?? "client", opts.attachments, opts.noTools === true, opts.turnId, false, opts.origin);
     if (!this.busy && !this.paused && this.queue.length === 1 && !this.closed) {
       this.queue.shift();
       void this.runQueued(q, false);
@@ -192,7 +192,7 @@ export class SessionRuntime {
   }
 
   updateQueued(queueId: string, revision: number, prompt: string): QueueResult {
-    const r = this.queue.update(queueId, revision, prompt);
+    const r = this.queue.update(queueId, revision, wellFormedText(prompt));
     if (r.ok) this.emit({ type: "queue_updated", sessionId: this.id, entry: r.entry });
     return r;
   }
@@ -253,7 +253,9 @@ export class SessionRuntime {
     return admit(this.deps, this.id, this.cfg.cwd);
   }
 
-  private begin(a: Admitted, prompt: string, opts: SubmitOptions & { queueId?: string }): StartedTurn {
+  private begin(a: Admitted, raw: string, opts: SubmitOptions & { queueId?: string }): StartedTurn {
+    // Every door's prompt as Unicode text (a lone surrogate escape becomes U+FFFD): the store refuses anything else.
+    const prompt = wellFormedText(raw);
     const turnId = opts.turnId ?? this.newId();
     const run: Running = { turnId, ctl: a.ctl, steering: [], ...(opts.origin !== undefined ? { origin: opts.origin } : {}) };
     this.running = run;
@@ -367,7 +369,7 @@ export class SessionRuntime {
    */
   steer(text: string, ref?: string): boolean {
     if (this.running === null || this.running.ended === true || this.running.ctl.signal.aborted) return false;
-    this.running.steering.push({ text, ...(ref !== undefined ? { ref } : {}) });
+    this.running.steering.push({ text: wellFormedText(text), ...(ref !== undefined ? { ref } : {}) });
     return true;
   }
 
