@@ -12,7 +12,12 @@
  *  - an envelope is serialized once and framed once, as an `action` notification, onto the
  *    shared tape every client's socket write takes its slices from (fanout.ts);
  *  - the replay ring holds at most REPLAY_LIMIT envelopes and REPLAY_BYTES_LIMIT bytes of
- *    envelope text; `replaySince` answers null when the requested gap is older than the ring.
+ *    envelope text; `replaySince` answers null when the requested gap is older than the ring;
+ *  - with `continueFrom`, numbers never repeat across host runs: a run starts at the durable
+ *    ceiling the previous run reserved, and a number at or past the ceiling is published only
+ *    after a new ceiling was reserved (so a client's `lastSeenServerSeq` from an earlier run is
+ *    always older than this run's ring, and its `reconnect` gets snapshots, never another run's
+ *    envelopes).
  */
 import { ROOT } from "./ahp-schema.js";
 import { filterKey } from "./ahp-version.js";
@@ -42,8 +47,23 @@ export class ActionLog {
   /** Where every envelope is framed, once, as an `action` notification (fanout.ts). */
   private readonly tape = new FrameTape();
 
+  /** Numbers below this may be published without reserving more (see `continueFrom`). */
+  private seqCeiling = Infinity;
+  private reserveSeqs: (next: number) => number = () => Infinity;
+
   /** @param reduce applies an accepted action to the host model before fan-out. */
   constructor(private readonly reduce: (channel: string, action: Json) => void) {}
+
+  /**
+   * Continue the numbering of an earlier run: start after `ceiling` (every number that run
+   * published is below it) and call `reserve(next)` before publishing a number at or past the
+   * current ceiling; it must make a new ceiling above `next` durable and return it.
+   */
+  continueFrom(ceiling: number, reserve: (next: number) => number): void {
+    this.serverSeq = ceiling;
+    this.seqCeiling = ceiling;
+    this.reserveSeqs = reserve;
+  }
 
   /** Sequence, reduce, record and fan out one action. Throws (consuming nothing) when it cannot be serialized. */
   publish(channel: string, action: Json, origin?: Origin, rejectionReason?: string): Envelope {
@@ -51,6 +71,7 @@ export class ActionLog {
     if (origin) env.origin = origin;
     if (rejectionReason !== undefined) env.rejectionReason = rejectionReason;
     const text = JSON.stringify(env); // first: a throw here leaves no trace
+    if (env.serverSeq >= this.seqCeiling) this.seqCeiling = this.reserveSeqs(env.serverSeq);
     if (rejectionReason === undefined) this.reduce(channel, action);
     this.serverSeq = env.serverSeq;
     const type = filterKey(action);

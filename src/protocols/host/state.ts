@@ -38,6 +38,10 @@ import {
 export { STATUS, REPLAY_LIMIT, COMMAND_DEADLINE_MS, hashToken, findTool } from "./model.js";
 export type { ChatModel, CommandOutcome, Envelope, Origin, ProviderRoute, SessionModel, SessionRoute, Subscriber, TurnModel } from "./model.js";
 
+/** The `meta` key of the durable serverSeq ceiling, and how many numbers one write reserves. */
+const SEQ_CEILING_KEY = "serverSeqCeiling";
+const SEQ_BLOCK = 65_536;
+
 function b64(buf: Buffer): string {
   return buf.toString("base64url");
 }
@@ -80,8 +84,29 @@ export class HostState {
     this.actions = new ActionLog((channel, action) => reduceAction(this, channel, action));
     this.commands = new CommandTracker(log);
     this.hostId = store.hostId();
+    this.continueSequence();
     this.restore();
     store.onFailure = (e) => this.poison(`persistence failed: ${e.message}`);
+  }
+
+  /**
+   * `serverSeq` continues across runs (action-log.ts, `continueFrom`): this run starts at the
+   * ceiling the previous one made durable, and reserves SEQ_BLOCK numbers at a time, so a client
+   * reconnecting with a number from an earlier run is answered with snapshots.
+   */
+  private continueSequence(): void {
+    const raw = this.store.getMeta(SEQ_CEILING_KEY);
+    const stored = raw === undefined ? 0 : Number(raw);
+    if (!Number.isSafeInteger(stored) || stored < 0) this.log(`${SEQ_CEILING_KEY} ${JSON.stringify(raw).slice(0, 64)} is unreadable; numbering starts at 0`);
+    this.actions.continueFrom(Number.isSafeInteger(stored) && stored > 0 ? stored : 0, (next) => {
+      const ceiling = next + SEQ_BLOCK;
+      try {
+        this.store.putMetaAlone(SEQ_CEILING_KEY, String(ceiling));
+      } catch (e) {
+        this.poison(`serverSeq ceiling not durable: ${e instanceof Error ? e.message : String(e)}`);
+      }
+      return ceiling;
+    });
   }
 
   /** Mark the state as no longer matching durable storage (logged once). */

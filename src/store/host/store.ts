@@ -253,6 +253,14 @@ export class HostStore {
     this.flush();
     this.stmts.putMeta.run(key, value);
   }
+  /**
+   * Durable immediately, on its own (queued writes stay queued): for a host-wide record that may be
+   * written in the middle of a state change, whose other writes must still commit together.
+   */
+  putMetaAlone(key: string, value: string): void {
+    if (this.closed) throw new Error("write after the store was closed");
+    this.stmts.putMeta.run(key, value);
+  }
   /** Durable immediately: the reservation must exist before the provider is asked to launch. */
   reserveCreation(row: CreationRow): void {
     this.flush();
