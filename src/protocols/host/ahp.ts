@@ -8,7 +8,7 @@ import { randomUUID } from "node:crypto";
 import { JsonRpcConnection } from "../../transport/jsonrpc.js";
 import { ErrorCodes, ROOT } from "./ahp-schema.js";
 import { InitializeParams, ReconnectParams } from "./ahp-params.js";
-import { SUPPORTED_AHP_BASELINES, actionKnownTo, negotiateVersion } from "./ahp-version.js";
+import { SERVER_PREFERRED_VERSION, SUPPORTED_AHP_BASELINES, actionKnownTo, negotiateVersion } from "./ahp-version.js";
 import { shapeSnapshot } from "./customization-toggles.js";
 import { gateChatSnapshot } from "./chat-09.js";
 import { RpcError, createChat, createSession, disposeChat, disposeSession, fetchTurns, listSessions } from "./ahp-requests.js";
@@ -31,6 +31,21 @@ import type { Socket as NetSocket } from "node:net";
 const MAX_ERROR_MESSAGE = 512;
 /** Bytes that may wait unsent for one AHP client before it is disconnected. */
 export const MAX_CLIENT_BACKLOG = 32 * 1024 * 1024;
+
+/**
+ * How many clients' negotiated versions the host remembers (the newest), in memory: `reconnect`
+ * on a new transport carries no version, and must be answered in the one the client negotiated.
+ */
+export const REMEMBERED_CLIENT_VERSIONS = 4096;
+const clientVersions = new WeakMap<HostState, Map<string, string>>();
+
+function rememberVersion(st: HostState, clientId: string, version: string): void {
+  let m = clientVersions.get(st);
+  if (!m) clientVersions.set(st, (m = new Map<string, string>()));
+  m.delete(clientId); // re-inserted as the newest
+  m.set(clientId, version);
+  if (m.size > REMEMBERED_CLIENT_VERSIONS) m.delete(m.keys().next().value!);
+}
 
 export class AhpConnection implements Subscriber {
   clientId = "";
@@ -269,6 +284,7 @@ export class AhpConnection implements Subscriber {
     if (!v) throw new RpcError(ErrorCodes.UnsupportedProtocolVersion, "no mutually supported protocol version", { supportedVersions: SUPPORTED_AHP_BASELINES });
     this.version = v;
     this.clientId = p.data.clientId;
+    rememberVersion(this.state, this.clientId, v);
     const snapshots: Json[] = [];
     for (const uri of p.data.initialSubscriptions ?? []) {
       const snap = this.snapshotFor(uri);
@@ -283,10 +299,11 @@ export class AhpConnection implements Subscriber {
   private reconnect(params: Json): Json {
     const p = ReconnectParams.safeParse(params);
     if (!p.success) throw new RpcError(ErrorCodes.InvalidParams, "invalid reconnect params");
-    if (!this.version) {
-      this.version = "1.0.0";
-    }
+    // A new transport: the version this client negotiated before (a client the host does not
+    // remember, after a restart or past the bound, is answered in the preferred version).
+    if (!this.version) this.version = clientVersions.get(this.state)?.get(p.data.clientId) ?? SERVER_PREFERRED_VERSION;
     this.clientId = p.data.clientId;
+    rememberVersion(this.state, this.clientId, this.version);
     // A stateless stream (an `ahp-otlp://` channel) is simply re-subscribed: it has no snapshot
     // and nothing is replayed (AHP lifecycle: "missed messages are dropped").
     const resumable = (u: string) => this.state.channelExists(u) || isOtlpChannel(u);

@@ -1,0 +1,108 @@
+/**
+ * AHP `reconnect` (AHP lifecycle, "Reconnection"): a reconnecting client misses no event and sees none twice,
+ * in the shapes of the version it negotiated.
+ *  - Across a host restart ("On restart, clients reconnect using the reconnection flow above"): a client that saw
+ *    serverSeq N of the host before it stopped must not be answered with a replay of the restarted host's
+ *    envelopes after N: those are another run's numbers, and the client would miss every change published
+ *    before them. It gets snapshots (or a replay that misses nothing).
+ *  - On a new transport, `reconnect` replaces `initialize` and carries no version: the host answers in the
+ *    version that client negotiated, not in a default one.
+ * Real sockets: fake backends over the backend socket, AHP clients over the WebSocket.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { AhpClient, FakeBackend, tempHome, until, withHost, type Json } from "./helpers.js";
+import { TOOLS_SERVER } from "./mcp-helpers.js";
+
+const title = (reg: Json, text: string) => ({ type: "event", session: reg.session, event: { type: "title_changed", title: text } });
+
+/** The session title a client holds after applying a reconnect answer to what it held before. */
+function titleAfter(before: string, session: string, result: Json): string {
+  if (result.type === "snapshot") return (result.snapshots as Json[]).find((s) => s.resource === session)!.state.title as string;
+  let t = before;
+  for (const e of result.actions as Json[]) if (e.channel === session && e.action.type === "session/titleChanged") t = e.action.title as string;
+  return t;
+}
+
+test("a client reconnecting after a host restart misses no change, even when the new run has passed its serverSeq", async () => {
+  const home = tempHome();
+  let seen = 0;
+  let reg: Json = {};
+  await withHost(
+    async (h) => {
+      const first = await FakeBackend.session(h, { protocolVersion: 9, sourceId: "rr-src", title: "before" });
+      reg = first.reg;
+      const { c, result } = await AhpClient.init(h, ["ahp-root://", reg.session]);
+      seen = result.serverSeq as number;
+      for (let i = 0; i < 20; i++) first.be.send(title(reg, `before ${i}`));
+      await c.action((e) => e.action.title === "before 19");
+      seen = Math.max(seen, ...c.actions().map((e) => e.serverSeq as number));
+      c.close();
+      first.be.close();
+    },
+    { home },
+  );
+  await withHost(
+    async (h) => {
+      const again = await FakeBackend.session(h, { protocolVersion: 9, sourceId: "rr-src" });
+      again.be.send(title(again.reg, "after the restart"));
+      await again.be.roundTrip();
+      // Another session's traffic carries the new run's serverSeq past what the client saw before the restart.
+      const other = await FakeBackend.session(h, { protocolVersion: 9, sourceId: "rr-other", instanceId: "other-1" });
+      for (let i = 0; h.state.serverSeq <= seen + 5; i++) {
+        other.be.send(title(other.reg, `noise ${i}`));
+        await other.be.roundTrip();
+      }
+      const c = await AhpClient.open(h);
+      const r = await c.request("reconnect", { channel: "ahp-root://", clientId: "c1", lastSeenServerSeq: seen, subscriptions: [reg.session] });
+      assert.equal(r.error, undefined, JSON.stringify(r.error));
+      assert.equal(titleAfter("before 19", reg.session, r.result), "after the restart", `reconnect answer: ${JSON.stringify(r.result).slice(0, 400)}`);
+      // Live envelopes follow on the same subscription, once each.
+      again.be.send(title(again.reg, "live"));
+      await c.action((e) => e.action.title === "live");
+      assert.equal(c.actions().filter((e) => e.action.title === "live").length, 1);
+      assert.deepEqual(c.invalid, []);
+      c.close();
+      again.be.close();
+      other.be.close();
+    },
+    { home },
+  );
+});
+
+test("a bare reconnect on a new transport answers in the version the client negotiated (replay, snapshot and live)", () =>
+  withHost(async (h) => {
+    const { be, reg } = await FakeBackend.session(h, { protocolVersion: 6, sourceId: "rv-src", mcpServers: [TOOLS_SERVER] });
+    const toggle = (enabled: boolean) => be.send({ type: "event", session: reg.session, event: { type: "resource_action", action: { type: "session/customizationToggled", id: TOOLS_SERVER.id, enabled } } });
+    const first = await AhpClient.open(h);
+    const init = await first.request("initialize", { channel: "ahp-root://", protocolVersions: ["1.1.0"], clientId: "v11", initialSubscriptions: [reg.session] });
+    assert.equal(init.result.protocolVersion, "1.1.0");
+    toggle(false);
+    const seen = (await first.action((e) => e.action.type === "session/customizationToggled")).serverSeq as number;
+    first.close();
+    await until(() => first.closed, 3000, "first transport closed");
+    toggle(true); // while the client is away
+    await be.roundTrip();
+
+    const is11 = (a: Json) => Array.isArray(a.enablement) && !("enabled" in a);
+    const again = await AhpClient.open(h);
+    const r = await again.request("reconnect", { channel: "ahp-root://", clientId: "v11", lastSeenServerSeq: seen, subscriptions: [reg.session] });
+    assert.equal(r.result.type, "replay");
+    const replayed = (r.result.actions as Json[]).filter((e) => e.action.type === "session/customizationToggled");
+    assert.equal(replayed.length, 1, JSON.stringify(r.result.actions));
+    assert.ok(is11(replayed[0]!.action), `replayed in the 1.1 shape: ${JSON.stringify(replayed[0]!.action)}`);
+    assert.deepEqual(replayed[0]!.action.enablement, [{ kind: "session", enabled: true }]);
+    toggle(false);
+    const live = await again.action((e) => e.action.type === "session/customizationToggled" && e.serverSeq > seen);
+    assert.ok(is11(live.action), `live in the 1.1 shape: ${JSON.stringify(live.action)}`);
+    // A gap older than anything replayable: the snapshot is shaped for 1.1 too.
+    const third = await AhpClient.open(h);
+    const snap = await third.request("reconnect", { channel: "ahp-root://", clientId: "v11", lastSeenServerSeq: h.state.serverSeq + 1, subscriptions: [reg.session] });
+    assert.equal(snap.result.type, "snapshot");
+    const server = (snap.result.snapshots[0].state.customizations as Json[]).find((c) => c.id === TOOLS_SERVER.id)!;
+    assert.deepEqual([server.enablement, "enabled" in server], [[{ kind: "session", enabled: false }], false], JSON.stringify(server));
+    assert.deepEqual([...again.invalid, ...third.invalid], []);
+    again.close();
+    third.close();
+    be.close();
+  }));
