@@ -241,6 +241,8 @@ test("v14 profile_image_changed: bounded, type-checked, durable before the ACK, 
         [image(png(2, 3, IDENTITY_IMAGE_BYTES + 1)), /1\.\.262144 bytes|data/],
         [image(png(2, 3), { width: 4 }), /do not match the PNG header/],
         [image(png(2, 3), { mimeType: "image/jpeg" }), /not image\/jpeg/],
+        // The signature and a size at IHDR's offsets, but no IHDR chunk: not a PNG header stating the size.
+        [image(Buffer.concat([png(2, 3).subarray(0, 8), Buffer.from("0000XXXX", "latin1"), png(2, 3).subarray(16)])), /not image\/png/],
         [image(png(2, 3), { width: 1025 }), /width/],
         [{ mimeType: "image/svg+xml", data: "PHN2Zy8+", width: 1, height: 1 }, /mimeType/],
       ];

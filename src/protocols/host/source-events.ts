@@ -226,7 +226,8 @@ export function applySourceBatch(st: HostState, route: SessionRoute, s: SessionM
 }
 
 const SIGNATURES: Record<string, (b: Buffer) => boolean> = {
-  "image/png": (b) => b.length >= 24 && b.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])),
+  // The signature, then the header chunk PNG requires first: length 13, type IHDR (width, height follow).
+  "image/png": (b) => b.length >= 33 && b.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])) && b.readUInt32BE(8) === 13 && b.toString("latin1", 12, 16) === "IHDR",
   "image/jpeg": (b) => b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff,
   "image/webp": (b) => b.length >= 12 && b.toString("latin1", 0, 4) === "RIFF" && b.toString("latin1", 8, 12) === "WEBP",
   "image/gif": (b) => b.length >= 10 && (b.toString("latin1", 0, 6) === "GIF87a" || b.toString("latin1", 0, 6) === "GIF89a"),
