@@ -120,6 +120,47 @@ test("v12 source_snapshot_batch: ordered, stops at the first refusal, the acknow
   );
 });
 
+test("v12 batches follow the epoch rules: a stale or foreign generation and, after re-registration, an omitted one apply nothing", () =>
+  withHost(async (h) => {
+    const { c } = await AhpClient.init(h, ["ahp-root://"]);
+    const p = await FakeBackend.provider(h, 12, ["mux"]);
+    const hello = { protocolVersion: 12, instanceId: "s1", sourceId: "ep12", provider: "mux" };
+    const batch = (session: string, batchId: string, id: string, extra: Json = {}, sourceId = "ep12") => ({ type: "source_snapshot_batch", session, batchId, snapshots: [{ sourceId, active: false, historyOnly: true, turn: turn(id) }], ...extra });
+    p.be.send({ type: "register_session", requestId: "r1", hello });
+    const first = (await p.be.nextType("session_registered")).registration as Json;
+    await c.request("subscribe", { channel: first.chat });
+    p.be.send(batch(first.session, "legacy", "t1")); // the first epoch may omit its ID
+    assert.equal((await p.be.nextType("source_snapshot_batch_ack")).accepted, 1);
+    p.be.send({ type: "register_session", requestId: "r2", hello });
+    const second = (await p.be.nextType("session_registered")).registration as Json;
+    const turns = () => h.state.chatIndex.get(first.chat)!.turns.map((t) => t.id);
+
+    p.be.send(batch(first.session, "queued-before", "t2")); // an old epoch's queued batch, no ID
+    assert.deepEqual(await p.be.nextType("event_epoch_required"), { type: "event_epoch_required", session: first.session, batchId: "queued-before" });
+    p.be.send(batch(first.session, "old-id", "t2", { backendConnectionId: first.backendConnectionId }));
+    assert.deepEqual(await p.be.nextType("event_epoch_mismatch"), { type: "event_epoch_mismatch", session: first.session, batchId: "old-id", backendConnectionId: first.backendConnectionId });
+    assert.deepEqual(turns(), ["t1"], "nothing of a refused batch is applied");
+    // Neither refusal retired the new epoch.
+    p.be.send(batch(first.session, "current", "t2", { backendConnectionId: second.backendConnectionId }));
+    const ack = await p.be.nextType("source_snapshot_batch_ack");
+    assert.deepEqual([ack.accepted, ack.backendConnectionId], [1, second.backendConnectionId]);
+    assert.deepEqual(turns(), ["t1", "t2"]);
+
+    // A dedicated connection: a generation other than its own is refused the same way.
+    const d = await FakeBackend.session(h, { protocolVersion: 12, sourceId: "ep12-d" });
+    d.be.send(batch(d.reg.session, "wrong", "t1", { backendConnectionId: second.backendConnectionId }, "ep12-d"));
+    assert.equal((await d.be.nextType("event_epoch_mismatch")).batchId, "wrong");
+    assert.equal(h.state.chatIndex.get(d.reg.chat)!.turns.length, 0);
+    d.be.send(batch(d.reg.session, "own", "t1", { backendConnectionId: d.reg.backendConnectionId }, "ep12-d"));
+    assert.equal((await d.be.nextType("source_snapshot_batch_ack")).accepted, 1);
+    await c.action((e) => e.channel === first.chat && e.action.type === "chat/turnComplete" && e.action.turnId === "t2");
+    assert.equal(c.actions(first.chat).filter((e) => e.action.type === "chat/turnStarted" && e.action.turnId === "t2").length, 1, "t2 published once, by the current epoch");
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    p.be.close();
+    d.be.close();
+  }));
+
 function resources(session: string, text: string, parts: number): Json[] {
   const size = Math.ceil(text.length / parts);
   const out: Json[] = [];

@@ -376,9 +376,26 @@ export class BackendConn implements ProviderRoute {
     if (err) this.error("validation_error", `command_handled refused: ${err}`, { commandId: typeof f.commandId === "string" ? f.commandId.slice(0, 512) : null });
   }
 
+  /**
+   * v12 batches follow the epoch rules of sequenced events: a stale, retired or foreign
+   * `backendConnectionId` is `event_epoch_mismatch` (echoing it), and after a re-registration an
+   * omitted one is `event_epoch_required` (no generation): an old epoch's queued batch is never
+   * applied to its replacement. Neither refusal retires the current route.
+   */
   private onSourceBatch(f: Json): void {
+    const batchId = typeof f.batchId === "string" ? f.batchId.slice(0, 512) : null;
+    const session = f.session;
+    const supplied = f.backendConnectionId;
+    if (typeof session === "string" && typeof supplied === "string") {
+      const r = this.kind === "session" ? this.route : this.epochs.get(supplied);
+      const current = this.kind === "session" || this.current.get(session) === r;
+      if (!r || r.logicalId !== supplied || r.sessionUri !== session || r.retired !== "no" || !current)
+        return void this.send({ type: "event_epoch_mismatch", session, batchId, backendConnectionId: supplied });
+    } else if (typeof session === "string" && this.kind === "provider" && this.current.get(session)?.requireId) {
+      return void this.send({ type: "event_epoch_required", session, batchId });
+    }
     const cur = this.currentRoute(f);
-    if (typeof cur === "string") return this.error("authority_error", cur, { batchId: typeof f.batchId === "string" ? f.batchId.slice(0, 512) : null });
+    if (typeof cur === "string") return this.error("authority_error", cur, { batchId });
     this.send(applySourceBatch(this.state, cur.route, cur.session, f));
   }
 
