@@ -8,19 +8,8 @@
 import { randomUUID } from "node:crypto";
 import type { Socket } from "node:net";
 import { attachLineReader, encodeFrame, type FrameError } from "../../transport/host-framing.js";
-import {
-  BackendEvent,
-  CommandIndeterminate,
-  CommandResult,
-  EVENT_MIN_VERSION,
-  HelloBody,
-  MAX_TEXT,
-  ProviderHello,
-  helloGatingError,
-  versionError,
-  zodMessage,
-  type BackendErrorCode,
-} from "./backend-schema.js";
+import { BackendEvent, CommandIndeterminate, CommandResult, EVENT_MIN_VERSION, HelloBody, MAX_TEXT, ProviderHello } from "./backend-schema.js";
+import { helloGatingError, versionError, zodMessage, type BackendErrorCode } from "./backend-schema.js";
 import { clip, inboundViolation } from "./inbound.js";
 import type { ChatModel, Json, ProviderInfo, ProviderRoute, SessionModel } from "./model.js";
 import { LogicalRoute } from "./logical-route.js";
@@ -377,10 +366,8 @@ export class BackendConn implements ProviderRoute {
   }
 
   /**
-   * v12 batches follow the epoch rules of sequenced events: a stale, retired or foreign
-   * `backendConnectionId` is `event_epoch_mismatch` (echoing it), and after a re-registration an
-   * omitted one is `event_epoch_required` (no generation): an old epoch's queued batch is never
-   * applied to its replacement. Neither refusal retires the current route.
+   * v12 batches follow the epoch rules of sequenced events (a stale, retired or foreign ID: mismatch; none after a
+   * re-registration: required), so an old epoch's queued batch never reaches its replacement; neither retires a route.
    */
   private onSourceBatch(f: Json): void {
     const batchId = typeof f.batchId === "string" ? f.batchId.slice(0, 512) : null;
