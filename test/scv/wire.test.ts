@@ -118,6 +118,21 @@ for (const name of TRANSPORTS) {
       await c.closed;
     });
 
+    it("a protocol_version that is no version number is invalid_json, not fatal; the connection goes on", async () => {
+      const c = await suite.t.open();
+      for (const [rid, pv] of [["s", "3"], ["f", 3.5], ["n", -3], ["o", null]] as const) c.send({ type: "initialize", request_id: rid, protocol_version: pv });
+      c.send({ type: "initialize", request_id: "m" });
+      for (const rid of ["s", "f", "n", "o", "m"]) {
+        const e = await c.reply(rid, []);
+        assert.equal(e.code, "invalid_json", rid);
+        assert.equal(e.fatal, false, rid);
+        assert.equal(e.message, "`protocol_version` must be a non-negative integer (this server speaks version 3)");
+      }
+      await c.initialize();
+      c.end();
+      await c.closed;
+    });
+
     it("ends the connection after a fatal version_mismatch", async () => {
       const c = await suite.t.open();
       c.send({ type: "initialize", request_id: "v2", protocol_version: 2 });

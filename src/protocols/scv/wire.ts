@@ -10,7 +10,8 @@
  *     not Unicode text, and unparsable for a strict client if echoed) → `invalid_json`, likewise.
  *  4. `request_id` missing or not a string → `invalid_request` without `request_id`.
  *  5. state: anything but `initialize` before initialization → `not_initialized`; a repeated `initialize` →
- *     `invalid_request`; a protocol version other than 3 → `version_mismatch` (fatal; the connection then ends).
+ *     `invalid_request`; a `protocol_version` that is not a non-negative integer (missing, a string) → `invalid_json`;
+ *     an integer other than 3 → `version_mismatch` (fatal; the connection then ends).
  *  6. payload fields of the type → `invalid_request` (unknown fields are ignored).
  *  7. the session-level checks (session_not_found, turn_active, queue_conflict, …) happen in the session module.
  */
@@ -142,8 +143,8 @@ export const MESSAGES = {
   noRequestId: "message has no string `request_id`",
   notInitialized: "send `initialize` first",
   reinitialize: "the connection is already initialized",
-  versionMismatch: (v: unknown) =>
-    `protocol version ${typeof v === "number" ? v : JSON.stringify(v)?.slice(0, 32) ?? "?"} is not supported; this server speaks version ${PROTOCOL_VERSION}`,
+  versionMismatch: (v: number) => `protocol version ${v} is not supported; this server speaks version ${PROTOCOL_VERSION}`,
+  versionType: `\`protocol_version\` must be a non-negative integer (this server speaks version ${PROTOCOL_VERSION})`,
   promptTooLarge: `prompt exceeds ${MAX_PROMPT_BYTES} bytes`,
 } as const;
 
@@ -381,7 +382,11 @@ export function decodeMessage(text: string, state: DecodeState): Decoded {
   if (rid === undefined) return { ok: false, error: { code: "invalid_request", message: MESSAGES.noRequestId } };
   if (v.type === "initialize") {
     if (state.initialized) return withRid({ code: "invalid_request", message: MESSAGES.reinitialize });
-    if (v.protocol_version !== PROTOCOL_VERSION) return withRid({ code: "version_mismatch", message: MESSAGES.versionMismatch(v.protocol_version), fatal: true });
+    // Not a version number at all (missing, "3", 3.5): a message that does not parse, as for the reference's decoder,
+    // so not fatal; another number is a version this server does not speak, which is.
+    const pv = v.protocol_version;
+    if (typeof pv !== "number" || !Number.isSafeInteger(pv) || pv < 0) return withRid({ code: "invalid_json", message: MESSAGES.versionType });
+    if (pv !== PROTOCOL_VERSION) return withRid({ code: "version_mismatch", message: MESSAGES.versionMismatch(pv), fatal: true });
   } else if (!state.initialized) return withRid({ code: "not_initialized", message: MESSAGES.notInitialized });
   const f = new Fields(v);
   const msg = parser(v, f, rid);
