@@ -54,7 +54,8 @@ export class BackendConn implements ProviderRoute {
     readonly socket: Socket,
     readonly server: BackendServer,
   ) {
-    this.outbox = new BackendOutbox(socket);
+    // A frame leaves only once the state changes made before it are committed (an ack means durable).
+    this.outbox = new BackendOutbox(socket, () => this.state.store.flush());
     this.stopReading = attachLineReader(socket, { onFrame: (f) => this.onFrame(f), onError: (e) => this.onFrameError(e) });
     socket.on("close", () => this.onClose());
     socket.on("error", () => {});

@@ -2,6 +2,8 @@
  * What a backend connection sends, batched: frames queued in one event-loop turn leave in one socket write, in order,
  * and an `event_ack` is built from pieces kept for the last (session, route) acknowledged, so a burst of events
  * costs one small string each. Knows nothing of sessions beyond the ack's fields.
+ * `beforeWrite` runs before every socket write: the connection commits the host's queued state changes there, so no
+ * frame (an `event_ack` above all) leaves before what was done ahead of it is durable, whichever was queued first.
  */
 import type { Socket } from "node:net";
 
@@ -13,7 +15,10 @@ export class BackendOutbox {
   private out = "";
   private ack = { session: "", id: "", head: "", tail: "" };
 
-  constructor(private readonly socket: Socket) {}
+  constructor(
+    private readonly socket: Socket,
+    private readonly beforeWrite: () => void = () => undefined,
+  ) {}
 
   /** Queues one encoded frame (ending in LF). */
   push(text: string): void {
@@ -26,6 +31,7 @@ export class BackendOutbox {
     const text = this.out;
     if (text === "") return;
     this.out = "";
+    this.beforeWrite();
     if (!this.socket.destroyed) this.socket.write(text);
   };
 
