@@ -35,6 +35,45 @@ export function wellFormedText(s: string): string {
   return wellFormed(s) ? s : s.replace(LONE_SURROGATE, "\uFFFD");
 }
 
+/**
+ * A JSON value whose strings (member names included) are all Unicode text: `v` itself when they are, else a copy
+ * with each lone surrogate U+FFFD (`wellFormedText`). For decoded JSON (plain objects, arrays, primitives); iterative,
+ * so deep nesting cannot exhaust the stack.
+ */
+export function wellFormedJson<T>(v: T): T {
+  if (jsonWellFormed(v)) return v;
+  const copy = (x: unknown): unknown => (typeof x === "string" ? wellFormedText(x) : typeof x !== "object" || x === null ? x : Array.isArray(x) ? new Array<unknown>(x.length) : {});
+  const root = copy(v);
+  const stack: Array<[from: unknown, to: unknown]> = [[v, root]];
+  while (stack.length > 0) {
+    const [from, to] = stack.pop()!;
+    if (typeof from !== "object" || from === null) continue;
+    for (const [k, e] of Object.entries(from)) {
+      const c = copy(e);
+      if (Array.isArray(to)) to[Number(k)] = c;
+      else Object.defineProperty(to, wellFormedText(k), { value: c, enumerable: true, writable: true, configurable: true });
+      stack.push([e, c]);
+    }
+  }
+  return root as T;
+}
+
+function jsonWellFormed(v: unknown): boolean {
+  const stack: unknown[] = [v];
+  while (stack.length > 0) {
+    const x = stack.pop();
+    if (typeof x === "string") {
+      if (!wellFormed(x)) return false;
+    } else if (typeof x === "object" && x !== null) {
+      for (const [k, e] of Object.entries(x)) {
+        if (!wellFormed(k)) return false;
+        stack.push(e);
+      }
+    }
+  }
+  return true;
+}
+
 export function sanitizeText(s: string): string {
   CR_OR_CONTROL.lastIndex = 0;
   const out = CR_OR_CONTROL.test(s) ? s.replace(CR_OR_CONTROL, (m) => (m.charCodeAt(0) === 13 ? "\n" : "")) : s;

@@ -26,7 +26,7 @@ import { createTaskTool, TASK_TOOL_NAME } from "./subagent.js";
 import type { Workspace } from "./workspace.js";
 import { executeToolCall, type ToolCallSpec } from "./tool-exec.js";
 import { StreamedText } from "./streamed-text.js";
-import { wellFormedText } from "../core/text-policy.js";
+import { wellFormedJson, wellFormedText } from "../core/text-policy.js";
 import type { AssistantBlock, Message, Provider, ProviderBatch, ProviderErrorKind, ProviderEvent, ProviderRequest, ThinkingLevel, Tool, ToolResult, ToolSpec } from "./types.js";
 
 export interface LoopOptions {
@@ -256,19 +256,23 @@ async function streamOnce(
           });
           break;
         case "tool_call": {
-          calls.push({ id: ev.id, name: ev.name, arguments: ev.arguments });
-          const tool = o.tools.find((t) => t.spec.name === ev.name);
+          // As Unicode text too (the ID and name are stored, the arguments shown and passed to the tool).
+          const id = wellFormedText(ev.id);
+          const name = wellFormedText(ev.name);
+          const args = wellFormedJson(ev.arguments);
+          calls.push({ id, name, arguments: args });
+          const tool = o.tools.find((t) => t.spec.name === name);
           o.sink.event({
             type: "tool",
             phase: "proposed",
-            callId: ev.id,
-            name: ev.name,
-            arguments: ev.arguments,
-            transport: tool?.transport ?? (ev.name === TASK_TOOL_NAME && o.subagents ? "local" : "unknown"),
+            callId: id,
+            name,
+            arguments: args,
+            transport: tool?.transport ?? (name === TASK_TOOL_NAME && o.subagents ? "local" : "unknown"),
             ...(tool?.serverName !== undefined ? { serverName: tool.serverName } : {}),
             ...(o.parentId !== undefined ? { parentId: o.parentId } : {}),
           });
-          o.recorder?.toolCall(ev.id, ev.name, ev.arguments);
+          o.recorder?.toolCall(id, name, args);
           break;
         }
         case "usage":

@@ -128,14 +128,37 @@ void test("an answer streamed with a lone surrogate completes: deltas, terminal 
 void test("an MCP tool's result with a lone surrogate: the tool event, the next request and the record get U+FFFD", async () => {
   await withRig(async (r) => {
     const rt = await r.hub.create({ mcpServers: { fx: { command: process.execPath, args: [FIXTURE], env: {} } } });
-    r.fake.script([{ steps: [{ toolCall: { id: "c1", name: "mcp__fx__echo", arguments: { text: `p${LONE_LOW}q` } } }] }, { steps: [{ text: "done" }] }]);
+    r.fake.script([{ steps: [{ toolCall: { id: "c1", name: "mcp__fx__lone", arguments: {} } }] }, { steps: [{ text: "done" }] }]);
     const from = r.events.length;
-    const end = await r.turn(rt, "echo it");
+    const end = await r.turn(rt, "answer oddly");
     assert.equal(end.type, "turn_completed", JSON.stringify(end));
     const done = r.events.slice(from).find((e) => e.type === "tool_completed");
-    assert.equal(done?.type === "tool_completed" ? done.output : null, `echo: p${FFFD}q`);
-    assert.ok(bodyStrings(r.fake.requests.at(-1)!.json).includes(`echo: p${FFFD}q`), "the tool message the model gets");
-    assert.deepEqual(records(r.home, rt.id).filter((x) => x.kind === "tool_result").map((x) => x.content), [`echo: p${FFFD}q`]);
+    assert.equal(done?.type === "tool_completed" ? done.output : null, `p${FFFD}q`);
+    assert.ok(bodyStrings(r.fake.requests.at(-1)!.json).includes(`p${FFFD}q`), "the tool message the model gets");
+    assert.deepEqual(records(r.home, rt.id).filter((x) => x.kind === "tool_result").map((x) => x.content), [`p${FFFD}q`]);
+  });
+});
+
+void test("a tool call whose ID, name or arguments hold lone surrogates: the tool gets U+FFFD, the call is stored", async () => {
+  await withRig(async (r) => {
+    const rt = await r.hub.create({ mcpServers: { fx: { command: process.execPath, args: [FIXTURE], env: {} } } });
+    r.fake.script([
+      { steps: [{ toolCall: { id: `c${LONE_HIGH}1`, name: "mcp__fx__echo", arguments: { text: `p${LONE_LOW}q`, [`k${LONE_HIGH}`]: [`v${LONE_LOW}`] } } }] },
+      { steps: [{ toolCall: { id: "c2", name: `mcp__fx__echo${LONE_LOW}`, arguments: { text: "x" } } }] },
+      { steps: [{ text: "done" }] },
+    ]);
+    const from = r.events.length;
+    const end = await r.turn(rt, "call it");
+    assert.equal(end.type, "turn_completed", JSON.stringify(end));
+    const proposed = r.events.slice(from).flatMap((e) => (e.type === "tool_proposed" ? [e] : []));
+    assert.deepEqual(proposed[0]?.arguments, { text: `p${FFFD}q`, [`k${FFFD}`]: [`v${FFFD}`] });
+    assert.equal(proposed[0]?.callId, `c${FFFD}1`);
+    assert.equal(proposed[1]?.name, `mcp__fx__echo${FFFD}`);
+    const done = r.events.slice(from).flatMap((e) => (e.type === "tool_completed" ? [e.output] : []));
+    assert.equal(done[0], `echo: p${FFFD}q`, "the tool ran with the replaced arguments");
+    assert.match(done[1] ?? "", /unknown tool/);
+    const calls = records(r.home, rt.id).filter((x) => x.kind === "tool_call") as Array<Rec & { call_id: string; name: string }>;
+    assert.deepEqual(calls.map((c) => [c.call_id, c.name]), [[`c${FFFD}1`, "mcp__fx__echo"], ["c2", `mcp__fx__echo${FFFD}`]]);
   });
 });
 

@@ -42,7 +42,7 @@ void test("MCP end to end: list, call, errors, validation, bounded output, close
     assert.match(broken?.stderrTail() ?? "", /exiting at start/);
     const names = reg.tools.map((t) => t.spec.name);
     assert.deepEqual(names.slice(0, 8), ["read", "write", "edit", "bash", "grep", "glob", "ls", "todo_write"]);
-    assert.deepEqual(names.slice(8).sort(), ["mcp__fx__add", "mcp__fx__big", "mcp__fx__crash", "mcp__fx__echo", "mcp__fx__fails", "mcp__fx__slow"]);
+    assert.deepEqual(names.slice(8).sort(), ["mcp__fx__add", "mcp__fx__big", "mcp__fx__crash", "mcp__fx__echo", "mcp__fx__fails", "mcp__fx__lone", "mcp__fx__slow"]);
     const echo = reg.get("mcp__fx__echo");
     assert.ok(echo !== undefined);
     assert.equal(echo.transport, "mcp");

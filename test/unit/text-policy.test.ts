@@ -5,7 +5,7 @@
  */
 import { it } from "node:test";
 import assert from "node:assert/strict";
-import { looksLikeKey, REDACTED, SECRET_SHAPES, redactSecrets, titleFrom } from "../../src/core/text-policy.js";
+import { looksLikeKey, REDACTED, SECRET_SHAPES, redactSecrets, titleFrom, wellFormedJson, wellFormedText } from "../../src/core/text-policy.js";
 
 /** The passes without the literal hints, as they ran before (the reference). */
 function reference(s: string): string {
@@ -76,4 +76,19 @@ it("looksLikeKey: variable names are shown, keys pasted where a name belongs are
     "MY_KEY_0a1b2c3d4e5f6a7b8c9d0e1f2a3b",
   ])
     assert.equal(looksLikeKey(key), true, key);
+});
+
+it("wellFormedJson: the same value when every string is Unicode text, else a copy with U+FFFD; deep nesting is fine", () => {
+  const ok = { a: ["x", { b: "😀" }], n: 1, t: true, z: null };
+  assert.equal(wellFormedJson(ok), ok);
+  const bad = { a: ["x\ud800", { ["k\udc00"]: "y" }], n: 1, "\\ud800": "\\ud800" };
+  const fixed = wellFormedJson(bad);
+  assert.deepEqual(fixed, { a: ["x\ufffd", { ["k\ufffd"]: "y" }], n: 1, "\\ud800": "\\ud800" });
+  assert.equal(bad.a[0], "x\ud800", "the input is not changed");
+  let deep: unknown = "end\ud800";
+  for (let i = 0; i < 100_000; i++) deep = [deep];
+  let out = wellFormedJson<unknown>(deep);
+  for (let i = 0; i < 100_000; i++) out = (out as unknown[])[0];
+  assert.equal(out, "end\ufffd");
+  assert.equal(wellFormedText("a\udc00b\ud83d\ude00"), "a\ufffdb😀");
 });
