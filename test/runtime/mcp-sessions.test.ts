@@ -22,6 +22,7 @@ import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js"
 import { Agent } from "../../src/runtime/agent.js";
 import { SessionManager, SessionStore } from "../../src/store/sessions/index.js";
 import { SessionHub, type McpServerInfo, type SessionEvent, type SessionRuntime } from "../../src/runtime/session/index.js";
+import { collectHubEvents } from "../helpers/hub-events.js";
 
 const FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
 const server = (...extra: string[]) => ({ command: process.execPath, args: [FIXTURE, ...extra], env: {} });
@@ -61,22 +62,7 @@ async function withRig(fn: (r: Rig) => Promise<void>, agentOpts: { mcpStartupWai
   const env = { PATH: process.env.PATH, MC_HOME: home, MC_PROVIDER: "fake", MC_MODEL: "fake-model" };
   const manager = new SessionManager(new SessionStore({ home }));
   const hub = new SessionHub({ manager, runner: new Agent({ home, cwd, env, ...agentOpts }), defaults: { cwd, approval } });
-  const events: SessionEvent[] = [];
-  const waiters: Array<{ pred: (e: SessionEvent) => boolean; from: number; resolve: (e: SessionEvent) => void }> = [];
-  hub.subscribe((e) => {
-    events.push(e);
-    for (const w of [...waiters]) {
-      if (events.length - 1 >= w.from && w.pred(e)) {
-        waiters.splice(waiters.indexOf(w), 1);
-        w.resolve(e);
-      }
-    }
-  });
-  const next = (pred: (e: SessionEvent) => boolean, from = 0): Promise<SessionEvent> => {
-    const have = events.slice(from).find(pred);
-    if (have !== undefined) return Promise.resolve(have);
-    return new Promise((resolve) => waiters.push({ pred, from, resolve }));
-  };
+  const { events, next } = collectHubEvents(hub);
   const turn = async (rt: SessionRuntime, prompt: string): Promise<SessionEvent> => {
     const from = events.length;
     const r = await rt.startTurn(prompt);

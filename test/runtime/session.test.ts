@@ -13,6 +13,7 @@ import { Agent } from "../../src/runtime/agent.js";
 import { SessionManager, SessionStore } from "../../src/store/sessions/index.js";
 import { SessionPaths } from "../../src/store/sessions/paths.js";
 import { SessionHub, type SessionEvent, type SessionRuntime } from "../../src/runtime/session/index.js";
+import { collectHubEvents } from "../helpers/hub-events.js";
 
 interface Rig {
   fake: FakeProvider;
@@ -33,22 +34,7 @@ async function withRig(fn: (r: Rig) => Promise<void>, cfg: { approval?: "on-risk
   const env = { PATH: process.env.PATH, MC_HOME: home, MC_PROVIDER: "fake", MC_MODEL: "fake-model" };
   const manager = new SessionManager(new SessionStore({ home }));
   const hub = new SessionHub({ manager, runner: new Agent({ home, cwd, env }), defaults: { cwd, ...(cfg.approval ? { approval: cfg.approval } : {}) } });
-  const events: SessionEvent[] = [];
-  const waiters: Array<{ pred: (e: SessionEvent) => boolean; from: number; resolve: (e: SessionEvent) => void }> = [];
-  hub.subscribe((e) => {
-    events.push(e);
-    for (const w of [...waiters]) {
-      if (events.length - 1 >= w.from && w.pred(e)) {
-        waiters.splice(waiters.indexOf(w), 1);
-        w.resolve(e);
-      }
-    }
-  });
-  const next = (pred: (e: SessionEvent) => boolean, from = 0): Promise<SessionEvent> => {
-    const have = events.slice(from).find(pred);
-    if (have !== undefined) return Promise.resolve(have);
-    return new Promise((resolve) => waiters.push({ pred, from, resolve }));
-  };
+  const { events, next } = collectHubEvents(hub);
   const rt = await hub.create();
   try {
     await fn({ fake, hub, rt, events, cwd, home, next });

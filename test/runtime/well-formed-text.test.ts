@@ -16,6 +16,7 @@ import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js"
 import { Agent } from "../../src/runtime/agent.js";
 import { SessionManager, SessionStore } from "../../src/store/sessions/index.js";
 import { SessionPaths } from "../../src/store/sessions/paths.js";
+import { collectHubEvents } from "../helpers/hub-events.js";
 import { SessionHub, type SessionEvent, type SessionRuntime } from "../../src/runtime/session/index.js";
 
 const FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
@@ -29,7 +30,7 @@ interface Rig {
   events: SessionEvent[];
   home: string;
   turn(rt: SessionRuntime, prompt: string): Promise<SessionEvent>;
-  next(pred: (e: SessionEvent) => boolean, from: number): Promise<SessionEvent>;
+  next: (pred: (e: SessionEvent) => boolean, from?: number) => Promise<SessionEvent>;
 }
 
 async function withRig(fn: (r: Rig) => Promise<void>): Promise<void> {
@@ -40,21 +41,7 @@ async function withRig(fn: (r: Rig) => Promise<void>): Promise<void> {
   const env = { PATH: process.env.PATH, MC_HOME: home, MC_PROVIDER: "fake", MC_MODEL: "fake-model" };
   const manager = new SessionManager(new SessionStore({ home }));
   const hub = new SessionHub({ manager, runner: new Agent({ home, cwd, env }), defaults: { cwd, approval: "never" } });
-  const events: SessionEvent[] = [];
-  const waiters: Array<{ pred: (e: SessionEvent) => boolean; from: number; resolve: (e: SessionEvent) => void }> = [];
-  hub.subscribe((e) => {
-    events.push(e);
-    for (const w of [...waiters]) {
-      if (events.length - 1 >= w.from && w.pred(e)) {
-        waiters.splice(waiters.indexOf(w), 1);
-        w.resolve(e);
-      }
-    }
-  });
-  const next = (pred: (e: SessionEvent) => boolean, from: number): Promise<SessionEvent> => {
-    const have = events.slice(from).find(pred);
-    return have !== undefined ? Promise.resolve(have) : new Promise((resolve) => waiters.push({ pred, from, resolve }));
-  };
+  const { events, next } = collectHubEvents(hub);
   const ended = (e: SessionEvent): boolean => e.type === "turn_completed" || e.type === "turn_failed" || e.type === "turn_cancelled";
   const turn = async (rt: SessionRuntime, prompt: string): Promise<SessionEvent> => {
     const from = events.length;
