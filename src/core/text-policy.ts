@@ -41,7 +41,7 @@ export function wellFormedText(s: string): string {
  * so deep nesting cannot exhaust the stack.
  */
 export function wellFormedJson<T>(v: T): T {
-  if (jsonWellFormed(v)) return v;
+  if (isWellFormedJson(v)) return v;
   const copy = (x: unknown): unknown => (typeof x === "string" ? wellFormedText(x) : typeof x !== "object" || x === null ? x : Array.isArray(x) ? new Array<unknown>(x.length) : {});
   const root = copy(v);
   const stack: Array<[from: unknown, to: unknown]> = [[v, root]];
@@ -58,7 +58,8 @@ export function wellFormedJson<T>(v: T): T {
   return root as T;
 }
 
-function jsonWellFormed(v: unknown): boolean {
+/** True when every string of the JSON value `v`, member names included, is Unicode text (iterative walk). */
+export function isWellFormedJson(v: unknown): boolean {
   const stack: unknown[] = [v];
   while (stack.length > 0) {
     const x = stack.pop();

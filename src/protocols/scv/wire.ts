@@ -15,7 +15,7 @@
  *  6. payload fields of the type → `invalid_request` (unknown fields are ignored).
  *  7. the session-level checks (session_not_found, turn_active, queue_conflict, …) happen in the session module.
  */
-import { sanitizeText, wellFormed } from "../../core/text-policy.js";
+import { isWellFormedJson, sanitizeText } from "../../core/text-policy.js";
 import { truncateUtf8, utf8Length } from "../../core/utf8.js";
 
 export const PROTOCOL_VERSION = 3;
@@ -338,26 +338,10 @@ const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
 
 /**
  * Whether every string (keys included) of a parsed line is well-formed Unicode. The line was valid UTF-8, so a lone
- * surrogate can only come from a `\u` escape: a line without one (almost all) is not walked. Iterative (a line may
- * nest deeply).
+ * surrogate can only come from a `\u` escape: a line without one (almost all) is not walked.
  */
 function wellFormedMessage(text: string, v: unknown): boolean {
-  if (!SURROGATE_ESCAPE.test(text)) return true;
-  const stack: unknown[] = [v];
-  while (stack.length > 0) {
-    const x = stack.pop();
-    if (typeof x === "string") {
-      if (!wellFormed(x)) return false;
-    } else if (Array.isArray(x)) {
-      for (const e of x) stack.push(e);
-    } else if (typeof x === "object" && x !== null) {
-      for (const [k, e] of Object.entries(x)) {
-        if (!wellFormed(k)) return false;
-        stack.push(e);
-      }
-    }
-  }
-  return true;
+  return !SURROGATE_ESCAPE.test(text) || isWellFormedJson(v);
 }
 
 export interface DecodeState {
