@@ -206,6 +206,8 @@ async function streamOnce(
   let error: ProviderErrorKind | null = null;
   let message = "";
   let last: Extract<import("./types.js").ProviderEvent, { type: "usage" }> | null = null;
+  /** A high surrogate that ended the last text delta, held for its pair (see `text_delta`). */
+  let held = "";
   try {
     const req: ProviderRequest = {
       model: o.model,
@@ -228,10 +230,22 @@ async function streamOnce(
       }
       switch (ev.type) {
         case "text_delta": {
-          if (ev.text === "") break;
-          // A lone surrogate (a provider's escape of half a pair) becomes U+FFFD: what the doors send, the store keeps
-          // and the next request carries is Unicode text.
-          const text = wellFormedText(ev.text);
+          let raw = ev.text;
+          if (held !== "") {
+            raw = held + raw;
+            held = "";
+          }
+          // A high surrogate ending a delta waits for the next one, which may open with its pair (a provider that
+          // cuts its text by UTF-16 code units splits a pair across two deltas).
+          const endCode = raw.charCodeAt(raw.length - 1);
+          if (endCode >= 0xd800 && endCode <= 0xdbff) {
+            held = raw.slice(-1);
+            raw = raw.slice(0, -1);
+          }
+          if (raw === "") break;
+          // A lone surrogate (half a pair on its own) becomes U+FFFD: what the doors send, the store keeps and the
+          // next request carries is Unicode text.
+          const text = wellFormedText(raw);
           let ok = o.sink.delta(text);
           if (typeof ok !== "boolean") ok = await ok;
           if (!ok) {
@@ -286,6 +300,15 @@ async function streamOnce(
         case "thinking_delta":
           break;
       }
+    }
+    // A held high surrogate no delta completed is a lone one: it is kept as U+FFFD, like any other.
+    if (held !== "" && !refused && !aborted) {
+      let ok = o.sink.delta("\ufffd");
+      if (typeof ok !== "boolean") ok = await ok;
+      if (ok) {
+        accepted.add("\ufffd");
+        o.recorder?.text("\ufffd");
+      } else refused = true;
     }
   } finally {
     o.signal.removeEventListener("abort", onAbort);

@@ -112,6 +112,22 @@ void test("an answer streamed with a lone surrogate completes: deltas, terminal 
   });
 });
 
+void test("a pair split across two deltas arrives whole; a high surrogate that ends the answer becomes U+FFFD", async () => {
+  await withRig(async (r) => {
+    const rt = await r.hub.create({});
+    // Cut by UTF-16 code units: "a", "\ud83d", "\ude00", "b", "\ud83d", "\ude01", "c", "\ud83d".
+    r.fake.script([{ steps: [{ text: "a😀b😁c\ud83d", chunks: 8 }] }]);
+    const from = r.events.length;
+    const end = await r.turn(rt, "emoji");
+    assert.equal(end.type, "turn_completed", JSON.stringify(end));
+    const deltas = r.events.slice(from).flatMap((e) => (e.type === "assistant_delta" ? [e.text] : []));
+    assert.ok(deltas.every(wellFormed), JSON.stringify(deltas));
+    assert.equal(deltas.join(""), `a😀b😁c${FFFD}`);
+    const recs = records(r.home, rt.id);
+    assert.equal(recs.find((x) => x.kind === "terminal")?.assistant_text, `a😀b😁c${FFFD}`);
+  });
+});
+
 void test("an MCP tool's result with a lone surrogate: the tool event, the next request and the record get U+FFFD", async () => {
   await withRig(async (r) => {
     const rt = await r.hub.create({ mcpServers: { fx: { command: process.execPath, args: [FIXTURE], env: {} } } });
