@@ -6,7 +6,7 @@
  */
 import { isAbsolute, resolve } from "node:path";
 import { readRegularFile } from "../../store/regular-file.js";
-import { unifiedDiff } from "./diff.js";
+import { unifiedDiff, whyNoDiff } from "./diff.js";
 
 const MAX_CARD_LINES = 80;
 const MAX_ARGS_CHARS = 2000;
@@ -67,7 +67,7 @@ export async function approvalCard(a: ApprovalInfo): Promise<string> {
     const before = now.text;
     const d = unifiedDiff(before ?? "", str("content")!, path!);
     const head = `write ${path} (${before === null ? "new file" : "overwrite"})`;
-    return d === null ? `${head}: ${Buffer.byteLength(str("content")!)} bytes (too long to diff)` : `${head}\n${clip(d)}`;
+    return d === null ? `${head}: ${Buffer.byteLength(str("content")!)} bytes (${whyNoDiff(before ?? "", str("content")!)})` : `${head}\n${clip(d)}`;
   }
   if (a.name === "edit" && abs !== null && str("old_string") !== null && str("new_string") !== null) {
     const now = await current(abs);
@@ -78,7 +78,7 @@ export async function approvalCard(a: ApprovalInfo): Promise<string> {
     if (before === null || !before.includes(oldS)) return `edit ${path} (the text to replace is not in the file now)\n${clip(`- ${oldS}\n+ ${newS}`)}`;
     const after = args["replace_all"] === true ? before.split(oldS).join(newS) : before.replace(oldS, () => newS);
     const d = unifiedDiff(before, after, path!);
-    return d === null ? `edit ${path} (too long to diff)` : `edit ${path}\n${clip(d)}`;
+    return d === null ? `edit ${path} (${whyNoDiff(before, after)})` : `edit ${path}\n${clip(d)}`;
   }
   const mcp = mcpParts(a.name);
   if (mcp !== null) return `MCP server ${mcp.server} · tool ${mcp.tool}\n${clip(argsText(a.arguments), 30)}`;

@@ -1,9 +1,14 @@
 /**
- * A small line-based unified diff (LCS over lines) for approval cards. Pure.
+ * A small line-based unified diff for approval cards (Myers' O((n+m)·d) shortest edit script over lines). Pure.
  * Contract: `unifiedDiff(a, b, label)` returns `--- a/label`, `+++ b/label` and `@@` hunks with 3 context lines;
- * inputs past `MAX_DIFF_LINES` lines on either side are not diffed (null: the caller shows a summary instead).
+ * within a change, removed lines come before added ones. It returns null (the caller shows a summary instead) for
+ * inputs past `MAX_DIFF_LINES` lines on either side, and for changes needing more than `MAX_DIFF_EDITS` removed plus
+ * added lines: the search grows with the square of the edits, and a card shows only its first 80 lines anyway.
+ * Why not LCS: a full table over 2,000 × 2,000 lines took 50–90 ms (and 16 MB) on the chat's thread.
  */
 export const MAX_DIFF_LINES = 2000;
+/** The most removed + added lines a diff is searched for (`bench/diff.bench.ts`: the worst case stays a few ms). */
+export const MAX_DIFF_EDITS = 1000;
 
 type Op = { k: " " | "-" | "+"; line: string };
 
@@ -14,44 +19,96 @@ function lines(s: string): string[] {
   return l;
 }
 
-function ops(a: string[], b: string[]): Op[] {
-  // Trim the common head and tail, then LCS the middle.
+/**
+ * The shortest edit script from `a` to `b` as operations (null past `maxEdits`). Forward greedy Myers keeping each
+ * step's furthest-reaching points (diagonals -d..d) for the walk back; lines compared as interned numbers.
+ */
+function editScript(a: string[], b: string[], maxEdits: number): Op[] | null {
+  const ids = new Map<string, number>();
+  const id = (s: string): number => {
+    let v = ids.get(s);
+    if (v === undefined) ids.set(s, (v = ids.size));
+    return v;
+  };
+  const n = a.length;
+  const m = b.length;
+  const x1 = Int32Array.from(a, id);
+  const y1 = Int32Array.from(b, id);
+  const limit = Math.min(n + m, maxEdits);
+  const off = limit + 1;
+  const v = new Int32Array(2 * limit + 3);
+  const trace: Int32Array[] = [];
+  let found = -1;
+  for (let d = 0; d <= limit && found < 0; d++) {
+    for (let k = -d; k <= d; k += 2) {
+      let x = k === -d || (k !== d && v[off + k - 1]! < v[off + k + 1]!) ? v[off + k + 1]! : v[off + k - 1]! + 1;
+      let y = x - k;
+      while (x < n && y < m && x1[x] === y1[y]) {
+        x++;
+        y++;
+      }
+      v[off + k] = x;
+      if (x >= n && y >= m) found = d;
+    }
+    trace.push(v.slice(off - d, off + d + 1));
+  }
+  if (found < 0) return null;
+  // Walk back from (n, m): each step is one removal or addition, preceded by a run of equal lines.
+  const rev: Op[] = [];
+  let x = n;
+  let y = m;
+  for (let d = found; d > 0; d--) {
+    const prev = trace[d - 1]!;
+    const at = (k: number): number => prev[k + d - 1]!;
+    const k = x - y;
+    const down = k === -d || (k !== d && at(k - 1) < at(k + 1));
+    const pk = down ? k + 1 : k - 1;
+    const px = at(pk);
+    const py = px - pk;
+    const sx = down ? px : px + 1;
+    while (x > sx) {
+      rev.push({ k: " ", line: a[--x]! });
+      y--;
+    }
+    if (down) rev.push({ k: "+", line: b[--y]! });
+    else rev.push({ k: "-", line: a[--x]! });
+    x = px;
+    y = py;
+  }
+  while (x > 0) rev.push({ k: " ", line: a[--x]! });
+  return rev.reverse();
+}
+
+function ops(a: string[], b: string[], maxEdits: number): Op[] | null {
+  // The common head and tail are kept out of the search.
   let head = 0;
   while (head < a.length && head < b.length && a[head] === b[head]) head++;
   let tail = 0;
   while (tail < a.length - head && tail < b.length - head && a[a.length - 1 - tail] === b[b.length - 1 - tail]) tail++;
-  const am = a.slice(head, a.length - tail);
-  const bm = b.slice(head, b.length - tail);
-  const n = am.length;
-  const m = bm.length;
-  const t = new Uint32Array((n + 1) * (m + 1));
-  for (let i = n - 1; i >= 0; i--)
-    for (let j = m - 1; j >= 0; j--)
-      t[i * (m + 1) + j] = am[i] === bm[j] ? t[(i + 1) * (m + 1) + j + 1]! + 1 : Math.max(t[(i + 1) * (m + 1) + j]!, t[i * (m + 1) + j + 1]!);
+  const mid = editScript(a.slice(head, a.length - tail), b.slice(head, b.length - tail), maxEdits);
+  if (mid === null) return null;
   const out: Op[] = a.slice(0, head).map((line) => ({ k: " ", line }));
-  let i = 0;
-  let j = 0;
-  while (i < n && j < m) {
-    if (am[i] === bm[j]) {
-      out.push({ k: " ", line: am[i]! });
-      i++;
-      j++;
-    } else if (t[(i + 1) * (m + 1) + j]! >= t[i * (m + 1) + j + 1]!) out.push({ k: "-", line: am[i++]! });
-    else out.push({ k: "+", line: bm[j++]! });
-  }
-  while (i < n) out.push({ k: "-", line: am[i++]! });
-  while (j < m) out.push({ k: "+", line: bm[j++]! });
+  for (const o of mid) out.push(o);
   for (const line of a.slice(a.length - tail)) out.push({ k: " ", line });
   return out;
 }
 
-export function unifiedDiff(before: string, after: string, label: string, context = 3): string | null {
+/** Why `unifiedDiff` gave up on these texts: `too long` (past `MAX_DIFF_LINES`) or `too many changes`. */
+export function whyNoDiff(before: string, after: string): string {
+  return lines(before).length > MAX_DIFF_LINES || lines(after).length > MAX_DIFF_LINES ? "too long to diff" : "too many changes to diff";
+}
+
+export function unifiedDiff(before: string, after: string, label: string, context = 3, maxEdits = MAX_DIFF_EDITS): string | null {
   const a = lines(before);
   const b = lines(after);
   if (a.length > MAX_DIFF_LINES || b.length > MAX_DIFF_LINES) return null;
-  const all = ops(a, b);
+  const all = ops(a, b, maxEdits);
+  if (all === null) return null;
   const out = [`--- ${before === "" ? "/dev/null" : `a/${label}`}`, `+++ b/${label}`];
   let idx = 0;
+  let aStart = 1;
+  let bStart = 1;
+  let counted = 0;
   while (idx < all.length) {
     while (idx < all.length && all[idx]!.k === " ") idx++;
     if (idx >= all.length) break;
@@ -63,11 +120,9 @@ export function unifiedDiff(before: string, after: string, label: string, contex
       else if (k - end > 2 * context) break;
     }
     const stop = Math.min(all.length, end + context + 1);
-    let aStart = 1;
-    let bStart = 1;
-    for (let k = 0; k < start; k++) {
-      if (all[k]!.k !== "+") aStart++;
-      if (all[k]!.k !== "-") bStart++;
+    for (; counted < start; counted++) {
+      if (all[counted]!.k !== "+") aStart++;
+      if (all[counted]!.k !== "-") bStart++;
     }
     const hunk = all.slice(start, stop);
     const aLen = hunk.filter((o) => o.k !== "+").length;
