@@ -32,3 +32,21 @@ export function terminalSafe(text: string, multiline = true): string {
   re.lastIndex = 0;
   return text.replace(re, (c) => visible(c, multiline));
 }
+
+// Outside JSON strings a JSON text is ASCII, so these can only be string content: escaping them keeps the value.
+const JSON_CONTROLS = new RegExp(`[\u007f-\u009f${BIDI}\u2028\u2029]`, "g");
+
+/**
+ * `v` as one line of JSON (newline-terminated) that a strict parser accepts and a terminal cannot obey: a lone
+ * surrogate (which `JSON.stringify` writes as a `\udXXX` escape, rejected by strict parsers) becomes U+FFFD; DEL, C1
+ * controls, bidirectional controls and U+2028/U+2029 are written as `\u` escapes (the parsed value is unchanged; C0
+ * controls are escaped by `JSON.stringify` already).
+ */
+export function jsonLine(v: unknown): string {
+  return (
+    JSON.stringify(v)
+      // Escapes scanned left to right, `\\` pairs consumed whole, so a `\` written as `\\` before "ud800" is kept.
+      .replace(/\\(\\|ud[89a-f][0-9a-f]{2})/g, (m, e: string) => (e === "\\" ? m : "\\ufffd"))
+      .replace(JSON_CONTROLS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`) + "\n"
+  );
+}

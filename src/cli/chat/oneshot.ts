@@ -19,7 +19,7 @@ import { NO_PROVIDER_HELP } from "./render.js";
 import { textOf } from "../../core/json-text.js";
 import type { ScvClient } from "../../client/scv/client.js";
 import { sessionMcp, settle } from "./session-tools.js";
-import { terminalSafe } from "../terminal-safe.js";
+import { jsonLine, terminalSafe } from "../terminal-safe.js";
 import { mark } from "../../runtime/debug-timing.js";
 
 /** How long `-p` waits after its turn for MCP servers still starting, to report those that fail. */
@@ -164,7 +164,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     let report: { finish(): Promise<void> } | null = null;
     const mcpFailures = (): { finish(): Promise<void> } => (report ??= mcpReport(client, sessionId, mcpCount, err));
     const out = (s: string): void => void (outClosed || process.stdout.write(s));
-    const json = (v: Record<string, unknown>): void => out(JSON.stringify(v) + "\n");
+    const json = (v: Record<string, unknown>): void => out(jsonLine(v));
     const args = new Map<string, unknown>();
     let last = "";
     let current = "";
@@ -230,7 +230,9 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
         ...(status === "failed" ? { code: end["code"], message: end["message"] } : {}),
         ...(end["usage"] !== undefined ? { usage: end["usage"] } : {}),
       });
-    else if (text.length > 0 && process.stdout.isTTY === true) out(renderMarkdown(text, process.env.NO_COLOR === undefined));
+    // On a terminal the answer is shown without its terminal controls (escape sequences, C1 and bidi controls): a
+    // model's or a tool's text must not retitle the window, write the clipboard (OSC 52) or hide text. A pipe gets it raw.
+    else if (text.length > 0 && process.stdout.isTTY === true) out(renderMarkdown(terminalSafe(text), process.env.NO_COLOR === undefined));
     else if (text.length > 0) out(text.endsWith("\n") ? text : text + "\n");
     // After the answer: a server that failed while a fast turn ran is still reported (not after Ctrl-C).
     if (outClosed) return 0;
