@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { BERTH_BIN } from "../helpers/paths.js";
 import { MAX_RECONNECTS } from "../../src/cli/chat/interactive.js";
+import { startDaemon } from "../scv/client.js";
 import { until } from "../host/helpers.js";
 import { chat, chatEnv, FAKE, home } from "./helpers.js";
 
@@ -87,6 +88,35 @@ describe("berth chat reconnects when its server stops", () => {
       assert.equal(count(p.stdout, /connected to a berth stdio server/), 1 + MAX_RECONNECTS);
     } finally {
       wrapper.kill("SIGKILL");
+    }
+  });
+
+  it("-p through a daemon killed mid-answer: the text so far, a failed turn.terminal, the cause and how to continue, exit 1", { timeout: 60_000 }, async () => {
+    const h = home(fake.port);
+    const scvHome = mkdtempSync(join(tmpdir(), "berth-scvh-"));
+    for (const json of [true, false]) {
+      const d = await startDaemon({ MC_HOME: h, SCV_HOME: scvHome, ...FAKE });
+      try {
+        fake.script([{ steps: [{ text: "partial words " }, { waitForAbort: true }] }]);
+        const p = chat(["-p", `prompt json=${json}`, ...(json ? ["--json"] : [])], chatEnv(h, { ...FAKE, SCV_HOME: scvHome }));
+        // With --json the delta is seen arriving; without, the answer so far is on disk (it may not have reached the chat).
+        if (json) await p.until(/"turn\.assistant_delta"/);
+        else await until(() => readdirSync(join(h, "sessions")).some((f) => readFileSync(join(h, "sessions", f), "utf8").includes("prompt json=false")), 60_000, "the turn on disk");
+        d.child.kill("SIGKILL");
+        assert.equal(await p.exited, 1, p.stderr);
+        const sid = /^session (\S+)$/m.exec(p.stderr)?.[1];
+        assert.ok(sid !== undefined, p.stderr);
+        assert.match(p.stderr, new RegExp(`the turn failed \\(server_stopped: the Berth server stopped during the turn \\([^\n]*\\); the session keeps the answer so far: berth chat --session ${sid} continues it\\)`));
+        if (!json) continue;
+        const last = JSON.parse(p.stdout.trim().split("\n").at(-1)!) as Record<string, unknown>;
+        assert.equal(last.event, "turn.terminal");
+        assert.equal(last.status, "failed");
+        assert.equal(last.code, "server_stopped");
+        assert.equal(last.session_id, sid);
+        assert.equal(last.assistant_text, "partial words ");
+      } finally {
+        await d.stop();
+      }
     }
   });
 });

@@ -17,7 +17,7 @@ import { renderMarkdown } from "./markdown.js";
 import { preflight } from "./preflight.js";
 import { NO_PROVIDER_HELP } from "./render.js";
 import { textOf } from "../../core/json-text.js";
-import type { ScvClient } from "../../client/scv/client.js";
+import { ScvConnectionError, type ScvClient, type ScvEvent } from "../../client/scv/client.js";
 import { sessionMcp, settle } from "./session-tools.js";
 import { jsonLine, terminalSafe } from "../terminal-safe.js";
 import { mark } from "../../runtime/debug-timing.js";
@@ -168,11 +168,13 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     const args = new Map<string, unknown>();
     let last = "";
     let current = "";
+    let turnId: unknown;
     const turn = client.startTurn(sessionId, o.prompt, (ev) => {
       const seq = ev["seq"];
       if (ev.type !== "turn.started") mcpFailures();
       switch (ev.type) {
         case "turn.started":
+          turnId = ev["turn_id"];
           if (o.json) json({ event: "turn.started", turn_id: ev["turn_id"], session_id: sessionId, sequence: seq });
           break;
         case "assistant.delta":
@@ -211,7 +213,16 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     });
     cancel = () => turn.cancel();
     if (interrupted > 0) cancel();
-    const end = await turn.done;
+    let end: ScvEvent;
+    try {
+      end = await turn.done;
+    } catch (e) {
+      // The server went away mid-turn (a daemon stopped or killed): the turn ends as failed, with its text so far
+      // and the terminal line, like any other failure.
+      if (!(e instanceof ScvConnectionError)) throw e;
+      const message = `the Berth server stopped during the turn (${e.message}); the session keeps the answer so far: berth chat --session ${sessionId} continues it`;
+      end = { type: "turn.failed", code: "server_stopped", message, turn_id: turnId };
+    }
     turnOver = true;
     if (end.type === "error") {
       err(`the server refused the prompt (${String(end["code"])}: ${textOf(end["message"])})`);
