@@ -147,7 +147,8 @@ class Chat {
   }
 
   private error(err: unknown): void {
-    this.screen.line(this.s.red(`error: ${describeError(err)}`));
+    // A server's refusal can quote what it refused (a session ID, a path).
+    this.screen.line(this.s.red(terminalSafe(`error: ${describeError(err)}`, false)));
   }
 
   private footerText(): (cols: number) => string {

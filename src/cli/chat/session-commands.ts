@@ -71,7 +71,7 @@ export class SessionCommands {
     const servers = await settle(client, session.id, expected, REPORT_WAIT_MS).catch(() => []);
     const failed = servers.filter((sv) => sv.state === "failed");
     if (failed.length === 0 || this.h.exiting() || this.h.session()?.id !== session.id) return;
-    for (const sv of failed) this.h.line(this.h.s.red(`MCP server ${sv.name} failed to start${sv.error !== null ? `: ${sv.error}` : ""}; its tools are missing from this session (/mcp)`));
+    for (const sv of failed) this.h.line(this.h.s.red(terminalSafe(`MCP server ${sv.name} failed to start${sv.error !== null ? `: ${sv.error}` : ""}; its tools are missing from this session (/mcp)`, false)));
     this.h.promptIfIdle();
   }
 
@@ -112,7 +112,7 @@ export class SessionCommands {
     if (row !== undefined) id = row.id;
     else {
       const r = await this.view.resolve(ref);
-      if ("error" in r) return this.h.status(r.error);
+      if ("error" in r) return this.h.status(terminalSafe(r.error, false));
       id = r.id;
     }
     const h = await this.view.history(id);
@@ -120,7 +120,7 @@ export class SessionCommands {
     const recorded = await this.view.cwdOf(id);
     await this.h.dropLink();
     const s = await this.h.ensureSession(id);
-    if (recorded !== null && s.cwd !== recorded) this.h.line(this.h.s.bold(`note: ${movedWorkspaceNote(recorded, s.cwd)}`));
+    if (recorded !== null && s.cwd !== recorded) this.h.line(this.h.s.bold(terminalSafe(`note: ${movedWorkspaceNote(recorded, s.cwd)}`, false)));
     if (h.omitted) this.h.status("older history is not shown");
     for (const [kind, text] of historyLines(h.records, this.h.s)) if (kind === "line") this.h.line(text);
     else this.h.status(text);

@@ -9,6 +9,7 @@
  */
 import type { ScvClient } from "../../client/scv/client.js";
 import type { Style } from "./render.js";
+import { terminalSafe } from "../terminal-safe.js";
 
 export interface ServerRow {
   name: string;
@@ -64,10 +65,13 @@ export function settle(client: ScvClient, sessionId: string, expected: number, w
   );
 }
 
+/** One line of server text (a name, a state, an error, a tool's description) without terminal controls. */
+const safe = (t: string): string => terminalSafe(t, false);
+
 /** `/mcp`: one line per server (ready with its tool count, else its state and why). */
 export function serverLines(servers: ServerRow[], s: Style): string[] {
   return servers.map(
-    (sv) => `  ${s.bold(sv.name)}: ${sv.state === "ready" ? `ready, ${sv.tools} tool${sv.tools === 1 ? "" : "s"}` : s.red(`${sv.state}${sv.error !== null ? ` (${sv.error})` : ""}`)}`,
+    (sv) => `  ${s.bold(safe(sv.name))}: ${sv.state === "ready" ? `ready, ${sv.tools} tool${sv.tools === 1 ? "" : "s"}` : s.red(safe(`${sv.state}${sv.error !== null ? ` (${sv.error})` : ""}`))}`,
   );
 }
 
@@ -76,6 +80,7 @@ export function toolLines(tools: ToolRow[], o: { yolo: boolean; s: Style }): str
   return tools.map((t) => {
     const asks = o.yolo || t.risk === "read_only" ? "" : " · asks";
     const from = t.server !== null ? ` · MCP ${t.server}` : "";
-    return `  ${t.name.padEnd(24)} ${o.s.dim(`${t.risk}${asks}${from}  ${t.description.slice(0, 100)}`)}`;
+    // An MCP server's description is its own text: shown without controls (cut first, so `^[` counts as shown).
+    return `  ${safe(t.name).padEnd(24)} ${o.s.dim(safe(`${t.risk}${asks}${from}  ${t.description.slice(0, 100)}`))}`;
   });
 }
