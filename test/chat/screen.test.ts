@@ -123,4 +123,26 @@ describe("berth chat screen (pty)", { skip: hasScript ? false : "util-linux scri
     // On exit the footer is gone and the scroll region reset.
     assert.match(p.stdout.slice(-200), /\x1b\[r/);
   });
+
+  it("an unfinished answer line of wide characters, emoji and tabs, wider than the terminal, is replaced whole", async () => {
+    const env: NodeJS.ProcessEnv = { ...chatEnv(home(fake.port), FAKE), TERM: "xterm-256color" };
+    const p = new Proc("script", ["-q", "-e", "-c", `stty rows 20 cols 40; exec ${q(process.execPath)} ${q(BERTH_BIN)} chat`, "/dev/null"], env);
+    after(() => p.child.kill("SIGKILL"));
+    const vt = new VTerm(40, 20);
+    await p.until(/› /);
+    // 60 wide characters, 10 emoji, a combining accent and tabs: 150+ columns, in 12 pieces each shown unfinished.
+    const wide = "漢字".repeat(30) + "🙂".repeat(10) + " e\u0301\t\tx\t\ty\t\tz end";
+    fake.script([{ steps: [{ text: `${wide}\nlast line\n`, chunks: 12 }], chunkDelayMs: 30 }]);
+    const mark = p.stdout.length;
+    p.write("wide\r");
+    await p.until(/── completed[^\n]*\n[\s\S]*› /, mark);
+    const lines = await vt.lines(p.stdout);
+    // The finished line once, and no leftover rows of its unfinished drawings.
+    assert.equal(lines.filter((l) => l.includes("漢字")).length, 1, lines.join("\n"));
+    assert.ok(lines.some((l) => l.startsWith("漢字".repeat(30)) && l.endsWith("z end")), lines.join("\n"));
+    assert.equal(lines.filter((l) => l === "last line").length, 1, lines.join("\n"));
+    p.write("\x03");
+    p.write("\x03");
+    assert.equal(await p.exited, 0);
+  });
 });

@@ -28,9 +28,26 @@ const KEYWORDS = new Set(
   ).split(" "),
 );
 
-/** Visible width of a string without ANSI sequences (one column per code point). */
+/** East Asian wide and fullwidth blocks of the BMP (CJK, Hangul, Kana, fullwidth forms), and what has an emoji presentation. */
+const WIDE = /[\u1100-\u115f\u2e80-\ua4cf\ua960-\ua97f\uac00-\ud7a3\uf900-\ufaff\ufe10-\ufe19\ufe30-\ufe6f\uff00-\uff60\uffe0-\uffe6]|\p{Emoji_Presentation}/u;
+
+/**
+ * Columns a code point takes, never fewer than a terminal gives it: two for East Asian wide and fullwidth characters,
+ * emoji and the planes past U+16FE0 (Tangut, Kana supplements, symbols, CJK extensions); one for the rest (box
+ * drawing, punctuation such as `…` and `–`, and combining marks, which terminals show in 0 or 1). A terminal that
+ * shows one of the two-column characters in one gets a shorter row, never a wrapped one.
+ */
+export function cellWidth(ch: string): number {
+  const cp = ch.codePointAt(0)!;
+  if (cp < 0x1100) return 1;
+  return cp >= 0x16fe0 || WIDE.test(ch) ? 2 : 1;
+}
+
+/** Visible width of a string without ANSI sequences (`cellWidth` per code point). */
 export function visibleWidth(s: string): number {
-  return [...s.replace(/\x1b\[[0-9;]*m/g, "")].length;
+  let w = 0;
+  for (const ch of s.replace(/\x1b\[[0-9;]*m/g, "")) w += cellWidth(ch);
+  return w;
 }
 
 export class MarkdownStream {

@@ -14,7 +14,7 @@
  * - A working indicator (`spinner`) is drawn on the last transcript line and erased before any other output.
  */
 import { Writable } from "node:stream";
-import { visibleWidth } from "./markdown.js";
+import { cellWidth, visibleWidth } from "./markdown.js";
 
 /** The transcript kept for a redraw: the newest this many characters, in whole lines. */
 export const MAX_TRANSCRIPT_CHARS = 1024 * 1024;
@@ -31,7 +31,10 @@ export class Spinner {
   private timer: NodeJS.Timeout | null = null;
   private shown = false;
 
-  constructor(private readonly out: (text: string) => void) {}
+  constructor(
+    private readonly out: (text: string) => void,
+    private readonly cols: () => number = () => 80,
+  ) {}
 
   /** Redraws every 100 ms with `text(frame)`, or skips a tick when it returns null. */
   start(text: (frame: string) => string | null): void {
@@ -41,7 +44,8 @@ export class Spinner {
       const t = text(frames[f % frames.length]!);
       if (t === null) return;
       f++;
-      this.out(`\r\x1b[2K${t}`);
+      // Cut to the width: a wrapped indicator would leave its first row behind when it is erased.
+      this.out(`\r\x1b[2K${fit(t, this.cols() - 1)}`);
       this.shown = true;
     }, 100);
   }
@@ -92,7 +96,10 @@ export class Screen {
     /** A terminal that understands cursor movement (not a pipe, not TERM=dumb). */
     readonly redraws: boolean,
   ) {
-    this.spinner = new Spinner((t) => this.raw(t));
+    this.spinner = new Spinner(
+      (t) => this.raw(t),
+      () => (this.out.columns > 0 ? this.out.columns : 80),
+    );
     const rl = new Writable({
       write: (chunk: Buffer | string, _enc, cb) => {
         if (!this.muted) this.raw(String(chunk));
@@ -238,9 +245,9 @@ export function fit(text: string, width: number): string {
       continue;
     }
     for (const ch of part) {
-      if (w >= width - 1) return out + "…\x1b[0m";
+      if (w + cellWidth(ch) > width - 1) return out + "…\x1b[0m";
       out += ch;
-      w++;
+      w += cellWidth(ch);
     }
   }
   return out;
