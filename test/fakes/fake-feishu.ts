@@ -60,6 +60,10 @@ export class FakeFeishu {
   /** Re-push an unacked event after this many ms. */
   ackTimeoutMs = 3000;
   connections = 0;
+  /** Chats (or threads) the bot was removed from: their history answers 230002 "bot not in chat", a final code. */
+  readonly removedFrom = new Set<string>();
+  /** Answers for the next tenant-token requests (e.g. a 429 rate limit, a 500 platform error). */
+  readonly tokenFailures: Array<{ status: number; code: number }> = [];
   /** A dead link: the socket stays open but pings get no pong (counted in `unansweredPings`). */
   silent = false;
   unansweredPings = 0;
@@ -268,6 +272,8 @@ export class FakeFeishu {
     };
     const p = url.pathname;
     if (p === "/open-apis/auth/v3/tenant_access_token/internal") {
+      const f = this.tokenFailures.shift();
+      if (f) return send({ code: f.code, msg: "try again later" }, f.status);
       const b = json();
       if (b["app_id"] !== this.appId || b["app_secret"] !== this.appSecret) return send({ code: 10014, msg: "app secret invalid" });
       this.tokensIssued++;
@@ -321,6 +327,7 @@ export class FakeFeishu {
     }
     if (p === "/open-apis/im/v1/messages" && req.method === "GET") {
       const container = url.searchParams.get("container_id") ?? "";
+      if (this.removedFrom.has(container)) return send({ code: 230002, msg: "bot not in chat", data: {} });
       const size = Math.min(50, Number(url.searchParams.get("page_size") ?? "20"));
       const from = Number(url.searchParams.get("page_token") || "0");
       let all: Array<Record<string, unknown>>;

@@ -5,7 +5,8 @@
  *
  * Contract: retries transport errors, 5xx, 408, 429, rate codes (99991400, 230020, 11232, 11233) and token codes
  * with the same body (so the same `uuid`), 3 attempts; any other non-zero code is final (`FeishuError` kind
- * `refused`, carrying only the numeric code). Bad app credentials are kind `credentials`. Errors never carry the
+ * `refused`, carrying only the numeric code, `final`). Bad app credentials (known codes only) are kind `credentials`;
+ * any other tenant-token failure (rate limit, platform error) is `transport`, retried later. Errors never carry the
  * secret, tokens, socket URLs or message content.
  */
 import { open } from "node:fs/promises";
@@ -16,6 +17,7 @@ export const FEISHU_OPEN = "https://open.feishu.cn";
 export const LARK_OPEN = "https://open.larksuite.com";
 const TOKEN_CODES = new Set([99991661, 99991663, 99991664, 99991668]);
 const RATE_CODES = new Set([99991400, 230020, 11232, 11233]);
+/** Bad app credentials (tenant token: not an app ID, no such app, wrong secret; long connection: 514 auth failed). */
 const CREDENTIAL_CODES = new Set([10003, 10014, 10015, 514]);
 
 export type FeishuErrorKind = "credentials" | "refused" | "transport" | "invalid";
@@ -25,6 +27,8 @@ export class FeishuError extends Error {
     readonly kind: FeishuErrorKind,
     message: string,
     readonly code: number | null = null,
+    /** The platform answered with a code that no retry changes (not a rate limit, token code or exhausted retry). */
+    readonly final = false,
   ) {
     super(message);
     this.name = "FeishuError";
@@ -58,6 +62,7 @@ export class FeishuApi {
   async tenantToken(): Promise<string> {
     if (this.token && this.clock.now() < this.token.expiresAt) return this.token.value;
     let body: { code?: number; tenant_access_token?: string; expire?: number };
+    let status = 0;
     try {
       const res = await fetch(this.url("/open-apis/auth/v3/tenant_access_token/internal"), {
         method: "POST",
@@ -65,12 +70,19 @@ export class FeishuApi {
         body: JSON.stringify({ app_id: this.o.appId, app_secret: this.o.appSecret }),
         signal: AbortSignal.timeout(30_000),
       });
+      status = res.status;
       body = (await res.json()) as typeof body;
     } catch {
-      throw new FeishuError("transport", "tenant token: connection failed");
+      throw new FeishuError("transport", status === 0 ? "tenant token: connection failed" : `tenant token: HTTP ${status}`);
     }
+    if (body === null || typeof body !== "object") throw new FeishuError("transport", `tenant token: HTTP ${status}, no answer`);
     if (body.code !== 0 || typeof body.tenant_access_token !== "string") {
-      throw new FeishuError("credentials", `tenant token refused (code ${body.code ?? "?"}): check the App ID and App Secret`, body.code ?? null);
+      const code = typeof body.code === "number" ? body.code : null;
+      // Only a known bad-credential code means "log in again"; a rate limit or a platform error is retried later.
+      if (code !== null && CREDENTIAL_CODES.has(code)) {
+        throw new FeishuError("credentials", `tenant token refused (code ${code}): check the App ID and App Secret`, code);
+      }
+      throw new FeishuError("transport", `tenant token: ${code !== null ? `code ${code}` : `HTTP ${status}`}`, code);
     }
     const ttl = typeof body.expire === "number" ? body.expire : 7200;
     this.token = { value: body.tenant_access_token, expiresAt: this.clock.now() + Math.max(60, ttl - 600) * 1000 };
@@ -106,7 +118,7 @@ export class FeishuApi {
         continue;
       }
       if (code === 0 && parsed) return parsed.data ?? {};
-      throw new FeishuError("refused", `${path.split("?")[0]}: ${code !== null ? `code ${code}` : `HTTP ${status}`}`, code);
+      throw new FeishuError("refused", `${path.split("?")[0]}: ${code !== null ? `code ${code}` : `HTTP ${status}`}`, code, true);
     }
   }
 

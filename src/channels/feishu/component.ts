@@ -113,32 +113,40 @@ export class FeishuComponent {
       .sort((a, b) => b[1] - a[1])
       .slice(0, CATCHUP_CHATS);
     for (const [key, since] of chats) {
-      if (key.startsWith("thread:")) {
-        await this.catchUpThread(api, bridge, key, since);
-        continue;
-      }
-      const [chatType, chatId] = [key.slice(0, key.indexOf(":")), key.slice(key.indexOf(":") + 1)];
-      const start = Math.floor(Math.max(since, now - CATCHUP_WINDOW_MS) / 1000);
-      let pageToken = "";
-      for (let page = 0; page < CATCHUP_PAGES; page++) {
-        const q = new URLSearchParams({ container_id_type: "chat", container_id: chatId, start_time: String(start), sort_type: "ByCreateTimeAsc", page_size: "50" });
-        if (pageToken) q.set("page_token", pageToken);
-        const data = await api.call("GET", `/open-apis/im/v1/messages?${q.toString()}`);
-        const items = Array.isArray(data["items"]) ? data["items"] : [];
-        const batch: InboundMessage[] = [];
-        for (const it of items) {
-          const m = fromHistory(it, chatType, this.botOpenId);
-          if (m && m.timeMs >= since) {
-            batch.push(m);
-            this.note(m);
-          }
-        }
-        await bridge.accept(batch);
-        pageToken = typeof data["page_token"] === "string" ? data["page_token"] : "";
-        if (data["has_more"] !== true || pageToken === "") break;
+      try {
+        await (key.startsWith("thread:") ? this.catchUpThread(api, bridge, key, since) : this.catchUpChat(api, bridge, key, since, now));
+      } catch (err) {
+        // A chat the platform refuses for good (the bot was removed, the chat dissolved, no history scope) is skipped:
+        // it must not keep the whole account from connecting. Anything transient fails this connect and is retried.
+        if (!(err instanceof FeishuError && err.final)) throw err;
+        this.o.log?.(`feishu catch-up: a chat was skipped (code ${err.code ?? "?"})`);
       }
     }
     await state.save();
+  }
+
+  /** A chat's history since the checkpoint (≤24 h back), oldest first, ≤4 pages. */
+  private async catchUpChat(api: FeishuApi, bridge: ChatBridge, key: string, since: number, now: number): Promise<void> {
+    const [chatType, chatId] = [key.slice(0, key.indexOf(":")), key.slice(key.indexOf(":") + 1)];
+    const start = Math.floor(Math.max(since, now - CATCHUP_WINDOW_MS) / 1000);
+    let pageToken = "";
+    for (let page = 0; page < CATCHUP_PAGES; page++) {
+      const q = new URLSearchParams({ container_id_type: "chat", container_id: chatId, start_time: String(start), sort_type: "ByCreateTimeAsc", page_size: "50" });
+      if (pageToken) q.set("page_token", pageToken);
+      const data = await api.call("GET", `/open-apis/im/v1/messages?${q.toString()}`);
+      const items = Array.isArray(data["items"]) ? data["items"] : [];
+      const batch: InboundMessage[] = [];
+      for (const it of items) {
+        const m = fromHistory(it, chatType, this.botOpenId);
+        if (m && m.timeMs >= since) {
+          batch.push(m);
+          this.note(m);
+        }
+      }
+      await bridge.accept(batch);
+      pageToken = typeof data["page_token"] === "string" ? data["page_token"] : "";
+      if (data["has_more"] !== true || pageToken === "") break;
+    }
   }
 
   /** A thread's history has no time filter: newest first, one page, keep what is at or after the checkpoint. */
@@ -161,11 +169,17 @@ export class FeishuComponent {
     const backoff = new Backoff();
     let recovered = false;
     while (!signal.aborted) {
+      // Events that arrive during catch-up wait for it; when it fails they end (unacked: the platform re-pushes).
+      let abandon: (() => void) | null = null;
       try {
         if (this.botOpenId === null) this.botOpenId = await api.botOpenId();
         const ep = await api.endpoint();
         let release!: () => void;
-        const caughtUp = new Promise<void>((r) => (release = r));
+        const caughtUp = new Promise<void>((r, j) => {
+          release = r;
+          abandon = () => j(new Error("catch-up failed"));
+        });
+        caughtUp.catch(() => undefined);
         let ready = false;
         const socket = new FeishuSocket(
           ep.url,
@@ -195,6 +209,7 @@ export class FeishuComponent {
         await this.clock.sleep(backoff.next(), signal);
       } catch (err) {
         this.socket?.close();
+        (abandon as (() => void) | null)?.();
         if (signal.aborted) break;
         if (err instanceof FeishuError && err.kind === "credentials") {
           this.health.set("failed", needsLogin("feishu"));

@@ -1,0 +1,93 @@
+/**
+ * Feishu/Lark bridge against a platform that misbehaves: chats whose history is refused for good during catch-up,
+ * a tenant-token endpoint that rate-limits or fails, hostile mention keys.
+ */
+import assert from "node:assert/strict";
+import { afterEach, describe, it } from "node:test";
+import type { AccountSettings } from "../../src/channels/common/component.js";
+import { FeishuComponent } from "../../src/channels/feishu/component.js";
+import type { FeishuCredentials } from "../../src/channels/feishu/credentials.js";
+import { FakeFeishu } from "../fakes/fake-feishu.js";
+import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
+import { InstantClock, tempHome, until } from "./helpers.js";
+
+const OWNER = "ou_owner000000001";
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function setup(fake: FakeFeishu, settings: Partial<AccountSettings> = {}) {
+  const { home, cleanup } = await tempHome();
+  cleanups.push(cleanup);
+  const credentials: FeishuCredentials = { brand: "feishu", app_id: fake.appId, app_secret: fake.appSecret, owner_open_id: OWNER, open_url: fake.base, saved_unix_seconds: 0 };
+  const driver = new FakeSessionDriver();
+  const clock = new InstantClock();
+  const logs: string[] = [];
+  const comp = new FeishuComponent({
+    home,
+    account: "default",
+    credentials,
+    settings: { enabled: true, workspace: home, remoteTools: "none", senders: "anyone", ...settings },
+    driver,
+    clock,
+    log: (l) => logs.push(l),
+  });
+  await comp.start();
+  cleanups.push(() => comp.stop());
+  return { comp, driver, clock, logs };
+}
+
+async function startFake(): Promise<FakeFeishu> {
+  const fake = await new FakeFeishu().start();
+  cleanups.push(() => fake.close());
+  return fake;
+}
+
+const textOf = (s: { content: Record<string, unknown> }): string => String(s.content["text"]);
+
+describe("feishu: catch-up against refused chats", () => {
+  it("a chat the bot was removed from is skipped on reconnect; the account connects and answers others", async () => {
+    const fake = await startFake();
+    const { comp, logs } = await setup(fake);
+    await comp.health.until((h) => h.state === "connected");
+    fake.userMessage({ chatId: "oc_gone", chatType: "group", sender: "ou_g", text: "hello", mentionBot: true });
+    await fake.waitFor(() => fake.sent.length >= 1);
+    await comp.bridge!.idle();
+    fake.removedFrom.add("oc_gone"); // its history now answers 230002 for good
+    fake.kick();
+    // Before the fix every connect failed in catch-up and was retried: connections kept climbing.
+    await until(() => (comp.health.state === "connected" && fake.connections >= 2) || fake.connections >= 5);
+    assert.equal(comp.health.state, "connected");
+    assert.equal(fake.connections, 2, "one reconnect, not a retry loop");
+    assert.ok(logs.some((l) => /catch-up: a chat was skipped \(code 230002\)/.test(l)));
+    assert.ok(!logs.some((l) => l.includes("oc_gone")), "the log names no chat");
+    fake.userMessage({ chatId: "oc_dm", chatType: "p2p", sender: "ou_d", text: "still there?" });
+    await fake.waitFor(() => fake.sent.length >= 2);
+    assert.equal(textOf(fake.sent[1]!), "echo: still there?");
+  });
+});
+
+describe("feishu: tenant token failures", () => {
+  it("a rate-limited (429) or failing (500) tenant-token request backs off and connects; it is no rejected login", async () => {
+    const fake = await startFake();
+    fake.tokenFailures.push({ status: 429, code: 99991400 }, { status: 500, code: 1 });
+    const { comp, clock } = await setup(fake);
+    await comp.health.until((h) => h.state === "connected" || h.state === "failed");
+    assert.equal(comp.health.state, "connected", comp.status().error ?? "");
+    assert.deepEqual(clock.sleeps.slice(0, 2), [1000, 2000]);
+    assert.equal(comp.status().error, null);
+  });
+
+  it("while the token endpoint fails, status shows a retry with the code and never the secret", async () => {
+    const fake = await startFake();
+    fake.tokenFailures.push({ status: 429, code: 99991400 });
+    const { comp } = await setup(fake);
+    await comp.health.until((h) => h.state === "backoff" || h.state === "connected" || h.state === "failed");
+    assert.equal(comp.health.state, "backoff");
+    assert.match(comp.status().error ?? "", /tenant token: code 99991400/);
+    assert.ok(!JSON.stringify(comp.status()).includes(fake.appSecret));
+    await comp.health.until((h) => h.state === "connected" || h.state === "failed");
+    assert.equal(comp.health.state, "connected");
+  });
+});
