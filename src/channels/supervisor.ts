@@ -55,10 +55,10 @@ export class ChannelSupervisor {
       for (const [account, entry] of Object.entries(cfg.accounts[channel])) {
         const id = `${channel}:${account}`;
         const settings = settingsOf(entry, this.o.workspace);
-        const paths = channelPaths(this.o.home, channel, account);
-        const creds = channel === "wechat" ? await loadWechatCredentials(paths.credentials) : await loadFeishuCredentials(paths.credentials);
-        if (!settings.enabled || creds === null) {
-          idle.push(idleStatus(channel, account, settings, creds === null ? "no saved login: run `berth channel login " + channel + "`" : null, creds));
+        const creds = await loadCredentials(this.o.home, channel, account);
+        if (!settings.enabled || creds === null || creds === UNREADABLE) {
+          if (creds === UNREADABLE) this.o.log?.(`channels: ${id}: ${unreadableLogin(channel)}`);
+          idle.push(idleStatus(channel, account, settings, loginProblem(channel, creds), creds === UNREADABLE ? null : creds));
           continue;
         }
         wanted.add(id);
@@ -113,6 +113,30 @@ export class ChannelSupervisor {
   }
 }
 
+const UNREADABLE = Symbol("unreadable credentials");
+
+function unreadableLogin(channel: ChannelName): string {
+  return `the saved login cannot be read: run \`berth channel login ${channel}\` again`;
+}
+
+function loginProblem(channel: ChannelName, creds: unknown): string | null {
+  if (creds === UNREADABLE) return unreadableLogin(channel);
+  return creds === null ? `no saved login: run \`berth channel login ${channel}\`` : null;
+}
+
+/**
+ * An account's credentials; null when none are saved, UNREADABLE when the file is corrupt (one broken file must not
+ * keep the other accounts from running, and its content never reaches an error).
+ */
+async function loadCredentials(home: string, channel: ChannelName, account: string) {
+  const paths = channelPaths(home, channel, account);
+  try {
+    return channel === "wechat" ? await loadWechatCredentials(paths.credentials) : await loadFeishuCredentials(paths.credentials);
+  } catch {
+    return UNREADABLE;
+  }
+}
+
 function idleStatus(channel: ChannelName, account: string, s: AccountSettings, error: string | null, creds: unknown): ComponentStatus {
   const c = creds as { bot_id?: string; user_id?: string; app_id?: string; owner_open_id?: string } | null;
   const bot = (channel === "wechat" ? c?.bot_id : c?.app_id) ?? null;
@@ -140,10 +164,9 @@ export async function offlineStatus(home: string): Promise<ComponentStatus[]> {
   for (const channel of ["wechat", "feishu"] as ChannelName[]) {
     for (const [account, entry] of Object.entries(cfg.accounts[channel])) {
       const settings = settingsOf(entry, home);
-      const paths = channelPaths(home, channel, account);
-      const creds = channel === "wechat" ? await loadWechatCredentials(paths.credentials) : await loadFeishuCredentials(paths.credentials);
-      const s = idleStatus(channel, account, settings, creds === null ? `no saved login: run \`berth channel login ${channel}\`` : null, creds);
-      if (creds !== null && settings.enabled) s.state = "stopped";
+      const creds = await loadCredentials(home, channel, account);
+      const s = idleStatus(channel, account, settings, loginProblem(channel, creds), creds === UNREADABLE ? null : creds);
+      if (creds !== null && creds !== UNREADABLE && settings.enabled) s.state = "stopped";
       out.push(s);
     }
   }

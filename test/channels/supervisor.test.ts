@@ -4,13 +4,14 @@
  * account that knows its owner.
  */
 import assert from "node:assert/strict";
-import { stat } from "node:fs/promises";
+import { mkdir, stat, writeFile } from "node:fs/promises";
+import { dirname } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import { channelPaths } from "../../src/channels/common/files.js";
 import { logoutAccount, setAccount } from "../../src/channels/config.js";
 import { saveFeishuCredentials } from "../../src/channels/feishu/credentials.js";
 import { ChannelSupervisor, offlineStatus } from "../../src/channels/supervisor.js";
-import { saveWechatCredentials } from "../../src/channels/wechat/credentials.js";
+import { loadWechatCredentials, saveWechatCredentials } from "../../src/channels/wechat/credentials.js";
 import { FakeFeishu } from "../fakes/fake-feishu.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
 import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
@@ -72,5 +73,32 @@ describe("channel supervisor", () => {
     assert.deepEqual(sup.status().map((c) => c.id), ["wechat:default", "wechat:nologin"]);
     await assert.rejects(stat(channelPaths(home, "feishu", "team").credentials));
     assert.deepEqual((await offlineStatus(home)).map((c) => [c.id, c.state]), [["wechat:default", "disabled"], ["wechat:nologin", "failed"]]);
+  });
+
+  it("a corrupt credentials file fails only its account, and its content reaches no log, error or status", async () => {
+    const { home, cleanup } = await tempHome();
+    cleanups.push(cleanup);
+    const ilink = await new FakeIlink().start();
+    cleanups.push(() => ilink.close());
+    await saveWechatCredentials(channelPaths(home, "wechat", "good").credentials, { bot_token: ilink.token, bot_id: ilink.botId, user_id: ilink.ownerId, base_url: ilink.base, cdn_url: ilink.cdnBase, saved_unix_seconds: 0 });
+    const broken = channelPaths(home, "wechat", "broken").credentials;
+    await mkdir(dirname(broken), { recursive: true });
+    // A hand edit gone wrong: JSON.parse's own message would quote the text around the fault, i.e. the token.
+    await writeFile(broken, '{"bot_id":"b","bot_token":tok-leaky-secret-0123456789}', { mode: 0o600 });
+    await setAccount(home, "wechat", "broken", {});
+    await setAccount(home, "wechat", "good", {});
+    const logs: string[] = [];
+    const sup = new ChannelSupervisor({ home, workspace: home, driver: new FakeSessionDriver(), clock: new InstantClock(), log: (l) => logs.push(l) });
+    cleanups.push(() => sup.stop());
+    await sup.reconcile(); // before: rejected with the parser's message, and no account started
+    await until(() => sup.status().find((c) => c.id === "wechat:good")?.state === "connected");
+    const bad = sup.status().find((c) => c.id === "wechat:broken")!;
+    assert.equal(bad.state, "failed");
+    assert.match(bad.error ?? "", /saved login cannot be read: run `berth channel login wechat` again/);
+    const offline = await offlineStatus(home);
+    assert.equal(offline.find((c) => c.id === "wechat:broken")!.state, "failed");
+    const seen = JSON.stringify([sup.status(), offline, logs]);
+    assert.ok(!seen.includes("leaky"), seen);
+    await assert.rejects(loadWechatCredentials(broken), { message: `${broken} is not valid JSON` });
   });
 });

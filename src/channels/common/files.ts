@@ -38,7 +38,11 @@ export async function writePrivateAtomic(path: string, data: string | Uint8Array
   }
 }
 
-/** Reads a JSON file; null when it does not exist. A corrupt file throws (the caller reports it; nothing is overwritten). */
+/**
+ * Reads a JSON file; null when it does not exist. A corrupt file throws `<path> is not valid JSON` (the caller reports
+ * it; nothing is overwritten) — never the parser's own message, which quotes the text around the fault and so could
+ * quote a token or secret from a credentials file.
+ */
 export async function readJsonFile(path: string): Promise<unknown> {
   let text: string;
   try {
@@ -47,7 +51,11 @@ export async function readJsonFile(path: string): Promise<unknown> {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
     throw err;
   }
-  return JSON.parse(text) as unknown;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new Error(`${path} is not valid JSON`);
+  }
 }
 
 export const ACCOUNT_NAME = /^[A-Za-z0-9_-]{1,64}$/;
