@@ -21,7 +21,9 @@ import type { ChatSessionDriver, OutboundFile } from "./driver.js";
 import { fetchMedia, MAX_FILES_OUT } from "./media.js";
 import type { InboundMessage, PlatformPort } from "./port.js";
 import type { DeliveryState, ReplyTarget } from "./state.js";
-import { shapeReply, systemMessage, withHeld } from "./text.js";
+import { cutUtf8, shapeReply, systemMessage, withHeld } from "./text.js";
+import { utf8Length } from "../../core/utf8.js";
+import { MAX_PROMPT_BYTES } from "../../protocols/scv/wire.js";
 
 export interface BridgePolicy {
   /** Session `channel` name: `WeChat`, `Feishu` or `Lark`. */
@@ -62,6 +64,20 @@ export const CONFIRM_MAX_SECONDS = 14_400;
 export const OWNER_TURN_TIMEOUT_MS = (4 * 3600 + 5 * 60) * 1000;
 export const TURN_TIMEOUT_MS = 5 * 60 * 1000;
 export const TURN_TIMEOUT_REPLY = "That took too long and was stopped. Please try again, perhaps with a smaller request.";
+
+/**
+ * The session host refuses a `turn.start` prompt over MAX_PROMPT_BYTES, and the user would get only "that request
+ * failed" however often they retried: a longer message (a huge paste, a forwarded bundle of 50 long CJK messages)
+ * is cut at a character boundary and this note tells the model so. Media notes are kept whole.
+ */
+export const PROMPT_TRUNCATED = `\n[message truncated: it was longer than ${MAX_PROMPT_BYTES / 1024} KiB]`;
+
+export function fitPrompt(text: string, notes: readonly string[]): string {
+  const tail = notes.filter((t) => t !== "").join("\n");
+  const room = MAX_PROMPT_BYTES - (tail === "" ? 0 : utf8Length(tail) + 1);
+  if (utf8Length(text) > room) text = cutUtf8(text, room - utf8Length(PROMPT_TRUNCATED)) + PROMPT_TRUNCATED;
+  return [text, tail].filter((t) => t !== "").join("\n");
+}
 
 export const FAILURE_REPLY = "Your previous message was interrupted by a restart and was not processed. Please send it again.";
 /** Removes outbox copies that will not be sent (never throws). */
@@ -275,7 +291,7 @@ export class ChatBridge {
       text = [text, fwd].filter((t) => t !== "").join("\n");
     }
     const { attachments, notes } = await fetchMedia(this.o.port, m, owner, this.o.mediaRoot, conv);
-    const prompt = [text, ...notes].filter((t) => t !== "").join("\n");
+    const prompt = fitPrompt(text, notes);
     if (prompt === "" && attachments.length === 0) {
       return this.finish(m, target, conv, systemMessage(this.o.port.platform, NOTHING_READABLE_REPLY), [], false);
     }

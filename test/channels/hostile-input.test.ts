@@ -1,0 +1,93 @@
+/**
+ * What a platform (or whoever controls what it delivers) can send that a normal chat never does: oversized text,
+ * oversized forwarded bundles, hostile mention keys. Asserted on what the session host receives and what the fake
+ * platform gets back.
+ */
+import assert from "node:assert/strict";
+import { afterEach, describe, it } from "node:test";
+import { PROMPT_TRUNCATED } from "../../src/channels/common/bridge.js";
+import { FeishuComponent } from "../../src/channels/feishu/component.js";
+import { WechatComponent } from "../../src/channels/wechat/component.js";
+import { utf8Length } from "../../src/core/utf8.js";
+import { MAX_PROMPT_BYTES } from "../../src/protocols/scv/wire.js";
+import { FakeFeishu } from "../fakes/fake-feishu.js";
+import { FakeIlink } from "../fakes/fake-ilink.js";
+import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
+import { InstantClock, tempHome } from "./helpers.js";
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function wechat() {
+  const fake = await new FakeIlink().start();
+  cleanups.push(() => fake.close());
+  const { home, cleanup } = await tempHome();
+  cleanups.push(cleanup);
+  const driver = new FakeSessionDriver();
+  const comp = new WechatComponent({
+    home,
+    account: "default",
+    credentials: { bot_token: fake.token, bot_id: fake.botId, user_id: fake.ownerId, base_url: fake.base, cdn_url: fake.cdnBase, saved_unix_seconds: 0 },
+    settings: { enabled: true, workspace: home, remoteTools: "none", senders: "anyone" },
+    driver,
+    clock: new InstantClock(),
+  });
+  await comp.start();
+  cleanups.push(() => comp.stop());
+  return { fake, driver, comp };
+}
+
+async function feishu() {
+  const fake = await new FakeFeishu().start();
+  cleanups.push(() => fake.close());
+  const { home, cleanup } = await tempHome();
+  cleanups.push(cleanup);
+  const driver = new FakeSessionDriver();
+  const comp = new FeishuComponent({
+    home,
+    account: "default",
+    credentials: { brand: "feishu", app_id: fake.appId, app_secret: fake.appSecret, owner_open_id: "ou_owner000000001", open_url: fake.base, saved_unix_seconds: 0 },
+    settings: { enabled: true, workspace: home, remoteTools: "none", senders: "anyone" },
+    driver,
+    clock: new InstantClock(),
+  });
+  await comp.start();
+  cleanups.push(() => comp.stop());
+  await comp.health.until((h) => h.state === "connected");
+  return { fake, driver, comp };
+}
+
+describe("oversized prompts", () => {
+  it("a WeChat text over the session host's prompt limit is cut with a note, not sent to fail every retry", async () => {
+    const { fake, driver } = await wechat();
+    const huge = "长".repeat(100_000) + "😀".repeat(10_000); // 340,000 bytes; the cut lands among 4-byte emoji
+    fake.push(fake.text("big@im.wechat", huge));
+    const [t] = await driver.waitTurns(1);
+    assert.ok(utf8Length(t!.prompt) <= MAX_PROMPT_BYTES, `prompt is ${utf8Length(t!.prompt)} bytes`);
+    assert.ok(t!.prompt.endsWith(PROMPT_TRUNCATED));
+    const kept = t!.prompt.slice(0, -PROMPT_TRUNCATED.length);
+    assert.ok(huge.startsWith(kept), "a prefix of the message, cut at a character boundary");
+    assert.ok(!/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(kept), "no emoji split in half");
+    await fake.waitSent((s) => s.length >= 1);
+  });
+
+  it("a message at exactly the limit is passed whole", async () => {
+    const { fake, driver } = await wechat();
+    const exact = "x".repeat(MAX_PROMPT_BYTES);
+    fake.push(fake.text("edge@im.wechat", exact));
+    const [t] = await driver.waitTurns(1);
+    assert.equal(t!.prompt, exact);
+  });
+
+  it("a Feishu forwarded bundle of 50 long CJK messages fits the prompt limit", async () => {
+    const { fake, driver } = await feishu();
+    const children = Array.from({ length: 50 }, (_, i) => ({ sender: `ou_f${i}`, text: "转".repeat(2000) })); // ≈300 KB rendered
+    fake.forwardMessage({ chatId: "oc_fw", chatType: "p2p", sender: "ou_fw" }, children);
+    const [t] = await driver.waitTurns(1);
+    assert.ok(utf8Length(t!.prompt) <= MAX_PROMPT_BYTES, `prompt is ${utf8Length(t!.prompt)} bytes`);
+    assert.ok(t!.prompt.startsWith("Forwarded messages:\n[ou_f0] 转"));
+    assert.ok(t!.prompt.endsWith(PROMPT_TRUNCATED));
+  });
+});
