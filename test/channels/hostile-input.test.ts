@@ -91,3 +91,24 @@ describe("oversized prompts", () => {
     assert.ok(t!.prompt.endsWith(PROMPT_TRUNCATED));
   });
 });
+
+describe("hostile mention keys (Feishu)", () => {
+  it("@_user_1 does not eat @_user_10, and an empty mention key leaves the text alone", async () => {
+    const { fake, driver } = await feishu();
+    const mentions = [
+      { key: "@_user_1", id: { open_id: fake.botOpenId }, name: "Bot" },
+      ...Array.from({ length: 10 }, (_, i) => ({ key: `@_user_${i + 2}`, id: { open_id: `ou_m${i + 2}` }, name: `U${i + 2}` })),
+      { key: "", id: { open_id: "ou_empty" }, name: "Empty" },
+    ];
+    fake.pushEvent({
+      schema: "2.0",
+      header: { event_id: "ev_m", event_type: "im.message.receive_v1", create_time: String(Date.now()), token: "", app_id: fake.appId, tenant_key: "t" },
+      event: {
+        sender: { sender_id: { open_id: "ou_asker" }, sender_type: "user", tenant_key: "t" },
+        message: { message_id: "om_mentions", create_time: String(Date.now()), chat_id: "oc_many", chat_type: "group", message_type: "text", content: JSON.stringify({ text: "@_user_1 ask @_user_10 and @_user_11" }), mentions },
+      },
+    });
+    const [t] = await driver.waitTurns(1);
+    assert.equal(t!.prompt, "ask @U10 and @U11");
+  });
+});

@@ -86,7 +86,9 @@ function build(r: Raw, botOpenId: string | null): InboundMessage | null {
       text = `[${r.msgType} message]`;
   }
   let mentioned = false;
-  for (const m of r.mentions) {
+  // Longest key first: `@_user_1` is a prefix of `@_user_10`. An empty key would match between every character.
+  const mentions = r.mentions.filter((m) => m.key !== "").sort((a, b) => b.key.length - a.key.length);
+  for (const m of mentions) {
     if (botOpenId !== null && m.openId === botOpenId) {
       mentioned = true;
       text = text.split(m.key).join("");
@@ -206,7 +208,9 @@ export function forwardText(items: unknown[], rootId: string): string {
     else if (type === "file") text = `[file ${str(content["file_name"]) || "file"}]`;
     else if (type === "merge_forward") text = "[forwarded messages]";
     else text = `[${type || "unknown"} message]`;
-    for (const mention of mentionsOf(m["mentions"])) text = text.split(mention.key).join(`@${mention.name}`);
+    for (const mention of mentionsOf(m["mentions"]).filter((x) => x.key !== "").sort((a, b) => b.key.length - a.key.length)) {
+      text = text.split(mention.key).join(`@${mention.name}`);
+    }
     text = collapseBreaks(text.trim());
     if (text.length > FORWARD_ITEM_CHARS) text = text.slice(0, FORWARD_ITEM_CHARS) + "…";
     lines.push(`[${who}] ${text}`);
