@@ -112,3 +112,20 @@ describe("hostile mention keys (Feishu)", () => {
     assert.equal(t!.prompt, "ask @U10 and @U11");
   });
 });
+
+describe("a reply refused halfway (WeChat)", () => {
+  it("holds only the parts the chat did not get, so the next reply repeats nothing", async () => {
+    const { fake, driver, comp } = await wechat();
+    driver.respond = (t) => Promise.resolve({ text: t.prompt === "long" ? "甲".repeat(5461) + "乙".repeat(2000) : `echo: ${t.prompt}` }); // 16,383 + 6,000 bytes: two parts
+    fake.sendFailures.push(null, { ret: -2, errmsg: "rate limited" }); // part 0 goes out, part 1 is refused
+    fake.push(fake.text("half@im.wechat", "long"));
+    await fake.waitSent((s) => s.length >= 1);
+    await comp.bridge!.idle();
+    fake.push(fake.text("half@im.wechat", "next"));
+    await fake.waitSent((s) => s.length >= 2);
+    const seen = fake.delivered().map((s) => s.text ?? "").join("");
+    assert.equal(seen.split("甲").length - 1, 5461, "the first part was shown once");
+    assert.equal(seen.split("乙").length - 1, 2000, "the refused part came with the next reply");
+    assert.match(fake.delivered()[1]!.text!, /^\[earlier reply\]\n乙+\n\n\[reply to your latest message\]\necho: next$/);
+  });
+});

@@ -58,8 +58,8 @@ export class FakeIlink {
   readonly polls: Array<{ cursor: string; authorized: boolean }> = [];
   /** Queued failures for the next getupdates calls. */
   readonly pollFailures: Array<"503" | "invalid" | "msgs_object" | "-14"> = [];
-  /** Queued results for the next sendmessage calls: a `ret` refusal or an HTTP status. */
-  readonly sendFailures: Array<{ ret: number; errmsg: string } | { status: number }> = [];
+  /** Queued results for the next sendmessage calls: a `ret` refusal or an HTTP status; null lets that call through. */
+  readonly sendFailures: Array<{ ret: number; errmsg: string } | { status: number } | null> = [];
   tokenExpired = false;
   /** When set, sendmessage calls after this many recorded sends are held open unanswered (a crash window). */
   stallSendsAfter: number | null = null;

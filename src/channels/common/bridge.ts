@@ -367,8 +367,10 @@ export class ChatBridge {
     }
     if (result === "refused") {
       const now = this.clock.now();
-      for (const h of held) st.hold(conv, h, now, this.o.port.partBytes / 2);
-      const rest = recovering ? p.parts.slice(p.next).join("") : holdText;
+      // Once a part went out, only what the chat has not seen is held (the earlier held replies led that part).
+      const started = p.next > 0;
+      if (!started) for (const h of held) st.hold(conv, h, now, this.o.port.partBytes / 2);
+      const rest = recovering || started ? p.parts.slice(p.next).join("") : holdText;
       if (rest !== "") st.hold(conv, rest, now, this.o.port.partBytes / 2);
     }
     const fileTarget = { ...target, handle: null };
