@@ -1,8 +1,11 @@
-/** Shared set-up for the channel tests: temp homes, a clock whose sleeps return at once (recorded), waits. */
+/** Shared set-up for the channel tests: temp homes, a clock whose sleeps return at once (recorded), waits, a WeChat rig. */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Clock, Timers } from "../../src/channels/common/backoff.js";
+import { WechatComponent } from "../../src/channels/wechat/component.js";
+import { FakeIlink } from "../fakes/fake-ilink.js";
+import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
 
 export async function tempHome(): Promise<{ home: string; cleanup: () => Promise<void> }> {
   const home = await mkdtemp(join(tmpdir(), "berth-ch-"));
@@ -76,4 +79,27 @@ export class ManualTimers implements Timers {
     }
     this.nowMs = target;
   }
+}
+
+/**
+ * A WeChat component (anyone may talk to it, no remote tools) on a fresh home against a started fake iLink server,
+ * with a fake session driver; each resource's cleanup is pushed onto `cleanups` (run in reverse by the test file).
+ */
+export async function startWechat(cleanups: Array<() => Promise<void>>): Promise<{ fake: FakeIlink; driver: FakeSessionDriver; comp: WechatComponent }> {
+  const { home, cleanup } = await tempHome();
+  cleanups.push(cleanup);
+  const fake = await new FakeIlink().start();
+  cleanups.push(() => fake.close());
+  const driver = new FakeSessionDriver();
+  const comp = new WechatComponent({
+    home,
+    account: "default",
+    credentials: { bot_token: fake.token, bot_id: fake.botId, user_id: fake.ownerId, base_url: fake.base, cdn_url: fake.cdnBase, saved_unix_seconds: 0 },
+    settings: { enabled: true, workspace: home, remoteTools: "none", senders: "anyone" },
+    driver,
+    clock: new InstantClock(),
+  });
+  await comp.start();
+  cleanups.push(() => comp.stop());
+  return { fake, driver, comp };
 }

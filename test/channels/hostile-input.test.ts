@@ -7,37 +7,18 @@ import assert from "node:assert/strict";
 import { afterEach, describe, it } from "node:test";
 import { PROMPT_TRUNCATED } from "../../src/channels/common/bridge.js";
 import { FeishuComponent } from "../../src/channels/feishu/component.js";
-import { WechatComponent } from "../../src/channels/wechat/component.js";
 import { utf8Length } from "../../src/core/utf8.js";
 import { MAX_PROMPT_BYTES } from "../../src/protocols/scv/wire.js";
 import { FakeFeishu } from "../fakes/fake-feishu.js";
-import { FakeIlink } from "../fakes/fake-ilink.js";
 import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
-import { InstantClock, tempHome } from "./helpers.js";
+import { InstantClock, startWechat, tempHome } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function wechat() {
-  const fake = await new FakeIlink().start();
-  cleanups.push(() => fake.close());
-  const { home, cleanup } = await tempHome();
-  cleanups.push(cleanup);
-  const driver = new FakeSessionDriver();
-  const comp = new WechatComponent({
-    home,
-    account: "default",
-    credentials: { bot_token: fake.token, bot_id: fake.botId, user_id: fake.ownerId, base_url: fake.base, cdn_url: fake.cdnBase, saved_unix_seconds: 0 },
-    settings: { enabled: true, workspace: home, remoteTools: "none", senders: "anyone" },
-    driver,
-    clock: new InstantClock(),
-  });
-  await comp.start();
-  cleanups.push(() => comp.stop());
-  return { fake, driver, comp };
-}
+const wechat = () => startWechat(cleanups);
 
 async function feishu() {
   const fake = await new FakeFeishu().start();

@@ -13,10 +13,7 @@ import { parseYesNo } from "../../src/channels/common/confirm.js";
 import { MEDIA_KEEP_DAYS, OTHER_IMAGE_BYTES, pruneMedia } from "../../src/channels/common/media.js";
 import { DeliveryState, SEEN_LIMIT } from "../../src/channels/common/state.js";
 import { shapeReply, systemMessage } from "../../src/channels/common/text.js";
-import { WechatComponent } from "../../src/channels/wechat/component.js";
-import { FakeIlink } from "../fakes/fake-ilink.js";
-import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
-import { InstantClock, tempHome } from "./helpers.js";
+import { startWechat, tempHome } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -86,24 +83,7 @@ describe("text and answers", () => {
   });
 });
 
-async function wechat(): Promise<{ fake: FakeIlink; driver: FakeSessionDriver; comp: WechatComponent }> {
-  const { home, cleanup } = await tempHome();
-  cleanups.push(cleanup);
-  const fake = await new FakeIlink().start();
-  cleanups.push(() => fake.close());
-  const driver = new FakeSessionDriver();
-  const comp = new WechatComponent({
-    home,
-    account: "default",
-    credentials: { bot_token: fake.token, bot_id: fake.botId, user_id: fake.ownerId, base_url: fake.base, cdn_url: fake.cdnBase, saved_unix_seconds: 0 },
-    settings: { enabled: true, workspace: home, remoteTools: "none", senders: "anyone" },
-    driver,
-    clock: new InstantClock(),
-  });
-  await comp.start();
-  cleanups.push(() => comp.stop());
-  return { fake, driver, comp };
-}
+const wechat = () => startWechat(cleanups);
 
 describe("media bounds (WeChat)", () => {
   it("a stranger's image at exactly 5 MiB is read; one byte more is refused with a note", async () => {
