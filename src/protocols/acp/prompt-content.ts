@@ -11,7 +11,8 @@
  *   rule). `audio` is refused with `-32602` (not advertised).
  * - An empty prompt (no text at all and no image) is refused with `-32602`.
  * - Bounds (each `-32602`, checked before anything runs): the rendered text at most `MAX_PROMPT_TEXT_BYTES`; at most
- *   `MAX_PROMPT_IMAGES` images, each PNG, JPEG, GIF or WebP of at most `MAX_IMAGE_BYTES` decoded bytes.
+ *   `MAX_PROMPT_IMAGES` images, each PNG, JPEG, GIF or WebP of at most `MAX_IMAGE_BYTES` decoded bytes, together at
+ *   most `MAX_PROMPT_IMAGE_BYTES`.
  */
 import { fileURLToPath } from "node:url";
 import type { ContentBlock } from "@agentclientprotocol/sdk";
@@ -22,6 +23,8 @@ import { ACP_ERRORS } from "./errors.js";
 
 export const MAX_PROMPT_TEXT_BYTES = 1024 * 1024;
 export const MAX_PROMPT_IMAGES = 8;
+/** All of a prompt's images together, decoded: with the text, the prompt's message stays under wire.ts's line limit. */
+export const MAX_PROMPT_IMAGE_BYTES = 32 * 1024 * 1024;
 export { MAX_IMAGE_BYTES };
 const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
@@ -55,6 +58,7 @@ function displayUri(uri: string): string {
 export function toBerthPrompt(blocks: ContentBlock[]): BerthPrompt {
   const parts: string[] = [];
   const images: PromptImage[] = [];
+  let imageBytes = 0;
   for (const b of blocks) {
     switch (b.type) {
       case "text":
@@ -73,6 +77,8 @@ export function toBerthPrompt(blocks: ContentBlock[]): BerthPrompt {
         if (!IMAGE_TYPES.includes(b.mimeType)) throw invalid("images must be PNG, JPEG, GIF or WebP");
         if (base64Bytes(b.data) > MAX_IMAGE_BYTES) throw invalid(`an image is larger than ${MAX_IMAGE_BYTES} bytes`);
         if (images.length === MAX_PROMPT_IMAGES) throw invalid(`a prompt takes at most ${MAX_PROMPT_IMAGES} images`);
+        imageBytes += base64Bytes(b.data);
+        if (imageBytes > MAX_PROMPT_IMAGE_BYTES) throw invalid(`a prompt's images together are larger than ${MAX_PROMPT_IMAGE_BYTES} bytes`);
         images.push({ mediaType: b.mimeType, dataBase64: b.data });
         break;
       case "audio":

@@ -1,0 +1,114 @@
+/**
+ * `berth acp`'s wire: the SDK's NDJSON stream, guarded on both sides, behind initialize-first.ts.
+ *
+ * Contracts:
+ * - A line longer than `MAX_MESSAGE_BYTES` is not parsed: its bytes are dropped as they arrive (memory stays bounded
+ *   by the limit), and once its end is read it is answered `-32600` with `id: null` and a fixed message naming the
+ *   limit; reading goes on with the next line. (The SDK alone would end the connection on such a line, and with it
+ *   every running turn.) The limit holds the largest prompt `prompt-content.ts` accepts.
+ * - The SDK's answers to messages it cannot use at all (`id: null`) carry a fixed message saying what is wrong:
+ *   `-32700` for a line that is not JSON, `-32600` for JSON that is no JSON-RPC 2.0 message (no `jsonrpc: "2.0"`,
+ *   an id that is no string, number or null, …), without echoing the message back in `data`. Every other frame is
+ *   written as the SDK made it, in the SDK's order.
+ */
+import { ndJsonStream, type Stream } from "@agentclientprotocol/sdk";
+import { initializeFirst } from "./initialize-first.js";
+
+export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+
+const NEWLINE = 0x0a;
+
+export const WIRE_ERRORS = {
+  tooLarge: `Invalid request: a message is longer than ${MAX_MESSAGE_BYTES} bytes; it was not read (send large files as resource links, not embedded)`,
+  parse: "Parse error: a line is not valid JSON; send one JSON-RPC message per line",
+  notJsonRpc:
+    'Invalid request: not a JSON-RPC 2.0 message; each message is a JSON object with "jsonrpc": "2.0", and a request has a string "method" and an "id" that is a string or a number',
+} as const;
+
+/** Passes complete lines of at most `max` bytes (line ending excluded); drops longer ones, calling `onTooLarge` at their end. */
+export function limitLines(input: ReadableStream<Uint8Array>, max: number, onTooLarge: () => void): ReadableStream<Uint8Array> {
+  let held: Uint8Array[] = [];
+  let heldBytes = 0;
+  let dropping = false;
+  const release = (ctl: TransformStreamDefaultController<Uint8Array>): void => {
+    for (const h of held) ctl.enqueue(h);
+    held = [];
+    heldBytes = 0;
+  };
+  return input.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, ctl) {
+        let start = 0;
+        for (let nl = chunk.indexOf(NEWLINE); nl !== -1; nl = chunk.indexOf(NEWLINE, start)) {
+          const line = chunk.subarray(start, nl + 1);
+          start = nl + 1;
+          if (dropping || heldBytes + line.length - 1 > max) {
+            dropping = false;
+            held = [];
+            heldBytes = 0;
+            onTooLarge();
+            continue;
+          }
+          held.push(line);
+          release(ctl);
+        }
+        if (start === chunk.length || dropping) return;
+        const tail = chunk.subarray(start);
+        if (heldBytes + tail.length > max) {
+          dropping = true;
+          held = [];
+          heldBytes = 0;
+          return;
+        }
+        held.push(tail);
+        heldBytes += tail.length;
+      },
+      flush(ctl) {
+        if (dropping) onTooLarge();
+        else release(ctl);
+      },
+    }),
+  );
+}
+
+const encoder = new TextEncoder();
+const frame = (message: unknown): Uint8Array => encoder.encode(JSON.stringify(message) + "\n");
+/** How every SDK protocol error (`protocolErrorResponse`) starts; other frames are never parsed here. */
+const PROTOCOL_ERROR = encoder.encode('{"jsonrpc":"2.0","id":null,"error":{"code":-32');
+
+function startsWith(chunk: Uint8Array, prefix: Uint8Array): boolean {
+  if (chunk.length < prefix.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (chunk[i] !== prefix[i]) return false;
+  return true;
+}
+
+/** The fixed form of an SDK protocol error, or the chunk as it is. */
+function fixProtocolError(chunk: Uint8Array): Uint8Array {
+  if (!startsWith(chunk, PROTOCOL_ERROR)) return chunk;
+  let m: { error?: { code?: unknown; message?: unknown } };
+  try {
+    m = JSON.parse(new TextDecoder().decode(chunk)) as typeof m;
+  } catch {
+    return chunk;
+  }
+  const code = m.error?.code;
+  const message = m.error?.message;
+  if (code === -32700 && message === "Parse error") return frame({ jsonrpc: "2.0", id: null, error: { code, message: WIRE_ERRORS.parse } });
+  if (code === -32600 && message === "Invalid request") return frame({ jsonrpc: "2.0", id: null, error: { code, message: WIRE_ERRORS.notJsonRpc } });
+  return chunk;
+}
+
+/** The guarded stream the agent app connects to. */
+export function acpWire(output: WritableStream<Uint8Array>, input: ReadableStream<Uint8Array>): Stream {
+  // One writer serializes the SDK's frames and the too-large answers (each write is one whole frame).
+  const out = output.getWriter();
+  const send = (bytes: Uint8Array): Promise<void> => out.write(bytes);
+  const guardedOut = new WritableStream<Uint8Array>({
+    write: (chunk) => send(fixProtocolError(chunk)),
+    close: () => out.close(),
+    abort: (reason) => out.abort(reason),
+  });
+  const tooLarge = (): void => void send(frame({ jsonrpc: "2.0", id: null, error: { code: -32600, message: WIRE_ERRORS.tooLarge } })).catch(() => undefined);
+  // The SDK's own bound sits above ours, so it never ends the connection over a line we passed.
+  return initializeFirst(ndJsonStream(guardedOut, limitLines(input, MAX_MESSAGE_BYTES, tooLarge), { maxMessageBytes: MAX_MESSAGE_BYTES + 1 }));
+}
