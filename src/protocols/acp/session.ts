@@ -13,7 +13,8 @@
  * - Approvals: each `approval_requested` becomes one `session/request_permission` with allow once / allow always /
  *   reject once / reject always. "Always" answers are remembered for this session and tool name (later calls are
  *   answered without asking). A cancelled outcome, or an unknown option, denies. A turn cancelled while asking
- *   sends `$/cancel_request` for the pending ask.
+ *   sends `$/cancel_request` for the pending ask; a question withdrawn before it was sent is not sent, and the
+ *   client's answer to a withdrawn one is ignored (never remembered).
  * - When the client advertised `fs` / `terminal`, the session's tools read, write and run commands through it
  *   (`client-workspace.ts`); a command's terminal is shown with its call and stays in the call's final content.
  */
@@ -208,6 +209,8 @@ export class AcpSession {
       let approved = false;
       try {
         await this.flush(); // the tool_call goes out before the question about it
+        // Withdrawn (the turn was cancelled) while earlier updates were written: the question never goes out.
+        if (ctl.signal.aborted) return;
         const r = await this.client.request(
           "session/request_permission",
           {
@@ -222,8 +225,10 @@ export class AcpSession {
             },
             options: PERMISSION_OPTIONS,
           },
-          { cancellationSignal: ctl.signal },
+          { cancellationSignal: ctl.signal, stopWaitingOnCancel: true },
         );
+        // Withdrawn while asked: an answer the client sends anyway is no answer (an "always" is not remembered).
+        if (ctl.signal.aborted) return;
         if (r.outcome.outcome === "selected") {
           const id = r.outcome.optionId;
           approved = id === "allow_once" || id === "allow_always";
