@@ -116,3 +116,31 @@ it("lines that are no JSON-RPC 2.0 message get fixed errors without their conten
   assert.deepEqual(p.invalid.filter((x) => !x.startsWith("response to unknown id")), []);
   await p.end();
 });
+
+it("images with bad base64, or bytes of another type than their mimeType, are -32602 before anything runs", { timeout: 30_000 }, async () => {
+  const p = rig.spawn();
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd: p.cwd, mcpServers: [] });
+  const n = rig.fake.requests.length;
+  const jpeg = Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0, 0x10]).toString("base64");
+  for (const [data, mimeType, why] of [
+    ["!!!not base64!!!", "image/png", "an image's data is not valid base64"],
+    ["iVBORw0KGgo", "image/png", "an image's data is not valid base64"],
+    ["", "image/png", "an image's data is not valid base64"],
+    [jpeg, "image/png", "an image's bytes are not of the type its mimeType names"],
+    ["R0lGODlhAQABAAAAACw=", "image/webp", "an image's bytes are not of the type its mimeType names"],
+  ] as const) {
+    await assert.rejects(p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "see" }, { type: "image", mimeType, data }] }), (e: { code?: number; message?: string }) => {
+      assert.equal(e.code, -32602, data);
+      assert.equal(e.message, `Invalid params: ${why}`);
+      return true;
+    });
+  }
+  assert.equal(rig.fake.requests.length, n, "no turn ran");
+  // Real images of each type (whitespace in the base64 is allowed) still go through.
+  const gif = "R0lGODlhAQABAAAAACw=";
+  const r = await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "see" }, { type: "image", mimeType: "image/jpeg", data: jpeg }, { type: "image", mimeType: "image/gif", data: `${gif.slice(0, 8)}\n${gif.slice(8)}` }] });
+  assert.equal(r.stopReason, "end_turn");
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});

@@ -101,9 +101,13 @@ it("prompt bounds hold exactly: text bytes, image count, image size, image types
   const png = { type: "image" as const, mimeType: "image/png", data: "iVBORw0KGgo=" };
   assert.equal(toBerthPrompt(Array.from({ length: MAX_PROMPT_IMAGES }, () => png)).images.length, MAX_PROMPT_IMAGES);
   assert.throws(() => toBerthPrompt(Array.from({ length: MAX_PROMPT_IMAGES + 1 }, () => png)), bad);
-  const atLimit = Buffer.alloc(MAX_IMAGE_BYTES, 1).toString("base64");
-  assert.equal(toBerthPrompt([{ ...png, data: atLimit }]).images.length, 1);
-  assert.throws(() => toBerthPrompt([{ ...png, data: Buffer.alloc(MAX_IMAGE_BYTES + 1, 1).toString("base64") }]), bad);
+  const pngOf = (n: number): string => {
+    const b = Buffer.alloc(n, 1);
+    Buffer.from("iVBORw0KGgo=", "base64").copy(b);
+    return b.toString("base64");
+  };
+  assert.equal(toBerthPrompt([{ ...png, data: pngOf(MAX_IMAGE_BYTES) }]).images.length, 1);
+  assert.throws(() => toBerthPrompt([{ ...png, data: pngOf(MAX_IMAGE_BYTES + 1) }]), bad);
   assert.throws(() => toBerthPrompt([{ ...png, mimeType: "image/tiff" }]), bad);
 });
 

@@ -12,7 +12,8 @@
  * - An empty prompt (no text at all and no image) is refused with `-32602`.
  * - Bounds (each `-32602`, checked before anything runs): the rendered text at most `MAX_PROMPT_TEXT_BYTES`; at most
  *   `MAX_PROMPT_IMAGES` images, each PNG, JPEG, GIF or WebP of at most `MAX_IMAGE_BYTES` decoded bytes, together at
- *   most `MAX_PROMPT_IMAGE_BYTES`.
+ *   most `MAX_PROMPT_IMAGE_BYTES`; an image's data must be padded base64 whose bytes start as its MIME type's format
+ *   does.
  */
 import { fileURLToPath } from "node:url";
 import type { ContentBlock } from "@agentclientprotocol/sdk";
@@ -26,7 +27,15 @@ export const MAX_PROMPT_IMAGES = 8;
 /** All of a prompt's images together, decoded: with the text, the prompt's message stays under wire.ts's line limit. */
 export const MAX_PROMPT_IMAGE_BYTES = 32 * 1024 * 1024;
 export { MAX_IMAGE_BYTES };
-const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+/** Each accepted image type and whether decoded bytes start as that format does. */
+const IMAGE_SIGNATURES: Record<string, (b: Buffer) => boolean> = {
+  "image/png": (b) => b.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])),
+  "image/jpeg": (b) => b.subarray(0, 3).equals(Buffer.from([0xff, 0xd8, 0xff])),
+  "image/gif": (b) => ["GIF87a", "GIF89a"].includes(b.subarray(0, 6).toString("latin1")),
+  "image/webp": (b) => b.subarray(0, 4).toString("latin1") === "RIFF" && b.subarray(8, 12).toString("latin1") === "WEBP",
+};
+/** Padded base64 (a flat character class: no backtracking over megabytes). */
+const isBase64 = (s: string): boolean => s.length % 4 === 0 && /^[A-Za-z0-9+/]*={0,2}$/.test(s);
 
 const invalid = (what: string): RequestError => new RequestError(-32602, `Invalid params: ${what}`);
 
@@ -74,12 +83,16 @@ export function toBerthPrompt(blocks: ContentBlock[]): BerthPrompt {
         break;
       }
       case "image":
-        if (!IMAGE_TYPES.includes(b.mimeType)) throw invalid("images must be PNG, JPEG, GIF or WebP");
+        if (!Object.hasOwn(IMAGE_SIGNATURES, b.mimeType)) throw invalid("images must be PNG, JPEG, GIF or WebP");
         if (base64Bytes(b.data) > MAX_IMAGE_BYTES) throw invalid(`an image is larger than ${MAX_IMAGE_BYTES} bytes`);
         if (images.length === MAX_PROMPT_IMAGES) throw invalid(`a prompt takes at most ${MAX_PROMPT_IMAGES} images`);
         imageBytes += base64Bytes(b.data);
         if (imageBytes > MAX_PROMPT_IMAGE_BYTES) throw invalid(`a prompt's images together are larger than ${MAX_PROMPT_IMAGE_BYTES} bytes`);
-        images.push({ mediaType: b.mimeType, dataBase64: b.data });
+        // Checked here, not by the provider after the prompt was stored: bad data would fail the turn, not this request.
+        const data = b.data.replace(/\s/g, "");
+        if (data === "" || !isBase64(data)) throw invalid("an image's data is not valid base64");
+        if (!IMAGE_SIGNATURES[b.mimeType]!(Buffer.from(data.slice(0, 16), "base64"))) throw invalid("an image's bytes are not of the type its mimeType names");
+        images.push({ mediaType: b.mimeType, dataBase64: data });
         break;
       case "audio":
       default:
