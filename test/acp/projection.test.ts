@@ -45,6 +45,9 @@ it("turns prompt blocks into one text plus images, and refuses audio and empty p
     "look at\n\n[linked resource: a.ts /w/a.ts]\n\nContents of /w/b.ts:\n```\nconst b = 1;\n```\n\n[attached binary resource /w/c.bin (application/octet-stream); its bytes are not shown]",
   );
   assert.deepEqual(p.images, [{ mediaType: "image/png", dataBase64: "iVBORw0KGgo=" }]);
+  // An embedded Markdown file's own code block does not end the fence around it.
+  const md = "# Use\n```sh\nnpm test\n```\nthen ````` five";
+  assert.equal(toBerthPrompt([{ type: "resource", resource: { uri: "file:///w/README.md", text: md } }]).text, `Contents of /w/README.md:\n\`\`\`\`\`\`\n${md}\n\`\`\`\`\`\``);
   assert.throws(() => toBerthPrompt([{ type: "audio", mimeType: "audio/wav", data: "AA==" }]), (e: RequestError) => e.code === -32602);
   assert.throws(() => toBerthPrompt([{ type: "text", text: "  " }]), (e: RequestError) => e.code === -32602);
 });

@@ -5,7 +5,8 @@
  * - `text` blocks are joined with a blank line between them, in order.
  * - `resource_link`: a line `[linked resource: <name> <uri>]` (a `file://` URI is given as its absolute path), so the
  *   model can open it with its tools.
- * - `resource` (embedded, `embeddedContext`): text contents become a fenced block headed by the URI; binary
+ * - `resource` (embedded, `embeddedContext`): text contents become a fenced block headed by the URI (the fence
+ *   longer than any backtick run in the text); binary
  *   contents a line naming the URI and MIME type (the bytes are not sent to the model).
  * - `image`: passed to the model as an image (a model that takes no images gets a placeholder line, the runtime's
  *   rule). `audio` is refused with `-32602` (not advertised).
@@ -78,7 +79,11 @@ export function toBerthPrompt(blocks: ContentBlock[]): BerthPrompt {
         break;
       case "resource": {
         const r = b.resource;
-        if ("text" in r) parts.push(`Contents of ${displayUri(r.uri)}:\n\`\`\`\n${r.text}\n\`\`\``);
+        if ("text" in r) {
+          // A fence longer than any backtick run inside, so a Markdown file's own code blocks cannot end it early.
+          const fence = "`".repeat((r.text.match(/`+/g) ?? []).reduce((n, run) => Math.max(n, run.length + 1), 3));
+          parts.push(`Contents of ${displayUri(r.uri)}:\n${fence}\n${r.text}\n${fence}`);
+        }
         else parts.push(`[attached binary resource ${displayUri(r.uri)}${r.mimeType ? ` (${r.mimeType})` : ""}; its bytes are not shown]`);
         break;
       }
