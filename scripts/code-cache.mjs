@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // The V8 code cache of a fresh process (docs/runtime.md, "First turn of a fresh process"). Node 20 has no compile
-// cache for modules, so `berth service`, `berth stdio`, `berth chat` and `magi-code` can run from one CommonJS file
+// cache for modules, so `berth service`, `berth stdio`, `berth chat`, `berth acp` and `magi-code` can run from one CommonJS file
 // compiled with V8 code cache data instead of the ES module chunks in dist/cold/:
 // - `buildColdScripts` bundles dist/src/cli/main.js into dist/cold/berth-<command>.cjs, one script per command (no
 //   splitting: a lazy `import()` of our own modules becomes an esbuild init wrapper, still lazy), packages left in
 //   node_modules but the ESM-only ones and the first turn's SSE parser, built-ins imported on demand required instead,
-//   the MCP client left to the ES module loader, the commands that never run from it (daemon, channel, acp, open,
+//   the MCP client left to the ES module loader, the commands that never run from it (daemon, channel, open,
 //   build-info, and the other session commands) left out, whitespace, syntax and identifiers minified, non-ASCII
 //   escaped (a one-byte source string), wrapped in a CommonJS-style function and ended by a build ID;
 // - `trainCodeCache` runs each of those commands through a session and a turn (the service also through a restarted
@@ -29,7 +29,7 @@ const coldDir = join(root, "dist", "cold");
 export const CACHE_DIR = join(coldDir, "cache");
 
 /** The commands that run from a script of their own (`dist/cold/berth-<command>.cjs`). */
-export const COLD_COMMANDS = ["service", "stdio", "chat"];
+export const COLD_COMMANDS = ["service", "stdio", "chat", "acp"];
 
 /** The script of `command`. */
 export const scriptOf = (command) => join(coldDir, `berth-${command}.cjs`);
@@ -40,10 +40,10 @@ export const scriptOf = (command) => join(coldDir, `berth-${command}.cjs`);
  * only what its own command can reach (`berth stdio` neither the app-service server nor the terminal client, ~25%
  * less source to read and fewer functions to deserialise and instantiate before the handshake).
  */
-const COMMAND_MODULES = { service: "./service.js", stdio: "./stdio.js", chat: "./chat/index.js" };
+const COMMAND_MODULES = { service: "./service.js", stdio: "./stdio.js", chat: "./chat/index.js", acp: "./acp.js" };
 const notCold = (command) => {
   const others = Object.entries(COMMAND_MODULES).filter(([c]) => c !== command).map(([, m]) => m);
-  return new Set(["./daemon.js", "./channel.js", "./acp.js", "./open.js", "./build-info.js", ...others]);
+  return new Set(["./daemon.js", "./channel.js", "./open.js", "./build-info.js", ...others]);
 };
 
 /**
@@ -63,6 +63,13 @@ const ESM_ONLY = new Set(["oauth4webapi", "@agentclientprotocol/sdk"]);
  * Stateless (a copy the ES module loader may also load is harmless).
  */
 const FIRST_TURN_PACKAGES = new Set(["eventsource-parser"]);
+
+/**
+ * Packages bundled into one command's script only: the ACP SDK builds its message schemas with zod when it loads,
+ * before `initialize` can be answered; from node_modules, compiling zod's CommonJS files alone cost ~35 ms there.
+ */
+const COMMAND_PACKAGES = { acp: ["zod"] };
+const bundledFor = (command, spec) => (COMMAND_PACKAGES[command] ?? []).some((p) => spec === p || spec.startsWith(`${p}/`));
 
 /**
  * Built-ins the script loads on first use instead of when an importing module initialises: node:crypto costs ~2–3 ms
@@ -116,7 +123,9 @@ async function buildColdScript(command) {
             const getters = names.map((k) => `get ${k}() { return load().${k}; }`).join(",\n");
             return { contents: `let m; const load = () => (m ??= require(${JSON.stringify(args.path)}));\nmodule.exports = Object.create({\n${getters}\n});\n`, loader: "js" };
           });
-          b.onResolve({ filter: /^[^./]/ }, (args) => (ESM_ONLY.has(args.path) || FIRST_TURN_PACKAGES.has(args.path) ? undefined : { path: args.path, external: true }));
+          b.onResolve({ filter: /^[^./]/ }, (args) =>
+            ESM_ONLY.has(args.path) || FIRST_TURN_PACKAGES.has(args.path) || bundledFor(command, args.path) ? undefined : { path: args.path, external: true },
+          );
           b.onResolve({ filter: /^\.\/[a-z/-]+\.js$/ }, (args) => {
             if (args.importer === mainJs && NOT_COLD.has(args.path)) return { path: args.path, namespace: "not-cold" };
             const from = relative(srcDir, args.importer).split("\\").join("/");
@@ -241,6 +250,13 @@ const TRAINING = {
       else second(m, send, end);
     });
   },
+  // An editor's first minutes: initialize, a new session, one prompt answered.
+  acp: (bin, env, cwd) =>
+    drive([join(bin, "berth"), "acp"], env, cwd, { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: 1, clientCapabilities: {} } }, (m, send, end) => {
+      if (m.id === 1 && m.result) send({ jsonrpc: "2.0", id: 2, method: "session/new", params: { cwd, mcpServers: [] } });
+      else if (m.id === 2 && m.result) send({ jsonrpc: "2.0", id: 3, method: "session/prompt", params: { sessionId: m.result.sessionId, prompt: [{ type: "text", text: "hello" }] } });
+      else if (m.method === undefined && (m.error || m.id === 3)) end();
+    }),
   // With an MCP server configured whose tool list is cached (as every run after a user's first in a directory finds
   // it): a first run lists and caches its tools, the kept one offers them from the cache (the tool registry's
   // cached path, compiled lazily otherwise) and starts the server after the provider answered.

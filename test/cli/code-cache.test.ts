@@ -76,7 +76,7 @@ function stdioTurn(root: string, fake: FakeProvider, extraEnv: NodeJS.ProcessEnv
 
 test("the build made a code cache for each session command, for this Node", { skip: !bundled() && "dist/cold/ is older than the last tsc build" }, () => {
   const ids = new Set<string>();
-  for (const command of ["service", "stdio", "chat"]) {
+  for (const command of ["service", "stdio", "chat", "acp"]) {
     assert.ok(existsSync(CACHE(REPO_ROOT, command)), `no ${command} cache for ${process.version}`);
     const script = readFileSync(join(COLD, `berth-${command}.cjs`), "latin1");
     const id = /\/\/berth-build:([0-9a-f]{16})\s*$/.exec(script.slice(-64))?.[1];
@@ -86,12 +86,12 @@ test("the build made a code cache for each session command, for this Node", { sk
     assert.ok(!/[^\x00-\x7f]/.test(script), `${command}: the script is ASCII (a one-byte source string)`);
     assert.ok(!script.includes('require("better-sqlite3")'), `${command}: the daemon's SQLite is not in the script`);
     // Each script holds its own command only: the other session commands' modules are left out (a stub in their place).
-    for (const [other, module] of [["service", "./service.js"], ["stdio", "./stdio.js"], ["chat", "./chat/index.js"]] as const) {
+    for (const [other, module] of [["service", "./service.js"], ["stdio", "./stdio.js"], ["chat", "./chat/index.js"], ["acp", "./acp.js"]] as const) {
       const stub = `berth: ${module} is not in dist/cold/berth-${command}.cjs`;
       assert.equal(script.includes(stub), other !== command, `${command}: ${module} ${other === command ? "in" : "left out of"} its script`);
     }
   }
-  assert.equal(ids.size, 3, "one build per script");
+  assert.equal(ids.size, 4, "one build per script");
 });
 
 test("berth stdio runs from the code cache, and without it (BERTH_CODE_CACHE=0) from the modules", { skip: !bundled() && "dist/cold/ is older than the last tsc build", timeout: 60_000 }, async () => {
