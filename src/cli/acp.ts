@@ -75,6 +75,9 @@ export async function runAcp(argv: string[]): Promise<number> {
   let signalled: NodeJS.Signals | null = null;
   let stop!: () => void;
   const stopped = new Promise<void>((resolve) => (stop = resolve));
+  // An editor that closed its end of stdout (gone, or `| head -1`): writes fail with EPIPE, which the stream also
+  // emits as an error event; without a listener that would kill the process with a stack trace. It ends like EOF.
+  process.stdout.on("error", () => stop());
   const onSignal = (sig: NodeJS.Signals): void => {
     if (signalled !== null) process.exit(signalExitStatus(sig));
     signalled = sig;
