@@ -158,3 +158,32 @@ export class ActionLog {
     this.subs.delete(channel);
   }
 }
+
+/** The `meta` key of the durable serverSeq ceiling, and how many numbers one write reserves. */
+const SEQ_CEILING_KEY = "serverSeqCeiling";
+const SEQ_BLOCK = 65_536;
+
+/**
+ * `serverSeq` continues across host runs (`continueFrom`): this run starts at the ceiling the previous one made
+ * durable in `meta`, and reserves SEQ_BLOCK numbers at a time, so a client reconnecting with a number from an earlier
+ * run is answered with snapshots. A ceiling that cannot be written poisons the state (`poison`).
+ */
+export function continueAcrossRuns(
+  actions: ActionLog,
+  meta: { getMeta(key: string): string | undefined; putMetaAlone(key: string, value: string): void },
+  log: (line: string) => void,
+  poison: (reason: string) => void,
+): void {
+  const raw = meta.getMeta(SEQ_CEILING_KEY);
+  const stored = raw === undefined ? 0 : Number(raw);
+  if (!Number.isSafeInteger(stored) || stored < 0) log(`${SEQ_CEILING_KEY} ${JSON.stringify(raw).slice(0, 64)} is unreadable; numbering starts at 0`);
+  actions.continueFrom(Number.isSafeInteger(stored) && stored > 0 ? stored : 0, (next) => {
+    const ceiling = next + SEQ_BLOCK;
+    try {
+      meta.putMetaAlone(SEQ_CEILING_KEY, String(ceiling));
+    } catch (e) {
+      poison(`serverSeq ceiling not durable: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    return ceiling;
+  });
+}

@@ -9,7 +9,7 @@ import { createHash, randomBytes, randomUUID } from "node:crypto";
 import type { HostStore, SessionRow } from "../../store/host/store.js";
 import type { BackendEvent, HistoryTurn } from "./backend-schema.js";
 import { ROOT } from "./ahp-schema.js";
-import { ActionLog } from "./action-log.js";
+import { ActionLog, continueAcrossRuns } from "./action-log.js";
 import { CommandTracker, type AnyRoute } from "./commands.js";
 import { reduceAction } from "./reducer.js";
 import { applyBackendEvent, historyToTurn } from "./backend-events.js";
@@ -37,10 +37,6 @@ import {
 
 export { STATUS, REPLAY_LIMIT, COMMAND_DEADLINE_MS, hashToken, findTool } from "./model.js";
 export type { ChatModel, CommandOutcome, Envelope, Origin, ProviderRoute, SessionModel, SessionRoute, Subscriber, TurnModel } from "./model.js";
-
-/** The `meta` key of the durable serverSeq ceiling, and how many numbers one write reserves. */
-const SEQ_CEILING_KEY = "serverSeqCeiling";
-const SEQ_BLOCK = 65_536;
 
 function b64(buf: Buffer): string {
   return buf.toString("base64url");
@@ -84,29 +80,9 @@ export class HostState {
     this.actions = new ActionLog((channel, action) => reduceAction(this, channel, action));
     this.commands = new CommandTracker(log);
     this.hostId = store.hostId();
-    this.continueSequence();
+    continueAcrossRuns(this.actions, store, log, (reason) => this.poison(reason));
     this.restore();
     store.onFailure = (e) => this.poison(`persistence failed: ${e.message}`);
-  }
-
-  /**
-   * `serverSeq` continues across runs (action-log.ts, `continueFrom`): this run starts at the
-   * ceiling the previous one made durable, and reserves SEQ_BLOCK numbers at a time, so a client
-   * reconnecting with a number from an earlier run is answered with snapshots.
-   */
-  private continueSequence(): void {
-    const raw = this.store.getMeta(SEQ_CEILING_KEY);
-    const stored = raw === undefined ? 0 : Number(raw);
-    if (!Number.isSafeInteger(stored) || stored < 0) this.log(`${SEQ_CEILING_KEY} ${JSON.stringify(raw).slice(0, 64)} is unreadable; numbering starts at 0`);
-    this.actions.continueFrom(Number.isSafeInteger(stored) && stored > 0 ? stored : 0, (next) => {
-      const ceiling = next + SEQ_BLOCK;
-      try {
-        this.store.putMetaAlone(SEQ_CEILING_KEY, String(ceiling));
-      } catch (e) {
-        this.poison(`serverSeq ceiling not durable: ${e instanceof Error ? e.message : String(e)}`);
-      }
-      return ceiling;
-    });
   }
 
   /** Mark the state as no longer matching durable storage (logged once). */
