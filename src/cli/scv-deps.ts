@@ -8,7 +8,7 @@
  */
 import { fileURLToPath } from "node:url";
 import type { EnvLike } from "../store/home.js";
-import { toWellFormed } from "../store/sessions/records.js";
+import { wellFormedText } from "../core/text-policy.js";
 import type { BerthDelegates } from "./delegates/agent-berth.js";
 import type { CliAgents } from "./delegates/cli-agents.js";
 import type { ScvServerDeps } from "../protocols/scv/connection.js";
@@ -237,7 +237,7 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
         ...(a.name !== undefined ? { name: a.name } : {}),
         ...(a.mime !== undefined ? { mime: a.mime } : {}),
         // A voice message's transcript reaches the model with the prompt (runtime/session/attachments.ts).
-        ...(a.transcript !== undefined ? { transcript: toWellFormed(a.transcript) } : {}),
+        ...(a.transcript !== undefined ? { transcript: wellFormedText(a.transcript) } : {}),
       })),
     };
   };

@@ -5,7 +5,8 @@
 import { constants as FS, fstatSync, openSync } from "node:fs";
 import { SessionError } from "./errors.js";
 import { closeQuietly, readAt } from "./fdio.js";
-import { decodeHeader, decodeLine, toWellFormed, type DecodedLine, type HeaderRecord, type RecordKind, type StoredRecord } from "./records.js";
+import { decodeHeader, decodeLine, type DecodedLine, type HeaderRecord, type RecordKind, type StoredRecord } from "./records.js";
+import { wellFormedText } from "../../core/text-policy.js";
 
 /** The header line must fit in this many bytes. */
 export const MAX_HEADER_BYTES = 64 * 1024;
@@ -377,7 +378,7 @@ function decodeJsonStringPrefix(s: string): string | null {
   }
   try {
     const v = JSON.parse('"' + s.slice(0, lastSafe) + '"') as string;
-    return toWellFormed(v);
+    return wellFormedText(v);
   } catch {
     return null;
   }

@@ -7,23 +7,12 @@
  * and an ISO `at` time. Records never repeat the session ID; the header binds the file to its session.
  */
 
+import { wellFormed } from "../../core/text-policy.js";
+
 export const FORMAT_VERSION = 1;
 
 /** A single record line (JSON + LF) may not exceed this; larger appends are rejected before any write. */
 export const MAX_RECORD_BYTES = 4 * 1024 * 1024;
-
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
-
-/** True when `s` has no lone surrogate (so it round-trips through UTF-8). */
-export function isWellFormed(s: string): boolean {
-  LONE_SURROGATE.lastIndex = 0;
-  return !LONE_SURROGATE.test(s);
-}
-
-/** Replaces lone surrogates with U+FFFD. */
-export function toWellFormed(s: string): string {
-  return s.replace(LONE_SURROGATE, "\uFFFD");
-}
 
 export interface HeaderRecord {
   kind: "header";
@@ -137,8 +126,8 @@ function isObj(v: unknown): boolean {
 // ------------------------------------------------------------------ strict write-side validation
 
 type FieldCheck = (v: unknown) => boolean;
-const text: FieldCheck = (v) => typeof v === "string" && isWellFormed(v);
-const shortId: FieldCheck = (v) => typeof v === "string" && v.length >= 1 && v.length <= 256 && isWellFormed(v);
+const text: FieldCheck = (v) => typeof v === "string" && wellFormed(v);
+const shortId: FieldCheck = (v) => typeof v === "string" && v.length >= 1 && v.length <= 256 && wellFormed(v);
 const bool: FieldCheck = (v) => typeof v === "boolean";
 const plainObject: FieldCheck = (v) => isObj(v);
 const seqNumber: FieldCheck = (v) => typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
