@@ -21,7 +21,6 @@
  */
 import type { NewRecord, SessionWriter, StoredRecord, TerminalStatus, UserAttachment } from "../store/sessions/index.js";
 import { StreamedText } from "./streamed-text.js";
-import { wellFormedText } from "../core/text-policy.js";
 
 export interface RecorderTiming {
   flushBytes: number;
@@ -62,9 +61,7 @@ export class TurnRecorder {
   /** The seq of the user record once written (compaction cutoffs are taken relative to it). */
   userSeq = 0;
 
-  async user(raw: string, attachments?: UserAttachment[]): Promise<StoredRecord> {
-    // The store refuses text with a lone surrogate; every text this recorder writes is made Unicode text first.
-    const text = wellFormedText(raw);
+  async user(text: string, attachments?: UserAttachment[]): Promise<StoredRecord> {
     this.prompt = text;
     const rec: NewRecord = { kind: "user", turn_id: this.turnId, text, ...(attachments !== undefined && attachments.length > 0 ? { attachments } : {}) };
     const r = await this.writer.append(rec, { sync: true });
@@ -75,7 +72,7 @@ export class TurnRecorder {
   /** A steering message injected between steps: one more user record of this turn (written and fsynced). */
   async steering(text: string): Promise<void> {
     this.writeHeld();
-    await this.writer.append({ kind: "user", turn_id: this.turnId, text: wellFormedText(text) }, { sync: true });
+    await this.writer.append({ kind: "user", turn_id: this.turnId, text }, { sync: true });
   }
 
   /** Starts one provider response; returns its message ID. */
@@ -140,7 +137,7 @@ export class TurnRecorder {
     if (this.messageId === null) return null;
     if (this.pending.length === 0 && partial) return null;
     if (this.pending.length === 0 && this.segment === 0) return null; // an empty message has no text record
-    const text = wellFormedText(this.pending.take());
+    const text = this.pending.take();
     return { kind: "assistant", turn_id: this.turnId, message_id: `${this.messageId}.${this.segment++}`, text, partial };
   }
 
@@ -187,13 +184,13 @@ export class TurnRecorder {
 
   toolResult(callId: string, name: string, content: string, isError: boolean): void {
     this.writeHeld();
-    this.track(this.writer.append({ kind: "tool_result", turn_id: this.turnId, call_id: callId, name, content: wellFormedText(content), is_error: isError }));
+    this.track(this.writer.append({ kind: "tool_result", turn_id: this.turnId, call_id: callId, name, content, is_error: isError }));
   }
 
   async checkpoint(summary: string, cutoffSeq: number): Promise<void> {
     this.writeHeld();
     await this.settled();
-    await this.writer.append({ kind: "checkpoint", summary: wellFormedText(summary), cutoff_seq: cutoffSeq }, { sync: true });
+    await this.writer.append({ kind: "checkpoint", summary, cutoff_seq: cutoffSeq }, { sync: true });
   }
 
   /**
@@ -209,10 +206,10 @@ export class TurnRecorder {
     await this.settled();
     if (this.failure !== null) throw this.failure;
     const turn_id = this.turnId;
-    const writes = [this.writer.append({ kind: "checkpoint", summary: wellFormedText(summary), cutoff_seq: this.writer.peekNextSeq - 1 })];
+    const writes = [this.writer.append({ kind: "checkpoint", summary, cutoff_seq: this.writer.peekNextSeq - 1 })];
     const carry = acceptedText !== "";
     writes.push(this.writer.append({ kind: "user", turn_id, text: this.prompt }, { sync: !carry }));
-    if (carry) writes.push(this.writer.append({ kind: "assistant", turn_id, message_id: `m${++this.messages}.0`, text: wellFormedText(acceptedText), partial: false }, { sync: true }));
+    if (carry) writes.push(this.writer.append({ kind: "assistant", turn_id, message_id: `m${++this.messages}.0`, text: acceptedText, partial: false }, { sync: true }));
     await Promise.all(writes);
   }
 
@@ -223,7 +220,7 @@ export class TurnRecorder {
   async terminal(status: TerminalStatus, assistantText: string): Promise<void> {
     if (this.messageId !== null) this.endMessage();
     this.stopTimers();
-    const term: NewRecord = { kind: "terminal", turn_id: this.turnId, status, assistant_text: wellFormedText(assistantText) };
+    const term: NewRecord = { kind: "terminal", turn_id: this.turnId, status, assistant_text: assistantText };
     const held = this.held;
     this.held = null;
     if (held === null) {
