@@ -10,6 +10,7 @@
  * overwrites; CRLF becomes LF, also when split across stream chunks). Everything else is unchanged, so text
  * without controls comes back as the same string.
  */
+import { wellFormedJson } from "../core/text-policy.js";
 
 // C0 but tab (and newline, in multi-line text), DEL, C1; the bidi embeddings, overrides, isolates and marks.
 const BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069";
@@ -43,10 +44,5 @@ const JSON_CONTROLS = new RegExp(`[\u007f-\u009f${BIDI}\u2028\u2029]`, "g");
  * controls are escaped by `JSON.stringify` already).
  */
 export function jsonLine(v: unknown): string {
-  return (
-    JSON.stringify(v)
-      // Escapes scanned left to right, `\\` pairs consumed whole, so a `\` written as `\\` before "ud800" is kept.
-      .replace(/\\(\\|ud[89a-f][0-9a-f]{2})/g, (m, e: string) => (e === "\\" ? m : "\\ufffd"))
-      .replace(JSON_CONTROLS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`) + "\n"
-  );
+  return JSON.stringify(wellFormedJson(v)).replace(JSON_CONTROLS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`) + "\n";
 }
