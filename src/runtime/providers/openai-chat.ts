@@ -291,23 +291,27 @@ export class ChatDecoder implements WireDecoder {
   private finish(out: ProviderEvent[]): void {
     if (this.hasThinking) this.flushThinking(out);
     const truncated = this.finishReason === "length";
-    if (!truncated) {
-      const parsed = this.calls.map((c, i) => {
-        if (c.name.length === 0) throw protocolFailure();
-        return { id: c.id.length > 0 ? c.id : `call_${i}`, name: c.name, args: c.args.parse() };
-      });
-      for (const c of parsed) out.push({ type: "tool_call", id: c.id, name: c.name, arguments: c.args });
-    }
+    // Everything that can fail is read before the first call is pushed: a response that fails (its usage malformed
+    // included) yields no tool call.
+    const parsed = truncated
+      ? []
+      : this.calls.map((c, i) => {
+          if (c.name.length === 0) throw protocolFailure();
+          return { id: c.id.length > 0 ? c.id : `call_${i}`, name: c.name, args: c.args.parse() };
+        });
     const u = this.usage;
-    if (u !== undefined) {
-      out.push({
-        type: "usage",
-        inputTokens: optCount(u, "prompt_tokens") ?? 0,
-        outputTokens: optCount(u, "completion_tokens") ?? 0,
-        cacheReadTokens: optCount(optObject(u, "prompt_tokens_details"), "cached_tokens") ?? null,
-        reasoningTokens: optCount(optObject(u, "completion_tokens_details"), "reasoning_tokens") ?? null,
-      });
-    }
+    const usage: ProviderEvent | undefined =
+      u === undefined
+        ? undefined
+        : {
+            type: "usage",
+            inputTokens: optCount(u, "prompt_tokens") ?? 0,
+            outputTokens: optCount(u, "completion_tokens") ?? 0,
+            cacheReadTokens: optCount(optObject(u, "prompt_tokens_details"), "cached_tokens") ?? null,
+            reasoningTokens: optCount(optObject(u, "completion_tokens_details"), "reasoning_tokens") ?? null,
+          };
+    for (const c of parsed) out.push({ type: "tool_call", id: c.id, name: c.name, arguments: c.args });
+    if (usage !== undefined) out.push(usage);
     const stop = truncated ? "max_tokens" : this.calls.length > 0 ? "tool_use" : "end";
     out.push({ type: "done", stopReason: stop });
     this.finished = true;

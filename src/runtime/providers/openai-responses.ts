@@ -234,24 +234,23 @@ export class ResponsesDecoder implements WireDecoder {
 
   private finish(o: JsonObject, stop: "end" | "max_tokens", out: ProviderEvent[]): void {
     const resp = optObject(o, "response");
-    const usage = resp === undefined ? undefined : optObject(resp, "usage");
-    let hasCalls = false;
-    if (stop !== "max_tokens") {
-      const parsed = [...this.calls.values()].map((c) => ({ c, args: c.args.parse() }));
-      for (const { c, args } of parsed) out.push({ type: "tool_call", id: c.callId, name: c.name, arguments: args });
-      hasCalls = parsed.length > 0;
-    }
-    if (usage !== undefined) {
-      const inDetails = optObject(usage, "input_tokens_details");
-      const outDetails = optObject(usage, "output_tokens_details");
-      out.push({
-        type: "usage",
-        inputTokens: optCount(usage, "input_tokens") ?? 0,
-        outputTokens: optCount(usage, "output_tokens") ?? 0,
-        cacheReadTokens: optCount(inDetails, "cached_tokens") ?? null,
-        reasoningTokens: optCount(outDetails, "reasoning_tokens") ?? null,
-      });
-    }
+    const u = resp === undefined ? undefined : optObject(resp, "usage");
+    // Everything that can fail is read before the first call is pushed: a response that fails (its usage malformed
+    // included) yields no tool call.
+    const parsed = stop === "max_tokens" ? [] : [...this.calls.values()].map((c) => ({ c, args: c.args.parse() }));
+    const usage: ProviderEvent | undefined =
+      u === undefined
+        ? undefined
+        : {
+            type: "usage",
+            inputTokens: optCount(u, "input_tokens") ?? 0,
+            outputTokens: optCount(u, "output_tokens") ?? 0,
+            cacheReadTokens: optCount(optObject(u, "input_tokens_details"), "cached_tokens") ?? null,
+            reasoningTokens: optCount(optObject(u, "output_tokens_details"), "reasoning_tokens") ?? null,
+          };
+    for (const { c, args } of parsed) out.push({ type: "tool_call", id: c.callId, name: c.name, arguments: args });
+    const hasCalls = parsed.length > 0;
+    if (usage !== undefined) out.push(usage);
     out.push({ type: "done", stopReason: stop === "max_tokens" ? "max_tokens" : hasCalls ? "tool_use" : "end" });
     this.finished = true;
   }
