@@ -3,9 +3,11 @@
  * server that keeps a stream alive with SSE comments but never sends an event. Each against the loopback fake.
  */
 import assert from "node:assert/strict";
+import { createServer, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterEach, beforeEach, describe, it } from "node:test";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
-import { APIS, collect, makeProvider, request, terminal } from "./helpers.js";
+import { APIS, collect, makeProvider, request, terminal, textOf } from "./helpers.js";
 
 for (const api of APIS) {
   describe(`${api}: hostile endings`, () => {
@@ -26,3 +28,72 @@ for (const api of APIS) {
     });
   });
 }
+
+/**
+ * A server that answers every request with an event stream of SSE comments (a proxy's heartbeat over a dead
+ * upstream), one every few milliseconds, after the SSE `lead` it is given; it ends the body after `max` comments
+ * (so the old code, which took every chunk as progress, failed the test instead of hanging it).
+ */
+async function heartbeatServer(lead: string, max: number): Promise<{ url: string; requests: () => number; close: () => Promise<void> }> {
+  let n = 0;
+  const open = new Set<ServerResponse>();
+  const server = createServer((req, res) => {
+    n++;
+    req.resume();
+    open.add(res);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write(lead);
+    let sent = 0;
+    const beat = setInterval(() => {
+      if (sent++ >= max) {
+        clearInterval(beat);
+        res.end();
+        return;
+      }
+      res.write(": keep-alive\n\n");
+    }, 5);
+    res.on("close", () => {
+      clearInterval(beat);
+      open.delete(res);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests: () => n,
+    close: async () => {
+      for (const res of open) res.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+describe("a stream kept alive by comments alone", () => {
+  it("is cut off at the idle timeout, named for what it sent, retried while nothing was yielded", async () => {
+    const s = await heartbeatServer("", 4000);
+    try {
+      const fake = { baseUrl: s.url } as FakeProvider;
+      const { provider } = makeProvider("openai-chat", fake, { idleTimeoutMs: 1000 });
+      const events = await collect(provider.stream(request()));
+      assert.deepEqual(events, [{ type: "error", kind: "network", retryable: true, message: "provider sent only keep-alive comments within its idle timeout (1 s; 3 attempts)" }]);
+      assert.equal(s.requests(), 3);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("after output ends with the text so far and the same failure", async () => {
+    const lead = `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: "partial" }, finish_reason: null }] })}\n\n`;
+    const s = await heartbeatServer(lead, 4000);
+    try {
+      const { provider } = makeProvider("openai-chat", { baseUrl: s.url } as FakeProvider, { idleTimeoutMs: 1000 });
+      const events = await collect(provider.stream(request()));
+      assert.equal(textOf(events), "partial");
+      assert.deepEqual(terminal(events), { type: "error", kind: "network", retryable: true, message: "provider sent only keep-alive comments within its idle timeout (1 s)" });
+      assert.equal(s.requests(), 1);
+    } finally {
+      await s.close();
+    }
+  });
+});

@@ -7,15 +7,15 @@
  * - a failure (limit, malformed event, disconnect, abort) aborts the HTTP request, which cancels
  *   the body and closes the socket, before the `error` event is yielded;
  * - an attempt is retried only while nothing has been yielded to the caller;
- * - an attempt whose response sends nothing for `idleTimeoutMs` (default `IDLE_TIMEOUT_MS`: before its head, or
- *   between two body chunks) is cut off and fails `stalledFailure` (retried like a connection failure while nothing
- *   was yielded; after output the stream ends with it, the text so far kept by the caller).
+ * - an attempt whose response sends no SSE event for `idleTimeoutMs` (default `IDLE_TIMEOUT_MS`: before its head, or
+ *   between two events; comments alone, a proxy's heartbeat, do not count) is cut off and fails `stalledFailure`
+ *   (retried like a connection failure while nothing was yielded; after output the stream ends with it, the text
+ *   so far kept by the caller).
  */
-import { StringDecoder } from "node:string_decoder";
-import { createParser, type EventSourceParser } from "eventsource-parser";
 import type { CredentialSource, ProviderBatch, ProviderEvent } from "../types.js";
-import { utf8Bytes, type ProviderBounds } from "./accumulate.js";
-import { abortedFailure, connectFailure, errorCategory, isEventStream, LABELS, limitFailure, notStreamFailure, ProviderFailure, stalledFailure, statusFailure, withCategory } from "./errors.js";
+import type { ProviderBounds } from "./accumulate.js";
+import { BoundedSse } from "./bounded-sse.js";
+import { abortedFailure, connectFailure, errorCategory, isEventStream, LABELS, notStreamFailure, ProviderFailure, stalledFailure, statusFailure, withCategory } from "./errors.js";
 
 export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
 
@@ -128,134 +128,6 @@ export interface DriveParams {
 /** A response silent this long is cut off (a provider's `stream_idle_timeout_ms` overrides it): 5 minutes. */
 export const IDLE_TIMEOUT_MS = 300_000;
 
-/** SSE framing with the event and response bounds, feeding a decoder synchronously. */
-class BoundedSse {
-  private bytes = 0;
-  /**
-   * UTF-8 across chunk boundaries. StringDecoder rather than TextDecoder: its streaming decode is V8's own UTF-8
-   * path (about 4× faster on a 2.6 MB event stream); invalid bytes become U+FFFD in both. A leading BOM is
-   * dropped, as TextDecoder did (and as SSE requires).
-   */
-  private readonly text = new StringDecoder("utf8");
-  private started = false;
-  private readonly parser: EventSourceParser;
-
-  constructor(
-    bounds: ProviderBounds,
-    private readonly decoder: WireDecoder,
-    private readonly out: ProviderEvent[],
-  ) {
-    const maxEvent = bounds.maxSseEventBytes;
-    this.maxResponse = bounds.maxResponseBytes;
-    this.maxRest = maxEvent + 1024;
-    this.parser = createParser({
-      // Characters never exceed bytes, so this guard only trips on lines that cannot fit the
-      // event bound anyway (plus room for the `data: ` prefix); the exact check is per event.
-      maxBufferSize: maxEvent + 1024,
-      onEvent: (ev) => {
-        const d = ev.data;
-        if (d.length * 3 > maxEvent && (d.length > maxEvent || utf8Bytes(d) > maxEvent)) {
-          throw limitFailure(LABELS.eventLimit);
-        }
-        decoder.onEvent(ev.event, d, out);
-      },
-      onError: (err) => {
-        if (err.type === "max-buffer-size-exceeded") throw limitFailure(LABELS.eventLimit);
-      },
-    });
-  }
-  private readonly maxResponse: number;
-  private readonly maxRest: number;
-
-  /**
-   * Counts and parses one body chunk; decoder output lands in `out`. With `untilOutput`, the chunk's text is parsed
-   * one SSE event at a time until the decoder produced output that is not terminal; the rest of the chunk is then
-   * held (`held`) until `resume()`, so a consumer can act on the first output before the rest is decoded. The bytes
-   * are counted (and the response bound checked) for the whole chunk first, as without it.
-   */
-  push(chunk: Uint8Array, untilOutput = false): void {
-    this.bytes += chunk.byteLength;
-    if (this.bytes > this.maxResponse) throw limitFailure(LABELS.responseLimit);
-    const s = this.text.write(chunk);
-    if (!untilOutput || this.out.length > 0 || s.indexOf("\r") >= 0) {
-      this.feed(s);
-      return;
-    }
-    // Whole events (LF line ends: an empty line ends one); `feed` takes any split of the text alike.
-    let from = 0;
-    while (this.out.length === 0) {
-      const k = s.indexOf("\n\n", from);
-      if (k < 0) break;
-      this.feed(s.slice(from, k + 2));
-      from = k + 2;
-    }
-    if (from === 0) this.feed(s);
-    else if (from < s.length) {
-      if (this.out.length > 0 && !this.decoder.finished) this.held = s.slice(from);
-      else this.feed(s.slice(from));
-    }
-  }
-
-  /** Text of the last chunk not parsed yet (see `push`); empty when none. */
-  held = "";
-
-  /** Parses the held rest of the last chunk. */
-  resume(): void {
-    const s = this.held;
-    this.held = "";
-    this.feed(s);
-  }
-
-  end(): void {
-    this.feed(this.text.end());
-    if (this.rest !== "") {
-      // An unterminated last line: the parser holds it as an incomplete event (discarded, as SSE requires).
-      this.parser.feed(this.rest);
-      this.rest = "";
-    }
-  }
-
-  /**
-   * Text after the last LF fed so far. The parser is fed whole lines only, so it never holds a fragment: a fragment
-   * it holds is joined with the whole next chunk (a copy of the entire body over a response); here only the
-   * fragment and the next chunk's first line are joined. Bounded like the parser's own buffer.
-   */
-  private rest = "";
-
-  private feed(s: string): void {
-    if (s.length === 0) return;
-    if (!this.started) {
-      this.started = true;
-      if (s.charCodeAt(0) === 0xfeff) s = s.slice(1);
-      if (s.length === 0) return;
-    }
-    const last = s.lastIndexOf("\n");
-    if (last < 0 || s.indexOf("\r") >= 0) {
-      // No complete line yet, or CR line ends (rare): the parser's own buffering, as is.
-      if (this.rest !== "") {
-        s = this.rest + s;
-        this.rest = "";
-      }
-      if (last < 0 && s.length <= this.maxRest) this.rest = s;
-      else this.parser.feed(s);
-      return;
-    }
-    if (this.rest !== "") {
-      const first = s.indexOf("\n");
-      this.parser.feed(this.rest + s.slice(0, first + 1));
-      this.rest = "";
-      if (first < last) this.parser.feed(s.slice(first + 1, last + 1));
-    } else {
-      this.parser.feed(last === s.length - 1 ? s : s.slice(0, last + 1));
-    }
-    if (last < s.length - 1) this.rest = s.slice(last + 1);
-    if (this.rest.length > this.maxRest) {
-      this.parser.feed(this.rest); // over the bound: the parser reports it
-      this.rest = "";
-    }
-  }
-}
-
 function toFailure(e: unknown, signal: AbortSignal): ProviderFailure {
   if (signal.aborted) return abortedFailure();
   if (e instanceof ProviderFailure) return e;
@@ -351,11 +223,12 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
     signal.addEventListener("abort", relay, { once: true });
     let settled = false;
     let failure: ProviderFailure;
-    // Armed for the whole attempt, pushed back by every body chunk: a silent server is cut off (module contract).
+    // Armed for the whole attempt, pushed back by every SSE event: a silent server is cut off (module contract).
     const idleMs = p.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
     // Not while the consumer holds a batch (suspended at a `yield`: a slow client is not a silent server).
     let stalled = false;
     let consuming = false;
+    let sse: BoundedSse | undefined;
     const idle = setTimeout(() => {
       if (consuming) return; // re-armed when the consumer resumes (`refresh` after each yield)
       stalled = true;
@@ -397,14 +270,14 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
       // Any other body that is not declared an event stream and ends (or overflows an event) before one event was
       // decoded is named for what it is, not as a dropped connection or an oversized event.
       const notStream = (): boolean => !yielded && out.length === 0 && !isEventStream(contentType);
-      const sse = new BoundedSse(p.bounds, decoder, out);
+      sse = new BoundedSse(p.bounds, decoder, out);
       let eof = false;
+      let seenEvents = 0;
       for (;;) {
         let r: Awaited<ReturnType<typeof reader.read>> | undefined;
         if (sse.held === "") {
           try {
             r = await reader.read();
-            idle.refresh();
           } catch (e) {
             // The connection's own code (`ECONNRESET`, a malformed chunk's `HTTP_BAD_RESPONSE`) names the cause.
             throw signal.aborted ? abortedFailure() : new ProviderFailure("network", withCategory(LABELS.disconnect, (e as { code?: unknown } | null)?.code), true);
@@ -425,6 +298,11 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
         } catch (e) {
           const overflow = e instanceof ProviderFailure && e.kind === "limit";
           failed = !signal.aborted && (eof || overflow) && notStream() ? notStreamFailure(contentType) : toFailure(e, signal);
+        }
+        // Only an event is progress: a chunk of comments (or of an event still incomplete) leaves the clock running.
+        if (sse.events !== seenEvents) {
+          seenEvents = sse.events;
+          idle.refresh();
         }
         if (failed !== undefined) {
           // Cancel the body first, then hand over what was decoded before the failure.
@@ -469,7 +347,7 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
         if (settled) return;
       }
     } catch (e) {
-      failure = stalled && !signal.aborted ? stalledFailure(idleMs) : toFailure(e, signal);
+      failure = stalled && !signal.aborted ? stalledFailure(idleMs, (sse?.commentsSinceEvent ?? 0) > 0) : toFailure(e, signal);
     } finally {
       clearTimeout(idle);
       signal.removeEventListener("abort", relay);

@@ -19,6 +19,7 @@ export const LABELS = {
   certificate: "provider TLS certificate not accepted",
   proxy: "provider connection through HTTPS_PROXY failed",
   stalled: "provider sent nothing within its idle timeout",
+  heartbeatOnly: "provider sent only keep-alive comments within its idle timeout",
   disconnect: "provider stream ended unexpectedly",
   notStream: "provider did not answer with an event stream",
   malformed: "malformed provider stream",
@@ -132,12 +133,13 @@ export function connectFailure(err: unknown): ProviderFailure {
 }
 
 /**
- * A stream that sent nothing for `ms` (before its response head, or between two chunks), cut off: retried while
- * nothing was yielded, like a connection failure. The label names the timeout (`… (300 s)`), a number we chose.
+ * A stream that sent no event for `ms` (before its response head, or between two events), cut off: retried while
+ * nothing was yielded, like a connection failure. The label names the timeout (`… (300 s)`), a number we chose, and
+ * says when the server did send SSE comments meanwhile (`heartbeats`: a proxy keeping a dead upstream's stream open).
  */
-export function stalledFailure(ms: number): ProviderFailure {
+export function stalledFailure(ms: number, heartbeats = false): ProviderFailure {
   const span = ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
-  return new ProviderFailure("network", `${LABELS.stalled} (${span})`, true);
+  return new ProviderFailure("network", `${heartbeats ? LABELS.heartbeatOnly : LABELS.stalled} (${span})`, true);
 }
 
 /**
