@@ -145,3 +145,20 @@ void test("a tool run with an already-aborted signal is cancelled and does nothi
   assert.equal(r.errorKind, "cancelled");
   assert.equal(existsSync(join(dir, "x.txt")), false);
 });
+
+void test("edit: a file that is not UTF-8 is refused by name and left byte for byte as it was", async (t) => {
+  const dir = tempDir(t);
+  const f = join(dir, "latin1.c");
+  // Latin-1: "/* Größe */\nint x = 1;\n" — é/ö/ß are single bytes that are not UTF-8.
+  const before = Buffer.concat([Buffer.from("/* Gr"), Buffer.from([0xf6, 0xdf]), Buffer.from("e */\nint x = 1;\n")]);
+  writeFileSync(f, before);
+  const r = await call(editTool, { path: "latin1.c", old_string: "int x = 1;", new_string: "int x = 2;" }, makeCtx(dir));
+  assert.equal(r.errorKind, "failed");
+  assert.equal(r.content, "edit: latin1.c is not UTF-8 text (the byte at offset 5 is not valid UTF-8); editing it would turn every such byte into U+FFFD, so it is left unchanged (use bash, e.g. sed, for files in other encodings)");
+  assert.deepEqual(readFileSync(f), before);
+  // Valid UTF-8, a byte-order mark and NUL bytes included, is edited byte-exactly.
+  writeFileSync(join(dir, "u.txt"), Buffer.from("\ufeffGröße\u0000 = 1\n", "utf8"));
+  const u = await call(editTool, { path: "u.txt", old_string: "1", new_string: "2" }, makeCtx(dir));
+  assert.equal(u.isError, false, u.content);
+  assert.deepEqual(readFileSync(join(dir, "u.txt")), Buffer.from("\ufeffGröße\u0000 = 2\n", "utf8"));
+});

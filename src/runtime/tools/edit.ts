@@ -1,9 +1,10 @@
 /**
  * `edit`: exact-match replacement. `old_string` must occur exactly once unless `replace_all`;
  * zero or several occurrences fail with a message saying which. When the file uses CRLF and
- * `old_string` uses bare LF (models usually do), the strings are matched with LF turned into CRLF.
+ * `old_string` uses bare LF (models usually do), the strings are matched with LF turned into CRLF. A file that is not UTF-8 is refused: decoding it
+ * would turn each invalid byte into U+FFFD, and writing it back would change the whole file, not one place.
  */
-import { constants } from "node:buffer";
+import { constants, isUtf8 } from "node:buffer";
 import type { FileHandle } from "node:fs/promises";
 import type { ToolResult } from "../types.js";
 import { openForWrite, openRegular, replaceContent, resolveForTool } from "./confine.js";
@@ -20,6 +21,30 @@ export function countOccurrences(hay: string, needle: string): number {
   let n = 0;
   for (let i = hay.indexOf(needle); i !== -1; i = hay.indexOf(needle, i + needle.length)) n++;
   return n;
+}
+
+/**
+ * A local file's text, or the failure naming why it cannot be edited as text: not UTF-8 (the offset of the first
+ * invalid byte: every byte before it decodes and encodes back unchanged, so that is where the two first differ).
+ */
+async function readUtf8(handle: FileHandle, given: string, signal: AbortSignal): Promise<string | ToolResult> {
+  let buf: Buffer;
+  try {
+    buf = await handle.readFile({ signal });
+  } catch (err) {
+    return fsFail(err, `edit: ${given}`);
+  }
+  if (isUtf8(buf)) {
+    try {
+      return buf.toString("utf8");
+    } catch (err) {
+      return fsFail(err, `edit: ${given}`); // longer than a string can be (ERR_STRING_TOO_LONG)
+    }
+  }
+  const back = Buffer.from(buf.toString("utf8"), "utf8");
+  let at = 0;
+  while (at < buf.length && buf[at] === back[at]) at++;
+  return fail("failed", `edit: ${given} is not UTF-8 text (the byte at offset ${at} is not valid UTF-8); editing it would turn every such byte into U+FFFD, so it is left unchanged (use bash, e.g. sed, for files in other encodings)`);
 }
 
 export const editTool = defineLocalTool({
@@ -39,11 +64,14 @@ export const editTool = defineLocalTool({
         else {
           const opened = await openRegular("edit", args.path, target.path);
           if (!opened.ok) return opened.result;
+          let read: string | ToolResult;
           try {
-            text = await opened.handle.readFile({ encoding: "utf8", signal: ctx.signal });
+            read = await readUtf8(opened.handle, args.path, ctx.signal);
           } finally {
             await opened.handle.close().catch(() => undefined);
           }
+          if (typeof read !== "string") return read;
+          text = read;
         }
       } catch (err) {
         return fsFail(err, `edit: ${args.path}`);
@@ -112,12 +140,8 @@ function applyEdit(text: string, args: EditCall): { next: string; count: number 
 }
 
 async function editOpened(handle: FileHandle, args: EditCall, signal: AbortSignal): Promise<ToolResult> {
-  let text: string;
-  try {
-    text = await handle.readFile({ encoding: "utf8", signal });
-  } catch (err) {
-    return fsFail(err, `edit: ${args.path}`);
-  }
+  const text = await readUtf8(handle, args.path, signal);
+  if (typeof text !== "string") return text;
   const r = applyEdit(text, args);
   if (!("next" in r)) return r;
   try {
