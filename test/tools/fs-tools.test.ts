@@ -162,3 +162,23 @@ void test("edit: a file that is not UTF-8 is refused by name and left byte for b
   assert.equal(u.isError, false, u.content);
   assert.deepEqual(readFileSync(join(dir, "u.txt")), Buffer.from("\ufeffGröße\u0000 = 2\n", "utf8"));
 });
+
+void test("edit: overlapping occurrences of old_string are ambiguous, not a unique match", async (t) => {
+  const dir = tempDir(t);
+  const f = join(dir, "o.txt");
+  // "}\n}\n" occurs at offset 2 and at offset 4: which pair of braces was meant cannot be known.
+  writeFileSync(f, "{\n}\n}\n}\n");
+  const r = await call(editTool, { path: "o.txt", old_string: "}\n}\n", new_string: "}\n" }, makeCtx(dir));
+  assert.equal(r.errorKind, "failed");
+  assert.match(r.content, /^edit: old_string occurs more than once in o\.txt \(overlapping, at characters 2 and 4\); add surrounding context/);
+  assert.equal(readFileSync(f, "utf8"), "{\n}\n}\n}\n");
+  // replace_all keeps its meaning: every non-overlapping occurrence, from the start.
+  const all = await call(editTool, { path: "o.txt", old_string: "}\n}\n", new_string: "]\n", replace_all: true }, makeCtx(dir));
+  assert.equal(all.content, "edited o.txt: replaced 1 occurrence");
+  assert.equal(readFileSync(f, "utf8"), "{\n]\n}\n");
+  // One occurrence that merely touches another is still unique.
+  writeFileSync(f, "ab ab");
+  const one = await call(editTool, { path: "o.txt", old_string: "ab a", new_string: "x" }, makeCtx(dir));
+  assert.equal(one.isError, false, one.content);
+  assert.equal(readFileSync(f, "utf8"), "xb");
+});

@@ -1,7 +1,8 @@
 /**
  * `edit`: exact-match replacement. `old_string` must occur exactly once unless `replace_all`;
  * zero or several occurrences fail with a message saying which. When the file uses CRLF and
- * `old_string` uses bare LF (models usually do), the strings are matched with LF turned into CRLF. A file that is not UTF-8 is refused: decoding it
+ * `old_string` uses bare LF (models usually do), the strings are matched with LF turned into CRLF. Occurrences that
+ * overlap count as several (which one was meant cannot be known). A file that is not UTF-8 is refused: decoding it
  * would turn each invalid byte into U+FFFD, and writing it back would change the whole file, not one place.
  */
 import { constants, isUtf8 } from "node:buffer";
@@ -136,6 +137,11 @@ function applyEdit(text: string, args: EditCall): { next: string; count: number 
   }
   if (args.replace_all === true) return { next: text.split(oldS).join(newS), count };
   const at = text.indexOf(oldS);
+  // The count above skips past each occurrence; one that starts inside the first is a second place it could mean.
+  const again = text.indexOf(oldS, at + 1);
+  if (again !== -1) {
+    return fail("failed", `edit: old_string occurs more than once in ${args.path} (overlapping, at characters ${at} and ${again}); add surrounding context to make it unique, or set replace_all`);
+  }
   return { next: text.slice(0, at) + newS + text.slice(at + oldS.length), count };
 }
 
