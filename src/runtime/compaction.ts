@@ -22,7 +22,7 @@ import { estimateTokens, MAX_SUMMARY_BYTES } from "./context.js";
 import type { TurnSink } from "./events.js";
 import { pushUser, SUMMARY_PREFIX } from "./history.js";
 import type { TurnRecorder } from "./recorder.js";
-import type { Message, Provider, ToolSpec, UserContent } from "./types.js";
+import type { Message, Provider, ProviderErrorKind, ToolSpec, UserContent } from "./types.js";
 
 export { MAX_SUMMARY_BYTES };
 /** The summary request is cut to this fraction of the window (the rest leaves room for the summary itself). */
@@ -63,16 +63,17 @@ export interface CompactOptions {
   estimate(messages: Message[]): number;
 }
 
-export type CompactResult = { ok: true; messages: Message[] } | { ok: false; cancelled: boolean };
+/** A failed attempt; `error` when the summary request itself failed (the provider's kind and safe label). */
+export type CompactResult = { ok: true; messages: Message[] } | { ok: false; cancelled: boolean; error?: { kind: ProviderErrorKind; message: string } };
 
 export async function compact(o: CompactOptions): Promise<CompactResult> {
   const event = (status: "triggered" | "running" | "completed" | "failed" | "cancelled", currentTokens: number | null = null): void =>
     o.sink.event({ type: "compaction", id: o.id, status, currentTokens, maxTokens: currentTokens === null ? null : o.maxTokens });
   event("triggered", o.currentTokens);
   event("running");
-  const fail = (cancelled: boolean): CompactResult => {
+  const fail = (cancelled: boolean, error?: { kind: ProviderErrorKind; message: string }): CompactResult => {
     event(cancelled ? "cancelled" : "failed");
-    return { ok: false, cancelled };
+    return { ok: false, cancelled, ...(error !== undefined ? { error } : {}) };
   };
   // At turn start the prompt is kept verbatim, so only the earlier conversation is summarized.
   const request = o.midTurn ? o.messages.slice() : o.messages.slice(0, -1);
@@ -82,7 +83,7 @@ export async function compact(o: CompactOptions): Promise<CompactResult> {
   const fitted = fitForSummary(request, Math.floor(o.maxTokens * SUMMARY_REQUEST_RATIO), (m) => estimateTokens(SUMMARY_SYSTEM, m, o.tools));
   if (fitted === null) return fail(false);
   let summary = "";
-  let failed = false;
+  let failed: { kind: ProviderErrorKind; message: string } | undefined;
   for await (const ev of o.provider.stream({
     model: o.model,
     system: SUMMARY_SYSTEM,
@@ -94,11 +95,11 @@ export async function compact(o: CompactOptions): Promise<CompactResult> {
   })) {
     if (ev.type === "text_delta") {
       if (summary.length < MAX_SUMMARY_BYTES) summary += ev.text;
-    } else if (ev.type === "error") failed = true;
+    } else if (ev.type === "error") failed = { kind: ev.kind, message: ev.message };
   }
   if (o.signal.aborted) return fail(true);
   summary = wellFormedText(truncateUtf8(summary.trim(), MAX_SUMMARY_BYTES));
-  if (failed || summary === "") return fail(false);
+  if (failed !== undefined || summary === "") return fail(false, failed);
   const messages: Message[] = [];
   pushUser(messages, [{ type: "text", text: SUMMARY_PREFIX + summary }]);
   pushUser(messages, o.midTurn ? [...o.prompt, { type: "text", text: MID_TURN_NOTE }] : o.prompt);

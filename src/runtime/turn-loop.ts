@@ -12,8 +12,9 @@
  *   window: at turn start when there is earlier history, and between steps inside the turn (the loop then
  *   continues with the compacted context). A failed attempt is not retried in the same turn; the turn goes on
  *   uncompacted while the context fits. A request whose estimate reaches the whole window after an attempt (or,
- *   without one, on a continuation) ends the turn `compaction_required`. Cancellation during compaction ends it
- *   `cancelled`.
+ *   without one, on a continuation) ends the turn `compaction_required`, or, when the attempt failed because its
+ *   summary request failed, `failed` with that provider failure (its cause and fix, not "even after compaction").
+ *   Cancellation during compaction ends it `cancelled`.
  */
 import type { ApprovalPolicy } from "./approval.js";
 import { compact } from "./compaction.js";
@@ -93,6 +94,8 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
   const first = messages[messages.length - 1];
   const prompt = first !== undefined && first.role === "user" ? first.content : [];
   let compactionFailed = false;
+  /** Why the summary request of this turn's failed attempt failed, when it was the provider. */
+  let compactionError: { kind: ProviderErrorKind; message: string } | undefined;
 
   for (let step = 0; ; step++) {
     if (step > 0 && o.moreTools !== undefined) {
@@ -139,9 +142,15 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
         messages = r.messages;
         estimate = estimateTokens(o.system, messages, specs);
       } else if (r.cancelled || o.signal.aborted) return end("cancelled");
-      else compactionFailed = true;
+      else {
+        compactionFailed = true;
+        compactionError = r.error;
+      }
     }
-    if (estimate >= o.contextWindow && (step > 0 || attempted)) return end("compaction_required", "compaction");
+    if (estimate >= o.contextWindow && (step > 0 || attempted)) {
+      const e = compactionError;
+      return e !== undefined ? end("failed", failureOf(e.kind, e.message), e.message) : end("compaction_required", "compaction");
+    }
     const seq = ++usage.requests;
     o.sink.event({ type: "context", currentTokens: estimate, maxTokens: o.contextWindow, reasoningTokens: null, requestSequence: seq, source: "fallback_estimate" });
 

@@ -102,3 +102,27 @@ it("fast mode reaches every request of the turn, the compaction summary included
     await fake.close();
   }
 });
+
+it("a compaction whose summary request fails, with the context over the window, ends the turn with that failure", async () => {
+  const fake = await startFakeProvider();
+  try {
+    const history: Message[] = [
+      { role: "user", content: [{ type: "text", text: "earlier" }] },
+      { role: "assistant", content: [{ type: "text", text: "y".repeat(4000) }] },
+      { role: "user", content: [{ type: "text", text: "go" }] },
+    ];
+    const start = estimateTokens("s", history, builtinTools().map((t) => t.spec));
+    // Over the window at turn start: compaction is the only way on, and the provider refuses the summary request.
+    fake.script([{ status: 401 }]);
+    const events: RuntimeEvent[] = [];
+    const out = await runLoop(loop(fake, events, { messages: history, contextWindow: Math.round(start / 1.05) }));
+    assert.deepEqual(statuses(events), ["triggered", "running", "failed"]);
+    assert.equal(fake.requests.length, 1);
+    // Not "no longer fits even after compaction" (no compaction happened): the summary request's own failure.
+    assert.equal(out.status, "failed");
+    assert.equal(out.reason, "credential");
+    assert.equal(out.message, "provider rejected the credential (HTTP 401 fake_error)");
+  } finally {
+    await fake.close();
+  }
+});
