@@ -69,6 +69,30 @@ async function heartbeatServer(lead: string, max: number): Promise<{ url: string
   };
 }
 
+describe("anthropic: a tool_use block never closed", () => {
+  it("fails the response instead of dropping the call and ending as if it were complete", async () => {
+    const fake = await startFakeProvider();
+    try {
+      const ev = (type: string, o: Record<string, unknown>): { sse: string; event: string } => ({ sse: JSON.stringify({ type, ...o }), event: type });
+      fake.script([
+        {
+          steps: [
+            ev("content_block_start", { index: 0, content_block: { type: "tool_use", id: "toolu_1", name: "bash", input: {} } }),
+            ev("content_block_delta", { index: 0, delta: { type: "input_json_delta", partial_json: '{"command":"make"}' } }),
+            // no content_block_stop for index 0
+          ],
+          stopReason: "tool_use",
+        },
+      ]);
+      const { provider } = makeProvider("anthropic", fake);
+      const events = await collect(provider.stream(request()));
+      assert.deepEqual(terminal(events), { type: "error", kind: "protocol", retryable: false, message: "malformed provider stream" });
+    } finally {
+      await fake.close();
+    }
+  });
+});
+
 describe("a stream kept alive by comments alone", () => {
   it("is cut off at the idle timeout, named for what it sent, retried while nothing was yielded", async () => {
     const s = await heartbeatServer("", 4000);

@@ -298,6 +298,8 @@ export class AnthropicDecoder implements WireDecoder {
     const sr = this.stopReason;
     const stopReason = sr === "max_tokens" || sr === "model_context_window_exceeded" ? "max_tokens" : sr === "tool_use" ? "tool_use" : "end";
     if (stopReason !== "max_tokens") {
+      // A tool_use block still open at message_stop: its call is neither complete nor to be dropped (the model asked).
+      for (const b of this.blocks.values()) if (b.kind === "tool") throw protocolFailure();
       // Parse every held call first so a bad one fails the response before any call is yielded.
       const parsed = this.calls.map((c) => ({ c, args: c.args.empty ? c.startInput : c.args.parse() }));
       for (const { c, args } of parsed) out.push({ type: "tool_call", id: c.id, name: c.name, arguments: args });
