@@ -11,9 +11,9 @@
  * without controls comes back as the same string.
  */
 import { wellFormedJson } from "../core/text-policy.js";
+import { BIDI_CONTROLS as BIDI } from "../core/visible-controls.js";
 
 // C0 but tab (and newline, in multi-line text), DEL, C1; the bidi embeddings, overrides, isolates and marks.
-const BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069";
 const MULTI = new RegExp(`[\u0000-\u0008\u000b-\u001f\u007f-\u009f${BIDI}]`, "g");
 const SINGLE = new RegExp(`[\u0000-\u0008\u000a-\u001f\u007f-\u009f${BIDI}]`, "g");
 

@@ -3,10 +3,12 @@
  * so raw HTML in a message is shown as text and no markup can be injected. Supported: headings,
  * paragraphs, fenced code blocks (highlighted), inline code, bold, italic, links (http, https
  * and mailto only; opened in a new tab with no referrer), bullet and numbered lists, quotes and
- * horizontal rules. Anything else is plain text.
+ * horizontal rules. Anything else is plain text. In code (spans and blocks) bidirectional and other invisible
+ * controls are shown as `<U+XXXX>`: a command in an answer cannot look like another.
  */
 import type { ComponentChildren, JSX } from "preact";
 import { codeTokens, INLINE_SPANS } from "../../src/core/markdown-syntax.js";
+import { visibleControls } from "../../src/core/visible-controls.js";
 
 const SAFE_LINK = /^(https?:|mailto:)/i;
 
@@ -19,7 +21,7 @@ function inline(text: string, key = 0): ComponentChildren[] {
   let k = key;
   while ((m = re.exec(text)) !== null) {
     if (m.index > last) out.push(text.slice(last, m.index));
-    if (m[1] !== undefined) out.push(<code key={k++}>{m[1]}</code>);
+    if (m[1] !== undefined) out.push(<code key={k++}>{visibleControls(m[1])}</code>);
     else if (m[2] !== undefined) {
       const href = m[3]!;
       out.push(
@@ -52,8 +54,12 @@ const NUMBER = /\d[\d_.xXa-fA-F]*\b/y;
 const WORD = /[A-Za-z_$][\w$]*/y;
 const CLASS = { comment: "tok-comment", string: "tok-string", number: "tok-number" } as const;
 
-/** Highlighted `code`: comments, strings, numbers and keywords (`codeTokens`: linear for any input). */
-export function highlight(code: string, lang: string): ComponentChildren[] {
+/**
+ * Highlighted `code`: comments, strings, numbers and keywords (`codeTokens`: linear for any input). Code is what a
+ * reader copies and runs, so its controls are shown, not obeyed (core/visible-controls.ts).
+ */
+export function highlight(source: string, lang: string): ComponentChildren[] {
+  const code = visibleControls(source);
   const tokens = codeTokens(code, { hash: HASH_LANGS.test(lang) ? "comment" : "plain", slash: true, backtick: true, number: NUMBER, word: WORD });
   const out: ComponentChildren[] = [];
   let last = 0;

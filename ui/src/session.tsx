@@ -7,6 +7,7 @@ import { Component } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import type { AhpClient, Json } from "./ahp.js";
 import { Markdown } from "./markdown.js";
+import { visibleControls } from "../../src/core/visible-controls.js";
 import { statusLabel, type Chat, type Model, type Part, type SessionState, type Turn } from "./model.js";
 
 const text = (v: unknown): string => (typeof v === "string" ? v : v && typeof v === "object" && "markdown" in v ? String((v as Json).markdown) : "");
@@ -18,6 +19,8 @@ const prettyJson = (s: unknown): string => {
     return s;
   }
 };
+/** A tool card's text (the model chose it): controls shown, never obeyed (core/visible-controls.ts). */
+const shown = (v: unknown): string => visibleControls(typeof v === "string" ? v : text(v));
 
 function ToolCard({ tc, turnId, chat, client }: { tc: Json; turnId: string; chat: string; client: AhpClient }) {
   const status = String(tc.status);
@@ -36,23 +39,23 @@ function ToolCard({ tc, turnId, chat, client }: { tc: Json; turnId: string; chat
   return (
     <details class={`tool tool-${status}`} open={pending} data-tool={String(tc.toolCallId)}>
       <summary>
-        <span class="tool-name">{String(tc.displayName ?? tc.toolName)}</span>
+        <span class="tool-name">{shown(String(tc.displayName ?? tc.toolName))}</span>
         <span class={`badge st-${status}`}>{status === "cancelled" ? `${status} (${String(tc.reason ?? "")})` : status}</span>
-        {tc.invocationMessage ? <span class="tool-msg">{text(tc.invocationMessage)}</span> : null}
+        {tc.invocationMessage ? <span class="tool-msg">{shown(tc.invocationMessage)}</span> : null}
       </summary>
       {tc.toolInput ? (
         <div class="tool-sec">
           <div class="label">Input</div>
-          <pre>{prettyJson(tc.toolInput)}</pre>
+          <pre>{shown(prettyJson(tc.toolInput))}</pre>
         </div>
       ) : null}
       {output || tc.pastTenseMessage ? (
         <div class="tool-sec">
           <div class="label">Output</div>
-          <pre>{output || text(tc.pastTenseMessage)}</pre>
+          <pre>{shown(output || text(tc.pastTenseMessage))}</pre>
         </div>
       ) : null}
-      {tc.error ? <div class="err">{String((tc.error as Json).message)}</div> : null}
+      {tc.error ? <div class="err">{shown(String((tc.error as Json).message))}</div> : null}
       {pending ? (
         <div class="actions" role="group" aria-label="Tool confirmation">
           <button class="approve" onClick={() => confirm(true)}>
