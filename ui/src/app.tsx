@@ -6,6 +6,7 @@ import { useEffect, useLayoutEffect, useState } from "preact/hooks";
 import type { AhpClient } from "./ahp.js";
 import { statusLabel, type Model, type SessionSummary } from "./model.js";
 import { SessionView } from "./session.js";
+import { directoryUri } from "../../src/core/dir-uri.js";
 
 function ago(iso: string | undefined, now: number): string {
   if (!iso) return "";
@@ -62,13 +63,16 @@ function NewSession({ model, client, onCreated, onClose }: { model: Model; clien
   const [error, setError] = useState("");
   const agent = model.agents.find((a) => a.provider === provider);
   const submit = async () => {
-    setBusy(true);
-    setError("");
     const uri = `ahp-session:/${crypto.randomUUID()}`;
     const params: Record<string, unknown> = { channel: uri };
     if (provider) params.provider = provider;
-    const d = dir.trim();
-    if (d) params.workingDirectories = [d.startsWith("file://") ? d : `file://${encodeURI(d.startsWith("/") ? d : `/${d}`)}`];
+    if (dir.trim()) {
+      const wd = directoryUri(dir);
+      if (!wd.ok) return setError(wd.error);
+      params.workingDirectories = [wd.uri];
+    }
+    setBusy(true);
+    setError("");
     if (modelId) params.config = { model: { provider, id: modelId } };
     try {
       await client.request("createSession", params);
