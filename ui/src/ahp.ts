@@ -134,7 +134,7 @@ export class AhpClient {
       const r = await fetch(`/ui-proof?nonce=${nonce}`, { cache: "no-store" });
       proof = r.ok ? ((await r.json()) as { proof?: unknown }).proof : undefined;
     } catch {
-      return "connection lost";
+      return NOT_LISTENING;
     }
     return proof === (await expected) ? null : "the server now at this address is not the daemon that served this page: it cannot prove it holds the token, so the token was not sent to it";
   }
@@ -166,7 +166,7 @@ export class AhpClient {
     };
     // Notifications are handled synchronously inside receive(), so envelopes keep their order.
     ws.onmessage = (ev) => void rpc.receive(typeof ev.data === "string" ? ev.data : "");
-    ws.onclose = (ev) => this.dropped(ws, ev.code === 1006 ? "connection lost" : `closed (${ev.code})`);
+    ws.onclose = (ev) => this.dropped(ws, closeReason(ev));
   }
 
   /** Drop the socket without retrying (page unload). */
@@ -251,6 +251,16 @@ export class AhpClient {
     this.subscriptions.delete(channel);
     if (this.ws?.readyState === WebSocket.OPEN) this.rpc?.notify("unsubscribe", { channel });
   }
+}
+
+/** Why the page is disconnected when nothing accepts a connection at its address, and what brings it back. */
+const NOT_LISTENING = "nothing answers at this address; if the daemon stopped, start it again with `berth daemon` or `berth open`";
+
+/** A socket's close, for the banner: a stopped daemon says so (1001), a reset is a lost connection. */
+function closeReason(ev: CloseEvent): string {
+  if (ev.code === 1001) return "the daemon shut down";
+  if (ev.code === 1006) return "connection lost";
+  return `closed (${ev.code}${ev.reason ? `: ${ev.reason.slice(0, 200)}` : ""})`;
 }
 
 /** Base64url without padding, as node:crypto's `digest("base64url")`. */
