@@ -210,7 +210,8 @@ function Composer({ chat, client }: { chat: Chat; client: AhpClient }) {
           rows={2}
           onInput={(e) => setDraft((e.target as HTMLTextAreaElement).value)}
           onKeyDown={(e) => {
-            if (e.key === "Enter" && !e.shiftKey) {
+            // An input method's Enter picks a candidate (isComposing; Safari reports it after compositionend as 229).
+            if (e.key === "Enter" && !e.shiftKey && !e.isComposing && e.keyCode !== 229) {
               e.preventDefault();
               send();
             }
