@@ -1,6 +1,9 @@
 /**
  * Entry: reads the token from the URL fragment (it never leaves this page's memory: no query
  * string, cookie or storage), connects to the daemon that served the page, and renders.
+ * The fragment is then removed from the address bar (`history.replaceState`): a URL copied from
+ * there, a shared screen or a screenshot does not carry the token. The tab's own history entry
+ * keeps it as its state, so a reload of the same tab still works; a new `#token=` URL wins.
  */
 import { render } from "preact";
 import { AhpClient } from "./ahp.js";
@@ -10,7 +13,9 @@ import { Model } from "./model.js";
 import "./style.css";
 
 const root = document.getElementById("app")!;
-const token = new URLSearchParams(location.hash.slice(1)).get("token");
+const kept = (history.state as { berthToken?: unknown } | null)?.berthToken;
+const token = new URLSearchParams(location.hash.slice(1)).get("token") ?? (typeof kept === "string" ? kept : null);
+if (token) history.replaceState({ berthToken: token }, "", location.pathname + location.search);
 
 if (!token) {
   render(
