@@ -40,12 +40,20 @@ describe("web UI: the daemon restarts under an open page", { skip, timeout: UI_T
       assert.match(await banner.innerText(), /nothing answers at this address/);
       assert.match(await banner.innerText(), /start it again with `berth daemon` or `berth open`/);
 
+      // Sent while it is down: the page says it was not sent and keeps it in the box.
+      await page.getByLabel("Message").fill("while it was down");
+      await page.getByRole("button", { name: "Send" }).click();
+      await page.locator(".notice").getByText("Your message was not sent: the page is not connected to the daemon").waitFor();
+      assert.equal(await page.getByLabel("Message").inputValue(), "while it was down");
+
       d = await startDaemon({ home: d.home });
       await banner.waitFor({ state: "detached" });
+      await page.getByRole("button", { name: "Send" }).click();
+      await page.locator(".turn.done").getByText("echo: while it was down").waitFor();
       await page.getByLabel("Message").fill("after the restart");
       await page.getByRole("button", { name: "Send" }).click();
       await page.locator(".turn.done").getByText("echo: after the restart").waitFor();
-      assert.deepEqual(await page.locator(".turn.done .user-msg").allInnerTexts(), ["before the restart", "after the restart"]);
+      assert.deepEqual(await page.locator(".turn.done .user-msg").allInnerTexts(), ["before the restart", "while it was down", "after the restart"]);
     } finally {
       await page.close();
     }

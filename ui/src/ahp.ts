@@ -34,6 +34,8 @@ export interface AhpHandlers {
   onEnvelope(env: Envelope): void;
   onRootNotification(method: string, params: Json): void;
   onStatus(status: ConnStatus, detail?: string): void;
+  /** A client action that could not be sent (no open connection): the user must hear of it, or it is lost silently. */
+  onNotSent(action: Json & { type: string }): void;
 }
 
 export const ROOT = "ahp-root://";
@@ -236,7 +238,10 @@ export class AhpClient {
   /** Send a client action; its effect arrives as the server's echo envelope. */
   dispatch(channel: string, action: Json & { type: string }): boolean {
     const ws = this.ws;
-    if (!ws || !this.rpc || ws.readyState !== WebSocket.OPEN || this.status !== "open") return false;
+    if (!ws || !this.rpc || ws.readyState !== WebSocket.OPEN || this.status !== "open") {
+      this.h.onNotSent(action);
+      return false;
+    }
     this.rpc.notify("dispatchAction", { channel, clientSeq: ++this.clientSeq, action });
     return true;
   }

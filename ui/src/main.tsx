@@ -13,6 +13,14 @@ import { Model } from "./model.js";
 import "./style.css";
 
 const root = document.getElementById("app")!;
+/** What the user did, by the action it sends (for the notice when it could not be sent). */
+const NOT_SENT: Record<string, string> = {
+  "chat/turnStarted": "Your message",
+  "chat/pendingMessageSet": "Your message",
+  "chat/turnCancelled": "Cancel",
+  "chat/toolCallConfirmed": "Your answer to the tool",
+  "chat/inputCompleted": "Your answer",
+};
 const kept = (history.state as { berthToken?: unknown } | null)?.berthToken;
 const token = new URLSearchParams(location.hash.slice(1)).get("token") ?? (typeof kept === "string" ? kept : null);
 if (token) history.replaceState({ berthToken: token }, "", location.pathname + location.search);
@@ -49,6 +57,7 @@ if (!token) {
     onEnvelope: (e) => model.envelope(e),
     onRootNotification: (m, p) => model.rootNotification(m, p),
     onStatus: (s, d) => model.setConn(s, d),
+    onNotSent: (a) => model.notify(`${NOT_SENT[a.type] ?? "That"} was not sent: the page is not connected to the daemon. It reconnects by itself; then try again.`),
   });
   (globalThis as unknown as { __berth: unknown }).__berth = { perf: model.perf };
   client.connect(); // the socket opens while the first render runs
