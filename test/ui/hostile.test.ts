@@ -61,4 +61,38 @@ describe("web UI: hostile text", { skip, timeout: UI_TEST_MS }, () => {
       await page.close();
     }
   });
+
+  test("long unbroken text (a queued message, a refused directory) wraps at phone width: nothing runs off screen", async () => {
+    const { c } = await AhpClient.init({ ahpUrl: d.ready.ahp, token: d.ready.token } as unknown as HostHandle);
+    const page = patient(await browser.newPage({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true }));
+    const sideways = (sel: string) => page.locator(sel).first().evaluate((el) => el.scrollWidth - el.clientWidth);
+    try {
+      await newSession(c, "ahp-session:/hostile-long", d.cwd);
+      await page.goto(d.ready.ui);
+      await page.locator('[data-session="ahp-session:/hostile-long"]').click();
+      d.fake.script([{ steps: [{ text: "working " }, { waitForAbort: true }] }]);
+      await page.getByLabel("Message").fill("start");
+      await page.getByRole("button", { name: "Send" }).click();
+      await page.locator(".turn.active").getByText("working").waitFor();
+      const blob = "aGVsbG8".repeat(90); // a pasted token, hash or base64 line: no place to break
+      await page.getByLabel("Message").fill(blob);
+      await page.getByRole("button", { name: "Queue" }).click();
+      await page.locator(".pending").getByText(blob).waitFor();
+      assert.equal(await page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth"), 0, "the page scrolls sideways");
+      assert.equal(await sideways(".pending li"), 0, "the queued message runs off the screen");
+      await page.getByRole("button", { name: "Cancel" }).click();
+      await page.locator(".turn.done.st-cancelled").waitFor();
+
+      await page.getByRole("button", { name: "Back to sessions" }).click();
+      await page.getByRole("button", { name: "New session" }).click();
+      const dialog = page.getByRole("dialog", { name: "New session" });
+      await dialog.getByLabel("Working directory").fill(`/${"no-such-directory".repeat(20)}`);
+      await dialog.getByRole("button", { name: "Create" }).click();
+      await dialog.locator(".err").getByText("does not exist").waitFor();
+      assert.equal(await sideways(".dialog .err"), 0, "the dialog's error runs out of the dialog");
+    } finally {
+      c.close();
+      await page.close();
+    }
+  });
 });
