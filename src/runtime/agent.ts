@@ -66,7 +66,8 @@ export interface AgentOptions {
   bash?: Omit<BashOptions, "env">;
   /**
    * How long after a session's MCP servers were launched its turns' first provider request waits for those still
-   * starting (default `MCP_STARTUP_WAIT_MS`); see the module contract.
+   * starting (default `mcpStartupWaitOf(env)`: `BERTH_MCP_STARTUP_WAIT_MS`, else `MCP_STARTUP_WAIT_MS`); see the module
+   * contract.
    */
   mcpStartupWaitMs?: number;
   /** See tool-registries.ts `MCP_DEFERRED_START_MS` (the default). */
@@ -144,6 +145,16 @@ export const MAX_DELEGATION_DEPTH = 2;
 
 /** Default of `AgentOptions.mcpStartupWaitMs`. */
 export const MCP_STARTUP_WAIT_MS = 5000;
+
+/**
+ * `AgentOptions.mcpStartupWaitMs` when the caller gives none: `BERTH_MCP_STARTUP_WAIT_MS` (whole milliseconds,
+ * 0 … 600,000: for servers slower to start than the default allows, e.g. fetched by `npx` on first use), else
+ * `MCP_STARTUP_WAIT_MS`. A value that is not such a number is ignored.
+ */
+export function mcpStartupWaitOf(env: EnvLike): number {
+  const raw = env["BERTH_MCP_STARTUP_WAIT_MS"];
+  return raw !== undefined && /^\d{1,6}$/.test(raw) && Number(raw) <= 600_000 ? Number(raw) : MCP_STARTUP_WAIT_MS;
+}
 
 /** What a door tells the agent about a session it opens (its tools are prepared ahead of the first turn). */
 export interface SessionToolsSpec {
@@ -330,7 +341,7 @@ export class Agent {
   private async run(req: RunTurnRequest, recorder: TurnRecorder | null, r: Resolved, lease: RegistryLease | null, skills: Skill[]): Promise<TurnOutcome> {
     const registry = lease?.reg ?? null;
     // The first request waits for servers still starting, until the startup deadline (see the module contract).
-    if (lease !== null) await lease.reg.waitForMcp(lease.startedAt + (this.o.mcpStartupWaitMs ?? MCP_STARTUP_WAIT_MS), req.signal);
+    if (lease !== null) await lease.reg.waitForMcp(lease.startedAt + (this.o.mcpStartupWaitMs ?? mcpStartupWaitOf(this.o.env)), req.signal);
     const bound =
       registry !== null && req.sessionId !== undefined && this.o.sessionTools !== undefined
         ? await this.o.sessionTools({

@@ -294,7 +294,8 @@ describe("berth chat settings", () => {
     const s = JSON.parse(readFileSync(join(h, "settings.json"), "utf8")) as Record<string, unknown>;
     writeFileSync(join(h, "settings.json"), JSON.stringify({ ...s, mcpServers: { fixture: { command: process.execPath, args: [fixture] } } }));
     const before = fake.requests.length;
-    const p = chat(["-p", "hi"], chatEnv(h, FAKE));
+    // Its tools must be in the first request even where the server takes longer than the default 5 s to start.
+    const p = chat(["-p", "hi"], chatEnv(h, { ...FAKE, BERTH_MCP_STARTUP_WAIT_MS: "600000" }));
     assert.equal(await p.exited, 0, p.stderr);
     assert.match(fake.requests.slice(before).map((r) => r.body).join(""), /mcp__fixture__echo/);
     writeFileSync(join(h, "settings.json"), JSON.stringify({ ...s, mcpServers: { fixture: { args: [] } } }));

@@ -135,7 +135,12 @@ describe("turns through the service", { concurrency: 3 }, () => {
   });
 
   it("an MCP tool runs end to end with hashed identities @req AS-TURN-33 @req AS-TURN-24", async () => {
-    const rig = await startRig({ settings: { mcp: { fixture: { command: process.execPath, args: [MCP_FIXTURE], env: {} } } } });
+    // The server's tools must be in the first request even on a loaded machine, where it can take longer than the
+    // default 5 s to start (app-service reports no MCP server lifecycle to wait for instead).
+    const rig = await startRig({
+      settings: { mcp: { fixture: { command: process.execPath, args: [MCP_FIXTURE], env: {} } } },
+      svc: { env: { BERTH_MCP_STARTUP_WAIT_MS: "600000" } },
+    });
     try {
       rig.fake.script([{ steps: [{ toolCall: { id: "m1", name: "mcp__fixture__echo", arguments: { text: "SECRET-ARG" } } }] }, { steps: [{ text: "done" }] }]);
       await startTurn(rig.svc, "use mcp", "m1");
