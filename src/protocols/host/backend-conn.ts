@@ -8,21 +8,18 @@
 import { randomUUID } from "node:crypto";
 import type { Socket } from "node:net";
 import { attachLineReader, encodeFrame, type FrameError } from "../../transport/host-framing.js";
-import { BackendEvent, CommandIndeterminate, CommandResult, EVENT_MIN_VERSION, HelloBody, MAX_TEXT, ProviderHello } from "./backend-schema.js";
+import { CommandIndeterminate, CommandResult, HelloBody, ProviderHello } from "./backend-schema.js";
 import { helloGatingError, versionError, zodMessage, type BackendErrorCode } from "./backend-schema.js";
 import { clip, inboundViolation } from "./inbound.js";
-import type { ChatModel, Json, ProviderInfo, ProviderRoute, SessionModel } from "./model.js";
+import type { Json, ProviderInfo, ProviderRoute, SessionModel } from "./model.js";
 import { LogicalRoute } from "./logical-route.js";
 import { BackendOutbox } from "./backend-outbox.js";
 import type { HostState } from "./state.js";
 import type { BackendServer } from "./backend.js";
-import { MANAGED_EVENT_TYPES } from "./managed-schema.js";
-import { applyManagedEvent } from "./managed-invocations.js";
-import { beforeNativeEvent, commandHandled } from "./reconcile.js";
-import { applySourceBatch, applySourceEvent } from "./source-events.js";
+import { commandHandled } from "./reconcile.js";
+import { applySourceBatch } from "./source-events.js";
 import { mcpHub } from "./mcp-channels.js";
-import { resourceAction } from "./mcp-lifecycle.js";
-import { resourceSnapshotEvent } from "./resources.js";
+import { onEvent } from "./backend-ingress.js";
 import { backendViewGone } from "./resource-actions.js";
 import { onNotification, onRootAction, providerTelemetry } from "./notifications.js";
 
@@ -129,7 +126,8 @@ export class BackendConn implements ProviderRoute {
     st.failRoute((r) => r === this || (r instanceof LogicalRoute && r.conn === this));
   }
 
-  private detachRoute(r: LogicalRoute, reason: LogicalRoute["retired"]): void {
+  /** The route leaves its session (sessions stay, its delivered commands become indeterminate). */
+  detachRoute(r: LogicalRoute, reason: LogicalRoute["retired"]): void {
     if (reason !== "no") r.retired = reason;
     const s = this.state.sessions.get(r.sessionUri);
     if (s && s.route === r) {
@@ -176,9 +174,9 @@ export class BackendConn implements ProviderRoute {
         return;
       case "event":
       case "chat_event":
-        return this.onEvent(f, false);
+        return onEvent(this, f, false);
       case "sequenced_event":
-        return this.onEvent(f, true);
+        return onEvent(this, f, true);
       case "command_result":
         return this.onCommandResult(f);
       case "command_indeterminate":
@@ -387,112 +385,9 @@ export class BackendConn implements ProviderRoute {
     this.send(applySourceBatch(this.state, cur.route, cur.session, f));
   }
 
-  // ── Events ────────────────────────────────────────────────────────────────
-  private onEvent(f: Json, sequenced: boolean): void {
-    const session = f.session;
-    if (typeof session !== "string") return this.error("validation_error", "event needs a session URI");
-    const suppliedId = typeof f.backendConnectionId === "string" ? f.backendConnectionId : undefined;
-    const seq = f.sequence;
-    if (sequenced && (typeof seq !== "number" || !Number.isSafeInteger(seq) || seq < 1))
-      return this.error("validation_error", "sequence must be a positive integer", echoId({ session }, suppliedId));
-
-    // Resolve the logical route this frame speaks for.
-    let route: LogicalRoute | undefined;
-    if (this.kind === "session") {
-      route = this.route;
-      if (!route || route.sessionUri !== session) return this.error("authority_error", "session is not owned by this connection", { session, sequence: sequenced ? seq : 0 });
-      if (suppliedId !== undefined && suppliedId !== route.logicalId)
-        return void this.send({ type: "event_epoch_mismatch", session, sequence: sequenced ? seq : 0, backendConnectionId: suppliedId });
-    } else {
-      if (suppliedId !== undefined) {
-        route = this.epochs.get(suppliedId);
-        if (!route || route.sessionUri !== session)
-          return void this.send({ type: "event_epoch_mismatch", session, sequence: sequenced ? seq : 0, backendConnectionId: suppliedId });
-        if (route.retired === "rejected")
-          return void this.send({ type: "event_rejected", session, sequence: sequenced ? seq : 0, backendConnectionId: suppliedId, error: "route retired after a rejected event" });
-        if (route.retired !== "no" || this.current.get(session) !== route)
-          return void this.send({ type: "event_epoch_mismatch", session, sequence: sequenced ? seq : 0, backendConnectionId: suppliedId });
-      } else {
-        route = this.current.get(session);
-        if (!route) {
-          // Fenced (retired) or never registered here: refuse without attributing a generation.
-          return void this.send({ type: "event_rejected", session, sequence: sequenced ? seq : 0, error: "no current route for that session on this connection" });
-        }
-        if (sequenced && route.requireId) return void this.send({ type: "event_epoch_required", session, sequence: seq });
-      }
-    }
-    if (route.retired !== "no") return void this.send(echoId({ type: "event_rejected", session, sequence: sequenced ? seq : 0, error: "route retired" }, suppliedId));
-    const st = this.state;
-    const s = st.sessions.get(session);
-    if (!s || s.route !== route) return this.error("backend_replaced", "this route is no longer current for the session", echoId({ session }, suppliedId));
-
-    if (sequenced) {
-      const n = seq as number;
-      const receipt = { session, sequence: n, backendConnectionId: route.logicalId };
-      if (n < route.nextSeq) return void this.send({ type: "event_ack", ...receipt });
-      if (n > route.nextSeq) return void this.send({ type: "event_resync_required", session, expectedSequence: route.nextSeq, backendConnectionId: route.logicalId });
-      const err = this.applyEvent(route, s, f);
-      if (err) {
-        this.send({ type: "event_rejected", ...receipt, error: err });
-        if (route.multiplexed) {
-          this.current.delete(session);
-          this.detachRoute(route, "rejected");
-        } else {
-          route.retired = "rejected";
-          this.fatal("validation_error", `semantic rejection: ${err}`);
-        }
-        return;
-      }
-      route.nextSeq = n + 1;
-      this.sendAck(session, n, route.logicalId);
-      return;
-    }
-    const err = this.applyEvent(route, s, f);
-    if (err) this.error("validation_error", `event refused: ${err}`, echoId({ session, sequence: 0 }, suppliedId));
-  }
-
   /** Acknowledges one event: the outbox's prebuilt text, or the general path for very long identifiers. */
-  private sendAck(session: string, sequence: number, logicalId: string): void {
+  sendAck(session: string, sequence: number, logicalId: string): void {
     if (this.closed || this.socket.destroyed) return;
     if (!this.outbox.pushAck(session, sequence, logicalId)) this.send({ type: "event_ack", session, sequence, backendConnectionId: logicalId });
   }
-
-  /** Validate and reduce; returns a semantic-rejection message or null. */
-  private applyEvent(route: LogicalRoute, s: SessionModel, f: Json): string | null {
-    let chat: ChatModel | undefined;
-    if (f.type === "chat_event" || (f.chat !== undefined && f.type === "sequenced_event")) {
-      if (route.version < 3) return "chat-addressed events require protocol version 3";
-      if (typeof f.chat !== "string") return "chat_event needs a chat URI";
-      chat = s.chats.get(f.chat);
-      if (!chat) return "chat does not belong to the session";
-    } else chat = this.state.chatIndex.get(s.primaryChat);
-    if (!chat) return "session has no primary chat";
-    const raw = f.event as Json | undefined;
-    if (!raw || typeof raw !== "object" || Array.isArray(raw)) return "event payload must be an object";
-    if (typeof raw.type !== "string") return "event payload needs a string type";
-    const min = Object.hasOwn(EVENT_MIN_VERSION, raw.type) ? EVENT_MIN_VERSION[raw.type] : undefined;
-    if (min === undefined) return `unknown event type ${clip(raw.type)}`;
-    if (route.version < min) return `${String(raw.type)} requires protocol version ${min}`;
-    if (min === 2 && !route.inputCapable) return `${String(raw.type)} requires advertised inputCapabilities`;
-    if (min === 4 && !route.toolCapable) return `${String(raw.type)} requires advertised toolCapabilities`;
-    // v6 resource frames carry official AHP values, validated by their own module.
-    if (raw.type === "resource_action") return resourceAction(this.state, s, raw);
-    if (raw.type === "resource_snapshot") return resourceSnapshotEvent(this.state, s, raw);
-    if (min >= 10) return MANAGED_EVENT_TYPES.has(raw.type) ? applyManagedEvent(this.state, route, s, chat, raw) : applySourceEvent(this.state, s, chat, raw);
-    if (beforeNativeEvent(this.state, s, chat, raw.type)) return null;
-    // Fast path for the hot streaming events (same rules as the schema: exactly {type, text}).
-    if ((raw.type === "text_delta" || raw.type === "thinking_delta") && typeof raw.text === "string" && raw.text.length <= MAX_TEXT) {
-      let keys = 0;
-      for (const _k in raw) keys++;
-      if (keys === 2) return this.state.applyEvent(s, chat, raw as BackendEvent);
-    }
-    const ev = BackendEvent.safeParse(raw);
-    if (!ev.success) return zodMessage(ev.error);
-    return this.state.applyEvent(s, chat, ev.data);
-  }
-}
-
-/** A reply frame carrying the `backendConnectionId` the sender supplied, when it supplied one. */
-function echoId(x: Json, suppliedId: string | undefined): Json {
-  return suppliedId !== undefined ? { ...x, backendConnectionId: suppliedId } : x;
 }
