@@ -74,7 +74,7 @@ test("sequenced publication: gap → resync, re-ACK, rejection retires only that
     assert.equal(b2.session, b.session);
     assert.notEqual(b2.backendConnectionId, b.backendConnectionId);
     seq(b2, 1, { type: "agent_started" }, b.backendConnectionId);
-    const mm = await be.next((f) => f.type === "event_rejected" || f.type === "event_epoch_mismatch");
+    const mm = await be.nextType("event_epoch_mismatch");
     assert.equal(mm.backendConnectionId, b.backendConnectionId, "stale-generation refusal echoes the old ID");
     seq(b2, 1, { type: "agent_started" }, null);
     const req = await be.nextType("event_epoch_required");

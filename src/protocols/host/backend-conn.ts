@@ -12,7 +12,7 @@ import { CommandIndeterminate, CommandResult, HelloBody, ProviderHello } from ".
 import { helloGatingError, versionError, zodMessage, type BackendErrorCode } from "./backend-schema.js";
 import { clip, inboundViolation } from "./inbound.js";
 import type { Json, ProviderInfo, ProviderRoute, SessionModel } from "./model.js";
-import { LogicalRoute } from "./logical-route.js";
+import { EpochRegistry, LogicalRoute } from "./logical-route.js";
 import { BackendOutbox } from "./backend-outbox.js";
 import type { HostState } from "./state.js";
 import type { BackendServer } from "./backend.js";
@@ -38,11 +38,9 @@ export class BackendConn implements ProviderRoute {
   /** Dedicated session route. */
   route?: LogicalRoute | undefined;
   /** Multiplexed routes by logical ID (the epoch registry, bounded). */
-  readonly epochs = new Map<string, LogicalRoute>();
+  readonly epochs = new EpochRegistry();
   /** Current multiplexed route per session URI. */
   readonly current = new Map<string, LogicalRoute>();
-  /** Sessions that were ever registered on this connection (for epoch-required checks). */
-  readonly registeredBefore = new Set<string>();
   private stopReading: () => void = () => {};
   private handshakeTimer?: NodeJS.Timeout;
   private readonly outbox: BackendOutbox;

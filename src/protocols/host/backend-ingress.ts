@@ -41,7 +41,8 @@ export function onEvent(conn: BackendConn, f: Json, sequenced: boolean): void {
       route = conn.epochs.get(suppliedId);
       if (!route || route.sessionUri !== session)
         return void conn.send({ type: "event_epoch_mismatch", session, sequence: sequenced ? seq : 0, backendConnectionId: suppliedId });
-      if (route.retired === "rejected")
+      // The failed epoch stays fenced until its session registers again; then its ID is an old one.
+      if (route.retired === "rejected" && conn.epochs.latest(session) === route)
         return void conn.send({ type: "event_rejected", session, sequence: sequenced ? seq : 0, backendConnectionId: suppliedId, error: "route retired after a rejected event" });
       if (route.retired !== "no" || conn.current.get(session) !== route)
         return void conn.send({ type: "event_epoch_mismatch", session, sequence: sequenced ? seq : 0, backendConnectionId: suppliedId });

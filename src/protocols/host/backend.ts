@@ -4,7 +4,7 @@
  * in backend-conn.ts.
  */
 import { randomUUID } from "node:crypto";
-import { EPOCH_REGISTRY_BOUND, type BackendErrorCode, type HelloBody } from "./backend-schema.js";
+import type { BackendErrorCode, HelloBody } from "./backend-schema.js";
 import { BackendConn } from "./backend-conn.js";
 import { LogicalRoute } from "./logical-route.js";
 import type { Json } from "./model.js";
@@ -106,7 +106,7 @@ export class BackendServer {
     const prev = session.route as LogicalRoute | undefined;
     const prevInstanceId = prev?.instanceId ?? session.lastInstanceId;
     const logicalId = multiplexed ? randomUUID() : conn.connectionId;
-    const reRegistration = multiplexed && conn.registeredBefore.has(session.uri);
+    const reRegistration = multiplexed && conn.epochs.latest(session.uri) !== undefined;
     const route = new LogicalRoute(
       logicalId,
       conn,
@@ -138,14 +138,7 @@ export class BackendServer {
     mcpHub(st).routeRegistered(session, route, h.mcpServers as McpServerDescriptor[] | undefined, prev);
     if (multiplexed) {
       conn.current.set(session.uri, route);
-      conn.registeredBefore.add(session.uri);
-      conn.epochs.set(logicalId, route);
-      if (conn.epochs.size > EPOCH_REGISTRY_BOUND) {
-        for (const [id, r] of conn.epochs) {
-          if (conn.epochs.size <= EPOCH_REGISTRY_BOUND) break;
-          if (conn.current.get(r.sessionUri) !== r) conn.epochs.delete(id);
-        }
-      }
+      conn.epochs.add(route);
     }
     if (claimed || session.lifecycle === "creating") st.markReady(session);
     onRegistered(st, session, route, h, prevInstanceId);
