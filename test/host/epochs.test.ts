@@ -98,3 +98,43 @@ test("at most 10,000 superseded epochs are kept (at and one past the bound); for
     assert.equal(fenced.type, "event_rejected");
     be.close();
   }));
+
+test("v10+ multiplexed: a refused unsequenced event is a semantic rejection (sequence 0) that retires only its route", () =>
+  withHost(async (h) => {
+    const { be } = await FakeBackend.provider(h, 10);
+    register(be, "a", "src-a");
+    register(be, "b", "src-b");
+    register(be, "old", "src-old", 9); // a v9 route keeps the legacy answer
+    const a = await be.next((f) => f.requestId === "a");
+    const b = await be.next((f) => f.requestId === "b");
+    const old = await be.next((f) => f.requestId === "old");
+    be.send({ type: "event", session: a.session, event: noTurnDelta });
+    const rj = await be.next((f) => f.session === a.session, "refusal");
+    assert.equal(rj.type, "event_rejected");
+    assert.equal(rj.sequence, 0, "an unsequenced refusal has sequence 0");
+    assert.equal(rj.backendConnectionId, a.backendConnectionId, "a semantic failure names the actual logical generation");
+    assert.match(rj.error, /without an active turn/);
+    // The failed epoch is fenced: the host does not advance past the refused event.
+    seq(be, a, 1, { type: "agent_started" });
+    assert.equal((await be.next((f) => f.session === a.session && f.sequence === 1, "fenced")).type, "event_rejected");
+    be.send({ type: "chat_event", session: a.session, chat: a.chat, event: { type: "agent_started" } });
+    assert.equal((await be.next((f) => f.session === a.session && f.sequence === 0, "fenced unsequenced")).type, "event_rejected");
+    assert.equal(h.state.sessions.get(a.session)!.route, undefined, "the route left its session");
+    // Only that route: the sibling and the provider carry on.
+    seq(be, b, 1, { type: "agent_started" });
+    assert.deepEqual(await be.nextType("event_ack"), { type: "event_ack", session: b.session, sequence: 1, backendConnectionId: b.backendConnectionId });
+    // A route registered below v10 keeps its legacy answer: an error frame, and the route stays.
+    be.send({ type: "event", session: old.session, event: noTurnDelta });
+    const legacy = await be.next((f) => f.session === old.session, "legacy refusal");
+    assert.equal(legacy.type, "error");
+    assert.equal(legacy.code, "validation_error");
+    seq(be, old, 1, { type: "agent_started" });
+    assert.equal((await be.next((f) => f.session === old.session && f.sequence === 1, "legacy ack")).type, "event_ack");
+    // Recovery: a new registration starts at sequence 1.
+    register(be, "a2", "src-a");
+    const a2 = await be.next((f) => f.requestId === "a2");
+    seq(be, a2, 1, { type: "agent_started" });
+    assert.equal((await be.next((f) => f.session === a.session && f.sequence === 1, "ack")).type, "event_ack");
+    assert.equal(be.closed, false);
+    be.close();
+  }));

@@ -5,7 +5,8 @@
  *  - a sequenced event is applied exactly once, in order, and acknowledged only after it was applied;
  *    a gap answers `event_resync_required`, an accepted sequence is re-ACKed only while its route is current;
  *  - a semantic rejection answers `event_rejected` naming the route's logical generation and retires
- *    only that route (a dedicated connection is closed);
+ *    only that route (a dedicated connection is closed); on a v10+ multiplexed route an unsequenced
+ *    event's refusal is one too (`sequence: 0`), elsewhere it is a non-fatal `validation_error`;
  *  - a frame naming another generation than the current one is refused without touching the current route.
  */
 import { BackendEvent, EVENT_MIN_VERSION, MAX_TEXT, zodMessage } from "./backend-schema.js";
@@ -65,23 +66,29 @@ export function onEvent(conn: BackendConn, f: Json, sequenced: boolean): void {
     if (n < route.nextSeq) return void conn.send({ type: "event_ack", ...receipt });
     if (n > route.nextSeq) return void conn.send({ type: "event_resync_required", session, expectedSequence: route.nextSeq, backendConnectionId: route.logicalId });
     const err = applyEvent(conn, route, s, f);
-    if (err) {
-      conn.send({ type: "event_rejected", ...receipt, error: err });
-      if (route.multiplexed) {
-        conn.current.delete(session);
-        conn.detachRoute(route, "rejected");
-      } else {
-        route.retired = "rejected";
-        conn.fatal("validation_error", `semantic rejection: ${err}`);
-      }
-      return;
-    }
+    if (err) return reject(conn, route, n, err);
     route.nextSeq = n + 1;
     conn.sendAck(session, n, route.logicalId);
     return;
   }
   const err = applyEvent(conn, route, s, f);
-  if (err) conn.error("validation_error", `event refused: ${err}`, echoId({ session, sequence: 0 }, suppliedId));
+  if (!err) return;
+  // v10+ multiplexed: an unsequenced frame cannot bypass the fence, so its refusal retires the route too.
+  if (route.multiplexed && route.version >= 10) return reject(conn, route, 0, err);
+  conn.error("validation_error", `event refused: ${err}`, echoId({ session, sequence: 0 }, suppliedId));
+}
+
+/** A semantic rejection: `event_rejected` naming the route's generation, then only that route is retired. */
+function reject(conn: BackendConn, route: LogicalRoute, sequence: number, err: string): void {
+  const session = route.sessionUri;
+  conn.send({ type: "event_rejected", session, sequence, backendConnectionId: route.logicalId, error: err });
+  if (route.multiplexed) {
+    conn.current.delete(session);
+    conn.detachRoute(route, "rejected");
+  } else {
+    route.retired = "rejected";
+    conn.fatal("validation_error", `semantic rejection: ${err}`);
+  }
 }
 
 /** Validate and reduce; returns a semantic-rejection message or null. */
