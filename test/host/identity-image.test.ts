@@ -119,3 +119,44 @@ test("v14 profile_image_changed: bounded, type-checked, durable before the ACK, 
     { home },
   );
 });
+
+test("v14 profile_image_changed must be sequenced: an unsequenced one is refused and changes nothing", () =>
+  withHost(async (h) => {
+    const img = { mimeType: "image/png", data: png(2, 3).toString("base64"), width: 2, height: 3 };
+    // Dedicated connection: refused (the spec's durable acknowledgement is the event_ack), the route stays.
+    const { be, reg } = await FakeBackend.session(h, { protocolVersion: 14, sourceId: "u14" });
+    const { c } = await AhpClient.init(h, ["ahp-root://", reg.session]);
+    const refusal = async (frame: Json): Promise<Json> => {
+      be.send(frame);
+      await be.roundTrip(); // the frame was handled: its answer, if any, is here
+      const i = be.frames.findIndex((f) => f.type === "error");
+      assert.ok(i >= 0, `${frame.type as string} carrying profile_image_changed was accepted`);
+      return be.frames.splice(i, 1)[0]!;
+    };
+    const refused = await refusal(ev(reg, { type: "profile_image_changed", image: img }));
+    assert.equal(refused.code, "validation_error");
+    assert.equal(refused.sequence, 0);
+    assert.match(refused.message, /profile_image_changed must be a sequenced_event/);
+    const viaChat = await refusal({ type: "chat_event", session: reg.session, chat: reg.chat, event: { type: "profile_image_changed", image: null } });
+    assert.match(viaChat.message, /must be a sequenced_event/);
+    assert.equal(h.state.sessions.get(reg.session)!.extra.identityImage, undefined);
+    // The same image, sequenced, is accepted: the refusal was about the frame, not the image.
+    be.send({ type: "sequenced_event", session: reg.session, sequence: 1, event: { type: "profile_image_changed", image: img } });
+    assert.equal((await be.nextType("event_ack")).sequence, 1);
+    await c.action((e) => e.action.type === "session/metaChanged");
+    const metas = c.actions(reg.session).filter((e) => e.action.type === "session/metaChanged");
+    assert.equal(metas.length, 1, "nothing was published for the unsequenced frames (handled before the sequenced one)");
+    // Multiplexed v14 route: a semantic rejection with sequence 0 that retires only the route.
+    const p = await FakeBackend.provider(h, 14);
+    p.be.send({ type: "register_session", requestId: "m", hello: { protocolVersion: 14, instanceId: "m", provider: "prov", sourceId: "m14" } });
+    const m = await p.be.next((f) => f.requestId === "m");
+    p.be.send({ type: "event", session: m.session, backendConnectionId: m.backendConnectionId, event: { type: "profile_image_changed", image: img } });
+    const rj = await p.be.nextType("event_rejected");
+    assert.equal(rj.sequence, 0);
+    assert.equal(rj.backendConnectionId, m.backendConnectionId);
+    assert.equal(h.state.sessions.get(m.session)!.extra.identityImage, undefined);
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    be.close();
+    p.be.close();
+  }));

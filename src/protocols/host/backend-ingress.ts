@@ -65,13 +65,13 @@ export function onEvent(conn: BackendConn, f: Json, sequenced: boolean): void {
     const receipt = { session, sequence: n, backendConnectionId: route.logicalId };
     if (n < route.nextSeq) return void conn.send({ type: "event_ack", ...receipt });
     if (n > route.nextSeq) return void conn.send({ type: "event_resync_required", session, expectedSequence: route.nextSeq, backendConnectionId: route.logicalId });
-    const err = applyEvent(conn, route, s, f);
+    const err = applyEvent(conn, route, s, f, true);
     if (err) return reject(conn, route, n, err);
     route.nextSeq = n + 1;
     conn.sendAck(session, n, route.logicalId);
     return;
   }
-  const err = applyEvent(conn, route, s, f);
+  const err = applyEvent(conn, route, s, f, false);
   if (!err) return;
   // v10+ multiplexed: an unsequenced frame cannot bypass the fence, so its refusal retires the route too.
   if (route.multiplexed && route.version >= 10) return reject(conn, route, 0, err);
@@ -92,7 +92,7 @@ function reject(conn: BackendConn, route: LogicalRoute, sequence: number, err: s
 }
 
 /** Validate and reduce; returns a semantic-rejection message or null. */
-function applyEvent(conn: BackendConn, route: LogicalRoute, s: SessionModel, f: Json): string | null {
+function applyEvent(conn: BackendConn, route: LogicalRoute, s: SessionModel, f: Json, sequenced: boolean): string | null {
   const st = conn.state;
   let chat: ChatModel | undefined;
   if (f.type === "chat_event" || (f.chat !== undefined && f.type === "sequenced_event")) {
@@ -110,6 +110,8 @@ function applyEvent(conn: BackendConn, route: LogicalRoute, s: SessionModel, f: 
   if (route.version < min) return `${String(raw.type)} requires protocol version ${min}`;
   if (min === 2 && !route.inputCapable) return `${String(raw.type)} requires advertised inputCapabilities`;
   if (min === 4 && !route.toolCapable) return `${String(raw.type)} requires advertised toolCapabilities`;
+  // v14: "the owning backend's sequenced profile_image_changed"; its event_ack is the durable acknowledgement.
+  if (raw.type === "profile_image_changed" && !sequenced) return "profile_image_changed must be a sequenced_event (its event_ack acknowledges the durable change); send it with a sequence";
   // v6 resource frames carry official AHP values, validated by their own module.
   if (raw.type === "resource_action") return resourceAction(st, s, raw);
   if (raw.type === "resource_snapshot") return resourceSnapshotEvent(st, s, raw);
