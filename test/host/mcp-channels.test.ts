@@ -310,3 +310,40 @@ test("disposing the session answers its delivered MCP waiters indeterminate at o
     m.close();
     be.close();
   }));
+
+test("a reply must be an MCP response: exactly one of an object result or an error; anything else is relayed to no one", () =>
+  withHost(async (h) => {
+    const { be, reg } = await v5Session(h);
+    const channel = await channelOf(h, reg.session);
+    const m = await McpClient.open(h);
+    m.request(channel, "c1", "tools/list");
+    const req = await be.nextType("mcp_request");
+    const rid = req.requestId as string;
+    const bad: Array<[Json, RegExp]> = [
+      ...[5, "text", null, true, [{ name: "t" }]].map((result): [Json, RegExp] => [{ result }, /result must be an object/]),
+      [{ result: {}, error: { code: -32000, message: "x" } }, /exactly one of result or error/],
+      [{ result: {}, error: "boom" }, /exactly one of result or error/],
+      [{ error: "boom" }, /error needs an integer code and a string message/],
+      [{}, /exactly one of result or error/],
+    ];
+    for (const [body, why] of bad) {
+      be.send({ type: "mcp_response", requestId: rid, message: { jsonrpc: "2.0", id: rid, ...body } });
+      await be.roundTrip(); // handled: its answer, if any, is here
+      const e = be.frames.find((f) => f.type === "error");
+      assert.ok(e, `${JSON.stringify(body)} was relayed to the caller`);
+      be.frames.splice(be.frames.indexOf(e), 1);
+      assert.equal(e.code, "validation_error", JSON.stringify(body));
+      assert.match(e.message, why, JSON.stringify(body));
+      assert.equal(e.requestId, rid, "the refusal names the request it was for");
+    }
+    await be.roundTrip();
+    assert.deepEqual(m.replies(), [], "no malformed reply reached the caller");
+    // The request still waits, and a well-formed reply answers it once.
+    be.send({ type: "mcp_response", requestId: rid, message: { jsonrpc: "2.0", id: rid, result: { tools: [] } } });
+    assert.deepEqual(await m.reply("c1"), { jsonrpc: "2.0", id: "c1", result: { tools: [] }, channel });
+    assert.equal(m.replies().length, 1);
+    assert.deepEqual(m.c.invalid, []);
+    assert.equal(be.closed, false);
+    m.close();
+    be.close();
+  }));

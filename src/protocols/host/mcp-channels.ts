@@ -149,6 +149,18 @@ type JsonRpcId = string | number;
 const isObj = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
 const isId = (v: unknown): v is JsonRpcId => typeof v === "string" || (typeof v === "number" && Number.isFinite(v));
 
+/**
+ * Null, or why a backend's reply is not an MCP response: JSON-RPC 2.0 carries exactly one of `result`
+ * and `error`, and MCP's `Result` is an object (the `mcp://` channel speaks MCP "exactly as defined").
+ */
+function responseError(m: Json): string | null {
+  if (("result" in m) === ("error" in m)) return "message must carry exactly one of result or error";
+  if ("result" in m) return isObj(m.result) ? null : "result must be an object (an MCP Result)";
+  const e = m.error;
+  if (!isObj(e) || typeof e.code !== "number" || !Number.isInteger(e.code) || typeof e.message !== "string") return "error needs an integer code and a string message";
+  return null;
+}
+
 /** The fixed, content-free refusal of a backend MCP frame whose scope is not its own current route. */
 export const MCP_SCOPE_REFUSED = "mcp_scope_refused";
 
@@ -368,16 +380,15 @@ export class McpHub {
   private onResponse(conn: BackendConn, f: Json): void {
     const rid = f.requestId;
     const m = f.message;
-    if (typeof rid !== "string" || !isObj(m) || (!("result" in m) && !isObj(m.error)))
-      return conn.error("validation_error", "mcp_response needs requestId and a JSON-RPC message with result or error");
-    if (isObj(m.error) && (typeof m.error.code !== "number" || !Number.isInteger(m.error.code) || typeof m.error.message !== "string"))
-      return conn.error("validation_error", "mcp_response error needs an integer code and a string message");
+    if (typeof rid !== "string" || !isObj(m)) return conn.error("validation_error", "mcp_response needs requestId and a JSON-RPC message with result or error");
+    const bad = responseError(m);
+    if (bad) return conn.error("validation_error", `mcp_response ${bad}; nothing was relayed, and the request still waits for a valid reply`, rid.length <= 512 ? { requestId: rid } : {});
     const p = this.pending.get(rid);
     const supplied = f.backendConnectionId;
     if (!p || p.route.conn !== conn || p.route.retired !== "no" || conn.closed || (supplied !== undefined && supplied !== p.route.logicalId)) return this.refuse(conn);
     const s = this.st.sessions.get(p.route.sessionUri);
     if (!s || s.route !== p.route) return this.refuse(conn);
-    this.finish(p, "error" in m && m.error !== undefined ? { error: m.error } : { result: m.result });
+    this.finish(p, "error" in m ? { error: m.error } : { result: m.result });
   }
 
   private onNotification(conn: BackendConn, f: Json): void {
