@@ -13,6 +13,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { AhpClient, FakeBackend, tempHome, until, withHost, type Json } from "./helpers.js";
 import { TOOLS_SERVER } from "./mcp-helpers.js";
+import { REMEMBERED_CLIENT_VERSIONS } from "../../src/protocols/host/ahp.js";
 
 const title = (reg: Json, text: string) => ({ type: "event", session: reg.session, event: { type: "title_changed", title: text } });
 
@@ -104,5 +105,42 @@ test("a bare reconnect on a new transport answers in the version the client nego
     assert.deepEqual([...again.invalid, ...third.invalid], []);
     again.close();
     third.close();
+    be.close();
+  }));
+
+test(`the negotiated versions of the newest ${REMEMBERED_CLIENT_VERSIONS} clients are remembered (at and one past the bound)`, { timeout: 120_000 }, () =>
+  withHost(async (h) => {
+    const { be, reg } = await FakeBackend.session(h, { protocolVersion: 6, sourceId: "bound-src", mcpServers: [TOOLS_SERVER] });
+    be.send({ type: "event", session: reg.session, event: { type: "resource_action", action: { type: "session/customizationToggled", id: TOOLS_SERVER.id, enabled: false } } });
+    await be.roundTrip();
+    /** One client on its own transport: `initialize` in `version`, then gone. */
+    const initialize = async (clientId: string, version: string): Promise<void> => {
+      const c = await AhpClient.open(h);
+      const r = await c.request("initialize", { channel: "ahp-root://", protocolVersions: [version], clientId });
+      assert.equal(r.result.protocolVersion, version);
+      c.close();
+    };
+    const others = async (from: number, n: number): Promise<void> => {
+      // In batches, below the listener's 64 connections not yet upgraded.
+      for (let i = from; i < from + n; i += 48) await Promise.all(Array.from({ length: Math.min(48, from + n - i) }, (_, k) => initialize(`other-${i + k}`, "1.0.0")));
+    };
+    /** The shape a bare reconnect on a new transport is answered in: the 1.1 `enablement` or the 1.0 `enabled`. */
+    const shapeOf = async (clientId: string): Promise<string> => {
+      const c = await AhpClient.open(h);
+      const r = await c.request("reconnect", { channel: "ahp-root://", clientId, lastSeenServerSeq: h.state.serverSeq + 1, subscriptions: [reg.session] });
+      c.close();
+      assert.deepEqual(c.invalid, []);
+      const server = (r.result.snapshots[0].state.customizations as Json[]).find((x) => x.id === TOOLS_SERVER.id)!;
+      return "enablement" in server ? "1.1" : "enabled" in server ? "1.0" : JSON.stringify(server);
+    };
+    await initialize("first", "1.1.0");
+    await initialize("second", "1.1.0");
+    await others(0, REMEMBERED_CLIENT_VERSIONS - 2);
+    // Exactly at the bound: the oldest of 4,096 is still served in its own version (and becomes the newest).
+    assert.equal(await shapeOf("first"), "1.1");
+    // One more client: the oldest now (`second`) is forgotten and served in the preferred 1.0.0.
+    await others(REMEMBERED_CLIENT_VERSIONS - 2, 1);
+    assert.equal(await shapeOf("second"), "1.0");
+    assert.equal(await shapeOf("first"), "1.1", "a remembered client is unaffected");
     be.close();
   }));
