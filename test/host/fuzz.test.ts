@@ -11,6 +11,7 @@ import assert from "node:assert/strict";
 import { prng } from "../helpers/prng.js";
 import { mutator, pick } from "../helpers/mutate.js";
 import { AhpClient, FakeBackend, tempHome, until, type Json } from "./helpers.js";
+import { gif, jpeg, vp8l, vp8x, webp } from "./image-builders.js";
 import { startHost, type HostHandle } from "../../src/protocols/host/host.js";
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261201);
@@ -66,6 +67,9 @@ const EVENTS: Json[] = [
   ev("source_turn", { sourceId: "src-1", active: false, historyOnly: true, turn: { id: "s1", userText: "q", responseText: "a" } }),
   ev("source_turn_resources", { sourceId: "src-1", active: false, historyOnly: true, resources: [{ session: "x", index: 0, mimeType: "text/plain", digest: `sha256:${"0".repeat(64)}`, text: "{}" }] }),
   ev("profile_image_changed", { image: { mimeType: "image/gif", data: "R0lGODlhAQABAAAAACw=", width: 1, height: 1 } }),
+  ev("profile_image_changed", { image: { mimeType: "image/gif", data: gif(2, 3).toString("base64"), width: 2, height: 3 } }),
+  ev("profile_image_changed", { image: { mimeType: "image/jpeg", data: jpeg(2, 3).toString("base64"), width: 2, height: 3 } }),
+  ev("profile_image_changed", { image: { mimeType: "image/webp", data: webp(vp8x(2, 3), vp8l(2, 3)).toString("base64"), width: 2, height: 3 } }),
   // v6 resource actions of the newest families (status flags, working directories, customizations, 0.9 chat families).
   ev("resource_action", { action: { type: "session/isReadChanged", isRead: true } }),
   ev("resource_action", { action: { type: "session/isArchivedChanged", isArchived: false } }),

@@ -7,49 +7,9 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { AhpClient, FakeBackend, tempHome, withHost, type Json } from "./helpers.js";
 import { IDENTITY_IMAGE_BYTES } from "../../src/protocols/host/source-events.js";
+import { gif, jpeg, png, vp8, vp8l, vp8x, webp } from "./image-builders.js";
 
 const ev = (reg: Json, event: Json) => ({ type: "event", session: reg.session, event });
-
-const CRC = Array.from({ length: 256 }, (_, n) => {
-  let c = n;
-  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-  return c >>> 0;
-});
-function crc32(b: Buffer): number {
-  let c = 0xffffffff;
-  for (const x of b) c = CRC[(c ^ x) & 0xff]! ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
-}
-function chunk(type: string, data: Buffer): Buffer {
-  const len = Buffer.alloc(4);
-  len.writeUInt32BE(data.length);
-  const td = Buffer.concat([Buffer.from(type, "latin1"), data]);
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(crc32(td));
-  return Buffer.concat([len, td, crc]);
-}
-/** A real PNG of `w`×`h`, padded with an ancillary chunk to exactly `total` bytes when given. */
-function png(w: number, hgt: number, total?: number): Buffer {
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(w, 0);
-  ihdr.writeUInt32BE(hgt, 4);
-  ihdr.set([8, 0, 0, 0, 0], 8);
-  const raw = Buffer.alloc((w + 1) * hgt);
-  const head = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr), chunk("IDAT", Buffer.from([0x78, 0x01, ...deflateStored(raw)]))]);
-  const end = chunk("IEND", Buffer.alloc(0));
-  const pad = total === undefined ? [] : [chunk("tEXt", Buffer.alloc(total - head.length - end.length - 12, 0x61))];
-  return Buffer.concat([head, ...pad, end]);
-}
-function deflateStored(b: Buffer): number[] {
-  const out = [1, b.length & 0xff, b.length >> 8, ~b.length & 0xff, (~b.length >> 8) & 0xff, ...b];
-  let a = 1;
-  let s2 = 0;
-  for (const x of b) {
-    a = (a + x) % 65521;
-    s2 = (s2 + a) % 65521;
-  }
-  return [...out, (s2 >> 8) & 0xff, s2 & 0xff, (a >> 8) & 0xff, a & 0xff];
-}
 
 test("v14 profile_image_changed: bounded, type-checked, durable before the ACK, published as paratenic.identity", async () => {
   const home = tempHome();
@@ -159,4 +119,55 @@ test("v14 profile_image_changed must be sequenced: an unsequenced one is refused
     c.close();
     be.close();
     p.be.close();
+  }));
+
+test("v14 JPEG, GIF and WebP images must state their declared size in their own header (1,024 a side at and one past)", () =>
+  withHost(async (h) => {
+    const img = (mimeType: string, bytes: Buffer, width: number, height: number) => ({ mimeType, data: bytes.toString("base64"), width, height });
+    const { be, reg } = await FakeBackend.session(h, { protocolVersion: 14, sourceId: "hdr" });
+    const { c } = await AhpClient.init(h, ["ahp-root://", reg.session]);
+    const accepted: Array<[string, Json]> = [
+      ["GIF 2x3", img("image/gif", gif(2, 3), 2, 3)],
+      ["GIF 1024x1024 (a 1x1 frame on the screen)", img("image/gif", gif(1024, 1024, { w: 1, h: 1 }), 1024, 1024)],
+      ["JPEG 2x3", img("image/jpeg", jpeg(2, 3), 2, 3)],
+      ["JPEG 1024x1024", img("image/jpeg", jpeg(1024, 1024), 1024, 1024)],
+      ["WebP lossless 2x3", img("image/webp", webp(vp8l(2, 3)), 2, 3)],
+      ["WebP lossless 1024x1024", img("image/webp", webp(vp8l(1024, 1024)), 1024, 1024)],
+      ["WebP extended 2x3", img("image/webp", webp(vp8x(2, 3), vp8l(2, 3)), 2, 3)],
+      ["WebP lossy 2x3", img("image/webp", webp(vp8()), 2, 3)],
+    ];
+    let seq = 0;
+    for (const [what, image] of accepted) {
+      be.send({ type: "sequenced_event", session: reg.session, sequence: ++seq, event: { type: "profile_image_changed", image } });
+      const ack = await be.next((f) => f.type === "event_ack" || f.type === "event_rejected", what);
+      assert.equal(ack.type, "event_ack", `${what}: ${String(ack.error)}`);
+      const meta = await c.action((e) => e.action.type === "session/metaChanged" && e.action._meta["paratenic.identity"]?.image.data === image.data, what);
+      assert.deepEqual(meta.action._meta["paratenic.identity"], { image });
+    }
+    be.close();
+
+    const refused: Array<[string, Json, RegExp]> = [
+      ["a GIF declared 3x2", img("image/gif", gif(2, 3), 3, 2), /width\/height \(3x2\) do not match the GIF header \(2x3\)/],
+      // Decoders grow the canvas to a first frame larger than the screen: Chromium shows this one as 300x200.
+      ["a 1x1 GIF screen whose frame is 300x200", img("image/gif", gif(1, 1, { w: 300, h: 200 }), 1, 1), /not image\/gif.*outside the 1x1 logical screen/],
+      ["a GIF whose screen is one past the bound", img("image/gif", gif(1025, 1024, { w: 1, h: 1 }), 1024, 1024), /do not match the GIF header \(1025x1024\)/],
+      ["a JPEG whose frame header states 4000x3000", img("image/jpeg", jpeg(2, 3, { w: 4000, h: 3000 }), 2, 3), /do not match the JPEG header \(4000x3000\)/],
+      ["a JPEG with no frame header", img("image/jpeg", Buffer.from([0xff, 0xd8, 0xff, 0xd9]), 1, 1), /not image\/jpeg/],
+      ["a lossless WebP one past the bound", img("image/webp", webp(vp8l(1025, 1024)), 1024, 1024), /do not match the WebP header \(1025x1024\)/],
+      ["an extended WebP whose canvas is 60000x60000", img("image/webp", webp(vp8x(60000, 60000), vp8l(1, 1)), 1, 1), /do not match the WebP header \(60000x60000\)/],
+      ["a lossy WebP declared 3x2", img("image/webp", webp(vp8()), 3, 2), /do not match the WebP header \(2x3\)/],
+      ["a WebP whose first chunk is no image", img("image/webp", webp(Buffer.from("ICCP\0\0\0\0", "latin1"), vp8l(1, 1)), 1, 1), /not image\/webp/],
+    ];
+    for (const [what, image, why] of refused) {
+      const r = await FakeBackend.session(h, { protocolVersion: 14, sourceId: "hdr" });
+      r.be.send({ type: "sequenced_event", session: reg.session, sequence: 1, event: { type: "profile_image_changed", image } });
+      const f = await r.be.next((x) => x.type === "event_ack" || x.type === "event_rejected", what);
+      assert.equal(f.type, "event_rejected", `${what} was accepted`);
+      assert.match(f.error, why, what);
+      r.be.close();
+    }
+    const kept = h.state.sessions.get(reg.session)!.extra.identityImage as Json;
+    assert.equal(kept.data, accepted[accepted.length - 1]![1].data, "a refused image leaves the previous one");
+    assert.deepEqual(c.invalid, []);
+    c.close();
   }));

@@ -15,14 +15,15 @@
  *    snapshot must agree with the envelope; then the v11 rules apply (no per-turn size limit);
  *  - v14 `profile_image_changed {image | null}` sets or clears the session's identity image
  *    (PNG, JPEG, WebP or GIF; at most IDENTITY_IMAGE_BYTES decoded, IDENTITY_IMAGE_PIXELS a side,
- *    the bytes' signature must match the type). It is durable before the event is acknowledged and
- *    is published as `paratenic.identity` session metadata (`session/metaChanged`).
+ *    the image's own header must state the declared size: image-header.ts). It is durable before the
+ *    event is acknowledged and is published as `paratenic.identity` session metadata (`session/metaChanged`).
  */
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { MAX_ID_LEN, MAX_TEXT, zodMessage } from "./backend-schema.js";
 import { clip } from "./inbound.js";
 import { announceMeta } from "./session-meta.js";
+import { IMAGE_FORMAT, imageHeader } from "./image-header.js";
 import { chatErrorAction, durationSince, type ChatModel, type Json, type SessionModel, type SessionRoute } from "./model.js";
 import type { HostState } from "./state.js";
 
@@ -225,14 +226,6 @@ export function applySourceBatch(st: HostState, route: SessionRoute, s: SessionM
   return ack({ accepted, total: snaps.length, ...(lastTurnId !== undefined ? { lastTurnId } : {}), ...(error !== undefined ? { error } : {}) });
 }
 
-const SIGNATURES: Record<string, (b: Buffer) => boolean> = {
-  // The signature, then the header chunk PNG requires first: length 13, type IHDR (width, height follow).
-  "image/png": (b) => b.length >= 33 && b.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])) && b.readUInt32BE(8) === 13 && b.toString("latin1", 12, 16) === "IHDR",
-  "image/jpeg": (b) => b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff,
-  "image/webp": (b) => b.length >= 12 && b.toString("latin1", 0, 4) === "RIFF" && b.toString("latin1", 8, 12) === "WEBP",
-  "image/gif": (b) => b.length >= 10 && (b.toString("latin1", 0, 6) === "GIF87a" || b.toString("latin1", 0, 6) === "GIF89a"),
-};
-
 function setIdentityImage(st: HostState, s: SessionModel, image: z.infer<typeof Image> | null): string | null {
   if (image === null) {
     if (!s.extra.identityImage) return null;
@@ -241,8 +234,10 @@ function setIdentityImage(st: HostState, s: SessionModel, image: z.infer<typeof 
     if (!/^[A-Za-z0-9+/]*={0,2}$/.test(image.data) || image.data.length % 4 !== 0) return "image.data must be base64";
     const bytes = Buffer.from(image.data, "base64");
     if (bytes.length === 0 || bytes.length > IDENTITY_IMAGE_BYTES) return `image must be 1..${IDENTITY_IMAGE_BYTES} bytes`;
-    if (!SIGNATURES[image.mimeType]!(bytes)) return `image bytes are not ${image.mimeType}`;
-    if (image.mimeType === "image/png" && (bytes.readUInt32BE(16) !== image.width || bytes.readUInt32BE(20) !== image.height)) return "image width/height do not match the PNG header";
+    const stated = imageHeader(image.mimeType, bytes);
+    if (typeof stated === "string") return `image bytes are not ${image.mimeType}: ${stated}`;
+    if (stated.width !== image.width || stated.height !== image.height)
+      return `image width/height (${image.width}x${image.height}) do not match the ${IMAGE_FORMAT[image.mimeType]!} header (${stated.width}x${stated.height})`;
     s.extra.identityImage = { mimeType: image.mimeType, width: image.width, height: image.height, data: image.data };
   }
   st.persistSession(s);
