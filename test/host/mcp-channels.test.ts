@@ -241,7 +241,8 @@ test("a closing frontend reaps its waiters and correlations; others keep theirs"
     const b = await McpClient.open(h, undefined, "b");
     for (let i = 0; i < 3; i++) a.request(channel, `a${i}`, "tools/list");
     b.request(channel, "b0", "tools/list");
-    await until(() => mcpHub(h.state).pending.size === 4, 3000, "4 pending");
+    // Pending on the host is not yet received by the backend: wait for the four frames themselves.
+    await until(() => mcpHub(h.state).pending.size === 4 && be.frames.filter((f) => f.type === "mcp_request").length === 4, 3000, "4 pending and delivered");
     const reqs = be.frames.filter((f) => f.type === "mcp_request");
     a.close();
     await until(() => mcpHub(h.state).pending.size === 1, 3000, "a's waiters reaped");
