@@ -16,6 +16,12 @@ import { startAcpRig, AcpAgentProcess, type AcpRig } from "./harness.js";
 
 const MCP_FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
 const code = (n: number) => (e: { code?: number }) => e.code === n;
+/** ACP's unknown-session error: `-32002` naming the requested session in `data.sessionId` (SessionNotFoundErrorData). */
+const notFound = (sessionId: string) => (e: { code?: number; data?: unknown }) => {
+  assert.equal(e.code, -32002);
+  assert.deepEqual(e.data, { sessionId });
+  return true;
+};
 
 let rig: AcpRig;
 let cwd: string;
@@ -52,14 +58,15 @@ it("refuses relative cwds, unknown sessions and bad cursors with the ACP codes",
       });
     }
   }
-  await assert.rejects(p.agent.request("session/prompt", { sessionId: "nope", prompt: [{ type: "text", text: "hi" }] }), code(-32002));
-  await assert.rejects(p.agent.request("session/load", { sessionId: "no-such-session", cwd, mcpServers: [] }), code(-32002));
-  await assert.rejects(p.agent.request("session/resume", { sessionId: "no-such-session", cwd }), code(-32002));
+  await assert.rejects(p.agent.request("session/prompt", { sessionId: "nope", prompt: [{ type: "text", text: "hi" }] }), notFound("nope"));
+  await assert.rejects(p.agent.request("session/load", { sessionId: "no-such-session", cwd, mcpServers: [] }), notFound("no-such-session"));
+  await assert.rejects(p.agent.request("session/resume", { sessionId: "no-such-session", cwd }), notFound("no-such-session"));
   // The SDK client reports -32002 on session/close as success; the raw frame shows the error.
   await p.agent.request("session/close", { sessionId: "nope" });
   const closeId = p.sent.findLast((f) => f["method"] === "session/close")!["id"];
-  assert.equal(p.received.find((f) => f["id"] === closeId)?.["error"]?.code, -32002);
-  await assert.rejects(p.agent.request("session/set_mode", { sessionId: "nope", modeId: "full" }), code(-32002));
+  assert.ok(notFound("nope")(p.received.find((f) => f["id"] === closeId)?.["error"] as { code?: number; data?: unknown }));
+  await assert.rejects(p.agent.request("session/set_mode", { sessionId: "nope", modeId: "full" }), notFound("nope"));
+  await assert.rejects(p.agent.request("session/set_config_option", { sessionId: "nope", configId: "mode", value: "full" }), notFound("nope"));
   await assert.rejects(p.agent.request("session/list", { cursor: "garbage!" }), code(-32602));
   await assert.rejects(p.agent.request("session/list", { cwd: "rel" }), code(-32602));
   assert.deepEqual(p.invalid, []);
@@ -72,7 +79,7 @@ it("resume reattaches without replay; close forgets the session but keeps its hi
   const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
   assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "one" }] })).stopReason, "end_turn");
   assert.deepEqual(await p.agent.request("session/close", { sessionId }), {});
-  await assert.rejects(p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "x" }] }), code(-32002));
+  await assert.rejects(p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "x" }] }), notFound(sessionId));
   const before = p.updates.length;
   const resumed = await p.agent.request("session/resume", { sessionId, cwd });
   assert.equal(resumed.modes?.currentModeId, "ask");

@@ -95,7 +95,7 @@ export class AcpConnection {
     try {
       return await this.store.readHistory(id, { maxBytes: DEFAULT_WINDOW.maxBytes, maxRecords: DEFAULT_WINDOW.maxRecords });
     } catch (e) {
-      if (e instanceof SessionError && (e.code === "invalid_id" || e.code === "unavailable")) throw ACP_ERRORS.sessionMissing();
+      if (e instanceof SessionError && (e.code === "invalid_id" || e.code === "unavailable")) throw ACP_ERRORS.sessionMissing(id);
       const problem = storageProblemOf(e);
       this.deps.log(`berth acp: cannot read a session's history (${problem ?? errorLabel(e)})`);
       throw ACP_ERRORS.storage(problem);
@@ -146,7 +146,7 @@ export class AcpConnection {
   /** The session open on this connection; `-32002` otherwise. */
   get(id: string): AcpSession {
     const s = this.sessions.get(id);
-    if (s === undefined) throw ACP_ERRORS.unknownSession();
+    if (s === undefined) throw ACP_ERRORS.unknownSession(id);
     return s;
   }
 

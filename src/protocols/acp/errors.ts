@@ -1,13 +1,20 @@
 /**
  * The fixed ACP errors Berth answers with. Contract: every message is a constant sentence naming the cause and the
  * fix; no exception text, path, credential or provider body ever reaches the wire. Codes are ACP's `ErrorCode`s.
+ * A `-32002` for a session carries the requested ID as `data.sessionId` (ACP's `SessionNotFoundErrorData`, what the
+ * SDK's `RequestError.sessionNotFound` sends), so a client with several sessions knows which one is gone.
  */
 import { RequestError } from "@agentclientprotocol/sdk";
 
 export const ACP_ERRORS = {
-  unknownSession: () =>
-    new RequestError(-32002, "Resource not found: no open session with this sessionId on this connection; open it with session/load or session/resume first"),
-  sessionMissing: () => new RequestError(-32002, "Resource not found: no stored Berth session has this sessionId; list them with session/list"),
+  unknownSession: (sessionId: string) =>
+    new RequestError(
+      -32002,
+      "Resource not found: no open session with this sessionId on this connection; open it with session/load or session/resume first",
+      { sessionId },
+    ),
+  sessionMissing: (sessionId: string) =>
+    new RequestError(-32002, "Resource not found: no stored Berth session has this sessionId; list them with session/list", { sessionId }),
   sessionBusy: () =>
     new RequestError(-32600, "Invalid request: another Berth process is running a turn in this session (it holds the session's writer lease); wait for it or close it there"),
   relativeCwd: () => new RequestError(-32602, "Invalid params: cwd must be an absolute path"),

@@ -30,7 +30,7 @@ export function registerPrompt(app: AgentApp, conn: AcpConnection): void {
     if (!started.ok) {
       s.forgetEnd(turnId);
       if (started.error === "busy") throw runningHere ? ACP_ERRORS.promptRunning() : ACP_ERRORS.sessionBusy();
-      if (started.error === "unavailable" || started.error === "invalid_id") throw ACP_ERRORS.sessionMissing();
+      if (started.error === "unavailable" || started.error === "invalid_id") throw ACP_ERRORS.sessionMissing(s.id);
       if (started.error === "history_incomplete") throw ACP_ERRORS.historyTooLarge();
       throw ACP_ERRORS.storage();
     }

@@ -71,7 +71,7 @@ export function registerSessions(app: AgentApp, conn: AcpConnection): void {
   });
 
   handle(app, conn.log, "session/close", async ({ params }) => {
-    if (!(await conn.close(params.sessionId))) throw ACP_ERRORS.unknownSession();
+    if (!(await conn.close(params.sessionId))) throw ACP_ERRORS.unknownSession(params.sessionId);
     return {};
   });
 
