@@ -7,7 +7,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Readable, Writable } from "node:stream";
+import { Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { BERTH_BIN } from "../helpers/paths.js";
@@ -61,6 +61,9 @@ export class AcpAgentProcess {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   private readonly methods = new Map<string, string>();
   private waiters: Array<() => void> = [];
+  private holdAt: ((lineStart: string) => boolean) | null = null;
+  /** Whether `holdOutputAt`'s line arrived and stdout is no longer read. */
+  held = false;
 
   constructor(o: AgentProcessOptions = {}) {
     this.home = o.home ?? mkdtempSync(join(tmpdir(), "berth-acp-home-"));
@@ -82,13 +85,34 @@ export class AcpAgentProcess {
     this.child.stdin.on("error", () => undefined);
     this.exited = new Promise((resolve) => this.child.on("close", (code, signal) => resolve({ code, signal })));
     // stdout carries only ACP frames: every line must be one JSON-RPC object (checked on the raw bytes, since the
-    // SDK's reader would skip what it cannot parse).
+    // SDK's reader would skip what it cannot parse). The bytes reach the SDK client only through this listener, so
+    // `holdOutputAt` can stop reading them (no web-stream adapter resumes the pipe behind the test's back).
     let pending = "";
+    let toClient!: ReadableStreamDefaultController<Uint8Array>;
+    const stdout = new ReadableStream<Uint8Array>({ start: (c) => void (toClient = c) });
+    let stdoutOpen = true;
+    const endStdout = (): void => {
+      if (!stdoutOpen) return;
+      stdoutOpen = false;
+      toClient.close();
+    };
+    this.child.stdout.on("end", endStdout);
+    this.child.stdout.on("close", endStdout);
+    this.child.stdout.on("error", endStdout);
     this.child.stdout.on("data", (d: Buffer) => {
+      if (stdoutOpen) toClient.enqueue(new Uint8Array(d));
       pending += d.toString("utf8");
+      const hold = (start: string): void => {
+        if (this.holdAt === null || !this.holdAt(start.slice(0, 1024))) return;
+        this.holdAt = null;
+        this.held = true;
+        this.child.stdout.pause();
+        this.wake();
+      };
       for (let i = pending.indexOf("\n"); i !== -1; i = pending.indexOf("\n")) {
         const line = pending.slice(0, i);
         pending = pending.slice(i + 1);
+        hold(line);
         let ok = false;
         try {
           const v = JSON.parse(line) as unknown;
@@ -98,8 +122,9 @@ export class AcpAgentProcess {
         }
         if (!ok) this.invalid.push(`stdout line is not a JSON-RPC frame: ${line.slice(0, 200)}`);
       }
+      hold(pending);
     });
-    const raw = acp.ndJsonStream(Writable.toWeb(this.child.stdin) as WritableStream<Uint8Array>, Readable.toWeb(this.child.stdout) as ReadableStream<Uint8Array>);
+    const raw = acp.ndJsonStream(Writable.toWeb(this.child.stdin) as WritableStream<Uint8Array>, stdout);
     const stream: acp.Stream = {
       readable: raw.readable.pipeThrough(
         new TransformStream<acp.AnyMessage, acp.AnyMessage>({
@@ -203,6 +228,22 @@ export class AcpAgentProcess {
     const w = this.waiters;
     this.waiters = [];
     for (const f of w) f();
+  }
+
+  /**
+   * Stops reading Berth's stdout as soon as the line being received starts (its first KiB) as `lineStart` says: the
+   * rest of that line, and everything after it, stays unread, so once the pipe is full Berth's write of that frame
+   * cannot finish (the frame must be larger than the pipe and this end's read buffer together: ~200 KiB will do).
+   * Berth goes on reading stdin meanwhile. `releaseOutput` reads on.
+   */
+  holdOutputAt(lineStart: (start: string) => boolean): void {
+    this.holdAt = lineStart;
+  }
+
+  releaseOutput(): void {
+    this.holdAt = null;
+    this.held = false;
+    this.child.stdout.resume();
   }
 
   get agent(): acp.ClientContext {

@@ -19,6 +19,7 @@
  *   (`client-workspace.ts`); a command's terminal is shown with its call and stays in the call's final content.
  */
 import type { AgentContext, ClientCapabilities, PermissionOption, SessionUpdate, StopReason, ToolCallContent } from "@agentclientprotocol/sdk";
+import { mark } from "../../runtime/debug-timing.js";
 import type { SessionEvent, SessionRuntime, SessionConfig } from "../../runtime/session/index.js";
 import { clientWorkspace } from "./client-workspace.js";
 import type { SessionChoices } from "./config-options.js";
@@ -126,9 +127,14 @@ export class AcpSession {
       case "approval_requested":
         this.ask(e);
         return;
-      case "approval_resolved":
-        if (e.cancelled) this.asking.get(e.approvalId)?.abort();
+      case "approval_resolved": {
+        const asking = e.cancelled ? this.asking.get(e.approvalId) : undefined;
+        if (asking !== undefined) {
+          mark("acp.permission_withdrawn");
+          asking.abort();
+        }
         return;
+      }
       case "tool_started":
         if (e.parentId === undefined) void this.send({ sessionUpdate: "tool_call_update", toolCallId: e.callId, status: "in_progress" });
         return;
@@ -208,7 +214,9 @@ export class AcpSession {
     void (async () => {
       let approved = false;
       try {
-        await this.flush(); // the tool_call goes out before the question about it
+        // The tool_call goes out before the question about it. (The marks let a test land a cancel in this wait.)
+        mark("acp.permission_waits_for_updates");
+        await this.flush();
         // Withdrawn (the turn was cancelled) while earlier updates were written: the question never goes out.
         if (ctl.signal.aborted) return;
         const r = await this.client.request(
