@@ -246,6 +246,15 @@ export class AcpAgentProcess {
     this.child.stdout.resume();
   }
 
+  /** Writes these messages to Berth's stdin in one write, past the SDK client (their answers are still validated). */
+  writeFrames(frames: Frame[]): void {
+    for (const f of frames) {
+      this.sent.push(f);
+      if (typeof f["method"] === "string" && f["id"] !== undefined) this.methods.set(JSON.stringify(f["id"]), f["method"]);
+    }
+    this.child.stdin.write(frames.map((f) => JSON.stringify(f) + "\n").join(""));
+  }
+
   get agent(): acp.ClientContext {
     return this.conn.agent;
   }

@@ -6,6 +6,9 @@
  * - A session is open on this connection after `session/new`, `session/load` or `session/resume`; requests naming
  *   any other session are `-32002`.
  * - `shutdown` (the client's EOF) cancels every running turn, waits for them, and stops the agent's tools.
+ * - `claim` marks a session busy on this connection with a prompt turn, checking and
+ *   marking in one synchronous step: of two requests in one write, the second always sees the first's claim,
+ *   whatever awaits the handlers make afterwards. `close` drops the session's claim (its turn has ended).
  */
 import { isAbsolute } from "node:path";
 import type { AgentContext } from "@agentclientprotocol/sdk";
@@ -26,12 +29,16 @@ import { ACP_ERRORS } from "./errors.js";
 import { errorLabel } from "./handle.js";
 import { AcpSession } from "./session.js";
 
+/** What a session is busy with on this connection. */
+export type SessionActivity = "prompt";
+
 export class AcpConnection {
   readonly store: SessionStore;
   readonly sources: ConfigSources;
   private readonly settings: SettingsStore;
   readonly hub: SessionHub;
   private readonly sessions = new Map<string, AcpSession>();
+  private readonly claims = new Map<string, { what: SessionActivity }>();
 
   constructor(
     private readonly deps: AcpDeps,
@@ -154,11 +161,28 @@ export class AcpConnection {
     return this.sessions.get(id);
   }
 
+  /**
+   * Marks session `id` busy with `what` unless it already is: returns the release (call it once done), or what the
+   * session is busy with. Check and mark happen with no await between them.
+   */
+  claim(id: string, what: SessionActivity): { release: () => void } | { busy: SessionActivity } {
+    const held = this.claims.get(id);
+    if (held !== undefined) return { busy: held.what };
+    const mine = { what };
+    this.claims.set(id, mine);
+    return {
+      release: () => {
+        if (this.claims.get(id) === mine) this.claims.delete(id);
+      },
+    };
+  }
+
   /** Closes a session on this connection; false when it was not open here. */
   async close(id: string): Promise<boolean> {
     const s = this.sessions.get(id);
     if (s === undefined) return false;
     this.sessions.delete(id);
+    this.claims.delete(id); // its turn is cancelled and waited for below; a later session/load must not meet it
     await this.hub.closeSession(id);
     s.close();
     return true;

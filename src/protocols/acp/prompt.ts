@@ -3,8 +3,11 @@
  *
  * Contracts:
  * - One prompt turn per session at a time: a second `session/prompt` while one runs is refused at once with
- *   `-32600` (Berth does not queue ACP prompts; clients wait for the stop reason). A turn another Berth process runs
- *   in the same session (it holds the session's writer lease) is also `-32600`, with a message saying so.
+ *   `-32600` (Berth does not queue ACP prompts; clients wait for the stop reason). "Runs" is the connection's claim
+ *   (`AcpConnection.claim`), taken before the handler's first await and held until its answer is ready, so two
+ *   prompts in one write run the first and refuse the second, and a prompt sent before the previous answer is
+ *   refused even while that turn is ending. A turn another Berth process runs in the same session (it holds the
+ *   session's writer lease) is also `-32600`, with a message saying so.
  * - The answer comes after every update of the turn was written and the runtime has ended the turn (its writer
  *   lease released, the session idle): `end_turn`, `cancelled` (after `session/cancel`
  *   or `$/cancel_request` of the prompt), `max_turn_requests` (Berth's step limit). A turn that failed otherwise
@@ -16,37 +19,50 @@ import { RequestError, type AgentApp, type PromptResponse } from "@agentclientpr
 import type { AcpConnection } from "./connection.js";
 import { handle } from "./handle.js";
 import { ACP_ERRORS } from "./errors.js";
-import { toBerthPrompt } from "./prompt-content.js";
+import { toBerthPrompt, type BerthPrompt } from "./prompt-content.js";
+import type { AcpSession, TurnEnd } from "./session.js";
+
+/** Runs one turn of `s` to its end (the session is claimed for it); answers when the session is idle again. */
+async function runTurn(s: AcpSession, prompt: BerthPrompt, signal: AbortSignal): Promise<TurnEnd> {
+  const turnId = randomUUID();
+  const ended = s.expectEnd(turnId);
+  s.applyPending();
+  const started = await s.rt.startTurn(prompt.text, { turnId, ...(prompt.images.length > 0 ? { images: prompt.images.map((i) => ({ type: "image" as const, ...i })) } : {}) });
+  if (!started.ok) {
+    s.forgetEnd(turnId);
+    // Not a turn of this connection (that one holds the claim): another process holds the session's writer lease.
+    if (started.error === "busy") throw ACP_ERRORS.sessionBusy();
+    if (started.error === "unavailable" || started.error === "invalid_id") throw ACP_ERRORS.sessionMissing(s.id);
+    if (started.error === "history_incomplete") throw ACP_ERRORS.historyTooLarge();
+    throw ACP_ERRORS.storage();
+  }
+  const onAbort = (): void => void s.rt.cancel(turnId);
+  signal.addEventListener("abort", onAbort, { once: true });
+  try {
+    const end = await ended;
+    // The runtime ends the turn's writer lease after its terminal event. Answer once it has: the answer tells the
+    // client the session is idle, so a mode or config change sent on it applies at once and a prompt sent on it
+    // never meets the ending turn.
+    await started.done.catch(() => undefined);
+    s.applyPending();
+    await s.flush();
+    return end;
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+  }
+}
 
 export function registerPrompt(app: AgentApp, conn: AcpConnection): void {
   handle(app, conn.log, "session/prompt", async ({ params, signal }): Promise<PromptResponse> => {
     const s = conn.get(params.sessionId);
     const prompt = toBerthPrompt(params.prompt);
-    const turnId = randomUUID();
-    const ended = s.expectEnd(turnId);
-    s.applyPending();
-    const runningHere = s.rt.busy;
-    const started = await s.rt.startTurn(prompt.text, { turnId, ...(prompt.images.length > 0 ? { images: prompt.images.map((i) => ({ type: "image" as const, ...i })) } : {}) });
-    if (!started.ok) {
-      s.forgetEnd(turnId);
-      if (started.error === "busy") throw runningHere ? ACP_ERRORS.promptRunning() : ACP_ERRORS.sessionBusy();
-      if (started.error === "unavailable" || started.error === "invalid_id") throw ACP_ERRORS.sessionMissing(s.id);
-      if (started.error === "history_incomplete") throw ACP_ERRORS.historyTooLarge();
-      throw ACP_ERRORS.storage();
-    }
-    const onAbort = (): void => void s.rt.cancel(turnId);
-    signal.addEventListener("abort", onAbort, { once: true });
+    const claim = conn.claim(s.id, "prompt");
+    if ("busy" in claim) throw ACP_ERRORS.promptRunning();
     let end;
     try {
-      end = await ended;
-      // The runtime ends the turn's writer lease after its terminal event. Answer once it has: the answer tells the
-      // client the session is idle, so a mode or config change sent on it applies at once and a prompt sent on it
-      // never meets the ending turn.
-      await started.done.catch(() => undefined);
-      s.applyPending();
-      await s.flush();
+      end = await runTurn(s, prompt, signal);
     } finally {
-      signal.removeEventListener("abort", onAbort);
+      claim.release();
     }
     if ("stopReason" in end) return { stopReason: end.stopReason };
     if (end.failed.reason === "credential") throw ACP_ERRORS.authRequired();
