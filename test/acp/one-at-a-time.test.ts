@@ -1,6 +1,8 @@
 /**
  * One thing at a time per session on a connection, through the spawned `berth acp`, with requests written raw and
- * several in one write (as a pipelining client sends them): of two prompts the first runs and the second is refused.
+ * several in one write (as a pipelining client sends them): of two prompts the first runs and the second is refused;
+ * a `session/load` replay never mixes with a live turn (a load during the session's turn, and a prompt or a second
+ * load during a load's replay, are refused).
  */
 import { after, before, it } from "node:test";
 import assert from "node:assert/strict";
@@ -38,6 +40,59 @@ it("two session/prompts in one write: the first runs to end_turn, the second is 
   assert.equal(texts(p, sessionId).join(""), "echo: prompt-one");
   // The session is idle again: the next prompt runs.
   assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "third" }] })).stopReason, "end_turn");
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+const userTexts = (updates: ReturnType<AcpAgentProcess["updatesOf"]>): string[] =>
+  updates.flatMap((u) => (u.sessionUpdate === "user_message_chunk" && u.content.type === "text" ? [u.content.text] : []));
+
+it("session/load during the session's own turn is refused with -32600; after the turn's answer it replays that turn", { timeout: 60_000 }, async () => {
+  const p = rig.spawn();
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd: p.cwd, mcpServers: [] });
+  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "prompt-one" }] })).stopReason, "end_turn");
+  rig.fake.script([{ steps: [{ text: "Working" }, { waitForAbort: true }] }]);
+  const running = p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "prompt-two" }] });
+  await p.until(() => texts(p, sessionId).join("").endsWith("Working"), "the running turn's first chunk");
+  const before = p.updatesOf(sessionId).length;
+  await assert.rejects(p.agent.request("session/load", { sessionId, cwd: p.cwd, mcpServers: [] }), (e: { code?: number; message?: string }) => {
+    assert.deepEqual({ code: e.code, message: e.message }, refusal(ACP_ERRORS.loadDuringTurn()));
+    return true;
+  });
+  assert.deepEqual(userTexts(p.updatesOf(sessionId).slice(before)), [], "no replay went out among the turn's updates");
+  await p.agent.notify("session/cancel", { sessionId });
+  assert.equal((await running).stopReason, "cancelled");
+  const after = p.updatesOf(sessionId).length;
+  await p.agent.request("session/load", { sessionId, cwd: p.cwd, mcpServers: [] });
+  assert.deepEqual(userTexts(p.updatesOf(sessionId).slice(after)), ["prompt-one", "prompt-two"]);
+  assert.deepEqual(p.invalid, []);
+  await p.end();
+});
+
+it("a prompt and a second load sent with a session/load are refused while it replays; the replay goes out once, alone", { timeout: 60_000 }, async () => {
+  const p = rig.spawn();
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd: p.cwd, mcpServers: [] });
+  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "prompt-one" }] })).stopReason, "end_turn");
+  const asked = rig.fake.requests.length;
+  const before = p.updatesOf(sessionId).length;
+  const load = { sessionId, cwd: p.cwd, mcpServers: [] };
+  p.writeFrames([request("l1", "session/load", load), request("p2", "session/prompt", { sessionId, prompt: [{ type: "text", text: "prompt-two" }] }), request("l2", "session/load", load)]);
+  await p.until(() => ["l1", "p2", "l2"].every((id) => answer(p, id) !== undefined), "the three answers");
+  assert.deepEqual(answer(p, "p2")!["error"], refusal(ACP_ERRORS.loading()));
+  assert.deepEqual(answer(p, "l2")!["error"], refusal(ACP_ERRORS.loading()));
+  assert.equal(answer(p, "l1")!["result"]?.modes?.currentModeId, "ask");
+  assert.equal(rig.fake.requests.length, asked, "the refused prompt started no turn");
+  // One replay, nothing else, all of it before the load's answer.
+  assert.deepEqual(p.updatesOf(sessionId).slice(before), [
+    { sessionUpdate: "user_message_chunk", content: { type: "text", text: "prompt-one" } },
+    { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "echo: prompt-one" } },
+  ]);
+  const lastUpdate = p.received.findLastIndex((f) => f["method"] === "session/update");
+  assert.ok(lastUpdate < p.received.indexOf(answer(p, "l1")!), "the replay precedes the load's answer");
+  // Once the load answered, the session takes prompts again.
+  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "prompt-three" }] })).stopReason, "end_turn");
   assert.deepEqual(p.invalid, []);
   await p.end();
 });

@@ -6,7 +6,7 @@
  * - A session is open on this connection after `session/new`, `session/load` or `session/resume`; requests naming
  *   any other session are `-32002`.
  * - `shutdown` (the client's EOF) cancels every running turn, waits for them, and stops the agent's tools.
- * - `claim` marks a session busy on this connection with a prompt turn, checking and
+ * - `claim` marks a session busy on this connection with a prompt turn or a `session/load` replay, checking and
  *   marking in one synchronous step: of two requests in one write, the second always sees the first's claim,
  *   whatever awaits the handlers make afterwards. `close` drops the session's claim (its turn has ended).
  */
@@ -30,7 +30,7 @@ import { errorLabel } from "./handle.js";
 import { AcpSession } from "./session.js";
 
 /** What a session is busy with on this connection. */
-export type SessionActivity = "prompt";
+export type SessionActivity = "prompt" | "load";
 
 export class AcpConnection {
   readonly store: SessionStore;

@@ -30,6 +30,12 @@ export const ACP_ERRORS = {
   loginFailed: (state: string) => new RequestError(-32000, `Authentication required: the sign-in ended '${state}'; call authenticate again`),
   promptRunning: () =>
     new RequestError(-32600, "Invalid request: a prompt turn is already running in this session; wait for its stopReason or send session/cancel"),
+  loadDuringTurn: () =>
+    new RequestError(
+      -32600,
+      "Invalid request: a prompt turn is running in this session, and a replay now would mix with its live updates; wait for its stopReason (or send session/cancel) before session/load, or use session/resume, which does not replay",
+    ),
+  loading: () => new RequestError(-32600, "Invalid request: a session/load of this session is still replaying its history; send this request after its answer"),
   mcpTransport: () =>
     new RequestError(-32602, "Invalid params: Berth attaches MCP servers over stdio only (mcpCapabilities http and sse are false); give a command instead"),
   unknownMode: () => new RequestError(-32602, "Invalid params: unknown modeId; use one of the session's availableModes"),

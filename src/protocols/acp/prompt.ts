@@ -6,8 +6,9 @@
  *   `-32600` (Berth does not queue ACP prompts; clients wait for the stop reason). "Runs" is the connection's claim
  *   (`AcpConnection.claim`), taken before the handler's first await and held until its answer is ready, so two
  *   prompts in one write run the first and refuse the second, and a prompt sent before the previous answer is
- *   refused even while that turn is ending. A turn another Berth process runs in the same session (it holds the
- *   session's writer lease) is also `-32600`, with a message saying so.
+ *   refused even while that turn is ending. A prompt while a `session/load` of the session replays is `-32600` too.
+ *   A turn another Berth process runs in the same session (it holds the session's writer lease) is also `-32600`,
+ *   with a message saying so.
  * - The answer comes after every update of the turn was written and the runtime has ended the turn (its writer
  *   lease released, the session idle): `end_turn`, `cancelled` (after `session/cancel`
  *   or `$/cancel_request` of the prompt), `max_turn_requests` (Berth's step limit). A turn that failed otherwise
@@ -57,7 +58,7 @@ export function registerPrompt(app: AgentApp, conn: AcpConnection): void {
     const s = conn.get(params.sessionId);
     const prompt = toBerthPrompt(params.prompt);
     const claim = conn.claim(s.id, "prompt");
-    if ("busy" in claim) throw ACP_ERRORS.promptRunning();
+    if ("busy" in claim) throw claim.busy === "prompt" ? ACP_ERRORS.promptRunning() : ACP_ERRORS.loading();
     let end;
     try {
       end = await runTurn(s, prompt, signal);

@@ -11,6 +11,9 @@
  * - `session/load` sends the whole durable history as `session/update`s, then answers; `session/resume` answers
  *   without replay. Both refuse an unknown session with `-32002`. Loading a session already open on this connection
  *   reattaches it with the new cwd and MCP servers (applied from the next turn).
+ * - A replay is never mixed with live updates: `session/load` of a session whose prompt turn runs on this connection
+ *   is `-32600` (wait for the stop reason, or resume, which does not replay), and while a load replays, a prompt or
+ *   another load of that session is `-32600` (`AcpConnection.claim`).
  * - `session/close` cancels the session's running turn, waits for it, and forgets the session on this connection;
  *   its history stays. Closing an unknown session is `-32002`.
  * - Requests naming a session not open on this connection are `-32002`.
@@ -55,12 +58,20 @@ export function registerSessions(app: AgentApp, conn: AcpConnection): void {
   });
 
   handle(app, conn.log, "session/load", async ({ params, client }) => {
-    await conn.checkWorkspace(params.cwd);
-    const history = await conn.readHistory(params.sessionId);
-    const s = await attach(params.sessionId, params.cwd, params.mcpServers, client);
-    for (const u of replayUpdates(history, params.cwd)) void s.send(u);
-    await s.flush();
-    return describe(s);
+    // Claimed before anything is awaited: a prompt turn of this session on this connection would interleave its live
+    // updates with the replay (and a second load its replay), so either one refuses the other.
+    const claim = conn.claim(params.sessionId, "load");
+    if ("busy" in claim) throw claim.busy === "prompt" ? ACP_ERRORS.loadDuringTurn() : ACP_ERRORS.loading();
+    try {
+      await conn.checkWorkspace(params.cwd);
+      const history = await conn.readHistory(params.sessionId);
+      const s = await attach(params.sessionId, params.cwd, params.mcpServers, client);
+      for (const u of replayUpdates(history, params.cwd)) void s.send(u);
+      await s.flush();
+      return await describe(s);
+    } finally {
+      claim.release();
+    }
   });
 
   handle(app, conn.log, "session/resume", async ({ params, client }) => {
