@@ -160,7 +160,7 @@ for (const name of TRANSPORTS) {
       // Before the fix an empty update was accepted, leaving a queued turn with neither text nor files.
       const x = await enqueue("x");
       const empty = await update(x, "");
-      assert.deepEqual([empty.type, empty.code, empty.message], ["error", "invalid_request", "`prompt` may be empty only with attachments"]);
+      assert.deepEqual([empty.type, empty.code, empty.message], ["error", "invalid_request", "`prompt` may be empty (or only whitespace) only with attachments"]);
       const dir = mkdtempSync(join(tmpdir(), "scv-q-"));
       writeFileSync(join(dir, "f.txt"), "hello");
       const withFile = await enqueue("see the file", { attachments: [{ kind: "file", path: join(dir, "f.txt"), size: 5 }] });

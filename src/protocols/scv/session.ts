@@ -15,7 +15,7 @@ import { truncateUtf8, utf8Length } from "../../core/utf8.js";
 import type { Question, QueueEntry, SessionEvent, SessionRuntime, UserAttachment } from "../../runtime/session/index.js";
 import type { ConnectionOutput, ScvSessionHandle } from "./connection.js";
 import { ProgressShaper, type ProgressTimers } from "./progress.js";
-import { MAX_QUEUE_ENTRIES, MAX_QUEUE_PROMPT_BYTES, MAX_SERVER_FRAME_BYTES, type ClientMessage, type WireAttachment, type WireError } from "./wire.js";
+import { isBlankPrompt, MAX_QUEUE_ENTRIES, MAX_QUEUE_PROMPT_BYTES, MAX_SERVER_FRAME_BYTES, MESSAGES, type ClientMessage, type WireAttachment, type WireError } from "./wire.js";
 import { mark } from "../../runtime/debug-timing.js";
 
 type SessionMessage = Parameters<ScvSessionHandle["handle"]>[0];
@@ -346,8 +346,8 @@ export class ScvSession implements ScvSessionHandle {
 
   /**
    * The checks of a queue request the runtime's queue does not make, for an entry it would accept (an unknown ID or a
-   * stale revision is left to it): `queue.update` keeps the turn.start rules (a prompt empty only with attachments;
-   * the queue's byte bound → `queue_limit`); a `queue.move` whose `before_queue_id` is the entry itself is a no-op
+   * stale revision is left to it): `queue.update` keeps the turn.start rules (a prompt empty or only whitespace only
+   * with attachments; the queue's byte bound → `queue_limit`); a `queue.move` whose `before_queue_id` is the entry itself is a no-op
    * answered `queue.moved` (revision unchanged, as the reference server does); one naming no queued entry says so.
    * Returns whether it answered the request.
    */
@@ -358,8 +358,8 @@ export class ScvSession implements ScvSessionHandle {
     const e = q[at];
     if (e === undefined || e.revision !== msg.revision) return false;
     if (msg.type === "queue.update") {
-      if (msg.prompt === "" && (e.attachments?.length ?? 0) === 0) {
-        await this.error("invalid_request", "`prompt` may be empty only with attachments", msg.request_id);
+      if ((e.attachments?.length ?? 0) === 0 && isBlankPrompt(msg.prompt)) {
+        await this.error("invalid_request", MESSAGES.blankPrompt, msg.request_id);
         return true;
       }
       const bytes = q.reduce((n, x) => n + (x === e ? 0 : utf8Length(x.prompt)), 0) + utf8Length(msg.prompt);

@@ -146,7 +146,16 @@ export const MESSAGES = {
   versionMismatch: (v: number) => `protocol version ${v} is not supported; this server speaks version ${PROTOCOL_VERSION}`,
   versionType: `\`protocol_version\` must be a non-negative integer (this server speaks version ${PROTOCOL_VERSION})`,
   promptTooLarge: `prompt exceeds ${MAX_PROMPT_BYTES} bytes`,
+  blankPrompt: "`prompt` may be empty (or only whitespace) only with attachments",
 } as const;
+
+/**
+ * A prompt with nothing to act on: empty or only whitespace, as the reference server counts it (`str::trim`, i.e.
+ * Unicode's White_Space: NEL and NBSP are whitespace, a BOM or a zero-width space is not).
+ */
+export function isBlankPrompt(p: string): boolean {
+  return /^\p{White_Space}*$/u.test(p);
+}
 
 type Obj = Record<string, unknown>;
 type FieldResult<T> = { ok: true; value: T } | { ok: false; message: string };
@@ -294,7 +303,7 @@ const PARSERS: Record<MessageType, Parser> = {
     const session_id = f.str("session_id");
     const p = prompt(f, o);
     const att = f.take(attachments(o.attachments));
-    if (f.message === null && p === "" && att.length === 0) f.message = "`prompt` may be empty only with attachments";
+    if (f.message === null && att.length === 0 && isBlankPrompt(p)) f.message = MESSAGES.blankPrompt;
     return { type: "turn.start", request_id: rid, session_id, prompt: p, attachments: att };
   },
   "turn.cancel": (_o, f, rid) => ({ type: "turn.cancel", request_id: rid, session_id: f.str("session_id"), turn_id: f.str("turn_id") }),
