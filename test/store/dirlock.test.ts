@@ -1,11 +1,12 @@
 /**
  * dirlock (the session store's lock directories): exclusive mkdir, stale takeover, heartbeat with compromise
- * detection, synchronous and thread-pool release, retries, and removal of held locks at process exit.
+ * detection, synchronous and thread-pool release, retries, removal of held locks at process exit, and the holder
+ * mark (made after the directory, removed before it, a leftover one replaced).
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmdirSync, statSync, utimesSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readlinkSync, rmdirSync, statSync, symlinkSync, utimesSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -118,4 +119,51 @@ test("locks still held when the process exits are removed", () => {
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stdout, "true", "held while the process ran");
   assert.equal(existsSync(p), false, "removed at exit");
+});
+
+test("a marked lock: the mark names the directory, is replaced when left over, and goes before the directory", async () => {
+  const p = fresh();
+  const markPath = p + ".owner";
+  const seen: number[] = [];
+  const mark = { path: markPath, text: (dir: { ino: number }) => (seen.push(dir.ino), `held-${dir.ino}`) };
+  // A mark left by a holder whose directory someone else removed: replaced by the new holder's.
+  symlinkSync("left-over", markPath);
+  const a = dirlock.lockSync(p, { stale: 2000, update: 1000, mark });
+  assert.equal(readlinkSync(markPath), "left-over", "made only when the holder asks");
+  a.mark();
+  a.mark();
+  assert.deepEqual(seen, [statSync(p).ino], "made once, from the stat of the directory the holder created");
+  assert.equal(readlinkSync(markPath), `held-${statSync(p).ino}`);
+  a.releaseSync();
+  assert.equal(existsSync(p), false);
+  assert.throws(() => lstatSync(markPath), /ENOENT/, "the mark went with the lock");
+  a.mark();
+  assert.throws(() => lstatSync(markPath), /ENOENT/, "a released lock is never marked");
+  // The same on the thread pool, and for the asynchronous acquisition.
+  const b = await dirlock.lock(p, { stale: 2000, update: 1000, mark, retries: { retries: 0, minTimeout: 1, maxTimeout: 1, factor: 1 } });
+  b.mark();
+  assert.equal(readlinkSync(markPath), `held-${statSync(p).ino}`);
+  await b.release();
+  assert.equal(existsSync(p), false);
+  assert.throws(() => lstatSync(markPath), /ENOENT/);
+  // A mark that cannot be made (here its directory is missing) leaves the lock unmarked: taken and removed as usual.
+  const c = dirlock.lockSync(p, { stale: 2000, update: 1000, mark: { path: join(p, "..", "no-such-dir", "m"), text: () => "x" } });
+  c.mark();
+  assert.equal(existsSync(p), true);
+  c.releaseSync();
+  assert.equal(existsSync(p), false);
+});
+
+test("a marked lock still held at exit loses its mark, then its directory", () => {
+  const p = fresh();
+  const markPath = p + ".owner";
+  const mod = pathToFileURL(new URL("../../src/store/sessions/dirlock.js", import.meta.url).pathname).href;
+  const script = `const d = await import(${JSON.stringify(mod)}); const fs = await import("node:fs");
+d.lockSync(${JSON.stringify(p)}, { stale: 2000, update: 1000, mark: { path: ${JSON.stringify(markPath)}, text: () => "m" } }).mark();
+process.stdout.write(fs.readlinkSync(${JSON.stringify(markPath)}));`;
+  const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8" });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, "m", "marked while the process ran");
+  assert.equal(existsSync(p), false, "removed at exit");
+  assert.throws(() => lstatSync(markPath), /ENOENT/, "with its mark");
 });

@@ -11,8 +11,14 @@
  *   the lock is compromised: refreshing stops and `onCompromised` fires.
  * - Release removes the directory (a compromised lock is not removed: it is someone else's now). Locks still held
  *   at process exit are removed.
+ * - With `mark` (the session append lock's holder mark, holder-mark.ts), the holder may mark the lock it holds
+ *   (`DirLock.mark`): a symbolic link beside the directory, its text made from the stat taken right after the
+ *   `mkdir` (a link left there is replaced). The mark is removed before the directory: by release, at exit, and by
+ *   whoever removes the lock as abandoned (append-lock.ts). So a mark is there only while its directory is, and it
+ *   names that directory's holder. A mark that cannot be made leaves the lock unmarked (judged by its age alone); a
+ *   mark that cannot be removed keeps its directory (it goes stale) rather than outlive it.
  */
-import { mkdir, mkdirSync, rmdir, rmdirSync, stat, statSync, utimes } from "node:fs";
+import { mkdir, mkdirSync, rmdir, rmdirSync, stat, statSync, symlinkSync, unlink, unlinkSync, utimes, type Stats } from "node:fs";
 
 export interface DirLockOptions {
   /** A directory not refreshed for this long is taken over (ms). */
@@ -20,6 +26,8 @@ export interface DirLockOptions {
   /** Heartbeat period (ms). */
   update: number;
   onCompromised?: (err: Error) => void;
+  /** The holder mark (`DirLock.mark`): a symbolic link at `path`, target `text(stat of the new directory)`. */
+  mark?: { path: string; text: (dir: Stats) => string };
 }
 
 export interface RetryOptions {
@@ -36,6 +44,10 @@ interface Held {
   released: boolean;
   lastUpdate: number;
   opts: DirLockOptions;
+  /** The directory as stat'ed right after its `mkdir` (the holder mark is made from it). */
+  dir: Stats;
+  /** The holder mark's path, once made. */
+  mark: string | null;
 }
 
 const held = new Set<Held>();
@@ -49,15 +61,53 @@ function errCode(e: unknown): string | undefined {
   return (e as NodeJS.ErrnoException | null)?.code;
 }
 
+/** Removes a lock's mark, if it has one; false when it is still there (then the directory must stay too). */
+function unmarkSync(h: Held): boolean {
+  if (h.mark === null) return true;
+  try {
+    unlinkSync(h.mark);
+  } catch (e) {
+    if (errCode(e) !== "ENOENT") return false;
+  }
+  return true;
+}
+
 function onExit(): void {
   for (const h of held) {
     try {
-      rmdirSync(h.path);
+      if (unmarkSync(h)) rmdirSync(h.path);
     } catch {
       /* already gone */
     }
   }
   held.clear();
+}
+
+/** Makes the holder mark of a held lock, once (best effort: a lock without one is judged by its age). */
+function markHeld(h: Held): void {
+  const m = h.opts.mark;
+  if (m === undefined || h.mark !== null || h.released) return;
+  let text: string;
+  try {
+    text = m.text(h.dir);
+  } catch {
+    return;
+  }
+  for (let again = true; ; again = false) {
+    try {
+      symlinkSync(text, m.path);
+      h.mark = m.path;
+      return;
+    } catch (e) {
+      // A mark left by a holder whose directory someone else removed (an older Berth's stale takeover): replaced.
+      if (errCode(e) !== "EEXIST" || !again) return;
+    }
+    try {
+      unlinkSync(m.path);
+    } catch (e) {
+      if (errCode(e) !== "ENOENT") return;
+    }
+  }
 }
 
 function compromise(h: Held, why: string): void {
@@ -112,10 +162,15 @@ export interface DirLock {
    * `releaseSync` throws.
    */
   release(): Promise<void>;
+  /**
+   * Makes the holder mark (`DirLockOptions.mark`) if it is not there yet; nothing without that option, or once the
+   * lock is released or compromised. Never throws: a lock whose mark cannot be made stays unmarked.
+   */
+  mark(): void;
 }
 
-function hold(path: string, mtimeMs: number, opts: DirLockOptions): DirLock {
-  const h: Held = { path, mtimeMs, timer: null, released: false, lastUpdate: Date.now(), opts };
+function hold(path: string, dir: Stats, opts: DirLockOptions): DirLock {
+  const h: Held = { path, mtimeMs: dir.mtimeMs, timer: null, released: false, lastUpdate: Date.now(), opts, dir, mark: null };
   held.add(h);
   if (!exitHook) {
     exitHook = true;
@@ -129,9 +184,15 @@ function hold(path: string, mtimeMs: number, opts: DirLockOptions): DirLock {
     h.timer = null;
   };
   return {
+    mark: () => markHeld(h),
     releaseSync: () => {
       stop();
       held.delete(h);
+      try {
+        if (h.mark !== null) unlinkSync(h.mark);
+      } catch (e) {
+        if (errCode(e) !== "ENOENT") throw e;
+      }
       try {
         rmdirSync(path);
       } catch (e) {
@@ -144,13 +205,21 @@ function hold(path: string, mtimeMs: number, opts: DirLockOptions): DirLock {
       } catch (e) {
         return Promise.reject(e instanceof Error ? e : new Error("release failed"));
       }
-      return new Promise<void>((resolve, reject) =>
+      const removeDir = (resolve: () => void, reject: (e: Error) => void): void =>
         rmdir(path, (err) => {
           held.delete(h);
           if (err && err.code !== "ENOENT") reject(err);
           else resolve();
-        }),
-      );
+        });
+      return new Promise<void>((resolve, reject) => {
+        const mark = h.mark;
+        if (mark === null) return removeDir(resolve, reject);
+        unlink(mark, (err) => {
+          if (!err || err.code === "ENOENT") return removeDir(resolve, reject);
+          held.delete(h);
+          reject(err);
+        });
+      });
     },
   };
 }
@@ -160,7 +229,7 @@ export function lockSync(path: string, opts: DirLockOptions): DirLock {
   for (let takeover = true; ; takeover = false) {
     try {
       mkdirSync(path, { mode: 0o700 });
-      return hold(path, statSync(path).mtimeMs, opts);
+      return hold(path, statSync(path), opts);
     } catch (e) {
       if (errCode(e) !== "EEXIST") throw e;
     }
@@ -183,8 +252,8 @@ export function lockSync(path: string, opts: DirLockOptions): DirLock {
 
 function tryOnce(path: string, opts: DirLockOptions): Promise<DirLock> {
   const attempt = (takeover: boolean): Promise<DirLock> =>
-    new Promise<number>((resolve, reject) => mkdir(path, { mode: 0o700 }, (err) => (err ? reject(err) : stat(path, (e, st) => (e ? reject(e) : resolve(st.mtimeMs))))))
-      .then((mtimeMs) => hold(path, mtimeMs, opts))
+    new Promise<Stats>((resolve, reject) => mkdir(path, { mode: 0o700 }, (err) => (err ? reject(err) : stat(path, (e, st) => (e ? reject(e) : resolve(st))))))
+      .then((dir) => hold(path, dir, opts))
       .catch(async (e: unknown) => {
         if (errCode(e) !== "EEXIST" || !takeover) throw errCode(e) === "EEXIST" ? lockedError(path) : e;
         const st = await new Promise<number | null>((resolve, reject) =>
@@ -199,6 +268,11 @@ function tryOnce(path: string, opts: DirLockOptions): Promise<DirLock> {
   return attempt(true);
 }
 
+/** The wait before retry `i + 1` (exponential, bounded by `maxTimeout`, randomized up to twice that). */
+export function backoff(r: RetryOptions, i: number): number {
+  return Math.min(r.maxTimeout, r.minTimeout * r.factor ** i) * (1 + Math.random());
+}
+
 /** Takes the lock, retrying with exponential backoff while it is held elsewhere; rejects `ELOCKED` after the last try. */
 export async function lock(path: string, opts: DirLockOptions & { retries: RetryOptions }): Promise<DirLock> {
   const r = opts.retries;
@@ -208,7 +282,6 @@ export async function lock(path: string, opts: DirLockOptions & { retries: Retry
     } catch (e) {
       if (errCode(e) !== "ELOCKED" || i >= r.retries) throw e;
     }
-    const delay = Math.min(r.maxTimeout, r.minTimeout * r.factor ** i) * (1 + Math.random());
-    await new Promise((resolve) => setTimeout(resolve, delay));
+    await new Promise((resolve) => setTimeout(resolve, backoff(r, i)));
   }
 }
