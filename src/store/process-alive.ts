@@ -25,3 +25,19 @@ export function pidAlive(pid: number): boolean {
   const state = stat.charAt(stat.lastIndexOf(")") + 2);
   return state !== "Z" && state !== "X";
 }
+
+/**
+ * The start time of process `pid`: `/proc/<pid>/stat` field 22 (clock ticks after boot), as its decimal text. With
+ * the PID it names one process instance for the life of a boot (a PID reused by a later process comes with a later
+ * start time). Null where `/proc` cannot tell: not Linux, or no such process (or an unreadable entry).
+ */
+export function processStartTime(pid: number): string | null {
+  if (process.platform !== "linux") return null;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+    const field = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+    return field !== undefined && /^\d+$/.test(field) ? field : null;
+  } catch {
+    return null;
+  }
+}

@@ -26,15 +26,20 @@
  * waits for it. A waiting reader says so with a marker directory, `<id>.append.wait` (created when it finds the lock
  * held, removed when it is done; a marker older than `staleMs` is a dead reader's and is removed by the writer).
  * The lease holder is the only writer, so keeping the lock excludes nobody but readers, who wait for it as for any
- * append (≤ `appendHoldMs` when idle). A crash leaves the lock as a crash in a batch always could: no longer
- * refreshed, it is stale after 2 s (dirlock) for the next writer, and readers read without it once the lease holder
- * is dead. Why: each `mkdir`/`rmdir` is a directory change the next `fdatasync` of the session file must commit
- * with it (docs/sessions.md).
+ * append (≤ `appendHoldMs` when idle). Why: each `mkdir`/`rmdir` is a directory change the next `fdatasync` of the
+ * session file must commit with it (docs/sessions.md).
+ *
+ * Abandoned locks (append-lock.ts): a reader marks its lock with its process instance at once, a writer the lock it
+ * keeps (holder-mark.ts). A lock whose marked holder is dead (a daemon killed with SIGKILL mid-turn) is removed at
+ * once by whoever wants it next — the next lease holder's first batch, in its own step, or a reader — under
+ * `<id>.reclaim`, mark first; an unmarked one (an older Berth's, or a holder killed inside a batch) once stale (2 s
+ * without refresh), as before. Readers also read without it once the lease holder is dead.
  */
 import { mkdirSync, readFileSync, rmdirSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { readFile, rm, stat, unlink } from "node:fs/promises";
 import { hostname } from "node:os";
 import { randomBytes } from "../random.js";
+import { takeAppend, takeAppendSync } from "./append-lock.js";
 import * as dirlock from "./dirlock.js";
 import { SessionError, storageCause } from "./errors.js";
 import type { SessionPaths } from "./paths.js";
@@ -70,8 +75,6 @@ export interface Lease {
   /** Idempotent. */
   release(): Promise<void>;
 }
-
-const APPEND_LOCK: dirlock.DirLockOptions = { stale: 2000, update: 1000, onCompromised: () => undefined };
 
 function retriesFor(waitMs: number): dirlock.RetryOptions {
   // Exponential backoff bounded by maxTimeout; approximates the total wait.
@@ -142,6 +145,8 @@ function ownerIsDead(o: OwnerInfo): boolean {
 /** A writer's append lock kept between batches (see the module contract). */
 interface Parked {
   remove: () => Promise<void>;
+  /** Marks the lock (done when it was kept; idempotent). */
+  mark: () => void;
   timer: NodeJS.Timeout;
   /** When it was kept (`Date.now()`). */
   at: number;
@@ -149,7 +154,7 @@ interface Parked {
 
 /**
  * A kept lock older than this is not reused (removed, then taken anew): only a process stalled past its idle timer
- * can find one, and after a stall of `APPEND_LOCK.stale` a reader may have taken the lock over.
+ * can find one, and after a stall of `APPEND_STALE_MS` another process may have removed the lock as abandoned.
  */
 const MAX_KEPT_MS = 1000;
 
@@ -264,18 +269,21 @@ export class SessionLocks {
 
   /**
    * A writer lock's release: keeps the lock for the next batch (`appendHoldMs`) unless a reader waits for it or
-   * holding is off; else removes it on the thread pool (tracked). Never waits for the removal.
+   * holding is off; else removes it on the thread pool (tracked). Never waits for the removal. A kept lock is marked
+   * (`mark`, a symlink made after the batch's write and fsync start): a process killed while keeping it is then known
+   * dead at once by whoever wants the lock next (append-lock.ts).
    */
-  private writerRelease(id: string, remove: () => Promise<void>): () => Promise<void> {
+  private writerRelease(id: string, remove: () => Promise<void>, mark: () => void): () => Promise<void> {
     const removeTracked = this.tracked(id, remove);
     return () => {
       const hold = this.tuning.appendHoldMs;
       if (hold <= 0 || this.parked.has(id) || this.readerWaits(id)) return removeTracked();
+      mark();
       const timer = setTimeout(() => {
         if (this.parked.get(id)?.timer === timer) this.unpark(id);
       }, hold);
       timer.unref();
-      this.parked.set(id, { remove, timer, at: Date.now() });
+      this.parked.set(id, { remove, mark, timer, at: Date.now() });
       return Promise.resolve();
     };
   }
@@ -290,7 +298,7 @@ export class SessionLocks {
     }
     this.parked.delete(id);
     clearTimeout(p.timer);
-    return this.writerRelease(id, p.remove);
+    return this.writerRelease(id, p.remove, p.mark);
   }
 
   /** `release` for a writer's lock: tracked in `releasing` while it runs. */
@@ -434,26 +442,33 @@ export class SessionLocks {
       const kept = this.takeParked(id);
       if (kept !== null) return kept;
     }
+    let l: dirlock.DirLock | null;
     try {
-      const release = releaser(dirlock.lockSync(this.paths.append(id), APPEND_LOCK), role === "writer");
-      return role === "writer" ? this.writerRelease(id, release) : release;
+      l = takeAppendSync(this.paths, id);
     } catch (err) {
-      if (!isLocked(err)) throw new SessionError("unavailable", storageCause(err));
-      return null;
+      throw new SessionError("unavailable", storageCause(err));
     }
+    if (l === null) return null;
+    return this.held(id, l, role);
+  }
+
+  /** The release function of a freshly taken append lock: a reader's lock is marked at once, a writer's when kept. */
+  private held(id: string, l: dirlock.DirLock, role: "writer" | "reader"): () => Promise<void> {
+    if (role === "writer") return this.writerRelease(id, releaser(l, true), () => l.mark());
+    l.mark();
+    return releaser(l, false);
   }
 
   /**
    * Takes the append/rotation lock. Writers wait up to `writerWaitMs`; readers up to `readerWaitMs`.
    * Returns the release function, or `null` for a reader when the lock is abandoned by a dead lease holder
    * (the read may proceed unlocked: nobody can be appending). Throws `SessionError("busy")` on a real conflict.
-   * An uncontended lock is taken with the sync API (one mkdir and a stat); only a conflict falls back to the
-   * asynchronous API, which retries with backoff.
+   * An uncontended lock is taken synchronously (a mkdir and a stat; a reader also marks it); a lock abandoned by a
+   * dead holder is removed and taken in the same step (append-lock.ts); only a live holder's is waited for, with
+   * backoff.
    */
   async acquireAppend(id: string, role: "writer" | "reader"): Promise<(() => Promise<void>) | null> {
     const wait = role === "writer" ? this.tuning.writerWaitMs : this.tuning.readerWaitMs;
-    const path = this.paths.append(id);
-    const opts = APPEND_LOCK;
     const now = this.tryAppendNow(id, role);
     if (now !== null) return now;
     if (role === "writer") {
@@ -464,12 +479,12 @@ export class SessionLocks {
     const marker = role === "reader" ? this.waitMarker(id) : null;
     if (marker !== null) safely(() => mkdirSync(marker, { mode: 0o700 }));
     try {
-      const l = await dirlock.lock(path, { ...opts, retries: retriesFor(wait) });
-      return role === "writer" ? this.writerRelease(id, releaser(l, true)) : releaser(l, false);
-    } catch (err) {
-      if (!isLocked(err)) throw new SessionError("unavailable", storageCause(err));
+      const l = await takeAppend(this.paths, id, retriesFor(wait));
+      if (l !== null) return this.held(id, l, role);
       if (role === "reader" && (await this.leaseHolderGone(id))) return null;
       throw new SessionError("busy");
+    } catch (err) {
+      throw err instanceof SessionError ? err : new SessionError("unavailable", storageCause(err));
     } finally {
       if (marker !== null) safely(() => rmdirSync(marker));
     }

@@ -4,8 +4,9 @@
  *                                           list scan budget counts real entries (N sessions = N entries).
  * Locks live beside it, never inside, in `<home>/session-locks/`:
  * - `<home>/session-locks/<id>.lease`       writer lease (dirlock directory) + `<id>.owner` (pid/host of the holder)
- * - `<home>/session-locks/<id>.append`      append/rotation lock (dirlock directory)
- * - `<home>/session-locks/<id>.reclaim`     serializes dead-holder recovery of the lease
+ * - `<home>/session-locks/<id>.append`      append/rotation lock (dirlock directory) + `<id>.append.holder` (a
+ *                                           symbolic link: its holder's mark, holder-mark.ts)
+ * - `<home>/session-locks/<id>.reclaim`     serializes the removal of a dead holder's lease or append lock
  * Derived data (a cache, never a source of truth) in `<home>/session-index/`:
  * - `<home>/session-index/<id>.proj`        adapter projection sidecar keyed by the session file version (sidecar.ts)
  * Contract: every function taking an ID throws `SessionError("invalid_id")` unless `isValidSessionId(id)`,
@@ -47,6 +48,9 @@ export class SessionPaths {
   }
   append(id: string): string {
     return join(this.locksDir, this.checked(id) + ".append");
+  }
+  appendMark(id: string): string {
+    return join(this.locksDir, this.checked(id) + ".append.holder");
   }
   reclaim(id: string): string {
     return join(this.locksDir, this.checked(id) + ".reclaim");
