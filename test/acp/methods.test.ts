@@ -182,7 +182,8 @@ it("takes text, resource links, embedded resources and images in one prompt", as
 });
 
 it("attaches the client's stdio MCP servers to the session", async () => {
-  const p = rig.spawn({ cwd });
+  // The server's tools must be in the first request even where it takes longer than the default 5 s to start.
+  const p = rig.spawn({ cwd, env: { BERTH_MCP_STARTUP_WAIT_MS: "600000" } });
   await p.initialize();
   const { sessionId } = await p.agent.request("session/new", {
     cwd,
