@@ -8,39 +8,14 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { constants, existsSync, mkdtempSync, openSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { SessionStore } from "../../src/store/sessions/index.js";
 import { SessionLocks } from "../../src/store/sessions/locks.js";
 import { SessionPaths } from "../../src/store/sessions/paths.js";
 import { SessionWriter } from "../../src/store/sessions/writer.js";
-
-const PEER = fileURLToPath(new URL("./hold-peer.js", import.meta.url));
-
-/** Runs the peer child; resolves with its first output line (and the child, still running for `hold`). */
-function peer(home: string, id: string, mode: "read" | "hold"): { line: Promise<string>; kill: () => Promise<void> } {
-  const child = spawn(process.execPath, [PEER, home, id, mode], { stdio: ["ignore", "pipe", "inherit"] });
-  let out = "";
-  const line = new Promise<string>((resolve, reject) => {
-    child.stdout.on("data", (d: Buffer) => {
-      out += d.toString();
-      const nl = out.indexOf("\n");
-      if (nl >= 0) resolve(out.slice(0, nl));
-    });
-    child.on("exit", (code) => reject(new Error(`peer exited ${code} before a line: ${out}`)));
-  });
-  const closed = new Promise((r) => child.once("close", r));
-  return {
-    line,
-    kill: async () => {
-      child.kill("SIGKILL");
-      await closed;
-    },
-  };
-}
+import { peer } from "./peer.js";
 
 test("the append lock is kept between batches and removed by close; a reader of the same process reads at once", async () => {
   const store = new SessionStore({ home: mkdtempSync(join(tmpdir(), "berth-hold-")), locks: { appendHoldMs: 60_000, readerWaitMs: 1 } });

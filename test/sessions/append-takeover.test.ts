@@ -12,34 +12,10 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmdirSync, statSync, symlinkSync, utimesSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { SessionStore } from "../../src/store/sessions/index.js";
 import { markText } from "../../src/store/sessions/holder-mark.js";
 import { SessionLocks } from "../../src/store/sessions/locks.js";
-
-const PEER = fileURLToPath(new URL("./hold-peer.js", import.meta.url));
-
-/** Runs the peer child; resolves with its first output line (and the child, still running for `hold`). */
-function peer(home: string, id: string, mode: "read" | "hold"): { line: Promise<string>; kill: () => Promise<void> } {
-  const child = spawn(process.execPath, [PEER, home, id, mode], { stdio: ["ignore", "pipe", "inherit"] });
-  let out = "";
-  const line = new Promise<string>((resolve, reject) => {
-    child.stdout.on("data", (d: Buffer) => {
-      out += d.toString();
-      const nl = out.indexOf("\n");
-      if (nl >= 0) resolve(out.slice(0, nl));
-    });
-    child.on("exit", (code) => reject(new Error(`peer exited ${code} before a line: ${out}`)));
-  });
-  const closed = new Promise((r) => child.once("close", r));
-  return {
-    line,
-    kill: async () => {
-      child.kill("SIGKILL");
-      await closed;
-    },
-  };
-}
+import { peer } from "./peer.js";
 
 /** A session whose append lock was left by a holder killed with SIGKILL (its lease is dead, its lock present). */
 async function killedHolder(): Promise<{ home: string; store: SessionStore; id: string }> {

@@ -3,27 +3,21 @@
  * works in (not the one its name is cut at), and `~/…` or a relative path is refused in the dialog, saying what to
  * type. The spawned daemon (`--berth-runtime`, loopback fake provider) and Debian's Chromium, as in ui.test.ts.
  */
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { AhpClient } from "../host/helpers.js";
 import type { HostHandle } from "../../src/protocols/host/host.js";
-import { browserSkipReason, launchBrowser, patient, startDaemon, UI_TEST_MS, type Daemon } from "./rig.js";
+import { browserSkipReason, patient, UI_TEST_MS, type Daemon, withDaemonAndBrowser } from "./rig.js";
 
 const skip = browserSkipReason();
 
 describe("web UI: the New session dialog", { skip, timeout: UI_TEST_MS }, () => {
   let d: Daemon;
   let browser: Browser;
-  before(async () => {
-    [d, browser] = await Promise.all([startDaemon(), launchBrowser()]);
-  });
-  after(async () => {
-    await browser?.close();
-    await d?.stop();
-  });
+  withDaemonAndBrowser((x, b) => ((d = x), (browser = b)));
 
   const sessionCount = async (): Promise<number> => {
     const { c } = await AhpClient.init({ ahpUrl: d.ready.ahp, token: d.ready.token } as unknown as HostHandle);

@@ -3,26 +3,20 @@
  * approval card must show what will run. The spawned daemon (`--berth-runtime`, loopback fake provider) and Debian's
  * Chromium, as in ui.test.ts.
  */
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { Browser } from "playwright-core";
 import { AhpClient } from "../host/helpers.js";
 import { newSession } from "../host/berth-rig.js";
 import type { HostHandle } from "../../src/protocols/host/host.js";
-import { browserSkipReason, launchBrowser, patient, startDaemon, UI_TEST_MS, type Daemon } from "./rig.js";
+import { browserSkipReason, patient, UI_TEST_MS, type Daemon, withDaemonAndBrowser } from "./rig.js";
 
 const skip = browserSkipReason();
 
 describe("web UI: hostile text", { skip, timeout: UI_TEST_MS }, () => {
   let d: Daemon;
   let browser: Browser;
-  before(async () => {
-    [d, browser] = await Promise.all([startDaemon(), launchBrowser()]);
-  });
-  after(async () => {
-    await browser?.close();
-    await d?.stop();
-  });
+  withDaemonAndBrowser((x, b) => ((d = x), (browser = b)));
 
   test("an approval card shows the whole command: a long line wraps, bidi controls are shown, not obeyed", async () => {
     const { c } = await AhpClient.init({ ahpUrl: d.ready.ahp, token: d.ready.token } as unknown as HostHandle);

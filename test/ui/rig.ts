@@ -4,6 +4,7 @@
  * installed the browser tests skip with a clear message (.ci/run installs it when it can, and
  * says so loudly when it cannot); BERTH_REQUIRE_BROWSER=1 turns the skip into a failure.
  */
+import { after, before } from "node:test";
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -114,6 +115,22 @@ export async function startDaemon(o: { home?: string } = {}): Promise<Daemon> {
       await fake.close();
     },
   };
+}
+
+/**
+ * Starts a daemon and a browser before the enclosing suite's tests (handing both to `take`) and stops them after.
+ */
+export function withDaemonAndBrowser(take: (d: Daemon, browser: Browser) => void): void {
+  let d: Daemon | undefined;
+  let browser: Browser | undefined;
+  before(async () => {
+    [d, browser] = await Promise.all([startDaemon(), launchBrowser()]);
+    take(d, browser);
+  });
+  after(async () => {
+    await browser?.close();
+    await d?.stop();
+  });
 }
 
 export function artifactPath(name: string): string {

@@ -3,23 +3,17 @@
  * bug report) or shows (a shared screen, a screenshot) no longer carries it. A reload of the same tab still works;
  * the spawned daemon and Debian's Chromium, as in ui.test.ts.
  */
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { Browser } from "playwright-core";
-import { browserSkipReason, launchBrowser, patient, startDaemon, UI_TEST_MS, type Daemon } from "./rig.js";
+import { browserSkipReason, patient, UI_TEST_MS, type Daemon, withDaemonAndBrowser } from "./rig.js";
 
 const skip = browserSkipReason();
 
 describe("web UI: the token and the address bar", { skip, timeout: UI_TEST_MS }, () => {
   let d: Daemon;
   let browser: Browser;
-  before(async () => {
-    [d, browser] = await Promise.all([startDaemon(), launchBrowser()]);
-  });
-  after(async () => {
-    await browser?.close();
-    await d?.stop();
-  });
+  withDaemonAndBrowser((x, b) => ((d = x), (browser = b)));
 
   test("the URL loses its #token= at once; a reload reconnects; another tab of the bare URL asks for the token", async () => {
     const { token, http, ui } = d.ready;
