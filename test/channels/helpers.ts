@@ -3,6 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Clock, Timers } from "../../src/channels/common/backoff.js";
+import type { AccountSettings } from "../../src/channels/common/component.js";
 import { WechatComponent } from "../../src/channels/wechat/component.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
 import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
@@ -81,25 +82,57 @@ export class ManualTimers implements Timers {
   }
 }
 
+/** An InstantClock whose `now` is only what the test sets (`offsetMs` from a fixed start): no real time leaks in. */
+export class FrozenClock extends InstantClock {
+  static readonly START = 1_750_000_000_000;
+  override now(): number {
+    return FrozenClock.START + this.offsetMs;
+  }
+}
+
+export interface WechatRigOptions {
+  settings?: Partial<AccountSettings>;
+  clock?: InstantClock;
+  /** Reuse a home (a restart) or a fake (several components against one server). */
+  home?: string;
+  fake?: FakeIlink;
+  driver?: FakeSessionDriver;
+  log?: (line: string) => void;
+}
+
 /**
- * A WeChat component (anyone may talk to it, no remote tools) on a fresh home against a started fake iLink server,
- * with a fake session driver; each resource's cleanup is pushed onto `cleanups` (run in reverse by the test file).
+ * A WeChat component (anyone may talk to it, no remote tools, unless `settings` says otherwise) on a fresh home
+ * against a started fake iLink server, with a fake session driver; each resource's cleanup is pushed onto `cleanups`
+ * (run in reverse by the test file).
  */
-export async function startWechat(cleanups: Array<() => Promise<void>>): Promise<{ fake: FakeIlink; driver: FakeSessionDriver; comp: WechatComponent }> {
-  const { home, cleanup } = await tempHome();
-  cleanups.push(cleanup);
-  const fake = await new FakeIlink().start();
-  cleanups.push(() => fake.close());
-  const driver = new FakeSessionDriver();
+export async function startWechat(
+  cleanups: Array<() => Promise<void>>,
+  o: WechatRigOptions = {},
+): Promise<{ fake: FakeIlink; driver: FakeSessionDriver; comp: WechatComponent; clock: InstantClock; home: string }> {
+  let home = o.home;
+  if (home === undefined) {
+    const t = await tempHome();
+    cleanups.push(t.cleanup);
+    home = t.home;
+  }
+  let fake = o.fake;
+  if (fake === undefined) {
+    const f = await new FakeIlink().start();
+    cleanups.push(() => f.close());
+    fake = f;
+  }
+  const driver = o.driver ?? new FakeSessionDriver();
+  const clock = o.clock ?? new InstantClock();
   const comp = new WechatComponent({
     home,
     account: "default",
     credentials: { bot_token: fake.token, bot_id: fake.botId, user_id: fake.ownerId, base_url: fake.base, cdn_url: fake.cdnBase, saved_unix_seconds: 0 },
-    settings: { enabled: true, workspace: home, remoteTools: "none", senders: "anyone" },
+    settings: { enabled: true, workspace: home, remoteTools: "none", senders: "anyone", ...o.settings },
     driver,
-    clock: new InstantClock(),
+    clock,
+    log: o.log,
   });
   await comp.start();
   cleanups.push(() => comp.stop());
-  return { fake, driver, comp };
+  return { fake, driver, comp, clock, home };
 }

@@ -278,6 +278,8 @@ export class ChatBridge {
   }
 
   private async runOne(m: InboundMessage, conv: string): Promise<void> {
+    // Stopping: a queued message starts no turn (nothing would cancel it); its claim stays for the next start.
+    if (this.abort.signal.aborted) return;
     const owner = this.isOwner(m.sender);
     const tools = owner && m.kind === "direct" && this.o.policy.remoteTools === "owner";
     const target = this.targetOf(m);
@@ -298,6 +300,7 @@ export class ChatBridge {
     let reply: string;
     let files: OutboundFile[] = [];
     const release = await this.slot();
+    if (this.abort.signal.aborted) return release();
     const turn = new AbortController();
     const onStop = (): void => turn.abort();
     this.abort.signal.addEventListener("abort", onStop, { once: true });
