@@ -5,14 +5,29 @@
  * server receives and what the session host is asked to do.
  */
 import assert from "node:assert/strict";
+import { readFile, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import { FAILURE_REPLY } from "../../src/channels/common/bridge.js";
+import { channelPaths } from "../../src/channels/common/files.js";
+import type { FakeSessionDriver } from "../fakes/fake-session-driver.js";
 import { startWechat, until } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
+
+const exists = (p: string): Promise<boolean> => stat(p).then(() => true, () => false);
+
+/** The owner's "send the file" turn attaches a file (written to `path`); every other prompt is echoed. */
+function attachOnRequest(driver: FakeSessionDriver, path: string): void {
+  driver.respond = async (t) => {
+    if (t.prompt !== "send the file") return { text: `echo: ${t.prompt}` };
+    await writeFile(path, "file body");
+    return { text: "here it is", files: [{ path, name: "result.txt", size: 9, caption: null }] };
+  };
+}
 
 describe("stopping an account while a chat waits", () => {
   it("starts none of the chat's queued turns; the next start tells each unanswered message so", async () => {
@@ -29,5 +44,51 @@ describe("stopping an account while a chat waits", () => {
     await fake.waitSent((s) => s.length >= 2);
     assert.ok(fake.sent.every((s) => s.text?.includes(FAILURE_REPLY) ?? false));
     assert.equal(driver.turns.length, 1);
+  });
+});
+
+describe("a CDN that takes an upload and never answers", () => {
+  it("gives the upload up at its deadline with a clear log line; other chats are answered meanwhile", async () => {
+    const logs: string[] = [];
+    const { fake, driver, clock, home } = await startWechat(cleanups, { settings: { remoteTools: "owner" }, log: (l) => logs.push(l) });
+    const outbox = join(home, "attached.txt");
+    attachOnRequest(driver, outbox);
+    fake.stallUploads = true;
+    cleanups.push(() => {
+      fake.stallUploads = false; // whatever happened, the CDN lets go before the account stops
+      fake.dropHeld();
+      return Promise.resolve();
+    });
+    fake.push(fake.text(fake.ownerId, "send the file"));
+    await fake.waitFor(() => fake.stalledUploads === 1);
+    assert.ok(clock.sleeps.includes(120_000), "the upload runs against a 120 s deadline");
+    fake.push(fake.text("other@im.wechat", "hello"));
+    await fake.waitSent((s) => s.some((m) => m.text === "echo: hello"));
+    clock.fireLong(); // the deadline passes
+    await fake.waitSent((s) => s.some((m) => m.text?.includes("[1 attached file could not be sent]") ?? false));
+    assert.equal(fake.stalledUploads, 1, "an upload past its deadline is not tried again");
+    assert.equal(fake.sent.length, 3, "the reply, the other chat's answer and the note: no file item");
+    assert.ok(logs.some((l) => l.includes("cdn upload: no answer within 120 s")), logs.join("\n"));
+    assert.ok(!logs.some((l) => l.includes(fake.token) || l.includes("encrypted_query_param")));
+    await until(async () => !(await exists(outbox)));
+  });
+
+  it("stopping the account does not wait for a stalled upload; the next start sends the file once", async () => {
+    const { fake, driver, comp, home } = await startWechat(cleanups, { settings: { remoteTools: "owner" } });
+    const outbox = join(home, "attached.txt");
+    attachOnRequest(driver, outbox);
+    fake.stallUploads = true;
+    fake.push(fake.text(fake.ownerId, "send the file"));
+    await fake.waitFor(() => fake.stalledUploads === 1);
+    await comp.stop();
+    const state = JSON.parse(await readFile(channelPaths(home, "wechat", "default").state, "utf8")) as { in_flight: unknown[] };
+    assert.equal(state.in_flight.length, 1, "the unfinished reply is kept for the next start");
+    assert.ok(await exists(outbox), "the file waits in the outbox");
+    fake.stallUploads = false;
+    const again = await startWechat(cleanups, { home, fake, driver, settings: { remoteTools: "owner" } });
+    await fake.waitSent((s) => s.some((m) => m.item["type"] === 4));
+    await until(async () => !(await exists(outbox))); // sent, so the outbox copy goes
+    await again.comp.health.until((h) => h.state === "connected"); // recovery is over: polling began
+    assert.deepEqual(fake.delivered().map((s) => s.item["type"]), [1, 4], "the text once, then the file once");
   });
 });

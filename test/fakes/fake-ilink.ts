@@ -65,6 +65,11 @@ export class FakeIlink {
   stallSendsAfter: number | null = null;
   /** sendmessage calls currently held by `stallSendsAfter`. */
   stalledSends = 0;
+  /** When set, CDN uploads are accepted and then never answered (held open; counted in `stalledUploads`). */
+  stallUploads = false;
+  stalledUploads = 0;
+  /** Runs as each getupdates arrives, before it is answered (tests move an injected clock: "the poll took this long"). */
+  onPoll: (() => void) | null = null;
   qrScript: QrStep[] = [];
   qrCodesIssued = 0;
   /** The number WeChat shows on the phone for a `need_verifycode` step; three wrong codes block (new QR needed). */
@@ -162,6 +167,12 @@ export class FakeIlink {
     for (const w of this.waiters.splice(0)) w();
   }
 
+  /** Resets every held request (stalled sends and uploads, waiting polls): their connections end without an answer. */
+  dropHeld(): void {
+    for (const r of this.held) r.destroy();
+    this.held.clear();
+  }
+
   async close(): Promise<void> {
     for (const r of this.held) r.destroy();
     this.server.closeAllConnections();
@@ -252,6 +263,12 @@ export class FakeIlink {
         return send({ ret: 0, upload_full_url: `${this.cdnBase}/upload?encrypted_query_param=up_${filekey}&filekey=${filekey}` });
       }
       case "/c2c/upload": {
+        if (this.stallUploads) {
+          this.stalledUploads++;
+          this.held.add(res);
+          this.notify();
+          return;
+        }
         const filekey = url.searchParams.get("filekey") ?? "";
         const up = this.uploads.get(filekey);
         if (!up || raw.length !== up.filesize) return send({ errmsg: "bad upload" }, 400);
@@ -282,6 +299,7 @@ export class FakeIlink {
   private getUpdates(b: Record<string, unknown>, authed: boolean, res: ServerResponse, send: (body: unknown, status?: number) => void): void {
     const cursor = typeof b["get_updates_buf"] === "string" ? b["get_updates_buf"] : "";
     this.polls.push({ cursor, authorized: authed });
+    this.onPoll?.();
     this.notify();
     if (!authed || this.tokenExpired) return send({ ret: -14, errcode: -14, errmsg: "session timeout" });
     const fail = this.pollFailures.shift();

@@ -24,6 +24,26 @@ export const realClock: Clock = {
     }),
 };
 
+/**
+ * A deadline on `clock`: `signal` aborts once `ms` passed (`expired()` then says so) or when `parent` aborts. Call
+ * `done()` when the guarded work ends, so the clock's timer does not outlive it.
+ */
+export function deadline(clock: Clock, ms: number, parent?: AbortSignal): { signal: AbortSignal; expired: () => boolean; done: () => void } {
+  const timeout = new AbortController();
+  const finished = new AbortController();
+  let expired = false;
+  void clock.sleep(ms, finished.signal).then((fired) => {
+    if (!fired) return;
+    expired = true;
+    timeout.abort(new Error(`no answer within ${ms} ms`));
+  });
+  return {
+    signal: parent ? AbortSignal.any([parent, timeout.signal]) : timeout.signal,
+    expired: () => expired,
+    done: () => finished.abort(),
+  };
+}
+
 /** One-shot timers (the Feishu link's ping and dead-link timers), injectable so tests move time by hand. */
 export interface Timers {
   set(fn: () => void, ms: number): unknown;

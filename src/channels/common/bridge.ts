@@ -19,8 +19,9 @@ import { realClock, type Clock } from "./backoff.js";
 import { parseYesNo, questionText, type ConfirmState } from "./confirm.js";
 import type { ChatSessionDriver, OutboundFile } from "./driver.js";
 import { fetchMedia, MAX_FILES_OUT } from "./media.js";
-import type { InboundMessage, PlatformPort } from "./port.js";
+import { PlatformError, type InboundMessage, type PlatformPort } from "./port.js";
 import type { DeliveryState, ReplyTarget } from "./state.js";
+import { sanitizeError } from "./status.js";
 import { cutUtf8, shapeReply, systemMessage, withHeld } from "./text.js";
 import { utf8Length } from "../../core/utf8.js";
 import { MAX_PROMPT_BYTES } from "../../protocols/scv/wire.js";
@@ -80,6 +81,11 @@ export function fitPrompt(text: string, notes: readonly string[]): string {
 }
 
 export const FAILURE_REPLY = "Your previous message was interrupted by a restart and was not processed. Please send it again.";
+/** What a failed send logs: a platform client's own message (it carries no secret), else only the error's kind. */
+function why(err: unknown): string {
+  return err instanceof PlatformError ? sanitizeError(err.message) : err instanceof Error ? err.name : "unknown error";
+}
+
 /** Removes outbox copies that will not be sent (never throws). */
 async function discardFiles(files: OutboundFile[]): Promise<void> {
   await Promise.all(files.map((f) => rm(f.path, { force: true }).catch(() => undefined)));
@@ -134,9 +140,16 @@ export class ChatBridge {
   }
 
   /** Sends `parts` from index `from`; `progress(i)` runs after part i-1 was accepted (to persist it). */
-  private async sendParts(target: ReplyTarget, parts: readonly string[], idBase: string, from = 0, progress?: (next: number) => Promise<void>): Promise<"sent" | "refused"> {
+  private async sendParts(
+    target: ReplyTarget,
+    parts: readonly string[],
+    idBase: string,
+    from = 0,
+    progress?: (next: number) => Promise<void>,
+    signal?: AbortSignal,
+  ): Promise<"sent" | "refused"> {
     for (let i = from; i < parts.length; i++) {
-      const r = await this.o.port.sendPart(target, parts[i]!, `${idBase}-${i}`, i === 0);
+      const r = await this.o.port.sendPart(target, parts[i]!, `${idBase}-${i}`, i === 0, signal);
       if (r === "refused") return "refused";
       if (progress) await progress(i + 1);
     }
@@ -352,20 +365,32 @@ export class ChatBridge {
     await this.deliver(m.id, conv, target, holdable ? reply : "", false, held);
   }
 
-  /** Sends a claim's pending reply and files from where they stand, persisting progress, then releases the claim. */
+  /**
+   * Sends a claim's pending reply and files from where they stand, persisting progress, then releases the claim.
+   * Stopping ends it where it stands: the claim keeps the rest for the next start, which resumes with the same IDs.
+   */
   private async deliver(id: string, conv: string, target: ReplyTarget, holdText: string, recovering: boolean, held: string[] = []): Promise<void> {
     const st = this.o.state;
     const claim = st.claimOf(id);
     const p = claim?.pending;
     if (!claim || !p) return;
+    const stopping = this.abort.signal;
     let result: "sent" | "refused";
     try {
-      result = await this.sendParts(target, p.parts, `r-${id}`, p.next, async (next) => {
-        p.next = next;
-        await st.save();
-      });
+      result = await this.sendParts(
+        target,
+        p.parts,
+        `r-${id}`,
+        p.next,
+        async (next) => {
+          p.next = next;
+          await st.save();
+        },
+        stopping,
+      );
     } catch (err) {
-      this.log(`reply not sent: ${(err as Error).name}`);
+      if (stopping.aborted) return;
+      this.log(`reply not sent: ${why(err)}`);
       result = "refused";
     }
     if (result === "refused") {
@@ -380,9 +405,11 @@ export class ChatBridge {
     for (let i = p.nextFile; i < p.files.length; i++) {
       const f = p.files[i]!;
       try {
-        const r = await this.o.port.sendFile(fileTarget, f, `f-${id}-${i}`);
+        const r = await this.o.port.sendFile(fileTarget, f, `f-${id}-${i}`, stopping);
         if (r === "refused") p.dropped++;
-      } catch {
+      } catch (err) {
+        if (stopping.aborted) return;
+        this.log(`file not sent: ${why(err)}`);
         p.dropped++;
       }
       p.nextFile = i + 1;

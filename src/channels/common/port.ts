@@ -41,6 +41,12 @@ export interface InboundMessage {
 
 export type SendResult = "sent" | "refused";
 
+/**
+ * A failure a platform client raises: its message names what failed (the call, an HTTP status or platform code, a
+ * deadline) and never a token, secret, URL query or message text, so it may be logged as is.
+ */
+export class PlatformError extends Error {}
+
 export interface PlatformPort {
   readonly platform: "wechat" | "feishu";
   /** Largest text part the platform takes, in UTF-8 bytes. */
@@ -48,9 +54,11 @@ export interface PlatformPort {
   /**
    * Sends one text part. `id` is its idempotency key (stable across retries and restarts: a resend with the same id
    * never shows twice); `first` marks a reply's first part (WeChat spends the context token only on it).
+   * Aborting `signal` (the bridge stops) ends a send at once with a thrown error; the caller counts it as unsent.
    */
-  sendPart(target: ReplyTarget, text: string, id: string, first: boolean): Promise<SendResult>;
-  sendFile(target: ReplyTarget, file: OutboundFile, id: string): Promise<SendResult>;
+  sendPart(target: ReplyTarget, text: string, id: string, first: boolean, signal?: AbortSignal): Promise<SendResult>;
+  /** Uploads and sends one file; every request it makes has a deadline. `signal` as for `sendPart`. */
+  sendFile(target: ReplyTarget, file: OutboundFile, id: string, signal?: AbortSignal): Promise<SendResult>;
   /**
    * The forwarded messages of a `forwardOf` bundle as prompt text (bounded). Throws on a transport failure or
    * refusal; the bridge then tells the model the bundle could not be read.

@@ -12,6 +12,7 @@
 import { open } from "node:fs/promises";
 import { realClock, type Clock } from "../common/backoff.js";
 import { MediaTooLarge } from "../common/media.js";
+import { PlatformError } from "../common/port.js";
 
 export const FEISHU_OPEN = "https://open.feishu.cn";
 export const LARK_OPEN = "https://open.larksuite.com";
@@ -22,7 +23,7 @@ const CREDENTIAL_CODES = new Set([10003, 10014, 10015, 514]);
 
 export type FeishuErrorKind = "credentials" | "refused" | "transport" | "invalid";
 
-export class FeishuError extends Error {
+export class FeishuError extends PlatformError {
   constructor(
     readonly kind: FeishuErrorKind,
     message: string,
@@ -89,8 +90,11 @@ export class FeishuApi {
     return this.token.value;
   }
 
-  /** One authenticated JSON (or multipart) call with the retry policy above; returns `data`. */
-  async call(method: "GET" | "POST", path: string, body?: unknown, form?: FormData): Promise<Record<string, unknown>> {
+  /**
+   * One authenticated JSON (or multipart) call with the retry policy above (each attempt has a 60 s deadline);
+   * returns `data`. Aborting `signal` ends it at once, without a retry.
+   */
+  async call(method: "GET" | "POST", path: string, body?: unknown, form?: FormData, signal?: AbortSignal): Promise<Record<string, unknown>> {
     for (let attempt = 0; ; attempt++) {
       const token = await this.tenantToken();
       let status = 0;
@@ -102,19 +106,20 @@ export class FeishuApi {
           method,
           headers,
           ...(form !== undefined ? { body: form } : body !== undefined ? { body: JSON.stringify(body) } : {}),
-          signal: AbortSignal.timeout(60_000),
+          signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(60_000)]) : AbortSignal.timeout(60_000),
         });
         status = res.status;
         parsed = (await res.json().catch(() => null)) as typeof parsed;
       } catch {
         status = 0;
       }
+      if (signal?.aborted) throw new FeishuError("transport", `${path.split("?")[0]}: stopped`);
       const code = typeof parsed?.code === "number" ? parsed.code : null;
       if (code !== null && TOKEN_CODES.has(code)) this.token = null;
       const retry = status === 0 || status >= 500 || status === 408 || status === 429 || (code !== null && (RATE_CODES.has(code) || TOKEN_CODES.has(code)));
       if (retry) {
         if (attempt >= 2) throw new FeishuError(status === 0 ? "transport" : "refused", `${path.split("?")[0]}: ${code !== null ? `code ${code}` : `HTTP ${status}`}`, code);
-        await this.clock.sleep(500 * 3 ** attempt);
+        await this.clock.sleep(500 * 3 ** attempt, signal);
         continue;
       }
       if (code === 0 && parsed) return parsed.data ?? {};

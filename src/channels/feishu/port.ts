@@ -27,17 +27,17 @@ export class FeishuPort implements PlatformPort {
   readonly partBytes = FEISHU_PART_BYTES;
   constructor(private readonly api: FeishuApi) {}
 
-  private async post(target: ReplyTarget, msgType: string, content: unknown, uuid: string): Promise<SendResult> {
+  private async post(target: ReplyTarget, msgType: string, content: unknown, uuid: string, signal?: AbortSignal): Promise<SendResult> {
     try {
       if (target.handle) {
         const body: Record<string, unknown> = { msg_type: msgType, content: JSON.stringify(content), uuid: uuidOf(uuid) };
         if (target.inThread) body["reply_in_thread"] = true;
         try {
-          await this.api.call("POST", `/open-apis/im/v1/messages/${encodeURIComponent(target.handle)}/reply`, body);
+          await this.api.call("POST", `/open-apis/im/v1/messages/${encodeURIComponent(target.handle)}/reply`, body, undefined, signal);
         } catch (err) {
           if (!(err instanceof FeishuError && (err.code === 230071 || err.code === 230072))) throw err;
           delete body["reply_in_thread"];
-          await this.api.call("POST", `/open-apis/im/v1/messages/${encodeURIComponent(target.handle)}/reply`, body);
+          await this.api.call("POST", `/open-apis/im/v1/messages/${encodeURIComponent(target.handle)}/reply`, body, undefined, signal);
         }
       } else {
         const [idType, id] = target.chat ? ["chat_id", target.chat] : ["open_id", target.to];
@@ -46,7 +46,7 @@ export class FeishuPort implements PlatformPort {
           msg_type: msgType,
           content: JSON.stringify(content),
           uuid: uuidOf(uuid),
-        });
+        }, undefined, signal);
       }
       return "sent";
     } catch (err) {
@@ -55,11 +55,11 @@ export class FeishuPort implements PlatformPort {
     }
   }
 
-  sendPart(target: ReplyTarget, text: string, id: string, _first: boolean): Promise<SendResult> {
-    return this.post(target, "text", { text: neutralise(text) }, id);
+  sendPart(target: ReplyTarget, text: string, id: string, _first: boolean, signal?: AbortSignal): Promise<SendResult> {
+    return this.post(target, "text", { text: neutralise(text) }, id, signal);
   }
 
-  async sendFile(target: ReplyTarget, file: OutboundFile, id: string): Promise<SendResult> {
+  async sendFile(target: ReplyTarget, file: OutboundFile, id: string, signal?: AbortSignal): Promise<SendResult> {
     const bytes = await readFile(file.path);
     const blob = new Blob([bytes]);
     try {
@@ -67,18 +67,18 @@ export class FeishuPort implements PlatformPort {
         const form = new FormData();
         form.set("image_type", "message");
         form.set("image", blob, file.name);
-        const data = await this.api.call("POST", "/open-apis/im/v1/images", undefined, form);
-        const r = await this.post(target, "image", { image_key: data["image_key"] }, id);
-        if (r === "sent" && file.caption) await this.post(target, "text", { text: neutralise(file.caption) }, `${id}-c`);
+        const data = await this.api.call("POST", "/open-apis/im/v1/images", undefined, form, signal);
+        const r = await this.post(target, "image", { image_key: data["image_key"] }, id, signal);
+        if (r === "sent" && file.caption) await this.post(target, "text", { text: neutralise(file.caption) }, `${id}-c`, signal);
         return r;
       }
       const form = new FormData();
       form.set("file_type", /\.pdf$/i.test(file.name) ? "pdf" : "stream");
       form.set("file_name", file.name);
       form.set("file", blob, file.name);
-      const data = await this.api.call("POST", "/open-apis/im/v1/files", undefined, form);
-      const r = await this.post(target, "file", { file_key: data["file_key"] }, id);
-      if (r === "sent" && file.caption) await this.post(target, "text", { text: neutralise(file.caption) }, `${id}-c`);
+      const data = await this.api.call("POST", "/open-apis/im/v1/files", undefined, form, signal);
+      const r = await this.post(target, "file", { file_key: data["file_key"] }, id, signal);
+      if (r === "sent" && file.caption) await this.post(target, "text", { text: neutralise(file.caption) }, `${id}-c`, signal);
       return r;
     } catch (err) {
       if (err instanceof FeishuError && err.kind === "refused") return "refused";

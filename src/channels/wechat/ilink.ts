@@ -6,12 +6,14 @@
  *   `msgs` an array (≤4096) and `get_updates_buf` a string, and `ret`/`errcode` absent or 0. `-14` (and HTTP 401 on
  *   the poll) throws `IlinkError` of kind `token`: only a new login helps.
  * - `send` retries transport errors, 5xx, 401, 408 and 429 with the SAME `client_id` (3 attempts); a non-zero
- *   `ret`/`errcode` in a 2xx body or any other 4xx is a final refusal (`"refused"`).
+ *   `ret`/`errcode` in a 2xx body or any other 4xx is a final refusal (`"refused"`). Every attempt has a 30 s
+ *   deadline; aborting the caller's signal ends the call at once (no retry).
  * - Errors never carry the token, the cursor or message content.
  */
 import { randomBytes } from "node:crypto";
 import type { Clock } from "../common/backoff.js";
 import { realClock } from "../common/backoff.js";
+import { PlatformError } from "../common/port.js";
 import { parseLossless } from "./json.js";
 
 export const ILINK_API = "https://ilinkai.weixin.qq.com";
@@ -19,10 +21,12 @@ export const ILINK_CDN = "https://novac2c.cdn.weixin.qq.com/c2c";
 export const CHANNEL_VERSION = "1.0.0";
 export const MAX_BATCH = 4096;
 const DEFAULT_POLL_MS = 35_000;
+/** Deadline of one attempt of an API call (`sendmessage`, `getuploadurl`). */
+const CALL_TIMEOUT_MS = 30_000;
 
 export type IlinkErrorKind = "token" | "ret" | "http" | "invalid" | "transport";
 
-export class IlinkError extends Error {
+export class IlinkError extends PlatformError {
   constructor(
     readonly kind: IlinkErrorKind,
     message: string,
@@ -120,12 +124,14 @@ export class IlinkClient {
       let status = 0;
       let text = "";
       try {
-        const res = await fetch(this.url(path), { method: "POST", headers: this.headers(), body, signal: signal ?? AbortSignal.timeout(30_000) });
+        const timeout = AbortSignal.timeout(CALL_TIMEOUT_MS);
+        const res = await fetch(this.url(path), { method: "POST", headers: this.headers(), body, signal: signal ? AbortSignal.any([signal, timeout]) : timeout });
         status = res.status;
         text = await res.text();
       } catch {
         status = 0;
       }
+      if (signal?.aborted) throw new IlinkError("transport", `${path}: stopped`);
       const retryable = status === 0 || status >= 500 || status === 401 || status === 408 || status === 429;
       if (retryable) {
         if (attempt >= 2) throw new IlinkError(status === 0 ? "transport" : "http", `${path}: ${status === 0 ? "connection failed" : `HTTP ${status}`}`);
@@ -144,11 +150,16 @@ export class IlinkClient {
     }
   }
 
-  async sendMessage(to: string, clientId: string, contextToken: string | null, item: Record<string, unknown>): Promise<"sent" | "refused"> {
+  async sendMessage(to: string, clientId: string, contextToken: string | null, item: Record<string, unknown>, signal?: AbortSignal): Promise<"sent" | "refused"> {
     const msg: Record<string, unknown> = { from_user_id: "", to_user_id: to, client_id: clientId, message_type: 2, message_state: 2, item_list: [item] };
     if (contextToken) msg["context_token"] = contextToken;
-    const r = await this.call("/ilink/bot/sendmessage", { msg });
+    const r = await this.call("/ilink/bot/sendmessage", { msg }, signal);
     return r === "refused" ? "refused" : "sent";
+  }
+
+  /** The clock the client sleeps on (and uploads time out on). */
+  get timing(): Clock {
+    return this.clock;
   }
 
   get cdnBase(): string {

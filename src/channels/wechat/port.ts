@@ -4,6 +4,7 @@
  */
 import { createHash, randomBytes } from "node:crypto";
 import { open, readFile } from "node:fs/promises";
+import { deadline } from "../common/backoff.js";
 import type { OutboundFile } from "../common/driver.js";
 import { MediaTooLarge } from "../common/media.js";
 import type { InboundMedia, InboundMessage, PlatformPort, SendResult } from "../common/port.js";
@@ -12,6 +13,11 @@ import { cipherSize, decryptEcb, encryptEcb, parseAesKey } from "./cdn.js";
 import { IlinkError, type IlinkClient } from "./ilink.js";
 
 export const WECHAT_PART_BYTES = 16 * 1024;
+/**
+ * One upload to the CDN, all attempts together, must be done within this (a file is at most 50 MiB). Without it a
+ * CDN that takes the connection and never answers held the reply for Node's default of 5 minutes per attempt.
+ */
+export const CDN_UPLOAD_TIMEOUT_MS = 120_000;
 
 export interface WechatMediaRef {
   media: { encrypt_query_param?: string; aes_key?: string; full_url?: string };
@@ -45,11 +51,40 @@ export class WechatPort implements PlatformPort {
   readonly partBytes = WECHAT_PART_BYTES;
   constructor(private readonly client: IlinkClient) {}
 
-  sendPart(target: ReplyTarget, text: string, id: string, first: boolean): Promise<SendResult> {
-    return this.client.sendMessage(target.chat ?? target.to, id, first ? target.handle : null, { type: 1, text_item: { text } });
+  sendPart(target: ReplyTarget, text: string, id: string, first: boolean, signal?: AbortSignal): Promise<SendResult> {
+    return this.client.sendMessage(target.chat ?? target.to, id, first ? target.handle : null, { type: 1, text_item: { text } }, signal);
   }
 
-  async sendFile(target: ReplyTarget, file: OutboundFile, id: string): Promise<SendResult> {
+  /**
+   * POSTs the ciphertext (5xx and connection failures retried, 3 attempts) by the upload deadline; returns the
+   * download param, or null when the CDN refused the upload for good.
+   */
+  private async upload(url: string, cipher: Buffer, signal?: AbortSignal): Promise<string | null> {
+    const limit = deadline(this.client.timing, CDN_UPLOAD_TIMEOUT_MS, signal);
+    try {
+      for (let attempt = 0; attempt < 3 && !limit.signal.aborted; attempt++) {
+        let status = 0;
+        let param: string | null = null;
+        try {
+          const res = await fetch(url, { method: "POST", headers: { "Content-Type": "application/octet-stream" }, body: cipher, signal: limit.signal });
+          status = res.status;
+          param = res.headers.get("x-encrypted-param");
+          await res.arrayBuffer();
+        } catch {
+          status = 0;
+        }
+        if (status === 0 || status >= 500) continue;
+        return status === 200 ? param : null;
+      }
+    } finally {
+      limit.done();
+    }
+    if (signal?.aborted) throw new IlinkError("transport", "cdn upload: stopped");
+    if (limit.expired()) throw new IlinkError("transport", `cdn upload: no answer within ${CDN_UPLOAD_TIMEOUT_MS / 1000} s`);
+    throw new IlinkError("transport", "cdn upload failed (3 attempts)");
+  }
+
+  async sendFile(target: ReplyTarget, file: OutboundFile, id: string, signal?: AbortSignal): Promise<SendResult> {
     const plain = await readFile(file.path);
     const key = randomBytes(16);
     const cipher = encryptEcb(plain, key);
@@ -65,7 +100,7 @@ export class WechatPort implements PlatformPort {
       filesize: cipherSize(plain.length),
       no_need_thumb: true,
       aeskey: key.toString("hex"),
-    });
+    }, signal);
     if (up === "refused") return "refused";
     const u = up as { upload_full_url?: unknown; upload_param?: unknown };
     const url =
@@ -75,22 +110,14 @@ export class WechatPort implements PlatformPort {
           ? `${this.client.cdnBase}/upload?encrypted_query_param=${encodeURIComponent(u.upload_param)}&filekey=${filekey}`
           : null;
     if (url === null || !allowedMediaUrl(url, this.client.cdnBase)) return "refused";
-    let param: string | null = null;
-    for (let attempt = 0; attempt < 3 && param === null; attempt++) {
-      const res = await fetch(url, { method: "POST", headers: { "Content-Type": "application/octet-stream" }, body: cipher }).catch(() => null);
-      if (res === null || res.status >= 500) continue;
-      await res.arrayBuffer();
-      if (res.status !== 200) return "refused";
-      param = res.headers.get("x-encrypted-param");
-      if (param === null) return "refused";
-    }
-    if (param === null) throw new IlinkError("transport", "cdn upload failed");
+    const param = await this.upload(url, cipher, signal);
+    if (param === null) return "refused";
     const media = { encrypt_query_param: param, aes_key: Buffer.from(key.toString("hex")).toString("base64"), encrypt_type: 1 };
     const item = isImage
       ? { type: 2, image_item: { media, mid_size: cipher.length } }
       : { type: 4, file_item: { media, file_name: file.name, len: String(plain.length) } };
-    const r = await this.client.sendMessage(to, id, null, item);
-    if (r === "sent" && file.caption) await this.client.sendMessage(to, `${id}-c`, null, { type: 1, text_item: { text: file.caption } });
+    const r = await this.client.sendMessage(to, id, null, item, signal);
+    if (r === "sent" && file.caption) await this.client.sendMessage(to, `${id}-c`, null, { type: 1, text_item: { text: file.caption } }, signal);
     return r;
   }
 
