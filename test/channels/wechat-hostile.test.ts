@@ -10,8 +10,9 @@ import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import { FAILURE_REPLY } from "../../src/channels/common/bridge.js";
 import { channelPaths } from "../../src/channels/common/files.js";
+import { FakeIlink } from "../fakes/fake-ilink.js";
 import type { FakeSessionDriver } from "../fakes/fake-session-driver.js";
-import { startWechat, until } from "./helpers.js";
+import { FrozenClock, startWechat, until } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -90,5 +91,30 @@ describe("a CDN that takes an upload and never answers", () => {
     await until(async () => !(await exists(outbox))); // sent, so the outbox copy goes
     await again.comp.health.until((h) => h.state === "connected"); // recovery is over: polling began
     assert.deepEqual(fake.delivered().map((s) => s.item["type"]), [1, 4], "the text once, then the file once");
+  });
+});
+
+describe("a getupdates that answers at once", () => {
+  async function polling(tookMs: number): Promise<{ fake: FakeIlink; clock: FrozenClock }> {
+    const fake = await new FakeIlink({ holdMs: 0 }).start();
+    cleanups.push(() => fake.close());
+    const clock = new FrozenClock();
+    fake.onPoll = () => (clock.offsetMs += tookMs); // the server held each poll this long
+    const { comp } = await startWechat(cleanups, { fake, clock });
+    await fake.waitPolls(6);
+    await comp.stop();
+    return { fake, clock };
+  }
+
+  it("a poll answered in 999 ms is followed by a 1 ms pause, so polls start at most once a second", async () => {
+    const { fake, clock } = await polling(999);
+    assert.ok(clock.sleeps.length >= fake.polls.length - 1, `${clock.sleeps.length} pauses for ${fake.polls.length} polls`);
+    assert.ok(clock.sleeps.every((ms) => ms === 1), String(clock.sleeps));
+  });
+
+  it("a poll the server held for 1 s is followed by the next one at once", async () => {
+    const { fake, clock } = await polling(1000);
+    assert.ok(fake.polls.length >= 6);
+    assert.deepEqual(clock.sleeps, []);
   });
 });

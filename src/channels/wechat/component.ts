@@ -3,7 +3,7 @@
  *
  * Contract: `connected` only after an authenticated, validated `getupdates`; the cursor is saved only after the
  * batch's claims are durable; failures back off 1 → 60 s on the injected clock; a token error (`-14`, 401) stops the
- * loop in state `failed` with the fixed "log in again" error.
+ * loop in state `failed` with the fixed "log in again" error. Polls start at least MIN_POLL_INTERVAL_MS apart.
  */
 import { Backoff, realClock, type Clock } from "../common/backoff.js";
 import { ChatBridge } from "../common/bridge.js";
@@ -19,6 +19,13 @@ import { wechatFingerprint, type WechatCredentials } from "./credentials.js";
 import { IlinkClient, IlinkError } from "./ilink.js";
 import { normalizeWechat } from "./inbound.js";
 import { WechatPort } from "./port.js";
+
+/**
+ * Successful polls start at least this far apart. A server that answers "nothing new" at once (instead of holding
+ * the long-poll) would otherwise be polled in a tight loop, burning CPU and hammering it; a poll the server held
+ * this long or longer is followed by the next at once, and a burst of messages waits at most this long.
+ */
+export const MIN_POLL_INTERVAL_MS = 1000;
 
 export interface WechatComponentOptions {
   home: string;
@@ -83,7 +90,9 @@ export class WechatComponent {
           await bridge.recover();
           recovered = true;
         }
+        const started = this.clock.now();
         const up = await client.getUpdates(state.cursor, pollMs + 5_000, signal);
+        const took = this.clock.now() - started;
         if (up.contacted) {
           pollMs = up.pollMs;
           this.health.success(this.clock.now());
@@ -104,6 +113,7 @@ export class WechatComponent {
         state.setCursor(up.cursor);
         // the cursor moves only now, after the batch's claims are durable
         if (state.cursor !== cursor || ignored > 0) await state.save();
+        if (up.contacted && took < MIN_POLL_INTERVAL_MS) await this.clock.sleep(MIN_POLL_INTERVAL_MS - took, signal);
       } catch (err) {
         if (signal.aborted) break;
         if (err instanceof IlinkError && err.kind === "token") {
