@@ -22,9 +22,10 @@ import { fetchMedia, MAX_FILES_OUT } from "./media.js";
 import { PlatformError, type InboundMessage, type PlatformPort } from "./port.js";
 import type { DeliveryState, ReplyTarget } from "./state.js";
 import { sanitizeError } from "./status.js";
-import { cutUtf8, shapeReply, systemMessage, withHeld } from "./text.js";
-import { utf8Length } from "../../core/utf8.js";
-import { MAX_PROMPT_BYTES } from "../../protocols/scv/wire.js";
+import { BUSY_REPLY, FAILURE_REPLY, fitPrompt, FORWARD_UNREADABLE, NO_TRANSCRIPT_REPLY, NOTHING_READABLE_REPLY, TURN_FAILED_REPLY, TURN_TIMEOUT_REPLY } from "./replies.js";
+import { shapeReply, systemMessage, withHeld } from "./text.js";
+
+export * from "./replies.js";
 
 export interface BridgePolicy {
   /** Session `channel` name: `WeChat`, `Feishu` or `Lark`. */
@@ -55,7 +56,6 @@ export const MAX_CONCURRENT_TURNS = 4;
 /** Claimed (queued or running) messages per conversation and per account; beyond them a busy notice answers. */
 export const MAX_CLAIMS_PER_CONVERSATION = 8;
 export const MAX_CLAIMS_PER_ACCOUNT = 64;
-export const BUSY_REPLY = "Still working on your earlier messages; this one was not processed. Please send it again later.";
 
 /** `confirm_ask` deadlines: default 30 minutes, at most 4 hours. */
 export const CONFIRM_DEFAULT_SECONDS = 1800;
@@ -64,23 +64,7 @@ export const CONFIRM_MAX_SECONDS = 14_400;
 /** Turn time limits: tool-enabled owner turns 4 h 5 min, all others 5 minutes; then the turn is cancelled. */
 export const OWNER_TURN_TIMEOUT_MS = (4 * 3600 + 5 * 60) * 1000;
 export const TURN_TIMEOUT_MS = 5 * 60 * 1000;
-export const TURN_TIMEOUT_REPLY = "That took too long and was stopped. Please try again, perhaps with a smaller request.";
 
-/**
- * The session host refuses a `turn.start` prompt over MAX_PROMPT_BYTES, and the user would get only "that request
- * failed" however often they retried: a longer message (a huge paste, a forwarded bundle of 50 long CJK messages)
- * is cut at a character boundary and this note tells the model so. Media notes are kept whole.
- */
-export const PROMPT_TRUNCATED = `\n[message truncated: it was longer than ${MAX_PROMPT_BYTES / 1024} KiB]`;
-
-export function fitPrompt(text: string, notes: readonly string[]): string {
-  const tail = notes.filter((t) => t !== "").join("\n");
-  const room = MAX_PROMPT_BYTES - (tail === "" ? 0 : utf8Length(tail) + 1);
-  if (utf8Length(text) > room) text = cutUtf8(text, room - utf8Length(PROMPT_TRUNCATED)) + PROMPT_TRUNCATED;
-  return [text, tail].filter((t) => t !== "").join("\n");
-}
-
-export const FAILURE_REPLY = "Your previous message was interrupted by a restart and was not processed. Please send it again.";
 /** What a failed send logs: a platform client's own message (it carries no secret), else only the error's kind. */
 function why(err: unknown): string {
   return err instanceof PlatformError ? sanitizeError(err.message) : err instanceof Error ? err.name : "unknown error";
@@ -90,12 +74,6 @@ function why(err: unknown): string {
 async function discardFiles(files: OutboundFile[]): Promise<void> {
   await Promise.all(files.map((f) => rm(f.path, { force: true }).catch(() => undefined)));
 }
-
-/** Prompt text for a forwarded bundle whose messages could not be fetched. */
-export const FORWARD_UNREADABLE = "[forwarded messages that could not be read]";
-export const TURN_FAILED_REPLY = "Sorry, that request failed. Please try again.";
-export const NOTHING_READABLE_REPLY = "I can only read text, images and files here.";
-export const NO_TRANSCRIPT_REPLY = "I can't listen to voice messages; please type your message.";
 
 interface Question {
   id: string;
