@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
-import { FAILURE_REPLY } from "../../src/channels/common/bridge.js";
+import { BUSY_REPLY, FAILURE_REPLY } from "../../src/channels/common/bridge.js";
 import { channelPaths } from "../../src/channels/common/files.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
 import type { FakeSessionDriver } from "../fakes/fake-session-driver.js";
@@ -116,5 +116,49 @@ describe("a getupdates that answers at once", () => {
     const { fake, clock } = await polling(1000);
     assert.ok(fake.polls.length >= 6);
     assert.deepEqual(clock.sleeps, []);
+  });
+});
+
+describe("busy notices", () => {
+  const busyTo = (fake: FakeIlink, who: string): number => fake.sent.filter((s) => s.to === who && (s.text?.includes(BUSY_REPLY) ?? false)).length;
+  /** Messages of `who` with every turn held open: the first 8 are claimed, the rest get (or not) a busy notice. */
+  const flood = (fake: FakeIlink, who: string, n: number, from = 1): void => {
+    for (let i = from; i < from + n; i++) fake.push(fake.text(who, `m${i}`));
+  };
+
+  it("a chat gets one busy notice per minute however many messages it sends: none at 59.999 s, one at 60 s", async () => {
+    const clock = new FrozenClock();
+    const { fake, driver } = await startWechat(cleanups, { clock });
+    driver.respond = () => new Promise(() => undefined); // turns never end: the claims stay taken
+    flood(fake, "a@im.wechat", 9);
+    await fake.waitFor(() => busyTo(fake, "a@im.wechat") === 1);
+    flood(fake, "a@im.wechat", 1, 10);
+    flood(fake, "c@im.wechat", 9); // its notice is sent after any for a's 10th message
+    await fake.waitFor(() => busyTo(fake, "c@im.wechat") === 1);
+    assert.equal(busyTo(fake, "a@im.wechat"), 1, "a second message in the minute gets no notice");
+    clock.offsetMs = 59_999;
+    flood(fake, "a@im.wechat", 1, 11);
+    flood(fake, "d@im.wechat", 9);
+    await fake.waitFor(() => busyTo(fake, "d@im.wechat") === 1);
+    assert.equal(busyTo(fake, "a@im.wechat"), 1, "none 1 ms before the minute is up");
+    clock.offsetMs = 60_000;
+    flood(fake, "a@im.wechat", 1, 12);
+    await fake.waitFor(() => busyTo(fake, "a@im.wechat") === 2);
+  });
+
+  it("at most 64 chats get a busy notice per minute; the 65th gets none", async () => {
+    const clock = new FrozenClock();
+    const { fake, driver } = await startWechat(cleanups, { clock });
+    driver.respond = () => new Promise(() => undefined);
+    for (let c = 0; c < 8; c++) flood(fake, `full${c}@im.wechat`, 8); // 64 claims: the account is full
+    await until(() => fake.polls.some((p) => p.cursor === "c64"));
+    assert.equal(fake.sent.length, 0);
+    for (let i = 1; i <= 65; i++) fake.push(fake.text(`s${i}@im.wechat`, "hi"));
+    await fake.waitFor(() => busyTo(fake, "s64@im.wechat") === 1);
+    clock.offsetMs = 60_000;
+    fake.push(fake.text("s66@im.wechat", "hi")); // a new minute: notices go out again, after any earlier one
+    await fake.waitFor(() => busyTo(fake, "s66@im.wechat") === 1);
+    assert.equal(busyTo(fake, "s65@im.wechat"), 0);
+    assert.equal(fake.sent.length, 65);
   });
 });

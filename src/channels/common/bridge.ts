@@ -22,7 +22,7 @@ import { fetchMedia, MAX_FILES_OUT } from "./media.js";
 import { PlatformError, type InboundMessage, type PlatformPort } from "./port.js";
 import type { DeliveryState, ReplyTarget } from "./state.js";
 import { sanitizeError } from "./status.js";
-import { BUSY_REPLY, FAILURE_REPLY, fitPrompt, FORWARD_UNREADABLE, NO_TRANSCRIPT_REPLY, NOTHING_READABLE_REPLY, TURN_FAILED_REPLY, TURN_TIMEOUT_REPLY } from "./replies.js";
+import { BUSY_REPLY, BusyThrottle, FAILURE_REPLY, fitPrompt, FORWARD_UNREADABLE, NO_TRANSCRIPT_REPLY, NOTHING_READABLE_REPLY, TURN_FAILED_REPLY, TURN_TIMEOUT_REPLY } from "./replies.js";
 import { shapeReply, systemMessage, withHeld } from "./text.js";
 
 export * from "./replies.js";
@@ -53,7 +53,10 @@ export const MAX_SESSIONS = 32;
 /** Turns running at once across all conversations of an account. */
 export const MAX_CONCURRENT_TURNS = 4;
 
-/** Claimed (queued or running) messages per conversation and per account; beyond them a busy notice answers. */
+/**
+ * Claimed (queued or running) messages per conversation and per account; beyond them a busy notice answers (at most
+ * one per conversation a minute, see BusyThrottle).
+ */
 export const MAX_CLAIMS_PER_CONVERSATION = 8;
 export const MAX_CLAIMS_PER_ACCOUNT = 64;
 
@@ -94,6 +97,9 @@ export class ChatBridge {
   private readonly running = new Set<Promise<void>>();
   private readonly abort = new AbortController();
   private question: Question | null = null;
+  private readonly busyNotices = new BusyThrottle();
+  /** Busy notices go out one after another (in the order their messages came), never in a burst. */
+  private noticeQueue: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly o: BridgeOptions) {
     this.clock = o.clock ?? realClock;
@@ -187,7 +193,7 @@ export class ChatBridge {
       const claims = st.claims();
       if (claims.length >= MAX_CLAIMS_PER_ACCOUNT || claims.filter((c) => c.conversation === conv).length >= MAX_CLAIMS_PER_CONVERSATION) {
         st.markSeen(m.id);
-        busy.push(m);
+        if (this.busyNotices.allow(conv, this.clock.now())) busy.push(m);
         continue;
       }
       st.claim({ id: m.id, conversation: conv, target: this.targetOf(m) });
@@ -202,7 +208,7 @@ export class ChatBridge {
       }
     }
     for (const m of toRun) this.schedule(m);
-    for (const m of busy) void this.note(this.targetOf(m), BUSY_REPLY, `busy-${m.id}`);
+    for (const m of busy) this.noticeQueue = this.noticeQueue.then(() => this.note(this.targetOf(m), BUSY_REPLY, `busy-${m.id}`));
   }
 
   private schedule(m: InboundMessage): void {
