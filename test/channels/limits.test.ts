@@ -1,5 +1,5 @@
 /**
- * Limits at, and one past, each bound: seen IDs (4096), held replies (4 per conversation), reply cap (64 KiB, in
+ * Limits at, and one past, each bound: seen IDs (4096), ignored IDs (4096), held replies (4 per conversation), reply cap (64 KiB, in
  * wechat.test), files per message (16), a stranger's image cap (5 MiB); yes/no parsing; voice and quotes.
  */
 import assert from "node:assert/strict";
@@ -11,7 +11,7 @@ import { afterEach, describe, it } from "node:test";
 import { NO_TRANSCRIPT_REPLY } from "../../src/channels/common/bridge.js";
 import { parseYesNo } from "../../src/channels/common/confirm.js";
 import { MEDIA_KEEP_DAYS, OTHER_IMAGE_BYTES, pruneMedia } from "../../src/channels/common/media.js";
-import { DeliveryState, SEEN_LIMIT } from "../../src/channels/common/state.js";
+import { DeliveryState, IGNORED_LIMIT, SEEN_LIMIT } from "../../src/channels/common/state.js";
 import { shapeReply, systemMessage } from "../../src/channels/common/text.js";
 import { startWechat, tempHome } from "./helpers.js";
 
@@ -37,6 +37,20 @@ describe("delivery state bounds", () => {
     await st.save();
     const again = await DeliveryState.load(path, "fp");
     assert.ok(again.has("m1") && again.has(`m${SEEN_LIMIT}`) && !again.has("m0"));
+  });
+
+  it("remembers the newest 4096 ignored ids apart: they never push a handled id out", async () => {
+    const { path } = await stateAt();
+    const st = await DeliveryState.load(path, "fp");
+    st.markSeen("handled");
+    for (let i = 0; i < IGNORED_LIMIT; i++) st.markIgnored(`x${i}`);
+    assert.ok(st.has("x0"), "at the limit the oldest ignored id is kept");
+    st.markIgnored(`x${IGNORED_LIMIT}`);
+    assert.ok(!st.has("x0"), "one past the limit drops the oldest ignored id");
+    assert.ok(st.has("handled"), "and never a handled one");
+    await st.save();
+    const again = await DeliveryState.load(path, "fp");
+    assert.ok(again.has("handled") && again.has("x1") && again.has(`x${IGNORED_LIMIT}`) && !again.has("x0"));
   });
 
   it("state written for other credentials is set aside, not reused", async () => {

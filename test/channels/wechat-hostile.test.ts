@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import { BUSY_REPLY, FAILURE_REPLY } from "../../src/channels/common/bridge.js";
 import { channelPaths } from "../../src/channels/common/files.js";
+import { SEEN_LIMIT } from "../../src/channels/common/state.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
 import type { FakeSessionDriver } from "../fakes/fake-session-driver.js";
 import { FrozenClock, startWechat, until } from "./helpers.js";
@@ -160,5 +161,25 @@ describe("busy notices", () => {
     await fake.waitFor(() => busyTo(fake, "s66@im.wechat") === 1);
     assert.equal(busyTo(fake, "s65@im.wechat"), 0);
     assert.equal(fake.sent.length, 65);
+  });
+});
+
+describe("duplicate suppression", () => {
+  it(`${SEEN_LIMIT} ignored messages (bot echoes, group chatter) do not make a handled message run again`, async () => {
+    const { fake, driver, comp } = await startWechat(cleanups);
+    const real = fake.text("a@im.wechat", "once");
+    fake.push(real);
+    await fake.waitSent((s) => s.length >= 1);
+    await comp.bridge!.idle(); // handled: its ID is now among the seen ones
+    for (let i = 0; i < SEEN_LIMIT; i++) {
+      fake.push(i % 2 === 0 ? { ...fake.text("a@im.wechat", `bot echo ${i}`), message_type: 2 } : fake.text("b@im.wechat", `chatter ${i}`, { group_id: "g1@chatroom" }));
+    }
+    await until(() => fake.polls.some((p) => p.cursor === `c${1 + SEEN_LIMIT}`));
+    fake.push({ ...real }); // WeChat replays the handled message
+    fake.push(fake.text("a@im.wechat", "after"));
+    await fake.waitSent((s) => s.some((m) => m.text === "echo: after"));
+    await comp.bridge!.idle();
+    assert.deepEqual(driver.turns.map((t) => t.prompt), ["once", "after"]);
+    assert.equal(fake.sent.length, 2);
   });
 });

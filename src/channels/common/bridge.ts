@@ -7,7 +7,7 @@
  *   acks. A seen or claimed ID is ignored (redelivery answered once).
  * - Sessions: one per direct-chat sender, one per group + sender, one per Feishu thread. Tools (with auto-approve)
  *   only in the owner's direct chat when `remoteTools = "owner"` and the owner is known; `no_tools` otherwise.
- * - `senders = "owner"`: others' messages are marked seen and never answered. Groups answer only when mentioned.
+ * - `senders = "owner"`: others' messages are marked ignored and never answered. Groups answer only when mentioned.
  * - `recover()` (before the first `accept`) answers every claim a previous run left in flight with a short failure
  *   reply and marks it seen; it never starts a turn for it.
  * - Replies: final text only, capped at 64 KiB, split for the platform; a refused reply is held and carried by the
@@ -177,12 +177,8 @@ export class ChatBridge {
       dirty = true;
       touched.add(m.id);
       const owner = this.isOwner(m.sender);
-      if (!owner && this.o.policy.senders === "owner") {
-        st.markSeen(m.id);
-        continue;
-      }
-      if (m.kind !== "direct" && !m.mentioned) {
-        st.markSeen(m.id);
+      if ((!owner && this.o.policy.senders === "owner") || (m.kind !== "direct" && !m.mentioned)) {
+        st.markIgnored(m.id);
         continue;
       }
       if (this.answersQuestion(m)) {
@@ -192,7 +188,7 @@ export class ChatBridge {
       const conv = this.conversationOf(m);
       const claims = st.claims();
       if (claims.length >= MAX_CLAIMS_PER_ACCOUNT || claims.filter((c) => c.conversation === conv).length >= MAX_CLAIMS_PER_CONVERSATION) {
-        st.markSeen(m.id);
+        st.markIgnored(m.id); // it starts no turn: a redelivery may be looked at again
         if (this.busyNotices.allow(conv, this.clock.now())) busy.push(m);
         continue;
       }

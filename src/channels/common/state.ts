@@ -2,7 +2,9 @@
  * Durable delivery state of one channel account (at-least-once inbound, exactly one turn per message).
  *
  * Contract:
- * - `seen` keeps the newest 4096 platform message IDs (exact strings); a seen ID never starts a turn again.
+ * - `seen` keeps the newest 4096 platform message IDs (exact strings) the bridge acted on; a seen ID never starts a
+ *   turn again. Messages that started nothing (ignored by policy or kind, dropped as busy) are remembered apart, in
+ *   `ignored` (newest 4096), so a burst of them never pushes a handled ID out and lets its redelivery run twice.
  * - `claim()` records an in-flight claim; callers `save()` before starting the turn and before saving the cursor or
  *   acking, so a crash after the claim can only lead to a failure reply, never a second turn.
  * - Held replies: at most 4 per conversation and 32 KiB per conversation, 128 in total, kept 7 days.
@@ -14,6 +16,7 @@ import { utf8Length } from "../../core/utf8.js";
 import { readJsonFile, writePrivateAtomic } from "./files.js";
 
 export const SEEN_LIMIT = 4096;
+export const IGNORED_LIMIT = 4096;
 const HELD_PER_CONVERSATION = 4;
 const HELD_BYTES_PER_CONVERSATION = 32 * 1024;
 const HELD_TOTAL = 128;
@@ -58,6 +61,8 @@ interface StateFile {
   cursor: string;
   checkpoint: Record<string, number>;
   seen: string[];
+  /** Absent in files written before it existed. */
+  ignored: string[];
   in_flight: Claim[];
   held: Record<string, HeldReply[]>;
 }
@@ -65,6 +70,7 @@ interface StateFile {
 export class DeliveryState {
   private data: StateFile;
   private seenSet: Set<string>;
+  private ignoredSet: Set<string>;
   private writing: Promise<void> = Promise.resolve();
 
   private constructor(
@@ -73,6 +79,7 @@ export class DeliveryState {
   ) {
     this.data = data;
     this.seenSet = new Set(data.seen);
+    this.ignoredSet = new Set(data.ignored);
   }
 
   static async load(path: string, fingerprint: string): Promise<DeliveryState> {
@@ -82,7 +89,7 @@ export class DeliveryState {
     } catch {
       await rename(path, `${path}.corrupt`).catch(() => undefined);
     }
-    const fresh: StateFile = { version: 1, fingerprint, cursor: "", checkpoint: {}, seen: [], in_flight: [], held: {} };
+    const fresh: StateFile = { version: 1, fingerprint, cursor: "", checkpoint: {}, seen: [], ignored: [], in_flight: [], held: {} };
     if (raw === null || typeof raw !== "object") return new DeliveryState(path, fresh);
     const r = raw as Partial<StateFile>;
     if (r.fingerprint !== fingerprint) {
@@ -95,16 +102,21 @@ export class DeliveryState {
       cursor: typeof r.cursor === "string" ? r.cursor : "",
       checkpoint: r.checkpoint && typeof r.checkpoint === "object" ? r.checkpoint : {},
       seen: Array.isArray(r.seen) ? r.seen.filter((s): s is string => typeof s === "string").slice(-SEEN_LIMIT) : [],
+      ignored: Array.isArray(r.ignored) ? r.ignored.filter((s): s is string => typeof s === "string").slice(-IGNORED_LIMIT) : [],
       in_flight: Array.isArray(r.in_flight) ? r.in_flight : [],
       held: r.held && typeof r.held === "object" ? r.held : {},
     });
   }
 
-  /** Undoes `claim`/`markSeen` of these IDs (after their save failed), so a redelivery handles them again. */
+  /** Undoes `claim`/`markSeen`/`markIgnored` of these IDs (after their save failed), so a redelivery handles them again. */
   forget(ids: ReadonlySet<string>): void {
     this.data.in_flight = this.data.in_flight.filter((c) => !ids.has(c.id));
     this.data.seen = this.data.seen.filter((id) => !ids.has(id));
-    for (const id of ids) this.seenSet.delete(id);
+    this.data.ignored = this.data.ignored.filter((id) => !ids.has(id));
+    for (const id of ids) {
+      this.seenSet.delete(id);
+      this.ignoredSet.delete(id);
+    }
   }
 
   get cursor(): string {
@@ -118,14 +130,26 @@ export class DeliveryState {
   }
 
   has(id: string): boolean {
-    return this.seenSet.has(id) || this.data.in_flight.some((c) => c.id === id);
+    return this.seenSet.has(id) || this.ignoredSet.has(id) || this.data.in_flight.some((c) => c.id === id);
   }
 
+  /** The bridge acted on this message (a turn, a reply, an answer): it never starts anything again. */
   markSeen(id: string): void {
     if (this.seenSet.has(id)) return;
     this.seenSet.add(id);
     this.data.seen.push(id);
     while (this.data.seen.length > SEEN_LIMIT) this.seenSet.delete(this.data.seen.shift()!);
+  }
+
+  /**
+   * This message started nothing (not an answerable kind, not an allowed sender, a group message without a mention,
+   * busy). Kept apart from `seen`: forgetting one only means its redelivery is looked at, and ignored, again.
+   */
+  markIgnored(id: string): void {
+    if (this.seenSet.has(id) || this.ignoredSet.has(id)) return;
+    this.ignoredSet.add(id);
+    this.data.ignored.push(id);
+    while (this.data.ignored.length > IGNORED_LIMIT) this.ignoredSet.delete(this.data.ignored.shift()!);
   }
 
   claim(c: Claim): void {

@@ -104,7 +104,7 @@ export class WechatComponent {
           const { id, msg } = normalizeWechat(raw);
           if (msg) batch.push(msg);
           else if (id !== null) {
-            state.markSeen(id);
+            state.markIgnored(id);
             ignored++;
           }
         }
