@@ -199,6 +199,28 @@ export class FakeFeishu {
     send();
   }
 
+  /**
+   * One raw event fragment (`sum`/`seq` under frame `message_id` `frameId`), sent as is on every socket: no re-push,
+   * no checks (a hostile or broken server's re-sent or never-finished fragments).
+   */
+  sendFragment(frameId: string, sum: number, seq: number, payload: Uint8Array): void {
+    const f: Frame = {
+      seqId: BigInt(++this.seq),
+      logId: BigInt(this.seq),
+      service: 7,
+      method: 1,
+      headers: [
+        { key: "type", value: "event" },
+        { key: "message_id", value: frameId },
+        { key: "sum", value: String(sum) },
+        { key: "seq", value: String(seq) },
+        { key: "trace_id", value: "tr" },
+      ],
+      payload,
+    };
+    for (const ws of this.sockets) ws.send(encodeFrame(f));
+  }
+
   /** Drops every socket (the client must reconnect, re-discover and catch up). */
   kick(): void {
     for (const ws of this.sockets) ws.terminate();

@@ -4,8 +4,12 @@
  * Contract:
  * - A ping goes out right after connecting and then every `PingInterval` (a pong's ClientConfig may change it);
  *   2 × interval + 30 s without any frame closes the link as dead.
- * - Event fragments (`sum`/`seq` under one `message_id`) are reassembled (≤64 parts, ≤8 MiB, 30 s); the handler gets
- *   the parsed JSON event. The ack (the same frame plus `biz_rt`, payload `{"code":200}`, or 500 when the handler
+ * - Event fragments (`sum`/`seq` under one `message_id`) are reassembled (≤64 parts, ≤8 MiB, 30 s from the first
+ *   fragment on the timers); the handler gets the parsed JSON event. A fragment sent again replaces the earlier copy
+ *   (its bytes counted once, at its new size). At most 16 events wait unfinished, holding at most 16 MiB together:
+ *   a fragment that would pass either bound drops its own event, never one already waiting (dropping the oldest
+ *   instead lets each dropped event's later fragments push out the next, until none is left). Dropped events are
+ *   not acked, so the platform pushes them again. The ack (the same frame plus `biz_rt`, payload `{"code":200}`, or 500 when the handler
  *   throws) is sent only after the handler's promise settles, so callers make their claim durable first and return.
  * - `closed` resolves once the socket is gone, for any reason; `close()` is idempotent.
  */
@@ -13,9 +17,12 @@ import WebSocket from "ws";
 import { realTimers, type Timers } from "../common/backoff.js";
 import { decodeFrame, encodeFrame, header, METHOD_CONTROL, METHOD_DATA, type Frame } from "./frame.js";
 
-const MAX_PARTS = 64;
-const MAX_EVENT_BYTES = 8 * 1024 * 1024;
-const FRAGMENT_TTL_MS = 30_000;
+export const MAX_PARTS = 64;
+export const MAX_EVENT_BYTES = 8 * 1024 * 1024;
+/** Unfinished events at once, and the bytes they hold together: a server cannot make the bridge hold more. */
+export const MAX_PARTIAL_EVENTS = 16;
+export const MAX_PARTIAL_BYTES = 16 * 1024 * 1024;
+export const FRAGMENT_TTL_MS = 30_000;
 
 /** The close reason of a link that went silent. */
 export const DEAD_LINK = "no frames from the server: link presumed dead";
@@ -30,7 +37,8 @@ export type EventHandler = (event: unknown) => Promise<void>;
 interface Partial {
   parts: Array<Uint8Array | undefined>;
   bytes: number;
-  started: number;
+  /** Drops the event FRAGMENT_TTL_MS after its first fragment, whether or not anything else arrives. */
+  expiry: unknown;
 }
 
 export class FeishuSocket {
@@ -39,7 +47,9 @@ export class FeishuSocket {
   private deadTimer: unknown = null;
   private pingMs: number;
   private serviceId = 0;
+  /** Unfinished events by frame `message_id`, oldest first; `partialBytes` is the sum of their `bytes`. */
   private readonly partials = new Map<string, Partial>();
+  private partialBytes = 0;
   private resolveClosed!: (reason: string) => void;
   readonly closed: Promise<string> = new Promise((r) => (this.resolveClosed = r));
 
@@ -133,26 +143,44 @@ export class FeishuSocket {
     );
   }
 
+  private drop(id: string): void {
+    const p = this.partials.get(id);
+    if (!p) return;
+    this.timers.clear(p.expiry);
+    this.partialBytes -= p.bytes;
+    this.partials.delete(id);
+  }
+
   private reassemble(f: Frame): Uint8Array | null {
     const sum = Number(header(f, "sum") ?? "1");
     const seq = Number(header(f, "seq") ?? "0");
     const id = header(f, "message_id") ?? "";
     const payload = f.payload ?? new Uint8Array();
     if (!(sum > 1)) return payload;
-    if (sum > MAX_PARTS || seq < 0 || seq >= sum) return null;
-    const now = Date.now();
-    for (const [k, p] of this.partials) if (now - p.started > FRAGMENT_TTL_MS) this.partials.delete(k);
-    const p = this.partials.get(id) ?? { parts: new Array<Uint8Array | undefined>(sum).fill(undefined), bytes: 0, started: now };
-    if (p.parts[seq] === undefined) p.bytes += payload.length;
+    if (!Number.isInteger(sum) || !Number.isInteger(seq) || sum > MAX_PARTS || seq < 0 || seq >= sum) return null;
+    let p = this.partials.get(id);
+    if (p && p.parts.length !== sum) this.drop(id); // the same event cannot change its fragment count: start over
+    if (!p || p.parts.length !== sum) {
+      if (this.partials.size >= MAX_PARTIAL_EVENTS) return null;
+      p = { parts: new Array<Uint8Array | undefined>(sum).fill(undefined), bytes: 0, expiry: this.timers.set(() => this.drop(id), FRAGMENT_TTL_MS) };
+      this.partials.set(id, p);
+    }
+    // A fragment sent again replaces the earlier copy: its old size comes off before the new one counts.
+    const delta = payload.length - (p.parts[seq]?.length ?? 0);
     p.parts[seq] = payload;
+    p.bytes += delta;
+    this.partialBytes += delta;
     if (p.bytes > MAX_EVENT_BYTES) {
-      this.partials.delete(id);
+      this.drop(id);
       return null;
     }
-    this.partials.set(id, p);
-    if (p.parts.some((x) => x === undefined)) return null;
-    this.partials.delete(id);
-    return Buffer.concat(p.parts as Uint8Array[]);
+    if (p.parts.every((x) => x !== undefined)) {
+      const whole = Buffer.concat(p.parts);
+      this.drop(id);
+      return whole;
+    }
+    if (this.partialBytes > MAX_PARTIAL_BYTES) this.drop(id);
+    return null;
   }
 
   private ack(f: Frame, code: number, started = Date.now()): void {
@@ -164,6 +192,7 @@ export class FeishuSocket {
   }
 
   private finish(reason: string): void {
+    for (const id of [...this.partials.keys()]) this.drop(id);
     if (this.pingTimer !== null) this.timers.clear(this.pingTimer);
     if (this.deadTimer !== null) this.timers.clear(this.deadTimer);
     this.pingTimer = this.deadTimer = null;
