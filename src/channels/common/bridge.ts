@@ -189,7 +189,7 @@ export class ChatBridge {
       const claims = st.claims();
       if (claims.length >= MAX_CLAIMS_PER_ACCOUNT || claims.filter((c) => c.conversation === conv).length >= MAX_CLAIMS_PER_CONVERSATION) {
         st.markIgnored(m.id); // it starts no turn: a redelivery may be looked at again
-        if (this.busyNotices.allow(conv, this.clock.now())) busy.push(m);
+        busy.push(m);
         continue;
       }
       st.claim({ id: m.id, conversation: conv, target: this.targetOf(m) });
@@ -204,7 +204,10 @@ export class ChatBridge {
       }
     }
     for (const m of toRun) this.schedule(m);
-    for (const m of busy) this.noticeQueue = this.noticeQueue.then(() => this.note(this.targetOf(m), BUSY_REPLY, `busy-${m.id}`));
+    const now = this.clock.now();
+    for (const m of busy.filter((b) => this.busyNotices.allow(this.conversationOf(b), now))) {
+      this.noticeQueue = this.noticeQueue.then(() => this.note(this.targetOf(m), BUSY_REPLY, `busy-${m.id}`));
+    }
   }
 
   private schedule(m: InboundMessage): void {
