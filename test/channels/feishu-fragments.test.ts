@@ -6,10 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { afterEach, describe, it } from "node:test";
-import { FeishuComponent } from "../../src/channels/feishu/component.js";
-import { FakeFeishu } from "../fakes/fake-feishu.js";
-import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
-import { InstantClock, ManualTimers, tempHome, until } from "./helpers.js";
+import { ManualTimers, startFeishu, until } from "./helpers.js";
 
 const MiB = 1024 * 1024;
 const cleanups: Array<() => Promise<void>> = [];
@@ -18,23 +15,7 @@ afterEach(async () => {
 });
 
 async function setup(timers?: ManualTimers) {
-  const fake = await new FakeFeishu().start();
-  cleanups.push(() => fake.close());
-  const { home, cleanup } = await tempHome();
-  cleanups.push(cleanup);
-  const driver = new FakeSessionDriver();
-  const comp = new FeishuComponent({
-    home,
-    account: "default",
-    credentials: { brand: "feishu", app_id: fake.appId, app_secret: fake.appSecret, owner_open_id: "ou_owner000000001", open_url: fake.base, saved_unix_seconds: 0 },
-    settings: { enabled: true, workspace: home, remoteTools: "none", senders: "anyone" },
-    driver,
-    clock: new InstantClock(),
-    ...(timers !== undefined ? { timers } : {}),
-  });
-  await comp.start();
-  cleanups.push(() => comp.stop());
-  await comp.health.until((h) => h.state === "connected");
+  const { fake, driver, comp } = await startFeishu(cleanups, timers !== undefined ? { timers } : {});
   let markers = 0;
   /** A one-frame event after everything sent so far; resolves once its turn ran (earlier frames were all read). */
   const settle = async (): Promise<void> => {

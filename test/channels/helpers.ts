@@ -4,7 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Clock, Timers } from "../../src/channels/common/backoff.js";
 import type { AccountSettings } from "../../src/channels/common/component.js";
+import { FeishuComponent } from "../../src/channels/feishu/component.js";
 import { WechatComponent } from "../../src/channels/wechat/component.js";
+import { FakeFeishu } from "../fakes/fake-feishu.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
 import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
 
@@ -135,4 +137,32 @@ export async function startWechat(
   await comp.start();
   cleanups.push(() => comp.stop());
   return { fake, driver, comp, clock, home };
+}
+
+/**
+ * A started Feishu account (anyone may write, no remote tools) against a started fake Feishu server, with a fake
+ * session driver, once connected; each resource's cleanup is pushed onto `cleanups` (run in reverse by the test file).
+ */
+export async function startFeishu(
+  cleanups: Array<() => Promise<void>>,
+  o: { timers?: Timers } = {},
+): Promise<{ fake: FakeFeishu; driver: FakeSessionDriver; comp: FeishuComponent; home: string }> {
+  const fake = await new FakeFeishu().start();
+  cleanups.push(() => fake.close());
+  const { home, cleanup } = await tempHome();
+  cleanups.push(cleanup);
+  const driver = new FakeSessionDriver();
+  const comp = new FeishuComponent({
+    home,
+    account: "default",
+    credentials: { brand: "feishu", app_id: fake.appId, app_secret: fake.appSecret, owner_open_id: "ou_owner000000001", open_url: fake.base, saved_unix_seconds: 0 },
+    settings: { enabled: true, workspace: home, remoteTools: "none", senders: "anyone" },
+    driver,
+    clock: new InstantClock(),
+    ...(o.timers !== undefined ? { timers: o.timers } : {}),
+  });
+  await comp.start();
+  cleanups.push(() => comp.stop());
+  await comp.health.until((h) => h.state === "connected");
+  return { fake, driver, comp, home };
 }

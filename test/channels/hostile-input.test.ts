@@ -6,12 +6,9 @@
 import assert from "node:assert/strict";
 import { afterEach, describe, it } from "node:test";
 import { PROMPT_TRUNCATED } from "../../src/channels/common/bridge.js";
-import { FeishuComponent } from "../../src/channels/feishu/component.js";
 import { utf8Length } from "../../src/core/utf8.js";
 import { MAX_PROMPT_BYTES } from "../../src/protocols/scv/wire.js";
-import { FakeFeishu } from "../fakes/fake-feishu.js";
-import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
-import { InstantClock, startWechat, tempHome } from "./helpers.js";
+import { startFeishu, startWechat } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -20,25 +17,7 @@ afterEach(async () => {
 
 const wechat = () => startWechat(cleanups);
 
-async function feishu() {
-  const fake = await new FakeFeishu().start();
-  cleanups.push(() => fake.close());
-  const { home, cleanup } = await tempHome();
-  cleanups.push(cleanup);
-  const driver = new FakeSessionDriver();
-  const comp = new FeishuComponent({
-    home,
-    account: "default",
-    credentials: { brand: "feishu", app_id: fake.appId, app_secret: fake.appSecret, owner_open_id: "ou_owner000000001", open_url: fake.base, saved_unix_seconds: 0 },
-    settings: { enabled: true, workspace: home, remoteTools: "none", senders: "anyone" },
-    driver,
-    clock: new InstantClock(),
-  });
-  await comp.start();
-  cleanups.push(() => comp.stop());
-  await comp.health.until((h) => h.state === "connected");
-  return { fake, driver, comp };
-}
+const feishu = () => startFeishu(cleanups);
 
 describe("oversized prompts", () => {
   it("a WeChat text over the session host's prompt limit is cut with a note, not sent to fail every retry", async () => {

@@ -173,20 +173,7 @@ export class FakeFeishu {
     const size = Math.ceil(payload.length / parts);
     const frames: Frame[] = [];
     for (let i = 0; i < parts; i++) {
-      frames.push({
-        seqId: BigInt(++this.seq),
-        logId: BigInt(this.seq),
-        service: 7,
-        method: 1,
-        headers: [
-          { key: "type", value: "event" },
-          { key: "message_id", value: frameId },
-          { key: "sum", value: String(parts) },
-          { key: "seq", value: String(i) },
-          { key: "trace_id", value: "tr" },
-        ],
-        payload: payload.subarray(i * size, (i + 1) * size),
-      });
+      frames.push(this.fragment(frameId, parts, i, payload.subarray(i * size, (i + 1) * size)));
     }
     const send = (): void => {
       for (const ws of this.sockets) for (const f of frames) ws.send(encodeFrame(f));
@@ -199,12 +186,9 @@ export class FakeFeishu {
     send();
   }
 
-  /**
-   * One raw event fragment (`sum`/`seq` under frame `message_id` `frameId`), sent as is on every socket: no re-push,
-   * no checks (a hostile or broken server's re-sent or never-finished fragments).
-   */
-  sendFragment(frameId: string, sum: number, seq: number, payload: Uint8Array): void {
-    const f: Frame = {
+  /** The event frame of fragment `seq` of `sum` under frame `message_id` `frameId` (the next frame sequence number). */
+  private fragment(frameId: string, sum: number, seq: number, payload: Uint8Array): Frame {
+    return {
       seqId: BigInt(++this.seq),
       logId: BigInt(this.seq),
       service: 7,
@@ -218,6 +202,14 @@ export class FakeFeishu {
       ],
       payload,
     };
+  }
+
+  /**
+   * One raw event fragment (`sum`/`seq` under frame `message_id` `frameId`), sent as is on every socket: no re-push,
+   * no checks (a hostile or broken server's re-sent or never-finished fragments).
+   */
+  sendFragment(frameId: string, sum: number, seq: number, payload: Uint8Array): void {
+    const f = this.fragment(frameId, sum, seq, payload);
     for (const ws of this.sockets) ws.send(encodeFrame(f));
   }
 
