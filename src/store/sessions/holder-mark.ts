@@ -6,14 +6,14 @@
  * Contract:
  * - The mark is the target text of a symbolic link beside the lock directory (one `symlink`, atomic with its text; on
  *   ext4 a target under 60 bytes lives in the inode, so no data block). Text:
- *   `b1.<pid>.<start>.<ino>.<stamp>.<tag>` (base 36):
+ *   `b1.<pid>.<start>.<ino>.<stamp>.<tag>` (base 36 but the tag):
  *   - `pid` and `start`, the holder's process and its start time (`/proc/<pid>/stat` field 22; where there is none,
  *     `_` and random characters drawn once per process): together they name one process instance, so a reused PID
  *     never passes for the holder;
  *   - `ino` and `stamp`, the lock directory's inode and birth time in µs (its mtime where the file system keeps no
  *     birth time) as seen right after the `mkdir`: they tie the mark to that one directory;
- *   - `tag`, a hash of the host name, the boot ID and the PID namespace: a PID is only judged where it means the same
- *     process.
+ *   - `tag`, a hash of the host name, the boot ID and the PID namespace (12 hex digits of SHA-256): a PID is only
+ *     judged where it means the same process.
  * - `markedHolderGone(mark, dir)` is true only when the mark names `dir` (same inode and stamp) and its process is
  *   certainly gone: same tag, and no such PID (or a zombie), or that PID now started at another time, or it is our
  *   PID under another start. Everything else (another host, no readable mark, a mark of another directory, a live
@@ -21,6 +21,7 @@
  */
 import { readFileSync, readlinkSync, type Stats } from "node:fs";
 import { hostname } from "node:os";
+import { sha256Hex } from "../../core/sha256.js";
 import { pidAlive, processStartTime } from "../process-alive.js";
 
 export interface HolderMark {
@@ -41,13 +42,6 @@ interface Self {
 }
 
 let self: Self | null = null;
-
-/** 64-bit FNV-1a of `s`, low 48 bits in base 36. */
-function hash48(s: string): string {
-  let h = 0xcbf29ce484222325n;
-  for (let i = 0; i < s.length; i++) h = BigInt.asUintN(64, (h ^ BigInt(s.charCodeAt(i))) * 0x100000001b3n);
-  return (h & 0xffffffffffffn).toString(36);
-}
 
 function readQuiet(f: () => string): string {
   try {
@@ -70,7 +64,7 @@ function me(): Self {
     const pidns = readQuiet(() => readlinkSync("/proc/self/ns/pid"));
     self = {
       start: start !== null ? startText(start) : NO_START + Math.floor(Math.random() * 36 ** 8).toString(36),
-      tag: hash48(`${hostname()}\0${boot}\0${pidns}`),
+      tag: sha256Hex(`${hostname()}\0${boot}\0${pidns}`).slice(0, 12),
     };
   }
   return self;
