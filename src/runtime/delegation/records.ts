@@ -16,7 +16,7 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readdir, readFile, rm, chmod } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../../store/atomic-file.js";
-import { pidAlive } from "../../store/process-alive.js";
+import { pidAlive, processStartTime } from "../../store/process-alive.js";
 
 export const KILL_GRACE_MS = 2000;
 
@@ -54,15 +54,12 @@ export function newHandle(agent: string): string {
   return `${agent}-${randomBytes(3).toString("hex")}`;
 }
 
-/** `/proc/<pid>/stat` field 22 (start time in clock ticks since boot), or null when the process is gone. */
-export async function processStart(pid: number): Promise<string | null> {
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, "utf8");
-    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return rest[19] ?? null;
-  } catch {
-    return process.platform === "linux" ? null : pidAlive(pid) ? "" : null;
-  }
+/**
+ * `/proc/<pid>/stat` field 22 (start time in clock ticks since boot), or null when the process is gone; where there
+ * is no `/proc` (not Linux), "" for a live PID.
+ */
+export function processStart(pid: number): Promise<string | null> {
+  return Promise.resolve(process.platform !== "linux" ? (pidAlive(pid) ? "" : null) : processStartTime(pid));
 }
 
 
