@@ -126,6 +126,15 @@ test("UI-SERVE: a daemon whose UI is not built says so and how to fix it", () =>
     assert.match(r.body, /web UI is not built.*npm run build/);
   }, mkdtempSync(join(tmpdir(), "ui-empty-"))));
 
+test("UI-SERVE: the listener's JSON answers (refusals, inspection) carry nosniff and no-store", () =>
+  withUiHost(async (h) => {
+    for (const r of [await get(h, "/", { Host: `evil.example:${h.port}` }), await get(h, "/status", { Authorization: `Bearer ${h.token}` })]) {
+      assert.match(r.headers["content-type"] ?? "", /^application\/json/);
+      assert.equal(r.headers["x-content-type-options"], "nosniff");
+      assert.equal(r.headers["cache-control"], "no-store");
+    }
+  }));
+
 // The guard is the listener-wide checkHostOrigin (http-guard.ts, tested in test/host/); these
 // cases pin that the UI routes and the upgrade the page uses go through it.
 test("UI-GUARD: a foreign Host (DNS rebinding) or Origin is refused on UI routes and on the upgrade", () =>

@@ -12,7 +12,7 @@ import { loadToken } from "../../store/host/token.js";
 import { HostState } from "./state.js";
 import { BackendServer } from "./backend.js";
 import { AhpConnection } from "./ahp.js";
-import { Inspector } from "./inspection.js";
+import { Inspector, json } from "./inspection.js";
 import { checkHostOrigin, listenerNames, type ListenerNames } from "./http-guard.js";
 import { acquireStateLock } from "../../store/host/lock.js";
 import { ensureOwnerDir, restrictStoreFiles } from "../../store/host/state-dir.js";
@@ -128,10 +128,6 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
   // ── HTTP + WebSocket ──────────────────────────────────────────────────────
   const startedAt = Date.now();
   const inspector = new Inspector(state, WIRE_LIMIT, opts.inspectionHoldMs);
-  const json = (res: ServerResponse, code: number, body: unknown) => {
-    res.writeHead(code, { "content-type": "application/json", "cache-control": "no-store" });
-    res.end(JSON.stringify(body));
-  };
   // Every request and upgrade passes the Host/Origin guard (http-guard.ts) before routing; the
   // names are fixed once the listener's port is known.
   let names: ListenerNames = { hosts: new Set() };
@@ -199,12 +195,12 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
     try {
       const refused = checkHostOrigin(req, names);
       if (refused) {
-        socket.end(`HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Type: application/json\r\n\r\n${JSON.stringify({ error: refused.error, message: refused.message })}`);
+        socket.end(`HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n\r\n${JSON.stringify({ error: refused.error, message: refused.message })}`);
         return;
       }
       const url = requestUrl(req);
       if (url === null) {
-        socket.end(`HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: application/json\r\n\r\n${JSON.stringify({ error: "bad_request", message: BAD_TARGET })}`);
+        socket.end(`HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n\r\n${JSON.stringify({ error: "bad_request", message: BAD_TARGET })}`);
         return;
       }
       if (url.pathname !== "/ahp") {

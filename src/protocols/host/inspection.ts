@@ -30,9 +30,13 @@ export class Budget {
   }
 }
 
-function json(res: ServerResponse, code: number, body: unknown): void {
+/**
+ * One JSON answer of the daemon's HTTP listener (inspection routes and host.ts's own): never cached, and `nosniff`
+ * so a browser never reads a body that echoes request text as anything but JSON.
+ */
+export function json(res: ServerResponse, code: number, body: unknown): void {
   const text = typeof body === "string" ? body : JSON.stringify(body);
-  res.writeHead(code, { "content-type": "application/json", "cache-control": "no-store" });
+  res.writeHead(code, { "content-type": "application/json", "cache-control": "no-store", "x-content-type-options": "nosniff" });
   res.end(text);
 }
 
