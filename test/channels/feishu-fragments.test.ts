@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { afterEach, describe, it } from "node:test";
+import { MAX_FRAME_BYTES, OVERSIZED_FRAME } from "../../src/channels/feishu/socket.js";
 import { ManualTimers, startFeishu, until } from "./helpers.js";
 
 const MiB = 1024 * 1024;
@@ -119,5 +120,28 @@ describe("feishu fragments: an event that never finishes", () => {
     fake.sendFragment("fm_past", 2, 1, past.subarray(10));
     await settle();
     assert.deepEqual(answered(), ["at"]);
+  });
+});
+
+describe("feishu: one-frame events and the frame bound", () => {
+  it("an event in one frame is read up to 8 MiB; one byte more is dropped", async () => {
+    const { fake, settle, answered } = await setup();
+    fake.sendFragment("fm_at", 1, 0, event("at", 8 * MiB));
+    fake.sendFragment("fm_past", 1, 0, event("past", 8 * MiB + 1));
+    await settle();
+    assert.deepEqual(answered(), ["at"]);
+  });
+
+  it("a WebSocket message over the frame bound closes the link, says why, and the bridge reconnects", async () => {
+    const { fake, comp, settle } = await setup();
+    fake.sendRaw(Buffer.alloc(MAX_FRAME_BYTES, 0xff)); // at the bound: read (and dropped as unreadable); the link stays
+    await settle();
+    assert.equal(fake.connections, 1);
+    const told = comp.health.until((h) => h.error === OVERSIZED_FRAME);
+    fake.sendRaw(Buffer.alloc(MAX_FRAME_BYTES + 1, 0xff));
+    await told;
+    await comp.health.until((h) => h.state === "connected");
+    assert.equal(fake.connections, 2);
+    await settle(); // events flow on the new link
   });
 });

@@ -213,6 +213,11 @@ export class FakeFeishu {
     for (const ws of this.sockets) ws.send(encodeFrame(f));
   }
 
+  /** One raw WebSocket message of `bytes` on every socket (a frame of any size, readable or not). */
+  sendRaw(bytes: Buffer): void {
+    for (const ws of this.sockets) ws.send(bytes);
+  }
+
   /** Drops every socket (the client must reconnect, re-discover and catch up). */
   kick(): void {
     for (const ws of this.sockets) ws.terminate();

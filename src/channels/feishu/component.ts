@@ -22,7 +22,7 @@ import { FeishuApi, FeishuError } from "./api.js";
 import { feishuFingerprint, type FeishuCredentials } from "./credentials.js";
 import { fromEvent, fromHistory } from "./inbound.js";
 import { FeishuPort } from "./port.js";
-import { DEAD_LINK, FeishuSocket } from "./socket.js";
+import { DEAD_LINK, FeishuSocket, OVERSIZED_FRAME } from "./socket.js";
 
 const CATCHUP_CHATS = 32;
 const CATCHUP_PAGES = 4;
@@ -205,7 +205,7 @@ export class FeishuComponent {
         backoff.reset();
         const why = await socket.closed;
         if (signal.aborted) break;
-        this.health.set("disconnected", why === DEAD_LINK ? "the long connection stopped answering pings; reconnecting" : "long connection closed");
+        this.health.set("disconnected", why === DEAD_LINK ? "the long connection stopped answering pings; reconnecting" : why === OVERSIZED_FRAME ? OVERSIZED_FRAME : "long connection closed");
         await this.clock.sleep(backoff.next(), signal);
       } catch (err) {
         this.socket?.close();

@@ -4,6 +4,8 @@
  * Contract:
  * - A ping goes out right after connecting and then every `PingInterval` (a pong's ClientConfig may change it);
  *   2 × interval + 30 s without any frame closes the link as dead.
+ * - A WebSocket message is read up to MAX_FRAME_BYTES (8 MiB + 64 KiB); a bigger one closes the link. An event sent
+ *   in one frame is at most 8 MiB too (a bigger one is dropped, like an over-long fragmented one).
  * - Event fragments (`sum`/`seq` under one `message_id`) are reassembled (≤64 parts, ≤8 MiB, 30 s from the first
  *   fragment on the timers); the handler gets the parsed JSON event. A fragment sent again replaces the earlier copy
  *   (its bytes counted once, at its new size). At most 16 events wait unfinished, holding at most 16 MiB together:
@@ -23,6 +25,14 @@ export const MAX_EVENT_BYTES = 8 * 1024 * 1024;
 export const MAX_PARTIAL_EVENTS = 16;
 export const MAX_PARTIAL_BYTES = 16 * 1024 * 1024;
 export const FRAGMENT_TTL_MS = 30_000;
+/**
+ * The largest WebSocket message read: one event's bound plus room for the frame's own fields (headers, ids). ws
+ * would otherwise buffer up to 100 MiB of one frame before anything here could look at it; a bigger frame closes the
+ * link (close code 1009) and the bridge reconnects.
+ */
+export const MAX_FRAME_BYTES = MAX_EVENT_BYTES + 64 * 1024;
+/** Why the link closed when the server sent a frame over MAX_FRAME_BYTES. */
+export const OVERSIZED_FRAME = `the server sent a frame over ${MAX_FRAME_BYTES} bytes (one event is at most 8 MiB); reconnecting`;
 
 /** The close reason of a link that went silent. */
 export const DEAD_LINK = "no frames from the server: link presumed dead";
@@ -69,14 +79,17 @@ export class FeishuSocket {
     } catch {
       throw new Error("long connection: invalid endpoint URL");
     }
-    const ws = new WebSocket(this.url, { handshakeTimeout: 30_000 });
+    const ws = new WebSocket(this.url, { handshakeTimeout: 30_000, maxPayload: MAX_FRAME_BYTES });
     this.ws = ws;
     await new Promise<void>((resolve, reject) => {
       ws.once("open", () => resolve());
       ws.once("error", () => reject(new Error("long connection: handshake failed")));
     });
-    ws.on("error", () => undefined);
-    ws.on("close", () => this.finish("socket closed"));
+    let why = "socket closed";
+    ws.on("error", (e: Error & { code?: string }) => {
+      if (e.code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH") why = OVERSIZED_FRAME;
+    });
+    ws.on("close", () => this.finish(why));
     ws.on("message", (data: Buffer) => this.onMessage(data));
     this.ping();
     this.armDead();
@@ -156,7 +169,7 @@ export class FeishuSocket {
     const seq = Number(header(f, "seq") ?? "0");
     const id = header(f, "message_id") ?? "";
     const payload = f.payload ?? new Uint8Array();
-    if (!(sum > 1)) return payload;
+    if (!(sum > 1)) return payload.length <= MAX_EVENT_BYTES ? payload : null;
     if (!Number.isInteger(sum) || !Number.isInteger(seq) || sum > MAX_PARTS || seq < 0 || seq >= sum) return null;
     let p = this.partials.get(id);
     if (p && p.parts.length !== sum) this.drop(id); // the same event cannot change its fragment count: start over
