@@ -20,11 +20,7 @@
  *    docs/host.md "Berth's runtime as a backend".
  *  - Events are `sequenced_event`s per logical registration, starting at 1; an admitted prompt's events follow
  *    its `command_result`.
- *  - History resync (spec `registered.sourceCursor`/`sourceCursors`): after each registration, every idle chat whose
- *    host cursor (the last turn the host holds) is a turn of its Berth session gets the completed turns after it
- *    as v11 `source_turn` snapshots (closed), in order, so turns another door ran while the host held the
- *    session reach it. A cursor the Berth session does not hold exports nothing (its registration `history` is
- *    the page a host without the session gets); each chat is resynced at most once per cursor.
+ *  - History resync after each registration: see `resync.ts`.
  *  - Losing the host connection cancels running turns (their events have nowhere to go) and reconnects with
  *    bounded exponential backoff; `close()` cancels and waits for running turns.
  */
@@ -34,12 +30,12 @@ import { SessionHub, type ApprovalMode, type SessionRuntime, type TurnRunner } f
 import { SessionError, type SessionManager } from "../../store/sessions/index.js";
 import { HostProjection } from "./projection.js";
 import { localDirectoryFromUri } from "../../store/host/working-dir.js";
-import { historyTurn, selectionOf } from "./parse.js";
-import { readTurns, RECENT_WINDOW } from "../../runtime/session/transcript.js";
+import { selectionOf } from "./parse.js";
 import { ChatCommands, withSelection, type Lane } from "./chats.js";
 import { SessionCommands } from "./commands.js";
 import { HostLink } from "./link.js";
 import { lanesOf, liveSession, SessionTable, type LiveSession } from "./sessions.js";
+import { HistoryResync } from "./resync.js";
 
 import type { Json } from "../../core/json-bounds.js";
 
@@ -92,6 +88,7 @@ export class BerthRuntimeBackend {
   private discovery: Promise<void> = Promise.resolve();
   /** `approvalPolicy` reads in flight, by directory: admissions arriving meanwhile share one (and keep their order). */
   private readonly policyReads = new SingleFlight<string, ApprovalMode>();
+  private readonly resync: HistoryResync;
 
   constructor(private readonly o: BerthRuntimeOptions) {
     this.table = new SessionTable(o.registryPath);
@@ -115,6 +112,7 @@ export class BerthRuntimeBackend {
       save: () => this.saveRegistry(),
       admitTurn: (s, lane, text, turnId, pendingId, reply) => this.admitTurn(s, lane, text, turnId, pendingId, reply),
     });
+    this.resync = new HistoryResync({ manager: o.manager, emit: (s, lane, ev) => this.emit(s, lane, ev), sourceOf });
     this.link = new HostLink(o.socketPath, {
       onOpen: () => this.hello(),
       onFrame: (f) => this.onFrame(f),
@@ -286,48 +284,11 @@ export class BerthRuntimeBackend {
     const cursors: Record<string, unknown> = typeof f.sourceCursors === "object" && f.sourceCursors !== null ? (f.sourceCursors as Record<string, unknown>) : {};
     if (typeof f.sourceCursor === "string" && s.primaryChat !== undefined) cursors[s.primaryChat] = f.sourceCursor;
     const logicalId = s.logicalId;
-    this.resyncs = this.resyncs.then(() => this.resync(s, cursors, logicalId)).catch(() => undefined); // one at a time
+    this.resync.begin(s, cursors, logicalId);
     if (s.entry.creationToken) {
       delete s.entry.creationToken;
       delete s.entry.requestedSession;
       void this.saveRegistry().catch((e: unknown) => this.o.log(`berth runtime: registry write failed: ${String(e)}`));
-    }
-  }
-
-  /** Chats already resynced, by `<Berth session id>\0<host cursor>` (at most once each: never a refusal loop). */
-  private readonly resynced = new Set<string>();
-  private resyncs: Promise<void> = Promise.resolve();
-
-  /** Export the completed turns each idle chat has after the host's cursor (see the module contract). */
-  private async resync(s: LiveSession, cursors: Record<string, unknown>, logicalId: string | undefined): Promise<void> {
-    for (const lane of lanesOf(s)) {
-      const chat = lane === s.primary ? s.primaryChat : lane.chatUri;
-      const cursor = chat !== undefined ? cursors[chat] : undefined;
-      const busy = (): boolean => lane.rt?.busy === true || lane.held !== null;
-      if (typeof cursor !== "string" || busy()) continue;
-      const key = `${lane.sessionId}\0${cursor}`;
-      if (this.resynced.has(key)) continue;
-      this.resynced.add(key);
-      let turns;
-      let at = -1;
-      try {
-        // The cursor is usually the newest turn: the recent tail answers; the whole window only when needed.
-        turns = await readTurns(this.o.manager, lane.sessionId, RECENT_WINDOW);
-        at = turns.findIndex((t) => t.id === cursor);
-        if (at === -1) {
-          turns = await readTurns(this.o.manager, lane.sessionId);
-          at = turns.findIndex((t) => t.id === cursor);
-        }
-      } catch {
-        continue; // unreadable now: the next registration tries again with its own cursor
-      }
-      if (at === -1) continue;
-      for (const t of turns.slice(at + 1)) {
-        if (!t.ended || s.logicalId !== logicalId || busy()) break; // in order, and only while this registration stands
-        // Not history-only: a closed snapshot of the turn the host still shows live (the runtime ended it while the
-        // host was away) closes it authoritatively; any other turn is placed the same either way.
-        await this.emit(s, lane, { type: "source_turn", sourceId: sourceOf(s.entry.sessionId), active: false, historyOnly: false, turn: historyTurn(t) });
-      }
     }
   }
 
@@ -459,7 +420,7 @@ export class BerthRuntimeBackend {
 
   /** Resolves once every history resync begun so far has finished (after `sync`, those of every registration so far). */
   historySynced(): Promise<void> {
-    return this.resyncs;
+    return this.resync.settled();
   }
 
   /** Resolves once the store sessions found at the last (re)connection have been sent for registration. */
