@@ -21,6 +21,8 @@
  *  - Events are `sequenced_event`s per logical registration, starting at 1; an admitted prompt's events follow
  *    its `command_result`.
  *  - History resync after each registration: see `resync.ts`.
+ *  - An event refusal re-registers its session only when it names the current registration (see `fences.ts`),
+ *    and a session never has two registrations in flight.
  *  - Losing the host connection cancels running turns (their events have nowhere to go) and reconnects with
  *    bounded exponential backoff; `close()` cancels and waits for running turns.
  */
@@ -36,6 +38,7 @@ import { SessionCommands } from "./commands.js";
 import { HostLink } from "./link.js";
 import { lanesOf, liveSession, SessionTable, type LiveSession } from "./sessions.js";
 import { HistoryResync } from "./resync.js";
+import { refusalIgnored } from "./fences.js";
 
 import type { Json } from "../../core/json-bounds.js";
 
@@ -77,6 +80,9 @@ export class BerthRuntimeBackend {
   private closed = false;
   private readonly table: SessionTable;
   private readonly registering = new Map<string, LiveSession>(); // requestId -> session
+  /** The registration in flight of each session, by requestId: at most one (see `register`). */
+  private readonly pending = new Map<LiveSession, string>();
+  private registrationsBegun: Promise<void> = Promise.resolve();
   private readonly results = new Map<string, { accepted: boolean; error?: string }>();
   private readonly inflight = new Set<string>();
   readonly hub: SessionHub;
@@ -181,6 +187,7 @@ export class BerthRuntimeBackend {
       for (const l of lanesOf(s)) l.rt?.cancel(); // the host that owns the turn's transcript is gone
     }
     this.registering.clear();
+    this.pending.clear(); // registrations still reading their history drop out (see sendRegistration)
   }
 
   private send(frame: Json): boolean {
@@ -200,7 +207,25 @@ export class BerthRuntimeBackend {
     return this.link.sendOrWait(frame);
   }
 
-  private async register(s: LiveSession): Promise<void> {
+  /**
+   * Register `s` (its hello carries a page of history and the host answers with a resync), unless a registration
+   * of it is already in flight: that one gives it its route, and a second would only replace it.
+   */
+  private register(s: LiveSession): Promise<void> {
+    if (this.pending.has(s)) return Promise.resolve();
+    const requestId = randomUUID();
+    this.pending.set(s, requestId);
+    const sent = this.sendRegistration(s, requestId);
+    this.registrationsBegun = Promise.all([this.registrationsBegun, sent]).then(() => undefined);
+    return sent;
+  }
+
+  /** The registration `requestId` of `s` is answered (or dropped): `s` may register again. */
+  private settle(s: LiveSession, requestId: string): void {
+    if (this.pending.get(s) === requestId) this.pending.delete(s);
+  }
+
+  private async sendRegistration(s: LiveSession, requestId: string): Promise<void> {
     const hello: Json = {
       protocolVersion: PROTOCOL_VERSION,
       instanceId: this.instanceId,
@@ -228,8 +253,9 @@ export class BerthRuntimeBackend {
         if (page.next !== null) hello.historyNextCursor = page.next;
       }
     }
-    if (!this.link.connected) return;
-    const requestId = randomUUID();
+    // Dropped with its connection (onClose forgets it; a later connection registers the session itself).
+    if (this.pending.get(s) !== requestId) return;
+    if (!this.link.connected) return this.settle(s, requestId);
     this.registering.set(requestId, s);
     this.send({ type: "register_session", requestId, hello });
   }
@@ -257,25 +283,30 @@ export class BerthRuntimeBackend {
       case "event_rejected":
       case "event_resync_required":
       case "event_epoch_mismatch":
-      case "event_epoch_required": {
-        // Never expected (one ordered stream per registration): start a fresh epoch.
-        this.o.log(`berth runtime: host refused an event (${String(f.type)}${typeof f.error === "string" ? `: ${f.error.slice(0, 200)}` : ""}); re-registering`);
-        const s = typeof f.session === "string" ? this.table.byUri.get(f.session) : undefined;
-        if (s) {
-          s.logicalId = undefined;
-          void this.register(s);
-        }
-        return;
-      }
+      case "event_epoch_required":
+        return this.onRefusal(f);
       default:
         return; // event_ack, pong, session_unregistered
     }
+  }
+
+  /** An event refusal: never expected (one ordered stream per registration); one for the current one starts a new epoch. */
+  private onRefusal(f: Json): void {
+    const s = typeof f.session === "string" ? this.table.byUri.get(f.session) : undefined;
+    const what = `${String(f.type)}${typeof f.error === "string" ? `: ${f.error.slice(0, 200)}` : ""}`;
+    if (!s) return this.o.log(`berth runtime: host refused an event (${what}) of a session not served here; ignored`);
+    const why = refusalIgnored(f, s.logicalId);
+    if (why !== undefined) return this.o.log(`berth runtime: host refused an event (${what}); ignored: ${why}`);
+    this.o.log(`berth runtime: host refused an event (${what}); registering the session again`);
+    s.logicalId = undefined;
+    void this.register(s);
   }
 
   private onRegistered(f: Json): void {
     const s = this.registering.get(f.requestId as string);
     if (!s) return;
     this.registering.delete(f.requestId as string);
+    this.settle(s, f.requestId as string);
     s.uri = f.session as string;
     s.logicalId = f.backendConnectionId as string;
     if (typeof f.chat === "string") s.primaryChat = f.chat;
@@ -296,6 +327,7 @@ export class BerthRuntimeBackend {
     const s = typeof f.requestId === "string" ? this.registering.get(f.requestId) : undefined;
     if (s) {
       this.registering.delete(f.requestId as string);
+      this.settle(s, f.requestId as string);
       this.o.log(`berth runtime: registration of a session refused (${String(f.code)})`);
       return;
     }
@@ -421,6 +453,11 @@ export class BerthRuntimeBackend {
   /** Resolves once every history resync begun so far has finished (after `sync`, those of every registration so far). */
   historySynced(): Promise<void> {
     return this.resync.settled();
+  }
+
+  /** Resolves once every registration begun so far has been sent to the host (or dropped with its connection). */
+  registrationsSent(): Promise<void> {
+    return this.registrationsBegun;
   }
 
   /** Resolves once the store sessions found at the last (re)connection have been sent for registration. */
