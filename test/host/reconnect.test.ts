@@ -7,6 +7,8 @@
  *    before them. It gets snapshots (or a replay that misses nothing).
  *  - On a new transport, `reconnect` replaces `initialize` and carries no version: the host answers in the
  *    version that client negotiated, not in a default one.
+ *  - A connection's `clientId` (set by `initialize` or a bare `reconnect`) is never switched: a later `reconnect`
+ *    naming another client is refused (-32602), one naming the same client replays as before.
  * Real sockets: fake backends over the backend socket, AHP clients over the WebSocket.
  */
 import { test } from "node:test";
@@ -142,5 +144,42 @@ test(`the negotiated versions of the newest ${REMEMBERED_CLIENT_VERSIONS} client
     await others(REMEMBERED_CLIENT_VERSIONS - 2, 1);
     assert.equal(await shapeOf("second"), "1.0");
     assert.equal(await shapeOf("first"), "1.1", "a remembered client is unaffected");
+    be.close();
+  }));
+
+test("a reconnect naming another clientId on a connection that has a client is refused; the same clientId still reconnects", () =>
+  withHost(async (h) => {
+    const { be, reg } = await FakeBackend.session(h, { protocolVersion: 6, sourceId: "rc-own", mcpServers: [TOOLS_SERVER] });
+    be.send({ type: "event", session: reg.session, event: { type: "resource_action", action: { type: "session/customizationToggled", id: TOOLS_SERVER.id, enabled: false } } });
+    await be.roundTrip();
+    // Client `b` negotiated 1.1 on its own connection; client `a` negotiated 1.0 on this one.
+    const b = await AhpClient.open(h);
+    assert.equal((await b.request("initialize", { channel: "ahp-root://", protocolVersions: ["1.1.0"], clientId: "b" })).result.protocolVersion, "1.1.0");
+    b.close();
+    const { c: a, result } = await AhpClient.init(h, [reg.session], "a");
+    const seen = result.serverSeq as number;
+
+    const refused = await a.request("reconnect", { channel: "ahp-root://", clientId: "b", lastSeenServerSeq: seen, subscriptions: [reg.session] });
+    assert.equal(refused.result, undefined, `refused: ${JSON.stringify(refused.result)}`);
+    assert.deepEqual(refused.error, { code: -32602, message: 'this connection already belongs to client "a"; open a new connection to reconnect as client "b"' });
+    // The connection still speaks for `a`: its next action's origin names `a`.
+    const seq = a.dispatch(reg.session, { type: "session/isReadChanged", isRead: true });
+    assert.equal((await a.action((e) => e.origin?.clientSeq === seq)).origin.clientId, "a");
+    // `b` keeps its own negotiated version: a bare reconnect on a new transport is answered in 1.1.
+    const again = await AhpClient.open(h);
+    const snap = await again.request("reconnect", { channel: "ahp-root://", clientId: "b", lastSeenServerSeq: h.state.serverSeq + 1, subscriptions: [reg.session] });
+    const server = (snap.result.snapshots[0].state.customizations as Json[]).find((x) => x.id === TOOLS_SERVER.id)!;
+    assert.ok("enablement" in server, `b is still served in 1.1: ${JSON.stringify(server)}`);
+    // The same clientId reconnects on its own connection as before: a replay from what it saw.
+    const same = await a.request("reconnect", { channel: "ahp-root://", clientId: "a", lastSeenServerSeq: seen, subscriptions: [reg.session] });
+    assert.equal(same.result.type, "replay", JSON.stringify(same));
+    assert.ok((same.result.actions as Json[]).some((e) => e.action.type === "session/isReadChanged"));
+    // A connection whose client a bare reconnect set holds on to it the same way.
+    const refusedAgain = await again.request("reconnect", { channel: "ahp-root://", clientId: "a", lastSeenServerSeq: 0, subscriptions: [] });
+    assert.equal(refusedAgain.error?.code, -32602);
+    assert.match(refusedAgain.error?.message as string, /already belongs to client "b"/);
+    assert.deepEqual([...a.invalid, ...again.invalid], []);
+    a.close();
+    again.close();
     be.close();
   }));

@@ -299,6 +299,11 @@ export class AhpConnection implements Subscriber {
   private reconnect(params: Json): Json {
     const p = ReconnectParams.safeParse(params);
     if (!p.success) throw new RpcError(ErrorCodes.InvalidParams, "invalid reconnect params");
+    // `clientId` identifies the connection (AHP: "an opaque per-connection identifier used for
+    // reconnection"): once set, by `initialize` or a bare `reconnect`, it is never switched, or
+    // this connection would speak (origins, active-client entries, version) for another client.
+    if (this.version && p.data.clientId !== this.clientId)
+      throw new RpcError(ErrorCodes.InvalidParams, `this connection already belongs to client ${clip(this.clientId)}; open a new connection to reconnect as client ${clip(p.data.clientId)}`);
     // A new transport: the version this client negotiated before (a client the host does not
     // remember, after a restart or past the bound, is answered in the preferred version).
     if (!this.version) this.version = clientVersions.get(this.state)?.get(p.data.clientId) ?? SERVER_PREFERRED_VERSION;
