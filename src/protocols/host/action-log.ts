@@ -19,7 +19,7 @@
  *    always older than this run's ring, and its `reconnect` gets snapshots, never another run's
  *    envelopes).
  */
-import { ROOT } from "./ahp-schema.js";
+import { ROOT } from "./ahp-constants.js";
 import { filterKey } from "./ahp-version.js";
 import { FrameTape } from "./fanout.js";
 import { REPLAY_BYTES_LIMIT, REPLAY_LIMIT, type Envelope, type Json, type Origin, type Subscriber } from "./model.js";

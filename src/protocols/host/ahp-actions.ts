@@ -15,7 +15,7 @@ import { isManagedRoute } from "./managed-invocations.js";
 import { managedAdmission, managedFollowUp, managedPrompt, managedStop } from "./managed-actions.js";
 import { retainPrompt } from "./reconcile.js";
 import { viewClientAction } from "./view-families.js";
-import { Message } from "./ahp-schema.js";
+import { Message } from "./ahp-message.js";
 import { DispatchActionParams } from "./ahp-params.js";
 import { routeCommand } from "./ahp-requests.js";
 import { chatErrorAction, durationSince, findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";

@@ -3,7 +3,8 @@
  * written from the public specification like ahp-schema.ts (which models what the host emits).
  */
 import { z } from "zod";
-import { Message, ROOT, SideChatSelection } from "./ahp-schema.js";
+import { ROOT } from "./ahp-constants.js";
+import { Message, SideChatSelection } from "./ahp-message.js";
 
 const uri = z.string().min(1);
 

@@ -9,7 +9,7 @@
  *    published only after the backend accepted, and before the response is sent.
  */
 import { randomUUID } from "node:crypto";
-import { ErrorCodes } from "./ahp-schema.js";
+import { ErrorCodes } from "./ahp-constants.js";
 import { CreateChatParams, CreateSessionParams } from "./ahp-params.js";
 import { clip } from "./inbound.js";
 import { STATUS, nowIso, type ChatModel, type CommandOutcome, type Json, type SessionModel } from "./model.js";

@@ -1,28 +1,18 @@
 /**
  * Spec-derived AHP (Agent Host Protocol) message shapes, written from the public specification
  * (microsoft/agent-host-protocol: types/common/*, types/channels-{root,session,chat}/*).
- * Only the subset this host emits or accepts is modelled. Used by the host to validate client
- * input and by the tests to validate every message the host emits.
+ * Only the subset this host emits or accepts is modelled. The tests validate every message the host emits with it;
+ * the host itself loads only its small parts (ahp-constants.ts, ahp-message.ts), so that a daemon's start does not
+ * build this whole schema.
  */
 import { z } from "zod";
+import { Message, MessageOrigin, SideChatSelection } from "./ahp-message.js";
 
-export const ROOT = "ahp-root://";
+export { Message, MessageOrigin, SideChatSelection };
 
-export const ErrorCodes = {
-  ParseError: -32700,
-  InvalidRequest: -32600,
-  MethodNotFound: -32601,
-  InvalidParams: -32602,
-  InternalError: -32603,
-  SessionNotFound: -32001,
-  ProviderNotFound: -32002,
-  SessionAlreadyExists: -32003,
-  TurnInProgress: -32004,
-  UnsupportedProtocolVersion: -32005,
-  NotFound: -32008,
-  PermissionDenied: -32009,
-  AlreadyExists: -32010,
-} as const;
+import { ErrorCodes, ROOT } from "./ahp-constants.js";
+
+export { ErrorCodes, ROOT };
 
 const uri = z.string().min(1);
 const iso = z.string().regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/);
@@ -37,15 +27,6 @@ export const UsageInfo = z.object({
 });
 export const ErrorInfo = z.object({ errorType: z.string(), message: z.string(), stack: z.string().optional(), _meta: meta.optional() });
 export const StringOrMarkdown = z.union([z.string(), z.object({ markdown: z.string() })]);
-export const MessageOrigin = z.object({ kind: z.enum(["user", "agent", "tool", "automation", "systemNotification"]) });
-export const Message = z.object({
-  text: z.string(),
-  origin: MessageOrigin,
-  attachments: z.array(z.unknown()).optional(),
-  model: z.object({ id: z.string(), config: z.record(z.string(), z.string()).optional() }).optional(),
-  agent: z.object({ uri }).optional(),
-  _meta: meta.optional(),
-});
 
 export const ChatInputQuestion = z.object({
   id: z.string(),
@@ -143,7 +124,6 @@ export const ActiveTurn = z.object({
 
 /** AHP `SessionStatus`: one exclusive activity value (1, 2, 8, 24) OR-ed with the flags IsRead (32) and IsArchived (64). */
 const statusBits = z.number().int().min(0).refine((v) => [1, 2, 8, 24].includes(v & 31) && (v & ~127) === 0, "one activity value (1, 2, 8, 24) OR-ed with IsRead 32 / IsArchived 64");
-export const SideChatSelection = z.object({ text: z.string().min(1), responsePartId: z.string().optional() });
 export const ChatOrigin = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("user") }),
   z.object({ kind: z.literal("fork"), chat: uri, turnId: z.string() }),

@@ -6,7 +6,7 @@
 import type { WebSocket } from "ws";
 import { randomUUID } from "node:crypto";
 import { JsonRpcConnection } from "../../transport/jsonrpc.js";
-import { ErrorCodes, ROOT } from "./ahp-schema.js";
+import { ErrorCodes, ROOT } from "./ahp-constants.js";
 import { InitializeParams, ReconnectParams } from "./ahp-params.js";
 import { SERVER_PREFERRED_VERSION, SUPPORTED_AHP_BASELINES, actionKnownTo, negotiateVersion } from "./ahp-version.js";
 import { shapeSnapshot } from "./customization-toggles.js";

@@ -15,7 +15,7 @@
  */
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import { ErrorCodes, ROOT } from "./ahp-schema.js";
+import { ErrorCodes, ROOT } from "./ahp-constants.js";
 import { RpcError } from "./ahp-requests.js";
 import { mcpHub } from "./mcp-channels.js";
 import { RESOURCE_MIN_VERSION } from "./mcp-lifecycle.js";

@@ -16,7 +16,7 @@
  *    (backend protocol 6 or later) and reduced and echoed only after the backend accepts.
  */
 import { z } from "zod";
-import { Message } from "./ahp-schema.js";
+import { Message } from "./ahp-message.js";
 import { forwardResourceAction } from "./ahp-requests.js";
 import type { ChatModel, Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";

@@ -14,7 +14,7 @@
  *    reported lifecycle; the host, not the backend, decides the `mcp://` channel.
  */
 import { z } from "zod";
-import { ErrorCodes } from "./ahp-schema.js";
+import { ErrorCodes } from "./ahp-constants.js";
 import { RpcError, routeCommand } from "./ahp-requests.js";
 import { mcpHub } from "./mcp-channels.js";
 import { changesetResourceAction } from "./resources.js";

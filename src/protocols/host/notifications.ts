@@ -15,7 +15,7 @@
  *  - nothing here is sequenced or replayed (AHP protocol notifications are ephemeral).
  */
 import { z } from "zod";
-import { ROOT } from "./ahp-schema.js";
+import { ROOT } from "./ahp-constants.js";
 import { RESOURCE_MIN_VERSION } from "./mcp-lifecycle.js";
 import type { Json, Subscriber } from "./model.js";
 import type { HostState } from "./state.js";

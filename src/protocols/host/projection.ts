@@ -2,7 +2,7 @@
  * Projections of the host model into AHP wire state: root/session/chat snapshots, summaries and
  * status bits. Pure reads of the model; nothing here mutates state or publishes.
  */
-import { ROOT } from "./ahp-schema.js";
+import { ROOT } from "./ahp-constants.js";
 import { STATUS, type ChatModel, type Json, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import { sessionMeta, summaryMeta } from "./session-meta.js";

@@ -3,7 +3,7 @@
  * Mirrors the upstream reducers for the actions this host emits or accepts; actions for unknown
  * channels or turns are no-ops. Persists chat transcripts when a turn ends or history loads.
  */
-import { ROOT } from "./ahp-schema.js";
+import { ROOT } from "./ahp-constants.js";
 import { findPart, findTool, nowIso, type ChatModel, type Json, type PendingMessage } from "./model.js";
 import type { HostState } from "./state.js";
 import { chatModified, isChatFlagAction, isStatusFlagAction, reduceChatFlag, reduceStatusFlag } from "./status-flags.js";

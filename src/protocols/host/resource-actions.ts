@@ -30,7 +30,7 @@ import { mcpHub } from "./mcp-channels.js";
 import { forwardResourceAction } from "./ahp-requests.js";
 import { findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
-import { ROOT } from "./ahp-schema.js";
+import { ROOT } from "./ahp-constants.js";
 import { backendCustomizationAction, backendCustomizationsGone } from "./customizations.js";
 import { backendToggle } from "./customization-toggles.js";
 

@@ -17,7 +17,7 @@
  *    committed with the batch; stored rows are re-validated when first read.
  */
 import { z } from "zod";
-import { ErrorCodes, ROOT } from "./ahp-schema.js";
+import { ErrorCodes, ROOT } from "./ahp-constants.js";
 import { RpcError } from "./ahp-requests.js";
 import { clip } from "./inbound.js";
 import type { CommandOutcome, Json, Origin, SessionModel } from "./model.js";

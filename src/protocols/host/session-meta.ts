@@ -7,7 +7,7 @@
  *  - any change publishes `session/metaChanged` with the complete new `_meta` (the action has
  *    full-replacement semantics) and a summary change with the complete summary `_meta`.
  */
-import { ROOT } from "./ahp-schema.js";
+import { ROOT } from "./ahp-constants.js";
 import type { Json, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 

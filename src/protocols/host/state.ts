@@ -8,7 +8,7 @@
 import { createHash, randomBytes, randomUUID } from "node:crypto";
 import type { HostStore, SessionRow } from "../../store/host/store.js";
 import type { BackendEvent, HistoryTurn } from "./backend-schema.js";
-import { ROOT } from "./ahp-schema.js";
+import { ROOT } from "./ahp-constants.js";
 import { ActionLog, continueAcrossRuns } from "./action-log.js";
 import { CommandTracker, type AnyRoute } from "./commands.js";
 import { reduceAction } from "./reducer.js";

@@ -21,7 +21,7 @@
  */
 import { z } from "zod";
 import { clip } from "./inbound.js";
-import { ROOT } from "./ahp-schema.js";
+import { ROOT } from "./ahp-constants.js";
 import { parseSemver } from "./ahp-version.js";
 import type { ChatModel, Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
