@@ -15,6 +15,7 @@ import { readFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { pathToFileURL } from "node:url";
+import * as zlib from "node:zlib";
 import { ERROR_BODY_SECRET, renderTurn, type FakeApi, type FakeTurn, type WireItem } from "./provider-wire.js";
 
 export type { FakeApi, FakeStep, FakeTurn, FakeToolCall, FakeUsage } from "./provider-wire.js";
@@ -113,8 +114,31 @@ function closedPromise(res: ServerResponse): Promise<void> {
   });
 }
 
-/** Writes rendered items with coalescing, backpressure and the control actions. */
-async function writeItems(res: ServerResponse, items: WireItem[], chunkDelayMs: number, closed: Promise<void>): Promise<void> {
+/** A compressor for `coding` (gzip, x-gzip, deflate, br), or null: any other coding is sent as is under its name. */
+function compressor(name: string | undefined): zlib.Gzip | zlib.Deflate | zlib.BrotliCompress | null {
+  const coding = name?.toLowerCase();
+  if (coding === "gzip" || coding === "x-gzip") return zlib.createGzip();
+  if (coding === "deflate") return zlib.createDeflate();
+  if (coding === "br") return zlib.createBrotliCompress();
+  return null;
+}
+
+/** `body` compressed whole for `coding` (see `compressor`). */
+function compressed(name: string | undefined, body: string): string | Buffer {
+  const coding = name?.toLowerCase();
+  if (coding === "gzip" || coding === "x-gzip") return zlib.gzipSync(body);
+  if (coding === "deflate") return zlib.deflateSync(body);
+  if (coding === "br") return zlib.brotliCompressSync(body);
+  return body;
+}
+
+/**
+ * Writes rendered items with coalescing, backpressure and the control actions; with `z`, through that compressor
+ * (piped to `res`), flushed at each write so every event reaches the client as it is written.
+ */
+async function writeItems(res: ServerResponse, items: WireItem[], chunkDelayMs: number, closed: Promise<void>, z: ReturnType<typeof compressor> = null): Promise<void> {
+  const out = z ?? res;
+  if (z !== null) z.pipe(res);
   let gone = false;
   void closed.then(() => {
     gone = true;
@@ -125,9 +149,9 @@ async function writeItems(res: ServerResponse, items: WireItem[], chunkDelayMs: 
     if (buf.length === 0 || gone) return;
     const data = buf;
     buf = "";
-    const ok = res.write(data);
-    lastWrite = new Promise((r) => res.write("", () => r()));
-    if (!ok) await Promise.race([new Promise((r) => res.once("drain", r)), closed]);
+    const ok = out.write(data);
+    lastWrite = z !== null ? new Promise((r) => z.flush(() => r())) : new Promise((r) => res.write("", () => r()));
+    if (!ok) await Promise.race([new Promise((r) => out.once("drain", r)), closed]);
   };
   for (const it of items) {
     if (gone) return;
@@ -156,7 +180,7 @@ async function writeItems(res: ServerResponse, items: WireItem[], chunkDelayMs: 
     }
   }
   await flush();
-  if (!gone) res.end();
+  if (!gone) out.end();
 }
 
 export async function startFakeProvider(opts: FakeProviderOptions = {}): Promise<FakeProvider> {
@@ -234,20 +258,22 @@ export async function startFakeProvider(opts: FakeProviderOptions = {}): Promise
       await closed;
       return;
     }
+    const coding = turn.contentEncoding;
+    const encoding = coding !== undefined ? { "content-encoding": coding } : {};
     if (turn.status !== undefined && (turn.status < 200 || turn.status > 299)) {
-      res.writeHead(turn.status, { "content-type": "application/json", ...turn.headers });
-      res.end(turn.body ?? JSON.stringify({ error: { type: "fake_error", message: ERROR_BODY_SECRET } }));
+      res.writeHead(turn.status, { "content-type": "application/json", ...encoding, ...turn.headers });
+      res.end(compressed(coding, turn.body ?? JSON.stringify({ error: { type: "fake_error", message: ERROR_BODY_SECRET } })));
       return;
     }
     if (turn.body !== undefined) {
-      res.writeHead(turn.status ?? 200, { "content-type": "text/event-stream", ...turn.headers });
-      res.end(turn.body);
+      res.writeHead(turn.status ?? 200, { "content-type": "text/event-stream", ...encoding, ...turn.headers });
+      res.end(compressed(coding, turn.body));
       return;
     }
     const items = renderTurn(api, turn);
-    res.writeHead(turn.status ?? 200, { "content-type": "text/event-stream", "cache-control": "no-cache", ...turn.headers });
+    res.writeHead(turn.status ?? 200, { "content-type": "text/event-stream", "cache-control": "no-cache", ...encoding, ...turn.headers });
     res.flushHeaders();
-    await writeItems(res, items, turn.chunkDelayMs ?? 0, closed);
+    await writeItems(res, items, turn.chunkDelayMs ?? 0, closed, compressor(coding));
   };
 
   const server = createServer((req, res) => {

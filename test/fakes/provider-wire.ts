@@ -54,6 +54,12 @@ export interface FakeTurn {
   status?: number;
   body?: string;
   headers?: Record<string, string>;
+  /**
+   * The response's `content-encoding`: gzip, x-gzip, deflate or br compress the body (a rendered stream through a
+   * streaming compressor flushed at each write, so events arrive one by one); any other value is sent on the
+   * uncompressed body.
+   */
+  contentEncoding?: string;
   /** Destroy the connection before any response byte (a connection reset). */
   resetBeforeHeaders?: boolean;
   /** Send nothing until the client disconnects (abort before the first byte). */

@@ -94,6 +94,8 @@ test("a first `berth service` turn loads neither better-sqlite3 nor the MCP SDK,
   for (const pkg of ["better-sqlite3", "@modelcontextprotocol/sdk", "ajv", "/ws/", "proper-lockfile", "graceful-fs", "zod"]) {
     assert.ok(!loaded.includes(`node_modules/${pkg.replace(/^\/|\/$/g, "")}/`), `${pkg} was loaded on a first turn`);
   }
+  // Loaded only by a compressed provider answer (providers/content-coding.ts) or a web_fetch that needs it.
+  assert.ok(!loaded.includes("node:zlib"), "node:zlib was loaded on a first turn");
 });
 
 /** Our compiled modules a trace of loaded URLs covers (`dist/src/…` paths; a bundle chunk stands for its inputs). */

@@ -15,6 +15,7 @@
 import type { CredentialSource, ProviderBatch, ProviderEvent } from "../types.js";
 import type { ProviderBounds } from "./accumulate.js";
 import { BoundedSse } from "./bounded-sse.js";
+import { contentCodings, decodeBody } from "./content-coding.js";
 import { abortedFailure, connectFailure, errorCategory, isEventStream, LABELS, notStreamFailure, ProviderFailure, stalledFailure, statusFailure, withCategory } from "./errors.js";
 
 export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
@@ -161,11 +162,14 @@ const MAX_ERROR_BODY_BYTES = 16 * 1024;
  * `errorCategory`), then cancels the body. Only that identifier leaves this function: the body's
  * text never reaches the caller.
  */
-async function errorBodyCategory(res: StreamResponse): Promise<string | undefined> {
+async function errorBodyCategory(res: StreamResponse, signal: AbortSignal): Promise<string | undefined> {
   let category: string | undefined;
+  let body = res.body;
   try {
-    const body = res.body;
     if (body !== null) {
+      // A compressed error body is decoded (and bounded as decoded); one in a coding Berth cannot decode has no category.
+      const codings = contentCodings(res.headers.get("content-encoding"));
+      if (codings.length > 0) body = await decodeBody(body, codings, signal);
       const reader = body.getReader();
       const chunks: Uint8Array[] = [];
       let n = 0;
@@ -181,7 +185,7 @@ async function errorBodyCategory(res: StreamResponse): Promise<string | undefine
     /* not JSON, cut off or aborted: no category */
   }
   try {
-    await res.body?.cancel();
+    await body?.cancel();
   } catch {
     /* already closed */
   }
@@ -256,7 +260,7 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
         throw signal.aborted ? abortedFailure() : connectFailure(e);
       }
       if (!res.ok) {
-        const category = await errorBodyCategory(res);
+        const category = await errorBodyCategory(res, ctl.signal);
         if (signal.aborted) throw abortedFailure();
         throw statusFailure(res.status, parseRetryAfter(res.headers, now()), category);
       }
@@ -264,7 +268,11 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
       // A web page is never a stream (a base_url naming a web UI or a login portal): refused before its body is read.
       const contentType = res.headers.get("content-type");
       if (/^\s*(?:text\/html|application\/xhtml\+xml)\s*(?:;|$)/i.test(contentType ?? "")) throw notStreamFailure(contentType);
-      const reader = res.body.getReader();
+      // A body compressed unasked (Berth sends no Accept-Encoding) is decoded before the SSE parser: every bound below
+      // counts decoded bytes (content-coding.ts).
+      const codings = contentCodings(res.headers.get("content-encoding"));
+      const body = codings.length === 0 ? res.body : await decodeBody(res.body, codings, ctl.signal);
+      const reader = body.getReader();
       const decoder = p.decoder();
       const out: ProviderEvent[] = [];
       // Any other body that is not declared an event stream and ends (or overflows an event) before one event was
@@ -279,8 +287,10 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
           try {
             r = await reader.read();
           } catch (e) {
-            // The connection's own code (`ECONNRESET`, a malformed chunk's `HTTP_BAD_RESPONSE`) names the cause.
-            throw signal.aborted ? abortedFailure() : new ProviderFailure("network", withCategory(LABELS.disconnect, (e as { code?: unknown } | null)?.code), true);
+            // The connection's own code (`ECONNRESET`, a malformed chunk's `HTTP_BAD_RESPONSE`) names the cause; a
+            // compressed body's decoding failure is already a provider failure.
+            if (signal.aborted) throw abortedFailure();
+            throw e instanceof ProviderFailure ? e : new ProviderFailure("network", withCategory(LABELS.disconnect, (e as { code?: unknown } | null)?.code), true);
           }
         }
         let failed: ProviderFailure | undefined;
@@ -329,7 +339,7 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
           // Terminal reached: release the connection now rather than when the caller stops iterating (back to the
           // keep-alive pool once the response ends, so the next turn does not connect again; aborted otherwise).
           if (!eof) {
-            if (res.body.release !== undefined) res.body.release();
+            if (body.release !== undefined) body.release();
             else ctl.abort();
           }
           settled = true;

@@ -115,6 +115,9 @@ const CERTIFICATE_FIX = "if the provider's certificate comes from a private CA, 
 const NOT_FOUND_FIX = "check the provider's base_url in settings.json (OpenAI-compatible servers usually want it to end in /v1) and the model name";
 const NOT_STREAM_FIX =
   "check the provider's base_url in settings.json: it must name the API (for OpenAI-compatible servers usually ending in /v1), not a web page, on a server that streams answers (server-sent events)";
+/** A compressed answer Berth could not read (providers/content-coding.ts). */
+const CODING_FIX = "configure the server, or the proxy in front of it, to send identity (no compression), gzip, deflate or br";
+const COMPRESSED_FIX = "if it persists, configure the server, or the proxy in front of it, to send the stream uncompressed (identity)";
 /** The fix of each answer bound (runtime/types.ts `PROVIDER_BOUNDS`). */
 const LIMIT_FIXES: ReadonlyArray<readonly [string, string]> = [
   [LABELS.responseLimit, "ask for a shorter answer, or split the task into smaller steps"],
@@ -164,6 +167,10 @@ function failureMessage(reason: FailureReason, detail: string | undefined): stri
       ? NOT_STREAM_FIX
       : detail === `${LABELS.http} (HTTP 404)`
         ? NOT_FOUND_FIX
-        : null;
+        : detail.startsWith(LABELS.contentCoding)
+          ? CODING_FIX
+          : detail.startsWith(LABELS.compressedCorrupt) || detail.startsWith(LABELS.compressedTruncated)
+            ? COMPRESSED_FIX
+            : null;
   return fix === null ? `${MESSAGES[reason]}: ${detail}` : `${MESSAGES[reason]}: ${detail}; ${fix}`;
 }
