@@ -29,6 +29,7 @@ export const LABELS = {
   toolArgsLimit: "tool arguments exceed size limit",
   toolCountLimit: "too many tool calls in one response",
   badToolArgs: "tool arguments are not a JSON object",
+  toolName: "provider sent a tool name longer than 1024 bytes",
   contentCoding: "provider answered with a content-encoding Berth cannot decode",
   compressedCorrupt: "provider's compressed response is corrupt",
   compressedTruncated: "provider's compressed response ended early",

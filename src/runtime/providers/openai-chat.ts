@@ -7,7 +7,8 @@
  *   the collected reasoning yields one unsigned `thinking_block` when the answer (text or tool call)
  *   starts, or at the end; never a `reasoning_summary` (nothing verifies its provenance);
  * - tool calls accumulate by `index` and are held until the stream completes (`[DONE]`, or a clean
- *   end after a `finish_reason`); `finish_reason: "length"` yields none.
+ *   end after a `finish_reason`); `finish_reason: "length"` yields none. A call's name is the first non-empty
+ *   `function.name` sent for it (later ones are ignored), at most `MAX_TOOL_NAME_BYTES`.
  */
 import type { Message, ProviderEvent, ProviderRequest, ThinkingLevel, ToolSpec } from "../types.js";
 import {
@@ -18,6 +19,7 @@ import {
   parseEventObject,
   ResponseBudget,
   TextParts,
+  utf8Bytes,
   type JsonObject,
   type ProviderBounds,
   type ToolArgs,
@@ -112,6 +114,15 @@ export function buildChatRequest(
 }
 
 interface ChatCall { id: string; name: string; args: ToolArgs }
+
+/** The longest tool name taken (UTF-8 bytes): far above any real one (OpenAI allows 64 characters). */
+export const MAX_TOOL_NAME_BYTES = 1024;
+
+/** `name`, or a protocol failure when it is longer than `MAX_TOOL_NAME_BYTES`. */
+function toolName(name: string): string {
+  if (name.length > MAX_TOOL_NAME_BYTES / 3 && utf8Bytes(name) > MAX_TOOL_NAME_BYTES) throw new ProviderFailure("protocol", LABELS.toolName, false);
+  return name;
+}
 
 /** Stand-in text that proves where an event's `delta.content` literal is (see `ChatDecoder.learn`). */
 const MARK = "\u0000";
@@ -274,8 +285,10 @@ export class ChatDecoder implements WireDecoder {
       if (id !== undefined && id.length > 0) call.id = id;
       const fn = optObject(tc, "function");
       if (fn !== undefined) {
+        // OpenAI sends a call's name once, whole, in its first delta; some compatible servers repeat it in later ones
+        // (joined, `read` became `readread`). The first non-empty name is the call's, as the Vercel AI SDK reads it.
         const name = optString(fn, "name");
-        if (name !== undefined) call.name += name;
+        if (name !== undefined && name.length > 0 && call.name.length === 0) call.name = toolName(name);
         const args = optString(fn, "arguments");
         if (args !== undefined) call.args.add(args);
       }

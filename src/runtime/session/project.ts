@@ -118,6 +118,16 @@ const NOT_STREAM_FIX =
 /** A compressed answer Berth could not read (providers/content-coding.ts). */
 const CODING_FIX = "configure the server, or the proxy in front of it, to send identity (no compression), gzip, deflate or br";
 const COMPRESSED_FIX = "if it persists, configure the server, or the proxy in front of it, to send the stream uncompressed (identity)";
+const TOOL_NAME_FIX = "the model or server sent a malformed tool call: retry, or try another model or server";
+/** The fix of a provider failure, by its label. */
+const LABEL_FIXES: ReadonlyArray<readonly [string, string]> = [
+  [LABELS.certificate, CERTIFICATE_FIX],
+  [LABELS.notStream, NOT_STREAM_FIX],
+  [LABELS.contentCoding, CODING_FIX],
+  [LABELS.compressedCorrupt, COMPRESSED_FIX],
+  [LABELS.compressedTruncated, COMPRESSED_FIX],
+  [LABELS.toolName, TOOL_NAME_FIX],
+];
 /** The fix of each answer bound (runtime/types.ts `PROVIDER_BOUNDS`). */
 const LIMIT_FIXES: ReadonlyArray<readonly [string, string]> = [
   [LABELS.responseLimit, "ask for a shorter answer, or split the task into smaller steps"],
@@ -161,16 +171,6 @@ function failureMessage(reason: FailureReason, detail: string | undefined): stri
   const limitFix = LIMIT_FIXES.find(([label]) => detail.startsWith(label))?.[1];
   if (limitFix !== undefined && (reason === "provider_limit" || reason === "tool_limit")) return `${MESSAGES[reason]}: ${detail}; ${limitFix}`;
   // A bare 404 (no error category: not the provider's "unknown model" answer) is almost always a wrong base_url.
-  const fix = detail.startsWith(LABELS.certificate)
-    ? CERTIFICATE_FIX
-    : detail.startsWith(LABELS.notStream)
-      ? NOT_STREAM_FIX
-      : detail === `${LABELS.http} (HTTP 404)`
-        ? NOT_FOUND_FIX
-        : detail.startsWith(LABELS.contentCoding)
-          ? CODING_FIX
-          : detail.startsWith(LABELS.compressedCorrupt) || detail.startsWith(LABELS.compressedTruncated)
-            ? COMPRESSED_FIX
-            : null;
+  const fix = detail === `${LABELS.http} (HTTP 404)` ? NOT_FOUND_FIX : (LABEL_FIXES.find(([label]) => detail.startsWith(label))?.[1] ?? null);
   return fix === null ? `${MESSAGES[reason]}: ${detail}` : `${MESSAGES[reason]}: ${detail}; ${fix}`;
 }
