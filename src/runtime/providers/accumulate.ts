@@ -51,13 +51,22 @@ export function optString(o: JsonObject, key: string): string | undefined {
   return v;
 }
 
-/** A non-negative integer count, or undefined when absent/null. */
+/**
+ * A non-negative integer count, or undefined when absent/null. A count past `Number.MAX_SAFE_INTEGER` (a provider's
+ * 1e300) is clamped to it: a usage figure is not worth failing a turn over, and unclamped it reached session records
+ * and usage sums (which overflow to Infinity, serialised as null).
+ */
 export function optCount(o: JsonObject | undefined, key: string): number | undefined {
   if (o === undefined) return undefined;
   const v = o[key];
   if (v === undefined || v === null) return undefined;
   if (typeof v !== "number" || !Number.isFinite(v) || v < 0) throw protocolFailure();
-  return Math.floor(v);
+  return clampCount(Math.floor(v));
+}
+
+/** `n` at most `Number.MAX_SAFE_INTEGER` (for a sum of counts, each clamped alone). */
+export function clampCount(n: number): number {
+  return n > Number.MAX_SAFE_INTEGER ? Number.MAX_SAFE_INTEGER : n;
 }
 
 export function optObject(o: JsonObject, key: string): JsonObject | undefined {

@@ -11,6 +11,7 @@
  */
 import type { AssistantBlock, Message, ProviderEvent, ProviderRequest, ThinkingLevel, UserContent } from "../types.js";
 import {
+  clampCount,
   isObject,
   optCount,
   optObject,
@@ -306,7 +307,7 @@ export class AnthropicDecoder implements WireDecoder {
     }
     out.push({
       type: "usage",
-      inputTokens: this.input + this.cacheWrite + (this.cacheRead ?? 0),
+      inputTokens: clampCount(this.input + this.cacheWrite + (this.cacheRead ?? 0)),
       outputTokens: this.output,
       cacheReadTokens: this.cacheRead,
       reasoningTokens: null,
