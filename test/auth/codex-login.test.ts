@@ -2,6 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtemp, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
+import { connect } from "node:net";
 import { join } from "node:path";
 import { AuthStore } from "../../src/store/auth/auth-store.js";
 import { CodexLogin, type LoginEvent, type LoginTerminalState } from "../../src/runtime/auth/codex-login.js";
@@ -228,4 +229,32 @@ test("Codex credential source refreshes before expiry with generation checks", a
   await store.logout("openai-codex");
   await assert.rejects(source(), CredentialUnavailableError);
   await issuer.close();
+});
+
+/** One raw HTTP/1.1 request to the loopback listener; resolves with its status line (a request `fetch` cannot send). */
+function rawGet(port: number, target: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const sock = connect(port, "127.0.0.1", () => sock.write(`GET ${target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`));
+    let got = "";
+    sock.on("data", (d: Buffer) => (got += d.toString("latin1")));
+    sock.on("end", () => resolve(got.split("\r\n")[0] ?? ""));
+    sock.on("error", reject);
+  });
+}
+
+test("a request target the URL parser refuses is answered 400; the process and the login survive it", async () => {
+  const h = await harness();
+  const done = h.login.run();
+  const url = await h.url;
+  const port = Number(new URL(new URL(url).searchParams.get("redirect_uri") ?? "").port);
+  // Absolute-form targets node:http accepts but `new URL` throws on: an uncaught throw here ended the process.
+  for (const target of ["http://[", "http://a:b:c/auth/callback", "//[/auth/callback"]) {
+    assert.match(await rawGet(port, target), /^HTTP\/1\.1 400 /, target);
+  }
+  // Not consumed: the real callback still wins.
+  const page = await fetch(await h.issuer.authorize(url));
+  assert.equal(page.status, 200);
+  assert.equal(await done, "exchange_succeeded");
+  assert.deepEqual(states(h.events), [...HAPPY, "terminal:exchange_succeeded"]);
+  await h.issuer.close();
 });

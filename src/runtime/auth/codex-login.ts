@@ -10,7 +10,8 @@
  *   `callback_received` → `callback_accepted` → exactly one terminal with `cleanup_complete:true`,
  *   emitted after the listener is closed and timers cleared. Failures stop the sequence early
  *   and go straight to their terminal. `run()` resolves with the terminal state after emitting it.
- * - The first callback wins (loopback or manual); any later submission answers `auth_busy`.
+ * - The first callback wins (loopback or manual); any later submission answers `auth_busy`. A loopback request
+ *   whose target does not parse as a URL is answered 400 and consumes nothing.
  *   Manual input: trimmed, nonempty, ≤ 4096 bytes; a URL (or query string) must carry the
  *   attempt's OAuth state; a bare code skips the state check but stays tied to this login's PKCE
  *   verifier. Input is never echoed, logged or stored.
@@ -220,7 +221,15 @@ export class CodexLogin {
   }
 
   private onHttp(req: IncomingMessage, res: ServerResponse): void {
-    const url = new URL(req.url ?? "/", "http://localhost");
+    // Any local process can connect: a target node:http accepts but the URL parser refuses (`GET http://[`) is
+    // answered 400 here, never thrown from the request handler, where it would end the process.
+    let url: URL;
+    try {
+      url = new URL(req.url ?? "/", "http://localhost");
+    } catch {
+      res.writeHead(400, { "content-type": "text/plain", connection: "close" }).end("bad request");
+      return;
+    }
     if (req.method !== "GET" || url.pathname !== CODEX_CALLBACK_PATH) {
       res.writeHead(404, { "content-type": "text/plain", connection: "close" }).end("not found");
       return;
