@@ -29,6 +29,32 @@ void test("MCP: at most 512 tools per server are offered, whatever one tools/lis
   }
 });
 
+void test("MCP: a tool whose input schema nests past 64 levels or passes 64 KiB is left out, named on the server", async () => {
+  for (const [arg, offered] of [
+    ["--t0-schema-depth=64", true],
+    ["--t0-schema-depth=65", false],
+    // Deep enough that JSON.stringify of the tool specs overflowed the stack: every turn's request failed.
+    ["--t0-schema-depth=5000", false],
+    ["--t0-schema-bytes=65536", true],
+    ["--t0-schema-bytes=65537", false],
+  ] as const) {
+    const reg = await createToolRegistry({ cwd: process.cwd(), mcpServers: { odd: fixture("--tools=2", arg) } });
+    try {
+      const s = reg.mcpServers.find((x) => x.name === "odd");
+      assert.equal(s?.state, "ready", `${arg}: ${s?.error ?? ""}`);
+      assert.equal(reg.get("mcp__odd__t0") !== undefined, offered, arg);
+      assert.ok(reg.get("mcp__odd__t1") !== undefined, `${arg}: the other tool stays`);
+      assert.equal(s?.toolCount, offered ? 2 : 1, arg);
+      if (offered) assert.equal(s?.error, undefined, arg);
+      else assert.match(s?.error ?? "", /left out 1 tool \(t0\): its input schema nests deeper than 64 levels or is larger than 64 KiB \(65536 bytes\)/, arg);
+      // Every spec still serializes: the turn's request can be built.
+      assert.ok(JSON.stringify(reg.specs()).length < 200_000, arg);
+    } finally {
+      await reg.close();
+    }
+  }
+});
+
 void test("MCP end to end: list, call, errors, validation, bounded output, close leaves no process", async () => {
   const reg = await createToolRegistry({ cwd: process.cwd(), mcpServers: { fx: fixture(), broken: fixture("--exit-at-start") } });
   const ctx = makeCtx(process.cwd());

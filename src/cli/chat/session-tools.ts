@@ -68,10 +68,10 @@ export function settle(client: ScvClient, sessionId: string, expected: number, w
 /** One line of server text (a name, a state, an error, a tool's description) without terminal controls. */
 const safe = (t: string): string => terminalSafe(t, false);
 
-/** `/mcp`: one line per server (ready with its tool count, else its state and why). */
+/** `/mcp`: one line per server (ready with its tool count and the tools it left out, else its state and why). */
 export function serverLines(servers: ServerRow[], s: Style): string[] {
   return servers.map(
-    (sv) => `  ${s.bold(safe(sv.name))}: ${sv.state === "ready" ? `ready, ${sv.tools} tool${sv.tools === 1 ? "" : "s"}` : s.red(safe(`${sv.state}${sv.error !== null ? ` (${sv.error})` : ""}`))}`,
+    (sv) => `  ${s.bold(safe(sv.name))}: ${sv.state === "ready" ? `ready, ${sv.tools} tool${sv.tools === 1 ? "" : "s"}${sv.error !== null ? safe(`; ${sv.error}`) : ""}` : s.red(safe(`${sv.state}${sv.error !== null ? ` (${sv.error})` : ""}`))}`,
   );
 }
 

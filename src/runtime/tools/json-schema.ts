@@ -6,6 +6,7 @@
  * validates again, this pass only refuses calls that are certainly wrong before they are sent.
  * Bounds: depth ≤ 64 and ≤ 20,000 visited nodes (beyond them the value is refused), at most
  * 10 reported errors.
+ * `schemaFits` bounds a schema itself before its tool is offered (it is sent with every turn's request).
  */
 
 const MAX_DEPTH = 64;
@@ -102,4 +103,25 @@ export function validateJsonSchema(schema: unknown, value: unknown): string[] {
   const w: Walk = { errors: [], nodes: 0 };
   walk(schema, value, "", 0, w);
   return w.errors;
+}
+
+/** A tool's input schema nests at most this many objects and arrays (`{}` is one level)... */
+export const MAX_SCHEMA_DEPTH = 64;
+/** ...and is at most this many bytes of JSON (UTF-8). */
+export const MAX_SCHEMA_BYTES = 64 * 1024;
+
+/**
+ * Whether a server's input schema is within both bounds. The depth is measured without recursion first, so a schema
+ * nested thousands deep (which overflows the stack of `JSON.stringify`, and with it every request that carries the
+ * tool) is refused before it is serialized to be measured.
+ */
+export function schemaFits(schema: unknown): boolean {
+  const stack: Array<[unknown, number]> = [[schema, 1]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v !== "object" || v === null) continue;
+    if (depth > MAX_SCHEMA_DEPTH) return false;
+    for (const x of Object.values(v)) if (typeof x === "object" && x !== null) stack.push([x, depth + 1]);
+  }
+  return Buffer.byteLength(JSON.stringify(schema) ?? "") <= MAX_SCHEMA_BYTES;
 }

@@ -4,7 +4,8 @@
  * - One file per server definition and cwd: `<dir>/<sha256 of [command, args, env, cwd]>.json`, owner-only
  *   (directory 0700, file 0600), written atomically (temporary file, then rename). The key is a hash, so the
  *   definition's `env` values never reach the file; the file holds the tools (name, description, input schema).
- * - Bounded: at most `MAX_CACHED_TOOLS` tools and `MAX_CACHE_FILE_BYTES` per file; a bigger list is not cached.
+ * - Bounded: at most `MAX_CACHED_TOOLS` tools and `MAX_CACHE_FILE_BYTES` per file; a bigger list is not cached, and
+ *   a list holding a tool whose input schema is past json-schema.ts's bounds reads as no cache.
  * - Never throws: an unreadable, malformed or oversized file reads as "no cache"; a failed write is ignored (the
  *   cache only saves a wait).
  */
@@ -13,6 +14,7 @@ import { mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from "
 import { join } from "node:path";
 import type { McpServerDef } from "../../store/settings/schema.js";
 import type { ListedTool } from "./mcp.js";
+import { schemaFits } from "./json-schema.js";
 
 export const MAX_CACHED_TOOLS = 512;
 export const MAX_CACHE_FILE_BYTES = 1024 * 1024;
@@ -34,7 +36,9 @@ function isListed(v: unknown): v is ListedTool {
     (t.description === undefined || typeof t.description === "string") &&
     typeof t.inputSchema === "object" &&
     t.inputSchema !== null &&
-    !Array.isArray(t.inputSchema)
+    !Array.isArray(t.inputSchema) &&
+    // The live list leaves such a tool out (mcp.ts); a cached one must not bring it back.
+    schemaFits(t.inputSchema)
   );
 }
 

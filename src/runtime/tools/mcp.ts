@@ -8,6 +8,8 @@
  *   or `failed` on its own, reported through `onChange`. A server that fails to start, initialize or list tools
  *   is `failed` and contributes no tools; it never prevents other servers from loading.
  *   `connectMcpServers` is the same, resolved once every server settled.
+ * - A listed tool whose input schema nests deeper than 64 levels or is larger than 64 KiB (json-schema.ts) is left
+ *   out: it would go with every turn's request. The server is still `ready`; its `error` names the tools left out.
  * - Model-facing names are `mcp__<server>__<tool>`, sanitized to `[A-Za-z0-9_-]`, at most 64
  *   characters (shortened with a hash suffix when longer or colliding).
  * - Calls carry the AbortSignal; results are bounded text. A crashed or closed server → every
@@ -22,7 +24,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import type { McpServerDef } from "../../store/settings/schema.js";
 import type { Tool, ToolResult } from "../types.js";
-import { validateJsonSchema } from "./json-schema.js";
+import { MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, schemaFits, validateJsonSchema } from "./json-schema.js";
 import { boundText, describeError, fail, ok } from "./result.js";
 import { textOf } from "../../core/json-text.js";
 import { mcpToolName, mergeTools } from "./mcp-names.js";
@@ -44,7 +46,7 @@ export interface McpOptions {
 export interface McpServerStatus {
   name: string;
   state: "starting" | "ready" | "failed" | "closed";
-  /** Why it failed (connect error or crash), a fixed-shape one-liner. */
+  /** Why it failed (connect error or crash), a fixed-shape one-liner; on a ready server, the listed tools left out. */
   error?: string;
   toolCount: number;
   /** Server process id while it runs (tests use it to prove shutdown). */
@@ -106,6 +108,15 @@ function lineTooLongError(name: string, maxLineBytes: number): string {
   return (
     `MCP server "${name}" sent a message line longer than ${sizeText(maxLineBytes)} without a newline; it was stopped. ` +
     "Check the server's output, or ask its author to keep each JSON-RPC message on one line of at most that size."
+  );
+}
+
+/** A ready server's note on the tools whose input schema is past the bounds (json-schema.ts): not offered. */
+function leftOutNote(names: string[]): string {
+  const shown = names.slice(0, 3).map((n) => n.slice(0, 64)).join(", ") + (names.length > 3 ? ", …" : "");
+  return (
+    `left out ${names.length} tool${names.length === 1 ? "" : "s"} (${shown}): ${names.length === 1 ? "its" : "their"} input schema nests deeper than ` +
+    `${MAX_SCHEMA_DEPTH} levels or is larger than ${sizeText(MAX_SCHEMA_BYTES)}; ask the server's author to simplify it`
   );
 }
 
@@ -219,9 +230,11 @@ class ServerConnection implements McpServerStatus {
       }
       // The chunk that ended the last page may also have passed the line bound.
       if (this.halted()) throw new Error("closed while starting");
+      const fits = listed.filter((t) => schemaFits(t.inputSchema));
+      if (fits.length < listed.length) this.error = leftOutNote(listed.filter((t) => !fits.includes(t)).map((t) => t.name));
       this.state = "ready";
-      this.raw = listed.slice(0, MAX_TOOLS_PER_SERVER).map((t) => ({ name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), inputSchema: t.inputSchema }));
-      const tools = listed.slice(0, MAX_TOOLS_PER_SERVER).map((t) => this.wrap(t, mcpToolName(this.name, t.name, taken), callTimeoutMs));
+      this.raw = fits.map((t) => ({ name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), inputSchema: t.inputSchema }));
+      const tools = fits.map((t) => this.wrap(t, mcpToolName(this.name, t.name, taken), callTimeoutMs));
       this.toolCount = tools.length;
       return tools;
     } catch (err) {
