@@ -173,6 +173,8 @@ function settingsProblem(e: SettingsError): string {
         ? "is not a regular file (a directory, FIFO or device); replace it with a file or remove it"
         : e.reason === "too_large"
           ? `is larger than settings files may be (${MAX_JSON_FILE_BYTES / (1024 * 1024)} MiB)`
+          : e.reason === "not_utf8"
+            ? "is not UTF-8 text; save it as UTF-8 (`berth chat` shows where)"
           : e.reason === "invalid"
         ? `has a setting of the wrong shape${e.at !== undefined && e.at !== "$" ? ` at ${e.at}` : ""}; fix or remove it (\`berth chat\` says what it must be)`
         : "is not valid JSON; fix or remove it (`berth chat` shows the line and column)";

@@ -7,7 +7,8 @@ import { join } from "node:path";
 import { CatalogCache } from "../../src/store/catalog/cache.js";
 import { providerFingerprint, findProvider } from "../../src/store/catalog/providers.js";
 import { ConfigService, parseConfigSet } from "../../src/store/settings/config.js";
-import { SettingsStore } from "../../src/store/settings/settings-store.js";
+import { SettingsError, SettingsStore } from "../../src/store/settings/settings-store.js";
+import { explainSettings } from "../../src/cli/chat/preflight.js";
 
 interface World {
   env: Record<string, string | undefined>;
@@ -171,6 +172,20 @@ test("malformed settings: config.get unavailable, config.set fails without overw
   assert.deepEqual(await w.config.get(), { ok: false, code: "configuration_unavailable" });
   assert.deepEqual(await w.config.set({ scope: "global", fast: true }), { ok: false, code: "settings_write_failed" });
   assert.equal(await readFile(w.settings.globalPath, "utf8"), "{nope");
+});
+
+test("a settings file that is not UTF-8 is refused by name, never rewritten with replacement characters", async () => {
+  const w = await world();
+  // "café" saved as Latin-1 (0xE9), as an editor set to another encoding writes it.
+  const bytes = Buffer.concat([Buffer.from('{"note":"caf'), Buffer.from([0xe9]), Buffer.from('","fast":false}')]);
+  await writeFile(w.settings.globalPath, bytes);
+  await assert.rejects(w.settings.load(), (e: unknown) => e instanceof SettingsError && e.scope === "global" && e.reason === "not_utf8");
+  assert.deepEqual(await w.config.set({ scope: "global", fast: true }), { ok: false, code: "settings_write_failed" });
+  assert.deepEqual(await readFile(w.settings.globalPath), bytes, "the file's bytes are untouched");
+  assert.equal(await explainSettings(w.settings.globalPath), `${w.settings.globalPath}: is not UTF-8 text (line 1, column 13); save it as UTF-8`);
+  // A byte order mark and valid multi-byte text stay accepted.
+  await writeFile(w.settings.globalPath, `\uFEFF{"note":"café ✓","fast":false}`);
+  assert.equal((await w.settings.load()).global["note"], "café ✓");
 });
 
 const settingsModule = new URL("../../src/store/settings/settings-store.js", import.meta.url).href;

@@ -4,6 +4,7 @@
  * value of the wrong shape), an `MC_PROVIDER` naming no provider, a provider whose key variable is unset, a model
  * the provider does not list. Reads files only; never the network; never prints a credential.
  */
+import { isUtf8 } from "node:buffer";
 import { join } from "node:path";
 import { AuthStore } from "../../store/auth/auth-store.js";
 import { CatalogCache } from "../../store/catalog/cache.js";
@@ -36,6 +37,18 @@ function lineCol(text: string, pos: number): { line: number; col: number } {
   const before = text.slice(0, pos);
   const line = before.split("\n").length;
   return { line, col: pos - before.lastIndexOf("\n") };
+}
+
+/** The offset of the first byte that does not start a valid UTF-8 character, or -1 when `b` is all UTF-8. */
+function firstNonUtf8(b: Buffer): number {
+  for (let i = 0; i < b.length; ) {
+    const c = b[i]!;
+    const n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    // isUtf8 of the one character refuses overlong forms, surrogates and bad continuation bytes.
+    if (n === 0 || i + n > b.length || !isUtf8(b.subarray(i, i + n))) return i;
+    i += n;
+  }
+  return -1;
 }
 
 /** What the scanner wanted where it stopped. */
@@ -194,7 +207,14 @@ export async function explainSettings(path: string): Promise<string> {
   let text: string;
   try {
     // Opened non-blocking and checked first: a FIFO in its place is named, never waited on.
-    text = (await readRegularFile(path, MAX_JSON_FILE_BYTES)).toString("utf8");
+    const buf = await readRegularFile(path, MAX_JSON_FILE_BYTES);
+    const bad = firstNonUtf8(buf);
+    if (bad !== -1) {
+      const before = buf.subarray(0, bad).toString("utf8");
+      const where = lineCol(before, before.length);
+      return `${path}: is not UTF-8 text (line ${where.line}, column ${where.col}); save it as UTF-8`;
+    }
+    text = buf.toString("utf8");
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === "EISDIR") return `${path}: is a directory; settings.json must be a file (remove the directory or write {} into a file there)`;

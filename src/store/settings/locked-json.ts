@@ -8,8 +8,10 @@
  * - `writeJsonAtomic` replaces the file atomically and durably (store/atomic-file.ts: temp file, fsync, rename,
  *   directory fsync) with the given mode; readers never see a partial document.
  * - `readJsonFile` reports a missing file as `undefined` and throws `JsonFileError` for anything
- *   unreadable or unparseable. Errors never carry file contents; callers must not surface the path.
+ *   unreadable or unparseable; a file that is not UTF-8 is `not_utf8` (decoding it would turn its bytes into U+FFFD,
+ *   which the next locked write would store for good). Errors never carry file contents; callers must not surface the path.
  */
+import { isUtf8 } from "node:buffer";
 import { existsSync, readFileSync, rmSync, statSync, writeFileSync, type BigIntStats } from "node:fs";
 import { readdir, rm } from "node:fs/promises";
 import { hostname } from "node:os";
@@ -21,7 +23,7 @@ import { pidAlive } from "../process-alive.js";
 
 /** A file could not be read, parsed, locked or written. `reason` is a fixed label. */
 export class JsonFileError extends Error {
-  constructor(readonly reason: "unreadable" | "not_file" | "malformed" | "too_large" | "lock_failed" | "write_failed") {
+  constructor(readonly reason: "unreadable" | "not_file" | "malformed" | "not_utf8" | "too_large" | "lock_failed" | "write_failed") {
     super(`json file ${reason}`);
     this.name = "JsonFileError";
   }
@@ -50,6 +52,7 @@ function missingOr(err: unknown): undefined {
 
 function parseJsonFile(buf: Buffer): unknown {
   if (buf.byteLength > MAX_JSON_FILE_BYTES) throw new JsonFileError("too_large");
+  if (!isUtf8(buf)) throw new JsonFileError("not_utf8");
   try {
     const text = buf.toString("utf8");
     // A leading byte order mark (Windows editors write one) is not part of the JSON.
