@@ -25,7 +25,7 @@ interface Harness {
   url: Promise<string>;
 }
 
-async function harness(opts: { timeoutMs?: number; issuer?: FakeOAuthIssuer; store?: AuthStore } = {}): Promise<Harness> {
+async function harness(opts: { timeoutMs?: number; issuer?: FakeOAuthIssuer; store?: AuthStore; now?: () => number } = {}): Promise<Harness> {
   const issuer = opts.issuer ?? (await FakeOAuthIssuer.start());
   const store = opts.store ?? new AuthStore(await home());
   const events: LoginEvent[] = [];
@@ -37,6 +37,7 @@ async function harness(opts: { timeoutMs?: number; issuer?: FakeOAuthIssuer; sto
     oauth,
     port: 0,
     callbackTimeoutMs: opts.timeoutMs ?? 60_000,
+    ...(opts.now !== undefined ? { now: opts.now } : {}),
     onEvent: (e) => {
       events.push(e);
       if (e.type === "progress" && e.state === "authorization_url") gotUrl(e.url);
@@ -257,4 +258,42 @@ test("a request target the URL parser refuses is answered 400; the process and t
   assert.equal(await done, "exchange_succeeded");
   assert.deepEqual(states(h.events), [...HAPPY, "terminal:exchange_succeeded"]);
   await h.issuer.close();
+});
+
+test("a token answer's lifetime counts for at most 30 days: exactly 30 days is kept, anything longer is cut to it", async () => {
+  const now = 1_700_000_000_000;
+  const DAY_S = 86_400;
+  for (const [expiresIn, expected] of [
+    [30 * DAY_S, now + 30 * DAY_S * 1000],
+    [30 * DAY_S + 1, now + 30 * DAY_S * 1000],
+    // Not finite once in milliseconds: the commit refused it and the login ended `storage_failed`.
+    [1e306, now + 30 * DAY_S * 1000],
+  ] as Array<[number, number]>) {
+    const h = await harness({ now: () => now });
+    h.issuer.behaviour.expiresIn = expiresIn;
+    const done = h.login.run();
+    assert.equal(h.login.submit(await h.issuer.authorize(await h.url)), "submitted");
+    assert.equal(await done, "exchange_succeeded", String(expiresIn));
+    assert.equal((await h.store.read()).codex?.expires_at, expected, String(expiresIn));
+    await h.issuer.close();
+  }
+});
+
+test("an access token that cannot be sent in a header is refused: login exchange_failed, refresh keeps the old record", async () => {
+  for (const bad of ["access-SECRETMARKER\r\nx-injected: 1", "access SECRETMARKER", "access-SECRETMARKER-\u00e9"]) {
+    const h = await harness();
+    h.issuer.behaviour.accessToken = bad;
+    const done = h.login.run();
+    assert.equal(h.login.submit(await h.issuer.authorize(await h.url)), "submitted");
+    assert.equal(await done, "exchange_failed", JSON.stringify(bad));
+    assert.equal((await h.store.read()).codex, null, "nothing stored");
+    // A refresh answered with it: the stored (still valid) token is used, the store is unchanged.
+    const old = { type: "oauth" as const, access: "access-SECRETMARKER-old", refresh: h.issuer.mintRefreshToken(), expires_at: Date.now() + 60_000, account_id: null };
+    await h.store.commitOAuth("openai-codex", 0, old);
+    const refresher = new CodexTokenRefresher({ store: h.store, oauth: { issuer: h.issuer.url, clientId: CODEX_CLIENT_ID, timeoutMs: 5000 } });
+    assert.deepEqual(await refresher.current(), old);
+    assert.equal(h.issuer.refreshRequests, 1);
+    assert.deepEqual((await h.store.read()).codex, old);
+    await h.issuer.close();
+  }
 });

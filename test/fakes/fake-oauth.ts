@@ -17,6 +17,8 @@ export interface FakeOAuthBehaviour {
   expiresIn: number;
   /** When set, the token endpoint waits for this promise before answering. */
   gate: Promise<void> | null;
+  /** When set, the access token every grant answers (a broken issuer's). */
+  accessToken?: string;
 }
 
 interface PendingCode { challenge: string; redirectUri: string; clientId: string }
@@ -120,7 +122,7 @@ export class FakeOAuthIssuer {
       exp: now + 3600,
       "https://api.openai.com/auth": { chatgpt_account_id: this.behaviour.accountId },
     })}.c2lnU0VDUkVUTUFSS0VS`;
-    const out: Record<string, unknown> = { access_token: `access-SECRETMARKER-${i}`, token_type: "Bearer", expires_in: this.behaviour.expiresIn, id_token: idToken };
+    const out: Record<string, unknown> = { access_token: this.behaviour.accessToken ?? `access-SECRETMARKER-${i}`, token_type: "Bearer", expires_in: this.behaviour.expiresIn, id_token: idToken };
     if (!this.behaviour.omitRefreshToken) {
       const rt = `refresh-SECRETMARKER-${i}`;
       this.refreshTokens.add(rt);

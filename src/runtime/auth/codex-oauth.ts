@@ -13,6 +13,10 @@ import { boundedFetch } from "./http.js";
 import { CODEX_SCOPES, CodexOAuthError, type CodexOAuthConfig } from "./codex-oauth-config.js";
 
 const MAX_TOKEN_RESPONSE_BYTES = 256 * 1024;
+/** A token answer's lifetime counts for at most this long (its `expires_in` or `exp` may say more). */
+export const MAX_TOKEN_LIFETIME_MS = 30 * 24 * 3600_000;
+/** What a token or account ID must be to go into an HTTP header or form as it is: visible ASCII, no space. */
+const HEADER_SAFE = /^[\x21-\x7e]+$/;
 
 export { CODEX_CALLBACK_PATH, CODEX_CLIENT_ID, CODEX_DEFAULT_PORT, CODEX_SCOPES, CodexOAuthError, DEFAULT_OPENAI_AUTH_ISSUER, codexOAuthConfigFromEnv, type CodexOAuthConfig } from "./codex-oauth-config.js";
 
@@ -95,7 +99,15 @@ export async function refreshRecord(ep: CodexEndpoints, record: OAuthRecord, now
   }
 }
 
+/**
+ * The record a token answer makes. A broken or hostile issuer cannot make it store garbage: a token or account ID
+ * that could not be sent as it is (controls, spaces, non-ASCII) refuses the whole answer (the caller's
+ * `exchange_failed` / `refresh_failed`, the stored record untouched), and an expiry further than
+ * `MAX_TOKEN_LIFETIME_MS` away (up to infinite) is cut to it, so the token is still refreshed in time.
+ */
 function toRecord(t: oauth.TokenEndpointResponse, prevRefresh: string | null, prevAccount: string | null, now: number): OAuthRecord {
+  const refresh = typeof t.refresh_token === "string" && t.refresh_token !== "" ? t.refresh_token : prevRefresh;
+  if (!HEADER_SAFE.test(t.access_token) || (refresh !== null && !HEADER_SAFE.test(refresh))) throw new Error("unusable token");
   const idClaims = oauth.getValidatedIdTokenClaims(t);
   const accessClaims = decodeJwtPayload(t.access_token);
   const account = accountIdOf(idClaims) ?? accountIdOf(accessClaims) ?? prevAccount;
@@ -103,11 +115,12 @@ function toRecord(t: oauth.TokenEndpointResponse, prevRefresh: string | null, pr
   if (typeof t.expires_in === "number" && t.expires_in > 0) expiresAt = now + t.expires_in * 1000;
   else if (typeof accessClaims?.["exp"] === "number") expiresAt = accessClaims["exp"] * 1000;
   else expiresAt = now + 3600_000;
+  if (account !== null && !HEADER_SAFE.test(account)) throw new Error("unusable account id");
   return {
     type: "oauth",
     access: t.access_token,
-    refresh: typeof t.refresh_token === "string" && t.refresh_token !== "" ? t.refresh_token : prevRefresh,
-    expires_at: Math.max(0, Math.floor(expiresAt)),
+    refresh,
+    expires_at: Math.max(0, Math.floor(Math.min(expiresAt, now + MAX_TOKEN_LIFETIME_MS))),
     account_id: account,
   };
 }
