@@ -1,19 +1,20 @@
 #!/usr/bin/env node
 // The V8 code cache of a fresh process (docs/runtime.md, "First turn of a fresh process"). Node 20 has no compile
-// cache for modules, so `berth service`, `berth stdio`, `berth chat`, `berth acp` and `magi-code` can run from one CommonJS file
-// compiled with V8 code cache data instead of the ES module chunks in dist/cold/:
+// cache for modules, so `berth service`, `berth stdio`, `berth chat`, `berth acp`, `berth daemon` and `magi-code` can
+// run from one CommonJS file compiled with V8 code cache data instead of the ES module chunks in dist/cold/:
 // - `buildColdScripts` bundles dist/src/cli/main.js into dist/cold/berth-<command>.cjs, one script per command (no
 //   splitting: a lazy `import()` of our own modules becomes an esbuild init wrapper, still lazy), packages left in
 //   node_modules but the ESM-only ones and the first turn's SSE parser, built-ins imported on demand required instead,
-//   the MCP client left to the ES module loader, the commands that never run from it (daemon, channel, open,
-//   build-info, and the other session commands) left out, whitespace, syntax and identifiers minified, non-ASCII
+//   the MCP client left to the ES module loader, the commands that never run from it (channel, open, build-info,
+//   and the other commands' own modules) left out, whitespace, syntax and identifiers minified, non-ASCII
 //   escaped (a one-byte source string), wrapped in a CommonJS-style function and ended by a build ID;
 // - `trainCodeCache` runs each of those commands through a session and a turn (the service also through a restarted
-//   service's first replay, see TRAINING) against a loopback fake provider (Chat Completions SSE) with
-//   BERTH_CODE_CACHE_TRAIN set; the launcher (`coldBoot` in bin/berth and bin/magi-code) then writes the script's
-//   cache data at exit, so functions compiled lazily during the turn are in it. The files go to dist/cold/cache/,
-//   named by command, Node version and architecture, and start with the script's build ID: the launcher uses a cache
-//   only for the exact script and Node that made it, and V8 itself rejects data made with other flags.
+//   service's first replay; the daemon to its ready line and a SIGTERM: see TRAINING) against a loopback fake provider
+//   (Chat Completions SSE) with BERTH_CODE_CACHE_TRAIN set; the launcher (`coldBoot` in bin/berth and bin/magi-code)
+//   then writes the script's cache data at exit, so functions compiled lazily during the turn are in it. The files go
+//   to dist/cold/cache/, named by command, Node version and architecture, and start with the script's build ID: the
+//   launcher uses a cache only for the exact script and Node that made it, and V8 itself rejects data made with other
+//   flags.
 // Run by scripts/bundle.mjs (so `npm run build`, `npm ci` / prepare, `npm test` and `npm run bench` all make it).
 import { build } from "esbuild";
 import { spawn } from "node:child_process";
@@ -29,7 +30,7 @@ const coldDir = join(root, "dist", "cold");
 export const CACHE_DIR = join(coldDir, "cache");
 
 /** The commands that run from a script of their own (`dist/cold/berth-<command>.cjs`). */
-export const COLD_COMMANDS = ["service", "stdio", "chat", "acp"];
+export const COLD_COMMANDS = ["service", "stdio", "chat", "acp", "daemon"];
 
 /** The script of `command`. */
 export const scriptOf = (command) => join(coldDir, `berth-${command}.cjs`);
@@ -40,10 +41,10 @@ export const scriptOf = (command) => join(coldDir, `berth-${command}.cjs`);
  * only what its own command can reach (`berth stdio` neither the app-service server nor the terminal client, ~25%
  * less source to read and fewer functions to deserialise and instantiate before the handshake).
  */
-const COMMAND_MODULES = { service: "./service.js", stdio: "./stdio.js", chat: "./chat/index.js", acp: "./acp.js" };
+const COMMAND_MODULES = { service: "./service.js", stdio: "./stdio.js", chat: "./chat/index.js", acp: "./acp.js", daemon: "./daemon.js" };
 const notCold = (command) => {
   const others = Object.entries(COMMAND_MODULES).filter(([c]) => c !== command).map(([, m]) => m);
-  return new Set(["./daemon.js", "./channel.js", "./open.js", "./build-info.js", ...others]);
+  return new Set(["./channel.js", "./open.js", "./build-info.js", ...others]);
 };
 
 /**
@@ -68,7 +69,7 @@ const FIRST_TURN_PACKAGES = new Set(["eventsource-parser"]);
  * Packages bundled into one command's script only: the ACP SDK builds its message schemas with zod when it loads,
  * before `initialize` can be answered; from node_modules, compiling zod's CommonJS files alone cost ~35 ms there.
  */
-const COMMAND_PACKAGES = { acp: ["zod"] };
+const COMMAND_PACKAGES = { acp: ["zod"], daemon: ["zod", "ws"] };
 const bundledFor = (command, spec) => (COMMAND_PACKAGES[command] ?? []).some((p) => spec === p || spec.startsWith(`${p}/`));
 
 /**
@@ -250,6 +251,7 @@ const TRAINING = {
       else second(m, send, end);
     });
   },
+  daemon: (bin, env, cwd) => trainDaemon(bin, env, cwd),
   // An editor's first minutes: initialize, a new session, one prompt answered.
   acp: (bin, env, cwd) =>
     drive([join(bin, "berth"), "acp"], env, cwd, { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: 1, clientCapabilities: {} } }, (m, send, end) => {
@@ -271,6 +273,32 @@ const TRAINING = {
     await drive(args, env, cwd, null, () => {});
   },
 };
+
+/**
+ * `berth daemon` to its ready line (the host, its state, the SCV socket and the web UI listener set up), then
+ * SIGTERM: the launcher writes the cache as the daemon exits.
+ */
+function trainDaemon(bin, env, cwd) {
+  return new Promise((resolve, reject) => {
+    // Without the daemon's heap flags (daemon-heap.ts sets them once it runs): V8 stamps a cache with the flags in
+    // force when it is made and rejects it under others, and a fresh daemon checks its cache before it sets them.
+    const child = spawn(process.execPath, [join(bin, "berth"), "daemon"], { env: { ...env, BERTH_HOME: env.MC_HOME, BERTH_DAEMON_V8_FLAGS: "" }, cwd, stdio: ["ignore", "pipe", "pipe"] });
+    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+    let err = "";
+    let out = "";
+    child.stderr.setEncoding("utf8").on("data", (d) => void (err += d));
+    child.stdout.setEncoding("utf8").on("data", (d) => {
+      out += d;
+      if (out.includes("\n")) child.kill("SIGTERM");
+    });
+    child.on("error", reject);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      if (code === 0) resolve();
+      else reject(new Error(`exited ${code}: ${err.trim().split("\n").slice(-3).join(" | ")}`));
+    });
+  });
+}
 
 /** A minimal stdio MCP server (newline-delimited JSON-RPC): one tool, listed; for the chat's training only. */
 const MCP_SERVER = `"use strict";

@@ -74,9 +74,9 @@ function stdioTurn(root: string, fake: FakeProvider, extraEnv: NodeJS.ProcessEnv
   });
 }
 
-test("the build made a code cache for each session command, for this Node", { skip: !bundled() && "dist/cold/ is older than the last tsc build" }, () => {
+test("the build made a code cache for each session command and the daemon, for this Node", { skip: !bundled() && "dist/cold/ is older than the last tsc build" }, () => {
   const ids = new Set<string>();
-  for (const command of ["service", "stdio", "chat", "acp"]) {
+  for (const command of ["service", "stdio", "chat", "acp", "daemon"]) {
     assert.ok(existsSync(CACHE(REPO_ROOT, command)), `no ${command} cache for ${process.version}`);
     const script = readFileSync(join(COLD, `berth-${command}.cjs`), "latin1");
     const id = /\/\/berth-build:([0-9a-f]{16})\s*$/.exec(script.slice(-64))?.[1];
@@ -84,14 +84,14 @@ test("the build made a code cache for each session command, for this Node", { sk
     ids.add(id);
     assert.equal(readFileSync(CACHE(REPO_ROOT, command)).toString("latin1", 0, 16), id, `${command}: its cache names its own script's build`);
     assert.ok(!/[^\x00-\x7f]/.test(script), `${command}: the script is ASCII (a one-byte source string)`);
-    assert.ok(!script.includes('require("better-sqlite3")'), `${command}: the daemon's SQLite is not in the script`);
-    // Each script holds its own command only: the other session commands' modules are left out (a stub in their place).
-    for (const [other, module] of [["service", "./service.js"], ["stdio", "./stdio.js"], ["chat", "./chat/index.js"], ["acp", "./acp.js"]] as const) {
+    assert.equal(script.includes('require("better-sqlite3")'), command === "daemon", `${command}: the daemon's SQLite is in the daemon's script only`);
+    // Each script holds its own command only: the other commands' modules are left out (a stub in their place).
+    for (const [other, module] of [["service", "./service.js"], ["stdio", "./stdio.js"], ["chat", "./chat/index.js"], ["acp", "./acp.js"], ["daemon", "./daemon.js"]] as const) {
       const stub = `berth: ${module} is not in dist/cold/berth-${command}.cjs`;
       assert.equal(script.includes(stub), other !== command, `${command}: ${module} ${other === command ? "in" : "left out of"} its script`);
     }
   }
-  assert.equal(ids.size, 4, "one build per script");
+  assert.equal(ids.size, 5, "one build per script");
 });
 
 test("berth stdio runs from the code cache, and without it (BERTH_CODE_CACHE=0) from the modules", { skip: !bundled() && "dist/cold/ is older than the last tsc build", timeout: 60_000 }, async () => {
@@ -158,6 +158,40 @@ test("a missing, foreign, stale or corrupt cache or script falls back to the mod
   } finally {
     await fake.close();
     for (const r of roots) rmSync(r, { recursive: true, force: true });
+  }
+});
+
+test("berth daemon runs from its code cache though it sets V8 heap flags once running, and serves its ready line", { skip: !bundled() && "dist/cold/ is older than the last tsc build", timeout: 60_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "berth-cc-daemon-"));
+  try {
+    const run = (extra: NodeJS.ProcessEnv): Promise<{ stderr: string; ready: Record<string, unknown> }> =>
+      new Promise((resolve, reject) => {
+        const env: NodeJS.ProcessEnv = { PATH: process.env["PATH"], HOME: dir, MC_HOME: dir, BERTH_HOME: join(dir, "berth"), BERTH_DEBUG_TIMING: "1", ...extra };
+        const child = spawn(join(REPO_ROOT, "bin", "berth"), ["daemon"], { env, cwd: dir, stdio: ["ignore", "pipe", "pipe"] });
+        let out = "";
+        let stderr = "";
+        child.stderr.setEncoding("utf8").on("data", (d: string) => void (stderr += d));
+        child.stdout.setEncoding("utf8").on("data", (d: string) => {
+          out += d;
+          if (out.includes("\n")) child.kill("SIGTERM");
+        });
+        child.on("error", reject);
+        child.on("close", (code) => {
+          if (code !== 0 || !out.includes("\n")) return reject(new Error(`daemon exited ${code} without a ready line: ${stderr.slice(0, 400)}`));
+          resolve({ stderr, ready: JSON.parse(out.slice(0, out.indexOf("\n"))) as Record<string, unknown> });
+        });
+      });
+    const cached = await run({});
+    assert.match(cached.stderr, /berth-timing \S+ boot code cache\n/, cached.stderr);
+    assert.equal(cached.ready["ready"], true);
+    // Its heap flags are set after the cache was checked: a daemon restarted with them still finds its cache valid.
+    const again = await run({ BERTH_DAEMON_V8_FLAGS: "--semi-space-growth-factor=1 --heap-growing-percent=25" });
+    assert.match(again.stderr, /boot code cache\n/, again.stderr);
+    const off = await run({ BERTH_CODE_CACHE: "0" });
+    assert.doesNotMatch(off.stderr, /boot code cache/);
+    assert.equal(off.ready["ready"], true);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 
