@@ -7,6 +7,9 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { BERTH_BIN } from "../helpers/paths.js";
 import { chat, chatEnv, FAKE, home, Proc } from "./helpers.js";
@@ -62,5 +65,30 @@ describe("berth chat -p and terminal controls", () => {
     const proposed = events.find((e) => e.event === "turn.tool" && e.status === "proposed")!;
     assert.deepEqual(proposed.arguments, { command: "echo \ufffd \u009b[2J \\ud800", "\ufffd": 1 });
     assert.equal(events.at(-1)!.event, "turn.terminal");
+  });
+
+  // A cloned repository's .berth/settings.json is read before any trust question: the values a setup error quotes
+  // (a provider or model name) are the repository's text.
+  describe("a project's settings quoted in a setup error", () => {
+    const project = (): string => {
+      const dir = mkdtempSync(join(tmpdir(), "berth-hostile-project-"));
+      mkdirSync(join(dir, ".berth"));
+      writeFileSync(join(dir, ".berth", "settings.json"), JSON.stringify({ provider: "x\x1b]0;owned\x07\x1b]52;c;cm0=\x07\u202e" }));
+      return dir;
+    };
+
+    it("-p: the error line on stderr carries no terminal control", async () => {
+      const p = chat(["-p", "hi"], chatEnv(h), { cwd: project() });
+      assert.equal(await p.exited, 1);
+      assert.doesNotMatch(p.stderr, RAW_CONTROL, JSON.stringify(p.stderr));
+      assert.match(p.stderr, /provider "x\^\[\]0;owned\^G\^\[\]52;c;cm0=\^G<U\+202E>" names no known provider/);
+    });
+
+    it("interactive: the banner's error line carries no terminal control", async () => {
+      const p = chat([], chatEnv(h), { cwd: project(), stdin: "/exit\n" });
+      await p.exited;
+      assert.doesNotMatch(p.stdout, RAW_CONTROL, JSON.stringify(p.stdout));
+      assert.match(p.stdout, /provider "x\^\[\]0;owned\^G/);
+    });
   });
 });

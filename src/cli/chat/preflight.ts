@@ -3,6 +3,8 @@
  * settings that cannot be read (file path, line and column for malformed JSON; the JSON path and reason for a
  * value of the wrong shape), an `MC_PROVIDER` naming no provider, a provider whose key variable is unset, a model
  * the provider does not list. Reads files only; never the network; never prints a credential.
+ * A failure's `message` is one line without terminal controls (terminalSafe): it quotes settings values, paths and
+ * parser messages, and a project's `.berth/settings.json` (a cloned repository's file) is read before any trust.
  */
 import { isUtf8 } from "node:buffer";
 import { join } from "node:path";
@@ -17,6 +19,7 @@ import { SettingsSchema, type ApprovalPolicySetting } from "../../store/settings
 import { SettingsStore, type SettingsLayers } from "../../store/settings/settings-store.js";
 import { issuePath } from "../../store/validate.js";
 import { looksLikeKey, redactSecrets } from "../../core/text-policy.js";
+import { terminalSafe } from "../terminal-safe.js";
 
 export type Preflight =
   | {
@@ -243,6 +246,12 @@ export async function explainSettings(path: string): Promise<string> {
 }
 
 export async function preflight(env: EnvLike, cwd: string): Promise<Preflight> {
+  const r = await check(env, cwd);
+  // Every caller prints the message: a repository's provider name must not retitle the window or set the clipboard.
+  return r.ok ? r : { ...r, message: terminalSafe(r.message, false) };
+}
+
+async function check(env: EnvLike, cwd: string): Promise<Preflight> {
   const home = resolveHome(env);
   const settings = new SettingsStore({ home, projectDir: cwd, env });
   let layers: SettingsLayers;
