@@ -60,6 +60,37 @@ it("a reused PID never matches a record; a reused owner PID makes an orphan; sto
   }
 });
 
+// Only scan() here, never stopRun: before the fix these records named the init process (whose group is every
+// orphaned process) or an unrelated process, and the daemon's reaper would have signalled them.
+it("a damaged or tampered record never names init, a negative PID or a process it cannot identify", { skip: process.platform !== "linux" }, async () => {
+  const home = mkdtempSync(join(tmpdir(), "deleg-rec-"));
+  const gone = spawn("true", { stdio: "ignore" });
+  const deadOwner = gone.pid!;
+  await new Promise((r) => gone.once("exit", r));
+  const sleeper = spawn("sleep", ["300"], { stdio: "ignore", detached: true });
+  const pid = sleeper.pid!;
+  try {
+    // PID 1 (even with its true start time), 0 and negative PIDs: not a record this code writes; skipped, kept.
+    for (const [i, bad] of [1, 0, -1, -pid].entries())
+      await record(home, { handle: `codex-bad00${i}`, pid: bad, pid_start: bad === 1 ? await processStart(1) : null, owner_pid: deadOwner, owner_start: "1" });
+    assert.deepEqual(await scan(home), []);
+    assert.ok(statSync(join(delegationsDir(home), "codex-bad000.json")).isFile(), "a damaged record is left for the user to see");
+    // A live PID one past the bad ones, but no start time to prove it is the agent: not matched; the stale record goes.
+    await record(home, { handle: "codex-cccccc", pid, pid_start: null, owner_pid: deadOwner, owner_start: "1" });
+    assert.deepEqual(await scan(home), []);
+    assert.throws(() => statSync(join(delegationsDir(home), "codex-cccccc.json")), /ENOENT/);
+    assert.ok(pidExists(pid));
+    // The same PID with its start time is the agent: an orphan to reap.
+    const r = await record(home, { handle: "codex-dddddd", pid, pid_start: await processStart(pid), owner_pid: deadOwner, owner_start: "1" });
+    const [v] = await scan(home);
+    assert.equal(v?.record.handle, r.handle);
+    assert.equal(v?.orphaned, true);
+    assert.deepEqual(v?.pids, [pid]);
+  } finally {
+    sleeper.kill("SIGKILL");
+  }
+});
+
 it("a question nobody follows for a minute is withdrawn; following keeps it", () => {
   let now = 1_000_000;
   const reg = new ConfirmRegistry(() => now);

@@ -11,6 +11,9 @@
  * - `stopRun` sends SIGTERM to every process of the run, waits up to `graceMs` (default 2 s) for them to go, sends
  *   SIGKILL to what is left, and removes the record.
  * - Process identity comes from Linux `/proc`; elsewhere start times are unknown and only PIDs are compared.
+ * - A record is only trusted so far: one naming PID 1 or below (a damaged or edited file) is skipped and left in place,
+ *   and on Linux one without the agent's start time never matches a live PID (only tagged escapees count). Signalling
+ *   such a PID's group would reach init's group (`kill(-1)`: every process of the user) or an unrelated program.
  */
 import { randomBytes } from "node:crypto";
 import { mkdir, readdir, readFile, rm, chmod } from "node:fs/promises";
@@ -83,6 +86,21 @@ export async function removeRecord(home: string, handle: string): Promise<void> 
   await rm(join(delegationsDir(home), `${handle}.json`), { force: true });
 }
 
+/** A PID a record may name: not init (1), not 0 or negative (which `kill` reads as process groups). */
+function validPid(pid: unknown): pid is number {
+  return typeof pid === "number" && Number.isSafeInteger(pid) && pid > 1;
+}
+
+/**
+ * True when the run's recorded agent process is alive. Without its start time on Linux (the agent was gone when
+ * the record was written, or the file was edited) a live PID proves nothing; this process is never its own agent.
+ */
+async function agentAlive(r: DelegationRecord): Promise<boolean> {
+  if (!validPid(r.pid) || r.pid === process.pid) return false;
+  if (r.pid_start === null && process.platform === "linux") return false;
+  return sameProcess(r.pid, r.pid_start);
+}
+
 export async function readRecords(home: string): Promise<DelegationRecord[]> {
   let names: string[];
   try {
@@ -95,7 +113,7 @@ export async function readRecords(home: string): Promise<DelegationRecord[]> {
     if (!n.endsWith(".json") || n.startsWith(".")) continue;
     try {
       const r = JSON.parse(await readFile(join(delegationsDir(home), n), "utf8")) as DelegationRecord;
-      if (typeof r.handle === "string" && HANDLE.test(r.handle) && Number.isSafeInteger(r.pid) && Number.isSafeInteger(r.owner_pid)) out.push(r);
+      if (typeof r.handle === "string" && HANDLE.test(r.handle) && validPid(r.pid) && validPid(r.owner_pid)) out.push(r);
     } catch {
       // A record being replaced or a damaged one: skipped this round, never deleted on a parse error.
     }
@@ -141,12 +159,12 @@ async function taggedWith(pid: number, handle: string): Promise<boolean> {
 /** The live processes of a run: its agent's group (when the agent is the one recorded) and tagged escapees. */
 export async function runProcesses(r: DelegationRecord, procs?: ProcInfo[]): Promise<number[]> {
   const all = procs ?? (await listProcesses());
-  const agentAlive = await sameProcess(r.pid, r.pid_start);
+  const alive = await agentAlive(r);
   const out = new Set<number>();
-  if (agentAlive) out.add(r.pid);
+  if (alive) out.add(r.pid);
   for (const p of all) {
     if (p.pid === process.pid) continue;
-    if ((agentAlive && p.pgrp === r.pid) || (await taggedWith(p.pid, r.handle))) out.add(p.pid);
+    if ((alive && p.pgrp === r.pid) || (await taggedWith(p.pid, r.handle))) out.add(p.pid);
   }
   return [...out].sort((a, b) => a - b);
 }
@@ -188,9 +206,9 @@ function signal(pids: number[], sig: NodeJS.Signals, pgid: number | null): void 
 
 /** TERM → `graceMs` → KILL for every process of the run; then its record is removed. */
 export async function stopRun(home: string, r: DelegationRecord, graceMs = KILL_GRACE_MS): Promise<void> {
-  const agentAlive = await sameProcess(r.pid, r.pid_start);
+  const alive = await agentAlive(r);
   let pids = await runProcesses(r);
-  signal(pids, "SIGTERM", agentAlive ? r.pid : null);
+  signal(pids, "SIGTERM", alive ? r.pid : null);
   const deadline = Date.now() + graceMs;
   while (pids.length > 0 && Date.now() < deadline) {
     await new Promise((res) => setTimeout(res, 50));
@@ -198,6 +216,6 @@ export async function stopRun(home: string, r: DelegationRecord, graceMs = KILL_
     for (const p of pids) if (pidAlive(p)) left.push(p);
     pids = left;
   }
-  if (pids.length > 0) signal(pids, "SIGKILL", agentAlive ? r.pid : null);
+  if (pids.length > 0) signal(pids, "SIGKILL", alive ? r.pid : null);
   await removeRecord(home, r.handle);
 }
