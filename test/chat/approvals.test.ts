@@ -101,6 +101,24 @@ describe("berth chat approvals", () => {
     assert.equal(await p.exited, 0);
   });
 
+  it("input that ends at an approval question denies it, and every later one, and the chat exits", { timeout: 60_000 }, async (t) => {
+    const cwd = realpathSync(mkdtempSync(join(tmpdir(), "berth-appr-")));
+    fake.script([
+      { steps: [{ toolCall: { name: "write", arguments: { path: "one.txt", content: "1" } } }] },
+      { steps: [{ toolCall: { name: "write", arguments: { path: "two.txt", content: "2" } } }] },
+      { steps: [{ text: "gave up" }] },
+    ]);
+    // Before the fix the question waited for a line that could never come: the chat never exited.
+    const p = chat([], chatEnv(home(fake.port), FAKE), { stdin: "write two files\n", cwd });
+    t.after(() => p.child.kill("SIGKILL"));
+    assert.equal(await p.exited, 0);
+    assert.equal(p.stdout.match(/Allow\? \[y\]es/g)?.length, 2, p.stdout);
+    assert.equal(p.stdout.match(/› +\(input ended\)\n +· denied\n/g)?.length, 2, p.stdout);
+    assert.match(p.stdout, /gave up/);
+    assert.throws(() => readFileSync(join(cwd, "one.txt")));
+    assert.throws(() => readFileSync(join(cwd, "two.txt")));
+  });
+
   it("-p denies a call that would ask (and says so); --yolo approves it", async () => {
     const cwd = realpathSync(mkdtempSync(join(tmpdir(), "berth-appr-")));
     const h = home(fake.port);

@@ -11,6 +11,8 @@
  * - Tool calls that ask for approval are answered by the next line: y(es), n(o) or a(lways: this tool, for the rest
  *   of this chat; remembered by the client only). `--yolo` (or `approval_policy: "never"`) approves everything.
  * - Ctrl-C: cancels the running turn (or login); a second Ctrl-C before it ends exits. When idle, two Ctrl-Cs exit.
+ * - End of input (Ctrl-D, a pipe that ended) answers a pending question, and every later one, "no" (`denied (input
+ *   ended)`): nothing can answer it any more. The queued prompts finish, then the chat exits.
  * - /login, /logout and /model use the app-service (sign-in, catalog and settings live there), started on first use.
  * - Failures print one plain line naming the cause; the loop continues.
  * - When the server stops (a daemon killed or stopped, a `berth stdio` child that died), the chat connects again
@@ -68,6 +70,8 @@ class Chat {
   private readonly always = new Set<string>();
   /** The pending question (approval, project trust): the next line answers it. */
   private approval: ((answer: string) => void) | null = null;
+  /** stdin ended: no line will answer a question. */
+  private inputEnded = false;
   private readonly cwd = process.cwd();
   private baseUrl: string | null = null;
   private model: string | null = null;
@@ -229,6 +233,11 @@ class Chat {
     const onSignal = (): void => this.interrupt();
     if (!terminal) process.on("SIGINT", onSignal);
     this.rl.on("close", () => {
+      this.inputEnded = true;
+      if (this.approval !== null) {
+        this.screen.write(this.s.dim(" (input ended)\n"));
+        this.answerNo();
+      }
       // Piped stdin that ended: finish the queued prompts first; never exit 0 having done nothing.
       this.enqueue(() => {
         if (!terminal && prompts === 0) {
@@ -287,6 +296,10 @@ class Chat {
   private question(text: string): Promise<string> {
     this.screen.muted = false;
     this.screen.write(this.s.bold(text));
+    if (this.inputEnded) {
+      this.screen.write(this.s.dim(" (input ended)\n"));
+      return Promise.resolve("n");
+    }
     return new Promise<string>((resolve) => {
       this.approval = (answer) => {
         this.screen.atLineStart = true;
@@ -308,12 +321,16 @@ class Chat {
     void Promise.all([this.conn.close(), this.cmds.close()]).then(() => done?.(code));
   }
 
+  /** Answers the pending question "n" (Ctrl-C, or no input left to answer it). */
+  private answerNo(): void {
+    const a = this.approval;
+    if (a === null) return;
+    this.approval = null;
+    a("n");
+  }
+
   private interrupt(): void {
-    if (this.approval !== null) {
-      const a = this.approval;
-      this.approval = null;
-      a("n");
-    }
+    this.answerNo();
     if (this.running !== null) {
       if (this.cancelling) return this.finish(130);
       this.cancelling = true;
