@@ -12,11 +12,17 @@
  */
 import { defineLocalTool } from "../../runtime/tools/define.js";
 import type { JobRef, JobStatus, Tool, ToolResult } from "../../runtime/types.js";
+import { truncateUtf8 } from "../../core/utf8.js";
 import { AGENT_CANCEL_DEF, AGENT_STATUS_DEF, AGENT_WAIT_DEF, DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS } from "./tool-defs.js";
 
 export { DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS };
 const MAX_TASK_CHARS = 80;
 const CANCEL_WAIT_MS = 10_000;
+/** The job tools' answer at most (under the tool result bound, so it is never cut through its JSON). */
+export const MAX_VIEW_BYTES = 40 * 1024;
+const OMITTED_MARK = Buffer.byteLength(',"result_omitted":true');
+const RESULT_KEY = Buffer.byteLength(',"result":');
+const RESULT_CUT_KEY = Buffer.byteLength(',"result_cut":true');
 
 export interface Job {
   id: string;
@@ -44,6 +50,17 @@ function statusOf(r: ToolResult): JobStatus {
 function taskOf(prompt: string): string {
   const line = (prompt.split("\n")[0] ?? "").trim();
   return line.length > MAX_TASK_CHARS ? `${line.slice(0, MAX_TASK_CHARS - 1)}…` : line;
+}
+
+/** The longest prefix of `text` whose JSON string (and a separator) takes at most `max` bytes. */
+function cutToJson(text: string, max: number): string {
+  let cut = truncateUtf8(text, Math.max(0, max));
+  // Escapes make the JSON longer than the text: shrink in proportion until it fits (each round cuts at least a byte).
+  for (let json = Buffer.byteLength(JSON.stringify(cut)) + 1; json > max && cut !== ""; json = Buffer.byteLength(JSON.stringify(cut)) + 1) {
+    const bytes = Buffer.byteLength(cut);
+    cut = truncateUtf8(cut, Math.min(bytes - 1, Math.floor((bytes * max) / json)));
+  }
+  return cut;
 }
 
 export function jobRef(j: Job, status: JobStatus = j.status): JobRef {
@@ -113,17 +130,40 @@ export class JobBook {
     return out;
   }
 
-  /** The view of jobs for the model; ended unseen ones become settled and are returned in `jobs`. */
+  /**
+   * The view of jobs for the model, at most `MAX_VIEW_BYTES` of JSON. Results of jobs not yet settled get the room
+   * first, then those of settled ones; a result that does not fit is left out (`result_omitted`), and entries past
+   * the room are counted in `omitted`. Only a job whose result is in the view becomes settled (returned in `jobs`):
+   * one left out is shown by a later call or reported. The first result is cut to fit (`result_cut`) rather than
+   * left out, so every call settles at least one ended job.
+   */
   private show(list: Job[]): ToolResult {
+    let room = MAX_VIEW_BYTES - 32;
+    const size = (v: unknown): number => Buffer.byteLength(JSON.stringify(v)) + 1;
+    // An ended job's entry reserves room for `"result_omitted":true`; a result shown instead uses that room too.
+    const entry = (j: Job, view: object): number => size(view) + (j.result !== null ? OMITTED_MARK : 0);
+    const views = list.map((j): { job: Job; view: Record<string, unknown> } => ({ job: j, view: { ...jobRef(j) } }));
+    const fits = views.filter((v) => (room -= entry(v.job, v.view)) >= 0);
+    const ended = fits.filter((v) => v.job.result !== null);
+    const order = [...ended.filter((v) => !v.job.seen), ...ended.filter((v) => v.job.seen)];
     const settled: JobRef[] = [];
-    const view = list.map((j) => {
-      if (j.status !== "running" && !j.seen) {
-        j.seen = true;
-        settled.push(jobRef(j));
+    order.forEach((v, i) => {
+      const result = v.job.result!.content;
+      const free = room + OMITTED_MARK - RESULT_KEY;
+      if (size(result) <= free) v.view["result"] = result;
+      else if (i === 0) {
+        v.view["result"] = cutToJson(result, free - RESULT_CUT_KEY);
+        v.view["result_cut"] = true;
+      } else return void (v.view["result_omitted"] = true);
+      room = free - size(v.view["result"]) - (v.view["result_cut"] === true ? RESULT_CUT_KEY : 0);
+      if (!v.job.seen) {
+        v.job.seen = true;
+        settled.push(jobRef(v.job));
       }
-      return { ...jobRef(j), ...(j.result !== null ? { result: j.result.content } : {}) };
     });
-    return { content: JSON.stringify({ jobs: view }), isError: false, ...(settled.length > 0 ? { jobs: settled } : {}) };
+    const omitted = views.length - fits.length;
+    const body = { jobs: fits.map((v) => v.view), ...(omitted > 0 ? { omitted } : {}) };
+    return { content: JSON.stringify(body), isError: false, ...(settled.length > 0 ? { jobs: settled } : {}) };
   }
 
   tools(sessionId: string): Tool[] {
