@@ -318,11 +318,15 @@ export class CliAgents {
       // "close" waits for every holder of the pipes: a helper the agent started (an MCP server, a `setsid` escapee
       // without the tag) could keep the call, and the session's close, waiting forever. Once the agent itself is
       // gone, what it wrote is read for a moment and the pipes are let go; stopRun then ends what is left of its run.
+      // The pipes are let go in a check phase: a timer that fired late (a busy loop) runs before that turn's poll
+      // phase, which still reads what the agent wrote last (at most a pipe buffer, already in the kernel).
       child.once("exit", (code) => {
         setTimeout(() => {
-          child.stdout.destroy();
-          child.stderr.destroy();
-          r(code);
+          setImmediate(() => {
+            child.stdout.destroy();
+            child.stderr.destroy();
+            r(code);
+          });
         }, STDOUT_DRAIN_MS);
       });
     });
