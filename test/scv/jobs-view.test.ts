@@ -86,3 +86,24 @@ it("at the bound: the largest result shown whole fills the answer to within 32 b
   assert.ok(whole.slice(0, t + 1).every(Boolean) && !whole.slice(t + 1).some(Boolean), "whole up to one size, cut past it");
   assert.ok(sizes[t]! > MAX_VIEW_BYTES - 32, `the largest whole answer is ${sizes[t]} bytes`);
 });
+
+it("a thousand ended jobs: the list takes half the answer, so each call still shows whole results and settles only those", async () => {
+  const results = Array.from({ length: 1000 }, (_, i) => `r${i} ${"v".repeat(200)}`);
+  const { tools } = await book(results);
+  const seen = new Map<string, string>();
+  for (let round = 0; seen.size < 1000; round++) {
+    assert.ok(round < 1000, "every call settles at least one job");
+    const { view, settled, bytes } = await call(tools, "agent_wait", {});
+    assert.ok(bytes <= MAX_VIEW_BYTES, `${bytes} bytes`);
+    assert.ok((view.omitted ?? 0) > 0 || seen.size > 0, "the first calls cannot list every job");
+    const shown = view.jobs.filter((j) => j.result !== undefined);
+    assert.ok(shown.length > 0);
+    assert.deepEqual(settled, shown.map((j) => j.job));
+    for (const j of shown) {
+      assert.equal(j.result_cut, undefined, `${j.job} cut`);
+      assert.equal(seen.has(j.job), false, `${j.job} shown twice`);
+      seen.set(j.job, j.result!);
+    }
+  }
+  for (let i = 0; i < 1000; i++) assert.equal(seen.get(`job-${i + 1}`), results[i]);
+});

@@ -55,10 +55,12 @@ function taskOf(prompt: string): string {
 /** The longest prefix of `text` whose JSON string (and a separator) takes at most `max` bytes. */
 function cutToJson(text: string, max: number): string {
   let cut = truncateUtf8(text, Math.max(0, max));
-  // Escapes make the JSON longer than the text: shrink in proportion until it fits (each round cuts at least a byte).
+  // Escapes make the JSON longer than the text: shrink in proportion until it fits. truncateUtf8 keeps at least 4
+  // bytes, so a round that cuts nothing ends with nothing (else a room of a few bytes looped here for ever).
   for (let json = Buffer.byteLength(JSON.stringify(cut)) + 1; json > max && cut !== ""; json = Buffer.byteLength(JSON.stringify(cut)) + 1) {
     const bytes = Buffer.byteLength(cut);
-    cut = truncateUtf8(cut, Math.min(bytes - 1, Math.floor((bytes * max) / json)));
+    const next = truncateUtf8(cut, Math.min(bytes - 1, Math.floor((bytes * max) / json)));
+    cut = Buffer.byteLength(next) < bytes ? next : "";
   }
   return cut;
 }
@@ -131,8 +133,8 @@ export class JobBook {
   }
 
   /**
-   * The view of jobs for the model, at most `MAX_VIEW_BYTES` of JSON. Results of jobs not yet settled get the room
-   * first, then those of settled ones; a result that does not fit is left out (`result_omitted`), and entries past
+   * The view of jobs for the model, at most `MAX_VIEW_BYTES` of JSON: the entries at most half of it, the results
+   * the rest. Results of jobs not yet settled get the room first, then those of settled ones; a result that does not fit is left out (`result_omitted`), and entries past
    * the room are counted in `omitted`. Only a job whose result is in the view becomes settled (returned in `jobs`):
    * one left out is shown by a later call or reported. The first result is cut to fit (`result_cut`) rather than
    * left out, so every call settles at least one ended job.
@@ -143,7 +145,17 @@ export class JobBook {
     // An ended job's entry reserves room for `"result_omitted":true`; a result shown instead uses that room too.
     const entry = (j: Job, view: object): number => size(view) + (j.result !== null ? OMITTED_MARK : 0);
     const views = list.map((j): { job: Job; view: Record<string, unknown> } => ({ job: j, view: { ...jobRef(j) } }));
-    const fits = views.filter((v) => (room -= entry(v.job, v.view)) >= 0);
+    // The entries take at most half the room, so the first result always has the other half (hundreds of jobs
+    // listed would otherwise leave it none: cut to nothing, yet settled).
+    const fits: typeof views = [];
+    let listed = 0;
+    for (const v of views) {
+      const e = entry(v.job, v.view);
+      if (listed + e > room / 2) break;
+      listed += e;
+      fits.push(v);
+    }
+    room -= listed;
     const ended = fits.filter((v) => v.job.result !== null);
     const order = [...ended.filter((v) => !v.job.seen), ...ended.filter((v) => v.job.seen)];
     const settled: JobRef[] = [];
