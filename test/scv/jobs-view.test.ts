@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { it } from "node:test";
-import { JobBook, MAX_VIEW_BYTES } from "../../src/cli/delegates/jobs.js";
+import { JobBook, MAX_RUNNING_JOBS, MAX_VIEW_BYTES } from "../../src/cli/delegates/jobs.js";
 import { MAX_RESULT_BYTES } from "../../src/runtime/tools/result.js";
 import type { Tool, ToolResult } from "../../src/runtime/types.js";
 
@@ -106,4 +106,24 @@ it("a thousand ended jobs: the list takes half the answer, so each call still sh
     }
   }
   for (let i = 0; i < 1000; i++) assert.equal(seen.get(`job-${i + 1}`), results[i]);
+});
+
+it("at most MAX_RUNNING_JOBS background jobs run in a session: one more is refused with the fix until one ends", async () => {
+  const b = new JobBook(() => undefined);
+  const ends: Array<() => void> = [];
+  const start = (session: string): void =>
+    void b.start(session, "agent_codex", "work", () => new Promise<ToolResult>((r) => ends.push(() => r({ content: "done", isError: false }))));
+  for (let i = 0; i < MAX_RUNNING_JOBS - 1; i++) start("s1");
+  assert.equal(b.refusal("s1", "agent_codex"), null, "one below the bound: the next may start");
+  start("s1");
+  const refused = b.refusal("s1", "agent_codex");
+  assert.equal(refused?.isError, true);
+  assert.equal(refused?.errorKind, "limit");
+  assert.match(String(refused?.content), /^agent_codex: 16 background jobs are already running in this session; wait for some to end \(agent_wait\) or cancel one \(agent_cancel\)/);
+  assert.equal(b.refusal("s2", "agent_codex"), null, "another session has its own bound");
+  ends[0]!();
+  await new Promise((r) => setImmediate(r));
+  assert.equal(b.refusal("s1", "agent_codex"), null, "a job that ended frees its place");
+  for (const e of ends) e();
+  await b.close();
 });

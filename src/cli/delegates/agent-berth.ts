@@ -84,6 +84,8 @@ export class BerthDelegates {
     return defineLocalTool({
       ...AGENT_BERTH_DEF,
       execute: async (args, ctx): Promise<ToolResult> => {
+        const full = args.background === true ? this.jobs.refusal(s.sessionId, AGENT_BERTH) : null;
+        if (full !== null) return full; // before a nested Berth is started for it
         let conv: Conversation;
         if (args.session !== undefined) {
           const c = this.conversations.get(args.session);

@@ -283,6 +283,8 @@ export class CliAgents {
           if (conv === undefined || conv.sessionId !== s.sessionId || !args.session.startsWith(`${spec.agent}-`)) return bad(`no conversation ${args.session} in this session`);
         }
         if (args.background !== true) return this.run(s, exe, spec, { ...args, cwd }, args.session ?? null, conv ?? null, ctx);
+        const full = this.o.jobs.refusal(s.sessionId, name);
+        if (full !== null) return full;
         const job = this.o.jobs.start(s.sessionId, name, args.prompt, (signal) =>
           this.run(s, exe, spec, { ...args, cwd }, args.session ?? null, conv ?? null, { cwd: ctx.cwd, signal, onProgress: () => undefined }),
         );

@@ -17,6 +17,8 @@ import { AGENT_CANCEL_DEF, AGENT_STATUS_DEF, AGENT_WAIT_DEF, DEFAULT_WAIT_SECOND
 
 export { DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS };
 const MAX_TASK_CHARS = 80;
+/** Background jobs one session may have running at once (each is a delegated agent's process tree). */
+export const MAX_RUNNING_JOBS = 16;
 const CANCEL_WAIT_MS = 10_000;
 /** The job tools' answer at most (under the tool result bound, so it is never cut through its JSON). */
 export const MAX_VIEW_BYTES = 40 * 1024;
@@ -74,6 +76,21 @@ export class JobBook {
   private readonly counters = new Map<string, number>();
 
   constructor(private readonly report: ReportFn) {}
+
+  /**
+   * The refusal of one more background job of `tool` while the session has `MAX_RUNNING_JOBS` running (a model told
+   * to run everything in the background would otherwise start an agent process per call), or null. Checked by the
+   * delegation tools before they start anything.
+   */
+  refusal(sessionId: string, tool: string): ToolResult | null {
+    const running = [...this.of(sessionId).values()].filter((j) => j.status === "running").length;
+    if (running < MAX_RUNNING_JOBS) return null;
+    return {
+      content: `${tool}: ${MAX_RUNNING_JOBS} background jobs are already running in this session; wait for some to end (agent_wait) or cancel one (agent_cancel), or run this one in the foreground`,
+      isError: true,
+      errorKind: "limit",
+    };
+  }
 
   start(sessionId: string, tool: string, prompt: string, run: (signal: AbortSignal) => Promise<ToolResult>): Job {
     const n = (this.counters.get(sessionId) ?? 0) + 1;
