@@ -1,4 +1,5 @@
 /** UTF-8 byte helpers. Pure; no I/O. */
+import { isUtf8 } from "node:buffer";
 
 /** UTF-8 byte length of a JS string without allocating a Buffer (lone surrogates count as U+FFFD, 3 bytes). */
 export function utf8Length(s: string): number {
@@ -55,4 +56,20 @@ export function splitUtf8(s: string, maxBytes: number): string[] {
 export function truncateUtf8(s: string, maxBytes: number): string {
   if (utf8Length(s) <= maxBytes) return s;
   return splitUtf8(s, Math.max(4, maxBytes))[0] ?? "";
+}
+
+/**
+ * The offset of the first byte of `b` that does not start a valid UTF-8 character (an overlong form, a surrogate, a
+ * bad or missing continuation byte), or -1 when all of `b` is UTF-8.
+ */
+export function firstInvalidUtf8(b: Uint8Array): number {
+  if (isUtf8(b)) return -1;
+  for (let i = 0; i < b.length; ) {
+    const c = b[i]!;
+    const n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    // isUtf8 of the one character refuses overlong forms, surrogates and bad continuation bytes.
+    if (n === 0 || i + n > b.length || !isUtf8(b.subarray(i, i + n))) return i;
+    i += n;
+  }
+  return -1;
 }

@@ -6,7 +6,6 @@
  * A failure's `message` is one line without terminal controls (terminalSafe): it quotes settings values, paths and
  * parser messages, and a project's `.berth/settings.json` (a cloned repository's file) is read before any trust.
  */
-import { isUtf8 } from "node:buffer";
 import { join } from "node:path";
 import { AuthStore } from "../../store/auth/auth-store.js";
 import { CatalogCache } from "../../store/catalog/cache.js";
@@ -20,6 +19,7 @@ import { SettingsStore, type SettingsLayers } from "../../store/settings/setting
 import { issuePath } from "../../store/validate.js";
 import { looksLikeKey, redactSecrets } from "../../core/text-policy.js";
 import { terminalSafe } from "../terminal-safe.js";
+import { firstInvalidUtf8 } from "../../core/utf8.js";
 
 export type Preflight =
   | {
@@ -40,18 +40,6 @@ function lineCol(text: string, pos: number): { line: number; col: number } {
   const before = text.slice(0, pos);
   const line = before.split("\n").length;
   return { line, col: pos - before.lastIndexOf("\n") };
-}
-
-/** The offset of the first byte that does not start a valid UTF-8 character, or -1 when `b` is all UTF-8. */
-function firstNonUtf8(b: Buffer): number {
-  for (let i = 0; i < b.length; ) {
-    const c = b[i]!;
-    const n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-    // isUtf8 of the one character refuses overlong forms, surrogates and bad continuation bytes.
-    if (n === 0 || i + n > b.length || !isUtf8(b.subarray(i, i + n))) return i;
-    i += n;
-  }
-  return -1;
 }
 
 /** What the scanner wanted where it stopped. */
@@ -211,7 +199,7 @@ export async function explainSettings(path: string): Promise<string> {
   try {
     // Opened non-blocking and checked first: a FIFO in its place is named, never waited on.
     const buf = await readRegularFile(path, MAX_JSON_FILE_BYTES);
-    const bad = firstNonUtf8(buf);
+    const bad = firstInvalidUtf8(buf);
     if (bad !== -1) {
       const before = buf.subarray(0, bad).toString("utf8");
       const where = lineCol(before, before.length);

@@ -11,6 +11,7 @@ import type { ToolResult } from "../types.js";
 import { openForWrite, openRegular, replaceContent, resolveForTool } from "./confine.js";
 import { defineLocalTool } from "./define.js";
 import { resolvePath } from "./paths.js";
+import { firstInvalidUtf8 } from "../../core/utf8.js";
 import { fail, fsFail, ok } from "./result.js";
 import { EDIT_DEF } from "./specs.js";
 
@@ -26,7 +27,7 @@ export function countOccurrences(hay: string, needle: string): number {
 
 /**
  * A local file's text, or the failure naming why it cannot be edited as text: not UTF-8 (the offset of the first
- * invalid byte: every byte before it decodes and encodes back unchanged, so that is where the two first differ).
+ * invalid byte).
  */
 async function readUtf8(handle: FileHandle, given: string, signal: AbortSignal): Promise<string | ToolResult> {
   let buf: Buffer;
@@ -42,9 +43,7 @@ async function readUtf8(handle: FileHandle, given: string, signal: AbortSignal):
       return fsFail(err, `edit: ${given}`); // longer than a string can be (ERR_STRING_TOO_LONG)
     }
   }
-  const back = Buffer.from(buf.toString("utf8"), "utf8");
-  let at = 0;
-  while (at < buf.length && buf[at] === back[at]) at++;
+  const at = firstInvalidUtf8(buf);
   return fail("failed", `edit: ${given} is not UTF-8 text (the byte at offset ${at} is not valid UTF-8); editing it would turn every such byte into U+FFFD, so it is left unchanged (use bash, e.g. sed, for files in other encodings)`);
 }
 
