@@ -8,6 +8,7 @@
  * 10 reported errors.
  * `schemaFits` bounds a schema itself before its tool is offered (it is sent with every turn's request).
  */
+import { checkJsonBounds, compactJsonBytes } from "../../core/json-bounds.js";
 
 const MAX_DEPTH = 64;
 const MAX_NODES = 20_000;
@@ -111,17 +112,11 @@ export const MAX_SCHEMA_DEPTH = 64;
 export const MAX_SCHEMA_BYTES = 64 * 1024;
 
 /**
- * Whether a server's input schema is within both bounds. The depth is measured without recursion first, so a schema
- * nested thousands deep (which overflows the stack of `JSON.stringify`, and with it every request that carries the
- * tool) is refused before it is serialized to be measured.
+ * Whether a server's input schema is within both bounds. The depth is measured first, by core's iterative walk, so a
+ * schema nested thousands deep (which overflows the stack of `JSON.stringify`, and with it every request that carries
+ * the tool) is refused before it is serialized to be measured.
  */
 export function schemaFits(schema: unknown): boolean {
-  const stack: Array<[unknown, number]> = [[schema, 1]];
-  while (stack.length > 0) {
-    const [v, depth] = stack.pop()!;
-    if (typeof v !== "object" || v === null) continue;
-    if (depth > MAX_SCHEMA_DEPTH) return false;
-    for (const x of Object.values(v)) if (typeof x === "object" && x !== null) stack.push([x, depth + 1]);
-  }
-  return Buffer.byteLength(JSON.stringify(schema) ?? "") <= MAX_SCHEMA_BYTES;
+  const depthOnly = { maxDepth: MAX_SCHEMA_DEPTH, maxArrayItems: Infinity, maxObjectFields: Infinity, maxStringBytes: Infinity };
+  return checkJsonBounds(schema, depthOnly) === null && compactJsonBytes(schema) <= MAX_SCHEMA_BYTES;
 }
