@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { BERTH_BIN } from "../test/helpers/paths.js";
+import { benchEnv } from "./env.js";
 import type { Figure } from "./run.js";
 
 const RUNS = Number(process.env["DAEMON_RUNS"] ?? 7);
@@ -37,9 +38,7 @@ interface Start {
 /** Spawns one daemon, times its ready line, reads its RSS there, then stops it with SIGTERM. */
 function startOnce(floor: boolean): Promise<Start> {
   const home = mkdtempSync(join(tmpdir(), "bench-daemon-"));
-  const base: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!/^(MC_|BERTH_|SCV_)/.test(k) && !/KEY|TOKEN|SECRET/i.test(k)) base[k] = v;
-  const env = { ...base, MC_HOME: home, BERTH_HOME: join(home, "berth"), FLOOR_HOME: home };
+  const env = { ...benchEnv(), MC_HOME: home, BERTH_HOME: join(home, "berth"), FLOOR_HOME: home };
   const t0 = performance.now();
   const child = floor
     ? spawn(process.execPath, ["--input-type=module", "-e", FLOOR_DAEMON], { env, cwd: home, stdio: ["ignore", "pipe", "pipe"] })

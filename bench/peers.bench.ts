@@ -31,6 +31,7 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { startFakeProvider } from "../test/fakes/fake-provider.js";
 import { BERTH_BIN, MAGI_BIN, REPO_ROOT } from "../test/helpers/paths.js";
+import { benchEnv } from "./env.js";
 import type { Figure } from "./run.js";
 
 const RUNS = Number(process.env["PEERS_RUNS"] ?? 5);
@@ -276,8 +277,7 @@ export function codeCached(commands = ["service", "stdio"]): boolean {
 export default async function (): Promise<Figure[]> {
   const fake = await startFakeProvider();
   try {
-    const base: NodeJS.ProcessEnv = {};
-    for (const [k, v] of Object.entries(process.env)) if (!/^(MC_|BERTH_|SCV_)/.test(k) && !/KEY|TOKEN|SECRET/i.test(k)) base[k] = v;
+    const base = benchEnv();
     if (process.env["BENCH_CODE_CACHE"] === "0") base["BERTH_CODE_CACHE"] = "0";
     const homeFor = (): string => {
       const home = mkdtempSync(join(tmpdir(), "bench-peers-"));
