@@ -13,6 +13,7 @@ import { startBerthRuntime, type BerthRuntimeBackend } from "../../src/backends/
 import { Agent } from "../../src/runtime/agent.js";
 import { SessionManager, SessionStore } from "../../src/store/sessions/index.js";
 import type { HostHandle } from "../../src/protocols/host/host.js";
+import { BackendTap } from "./backend-tap.js";
 
 export interface World {
   h: HostHandle;
@@ -20,9 +21,11 @@ export interface World {
   fake: FakeProvider;
   cwd: string;
   berthHome: string;
+  /** With `tap`: the tap the runtime reaches the host through. */
+  tap?: BackendTap;
 }
 
-export async function withBerth(fn: (w: World) => Promise<void>, opts: { home?: string; berthHome?: string; fake?: FakeProvider; historyPage?: number; historyWindowBytes?: number } = {}): Promise<void> {
+export async function withBerth(fn: (w: World) => Promise<void>, opts: { home?: string; berthHome?: string; fake?: FakeProvider; historyPage?: number; historyWindowBytes?: number; tap?: boolean } = {}): Promise<void> {
   const fake = opts.fake ?? (await startFakeProvider());
   const berthHome = opts.berthHome ?? berthHomeFor(fake);
   const cwd = mkdtempSync(join(tmpdir(), "bh-cwd-"));
@@ -31,8 +34,9 @@ export async function withBerth(fn: (w: World) => Promise<void>, opts: { home?: 
     await withHost(
       async (h) => {
         let backend: BerthRuntimeBackend | null = null;
+        const tap = opts.tap === true ? await BackendTap.start(h.backendSocket) : undefined;
         const rt = await startBerthRuntime({
-          socketPath: h.backendSocket,
+          socketPath: tap?.path ?? h.backendSocket,
           manager: new SessionManager(new SessionStore({ home: berthHome })),
           runner: new Agent({ home: berthHome, cwd, env, sessionTools: (s) => backend?.sessionTools(s) ?? [] }),
           ...(opts.historyPage !== undefined ? { historyPage: opts.historyPage } : {}),
@@ -43,9 +47,10 @@ export async function withBerth(fn: (w: World) => Promise<void>, opts: { home?: 
         });
         backend = rt;
         try {
-          await fn({ h, rt, fake, cwd, berthHome });
+          await fn({ h, rt, fake, cwd, berthHome, ...(tap ? { tap } : {}) });
         } finally {
           await rt.close();
+          await tap?.close();
         }
       },
       opts.home ? { home: opts.home } : {},
