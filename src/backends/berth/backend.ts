@@ -22,7 +22,8 @@
  *    its `command_result`.
  *  - History resync after each registration: see `resync.ts`.
  *  - An event refusal re-registers its session only when it names the current registration (see `fences.ts`),
- *    and a session never has two registrations in flight.
+ *    and a session never has two registrations in flight; a registration answered after its session was disposed
+ *    never revives it (see `registrations.ts`).
  *  - Losing the host connection cancels running turns (their events have nowhere to go) and reconnects with
  *    bounded exponential backoff; `close()` cancels and waits for running turns.
  */
@@ -39,6 +40,7 @@ import { HostLink } from "./link.js";
 import { lanesOf, liveSession, SessionTable, type LiveSession } from "./sessions.js";
 import { HistoryResync } from "./resync.js";
 import { refusalIgnored } from "./fences.js";
+import { Registrations } from "./registrations.js";
 
 import type { Json } from "../../core/json-bounds.js";
 
@@ -79,10 +81,7 @@ export class BerthRuntimeBackend {
   private readonly link: HostLink;
   private closed = false;
   private readonly table: SessionTable;
-  private readonly registering = new Map<string, LiveSession>(); // requestId -> session
-  /** The registration in flight of each session, by requestId: at most one (see `register`). */
-  private readonly pending = new Map<LiveSession, string>();
-  private registrationsBegun: Promise<void> = Promise.resolve();
+  private readonly registrations: Registrations;
   private readonly results = new Map<string, { accepted: boolean; error?: string }>();
   private readonly inflight = new Set<string>();
   readonly hub: SessionHub;
@@ -119,6 +118,22 @@ export class BerthRuntimeBackend {
       admitTurn: (s, lane, text, turnId, pendingId, reply) => this.admitTurn(s, lane, text, turnId, pendingId, reply),
     });
     this.resync = new HistoryResync({ manager: o.manager, emit: (s, lane, ev) => this.emit(s, lane, ev), sourceOf });
+    this.registrations = new Registrations({
+      base: {
+        protocolVersion: PROTOCOL_VERSION,
+        instanceId: this.instanceId,
+        provider: PROVIDER_ID,
+        displayName: "Berth",
+        toolCapabilities: { confirmations: true },
+        inputCapabilities: { questionKinds: ["single_select", "text"], freeform: true, maxQuestions: 1, maxOptions: 16 },
+        chatCapabilities: { create: true, dispose: true, fork: true, sideChat: true, pagedHistory: true },
+      },
+      sourceOf,
+      newestPage: (s) => this.chatCmds.newestPage(s.primary),
+      send: (f) => this.send(f),
+      connected: () => this.link.connected,
+      log: o.log,
+    });
     this.link = new HostLink(o.socketPath, {
       onOpen: () => this.hello(),
       onFrame: (f) => this.onFrame(f),
@@ -186,8 +201,7 @@ export class BerthRuntimeBackend {
       s.logicalId = undefined;
       for (const l of lanesOf(s)) l.rt?.cancel(); // the host that owns the turn's transcript is gone
     }
-    this.registering.clear();
-    this.pending.clear(); // registrations still reading their history drop out (see sendRegistration)
+    this.registrations.clear();
   }
 
   private send(frame: Json): boolean {
@@ -207,57 +221,9 @@ export class BerthRuntimeBackend {
     return this.link.sendOrWait(frame);
   }
 
-  /**
-   * Register `s` (its hello carries a page of history and the host answers with a resync), unless a registration
-   * of it is already in flight: that one gives it its route, and a second would only replace it.
-   */
+  /** Register `s` (see `registrations.ts`); the host's answer routes it (`onRegistered`). */
   private register(s: LiveSession): Promise<void> {
-    if (this.pending.has(s)) return Promise.resolve();
-    const requestId = randomUUID();
-    this.pending.set(s, requestId);
-    const sent = this.sendRegistration(s, requestId);
-    this.registrationsBegun = Promise.all([this.registrationsBegun, sent]).then(() => undefined);
-    return sent;
-  }
-
-  /** The registration `requestId` of `s` is answered (or dropped): `s` may register again. */
-  private settle(s: LiveSession, requestId: string): void {
-    if (this.pending.get(s) === requestId) this.pending.delete(s);
-  }
-
-  private async sendRegistration(s: LiveSession, requestId: string): Promise<void> {
-    const hello: Json = {
-      protocolVersion: PROTOCOL_VERSION,
-      instanceId: this.instanceId,
-      sourceId: sourceOf(s.entry.sessionId),
-      provider: PROVIDER_ID,
-      displayName: "Berth",
-      title: s.entry.title,
-      runtimeIdle: s.primary.rt?.busy !== true,
-      toolCapabilities: { confirmations: true },
-      inputCapabilities: { questionKinds: ["single_select", "text"], freeform: true, maxQuestions: 1, maxOptions: 16 },
-      chatCapabilities: { create: true, dispose: true, fork: true, sideChat: true, pagedHistory: true },
-    };
-    if (s.entry.model !== undefined) hello.model = s.entry.model;
-    if (s.entry.thinkingLevel !== undefined) hello.thinkingLevel = s.entry.thinkingLevel;
-    if (s.entry.requestedSession && s.entry.creationToken) {
-      hello.requestedSession = s.entry.requestedSession;
-      hello.creationToken = s.entry.creationToken;
-    }
-    {
-      // Its newest turns, older ones by cursor: a host that never saw the session (made by another door) or lost
-      // its state starts with them; a host that holds them merges nothing (turns are matched by ID).
-      const page = await this.chatCmds.newestPage(s.primary).catch(() => null);
-      if (page !== null && page.turns.length > 0) {
-        hello.history = page.turns;
-        if (page.next !== null) hello.historyNextCursor = page.next;
-      }
-    }
-    // Dropped with its connection (onClose forgets it; a later connection registers the session itself).
-    if (this.pending.get(s) !== requestId) return;
-    if (!this.link.connected) return this.settle(s, requestId);
-    this.registering.set(requestId, s);
-    this.send({ type: "register_session", requestId, hello });
+    return this.registrations.register(s);
   }
 
   // ── Frames ────────────────────────────────────────────────────────────────
@@ -303,10 +269,8 @@ export class BerthRuntimeBackend {
   }
 
   private onRegistered(f: Json): void {
-    const s = this.registering.get(f.requestId as string);
+    const s = this.registrations.answered(f);
     if (!s) return;
-    this.registering.delete(f.requestId as string);
-    this.settle(s, f.requestId as string);
     s.uri = f.session as string;
     s.logicalId = f.backendConnectionId as string;
     if (typeof f.chat === "string") s.primaryChat = f.chat;
@@ -324,13 +288,7 @@ export class BerthRuntimeBackend {
   }
 
   private onError(f: Json): void {
-    const s = typeof f.requestId === "string" ? this.registering.get(f.requestId) : undefined;
-    if (s) {
-      this.registering.delete(f.requestId as string);
-      this.settle(s, f.requestId as string);
-      this.o.log(`berth runtime: registration of a session refused (${String(f.code)})`);
-      return;
-    }
+    if (this.registrations.refused(f)) return;
     if (f.fatal === true) this.o.log(`berth runtime: host closed the provider connection (${String(f.code)})`);
   }
 
@@ -400,6 +358,7 @@ export class BerthRuntimeBackend {
     // The Berth session files are kept: disposal removes the session from the host, not the transcripts. The
     // registry keeps a mark, so the next start does not list them again as store sessions.
     this.table.dispose(s, cmd.session as string);
+    this.registrations.disposed(s); // one still reading its history is not sent; a late answer is unregistered
     void this.saveRegistry().then(
       () => this.answer(commandId, true),
       () => this.answer(commandId, false, "registry write failed"),
@@ -457,7 +416,7 @@ export class BerthRuntimeBackend {
 
   /** Resolves once every registration begun so far has been sent to the host (or dropped with its connection). */
   registrationsSent(): Promise<void> {
-    return this.registrationsBegun;
+    return this.registrations.sent();
   }
 
   /** Resolves once the store sessions found at the last (re)connection have been sent for registration. */

@@ -17,6 +17,8 @@ export interface LiveSession {
   /** The host's URI of the primary chat (from `session_registered`). */
   primaryChat?: string;
   seq: number;
+  /** Disposed through the host (`dispose_session`): no longer served, never registered again. */
+  disposed?: true;
   /** The primary chat (the session's own Berth session). */
   primary: Lane;
   /** Further chats by AHP chat URI. */
@@ -67,6 +69,7 @@ export class SessionTable {
     this.sessions.delete(s.entry.sessionId);
     this.byUri.delete(uri);
     s.logicalId = undefined;
+    s.disposed = true;
     const { creationToken: _t, requestedSession: _r, ...entry } = s.entry;
     this.disposed.set(s.entry.sessionId, { ...entry, disposed: true });
   }
