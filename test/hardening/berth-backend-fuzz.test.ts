@@ -1,11 +1,17 @@
 /**
  * Seeded fuzzer for the in-process Berth backend's own frame handling (src/backends/berth/): a fake host on a Unix
- * socket registers the backend and one session, then sends mutated host frames (session and provider commands of
- * every type, registrations, errors, event refusals, unknown frames; value swaps, dropped keys, deep nesting,
+ * socket registers the backend and a pool of sessions, then sends mutated host frames (session and provider commands
+ * of every type, registrations, errors, event refusals, unknown frames; value swaps, dropped keys, deep nesting,
  * text-level edits). The host's wire validation is bypassed on purpose: the backend must hold on its own.
+ * Interleaved with them, the host's side of re-registration (`berth-fuzz-registrar.ts`): refusals of the pool's
+ * events naming each session's current epoch (which re-registers it), a stale, an unknown or no epoch; answers to
+ * those re-registrations at once, batches later or refused; and disposals of pool sessions, mostly of one whose
+ * re-registration awaits its answer, so answers race disposals. The pool is refilled as sessions are disposed.
  * Afterwards: every command frame with a string `commandId` got exactly one `command_result` (accepted a boolean),
- * `sequenced_event` numbers rise by one per registration, nothing was logged as a bug, no rejection went unhandled,
- * and a fresh session still runs a prompt to its reply. `FUZZ_SEED` / `FUZZ_COUNT` reproduce or lengthen a run.
+ * `sequenced_event` numbers rise by one per registration, a registration answered after its session's disposal was
+ * unregistered and no other, nothing registered or published a session after its disposal, nothing was logged as a
+ * bug, no rejection went unhandled, and a fresh session still runs a prompt to its reply. `FUZZ_SEED` /
+ * `FUZZ_COUNT` reproduce or lengthen a run.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -13,6 +19,7 @@ import { prng } from "../helpers/prng.js";
 import { mutator, pick } from "../helpers/mutate.js";
 import { until, type Json } from "../host/helpers.js";
 import { withBackend } from "./berth-fake-host.js";
+import { Registrar } from "./berth-fuzz-registrar.js";
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261204);
 const COUNT = Number(process.env.FUZZ_COUNT ?? 600);
@@ -22,9 +29,16 @@ const { mutateText } = mutator({ extraKeys: ["extra", "type", "session", "chat",
 test("Berth backend frame fuzz: every command answered once, no bug logged, the backend still runs prompts", { timeout: 300_000 }, async () => {
   const r = prng(SEED);
   await withBackend(async ({ host, rt, results, session, logs }) => {
-    const s = await session("fz");
+    const reg = new Registrar(host);
+    let made = 0;
+    const refill = async (): Promise<void> => {
+      while (reg.live().length < 3) reg.add(await session(`fz${made++}`));
+    };
+    await refill();
     const commands = (k: number): Json[] => {
-      const c = (command: Json, extra: Json = {}): Json => ({ type: "command", commandId: `k${k}`, backendInstanceId: rt.instanceId, session: s.uri, backendConnectionId: s.logical, command, ...extra });
+      const s = pick(r, reg.pool);
+      const epoch = r() < 0.9 ? s.epochs.at(-1) : pick(r, s.epochs);
+      const c = (command: Json, extra: Json = {}): Json => ({ type: "command", commandId: `k${k}`, backendInstanceId: rt.instanceId, session: s.uri, backendConnectionId: epoch, command, ...extra });
       const p = (command: Json): Json => ({ type: "provider_command", commandId: `k${k}`, backendInstanceId: rt.instanceId, command });
       return [
         c({ type: "prompt", text: `hi ${k}`, turnId: `t${k}` }),
@@ -46,6 +60,7 @@ test("Berth backend frame fuzz: every command answered once, no bug logged, the 
         p({ type: "nope" }),
       ];
     };
+    const s = reg.pool[0]!;
     const others = (k: number): Json[] => [
       { type: "session_registered", requestId: `nope${k}`, session: 5, backendConnectionId: null },
       { type: "error", requestId: `nope${k}`, code: "x", fatal: false },
@@ -59,38 +74,55 @@ test("Berth backend frame fuzz: every command answered once, no bug logged, the 
     // How many times each commandId was sent (a text mutation can turn one ID into another: "k2610" → "k261").
     const sentIds = new Map<string, number>();
     const batch = 20;
-    for (let n = 0; n < COUNT; n += batch) {
-      const lines: string[] = [];
-      for (let k = n; k < Math.min(COUNT, n + batch); k++) {
-        const f = r() < 0.85 ? pick(r, commands(k)) : pick(r, others(k));
-        const line = r() < 0.5 ? mutateText(r, f) : JSON.stringify(f);
-        lines.push(line);
-        // A command frame the backend must answer: parses, is a command, carries a string commandId.
-        let parsed: unknown;
-        try {
-          parsed = JSON.parse(line);
-        } catch {
-          parsed = undefined;
-        }
-        const pf = parsed as Json | undefined;
-        if (pf && typeof pf === "object" && !Array.isArray(pf) && (pf.type === "command" || pf.type === "provider_command") && typeof pf.commandId === "string")
-          sentIds.set(pf.commandId, (sentIds.get(pf.commandId) ?? 0) + 1);
-      }
-      // A line the framing refuses ends the connection (the backend reconnects): keep frames parseable as JSON.
+    /** Write `lines` in order, recording each frame; a line the framing would refuse is left out. */
+    const write = (lines: string[]): void => {
       for (const line of lines) {
+        let pf: Json | undefined;
         try {
           const v: unknown = JSON.parse(line);
-          if (v !== null && typeof v === "object" && !Array.isArray(v)) host.raw(line);
+          // A line the framing refuses ends the connection (the backend reconnects): keep frames parseable as JSON.
+          if (v === null || typeof v !== "object" || Array.isArray(v)) continue;
+          pf = v;
         } catch {
-          /* not a frame the host could send */
+          continue; // not a frame the host could send
         }
+        // A command frame the backend must answer: a command with a string commandId.
+        if ((pf.type === "command" || pf.type === "provider_command") && typeof pf.commandId === "string") sentIds.set(pf.commandId, (sentIds.get(pf.commandId) ?? 0) + 1);
+        reg.wrote(pf);
+        host.raw(line);
+        if (process.env.FUZZ_VERBOSE) process.stderr.write(`>> ${line.slice(0, 300)}\n`);
       }
-      if (process.env.FUZZ_VERBOSE) for (const l of lines) process.stderr.write(`>> ${l.slice(0, 300)}\n`);
+    };
+    for (let n = 0; n < COUNT; n += batch) {
+      await refill();
+      const lines: string[] = [];
+      for (let k = n; k < Math.min(COUNT, n + batch); k++) {
+        const x = r();
+        const f = x < 0.7 ? pick(r, commands(k)) : x < 0.85 ? pick(r, others(k)) : x < 0.96 ? reg.refusal(r, k) : reg.dispose(r, rt.instanceId);
+        // A disposal of a pool session goes unmutated: the checks must know which session it disposed.
+        if (f !== undefined) lines.push(r() < 0.5 && x < 0.96 ? mutateText(r, f) : JSON.stringify(f));
+      }
+      // The answers to the re-registrations written so far go in among them, before or after a disposal.
+      for (const a of reg.answers(r)) lines.splice(Math.floor(r() * (lines.length + 1)), 0, a);
+      write(lines);
       await until(() => [...sentIds].every(([id, n]) => results(id).length >= n), 20_000, `seed ${SEED}: every command up to ${n + batch} answered`).catch((e: unknown) => {
         const missing = [...sentIds].filter(([id, n]) => results(id).length < n).map(([id]) => id);
         throw new Error(`${String(e)}: missing ${missing.slice(0, 5).join(", ")}; connections ${host.connections}; log ${logs.slice(-5).join(" | ")}`);
       });
     }
+    // Every re-registration answered (they may keep coming while refusals of current epochs are being read).
+    for (;;) {
+      await rt.sync();
+      await rt.registrationsSent();
+      await rt.sync();
+      const lines = reg.answers(r, true);
+      if (lines.length === 0) break;
+      write(lines);
+    }
+    assert.equal(host.connections, 1, `seed ${SEED}: the connection stayed (every frame was parseable)`);
+    const covered = reg.check(SEED, results);
+    assert.ok(reg.reRegistrations > 0 && covered.disposed > 0 && covered.unregistered > 0, `seed ${SEED}: the fuzz reached re-registration, disposal and their race: ${JSON.stringify({ reRegistrations: reg.reRegistrations, ...covered })}`);
+    if (process.env.FUZZ_VERBOSE) process.stderr.write(`covered: ${JSON.stringify({ reRegistrations: reg.reRegistrations, ...covered })}\n`);
     for (const [id, n] of sentIds) {
       const rs = results(id);
       // Each delivery is answered once; a repeated ID gets the first result again (executed at most once) while the
