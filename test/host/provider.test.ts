@@ -180,3 +180,38 @@ test("createSession: durable reservation, one-time token claimed by hello → se
     c.close();
     be.close();
   }));
+
+test("unregister_session while a disposal is pending only detaches the route; the accepted disposal removes the session", () =>
+  withHost(async (h) => {
+    const { c } = await AhpClient.init(h);
+    const { be } = await FakeBackend.provider(h, 8, ["prov"]);
+    regSession(be, "r1", { sourceId: "d" });
+    const first = await be.next((f) => f.requestId === "r1");
+    const uri = first.session as string;
+    const disposed = c.request("disposeSession", { channel: uri });
+    const dc = await be.nextType("provider_command");
+    assert.equal(dc.command.type, "dispose_session");
+    // The provider re-registers the session (a registration it sent before reading the disposal), then retires it.
+    regSession(be, "r2", { sourceId: "d" });
+    const second = await be.next((f) => f.requestId === "r2");
+    assert.equal(second.type, "session_registered");
+    assert.equal(second.session, uri);
+    assert.notEqual(second.backendConnectionId, first.backendConnectionId);
+    be.send({ type: "unregister_session", requestId: "u1", backendConnectionId: second.backendConnectionId });
+    assert.deepEqual(await be.next((f) => f.requestId === "u1"), { type: "session_unregistered", requestId: "u1", session: uri, backendConnectionId: second.backendConnectionId });
+    assert.equal(h.state.sessions.get(uri)?.route, undefined, "detached");
+    const listed = (await c.request("listSessions", {})).result.items as Json[];
+    assert.deepEqual(listed.map((s) => s.resource), [uri], "not removed by unregister_session: the disposal is still pending");
+    be.send({ type: "command_result", commandId: dc.commandId, accepted: true });
+    assert.equal((await disposed).result, null);
+    await c.note("root/sessionRemoved", (p) => p.session === uri);
+    assert.equal(h.state.sessions.has(uri), false);
+    // A registration retired by the disposal itself: unregistering it again is refused, correlated.
+    be.send({ type: "unregister_session", requestId: "u2", backendConnectionId: second.backendConnectionId });
+    const late = await be.next((f) => f.requestId === "u2");
+    assert.deepEqual([late.type, late.code], ["error", "unknown_session"]);
+    assert.equal(be.closed, false);
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    be.close();
+  }));
