@@ -72,6 +72,15 @@ export interface LoopOptions {
   moreTools?: () => readonly Tool[];
 }
 
+/**
+ * `a + b` for two token counts, at most `Number.MAX_SAFE_INTEGER`. A provider's count is clamped to it alone
+ * (providers/accumulate.ts); a sum of counts (a turn's requests, input plus cache reads) is clamped here, so a total a
+ * client sees stays an exact integer instead of a rounded 2^53 or more (or Infinity, serialised as null).
+ */
+function countSum(a: number, b: number): number {
+  return Math.min(a + b, Number.MAX_SAFE_INTEGER);
+}
+
 const TASK_SPEC: ToolSpec = createTaskTool(() => Promise.reject(new Error("unbound"))).spec;
 
 export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
@@ -329,10 +338,10 @@ async function streamOnce(
   if (blocks.length > 0) messages.push({ role: "assistant", content: blocks });
   o.recorder?.endMessage();
   if (last !== null) {
-    total.inputTokens += last.inputTokens;
-    total.outputTokens += last.outputTokens;
-    total.cacheReadTokens += last.cacheReadTokens ?? 0;
-    const input = last.inputTokens + (last.cacheReadTokens ?? 0);
+    total.inputTokens = countSum(total.inputTokens, last.inputTokens);
+    total.outputTokens = countSum(total.outputTokens, last.outputTokens);
+    total.cacheReadTokens = countSum(total.cacheReadTokens, last.cacheReadTokens ?? 0);
+    const input = countSum(last.inputTokens, last.cacheReadTokens ?? 0);
     o.sink.event({
       type: "usage",
       effectiveInput: input,
@@ -345,7 +354,7 @@ async function streamOnce(
     });
     o.sink.event({
       type: "context",
-      currentTokens: input + last.outputTokens,
+      currentTokens: countSum(input, last.outputTokens),
       maxTokens: o.contextWindow,
       reasoningTokens: last.reasoningTokens,
       requestSequence: seq,
@@ -433,7 +442,7 @@ async function runChild(o: LoopOptions, prompt: string, signal: AbortSignal, tas
   });
   o.sink.event({
     type: "usage",
-    effectiveInput: out.usage.inputTokens + out.usage.cacheReadTokens,
+    effectiveInput: countSum(out.usage.inputTokens, out.usage.cacheReadTokens),
     output: out.usage.outputTokens,
     cacheRead: out.usage.cacheReadTokens,
     cacheKnown: false,
