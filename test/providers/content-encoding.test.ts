@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
-import { gzipSync } from "node:zlib";
+import { constants, deflateRawSync, deflateSync, gzipSync } from "node:zlib";
 import { terminalEvent } from "../../src/runtime/session/project.js";
 import type { ProviderEvent, ProviderApi } from "../../src/runtime/types.js";
 import { startFakeProvider, type FakeProvider, type FakeTurn } from "../fakes/fake-provider.js";
@@ -176,6 +176,77 @@ describe("openai-chat: a broken or hostile compressed body", () => {
       await s.close();
     }
   });
+});
+
+describe("openai-chat: deflate with or without its zlib wrapper", () => {
+  /** The answer of a server sending `body` under `content-encoding: deflate`, written in `parts` pieces. */
+  async function deflated(body: Buffer, cuts: number[] = []): Promise<{ events: ProviderEvent[]; requests: number; delays: number }> {
+    const s = await rawServer((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream", "content-encoding": "deflate" });
+      let at = 0;
+      for (const cut of cuts) {
+        res.write(body.subarray(at, cut));
+        at = cut;
+      }
+      res.end(body.subarray(at));
+    });
+    try {
+      const { provider, delays } = makeProvider("openai-chat", s.fake);
+      return { events: await collect(provider.stream(request())), requests: s.requests(), delays: delays.length };
+    } finally {
+      await s.close();
+    }
+  }
+  const expected = Array.from({ length: 300 }, (_, i) => `<${i}>`).join("");
+
+  it("zlib-wrapped (RFC 1950, as HTTP defines deflate) decodes", async () => {
+    const { events } = await deflated(deflateSync(chatBody(300)));
+    assert.equal(textOf(events), expected);
+    assert.deepEqual(terminal(events), { type: "done", stopReason: "end" });
+  });
+
+  it("raw (RFC 1951, no zlib header, as some servers and proxies send it) decodes", async () => {
+    const { events } = await deflated(deflateRawSync(chatBody(300)));
+    assert.equal(textOf(events), expected);
+    assert.deepEqual(terminal(events), { type: "done", stopReason: "end" });
+  });
+
+  it("either form decodes when its first two bytes arrive apart", async () => {
+    for (const body of [deflateSync(chatBody(300)), deflateRawSync(chatBody(300))]) {
+      const { events } = await deflated(body, [1, 2]);
+      assert.equal(textOf(events), expected);
+    }
+  });
+
+  it("a raw deflate body that inflates without end trips the response bound", async () => {
+    // Non-final blocks ending on a byte boundary (a sync flush): their concatenation is one endless raw stream.
+    const blocks = deflateRawSync(`: ${"a".repeat(1022)}\n`.repeat(1024), { finishFlush: constants.Z_SYNC_FLUSH });
+    const s = await rawServer((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream", "content-encoding": "deflate" });
+      endless(res, blocks);
+    });
+    try {
+      const { provider } = makeProvider("openai-chat", s.fake);
+      const events = await collect(provider.stream(request()));
+      assert.deepEqual(events, [{ type: "error", kind: "limit", retryable: false, message: "provider response exceeds size limit" }]);
+    } finally {
+      await s.close();
+    }
+  });
+
+  const corrupt = "provider's compressed response is corrupt (deflate Z_DATA_ERROR)";
+  for (const [name, body] of [
+    ["a zlib header then a reserved block type", Buffer.from([0x78, 0x9c, 0x07, 0x00, 0x00])],
+    ["raw with a reserved block type", Buffer.from([0x07, 0x00, 0x00])],
+    ["an uncompressed event stream", Buffer.from(chatBody(3))],
+  ] as const) {
+    it(`corrupt: ${name} fails as a corrupt compressed response, not retried`, async () => {
+      const r = await deflated(body);
+      assert.deepEqual(r.events, [{ type: "error", kind: "protocol", retryable: false, message: corrupt }]);
+      assert.equal(r.requests, 1);
+      assert.equal(r.delays, 0);
+    });
+  }
 });
 
 for (const api of ["anthropic", "openai-responses"] satisfies ProviderApi[]) {

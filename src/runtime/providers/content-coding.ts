@@ -4,7 +4,8 @@
  *
  * Contract:
  * - `contentCodings` reads the `Content-Encoding` header: absent or `identity` is no coding (the body as is);
- *   `gzip` / `x-gzip`, `deflate` (zlib-wrapped, as HTTP defines it) and `br` are decoded; any other coding, or more
+ *   `gzip` / `x-gzip`, `deflate` (zlib-wrapped, as HTTP defines it, or raw as some servers send it: deflate.ts) and
+ *   `br` are decoded; any other coding, or more
  *   than `MAX_CODINGS` stacked, throws a `protocol` failure naming it (never retried: the same request gets the same
  *   answer).
  * - `decodeBody` wraps a body so that `read()` yields decoded bytes, with node:zlib's streaming decompressors. node:zlib
@@ -57,9 +58,11 @@ let zlib: typeof Zlib | null = null;
  */
 export async function decodeBody(body: Body, codings: readonly Coding[], signal: AbortSignal): Promise<Body> {
   const z = (zlib ??= await import("node:zlib"));
+  // `deflate` zlib-wrapped or raw (deflate.ts), loaded with the first such body.
+  const inflate = codings.includes("deflate") ? (await import("./deflate.js")).autoInflate : null;
   // Applied first, undone last.
   const order = [...codings].reverse();
-  const stages = order.map((c) => (c === "gzip" ? z.createGunzip() : c === "deflate" ? z.createInflate() : z.createBrotliDecompress()));
+  const stages = order.map((c) => (c === "gzip" ? z.createGunzip() : c === "deflate" ? inflate!(z) : z.createBrotliDecompress()));
   return new DecodedBody(body, stages, order, signal);
 }
 
