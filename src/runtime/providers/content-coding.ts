@@ -50,6 +50,23 @@ export function contentCodings(header: string | null): Coding[] {
   return out;
 }
 
+/**
+ * The codings a Fetch-standard fetch undoes itself (its "handle content codings" step: undici, as Node's global
+ * `fetch`, and browsers). As undici does, it decodes a body only when it knows every coding listed; else (`compress`,
+ * `identity` in a list, an empty entry) it hands the body over as received.
+ */
+const FETCH_DECODES = new Set(["gzip", "x-gzip", "deflate", "br"]);
+
+/**
+ * The codings Berth must undo on a body with `header` as its `Content-Encoding`: `contentCodings(header)`, or none when
+ * `fetchDecodes` (the body came from a Fetch-standard fetch: driver.ts `StreamFetch.decodes`) and that fetch decoded
+ * it already. Throws as `contentCodings` does.
+ */
+export function codingsToUndo(header: string | null, fetchDecodes: boolean): Coding[] {
+  if (fetchDecodes && header !== null && header.split(",").every((c) => FETCH_DECODES.has(c.trim().toLowerCase()))) return [];
+  return contentCodings(header);
+}
+
 let zlib: typeof Zlib | null = null;
 
 /**

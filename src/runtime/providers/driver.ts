@@ -15,7 +15,7 @@
 import type { CredentialSource, ProviderBatch, ProviderEvent } from "../types.js";
 import type { ProviderBounds } from "./accumulate.js";
 import { BoundedSse } from "./bounded-sse.js";
-import { contentCodings, decodeBody } from "./content-coding.js";
+import { codingsToUndo, decodeBody } from "./content-coding.js";
 import { abortedFailure, connectFailure, errorCategory, isEventStream, LABELS, notStreamFailure, ProviderFailure, stalledFailure, statusFailure, withCategory } from "./errors.js";
 
 export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
@@ -52,9 +52,11 @@ export interface StreamFetchInit {
 /**
  * A fetch for provider streams. One that declares `gated: true` honours `init.gate` itself (it may connect and send
  * the head before, and sends the body's final bytes only after the gate resolves); any other is called only once
- * the gate resolved.
+ * the gate resolved. One that declares `decodes: true` is a Fetch-standard fetch (a caller's `opts.fetch`, such as
+ * the global one): it undoes the content codings it knows itself and keeps the `Content-Encoding` header, so the
+ * driver decodes only what it left (content-coding.ts `codingsToUndo`).
  */
-export type StreamFetch = ((url: string, init: StreamFetchInit) => Promise<StreamResponse>) & { readonly gated?: boolean };
+export type StreamFetch = ((url: string, init: StreamFetchInit) => Promise<StreamResponse>) & { readonly gated?: boolean; readonly decodes?: boolean };
 export type Credential = Awaited<ReturnType<CredentialSource>>;
 
 /** Retry policy for failures before any output. `sleep` must reject when `signal` aborts. */
@@ -162,13 +164,13 @@ const MAX_ERROR_BODY_BYTES = 16 * 1024;
  * `errorCategory`), then cancels the body. Only that identifier leaves this function: the body's
  * text never reaches the caller.
  */
-async function errorBodyCategory(res: StreamResponse, signal: AbortSignal): Promise<string | undefined> {
+async function errorBodyCategory(res: StreamResponse, fetchDecodes: boolean, signal: AbortSignal): Promise<string | undefined> {
   let category: string | undefined;
   let body = res.body;
   try {
     if (body !== null) {
       // A compressed error body is decoded (and bounded as decoded); one in a coding Berth cannot decode has no category.
-      const codings = contentCodings(res.headers.get("content-encoding"));
+      const codings = codingsToUndo(res.headers.get("content-encoding"), fetchDecodes);
       if (codings.length > 0) body = await decodeBody(body, codings, signal);
       const reader = body.getReader();
       const chunks: Uint8Array[] = [];
@@ -260,7 +262,7 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
         throw signal.aborted ? abortedFailure() : connectFailure(e);
       }
       if (!res.ok) {
-        const category = await errorBodyCategory(res, ctl.signal);
+        const category = await errorBodyCategory(res, p.fetch.decodes === true, ctl.signal);
         if (signal.aborted) throw abortedFailure();
         throw statusFailure(res.status, parseRetryAfter(res.headers, now()), category);
       }
@@ -269,8 +271,8 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
       const contentType = res.headers.get("content-type");
       if (/^\s*(?:text\/html|application\/xhtml\+xml)\s*(?:;|$)/i.test(contentType ?? "")) throw notStreamFailure(contentType);
       // A body compressed unasked (Berth sends no Accept-Encoding) is decoded before the SSE parser: every bound below
-      // counts decoded bytes (content-coding.ts).
-      const codings = contentCodings(res.headers.get("content-encoding"));
+      // counts decoded bytes (content-coding.ts). A Fetch-standard fetch decoded what it knows already.
+      const codings = codingsToUndo(res.headers.get("content-encoding"), p.fetch.decodes === true);
       const body = codings.length === 0 ? res.body : await decodeBody(res.body, codings, ctl.signal);
       const reader = body.getReader();
       const decoder = p.decoder();

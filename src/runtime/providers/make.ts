@@ -6,7 +6,7 @@
  */
 import { PROVIDER_BOUNDS, type CredentialSource, type Provider, type ProviderApi, type ProviderRequest } from "../types.js";
 import type { ProviderBounds } from "./accumulate.js";
-import { DEFAULT_RETRY, driveBatches, driveStream, type DriveParams, type FetchLike, type StreamFetch, type RetryPolicy, type WireDecoder, type WireRequest, type Credential } from "./driver.js";
+import { DEFAULT_RETRY, driveBatches, driveStream, type DriveParams, type FetchLike, type StreamFetch, type StreamFetchInit, type RetryPolicy, type WireDecoder, type WireRequest, type Credential } from "./driver.js";
 import { nodeFetch, preconnect } from "./node-fetch.js";
 import { ANTHROPIC_DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL, resolveBaseUrl } from "./base-url.js";
 
@@ -39,6 +39,10 @@ export interface ProviderConfig {
 }
 
 export interface ProviderOptions {
+  /**
+   * A Fetch-standard fetch (the global `fetch`) to send requests with instead of Berth's own HTTP client: it undoes
+   * the content codings it knows itself, so Berth decodes only a body it left encoded (content-coding.ts).
+   */
   fetch?: FetchLike;
   retry?: Partial<RetryPolicy>;
   /** Environment for base-URL resolution; defaults to `process.env`. */
@@ -64,7 +68,9 @@ export function assembleProvider(providerId: string, def: ProviderConfig, creden
   new URL(def.endpoint ?? base); // validate once, at creation
   const bounds: ProviderBounds = { ...PROVIDER_BOUNDS, ...def.bounds };
   const retry: RetryPolicy = { ...DEFAULT_RETRY, ...opts.retry };
-  const doFetch: StreamFetch = opts.fetch ?? nodeFetch;
+  // A caller's fetch is a Fetch-standard one (the global `fetch`): it decodes content codings itself (`decodes`).
+  const given = opts.fetch;
+  const doFetch: StreamFetch = given === undefined ? nodeFetch : Object.assign((url: string, init: StreamFetchInit) => given(url, init), { decodes: true as const });
   // A provider is built at warm-up (a fresh process creating its first session) and reused by turns (agent.ts): either
   // way its connection opens now and at each turn's start (`warm`), so the request finds it connected (a no-op while
   // one idles in the keep-alive pool).
