@@ -8,6 +8,10 @@
  *   `br` are decoded; any other coding, or more
  *   than `MAX_CODINGS` stacked, throws a `protocol` failure naming it (never retried: the same request gets the same
  *   answer).
+ * - `transferCodings` reads `Transfer-Encoding` the same way for the codings applied before the final `chunked` (or
+ *   on a body read until the server closes): `gzip` / `x-gzip` and `deflate` (RFC 9112 §7) are decoded after the
+ *   chunking is removed, exactly as content codings are; any other is refused naming it (`codingsToUndo` joins both,
+ *   at most `MAX_CODINGS` in all).
  * - `decodeBody` wraps a body so that `read()` yields decoded bytes, with node:zlib's streaming decompressors. node:zlib
  *   loads with the first compressed response, never before (a fresh process's first turn does not pay for it:
  *   docs/runtime.md, "First turn of a fresh process").
@@ -31,7 +35,10 @@ type ReadResult = Awaited<ReturnType<Reader["read"]>>;
 /** A coding Berth decodes (`x-gzip` is read as `gzip`). */
 export type Coding = "gzip" | "deflate" | "br";
 
-/** The most codings one response may stack (`gzip, br`): real servers send one; more is refused, not decoded. */
+/**
+ * The most codings one response may stack, content and transfer codings together (`gzip, br`): real servers send
+ * one; more is refused, not decoded.
+ */
 const MAX_CODINGS = 2;
 
 /** The codings applied to a body, in the order applied (`[]`: none). Throws a `protocol` failure for any other. */
@@ -58,13 +65,42 @@ export function contentCodings(header: string | null): Coding[] {
 const FETCH_DECODES = new Set(["gzip", "x-gzip", "deflate", "br"]);
 
 /**
- * The codings Berth must undo on a body with `header` as its `Content-Encoding`: `contentCodings(header)`, or none when
- * `fetchDecodes` (the body came from a Fetch-standard fetch: driver.ts `StreamFetch.decodes`) and that fetch decoded
- * it already. Throws as `contentCodings` does.
+ * The transfer codings applied to a body besides `chunked` (RFC 9112 §7), in the order applied (`[]`: none).
+ * `chunked` as the last coding is the framing (http1.ts removes it; so does any fetch) and `identity` is none; `gzip`
+ * / `x-gzip` and `deflate` (the registered compressions) are decoded; `chunked` anywhere else, or any other coding,
+ * throws a `protocol` failure naming it.
  */
-export function codingsToUndo(header: string | null, fetchDecodes: boolean): Coding[] {
-  if (fetchDecodes && header !== null && header.split(",").every((c) => FETCH_DECODES.has(c.trim().toLowerCase()))) return [];
-  return contentCodings(header);
+export function transferCodings(header: string | null): Coding[] {
+  if (header === null) return [];
+  const parts = header.split(",").map((p) => p.trim().toLowerCase());
+  const out: Coding[] = [];
+  parts.forEach((c, i) => {
+    if (c === "" || c === "identity" || (c === "chunked" && i === parts.length - 1)) return;
+    if (c === "gzip" || c === "x-gzip") out.push("gzip");
+    else if (c === "deflate") out.push("deflate");
+    else {
+      const name = c === "chunked" ? "chunked not last" : (safeCategory(c) ?? "an unnamed coding");
+      throw new ProviderFailure("protocol", `${LABELS.transferCoding} (${name})`, false);
+    }
+  });
+  return out;
+}
+
+/**
+ * The codings Berth must undo on a response's body, in the order applied: its content codings (`contentCodings`;
+ * none when `fetchDecodes`, the body came from a Fetch-standard fetch, driver.ts `StreamFetch.decodes`, and that fetch
+ * decoded them already), then its transfer codings (`transferCodings`; no fetch undoes those). At most `MAX_CODINGS`
+ * in all. Throws as those do, or naming the count.
+ */
+export function codingsToUndo(headers: { get(name: string): string | null }, fetchDecodes: boolean): Coding[] {
+  const ce = headers.get("content-encoding");
+  const fetched = fetchDecodes && ce !== null && ce.split(",").every((c) => FETCH_DECODES.has(c.trim().toLowerCase()));
+  const content = fetched ? [] : contentCodings(ce);
+  const transfer = transferCodings(headers.get("transfer-encoding"));
+  if (transfer.length === 0) return content;
+  const all = [...content, ...transfer];
+  if (all.length > MAX_CODINGS) throw new ProviderFailure("protocol", `${LABELS.transferCoding} (${all.length} stacked codings)`, false);
+  return all;
 }
 
 let zlib: typeof Zlib | null = null;

@@ -169,8 +169,8 @@ async function errorBodyCategory(res: StreamResponse, fetchDecodes: boolean, sig
   let body = res.body;
   try {
     if (body !== null) {
-      // A compressed error body is decoded (and bounded as decoded); one in a coding Berth cannot decode has no category.
-      const codings = codingsToUndo(res.headers.get("content-encoding"), fetchDecodes);
+      // A compressed (or transfer-coded) error body is decoded, bounded as decoded; one Berth cannot decode has no category.
+      const codings = codingsToUndo(res.headers, fetchDecodes);
       if (codings.length > 0) body = await decodeBody(body, codings, signal);
       const reader = body.getReader();
       const chunks: Uint8Array[] = [];
@@ -270,9 +270,10 @@ export async function* driveBatches(p: DriveParams): AsyncGenerator<ProviderBatc
       // A web page is never a stream (a base_url naming a web UI or a login portal): refused before its body is read.
       const contentType = res.headers.get("content-type");
       if (/^\s*(?:text\/html|application\/xhtml\+xml)\s*(?:;|$)/i.test(contentType ?? "")) throw notStreamFailure(contentType);
-      // A body compressed unasked (Berth sends no Accept-Encoding) is decoded before the SSE parser: every bound below
-      // counts decoded bytes (content-coding.ts). A Fetch-standard fetch decoded what it knows already.
-      const codings = codingsToUndo(res.headers.get("content-encoding"), p.fetch.decodes === true);
+      // A body compressed unasked (Berth sends no Accept-Encoding), or transfer-coded before its chunking, is decoded
+      // before the SSE parser: every bound below counts decoded bytes (content-coding.ts). A Fetch-standard fetch
+      // decoded the content codings it knows already.
+      const codings = codingsToUndo(res.headers, p.fetch.decodes === true);
       const body = codings.length === 0 ? res.body : await decodeBody(res.body, codings, ctl.signal);
       const reader = body.getReader();
       const decoder = p.decoder();

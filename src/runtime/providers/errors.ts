@@ -31,6 +31,7 @@ export const LABELS = {
   badToolArgs: "tool arguments are not a JSON object",
   toolName: "provider sent a tool name longer than 1024 bytes",
   contentCoding: "provider answered with a content-encoding Berth cannot decode",
+  transferCoding: "provider answered with a transfer-encoding Berth cannot decode",
   compressedCorrupt: "provider's compressed response is corrupt",
   compressedTruncated: "provider's compressed response ended early",
 } as const;

@@ -18,7 +18,8 @@
  *   skipped; at most `MAX_HEAD_BYTES` in all, else `HTTP_HEAD_TOO_LARGE`; anything else malformed is
  *   `HTTP_BAD_RESPONSE`. The body: chunked when the last transfer coding is `chunked` (chunk size lines ≤ 1 KiB,
  *   trailers ≤ 16 KiB, both skipped), else `Content-Length` (one value, digits), else until the server closes;
- *   none for 204 and 304.
+ *   none for 204 and 304. Only the chunking is removed: any other transfer coding (`gzip, chunked`) stays on the
+ *   body, and its `Transfer-Encoding` in the head, for the driver to decode or refuse (content-coding.ts).
  * - The body is read as it arrives, coalesced: one `read()` returns every byte received since the last one (a
  *   socket read holding many chunks is one value). Past `PAUSE_BYTES` unread the socket is paused until the next
  *   `read()`. A connection closed or failing before the response is complete rejects the pending or next `read()`

@@ -117,6 +117,7 @@ const NOT_STREAM_FIX =
   "check the provider's base_url in settings.json: it must name the API (for OpenAI-compatible servers usually ending in /v1), not a web page, on a server that streams answers (server-sent events)";
 /** A compressed answer Berth could not read (providers/content-coding.ts). */
 const CODING_FIX = "configure the server, or the proxy in front of it, to send identity (no compression), gzip, deflate or br";
+const TRANSFER_FIX = "configure the server, or the proxy in front of it, to send the stream with no transfer coding but chunked (or with gzip or deflate before chunked)";
 const COMPRESSED_FIX = "if it persists, configure the server, or the proxy in front of it, to send the stream uncompressed (identity)";
 const TOOL_NAME_FIX = "the model or server sent a malformed tool call: retry, or try another model or server";
 /** The fix of a provider failure, by its label. */
@@ -124,6 +125,7 @@ const LABEL_FIXES: ReadonlyArray<readonly [string, string]> = [
   [LABELS.certificate, CERTIFICATE_FIX],
   [LABELS.notStream, NOT_STREAM_FIX],
   [LABELS.contentCoding, CODING_FIX],
+  [LABELS.transferCoding, TRANSFER_FIX],
   [LABELS.compressedCorrupt, COMPRESSED_FIX],
   [LABELS.compressedTruncated, COMPRESSED_FIX],
   [LABELS.toolName, TOOL_NAME_FIX],
