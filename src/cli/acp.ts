@@ -9,6 +9,7 @@ import { Readable } from "node:stream";
 import type { Agent } from "../runtime/agent.js";
 import type { TurnRunner } from "../runtime/session/index.js";
 import { noteTerminalStdin, signalExitStatus } from "./process-io.js";
+import { containCrashes } from "./crash-containment.js";
 
 const HELP = `usage: berth acp
 
@@ -62,6 +63,8 @@ export async function runAcp(argv: string[]): Promise<number> {
     return 2;
   }
   const write = reserveStdout();
+  // A bug outside every handler is logged (stderr) and contained: it must not end the editor's sessions and turns.
+  containCrashes((m) => void process.stderr.write(`berth acp: ${m}\n`));
   const { home, problem } = (await import("../store/state-root.js")).prepareHome(process.env);
   if (problem !== null) {
     process.stderr.write(`berth acp: ${problem}\n`);

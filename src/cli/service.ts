@@ -7,6 +7,7 @@ import { prepareHome } from "../store/state-root.js";
 import { AppServiceServer } from "../protocols/app-service/server.js";
 import { buildFamilies } from "./service-families.js";
 import { noteTerminalStdin, packageVersion, reserveStdout, signalExitStatus } from "./process-io.js";
+import { containCrashes } from "./crash-containment.js";
 
 // Kept importable from here for existing callers; new code imports ./process-io.js (it loads no protocol).
 export { packageVersion, reserveStdout };
@@ -32,6 +33,8 @@ export async function runServiceCommand(argv: string[]): Promise<number> {
 
 async function runService(): Promise<number> {
   const stdout = reserveStdout();
+  // A bug outside every handler is logged (stderr) and contained: it must not end the app's sessions and turns.
+  containCrashes((m) => void process.stderr.write(`berth service: ${m}\n`));
   const { home, problem } = prepareHome(process.env);
   if (problem !== null) {
     process.stderr.write(`berth service: ${problem}\n`);

@@ -8,6 +8,7 @@ import { serveScvConnection } from "../protocols/scv/connection.js";
 import { lazyScvDeps } from "./scv-lazy.js";
 import { prepareHome } from "../store/state-root.js";
 import { noteTerminalStdin, reserveStdout } from "./process-io.js";
+import { containCrashes } from "./crash-containment.js";
 
 export async function runStdio(argv: string[]): Promise<number> {
   if (argv.length > 0) {
@@ -15,6 +16,8 @@ export async function runStdio(argv: string[]): Promise<number> {
     return 2;
   }
   const stdout = reserveStdout();
+  // A bug outside every handler is logged (stderr) and contained: it must not end the client's session and turns.
+  containCrashes((m) => void process.stderr.write(`berth stdio: ${m}\n`));
   const { home, problem } = prepareHome(process.env);
   if (problem !== null) {
     process.stderr.write(`berth stdio: ${problem}\n`);
