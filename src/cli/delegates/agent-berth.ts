@@ -13,6 +13,9 @@
  *   `[berth-N depth D]`, and answered with the gate's decision.
  * - Cancelling the call or its timeout sends `turn.cancel`; a child that has not ended the turn within
  *   `CANCEL_GRACE_MS` is stopped. A child that dies mid-turn fails the call and ends the conversation.
+ * - The conversation ends with the child process, not with the last holder of its pipes (process-end.ts): once it
+ *   exits, its output is read for `STDOUT_DRAIN_MS`, the connection closes and the rest of its process group is
+ *   stopped, so a helper it left holding its stdout keeps neither a call nor the session's close waiting.
  * - Nested tool activity becomes progress lines (`▸ bash`, the nested `tool.progress` text), never tool output.
  * - Idle conversations end after `IDLE_MS`; `close()` ends them all.
  */
@@ -20,13 +23,14 @@ import type { ChildProcessWithoutNullStreams } from "node:child_process";
 import { createHash } from "node:crypto";
 import { copyFile, mkdir, chmod, access } from "node:fs/promises";
 import { join } from "node:path";
-import { ScvConnection, type ScvEvent } from "../../client/scv/connection.js";
+import { ScvConnection, ScvConnectionError, type ScvEvent } from "../../client/scv/connection.js";
 import { spawnBerth } from "../../client/spawn-berth.js";
 import { newHandle, processStart, stopRun, writeRecord, type DelegationRecord } from "../../runtime/delegation/records.js";
 import { defineLocalTool } from "../../runtime/tools/define.js";
 import type { Tool, ToolResult, ToolRisk } from "../../runtime/types.js";
 import type { SessionToolContext } from "../../runtime/agent.js";
 import { jobRef, type JobBook } from "./jobs.js";
+import { processEnded } from "./process-end.js";
 import { textOf } from "../../core/json-text.js";
 import { AGENT_BERTH, AGENT_BERTH_DEF, BERTH_DEFAULT_TIMEOUT_SECONDS, BERTH_MAX_TIMEOUT_SECONDS } from "./tool-defs.js";
 
@@ -57,6 +61,8 @@ interface Conversation {
   busy: boolean;
   idle: NodeJS.Timeout | null;
   exited: Promise<void>;
+  /** Set when the conversation starts ending; settles once its process group is stopped and its record gone. */
+  ending: Promise<void> | null;
 }
 
 
@@ -132,7 +138,7 @@ export class BerthDelegates {
     const child = spawnBerth(this.o.berthBin, ["stdio"], env, { cwd: s.cwd, stdio: ["pipe", "pipe", "pipe"], detached: true }) as ChildProcessWithoutNullStreams;
     child.stderr.on("data", () => undefined);
     child.stdin.on("error", () => undefined);
-    const exited = new Promise<void>((r) => child.once("close", () => r()));
+    const exited = processEnded(child).then(() => undefined);
     const pid = child.pid;
     if (pid === undefined) throw new Error("spawn failed");
     const record: DelegationRecord = {
@@ -152,8 +158,14 @@ export class BerthDelegates {
     };
     await writeRecord(this.o.home, record);
     const conn = new ScvConnection(child.stdout, child.stdin);
-    const conv: Conversation = { name, sessionId: s.sessionId, child, conn, nestedSession: "", record, depth, turn: 0, busy: false, idle: null, exited };
+    const conv: Conversation = { name, sessionId: s.sessionId, child, conn, nestedSession: "", record, depth, turn: 0, busy: false, idle: null, exited, ending: null };
     this.conversations.set(name, conv);
+    // Its pipes are let go once it exited (they end without an "end" when a helper still holds them): the turn in
+    // flight fails as "exited mid-turn", and the conversation ends, which stops what is left of its group.
+    void exited.then(() => {
+      conn.close(new ScvConnectionError(`the nested Berth ${name} exited`));
+      void this.end(conv);
+    });
     try {
       await conn.request("initialize", { protocol_version: 3, client: { name: "berth-agent_berth", version: "1" } }, ["initialized"]);
       const started = await conn.request("session.start", { cwd: s.cwd, delegation_depth: depth }, ["session.started"]);
@@ -238,11 +250,12 @@ export class BerthDelegates {
               break;
           }
         },
-        onClose: () => {
-          void this.end(conv);
-          if (cancelled !== null) return done(result(cancelled === "timeout" ? "timeout" : "cancelled", true, cancelled === "timeout" ? "limit" : "cancelled"));
-          done({ content: `${AGENT_BERTH}: the nested Berth ${conv.name} exited mid-turn; the conversation has ended`, isError: true, errorKind: "failed" });
-        },
+        // The result comes once the conversation has ended (its group stopped), as it says.
+        onClose: () =>
+          void this.end(conv).then(() => {
+            if (cancelled !== null) return done(result(cancelled === "timeout" ? "timeout" : "cancelled", true, cancelled === "timeout" ? "limit" : "cancelled"));
+            done({ content: `${AGENT_BERTH}: the nested Berth ${conv.name} exited mid-turn; the conversation has ended`, isError: true, errorKind: "failed" });
+          }),
       });
     });
   }
@@ -255,14 +268,20 @@ export class BerthDelegates {
     conv.conn.notify("approval.resolve", { session_id: conv.nestedSession, approval_id: ev["approval_id"], approved: d === "approve" });
   }
 
-  /** Ends a conversation: closes its input, stops its process group, removes its record. */
-  private async end(conv: Conversation): Promise<void> {
-    if (this.conversations.get(conv.name) !== conv) return;
-    this.conversations.delete(conv.name);
-    if (conv.idle !== null) clearTimeout(conv.idle);
-    conv.child.stdin.end();
-    await stopRun(this.o.home, conv.record);
-    await conv.exited;
+  /**
+   * Ends a conversation: closes its input, stops its process group, removes its record. Every caller gets the one
+   * ending, settled when all of that is done.
+   */
+  private end(conv: Conversation): Promise<void> {
+    if (this.conversations.get(conv.name) === conv) {
+      this.conversations.delete(conv.name);
+      if (conv.idle !== null) clearTimeout(conv.idle);
+      conv.child.stdin.end();
+      conv.ending = stopRun(this.o.home, conv.record)
+        .catch(() => undefined)
+        .then(() => conv.exited);
+    }
+    return conv.ending ?? Promise.resolve();
   }
 
   /** Ends the conversations of a session that closed. */

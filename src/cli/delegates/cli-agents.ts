@@ -11,7 +11,7 @@
  *   (`CODEX_HOME`, `CLAUDE_CONFIG_DIR`, `PI_CODING_AGENT_DIR` = `$MC_HOME/adapters/<agent>`), `SCV_PARENT` and
  *   `SCV_DELEGATION_DEPTH`. The process runs in its own group under a delegation record; it ends by TERM → 2 s →
  *   KILL of the group on cancel, timeout, or exit. The call ends with the agent process (its output is read for
- *   `STDOUT_DRAIN_MS` after it exits), not when every process holding its stdout let go.
+ *   `STDOUT_DRAIN_MS` after it exits), not when every process holding its stdout let go (process-end.ts).
  * - Progress lines from its event stream (`$ <command>`, `update <path>`, `tool <name>`, `search <q>`), single
  *   lines of at most 200 bytes with credential-like values redacted.
  * - Result: `{agent, status, reply, usage, exit_code, stderr_tail, truncated, session, turn}`.
@@ -29,6 +29,7 @@ import { defineLocalTool } from "../../runtime/tools/define.js";
 import type { Tool, ToolContext, ToolResult } from "../../runtime/types.js";
 import { instanceOf } from "./agent-berth.js";
 import { ExecutableResolver } from "./executables.js";
+import { processEnded } from "./process-end.js";
 import { jobRef, type JobBook } from "./jobs.js";
 import { textOf } from "../../core/json-text.js";
 import { CLI_DEFAULT_TIMEOUT_SECONDS as DEFAULT_TIMEOUT_SECONDS, CLI_LABELS, cliAgentDef } from "./tool-defs.js";
@@ -37,8 +38,6 @@ const MAX_REPLY_BYTES = 64 * 1024;
 const STDERR_TAIL_BYTES = 2048;
 const MAX_LINE_BYTES = 200;
 const MAX_EVENT_LINE_BYTES = 1 << 20;
-/** How long an exited agent's pipes are still read when another process holds them open. */
-export const STDOUT_DRAIN_MS = 500;
 
 /** Provider variables a delegated CLI never inherits (it signs in through its own private home). */
 const PROVIDER_VARS = /(_API_KEY|_AUTH_TOKEN|_ACCESS_TOKEN)$|^(OPENAI|ANTHROPIC|AZURE_OPENAI|GEMINI|GOOGLE|OPENROUTER|MC|CLAUDE|PI)_|^CODEX_HOME$|^SCV_HOME$/;
@@ -314,24 +313,8 @@ export class CliAgents {
     const child = spawn(exe, argv, { cwd: args.cwd, env, stdio: ["pipe", "pipe", "pipe"], detached: true });
     child.stdin.on("error", () => undefined);
     child.stdin.end(spec.stdin ? args.prompt : undefined);
-    const exited = new Promise<number | null>((r) => {
-      child.once("close", (code) => r(code));
-      child.once("error", () => r(null));
-      // "close" waits for every holder of the pipes: a helper the agent started (an MCP server, a `setsid` escapee
-      // without the tag) could keep the call, and the session's close, waiting forever. Once the agent itself is
-      // gone, what it wrote is read for a moment and the pipes are let go; stopRun then ends what is left of its run.
-      // The pipes are let go in a check phase: a timer that fired late (a busy loop) runs before that turn's poll
-      // phase, which still reads what the agent wrote last (at most a pipe buffer, already in the kernel).
-      child.once("exit", (code) => {
-        setTimeout(() => {
-          setImmediate(() => {
-            child.stdout.destroy();
-            child.stderr.destroy();
-            r(code);
-          });
-        }, STDOUT_DRAIN_MS);
-      });
-    });
+    // Ends with the agent process, not with the last holder of its pipes (process-end.ts).
+    const exited = processEnded(child);
     // Read the streams from the start: Node drains (discards) the output of a child that exits while nobody
     // listens, which an agent that ends quickly does while the record below is still being written.
     let thread = conv?.thread ?? null;
