@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { it } from "node:test";
-import { JobBook, MAX_RUNNING_JOBS, MAX_VIEW_BYTES } from "../../src/cli/delegates/jobs.js";
+import { JobBook, MAX_ENDED_JOBS, MAX_RUNNING_JOBS, MAX_VIEW_BYTES } from "../../src/cli/delegates/jobs.js";
 import { MAX_RESULT_BYTES } from "../../src/runtime/tools/result.js";
 import type { Tool, ToolResult } from "../../src/runtime/types.js";
 
@@ -28,14 +28,15 @@ async function call(tools: Map<string, Tool>, name: string, args: Record<string,
   return { view: JSON.parse(r.content) as View, settled: (r.jobs ?? []).map((j) => j.job), bytes: Buffer.byteLength(r.content) };
 }
 
-it("hundreds of ended jobs: each answer is valid JSON within the bound; every result is shown once, whole, then settled", async () => {
-  const results = Array.from({ length: 300 }, (_, i) => `result ${i} ${"x".repeat(1000)}`);
+// A session keeps at most MAX_ENDED_JOBS ended jobs (jobs-bound.test.ts): the most an answer ever lists.
+it("every ended job a session keeps: each answer is valid JSON within the bound; every result is shown once, whole, then settled", async () => {
+  const results = Array.from({ length: MAX_ENDED_JOBS }, (_, i) => `result ${i} ${"x".repeat(1000)}`);
   const { tools, reports } = await book(results);
-  assert.equal(reports, 300);
+  assert.equal(reports, MAX_ENDED_JOBS);
   assert.ok(MAX_VIEW_BYTES < MAX_RESULT_BYTES);
   const seen = new Map<string, string>();
-  for (let round = 0; seen.size < 300; round++) {
-    assert.ok(round < 300, "every call settles at least one job");
+  for (let round = 0; seen.size < MAX_ENDED_JOBS; round++) {
+    assert.ok(round < MAX_ENDED_JOBS, "every call settles at least one job");
     const { view, settled, bytes } = await call(tools, "agent_wait", {});
     assert.ok(bytes <= MAX_VIEW_BYTES, `${bytes} bytes`);
     const shown = view.jobs.filter((j) => j.result !== undefined);
@@ -45,12 +46,12 @@ it("hundreds of ended jobs: each answer is valid JSON within the bound; every re
       seen.set(j.job, j.result!);
     }
   }
-  for (let i = 0; i < 300; i++) assert.equal(seen.get(`job-${i + 1}`), results[i]);
+  for (let i = 0; i < MAX_ENDED_JOBS; i++) assert.equal(seen.get(`job-${i + 1}`), results[i]);
   // agent_status lists every job; what does not fit is counted, not cut.
   const all = await call(tools, "agent_status", {});
   assert.ok(all.bytes <= MAX_VIEW_BYTES);
   assert.deepEqual(all.settled, []);
-  assert.equal(all.view.jobs.length + (all.view.omitted ?? 0), 300);
+  assert.equal(all.view.jobs.length + (all.view.omitted ?? 0), MAX_ENDED_JOBS);
 });
 
 it("one result larger than the bound is shown cut, as valid JSON, and settled; one that fits exactly is whole", async () => {
@@ -87,15 +88,14 @@ it("at the bound: the largest result shown whole fills the answer to within 32 b
   assert.ok(sizes[t]! > MAX_VIEW_BYTES - 32, `the largest whole answer is ${sizes[t]} bytes`);
 });
 
-it("a thousand ended jobs: the list takes half the answer, so each call still shows whole results and settles only those", async () => {
-  const results = Array.from({ length: 1000 }, (_, i) => `r${i} ${"v".repeat(200)}`);
+it("a thousand jobs ended unseen: the session keeps the last ones, each call shows whole results and settles only those", async () => {
+  const results = Array.from({ length: 1000 }, (_, i) => `r${i} ${"v".repeat(2000)}`);
   const { tools } = await book(results);
   const seen = new Map<string, string>();
-  for (let round = 0; seen.size < 1000; round++) {
-    assert.ok(round < 1000, "every call settles at least one job");
+  for (let round = 0; seen.size < MAX_ENDED_JOBS; round++) {
+    assert.ok(round < MAX_ENDED_JOBS, "every call settles at least one job");
     const { view, settled, bytes } = await call(tools, "agent_wait", {});
     assert.ok(bytes <= MAX_VIEW_BYTES, `${bytes} bytes`);
-    assert.ok((view.omitted ?? 0) > 0 || seen.size > 0, "the first calls cannot list every job");
     const shown = view.jobs.filter((j) => j.result !== undefined);
     assert.ok(shown.length > 0);
     assert.deepEqual(settled, shown.map((j) => j.job));
@@ -105,7 +105,7 @@ it("a thousand ended jobs: the list takes half the answer, so each call still sh
       seen.set(j.job, j.result!);
     }
   }
-  for (let i = 0; i < 1000; i++) assert.equal(seen.get(`job-${i + 1}`), results[i]);
+  for (let i = 1000 - MAX_ENDED_JOBS; i < 1000; i++) assert.equal(seen.get(`job-${i + 1}`), results[i]);
 });
 
 it("at most MAX_RUNNING_JOBS background jobs run in a session: one more is refused with the fix until one ends", async () => {

@@ -8,6 +8,9 @@
  *   server-started report turn (whose `origin.jobs` names it). The starting call's `jobs` names it `running`.
  * - A job that ends unseen is reported: `report` is asked to start a turn once the session is idle; it collects
  *   the jobs still unseen at that moment (a job the model waited for meanwhile is never reported again).
+ * - A session keeps at most `MAX_ENDED_JOBS` ended jobs (each holds its result, up to 64 KiB): past it, the job that
+ *   ended first among those whose result was already seen goes, else (only unseen ones) the one that ended first,
+ *   never silently: the next report turn names it, and a tool naming a job no longer kept says it was discarded.
  * - Closing a session cancels its jobs.
  */
 import { defineLocalTool } from "../../runtime/tools/define.js";
@@ -19,6 +22,14 @@ export { DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS };
 const MAX_TASK_CHARS = 80;
 /** Background jobs one session may have running at once (each is a delegated agent's process tree). */
 export const MAX_RUNNING_JOBS = 16;
+/**
+ * Ended jobs one session keeps. Each holds its result (up to 64 KiB), so without a bound a long session running many
+ * jobs grew for as long as it lived; 64 is 4 MiB at most per session, four times as many as can run at once, and
+ * more than the job tools' 40 KiB answer can show results of at a time.
+ */
+export const MAX_ENDED_JOBS = 64;
+/** Discarded unseen jobs a report turn names (the rest are counted). */
+const MAX_DISCARDED_NAMED = 16;
 const CANCEL_WAIT_MS = 10_000;
 /** The job tools' answer at most (under the tool result bound, so it is never cut through its JSON). */
 export const MAX_VIEW_BYTES = 40 * 1024;
@@ -34,6 +45,8 @@ export interface Job {
   status: JobStatus;
   result: ToolResult | null;
   seen: boolean;
+  /** Order of ending across the book (0 while running): the first to end is the first discarded. */
+  endSeq: number;
   ctl: AbortController;
   done: Promise<void>;
 }
@@ -74,6 +87,9 @@ export function jobRef(j: Job, status: JobStatus = j.status): JobRef {
 export class JobBook {
   private readonly jobs = new Map<string, Map<string, Job>>();
   private readonly counters = new Map<string, number>();
+  /** Per session, the unseen jobs discarded since the last report turn: how many, and the first names. */
+  private readonly discarded = new Map<string, { count: number; names: string[] }>();
+  private ends = 0;
 
   constructor(private readonly report: ReportFn) {}
 
@@ -96,12 +112,14 @@ export class JobBook {
     const n = (this.counters.get(sessionId) ?? 0) + 1;
     this.counters.set(sessionId, n);
     const ctl = new AbortController();
-    const job: Job = { id: `job-${n}`, sessionId, tool, task: taskOf(prompt), status: "running", result: null, seen: false, ctl, done: Promise.resolve() };
+    const job: Job = { id: `job-${n}`, sessionId, tool, task: taskOf(prompt), status: "running", result: null, seen: false, endSeq: 0, ctl, done: Promise.resolve() };
     job.done = run(ctl.signal)
       .catch((): ToolResult => ({ content: `${tool}: the job failed`, isError: true, errorKind: "failed" }))
       .then((r) => {
         job.result = r;
         job.status = statusOf(r);
+        job.endSeq = ++this.ends;
+        this.prune(sessionId);
         if (!job.seen) this.report(sessionId, () => this.collectReport(sessionId));
       });
     let m = this.jobs.get(sessionId);
@@ -110,12 +128,43 @@ export class JobBook {
     return job;
   }
 
+  /** Keeps the session's ended jobs within `MAX_ENDED_JOBS`: seen ones go first, each kind in the order it ended. */
+  private prune(sessionId: string): void {
+    const m = this.jobs.get(sessionId);
+    if (m === undefined) return;
+    const ended = [...m.values()].filter((j) => j.status !== "running").sort((a, b) => a.endSeq - b.endSeq);
+    const excess = ended.length - MAX_ENDED_JOBS;
+    if (excess <= 0) return;
+    for (const j of [...ended.filter((e) => e.seen), ...ended.filter((e) => !e.seen)].slice(0, excess)) {
+      m.delete(j.id);
+      if (j.seen) continue;
+      let d = this.discarded.get(sessionId);
+      if (d === undefined) this.discarded.set(sessionId, (d = { count: 0, names: [] }));
+      d.count += 1;
+      if (d.names.length < MAX_DISCARDED_NAMED) d.names.push(j.id);
+    }
+  }
+
   private collectReport(sessionId: string): { prompt: string; jobs: string[] } | null {
     const ended = [...(this.jobs.get(sessionId)?.values() ?? [])].filter((j) => j.status !== "running" && !j.seen);
-    if (ended.length === 0) return null;
+    const d = this.discarded.get(sessionId);
+    this.discarded.delete(sessionId);
+    if (ended.length === 0 && d === undefined) return null;
     for (const j of ended) j.seen = true;
     const parts = ended.map((j) => `Background job ${j.id} (${j.tool}${j.task !== "" ? `: ${j.task}` : ""}) ended: ${j.status}.\n${j.result?.content ?? ""}`);
-    return { prompt: `${parts.join("\n\n")}\n\nReport these results to the user.`, jobs: ended.map((j) => j.id) };
+    if (d !== undefined) {
+      const more = d.count - d.names.length;
+      parts.push(
+        `Background ${d.count === 1 ? "job" : "jobs"} ${d.names.join(", ")}${more > 0 ? ` and ${more} more` : ""} ended, but ${d.count === 1 ? "its result was" : "their results were"} discarded unseen: a session keeps at most ${MAX_ENDED_JOBS} ended jobs.`,
+      );
+    }
+    return { prompt: `${parts.join("\n\n")}\n\nReport these results to the user.`, jobs: [...ended.map((j) => j.id), ...(d?.names ?? [])] };
+  }
+
+  /** Whether `name` is a job of the session that ended and was discarded (`prune`). */
+  private wasDiscarded(sessionId: string, name: string): boolean {
+    const n = /^job-([1-9][0-9]{0,15})$/.exec(name);
+    return n !== null && Number(n[1]) <= (this.counters.get(sessionId) ?? 0) && !this.of(sessionId).has(name);
   }
 
   private of(sessionId: string): Map<string, Job> {
@@ -129,6 +178,7 @@ export class JobBook {
       j.ctl.abort();
     }
     this.jobs.delete(sessionId);
+    this.discarded.delete(sessionId);
     return Promise.all([...m.values()].map((j) => j.done)).then(() => undefined);
   }
 
@@ -196,7 +246,14 @@ export class JobBook {
   }
 
   tools(sessionId: string): Tool[] {
-    const unknown = (name: string, n: string): ToolResult => ({ content: `${name}: no job ${n.slice(0, 64)} in this session`, isError: true, errorKind: "invalid_arguments" });
+    const unknown = (name: string, n: string): ToolResult =>
+      this.wasDiscarded(sessionId, n)
+        ? {
+            content: `${name}: ${n} ended and was discarded: a session keeps at most ${MAX_ENDED_JOBS} ended jobs, dropping the first to end (those whose result was already shown before the others); name jobs that are still kept`,
+            isError: true,
+            errorKind: "unavailable",
+          }
+        : { content: `${name}: no job ${n.slice(0, 64)} in this session`, isError: true, errorKind: "invalid_arguments" };
     return [
       defineLocalTool({
         ...AGENT_WAIT_DEF,
