@@ -2,11 +2,14 @@
  * `/login`, `/logout` and `/model`: sign-in, catalog and settings live in the app-service (`berth service`), which
  * is started on the first of these commands and closed with the chat.
  * Contract: while a sign-in runs, `login` is set and the chat submits a non-command line to it (never echoed to
- * logs or history); `loginChecking` says its own "checking" line was shown.
+ * logs or history); `loginChecking` says its own "checking" line was shown. The login URL is shown without terminal
+ * controls (terminal-safe.ts), as every other value from outside the chat: Berth builds it, but from parts that come
+ * from the environment and settings (issuer, redirect), and the chat prints what the service sent.
  */
 import type { Login, ModelEntry, ServiceHandle } from "../../client/app-service/index.js";
 import { describeError, startService } from "./common.js";
 import { loginEndLine, type Style } from "./render.js";
+import { terminalSafe } from "../terminal-safe.js";
 
 export interface CommandHost {
   readonly s: Style;
@@ -18,19 +21,23 @@ export interface CommandHost {
 }
 
 export class ServiceCommands {
-  private service: ServiceHandle | null = null;
+  private service: Pick<ServiceHandle, "client" | "close"> | null = null;
   private lastModels: ModelEntry[] = [];
   login: Login | null = null;
   loginChecking = false;
 
-  constructor(private readonly host: CommandHost) {}
+  /** `start`: the app-service to use (tests give one over their own streams). */
+  constructor(
+    private readonly host: CommandHost,
+    private readonly start: () => Promise<Pick<ServiceHandle, "client" | "close">> = startService,
+  ) {}
 
   close(): Promise<void> {
     return this.service?.close() ?? Promise.resolve();
   }
 
-  private async svc(): Promise<ServiceHandle> {
-    this.service ??= await startService();
+  private async svc(): Promise<Pick<ServiceHandle, "client" | "close">> {
+    this.service ??= await this.start();
     return this.service;
   }
 
@@ -99,7 +106,8 @@ export class ServiceCommands {
       try {
         for await (const p of login) {
           if (p.state === "authorization_url") {
-            this.host.line(`Open this URL in your browser to sign in:\n  ${p.url}`);
+            // One line (a newline in it would also be a control), so it stays one selectable URL.
+            this.host.line(`Open this URL in your browser to sign in:\n  ${terminalSafe(p.url, false)}`);
             this.host.line("Then wait here, or paste the final redirect URL (or the code) and press Enter.");
           } else if (p.state === "callback_received") {
             this.loginChecking = true;
