@@ -7,15 +7,20 @@
  *   and temp files a killed writer left are removed under the lock.
  * - `writeJsonAtomic` replaces the file atomically and durably (store/atomic-file.ts: temp file, fsync, rename,
  *   directory fsync) with the given mode; readers never see a partial document.
+ * - A path that is a symbolic link (a dotfiles set-up: settings.json links into a dotfiles repository) is written
+ *   through, never replaced: both the lock and the replacement act on the link's final target (`linkTarget`), in the
+ *   target's own directory, so the link stays and writers through different links to one file serialize. The target
+ *   keeps its mode unless the caller forces one (auth.json: credentials stay 0600). A dangling link's target is
+ *   created (0600 by default) when its directory exists; otherwise the write fails as it would for a missing directory.
  * - `readJsonFile` reports a missing file as `undefined` and throws `JsonFileError` for anything
  *   unreadable or unparseable; a file that is not UTF-8 is `not_utf8` (decoding it would turn its bytes into U+FFFD,
  *   which the next locked write would store for good). Errors never carry file contents; callers must not surface the path.
  */
 import { isUtf8 } from "node:buffer";
 import { existsSync, readFileSync, rmSync, statSync, writeFileSync, type BigIntStats } from "node:fs";
-import { readdir, rm } from "node:fs/promises";
+import { lstat, readdir, readlink, rm, stat } from "node:fs/promises";
 import { hostname } from "node:os";
-import { basename, dirname, join } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { isTempName, writeFileAtomic } from "../atomic-file.js";
 import { readRegularFile, readRegularFileSync } from "../regular-file.js";
 import { lock, type DirLock } from "../sessions/dirlock.js";
@@ -179,9 +184,44 @@ function deepFreeze<T>(v: T): T {
   return v;
 }
 
-export async function writeJsonAtomic(path: string, value: unknown, mode = 0o600): Promise<void> {
+/** Links followed before giving up (Linux's own limit for one path lookup). */
+const MAX_LINK_HOPS = 40;
+
+/**
+ * The file a write of `path` must replace: `path` itself unless it is a symbolic link, else the final target of its
+ * chain of links (each relative target taken against its link's directory), whether or not that target exists. Only
+ * the last component is followed: a symlinked directory on the way is the same place either way. A loop, or a chain
+ * longer than MAX_LINK_HOPS, throws `write_failed`.
+ */
+export async function linkTarget(path: string): Promise<string> {
+  let cur = path;
+  for (let hops = 0; ; hops++) {
+    let isLink: boolean;
+    try {
+      isLink = (await lstat(cur)).isSymbolicLink();
+    } catch {
+      return cur; // missing (or unreadable: the write reports it)
+    }
+    if (!isLink) return cur;
+    if (hops >= MAX_LINK_HOPS) throw new JsonFileError("write_failed");
+    try {
+      cur = resolve(dirname(cur), await readlink(cur));
+    } catch {
+      throw new JsonFileError("write_failed");
+    }
+  }
+}
+
+/**
+ * Replaces `path`'s content (through a symbolic link: its target's; see the module contract). `mode` is the new
+ * file's mode; a link's existing target keeps its own mode unless `forceMode` (a file holding credentials).
+ */
+export async function writeJsonAtomic(path: string, value: unknown, mode = 0o600, forceMode = false): Promise<void> {
   try {
-    await writeFileAtomic(path, JSON.stringify(value, null, 2) + "\n", mode);
+    const target = await linkTarget(path);
+    let keep = mode;
+    if (target !== path && !forceMode) keep = await stat(target).then((st) => st.mode & 0o777, () => mode);
+    await writeFileAtomic(target, JSON.stringify(value, null, 2) + "\n", keep);
   } catch {
     throw new JsonFileError("write_failed");
   }
@@ -262,7 +302,11 @@ async function removeTempDebris(path: string): Promise<void> {
   for (const n of names) if (isTempName(n, name)) await rm(join(dir, n), { force: true }).catch(() => undefined);
 }
 
-export async function withFileLock<T>(path: string, fn: () => Promise<T>): Promise<T> {
+/** Runs `fn` holding `path`'s lock (taken beside a symbolic link's target: see the module contract). */
+export async function withFileLock<T>(linkPath: string, fn: () => Promise<T>): Promise<T> {
+  const path = await linkTarget(linkPath).catch(() => {
+    throw new JsonFileError("lock_failed");
+  });
   const deadline = Date.now() + LOCK_WAIT_MS;
   let held: DirLock | undefined;
   for (let wait = 5; held === undefined; wait = Math.min(50, Math.ceil(wait * 1.3))) {
