@@ -9,7 +9,7 @@ import { CatalogCache } from "../store/catalog/cache.js";
 import { builtinBaseUrl, findProvider } from "../store/catalog/providers.js";
 import type { EnvLike } from "../store/home.js";
 import { ConfigService, type RuntimeSelection } from "../store/settings/config.js";
-import { MAX_JSON_FILE_BYTES } from "../store/settings/locked-json.js";
+import { MAX_JSON_DEPTH, MAX_JSON_FILE_BYTES } from "../store/settings/locked-json.js";
 import type { McpServerDef } from "../store/settings/schema.js";
 import { SettingsError, SettingsStore, type SettingsLayers } from "../store/settings/settings-store.js";
 import { anthropicCredentialSource, codexCredentialSource, CodexTokenRefresher, customCredentialSource } from "./auth/credentials.js";
@@ -173,6 +173,8 @@ function settingsProblem(e: SettingsError): string {
         ? "is not a regular file (a directory, FIFO or device); replace it with a file or remove it"
         : e.reason === "too_large"
           ? `is larger than settings files may be (${MAX_JSON_FILE_BYTES / (1024 * 1024)} MiB)`
+          : e.reason === "too_deep"
+            ? `nests values deeper than settings may (${MAX_JSON_DEPTH} levels of objects and arrays); flatten it or remove the deep value`
           : e.reason === "not_utf8"
             ? "is not UTF-8 text; save it as UTF-8 (`berth chat` shows where)"
           : e.reason === "invalid"

@@ -195,6 +195,16 @@ describe("berth chat failure causes", () => {
     assert.match(r.err, /:2:1: malformed JSON \(unexpected '\{' after the settings object: remove it, or put both in one object\)/);
   });
 
+  it("settings: nesting 5,000 levels deep is named as too deep, with the bound and the fix (not as invalid JSON)", async () => {
+    const h = withSettings(`{"x":${"[".repeat(4999)}${"]".repeat(4999)}}`);
+    const r = await run(h, {});
+    assert.equal(r.code, 1);
+    assert.ok(
+      r.err.includes(`settings: ${join(h, "settings.json")}: nests values deeper than settings may (64 levels of objects and arrays); flatten it or remove the deep value`),
+      r.err,
+    );
+  });
+
   it("settings: a directory in its place and an oversized file are named as such", async () => {
     let h = mkdtempSync(join(tmpdir(), "berth-set-"));
     mkdirSync(join(h, "settings.json"));

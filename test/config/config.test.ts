@@ -206,3 +206,22 @@ test("two processes writing settings concurrently lose nothing", async () => {
   assert.equal(doc["counter"], 30);
   for (const t of ["a", "b"]) for (let i = 0; i < 15; i++) assert.equal(doc[`${t}_${i}`], i);
 });
+
+test("settings nested past 64 levels are refused as too deep (not as invalid JSON); 64 levels load", async () => {
+  const w = await world();
+  // Depth counts containers: the settings object is level 1, each array inside it one more.
+  const nested = (levels: number): string => `{"x":${"[".repeat(levels - 1)}${"]".repeat(levels - 1)}}`;
+  await writeFile(w.settings.globalPath, nested(64));
+  assert.ok(Array.isArray((await w.settings.load()).global["x"]));
+  assert.equal((await w.config.set({ scope: "global", fast: true })).ok, true);
+  for (const levels of [65, 5000]) {
+    await writeFile(w.settings.globalPath, nested(levels));
+    await assert.rejects(w.settings.load(), (e: unknown) => e instanceof SettingsError && e.scope === "global" && e.reason === "too_deep");
+    await assert.rejects(w.settings.loadShared(), (e: unknown) => e instanceof SettingsError && e.reason === "too_deep");
+    assert.deepEqual(await w.config.set({ scope: "global", fast: true }), { ok: false, code: "settings_write_failed" });
+    assert.equal(
+      await explainSettings(w.settings.globalPath),
+      `${w.settings.globalPath}: nests values deeper than settings may (64 levels of objects and arrays); flatten it or remove the deep value`,
+    );
+  }
+});

@@ -313,6 +313,17 @@ for (const name of TRANSPORTS) {
         );
         d.end();
         await d.closed;
+        // Nesting 5,000 levels deep is valid JSON: the cause named is the depth, with the bound and the fix.
+        writeFileSync(path, `${original.trimEnd().slice(0, -1)}, "deep": ${"[".repeat(4999)}${"]".repeat(4999)}}`);
+        const e = await suite.t.open();
+        const q = await e.open();
+        const deep = await e.turn(q.session_id as string, "hello");
+        assert.equal(
+          deep.terminal.message,
+          "the global settings file (settings.json in the Berth home, $MC_HOME) nests values deeper than settings may (64 levels of objects and arrays); flatten it or remove the deep value",
+        );
+        e.end();
+        await e.closed;
       } finally {
         writeFileSync(path, original);
       }

@@ -13,7 +13,8 @@ import { listProviders, providerFingerprint } from "../../store/catalog/provider
 import { resolveHome, type EnvLike } from "../../store/home.js";
 import { readRegularFile } from "../../store/regular-file.js";
 import { approvalPolicyOf, ignoredApprovalPolicyNote, resolveSelection } from "../../store/settings/effective.js";
-import { MAX_JSON_FILE_BYTES } from "../../store/settings/locked-json.js";
+import { MAX_JSON_DEPTH, MAX_JSON_FILE_BYTES } from "../../store/settings/locked-json.js";
+import { checkJsonBounds } from "../../core/json-bounds.js";
 import { SettingsSchema, type ApprovalPolicySetting } from "../../store/settings/schema.js";
 import { SettingsStore, type SettingsLayers } from "../../store/settings/settings-store.js";
 import { issuePath } from "../../store/validate.js";
@@ -193,6 +194,24 @@ function unexpected(text: string, err: { pos: number; expected: Expected }): str
   }
 }
 
+/** The cause and fix for a settings file nested past MAX_JSON_DEPTH (the store's `too_deep`). */
+const TOO_DEEP = `nests values deeper than settings may (${MAX_JSON_DEPTH} levels of objects and arrays); flatten it or remove the deep value`;
+
+/** Whether brackets outside strings in `t` open more than `max` levels at some point (JSON text, valid or not). */
+function textDepthExceeds(t: string, max: number): boolean {
+  let depth = 0;
+  for (let i = 0; i < t.length; i++) {
+    const c = t.charCodeAt(i);
+    if (c === 0x22) {
+      // Skip a string: to its closing quote, over escapes.
+      for (i++; i < t.length && t.charCodeAt(i) !== 0x22; i++) if (t.charCodeAt(i) === 0x5c) i++;
+    } else if (c === 0x7b || c === 0x5b) {
+      if (++depth > max) return true;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return false;
+}
+
 /** Why a settings file failed to load, as precisely as the file allows. */
 export async function explainSettings(path: string): Promise<string> {
   let text: string;
@@ -221,10 +240,13 @@ export async function explainSettings(path: string): Promise<string> {
   try {
     raw = JSON.parse(text);
   } catch {
+    // Unbalanced text can still be too deep for the syntax scanner's recursion: the depth is the cause to name.
+    if (textDepthExceeds(text, MAX_JSON_DEPTH)) return `${path}: ${TOO_DEEP}`;
     const err = jsonSyntaxError(text) ?? { pos: 0, expected: "value" as const };
     const where = lineCol(text, err.pos);
     return `${path}:${where.line}:${where.col}: malformed JSON (${unexpected(text, err)})`;
   }
+  if (checkJsonBounds(raw, { maxDepth: MAX_JSON_DEPTH, maxArrayItems: Infinity, maxObjectFields: Infinity, maxStringBytes: Infinity }) !== null) return `${path}: ${TOO_DEEP}`;
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) return `${path}: the settings must be a JSON object`;
   const parsed = SettingsSchema.safeParse(raw);
   if (parsed.success) return `${path}: could not be loaded`;

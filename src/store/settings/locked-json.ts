@@ -14,13 +14,14 @@
  *   created (0600 by default) when its directory exists; otherwise the write fails as it would for a missing directory.
  * - `readJsonFile` reports a missing file as `undefined` and throws `JsonFileError` for anything
  *   unreadable or unparseable; a file that is not UTF-8 is `not_utf8` (decoding it would turn its bytes into U+FFFD,
- *   which the next locked write would store for good). Errors never carry file contents; callers must not surface the path.
+ *   which the next locked write would store for good); valid JSON nested deeper than MAX_JSON_DEPTH is `too_deep`. Errors never carry file contents; callers must not surface the path.
  */
 import { isUtf8 } from "node:buffer";
 import { existsSync, readFileSync, rmSync, statSync, writeFileSync, type BigIntStats } from "node:fs";
 import { lstat, readdir, readlink, rm, stat } from "node:fs/promises";
 import { hostname } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
+import { checkJsonBounds } from "../../core/json-bounds.js";
 import { isTempName, writeFileAtomic } from "../atomic-file.js";
 import { readRegularFile, readRegularFileSync } from "../regular-file.js";
 import { lock, type DirLock } from "../sessions/dirlock.js";
@@ -28,7 +29,7 @@ import { pidAlive } from "../process-alive.js";
 
 /** A file could not be read, parsed, locked or written. `reason` is a fixed label. */
 export class JsonFileError extends Error {
-  constructor(readonly reason: "unreadable" | "not_file" | "malformed" | "not_utf8" | "too_large" | "lock_failed" | "write_failed") {
+  constructor(readonly reason: "unreadable" | "not_file" | "malformed" | "not_utf8" | "too_large" | "too_deep" | "lock_failed" | "write_failed") {
     super(`json file ${reason}`);
     this.name = "JsonFileError";
   }
@@ -36,6 +37,16 @@ export class JsonFileError extends Error {
 
 /** Documents we own are small; anything larger is treated as malformed before parsing. */
 export const MAX_JSON_FILE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Nesting bound of the documents we own, in containers (`{}` is 1; the same count and number as an MCP tool's input
+ * schema). Our own documents nest 5 levels at most; the bound leaves room for unknown fields a user keeps in settings.
+ * Past it a document is refused by name before any recursive code sees it: `structuredClone` (every memo read)
+ * overflows the stack near 2,000 levels, and that overflow used to be reported as "not valid JSON".
+ */
+export const MAX_JSON_DEPTH = 64;
+
+const DEPTH_ONLY = { maxDepth: MAX_JSON_DEPTH, maxArrayItems: Infinity, maxObjectFields: Infinity, maxStringBytes: Infinity };
 
 export async function readJsonFile(path: string): Promise<unknown> {
   let buf: Buffer;
@@ -58,13 +69,17 @@ function missingOr(err: unknown): undefined {
 function parseJsonFile(buf: Buffer): unknown {
   if (buf.byteLength > MAX_JSON_FILE_BYTES) throw new JsonFileError("too_large");
   if (!isUtf8(buf)) throw new JsonFileError("not_utf8");
+  let value: unknown;
   try {
     const text = buf.toString("utf8");
     // A leading byte order mark (Windows editors write one) is not part of the JSON.
-    return JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text) as unknown;
+    value = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text) as unknown;
   } catch {
     throw new JsonFileError("malformed");
   }
+  // JSON.parse itself takes any depth; the walk is iterative.
+  if (checkJsonBounds(value, DEPTH_ONLY) !== null) throw new JsonFileError("too_deep");
+  return value;
 }
 
 /** `readJsonFile` done synchronously: the same result and errors. */

@@ -4,8 +4,8 @@
  *
  * Contracts:
  * - `load()` rereads both files on every call (no caching), so every caller sees writes made by
- *   other processes. A missing file is an empty layer; an unreadable, non-UTF-8, unparseable or
- *   schema-invalid file raises `SettingsError` (never its content or path).
+ *   other processes. A missing file is an empty layer; an unreadable, non-UTF-8, unparseable, too deeply
+ *   nested (locked-json.ts's MAX_JSON_DEPTH) or schema-invalid file raises `SettingsError` (never its content or path).
  * - `update(scope, fn)` runs `fn` on the raw JSON document of that scope under the scope's file
  *   lock, validates the result against `SettingsSchema`, then replaces the file atomically (0600;
  *   the project `.berth` directory is created 0700 if missing). Unknown fields and fields `fn` does
@@ -24,7 +24,7 @@ export type SettingsScope = "global" | "project";
 export class SettingsError extends Error {
   constructor(
     readonly scope: SettingsScope,
-    readonly reason: "unreadable" | "not_file" | "too_large" | "not_utf8" | "malformed" | "invalid" | "write_failed" | "lock_failed",
+    readonly reason: "unreadable" | "not_file" | "too_large" | "too_deep" | "not_utf8" | "malformed" | "invalid" | "write_failed" | "lock_failed",
     /** For `invalid`: where the first wrong setting is (a JSON path of keys: no value of the document). */
     readonly at?: string,
   ) {
@@ -36,7 +36,8 @@ export class SettingsError extends Error {
 /** A failed read of a settings file as a `SettingsError` reason. */
 function readReason(err: unknown): SettingsError["reason"] {
   if (!(err instanceof JsonFileError)) return "malformed";
-  return err.reason === "unreadable" || err.reason === "not_file" || err.reason === "too_large" || err.reason === "not_utf8" ? err.reason : "malformed";
+  const r = err.reason;
+  return r === "unreadable" || r === "not_file" || r === "too_large" || r === "too_deep" || r === "not_utf8" ? r : "malformed";
 }
 
 export interface SettingsLayers {
