@@ -10,8 +10,12 @@
  *   `callback_received` → `callback_accepted` → exactly one terminal with `cleanup_complete:true`,
  *   emitted after the listener is closed and timers cleared. Failures stop the sequence early
  *   and go straight to their terminal. `run()` resolves with the terminal state after emitting it.
- * - The first callback wins (loopback or manual); any later submission answers `auth_busy`. A loopback request
- *   whose target does not parse as a URL is answered 400 and consumes nothing.
+ * - The first callback of this sign-in wins (loopback or manual); any later submission answers `auth_busy`. A
+ *   loopback request is this sign-in's only when it carries the attempt's `state` and a `code` or an `error` (the
+ *   authorization server's redirect always does): any local process can request the callback URL, so one with a
+ *   wrong or missing state, or with neither code nor error, is answered 400 naming the cause and consumes nothing
+ *   (as the Codex CLI ignores it); the login keeps waiting, within its own time limit. A loopback request whose
+ *   target does not parse as a URL is answered 400 too and consumes nothing.
  *   Manual input: trimmed, nonempty, ≤ 4096 bytes; a URL (or query string) must carry the
  *   attempt's OAuth state; a bare code skips the state check but stays tied to this login's PKCE
  *   verifier. Input is never echoed, logged or stored.
@@ -23,6 +27,7 @@
  * - Any other (unexpected) exception ends the flow with `internal_error`; its text is dropped, never emitted.
  * - `dispose()` (EOF) cancels and resolves once the terminal was emitted.
  */
+import { timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import * as oauth from "oauth4webapi";
@@ -238,6 +243,11 @@ export class CodexLogin {
       res.writeHead(409, { "content-type": "text/html; charset=utf-8", connection: "close" }).end(PAGE_BUSY);
       return;
     }
+    const foreign = notThisSignIn(url.searchParams, this.state);
+    if (foreign !== null) {
+      res.writeHead(400, { "content-type": "text/plain; charset=utf-8", connection: "close" }).end(`${foreign}; ignored, this sign-in is still waiting for its own callback\n`);
+      return;
+    }
     this.callbackTaken = true;
     res.writeHead(200, { "content-type": "text/html; charset=utf-8", connection: "close" }).end(PAGE_OK);
     this.signalResolve({ kind: "callback", params: url.searchParams, checkState: true });
@@ -252,6 +262,20 @@ export class CodexLogin {
       server.closeAllConnections();
     });
   }
+}
+
+/**
+ * Why a loopback callback is not this sign-in's redirect (null when it is): the cause, never the expected state.
+ * The state is compared in constant time (it is what keeps another local process from completing the login).
+ */
+function notThisSignIn(q: URLSearchParams, state: string): string | null {
+  const got = q.get("state");
+  if (got === null || got === "") return "the callback has no state: it is not from this sign-in's browser redirect";
+  const a = Buffer.from(got);
+  const b = Buffer.from(state);
+  if (a.length !== b.length || !timingSafeEqual(a, b)) return "the callback's state does not match this sign-in: it is from another sign-in attempt or another program";
+  if (!q.has("code") && !q.has("error")) return "the callback has neither a code nor an error";
+  return null;
 }
 
 /** A URL or query string keeps its state for checking; anything else is a bare code. */
