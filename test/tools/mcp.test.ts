@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { connectMcpServers, mcpToolName } from "../../src/runtime/tools/mcp.js";
+import { connectMcpServers, MCP_MAX_SERVER_SPEC_BYTES, mcpToolName } from "../../src/runtime/tools/mcp.js";
 import { createToolRegistry } from "../../src/runtime/tools/registry.js";
 import { MAX_RESULT_BYTES } from "../../src/runtime/tools/result.js";
 import { call, isAlive, makeCtx, waitFor } from "./helpers.js";
@@ -49,6 +49,45 @@ void test("MCP: a tool whose input schema nests past 64 levels or passes 64 KiB 
       else assert.match(s?.error ?? "", /left out 1 tool \(t0\): its input schema nests deeper than 64 levels or is larger than 64 KiB \(65536 bytes\)/, arg);
       // Every spec still serializes: the turn's request can be built.
       assert.ok(JSON.stringify(reg.specs()).length < 200_000, arg);
+    } finally {
+      await reg.close();
+    }
+  }
+});
+
+void test("MCP: one server's tool specs are offered up to 1 MiB of JSON in all; tools past it are left out, named", async () => {
+  const N = 17;
+  const S = 62_000;
+  /** Each of the server's specs as sent (name, description, input schema), in compact JSON bytes. */
+  const sizes = (reg: Awaited<ReturnType<typeof createToolRegistry>>): number[] =>
+    reg.specs().filter((x) => x.name.startsWith("mcp__big__")).map((x) => Buffer.byteLength(JSON.stringify(x)));
+  // A probe with small schemas: each spec's bytes besides its schema (name, description, the JSON around them).
+  const probe = await createToolRegistry({ cwd: process.cwd(), mcpServers: { big: fixture(`--tools=${N}`, "--schema-bytes=100") } });
+  const overhead = sizes(probe).map((n) => n - 100);
+  await probe.close();
+  assert.equal(overhead.length, N);
+  // t1 … t16 get S-byte schemas; t0's makes the total exactly the bound.
+  const rest = overhead.slice(1).reduce((a, n) => a + S + n, 0);
+  const atBound = MCP_MAX_SERVER_SPEC_BYTES - rest - overhead[0]!;
+  assert.ok(atBound >= 34 && atBound <= 64 * 1024, String(atBound));
+  for (const [t0Bytes, offered] of [
+    [atBound, N],
+    [atBound + 1, N - 1],
+  ] as const) {
+    const reg = await createToolRegistry({ cwd: process.cwd(), mcpServers: { big: fixture(`--tools=${N}`, `--schema-bytes=${S}`, `--t0-schema-bytes=${t0Bytes}`) } });
+    try {
+      const s = reg.mcpServers.find((x) => x.name === "big");
+      assert.equal(s?.state, "ready", s?.error);
+      assert.equal(s?.toolCount, offered);
+      assert.ok(sizes(reg).reduce((a, n) => a + n, 0) <= MCP_MAX_SERVER_SPEC_BYTES);
+      if (offered === N) {
+        assert.equal(sizes(reg).reduce((a, n) => a + n, 0), MCP_MAX_SERVER_SPEC_BYTES, "exactly at the bound: all offered");
+        assert.equal(s?.error, undefined);
+      } else {
+        // Kept in list order while they fit: the last one would pass the bound.
+        assert.ok(reg.get("mcp__big__t0") !== undefined && reg.get("mcp__big__t15") !== undefined && reg.get("mcp__big__t16") === undefined);
+        assert.match(s?.error ?? "", /^left out 1 tool \(t16\): the server's tool specs would pass 1 MiB \(1048576 bytes\) of JSON in all, sent with every request; /);
+      }
     } finally {
       await reg.close();
     }

@@ -9,7 +9,9 @@
  *   is `failed` and contributes no tools; it never prevents other servers from loading.
  *   `connectMcpServers` is the same, resolved once every server settled.
  * - A listed tool whose input schema nests deeper than 64 levels or is larger than 64 KiB (json-schema.ts) is left
- *   out: it would go with every turn's request. The server is still `ready`; its `error` names the tools left out.
+ *   out: it would go with every turn's request. So is, in list order, each tool that would take the server's specs
+ *   (name, description, schema as sent) past MCP_MAX_SERVER_SPEC_BYTES in all. The server is still `ready`; its
+ *   `error` names the tools left out and why.
  * - Model-facing names are `mcp__<server>__<tool>`, sanitized to `[A-Za-z0-9_-]`, at most 64
  *   characters (shortened with a hash suffix when longer or colliding).
  * - Calls carry the AbortSignal; results are bounded text. A crashed or closed server → every
@@ -27,6 +29,7 @@ import type { Tool, ToolResult } from "../types.js";
 import { MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, schemaFits, validateJsonSchema } from "./json-schema.js";
 import { boundText, describeError, fail, ok } from "./result.js";
 import { textOf } from "../../core/json-text.js";
+import { compactJsonBytes } from "../../core/json-bounds.js";
 import { mcpToolName, mergeTools } from "./mcp-names.js";
 import { BoundedStdioTransport } from "./mcp-transport.js";
 
@@ -86,6 +89,13 @@ export const MCP_DEFAULT_CALL_TIMEOUT_MS = 120_000;
 /** One JSON-RPC message line from a server's stdout, newline excluded: exactly this many bytes pass, one more stops it. */
 export const MCP_MAX_LINE_BYTES = 16 * 1024 * 1024;
 const MAX_TOOLS_PER_SERVER = 512;
+/**
+ * All of one server's tool specs as sent to the provider (name, description, input schema; compact JSON bytes), at
+ * most this much: each schema's own bounds (64 KiB × 512 tools) still let one server add 32 MiB to every request.
+ * Real servers list a few dozen tools of a few KiB (the largest we know stay well under 256 KiB in all); past 1 MiB
+ * the tools are a cost on every turn no model benefits from.
+ */
+export const MCP_MAX_SERVER_SPEC_BYTES = 1024 * 1024;
 const MAX_LIST_PAGES = 16;
 const MAX_DESCRIPTION_CHARS = 2048;
 const STDERR_TAIL_BYTES = 4096;
@@ -117,6 +127,15 @@ function leftOutNote(names: string[]): string {
   return (
     `left out ${names.length} tool${names.length === 1 ? "" : "s"} (${shown}): ${names.length === 1 ? "its" : "their"} input schema nests deeper than ` +
     `${MAX_SCHEMA_DEPTH} levels or is larger than ${sizeText(MAX_SCHEMA_BYTES)}; ask the server's author to simplify it`
+  );
+}
+
+/** A ready server's note on the tools left out for the bound on all its specs (MCP_MAX_SERVER_SPEC_BYTES). */
+function overTotalNote(names: string[]): string {
+  const shown = names.slice(0, 3).map((n) => n.slice(0, 64)).join(", ") + (names.length > 3 ? ", …" : "");
+  return (
+    `left out ${names.length} tool${names.length === 1 ? "" : "s"} (${shown}): the server's tool specs would pass ${sizeText(MCP_MAX_SERVER_SPEC_BYTES)} ` +
+    "of JSON in all, sent with every request; ask the server's author to offer fewer tools or shorter descriptions and schemas"
   );
 }
 
@@ -231,10 +250,30 @@ class ServerConnection implements McpServerStatus {
       // The chunk that ended the last page may also have passed the line bound.
       if (this.halted()) throw new Error("closed while starting");
       const fits = listed.filter((t) => schemaFits(t.inputSchema));
-      if (fits.length < listed.length) this.error = leftOutNote(listed.filter((t) => !fits.includes(t)).map((t) => t.name));
+      // In list order, each tool while the server's specs stay within MCP_MAX_SERVER_SPEC_BYTES in all.
+      const kept: ListedTool[] = [];
+      const tools: Tool[] = [];
+      const overTotal: string[] = [];
+      let total = 0;
+      for (const t of fits) {
+        const tool = this.wrap(t, mcpToolName(this.name, t.name, taken), callTimeoutMs);
+        const bytes = compactJsonBytes(tool.spec);
+        if (total + bytes > MCP_MAX_SERVER_SPEC_BYTES) {
+          taken.delete(tool.spec.name);
+          overTotal.push(t.name);
+          continue;
+        }
+        total += bytes;
+        kept.push(t);
+        tools.push(tool);
+      }
+      const notes = [
+        ...(fits.length < listed.length ? [leftOutNote(listed.filter((t) => !fits.includes(t)).map((t) => t.name))] : []),
+        ...(overTotal.length > 0 ? [overTotalNote(overTotal)] : []),
+      ];
+      if (notes.length > 0) this.error = notes.join("; ");
       this.state = "ready";
-      this.raw = fits.map((t) => ({ name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), inputSchema: t.inputSchema }));
-      const tools = fits.map((t) => this.wrap(t, mcpToolName(this.name, t.name, taken), callTimeoutMs));
+      this.raw = kept.map((t) => ({ name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), inputSchema: t.inputSchema }));
       this.toolCount = tools.length;
       return tools;
     } catch (err) {
