@@ -2,6 +2,7 @@
  * Entry points for `bin/berth` and `bin/magi-code`.
  * Each subcommand module is loaded lazily so `berth service` pays only for what it uses at startup.
  */
+import { pinHomeVars } from "../store/home.js";
 const USAGE = `usage: berth <command> [--help] | berth --version
 
 commands:
@@ -71,6 +72,8 @@ function didYouMean(typed: string): string {
 
 export async function main(argv: string[]): Promise<void> {
   if (process.env["BERTH_HANDOFF_FD"] !== undefined) (await import("./handoff.js")).adoptCredentialHandoff();
+  // Before anything reads them or starts a process: a relative home means the directory Berth was started in.
+  pinHomeVars(process.env, () => process.cwd());
   const [cmd, ...rest] = argv;
   // `--version` works after every command; `--help` for commands that take no options.
   if (cmd === "--version" || cmd === "-V" || (cmd !== undefined && rest.length === 1 && (rest[0] === "--version" || rest[0] === "-V"))) {
@@ -139,6 +142,7 @@ export async function main(argv: string[]): Promise<void> {
 /** `magi-code --app service` is the only accepted form; everything else is refused before any I/O. */
 export async function magiCode(argv: string[]): Promise<void> {
   if (process.env["BERTH_HANDOFF_FD"] !== undefined) (await import("./handoff.js")).adoptCredentialHandoff();
+  pinHomeVars(process.env, () => process.cwd());
   if (!cwdUsable("magi-code")) return;
   const m = await import("./service.js");
   process.exitCode = await m.runMagiCode(argv);
