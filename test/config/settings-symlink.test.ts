@@ -70,11 +70,12 @@ test("a project's symlinked .berth/settings.json, a chain of links and a danglin
   assert.equal((await w.config.set({ scope: "global", fast: true })).ok, true);
   assert.ok(lstatSync(join(w.repo, "link.json")).isSymbolicLink());
   assert.deepEqual(JSON.parse(readFileSync(target, "utf8")), { fast: true });
-  // The project layer: the same rule.
+  // The project layer: the same rule for a target inside the project.
   mkdirSync(join(w.proj, ".berth"));
-  const projTarget = join(w.repo, "project.json");
+  const projTarget = join(w.proj, "shared", "berth.json");
+  mkdirSync(join(w.proj, "shared"));
   writeFileSync(projTarget, "{}");
-  symlinkSync(projTarget, join(w.proj, ".berth", "settings.json"));
+  symlinkSync("../shared/berth.json", join(w.proj, ".berth", "settings.json"));
   assert.equal((await w.config.set({ scope: "project", fast: false })).ok, true);
   assert.ok(lstatSync(join(w.proj, ".berth", "settings.json")).isSymbolicLink());
   assert.deepEqual(JSON.parse(readFileSync(projTarget, "utf8")), { fast: false });
@@ -103,4 +104,21 @@ test("a symlinked auth.json is written through but stays 0600 whatever the targe
   assert.ok(lstatSync(join(w.home, "auth.json")).isSymbolicLink());
   assert.equal(statSync(target).mode & 0o777, 0o600);
   assert.equal((JSON.parse(readFileSync(target, "utf8")) as { generations: Record<string, number> }).generations["anthropic"], 1);
+});
+
+test("a project's .berth/settings.json linking outside the project (a cloned repository's) is replaced, its target untouched", async () => {
+  const w = dotfiles();
+  // One of the user's own JSON files, which a hostile repository's link names.
+  const victim = join(w.repo, "victim.json");
+  writeFileSync(victim, JSON.stringify({ keep: "me" }));
+  mkdirSync(join(w.proj, ".berth"));
+  symlinkSync(victim, join(w.proj, ".berth", "settings.json"));
+  assert.equal((await w.config.set({ scope: "project", fast: true })).ok, true);
+  assert.deepEqual(JSON.parse(readFileSync(victim, "utf8")), { keep: "me" }, "the link's target is not written");
+  assert.deepEqual(readdirSync(w.repo).sort(), ["victim.json"], "no lock or temp file beside it");
+  const file = join(w.proj, ".berth", "settings.json");
+  assert.ok(!lstatSync(file).isSymbolicLink(), "the link is replaced by a regular file");
+  assert.equal(statSync(file).mode & 0o777, 0o600);
+  // Reads went through the link, so the new file carries what the layer held, plus the change.
+  assert.deepEqual(JSON.parse(readFileSync(file, "utf8")), { keep: "me", fast: true });
 });

@@ -140,7 +140,7 @@ export class AuthStore {
       return await withFileLock(this.path, async () => {
         const file = await this.load();
         const result = fn(file);
-        await writeJsonAtomic(this.path, file, 0o600, true);
+        await writeJsonAtomic(this.path, file, 0o600, { forceMode: true });
         return result;
       });
     } catch (err) {

@@ -12,15 +12,16 @@
  *   target's own directory, so the link stays and writers through different links to one file serialize. The target
  *   keeps its mode unless the caller forces one (auth.json: credentials stay 0600). A dangling link's target is
  *   created (0600 by default) when its directory exists; otherwise the write fails as it would for a missing directory.
+ *   A caller may confine that to a directory (`within`: a project's): a link to a target outside it is replaced.
  * - `readJsonFile` reports a missing file as `undefined` and throws `JsonFileError` for anything
  *   unreadable or unparseable; a file that is not UTF-8 is `not_utf8` (decoding it would turn its bytes into U+FFFD,
  *   which the next locked write would store for good); valid JSON nested deeper than MAX_JSON_DEPTH is `too_deep`. Errors never carry file contents; callers must not surface the path.
  */
 import { isUtf8 } from "node:buffer";
 import { existsSync, readFileSync, rmSync, statSync, writeFileSync, type BigIntStats } from "node:fs";
-import { lstat, readdir, readlink, rm, stat } from "node:fs/promises";
+import { lstat, readdir, readlink, realpath, rm, stat } from "node:fs/promises";
 import { hostname } from "node:os";
-import { basename, dirname, join, resolve } from "node:path";
+import { basename, dirname, join, resolve, sep } from "node:path";
 import { checkJsonBounds } from "../../core/json-bounds.js";
 import { isTempName, writeFileAtomic } from "../atomic-file.js";
 import { readRegularFile, readRegularFileSync } from "../regular-file.js";
@@ -206,9 +207,27 @@ const MAX_LINK_HOPS = 40;
  * The file a write of `path` must replace: `path` itself unless it is a symbolic link, else the final target of its
  * chain of links (each relative target taken against its link's directory), whether or not that target exists. Only
  * the last component is followed: a symlinked directory on the way is the same place either way. A loop, or a chain
- * longer than MAX_LINK_HOPS, throws `write_failed`.
+ * longer than MAX_LINK_HOPS, throws `write_failed`. With `within` (a project's directory), a link is followed only to a
+ * target inside that directory: a cloned repository's `.berth/settings.json` may link anywhere (the user's own
+ * files), and a write must not reach there; such a link is replaced by a regular file, as any path is.
  */
-export async function linkTarget(path: string): Promise<string> {
+export async function linkTarget(path: string, within?: string): Promise<string> {
+  const target = await finalTarget(path);
+  if (within === undefined || target === path) return target;
+  return (await isInside(target, within)) ? target : path;
+}
+
+/** Whether `file`'s directory is `dir` or below it, both resolved through links; false when either is missing. */
+async function isInside(file: string, dir: string): Promise<boolean> {
+  try {
+    const [d, root] = await Promise.all([realpath(dirname(file)), realpath(dir)]);
+    return d === root || d.startsWith(root.endsWith(sep) ? root : root + sep);
+  } catch {
+    return false;
+  }
+}
+
+async function finalTarget(path: string): Promise<string> {
   let cur = path;
   for (let hops = 0; ; hops++) {
     let isLink: boolean;
@@ -229,11 +248,13 @@ export async function linkTarget(path: string): Promise<string> {
 
 /**
  * Replaces `path`'s content (through a symbolic link: its target's; see the module contract). `mode` is the new
- * file's mode; a link's existing target keeps its own mode unless `forceMode` (a file holding credentials).
+ * file's mode; a link's existing target keeps its own mode unless `forceMode` (a file holding credentials). `within`:
+ * see `linkTarget`.
  */
-export async function writeJsonAtomic(path: string, value: unknown, mode = 0o600, forceMode = false): Promise<void> {
+export async function writeJsonAtomic(path: string, value: unknown, mode = 0o600, o: { forceMode?: boolean; within?: string } = {}): Promise<void> {
+  const forceMode = o.forceMode === true;
   try {
-    const target = await linkTarget(path);
+    const target = await linkTarget(path, o.within);
     let keep = mode;
     if (target !== path && !forceMode) keep = await stat(target).then((st) => st.mode & 0o777, () => mode);
     await writeFileAtomic(target, JSON.stringify(value, null, 2) + "\n", keep);
@@ -317,9 +338,12 @@ async function removeTempDebris(path: string): Promise<void> {
   for (const n of names) if (isTempName(n, name)) await rm(join(dir, n), { force: true }).catch(() => undefined);
 }
 
-/** Runs `fn` holding `path`'s lock (taken beside a symbolic link's target: see the module contract). */
-export async function withFileLock<T>(linkPath: string, fn: () => Promise<T>): Promise<T> {
-  const path = await linkTarget(linkPath).catch(() => {
+/**
+ * Runs `fn` holding `path`'s lock (taken beside a symbolic link's target: see the module contract; `within`: see
+ * `linkTarget`).
+ */
+export async function withFileLock<T>(linkPath: string, fn: () => Promise<T>, within?: string): Promise<T> {
+  const path = await linkTarget(linkPath, within).catch(() => {
     throw new JsonFileError("lock_failed");
   });
   const deadline = Date.now() + LOCK_WAIT_MS;

@@ -80,6 +80,7 @@ export interface SettingsStoreOptions {
 export class SettingsStore {
   readonly globalPath: string;
   readonly projectPath: string;
+  private readonly projectDir: string;
   private readonly env: EnvLike;
   /** Read-side memos for `load()`; writes always read fresh under the lock. */
   private readonly memo: Record<SettingsScope, JsonFileMemo<Settings>>;
@@ -89,6 +90,7 @@ export class SettingsStore {
   constructor(opts: SettingsStoreOptions) {
     this.globalPath = join(opts.home, "settings.json");
     this.projectPath = join(opts.projectDir, ".berth", "settings.json");
+    this.projectDir = opts.projectDir;
     this.env = opts.env;
     this.memo = { global: sharedMemo("global", this.globalPath), project: sharedMemo("project", this.projectPath) };
   }
@@ -127,14 +129,20 @@ export class SettingsStore {
       throw new SettingsError(scope, "write_failed");
     }
     try {
-      return await withFileLock(path, async () => {
-        const { raw } = await this.readScope(scope);
-        const doc: RawDocument = raw ?? {};
-        const result = await fn(doc);
-        if (!SettingsSchema.safeParse(doc).success) throw new SettingsError(scope, "invalid");
-        await writeJsonAtomic(path, doc, 0o600);
-        return result;
-      });
+      // A project's file is a cloned repository's: written through a link only to a target inside the project.
+      const within = scope === "project" ? this.projectDir : undefined;
+      return await withFileLock(
+        path,
+        async () => {
+          const { raw } = await this.readScope(scope);
+          const doc: RawDocument = raw ?? {};
+          const result = await fn(doc);
+          if (!SettingsSchema.safeParse(doc).success) throw new SettingsError(scope, "invalid");
+          await writeJsonAtomic(path, doc, 0o600, within !== undefined ? { within } : {});
+          return result;
+        },
+        within,
+      );
     } catch (err) {
       if (err instanceof JsonFileError) throw new SettingsError(scope, err.reason === "lock_failed" ? "lock_failed" : "write_failed");
       throw err;
