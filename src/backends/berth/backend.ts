@@ -24,6 +24,8 @@
  *  - An event refusal re-registers its session only when it names the current registration (see `fences.ts`),
  *    and a session never has two registrations in flight; a registration answered after its session was disposed
  *    never revives it (see `registrations.ts`).
+ *  - `dispose_session` is accepted only once the registry marks the session disposed; a failed registry write
+ *    refuses it and the session stays served (see `disposal.ts`).
  *  - Losing the host connection cancels running turns (their events have nowhere to go) and reconnects with
  *    bounded exponential backoff; `close()` cancels and waits for running turns.
  */
@@ -41,6 +43,7 @@ import { lanesOf, liveSession, SessionTable, type LiveSession } from "./sessions
 import { HistoryResync } from "./resync.js";
 import { refusalIgnored } from "./fences.js";
 import { Registrations } from "./registrations.js";
+import { Disposals } from "./disposal.js";
 
 import type { Json } from "../../core/json-bounds.js";
 
@@ -82,6 +85,7 @@ export class BerthRuntimeBackend {
   private closed = false;
   private readonly table: SessionTable;
   private readonly registrations: Registrations;
+  private readonly disposals: Disposals;
   private readonly results = new Map<string, { accepted: boolean; error?: string }>();
   private readonly inflight = new Set<string>();
   readonly hub: SessionHub;
@@ -132,6 +136,14 @@ export class BerthRuntimeBackend {
       newestPage: (s) => this.chatCmds.newestPage(s.primary),
       send: (f) => this.send(f),
       connected: () => this.link.connected,
+      log: o.log,
+    });
+    this.disposals = new Disposals({
+      table: this.table,
+      registrations: this.registrations,
+      hub: this.hub,
+      registryPath: o.registryPath,
+      answer: (id, ok, err) => this.answer(id, ok, err),
       log: o.log,
     });
     this.link = new HostLink(o.socketPath, {
@@ -314,7 +326,7 @@ export class BerthRuntimeBackend {
     this.inflight.add(commandId);
     if (provider) {
       if (cmd.type === "create_session") return void this.createSession(commandId, cmd);
-      if (cmd.type === "dispose_session") return this.disposeSession(commandId, cmd);
+      if (cmd.type === "dispose_session") return this.disposals.run(commandId, cmd);
       return this.answer(commandId, false, `unsupported provider command ${cmd.type.slice(0, 64)}`);
     }
     const s = typeof f.session === "string" ? this.table.byUri.get(f.session) : undefined;
@@ -345,24 +357,6 @@ export class BerthRuntimeBackend {
     } catch (e) {
       this.answer(commandId, false, e instanceof SessionError ? `session store: ${e.code}` : "could not create the session");
     }
-  }
-
-  private disposeSession(commandId: string, cmd: Json): void {
-    const s = typeof cmd.session === "string" ? this.table.byUri.get(cmd.session) : undefined;
-    if (!s) return this.answer(commandId, false, "unknown session");
-    for (const l of lanesOf(s)) {
-      l.rt?.clearQueue();
-      l.rt?.cancel();
-      void this.hub.closeSession(l.sessionId);
-    }
-    // The Berth session files are kept: disposal removes the session from the host, not the transcripts. The
-    // registry keeps a mark, so the next start does not list them again as store sessions.
-    this.table.dispose(s, cmd.session as string);
-    this.registrations.disposed(s); // one still reading its history is not sent; a late answer is unregistered
-    void this.saveRegistry().then(
-      () => this.answer(commandId, true),
-      () => this.answer(commandId, false, "registry write failed"),
-    );
   }
 
   // ── Turns ─────────────────────────────────────────────────────────────────

@@ -7,7 +7,9 @@
  *  - A session has at most one registration in flight: one asked for meanwhile (refusals in a row, a repeated
  *    `provider_registered`) is the one in flight, since a second would only replace it.
  *  - A registration first reads the session's newest history page (the hello carries it), so it is sent later; a
- *    session disposed, or a connection lost, meanwhile drops it unsent.
+ *    session disposed, or a connection lost, meanwhile drops it unsent. One ready while its session's disposal is
+ *    being written (`disposing`) waits for that write: sent if the disposal failed (the session is still served),
+ *    dropped if it took effect.
  *  - Disposal may still race an answer: a registration sent before the session was disposed is answered after
  *    (spec: the host removes the session only once the provider accepts `dispose_session`, and may grant a
  *    registration it read before that). Such an answer never revives the session: the registration it grants is
@@ -117,8 +119,10 @@ export class Registrations {
       hello.history = page.turns;
       if (page.next !== null) hello.historyNextCursor = page.next;
     }
+    if (s.disposing !== undefined) await s.disposing;
     // Dropped meanwhile: with its connection (`clear`), or with its session (`disposed`).
     if (this.pending.get(s) !== requestId) return;
+    if (s.disposed === true) return void this.pending.delete(s);
     if (!this.d.connected()) return void this.pending.delete(s);
     this.asked.set(requestId, s);
     this.d.send({ type: "register_session", requestId, hello });

@@ -19,6 +19,12 @@ export interface LiveSession {
   seq: number;
   /** Disposed through the host (`dispose_session`): no longer served, never registered again. */
   disposed?: true;
+  /**
+   * Its disposal's registry write is in flight (settles with it, never rejects): registry snapshots taken meanwhile
+   * write it as disposed, while it is still served (it is forgotten only once that write succeeded, `disposed` set
+   * before this settles; a failed write leaves it served). A registration waits for it before being sent.
+   */
+  disposing?: Promise<void>;
   /** The primary chat (the session's own Berth session). */
   primary: Lane;
   /** Further chats by AHP chat URI. */
@@ -30,6 +36,12 @@ export function liveSession(entry: RegistryEntry, registered: boolean): LiveSess
   const chats = new Map<string, Lane>();
   for (const c of entry.chats ?? []) if (c.disposed !== true) chats.set(c.uri, { sessionId: c.sessionId, chatUri: c.uri, held: null, ...(c.selection !== undefined ? { selection: c.selection } : {}) });
   return { entry, registered, seq: 0, primary: { sessionId: entry.sessionId, held: null }, chats };
+}
+
+/** A session's registry entry once disposed: its creation claim (token) dropped, marked. */
+function disposedEntry(s: LiveSession): RegistryEntry {
+  const { creationToken: _t, requestedSession: _r, ...entry } = s.entry;
+  return { ...entry, disposed: true };
 }
 
 /** Every chat of a session, the primary first. */
@@ -56,7 +68,12 @@ export class SessionTable {
 
   /** Durably rewrite the registry (serialized; resolves once this version is on disk). */
   save(): Promise<void> {
-    return this.registry.save([...[...this.sessions.values()].filter((s) => s.registered).map((s) => s.entry), ...this.disposed.values()]);
+    const live = [...this.sessions.values()];
+    return this.registry.save([
+      ...live.filter((s) => s.registered && s.disposing === undefined).map((s) => s.entry),
+      ...live.filter((s) => s.disposing !== undefined).map(disposedEntry),
+      ...this.disposed.values(),
+    ]);
   }
 
   /** Resolves once every registry write begun so far has finished. */
@@ -64,14 +81,30 @@ export class SessionTable {
     return this.registry.settled();
   }
 
-  /** Forget a session served at `uri`, keeping a disposed mark in the registry (call `save` after). */
-  dispose(s: LiveSession, uri: string): void {
+  /**
+   * Dispose a session served at `uri`, durably: the registry is written with the session marked disposed, and only
+   * once that write is on disk is the session forgotten here (out of the table and its routes, marked `disposed`).
+   * A failed write rejects with its error and leaves the session as it was, served. (A snapshot another write took
+   * meanwhile may have put the mark on disk: the registry is rewritten once more, best effort, so the file follows.)
+   */
+  async dispose(s: LiveSession, uri: string): Promise<void> {
+    let settle!: () => void;
+    s.disposing = new Promise<void>((resolve) => (settle = resolve));
+    try {
+      await this.save();
+    } catch (e) {
+      delete s.disposing;
+      settle();
+      void this.save().catch(() => undefined);
+      throw e;
+    }
+    delete s.disposing;
     this.sessions.delete(s.entry.sessionId);
-    this.byUri.delete(uri);
+    if (this.byUri.get(uri) === s) this.byUri.delete(uri);
     s.logicalId = undefined;
     s.disposed = true;
-    const { creationToken: _t, requestedSession: _r, ...entry } = s.entry;
-    this.disposed.set(s.entry.sessionId, { ...entry, disposed: true });
+    this.disposed.set(s.entry.sessionId, disposedEntry(s));
+    settle();
   }
 
   /** Adds the Berth store's sessions this backend does not know yet (dormant until opened). */

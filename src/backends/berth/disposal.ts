@@ -1,0 +1,76 @@
+/**
+ * `dispose_session` for the Berth backend (spec: the host removes the session "only after the provider accepts
+ * disposal; rejection leaves the session intact", so the answer must say what really happened here).
+ *
+ * Contracts:
+ *  - The session is the one routed at the command's URI; anything else is refused `unknown session`.
+ *  - Accepted only once the disposal is durable:
+ *    1. the registry is written with the session marked disposed; a failed write refuses the command naming the
+ *       write's error and the fix, and the session stays served exactly as before (routes, runtimes, running turn);
+ *    2. only then is the session forgotten (out of the table and its routes; a registration of it still reading
+ *       its history is dropped, a late answer is unregistered: `registrations.ts`);
+ *    3. every chat's queue is dropped, its running turn cancelled, and its runtime closed.
+ *  - Two `dispose_session`s of one session in flight at once (distinct command IDs) share one disposal and are
+ *    answered alike.
+ */
+import type { Json } from "../../core/json-bounds.js";
+import type { SessionHub } from "../../runtime/session/index.js";
+import type { Registrations } from "./registrations.js";
+import { lanesOf, type LiveSession, type SessionTable } from "./sessions.js";
+
+export interface DisposalDeps {
+  table: SessionTable;
+  registrations: Registrations;
+  hub: SessionHub;
+  /** The registry file (named in the fix of a failed write). */
+  registryPath: string;
+  answer(commandId: string, accepted: boolean, error?: string): void;
+  log(msg: string): void;
+}
+
+type Outcome = { ok: true } | { ok: false; error: string };
+
+/** An fs error's code and message (or whatever was thrown), bounded. */
+function describe(e: unknown): string {
+  return (e instanceof Error ? e.message : String(e)).slice(0, 1024);
+}
+
+export class Disposals {
+  private readonly running = new Map<LiveSession, Promise<Outcome>>();
+
+  constructor(private readonly d: DisposalDeps) {}
+
+  /** Handle one `dispose_session` command; always answers it. */
+  run(commandId: string, cmd: Json): void {
+    const uri = cmd.session;
+    const s = typeof uri === "string" ? this.d.table.byUri.get(uri) : undefined;
+    if (s === undefined || typeof uri !== "string") return this.d.answer(commandId, false, "unknown session");
+    let disposal = this.running.get(s);
+    if (disposal === undefined) {
+      disposal = this.dispose(s, uri);
+      this.running.set(s, disposal);
+      void disposal.then(() => this.running.delete(s));
+    }
+    void disposal.then((o) => (o.ok ? this.d.answer(commandId, true) : this.d.answer(commandId, false, o.error)));
+  }
+
+  private async dispose(s: LiveSession, uri: string): Promise<Outcome> {
+    // Durable first: a session the registry still lists as served must stay served (the host keeps it on refusal).
+    try {
+      await this.d.table.dispose(s, uri);
+    } catch (e) {
+      return {
+        ok: false,
+        error: `registry write failed (${describe(e)}); the session is kept and still served; make ${this.d.registryPath} a writable file (its directory writable, nothing else at that path), then dispose the session again`,
+      };
+    }
+    this.d.registrations.disposed(s); // one still reading its history is not sent; a late answer is unregistered
+    // The Berth session files are kept: disposal removes the session from the host, not the transcripts.
+    for (const l of lanesOf(s)) {
+      l.rt?.clearQueue();
+      l.rt?.cancel();
+      void this.d.hub.closeSession(l.sessionId);
+    }
+    return { ok: true };
+  }
+}
