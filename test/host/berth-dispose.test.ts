@@ -1,18 +1,32 @@
 /**
  * `dispose_session` on Berth's own backend, end to end (the real host, the backend, the loopback fake provider):
  *  - a disposal whose registry write fails is refused naming the cause and the fix, and the session stays served
- *    exactly as before (a client still runs a turn on it, and a retry once the registry is writable succeeds).
+ *    exactly as before (a client still runs a turn on it, and a retry once the registry is writable succeeds);
+ *  - a disposal stops the session's running turn before it is accepted: a tool still running (one that ignores
+ *    SIGTERM, so it outlives the cancellation by the bash tool's kill grace) has ended, and the provider gets no
+ *    further request; the wait is bounded (`disposeWaitMs`), after which the disposal is answered anyway.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { AhpClient, type Json } from "./helpers.js";
+import { AhpClient, until, type Json } from "./helpers.js";
 import { ended, newSession, startTurn, withBerth } from "./berth-rig.js";
+import type { FakeProvider } from "../fakes/fake-provider.js";
 
 const registryOf = (stateDir: string): string => join(stateDir, "berth-runtime.json");
 const registryEntries = (stateDir: string): Json[] => (JSON.parse(readFileSync(registryOf(stateDir), "utf8")) as { sessions: Json[] }).sessions;
 const listed = async (c: AhpClient): Promise<string[]> => ((await c.request("listSessions", {})).result.items as Json[]).map((i) => i.resource as string);
+
+/** True while a process with this PID exists (signal 0 only checks). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 test("a disposal whose registry write fails is refused naming the cause and the fix; the session stays served", () =>
   withBerth(async ({ h, rt, cwd }) => {
@@ -47,3 +61,62 @@ test("a disposal whose registry write fails is refused naming the cause and the 
     assert.deepEqual(c.invalid, []);
     c.close();
   }));
+
+/**
+ * Start a turn whose bash tool ignores SIGTERM (cancelling the turn ends it only with the bash tool's SIGKILL, after
+ * its 2 s grace), approve it, and wait until it runs; a further turn is scripted for after the tool. Its PID.
+ */
+async function runStubbornTool(c: AhpClient, fake: FakeProvider, chat: string, cwd: string): Promise<number> {
+  const pidFile = join(cwd, "tool.pid");
+  const command = `trap '' TERM; echo $$ > tool.pid.tmp; mv tool.pid.tmp tool.pid; while :; do sleep 0.05; done`;
+  fake.script([{ steps: [{ text: "Running it. " }, { toolCall: { id: "b1", name: "bash", arguments: { command } } }] }, { steps: [{ text: "after the tool" }] }]);
+  startTurn(c, chat, "t1", "run the tool");
+  const ready = await c.action((e) => e.channel === chat && e.action.type === "chat/toolCallReady" && e.action.turnId === "t1", "bash ready", 15_000);
+  c.dispatch(chat, { type: "chat/toolCallConfirmed", turnId: "t1", toolCallId: ready.action.toolCallId, approved: true, confirmed: "user-action" });
+  await until(() => existsSync(pidFile), 15_000, "the tool running");
+  return Number(readFileSync(pidFile, "utf8").trim());
+}
+
+test("a disposal stops the session's running turn before it is accepted; the provider gets no further request", () =>
+  withBerth(async ({ h, rt, fake, cwd }) => {
+    const { c } = await AhpClient.init(h, ["ahp-root://"]);
+    const uri = "ahp-session:/dispose-running";
+    const { chat } = await newSession(c, uri, cwd);
+    const pid = await runStubbornTool(c, fake, chat, cwd);
+    const requests = fake.requests.length;
+
+    const r = await c.request("disposeSession", { channel: uri });
+    assert.equal(r.result, null, JSON.stringify(r.error));
+    assert.equal(alive(pid), false, "the turn's tool has ended by the time the disposal is accepted");
+    assert.equal(fake.requests.length, requests, "no provider request after the tool");
+    await rt.sync();
+    assert.equal(fake.unscript(), 1, "the turn after the tool never reached the provider");
+    assert.equal(fake.requests.length, requests);
+    assert.deepEqual(await listed(c), []);
+    c.close();
+  }));
+
+test("a disposal waits for a stuck turn at most disposeWaitMs, then is accepted and says so; the turn still ends", () => {
+  const logs: string[] = [];
+  return withBerth(
+    async ({ h, rt, fake, cwd }) => {
+      const { c } = await AhpClient.init(h, ["ahp-root://"]);
+      const uri = "ahp-session:/dispose-stuck";
+      const { chat } = await newSession(c, uri, cwd);
+      const pid = await runStubbornTool(c, fake, chat, cwd);
+      const requests = fake.requests.length;
+
+      // The bound (0.2 s) ends the wait long before the tool's SIGKILL (after the 2 s grace) ends the turn.
+      const r = await c.request("disposeSession", { channel: uri });
+      assert.equal(r.result, null, JSON.stringify(r.error));
+      assert.ok(logs.some((m) => m.includes("did not stop within 0.2 s; the disposal is accepted")), logs.join("\n"));
+      assert.deepEqual(await listed(c), []);
+      await until(() => !alive(pid), 15_000, "the tool killed after its grace");
+      await rt.sync();
+      assert.equal(fake.unscript(), 1, "the turn after the tool never reached the provider");
+      assert.equal(fake.requests.length, requests);
+      c.close();
+    },
+    { disposeWaitMs: 200, log: (m) => logs.push(m) },
+  );
+});

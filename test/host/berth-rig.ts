@@ -25,7 +25,7 @@ export interface World {
   tap?: BackendTap;
 }
 
-export async function withBerth(fn: (w: World) => Promise<void>, opts: { home?: string; berthHome?: string; fake?: FakeProvider; historyPage?: number; historyWindowBytes?: number; tap?: boolean } = {}): Promise<void> {
+export async function withBerth(fn: (w: World) => Promise<void>, opts: { home?: string; berthHome?: string; fake?: FakeProvider; historyPage?: number; historyWindowBytes?: number; tap?: boolean; disposeWaitMs?: number; log?: (msg: string) => void } = {}): Promise<void> {
   const fake = opts.fake ?? (await startFakeProvider());
   const berthHome = opts.berthHome ?? berthHomeFor(fake);
   const cwd = mkdtempSync(join(tmpdir(), "bh-cwd-"));
@@ -41,9 +41,13 @@ export async function withBerth(fn: (w: World) => Promise<void>, opts: { home?: 
           runner: new Agent({ home: berthHome, cwd, env, sessionTools: (s) => backend?.sessionTools(s) ?? [] }),
           ...(opts.historyPage !== undefined ? { historyPage: opts.historyPage } : {}),
           ...(opts.historyWindowBytes !== undefined ? { historyWindowBytes: opts.historyWindowBytes } : {}),
+          ...(opts.disposeWaitMs !== undefined ? { disposeWaitMs: opts.disposeWaitMs } : {}),
           cwd,
           registryPath: join(h.stateDir, "berth-runtime.json"),
-          log: process.env.DEBUG_BERTH ? (m) => process.stderr.write(`rt: ${m}\n`) : () => {},
+          log: (m) => {
+            opts.log?.(m);
+            if (process.env.DEBUG_BERTH) process.stderr.write(`rt: ${m}\n`);
+          },
         });
         backend = rt;
         try {

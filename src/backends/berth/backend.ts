@@ -24,8 +24,8 @@
  *  - An event refusal re-registers its session only when it names the current registration (see `fences.ts`),
  *    and a session never has two registrations in flight; a registration answered after its session was disposed
  *    never revives it (see `registrations.ts`).
- *  - `dispose_session` is accepted only once the registry marks the session disposed; a failed registry write
- *    refuses it and the session stays served (see `disposal.ts`).
+ *  - `dispose_session` is accepted only once the registry marks the session disposed and its turns stopped
+ *    (bounded); a failed registry write refuses it and the session stays served (see `disposal.ts`).
  *  - Losing the host connection cancels running turns (their events have nowhere to go) and reconnects with
  *    bounded exponential backoff; `close()` cancels and waits for running turns.
  */
@@ -43,7 +43,7 @@ import { lanesOf, liveSession, SessionTable, type LiveSession } from "./sessions
 import { HistoryResync } from "./resync.js";
 import { refusalIgnored } from "./fences.js";
 import { Registrations } from "./registrations.js";
-import { Disposals } from "./disposal.js";
+import { Disposals, DISPOSE_WAIT_MS } from "./disposal.js";
 
 import type { Json } from "../../core/json-bounds.js";
 
@@ -73,6 +73,8 @@ export interface BerthRuntimeOptions {
   historyPage?: number;
   /** Bytes of a session file one `fetch_turns` page reads at most (default: the 64 MiB transcript window). */
   historyWindowBytes?: number;
+  /** How long an accepted `dispose_session` waits for the session's turns to stop (default `DISPOSE_WAIT_MS`). */
+  disposeWaitMs?: number;
 }
 
 export type { LiveSession } from "./sessions.js";
@@ -143,6 +145,7 @@ export class BerthRuntimeBackend {
       registrations: this.registrations,
       hub: this.hub,
       registryPath: o.registryPath,
+      waitMs: o.disposeWaitMs ?? DISPOSE_WAIT_MS,
       answer: (id, ok, err) => this.answer(id, ok, err),
       log: o.log,
     });

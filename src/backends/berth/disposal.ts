@@ -4,12 +4,16 @@
  *
  * Contracts:
  *  - The session is the one routed at the command's URI; anything else is refused `unknown session`.
- *  - Accepted only once the disposal is durable:
+ *  - Accepted only once the disposal is durable and the session's turns have stopped:
  *    1. the registry is written with the session marked disposed; a failed write refuses the command naming the
  *       write's error and the fix, and the session stays served exactly as before (routes, runtimes, running turn);
  *    2. only then is the session forgotten (out of the table and its routes; a registration of it still reading
  *       its history is dropped, a late answer is unregistered: `registrations.ts`);
- *    3. every chat's queue is dropped, its running turn cancelled, and its runtime closed.
+ *    3. every chat's queue is dropped, its running turn cancelled, and its runtime closed; the answer waits until
+ *       they stopped (provider request aborted, tool processes ended), as `dispose_chat` does, at most
+ *       `waitMs` (default `DISPOSE_WAIT_MS`): a tool that does not stop in time cannot hold the answer (and the
+ *       host's command deadline) forever. Past the bound the disposal is accepted anyway, the log says so, and
+ *       the runtime goes on closing; its events have nowhere to go (the session has no route).
  *  - Two `dispose_session`s of one session in flight at once (distinct command IDs) share one disposal and are
  *    answered alike.
  */
@@ -18,12 +22,16 @@ import type { SessionHub } from "../../runtime/session/index.js";
 import type { Registrations } from "./registrations.js";
 import { lanesOf, type LiveSession, type SessionTable } from "./sessions.js";
 
+/** How long an accepted disposal waits for the session's turns to stop (well inside the host's 60 s command deadline). */
+export const DISPOSE_WAIT_MS = 10_000;
+
 export interface DisposalDeps {
   table: SessionTable;
   registrations: Registrations;
   hub: SessionHub;
   /** The registry file (named in the fix of a failed write). */
   registryPath: string;
+  waitMs: number;
   answer(commandId: string, accepted: boolean, error?: string): void;
   log(msg: string): void;
 }
@@ -65,12 +73,24 @@ export class Disposals {
       };
     }
     this.d.registrations.disposed(s); // one still reading its history is not sent; a late answer is unregistered
+    await this.stop(s);
+    return { ok: true };
+  }
+
+  /** Cancel every chat's turn and close its runtime; resolves once they stopped, or after `waitMs`. */
+  private async stop(s: LiveSession): Promise<void> {
     // The Berth session files are kept: disposal removes the session from the host, not the transcripts.
-    for (const l of lanesOf(s)) {
+    const lanes = lanesOf(s);
+    for (const l of lanes) {
       l.rt?.clearQueue();
       l.rt?.cancel();
-      void this.d.hub.closeSession(l.sessionId);
     }
-    return { ok: true };
+    const closed = Promise.all(lanes.map((l) => this.d.hub.closeSession(l.sessionId).catch(() => undefined))).then(() => true);
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), this.d.waitMs)));
+    const stopped = await Promise.race([closed, bound]);
+    clearTimeout(timer);
+    if (!stopped)
+      this.d.log(`berth runtime: a disposed session's turn did not stop within ${this.d.waitMs / 1000} s; the disposal is accepted, and its runtime is still closing`);
   }
 }
