@@ -4,7 +4,9 @@
  *    exactly as before (a client still runs a turn on it, and a retry once the registry is writable succeeds);
  *  - a disposal stops the session's running turn before it is accepted: a tool still running (one that ignores
  *    SIGTERM, so it outlives the cancellation by the bash tool's kill grace) has ended, and the provider gets no
- *    further request; the wait is bounded (`disposeWaitMs`), after which the disposal is answered anyway.
+ *    further request; the wait is bounded (`disposeWaitMs`), after which the disposal is answered anyway;
+ *  - a session whose creation's claim the host has not answered yet can be disposed: the claim's late grant is
+ *    retired, and the session is gone on both sides.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -120,3 +122,41 @@ test("a disposal waits for a stuck turn at most disposeWaitMs, then is accepted 
     { disposeWaitMs: 200, log: (m) => logs.push(m) },
   );
 });
+
+test("a session whose creation's claim awaits the host's answer can be disposed; the late grant is retired", () =>
+  withBerth(
+    async ({ h, rt, tap, cwd }) => {
+      const t = tap!;
+      const { c } = await AhpClient.init(h, ["ahp-root://"]);
+      const uri = "ahp-session:/dispose-creating";
+      // The claim, and all the backend writes after it, waits in the tap: the host still holds the session creating.
+      t.holdFrom("up", (f) => f.type === "register_session" && f.hello.requestedSession === uri);
+      const created = await c.request("createSession", { channel: uri, provider: "berth", workingDirectories: [`file://${cwd}`] });
+      assert.equal(created.result, null, JSON.stringify(created.error));
+      await until(() => t.held("up").length > 0, 10_000, "the claim (held)");
+      const claim = t.held("up")[0]!;
+      assert.equal(h.state.sessions.get(uri)?.lifecycle, "creating");
+
+      const disposed = c.request("disposeSession", { channel: uri });
+      await until(() => t.held("up").some((f) => f.type === "command_result"), 10_000, "the disposal's answer (held)");
+      const answer = t.held("up").find((f) => f.type === "command_result")!;
+      assert.deepEqual([answer.accepted, answer.error], [true, undefined], "the backend disposes a session still being created");
+      t.release("up"); // the host grants the claim, then reads the acceptance and removes the session
+      assert.equal((await disposed).result, null, JSON.stringify((await disposed).error));
+      await rt.sync();
+      await rt.sync();
+
+      const grant = t.frames("down").find((f) => f.type === "session_registered" && f.requestId === claim.requestId);
+      assert.ok(grant, "the host granted the claim it read first");
+      const unregs = t.frames("up").filter((f) => f.type === "unregister_session");
+      assert.deepEqual(unregs.map((f) => [f.session, f.backendConnectionId]), [[uri, grant.backendConnectionId]], "the grant is retired");
+      assert.equal(rt.inspect(uri), undefined, "not served");
+      assert.deepEqual([...h.state.sessions.keys()], [], "the host holds no session");
+      assert.deepEqual(await listed(c), []);
+      const entries = registryEntries(h.stateDir);
+      assert.deepEqual(entries.map((e) => [e.disposed, e.creationToken, e.requestedSession]), [[true, undefined, undefined]], "marked disposed; the token is gone");
+      assert.deepEqual(c.invalid, []);
+      c.close();
+    },
+    { tap: true },
+  ));

@@ -3,7 +3,8 @@
  * disposal; rejection leaves the session intact", so the answer must say what really happened here).
  *
  * Contracts:
- *  - The session is the one routed at the command's URI; anything else is refused `unknown session`.
+ *  - The session is the one routed at the command's URI, or one whose creation was admitted and whose claim the
+ *    host has not answered yet (`SessionTable.find`); anything else is refused `unknown session` with the reason.
  *  - Accepted only once the disposal is durable and the session's turns have stopped:
  *    1. the registry is written with the session marked disposed; a failed write refuses the command naming the
  *       write's error and the fix, and the session stays served exactly as before (routes, runtimes, running turn);
@@ -51,8 +52,9 @@ export class Disposals {
   /** Handle one `dispose_session` command; always answers it. */
   run(commandId: string, cmd: Json): void {
     const uri = cmd.session;
-    const s = typeof uri === "string" ? this.d.table.byUri.get(uri) : undefined;
-    if (s === undefined || typeof uri !== "string") return this.d.answer(commandId, false, "unknown session");
+    const s = typeof uri === "string" ? this.d.table.find(uri) : undefined;
+    if (s === undefined || typeof uri !== "string")
+      return this.d.answer(commandId, false, "unknown session: this backend serves no session (nor one being created) at that URI; it may be disposed already");
     let disposal = this.running.get(s);
     if (disposal === undefined) {
       disposal = this.dispose(s, uri);

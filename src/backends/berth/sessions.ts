@@ -76,6 +76,18 @@ export class SessionTable {
     ]);
   }
 
+  /**
+   * The session served at `uri`: routed by its registration, or one whose creation the host admitted and whose
+   * claim (`requestedSession`) it has not answered yet. (A disposal may name either: spec, "for a session created
+   * through that provider connection"; the host lists a creating session, and its clients may dispose it.)
+   */
+  find(uri: string): LiveSession | undefined {
+    const routed = this.byUri.get(uri);
+    if (routed !== undefined) return routed;
+    for (const s of this.sessions.values()) if (s.uri === undefined && s.entry.creationToken !== undefined && s.entry.requestedSession === uri) return s;
+    return undefined;
+  }
+
   /** Resolves once every registry write begun so far has finished. */
   settled(): Promise<void> {
     return this.registry.settled();
