@@ -24,8 +24,8 @@
  *  - An event refusal re-registers its session only when it names the current registration (see `fences.ts`),
  *    and a session never has two registrations in flight; a registration answered after its session was disposed
  *    never revives it (see `registrations.ts`).
- *  - `dispose_session` is accepted only once the registry marks the session disposed and its turns stopped
- *    (bounded); a failed registry write refuses it and the session stays served (see `disposal.ts`).
+ *  - `dispose_session` / `dispose_chat` are accepted only once the registry marks the session / chat disposed and
+ *    its turns stopped (bounded); a failed registry write refuses it and it stays served (see `disposal.ts`).
  *  - Losing the host connection cancels running turns (their events have nowhere to go) and reconnects with
  *    bounded exponential backoff; `close()` cancels and waits for running turns.
  */
@@ -117,6 +117,7 @@ export class BerthRuntimeBackend {
     });
     this.cmds = new SessionCommands({
       chats: this.chatCmds,
+      disposeChat: (id, s, cmd) => this.disposals.chat(id, s, cmd),
       answer: (id, ok, err) => this.answer(id, ok, err),
       emit: (s, lane, ev) => this.emit(s, lane, ev),
       runtimeOf: (s, lane) => this.runtimeOf(s, lane),

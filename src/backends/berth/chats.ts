@@ -9,9 +9,7 @@
  *    second `user_message` (the host already holds it). A side chat (`source.kind: "sideChat"`) is a new Berth
  *    session holding the source's records through the newest completed turn at or before the source turn
  *    (`sideChatSession`); the excerpt it was opened on (`selection.text`) is quoted into its first prompt.
- *  - `dispose_chat` cancels the chat's turn, waits for it to stop, marks the chat disposed in the registry (its
- *    Berth session file is kept, and not listed as a session of its own), and is accepted only then. The primary
- *    chat cannot be disposed.
+ *  - `dispose_chat` is in `disposal.ts` (durable first, then the chat's turn stopped).
  *  - `fetch_turns` sends `turns_loaded` (the page of turns before the cursor, oldest first, with the next cursor)
  *    and then accepts; an unknown cursor is refused. Pages reach back to the session's first turn however long it
  *    is (`pageHistory`: each page one bounded read before its cursor).
@@ -38,6 +36,8 @@ export interface Lane {
   selection?: string;
   /** Admissions in progress that share `held`. */
   admitting?: number;
+  /** Its disposal's registry write is in flight: snapshots write it as disposed, while it is still served. */
+  disposing?: true;
 }
 
 /** The longest side-chat excerpt kept (characters). */
@@ -127,24 +127,6 @@ export class ChatCommands {
         void this.d.emit(s, lane, { type: "settled", cancelled: false, error: `the initial turn could not start: ${err ?? "refused"}` });
       });
     }
-  }
-
-  async dispose(commandId: string, s: LiveSession, cmd: Json): Promise<void> {
-    const uri = cmd.chat;
-    const lane = typeof uri === "string" ? s.chats.get(uri) : undefined;
-    if (typeof uri !== "string" || lane === undefined) return this.d.answer(commandId, false, uri === s.primaryChat ? "the primary chat cannot be disposed" : "unknown chat");
-    lane.rt?.clearQueue();
-    lane.rt?.cancel();
-    await this.d.hub.closeSession(lane.sessionId); // waits until its turn stopped producing events
-    s.chats.delete(uri);
-    // Kept as disposed: its Berth session file stays, and must not come back as a session of its own.
-    s.entry.chats = (s.entry.chats ?? []).map((c) => (c.uri === uri ? { ...c, disposed: true } : c));
-    try {
-      await this.d.save();
-    } catch {
-      return this.d.answer(commandId, false, "registry write failed");
-    }
-    this.d.answer(commandId, true);
   }
 
   async fetch(commandId: string, s: LiveSession, lane: Lane, cmd: Json): Promise<void> {

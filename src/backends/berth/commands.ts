@@ -12,6 +12,8 @@ import type { Json } from "../../core/json-bounds.js";
 
 export interface SessionCommandDeps {
   chats: ChatCommands;
+  /** `dispose_chat` (`disposal.ts`); always answers. */
+  disposeChat: (commandId: string, s: LiveSession, cmd: Json) => void;
   answer: (commandId: string, ok: boolean, error?: string) => void;
   emit: (s: LiveSession, lane: Lane, ev: Json) => void | Promise<void>;
   runtimeOf: (s: LiveSession, lane: Lane) => SessionRuntime;
@@ -78,7 +80,7 @@ export class SessionCommands {
         s.registered = true; // its chats must survive a restart
         return void this.d.chats.create(commandId, s, cmd);
       case "dispose_chat":
-        return void this.d.chats.dispose(commandId, s, cmd);
+        return this.d.disposeChat(commandId, s, cmd);
       case "fetch_turns":
         return void this.d.chats.fetch(commandId, s, lane, cmd);
       default:

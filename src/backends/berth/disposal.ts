@@ -1,6 +1,7 @@
 /**
- * `dispose_session` for the Berth backend (spec: the host removes the session "only after the provider accepts
- * disposal; rejection leaves the session intact", so the answer must say what really happened here).
+ * `dispose_session` and `dispose_chat` for the Berth backend (spec: the host removes the session "only after the
+ * provider accepts disposal; rejection leaves the session intact", and likewise removes a chat only once
+ * `dispose_chat` is accepted; so the answer must say what really happened here).
  *
  * Contracts:
  *  - The session is the one routed at the command's URI, or one whose creation was admitted and whose claim the
@@ -17,10 +18,16 @@
  *       the runtime goes on closing; its events have nowhere to go (the session has no route).
  *  - Two `dispose_session`s of one session in flight at once (distinct command IDs) share one disposal and are
  *    answered alike.
+ *  - `dispose_chat` follows the same order for one chat (the primary chat cannot be disposed): the registry is
+ *    written with the chat marked disposed (a failed write refuses the command naming the error and the fix, and
+ *    the chat stays served exactly as before); only then is the chat forgotten (`SessionTable.disposeChat`: its
+ *    Berth session file is kept, and the mark keeps it from being listed as a session of its own), its queue
+ *    dropped, its turn cancelled and its runtime closed. Two at once of one chat share one disposal.
  */
 import type { Json } from "../../core/json-bounds.js";
 import type { SessionHub } from "../../runtime/session/index.js";
 import type { Registrations } from "./registrations.js";
+import type { Lane } from "./chats.js";
 import { lanesOf, type LiveSession, type SessionTable } from "./sessions.js";
 
 /** How long an accepted disposal waits for the session's turns to stop (well inside the host's 60 s command deadline). */
@@ -44,8 +51,16 @@ function describe(e: unknown): string {
   return (e instanceof Error ? e.message : String(e)).slice(0, 1024);
 }
 
+/** The refusal of a disposal whose registry write failed: the cause, what it left, and the fix. */
+function writeFailed(e: unknown, registryPath: string, what: "session" | "chat"): Outcome {
+  return {
+    ok: false,
+    error: `registry write failed (${describe(e)}); the ${what} is kept and still served; make ${registryPath} a writable file (its directory writable, nothing else at that path), then dispose the ${what} again`,
+  };
+}
+
 export class Disposals {
-  private readonly running = new Map<LiveSession, Promise<Outcome>>();
+  private readonly running = new Map<LiveSession | Lane, Promise<Outcome>>();
 
   constructor(private readonly d: DisposalDeps) {}
 
@@ -55,11 +70,24 @@ export class Disposals {
     const s = typeof uri === "string" ? this.d.table.find(uri) : undefined;
     if (s === undefined || typeof uri !== "string")
       return this.d.answer(commandId, false, "unknown session: this backend serves no session (nor one being created) at that URI; it may be disposed already");
-    let disposal = this.running.get(s);
+    this.once(commandId, s, () => this.dispose(s, uri));
+  }
+
+  /** Handle one `dispose_chat` command of session `s`; always answers it. */
+  chat(commandId: string, s: LiveSession, cmd: Json): void {
+    const uri = cmd.chat;
+    const lane = typeof uri === "string" ? s.chats.get(uri) : undefined;
+    if (typeof uri !== "string" || lane === undefined) return this.d.answer(commandId, false, uri === s.primaryChat ? "the primary chat cannot be disposed" : "unknown chat");
+    this.once(commandId, lane, () => this.disposeChat(s, lane, uri));
+  }
+
+  /** Answer `commandId` with the disposal of `key` in flight, started by `start` if there is none. */
+  private once(commandId: string, key: LiveSession | Lane, start: () => Promise<Outcome>): void {
+    let disposal = this.running.get(key);
     if (disposal === undefined) {
-      disposal = this.dispose(s, uri);
-      this.running.set(s, disposal);
-      void disposal.then(() => this.running.delete(s));
+      disposal = start();
+      this.running.set(key, disposal);
+      void disposal.then(() => this.running.delete(key));
     }
     void disposal.then((o) => (o.ok ? this.d.answer(commandId, true) : this.d.answer(commandId, false, o.error)));
   }
@@ -69,13 +97,23 @@ export class Disposals {
     try {
       await this.d.table.dispose(s, uri);
     } catch (e) {
-      return {
-        ok: false,
-        error: `registry write failed (${describe(e)}); the session is kept and still served; make ${this.d.registryPath} a writable file (its directory writable, nothing else at that path), then dispose the session again`,
-      };
+      return writeFailed(e, this.d.registryPath, "session");
     }
     this.d.registrations.disposed(s); // one still reading its history is not sent; a late answer is unregistered
     await this.stop(s);
+    return { ok: true };
+  }
+
+  private async disposeChat(s: LiveSession, lane: Lane, uri: string): Promise<Outcome> {
+    // Durable first: a chat the registry still lists must stay served (the host keeps it on refusal).
+    try {
+      await this.d.table.disposeChat(s, lane, uri);
+    } catch (e) {
+      return writeFailed(e, this.d.registryPath, "chat");
+    }
+    lane.rt?.clearQueue();
+    lane.rt?.cancel();
+    await this.d.hub.closeSession(lane.sessionId); // waits until its turn stopped producing events
     return { ok: true };
   }
 

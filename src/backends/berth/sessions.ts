@@ -38,9 +38,16 @@ export function liveSession(entry: RegistryEntry, registered: boolean): LiveSess
   return { entry, registered, seq: 0, primary: { sessionId: entry.sessionId, held: null }, chats };
 }
 
+/** A session's registry entry as a snapshot writes it: a chat whose disposal is being written is marked disposed. */
+function entryOf(s: LiveSession): RegistryEntry {
+  const pending = [...s.chats].filter(([, l]) => l.disposing === true).map(([uri]) => uri);
+  if (pending.length === 0) return s.entry;
+  return { ...s.entry, chats: (s.entry.chats ?? []).map((c) => (pending.includes(c.uri) ? { ...c, disposed: true } : c)) };
+}
+
 /** A session's registry entry once disposed: its creation claim (token) dropped, marked. */
 function disposedEntry(s: LiveSession): RegistryEntry {
-  const { creationToken: _t, requestedSession: _r, ...entry } = s.entry;
+  const { creationToken: _t, requestedSession: _r, ...entry } = entryOf(s);
   return { ...entry, disposed: true };
 }
 
@@ -70,7 +77,7 @@ export class SessionTable {
   save(): Promise<void> {
     const live = [...this.sessions.values()];
     return this.registry.save([
-      ...live.filter((s) => s.registered && s.disposing === undefined).map((s) => s.entry),
+      ...live.filter((s) => s.registered && s.disposing === undefined).map(entryOf),
       ...live.filter((s) => s.disposing !== undefined).map(disposedEntry),
       ...this.disposed.values(),
     ]);
@@ -96,27 +103,60 @@ export class SessionTable {
   /**
    * Dispose a session served at `uri`, durably: the registry is written with the session marked disposed, and only
    * once that write is on disk is the session forgotten here (out of the table and its routes, marked `disposed`).
-   * A failed write rejects with its error and leaves the session as it was, served. (A snapshot another write took
-   * meanwhile may have put the mark on disk: the registry is rewritten once more, best effort, so the file follows.)
+   * A failed write rejects with its error and leaves the session as it was, served.
    */
   async dispose(s: LiveSession, uri: string): Promise<void> {
     let settle!: () => void;
-    s.disposing = new Promise<void>((resolve) => (settle = resolve));
+    await this.writeDisposal(
+      () => (s.disposing = new Promise<void>((resolve) => (settle = resolve))),
+      () => {
+        delete s.disposing;
+        settle();
+      },
+      () => {
+        this.sessions.delete(s.entry.sessionId);
+        if (this.byUri.get(uri) === s) this.byUri.delete(uri);
+        s.logicalId = undefined;
+        s.disposed = true;
+        this.disposed.set(s.entry.sessionId, disposedEntry(s));
+      },
+    );
+  }
+
+  /**
+   * Dispose chat `uri` (`lane`) of session `s`, durably: the registry is written with the chat marked disposed, and
+   * only once that write is on disk is the chat forgotten here (out of `s.chats`, marked in `s.entry.chats`; its
+   * Berth session file is kept, and the mark keeps it from being listed as a session of its own). A failed write
+   * rejects with its error and leaves the chat as it was, served (its runtime, a running turn).
+   */
+  async disposeChat(s: LiveSession, lane: Lane, uri: string): Promise<void> {
+    await this.writeDisposal(
+      () => (lane.disposing = true),
+      () => delete lane.disposing,
+      () => {
+        if (s.chats.get(uri) === lane) s.chats.delete(uri);
+        s.entry.chats = (s.entry.chats ?? []).map((c) => (c.uri === uri ? { ...c, disposed: true } : c));
+      },
+    );
+  }
+
+  /**
+   * Write the registry with a disposal pending (`mark`: snapshots taken meanwhile write it as disposed, while it is
+   * still served). On success `forget` runs, then `unmark`; on failure `unmark` runs and the error is rethrown. (A
+   * snapshot another write took meanwhile may have put the mark on disk: the registry is then rewritten once more,
+   * best effort, so the file follows what is served.)
+   */
+  private async writeDisposal(mark: () => void, unmark: () => void, forget: () => void): Promise<void> {
+    mark();
     try {
       await this.save();
     } catch (e) {
-      delete s.disposing;
-      settle();
+      unmark();
       void this.save().catch(() => undefined);
       throw e;
     }
-    delete s.disposing;
-    this.sessions.delete(s.entry.sessionId);
-    if (this.byUri.get(uri) === s) this.byUri.delete(uri);
-    s.logicalId = undefined;
-    s.disposed = true;
-    this.disposed.set(s.entry.sessionId, disposedEntry(s));
-    settle();
+    forget();
+    unmark();
   }
 
   /** Adds the Berth store's sessions this backend does not know yet (dormant until opened). */
