@@ -2,13 +2,17 @@
  * `dispose_chat` on Berth's own backend, end to end (the real host, the backend, the loopback fake provider):
  *  - a disposal whose registry write fails is refused naming the cause and the fix, and the chat stays served
  *    exactly as before (a client still runs a turn on it, and a retry once the registry is writable succeeds);
+ *  - a disposal waits for the chat's running turn at most `disposeWaitMs` (a tool that ignores SIGTERM outlives the
+ *    cancellation by the bash tool's kill grace), is then accepted and logged, and what the chat's turn still emits
+ *    after the acceptance never reaches the host (which would refuse it, for a chat it removed, and so end the
+ *    session's registration).
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { AhpClient, type Json } from "./helpers.js";
-import { ended, newSession, startTurn, withBerth } from "./berth-rig.js";
+import { AhpClient, until, type Json } from "./helpers.js";
+import { alive, ended, newSession, runStubbornTool, startTurn, withBerth } from "./berth-rig.js";
 
 const registryOf = (stateDir: string): string => join(stateDir, "berth-runtime.json");
 const chatsOf = (stateDir: string): Json[] => (JSON.parse(readFileSync(registryOf(stateDir), "utf8")) as { sessions: Json[] }).sessions[0]!.chats as Json[];
@@ -55,3 +59,37 @@ test("a chat disposal whose registry write fails is refused naming the cause and
     assert.deepEqual(c.invalid, []);
     c.close();
   }));
+
+test("a chat disposal waits for a stuck turn at most disposeWaitMs, then is accepted and says so; late events are dropped", () => {
+  const logs: string[] = [];
+  return withBerth(
+    async ({ h, rt, fake, cwd }) => {
+      const { c } = await AhpClient.init(h, ["ahp-root://"]);
+      const { session, chat } = await newSession(c, "ahp-session:/dispose-chat-stuck", cwd);
+      const two = await newChat(c, session, "ahp-chat:/stuck");
+      const pid = await runStubbornTool(c, fake, two, cwd);
+      const requests = fake.requests.length;
+      const route = h.state.sessions.get(session)!.route;
+
+      // The bound (0.2 s) ends the wait long before the tool's SIGKILL (after the 2 s grace) ends the turn.
+      const r = await c.request("disposeChat", { channel: two });
+      assert.equal(r.result, null, JSON.stringify(r.error));
+      assert.ok(logs.some((m) => m.includes("a disposed chat's turn did not stop within 0.2 s; the disposal is accepted")), logs.join("\n"));
+      assert.equal(h.state.chatIndex.has(two), false, "the host removed the chat");
+
+      // The turn ends after all (tool killed, turn settled): its last events must not reach the host.
+      await until(() => !alive(pid), 15_000, "the tool killed after its grace");
+      await until(() => logs.some((m) => m.includes("a disposed chat's runtime has closed")), 15_000, "the chat's runtime closed");
+      await rt.sync();
+      assert.equal(h.state.sessions.get(session)!.route, route, "no late event of the chat was refused (the registration was never replaced)");
+      assert.equal(fake.unscript(), 1, "the turn after the tool never reached the provider");
+      assert.equal(fake.requests.length, requests);
+
+      startTurn(c, chat, "p1", "still here?");
+      assert.equal((await ended(c, "p1")).action.type, "chat/turnComplete", "the session's primary chat still works");
+      assert.deepEqual(c.invalid, []);
+      c.close();
+    },
+    { disposeWaitMs: 200, log: (m) => logs.push(m) },
+  );
+});

@@ -10,25 +10,14 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { AhpClient, until, type Json } from "./helpers.js";
-import { ended, newSession, startTurn, withBerth } from "./berth-rig.js";
-import type { FakeProvider } from "../fakes/fake-provider.js";
+import { alive, ended, newSession, runStubbornTool, startTurn, withBerth } from "./berth-rig.js";
 
 const registryOf = (stateDir: string): string => join(stateDir, "berth-runtime.json");
 const registryEntries = (stateDir: string): Json[] => (JSON.parse(readFileSync(registryOf(stateDir), "utf8")) as { sessions: Json[] }).sessions;
 const listed = async (c: AhpClient): Promise<string[]> => ((await c.request("listSessions", {})).result.items as Json[]).map((i) => i.resource as string);
-
-/** True while a process with this PID exists (signal 0 only checks). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 test("a disposal whose registry write fails is refused naming the cause and the fix; the session stays served", () =>
   withBerth(async ({ h, rt, cwd }) => {
@@ -63,21 +52,6 @@ test("a disposal whose registry write fails is refused naming the cause and the 
     assert.deepEqual(c.invalid, []);
     c.close();
   }));
-
-/**
- * Start a turn whose bash tool ignores SIGTERM (cancelling the turn ends it only with the bash tool's SIGKILL, after
- * its 2 s grace), approve it, and wait until it runs; a further turn is scripted for after the tool. Its PID.
- */
-async function runStubbornTool(c: AhpClient, fake: FakeProvider, chat: string, cwd: string): Promise<number> {
-  const pidFile = join(cwd, "tool.pid");
-  const command = `trap '' TERM; echo $$ > tool.pid.tmp; mv tool.pid.tmp tool.pid; while :; do sleep 0.05; done`;
-  fake.script([{ steps: [{ text: "Running it. " }, { toolCall: { id: "b1", name: "bash", arguments: { command } } }] }, { steps: [{ text: "after the tool" }] }]);
-  startTurn(c, chat, "t1", "run the tool");
-  const ready = await c.action((e) => e.channel === chat && e.action.type === "chat/toolCallReady" && e.action.turnId === "t1", "bash ready", 15_000);
-  c.dispatch(chat, { type: "chat/toolCallConfirmed", turnId: "t1", toolCallId: ready.action.toolCallId, approved: true, confirmed: "user-action" });
-  await until(() => existsSync(pidFile), 15_000, "the tool running");
-  return Number(readFileSync(pidFile, "utf8").trim());
-}
 
 test("a disposal stops the session's running turn before it is accepted; the provider gets no further request", () =>
   withBerth(async ({ h, rt, fake, cwd }) => {

@@ -3,7 +3,7 @@
  * an `Agent` pointed at the loopback fake provider, and small AHP helpers shared by the tests.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -86,4 +86,30 @@ export const ended = (c: AhpClient, turnId: string): Promise<Json> =>
 export function waitIdle(h: HostHandle, session: string): Promise<void> {
   const s = h.state.sessions.get(session)!;
   return until(() => !h.state.chatIndex.get(s.primaryChat)!.draining, 10_000, "the runtime settling the cancelled turn");
+}
+
+/** True while a process with this PID exists (signal 0 only checks). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Start turn `turnId` on `chat` whose bash tool ignores SIGTERM (cancelling the turn ends it only with the bash
+ * tool's SIGKILL, after its 2 s grace), approve it, and wait until it runs; a further turn is scripted for after the
+ * tool. Its PID.
+ */
+export async function runStubbornTool(c: AhpClient, fake: FakeProvider, chat: string, cwd: string, turnId = "t1"): Promise<number> {
+  const pidFile = join(cwd, "tool.pid");
+  const command = `trap '' TERM; echo $$ > tool.pid.tmp; mv tool.pid.tmp tool.pid; while :; do sleep 0.05; done`;
+  fake.script([{ steps: [{ text: "Running it. " }, { toolCall: { id: "b1", name: "bash", arguments: { command } } }] }, { steps: [{ text: "after the tool" }] }]);
+  startTurn(c, chat, turnId, "run the tool");
+  const ready = await c.action((e) => e.channel === chat && e.action.type === "chat/toolCallReady" && e.action.turnId === turnId, "bash ready", 15_000);
+  c.dispatch(chat, { type: "chat/toolCallConfirmed", turnId, toolCallId: ready.action.toolCallId, approved: true, confirmed: "user-action" });
+  await until(() => existsSync(pidFile), 15_000, "the tool running");
+  return Number(readFileSync(pidFile, "utf8").trim());
 }

@@ -73,7 +73,7 @@ export interface BerthRuntimeOptions {
   historyPage?: number;
   /** Bytes of a session file one `fetch_turns` page reads at most (default: the 64 MiB transcript window). */
   historyWindowBytes?: number;
-  /** How long an accepted `dispose_session` waits for the session's turns to stop (default `DISPOSE_WAIT_MS`). */
+  /** How long an accepted `dispose_session` / `dispose_chat` waits for its turns to stop (default `DISPOSE_WAIT_MS`). */
   disposeWaitMs?: number;
 }
 
@@ -226,6 +226,7 @@ export class BerthRuntimeBackend {
 
   /** Send one sequenced event for a chat; waits for drain when the socket is backed up. */
   private emit(s: LiveSession, lane: Lane, event: Json): void | Promise<void> {
+    if (lane.disposed === true) return; // the host removed the chat, and would refuse the event (see `disposal.ts`)
     if (lane.held !== null) {
       lane.held.push(event);
       return;

@@ -38,6 +38,11 @@ export interface Lane {
   admitting?: number;
   /** Its disposal's registry write is in flight: snapshots write it as disposed, while it is still served. */
   disposing?: true;
+  /**
+   * Its disposal was accepted (the host removed the chat): nothing of it is sent any more. Its runtime may still be
+   * closing, when its turn outlived the disposal's bounded wait.
+   */
+  disposed?: true;
 }
 
 /** The longest side-chat excerpt kept (characters). */

@@ -12,17 +12,21 @@
  *    2. only then is the session forgotten (out of the table and its routes; a registration of it still reading
  *       its history is dropped, a late answer is unregistered: `registrations.ts`);
  *    3. every chat's queue is dropped, its running turn cancelled, and its runtime closed; the answer waits until
- *       they stopped (provider request aborted, tool processes ended), as `dispose_chat` does, at most
- *       `waitMs` (default `DISPOSE_WAIT_MS`): a tool that does not stop in time cannot hold the answer (and the
- *       host's command deadline) forever. Past the bound the disposal is accepted anyway, the log says so, and
- *       the runtime goes on closing; its events have nowhere to go (the session has no route).
+ *       they stopped (provider request aborted, tool processes ended), at most `waitMs` (default
+ *       `DISPOSE_WAIT_MS`): a tool that does not stop in time cannot hold the answer (and the host's command
+ *       deadline) forever. Past the bound the disposal is accepted anyway, the log says so (and again once the
+ *       runtime closed), and the runtime goes on closing; its events have nowhere to go (the session has no route).
  *  - Two `dispose_session`s of one session in flight at once (distinct command IDs) share one disposal and are
  *    answered alike.
  *  - `dispose_chat` follows the same order for one chat (the primary chat cannot be disposed): the registry is
  *    written with the chat marked disposed (a failed write refuses the command naming the error and the fix, and
  *    the chat stays served exactly as before); only then is the chat forgotten (`SessionTable.disposeChat`: its
  *    Berth session file is kept, and the mark keeps it from being listed as a session of its own), its queue
- *    dropped, its turn cancelled and its runtime closed. Two at once of one chat share one disposal.
+ *    dropped, its turn cancelled and its runtime closed. The answer waits for that turn within the same bound
+ *    (spec: `dispose_chat` "is acknowledged only after the runtime has stopped producing" events); past it the
+ *    disposal is accepted and logged, and the chat is marked `disposed`: whatever its turn still emits is dropped
+ *    (`backend.ts` `emit`), so the host sees none of it after the acceptance, and never refuses an event of a chat
+ *    it removed (which would end the session's registration). Two at once of one chat share one disposal.
  */
 import type { Json } from "../../core/json-bounds.js";
 import type { SessionHub } from "../../runtime/session/index.js";
@@ -30,7 +34,7 @@ import type { Registrations } from "./registrations.js";
 import type { Lane } from "./chats.js";
 import { lanesOf, type LiveSession, type SessionTable } from "./sessions.js";
 
-/** How long an accepted disposal waits for the session's turns to stop (well inside the host's 60 s command deadline). */
+/** How long an accepted disposal waits for its turns to stop (well inside the host's 60 s command deadline). */
 export const DISPOSE_WAIT_MS = 10_000;
 
 export interface DisposalDeps {
@@ -100,7 +104,8 @@ export class Disposals {
       return writeFailed(e, this.d.registryPath, "session");
     }
     this.d.registrations.disposed(s); // one still reading its history is not sent; a late answer is unregistered
-    await this.stop(s);
+    // The Berth session files are kept: disposal removes the session from the host, not the transcripts.
+    await this.stop(lanesOf(s), "session");
     return { ok: true };
   }
 
@@ -111,16 +116,18 @@ export class Disposals {
     } catch (e) {
       return writeFailed(e, this.d.registryPath, "chat");
     }
-    lane.rt?.clearQueue();
-    lane.rt?.cancel();
-    await this.d.hub.closeSession(lane.sessionId); // waits until its turn stopped producing events
+    await this.stop([lane], "chat");
+    // The host removes the chat with the acceptance, and would refuse (and end the session's registration for)
+    // an event of it: whatever a turn past the bound still emits is dropped from now on.
+    lane.disposed = true;
     return { ok: true };
   }
 
-  /** Cancel every chat's turn and close its runtime; resolves once they stopped, or after `waitMs`. */
-  private async stop(s: LiveSession): Promise<void> {
-    // The Berth session files are kept: disposal removes the session from the host, not the transcripts.
-    const lanes = lanesOf(s);
+  /**
+   * Drop the chats' queues, cancel their turns and close their runtimes; resolves once they stopped, or after
+   * `waitMs`. Past the bound the log says so, and again once the runtimes have closed after all.
+   */
+  private async stop(lanes: Lane[], what: "session" | "chat"): Promise<void> {
     for (const l of lanes) {
       l.rt?.clearQueue();
       l.rt?.cancel();
@@ -130,7 +137,8 @@ export class Disposals {
     const bound = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), this.d.waitMs)));
     const stopped = await Promise.race([closed, bound]);
     clearTimeout(timer);
-    if (!stopped)
-      this.d.log(`berth runtime: a disposed session's turn did not stop within ${this.d.waitMs / 1000} s; the disposal is accepted, and its runtime is still closing`);
+    if (stopped) return;
+    this.d.log(`berth runtime: a disposed ${what}'s turn did not stop within ${this.d.waitMs / 1000} s; the disposal is accepted, and its runtime is still closing (whatever it still emits is dropped)`);
+    void closed.then(() => this.d.log(`berth runtime: a disposed ${what}'s runtime has closed, after its disposal was accepted`));
   }
 }
