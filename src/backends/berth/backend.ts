@@ -112,6 +112,7 @@ export class BerthRuntimeBackend {
       emit: (s, lane, ev) => this.emit(s, lane, ev),
       runtimeOf: (s, lane) => this.runtimeOf(s, lane),
       save: () => this.saveRegistry(),
+      registryPath: o.registryPath,
       answer: (id, ok, err) => this.answer(id, ok, err),
       admitTurn: (s, lane, text, turnId, reply) => this.admitTurn(s, lane, text, turnId, undefined, reply),
     });
@@ -122,6 +123,7 @@ export class BerthRuntimeBackend {
       emit: (s, lane, ev) => this.emit(s, lane, ev),
       runtimeOf: (s, lane) => this.runtimeOf(s, lane),
       save: () => this.saveRegistry(),
+      registryPath: o.registryPath,
       admitTurn: (s, lane, text, turnId, pendingId, reply) => this.admitTurn(s, lane, text, turnId, pendingId, reply),
     });
     this.resync = new HistoryResync({ manager: o.manager, emit: (s, lane, ev) => this.emit(s, lane, ev), sourceOf });

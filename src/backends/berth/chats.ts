@@ -19,7 +19,7 @@ import { forkSession, pageHistory, RECENT_WINDOW, sideChatSession } from "../../
 import { SessionError, type SessionManager } from "../../store/sessions/index.js";
 import { historyTurn } from "./parse.js";
 import type { HostProjection } from "./projection.js";
-import type { LiveSession } from "./sessions.js";
+import { registryWriteFailed, type LiveSession } from "./sessions.js";
 import type { Json } from "../../core/json-bounds.js";
 
 /** One chat of a served session. */
@@ -63,6 +63,8 @@ export interface ChatDeps {
   emit: (s: LiveSession, lane: Lane, ev: Json) => void | Promise<void>;
   runtimeOf: (s: LiveSession, lane: Lane) => SessionRuntime;
   save: () => Promise<void>;
+  /** The registry file `save` writes (named in the fix of a failed write). */
+  registryPath: string;
   answer: (commandId: string, ok: boolean, error?: string) => void;
   admitTurn: (s: LiveSession, lane: Lane, text: string, turnId: string, reply: (ok: boolean, error?: string) => void) => Promise<void>;
 }
@@ -115,10 +117,10 @@ export class ChatCommands {
     s.entry.chats = [...(s.entry.chats ?? []), { uri, sessionId, title, ...(selection !== undefined ? { selection } : {}) }];
     try {
       await this.d.save();
-    } catch {
+    } catch (e) {
       s.chats.delete(uri);
       s.entry.chats = s.entry.chats.filter((c) => c.uri !== uri);
-      return this.d.answer(commandId, false, "registry write failed");
+      return this.d.answer(commandId, false, registryWriteFailed(e, this.d.registryPath, "no chat was created", "create the chat again"));
     }
     this.d.answer(commandId, true);
     const text = cmd.initialText;

@@ -7,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import type { SessionRuntime } from "../../runtime/session/index.js";
 import { parseAnswer, parseConfigure, selectionOf } from "./parse.js";
 import type { ChatCommands, Lane } from "./chats.js";
-import type { LiveSession } from "./sessions.js";
+import { registryWriteFailed, type LiveSession } from "./sessions.js";
 import type { Json } from "../../core/json-bounds.js";
 
 export interface SessionCommandDeps {
@@ -18,6 +18,8 @@ export interface SessionCommandDeps {
   emit: (s: LiveSession, lane: Lane, ev: Json) => void | Promise<void>;
   runtimeOf: (s: LiveSession, lane: Lane) => SessionRuntime;
   save: () => Promise<void>;
+  /** The registry file `save` writes (named in the fix of a failed write). */
+  registryPath: string;
   admitTurn: (s: LiveSession, lane: Lane, text: string, turnId: string, pendingId: string | undefined, reply: (ok: boolean, error?: string) => void) => Promise<void>;
 }
 
@@ -88,18 +90,36 @@ export class SessionCommands {
     }
   }
 
-  /** `configure`: durable first, then applied to every chat (now when idle, else from its next turn). */
+  /**
+   * `configure`: durable first, then applied to every chat (now when idle, else from its next turn). A failed
+   * registry write refuses it naming the cause and the fix, and changes nothing: the entry gets back what this
+   * command changed (unless a later `configure` changed it since), and no runtime was told.
+   */
   private configure(commandId: string, s: LiveSession, cmd: Json): void {
     const c = parseConfigure(cmd);
     if (typeof c === "string") return this.d.answer(commandId, false, c);
+    const before = { model: s.entry.model, thinkingLevel: s.entry.thinkingLevel, registered: s.registered };
     if (c.model !== undefined) s.entry.model = c.model;
     if (c.thinkingLevel !== undefined) s.entry.thinkingLevel = c.thinkingLevel;
-    const selection = selectionOf(s.entry.model, s.entry.thinkingLevel);
-    for (const l of [s.primary, ...s.chats.values()]) if (selection !== undefined) l.rt?.reconfigure({ selection });
     s.registered = true;
     void this.d.save().then(
-      () => this.d.answer(commandId, true),
-      () => this.d.answer(commandId, false, "registry write failed"),
+      () => {
+        const selection = selectionOf(s.entry.model, s.entry.thinkingLevel);
+        for (const l of [s.primary, ...s.chats.values()]) if (selection !== undefined) l.rt?.reconfigure({ selection });
+        this.d.answer(commandId, true);
+      },
+      (e: unknown) => {
+        if (c.model !== undefined && s.entry.model === c.model) {
+          if (before.model === undefined) delete s.entry.model;
+          else s.entry.model = before.model;
+        }
+        if (c.thinkingLevel !== undefined && s.entry.thinkingLevel === c.thinkingLevel) {
+          if (before.thinkingLevel === undefined) delete s.entry.thinkingLevel;
+          else s.entry.thinkingLevel = before.thinkingLevel;
+        }
+        s.registered = before.registered;
+        this.d.answer(commandId, false, registryWriteFailed(e, this.d.registryPath, "the model and reasoning level are unchanged", "configure the session again"));
+      },
     );
   }
 }

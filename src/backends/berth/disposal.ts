@@ -32,7 +32,7 @@ import type { Json } from "../../core/json-bounds.js";
 import type { SessionHub } from "../../runtime/session/index.js";
 import type { Registrations } from "./registrations.js";
 import type { Lane } from "./chats.js";
-import { lanesOf, type LiveSession, type SessionTable } from "./sessions.js";
+import { lanesOf, registryWriteFailed, type LiveSession, type SessionTable } from "./sessions.js";
 
 /** How long an accepted disposal waits for its turns to stop (well inside the host's 60 s command deadline). */
 export const DISPOSE_WAIT_MS = 10_000;
@@ -50,17 +50,9 @@ export interface DisposalDeps {
 
 type Outcome = { ok: true } | { ok: false; error: string };
 
-/** An fs error's code and message (or whatever was thrown), bounded. */
-function describe(e: unknown): string {
-  return (e instanceof Error ? e.message : String(e)).slice(0, 1024);
-}
-
 /** The refusal of a disposal whose registry write failed: the cause, what it left, and the fix. */
 function writeFailed(e: unknown, registryPath: string, what: "session" | "chat"): Outcome {
-  return {
-    ok: false,
-    error: `registry write failed (${describe(e)}); the ${what} is kept and still served; make ${registryPath} a writable file (its directory writable, nothing else at that path), then dispose the ${what} again`,
-  };
+  return { ok: false, error: registryWriteFailed(e, registryPath, `the ${what} is kept and still served`, `dispose the ${what} again`) };
 }
 
 export class Disposals {

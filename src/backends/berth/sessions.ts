@@ -56,6 +56,15 @@ export function lanesOf(s: LiveSession): Lane[] {
   return [s.primary, ...s.chats.values()];
 }
 
+/**
+ * The refusal of a command whose registry write failed: the write's error (bounded), what the refusal left as it
+ * was (`kept`), and the fix, then what to do again (`retry`).
+ */
+export function registryWriteFailed(e: unknown, registryPath: string, kept: string, retry: string): string {
+  const cause = (e instanceof Error ? e.message : String(e)).slice(0, 1024);
+  return `registry write failed (${cause}); ${kept}; make ${registryPath} a writable file (its directory writable, nothing else at that path), then ${retry}`;
+}
+
 export class SessionTable {
   /** By Berth session id (of the primary chat). */
   readonly sessions = new Map<string, LiveSession>();
