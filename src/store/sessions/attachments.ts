@@ -117,7 +117,7 @@ export class SessionManager {
     this.pending.add(id);
     let handle: SessionHandle;
     try {
-      handle = await this.store.acquire(id);
+      handle = await this.store.acquire(id, { closeInterrupted: true }); // docs/sessions.md, "Crash and resume"
     } finally {
       this.pending.delete(id);
     }

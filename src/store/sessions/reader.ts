@@ -278,13 +278,19 @@ function validateLatin1(buf: Buffer, s: number, e: number, leaveOut: ReadonlySet
 }
 
 /**
- * State the writer needs when it opens a file: the next seq and whether the file ends without LF.
+ * State the writer needs when it opens a file: the next seq, whether the file ends without LF, and the kind of the
+ * last valid record (null when there is none; the store closes a turn a dead writer left open when it is not a terminal).
  * Scans backwards from the end in 64 KiB steps (at most `maxScanBytes`) for the last valid record.
  * If none is found, the next seq is the file size (seqs are strictly increasing, not dense, and every
  * record line is longer than one byte, so no earlier record can have a seq that large).
  */
-export async function readTailState(fd: number, size: number, headerEnd: number, maxScanBytes = 4 * 1024 * 1024): Promise<{ nextSeq: number; torn: boolean }> {
-  if (size <= headerEnd) return { nextSeq: 1, torn: false };
+export async function readTailState(
+  fd: number,
+  size: number,
+  headerEnd: number,
+  maxScanBytes = 4 * 1024 * 1024,
+): Promise<{ nextSeq: number; torn: boolean; lastKind: RecordKind | null }> {
+  if (size <= headerEnd) return { nextSeq: 1, torn: false, lastKind: null };
   const lastByte = await readAt(fd, size - 1, 1);
   const torn = lastByte[0] !== 10;
   const step = 64 * 1024;
@@ -303,12 +309,12 @@ export async function readTailState(fd: number, size: number, headerEnd: number,
     const lines = chunk.toString("utf8", cut).split("\n");
     for (let i = lines.length - 1; i >= 0; i--) {
       const d = decodeLine(lines[i] as string);
-      if (d.type === "record") return { nextSeq: d.record.seq + 1, torn };
+      if (d.type === "record") return { nextSeq: d.record.seq + 1, torn, lastKind: d.record.kind };
     }
     carry = chunk.subarray(0, Math.max(0, cut - 1));
     end = start;
   }
-  return { nextSeq: Math.max(1, size), torn };
+  return { nextSeq: Math.max(1, size), torn, lastKind: null };
 }
 
 /** Up to this many bytes are read from the start of a file for list metadata. */

@@ -7,7 +7,9 @@
  * - `create` durably records the header (file + directory fsync) before returning a held `SessionHandle`.
  * - `list` treats an empty session file (debris of a create killed by an older Berth) as no session and removes it
  *   once its lease is free; it is never reported as `incomplete`.
- * - `acquire` takes the exclusive writer lease of an existing session and opens its writer.
+ * - `acquire` takes the exclusive writer lease of an existing session and opens its writer; with `closeInterrupted`
+ *   (the session manager's attach) a turn left open by a writer that died mid-turn is closed first (a `failed`
+ *   terminal record with its text on disk, interrupted.ts).
  * - `readWindow` never writes and never returns a snapshot cut by an in-flight append: it reads without the
  *   append/rotation lock only while that lock is absent and the read ends on a complete line, and otherwise reads
  *   again under the lock (see locks.ts).
@@ -46,6 +48,7 @@ import {
 } from "./reader.js";
 import { readSidecar, writeSidecar } from "./sidecar.js";
 import { SessionWriter } from "./writer.js";
+import { interruptedTerminal, openTurnOf } from "./interrupted.js";
 import { historyOf, KeptHistories, MAX_KEPT_HISTORY_BYTES, type History, type HistoryBounds } from "./kept-history.js";
 
 export { lastValidCheckpoint, type History, type HistoryBounds } from "./kept-history.js";
@@ -207,8 +210,11 @@ export class SessionStore {
     }
   }
 
-  /** Takes the writer lease of an existing session (`busy` if held elsewhere, `unavailable` if missing/damaged). */
-  async acquire(id: string): Promise<SessionHandle> {
+  /**
+   * Takes the writer lease of an existing session (`busy` if held elsewhere, `unavailable` if missing/damaged). With
+   * `closeInterrupted` (the session manager, so every door), a turn a dead writer left open is closed first.
+   */
+  async acquire(id: string, opts: { closeInterrupted?: boolean } = {}): Promise<SessionHandle> {
     const path = this.paths.data(id);
     // Existence check before touching the lock directory (`unavailable` when missing).
     closeQuietly(openForRead(path).fd);
@@ -224,11 +230,30 @@ export class SessionStore {
       const h = await readHeader(fd, st.size);
       if (h === null || h.header.session_id !== id) throw new SessionError("unavailable");
       const tail = await readTailState(fd, st.size, h.end);
-      return this.handle(id, h.header, fd, lease, tail.nextSeq, tail.torn);
+      const handle = this.handle(id, h.header, fd, lease, tail.nextSeq, tail.torn);
+      fd = null; // the writer owns it now
+      if (opts.closeInterrupted === true && tail.lastKind !== null && tail.lastKind !== "terminal") await this.closeInterrupted(handle);
+      return handle;
     } catch (e) {
       if (fd !== null) closeQuietly(fd);
       await lease.release();
       throw e instanceof SessionError ? e : new SessionError("unavailable");
+    }
+  }
+
+  /**
+   * The session's last turn when a dead writer left it open (interrupted.ts): closed `failed` with the text it had
+   * on disk, fsynced before the handle is returned. We hold the lease, so its writer can never append again.
+   * Failing that write releases the handle and rejects with the write's cause: the session could not take a turn.
+   */
+  private async closeInterrupted(handle: SessionHandle): Promise<void> {
+    try {
+      const snap = await readWindow(this.paths.data(handle.id), handle.id, DEFAULT_WINDOW);
+      const open = snap === "unchanged" ? null : openTurnOf(snap.records);
+      if (open !== null) await handle.writer.append(interruptedTerminal(open), { sync: true });
+    } catch (e) {
+      await handle.writer.close().catch(() => undefined);
+      throw e instanceof SessionError ? e : new SessionError("unavailable", storageCause(e));
     }
   }
 
