@@ -47,6 +47,21 @@ async function rawServer(respond: (req: IncomingMessage, res: ServerResponse) =>
   };
 }
 
+/** A server repeating `chunk` under `coding` until the client leaves: the stream ends at the response bound. */
+async function tripsResponseBound(coding: string, chunk: Buffer): Promise<void> {
+  const s = await rawServer((_req, res) => {
+    res.writeHead(200, { "content-type": "text/event-stream", "content-encoding": coding });
+    endless(res, chunk);
+  });
+  try {
+    const { provider } = makeProvider("openai-chat", s.fake);
+    const events = await collect(provider.stream(request()));
+    assert.deepEqual(events, [{ type: "error", kind: "limit", retryable: false, message: "provider response exceeds size limit" }]);
+  } finally {
+    await s.close();
+  }
+}
+
 /** Writes `chunk` again and again, as fast as the client reads, until it goes away. */
 function endless(res: ServerResponse, chunk: Buffer): void {
   let gone = false;
@@ -148,17 +163,7 @@ describe("openai-chat: a broken or hostile compressed body", () => {
     // Each member inflates ~1 MiB of comment lines from ~1 KiB; the server sends members until the client leaves.
     const member = gzipSync(`: ${"a".repeat(1022)}\n`.repeat(1024));
     assert.ok(member.length < 8 * 1024, `a member is ${member.length} bytes`);
-    const s = await rawServer((_req, res) => {
-      res.writeHead(200, { "content-type": "text/event-stream", "content-encoding": "gzip" });
-      endless(res, member);
-    });
-    try {
-      const { provider } = makeProvider("openai-chat", s.fake);
-      const events = await collect(provider.stream(request()));
-      assert.deepEqual(events, [{ type: "error", kind: "limit", retryable: false, message: "provider response exceeds size limit" }]);
-    } finally {
-      await s.close();
-    }
+    await tripsResponseBound("gzip", member);
   });
 
   it("a gzip body inflating into one endless event trips the event bound", async () => {
@@ -221,17 +226,7 @@ describe("openai-chat: deflate with or without its zlib wrapper", () => {
   it("a raw deflate body that inflates without end trips the response bound", async () => {
     // Non-final blocks ending on a byte boundary (a sync flush): their concatenation is one endless raw stream.
     const blocks = deflateRawSync(`: ${"a".repeat(1022)}\n`.repeat(1024), { finishFlush: constants.Z_SYNC_FLUSH });
-    const s = await rawServer((_req, res) => {
-      res.writeHead(200, { "content-type": "text/event-stream", "content-encoding": "deflate" });
-      endless(res, blocks);
-    });
-    try {
-      const { provider } = makeProvider("openai-chat", s.fake);
-      const events = await collect(provider.stream(request()));
-      assert.deepEqual(events, [{ type: "error", kind: "limit", retryable: false, message: "provider response exceeds size limit" }]);
-    } finally {
-      await s.close();
-    }
+    await tripsResponseBound("deflate", blocks);
   });
 
   const corrupt = "provider's compressed response is corrupt (deflate Z_DATA_ERROR)";
