@@ -311,3 +311,38 @@ test("a pipelined reconnect or subscribe is answered before any envelope publish
     c.close();
     d.close();
   }));
+
+test("a chat/turnStarted resent after a drop with its turnId is refused: the prompt runs once, and the replay shows it ran", () =>
+  withBerth(async (w) => {
+    const { h, fake, cwd } = w;
+    const { c: a } = await AhpClient.init(h, [], "c1");
+    const { session, chat } = await newSession(a, "ahp-session:/resent-prompt", cwd);
+    fake.script([{ steps: [{ text: "Hello " }, { delayMs: 300 }, { text: "there." }] }, { steps: [{ text: "a second run" }] }]);
+    const seqA = lastSeq(a);
+    const sent = startTurn(a, chat, "r1", "say hello");
+    // The client dies right after sending, before reading anything; the host has the prompt.
+    await until(() => h.state.chatIndex.get(chat)!.activeTurn?.id === "r1", 10_000, "the host admitting the prompt");
+    a.ws.terminate();
+
+    // The client comes back while the turn still runs and, unsure whether its prompt arrived, sends it again.
+    const c = await AhpClient.open(h);
+    c.clientSeq = a.clientSeq;
+    const rep = (await c.request("reconnect", { channel: "ahp-root://", clientId: "c1", lastSeenServerSeq: seqA, subscriptions: [session, chat] })).result;
+    assert.equal(rep.type, "replay");
+    const own = (rep.actions as Json[]).find((e) => e.action.type === "chat/turnStarted" && e.action.turnId === "r1");
+    assert.deepEqual(own?.origin, { clientId: "c1", clientSeq: sent }, "the replay shows the prompt was started, under the client's own origin");
+    const again = startTurn(c, chat, "r1", "say hello");
+    const refused = await c.action((e) => e.origin?.clientSeq === again, "the resent prompt's echo");
+    assert.equal(refused.rejectionReason, 'turn "r1" was already started in this chat (a resent prompt is not run twice); send a new turnId for a new prompt');
+    assert.equal((await ended(c, "r1")).action.type, "chat/turnComplete");
+
+    // Sent once more after the turn ended (a client retrying late): still refused, and nothing runs.
+    const late = startTurn(c, chat, "r1", "say hello");
+    assert.equal((await c.action((e) => e.origin?.clientSeq === late, "the late resend's echo")).rejectionReason, refused.rejectionReason);
+    await w.rt.sync();
+    assert.equal(fake.requests.length, 1, "the model was asked once");
+    assert.deepEqual(h.state.chatIndex.get(chat)!.turns.map((t) => t.id), ["r1"]);
+    assert.equal(heldText(w, chat, "r1"), "Hello there.");
+    assert.deepEqual([...a.invalid, ...c.invalid], []);
+    c.close();
+  }));

@@ -142,6 +142,10 @@ function turnStarted(st: HostState, s: SessionModel, chat: ChatModel, action: Js
   if (typeof action.turnId !== "string" || !msg || typeof msg.text !== "string") return reject("invalid chat/turnStarted");
   if ((msg.origin as Json | undefined)?.kind !== "user") return reject("clients may only send user messages");
   if (chat.interactivity === "read-only") return reject("chat is read-only");
+  // A turn ID names one turn: a `chat/turnStarted` resent after a dropped connection (its echo, with the client's
+  // origin, is in the replay or the snapshot) must not run the prompt a second time.
+  if (chat.activeTurn?.id === action.turnId || chat.turns.some((t) => t.id === action.turnId))
+    return reject(`turn ${clip(action.turnId)} was already started in this chat (a resent prompt is not run twice); send a new turnId for a new prompt`);
   if (chat.activeTurn) return reject("a turn is already in progress");
   if (!s.route) return reject("backend not connected");
   const managed = isManagedRoute(s.route);
