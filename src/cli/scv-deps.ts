@@ -31,6 +31,12 @@ import { lazyTool } from "../runtime/tools/lazy.js";
 import type { Tool } from "../runtime/types.js";
 import type { SessionToolContext } from "../runtime/agent.js";
 
+/**
+ * How long a resuming `session.start` waits for a session that a connection of this process that has ended is still
+ * releasing (its cancelled turn stopping: a tool's SIGTERM grace, say) before it refuses.
+ */
+export const RESUME_RELEASE_WAIT_MS = 10_000;
+
 /** Sessions of this process that may hold a turn's writer lease at once (one per connection running a turn). */
 export const MAX_RUNNING_SESSIONS = 256;
 
@@ -204,12 +210,35 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
       o.log(`the session host could not start (${err instanceof Error ? err.name : "error"})`);
       return null;
     });
+  /** Sessions whose connection has ended and which are being released (their turn stopping, their lease let go). */
+  const releasing = new Map<string, Promise<void>>();
+  const release = (id: string, work: () => Promise<void>): Promise<void> => {
+    const p: Promise<void> = work().finally(() => {
+      if (releasing.get(id) === p) releasing.delete(id);
+    });
+    releasing.set(id, p);
+    return p;
+  };
+  /** Sessions a resuming `session.start` has claimed and is attaching (so two resumes never share one). */
+  const resuming = new Set<string>();
   /** Attaches a stored session for a resuming `session.start`; its recorded cwd, or the refusal. */
   const resumable = async (id: string): Promise<{ cwd: string } | { code: "session_not_found" | "invalid_request" | "internal_error"; message: string }> => {
     if (!isValidSessionId(id)) return { code: "invalid_request", message: "`resume` is not a valid session ID" };
     const hub = (await loadedRuntime())?.hub;
     if (hub === undefined) return { code: "internal_error", message: "the session host could not start; see stderr" };
-    if (hub.get(id) !== undefined || manager.isAttached(id)) return { code: "invalid_request", message: "that session is in use by another connection or Berth process" };
+    // A client reconnecting after its connection dropped finds the session still held by that ended connection
+    // while its cancelled turn stops: wait for that release (bounded) rather than call it in use by another.
+    const deadline = Date.now() + RESUME_RELEASE_WAIT_MS;
+    for (let held = releasing.get(id); held !== undefined; held = releasing.get(id)) {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<"late">((r) => (timer = setTimeout(() => r("late"), Math.max(0, deadline - Date.now()))));
+      const r = await Promise.race([held.then(() => "released" as const, () => "released" as const), late]);
+      clearTimeout(timer);
+      if (r === "late")
+        return { code: "invalid_request", message: `that session's previous connection has ended but its turn has not stopped within ${RESUME_RELEASE_WAIT_MS / 1000} s; send session.start with resume again once it has` };
+    }
+    if (hub.get(id) !== undefined || manager.isAttached(id) || resuming.has(id)) return { code: "invalid_request", message: "that session is in use by another connection or Berth process" };
+    resuming.add(id);
     try {
       const snap = await manager.store.readWindow(id, { maxBytes: 64 * 1024, maxRecords: 1, quantumBytes: 64 * 1024 });
       if (snap === "unchanged") return { code: "internal_error", message: "the session could not be read" };
@@ -223,6 +252,8 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
       const problem = storageProblemOf(e);
       if (problem !== undefined) return { code: "internal_error", message: `the session could not be opened: ${problem}` };
       return { code: "session_not_found", message: "no stored session has that ID" };
+    } finally {
+      resuming.delete(id);
     }
   };
   const checkAttachments: AttachmentChecker = async (list) => {
@@ -323,13 +354,15 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
       const [described] = await Promise.all([early ?? rt.describe(), rt.mcpRegistered()]);
       mark("scv.session_described");
       const id = rt.id;
-      const session = new ScvSession(rt, out, checkAttachments, async () => {
-        const d = await loadedDelegation();
-        await d?.delegates.closeSession(id);
-        d?.codex.forgetSession(id);
-        await hub.closeSession(id);
-        await manager.close(id).catch(() => undefined);
-      });
+      const session = new ScvSession(rt, out, checkAttachments, () =>
+        release(id, async () => {
+          const d = await loadedDelegation();
+          await d?.delegates.closeSession(id);
+          d?.codex.forgetSession(id);
+          await hub.closeSession(id);
+          await manager.close(id).catch(() => undefined);
+        }),
+      );
       await session.announce(msg.request_id, {
         cwd: ws.value,
         model: described?.modelId ?? msg.model ?? null,

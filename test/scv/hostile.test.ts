@@ -2,14 +2,34 @@
  * Hostile clients on the shared daemon socket: a connection naming another connection's session, approval or turn
  * gets the spec's refusal and changes nothing there; a client that disappears while its approval is pending (its
  * socket destroyed, no EOF handshake) has its turn cancelled, the tool never runs, its session's lease is released
- * (another connection can then resume it), and the daemon keeps serving everyone else.
+ * (another connection can then resume it), and the daemon keeps serving everyone else. A client that reconnects at
+ * once, while its dropped turn is still stopping, has its resume wait for that release instead of being refused.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Socket } from "node:net";
 import { startDaemon, startRig, type Daemon, type Msg, type Rig, type ScvClient } from "./client.js";
+
+/** Whether process `pid` still exists. */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Polls `cond` (bounded) until it holds. */
+async function until(cond: () => boolean, what: string, ms = 15_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
 
 describe("hostile clients on the daemon socket", () => {
   let rig: Rig;
@@ -109,5 +129,43 @@ describe("hostile clients on the daemon socket", () => {
     r.end();
     other.end();
     await Promise.all([r.closed, other.closed]);
+  });
+
+  it("a client that drops while its tool runs resumes at once: the resume waits for the release; a storm gets one", async () => {
+    const a = await d.connect();
+    const sa = await a.open();
+    const sid = sa.session_id as string;
+    const pidFile = join(sa.cwd as string, "pid");
+    // A tool that ignores SIGTERM: the cancelled turn ends only at the bash tool's SIGKILL, after its grace.
+    rig.fake.script([{ steps: [{ toolCall: { id: "call_s", name: "bash", arguments: { command: "trap '' TERM; echo $$ > pid; sleep 30" } } }] }]);
+    const rid = a.request({ type: "turn.start", session_id: sid, prompt: "run it" });
+    const ask = await a.waitFor((m) => m.request_id === rid && m.type === "approval.requested");
+    a.request({ type: "approval.resolve", session_id: sid, approval_id: ask.approval_id, approved: true });
+    await a.waitFor((m) => m.request_id === rid && m.type === "tool.started");
+    await until(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", "the tool's shell running");
+    const pid = Number(readFileSync(pidFile, "utf8"));
+    (a.input as Socket).destroy();
+    await a.closed;
+
+    // The client and a few stray retries of it reconnect at once: each resume waits for the ended connection's
+    // release; exactly one gets the session, the others are told it is in use (by that one).
+    const cs = await Promise.all([d.connect(), d.connect(), d.connect(), d.connect()]);
+    await Promise.all(cs.map((c) => c.initialize()));
+    const rids = cs.map((c) => c.request({ type: "session.start", cwd: sa.cwd, resume: sid }));
+    const replies = await Promise.all(cs.map((c, i) => c.reply(rids[i]!, ["session.started"])));
+    const won = replies.filter((m) => m.type === "session.started");
+    assert.equal(won.length, 1, JSON.stringify(replies));
+    assert.equal(won[0]!.session_id, sid);
+    for (const m of replies.filter((x) => x.type !== "session.started")) assert.deepEqual([m.code, m.message], ["invalid_request", "that session is in use by another connection or Berth process"]);
+    assert.equal(alive(pid), false, "the dropped turn's tool had stopped before the session was handed over");
+    const r = cs[replies.indexOf(won[0]!)]!;
+    rig.fake.script([{ steps: [{ text: "back" }] }]);
+    const t = await r.turn(sid, "after the drop");
+    assert.equal(t.terminal.type, "turn.completed");
+    assert.match(String(rig.fake.requests.at(-1)!.body), /"tool_call_id":"call_s"/, "the model sees the dropped call's (cancelled) result");
+    assert.ok(!r.frames.some((m) => m.type === "approval.requested" || m.call_id === "call_s"), "nothing of the dropped turn reaches the new client");
+    assert.deepEqual(r.seqErrors, []);
+    for (const c of cs) c.end();
+    await Promise.all(cs.map((c) => c.closed));
   });
 });
