@@ -13,7 +13,9 @@
  *   lease released, the session idle): `end_turn`, `cancelled` (after `session/cancel`
  *   or `$/cancel_request` of the prompt), `max_turn_requests` (Berth's step limit). A turn that failed otherwise
  *   is an error: `-32000` for a missing or rejected credential, else `-32603` with the runtime's fixed message.
- * - `session/cancel` for a session with no running turn does nothing.
+ * - A cancel (`session/cancel` or `$/cancel_request` of the prompt) read after the prompt, even before the runtime
+ *   has started its turn (pipelined in the prompt's own write), ends that turn `cancelled`.
+ * - `session/cancel` for a session with no running or starting turn does nothing.
  */
 import { randomUUID } from "node:crypto";
 import { RequestError, type AgentApp, type PromptResponse } from "@agentclientprotocol/sdk";
@@ -28,7 +30,15 @@ async function runTurn(s: AcpSession, prompt: BerthPrompt, signal: AbortSignal):
   const turnId = randomUUID();
   const ended = s.expectEnd(turnId);
   s.applyPending();
-  const started = await s.rt.startTurn(prompt.text, { turnId, ...(prompt.images.length > 0 ? { images: prompt.images.map((i) => ({ type: "image" as const, ...i })) } : {}) });
+  // The runtime admits the turn asynchronously (writer lease, history); a session/cancel read meanwhile finds no
+  // running turn there, so it is noted here and applied once the turn exists.
+  const starting = s.beginStart();
+  let started;
+  try {
+    started = await s.rt.startTurn(prompt.text, { turnId, ...(prompt.images.length > 0 ? { images: prompt.images.map((i) => ({ type: "image" as const, ...i })) } : {}) });
+  } finally {
+    s.endStart();
+  }
   if (!started.ok) {
     s.forgetEnd(turnId);
     // Not a turn of this connection (that one holds the claim): another process holds the session's writer lease.
@@ -39,6 +49,8 @@ async function runTurn(s: AcpSession, prompt: BerthPrompt, signal: AbortSignal):
   }
   const onAbort = (): void => void s.rt.cancel(turnId);
   signal.addEventListener("abort", onAbort, { once: true });
+  // Cancelled before it started (session/cancel, or $/cancel_request of this prompt, whose abort already fired).
+  if (starting.cancelled || signal.aborted) onAbort();
   try {
     const end = await ended;
     // The runtime ends the turn's writer lease after its terminal event. Answer once it has: the answer tells the
@@ -73,6 +85,6 @@ export function registerPrompt(app: AgentApp, conn: AcpConnection): void {
   });
 
   app.onNotification("session/cancel", ({ params }) => {
-    conn.find(params.sessionId)?.rt.cancel();
+    conn.find(params.sessionId)?.cancel();
   });
 }

@@ -42,6 +42,8 @@ export class AcpSession {
   private readonly always = new Map<string, boolean>();
   private readonly ends = new Map<string, (end: TurnEnd) => void>();
   private readonly asking = new Map<string, AbortController>();
+  /** Set while this connection's prompt waits for the runtime to start its turn: a cancel read then is kept here. */
+  private starting: { cancelled: boolean } | null = null;
   /** A configuration change made while a turn ran, applied when it ends. */
   private pending: Partial<SessionConfig> | null = null;
   private readonly unsubscribe: () => void;
@@ -89,6 +91,22 @@ export class AcpSession {
 
   forgetEnd(turnId: string): void {
     this.ends.delete(turnId);
+  }
+
+  /** Marks a turn of this connection as starting; its `cancelled` records a `cancel` read before it runs. */
+  beginStart(): { cancelled: boolean } {
+    this.starting = { cancelled: false };
+    return this.starting;
+  }
+
+  endStart(): void {
+    this.starting = null;
+  }
+
+  /** `session/cancel`: cancels the running turn, or the one this connection is starting. */
+  cancel(): void {
+    if (this.starting !== null) this.starting.cancelled = true;
+    this.rt.cancel();
   }
 
   /** Applies a configuration change now, or when the running turn ends. */
