@@ -23,6 +23,8 @@ export interface ClientBehaviour {
   buffers?: Map<string, string>;
   /** When true, the client serves terminal requests by running the command itself (like an editor's terminal). */
   terminals?: boolean;
+  /** fs/terminal methods the client receives but never answers (a hung editor), even when Berth withdraws them. */
+  unanswered?: string[];
 }
 
 /** A client-side terminal: the command's process and its combined output. */
@@ -89,8 +91,9 @@ export class AcpAgentProcess {
     // `holdOutputAt` can stop reading them (no web-stream adapter resumes the pipe behind the test's back).
     let pending = "";
     let toClient!: ReadableStreamDefaultController<Uint8Array>;
-    const stdout = new ReadableStream<Uint8Array>({ start: (c) => void (toClient = c) });
     let stdoutOpen = true;
+    // The SDK client cancels its reader when its connection closes first (e.g. an answer it wrote after Berth exited).
+    const stdout = new ReadableStream<Uint8Array>({ start: (c) => void (toClient = c), cancel: () => void (stdoutOpen = false) });
     const endStdout = (): void => {
       if (!stdoutOpen) return;
       stdoutOpen = false;
@@ -162,17 +165,23 @@ export class AcpAgentProcess {
         return allow ? { outcome: { outcome: "selected", optionId: allow.optionId } } : { outcome: { outcome: "cancelled" } };
       });
     const buffers = behaviour.buffers;
+    /** The handler's answer, or one that never comes for a method in `unanswered`. */
+    const answer = <T>(method: string, reply: () => T): T | Promise<never> => (behaviour.unanswered?.includes(method) ? new Promise<never>(() => undefined) : reply());
     if (buffers !== undefined) {
       app = app
-        .onRequest("fs/read_text_file", ({ params }) => {
-          const text = buffers.get(params.path);
-          if (text === undefined) throw new acp.RequestError(-32002, "Resource not found");
-          return { content: text };
-        })
-        .onRequest("fs/write_text_file", ({ params }) => {
-          buffers.set(params.path, params.content);
-          return {};
-        });
+        .onRequest("fs/read_text_file", ({ params }) =>
+          answer("fs/read_text_file", () => {
+            const text = buffers.get(params.path);
+            if (text === undefined) throw new acp.RequestError(-32002, "Resource not found");
+            return { content: text };
+          }),
+        )
+        .onRequest("fs/write_text_file", ({ params }) =>
+          answer("fs/write_text_file", () => {
+            buffers.set(params.path, params.content);
+            return {};
+          }),
+        );
     }
     if (behaviour.terminals === true) {
       let n = 0;
@@ -182,7 +191,7 @@ export class AcpAgentProcess {
         return t;
       };
       app = app
-        .onRequest("terminal/create", ({ params }) => {
+        .onRequest("terminal/create", ({ params }) => answer("terminal/create", () => {
           const child = spawn(params.command, params.args ?? [], { cwd: params.cwd ?? this.cwd, stdio: ["ignore", "pipe", "pipe"] });
           const t: TestTerminal = {
             output: "",
@@ -196,17 +205,21 @@ export class AcpAgentProcess {
           const terminalId = `term-${++n}`;
           this.terminals.set(terminalId, t);
           return { terminalId };
-        })
-        .onRequest("terminal/output", async ({ params }) => {
-          const t = term(params.terminalId);
-          const done = await Promise.race([t.exit, Promise.resolve(null)]);
-          return { output: t.output, truncated: false, ...(done !== null ? { exitStatus: done } : {}) };
-        })
-        .onRequest("terminal/wait_for_exit", ({ params }) => term(params.terminalId).exit)
-        .onRequest("terminal/kill", ({ params }) => {
-          term(params.terminalId).kill();
-          return {};
-        })
+        }))
+        .onRequest("terminal/output", ({ params }) =>
+          answer("terminal/output", async () => {
+            const t = term(params.terminalId);
+            const done = await Promise.race([t.exit, Promise.resolve(null)]);
+            return { output: t.output, truncated: false, ...(done !== null ? { exitStatus: done } : {}) };
+          }),
+        )
+        .onRequest("terminal/wait_for_exit", ({ params }) => answer("terminal/wait_for_exit", () => term(params.terminalId).exit))
+        .onRequest("terminal/kill", ({ params }) =>
+          answer("terminal/kill", () => {
+            term(params.terminalId).kill();
+            return {};
+          }),
+        )
         .onRequest("terminal/release", ({ params }) => {
           const t = term(params.terminalId);
           t.kill();

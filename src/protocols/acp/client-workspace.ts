@@ -5,7 +5,11 @@
  * `output`, `release`; `kill` on timeout or cancellation). Capabilities the client did not advertise stay local.
  *
  * Contracts: errors from the client become a fixed message naming the method (the client's text is not passed on);
- * the terminal is always released.
+ * the terminal is always released. Berth never waits on the editor past a cancellation: a cancelled file request is
+ * withdrawn (`$/cancel_request`) and no longer waited for; a cancelled command sends `terminal/kill` and
+ * `terminal/release` without waiting for their answers or for its output (the model is told the output was not
+ * read); a terminal the editor creates after the command was cancelled is released when its ID arrives. So a
+ * `session/cancel` ends the turn even when the editor never answers.
  */
 import type { AgentContext, ClientCapabilities, ToolCallContent } from "@agentclientprotocol/sdk";
 import type { CommandOutcome, CommandRun, Workspace } from "../../runtime/workspace.js";
@@ -20,7 +24,7 @@ export function clientWorkspace(client: AgentContext, sessionId: string, caps: C
   if (caps.fs?.readTextFile === true) {
     ws.readTextFile = async (path, signal) => {
       try {
-        return (await client.request("fs/read_text_file", { sessionId, path }, { cancellationSignal: signal })).content;
+        return (await client.request("fs/read_text_file", { sessionId, path }, { cancellationSignal: signal, stopWaitingOnCancel: true })).content;
       } catch {
         throw new Error(`the editor could not read ${path}`);
       }
@@ -29,7 +33,7 @@ export function clientWorkspace(client: AgentContext, sessionId: string, caps: C
   if (caps.fs?.writeTextFile === true) {
     ws.writeTextFile = async (path, content, signal) => {
       try {
-        await client.request("fs/write_text_file", { sessionId, path, content }, { cancellationSignal: signal });
+        await client.request("fs/write_text_file", { sessionId, path, content }, { cancellationSignal: signal, stopWaitingOnCancel: true });
       } catch {
         throw new Error(`the editor could not write ${path}`);
       }
@@ -39,44 +43,76 @@ export function clientWorkspace(client: AgentContext, sessionId: string, caps: C
   return Object.keys(ws).length > 0 ? ws : undefined;
 }
 
+/** A cancelled command's output: Berth does not wait for the editor to send it. */
+export const OUTPUT_NOT_READ = "(output not read: the command was cancelled)";
+
+const noop = (): void => undefined;
+
 async function runInTerminal(client: AgentContext, sessionId: string, run: CommandRun, hooks: ClientWorkspaceHooks): Promise<CommandOutcome> {
+  let onAbort = noop;
+  const cancelled = new Promise<"cancelled">((resolve) => {
+    onAbort = () => resolve("cancelled");
+    if (run.signal.aborted) onAbort();
+    else run.signal.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    return await inTerminal(client, sessionId, run, hooks, cancelled);
+  } finally {
+    run.signal.removeEventListener("abort", onAbort);
+  }
+}
+
+async function inTerminal(client: AgentContext, sessionId: string, run: CommandRun, hooks: ClientWorkspaceHooks, cancelled: Promise<"cancelled">): Promise<CommandOutcome> {
+  const release = (terminalId: string): void => void client.request("terminal/release", { sessionId, terminalId }).catch(noop);
+  const stoppedEarly: CommandOutcome = { output: OUTPUT_NOT_READ, end: { kind: "cancelled" } };
   let terminalId: string;
   try {
-    ({ terminalId } = await client.request("terminal/create", {
+    const created = client.request("terminal/create", {
       sessionId,
       command: "bash",
       args: ["-c", run.command],
       cwd: run.cwd,
       outputByteLimit: run.outputByteLimit,
-    }));
+    });
+    const first = await Promise.race([created, cancelled]);
+    if (first === "cancelled") {
+      // A terminal the editor still creates is released as soon as its ID arrives (which also kills its command).
+      created.then((r) => release(r.terminalId), noop);
+      return stoppedEarly;
+    }
+    ({ terminalId } = first);
   } catch {
     throw new Error("the editor could not start a terminal for this command");
   }
   hooks.showTerminal(run.callId, { type: "terminal", terminalId });
   let timer: NodeJS.Timeout | undefined;
-  let onAbort: (() => void) | undefined;
   try {
-    const stopped = new Promise<"timeout" | "cancelled">((resolve) => {
-      timer = setTimeout(() => resolve("timeout"), run.timeoutMs);
-      onAbort = () => resolve("cancelled");
-      if (run.signal.aborted) resolve("cancelled");
-      else run.signal.addEventListener("abort", onAbort, { once: true });
-    });
+    const timedOut = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), run.timeoutMs)));
     const exited = client.request("terminal/wait_for_exit", { sessionId, terminalId });
-    const first = await Promise.race([exited.then((r) => ({ exit: r })), stopped]);
-    if (typeof first === "string") {
-      exited.catch(() => undefined);
-      await client.request("terminal/kill", { sessionId, terminalId }).catch(() => undefined);
+    exited.catch(noop);
+    const first = await Promise.race([exited.then((r) => ({ exit: r })), timedOut, cancelled]);
+    if (first === "cancelled") {
+      void client.request("terminal/kill", { sessionId, terminalId }).catch(noop);
+      return stoppedEarly;
     }
-    const out = await client.request("terminal/output", { sessionId, terminalId });
+    if (first === "timeout") {
+      const killed = client.request("terminal/kill", { sessionId, terminalId }).catch(noop);
+      if ((await Promise.race([killed, cancelled])) === "cancelled") return stoppedEarly;
+    }
+    const out = client.request("terminal/output", { sessionId, terminalId });
+    const read = await Promise.race([out, cancelled]);
     const end: CommandOutcome["end"] =
       typeof first === "string" ? { kind: first } : { kind: "exit", code: first.exit.exitCode ?? null, signal: first.exit.signal ?? null };
-    return { output: out.output, end };
+    if (read === "cancelled") {
+      out.catch(noop);
+      return { output: OUTPUT_NOT_READ, end };
+    }
+    return { output: read.output, end };
   } catch {
     throw new Error("the editor's terminal failed while running this command");
   } finally {
     clearTimeout(timer);
-    if (onAbort) run.signal.removeEventListener("abort", onAbort);
-    await client.request("terminal/release", { sessionId, terminalId }).catch(() => undefined);
+    // Not waited for: an editor that never answers it must not hold the turn (or its cancellation) open.
+    release(terminalId);
   }
 }
