@@ -8,6 +8,9 @@
  * - `resource` (embedded, `embeddedContext`): text contents become a fenced block headed by the URI (the fence
  *   longer than any backtick run in the text); binary
  *   contents a line naming the URI and MIME type (the bytes are not sent to the model).
+ * - Names, URIs and MIME types stay on their one line: each control character in them (C0 and C1, DEL, the
+ *   bidirectional controls, U+2028/U+2029) is shown as `<U+XXXX>`, and a `file://` URI whose path would hold one is
+ *   given as the URI itself (percent-encoded), not decoded. A resource's text is passed as it is.
  * - `image`: passed to the model as an image (a model that takes no images gets a placeholder line, the runtime's
  *   rule). `audio` is refused with `-32602` (not advertised).
  * - An empty prompt (no text at all and no image) is refused with `-32602`.
@@ -21,6 +24,7 @@ import type { ContentBlock } from "@agentclientprotocol/sdk";
 import { RequestError } from "@agentclientprotocol/sdk";
 import { MAX_IMAGE_BYTES } from "../../runtime/session/index.js";
 import { utf8Length } from "../../core/utf8.js";
+import { BIDI_CONTROLS } from "../../core/visible-controls.js";
 import { ACP_ERRORS } from "./errors.js";
 
 export const MAX_PROMPT_TEXT_BYTES = 1024 * 1024;
@@ -56,12 +60,22 @@ export interface BerthPrompt {
   images: PromptImage[];
 }
 
+/** Characters that would break a one-line label or hide what it says. */
+const CONTROLS = new RegExp(`[\u0000-\u001f\u007f-\u009f${BIDI_CONTROLS}\u2028\u2029]`, "g");
+const HAS_CONTROL = new RegExp(CONTROLS.source);
+
+/** `s` on one line, every control character shown as `<U+XXXX>`. */
+function oneLine(s: string): string {
+  return s.replace(CONTROLS, (c) => `<U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}>`);
+}
+
 function displayUri(uri: string): string {
-  if (!uri.startsWith("file://")) return uri;
+  if (!uri.startsWith("file://")) return oneLine(uri);
   try {
-    return fileURLToPath(uri);
+    const path = fileURLToPath(uri);
+    return HAS_CONTROL.test(path) ? oneLine(uri) : path;
   } catch {
-    return uri;
+    return oneLine(uri);
   }
 }
 
@@ -75,7 +89,7 @@ export function toBerthPrompt(blocks: ContentBlock[]): BerthPrompt {
         parts.push(b.text);
         break;
       case "resource_link":
-        parts.push(`[linked resource: ${b.name} ${displayUri(b.uri)}]`);
+        parts.push(`[linked resource: ${oneLine(b.name)} ${displayUri(b.uri)}]`);
         break;
       case "resource": {
         const r = b.resource;
@@ -84,7 +98,7 @@ export function toBerthPrompt(blocks: ContentBlock[]): BerthPrompt {
           const fence = "`".repeat((r.text.match(/`+/g) ?? []).reduce((n, run) => Math.max(n, run.length + 1), 3));
           parts.push(`Contents of ${displayUri(r.uri)}:\n${fence}\n${r.text}\n${fence}`);
         }
-        else parts.push(`[attached binary resource ${displayUri(r.uri)}${r.mimeType ? ` (${r.mimeType})` : ""}; its bytes are not shown]`);
+        else parts.push(`[attached binary resource ${displayUri(r.uri)}${r.mimeType ? ` (${oneLine(r.mimeType)})` : ""}; its bytes are not shown]`);
         break;
       }
       case "image":
