@@ -101,6 +101,11 @@ it("prompt bounds hold exactly: text bytes, image count, image size, image types
   const bad = (e: RequestError) => e.code === -32602;
   assert.equal(toBerthPrompt([{ type: "text", text: "é".repeat(MAX_PROMPT_TEXT_BYTES / 2) }]).text.length, MAX_PROMPT_TEXT_BYTES / 2);
   assert.throws(() => toBerthPrompt([{ type: "text", text: "x" + "é".repeat(MAX_PROMPT_TEXT_BYTES / 2) }]), bad);
+  // Across parts (the blank lines between them count): a text and an embedded resource rendered to exactly the bound.
+  const frame = "ab\n\nContents of /x:\n```\n\n```".length;
+  const parts = (first: string) => [{ type: "text" as const, text: first }, { type: "resource" as const, resource: { uri: "file:///x", text: "é".repeat((MAX_PROMPT_TEXT_BYTES - frame) / 2) } }];
+  assert.equal(toBerthPrompt(parts("ab")).text.length, frame + (MAX_PROMPT_TEXT_BYTES - frame) / 2);
+  assert.throws(() => toBerthPrompt(parts("abc")), bad);
   const png = { type: "image" as const, mimeType: "image/png", data: "iVBORw0KGgo=" };
   assert.equal(toBerthPrompt(Array.from({ length: MAX_PROMPT_IMAGES }, () => png)).images.length, MAX_PROMPT_IMAGES);
   assert.throws(() => toBerthPrompt(Array.from({ length: MAX_PROMPT_IMAGES + 1 }, () => png)), bad);

@@ -14,7 +14,8 @@
  * - `image`: passed to the model as an image (a model that takes no images gets a placeholder line, the runtime's
  *   rule). `audio` is refused with `-32602` (not advertised).
  * - An empty prompt (no text at all and no image) is refused with `-32602`.
- * - Bounds (each `-32602`, checked before anything runs): the rendered text at most `MAX_PROMPT_TEXT_BYTES`; at most
+ * - Bounds (each `-32602`, checked before anything runs): the rendered text at most `MAX_PROMPT_TEXT_BYTES` (kept
+ *   while rendering: a prompt far past it is refused without being rendered whole); at most
  *   `MAX_PROMPT_IMAGES` images, each PNG, JPEG, GIF or WebP of at most `MAX_IMAGE_BYTES` decoded bytes, together at
  *   most `MAX_PROMPT_IMAGE_BYTES`; an image's data must be padded base64 whose bytes start as its MIME type's format
  *   does.
@@ -50,6 +51,19 @@ function base64Bytes(data: string): number {
   return Math.floor((clean * 3) / 4);
 }
 
+const textTooLarge = (): RequestError => invalid(`the prompt's text (with embedded resources) is larger than ${MAX_PROMPT_TEXT_BYTES} bytes`);
+
+/** The longest run of the UTF-16 unit `unit` in `s` (one pass, nothing allocated). */
+function longestRun(s: string, unit: number): number {
+  let best = 0;
+  let run = 0;
+  for (let i = 0; i < s.length; i++) {
+    run = s.charCodeAt(i) === unit ? run + 1 : 0;
+    if (run > best) best = run;
+  }
+  return best;
+}
+
 export interface PromptImage {
   mediaType: string;
   dataBase64: string;
@@ -83,22 +97,36 @@ export function toBerthPrompt(blocks: ContentBlock[]): BerthPrompt {
   const parts: string[] = [];
   const images: PromptImage[] = [];
   let imageBytes = 0;
+  // The text bound is kept as the prompt is rendered, part by part (a part and the blank line before it), so a
+  // prompt far past it is refused before the rest of it is rendered; each field is first checked against the most
+  // it can be and still fit, so no oversized field is scanned or copied.
+  let textBytes = 0;
+  const add = (part: string): void => {
+    textBytes += (parts.length > 0 ? 2 : 0) + (part.length > MAX_PROMPT_TEXT_BYTES ? MAX_PROMPT_TEXT_BYTES + 1 : utf8Length(part));
+    if (textBytes > MAX_PROMPT_TEXT_BYTES) throw textTooLarge();
+    parts.push(part);
+  };
+  /** A field that renders at least as long as it is; a URI at least a third as long (a file path decodes `%XX`). */
+  const fits = (s: string, shrinks = 1): string => {
+    if (s.length > shrinks * MAX_PROMPT_TEXT_BYTES + 16) throw textTooLarge();
+    return s;
+  };
   for (const b of blocks) {
     switch (b.type) {
       case "text":
-        parts.push(b.text);
+        add(b.text);
         break;
       case "resource_link":
-        parts.push(`[linked resource: ${oneLine(b.name)} ${displayUri(b.uri)}]`);
+        add(`[linked resource: ${oneLine(fits(b.name))} ${displayUri(fits(b.uri, 3))}]`);
         break;
       case "resource": {
         const r = b.resource;
         if ("text" in r) {
           // A fence longer than any backtick run inside, so a Markdown file's own code blocks cannot end it early.
-          const fence = "`".repeat((r.text.match(/`+/g) ?? []).reduce((n, run) => Math.max(n, run.length + 1), 3));
-          parts.push(`Contents of ${displayUri(r.uri)}:\n${fence}\n${r.text}\n${fence}`);
+          const fence = "`".repeat(Math.max(3, longestRun(fits(r.text), 0x60) + 1));
+          add(`Contents of ${displayUri(fits(r.uri, 3))}:\n${fence}\n${r.text}\n${fence}`);
         }
-        else parts.push(`[attached binary resource ${displayUri(r.uri)}${r.mimeType ? ` (${oneLine(r.mimeType)})` : ""}; its bytes are not shown]`);
+        else add(`[attached binary resource ${displayUri(fits(r.uri, 3))}${r.mimeType ? ` (${oneLine(fits(r.mimeType))})` : ""}; its bytes are not shown]`);
         break;
       }
       case "image":
@@ -120,6 +148,5 @@ export function toBerthPrompt(blocks: ContentBlock[]): BerthPrompt {
   }
   const text = parts.join("\n\n");
   if (text.trim() === "" && images.length === 0) throw invalid("the prompt has no text and no image");
-  if (utf8Length(text) > MAX_PROMPT_TEXT_BYTES) throw invalid(`the prompt's text (with embedded resources) is larger than ${MAX_PROMPT_TEXT_BYTES} bytes`);
   return { text, images };
 }
