@@ -44,3 +44,21 @@ for (const [sig, status] of [["SIGTERM", 143], ["SIGHUP", 129], ["SIGINT", 130]]
     assert.deepEqual(records.at(-1), { ...records.at(-1), kind: "terminal", status: "cancelled" });
   });
 }
+
+it("SIGTERM while the editor does not read stdout (a text chunk's write cannot finish) still ends the turn and exits 143", { timeout: 30_000 }, async () => {
+  const cwd = mkdtempSync(join(tmpdir(), "berth-acp-sig-"));
+  const p = rig.spawn({ cwd });
+  await p.initialize({});
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  // One text delta larger than the pipe and this end's read buffer together: once the client stops reading at its
+  // frame, that write cannot finish, and the turn waits for it (a text chunk is backpressured).
+  rig.fake.script([{ steps: [{ text: "x".repeat(512 * 1024) }, { text: "never shown" }] }]);
+  p.holdOutputAt((start) => start.includes('"agent_message_chunk"'));
+  const prompt = p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "talk" }] });
+  prompt.catch(() => undefined);
+  await p.until(() => p.held, "the client stopped reading at the text chunk");
+  p.child.kill("SIGTERM");
+  assert.deepEqual(await p.exited, { code: 143, signal: null });
+  const records = readFileSync(join(rig.home, "sessions", `${sessionId}.jsonl`), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { kind: string; status?: string });
+  assert.deepEqual(records.at(-1), { ...records.at(-1), kind: "terminal", status: "cancelled" });
+});

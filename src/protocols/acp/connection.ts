@@ -5,7 +5,8 @@
  * Contracts:
  * - A session is open on this connection after `session/new`, `session/load` or `session/resume`; requests naming
  *   any other session are `-32002`.
- * - `shutdown` (the client's EOF) cancels every running turn, waits for them, and stops the agent's tools.
+ * - `shutdown` (the client's EOF, or a signal) cancels every running turn, waits for them, and stops the agent's
+ *   tools; no turn waits for its text to be written meanwhile (an editor may keep stdout open without reading).
  * - `claim` marks a session busy on this connection with a prompt turn or a `session/load` replay, checking and
  *   marking in one synchronous step: of two requests in one write, the second always sees the first's claim,
  *   whatever awaits the handlers make afterwards. `close` drops the session's claim (its turn has ended).
@@ -189,6 +190,9 @@ export class AcpConnection {
   }
 
   async shutdown(): Promise<void> {
+    // Running turns are cancelled below; none may wait on a write the editor will not read (it may hold stdout
+    // open without reading it).
+    for (const s of this.sessions.values()) s.stopWaiting();
     await this.hub.close();
     for (const s of this.sessions.values()) s.close();
     this.sessions.clear();

@@ -5,7 +5,8 @@
  * Contracts:
  * - Every update of a session goes out in runtime event order through one chain; a prompt's answer is sent only
  *   after every update of its turn was written (`flush`).
- * - Assistant text deltas are backpressured: the runtime waits for each chunk to be written before the next.
+ * - Assistant text deltas are backpressured: the runtime waits for each chunk to be written before the next, until
+ *   the connection shuts down (`stopWaiting`: a turn being cancelled then is not held by an editor not reading).
  * - Tool calls: `tool_proposed` → `tool_call` (`pending`, kind, title, absolute locations, raw input, an edit's diff);
  *   `tool_started` → `in_progress`; `tool_completed` → `completed`/`failed` with the bounded output as text (an edit
  *   keeps its diff; a successful `todo_write` is followed by a `plan` update with its list). Reasoning summaries → `agent_thought_chunk`; context size → `usage_update`; the first prompt's
@@ -42,6 +43,9 @@ export class AcpSession {
   private readonly always = new Map<string, boolean>();
   private readonly ends = new Map<string, (end: TurnEnd) => void>();
   private readonly asking = new Map<string, AbortController>();
+  /** Resolves once the connection shuts down: a turn no longer waits for its text to be written (`stopWaiting`). */
+  private readonly shutdown: Promise<void>;
+  private stopWaitingNow: () => void = () => undefined;
   /** Set while this connection's prompt waits for the runtime to start its turn: a cancel read then is kept here. */
   private starting: { cancelled: boolean } | null = null;
   /** A configuration change made while a turn ran, applied when it ends. */
@@ -54,6 +58,7 @@ export class AcpSession {
     public choices: SessionChoices,
     caps: ClientCapabilities,
   ) {
+    this.shutdown = new Promise((resolve) => (this.stopWaitingNow = resolve));
     this.unsubscribe = rt.subscribe((e) => this.on(e));
     const workspace = clientWorkspace(client, rt.id, caps, {
       showTerminal: (callId, content) => {
@@ -119,6 +124,15 @@ export class AcpSession {
     if (this.pending !== null && this.rt.configure(this.pending)) this.pending = null;
   }
 
+  /**
+   * The connection is shutting down (EOF or a signal): the turn stops waiting for its text chunks to be written
+   * (they are still written, in order, if the editor reads them), so its cancellation is not held up by an editor
+   * that no longer reads stdout.
+   */
+  stopWaiting(): void {
+    this.stopWaitingNow();
+  }
+
   close(): void {
     this.unsubscribe();
   }
@@ -126,7 +140,7 @@ export class AcpSession {
   private on(e: SessionEvent): void | Promise<boolean> {
     switch (e.type) {
       case "assistant_delta":
-        return this.send({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: e.text } }).then(() => true);
+        return Promise.race([this.send({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: e.text } }), this.shutdown]).then(() => true);
       case "tool_proposed": {
         if (e.parentId !== undefined) return;
         this.calls.set(e.callId, { name: e.name, args: e.arguments });
