@@ -13,6 +13,7 @@
  */
 import { isAbsolute } from "node:path";
 import type { AgentContext } from "@agentclientprotocol/sdk";
+import { wellFormed } from "../../core/text-policy.js";
 import { statusProviderAuthReady } from "../../runtime/auth/readiness.js";
 import { canonicalWorkspace } from "../../runtime/session/files.js";
 import { SessionHub } from "../../runtime/session/index.js";
@@ -67,12 +68,16 @@ export class AcpConnection {
   private readonly noteOnce = onceLogger((note) => this.deps.log(`berth acp: ${note}`));
 
   /**
-   * `-32602` unless `cwd` is absolute and names an existing directory (a session there would fail every tool call).
+   * `-32602` unless `cwd` is absolute, Unicode text and names an existing directory (a session there would fail
+   * every tool call).
    * The path is kept as the editor gave it, not canonicalized: `session/list`'s `cwd` filter and replayed paths stay
    * its own.
    */
   async checkWorkspace(cwd: string): Promise<void> {
     if (!isAbsolute(cwd)) throw ACP_ERRORS.relativeCwd();
+    // A lone surrogate names no path (the file system would read U+FFFD) and the store keeps only Unicode text: the
+    // session could not be written, and the error would then blame the store.
+    if (!wellFormed(cwd)) throw ACP_ERRORS.badCwd("cwd is not valid Unicode text (it holds a lone UTF-16 surrogate)");
     const r = await canonicalWorkspace(cwd);
     if (!r.ok) throw ACP_ERRORS.badCwd(r.message);
   }

@@ -18,7 +18,7 @@ export const ACP_ERRORS = {
   sessionBusy: () =>
     new RequestError(-32600, "Invalid request: another Berth process is running a turn in this session (it holds the session's writer lease); wait for it or close it there"),
   relativeCwd: () => new RequestError(-32602, "Invalid params: cwd must be an absolute path"),
-  /** `why`: the runtime's fixed sentence ("cwd does not exist", "cwd is not a directory"); never the path. */
+  /** `why`: a fixed sentence ("cwd does not exist", "cwd is not a directory", "cwd is not valid Unicode …"); never the path. */
   badCwd: (why: string) => new RequestError(-32602, `Invalid params: ${why}; give the absolute path of an existing directory`),
   badCursor: () => new RequestError(-32602, "Invalid params: cursor is not one this agent returned; start again without a cursor"),
   unknownAuthMethod: () => new RequestError(-32602, "Invalid params: unknown authentication method; use a methodId from initialize's authMethods"),
