@@ -6,6 +6,9 @@
  */
 import { RequestError } from "@agentclientprotocol/sdk";
 
+/** Turns one `berth acp` runs at once: each holds its session's writer lease, at most 16 per process (the store's bound). */
+export const MAX_RUNNING_TURNS = 16;
+
 export const ACP_ERRORS = {
   unknownSession: (sessionId: string) =>
     new RequestError(
@@ -30,6 +33,11 @@ export const ACP_ERRORS = {
   loginFailed: (state: string) => new RequestError(-32000, `Authentication required: the sign-in ended '${state}'; call authenticate again`),
   promptRunning: () =>
     new RequestError(-32600, "Invalid request: a prompt turn is already running in this session; wait for its stopReason or send session/cancel"),
+  tooManyTurns: () =>
+    new RequestError(
+      -32600,
+      `Invalid request: this berth acp is already running ${MAX_RUNNING_TURNS} prompt turns (in ${MAX_RUNNING_TURNS} sessions), as many as it runs at once; wait for one of them to end (its stopReason) and send this prompt again`,
+    ),
   loadDuringTurn: () =>
     new RequestError(
       -32600,

@@ -8,7 +8,7 @@
  *   prompts in one write run the first and refuse the second, and a prompt sent before the previous answer is
  *   refused even while that turn is ending. A prompt while a `session/load` of the session replays is `-32600` too.
  *   A turn another Berth process runs in the same session (it holds the session's writer lease) is also `-32600`,
- *   with a message saying so.
+ *   with a message saying so, and so is a prompt while `MAX_RUNNING_TURNS` turns run on this process.
  * - The answer comes after every update of the turn was written and the runtime has ended the turn (its writer
  *   lease released, the session idle): `end_turn`, `cancelled` (after `session/cancel`
  *   or `$/cancel_request` of the prompt), `max_turn_requests` (Berth's step limit). A turn that failed otherwise
@@ -45,6 +45,8 @@ async function runTurn(s: AcpSession, prompt: BerthPrompt, signal: AbortSignal):
     if (started.error === "busy") throw ACP_ERRORS.sessionBusy();
     if (started.error === "unavailable" || started.error === "invalid_id") throw ACP_ERRORS.sessionMissing(s.id);
     if (started.error === "history_incomplete") throw ACP_ERRORS.historyTooLarge();
+    // The store's per-process bound on writer leases (one per running turn), not a storage fault.
+    if (started.error === "limit") throw ACP_ERRORS.tooManyTurns();
     throw ACP_ERRORS.storage();
   }
   const onAbort = (): void => void s.rt.cancel(turnId);
