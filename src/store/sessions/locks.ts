@@ -35,19 +35,13 @@
  * `<id>.reclaim`, mark first; an unmarked one (an older Berth's, or a holder killed inside a batch) once stale (2 s
  * without refresh), as before. Readers also read without it once the lease holder is dead.
  */
-import { mkdirSync, readFileSync, rmdirSync, statSync, unlinkSync, writeFileSync } from "node:fs";
-import { readFile, rm, stat, unlink } from "node:fs/promises";
-import { hostname } from "node:os";
-import { randomBytes } from "../random.js";
+import { mkdirSync, rmdirSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { rm, stat, unlink } from "node:fs/promises";
 import { takeAppend, takeAppendSync } from "./append-lock.js";
 import * as dirlock from "./dirlock.js";
 import { SessionError, storageCause } from "./errors.js";
+import { HOST, PROCESS_TOKEN, ownerIsDead, readOwner, readOwnerSync, type OwnerInfo } from "./lease-owner.js";
 import type { SessionPaths } from "./paths.js";
-import { pidAlive } from "../process-alive.js";
-
-/** Identifies this process instance (pids are reused, e.g. across container restarts). */
-const PROCESS_TOKEN = randomBytes(8).toString("hex");
-const HOST = hostname();
 
 export interface LockTuning {
   /** Lease directory age after which an owner-less lease is recovered (≥ 2000). */
@@ -61,12 +55,6 @@ export interface LockTuning {
 }
 
 export const DEFAULT_LOCK_TUNING: LockTuning = { staleMs: 5000, writerWaitMs: 3000, readerWaitMs: 150, appendHoldMs: 25 };
-
-interface OwnerInfo {
-  pid: number;
-  host: string;
-  token: string;
-}
 
 export interface Lease {
   /** True once the lease was found taken over; the holder must not write any more. */
@@ -113,33 +101,6 @@ function safely(fn: () => void): void {
   } catch {
     /* already gone or compromised: nothing left to release */
   }
-}
-
-function readOwnerSync(path: string): OwnerInfo | null {
-  try {
-    const v = JSON.parse(readFileSync(path, "utf8")) as Partial<OwnerInfo>;
-    if (typeof v.pid === "number" && typeof v.host === "string" && typeof v.token === "string") return v as OwnerInfo;
-  } catch {
-    /* missing or torn owner file: treated as unknown */
-  }
-  return null;
-}
-
-async function readOwner(path: string): Promise<OwnerInfo | null> {
-  try {
-    const v = JSON.parse(await readFile(path, "utf8")) as Partial<OwnerInfo>;
-    if (typeof v.pid === "number" && typeof v.host === "string" && typeof v.token === "string") return v as OwnerInfo;
-  } catch {
-    /* missing or torn owner file: treated as unknown */
-  }
-  return null;
-}
-
-/** Dead for certain (same host, and the pid is gone or is ours under another token). Unknown → false. */
-function ownerIsDead(o: OwnerInfo): boolean {
-  if (o.host !== HOST) return false;
-  if (o.pid === process.pid) return o.token !== PROCESS_TOKEN;
-  return !pidAlive(o.pid);
 }
 
 /** A writer's append lock kept between batches (see the module contract). */
