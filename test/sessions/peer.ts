@@ -4,8 +4,8 @@ import { fileURLToPath } from "node:url";
 
 const PEER = fileURLToPath(new URL("./hold-peer.js", import.meta.url));
 
-/** Runs the peer child; resolves with its first output line (and the child, still running for `hold`). */
-export function peer(home: string, id: string, mode: "read" | "hold"): { line: Promise<string>; kill: () => Promise<void> } {
+/** Runs the peer child; resolves with its first output line (and the child, still running but for `read`). */
+export function peer(home: string, id: string, mode: "read" | "hold" | "batch" | "take"): { line: Promise<string>; kill: () => Promise<void> } {
   const child = spawn(process.execPath, [PEER, home, id, mode], { stdio: ["ignore", "pipe", "inherit"] });
   let out = "";
   const line = new Promise<string>((resolve, reject) => {

@@ -124,8 +124,8 @@ test("lock-free reads never create the append lock, yet a held append lock still
   await s.writer.append({ kind: "user", turn_id: "t", text: "x" }, { sync: true });
   await snapshot(store, s.id);
   assert.equal(existsSync(store.paths.append(s.id)), false);
-  // A writer that removes its lock at release (not kept for a next batch: locks.ts `appendHoldMs`).
-  const release = await new SessionLocks(store.paths, { appendHoldMs: 0 }).acquireAppend(s.id, "writer");
+  // A live holder of the lock: a reader (`s` holds the lease, so a writer's lock held by anyone else is abandoned).
+  const release = await new SessionLocks(store.paths).acquireAppend(s.id, "reader");
   await assert.rejects(store.readWindow(s.id), (e: unknown) => (e as { code?: string }).code === "busy");
   await release?.();
   // A torn tail is re-read under the lock (and reported torn, as nothing is appending).

@@ -150,7 +150,9 @@ test("append lock: replay waits then reports busy on a live conflict; proceeds w
   const s = await store.create("/");
   await s.writer.append({ kind: "user", turn_id: "t", text: "x" }, { sync: true });
   const locks = new SessionLocks(store.paths);
-  const release = await locks.acquireAppend(s.id, "writer");
+  // A live holder of the lock: a reader (only the lease holder's writer takes a writer's lock, and `s` holds the
+  // lease: a writer's lock held by anyone else is an abandoned one, removed at once; docs/sessions.md rule (b)).
+  const release = await locks.acquireAppend(s.id, "reader");
   assert.ok(release);
   await rejectsCode(store.readWindow(s.id), "busy");
   // While the append lock is held, the writer's own batch waits (not fails) and lands after release.

@@ -4,8 +4,8 @@
  * the whole `fs` module on load; loading it cost more than the rest of `session.create`).
  *
  * Contract (the same as proper-lockfile's, as used by locks.ts):
- * - Acquire = `mkdir <path>` (mode 0700). An existing directory whose mtime is older than `stale` ms is removed and
- *   the mkdir tried once more; otherwise the lock is held elsewhere (`code: "ELOCKED"`).
+ * - Acquire = `mkdir <path>` (mode 0700, or `mode`). An existing directory whose mtime is older than `stale` ms is
+ *   removed and the mkdir tried once more; otherwise the lock is held elsewhere (`code: "ELOCKED"`).
  * - While held, the directory's mtime is refreshed every `update` ms. Before each refresh the mtime must still be
  *   the one we set last; if the directory vanished or another process touched it (it took the lock over as stale),
  *   the lock is compromised: refreshing stops and `onCompromised` fires.
@@ -25,6 +25,11 @@ export interface DirLockOptions {
   stale: number;
   /** Heartbeat period (ms). */
   update: number;
+  /**
+   * The directory's mode (default 0700). Linux keeps the sticky bit through `mkdir` and the umask: the session append
+   * lock uses it to tell a writer's directory from a reader's with the one `mkdir` (append-lock.ts).
+   */
+  mode?: number;
   onCompromised?: (err: Error) => void;
   /** The holder mark (`DirLock.mark`): a symbolic link at `path`, target `text(stat of the new directory)`. */
   mark?: { path: string; text: (dir: Stats) => string };
@@ -228,7 +233,7 @@ function hold(path: string, dir: Stats, opts: DirLockOptions): DirLock {
 export function lockSync(path: string, opts: DirLockOptions): DirLock {
   for (let takeover = true; ; takeover = false) {
     try {
-      mkdirSync(path, { mode: 0o700 });
+      mkdirSync(path, { mode: opts.mode ?? 0o700 });
       return hold(path, statSync(path), opts);
     } catch (e) {
       if (errCode(e) !== "EEXIST") throw e;
@@ -252,7 +257,7 @@ export function lockSync(path: string, opts: DirLockOptions): DirLock {
 
 function tryOnce(path: string, opts: DirLockOptions): Promise<DirLock> {
   const attempt = (takeover: boolean): Promise<DirLock> =>
-    new Promise<Stats>((resolve, reject) => mkdir(path, { mode: 0o700 }, (err) => (err ? reject(err) : stat(path, (e, st) => (e ? reject(e) : resolve(st))))))
+    new Promise<Stats>((resolve, reject) => mkdir(path, { mode: opts.mode ?? 0o700 }, (err) => (err ? reject(err) : stat(path, (e, st) => (e ? reject(e) : resolve(st))))))
       .then((dir) => hold(path, dir, opts))
       .catch(async (e: unknown) => {
         if (errCode(e) !== "EEXIST" || !takeover) throw errCode(e) === "EEXIST" ? lockedError(path) : e;

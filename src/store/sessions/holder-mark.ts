@@ -91,9 +91,14 @@ export function parseMark(text: string): HolderMark | null {
   return { pid: n, start, dir: `${ino}.${stamp}`, tag };
 }
 
+/** True when `mark` was made for `dir` (same inode and stamp), not for a directory that was there before. */
+export function marksDir(mark: HolderMark, dir: Stats): boolean {
+  return mark.dir === dirOf(dir);
+}
+
 /** True only when `mark` names `dir` and its process is certainly gone (see the module contract). */
 export function markedHolderGone(mark: HolderMark, dir: Stats): boolean {
-  if (mark.dir !== dirOf(dir)) return false;
+  if (!marksDir(mark, dir)) return false;
   const m = me();
   if (mark.tag !== m.tag) return false;
   if (mark.pid === process.pid) return mark.start !== m.start;

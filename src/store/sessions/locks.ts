@@ -32,12 +32,14 @@
  * Abandoned locks (append-lock.ts): a reader marks its lock with its process instance at once, a writer the lock it
  * keeps (holder-mark.ts). A lock whose marked holder is dead (a daemon killed with SIGKILL mid-turn) is removed at
  * once by whoever wants it next — the next lease holder's first batch, in its own step, or a reader — under
- * `<id>.reclaim`, mark first; an unmarked one (an older Berth's, or a holder killed inside a batch) once stale (2 s
- * without refresh), as before. Readers also read without it once the lease holder is dead.
+ * `<id>.reclaim`, mark first. A writer's unmarked lock (its holder killed inside a batch) is removed at once by the
+ * lease holder while its own writer holds none (`soleWriter`), and when the lease is recovered; any other unmarked
+ * one (an older Berth's, a reader's) once stale (2 s without refresh). Readers also read without it once the lease
+ * holder is dead.
  */
 import { mkdirSync, rmdirSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { rm, stat, unlink } from "node:fs/promises";
-import { takeAppend, takeAppendSync } from "./append-lock.js";
+import { reclaimAbandoned, takeAppend, takeAppendSync, type AppendTaker, type SoleWriter } from "./append-lock.js";
 import * as dirlock from "./dirlock.js";
 import { SessionError, storageCause } from "./errors.js";
 import { HOST, PROCESS_TOKEN, ownerIsDead, readOwner, readOwnerSync, type OwnerInfo } from "./lease-owner.js";
@@ -144,6 +146,13 @@ export class SessionLocks {
   private readonly parked = new Map<string, Parked>();
   /** Each session's reader marker path (checked every batch: `readerWaits`), built once; at most `MAX_MARKERS`. */
   private readonly markers = new Map<string, string>();
+  /** The leases this instance holds, by session (`soleWriter`). */
+  private readonly leases = new Map<string, Lease>();
+  /** How many append locks this instance's writer of a session holds (taken, not yet removed; kept ones included). */
+  private readonly writerLocks = new Map<string, number>();
+  private readonly sole: SoleWriter = (id) => this.soleWriter(id);
+  private readonly asWriter: AppendTaker = { writer: true, sole: this.sole };
+  private readonly asReader: AppendTaker = { writer: false, sole: this.sole };
   private readonly tuning: LockTuning;
 
   constructor(
@@ -295,12 +304,14 @@ export class SessionLocks {
     // The lease path uses the sync API (mkdir + stat, and a 1 s mtime refresh): a handful of microsecond syscalls,
     // cheaper than thread-pool round trips on the create/open/close hot path.
     let releaseDir: () => void;
+    let recovered = false;
     try {
       const l = dirlock.lockSync(leasePath, opts);
       releaseDir = () => l.releaseSync();
     } catch (err) {
       if (!isLocked(err)) throw new SessionError("unavailable", storageCause(err));
       if (!(await this.recover(id))) throw new SessionError("busy");
+      recovered = true;
       try {
         const l = dirlock.lockSync(leasePath, opts);
         releaseDir = () => l.releaseSync();
@@ -318,7 +329,8 @@ export class SessionLocks {
       throw new SessionError("unavailable", storageCause(err));
     }
     let released = false;
-    return {
+    const leases = this.leases;
+    const lease: Lease = {
       get lost() {
         return lost;
       },
@@ -329,12 +341,30 @@ export class SessionLocks {
       release() {
         if (released) return Promise.resolve();
         released = true;
+        if (leases.get(id) === lease) leases.delete(id);
         // Only our own owner file: after a takeover the owner file is the new holder's.
         if (!lost && readOwnerSync(ownerPath)?.token === PROCESS_TOKEN) safely(() => unlinkSync(ownerPath));
         safely(releaseDir);
         return Promise.resolve();
       },
     };
+    this.leases.set(id, lease);
+    // The holder we recovered the lease from is dead: an append lock it left is removed now, not at the first append
+    // (a replay by any process meanwhile would wait for it and report busy).
+    if (recovered) safelyTrue(() => reclaimAbandoned(this.paths, id, this.sole));
+    return lease;
+  }
+
+  /**
+   * True when this instance holds the lease of `id` (not lost, and the owner file is still ours) and its writer holds
+   * no append lock of it: no live writer can hold one then, and an unmarked writer's lock is a dead or closed writer's
+   * (append-lock.ts; docs/sessions.md, "Append lock holder marks"). Only asked on the contended path.
+   */
+  private soleWriter(id: string): boolean {
+    const lease = this.leases.get(id);
+    if (lease === undefined || lease.lost || (this.writerLocks.get(id) ?? 0) > 0) return false;
+    const o = readOwnerSync(this.paths.owner(id));
+    return o !== null && o.token === PROCESS_TOKEN && o.pid === process.pid && o.host === HOST;
   }
 
   /**
@@ -405,7 +435,7 @@ export class SessionLocks {
     }
     let l: dirlock.DirLock | null;
     try {
-      l = takeAppendSync(this.paths, id);
+      l = takeAppendSync(this.paths, id, role === "writer" ? this.asWriter : this.asReader);
     } catch (err) {
       throw new SessionError("unavailable", storageCause(err));
     }
@@ -413,9 +443,24 @@ export class SessionLocks {
     return this.held(id, l, role);
   }
 
-  /** The release function of a freshly taken append lock: a reader's lock is marked at once, a writer's when kept. */
+  /**
+   * The release function of a freshly taken append lock: a reader's lock is marked at once, a writer's when kept. A
+   * writer's lock counts in `writerLocks` until its removal ended (or failed: then it is left for anyone to reclaim).
+   */
   private held(id: string, l: dirlock.DirLock, role: "writer" | "reader"): () => Promise<void> {
-    if (role === "writer") return this.writerRelease(id, releaser(l, true), () => l.mark());
+    if (role === "writer") {
+      this.writerLocks.set(id, (this.writerLocks.get(id) ?? 0) + 1);
+      let counted = true;
+      const remove = (): Promise<void> =>
+        releaser(l, true)().finally(() => {
+          if (!counted) return;
+          counted = false;
+          const n = (this.writerLocks.get(id) ?? 1) - 1;
+          if (n > 0) this.writerLocks.set(id, n);
+          else this.writerLocks.delete(id);
+        });
+      return this.writerRelease(id, remove, () => l.mark());
+    }
     l.mark();
     return releaser(l, false);
   }
@@ -440,7 +485,7 @@ export class SessionLocks {
     const marker = role === "reader" ? this.waitMarker(id) : null;
     if (marker !== null) safely(() => mkdirSync(marker, { mode: 0o700 }));
     try {
-      const l = await takeAppend(this.paths, id, retriesFor(wait));
+      const l = await takeAppend(this.paths, id, retriesFor(wait), role === "writer" ? this.asWriter : this.asReader);
       if (l !== null) return this.held(id, l, role);
       if (role === "reader" && (await this.leaseHolderGone(id))) return null;
       throw new SessionError("busy");
