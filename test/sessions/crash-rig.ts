@@ -63,18 +63,14 @@ export async function observer(rig: Rig): Promise<ServiceProcess> {
 }
 
 /**
- * Every replay item of the session (all pages) and the last page's flags. `session_busy` is retried for at most
- * `STALE_BOUND_MS`: a writer killed between its append lock's `mkdir` and its holder mark (right after a batch's
- * write, e.g. the terminal batch) leaves an unmarked lock, which docs/sessions.md lets block until it is stale (2 s).
+ * Every replay item of the session (all pages) and the last page's flags. Never retried: a dead writer's append lock,
+ * marked or not (killed inside a batch), blocks no replay (docs/sessions.md, "Crash and resume").
  */
-const STALE_BOUND_MS = 5_000;
 export async function replayAll(svc: ServiceProcess, id: string): Promise<{ items: Msg[]; gap: boolean }> {
   const items: Msg[] = [];
   let after: string | null = null;
-  const deadline = Date.now() + STALE_BOUND_MS;
   for (;;) {
     const r = await svc.request("session.replay", { after, limit: 32 }, { session_id: id });
-    if (r.error?.code === "session_busy" && Date.now() < deadline) continue;
     assert.equal(r.error, null, `replay: ${JSON.stringify(r.error)}`);
     items.push(...(r.payload.events as Msg[]));
     if (r.payload.truncated !== true) return { items, gap: r.payload.gap as boolean };
