@@ -92,9 +92,14 @@ export function conversation(items: Msg[]): string[] {
 }
 
 export async function listed(svc: ServiceProcess, id: string): Promise<boolean> {
-  const r = await svc.request("session.list", { limit: 32 });
-  assert.equal(r.error, null);
-  return (r.payload.sessions as Msg[]).some((s) => s.session_id === id);
+  // Every page (a long fuzz run leaves more sessions than one page of 32 holds).
+  for (let after: string | null = null; ; ) {
+    const r = await svc.request("session.list", { after, limit: 32 });
+    assert.equal(r.error, null);
+    if ((r.payload.sessions as Msg[]).some((s) => s.session_id === id)) return true;
+    if (r.payload.truncated !== true) return false;
+    after = r.payload.next_after as string;
+  }
 }
 
 /** Starts a turn on `id` through the observer and waits for its terminal event. */
