@@ -14,9 +14,25 @@ export const BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069";
 
 const HIDDEN = new RegExp(`\r\n?|[\u0000-\u0008\u000b-\u000c\u000e-\u001f\u007f-\u009f${BIDI_CONTROLS}\u2028\u2029]`, "g");
 
+/** Every control `visibleOnOneLine` shows: those above, and tab, CR and LF too. */
+const OFF_LINE = new RegExp(`[\u0000-\u001f\u007f-\u009f${BIDI_CONTROLS}\u2028\u2029]`, "g");
+
+const codePoint = (c: string): string => `<U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}>`;
+
 export function visibleControls(text: string): string {
   HIDDEN.lastIndex = 0;
   if (!HIDDEN.test(text)) return text;
   HIDDEN.lastIndex = 0;
-  return text.replace(HIDDEN, (c) => (c[0] === "\r" ? "\n" : `<U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}>`));
+  return text.replace(HIDDEN, (c) => (c[0] === "\r" ? "\n" : codePoint(c)));
+}
+
+/**
+ * `text` kept on one line (a name, a URI, a MIME type quoted into a one-line label): every control `visibleControls`
+ * shows, and tab, CR and LF too, as `<U+XXXX>`. Text without any of them comes back as the same string.
+ */
+export function visibleOnOneLine(text: string): string {
+  OFF_LINE.lastIndex = 0;
+  if (!OFF_LINE.test(text)) return text;
+  OFF_LINE.lastIndex = 0;
+  return text.replace(OFF_LINE, codePoint);
 }

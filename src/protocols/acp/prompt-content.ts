@@ -25,7 +25,7 @@ import type { ContentBlock } from "@agentclientprotocol/sdk";
 import { RequestError } from "@agentclientprotocol/sdk";
 import { MAX_IMAGE_BYTES } from "../../runtime/session/index.js";
 import { utf8Length } from "../../core/utf8.js";
-import { BIDI_CONTROLS } from "../../core/visible-controls.js";
+import { visibleOnOneLine as oneLine } from "../../core/visible-controls.js";
 import { ACP_ERRORS } from "./errors.js";
 
 export const MAX_PROMPT_TEXT_BYTES = 1024 * 1024;
@@ -74,20 +74,11 @@ export interface BerthPrompt {
   images: PromptImage[];
 }
 
-/** Characters that would break a one-line label or hide what it says. */
-const CONTROLS = new RegExp(`[\u0000-\u001f\u007f-\u009f${BIDI_CONTROLS}\u2028\u2029]`, "g");
-const HAS_CONTROL = new RegExp(CONTROLS.source);
-
-/** `s` on one line, every control character shown as `<U+XXXX>`. */
-function oneLine(s: string): string {
-  return s.replace(CONTROLS, (c) => `<U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}>`);
-}
-
 function displayUri(uri: string): string {
   if (!uri.startsWith("file://")) return oneLine(uri);
   try {
     const path = fileURLToPath(uri);
-    return HAS_CONTROL.test(path) ? oneLine(uri) : path;
+    return oneLine(path) !== path ? oneLine(uri) : path;
   } catch {
     return oneLine(uri);
   }
