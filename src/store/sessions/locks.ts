@@ -42,7 +42,7 @@ import { rm, stat, unlink } from "node:fs/promises";
 import { reclaimAbandoned, takeAppend, takeAppendSync, type AppendTaker, type SoleWriter } from "./append-lock.js";
 import * as dirlock from "./dirlock.js";
 import { SessionError, storageCause } from "./errors.js";
-import { HOST, PROCESS_TOKEN, ownerIsDead, readOwner, readOwnerSync, type OwnerInfo } from "./lease-owner.js";
+import { HOST, PROCESS_TOKEN, ownerIsDead, readOwner, readOwnerSync, type OwnerInfo } from "../lock-owner.js";
 import type { SessionPaths } from "./paths.js";
 
 export interface LockTuning {

@@ -18,15 +18,14 @@
  *   which the next locked write would store for good); valid JSON nested deeper than MAX_JSON_DEPTH is `too_deep`. Errors never carry file contents; callers must not surface the path.
  */
 import { isUtf8 } from "node:buffer";
-import { existsSync, readFileSync, rmSync, statSync, writeFileSync, type BigIntStats } from "node:fs";
+import { existsSync, rmSync, statSync, writeFileSync, type BigIntStats } from "node:fs";
 import { lstat, readdir, readlink, realpath, rm, stat } from "node:fs/promises";
-import { hostname } from "node:os";
 import { basename, dirname, join, resolve, sep } from "node:path";
 import { checkJsonBounds } from "../../core/json-bounds.js";
 import { isTempName, writeFileAtomic } from "../atomic-file.js";
 import { readRegularFile, readRegularFileSync } from "../regular-file.js";
 import { lock, type DirLock } from "../sessions/dirlock.js";
-import { pidAlive } from "../process-alive.js";
+import { HOST, PROCESS_TOKEN, ownerIsDead, readOwnerSync, type OwnerInfo } from "../lock-owner.js";
 
 /** A file could not be read, parsed, locked or written. `reason` is a fixed label. */
 export class JsonFileError extends Error {
@@ -273,32 +272,6 @@ const LOCK_WAIT_MS = 5000;
 const LOCK_STALE_MS = 10_000;
 const NO_RETRY = { retries: 0, minTimeout: 0, maxTimeout: 0, factor: 1 };
 
-/** Identifies this process instance (pids are reused, e.g. across container restarts). */
-const PROCESS_TOKEN = `${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}`;
-const HOST = hostname();
-
-interface LockOwner {
-  pid: number;
-  host: string;
-  token: string;
-}
-
-function readLockOwner(path: string): LockOwner | null {
-  try {
-    const v = JSON.parse(readFileSync(path, "utf8")) as Partial<LockOwner>;
-    if (typeof v.pid === "number" && typeof v.host === "string" && typeof v.token === "string") return v as LockOwner;
-  } catch {
-    /* missing or torn: unknown owner */
-  }
-  return null;
-}
-
-function ownerDead(o: LockOwner): boolean {
-  if (o.host !== HOST) return false;
-  if (o.pid === process.pid) return o.token !== PROCESS_TOKEN;
-  return !pidAlive(o.pid);
-}
-
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**
@@ -313,8 +286,8 @@ async function recoverDeadLock(path: string): Promise<void> {
     return;
   }
   try {
-    const owner = readLockOwner(`${path}.lock.owner`);
-    if (owner === null || !ownerDead(owner)) return;
+    const owner = readOwnerSync(`${path}.lock.owner`);
+    if (owner === null || !ownerIsDead(owner)) return;
     rmSync(`${path}.lock.owner`, { force: true });
     rmSync(`${path}.lock`, { recursive: true, force: true });
   } finally {
@@ -360,11 +333,11 @@ export async function withFileLock<T>(linkPath: string, fn: () => Promise<T>, wi
   }
   const ownerPath = `${path}.lock.owner`;
   try {
-    writeFileSync(ownerPath, JSON.stringify({ pid: process.pid, host: HOST, token: PROCESS_TOKEN } satisfies LockOwner), { mode: 0o600 });
+    writeFileSync(ownerPath, JSON.stringify({ pid: process.pid, host: HOST, token: PROCESS_TOKEN } satisfies OwnerInfo), { mode: 0o600 });
     await removeTempDebris(path);
     return await fn();
   } finally {
-    if (readLockOwner(ownerPath)?.token === PROCESS_TOKEN) rmSync(ownerPath, { force: true });
+    if (readOwnerSync(ownerPath)?.token === PROCESS_TOKEN) rmSync(ownerPath, { force: true });
     await held.release().catch(() => undefined);
   }
 }

@@ -1,13 +1,14 @@
 /**
- * The owner file of a session's writer lease (`<id>.owner`, locks.ts): `{pid, host, token}`, written by the process
- * that made the lease directory, right after its `mkdir`. `token` names this process instance (pids are reused, e.g.
+ * The owner file of a lock directory, `{pid, host, token}`, written by the process that made the directory, right
+ * after its `mkdir`: a session's writer lease (`<id>.owner`, sessions/locks.ts) and a settings, auth or catalog file's
+ * lock (`<file>.lock.owner`, settings/locked-json.ts). `token` names this process instance (pids are reused, e.g.
  * across container restarts). A missing or torn owner file reads as unknown (null), never as dead.
  */
 import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { hostname } from "node:os";
-import { randomBytes } from "../random.js";
-import { pidAlive } from "../process-alive.js";
+import { randomBytes } from "./random.js";
+import { pidAlive } from "./process-alive.js";
 
 /** Identifies this process instance (pids are reused, e.g. across container restarts). */
 export const PROCESS_TOKEN = randomBytes(8).toString("hex");
