@@ -114,3 +114,20 @@ test("sideChatSession: the source through the newest completed turn at or before
   assert.deepEqual(await sideChatSession(manager, id, "gone", cwd), { ok: false, error: "the side-chat turn is not a turn of the source chat" });
   assert.equal((await readTurns(manager, id)).length, 4, "the source is unchanged");
 });
+
+test("readTurns: an open turn's text is its messages' latest texts concatenated, as its crash terminal will carry", async () => {
+  const { manager, cwd } = rig();
+  const h = await manager.store.create(cwd);
+  await h.writer.append({ kind: "user", turn_id: "t0", text: "q" });
+  await h.writer.append({ kind: "assistant", turn_id: "t0", message_id: "m1", text: "I will ", partial: true });
+  await h.writer.append({ kind: "assistant", turn_id: "t0", message_id: "m1", text: "I will look.", partial: false });
+  await h.writer.append({ kind: "assistant", turn_id: "t0", message_id: "m2", text: " Found it", partial: true });
+  await h.release();
+  const [open] = await readTurns(manager, h.id);
+  assert.deepEqual([open?.ended, open?.responseText], [false, "I will look. Found it"]);
+  // The next writer closes it (a dead writer's turn) with the same text: the transcript does not change.
+  const again = await manager.store.acquire(h.id, { closeInterrupted: true });
+  await again.release();
+  const [closed] = await readTurns(manager, h.id);
+  assert.deepEqual([closed?.ended, closed?.responseText], [true, "I will look. Found it"]);
+});

@@ -1,10 +1,12 @@
 /**
  * A stored session read as turns (for paged history), and forking a session at a turn.
  * Contracts:
- * - `readTurns` groups the records of the session's bounded window (`TRANSCRIPT_WINDOW` unless given) by `turn_id`, oldest
- *   first: the first user record is the prompt, the terminal's `assistant_text` the response (a turn without a
- *   terminal — still running or cut by a crash — reports the text recorded so far). Steering messages (later user
- *   records of a turn) are not separate turns. Turns before the window are not returned.
+ * - `readTurns` groups the records of the session's bounded window (`TRANSCRIPT_WINDOW` unless given) by `turn_id`,
+ *   oldest first: the first user record is the prompt, the terminal's `assistant_text` the response. A turn without
+ *   a terminal (still running, or cut by a crash) reports the text recorded so far: each message's latest text,
+ *   concatenated in order, as replay shows it and as the terminal that closes it carries, so the text does not change
+ *   when it ends. Steering messages (later user records of a turn) are not separate turns. Turns before the window
+ *   are not returned.
  * - `pageTurns` pages them newest-first with an opaque cursor `before:<turn id>`: a page is the `limit` turns
  *   right before the cursor's turn (oldest first), and `next` names the oldest of them when older turns remain.
  *   A cursor whose turn is no longer in the window is refused (`null`).
@@ -65,7 +67,7 @@ function groupTurns(records: StoredRecord[], offsets?: number[]): TranscriptTurn
     }
     if (r.kind === "assistant" && !t.ended) {
       t.partial.set(r.message_id, r.text);
-      t.responseText = [...t.partial.values()].join("\n\n");
+      t.responseText = [...t.partial.values()].join("");
     } else if (r.kind === "terminal") {
       t.ended = true;
       t.responseText = r.assistant_text;
