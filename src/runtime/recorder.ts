@@ -206,11 +206,14 @@ export class TurnRecorder {
     await this.settled();
     if (this.failure !== null) throw this.failure;
     const turn_id = this.turnId;
-    const writes = [this.writer.append({ kind: "checkpoint", summary, cutoff_seq: this.writer.peekNextSeq - 1 })];
-    const carry = acceptedText !== "";
-    writes.push(this.writer.append({ kind: "user", turn_id, text: this.prompt }, { sync: !carry }));
-    if (carry) writes.push(this.writer.append({ kind: "assistant", turn_id, message_id: `m${++this.messages}.0`, text: acceptedText, partial: false }, { sync: true }));
-    await Promise.all(writes);
+    // One batch (one append lock, one write, one fsync): the checkpoint never lands without what it carries over
+    // but for a write cut short by a crash, which readers tell apart (kept-history.ts `lastValidCheckpoint`).
+    const recs: NewRecord[] = [
+      { kind: "checkpoint", summary, cutoff_seq: this.writer.peekNextSeq - 1 },
+      { kind: "user", turn_id, text: this.prompt },
+    ];
+    if (acceptedText !== "") recs.push({ kind: "assistant", turn_id, message_id: `m${++this.messages}.0`, text: acceptedText, partial: false });
+    await Promise.all(this.writer.appendMany(recs, { sync: true }));
   }
 
   /**

@@ -121,11 +121,47 @@ export function historyOf(all: StoredRecord[], firstSeq: number | null, omitted:
   return { checkpoint: cp, records, complete, badLines, torn };
 }
 
-/** The last checkpoint whose cutoff precedes it. */
+/**
+ * The last valid checkpoint: its cutoff precedes it, and it is not a mid-turn checkpoint whose carried records are
+ * missing (`carriedMissing`).
+ */
 export function lastValidCheckpoint(records: StoredRecord[]): (StoredRecord & { kind: "checkpoint" }) | null {
   for (let i = records.length - 1; i >= 0; i--) {
     const r = records[i] as StoredRecord;
-    if (r.kind === "checkpoint" && r.cutoff_seq < r.seq) return r;
+    if (r.kind === "checkpoint" && r.cutoff_seq < r.seq && !carriedMissing(records, i)) return r;
   }
   return null;
+}
+
+/**
+ * True when `records[i]` is a mid-turn checkpoint (its cutoff is the record right before it, a record of a turn with
+ * no terminal yet: runtime/recorder.ts `checkpointMidTurn`; one between turns follows a terminal record) not followed
+ * by what that compaction carries over: the turn's user record again, then — when the turn had assistant text before
+ * the cutoff — its accepted text again.
+ * They are written in one batch with the checkpoint, so only a write cut short (a power loss before its fsync, a
+ * partial write) leaves the checkpoint without them. Such a checkpoint is ignored: the turn's
+ * records before it are all there, so the history and replay stay the pre-compaction ones (docs/sessions.md,
+ * "Crash and resume") rather than a summary followed by a turn without its prompt or its acknowledged text.
+ */
+function carriedMissing(records: StoredRecord[], i: number): boolean {
+  const cp = records[i] as StoredRecord & { kind: "checkpoint" };
+  if (cp.cutoff_seq !== cp.seq - 1) return false;
+  // The record before it: the cutoff record, or (when the caller left tool records out) the turn's last one shown.
+  let cut: StoredRecord | undefined;
+  for (let j = i - 1; j >= 0 && cut === undefined; j--) if ((records[j] as StoredRecord).kind !== "checkpoint") cut = records[j];
+  if (cut === undefined || cut.kind === "terminal" || cut.kind === "checkpoint") return false;
+  const turn = cut.turn_id;
+  const user = records[i + 1];
+  if (user?.kind !== "user" || user.turn_id !== turn || user.seq !== cp.seq + 1) return true;
+  let hadText = false;
+  // Back to the turn's start (turns run one after another: its records are contiguous, checkpoints aside).
+  for (let j = i - 1; j >= 0 && !hadText; j--) {
+    const r = records[j] as StoredRecord;
+    if (r.kind === "checkpoint") continue;
+    if (r.turn_id !== turn) break;
+    if (r.kind === "assistant" && r.text !== "") hadText = true;
+  }
+  if (!hadText) return false;
+  const text = records[i + 2];
+  return text?.kind !== "assistant" || text.turn_id !== turn || text.seq !== user.seq + 1;
 }
