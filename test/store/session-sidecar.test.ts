@@ -5,11 +5,13 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SessionStore, type FileVersion, type WindowSnapshot } from "../../src/store/sessions/index.js";
 import { SessionLocks } from "../../src/store/sessions/locks.js";
+import { ABANDONED_TMP_MS, sweepAbandonedTemps } from "../../src/store/sessions/sidecar.js";
 
 function newStore(): SessionStore {
   return new SessionStore({ home: mkdtempSync(join(tmpdir(), "berth-sidecar-")) });
@@ -133,4 +135,32 @@ test("lock-free reads never create the append lock, yet a held append lock still
   assert.equal((await snapshot(store, s.id)).torn, true);
   assert.equal(existsSync(store.paths.append(s.id)), false, "the lock taken for the re-read is released");
   await s.release();
+});
+
+test("sidecar: a killed writer's temporary file is removed by the next store's first write; a live one's kept", async () => {
+  const store = newStore();
+  const s = await store.create("/");
+  await s.writer.append({ kind: "user", turn_id: "t", text: "hello" }, { sync: true });
+  const v: FileVersion = (await snapshot(store, s.id)).version;
+  mkdirSync(store.paths.indexDir, { mode: 0o700 });
+  const dead = spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"], { encoding: "utf8" });
+  const deadTmp = `${s.id}.proj.${dead.stdout}-0123456789ab.tmp`;
+  const liveTmp = `${s.id}.proj.${process.ppid}-0123456789ab.tmp`;
+  const otherFile = `${s.id}.proj.notes.tmp`;
+  for (const n of [deadTmp, liveTmp, otherFile]) writeFileSync(join(store.paths.indexDir, n), "half a sidecar");
+  await store.writeSidecar(s.id, "fmt-1", v, Buffer.from("p"));
+  assert.deepEqual(readdirSync(store.paths.indexDir).sort(), [`${s.id}.proj`, otherFile, liveTmp].sort(), "the dead writer's removed");
+});
+
+test("sidecar: a temporary file of a live pid (or this process's) is abandoned at ABANDONED_TMP_MS of age, not before", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "berth-sidecar-sweep-"));
+  for (const pid of [process.pid, process.ppid]) {
+    const name = join(dir, `s.proj.${pid}-0123456789ab.tmp`);
+    writeFileSync(name, "x");
+    const mtime = statSync(name).mtimeMs;
+    await sweepAbandonedTemps(dir, mtime + ABANDONED_TMP_MS - 1);
+    assert.ok(existsSync(name), `pid ${pid}: one ms before the bound, kept`);
+    await sweepAbandonedTemps(dir, mtime + ABANDONED_TMP_MS);
+    assert.ok(!existsSync(name), `pid ${pid}: at the bound, removed`);
+  }
 });

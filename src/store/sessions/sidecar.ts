@@ -15,9 +15,15 @@
  *   Concurrent writers (processes) are harmless: the last rename wins and every candidate is self-consistent.
  * - Bounded: payloads over MAX_SIDECAR_BYTES are neither written nor read. Never throws.
  * - Holds nothing the session file does not (files 0600 in a 0700 directory, like the sessions themselves).
+ * - A writer killed inside a write leaves its temporary file (`<id>.proj.<pid>-<12 hex>.tmp`, up to the payload's
+ *   size). `sweepAbandonedTemps` removes those whose writer's pid is not alive, or which are older than
+ *   `ABANDONED_TMP_MS` (a reused pid: this process's own only then). A pid of another host sharing the home may be taken
+ *   for a dead one: that writer's `rename` then fails and its write is dropped, as any failed write (a cache).
  */
 import { constants as FS, fstatSync, mkdirSync, openSync, renameSync, unlinkSync, writev } from "node:fs";
+import { readdir, stat, unlink } from "node:fs/promises";
 import { createHash, randomBytes } from "node:crypto";
+import { join } from "node:path";
 import { closeQuietly, readInto } from "./fdio.js";
 import type { FileVersion } from "./reader.js";
 
@@ -147,6 +153,42 @@ export async function writeSidecar(dir: string, path: string, id: string, format
       unlinkSync(tmp);
     } catch {
       /* never created, or already renamed */
+    }
+  }
+}
+
+/** A sidecar temporary file older than this is abandoned whatever its pid (no write takes a fraction of it). */
+export const ABANDONED_TMP_MS = 10 * 60_000;
+const TMP_NAME = /\.proj\.(\d+)-[0-9a-f]{12}\.tmp$/;
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Removes the abandoned temporary files of sidecar writes in `dir` (see the module contract). Never throws. */
+export async function sweepAbandonedTemps(dir: string, now = Date.now()): Promise<void> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const m = TMP_NAME.exec(name);
+    const pid = m === null ? NaN : Number(m[1]);
+    if (!Number.isSafeInteger(pid)) continue;
+    const path = join(dir, name);
+    try {
+      // This process's own may be a write in flight (or, old, a dead process's that had the same pid).
+      if (pid > 0 && (pid === process.pid || pidAlive(pid)) && (await stat(path)).mtimeMs > now - ABANDONED_TMP_MS) continue;
+      await unlink(path);
+    } catch {
+      /* gone meanwhile, or not ours to remove */
     }
   }
 }

@@ -46,7 +46,7 @@ import {
   type WindowBounds,
   type WindowSnapshot,
 } from "./reader.js";
-import { readSidecar, writeSidecar } from "./sidecar.js";
+import { readSidecar, sweepAbandonedTemps, writeSidecar } from "./sidecar.js";
 import { SessionWriter } from "./writer.js";
 import { interruptedTerminal, openTurnOf } from "./interrupted.js";
 import { historyOf, KeptHistories, MAX_KEPT_HISTORY_BYTES, type History, type HistoryBounds } from "./kept-history.js";
@@ -106,6 +106,8 @@ export class SessionStore {
   private readonly clock: () => number;
   private readonly newId: SessionIdGenerator;
   private readonly maxScanEntries: number;
+  /** Abandoned sidecar temporary files were looked for (once per store: `writeSidecar`). */
+  private swept = false;
   private readonly sync: (fd: number) => Promise<void>;
   private dirsReady: Promise<void> | null = null;
   /** The history window last read through each writer (see the module contract). */
@@ -371,9 +373,15 @@ export class SessionStore {
     return readSidecar(this.paths.sidecar(id), id, format);
   }
 
-  /** Atomically replaces the session's sidecar (tmp file + rename). Best effort: failures are swallowed. */
+  /**
+   * Atomically replaces the session's sidecar (tmp file + rename). Best effort: failures are swallowed. The first
+   * write of this store also removes temporary files that killed writers left (sidecar.ts `sweepAbandonedTemps`).
+   */
   async writeSidecar(id: string, format: string, version: FileVersion, payload: Buffer): Promise<void> {
     await writeSidecar(this.paths.indexDir, this.paths.sidecar(id), id, format, version, payload);
+    if (this.swept) return;
+    this.swept = true;
+    await sweepAbandonedTemps(this.paths.indexDir);
   }
 
   /** Removes an empty session file (creation debris) when its lease can be taken; best effort. */
