@@ -129,3 +129,36 @@ test("property: the sidecar codec round-trips projections exactly (items, cursor
     await s.release();
   }
 });
+
+test("a sidecar projected before mid-turn checkpoints needed their carried records is not used", async () => {
+  // What an older Berth killed between a mid-turn checkpoint and its carried records left, settled by the next one.
+  const home = mkdtempSync(join(tmpdir(), "berth-replay-sidecar-"));
+  const store = new SessionStore({ home });
+  const s = await store.create("/");
+  await s.writer.append({ kind: "user", turn_id: "t", text: "read it" });
+  await s.writer.append({ kind: "assistant", turn_id: "t", message_id: "m1.0", text: "Reading. ", partial: true });
+  await s.writer.append({ kind: "tool_call", turn_id: "t", message_id: "m1", call_id: "c", name: "read", arguments: {} });
+  const res = await s.writer.append({ kind: "tool_result", turn_id: "t", call_id: "c", name: "read", content: "y", is_error: false });
+  const cp = await s.writer.append({ kind: "checkpoint", summary: "SUMMARY", cutoff_seq: res.seq });
+  await s.writer.append({ kind: "terminal", turn_id: "t", status: "failed", assistant_text: "Reading. " });
+  await s.writer.flush();
+  await s.release();
+  const snap = await store.readWindow(s.id, undefined, undefined, UNPROJECTED_KINDS);
+  assert.ok(snap !== "unchanged");
+  // The projection that version's sidecar held: the checkpoint taken as valid (summary first).
+  const carried = snap.records.flatMap((r) => {
+    if (r.seq < cp.seq) return [r];
+    if (r.seq > cp.seq) return [{ ...r, seq: r.seq + 2 }];
+    const user = { seq: cp.seq + 1, at: r.at, kind: "user" as const, turn_id: "t", text: "read it" };
+    return [r, user, { seq: cp.seq + 2, at: r.at, kind: "assistant" as const, turn_id: "t", message_id: "m2.0", text: "Reading. ", partial: false }];
+  });
+  const stale = projectSnapshot(s.id, { ...snap, records: carried });
+  assert.equal(stale.item(0).kind, "summary");
+  await store.writeSidecar(s.id, "replay-v2;2097152,100000,65536", snap.version, encodeProjection(stale));
+  const events = (await service(home).replay(s.id, null)).events as Array<{ kind: string; role?: string; text?: string }>;
+  assert.deepEqual(events.map((e) => [e.kind, e.role ?? null, e.text ?? null]), [
+    ["message", "user", "read it"],
+    ["message", "assistant", "Reading. "],
+    ["terminal", null, null],
+  ]);
+});

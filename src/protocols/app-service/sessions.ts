@@ -51,7 +51,7 @@ interface PageParams {
 const MAX_CONTINUATION_BYTES = 128;
 
 /** Sidecar format of replay projections: bump on any change to the projection, its encoding or the window. */
-const PROJECTION_FORMAT = `replay-v2;${DEFAULT_WINDOW.maxBytes},${DEFAULT_WINDOW.maxRecords},${DEFAULT_WINDOW.quantumBytes}`;
+const PROJECTION_FORMAT = `replay-v3;${DEFAULT_WINDOW.maxBytes},${DEFAULT_WINDOW.maxRecords},${DEFAULT_WINDOW.quantumBytes}`;
 
 /** Maps a store failure to its wire code. Anything unexpected is a fixed `internal_error`. */
 export function sessionErrorCode(err: unknown): ErrorCode {
