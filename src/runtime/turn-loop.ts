@@ -15,12 +15,16 @@
  *   without one, on a continuation) ends the turn `compaction_required`, or, when the attempt failed because its
  *   summary request failed, `failed` with that provider failure (its cause and fix, not "even after compaction").
  *   Cancellation during compaction ends it `cancelled`.
+ * - Reactive compaction: a request the provider refuses as longer than the model's window (`isContextOverflow`)
+ *   before any of its output was accepted is compacted the same way and sent once more, as the same step, when this
+ *   turn attempted no compaction yet, compaction is enabled and there is something before the prompt to summarize.
+ *   A second refusal, or a failed attempt, ends the turn `failed` (`compaction`, or the summary request's failure).
  */
 import type { ApprovalPolicy } from "./approval.js";
-import { compact } from "./compaction.js";
 import { estimateTokens } from "./context.js";
 import type { FailureReason, RuntimeEvent, TerminalStatus, TurnOutcome, TurnSink, TurnUsage } from "./events.js";
-import { abortedFailure, CONTEXT_OVERFLOW, LABELS } from "./providers/errors.js";
+import { abortedFailure } from "./providers/errors.js";
+import { compactTurn, failureOf, isContextOverflow } from "./turn-compaction.js";
 import type { TurnRecorder } from "./recorder.js";
 import { storageCause } from "../store/sessions/errors.js";
 import { createTaskTool, TASK_TOOL_NAME } from "./subagent.js";
@@ -103,6 +107,8 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
   const first = messages[messages.length - 1];
   const prompt = first !== undefined && first.role === "user" ? first.content : [];
   let compactionFailed = false;
+  /** This turn attempted compaction (either trigger): a refused request is then not compacted again. */
+  let compactedInTurn = false;
   /** Why the summary request of this turn's failed attempt failed, when it was the provider. */
   let compactionError: { kind: ProviderErrorKind; message: string } | undefined;
 
@@ -128,25 +134,8 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
     let estimate = estimateTokens(o.system, messages, specs);
     let attempted = false;
     if (o.compactAtRatio !== null && !compactionFailed && estimate >= o.compactAtRatio * o.contextWindow && messages.length > 1) {
-      attempted = true;
-      const r = await compact({
-        id: o.newId(),
-        provider: o.provider,
-        model: o.model,
-        messages,
-        prompt,
-        midTurn: step > 0,
-        acceptedText: accepted.text(),
-        tools: specs,
-        signal: o.signal,
-        sink: o.sink,
-        recorder: o.recorder,
-        currentTokens: estimate,
-        maxTokens: o.contextWindow,
-        ...(o.maxOutputTokens !== undefined ? { maxOutputTokens: o.maxOutputTokens } : {}),
-        ...(o.fast === true ? { fast: true } : {}),
-        estimate: (m) => estimateTokens(o.system, m, specs),
-      });
+      attempted = compactedInTurn = true;
+      const r = await compactTurn(o, { messages, prompt, midTurn: step > 0, acceptedText: accepted.text(), specs, currentTokens: estimate });
       if (r.ok) {
         messages = r.messages;
         estimate = estimateTokens(o.system, messages, specs);
@@ -160,12 +149,28 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
       const e = compactionError;
       return e !== undefined ? end("failed", failureOf(e.kind, e.message), e.message) : end("compaction_required", "compaction");
     }
-    const seq = ++usage.requests;
-    o.sink.event({ type: "context", currentTokens: estimate, maxTokens: o.contextWindow, reasoningTokens: null, requestSequence: seq, source: "fallback_estimate" });
-
-    const r = await streamOnce(o, messages, specs, seq, accepted, usage);
-    if (r.refused) return end("failed", "output_limit");
-    if (o.signal.aborted) return end("cancelled");
+    let r: StreamResult;
+    // The step's request; sent once more when refused as over the window and compacted (reactive compaction).
+    for (;;) {
+      const seq = ++usage.requests;
+      o.sink.event({ type: "context", currentTokens: estimate, maxTokens: o.contextWindow, reasoningTokens: null, requestSequence: seq, source: "fallback_estimate" });
+      r = await streamOnce(o, messages, specs, seq, accepted, usage);
+      if (r.refused) return end("failed", "output_limit");
+      if (o.signal.aborted) return end("cancelled");
+      // Only a refusal before any of its output was accepted, once a turn, with something before the prompt to summarize.
+      if (r.error === null || r.output || !isContextOverflow(r.message) || o.compactAtRatio === null || compactedInTurn || messages.length <= 1) break;
+      compactedInTurn = true;
+      const c = await compactTurn(o, { messages, prompt, midTurn: step > 0, acceptedText: accepted.text(), specs, currentTokens: estimate });
+      if (c.ok) {
+        messages = c.messages;
+        estimate = estimateTokens(o.system, messages, specs);
+        continue;
+      }
+      if (c.cancelled || o.signal.aborted) return end("cancelled");
+      // The summary request's own failure is the clearer cause; else the refusal stands.
+      if (c.error !== undefined) return end("failed", failureOf(c.error.kind, c.error.message), c.error.message);
+      break;
+    }
     if (r.error !== null) return { ...end("failed", failureOf(r.error, r.message)), ...(r.message !== "" ? { message: r.message } : {}) };
     if (r.calls.length === 0) return end("completed");
 
@@ -186,19 +191,14 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
   }
 }
 
-function failureOf(kind: ProviderErrorKind, label: string): FailureReason {
-  if (kind === "limit") return label === LABELS.toolArgsLimit || label === LABELS.toolCountLimit ? "tool_limit" : "provider_limit";
-  // The provider refused the request as longer than the model's window: a context failure, not a provider outage.
-  if (label.includes(` ${CONTEXT_OVERFLOW})`)) return "compaction";
-  return kind === "auth" ? "credential" : "provider";
-}
-
 interface StreamResult {
   refused: boolean;
   error: ProviderErrorKind | null;
   /** The provider's error label ("" when none). */
   message: string;
   calls: ToolCallSpec[];
+  /** Some of this response reached the client or the context: text, a tool call, thinking or a reasoning summary. */
+  output: boolean;
 }
 
 async function streamOnce(
@@ -226,6 +226,7 @@ async function streamOnce(
   let last: Extract<import("./types.js").ProviderEvent, { type: "usage" }> | null = null;
   /** A high surrogate that ended the last text delta, held for its pair (see `text_delta`). */
   let held = "";
+  let summaries = false;
   try {
     const req: ProviderRequest = {
       model: o.model,
@@ -276,6 +277,7 @@ async function streamOnce(
           break;
         }
         case "reasoning_summary":
+          summaries = true;
           o.sink.event(withParent({ type: "reasoning_summary", text: wellFormedText(ev.text) }, o.parentId));
           break;
         case "thinking_block":
@@ -362,7 +364,7 @@ async function streamOnce(
     });
   }
   if (o.parentId === undefined && !refused && error === null) o.sink.event({ type: "assistant_completed", text });
-  return { refused, error: refused ? null : error, message, calls: error !== null && !refused ? [] : calls };
+  return { refused, error: refused ? null : error, message, calls: error !== null && !refused ? [] : calls, output: blocks.length > 0 || summaries };
 }
 
 /** A provider's event stream as settled one-event batches (its own abort handling already applied). */

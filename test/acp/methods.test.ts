@@ -108,7 +108,9 @@ it("a failed turn answers session/prompt with -32603 naming its code, cause and 
   const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
   rig.fake.script([
     { body: "<html><body>Open WebUI</body></html>", headers: { "content-type": "text/html" } },
-    { status: 400, body: JSON.stringify({ type: "error", error: { type: "invalid_request_error", message: "prompt is too long: 9000 tokens > 8192 maximum" } }) },
+    // Refused as over the window; so is the summary request of the compaction that follows (the real window is
+    // smaller than the one Berth knows), and the turn fails with the refusal.
+    ...Array(2).fill({ status: 400, body: JSON.stringify({ type: "error", error: { type: "invalid_request_error", message: "prompt is too long: 9000 tokens > 8192 maximum" } }) }),
   ]);
   await assert.rejects(p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "one" }] }), (e: { code?: number; message?: string }) => {
     assert.equal(e.code, -32603);

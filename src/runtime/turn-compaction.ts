@@ -1,0 +1,62 @@
+/**
+ * The turn loop's side of compaction (compaction.ts does the work): one call shape for both triggers — proactive
+ * (the estimate reached `compactAtRatio` of the window) and reactive (the provider refused a request as longer than
+ * the model's window) — and the mapping of a provider failure to the turn's failure reason.
+ */
+import { compact, type CompactResult } from "./compaction.js";
+import { estimateTokens } from "./context.js";
+import type { FailureReason } from "./events.js";
+import { CONTEXT_OVERFLOW, LABELS } from "./providers/errors.js";
+import type { LoopOptions } from "./turn-loop.js";
+import type { Message, ProviderErrorKind, ToolSpec, UserContent } from "./types.js";
+
+export interface TurnCompaction {
+  /** The context now (summarized whole mid-turn; at turn start all but its last message, the prompt). */
+  messages: Message[];
+  /** This turn's prompt content. */
+  prompt: UserContent[];
+  /** Compaction between provider steps of the turn (step > 0). */
+  midTurn: boolean;
+  acceptedText: string;
+  specs: ToolSpec[];
+  /** The estimate that is reported as the size before (`triggered`). */
+  currentTokens: number;
+}
+
+/** Runs one compaction attempt of the turn with the loop's provider, model, sink, recorder and signal. */
+export function compactTurn(o: LoopOptions, c: TurnCompaction): Promise<CompactResult> {
+  return compact({
+    id: o.newId(),
+    provider: o.provider,
+    model: o.model,
+    messages: c.messages,
+    prompt: c.prompt,
+    midTurn: c.midTurn,
+    acceptedText: c.acceptedText,
+    tools: c.specs,
+    signal: o.signal,
+    sink: o.sink,
+    recorder: o.recorder,
+    currentTokens: c.currentTokens,
+    maxTokens: o.contextWindow,
+    ...(o.maxOutputTokens !== undefined ? { maxOutputTokens: o.maxOutputTokens } : {}),
+    ...(o.fast === true ? { fast: true } : {}),
+    estimate: (m) => estimateTokens(o.system, m, c.specs),
+  });
+}
+
+/**
+ * Whether a provider failure's label says the request was longer than the model's window: the category
+ * `errors.ts` names such a refusal, after an HTTP status (`… (HTTP 400 context_length_exceeded)`) or alone (an
+ * in-stream error: `provider reported an error (context_length_exceeded)`).
+ */
+export function isContextOverflow(label: string): boolean {
+  return label.includes(` ${CONTEXT_OVERFLOW})`) || label.includes(`(${CONTEXT_OVERFLOW})`);
+}
+
+export function failureOf(kind: ProviderErrorKind, label: string): FailureReason {
+  if (kind === "limit") return label === LABELS.toolArgsLimit || label === LABELS.toolCountLimit ? "tool_limit" : "provider_limit";
+  // The provider refused the request as longer than the model's window: a context failure, not a provider outage.
+  if (isContextOverflow(label)) return "compaction";
+  return kind === "auth" ? "credential" : "provider";
+}
