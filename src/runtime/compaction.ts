@@ -63,17 +63,22 @@ export interface CompactOptions {
   estimate(messages: Message[]): number;
 }
 
-/** A failed attempt; `error` when the summary request itself failed (the provider's kind and safe label). */
-export type CompactResult = { ok: true; messages: Message[] } | { ok: false; cancelled: boolean; error?: { kind: ProviderErrorKind; message: string } };
+/**
+ * A failed attempt; `error` when the summary request itself failed (the provider's kind and safe label), `writeError`
+ * when the checkpoint could not be written (the store's error, for its storage cause).
+ */
+export type CompactResult =
+  | { ok: true; messages: Message[] }
+  | { ok: false; cancelled: boolean; error?: { kind: ProviderErrorKind; message: string }; writeError?: unknown };
 
 export async function compact(o: CompactOptions): Promise<CompactResult> {
   const event = (status: "triggered" | "running" | "completed" | "failed" | "cancelled", currentTokens: number | null = null): void =>
     o.sink.event({ type: "compaction", id: o.id, status, currentTokens, maxTokens: currentTokens === null ? null : o.maxTokens });
   event("triggered", o.currentTokens);
   event("running");
-  const fail = (cancelled: boolean, error?: { kind: ProviderErrorKind; message: string }): CompactResult => {
+  const fail = (cancelled: boolean, error?: { kind: ProviderErrorKind; message: string }, writeError?: unknown): CompactResult => {
     event(cancelled ? "cancelled" : "failed");
-    return { ok: false, cancelled, ...(error !== undefined ? { error } : {}) };
+    return { ok: false, cancelled, ...(error !== undefined ? { error } : {}), ...(writeError !== undefined ? { writeError } : {}) };
   };
   // At turn start the prompt is kept verbatim, so only the earlier conversation is summarized.
   const request = o.midTurn ? o.messages.slice() : o.messages.slice(0, -1);
@@ -109,8 +114,8 @@ export async function compact(o: CompactOptions): Promise<CompactResult> {
     try {
       if (o.midTurn) await o.recorder.checkpointMidTurn(summary, o.acceptedText);
       else await o.recorder.checkpoint(summary, o.recorder.userSeq - 1);
-    } catch {
-      return fail(false);
+    } catch (e) {
+      return fail(false, undefined, e ?? new Error("checkpoint write failed"));
     }
   }
   o.sink.event({

@@ -18,7 +18,8 @@
  * - Reactive compaction: a request the provider refuses as longer than the model's window (`isContextOverflow`)
  *   before any of its output was accepted is compacted the same way and sent once more, as the same step, when this
  *   turn attempted no compaction yet, compaction is enabled and there is something before the prompt to summarize.
- *   A second refusal, or a failed attempt, ends the turn `failed` (`compaction`, or the summary request's failure).
+ *   A second refusal, or a failed attempt, ends the turn `failed` (`compaction`, the summary request's failure, or
+ *   `persistence` when the checkpoint could not be written).
  */
 import type { ApprovalPolicy } from "./approval.js";
 import { estimateTokens } from "./context.js";
@@ -167,6 +168,8 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
         continue;
       }
       if (c.cancelled || o.signal.aborted) return end("cancelled");
+      // No retry without its checkpoint: the store's failure (its cause) ends the turn, as any failed write does.
+      if (c.writeError !== undefined) return end("failed", "persistence", storageCause(c.writeError));
       // The summary request's own failure is the clearer cause; else the refusal stands.
       if (c.error !== undefined) return end("failed", failureOf(c.error.kind, c.error.message), c.error.message);
       break;

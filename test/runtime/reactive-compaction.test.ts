@@ -4,12 +4,17 @@
  */
 import { it } from "node:test";
 import assert from "node:assert/strict";
+import { fdatasync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { MID_TURN_NOTE } from "../../src/runtime/compaction.js";
 import { estimateTokens } from "../../src/runtime/context.js";
 import type { RuntimeEvent } from "../../src/runtime/events.js";
 import { createProvider } from "../../src/runtime/providers/index.js";
 import { builtinTools } from "../../src/runtime/tools/index.js";
+import { TurnRecorder } from "../../src/runtime/recorder.js";
 import { runLoop, type LoopOptions } from "../../src/runtime/turn-loop.js";
+import { SessionStore } from "../../src/store/sessions/index.js";
 import type { Message } from "../../src/runtime/types.js";
 import { startFakeProvider, type FakeProvider, type FakeTurn } from "../fakes/fake-provider.js";
 import { loopOptions } from "./loop-options.js";
@@ -209,6 +214,38 @@ it("cancelling during the reactive compaction ends the turn cancelled", async ()
     await summary.socketClosed;
     assert.equal(fake.requests.length, 2);
   } finally {
+    await fake.close();
+  }
+});
+
+it("a reactive compaction whose checkpoint cannot be written ends the turn failed (persistence) naming the disk's cause", async () => {
+  const fake = await startFakeProvider();
+  const home = mkdtempSync(join(tmpdir(), "reactive-"));
+  let file = "";
+  // The file system refuses the fsync that would make the checkpoint durable (a disk that filled up).
+  const store = new SessionStore({
+    home,
+    syncData: (fd) =>
+      new Promise<void>((resolve, reject) => {
+        if (file !== "" && readFileSync(file, "utf8").includes('"kind":"checkpoint"')) reject(Object.assign(new Error("no space"), { code: "ENOSPC" }));
+        else fdatasync(fd, (e) => (e ? reject(e) : resolve()));
+      }),
+  });
+  const h = await store.create(home);
+  file = store.paths.data(h.id);
+  try {
+    const recorder = new TurnRecorder(h.writer, "t1");
+    await recorder.user("NEW-PROMPT");
+    fake.script([OPENAI_OVERFLOW, { steps: [{ text: "S" }] }, { steps: [{ text: "never" }] }]);
+    const events: RuntimeEvent[] = [];
+    const out = await runLoop(loop(fake, events, { recorder }));
+    assert.equal(out.status, "failed");
+    assert.equal(out.reason, "persistence");
+    assert.equal(out.message, "ENOSPC");
+    assert.deepEqual(statuses(events), ["triggered", "running", "failed"]);
+    assert.equal(fake.requests.length, 2, "no retry without the checkpoint");
+  } finally {
+    await h.release();
     await fake.close();
   }
 });
