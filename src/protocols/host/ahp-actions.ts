@@ -4,18 +4,18 @@
  *  - `chat/turnStarted` is reduced before `prompt` is sent; a refused or indeterminate prompt
  *    ends that turn with `chat/error` (`backend_rejected` / `backend_indeterminate`);
  *  - `chat/turnCancelled` is reduced immediately and sends `abort`;
- *  - tool confirmations, pending messages (`steer` / `follow_up`) and session configuration
- *    (`configure`) are echoed only after the backend accepts; a refusal or an indeterminate
+ *  - tool confirmations, pending messages (`steer` / `follow_up`, pending-messages.ts) and session
+ *    configuration (`configure`) are echoed only after the backend accepts; a refusal or an indeterminate
  *    outcome is echoed as a rejection and nothing is replayed;
  *  - `chat/inputCompleted` is reduced only when the runtime's `input_resolved` arrives.
  */
 import { randomUUID } from "node:crypto";
 import { clip } from "./inbound.js";
 import { isManagedRoute } from "./managed-invocations.js";
-import { managedAdmission, managedFollowUp, managedPrompt, managedStop } from "./managed-actions.js";
+import { managedAdmission, managedPrompt, managedStop } from "./managed-actions.js";
+import { pendingMessageSet } from "./pending-messages.js";
 import { retainPrompt } from "./reconcile.js";
 import { viewClientAction } from "./view-families.js";
-import { Message } from "./ahp-message.js";
 import { DispatchActionParams } from "./ahp-params.js";
 import { routeCommand } from "./ahp-requests.js";
 import { chatErrorAction, durationSince, findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
@@ -26,8 +26,6 @@ import { annotationsClientAction, changesetClientAction } from "./resources.js";
 import { cancelAuthRequiredTool } from "./resource-actions.js";
 import { activeClientAction, clientToolAction } from "./client-tools.js";
 import { clientToggle } from "./customization-toggles.js";
-
-const MAX_PENDING_ID = 512;
 
 function refusal(o: { kind: "rejected"; error: string } | { kind: "indeterminate"; error: string }): string {
   return o.kind === "rejected" ? `backend refused: ${o.error}` : "backend outcome indeterminate";
@@ -214,30 +212,4 @@ function inputCompleted(st: HostState, s: SessionModel, chat: ChatModel, action:
     reject(refusal(o));
   });
   st.inputOrigins.set(commandId, origin);
-}
-
-/**
- * `chat/pendingMessageSet`: steering → `steer`, queued → `follow_up`, both with the AHP
- * pending-message `id`. The runtime owns delivery; the host removes the pending message when the
- * runtime's `user_message` reports consuming it.
- */
-function pendingMessageSet(st: HostState, s: SessionModel, chat: ChatModel, action: Json, origin: Origin, reject: (r: string) => void): void {
-  const kind = action.kind;
-  const id = action.id;
-  if (kind !== "steering" && kind !== "queued") return reject("kind must be steering or queued");
-  if (typeof id !== "string" || id.length === 0 || id.length > MAX_PENDING_ID) return reject("invalid pending message id");
-  const m = Message.safeParse(action.message);
-  if (!m.success) return reject("invalid message");
-  if (m.data.origin.kind !== "user") return reject("clients may only send user messages");
-  if (chat.interactivity === "read-only") return reject("chat is read-only");
-  if (kind === "queued" && isManagedRoute(s.route)) return managedFollowUp(st, s, chat, id, m.data.text, origin, reject);
-  if (kind === "queued" && chat.queuedMessages.some((x) => x.id === id)) return reject("a queued message with that id is already pending");
-  if (!s.route) return reject("backend not connected");
-  const text = m.data.text;
-  const channel = chat.uri;
-  void routeCommand(st, s, channel, { type: kind === "steering" ? "steer" : "follow_up", text, id }, (o) => {
-    if (o.kind !== "accepted") return reject(refusal(o));
-    if (!st.chatIndex.has(channel)) return;
-    st.publish(channel, { type: "chat/pendingMessageSet", kind, id, message: { text, origin: { kind: "user" } } }, origin);
-  });
 }

@@ -9,6 +9,8 @@ export const STATUS = { Idle: 1, Error: 2, InProgress: 8, InputNeeded: 24 } as c
 export const REPLAY_LIMIT = 10_000;
 /** The replay ring also holds at most this much envelope text (a few huge envelopes cannot pin memory). */
 export const REPLAY_BYTES_LIMIT = 32 * 1024 * 1024;
+/** How many consumed or removed pending message IDs a chat remembers (newest kept), to refuse a resend. */
+export const RETIRED_PENDING_LIMIT = 256;
 export const COMMAND_DEADLINE_MS = 60_000;
 
 export type { Json } from "../../core/json-bounds.js";
@@ -60,6 +62,11 @@ export interface ChatModel {
   /** Undefined when no steering message is pending. */
   steeringMessage?: PendingMessage | undefined;
   queuedMessages: PendingMessage[];
+  /**
+   * Pending message IDs this chat consumed (a turn started from them, or the runtime injected them) or removed,
+   * oldest first, at most RETIRED_PENDING_LIMIT (pending-messages.ts). Persisted with the chat.
+   */
+  retiredPending?: Set<string>;
   lastError: boolean;
   /**
    * The host ended the turn before the runtime did (client cancel, or an indeterminate prompt):
@@ -230,4 +237,15 @@ export function chatErrorAction(turnId: string, duration: number, errorType: str
   const error = { errorType, message };
   // A resumable part may reopen the turn (`chat/turnResume`, chat-09.ts).
   return { type: "chat/error", turnId, duration, error, part: { kind: "error", error: { ...error }, ...(resumable ? { resumable: true } : {}) } };
+}
+
+/** Remember that pending message `id` left chat `c` (consumed or removed); the oldest is forgotten past the bound. */
+export function retirePending(c: ChatModel, id: string): void {
+  const set = (c.retiredPending ??= new Set<string>());
+  set.delete(id); // re-inserted as the newest
+  set.add(id);
+  for (const old of set) {
+    if (set.size <= RETIRED_PENDING_LIMIT) break;
+    set.delete(old);
+  }
 }

@@ -4,7 +4,7 @@
  * channels or turns are no-ops. Persists chat transcripts when a turn ends or history loads.
  */
 import { ROOT } from "./ahp-constants.js";
-import { findPart, findTool, nowIso, type ChatModel, type Json, type PendingMessage } from "./model.js";
+import { findPart, findTool, nowIso, retirePending, type ChatModel, type Json, type PendingMessage } from "./model.js";
 import type { HostState } from "./state.js";
 import { chatModified, isChatFlagAction, isStatusFlagAction, reduceChatFlag, reduceStatusFlag } from "./status-flags.js";
 import { isChatWorkingDirAction, isWorkingDirAction, reduceChatWorkingDir, reduceWorkingDir } from "./working-dirs.js";
@@ -113,11 +113,14 @@ function reduceChat(st: HostState, c: ChatModel, type: string, a: Json): void {
         // Upstream reducer: the consumed pending message (queued or steering) leaves the chat.
         c.queuedMessages = c.queuedMessages.filter((m) => m.id !== a.queuedMessageId);
         if (c.steeringMessage?.id === a.queuedMessageId) c.steeringMessage = undefined;
+        retirePending(c, a.queuedMessageId);
         st.persistChat(c);
       }
       break;
     case "chat/pendingMessageSet": {
       const m: PendingMessage = { id: a.id as string, message: a.message as Json };
+      // A steering message replaced by one with another ID is removed.
+      if (a.kind === "steering" && c.steeringMessage && c.steeringMessage.id !== m.id) retirePending(c, c.steeringMessage.id);
       if (a.kind === "steering") c.steeringMessage = m;
       else {
         const i = c.queuedMessages.findIndex((x) => x.id === m.id);
@@ -128,6 +131,7 @@ function reduceChat(st: HostState, c: ChatModel, type: string, a: Json): void {
       break;
     }
     case "chat/pendingMessageRemoved":
+      if (typeof a.id === "string") retirePending(c, a.id);
       if (a.kind === "steering") {
         if (c.steeringMessage?.id === a.id) c.steeringMessage = undefined;
       } else c.queuedMessages = c.queuedMessages.filter((m) => m.id !== a.id);

@@ -4,7 +4,7 @@
  */
 import type { SessionRow } from "../../store/host/store.js";
 import { maxPartSeq, restoreTurn, turnCheckpoint } from "./turn-checkpoint.js";
-import { STATUS, type ChatModel, type Json, type PendingMessage, type SessionModel } from "./model.js";
+import { retirePending, STATUS, type ChatModel, type Json, type PendingMessage, type SessionModel } from "./model.js";
 
 /** A stored session as a model (no chats yet: the caller adds its primary chat). */
 export function sessionFromRow(row: SessionRow): SessionModel {
@@ -58,6 +58,7 @@ export function chatExtra(c: ChatModel): Json {
   if (c.workingDirectories) extra.workingDirectories = c.workingDirectories;
   if (c.steeringMessage) extra.steeringMessage = c.steeringMessage;
   if (c.queuedMessages.length > 0) extra.queuedMessages = c.queuedMessages;
+  if (c.retiredPending?.size) extra.retiredPending = [...c.retiredPending];
   if (c.draft) extra.draft = c.draft;
   if (c.flags) extra.flags = c.flags;
   if (c.backgroundWork) extra.backgroundWork = c.backgroundWork;
@@ -76,6 +77,7 @@ export function applyChatExtra(chat: ChatModel, extra: Json): boolean {
   if (Array.isArray(extra.workingDirectories)) chat.workingDirectories = extra.workingDirectories as string[];
   if (extra.steeringMessage) chat.steeringMessage = extra.steeringMessage as PendingMessage;
   if (Array.isArray(extra.queuedMessages)) chat.queuedMessages = extra.queuedMessages as PendingMessage[];
+  if (Array.isArray(extra.retiredPending)) for (const id of extra.retiredPending) if (typeof id === "string") retirePending(chat, id);
   if (extra.draft && typeof extra.draft === "object") chat.draft = extra.draft as Json;
   if (typeof extra.flags === "number" && (extra.flags & ~96) === 0 && extra.flags !== 0) chat.flags = extra.flags;
   if (Array.isArray(extra.backgroundWork)) chat.backgroundWork = extra.backgroundWork as Json[];
