@@ -309,11 +309,14 @@ export class AhpConnection implements Subscriber {
     if (!this.version) this.version = clientVersions.get(this.state)?.get(p.data.clientId) ?? SERVER_PREFERRED_VERSION;
     this.clientId = p.data.clientId;
     rememberVersion(this.state, this.clientId, this.version);
+    // Each requested channel once, in the order asked: `missing` (replay) lists the ones that cannot be resumed; a
+    // snapshot answer reports them the only way AHP's snapshot result can, by holding no snapshot for them.
+    const asked = [...new Set(p.data.subscriptions)];
     // A stateless stream (an `ahp-otlp://` channel) is simply re-subscribed: it has no snapshot
     // and nothing is replayed (AHP lifecycle: "missed messages are dropped").
     const resumable = (u: string) => this.state.channelExists(u) || isOtlpChannel(u);
-    const live = p.data.subscriptions.filter(resumable);
-    const missing = p.data.subscriptions.filter((u) => !resumable(u));
+    const live = asked.filter(resumable);
+    const missing = asked.filter((u) => !resumable(u));
     const replay = this.state.replaySince(p.data.lastSeenServerSeq, new Set(live), (k) => this.accepts(k));
     for (const u of live) this.sub(u);
     if (replay === null || p.data.lastSeenServerSeq > this.state.serverSeq) {
