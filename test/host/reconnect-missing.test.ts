@@ -4,7 +4,10 @@
  *  - `replay` lists them in `missing` ("URIs from `ReconnectParams.subscriptions` that the server cannot resume"):
  *    a disposed chat, a channel the host never had; each once, in the order asked;
  *  - `snapshot` has no `missing` member: a channel is reported missing by having no snapshot, so the answer holds
- *    exactly one snapshot per resumable channel asked for, in the order asked, and nothing else.
+ *    exactly one snapshot per resumable channel asked for, in the order asked, and nothing else;
+ *  - a session or chat removed while the client was away and there again under its URI (a chat created again, a
+ *    source registering again) is not the channel the client holds: the answer is snapshots, never a replay that
+ *    the client would apply to the removed channel's state.
  * Real sockets: a fake backend over the backend socket, AHP clients over the WebSocket.
  */
 import { test } from "node:test";
@@ -68,3 +71,86 @@ for (const version of ["0.9.0", "1.0.0"]) {
       be.close();
     }));
 }
+
+/** Create chat `uri` with an initial message the fake runtime answers with `reply`; resolves once the host has it. */
+async function createChatWithTurn(c: AhpClient, be: FakeBackend, session: string, uri: string, text: string, reply: string): Promise<void> {
+  const pending = c.request("createChat", { channel: session, chat: uri, initialMessage: { text, origin: { kind: "user" } } });
+  const cmd = await be.next((f) => f.type === "command" && f.command.type === "create_chat", "create_chat");
+  be.raw(
+    [
+      { type: "command_result", commandId: cmd.commandId, accepted: true },
+      { type: "chat_event", session, chat: uri, event: { type: "text_delta", text: reply } },
+      { type: "chat_event", session, chat: uri, event: { type: "settled", cancelled: false } },
+    ]
+      .map((f) => JSON.stringify(f) + "\n")
+      .join(""),
+  );
+  assert.equal((await pending).error, undefined);
+}
+
+test("a chat disposed and created again under its URI while the client was away is answered with snapshots, not a replay onto the old chat", () =>
+  withHost(async (h) => {
+    const { be, reg } = await FakeBackend.session(h, { protocolVersion: 3, sourceId: "reborn", chatCapabilities: { create: true, dispose: true } });
+    const session = reg.session as string;
+    const side = "ahp-chat:/reborn-side";
+    const { c: a } = await AhpClient.init(h, [ROOT, session], "c1");
+    await createChatWithTurn(a, be, session, side, "first life", "old answer");
+    await until(() => h.state.chatIndex.get(side)?.turns.length === 1, 3000, "the first chat's turn");
+    const sub = (await a.request("subscribe", { channel: side })).result.snapshot;
+    assert.equal((sub.state.turns as Json[]).length, 1);
+    const seen = Math.max(lastSeq(a), sub.fromSeq as number);
+    a.ws.terminate();
+
+    // Another client disposes the chat and creates a new one under the same URI.
+    const { c: other } = await AhpClient.init(h, [], "other");
+    const disposed = other.request("disposeChat", { channel: side });
+    const dc = await be.next((f) => f.type === "command" && f.command.type === "dispose_chat", "dispose_chat");
+    be.send({ type: "command_result", commandId: dc.commandId, accepted: true });
+    assert.equal((await disposed).error, undefined);
+    await createChatWithTurn(other, be, session, side, "second life", "new answer");
+    await until(() => h.state.chatIndex.get(side)?.turns.length === 1, 3000, "the new chat's turn");
+
+    const r = await AhpClient.open(h);
+    const rep = (await r.request("reconnect", { channel: ROOT, clientId: "c1", lastSeenServerSeq: seen, subscriptions: [ROOT, session, side] })).result;
+    // A replay would be applied to the first chat's state: the client would show its old turn too.
+    assert.equal(rep.type, "snapshot", "the replay cannot bring the old chat's state to the new chat's");
+    const snap = (rep.snapshots as Json[]).find((x) => x.resource === side)!;
+    assert.deepEqual((snap.state.turns as Json[]).map((t) => (t.message as Json).text), ["second life"]);
+    // Live from the snapshot on.
+    be.send({ type: "chat_event", session, chat: side, event: { type: "title_changed", title: "renamed" } });
+    await r.action((e) => e.channel === session || e.channel === side, "a live envelope after the snapshot");
+    assert.deepEqual([...a.invalid, ...r.invalid, ...other.invalid], []);
+    r.close();
+    other.close();
+    be.close();
+  }));
+
+test("a session disposed and registered again by its source while the client was away is answered with snapshots", () =>
+  withHost(async (h) => {
+    const first = await FakeBackend.session(h, { protocolVersion: 3, sourceId: "reborn-session" });
+    const session = first.reg.session as string;
+    const chat = first.reg.chat as string;
+    const { c: a } = await AhpClient.init(h, [ROOT, session, chat], "c1");
+    first.be.send({ type: "event", session, event: { type: "user_message", text: "old question", turnId: "T-old" } });
+    first.be.send({ type: "event", session, event: { type: "settled", cancelled: false } });
+    await a.action((e) => e.action.type === "chat/turnComplete" && e.action.turnId === "T-old");
+    const seen = lastSeq(a);
+    a.ws.terminate();
+
+    const { c: other } = await AhpClient.init(h, [], "other");
+    assert.equal((await other.request("disposeSession", { channel: session })).result, null);
+    first.be.close();
+    const again = await FakeBackend.session(h, { protocolVersion: 3, sourceId: "reborn-session" });
+    assert.equal(again.reg.session, session, "premise: the source's session comes back under its URI");
+    assert.equal(again.reg.chat, chat);
+
+    const r = await AhpClient.open(h);
+    const rep = (await r.request("reconnect", { channel: ROOT, clientId: "c1", lastSeenServerSeq: seen, subscriptions: [ROOT, session, chat] })).result;
+    assert.equal(rep.type, "snapshot", "a replay would leave the disposed session's turn in the client's chat");
+    const held = (rep.snapshots as Json[]).find((x) => x.resource === chat)!;
+    assert.deepEqual(held.state.turns, []);
+    assert.deepEqual([...a.invalid, ...r.invalid, ...other.invalid], []);
+    r.close();
+    other.close();
+    again.be.close();
+  }));

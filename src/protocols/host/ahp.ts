@@ -25,6 +25,7 @@ import { invokeChangesetOperation } from "./resources.js";
 import { clientConnectionClosed, clientUnsubscribed } from "./client-tools.js";
 import { wsText } from "../../transport/ws-text.js";
 import { PendingFrames } from "./fanout.js";
+import { removedSince } from "./channel-removals.js";
 import type { Socket as NetSocket } from "node:net";
 
 /** Longest error message sent to a client. */
@@ -317,7 +318,11 @@ export class AhpConnection implements Subscriber {
     const resumable = (u: string) => this.state.channelExists(u) || isOtlpChannel(u);
     const live = asked.filter(resumable);
     const missing = asked.filter((u) => !resumable(u));
-    const replay = this.state.replaySince(p.data.lastSeenServerSeq, new Set(live), (k) => this.accepts(k));
+    // A session or chat removed after what the client saw, and there again (its URI came back), is not the one the
+    // client holds: a replay would be applied to the earlier one's state, so the answer is snapshots.
+    const since = p.data.lastSeenServerSeq;
+    const reborn = live.some((u) => removedSince(this.state, u, since));
+    const replay = reborn ? null : this.state.replaySince(since, new Set(live), (k) => this.accepts(k));
     for (const u of live) this.sub(u);
     if (replay === null || p.data.lastSeenServerSeq > this.state.serverSeq) {
       return { type: "snapshot", snapshots: live.filter((u) => !isOtlpChannel(u)).map((u) => this.snapshotFor(u)!) };

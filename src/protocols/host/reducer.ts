@@ -4,6 +4,7 @@
  * channels or turns are no-ops. Persists chat transcripts when a turn ends or history loads.
  */
 import { ROOT } from "./ahp-constants.js";
+import { channelRemoved } from "./channel-removals.js";
 import { findPart, findTool, nowIso, retirePending, type ChatModel, type Json, type PendingMessage } from "./model.js";
 import type { HostState } from "./state.js";
 import { chatModified, isChatFlagAction, isStatusFlagAction, reduceChatFlag, reduceStatusFlag } from "./status-flags.js";
@@ -44,6 +45,7 @@ export function reduceAction(st: HostState, channel: string, a: Json): void {
       if (uri === s.primaryChat || !s.chats.has(uri)) return;
       s.chats.delete(uri);
       st.chatIndex.delete(uri);
+      channelRemoved(st, uri);
       st.actions.dropChannel(uri);
       st.store.removeChat(uri);
     } else if (type === "session/configChanged") {

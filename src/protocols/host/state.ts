@@ -21,6 +21,7 @@ import { TurnCheckpoints } from "./turn-checkpoint.js";
 import { applyChatExtra, applyChatOrder, chatExtra, sessionFromRow, sessionRow } from "./state-rows.js";
 import { markDiscontinuous } from "./managed-invocations.js";
 import { becomesUnread, markUnread } from "./status-flags.js";
+import { channelRemoved } from "./channel-removals.js";
 import {
   hashToken,
   nowIso,
@@ -349,6 +350,7 @@ export class HostState {
     this.sessions.delete(uri);
     if (this.sourceIndex.get(s.sourceId) === uri) this.sourceIndex.delete(s.sourceId);
     for (const [a, u] of this.aliasIndex) if (u === uri) this.aliasIndex.delete(a);
+    for (const u of [uri, ...s.chats.keys()]) channelRemoved(this, u);
     for (const c of s.chats.keys()) {
       this.chatIndex.delete(c);
       this.subs.delete(c);
