@@ -183,3 +183,29 @@ test("on a managed route a consumed queued message ID is refused when resent: no
     c.close();
     be.close();
   }));
+
+test("a queued message whose follow_up was left indeterminate by a lost backend connection, then run by the runtime, is refused when resent", () =>
+  withHost(async (h) => {
+    const first = await FakeBackend.session(h, { protocolVersion: 3, sourceId: "lost-ack" });
+    const chat = first.reg.chat as string;
+    const session = first.reg.session as string;
+    const { c } = await AhpClient.init(h, [chat], "c1");
+    const q = c.dispatch(chat, { type: "chat/pendingMessageSet", kind: "queued", id: "q1", message: user("after that") });
+    await first.be.next((f) => f.type === "command" && f.command.type === "follow_up", "follow_up q1");
+    // The runtime got it, but the connection drops before its answer reaches the host.
+    first.be.close();
+    assert.equal((await echoOf(c, q, "q1")).rejectionReason, "backend outcome indeterminate");
+    // The runtime comes back and runs the message it had queued.
+    const { be } = await FakeBackend.session(h, { protocolVersion: 3, sourceId: "lost-ack" });
+    be.send({ type: "event", session, event: { type: "user_message", text: "after that", turnId: "T1", pendingId: "q1" } });
+    be.send({ type: "event", session, event: { type: "settled", cancelled: false } });
+    await c.action((e) => e.action.type === "chat/turnComplete" && e.action.turnId === "T1");
+    // The client, told the outcome was unknown, sends it again: it already ran.
+    const again = c.dispatch(chat, { type: "chat/pendingMessageSet", kind: "queued", id: "q1", message: user("after that") });
+    assert.equal((await echoOf(c, again, "q1 resent")).rejectionReason, consumed("q1"));
+    await setPending(c, be, chat, "queued", "q2", "next");
+    assert.deepEqual(commands(be, "follow_up"), []);
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    be.close();
+  }));

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { BackendEvent, HistoryTurn, NeutralInputRequest } from "./backend-schema.js";
-import { chatErrorAction, findTool, nowIso, type ChatModel, type Json, type Origin, type SessionModel, type TurnModel } from "./model.js";
+import { chatErrorAction, findTool, nowIso, retirePending, type ChatModel, type Json, type Origin, type SessionModel, type TurnModel } from "./model.js";
 import type { HostState } from "./state.js";
 import { setInputAvailable } from "./session-meta.js";
 import { authInputId, mcpContributor } from "./resource-actions.js";
@@ -34,6 +34,15 @@ function boundTurnText(t: TurnModel, text: string): string {
 }
 
 /** A backend history turn as a completed AHP `Turn`. */
+/**
+ * The runtime consumed pending message `id`, which the chat does not show as pending (the answer to its `steer` or
+ * `follow_up` was lost with the connection): remembered as consumed, so a client's resend of it is refused.
+ */
+function consumedUnseen(st: HostState, chat: ChatModel, id: string): void {
+  retirePending(chat, id);
+  st.persistChat(chat);
+}
+
 export function historyToTurn(h: HistoryTurn): Json {
   const parts: Json[] = [];
   if (h.reasoningText) parts.push({ kind: "reasoning", id: `${h.id}-r`, content: h.reasoningText });
@@ -93,6 +102,7 @@ export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatMode
         const steer = chat.steeringMessage;
         if (steer && (ev.pendingId !== undefined ? ev.pendingId === steer.id : (steer.message.text as string) === ev.text))
           st.publish(chat.uri, { type: "chat/pendingMessageRemoved", kind: "steering", id: steer.id });
+        else if (ev.pendingId !== undefined) consumedUnseen(st, chat, ev.pendingId);
         return null;
       }
       // A queued (follow-up) message the runtime started: named by `pendingId`, else the head
@@ -107,6 +117,8 @@ export function applyBackendEvent(st: HostState, s: SessionModel, chat: ChatMode
       if (queued) st.publish(chat.uri, { type: "chat/pendingMessageRemoved", kind: "queued", id: queued.id });
       // A steering message whose turn ended before it was injected, now run as a turn of its own.
       else if (ev.pendingId !== undefined && chat.steeringMessage?.id === ev.pendingId) st.publish(chat.uri, { type: "chat/pendingMessageRemoved", kind: "steering", id: ev.pendingId });
+      // A message the chat never showed as pending (its command's answer was lost): consumed all the same.
+      else if (ev.pendingId !== undefined) consumedUnseen(st, chat, ev.pendingId);
       startTurn(ev.text, ev.turnId, "user", queued?.id);
       break;
     }
