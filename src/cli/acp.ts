@@ -18,8 +18,21 @@ Serves the Agent Client Protocol (v1) over stdin/stdout for an editor that spawn
 Configure with MC_HOME and settings.json, like every other Berth command.
 `;
 
+/**
+ * After the editor's EOF, how long stdout may go without finishing a write before `berth acp` stops waiting for it:
+ * answers already made still reach an editor that reads them (`printf … | berth acp | cat` closes stdin first), but an
+ * editor that holds stdout open without reading it cannot keep the agent alive.
+ */
+export const STDOUT_GRACE_MS = 2000;
+
+interface ReservedStdout {
+  write(chunk: Uint8Array): Promise<void>;
+  /** Resolves true once no write is pending, false once pending writes made no progress for `graceMs`. */
+  drained(graceMs: number): Promise<boolean>;
+}
+
 /** Routes every stray stdout writer (console.*, dependencies) to stderr; returns a writer of the real stdout. */
-function reserveStdout(): (chunk: Uint8Array) => Promise<void> {
+function reserveStdout(): ReservedStdout {
   const out = process.stdout;
   const realWrite = out.write.bind(out);
   out.write = ((chunk: unknown, ...rest: unknown[]) =>
@@ -27,7 +40,34 @@ function reserveStdout(): (chunk: Uint8Array) => Promise<void> {
   const toStderr = new console.Console(process.stderr, process.stderr);
   for (const m of ["log", "info", "debug", "warn", "error", "trace", "dir"] as const)
     (console as unknown as Record<string, unknown>)[m] = toStderr[m].bind(toStderr);
-  return (chunk) => new Promise((resolve, reject) => void realWrite(chunk, (err) => (err ? reject(err) : resolve())));
+  let pending = 0;
+  let progressed: () => void = () => undefined;
+  return {
+    write: (chunk) => {
+      pending++;
+      return new Promise((resolve, reject) =>
+        void realWrite(chunk, (err) => {
+          pending--;
+          progressed();
+          if (err) reject(err);
+          else resolve();
+        }),
+      );
+    },
+    drained: async (graceMs) => {
+      while (pending > 0) {
+        let timer: NodeJS.Timeout | undefined;
+        const moved = await new Promise<boolean>((resolve) => {
+          progressed = () => resolve(true);
+          timer = setTimeout(() => resolve(false), graceMs);
+        });
+        clearTimeout(timer);
+        progressed = () => undefined;
+        if (!moved) return false;
+      }
+      return true;
+    },
+  };
 }
 
 /** Opens a URL with the platform's opener, detached; failures only matter to the user, who also sees it on stderr. */
@@ -62,7 +102,7 @@ export async function runAcp(argv: string[]): Promise<number> {
     process.stderr.write(`berth acp: takes no arguments\n${HELP}`);
     return 2;
   }
-  const write = reserveStdout();
+  const stdout = reserveStdout();
   // A bug outside every handler is logged (stderr) and contained: it must not end the editor's sessions and turns.
   containCrashes((m) => void process.stderr.write(`berth acp: ${m}\n`));
   const { home, problem } = (await import("../store/state-root.js")).prepareHome(process.env);
@@ -91,7 +131,7 @@ export async function runAcp(argv: string[]): Promise<number> {
   await serveAcp({
     stop: stopped,
     input: Readable.toWeb(process.stdin) as ReadableStream<Uint8Array>,
-    output: new WritableStream<Uint8Array>({ write }),
+    output: new WritableStream<Uint8Array>({ write: (chunk) => stdout.write(chunk) }),
     deps: {
       home,
       cwd: process.cwd(),
@@ -105,5 +145,8 @@ export async function runAcp(argv: string[]): Promise<number> {
   for (const sig of signals) process.off(sig, onSignal);
   // The editor may still hold stdin open: nothing more is read, the process ends here.
   if (signalled !== null) process.exit(signalExitStatus(signalled));
+  // Every turn has ended and its records are written. A write the editor does not read (stdout held open, unread)
+  // would keep the process alive for ever: once stdout makes no progress for the grace period, exit without it.
+  if (!(await stdout.drained(STDOUT_GRACE_MS))) process.exit(0);
   return 0;
 }
