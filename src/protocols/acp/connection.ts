@@ -9,7 +9,10 @@
  *   tools; no turn waits for its text to be written meanwhile (an editor may keep stdout open without reading).
  * - `claim` marks a session busy on this connection with a prompt turn or a `session/load` replay, checking and
  *   marking in one synchronous step: of two requests in one write, the second always sees the first's claim,
- *   whatever awaits the handlers make afterwards. `close` drops the session's claim (its turn has ended).
+ *   whatever awaits the handlers make afterwards. `close` drops the session's prompt claim (it ends that turn).
+ * - `serial` runs a session's lifecycle requests (`session/load`, `session/resume`, `session/close`) one after
+ *   another in arrival order: one that arrives while an earlier one of the same session is still being handled
+ *   starts once that one has been answered; with none pending it starts at once (no await before its first step).
  */
 import { isAbsolute } from "node:path";
 import type { AgentContext } from "@agentclientprotocol/sdk";
@@ -41,6 +44,8 @@ export class AcpConnection {
   readonly hub: SessionHub;
   private readonly sessions = new Map<string, AcpSession>();
   private readonly claims = new Map<string, { what: SessionActivity }>();
+  /** The end of the last lifecycle request queued per session (dropped once nothing is queued). */
+  private readonly lifecycle = new Map<string, Promise<void>>();
 
   constructor(
     private readonly deps: AcpDeps,
@@ -183,12 +188,32 @@ export class AcpConnection {
     };
   }
 
+  /**
+   * Runs `step` after every lifecycle request of session `id` that arrived before it was answered (at once when
+   * there is none): a load and a close of one session never interleave, so the later one decides its state.
+   */
+  serial<T>(id: string, step: () => Promise<T>): Promise<T> {
+    const before = this.lifecycle.get(id);
+    const run = before === undefined ? step() : before.then(step);
+    const done = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.lifecycle.set(id, done);
+    void done.then(() => {
+      if (this.lifecycle.get(id) === done) this.lifecycle.delete(id);
+    });
+    return run;
+  }
+
   /** Closes a session on this connection; false when it was not open here. */
   async close(id: string): Promise<boolean> {
     const s = this.sessions.get(id);
     if (s === undefined) return false;
     this.sessions.delete(id);
-    this.claims.delete(id); // its turn is cancelled and waited for below; a later session/load must not meet it
+    // Its turn is cancelled and waited for below; a later session/load must not meet it. (A load's claim is never
+    // held here: lifecycle requests of one session run one at a time.)
+    if (this.claims.get(id)?.what === "prompt") this.claims.delete(id);
     await this.hub.closeSession(id);
     s.close();
     return true;

@@ -16,6 +16,9 @@
  *   another load of that session is `-32600` (`AcpConnection.claim`).
  * - `session/close` cancels the session's running turn, waits for it, and forgets the session on this connection;
  *   its history stays. Closing an unknown session is `-32002`.
+ * - `session/load`, `session/resume` and `session/close` of one session are handled in arrival order
+ *   (`AcpConnection.serial`): one sent before an earlier one was answered starts after that answer, so a close sent
+ *   behind a load closes the loaded session and a load sent behind a close opens it again.
  * - Requests naming a session not open on this connection are `-32002`.
  */
 import type { AgentApp, McpServer, SessionConfigOption } from "@agentclientprotocol/sdk";
@@ -63,28 +66,34 @@ export function registerSessions(app: AgentApp, conn: AcpConnection): void {
     const claim = conn.claim(params.sessionId, "load");
     if ("busy" in claim) throw claim.busy === "prompt" ? ACP_ERRORS.loadDuringTurn() : ACP_ERRORS.loading();
     try {
-      await conn.checkWorkspace(params.cwd);
-      const history = await conn.readHistory(params.sessionId);
-      const s = await attach(params.sessionId, params.cwd, params.mcpServers, client);
-      for (const u of replayUpdates(history, params.cwd)) void s.send(u);
-      await s.flush();
-      return await describe(s);
+      return await conn.serial(params.sessionId, async () => {
+        await conn.checkWorkspace(params.cwd);
+        const history = await conn.readHistory(params.sessionId);
+        const s = await attach(params.sessionId, params.cwd, params.mcpServers, client);
+        for (const u of replayUpdates(history, params.cwd)) void s.send(u);
+        await s.flush();
+        return await describe(s);
+      });
     } finally {
       claim.release();
     }
   });
 
-  handle(app, conn.log, "session/resume", async ({ params, client }) => {
-    await conn.checkWorkspace(params.cwd);
-    await conn.readHistory(params.sessionId);
-    const s = await attach(params.sessionId, params.cwd, params.mcpServers ?? [], client);
-    return describe(s);
-  });
+  handle(app, conn.log, "session/resume", ({ params, client }) =>
+    conn.serial(params.sessionId, async () => {
+      await conn.checkWorkspace(params.cwd);
+      await conn.readHistory(params.sessionId);
+      const s = await attach(params.sessionId, params.cwd, params.mcpServers ?? [], client);
+      return describe(s);
+    }),
+  );
 
-  handle(app, conn.log, "session/close", async ({ params }) => {
-    if (!(await conn.close(params.sessionId))) throw ACP_ERRORS.unknownSession(params.sessionId);
-    return {};
-  });
+  handle(app, conn.log, "session/close", ({ params }) =>
+    conn.serial(params.sessionId, async () => {
+      if (!(await conn.close(params.sessionId))) throw ACP_ERRORS.unknownSession(params.sessionId);
+      return {};
+    }),
+  );
 
   handle(app, conn.log, "session/set_mode", ({ params }) => {
     const s = conn.get(params.sessionId);
