@@ -220,12 +220,14 @@ export class AcpAgentProcess {
             return {};
           }),
         )
-        .onRequest("terminal/release", ({ params }) => {
-          const t = term(params.terminalId);
-          t.kill();
-          t.released = true;
-          return {};
-        });
+        .onRequest("terminal/release", ({ params }) =>
+          answer("terminal/release", () => {
+            const t = term(params.terminalId);
+            t.kill();
+            t.released = true;
+            return {};
+          }),
+        );
     }
     this.conn = app.connect(stream);
   }

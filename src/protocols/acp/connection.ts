@@ -33,6 +33,7 @@ import type { AcpConnectionState, AcpDeps } from "./context.js";
 import { ACP_ERRORS } from "./errors.js";
 import { errorLabel } from "./handle.js";
 import { AcpSession } from "./session.js";
+import { Unawaited } from "./unawaited.js";
 
 /** What a session is busy with on this connection. */
 export type SessionActivity = "prompt" | "load";
@@ -46,6 +47,8 @@ export class AcpConnection {
   private readonly claims = new Map<string, { what: SessionActivity }>();
   /** The end of the last lifecycle request queued per session (dropped once nothing is queued). */
   private readonly lifecycle = new Map<string, Promise<void>>();
+  /** Requests to the editor no turn waits for, bounded across the connection's sessions. */
+  private readonly unawaited = new Unawaited();
 
   constructor(
     private readonly deps: AcpDeps,
@@ -137,7 +140,7 @@ export class AcpConnection {
       this.deps.log(`berth acp: cannot create a session (${problem ?? errorLabel(e)})`);
       throw ACP_ERRORS.storage(problem);
     }
-    const s = new AcpSession(rt, client, { mode, model: null, reasoning: null }, this.state.client);
+    const s = new AcpSession(rt, client, { mode, model: null, reasoning: null }, this.state.client, this.unawaited);
     this.sessions.set(s.id, s);
     return s;
   }
@@ -156,7 +159,7 @@ export class AcpConnection {
       return again;
     }
     const rt = this.hub.open(id, { cwd, approval: approvalOf(mode), ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
-    const s = new AcpSession(rt, client, { mode, model: null, reasoning: null }, this.state.client);
+    const s = new AcpSession(rt, client, { mode, model: null, reasoning: null }, this.state.client, this.unawaited);
     this.sessions.set(id, s);
     return s;
   }

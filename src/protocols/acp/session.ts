@@ -24,6 +24,7 @@ import { mark } from "../../runtime/debug-timing.js";
 import type { SessionEvent, SessionRuntime, SessionConfig } from "../../runtime/session/index.js";
 import { clientWorkspace } from "./client-workspace.js";
 import type { SessionChoices } from "./config-options.js";
+import type { Unawaited } from "./unawaited.js";
 import { textContent, toolDiff, toolKind, toolLocations, toolPlan, toolTitle } from "./tool-view.js";
 
 export type TurnEnd = { stopReason: StopReason } | { failed: SessionEvent & { type: "turn_failed" } };
@@ -57,6 +58,7 @@ export class AcpSession {
     private readonly client: AgentContext,
     public choices: SessionChoices,
     caps: ClientCapabilities,
+    unawaited: Unawaited,
   ) {
     this.shutdown = new Promise((resolve) => (this.stopWaitingNow = resolve));
     this.unsubscribe = rt.subscribe((e) => this.on(e));
@@ -65,7 +67,7 @@ export class AcpSession {
         this.terminals.set(callId, content);
         void this.send({ sessionUpdate: "tool_call_update", toolCallId: callId, content: [content] });
       },
-    });
+    }, unawaited);
     if (workspace !== undefined) this.configure({ workspace });
   }
 

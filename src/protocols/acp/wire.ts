@@ -10,8 +10,13 @@
  *   `-32700` for a line that is not JSON, `-32600` for JSON that is no JSON-RPC 2.0 message (no `jsonrpc: "2.0"`,
  *   an id that is no string, number or null, …), without echoing the message back in `data`. Every other frame is
  *   written as the SDK made it, in the SDK's order.
+ * - A request of Berth's that it withdraws (`$/cancel_request`: it no longer waits for the answer) is settled on
+ *   Berth's side as the request is written: the SDK is handed a `-32800` answer for it, so it is not kept in the
+ *   SDK's pending list until an editor that may never answer does (the SDK keeps abandoned requests for ever). The
+ *   editor's own answer, if it comes, is then dropped unread (for the last `MAX_WITHDRAWN` withdrawn requests; an
+ *   older one is left to the SDK, which notes it on stderr).
  */
-import { ndJsonStream, type Stream } from "@agentclientprotocol/sdk";
+import { ndJsonStream, type AnyMessage, type Stream } from "@agentclientprotocol/sdk";
 import { initializeFirst } from "./initialize-first.js";
 
 export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
@@ -98,6 +103,48 @@ function fixProtocolError(chunk: Uint8Array): Uint8Array {
   return chunk;
 }
 
+/** How many withdrawn requests are remembered, so the editor's late answer to one is dropped quietly. */
+export const MAX_WITHDRAWN = 1024;
+
+type Id = string | number;
+const isId = (v: unknown): v is Id => typeof v === "string" || typeof v === "number";
+
+/** Settles each request Berth withdraws as it is written (see the contract above). */
+export function settleWithdrawn(s: Stream): Stream {
+  const withdrawn = new Set<Id>();
+  let toSdk: TransformStreamDefaultController<AnyMessage> | null = null;
+  const readable = s.readable.pipeThrough(
+    new TransformStream<AnyMessage, AnyMessage>({
+      start: (ctl) => void (toSdk = ctl),
+      transform(msg, ctl) {
+        const id = "method" in msg ? undefined : (msg as { id?: unknown }).id;
+        if (isId(id) && withdrawn.delete(id)) return;
+        ctl.enqueue(msg);
+      },
+      flush: () => void (toSdk = null),
+    }),
+  );
+  const writer = s.writable.getWriter();
+  const writable = new WritableStream<AnyMessage>({
+    write(msg) {
+      const requestId = "method" in msg && msg.method === "$/cancel_request" ? (msg.params as { requestId?: unknown } | undefined)?.requestId : undefined;
+      if (isId(requestId) && toSdk !== null) {
+        withdrawn.add(requestId);
+        if (withdrawn.size > MAX_WITHDRAWN) withdrawn.delete(withdrawn.values().next().value as Id);
+        try {
+          toSdk.enqueue({ jsonrpc: "2.0", id: requestId, error: { code: -32800, message: "Request cancelled" } });
+        } catch {
+          // The input has ended: the SDK settles every pending request as it closes.
+        }
+      }
+      return writer.write(msg);
+    },
+    close: () => writer.close(),
+    abort: (reason) => writer.abort(reason),
+  });
+  return { readable, writable };
+}
+
 /** The guarded stream the agent app connects to. */
 export function acpWire(output: WritableStream<Uint8Array>, input: ReadableStream<Uint8Array>): Stream {
   // One writer serializes the SDK's frames and the too-large answers (each write is one whole frame).
@@ -110,5 +157,5 @@ export function acpWire(output: WritableStream<Uint8Array>, input: ReadableStrea
   });
   const tooLarge = (): void => void send(frame({ jsonrpc: "2.0", id: null, error: { code: -32600, message: WIRE_ERRORS.tooLarge } })).catch(() => undefined);
   // The SDK's own bound sits above ours, so it never ends the connection over a line we passed.
-  return initializeFirst(ndJsonStream(guardedOut, limitLines(input, MAX_MESSAGE_BYTES, tooLarge), { maxMessageBytes: MAX_MESSAGE_BYTES + 1 }));
+  return settleWithdrawn(initializeFirst(ndJsonStream(guardedOut, limitLines(input, MAX_MESSAGE_BYTES, tooLarge), { maxMessageBytes: MAX_MESSAGE_BYTES + 1 })));
 }
