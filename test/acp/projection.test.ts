@@ -114,8 +114,22 @@ it("prompt bounds hold exactly: text bytes, image count, image size, image types
     Buffer.from("iVBORw0KGgo=", "base64").copy(b);
     return b.toString("base64");
   };
-  assert.equal(toBerthPrompt([{ ...png, data: pngOf(MAX_IMAGE_BYTES) }]).images.length, 1);
-  assert.throws(() => toBerthPrompt([{ ...png, data: pngOf(MAX_IMAGE_BYTES + 1) }]), bad);
+  // Decoded bytes, padding excluded: 8 MiB - 1 ends in "==", 8 MiB in "=", 8 MiB + 1 in none, 8 MiB + 2 in "==".
+  const padding = (n: number): number => /=*$/.exec(pngOf(n))![0].length;
+  assert.deepEqual([-1, 0, 1, 2].map((d) => padding(MAX_IMAGE_BYTES + d)), [2, 1, 0, 2]);
+  for (const n of [MAX_IMAGE_BYTES - 1, MAX_IMAGE_BYTES]) assert.equal(toBerthPrompt([{ ...png, data: pngOf(n) }]).images.length, 1, `${n} bytes`);
+  for (const n of [MAX_IMAGE_BYTES + 1, MAX_IMAGE_BYTES + 2])
+    assert.throws(() => toBerthPrompt([{ ...png, data: pngOf(n) }]), (e: RequestError) => bad(e) && /an image is larger than 8388608 bytes/.test(e.message), `${n} bytes`);
+  // Line-wrapped base64 (76 characters and CRLF a line, as MIME writes it): whitespace is not counted, and is dropped.
+  const wrapped = (n: number): string => pngOf(n).replace(/.{76}/g, "$&\r\n");
+  assert.equal(toBerthPrompt([{ ...png, data: wrapped(MAX_IMAGE_BYTES) }]).images[0]!.dataBase64, pngOf(MAX_IMAGE_BYTES));
+  assert.throws(() => toBerthPrompt([{ ...png, data: wrapped(MAX_IMAGE_BYTES + 1) }]), bad);
+  // Several images together: at most 32 MiB decoded (four of 8 MiB), and one byte more is refused.
+  assert.equal(toBerthPrompt(Array.from({ length: 4 }, () => ({ ...png, data: pngOf(MAX_IMAGE_BYTES) }))).images.length, 4);
+  assert.throws(
+    () => toBerthPrompt([...Array.from({ length: 4 }, () => ({ ...png, data: pngOf(MAX_IMAGE_BYTES) })), { ...png, data: pngOf(8) }]),
+    (e: RequestError) => bad(e) && /images together are larger/.test(e.message),
+  );
   assert.throws(() => toBerthPrompt([{ ...png, mimeType: "image/tiff" }]), bad);
 });
 

@@ -89,3 +89,20 @@ it("a prompt far past the text bound is refused without rendering it: memory sta
   assert.ok(grew < 512 * 1024 * 1024, `peak memory grew by ${Math.round(grew / 1e6)} MB`);
   await p.end();
 });
+
+it("an image far past its bound is refused from its length: its data (line-wrapped base64) is neither decoded nor copied", { skip: process.platform !== "linux" && "reads /proc" }, async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  const before = peakRss(p.child.pid!);
+  // 40 MiB of base64 (30 MiB decoded) in 4-character lines: the line is 60 MiB, under the 64 MiB line limit.
+  // Stripping its whitespace (10 million matches) cost about a gigabyte, twice over, before the size was checked.
+  const data = "iVBO\n" + "AAAA\n".repeat(10 * 1024 * 1024 - 1);
+  p.writeFrames([{ jsonrpc: "2.0", id: 911, method: "session/prompt", params: { sessionId, prompt: [{ type: "image", mimeType: "image/png", data }] } }]);
+  const answer = await p.until(() => p.received.find((f) => f["id"] === 911), "the answer");
+  assert.equal(answer["error"]?.code, -32602, JSON.stringify(answer).slice(0, 300));
+  assert.match(answer["error"].message, /an image is larger than 8388608 bytes/);
+  const grew = peakRss(p.child.pid!) - before;
+  assert.ok(grew < 512 * 1024 * 1024, `peak memory grew by ${Math.round(grew / 1e6)} MB`);
+  await p.end();
+});

@@ -45,10 +45,20 @@ const isBase64 = (s: string): boolean => s.length % 4 === 0 && /^[A-Za-z0-9+/]*=
 
 const invalid = (what: string): RequestError => new RequestError(-32602, `Invalid params: ${what}`);
 
-/** Decoded size of base64 text (padding and whitespace excluded), without decoding it. */
+/** Whitespace (what `\s` matches, dropped before decoding): the ASCII ones compared, the rare others matched. */
+const isSpace = (c: number, ch: () => string): boolean => c === 0x20 || (c >= 0x09 && c <= 0x0d) || (c > 0x7f && /\s/.test(ch()));
+
+/**
+ * Decoded size of base64 text (padding and whitespace excluded), counted in one pass over it: nothing is decoded or
+ * copied, so an image far past its bound costs no memory to refuse.
+ */
 function base64Bytes(data: string): number {
-  const clean = data.replace(/[\s=]/g, "").length;
-  return Math.floor((clean * 3) / 4);
+  let chars = 0;
+  for (let i = 0; i < data.length; i++) {
+    const c = data.charCodeAt(i);
+    if (c !== 0x3d && !isSpace(c, () => data.charAt(i))) chars++;
+  }
+  return Math.floor((chars * 3) / 4);
 }
 
 const textTooLarge = (): RequestError => invalid(`the prompt's text (with embedded resources) is larger than ${MAX_PROMPT_TEXT_BYTES} bytes`);
@@ -122,12 +132,15 @@ export function toBerthPrompt(blocks: ContentBlock[]): BerthPrompt {
       }
       case "image":
         if (!Object.hasOwn(IMAGE_SIGNATURES, b.mimeType)) throw invalid("images must be PNG, JPEG, GIF or WebP");
-        if (base64Bytes(b.data) > MAX_IMAGE_BYTES) throw invalid(`an image is larger than ${MAX_IMAGE_BYTES} bytes`);
         if (images.length === MAX_PROMPT_IMAGES) throw invalid(`a prompt takes at most ${MAX_PROMPT_IMAGES} images`);
-        imageBytes += base64Bytes(b.data);
+        // Sized before anything is decoded or copied (the data may be tens of MiB of whitespace-wrapped base64).
+        const bytes = base64Bytes(b.data);
+        if (bytes > MAX_IMAGE_BYTES) throw invalid(`an image is larger than ${MAX_IMAGE_BYTES} bytes`);
+        imageBytes += bytes;
         if (imageBytes > MAX_PROMPT_IMAGE_BYTES) throw invalid(`a prompt's images together are larger than ${MAX_PROMPT_IMAGE_BYTES} bytes`);
         // Checked here, not by the provider after the prompt was stored: bad data would fail the turn, not this request.
-        const data = b.data.replace(/\s/g, "");
+        // Copied (once, within the bound) only when it holds whitespace.
+        const data = /\s/.test(b.data) ? b.data.replace(/\s/g, "") : b.data;
         if (data === "" || !isBase64(data)) throw invalid("an image's data is not valid base64");
         if (!IMAGE_SIGNATURES[b.mimeType]!(Buffer.from(data.slice(0, 16), "base64"))) throw invalid("an image's bytes are not of the type its mimeType names");
         images.push({ mediaType: b.mimeType, dataBase64: data });
