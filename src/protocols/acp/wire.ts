@@ -15,9 +15,11 @@
  *   SDK's pending list until an editor that may never answer does (the SDK keeps abandoned requests for ever). The
  *   editor's own answer, if it comes, is then dropped unread (for the last `MAX_WITHDRAWN` withdrawn requests; an
  *   older one is left to the SDK, which notes it on stderr).
+ * - The SDK's bare "Invalid params" (`-32602`) names the field and the fix (invalid-params.ts).
  */
 import { ndJsonStream, type AnyMessage, type Stream } from "@agentclientprotocol/sdk";
 import { initializeFirst } from "./initialize-first.js";
+import { explainingInvalidParams } from "./invalid-params.js";
 
 export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 
@@ -157,5 +159,5 @@ export function acpWire(output: WritableStream<Uint8Array>, input: ReadableStrea
   });
   const tooLarge = (): void => void send(frame({ jsonrpc: "2.0", id: null, error: { code: -32600, message: WIRE_ERRORS.tooLarge } })).catch(() => undefined);
   // The SDK's own bound sits above ours, so it never ends the connection over a line we passed.
-  return settleWithdrawn(initializeFirst(ndJsonStream(guardedOut, limitLines(input, MAX_MESSAGE_BYTES, tooLarge), { maxMessageBytes: MAX_MESSAGE_BYTES + 1 })));
+  return explainingInvalidParams(settleWithdrawn(initializeFirst(ndJsonStream(guardedOut, limitLines(input, MAX_MESSAGE_BYTES, tooLarge), { maxMessageBytes: MAX_MESSAGE_BYTES + 1 }))));
 }
