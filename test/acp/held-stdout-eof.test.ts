@@ -5,9 +5,11 @@
  */
 import { after, before, it } from "node:test";
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { BERTH_BIN } from "../helpers/paths.js";
 import { startAcpRig, type AcpRig } from "./harness.js";
 
 let rig: AcpRig;
@@ -36,4 +38,22 @@ it("stdin closed while stdout is held unread with a write pending: the turn is r
   const records = readFileSync(join(rig.home, "sessions", `${sessionId}.jsonl`), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { kind: string; status?: string; text?: string });
   assert.deepEqual(records.at(-1), { ...records.at(-1), kind: "terminal", status: "cancelled" });
   assert.ok(records.some((r) => JSON.stringify(r).includes("talk")), "the prompt is stored");
+});
+
+it("stdin closed by an editor that never reads stdout at all (answers pile up in the pipe): berth acp exits 0", { timeout: 30_000 }, async () => {
+  const home = mkdtempSync(join(tmpdir(), "berth-acp-eof-"));
+  const child = spawn(BERTH_BIN, ["acp"], { env: { PATH: process.env["PATH"], HOME: home, MC_HOME: home }, cwd: home, stdio: ["pipe", "pipe", "pipe"] });
+  child.stdout.pause(); // never read
+  let stderr = "";
+  child.stderr.setEncoding("utf8").on("data", (d: string) => void (stderr += d));
+  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on("close", (code, signal) => resolve([code, signal])));
+  // Answers far larger than the pipe: each refused session/new is answered with ~150 bytes.
+  const requests = [{ jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: 1, clientCapabilities: {} } }];
+  for (let i = 1; i <= 3000; i++) requests.push({ jsonrpc: "2.0", id: i, method: "session/new", params: { cwd: "relative", mcpServers: [] } } as never);
+  try {
+    child.stdin.end(requests.map((r) => JSON.stringify(r) + "\n").join(""));
+    assert.deepEqual(await exited, [0, null], stderr);
+  } finally {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  }
 });
