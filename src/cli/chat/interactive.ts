@@ -11,6 +11,7 @@
  * - Tool calls that ask for approval are answered by the next line: y(es), n(o) or a(lways: this tool, for the rest
  *   of this chat; remembered by the client only). `--yolo` (or `approval_policy: "never"`) approves everything.
  * - Ctrl-C: cancels the running turn (or login); a second Ctrl-C before it ends exits. When idle, two Ctrl-Cs exit.
+ * - SIGTERM / SIGHUP: cancel the running turn, restore the terminal and exit 143 / 129.
  * - End of input (Ctrl-D, a pipe that ended) answers a pending question, and every later one, "no" (`denied (input
  *   ended)`): nothing can answer it any more. The queued prompts finish, then the chat exits.
  * - /login, /logout and /model use the app-service (sign-in, catalog and settings live there), started on first use.
@@ -232,6 +233,11 @@ class Chat {
     this.rl.on("SIGINT", () => this.interrupt());
     const onSignal = (): void => this.interrupt();
     if (!terminal) process.on("SIGINT", onSignal);
+    // Without a listener SIGTERM and SIGHUP kill the process where it stands: raw mode (after SIGHUP), the footer's
+    // scroll region and bracketed paste were left in the terminal, and the turn was not cancelled by the chat.
+    const onStop = (signal: NodeJS.Signals): void => this.stopBySignal(signal === "SIGHUP" ? 129 : 143);
+    process.on("SIGTERM", onStop);
+    process.on("SIGHUP", onStop);
     this.rl.on("close", () => {
       this.inputEnded = true;
       if (this.approval !== null) {
@@ -274,6 +280,8 @@ class Chat {
     });
     const c = await code;
     process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onStop);
+    process.off("SIGHUP", onStop);
     return c;
   }
 
@@ -327,6 +335,17 @@ class Chat {
     if (a === null) return;
     this.approval = null;
     a("n");
+  }
+
+  /**
+   * SIGTERM or SIGHUP: cancels the running turn (the session keeps its partial answer), gives the terminal back and
+   * exits with `code`; a second one while the connection closes exits at once (the terminal is already restored).
+   */
+  private stopBySignal(code: number): void {
+    if (this.exiting) process.exit(code);
+    this.answerNo();
+    this.running?.cancel();
+    this.finish(code);
   }
 
   private interrupt(): void {
