@@ -250,14 +250,22 @@ describe("berth chat failure causes", () => {
     let r = await run(h, { MC_PROVIDER: "nope" });
     assert.match(r.err, /MC_PROVIDER=nope names no known provider \(known: anthropic, fake, keyed, openai-codex/);
     r = await run(h, { MC_PROVIDER: "keyed" });
-    assert.match(r.err, /provider keyed reads its API key from KEYED_TEST_KEY, which is not set/);
+    // The file that names the variable, and the two ways to fix it.
+    assert.equal(
+      r.err,
+      `berth chat: provider keyed reads its API key from KEYED_TEST_KEY (its api_key_env in ${join(h, "settings.json")}), which is not set; ` +
+        "set KEYED_TEST_KEY to the key where berth chat starts (export KEYED_TEST_KEY=…), or name the variable holding it in api_key_env\n",
+    );
+    // Set but empty is not set either.
+    r = await run(h, { MC_PROVIDER: "keyed", KEYED_TEST_KEY: "" });
+    assert.match(r.err, /reads its API key from KEYED_TEST_KEY \(its api_key_env in [^)]*\), which is not set; /);
     r = await run(h, { MC_PROVIDER: "fake", MC_MODEL: "fake-modl" });
     assert.match(r.err, /MC_MODEL=fake-modl is not a model of provider fake \(did you mean fake-model/);
     // The key itself pasted where the variable's name belongs: said so, and never echoed.
     const pasted = withSettings(JSON.stringify({ providers: { keyed: { ...fakeDef(fake.port), auth: undefined, api_key_env: "sk-proj-0123456789abcdefPASTED" } } }));
     r = await run(pasted, { MC_PROVIDER: "keyed" });
     assert.equal(r.code, 1);
-    assert.match(r.err, /provider keyed's api_key_env must name an environment variable \(such as MY_PROVIDER_KEY\) holding the key, not the key itself/);
+    assert.match(r.err, /provider keyed's api_key_env in \S+settings\.json must name an environment variable \(such as MY_PROVIDER_KEY\) holding the key, not the key itself/);
     assert.doesNotMatch(r.err, /PASTED/);
     // A key pasted into a field whose error quotes the value (an enum): redacted in the explanation.
     r = await run(withSettings(JSON.stringify({ providers: { keyed: { ...fakeDef(fake.port), api: "sk-proj-0123456789abcdefPASTED" } } })), { MC_PROVIDER: "keyed" });

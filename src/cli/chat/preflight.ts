@@ -294,9 +294,11 @@ async function check(env: EnvLike, cwd: string): Promise<Preflight> {
     const v = entry.def.api_key_env;
     if (v !== undefined && (env[v] === undefined || env[v] === "")) {
       // A key pasted where the variable's name belongs is never echoed.
+      // Custom providers live in the global settings only: that file names the variable.
+      const file = settings.pathOf("global");
       const message = looksLikeKey(v)
-        ? `provider ${entry.id}'s api_key_env must name an environment variable (such as MY_PROVIDER_KEY) holding the key, not the key itself; move the key into that variable`
-        : `provider ${entry.id} reads its API key from ${v}, which is not set`;
+        ? `provider ${entry.id}'s api_key_env in ${file} must name an environment variable (such as MY_PROVIDER_KEY) holding the key, not the key itself; move the key into that variable`
+        : `provider ${entry.id} reads its API key from ${v} (its api_key_env in ${file}), which is not set; set ${v} to the key where berth chat starts (export ${v}=…), or name the variable holding it in api_key_env`;
       return { ok: false, message, noProvider: false };
     }
   } else {
