@@ -65,7 +65,17 @@ describe("berth chat turn failure lines", () => {
     const r = await run();
     assert.equal(r.code, 1);
     assert.equal(fake.requests.length - before, 3);
-    assert.match(r.err, /the turn failed \(provider_error: the provider request failed: provider overloaded or unavailable \(HTTP 500 fake_error; 3 attempts\)\)/);
+    assert.match(r.err, /the turn failed \(provider_error: the provider request failed: provider overloaded or unavailable \(HTTP 500 fake_error; 3 attempts\); the provider is failing or overloaded: send the prompt again in a minute\)$/m);
+  });
+
+  it("HTTP 429 with Retry-After is retried, then names the rate limit and the fix", async () => {
+    const before = fake.requests.length;
+    const limited = { status: 429, headers: { "retry-after": "0" } };
+    fake.script([limited, limited, limited]);
+    const r = await run();
+    assert.equal(r.code, 1);
+    assert.equal(fake.requests.length - before, 3);
+    assert.match(r.err, /the turn failed \(provider_error: the provider request failed: provider rate limit \(HTTP 429 fake_error; 3 attempts\); the provider limits how often this key may ask: wait a minute, then send the prompt again\)$/m);
   });
 
   it("an unreachable base URL is named", async () => {
@@ -116,7 +126,17 @@ describe("berth chat turn failure lines", () => {
     const r = await run();
     assert.equal(r.code, 1);
     assert.equal(r.out, "half an ans\n");
-    assert.match(r.err, /the turn failed \(provider_error: the provider request failed: provider stream ended unexpectedly \(ECONNRESET\)\)/);
+    const sid = /^session (\S+)$/m.exec(r.err)![1]!;
+    assert.match(r.err, new RegExp(`the turn failed \\(provider_error: the provider request failed: provider stream ended unexpectedly \\(ECONNRESET\\); the session keeps the answer so far: berth chat --session ${sid} continues it\\)$`, "m"));
+  });
+
+  it("interactive: a stream dropped mid-answer says the answer so far is kept and how to go on; the next turn sees it", async () => {
+    fake.script([{ steps: [{ text: "first half" }, { disconnect: true }], end: false }]);
+    const p = chat([], chatEnv(h, FAKE), { stdin: "start\ngo on\n" });
+    assert.equal(await p.exited, 1);
+    assert.match(p.stdout, /first half\n── failed \(provider_error: [^\n]*provider stream ended unexpectedly \(ECONNRESET\); the session keeps the answer so far: send a prompt \(such as "continue"\) to go on\) · /);
+    await p.until(/echo: go on\n── completed/);
+    assert.match(fake.requests.at(-1)!.body, /first half/);
   });
 
   it("the response and tool-call limits are named, each with what to do", async () => {

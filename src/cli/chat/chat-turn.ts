@@ -113,7 +113,7 @@ export async function runTurn(h: TurnHost, prompt: string): Promise<boolean> {
     }
     const ctx = h.conn.ctx;
     const g = `${ctx !== null ? ` · ${gauge(ctx.current, ctx.max)}` : ""} · ${terminalSafe(`${session.model ?? "?"} · ${session.cwd}`, false)} · ${session.id.slice(0, 12)}`;
-    const label = end.type === "turn.completed" ? "completed" : terminalSafe(failureLine(end, h.baseUrl()), false);
+    const label = end.type === "turn.completed" ? "completed" : terminalSafe(failureLine(end, h.baseUrl(), { partial: answer.chars > 0, how: 'send a prompt (such as "continue") to go on' }), false);
     screen.line(s.dim(`── ${end.type === "turn.failed" ? s.red(label) : label}${g}`));
     if (end.type === "turn.failed") {
       const { failureHints } = await import("./hints.js");

@@ -40,9 +40,11 @@ export function describeError(err: unknown): string {
 /**
  * One line for an SCV terminal event that is not `turn.completed`: `failed (<code>: <message>)`, naming the
  * provider's base URL when it could not be reached, answered a bare 404 or did not answer with a stream (`baseUrl`:
- * the selected provider's, when known).
+ * the selected provider's, when known). A provider failure that may pass (a rate limit, an overloaded server, a
+ * stream cut off or gone silent) says what to do: wait and send the prompt again, or, when the answer had begun
+ * (`goOn.partial`), that the session keeps it and how to go on (`goOn.how`).
  */
-export function failureLine(ev: Record<string, unknown>, baseUrl: string | null = null): string {
+export function failureLine(ev: Record<string, unknown>, baseUrl: string | null = null, goOn: { partial: boolean; how: string } | null = null): string {
   if (ev["type"] === "turn.cancelled") return "cancelled";
   const code = typeof ev["code"] === "string" ? ev["code"] : "unknown";
   const msg = typeof ev["message"] === "string" ? ev["message"] : "";
@@ -55,8 +57,19 @@ export function failureLine(ev: Record<string, unknown>, baseUrl: string | null 
         ? `; is ${shown} reachable?`
         : msg.includes("check the provider's base_url")
           ? `; it is set to ${shown}`
-          : "";
+          : code === "provider_error"
+            ? passingHint(msg, goOn)
+            : "";
   return `failed (${code}${msg !== "" ? `: ${msg}` : ""}${hint})`;
+}
+
+/** What to do about a provider failure that may pass; "" for any other. */
+function passingHint(msg: string, goOn: { partial: boolean; how: string } | null): string {
+  if (goOn?.partial === true && /provider stream ended unexpectedly|provider sent (?:nothing|only keep-alive comments) within its idle timeout/.test(msg))
+    return `; the session keeps the answer so far: ${goOn.how}`;
+  if (msg.includes("provider rate limit (")) return "; the provider limits how often this key may ask: wait a minute, then send the prompt again";
+  if (msg.includes("provider overloaded or unavailable (")) return "; the provider is failing or overloaded: send the prompt again in a minute";
+  return "";
 }
 
 /** The app-service child (for /login, /logout, /model: sign-in, catalog and settings live there). */

@@ -250,7 +250,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     if (status !== "cancelled") await mcpFailures().finish();
     process.stderr.write(`session ${sessionId}\n`);
     if (status === "completed") return 0;
-    err(`the turn ${failureLine(end, pre.baseUrl)}`);
+    err(`the turn ${failureLine(end, pre.baseUrl, { partial: text.length > 0, how: `berth chat --session ${sessionId} continues it` })}`);
     if (status === "failed") {
       const { failureHints } = await import("./hints.js");
       for (const h of await failureHints(textOf(end["message"]), process.env, cwd)) err(h.replace(/^error: /, ""));
