@@ -2,7 +2,8 @@
  * The interactive chat stopped by a signal through a pseudo-terminal (`kill`, a closed terminal window, a service
  * manager): SIGTERM and SIGHUP cancel the running turn (the session keeps its partial answer and records the end)
  * and exit 143 and 129 with the terminal given back as it was: line mode and echo, no scroll region, no bracketed
- * paste. The shell running the chat reports the exit status and the terminal's modes after it.
+ * paste. The shell running the chat reports the exit status and the terminal's modes after it. Ctrl-Z suspends the
+ * chat with the terminal given back the same way, and `fg` brings it back working.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -14,6 +15,7 @@ import { BERTH_BIN } from "../helpers/paths.js";
 import { chatEnv, chatPid, FAKE, home, Proc } from "./helpers.js";
 
 const hasScript = spawnSync("script", ["--version"]).status === 0;
+const hasBash = spawnSync("bash", ["--version"]).status === 0;
 const q = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
 
 /** `berth chat` in a 12×60 pseudo-terminal; after it the shell prints its status and the line-mode and echo flags. */
@@ -71,5 +73,35 @@ describe("berth chat stopped by a signal (pty)", { skip: hasScript ? false : "ut
     assert.equal(end.modes, "icanon echo");
     assert.ok(end.out.includes("\x1b[?2004l"), JSON.stringify(end.out));
     assert.ok(end.out.includes("\x1b[r"), JSON.stringify(end.out));
+  });
+
+  it("Ctrl-Z gives the terminal back to the shell; fg brings the chat back, and it answers", { skip: hasBash ? false : "bash is not installed" }, async () => {
+    const env: NodeJS.ProcessEnv = { ...chatEnv(home(fake.port), FAKE), TERM: "xterm-256color" };
+    // An interactive shell with job control, as a user's terminal has.
+    const p = new Proc("script", ["-q", "-c", "bash --norc --noprofile -i", "/dev/null"], env);
+    after(() => p.child.kill("SIGKILL"));
+    await p.until(/[$#] $/);
+    p.write("PS1='SHELL> '\r");
+    await p.until(/SHELL> $/);
+    p.write(`stty rows 12 cols 60; ${q(process.execPath)} ${q(BERTH_BIN)} chat\r`);
+    await p.until(/› /);
+    let mark = p.stdout.length;
+    p.write("\x1a");
+    await p.until(/Stopped[\s\S]*SHELL> /, mark);
+    const suspended = p.stdout.slice(mark, p.stdout.indexOf("Stopped", mark));
+    assert.ok(suspended.includes("\x1b[?2004l"), JSON.stringify(suspended));
+    assert.ok(suspended.includes("\x1b[r"), JSON.stringify(suspended));
+    mark = p.stdout.length;
+    p.write("stty -a | tr ' ' '\\n' | grep -x -e '-\\?icanon' -e '-\\?echo' | tr '\\n' ' '; echo END\r");
+    assert.equal((await p.until(/(-?icanon -?echo) END/, mark))[1], "icanon echo");
+    await p.until(/SHELL> /, mark);
+    mark = p.stdout.length;
+    p.write("fg\r");
+    await p.until(/› /, mark);
+    p.write("after the break\r");
+    await p.until(/echo: after the break[\s\S]*── completed/, mark);
+    p.write("\x03");
+    p.write("\x03");
+    p.write("exit\r");
   });
 });

@@ -11,7 +11,7 @@
  * - Tool calls that ask for approval are answered by the next line: y(es), n(o) or a(lways: this tool, for the rest
  *   of this chat; remembered by the client only). `--yolo` (or `approval_policy: "never"`) approves everything.
  * - Ctrl-C: cancels the running turn (or login); a second Ctrl-C before it ends exits. When idle, two Ctrl-Cs exit.
- * - SIGTERM / SIGHUP: cancel the running turn, restore the terminal and exit 143 / 129.
+ * - SIGTERM / SIGHUP: cancel the running turn, restore the terminal and exit 143 / 129. Ctrl-Z: suspend.ts.
  * - End of input (Ctrl-D, a pipe that ended) answers a pending question, and every later one, "no" (`denied (input
  *   ended)`): nothing can answer it any more. The queued prompts finish, then the chat exits.
  * - /login, /logout and /model use the app-service (sign-in, catalog and settings live there), started on first use.
@@ -34,6 +34,7 @@ import { footerLine, HELP, style, type Style } from "./render.js";
 import { Screen } from "./screen.js";
 import { ServiceCommands } from "./service-commands.js";
 import { SessionCommands } from "./session-commands.js";
+import { suspendToShell } from "./suspend.js";
 import { terminalSafe } from "../terminal-safe.js";
 
 /** Server losses in a row (no completed turn between them) the chat reconnects after; the next one ends it. */
@@ -71,6 +72,8 @@ class Chat {
   private readonly always = new Set<string>();
   /** The pending question (approval, project trust): the next line answers it. */
   private approval: ((answer: string) => void) | null = null;
+  /** The text of the last question asked (shown again after a suspension). */
+  private asked = "";
   /** stdin ended: no line will answer a question. */
   private inputEnded = false;
   private readonly cwd = process.cwd();
@@ -231,6 +234,7 @@ class Chat {
       this.prompt();
     };
     this.rl.on("SIGINT", () => this.interrupt());
+    this.rl.on("SIGTSTP", () => this.suspend());
     const onSignal = (): void => this.interrupt();
     if (!terminal) process.on("SIGINT", onSignal);
     // Without a listener SIGTERM and SIGHUP kill the process where it stands: raw mode (after SIGHUP), the footer's
@@ -302,6 +306,7 @@ class Chat {
 
   /** Writes a question; the next line typed answers it (trimmed, lower case; "n" when Ctrl-C cancels it). */
   private question(text: string): Promise<string> {
+    this.asked = text;
     this.screen.muted = false;
     this.screen.write(this.s.bold(text));
     if (this.inputEnded) {
@@ -327,6 +332,21 @@ class Chat {
     this.keys?.close();
     const done = this.done;
     void Promise.all([this.conn.close(), this.cmds.close()]).then(() => done?.(code));
+  }
+
+  /** Ctrl-Z: gives the terminal back to the shell and stops this process; `fg` takes it back where it was. */
+  private suspend(): void {
+    if (this.keys === null || this.exiting) return;
+    suspendToShell(this.screen, this.keys.input, () => {
+      if (this.exiting) return;
+      if (this.approval !== null) this.screen.write(this.s.bold(this.asked));
+      else if (this.running !== null) this.screen.live?.();
+      else {
+        // readline would move up over the rows its line had before the shell printed below it.
+        (this.rl as unknown as { prevRows: number }).prevRows = 0;
+        this.prompt();
+      }
+    });
   }
 
   /** Answers the pending question "n" (Ctrl-C, or no input left to answer it). */

@@ -223,6 +223,26 @@ export class Screen {
     this.onRedrawn?.(hadPrompt);
   }
 
+  /** The footer was pinned when the chat was suspended (Ctrl-Z): `resume` pins it again. */
+  private suspendedFooter = false;
+
+  /** Gives the terminal to the shell for a while (Ctrl-Z): no scroll region, no footer, no spinner line. */
+  suspend(): void {
+    this.spinner.clear();
+    this.suspendedFooter = this.footerOn;
+    if (!this.footerOn) return;
+    this.footerOn = false;
+    this.out.write(`\x1b7\x1b[${this.rows};1H\x1b[2K\x1b[r\x1b8`);
+  }
+
+  /** Takes the terminal back after `suspend` (`fg`): the cursor is at a line start below what the shell printed. */
+  resume(): void {
+    this.atLineStart = true;
+    this.promptShown = false;
+    if (this.suspendedFooter) this.startFooter(this.footer);
+    this.suspendedFooter = false;
+  }
+
   /** Gives the terminal back: no scroll region, no footer. */
   stop(): void {
     if (this.resizeTimer !== null) clearTimeout(this.resizeTimer);
