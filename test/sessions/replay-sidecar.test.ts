@@ -14,9 +14,13 @@ import { sessionMethods } from "../../src/protocols/app-service/sessions.js";
 import { UNPROJECTED_KINDS, decodeProjection, encodeProjection, projectSnapshot, replayPage } from "../../src/protocols/app-service/replay.js";
 import { prng } from "../helpers/prng.js";
 
-/** One "service process": a fresh family (empty in-memory cache) over `home`. */
+/**
+ * One "service process": a fresh family (empty in-memory cache) over `home`. The test's writer keeps its append lock
+ * for `appendHoldMs` after each batch; a reader waits for it as long as a loaded machine needs (the default 150 ms
+ * answers `session_busy`, which this test is not about).
+ */
 function service(home: string) {
-  const fam = sessionMethods({ manager: new SessionManager(new SessionStore({ home })), cwd: "/" });
+  const fam = sessionMethods({ manager: new SessionManager(new SessionStore({ home, locks: { readerWaitMs: 30_000 } })), cwd: "/" });
   const replay = fam.descriptors.find((d) => d.method === "session.replay") as MethodDescriptor<{ after: string | null; limit: number }>;
   return {
     async replay(id: string, after: string | null, limit = 32): Promise<Record<string, unknown>> {
