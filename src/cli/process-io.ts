@@ -1,10 +1,11 @@
 /**
  * Process-level helpers shared by the doors (`berth service`, `berth stdio`, the daemon): the package version and
- * stdout reservation, a signal's exit status. A module of its own so that a door importing them loads no other door's protocol (`berth stdio`
+ * stdout reservation and its bounded drain at the end, a signal's exit status. A module of its own so that a door importing them loads no other door's protocol (`berth stdio`
  * used to load the app-service server through service.ts).
  */
 import { constants } from "node:os";
 import { berthVersion } from "./version.js";
+import { OUTPUT_GRACE_MS } from "../transport/line-writer.js";
 
 /** The package version (read once per process: `berth chat -p` asks for it as a client and as its own server). */
 export function packageVersion(): string {
@@ -40,6 +41,34 @@ export function reserveStdout(): NodeJS.WriteStream {
 export function noteTerminalStdin(command: string, what: string): void {
   if (process.stdin.isTTY !== true) return;
   process.stderr.write(`${command}: waiting for ${what} on stdin, one JSON message per line; for a terminal agent run \`berth chat\` (Ctrl-D ends this)\n`);
+}
+
+/**
+ * After the protocol has ended (EOF, a closed connection): how long stdout's pending writes may make no progress before
+ * the door exits without them. A client that closed stdin but holds stdout open without reading it must not keep the
+ * process (and the session leases it holds) alive for ever; one that still reads gets everything.
+ */
+export const STDOUT_GRACE_MS = OUTPUT_GRACE_MS;
+
+/**
+ * Resolves true once `out` has no pending write (or cannot take one: destroyed), false once its pending writes made no
+ * progress (their byte count did not fall) for `graceMs`. The caller exits at once on false: nothing will read them.
+ */
+export async function stdoutSettled(out: NodeJS.WriteStream, graceMs = STDOUT_GRACE_MS): Promise<boolean> {
+  for (;;) {
+    const pending = out.writableLength;
+    if (pending === 0 || out.destroyed) return true;
+    // An empty write's callback runs once every write queued before it is done (or the stream failed).
+    const flushed = await new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), graceMs);
+      out.write("", () => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+    if (flushed) return true;
+    if (out.writableLength >= pending) return false;
+  }
 }
 
 /** The shell's exit status for a process ended by `sig`: 128 + the signal's number. */

@@ -70,9 +70,14 @@ async function runService(): Promise<number> {
   };
   const signals = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
   for (const sig of signals) process.on(sig, onSignal);
+  let code: number;
   try {
-    return await server.run();
+    code = await server.run();
   } finally {
     for (const sig of signals) process.off(sig, onSignal);
   }
+  // The server left output nobody reads behind (stdin closed, stdout held open unread: server.ts `outputGraceMs`); its
+  // pending write would keep the process alive for ever.
+  if (stdout.writableLength > 0) process.exit(code);
+  return code;
 }

@@ -1,13 +1,14 @@
 /**
  * `berth stdio`: one SCV v3 client on stdin/stdout (docs/scv.md).
  * Stdout carries protocol frames only (stray writers are routed to stderr); diagnostics go to stderr.
- * EOF on stdin cancels the active turn, joins the session's work, drains the output and exits 0.
+ * EOF on stdin cancels the active turn, joins the session's work, drains the output and exits 0 (output nobody reads
+ * is given up after `STDOUT_GRACE_MS` without progress: process-io.ts).
  * SIGTERM/SIGINT/SIGHUP run the same bounded cleanup.
  */
 import { serveScvConnection } from "../protocols/scv/connection.js";
 import { lazyScvDeps } from "./scv-lazy.js";
 import { prepareHome } from "../store/state-root.js";
-import { noteTerminalStdin, reserveStdout } from "./process-io.js";
+import { noteTerminalStdin, reserveStdout, stdoutSettled } from "./process-io.js";
 import { containCrashes } from "./crash-containment.js";
 
 export async function runStdio(argv: string[]): Promise<number> {
@@ -36,5 +37,9 @@ export async function runStdio(argv: string[]): Promise<number> {
   await conn.done;
   await scv.close();
   // A client that went away ended it like EOF (0); a stdout that failed otherwise (said on stderr) did not.
-  return conn.outputFailure === null ? 0 : 1;
+  const code = conn.outputFailure === null ? 0 : 1;
+  // Frames nobody reads (stdin closed, stdout held open unread; or a send that stayed blocked) would keep the process
+  // alive for ever.
+  if (!(await stdoutSettled(stdout))) process.exit(code);
+  return code;
 }

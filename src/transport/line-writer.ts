@@ -6,11 +6,21 @@
  * - `writable()` resolves once the stream is not applying backpressure and the queue is below the high-water mark;
  *   producers await it to propagate backpressure (nothing is dropped). When the output can take more right now it
  *   returns `WRITABLE_NOW` (one shared, already resolved promise), so a hot producer may skip the await by identity.
+ *   After `unthrottle()` (the connection is ending) it always does.
  * - After a stream error the writer is `broken`: further lines are discarded and `onBroken` fires once.
- * - `close()` is idempotent: flushes, waits for drain, and resolves; it never ends the underlying stream
- *   (stdout belongs to the process).
+ * - `close(graceMs)` is idempotent: flushes, waits until the stream has taken everything, and resolves; it never ends
+ *   the underlying stream (stdout belongs to the process). With `graceMs` it stops waiting once nothing queued or
+ *   pending in the stream moved for that long (a peer that holds the stream open without reading it); `abandoned`
+ *   then says output was left behind.
  */
 import type { Writable } from "node:stream";
+
+/**
+ * How long a closing writer waits for output that makes no progress before it leaves it behind (`close(graceMs)`):
+ * long enough for a client that still reads, short enough that one holding the stream open unread does not keep a
+ * process (and what it holds) alive.
+ */
+export const OUTPUT_GRACE_MS = 2000;
 
 /** What `writable()` returns whenever the output can take more right now. */
 export const WRITABLE_NOW: Promise<void> = Promise.resolve();
@@ -23,6 +33,9 @@ export class LineWriter {
   private waiters: Array<() => void> = [];
   private closed: Promise<void> | null = null;
   broken = false;
+  private unthrottled = false;
+  /** `close` stopped waiting for a stream that took nothing for its grace period; output was left behind. */
+  abandoned = false;
 
   constructor(
     private readonly stream: Writable,
@@ -74,24 +87,46 @@ export class LineWriter {
     return this.waitingDrain || this.queuedBytes > (this.opts.highWaterBytes ?? 1 << 20);
   }
 
+  /**
+   * Producers stop waiting for backpressure from now on (`writable()` resolves at once; waiters are woken): for the
+   * end of a connection, when what is left to write is bounded and a stalled peer must not hold the producers (and
+   * so `close`) for ever. Lines are still written in order, as the stream takes them.
+   */
+  unthrottle(): void {
+    this.unthrottled = true;
+    const w = this.waiters;
+    this.waiters = [];
+    for (const f of w) f();
+  }
+
   writable(): Promise<void> {
-    if (!this.pressured || this.broken) return WRITABLE_NOW;
+    if (!this.pressured || this.broken || this.unthrottled) return WRITABLE_NOW;
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 
-  close(): Promise<void> {
+  close(graceMs = Infinity): Promise<void> {
     this.closed ??= (async () => {
       this.flush();
-      while (!this.broken && (this.waitingDrain || this.queue.length > 0)) {
-        await new Promise<void>((r) => this.waiters.push(r));
+      for (;;) {
+        if (this.broken) return;
+        const left = this.queuedBytes + this.stream.writableLength;
+        if (!this.waitingDrain && this.queue.length === 0 && this.stream.writableLength === 0) return;
+        const moved = await new Promise<boolean>((resolve) => {
+          const timer = Number.isFinite(graceMs) ? setTimeout(() => resolve(false), graceMs) : undefined;
+          const done = (): void => {
+            clearTimeout(timer);
+            resolve(true);
+          };
+          // The queue waits for 'drain'; what the stream holds is accepted by the OS once an empty write behind it is.
+          if (this.waitingDrain || this.queue.length > 0) this.waiters.push(done);
+          else this.stream.write("", done);
+        });
         this.flush();
+        if (!moved && !this.broken && this.queuedBytes + this.stream.writableLength >= left) {
+          this.abandoned = true;
+          return;
+        }
       }
-      if (this.broken) return;
-      // Wait until everything handed to the stream has been accepted by the OS.
-      await new Promise<void>((resolve) => {
-        if (this.stream.writableLength === 0) return resolve();
-        this.stream.write("", () => resolve());
-      });
     })();
     return this.closed;
   }

@@ -6,7 +6,8 @@
  *   frames applies backpressure to the peer.
  * - `send(line)` queues one line; `flush()` hands the queue to the stream; `writable()` resolves when the output
  *   can take more; nothing queued is ever dropped unless the output broke (`broken`).
- * - `close()` flushes and waits for the output to drain; it is idempotent and never closes the process's stdout.
+ * - `close()` flushes and waits for the output to drain (with `graceMs`, no longer than output keeps moving); it is
+ *   idempotent and never closes the process's stdout.
  */
 import type { Readable, Writable } from "node:stream";
 import { LineSplitter, type Frame } from "./jsonl.js";
@@ -118,7 +119,18 @@ export class JsonlTransport {
     return this.writer.writable();
   }
 
-  close(): Promise<void> {
-    return this.writer.close();
+  /** See `LineWriter.unthrottle`. */
+  unthrottle(): void {
+    this.writer.unthrottle();
+  }
+
+  /** See `LineWriter.close`: with `graceMs`, output that makes no progress for that long is left behind. */
+  close(graceMs?: number): Promise<void> {
+    return this.writer.close(graceMs);
+  }
+
+  /** `close` left output behind (`LineWriter.abandoned`). */
+  get abandoned(): boolean {
+    return this.writer.abandoned;
   }
 }

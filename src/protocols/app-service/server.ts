@@ -19,6 +19,7 @@ import { LIMITS } from "./limits.js";
 import { wireError, type ErrorCode } from "./errors.js";
 import { decodeRecord, type Frame } from "../../transport/jsonl.js";
 import { JsonlTransport } from "../../transport/stdio.js";
+import { OUTPUT_GRACE_MS } from "../../transport/line-writer.js";
 import { isLazyFamily, type EventName, type LazyFamily, type MethodDescriptor, type MethodFamily, type Outcome, type RequestContext, type Reservation } from "./descriptor.js";
 import { parseRecord, validateEnvelope, type Identities } from "./envelope.js";
 import { OutputLimitError, encodeEvent, encodeNumberedEvent, encodeResponse, eventTail } from "./output.js";
@@ -38,6 +39,11 @@ export interface AppServiceOptions {
    * a fatal output error) and no more records will be read. `records`: input records handled so far.
    */
   onInput?: (e: { state: "paused" | "resumed" | "eof"; records: number }) => void;
+  /**
+   * At the end, how long output that makes no progress is waited for before it is left behind (a client that closed
+   * stdin but holds stdout open unread); `OUTPUT_GRACE_MS` unless given.
+   */
+  outputGraceMs?: number;
 }
 
 interface Slot {
@@ -123,6 +129,9 @@ export class AppServiceServer {
 
   private async shutdown(): Promise<void> {
     this.stopping = true;
+    // Turns are cancelled now and what they still write is bounded: a client that stopped reading must not hold their
+    // workers on backpressure (the output's own end is bounded by `outputGraceMs`).
+    this.io.unthrottle();
     // A family still loading must finish so its drain can run; unloaded families hold nothing.
     await Promise.allSettled([...this.lazy.values()].map((l) => l.promise).filter((p) => p !== undefined));
     const families = [...this.loaded].reverse();
@@ -135,7 +144,7 @@ export class AppServiceServer {
       }
     }
     while (this.workers.size > 0) await Promise.allSettled([...this.workers]);
-    await this.io.close();
+    await this.io.close(this.opts.outputGraceMs ?? OUTPUT_GRACE_MS);
   }
 
   private async handleFrame(frame: Frame): Promise<void> {
