@@ -16,8 +16,9 @@
  *   summary request failed, `failed` with that provider failure (its cause and fix, not "even after compaction").
  *   Cancellation during compaction ends it `cancelled`.
  * - Reactive compaction: a request the provider refuses as longer than the model's window (`isContextOverflow`)
- *   before any of its output was accepted is compacted the same way and sent once more, as the same step, when this
- *   turn attempted no compaction yet, compaction is enabled and there is something before the prompt to summarize.
+ *   before any of its output was accepted (events that are not output, such as usage or keep-alives, may come first)
+ *   is compacted the same way and sent once more, as the same step, when this turn attempted no compaction yet,
+ *   compaction is enabled and there is something before the prompt to summarize.
  *   A second refusal, or a failed attempt, ends the turn `failed` (`compaction`, the summary request's failure, or
  *   `persistence` when the checkpoint could not be written).
  */

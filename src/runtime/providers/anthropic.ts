@@ -25,7 +25,7 @@ import {
   type ToolArgs,
 } from "./accumulate.js";
 import type { Credential, WireDecoder, WireRequest } from "./driver.js";
-import { LABELS, protocolFailure, ProviderFailure, withCategory } from "./errors.js";
+import { LABELS, protocolFailure, ProviderFailure, streamErrorFailure, type StreamErrorCodes } from "./errors.js";
 
 export { ANTHROPIC_DEFAULT_BASE_URL } from "./make.js";
 export const ANTHROPIC_VERSION = "2023-06-01";
@@ -147,13 +147,17 @@ type Block =
   | { kind: "tool"; id: string; name: string; args: ToolArgs; startInput: Record<string, unknown> }
   | { kind: "other" };
 
+/** Anthropic's in-stream error types: retried (an overload, a rate limit) or a refused credential. */
+const STREAM_ERRORS: StreamErrorCodes = {
+  overloaded: new Set(["overloaded_error", "api_error"]),
+  rateLimited: new Set(["rate_limit_error"]),
+  auth: new Set(["authentication_error", "permission_error"]),
+};
+
+/** An `error` event (`{"type":"error","error":{"type","message"}}`): the same body as an HTTP error answer. */
 function errorFailure(o: JsonObject): ProviderFailure {
   const err = optObject(o, "error");
-  const t = err === undefined ? undefined : err["type"];
-  if (t === "overloaded_error" || t === "api_error") return new ProviderFailure("http", withCategory(LABELS.overloaded, t), true);
-  if (t === "rate_limit_error") return new ProviderFailure("http", withCategory(LABELS.rateLimited, t), true);
-  if (t === "authentication_error" || t === "permission_error") return new ProviderFailure("auth", withCategory(LABELS.auth, t), false);
-  return new ProviderFailure("http", withCategory(LABELS.providerError, t), false);
+  return streamErrorFailure(o, err === undefined ? undefined : err["type"], STREAM_ERRORS);
 }
 
 export class AnthropicDecoder implements WireDecoder {

@@ -52,9 +52,10 @@ export function safeCategory(v: unknown): string | undefined {
 }
 
 /**
- * The error category of a provider's JSON error body: OpenAI `{"error":{"code","type"}}` (the
- * more specific `code` first) and Anthropic `{"type":"error","error":{"type"}}`; undefined when
- * the body has neither or it is not an identifier.
+ * The error category of a provider's JSON error body (over HTTP, or an in-stream error event's: `streamErrorFailure`):
+ * `CONTEXT_OVERFLOW` when it says the request was longer than the model's window, however it says so; else OpenAI
+ * `{"error":{"code","type"}}` (the more specific `code` first) and Anthropic `{"type":"error","error":{"type"}}`;
+ * undefined when the body has neither or it is not an identifier.
  */
 export function errorCategory(body: unknown): string | undefined {
   if (typeof body !== "object" || body === null) return undefined;
@@ -85,6 +86,31 @@ function contextOverflow(body: Record<string, unknown>): boolean {
   if ([e["code"], e["type"], body["code"], body["type"]].some((v) => typeof v === "string" && OVERFLOW_CODES.has(v))) return true;
   const texts = [typeof err === "string" ? err : e["message"], body["message"]];
   return texts.some((t) => typeof t === "string" && OVERFLOW_TEXT.test(t.slice(0, 1024)));
+}
+
+/** A dialect's in-stream error codes or types that mean a passing overload or a rate limit (retried), or a refused credential. */
+export interface StreamErrorCodes {
+  overloaded?: ReadonlySet<string>;
+  rateLimited?: ReadonlySet<string>;
+  auth?: ReadonlySet<string>;
+}
+
+/**
+ * A provider's in-stream error event as a failure (Anthropic's `error` event, Responses' `error` and `response.failed`,
+ * a Chat Completions `{"error":…}` chunk). `body` is the object that holds the error as an HTTP error body would
+ * (`{"error":{…}}`, or the error's own fields at its top): its category is `errorCategory`'s, so a refusal as over the
+ * window is `context_length_exceeded` whether the server says it by code, type or message, exactly as in an HTTP body.
+ * `own` is the dialect's code or type, which decides what `codes` name (as an HTTP status does): a passing overload or
+ * rate limit (retried), a refused credential; anything else is `provider reported an error`, not retried. The
+ * category appended is `errorCategory`'s, else `own`; never the message.
+ */
+export function streamErrorFailure(body: unknown, own: unknown, codes: StreamErrorCodes = {}): ProviderFailure {
+  const category = errorCategory(body) ?? safeCategory(own);
+  const c = typeof own === "string" ? own : "";
+  if (codes.overloaded?.has(c) === true) return new ProviderFailure("http", withCategory(LABELS.overloaded, category), true);
+  if (codes.rateLimited?.has(c) === true) return new ProviderFailure("http", withCategory(LABELS.rateLimited, category), true);
+  if (codes.auth?.has(c) === true) return new ProviderFailure("auth", withCategory(LABELS.auth, category), false);
+  return new ProviderFailure("http", withCategory(LABELS.providerError, category), false);
 }
 
 /** `label (category)`, or the label alone without a category. */

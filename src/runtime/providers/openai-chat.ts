@@ -25,7 +25,7 @@ import {
   type ToolArgs,
 } from "./accumulate.js";
 import type { Credential, WireDecoder, WireRequest } from "./driver.js";
-import { errorCategory, LABELS, protocolFailure, ProviderFailure, withCategory } from "./errors.js";
+import { LABELS, protocolFailure, ProviderFailure, streamErrorFailure } from "./errors.js";
 import { openaiHeaders } from "./make.js";
 import { stringifyWithTools } from "./tool-json.js";
 
@@ -187,7 +187,8 @@ export class ChatDecoder implements WireDecoder {
       }
     }
     const o = parseEventObject(data);
-    if (o["error"] !== undefined && o["error"] !== null) throw new ProviderFailure("http", withCategory(LABELS.providerError, errorCategory(o)), false);
+    // A chat error object carries no reliable retry signal: never retried.
+    if (o["error"] !== undefined && o["error"] !== null) throw streamErrorFailure(o, undefined);
     const usage = optObject(o, "usage");
     if (usage !== undefined) this.usage = usage;
     const choices = o["choices"];

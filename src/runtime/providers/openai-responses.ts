@@ -23,7 +23,7 @@ import {
   type ToolArgs,
 } from "./accumulate.js";
 import type { Credential, WireDecoder, WireRequest } from "./driver.js";
-import { LABELS, protocolFailure, ProviderFailure, withCategory } from "./errors.js";
+import { LABELS, protocolFailure, ProviderFailure, streamErrorFailure, type StreamErrorCodes } from "./errors.js";
 
 import { openaiHeaders } from "./make.js";
 
@@ -106,13 +106,11 @@ export function buildResponsesRequest(
   return { url: endpoint, headers: openaiHeaders(cred, extraHeaders), body: JSON.stringify(encodeResponsesBody(req)) };
 }
 
-/** Maps an in-stream error code (`response.failed`, `error`) to a failure with a fixed label. */
-function codeFailure(code: unknown): ProviderFailure {
-  if (code === "rate_limit_exceeded") return new ProviderFailure("http", withCategory(LABELS.rateLimited, code), true);
-  if (code === "server_error" || code === "server_is_overloaded" || code === "slow_down")
-    return new ProviderFailure("http", withCategory(LABELS.overloaded, code), true);
-  return new ProviderFailure("http", withCategory(LABELS.providerError, code), false);
-}
+/** Responses' in-stream error codes that are retried (an overload, a rate limit). */
+const STREAM_ERRORS: StreamErrorCodes = {
+  overloaded: new Set(["server_error", "server_is_overloaded", "slow_down"]),
+  rateLimited: new Set(["rate_limit_exceeded"]),
+};
 
 interface CallState { callId: string; name: string; args: ToolArgs }
 interface ReasoningState { parts: Map<number, string> }
@@ -166,12 +164,14 @@ export class ResponsesDecoder implements WireDecoder {
         return this.finish(o, reason === "max_output_tokens" ? "max_tokens" : "end", out);
       }
       case "response.failed": {
+        // `{"response":{"error":{"code","message"}}}`: the response holds the error as an HTTP error body would.
         const resp = optObject(o, "response");
         const err = resp === undefined ? undefined : optObject(resp, "error");
-        throw codeFailure(err === undefined ? undefined : err["code"]);
+        throw streamErrorFailure(resp, err === undefined ? undefined : err["code"], STREAM_ERRORS);
       }
       case "error":
-        throw codeFailure(o["code"] ?? (optObject(o, "error") ?? {})["code"]);
+        // The documented `{"code","message"}` at the top, or a compatible server's `{"error":{…}}`.
+        throw streamErrorFailure(o, o["code"] ?? (optObject(o, "error") ?? {})["code"], STREAM_ERRORS);
       default:
         return; // lifecycle and unknown events are tolerated
     }

@@ -1,0 +1,75 @@
+/**
+ * Reactive compaction against each dialect's real wire: an in-stream refusal as over the window (in the shape its
+ * servers send), and one that comes after only usage or keep-alive events, are each compacted once and sent again;
+ * the turn completes.
+ */
+import { it } from "node:test";
+import assert from "node:assert/strict";
+import type { RuntimeEvent } from "../../src/runtime/events.js";
+import { createProvider } from "../../src/runtime/providers/index.js";
+import type { LoopOptions } from "../../src/runtime/turn-loop.js";
+import { runLoop } from "../../src/runtime/turn-loop.js";
+import type { Message, ProviderApi } from "../../src/runtime/types.js";
+import { ERROR_BODY_SECRET, startFakeProvider, type FakeProvider, type FakeStep, type FakeTurn } from "../fakes/fake-provider.js";
+import { loopOptions } from "./loop-options.js";
+
+const APIS: ProviderApi[] = ["anthropic", "openai-responses", "openai-chat"];
+
+/** Each dialect's in-stream refusal of a request over the window, as its servers send it. */
+const OVERFLOW: Record<ProviderApi, FakeStep> = {
+  anthropic: { sse: JSON.stringify({ type: "error", error: { type: "invalid_request_error", message: `prompt is too long: 210000 tokens > 200000 maximum ${ERROR_BODY_SECRET}` } }), event: "error" },
+  "openai-responses": { sse: JSON.stringify({ type: "response.failed", response: { id: "r", status: "failed", error: { code: "context_length_exceeded", message: ERROR_BODY_SECRET } } }), event: "response.failed" },
+  "openai-chat": { sse: JSON.stringify({ error: { object: "error", message: `This model's maximum context length is 4096 tokens. ${ERROR_BODY_SECRET}`, type: "BadRequestError", param: null, code: 400 } }) },
+};
+
+/**
+ * What a server may send before refusing, none of it output: an SSE comment (a proxy's keep-alive) and the dialect's
+ * usage or keep-alive event (Anthropic's `message_start` with its usage is always sent first by the fake).
+ */
+const BEFORE: Record<ProviderApi, FakeStep[]> = {
+  anthropic: [{ raw: ": keep-alive\n\n" }, { sse: JSON.stringify({ type: "ping" }), event: "ping" }],
+  "openai-responses": [{ raw: ": keep-alive\n\n" }, { sse: JSON.stringify({ type: "response.in_progress", response: { id: "r", status: "in_progress" } }), event: "response.in_progress" }],
+  "openai-chat": [{ raw: ": keep-alive\n\n" }, { sse: JSON.stringify({ id: "c", object: "chat.completion.chunk", choices: [], usage: { prompt_tokens: 9000, completion_tokens: 0, total_tokens: 9000 } }) }],
+};
+
+const history = (): Message[] => [
+  { role: "user", content: [{ type: "text", text: "EARLIER-QUESTION" }] },
+  { role: "assistant", content: [{ type: "text", text: "EARLIER-ANSWER" }] },
+  { role: "user", content: [{ type: "text", text: "NEW-PROMPT" }] },
+];
+
+function loop(fake: FakeProvider, api: ProviderApi, events: RuntimeEvent[], over: Partial<LoopOptions> = {}): LoopOptions {
+  const provider = createProvider("fake", { api, baseUrl: api === "anthropic" ? fake.baseUrl : `${fake.baseUrl}/v1` }, () => Promise.resolve(null));
+  return loopOptions(fake, events, { provider, subagents: false, compactAtRatio: 0.8, messages: history(), ...over });
+}
+
+const statuses = (ev: RuntimeEvent[]): string[] => ev.flatMap((e) => (e.type === "compaction" ? [e.status] : []));
+
+/** Runs a turn against `script`; asserts it compacted once, retried with the summary and completed. */
+async function assertCompactedAndRetried(api: ProviderApi, refusal: FakeTurn): Promise<void> {
+  const fake = await startFakeProvider();
+  try {
+    fake.script([refusal, { steps: [{ text: "SUMMARY-OF-EARLIER" }] }, { steps: [{ text: "the answer" }] }]);
+    const events: RuntimeEvent[] = [];
+    const out = await runLoop(loop(fake, api, events));
+    assert.equal(out.status, "completed", `${api}: ${out.reason ?? ""} ${out.message ?? ""}`);
+    assert.equal(out.assistantText, "the answer");
+    assert.deepEqual(statuses(events), ["triggered", "running", "completed"]);
+    assert.equal(fake.requests.length, 3);
+    const retry = fake.requests[2]!.body;
+    assert.ok(retry.includes("SUMMARY-OF-EARLIER") && retry.includes("NEW-PROMPT") && !retry.includes("EARLIER-ANSWER"), "the retry carries the compacted context");
+    assert.ok(!JSON.stringify(events).includes(ERROR_BODY_SECRET), "provider message leaked");
+  } finally {
+    await fake.close();
+  }
+}
+
+for (const api of APIS) {
+  it(`${api}: an in-stream refusal as over the window before any output is compacted and sent again`, async () => {
+    await assertCompactedAndRetried(api, { steps: [OVERFLOW[api]], end: false });
+  });
+
+  it(`${api}: a refusal after only usage and keep-alive events still comes before any output`, async () => {
+    await assertCompactedAndRetried(api, { steps: [...BEFORE[api], OVERFLOW[api]], end: false });
+  });
+}
