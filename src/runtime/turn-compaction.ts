@@ -1,7 +1,7 @@
 /**
  * The turn loop's side of compaction (compaction.ts does the work): one call shape for both triggers — proactive
  * (the estimate reached `compactAtRatio` of the window) and reactive (the provider refused a request as longer than
- * the model's window) — and the mapping of a provider failure to the turn's failure reason.
+ * the model's window, or as too large in bytes) — and the mapping of a provider failure to the turn's failure reason.
  */
 import { compact, type CompactResult } from "./compaction.js";
 import { estimateTokens } from "./context.js";
@@ -52,6 +52,20 @@ export function compactTurn(o: LoopOptions, c: TurnCompaction): Promise<CompactR
  */
 export function isContextOverflow(label: string): boolean {
   return label.includes(` ${CONTEXT_OVERFLOW})`) || label.includes(`(${CONTEXT_OVERFLOW})`);
+}
+
+/**
+ * Whether a provider failure's label says the request was refused as too large in bytes (HTTP 413: Anthropic's
+ * `request_too_large` past 32 MB, a proxy's body limit). Not a context overflow (its failure stays `provider`, since
+ * the window is not what was exceeded), but compacting the history shrinks the request too: `refusalCompacts`.
+ */
+export function isRequestTooLarge(label: string): boolean {
+  return label.startsWith(`${LABELS.tooLarge} (HTTP 413`);
+}
+
+/** Whether a request refused with this label is compacted once and sent again (reactive compaction, turn-loop.ts). */
+export function refusalCompacts(label: string): boolean {
+  return isContextOverflow(label) || isRequestTooLarge(label);
 }
 
 export function failureOf(kind: ProviderErrorKind, label: string): FailureReason {

@@ -15,18 +15,18 @@
  *   without one, on a continuation) ends the turn `compaction_required`, or, when the attempt failed because its
  *   summary request failed, `failed` with that provider failure (its cause and fix, not "even after compaction").
  *   Cancellation during compaction ends it `cancelled`.
- * - Reactive compaction: a request the provider refuses as longer than the model's window (`isContextOverflow`)
- *   before any of its output was accepted (events that are not output, such as usage or keep-alives, may come first)
- *   is compacted the same way and sent once more, as the same step, when this turn attempted no compaction yet,
- *   compaction is enabled and there is something before the prompt to summarize.
- *   A second refusal, or a failed attempt, ends the turn `failed` (`compaction`, the summary request's failure, or
- *   `persistence` when the checkpoint could not be written).
+ * - Reactive compaction: a request the provider refuses as longer than the model's window (`isContextOverflow`), or
+ *   as too large in bytes (HTTP 413), before any of its output was accepted (events that are not output, such as
+ *   usage or keep-alives, may come first) is compacted the same way and sent once more, as the same step, when this
+ *   turn attempted no compaction yet, compaction is enabled and there is something before the prompt to summarize.
+ *   A second refusal, or a failed attempt, ends the turn `failed` (`compaction`, `provider` for a 413, the summary
+ *   request's failure, or `persistence` when the checkpoint could not be written).
  */
 import type { ApprovalPolicy } from "./approval.js";
 import { estimateTokens } from "./context.js";
 import type { FailureReason, RuntimeEvent, TerminalStatus, TurnOutcome, TurnSink, TurnUsage } from "./events.js";
 import { abortedFailure } from "./providers/errors.js";
-import { compactTurn, failureOf, isContextOverflow } from "./turn-compaction.js";
+import { compactTurn, failureOf, refusalCompacts } from "./turn-compaction.js";
 import type { TurnRecorder } from "./recorder.js";
 import { storageCause } from "../store/sessions/errors.js";
 import { createTaskTool, TASK_TOOL_NAME } from "./subagent.js";
@@ -160,7 +160,7 @@ export async function runLoop(o: LoopOptions): Promise<TurnOutcome> {
       if (r.refused) return end("failed", "output_limit");
       if (o.signal.aborted) return end("cancelled");
       // Only a refusal before any of its output was accepted, once a turn, with something before the prompt to summarize.
-      if (r.error === null || r.output || !isContextOverflow(r.message) || o.compactAtRatio === null || compactedInTurn || messages.length <= 1) break;
+      if (r.error === null || r.output || !refusalCompacts(r.message) || o.compactAtRatio === null || compactedInTurn || messages.length <= 1) break;
       compactedInTurn = true;
       const c = await compactTurn(o, { messages, prompt, midTurn: step > 0, acceptedText: accepted.text(), specs, currentTokens: estimate });
       if (c.ok) {

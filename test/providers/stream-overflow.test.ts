@@ -1,7 +1,7 @@
 /**
  * A request refused as longer than the model's window by an in-stream error (each dialect, in the shapes real servers
  * send) is named `context_length_exceeded` exactly as an HTTP error body saying so is; other in-stream errors keep
- * their own category. The provider's message text never shows.
+ * their own category; an HTTP 413 is named a request too large. The provider's message text never shows.
  */
 import assert from "node:assert/strict";
 import { afterEach, beforeEach, describe, it } from "node:test";
@@ -91,3 +91,28 @@ for (const api of APIS) {
     });
   });
 }
+
+describe("HTTP 413", () => {
+  it("is named a request too large (with its category when the body has one), not retried, not an overflow", async () => {
+    const fake = await startFakeProvider();
+    try {
+      const anthropic = JSON.stringify({ type: "error", error: { type: "request_too_large", message: `Request exceeds the maximum allowed number of bytes. ${ERROR_BODY_SECRET}` } });
+      const page = `<html><head><title>413 Request Entity Too Large</title></head><body>nginx ${ERROR_BODY_SECRET}</body></html>`;
+      fake.script([{ status: 413, body: anthropic }, { status: 413, body: page, headers: { "content-type": "text/html" } }]);
+      const { provider, delays } = makeProvider("anthropic", fake);
+      const labels: unknown[] = [];
+      for (let i = 0; i < 2; i++) {
+        const events = await collect(provider.stream(request()));
+        noLeak(events);
+        labels.push(terminal(events));
+      }
+      assert.deepEqual(labels, [
+        { type: "error", kind: "http", retryable: false, message: "provider refused the request as too large (HTTP 413 request_too_large)" },
+        { type: "error", kind: "http", retryable: false, message: "provider refused the request as too large (HTTP 413)" },
+      ]);
+      assert.equal(delays.length, 0);
+    } finally {
+      await fake.close();
+    }
+  });
+});

@@ -1,7 +1,7 @@
 /**
  * Reactive compaction against each dialect's real wire: an in-stream refusal as over the window (in the shape its
- * servers send), and one that comes after only usage or keep-alive events, are each compacted once and sent again;
- * the turn completes.
+ * servers send), one that comes after only usage or keep-alive events, and a request refused as too large in bytes
+ * (HTTP 413) are each compacted once and sent again; the turn completes.
  */
 import { it } from "node:test";
 import assert from "node:assert/strict";
@@ -73,3 +73,27 @@ for (const api of APIS) {
     await assertCompactedAndRetried(api, { steps: [...BEFORE[api], OVERFLOW[api]], end: false });
   });
 }
+
+it("HTTP 413 (Anthropic's request_too_large, or a proxy's bare 413) is compacted and sent again once", async () => {
+  const anthropic = JSON.stringify({ type: "error", error: { type: "request_too_large", message: `Request exceeds the maximum allowed number of bytes. ${ERROR_BODY_SECRET}` } });
+  await assertCompactedAndRetried("anthropic", { status: 413, body: anthropic });
+  const page = `<html><head><title>413 Request Entity Too Large</title></head><body>${ERROR_BODY_SECRET}</body></html>`;
+  await assertCompactedAndRetried("openai-chat", { status: 413, body: page, headers: { "content-type": "text/html" } });
+});
+
+it("a 413 on the retry too ends the turn failed naming the size refusal, not the context window", async () => {
+  const fake = await startFakeProvider();
+  try {
+    const tooLarge: FakeTurn = { status: 413, body: JSON.stringify({ type: "error", error: { type: "request_too_large", message: ERROR_BODY_SECRET } }) };
+    fake.script([tooLarge, { steps: [{ text: "S" }] }, tooLarge, { steps: [{ text: "never" }] }]);
+    const events: RuntimeEvent[] = [];
+    const out = await runLoop(loop(fake, "anthropic", events));
+    assert.equal(out.status, "failed");
+    assert.equal(out.reason, "provider");
+    assert.equal(out.message, "provider refused the request as too large (HTTP 413 request_too_large)");
+    assert.deepEqual(statuses(events), ["triggered", "running", "completed"]);
+    assert.equal(fake.requests.length, 3, "one reactive attempt per turn");
+  } finally {
+    await fake.close();
+  }
+});

@@ -15,6 +15,7 @@ export const LABELS = {
   rateLimited: "provider rate limit",
   overloaded: "provider overloaded or unavailable",
   providerError: "provider reported an error",
+  tooLarge: "provider refused the request as too large",
   network: "provider connection failed",
   certificate: "provider TLS certificate not accepted",
   proxy: "provider connection through HTTPS_PROXY failed",
@@ -212,6 +213,8 @@ export function statusFailure(status: number, retryAfterMs?: number, category?: 
   const tail = `(HTTP ${status}${c === undefined ? "" : ` ${c}`})` as const;
   if (status === 401 || status === 403) return new ProviderFailure("auth", `${LABELS.auth} ${tail}`, false);
   if (status === 429) return new ProviderFailure("http", `${LABELS.rateLimited} ${tail}`, true, retryAfterMs);
+  // Too many bytes (Anthropic's `request_too_large` past 32 MB, a proxy's body limit): not a provider outage.
+  if (status === 413) return new ProviderFailure("http", `${LABELS.tooLarge} ${tail}`, false);
   if (status === 408 || status >= 500) return new ProviderFailure("http", `${LABELS.overloaded} ${tail}`, true, retryAfterMs);
   return new ProviderFailure("http", `${LABELS.http} ${tail}`, false);
 }
