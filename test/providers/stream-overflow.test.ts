@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { afterEach, beforeEach, describe, it } from "node:test";
+import { terminalEvent } from "../../src/runtime/session/project.js";
 import type { ProviderApi, ProviderEvent } from "../../src/runtime/types.js";
 import { ERROR_BODY_SECRET, startFakeProvider, type FakeProvider, type FakeStep } from "../fakes/fake-provider.js";
 import { APIS, collect, makeProvider, request, terminal } from "./helpers.js";
@@ -114,5 +115,15 @@ describe("HTTP 413", () => {
     } finally {
       await fake.close();
     }
+  });
+
+  it("a turn it ends names the cause and the fix (fewer or smaller images, clear the session, a proxy's body limit)", () => {
+    const usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, requests: 1 };
+    const label = "provider refused the request as too large (HTTP 413 request_too_large)";
+    const ev = terminalEvent({ sessionId: "s1", turnId: "t1" }, { status: "failed", assistantText: "", reason: "provider", message: label, usage }, undefined) as { message: string };
+    assert.equal(
+      ev.message,
+      `the provider request failed: ${label}; the request is larger in bytes than the provider, or a proxy in front of it, accepts (Anthropic: 32 MB): attach fewer or smaller images, or clear the session; behind a proxy, raise its request body size limit`,
+    );
   });
 });

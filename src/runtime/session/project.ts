@@ -120,6 +120,9 @@ const CODING_FIX = "configure the server, or the proxy in front of it, to send i
 const TRANSFER_FIX = "configure the server, or the proxy in front of it, to send the stream with no transfer coding but chunked (or with gzip or deflate before chunked)";
 const COMPRESSED_FIX = "if it persists, configure the server, or the proxy in front of it, to send the stream uncompressed (identity)";
 const TOOL_NAME_FIX = "the model or server sent a malformed tool call: retry, or try another model or server";
+/** An HTTP 413 that compacting the history did not cure (providers/errors.ts `statusFailure`). */
+const TOO_LARGE_FIX =
+  "the request is larger in bytes than the provider, or a proxy in front of it, accepts (Anthropic: 32 MB): attach fewer or smaller images, or clear the session; behind a proxy, raise its request body size limit";
 /** The fix of a provider failure, by its label. */
 const LABEL_FIXES: ReadonlyArray<readonly [string, string]> = [
   [LABELS.certificate, CERTIFICATE_FIX],
@@ -129,6 +132,7 @@ const LABEL_FIXES: ReadonlyArray<readonly [string, string]> = [
   [LABELS.compressedCorrupt, COMPRESSED_FIX],
   [LABELS.compressedTruncated, COMPRESSED_FIX],
   [LABELS.toolName, TOOL_NAME_FIX],
+  [LABELS.tooLarge, TOO_LARGE_FIX],
 ];
 /** The fix of each answer bound (runtime/types.ts `PROVIDER_BOUNDS`). */
 const LIMIT_FIXES: ReadonlyArray<readonly [string, string]> = [
