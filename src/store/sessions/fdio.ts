@@ -7,7 +7,7 @@
  * asynchronous, so a slow disk never blocks the event loop for longer than a metadata syscall.
  * Callers own the descriptors they open and close them exactly once (`closeQuietly`).
  */
-import { closeSync, fdatasync, fsync, read, write, writeSync } from "node:fs";
+import { closeSync, constants as FS, fdatasync, fsync, openSync, read, write, writeSync } from "node:fs";
 
 /** Reads up to `len` bytes at `pos` into `buf[off..]`; resolves with the count read (0 at EOF). */
 export function readInto(fd: number, buf: Buffer, off: number, len: number, pos: number): Promise<number> {
@@ -47,6 +47,16 @@ export function syncData(fd: number): Promise<void> {
 
 export function syncAll(fd: number): Promise<void> {
   return new Promise((resolve, reject) => fsync(fd, (err) => (err ? reject(err) : resolve())));
+}
+
+/** fsyncs a directory (its entries: a created, linked or removed name). */
+export async function syncDir(dir: string): Promise<void> {
+  const d = openSync(dir, FS.O_RDONLY | FS.O_DIRECTORY);
+  try {
+    await syncAll(d);
+  } finally {
+    closeQuietly(d);
+  }
 }
 
 export function closeQuietly(fd: number): void {

@@ -4,6 +4,6 @@ export { isValidSessionId, defaultSessionId, MAX_SESSION_ID_BYTES, type SessionI
 export { SessionStore, DEFAULT_WINDOW, lastValidCheckpoint, type SessionHandle, type SessionStoreOptions, type ListEntry, type ListPage, type History, type HistoryBounds } from "./store.js";
 export { SessionManager, type TurnLease, type BeginTurnOptions, type CloseStatus } from "./attachments.js";
 export { SessionWriter } from "./writer.js";
-export { FORMAT_VERSION, TERMINAL_STATUSES, type NewRecord, type StoredRecord, type UserAttachment, type HeaderRecord, type TerminalStatus, type RecordKind } from "./records.js";
+export { FIRST_SEQ, FORMAT_VERSION, TERMINAL_STATUSES, type NewRecord, type StoredRecord, type UserAttachment, type HeaderRecord, type TerminalStatus, type RecordKind } from "./records.js";
 export { sameVersion, type FileVersion, type ResumePoint, type ReuseCheck, type WindowBounds, type WindowSnapshot } from "./reader.js";
 export type { LockTuning, Lease } from "./locks.js";

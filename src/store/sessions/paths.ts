@@ -1,7 +1,9 @@
 /**
  * On-disk layout under the resolved home (passed in; the store never reads the environment):
  * - `<home>/sessions/<id>.jsonl`            one append-only session file. Nothing else is written there, so the
- *                                           list scan budget counts real entries (N sessions = N entries).
+ *                                           list scan budget counts real entries (N sessions = N entries), but:
+ * - `<home>/sessions/<id>.jsonl.tmp`        a session being created whole (create-whole.ts), for the moments it is
+ *                                           written; never a session to `list` (a killed creator's is removed).
  * Locks live beside it, never inside, in `<home>/session-locks/`:
  * - `<home>/session-locks/<id>.lease`       writer lease (dirlock directory) + `<id>.owner` (pid/host of the holder)
  * - `<home>/session-locks/<id>.append`      append/rotation lock (dirlock directory) + `<id>.append.holder` (a
@@ -17,6 +19,7 @@ import { SessionError } from "./errors.js";
 import { isValidSessionId } from "./ids.js";
 
 export const SESSION_FILE_SUFFIX = ".jsonl";
+const COPY_TEMP_SUFFIX = ".jsonl.tmp";
 
 /** `idFromFileName`'s answer for a session-suffixed name whose ID is not valid (no string can be mistaken for it). */
 export const INVALID_SESSION_FILE: unique symbol = Symbol("invalid session file name");
@@ -55,6 +58,9 @@ export class SessionPaths {
   reclaim(id: string): string {
     return join(this.locksDir, this.checked(id) + ".reclaim");
   }
+  copyTemp(id: string): string {
+    return join(this.sessionsDir, this.checked(id) + COPY_TEMP_SUFFIX);
+  }
   sidecar(id: string): string {
     return join(this.indexDir, this.checked(id) + ".proj");
   }
@@ -64,5 +70,12 @@ export class SessionPaths {
     if (!name.endsWith(SESSION_FILE_SUFFIX)) return null;
     const id = name.slice(0, -SESSION_FILE_SUFFIX.length);
     return isValidSessionId(id) ? id : INVALID_SESSION_FILE;
+  }
+
+  /** The ID of a temporary session file's name (`copyTemp`), or null for any other name. */
+  static idFromCopyTemp(name: string): string | null {
+    if (!name.endsWith(COPY_TEMP_SUFFIX)) return null;
+    const id = name.slice(0, -COPY_TEMP_SUFFIX.length);
+    return isValidSessionId(id) ? id : null;
   }
 }

@@ -14,6 +14,9 @@ export const FORMAT_VERSION = 1;
 /** A single record line (JSON + LF) may not exceed this; larger appends are rejected before any write. */
 export const MAX_RECORD_BYTES = 4 * 1024 * 1024;
 
+/** The seq of a new session's first record (the writer of a created session starts there). */
+export const FIRST_SEQ = 1;
+
 export interface HeaderRecord {
   kind: "header";
   format: typeof FORMAT_VERSION;

@@ -6,7 +6,9 @@
  * - Every method taking an ID validates it first (`SessionError("invalid_id")`) and builds paths only from valid IDs.
  * - `create` durably records the header (file + directory fsync) before returning a held `SessionHandle`.
  * - `list` treats an empty session file (debris of a create killed by an older Berth) as no session and removes it
- *   once its lease is free; it is never reported as `incomplete`.
+ *   once its lease is free; it is never reported as `incomplete`. A `createWith` killed before its session was in
+ *   place leaves a temporary file that is never listed; `list` removes it likewise (create-whole.ts).
+ * - `createWith` makes a session that starts with records, whole or not at all (create-whole.ts).
  * - `acquire` takes the exclusive writer lease of an existing session and opens its writer; with `closeInterrupted`
  *   (the session manager's attach) a turn left open by a writer that died mid-turn is closed first (a `failed`
  *   terminal record with its text on disk, interrupted.ts).
@@ -28,11 +30,11 @@
 import { opendir } from "node:fs/promises";
 import { constants as FS, fstatSync, mkdirSync, openSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { SessionError, storageCause } from "./errors.js";
-import { closeQuietly, syncAll, syncData } from "./fdio.js";
+import { closeQuietly, syncData, syncDir } from "./fdio.js";
 import { defaultSessionId, isValidSessionId, type SessionIdGenerator } from "./ids.js";
 import { DEFAULT_LOCK_TUNING, SessionLocks, type Lease, type LockTuning } from "./locks.js";
 import { INVALID_SESSION_FILE, SessionPaths } from "./paths.js";
-import { FORMAT_VERSION, validateHeader, type HeaderRecord, type RecordKind } from "./records.js";
+import { FIRST_SEQ, FORMAT_VERSION, validateHeader, type HeaderRecord, type NewRecord, type RecordKind } from "./records.js";
 import {
   openForRead,
   readHeader,
@@ -49,6 +51,7 @@ import {
 import { readSidecar, sweepAbandonedTemps, writeSidecar } from "./sidecar.js";
 import { SessionWriter } from "./writer.js";
 import { interruptedTerminal, openTurnOf } from "./interrupted.js";
+import { createWhole, removeAbandonedCopy } from "./create-whole.js";
 import { historyOf, KeptHistories, MAX_KEPT_HISTORY_BYTES, type History, type HistoryBounds } from "./kept-history.js";
 
 export { lastValidCheckpoint, type History, type HistoryBounds } from "./kept-history.js";
@@ -110,7 +113,6 @@ export class SessionStore {
   private swept = false;
   private readonly sync: (fd: number) => Promise<void>;
   private dirsReady: Promise<void> | null = null;
-  /** The history window last read through each writer (see the module contract). */
   /** History windows kept per writer between turns (kept-history.ts). */
   private readonly kept = new KeptHistories();
 
@@ -150,16 +152,8 @@ export class SessionStore {
       throw new SessionError("unavailable", storageCause(e));
     }
     for (let attempt = 0; attempt < 8; attempt++) {
-      const id = this.newId(this.clock());
-      if (!isValidSessionId(id)) throw new SessionError("invalid_id");
-      const header: HeaderRecord = {
-        kind: "header",
-        format: FORMAT_VERSION,
-        session_id: id,
-        created_at: new Date(this.clock()).toISOString(),
-        cwd,
-      };
-      if (!validateHeader(header)) throw new SessionError("invalid_record");
+      const header = this.newHeader(cwd);
+      const id = header.session_id;
       // The lease first (its uncontended path is synchronous: a mkdir and the owner file), then the exclusive file
       // creation and header write, all before the fsyncs start: no directory update here then waits behind a journal
       // commit that our own fsync started. Nobody can know the ID before the lease exists, so a process that lists
@@ -169,7 +163,7 @@ export class SessionStore {
       const file = this.createFile(id, header);
       const [leaseR, fileR] = await Promise.allSettled([lease, file]);
       if (leaseR.status === "fulfilled" && fileR.status === "fulfilled") {
-        const h = this.handle(id, header, fileR.value, leaseR.value, 1, false);
+        const h = this.handle(id, header, fileR.value, leaseR.value, FIRST_SEQ, false);
         this.kept.keepCreated(h.writer, id, header, fileR.value);
         return h;
       }
@@ -184,6 +178,28 @@ export class SessionStore {
       if (!retry) throw new SessionError("unavailable", storageCause(fileR.status === "rejected" ? fileR.reason : leaseR.status === "rejected" ? leaseR.reason : undefined));
     }
     throw new SessionError("busy");
+  }
+
+  /**
+   * Creates a session that starts with `records` (seqs from `FIRST_SEQ`), whole or not at all: a process killed
+   * meanwhile leaves no session (create-whole.ts). Resolves with its ID once it is durable; holds nothing after.
+   */
+  async createWith(cwd: string, records: readonly NewRecord[]): Promise<string> {
+    try {
+      await this.ensureDirs();
+    } catch (e) {
+      throw new SessionError("unavailable", storageCause(e));
+    }
+    return createWhole({ paths: this.paths, locks: this.locks, clock: this.clock, sync: this.sync, newHeader: () => this.newHeader(cwd) }, records);
+  }
+
+  /** A fresh ID's header (validated). */
+  private newHeader(cwd: string): HeaderRecord {
+    const id = this.newId(this.clock());
+    if (!isValidSessionId(id)) throw new SessionError("invalid_id");
+    const header: HeaderRecord = { kind: "header", format: FORMAT_VERSION, session_id: id, created_at: new Date(this.clock()).toISOString(), cwd };
+    if (!validateHeader(header)) throw new SessionError("invalid_record");
+    return header;
   }
 
   /**
@@ -202,7 +218,7 @@ export class SessionStore {
       const line = Buffer.from(JSON.stringify(header) + "\n", "utf8");
       // A short write of a new file is a page-cache copy (see fdio.ts); loop for the contract's sake.
       for (let off = 0; off < line.length; ) off += writeSync(fd, line, off, line.length - off);
-      const synced = await Promise.allSettled([this.sync(fd), this.fsyncDir(this.paths.sessionsDir)]);
+      const synced = await Promise.allSettled([this.sync(fd), syncDir(this.paths.sessionsDir)]);
       for (const r of synced) if (r.status === "rejected") throw r.reason;
       return fd;
     } catch (e) {
@@ -275,14 +291,6 @@ export class SessionStore {
     };
   }
 
-  private async fsyncDir(dir: string): Promise<void> {
-    const d = openSync(dir, FS.O_RDONLY | FS.O_DIRECTORY);
-    try {
-      await syncAll(d);
-    } finally {
-      closeQuietly(d);
-    }
-  }
 
   /**
    * The records of at most `maxBytes` ending at byte `end` (null: the end of the file), with their offsets, for
@@ -407,6 +415,7 @@ export class SessionStore {
     let candidates = 0;
     let scanned = 0;
     let unrepresentable = false;
+    const copies: string[] = [];
     try {
       // Batches of entries are fetched on the thread pool; the entries of a batch are then taken synchronously
       // (`readSync` returns buffered entries without a syscall), avoiding a promise per directory entry.
@@ -419,7 +428,10 @@ export class SessionStore {
           if (++scanned > this.maxScanEntries) throw new SessionError("limit");
           const id = SessionPaths.idFromFileName(ent.name);
           if (id === INVALID_SESSION_FILE) unrepresentable = true;
-          else if (id !== null && (after === null || id > after)) {
+          else if (id === null) {
+            const copy = SessionPaths.idFromCopyTemp(ent.name);
+            if (copy !== null) copies.push(copy);
+          } else if (after === null || id > after) {
             candidates++;
             if (examined.length < limit || id < (examined[examined.length - 1] as string)) insertSorted(examined, id, limit);
           }
@@ -443,6 +455,7 @@ export class SessionStore {
       else incomplete = true;
     });
     for (const id of debris) await this.removeEmpty(id);
+    for (const id of copies) await removeAbandonedCopy(this.paths, this.locks, id);
     return {
       entries,
       nextAfter: examined.length > 0 ? (examined[examined.length - 1] as string) : null,
