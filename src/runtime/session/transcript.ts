@@ -19,10 +19,15 @@
  *   before it (the side chat sees the conversation the user is asking about; a running turn's unfinished output is
  *   not part of it), or an empty session when no turn before it completed.
  * - `forkSession` creates a new session (same working directory) whose records are a copy of the source's up to
- *   and including the terminal record of `turnId` (checkpoints keep covering the same copied records); the copy
- *   is durable (fsynced) before it resolves. The source is only read.
+ *   and including the terminal record of `turnId` (checkpoints keep covering the same copied records; the copy's
+ *   seqs run from 1 without gaps). The copy is all or nothing (store `createWith`): no process ever sees the new
+ *   session holding part of it, and a process killed while forking leaves no session (its temporary file is removed
+ *   by the next list); it is durable (fsynced) before it resolves. The source is only read. A source whose window
+ *   (`TRANSCRIPT_WINDOW`) starts mid-file is forked only when a checkpoint at or before the fork turn's terminal
+ *   keeps the copy's model context whole; otherwise, and for a turn that did not complete, it refuses with the
+ *   reason and creates nothing.
  */
-import type { SessionManager, StoredRecord, NewRecord } from "../../store/sessions/index.js";
+import { FIRST_SEQ, type SessionManager, type StoredRecord, type NewRecord } from "../../store/sessions/index.js";
 
 /** How much of a session is read for history and forks: the newest 64 MiB / 1,000,000 records. */
 export const TRANSCRIPT_WINDOW = { maxBytes: 64 * 1024 * 1024, maxRecords: 1_000_000, quantumBytes: 1 };
@@ -133,9 +138,18 @@ function strip(r: StoredRecord): NewRecord {
   return rest;
 }
 
-/** Forks `sourceId` after turn `turnId`; resolves with the new session's ID, or an error naming why not. */
-export async function forkSession(manager: SessionManager, sourceId: string, turnId: string, cwd: string): Promise<{ ok: true; sessionId: string } | { ok: false; error: string }> {
-  const w = await manager.store.readWindow(sourceId, TRANSCRIPT_WINDOW);
+/**
+ * Forks `sourceId` after turn `turnId`; resolves with the new session's ID, or an error naming why not. `window`:
+ * how much of the source is read (tests pass a small one).
+ */
+export async function forkSession(
+  manager: SessionManager,
+  sourceId: string,
+  turnId: string,
+  cwd: string,
+  window = TRANSCRIPT_WINDOW,
+): Promise<{ ok: true; sessionId: string } | { ok: false; error: string }> {
+  const w = await manager.store.readWindow(sourceId, window);
   if (w === "unchanged") return { ok: false, error: "the source chat cannot be read" };
   const end = w.records.findIndex((r) => r.kind === "terminal" && r.turn_id === turnId);
   if (end === -1) return { ok: false, error: "the fork turn is not a completed turn of the source chat" };
@@ -145,25 +159,21 @@ export async function forkSession(manager: SessionManager, sourceId: string, tur
     const cp = w.records.findIndex((r) => r.kind === "checkpoint");
     if (cp === -1 || cp > end) return { ok: false, error: "the source chat is too long to fork" };
   }
-  const handle = await manager.store.create(cwd);
-  try {
-    const seqMap = new Map<number, number>();
-    for (const r of w.records.slice(0, end + 1)) {
-      let rec = strip(r);
-      if (rec.kind === "checkpoint") {
-        // Covers the copied records up to the same original seq.
-        let cutoff = 0;
-        for (const [orig, copy] of seqMap) if (orig <= rec.cutoff_seq && copy > cutoff) cutoff = copy;
-        rec = { ...rec, cutoff_seq: cutoff };
-      }
-      const stored = await handle.writer.append(rec);
-      seqMap.set(r.seq, stored.seq);
+  // The copy's records get seqs FIRST_SEQ, FIRST_SEQ + 1, … (store `createWith`); the source's seqs increase.
+  const copy: NewRecord[] = [];
+  const sourceSeqs: number[] = [];
+  for (const r of w.records.slice(0, end + 1)) {
+    let rec = strip(r);
+    if (rec.kind === "checkpoint") {
+      // Covers the copied records up to the same source seq: the copy seq of the last of them (0: none).
+      let covered = 0;
+      while (covered < sourceSeqs.length && sourceSeqs[covered]! <= rec.cutoff_seq) covered++;
+      rec = { ...rec, cutoff_seq: covered === 0 ? 0 : FIRST_SEQ + covered - 1 };
     }
-    await handle.writer.flush();
-  } finally {
-    await handle.release();
+    copy.push(rec);
+    sourceSeqs.push(r.seq);
   }
-  return { ok: true, sessionId: handle.id };
+  return { ok: true, sessionId: await manager.store.createWith(cwd, copy) };
 }
 
 /** The session of a side chat of `sourceId` at `turnId` (see the module contract). */
