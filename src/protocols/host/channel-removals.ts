@@ -1,8 +1,9 @@
 /**
- * When session and chat channels were removed, for `reconnect`. A session URI comes back when its source registers
- * again after a disposal, and a chat URI when a client creates a chat under it again: a client that was away from
- * before the removal holds the earlier channel's state, onto which a replay of the new one's envelopes must not
- * be applied. Contracts:
+ * When channels were removed, for `reconnect`: sessions, chats, and a session's changeset and annotations channels
+ * (removed with it). A session URI comes back when its source registers again after a disposal, its resource URIs
+ * when that source sends them again, and a chat URI when a client creates a chat under it again: a client that was
+ * away from before the removal holds the earlier channel's state, onto which a replay of the new one's envelopes
+ * must not be applied. Contracts:
  *  - `channelRemoved` records the serverSeq at the removal (the last envelope published before it);
  *  - `removedSince(uri, since)` is true when a client that saw up to `since` may not have seen that removal;
  *  - only removals the replay ring may still span are kept (newer than serverSeq - REPLAY_LIMIT): a gap older than

@@ -304,6 +304,12 @@ function annotationsSummaryChanged(st: HostState, s: SessionModel, before: Json 
   if (after && JSON.stringify(after) !== JSON.stringify(before)) st.rootNotify("root/sessionSummaryChanged", { channel: ROOT, session: s.uri, changes: { annotations: after } });
 }
 
+/** The changeset and annotations channels session `uri` has now (what its removal removes). */
+export function sessionResourceChannels(st: HostState, uri: string): string[] {
+  const r = of(st, uri, false);
+  return r ? [...r.changesets.keys(), ...(r.annotations ? [`${uri}/annotations`] : [])] : [];
+}
+
 export function sessionResourcesRemoved(st: HostState, uri: string): void {
   all.get(st)?.delete(uri);
 }

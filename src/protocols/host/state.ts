@@ -15,7 +15,7 @@ import { reduceAction } from "./reducer.js";
 import { applyBackendEvent, historyToTurn } from "./backend-events.js";
 import * as P from "./projection.js";
 import { mcpHub } from "./mcp-channels.js";
-import { resourceSnapshot, sessionResourcesRemoved } from "./resources.js";
+import { resourceSnapshot, sessionResourceChannels, sessionResourcesRemoved } from "./resources.js";
 import { clientToolsSessionRemoved } from "./client-tools.js";
 import { TurnCheckpoints } from "./turn-checkpoint.js";
 import { applyChatExtra, applyChatOrder, chatExtra, sessionFromRow, sessionRow } from "./state-rows.js";
@@ -350,12 +350,12 @@ export class HostState {
     this.sessions.delete(uri);
     if (this.sourceIndex.get(s.sourceId) === uri) this.sourceIndex.delete(s.sourceId);
     for (const [a, u] of this.aliasIndex) if (u === uri) this.aliasIndex.delete(a);
-    for (const u of [uri, ...s.chats.keys()]) channelRemoved(this, u);
-    for (const c of s.chats.keys()) {
-      this.chatIndex.delete(c);
-      this.subs.delete(c);
+    const resources = sessionResourceChannels(this, uri);
+    for (const u of [uri, ...s.chats.keys(), ...resources]) {
+      channelRemoved(this, u);
+      this.subs.delete(u);
     }
-    this.subs.delete(uri);
+    for (const c of s.chats.keys()) this.chatIndex.delete(c);
     this.creations.delete(uri);
     mcpHub(this).sessionRemoved(uri);
     sessionResourcesRemoved(this, uri);
