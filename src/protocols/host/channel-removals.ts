@@ -31,3 +31,8 @@ export function removedSince(st: Sequenced, uri: string, since: number): boolean
   const seq = removals.get(st)?.get(uri);
   return seq !== undefined && seq >= since;
 }
+
+/** How many removals are remembered now (for inspection and tests). */
+export function rememberedRemovals(st: Sequenced): number {
+  return removals.get(st)?.size ?? 0;
+}
