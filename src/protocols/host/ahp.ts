@@ -26,6 +26,7 @@ import { clientConnectionClosed, clientUnsubscribed } from "./client-tools.js";
 import { wsText } from "../../transport/ws-text.js";
 import { PendingFrames } from "./fanout.js";
 import { removedSince } from "./channel-removals.js";
+import { unknownChannel } from "./channel-refusals.js";
 import type { Socket as NetSocket } from "node:net";
 
 /** Longest error message sent to a client. */
@@ -287,7 +288,13 @@ export class AhpConnection implements Subscriber {
     this.clientId = p.data.clientId;
     rememberVersion(this.state, this.clientId, v);
     const snapshots: Json[] = [];
+    // A snapshot for each state-bearing channel there is; a stream is subscribed with none (AHP). A channel the host
+    // does not have is neither: the answer's snapshots name what was subscribed (`subscribe` to one says why not).
     for (const uri of p.data.initialSubscriptions ?? []) {
+      if (isOtlpChannel(uri)) {
+        this.sub(uri);
+        continue;
+      }
       const snap = this.snapshotFor(uri);
       if (!snap) continue;
       this.sub(uri);
@@ -353,7 +360,7 @@ export class AhpConnection implements Subscriber {
       return {};
     }
     const snap = this.snapshotFor(uri);
-    if (!snap) throw new RpcError(ErrorCodes.NotFound, `no such channel ${clip(uri)}`);
+    if (!snap) throw new RpcError(ErrorCodes.NotFound, unknownChannel(this.state, uri));
     this.sub(uri); // snapshot and registration in one synchronous step: nothing can interleave
     return { snapshot: snap };
   }
