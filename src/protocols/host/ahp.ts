@@ -346,7 +346,9 @@ export class AhpConnection implements Subscriber {
     this.channels.add(uri);
     this.state.subscribe(uri, this);
   }
+  /** Release a channel this connection holds; one it does not hold (never subscribed, or unknown) changes nothing. */
   private unsub(uri: string): void {
+    if (!this.channels.has(uri)) return;
     this.channels.delete(uri);
     this.state.unsubscribe(uri, this);
     clientUnsubscribed(this.state, this, uri);
