@@ -2,11 +2,16 @@
  * A hostile or buggy AHP client on the WebSocket, against subscriptions (AHP "Channels & Subscriptions"):
  *  - `unsubscribe` of a channel the connection does not hold (never subscribed, unknown, not a string, as a
  *    notification or as a request) changes nothing: no subscription, no active-client entry, no memory;
+ *  - a storm of `subscribe`s to one channel is harmless for a client that reads its answers, and bounded for one
+ *    that does not: past the backlog bound the host reads no more of its requests until it reads (at most the bound
+ *    and one answer wait), then answers every one, in order, on the same connection.
  * Real sockets: fake backends over the backend socket, AHP clients over the WebSocket.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { AhpClient, FakeBackend, withHost, type Json } from "./helpers.js";
+import { AhpClient, FakeBackend, until, withHost, type Json } from "./helpers.js";
+import { MAX_CLIENT_BACKLOG, type AhpConnection } from "../../src/protocols/host/ahp.js";
+import { wsText } from "../../src/transport/ws-text.js";
 
 const ROOT = "ahp-root://";
 const raw = (c: AhpClient, msg: Json) => c.ws.send(JSON.stringify({ jsonrpc: "2.0", ...msg }));
@@ -40,5 +45,57 @@ test("finding: unsubscribe of a session never subscribed removed the client's ac
     assert.deepEqual([...c.invalid, ...watcher.invalid], []);
     c.close();
     watcher.close();
+    be.close();
+  }));
+
+/** A chat whose snapshot is about 1 MiB. */
+async function bigChat(h: Parameters<Parameters<typeof withHost>[0]>[0]): Promise<{ be: FakeBackend; chat: string }> {
+  const { be, reg } = await FakeBackend.session(h, { protocolVersion: 1, sourceId: "storm" });
+  be.send({ type: "event", session: reg.session, event: { type: "user_message", text: "q", turnId: "t1" } });
+  be.send({ type: "event", session: reg.session, event: { type: "text_delta", text: "s".repeat(1024 * 1024) } });
+  be.send({ type: "event", session: reg.session, event: { type: "settled", cancelled: false } });
+  await until(() => h.state.chatIndex.get(reg.chat)?.turns.length === 1, 5000, "the transcript");
+  return { be, chat: reg.chat as string };
+}
+
+test("a subscribe storm on one channel is harmless for a client reading its answers", () =>
+  withHost(async (h) => {
+    const { be, chat } = await bigChat(h);
+    const { c } = await AhpClient.init(h, [], "reader");
+    const answers = await Promise.all(Array.from({ length: 100 }, () => c.request("subscribe", { channel: chat }, 30_000)));
+    assert.ok(answers.every((a) => a.result?.snapshot?.resource === chat), "each subscribe answered with the snapshot");
+    assert.equal(h.state.subs.get(chat)?.size, 1, "one subscription, however often asked for");
+    assert.equal(c.closed, false);
+    assert.equal((await c.request("ping")).result, null);
+    c.close();
+    be.close();
+  }));
+
+test("finding: a subscribe storm from a client not reading buffered every answer (unbounded); the host holds its requests past the bound", () =>
+  withHost(async (h) => {
+    const { be, chat } = await bigChat(h);
+    const { c } = await AhpClient.init(h, [], "storm");
+    c.ws.pause();
+    // 200 answers of ~1 MiB, each one the client asked for: unread, they would all wait in the host's memory.
+    const n = Math.ceil((2 * MAX_CLIENT_BACKLOG) / (1024 * 1024)) + 136;
+    for (let i = 0; i < n; i++) raw(c, { id: 1000 + i, method: "subscribe", params: { channel: chat } });
+    raw(c, { id: 9999, method: "ping" });
+    let conn: AhpConnection | undefined;
+    await until(() => (conn = [...(h.state.subs.get(chat) ?? [])].find((s) => s.clientId === "storm") as AhpConnection | undefined) !== undefined, 10_000, "the first subscribe handled");
+    await until(() => conn!.heldMessages > 0, 60_000, "the host holding the rest");
+    const held = conn!.ws.bufferedAmount;
+    assert.ok(held > MAX_CLIENT_BACKLOG && held <= MAX_CLIENT_BACKLOG + 2 * 1024 * 1024, `at most the bound and one answer wait (${held} bytes)`);
+    // Once the client reads, every request is answered, in order, on the same connection.
+    const ids: number[] = [];
+    c.ws.on("message", (d) => {
+      const m = JSON.parse(wsText(d)) as Json;
+      if (typeof m.id === "number" && m.id >= 1000) ids.push(m.id);
+    });
+    c.ws.resume();
+    await until(() => ids.length === n + 1, 60_000, "every answer");
+    assert.deepEqual(ids, [...Array.from({ length: n }, (_, i) => 1000 + i), 9999]);
+    assert.equal(c.closed, false);
+    assert.equal(conn!.heldMessages, 0);
+    c.close();
     be.close();
   }));

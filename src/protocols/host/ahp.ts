@@ -61,19 +61,60 @@ export class AhpConnection implements Subscriber {
     readonly log: (m: string) => void,
   ) {
     ws.on("message", (data, isBinary) => {
-      if (isBinary) return this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.InvalidRequest, message: "binary frames are not AHP messages" } });
-      this.onMessage(wsText(data)).catch((e: unknown) => this.failInternal("message", e));
+      if (this.holding) this.inbox.push({ data, isBinary });
+      else this.take(data, isBinary);
     });
     ws.on("close", () => this.onClose());
     ws.on("error", () => {});
   }
 
+  private take(data: WebSocket.RawData, isBinary: boolean): void {
+    if (isBinary) return this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.InvalidRequest, message: "binary frames are not AHP messages" } });
+    this.onMessage(wsText(data)).catch((e: unknown) => this.failInternal("message", e));
+  }
+
+  /**
+   * Backpressure on requests: while more than MAX_CLIENT_BACKLOG bytes wait for the client, the host reads no more of
+   * its messages (the socket is paused); the few already received wait here, in order, and are handled once the
+   * backlog has drained. A client asking faster than it reads (a `subscribe` or `reconnect` storm) thus holds at most
+   * the bound plus one answer and one socket read of requests, and is served in full once it reads.
+   */
+  private holding = false;
+  private readonly inbox: { data: WebSocket.RawData; isBinary: boolean }[] = [];
+  /** Messages received and not handled yet, held until the backlog drains (for inspection and tests). */
+  get heldMessages(): number {
+    return this.inbox.length;
+  }
+  private hold(): void {
+    const raw = (this.ws as unknown as { _socket?: NetSocket })._socket;
+    if (this.holding || this.closed || !raw || raw.destroyed) return;
+    this.holding = true;
+    this.ws.pause();
+    raw.once("drain", this.release);
+  }
+  private readonly release = (): void => {
+    this.holding = false;
+    if (this.closed) return void this.inbox.splice(0);
+    this.ws.resume();
+    while (!this.holding && !this.closed && this.inbox.length > 0) {
+      const m = this.inbox.shift()!;
+      this.take(m.data, m.isBinary);
+    }
+  };
+
   private corked = false;
-  /** Bytes of answers (snapshots, replays) queued since the backlog was last under the bound. */
+  /**
+   * Bytes of answers (snapshots, replays) queued since the backlog was last under the bound, counted up to the bound
+   * or the largest of those answers, whichever is more: one answer of any size fits, but a client that keeps asking
+   * (a `subscribe` storm) without reading does not buy itself unbounded memory.
+   */
   private replyAllowance = 0;
+  private largestReply = 0;
   /** Send the answer to one of the client's own requests. */
   private sendReply(text: string): void {
-    this.replyAllowance += text.length < 4096 ? text.length * 3 : Buffer.byteLength(text);
+    const n = text.length < 4096 ? text.length * 3 : Buffer.byteLength(text);
+    this.largestReply = Math.max(this.largestReply, n);
+    this.replyAllowance = Math.min(this.replyAllowance + n, Math.max(MAX_CLIENT_BACKLOG, this.largestReply));
     this.sendRaw(text);
   }
   sendRaw(text: string): void {
@@ -96,14 +137,16 @@ export class AhpConnection implements Subscriber {
    * A client that stops reading is disconnected once MAX_CLIENT_BACKLOG bytes wait for it: its
    * buffered frames are dropped at once (it can `reconnect` and replay or re-snapshot). Answers
    * the client asked for (a large snapshot or replay) do not count against it: they raise the
-   * allowance until the backlog is back under the bound.
+   * allowance (see `replyAllowance`) until the backlog is back under the bound.
    */
   private checkBacklog(): void {
     const b = this.ws.bufferedAmount;
     if (b <= MAX_CLIENT_BACKLOG) {
       this.replyAllowance = 0;
+      this.largestReply = 0;
       return;
     }
+    this.hold();
     if (b <= MAX_CLIENT_BACKLOG + this.replyAllowance) return;
     this.log(`ahp: client ${clip(this.clientId)} fell ${this.ws.bufferedAmount} bytes behind; disconnecting it`);
     this.onClose();
@@ -157,6 +200,7 @@ export class AhpConnection implements Subscriber {
   private onClose(): void {
     if (!this.closed) mcpHub(this.state).portClosed(this.mcp);
     this.closed = true;
+    this.inbox.splice(0);
     this.rpc.close();
     for (const c of this.channels) this.state.unsubscribe(c, this);
     this.channels.clear();
