@@ -7,7 +7,7 @@ import type { WebSocket } from "ws";
 import { randomUUID } from "node:crypto";
 import { JsonRpcConnection } from "../../transport/jsonrpc.js";
 import { ErrorCodes, ROOT } from "./ahp-constants.js";
-import { InitializeParams, ReconnectParams } from "./ahp-params.js";
+import { InitializeParams, ReconnectParams, reconnectParamsError } from "./ahp-params.js";
 import { SERVER_PREFERRED_VERSION, SUPPORTED_AHP_BASELINES, actionKnownTo, negotiateVersion } from "./ahp-version.js";
 import { shapeSnapshot } from "./customization-toggles.js";
 import { gateChatSnapshot } from "./chat-09.js";
@@ -350,7 +350,7 @@ export class AhpConnection implements Subscriber {
 
   private reconnect(params: Json): Json {
     const p = ReconnectParams.safeParse(params);
-    if (!p.success) throw new RpcError(ErrorCodes.InvalidParams, "invalid reconnect params");
+    if (!p.success) throw new RpcError(ErrorCodes.InvalidParams, reconnectParamsError(params));
     // `clientId` identifies the connection (AHP: "an opaque per-connection identifier used for
     // reconnection"): once set, by `initialize` or a bare `reconnect`, it is never switched, or
     // this connection would speak (origins, active-client entries, version) for another client.
