@@ -48,6 +48,33 @@ test("finding: unsubscribe of a session never subscribed removed the client's ac
     be.close();
   }));
 
+test("finding: a connection kept holding a removed session; an unsubscribe after it came back removed the client's new active-client entry", () =>
+  withHost(async (h) => {
+    const first = await FakeBackend.session(h, { protocolVersion: 4, sourceId: "gone-held", toolCapabilities: { clientTools: true } });
+    const session = first.reg.session as string;
+    const chat = first.reg.chat as string;
+    const { c } = await AhpClient.init(h, [ROOT, session, chat], "ca");
+    const conn = [...(h.state.subs.get(ROOT) ?? [])].find((s) => s.clientId === "ca") as AhpConnection;
+    const { c: other } = await AhpClient.init(h, [], "other");
+    assert.equal((await other.request("disposeSession", { channel: session })).result, null);
+    first.be.close();
+    assert.deepEqual([...conn.channels], [ROOT], "the removed session and chat are no longer held");
+    // The source comes back; the client is active in the new session without subscribing to it.
+    const again = await FakeBackend.session(h, { protocolVersion: 4, sourceId: "gone-held", toolCapabilities: { clientTools: true } });
+    assert.equal(again.reg.session, session);
+    const { c: watcher } = await AhpClient.init(h, [session], "watcher");
+    c.dispatch(session, { type: "session/activeClientSet", activeClient: { clientId: "ca", tools: [] } });
+    await watcher.action((e) => e.action.type === "session/activeClientSet");
+    raw(c, { method: "unsubscribe", params: { channel: session } });
+    await c.request("ping");
+    again.be.send({ type: "event", session, event: { type: "title_changed", title: "after" } });
+    await watcher.action((e) => e.action.type === "session/titleChanged");
+    assert.deepEqual(watcher.actions(session).filter((e) => e.action.type === "session/activeClientRemoved"), [], "the entry stayed");
+    assert.deepEqual((h.state.sessions.get(session)!.activeClients as Json[]).map((x) => x.clientId), ["ca"]);
+    for (const x of [c, other, watcher]) x.close();
+    again.be.close();
+  }));
+
 /** A chat whose snapshot is about 1 MiB. */
 async function bigChat(h: Parameters<Parameters<typeof withHost>[0]>[0]): Promise<{ be: FakeBackend; chat: string }> {
   const { be, reg } = await FakeBackend.session(h, { protocolVersion: 1, sourceId: "storm" });

@@ -153,9 +153,11 @@ export class ActionLog {
       if (set.size === 0) this.subs.delete(channel);
     }
   }
-  /** Drop every subscription to a channel that no longer exists. */
+  /** Drop every subscription to a channel that no longer exists; each subscriber is told it no longer holds it. */
   dropChannel(channel: string): void {
+    const set = this.subs.get(channel);
     this.subs.delete(channel);
+    for (const sub of set ?? []) sub.channelRemoved?.(channel);
   }
 }
 

@@ -390,6 +390,10 @@ export class AhpConnection implements Subscriber {
     this.channels.add(uri);
     this.state.subscribe(uri, this);
   }
+  /** The channel was removed: this connection no longer holds it (a later `unsubscribe` of it changes nothing). */
+  channelRemoved(uri: string): void {
+    this.channels.delete(uri);
+  }
   /** Release a channel this connection holds; one it does not hold (never subscribed, or unknown) changes nothing. */
   private unsub(uri: string): void {
     if (!this.channels.has(uri)) return;

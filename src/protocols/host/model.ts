@@ -186,6 +186,8 @@ export interface Subscriber {
   queueFrame?(tape: Buffer, start: number, end: number): void;
   /** Whether this client may see the action type (negotiated-version filter). */
   accepts(actionType: string): boolean;
+  /** The channel was removed (its subscription with it): the subscriber no longer holds it. */
+  channelRemoved?(channel: string): void;
 }
 
 export interface Envelope {

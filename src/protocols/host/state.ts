@@ -353,7 +353,7 @@ export class HostState {
     const resources = sessionResourceChannels(this, uri);
     for (const u of [uri, ...s.chats.keys(), ...resources]) {
       channelRemoved(this, u);
-      this.subs.delete(u);
+      this.actions.dropChannel(u);
     }
     for (const c of s.chats.keys()) this.chatIndex.delete(c);
     this.creations.delete(uri);
