@@ -3,6 +3,7 @@
  * Each subcommand module is loaded lazily so `berth service` pays only for what it uses at startup.
  */
 import { pinHomeVars } from "../store/home.js";
+import { nearest } from "./did-you-mean.js";
 const USAGE = `usage: berth <command> [--help] | berth --version
 
 commands:
@@ -53,21 +54,20 @@ const COMMANDS = ["chat", "service", "stdio", "daemon", "open", "acp", "channel"
 
 /** ` (did you mean 'chat'?)` for a command one or two edits (a transposition counts as one) from a known one. */
 function didYouMean(typed: string): string {
-  const t = typed.toLowerCase();
-  if (t.length > 32) return "";
-  const distance = (a: string, b: string): number => {
-    const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
-    for (let i = 1; i <= a.length; i++)
-      for (let j = 1; j <= b.length; j++) {
-        const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-        let v = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
-        if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) v = Math.min(v, d[i - 2]![j - 2]! + 1);
-        d[i]![j] = v;
-      }
-    return d[a.length]![b.length]!;
-  };
-  const best = COMMANDS.map((c) => ({ c, n: distance(t, c) })).sort((x, y) => x.n - y.n)[0]!;
-  return best.n <= Math.min(2, best.c.length - 2) ? ` (did you mean '${best.c}'?)` : "";
+  const near = nearest(typed, COMMANDS);
+  return near !== null ? ` (did you mean '${near}'?)` : "";
+}
+
+/**
+ * Writes help or version text to stdout. A reader that is already gone (`berth --help | head -0`, a closed pipe) ends
+ * the process quietly with 0 instead of an unhandled EPIPE and its stack trace: the text had nowhere to go.
+ */
+function printOut(text: string): void {
+  process.stdout.on("error", (e: NodeJS.ErrnoException) => {
+    if (e.code === "EPIPE") process.exit(0);
+    throw e;
+  });
+  process.stdout.write(text);
 }
 
 export async function main(argv: string[]): Promise<void> {
@@ -78,12 +78,12 @@ export async function main(argv: string[]): Promise<void> {
   // `--version` works after every command; `--help` for commands that take no options.
   if (cmd === "--version" || cmd === "-V" || (cmd !== undefined && rest.length === 1 && (rest[0] === "--version" || rest[0] === "-V"))) {
     const { berthVersion } = await import("./version.js");
-    process.stdout.write(`berth ${berthVersion()}\n`);
+    printOut(`berth ${berthVersion()}\n`);
     return;
   }
   if (cmd !== undefined && rest.length === 1 && (rest[0] === "--help" || rest[0] === "-h")) {
-    if (COMMAND_HELP[cmd] !== undefined) return void process.stdout.write(COMMAND_HELP[cmd]);
-    if (cmd === "channel") return void process.stdout.write((await import("./channel.js")).USAGE);
+    if (COMMAND_HELP[cmd] !== undefined) return printOut(COMMAND_HELP[cmd]);
+    if (cmd === "channel") return printOut((await import("./channel.js")).USAGE);
   }
   if (cmd !== undefined && USES_CWD.has(cmd) && !cwdUsable(`berth ${cmd}`)) return;
   switch (cmd) {
@@ -130,7 +130,7 @@ export async function main(argv: string[]): Promise<void> {
     case "-h":
     case "--help":
     case "help":
-      process.stdout.write(USAGE);
+      printOut(USAGE);
       return;
     case undefined:
     default:

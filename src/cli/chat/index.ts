@@ -6,53 +6,11 @@
  */
 import { existsSync, fstatSync, readFileSync, statSync } from "node:fs";
 import { prepareHome } from "../../store/state-root.js";
+import { parseArgs, USAGE } from "./args.js";
 import { promptTooLarge } from "./common.js";
 import * as link from "./link.js";
 import { mark } from "../../runtime/debug-timing.js";
 import { berthVersion } from "../version.js";
-
-const USAGE = `usage: berth chat [-p PROMPT|- [--json]] [--session ID | --continue] [--yolo]
-  -p, --prompt PROMPT   run one turn and print the final answer (exit 1 if it fails, 130 if cancelled);
-                        "-" reads the prompt from stdin; piped stdin is appended to PROMPT
-  --json                with -p: print the turn's events as JSON lines
-  -s, --session ID      continue a saved session (a full ID or a unique prefix)
-  -c, --continue        continue the latest session started in this directory
-  --yolo                approve every tool call without asking (stated in the banner)
-  --version             print the version
-Without -p, piped stdin runs each line as a prompt.
-`;
-
-interface Args {
-  prompt: string | null;
-  json: boolean;
-  sessionId: string | null;
-  continueLatest: boolean;
-  yolo: boolean;
-}
-
-function parse(argv: string[]): Args | string {
-  const a: Args = { prompt: null, json: false, sessionId: null, continueLatest: false, yolo: false };
-  for (let i = 0; i < argv.length; i++) {
-    const v = argv[i]!;
-    const next = (): string | null => (i + 1 < argv.length ? argv[++i]! : null);
-    if (v === "-p" || v === "--prompt") {
-      a.prompt = next();
-      if (a.prompt === null) return "-p needs a prompt (or - to read it from stdin)";
-    } else if (v.startsWith("--prompt=")) a.prompt = v.slice(9);
-    else if (v === "--json") a.json = true;
-    else if (v === "--yolo") a.yolo = true;
-    else if (v === "-c" || v === "--continue") a.continueLatest = true;
-    else if (v === "-s" || v === "--session") {
-      a.sessionId = next();
-      if (a.sessionId === null) return "--session needs an ID";
-    } else if (v === "-h" || v === "--help") return "";
-    else if (v === "--version" || v === "-V") return "\0version";
-    else return `unknown argument '${v.slice(0, 40)}'`;
-  }
-  if (a.json && a.prompt === null) return "--json needs -p";
-  if (a.sessionId !== null && a.continueLatest) return "--session and --continue cannot be combined";
-  return a;
-}
 
 /**
  * Whether stdin is a terminal (never read with -p). A pipe, a socket, a file or /dev/null (a script's, a service's or
@@ -99,21 +57,22 @@ function quietEpipe(): void {
 }
 
 export async function runChat(argv: string[]): Promise<number> {
-  const a = parse(argv);
-  if (typeof a === "string") {
-    if (a === "") {
-      process.stdout.write(USAGE);
-      return 0;
-    }
-    if (a === "\0version") {
-      process.stdout.write(`berth ${berthVersion()}\n`);
-      return 0;
-    }
-    process.stderr.write(`berth chat: ${a}\n${USAGE}`);
+  // First: `--help` or `--version` into a closed pipe ends as quietly as an answer does.
+  quietEpipe();
+  const a = parseArgs(argv);
+  if ("help" in a) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if ("version" in a) {
+    process.stdout.write(`berth ${berthVersion()}\n`);
+    return 0;
+  }
+  if ("error" in a) {
+    process.stderr.write(`berth chat: ${a.error}\n`);
     return 2;
   }
   mark("chat.start");
-  quietEpipe();
   // -p without a daemon runs the SCV server in this process: start loading it now, so it loads while the chat's
   // own modules and checks run (an existing socket means a daemon is probably up and will serve instead).
   const noDaemon = a.prompt !== null && (process.env["BERTH_CHAT_NO_DAEMON"] === "1" || !existsSync(link.scvSocketPath(process.env)));
@@ -138,7 +97,11 @@ export async function runChat(argv: string[]): Promise<number> {
       if (piped.trim() !== "") prompt = `${prompt}\n\n${piped}`;
     }
     if (prompt.trim().length === 0) {
-      process.stderr.write(`berth chat: the prompt is empty${a.prompt === "-" ? " (stdin had no text)" : ""}\n`);
+      process.stderr.write(
+        a.prompt === "-"
+          ? 'berth chat: the prompt is empty (stdin had no text): pipe the prompt in (echo "what to do" | berth chat -p -), or give it after -p\n'
+          : 'berth chat: the prompt is empty: give it after -p (berth chat -p "what to do"), or pipe it in with -p -\n',
+      );
       await drop();
       return 2;
     }
