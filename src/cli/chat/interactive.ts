@@ -16,6 +16,7 @@
  *   ended)`): nothing can answer it any more. The queued prompts finish, then the chat exits.
  * - /login, /logout and /model use the app-service (sign-in, catalog and settings live there), started on first use.
  * - Failures print one plain line naming the cause; the loop continues.
+ * - Slash commands: slash-commands.ts.
  * - When the server stops (a daemon killed or stopped, a `berth stdio` child that died), the chat connects again
  *   (to the daemon if one answers, else to a new `berth stdio` child) and resumes the conversation there: its
  *   history, an interrupted answer's partial text included, is on disk. After `MAX_RECONNECTS` losses in a row with
@@ -30,10 +31,11 @@ import { Connection } from "./connection.js";
 import { HISTORY_MAX, loadHistory, saveHistory } from "./history.js";
 import { isShiftEnter, keyInput, PROMPT, PromptLines, type KeyInput } from "./keys.js";
 import type { McpDef } from "./project.js";
-import { footerLine, HELP, style, type Style } from "./render.js";
+import { footerLine, style, type Style } from "./render.js";
 import { Screen } from "./screen.js";
 import { ServiceCommands } from "./service-commands.js";
 import { SessionCommands } from "./session-commands.js";
+import { runSlash } from "./slash-commands.js";
 import { suspendToShell } from "./suspend.js";
 import { terminalSafe } from "../terminal-safe.js";
 
@@ -430,33 +432,8 @@ class Chat {
       }
       return this.turn(text);
     }
-    const [cmd = "", ...args] = text.split(/\s+/);
-    switch (cmd) {
-      case "/help":
-        return this.screen.write(HELP);
-      case "/exit":
-      case "/quit":
-        return this.finish(0);
-      case "/new":
-        await this.newConversation();
-        return this.status("new conversation");
-      case "/sessions":
-        return this.sc.sessions();
-      case "/resume":
-        if (args[0] === undefined) return this.status("usage: /resume <n|id-prefix> (see /sessions)");
-        return this.sc.resume(args[0]);
-      case "/tools":
-      case "/mcp":
-        return this.sc.tools(cmd === "/mcp");
-      case "/model":
-        return this.cmds.model(args);
-      case "/login":
-        return this.cmds.startLogin(args[0] ?? "openai-codex");
-      case "/logout":
-        return this.cmds.logout(args[0]);
-      default:
-        this.status(`unknown command ${cmd.slice(0, 32)}; /help lists commands`);
-    }
+    const host = { write: (t: string) => this.screen.write(t), status: (t: string) => this.status(t), finish: (c: number) => this.finish(c), newConversation: () => this.newConversation() };
+    return runSlash({ ...host, sc: this.sc, cmds: this.cmds }, text);
   }
 
   private async turn(prompt: string): Promise<void> {
