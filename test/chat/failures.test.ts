@@ -6,7 +6,7 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ERROR_BODY_SECRET, startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
@@ -53,7 +53,11 @@ describe("berth chat turn failure lines", () => {
   it("the interactive chat prints the same cause and the suggestions after its turn line", async () => {
     fake.setModels([{ id: "gpt-4.1-mini" }, { id: "o3" }]);
     fake.script([{ status: 404, body: JSON.stringify({ type: "error", error: { type: "not_found_error", message: `model: ${ERROR_BODY_SECRET}` } }) }]);
-    const p = chat([], chatEnv(h, { MC_PROVIDER: "cat", MC_MODEL: "gpt-4.1-mimi" }), { stdin: "hi\n" });
+    // A home whose catalog of cat was never read: the setup checks cannot tell the model is unknown (piped prompts
+    // would not run past them), so the turn is sent and fails.
+    const fresh = mkdtempSync(join(tmpdir(), "berth-fail-"));
+    copyFileSync(join(h, "settings.json"), join(fresh, "settings.json"));
+    const p = chat([], chatEnv(fresh, { MC_PROVIDER: "cat", MC_MODEL: "gpt-4.1-mimi" }), { stdin: "hi\n" });
     assert.equal(await p.exited, 1);
     assert.ok(!p.stdout.includes(ERROR_BODY_SECRET));
     assert.match(p.stdout, /── failed \(provider_error: the provider request failed: provider returned an error status \(HTTP 404 not_found_error\)\) · [^\n]*\n(?:error: )?MC_MODEL=gpt-4\.1-mimi is not a model of provider cat \(did you mean gpt-4\.1-mini\?\)\n/);

@@ -84,11 +84,11 @@ describe("berth chat -p and terminal controls", () => {
       assert.match(p.stderr, /provider "x\^\[\]0;owned\^G\^\[\]52;c;cm0=\^G<U\+202E>" names no known provider/);
     });
 
-    it("interactive: the banner's error line carries no terminal control", async () => {
+    it("interactive (piped: the error goes to stderr, said once): the error line carries no terminal control", async () => {
       const p = chat([], chatEnv(h), { cwd: project(), stdin: "/exit\n" });
-      await p.exited;
-      assert.doesNotMatch(p.stdout, RAW_CONTROL, JSON.stringify(p.stdout));
-      assert.match(p.stdout, /provider "x\^\[\]0;owned\^G/);
+      assert.equal(await p.exited, 1);
+      assert.doesNotMatch(p.stdout + p.stderr, RAW_CONTROL, JSON.stringify(p.stdout + p.stderr));
+      assert.match(p.stderr, /^berth chat: the settings' provider "x\^\[\]0;owned\^G/);
     });
   });
 });

@@ -1,6 +1,7 @@
 /**
  * The interactive chat's start: the banner (how it is connected, model and cwd, `--yolo`, a setup problem named in
- * one line) and the question whether to trust this project's own MCP servers (remembered once answered yes).
+ * one line, or returned for piped prompts to say once on stderr) and the question whether to trust this project's own
+ * MCP servers (remembered once answered yes).
  */
 import { join } from "node:path";
 import type { McpDef } from "./project.js";
@@ -16,6 +17,8 @@ export interface BannerHost {
   readonly home: string;
   readonly cwd: string;
   readonly yolo: boolean;
+  /** Prompts come from a pipe: a setup error is returned (for the chat to say once and stop), not shown. */
+  readonly piped: boolean;
   /** `daemon` or `stdio` (null: not connected yet). */
   via(): Promise<string | null>;
   question(text: string): Promise<string>;
@@ -31,6 +34,8 @@ export interface Startup {
   mcpConfig: Record<string, McpDef>;
   /** The session's MCP servers when the trusted project adds its own (global ∪ project); null: the settings'. */
   sessionMcp: Record<string, McpDef> | null;
+  /** What is wrong with the setup (text ending in a newline), or null. */
+  setupError: string | null;
 }
 
 export async function banner(h: BannerHost): Promise<Startup> {
@@ -43,9 +48,12 @@ export async function banner(h: BannerHost): Promise<Startup> {
   if (pre.ok) status(terminalSafe(`model ${pre.provider}/${pre.model ?? "?"} · ${h.cwd}`, false));
   if (yolo) screen.line(s.red("--yolo: every tool call is approved without asking"));
   if (pre.ok && pre.approvalNote !== null) screen.line(s.bold(`note: ${pre.approvalNote}`));
-  if (!pre.ok) screen.line(pre.noProvider ? NO_PROVIDER_HELP.trimEnd() : s.red(`error: ${pre.message}`));
+  if (!pre.ok && !h.piped) screen.line(pre.noProvider ? NO_PROVIDER_HELP.trimEnd() : s.red(`error: ${pre.message}`));
   const global = (pre.ok ? pre.layers.global.mcp_servers : undefined) ?? {};
-  const out: Startup = { yolo, baseUrl: pre.ok ? pre.baseUrl : null, model: pre.ok ? `${pre.provider}/${pre.model ?? "?"}` : null, mcpConfig: global, sessionMcp: null };
+  const setupError = pre.ok ? null : pre.noProvider ? NO_PROVIDER_HELP : `${pre.message}\n`;
+  const out: Startup = { yolo, baseUrl: pre.ok ? pre.baseUrl : null, model: pre.ok ? `${pre.provider}/${pre.model ?? "?"}` : null, mcpConfig: global, sessionMcp: null, setupError };
+  // Piped prompts stop at a setup error: no line may be taken as an answer to the trust question first.
+  if (setupError !== null && h.piped) return out;
   const proj = await projectMcp(h.home, h.cwd);
   if (proj === null) return out;
   let trusted = proj.trusted;

@@ -42,13 +42,19 @@ export interface TurnHost {
   refreshFooter(): void;
 }
 
-/** Runs one turn; resolves true when it completed. */
-export async function runTurn(h: TurnHost, prompt: string): Promise<boolean> {
+/** How a turn ended: `failure` is a failed turn's message (null for any other end). */
+export interface TurnEnd {
+  completed: boolean;
+  failure: string | null;
+}
+
+/** Runs one turn. */
+export async function runTurn(h: TurnHost, prompt: string): Promise<TurnEnd> {
   const { screen, s } = h;
   const tooLarge = promptTooLarge(prompt);
   if (tooLarge !== null) {
     screen.line(s.red(`error: ${tooLarge}`));
-    return false;
+    return { completed: false, failure: null };
   }
   const session = await h.conn.open();
   h.refreshFooter();
@@ -109,7 +115,7 @@ export async function runTurn(h: TurnHost, prompt: string): Promise<boolean> {
     answer.end();
     if (end.type === "error") {
       screen.line(s.red(terminalSafe(`error: the server refused the prompt (${String(end["code"])}: ${textOf(end["message"])})`, false)));
-      return false;
+      return { completed: false, failure: null };
     }
     const ctx = h.conn.ctx;
     const g = `${ctx !== null ? ` · ${gauge(ctx.current, ctx.max)}` : ""} · ${terminalSafe(`${session.model ?? "?"} · ${session.cwd}`, false)} · ${session.id.slice(0, 12)}`;
@@ -117,9 +123,11 @@ export async function runTurn(h: TurnHost, prompt: string): Promise<boolean> {
     screen.line(s.dim(`── ${end.type === "turn.failed" ? s.red(label) : label}${g}`));
     if (end.type === "turn.failed") {
       const { failureHints } = await import("./hints.js");
-      for (const l of (await failureHints(textOf(end["message"]), process.env, h.cwd)).map((x) => terminalSafe(x, false))) screen.line(l.startsWith("error: ") ? s.red(l) : l);
+      const hints = await failureHints(textOf(end["message"]), process.env, h.cwd);
+      // A hint of several lines (the setup help) is shown line by line, each without terminal controls.
+      for (const l of hints.flatMap((x) => x.split("\n")).map((x) => terminalSafe(x, false))) screen.line(l.startsWith("error: ") ? s.red(l) : l);
     }
-    return end.type === "turn.completed";
+    return { completed: end.type === "turn.completed", failure: end.type === "turn.failed" ? textOf(end["message"]) : null };
   } finally {
     turn = null;
     screen.spinner.stop();

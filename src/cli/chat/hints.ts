@@ -36,7 +36,15 @@ async function providerModels(provider: string): Promise<string[]> {
   }
 }
 
-/** Lines explaining a failed turn further (may be empty). `message` is the `turn.failed` message. */
+/**
+ * A failure every later prompt would meet alike, so piped prompts stop at it: the credential missing or rejected, no
+ * usable provider selected.
+ */
+export function failsAlike(message: string): boolean {
+  return /^(?:the provider credential is missing|no usable provider and model are selected)/.test(message);
+}
+
+/** Lines explaining a failed turn further (may be empty; the setup help is one entry of several lines). `message` is the `turn.failed` message. */
 export async function failureHints(message: string, env: NodeJS.ProcessEnv, cwd: string): Promise<string[]> {
   const pre = await preflight(env, cwd).catch(() => null);
   if (pre === null) return [];

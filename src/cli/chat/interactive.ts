@@ -15,7 +15,9 @@
  * - End of input (Ctrl-D, a pipe that ended) answers a pending question, and every later one, "no" (`denied (input
  *   ended)`): nothing can answer it any more. The queued prompts finish, then the chat exits.
  * - /login, /logout and /model use the app-service (sign-in, catalog and settings live there), started on first use.
- * - Failures print one plain line naming the cause; the loop continues.
+ * - Failures print one plain line naming the cause; the loop continues. Piped prompts (stdin not a terminal) stop
+ *   instead at a broken setup (said once on stderr, exit 1, none run) and at a failure every later prompt would meet
+ *   alike (hints.ts `failsAlike`): the rest are not run.
  * - Slash commands: slash-commands.ts.
  * - When the server stops (a daemon killed or stopped, a `berth stdio` child that died), the chat connects again
  *   (to the daemon if one answers, else to a new `berth stdio` child) and resumes the conversation there: its
@@ -25,9 +27,10 @@
 import { createInterface, type Interface } from "node:readline";
 import type { RunningTurn } from "../../client/scv/client.js";
 import { banner } from "./banner.js";
-import { runTurn } from "./chat-turn.js";
+import { runTurn, type TurnEnd } from "./chat-turn.js";
 import { describeError } from "./common.js";
 import { Connection } from "./connection.js";
+import { failsAlike } from "./hints.js";
 import { HISTORY_MAX, loadHistory, saveHistory } from "./history.js";
 import { isShiftEnter, keyInput, PROMPT, PromptLines, type KeyInput } from "./keys.js";
 import type { McpDef } from "./project.js";
@@ -268,9 +271,15 @@ class Chat {
         home: this.o.home,
         cwd: this.cwd,
         yolo: this.yolo,
+        piped: !terminal,
         via: () => this.conn.via(),
         question: (t) => this.question(t),
       });
+      // Piped prompts with a broken setup: said once, as -p says it, and none is run.
+      if (start.setupError !== null && !terminal) {
+        process.stderr.write(`berth chat: ${start.setupError}berth chat: no prompt was run\n`);
+        return this.finish(1);
+      }
       this.yolo = start.yolo;
       this.baseUrl = start.baseUrl;
       this.model = start.model;
@@ -419,6 +428,7 @@ class Chat {
   }
 
   private async onLine(raw: string): Promise<void> {
+    if (this.exiting) return;
     this.idleInterrupt = false;
     if (this.typedAhead.delete(raw)) this.screen.line(`› ${raw}`);
     const text = raw.trim();
@@ -440,14 +450,20 @@ class Chat {
     this.cancelling = false;
     let ok = false;
     try {
-      ok = await this.runOne(prompt);
+      const end = await this.runOne(prompt);
+      ok = end.completed;
+      // Piped prompts: a failure every later one would meet alike is said once (above); the rest are not run.
+      if (!this.terminal && end.failure !== null && failsAlike(end.failure)) {
+        process.stderr.write("berth chat: stopped: every later prompt would fail alike (see above), so the remaining piped prompts were not run\n");
+        this.finish(1);
+      }
     } finally {
       if (!ok) this.failedTurns++;
       else this.losses = 0;
     }
   }
 
-  private runOne(prompt: string): Promise<boolean> {
+  private runOne(prompt: string): Promise<TurnEnd> {
     return runTurn(
       {
         screen: this.screen,
