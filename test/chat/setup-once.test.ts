@@ -1,7 +1,9 @@
 /**
  * A broken setup is said once. Piped prompts (`printf 'a\nb\n' | berth chat`) with no provider ready, or a key
  * variable unset, get the cause once on stderr and exit 1 without running any prompt (as `-p` does); a failure every
- * later prompt would meet alike (the credential missing where the turns run) stops the rest.
+ * later prompt would meet alike (the key missing where the turns run) stops the rest. Through a daemon, the key is
+ * looked for where the turns run, the daemon: a key exported only in the daemon's shell works, and one exported only in
+ * the chat's shell fails naming the variable and the daemon as where to set it.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -9,6 +11,7 @@ import { existsSync, mkdtempSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
+import { startDaemon } from "../scv/client.js";
 import { chat, chatEnv } from "./helpers.js";
 
 const count = (s: string, sub: string): number => s.split(sub).length - 1;
@@ -69,5 +72,51 @@ describe("berth chat says a broken setup once", () => {
     assert.match(p.stderr, /^berth chat: stopped: every later prompt would fail alike \(see above\), so the remaining piped prompts were not run\n$/m);
     assert.equal(fake.requests.length, before);
     noTrace(p.stderr);
+  });
+
+  describe("through a berth daemon, the key is the daemon's", () => {
+    it("a key exported only where the daemon started: -p and piped prompts run", { timeout: 60_000 }, async () => {
+      const scvHome = mkdtempSync(join(tmpdir(), "berth-scvh-"));
+      const d = await startDaemon({ MC_HOME: keyed, SCV_HOME: scvHome, KEYED_TEST_KEY: "key-of-the-daemon" });
+      try {
+        const before = fake.requests.length;
+        const one = chat(["-p", "hi"], chatEnv(keyed, { SCV_HOME: scvHome }));
+        assert.equal(await one.exited, 0, one.stderr);
+        assert.equal(one.stdout, "echo: hi\n");
+        const piped = chat([], chatEnv(keyed, { SCV_HOME: scvHome }), { stdin: "one\ntwo\n" });
+        assert.equal(await piped.exited, 0, piped.stdout + piped.stderr);
+        assert.match(piped.stdout, /via berth daemon/);
+        assert.match(piped.stdout, /echo: one[\s\S]*echo: two/);
+        assert.doesNotMatch(piped.stdout, /not set/);
+        const reqs = (await fake.waitForRequests(before + 3)).slice(before);
+        for (const r of reqs) assert.equal(r.headers.authorization, "Bearer key-of-the-daemon");
+      } finally {
+        await d.stop();
+      }
+    });
+
+    it("a key exported only where the chat started: the failure names the variable and the daemon; piped prompts stop after one", { timeout: 60_000 }, async () => {
+      const scvHome = mkdtempSync(join(tmpdir(), "berth-scvh-"));
+      const d = await startDaemon({ MC_HOME: keyed, SCV_HOME: scvHome });
+      try {
+        const env = chatEnv(keyed, { SCV_HOME: scvHome, KEYED_TEST_KEY: "key-of-the-chat" });
+        const before = fake.requests.length;
+        const daemonWay = "berth chat: the berth daemon serving this chat runs its turns with its own environment, not this shell's: export KEYED_TEST_KEY=… where berth daemon starts and restart the daemon, or stop the daemon so that berth chat serves itself";
+        const one = chat(["-p", "hi"], env);
+        assert.equal(await one.exited, 1, one.stderr);
+        assert.match(one.stderr, /the turn failed \(provider_error: the provider credential is missing: KEYED_TEST_KEY /);
+        assert.ok(one.stderr.includes(`${daemonWay}\n`), one.stderr);
+        noTrace(one.stderr);
+        const piped = chat([], env, { stdin: "one\ntwo\nthree\n" });
+        assert.equal(await piped.exited, 1, piped.stdout + piped.stderr);
+        assert.equal(count(piped.stdout, "── failed"), 1, piped.stdout);
+        assert.ok(piped.stdout.includes(daemonWay.replace(/^berth chat: /, "")), piped.stdout);
+        assert.match(piped.stderr, /the remaining piped prompts were not run/);
+        assert.equal(fake.requests.length, before, "no request went out without a key");
+        assert.ok(!(one.stderr + piped.stdout + piped.stderr).includes("key-of-the-chat"));
+      } finally {
+        await d.stop();
+      }
+    });
   });
 });

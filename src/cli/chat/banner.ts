@@ -41,7 +41,8 @@ export interface Startup {
 export async function banner(h: BannerHost): Promise<Startup> {
   const { screen, s } = h;
   const status = (t: string): void => screen.line(s.dim(`  · ${t}`));
-  const pre = await preflight(process.env, h.cwd);
+  // A key missing here may be set where a daemon runs the turns.
+  const pre = await preflight(process.env, h.cwd, { keyHere: async () => (await h.via()) !== "daemon" });
   const yolo = h.yolo || (pre.ok && pre.approvalPolicy === "never");
   const via = await h.via();
   screen.line(s.bold("berth chat") + s.dim(` — /help for commands, Ctrl-C to cancel${via === "daemon" ? " · via berth daemon" : ""}`));

@@ -58,7 +58,7 @@ export async function runTurn(h: TurnHost, prompt: string): Promise<TurnEnd> {
   }
   const session = await h.conn.open();
   h.refreshFooter();
-  const client = (await h.conn.current()).client;
+  const { client, via } = await h.conn.current();
   // Markdown is rendered line by line on a terminal that can redraw; the unfinished line shows raw meanwhile.
   const answer = new LiveAnswer(screen.redraws ? new MarkdownStream(h.color) : null, {
     write: (t) => screen.write(t),
@@ -123,7 +123,7 @@ export async function runTurn(h: TurnHost, prompt: string): Promise<TurnEnd> {
     screen.line(s.dim(`── ${end.type === "turn.failed" ? s.red(label) : label}${g}`));
     if (end.type === "turn.failed") {
       const { failureHints } = await import("./hints.js");
-      const hints = await failureHints(textOf(end["message"]), process.env, h.cwd);
+      const hints = await failureHints(textOf(end["message"]), process.env, h.cwd, via);
       // A hint of several lines (the setup help) is shown line by line, each without terminal controls.
       for (const l of hints.flatMap((x) => x.split("\n")).map((x) => terminalSafe(x, false))) screen.line(l.startsWith("error: ") ? s.red(l) : l);
     }

@@ -36,6 +36,9 @@ async function providerModels(provider: string): Promise<string[]> {
   }
 }
 
+/** A `turn.failed` message saying the credential is missing where the turn ran (not one the provider rejected). */
+const MISSING_KEY = /^the provider credential is missing(?:: ([A-Za-z_][A-Za-z0-9_]*) \(| or was rejected: provider credential unavailable)/;
+
 /**
  * A failure every later prompt would meet alike, so piped prompts stop at it: the credential missing or rejected, no
  * usable provider selected.
@@ -44,11 +47,21 @@ export function failsAlike(message: string): boolean {
   return /^(?:the provider credential is missing|no usable provider and model are selected)/.test(message);
 }
 
-/** Lines explaining a failed turn further (may be empty; the setup help is one entry of several lines). `message` is the `turn.failed` message. */
-export async function failureHints(message: string, env: NodeJS.ProcessEnv, cwd: string): Promise<string[]> {
-  const pre = await preflight(env, cwd).catch(() => null);
+/**
+ * Lines explaining a failed turn further (may be empty; the setup help is one entry of several lines). `message` is
+ * the `turn.failed` message; `via`, how the chat is connected: a daemon runs turns with its own environment, so a key
+ * missing there is set where the daemon starts, never "where berth chat starts".
+ */
+export async function failureHints(message: string, env: NodeJS.ProcessEnv, cwd: string, via: string | null = null): Promise<string[]> {
+  const pre = await preflight(env, cwd, { keyHere: () => Promise.resolve(via !== "daemon") }).catch(() => null);
   if (pre === null) return [];
   if (!pre.ok) return [pre.noProvider ? NO_PROVIDER_HELP.trimEnd() : `error: ${pre.message}`];
+  const missing = via === "daemon" ? MISSING_KEY.exec(message) : null;
+  const v = missing?.[1] ?? (pre.provider === "anthropic" ? "ANTHROPIC_API_KEY" : undefined);
+  if (missing !== null && v !== undefined)
+    return [
+      `the berth daemon serving this chat runs its turns with its own environment, not this shell's: export ${v}=… where berth daemon starts and restart the daemon, or stop the daemon so that berth chat serves itself`,
+    ];
   if (!unknownModel(message) || pre.model === null) return [];
   const models = await providerModels(pre.provider).catch(() => [] as string[]);
   const from = env["MC_MODEL"] !== undefined && env["MC_MODEL"] !== "" ? `MC_MODEL=${pre.model}` : `model "${pre.model}"`;

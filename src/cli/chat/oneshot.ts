@@ -120,7 +120,8 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     const projecting = import("./project.js").then(({ projectMcp }) => projectMcp(o.home, cwd));
     projecting.catch(() => undefined);
     mark("chat.preflight");
-    const pre = await preflight(process.env, cwd);
+    // A key missing here is looked for where the turns run: a daemon's own environment (the link tells).
+    const pre = await preflight(process.env, cwd, { keyHere: () => linking.then((l) => l.via !== "daemon", () => true) });
     mark("chat.preflight_done");
     if (!pre.ok) {
       process.stderr.write(pre.noProvider ? `berth chat: ${NO_PROVIDER_HELP}` : `berth chat: ${pre.message}\n`);
@@ -253,7 +254,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     err(`the turn ${failureLine(end, pre.baseUrl, { partial: text.length > 0, how: `berth chat --session ${sessionId} continues it` })}`);
     if (status === "failed") {
       const { failureHints } = await import("./hints.js");
-      for (const h of await failureHints(textOf(end["message"]), process.env, cwd)) err(h.replace(/^error: /, ""));
+      for (const h of await failureHints(textOf(end["message"]), process.env, cwd, link.via)) err(h.replace(/^error: /, ""));
     }
     return status === "cancelled" ? signalExit : 1;
   } catch (e) {

@@ -2,7 +2,8 @@
  * Checks `berth chat` makes before its first turn, so a broken setup is named in one line instead of a failed turn:
  * settings that cannot be read (file path, line and column for malformed JSON; the JSON path and reason for a
  * value of the wrong shape), an `MC_PROVIDER` naming no provider, a provider whose key variable is unset, a model
- * the provider does not list. Reads files only; never the network; never prints a credential.
+ * the provider does not list. Reads files only; never the network; never prints a credential. A key variable is
+ * checked where the turns run: not in this environment when a daemon runs them (`keyHere`).
  * A failure's `message` is one line without terminal controls (terminalSafe): it quotes settings values, paths and
  * parser messages, and a project's `.berth/settings.json` (a cloned repository's file) is read before any trust.
  */
@@ -255,13 +256,22 @@ export async function explainSettings(path: string): Promise<string> {
   return `${path}: ${issuePath(issue.path)}: ${redactSecrets(issue.message)}`;
 }
 
-export async function preflight(env: EnvLike, cwd: string): Promise<Preflight> {
-  const r = await check(env, cwd);
+export interface PreflightOptions {
+  /**
+   * Whether the turns run with `env` (a `berth stdio` child or the in-process server inherit it); false when a daemon
+   * runs them, with the daemon's own environment. Asked only when a key is missing from `env`: the key check is then
+   * left to the daemon, whose turn failure names the variable (hints.ts says where the daemon reads it).
+   */
+  keyHere?: () => Promise<boolean>;
+}
+
+export async function preflight(env: EnvLike, cwd: string, opts: PreflightOptions = {}): Promise<Preflight> {
+  const r = await check(env, cwd, opts.keyHere ?? (() => Promise.resolve(true)));
   // Every caller prints the message: a repository's provider name must not retitle the window or set the clipboard.
   return r.ok ? r : { ...r, message: terminalSafe(r.message, false) };
 }
 
-async function check(env: EnvLike, cwd: string): Promise<Preflight> {
+async function check(env: EnvLike, cwd: string, keyHere: () => Promise<boolean>): Promise<Preflight> {
   const home = resolveHome(env);
   const settings = new SettingsStore({ home, projectDir: cwd, env });
   let layers: SettingsLayers;
@@ -292,7 +302,7 @@ async function check(env: EnvLike, cwd: string): Promise<Preflight> {
   }
   if (!entry.builtin) {
     const v = entry.def.api_key_env;
-    if (v !== undefined && (env[v] === undefined || env[v] === "")) {
+    if (v !== undefined && (env[v] === undefined || env[v] === "") && (looksLikeKey(v) || (await keyHere()))) {
       // A key pasted where the variable's name belongs is never echoed.
       // Custom providers live in the global settings only: that file names the variable.
       const file = settings.pathOf("global");
@@ -304,7 +314,8 @@ async function check(env: EnvLike, cwd: string): Promise<Preflight> {
   } else {
     const snap = await new AuthStore(home).read().catch(() => null);
     const ready = entry.id === "openai-codex" ? snap?.codex != null : (env["ANTHROPIC_API_KEY"] ?? "") !== "" || snap?.anthropic != null;
-    if (!ready) return { ok: false, message: "No model provider is ready.", noProvider: true };
+    // A daemon's ANTHROPIC_API_KEY is its own (a sign-in is stored in the home, which both read).
+    if (!ready && (entry.id === "openai-codex" || (await keyHere()))) return { ok: false, message: "No model provider is ready.", noProvider: true };
   }
   const { policy, ignoredProject } = approvalPolicyOf(layers);
   const approvalNote = ignoredProject === null ? null : ignoredApprovalPolicyNote(ignoredProject, policy);
