@@ -89,7 +89,11 @@ export async function runChat(argv: string[]): Promise<number> {
     linking.catch(() => undefined);
     const drop = async (): Promise<void> => void (await linking.catch(() => null))?.close();
     let prompt = a.prompt;
-    if (prompt === "-") prompt = await readStdin();
+    if (prompt === "-") {
+      // Typed by hand, `-p -` would otherwise wait in silence for an end of input the user may not know to give.
+      if (await stdinIsTerminal()) process.stderr.write("berth chat: reading the prompt from the terminal: type it, then press Ctrl-D on an empty line to send it (or give it after -p)\n");
+      prompt = await readStdin();
+    }
     // Not process.stdin.isTTY: creating process.stdin (a stream and its module) costs ~3 ms before the first token,
     // and a terminal's stdin is never read with -p.
     else if (!(await stdinIsTerminal())) {

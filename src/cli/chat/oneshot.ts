@@ -144,7 +144,11 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
           return 1;
         }
         resume = r.id;
-      } else resume = (await view.latestIn(cwd)) ?? undefined;
+      } else {
+        resume = (await view.latestIn(cwd)) ?? undefined;
+        // As the interactive chat says it: --continue did not find what it was asked for.
+        if (resume === undefined) err("no earlier session in this directory; starting a new one");
+      }
       const recorded = resume !== undefined ? await view.cwdOf(resume) : null;
       // The recorded directory could not be used (removed, not a directory): the server continued elsewhere.
       if (recorded !== null) movedNote = (now) => (now !== recorded ? movedWorkspaceNote(recorded, now) : null);
