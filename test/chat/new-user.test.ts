@@ -1,7 +1,8 @@
 /**
  * `berth chat` as a new user meets it: `-p -` typed in a terminal says it is reading the prompt there and how to end
  * it (instead of waiting in silence); `-p --continue` where no earlier session exists says it starts a new one;
- * piped prompts into a reader that is already gone end without a trace.
+ * piped prompts with a `--session` naming none stop as `-p` does (they ran in a new session, exit 0); piped prompts
+ * into a reader that is already gone end without a trace.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -54,6 +55,15 @@ describe("berth chat for a new user", () => {
     const again = chat(["-p", "again", "--continue"], chatEnv(h, FAKE), { cwd });
     assert.equal(await again.exited, 0, again.stderr);
     assert.match(again.stderr, /^session \S+\n$/);
+  });
+
+  it("piped prompts with a --session that names no session: said once on stderr, no prompt run, exit 1 (as -p)", async () => {
+    const before = fake.requests.length;
+    const p = chat(["--session", "zzz-no-such"], chatEnv(h, FAKE), { stdin: "hi\n" });
+    assert.equal(await p.exited, 1, p.stdout + p.stderr);
+    assert.equal(p.stderr, 'berth chat: no saved session starts with "zzz-no-such" (/sessions lists them); no prompt was run\n');
+    assert.doesNotMatch(p.stdout, /zzz-no-such|echo: hi/);
+    assert.equal(fake.requests.length, before);
   });
 
   it("piped prompts into a reader already gone end quietly (exit 0, as -p does)", async () => {

@@ -286,7 +286,14 @@ class Chat {
       this.mcpConfig = start.mcpConfig;
       this.sessionMcp = start.sessionMcp;
       this.refreshFooter();
-      if (this.o.sessionId !== null) await this.sc.resume(this.o.sessionId);
+      if (this.o.sessionId !== null) {
+        // Piped prompts meant for that session must not run in a new one (as with -p).
+        const failed = await this.sc.resume(this.o.sessionId, !terminal);
+        if (failed !== null && !terminal) {
+          process.stderr.write(`berth chat: ${failed}; no prompt was run\n`);
+          return this.finish(1);
+        }
+      }
       else if (this.o.continueLatest) {
         const id = await this.sc.view.latestIn(this.cwd);
         if (id === null) this.status("no earlier session in this directory; starting a new one");

@@ -106,17 +106,25 @@ export class SessionCommands {
   }
 
   /** Shows a stored session's history, then continues it over SCV in its own cwd. */
-  async resume(ref: string): Promise<void> {
+  /**
+   * Continues session `ref` (a list number, an ID or a unique prefix of one). Resolves null once resumed, else why it
+   * could not be (shown as a status line unless `quiet`: the caller says it).
+   */
+  async resume(ref: string, quiet = false): Promise<string | null> {
+    const fail = (why: string): string => {
+      if (!quiet) this.h.status(why);
+      return why;
+    };
     let id: string;
     const row = /^\d+$/.test(ref) ? this.lastListing[Number(ref) - 1] : undefined;
     if (row !== undefined) id = row.id;
     else {
       const r = await this.view.resolve(ref);
-      if ("error" in r) return this.h.status(terminalSafe(r.error, false));
+      if ("error" in r) return fail(terminalSafe(r.error, false));
       id = r.id;
     }
     const h = await this.view.history(id);
-    if (h === null) return this.h.status("that session cannot be read");
+    if (h === null) return fail("that session cannot be read");
     const recorded = await this.view.cwdOf(id);
     await this.h.dropLink();
     const s = await this.h.ensureSession(id);
@@ -125,5 +133,6 @@ export class SessionCommands {
     for (const [kind, text] of historyLines(h.records, this.h.s)) if (kind === "line") this.h.line(text);
     else this.h.status(text);
     this.h.status(`resumed ${id} in ${s.cwd}${s.cwd !== this.h.cwd ? " (the session's own directory)" : ""}`);
+    return null;
   }
 }

@@ -28,7 +28,10 @@ const COMMANDS: Record<string, Handler> = {
     h.status("new conversation");
   },
   "/sessions": (h) => h.sc.sessions(),
-  "/resume": (h, args) => (args[0] === undefined ? h.status("usage: /resume <n|id-prefix> (see /sessions)") : h.sc.resume(args[0])),
+  "/resume": async (h, args) => {
+    if (args[0] === undefined) h.status("usage: /resume <n|id-prefix> (see /sessions)");
+    else await h.sc.resume(args[0]);
+  },
   "/tools": (h) => h.sc.tools(false),
   "/mcp": (h) => h.sc.tools(true),
   "/model": (h, args) => h.cmds.model(args),
