@@ -7,7 +7,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { mkdirSync, mkdtempSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
@@ -64,6 +64,25 @@ describe("berth chat for a new user", () => {
     assert.equal(p.stderr, 'berth chat: no saved session starts with "zzz-no-such" (/sessions lists them); no prompt was run\n');
     assert.doesNotMatch(p.stdout, /zzz-no-such|echo: hi/);
     assert.equal(fake.requests.length, before);
+  });
+
+  it("a settings.json that is a symbolic link to nothing is named (its settings would be dropped unseen)", async () => {
+    const dotfiles = mkdtempSync(join(tmpdir(), "berth-dotfiles-"));
+    const hl = mkdtempSync(join(tmpdir(), "berth-link-"));
+    symlinkSync(join(dotfiles, "berth", "settings.json"), join(hl, "settings.json"));
+    const p = chat(["-p", "hi"], chatEnv(hl, { ANTHROPIC_API_KEY: "sk-ant-not-used" }));
+    assert.equal(await p.exited, 1, p.stderr);
+    assert.equal(
+      p.stderr,
+      `berth chat: settings: ${join(hl, "settings.json")} is a symbolic link to ${join(dotfiles, "berth", "settings.json")}, which does not exist; fix the link (or remove it to use no settings)\n`,
+    );
+    // A project's .berth/settings.json alike.
+    const cwd = mkdtempSync(join(tmpdir(), "berth-proj-"));
+    mkdirSync(join(cwd, ".berth"));
+    symlinkSync("../../gone/settings.json", join(cwd, ".berth", "settings.json"));
+    const proj = chat(["-p", "hi"], chatEnv(h, FAKE), { cwd });
+    assert.equal(await proj.exited, 1, proj.stderr);
+    assert.match(proj.stderr, /^berth chat: settings: \S+\/\.berth\/settings\.json is a symbolic link to \.\.\/\.\.\/gone\/settings\.json, which does not exist; fix the link/);
   });
 
   it("piped prompts into a reader already gone end quietly (exit 0, as -p does)", async () => {

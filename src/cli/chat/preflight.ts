@@ -2,11 +2,13 @@
  * Checks `berth chat` makes before its first turn, so a broken setup is named in one line instead of a failed turn:
  * settings that cannot be read (file path, line and column for malformed JSON; the JSON path and reason for a
  * value of the wrong shape), an `MC_PROVIDER` naming no provider, a provider whose key variable is unset, a model
- * the provider does not list. Reads files only; never the network; never prints a credential. A key variable is
- * checked where the turns run: not in this environment when a daemon runs them (`keyHere`).
+ * the provider does not list, a settings file that is a symbolic link to nothing. Reads files only; never the
+ * network; never prints a credential. A key variable is checked where the turns run: not in this environment when a
+ * daemon runs them (`keyHere`).
  * A failure's `message` is one line without terminal controls (terminalSafe): it quotes settings values, paths and
  * parser messages, and a project's `.berth/settings.json` (a cloned repository's file) is read before any trust.
  */
+import { readlink, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { AuthStore } from "../../store/auth/auth-store.js";
 import { CatalogCache } from "../../store/catalog/cache.js";
@@ -265,6 +267,17 @@ export interface PreflightOptions {
   keyHere?: () => Promise<boolean>;
 }
 
+/**
+ * Why `path` is a symbolic link to nothing (a dotfiles link whose target moved), else null. Every store reads such a
+ * file as absent, so its settings (providers, the approval policy) would be dropped without a word.
+ */
+async function danglingLink(path: string): Promise<string | null> {
+  const target = await readlink(path).catch(() => null);
+  if (target === null) return null;
+  const gone = await stat(path).then(() => false, (e: NodeJS.ErrnoException) => e.code === "ENOENT");
+  return gone ? `${path} is a symbolic link to ${target}, which does not exist; fix the link (or remove it to use no settings)` : null;
+}
+
 export async function preflight(env: EnvLike, cwd: string, opts: PreflightOptions = {}): Promise<Preflight> {
   const r = await check(env, cwd, opts.keyHere ?? (() => Promise.resolve(true)));
   // Every caller prints the message: a repository's provider name must not retitle the window or set the clipboard.
@@ -276,7 +289,10 @@ async function check(env: EnvLike, cwd: string, keyHere: () => Promise<boolean>)
   const settings = new SettingsStore({ home, projectDir: cwd, env });
   let layers: SettingsLayers;
   try {
-    layers = await settings.load();
+    const [loaded, dangling] = await Promise.all([settings.load(), Promise.all([danglingLink(settings.pathOf("global")), danglingLink(settings.pathOf("project"))])]);
+    const why = dangling.find((d) => d !== null);
+    if (why !== undefined && why !== null) return { ok: false, message: `settings: ${why}`, noProvider: false };
+    layers = loaded;
   } catch (err) {
     const scope = (err as { scope?: unknown }).scope === "project" ? "project" : "global";
     return { ok: false, message: `settings: ${await explainSettings(settings.pathOf(scope))}`, noProvider: false };
