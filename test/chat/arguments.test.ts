@@ -89,6 +89,15 @@ describe("berth chat arguments", () => {
     }
   });
 
+  it("--help anywhere on the line wins over a refusal", () => {
+    for (const args of [["--bogus", "--help"], ["--resume", "-h"], ["-p", "a", "-p", "b", "--help"], ["--json", "--help"]]) {
+      const r = run(args);
+      assert.equal(r.status, 0, r.stderr);
+      assert.match(r.stdout, /^usage: berth chat /);
+      assert.equal(r.stderr, "");
+    }
+  });
+
   it("--help and --version into a pipe already closed end quietly (no EPIPE trace), for berth and berth chat", () => {
     for (const args of [["chat", "--help"], ["chat", "-h"], ["chat", "--version"], ["--help"], ["--version"], ["chat", "--yolo", "--help"]]) {
       const line = args.map((a) => JSON.stringify(a)).join(" ");

@@ -59,6 +59,12 @@ function shown(s: string): string {
 const refuse = (why: string): { error: string } => ({ error: `${why}; ${HELP_POINTER}` });
 
 export function parseArgs(argv: string[]): ArgsOutcome {
+  const r = parse(argv);
+  // `--help` anywhere wins over a refusal: whoever typed it wants the options.
+  return "error" in r && argv.some((x) => x === "--help" || x === "-h") ? { help: true } : r;
+}
+
+function parse(argv: string[]): ArgsOutcome {
   const a: Args = { prompt: null, json: false, sessionId: null, continueLatest: false, yolo: false };
   let help = false;
   let version = false;
@@ -96,9 +102,7 @@ export function parseArgs(argv: string[]): ArgsOutcome {
 }
 
 /** The refusal for an argument that is not one of berth chat's. */
-function unknown(v: string, argv: string[], i: number, a: Args): ArgsOutcome {
-  // `--help` anywhere wins: whoever typed it wants the options.
-  if (argv.some((x) => x === "--help" || x === "-h")) return { help: true };
+function unknown(v: string, argv: string[], i: number, a: Args): { error: string } {
   const name = v.includes("=") && v.startsWith("-") ? v.slice(0, v.indexOf("=")) : v;
   // Codex's `resume` is a word, and only as the first argument; the others are flags anywhere.
   const foreign = name === "resume" ? (i === 0 ? FOREIGN[name] : undefined) : FOREIGN[name];
