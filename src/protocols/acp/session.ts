@@ -3,8 +3,9 @@
  * and `session/request_permission` requests.
  *
  * Contracts:
- * - Every update of a session goes out in runtime event order through one chain; a prompt's answer is sent only
- *   after every update of its turn was written (`flush`).
+ * - Every update of a session goes out in runtime event order through one queue (update-queue.ts: superseded
+ *   updates are folded together while the editor does not read); a prompt's answer is sent only after every update
+ *   of its turn was written (`flush`).
  * - Assistant text deltas are backpressured: the runtime waits for each chunk to be written before the next, until
  *   the connection shuts down (`stopWaiting`: a turn being cancelled then is not held by an editor not reading).
  * - Tool calls: `tool_proposed` → `tool_call` (`pending`, kind, title, absolute locations, raw input, an edit's diff);
@@ -25,6 +26,7 @@ import type { SessionEvent, SessionRuntime, SessionConfig } from "../../runtime/
 import { clientWorkspace } from "./client-workspace.js";
 import type { SessionChoices } from "./config-options.js";
 import type { Unawaited } from "./unawaited.js";
+import { UpdateQueue } from "./update-queue.js";
 import { textContent, toolDiff, toolKind, toolLocations, toolPlan, toolTitle } from "./tool-view.js";
 
 export type TurnEnd = { stopReason: StopReason } | { failed: SessionEvent & { type: "turn_failed" } };
@@ -37,7 +39,8 @@ const PERMISSION_OPTIONS: PermissionOption[] = [
 ];
 
 export class AcpSession {
-  private out: Promise<void> = Promise.resolve();
+  /** Updates waiting to be written, coalesced while the editor does not read them. */
+  private readonly out: UpdateQueue;
   private readonly calls = new Map<string, { name: string; args: Record<string, unknown> }>();
   /** Client terminals shown with a call (kept in its final content: a released terminal still displays). */
   private readonly terminals = new Map<string, ToolCallContent>();
@@ -61,6 +64,8 @@ export class AcpSession {
     unawaited: Unawaited,
   ) {
     this.shutdown = new Promise((resolve) => (this.stopWaitingNow = resolve));
+    const sessionId = rt.id;
+    this.out = new UpdateQueue((update) => this.client.notify("session/update", { sessionId, update }));
     this.unsubscribe = rt.subscribe((e) => this.on(e));
     const workspace = clientWorkspace(client, rt.id, caps, {
       showTerminal: (callId, content) => {
@@ -79,16 +84,14 @@ export class AcpSession {
     return this.rt.config.cwd;
   }
 
-  /** Sends one update after every earlier one; resolves once written (never rejects). */
+  /** Sends one update after every earlier one (update-queue.ts); resolves once written (never rejects). */
   send(update: SessionUpdate): Promise<void> {
-    const sessionId = this.id;
-    this.out = this.out.then(() => this.client.notify("session/update", { sessionId, update })).catch(() => undefined);
-    return this.out;
+    return this.out.push(update);
   }
 
   /** Resolves after every update queued so far was written. */
   flush(): Promise<void> {
-    return this.out;
+    return this.out.flush();
   }
 
   /** Resolves with the end of turn `turnId` (register before starting it). */
