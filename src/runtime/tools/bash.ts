@@ -6,7 +6,8 @@
  * - On timeout or `ctx.signal` abort the WHOLE group gets SIGTERM, then SIGKILL after
  *   `killGraceMs`. When the call ends for any reason, whatever is left of its group is
  *   terminated the same way, so background jobs (`cmd &`) do not outlive the call; a process
- *   that wants to survive must leave the group itself (`setsid`).
+ *   that wants to survive must leave the group itself (`setsid`). A process exit while the call runs (e.g. a
+ *   door's "second signal exits at once") SIGKILLs the group as it exits: its SIGTERM grace dies with the process.
  * - Result: output plus an `exit code: N` line; non-zero exit → `failed`; timeout → `limit` with
  *   `timedOut: true`; abort → `cancelled`. `timedOut` is always set (true/false).
  * - With the tool policy's `sandbox: "bubblewrap"` the command runs inside bubblewrap (sandbox.ts); a missing
@@ -98,6 +99,22 @@ function killGroup(pid: number, signal: NodeJS.Signals): void {
   }
 }
 
+/** The process groups of commands still running in this process (their leaders' PIDs). */
+const running = new Set<number>();
+let exitHooked = false;
+
+/** Tracks a command's group until its call ends; a process exit before that (a second signal) SIGKILLs it. */
+function trackGroup(pid: number): () => void {
+  if (!exitHooked) {
+    exitHooked = true;
+    process.on("exit", () => {
+      for (const g of running) killGroup(g, "SIGKILL");
+    });
+  }
+  running.add(pid);
+  return () => void running.delete(pid);
+}
+
 export function createBashTool(opts: BashOptions = {}): Tool {
   const defaultTimeoutMs = opts.defaultTimeoutMs ?? BASH_DEFAULT_TIMEOUT_MS;
   const maxTimeoutMs = opts.maxTimeoutMs ?? BASH_MAX_TIMEOUT_MS;
@@ -161,6 +178,7 @@ async function runBash(command: string, cwd: string, signal: AbortSignal, onProg
     const capture = new HeadTailCapture(o.headMax, o.tailMax);
     const [file, argv] = o.wrap === null ? ["bash", ["-c", command]] : [o.wrap[0] as string, [...o.wrap.slice(1), "bash", "-c", command]];
     const child = spawn(file, argv, { cwd, env: o.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    const untrack = child.pid !== undefined ? trackGroup(child.pid) : () => undefined;
     let stopReason: "timeout" | "cancelled" | null = null;
     let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
     let killTimer: NodeJS.Timeout | undefined;
@@ -193,6 +211,7 @@ async function runBash(command: string, cwd: string, signal: AbortSignal, onProg
       signal.removeEventListener("abort", onAbort);
       // Nothing of the group outlives the call, even a member that ignored SIGTERM.
       if (child.pid !== undefined) killGroup(child.pid, "SIGKILL");
+      untrack();
       child.stdout?.destroy();
       child.stderr?.destroy();
       resolve(result);
