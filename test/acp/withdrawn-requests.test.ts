@@ -108,3 +108,58 @@ it("a request Berth withdraws is forgotten by the SDK at once (its pending list 
   }
   await c.closed;
 });
+
+it("the editor's late answer to any withdrawn request, however many came after it, is dropped without a stderr line", async () => {
+  const toAgent = new TransformStream<Uint8Array, Uint8Array>();
+  const fromAgent = new TransformStream<Uint8Array, Uint8Array>();
+  const c = acp.agent({ name: "t" }).connect(acpWire(fromAgent.writable, toAgent.readable));
+  const lines: Array<Record<string, unknown>> = [];
+  let seen: () => void = () => undefined;
+  void (async () => {
+    const decoder = new TextDecoder();
+    let buf = "";
+    for await (const chunk of fromAgent.readable) {
+      buf += decoder.decode(chunk, { stream: true });
+      for (let i = buf.indexOf("\n"); i !== -1; i = buf.indexOf("\n")) {
+        lines.push(JSON.parse(buf.slice(0, i)) as Record<string, unknown>);
+        buf = buf.slice(i + 1);
+        seen();
+      }
+    }
+  })();
+  const until = async (pred: () => boolean): Promise<void> => {
+    while (!pred()) await new Promise<void>((r) => (seen = r));
+  };
+  // More withdrawn requests than any fixed memory of them would hold (1024 before).
+  const n = 1100;
+  for (let i = 0; i < n; i++) {
+    const ctl = new AbortController();
+    const r = c.client.request("terminal/wait_for_exit", { sessionId: "s", terminalId: `t${i}` }, { cancellationSignal: ctl.signal, stopWaitingOnCancel: true });
+    r.catch(() => undefined);
+    ctl.abort();
+  }
+  await until(() => lines.filter((l) => l["method"] === "$/cancel_request").length === n);
+  // A request Berth still waits for is answered as ever.
+  const live = c.client.request("terminal/output", { sessionId: "s", terminalId: "live" });
+  await until(() => lines.some((l) => l["method"] === "terminal/output"));
+  const reported: unknown[] = [];
+  const error = console.error;
+  console.error = (...a: unknown[]) => void reported.push(a);
+  try {
+    const writer = toAgent.writable.getWriter();
+    const first = lines.find((l) => l["method"] === "terminal/wait_for_exit")!;
+    const asked = lines.find((l) => l["method"] === "terminal/output")!;
+    const answers = [
+      { jsonrpc: "2.0", id: first["id"], result: { exitCode: 0 } },
+      { jsonrpc: "2.0", id: 999_999, result: {} },
+      { jsonrpc: "2.0", id: asked["id"], result: { output: "ok", truncated: false } },
+    ];
+    await writer.write(new TextEncoder().encode(answers.map((a) => JSON.stringify(a) + "\n").join("")));
+    assert.deepEqual(await live, { output: "ok", truncated: false });
+    assert.deepEqual(reported, []);
+    await writer.close();
+  } finally {
+    console.error = error;
+  }
+  await c.closed;
+});

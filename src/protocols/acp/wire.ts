@@ -12,9 +12,11 @@
  *   written as the SDK made it, in the SDK's order.
  * - A request of Berth's that it withdraws (`$/cancel_request`: it no longer waits for the answer) is settled on
  *   Berth's side as the request is written: the SDK is handed a `-32800` answer for it, so it is not kept in the
- *   SDK's pending list until an editor that may never answer does (the SDK keeps abandoned requests for ever). The
- *   editor's own answer, if it comes, is then dropped unread (for the last `MAX_WITHDRAWN` withdrawn requests; an
- *   older one is left to the SDK, which notes it on stderr).
+ *   SDK's pending list until an editor that may never answer does (the SDK keeps abandoned requests for ever).
+ * - Only answers to Berth's requests still waited for (written, neither answered nor withdrawn) reach the SDK: the
+ *   editor's late answer to a withdrawn one, however long ago, or an answer naming an ID Berth never used, is dropped
+ *   unread (the SDK would note each on stderr, noise in the editor's agent log). What is remembered is the requests
+ *   still waited for, not the withdrawn ones, so memory does not grow with withdrawals.
  * - The SDK's bare "Invalid params" (`-32602`) names the field and the fix (invalid-params.ts).
  */
 import { ndJsonStream, type AnyMessage, type Stream } from "@agentclientprotocol/sdk";
@@ -105,22 +107,20 @@ function fixProtocolError(chunk: Uint8Array): Uint8Array {
   return chunk;
 }
 
-/** How many withdrawn requests are remembered, so the editor's late answer to one is dropped quietly. */
-export const MAX_WITHDRAWN = 1024;
-
 type Id = string | number;
 const isId = (v: unknown): v is Id => typeof v === "string" || typeof v === "number";
 
-/** Settles each request Berth withdraws as it is written (see the contract above). */
+/** Settles each request Berth withdraws as it is written, and passes on only answers to requests waited for. */
 export function settleWithdrawn(s: Stream): Stream {
-  const withdrawn = new Set<Id>();
+  /** Berth's requests written and neither answered nor withdrawn. */
+  const waiting = new Set<Id>();
   let toSdk: TransformStreamDefaultController<AnyMessage> | null = null;
   const readable = s.readable.pipeThrough(
     new TransformStream<AnyMessage, AnyMessage>({
       start: (ctl) => void (toSdk = ctl),
       transform(msg, ctl) {
         const id = "method" in msg ? undefined : (msg as { id?: unknown }).id;
-        if (isId(id) && withdrawn.delete(id)) return;
+        if (isId(id) && !waiting.delete(id)) return;
         ctl.enqueue(msg);
       },
       flush: () => void (toSdk = null),
@@ -129,10 +129,9 @@ export function settleWithdrawn(s: Stream): Stream {
   const writer = s.writable.getWriter();
   const writable = new WritableStream<AnyMessage>({
     write(msg) {
+      if ("method" in msg && "id" in msg && isId(msg.id)) waiting.add(msg.id);
       const requestId = "method" in msg && msg.method === "$/cancel_request" ? (msg.params as { requestId?: unknown } | undefined)?.requestId : undefined;
-      if (isId(requestId) && toSdk !== null) {
-        withdrawn.add(requestId);
-        if (withdrawn.size > MAX_WITHDRAWN) withdrawn.delete(withdrawn.values().next().value as Id);
+      if (isId(requestId) && waiting.delete(requestId) && toSdk !== null) {
         try {
           toSdk.enqueue({ jsonrpc: "2.0", id: requestId, error: { code: -32800, message: "Request cancelled" } });
         } catch {
