@@ -18,10 +18,12 @@
  *   unread (the SDK would note each on stderr, noise in the editor's agent log). What is remembered is the requests
  *   still waited for, not the withdrawn ones, so memory does not grow with withdrawals.
  * - The SDK's bare "Invalid params" (`-32602`) names the field and the fix (invalid-params.ts).
+ * - A request reusing the id of one still being answered is not run (request-ids.ts).
  */
 import { ndJsonStream, type AnyMessage, type Stream } from "@agentclientprotocol/sdk";
 import { initializeFirst } from "./initialize-first.js";
 import { explainingInvalidParams } from "./invalid-params.js";
+import { refuseDuplicateIds } from "./request-ids.js";
 
 export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 
@@ -158,5 +160,5 @@ export function acpWire(output: WritableStream<Uint8Array>, input: ReadableStrea
   });
   const tooLarge = (): void => void send(frame({ jsonrpc: "2.0", id: null, error: { code: -32600, message: WIRE_ERRORS.tooLarge } })).catch(() => undefined);
   // The SDK's own bound sits above ours, so it never ends the connection over a line we passed.
-  return explainingInvalidParams(settleWithdrawn(initializeFirst(ndJsonStream(guardedOut, limitLines(input, MAX_MESSAGE_BYTES, tooLarge), { maxMessageBytes: MAX_MESSAGE_BYTES + 1 }))));
+  return explainingInvalidParams(settleWithdrawn(refuseDuplicateIds(initializeFirst(ndJsonStream(guardedOut, limitLines(input, MAX_MESSAGE_BYTES, tooLarge), { maxMessageBytes: MAX_MESSAGE_BYTES + 1 })))));
 }

@@ -1,0 +1,50 @@
+/**
+ * The editor's request IDs in flight: a request that reuses the ID of one still being answered is not run.
+ *
+ * Contracts:
+ * - A well-formed request (`jsonrpc: "2.0"`, a string `method`, an `id` that is a string, a finite number or null)
+ *   whose ID equals that of an earlier request not yet answered is dropped before the SDK sees it, and answered
+ *   `-32600` with `id: null` and a fixed message (the ID is not echoed). Not with its own ID: the editor would take
+ *   that refusal, written at once, for the answer to the earlier request, and then meet the real answer as one to
+ *   nothing. JSON-RPC requires IDs to tell requests in flight apart; ACP says nothing more.
+ * - An ID is in flight from the moment its request is read until Berth hands the answer to the output; it may then be
+ *   used again. Messages that are no well-formed request are left to the SDK (it refuses them with `id: null`).
+ * - What is remembered is the IDs of requests being answered, never more than that.
+ */
+import type { AnyMessage, Stream } from "@agentclientprotocol/sdk";
+
+export const DUPLICATE_ID =
+  "Invalid request: a request with this id is still being answered; it was not run. Give each request in flight its own id (JSON-RPC correlates answers by id)";
+
+type Id = string | number | null;
+const isId = (v: unknown): v is Id => v === null || typeof v === "string" || (typeof v === "number" && Number.isFinite(v));
+const isRequest = (m: AnyMessage): m is AnyMessage & { id: Id; method: string } =>
+  (m as { jsonrpc?: unknown }).jsonrpc === "2.0" && "method" in m && typeof m.method === "string" && "id" in m && isId(m.id);
+
+export function refuseDuplicateIds(s: Stream): Stream {
+  const inFlight = new Set<Id>();
+  const writer = s.writable.getWriter();
+  const readable = s.readable.pipeThrough(
+    new TransformStream<AnyMessage, AnyMessage>({
+      transform(msg, ctl) {
+        if (isRequest(msg)) {
+          if (inFlight.has(msg.id)) {
+            writer.write({ jsonrpc: "2.0", id: null, error: { code: -32600, message: DUPLICATE_ID } }).catch(() => undefined);
+            return;
+          }
+          inFlight.add(msg.id);
+        }
+        ctl.enqueue(msg);
+      },
+    }),
+  );
+  const writable = new WritableStream<AnyMessage>({
+    write(msg) {
+      if (!("method" in msg) && "id" in msg && isId(msg.id)) inFlight.delete(msg.id);
+      return writer.write(msg);
+    },
+    close: () => writer.close(),
+    abort: (reason) => writer.abort(reason),
+  });
+  return { readable, writable };
+}

@@ -1,0 +1,46 @@
+/**
+ * `berth acp` against an editor that breaks JSON-RPC's and ACP's rules on purpose: requests reusing an ID still in
+ * flight, notifications sent as requests, a prompt for a session being closed. Each is refused with a fixed message
+ * naming the fix, nothing is run twice, and the connection goes on.
+ */
+import { after, before, it } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DUPLICATE_ID } from "../../src/protocols/acp/request-ids.js";
+import { startAcpRig, type AcpAgentProcess, type AcpRig, type Frame } from "./harness.js";
+
+let rig: AcpRig;
+before(async () => {
+  rig = await startAcpRig();
+});
+after(async () => {
+  await rig.close();
+});
+
+const answers = (p: AcpAgentProcess, id: unknown): Frame[] => p.received.filter((f) => f["id"] === id && f["method"] === undefined);
+
+it("a request reusing the id of one still being answered is not run: -32600 with id null; the id is free again once answered", { timeout: 30_000 }, async () => {
+  const cwd = mkdtempSync(join(tmpdir(), "berth-acp-dup-"));
+  const p = rig.spawn({ cwd });
+  await p.initialize({});
+  const before = (await p.agent.request("session/list", {})).sessions.length;
+  const make = (id: unknown): Frame => ({ jsonrpc: "2.0", id, method: "session/new", params: { cwd, mcpServers: [] } });
+  // Three with one id in one write (the first is still being answered when the others are read), and a string id
+  // equal to it as text (a different id).
+  p.writeFrames([make(7), make(7), make(7), make("7")]);
+  await p.until(() => answers(p, 7).length === 1 && answers(p, "7").length === 1, "the answers");
+  await p.until(() => answers(p, null).length === 2, "the refusals");
+  assert.deepEqual(answers(p, null).map((f) => f["error"]), [{ code: -32600, message: DUPLICATE_ID }, { code: -32600, message: DUPLICATE_ID }]);
+  assert.ok(answers(p, 7)[0]!["result"]?.sessionId);
+  const listed = (await p.agent.request("session/list", {})).sessions.length;
+  assert.equal(listed - before, 2, "two sessions were made, not four");
+  // Answered: the id may be used again.
+  p.writeFrames([make(7)]);
+  await p.until(() => answers(p, 7).length === 2, "the second answer to id 7");
+  assert.ok(answers(p, 7)[1]!["result"]?.sessionId);
+  assert.equal(answers(p, null).length, 2);
+  assert.deepEqual(p.invalid, []);
+  assert.deepEqual(await p.end(), { code: 0, signal: null });
+});
