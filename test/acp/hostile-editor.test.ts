@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DUPLICATE_ID } from "../../src/protocols/acp/request-ids.js";
+import { DUPLICATE_ID, notificationAsRequest } from "../../src/protocols/acp/request-ids.js";
 import { startAcpRig, type AcpAgentProcess, type AcpRig, type Frame } from "./harness.js";
 
 let rig: AcpRig;
@@ -41,6 +41,28 @@ it("a request reusing the id of one still being answered is not run: -32600 with
   await p.until(() => answers(p, 7).length === 2, "the second answer to id 7");
   assert.ok(answers(p, 7)[1]!["result"]?.sessionId);
   assert.equal(answers(p, null).length, 2);
+  assert.deepEqual(p.invalid, []);
+  assert.deepEqual(await p.end(), { code: 0, signal: null });
+});
+
+it("session/cancel or $/cancel_request sent as a request is -32601 saying to send it without an id; the turn goes on", { timeout: 30_000 }, async () => {
+  const cwd = mkdtempSync(join(tmpdir(), "berth-acp-notif-"));
+  const p = rig.spawn({ cwd });
+  await p.initialize({});
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  let go!: () => void;
+  rig.fake.script([{ steps: [{ text: "partial " }, { hold: new Promise<void>((r) => (go = r)) }, { text: "rest" }] }]);
+  const prompt = p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "talk" }] });
+  await p.until(() => p.updatesOf(sessionId).some((u) => u.sessionUpdate === "agent_message_chunk"), "the first chunk");
+  p.writeFrames([
+    { jsonrpc: "2.0", id: "c1", method: "session/cancel", params: { sessionId } },
+    { jsonrpc: "2.0", id: "c2", method: "$/cancel_request", params: { requestId: 0 } },
+  ]);
+  await p.until(() => answers(p, "c1").length === 1 && answers(p, "c2").length === 1, "both answers");
+  assert.deepEqual(answers(p, "c1")[0]!["error"], { code: -32601, message: notificationAsRequest("session/cancel") });
+  assert.deepEqual(answers(p, "c2")[0]!["error"], { code: -32601, message: notificationAsRequest("$/cancel_request") });
+  go();
+  assert.deepEqual(await prompt, { stopReason: "end_turn" });
   assert.deepEqual(p.invalid, []);
   assert.deepEqual(await p.end(), { code: 0, signal: null });
 });

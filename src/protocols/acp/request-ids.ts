@@ -10,11 +10,20 @@
  * - An ID is in flight from the moment its request is read until Berth hands the answer to the output; it may then be
  *   used again. Messages that are no well-formed request are left to the SDK (it refuses them with `id: null`).
  * - What is remembered is the IDs of requests being answered, never more than that.
+ * - A notification method sent as a request (`session/cancel` or `$/cancel_request` with an `id`) is not run either:
+ *   it is answered under its id with `-32601` and a message saying to send it without an `id` (the SDK's own answer
+ *   named no fix, and a cancel the editor believes it sent would silently do nothing).
  */
 import type { AnyMessage, Stream } from "@agentclientprotocol/sdk";
 
 export const DUPLICATE_ID =
   "Invalid request: a request with this id is still being answered; it was not run. Give each request in flight its own id (JSON-RPC correlates answers by id)";
+
+/** The agent-side methods ACP defines as notifications only. */
+const NOTIFICATIONS = new Set(["session/cancel", "$/cancel_request"]);
+
+export const notificationAsRequest = (method: string): string =>
+  `Method not found: ${method} is a notification, not a request, and was not run; send it without an "id"`;
 
 type Id = string | number | null;
 const isId = (v: unknown): v is Id => v === null || typeof v === "string" || (typeof v === "number" && Number.isFinite(v));
@@ -30,6 +39,10 @@ export function refuseDuplicateIds(s: Stream): Stream {
         if (isRequest(msg)) {
           if (inFlight.has(msg.id)) {
             writer.write({ jsonrpc: "2.0", id: null, error: { code: -32600, message: DUPLICATE_ID } }).catch(() => undefined);
+            return;
+          }
+          if (NOTIFICATIONS.has(msg.method)) {
+            writer.write({ jsonrpc: "2.0", id: msg.id, error: { code: -32601, message: notificationAsRequest(msg.method) } }).catch(() => undefined);
             return;
           }
           inFlight.add(msg.id);
