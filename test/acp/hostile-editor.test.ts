@@ -5,7 +5,7 @@
  */
 import { after, before, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DUPLICATE_ID, notificationAsRequest } from "../../src/protocols/acp/request-ids.js";
@@ -63,6 +63,34 @@ it("session/cancel or $/cancel_request sent as a request is -32601 saying to sen
   assert.deepEqual(answers(p, "c2")[0]!["error"], { code: -32601, message: notificationAsRequest("$/cancel_request") });
   go();
   assert.deepEqual(await prompt, { stopReason: "end_turn" });
+  assert.deepEqual(p.invalid, []);
+  assert.deepEqual(await p.end(), { code: 0, signal: null });
+});
+
+it("a prompt or mode change read after a session/close of its session (still queued behind a resume) is -32002, and nothing of it is stored", { timeout: 30_000 }, async () => {
+  const cwd = mkdtempSync(join(tmpdir(), "berth-acp-closing-"));
+  const p = rig.spawn({ cwd });
+  await p.initialize({});
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  rig.fake.script([{ steps: [{ text: "should not run" }] }]);
+  // The close waits for the resume before it (one session's lifecycle requests run in arrival order); the prompt
+  // and the mode change come after the close.
+  p.writeFrames([
+    { jsonrpc: "2.0", id: "resume", method: "session/resume", params: { sessionId, cwd, mcpServers: [] } },
+    { jsonrpc: "2.0", id: "close", method: "session/close", params: { sessionId } },
+    { jsonrpc: "2.0", id: "prompt", method: "session/prompt", params: { sessionId, prompt: [{ type: "text", text: "sent after close" }] } },
+    { jsonrpc: "2.0", id: "mode", method: "session/set_mode", params: { sessionId, modeId: "full" } },
+  ]);
+  await p.until(() => ["resume", "close", "prompt", "mode"].every((id) => answers(p, id).length === 1), "every answer");
+  assert.ok(answers(p, "resume")[0]!["result"]);
+  assert.deepEqual(answers(p, "close")[0]!["result"], {});
+  for (const id of ["prompt", "mode"]) assert.equal(answers(p, id)[0]!["error"]?.code, -32002, `${id}: ${JSON.stringify(answers(p, id))}`);
+  assert.equal(rig.fake.unscript(), 1, "no turn ran");
+  assert.doesNotMatch(readFileSync(join(rig.home, "sessions", `${sessionId}.jsonl`), "utf8"), /sent after close/);
+  // Opened again, the session takes prompts as ever.
+  await p.agent.request("session/resume", { sessionId, cwd, mcpServers: [] });
+  rig.fake.script([{ steps: [{ text: "ok" }] }]);
+  assert.deepEqual(await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "hi" }] }), { stopReason: "end_turn" });
   assert.deepEqual(p.invalid, []);
   assert.deepEqual(await p.end(), { code: 0, signal: null });
 });

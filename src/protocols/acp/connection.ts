@@ -10,6 +10,9 @@
  * - `claim` marks a session busy on this connection with a prompt turn or a `session/load` replay, checking and
  *   marking in one synchronous step: of two requests in one write, the second always sees the first's claim,
  *   whatever awaits the handlers make afterwards. `close` drops the session's prompt claim (it ends that turn).
+ * - From the moment a `session/close` is read until it is answered, its session is closed for every other request
+ *   (`get` is `-32002`, as once it is gone), even while the close still waits for an earlier lifecycle request of that
+ *   session: a prompt or mode change sent after a close never runs on the session being closed.
  * - `serial` runs a session's lifecycle requests (`session/load`, `session/resume`, `session/close`) one after
  *   another in arrival order: one that arrives while an earlier one of the same session is still being handled
  *   starts once that one has been answered; with none pending it starts at once (no await before its first step).
@@ -47,6 +50,8 @@ export class AcpConnection {
   private readonly claims = new Map<string, { what: SessionActivity }>();
   /** The end of the last lifecycle request queued per session (dropped once nothing is queued). */
   private readonly lifecycle = new Map<string, Promise<void>>();
+  /** Sessions with a `session/close` read and not yet answered, and how many. */
+  private readonly closing = new Map<string, number>();
   /** Requests to the editor no turn waits for, bounded across the connection's sessions. */
   private readonly unawaited = new Unawaited();
 
@@ -164,11 +169,24 @@ export class AcpConnection {
     return s;
   }
 
-  /** The session open on this connection; `-32002` otherwise. */
+  /** The session open on this connection and not being closed; `-32002` otherwise. */
   get(id: string): AcpSession {
     const s = this.sessions.get(id);
-    if (s === undefined) throw ACP_ERRORS.unknownSession(id);
+    if (s === undefined || this.closing.has(id)) throw ACP_ERRORS.unknownSession(id);
     return s;
+  }
+
+  /** Marks session `id` closed for other requests from a `session/close`'s arrival; call the result once answered. */
+  closingFrom(id: string): () => void {
+    this.closing.set(id, (this.closing.get(id) ?? 0) + 1);
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      const n = (this.closing.get(id) ?? 1) - 1;
+      if (n === 0) this.closing.delete(id);
+      else this.closing.set(id, n);
+    };
   }
 
   find(id: string): AcpSession | undefined {

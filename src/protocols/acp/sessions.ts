@@ -15,7 +15,8 @@
  *   is `-32600` (wait for the stop reason, or resume, which does not replay), and while a load replays, a prompt or
  *   another load of that session is `-32600` (`AcpConnection.claim`).
  * - `session/close` cancels the session's running turn, waits for it, and forgets the session on this connection;
- *   its history stays. Closing an unknown session is `-32002`.
+ *   its history stays. Closing an unknown session is `-32002`. From its arrival, a prompt or configuration change of
+ *   that session is `-32002` (`AcpConnection.closingFrom`).
  * - `session/load`, `session/resume` and `session/close` of one session are handled in arrival order
  *   (`AcpConnection.serial`): one sent before an earlier one was answered starts after that answer, so a close sent
  *   behind a load closes the loaded session and a load sent behind a close opens it again.
@@ -88,12 +89,18 @@ export function registerSessions(app: AgentApp, conn: AcpConnection): void {
     }),
   );
 
-  handle(app, conn.log, "session/close", ({ params }) =>
-    conn.serial(params.sessionId, async () => {
-      if (!(await conn.close(params.sessionId))) throw ACP_ERRORS.unknownSession(params.sessionId);
-      return {};
-    }),
-  );
+  handle(app, conn.log, "session/close", async ({ params }) => {
+    // Closed for every request read after this one, even while the close waits for an earlier load or resume.
+    const closed = conn.closingFrom(params.sessionId);
+    try {
+      return await conn.serial(params.sessionId, async () => {
+        if (!(await conn.close(params.sessionId))) throw ACP_ERRORS.unknownSession(params.sessionId);
+        return {};
+      });
+    } finally {
+      closed();
+    }
+  });
 
   handle(app, conn.log, "session/set_mode", ({ params }) => {
     const s = conn.get(params.sessionId);
