@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { ACP_ERRORS, MAX_OPEN_SESSIONS } from "../../src/protocols/acp/errors.js";
 import { DUPLICATE_ID, notificationAsRequest } from "../../src/protocols/acp/request-ids.js";
 import { startAcpRig, type AcpAgentProcess, type AcpRig, type Frame } from "./harness.js";
 
@@ -91,6 +92,38 @@ it("a prompt or mode change read after a session/close of its session (still que
   await p.agent.request("session/resume", { sessionId, cwd, mcpServers: [] });
   rig.fake.script([{ steps: [{ text: "ok" }] }]);
   assert.deepEqual(await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "hi" }] }), { stopReason: "end_turn" });
+  assert.deepEqual(p.invalid, []);
+  assert.deepEqual(await p.end(), { code: 0, signal: null });
+});
+
+it(`at most ${MAX_OPEN_SESSIONS} sessions are open at once: one more is -32600 naming session/close, and a close makes room`, { timeout: 120_000 }, async () => {
+  const cwd = mkdtempSync(join(tmpdir(), "berth-acp-many-"));
+  const p = rig.spawn({ cwd });
+  await p.initialize({});
+  const make = (id: number): Frame => ({ jsonrpc: "2.0", id: `n${id}`, method: "session/new", params: { cwd, mcpServers: [] } });
+  // All in one write, one more than the bound: the last one read is refused however they interleave.
+  p.writeFrames(Array.from({ length: MAX_OPEN_SESSIONS + 1 }, (_, i) => make(i)));
+  const made = (): Frame[] => p.received.filter((f) => typeof f["id"] === "string" && f["id"].startsWith("n") && f["method"] === undefined);
+  await p.until(() => made().length === MAX_OPEN_SESSIONS + 1, "every answer");
+  const refused = made().filter((f) => f["error"] !== undefined);
+  assert.deepEqual(refused.map((f) => f["error"]), [{ code: -32600, message: ACP_ERRORS.tooManySessions().message }]);
+  const ids = made().flatMap((f) => (f["result"]?.sessionId !== undefined ? [f["result"].sessionId as string] : []));
+  assert.equal(ids.length, MAX_OPEN_SESSIONS);
+  // Nothing was stored for the refused one.
+  let stored = 0;
+  for (let cursor: string | undefined, first = true; first || cursor !== undefined; first = false) {
+    const page = await p.agent.request("session/list", { cwd, ...(cursor !== undefined ? { cursor } : {}) });
+    stored += page.sessions.length;
+    cursor = page.nextCursor ?? undefined;
+  }
+  assert.equal(stored, MAX_OPEN_SESSIONS);
+  await assert.rejects(p.agent.request("session/new", { cwd, mcpServers: [] }), (e: { code?: number }) => e.code === -32600);
+  await p.agent.request("session/close", { sessionId: ids[0]! });
+  // Resuming the closed one refills the place; a new one is then refused again.
+  await p.agent.request("session/resume", { sessionId: ids[0]!, cwd, mcpServers: [] });
+  await assert.rejects(p.agent.request("session/new", { cwd, mcpServers: [] }), (e: { code?: number }) => e.code === -32600);
+  await p.agent.request("session/close", { sessionId: ids[1]! });
+  assert.ok((await p.agent.request("session/new", { cwd, mcpServers: [] })).sessionId);
   assert.deepEqual(p.invalid, []);
   assert.deepEqual(await p.end(), { code: 0, signal: null });
 });

@@ -7,6 +7,9 @@
  *   any other session are `-32002`.
  * - `shutdown` (the client's EOF, or a signal) cancels every running turn, waits for them, and stops the agent's
  *   tools; no turn waits for its text to be written meanwhile (an editor may keep stdout open without reading).
+ * - At most `MAX_OPEN_SESSIONS` sessions are open on this connection, those being opened counted: one more
+ *   (`session/new`, or `session/load` / `session/resume` of a session not open here) is `-32600`, taken before
+ *   anything is stored, so an editor that never closes sessions cannot make memory grow without bound.
  * - `claim` marks a session busy on this connection with a prompt turn or a `session/load` replay, checking and
  *   marking in one synchronous step: of two requests in one write, the second always sees the first's claim,
  *   whatever awaits the handlers make afterwards. `close` drops the session's prompt claim (it ends that turn).
@@ -33,7 +36,7 @@ import { SettingsStore } from "../../store/settings/settings-store.js";
 import { onceLogger, sessionApprovalPolicy } from "../../store/settings/approval-policy.js";
 import { approvalOf, modeOfPolicy, type ConfigSources, type ModeId } from "./config-options.js";
 import type { AcpConnectionState, AcpDeps } from "./context.js";
-import { ACP_ERRORS } from "./errors.js";
+import { ACP_ERRORS, MAX_OPEN_SESSIONS } from "./errors.js";
 import { errorLabel } from "./handle.js";
 import { AcpSession } from "./session.js";
 import { Unawaited } from "./unawaited.js";
@@ -50,6 +53,8 @@ export class AcpConnection {
   private readonly claims = new Map<string, { what: SessionActivity }>();
   /** The end of the last lifecycle request queued per session (dropped once nothing is queued). */
   private readonly lifecycle = new Map<string, Promise<void>>();
+  /** Sessions being opened (counted against `MAX_OPEN_SESSIONS` until they are in `sessions` or failed). */
+  private opening = 0;
   /** Sessions with a `session/close` read and not yet answered, and how many. */
   private readonly closing = new Map<string, number>();
   /** Requests to the editor no turn waits for, bounded across the connection's sessions. */
@@ -135,19 +140,32 @@ export class AcpConnection {
     return modeOfPolicy(r.policy);
   }
 
-  async create(cwd: string, mcp: Record<string, McpServerDef> | undefined, client: AgentContext): Promise<AcpSession> {
-    const mode = await this.startMode(cwd);
-    let rt;
+  /** Holds one of the `MAX_OPEN_SESSIONS` places until `run` settles (`-32600` when none is left). */
+  private async withPlace<T>(run: () => Promise<T>): Promise<T> {
+    if (this.sessions.size + this.opening >= MAX_OPEN_SESSIONS) throw ACP_ERRORS.tooManySessions();
+    this.opening++;
     try {
-      rt = await this.hub.create({ cwd, approval: approvalOf(mode), ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
-    } catch (e) {
-      const problem = storageProblemOf(e);
-      this.deps.log(`berth acp: cannot create a session (${problem ?? errorLabel(e)})`);
-      throw ACP_ERRORS.storage(problem);
+      return await run();
+    } finally {
+      this.opening--;
     }
-    const s = new AcpSession(rt, client, { mode, model: null, reasoning: null }, this.state.client, this.unawaited);
-    this.sessions.set(s.id, s);
-    return s;
+  }
+
+  create(cwd: string, mcp: Record<string, McpServerDef> | undefined, client: AgentContext): Promise<AcpSession> {
+    return this.withPlace(async () => {
+      const mode = await this.startMode(cwd);
+      let rt;
+      try {
+        rt = await this.hub.create({ cwd, approval: approvalOf(mode), ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
+      } catch (e) {
+        const problem = storageProblemOf(e);
+        this.deps.log(`berth acp: cannot create a session (${problem ?? errorLabel(e)})`);
+        throw ACP_ERRORS.storage(problem);
+      }
+      const s = new AcpSession(rt, client, { mode, model: null, reasoning: null }, this.state.client, this.unawaited);
+      this.sessions.set(s.id, s);
+      return s;
+    });
   }
 
   /** Opens (or reattaches, keeping its mode) a stored session on this connection. */
@@ -157,16 +175,18 @@ export class AcpConnection {
       have.configure({ cwd, ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
       return have;
     }
-    const mode = await this.startMode(cwd);
-    const again = this.sessions.get(id); // opened meanwhile by a request pipelined behind this one
-    if (again !== undefined) {
-      again.configure({ cwd, ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
-      return again;
-    }
-    const rt = this.hub.open(id, { cwd, approval: approvalOf(mode), ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
-    const s = new AcpSession(rt, client, { mode, model: null, reasoning: null }, this.state.client, this.unawaited);
-    this.sessions.set(id, s);
-    return s;
+    return this.withPlace(async () => {
+      const mode = await this.startMode(cwd);
+      const again = this.sessions.get(id); // opened meanwhile by a request pipelined behind this one
+      if (again !== undefined) {
+        again.configure({ cwd, ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
+        return again;
+      }
+      const rt = this.hub.open(id, { cwd, approval: approvalOf(mode), ...(mcp !== undefined ? { mcpServers: mcp } : {}) });
+      const s = new AcpSession(rt, client, { mode, model: null, reasoning: null }, this.state.client, this.unawaited);
+      this.sessions.set(id, s);
+      return s;
+    });
   }
 
   /** The session open on this connection and not being closed; `-32002` otherwise. */

@@ -9,6 +9,9 @@ import { RequestError } from "@agentclientprotocol/sdk";
 /** Turns one `berth acp` runs at once: each holds its session's writer lease, at most 16 per process (the store's bound). */
 export const MAX_RUNNING_TURNS = 16;
 
+/** Sessions one `berth acp` keeps open at once (each holds a runtime in memory until `session/close`). */
+export const MAX_OPEN_SESSIONS = 1024;
+
 export const ACP_ERRORS = {
   unknownSession: (sessionId: string) =>
     new RequestError(
@@ -37,6 +40,11 @@ export const ACP_ERRORS = {
     new RequestError(
       -32600,
       `Invalid request: this berth acp is already running ${MAX_RUNNING_TURNS} prompt turns (in ${MAX_RUNNING_TURNS} sessions), as many as it runs at once; wait for one of them to end (its stopReason) and send this prompt again`,
+    ),
+  tooManySessions: () =>
+    new RequestError(
+      -32600,
+      `Invalid request: this berth acp already has ${MAX_OPEN_SESSIONS} sessions open, as many as it keeps; close one you no longer use with session/close and send this again`,
     ),
   loadDuringTurn: () =>
     new RequestError(
