@@ -30,14 +30,16 @@ it("tool call updates an editor does not read are coalesced to each call's final
   const p = rig.spawn({ cwd });
   await p.initialize({});
   const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
-  // The first calls' frames (~1 MiB) are more than the socket pair and the client's read buffer hold together: once
+  // The first calls' frames (~2 MiB) are more than the socket pair and the client's read buffer hold together: once
   // the client stops reading at them, their writes cannot finish, and everything after them waits in Berth. (A model
   // window large enough for them, so they are not compacted away.)
   const steps = 4;
   const per = 32;
   // (Each under the 64 KiB bound on the arguments a tool call shows.)
   const pad = "x".repeat(60 * 1024);
-  const turns: FakeTurn[] = [{ steps: Array.from({ length: 16 }, (_, i) => ({ toolCall: { id: `held${i}`, name: "ls", arguments: { path: ".", pad } } })) }];
+  // (Two responses of 16: one would pass the 4 MiB bound on a provider response.)
+  const held = (from: number): FakeTurn => ({ steps: Array.from({ length: 16 }, (_, i) => ({ toolCall: { id: `held${from + i}`, name: "ls", arguments: { path: ".", pad } } })) });
+  const turns: FakeTurn[] = [held(0), held(16)];
   for (let s = 0; s < steps; s++) turns.push({ steps: Array.from({ length: per }, (_, i) => ({ toolCall: { id: `c${s}-${i}`, name: "read", arguments: { path: "a.txt" } } })) });
   turns.push({ steps: [{ text: "done" }] });
   const posts = (): number => rig.fake.requests.filter((r) => r.method === "POST").length;
