@@ -8,7 +8,8 @@ import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ACP_ERRORS, MAX_OPEN_SESSIONS } from "../../src/protocols/acp/errors.js";
+import type { McpServer } from "@agentclientprotocol/sdk";
+import { ACP_ERRORS, MAX_OPEN_SESSIONS, MAX_SESSION_MCP_SERVERS } from "../../src/protocols/acp/errors.js";
 import { DUPLICATE_ID, notificationAsRequest } from "../../src/protocols/acp/request-ids.js";
 import { startAcpRig, type AcpAgentProcess, type AcpRig, type Frame } from "./harness.js";
 
@@ -124,6 +125,21 @@ it(`at most ${MAX_OPEN_SESSIONS} sessions are open at once: one more is -32600 n
   await assert.rejects(p.agent.request("session/new", { cwd, mcpServers: [] }), (e: { code?: number }) => e.code === -32600);
   await p.agent.request("session/close", { sessionId: ids[1]! });
   assert.ok((await p.agent.request("session/new", { cwd, mcpServers: [] })).sessionId);
+  assert.deepEqual(p.invalid, []);
+  assert.deepEqual(await p.end(), { code: 0, signal: null });
+});
+
+it(`more than ${MAX_SESSION_MCP_SERVERS} MCP servers for one session is -32602 before anything is stored or started`, { timeout: 30_000 }, async () => {
+  const cwd = mkdtempSync(join(tmpdir(), "berth-acp-mcp-"));
+  const p = rig.spawn({ cwd });
+  await p.initialize({});
+  const servers = (n: number): McpServer[] => Array.from({ length: n }, (_, i) => ({ name: `s${i}`, command: "/nonexistent/mcp-server", args: [], env: [] }));
+  const refused = (e: { code?: number; message?: string }): boolean => e.code === -32602 && e.message === ACP_ERRORS.tooManyMcpServers().message;
+  await assert.rejects(p.agent.request("session/new", { cwd, mcpServers: servers(MAX_SESSION_MCP_SERVERS + 1) }), refused);
+  assert.equal((await p.agent.request("session/list", { cwd })).sessions.length, 0, "nothing stored");
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: servers(MAX_SESSION_MCP_SERVERS) });
+  await assert.rejects(p.agent.request("session/resume", { sessionId, cwd, mcpServers: servers(MAX_SESSION_MCP_SERVERS + 1) }), refused);
+  await assert.rejects(p.agent.request("session/load", { sessionId, cwd, mcpServers: servers(MAX_SESSION_MCP_SERVERS + 1) }), refused);
   assert.deepEqual(p.invalid, []);
   assert.deepEqual(await p.end(), { code: 0, signal: null });
 });

@@ -9,6 +9,9 @@ import { RequestError } from "@agentclientprotocol/sdk";
 /** Turns one `berth acp` runs at once: each holds its session's writer lease, at most 16 per process (the store's bound). */
 export const MAX_RUNNING_TURNS = 16;
 
+/** MCP servers an editor may attach to one session (each is a process started at its first turn). */
+export const MAX_SESSION_MCP_SERVERS = 64;
+
 /** Sessions one `berth acp` keeps open at once (each holds a runtime in memory until `session/close`). */
 export const MAX_OPEN_SESSIONS = 1024;
 
@@ -52,6 +55,11 @@ export const ACP_ERRORS = {
       "Invalid request: a prompt turn is running in this session, and a replay now would mix with its live updates; wait for its stopReason (or send session/cancel) before session/load, or use session/resume, which does not replay",
     ),
   loading: () => new RequestError(-32600, "Invalid request: a session/load of this session is still replaying its history; send this request after its answer"),
+  tooManyMcpServers: () =>
+    new RequestError(
+      -32602,
+      `Invalid params: mcpServers lists more than ${MAX_SESSION_MCP_SERVERS} servers, as many as Berth starts for one session; attach only the ones this session needs`,
+    ),
   mcpTransport: () =>
     new RequestError(-32602, "Invalid params: Berth attaches MCP servers over stdio only (mcpCapabilities http and sse are false); give a command instead"),
   unknownMode: () => new RequestError(-32602, "Invalid params: unknown modeId; use one of the session's availableModes"),

@@ -7,7 +7,8 @@
  * - `session/new` needs a provider with credentials (`-32000` otherwise, with `authMethods` to fix it).
  * - The client's MCP servers (stdio) are attached for the session, added to the settings' `mcp_servers` (the
  *   client's win on a name clash). Environment entries are passed to the server process only. An `http` or `sse`
- *   server (not advertised) is `-32602`.
+ *   server (not advertised), or more than `MAX_SESSION_MCP_SERVERS` servers, is `-32602` (each is a process the
+ *   session's first turn starts, all at once).
  * - `session/load` sends the whole durable history as `session/update`s, then answers; `session/resume` answers
  *   without replay. Both refuse an unknown session with `-32002`. Loading a session already open on this connection
  *   reattaches it with the new cwd and MCP servers (applied from the next turn).
@@ -24,7 +25,7 @@
  */
 import type { AgentApp, McpServer, SessionConfigOption } from "@agentclientprotocol/sdk";
 import { handle } from "./handle.js";
-import { ACP_ERRORS } from "./errors.js";
+import { ACP_ERRORS, MAX_SESSION_MCP_SERVERS } from "./errors.js";
 import { replayUpdates } from "./replay.js";
 import { approvalOf, configOptions, isModeId, isThinkingLevel, modelChoices, modeState, type SessionChoices } from "./config-options.js";
 import type { AcpConnection } from "./connection.js";
@@ -33,6 +34,7 @@ import { AcpSession } from "./session.js";
 
 /** The session's MCP servers: the settings' plus the client's stdio servers (undefined: the settings' alone). */
 async function mcpServers(conn: AcpConnection, given: McpServer[]): Promise<Record<string, McpServerDef> | undefined> {
+  if (given.length > MAX_SESSION_MCP_SERVERS) throw ACP_ERRORS.tooManyMcpServers();
   if (given.some((s) => "type" in s && (s as { type?: string }).type !== undefined)) throw ACP_ERRORS.mcpTransport();
   const stdio = given as Array<Extract<McpServer, { command: string }>>;
   if (stdio.length === 0) return undefined;
