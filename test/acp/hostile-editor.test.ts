@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { McpServer } from "@agentclientprotocol/sdk";
 import { ACP_ERRORS, MAX_OPEN_SESSIONS, MAX_SESSION_MCP_SERVERS } from "../../src/protocols/acp/errors.js";
-import { DUPLICATE_ID, notificationAsRequest } from "../../src/protocols/acp/request-ids.js";
+import { DUPLICATE_ID, MAX_QUOTED, notificationAsRequest, unknownMethod } from "../../src/protocols/acp/request-ids.js";
 import { startAcpRig, type AcpAgentProcess, type AcpRig, type Frame } from "./harness.js";
 
 let rig: AcpRig;
@@ -140,6 +140,24 @@ it(`more than ${MAX_SESSION_MCP_SERVERS} MCP servers for one session is -32602 b
   const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: servers(MAX_SESSION_MCP_SERVERS) });
   await assert.rejects(p.agent.request("session/resume", { sessionId, cwd, mcpServers: servers(MAX_SESSION_MCP_SERVERS + 1) }), refused);
   await assert.rejects(p.agent.request("session/load", { sessionId, cwd, mcpServers: servers(MAX_SESSION_MCP_SERVERS + 1) }), refused);
+  assert.deepEqual(p.invalid, []);
+  assert.deepEqual(await p.end(), { code: 0, signal: null });
+});
+
+it("an unknown method is -32601 quoting at most 64 characters of its name (not a huge name twice) and naming the fix", { timeout: 30_000 }, async () => {
+  const p = rig.spawn();
+  await p.initialize({});
+  const huge = "m".repeat(1024 * 1024);
+  p.writeFrames([
+    { jsonrpc: "2.0", id: "huge", method: huge, params: {} },
+    { jsonrpc: "2.0", id: "short", method: "bogus/x", params: {} },
+  ]);
+  await p.until(() => answers(p, "huge").length === 1 && answers(p, "short").length === 1, "both answers");
+  const big = answers(p, "huge")[0]!;
+  assert.deepEqual(big["error"], { code: -32601, message: unknownMethod(huge), data: { method: `${huge.slice(0, MAX_QUOTED)}…` } });
+  assert.ok(JSON.stringify(big).length < 1024);
+  assert.deepEqual(answers(p, "short")[0]!["error"], { code: -32601, message: unknownMethod("bogus/x"), data: { method: "bogus/x" } });
+  assert.match(unknownMethod("bogus/x"), /^Method not found: bogus\/x is not a method berth acp serves; see /);
   assert.deepEqual(p.invalid, []);
   assert.deepEqual(await p.end(), { code: 0, signal: null });
 });

@@ -13,6 +13,9 @@
  * - A notification method sent as a request (`session/cancel` or `$/cancel_request` with an `id`) is not run either:
  *   it is answered under its id with `-32601` and a message saying to send it without an `id` (the SDK's own answer
  *   named no fix, and a cancel the editor believes it sent would silently do nothing).
+ * - The SDK's `-32601` for an unknown method quotes the method whole, twice (message and `data.method`): a method name
+ *   of 60 MiB came back as an answer twice its size. It is answered with at most `MAX_QUOTED` characters of the name,
+ *   in both places, and a message naming the fix.
  */
 import type { AnyMessage, Stream } from "@agentclientprotocol/sdk";
 
@@ -24,6 +27,28 @@ const NOTIFICATIONS = new Set(["session/cancel", "$/cancel_request"]);
 
 export const notificationAsRequest = (method: string): string =>
   `Method not found: ${method} is a notification, not a request, and was not run; send it without an "id"`;
+
+/** How much of an editor's method name an answer quotes. */
+export const MAX_QUOTED = 64;
+
+/** At most `MAX_QUOTED` UTF-16 units of `method`, never half of a surrogate pair. */
+function quoted(method: string): string {
+  if (method.length <= MAX_QUOTED) return method;
+  const high = method.charCodeAt(MAX_QUOTED - 1);
+  return `${method.slice(0, high >= 0xd800 && high <= 0xdbff ? MAX_QUOTED - 1 : MAX_QUOTED)}…`;
+}
+
+export const unknownMethod = (method: string): string =>
+  `Method not found: ${quoted(method)} is not a method berth acp serves; see the initialize answer's agentCapabilities for what it offers`;
+
+/** The SDK's answer for an unknown method, with the name bounded and the fix named; any other message as it is. */
+function boundUnknownMethod(msg: AnyMessage): AnyMessage {
+  if ("method" in msg || !("error" in msg)) return msg;
+  const { code, message, data } = msg.error as { code: number; message: string; data?: { method?: unknown } };
+  const method = data?.method;
+  if (code !== -32601 || typeof method !== "string" || message !== `"Method not found": ${method}`) return msg;
+  return { ...msg, error: { code, message: unknownMethod(method), data: { method: quoted(method) } } };
+}
 
 type Id = string | number | null;
 const isId = (v: unknown): v is Id => v === null || typeof v === "string" || (typeof v === "number" && Number.isFinite(v));
@@ -54,7 +79,7 @@ export function refuseDuplicateIds(s: Stream): Stream {
   const writable = new WritableStream<AnyMessage>({
     write(msg) {
       if (!("method" in msg) && "id" in msg && isId(msg.id)) inFlight.delete(msg.id);
-      return writer.write(msg);
+      return writer.write(boundUnknownMethod(msg));
     },
     close: () => writer.close(),
     abort: (reason) => writer.abort(reason),
