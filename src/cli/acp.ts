@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { Readable } from "node:stream";
 import type { Agent } from "../runtime/agent.js";
 import type { TurnRunner } from "../runtime/session/index.js";
-import { noteTerminalStdin, signalExitStatus } from "./process-io.js";
+import { noteTerminalStdin, signalExitStatus, STDOUT_GRACE_MS } from "./process-io.js";
 import { containCrashes } from "./crash-containment.js";
 
 const HELP = `usage: berth acp
@@ -19,11 +19,12 @@ Configure with MC_HOME and settings.json, like every other Berth command.
 `;
 
 /**
- * After the editor's EOF, how long stdout may go without finishing a write before `berth acp` stops waiting for it:
- * answers already made still reach an editor that reads them (`printf … | berth acp | cat` closes stdin first), but an
- * editor that holds stdout open without reading it cannot keep the agent alive.
+ * After the editor's EOF, how long stdout may go without finishing a write before `berth acp` stops waiting for it
+ * (the same grace as every stdio door: process-io.ts): answers already made still reach an editor that reads them
+ * (`printf … | berth acp | cat` closes stdin first), but an editor that holds stdout open without reading it cannot
+ * keep the agent alive.
  */
-export const STDOUT_GRACE_MS = 2000;
+export { STDOUT_GRACE_MS };
 
 interface ReservedStdout {
   write(chunk: Uint8Array): Promise<void>;
