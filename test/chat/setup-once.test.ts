@@ -42,6 +42,16 @@ describe("berth chat says a broken setup once", () => {
     noTrace(p.stderr);
   });
 
+  it("stdin closed with no prompt and no provider ready (npm start < /dev/null): the setup help and one closing line, exit 1", async () => {
+    const h = mkdtempSync(join(tmpdir(), "berth-none-"));
+    const p = chat([], chatEnv(h), { stdin: "" });
+    assert.equal(await p.exited, 1, p.stdout + p.stderr);
+    assert.equal(count(p.stderr, "No model provider is ready"), 1, p.stderr);
+    assert.match(p.stderr, /\nberth chat: no prompt was run\n$/);
+    assert.doesNotMatch(p.stderr, /stdin ended without a prompt/);
+    noTrace(p.stderr);
+  });
+
   it("piped prompts with the key variable unset: the cause once, naming the variable, no request, exit 1", async () => {
     const before = fake.requests.length;
     const p = chat([], chatEnv(keyed), { stdin: "a\nb\nc\n" });

@@ -255,6 +255,7 @@ class Chat {
       }
       // Piped stdin that ended: finish the queued prompts first; never exit 0 having done nothing.
       this.enqueue(() => {
+        if (this.exiting) return; // already ending (a broken setup, a signal): its own line said why
         if (!terminal && prompts === 0) {
           process.stderr.write("berth chat: stdin ended without a prompt (pipe lines to run them as prompts, or use -p PROMPT)\n");
           return this.finish(2);
