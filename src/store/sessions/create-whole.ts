@@ -18,9 +18,9 @@
  *   before the file exists until its name is gone): `removeAbandonedCopy` removes it under that lease. `list` calls
  *   it for every temporary name it scans (store.ts), as it removes the empty file a killed `create` left.
  */
-import { constants as FS, existsSync, linkSync, openSync, renameSync, unlinkSync } from "node:fs";
+import { constants as FS, existsSync, linkSync, openSync, renameSync } from "node:fs";
 import { SessionError, storageCause } from "./errors.js";
-import { closeQuietly, syncDir, writeAll } from "./fdio.js";
+import { closeQuietly, syncDir, unlinkQuietly, writeAll } from "./fdio.js";
 import type { SessionLocks } from "./locks.js";
 import type { SessionPaths } from "./paths.js";
 import { FIRST_SEQ, MAX_RECORD_BYTES, encodeRecord, type HeaderRecord, type NewRecord } from "./records.js";
@@ -141,13 +141,5 @@ export async function removeAbandonedCopy(paths: SessionPaths, locks: SessionLoc
     unlinkQuietly(paths.copyTemp(id));
   } finally {
     await lease.release();
-  }
-}
-
-function unlinkQuietly(path: string): void {
-  try {
-    unlinkSync(path);
-  } catch {
-    /* already gone */
   }
 }

@@ -7,7 +7,7 @@
  * asynchronous, so a slow disk never blocks the event loop for longer than a metadata syscall.
  * Callers own the descriptors they open and close them exactly once (`closeQuietly`).
  */
-import { closeSync, constants as FS, fdatasync, fsync, openSync, read, write, writeSync } from "node:fs";
+import { closeSync, constants as FS, fdatasync, fsync, openSync, read, unlinkSync, write, writeSync } from "node:fs";
 
 /** Reads up to `len` bytes at `pos` into `buf[off..]`; resolves with the count read (0 at EOF). */
 export function readInto(fd: number, buf: Buffer, off: number, len: number, pos: number): Promise<number> {
@@ -56,6 +56,15 @@ export async function syncDir(dir: string): Promise<void> {
     await syncAll(d);
   } finally {
     closeQuietly(d);
+  }
+}
+
+/** Removes a file; one already gone (or not removable: best effort) is no failure. */
+export function unlinkQuietly(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch {
+    /* already gone */
   }
 }
 

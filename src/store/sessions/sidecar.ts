@@ -25,6 +25,7 @@ import { readdir, stat, unlink } from "node:fs/promises";
 import { createHash, randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { closeQuietly, readInto } from "./fdio.js";
+import { pidAlive } from "../process-alive.js";
 import type { FileVersion } from "./reader.js";
 
 export const MAX_SIDECAR_BYTES = 64 * 1024 * 1024;
@@ -160,15 +161,6 @@ export async function writeSidecar(dir: string, path: string, id: string, format
 /** A sidecar temporary file older than this is abandoned whatever its pid (no write takes a fraction of it). */
 export const ABANDONED_TMP_MS = 10 * 60_000;
 const TMP_NAME = /\.proj\.(\d+)-[0-9a-f]{12}\.tmp$/;
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 /** Removes the abandoned temporary files of sidecar writes in `dir` (see the module contract). Never throws. */
 export async function sweepAbandonedTemps(dir: string, now = Date.now()): Promise<void> {

@@ -28,9 +28,9 @@
  *   starts with its empty window kept (the header it wrote), under the same `stat` check.
  */
 import { opendir } from "node:fs/promises";
-import { constants as FS, fstatSync, mkdirSync, openSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { constants as FS, fstatSync, mkdirSync, openSync, statSync, writeSync } from "node:fs";
 import { SessionError, storageCause } from "./errors.js";
-import { closeQuietly, syncData, syncDir } from "./fdio.js";
+import { closeQuietly, syncData, syncDir, unlinkQuietly } from "./fdio.js";
 import { defaultSessionId, isValidSessionId, type SessionIdGenerator } from "./ids.js";
 import { DEFAULT_LOCK_TUNING, SessionLocks, type Lease, type LockTuning } from "./locks.js";
 import { INVALID_SESSION_FILE, SessionPaths } from "./paths.js";
@@ -484,13 +484,5 @@ function isEmptyFile(path: string): boolean {
     return st.isFile() && st.size === 0;
   } catch {
     return false;
-  }
-}
-
-function unlinkQuietly(path: string): void {
-  try {
-    unlinkSync(path);
-  } catch {
-    /* already gone */
   }
 }
