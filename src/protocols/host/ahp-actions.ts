@@ -17,7 +17,7 @@ import { pendingMessageSet } from "./pending-messages.js";
 import { retainPrompt } from "./reconcile.js";
 import { viewClientAction } from "./view-families.js";
 import { DispatchActionParams } from "./ahp-params.js";
-import { routeCommand } from "./ahp-requests.js";
+import { refusal, routeCommand } from "./ahp-requests.js";
 import { chatErrorAction, durationSince, findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import { mcpLifecycleRequest } from "./mcp-lifecycle.js";
@@ -27,9 +27,6 @@ import { cancelAuthRequiredTool } from "./resource-actions.js";
 import { activeClientAction, clientToolAction } from "./client-tools.js";
 import { clientToggle } from "./customization-toggles.js";
 
-function refusal(o: { kind: "rejected"; error: string } | { kind: "indeterminate"; error: string }): string {
-  return o.kind === "rejected" ? `backend refused: ${o.error}` : "backend outcome indeterminate";
-}
 
 /** Handle one `dispatchAction` notification from client `clientId` on connection `conn` (the owner of what it sets). */
 export function dispatchClientAction(st: HostState, clientId: string, params: Json, conn?: object): void {

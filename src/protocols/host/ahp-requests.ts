@@ -34,6 +34,11 @@ const CHAT_URI = /^ahp-chat:\/[A-Za-z0-9._~-]{1,128}$/;
  * `onSettled` runs synchronously when the result frame is handled — before any later frame from
  * that backend — so state that later events depend on must be changed there, not after `await`.
  */
+/** The reason a client's action is rejected with when its command was not accepted. */
+export function refusal(o: { kind: "rejected"; error: string } | { kind: "indeterminate"; error: string }): string {
+  return o.kind === "rejected" ? `backend refused: ${o.error}` : "backend outcome indeterminate";
+}
+
 export function routeCommand(st: HostState, s: SessionModel, chatUri: string | undefined, command: Json, onSettled?: (o: CommandOutcome) => void, commandId?: string): Promise<CommandOutcome> {
   const route = s.route;
   return new Promise((resolve) => {

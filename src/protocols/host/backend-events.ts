@@ -33,7 +33,6 @@ function boundTurnText(t: TurnModel, text: string): string {
   return text.slice(0, Math.max(0, room));
 }
 
-/** A backend history turn as a completed AHP `Turn`. */
 /**
  * The runtime consumed pending message `id`, which the chat does not show as pending (the answer to its `steer` or
  * `follow_up` was lost with the connection): remembered as consumed, so a client's resend of it is refused.
@@ -43,6 +42,7 @@ function consumedUnseen(st: HostState, chat: ChatModel, id: string): void {
   st.persistChat(chat);
 }
 
+/** A backend history turn as a completed AHP `Turn`. */
 export function historyToTurn(h: HistoryTurn): Json {
   const parts: Json[] = [];
   if (h.reasoningText) parts.push({ kind: "reasoning", id: `${h.id}-r`, content: h.reasoningText });

@@ -15,7 +15,7 @@ import { clip } from "./inbound.js";
 import { isManagedRoute } from "./managed-invocations.js";
 import { managedFollowUp } from "./managed-actions.js";
 import { Message } from "./ahp-message.js";
-import { routeCommand } from "./ahp-requests.js";
+import { refusal, routeCommand } from "./ahp-requests.js";
 import type { ChatModel, Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 
@@ -73,7 +73,7 @@ export function pendingMessageSet(st: HostState, s: SessionModel, chat: ChatMode
   void routeCommand(st, s, channel, { type: kind === "steering" ? "steer" : "follow_up", text, id }, (o) => {
     if (table.get(id) === entry) table.delete(id);
     if (o.kind !== "accepted") {
-      const reason = o.kind === "rejected" ? `backend refused: ${o.error}` : "backend outcome indeterminate";
+      const reason = refusal(o);
       reject(reason);
       for (const w of entry.waiters) st.publish(channel, w.action, w.origin, reason);
       return;
