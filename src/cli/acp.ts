@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { Readable } from "node:stream";
 import type { Agent } from "../runtime/agent.js";
 import type { TurnRunner } from "../runtime/session/index.js";
-import { noteTerminalStdin, signalExitStatus, STDOUT_GRACE_MS } from "./process-io.js";
+import { noteTerminalStdin, reserveStdout, signalExitStatus, stdoutSettled } from "./process-io.js";
 import { containCrashes } from "./crash-containment.js";
 
 const HELP = `usage: berth acp
@@ -17,59 +17,6 @@ Serves the Agent Client Protocol (v1) over stdin/stdout for an editor that spawn
 (Zed: "agent_servers", acpx: --agent "berth acp"). Logs go to stderr.
 Configure with MC_HOME and settings.json, like every other Berth command.
 `;
-
-/**
- * After the editor's EOF, how long stdout may go without finishing a write before `berth acp` stops waiting for it
- * (the same grace as every stdio door: process-io.ts): answers already made still reach an editor that reads them
- * (`printf … | berth acp | cat` closes stdin first), but an editor that holds stdout open without reading it cannot
- * keep the agent alive.
- */
-export { STDOUT_GRACE_MS };
-
-interface ReservedStdout {
-  write(chunk: Uint8Array): Promise<void>;
-  /** Resolves true once no write is pending, false once pending writes made no progress for `graceMs`. */
-  drained(graceMs: number): Promise<boolean>;
-}
-
-/** Routes every stray stdout writer (console.*, dependencies) to stderr; returns a writer of the real stdout. */
-function reserveStdout(): ReservedStdout {
-  const out = process.stdout;
-  const realWrite = out.write.bind(out);
-  out.write = ((chunk: unknown, ...rest: unknown[]) =>
-    (process.stderr.write as (...a: unknown[]) => boolean)(chunk, ...rest));
-  const toStderr = new console.Console(process.stderr, process.stderr);
-  for (const m of ["log", "info", "debug", "warn", "error", "trace", "dir"] as const)
-    (console as unknown as Record<string, unknown>)[m] = toStderr[m].bind(toStderr);
-  let pending = 0;
-  let progressed: () => void = () => undefined;
-  return {
-    write: (chunk) => {
-      pending++;
-      return new Promise((resolve, reject) =>
-        void realWrite(chunk, (err) => {
-          pending--;
-          progressed();
-          if (err) reject(err);
-          else resolve();
-        }),
-      );
-    },
-    drained: async (graceMs) => {
-      while (pending > 0) {
-        let timer: NodeJS.Timeout | undefined;
-        const moved = await new Promise<boolean>((resolve) => {
-          progressed = () => resolve(true);
-          timer = setTimeout(() => resolve(false), graceMs);
-        });
-        clearTimeout(timer);
-        progressed = () => undefined;
-        if (!moved) return false;
-      }
-      return true;
-    },
-  };
-}
 
 /** Opens a URL with the platform's opener, detached; failures only matter to the user, who also sees it on stderr. */
 function openUrl(url: string): void {
@@ -132,7 +79,9 @@ export async function runAcp(argv: string[]): Promise<number> {
   await serveAcp({
     stop: stopped,
     input: Readable.toWeb(process.stdin) as ReadableStream<Uint8Array>,
-    output: new WritableStream<Uint8Array>({ write: (chunk) => stdout.write(chunk) }),
+    output: new WritableStream<Uint8Array>({
+      write: (chunk) => new Promise<void>((resolve, reject) => void stdout.write(chunk, (err) => (err ? reject(err) : resolve()))),
+    }),
     deps: {
       home,
       cwd: process.cwd(),
@@ -147,7 +96,8 @@ export async function runAcp(argv: string[]): Promise<number> {
   // The editor may still hold stdin open: nothing more is read, the process ends here.
   if (signalled !== null) process.exit(signalExitStatus(signalled));
   // Every turn has ended and its records are written. A write the editor does not read (stdout held open, unread)
-  // would keep the process alive for ever: once stdout makes no progress for the grace period, exit without it.
-  if (!(await stdout.drained(STDOUT_GRACE_MS))) process.exit(0);
+  // would keep the process alive for ever: once stdout makes no progress for the grace period (the same for every stdio
+  // door: process-io.ts), exit without it. An editor that reads (`printf … | berth acp | cat`) gets every answer.
+  if (!(await stdoutSettled(stdout))) process.exit(0);
   return 0;
 }

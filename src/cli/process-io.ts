@@ -5,7 +5,7 @@
  */
 import { constants } from "node:os";
 import { berthVersion } from "./version.js";
-import { OUTPUT_GRACE_MS } from "../transport/line-writer.js";
+import { OUTPUT_GRACE_MS, writesSettled } from "../transport/line-writer.js";
 
 /** The package version (read once per process: `berth chat -p` asks for it as a client and as its own server). */
 export function packageVersion(): string {
@@ -51,24 +51,11 @@ export function noteTerminalStdin(command: string, what: string): void {
 export const STDOUT_GRACE_MS = OUTPUT_GRACE_MS;
 
 /**
- * Resolves true once `out` has no pending write (or cannot take one: destroyed), false once its pending writes made no
- * progress (their byte count did not fall) for `graceMs`. The caller exits at once on false: nothing will read them.
+ * Resolves true once stdout (`reserveStdout`'s writer) has no pending write, false once its pending writes made no
+ * progress for `graceMs`: the caller exits at once on false, nothing will read them.
  */
-export async function stdoutSettled(out: NodeJS.WriteStream, graceMs = STDOUT_GRACE_MS): Promise<boolean> {
-  for (;;) {
-    const pending = out.writableLength;
-    if (pending === 0 || out.destroyed) return true;
-    // An empty write's callback runs once every write queued before it is done (or the stream failed).
-    const flushed = await new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => resolve(false), graceMs);
-      out.write("", () => {
-        clearTimeout(timer);
-        resolve(true);
-      });
-    });
-    if (flushed) return true;
-    if (out.writableLength >= pending) return false;
-  }
+export function stdoutSettled(out: NodeJS.WriteStream, graceMs = STDOUT_GRACE_MS): Promise<boolean> {
+  return writesSettled(out, graceMs);
 }
 
 /** The shell's exit status for a process ended by `sig`: 128 + the signal's number. */

@@ -22,6 +22,27 @@ import type { Writable } from "node:stream";
  */
 export const OUTPUT_GRACE_MS = 2000;
 
+/**
+ * Resolves true once `stream` has handed every pending write to the OS (or cannot take one: destroyed), false once its
+ * pending bytes did not fall for `graceMs` (a peer that holds the stream open without reading it).
+ */
+export async function writesSettled(stream: Writable, graceMs = Infinity): Promise<boolean> {
+  for (;;) {
+    const pending = stream.writableLength;
+    if (pending === 0 || stream.destroyed) return true;
+    // An empty write's callback runs once every write queued before it is done (or the stream failed).
+    const flushed = await new Promise<boolean>((resolve) => {
+      const timer = Number.isFinite(graceMs) ? setTimeout(() => resolve(false), graceMs) : undefined;
+      stream.write("", () => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+    if (flushed) return true;
+    if (stream.writableLength >= pending) return false;
+  }
+}
+
 /** What `writable()` returns whenever the output can take more right now. */
 export const WRITABLE_NOW: Promise<void> = Promise.resolve();
 
@@ -107,19 +128,15 @@ export class LineWriter {
   close(graceMs = Infinity): Promise<void> {
     this.closed ??= (async () => {
       this.flush();
-      for (;;) {
-        if (this.broken) return;
+      // The queue waits for 'drain'; then what the stream holds must reach the OS (`writesSettled`).
+      while (!this.broken && (this.waitingDrain || this.queue.length > 0)) {
         const left = this.queuedBytes + this.stream.writableLength;
-        if (!this.waitingDrain && this.queue.length === 0 && this.stream.writableLength === 0) return;
         const moved = await new Promise<boolean>((resolve) => {
           const timer = Number.isFinite(graceMs) ? setTimeout(() => resolve(false), graceMs) : undefined;
-          const done = (): void => {
+          this.waiters.push(() => {
             clearTimeout(timer);
             resolve(true);
-          };
-          // The queue waits for 'drain'; what the stream holds is accepted by the OS once an empty write behind it is.
-          if (this.waitingDrain || this.queue.length > 0) this.waiters.push(done);
-          else this.stream.write("", done);
+          });
         });
         this.flush();
         if (!moved && !this.broken && this.queuedBytes + this.stream.writableLength >= left) {
@@ -127,6 +144,7 @@ export class LineWriter {
           return;
         }
       }
+      if (!this.broken && !(await writesSettled(this.stream, graceMs))) this.abandoned = true;
     })();
     return this.closed;
   }
