@@ -3,12 +3,16 @@
  * `berth-timing <ms since process start> <label>` to stderr; otherwise `mark` is a no-op (one boolean test).
  * With `BERTH_DEBUG_TIMING=buffered` the same lines are kept in memory and written every 30 ms and at exit: a
  * synchronous stderr write costs ~20–30 µs, which inflates the sub-millisecond intervals of a warm turn that the
- * marks measure (docs/scv.md "Ninth wave"). Labels never carry prompt text, provider payloads or credentials.
+ * marks measure (docs/scv.md "Ninth wave"). With `BERTH_DEBUG_TIMING=faults` each line also ends with the process's
+ * minor page faults so far (`faults=N`): on a virtual machine each first touch of a page costs ~10–20 µs, so memory
+ * touched before the handshake is time (docs/runtime.md "Page faults"). Labels never carry prompt text, provider
+ * payloads or credentials.
  */
 import { writeSync } from "node:fs";
 
 const mode = process.env["BERTH_DEBUG_TIMING"];
-const enabled = mode === "1" || mode === "buffered";
+const enabled = mode === "1" || mode === "buffered" || mode === "faults";
+const faults = mode === "faults";
 const buffered = mode === "buffered";
 let pending: string[] = [];
 let timer: NodeJS.Timeout | null = null;
@@ -31,7 +35,8 @@ export const timingEnabled = enabled;
 
 export function mark(label: string): void {
   if (!enabled) return;
-  const line = `berth-timing ${performance.now().toFixed(buffered ? 3 : 2)} ${label}\n`;
+  const at = performance.now().toFixed(buffered ? 3 : 2);
+  const line = faults ? `berth-timing ${at} ${label} faults=${process.resourceUsage().minorPageFault} heap=${process.memoryUsage().heapUsed >> 10}K\n` : `berth-timing ${at} ${label}\n`;
   if (!buffered) {
     process.stderr.write(line);
     return;
