@@ -39,6 +39,8 @@ export const RESUME_RELEASE_WAIT_MS = 10_000;
 
 /** Sessions of this process that may hold a turn's writer lease at once (one per connection running a turn). */
 export const MAX_RUNNING_SESSIONS = 256;
+/** The refusal of a `session.start` (new or resumed) past MAX_RUNNING_SESSIONS: the cap and the ways on. */
+export const SESSION_CAP_MESSAGE = `this server already holds ${MAX_RUNNING_SESSIONS} sessions, its limit (one per connection); end another connection's session, or connect to another Berth process, and send session.start again`;
 
 export interface ScvDepsOptions {
   home: string;
@@ -247,7 +249,7 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
     } catch (e) {
       const code = (e as { code?: unknown }).code;
       if (code === "busy") return { code: "invalid_request", message: "that session is in use by another connection or Berth process" };
-      if (code === "limit") return { code: "invalid_request", message: "too many sessions are open in this server" };
+      if (code === "limit") return { code: "invalid_request", message: SESSION_CAP_MESSAGE };
       // The session exists but its lease cannot be taken (a read-only or full disk): say why, not "not found".
       const problem = storageProblemOf(e);
       if (problem !== undefined) return { code: "internal_error", message: `the session could not be opened: ${problem}` };
@@ -346,6 +348,9 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
         });
         mark("scv.hub_opened");
       } catch (e) {
+        // The session cap is the client's to resolve, not a storage fault: say so (it said "check that MC_HOME is
+        // writable").
+        if ((e as { code?: unknown }).code === "limit") return { code: "invalid_request", message: SESSION_CAP_MESSAGE, request_id: msg.request_id };
         // A cause the user can fix (a full disk, a read-only file system, …) is named with its fix.
         const problem = storageProblemOf(e);
         const message = problem !== undefined ? `the session could not be created: ${problem}` : "the session could not be created; check that MC_HOME is writable";
