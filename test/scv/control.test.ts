@@ -81,7 +81,8 @@ describe("daemon.control on the socket", () => {
     const at = await control(c, { action: "confirm_ask", question: "é".repeat(2048), timeout_seconds: 14_400 });
     assert.equal(at.code, "confirm_error");
     assert.match(at.message, /no owner chat/);
-    assert.equal((await control(c, { action: "confirm_ask", question: "é".repeat(2048) + "x" })).code, "invalid_request");
+    const long = await control(c, { action: "confirm_ask", question: "é".repeat(2048) + "x" });
+    assert.deepEqual([long.code, long.message], ["invalid_request", "`command.question` exceeds 4096 bytes; shorten it"]);
     assert.equal((await control(c, { action: "confirm_ask", question: "ok?", timeout_seconds: 14_401 })).code, "invalid_request");
     assert.equal((await control(c, { action: "confirm_ask", question: "ok?", timeout_seconds: 0 })).code, "invalid_request");
     assert.equal((await control(c, { action: "confirm_ask", question: "" })).code, "invalid_request");

@@ -138,7 +138,7 @@ function breakField(r: Rand, name: string, kind: Kind): { value: unknown; messag
 /** Fixed breakages of structured fields, each with its fixed message. */
 const STRUCTURED: Array<{ type: string; field: string; value: unknown; message: string }> = [
   { type: "turn.start", field: "attachments", value: "x", message: "`attachments` must be an array" },
-  { type: "turn.start", field: "attachments", value: Array.from({ length: 17 }, () => ({ kind: "file", path: "/x", size: 1 })), message: "at most 16 attachments per prompt" },
+  { type: "turn.start", field: "attachments", value: Array.from({ length: 17 }, () => ({ kind: "file", path: "/x", size: 1 })), message: "at most 16 attachments per prompt; send the rest with another turn.start" },
   { type: "turn.start", field: "attachments", value: [1], message: "attachment 0 must be an object" },
   { type: "turn.start", field: "attachments", value: [{ kind: "pdf", path: "/x", size: 1 }], message: "attachment 0: `kind` must be one of image, audio, video, file, sticker" },
   { type: "turn.start", field: "attachments", value: [{ kind: "file", path: "rel/x", size: 1 }], message: "attachment 0: `path` must be an absolute path" },

@@ -11,6 +11,9 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MAX_PROMPT_BYTES, MAX_QUEUE_ENTRIES, MAX_QUEUE_PROMPT_BYTES } from "../../src/protocols/scv/wire.js";
+
+/** The fixed refusal past either queue bound: both bounds and the ways on. */
+const QUEUE_LIMIT_MESSAGE = "the queue holds at most 64 prompts and 4194304 bytes of prompt text; wait for queued prompts to run, or remove some with queue.remove";
 import { TRANSPORTS, type Msg, type Rig, type ScvClient } from "./client.js";
 import { useRig } from "./rig.js";
 
@@ -134,13 +137,13 @@ for (const name of TRANSPORTS) {
       const n = MAX_QUEUE_PROMPT_BYTES / MAX_PROMPT_BYTES;
       for (let i = 0; i < n; i++) assert.equal((await c.reply(c.request({ type: "turn.start", session_id: sid, prompt: big }), ["queue.enqueued"])).type, "queue.enqueued");
       const overBytes = await c.reply(c.request({ type: "turn.start", session_id: sid, prompt: "x" }), ["queue.enqueued"]);
-      assert.equal(overBytes.code, "queue_limit");
+      assert.deepEqual([overBytes.code, overBytes.message], ["queue_limit", QUEUE_LIMIT_MESSAGE]);
       // free the byte budget, then fill the entry budget with small prompts
       for (const e of c.frames.filter((m) => m.type === "queue.enqueued" && m.entry.prompt === big))
         await c.reply(c.request({ type: "queue.remove", session_id: sid, queue_id: e.entry.queue_id, revision: 1 }), ["queue.removed"]);
       for (let i = 0; i < MAX_QUEUE_ENTRIES; i++) assert.equal((await c.reply(c.request({ type: "turn.start", session_id: sid, prompt: `p${i}` }), ["queue.enqueued"])).position, i);
       const overCount = await c.reply(c.request({ type: "turn.start", session_id: sid, prompt: "one too many" }), ["queue.enqueued"]);
-      assert.equal(overCount.code, "queue_limit");
+      assert.deepEqual([overCount.code, overCount.message], ["queue_limit", QUEUE_LIMIT_MESSAGE]);
       c.end();
       await c.closed;
     });
@@ -172,7 +175,7 @@ for (const name of TRANSPORTS) {
       for (let i = 0; i < MAX_QUEUE_PROMPT_BYTES / MAX_PROMPT_BYTES - 1; i++) await enqueue(big);
       // held now: 15 × 256 KiB + "x" + "y" (the emptied entry holds nothing)
       const over = await update(x, big);
-      assert.deepEqual([over.code, over.message], ["queue_limit", `the queue holds at most ${MAX_QUEUE_ENTRIES} prompts and ${MAX_QUEUE_PROMPT_BYTES} bytes of prompt text`]);
+      assert.deepEqual([over.code, over.message], ["queue_limit", QUEUE_LIMIT_MESSAGE]);
       const at = await update(x, big.slice(1)); // exactly 4 MiB with "y"
       assert.deepEqual([at.type, at.entry.revision, at.entry.prompt.length], ["queue.updated", 2, MAX_PROMPT_BYTES - 1]);
       // the bound is on the sum: shrinking an entry is always possible

@@ -110,7 +110,7 @@ for (const name of TRANSPORTS) {
       const s = await c.open();
       const over = c.request({ type: "turn.start", session_id: s.session_id, prompt: "é".repeat(MAX_PROMPT_BYTES / 2 - 1) + "xy" + "z" });
       const e = await c.reply(over, ["turn.started"]);
-      assert.deepEqual([e.type, e.code], ["error", "invalid_request"]);
+      assert.deepEqual([e.type, e.code, e.message], ["error", "invalid_request", "prompt exceeds 262144 bytes; shorten it, or save the text to a file and attach it"]);
       const at = await c.turn(s.session_id as string, "é".repeat(MAX_PROMPT_BYTES / 2 - 1) + "xy");
       assert.equal(at.terminal.type, "turn.completed");
       const empty = c.request({ type: "turn.start", session_id: s.session_id, prompt: "" });

@@ -108,7 +108,7 @@ const PARSERS: Record<ControlName, Parser> = {
   confirm_ask: (c) => {
     const q = c["question"];
     if (typeof q !== "string" || q.trim() === "") return bad("`command.question` must be a non-empty string");
-    if (utf8Length(q) > MAX_CONFIRM_QUESTION_BYTES) return bad(`\`command.question\` exceeds ${MAX_CONFIRM_QUESTION_BYTES} bytes`);
+    if (utf8Length(q) > MAX_CONFIRM_QUESTION_BYTES) return bad(`\`command.question\` exceeds ${MAX_CONFIRM_QUESTION_BYTES} bytes; shorten it`);
     return collect({
       action: "confirm_ask" as const,
       question: q,

@@ -364,7 +364,7 @@ export class ScvSession implements ScvSessionHandle {
       }
       const bytes = q.reduce((n, x) => n + (x === e ? 0 : utf8Length(x.prompt)), 0) + utf8Length(msg.prompt);
       if (bytes > MAX_QUEUE_PROMPT_BYTES) {
-        await this.error("queue_limit", `the queue holds at most ${MAX_QUEUE_ENTRIES} prompts and ${MAX_QUEUE_PROMPT_BYTES} bytes of prompt text`, msg.request_id);
+        await this.error("queue_limit", MESSAGES.queueLimit, msg.request_id);
         return true;
       }
       return false;
@@ -399,7 +399,7 @@ export class ScvSession implements ScvSessionHandle {
       const q = this.rt.snapshot();
       const bytes = q.reduce((n, e) => n + utf8Length(e.prompt), 0);
       if (q.length >= MAX_QUEUE_ENTRIES || bytes + utf8Length(msg.prompt) > MAX_QUEUE_PROMPT_BYTES) {
-        await this.error("queue_limit", `the queue holds at most ${MAX_QUEUE_ENTRIES} prompts and ${MAX_QUEUE_PROMPT_BYTES} bytes of prompt text`, msg.request_id);
+        await this.error("queue_limit", MESSAGES.queueLimit, msg.request_id);
         return;
       }
     }

@@ -132,7 +132,7 @@ export type Decoded = { ok: true; msg: ClientMessage } | { ok: false; error: Wir
 
 /** The fixed messages (never an exception's text on the wire). */
 export const MESSAGES = {
-  frameTooLarge: `client frame exceeds ${MAX_CLIENT_FRAME_BYTES} bytes; the line was skipped`,
+  frameTooLarge: `client frame exceeds ${MAX_CLIENT_FRAME_BYTES} bytes; the line was skipped: send each message as one line of at most ${MAX_CLIENT_FRAME_BYTES} bytes, with prompts of at most ${MAX_PROMPT_BYTES} bytes (attach larger text as a file)`,
   notUtf8: "frame is not valid UTF-8",
   notJson: "frame is not a JSON object",
   noType: "message has no string `type`",
@@ -145,7 +145,9 @@ export const MESSAGES = {
   reinitialize: "the connection is already initialized",
   versionMismatch: (v: number) => `protocol version ${v} is not supported; this server speaks version ${PROTOCOL_VERSION}`,
   versionType: `\`protocol_version\` must be a non-negative integer (this server speaks version ${PROTOCOL_VERSION})`,
-  promptTooLarge: `prompt exceeds ${MAX_PROMPT_BYTES} bytes`,
+  promptTooLarge: `prompt exceeds ${MAX_PROMPT_BYTES} bytes; shorten it, or save the text to a file and attach it`,
+  queueLimit: `the queue holds at most ${MAX_QUEUE_ENTRIES} prompts and ${MAX_QUEUE_PROMPT_BYTES} bytes of prompt text; wait for queued prompts to run, or remove some with queue.remove`,
+  tooManyAttachments: `at most ${MAX_ATTACHMENTS} attachments per prompt; send the rest with another turn.start`,
   blankPrompt: "`prompt` may be empty (or only whitespace) only with attachments",
 } as const;
 
@@ -235,7 +237,7 @@ export function validChannel(v: string): boolean {
 function attachments(v: unknown): FieldResult<WireAttachment[]> {
   if (v === undefined || v === null) return { ok: true, value: [] };
   if (!Array.isArray(v)) return { ok: false, message: "`attachments` must be an array" };
-  if (v.length > MAX_ATTACHMENTS) return { ok: false, message: `at most ${MAX_ATTACHMENTS} attachments per prompt` };
+  if (v.length > MAX_ATTACHMENTS) return { ok: false, message: MESSAGES.tooManyAttachments };
   const out: WireAttachment[] = [];
   for (const [i, a] of v.entries()) {
     if (!isObj(a)) return { ok: false, message: `attachment ${i} must be an object` };
