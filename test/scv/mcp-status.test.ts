@@ -6,7 +6,9 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { tmpdir } from "node:os";
 import { fileURLToPath } from "node:url";
+import { MAX_SESSION_MCP_SERVERS } from "../../src/protocols/scv/wire.js";
 import { openTransport, startRig, type Msg, type Rig, type ScvClient, type Transport } from "./client.js";
 
 const FIXTURE = fileURLToPath(new URL("../fixtures/mcp-server.js", import.meta.url));
@@ -46,6 +48,24 @@ describe(`scv session.mcp and session.tools over ${name}`, () => {
     assert.equal(typeof s.context_max_tokens, "number");
     const r = await c.reply(c.request({ type: "session.mcp", session_id: s.session_id }), ["session.mcp"]);
     assert.deepEqual((r.servers as Msg[]).map((x) => x.name).sort(), ["__proto__", "one", "two"]);
+    c.end();
+    await c.closed;
+  });
+
+  it(`mcp_servers: ${MAX_SESSION_MCP_SERVERS} servers start; one more is invalid_request naming the bound, and the connection goes on`, async () => {
+    const c = await t.open();
+    await c.initialize();
+    const servers = (n: number): Record<string, Msg> =>
+      Object.fromEntries(Array.from({ length: n }, (_, i) => [`s${i}`, { command: process.execPath, args: [FIXTURE, "--exit-at-start"] }]));
+    const over = await c.reply(c.request({ type: "session.start", cwd: tmpdir(), mcp_servers: servers(MAX_SESSION_MCP_SERVERS + 1) }), ["session.started"]);
+    assert.deepEqual(
+      [over.type, over.code, over.message],
+      ["error", "invalid_request", "`mcp_servers` holds at most 16 servers; leave out the ones this session does not need"],
+    );
+    const at = await c.reply(c.request({ type: "session.start", cwd: tmpdir(), mcp_servers: servers(MAX_SESSION_MCP_SERVERS) }), ["session.started"]);
+    assert.equal(at.type, "session.started", JSON.stringify(at));
+    const st = await settledStatus(c, at.session_id as string);
+    assert.equal((st.servers as Msg[]).length, MAX_SESSION_MCP_SERVERS);
     c.end();
     await c.closed;
   });

@@ -214,7 +214,7 @@ function mcpServers(v: unknown): FieldResult<Record<string, WireMcpServer>> {
   const bad = (m: string): FieldResult<Record<string, WireMcpServer>> => ({ ok: false, message: `\`mcp_servers\`${m}` });
   if (!isObj(v)) return bad(" must be an object of servers");
   const names = Object.keys(v);
-  if (names.length > MAX_SESSION_MCP_SERVERS) return bad(` holds at most ${MAX_SESSION_MCP_SERVERS} servers`);
+  if (names.length > MAX_SESSION_MCP_SERVERS) return bad(` holds at most ${MAX_SESSION_MCP_SERVERS} servers; leave out the ones this session does not need`);
   // No prototype: a server named `__proto__` is an entry like any other (on a plain object the assignment would set
   // the prototype and the server would silently vanish).
   const out = Object.create(null) as Record<string, WireMcpServer>;
