@@ -75,7 +75,14 @@ describe("daemon.control on the socket", () => {
     const restart = await control(c, { action: "restart_when_idle", version: "9.9.9" });
     assert.equal(restart.code, "restart_error");
     assert.match(restart.message, /--supervised|systemd/);
-    assert.equal((await control(c, { action: "restart_when_idle", max_wait_seconds: 3601 })).code, "invalid_request");
+    // max_wait_seconds bounds: 3600 passes validation (then restart_error, as above); 0 and 3601 are invalid_request.
+    assert.equal((await control(c, { action: "restart_when_idle", max_wait_seconds: 3600 })).code, "restart_error");
+    for (const v of [0, 3601]) {
+      const r = await control(c, { action: "restart_when_idle", max_wait_seconds: v });
+      assert.deepEqual([r.code, r.message], ["invalid_request", "`command.max_wait_seconds` must be an integer from 1 to 3600"]);
+    }
+    const t = await control(c, { action: "confirm_ask", question: "ok?", timeout_seconds: 14_401 });
+    assert.deepEqual([t.code, t.message], ["invalid_request", "`command.timeout_seconds` must be an integer from 1 to 14400"]);
     assert.equal((await control(c, { action: "confirm_status", id: "5f0c9a1e2b3d" })).code, "confirm_error");
     // confirm_ask bounds: 4096 bytes and 14400 s pass validation (then no owner chat → confirm_error); one past → invalid_request.
     const at = await control(c, { action: "confirm_ask", question: "é".repeat(2048), timeout_seconds: 14_400 });

@@ -38,6 +38,21 @@ it("makes single redacted lines of at most 200 bytes", () => {
   assert.equal(utf8Length(progressLine("x".repeat(200))), 200);
   assert.equal(utf8Length(progressLine("é".repeat(150))), 200);
   assert.ok(utf8Length(progressLine("x".repeat(201))) <= 200);
+  // at the bound a line is kept whole; one byte past it is cut to exactly the bound, on a character boundary
+  assert.equal(progressLine("x".repeat(201)), "x".repeat(200));
+  assert.equal(progressLine("x" + "é".repeat(100)), "x" + "é".repeat(99));
+});
+
+it("keeps an event of exactly 512 bytes whole and cuts one of 513 behind a leading … line", () => {
+  // five lines of 100 bytes, each with its newline (505 bytes), and a last line sized to reach 512, then 513
+  const head = Array.from({ length: 5 }, (_, i) => `${i}`.padEnd(100, "."));
+  const at = [...head, "z".repeat(512 - 5 * 101)];
+  assert.equal(utf8Length(at.join("\n")), 512);
+  assert.equal(joinProgress(at), at.join("\n"));
+  const past = [...head, "z".repeat(513 - 5 * 101)];
+  const text = joinProgress(past);
+  assert.ok(utf8Length(text) <= 512);
+  assert.equal(text, ["…", ...past.slice(1)].join("\n"));
 });
 
 it("keeps an event within 512 bytes, newest lines behind a leading … line", () => {
