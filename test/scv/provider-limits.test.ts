@@ -1,6 +1,6 @@
 /**
  * The spec's provider read bounds as an SCV client sees them, over `berth stdio` and the daemon socket against the
- * loopback fake provider: assistant text of 1 MiB, a tool-argument object of 256 KiB and 32 tool calls in one
+ * loopback fake provider: a whole response of 4 MiB, assistant text of 1 MiB, a tool-argument object of 256 KiB and 32 tool calls in one
  * response complete the turn; one byte (or call) more ends it `turn.failed` with `response_limit` / `tool_limit`
  * and its fixed message (which bound, and what to ask of the model), no call of that response runs, and the same session then runs a normal turn.
  */
@@ -19,8 +19,11 @@ const TEXT = "the provider response exceeded a size limit: assistant text exceed
 const ARGS = "the provider's tool calls exceeded a size or count limit: tool arguments exceed size limit; ask the model to write large content in several smaller tool calls";
 const COUNT = "the provider's tool calls exceeded a size or count limit: too many tool calls in one response; ask the model for fewer tool calls at a time";
 
+const RESPONSE = "the provider response exceeded a size limit: provider response exceeds size limit; ask for a shorter answer, or split the task into smaller steps";
+
 const CASES: Array<{ name: string; at: Msg; past: Msg; continues: boolean; code: string; message: string }> = [
   { name: "assistant text", at: { steps: text(B.maxAssistantTextBytes) }, past: { steps: text(B.maxAssistantTextBytes + 1) }, continues: false, code: "response_limit", message: TEXT },
+  { name: "whole response", at: { steps: [{ text: "hi" }], totalBytes: B.maxResponseBytes }, past: { steps: [{ text: "hi" }], totalBytes: B.maxResponseBytes + 1 }, continues: false, code: "response_limit", message: RESPONSE },
   {
     name: "tool arguments",
     at: { steps: [{ toolCall: { id: "a", name: "nope", arguments: args(B.maxToolArgumentBytes), chunks: 8 } }] },
@@ -52,7 +55,7 @@ for (const name of TRANSPORTS) {
         rig.fake.script(cs.continues ? [cs.at, { steps: [{ text: "ok" }] }] : [cs.at]);
         const at = await c.turn(sid, "at");
         assert.equal(at.terminal.type, "turn.completed", JSON.stringify(at.terminal));
-        if (!cs.continues) assert.equal(at.frames.find((m) => m.type === "assistant.completed")?.content.length, B.maxAssistantTextBytes);
+        if (cs.name === "assistant text") assert.equal(at.frames.find((m) => m.type === "assistant.completed")?.content.length, B.maxAssistantTextBytes);
         rig.fake.script([cs.past]);
         const past = await c.turn(sid, "past");
         assert.deepEqual([past.terminal.type, past.terminal.code], ["turn.failed", cs.code], JSON.stringify(past.terminal));
