@@ -2,6 +2,7 @@
  * `max_session_replay_page_bytes` (16,384) at the limit and one past it, over real session files: a history whose
  * whole first page encodes to exactly 16,384 bytes is served in one page; one byte more and its last item moves to
  * the next page (`truncated: true`), which the returned cursor serves. The bound counts the complete compact payload.
+ * Text parts likewise: 2,048 bytes are one part, 2,049 two.
  * @req AS-SES-14
  */
 import { test } from "node:test";
@@ -47,4 +48,13 @@ test("a replay page of exactly max_session_replay_page_bytes is served whole; on
   const rest = replayPage(past, first.next_cursor, 32);
   assert.deepEqual([rest.events.length, rest.truncated, rest.resync_required], [1, false, false]);
   assert.equal(rest.events[0]!.text, "z".repeat(last + 1));
+});
+
+test("replay text parts: a message of 2,048 bytes is one part, one byte more is two @req AS-SES-13", async () => {
+  const at = await history(2048);
+  const atPage = replayPage(at, null, 32, Number.MAX_SAFE_INTEGER);
+  assert.deepEqual(atPage.events.slice(7).map((e) => [e.part, e.last_part, Buffer.byteLength(e.text as string)]), [[0, true, 2048]]);
+  const past = await history(2049);
+  const pastPage = replayPage(past, null, 32, Number.MAX_SAFE_INTEGER);
+  assert.deepEqual(pastPage.events.slice(7).map((e) => [e.part, e.last_part, Buffer.byteLength(e.text as string)]), [[0, false, 2048], [1, true, 1]]);
 });

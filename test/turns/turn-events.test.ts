@@ -155,6 +155,9 @@ it("reasoning summaries are sanitized, capped at 2,048 bytes, and omitted past 1
   const long = projectSummary("é".repeat(2000)); // 4,000 bytes
   assert.equal(long.truncated, true);
   assert.equal(Buffer.byteLength(long.text), 2048);
+  // at the cap a summary is whole; one byte past it is cut to the cap
+  assert.deepEqual(projectSummary("a".repeat(2048)), { text: "a".repeat(2048), redacted: false, truncated: false });
+  assert.deepEqual(projectSummary("a".repeat(2049)), { text: "a".repeat(2048), redacted: false, truncated: true });
   assert.deepEqual(projectSummary("a".repeat(16385)), { text: "", redacted: false, truncated: true });
   assert.equal(projectSummary("a".repeat(16384)).truncated, true);
   const wire = projectActivity("t", { type: "reasoning_summary", text: "thought" })!;
