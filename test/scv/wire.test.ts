@@ -118,6 +118,26 @@ for (const name of TRANSPORTS) {
       await c.closed;
     });
 
+    it("quotes an unknown type of 64 bytes whole and cuts a longer one to 64 bytes on a character boundary", async () => {
+      const c = await suite.t.open();
+      await c.initialize();
+      const cases: Array<[string, string]> = [
+        ["x".repeat(64), "x".repeat(64)],
+        ["x".repeat(65), "x".repeat(64)],
+        ["é".repeat(33), "é".repeat(32)],
+        ["x" + "é".repeat(32), "x" + "é".repeat(31)],
+      ];
+      for (const [i, [type, quoted]] of cases.entries()) {
+        c.send({ type, request_id: `q${i}` });
+        const e = await c.reply(`q${i}`, []);
+        assert.deepEqual([e.code, e.message, e.fatal], ["invalid_json", `unknown message type \`${quoted}\``, false]);
+      }
+      const id = c.request({ type: "daemon.control", command: { action: "status" } });
+      assert.ok(["daemon.status", "error"].includes((await c.reply(id, ["daemon.status"])).type as string), "the connection goes on");
+      c.end();
+      await c.closed;
+    });
+
     it("a protocol_version that is no version number is invalid_json, not fatal; the connection goes on", async () => {
       const c = await suite.t.open();
       for (const [rid, pv] of [["s", "3"], ["f", 3.5], ["n", -3], ["o", null]] as const) c.send({ type: "initialize", request_id: rid, protocol_version: pv });
