@@ -11,12 +11,40 @@
  *   exists is never chmodded: loosening or tightening someone's directory silently is the user's call.
  * - `prepareHome(env)`: the state root every door uses (`resolveHome`), prepared as above with the home directory
  *   as `base` when it is the default one.
+ * - A root below something that is not a directory (`MC_HOME=/tmp/somefile/home`: ENOTDIR) is named by that
+ *   component, the nearest existing one (`notADirectoryIn`), with the fix, never as a bare error code.
  * On a platform without user IDs (no `process.getuid`), ownership is not checked.
  */
-import { mkdirSync, statSync } from "node:fs";
+import { lstatSync, mkdirSync, statSync } from "node:fs";
+import { dirname } from "node:path";
 import { defaultHomeBase, resolveHome, type EnvLike } from "./home.js";
 
 export type StateRootProblem = string;
+
+/**
+ * The existing component of `path` that is not a directory (the nearest existing ancestor, when it is not one), and
+ * what it is instead, or null when there is none: why `path` cannot be a directory (ENOTDIR).
+ */
+export function notADirectoryIn(path: string): { component: string; is: string } | null {
+  for (let p = dirname(path); p !== dirname(p); p = dirname(p)) {
+    let st;
+    try {
+      st = statSync(p);
+    } catch {
+      continue; // missing, or itself below the component looked for
+    }
+    if (st.isDirectory()) return null;
+    const kind = st.isFile() ? "a file" : "something other than a directory";
+    const link = lstatSync(p, { throwIfNoEntry: false })?.isSymbolicLink() === true;
+    return { component: p, is: link ? `a symbolic link to ${kind}` : kind };
+  }
+  return null;
+}
+
+/** The one sentence for a root that cannot exist because a component of its path is not a directory. */
+function blockedRoot(path: string, b: { component: string; is: string }): StateRootProblem {
+  return `the state directory ${path} cannot be created: ${b.component} is ${b.is}, not a directory; set MC_HOME to a directory you own, or move ${b.component} out of the way`;
+}
 
 export function checkStateRoot(path: string, uid: number | undefined = process.getuid?.()): StateRootProblem | null {
   let st;
@@ -24,6 +52,8 @@ export function checkStateRoot(path: string, uid: number | undefined = process.g
     st = statSync(path);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? "error";
+    const why = code === "ENOTDIR" ? notADirectoryIn(path) : null;
+    if (why !== null) return blockedRoot(path, why);
     return `the state directory ${path} cannot be used (${code}); set MC_HOME to a directory you own`;
   }
   if (!st.isDirectory()) return `the state directory ${path} is not a directory; set MC_HOME to a directory you own`;
@@ -49,6 +79,8 @@ export function prepareStateRoot(path: string, base?: string): StateRootProblem 
       try {
         mkdirSync(path, { recursive: true, mode: 0o700 });
       } catch (e) {
+        const why = notADirectoryIn(path);
+        if (why !== null) return blockedRoot(path, why);
         return `the state directory ${path} cannot be created (${(e as NodeJS.ErrnoException).code ?? "error"}); set MC_HOME to a directory you own`;
       }
     }
