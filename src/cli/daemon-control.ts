@@ -36,6 +36,8 @@ export interface ControlDeps {
   confirm: ConfirmRegistry;
   delegations: DelegationControl;
   restart: RestartControl;
+  /** The selection a session naming none runs (`DaemonStatus.selection`), or null when it cannot be worked out. */
+  selection?: () => Promise<{ provider: string; model: string | null } | null>;
 }
 
 type Reply = string | WireError;
@@ -50,7 +52,7 @@ export function createDaemonControl(d: ControlDeps): (cmd: ControlCommand, reque
   const fail = (code: ErrorCode, message: string, requestId: string): WireError => ({ code, message, request_id: requestId });
   const status = async (extra: Partial<DaemonStatus> = {}): Promise<DaemonStatus> => {
     const plan = d.restart.current();
-    const counts = await d.delegations.counts();
+    const [counts, selection] = await Promise.all([d.delegations.counts(), d.selection?.().catch(() => null) ?? null]);
     return {
       version: d.version,
       pid: d.pid,
@@ -58,6 +60,7 @@ export function createDaemonControl(d: ControlDeps): (cmd: ControlCommand, reque
       ...extra,
       delegations: { ...counts, ...extra.delegations },
       ...(plan !== null ? { restart: plan } : {}),
+      ...(selection !== null ? { selection } : {}),
     };
   };
   const needChannels = (rid: string): DaemonChannels | WireError =>

@@ -108,6 +108,12 @@ const daemonControl = createDaemonControl({
     kill: (handle, orphans) => delegations?.kill(handle, orphans) ?? Promise.resolve(handle !== undefined ? { unknown: handle } : { killed: [] }),
   },
   restart: restart,
+  // As scv-deps.ts resolves a session's model: this process's environment, launch directory and home.
+  selection: async () => {
+    const [{ SettingsStore }, { resolveSelection }] = await Promise.all([import("../store/settings/settings-store.js"), import("../store/settings/effective.js")]);
+    const sel = resolveSelection(await new SettingsStore({ home: resolveHome(process.env), projectDir: process.cwd(), env: process.env }).load());
+    return { provider: sel.provider_id, model: sel.model_id };
+  },
 });
 
 /**

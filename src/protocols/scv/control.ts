@@ -151,6 +151,11 @@ export interface DaemonStatus {
   delegations: { active: number; reaped: number; entries?: DelegationEntry[]; killed?: string[] };
   restart?: Record<string, unknown>;
   confirm?: { id: string; state: string; chat: string | null; deadline_unix_seconds: number };
+  /**
+   * What a session that names no `provider`/`model` runs now (the daemon's environment, launch directory and home
+   * settings); absent when the settings cannot be read. `berth chat`'s banner names it.
+   */
+  selection?: { provider: string; model: string | null };
 }
 
 export function daemonStatusFrame(requestId: string, status: DaemonStatus): string {
