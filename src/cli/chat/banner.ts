@@ -2,6 +2,9 @@
  * The interactive chat's start: the banner (how it is connected, model and cwd, `--yolo`, a setup problem named in
  * one line, or returned for piped prompts to say once on stderr) and the question whether to trust this project's own
  * MCP servers (remembered once answered yes).
+ * The model named is the one the chat's sessions run (selection.ts): the user's choice here (`MC_PROVIDER` /
+ * `MC_MODEL`, carried in every `session.start`), else, through a daemon, the daemon's selection (`daemon.status`),
+ * else the settings' as this chat resolves them (a `berth stdio` child or the in-process server resolve the same).
  */
 import { join } from "node:path";
 import type { McpDef } from "./project.js";
@@ -10,6 +13,7 @@ import { preflight } from "./preflight.js";
 import { NO_PROVIDER_HELP, type Style } from "./render.js";
 import type { Screen } from "./screen.js";
 import { terminalSafe } from "../terminal-safe.js";
+import { chosenHere, type Chosen } from "./selection.js";
 
 export interface BannerHost {
   readonly screen: Screen;
@@ -21,6 +25,8 @@ export interface BannerHost {
   readonly piped: boolean;
   /** `daemon` or `stdio` (null: not connected yet). */
   via(): Promise<string | null>;
+  /** What the daemon serving the chat runs for a session that names no selection (null: not a daemon, or unknown). */
+  daemonSelection(): Promise<{ provider: string; model: string | null } | null>;
   question(text: string): Promise<string>;
 }
 
@@ -28,8 +34,10 @@ export interface Startup {
   /** `--yolo`, or `approval_policy: "never"` in settings. */
   yolo: boolean;
   baseUrl: string | null;
-  /** `provider/model` as the settings select it, or null when no provider is ready. */
+  /** `provider/model` as the chat's sessions run it, or null when no provider is ready. */
   model: string | null;
+  /** The selection the user chose here, which every session carries (null: the server's applies). */
+  chosen: Chosen | null;
   /** The MCP servers this chat's sessions get (for the startup report). */
   mcpConfig: Record<string, McpDef>;
   /** The session's MCP servers when the trusted project adds its own (global ∪ project); null: the settings'. */
@@ -45,14 +53,17 @@ export async function banner(h: BannerHost): Promise<Startup> {
   const pre = await preflight(process.env, h.cwd, { keyHere: async () => (await h.via()) !== "daemon" });
   const yolo = h.yolo || (pre.ok && pre.approvalPolicy === "never");
   const via = await h.via();
+  const chosen = pre.ok ? chosenHere(process.env, pre) : null;
+  const served = pre.ok && chosen === null && via === "daemon" ? await h.daemonSelection() : null;
+  const model = pre.ok ? `${served?.provider ?? pre.provider}/${(served !== null ? served.model : pre.model) ?? "?"}` : null;
   screen.line(s.bold("berth chat") + s.dim(` — /help for commands, Ctrl-C to cancel${via === "daemon" ? " · via berth daemon" : ""}`));
-  if (pre.ok) status(terminalSafe(`model ${pre.provider}/${pre.model ?? "?"} · ${h.cwd}`, false));
+  if (model !== null) status(terminalSafe(`model ${model} · ${h.cwd}`, false));
   if (yolo) screen.line(s.red("--yolo: every tool call is approved without asking"));
   if (pre.ok && pre.approvalNote !== null) screen.line(s.bold(`note: ${pre.approvalNote}`));
   if (!pre.ok && !h.piped) screen.line(pre.noProvider ? NO_PROVIDER_HELP.trimEnd() : s.red(`error: ${pre.message}`));
   const global = (pre.ok ? pre.layers.global.mcp_servers : undefined) ?? {};
   const setupError = pre.ok ? null : pre.noProvider ? NO_PROVIDER_HELP : `${pre.message}\n`;
-  const out: Startup = { yolo, baseUrl: pre.ok ? pre.baseUrl : null, model: pre.ok ? `${pre.provider}/${pre.model ?? "?"}` : null, mcpConfig: global, sessionMcp: null, setupError };
+  const out: Startup = { yolo, baseUrl: pre.ok ? pre.baseUrl : null, model, chosen, mcpConfig: global, sessionMcp: null, setupError };
   // Piped prompts stop at a setup error: no line may be taken as an answer to the trust question first.
   if (setupError !== null && h.piped) return out;
   const proj = await projectMcp(h.home, h.cwd);

@@ -4,17 +4,22 @@
  * opens a fresh one in the background; the session is created on first use. A connection that ends while it is the
  * current one (the server stopped) is reported once through `onLost`, with the session that was open on it, never
  * for one the chat dropped itself; `reconnect` then opens a new connection (the daemon if one answers again, else a
- * `berth stdio` child) and resumes that session on it.
+ * `berth stdio` child) and resumes that session on it. Every session opened carries the selection the user chose
+ * here (selection.ts), so a daemon runs it rather than its own; a daemon that does not know that provider refuses
+ * the session, said in one line with the fix (`RequestError`).
  */
 import type { ScvClient } from "../../client/scv/client.js";
 import type { McpDef } from "./project.js";
 import { openLink, type Link } from "./link.js";
 import type { OpenSession } from "./turn-events.js";
+import { daemonSelection, openChosen, type Chosen } from "./selection.js";
 
 export interface SessionSettings {
   cwd: string;
   /** Approve every call on the server (`--yolo`). */
   autoApprove(): boolean;
+  /** The provider and model the user chose here (selection.ts `chosenHere`), else null: the server's selection. */
+  chosen(): Chosen | null;
   /** The session's MCP servers when the chat chooses them (a trusted project's), else null: the settings'. */
   mcpServers(): Record<string, McpDef> | null;
   /** Called once for every session this connection opens (new or resumed), with the client it is open on. */
@@ -44,6 +49,12 @@ export class Connection {
   /** How the first connection was made (`daemon` or `stdio`), or null when it failed. */
   via(): Promise<string | null> {
     return (this.linking ?? Promise.resolve(this.link!)).then((l) => l.via).catch(() => null);
+  }
+
+  /** What the daemon serving this chat runs for a session that names no selection; null for any other server. */
+  async daemonSelection(): Promise<{ provider: string; model: string | null } | null> {
+    const l = await this.current().catch(() => null);
+    return l?.via === "daemon" ? daemonSelection(l.client) : null;
   }
 
   /** The current connection (reopened after /new or /resume closed the last one). */
@@ -92,12 +103,8 @@ export class Connection {
     if (this.session !== null && resume === undefined) return this.session;
     const l = await this.current();
     const mcp = this.settings.mcpServers();
-    const ev = await l.client.openSession({
-      cwd: this.settings.cwd,
-      auto_approve: this.settings.autoApprove(),
-      ...(resume !== undefined ? { resume } : {}),
-      ...(mcp !== null ? { mcp_servers: mcp } : {}),
-    });
+    const params = { cwd: this.settings.cwd, auto_approve: this.settings.autoApprove(), ...(resume !== undefined ? { resume } : {}), ...(mcp !== null ? { mcp_servers: mcp } : {}) };
+    const ev = await openChosen(l, params, this.settings.chosen());
     const s: OpenSession = {
       id: String(ev["session_id"]),
       cwd: typeof ev["cwd"] === "string" ? ev["cwd"] : this.settings.cwd,

@@ -26,14 +26,13 @@
  */
 import { createInterface, type Interface } from "node:readline";
 import type { RunningTurn } from "../../client/scv/client.js";
-import { banner } from "./banner.js";
+import { banner, type Startup } from "./banner.js";
 import { runTurn, type TurnEnd } from "./chat-turn.js";
 import { describeError } from "./common.js";
 import { Connection } from "./connection.js";
 import { failsAlike } from "./hints.js";
 import { HISTORY_MAX, loadHistory, saveHistory } from "./history.js";
 import { isShiftEnter, keyInput, PROMPT, PromptLines, type KeyInput } from "./keys.js";
-import type { McpDef } from "./project.js";
 import { footerLine, style, type Style } from "./render.js";
 import { Screen } from "./screen.js";
 import { ServiceCommands } from "./service-commands.js";
@@ -82,15 +81,11 @@ class Chat {
   /** stdin ended: no line will answer a question. */
   private inputEnded = false;
   private readonly cwd = process.cwd();
-  private baseUrl: string | null = null;
-  private model: string | null = null;
+  /** What the banner found (model, base URL, MCP servers, the user's selection), once it ran. */
+  private start: Startup | null = null;
   private failedTurns = 0;
   /** Server losses since the last completed turn. */
   private losses = 0;
-  /** The session's MCP servers when the trusted project adds its own (global ∪ project); null: the settings'. */
-  private sessionMcp: Record<string, McpDef> | null = null;
-  /** The MCP servers this chat's sessions use (for the startup report). */
-  private mcpConfig: Record<string, McpDef> = {};
   /** The multi-line prompt being typed. */
   private readonly lines = new PromptLines();
   /** Lines submitted while muted (echoed when they run). */
@@ -105,7 +100,8 @@ class Chat {
       {
         cwd: this.cwd,
         autoApprove: () => this.yolo,
-        mcpServers: () => this.sessionMcp,
+        mcpServers: () => this.start?.sessionMcp ?? null,
+        chosen: () => this.start?.chosen ?? null,
         opened: (session, client) => void this.sc.reportFailedMcp(session, client),
       },
       (detail, lost) => {
@@ -122,7 +118,7 @@ class Chat {
       line: (t) => this.screen.line(t),
       status: (t) => this.status(t),
       session: () => this.conn.session,
-      mcpConfig: () => this.mcpConfig,
+      mcpConfig: () => this.start?.mcpConfig ?? {},
       yolo: () => this.yolo,
       exiting: () => this.exiting,
       promptIfIdle: () => {
@@ -167,7 +163,7 @@ class Chat {
   private footerText(): (cols: number) => string {
     const s = this.conn.session;
     // A directory's name (a cloned or unpacked tree) and a server's model name may hold terminal controls.
-    const model = s?.model ?? this.model;
+    const model = s?.model ?? this.start?.model ?? null;
     const f = { model: model === null ? null : terminalSafe(model, false), cwd: terminalSafe(s?.cwd ?? this.cwd, false), ctx: this.conn.ctx, ctxMax: s?.ctxMax ?? null, session: s?.id ?? null };
     return (cols) => this.s.dim(footerLine(f, cols));
   }
@@ -274,6 +270,7 @@ class Chat {
         yolo: this.yolo,
         piped: !terminal,
         via: () => this.conn.via(),
+        daemonSelection: () => this.conn.daemonSelection(),
         question: (t) => this.question(t),
       });
       // Piped prompts with a broken setup: said once, as -p says it, and none is run.
@@ -282,10 +279,7 @@ class Chat {
         return this.finish(1);
       }
       this.yolo = start.yolo;
-      this.baseUrl = start.baseUrl;
-      this.model = start.model;
-      this.mcpConfig = start.mcpConfig;
-      this.sessionMcp = start.sessionMcp;
+      this.start = start;
       this.refreshFooter();
       if (this.o.sessionId !== null) {
         // Piped prompts meant for that session must not run in a new one (as with -p).
@@ -479,7 +473,7 @@ class Chat {
         color: this.color,
         conn: this.conn,
         cwd: this.cwd,
-        baseUrl: () => this.baseUrl,
+        baseUrl: () => this.start?.baseUrl ?? null,
         autoApproves: (name) => this.yolo || this.always.has(name),
         approveAlways: (name) => this.always.add(name),
         question: (t) => this.question(t),

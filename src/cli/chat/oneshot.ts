@@ -20,6 +20,7 @@ import { textOf } from "../../core/json-text.js";
 import { ScvConnectionError, type ScvClient, type ScvEvent } from "../../client/scv/client.js";
 import { sessionMcp, settle } from "./session-tools.js";
 import { jsonLine, terminalSafe } from "../terminal-safe.js";
+import { chosenHere, openChosen } from "./selection.js";
 import { mark } from "../../runtime/debug-timing.js";
 
 /** How long `-p` waits after its turn for MCP servers still starting, to report those that fail. */
@@ -161,7 +162,9 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     link = await linking;
     mark("chat.linked");
     const client = link.client;
-    const started = await client.openSession({ cwd, auto_approve: yolo, ...(resume !== undefined ? { resume } : {}), ...(mcp !== null ? { mcp_servers: mcp } : {}) });
+    // The user's MC_PROVIDER / MC_MODEL run whoever serves (a daemon's own selection included).
+    const chosen = chosenHere(process.env, pre);
+    const started = await openChosen(link, { cwd, auto_approve: yolo, ...(resume !== undefined ? { resume } : {}), ...(mcp !== null ? { mcp_servers: mcp } : {}) }, chosen);
     const sessionId = started["session_id"] as string;
     const moved = movedNote !== null && typeof started["cwd"] === "string" ? movedNote(started["cwd"]) : null;
     if (moved !== null) err(moved);
