@@ -184,13 +184,13 @@ describe("berth chat without a daemon", () => {
     assert.equal(await none.exited, 0, none.stderr);
     assert.equal(none.stdout, "echo: hello\n");
     assert.match(none.stderr, /^session \S+\n$/);
-    // A file in the socket's place (a daemon that died without removing it): tried, refused, then served in-process.
+    // A file in the socket's place: tried, refused, then served in-process, with the file named (daemon-socket.test.ts).
     mkdirSync(join(scv, "state"));
     writeFileSync(join(scv, "state", "server.sock"), "");
     const dead = chat(["-p", "hello"], chatEnv(h, { ...FAKE, SCV_HOME: scv }));
     assert.equal(await dead.exited, 0, dead.stderr);
     assert.equal(dead.stdout, "echo: hello\n");
-    assert.match(dead.stderr, /^session \S+\n$/);
+    assert.match(dead.stderr, /^berth chat: \S+server\.sock is a regular file, not a berth daemon's socket [^\n]*\nsession \S+\n$/);
   });
 
   it("-p with only working MCP servers reports nothing about them", { timeout: 60_000 }, async () => {

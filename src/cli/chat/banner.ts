@@ -25,6 +25,8 @@ export interface BannerHost {
   readonly piped: boolean;
   /** `daemon` or `stdio` (null: not connected yet). */
   via(): Promise<string | null>;
+  /** Why the daemon's socket reached no daemon, with the fix (link.ts `note`), or null. */
+  note(): Promise<string | null>;
   /** What the daemon serving the chat runs for a session that names no selection (null: not a daemon, or unknown). */
   daemonSelection(): Promise<{ provider: string; model: string | null } | null>;
   question(text: string): Promise<string>;
@@ -57,6 +59,8 @@ export async function banner(h: BannerHost): Promise<Startup> {
   const served = pre.ok && chosen === null && via === "daemon" ? await h.daemonSelection() : null;
   const model = pre.ok ? `${served?.provider ?? pre.provider}/${(served !== null ? served.model : pre.model) ?? "?"}` : null;
   screen.line(s.bold("berth chat") + s.dim(` — /help for commands, Ctrl-C to cancel${via === "daemon" ? " · via berth daemon" : ""}`));
+  const note = await h.note();
+  if (note !== null) status(terminalSafe(note, false));
   if (model !== null) status(terminalSafe(`model ${model} · ${h.cwd}`, false));
   if (yolo) screen.line(s.red("--yolo: every tool call is approved without asking"));
   if (pre.ok && pre.approvalNote !== null) screen.line(s.bold(`note: ${pre.approvalNote}`));

@@ -51,6 +51,11 @@ export class Connection {
     return (this.linking ?? Promise.resolve(this.link!)).then((l) => l.via).catch(() => null);
   }
 
+  /** Why the first connection reached no daemon, when that is for the user to fix (link.ts `note`), else null. */
+  note(): Promise<string | null> {
+    return (this.linking ?? Promise.resolve(this.link!)).then((l) => l.note).catch(() => null);
+  }
+
   /** What the daemon serving this chat runs for a session that names no selection; null for any other server. */
   async daemonSelection(): Promise<{ provider: string; model: string | null } | null> {
     const l = await this.current().catch(() => null);

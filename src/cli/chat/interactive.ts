@@ -271,6 +271,7 @@ class Chat {
         piped: !terminal,
         via: () => this.conn.via(),
         daemonSelection: () => this.conn.daemonSelection(),
+        note: () => this.conn.note(),
         question: (t) => this.question(t),
       });
       // Piped prompts with a broken setup: said once, as -p says it, and none is run.

@@ -4,7 +4,10 @@
  * Contract: the socket is `$SCV_HOME/state/server.sock` when SCV_HOME is set (not empty), else
  * `$MC_HOME/state/server.sock` (MC_HOME resolved as every command does). A missing socket, one that refuses
  * connections (a dead daemon), or a connection closed before the handshake is answered (a daemon going away) falls
- * back to `berth stdio` (or the in-process server). `close()` ends the
+ * back to `berth stdio` (or the in-process server). A socket path that cannot reach a daemon for a cause the user can
+ * fix (a regular file in its place, a socket left by a daemon that stopped, an `SCV_HOME` below something that is not
+ * a directory, no permission) is named with the fix in `note` (a missing socket, no daemon running, is not: null).
+ * `close()` ends the
  * connection (the server cancels a running turn) and waits until the server let go of the session: a child has
  * exited, or the in-process server finished its cleanup (session closed, MCP servers stopped). `closed` resolves
  * once the connection is gone.
@@ -15,12 +18,14 @@
  * exec-time environment (docs/security.md).
  */
 import type { ChildProcessWithoutNullStreams } from "node:child_process";
+import { lstatSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { PassThrough, type Readable, type Writable } from "node:stream";
 import { ScvClient, ScvConnectionError } from "../../client/scv/client.js";
 import { resolveHome, type EnvLike } from "../../store/home.js";
+import { notADirectoryIn } from "../../store/state-root.js";
 import { berthVersion } from "../version.js";
 import { mark } from "../../runtime/debug-timing.js";
 
@@ -31,6 +36,8 @@ export interface Link {
   client: ScvClient;
   via: "daemon" | "stdio" | "in-process";
   closed: Promise<void>;
+  /** Why the daemon's socket path reached no daemon, with the fix (one line), or null. */
+  note: string | null;
   /** The last few KiB of a `berth stdio` child's stderr, or of the in-process server's log (empty for the daemon). */
   stderrTail(): string;
   close(): Promise<void>;
@@ -41,15 +48,47 @@ export function scvSocketPath(env: EnvLike): string {
   return scv !== undefined && scv !== "" ? join(scv, "state", "server.sock") : join(resolveHome(env), "state", "server.sock");
 }
 
-function trySocket(path: string): Promise<Socket | null> {
+/** The connected socket, or the code of the connection's failure. */
+function trySocket(path: string): Promise<Socket | { code: string }> {
   return new Promise((resolve) => {
     const s = connect(path);
     s.once("connect", () => {
       s.removeAllListeners("error");
       resolve(s);
     });
-    s.once("error", () => resolve(null));
+    s.once("error", (e: NodeJS.ErrnoException) => resolve({ code: e.code ?? "error" }));
   });
+}
+
+/**
+ * Why `path` (the daemon's socket path of `env`) reaches no daemon when that is something to fix, with the fix and
+ * what the chat does meanwhile; null when no socket is there (no daemon running) or nothing is known.
+ */
+export function socketProblem(path: string, env: EnvLike, connectCode: string | null): string | null {
+  const scv = env["SCV_HOME"];
+  const scvSet = scv !== undefined && scv !== "";
+  const meanwhile = "this chat serves itself meanwhile";
+  let st;
+  try {
+    st = lstatSync(path);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const blocked = code === "ENOTDIR" ? notADirectoryIn(path) : null;
+    if (blocked !== null) {
+      const which = scvSet ? `SCV_HOME=${scv}` : `MC_HOME=${resolveHome(env)}`;
+      const fix = scvSet ? "set SCV_HOME to the directory berth daemon was started with (or unset it)" : "set MC_HOME to a directory you own";
+      return `${which} cannot hold a berth daemon's socket: ${blocked.component} is ${blocked.is}, not a directory; ${fix}; ${meanwhile}`;
+    }
+    if (code === "EACCES" || code === "EPERM") return `the berth daemon's socket ${path} cannot be reached (${code}: permission denied); run berth chat as the daemon's user; ${meanwhile}`;
+    return null;
+  }
+  if (!st.isSocket())
+    return `${path} is ${st.isFile() ? "a regular file" : "not a socket"}, not a berth daemon's socket (berth daemon cannot start while it is there): remove it; ${meanwhile}`;
+  if (connectCode === "EACCES" || connectCode === "EPERM")
+    return `the berth daemon's socket ${path} cannot be reached (${connectCode}: permission denied); run berth chat as the daemon's user; ${meanwhile}`;
+  if (connectCode === "ECONNREFUSED")
+    return `no berth daemon answers at ${path} (a socket left behind by a daemon that stopped): start berth daemon${scvSet ? " with this SCV_HOME to use one, or unset SCV_HOME" : " to use one"}; ${meanwhile}`;
+  return null;
 }
 
 async function init(input: Readable, output: Writable): Promise<ScvClient> {
@@ -97,7 +136,7 @@ async function openInProcess(env: NodeJS.ProcessEnv): Promise<Link> {
     await closed;
   };
   try {
-    return { client: await init(toClient, toServer), via: "in-process", closed, stderrTail: () => tail, close };
+    return { client: await init(toClient, toServer), via: "in-process", note: null, closed, stderrTail: () => tail, close };
   } catch (err) {
     await close();
     throw err;
@@ -109,7 +148,12 @@ async function openInProcess(env: NodeJS.ProcessEnv): Promise<Link> {
  * process (no second Node boot: `berth chat -p`'s first token; see docs/chat.md, Transport).
  */
 export async function openLink(env: NodeJS.ProcessEnv, opts: { noDaemon?: boolean; inProcess?: boolean } = {}): Promise<Link> {
-  const sock = opts.noDaemon === true || env["BERTH_CHAT_NO_DAEMON"] === "1" ? null : await trySocket(scvSocketPath(env));
+  const noDaemon = env["BERTH_CHAT_NO_DAEMON"] === "1";
+  const path = scvSocketPath(env);
+  const tried = opts.noDaemon === true || noDaemon ? null : await trySocket(path);
+  const sock = tried === null || "code" in tried ? null : tried;
+  // `noDaemon` from the caller: it found no file at the path (missing, or below a file); told when it is the latter.
+  const note = sock !== null || noDaemon ? null : socketProblem(path, env, tried !== null && "code" in tried ? tried.code : null);
   // A daemon that closes the connection before the handshake is answered is going away (killed: its socket can take
   // a connection in the instant before the kernel closes it; or shutting down): served as if none answered.
   const client = sock === null ? null : await init(sock, sock).catch((err: unknown) => {
@@ -123,6 +167,7 @@ export async function openLink(env: NodeJS.ProcessEnv, opts: { noDaemon?: boolea
     return {
       client,
       via: "daemon",
+      note: null,
       closed,
       stderrTail: () => "",
       close: async () => {
@@ -133,7 +178,7 @@ export async function openLink(env: NodeJS.ProcessEnv, opts: { noDaemon?: boolea
       },
     };
   }
-  if (opts.inProcess === true) return openInProcess(env);
+  if (opts.inProcess === true) return { ...(await openInProcess(env)), note };
   // The launcher's credential handoff: the stdio child's tools cannot read the keys from its environ. (Loaded here:
   // `-p` runs the server in this process and never spawns, so node:child_process stays off its first token's path.)
   const { spawnBerth } = await import("../../client/spawn-berth.js");
@@ -151,7 +196,7 @@ export async function openLink(env: NodeJS.ProcessEnv, opts: { noDaemon?: boolea
     clearTimeout(t);
   };
   try {
-    return { client: await init(child.stdout, child.stdin), via: "stdio", closed, stderrTail: () => tail, close };
+    return { client: await init(child.stdout, child.stdin), via: "stdio", note, closed, stderrTail: () => tail, close };
   } catch (err) {
     await close();
     // What the child said before it ended names the cause (a state root refused, a build missing…).

@@ -161,6 +161,7 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
     const mcpCount = Object.keys(mcp ?? pre.layers.global.mcp_servers ?? {}).length;
     link = await linking;
     mark("chat.linked");
+    if (link.note !== null) err(link.note);
     const client = link.client;
     // The user's MC_PROVIDER / MC_MODEL run whoever serves (a daemon's own selection included).
     const chosen = chosenHere(process.env, pre);
