@@ -19,7 +19,7 @@ describe("berth chat turn failure lines", () => {
     fake = await startFakeProvider();
     h = mkdtempSync(join(tmpdir(), "berth-fail-"));
     const def = { api: "openai-chat", base_url: `http://127.0.0.1:${fake.port}/v1`, auth: "none" };
-    writeFileSync(join(h, "settings.json"), JSON.stringify({ providers: { fake: { ...def, models: [{ id: "fake-model" }] }, cat: def, down: { ...def, base_url: "http://127.0.0.1:1/v1", models: [{ id: "fake-model" }] }, downKeyed: { ...def, base_url: "http://me:pw-SECRETMARKER@127.0.0.1:1/v1?key=sk-SECRETMARKER0123456789abcdef", models: [{ id: "fake-model" }] } } }));
+    writeFileSync(join(h, "settings.json"), JSON.stringify({ providers: { fake: { ...def, models: [{ id: "fake-model" }] }, cat: def, down: { ...def, base_url: "http://127.0.0.1:1/v1", models: [{ id: "fake-model" }] }, downKeyed: { ...def, base_url: "http://me:pw-SECRETMARKER@127.0.0.1:1/v1?key=sk-SECRETMARKER0123456789abcdef", models: [{ id: "fake-model" }] }, tlsOnPlain: { ...def, base_url: `https://127.0.0.1:${fake.port}/v1`, models: [{ id: "fake-model" }] } } }));
   });
   after(() => fake.close());
 
@@ -91,6 +91,14 @@ describe("berth chat turn failure lines", () => {
     assert.equal(k.code, 1);
     assert.ok(k.err.includes("; is http://…@127.0.0.1:1/v1?… reachable?)\n"), k.err);
     assert.doesNotMatch(k.err + k.out, /SECRETMARKER|pw-|me:/);
+  });
+
+  it("an https base URL whose server speaks plain HTTP: named as no TLS there, with the http:// URL to use", async () => {
+    const r = await run({ MC_PROVIDER: "tlsOnPlain", MC_MODEL: "fake-model" });
+    assert.equal(r.code, 1);
+    const url = `https://127.0.0.1:${fake.port}/v1`;
+    const want = `provider connection failed (EPROTO; 3 attempts); ${url} did not complete a TLS handshake: if that server speaks plain HTTP, set the provider's base_url to http://127.0.0.1:${fake.port}/v1 in settings.json)`;
+    assert.ok(r.err.includes(`${want}\n`), r.err);
   });
 
   it("a base URL that answers with a web page is named, with the fix, and not retried", async () => {

@@ -54,13 +54,24 @@ export function failureLine(ev: Record<string, unknown>, baseUrl: string | null 
     shown === null
       ? ""
       : msg.includes("provider connection failed")
-        ? `; is ${shown} reachable?`
+        ? connectionHint(msg, shown)
         : msg.includes("check the provider's base_url")
           ? `; it is set to ${shown}`
           : code === "provider_error"
             ? passingHint(msg, goOn)
             : "";
   return `failed (${code}${msg !== "" ? `: ${msg}` : ""}${hint})`;
+}
+
+/**
+ * The hint for a provider that could not be connected to: an https URL whose server broke off the TLS handshake
+ * (EPROTO: most often a plain-HTTP server, such as a local model server, written with https://) gets the http://
+ * URL to try; any other cause asks whether the URL is reachable.
+ */
+function connectionHint(msg: string, shown: string): string {
+  if (/\(EPROTO\b/.test(msg) && shown.startsWith("https://"))
+    return `; ${shown} did not complete a TLS handshake: if that server speaks plain HTTP, set the provider's base_url to http://${shown.slice(8)} in settings.json`;
+  return `; is ${shown} reachable?`;
 }
 
 /** What to do about a provider failure that may pass; "" for any other. */
