@@ -119,9 +119,11 @@ describe("berth chat names the model its turns use", () => {
       assert.equal(await p.exited, 1, p.stderr);
       assert.ok(p.stderr.includes(`berth chat: ${want}\n`), p.stderr);
       noTrace(p.stderr);
-      const i = chat([], env, { stdin: "hello\n" });
+      // Piped prompts: said once, and the rest (which the daemon would refuse alike) are not run.
+      const i = chat([], env, { stdin: "hello\nagain\n" });
       assert.equal(await i.exited, 1, i.stdout + i.stderr);
-      assert.ok(i.stdout.includes(want), i.stdout);
+      assert.equal(i.stdout.split(want).length - 1, 1, i.stdout);
+      assert.match(i.stderr, /^berth chat: stopped: every later prompt would fail alike \(see above\), so the remaining piped prompts were not run\n$/);
       noTrace(i.stderr);
       assert.deepEqual(modelsSince(from), [], "no turn ran on another provider");
     } finally {

@@ -16,6 +16,7 @@ import type { Screen } from "./screen.js";
 import { terminalSafe } from "../terminal-safe.js";
 import { turnEvents } from "./turn-events.js";
 import { textOf } from "../../core/json-text.js";
+import { SelectionRefused } from "./selection.js";
 
 /** What a turn needs from the chat loop. */
 export interface TurnHost {
@@ -56,7 +57,15 @@ export async function runTurn(h: TurnHost, prompt: string): Promise<TurnEnd> {
     screen.line(s.red(`error: ${tooLarge}`));
     return { completed: false, failure: null };
   }
-  const session = await h.conn.open();
+  const session = await h.conn.open().catch((e: unknown) => {
+    if (!(e instanceof SelectionRefused)) throw e;
+    return e;
+  });
+  // Refused for the chosen provider: a failure every later prompt meets alike (hints.ts `failsAlike`).
+  if (session instanceof SelectionRefused) {
+    screen.line(s.red(`error: ${session.message}`));
+    return { completed: false, failure: session.message };
+  }
   h.refreshFooter();
   const { client, via } = await h.conn.current();
   // Markdown is rendered line by line on a terminal that can redraw; the unfinished line shows raw meanwhile.

@@ -41,10 +41,10 @@ const MISSING_KEY = /^the provider credential is missing(?:: ([A-Za-z_][A-Za-z0-
 
 /**
  * A failure every later prompt would meet alike, so piped prompts stop at it: the credential missing or rejected, no
- * usable provider selected.
+ * usable provider selected, a daemon that does not know the chosen provider (selection.ts).
  */
 export function failsAlike(message: string): boolean {
-  return /^(?:the provider credential is missing|no usable provider and model are selected)/.test(message);
+  return /^(?:the provider credential is missing|no usable provider and model are selected|the berth daemon serving this chat does not know provider )/.test(message);
 }
 
 /**

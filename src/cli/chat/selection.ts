@@ -12,7 +12,7 @@
  *   `DAEMON_STATUS_MS`.
  * - `openChosen(link, params, chosen)`: `session.start` with the chosen selection. A daemon that does not know the
  *   chosen provider (a daemon with another home: the chat checked the provider in its own) refuses it; that rejects
- *   with a `RequestError` of one line naming the provider, the variable, and where to declare it. Any other failure
+ *   with a `SelectionRefused` (a `RequestError`) of one line naming the provider, the variable, and where to declare it. Any other failure
  *   rejects as it came.
  */
 import { RequestError } from "../../client/app-service/errors.js";
@@ -20,6 +20,9 @@ import { ScvRequestError, type ScvClient, type ScvEvent, type SessionStartParams
 import type { Link } from "./link.js";
 import type { EnvLike } from "../../store/home.js";
 import { terminalSafe } from "../terminal-safe.js";
+
+/** A session a daemon refused for the chosen provider: every later `session.start` would be refused alike. */
+export class SelectionRefused extends RequestError {}
 
 /** How long the banner waits for a daemon's `daemon.status` before naming the chat's own resolution. */
 export const DAEMON_STATUS_MS = 2_000;
@@ -55,7 +58,7 @@ export async function openChosen(link: Link, params: SessionStartParams, chosen:
     return await link.client.openSession({ ...params, ...(chosen ?? {}) });
   } catch (e) {
     const why = link.via === "daemon" ? unknownToDaemon(e, chosen, process.env) : null;
-    throw why !== null ? new RequestError(why) : e;
+    throw why !== null ? new SelectionRefused(why) : e;
   }
 }
 
