@@ -71,8 +71,13 @@ export class AppServiceServer {
   /** An input record is being handled (parsed, its family loaded, its inline handler run). */
   private handling = false;
   private readonly handled: Array<() => void> = [];
-  /** When the last input record was handled (for idle-time prefetch). */
+  /**
+   * When the last input record was handled or the last turn ended (for idle-time prefetch: quiet means no input and
+   * no turn for IDLE_PREFETCH_MS).
+   */
   private lastInputAt = 0;
+  /** Requests whose turn has written an event but not its `turn.terminal` yet (`idle` prefetch waits for none). */
+  private readonly openTurns = new Set<Slot>();
   /** Whether a session was requested (`session` families' prefetch), and who waits for it. */
   private sessionRequested = false;
   private sessionWaiter: (() => void) | null = null;
@@ -273,8 +278,9 @@ export class AppServiceServer {
           if (!isLazyFamily(f)) continue;
           if (!first && f.prefetch !== "session") await this.notHandling();
           first = false;
-          while (f.prefetch === "idle" && !this.stopping && Date.now() - this.lastInputAt < IDLE_PREFETCH_MS)
-            await new Promise((r) => setTimeout(r, this.untilIdle()).unref());
+          // A running turn is not idle, however quiet the input: a family compiling under it stalls its stream.
+          while (f.prefetch === "idle" && !this.stopping && (this.openTurns.size > 0 || Date.now() - this.lastInputAt < IDLE_PREFETCH_MS))
+            await new Promise((r) => setTimeout(r, this.openTurns.size > 0 ? IDLE_PREFETCH_MS : this.untilIdle()).unref());
           if (f.prefetch === "session") {
             while (!this.sessionRequested && !this.stopping && Date.now() - this.lastInputAt < IDLE_PREFETCH_MS) {
               await new Promise<void>((r) => {
@@ -325,6 +331,10 @@ export class AppServiceServer {
           this.stop(err instanceof OutputLimitError ? err.message : "event encoding failed");
           return Promise.resolve();
         }
+        if (event === "turn.terminal") {
+          this.openTurns.delete(slot);
+          this.lastInputAt = Date.now(); // the quiet period starts again when the turn ends
+        } else if (event === "turn.started") this.openTurns.add(slot);
         if (!slot.responded) (slot.held ??= []).push(line);
         else {
           this.io.send(line);
