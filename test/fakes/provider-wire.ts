@@ -3,6 +3,7 @@
  * three provider formats (Anthropic Messages, OpenAI Responses, OpenAI Chat Completions).
  * Pure functions of the script; the server in fake-provider.ts only writes what these return.
  */
+import { anthropicStreamError, chatStreamError, ERROR_BODY_SECRET, responsesFailedResponse } from "./stream-errors.js";
 
 export type FakeApi = "anthropic" | "openai-responses" | "openai-chat";
 
@@ -27,7 +28,10 @@ export type FakeStep =
   /** Raw bytes written as they are. */
   | { raw: string }
   | { malformed: true }
-  /** The format's in-stream error event (Anthropic `error`, Responses `response.failed`, Chat `{"error":…}`). */
+  /**
+   * The format's in-stream error event as its servers send it (Anthropic `error`, Responses `response.failed`, Chat
+   * `{"error":…}`), named by the dialect's own code or type: stream-errors.ts.
+   */
   | { streamError: string }
   | { delayMs: number }
   /** Flush, then write nothing more until this settles (in-process scripts only). */
@@ -91,7 +95,7 @@ export type WireItem =
   | { disconnect: true }
   | { waitForAbort: true };
 
-export const ERROR_BODY_SECRET = "SECRET-ERROR-BODY-MARKER";
+export { ERROR_BODY_SECRET };
 
 const sse = (data: string, event?: string): string => (event !== undefined ? `event: ${event}\n` : "") + `data: ${data}\n\n`;
 const ev = (type: string, payload: Record<string, unknown>, named: boolean): string =>
@@ -170,7 +174,7 @@ function renderAnthropic(turn: FakeTurn): WireItem[] {
       for (const part of splitChunks(argsText(tc), tc.chunks ?? 3)) items.push(ev("content_block_delta", { index: i, delta: { type: "input_json_delta", partial_json: part } }, true));
       items.push(ev("content_block_stop", { index: i }, true));
     } else if ("streamError" in step) {
-      items.push(ev("error", { error: { type: step.streamError, message: ERROR_BODY_SECRET } }, true));
+      items.push(sse(JSON.stringify(anthropicStreamError(step.streamError)), "error"));
     }
   }
   if (turn.end !== false) {
@@ -221,7 +225,7 @@ function renderResponses(turn: FakeTurn): WireItem[] {
       items.push(r("response.function_call_arguments.done", { item_id: id, output_index: oi, arguments: args }));
       items.push(r("response.output_item.done", { output_index: oi, item: { type: "function_call", id, call_id: callId, name: tc.name, arguments: args, status: "completed" } }));
     } else if ("streamError" in step) {
-      items.push(r("response.failed", { response: { id: "resp_fake", status: "failed", error: { code: step.streamError, message: ERROR_BODY_SECRET } } }));
+      items.push(r("response.failed", { response: responsesFailedResponse(step.streamError) }));
     }
   }
   if (turn.end !== false) {
@@ -263,7 +267,7 @@ function renderChat(turn: FakeTurn): WireItem[] {
       items.push(chunk({ tool_calls: [{ index, id: tc.id ?? `call_${index}`, type: "function", function: { name: tc.name, arguments: "" } }] }));
       for (const part of splitChunks(argsText(tc), tc.chunks ?? 3)) items.push(chunk({ tool_calls: [{ index, function: { arguments: part } }] }));
     } else if ("streamError" in step) {
-      items.push(sse(JSON.stringify({ error: { message: ERROR_BODY_SECRET, type: step.streamError } })));
+      items.push(sse(JSON.stringify(chatStreamError(step.streamError))));
     }
   }
   if (turn.end !== false) {
