@@ -136,6 +136,9 @@ for (const api of APIS) {
         JSON.stringify({ object: "error", message: `This model's maximum context length is 4096 tokens. ${ERROR_BODY_SECRET}`, type: "BadRequestError", code: 400 }),
         JSON.stringify({ error: { code: 400, message: `the request exceeds the available context size ${ERROR_BODY_SECRET}`, type: "exceed_context_size_error" } }),
         JSON.stringify({ error: `Trying to keep the first 5000 tokens when context the overflows. The model is loaded with context length of only 4096 tokens ${ERROR_BODY_SECRET}` }),
+        // OpenAI Responses over HTTP, and Mistral (its code null: only the message says so).
+        JSON.stringify({ error: { message: `Your input exceeds the context window of this model. ${ERROR_BODY_SECRET}`, type: "invalid_request_error", param: "input", code: "context_length_exceeded" } }),
+        JSON.stringify({ object: "error", message: `Prompt contains 40000 tokens, too large for model with 32768 maximum context length ${ERROR_BODY_SECRET}`, type: "invalid_request_error", param: null, code: null }),
         // Not an overflow: the category stays the server's.
         JSON.stringify({ error: { type: "invalid_request_error", message: `messages: text content blocks must be non-empty ${ERROR_BODY_SECRET}` } }),
       ];
@@ -148,9 +151,50 @@ for (const api of APIS) {
         messages.push((terminal(events) as { message: string }).message);
       }
       assert.deepEqual(messages, [
-        ...Array(5).fill("provider returned an error status (HTTP 400 context_length_exceeded)"),
+        ...Array(7).fill("provider returned an error status (HTTP 400 context_length_exceeded)"),
         "provider returned an error status (HTTP 400 invalid_request_error)",
       ]);
+    });
+
+    it("a 429 or 5xx whose body speaks of tokens per minute is a rate limit or an overload, never a context overflow", async () => {
+      const tpm = `Too many tokens per minute, please wait before trying again. ${ERROR_BODY_SECRET}`;
+      fake.script([
+        { status: 429, body: JSON.stringify({ type: "error", error: { type: "rate_limit_error", message: tpm } }) },
+        { status: 429, body: JSON.stringify({ error: { message: `Request too large for gpt-4o on tokens per min (TPM): Limit 30000, Requested 45000. ${ERROR_BODY_SECRET}`, type: "tokens", code: "rate_limit_exceeded" } }) },
+        { status: 429, body: JSON.stringify({ error: tpm }) },
+        { status: 503, body: JSON.stringify({ error: { message: `${tpm} The maximum context length is busy.`, type: "overloaded" } }) },
+      ]);
+      const { provider } = makeProvider(api, fake, { retry: { maxAttempts: 1 } });
+      const got: unknown[] = [];
+      for (let i = 0; i < 4; i++) {
+        const events = await collect(provider.stream(request()));
+        assertNoLeak(events);
+        got.push(terminal(events));
+      }
+      assert.deepEqual(got, [
+        { type: "error", kind: "http", retryable: true, message: "provider rate limit (HTTP 429 rate_limit_error)" },
+        { type: "error", kind: "http", retryable: true, message: "provider rate limit (HTTP 429 rate_limit_exceeded)" },
+        { type: "error", kind: "http", retryable: true, message: "provider rate limit (HTTP 429)" },
+        { type: "error", kind: "http", retryable: true, message: "provider overloaded or unavailable (HTTP 503 overloaded)" },
+      ]);
+    });
+
+    it("an in-stream rate limit or overload whose message speaks of tokens is retried as one, never an overflow", async () => {
+      const tpm = `Too many tokens per minute; the maximum context length is not the problem. ${ERROR_BODY_SECRET}`;
+      const step =
+        api === "anthropic"
+          ? { sse: JSON.stringify({ type: "error", error: { type: "rate_limit_error", message: tpm } }), event: "error" }
+          : api === "openai-responses"
+            ? { sse: JSON.stringify({ type: "response.failed", response: { id: "r", object: "response", status: "failed", error: { code: "rate_limit_exceeded", message: tpm } } }), event: "response.failed" }
+            : { sse: JSON.stringify({ error: { message: tpm, type: "tokens", param: null, code: "rate_limit_exceeded" } }) };
+      fake.script([{ steps: [step], end: false }]);
+      const { provider } = makeProvider(api, fake, { retry: { maxAttempts: 1 } });
+      const events = await collect(provider.stream(request()));
+      assertNoLeak(events);
+      const category = api === "anthropic" ? "rate_limit_error" : "rate_limit_exceeded";
+      // A chat error object carries no reliable retry signal (module contract of openai-chat.ts): named, not retried.
+      const label = api === "openai-chat" ? `provider reported an error (${category})` : `provider rate limit (${category})`;
+      assert.deepEqual(terminal(events), { type: "error", kind: "http", retryable: api !== "openai-chat", message: label });
     });
 
     it("a 2xx answer that is not an event stream is named for what it is, not retried", async () => {

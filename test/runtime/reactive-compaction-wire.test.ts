@@ -38,8 +38,9 @@ const history = (): Message[] => [
   { role: "user", content: [{ type: "text", text: "NEW-PROMPT" }] },
 ];
 
-function loop(fake: FakeProvider, api: ProviderApi, events: RuntimeEvent[], over: Partial<LoopOptions> = {}): LoopOptions {
-  const provider = createProvider("fake", { api, baseUrl: api === "anthropic" ? fake.baseUrl : `${fake.baseUrl}/v1` }, () => Promise.resolve(null));
+function loop(fake: FakeProvider, api: ProviderApi, events: RuntimeEvent[], over: Partial<LoopOptions> = {}, attempts?: number): LoopOptions {
+  const retry = attempts !== undefined ? { retry: { maxAttempts: attempts } } : {};
+  const provider = createProvider("fake", { api, baseUrl: api === "anthropic" ? fake.baseUrl : `${fake.baseUrl}/v1` }, () => Promise.resolve(null), retry);
   return loopOptions(fake, events, { provider, subagents: false, compactAtRatio: 0.8, messages: history(), ...over });
 }
 
@@ -93,6 +94,23 @@ it("a 413 on the retry too ends the turn failed naming the size refusal, not the
     assert.equal(out.message, "provider refused the request as too large (HTTP 413 request_too_large)");
     assert.deepEqual(statuses(events), ["triggered", "running", "completed"]);
     assert.equal(fake.requests.length, 3, "one reactive attempt per turn");
+  } finally {
+    await fake.close();
+  }
+});
+
+it("a 429 whose body speaks of too many tokens per minute takes the rate-limit path: no compaction, the turn fails naming the limit", async () => {
+  const fake = await startFakeProvider();
+  try {
+    const tpm = { status: 429, body: JSON.stringify({ type: "error", error: { type: "rate_limit_error", message: `Too many tokens per minute. ${ERROR_BODY_SECRET}` } }) };
+    fake.script([tpm, { steps: [{ text: "S" }] }, { steps: [{ text: "never" }] }]);
+    const events: RuntimeEvent[] = [];
+    const out = await runLoop(loop(fake, "anthropic", events, {}, 1));
+    assert.equal(out.status, "failed");
+    assert.equal(out.reason, "provider");
+    assert.equal(out.message, "provider rate limit (HTTP 429 rate_limit_error)");
+    assert.deepEqual(statuses(events), [], "no compaction");
+    assert.equal(fake.requests.length, 1);
   } finally {
     await fake.close();
   }

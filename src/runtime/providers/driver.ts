@@ -16,7 +16,7 @@ import type { CredentialSource, ProviderBatch, ProviderEvent } from "../types.js
 import type { ProviderBounds } from "./accumulate.js";
 import { BoundedSse } from "./bounded-sse.js";
 import { codingsToUndo, decodeBody } from "./content-coding.js";
-import { abortedFailure, connectFailure, errorCategory, isEventStream, LABELS, notStreamFailure, ProviderFailure, stalledFailure, statusFailure, withCategory } from "./errors.js";
+import { abortedFailure, connectFailure, errorCategory, isEventStream, LABELS, notStreamFailure, overflowStatus, ProviderFailure, stalledFailure, statusFailure, withCategory } from "./errors.js";
 
 export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
 
@@ -181,7 +181,7 @@ async function errorBodyCategory(res: StreamResponse, fetchDecodes: boolean, sig
         chunks.push(r.value);
         n += r.value.byteLength;
       }
-      if (n <= MAX_ERROR_BODY_BYTES) category = errorCategory(JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown);
+      if (n <= MAX_ERROR_BODY_BYTES) category = errorCategory(JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown, overflowStatus(res.status));
     }
   } catch {
     /* not JSON, cut off or aborted: no category */

@@ -54,13 +54,15 @@ export function safeCategory(v: unknown): string | undefined {
 
 /**
  * The error category of a provider's JSON error body (over HTTP, or an in-stream error event's: `streamErrorFailure`):
- * `CONTEXT_OVERFLOW` when it says the request was longer than the model's window, however it says so; else OpenAI
- * `{"error":{"code","type"}}` (the more specific `code` first) and Anthropic `{"type":"error","error":{"type"}}`;
- * undefined when the body has neither or it is not an identifier.
+ * `CONTEXT_OVERFLOW` when `mayOverflow` and the body says the request was longer than the model's window
+ * (`contextOverflow`); else OpenAI `{"error":{"code","type"}}` (the more specific `code` first) and Anthropic
+ * `{"type":"error","error":{"type"}}`; undefined when the body has neither or it is not an identifier. `mayOverflow` is
+ * the status's or the in-stream error's own say (`overflowStatus`; not a rate limit, overload or credential refusal):
+ * a 429 whose message speaks of "tokens per minute" is a rate limit, never an overflow.
  */
-export function errorCategory(body: unknown): string | undefined {
+export function errorCategory(body: unknown, mayOverflow: boolean): string | undefined {
   if (typeof body !== "object" || body === null) return undefined;
-  if (contextOverflow(body as Record<string, unknown>)) return CONTEXT_OVERFLOW;
+  if (mayOverflow && contextOverflow(body as Record<string, unknown>)) return CONTEXT_OVERFLOW;
   const err = (body as Record<string, unknown>)["error"];
   if (typeof err !== "object" || err === null) return undefined;
   const e = err as Record<string, unknown>;
@@ -69,22 +71,44 @@ export function errorCategory(body: unknown): string | undefined {
 
 /** The category named for a request the provider refused as longer than the model's context window. */
 export const CONTEXT_OVERFLOW = "context_length_exceeded";
-/** Error codes and types that mean a context overflow (OpenAI, llama.cpp's server). */
-const OVERFLOW_CODES = new Set(["context_length_exceeded", "exceed_context_size_error"]);
-/**
- * Phrases of the servers that say it only in their message (Anthropic "prompt is too long", vLLM "maximum context
- * length", LM Studio "context length", others "context window"/"context size"): matched, never shown.
- */
-const OVERFLOW_TEXT = /prompt is too long|maximum context length|context (?:length|window|size)|too many tokens/i;
 
 /**
- * Whether an error body says the request was longer than the model's context window: an overflow code or type, or a
- * known phrase in its message (`{"error":{"message"}}`, `{"error":"…"}`, or vLLM's top-level `{"message"}`).
+ * Whether an HTTP status may carry a refusal as over the window: 400 (the request is invalid: OpenAI, Anthropic, vLLM,
+ * llama.cpp, LM Studio, OpenRouter, Mistral) or 413 (too large). Never a 429 or a 5xx, whose "tokens" are a rate or a
+ * load: retrying later is their fix, not compacting.
+ */
+export const overflowStatus = (status: number): boolean => status === 400 || status === 413;
+
+/** Error codes and types that mean a context overflow (OpenAI and Groq's code, llama.cpp's server's type). */
+const OVERFLOW_CODES = new Set(["context_length_exceeded", "exceed_context_size_error"]);
+/**
+ * Phrases of the servers that say it only in their message, matched, never shown: Anthropic "prompt is too long: N
+ * tokens > M maximum", OpenAI Responses "Your input exceeds the context window of this model", vLLM, OpenRouter and
+ * Mistral "maximum context length", xAI "maximum prompt length", llama.cpp "exceeds the available context size",
+ * LM Studio "context length of only N tokens", Bedrock "Input is too long for requested model".
+ */
+const OVERFLOW_TEXT = /prompt is too long|maximum (?:context|prompt) length|context (?:length|window|size)|input is too long for requested model/i;
+/**
+ * The error types (or codes) of a request refused as invalid, the only kind a phrase is read in: OpenAI's and
+ * Anthropic's `invalid_request_error`, Responses' `invalid_prompt`, vLLM's `BadRequestError`, Bedrock's
+ * `ValidationException`, Google's `INVALID_ARGUMENT`; or a numeric code 400 or 413 (vLLM, llama.cpp, OpenRouter). An error of another kind (a rate
+ * limit's `rate_limit_error` or `tokens`, an overload) is not an overflow whatever its message says.
+ */
+const INVALID_REQUEST = /^(?:invalid_request(?:_error)?|invalid_prompt|BadRequestError|bad_request|ValidationException|INVALID_ARGUMENT)$/;
+
+/**
+ * Whether an error body says the request was longer than the model's context window: an overflow code or type; or a
+ * known phrase in its message (`{"error":{"message"}}`, `{"error":"…"}`, or vLLM's top-level `{"message"}`) when every
+ * type and code it names is an invalid request's (`INVALID_REQUEST`) or it names none.
  */
 function contextOverflow(body: Record<string, unknown>): boolean {
   const err = body["error"];
   const e = typeof err === "object" && err !== null ? (err as Record<string, unknown>) : {};
-  if ([e["code"], e["type"], body["code"], body["type"]].some((v) => typeof v === "string" && OVERFLOW_CODES.has(v))) return true;
+  // Anthropic's top-level `type` is always "error": the kind is in `error.type`.
+  const kinds = [e["code"], e["type"], e["status"], body["code"], body["type"] === "error" ? undefined : body["type"]].filter((v) => v !== undefined && v !== null);
+  if (kinds.some((v) => typeof v === "string" && OVERFLOW_CODES.has(v))) return true;
+  const invalidRequest = kinds.every((v) => (typeof v === "string" ? INVALID_REQUEST.test(v) : v === 400 || v === 413));
+  if (!invalidRequest) return false;
   const texts = [typeof err === "string" ? err : e["message"], body["message"]];
   return texts.some((t) => typeof t === "string" && OVERFLOW_TEXT.test(t.slice(0, 1024)));
 }
@@ -102,12 +126,14 @@ export interface StreamErrorCodes {
  * (`{"error":{…}}`, or the error's own fields at its top): its category is `errorCategory`'s, so a refusal as over the
  * window is `context_length_exceeded` whether the server says it by code, type or message, exactly as in an HTTP body.
  * `own` is the dialect's code or type, which decides what `codes` name (as an HTTP status does): a passing overload or
- * rate limit (retried), a refused credential; anything else is `provider reported an error`, not retried. The
- * category appended is `errorCategory`'s, else `own`; never the message.
+ * rate limit (retried), a refused credential, none of them an overflow whatever the body says; anything else is
+ * `provider reported an error`, not retried. The category appended is `errorCategory`'s, else `own`; never the
+ * message.
  */
 export function streamErrorFailure(body: unknown, own: unknown, codes: StreamErrorCodes = {}): ProviderFailure {
-  const category = errorCategory(body) ?? safeCategory(own);
   const c = typeof own === "string" ? own : "";
+  const passing = codes.overloaded?.has(c) === true || codes.rateLimited?.has(c) === true || codes.auth?.has(c) === true;
+  const category = errorCategory(body, !passing) ?? safeCategory(own);
   if (codes.overloaded?.has(c) === true) return new ProviderFailure("http", withCategory(LABELS.overloaded, category), true);
   if (codes.rateLimited?.has(c) === true) return new ProviderFailure("http", withCategory(LABELS.rateLimited, category), true);
   if (codes.auth?.has(c) === true) return new ProviderFailure("auth", withCategory(LABELS.auth, category), false);
