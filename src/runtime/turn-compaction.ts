@@ -6,7 +6,7 @@
 import { compact, type CompactResult } from "./compaction.js";
 import { estimateTokens } from "./context.js";
 import type { FailureReason } from "./events.js";
-import { CONTEXT_OVERFLOW, LABELS } from "./providers/errors.js";
+import { CONTEXT_OVERFLOW, LABELS, withoutAttempts } from "./providers/errors.js";
 import type { LoopOptions } from "./turn-loop.js";
 import type { Message, ProviderErrorKind, ToolSpec, UserContent } from "./types.js";
 
@@ -46,12 +46,18 @@ export function compactTurn(o: LoopOptions, c: TurnCompaction): Promise<CompactR
 }
 
 /**
- * Whether a provider failure's label says the request was longer than the model's window: the category
- * `errors.ts` names such a refusal, after an HTTP status (`… (HTTP 400 context_length_exceeded)`) or alone (an
- * in-stream error: `provider reported an error (context_length_exceeded)`).
+ * Whether a provider failure's label says the request was longer than the model's window: the category `errors.ts`
+ * names such a refusal, after HTTP 400 or 413 (`… (HTTP 400 context_length_exceeded)`) or alone in an in-stream error
+ * (`provider reported an error (context_length_exceeded)`); after a retried failure too (`…; 2 attempts)`). Never a
+ * rate limit's or an overload's label, whatever category it carries.
  */
 export function isContextOverflow(label: string): boolean {
-  return label.includes(` ${CONTEXT_OVERFLOW})`) || label.includes(`(${CONTEXT_OVERFLOW})`);
+  const l = withoutAttempts(label);
+  return (
+    l === `${LABELS.http} (HTTP 400 ${CONTEXT_OVERFLOW})` ||
+    l === `${LABELS.tooLarge} (HTTP 413 ${CONTEXT_OVERFLOW})` ||
+    l === `${LABELS.providerError} (${CONTEXT_OVERFLOW})`
+  );
 }
 
 /**
@@ -69,7 +75,8 @@ export function refusalCompacts(label: string): boolean {
 }
 
 export function failureOf(kind: ProviderErrorKind, label: string): FailureReason {
-  if (kind === "limit") return label === LABELS.toolArgsLimit || label === LABELS.toolCountLimit ? "tool_limit" : "provider_limit";
+  const l = withoutAttempts(label);
+  if (kind === "limit") return l === LABELS.toolArgsLimit || l === LABELS.toolCountLimit ? "tool_limit" : "provider_limit";
   // The provider refused the request as longer than the model's window: a context failure, not a provider outage.
   if (isContextOverflow(label)) return "compaction";
   return kind === "auth" ? "credential" : "provider";

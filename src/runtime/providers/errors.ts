@@ -162,7 +162,10 @@ export class ProviderFailure extends Error {
     this.name = "ProviderFailure";
   }
 
-  /** The same failure, its label saying how many attempts were made (`… (HTTP 500; 3 attempts)`). */
+  /**
+   * The same failure, its label saying how many attempts were made (`… (HTTP 500; 3 attempts)`, `… (3 attempts)`). A
+   * consumer matching a label's end or whole text matches `withoutAttempts` of it.
+   */
   afterAttempts(n: number): ProviderFailure {
     const l: string = this.label;
     const label = (l.endsWith(")") ? `${l.slice(0, -1)}; ${n} attempts)` : `${l} (${n} attempts)`) as ProviderLabel;
@@ -172,6 +175,11 @@ export class ProviderFailure extends Error {
   toEvent(): ProviderEvent {
     return { type: "error", kind: this.kind, retryable: this.retryable, message: this.label };
   }
+}
+
+/** A label as it was before `afterAttempts`: its `; N attempts` (or ` (N attempts)`) tail taken off. */
+export function withoutAttempts(label: string): string {
+  return label.replace(/ \(\d+ attempts\)$/, "").replace(/; \d+ attempts\)$/, ")");
 }
 
 /** Node's codes for a TLS certificate it would not accept (OpenSSL's verify errors, and a name mismatch). */

@@ -5,7 +5,7 @@
 import { truncateUtf8, utf8Length } from "../../core/utf8.js";
 import type { FailureReason, RuntimeEvent, TurnOutcome } from "../events.js";
 import { storageProblem } from "../../store/sessions/errors.js";
-import { LABELS } from "../providers/errors.js";
+import { LABELS, withoutAttempts } from "../providers/errors.js";
 import { PROGRESS_MAX_BYTES, TOOL_ARGUMENTS_MAX_BYTES, TOOL_OUTPUT_MAX_BYTES, type FailureCode, type SessionEvent, type TurnOrigin } from "./types.js";
 
 type Ref = { sessionId: string; turnId: string };
@@ -167,16 +167,18 @@ function failureMessage(reason: FailureReason, detail: string | undefined): stri
   if (storage !== undefined) return `${MESSAGES.persistence}: ${storage}`;
   // The provider's safe label (status, category, which limit) follows the fixed text.
   if (detail === undefined || !DETAILED.has(reason)) return MESSAGES[reason];
+  // Matched as the label was before a retry added `; N attempts` (shown as it is).
+  const bare = withoutAttempts(detail);
   if (reason === "credential") {
-    const unset = MISSING_KEY_ENV.exec(detail)?.[1];
+    const unset = MISSING_KEY_ENV.exec(bare)?.[1];
     if (unset !== undefined)
       return `the provider credential is missing: ${unset} (the provider's api_key_env in settings.json) is not set in the environment of the process running this session; set it and restart that process`;
     return `${CREDENTIAL_HEAD}: ${detail}; ${CREDENTIAL_FIX}`;
   }
   // A bound Berth enforces on the answer: what to do about it (the label says which bound).
-  const limitFix = LIMIT_FIXES.find(([label]) => detail.startsWith(label))?.[1];
+  const limitFix = LIMIT_FIXES.find(([label]) => bare.startsWith(label))?.[1];
   if (limitFix !== undefined && (reason === "provider_limit" || reason === "tool_limit")) return `${MESSAGES[reason]}: ${detail}; ${limitFix}`;
   // A bare 404 (no error category: not the provider's "unknown model" answer) is almost always a wrong base_url.
-  const fix = detail === `${LABELS.http} (HTTP 404)` ? NOT_FOUND_FIX : (LABEL_FIXES.find(([label]) => detail.startsWith(label))?.[1] ?? null);
+  const fix = bare === `${LABELS.http} (HTTP 404)` ? NOT_FOUND_FIX : (LABEL_FIXES.find(([label]) => bare.startsWith(label))?.[1] ?? null);
   return fix === null ? `${MESSAGES[reason]}: ${detail}` : `${MESSAGES[reason]}: ${detail}; ${fix}`;
 }
