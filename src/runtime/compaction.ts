@@ -6,7 +6,9 @@
  * Contracts: `compact` never rejects. It emits `compaction` events (one `id` per attempt) triggered → running →
  * completed | failed | cancelled, and returns the new context or why it could not.
  * - The summary request is the conversation to summarize (at turn start the context without the new prompt, which
- *   is kept verbatim; mid-turn the whole context) plus a summary instruction; no tools run. When it would not fit
+ *   is kept verbatim; mid-turn the whole context) plus a summary instruction; no tools run. Its images are a text
+ *   placeholder (`[image: image/png, 1.2 MB]`), never their bytes: a request refused as too large (HTTP 413) because
+ *   of the history's images must not be refused again as the summary request. When it would not fit
  *   `SUMMARY_REQUEST_RATIO` of the window, the largest tool results and texts are cut in the middle (in that copy
  *   only) until it does; when it still cannot fit, compaction fails.
  * - The compacted context is the summary followed by this turn's prompt (mid-turn, plus a note that work on the
@@ -80,10 +82,9 @@ export async function compact(o: CompactOptions): Promise<CompactResult> {
     event(cancelled ? "cancelled" : "failed");
     return { ok: false, cancelled, ...(error !== undefined ? { error } : {}), ...(writeError !== undefined ? { writeError } : {}) };
   };
-  // At turn start the prompt is kept verbatim, so only the earlier conversation is summarized.
-  const request = o.midTurn ? o.messages.slice() : o.messages.slice(0, -1);
-  const last = request[request.length - 1];
-  if (last?.role === "user") request[request.length - 1] = { role: "user", content: last.content }; // pushUser merges into a copy
+  // At turn start the prompt is kept verbatim, so only the earlier conversation is summarized. Every user message is
+  // a copy (images as placeholders), so pushUser's merge of the instruction into the last one touches no caller's.
+  const request = (o.midTurn ? o.messages : o.messages.slice(0, -1)).map((m) => (m.role === "user" ? { role: "user" as const, content: withoutImages(m.content) } : m));
   pushUser(request, [{ type: "text", text: SUMMARY_REQUEST }]);
   const fitted = fitForSummary(request, Math.floor(o.maxTokens * SUMMARY_REQUEST_RATIO), (m) => estimateTokens(SUMMARY_SYSTEM, m, o.tools));
   if (fitted === null) return fail(false);
@@ -166,6 +167,31 @@ export function fitForSummary(request: Message[], budget: number, estimate: (m: 
       };
   }
   return out;
+}
+
+/**
+ * `content` with each image replaced by a text placeholder naming its type and decoded size; a placeholder between
+ * other parts is set on its own line (a dialect may join a message's texts with nothing between them).
+ */
+export function withoutImages(content: UserContent[]): UserContent[] {
+  return content.map((c, i) => {
+    if (c.type !== "image") return c;
+    const text = `[image: ${c.mediaType.slice(0, 64)}, ${sizeText(base64Bytes(c.dataBase64))}]`;
+    return { type: "text", text: `${i > 0 ? "\n" : ""}${text}${i < content.length - 1 ? "\n" : ""}` };
+  });
+}
+
+/** The decoded length of a base64 text (its padding taken off). */
+function base64Bytes(b64: string): number {
+  const pad = b64.endsWith("==") ? 2 : b64.endsWith("=") ? 1 : 0;
+  return Math.max(0, Math.floor((b64.length * 3) / 4) - pad);
+}
+
+/** `n` bytes for a reader: `812 bytes`, `45.3 kB`, `1.2 MB` (decimal units). */
+function sizeText(n: number): string {
+  if (n < 1000) return `${n} bytes`;
+  if (n < 1_000_000) return `${(n / 1000).toFixed(1)} kB`;
+  return `${(n / 1_000_000).toFixed(1)} MB`;
 }
 
 /** `s` without (about) `cut` characters from its middle, marked by a note; never splits a surrogate pair. */
