@@ -84,10 +84,10 @@ const OVERFLOW_CODES = new Set(["context_length_exceeded", "exceed_context_size_
 /**
  * Phrases of the servers that say it only in their message, matched, never shown: Anthropic "prompt is too long: N
  * tokens > M maximum", OpenAI Responses "Your input exceeds the context window of this model", vLLM, OpenRouter and
- * Mistral "maximum context length", xAI "maximum prompt length", llama.cpp "exceeds the available context size",
+ * Mistral "maximum context length", llama.cpp "exceeds the available context size",
  * LM Studio "context length of only N tokens", Bedrock "Input is too long for requested model".
  */
-const OVERFLOW_TEXT = /prompt is too long|maximum (?:context|prompt) length|context (?:length|window|size)|input is too long for requested model/i;
+const OVERFLOW_TEXT = /prompt is too long|maximum context length|context (?:length|window|size)|input is too long for requested model/i;
 /**
  * The error types (or codes) of a request refused as invalid, the only kind a phrase is read in: OpenAI's and
  * Anthropic's `invalid_request_error`, Responses' `invalid_prompt`, vLLM's `BadRequestError`, Bedrock's
