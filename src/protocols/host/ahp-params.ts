@@ -14,14 +14,60 @@ export const JsonRpcRequestIn = z.object({
   method: z.string().min(1),
   params: z.unknown().optional(),
 });
+/** The most versions one `initialize` may offer, and the most channels it may subscribe to. */
+export const MAX_OFFERED_VERSIONS = 64;
+export const MAX_INITIAL_SUBSCRIPTIONS = 10_000;
 export const InitializeParams = z.object({
   channel: z.literal(ROOT).optional(),
-  protocolVersions: z.array(z.string()).min(1).max(64),
+  protocolVersions: z.array(z.string()).min(1).max(MAX_OFFERED_VERSIONS),
   clientId: z.string().min(1).max(512),
   clientInfo: z.object({ name: z.string() }).passthrough().optional(),
-  initialSubscriptions: z.array(uri).max(10_000).optional(),
+  initialSubscriptions: z.array(uri).max(MAX_INITIAL_SUBSCRIPTIONS).optional(),
   locale: z.string().optional(),
 });
+
+/** What a peer sent where a value was expected, for "…, not <kind>" (never the value itself). */
+function kind(v: unknown): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "a list";
+  if (typeof v === "object") return "an object";
+  return typeof v === "string" ? "a string" : typeof v === "number" ? "a number" : typeof v === "boolean" ? "a boolean" : typeof v;
+}
+const CLIENT_ID = "clientId must be the client's ID, a string of 1 to 512 characters";
+
+/**
+ * Why `params` is not an `initialize` this host serves (AHP `InitializeParams`): the first field at fault, in the
+ * order the type lists them, what it must be and the fix. Called only when InitializeParams refused them.
+ */
+export function initializeParamsError(params: Record<string, unknown>): string {
+  const { channel, protocolVersions: pv, clientId, clientInfo, initialSubscriptions: subs, locale } = params;
+  if (channel !== undefined && channel !== ROOT) return `initialize: channel must be "${ROOT}" (initialize is a root command), or absent`;
+  const versions = `a list of the AHP versions the client speaks, most preferred first, each "MAJOR.MINOR.PATCH" (e.g. ["1.0.0"])`;
+  if (pv === undefined) return `initialize: protocolVersions is missing: it must be ${versions}`;
+  if (!Array.isArray(pv)) return `initialize: protocolVersions must be ${versions}, not ${kind(pv)}`;
+  if (pv.length === 0) return `initialize: protocolVersions must name at least one version (e.g. ["1.0.0"])`;
+  if (pv.length > MAX_OFFERED_VERSIONS) return `initialize: protocolVersions holds at most ${MAX_OFFERED_VERSIONS} versions (${pv.length} were sent); offer the ones the client prefers`;
+  const badVersion = pv.findIndex((v) => typeof v !== "string");
+  if (badVersion !== -1) return `initialize: protocolVersions[${badVersion}] must be a version string "MAJOR.MINOR.PATCH", not ${kind(pv[badVersion])}`;
+  if (clientId === undefined) return `initialize: clientId is missing: it must be the client's ID, a string of 1 to 512 characters`;
+  if (typeof clientId !== "string") return `initialize: ${CLIENT_ID}, not ${kind(clientId)}`;
+  if (clientId.length < 1 || clientId.length > 512) return `initialize: ${CLIENT_ID} (${clientId.length} were sent)`;
+  if (clientInfo !== undefined) {
+    if (clientInfo === null || typeof clientInfo !== "object" || Array.isArray(clientInfo))
+      return `initialize: clientInfo must be an object {name, version?, title?} naming the client's implementation, or absent; not ${kind(clientInfo)}`;
+    const name = (clientInfo as Record<string, unknown>).name;
+    if (typeof name !== "string") return `initialize: clientInfo.name must be a string (the client implementation's name), not ${name === undefined ? "missing" : kind(name)}`;
+  }
+  if (subs !== undefined) {
+    if (!Array.isArray(subs)) return `initialize: initialSubscriptions must be a list of channel URIs, or absent; not ${kind(subs)}`;
+    if (subs.length > MAX_INITIAL_SUBSCRIPTIONS)
+      return `initialize: initialSubscriptions holds at most ${MAX_INITIAL_SUBSCRIPTIONS} channel URIs (${subs.length} were sent); subscribe to the rest after initializing`;
+    const bad = subs.findIndex((u) => typeof u !== "string" || u.length === 0);
+    if (bad !== -1) return `initialize: initialSubscriptions[${bad}] must be a channel URI (a non-empty string), not ${subs[bad] === "" ? "an empty string" : kind(subs[bad])}`;
+  }
+  if (locale !== undefined && typeof locale !== "string") return `initialize: locale must be a BCP 47 language tag such as "en-US", or absent; not ${kind(locale)}`;
+  return "initialize: params must be an object {channel, protocolVersions, clientId, clientInfo?, initialSubscriptions?, locale?}";
+}
 /** The most channels one `reconnect` may name. */
 export const MAX_RECONNECT_SUBSCRIPTIONS = 10_000;
 export const ReconnectParams = z.object({

@@ -7,7 +7,7 @@ import type { WebSocket } from "ws";
 import { randomUUID } from "node:crypto";
 import { JsonRpcConnection } from "../../transport/jsonrpc.js";
 import { ErrorCodes, ROOT } from "./ahp-constants.js";
-import { InitializeParams, ReconnectParams, reconnectParamsError } from "./ahp-params.js";
+import { InitializeParams, ReconnectParams, initializeParamsError, reconnectParamsError } from "./ahp-params.js";
 import { SERVER_PREFERRED_VERSION, SUPPORTED_AHP_BASELINES, actionKnownTo, negotiateVersion } from "./ahp-version.js";
 import { shapeSnapshot } from "./customization-toggles.js";
 import { gateChatSnapshot } from "./chat-09.js";
@@ -276,8 +276,9 @@ export class AhpConnection implements Subscriber {
     return this.rpc.receive(text);
   }
 
-  private requireInit(): void {
-    if (!this.version) throw new RpcError(ErrorCodes.InvalidRequest, "initialize must be the first request");
+  private requireInit(method: string): void {
+    if (!this.version)
+      throw new RpcError(ErrorCodes.InvalidRequest, `${clip(method)} needs an initialized connection: send initialize (or reconnect, to resume an earlier connection) first`);
   }
 
   /** Handle one request: a value for synchronous methods, a promise for backend-routed ones. */
@@ -285,7 +286,7 @@ export class AhpConnection implements Subscriber {
     if (method === "ping") return null;
     if (method === "initialize") return this.initialize(params);
     if (method === "reconnect") return this.reconnect(params);
-    this.requireInit();
+    this.requireInit(method);
     switch (method) {
       case "subscribe":
         return this.subscribe(params);
@@ -323,11 +324,15 @@ export class AhpConnection implements Subscriber {
   }
 
   private initialize(params: Json): Json {
-    if (this.version) throw new RpcError(ErrorCodes.InvalidRequest, "already initialized");
+    if (this.version)
+      throw new RpcError(
+        ErrorCodes.InvalidRequest,
+        `initialize: this connection is already initialized (protocol ${this.version}, client ${clip(this.clientId)}); initialize is sent once per connection: open a new connection to initialize again`,
+      );
     const p = InitializeParams.safeParse(params);
-    if (!p.success) throw new RpcError(ErrorCodes.InvalidParams, "invalid initialize params");
+    if (!p.success) throw new RpcError(ErrorCodes.InvalidParams, initializeParamsError(params));
     const v = negotiateVersion(p.data.protocolVersions);
-    if (!v) throw new RpcError(ErrorCodes.UnsupportedProtocolVersion, "no mutually supported protocol version", { supportedVersions: SUPPORTED_AHP_BASELINES });
+    if (!v) throw new RpcError(ErrorCodes.UnsupportedProtocolVersion, unsupportedVersions(p.data.protocolVersions), { supportedVersions: SUPPORTED_AHP_BASELINES });
     this.version = v;
     this.clientId = p.data.clientId;
     rememberVersion(this.state, this.clientId, v);
@@ -414,6 +419,11 @@ export class AhpConnection implements Subscriber {
     this.sub(uri); // snapshot and registration in one synchronous step: nothing can interleave
     return { snapshot: snap };
   }
+}
+
+/** The -32005 message: what was offered (clipped), what this host speaks, and what to offer. */
+function unsupportedVersions(offered: string[]): string {
+  return `initialize: none of the offered protocol versions ${clip(offered)} is one this host speaks (MAJOR.MINOR.PATCH within ${SUPPORTED_AHP_BASELINES.join(" or ")}, listed in data.supportedVersions); offer one of them, e.g. "${SERVER_PREFERRED_VERSION}"`;
 }
 
 export function newClientId(): string {
