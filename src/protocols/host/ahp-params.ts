@@ -95,6 +95,19 @@ export function reconnectParamsError(params: Record<string, unknown>): string {
   return "reconnect: lastSeenServerSeq must be an integer of 0 or more: the last serverSeq the client received (0 for none)";
 }
 export const DispatchActionParams = z.object({ channel: uri, clientSeq: z.number().int(), action: z.object({ type: z.string() }).passthrough() });
+
+/**
+ * Null when `params` are a `dispatchAction` this host reads, else the first field at fault and what it must be. Asked
+ * only of `dispatchAction` sent as a request: as the notification AHP defines, unreadable params cannot be answered.
+ */
+export function dispatchActionParamsError(params: Record<string, unknown>): string | null {
+  if (DispatchActionParams.safeParse(params).success) return null;
+  const shape = "dispatchAction: params must be {channel, clientSeq, action: {type, ...}}: ";
+  const { channel, clientSeq } = params;
+  if (typeof channel !== "string" || channel.length === 0) return `${shape}channel must be a channel URI (a non-empty string)`;
+  if (typeof clientSeq !== "number" || !Number.isInteger(clientSeq)) return `${shape}clientSeq must be an integer (the client's sequence number of this action)`;
+  return `${shape}action must be an object with a string type`;
+}
 export const CreateSessionParams = z.object({
   channel: uri,
   provider: z.string().optional(),

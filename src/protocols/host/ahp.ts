@@ -7,7 +7,7 @@ import type { WebSocket } from "ws";
 import { randomUUID } from "node:crypto";
 import { JsonRpcConnection } from "../../transport/jsonrpc.js";
 import { ErrorCodes, ROOT } from "./ahp-constants.js";
-import { InitializeParams, ReconnectParams, initializeParamsError, reconnectParamsError } from "./ahp-params.js";
+import { InitializeParams, ReconnectParams, dispatchActionParamsError, initializeParamsError, reconnectParamsError } from "./ahp-params.js";
 import { SERVER_PREFERRED_VERSION, SUPPORTED_AHP_BASELINES, actionKnownTo, negotiateVersion } from "./ahp-version.js";
 import { shapeSnapshot } from "./customization-toggles.js";
 import { gateChatSnapshot } from "./chat-09.js";
@@ -28,6 +28,28 @@ import { PendingFrames } from "./fanout.js";
 import { removedSince } from "./channel-removals.js";
 import { unknownChannel } from "./channel-refusals.js";
 import type { Socket as NetSocket } from "node:net";
+
+/**
+ * The methods AHP defines as requests (its `CommandMap`) that this host serves. Each is answered, and what most of
+ * them do reaches the client only in that answer (a snapshot, a negotiated version, a failure), so one sent as a
+ * notification is not run: it is refused with an id-null -32600 instead.
+ */
+const REQUEST_ONLY: ReadonlySet<string> = new Set([
+  "ping",
+  "initialize",
+  "reconnect",
+  "subscribe",
+  "listSessions",
+  "createSession",
+  "disposeSession",
+  "createChat",
+  "disposeChat",
+  "fetchTurns",
+  "authenticate",
+  "invokeChangesetOperation",
+  "paratenic/dispatchOutcome",
+  "paratenic/authContext",
+]);
 
 /** Longest error message sent to a client. */
 const MAX_ERROR_MESSAGE = 512;
@@ -252,6 +274,11 @@ export class AhpConnection implements Subscriber {
    * vanish: it is logged and closes this connection, like a bug in a request.
    */
   private dispatchNotification(method: string, params: Json): unknown {
+    if (REQUEST_ONLY.has(method)) {
+      const message = `${clip(method)} is a request: send it with an id (sent as a notification it was not run, as its answer could not be sent)`;
+      this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.InvalidRequest, message } });
+      return null;
+    }
     const bug = (e: unknown) => {
       if (!(e instanceof RpcError)) this.failInternal(method, e);
     };
@@ -293,9 +320,13 @@ export class AhpConnection implements Subscriber {
       case "unsubscribe":
         if (typeof params.channel === "string") this.unsub(params.channel);
         return null;
-      case "dispatchAction":
+      case "dispatchAction": {
+        // AHP's notification; sent as a request it is answered, so params it cannot read are refused by name.
+        const why = notification ? null : dispatchActionParamsError(params);
+        if (why !== null) throw new RpcError(ErrorCodes.InvalidParams, why);
         dispatchClientAction(this.state, this.clientId, params, this);
         return null;
+      }
       case "listSessions":
         return listSessions(this.state);
       case "createSession":

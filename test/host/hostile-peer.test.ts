@@ -1,0 +1,89 @@
+/**
+ * A hostile or buggy AHP peer at the JSON-RPC level (AHP "Base Protocol": requests carry an `id` and get exactly one
+ * response; `unsubscribe` and `dispatchAction` are the client's notifications; one JSON-RPC message per text frame):
+ *  - a method AHP defines as a request, sent as a notification, is not run (its answer could never reach the client)
+ *    and is refused with -32600, id null, naming the method and the fix;
+ *  - `dispatchAction` sent as a request is answered: `null` once the action is taken, -32602 naming the shape when its
+ *    params cannot be read (as a notification such params are dropped: nothing can be answered);
+ *  - every other client is served meanwhile.
+ * Real sockets: a fake provider over the backend socket, AHP clients over the host's WebSocket.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { AhpClient, FakeBackend, until, withHost, type Json } from "./helpers.js";
+
+const ROOT = "ahp-root://";
+
+/** The id-null errors the host sent `c` (refusals of messages it could not correlate). */
+const refusals = (c: AhpClient): Json[] => c.notes.filter((n) => n.error && n.id === null);
+
+test("finding: initialize sent as a notification initialized the connection silently and streamed envelopes with no snapshot", () =>
+  withHost(async (h) => {
+    const c = await AhpClient.open(h);
+    c.ws.send(JSON.stringify({ jsonrpc: "2.0", method: "initialize", params: { channel: ROOT, protocolVersions: ["1.0.0"], clientId: "n1", initialSubscriptions: [ROOT] } }));
+    await until(() => refusals(c).length === 1, 5000, "the refusal");
+    assert.deepEqual(refusals(c)[0], {
+      jsonrpc: "2.0",
+      id: null,
+      error: { code: -32600, message: '"initialize" is a request: send it with an id (sent as a notification it was not run, as its answer could not be sent)' },
+    });
+    assert.ok(![...(h.state.subs.get(ROOT) ?? [])].some((s) => s.clientId === "n1"), "nothing was subscribed");
+    // Not initialized: a request says so, and initialize (as a request) then works.
+    assert.equal((await c.request("listSessions")).error?.code, -32600);
+    const ok = await c.request("initialize", { channel: ROOT, protocolVersions: ["1.0.0"], clientId: "n1", initialSubscriptions: [ROOT] });
+    assert.equal(ok.result?.snapshots?.[0]?.resource, ROOT, JSON.stringify(ok));
+    assert.deepEqual(c.invalid, []);
+    c.close();
+  }));
+
+test("finding: a request-only method sent as a notification ran unanswered (createSession reached the provider; subscribe subscribed with no snapshot)", () =>
+  withHost(async (h) => {
+    const { be } = await FakeBackend.provider(h, 8, ["prov"]);
+    const { c } = await AhpClient.init(h, [], "c1");
+    const { c: other } = await AhpClient.init(h, [ROOT], "c2");
+    c.ws.send(JSON.stringify({ jsonrpc: "2.0", method: "createSession", params: { channel: "ahp-session:/quiet", provider: "prov" } }));
+    c.ws.send(JSON.stringify({ jsonrpc: "2.0", method: "subscribe", params: { channel: ROOT } }));
+    c.ws.send(JSON.stringify({ jsonrpc: "2.0", method: "ping" }));
+    await until(() => refusals(c).length === 3, 5000, "three refusals");
+    assert.deepEqual(
+      refusals(c).map((r) => r.error.message as string),
+      ["createSession", "subscribe", "ping"].map((m) => `"${m}" is a request: send it with an id (sent as a notification it was not run, as its answer could not be sent)`),
+    );
+    await be.roundTrip();
+    assert.deepEqual(be.frames.filter((f) => f.type === "provider_command"), [], "no session creation reached the provider");
+    assert.ok(!h.state.creations.has("ahp-session:/quiet"));
+    assert.ok(![...(h.state.subs.get(ROOT) ?? [])].some((s) => s.clientId === "c1"), "subscribe as a notification subscribed nothing");
+    // The notifications AHP defines stay notifications: no answer, no refusal.
+    c.ws.send(JSON.stringify({ jsonrpc: "2.0", method: "unsubscribe", params: { channel: ROOT } }));
+    c.ws.send(JSON.stringify({ jsonrpc: "2.0", method: "no/such/notification", params: {} }));
+    assert.equal((await c.request("ping")).result, null);
+    assert.equal(refusals(c).length, 3);
+    // Both connections go on working.
+    assert.equal((await other.request("listSessions")).error, undefined);
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    other.close();
+    be.close();
+  }));
+
+test("finding: dispatchAction sent as a request with params it cannot read was answered null, as if taken", () =>
+  withHost(async (h) => {
+    const { c } = await AhpClient.init(h, [ROOT], "c1");
+    const shape = /^dispatchAction: params must be \{channel, clientSeq, action: \{type, \.\.\.\}\}: /;
+    for (const [params, field] of [
+      [{}, /channel must be a channel URI/],
+      [{ channel: ROOT, action: { type: "root/configChanged", config: {} } }, /clientSeq must be an integer/],
+      [{ channel: ROOT, clientSeq: 1 }, /action must be an object with a string type/],
+      [{ channel: ROOT, clientSeq: 1, action: { type: 5 } }, /action must be an object with a string type/],
+    ] as [Json, RegExp][]) {
+      const r = await c.request("dispatchAction", params);
+      assert.equal(r.error?.code, -32602, JSON.stringify(r));
+      assert.match(r.error.message as string, shape);
+      assert.match(r.error.message as string, field);
+    }
+    // A readable one, as a request, is taken as the notification would be, and answered null.
+    const ok = await c.request("dispatchAction", { channel: ROOT, clientSeq: 7, action: { type: "root/noSuchAction" } });
+    assert.equal(ok.result, null, JSON.stringify(ok));
+    assert.deepEqual(c.invalid, []);
+    c.close();
+  }));
