@@ -3,8 +3,12 @@
  * a line of `jsonl.ts` framing). Used by the host's AHP side and the ACP agent. Contracts:
  * - `receive(text)` handles one incoming message: a request (answered exactly once, with the handler's result
  *   or an error object), a notification (never answered), or a response to one of our `request`s.
- *   Malformed input gets the standard errors: parse error (-32700, id null) and invalid request (-32600, with
- *   the message's id when it has a usable one). An unknown response ID is ignored.
+ *   Malformed input gets the standard errors, each message naming the fault and the fix (`envelopeFault`): parse
+ *   error (-32700, id null) and invalid request (-32600, with the message's id when it has a usable one). A batch (a
+ *   JSON array) is not served: it is one invalid request. An id is a string or a number JSON can carry exactly
+ *   (at most 2^53 - 1 in magnitude): a larger one would be answered under another number. Params are by name: a
+ *   request whose `params` is present and not an object (`null` counts as absent) is answered -32602 without
+ *   running; such a notification is dropped. An unknown response ID is ignored.
  * - The handler may return a value (answered in the same step: nothing is sent in between) or a promise.
  *   A thrown `JsonRpcError` becomes its error object; anything else goes through `errorOf` (default: -32603
  *   "internal error"; never an exception's text).
@@ -54,7 +58,21 @@ interface Pending {
 }
 
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
-const isId = (v: unknown): v is JsonRpcId => typeof v === "string" || (typeof v === "number" && Number.isFinite(v));
+const isId = (v: unknown): v is JsonRpcId => typeof v === "string" || (typeof v === "number" && Math.abs(v) <= Number.MAX_SAFE_INTEGER);
+const kind = (v: unknown): string => (v === null ? "null" : Array.isArray(v) ? "a list" : typeof v === "object" ? "an object" : `a ${typeof v}`);
+
+/** Why `msg` (parsed JSON) is not a request, notification or response; null when it is one. Fixed text, never input. */
+function envelopeFault(msg: unknown): string | null {
+  if (Array.isArray(msg)) return "a batch (a JSON array of messages) is not served: send each JSON-RPC message by itself";
+  if (!isObj(msg)) return `a JSON-RPC message must be a JSON object, not ${kind(msg)}`;
+  if (msg.jsonrpc !== "2.0") return 'jsonrpc must be "2.0" (JSON-RPC 2.0)';
+  if ("id" in msg && msg.id !== undefined && !isId(msg.id))
+    return `id must be a string or a number of at most 2^53 - 1 in magnitude (absent for a notification; null is reserved for errors), not ${typeof msg.id === "number" ? "a larger number" : kind(msg.id)}`;
+  if (typeof msg.method !== "string" || msg.method === "") return "method must be a non-empty string (a request or notification names the method it calls)";
+  return null;
+}
+/** A method name as an error message may quote it: at most 64 characters. */
+const methodName = (m: string): string => (m.length > 64 ? `${m.slice(0, 64)}…` : m);
 
 export class JsonRpcConnection {
   private readonly pending = new Map<JsonRpcId, Pending>();
@@ -81,15 +99,20 @@ export class JsonRpcConnection {
     try {
       msg = JSON.parse(text);
     } catch {
-      return this.write({ jsonrpc: "2.0", id: null, error: { code: JSONRPC_ERRORS.ParseError, message: "parse error" } });
+      return this.write({ jsonrpc: "2.0", id: null, error: { code: JSONRPC_ERRORS.ParseError, message: "parse error: the message is not JSON text" } });
     }
     if (isObj(msg) && msg.jsonrpc === "2.0" && msg.method === undefined && isId(msg.id) && ("result" in msg || "error" in msg)) return this.onResponse(msg);
     const id = isObj(msg) && isId(msg.id) ? msg.id : undefined;
-    if (!isObj(msg) || msg.jsonrpc !== "2.0" || typeof msg.method !== "string" || msg.method === "" || ("id" in msg && id === undefined && msg.id !== undefined)) {
-      return this.write({ jsonrpc: "2.0", id: id ?? null, error: { code: JSONRPC_ERRORS.InvalidRequest, message: "invalid JSON-RPC message" } });
+    const fault = envelopeFault(msg);
+    if (fault !== null) return this.write({ jsonrpc: "2.0", id: id ?? null, error: { code: JSONRPC_ERRORS.InvalidRequest, message: fault } });
+    const m = msg as Obj & { method: string };
+    const method = m.method;
+    if (m.params !== undefined && m.params !== null && !isObj(m.params)) {
+      if (id === undefined) return;
+      const message = `${methodName(method)}: params must be an object of named parameters, or absent; not ${kind(m.params)}`;
+      return this.write({ jsonrpc: "2.0", id, error: { code: JSONRPC_ERRORS.InvalidParams, message } });
     }
-    const method = msg.method;
-    const params = isObj(msg.params) ? msg.params : {};
+    const params = isObj(m.params) ? m.params : {};
     try {
       const out = this.handlers.onRequest(method, params, id === undefined);
       const result = out instanceof Promise ? ((await out) as unknown) : out;

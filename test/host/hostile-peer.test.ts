@@ -11,6 +11,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { AhpClient, FakeBackend, until, withHost, type Json } from "./helpers.js";
+import { wsText } from "../../src/transport/ws-text.js";
 
 const ROOT = "ahp-root://";
 
@@ -85,5 +86,48 @@ test("finding: dispatchAction sent as a request with params it cannot read was a
     const ok = await c.request("dispatchAction", { channel: ROOT, clientSeq: 7, action: { type: "root/noSuchAction" } });
     assert.equal(ok.result, null, JSON.stringify(ok));
     assert.deepEqual(c.invalid, []);
+    c.close();
+  }));
+
+test("finding: a malformed envelope (a batch, an id of the wrong type, a huge id) got only \"invalid JSON-RPC message\"; it names the fault", () =>
+  withHost(async (h) => {
+    const { c } = await AhpClient.init(h, [], "c1");
+    const answers: Json[] = [];
+    c.ws.on("message", (d) => answers.push(JSON.parse(wsText(d)) as Json));
+    const idRule = /^id must be a string or a number of at most 2\^53 - 1 in magnitude \(absent for a notification; null is reserved for errors\), not /;
+    const cases: [string, number, unknown, RegExp][] = [
+      // AHP: one JSON-RPC message per text frame; a JSON-RPC batch is one invalid request, nothing of it is run.
+      [JSON.stringify([{ jsonrpc: "2.0", id: 1, method: "ping" }, { jsonrpc: "2.0", id: 2, method: "ping" }]), -32600, null, /^a batch \(a JSON array of messages\) is not served: send each JSON-RPC message by itself$/],
+      ["[]", -32600, null, /^a batch/],
+      ["42", -32600, null, /^a JSON-RPC message must be a JSON object, not a number$/],
+      ["{nope", -32700, null, /^parse error: the message is not JSON text$/],
+      [JSON.stringify({ id: 3, method: "ping" }), -32600, 3, /^jsonrpc must be "2\.0"/],
+      [JSON.stringify({ jsonrpc: "2.0", id: null, method: "ping" }), -32600, null, new RegExp(`${idRule.source}null$`)],
+      [JSON.stringify({ jsonrpc: "2.0", id: { a: 1 }, method: "ping" }), -32600, null, new RegExp(`${idRule.source}an object$`)],
+      [JSON.stringify({ jsonrpc: "2.0", id: [1], method: "ping" }), -32600, null, new RegExp(`${idRule.source}a list$`)],
+      [JSON.stringify({ jsonrpc: "2.0", id: true, method: "ping" }), -32600, null, new RegExp(`${idRule.source}a boolean$`)],
+      // A number past 2^53 cannot be echoed as sent (it would come back as 1.2345678901234568e+29): refused, not renamed.
+      ['{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}', -32600, null, new RegExp(`${idRule.source}a larger number$`)],
+      ['{"jsonrpc":"2.0","id":1e400,"method":"ping"}', -32600, null, new RegExp(`${idRule.source}a larger number$`)],
+      [JSON.stringify({ jsonrpc: "2.0", id: 4, method: 5 }), -32600, 4, /^method must be a non-empty string/],
+      [JSON.stringify({ jsonrpc: "2.0", id: 5, method: "listSessions", params: [1, 2] }), -32602, 5, /^listSessions: params must be an object of named parameters, or absent; not a list$/],
+      [JSON.stringify({ jsonrpc: "2.0", id: 6, method: "initialize", params: "1.0.0" }), -32602, 6, /^initialize: params must be an object of named parameters, or absent; not a string$/],
+    ];
+    for (const [text, code, id, why] of cases) {
+      const before = answers.length;
+      c.ws.send(text);
+      await until(() => answers.length > before, 5000, `the answer to ${text.slice(0, 60)}`);
+      const a = answers[before]!;
+      assert.equal(a.error?.code, code, `${text.slice(0, 60)}: ${JSON.stringify(a)}`);
+      assert.equal(a.id, id, text.slice(0, 60));
+      assert.match(a.error.message as string, why, text.slice(0, 60));
+    }
+    // Ids that JSON-RPC allows are echoed exactly; the connection went on working throughout.
+    for (const id of ["abc", "", 0, -7, 1.5, Number.MAX_SAFE_INTEGER, "x".repeat(100_000)]) {
+      const before = answers.length;
+      c.ws.send(JSON.stringify({ jsonrpc: "2.0", id, method: "ping" }));
+      await until(() => answers.length > before, 5000, "the ping answer");
+      assert.deepEqual(answers[before], { jsonrpc: "2.0", id, result: null });
+    }
     c.close();
   }));

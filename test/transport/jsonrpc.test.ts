@@ -30,11 +30,31 @@ it("malformed input gets parse / invalid-request errors; close rejects pending r
   await c.receive(JSON.stringify({ jsonrpc: "1.0", id: "x", method: "m" }));
   await c.receive(JSON.stringify({ jsonrpc: "2.0", id: 8, method: "m" }));
   assert.deepEqual(out, [
-    { jsonrpc: "2.0", id: null, error: { code: -32700, message: "parse error" } },
-    { jsonrpc: "2.0", id: 7, error: { code: -32600, message: "invalid JSON-RPC message" } },
-    { jsonrpc: "2.0", id: "x", error: { code: -32600, message: "invalid JSON-RPC message" } },
+    { jsonrpc: "2.0", id: null, error: { code: -32700, message: "parse error: the message is not JSON text" } },
+    { jsonrpc: "2.0", id: 7, error: { code: -32600, message: "method must be a non-empty string (a request or notification names the method it calls)" } },
+    { jsonrpc: "2.0", id: "x", error: { code: -32600, message: 'jsonrpc must be "2.0" (JSON-RPC 2.0)' } },
     { jsonrpc: "2.0", id: 8, result: "ok" },
   ]);
+  // A batch is one invalid request (nothing of it runs); params are by name; an id JSON cannot carry exactly is refused.
+  out.length = 0;
+  let ran = 0;
+  const d = new JsonRpcConnection((t) => out.push(JSON.parse(t)), { onRequest: () => ++ran });
+  await d.receive(JSON.stringify([{ jsonrpc: "2.0", id: 1, method: "m" }]));
+  await d.receive(JSON.stringify({ jsonrpc: "2.0", id: 2, method: "m", params: [1] }));
+  await d.receive(JSON.stringify({ jsonrpc: "2.0", method: "m", params: "x" }));
+  await d.receive('{"jsonrpc":"2.0","id":9007199254740993,"method":"m"}');
+  await d.receive(JSON.stringify({ jsonrpc: "2.0", id: 3, method: "m", params: null }));
+  assert.deepEqual(out, [
+    { jsonrpc: "2.0", id: null, error: { code: -32600, message: "a batch (a JSON array of messages) is not served: send each JSON-RPC message by itself" } },
+    { jsonrpc: "2.0", id: 2, error: { code: -32602, message: "m: params must be an object of named parameters, or absent; not a list" } },
+    {
+      jsonrpc: "2.0",
+      id: null,
+      error: { code: -32600, message: "id must be a string or a number of at most 2^53 - 1 in magnitude (absent for a notification; null is reserved for errors), not a larger number" },
+    },
+    { jsonrpc: "2.0", id: 3, result: 1 },
+  ]);
+  assert.equal(ran, 1, "only the last message ran");
   const pending = c.request("never");
   c.close("peer gone");
   await assert.rejects(pending, /peer gone/);
