@@ -12,6 +12,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { AhpClient, FakeBackend, until, withHost, type Json } from "./helpers.js";
 import { wsText } from "../../src/transport/ws-text.js";
+import { CLOSE_REASONS } from "../../src/protocols/host/ahp-socket.js";
 
 const ROOT = "ahp-root://";
 
@@ -130,4 +131,32 @@ test("finding: a malformed envelope (a batch, an id of the wrong type, a huge id
       assert.deepEqual(answers[before], { jsonrpc: "2.0", id, result: null });
     }
     c.close();
+  }));
+
+test("finding: a text frame that is not UTF-8, or a message over 16 MiB, closed the connection with no reason", () =>
+  withHost(async (h) => {
+    const { c: other } = await AhpClient.init(h, [ROOT], "bystander");
+    const closeOf = async (send: (c: AhpClient) => void): Promise<{ code: number; reason: string }> => {
+      const { c } = await AhpClient.init(h, [ROOT], "hostile");
+      const closed = new Promise<{ code: number; reason: string }>((resolve) => c.ws.once("close", (code, reason) => resolve({ code, reason: reason.toString() })));
+      send(c);
+      return closed;
+    };
+    // RFC 6455 §8.1: invalid UTF-8 in a text message fails the connection (1007).
+    const notUtf8 = await closeOf((c) => c.ws.send(Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x7d]), { binary: false }));
+    assert.deepEqual(notUtf8, { code: 1007, reason: "a text frame was not UTF-8: AHP messages are UTF-8 JSON text" });
+    const tooBig = await closeOf((c) => c.ws.send(`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"${"x".repeat(16 * 1024 * 1024)}"}}`));
+    assert.deepEqual(tooBig, { code: 1009, reason: "a message was larger than 16 MiB, the most this host reads: send less in one message" });
+    for (const reason of Object.values(CLOSE_REASONS)) assert.ok(Buffer.byteLength(reason) <= 123, `fits a close frame: ${reason}`);
+    // Binary frames are answered, not closed on (AHP sends text frames only).
+    const { c } = await AhpClient.init(h, [], "binary");
+    c.ws.send(Buffer.from(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" })), { binary: true });
+    await until(() => refusals(c).length === 1, 5000, "the binary-frame refusal");
+    assert.equal(refusals(c)[0]!.error.message, "binary frames are not AHP messages: send each JSON-RPC message as one text frame");
+    assert.equal((await c.request("ping")).result, null);
+    // The other client was served throughout.
+    assert.equal((await other.request("ping")).result, null);
+    assert.ok(!other.closed);
+    c.close();
+    other.close();
   }));

@@ -91,7 +91,7 @@ export class AhpConnection implements Subscriber {
   }
 
   private take(data: WebSocket.RawData, isBinary: boolean): void {
-    if (isBinary) return this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.InvalidRequest, message: "binary frames are not AHP messages" } });
+    if (isBinary) return this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.InvalidRequest, message: "binary frames are not AHP messages: send each JSON-RPC message as one text frame" } });
     this.onMessage(wsText(data)).catch((e: unknown) => this.failInternal("message", e));
   }
 

@@ -12,6 +12,7 @@ import { loadToken } from "../../store/host/token.js";
 import { HostState } from "./state.js";
 import { BackendServer } from "./backend.js";
 import { AhpConnection } from "./ahp.js";
+import { AhpSocket, MAX_AHP_MESSAGE } from "./ahp-socket.js";
 import { Inspector, json } from "./inspection.js";
 import { checkHostOrigin, listenerNames, type ListenerNames } from "./http-guard.js";
 import { acquireStateLock } from "../../store/host/lock.js";
@@ -21,7 +22,7 @@ import { clientToolsClosing } from "./client-tools.js";
 import { checkSocketPath } from "../../transport/unix-listener.js";
 import { UI_PROOF_NONCE } from "../../core/ui-proof.js";
 
-export const WIRE_LIMIT = 16 * 1024 * 1024;
+export const WIRE_LIMIT = MAX_AHP_MESSAGE;
 /** At most this many TCP connections may be open on the listener before authenticating. */
 export const MAX_PREAUTH_CONNECTIONS = 64;
 /** A pre-authentication connection idle this long is closed. */
@@ -189,7 +190,7 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
     socket.setTimeout(preAuthIdleMs, () => socket.destroy());
     socket.once("close", () => preAuth.delete(socket));
   });
-  const wss = new WebSocketServer({ noServer: true, maxPayload: WIRE_LIMIT, perMessageDeflate: false, handleProtocols: selectSubprotocol });
+  const wss = new WebSocketServer({ noServer: true, maxPayload: WIRE_LIMIT, perMessageDeflate: false, handleProtocols: selectSubprotocol, WebSocket: AhpSocket });
   const clients = new Set<AhpConnection>();
   http.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
     try {
