@@ -70,6 +70,15 @@ function tokenOk(presented: string | undefined | null, token: string): boolean {
 }
 
 const BAD_TARGET = "the request target is not a valid URL path";
+const NO_TOKEN =
+  "the AHP WebSocket needs this daemon's token: send Authorization: Bearer <token> (the token is in the daemon's ready line and in host/token under its home), or the berth-token.<token> sub-protocol from a browser";
+const WRONG_TOKEN =
+  "the token presented is not this daemon's: send the one in its ready line or in host/token under its home (a daemon started with another home has another token)";
+
+/** Refuse a WebSocket upgrade with an HTTP status and a fixed JSON body (never the request's headers), and close. */
+function refuseUpgrade(socket: Socket, status: string, body: { error: string; message: string }): void {
+  socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n\r\n${JSON.stringify(body)}`);
+}
 
 /** The request target as a URL; null when it does not parse (e.g. `http://[`), which is the client's error. */
 function requestUrl(req: IncomingMessage): URL | null {
@@ -195,23 +204,12 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
   http.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
     try {
       const refused = checkHostOrigin(req, names);
-      if (refused) {
-        socket.end(`HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n\r\n${JSON.stringify({ error: refused.error, message: refused.message })}`);
-        return;
-      }
+      if (refused) return refuseUpgrade(socket, "403 Forbidden", { error: refused.error, message: refused.message });
       const url = requestUrl(req);
-      if (url === null) {
-        socket.end(`HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n\r\n${JSON.stringify({ error: "bad_request", message: BAD_TARGET })}`);
-        return;
-      }
-      if (url.pathname !== "/ahp") {
-        socket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n");
-        return;
-      }
-      if (!tokenOk(bearer(req) ?? tokenFromSubprotocols(req) ?? url.searchParams.get("tkn"), token)) {
-        socket.end("HTTP/1.1 401 Unauthorized\r\nConnection: close\r\n\r\n");
-        return;
-      }
+      if (url === null) return refuseUpgrade(socket, "400 Bad Request", { error: "bad_request", message: BAD_TARGET });
+      if (url.pathname !== "/ahp") return refuseUpgrade(socket, "404 Not Found", { error: "not_found", message: "no WebSocket is served at this path: the AHP WebSocket is at /ahp" });
+      const presented = bearer(req) || tokenFromSubprotocols(req) || url.searchParams.get("tkn");
+      if (!tokenOk(presented, token)) return refuseUpgrade(socket, "401 Unauthorized", { error: "unauthorized", message: presented ? WRONG_TOKEN : NO_TOKEN });
       preAuth.delete(socket);
       socket.setTimeout(0);
       wss.handleUpgrade(req, socket, head, (ws) => {
