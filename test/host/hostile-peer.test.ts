@@ -160,3 +160,21 @@ test("finding: a text frame that is not UTF-8, or a message over 16 MiB, closed 
     c.close();
     other.close();
   }));
+
+test("10 MB string params and a 1 MB method name are answered with bounded messages, and the connection goes on", () =>
+  withHost(async (h) => {
+    const big = "x".repeat(10 * 1024 * 1024);
+    const c = await AhpClient.open(h);
+    const id = await c.request("initialize", { channel: ROOT, protocolVersions: ["1.0.0"], clientId: big }, 60_000);
+    assert.equal(id.error?.code, -32602);
+    assert.equal(id.error.message, `initialize: clientId must be the client's ID, a string of 1 to 512 characters (${big.length} were sent)`);
+    assert.equal((await c.request("initialize", { channel: ROOT, protocolVersions: ["1.0.0"], clientId: "c1" })).error, undefined);
+    const method = await c.request("m".repeat(1024 * 1024));
+    assert.equal(method.error?.code, -32601);
+    assert.ok((method.error.message as string).length < 100);
+    const sub = await c.request("subscribe", { channel: big }, 60_000);
+    assert.equal(sub.error?.code, -32008);
+    assert.ok((sub.error.message as string).length <= 512);
+    assert.equal((await c.request("ping")).result, null);
+    c.close();
+  }));

@@ -9,7 +9,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import WebSocket from "ws";
-import { AhpClient, until, withHost, type Json } from "./helpers.js";
+import { connect } from "node:net";
+import { AhpClient, tempHome, until, withHost, type Json } from "./helpers.js";
+import { startHost } from "../../src/protocols/host/host.js";
 
 const ROOT = "ahp-root://";
 
@@ -80,3 +82,22 @@ test("one client holding 1,000 AHP connections is served on each, others meanwhi
     assert.equal((await bystander.request("listSessions")).error, undefined);
     bystander.close();
   }));
+
+test("an upgrade request that never completes is closed when idle, and the listener goes on serving", async () => {
+  const h = await startHost({ home: tempHome(), log: () => {}, preAuthIdleMs: 300 });
+  try {
+    const s = connect(h.port, "127.0.0.1");
+    s.on("error", () => {});
+    let closed = false;
+    s.on("close", () => (closed = true));
+    await new Promise<void>((r) => s.once("connect", () => r()));
+    // Headers begun, never ended (no blank line): the upgrade never reaches the token check.
+    s.write(`GET /ahp HTTP/1.1\r\nHost: 127.0.0.1:${h.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n`);
+    await until(() => closed, 10_000, "the half-sent upgrade closed");
+    const { c } = await AhpClient.init(h);
+    assert.equal((await c.request("ping")).result, null);
+    c.close();
+  } finally {
+    await h.close();
+  }
+});
