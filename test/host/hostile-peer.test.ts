@@ -68,6 +68,22 @@ test("finding: a request-only method sent as a notification ran unanswered (crea
     be.close();
   }));
 
+test("finding: dispatchAction sent before initialize was dropped without a word", () =>
+  withHost(async (h) => {
+    const c = await AhpClient.open(h);
+    c.ws.send(JSON.stringify({ jsonrpc: "2.0", method: "dispatchAction", params: { channel: ROOT, clientSeq: 1, action: { type: "root/x" } } }));
+    c.ws.send(JSON.stringify({ jsonrpc: "2.0", method: "no/such/notification", params: {} }));
+    await until(() => refusals(c).length === 1, 5000, "the refusal");
+    assert.deepEqual(refusals(c)[0]!.error, {
+      code: -32600,
+      message: '"dispatchAction" needs an initialized connection: send initialize (or reconnect, to resume an earlier connection) first (sent as a notification, it was dropped)',
+    });
+    // An unknown notification is dropped as JSON-RPC asks, before initialize as after.
+    assert.equal((await c.request("ping")).result, null);
+    assert.equal(refusals(c).length, 1);
+    c.close();
+  }));
+
 test("finding: dispatchAction sent as a request with params it cannot read was answered null, as if taken", () =>
   withHost(async (h) => {
     const { c } = await AhpClient.init(h, [ROOT], "c1");

@@ -279,6 +279,12 @@ export class AhpConnection implements Subscriber {
       this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.InvalidRequest, message } });
       return null;
     }
+    // AHP's own notifications before initialize are refused the same way (an unknown one is dropped, as JSON-RPC asks).
+    if (!this.version && (method === "dispatchAction" || method === "unsubscribe")) {
+      const message = `${notInitialized(method)} (sent as a notification, it was dropped)`;
+      this.sendJson({ jsonrpc: "2.0", id: null, error: { code: ErrorCodes.InvalidRequest, message } });
+      return null;
+    }
     const bug = (e: unknown) => {
       if (!(e instanceof RpcError)) this.failInternal(method, e);
     };
@@ -304,8 +310,7 @@ export class AhpConnection implements Subscriber {
   }
 
   private requireInit(method: string): void {
-    if (!this.version)
-      throw new RpcError(ErrorCodes.InvalidRequest, `${clip(method)} needs an initialized connection: send initialize (or reconnect, to resume an earlier connection) first`);
+    if (!this.version) throw new RpcError(ErrorCodes.InvalidRequest, notInitialized(method));
   }
 
   /** Handle one request: a value for synchronous methods, a promise for backend-routed ones. */
@@ -450,6 +455,11 @@ export class AhpConnection implements Subscriber {
     this.sub(uri); // snapshot and registration in one synchronous step: nothing can interleave
     return { snapshot: snap };
   }
+}
+
+/** Why a method other than `ping`, `initialize` or `reconnect` is refused on a connection not initialized yet. */
+function notInitialized(method: string): string {
+  return `${clip(method)} needs an initialized connection: send initialize (or reconnect, to resume an earlier connection) first`;
 }
 
 /** The -32005 message: what was offered (clipped), what this host speaks, and what to offer. */
