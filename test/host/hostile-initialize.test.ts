@@ -84,3 +84,23 @@ test("finding: a second initialize said only \"already initialized\"; it names t
     before.close();
     c.close();
   }));
+
+test("finding: a malformed createSession or createChat was refused as just \"invalid … params\"; the refusal names the field", () =>
+  withHost(async (h) => {
+    const { c } = await AhpClient.init(h, [], "c1");
+    const cases: [string, Json, RegExp][] = [
+      ["createSession", { provider: "p" }, /^createSession: channel: .*expected string/i],
+      ["createSession", { channel: "ahp-session:/a", workingDirectories: "file:///w" }, /^createSession: workingDirectories: .*expected array/i],
+      ["createSession", { channel: "ahp-session:/a", workingDirectories: ["file:///w", 3] }, /^createSession: workingDirectories\.1: .*expected string/i],
+      ["createChat", { channel: "ahp-session:/a" }, /^createChat: chat: .*expected string/i],
+      ["createChat", { channel: "ahp-session:/a", chat: "ahp-chat:/b", title: 5 }, /^createChat: title: .*expected string/i],
+      ["createChat", { channel: "ahp-session:/a", chat: "ahp-chat:/b", source: { kind: "fork", chat: "ahp-chat:/a" } }, /^createChat: source\.turnId: .*expected string/i],
+    ];
+    for (const [method, params, why] of cases) {
+      const r = await c.request(method, params);
+      assert.equal(r.error?.code, -32602, `${method} ${JSON.stringify(params)}: ${JSON.stringify(r)}`);
+      assert.match(r.error.message as string, why);
+    }
+    assert.deepEqual(c.invalid, []);
+    c.close();
+  }));

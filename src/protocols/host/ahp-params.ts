@@ -108,6 +108,15 @@ export function dispatchActionParamsError(params: Record<string, unknown>): stri
   if (typeof clientSeq !== "number" || !Number.isInteger(clientSeq)) return `${shape}clientSeq must be an integer (the client's sequence number of this action)`;
   return `${shape}action must be an object with a string type`;
 }
+/**
+ * The refusal of params a schema rejected: the method, the first issue's field path and zod's description of it
+ * (what was expected and what kind of value came; zod's messages for these schemas never quote the value).
+ */
+export function paramsIssue(method: string, e: z.ZodError): string {
+  const i = e.issues[0];
+  if (!i) return `${method}: params do not match the method's parameters`;
+  return `${method}: ${i.path.length > 0 ? i.path.join(".") : "params"}: ${i.message}`;
+}
 export const CreateSessionParams = z.object({
   channel: uri,
   provider: z.string().optional(),

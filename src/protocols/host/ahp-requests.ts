@@ -10,7 +10,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { ErrorCodes } from "./ahp-constants.js";
-import { CreateChatParams, CreateSessionParams } from "./ahp-params.js";
+import { CreateChatParams, CreateSessionParams, paramsIssue } from "./ahp-params.js";
 import { clip } from "./inbound.js";
 import { STATUS, nowIso, type ChatModel, type CommandOutcome, type Json, type SessionModel } from "./model.js";
 import { resetDefaultChat } from "./resource-actions.js";
@@ -82,7 +82,7 @@ export function listSessions(st: HostState): Json {
 
 export async function createSession(st: HostState, params: Json): Promise<null> {
   const p = CreateSessionParams.safeParse(params);
-  if (!p.success) throw new RpcError(ErrorCodes.InvalidParams, "invalid createSession params");
+  if (!p.success) throw new RpcError(ErrorCodes.InvalidParams, paramsIssue("createSession", p.error));
   const uri = p.data.channel;
   if (!SESSION_URI.test(uri)) throw new RpcError(ErrorCodes.InvalidParams, "session URI must be ahp-session:/<id>");
   const providerId = p.data.provider ?? (st.providers.size === 1 ? [...st.providers.keys()][0] : undefined);
@@ -159,7 +159,7 @@ function findTurn(c: ChatModel, turnId: string): { turn: Json | undefined; index
  */
 export async function createChat(st: HostState, params: Json): Promise<null> {
   const p = CreateChatParams.safeParse(params);
-  if (!p.success) throw new RpcError(ErrorCodes.InvalidParams, "invalid createChat params");
+  if (!p.success) throw new RpcError(ErrorCodes.InvalidParams, paramsIssue("createChat", p.error));
   const { chat: uri, source, initialMessage } = p.data;
   const s = st.sessions.get(p.data.channel);
   if (!s) throw new RpcError(ErrorCodes.SessionNotFound, "no such session");
