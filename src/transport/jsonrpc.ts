@@ -8,7 +8,8 @@
  *   JSON array) is not served: it is one invalid request. An id is a string or a number JSON can carry exactly
  *   (at most 2^53 - 1 in magnitude): a larger one would be answered under another number. Params are by name: a
  *   request whose `params` is present and not an object (`null` counts as absent) is answered -32602 without
- *   running; such a notification is dropped. An unknown response ID is ignored.
+ *   running; such a notification is dropped. A response (`result` or `error`, no `method`) is never answered: one
+ *   whose id matches no pending request (an unknown id, an id-null error) is ignored.
  * - The handler may return a value (answered in the same step: nothing is sent in between) or a promise.
  *   A thrown `JsonRpcError` becomes its error object; anything else goes through `errorOf` (default: -32603
  *   "internal error"; never an exception's text).
@@ -101,7 +102,12 @@ export class JsonRpcConnection {
     } catch {
       return this.write({ jsonrpc: "2.0", id: null, error: { code: JSONRPC_ERRORS.ParseError, message: "parse error: the message is not JSON text" } });
     }
-    if (isObj(msg) && msg.jsonrpc === "2.0" && msg.method === undefined && isId(msg.id) && ("result" in msg || "error" in msg)) return this.onResponse(msg);
+    if (isObj(msg) && msg.method === undefined && ("result" in msg || "error" in msg)) {
+      // A response is never answered: two connections would trade errors for ever. One that matches no request
+      // (an id-null error: the peer could not read something sent to it) settles nothing and is dropped.
+      if (msg.jsonrpc === "2.0" && isId(msg.id)) this.onResponse(msg);
+      return;
+    }
     const id = isObj(msg) && isId(msg.id) ? msg.id : undefined;
     const fault = envelopeFault(msg);
     if (fault !== null) return this.write({ jsonrpc: "2.0", id: id ?? null, error: { code: JSONRPC_ERRORS.InvalidRequest, message: fault } });

@@ -194,3 +194,16 @@ test("10 MB string params and a 1 MB method name are answered with bounded messa
     assert.equal((await c.request("ping")).result, null);
     c.close();
   }));
+
+test("finding: the host answered a client's id-null error response with one of its own (two such peers looped for ever)", () =>
+  withHost(async (h) => {
+    const { c } = await AhpClient.init(h, [], "c1");
+    const answers: Json[] = [];
+    c.ws.on("message", (d) => answers.push(JSON.parse(wsText(d)) as Json));
+    c.ws.send(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "your last message was unreadable" } }));
+    c.ws.send(JSON.stringify({ jsonrpc: "2.0", id: "no-such-request", result: {} }));
+    c.ws.send(JSON.stringify({ jsonrpc: "2.0", id: 41, method: "ping" }));
+    await until(() => answers.length > 0, 5000, "an answer");
+    assert.deepEqual(answers[0], { jsonrpc: "2.0", id: 41, result: null }, "responses are never answered");
+    c.close();
+  }));

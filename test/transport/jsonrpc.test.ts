@@ -60,3 +60,20 @@ it("malformed input gets parse / invalid-request errors; close rejects pending r
   await assert.rejects(pending, /peer gone/);
   await assert.rejects(c.request("later"), /peer gone/);
 });
+
+it("finding: an error response with id null was answered with another, so two connections traded errors for ever", async () => {
+  // A peer's id-null error says it could not read something we sent; a response is never answered.
+  let sent = 0;
+  const a = new JsonRpcConnection((t) => {
+    sent++;
+    if (sent < 50) void b.receive(t);
+  }, { onRequest: () => null });
+  const b = new JsonRpcConnection((t) => {
+    sent++;
+    if (sent < 50) void a.receive(t);
+  }, { onRequest: () => null });
+  await a.receive(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "refused" } }));
+  await a.receive(JSON.stringify({ jsonrpc: "2.0", id: { x: 1 }, result: 1 }));
+  await a.receive(JSON.stringify({ jsonrpc: "2.0", id: 99, result: 1 }));
+  assert.equal(sent, 0, "no response is answered, whatever its id");
+});
