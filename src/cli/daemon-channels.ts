@@ -4,6 +4,9 @@
  * or `set` while the daemon runs takes effect), reported as `daemon.status` components.
  *
  * Cold start: nothing of the channels is loaded until `$MC_HOME/channels/settings.json` exists.
+ *
+ * Mutations (`set`, `logout`) run one at a time, in arrival order: each reads, changes and rewrites the whole
+ * settings file, so two clients' concurrent requests would otherwise lose one of the updates.
  */
 import { access } from "node:fs/promises";
 import { join } from "node:path";
@@ -59,6 +62,12 @@ export async function startDaemonChannels(o: { home: string; workspace: string; 
     run();
     return running;
   };
+  let mutating: Promise<unknown> = Promise.resolve();
+  const serial = <T>(f: () => Promise<T>): Promise<T> => {
+    const p = mutating.then(f, f);
+    mutating = p.catch(() => undefined);
+    return p;
+  };
   run();
   await running;
   const timer = setInterval(run, RECONCILE_MS);
@@ -66,16 +75,18 @@ export async function startDaemonChannels(o: { home: string; workspace: string; 
   return {
     status: () => sup?.status() ?? [],
     reload,
-    async set(channel, account, patch) {
-      await setAccount(o.home, channel, account, patch);
-      await reload();
-    },
-    async logout(channel, account) {
-      await setAccount(o.home, channel, account, { enabled: false });
-      await reload();
-      await logoutAccount(o.home, channel, account);
-      await reload();
-    },
+    set: (channel, account, patch) =>
+      serial(async () => {
+        await setAccount(o.home, channel, account, patch);
+        await reload();
+      }),
+    logout: (channel, account) =>
+      serial(async () => {
+        await setAccount(o.home, channel, account, { enabled: false });
+        await reload();
+        await logoutAccount(o.home, channel, account);
+        await reload();
+      }),
     unanswered() {
       if (sup === null) return 0;
       let n = 0;

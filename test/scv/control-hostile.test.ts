@@ -1,0 +1,76 @@
+/**
+ * `daemon.control` from careless or hostile clients, against a real `berth daemon`: many clients changing channel
+ * accounts at once (no lost update; the saved settings and `daemon.status` agree, also after kill -9 and a restart).
+ */
+import assert from "node:assert/strict";
+import { mkdtemp, readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { FakeIlink } from "../fakes/fake-ilink.js";
+import { startDaemon, startRig, type Daemon, type Msg, type Rig, type ScvClient } from "./client.js";
+
+async function control(c: ScvClient, command: Msg): Promise<Msg> {
+  const id = c.request({ type: "daemon.control", command });
+  return c.reply(id, ["daemon.status"]);
+}
+
+describe("daemon.control under concurrent and hostile clients", () => {
+  let rig: Rig;
+  let d: Daemon;
+  let ilink: FakeIlink;
+
+  before(async () => {
+    rig = await startRig();
+    ilink = await new FakeIlink().start();
+    d = await startDaemon({ ...rig.env, SCV_HOME: await mkdtemp(join(tmpdir(), "scv-hostile-")) });
+  });
+  after(async () => {
+    assert.equal(await d.stop(), 0);
+    await ilink.close();
+    await rig.fake.close();
+  });
+
+  it("concurrent channel_set and channel_logout from several clients lose no update; status and the saved file agree", async () => {
+    const clients = await Promise.all([0, 1, 2, 3].map(async () => {
+      const c = await d.connect();
+      await c.initialize();
+      return c;
+    }));
+    // Each client enables 6 accounts of its own, all requests in flight at once.
+    const replies = await Promise.all(
+      clients.flatMap((c, i) => [0, 1, 2, 3, 4, 5].map((j) => control(c, { action: "channel_set", channel: "wechat", account: `c${i}a${j}`, enabled: j % 2 === 0 }))),
+    );
+    for (const r of replies) assert.equal(r.type, "daemon.status", JSON.stringify(r));
+    const saved = async (): Promise<Record<string, Msg>> =>
+      (JSON.parse(await readFile(join(rig.home, "channels", "settings.json"), "utf8")) as Msg).accounts.wechat as Record<string, Msg>;
+    const want = clients.flatMap((_c, i) => [0, 1, 2, 3, 4, 5].map((j) => `c${i}a${j}`)).sort();
+    assert.deepEqual(Object.keys(await saved()).sort(), want);
+    // Opposite requests for one account at once, and logouts of half the accounts interleaved with sets of others.
+    await Promise.all([
+      ...clients.map((c, i) => control(c, { action: "channel_set", channel: "wechat", account: "c0a0", enabled: i % 2 === 1 })),
+      ...clients.map((c, i) => control(c, { action: "channel_logout", channel: "wechat", account: `c${i}a1` })),
+      ...clients.map((c, i) => control(c, { action: "channel_set", channel: "wechat", account: `c${i}a2`, remote_tools: "owner" })),
+    ]);
+    const after1 = await saved();
+    const left = want.filter((a) => !/a1$/.test(a));
+    assert.deepEqual(Object.keys(after1).sort(), left);
+    for (let i = 0; i < 4; i++) assert.equal(after1[`c${i}a2`]!.remote_tools, "owner");
+    const st = await control(clients[0]!, { action: "status" });
+    const byId = new Map<string, Msg>((st.status.components as Msg[]).map((x) => [x.account as string, x]));
+    assert.deepEqual([...byId.keys()].sort(), left);
+    for (const a of left) assert.equal(byId.get(a)!.enabled, after1[a]!.enabled, a);
+    for (const c of clients) c.end();
+    // kill -9 right after, then restart: the saved settings still parse and the new daemon reports the same accounts.
+    d.child.kill("SIGKILL");
+    await d.exited;
+    d = await startDaemon({ ...rig.env, SCV_HOME: await mkdtemp(join(tmpdir(), "scv-hostile-")) });
+    const c = await d.connect();
+    await c.initialize();
+    const st2 = await control(c, { action: "status" });
+    assert.deepEqual((st2.status.components as Msg[]).map((x) => x.account as string).sort(), left);
+    for (const a of left) await control(c, { action: "channel_logout", channel: "wechat", account: a });
+    c.end();
+    await c.closed;
+  });
+});
