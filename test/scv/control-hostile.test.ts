@@ -1,12 +1,14 @@
 /**
  * `daemon.control` from careless or hostile clients, against a real `berth daemon`: many clients changing channel
- * accounts at once (no lost update; the saved settings and `daemon.status` agree, also after kill -9 and a restart).
+ * accounts at once (no lost update; the saved settings and `daemon.status` agree, also after kill -9 and a restart),
+ * and a `confirm_ask` question made of controls (refused) or carrying them (neutralised before it reaches the chat).
  */
 import assert from "node:assert/strict";
-import { mkdtemp, readFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { saveWechatCredentials } from "../../src/channels/wechat/credentials.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
 import { startDaemon, startRig, type Daemon, type Msg, type Rig, type ScvClient } from "./client.js";
 
@@ -70,6 +72,44 @@ describe("daemon.control under concurrent and hostile clients", () => {
     const st2 = await control(c, { action: "status" });
     assert.deepEqual((st2.status.components as Msg[]).map((x) => x.account as string).sort(), left);
     for (const a of left) await control(c, { action: "channel_logout", channel: "wechat", account: a });
+    c.end();
+    await c.closed;
+  });
+
+  it("a question of only controls is refused; controls in a question never reach the chat", async () => {
+    const c = await d.connect();
+    await c.initialize();
+    for (const question of ["\u0000\u001b", " \u200b\u202e\t\n", "\u0085\u0007"]) {
+      const r = await control(c, { action: "confirm_ask", question });
+      assert.deepEqual([r.type, r.code, r.message], ["error", "invalid_request", "`command.question` has no visible text; write the question"]);
+    }
+    await mkdir(join(rig.home, "channels", "wechat"), { recursive: true, mode: 0o700 });
+    const settingsPath = join(rig.home, "channels", "settings.json");
+    const s = JSON.parse(await readFile(settingsPath, "utf8")) as Msg;
+    await writeFile(settingsPath, JSON.stringify({ ...s, endpoints: { wechat: { api: ilink.base, cdn: ilink.cdnBase } } }), { mode: 0o600 });
+    await saveWechatCredentials(join(rig.home, "channels", "wechat", "q.json"), {
+      bot_token: ilink.token,
+      bot_id: ilink.botId,
+      user_id: ilink.ownerId,
+      base_url: ilink.base,
+      cdn_url: ilink.cdnBase,
+      saved_unix_seconds: 0,
+    });
+    assert.equal((await control(c, { action: "channel_set", channel: "wechat", account: "q", enabled: true })).type, "daemon.status");
+    // Wait (polling status) until the account's bridge is connected, so the owner chat is reachable.
+    for (;;) {
+      const st = await control(c, { action: "status" });
+      if ((st.status.components as Msg[]).some((x) => x.account === "q" && x.state === "connected")) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const question = "Ship\u001b[2J it\u0000?\u202e\u0007 ok\r";
+    const asked = await control(c, { action: "confirm_ask", question, timeout_seconds: 600 });
+    assert.equal(asked.type, "daemon.status", JSON.stringify(asked));
+    const sent = await ilink.waitSent((all) => all.some((m) => (m.text ?? "").includes("Ship")));
+    const text = sent.find((m) => (m.text ?? "").includes("Ship"))!.text as string;
+    assert.ok(!/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/.test(text), JSON.stringify(text));
+    assert.match(text, /Ship<U\+001B>\[2J it<U\+0000>\?<U\+202E><U\+0007> ok/);
+    await control(c, { action: "channel_logout", channel: "wechat", account: "q" });
     c.end();
     await c.closed;
   });

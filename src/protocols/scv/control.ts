@@ -5,8 +5,12 @@
  * - An action this daemon does not know is `invalid_json` (how a client tells the daemon predates it).
  * - A known action with a bad field is `invalid_request` naming the field; unknown fields are ignored.
  * - Replies carry the request ID but no session ID or `seq`.
+ * - A `confirm_ask` question must have visible text (not only whitespace, controls or format characters); the
+ *   question the daemon sends has every control shown as `<U+XXXX>` (`visibleControls`), so nothing in it can act
+ *   on a chat client or a terminal that shows it.
  */
 import { utf8Length } from "../../core/utf8.js";
+import { visibleControls } from "../../core/visible-controls.js";
 import type { ControlCommand, WireError } from "./wire.js";
 
 export const MAX_CONFIRM_QUESTION_BYTES = 4096;
@@ -109,9 +113,10 @@ const PARSERS: Record<ControlName, Parser> = {
     const q = c["question"];
     if (typeof q !== "string" || q.trim() === "") return bad("`command.question` must be a non-empty string");
     if (utf8Length(q) > MAX_CONFIRM_QUESTION_BYTES) return bad(`\`command.question\` exceeds ${MAX_CONFIRM_QUESTION_BYTES} bytes; shorten it`);
+    if (!/[^\p{C}\p{Z}\s]/u.test(q)) return bad("`command.question` has no visible text; write the question");
     return collect({
       action: "confirm_ask" as const,
-      question: q,
+      question: visibleControls(q),
       parent: optString(c, "parent"),
       timeout_seconds: seconds(c, "timeout_seconds", CONFIRM_DEFAULT_SECONDS, CONFIRM_MAX_SECONDS),
     }) as R<ControlAction>;
