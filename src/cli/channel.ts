@@ -11,7 +11,11 @@
  * With `--app-id`, the App Secret is read from BERTH_FEISHU_APP_SECRET or one line of stdin (never an argument:
  * arguments are visible to every local user). Credentials are written owner-only under `$MC_HOME/channels/` and
  * never printed.
+ *
+ * `set`, `logout` and `status` go to the running daemon (`daemon.control`, see channel-daemon.ts) and touch the saved
+ * files themselves only when no daemon listens; an ambiguous exchange is reported, never retried or redone locally.
  */
+import { lstat } from "node:fs/promises";
 import { isAbsolute } from "node:path";
 import { createInterface } from "node:readline";
 import { renderUnicodeCompact } from "uqr";
@@ -24,6 +28,7 @@ import { offlineStatus } from "../channels/supervisor.js";
 import { saveWechatCredentials } from "../channels/wechat/credentials.js";
 import { LoginError, wechatLogin } from "../channels/wechat/login.js";
 import { resolveHome } from "../store/home.js";
+import type { ControlOutcome } from "./channel-daemon.js";
 import { terminalSafe } from "./terminal-safe.js";
 
 export const USAGE = `usage:
@@ -86,24 +91,19 @@ async function readSecret(): Promise<string> {
   throw new UsageError("no App Secret given: set BERTH_FEISHU_APP_SECRET or type it on stdin");
 }
 
-/** The running daemon's components over its SCV socket; null when no daemon answers. */
-async function liveStatus(): Promise<ComponentStatus[] | null> {
-  const [{ scvSocketPath }, { ScvClient }, { connect }] = await Promise.all([import("./scv-socket.js"), import("../client/scv/client.js"), import("node:net")]);
-  const sock = connect(scvSocketPath(process.env));
-  try {
-    await new Promise<void>((resolve, reject) => {
-      sock.once("connect", () => resolve());
-      sock.once("error", reject);
-    });
-    const client = new ScvClient(sock, sock);
-    const timeout = new Promise<null>((r) => setTimeout(() => r(null), 20_000).unref());
-    const st = await Promise.race([client.initialize().then(() => client.daemonStatus()), timeout]);
-    return st === null ? null : Array.isArray(st["components"]) ? (st["components"] as ComponentStatus[]) : [];
-  } catch {
-    return null;
-  } finally {
-    sock.destroy();
-  }
+/** An account the daemon would remove on logout: saved settings, credentials or delivery state. */
+async function accountExists(home: string, channel: "wechat" | "feishu", account: string): Promise<boolean> {
+  const p = channelPaths(home, channel, account);
+  const exists = (path: string): Promise<boolean> => lstat(path).then(() => true, () => false);
+  return (await loadChannelsConfig(home)).accounts[channel][account] !== undefined || (await exists(p.credentials)) || (await exists(p.state));
+}
+
+/** A daemon exchange that neither succeeded nor found no daemon: the message (never retried), exit status 1. */
+async function daemonFailed(r: Exclude<ControlOutcome, { kind: "none" | "status" }>, mutation: boolean): Promise<number> {
+  const { failureMessage } = await import("./channel-daemon.js");
+  const m = failureMessage(r, mutation);
+  process.stderr.write(terminalSafe(`berth channel: ${m}`, false) + "\n");
+  return 1;
 }
 
 function summary(list: ComponentStatus[]): string {
@@ -123,7 +123,10 @@ export async function runChannel(argv: string[]): Promise<number> {
   try {
     if (sub === "status") {
       const f = parseFlags(rest, { "--json": "bool" });
-      const live = await liveStatus();
+      const { daemonControl } = await import("./channel-daemon.js");
+      const r = await daemonControl({ action: "status" });
+      if (r.kind !== "none" && r.kind !== "status") return daemonFailed(r, false);
+      const live = r.kind === "status" ? (Array.isArray(r.status["components"]) ? (r.status["components"] as ComponentStatus[]) : []) : null;
       const components = live ?? (await offlineStatus(home));
       if (f["--json"]) process.stdout.write(JSON.stringify({ components }) + "\n");
       else process.stdout.write(summary(components) + (live === null && components.length > 0 ? "  (state as saved: no `berth daemon` is running)\n" : ""));
@@ -143,7 +146,11 @@ export async function runChannel(argv: string[]): Promise<number> {
       const f = parseFlags(flags, { "--account": "value" });
       const account = String(f["--account"] ?? "default");
       checkAccountName(account);
-      const removed = await logoutAccount(home, channel, account);
+      const { daemonControl } = await import("./channel-daemon.js");
+      const had = await accountExists(home, channel, account);
+      const r = await daemonControl({ action: "channel_logout", channel, account });
+      if (r.kind !== "none" && r.kind !== "status") return daemonFailed(r, true);
+      const removed = r.kind === "status" ? had : await logoutAccount(home, channel, account);
       process.stdout.write(
         removed
           ? `Logged out ${channel}:${account}; its credentials and delivery state are removed.\n`
@@ -159,13 +166,20 @@ export async function runChannel(argv: string[]): Promise<number> {
       if (rt !== undefined && rt !== "none" && rt !== "owner") throw new UsageError("--remote-tools takes none or owner");
       if (se !== undefined && se !== "owner" && se !== "anyone") throw new UsageError("--senders takes owner or anyone");
       if (typeof ws === "string" && !isAbsolute(ws)) throw new UsageError("--workspace must be an absolute path");
-      const e = await setAccount(home, channel, String(f["--account"] ?? "default"), {
+      const account = String(f["--account"] ?? "default");
+      checkAccountName(account);
+      const patch: Parameters<typeof setAccount>[3] = {
         enabled: f["--enable"] ? true : f["--disable"] ? false : undefined,
         workspace: typeof ws === "string" ? ws : undefined,
-        remote_tools: rt,
-        senders: se,
-      });
-      process.stdout.write(JSON.stringify(e) + "\n");
+        remote_tools: rt === "none" || rt === "owner" ? rt : undefined,
+        senders: se === "owner" || se === "anyone" ? se : undefined,
+      };
+      const present = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined));
+      const { daemonControl } = await import("./channel-daemon.js");
+      const r = await daemonControl({ action: "channel_set", channel, account, ...present });
+      if (r.kind !== "none" && r.kind !== "status") return daemonFailed(r, true);
+      const e = r.kind === "status" ? (await loadChannelsConfig(home)).accounts[channel][account] : await setAccount(home, channel, account, patch);
+      process.stdout.write(JSON.stringify(e ?? null) + "\n");
       return 0;
     }
     const cfg = await loadChannelsConfig(home);
