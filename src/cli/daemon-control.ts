@@ -7,10 +7,15 @@
  *   it afterwards. No lock (component reconciliation, delegation scans) is held while a reply is written, so a client
  *   that never reads blocks only its own connection.
  * - Mutations (`channel_set`, `channel_logout`) resolve after the reconciliation they cause has joined.
+ * - Refusals are fixed messages naming the field and the fix; a client's own text (channel, account, handle) is
+ *   never echoed, so nothing it sent can come back as terminal controls.
+ * - A `channel_set` workspace is saved canonical (symlinks resolved), as `session.start` resolves its `cwd`: a link
+ *   repointed later does not move the account's workspace.
  */
 import { isAbsolute } from "node:path";
-import { stat } from "node:fs/promises";
-import { channelOf } from "../channels/config.js";
+import { realpath, stat } from "node:fs/promises";
+import { checkAccountName } from "../channels/common/files.js";
+import { channelOf, type ChannelName } from "../channels/config.js";
 import { daemonStatusFrame, parseControl, type ControlAction, type DaemonStatus, type DelegationEntry } from "../protocols/scv/control.js";
 import type { ControlCommand, ErrorCode, WireError } from "../protocols/scv/wire.js";
 import type { DaemonChannels } from "./daemon-channels.js";
@@ -63,6 +68,16 @@ export function createDaemonControl(d: ControlDeps): (cmd: ControlCommand, reque
       ...(selection !== null ? { selection } : {}),
     };
   };
+  const channelAccount = (a: { channel: string; account: string }, rid: string): { channel: ChannelName } | WireError => {
+    const channel = channelOf(a.channel);
+    if (channel === null) return fail("component_error", "unknown channel in `command.channel`: use wechat or feishu (lark is feishu)", rid);
+    try {
+      checkAccountName(a.account);
+    } catch {
+      return fail("component_error", "invalid account name in `command.account`: use 1-64 of A-Z a-z 0-9 _ -", rid);
+    }
+    return { channel };
+  };
   const needChannels = (rid: string): DaemonChannels | WireError =>
     d.channels() ?? fail("component_error", "the daemon's channel components are not running yet; retry in a moment", rid);
 
@@ -73,19 +88,22 @@ export function createDaemonControl(d: ControlDeps): (cmd: ControlCommand, reque
       return daemonStatusFrame(rid, await status());
     },
     channel_set: async (a, rid) => {
-      const ch = channelOf(a.channel);
-      if (ch === null) return fail("component_error", `unknown channel \`${a.channel.slice(0, 32)}\`: use wechat or feishu`, rid);
+      const target = channelAccount(a, rid);
+      if ("code" in target) return target;
+      const ch = target.channel;
+      let workspace: string | undefined;
       if (a.workspace !== undefined) {
         if (!isAbsolute(a.workspace)) return fail("component_error", "`workspace` must be an absolute path", rid);
         const st = await stat(a.workspace).catch(() => null);
-        if (st === null || !st.isDirectory()) return fail("component_error", "`workspace` is not an existing directory", rid);
+        workspace = st?.isDirectory() === true ? await realpath(a.workspace).catch(() => undefined) : undefined;
+        if (workspace === undefined) return fail("component_error", "`workspace` is not an existing directory", rid);
       }
       const c = needChannels(rid);
       if ("code" in c) return c;
       try {
         await c.set(ch, a.account, {
           ...(a.enabled !== undefined ? { enabled: a.enabled } : {}),
-          ...(a.workspace !== undefined ? { workspace: a.workspace } : {}),
+          ...(workspace !== undefined ? { workspace } : {}),
           ...(a.remote_tools !== undefined ? { remote_tools: a.remote_tools } : {}),
           ...(a.senders !== undefined ? { senders: a.senders } : {}),
         });
@@ -95,12 +113,12 @@ export function createDaemonControl(d: ControlDeps): (cmd: ControlCommand, reque
       return daemonStatusFrame(rid, await status());
     },
     channel_logout: async (a, rid) => {
-      const ch = channelOf(a.channel);
-      if (ch === null) return fail("component_error", `unknown channel \`${a.channel.slice(0, 32)}\`: use wechat or feishu`, rid);
+      const target = channelAccount(a, rid);
+      if ("code" in target) return target;
       const c = needChannels(rid);
       if ("code" in c) return c;
       try {
-        await c.logout(ch, a.account);
+        await c.logout(target.channel, a.account);
       } catch (e) {
         return fail("component_error", componentMessage(e), rid);
       }
@@ -113,7 +131,7 @@ export function createDaemonControl(d: ControlDeps): (cmd: ControlCommand, reque
     delegation_kill: async (a, rid) => {
       if (a.handle === undefined && !a.orphans) return fail("delegation_error", "name a delegation `handle`, set `orphans: true`, or both", rid);
       const r = await d.delegations.kill(a.handle, a.orphans);
-      if ("unknown" in r) return fail("delegation_error", `no delegated run \`${r.unknown.slice(0, 64)}\` (list them with the \`delegations\` action)`, rid);
+      if ("unknown" in r) return fail("delegation_error", "no delegated run has the `command.handle` given (list them with the `delegations` action)", rid);
       const entries = await d.delegations.list(true);
       return daemonStatusFrame(rid, await status({ delegations: { ...(await d.delegations.counts()), entries, killed: r.killed } }));
     },

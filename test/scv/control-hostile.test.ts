@@ -1,10 +1,11 @@
 /**
  * `daemon.control` from careless or hostile clients, against a real `berth daemon`: many clients changing channel
  * accounts at once (no lost update; the saved settings and `daemon.status` agree, also after kill -9 and a restart),
- * and a `confirm_ask` question made of controls (refused) or carrying them (neutralised before it reaches the chat).
+ * a `confirm_ask` question made of controls (refused) or carrying them (neutralised before it reaches the chat),
+ * refusals that never echo what the client sent, and a workspace given as a symlink saved as its target.
  */
 import assert from "node:assert/strict";
-import { mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, realpath, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -110,6 +111,38 @@ describe("daemon.control under concurrent and hostile clients", () => {
     assert.ok(!/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/.test(text), JSON.stringify(text));
     assert.match(text, /Ship<U\+001B>\[2J it<U\+0000>\?<U\+202E><U\+0007> ok/);
     await control(c, { action: "channel_logout", channel: "wechat", account: "q" });
+    c.end();
+    await c.closed;
+  });
+
+  it("refusals are fixed messages that echo nothing the client sent; a symlinked workspace is saved resolved", async () => {
+    const c = await d.connect();
+    await c.initialize();
+    const esc = "\u001b]0;owned\u0007\u001b[2J";
+    const cases: Array<[Msg, string, string]> = [
+      [{ action: "channel_set", channel: esc, account: "a" }, "component_error", "unknown channel in `command.channel`: use wechat or feishu (lark is feishu)"],
+      [{ action: "channel_logout", channel: esc, account: "a" }, "component_error", "unknown channel in `command.channel`: use wechat or feishu (lark is feishu)"],
+      ...[esc, "a/b", "..", "a\u0000b", "x".repeat(1000)].map((account): [Msg, string, string] => [
+        { action: "channel_set", channel: "wechat", account, enabled: false },
+        "component_error",
+        "invalid account name in `command.account`: use 1-64 of A-Z a-z 0-9 _ -",
+      ]),
+      [{ action: "channel_logout", channel: "feishu", account: esc }, "component_error", "invalid account name in `command.account`: use 1-64 of A-Z a-z 0-9 _ -"],
+      [{ action: "delegation_kill", handle: esc + "x".repeat(10_240) }, "delegation_error", "no delegated run has the `command.handle` given (list them with the `delegations` action)"],
+    ];
+    for (const [command, code, message] of cases) {
+      const r = await control(c, command);
+      assert.deepEqual([r.type, r.code, r.message], ["error", code, message], JSON.stringify(command).slice(0, 80));
+    }
+    const dir = await mkdtemp(join(tmpdir(), "ws-real-"));
+    const link = join(await mkdtemp(join(tmpdir(), "ws-link-")), "link");
+    await symlink(dir, link);
+    assert.equal((await control(c, { action: "channel_set", channel: "wechat", account: "linked", enabled: false, workspace: link })).type, "daemon.status");
+    const saved = JSON.parse(await readFile(join(rig.home, "channels", "settings.json"), "utf8")) as Msg;
+    assert.equal(saved.accounts.wechat.linked.workspace, await realpath(dir));
+    await control(c, { action: "channel_logout", channel: "wechat", account: "linked" });
+    // The daemon still serves this client after every refusal.
+    assert.equal((await control(c, { action: "status" })).type, "daemon.status");
     c.end();
     await c.closed;
   });
