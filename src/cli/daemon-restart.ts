@@ -93,7 +93,7 @@ export function restartPlanner(o: RestartOptions): RestartControl & { stop(): vo
       const info = await buildInfo(o.exec);
       if (info === null) return { refused: `the release installed at ${o.exec.script} does not answer \`berth build-info\`; reinstall it` };
       if (a.version !== undefined && info.version !== a.version)
-        return { refused: `the release installed at ${o.exec.script} is ${info.version.slice(0, 32)}, not ${a.version.slice(0, 32)}; install that version first` };
+        return { refused: `the release installed at ${o.exec.script} is ${info.version.slice(0, 32)}, not the \`command.version\` requested; install that version first` };
       if (plan !== null && plan.to_version === info.version) return view(plan);
       const [, session, parentHandle] = a.parent?.split("/") ?? [];
       const origin = session !== undefined && session !== "" ? await o.originOf(session) : null;

@@ -141,6 +141,18 @@ describe("daemon.control under concurrent and hostile clients", () => {
     const saved = JSON.parse(await readFile(join(rig.home, "channels", "settings.json"), "utf8")) as Msg;
     assert.equal(saved.accounts.wechat.linked.workspace, await realpath(dir));
     await control(c, { action: "channel_logout", channel: "wechat", account: "linked" });
+    // A huge parent chain or version is refused before it can be kept in every later status (`restart.requester`).
+    for (const [command, field, max] of [
+      [{ action: "restart_when_idle", parent: "a/b/".repeat(100_000) }, "parent", 1024],
+      [{ action: "confirm_ask", question: "ok?", parent: "p".repeat(1025) }, "parent", 1024],
+      [{ action: "restart_when_idle", version: "1".repeat(129) }, "version", 128],
+    ] as const) {
+      const r = await control(c, command);
+      assert.deepEqual(
+        [r.code, r.message],
+        ["invalid_request", `\`command.${field}\` exceeds ${max} bytes; pass the value as given to you (\`SCV_PARENT\`, \`berth build-info\`)`],
+      );
+    }
     // The daemon still serves this client after every refusal.
     assert.equal((await control(c, { action: "status" })).type, "daemon.status");
     c.end();

@@ -224,7 +224,7 @@ describe("restart_when_idle under a supervisor", () => {
       const pkg = JSON.parse(await readFile(new URL("../../../package.json", import.meta.url), "utf8")) as Msg;
       const other = await control(c, { action: "restart_when_idle", version: "0.0.0-other" });
       assert.equal(other.code, "restart_error");
-      assert.match(other.message, /is .*, not 0\.0\.0-other/);
+      assert.match(other.message, /is .*, not the `command.version` requested; install that version first$/);
       // A live delegation record (owned by this test process) that the plan must wait for.
       const { writeRecord, processStart } = await import("../../src/runtime/delegation/records.js");
       await writeRecord(rig.home, {

@@ -18,6 +18,9 @@ export const CONFIRM_DEFAULT_SECONDS = 1800;
 export const CONFIRM_MAX_SECONDS = 14_400;
 export const RESTART_DEFAULT_WAIT_SECONDS = 600;
 export const RESTART_MAX_WAIT_SECONDS = 3600;
+/** `parent` (an `SCV_PARENT` chain `<instance>/<session>/<handle>`) and `version`/`commit` are bounded (Berth's choice). */
+export const MAX_PARENT_BYTES = 1024;
+export const MAX_VERSION_BYTES = 128;
 
 export type ControlAction =
   | { action: "status" }
@@ -49,6 +52,11 @@ function optString(c: C, k: string): R<string | undefined> {
   const v = c[k];
   if (v === undefined || v === null) return undefined;
   return typeof v === "string" && v !== "" ? v : bad(`\`command.${k}\` must be a non-empty string`);
+}
+function boundedString(c: C, k: string, max: number): R<string | undefined> {
+  const v = optString(c, k);
+  if (typeof v === "string" && utf8Length(v) > max) return bad(`\`command.${k}\` exceeds ${max} bytes; pass the value as given to you (\`SCV_PARENT\`, \`berth build-info\`)`);
+  return v;
 }
 function optBool(c: C, k: string): R<boolean | undefined> {
   const v = c[k];
@@ -104,9 +112,9 @@ const PARSERS: Record<ControlName, Parser> = {
   restart_when_idle: (c) =>
     collect({
       action: "restart_when_idle" as const,
-      version: optString(c, "version"),
-      commit: optString(c, "commit"),
-      parent: optString(c, "parent"),
+      version: boundedString(c, "version", MAX_VERSION_BYTES),
+      commit: boundedString(c, "commit", MAX_VERSION_BYTES),
+      parent: boundedString(c, "parent", MAX_PARENT_BYTES),
       max_wait_seconds: seconds(c, "max_wait_seconds", RESTART_DEFAULT_WAIT_SECONDS, RESTART_MAX_WAIT_SECONDS),
     }) as R<ControlAction>,
   confirm_ask: (c) => {
@@ -117,7 +125,7 @@ const PARSERS: Record<ControlName, Parser> = {
     return collect({
       action: "confirm_ask" as const,
       question: visibleControls(q),
-      parent: optString(c, "parent"),
+      parent: boundedString(c, "parent", MAX_PARENT_BYTES),
       timeout_seconds: seconds(c, "timeout_seconds", CONFIRM_DEFAULT_SECONDS, CONFIRM_MAX_SECONDS),
     }) as R<ControlAction>;
   },
