@@ -157,11 +157,11 @@ describe("berth chat turn failure lines", () => {
     fake.script([{ steps: calls }]);
     let r = await run();
     assert.equal(r.code, 1);
-    assert.match(r.err, /the turn failed \(tool_limit: the provider's tool calls exceeded a size or count limit: too many tool calls in one response; ask the model for fewer tool calls at a time\)/);
+    assert.match(r.err, /the turn failed \(tool_limit: the provider's tool calls exceeded a size or count limit: more than 32 tool calls in one response; ask the model for fewer tool calls at a time\)/);
     // An answer over the 1 MiB assistant-text limit.
     fake.script([{ steps: [{ text: "x".repeat(1024 * 1024 + 1), chunks: 16 }] }]);
     r = await run();
     assert.equal(r.code, 1);
-    assert.match(r.err, /the turn failed \(response_limit: the provider response exceeded a size limit: assistant text exceeds size limit; ask for a shorter answer, or split the task into smaller steps\)/);
+    assert.match(r.err, /the turn failed \(response_limit: the provider response exceeded a size limit: assistant text exceeds 1 MiB; ask for a shorter answer, or split the task into smaller steps\)/);
   });
 });

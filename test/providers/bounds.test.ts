@@ -34,28 +34,28 @@ const cases: Case[] = [
     name: "SSE event 1 MiB",
     at: { steps: [{ sizedText: B.maxSseEventBytes }] },
     past: { steps: [smallCall, { sizedText: B.maxSseEventBytes + 1 }] },
-    label: "provider event exceeds size limit",
+    label: "one event of the provider's stream exceeds 1 MiB",
     checkAt: (ev) => assert.ok(textOf(ev).length > B.maxSseEventBytes - 300),
   },
   {
     name: "whole response 4 MiB",
     at: { steps: [{ text: "hi" }], totalBytes: B.maxResponseBytes },
     past: { steps: [smallCall, { text: "hi" }], totalBytes: B.maxResponseBytes + 1 },
-    label: "provider response exceeds size limit",
+    label: "provider response exceeds 4 MiB",
     checkAt: (ev) => assert.equal(textOf(ev), "hi"),
   },
   {
     name: "assistant text 1 MiB (UTF-8 bytes)",
     at: { steps: [{ text: "é".repeat(B.maxAssistantTextBytes / 2), chunks: 16 }], compactDone: true },
     past: { steps: [smallCall, { text: `${"é".repeat(B.maxAssistantTextBytes / 2)}a`, chunks: 16 }], compactDone: true },
-    label: "assistant text exceeds size limit",
+    label: "assistant text exceeds 1 MiB",
     checkAt: (ev) => assert.equal(Buffer.byteLength(textOf(ev)), B.maxAssistantTextBytes),
   },
   {
     name: "tool arguments 256 KiB",
     at: { steps: [{ toolCall: { name: "big", arguments: argsOfBytes(B.maxToolArgumentBytes), chunks: 8 } }] },
     past: { steps: [smallCall, { toolCall: { name: "big", arguments: argsOfBytes(B.maxToolArgumentBytes + 1), chunks: 8 } }] },
-    label: "tool arguments exceed size limit",
+    label: "tool call arguments exceed 256 KiB",
     checkAt: (ev) => {
       const c = ev.find((e) => e.type === "tool_call");
       assert.equal(c?.type === "tool_call" ? (c.arguments["x"] as string).length : -1, B.maxToolArgumentBytes - 8);
@@ -65,7 +65,7 @@ const cases: Case[] = [
     name: "32 tool calls",
     at: { steps: Array.from({ length: B.maxToolCallsPerResponse }, (_, i) => ({ toolCall: { id: `c${i}`, name: "t", arguments: { i } } })) },
     past: { steps: Array.from({ length: B.maxToolCallsPerResponse + 1 }, (_, i) => ({ toolCall: { id: `c${i}`, name: "t", arguments: { i } } })) },
-    label: "too many tool calls in one response",
+    label: "more than 32 tool calls in one response",
     checkAt: (ev) => assert.equal(calls(ev), B.maxToolCallsPerResponse),
   },
 ];

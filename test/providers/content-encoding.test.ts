@@ -56,7 +56,7 @@ async function tripsResponseBound(coding: string, chunk: Buffer): Promise<void> 
   try {
     const { provider } = makeProvider("openai-chat", s.fake);
     const events = await collect(provider.stream(request()));
-    assert.deepEqual(events, [{ type: "error", kind: "limit", retryable: false, message: "provider response exceeds size limit" }]);
+    assert.deepEqual(events, [{ type: "error", kind: "limit", retryable: false, message: "provider response exceeds 4 MiB" }]);
   } finally {
     await s.close();
   }
@@ -176,7 +176,7 @@ describe("openai-chat: a broken or hostile compressed body", () => {
     try {
       const { provider } = makeProvider("openai-chat", s.fake);
       const events = await collect(provider.stream(request()));
-      assert.deepEqual(events, [{ type: "error", kind: "limit", retryable: false, message: "provider event exceeds size limit" }]);
+      assert.deepEqual(events, [{ type: "error", kind: "limit", retryable: false, message: "one event of the provider's stream exceeds 1 MiB" }]);
     } finally {
       await s.close();
     }

@@ -147,7 +147,7 @@ describe("openai-chat: a transfer-coded body", () => {
     try {
       const { provider } = makeProvider("openai-chat", s.fake, { baseUrl: `${s.fake.baseUrl}/v1` });
       const events = await collect(provider.stream(request()));
-      assert.deepEqual(events, [{ type: "error", kind: "limit", retryable: false, message: "provider response exceeds size limit" }]);
+      assert.deepEqual(events, [{ type: "error", kind: "limit", retryable: false, message: "provider response exceeds 4 MiB" }]);
     } finally {
       await s.close();
     }

@@ -74,7 +74,7 @@ it("a tool-call limit hit after a retried outage is still a tool limit", async (
     const events: RuntimeEvent[] = [];
     const out = await runLoop(loop(fake, events));
     assert.equal(out.status, "failed");
-    assert.equal(out.message, "too many tool calls in one response (2 attempts)");
+    assert.equal(out.message, "more than 32 tool calls in one response (2 attempts)");
     assert.equal(out.reason, "tool_limit");
   } finally {
     await fake.close();

@@ -15,11 +15,11 @@ const text = (bytes: number): Msg[] => Array.from({ length: Math.ceil(bytes / 65
 const args = (bytes: number): string => `{"x":"${"a".repeat(bytes - 8)}"}`;
 const calls = (n: number): Msg[] => Array.from({ length: n }, (_, i) => ({ toolCall: { id: `k${i}`, name: "nope", arguments: {} } }));
 
-const TEXT = "the provider response exceeded a size limit: assistant text exceeds size limit; ask for a shorter answer, or split the task into smaller steps";
-const ARGS = "the provider's tool calls exceeded a size or count limit: tool arguments exceed size limit; ask the model to write large content in several smaller tool calls";
-const COUNT = "the provider's tool calls exceeded a size or count limit: too many tool calls in one response; ask the model for fewer tool calls at a time";
+const TEXT = "the provider response exceeded a size limit: assistant text exceeds 1 MiB; ask for a shorter answer, or split the task into smaller steps";
+const ARGS = "the provider's tool calls exceeded a size or count limit: tool call arguments exceed 256 KiB; ask the model to write large content in several smaller tool calls";
+const COUNT = "the provider's tool calls exceeded a size or count limit: more than 32 tool calls in one response; ask the model for fewer tool calls at a time";
 
-const RESPONSE = "the provider response exceeded a size limit: provider response exceeds size limit; ask for a shorter answer, or split the task into smaller steps";
+const RESPONSE = "the provider response exceeded a size limit: provider response exceeds 4 MiB; ask for a shorter answer, or split the task into smaller steps";
 
 const CASES: Array<{ name: string; at: Msg; past: Msg; continues: boolean; code: string; message: string }> = [
   { name: "assistant text", at: { steps: text(B.maxAssistantTextBytes) }, past: { steps: text(B.maxAssistantTextBytes + 1) }, continues: false, code: "response_limit", message: TEXT },

@@ -5,8 +5,21 @@
  * `invalid_api_key`, `model_not_found`): a short identifier checked against `CATEGORY`, never its
  * free-text message (OpenAI's names part of the rejected key).
  */
-import type { ProviderErrorKind, ProviderEvent } from "../types.js";
+import { PROVIDER_BOUNDS, type ProviderErrorKind, type ProviderEvent } from "../types.js";
 
+/** A byte count as people read it: `1 MiB`, `256 KiB`, else `N bytes`. */
+function sizeText(n: number): `${number} ${"MiB" | "KiB" | "bytes"}` {
+  if (n % (1024 * 1024) === 0) return `${n / (1024 * 1024)} MiB`;
+  if (n % 1024 === 0) return `${n / 1024} KiB`;
+  return `${n} bytes`;
+}
+
+const B = PROVIDER_BOUNDS;
+
+/**
+ * Each answer bound's label names the bound's value (`assistant text exceeds 1 MiB`): one fixed text per bound, built
+ * from `PROVIDER_BOUNDS` (under a test's tighter `bounds` it still names the default), matched whole or by its start.
+ */
 export const LABELS = {
   aborted: "request aborted",
   credential: "provider credential unavailable",
@@ -24,11 +37,11 @@ export const LABELS = {
   disconnect: "provider stream ended unexpectedly",
   notStream: "provider did not answer with an event stream",
   malformed: "malformed provider stream",
-  eventLimit: "provider event exceeds size limit",
-  responseLimit: "provider response exceeds size limit",
-  textLimit: "assistant text exceeds size limit",
-  toolArgsLimit: "tool arguments exceed size limit",
-  toolCountLimit: "too many tool calls in one response",
+  eventLimit: `one event of the provider's stream exceeds ${sizeText(B.maxSseEventBytes)}`,
+  responseLimit: `provider response exceeds ${sizeText(B.maxResponseBytes)}`,
+  textLimit: `assistant text exceeds ${sizeText(B.maxAssistantTextBytes)}`,
+  toolArgsLimit: `tool call arguments exceed ${sizeText(B.maxToolArgumentBytes)}`,
+  toolCountLimit: `more than ${B.maxToolCallsPerResponse} tool calls in one response`,
   badToolArgs: "tool arguments are not a JSON object",
   toolName: "provider sent a tool name longer than 1024 bytes",
   contentCoding: "provider answered with a content-encoding Berth cannot decode",
