@@ -139,8 +139,12 @@ for (const api of APIS) {
         // OpenAI Responses over HTTP, and Mistral (its code null: only the message says so).
         JSON.stringify({ error: { message: `Your input exceeds the context window of this model. ${ERROR_BODY_SECRET}`, type: "invalid_request_error", param: "input", code: "context_length_exceeded" } }),
         JSON.stringify({ object: "error", message: `Prompt contains 40000 tokens, too large for model with 32768 maximum context length ${ERROR_BODY_SECRET}`, type: "invalid_request_error", param: null, code: null }),
+        // Gemini's OpenAI-compatible endpoint: a JSON array of one Google error; and Google's own single error object.
+        JSON.stringify([{ error: { code: 400, message: `The input token count (1200293) exceeds the maximum number of tokens allowed (1048576). ${ERROR_BODY_SECRET}`, status: "INVALID_ARGUMENT" } }]),
+        JSON.stringify({ error: { code: 400, message: `The input token count (81881) exceeds the maximum number of tokens allowed (65536). ${ERROR_BODY_SECRET}`, status: "INVALID_ARGUMENT" } }),
         // Not an overflow: the category stays the server's.
         JSON.stringify({ error: { type: "invalid_request_error", message: `messages: text content blocks must be non-empty ${ERROR_BODY_SECRET}` } }),
+        JSON.stringify([{ error: { code: 400, message: `Invalid JSON payload received. Unknown name "x": Cannot find field. ${ERROR_BODY_SECRET}`, status: "INVALID_ARGUMENT" } }]),
       ];
       fake.script(bodies.map((body) => ({ status: 400, body })));
       const { provider } = makeProvider(api, fake);
@@ -151,8 +155,9 @@ for (const api of APIS) {
         messages.push((terminal(events) as { message: string }).message);
       }
       assert.deepEqual(messages, [
-        ...Array(7).fill("provider returned an error status (HTTP 400 context_length_exceeded)"),
+        ...Array(9).fill("provider returned an error status (HTTP 400 context_length_exceeded)"),
         "provider returned an error status (HTTP 400 invalid_request_error)",
+        "provider returned an error status (HTTP 400)",
       ]);
     });
 

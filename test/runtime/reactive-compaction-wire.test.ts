@@ -1,7 +1,8 @@
 /**
  * Reactive compaction against each dialect's real wire: an in-stream refusal as over the window (in the shape its
  * servers send), one that comes after only usage or keep-alive events, and a request refused as too large in bytes
- * (HTTP 413) are each compacted once and sent again; the turn completes.
+ * (HTTP 413), or over the window by Gemini's OpenAI-compatible endpoint (HTTP 400, a JSON array body), are each compacted
+ * once and sent again; the turn completes.
  */
 import { it } from "node:test";
 import assert from "node:assert/strict";
@@ -80,6 +81,13 @@ it("HTTP 413 (Anthropic's request_too_large, or a proxy's bare 413) is compacted
   await assertCompactedAndRetried("anthropic", { status: 413, body: anthropic });
   const page = `<html><head><title>413 Request Entity Too Large</title></head><body>${ERROR_BODY_SECRET}</body></html>`;
   await assertCompactedAndRetried("openai-chat", { status: 413, body: page, headers: { "content-type": "text/html" } });
+});
+
+it("Gemini's OpenAI-compatible endpoint: a 400 whose JSON array body counts more input tokens than allowed is compacted and sent again", async () => {
+  // The shape generativelanguage.googleapis.com/v1beta/openai answers with: an array of one Google error.
+  const message = `The input token count (1200293) exceeds the maximum number of tokens allowed (1048576). ${ERROR_BODY_SECRET}`;
+  const gemini = JSON.stringify([{ error: { code: 400, message, status: "INVALID_ARGUMENT" } }]);
+  await assertCompactedAndRetried("openai-chat", { status: 400, body: gemini });
 });
 
 it("a 413 on the retry too ends the turn failed naming the size refusal, not the context window", async () => {

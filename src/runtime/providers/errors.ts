@@ -69,12 +69,16 @@ export function safeCategory(v: unknown): string | undefined {
  * The error category of a provider's JSON error body (over HTTP, or an in-stream error event's: `streamErrorFailure`):
  * `CONTEXT_OVERFLOW` when `mayOverflow` and the body says the request was longer than the model's window
  * (`contextOverflow`); else OpenAI `{"error":{"code","type"}}` (the more specific `code` first) and Anthropic
- * `{"type":"error","error":{"type"}}`; undefined when the body has neither or it is not an identifier. `mayOverflow` is
+ * `{"type":"error","error":{"type"}}`; of a JSON array (Gemini's OpenAI-compatible endpoint:
+ * `[{"error":{"code":400,"message","status":"INVALID_ARGUMENT"}}]`), its first element's. Undefined when the body has
+ * none of these or it is not an identifier. `mayOverflow` is
  * the status's or the in-stream error's own say (`overflowStatus`; not a rate limit, overload or credential refusal):
  * a 429 whose message speaks of "tokens per minute" is a rate limit, never an overflow.
  */
-export function errorCategory(body: unknown, mayOverflow: boolean): string | undefined {
-  if (typeof body !== "object" || body === null) return undefined;
+export function errorCategory(answer: unknown, mayOverflow: boolean): string | undefined {
+  // Gemini's OpenAI-compatible endpoint answers with a JSON array of Google errors: its first is the error.
+  const body: unknown = Array.isArray(answer) ? answer[0] : answer;
+  if (typeof body !== "object" || body === null || Array.isArray(body)) return undefined;
   if (mayOverflow && contextOverflow(body as Record<string, unknown>)) return CONTEXT_OVERFLOW;
   const err = (body as Record<string, unknown>)["error"];
   if (typeof err !== "object" || err === null) return undefined;
@@ -98,9 +102,11 @@ const OVERFLOW_CODES = new Set(["context_length_exceeded", "exceed_context_size_
  * Phrases of the servers that say it only in their message, matched, never shown: Anthropic "prompt is too long: N
  * tokens > M maximum", OpenAI Responses "Your input exceeds the context window of this model", vLLM, OpenRouter and
  * Mistral "maximum context length", llama.cpp "exceeds the available context size",
- * LM Studio "context length of only N tokens", Bedrock "Input is too long for requested model".
+ * LM Studio "context length of only N tokens", Bedrock "Input is too long for requested model", Google (Gemini, also
+ * through its OpenAI-compatible endpoint) "The input token count (N) exceeds the maximum number of tokens allowed (M)".
  */
-const OVERFLOW_TEXT = /prompt is too long|maximum context length|context (?:length|window|size)|input is too long for requested model/i;
+const OVERFLOW_TEXT =
+  /prompt is too long|maximum context length|context (?:length|window|size)|input is too long for requested model|input token count\b.{0,40}\bexceeds the maximum number of tokens/i;
 /**
  * The error types (or codes) of a request refused as invalid, the only kind a phrase is read in: OpenAI's and
  * Anthropic's `invalid_request_error`, Responses' `invalid_prompt`, vLLM's `BadRequestError`, Bedrock's
