@@ -7,7 +7,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -220,6 +220,43 @@ describe("berth chat failure causes", () => {
     r = await run(h, {});
     assert.equal(r.code, 1);
     assert.match(r.err, /settings\.json: the file is larger than settings files may be \(4 MiB\)/);
+  });
+
+  /** Whether `setpriv` can run a command here (as root, to drop root's override of file permissions). */
+  const setpriv = ((): boolean => spawnSync("setpriv", ["--version"]).status === 0)();
+  const asRoot = process.getuid?.() === 0;
+  it("settings: an unreadable settings.json names the command that makes it readable", { skip: asRoot && !setpriv ? "as root, needs setpriv to drop CAP_DAC_OVERRIDE" : false }, async () => {
+    // Root reads any file: as root, `berth chat` runs without CAP_DAC_OVERRIDE/CAP_DAC_READ_SEARCH, so the refusal
+    // is the kernel's real EACCES, as a user sees it.
+    const drop = ["--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-dac_override,-dac_read_search"];
+    const [cmd, pre] = asRoot ? ["setpriv", [...drop, process.execPath]] : [process.execPath, []];
+    const runAs = (h: string): Promise<{ code: number | null; err: string }> =>
+      new Promise((resolve) => {
+        const c = spawn(cmd, [...pre, BERTH_BIN, "chat", "-p", "hi"], { env: chatEnv(h), cwd: mkdtempSync(join(tmpdir(), "berth-cwd-")), stdio: ["ignore", "ignore", "pipe"] });
+        let err = "";
+        c.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
+        c.on("close", (code) => resolve({ code, err }));
+      });
+    // A home whose path the shell would split: the command names it quoted, ready to paste.
+    const h = join(mkdtempSync(join(tmpdir(), "berth-set-")), "my 'berth' home");
+    mkdirSync(h);
+    const file = join(h, "settings.json");
+    const quoted = `'${file.replace(/'/g, "'\\''")}'`;
+    writeFileSync(file, "{}");
+    chmodSync(file, 0o000);
+    let r = await runAs(h);
+    assert.equal(r.code, 1);
+    noTrace(r.err);
+    assert.ok(r.err.includes(`settings: ${file}: cannot be read (EACCES: permission denied); make it readable by you: chmod 600 ${quoted}\n`), r.err);
+    // The command named is the fix: the same chat then gets past the settings (to the missing provider).
+    chmodSync(file, 0o600);
+    r = await runAs(h);
+    assert.doesNotMatch(r.err, /cannot be read/);
+    if (!asRoot) return;
+    // Another user's file: chmod alone would be refused, so taking it over comes first.
+    chownSync(file, 65534, 65534);
+    r = await runAs(h);
+    assert.ok(r.err.includes(`settings: ${file}: cannot be read (EACCES: permission denied); it belongs to another user: sudo chown "$(id -un)" ${quoted} && chmod 600 ${quoted}\n`), r.err);
   });
 
   it("settings: a FIFO in place of the global or the project's settings.json is named, never waited on", async () => {

@@ -215,6 +215,26 @@ function textDepthExceeds(t: string, max: number): boolean {
   return false;
 }
 
+/** `s` as one shell word, to paste into a command: quoted only when it holds a character the shell would read. */
+function shellWord(s: string): string {
+  return /^[A-Za-z0-9_./:@%+=,-]+$/.test(s) ? s : `'${s.replace(/'/g, "'\\''")}'`;
+}
+
+/**
+ * The command that makes an unreadable `path` readable by this process's user: `chmod 600` on their own file; on
+ * another user's (one `sudo` wrote), taking it over first, since chmod alone would be refused.
+ */
+async function accessFix(path: string): Promise<string> {
+  const q = shellWord(path);
+  const owner = await stat(path).then(
+    (st) => st.uid,
+    () => undefined,
+  );
+  const me = process.getuid?.();
+  if (owner !== undefined && me !== undefined && owner !== me) return `it belongs to another user: sudo chown "$(id -un)" ${q} && chmod 600 ${q}`;
+  return `make it readable by you: chmod 600 ${q}`;
+}
+
 /** Why a settings file failed to load, as precisely as the file allows. */
 export async function explainSettings(path: string): Promise<string> {
   let text: string;
@@ -233,7 +253,7 @@ export async function explainSettings(path: string): Promise<string> {
     if (code === "EISDIR") return `${path}: is a directory; settings.json must be a file (remove the directory or write {} into a file there)`;
     if (code === "ENOTREG") return `${path}: is not a regular file (a FIFO, socket or device); settings.json must be a file (remove it or write {} into a file there)`;
     if (code === "EFBIG") return `${path}: the file is larger than settings files may be (${MAX_JSON_FILE_BYTES / (1024 * 1024)} MiB)`;
-    if (code === "EACCES" || code === "EPERM") return `${path}: cannot be read (${code}: permission denied); make it readable by you`;
+    if (code === "EACCES" || code === "EPERM") return `${path}: cannot be read (${code}: permission denied); ${await accessFix(path)}`;
     return `${path}: cannot be read${typeof code === "string" && /^E[A-Z]{1,15}$/.test(code) ? ` (${code})` : ""}`;
   }
   // A leading byte order mark (Windows editors write one) is not part of the JSON; the store skips it too.
