@@ -7,7 +7,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
@@ -58,7 +58,8 @@ describe("berth chat reconnects when its server stops", () => {
       await until(() => existsSync(sessions) && readdirSync(sessions).some((f) => f.endsWith(".jsonl") && readFileSync(join(sessions, f), "utf8").includes("partial words")), 60_000, "the partial answer on disk");
 
       process.kill(daemonPid, "SIGKILL");
-      await p.until(/connected to a berth stdio server of this chat's own; this conversation continues/);
+      // The chat's own choice (MC_MODEL) ran on the daemon and runs here alike: no model is named.
+      await p.until(/connected to a berth stdio server of this chat's own: this conversation continues without the berth daemon; an interrupted answer is kept in its history\n/);
       assert.match(readFileSync(`/proc/${daemonPid}/stat`, "utf8"), /\) Z /, "the killed daemon is a zombie: its session lock's owner PID still exists");
       assert.match(p.stdout, /error: the Berth server connection ended[^\n]*\n(?:[^\n]*\n)?The Berth server stopped\./);
 
@@ -88,6 +89,36 @@ describe("berth chat reconnects when its server stops", () => {
       assert.equal(count(p.stdout, /connected to a berth stdio server/), 1 + MAX_RECONNECTS);
     } finally {
       wrapper.kill("SIGKILL");
+    }
+  });
+
+  it("a daemon that ran a model of its own: once it is gone, one line says the chat goes on without it and names the model now used", { timeout: 60_000 }, async () => {
+    // The settings select fake/m-one; the daemon's own MC_MODEL selects m-two, which the chat (choosing nothing) ran.
+    const h = mkdtempSync(join(tmpdir(), "berth-models-"));
+    const def = { api: "openai-chat", base_url: `http://127.0.0.1:${fake.port}/v1`, auth: "none", models: [{ id: "m-one" }, { id: "m-two" }] };
+    writeFileSync(join(h, "settings.json"), JSON.stringify({ providers: { fake: def }, provider: "fake", model: "m-one" }));
+    const scvHome = mkdtempSync(join(tmpdir(), "berth-scvh-"));
+    const d = await startDaemon({ MC_HOME: h, SCV_HOME: scvHome, MC_MODEL: "m-two" });
+    const p = chat([], chatEnv(h, { SCV_HOME: scvHome }));
+    try {
+      await p.until(/via berth daemon[^]*· model fake\/m-two · /);
+      p.write("first prompt\n");
+      await p.until(/echo: first prompt/);
+      d.child.kill("SIGKILL");
+      const [line] = await p.until(/ {2}· connected to a berth stdio server[^\n]*\n/);
+      assert.equal(
+        line,
+        "  · connected to a berth stdio server of this chat's own: this conversation continues without the berth daemon, now with model fake/m-one (the daemon ran fake/m-two); an interrupted answer is kept in its history\n",
+      );
+      // The model named is the one the next turn uses.
+      const from = fake.requests.length;
+      p.write("second prompt\n");
+      await p.until(/echo: second prompt/);
+      assert.deepEqual(fake.requests.slice(from).map((r) => (r.json as { model?: unknown }).model), ["m-one"]);
+    } finally {
+      p.child.kill("SIGKILL");
+      await p.exited;
+      await d.stop();
     }
   });
 

@@ -13,6 +13,7 @@ import { preflight } from "./preflight.js";
 import { NO_PROVIDER_HELP, type Style } from "./render.js";
 import type { Screen } from "./screen.js";
 import { terminalSafe } from "../terminal-safe.js";
+import type { Ran } from "./reconnected.js";
 import { chosenHere, type Chosen } from "./selection.js";
 
 export interface BannerHost {
@@ -38,6 +39,10 @@ export interface Startup {
   baseUrl: string | null;
   /** `provider/model` as the chat's sessions run it, or null when no provider is ready. */
   model: string | null;
+  /** That, as a pair: what the daemon runs through one, else the chat's own resolution (`own`). */
+  runs: Ran | null;
+  /** What a server of this chat's own (`berth stdio`) runs: the user's choice here, else the settings' as resolved here. */
+  own: Ran | null;
   /** The selection the user chose here, which every session carries (null: the server's applies). */
   chosen: Chosen | null;
   /** The MCP servers this chat's sessions get (for the startup report). */
@@ -57,7 +62,9 @@ export async function banner(h: BannerHost): Promise<Startup> {
   const via = await h.via();
   const chosen = pre.ok ? chosenHere(process.env, pre) : null;
   const served = pre.ok && chosen === null && via === "daemon" ? await h.daemonSelection() : null;
-  const model = pre.ok ? `${served?.provider ?? pre.provider}/${(served !== null ? served.model : pre.model) ?? "?"}` : null;
+  const own = pre.ok ? { provider: pre.provider, model: pre.model } : null;
+  const runs = served ?? own;
+  const model = runs !== null ? `${runs.provider}/${runs.model ?? "?"}` : null;
   screen.line(s.bold("berth chat") + s.dim(` — /help for commands, Ctrl-C to cancel${via === "daemon" ? " · via berth daemon" : ""}`));
   const note = await h.note();
   if (note !== null) status(terminalSafe(note, false));
@@ -67,7 +74,7 @@ export async function banner(h: BannerHost): Promise<Startup> {
   if (!pre.ok && !h.piped) screen.line(pre.noProvider ? NO_PROVIDER_HELP.trimEnd() : s.red(`error: ${pre.message}`));
   const global = (pre.ok ? pre.layers.global.mcp_servers : undefined) ?? {};
   const setupError = pre.ok ? null : pre.noProvider ? NO_PROVIDER_HELP : `${pre.message}\n`;
-  const out: Startup = { yolo, baseUrl: pre.ok ? pre.baseUrl : null, model, chosen, mcpConfig: global, sessionMcp: null, setupError };
+  const out: Startup = { yolo, baseUrl: pre.ok ? pre.baseUrl : null, model, runs, own, chosen, mcpConfig: global, sessionMcp: null, setupError };
   // Piped prompts stop at a setup error: no line may be taken as an answer to the trust question first.
   if (setupError !== null && h.piped) return out;
   const proj = await projectMcp(h.home, h.cwd);

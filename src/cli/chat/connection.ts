@@ -2,9 +2,9 @@
  * The interactive chat's connection to its SCV server and the session open on it.
  * Contract: SCV has one session per connection, so a new conversation (/new, /resume) drops the connection and
  * opens a fresh one in the background; the session is created on first use. A connection that ends while it is the
- * current one (the server stopped) is reported once through `onLost`, with the session that was open on it, never
- * for one the chat dropped itself; `reconnect` then opens a new connection (the daemon if one answers again, else a
- * `berth stdio` child) and resumes that session on it. Every session opened carries the selection the user chose
+ * current one (the server stopped) is reported once through `onLost`, with how it was connected and the session that
+ * was open on it (and the model that server named for it), never for one the chat dropped itself; `reconnect` then
+ * opens a new connection (the daemon if one answers again, else a `berth stdio` child) and resumes that session on it. Every session opened carries the selection the user chose
  * here (selection.ts), so a daemon runs it rather than its own; a daemon that does not know that provider refuses
  * the session, said in one line with the fix (`RequestError`).
  */
@@ -38,9 +38,9 @@ export class Connection {
     private readonly settings: SessionSettings,
     /**
      * The current connection ended by itself; the detail is the server's last stderr line, when there is one, and
-     * `session` the ID of the session open on it (null: none was).
+     * `lost` how it was connected (`via`) and the session open on it (null: none was), with the model it ran.
      */
-    private readonly onLost: (detail: string, session: string | null) => void,
+    private readonly onLost: (detail: string, lost: { via: Link["via"]; session: string | null; model: string | null }) => void,
   ) {
     this.linking = openLink(process.env);
     this.linking.catch(() => undefined);
@@ -71,7 +71,7 @@ export class Connection {
     this.link = l;
     void l.closed.then(() => {
       if (this.closing || this.link !== l) return;
-      const lost = this.session?.id ?? null;
+      const lost = { via: l.via, session: this.session?.id ?? null, model: this.session?.model ?? null };
       this.link = null;
       this.session = null;
       this.ctx = null;

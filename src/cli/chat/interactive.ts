@@ -21,7 +21,8 @@
  * - Slash commands: slash-commands.ts.
  * - When the server stops (a daemon killed or stopped, a `berth stdio` child that died), the chat connects again
  *   (to the daemon if one answers, else to a new `berth stdio` child) and resumes the conversation there: its
- *   history, an interrupted answer's partial text included, is on disk. After `MAX_RECONNECTS` losses in a row with
+ *   history, an interrupted answer's partial text included, is on disk; without the daemon, the line says so and names
+ *   the model now used when it differs (reconnected.ts). After `MAX_RECONNECTS` losses in a row with
  *   no completed turn between them, or when it cannot connect, it exits (status 1) saying how to resume.
  */
 import { createInterface, type Interface } from "node:readline";
@@ -37,6 +38,7 @@ import { footerLine, style, type Style } from "./render.js";
 import { Screen } from "./screen.js";
 import { ServiceCommands } from "./service-commands.js";
 import { SessionCommands } from "./session-commands.js";
+import { named, reconnected } from "./reconnected.js";
 import { runSlash } from "./slash-commands.js";
 import { suspendToShell } from "./suspend.js";
 import { terminalSafe } from "../terminal-safe.js";
@@ -402,9 +404,10 @@ class Chat {
     this.prompt();
   }
 
-  /** Connects again after the server stopped and resumes the conversation that was open (`lost`), if any. */
-  private async reconnect(lost: string | null): Promise<void> {
+  /** Connects again after the server stopped (`lost`: how it was connected) and resumes its open session, if any. */
+  private async reconnect(was: { via: string; session: string | null; model: string | null }): Promise<void> {
     if (this.exiting) return;
+    const lost = was.session;
     const resumeHint = lost !== null ? `; \`berth chat --session ${lost}\` continues this conversation` : "";
     if (++this.losses > MAX_RECONNECTS) {
       this.screen.line(this.s.red(`The server stopped ${this.losses} times in a row; not connecting again. Start berth chat again${resumeHint}.`));
@@ -419,9 +422,10 @@ class Chat {
       this.screen.line(this.s.red(`Cannot connect again. Start berth chat again${resumeHint}.`));
       return this.finish(1);
     }
+    const r = reconnected({ via, was, runs: this.start?.runs ?? null, own: this.start?.own ?? null, model: this.conn.session?.model ?? null });
+    if (this.start !== null && r.now !== null) [this.start.runs, this.start.model] = [r.now, named(r.now)];
     this.refreshFooter();
-    const where = via === "daemon" ? "the berth daemon" : "a berth stdio server of this chat's own";
-    this.status(lost !== null ? `connected to ${where}; this conversation continues (an interrupted answer is kept in its history)` : `connected to ${where}`);
+    this.status(r.line);
   }
 
   /** Ends the conversation: the next prompt starts a new session. */
