@@ -120,6 +120,23 @@ describe("a getupdates that answers at once", () => {
   });
 });
 
+describe("a getupdates body that never ends", () => {
+  it("is cut at its 16 MiB bound: the account backs off naming it, reads no further, then recovers", async () => {
+    const fake = await new FakeIlink().start();
+    cleanups.push(() => fake.close());
+    fake.pollFailures.push("endless");
+    const { comp, clock } = await startWechat(cleanups, { fake });
+    // Before the bound, the body was buffered until the poll's 40 s deadline and then taken for an empty poll.
+    await comp.health.until((h) => h.state === "backoff" || h.state === "connected");
+    assert.equal(comp.health.state, "backoff");
+    assert.equal(comp.status().error, "getupdates: response over 16 MiB");
+    assert.ok(fake.endlessBytes < 32 * 1024 * 1024, `the server wrote ${fake.endlessBytes} bytes`);
+    await comp.health.until((h) => h.state === "connected");
+    assert.deepEqual(clock.sleeps.slice(0, 1), [1000]);
+    assert.equal(comp.status().error, null);
+  });
+});
+
 describe("busy notices", () => {
   const busyTo = (fake: FakeIlink, who: string): number => fake.sent.filter((s) => s.to === who && (s.text?.includes(BUSY_REPLY) ?? false)).length;
   /** Messages of `who` with every turn held open: the first 8 are claimed, the rest get (or not) a busy notice. */

@@ -56,8 +56,13 @@ export class FakeIlink {
   longPollingTimeoutMs: number;
   readonly sent: SentMessage[] = [];
   readonly polls: Array<{ cursor: string; authorized: boolean }> = [];
-  /** Queued failures for the next getupdates calls. */
-  readonly pollFailures: Array<"503" | "invalid" | "msgs_object" | "-14"> = [];
+  /**
+   * Queued failures for the next getupdates calls; `endless` answers 200 and streams a JSON body that never ends
+   * (64 MiB of one unfinished message, then the connection is held open without another byte).
+   */
+  readonly pollFailures: Array<"503" | "invalid" | "msgs_object" | "-14" | "endless"> = [];
+  /** Bytes of endless getupdates bodies written so far (the client stopped reading when this stops growing). */
+  endlessBytes = 0;
   /** Queued results for the next sendmessage calls: a `ret` refusal or an HTTP status; null lets that call through. */
   readonly sendFailures: Array<{ ret: number; errmsg: string } | { status: number } | null> = [];
   tokenExpired = false;
@@ -296,6 +301,21 @@ export class FakeIlink {
     }
   }
 
+  /** A 200 JSON body that never ends: 64 MiB of one unfinished message text, written as fast as the client reads. */
+  private endless(res: ServerResponse): void {
+    this.held.add(res);
+    res.writeHead(200, { "content-type": "application/json" });
+    res.write('{"msgs":[{"message_id":1,"item_list":[{"type":1,"text_item":{"text":"');
+    const chunk = Buffer.alloc(64 * 1024, 0x61);
+    const more = (): void => {
+      while (!res.destroyed && this.endlessBytes < 64 * 1024 * 1024) {
+        this.endlessBytes += chunk.length;
+        if (!res.write(chunk)) return void res.once("drain", more);
+      }
+    };
+    more();
+  }
+
   private getUpdates(b: Record<string, unknown>, authed: boolean, res: ServerResponse, send: (body: unknown, status?: number) => void): void {
     const cursor = typeof b["get_updates_buf"] === "string" ? b["get_updates_buf"] : "";
     this.polls.push({ cursor, authorized: authed });
@@ -307,6 +327,7 @@ export class FakeIlink {
     if (fail === "invalid") return send("<html>oops</html>");
     if (fail === "msgs_object") return send({ msgs: {}, get_updates_buf: cursor });
     if (fail === "-14") return send({ ret: -14, errcode: -14, errmsg: "session timeout" });
+    if (fail === "endless") return this.endless(res);
     const from = cursor.startsWith("c") ? Number(cursor.slice(1)) : 0;
     const answer = (): void => {
       this.held.delete(res);

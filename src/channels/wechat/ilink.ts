@@ -8,11 +8,14 @@
  * - `send` retries transport errors, 5xx, 401, 408 and 429 with the SAME `client_id` (3 attempts); a non-zero
  *   `ret`/`errcode` in a 2xx body or any other 4xx is a final refusal (`"refused"`). Every attempt has a 30 s
  *   deadline; aborting the caller's signal ends the call at once (no retry).
+ * - Bodies are read with a bound (`getupdates` MAX_POLL_BODY_BYTES, other calls MAX_CALL_BODY_BYTES): a body past it
+ *   is an error naming the bound (`getupdates` then backs off like any failed poll), never buffered to the end.
  * - Errors never carry the token, the cursor or message content.
  */
 import { randomBytes } from "node:crypto";
 import type { Clock } from "../common/backoff.js";
 import { realClock } from "../common/backoff.js";
+import { BodyTooLarge, readText } from "../common/body.js";
 import { PlatformError } from "../common/port.js";
 import { parseLossless } from "./json.js";
 
@@ -23,6 +26,13 @@ export const MAX_BATCH = 4096;
 const DEFAULT_POLL_MS = 35_000;
 /** Deadline of one attempt of an API call (`sendmessage`, `getuploadurl`). */
 const CALL_TIMEOUT_MS = 30_000;
+/**
+ * The largest `getupdates` body read: far above a real batch (≤4096 messages of chat text), far below what a server
+ * streaming without end would make the daemon hold before the poll's deadline.
+ */
+export const MAX_POLL_BODY_BYTES = 16 * 1024 * 1024;
+/** The largest body of any other call (`sendmessage` and `getuploadurl` answers are a few hundred bytes). */
+export const MAX_CALL_BODY_BYTES = 1024 * 1024;
 
 export type IlinkErrorKind = "token" | "ret" | "http" | "invalid" | "transport";
 
@@ -93,9 +103,10 @@ export class IlinkClient {
         body: JSON.stringify({ get_updates_buf: cursor, base_info: { channel_version: CHANNEL_VERSION } }),
         signal: ctl,
       });
-      text = await res.text();
+      text = await readText(res, MAX_POLL_BODY_BYTES);
     } catch (err) {
       if (signal.aborted) throw new IlinkError("transport", "stopped");
+      if (err instanceof BodyTooLarge) throw new IlinkError("invalid", `getupdates: ${err.message}`);
       if ((err as Error).name === "TimeoutError") return { msgs: [], cursor, pollMs: timeoutMs, contacted: false };
       throw new IlinkError("transport", "getupdates: connection failed");
     }
@@ -127,9 +138,11 @@ export class IlinkClient {
         const timeout = AbortSignal.timeout(CALL_TIMEOUT_MS);
         const res = await fetch(this.url(path), { method: "POST", headers: this.headers(), body, signal: signal ? AbortSignal.any([signal, timeout]) : timeout });
         status = res.status;
-        text = await res.text();
-      } catch {
-        status = 0;
+        text = await readText(res, MAX_CALL_BODY_BYTES);
+      } catch (err) {
+        // An over-long answer is read as far as the bound: a success status keeps its meaning, its body is dropped.
+        if (err instanceof BodyTooLarge) text = "";
+        else status = 0;
       }
       if (signal?.aborted) throw new IlinkError("transport", `${path}: stopped`);
       const retryable = status === 0 || status >= 500 || status === 401 || status === 408 || status === 429;
