@@ -1,11 +1,11 @@
 /**
  * Feishu/Lark bridge against a platform that misbehaves: chats whose history is refused for good during catch-up,
- * a tenant-token endpoint that rate-limits or fails, hostile mention keys.
+ * a tenant-token endpoint that rate-limits or fails, a server that drops every link as soon as it opens.
  */
 import assert from "node:assert/strict";
 import { afterEach, describe, it } from "node:test";
 import type { AccountSettings } from "../../src/channels/common/component.js";
-import { FeishuComponent } from "../../src/channels/feishu/component.js";
+import { FeishuComponent, STABLE_LINK_MS } from "../../src/channels/feishu/component.js";
 import type { FeishuCredentials } from "../../src/channels/feishu/credentials.js";
 import { FakeFeishu } from "../fakes/fake-feishu.js";
 import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
@@ -65,6 +65,26 @@ describe("feishu: catch-up against refused chats", () => {
     fake.userMessage({ chatId: "oc_dm", chatType: "p2p", sender: "ou_d", text: "still there?" });
     await fake.waitFor(() => fake.sent.length >= 2);
     assert.equal(textOf(fake.sent[1]!), "echo: still there?");
+  });
+});
+
+describe("feishu: a reconnect storm", () => {
+  it("a server that drops every link at once is reconnected with growing pauses, not once a second forever", async () => {
+    const fake = await startFake();
+    const { comp, clock } = await setup(fake);
+    await comp.health.until((h) => h.state === "connected");
+    fake.dropAfterPing = true; // from now on every link closes as soon as it opened
+    fake.kick();
+    await fake.waitFor(() => fake.connections >= 6);
+    // Before the fix each link that opened reset the backoff: 1 s, 1 s, 1 s … with a catch-up of every chat each time.
+    assert.deepEqual(clock.sleeps.slice(0, 4), [1000, 2000, 4000, 8000]);
+    fake.dropAfterPing = false;
+    await comp.health.until((h) => h.state === "connected");
+    const before = fake.connections;
+    clock.offsetMs += STABLE_LINK_MS; // this link stayed up a minute: the next drop starts again at 1 s
+    fake.kick();
+    await fake.waitFor(() => fake.connections > before);
+    assert.equal(clock.sleeps.at(-1), 1000);
   });
 });
 

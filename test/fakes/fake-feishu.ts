@@ -64,6 +64,8 @@ export class FakeFeishu {
   readonly removedFrom = new Set<string>();
   /** Answers for the next tenant-token requests (e.g. a 429 rate limit, a 500 platform error). */
   readonly tokenFailures: Array<{ status: number; code: number }> = [];
+  /** A reconnect storm: every socket is closed right after the client's first ping (the link opened, then drops). */
+  dropAfterPing = false;
   /** A dead link: the socket stays open but pings get no pong (counted in `unansweredPings`). */
   silent = false;
   unansweredPings = 0;
@@ -234,6 +236,7 @@ export class FakeFeishu {
     ws.on("message", (data: Buffer) => {
       const f = decodeFrame(data);
       if (f.method === 0 && header(f, "type") === "ping") {
+        if (this.dropAfterPing) return void ws.terminate();
         if (this.silent) {
           this.unansweredPings++;
           this.notify();

@@ -6,7 +6,9 @@
  * - Catch-up: for each of the 32 most recently active known chats, history since the checkpoint (≤24 h back,
  *   ≤4 pages of 50, oldest first) is handed to the bridge, whose dedup drops overlap with socket redeliveries.
  * - `connected` only once the socket is open AND catch-up finished; a drop is `disconnected`, then backoff
- *   1 → 60 s; bad app credentials stop in `failed` with the "log in again" error.
+ *   1 → 60 s; the backoff starts again at 1 s only after a link that stayed up STABLE_LINK_MS, so a server that
+ *   drops every link as soon as it opens is not reconnected (and caught up) once a second forever. Bad app
+ *   credentials stop in `failed` with the "log in again" error.
  * - An event is acked only after its claim is durable (the bridge's `accept` resolved), never after the turn.
  */
 import { Backoff, realClock, type Clock, type Timers } from "../common/backoff.js";
@@ -28,6 +30,8 @@ const CATCHUP_CHATS = 32;
 const CATCHUP_PAGES = 4;
 const CATCHUP_WINDOW_MS = 24 * 3600 * 1000;
 const MAX_CHECKPOINT_CHATS = 64;
+/** A link that stayed up this long was healthy: the next drop's backoff starts again at 1 s. */
+export const STABLE_LINK_MS = 60_000;
 
 export interface FeishuComponentOptions {
   home: string;
@@ -201,10 +205,11 @@ export class FeishuComponent {
         await this.catchUp(api, bridge, state);
         ready = true;
         release();
-        this.health.success(this.clock.now());
-        backoff.reset();
+        const up = this.clock.now();
+        this.health.success(up);
         const why = await socket.closed;
         if (signal.aborted) break;
+        if (this.clock.now() - up >= STABLE_LINK_MS) backoff.reset();
         this.health.set("disconnected", why === DEAD_LINK ? "the long connection stopped answering pings; reconnecting" : why === OVERSIZED_FRAME ? OVERSIZED_FRAME : "long connection closed");
         await this.clock.sleep(backoff.next(), signal);
       } catch (err) {
