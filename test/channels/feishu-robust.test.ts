@@ -88,6 +88,38 @@ describe("feishu: a reconnect storm", () => {
   });
 });
 
+describe("feishu: an endpoint that answers garbage", () => {
+  /** Every error status showed until the account connected. */
+  const errorsUntilConnected = async (comp: FeishuComponent): Promise<string[]> => {
+    const errors: string[] = [];
+    await comp.health.until((h) => {
+      if (h.error !== null && errors.at(-1) !== h.error) errors.push(h.error);
+      return h.state === "connected" || h.state === "failed";
+    });
+    assert.equal(comp.health.state, "connected");
+    return errors;
+  };
+
+  it("a proxy's HTML error page and a JSON null are named as such, backed off, and the account connects", async () => {
+    const fake = await startFake();
+    fake.endpointAnswers.push({ status: 502, body: "<html><body>502 Bad Gateway</body></html>", type: "text/html" }, { status: 200, body: "null" });
+    const { comp, logs } = await setup(fake);
+    assert.deepEqual(await errorsUntilConnected(comp), [
+      "long-connection endpoint: HTTP 502, the answer is not a JSON object",
+      "long-connection endpoint: HTTP 200, the answer is not a JSON object",
+    ]);
+    assert.ok(!logs.some((l) => l.includes(fake.appSecret)));
+  });
+
+  it("an answer that never ends is cut at 1 MiB, named, and retried", async () => {
+    const fake = await startFake();
+    fake.endpointAnswers.push("endless");
+    const { comp } = await setup(fake);
+    assert.deepEqual(await errorsUntilConnected(comp), ["long-connection endpoint: HTTP 200, response over 1 MiB"]);
+    assert.ok(fake.endlessBytes < 32 * 1024 * 1024, `the server wrote ${fake.endlessBytes} bytes`);
+  });
+});
+
 describe("feishu: tenant token failures", () => {
   it("a rate-limited (429) or failing (500) tenant-token request backs off and connects; it is no rejected login", async () => {
     const fake = await startFake();

@@ -47,6 +47,13 @@ export class FakeFeishu {
   /** Codes returned by the next send calls (e.g. 230020 rate limit, 230002 final). */
   readonly sendFailures: number[] = [];
   readonly endpointErrors: number[] = [];
+  /**
+   * Raw answers for the next `/callback/ws/endpoint` requests (a proxy's HTML error page, a JSON `null`), or
+   * `endless`: a 200 JSON body that streams 64 MiB and then never ends.
+   */
+  readonly endpointAnswers: Array<{ status: number; body: string; type?: string } | "endless"> = [];
+  /** Bytes of endless bodies written so far. */
+  endlessBytes = 0;
   /** Device-code poll answers before success (e.g. "authorization_pending", "access_denied"). */
   registrationScript: string[] = ["authorization_pending"];
   /** `tenant_brand` the scanner's tenant reports. */
@@ -276,6 +283,20 @@ export class FakeFeishu {
     this.token = "t-" + randomBytes(12).toString("hex");
   }
 
+  /** A 200 JSON body that never ends: 64 MiB of one unfinished string, then the connection is held open. */
+  private endless(res: ServerResponse): void {
+    res.writeHead(200, { "content-type": "application/json; charset=utf-8" });
+    res.write('{"code":0,"msg":"');
+    const chunk = Buffer.alloc(64 * 1024, 0x61);
+    const more = (): void => {
+      while (!res.destroyed && this.endlessBytes < 64 * 1024 * 1024) {
+        this.endlessBytes += chunk.length;
+        if (!res.write(chunk)) return void res.once("drain", more);
+      }
+    };
+    more();
+  }
+
   private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
@@ -313,6 +334,12 @@ export class FakeFeishu {
     }
     if (p === "/callback/ws/endpoint") {
       if (this.endpointGate) await this.endpointGate;
+      const raw = this.endpointAnswers.shift();
+      if (raw === "endless") return this.endless(res);
+      if (raw !== undefined) {
+        res.writeHead(raw.status, { "content-type": raw.type ?? "application/json; charset=utf-8" });
+        return void res.end(raw.body);
+      }
       const b = json();
       const err = this.endpointErrors.shift();
       if (err !== undefined) return send({ code: err, msg: "error", data: {} });

@@ -6,11 +6,14 @@
  * Contract: retries transport errors, 5xx, 408, 429, rate codes (99991400, 230020, 11232, 11233) and token codes
  * with the same body (so the same `uuid`), 3 attempts; any other non-zero code is final (`FeishuError` kind
  * `refused`, carrying only the numeric code, `final`). Bad app credentials (known codes only) are kind `credentials`;
- * any other tenant-token failure (rate limit, platform error) is `transport`, retried later. Errors never carry the
- * secret, tokens, socket URLs or message content.
+ * any other tenant-token failure (rate limit, platform error) is `transport`, retried later. Bodies are read with a
+ * bound (MAX_SMALL_BODY_BYTES for the token, bot info and endpoint answers, MAX_CALL_BODY_BYTES for other calls): a
+ * longer one, or one that is not JSON, fails naming that and the HTTP status. Errors never carry the secret, tokens,
+ * socket URLs or message content.
  */
 import { open } from "node:fs/promises";
 import { realClock, type Clock } from "../common/backoff.js";
+import { BodyTooLarge, readText } from "../common/body.js";
 import { MediaTooLarge } from "../common/media.js";
 import { PlatformError } from "../common/port.js";
 
@@ -20,7 +23,32 @@ const TOKEN_CODES = new Set([99991661, 99991663, 99991664, 99991668]);
 const RATE_CODES = new Set([99991400, 230020, 11232, 11233]);
 /** Bad app credentials (tenant token: not an app ID, no such app, wrong secret; long connection: 514 auth failed). */
 const CREDENTIAL_CODES = new Set([10003, 10014, 10015, 514]);
+/** Token, bot info and endpoint answers are a few hundred bytes. */
+export const MAX_SMALL_BODY_BYTES = 1024 * 1024;
+/** A history page (50 messages of up to 150 KB) or a forwarded bundle, with room to spare. */
+export const MAX_CALL_BODY_BYTES = 32 * 1024 * 1024;
 
+/**
+ * The JSON body of `res` read up to `maxBytes`; a `FeishuError` (kind `transport`, retried by the callers' backoff)
+ * naming `what`, the HTTP status and the problem when the body is longer or not a JSON object.
+ */
+async function jsonBody(res: Response, maxBytes: number, what: string): Promise<Record<string, unknown>> {
+  let text: string;
+  try {
+    text = await readText(res, maxBytes);
+  } catch (err) {
+    if (err instanceof BodyTooLarge) throw new FeishuError("transport", `${what}: HTTP ${res.status}, ${err.message}`);
+    throw new FeishuError("transport", `${what}: HTTP ${res.status}, the answer broke off`);
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = null;
+  }
+  if (body === null || typeof body !== "object" || Array.isArray(body)) throw new FeishuError("transport", `${what}: HTTP ${res.status}, the answer is not a JSON object`);
+  return body as Record<string, unknown>;
+}
 export type FeishuErrorKind = "credentials" | "refused" | "transport" | "invalid";
 
 export class FeishuError extends PlatformError {
@@ -62,21 +90,19 @@ export class FeishuApi {
 
   async tenantToken(): Promise<string> {
     if (this.token && this.clock.now() < this.token.expiresAt) return this.token.value;
-    let body: { code?: number; tenant_access_token?: string; expire?: number };
-    let status = 0;
+    let res: Response;
     try {
-      const res = await fetch(this.url("/open-apis/auth/v3/tenant_access_token/internal"), {
+      res = await fetch(this.url("/open-apis/auth/v3/tenant_access_token/internal"), {
         method: "POST",
         headers: { "content-type": "application/json; charset=utf-8" },
         body: JSON.stringify({ app_id: this.o.appId, app_secret: this.o.appSecret }),
         signal: AbortSignal.timeout(30_000),
       });
-      status = res.status;
-      body = (await res.json()) as typeof body;
     } catch {
-      throw new FeishuError("transport", status === 0 ? "tenant token: connection failed" : `tenant token: HTTP ${status}`);
+      throw new FeishuError("transport", "tenant token: connection failed");
     }
-    if (body === null || typeof body !== "object") throw new FeishuError("transport", `tenant token: HTTP ${status}, no answer`);
+    const status = res.status;
+    const body = (await jsonBody(res, MAX_SMALL_BODY_BYTES, "tenant token")) as { code?: number; tenant_access_token?: string; expire?: number };
     if (body.code !== 0 || typeof body.tenant_access_token !== "string") {
       const code = typeof body.code === "number" ? body.code : null;
       // Only a known bad-credential code means "log in again"; a rate limit or a platform error is retried later.
@@ -109,7 +135,7 @@ export class FeishuApi {
           signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(60_000)]) : AbortSignal.timeout(60_000),
         });
         status = res.status;
-        parsed = (await res.json().catch(() => null)) as typeof parsed;
+        parsed = await jsonBody(res, MAX_CALL_BODY_BYTES, path.split("?")[0] ?? path).catch(() => null);
       } catch {
         status = 0;
       }
@@ -130,27 +156,30 @@ export class FeishuApi {
   async botOpenId(): Promise<string> {
     const token = await this.tenantToken();
     const res = await fetch(this.url("/open-apis/bot/v3/info"), { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(30_000) }).catch(() => null);
-    const body = (await res?.json().catch(() => null)) as { code?: number; bot?: { open_id?: string } } | null;
+    const body = (res ? await jsonBody(res, MAX_SMALL_BODY_BYTES, "bot info").catch(() => null) : null) as { code?: number; bot?: { open_id?: string } } | null;
     if (!body || body.code !== 0 || typeof body.bot?.open_id !== "string") throw new FeishuError("invalid", "bot info unavailable: is the bot capability enabled?");
     return body.bot.open_id;
   }
 
   /** `/callback/ws/endpoint`: the one-time socket URL (never logged) and the client config. */
   async endpoint(): Promise<EndpointConfig> {
-    let body: { code?: number; data?: { URL?: string; ClientConfig?: { PingInterval?: number; ReconnectInterval?: number } } };
+    let res: Response;
     try {
-      const res = await fetch(this.url("/callback/ws/endpoint"), {
+      res = await fetch(this.url("/callback/ws/endpoint"), {
         method: "POST",
         headers: { "content-type": "application/json", locale: "zh" },
         body: JSON.stringify({ AppID: this.o.appId, AppSecret: this.o.appSecret }),
         signal: AbortSignal.timeout(30_000),
       });
-      body = (await res.json()) as typeof body;
     } catch {
       throw new FeishuError("transport", "long-connection endpoint: connection failed");
     }
+    const body = (await jsonBody(res, MAX_SMALL_BODY_BYTES, "long-connection endpoint")) as {
+      code?: number;
+      data?: { URL?: string; ClientConfig?: { PingInterval?: number; ReconnectInterval?: number } };
+    };
     if (body.code !== 0 || typeof body.data?.URL !== "string") {
-      const code = body.code ?? null;
+      const code = typeof body.code === "number" ? body.code : null;
       const kind = code !== null && CREDENTIAL_CODES.has(code) ? "credentials" : "refused";
       throw new FeishuError(kind, `long-connection endpoint refused (code ${code ?? "?"})`, code);
     }
