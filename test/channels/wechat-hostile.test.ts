@@ -137,6 +137,21 @@ describe("a getupdates body that never ends", () => {
   });
 });
 
+describe("a getupdates answer that starts and then stalls", () => {
+  it("fails at the poll's deadline as a broken answer (backoff), not as an empty poll that keeps the account connected", async () => {
+    const fake = await new FakeIlink({ longPollingTimeoutMs: 1 }).start(); // the poll's deadline: 1 ms + 5 s of grace
+    cleanups.push(() => fake.close());
+    const { comp } = await startWechat(cleanups, { fake });
+    await comp.health.until((h) => h.state === "connected");
+    fake.pollFailures.push("stall");
+    const polls = fake.polls.length;
+    await comp.health.until((h) => h.state === "backoff" || fake.polls.length > polls + 1);
+    assert.equal(comp.health.state, "backoff");
+    assert.equal(comp.status().error, "getupdates: the answer did not finish within 5 s");
+    await comp.health.until((h) => h.state === "connected");
+  });
+});
+
 describe("busy notices", () => {
   const busyTo = (fake: FakeIlink, who: string): number => fake.sent.filter((s) => s.to === who && (s.text?.includes(BUSY_REPLY) ?? false)).length;
   /** Messages of `who` with every turn held open: the first 8 are claimed, the rest get (or not) a busy notice. */

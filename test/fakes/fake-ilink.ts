@@ -58,9 +58,10 @@ export class FakeIlink {
   readonly polls: Array<{ cursor: string; authorized: boolean }> = [];
   /**
    * Queued failures for the next getupdates calls; `endless` answers 200 and streams a JSON body that never ends
-   * (64 MiB of one unfinished message, then the connection is held open without another byte).
+   * (64 MiB of one unfinished message, then the connection is held open without another byte); `stall` answers 200
+   * with the start of a body and then sends nothing more, holding the connection open.
    */
-  readonly pollFailures: Array<"503" | "invalid" | "msgs_object" | "-14" | "endless"> = [];
+  readonly pollFailures: Array<"503" | "invalid" | "msgs_object" | "-14" | "endless" | "stall"> = [];
   /** Bytes of endless getupdates bodies written so far (the client stopped reading when this stops growing). */
   endlessBytes = 0;
   /** Queued results for the next sendmessage calls: a `ret` refusal or an HTTP status; null lets that call through. */
@@ -328,6 +329,11 @@ export class FakeIlink {
     if (fail === "msgs_object") return send({ msgs: {}, get_updates_buf: cursor });
     if (fail === "-14") return send({ ret: -14, errcode: -14, errmsg: "session timeout" });
     if (fail === "endless") return this.endless(res);
+    if (fail === "stall") {
+      this.held.add(res);
+      res.writeHead(200, { "content-type": "application/json" });
+      return void res.write('{"msgs":[');
+    }
     const from = cursor.startsWith("c") ? Number(cursor.slice(1)) : 0;
     const answer = (): void => {
       this.held.delete(res);

@@ -2,7 +2,8 @@
  * iLink bot API client (HTTP + JSON; bodies parsed losslessly).
  *
  * Contract:
- * - `getUpdates` long-polls; a client-side timeout is an empty poll, not an error. A response is valid only with
+ * - `getUpdates` long-polls; a client-side timeout before the answer's headers is an empty poll, not an error (one
+ *   after them, a body that stalled, is a failed poll). A response is valid only with
  *   `msgs` an array (≤4096) and `get_updates_buf` a string, and `ret`/`errcode` absent or 0. `-14` (and HTTP 401 on
  *   the poll) throws `IlinkError` of kind `token`: only a new login helps.
  * - `send` retries transport errors, 5xx, 401, 408 and 429 with the SAME `client_id` (3 attempts); a non-zero
@@ -94,7 +95,7 @@ export class IlinkClient {
 
   async getUpdates(cursor: string, timeoutMs: number, signal: AbortSignal): Promise<Updates> {
     const ctl = AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]);
-    let res: Response;
+    let res: Response | null = null;
     let text: string;
     try {
       res = await fetch(this.url("/ilink/bot/getupdates"), {
@@ -107,7 +108,11 @@ export class IlinkClient {
     } catch (err) {
       if (signal.aborted) throw new IlinkError("transport", "stopped");
       if (err instanceof BodyTooLarge) throw new IlinkError("invalid", `getupdates: ${err.message}`);
-      if ((err as Error).name === "TimeoutError") return { msgs: [], cursor, pollMs: timeoutMs, contacted: false };
+      if ((err as Error).name === "TimeoutError") {
+        // No answer by the deadline is an empty poll; an answer that began and never finished is a broken one.
+        if (res === null) return { msgs: [], cursor, pollMs: timeoutMs, contacted: false };
+        throw new IlinkError("transport", `getupdates: the answer did not finish within ${Math.round(timeoutMs / 1000)} s`);
+      }
       throw new IlinkError("transport", "getupdates: connection failed");
     }
     if (res.status === 401) throw new IlinkError("token", "getupdates: token rejected (HTTP 401)");
