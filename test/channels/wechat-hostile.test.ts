@@ -152,6 +152,32 @@ describe("a getupdates answer that starts and then stalls", () => {
   });
 });
 
+describe("the session expires (-14) in the middle of a conversation", () => {
+  it("the reply is held, the account asks for a new login, and the next login's first reply carries it", async () => {
+    const logs: string[] = [];
+    const { fake, driver, comp, home } = await startWechat(cleanups, { log: (l) => logs.push(l) });
+    let answer!: (text: string) => void;
+    driver.respond = () => new Promise((r) => (answer = (text) => r({ text })));
+    fake.push(fake.text("a@im.wechat", "question"));
+    await driver.waitTurns(1);
+    fake.tokenExpired = true; // WeChat ends the session while the turn runs
+    answer("the answer");
+    await comp.health.until((h) => h.state === "failed");
+    await comp.bridge!.idle();
+    assert.match(comp.status().error ?? "", /berth channel login wechat/);
+    assert.equal(fake.delivered().length, 0);
+    assert.ok(logs.some((l) => l.includes("session timeout (-14)")), logs.join("\n"));
+    assert.ok(!logs.some((l) => l.includes(fake.token) || l.includes("the answer") || l.includes("question")), logs.join("\n"));
+    await comp.stop();
+    fake.tokenExpired = false; // logged in again
+    driver.respond = (t) => Promise.resolve({ text: `echo: ${t.prompt}` });
+    await startWechat(cleanups, { home, fake, driver });
+    fake.push(fake.text("a@im.wechat", "again"));
+    await fake.waitSent((s) => s.length >= 1);
+    assert.equal(fake.sent[0]!.text, "[earlier reply]\nthe answer\n\n[reply to your latest message]\necho: again");
+  });
+});
+
 describe("busy notices", () => {
   const busyTo = (fake: FakeIlink, who: string): number => fake.sent.filter((s) => s.to === who && (s.text?.includes(BUSY_REPLY) ?? false)).length;
   /** Messages of `who` with every turn held open: the first 8 are claimed, the rest get (or not) a busy notice. */
