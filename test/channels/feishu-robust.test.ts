@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { afterEach, describe, it } from "node:test";
 import type { AccountSettings } from "../../src/channels/common/component.js";
+import { BUSY_REPLY } from "../../src/channels/common/bridge.js";
 import { FeishuComponent, STABLE_LINK_MS } from "../../src/channels/feishu/component.js";
 import type { FeishuCredentials } from "../../src/channels/feishu/credentials.js";
 import { FakeFeishu } from "../fakes/fake-feishu.js";
@@ -117,6 +118,26 @@ describe("feishu: an endpoint that answers garbage", () => {
     const { comp } = await setup(fake);
     assert.deepEqual(await errorsUntilConnected(comp), ["long-connection endpoint: HTTP 200, response over 1 MiB"]);
     assert.ok(fake.endlessBytes < 32 * 1024 * 1024, `the server wrote ${fake.endlessBytes} bytes`);
+  });
+});
+
+describe("feishu: a flood of 100 messages at once", () => {
+  it("every event is acked; 64 are claimed, the other 36 told they were not processed; none runs twice", async () => {
+    const fake = await startFake();
+    const { comp, driver } = await setup(fake);
+    await comp.health.until((h) => h.state === "connected");
+    driver.respond = () => new Promise(() => undefined); // turns never end: the claims stay taken
+    const ids = Array.from({ length: 100 }, (_, i) => fake.userMessage({ chatId: `oc_f${i}`, chatType: "p2p", sender: `ou_f${i}`, text: `m${i}` }));
+    await fake.waitFor(() => fake.acks.length >= 100 && fake.sent.length >= 36);
+    assert.ok(fake.acks.every((a) => a.code === 200));
+    assert.equal(new Set(fake.acks.map((a) => a.messageId)).size, 100, "each event acked once, none re-pushed");
+    const busy = fake.sent.filter((s) => textOf(s) === BUSY_REPLY);
+    assert.equal(busy.length, 36);
+    assert.equal(new Set(busy.map((s) => s.target)).size, 36, "one notice per refused message, each to its message");
+    const claimed = ids.filter((id) => !busy.some((s) => s.target === id));
+    assert.equal(claimed.length, 64);
+    await until(() => driver.turns.length >= 4);
+    assert.equal(driver.turns.length, 4, "at most 4 turns at once");
   });
 });
 
