@@ -2,7 +2,8 @@
  * Feishu end to end in a real `berth daemon`: a saved Feishu account (pointed at the loopback Feishu fake) runs its
  * sessions on the daemon's SCV socket against the fake provider. A group mention gets a tool-free answer (an
  * unmentioned message none), a thread gets its own conversation and a reply in the thread, a message sent while
- * the long connection was down is caught up and answered once; then `restart_when_idle` from a delegation of the
+ * the long connection was down is caught up and answered once, a broken endpoint leaks no secret, socket URL or
+ * message text to stderr or status; then `restart_when_idle` from a delegation of the
  * group's session names the Feishu chat as its `origin`.
  */
 import assert from "node:assert/strict";
@@ -153,6 +154,28 @@ describe("Feishu in berth daemon", () => {
     await until(async () => (await control({ action: "status" })).status.components[0]?.state === "connected");
     assert.equal(asked().length, before + 1, "caught up once");
     assert.equal(fake.sent.length, 3);
+  });
+
+  it("an endpoint answering HTML, then without end: status names each, and no secret, socket URL or text leaks", async () => {
+    const statuses: string[] = [];
+    const status = async (): Promise<Msg> => {
+      const st = await control({ action: "status" });
+      statuses.push(JSON.stringify(st));
+      return st;
+    };
+    fake.endpointAnswers.push({ status: 502, body: "<html><body>502 Bad Gateway</body></html>", type: "text/html" }, "endless");
+    const before = fake.connections;
+    fake.kick();
+    await until(async () => fake.connections > before && (await status()).status.components[0]?.state === "connected");
+    assert.equal(fake.endpointAnswers.length, 0, "both broken answers were read");
+    const sent = fake.sent.length;
+    fake.userMessage({ chatId: "oc_pw", chatType: "p2p", sender: "ou_pw", text: "my password is hunter2" });
+    await fake.waitFor(() => fake.sent.length > sent);
+    await status();
+    for (const leak of [fake.appSecret, "access_key", "device_id", "hunter2"]) {
+      assert.ok(!stderr.includes(leak), `stderr holds ${leak}`);
+      assert.ok(!statuses.some((st) => st.includes(leak)), `status holds ${leak}`);
+    }
   });
 
   it("restart_when_idle from a delegation of the group's session names the Feishu chat as origin", async () => {
