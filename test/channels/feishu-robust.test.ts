@@ -112,6 +112,13 @@ describe("feishu: an endpoint that answers garbage", () => {
     assert.ok(!logs.some((l) => l.includes(fake.appSecret)));
   });
 
+  it("bot info answered by a gateway's HTML 503 names the status, not a missing bot capability", async () => {
+    const fake = await startFake();
+    fake.botInfoAnswers.push({ status: 503, body: "<html><body>503 Service Unavailable</body></html>", type: "text/html" }, { status: 200, body: '{"code":10003,"msg":"bot disabled"}' });
+    const { comp } = await setup(fake);
+    assert.deepEqual(await errorsUntilConnected(comp), ["bot info: HTTP 503, the answer is not a JSON object", "bot info refused (code 10003): is the bot capability enabled?"]);
+  });
+
   it("an answer that never ends is cut at 1 MiB, named, and retried", async () => {
     const fake = await startFake();
     fake.endpointAnswers.push("endless");

@@ -52,6 +52,8 @@ export class FakeFeishu {
    * `endless`: a 200 JSON body that streams 64 MiB and then never ends.
    */
   readonly endpointAnswers: Array<{ status: number; body: string; type?: string } | "endless"> = [];
+  /** Raw answers for the next `/open-apis/bot/v3/info` requests (a gateway's HTML error page). */
+  readonly botInfoAnswers: Array<{ status: number; body: string; type?: string }> = [];
   /** Bytes of endless bodies written so far. */
   endlessBytes = 0;
   /** Device-code poll answers before success (e.g. "authorization_pending", "access_denied"). */
@@ -351,6 +353,11 @@ export class FakeFeishu {
       });
     }
     if (req.headers["authorization"] !== `Bearer ${this.token}`) return send({ code: 99991663, msg: "invalid tenant token" });
+    const info = p === "/open-apis/bot/v3/info" ? this.botInfoAnswers.shift() : undefined;
+    if (info !== undefined) {
+      res.writeHead(info.status, { "content-type": info.type ?? "application/json; charset=utf-8" });
+      return void res.end(info.body);
+    }
     if (p === "/open-apis/bot/v3/info") return send({ code: 0, bot: { open_id: this.botOpenId, app_name: "Berth", activate_status: 2 } });
     const reply = /^\/open-apis\/im\/v1\/messages\/([^/]+)\/reply$/.exec(p);
     if ((reply && req.method === "POST") || (p === "/open-apis/im/v1/messages" && req.method === "POST")) {

@@ -153,11 +153,20 @@ export class FeishuApi {
     }
   }
 
+  /** The bot's own open_id; a transport failure names its HTTP status, a refusal its code and the likely cause. */
   async botOpenId(): Promise<string> {
     const token = await this.tenantToken();
-    const res = await fetch(this.url("/open-apis/bot/v3/info"), { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(30_000) }).catch(() => null);
-    const body = (res ? await jsonBody(res, MAX_SMALL_BODY_BYTES, "bot info").catch(() => null) : null) as { code?: number; bot?: { open_id?: string } } | null;
-    if (!body || body.code !== 0 || typeof body.bot?.open_id !== "string") throw new FeishuError("invalid", "bot info unavailable: is the bot capability enabled?");
+    let res: Response;
+    try {
+      res = await fetch(this.url("/open-apis/bot/v3/info"), { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(30_000) });
+    } catch {
+      throw new FeishuError("transport", "bot info: connection failed");
+    }
+    const body = (await jsonBody(res, MAX_SMALL_BODY_BYTES, "bot info")) as { code?: unknown; bot?: { open_id?: unknown } };
+    if (body.code !== 0 || typeof body.bot?.open_id !== "string") {
+      const code = typeof body.code === "number" ? body.code : null;
+      throw new FeishuError("invalid", `bot info refused (code ${code ?? "?"}): is the bot capability enabled?`, code);
+    }
     return body.bot.open_id;
   }
 
