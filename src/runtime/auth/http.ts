@@ -1,9 +1,11 @@
 /**
  * A bounded `fetch` for auth and discovery requests: the response body is read up to `maxBytes`
- * (checked while streaming, before buffering more) and re-wrapped, so callers and oauth4webapi
+ * (`core/bounded-body.ts`: checked while streaming, before buffering more) and re-wrapped, so callers and oauth4webapi
  * never hold an unbounded body. Failures are thrown as `BoundedFetchError` with a fixed label
  * (never a URL, header or body).
  */
+import { BodyTooLarge, readBounded } from "../../core/bounded-body.js";
+
 export class BoundedFetchError extends Error {
   constructor(readonly reason: "network" | "too_large" | "timeout") {
     super(`request ${reason}`);
@@ -21,32 +23,13 @@ export function boundedFetch(maxBytes: number, base: FetchFn = fetch): FetchFn {
     } catch (err) {
       throw new BoundedFetchError(isTimeout(err, init?.signal) ? "timeout" : "network");
     }
-    const declared = Number(res.headers.get("content-length") ?? "NaN");
-    if (Number.isFinite(declared) && declared > maxBytes) {
-      await res.body?.cancel().catch(() => undefined);
-      throw new BoundedFetchError("too_large");
+    let body: Buffer;
+    try {
+      body = await readBounded(res, maxBytes);
+    } catch (err) {
+      if (err instanceof BodyTooLarge) throw new BoundedFetchError("too_large");
+      throw new BoundedFetchError(isTimeout(err, init?.signal) ? "timeout" : "network");
     }
-    const chunks: Uint8Array[] = [];
-    let total = 0;
-    if (res.body !== null) {
-      const reader: ReadableStreamDefaultReader<Uint8Array> = res.body.getReader();
-      try {
-        for (;;) {
-          const { done, value } = await reader.read();
-          if (done) break;
-          total += value.byteLength;
-          if (total > maxBytes) {
-            await reader.cancel().catch(() => undefined);
-            throw new BoundedFetchError("too_large");
-          }
-          chunks.push(value);
-        }
-      } catch (err) {
-        if (err instanceof BoundedFetchError) throw err;
-        throw new BoundedFetchError(isTimeout(err, init?.signal) ? "timeout" : "network");
-      }
-    }
-    const body = Buffer.concat(chunks);
     const headers = new Headers(res.headers);
     headers.delete("content-encoding");
     headers.delete("content-length");
