@@ -1,6 +1,7 @@
 /**
  * The control helper of `berth channel`: one `daemon.control` exchange with the running `berth daemon` over its SCV
- * socket, bounded by `CONTROL_TIMEOUT_MS`.
+ * socket, bounded by `CONTROL_TIMEOUT_MS` (the spec's 20 s; `BERTH_CHANNEL_CONTROL_TIMEOUT_MS`, a whole number of milliseconds
+ * from 1 to 600,000, sets another, for tests and slow machines).
  *
  * Contract:
  * - `none` only when nothing listens on the socket (no socket file, or the connection is refused): the caller may
@@ -18,6 +19,13 @@ import { scvSocketPath } from "./scv-socket.js";
 
 export const CONTROL_TIMEOUT_MS = 20_000;
 
+/** The exchange's bound: `BERTH_CHANNEL_CONTROL_TIMEOUT_MS` when it is a whole number of ms in 1..600,000, else 20 s. */
+export function controlTimeoutMs(env: NodeJS.ProcessEnv = process.env): number {
+  const v = env["BERTH_CHANNEL_CONTROL_TIMEOUT_MS"] ?? "";
+  const n = /^\d{1,6}$/.test(v) ? Number(v) : NaN;
+  return n >= 1 && n <= 600_000 ? n : CONTROL_TIMEOUT_MS;
+}
+
 export type ControlOutcome =
   | { kind: "none" }
   | { kind: "status"; status: Record<string, unknown> }
@@ -30,14 +38,14 @@ export type ControlOutcome =
 export function failureMessage(r: Exclude<ControlOutcome, { kind: "none" | "status" }>, mutation: boolean, env: NodeJS.ProcessEnv = process.env): string {
   if (r.kind === "refused") return `the daemon refused: ${r.message} (${r.code})`;
   if (r.kind === "unreachable") return `cannot connect to the daemon's socket ${scvSocketPath(env)} (${r.code}); check that it belongs to your berth daemon`;
-  return ambiguousMessage(r, mutation);
+  return ambiguousMessage(r, mutation, env);
 }
 
 /** What the user is told after an ambiguous exchange, for a mutation (`mutation`) or a status query. */
-export function ambiguousMessage(o: { why: "timeout" | "closed" }, mutation: boolean): string {
+export function ambiguousMessage(o: { why: "timeout" | "closed" }, mutation: boolean, env: NodeJS.ProcessEnv = process.env): string {
   const what =
     o.why === "timeout"
-      ? `the running berth daemon did not answer within ${CONTROL_TIMEOUT_MS / 1000} s (it may be busy joining channel replacements)`
+      ? `the running berth daemon did not answer within ${controlTimeoutMs(env) / 1000} s (it may be busy joining channel replacements)`
       : "the running berth daemon closed the connection before its answer was complete";
   return mutation
     ? `${what}; the change may or may not have been made: run \`berth channel status\` before retrying it`
@@ -57,7 +65,7 @@ export async function daemonControl(command: Record<string, unknown>, env: NodeJ
     sock.on("error", () => undefined);
     const client = new ScvClient(sock, sock);
     const late = new Promise<ControlOutcome>((r) => {
-      timer = setTimeout(() => r({ kind: "ambiguous", why: "timeout" }), CONTROL_TIMEOUT_MS);
+      timer = setTimeout(() => r({ kind: "ambiguous", why: "timeout" }), controlTimeoutMs(env));
     });
     const exchange = (async (): Promise<ControlOutcome> => {
       await client.initialize({ name: "berth-channel", version: "0.1.0" });

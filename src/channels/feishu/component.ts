@@ -6,8 +6,8 @@
  * - Catch-up: for each of the 32 most recently active known chats, history since the checkpoint (≤24 h back,
  *   ≤4 pages of 50, oldest first) is handed to the bridge, whose dedup drops overlap with socket redeliveries.
  * - `connected` only once the socket is open AND catch-up finished; a drop is `disconnected`, then backoff
- *   1 → 60 s; the backoff starts again at 1 s only after a link that stayed up STABLE_LINK_MS, so a server that
- *   drops every link as soon as it opens is not reconnected (and caught up) once a second forever. Bad app
+ *   1 → 60 s; the backoff starts again at 1 s only after a link that carried an event or stayed up STABLE_LINK_MS,
+ *   so a server that drops every link as soon as it opens is not reconnected (and caught up) once a second forever. Bad app
  *   credentials stop in `failed` with the "log in again" error.
  * - An event is acked only after its claim is durable (the bridge's `accept` resolved), never after the turn.
  */
@@ -185,12 +185,14 @@ export class FeishuComponent {
         });
         caughtUp.catch(() => undefined);
         let ready = false;
+        let carried = false;
         const socket = new FeishuSocket(
           ep.url,
           ep.pingIntervalS,
           async (ev) => {
             if (!ready) await caughtUp;
             await this.handle(ev, bridge);
+            carried = true;
           },
           this.o.timers,
         );
@@ -209,7 +211,7 @@ export class FeishuComponent {
         this.health.success(up);
         const why = await socket.closed;
         if (signal.aborted) break;
-        if (this.clock.now() - up >= STABLE_LINK_MS) backoff.reset();
+        if (carried || this.clock.now() - up >= STABLE_LINK_MS) backoff.reset();
         this.health.set("disconnected", why === DEAD_LINK ? "the long connection stopped answering pings; reconnecting" : why === OVERSIZED_FRAME ? OVERSIZED_FRAME : "long connection closed");
         await this.clock.sleep(backoff.next(), signal);
       } catch (err) {
