@@ -16,6 +16,7 @@ import { connect } from "node:net";
 import { ScvClient } from "../client/scv/client.js";
 import { ScvRequestError } from "../client/scv/connection.js";
 import { scvSocketPath } from "./scv-socket.js";
+import { berthVersion } from "./version.js";
 
 export const CONTROL_TIMEOUT_MS = 20_000;
 
@@ -68,7 +69,7 @@ export async function daemonControl(command: Record<string, unknown>, env: NodeJ
       timer = setTimeout(() => r({ kind: "ambiguous", why: "timeout" }), controlTimeoutMs(env));
     });
     const exchange = (async (): Promise<ControlOutcome> => {
-      await client.initialize({ name: "berth-channel", version: "0.1.0" });
+      await client.initialize({ name: "berth-channel", version: berthVersion() });
       const ev = await client.conn.request("daemon.control", { command }, ["daemon.status"]);
       const st = ev["status"];
       return st !== null && typeof st === "object" ? { kind: "status", status: st as Record<string, unknown> } : { kind: "ambiguous", why: "closed" };

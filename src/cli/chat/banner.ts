@@ -13,7 +13,7 @@ import { preflight } from "./preflight.js";
 import { NO_PROVIDER_HELP, type Style } from "./render.js";
 import type { Screen } from "./screen.js";
 import { terminalSafe } from "../terminal-safe.js";
-import type { Ran } from "./reconnected.js";
+import { named, type Ran } from "./reconnected.js";
 import { chosenHere, type Chosen } from "./selection.js";
 
 export interface BannerHost {
@@ -64,7 +64,7 @@ export async function banner(h: BannerHost): Promise<Startup> {
   const served = pre.ok && chosen === null && via === "daemon" ? await h.daemonSelection() : null;
   const own = pre.ok ? { provider: pre.provider, model: pre.model } : null;
   const runs = served ?? own;
-  const model = runs !== null ? `${runs.provider}/${runs.model ?? "?"}` : null;
+  const model = runs !== null ? named(runs) : null;
   screen.line(s.bold("berth chat") + s.dim(` — /help for commands, Ctrl-C to cancel${via === "daemon" ? " · via berth daemon" : ""}`));
   const note = await h.note();
   if (note !== null) status(terminalSafe(note, false));
