@@ -58,6 +58,8 @@ export class FakeFeishu {
   endlessBytes = 0;
   /** Device-code poll answers before success (e.g. "authorization_pending", "access_denied"). */
   registrationScript: string[] = ["authorization_pending"];
+  /** Raw answers for the next `/oauth/v1/app/registration` requests (a gateway's HTML page), or `endless`. */
+  readonly registrationAnswers: Array<{ status: number; body: string; type?: string } | "endless"> = [];
   /** `tenant_brand` the scanner's tenant reports. */
   registrationBrand: "feishu" | "lark" = "feishu";
   /** While set, `/callback/ws/endpoint` answers only after it resolves (keeps the client disconnected). */
@@ -325,6 +327,12 @@ export class FakeFeishu {
       return send({ code: 0, msg: "ok", tenant_access_token: this.token, expire: 7200 });
     }
     if (p === "/oauth/v1/app/registration") {
+      const answer = this.registrationAnswers.shift();
+      if (answer === "endless") return this.endless(res);
+      if (answer !== undefined) {
+        res.writeHead(answer.status, { "content-type": answer.type ?? "application/json; charset=utf-8" });
+        return void res.end(answer.body);
+      }
       const form = new URLSearchParams(raw.toString("utf8"));
       if (form.get("action") === "begin") {
         return send({ device_code: "dc_1", user_code: "ABCD", verification_uri_complete: `https://accounts.feishu.cn/page/app?user_code=ABCD`, interval: 1, expires_in: 600 });

@@ -7,6 +7,7 @@ import { realClock, type Clock } from "../common/backoff.js";
 import { FeishuApi, FeishuError } from "./api.js";
 import { APP_ID, type FeishuCredentials } from "./credentials.js";
 import { LoginError } from "../wechat/login.js";
+import { BodyTooLarge, formatBytes, readBounded } from "../../core/bounded-body.js";
 
 export const FEISHU_ACCOUNTS = "https://accounts.feishu.cn";
 export const LARK_ACCOUNTS = "https://accounts.larksuite.com";
@@ -21,19 +22,36 @@ export interface ScanOptions {
   signal?: AbortSignal;
 }
 
+/** The sign-in service's answers are a few hundred bytes; a body past this is not one of them. */
+const MAX_REGISTRATION_BODY_BYTES = 64 * 1024;
+
 async function registration(base: string, form: Record<string, string>, signal?: AbortSignal): Promise<Record<string, unknown>> {
+  const service = base.replace(/\/+$/, "");
+  let res: Response;
+  let body: Buffer;
   try {
-    const res = await fetch(`${base.replace(/\/+$/, "")}/oauth/v1/app/registration`, {
+    res = await fetch(`${service}/oauth/v1/app/registration`, {
       method: "POST",
       headers: { "content-type": "application/x-www-form-urlencoded" },
       body: new URLSearchParams(form).toString(),
       signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(30_000)]) : AbortSignal.timeout(30_000),
     });
-    return (await res.json()) as Record<string, unknown>;
-  } catch {
+    body = await readBounded(res, MAX_REGISTRATION_BODY_BYTES);
+  } catch (err) {
     if (signal?.aborted) throw new LoginError("login cancelled");
-    throw new LoginError("cannot reach the Feishu sign-in service; check the network and try again");
+    if (err instanceof BodyTooLarge) throw new LoginError(`the Feishu sign-in service at ${service} sent an answer over ${formatBytes(err.maxBytes)}, not a sign-in answer; try again later`);
+    throw new LoginError(`cannot reach the Feishu sign-in service at ${service}; check the network and try again`);
   }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString("utf8"));
+  } catch {
+    parsed = null;
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+    throw new LoginError(`the Feishu sign-in service at ${service} answered HTTP ${res.status}, not a JSON object; try again later`);
+  }
+  return parsed as Record<string, unknown>;
 }
 
 export async function feishuScanLogin(o: ScanOptions): Promise<FeishuCredentials> {
