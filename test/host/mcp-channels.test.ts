@@ -348,3 +348,16 @@ test("a reply must be an MCP response: exactly one of an object result or an err
     m.close();
     be.close();
   }));
+
+test("an MCP request before the AHP connection is initialized is refused naming AHP initialize, not MCP's", () =>
+  withHost(async (h) => {
+    const { reg } = await v5Session(h);
+    const channel = await channelOf(h, reg.session);
+    const raw = McpClient.of(await AhpClient.open(h));
+    raw.request(channel, 7, "tools/list");
+    const r = await raw.reply(7);
+    assert.equal(r.error.code, -32600);
+    assert.equal(r.error.message, "MCP messages need an initialized AHP connection: send the AHP initialize request (on ahp-root://) first, then MCP on the mcp:// channel a session snapshot names");
+    assert.equal(r.channel, channel);
+    raw.close();
+  }));

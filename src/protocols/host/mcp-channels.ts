@@ -327,7 +327,7 @@ export class McpHub {
     };
     if (msg.jsonrpc !== "2.0" || typeof msg.method !== "string" || ("id" in msg && callerId === undefined))
       return port.send(JSON.stringify({ jsonrpc: "2.0", id: callerId ?? null, error: { code: -32600, message: "invalid MCP JSON-RPC message (this channel accepts requests and notifications only)" }, channel }));
-    if (!port.initialized()) return fail(-32600, "initialize must be the first request");
+    if (!port.initialized()) return fail(-32600, "MCP messages need an initialized AHP connection: send the AHP initialize request (on ahp-root://) first, then MCP on the mcp:// channel a session snapshot names");
     const method = msg.method;
     if (method === "initialize" || method === "notifications/initialized")
       return fail(-32601, "MCP initialize is not carried on an mcp:// channel: the server is already initialized");
