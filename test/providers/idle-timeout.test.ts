@@ -27,9 +27,11 @@ for (const api of APIS) {
       const { provider, delays } = makeProvider(api, fake, { idleTimeoutMs: 100 });
       const events = await collect(provider.stream(request()));
       assert.deepEqual(events, [{ type: "error", kind: "network", retryable: true, message: "provider sent nothing within its idle timeout (100 ms; 3 attempts)" }]);
-      assert.equal(fake.requests.length, 3);
       assert.equal(delays.length, 2);
-      // Each attempt's connection was closed by the client (the server saw it go).
+      // The fake runs in this process: on a loaded machine an attempt's 100 ms can pass before the fake has read the
+      // request (timers run before the poll phase that would have read it), so it may have seen fewer than three.
+      assert.ok(fake.requests.length >= 1 && fake.requests.length <= 3, `${fake.requests.length} requests`);
+      // Each attempt the server saw had its connection closed by the client (the server saw it go).
       await Promise.all(fake.requests.map((r) => r.socketClosed));
     });
 
