@@ -103,3 +103,32 @@ void test("bash: background jobs do not outlive a command that exited normally",
   const gc = pidFrom(join(dir, "gc.pid"));
   assert.ok(await waitFor(() => !isAlive(gc)), "background sleep is gone");
 });
+
+void test("bash: terminal escapes and control characters reach the model as plain text", async (t) => {
+  const dir = tempDir(t);
+  // Colours, a window title (OSC … BEL), a clipboard write (OSC 52 … ST), CRLF, a progress bar's lone CRs, NUL
+  // separators (find -print0) and a bell.
+  const command = String.raw`printf '\033[1;31mred\033[0m \033]0;title\007ok\033]52;c;aGk=\033\\\r\nprogress 1\rprogress 2\na\000b\000\007\n'`;
+  const r = await call(bashTool, { command }, makeCtx(dir));
+  assert.equal(r.isError, false, r.content);
+  assert.equal(r.content, "red ok\nprogress 1\nprogress 2\na␀b␀␇\nexit code: 0");
+});
+
+void test("bash: binary output stays within the result bound with one note counting the bytes not shown", async (t) => {
+  const dir = tempDir(t);
+  // 60,000 bytes that are each invalid UTF-8: decoded, each is U+FFFD (three bytes), so the kept 50 KB would be 150 KB.
+  const r = await call(bashTool, { command: "head -c 60000 /dev/zero | tr '\\0' '\\377'; printf '\\nend\\n'" }, makeCtx(dir));
+  assert.equal(r.isError, false);
+  assert.ok(Buffer.byteLength(r.content) <= MAX_RESULT_BYTES, `${Buffer.byteLength(r.content)} bytes`);
+  const notes = r.content.match(/\[… \d+ bytes( of output)? omitted …\]/g) ?? [];
+  assert.equal(notes.length, 1, `one note: ${notes.join(", ")}`);
+  const shown = (r.content.match(/\uFFFD/g) ?? []).length;
+  assert.equal(notes[0], `[… ${60_000 - shown} bytes of output omitted …]`);
+  assert.ok(r.content.endsWith("\nend\nexit code: 0"));
+});
+
+void test("bash: a command reading stdin gets end-of-file at once", async (t) => {
+  const dir = tempDir(t);
+  const r = await call(bashTool, { command: "cat; read line; echo read=$?" }, makeCtx(dir));
+  assert.equal(r.content, "read=1\nexit code: 0");
+});

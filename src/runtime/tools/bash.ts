@@ -2,7 +2,8 @@
  * `bash`: runs `bash -c <command>` in `ctx.cwd`, in its own process group. Contract:
  * - stdin is /dev/null; stdout and stderr are captured merged, in arrival order, keeping the first
  *   `headBytes` and the last `tailBytes` (memory stays bounded however much is printed); the
- *   result says how many bytes were omitted between them.
+ *   result says how many bytes were omitted between them. The output is made plain text first (bash-output.ts:
+ *   escape sequences removed, control characters shown as control pictures) and the bounds hold for that text.
  * - On timeout or `ctx.signal` abort the WHOLE group gets SIGTERM, then SIGKILL after
  *   `killGraceMs`. When the call ends for any reason, whatever is left of its group is
  *   terminated the same way, so background jobs (`cmd &`) do not outlive the call; a process
@@ -14,9 +15,9 @@
  *   `bwrap` is an `unavailable` result, never a silent fallback to running unsandboxed.
  */
 import { stat } from "node:fs/promises";
-import { StringDecoder } from "node:string_decoder";
 import type { Tool, ToolResult } from "../types.js";
 import type { CommandOutcome } from "../workspace.js";
+import { cleanOutput, HeadTailCapture } from "./bash-output.js";
 import { canonical, policyOf } from "./confine.js";
 import { defineLocalTool } from "./define.js";
 import { fail, MAX_RESULT_BYTES } from "./result.js";
@@ -38,58 +39,8 @@ export interface BashOptions {
 }
 
 export { BASH_DEFAULT_TIMEOUT_MS, BASH_MAX_TIMEOUT_MS };
+export { HeadTailCapture };
 export const BASH_KILL_GRACE_MS = 2000;
-
-/** Keeps the first `headMax` and last `tailMax` bytes of a byte stream. */
-export class HeadTailCapture {
-  private head: Buffer[] = [];
-  private headLen = 0;
-  private tail: Buffer[] = [];
-  private tailLen = 0;
-  total = 0;
-  constructor(
-    private readonly headMax: number,
-    private readonly tailMax: number,
-  ) {}
-
-  push(chunk: Buffer): void {
-    this.total += chunk.length;
-    if (this.headLen < this.headMax) {
-      const take = Math.min(chunk.length, this.headMax - this.headLen);
-      this.head.push(chunk.subarray(0, take));
-      this.headLen += take;
-      chunk = chunk.subarray(take);
-      if (chunk.length === 0) return;
-    }
-    this.tail.push(chunk);
-    this.tailLen += chunk.length;
-    while (this.tailLen > this.tailMax && this.tail.length > 0) {
-      const first = this.tail[0] as Buffer;
-      const excess = this.tailLen - this.tailMax;
-      if (first.length <= excess) {
-        this.tail.shift();
-        this.tailLen -= first.length;
-      } else {
-        this.tail[0] = first.subarray(excess);
-        this.tailLen -= excess;
-      }
-    }
-  }
-
-  /** Head and tail decoded, joined by an omission note when bytes were dropped. */
-  text(): string {
-    const head = Buffer.concat(this.head);
-    const tail = Buffer.concat(this.tail);
-    if (this.total === head.length + tail.length) return Buffer.concat([head, tail]).toString("utf8");
-    // Neither side shows a broken character: the decoder holds back an incomplete last
-    // character of the head; leading continuation bytes of the tail are skipped.
-    const headText = new StringDecoder("utf8").write(head);
-    let start = 0;
-    while (start < tail.length && ((tail[start] ?? 0) & 0xc0) === 0x80) start++;
-    const omitted = this.total - Buffer.byteLength(headText) - (tail.length - start);
-    return `${headText}\n[… ${omitted} bytes of output omitted …]\n${tail.subarray(start).toString("utf8")}`;
-  }
-}
 
 function killGroup(pid: number, signal: NodeJS.Signals): void {
   try {
@@ -145,7 +96,7 @@ export function createBashTool(opts: BashOptions = {}): Tool {
           outputByteLimit: headMax + tailMax,
           signal: ctx.signal,
         });
-        return commandResult(done.output, done.end, timeoutMs, ctx.onProgress, "command");
+        return commandResult(cleanOutput(done.output), done.end, timeoutMs, ctx.onProgress, "command");
       }
       let wrap: string[] | null = null;
       if (policy.sandbox === "bubblewrap") {

@@ -1,0 +1,136 @@
+/**
+ * What the model sees of a command's output. Contract:
+ * - `HeadTailCapture` keeps the first `headMax` and the last `tailMax` bytes a command prints (memory stays bounded
+ *   however much is printed) and counts the rest.
+ * - `cleanOutput` turns terminal output into plain text: ANSI/VT escape sequences (colours, cursor moves, OSC titles
+ *   and clipboard writes, 8-bit CSI) are removed; CRLF and lone CR (progress bars) become LF; every other control
+ *   character except TAB and LF is shown as its Unicode control picture (NUL → ␀, BEL → ␇, DEL → ␡), so separators
+ *   such as `find -print0`'s stay visible; C1 controls become U+FFFD. Invalid UTF-8 bytes are U+FFFD (the decoder's).
+ * - `renderCapture` bounds the cleaned text, not only the raw bytes: the head part stays within `headMax` bytes and
+ *   the tail within `tailMax` once cleaned (binary output grows when decoded: one invalid byte is three bytes of
+ *   U+FFFD), never splits a character, and a single note says how many bytes of the command's output are not shown.
+ */
+import { StringDecoder } from "node:string_decoder";
+
+/** Keeps the first `headMax` and last `tailMax` bytes of a byte stream. */
+export class HeadTailCapture {
+  private head: Buffer[] = [];
+  private headLen = 0;
+  private tail: Buffer[] = [];
+  private tailLen = 0;
+  total = 0;
+  constructor(
+    private readonly headMax: number,
+    private readonly tailMax: number,
+  ) {}
+
+  push(chunk: Buffer): void {
+    this.total += chunk.length;
+    if (this.headLen < this.headMax) {
+      const take = Math.min(chunk.length, this.headMax - this.headLen);
+      this.head.push(chunk.subarray(0, take));
+      this.headLen += take;
+      chunk = chunk.subarray(take);
+      if (chunk.length === 0) return;
+    }
+    this.tail.push(chunk);
+    this.tailLen += chunk.length;
+    while (this.tailLen > this.tailMax && this.tail.length > 0) {
+      const first = this.tail[0] as Buffer;
+      const excess = this.tailLen - this.tailMax;
+      if (first.length <= excess) {
+        this.tail.shift();
+        this.tailLen -= first.length;
+      } else {
+        this.tail[0] = first.subarray(excess);
+        this.tailLen -= excess;
+      }
+    }
+  }
+
+  /** The kept output, cleaned and bounded (see `renderCapture`). */
+  text(): string {
+    return renderCapture(Buffer.concat(this.head), Buffer.concat(this.tail), this.total, this.headMax, this.tailMax);
+  }
+}
+
+// CSI (ESC [ … final, or the 8-bit U+009B), string commands (OSC ESC ], DCS ESC P, SOS ESC X, PM ESC ^, APC ESC _)
+// up to BEL or ST (an unterminated one ends at the line's end), and the other ESC sequences (charset, keypad, save).
+const ESCAPES = /(?:\x1b\[|\u009b)[0-?]*[ -/]*[@-~]|\x1b[\]PX^_][^\x07\x1b\n]*(?:\x07|\x1b\\)?|\x1b[ -/]*[0-~]/g;
+const CONTROLS = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/g;
+const C1 = /[\u0080-\u009f]/g;
+
+/** Terminal output as plain text (see the module contract). */
+export function cleanOutput(s: string): string {
+  return s
+    .replace(ESCAPES, "")
+    .replace(/\r\n?/g, "\n")
+    .replace(CONTROLS, (c) => String.fromCharCode(c === "\x7f" ? 0x2421 : 0x2400 + c.charCodeAt(0)))
+    .replace(C1, "\uFFFD");
+}
+
+/** The largest `e ≤ n` such that `buf[0, e)` does not end inside a multi-byte character. */
+function completeEnd(buf: Buffer, n: number): number {
+  for (let i = n - 1; i >= 0 && i >= n - 3; i--) {
+    const b = buf[i] as number;
+    if ((b & 0xc0) === 0x80) continue;
+    const len = b >= 0xf8 ? 1 : b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+    return i + len > n ? i : n;
+  }
+  return n;
+}
+
+/** The smallest `s ≥ start` that is not a continuation byte (at most three skipped: a character's own). */
+function completeStart(buf: Buffer, start: number): number {
+  let s = start;
+  while (s < buf.length && s - start < 3 && ((buf[s] as number) & 0xc0) === 0x80) s++;
+  return s;
+}
+
+type Part = { text: string; used: number };
+
+/** `render(n)` for the largest `n ≤ max` whose text fits `budget` bytes (0 always fits: the empty text). */
+function largestFitting(max: number, budget: number, render: (n: number) => Part): Part {
+  const all = render(max);
+  if (Buffer.byteLength(all.text) <= budget) return all;
+  let lo = 0;
+  let hi = max - 1;
+  let best: Part = { text: "", used: 0 };
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const p = render(mid);
+    if (Buffer.byteLength(p.text) <= budget) {
+      best = p;
+      lo = mid + 1;
+    } else hi = mid - 1;
+  }
+  return best;
+}
+
+/**
+ * The command's output as the model sees it: `head` and `tail` are the kept bytes of `total` printed (all of them
+ * when nothing was dropped), each cleaned and fitted to its budget; a note between them counts the bytes of output
+ * not shown.
+ */
+export function renderCapture(head: Buffer, tail: Buffer, total: number, headMax: number, tailMax: number): string {
+  const decode = (b: Buffer): string => cleanOutput(new StringDecoder("utf8").end(b));
+  if (total === head.length + tail.length) {
+    // Nothing dropped: one piece, shown whole when it fits both budgets once cleaned.
+    const all = Buffer.concat([head, tail]);
+    const whole = decode(all);
+    if (Buffer.byteLength(whole) <= headMax + tailMax) return whole;
+    head = all.subarray(0, Math.min(all.length, headMax));
+    tail = all.subarray(head.length);
+  }
+  const h = largestFitting(head.length, headMax, (n) => {
+    const e = completeEnd(head, n);
+    return { text: decode(head.subarray(0, e)), used: e };
+  });
+  const t = largestFitting(tail.length, tailMax, (n) => {
+    const s = completeStart(tail, tail.length - n);
+    return { text: decode(tail.subarray(s)), used: tail.length - s };
+  });
+  const omitted = total - h.used - t.used;
+  if (omitted === 0) return h.text + t.text;
+  return `${h.text}\n[… ${omitted} bytes of output omitted …]\n${t.text}`;
+}
