@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { readTool } from "../../src/runtime/tools/read.js";
 import { writeTool } from "../../src/runtime/tools/write.js";
@@ -181,4 +182,46 @@ void test("edit: overlapping occurrences of old_string are ambiguous, not a uniq
   const one = await call(editTool, { path: "o.txt", old_string: "ab a", new_string: "x" }, makeCtx(dir));
   assert.equal(one.isError, false, one.content);
   assert.equal(readFileSync(f, "utf8"), "xb");
+});
+
+void test("write and edit replace a file atomically: a write that fails part-way leaves the old content whole", (t) => {
+  const dir = tempDir(t);
+  const f = join(dir, "orig.txt");
+  writeFileSync(f, "x".repeat(3000));
+  // A process whose file size limit (ulimit -f, 1 KiB blocks) stops a write at 2048 bytes, as a full disk or a quota
+  // would: Node ignores SIGXFSZ, so the write fails with EFBIG. Writing in place truncated the file first and left
+  // 2048 bytes of the new text.
+  const tools = new URL("../../src/runtime/tools/", import.meta.url).href;
+  const script = `
+    const { writeTool } = await import(${JSON.stringify(`${tools}write.js`)});
+    const { editTool } = await import(${JSON.stringify(`${tools}edit.js`)});
+    const ctx = { cwd: process.argv[1], signal: new AbortController().signal, onProgress: () => {} };
+    const w = await writeTool.run({ path: "orig.txt", content: "n".repeat(5000) }, ctx);
+    const e = await editTool.run({ path: "orig.txt", old_string: "x", new_string: "yy", replace_all: true }, ctx);
+    console.log(JSON.stringify([w, e]));`;
+  const out = execFileSync("bash", ["-c", 'ulimit -f 2 && exec "$0" --input-type=module -e "$1" "$2"', process.execPath, script, dir], { encoding: "utf8" });
+  const [w, e] = JSON.parse(out) as Array<{ isError: boolean; content: string }>;
+  assert.equal(w?.isError, true);
+  assert.match(w?.content ?? "", /^write: orig\.txt: EFBIG/);
+  assert.equal(e?.isError, true);
+  assert.match(e?.content ?? "", /^edit: orig\.txt: EFBIG/);
+  assert.equal(readFileSync(f, "utf8"), "x".repeat(3000), "the old content is whole");
+  assert.deepEqual(readdirSync(dir), ["orig.txt"], "no temporary file is left behind");
+});
+
+void test("an atomic replace keeps the file's mode and edits a symlink's target, not the link", async (t) => {
+  const dir = tempDir(t);
+  const f = join(dir, "run.sh");
+  writeFileSync(f, "echo one\n");
+  chmodSync(f, 0o754);
+  symlinkSync("run.sh", join(dir, "link.sh"));
+  const ctx = makeCtx(dir);
+  const r = await call(editTool, { path: "link.sh", old_string: "one", new_string: "two" }, ctx);
+  assert.equal(r.isError, false, r.content);
+  assert.equal(readFileSync(f, "utf8"), "echo two\n");
+  assert.equal(statSync(f).mode & 0o7777, 0o754);
+  assert.ok(lstatSync(join(dir, "link.sh")).isSymbolicLink());
+  assert.equal((await call(writeTool, { path: "run.sh", content: "echo three\n" }, ctx)).isError, false);
+  assert.equal(statSync(f).mode & 0o7777, 0o754);
+  assert.deepEqual(readdirSync(dir).sort(), ["link.sh", "run.sh"]);
 });

@@ -15,9 +15,11 @@
  * Refusals come back as `denied` tool results whose text names the path the model gave and the rule it broke.
  */
 import { constants as FS, realpathSync } from "node:fs";
-import { lstat, open, realpath, type FileHandle } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { lstat, open, realpath, rename, unlink, type FileHandle } from "node:fs/promises";
 import { homedir } from "node:os";
 import { basename, dirname, join, sep } from "node:path";
+import { truncateUtf8 } from "../../core/utf8.js";
 import type { ToolContext, ToolResult } from "../types.js";
 import { resolvePath } from "./paths.js";
 import { fail, fsFail } from "./result.js";
@@ -196,12 +198,48 @@ export async function openForWrite(tool: string, given: string, path: string): P
   }
 }
 
-/** Replaces the whole content of an opened file. */
-export async function replaceContent(handle: FileHandle, text: string): Promise<void> {
-  await handle.truncate(0);
-  const buf = Buffer.from(text, "utf8");
+/** Writes all of `buf` to `handle` from offset 0. */
+async function writeAll(handle: FileHandle, buf: Buffer): Promise<void> {
   for (let off = 0; off < buf.length; ) {
     const { bytesWritten } = await handle.write(buf, off, buf.length - off, off);
     off += bytesWritten;
+  }
+}
+
+/**
+ * Replaces the whole content of the opened regular file at `path` (canonical, as `resolveForTool` returned it) with
+ * `text`, atomically: the text goes to a new file in the same directory (`.<name>.<random>.berth-tmp`, created
+ * exclusively, never through a symlink), is flushed to disk and given the file's permission bits (and its owner
+ * when the process may set it), then renamed over `path`. A crash or a failed write (disk full, quota, file size
+ * limit) leaves the old content whole; a reader sees the old text or the new, never a truncated mix. The name then
+ * holds a new file: other hard links to the old one keep the old content. A directory that refuses a new file
+ * (EACCES/EPERM: a writable file in a read-only directory) gets the old behaviour, the file rewritten in place
+ * through `handle`.
+ */
+export async function replaceContent(handle: FileHandle, path: string, text: string): Promise<void> {
+  const buf = Buffer.from(text, "utf8");
+  const st = await handle.stat();
+  const tmp = join(dirname(path), `.${truncateUtf8(basename(path), 128)}.${randomBytes(6).toString("hex")}.berth-tmp`);
+  let out: FileHandle;
+  try {
+    out = await open(tmp, FS.O_WRONLY | FS.O_CREAT | FS.O_EXCL | FS.O_NOFOLLOW | FS.O_NONBLOCK, 0o600);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== "EACCES" && code !== "EPERM") throw err;
+    await handle.truncate(0);
+    await writeAll(handle, buf);
+    return;
+  }
+  try {
+    await writeAll(out, buf);
+    await out.chmod(st.mode & 0o7777);
+    if (st.uid !== process.getuid?.() || st.gid !== process.getgid?.()) await out.chown(st.uid, st.gid).catch(() => undefined);
+    await out.datasync();
+    await out.close();
+    await rename(tmp, path);
+  } catch (err) {
+    await out.close().catch(() => undefined);
+    await unlink(tmp).catch(() => undefined);
+    throw err;
   }
 }

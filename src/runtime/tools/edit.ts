@@ -84,7 +84,7 @@ export const editTool = defineLocalTool({
           const opened = await openForWrite("edit", args.path, target.path);
           if (!opened.ok) return opened.result;
           try {
-            await replaceContent(opened.handle, r.next);
+            await replaceContent(opened.handle, target.path, r.next);
           } finally {
             await opened.handle.close().catch(() => undefined);
           }
@@ -97,7 +97,7 @@ export const editTool = defineLocalTool({
     const opened = await openRegular("edit", args.path, target.path, true);
     if (!opened.ok) return opened.result;
     try {
-      return await editOpened(opened.handle, args, ctx.signal);
+      return await editOpened(opened.handle, target.path, args, ctx.signal);
     } finally {
       await opened.handle.close().catch(() => undefined);
     }
@@ -144,14 +144,14 @@ function applyEdit(text: string, args: EditCall): { next: string; count: number 
   return { next: text.slice(0, at) + newS + text.slice(at + oldS.length), count };
 }
 
-async function editOpened(handle: FileHandle, args: EditCall, signal: AbortSignal): Promise<ToolResult> {
+async function editOpened(handle: FileHandle, path: string, args: EditCall, signal: AbortSignal): Promise<ToolResult> {
   const text = await readUtf8(handle, args.path, signal);
   if (typeof text !== "string") return text;
   const r = applyEdit(text, args);
   if (!("next" in r)) return r;
   try {
     if (signal.aborted) return fail("cancelled", "edit: cancelled");
-    await replaceContent(handle, r.next);
+    await replaceContent(handle, path, r.next);
   } catch (err) {
     return fsFail(err, `edit: ${args.path}`);
   }

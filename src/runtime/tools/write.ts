@@ -1,4 +1,7 @@
-/** `write`: creates or overwrites a file with the given content, creating parent directories. */
+/**
+ * `write`: creates or overwrites a file with the given content, creating parent directories. The file is replaced
+ * atomically (confine.ts `replaceContent`): a failed or interrupted write leaves the old content whole.
+ */
 import { mkdir } from "node:fs/promises";
 import { dirname } from "node:path";
 import { openForWrite, replaceContent, resolveForTool } from "./confine.js";
@@ -30,7 +33,7 @@ export const writeTool = defineLocalTool({
     const opened = await openForWrite("write", args.path, target.path);
     if (!opened.ok) return opened.result;
     try {
-      await replaceContent(opened.handle, args.content);
+      await replaceContent(opened.handle, target.path, args.content);
     } catch (err) {
       return fsFail(err, `write: ${args.path}`);
     } finally {
