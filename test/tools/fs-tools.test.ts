@@ -225,3 +225,18 @@ void test("an atomic replace keeps the file's mode and edits a symlink's target,
   assert.equal(statSync(f).mode & 0o7777, 0o754);
   assert.deepEqual(readdirSync(dir).sort(), ["link.sh", "run.sh"]);
 });
+
+void test("edit: a CRLF file keeps CRLF when a one-line old_string becomes several lines", async (t) => {
+  const dir = tempDir(t);
+  const ctx = makeCtx(dir);
+  writeFileSync(join(dir, "w.txt"), "a\r\nb\r\n");
+  let r = await call(editTool, { path: "w.txt", old_string: "a", new_string: "x\ny" }, ctx);
+  assert.equal(r.isError, false, r.content);
+  assert.equal(readFileSync(join(dir, "w.txt"), "utf8"), "x\r\ny\r\nb\r\n");
+  r = await call(editTool, { path: "w.txt", old_string: "b\r\n", new_string: "b\r\nc\nd\r\n" }, ctx);
+  assert.equal(readFileSync(join(dir, "w.txt"), "utf8"), "x\r\ny\r\nb\r\nc\r\nd\r\n");
+  // A file that mixes endings is not one to normalise: new_string goes in as given.
+  writeFileSync(join(dir, "m.txt"), "a\r\nb\nc\n");
+  r = await call(editTool, { path: "m.txt", old_string: "c", new_string: "c\nd" }, ctx);
+  assert.equal(readFileSync(join(dir, "m.txt"), "utf8"), "a\r\nb\nc\nd\n");
+});

@@ -1,7 +1,8 @@
 /**
  * `edit`: exact-match replacement. `old_string` must occur exactly once unless `replace_all`;
  * zero or several occurrences fail with a message saying which. When the file uses CRLF and
- * `old_string` uses bare LF (models usually do), the strings are matched with LF turned into CRLF. Occurrences that
+ * `old_string` uses bare LF (models usually do), the strings are matched with LF turned into CRLF; in a file whose
+ * every line ends in CRLF, `new_string`'s line breaks always become CRLF. Occurrences that
  * overlap count as several (which one was meant cannot be known). A file that is not UTF-8 is refused: decoding it
  * would turn each invalid byte into U+FFFD, and writing it back would change the whole file, not one place.
  */
@@ -16,6 +17,8 @@ import { fail, fsFail, ok } from "./result.js";
 import { EDIT_DEF } from "./specs.js";
 
 const MAX_STRING_LENGTH = constants.MAX_STRING_LENGTH;
+/** A line feed not preceded by a carriage return. */
+const BARE_LF = /(?<!\r)\n/;
 
 
 /** Number of non-overlapping occurrences of `needle` in `hay` (needle non-empty). */
@@ -124,6 +127,9 @@ function applyEdit(text: string, args: EditCall): { next: string; count: number 
       count = c;
     }
   }
+  // A file whose every line ends in CRLF keeps doing so: line breaks of new_string become CRLF too, however
+  // old_string matched (a one-line old_string replaced by several lines matches as given).
+  if (count > 0 && newS.includes("\n") && text.includes("\r\n") && !BARE_LF.test(text)) newS = newS.replace(/\r?\n/g, "\r\n");
   if (count === 0) return fail("failed", `edit: old_string not found in ${args.path}`);
   if (count > 1 && args.replace_all !== true) {
     return fail("failed", `edit: old_string occurs ${count} times in ${args.path}; add surrounding context to make it unique, or set replace_all`);
