@@ -122,3 +122,30 @@ void test("grep tool: abort stops a pathological regex without blocking the even
   const r = await running;
   assert.equal(r.errorKind, "cancelled");
 });
+
+void test("grep: a match deep in a long line is shown with the text around it", async (t) => {
+  const dir = tempDir(t);
+  writeFileSync(join(dir, "min.js"), `${"x".repeat(100_000)}NEEDLE${"y".repeat(1000)}\n`);
+  const r = await call(grepTool, { pattern: "NEEDLE" }, makeCtx(dir));
+  assert.equal(r.content, `min.js:1: [… 99900 chars cut] ${"x".repeat(100)}NEEDLE${"y".repeat(394)} [… 606 chars cut]`);
+});
+
+void test("grep: files over 10 MiB and binary files are named, not silently passed as 'no matches'", async (t) => {
+  const dir = tempDir(t);
+  const limit = 10 * 1024 * 1024;
+  const text = (size: number): Buffer => Buffer.concat([Buffer.from("NEEDLE\n"), Buffer.alloc(size - 7, 0x61)]);
+  writeFileSync(join(dir, "at-limit.log"), text(limit));
+  writeFileSync(join(dir, "over.log"), text(limit + 1));
+  writeFileSync(join(dir, "bin.dat"), Buffer.from("NEEDLE\u0000"));
+  const ctx = makeCtx(dir);
+  let r = await call(grepTool, { pattern: "NEEDLE" }, ctx);
+  assert.equal(r.content, "at-limit.log:1: NEEDLE\n[not searched, over 10 MiB: over.log; use bash (e.g. grep -n) for them]");
+  r = await call(grepTool, { pattern: "NEEDLE", path: "over.log" }, ctx);
+  assert.equal(r.errorKind, "limit");
+  assert.equal(r.content, `grep: over.log is ${limit + 1} bytes, over the ${limit} bytes (10 MiB) grep searches; use bash (e.g. grep -n) or read it in pages`);
+  r = await call(grepTool, { pattern: "NEEDLE", path: "at-limit.log" }, ctx);
+  assert.equal(r.content, "at-limit.log:1: NEEDLE");
+  r = await call(grepTool, { pattern: "NEEDLE", path: "bin.dat" }, ctx);
+  assert.equal(r.errorKind, "failed");
+  assert.equal(r.content, "grep: bin.dat looks like a binary file (a NUL byte in its first 8 KiB); grep searches text files only");
+});

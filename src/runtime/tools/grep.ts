@@ -1,16 +1,25 @@
 /**
  * `grep`: JavaScript regular-expression search over file contents under a path (or one file).
  * Pure Node, run in a worker thread so a slow regex cannot stall the host; no external binary is
- * used. Skips `.git`, `node_modules`, binary files and files over 10 MiB. Output lines are
- * `path:line: text`, bounded by `limit` matches.
+ * used. Skips `.git`, `node_modules`, binary files and files over 10 MiB (a note names the large ones; a file named
+ * as `path` that would be skipped is an error saying why). Output lines are `path:line: text`, bounded by `limit`
+ * matches; a long line shows 500 characters around its first match.
  */
 import { defineLocalTool } from "./define.js";
 import { fail, ok } from "./result.js";
-import { runSearch } from "./search.js";
+import { GREP_MAX_FILE_BYTES, runSearch } from "./search.js";
 import { GREP_DEF, GREP_DEFAULT_LIMIT, GREP_MAX_LIMIT } from "./specs.js";
 import { boundNotes, displayPath, resolveRoot, SEARCH_MAX_ENTRIES, SEARCH_TIMEOUT_MS, searchFailure } from "./search-tool-common.js";
 
 export { GREP_DEFAULT_LIMIT, GREP_MAX_LIMIT };
+
+/** A note naming files not searched for their size (the first three), so "no matches" is not read as "absent". */
+function largeNote(display: string, large: ReadonlyArray<{ rel: string }>): string {
+  if (large.length === 0) return "";
+  const names = large.slice(0, 3).map((f) => displayPath(display, f.rel));
+  const more = large.length > 3 ? ` and ${large.length - 3} more` : "";
+  return `\n[not searched, over 10 MiB: ${names.join(", ")}${more}; use bash (e.g. grep -n) for them]`;
+}
 
 
 export const grepTool = defineLocalTool({
@@ -43,11 +52,18 @@ export const grepTool = defineLocalTool({
     const failure = searchFailure("grep", run);
     if (failure !== null || !run.ok) return failure ?? fail("failed", "grep: failed");
     ctx.onProgress(`${run.results.length} matches`);
-    if (run.results.length === 0) return ok(`no matches${boundNotes(run, limit, "matches")}`);
+    const given = args.path ?? ".";
+    if (root.isFile && (run.large ?? []).length > 0) {
+      const size = run.large?.[0]?.size ?? 0;
+      return fail("limit", `grep: ${given} is ${size} bytes, over the ${GREP_MAX_FILE_BYTES} bytes (10 MiB) grep searches; use bash (e.g. grep -n) or read it in pages`);
+    }
+    if (root.isFile && (run.binary ?? 0) > 0) return fail("failed", `grep: ${given} looks like a binary file (a NUL byte in its first 8 KiB); grep searches text files only`);
+    const notes = boundNotes(run, limit, "matches") + largeNote(root.display, run.large ?? []);
+    if (run.results.length === 0) return ok(`no matches${notes}`);
     const lines = run.results.map((r) => {
       const [rel = "", line = "", text = ""] = r.split("\u0000");
       return `${displayPath(root.display, rel) || "."}:${line}: ${text}`;
     });
-    return ok(lines.join("\n") + boundNotes(run, limit, "matches"));
+    return ok(lines.join("\n") + notes);
   },
 });

@@ -13,8 +13,23 @@ export type SearchJob = {
   maxEntries: number;
 } & ({ op: "glob"; pattern: string } | { op: "grep"; pattern: string; ignoreCase: boolean; include?: string });
 
+/** Files larger than this are skipped by grep. */
+export const GREP_MAX_FILE_BYTES = 10 * 1024 * 1024;
+/** A matched line is shown as at most this many characters (around the match). */
+export const GREP_MAX_LINE_CHARS = 500;
+
 export type SearchOutcome =
-  | { ok: true; results: string[]; limited: boolean; walkTruncated: boolean; visited: number; skipped: number }
+  | {
+      ok: true;
+      results: string[];
+      limited: boolean;
+      walkTruncated: boolean;
+      visited: number;
+      skipped: number;
+      /** grep: files skipped as binary, and those over GREP_MAX_FILE_BYTES (path relative to the root, size). */
+      binary?: number;
+      large?: Array<{ rel: string; size: number }>;
+    }
   | { ok: false; message: string };
 
 export type SearchRun = SearchOutcome | { ok: false; aborted: true } | { ok: false; timedOut: true };
