@@ -73,3 +73,17 @@ export function firstInvalidUtf8(b: Uint8Array): number {
   }
   return -1;
 }
+
+/**
+ * The largest `e ≤ n` such that `b[0, e)` does not end inside a multi-byte character (a lead byte whose continuation
+ * bytes are not all there yet). Invalid bytes are not judged: they end where they are.
+ */
+export function completeUtf8End(b: Uint8Array, n: number = b.length): number {
+  for (let i = n - 1; i >= 0 && i >= n - 3; i--) {
+    const c = b[i]!;
+    if ((c & 0xc0) === 0x80) continue;
+    const len = c >= 0xf8 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+    return i + len > n ? i : n;
+  }
+  return n;
+}

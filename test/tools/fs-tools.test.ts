@@ -240,3 +240,26 @@ void test("edit: a CRLF file keeps CRLF when a one-line old_string becomes sever
   r = await call(editTool, { path: "m.txt", old_string: "c", new_string: "c\nd" }, ctx);
   assert.equal(readFileSync(join(dir, "m.txt"), "utf8"), "a\r\nb\nc\nd\n");
 });
+
+void test("read: a file that is not UTF-8 says so (offset of the first bad byte); UTF-16 is refused by name", async (t) => {
+  const dir = tempDir(t);
+  const ctx = makeCtx(dir);
+  writeFileSync(join(dir, "latin1.txt"), Buffer.concat([Buffer.from("ok\ncaf"), Buffer.from([0xe9]), Buffer.from("\n")]));
+  let r = await call(readTool, { path: "latin1.txt" }, ctx);
+  assert.equal(r.isError, false);
+  assert.equal(
+    r.content,
+    "ok\ncaf\uFFFD\n[latin1.txt is not UTF-8 text: the byte at offset 6 is not valid UTF-8, and such bytes show as U+FFFD (\uFFFD). edit refuses this file and write would replace those bytes with U+FFFD: convert it with bash first (e.g. iconv -f LATIN1 -t UTF-8)]",
+  );
+  // The note is about the file, so it comes with any page of it.
+  r = await call(readTool, { path: "latin1.txt", limit: 1 }, ctx);
+  assert.match(r.content, /^ok\n\[showing lines 1-1; more remain: continue with offset=2\]\n\[latin1\.txt is not UTF-8 text: the byte at offset 6/);
+  // Valid UTF-8 gets no note: a U+FFFD that is really in the file, and a character split across two 64 KiB reads.
+  writeFileSync(join(dir, "ok.txt"), `${"a".repeat(64 * 1024 - 1)}é\n\uFFFD\n`);
+  r = await call(readTool, { path: "ok.txt" }, ctx);
+  assert.equal(r.content, `${"a".repeat(4000)} [… line cut at 4000 chars]\n\uFFFD`);
+  writeFileSync(join(dir, "u16.txt"), Buffer.from("\ufeffhello\n", "utf16le"));
+  r = await call(readTool, { path: "u16.txt" }, ctx);
+  assert.equal(r.errorKind, "failed");
+  assert.equal(r.content, "read: u16.txt is UTF-16 text (it starts with a UTF-16 byte-order mark); read shows UTF-8 text only: convert it with bash (e.g. iconv -f UTF-16 -t UTF-8)");
+});

@@ -11,6 +11,7 @@
  *   U+FFFD), never splits a character, and a single note says how many bytes of the command's output are not shown.
  */
 import { StringDecoder } from "node:string_decoder";
+import { completeUtf8End } from "../../core/utf8.js";
 
 /** Keeps the first `headMax` and last `tailMax` bytes of a byte stream. */
 export class HeadTailCapture {
@@ -69,17 +70,6 @@ export function cleanOutput(s: string): string {
     .replace(C1, "\uFFFD");
 }
 
-/** The largest `e ≤ n` such that `buf[0, e)` does not end inside a multi-byte character. */
-function completeEnd(buf: Buffer, n: number): number {
-  for (let i = n - 1; i >= 0 && i >= n - 3; i--) {
-    const b = buf[i] as number;
-    if ((b & 0xc0) === 0x80) continue;
-    const len = b >= 0xf8 ? 1 : b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
-    return i + len > n ? i : n;
-  }
-  return n;
-}
-
 /** The smallest `s ≥ start` that is not a continuation byte (at most three skipped: a character's own). */
 function completeStart(buf: Buffer, start: number): number {
   let s = start;
@@ -123,7 +113,7 @@ export function renderCapture(head: Buffer, tail: Buffer, total: number, headMax
     tail = all.subarray(head.length);
   }
   const h = largestFitting(head.length, headMax, (n) => {
-    const e = completeEnd(head, n);
+    const e = completeUtf8End(head, n);
     return { text: decode(head.subarray(0, e)), used: e };
   });
   const t = largestFitting(tail.length, tailMax, (n) => {
