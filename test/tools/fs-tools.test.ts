@@ -263,3 +263,15 @@ void test("read: a file that is not UTF-8 says so (offset of the first bad byte)
   assert.equal(r.errorKind, "failed");
   assert.equal(r.content, "read: u16.txt is UTF-16 text (it starts with a UTF-16 byte-order mark); read shows UTF-8 text only: convert it with bash (e.g. iconv -f UTF-16 -t UTF-8)");
 });
+
+void test("edit: an ambiguous old_string names the lines where it occurs", async (t) => {
+  const dir = tempDir(t);
+  const ctx = makeCtx(dir);
+  writeFileSync(join(dir, "a.txt"), "alpha beta\ngamma beta\n");
+  let r = await call(editTool, { path: "a.txt", old_string: "beta", new_string: "B" }, ctx);
+  assert.equal(r.content, "edit: old_string occurs 2 times in a.txt (lines 1 and 2); add surrounding context to make it unique, or set replace_all");
+  writeFileSync(join(dir, "b.txt"), "x\n\ny\ny\n\ny\ny\ny\ny\ny\n");
+  r = await call(editTool, { path: "b.txt", old_string: "y\n", new_string: "z\n" }, ctx);
+  assert.equal(r.content, "edit: old_string occurs 7 times in b.txt (lines 3, 4, 6, 7, 8 and 2 more); add surrounding context to make it unique, or set replace_all");
+  assert.equal(readFileSync(join(dir, "b.txt"), "utf8"), "x\n\ny\ny\n\ny\ny\ny\ny\ny\n");
+});

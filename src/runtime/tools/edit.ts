@@ -113,6 +113,25 @@ function edited(path: string, count: number): ToolResult {
   return ok(`edited ${path}: replaced ${count} occurrence${count === 1 ? "" : "s"}`);
 }
 
+/** "lines 3, 10 and 22" (1-based) where the first occurrences of `needle` start; at most five, then a count. */
+function occurrenceLines(hay: string, needle: string): string {
+  const lines: number[] = [];
+  let line = 1;
+  let from = 0;
+  let more = 0;
+  for (let i = hay.indexOf(needle); i !== -1; i = hay.indexOf(needle, i + needle.length)) {
+    if (lines.length === 5) {
+      more++;
+      continue;
+    }
+    for (let nl = hay.indexOf("\n", from); nl !== -1 && nl < i; nl = hay.indexOf("\n", nl + 1)) line++;
+    from = i;
+    lines.push(line);
+  }
+  const shown = more > 0 ? `${lines.join(", ")} and ${more} more` : lines.length > 1 ? `${lines.slice(0, -1).join(", ")} and ${lines.at(-1)}` : String(lines[0]);
+  return `${lines.length > 1 || more > 0 ? "lines" : "line"} ${shown}`;
+}
+
 /** The edited text and the number of replacements, or the failure naming why there is none. */
 function applyEdit(text: string, args: EditCall): { next: string; count: number } | ToolResult {
   let oldS = args.old_string;
@@ -132,7 +151,7 @@ function applyEdit(text: string, args: EditCall): { next: string; count: number 
   if (count > 0 && newS.includes("\n") && text.includes("\r\n") && !BARE_LF.test(text)) newS = newS.replace(/\r?\n/g, "\r\n");
   if (count === 0) return fail("failed", `edit: old_string not found in ${args.path}`);
   if (count > 1 && args.replace_all !== true) {
-    return fail("failed", `edit: old_string occurs ${count} times in ${args.path}; add surrounding context to make it unique, or set replace_all`);
+    return fail("failed", `edit: old_string occurs ${count} times in ${args.path} (${occurrenceLines(text, oldS)}); add surrounding context to make it unique, or set replace_all`);
   }
   // Longer than a JavaScript string can be (V8's limit, ~512 Mi UTF-16 units), the join would throw "Invalid string
   // length", which names no cause: say what the edit would have made instead. The file is left as it was.
