@@ -400,6 +400,20 @@ void test("a proxy that never answers CONNECT: the call's time bound ends it and
   const resolve = () => Promise.resolve([{ address: "127.0.0.1", family: 4 }]);
   const tool = createWebFetchTool({ allow: [{ host: "127.0.0.1", port: 443 }], resolve, timeoutMs: 300, env: { HTTPS_PROXY: `http://127.0.0.1:${(silent.address() as AddressInfo).port}` } });
   const r = await call(tool, { url: "https://docs.fetch.test/" }, ctx);
-  assert.equal(r.content, "web_fetch: timed out after 0 s");
+  assert.equal(r.content, "web_fetch: timed out after 300 ms");
   await closed;
+});
+
+void test("a server that answers at once but drips its body is cut at the call's deadline", async (t) => {
+  const s = await server(t, (_req, res) => {
+    res.writeHead(200, { "content-type": "text/plain" });
+    res.write("x");
+    const drip = setInterval(() => (res.destroyed ? clearInterval(drip) : res.write("x")), 10);
+    res.on("close", () => clearInterval(drip));
+  });
+  const tool = createWebFetchTool(allow(s.port, { timeoutMs: 200 }));
+  const r = await call(tool, { url: `http://127.0.0.1:${s.port}/drip` }, ctx);
+  assert.equal(r.errorKind, "failed");
+  assert.equal(r.timedOut, true);
+  assert.equal(r.content, "web_fetch: timed out after 200 ms");
 });

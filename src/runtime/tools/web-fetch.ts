@@ -317,7 +317,7 @@ export function createWebFetchTool(o: WebFetchOptions = {}): Tool {
         return status >= 400 ? fail("failed", content) : ok(content);
       } catch (err) {
         if (ctx.signal.aborted) return fail("cancelled", "web_fetch: cancelled");
-        if (timeout.aborted) return fail("failed", `web_fetch: timed out after ${Math.round(timeoutMs / 1000)} s`, { timedOut: true });
+        if (timeout.aborted) return fail("failed", `web_fetch: timed out after ${timeoutMs % 1000 === 0 ? `${timeoutMs / 1000} s` : `${timeoutMs} ms`}`, { timedOut: true });
         if (err instanceof Refusal) return fail("failed", `web_fetch: refused: ${err.message}`);
         const code = (err as NodeJS.ErrnoException).code;
         if (err instanceof ProxyFailure) return fail("failed", `web_fetch: ${err.message}`);
