@@ -132,3 +132,30 @@ void test("bash: a command reading stdin gets end-of-file at once", async (t) =>
   const r = await call(bashTool, { command: "cat; read line; echo read=$?" }, makeCtx(dir));
   assert.equal(r.content, "read=1\nexit code: 0");
 });
+
+void test("bash: cancel, timeout and exit reach processes that started their own group (GNU timeout, set -m)", async (t) => {
+  const dir = tempDir(t);
+  const tool = createBashTool({ killGraceMs: 200 });
+  // `timeout` moves itself and its command into a new process group of the same session.
+  const command = "timeout 100 bash -c 'echo $$ > inner.pid; exec sleep 30' & echo $! > outer.pid; (set -m; sleep 31 & echo $! > jc.pid; wait) & wait";
+  const pids = (): number[] => ["outer.pid", "inner.pid", "jc.pid"].map((f) => pidFrom(join(dir, f)));
+  const started = (): boolean => ["outer.pid", "inner.pid", "jc.pid"].every((f) => existsSync(join(dir, f)) && readFileSync(join(dir, f), "utf8").endsWith("\n"));
+  const ac = new AbortController();
+  const running = call(tool, { command }, makeCtx(dir, ac.signal));
+  assert.ok(await waitFor(started, 30_000));
+  const [outer, inner, jc] = pids();
+  assert.ok(isAlive(outer!) && isAlive(inner!) && isAlive(jc!));
+  ac.abort();
+  const r = await running;
+  assert.equal(r.errorKind, "cancelled");
+  assert.equal(r.content, "(no output)\n[cancelled; processes killed]");
+  for (const pid of [outer!, inner!, jc!]) assert.ok(await waitFor(() => !isAlive(pid), 5000), `pid ${pid} is gone`);
+  // A command that exits normally leaves none of them behind either.
+  for (const f of ["outer.pid", "inner.pid", "jc.pid"]) await import("node:fs/promises").then((fs) => fs.rm(join(dir, f)));
+  const done = await call(tool, { command: "timeout 100 bash -c 'echo $$ > inner.pid; exec sleep 30' > /dev/null & echo $! > outer.pid; until test -s inner.pid; do sleep 0.01; done; echo bg" }, makeCtx(dir));
+  assert.equal(done.content, "bg\nexit code: 0");
+  for (const f of ["outer.pid", "inner.pid"]) {
+    const pid = pidFrom(join(dir, f));
+    assert.ok(await waitFor(() => !isAlive(pid), 5000), `${f} ${pid} is gone`);
+  }
+});

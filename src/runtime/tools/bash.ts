@@ -1,14 +1,15 @@
 /**
- * `bash`: runs `bash -c <command>` in `ctx.cwd`, in its own process group. Contract:
+ * `bash`: runs `bash -c <command>` in `ctx.cwd`, in its own session and process group. Contract:
  * - stdin is /dev/null; stdout and stderr are captured merged, in arrival order, keeping the first
  *   `headBytes` and the last `tailBytes` (memory stays bounded however much is printed); the
  *   result says how many bytes were omitted between them. The output is made plain text first (bash-output.ts:
  *   escape sequences removed, control characters shown as control pictures) and the bounds hold for that text.
- * - On timeout or `ctx.signal` abort the WHOLE group gets SIGTERM, then SIGKILL after
- *   `killGraceMs`. When the call ends for any reason, whatever is left of its group is
- *   terminated the same way, so background jobs (`cmd &`) do not outlive the call; a process
- *   that wants to survive must leave the group itself (`setsid`). A process exit while the call runs (e.g. a
- *   door's "second signal exits at once") SIGKILLs the group as it exits: its SIGTERM grace dies with the process.
+ * - On timeout or `ctx.signal` abort the WHOLE session gets SIGTERM, then SIGKILL after `killGraceMs`: its group
+ *   and every process group started inside it (GNU `timeout`, `set -m`; kill-session.ts). When the call ends for any
+ *   reason, whatever is left of the session is terminated the same way, so background jobs (`cmd &`) do not outlive
+ *   the call; a process that wants to survive must leave the session itself (`setsid`). A process exit while the
+ *   call runs (e.g. a door's "second signal exits at once") SIGKILLs the session as it exits: its SIGTERM grace dies
+ *   with the process.
  * - Result: output plus an `exit code: N` line; non-zero exit → `failed`; timeout → `limit` with
  *   `timedOut: true`; abort → `cancelled`. `timedOut` is always set (true/false).
  * - With the tool policy's `sandbox: "bubblewrap"` the command runs inside bubblewrap (sandbox.ts); a missing
@@ -20,6 +21,7 @@ import type { CommandOutcome } from "../workspace.js";
 import { cleanOutput, HeadTailCapture } from "./bash-output.js";
 import { canonical, policyOf } from "./confine.js";
 import { defineLocalTool } from "./define.js";
+import { killSession } from "./kill-session.js";
 import { fail, MAX_RESULT_BYTES } from "./result.js";
 import { bwrapArgs, findBwrap, SANDBOX_MISSING } from "./sandbox.js";
 import { BASH_DEFAULT_TIMEOUT_MS, BASH_MAX_TIMEOUT_MS, bashDef } from "./specs.js";
@@ -42,24 +44,16 @@ export { BASH_DEFAULT_TIMEOUT_MS, BASH_MAX_TIMEOUT_MS };
 export { HeadTailCapture };
 export const BASH_KILL_GRACE_MS = 2000;
 
-function killGroup(pid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-pid, signal);
-  } catch {
-    // ESRCH: the group is already gone.
-  }
-}
-
-/** The process groups of commands still running in this process (their leaders' PIDs). */
+/** The sessions of commands still running in this process (their leaders' PIDs). */
 const running = new Set<number>();
 let exitHooked = false;
 
-/** Tracks a command's group until its call ends; a process exit before that (a second signal) SIGKILLs it. */
+/** Tracks a command's session until its call ends; a process exit before that (a second signal) SIGKILLs it. */
 function trackGroup(pid: number): () => void {
   if (!exitHooked) {
     exitHooked = true;
     process.on("exit", () => {
-      for (const g of running) killGroup(g, "SIGKILL");
+      for (const g of running) killSession(g, "SIGKILL");
     });
   }
   running.add(pid);
@@ -136,12 +130,12 @@ async function runBash(command: string, cwd: string, signal: AbortSignal, onProg
     let closeGuard: NodeJS.Timeout | undefined;
     let settled = false;
 
-    /** SIGTERM to the group now, SIGKILL after the grace period (once). */
+    /** SIGTERM to the session now, SIGKILL after the grace period (once). */
     const terminateGroup = (): void => {
       if (child.pid === undefined || killTimer !== undefined) return;
       const pid = child.pid;
-      killGroup(pid, "SIGTERM");
-      killTimer = setTimeout(() => killGroup(pid, "SIGKILL"), o.graceMs);
+      killSession(pid, "SIGTERM");
+      killTimer = setTimeout(() => killSession(pid, "SIGKILL"), o.graceMs);
     };
     const stop = (reason: "timeout" | "cancelled"): void => {
       if (stopReason !== null || exit !== null) return;
@@ -160,8 +154,8 @@ async function runBash(command: string, cwd: string, signal: AbortSignal, onProg
       clearTimeout(killTimer);
       clearTimeout(closeGuard);
       signal.removeEventListener("abort", onAbort);
-      // Nothing of the group outlives the call, even a member that ignored SIGTERM.
-      if (child.pid !== undefined) killGroup(child.pid, "SIGKILL");
+      // Nothing of the session outlives the call, even a member that ignored SIGTERM.
+      if (child.pid !== undefined) killSession(child.pid, "SIGKILL");
       untrack();
       child.stdout?.destroy();
       child.stderr?.destroy();
@@ -173,7 +167,7 @@ async function runBash(command: string, cwd: string, signal: AbortSignal, onProg
     child.on("error", (err) => finish(fail("failed", `bash: could not start: ${err.message}`, { timedOut: false })));
     child.on("exit", (code, sig) => {
       exit = { code, signal: sig };
-      // Stop stragglers in the group; their open pipes would otherwise hold `close` back.
+      // Stop stragglers in the session; their open pipes would otherwise hold `close` back.
       terminateGroup();
       closeGuard = setTimeout(() => finish(result()), o.graceMs + 500);
     });
@@ -183,7 +177,7 @@ async function runBash(command: string, cwd: string, signal: AbortSignal, onProg
 
     function result(): ToolResult {
       const end: CommandOutcome["end"] = stopReason !== null ? { kind: stopReason } : { kind: "exit", code: exit?.code ?? null, signal: exit?.signal ?? null };
-      return commandResult(capture.text(), end, o.timeoutMs, onProgress, "process group");
+      return commandResult(capture.text(), end, o.timeoutMs, onProgress, "processes");
     }
   });
 }

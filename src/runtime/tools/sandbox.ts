@@ -5,8 +5,8 @@
  *   Berth `/proc/<pid>/environ`, is visible);
  * - Berth's state root and the home's secrets directories (~/.ssh, ~/.gnupg, ~/.aws) hidden under empty tmpfs;
  * - the network is NOT isolated (package installs and test servers keep working);
- * - `--die-with-parent`: the sandbox ends with the service. The sandbox stays in the call's process group, so the
- *   bash tool's group kill reaches every process inside it.
+ * - `--die-with-parent`: the sandbox ends with the service. The sandbox stays in the call's session and process group, so the
+ *   bash tool's session kill reaches every process inside it.
  * When the policy asks for the sandbox and `bwrap` is not on PATH, the call fails with `unavailable` and says how
  * to install it or turn the sandbox off.
  */
