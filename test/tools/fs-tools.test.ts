@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { readTool } from "../../src/runtime/tools/read.js";
 import { writeTool } from "../../src/runtime/tools/write.js";
@@ -224,6 +224,16 @@ void test("an atomic replace keeps the file's mode and edits a symlink's target,
   assert.equal((await call(writeTool, { path: "run.sh", content: "echo three\n" }, ctx)).isError, false);
   assert.equal(statSync(f).mode & 0o7777, 0o754);
   assert.deepEqual(readdirSync(dir).sort(), ["link.sh", "run.sh"]);
+  // setuid/setgid do not carry over to new content (a write to such a file drops them too).
+  chmodSync(f, 0o6755);
+  assert.equal((await call(editTool, { path: "run.sh", old_string: "three", new_string: "four" }, ctx)).isError, false);
+  assert.equal(statSync(f).mode & 0o7777, 0o755);
+  // The owner is kept where the process may set it (root here; elsewhere the file is the caller's anyway).
+  if (process.getuid?.() === 0) {
+    chownSync(f, 4321, 4322);
+    assert.equal((await call(editTool, { path: "run.sh", old_string: "four", new_string: "five" }, ctx)).isError, false);
+    assert.deepEqual([statSync(f).uid, statSync(f).gid, statSync(f).mode & 0o7777], [4321, 4322, 0o755]);
+  }
 });
 
 void test("edit: a CRLF file keeps CRLF when a one-line old_string becomes several lines", async (t) => {

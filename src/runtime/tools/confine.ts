@@ -209,8 +209,8 @@ async function writeAll(handle: FileHandle, buf: Buffer): Promise<void> {
 /**
  * Replaces the whole content of the opened regular file at `path` (canonical, as `resolveForTool` returned it) with
  * `text`, atomically: the text goes to a new file in the same directory (`.<name>.<random>.berth-tmp`, created
- * exclusively, never through a symlink), is flushed to disk and given the file's permission bits (and its owner
- * when the process may set it), then renamed over `path`. A crash or a failed write (disk full, quota, file size
+ * exclusively, never through a symlink), is flushed to disk and given the file's owner (when the process may set it)
+ * and permission bits (setuid/setgid dropped), then renamed over `path`. A crash or a failed write (disk full, quota, file size
  * limit) leaves the old content whole; a reader sees the old text or the new, never a truncated mix. The name then
  * holds a new file: other hard links to the old one keep the old content. A directory that refuses a new file
  * (EACCES/EPERM: a writable file in a read-only directory) gets the old behaviour, the file rewritten in place
@@ -232,8 +232,9 @@ export async function replaceContent(handle: FileHandle, path: string, text: str
   }
   try {
     await writeAll(out, buf);
-    await out.chmod(st.mode & 0o7777);
     if (st.uid !== process.getuid?.() || st.gid !== process.getgid?.()) await out.chown(st.uid, st.gid).catch(() => undefined);
+    // After the chown (which may clear them): setuid/setgid are dropped, as a write to such a file drops them.
+    await out.chmod(st.mode & 0o1777);
     await out.datasync();
     await out.close();
     await rename(tmp, path);
