@@ -105,7 +105,6 @@ export class SessionCommands {
     if (servers.some((sv) => sv.state === "starting")) this.h.status("servers still starting: /mcp again to follow them");
   }
 
-  /** Shows a stored session's history, then continues it over SCV in its own cwd. */
   /**
    * Continues session `ref` (a list number, an ID or a unique prefix of one). Resolves null once resumed, else why it
    * could not be (shown as a status line unless `quiet`: the caller says it).
@@ -123,15 +122,20 @@ export class SessionCommands {
       if ("error" in r) return fail(terminalSafe(r.error, false));
       id = r.id;
     }
-    const h = await this.view.history(id);
-    if (h === null) return fail("that session cannot be read");
     const recorded = await this.view.cwdOf(id);
+    if (recorded === null) return fail("that session cannot be read");
     await this.h.dropLink();
     const s = await this.h.ensureSession(id);
-    if (recorded !== null && s.cwd !== recorded) this.h.line(this.h.s.bold(terminalSafe(`note: ${movedWorkspaceNote(recorded, s.cwd)}`, false)));
-    if (h.omitted) this.h.status("older history is not shown");
-    for (const [kind, text] of historyLines(h.records, this.h.s)) if (kind === "line") this.h.line(text);
-    else this.h.status(text);
+    if (s.cwd !== recorded) this.h.line(this.h.s.bold(terminalSafe(`note: ${movedWorkspaceNote(recorded, s.cwd)}`, false)));
+    // Read once the server holds the session: a turn a killed process left open is closed by then (failed, with
+    // its partial answer), so it shows as not finished rather than as an answer that simply ends.
+    const h = await this.view.history(id);
+    if (h === null) this.h.status("its history cannot be read");
+    else {
+      if (h.omitted) this.h.status("older history is not shown");
+      for (const [kind, text] of historyLines(h.records, this.h.s)) if (kind === "line") this.h.line(text);
+      else this.h.status(text);
+    }
     this.h.status(`resumed ${id} in ${s.cwd}${s.cwd !== this.h.cwd ? " (the session's own directory)" : ""}`);
     return null;
   }
