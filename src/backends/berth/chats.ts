@@ -76,11 +76,17 @@ export class ChatCommands {
   constructor(private readonly d: ChatDeps) {}
 
   /**
-   * The newest history page of a chat within its newest 1 MiB (for `hello.history`): its completed turns only (the
-   * spec's registration history is "completed history turns"; a running or crash-cut turn is not one).
+   * The newest history page of a chat within its newest 1 MiB (for `hello.history`): its ended turns only (the
+   * spec's registration history is "completed history turns"; a running turn is not one). A last turn left open by
+   * a writer that died (kill -9 of another door) is closed first, as any door's open closes it, so it is shown
+   * settled (not finished: `historyTurn`) rather than left out with its prompt and partial answer; one a live
+   * process is running (it holds the session's lease) stays out.
    */
   async newestPage(lane: Lane): Promise<{ turns: Json[]; next: string | null }> {
-    const p = await pageHistory(this.d.manager, lane.sessionId, null, this.d.page, RECENT_WINDOW.maxBytes);
+    const read = () => pageHistory(this.d.manager, lane.sessionId, null, this.d.page, RECENT_WINDOW.maxBytes);
+    let p = await read();
+    const last = p?.turns.at(-1);
+    if (last !== undefined && !last.ended && (await this.d.manager.settleInterrupted(lane.sessionId))) p = await read();
     return { turns: (p?.turns ?? []).filter((t) => t.ended).map(historyTurn), next: p?.next ?? null };
   }
 

@@ -115,10 +115,14 @@ export function clipHistoryText(text: string): string {
   return text.slice(0, n) + CLIPPED;
 }
 
-/** A stored turn as a backend history turn (texts within the wire's bound). */
+/**
+ * A stored turn as a backend history turn (texts within the wire's bound). A turn that did not complete — cancelled,
+ * failed, or cut by a crash (closed `failed` by the next process) — is `cancelled`: the one state a history turn has
+ * besides complete (the spec: incomplete output is reported, never passed off as a successful transcript).
+ */
 export function historyTurn(t: TranscriptTurn): Json {
   const h: Json = { id: t.id, startedAt: t.startedAt, userText: clipHistoryText(t.userText) };
   if (t.responseText !== "") h.responseText = clipHistoryText(t.responseText);
-  if (t.cancelled) h.cancelled = true;
+  if (!t.completed) h.cancelled = true;
   return h;
 }

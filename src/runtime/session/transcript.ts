@@ -40,6 +40,8 @@ export interface TranscriptTurn {
   cancelled: boolean;
   /** A terminal record ended it. */
   ended: boolean;
+  /** A terminal record ended it `completed` (not cancelled, failed, interrupted by a crash, …). */
+  completed: boolean;
   /** Where its prompt record starts in the file (set by `pageHistory`). */
   offset?: number;
 }
@@ -64,7 +66,7 @@ function groupTurns(records: StoredRecord[], offsets?: number[]): TranscriptTurn
     let t = byId.get(r.turn_id);
     if (t === undefined) {
       if (r.kind !== "user") continue; // a turn whose prompt is before the window
-      t = { id: r.turn_id, startedAt: r.at, userText: r.text, responseText: "", cancelled: false, ended: false, partial: new Map() };
+      t = { id: r.turn_id, startedAt: r.at, userText: r.text, responseText: "", cancelled: false, ended: false, completed: false, partial: new Map() };
       if (offsets !== undefined) t.offset = offsets[i]!;
       byId.set(r.turn_id, t);
       turns.push(t);
@@ -77,6 +79,7 @@ function groupTurns(records: StoredRecord[], offsets?: number[]): TranscriptTurn
       t.ended = true;
       t.responseText = r.assistant_text;
       t.cancelled = r.status === "cancelled";
+      t.completed = r.status === "completed";
     }
   }
   return turns.map(({ partial: _p, ...t }) => t);

@@ -12,6 +12,7 @@
  * - `close(id)`: not attached here → "closed" (never touches another process's lease; valid for missing sessions);
  *   attached and idle → flush, release → "closed"; active turn → mark closing, invoke the turn's cancel callback once,
  *   → "closing" (repeatable) until `end()`.
+ * - `settleInterrupted(id)` takes and releases the lease at once, closing a dead writer's open turn on the way.
  * - `drain()` (EOF/output failure, after turns were cancelled and drained) releases every attachment.
  * - A lease found lost detaches its idle attachment, so a later open re-acquires it.
  */
@@ -162,6 +163,27 @@ export class SessionManager {
           }
         })()),
     };
+  }
+
+  /**
+   * Closes the turn a dead writer left open in session `id`, as any attach does (docs/sessions.md, "Crash and
+   * resume"), without keeping the session attached. True when this call took the lease (and so settled whatever was
+   * open); false when this process holds it already (its attach settled it; its own turn may be running), another
+   * live process holds it (its turn is running, not interrupted), no attachment slot is free, or the session cannot
+   * be opened or written now. Never throws.
+   */
+  async settleInterrupted(id: string): Promise<boolean> {
+    if (!isValidSessionId(id) || this.attached.has(id) || this.pending.has(id) || this.attachmentCount >= this.maxAttachments) return false;
+    this.pending.add(id);
+    try {
+      const handle = await this.store.acquire(id, { closeInterrupted: true });
+      await handle.release();
+      return true;
+    } catch {
+      return false;
+    } finally {
+      this.pending.delete(id);
+    }
   }
 
   /** See the module contract. Throws only `invalid_id`. */
