@@ -81,6 +81,16 @@ export type { LiveSession } from "./sessions.js";
 
 const sourceOf = (sessionId: string) => `berth:${sessionId}`;
 
+/**
+ * Why a prompt was not admitted. `busy` with no turn of this runtime running is another process's turn (another
+ * door, `berth chat`, an editor): it holds the session's writer lease.
+ */
+function refusal(error: string, runningHere: boolean): string {
+  if (error === "busy")
+    return runningHere ? "a turn is already running" : "another Berth process is running a turn in this session (it holds the session's writer lease); wait for it to end, or stop it there, and send this prompt again";
+  return error === "history_incomplete" ? "session unavailable" : `session ${error}`;
+}
+
 export class BerthRuntimeBackend {
   readonly instanceId = randomUUID();
   private readonly link: HostLink;
@@ -393,7 +403,7 @@ export class BerthRuntimeBackend {
     }
     if (r.ok && pendingId !== undefined)
       for (const ev of lane.held ?? []) if (ev.type === "user_message" && ev.turnId === turnId) ev.pendingId = pendingId;
-    if (!r.ok) reply(false, r.error === "busy" ? "a turn is already running" : r.error === "history_incomplete" ? "session unavailable" : `session ${r.error}`);
+    if (!r.ok) reply(false, refusal(r.error, rt.busy));
     else reply(true);
     lane.admitting--;
     if (lane.admitting > 0) return;
