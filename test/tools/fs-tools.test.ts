@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { readTool } from "../../src/runtime/tools/read.js";
 import { writeTool } from "../../src/runtime/tools/write.js";
 import { editTool } from "../../src/runtime/tools/edit.js";
-import { lsTool } from "../../src/runtime/tools/ls.js";
+import { createLsTool, lsTool } from "../../src/runtime/tools/ls.js";
 import { MAX_RESULT_BYTES } from "../../src/runtime/tools/result.js";
 import { call, makeCtx, tempDir } from "./helpers.js";
 
@@ -284,4 +284,21 @@ void test("edit: an ambiguous old_string names the lines where it occurs", async
   r = await call(editTool, { path: "b.txt", old_string: "y\n", new_string: "z\n" }, ctx);
   assert.equal(r.content, "edit: old_string occurs 7 times in b.txt (lines 3, 4, 6, 7, 8 and 2 more); add surrounding context to make it unique, or set replace_all");
   assert.equal(readFileSync(join(dir, "b.txt"), "utf8"), "x\n\ny\ny\n\ny\ny\ny\ny\ny\n");
+});
+
+void test("ls reads a directory entry by entry up to its scan bound: at the bound all are counted, one past it stops and says so", async (t) => {
+  const dir = tempDir(t);
+  for (const n of ["e", "d", "c", "b"]) writeFileSync(join(dir, n), "");
+  mkdirSync(join(dir, "a"));
+  const ctx = makeCtx(dir);
+  const ls = createLsTool({ maxScan: 5 });
+  assert.equal((await call(ls, { limit: 2 }, ctx)).content, "a/\nb\n[3 more entries not shown; raise limit]");
+  assert.equal((await call(ls, {}, ctx)).content, "a/\nb\nc\nd\ne");
+  writeFileSync(join(dir, "f"), "");
+  const r = await call(ls, { limit: 2 }, ctx);
+  assert.equal(r.isError, false);
+  const lines = r.content.split("\n");
+  assert.equal(lines.length, 3);
+  assert.deepEqual([...lines.slice(0, 2)].sort(), lines.slice(0, 2), "shown names are sorted");
+  assert.equal(lines[2], "[stopped reading after 5 entries: the directory holds more; shown are the first by name among those read; use bash (e.g. find with -name) to look for one]");
 });

@@ -1,10 +1,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { compileGlob, globMatch } from "../../src/runtime/tools/glob-match.js";
 import { globTool } from "../../src/runtime/tools/glob.js";
 import { grepTool } from "../../src/runtime/tools/grep.js";
+import { runSearch } from "../../src/runtime/tools/search.js";
+import { boundNotes, SEARCH_MAX_ENTRIES } from "../../src/runtime/tools/search-tool-common.js";
 import { call, makeCtx, tempDir } from "./helpers.js";
 
 /** a.ts, b.js, .env, src/x.ts, src/y.tsx, src/deep/z.ts, src/bin.dat, .git/config.ts, node_modules/m/i.ts */
@@ -148,4 +150,55 @@ void test("grep: files over 10 MiB and binary files are named, not silently pass
   r = await call(grepTool, { pattern: "NEEDLE", path: "bin.dat" }, ctx);
   assert.equal(r.errorKind, "failed");
   assert.equal(r.content, "grep: bin.dat looks like a binary file (a NUL byte in its first 8 KiB); grep searches text files only");
+});
+
+void test("glob: a symlink to a directory is not descended nor listed as a file; a dangling or looping one is not listed; notes name them", async (t) => {
+  const dir = tempDir(t);
+  mkdirSync(join(dir, "real"));
+  writeFileSync(join(dir, "real", "f.ts"), "");
+  writeFileSync(join(dir, "a.ts"), "");
+  symlinkSync("real", join(dir, "linked"));
+  symlinkSync("a.ts", join(dir, "alias.ts"));
+  symlinkSync("missing.ts", join(dir, "dangling.ts"));
+  symlinkSync("loop.ts", join(dir, "loop.ts"));
+  symlinkSync(".", join(dir, "self"));
+  const ctx = makeCtx(dir);
+  let r = await call(globTool, { pattern: "**" }, ctx);
+  assert.equal(r.isError, false);
+  assert.equal(
+    r.content,
+    [
+      "a.ts",
+      "alias.ts",
+      "real/f.ts",
+      "[not followed: symlinked directories linked, self; pass one as path to search it]",
+      "[not listed: symlinks leading to no file (dangling, looping or special) dangling.ts, loop.ts]",
+    ].join("\n"),
+  );
+  // A symlinked directory given as the path is searched (its target is inside the workspace).
+  r = await call(globTool, { pattern: "**/*.ts", path: "linked" }, ctx);
+  assert.equal(r.content, "linked/f.ts");
+  // Only matching dangling links are named; grep skips them all silently.
+  r = await call(globTool, { pattern: "real/**" }, ctx);
+  assert.equal(r.content, "real/f.ts\n[not followed: symlinked directories linked, self; pass one as path to search it]");
+  assert.equal((await call(grepTool, { pattern: "x" }, ctx)).content, "no matches");
+});
+
+void test("search walk: a directory is read only up to the entry bound (bound+1 entries), and the note names it", async (t) => {
+  const dir = tempDir(t);
+  mkdirSync(join(dir, "big"));
+  for (let i = 0; i < 6; i++) writeFileSync(join(dir, "big", `f${i}`), "");
+  const job = { op: "glob" as const, root: join(dir, "big"), rootIsFile: false, roots: { allowed: [dir], denied: [], confine: false }, pattern: "**", limit: 100 };
+  const atBound = await runSearch({ ...job, maxEntries: 6 }, new AbortController().signal, 30_000);
+  assert.equal(atBound.ok && atBound.walkTruncated, false);
+  assert.equal(atBound.ok && atBound.results.length, 6);
+  const past = await runSearch({ ...job, root: dir, maxEntries: 6 }, new AbortController().signal, 30_000);
+  assert.ok(past.ok && "results" in past);
+  assert.equal(past.walkTruncated, true);
+  assert.equal(past.stoppedIn, "big");
+  assert.equal(past.results.length, 5, "the root's one entry and five of big/'s entries were visited");
+  assert.equal(
+    boundNotes(past, 100, "paths", "ws"),
+    `\n[search stopped after visiting ${SEARCH_MAX_ENTRIES} entries (it was reading ws/big/); results are incomplete; narrow the path]`,
+  );
 });

@@ -58,7 +58,7 @@ export const grepTool = defineLocalTool({
       return fail("limit", `grep: ${given} is ${size} bytes, over the ${GREP_MAX_FILE_BYTES} bytes (10 MiB) grep searches; use bash (e.g. grep -n) or read it in pages`);
     }
     if (root.isFile && (run.binary ?? 0) > 0) return fail("failed", `grep: ${given} looks like a binary file (a NUL byte in its first 8 KiB); grep searches text files only`);
-    const notes = boundNotes(run, limit, "matches") + largeNote(root.display, run.large ?? []);
+    const notes = boundNotes(run, limit, "matches", root.display) + largeNote(root.display, run.large ?? []);
     if (run.results.length === 0) return ok(`no matches${notes}`);
     const lines = run.results.map((r) => {
       const [rel = "", line = "", text = ""] = r.split("\u0000");

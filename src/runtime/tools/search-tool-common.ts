@@ -53,10 +53,28 @@ export function searchFailure(tool: string, run: SearchRun): ToolResult | null {
   return fail("failed", `${tool}: ${run.message}`);
 }
 
-/** Trailing notes about bounds that were hit, one line each. */
-export function boundNotes(run: { limited: boolean; walkTruncated: boolean; visited: number }, limit: number, unit: string): string {
+/** Trailing notes about bounds that were hit, one line each; `display` names the directory where the walk stopped. */
+export function boundNotes(run: { limited: boolean; walkTruncated: boolean; stoppedIn?: string; visited: number }, limit: number, unit: string, display = ""): string {
   const notes: string[] = [];
   if (run.limited) notes.push(`[stopped at ${limit} ${unit}; raise limit or narrow the search]`);
-  if (run.walkTruncated) notes.push(`[search stopped after visiting ${SEARCH_MAX_ENTRIES} entries; results are incomplete]`);
+  if (run.walkTruncated) {
+    const where = run.stoppedIn !== undefined ? ` (it was reading ${displayPath(display, run.stoppedIn) || "."}/)` : "";
+    notes.push(`[search stopped after visiting ${SEARCH_MAX_ENTRIES} entries${where}; results are incomplete; narrow the path]`);
+  }
+  return notes.length > 0 ? `\n${notes.join("\n")}` : "";
+}
+
+/** First names of a list with a count of the rest: `a, b, c and 4 more`. */
+function named(names: readonly string[], count: number, display: string): string {
+  const shown = names.map((n) => displayPath(display, n)).join(", ");
+  return count > names.length ? `${shown} and ${count - names.length} more` : shown;
+}
+
+/** glob's notes on symlinks it did not list as files (see `SearchOutcome.links`). */
+export function linkNotes(links: { dirs: number; dirNames: string[]; broken: number; brokenNames: string[] } | undefined, display: string): string {
+  if (links === undefined) return "";
+  const notes: string[] = [];
+  if (links.dirs > 0) notes.push(`[not followed: symlinked director${links.dirs === 1 ? "y" : "ies"} ${named(links.dirNames, links.dirs, display)}; pass one as path to search it]`);
+  if (links.broken > 0) notes.push(`[not listed: symlink${links.broken === 1 ? "" : "s"} leading to no file (dangling, looping or special) ${named(links.brokenNames, links.broken, display)}]`);
   return notes.length > 0 ? `\n${notes.join("\n")}` : "";
 }

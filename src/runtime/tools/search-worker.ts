@@ -9,7 +9,7 @@ import { sep } from "node:path";
 import { parentPort, workerData } from "node:worker_threads";
 import { compileGlob } from "./glob-match.js";
 import { GREP_MAX_FILE_BYTES, GREP_MAX_LINE_CHARS, type SearchJob, type SearchOutcome } from "./search.js";
-import { walkFiles, type WalkState } from "./walk.js";
+import { newWalkState, walkFiles, type WalkEntry } from "./walk.js";
 
 
 function within(child: string, root: string): boolean {
@@ -64,19 +64,25 @@ function shownLine(line: string, matchAt: number): string {
 }
 
 function run(job: SearchJob): SearchOutcome {
-  const state: WalkState = { visited: 0, truncated: false, unreadable: 0 };
-  const files: Iterable<{ rel: string; abs: string }> = job.rootIsFile
-    ? [{ rel: "", abs: job.root }]
+  const state = newWalkState();
+  const files: Iterable<WalkEntry> = job.rootIsFile
+    ? [{ rel: "", abs: job.root, kind: "file" }]
     : walkFiles(job.root, job.maxEntries, state);
   const results: string[] = [];
   let limited = false;
   let skipped = 0;
   let binary = 0;
   const large: Array<{ rel: string; size: number }> = [];
+  const broken: string[] = [];
+  let brokenCount = 0;
   if (job.op === "glob") {
     const re = compileGlob(job.pattern);
     for (const f of files) {
       if (!re.test(f.rel) || job.roots.denied.some((r) => within(f.abs, r))) continue;
+      if (f.kind === "broken") {
+        if (brokenCount++ < 3) broken.push(f.rel);
+        continue;
+      }
       if (results.length >= job.limit) {
         limited = true;
         break;
@@ -88,6 +94,7 @@ function run(job: SearchJob): SearchOutcome {
     const include = job.include === undefined ? null : compileGlob(job.include);
     const includeBasename = job.include !== undefined && !job.include.includes("/");
     outer: for (const f of files) {
+      if (f.kind === "broken") continue;
       if (include !== null && f.rel !== "") {
         const subject = includeBasename ? f.rel.slice(f.rel.lastIndexOf("/") + 1) : f.rel;
         if (!include.test(subject)) continue;
@@ -118,7 +125,18 @@ function run(job: SearchJob): SearchOutcome {
       }
     }
   }
-  return { ok: true, results, limited, walkTruncated: state.truncated, visited: state.visited, skipped, binary, large };
+  return {
+    ok: true,
+    results,
+    limited,
+    walkTruncated: state.truncated,
+    ...(state.stoppedIn !== undefined ? { stoppedIn: state.stoppedIn } : {}),
+    visited: state.visited,
+    skipped,
+    binary,
+    large,
+    links: { dirs: state.linkedDirs, dirNames: state.linkedDirNames, broken: brokenCount, brokenNames: broken },
+  };
 }
 
 let outcome: SearchOutcome;

@@ -24,11 +24,18 @@ export type SearchOutcome =
       results: string[];
       limited: boolean;
       walkTruncated: boolean;
+      /** When the walk was cut: the directory (relative to the root, "" for the root) it stopped reading. */
+      stoppedIn?: string;
       visited: number;
       skipped: number;
       /** grep: files skipped as binary, and those over GREP_MAX_FILE_BYTES (path relative to the root, size). */
       binary?: number;
       large?: Array<{ rel: string; size: number }>;
+      /**
+       * Symlinks the walk did not list as files: links to directories (never descended) and, for glob, matching links
+       * that lead nowhere (dangling, looping, or to a FIFO/socket/device); counts and the first three paths.
+       */
+      links?: { dirs: number; dirNames: string[]; broken: number; brokenNames: string[] };
     }
   | { ok: false; message: string };
 
