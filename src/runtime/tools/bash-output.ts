@@ -2,15 +2,14 @@
  * What the model sees of a command's output. Contract:
  * - `HeadTailCapture` keeps the first `headMax` and the last `tailMax` bytes a command prints (memory stays bounded
  *   however much is printed) and counts the rest.
- * - `cleanOutput` turns terminal output into plain text: ANSI/VT escape sequences (colours, cursor moves, OSC titles
- *   and clipboard writes, 8-bit CSI) are removed; CRLF and lone CR (progress bars) become LF; every other control
- *   character except TAB and LF is shown as its Unicode control picture (NUL → ␀, BEL → ␇, DEL → ␡), so separators
- *   such as `find -print0`'s stay visible; C1 controls become U+FFFD. Invalid UTF-8 bytes are U+FFFD (the decoder's).
+ * - `cleanOutput` (core/terminal-text.ts, shared with web_fetch) turns terminal output into plain text: escape
+ *   sequences removed, CR/CRLF → LF, other controls as control pictures. Invalid UTF-8 bytes are U+FFFD (the decoder's).
  * - `renderCapture` bounds the cleaned text, not only the raw bytes: the head part stays within `headMax` bytes and
  *   the tail within `tailMax` once cleaned (binary output grows when decoded: one invalid byte is three bytes of
  *   U+FFFD), never splits a character, and a single note says how many bytes of the command's output are not shown.
  */
 import { StringDecoder } from "node:string_decoder";
+import { cleanOutput } from "../../core/terminal-text.js";
 import { completeUtf8End } from "../../core/utf8.js";
 
 /** Keeps the first `headMax` and last `tailMax` bytes of a byte stream. */
@@ -53,21 +52,6 @@ export class HeadTailCapture {
   text(): string {
     return renderCapture(Buffer.concat(this.head), Buffer.concat(this.tail), this.total, this.headMax, this.tailMax);
   }
-}
-
-// CSI (ESC [ … final, or the 8-bit U+009B), string commands (OSC ESC ], DCS ESC P, SOS ESC X, PM ESC ^, APC ESC _)
-// up to BEL or ST (an unterminated one ends at the line's end), and the other ESC sequences (charset, keypad, save).
-const ESCAPES = /(?:\x1b\[|\u009b)[0-?]*[ -/]*[@-~]|\x1b[\]PX^_][^\x07\x1b\n]*(?:\x07|\x1b\\)?|\x1b[ -/]*[0-~]/g;
-const CONTROLS = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/g;
-const C1 = /[\u0080-\u009f]/g;
-
-/** Terminal output as plain text (see the module contract). */
-export function cleanOutput(s: string): string {
-  return s
-    .replace(ESCAPES, "")
-    .replace(/\r\n?/g, "\n")
-    .replace(CONTROLS, (c) => String.fromCharCode(c === "\x7f" ? 0x2421 : 0x2400 + c.charCodeAt(0)))
-    .replace(C1, "\uFFFD");
 }
 
 /** The smallest `s ≥ start` that is not a continuation byte (at most three skipped: a character's own). */

@@ -18,7 +18,8 @@
 import { stat } from "node:fs/promises";
 import type { Tool, ToolResult } from "../types.js";
 import type { CommandOutcome } from "../workspace.js";
-import { cleanOutput, HeadTailCapture } from "./bash-output.js";
+import { cleanOutput } from "../../core/terminal-text.js";
+import { HeadTailCapture } from "./bash-output.js";
 import { canonical, policyOf } from "./confine.js";
 import { defineLocalTool } from "./define.js";
 import { killSession } from "./kill-session.js";

@@ -12,7 +12,8 @@
  *   carries the name). The proxy never resolves the name itself, so the address guarantee above holds through it.
  * - Declared binary content types are refused before the body is read; an undeclared body with a NUL byte in
  *   its first KiB is refused as binary. At most `MAX_DOWNLOAD_BYTES` are read (the result says when it stopped).
- * - HTML becomes text with numbered link references (html-text.ts); JSON and other text pass through.
+ * - The body is decoded by its BOM, header charset or HTML `<meta charset>`, HTML becomes text with numbered link
+ *   references, and control/escape characters are made plain (web-text.ts); JSON and other text pass through.
  *   Output pages hold at most `MAX_PAGE_BYTES`; `offset` (characters) selects the next page, named in the note.
  * - The whole call, redirects included, ends after `timeoutMs` (30 s) with a `failed`, `timedOut:true` result;
  *   the turn's cancellation ends it `cancelled`.
@@ -30,10 +31,10 @@ import type { Readable } from "node:stream";
 import { truncateUtf8 } from "../../core/utf8.js";
 import type { Tool } from "../types.js";
 import { defineLocalTool } from "./define.js";
-import { htmlToText } from "./html-text.js";
 import { blockedReason } from "./net-guard.js";
 import { connectTunnel, proxyFor, proxyVariable, type ProxyTarget } from "../providers/proxy.js";
 import { fail, ok } from "./result.js";
+import { bodyText } from "./web-text.js";
 import { MAX_URL_CHARS, WEB_FETCH_DEF, WEB_FETCH_RISK, WEB_FETCH_TOOL_NAME, webFetchAutoApprove } from "./specs.js";
 
 export { MAX_URL_CHARS, WEB_FETCH_RISK, WEB_FETCH_TOOL_NAME };
@@ -292,15 +293,7 @@ export function createWebFetchTool(o: WebFetchOptions = {}): Tool {
         }
         const read = await readBody(res, signal);
         if (read === "binary") return fail("failed", `web_fetch: ${url.href} looks like binary content`);
-        const charset = /charset\s*=\s*"?([A-Za-z0-9_.:-]+)/i.exec(type)?.[1];
-        let decoded: string;
-        try {
-          decoded = new TextDecoder(charset ?? "utf-8").decode(read.body);
-        } catch {
-          decoded = new TextDecoder("utf-8").decode(read.body);
-        }
-        const isHtml = /html/i.test(type) || (type === "" && /^\s*(<!doctype html|<html)/i.test(decoded));
-        const text = isHtml ? htmlToText(decoded, url.href) : decoded;
+        const text = bodyText(read.body, type, url.href);
         const offset = args.offset ?? 0;
         if (offset > 0 && offset >= text.length) return fail("failed", `web_fetch: offset ${offset} is past the end (${text.length} characters)`);
         let page = text.slice(offset, offset + MAX_PAGE_BYTES);
