@@ -133,6 +133,23 @@ export function withDaemonAndBrowser(take: (d: Daemon, browser: Browser) => void
   });
 }
 
+/** Test-only network fault (an init script): the page's sockets are recorded, and new ones can be made to fail. */
+export const SOCKET_TAP = `(() => {
+  const Real = window.WebSocket;
+  const tap = { socks: [], block: false, mute: false };
+  window.__uiTest = tap;
+  window.WebSocket = class extends Real {
+    constructor(url, protocols) {
+      super(tap.block ? String(url).replace(/\\/ahp$/, "/blocked") : url, protocols);
+      tap.socks.push(this);
+    }
+    // A link that silently drops what the page sends (a sleeping laptop's half-open socket).
+    send(data) {
+      if (!tap.mute) super.send(data);
+    }
+  };
+})();`;
+
 export function artifactPath(name: string): string {
   mkdirSync(ARTIFACTS, { recursive: true });
   return join(ARTIFACTS, name);

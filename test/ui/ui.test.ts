@@ -22,28 +22,11 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { AhpClient, FakeBackend, type Json } from "../host/helpers.js";
 import { ended, newSession, startTurn } from "../host/berth-rig.js";
 import type { HostHandle } from "../../src/protocols/host/host.js";
-import { artifactPath, browserSkipReason, docsShot, launchBrowser, patient, startDaemon, UI_TEST_MS, type Daemon } from "./rig.js";
+import { artifactPath, browserSkipReason, docsShot, launchBrowser, patient, SOCKET_TAP, startDaemon, UI_TEST_MS, type Daemon } from "./rig.js";
 
 const skip = browserSkipReason();
 const DESKTOP = { width: 1280, height: 800 };
 const PHONE = { width: 390, height: 844 };
-
-/** Test-only network fault: the page's sockets are recorded, and new ones can be made to fail. */
-const SOCKET_TAP = `(() => {
-  const Real = window.WebSocket;
-  const tap = { socks: [], block: false, mute: false };
-  window.__uiTest = tap;
-  window.WebSocket = class extends Real {
-    constructor(url, protocols) {
-      super(tap.block ? String(url).replace(/\\/ahp$/, "/blocked") : url, protocols);
-      tap.socks.push(this);
-    }
-    // A link that silently drops what the page sends (a sleeping laptop's half-open socket).
-    send(data) {
-      if (!tap.mute) super.send(data);
-    }
-  };
-})();`;
 
 interface Watch {
   urls: string[];

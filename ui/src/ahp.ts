@@ -249,6 +249,11 @@ export class AhpClient {
   async subscribe(channel: string): Promise<Snapshot | undefined> {
     const r = (await this.request("subscribe", { channel })) as { snapshot?: Snapshot };
     this.subscriptions.add(channel);
+    // The snapshot holds the channel's envelopes up to its fromSeq, and `reconnect` replays every subscribed channel
+    // from one number: left at an older envelope's, it replayed this channel's turns onto the snapshot, twice over
+    // (docs/host.md: send the newest of the serverSeqs and fromSeqs applied). Nothing on a channel already held is
+    // newer unseen: the daemon sent those envelopes before this answer, on this socket.
+    if (r.snapshot && r.snapshot.fromSeq > this.lastSeq) this.lastSeq = r.snapshot.fromSeq;
     return r.snapshot;
   }
 
