@@ -6,7 +6,7 @@
  * horizontal rules. Anything else is plain text. In code (spans and blocks) bidirectional and other invisible
  * controls are shown as `<U+XXXX>`: a command in an answer cannot look like another.
  */
-import type { ComponentChildren, JSX } from "preact";
+import { Component, type ComponentChildren, type JSX } from "preact";
 import { codeTokens, INLINE_SPANS } from "../../src/core/markdown-syntax.js";
 import { visibleControls } from "../../src/core/visible-controls.js";
 
@@ -97,8 +97,21 @@ function runs(text: string): string[] {
   return out;
 }
 
-/** Render markdown `src` to elements. Safe for untrusted input (no HTML is ever interpreted). */
-export function Markdown({ src }: { src: string }): JSX.Element {
+/**
+ * Render markdown `src` to elements. Safe for untrusted input (no HTML is ever interpreted). Rendered again only when
+ * `src` changed: a running turn renders with every frame, and of its answer's parts only the last one grows (a long
+ * agentic turn, 150 parts of prose between tool calls, re-parsed them all per streamed word).
+ */
+export class Markdown extends Component<{ src: string }> {
+  override shouldComponentUpdate(next: { src: string }): boolean {
+    return next.src !== this.props.src;
+  }
+  override render(): JSX.Element {
+    return renderMarkdown(this.props.src);
+  }
+}
+
+function renderMarkdown(src: string): JSX.Element {
   const blocks: ComponentChildren[] = [];
   const lines = src.split("\n");
   let i = 0;

@@ -4,8 +4,9 @@
  * AHP `dispatchAction`; state changes only when the daemon's echo arrives.
  */
 import { Component } from "preact";
-import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
 import type { AhpClient, Json } from "./ahp.js";
+import { Clipped } from "./clipped.js";
 import { Markdown } from "./markdown.js";
 import { visibleControls } from "../../src/core/visible-controls.js";
 import { statusLabel, type Chat, type Model, type Part, type SessionState, type Turn } from "./model.js";
@@ -25,9 +26,12 @@ const shown = (v: unknown): string => visibleControls(typeof v === "string" ? v 
 function ToolCard({ tc, turnId, chat, client }: { tc: Json; turnId: string; chat: string; client: AhpClient }) {
   const status = String(tc.status);
   const pending = status === "pending-confirmation";
-  const output = Array.isArray(tc.content)
-    ? (tc.content as Json[]).map((c) => (typeof c.text === "string" ? c.text : "")).join("\n")
-    : "";
+  // Computed once per change of what they show: the card renders again with every frame of its turn.
+  const output = useMemo(
+    () => (Array.isArray(tc.content) ? (tc.content as Json[]).map((c) => (typeof c.text === "string" ? c.text : "")).join("\n") : ""),
+    [tc.content],
+  );
+  const input = useMemo(() => prettyJson(tc.toolInput), [tc.toolInput]);
   const confirm = (approved: boolean) =>
     client.dispatch(chat, {
       type: "chat/toolCallConfirmed",
@@ -46,16 +50,16 @@ function ToolCard({ tc, turnId, chat, client }: { tc: Json; turnId: string; chat
       {tc.toolInput ? (
         <div class="tool-sec">
           <div class="label">Input</div>
-          <pre>{shown(prettyJson(tc.toolInput))}</pre>
+          <Clipped text={input} />
         </div>
       ) : null}
       {output || tc.pastTenseMessage ? (
         <div class="tool-sec">
           <div class="label">Output</div>
-          <pre>{shown(output || text(tc.pastTenseMessage))}</pre>
+          <Clipped text={output || text(tc.pastTenseMessage)} />
         </div>
       ) : null}
-      {tc.error ? <div class="err">{shown(String((tc.error as Json).message))}</div> : null}
+      {tc.error ? <Clipped tag="div" class="err" text={String((tc.error as Json).message)} /> : null}
       {pending ? (
         <div class="actions" role="group" aria-label="Tool confirmation">
           <button class="approve" onClick={() => confirm(true)}>
@@ -142,7 +146,7 @@ function PartView({ part, turnId, chat, client }: { part: Part; turnId: string; 
     case "inputRequest":
       return <InputRequest part={part} chat={chat} client={client} />;
     case "error":
-      return <div class="err">{part.error?.message ?? "error"}</div>;
+      return <Clipped tag="div" class="err" text={part.error?.message ?? "error"} />;
     default:
       return null;
   }
