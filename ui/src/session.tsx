@@ -24,7 +24,8 @@ const prettyJson = (s: unknown): string => {
 const shown = (v: unknown): string => visibleControls(typeof v === "string" ? v : text(v));
 
 function ToolCard({ tc, turnId, chat, client }: { tc: Json; turnId: string; chat: string; client: AhpClient }) {
-  const status = String(tc.status);
+  // A completed call whose result failed (`success: false`) says so: "completed" in green read as success.
+  const status = tc.status === "completed" && tc.success === false ? "failed" : String(tc.status);
   const pending = status === "pending-confirmation";
   // Computed once per change of what they show: the card renders again with every frame of its turn.
   const output = useMemo(
