@@ -36,7 +36,7 @@ describe("web UI: the token and the address bar", { skip, timeout: UI_TEST_MS },
       // A new URL with a token, opened in the tab that holds one, is the one used (here: a wrong one).
       await page.goto(`${http}/#token=wrong`);
       await page.reload();
-      await page.getByText("Cannot reach the daemon").waitFor();
+      await page.getByText("The token in this page's address is not the daemon's").waitFor();
       assert.equal(page.url(), `${http}/`);
     } finally {
       await ctx.close();

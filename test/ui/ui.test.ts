@@ -295,7 +295,10 @@ describe("web UI in Chromium", { skip, timeout: UI_TEST_MS }, () => {
       // The page itself with a wrong token, and with none, says what to do.
       await page.goto(`${d.ready.http}/#token=wrong`);
       await page.reload(); // a fragment-only change does not reload the page
-      await page.getByText("Cannot reach the daemon").waitFor();
+      // It says the token is wrong (the daemon answers: it is not unreachable) and where the right URL is.
+      const wrong = page.locator(".banner");
+      await wrong.getByText("The token in this page's address is not the daemon's").waitFor();
+      assert.match(await wrong.innerText(), /open the URL `berth daemon` printed .*or run `berth open`/);
       // (A new tab: the same URL typed into this one is a reload of it, which keeps its token; token.test.ts.)
       const bare = patient(await browser.newPage());
       await bare.goto(`${d.ready.http}/`);

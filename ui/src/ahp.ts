@@ -138,7 +138,7 @@ export class AhpClient {
     } catch {
       return NOT_LISTENING;
     }
-    return proof === (await expected) ? null : "the server now at this address is not the daemon that served this page: it cannot prove it holds the token, so the token was not sent to it";
+    return proof === (await expected) ? null : NOT_PROVEN;
   }
 
   private open(): void {
@@ -262,6 +262,14 @@ export class AhpClient {
     if (this.ws?.readyState === WebSocket.OPEN) this.rpc?.notify("unsubscribe", { channel });
   }
 }
+
+/**
+ * Why the page does not connect when the server at its address cannot prove it holds the page's token. Before the
+ * page ever connected, that means the token in its URL is wrong (the page says so, app.tsx); later, that another
+ * program took the port, or the daemon was started again with a new token.
+ */
+export const NOT_PROVEN =
+  "the server now at this address is not the daemon that served this page: it cannot prove it holds the token, so the token was not sent to it (if the daemon was started again with a new token, open the URL it printed, or run `berth open`)";
 
 /** Why the page is disconnected when nothing accepts a connection at its address, and what brings it back. */
 const NOT_LISTENING = "nothing answers at this address; if the daemon stopped, start it again with `berth daemon` or `berth open`";

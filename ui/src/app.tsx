@@ -3,7 +3,7 @@
  * On a narrow screen only one of list and session is shown at a time.
  */
 import { useEffect, useLayoutEffect, useState } from "preact/hooks";
-import type { AhpClient } from "./ahp.js";
+import { NOT_PROVEN, type AhpClient } from "./ahp.js";
 import { statusLabel, type Model, type SessionSummary } from "./model.js";
 import { SessionView } from "./session.js";
 import { directoryUri } from "../../src/core/dir-uri.js";
@@ -150,7 +150,9 @@ export function App({ model, client }: { model: Model; client: AhpClient }) {
         <div class={`banner ${conn.everOpen ? "lost" : ""}`} role="status" data-conn={conn.status}>
           {conn.everOpen
             ? `Disconnected from the daemon${conn.detail ? ` (${conn.detail})` : ""}: reconnecting…`
-            : conn.status === "closed"
+            : conn.status === "closed" && conn.detail === NOT_PROVEN
+              ? "The token in this page's address is not the daemon's, so the page did not connect: open the URL `berth daemon` printed (it ends in #token=…), or run `berth open`."
+              : conn.status === "closed"
               ? "Cannot reach the daemon: check that it is running and that this page was opened with the URL it printed (or `berth open`). Retrying…"
               : "Connecting to the daemon…"}
         </div>
