@@ -293,8 +293,7 @@ describe("web UI in Chromium", { skip, timeout: UI_TEST_MS }, () => {
       assert.equal(await outcome(d.ready.ahp, ["berth-ahp", `berth-token.${token}`]), "open");
       assert.equal(await outcome(d.ready.ahp, ["berth-ahp", "berth-token.wrong"]), "refused");
       // The page itself with a wrong token, and with none, says what to do.
-      await page.goto(`${d.ready.http}/#token=wrong`);
-      await page.reload(); // a fragment-only change does not reload the page
+      await page.goto(`${d.ready.http}/#token=wrong`); // a fragment-only change: the page loads itself again (main.tsx)
       // It says the token is wrong (the daemon answers: it is not unreachable) and where the right URL is.
       const wrong = page.locator(".banner");
       await wrong.getByText("The token in this page's address is not the daemon's").waitFor();

@@ -24,6 +24,12 @@ const NOT_SENT: Record<string, string> = {
 const kept = (history.state as { berthToken?: unknown } | null)?.berthToken;
 const token = new URLSearchParams(location.hash.slice(1)).get("token") ?? (typeof kept === "string" ? kept : null);
 if (token) history.replaceState({ berthToken: token }, "", location.pathname + location.search);
+// The daemon's URL pasted into this tab later (the fix both the no-token page and a wrong-token banner ask for) differs
+// from the address bar only in its fragment: the browser does not load the page again, and it kept the token it had
+// (or none). A new #token= loads the page again, which then reads it.
+addEventListener("hashchange", () => {
+  if (new URLSearchParams(location.hash.slice(1)).has("token")) location.reload();
+});
 
 if (!token) {
   render(
