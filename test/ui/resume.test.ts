@@ -1,7 +1,7 @@
 /**
  * The page picks up where it was: a reload in the middle of a streamed answer or of a pending approval shows each once
- * (and the approval still works), and a reconnection after the page subscribed to a session with older activity
- * replays nothing twice. The spawned daemon (`--berth-runtime`, loopback fake provider) and Debian's Chromium, as in
+ * (and the approval still works), a reconnection after the page subscribed to a session with older activity
+ * replays nothing twice, and one after the open session was disposed closes its view. The spawned daemon (`--berth-runtime`, loopback fake provider) and Debian's Chromium, as in
  * ui.test.ts.
  */
 import { describe, test } from "node:test";
@@ -43,6 +43,31 @@ describe("web UI: reload and reconnect", { skip, timeout: UI_TEST_MS }, () => {
       await page.getByRole("button", { name: "Send" }).click();
       await page.locator(".turn.done").getByText("echo: asked here").waitFor();
       assert.deepEqual(await page.locator(".turn .user-msg").allInnerTexts(), ["asked elsewhere", "asked here"]);
+    } finally {
+      c.close();
+      await ctx.close();
+    }
+  });
+
+  test("a session disposed while the page was disconnected: its open view closes once the page is back", async () => {
+    const { c } = await AhpClient.init({ ahpUrl: d.ready.ahp, token: d.ready.token } as unknown as HostHandle);
+    const ctx = patient(await browser.newContext({ viewport: { width: 1280, height: 800 } }));
+    await ctx.addInitScript(SOCKET_TAP);
+    const page = patient(await ctx.newPage());
+    try {
+      await newSession(c, "ahp-session:/resume-gone", d.cwd);
+      await page.goto(d.ready.ui);
+      await page.locator('[data-session="ahp-session:/resume-gone"]').click();
+      await page.getByText("No messages yet.").waitFor();
+      await page.evaluate("(() => { globalThis.__uiTest.block = true; globalThis.__uiTest.socks.at(-1).close(); })()");
+      await page.locator(".banner").getByText("Disconnected").waitFor();
+      // Removed by another client meanwhile: root/sessionRemoved has no serverSeq, so no replay carries it.
+      const r = await c.request("disposeSession", { channel: "ahp-session:/resume-gone" });
+      assert.equal(r.result, null, JSON.stringify(r.error));
+      await page.evaluate("globalThis.__uiTest.block = false");
+      await page.locator(".banner").waitFor({ state: "detached" });
+      await page.getByText("Choose a session, or create one.").waitFor();
+      await page.locator('[data-session="ahp-session:/resume-gone"]').waitFor({ state: "detached" });
     } finally {
       c.close();
       await ctx.close();

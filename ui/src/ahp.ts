@@ -30,7 +30,8 @@ export interface Snapshot {
 
 export interface AhpHandlers {
   onInit(snapshots: Snapshot[]): void;
-  onReconnect(result: { type: "replay"; actions: Envelope[]; missing: string[] } | { type: "snapshot"; snapshots: Snapshot[] }): void;
+  /** `gone`: channels subscribed before that exist no more (removed while the page was away). */
+  onReconnect(result: { type: "replay"; actions: Envelope[]; missing: string[] } | { type: "snapshot"; snapshots: Snapshot[] }, gone: string[]): void;
   onEnvelope(env: Envelope): void;
   onRootNotification(method: string, params: Json): void;
   onStatus(status: ConnStatus, detail?: string): void;
@@ -209,8 +210,11 @@ export class AhpClient {
         })) as { type: "replay"; actions: Envelope[]; missing: string[] } | { type: "snapshot"; snapshots: Snapshot[] };
         if (r.type === "replay") for (const e of r.actions) this.lastSeq = Math.max(this.lastSeq, e.serverSeq);
         else for (const s of r.snapshots) this.lastSeq = Math.max(this.lastSeq, s.fromSeq);
-        if (r.type === "replay") for (const m of r.missing) this.subscriptions.delete(m);
-        this.h.onReconnect(r);
+        // A channel removed meanwhile is named in `missing` (replay) or has no snapshot (snapshot answer).
+        const held = r.type === "snapshot" ? new Set(r.snapshots.map((s) => s.resource)) : null;
+        const gone = r.type === "replay" ? r.missing : [...this.subscriptions].filter((u) => !held!.has(u));
+        for (const m of gone) this.subscriptions.delete(m);
+        this.h.onReconnect(r, gone);
       }
       if (this.ws !== ws) return;
       this.attempts = 0;

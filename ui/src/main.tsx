@@ -54,9 +54,12 @@ if (!token) {
       for (const s of snapshots) model.applySnapshot(s);
       void refreshList();
     },
-    onReconnect(r) {
+    onReconnect(r, gone) {
       if (r.type === "replay") for (const e of r.actions) model.envelope(e);
       else for (const s of r.snapshots) model.applySnapshot(s);
+      // Removed while the page was away: root/sessionRemoved carries no serverSeq, so no replay brings it, and the
+      // open view of a disposed session stayed.
+      for (const uri of gone) model.channelGone(uri);
       // Root notifications carry no serverSeq: re-read the list after a gap.
       void refreshList();
     },

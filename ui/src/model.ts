@@ -161,6 +161,13 @@ export class Model {
     this.changed();
   }
 
+  /** A subscribed channel that no longer exists (found on reconnecting): a session goes as if removed live. */
+  channelGone(uri: string): void {
+    if (uri.startsWith("ahp-session:")) return this.rootNotification("root/sessionRemoved", { session: uri });
+    this.chats.delete(uri);
+    this.changed();
+  }
+
   envelope(env: Envelope): void {
     if (env.rejectionReason !== undefined) {
       if (env.origin) this.notify(`${env.action.type} refused: ${env.rejectionReason}`);
