@@ -381,6 +381,9 @@ export class CliAgents {
     };
     const onAbort = (): void => stop("cancelled");
     ctx.signal.addEventListener("abort", onAbort, { once: true });
+    // Cancelled while it was starting (the session closed, agent_cancel, the turn cancelled): an aborted signal never
+    // fires its listener, so the agent ran on to its time limit and the session's close waited for it.
+    if (ctx.signal.aborted) onAbort();
     const timer = setTimeout(() => stop("timeout"), (args.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS) * 1000);
     const code = await exited;
     clearTimeout(timer);
