@@ -381,6 +381,13 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
       // The session is announced: load the turn path now, so its first prompt finds it compiled (the delegation
       // tools' code loads when one is first called).
       setImmediate(() => void agent.warm());
+      // A resumed session's runs left behind by a Berth process that died (SIGKILL) are stopped: with no daemon to
+      // reap orphans they ran on unseen, and the session's earlier jobs are reported as ended (jobs.ts).
+      if (msg.resume !== undefined)
+        void import("../runtime/delegation/records.js")
+          .then(({ stopOrphansOf }) => stopOrphansOf(o.home, id))
+          .then((stopped) => stopped.length > 0 && o.log(`stopped delegated runs orphaned by an earlier Berth process of session ${id}: ${stopped.join(", ")}`))
+          .catch(() => undefined);
       return session;
     },
   };

@@ -95,6 +95,22 @@ export interface SessionToolContext {
    * client's `auto_approve` declaration, else deny.
    */
   unattended(name: string, risk: ToolRisk): "approve" | "deny";
+  /**
+   * The highest background job number (`job-N`) the session's stored history shows as started: jobs of an earlier
+   * opening of the session (another connection or Berth process), which ended with it. Read from the history on call.
+   */
+  earlierJobs?: () => number;
+}
+
+/** The highest `job-N` an `agent_*` call's result in `history` names as started (0 when none). */
+export function highestJobIn(history: History | null): number {
+  let n = 0;
+  for (const r of history?.records ?? []) {
+    if (r.kind !== "tool_result" || !r.name.startsWith("agent_") || r.is_error) continue;
+    const m = /^\{"job":"job-([1-9][0-9]{0,8})"/.exec(r.content);
+    if (m !== null) n = Math.max(n, Number(m[1]));
+  }
+  return n;
 }
 
 export interface RunTurnRequest {
@@ -349,6 +365,7 @@ export class Agent {
             depth: req.delegationDepth ?? 0,
             cwd: req.cwd,
             unattended: (name, risk) => (req.approval === undefined || req.approval.policy(name, risk) === "auto" || req.autoApprove === true ? "approve" : "deny"),
+            earlierJobs: () => highestJobIn(req.history),
           })
         : [];
     // `chat_attach` is offered only to chat-channel sessions (their bridge sends what it attaches).

@@ -83,7 +83,7 @@ export class BerthDelegates {
   /** The session's delegate tools (none when its runs would exceed `maxDepth`) and the job tools. */
   tools(s: SessionToolContext, maxDepth: number): Tool[] {
     if (s.depth + 1 > maxDepth) return [];
-    return [this.tool(s), ...this.jobs.tools(s.sessionId)];
+    return [this.tool(s), ...this.jobs.tools(s.sessionId, s.earlierJobs)];
   }
 
   private tool(s: SessionToolContext): Tool {

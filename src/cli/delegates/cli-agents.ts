@@ -250,6 +250,7 @@ export class CliAgents {
 
   tools(s: SessionToolContext, maxDepth: number): Tool[] {
     if (s.depth + 1 > maxDepth) return [];
+    this.o.jobs.bind(s.sessionId, s.earlierJobs);
     const out: Tool[] = [];
     const specs = Object.values(CLI_SPECS);
     const exes = this.exes.resolve(specs.map((spec) => spec.agent), this.o.env["PATH"]);

@@ -11,7 +11,9 @@
  * - A session keeps at most `MAX_ENDED_JOBS` ended jobs (each holds its result, up to 64 KiB): past it, the job that
  *   ended first among those whose result was already seen goes, else (only unseen ones) the one that ended first,
  *   never silently: the next report turn names it, and a tool naming a job no longer kept says it was discarded.
- * - Closing a session cancels its jobs.
+ * - Closing a session cancels its jobs. A session opened again (a resume, in this process or another after this one
+ *   died) numbers its jobs on from the last one its history or this process issued, and a job tool naming one of
+ *   those earlier jobs says it ended with that opening (`unavailable`), not that it never existed or was discarded.
  */
 import { defineLocalTool } from "../../runtime/tools/define.js";
 import type { JobRef, JobStatus, Tool, ToolResult } from "../../runtime/types.js";
@@ -90,6 +92,8 @@ export class JobBook {
   /** Per session, the unseen jobs discarded since the last report turn: how many, and the first names. */
   private readonly discarded = new Map<string, { count: number; names: string[] }>();
   private ends = 0;
+  /** Per session, the last job number issued before the session's current opening (its earlier jobs ended with it). */
+  private readonly earlier = new Map<string, number>();
 
   constructor(private readonly report: ReportFn) {}
 
@@ -161,18 +165,33 @@ export class JobBook {
     return { prompt: `${parts.join("\n\n")}\n\nReport these results to the user.`, jobs: [...ended.map((j) => j.id), ...(d?.names ?? [])] };
   }
 
-  /** Whether `name` is a job of the session that ended and was discarded (`prune`). */
-  private wasDiscarded(sessionId: string, name: string): boolean {
+  /** How `name`, a handle the session does not keep, was issued: by an earlier opening, discarded (`prune`), or never. */
+  private lost(sessionId: string, name: string): "earlier" | "discarded" | null {
     const n = /^job-([1-9][0-9]{0,15})$/.exec(name);
-    return n !== null && Number(n[1]) <= (this.counters.get(sessionId) ?? 0) && !this.of(sessionId).has(name);
+    if (n === null || this.of(sessionId).has(name)) return null;
+    if (Number(n[1]) <= (this.earlier.get(sessionId) ?? 0)) return "earlier";
+    return Number(n[1]) <= (this.counters.get(sessionId) ?? 0) ? "discarded" : null;
   }
 
   private of(sessionId: string): Map<string, Job> {
     return this.jobs.get(sessionId) ?? new Map<string, Job>();
   }
 
+  /**
+   * Binds the session's opening once per process: job numbers go on after `earlierJobs()` (the highest its stored
+   * history names), so a resumed session's new job never takes the handle of one its history shows.
+   */
+  bind(sessionId: string, earlierJobs: (() => number) | undefined): void {
+    if (this.counters.has(sessionId)) return;
+    const n = earlierJobs?.() ?? 0;
+    this.counters.set(sessionId, n);
+    if (n > 0) this.earlier.set(sessionId, n);
+  }
+
   closeSession(sessionId: string): Promise<void> {
     const m = this.of(sessionId);
+    // Its jobs end with this opening: a later one names them as such.
+    this.earlier.set(sessionId, this.counters.get(sessionId) ?? 0);
     for (const j of m.values()) {
       j.seen = true; // nobody is left to report to
       j.ctl.abort();
@@ -245,9 +264,16 @@ export class JobBook {
     return { content: JSON.stringify(body), isError: false, ...(settled.length > 0 ? { jobs: settled } : {}) };
   }
 
-  tools(sessionId: string): Tool[] {
+  tools(sessionId: string, earlierJobs?: () => number): Tool[] {
+    this.bind(sessionId, earlierJobs);
     const unknown = (name: string, n: string): ToolResult =>
-      this.wasDiscarded(sessionId, n)
+      this.lost(sessionId, n) === "earlier"
+        ? {
+            content: `${name}: ${n} was started before this session was last opened and was stopped when that connection or Berth process ended; its result is lost. Start the task again if it is still needed`,
+            isError: true,
+            errorKind: "unavailable",
+          }
+        : this.lost(sessionId, n) === "discarded"
         ? {
             content: `${name}: ${n} ended and was discarded: a session keeps at most ${MAX_ENDED_JOBS} ended jobs, dropping the first to end (those whose result was already shown before the others); name jobs that are still kept`,
             isError: true,

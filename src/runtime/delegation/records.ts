@@ -219,3 +219,19 @@ export async function stopRun(home: string, r: DelegationRecord, graceMs = KILL_
   if (pids.length > 0) signal(pids, "SIGKILL", alive ? r.pid : null);
   await removeRecord(home, r.handle);
 }
+
+/**
+ * Stops the orphaned runs of one session (its owning Berth process died mid-delegation, e.g. SIGKILLed) and resolves
+ * with their handles. A session resumed after such a death calls it, so what its earlier process delegated does not
+ * run on unseen when no `berth daemon` reaps orphans.
+ */
+export async function stopOrphansOf(home: string, session: string): Promise<string[]> {
+  const records = (await readRecords(home)).filter((r) => r.session === session);
+  const stopped: string[] = [];
+  for (const r of records) {
+    if (await sameProcess(r.owner_pid, r.owner_start)) continue;
+    await stopRun(home, r);
+    stopped.push(r.handle);
+  }
+  return stopped;
+}
