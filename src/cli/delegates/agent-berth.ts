@@ -32,7 +32,7 @@ import type { SessionToolContext } from "../../runtime/agent.js";
 import { jobRef, type JobBook } from "./jobs.js";
 import { processEnded } from "./process-end.js";
 import { textOf } from "../../core/json-text.js";
-import { AGENT_BERTH, AGENT_BERTH_DEF, BERTH_DEFAULT_TIMEOUT_SECONDS, BERTH_MAX_TIMEOUT_SECONDS } from "./tool-defs.js";
+import { AGENT_BERTH, AGENT_BERTH_DEF, BERTH_DEFAULT_TIMEOUT_SECONDS, BERTH_MAX_TIMEOUT_SECONDS, promptRefusal } from "./tool-defs.js";
 
 export { AGENT_BERTH, BERTH_DEFAULT_TIMEOUT_SECONDS as DEFAULT_TIMEOUT_SECONDS, BERTH_MAX_TIMEOUT_SECONDS as MAX_TIMEOUT_SECONDS };
 const DEFAULT_TIMEOUT_SECONDS = BERTH_DEFAULT_TIMEOUT_SECONDS;
@@ -90,6 +90,8 @@ export class BerthDelegates {
     return defineLocalTool({
       ...AGENT_BERTH_DEF,
       execute: async (args, ctx): Promise<ToolResult> => {
+        const long = promptRefusal(AGENT_BERTH, args.prompt);
+        if (long !== null) return long;
         const full = args.background === true ? this.jobs.refusal(s.sessionId, AGENT_BERTH) : null;
         if (full !== null) return full; // before a nested Berth is started for it
         let conv: Conversation;

@@ -32,7 +32,7 @@ import { ExecutableResolver } from "./executables.js";
 import { processEnded } from "./process-end.js";
 import { jobRef, type JobBook } from "./jobs.js";
 import { textOf } from "../../core/json-text.js";
-import { CLI_DEFAULT_TIMEOUT_SECONDS as DEFAULT_TIMEOUT_SECONDS, CLI_LABELS, cliAgentDef } from "./tool-defs.js";
+import { CLI_DEFAULT_TIMEOUT_SECONDS as DEFAULT_TIMEOUT_SECONDS, CLI_LABELS, cliAgentDef, promptRefusal } from "./tool-defs.js";
 
 const MAX_REPLY_BYTES = 64 * 1024;
 const STDERR_TAIL_BYTES = 2048;
@@ -271,6 +271,8 @@ export class CliAgents {
       ...cliAgentDef(spec.agent),
       execute: async (args, ctx) => {
         const bad = (m: string): ToolResult => ({ content: `${name}: ${m}`, isError: true, errorKind: "invalid_arguments" });
+        const long = promptRefusal(name, args.prompt);
+        if (long !== null) return long;
         if (args.effort !== undefined && !spec.effort) return bad("`effort` is not supported by this agent");
         if (args.effort !== undefined && !["low", "medium", "high"].includes(args.effort)) return bad("`effort` must be low, medium or high");
         const cwd = resolve(s.cwd, args.cwd ?? ".");

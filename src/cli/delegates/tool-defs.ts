@@ -8,6 +8,22 @@ import * as A from "../../core/arg-schema.js";
 import type { ToolDef } from "../../runtime/tools/specs.js";
 
 export const AGENT_BERTH = "agent_berth";
+/** A delegated prompt at most (UTF-8 bytes): the SCV protocol's prompt bound, which the nested Berth enforces. */
+export const MAX_DELEGATED_PROMPT_BYTES = 256 * 1024;
+
+/**
+ * The refusal of a prompt over `MAX_DELEGATED_PROMPT_BYTES`, or null. The schema bounds characters; a prompt of
+ * multi-byte text within them went to the nested Berth, which refused the turn with an opaque "(invalid_request)".
+ */
+export function promptRefusal(tool: string, prompt: string): { content: string; isError: true; errorKind: "invalid_arguments" } | null {
+  const bytes = Buffer.byteLength(prompt);
+  if (bytes <= MAX_DELEGATED_PROMPT_BYTES) return null;
+  return {
+    content: `${tool}: \`prompt\` is ${bytes} bytes, over the ${MAX_DELEGATED_PROMPT_BYTES}-byte (256 KiB) limit of a delegated prompt; shorten it, or write the details to a file in the workspace and name that file in the prompt`,
+    isError: true,
+    errorKind: "invalid_arguments",
+  };
+}
 export const BERTH_DEFAULT_TIMEOUT_SECONDS = 1800;
 export const BERTH_MAX_TIMEOUT_SECONDS = 3600;
 
