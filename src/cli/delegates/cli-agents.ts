@@ -36,6 +36,17 @@ import { CLI_DEFAULT_TIMEOUT_SECONDS as DEFAULT_TIMEOUT_SECONDS, CLI_LABELS, cli
 
 const MAX_REPLY_BYTES = 64 * 1024;
 const STDERR_TAIL_BYTES = 2048;
+/**
+ * How much of stderr is kept (between this and twice it) and redacted before its last `STDERR_TAIL_BYTES` are taken.
+ * Redacting only the cut tail let a credential the cut went through show its end (the pattern needs its start).
+ */
+const STDERR_WINDOW_BYTES = 8192;
+
+/** The redacted last `STDERR_TAIL_BYTES` of an agent's stderr: redacted whole, then cut on a character boundary. */
+export function stderrTail(kept: Buffer): string {
+  const text = Buffer.from(redactSecrets(sanitizeText(kept.toString("utf8"))));
+  return text.subarray(Math.max(0, text.length - STDERR_TAIL_BYTES)).toString("utf8").replace(/^\uFFFD+/, "");
+}
 const MAX_LINE_BYTES = 200;
 const MAX_EVENT_LINE_BYTES = 1 << 20;
 
@@ -354,7 +365,7 @@ export class CliAgents {
     let stderr = Buffer.alloc(0);
     child.stderr.on("data", (c: Buffer) => {
       stderr = Buffer.concat([stderr, c]);
-      if (stderr.length > STDERR_TAIL_BYTES * 2) stderr = stderr.subarray(stderr.length - STDERR_TAIL_BYTES);
+      if (stderr.length > STDERR_WINDOW_BYTES * 2) stderr = stderr.subarray(stderr.length - STDERR_WINDOW_BYTES);
     });
     const turn = (conv?.turns ?? 0) + 1;
     const n = (this.next.get(spec.agent) ?? 0) + 1;
@@ -404,7 +415,7 @@ export class CliAgents {
       reply: truncateUtf8(reply, MAX_REPLY_BYTES),
       usage,
       exit_code: code,
-      stderr_tail: redactSecrets(sanitizeText(stderr.subarray(Math.max(0, stderr.length - STDERR_TAIL_BYTES)).toString("utf8"))),
+      stderr_tail: stderrTail(stderr),
       truncated: replyBytes > MAX_REPLY_BYTES,
       ...(thread !== null ? { session: convName, turn } : {}),
       ...(failure !== null ? { error: truncateUtf8(redactSecrets(failure), 1024) } : {}),
