@@ -10,7 +10,7 @@ import { chmodSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { it } from "node:test";
-import { CliAgents } from "../../src/cli/delegates/cli-agents.js";
+import { CliAgents, claudeEvent } from "../../src/cli/delegates/cli-agents.js";
 import { JobBook } from "../../src/cli/delegates/jobs.js";
 
 const KEY = "sk-proj-" + "Zq9xL2mN8vB4cR7tY1uW3eP6".repeat(2);
@@ -40,4 +40,15 @@ it("a crashing agent: failed with its exit code, bounded output, a 2 KiB stderr 
   assert.ok(Buffer.byteLength(body.stderr_tail) <= 2048);
   assert.match(body.stderr_tail, /z{100}$/);
   for (let i = 0; i + 8 <= KEY.length; i++) assert.ok(!body.stderr_tail.includes(KEY.slice(i, i + 8)), `no piece of the key: ${body.stderr_tail.slice(0, 80)}`);
+});
+
+it("Claude's refused calls (denied) are cut at 200 bytes only after redaction: no piece of a credential the cut goes through", () => {
+  const token = "Zq9xL2mN8vB4cR7tY1uW3eP6".repeat(3);
+  const prefix = `curl -H 'Authorization: Bearer `;
+  // `$ ` + prefix + padding puts the 200-byte cut 20 characters into the token.
+  const command = `${"x".repeat(200 - 2 - prefix.length - 20)} ${prefix}${token}' https://example.invalid`.slice(1);
+  const r = claudeEvent({ type: "result", subtype: "success", is_error: false, result: "ok", permission_denials: [{ tool_name: "Bash", tool_input: { command } }] });
+  const line = r.denied![0]!;
+  assert.ok(Buffer.byteLength(line) <= 200);
+  for (let i = 0; i + 8 <= token.length; i++) assert.ok(!line.includes(token.slice(i, i + 8)), `no piece of the token: ${line}`);
 });

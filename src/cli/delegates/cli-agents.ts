@@ -139,7 +139,8 @@ export function claudeEvent(ev: Record<string, unknown>): ParsedEvent {
         const denied = (ev["permission_denials"] as unknown[])
           .filter((d): d is Record<string, unknown> => typeof d === "object" && d !== null)
           .slice(0, MAX_DENIED)
-          .map((d) => truncateUtf8(toolLine(textOf(d["tool_name"], "tool"), d["tool_input"] as Record<string, unknown> | undefined), 200));
+          // Redacted before the cut: a cut through a credential leaves a piece the redaction no longer recognises.
+          .map((d) => truncateUtf8(redactSecrets(sanitizeText(toolLine(textOf(d["tool_name"], "tool"), d["tool_input"] as Record<string, unknown> | undefined))), 200));
         if (denied.length > 0) out.denied = denied;
       }
       return out;
