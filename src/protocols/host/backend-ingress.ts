@@ -7,7 +7,9 @@
  *  - a semantic rejection answers `event_rejected` naming the route's logical generation and retires
  *    only that route (a dedicated connection is closed); on a v10+ multiplexed route an unsequenced
  *    event's refusal is one too (`sequence: 0`), elsewhere it is a non-fatal `validation_error`;
- *  - a frame naming another generation than the current one is refused without touching the current route.
+ *  - a frame naming another generation than the current one is refused without touching the current route;
+ *  - a tool result whose output is over MAX_TEXT is refused like any invalid event, and the one thing published is
+ *    the call's end for AHP clients (failed, naming the bound), so no client's tool call stays "running".
  */
 import { BackendEvent, EVENT_MIN_VERSION, MAX_TEXT, zodMessage } from "./backend-schema.js";
 import { clip } from "./inbound.js";
@@ -123,9 +125,23 @@ function applyEvent(conn: BackendConn, route: LogicalRoute, s: SessionModel, f: 
     for (const _k in raw) keys++;
     if (keys === 2) return st.applyEvent(s, chat, raw as BackendEvent);
   }
+  const over = oversizedToolOutput(raw);
+  if (over !== null) {
+    // Refused as before, but the client's call must not stay "running": it ends failed, naming the bound.
+    const failed = BackendEvent.safeParse({ ...raw, type: "tool_completed", output: `${over}. The backend's output was not kept.`, isError: true });
+    if (failed.success) st.applyEvent(s, chat, failed.data);
+    return `${over}: bound the tool's output before sending it (the AHP client was told the call failed)`;
+  }
   const ev = BackendEvent.safeParse(raw);
   if (!ev.success) return zodMessage(ev.error);
   return st.applyEvent(s, chat, ev.data);
+}
+
+/** Why a tool result's `output` is over the per-event text bound, or null when it is not. */
+function oversizedToolOutput(raw: Json): string | null {
+  if (raw.type !== "tool_completed" && raw.type !== "tool_result_confirmation_requested") return null;
+  if (typeof raw.output !== "string" || raw.output.length <= MAX_TEXT) return null;
+  return `${raw.type} output is ${raw.output.length} characters; this host accepts at most ${MAX_TEXT} (${MAX_TEXT / (1024 * 1024)} MiB) per event`;
 }
 
 /** A reply frame carrying the `backendConnectionId` the sender supplied, when it supplied one. */
