@@ -30,6 +30,7 @@ import type { ApprovalPolicy } from "./approval.js";
 import { FALLBACK_CONTEXT_WINDOW } from "./context.js";
 import { mark } from "./debug-timing.js";
 import type { FailureReason, TurnOutcome, TurnSink } from "./events.js";
+import { urlForDisplay } from "../core/text-policy.js";
 import { historyToMessages, type HistoryImage } from "./history.js";
 import { gatedSink } from "./durable-gate.js";
 import { withLifecycle } from "./lifecycle.js";
@@ -296,7 +297,7 @@ export class Agent {
     void durable.catch(() => undefined);
     const sink = recorder === null ? req.sink : gatedSink(req.sink, durable);
     let outcome: TurnOutcome;
-    const used: { provider: OpenedProvider | null } = { provider: null };
+    const used: { provider: OpenedProvider | null; baseUrl: string | null } = { provider: null, baseUrl: null };
     try {
       outcome = await this.execute({ ...req, signal: ctl.signal, sink }, recorder, recorder === null ? null : durable, used);
     } catch (e) {
@@ -319,6 +320,8 @@ export class Agent {
         if (outcome.status === "completed") outcome = persistenceFailure(outcome, e);
       }
     }
+    // A failure names the provider's URL as it may be shown (never its user name, password or query).
+    if (outcome.status !== "completed" && outcome.status !== "cancelled" && used.baseUrl !== null) outcome = { ...outcome, providerUrl: urlForDisplay(used.baseUrl) };
     // The next turn's connection opens once this turn's end is written (provider-cache.ts), off its critical path.
     if (used.provider !== null) this.resolver.built.warmAfterTurn(used.provider);
     return outcome;
@@ -328,13 +331,14 @@ export class Agent {
     req: RunTurnRequest,
     recorder: TurnRecorder | null,
     durable: Promise<void> | null,
-    used: { provider: OpenedProvider | null },
+    used: { provider: OpenedProvider | null; baseUrl: string | null },
   ): Promise<TurnOutcome> {
     // Skill discovery (stat-only when cached) runs alongside settings resolution; tool-free turns have none.
     const skills = req.noTools === true ? Promise.resolve([]) : this.skills.discover(req.cwd).catch((): Skill[] => []);
     const r = await this.resolver.resolve(req.selection, req.mcpServers);
     mark("turn.provider_resolved");
     used.provider = r.opened;
+    used.baseUrl = r.baseUrl;
     if (durable !== null) {
       const inner = r.provider;
       const batches = inner.streamBatches?.bind(inner);

@@ -131,5 +131,7 @@ export interface TurnOutcome {
    * errno code when it is a known one: `ENOSPC`, …); never provider or tool text.
    */
   message?: string;
+  /** A failed turn's custom provider base URL as `urlForDisplay` shows it (no user name, password or query). */
+  providerUrl?: string;
   usage: TurnUsage;
 }

@@ -47,6 +47,8 @@ export interface Resolved extends ToolConfig {
   opened: OpenedProvider | null;
   selection: RuntimeSelection & { model_id: string };
   images: boolean;
+  /** A custom provider's base URL as configured (null for a built-in one); it may carry a credential. */
+  baseUrl: string | null;
 }
 
 /** The provider of a `describe` resolution, which never streams. */
@@ -159,7 +161,8 @@ export class TurnResolver {
     } catch {
       throw new TurnFailure("selection");
     }
-    return { ...this.toolConfigOf(layers.global, mcpOverride), provider, opened, selection: { ...sel, model_id: sel.model_id }, images };
+    const baseUrl = entry.builtin ? null : (over.baseUrl ?? entry.def.base_url);
+    return { ...this.toolConfigOf(layers.global, mcpOverride), provider, opened, selection: { ...sel, model_id: sel.model_id }, images, baseUrl };
   }
 }
 

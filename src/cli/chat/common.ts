@@ -6,6 +6,7 @@ import { ConnectionClosedError, IncompatibleServiceError, ProtocolError, Request
 import type { ServiceHandle } from "../../client/app-service/index.js";
 import { ScvConnectionError, ScvRequestError } from "../../client/scv/client.js";
 import { urlForDisplay } from "../../core/text-policy.js";
+import { providerUrlHint } from "../../core/provider-hint.js";
 
 const SERVICE_HINTS: Record<string, string> = {
   session_busy: "that session is busy (another Berth process or a running turn holds it)",
@@ -50,28 +51,9 @@ export function failureLine(ev: Record<string, unknown>, baseUrl: string | null 
   const msg = typeof ev["message"] === "string" ? ev["message"] : "";
   // Never the URL's user name, password or query: any of them can carry the key.
   const shown = baseUrl === null ? null : urlForDisplay(baseUrl);
-  const hint =
-    shown === null
-      ? ""
-      : msg.includes("provider connection failed")
-        ? connectionHint(msg, shown)
-        : msg.includes("check the provider's base_url")
-          ? `; it is set to ${shown}`
-          : code === "provider_error"
-            ? passingHint(msg, goOn)
-            : "";
+  const urlHint = shown === null ? "" : providerUrlHint(msg, shown);
+  const hint = urlHint !== "" || shown === null ? urlHint : code === "provider_error" ? passingHint(msg, goOn) : "";
   return `failed (${code}${msg !== "" ? `: ${msg}` : ""}${hint})`;
-}
-
-/**
- * The hint for a provider that could not be connected to: an https URL whose server broke off the TLS handshake
- * (EPROTO: most often a plain-HTTP server, such as a local model server, written with https://) gets the http://
- * URL to try; any other cause asks whether the URL is reachable.
- */
-function connectionHint(msg: string, shown: string): string {
-  if (/\(EPROTO\b/.test(msg) && shown.startsWith("https://"))
-    return `; ${shown} did not complete a TLS handshake: if that server speaks plain HTTP, set the provider's base_url to http://${shown.slice(8)} in settings.json`;
-  return `; is ${shown} reachable?`;
 }
 
 /** What to do about a provider failure that may pass; "" for any other. */

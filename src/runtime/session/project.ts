@@ -152,7 +152,7 @@ export function terminalEvent(ref: Ref, o: TurnOutcome, origin: TurnOrigin | und
   if (o.status === "completed") return { ...base, type: "turn_completed" };
   if (o.status === "cancelled") return { ...base, type: "turn_cancelled" };
   const reason = o.reason ?? (o.status === "compaction_required" ? "compaction" : "internal");
-  return { ...base, type: "turn_failed", code: CODES[reason], message: failureMessage(reason, o.message), reason, status: o.status };
+  return { ...base, type: "turn_failed", code: CODES[reason], message: failureMessage(reason, o.message), reason, status: o.status, ...(o.providerUrl !== undefined ? { providerUrl: o.providerUrl } : {}) };
 }
 
 /** A failed turn's message: the reason's fixed text, with the failure's safe detail where the reason carries one. */

@@ -135,7 +135,8 @@ export type SessionEvent =
   | (Terminal & { type: "turn_completed" })
   | (Terminal & { type: "turn_cancelled" })
   /** `status` is the durable one (`compaction_required` is a failure on every wire); `reason` the runtime's label. */
-  | (Terminal & { type: "turn_failed"; code: FailureCode; message: string; reason: FailureReason; status: Exclude<TerminalStatus, "completed" | "cancelled"> })
+  /** `providerUrl`: the custom provider's base URL, credentials stripped (`urlForDisplay`), for a door's hint. */
+  | (Terminal & { type: "turn_failed"; code: FailureCode; message: string; reason: FailureReason; status: Exclude<TerminalStatus, "completed" | "cancelled">; providerUrl?: string })
   /** `steerRef`: set when a steering message whose turn ended first became this prompt (see `steer`). */
   | { type: "queue_enqueued"; sessionId: string; entry: QueueEntry; steerRef?: string }
   | { type: "queue_updated"; sessionId: string; entry: QueueEntry }

@@ -1,0 +1,22 @@
+/**
+ * The cause-and-fix tail of a failed turn's message that names the provider's base URL, shared by every door that
+ * shows a failure (`berth chat`, the Berth backend for AHP clients) so they say the same thing. Contracts: `shown` is
+ * the URL as `urlForDisplay` gives it (never a user name, password or query: any of them can carry the key); the hint
+ * is "" for a message it has nothing to add to.
+ */
+
+/**
+ * The hint for a turn failure `msg` (the runtime's message, its provider label included) of a provider whose base URL
+ * is `shown`: a provider that could not be connected to gets "is <url> reachable?" (or, for an https URL whose server
+ * broke off the TLS handshake, the http:// URL to try); one that answered a bare 404 or no stream, the URL it is set to.
+ */
+export function providerUrlHint(msg: string, shown: string): string {
+  if (msg.includes("provider connection failed")) {
+    // EPROTO from an https URL: most often a plain-HTTP server (such as a local model server) written with https://.
+    if (/\(EPROTO\b/.test(msg) && shown.startsWith("https://"))
+      return `; ${shown} did not complete a TLS handshake: if that server speaks plain HTTP, set the provider's base_url to http://${shown.slice(8)} in settings.json`;
+    return `; is ${shown} reachable?`;
+  }
+  if (msg.includes("check the provider's base_url")) return `; it is set to ${shown}`;
+  return "";
+}
