@@ -37,6 +37,10 @@ describe("web UI: failures", { skip, timeout: UI_TEST_MS }, () => {
       const failed = page.locator(".turn.done").last().locator(".err");
       await failed.waitFor();
       assert.match(await failed.innerText(), /credential is missing or was rejected.*HTTP 401.*sign in again or set the API key/);
+      // The failure stays visible after the turn: the session's badge and its entry in the list say "error" (the
+      // session's badge went back to "idle").
+      await page.locator(".list .item.on .badge", { hasText: /^error$/ }).waitFor();
+      await page.locator(".session [data-status]", { hasText: /^error$/ }).waitFor();
     } finally {
       await page.close();
     }

@@ -288,7 +288,10 @@ export function SessionView({ model, client, uri, onBack }: { model: Model; clie
   };
 
   const title = session?.title || summary?.title || "Session";
-  const status = statusLabel(chat?.status ?? summary?.status ?? 1);
+  // The chat's status as the session state keeps it (`session/chatUpdated` updates it: Error after a failed turn);
+  // the chat snapshot's own `status` is only as fresh as the subscription.
+  const live = session?.chats.find((c) => c.resource === chat?.resource)?.status;
+  const status = statusLabel(live ?? chat?.status ?? summary?.status ?? 1);
   return (
     <section class="session" aria-label="Session">
       <header class="bar">
