@@ -18,9 +18,8 @@
  */
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdir, readFile, rm, stat } from "node:fs/promises";
+import { mkdir, rm, stat } from "node:fs/promises";
 import { isAbsolute, join, relative, resolve } from "node:path";
-import { StringDecoder } from "node:string_decoder";
 import { redactSecrets, sanitizeText } from "../../core/text-policy.js";
 import { truncateUtf8 } from "../../core/utf8.js";
 import type { SessionToolContext } from "../../runtime/agent.js";
@@ -28,6 +27,7 @@ import { newHandle, processStart, stopRun, writeRecord, type DelegationRecord } 
 import { defineLocalTool } from "../../runtime/tools/define.js";
 import type { Tool, ToolContext, ToolResult } from "../../runtime/types.js";
 import { instanceOf } from "./agent-berth.js";
+import { JsonLines, readReplyFile } from "./agent-output.js";
 import { ExecutableResolver } from "./executables.js";
 import { processEnded } from "./process-end.js";
 import { jobRef, type JobBook } from "./jobs.js";
@@ -337,32 +337,23 @@ export class CliAgents {
     let usage: Record<string, number> = {};
     let failure: string | null = null;
     let denied: string[] = [];
-    let buf = Buffer.alloc(0);
-    const decoder = new StringDecoder("utf8");
-    child.stdout.on("data", (chunk: Buffer) => {
-      buf = Buffer.concat([buf, chunk]);
-      let i: number;
-      while ((i = buf.indexOf(10)) >= 0) {
-        const line = buf.subarray(0, i);
-        buf = buf.subarray(i + 1);
-        if (line.length > MAX_EVENT_LINE_BYTES) continue;
-        let ev: unknown;
-        try {
-          ev = JSON.parse(decoder.write(line) + decoder.end());
-        } catch {
-          continue;
-        }
-        if (ev === null || typeof ev !== "object") continue;
-        const r = spec.parse(ev as Record<string, unknown>);
-        if (r.thread !== undefined) thread = r.thread;
-        if (r.reply !== undefined) reply = r.reply;
-        if (r.usage !== undefined) usage = r.usage;
-        if (r.failed !== undefined) failure = r.failed;
-        if (r.denied !== undefined) denied = r.denied.map((d) => redactSecrets(sanitizeText(d)));
-        if (r.progress !== undefined) ctx.onProgress(progressLine(r.progress));
+    const lines = new JsonLines(MAX_EVENT_LINE_BYTES, (line) => {
+      let ev: unknown;
+      try {
+        ev = JSON.parse(line.toString("utf8"));
+      } catch {
+        return;
       }
-      if (buf.length > MAX_EVENT_LINE_BYTES) buf = Buffer.alloc(0);
+      if (ev === null || typeof ev !== "object") return;
+      const r = spec.parse(ev as Record<string, unknown>);
+      if (r.thread !== undefined) thread = r.thread;
+      if (r.reply !== undefined) reply = r.reply;
+      if (r.usage !== undefined) usage = r.usage;
+      if (r.failed !== undefined) failure = r.failed;
+      if (r.denied !== undefined) denied = r.denied.map((d) => redactSecrets(sanitizeText(d)));
+      if (r.progress !== undefined) ctx.onProgress(progressLine(r.progress));
     });
+    child.stdout.on("data", (chunk: Buffer) => lines.push(chunk));
     let stderr = Buffer.alloc(0);
     child.stderr.on("data", (c: Buffer) => {
       stderr = Buffer.concat([stderr, c]);
@@ -404,9 +395,15 @@ export class CliAgents {
     clearTimeout(timer);
     ctx.signal.removeEventListener("abort", onAbort);
     await stopRun(this.o.home, record).catch(() => undefined);
-    const last = spec.outFile ? await readFile(out, "utf8").catch(() => null) : null;
+    // Read to the bound, never whole: a huge file cost its size in memory, and past ~512 MB the read failed and the
+    // reply silently fell back to the last streamed message.
+    const last = spec.outFile ? await readReplyFile(out, MAX_REPLY_BYTES) : null;
     await rm(out, { force: true });
-    if (last !== null && last.trim() !== "") reply = last;
+    let replyCut = false;
+    if (last !== null && last.text.trim() !== "") {
+      reply = last.text;
+      replyCut = last.cut;
+    }
     if (thread !== null) this.threads.set(convName, { sessionId: s.sessionId, thread, turns: turn });
     const status = (ended as "cancelled" | "timeout" | null) ?? (code === 0 && failure === null ? "completed" : "failed");
     const replyBytes = Buffer.byteLength(reply);
@@ -417,7 +414,7 @@ export class CliAgents {
       usage,
       exit_code: code,
       stderr_tail: stderrTail(stderr),
-      truncated: replyBytes > MAX_REPLY_BYTES,
+      truncated: replyCut || replyBytes > MAX_REPLY_BYTES,
       ...(thread !== null ? { session: convName, turn } : {}),
       ...(failure !== null ? { error: truncateUtf8(redactSecrets(failure), 1024) } : {}),
       ...(denied.length > 0 ? { denied } : {}),
