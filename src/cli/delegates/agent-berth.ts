@@ -29,7 +29,7 @@ import { newHandle, processStart, stopRun, writeRecord, type DelegationRecord } 
 import { defineLocalTool } from "../../runtime/tools/define.js";
 import type { Tool, ToolResult, ToolRisk } from "../../runtime/types.js";
 import type { SessionToolContext } from "../../runtime/agent.js";
-import { jobRef, type JobBook } from "./jobs.js";
+import { echoed, jobRef, type JobBook } from "./jobs.js";
 import { processEnded } from "./process-end.js";
 import { textOf } from "../../core/json-text.js";
 import { AGENT_BERTH, AGENT_BERTH_DEF, BERTH_DEFAULT_TIMEOUT_SECONDS, BERTH_MAX_TIMEOUT_SECONDS, promptRefusal } from "./tool-defs.js";
@@ -98,7 +98,7 @@ export class BerthDelegates {
         if (args.session !== undefined) {
           const c = this.conversations.get(args.session);
           if (c === undefined || c.sessionId !== s.sessionId)
-            return { content: `${AGENT_BERTH}: no conversation ${args.session} in this session`, isError: true, errorKind: "invalid_arguments" };
+            return { content: `${AGENT_BERTH}: no conversation ${echoed(args.session)} in this session`, isError: true, errorKind: "invalid_arguments" };
           if (c.busy) return { content: `${AGENT_BERTH}: ${args.session} is busy with another turn`, isError: true, errorKind: "failed" };
           conv = c;
         } else {

@@ -30,7 +30,7 @@ import { instanceOf } from "./agent-berth.js";
 import { JsonLines, readReplyFile } from "./agent-output.js";
 import { ExecutableResolver } from "./executables.js";
 import { processEnded } from "./process-end.js";
-import { jobRef, type JobBook } from "./jobs.js";
+import { echoed, jobRef, type JobBook } from "./jobs.js";
 import { textOf } from "../../core/json-text.js";
 import { CLI_DEFAULT_TIMEOUT_SECONDS as DEFAULT_TIMEOUT_SECONDS, CLI_LABELS, cliAgentDef, promptRefusal } from "./tool-defs.js";
 
@@ -294,7 +294,7 @@ export class CliAgents {
         let conv: { sessionId: string; thread: string; turns: number } | undefined;
         if (args.session !== undefined) {
           conv = this.threads.get(args.session);
-          if (conv === undefined || conv.sessionId !== s.sessionId || !args.session.startsWith(`${spec.agent}-`)) return bad(`no conversation ${args.session} in this session`);
+          if (conv === undefined || conv.sessionId !== s.sessionId || !args.session.startsWith(`${spec.agent}-`)) return bad(`no conversation ${echoed(args.session)} in this session`);
         }
         if (args.background !== true) return this.run(s, exe, spec, { ...args, cwd }, args.session ?? null, conv ?? null, ctx);
         const full = this.o.jobs.refusal(s.sessionId, name);

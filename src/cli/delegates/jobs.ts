@@ -14,9 +14,11 @@
  * - Closing a session cancels its jobs. A session opened again (a resume, in this process or another after this one
  *   died) numbers its jobs on from the last one its history or this process issued, and a job tool naming one of
  *   those earlier jobs says it ended with that opening (`unavailable`), not that it never existed or was discarded.
+ * - A handle the model passed is echoed back (`no job X`) only through `echoed`: sanitised, redacted, 64 bytes.
  */
 import { defineLocalTool } from "../../runtime/tools/define.js";
 import type { JobRef, JobStatus, Tool, ToolResult } from "../../runtime/types.js";
+import { redactSecrets, sanitizeText } from "../../core/text-policy.js";
 import { truncateUtf8 } from "../../core/utf8.js";
 import { AGENT_CANCEL_DEF, AGENT_STATUS_DEF, AGENT_WAIT_DEF, DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS } from "./tool-defs.js";
 
@@ -80,6 +82,15 @@ function cutToJson(text: string, max: number): string {
     cut = Buffer.byteLength(next) < bytes ? next : "";
   }
   return cut;
+}
+
+/**
+ * A handle the model passed, fit to echo in an error: control characters dropped, whitespace runs one space,
+ * credential-like values redacted (before the cut, which could leave a piece the redaction no longer recognises),
+ * at most 64 bytes.
+ */
+export function echoed(s: string): string {
+  return truncateUtf8(redactSecrets(sanitizeText(s).replace(/\s+/g, " ")), 64);
 }
 
 export function jobRef(j: Job, status: JobStatus = j.status): JobRef {
@@ -279,7 +290,7 @@ export class JobBook {
             isError: true,
             errorKind: "unavailable",
           }
-        : { content: `${name}: no job ${n.slice(0, 64)} in this session`, isError: true, errorKind: "invalid_arguments" };
+        : { content: `${name}: no job ${echoed(n)} in this session`, isError: true, errorKind: "invalid_arguments" };
     return [
       defineLocalTool({
         ...AGENT_WAIT_DEF,
