@@ -13,7 +13,8 @@
  *   never silently: the next report turn names it, and a tool naming a job no longer kept says it was discarded.
  * - Closing a session cancels its jobs. A session opened again (a resume, in this process or another after this one
  *   died) numbers its jobs on from the last one its history or this process issued, and a job tool naming one of
- *   those earlier jobs says it ended with that opening (`unavailable`), not that it never existed or was discarded.
+ *   those earlier jobs says it ended with that opening (`unavailable`), not that it never existed or was discarded;
+ *   `agent_wait` / `agent_status` naming no job say the same of them while no job of this opening exists.
  * - A handle the model passed is echoed back (`no job X`) only through `echoed`: sanitised, redacted, 64 bytes.
  */
 import { defineLocalTool } from "../../runtime/tools/define.js";
@@ -82,6 +83,13 @@ function cutToJson(text: string, max: number): string {
     cut = Buffer.byteLength(next) < bytes ? next : "";
   }
   return cut;
+}
+
+/** What a job tool says of earlier jobs (`handles`: one, or a range when `plural`): they ended with that opening. */
+function earlierText(handles: string, plural: boolean): string {
+  return plural
+    ? `${handles} were started before this session was last opened and were stopped when that connection or Berth process ended; their results are lost. Start the tasks again if they are still needed`
+    : `${handles} was started before this session was last opened and was stopped when that connection or Berth process ended; its result is lost. Start the task again if it is still needed`;
 }
 
 /**
@@ -279,11 +287,7 @@ export class JobBook {
     this.bind(sessionId, earlierJobs);
     const unknown = (name: string, n: string): ToolResult =>
       this.lost(sessionId, n) === "earlier"
-        ? {
-            content: `${name}: ${n} was started before this session was last opened and was stopped when that connection or Berth process ended; its result is lost. Start the task again if it is still needed`,
-            isError: true,
-            errorKind: "unavailable",
-          }
+        ? { content: `${name}: ${earlierText(n, false)}`, isError: true, errorKind: "unavailable" }
         : this.lost(sessionId, n) === "discarded"
         ? {
             content: `${name}: ${n} ended and was discarded: a session keeps at most ${MAX_ENDED_JOBS} ended jobs, dropping the first to end (those whose result was already shown before the others); name jobs that are still kept`,
@@ -291,12 +295,22 @@ export class JobBook {
             errorKind: "unavailable",
           }
         : { content: `${name}: no job ${echoed(n)} in this session`, isError: true, errorKind: "invalid_arguments" };
+    // With no job named: a resumed session whose only jobs are earlier ones says so (before: `{"jobs":[]}`).
+    const onlyEarlier = (name: string): ToolResult | null => {
+      const n = this.earlier.get(sessionId) ?? 0;
+      if (n === 0 || this.of(sessionId).size > 0 || (this.counters.get(sessionId) ?? 0) > n) return null;
+      return { content: `${name}: no job has been started since this session was last opened; ${earlierText(n === 1 ? "job-1" : `job-1 to job-${n}`, n > 1)}`, isError: true, errorKind: "unavailable" };
+    };
     return [
       defineLocalTool({
         ...AGENT_WAIT_DEF,
         execute: async (args, ctx) => {
           const list = this.pick(sessionId, args.jobs?.split(/[\s,]+/).filter((s) => s !== ""));
           if ("unknown" in list) return unknown("agent_wait", list.unknown);
+          if (list.length === 0) {
+            const earlier = onlyEarlier("agent_wait");
+            if (earlier !== null) return earlier;
+          }
           let timer: NodeJS.Timeout | undefined;
           const stop = new Promise<void>((r) => {
             timer = setTimeout(r, (args.timeout_seconds ?? DEFAULT_WAIT_SECONDS) * 1000);
@@ -313,6 +327,8 @@ export class JobBook {
         execute: (args) => {
           const list = this.pick(sessionId, args.job !== undefined ? [args.job] : undefined);
           if ("unknown" in list) return Promise.resolve(unknown("agent_status", list.unknown));
+          const earlier = args.job === undefined ? onlyEarlier("agent_status") : null;
+          if (earlier !== null) return Promise.resolve(earlier);
           return Promise.resolve(this.show(args.job !== undefined ? list : [...this.of(sessionId).values()]));
         },
       }),
