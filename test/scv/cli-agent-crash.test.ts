@@ -6,12 +6,9 @@
  * the client and the session file.
  */
 import assert from "node:assert/strict";
-import { chmodSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { it } from "node:test";
-import { CliAgents, claudeEvent } from "../../src/cli/delegates/cli-agents.js";
-import { JobBook } from "../../src/cli/delegates/jobs.js";
+import { claudeEvent } from "../../src/cli/delegates/cli-agents.js";
+import { fakeCodexTool } from "./fake-codex.js";
 
 const KEY = "sk-proj-" + "Zq9xL2mN8vB4cR7tY1uW3eP6".repeat(2);
 // The key's first 20 characters fall just before the last 2048 bytes of stderr, the rest inside them.
@@ -23,13 +20,7 @@ process.stderr.write("y".repeat(10000) + "\\n" + ${JSON.stringify(KEY)} + " " + 
 `;
 
 it("a crashing agent: failed with its exit code, bounded output, a 2 KiB stderr tail with no piece of a credential", async () => {
-  const bin = mkdtempSync(join(tmpdir(), "fake-codex-"));
-  writeFileSync(join(bin, "codex"), FAKE_CODEX);
-  chmodSync(join(bin, "codex"), 0o755);
-  const home = mkdtempSync(join(tmpdir(), "codex-home-"));
-  const cwd = mkdtempSync(join(tmpdir(), "codex-ws-"));
-  const agents = new CliAgents({ jobs: new JobBook(() => undefined), home, env: { PATH: bin } });
-  const tool = agents.tools({ sessionId: "s1", depth: 0, cwd, unattended: () => "deny" }, 2).find((t) => t.spec.name === "agent_codex")!;
+  const { tool, cwd } = fakeCodexTool(FAKE_CODEX);
   const r = await tool.run({ prompt: "go" }, { cwd, signal: new AbortController().signal, onProgress: () => undefined });
   assert.equal(r.isError, true);
   assert.equal(r.errorKind, "failed");

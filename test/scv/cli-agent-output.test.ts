@@ -11,21 +11,15 @@
  *   (and its session's close) never ended after the agent had.
  */
 import assert from "node:assert/strict";
-import { chmodSync, existsSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { existsSync } from "node:fs";
 import { it } from "node:test";
-import { CliAgents } from "../../src/cli/delegates/cli-agents.js";
-import { JobBook } from "../../src/cli/delegates/jobs.js";
+import { fakeCodexTool } from "./fake-codex.js";
 
 const MAX_LINE = 1 << 20;
 const MAX_REPLY = 64 * 1024;
 
 async function runCodex(body: string): Promise<{ content: string; out: Record<string, unknown>; progress: string[] }> {
-  const bin = mkdtempSync(join(tmpdir(), "fake-codex-"));
-  writeFileSync(
-    join(bin, "codex"),
-    `#!${process.execPath}
+  const { tool, cwd } = fakeCodexTool(`#!${process.execPath}
 const fs = require("node:fs");
 const args = process.argv.slice(2);
 const out = args[args.indexOf("-o") + 1];
@@ -35,13 +29,7 @@ process.stdin.resume();
 process.stdin.on("end", () => {
 ${body}
 });
-`,
-  );
-  chmodSync(join(bin, "codex"), 0o755);
-  const home = mkdtempSync(join(tmpdir(), "codex-home-"));
-  const cwd = mkdtempSync(join(tmpdir(), "codex-ws-"));
-  const agents = new CliAgents({ jobs: new JobBook(() => undefined), home, env: { PATH: bin } });
-  const tool = agents.tools({ sessionId: "s1", depth: 0, cwd, unattended: () => "deny" }, 2).find((t) => t.spec.name === "agent_codex")!;
+`);
   const progress: string[] = [];
   const r = await tool.run({ prompt: "go" }, { cwd, signal: new AbortController().signal, onProgress: (l) => progress.push(l) });
   let out: Record<string, unknown> = {};

@@ -5,13 +5,13 @@
  * went to the nested Berth, which refused the turn ("the nested Berth refused the turn (invalid_request)").
  */
 import assert from "node:assert/strict";
-import { chmodSync, existsSync, mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { it } from "node:test";
 import { BerthDelegates } from "../../src/cli/delegates/agent-berth.js";
-import { CliAgents } from "../../src/cli/delegates/cli-agents.js";
 import { JobBook } from "../../src/cli/delegates/jobs.js";
+import { fakeCodexTool } from "./fake-codex.js";
 
 /** A `codex` replying with the byte length of the prompt it read on stdin. */
 const FAKE_CODEX = `#!${process.execPath}
@@ -29,13 +29,7 @@ const PAST = AT + "a";
 const ctx = (cwd: string): { cwd: string; signal: AbortSignal; onProgress: () => void } => ({ cwd, signal: new AbortController().signal, onProgress: () => undefined });
 
 it("agent_codex: a prompt of 262144 bytes reaches the agent whole; one byte more is refused with the bound and the fix", async () => {
-  const bin = mkdtempSync(join(tmpdir(), "fake-codex-"));
-  writeFileSync(join(bin, "codex"), FAKE_CODEX);
-  chmodSync(join(bin, "codex"), 0o755);
-  const home = mkdtempSync(join(tmpdir(), "codex-home-"));
-  const cwd = mkdtempSync(join(tmpdir(), "codex-ws-"));
-  const agents = new CliAgents({ jobs: new JobBook(() => undefined), home, env: { PATH: bin } });
-  const tool = agents.tools({ sessionId: "s1", depth: 0, cwd, unattended: () => "deny" }, 2).find((t) => t.spec.name === "agent_codex")!;
+  const { tool, cwd } = fakeCodexTool(FAKE_CODEX);
   const ok = await tool.run({ prompt: AT }, ctx(cwd));
   assert.equal(ok.isError, false, ok.content);
   assert.equal((JSON.parse(ok.content) as { reply: string }).reply, "bytes=262144");
