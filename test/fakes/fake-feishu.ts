@@ -12,6 +12,7 @@ import type { AddressInfo } from "node:net";
 import { WebSocketServer, type WebSocket } from "ws";
 import { decodeFrame, encodeFrame, header, type Frame } from "../../src/channels/feishu/frame.js";
 import { textOf } from "../../src/core/json-text.js";
+import { writeEndless } from "./endless-body.js";
 
 export interface FeishuSent {
   via: "reply" | "create";
@@ -289,16 +290,7 @@ export class FakeFeishu {
 
   /** A 200 JSON body that never ends: 64 MiB of one unfinished string, then the connection is held open. */
   private endless(res: ServerResponse): void {
-    res.writeHead(200, { "content-type": "application/json; charset=utf-8" });
-    res.write('{"code":0,"msg":"');
-    const chunk = Buffer.alloc(64 * 1024, 0x61);
-    const more = (): void => {
-      while (!res.destroyed && this.endlessBytes < 64 * 1024 * 1024) {
-        this.endlessBytes += chunk.length;
-        if (!res.write(chunk)) return void res.once("drain", more);
-      }
-    };
-    more();
+    writeEndless(res, "application/json; charset=utf-8", '{"code":0,"msg":"', (n) => (this.endlessBytes += n));
   }
 
   private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -13,6 +13,7 @@ import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { textOf } from "../../src/core/json-text.js";
+import { writeEndless } from "./endless-body.js";
 
 export interface SentMessage {
   to: string;
@@ -305,16 +306,7 @@ export class FakeIlink {
   /** A 200 JSON body that never ends: 64 MiB of one unfinished message text, written as fast as the client reads. */
   private endless(res: ServerResponse): void {
     this.held.add(res);
-    res.writeHead(200, { "content-type": "application/json" });
-    res.write('{"msgs":[{"message_id":1,"item_list":[{"type":1,"text_item":{"text":"');
-    const chunk = Buffer.alloc(64 * 1024, 0x61);
-    const more = (): void => {
-      while (!res.destroyed && this.endlessBytes < 64 * 1024 * 1024) {
-        this.endlessBytes += chunk.length;
-        if (!res.write(chunk)) return void res.once("drain", more);
-      }
-    };
-    more();
+    writeEndless(res, "application/json", '{"msgs":[{"message_id":1,"item_list":[{"type":1,"text_item":{"text":"', (n) => (this.endlessBytes += n));
   }
 
   private getUpdates(b: Record<string, unknown>, authed: boolean, res: ServerResponse, send: (body: unknown, status?: number) => void): void {
