@@ -200,6 +200,12 @@ export interface Daemon {
   exited: Promise<number | null>;
 }
 
+/** Sends a `daemon.control` command and resolves with its answer (a `daemon.status` notification may come between). */
+export async function daemonControl(c: ScvClient, command: Msg): Promise<Msg> {
+  const id = c.request({ type: "daemon.control", command });
+  return c.reply(id, ["daemon.status"]);
+}
+
 export async function startDaemon(env: Record<string, string>): Promise<Daemon> {
   const scvHome = env.SCV_HOME ?? mkdtempSync(join(tmpdir(), "scv-"));
   const child = spawn(process.execPath, [BERTH_BIN, "daemon"], { env: childEnv({ SCV_HOME: scvHome, ...env }), stdio: ["pipe", "pipe", "pipe"] });

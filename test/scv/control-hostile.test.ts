@@ -11,12 +11,8 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { saveWechatCredentials } from "../../src/channels/wechat/credentials.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
-import { startDaemon, startRig, type Daemon, type Msg, type Rig, type ScvClient } from "./client.js";
+import { daemonControl as control, startDaemon, startRig, type Daemon, type Msg, type Rig } from "./client.js";
 
-async function control(c: ScvClient, command: Msg): Promise<Msg> {
-  const id = c.request({ type: "daemon.control", command });
-  return c.reply(id, ["daemon.status"]);
-}
 
 describe("daemon.control under concurrent and hostile clients", () => {
   let rig: Rig;

@@ -15,12 +15,8 @@ import { after, before, describe, it } from "node:test";
 import { saveWechatCredentials } from "../../src/channels/wechat/credentials.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
 import { BERTH_BIN } from "../helpers/paths.js";
-import { childEnv, startDaemon, startRig, type Daemon, type Msg, type Rig, type ScvClient } from "./client.js";
+import { childEnv, daemonControl as control, startDaemon, startRig, type Daemon, type Msg, type Rig, type ScvClient } from "./client.js";
 
-async function control(c: ScvClient, command: Msg): Promise<Msg> {
-  const id = c.request({ type: "daemon.control", command });
-  return c.reply(id, ["daemon.status"]);
-}
 
 describe("daemon.control on the socket", () => {
   let rig: Rig;
