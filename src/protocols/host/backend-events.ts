@@ -13,6 +13,8 @@ import { clientCallSettled, clientInputId, clientToolRequested } from "./client-
 
 /** Streamed text (text and thinking deltas, in UTF-16 code units) one turn may carry. */
 export const MAX_TURN_TEXT = 4 * 1024 * 1024;
+/** The suffix of a refused-delta note's part ID: later text starts a part of its own rather than extending the note. */
+const NOTE_PART = "-refused";
 export const TRUNCATION_NOTICE = `\n\n[Berth: this turn's output exceeded ${MAX_TURN_TEXT / (1024 * 1024)} MiB; the rest was not kept.]`;
 
 /**
@@ -59,12 +61,26 @@ function applyTextDelta(st: HostState, chat: ChatModel, t: TurnModel, type: "tex
   const last = t.responseParts[t.responseParts.length - 1];
   if (text === "") {
     /* nothing left to keep */
-  } else if (last && last.kind === kind) st.publish(chat.uri, { type: kind === "markdown" ? "chat/delta" : "chat/reasoning", turnId: t.id, partId: last.id, content: text });
+  } else if (last && last.kind === kind && !(last.id as string).endsWith(NOTE_PART)) st.publish(chat.uri, { type: kind === "markdown" ? "chat/delta" : "chat/reasoning", turnId: t.id, partId: last.id, content: text });
   else st.publish(chat.uri, { type: "chat/responsePart", turnId: t.id, part: { kind, id: `p${++chat.partSeq}`, content: text } });
   if (t.truncated === true) {
     t.truncated = "announced";
     st.publish(chat.uri, { type: "chat/responsePart", turnId: t.id, part: { kind: "markdown", id: `p${++chat.partSeq}`, content: TRUNCATION_NOTICE } });
   }
+}
+
+/**
+ * A text or thinking delta refused for being over the per-event bound (`bound`, in characters): the clients watching
+ * the chat's active turn get a visible note in its answer, naming the size and the bound, so the answer does not
+ * silently miss that text. Nothing is published without an active turn (the event would be refused anyway).
+ */
+export function noteRefusedDelta(st: HostState, s: SessionModel, chat: ChatModel, type: "text_delta" | "thinking_delta", chars: number, bound: number): void {
+  const t = chat.activeTurn;
+  if (!t) return;
+  const what = type === "text_delta" ? "text" : "reasoning";
+  const content = `\n\n[Berth: the backend sent a ${type} of ${chars} characters; this host accepts at most ${bound} (${bound / (1024 * 1024)} MiB) per event, so that ${what} was refused and is missing from this answer.]`;
+  st.publish(chat.uri, { type: "chat/responsePart", turnId: t.id, part: { kind: "markdown", id: `p${++chat.partSeq}${NOTE_PART}`, content } });
+  st.summaryChanged(s);
 }
 
 /**

@@ -9,7 +9,9 @@
  *    event's refusal is one too (`sequence: 0`), elsewhere it is a non-fatal `validation_error`;
  *  - a frame naming another generation than the current one is refused without touching the current route;
  *  - a tool result whose output is over MAX_TEXT is refused like any invalid event, and the one thing published is
- *    the call's end for AHP clients (failed, naming the bound), so no client's tool call stays "running".
+ *    the call's end for AHP clients (failed, naming the bound), so no client's tool call stays "running";
+ *  - likewise a text or thinking delta over MAX_TEXT: the one thing published is a note in the active turn's answer
+ *    naming the bound, so no client's answer silently misses the refused text.
  */
 import { BackendEvent, EVENT_MIN_VERSION, MAX_TEXT, zodMessage } from "./backend-schema.js";
 import { clip } from "./inbound.js";
@@ -20,6 +22,7 @@ import { MANAGED_EVENT_TYPES } from "./managed-schema.js";
 import { applyManagedEvent } from "./managed-invocations.js";
 import { beforeNativeEvent } from "./reconcile.js";
 import { applySourceEvent } from "./source-events.js";
+import { noteRefusedDelta } from "./backend-events.js";
 import { resourceAction } from "./mcp-lifecycle.js";
 import { resourceSnapshotEvent } from "./resources.js";
 
@@ -125,6 +128,9 @@ function applyEvent(conn: BackendConn, route: LogicalRoute, s: SessionModel, f: 
     for (const _k in raw) keys++;
     if (keys === 2) return st.applyEvent(s, chat, raw as BackendEvent);
   }
+  if ((raw.type === "text_delta" || raw.type === "thinking_delta") && typeof raw.text === "string" && raw.text.length > MAX_TEXT)
+    // Refused below as before; the clients' answer must not silently miss the text: it gets a note naming the bound.
+    noteRefusedDelta(st, s, chat, raw.type, raw.text.length, MAX_TEXT);
   const over = oversizedToolOutput(raw);
   if (over !== null) {
     // Refused as before, but the client's call must not stay "running": it ends failed, naming the bound.
