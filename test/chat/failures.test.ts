@@ -1,8 +1,8 @@
 /**
  * A failed turn names its cause in one line, for each failure class: HTTP 401 with the provider's error category,
- * HTTP 404 for an unknown model with the catalog's closest models, HTTP 500 after its retries, an unreachable base
- * URL, a stream dropped mid-answer, and the response and tool-call limits (which limit). The provider's error text
- * (which may hold part of a key) never reaches the terminal.
+ * HTTP 404 for an unknown model with the catalog's closest models, HTTP 500 and 429 after their retries (a built-in
+ * provider's too), an unreachable base URL, a stream dropped mid-answer, and the response and tool-call limits (which
+ * limit). The provider's error text (which may hold part of a key) never reaches the terminal.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -80,6 +80,14 @@ describe("berth chat turn failure lines", () => {
     assert.equal(r.code, 1);
     assert.equal(fake.requests.length - before, 3);
     assert.match(r.err, /the turn failed \(provider_error: the provider request failed: provider rate limit \(HTTP 429 fake_error; 3 attempts\); the provider limits how often this key may ask: wait a minute, then send the prompt again\)$/m);
+  });
+
+  it("a built-in provider's rate limit gets the same wait-and-retry hint (no base URL of its own to name)", async () => {
+    const limited = { status: 429, headers: { "retry-after": "0" } };
+    fake.script([limited, limited, limited]);
+    const r = await run({ MC_PROVIDER: "anthropic", MC_MODEL: "claude-sonnet-4-5", ANTHROPIC_BASE_URL: `http://127.0.0.1:${fake.port}`, ANTHROPIC_API_KEY: "sk-ant-test" });
+    assert.equal(r.code, 1);
+    assert.match(r.err, /provider rate limit \(HTTP 429 [^)]*\); the provider limits how often this key may ask: wait a minute, then send the prompt again\)$/m);
   });
 
   it("an unreachable base URL is named", async () => {

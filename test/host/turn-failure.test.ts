@@ -1,7 +1,8 @@
 /**
  * A failed turn as an AHP client sees it (Berth's runtime, end to end): the error carries the same cause and fix as
  * `berth chat` prints (the provider's URL, never its user name, password or query), and the session list shows the
- * failure (status Error) rather than idle.
+ * failure (status Error) rather than idle. A rate-limited or overloaded provider gets `berth chat`'s wait-and-retry
+ * words.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -48,3 +49,24 @@ test("a refused provider connection reaches the AHP client with the URL to check
     { berthHome },
   );
 });
+
+test("a rate-limited or overloaded provider reaches the AHP client with the same wait-and-retry hint as berth chat", () =>
+  withBerth(async ({ h, cwd, fake }) => {
+    const { c } = await AhpClient.init(h, ["ahp-root://"]);
+    const { chat } = await newSession(c, "ahp-session:/passing", cwd);
+    // Retry-After 0: the runtime's three attempts take no wall-clock time.
+    const limited = { status: 429, headers: { "retry-after": "0" } };
+    fake.script([limited, limited, limited]);
+    startTurn(c, chat, "t1", "hello?");
+    const rate = await ended(c, "t1");
+    assert.equal(rate.action.type, "chat/error");
+    assert.match(rate.action.error.message, /provider rate limit \(HTTP 429 fake_error; 3 attempts\) \(provider_error\); the provider limits how often this key may ask: wait a minute, then send the prompt again$/);
+
+    const busy = { status: 503, headers: { "retry-after": "0" } };
+    fake.script([busy, busy, busy]);
+    startTurn(c, chat, "t2", "and now?");
+    const over = await ended(c, "t2");
+    assert.equal(over.action.type, "chat/error");
+    assert.match(over.action.error.message, /provider overloaded or unavailable \(HTTP 503 fake_error; 3 attempts\) \(provider_error\); the provider is failing or overloaded: send the prompt again in a minute$/);
+    c.close();
+  }));

@@ -17,7 +17,7 @@
  */
 import type { SessionEvent } from "../../runtime/session/index.js";
 import { truncateUtf8 } from "../../core/utf8.js";
-import { providerUrlHint } from "../../core/provider-hint.js";
+import { turnFailureHint } from "../../core/provider-hint.js";
 import { inputRequest, resolution } from "./parse.js";
 
 import type { Json } from "../../core/json-bounds.js";
@@ -165,8 +165,9 @@ export class HostProjection {
         const u = e.usage;
         void this.emit({ type: "usage", inputTokens: u.inputTokens, outputTokens: u.outputTokens, cacheReadTokens: u.cacheReadTokens });
         const settled: Json = { type: "settled", cancelled: e.type === "turn_cancelled" };
-        // The same cause-and-fix hint as `berth chat` (the URL already without user name, password or query).
-        if (e.type === "turn_failed") settled.error = `turn failed: ${e.message} (${e.code})${e.providerUrl !== undefined ? providerUrlHint(e.message, e.providerUrl) : ""}`;
+        // The same cause-and-fix hint as `berth chat` (the URL already without user name, password or query; wait and
+        // retry for a rate limit or an overloaded provider).
+        if (e.type === "turn_failed") settled.error = `turn failed: ${e.message} (${e.code})${turnFailureHint(e.message, e.code, e.providerUrl ?? null)}`;
         void this.emit(settled);
         return;
       }

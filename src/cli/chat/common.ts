@@ -6,7 +6,7 @@ import { ConnectionClosedError, IncompatibleServiceError, ProtocolError, Request
 import type { ServiceHandle } from "../../client/app-service/index.js";
 import { ScvConnectionError, ScvRequestError } from "../../client/scv/client.js";
 import { urlForDisplay } from "../../core/text-policy.js";
-import { providerUrlHint } from "../../core/provider-hint.js";
+import { turnFailureHint } from "../../core/provider-hint.js";
 
 const SERVICE_HINTS: Record<string, string> = {
   session_busy: "that session is busy (another Berth process or a running turn holds it)",
@@ -51,17 +51,14 @@ export function failureLine(ev: Record<string, unknown>, baseUrl: string | null 
   const msg = typeof ev["message"] === "string" ? ev["message"] : "";
   // Never the URL's user name, password or query: any of them can carry the key.
   const shown = baseUrl === null ? null : urlForDisplay(baseUrl);
-  const urlHint = shown === null ? "" : providerUrlHint(msg, shown);
-  const hint = urlHint !== "" || shown === null ? urlHint : code === "provider_error" ? passingHint(msg, goOn) : "";
+  const hint = turnFailureHint(msg, code, shown) || (code === "provider_error" ? goOnHint(msg, goOn) : "");
   return `failed (${code}${msg !== "" ? `: ${msg}` : ""}${hint})`;
 }
 
-/** What to do about a provider failure that may pass; "" for any other. */
-function passingHint(msg: string, goOn: { partial: boolean; how: string } | null): string {
+/** For an answer cut off after it had begun: that the session keeps it and how to go on; "" otherwise. */
+function goOnHint(msg: string, goOn: { partial: boolean; how: string } | null): string {
   if (goOn?.partial === true && /provider stream ended unexpectedly|provider sent (?:nothing|only keep-alive comments) within its idle timeout/.test(msg))
     return `; the session keeps the answer so far: ${goOn.how}`;
-  if (msg.includes("provider rate limit (")) return "; the provider limits how often this key may ask: wait a minute, then send the prompt again";
-  if (msg.includes("provider overloaded or unavailable (")) return "; the provider is failing or overloaded: send the prompt again in a minute";
   return "";
 }
 
