@@ -4,7 +4,7 @@
  */
 import { useEffect, useLayoutEffect, useState } from "preact/hooks";
 import { NOT_PROVEN, type AhpClient } from "./ahp.js";
-import { statusLabel, type Model, type SessionSummary } from "./model.js";
+import { sessionBits, statusLabel, type Model, type SessionSummary } from "./model.js";
 import { SessionView } from "./session.js";
 import { directoryUri } from "../../src/core/dir-uri.js";
 
@@ -37,7 +37,7 @@ function SessionList({ model, selected, onOpen, onNew }: { model: Model; selecte
       {items.length === 0 && model.conn.everOpen ? <p class="empty">No sessions yet.</p> : null}
       <ul>
         {items.map((s: SessionSummary) => {
-          const st = statusLabel(s.status);
+          const st = statusLabel(sessionBits(s.status, model.sessionStates.get(s.resource)));
           return (
             <li key={s.resource}>
               <button class={`item ${s.resource === selected ? "on" : ""}`} onClick={() => onOpen(s.resource)} data-session={s.resource}>

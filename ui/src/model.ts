@@ -45,6 +45,17 @@ export function statusLabel(bits: number): "input needed" | "running" | "error" 
   return "idle";
 }
 
+/**
+ * A session's status bits for its badges: `own` (its summary's status, or its open chat's) with the status of every
+ * chat the page knows of (`state`, once the session was opened). The daemon's session status is its primary chat's,
+ * so a turn that failed (or runs, or waits for input) in another chat would otherwise read "idle".
+ */
+export function sessionBits(own: number, state: SessionState | undefined): number {
+  let bits = own;
+  for (const c of state?.chats ?? []) bits |= c.status ?? 0;
+  return bits;
+}
+
 export class Model {
   conn: { status: ConnStatus; detail?: string; everOpen: boolean } = { status: "connecting", everOpen: false };
   agents: Agent[] = [];

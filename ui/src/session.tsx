@@ -9,7 +9,7 @@ import type { AhpClient, Json } from "./ahp.js";
 import { Clipped } from "./clipped.js";
 import { Markdown } from "./markdown.js";
 import { visibleControls } from "../../src/core/visible-controls.js";
-import { statusLabel, type Chat, type Model, type Part, type SessionState, type Turn } from "./model.js";
+import { sessionBits, statusLabel, type Chat, type Model, type Part, type SessionState, type Turn } from "./model.js";
 
 const text = (v: unknown): string => (typeof v === "string" ? v : v && typeof v === "object" && "markdown" in v ? String((v as Json).markdown) : "");
 const prettyJson = (s: unknown): string => {
@@ -289,9 +289,10 @@ export function SessionView({ model, client, uri, onBack }: { model: Model; clie
 
   const title = session?.title || summary?.title || "Session";
   // The chat's status as the session state keeps it (`session/chatUpdated` updates it: Error after a failed turn);
-  // the chat snapshot's own `status` is only as fresh as the subscription.
+  // the chat snapshot's own `status` is only as fresh as the subscription. The session's other chats count too: a
+  // turn that failed in one of them reads "error" here (its tab says which).
   const live = session?.chats.find((c) => c.resource === chat?.resource)?.status;
-  const status = statusLabel(live ?? chat?.status ?? summary?.status ?? 1);
+  const status = statusLabel(sessionBits(live ?? chat?.status ?? summary?.status ?? 1, session));
   return (
     <section class="session" aria-label="Session">
       <header class="bar">
@@ -309,6 +310,7 @@ export function SessionView({ model, client, uri, onBack }: { model: Model; clie
           {session.chats.map((c) => (
             <button key={c.resource} class={c.resource === current ? "on" : ""} onClick={() => setChatUri(c.resource)}>
               {c.title || "Chat"}
+              {statusLabel(c.status ?? 0) === "error" ? <span class="badge st-error">error</span> : null}
             </button>
           ))}
         </nav>
