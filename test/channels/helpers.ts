@@ -59,6 +59,10 @@ export class ManualTimers implements Timers {
   private nowMs = 0;
   private seq = 0;
   private readonly pending = new Map<number, { at: number; fn: () => void }>();
+  /** How many timers were ever set. */
+  get setCount(): number {
+    return this.seq;
+  }
   set(fn: () => void, ms: number): number {
     const id = ++this.seq;
     this.pending.set(id, { at: this.nowMs + ms, fn });
@@ -95,6 +99,8 @@ export class FrozenClock extends InstantClock {
 export interface WechatRigOptions {
   settings?: Partial<AccountSettings>;
   clock?: InstantClock;
+  /** The long-poll's deadline timers (default: real ones). */
+  timers?: ManualTimers;
   /** Reuse a home (a restart) or a fake (several components against one server). */
   home?: string;
   fake?: FakeIlink;
@@ -132,6 +138,7 @@ export async function startWechat(
     settings: { enabled: true, workspace: home, remoteTools: "none", senders: "anyone", ...o.settings },
     driver,
     clock,
+    timers: o.timers,
     log: o.log,
   });
   await comp.start();

@@ -13,7 +13,7 @@ import { channelPaths } from "../../src/channels/common/files.js";
 import { SEEN_LIMIT } from "../../src/channels/common/state.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
 import type { FakeSessionDriver } from "../fakes/fake-session-driver.js";
-import { FrozenClock, startWechat, until } from "./helpers.js";
+import { FrozenClock, ManualTimers, startWechat, until } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -139,16 +139,43 @@ describe("a getupdates body that never ends", () => {
 
 describe("a getupdates answer that starts and then stalls", () => {
   it("fails at the poll's deadline as a broken answer (backoff), not as an empty poll that keeps the account connected", async () => {
-    const fake = await new FakeIlink({ longPollingTimeoutMs: 1 }).start(); // the poll's deadline: 1 ms + 5 s of grace
+    const fake = await new FakeIlink({ longPollingTimeoutMs: 1, holdMs: 100 }).start(); // the poll's deadline: 1 ms + 5 s of grace
     cleanups.push(() => fake.close());
-    const { comp } = await startWechat(cleanups, { fake });
+    const timers = new ManualTimers();
+    const { comp } = await startWechat(cleanups, { fake, timers });
     await comp.health.until((h) => h.state === "connected");
+    let armedAtStall = -1; // timers set when the stalled poll arrived: its deadline, and nothing after it yet
+    let stallPoll = -1;
+    fake.onPoll = () => {
+      if (armedAtStall >= 0 || fake.pollFailures[0] !== "stall") return;
+      armedAtStall = timers.setCount;
+      stallPoll = fake.polls.length;
+    };
     fake.pollFailures.push("stall");
-    const polls = fake.polls.length;
-    await comp.health.until((h) => h.state === "backoff" || fake.polls.length > polls + 1);
+    await until(() => armedAtStall >= 0 && timers.setCount > armedAtStall); // the answer began: its body is timed
+    assert.equal(comp.health.state, "connected", "nothing fails before the deadline");
+    timers.advance(5_000);
+    assert.equal(comp.health.state, "connected", "nor 1 ms before it");
+    timers.advance(1); // the deadline passes with the body unfinished
+    await comp.health.until((h) => h.state === "backoff" || fake.polls.length > stallPoll);
     assert.equal(comp.health.state, "backoff");
     assert.equal(comp.status().error, "getupdates: the answer did not finish within 5 s");
     await comp.health.until((h) => h.state === "connected");
+  });
+
+  it("a poll not answered by its deadline is an empty poll: no error, polling goes on", async () => {
+    const fake = await new FakeIlink({ longPollingTimeoutMs: 1, holdMs: 3_600_000 }).start(); // polls wait for a message
+    cleanups.push(() => fake.close());
+    const timers = new ManualTimers();
+    fake.push(fake.text("a@im.wechat", "hi")); // the first poll is answered at once, so the account connects
+    const { comp } = await startWechat(cleanups, { fake, timers });
+    await comp.health.until((h) => h.state === "connected");
+    await fake.waitPolls(2); // the second poll is held: only its deadline can end it
+    timers.advance(5_001);
+    await fake.waitPolls(3);
+    assert.equal(comp.health.state, "connected");
+    assert.equal(comp.status().error, null);
+    assert.equal(comp.health.restarts, 0, "no backoff");
   });
 });
 

@@ -334,7 +334,7 @@ export class FakeIlink {
     };
     if (this.log.length > from) return answer();
     this.held.add(res);
-    const timer = setTimeout(answer, this.holdMs);
+    const timer = setTimeout(answer, this.holdMs).unref(); // a long hold never keeps a finished test alive
     const wake = (): void => {
       if (!this.held.has(res)) return;
       if (this.log.length <= from) return void this.waiters.push(wake);

@@ -5,7 +5,7 @@
  * batch's claims are durable; failures back off 1 → 60 s on the injected clock; a token error (`-14`, 401) stops the
  * loop in state `failed` with the fixed "log in again" error. Polls start at least MIN_POLL_INTERVAL_MS apart.
  */
-import { Backoff, realClock, type Clock } from "../common/backoff.js";
+import { Backoff, realClock, type Clock, type Timers } from "../common/backoff.js";
 import { ChatBridge } from "../common/bridge.js";
 import type { AccountSettings } from "../common/component.js";
 import { Health } from "../common/component.js";
@@ -34,6 +34,8 @@ export interface WechatComponentOptions {
   settings: AccountSettings;
   driver: ChatSessionDriver;
   clock?: Clock | undefined;
+  /** The long-poll's deadline timers (tests fire them by hand). */
+  timers?: Timers | undefined;
   log?: ((line: string) => void) | undefined;
 }
 
@@ -56,7 +58,7 @@ export class WechatComponent {
   async start(): Promise<void> {
     const c = this.o.credentials;
     const paths = channelPaths(this.o.home, "wechat", this.o.account);
-    const client = new IlinkClient({ base: c.base_url, cdn: c.cdn_url, token: c.bot_token, clock: this.clock });
+    const client = new IlinkClient({ base: c.base_url, cdn: c.cdn_url, token: c.bot_token, clock: this.clock, timers: this.o.timers });
     const state = await DeliveryState.load(paths.state, wechatFingerprint(c));
     await pruneMedia(paths.media, this.clock.now()).catch(() => 0);
     await pruneOutbox(paths.outbox, this.clock.now()).catch(() => 0);

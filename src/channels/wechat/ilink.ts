@@ -2,8 +2,9 @@
  * iLink bot API client (HTTP + JSON; bodies parsed losslessly).
  *
  * Contract:
- * - `getUpdates` long-polls; a client-side timeout before the answer's headers is an empty poll, not an error (one
- *   after them, a body that stalled, is a failed poll). A response is valid only with
+ * - `getUpdates` long-polls against a deadline on the injected timers: no answer (headers) by it is an empty poll, not
+ *   an error; an answer that began gets the rest of that deadline on a timer of its own, and a body still unfinished
+ *   when that fires (a stall) is a failed poll. A response is valid only with
  *   `msgs` an array (≤4096) and `get_updates_buf` a string, and `ret`/`errcode` absent or 0. `-14` (and HTTP 401 on
  *   the poll) throws `IlinkError` of kind `token`: only a new login helps.
  * - `send` retries transport errors, 5xx, 401, 408 and 429 with the SAME `client_id` (3 attempts); a non-zero
@@ -14,8 +15,8 @@
  * - Errors never carry the token, the cursor or message content.
  */
 import { randomBytes } from "node:crypto";
-import type { Clock } from "../common/backoff.js";
-import { realClock } from "../common/backoff.js";
+import type { Clock, Timers } from "../common/backoff.js";
+import { realClock, realTimers } from "../common/backoff.js";
 import { BodyTooLarge, readText } from "../common/body.js";
 import { PlatformError } from "../common/port.js";
 import { parseLossless } from "./json.js";
@@ -60,6 +61,8 @@ export interface IlinkOptions {
   cdn: string;
   token: string;
   clock?: Clock;
+  /** The long-poll's deadline timers (tests fire them by hand). */
+  timers?: Timers | undefined;
 }
 
 function uin(): string {
@@ -76,8 +79,10 @@ function retOf(body: unknown): number {
 
 export class IlinkClient {
   private readonly clock: Clock;
+  private readonly timers: Timers;
   constructor(private readonly o: IlinkOptions) {
     this.clock = o.clock ?? realClock;
+    this.timers = o.timers ?? realTimers;
   }
 
   private url(path: string): string {
@@ -94,7 +99,13 @@ export class IlinkClient {
   }
 
   async getUpdates(cursor: string, timeoutMs: number, signal: AbortSignal): Promise<Updates> {
-    const ctl = AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]);
+    // Two timers share the one deadline, so the one that fires says which phase ran out: no answer (an empty poll),
+    // or an answer that began and never finished (a broken one).
+    const deadline = new AbortController();
+    let phase: "answer" | "body" = "answer";
+    const started = this.clock.now();
+    const arm = (ms: number): unknown => this.timers.set(() => deadline.abort(new Error(`getupdates: ${phase} deadline`)), Math.max(0, ms));
+    let timer = arm(timeoutMs);
     let res: Response | null = null;
     let text: string;
     try {
@@ -102,18 +113,24 @@ export class IlinkClient {
         method: "POST",
         headers: this.headers(),
         body: JSON.stringify({ get_updates_buf: cursor, base_info: { channel_version: CHANNEL_VERSION } }),
-        signal: ctl,
+        signal: AbortSignal.any([signal, deadline.signal]),
       });
+      if (!deadline.signal.aborted) {
+        this.timers.clear(timer);
+        phase = "body";
+        timer = arm(timeoutMs - (this.clock.now() - started));
+      }
       text = await readText(res, MAX_POLL_BODY_BYTES);
     } catch (err) {
       if (signal.aborted) throw new IlinkError("transport", "stopped");
       if (err instanceof BodyTooLarge) throw new IlinkError("invalid", `getupdates: ${err.message}`);
-      if ((err as Error).name === "TimeoutError") {
-        // No answer by the deadline is an empty poll; an answer that began and never finished is a broken one.
-        if (res === null) return { msgs: [], cursor, pollMs: timeoutMs, contacted: false };
+      if (deadline.signal.aborted) {
+        if (phase === "answer") return { msgs: [], cursor, pollMs: timeoutMs, contacted: false };
         throw new IlinkError("transport", `getupdates: the answer did not finish within ${Math.round(timeoutMs / 1000)} s`);
       }
       throw new IlinkError("transport", "getupdates: connection failed");
+    } finally {
+      this.timers.clear(timer);
     }
     if (res.status === 401) throw new IlinkError("token", "getupdates: token rejected (HTTP 401)");
     if (res.status !== 200) throw new IlinkError("http", `getupdates: HTTP ${res.status}`);
