@@ -5,11 +5,17 @@
  *
  * Defaults: enabled, daemon workspace, `remote_tools = "none"`, `senders = "owner"`. Lark accounts live under
  * `feishu` (the brand is in the credentials).
+ *
+ * Every change (`setAccount`, `logoutAccount`) reads, changes and rewrites the whole file under the file's
+ * cross-process lock (store/settings/locked-json.ts's `withFileLock`): the daemon and any number of `berth channel`
+ * processes writing while no daemon runs are serialized, so none loses another's change. The write itself is atomic,
+ * so a reader (the daemon's reconciliation) never sees a partial file.
  */
 import { lstat, rm } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { JsonFileError, withFileLock } from "../store/settings/locked-json.js";
 import type { AccountSettings } from "./common/component.js";
-import { channelPaths, checkAccountName, readJsonFile, writePrivateAtomic } from "./common/files.js";
+import { channelPaths, checkAccountName, ensurePrivateDir, readJsonFile, writePrivateAtomic } from "./common/files.js";
 import { ILINK_API, ILINK_CDN } from "./wechat/ilink.js";
 import { FEISHU_OPEN, LARK_OPEN } from "./feishu/api.js";
 import { FEISHU_ACCOUNTS, LARK_ACCOUNTS } from "./feishu/login.js";
@@ -96,6 +102,19 @@ async function saveConfig(home: string, c: ChannelsConfig): Promise<void> {
   await writePrivateAtomic(configPath(home), JSON.stringify(out, null, 2) + "\n");
 }
 
+/** Runs a read-change-write of the settings file holding its lock; a lock not had within 5 s is a named error. */
+async function changeConfig<T>(home: string, fn: () => Promise<T>): Promise<T> {
+  const path = configPath(home);
+  await ensurePrivateDir(dirname(path));
+  try {
+    return await withFileLock(path, fn);
+  } catch (err) {
+    if (err instanceof JsonFileError && err.reason === "lock_failed")
+      throw new Error(`${path} is locked by another berth process (the daemon or another \`berth channel\`) for over 5 s: try again`);
+    throw err;
+  }
+}
+
 /** `channel_set`: persists only the fields present; an absent or null workspace keeps the saved one. */
 export async function setAccount(
   home: string,
@@ -105,29 +124,33 @@ export async function setAccount(
   patch: { enabled?: boolean | undefined; workspace?: string | null | undefined; remote_tools?: "none" | "owner" | undefined; senders?: "owner" | "anyone" | undefined },
 ): Promise<AccountEntry> {
   checkAccountName(account);
-  const c = await loadChannelsConfig(home);
-  const e = c.accounts[channel][account] ?? entryOf(undefined);
-  if (patch.enabled !== undefined) e.enabled = patch.enabled;
-  if (typeof patch.workspace === "string") e.workspace = patch.workspace;
-  if (patch.remote_tools !== undefined) e.remote_tools = patch.remote_tools;
-  if (patch.senders !== undefined) e.senders = patch.senders;
-  c.accounts[channel][account] = e;
-  await saveConfig(home, c);
-  return e;
+  return await changeConfig(home, async () => {
+    const c = await loadChannelsConfig(home);
+    const e = c.accounts[channel][account] ?? entryOf(undefined);
+    if (patch.enabled !== undefined) e.enabled = patch.enabled;
+    if (typeof patch.workspace === "string") e.workspace = patch.workspace;
+    if (patch.remote_tools !== undefined) e.remote_tools = patch.remote_tools;
+    if (patch.senders !== undefined) e.senders = patch.senders;
+    c.accounts[channel][account] = e;
+    await saveConfig(home, c);
+    return e;
+  });
 }
 
 /** `channel_logout`: removes the account's settings, credentials and delivery state; whether there was any. */
 export async function logoutAccount(home: string, channel: ChannelName, account: string): Promise<boolean> {
-  const c = await loadChannelsConfig(home);
   const p = channelPaths(home, channel, account);
-  const exists = (path: string): Promise<boolean> => lstat(path).then(() => true, () => false);
-  const had = c.accounts[channel][account] !== undefined || (await exists(p.credentials)) || (await exists(p.state));
-  if (!had) return false;
-  delete c.accounts[channel][account];
-  await saveConfig(home, c);
-  await rm(p.credentials, { force: true });
-  await rm(p.state, { force: true });
-  return true;
+  return await changeConfig(home, async () => {
+    const c = await loadChannelsConfig(home);
+    const exists = (path: string): Promise<boolean> => lstat(path).then(() => true, () => false);
+    const had = c.accounts[channel][account] !== undefined || (await exists(p.credentials)) || (await exists(p.state));
+    if (!had) return false;
+    delete c.accounts[channel][account];
+    await saveConfig(home, c);
+    await rm(p.credentials, { force: true });
+    await rm(p.state, { force: true });
+    return true;
+  });
 }
 
 export function settingsOf(e: AccountEntry, daemonWorkspace: string): AccountSettings {

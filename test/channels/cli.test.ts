@@ -217,3 +217,15 @@ describe("berth channel set/logout", () => {
     }
   });
 });
+
+describe("berth channel set with no daemon, run by several people at once", () => {
+  it("keeps every account: each process's change is made under the settings file's lock, none is lost", async () => {
+    const home = await homeWith({});
+    const names = ["a1", "a2", "a3", "a4", "a5", "a6"];
+    const runs = await Promise.all(names.map((n) => berth(home, ["set", "wechat", "--account", n, "--senders", "anyone"])));
+    for (const r of runs) assert.equal(r.code, 0, r.err);
+    const saved = JSON.parse(await readFile(join(home, "channels", "settings.json"), "utf8")) as { accounts: { wechat: Record<string, { senders: string }> } };
+    assert.deepEqual(Object.keys(saved.accounts.wechat).sort(), names);
+    assert.ok(Object.values(saved.accounts.wechat).every((e) => e.senders === "anyone"));
+  });
+});
