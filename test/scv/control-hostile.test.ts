@@ -125,6 +125,12 @@ describe("daemon.control under concurrent and hostile clients", () => {
       ]),
       [{ action: "channel_logout", channel: "feishu", account: esc }, "component_error", "invalid account name in `command.account`: use 1-64 of A-Z a-z 0-9 _ -"],
       [{ action: "delegation_kill", handle: esc + "x".repeat(10_240) }, "delegation_error", "no delegated run has the `command.handle` given (list them with the `delegations` action)"],
+      // An unknown action (a control sequence, a pasted key, a 64-character name) is named by its field, not echoed.
+      ...[esc + "status", `sk-ant-api03-${"k".repeat(40)}`, "a".repeat(64), "\u202econtrol_set"].map((action): [Msg, string, string] => [
+        { action },
+        "invalid_json",
+        "unknown `command.action`: this daemon knows status, reload, channel_set, channel_logout, delegations, delegation_kill, restart_when_idle, confirm_ask, confirm_status; an action added later needs a newer daemon",
+      ]),
     ];
     for (const [command, code, message] of cases) {
       const r = await control(c, command);

@@ -2,7 +2,8 @@
  * `daemon.control` (socket only): the actions, their payload checks, and the `daemon.status` reply frame.
  *
  * Contract:
- * - An action this daemon does not know is `invalid_json` (how a client tells the daemon predates it).
+ * - An action this daemon does not know is `invalid_json` (how a client tells the daemon predates it), with the fixed
+ *   `UNKNOWN_ACTION` message: the action is not echoed.
  * - A known action with a bad field is `invalid_request` naming the field; unknown fields are ignored.
  * - Replies carry the request ID but no session ID or `seq`.
  * - A `confirm_ask` question must have visible text (not only whitespace, controls or format characters); the
@@ -132,11 +133,17 @@ const PARSERS: Record<ControlName, Parser> = {
   confirm_status: (c) => collect({ action: "confirm_status" as const, id: optString(c, "id") ?? bad("`command.id` is required") }),
 };
 
+/**
+ * The refusal of an action this daemon does not know: fixed, naming the field and the actions it does know. The
+ * action itself is not echoed (no refusal here echoes the client's text: it could carry terminal controls or a
+ * pasted credential back to whatever shows the error).
+ */
+export const UNKNOWN_ACTION = `unknown \`command.action\`: this daemon knows ${Object.keys(PARSERS).join(", ")}; an action added later needs a newer daemon`;
+
 /** Validates a command: the action (unknown → `invalid_json`), then its fields (→ `invalid_request`). */
 export function parseControl(cmd: ControlCommand, requestId: string): ControlAction | WireError {
   const parser = Object.hasOwn(PARSERS, cmd.action) ? PARSERS[cmd.action as ControlName] : undefined;
-  if (parser === undefined)
-    return { code: "invalid_json", message: `unknown daemon.control action \`${cmd.action.slice(0, 64)}\``, request_id: requestId };
+  if (parser === undefined) return { code: "invalid_json", message: UNKNOWN_ACTION, request_id: requestId };
   const r = parser(cmd);
   if (isBad(r)) return { code: "invalid_request", message: r.bad, request_id: requestId };
   return r;
