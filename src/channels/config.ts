@@ -75,7 +75,9 @@ export async function loadChannelsConfig(home: string): Promise<ChannelsConfig> 
   let raw: Record<string, unknown> = {};
   try {
     raw = ((await readJsonFile(configPath(home))) ?? {}) as Record<string, unknown>;
-  } catch {
+  } catch (err) {
+    // A file that could not be read at all says so (readJsonFile's message); only a parse failure is "not valid JSON".
+    if (err instanceof Error && err.message.startsWith(`${configPath(home)} cannot be read`)) throw err;
     throw new Error(`${configPath(home)} is not valid JSON: fix or remove it`);
   }
   const ep = (raw["endpoints"] ?? {}) as Record<string, Record<string, unknown> | undefined>;

@@ -232,7 +232,7 @@ export async function runChannel(argv: string[]): Promise<number> {
       process.stderr.write(`berth channel: ${err.message}\n`);
       return 1;
     }
-    process.stderr.write(`berth channel: ${err instanceof Error && /^invalid account name|is not valid JSON|is locked by another berth process/.test(err.message) ? err.message : "failed: " + (err as Error).name}\n`);
+    process.stderr.write(`berth channel: ${err instanceof Error && /^invalid account name|is not valid JSON|cannot be read|is locked by another berth process/.test(err.message) ? err.message : "failed: " + (err as Error).name}\n`);
     return 1;
   }
 }

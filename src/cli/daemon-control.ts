@@ -176,6 +176,6 @@ export function createDaemonControl(d: ControlDeps): (cmd: ControlCommand, reque
 /** Our own fixed messages (account-name checks, settings file errors) pass; anything else is generic. */
 function componentMessage(e: unknown): string {
   const m = e instanceof Error ? e.message : "";
-  if (/^invalid account name|is not valid JSON|is locked by another berth process/.test(m)) return m.slice(0, 300);
+  if (/^invalid account name|is not valid JSON|cannot be read|is locked by another berth process/.test(m)) return m.slice(0, 300);
   return "the channel settings could not be saved; check the permissions of $MC_HOME/channels";
 }

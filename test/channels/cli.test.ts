@@ -4,8 +4,8 @@
  * checks, App ID + Secret and scan sign-in, status, set and logout.
  */
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { mkdir, readFile, stat, writeFile } from "node:fs/promises";
+import { execFileSync, spawn } from "node:child_process";
+import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import { FakeFeishu } from "../fakes/fake-feishu.js";
@@ -227,5 +227,37 @@ describe("berth channel set with no daemon, run by several people at once", () =
     const saved = JSON.parse(await readFile(join(home, "channels", "settings.json"), "utf8")) as { accounts: { wechat: Record<string, { senders: string }> } };
     assert.deepEqual(Object.keys(saved.accounts.wechat).sort(), names);
     assert.ok(Object.values(saved.accounts.wechat).every((e) => e.senders === "anyone"));
+  });
+});
+
+describe("berth channel with something other than a file in the way", () => {
+  it("a FIFO at settings.json or at an account's saved login is never waited on: the file is named", { skip: process.platform !== "linux" }, async () => {
+    const home = await homeWith({});
+    const settings = join(home, "channels", "settings.json");
+    await rm(settings);
+    execFileSync("mkfifo", [settings]);
+    // With no writer, opening the FIFO to read would wait for ever: each command must end at once, naming the file.
+    for (const args of [["status"], ["set", "wechat", "--disable"]]) {
+      const r = await berth(home, args);
+      assert.equal(r.code, 1, args.join(" "));
+      assert.equal(r.err, `berth channel: ${settings} cannot be read: it is not a regular file (a FIFO, socket or device); move it away\n`);
+    }
+    // A FIFO in place of an account's saved login: that account reads as one to log in again, the others unharmed.
+    await rm(settings);
+    await writeFile(settings, JSON.stringify({ endpoints: {} }));
+    assert.equal((await berth(home, ["set", "wechat"])).code, 0);
+    assert.equal((await berth(home, ["set", "feishu"])).code, 0);
+    await mkdir(join(home, "channels", "wechat"), { recursive: true, mode: 0o700 });
+    execFileSync("mkfifo", [join(home, "channels", "wechat", "default.json")]);
+    const st = await berth(home, ["status", "--json"]);
+    assert.equal(st.code, 0, st.err);
+    const comps = (JSON.parse(st.out) as { components: Array<{ id: string; error: string | null }> }).components;
+    assert.deepEqual(
+      comps.map((c) => [c.id, c.error]),
+      [
+        ["feishu:default", "no saved login: run `berth channel login feishu`"],
+        ["wechat:default", "the saved login cannot be read: run `berth channel login wechat` again"],
+      ],
+    );
   });
 });

@@ -4,8 +4,12 @@
  * leaves either the old or the new content, never a torn file.
  */
 import { randomBytes } from "node:crypto";
-import { mkdir, open, readFile, rename, rm } from "node:fs/promises";
+import { mkdir, open, rename, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
+import { IrregularFileError, readRegularFile } from "../../store/regular-file.js";
+
+/** The largest channel file (settings, credentials, delivery state) read: far past any real one. */
+export const MAX_CHANNEL_FILE_BYTES = 64 * 1024 * 1024;
 
 export async function ensurePrivateDir(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
@@ -41,15 +45,21 @@ export async function writePrivateAtomic(path: string, data: string | Uint8Array
 /**
  * Reads a JSON file; null when it does not exist. A corrupt file throws `<path> is not valid JSON` (the caller reports
  * it; nothing is overwritten) — never the parser's own message, which quotes the text around the fault and so could
- * quote a token or secret from a credentials file.
+ * quote a token or secret from a credentials file. A FIFO, device, directory or a file over MAX_CHANNEL_FILE_BYTES
+ * throws `<path> cannot be read: it …; move it away`, without reading (or waiting on) it; any other failure to read
+ * it, `<path> cannot be read (<code>): …`.
  */
 export async function readJsonFile(path: string): Promise<unknown> {
   let text: string;
   try {
-    text = await readFile(path, "utf8");
+    // Never blocks: a FIFO or device placed here would otherwise hang `berth channel status` and the daemon's
+    // reconciliation on the open (store/regular-file.ts).
+    text = (await readRegularFile(path, MAX_CHANNEL_FILE_BYTES)).toString("utf8");
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
-    throw err;
+    if (err instanceof IrregularFileError) throw new Error(`${path} cannot be read: it ${err.message}${err.code === "EFBIG" ? ` (over ${MAX_CHANNEL_FILE_BYTES / (1024 * 1024)} MiB)` : ""}; move it away`);
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new Error(`${path} cannot be read (${typeof code === "string" ? code : "I/O error"}): check that it is a file your user may read`);
   }
   try {
     return JSON.parse(text) as unknown;
