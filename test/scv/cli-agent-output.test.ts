@@ -4,11 +4,12 @@
  *   it is read as usual. Before, once the held part of a long line went past the bound it was dropped and the rest of
  *   that line was read as a line of its own, so a long line whose end looked like an event (here after enough
  *   padding that the drop falls inside it however the pipe chunks it) produced that event.
- * - The `-o` reply file: read to 64 KiB and one byte, never whole (a huge file cost its size in memory, and past
- *   ~512 MB the read failed and the reply fell back silently to the last streamed message). At the bound the reply is
- *   the file and not `truncated`; one byte past, it is the first 64 KiB (cut on a character boundary) and
- *   `truncated`. A FIFO left at the path is not read: before, opening it waited for a writer for ever, so the call
- *   (and its session's close) never ended after the agent had.
+ * - The `-o` reply file: read to a tool result's bound (50 KiB) and one byte, never whole (a huge file cost its size
+ *   in memory, and past ~512 MB the read failed and the reply fell back silently to the last streamed message); the
+ *   result names the file's whole size (`reply_bytes`). The reply's bound itself (the whole result within a tool
+ *   result's bound) is tested at the bound and one past in cli-agent-reply.test.ts. A FIFO left at the path is not
+ *   read: before, opening it waited for a writer for ever, so the call (and its session's close) never ended after
+ *   the agent had.
  */
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
@@ -16,7 +17,7 @@ import { it } from "node:test";
 import { fakeCodexTool } from "./fake-codex.js";
 
 const MAX_LINE = 1 << 20;
-const MAX_REPLY = 64 * 1024;
+const MAX_RESULT = 50 * 1024;
 
 async function runCodex(body: string): Promise<{ content: string; out: Record<string, unknown>; progress: string[] }> {
   const { tool, cwd } = fakeCodexTool(`#!${process.execPath}
@@ -32,13 +33,7 @@ ${body}
 `);
   const progress: string[] = [];
   const r = await tool.run({ prompt: "go" }, { cwd, signal: new AbortController().signal, onProgress: (l) => progress.push(l) });
-  let out: Record<string, unknown> = {};
-  try {
-    out = JSON.parse(r.content) as Record<string, unknown>;
-  } catch {
-    // Over the tool result bound: cut through its middle (the tests reading such a result read `content`).
-  }
-  return { content: r.content, out, progress };
+  return { content: r.content, out: JSON.parse(r.content) as Record<string, unknown>, progress };
 }
 
 it("an event line at the bound is read; longer ones are skipped whole, and the next line is read", { timeout: 20_000 }, async () => {
@@ -59,16 +54,15 @@ it("an event line at the bound is read; longer ones are skipped whole, and the n
   assert.deepEqual(progress, ["$ at-limit", "$ next"]);
 });
 
-it("the -o reply file is read to its bound: at it whole, one byte past cut and truncated", { timeout: 20_000 }, async () => {
+it("the -o reply file is read to its bound, never whole: a long one gives its start, naming its whole size", { timeout: 20_000 }, async () => {
   const streamed = `process.stdout.write(e({ type: "item.completed", item: { type: "agent_message", text: "streamed" } }));`;
-  // The result (over the 50 KiB bound of any tool result) reaches the model as its head and tail: the reply's end
-  // and the fields after it are in the tail.
-  const at = await runCodex(`fs.writeFileSync(out, "a".repeat(${MAX_REPLY - 3}) + "END"); ${streamed}`);
-  assert.match(at.content, /aEND","usage":\{\},"exit_code":0,"stderr_tail":"","truncated":false/);
-  // One byte past, with a 3-byte character across the bound: cut before it.
-  const past = await runCodex(`fs.writeFileSync(out, "a".repeat(${MAX_REPLY - 1}) + "€"); ${streamed}`);
-  assert.match(past.content, /aaaa","usage":\{\},"exit_code":0,"stderr_tail":"","truncated":true/);
-  assert.ok(!past.content.includes("€") && !past.content.includes("streamed"), past.content.slice(-200));
+  const size = 8 * 1024 * 1024;
+  const { content, out } = await runCodex(`fs.writeFileSync(out, "€".repeat(${size / 4}) + "x".repeat(${size / 4})); ${streamed}`);
+  assert.ok(Buffer.byteLength(content) <= MAX_RESULT, `${Buffer.byteLength(content)} bytes`);
+  assert.equal(out.truncated, true);
+  assert.equal(out.reply_bytes, size, "the file's whole size");
+  assert.match(out.reply as string, /^(€)+$/);
+  assert.equal(out.reply_omitted_bytes, size - Buffer.byteLength(out.reply as string));
 });
 
 it("a FIFO at the -o path is not read: the call ends with the streamed reply", { skip: process.platform !== "linux" || !existsSync("/usr/bin/mkfifo"), timeout: 20_000 }, async () => {

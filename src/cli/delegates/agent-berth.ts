@@ -31,6 +31,7 @@ import type { Tool, ToolResult, ToolRisk } from "../../runtime/types.js";
 import type { SessionToolContext } from "../../runtime/agent.js";
 import { echoed, jobRef, type JobBook } from "./jobs.js";
 import { processEnded } from "./process-end.js";
+import { fitAgentResult, RESULT_BOUND } from "./reply-fit.js";
 import { textOf } from "../../core/json-text.js";
 import { AGENT_BERTH, AGENT_BERTH_DEF, BERTH_DEFAULT_TIMEOUT_SECONDS, BERTH_MAX_TIMEOUT_SECONDS, promptRefusal } from "./tool-defs.js";
 
@@ -38,7 +39,6 @@ export { AGENT_BERTH, BERTH_DEFAULT_TIMEOUT_SECONDS as DEFAULT_TIMEOUT_SECONDS, 
 const DEFAULT_TIMEOUT_SECONDS = BERTH_DEFAULT_TIMEOUT_SECONDS;
 export const CANCEL_GRACE_MS = 5000;
 export const IDLE_MS = 10 * 60_000;
-const MAX_REPLY_BYTES = 64 * 1024;
 
 export interface BerthDelegatesOptions {
   /** The process's background jobs (shared with the CLI agents; see jobs.ts). */
@@ -206,8 +206,10 @@ export class BerthDelegates {
       ctx.signal.addEventListener("abort", onAbort, { once: true });
       if (ctx.signal.aborted) onAbort();
       const result = (status: string, isError: boolean, errorKind?: ToolResult["errorKind"]): ToolResult => {
-        const body = { agent: "berth", status, session: conv.name, turn: conv.turn, reply: truncate(reply), truncated: Buffer.byteLength(reply) > MAX_REPLY_BYTES };
-        return { content: JSON.stringify(body), isError, ...(errorKind !== undefined ? { errorKind } : {}) };
+        const body = { agent: "berth", status, session: conv.name, turn: conv.turn, reply, truncated: false };
+        // Bounded as a whole (the reply cut to fit, saying so): the tool result bound would cut it through its JSON.
+        const content = fitAgentResult(body, RESULT_BOUND) ?? JSON.stringify({ ...body, reply: "", truncated: true });
+        return { content, isError, ...(errorKind !== undefined ? { errorKind } : {}) };
       };
       const done = (r: ToolResult): void => {
         clearTimeout(timer);
@@ -296,9 +298,4 @@ export class BerthDelegates {
     await this.jobs.close();
     await Promise.all([...this.conversations.values()].map((c) => this.end(c)));
   }
-}
-
-function truncate(s: string): string {
-  const b = Buffer.from(s);
-  return b.length <= MAX_REPLY_BYTES ? s : b.subarray(0, MAX_REPLY_BYTES).toString("utf8").replace(/\uFFFD$/, "");
 }

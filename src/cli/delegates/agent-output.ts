@@ -7,7 +7,7 @@
  *   newline, however it arrives in chunks, and the line after it is read as usual; at most `maxLine` bytes of a line
  *   are ever held.
  * - The reply file is read to at most `max` bytes plus one (to know it was longer), never whole: `cut` says the file
- *   went on past `max`. A file that is not a regular file (a FIFO, a device) is not read.
+ *   went on past `max`, and `size` is the file's size then. A file that is not a regular file (a FIFO, a device) is not read.
  */
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
@@ -45,13 +45,17 @@ export class JsonLines {
   }
 }
 
-/** The first `max` bytes of the file at `path` as text (cut on a character boundary), whether it went on, or null. */
-export async function readReplyFile(path: string, max: number): Promise<{ text: string; cut: boolean } | null> {
+/**
+ * The first `max` bytes of the file at `path` as text (cut on a character boundary), whether it went on, its size in
+ * bytes, or null.
+ */
+export async function readReplyFile(path: string, max: number): Promise<{ text: string; cut: boolean; size: number } | null> {
   // Non-blocking: opening a FIFO put there instead of the file would otherwise wait for a writer that never comes.
   const fh = await open(path, constants.O_RDONLY | constants.O_NONBLOCK).catch(() => null);
   if (fh === null) return null;
   try {
-    if (!(await fh.stat()).isFile()) return null;
+    const st = await fh.stat();
+    if (!st.isFile()) return null;
     const buf = Buffer.alloc(max + 1);
     let n = 0;
     while (n < buf.length) {
@@ -67,7 +71,8 @@ export async function readReplyFile(path: string, max: number): Promise<{ text: 
       while (k > 0 && k > end - 4 && (buf[k]! & 0xc0) === 0x80) k--;
       end = k;
     }
-    return { text: buf.subarray(0, end).toString("utf8"), cut };
+    // The size read when the file was shorter than its stat said (still being written): never less than what was read.
+    return { text: buf.subarray(0, end).toString("utf8"), cut, size: cut ? Math.max(st.size, n) : n };
   } catch {
     return null;
   } finally {

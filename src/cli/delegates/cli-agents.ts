@@ -14,7 +14,8 @@
  *   `STDOUT_DRAIN_MS` after it exits), not when every process holding its stdout let go (process-end.ts).
  * - Progress lines from its event stream (`$ <command>`, `update <path>`, `tool <name>`, `search <q>`), single
  *   lines of at most 200 bytes with credential-like values redacted.
- * - Result: `{agent, status, reply, usage, exit_code, stderr_tail, truncated, session, turn}`.
+ * - Result: `{agent, status, reply, usage, exit_code, stderr_tail, truncated, session, turn}`, at most a tool result's
+ *   bound as a whole: a longer reply is cut to fit, with `reply_bytes`, `reply_omitted_bytes` and `note` (reply-fit.ts).
  */
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
@@ -28,13 +29,16 @@ import { defineLocalTool } from "../../runtime/tools/define.js";
 import type { Tool, ToolContext, ToolResult } from "../../runtime/types.js";
 import { instanceOf } from "./agent-berth.js";
 import { JsonLines, readReplyFile } from "./agent-output.js";
+import { fitAgentResult, RESULT_BOUND } from "./reply-fit.js";
+import { MAX_RESULT_BYTES } from "../../runtime/tools/result.js";
 import { ExecutableResolver } from "./executables.js";
 import { processEnded } from "./process-end.js";
 import { echoed, jobRef, type JobBook } from "./jobs.js";
 import { textOf } from "../../core/json-text.js";
 import { CLI_DEFAULT_TIMEOUT_SECONDS as DEFAULT_TIMEOUT_SECONDS, CLI_LABELS, cliAgentDef, promptRefusal } from "./tool-defs.js";
 
-const MAX_REPLY_BYTES = 64 * 1024;
+/** How much of the `-o` reply file is read: more never fits a tool result. */
+const MAX_REPLY_READ_BYTES = MAX_RESULT_BYTES;
 const STDERR_TAIL_BYTES = 2048;
 /**
  * How much of stderr is kept (between this and twice it) and redacted before its last `STDERR_TAIL_BYTES` are taken.
@@ -397,29 +401,31 @@ export class CliAgents {
     await stopRun(this.o.home, record).catch(() => undefined);
     // Read to the bound, never whole: a huge file cost its size in memory, and past ~512 MB the read failed and the
     // reply silently fell back to the last streamed message.
-    const last = spec.outFile ? await readReplyFile(out, MAX_REPLY_BYTES) : null;
+    const last = spec.outFile ? await readReplyFile(out, MAX_REPLY_READ_BYTES) : null;
     await rm(out, { force: true });
-    let replyCut = false;
+    let replySize = Buffer.byteLength(reply);
     if (last !== null && last.text.trim() !== "") {
       reply = last.text;
-      replyCut = last.cut;
+      replySize = last.size;
     }
     if (thread !== null) this.threads.set(convName, { sessionId: s.sessionId, thread, turns: turn });
     const status = (ended as "cancelled" | "timeout" | null) ?? (code === 0 && failure === null ? "completed" : "failed");
-    const replyBytes = Buffer.byteLength(reply);
     const body = {
       agent: spec.agent,
       status,
-      reply: truncateUtf8(reply, MAX_REPLY_BYTES),
+      reply,
       usage,
       exit_code: code,
       stderr_tail: stderrTail(stderr),
-      truncated: replyCut || replyBytes > MAX_REPLY_BYTES,
+      truncated: false,
       ...(thread !== null ? { session: convName, turn } : {}),
       ...(failure !== null ? { error: truncateUtf8(redactSecrets(failure), 1024) } : {}),
       ...(denied.length > 0 ? { denied } : {}),
+      ...(replySize > Buffer.byteLength(reply) ? { reply_bytes: replySize } : {}),
     };
+    // Bounded as a whole (the reply cut to fit, saying so): the tool result bound would cut it through its JSON.
+    const content = fitAgentResult(body, RESULT_BOUND) ?? JSON.stringify({ ...body, reply: "", stderr_tail: "", truncated: true });
     const kind = status === "completed" ? undefined : status === "cancelled" ? "cancelled" : status === "timeout" ? "limit" : code === null && failure === null ? "unavailable" : "failed";
-    return { content: JSON.stringify(body), isError: status !== "completed", ...(kind !== undefined ? { errorKind: kind } : {}) };
+    return { content, isError: status !== "completed", ...(kind !== undefined ? { errorKind: kind } : {}) };
   }
 }

@@ -8,7 +8,7 @@
  *   server-started report turn (whose `origin.jobs` names it). The starting call's `jobs` names it `running`.
  * - A job that ends unseen is reported: `report` is asked to start a turn once the session is idle; it collects
  *   the jobs still unseen at that moment (a job the model waited for meanwhile is never reported again).
- * - A session keeps at most `MAX_ENDED_JOBS` ended jobs (each holds its result, up to 64 KiB): past it, the job that
+ * - A session keeps at most `MAX_ENDED_JOBS` ended jobs (each holds its result, up to 50 KiB): past it, the job that
  *   ended first among those whose result was already seen goes, else (only unseen ones) the one that ended first,
  *   never silently: the next report turn names it, and a tool naming a job no longer kept says it was discarded.
  * - Closing a session cancels its jobs. A session opened again (a resume, in this process or another after this one
@@ -21,6 +21,7 @@ import { defineLocalTool } from "../../runtime/tools/define.js";
 import type { JobRef, JobStatus, Tool, ToolResult } from "../../runtime/types.js";
 import { redactSecrets, sanitizeText } from "../../core/text-policy.js";
 import { truncateUtf8 } from "../../core/utf8.js";
+import { refitAgentResult } from "./reply-fit.js";
 import { AGENT_CANCEL_DEF, AGENT_STATUS_DEF, AGENT_WAIT_DEF, DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS } from "./tool-defs.js";
 
 export { DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS };
@@ -28,8 +29,8 @@ const MAX_TASK_CHARS = 80;
 /** Background jobs one session may have running at once (each is a delegated agent's process tree). */
 export const MAX_RUNNING_JOBS = 16;
 /**
- * Ended jobs one session keeps. Each holds its result (up to 64 KiB), so without a bound a long session running many
- * jobs grew for as long as it lived; 64 is 4 MiB at most per session, four times as many as can run at once, and
+ * Ended jobs one session keeps. Each holds its result (up to 50 KiB), so without a bound a long session running many
+ * jobs grew for as long as it lived; 64 is 3.2 MiB at most per session, four times as many as can run at once, and
  * more than the job tools' 40 KiB answer can show results of at a time.
  */
 export const MAX_ENDED_JOBS = 64;
@@ -241,8 +242,9 @@ export class JobBook {
    * The view of jobs for the model, at most `MAX_VIEW_BYTES` of JSON: the entries at most half of it, the results
    * the rest. Results of jobs not yet settled get the room first, then those of settled ones; a result that does not fit is left out (`result_omitted`), and entries past
    * the room are counted in `omitted`. Only a job whose result is in the view becomes settled (returned in `jobs`):
-   * one left out is shown by a later call or reported. The first result is cut to fit (`result_cut`) rather than
-   * left out, so every call settles at least one ended job.
+   * one left out is shown by a later call or reported. The first result is cut to fit (`result_cut`: a delegated
+   * agent's result keeps its JSON, its reply cut with a note, reply-fit.ts) rather than left out, so every call
+   * settles at least one ended job.
    */
   private show(list: Job[]): ToolResult {
     let room = MAX_VIEW_BYTES - 32;
@@ -269,7 +271,10 @@ export class JobBook {
       const free = room + OMITTED_MARK - RESULT_KEY;
       if (size(result) <= free) v.view["result"] = result;
       else if (i === 0) {
-        v.view["result"] = cutToJson(result, free - RESULT_CUT_KEY);
+        // A delegated agent's result is fitted again with its reply cut, so it stays a JSON document saying what
+        // it left out; other text is cut to fit.
+        const max = free - RESULT_CUT_KEY;
+        v.view["result"] = refitAgentResult(result, { max, measure: size, words: `the job tools' ${MAX_VIEW_BYTES}-byte answer` }) ?? cutToJson(result, max);
         v.view["result_cut"] = true;
       } else return void (v.view["result_omitted"] = true);
       room = free - size(v.view["result"]) - (v.view["result_cut"] === true ? RESULT_CUT_KEY : 0);
