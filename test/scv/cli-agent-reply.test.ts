@@ -7,7 +7,8 @@
  * got a broken JSON document, with the note of the cut in the part left out. The job tools' answer fits a job's
  * result again the same way (its reply cut further), so it too stays a JSON document with the note.
  *
- * Driven over `berth stdio` with a fake `codex` speaking the real `exec --json` stream and `-o` file; what is
+ * Driven over `berth stdio` with a fake `codex` speaking the real `exec --json` stream and `-o` file (and a nested
+ * Berth on the same fake provider for `agent_berth`); what is
  * asserted is the tool message of the fake provider's next request.
  */
 import assert from "node:assert/strict";
@@ -185,6 +186,32 @@ it("several background jobs each near the bound: every job tool answer fits and 
     assert.equal(shown.size, specs.length);
     // Which job is which: the task is the prompt's first line, the spec.
     for (const { task, res } of shown.values()) assertCut(res, replyOf(JSON.parse(task) as Spec), /the job tools' 40960-byte answer/);
+  } finally {
+    c.end();
+    await exited;
+    await r.fake.close();
+  }
+});
+
+it("agent_berth: a nested Berth's long reply reaches the model cut to fit, as valid JSON with the note", { timeout: 30_000 }, async () => {
+  const r = await startRig({ settings: { approval_policy: "never" } });
+  const { client: c, exited } = spawnStdio(r.env);
+  try {
+    const s = await c.open();
+    const long = "é".repeat(30_000); // 60,000 bytes of 2-byte characters
+    r.fake.script([
+      { steps: [{ toolCall: { id: "call_b", name: "agent_berth", arguments: { prompt: "write a lot" } } }] },
+      { steps: [{ text: long }] }, // the nested Berth's turn
+      { steps: [{ text: "ok" }] },
+    ]);
+    const t = await c.turn(s.session_id as string, "go");
+    assert.equal(t.terminal.type, "turn.completed", JSON.stringify(t.terminal));
+    const req = r.fake.requests.filter((q) => q.method === "POST").at(-1)!;
+    const m = (req.json as { messages: Array<{ role: string; tool_call_id?: string; content: string }> }).messages.find((x) => x.tool_call_id === "call_b")!;
+    const res = parsed(m.content, MAX_RESULT);
+    assert.equal(res.session, "berth-1");
+    assertCut(res, long, /the 51200-byte bound of a tool result/);
+    assert.ok(Buffer.byteLength(m.content) > MAX_RESULT - 2, `${Buffer.byteLength(m.content)} bytes`);
   } finally {
     c.end();
     await exited;
