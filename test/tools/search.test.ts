@@ -178,10 +178,39 @@ void test("glob: a symlink to a directory is not descended nor listed as a file;
   // A symlinked directory given as the path is searched (its target is inside the workspace).
   r = await call(globTool, { pattern: "**/*.ts", path: "linked" }, ctx);
   assert.equal(r.content, "linked/f.ts");
-  // Only matching dangling links are named; grep skips them all silently.
+  // Only matching dangling links are named, and only links a match could have been under; grep skips them all silently.
   r = await call(globTool, { pattern: "real/**" }, ctx);
-  assert.equal(r.content, "real/f.ts\n[not followed: symlinked directories linked, self; pass one as path to search it]");
+  assert.equal(r.content, "real/f.ts");
   assert.equal((await call(grepTool, { pattern: "x" }, ctx)).content, "no matches");
+});
+
+void test("glob: the note names only symlinked directories a match could have been under", async (t) => {
+  const dir = tempDir(t);
+  for (const d of ["src/real", "docs"]) mkdirSync(join(dir, d), { recursive: true });
+  writeFileSync(join(dir, "src", "real", "f.ts"), "");
+  symlinkSync("real", join(dir, "src", "gen"));
+  symlinkSync("../src/real", join(dir, "docs", "x"));
+  symlinkSync("src", join(dir, "lib"));
+  const ctx = makeCtx(dir);
+  const note = (names: string): string => `\n[not followed: symlinked director${names.includes(",") ? "ies" : "y"} ${names}; pass one as path to search it]`;
+  const cases: Array<[string, string]> = [
+    // Before, each of these named every link the walk met: lib, docs/x, src/gen.
+    ["src/**/*.ts", note("src/gen")],
+    ["*.ts", ""], // no directory at all
+    ["src/*.ts", ""], // src/gen/… is one level too deep
+    ["src/gen/*.ts", note("src/gen")],
+    ["{docs,src}/**/*.ts", note("docs/x, src/gen")],
+    ["**/*.ts", note("lib, docs/x, src/gen")],
+    ["l?b/**", note("lib")],
+    ["[!d]*/**", note("lib, src/gen")],
+    // Inside braces an alternative of `**` spans directories: `s.*/f.ts` could match src/gen/f.ts.
+    ["s{**,y}/f.ts", note("src/gen")],
+  ];
+  for (const [pattern, expected] of cases) {
+    const r = await call(globTool, { pattern }, ctx);
+    const files = r.content.split("\n[")[0];
+    assert.equal(r.content, `${files}${expected}`, pattern);
+  }
 });
 
 void test("search walk: a directory is read only up to the entry bound (bound+1 entries), and the note names it", async (t) => {

@@ -111,3 +111,70 @@ function toSource(p: string, depth: number): string {
   }
   return re;
 }
+
+/** Brace-expanded forms of a pattern at most (more: `couldContainMatch` answers yes for every directory). */
+const MAX_EXPANSIONS = 256;
+
+/** `p` with its braces expanded, or null past `MAX_EXPANSIONS` forms. */
+function expandBraces(p: string, depth = 0): string[] | null {
+  if (depth > MAX_BRACE_DEPTH) return null;
+  for (let i = 0; i < p.length; i++) {
+    if (p[i] === "\\") i++;
+    else if (p[i] === "{") {
+      const close = matchingBrace(p, i);
+      const alts = close === -1 ? [] : splitAlternatives(p.slice(i + 1, close));
+      if (alts.length < 2) continue;
+      const out: string[] = [];
+      for (const a of alts) {
+        const forms = expandBraces(p.slice(0, i) + a + p.slice(close + 1), depth + 1);
+        if (forms === null || out.length + forms.length > MAX_EXPANSIONS) return null;
+        out.push(...forms);
+      }
+      return out;
+    }
+  }
+  return [p];
+}
+
+/**
+ * A test of whether a match of `pattern` could lie under the directory `dir` (relative, `/`-separated): whether
+ * `dir` starts the pattern's literal prefix (or the prefix starts it) and `dir`'s segments can be the first segments of
+ * a matching path, with at least one more after them. It never says
+ * no to a directory a match could be under; a pattern it cannot judge by segments (a `/` inside a class or escaped,
+ * too many brace forms) gets yes for every directory.
+ */
+export function couldContainMatch(pattern: string): (dir: string) => boolean {
+  const yes = (): boolean => true;
+  if (/\\\//.test(pattern) || /\[[^\]]*\//.test(pattern)) return yes;
+  const forms = expandBraces(pattern);
+  if (forms === null) return yes;
+  // A segment with `**` in it spans any number of directories here (null): inside braces an alternative starting
+  // or ending with `**` can do so (`x{**,y}/z` matches `xa/b/z`).
+  const segmented = forms.map((f) => f.split("/").map((s) => (s.includes("**") ? null : compileGlob(s))));
+  // Every match starts with the pattern's literal prefix (up to its first special character).
+  const literal = /^[^*?[{\\]*/.exec(pattern)![0];
+  return (dir) => {
+    const under = `${dir}/`;
+    if (!(under.startsWith(literal) || literal.startsWith(under))) return false;
+    const parts = dir.split("/");
+    return segmented.some((segs) => {
+      // Positions in `segs` reachable after the parts so far; `**` (null) may match no part.
+      const close = (ps: Set<number>): Set<number> => {
+        for (const p of ps) if (p < segs.length && segs[p] === null) ps.add(p + 1);
+        return ps;
+      };
+      let at = close(new Set([0]));
+      for (const part of parts) {
+        const next = new Set<number>();
+        for (const p of at) {
+          const s = segs[p];
+          if (s === null) next.add(p);
+          else if (s !== undefined && s.test(part)) next.add(p + 1);
+        }
+        at = close(next);
+        if (at.size === 0) return false;
+      }
+      return [...at].some((p) => p < segs.length);
+    });
+  };
+}

@@ -7,7 +7,7 @@
 import { constants as FS, closeSync, fstatSync, lstatSync, openSync, readFileSync, readSync, realpathSync } from "node:fs";
 import { sep } from "node:path";
 import { parentPort, workerData } from "node:worker_threads";
-import { compileGlob } from "./glob-match.js";
+import { compileGlob, couldContainMatch } from "./glob-match.js";
 import { GREP_MAX_FILE_BYTES, GREP_MAX_LINE_CHARS, type SearchJob, type SearchOutcome } from "./search.js";
 import { newWalkState, walkFiles, type WalkEntry } from "./walk.js";
 
@@ -67,7 +67,8 @@ function run(job: SearchJob): SearchOutcome {
   const state = newWalkState();
   const files: Iterable<WalkEntry> = job.rootIsFile
     ? [{ rel: "", abs: job.root, kind: "file" }]
-    : walkFiles(job.root, job.maxEntries, state);
+    : // glob names only the symlinked directories a match could have been under (not `docs/x` for `src/**/*.ts`).
+      walkFiles(job.root, job.maxEntries, state, job.op === "glob" ? couldContainMatch(job.pattern) : undefined);
   const results: string[] = [];
   let limited = false;
   let skipped = 0;

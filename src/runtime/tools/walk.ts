@@ -47,8 +47,10 @@ function linkTarget(abs: string): "file" | "dir" | "broken" {
 /**
  * Yields regular files and symlinks (classified, never followed as directories) as `/`-separated
  * paths relative to `root`: a directory's entries sorted by name, then its subdirectories in turn.
+ * A symlinked directory is counted in `state` when `linkCounts` (default: every one) says a result could have been
+ * under it.
  */
-export function* walkFiles(root: string, maxEntries: number, state: WalkState): Generator<WalkEntry> {
+export function* walkFiles(root: string, maxEntries: number, state: WalkState, linkCounts?: (rel: string) => boolean): Generator<WalkEntry> {
   const stack: string[] = [""];
   while (stack.length > 0) {
     const relDir = stack.pop() as string;
@@ -86,7 +88,7 @@ export function* walkFiles(root: string, maxEntries: number, state: WalkState): 
         const abs = join(root, rel);
         const kind = linkTarget(abs);
         if (kind !== "dir") yield { rel, abs, kind };
-        else if (!SKIPPED_DIRS.has(e.name) && state.linkedDirs++ < MAX_NAMED_LINKS) state.linkedDirNames.push(rel);
+        else if (!SKIPPED_DIRS.has(e.name) && (linkCounts === undefined || linkCounts(rel)) && state.linkedDirs++ < MAX_NAMED_LINKS) state.linkedDirNames.push(rel);
       }
     }
     if (state.truncated) return;
