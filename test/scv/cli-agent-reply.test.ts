@@ -82,6 +82,9 @@ async function turnOf(r: Rig, c: ScvClient, session: string, rounds: Array<Array
     round.map((id) => {
       const m = messages.find((x) => x.role === "tool" && x.tool_call_id === id);
       assert.ok(m !== undefined && typeof m.content === "string", `the tool message of ${id}`);
+      // The client's tool.completed carries the same document.
+      const done = t.frames.find((f) => f.type === "tool.completed" && f.call_id === id);
+      assert.ok(done?.output === m.content && done.truncated === false, `the client's tool.completed of ${id}`);
       return m.content;
     }),
   );
