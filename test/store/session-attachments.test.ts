@@ -104,3 +104,44 @@ test("implicit attachments are released after end(); explicit ones survive turns
   await m.drain();
   assert.equal(m.attachmentCount, 0);
 });
+
+test("settledHistory: a turn left open by a gone writer is settled once; one a live holder runs is left as it is, and says who", async () => {
+  const home = mkdtempSync(join(tmpdir(), "berth-att-"));
+  const a = new SessionManager(new SessionStore({ home }));
+  const b = new SessionManager(new SessionStore({ home }), 1);
+  const bounds = { maxBytes: 1 << 20, maxRecords: 1000 };
+  const kinds = (h: { records: Array<{ kind: string }> }): string[] => h.records.map((r) => r.kind);
+  const id = await a.create("/");
+  await a.close(id);
+  const turn = await a.beginTurn({ sessionId: id, cwd: "/", onCloseRequested: () => {} });
+  await turn.writer.append({ kind: "user", turn_id: "t1", text: "hi" });
+  await turn.writer.append({ kind: "assistant", turn_id: "t1", message_id: "m1", text: "par", partial: true }, { sync: true });
+  // Running: here for its own process, elsewhere for another; nothing written.
+  assert.equal((await a.settledHistory(id, bounds)).running, "here");
+  const held = await b.settledHistory(id, bounds);
+  assert.equal(held.running, "elsewhere");
+  assert.deepEqual(kinds(held.history), ["user", "assistant"]);
+  assert.equal(b.attachmentCount, 0);
+  // Its writer gone without a terminal (what a kill -9 leaves on disk): settled `failed` with its text, the lease released.
+  await turn.end();
+  const settled = await b.settledHistory(id, bounds);
+  assert.equal(settled.running, null);
+  assert.deepEqual(settled.history.records.at(-1), { ...settled.history.records.at(-1), kind: "terminal", status: "failed", assistant_text: "par" });
+  assert.equal(b.attachmentCount, 0);
+  assert.deepEqual(kinds(await b.settledHistory(id, bounds).then((r) => r.history)), ["user", "assistant", "terminal"], "settled once");
+  await b.open(id); // the lease was released
+  await b.close(id);
+
+  // Settling needs a slot for its moment: none free is `limit`, and nothing is written; a settled session needs none.
+  const other = await b.create("/");
+  const t2 = await a.beginTurn({ sessionId: id, cwd: "/", onCloseRequested: () => {} });
+  await t2.writer.append({ kind: "user", turn_id: "t2", text: "again" }, { sync: true });
+  await t2.end();
+  await rejectsCode(b.settledHistory(id, bounds), "limit");
+  assert.equal(kinds((await a.store.readHistory(id, bounds))).at(-1), "user");
+  assert.equal((await b.settledHistory(other, bounds)).running, null);
+  await b.close(other);
+  assert.equal((await b.settledHistory(id, bounds)).running, null);
+  await a.drain();
+  await b.drain();
+});

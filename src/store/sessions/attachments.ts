@@ -13,12 +13,16 @@
  *   attached and idle → flush, release → "closed"; active turn → mark closing, invoke the turn's cancel callback once,
  *   → "closing" (repeatable) until `end()`.
  * - `settleInterrupted(id)` takes and releases the lease at once, closing a dead writer's open turn on the way.
+ * - `settledHistory(id, bounds)` is the history a door shows when it opens a session without keeping its lease (ACP's
+ *   `session/load`): a last turn left open is settled first, as by `settleInterrupted`, when no live process holds
+ *   the lease; when one does, it is running that turn (`running: "elsewhere"`, or `"here"` for this process), and the
+ *   history is returned as it is. Settling needs an attachment slot for its moment: none free throws `limit`.
  * - `drain()` (EOF/output failure, after turns were cancelled and drained) releases every attachment.
  * - A lease found lost detaches its idle attachment, so a later open re-acquires it.
  */
 import { SessionError } from "./errors.js";
 import { isValidSessionId } from "./ids.js";
-import type { SessionHandle, SessionStore } from "./store.js";
+import type { History, HistoryBounds, SessionHandle, SessionStore } from "./store.js";
 import type { SessionWriter } from "./writer.js";
 
 export type CloseStatus = "closed" | "closing";
@@ -184,6 +188,40 @@ export class SessionManager {
     } finally {
       this.pending.delete(id);
     }
+  }
+
+  /**
+   * The history of session `id` (`store.readHistory` within `bounds`) for a door about to show it without keeping
+   * its lease, its last turn settled when a dead writer left it open (the lease taken and released at once, as
+   * `settleInterrupted`). `running` names who runs a last turn that is still open: this process (`"here"`: it holds
+   * or is taking the lease) or another live one (`"elsewhere"`: it holds the lease); null once every turn ended.
+   * Throws the store's errors (`unavailable` for a missing session, a storage cause), and `limit` when settling needs
+   * a slot and none is free.
+   */
+  async settledHistory(id: string, bounds: HistoryBounds): Promise<{ history: History; running: "here" | "elsewhere" | null }> {
+    const read = async (): Promise<{ history: History; open: boolean }> => {
+      const history = await this.store.readHistory(id, bounds);
+      const last = history.records.at(-1);
+      return { history, open: last !== undefined && last.kind !== "terminal" };
+    };
+    const here = (): boolean => this.attached.has(id) || this.pending.has(id);
+    const { history, open } = await read();
+    if (!open) return { history, running: null };
+    if (here()) return { history, running: "here" };
+    this.reserveSlot();
+    this.pending.add(id);
+    try {
+      const handle = await this.store.acquire(id, { closeInterrupted: true });
+      await handle.release();
+    } catch (e) {
+      if (e instanceof SessionError && e.code === "busy") return { history, running: "elsewhere" };
+      throw e;
+    } finally {
+      this.pending.delete(id);
+    }
+    // Settled; a turn open now was started after the release (by this process or another).
+    const again = await read();
+    return { history: again.history, running: !again.open ? null : here() ? "here" : "elsewhere" };
   }
 
   /** See the module contract. Throws only `invalid_id`. */
