@@ -52,7 +52,7 @@ it("turns prompt blocks into one text plus images, and refuses audio and empty p
   assert.throws(() => toBerthPrompt([{ type: "text", text: "  " }]), (e: RequestError) => e.code === -32602);
 });
 
-it("replays history in order: one chunk per message, tool calls with their results, interrupted calls failed", () => {
+it("replays history in order: one chunk per message, tool calls with their results, interrupted calls failed, an unfinished turn's note", () => {
   let seq = 0;
   const rec = (r: Record<string, unknown>): StoredRecord => ({ ...r, seq: ++seq, at: "2026-01-01T00:00:00.000Z" }) as unknown as StoredRecord;
   const history: History = {
@@ -75,7 +75,7 @@ it("replays history in order: one chunk per message, tool calls with their resul
   const ups = replayUpdates(history, "/w");
   assert.deepEqual(
     ups.map((u) => u.sessionUpdate),
-    ["user_message_chunk", "user_message_chunk", "agent_message_chunk", "tool_call", "tool_call_update", "user_message_chunk", "tool_call", "tool_call_update"],
+    ["user_message_chunk", "user_message_chunk", "agent_message_chunk", "tool_call", "tool_call_update", "user_message_chunk", "tool_call", "tool_call_update", "agent_message_chunk"],
   );
   assert.deepEqual((ups[1] as { content: unknown }).content, { type: "resource_link", name: "shot.png", uri: "file:///w/shot.png", mimeType: "image/png", size: 10 });
   assert.deepEqual((ups[2] as { content: unknown }).content, { type: "text", text: "Looking." });
@@ -83,6 +83,8 @@ it("replays history in order: one chunk per message, tool calls with their resul
   assert.equal(done.status, "completed");
   assert.deepEqual(done.content?.[0], { type: "diff", path: "/w/a.txt", oldText: "a", newText: "b" });
   assert.equal((ups[7] as { status: string }).status, "failed");
+  // The cancelled turn ends with the note its model context ends with (no blank line: no text of its own before it).
+  assert.deepEqual((ups[8] as { content: unknown }).content, { type: "text", text: "[This reply was interrupted before it finished.]" });
   for (const u of ups) assert.equal(validateAgentFrame(notification(u), () => undefined), null, JSON.stringify(u));
 });
 

@@ -8,7 +8,7 @@
  * earlier messages (no tool call left without a result). Last, a second door on a session whose turn another door
  * runs: refused with the reason (the app-service's fixed `session_busy`; AHP names the other process), the running
  * turn left alone, the file sound. (SCV's and ACP's refusals of a session another process holds are in
- * `test/scv/hostile.test.ts` and `test/acp/methods.test.ts`.)
+ * `test/scv/hostile.test.ts`, `test/acp/methods.test.ts` and `test/acp/load-after-crash.test.ts`.)
  *
  * `crash-resume.test.ts` covers the single-door cases (stdio killed mid-stream, service killed while a tool runs,
  * torn lines); `test/cli/cross-door.test.ts` one session through every door without a crash.
@@ -81,7 +81,7 @@ test("berth acp killed mid-stream: each other door shows the prompt and the part
     a.child.kill("SIGKILL");
     await a.exited;
 
-    // Doors that only read (no lease taken): the turn is shown as it was left, its text once.
+    // A door that only reads (no lease taken): the turn is shown as it was left, its text once.
     const svc = await observer(rig);
     try {
       const list = await svc.request("session.list", {});
@@ -95,10 +95,12 @@ test("berth acp killed mid-stream: each other door shows the prompt and the part
       await b.initialize();
       const listed = await b.agent.request("session/list", {});
       assert.deepEqual(listed.sessions.map((s) => [s.sessionId, s.title]), [[sid, "first question"]]);
+      // ACP's load closes the turn first (as every door's open does), then shows it ended with the note.
       await b.agent.request("session/load", { sessionId: sid, cwd, mcpServers: [] });
       assert.deepEqual(b.updatesOf(sid), [
         { sessionUpdate: "user_message_chunk", content: { type: "text", text: "first question" } },
         { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "alpha beta gamma " } },
+        { sessionUpdate: "agent_message_chunk", content: { type: "text", text: `\n\n${NOTE}` } },
       ]);
       assert.deepEqual(b.invalid, []);
     } finally {
@@ -182,12 +184,13 @@ test("berth stdio killed while its tool call waits for approval: other doors sho
         ["agent_message_chunk", "Let me check. "],
         ["tool_call", "in_progress"],
         ["tool_call_update", "failed"],
+        ["agent_message_chunk", NOTE],
       ]);
     } finally {
       await b.end();
     }
 
-    // The AHP host is the first door to take the session after the crash.
+    // The AHP host, after ACP's load closed the turn.
     await withBerth(
       async (w) => {
         const { c } = await AhpClient.init(w.h, ["ahp-root://"]);

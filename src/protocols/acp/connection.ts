@@ -21,7 +21,7 @@
  *   starts once that one has been answered; with none pending it starts at once (no await before its first step).
  */
 import { isAbsolute } from "node:path";
-import type { AgentContext } from "@agentclientprotocol/sdk";
+import { RequestError, type AgentContext } from "@agentclientprotocol/sdk";
 import { wellFormed } from "../../core/text-policy.js";
 import { statusProviderAuthReady } from "../../runtime/auth/readiness.js";
 import { canonicalWorkspace } from "../../runtime/session/files.js";
@@ -121,12 +121,28 @@ export class AcpConnection {
     }
   }
 
-  /** The session's durable history; `-32002` when no such session is stored. */
-  async readHistory(id: string): Promise<History> {
+  /**
+   * The session's durable history, its last turn settled when a process that died left it open (the runtime closes
+   * it `failed`, as every door's open does: docs/sessions.md, "Crash and resume"); `-32002` when no such session is
+   * stored. For `"load"`, a last turn another live Berth process is running, or one that cannot be settled now (no
+   * writer lease left in this process), is `-32600`: a replay would show its answer unfinished as the conversation
+   * so far. `"resume"` shows nothing, so it takes the session either way (its prompt is refused while the other
+   * process holds it, and the prompt's own admission settles what is left open).
+   */
+  async readHistory(id: string, purpose: "load" | "resume"): Promise<History> {
+    const bounds = { maxBytes: DEFAULT_WINDOW.maxBytes, maxRecords: DEFAULT_WINDOW.maxRecords };
     try {
-      return await this.store.readHistory(id, { maxBytes: DEFAULT_WINDOW.maxBytes, maxRecords: DEFAULT_WINDOW.maxRecords });
+      const r = await this.hub.manager.settledHistory(id, bounds).catch((e: unknown) => {
+        // No writer lease left to settle with: a resume needs none (its prompt's admission settles the turn).
+        if (e instanceof SessionError && e.code === "limit" && purpose === "resume") return { history: null, running: null };
+        throw e;
+      });
+      if (r.running === "elsewhere" && purpose === "load") throw ACP_ERRORS.loadWhileRunningElsewhere();
+      return r.history ?? (await this.store.readHistory(id, bounds));
     } catch (e) {
+      if (e instanceof RequestError) throw e;
       if (e instanceof SessionError && (e.code === "invalid_id" || e.code === "unavailable")) throw ACP_ERRORS.sessionMissing(id);
+      if (e instanceof SessionError && e.code === "limit") throw ACP_ERRORS.tooManyTurnsToLoad();
       const problem = storageProblemOf(e);
       this.deps.log(`berth acp: cannot read a session's history (${problem ?? errorLabel(e)})`);
       throw ACP_ERRORS.storage(problem);

@@ -54,6 +54,16 @@ export const ACP_ERRORS = {
       -32600,
       "Invalid request: a prompt turn is running in this session, and a replay now would mix with its live updates; wait for its stopReason (or send session/cancel) before session/load, or use session/resume, which does not replay",
     ),
+  loadWhileRunningElsewhere: () =>
+    new RequestError(
+      -32600,
+      "Invalid request: another Berth process is running a turn in this session (it holds the session's writer lease), and a replay now would show its answer unfinished; wait for that turn to end and send session/load again",
+    ),
+  tooManyTurnsToLoad: () =>
+    new RequestError(
+      -32600,
+      `Invalid request: this berth acp is already running ${MAX_RUNNING_TURNS} prompt turns, as many as it runs at once, and loading this session must first close the turn a Berth process that stopped left unfinished in it; wait for one of those turns to end (its stopReason) and send session/load again`,
+    ),
   loading: () => new RequestError(-32600, "Invalid request: a session/load of this session is still replaying its history; send this request after its answer"),
   tooManyMcpServers: () =>
     new RequestError(

@@ -12,11 +12,17 @@
  *   `tool_call_update` (`completed` or `failed`, the result text; a successful edit keeps its diff, since an
  *   update's content replaces the call's). A call with no result (the turn was interrupted)
  *   ends `failed`.
+ * - A turn that did not complete (its terminal is `failed` or `cancelled`: a process killed mid-turn, whose turn the
+ *   runtime settles `failed` before a load replays, a provider error, a cancel) ends with one more
+ *   `agent_message_chunk`, the note the model's context closes it with (`TURN_INTERRUPTED`), after its partial
+ *   answer (a blank line between) and its unfinished calls: ACP updates carry no turn status, and without it the
+ *   partial answer reads as a complete one. A last turn with no terminal (another process is running it) gets none.
  */
 import { basename } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
 import type { History } from "../../store/sessions/index.js";
+import { TURN_INTERRUPTED } from "../../runtime/history.js";
 import { textContent, toolDiff, toolKind, toolLocations, toolPlan, toolTitle } from "./tool-view.js";
 
 export function replayUpdates(history: History, cwd: string): SessionUpdate[] {
@@ -84,8 +90,14 @@ export function replayUpdates(history: History, cwd: string): SessionUpdate[] {
         if (plan !== null) out.push(plan);
         break;
       }
-      case "checkpoint":
       case "terminal":
+        if (r.status !== "completed") {
+          closeOpenCalls();
+          const after = out.at(-1)?.sessionUpdate === "agent_message_chunk" ? "\n\n" : "";
+          out.push({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: `${after}${TURN_INTERRUPTED}` } });
+        }
+        break;
+      case "checkpoint":
         break;
     }
   }

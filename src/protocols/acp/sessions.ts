@@ -12,6 +12,9 @@
  * - `session/load` sends the whole durable history as `session/update`s, then answers; `session/resume` answers
  *   without replay. Both refuse an unknown session with `-32002`. Loading a session already open on this connection
  *   reattaches it with the new cwd and MCP servers (applied from the next turn).
+ * - Both first have the runtime close a turn a killed process left open (`AcpConnection.readHistory`; the lease is
+ *   the session manager's, never this adapter's). A load of a session whose last turn another live process runs, or
+ *   one that cannot settle now (16 turns running here), is `-32600`; a resume is not (it shows nothing).
  * - A replay is never mixed with live updates: `session/load` of a session whose prompt turn runs on this connection
  *   is `-32600` (wait for the stop reason, or resume, which does not replay), and while a load replays, a prompt or
  *   another load of that session is `-32600` (`AcpConnection.claim`).
@@ -71,7 +74,7 @@ export function registerSessions(app: AgentApp, conn: AcpConnection): void {
     try {
       return await conn.serial(params.sessionId, async () => {
         await conn.checkWorkspace(params.cwd);
-        const history = await conn.readHistory(params.sessionId);
+        const history = await conn.readHistory(params.sessionId, "load");
         const s = await attach(params.sessionId, params.cwd, params.mcpServers, client);
         for (const u of replayUpdates(history, params.cwd)) void s.send(u);
         await s.flush();
@@ -85,7 +88,7 @@ export function registerSessions(app: AgentApp, conn: AcpConnection): void {
   handle(app, conn.log, "session/resume", ({ params, client }) =>
     conn.serial(params.sessionId, async () => {
       await conn.checkWorkspace(params.cwd);
-      await conn.readHistory(params.sessionId);
+      await conn.readHistory(params.sessionId, "resume");
       const s = await attach(params.sessionId, params.cwd, params.mcpServers ?? [], client);
       return describe(s);
     }),
