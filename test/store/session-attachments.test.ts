@@ -142,6 +142,15 @@ test("settledHistory: a turn left open by a gone writer is settled once; one a l
   assert.equal((await b.settledHistory(other, bounds)).running, null);
   await b.close(other);
   assert.equal((await b.settledHistory(id, bounds)).running, null);
+  // A checkpoint written after the last terminal (a compaction between turns) opens no turn: a live holder of the
+  // lease is then not running one, and the history is shown as it is.
+  const t3 = await a.beginTurn({ sessionId: id, cwd: "/", onCloseRequested: () => {} });
+  await t3.writer.append({ kind: "checkpoint", summary: "so far", cutoff_seq: 1 }, { sync: true });
+  const compacted = await b.settledHistory(id, bounds);
+  assert.equal(compacted.running, null);
+  assert.equal(kinds(compacted.history).at(-1), "terminal");
+  await t3.writer.append({ kind: "user", turn_id: "t3", text: "still its" }, { sync: true }); // the holder kept its lease
+  await t3.end();
   await a.drain();
   await b.drain();
 });

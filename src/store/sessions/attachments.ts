@@ -22,6 +22,7 @@
  */
 import { SessionError } from "./errors.js";
 import { isValidSessionId } from "./ids.js";
+import { openTurnOf } from "./interrupted.js";
 import type { History, HistoryBounds, SessionHandle, SessionStore } from "./store.js";
 import type { SessionWriter } from "./writer.js";
 
@@ -201,8 +202,8 @@ export class SessionManager {
   async settledHistory(id: string, bounds: HistoryBounds): Promise<{ history: History; running: "here" | "elsewhere" | null }> {
     const read = async (): Promise<{ history: History; open: boolean }> => {
       const history = await this.store.readHistory(id, bounds);
-      const last = history.records.at(-1);
-      return { history, open: last !== undefined && last.kind !== "terminal" };
+      // A checkpoint after a turn's terminal (a compaction between turns) leaves no turn open.
+      return { history, open: openTurnOf(history.records) !== null };
     };
     const here = (): boolean => this.attached.has(id) || this.pending.has(id);
     const { history, open } = await read();
