@@ -22,7 +22,7 @@ import { basename } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
 import type { History } from "../../store/sessions/index.js";
-import { TURN_INTERRUPTED } from "../../runtime/history.js";
+import { TURN_INTERRUPTED } from "../../runtime/session/index.js";
 import { textContent, toolDiff, toolKind, toolLocations, toolPlan, toolTitle } from "./tool-view.js";
 
 export function replayUpdates(history: History, cwd: string): SessionUpdate[] {

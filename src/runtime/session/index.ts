@@ -10,3 +10,5 @@ export { attachmentNote, MAX_ATTACHMENTS, MAX_IMAGE_BYTES } from "./attachments.
 export * from "./types.js";
 export { answerText, QUESTION_MAX_OPTIONS, ANSWER_MAX_CHARS, type AnswerInput } from "./questions.js";
 export type { RuntimeEvent, TurnSink, TurnOutcome, TurnUsage, FailureReason } from "../events.js";
+// What a turn that did not complete ends with in the model's context, and so in a replay that shows it (ACP's).
+export { TURN_INTERRUPTED } from "../history.js";
