@@ -7,7 +7,7 @@
 // First: the heap settings must hold before the other modules load (daemon-heap.ts).
 import "./daemon-heap.js";
 import { join } from "node:path";
-import { rmSync, writeFileSync } from "node:fs";
+import { renameSync, rmSync, writeFileSync } from "node:fs";
 import { readRegularFileSync } from "../store/regular-file.js";
 import { startHost, type HostHandle } from "../protocols/host/host.js";
 import { resolveHome } from "../store/home.js";
@@ -305,19 +305,24 @@ export async function runDaemon(argv: string[]): Promise<number> {
     process.on("SIGINT", () => stop("SIGINT"));
     process.on("SIGHUP", () => stop("SIGHUP"));
   });
+  // Discovery record for `berth open` (owner-only; the token itself stays in host/token), written before the ready
+  // line: whoever reads that line (`berth open` starting this daemon, a supervisor) may look the record up at once,
+  // and found the previous daemon's (a killed one's record stays) until this write. Replaced by a rename, so a reader
+  // never sees it empty or half written (no fsync: a record outliving a power loss names a dead process anyway).
+  try {
+    const tmp = `${endpointFile}.${process.pid}`;
+    writeFileSync(tmp, JSON.stringify({ pid: process.pid, http: handle.httpUrl, ui: handle.uiUrl.replace(/#.*$/, "") }) + "\n", { mode: 0o600 });
+    renameSync(tmp, endpointFile);
+  } catch (e) {
+    process.stderr.write(`berth daemon: cannot write ${endpointFile} (berth open will not find this daemon): ${e instanceof Error ? e.message : String(e)}\n`);
+  }
+  if (!listenGiven) writeLastPort(handle.stateDir, new URL(handle.httpUrl).port);
   // The host's ready line with the SCV socket added before the web UI's address (the contract's field order).
   const { ui, ...hostFields } = JSON.parse(handle.readyLine()) as Record<string, unknown>;
   process.stdout.write(JSON.stringify({ ...hostFields, scv_socket: scv.path, ui }) + "\n");
   // The token is shown only to a person at a terminal: a redirected stderr is a log file.
   if (process.stderr.isTTY) process.stderr.write(`berth daemon: web UI at ${handle.uiUrl}\n`);
   else process.stderr.write(`berth daemon: web UI at ${handle.uiUrl.replace(/#.*$/, "")} (its token is in the ready line's "ui" field, or run \`berth open\`)\n`);
-  if (!listenGiven) writeLastPort(handle.stateDir, new URL(handle.httpUrl).port);
-  // Discovery record for `berth open` (owner-only; the token itself stays in host/token).
-  try {
-    writeFileSync(endpointFile, JSON.stringify({ pid: process.pid, http: handle.httpUrl, ui: handle.uiUrl.replace(/#.*$/, "") }) + "\n", { mode: 0o600 });
-  } catch (e) {
-    process.stderr.write(`berth daemon: cannot write ${endpointFile} (berth open will not find this daemon): ${e instanceof Error ? e.message : String(e)}\n`);
-  }
   return await exited;
 }
 

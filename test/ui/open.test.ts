@@ -160,7 +160,8 @@ test("berth open: starts the daemon once, then finds it; the opener gets an owne
       await closed;
     }
   } finally {
-    if (pid) {
+    // Never this test's own PID (the forged record above names it): a SIGTERM to it would hide the failure.
+    if (pid && pid !== process.pid) {
       process.kill(pid, "SIGTERM");
       await until(() => !pidAlive(pid), 10_000, "the daemon to exit");
     }
