@@ -145,6 +145,10 @@ for (const api of APIS) {
         // Not an overflow: the category stays the server's.
         JSON.stringify({ error: { type: "invalid_request_error", message: `messages: text content blocks must be non-empty ${ERROR_BODY_SECRET}` } }),
         JSON.stringify([{ error: { code: 400, message: `Invalid JSON payload received. Unknown name "x": Cannot find field. ${ERROR_BODY_SECRET}`, status: "INVALID_ARGUMENT" } }]),
+        // Google's kind of refusal is in `status` (its `code` is the HTTP number): named, never its message.
+        JSON.stringify([{ error: { code: 400, message: `User location is not supported for the API use. ${ERROR_BODY_SECRET}`, status: "FAILED_PRECONDITION" } }]),
+        JSON.stringify({ error: { code: 400, message: `API key not valid. ${ERROR_BODY_SECRET}`, status: "INVALID_ARGUMENT", details: [] } }),
+        JSON.stringify({ error: { code: 400, message: `bad ${ERROR_BODY_SECRET}`, status: "not an identifier!" } }),
       ];
       fake.script(bodies.map((body) => ({ status: 400, body })));
       const { provider } = makeProvider(api, fake);
@@ -157,6 +161,9 @@ for (const api of APIS) {
       assert.deepEqual(messages, [
         ...Array(9).fill("provider returned an error status (HTTP 400 context_length_exceeded)"),
         "provider returned an error status (HTTP 400 invalid_request_error)",
+        "provider returned an error status (HTTP 400 INVALID_ARGUMENT)",
+        "provider returned an error status (HTTP 400 FAILED_PRECONDITION)",
+        "provider returned an error status (HTTP 400 INVALID_ARGUMENT)",
         "provider returned an error status (HTTP 400)",
       ]);
     });

@@ -69,8 +69,8 @@ export function safeCategory(v: unknown): string | undefined {
  * The error category of a provider's JSON error body (over HTTP, or an in-stream error event's: `streamErrorFailure`):
  * `CONTEXT_OVERFLOW` when `mayOverflow` and the body says the request was longer than the model's window
  * (`contextOverflow`); else OpenAI `{"error":{"code","type"}}` (the more specific `code` first) and Anthropic
- * `{"type":"error","error":{"type"}}`; of a JSON array (Gemini's OpenAI-compatible endpoint:
- * `[{"error":{"code":400,"message","status":"INVALID_ARGUMENT"}}]`), its first element's. Undefined when the body has
+ * `{"type":"error","error":{"type"}}`, then Google's `{"error":{"status"}}`; of a JSON array (Gemini's OpenAI-compatible
+ * endpoint: `[{"error":{"code":400,"message","status":"INVALID_ARGUMENT"}}]`), its first element's. Undefined when the body has
  * none of these or it is not an identifier. `mayOverflow` is
  * the status's or the in-stream error's own say (`overflowStatus`; not a rate limit, overload or credential refusal):
  * a 429 whose message speaks of "tokens per minute" is a rate limit, never an overflow.
@@ -83,7 +83,9 @@ export function errorCategory(answer: unknown, mayOverflow: boolean): string | u
   const err = (body as Record<string, unknown>)["error"];
   if (typeof err !== "object" || err === null) return undefined;
   const e = err as Record<string, unknown>;
-  return safeCategory(e["code"]) ?? safeCategory(e["type"]);
+  // Google's errors (Gemini) carry a number as `code` and say what kind in `status`: INVALID_ARGUMENT,
+  // FAILED_PRECONDITION (a region or billing refusal), NOT_FOUND (the model), PERMISSION_DENIED (the key).
+  return safeCategory(e["code"]) ?? safeCategory(e["type"]) ?? safeCategory(e["status"]);
 }
 
 /** The category named for a request the provider refused as longer than the model's context window. */
