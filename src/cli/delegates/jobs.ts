@@ -7,7 +7,9 @@
  *   `agent_wait`, `agent_status` or `agent_cancel` (that call's `jobs` names it with how it ended), or in a
  *   server-started report turn (whose `origin.jobs` names it). The starting call's `jobs` names it `running`.
  * - A job that ends unseen is reported: `report` is asked to start a turn once the session is idle; it collects
- *   the jobs still unseen at that moment (a job the model waited for meanwhile is never reported again).
+ *   the jobs still unseen at that moment (a job the model waited for meanwhile is never reported again). Its prompt
+ *   is at most `MAX_REPORT_BYTES` (job-report.ts): a job whose result did not fit is named, not settled, and shown by
+ *   the job tools or the next report; a request a report already covered builds nothing.
  * - A session keeps at most `MAX_ENDED_JOBS` ended jobs (each holds its result, up to 50 KiB): past it, the job that
  *   ended first among those whose result was already seen goes, else (only unseen ones) the one that ended first,
  *   never silently: the next report turn names it, and a tool naming a job no longer kept says it was discarded.
@@ -22,9 +24,10 @@ import type { JobRef, JobStatus, Tool, ToolResult } from "../../runtime/types.js
 import { redactSecrets, sanitizeText } from "../../core/text-policy.js";
 import { truncateUtf8 } from "../../core/utf8.js";
 import { refitAgentResult } from "./reply-fit.js";
+import { MAX_REPORT_BYTES, reportPrompt } from "./job-report.js";
 import { AGENT_CANCEL_DEF, AGENT_STATUS_DEF, AGENT_WAIT_DEF, DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS } from "./tool-defs.js";
 
-export { DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS };
+export { DEFAULT_WAIT_SECONDS, MAX_REPORT_BYTES, MAX_WAIT_SECONDS };
 const MAX_TASK_CHARS = 80;
 /** Background jobs one session may have running at once (each is a delegated agent's process tree). */
 export const MAX_RUNNING_JOBS = 16;
@@ -114,6 +117,9 @@ export class JobBook {
   private ends = 0;
   /** Per session, the last job number issued before the session's current opening (its earlier jobs ended with it). */
   private readonly earlier = new Map<string, number>();
+  /** Per session, report requests made (one per job that ended unseen), and the last one a report covered. */
+  private readonly asked = new Map<string, number>();
+  private readonly reported = new Map<string, number>();
 
   constructor(private readonly report: ReportFn) {}
 
@@ -144,7 +150,10 @@ export class JobBook {
         job.status = statusOf(r);
         job.endSeq = ++this.ends;
         this.prune(sessionId);
-        if (!job.seen) this.report(sessionId, () => this.collectReport(sessionId));
+        if (job.seen) return;
+        const n = (this.asked.get(sessionId) ?? 0) + 1;
+        this.asked.set(sessionId, n);
+        this.report(sessionId, () => this.collectReport(sessionId, n));
       });
     let m = this.jobs.get(sessionId);
     if (m === undefined) this.jobs.set(sessionId, (m = new Map<string, Job>()));
@@ -169,20 +178,29 @@ export class JobBook {
     }
   }
 
-  private collectReport(sessionId: string): { prompt: string; jobs: string[] } | null {
+  /**
+   * The report of the session's unseen ended jobs and those discarded unseen, or null when there is none or report
+   * request `n` was covered by an earlier report (every job that had ended by then was in it, or named in it as left
+   * out for room): several jobs that end during one turn ask for a report each, and the first to run reports them all.
+   */
+  private collectReport(sessionId: string, n: number): { prompt: string; jobs: string[] } | null {
+    if (n <= (this.reported.get(sessionId) ?? 0)) return null;
     const ended = [...(this.jobs.get(sessionId)?.values() ?? [])].filter((j) => j.status !== "running" && !j.seen);
     const d = this.discarded.get(sessionId);
     this.discarded.delete(sessionId);
     if (ended.length === 0 && d === undefined) return null;
-    for (const j of ended) j.seen = true;
-    const parts = ended.map((j) => `Background job ${j.id} (${j.tool}${j.task !== "" ? `: ${j.task}` : ""}) ended: ${j.status}.\n${j.result?.content ?? ""}`);
+    this.reported.set(sessionId, this.asked.get(sessionId) ?? 0);
+    const extra: string[] = [];
     if (d !== undefined) {
       const more = d.count - d.names.length;
-      parts.push(
+      extra.push(
         `Background ${d.count === 1 ? "job" : "jobs"} ${d.names.join(", ")}${more > 0 ? ` and ${more} more` : ""} ended, but ${d.count === 1 ? "its result was" : "their results were"} discarded unseen: a session keeps at most ${MAX_ENDED_JOBS} ended jobs.`,
       );
     }
-    return { prompt: `${parts.join("\n\n")}\n\nReport these results to the user.`, jobs: [...ended.map((j) => j.id), ...(d?.names ?? [])] };
+    // Bounded (job-report.ts): a job whose result is left out stays unseen, named for the job tools.
+    const { prompt, shown } = reportPrompt(ended, extra);
+    for (const j of shown) j.seen = true;
+    return { prompt, jobs: [...shown.map((j) => j.id), ...(d?.names ?? [])] };
   }
 
   /** How `name`, a handle the session does not keep, was issued: by an earlier opening, discarded (`prune`), or never. */

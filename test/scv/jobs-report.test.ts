@@ -1,0 +1,200 @@
+/**
+ * The report turn of background jobs that ended unseen is bounded. Before, Berth put every unseen job's result into
+ * one user prompt: a session keeps up to 64 ended jobs of up to 50 KiB each, so the prompt could reach megabytes,
+ * past the 256 KiB bound of any prompt and past the model's window: the report turn failed (or the provider refused
+ * it) and the user never heard of the jobs. Now the prompt is at most `MAX_REPORT_BYTES`: results get the room in the
+ * order the jobs were started, the first cut to fit (a delegated agent's result stays a JSON document saying what it left
+ * out), the rest left out and named, with how to get them (`agent_status`/`agent_wait`); a job left out stays
+ * unsettled (not in `origin.jobs`) and the job tools show its result later.
+ *
+ * Driven over `berth stdio` with a fake `codex` (the real `exec --json` stream and `-o` file) on the fake provider;
+ * what is asserted is the report turn's frames and the user prompt of the fake provider's request for it. The turn
+ * that starts the jobs is held open (its last answer streams only once every job has ended in Berth: its `-o` file,
+ * which Berth removes once it has read it, is gone), so every job ends unseen before the session is idle.
+ */
+import assert from "node:assert/strict";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { it } from "node:test";
+import { lastUserText } from "../fakes/fake-provider.js";
+import { spawnStdio, startRig, type Msg, type Rig, type ScvClient } from "./client.js";
+
+/** The prompt is `{"a": n}`: reply `"a" × n`, written to the -o file, whose path is left in `marks/<pid>`. */
+const FAKE_CODEX = `#!${process.execPath}
+const fs = require("node:fs");
+const path = require("node:path");
+const args = process.argv.slice(2);
+const out = args[args.indexOf("-o") + 1];
+let prompt = "";
+process.stdin.on("data", (d) => (prompt += d));
+process.stdin.on("end", () => {
+  const spec = JSON.parse(prompt);
+  fs.writeFileSync(out, "a".repeat(spec.a));
+  fs.writeFileSync(path.join(__dirname, "marks", String(process.pid)), out);
+  const e = (o) => JSON.stringify(o) + "\\n";
+  const s = e({ type: "thread.started", thread_id: "0199a213-81c0-7800-8aa1-bbab2a035a53" }) + e({ type: "turn.completed", usage: { input_tokens: 1, output_tokens: 2 } });
+  process.stdout.write(s, () => process.exit(0));
+});
+`;
+
+const REPORT = /^Background job/;
+/** The report prompt's bound (jobs.ts `MAX_REPORT_BYTES`). */
+const MAX_REPORT_BYTES = 40 * 1024;
+
+interface Setup {
+  rig: Rig;
+  c: ScvClient;
+  session: string;
+  exited: Promise<number | null>;
+  marks: string;
+}
+
+async function setup(): Promise<Setup> {
+  const rig = await startRig({
+    settings: { approval_policy: "never" },
+    fake: { defaultTurn: (_api, json) => ({ steps: [{ text: REPORT.test(lastUserText(json)) ? "reported" : "ok" }] }) },
+  });
+  const bin = mkdtempSync(join(tmpdir(), "fake-codex-report-"));
+  writeFileSync(join(bin, "codex"), FAKE_CODEX);
+  chmodSync(join(bin, "codex"), 0o755);
+  const marks = join(bin, "marks");
+  mkdirSync(marks);
+  const { client: c, exited } = spawnStdio({ ...rig.env, PATH: `${bin}:${process.env.PATH ?? ""}` });
+  const s = await c.open();
+  return { rig, c, session: s.session_id as string, exited, marks };
+}
+
+/** Resolves once `n` fake agents have run and Berth has read (and removed) each one's -o file. */
+async function jobsEnded(marks: string, n: number): Promise<void> {
+  for (;;) {
+    const files = readdirSync(marks);
+    if (files.length >= n && files.every((f) => !existsSync(readFileSync(join(marks, f), "utf8")))) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+let turns = 0;
+
+/**
+ * One client turn starting a background job per reply size, held open until they all ended; then the report turn
+ * it leads to: its `turn.started` and terminal frames, and the user prompt the provider got for it.
+ */
+async function reportOf(x: Setup, sizes: number[]): Promise<{ started: Msg; terminal: Msg; prompt: string }> {
+  for (const f of readdirSync(x.marks)) rmSync(join(x.marks, f));
+  const done = jobsEnded(x.marks, sizes.length);
+  const k = ++turns;
+  x.rig.fake.script([
+    { steps: sizes.map((a, i) => ({ toolCall: { id: `call_${k}_${i}`, name: "agent_codex", arguments: { prompt: JSON.stringify({ a }), background: true } } })) },
+    { steps: [{ hold: done }, { text: "started" }] },
+  ]);
+  const from = x.c.frames.length;
+  const t = await x.c.turn(x.session, "start the jobs");
+  assert.equal(t.terminal.type, "turn.completed", JSON.stringify(t.terminal));
+  const started = await x.c.waitFor((m) => m.type === "turn.started" && String(m.request_id).startsWith("background:"), from, "the report turn");
+  const terminal = await x.c.waitFor((m) => m.request_id === started.request_id && ["turn.completed", "turn.failed", "turn.cancelled"].includes(m.type as string), from, "the report's end");
+  const req = x.rig.fake.requests.filter((q) => q.method === "POST" && REPORT.test(lastUserText(q.json))).at(-1);
+  assert.ok(req !== undefined, `the provider got no report; the client saw ${JSON.stringify(terminal).slice(0, 600)}`);
+  return { started, terminal, prompt: lastUserText(req.json) };
+}
+
+/** A client turn whose model calls `agent_status` (`job`, or every job): its output and the jobs it settled. */
+async function status(x: Setup, job?: string): Promise<{ jobs: Array<{ job: string; result?: string; result_cut?: boolean }>; settled: Msg[] }> {
+  const k = ++turns;
+  x.rig.fake.script([{ steps: [{ toolCall: { id: `call_s${k}`, name: "agent_status", arguments: job !== undefined ? { job } : {} } }] }, { steps: [{ text: "ok" }] }]);
+  const t = await x.c.turn(x.session, "status");
+  assert.equal(t.terminal.type, "turn.completed", JSON.stringify(t.terminal));
+  const done = t.frames.find((f) => f.type === "tool.completed" && f.call_id === `call_s${k}`)!;
+  assert.equal(done.success, true, String(done.output));
+  return { jobs: (JSON.parse(done.output as string) as { jobs: Array<{ job: string; result?: string }> }).jobs, settled: (done.jobs as Msg[] | undefined) ?? [] };
+}
+
+const bytes = (s: string): number => Buffer.byteLength(s);
+
+async function close(x: Setup): Promise<void> {
+  x.c.end();
+  assert.equal(await x.exited, 0);
+  await x.rig.fake.close();
+}
+
+it("twelve results near the tool result bound: the report holds what fits, names the rest, and the job tools show them", { timeout: 60_000 }, async () => {
+  const x = await setup();
+  try {
+    const n = 12;
+    const { started, terminal, prompt } = await reportOf(x, Array.from({ length: n }, () => 50_000));
+    // Before: a prompt of all twelve results (about 600 KB) failed the report turn.
+    assert.equal(terminal.type, "turn.completed", JSON.stringify(terminal));
+    assert.ok(bytes(prompt) <= MAX_REPORT_BYTES, `the report prompt is ${bytes(prompt)} bytes`);
+    // The first result is cut to fit, a JSON document saying what it left out; the job is settled.
+    assert.deepEqual(started.origin, { kind: "background", jobs: ["job-1"] });
+    assert.deepEqual(terminal.origin, started.origin);
+    const first = /^Background job job-1 \(agent_codex: \{"a":50000\}\) ended: completed\. Its result is cut to fit this message:\n(\{.*\})\n\n/s.exec(prompt);
+    assert.ok(first !== null, prompt.slice(0, 300));
+    const r = JSON.parse(first[1]!) as { reply: string; truncated: boolean; reply_bytes: number; note: string };
+    assert.equal(r.truncated, true);
+    assert.equal(r.reply_bytes, 50_000);
+    assert.match(r.reply, /^a+$/);
+    assert.match(r.note, new RegExp(`to fit the ${MAX_REPORT_BYTES}-byte report of background jobs`));
+    // The others are named, with how to see their results; none of them is shown.
+    const rest = Array.from({ length: n - 1 }, (_, i) => `job-${i + 2}`);
+    assert.ok(
+      prompt.endsWith(
+        `\n\nBackground jobs ${rest.map((j) => `${j} (agent_codex: {"a":50000}, completed)`).join(", ")} also ended; their results did not fit in this message (at most ${MAX_REPORT_BYTES} bytes): call agent_status or agent_wait to see them.\n\nReport these results to the user.`,
+      ),
+      prompt.slice(-600),
+    );
+    assert.equal(prompt.split('"reply":').length, 2, "one result shown");
+    // A job left out is unsettled: agent_status shows its result, and settles it.
+    const s = await status(x, "job-12");
+    assert.equal(s.jobs[0]!.job, "job-12");
+    assert.match(s.jobs[0]!.result!, /^\{"agent":"codex","status":"completed","reply":"a+"/);
+    assert.deepEqual(s.settled.map((j) => `${j.job}:${j.status}`), ["job-12:completed"]);
+    // Twelve jobs asked for a report each: one report turn ran, none came with the jobs it left out.
+    assert.deepEqual(x.c.frames.filter((m) => m.type === "turn.started" && m.origin !== undefined).map((m) => m.request_id), ["background:1"]);
+  } finally {
+    await close(x);
+  }
+});
+
+it("at the bound every result is in the report; one byte more leaves the last out, named, and agent_status shows it", { timeout: 60_000 }, async () => {
+  const x = await setup();
+  try {
+    // Three jobs whose report is below the bound: its size apart from the replies.
+    const base = 10_000;
+    const probe = await reportOf(x, [base, base, base]);
+    assert.deepEqual(probe.started.origin, { kind: "background", jobs: ["job-1", "job-2", "job-3"] });
+    const room = MAX_REPORT_BYTES - bytes(probe.prompt);
+    assert.ok(room > 0 && room < 40_000, `${room}`);
+    // At the bound: the prompt fills it exactly, every result whole, every job settled.
+    const at = await reportOf(x, [base, base, base + room]);
+    assert.equal(at.terminal.type, "turn.completed");
+    assert.equal(bytes(at.prompt), MAX_REPORT_BYTES);
+    assert.deepEqual(at.started.origin, { kind: "background", jobs: ["job-4", "job-5", "job-6"] });
+    assert.ok(at.prompt.includes(`"reply":"${"a".repeat(base + room)}"`), "the last result whole");
+    assert.ok(!at.prompt.includes("did not fit"));
+    // One byte more: the last job is left out and named; what is shown is whole.
+    const past = await reportOf(x, [base, base, base + room + 1]);
+    assert.equal(past.terminal.type, "turn.completed");
+    assert.ok(bytes(past.prompt) <= MAX_REPORT_BYTES, `${bytes(past.prompt)} bytes`);
+    assert.deepEqual(past.started.origin, { kind: "background", jobs: ["job-7", "job-8"] });
+    assert.equal(past.prompt.split(`"reply":"${"a".repeat(base)}"`).length, 3, "two results whole");
+    assert.ok(!past.prompt.includes("a".repeat(base + 1)), "the third result left out");
+    assert.ok(
+      past.prompt.endsWith(
+        `\n\nBackground job job-9 (agent_codex: {"a":${base + room + 1}}, completed) also ended; its result did not fit in this message (at most ${MAX_REPORT_BYTES} bytes): call agent_status or agent_wait to see it.\n\nReport these results to the user.`,
+      ),
+      past.prompt.slice(-400),
+    );
+    // agent_status shows the job left out (whole) and settles it; the others were settled by the report.
+    const s = await status(x);
+    const nine = s.jobs.find((j) => j.job === "job-9");
+    assert.deepEqual(s.settled.map((j) => `${j.job}:${j.status}`), ["job-9:completed"]);
+    assert.ok(nine?.result?.includes(`"reply":"${"a".repeat(base + room + 1)}"`) === true && nine.result_cut === undefined, JSON.stringify(s.jobs.map((j) => j.job)));
+    // Nothing is reported again: the next client turn runs with no report turn between.
+    const before = x.c.frames.filter((m) => m.type === "turn.started" && String(m.request_id).startsWith("background:")).length;
+    assert.equal((await x.c.turn(x.session, "anything else")).terminal.type, "turn.completed");
+    assert.equal(x.c.frames.filter((m) => m.type === "turn.started" && String(m.request_id).startsWith("background:")).length, before);
+  } finally {
+    await close(x);
+  }
+});
