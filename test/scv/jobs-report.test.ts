@@ -18,6 +18,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { it } from "node:test";
 import { lastUserText } from "../fakes/fake-provider.js";
+import { JobBook, MAX_ENDED_JOBS } from "../../src/cli/delegates/jobs.js";
+import { MAX_RESULT_BYTES } from "../../src/runtime/tools/result.js";
+import type { ToolResult } from "../../src/runtime/types.js";
 import { spawnStdio, startRig, type Msg, type Rig, type ScvClient } from "./client.js";
 
 /** The prompt is `{"a": n}`: reply `"a" × n`, written to the -o file, whose path is left in `marks/<pid>`. */
@@ -197,4 +200,24 @@ it("at the bound every result is in the report; one byte more leaves the last ou
   } finally {
     await close(x);
   }
+});
+
+it("the most a session can hold unseen (64 kept results of 50 KiB, long tasks, jobs discarded): the report is within the bound", async () => {
+  const builds: Array<() => { prompt: string; jobs: string[] } | null> = [];
+  const b = new JobBook((_s, build) => void builds.push(build));
+  const task = "€".repeat(200); // cut to 80 characters, 3 bytes each
+  const total = MAX_ENDED_JOBS + 20;
+  for (let i = 0; i < total; i++) await b.start("s1", "agent_codex", task, () => Promise.resolve<ToolResult>({ content: "x".repeat(MAX_RESULT_BYTES), isError: true, errorKind: "failed" })).done;
+  const r = builds[0]!()!;
+  assert.ok(bytes(r.prompt) <= MAX_REPORT_BYTES, `${bytes(r.prompt)} bytes`);
+  assert.equal(builds.length, total, "a request per job");
+  for (const later of builds.slice(1)) assert.equal(later(), null, "one report covers them all");
+  // The first kept job's result is cut (plain text keeps its start); every other kept job is named; 20 discarded.
+  assert.match(r.prompt, new RegExp(`^Background job job-21 \\(agent_codex: €{79}…\\) ended: failed\\. Its result is cut to fit this message:\\nx+\\n\\n`));
+  const named = /\n\nBackground jobs (.*) also ended; their results did not fit in this message \(at most 40960 bytes\): call agent_status or agent_wait to see them\.\n\n/.exec(r.prompt);
+  assert.ok(named !== null);
+  assert.equal(named[1]!.split(", failed), ").length, MAX_ENDED_JOBS - 1);
+  assert.match(r.prompt, /\n\nBackground jobs job-1, job-2, .* and 4 more ended, but their results were discarded unseen: a session keeps at most 64 ended jobs\.\n\nReport these results to the user\.$/);
+  assert.deepEqual(r.jobs, ["job-21", ...Array.from({ length: 16 }, (_, i) => `job-${i + 1}`)]);
+  await b.close();
 });
