@@ -11,6 +11,7 @@ import type { EnvLike } from "../store/home.js";
 import { wellFormedText } from "../core/text-policy.js";
 import type { BerthDelegates } from "./delegates/agent-berth.js";
 import type { CliAgents } from "./delegates/cli-agents.js";
+import type { ReportRuntime } from "./delegates/report-turns.js";
 import type { ScvServerDeps } from "../protocols/scv/connection.js";
 import { ScvSession, type AttachmentChecker } from "../protocols/scv/session.js";
 import { MAX_PROMPT_HISTORY_BYTES, MAX_PROMPT_HISTORY_ITEMS, MAX_SERVER_FRAME_BYTES, MAX_TRANSCRIPT_BYTES, MAX_TRANSCRIPT_ITEMS } from "../protocols/scv/wire.js";
@@ -101,9 +102,8 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
   let maxDepthRead: Promise<number> | null = null;
   /** This process's own depth among delegated agents (set by the Berth or agent that started it). */
   const ownDepth = envDepth(o.env);
-  let reports = 0;
   // Declared before the hub exists; reports only run once a job has ended, long after construction.
-  let hubRef: { get(id: string): { idle(): Promise<void>; startServerTurn(p: string, origin: { kind: string; jobs?: string[] }, opts: { submitter: string }): unknown } | undefined } | null = null;
+  let hubRef: { get(id: string): ReportRuntime | undefined } | null = null;
   /**
    * The delegated-agent tools (`agent_berth`, the CLI agents and their background jobs) load after a session is
    * answered (with the turn path) or when a turn first asks for them, so `session.start` does not wait for them.
@@ -112,16 +112,14 @@ export function buildScvDeps(o: ScvDepsOptions): Promise<{
   let delegationLoad: Promise<{ delegates: BerthDelegates; codex: CliAgents }> | null = null;
   const loadDelegation = (): Promise<{ delegates: BerthDelegates; codex: CliAgents }> => {
     if (delegationLoad === null) {
-      delegationLoad = Promise.all([import("./delegates/agent-berth.js"), import("./delegates/cli-agents.js"), import("./delegates/jobs.js")]).then(
-        ([{ BerthDelegates }, { CliAgents }, { JobBook }]) => {
-          const jobs = new JobBook((sessionId, build) => {
-            const rt = hubRef?.get(sessionId);
-            if (rt === undefined) return;
-            void rt.idle().then(() => {
-              const r = build();
-              if (r !== null) rt.startServerTurn(r.prompt, { kind: "background", jobs: r.jobs }, { submitter: `background:${++reports}` });
-            });
-          });
+      delegationLoad = Promise.all([
+        import("./delegates/agent-berth.js"),
+        import("./delegates/cli-agents.js"),
+        import("./delegates/jobs.js"),
+        import("./delegates/report-turns.js"),
+      ]).then(
+        ([{ BerthDelegates }, { CliAgents }, { JobBook }, { reportTurns }]) => {
+          const jobs = new JobBook(reportTurns((sessionId) => hubRef?.get(sessionId)));
           const delegates = new BerthDelegates({
             jobs,
             home: o.home,

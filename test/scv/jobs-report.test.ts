@@ -5,7 +5,7 @@
  * it) and the user never heard of the jobs. Now the prompt is at most `MAX_REPORT_BYTES`: results get the room in the
  * order the jobs were started, the first cut to fit (a delegated agent's result stays a JSON document saying what it left
  * out), the rest left out and named, with how to get them (`agent_status`/`agent_wait`); a job left out stays
- * unsettled (not in `origin.jobs`) and the job tools show its result later.
+ * unsettled (not in `origin.jobs`): the job tools show its result, or the next report turn, which follows at once.
  *
  * Driven over `berth stdio` with a fake `codex` (the real `exec --json` stream and `-o` file) on the fake provider;
  * what is asserted is the report turn's frames and the user prompt of the fake provider's request for it. The turn
@@ -87,6 +87,7 @@ async function reportOf(x: Setup, sizes: number[]): Promise<{ started: Msg; term
   for (const f of readdirSync(x.marks)) rmSync(join(x.marks, f));
   const done = jobsEnded(x.marks, sizes.length);
   const k = ++turns;
+  const reportsBefore = reportPrompts(x).length;
   x.rig.fake.script([
     { steps: sizes.map((a, i) => ({ toolCall: { id: `call_${k}_${i}`, name: "agent_codex", arguments: { prompt: JSON.stringify({ a }), background: true } } })) },
     { steps: [{ hold: done }, { text: "started" }] },
@@ -96,9 +97,17 @@ async function reportOf(x: Setup, sizes: number[]): Promise<{ started: Msg; term
   assert.equal(t.terminal.type, "turn.completed", JSON.stringify(t.terminal));
   const started = await x.c.waitFor((m) => m.type === "turn.started" && String(m.request_id).startsWith("background:"), from, "the report turn");
   const terminal = await x.c.waitFor((m) => m.request_id === started.request_id && ["turn.completed", "turn.failed", "turn.cancelled"].includes(m.type as string), from, "the report's end");
-  const req = x.rig.fake.requests.filter((q) => q.method === "POST" && REPORT.test(lastUserText(q.json))).at(-1);
-  assert.ok(req !== undefined, `the provider got no report; the client saw ${JSON.stringify(terminal).slice(0, 600)}`);
-  return { started, terminal, prompt: lastUserText(req.json) };
+  // This report's request (a report that follows it, for jobs it left out, may already have been sent).
+  const prompt = reportPrompts(x)[reportsBefore];
+  assert.ok(prompt !== undefined, `the provider got no report; the client saw ${JSON.stringify(terminal).slice(0, 600)}`);
+  return { started, terminal, prompt };
+}
+
+const reportPrompts = (x: Setup): string[] => x.rig.fake.requests.filter((q) => q.method === "POST" && REPORT.test(lastUserText(q.json))).map((q) => lastUserText(q.json));
+
+/** The report turn `background:<n>`: its terminal frame. */
+function reportEnd(x: Setup, n: number): Promise<Msg> {
+  return x.c.waitFor((m) => m.request_id === `background:${n}` && ["turn.completed", "turn.failed", "turn.cancelled"].includes(m.type as string), 0, `the end of report ${n}`);
 }
 
 /** A client turn whose model calls `agent_status` (`job`, or every job): its output and the jobs it settled. */
@@ -120,7 +129,7 @@ async function close(x: Setup): Promise<void> {
   await x.rig.fake.close();
 }
 
-it("twelve results near the tool result bound: the report holds what fits, names the rest, and the job tools show them", { timeout: 60_000 }, async () => {
+it("twelve results near the tool result bound: the report holds what fits, names the rest, and the next reports show them", { timeout: 60_000 }, async () => {
   const x = await setup();
   try {
     const n = 12;
@@ -147,19 +156,24 @@ it("twelve results near the tool result bound: the report holds what fits, names
       prompt.slice(-600),
     );
     assert.equal(prompt.split('"reply":').length, 2, "one result shown");
-    // A job left out is unsettled: agent_status shows its result, and settles it.
+    // A job left out is unsettled: the next report follows at once and shows it (each result alone is past the
+    // bound: one job a report), and so on until every job was shown, each once.
+    for (let k = 2; k <= n; k++) assert.equal((await reportEnd(x, k)).type, "turn.completed");
+    const origins = x.c.frames.filter((m) => m.type === "turn.started" && m.origin !== undefined).map((m) => `${m.request_id as string}:${(m.origin as { jobs: string[] }).jobs.join()}`);
+    assert.deepEqual(origins, Array.from({ length: n }, (_, i) => `background:${i + 1}:job-${i + 1}`));
+    // (Twelve prompts of 40 KiB pass the fake model's window: one of them was compacted first.)
+    assert.match(reportPrompts(x).at(-1)!, /^Background job job-12 \(agent_codex: \{"a":50000\}\) ended: completed\. Its result is cut to fit this message:\n\{.*\}\n\nReport these results to the user\.$/s);
+    // Seen: agent_status shows job-12's result but settles nothing, and no report follows the next turn.
     const s = await status(x, "job-12");
-    assert.equal(s.jobs[0]!.job, "job-12");
     assert.match(s.jobs[0]!.result!, /^\{"agent":"codex","status":"completed","reply":"a+"/);
-    assert.deepEqual(s.settled.map((j) => `${j.job}:${j.status}`), ["job-12:completed"]);
-    // Twelve jobs asked for a report each: one report turn ran, none came with the jobs it left out.
-    assert.deepEqual(x.c.frames.filter((m) => m.type === "turn.started" && m.origin !== undefined).map((m) => m.request_id), ["background:1"]);
+    assert.deepEqual(s.settled, []);
+    assert.equal(x.c.frames.filter((m) => m.type === "turn.started" && m.origin !== undefined).length, n);
   } finally {
     await close(x);
   }
 });
 
-it("at the bound every result is in the report; one byte more leaves the last out, named, and agent_status shows it", { timeout: 60_000 }, async () => {
+it("at the bound every result is in the report; one byte more leaves the last out, named, and the next report shows it", { timeout: 60_000 }, async () => {
   const x = await setup();
   try {
     // Three jobs whose report is below the bound: its size apart from the replies.
@@ -188,11 +202,13 @@ it("at the bound every result is in the report; one byte more leaves the last ou
       ),
       past.prompt.slice(-400),
     );
-    // agent_status shows the job left out (whole) and settles it; the others were settled by the report.
+    // The next report follows at once and shows the job left out, whole; then every job is settled.
+    const next = await x.c.waitFor((m) => m.type === "turn.started" && m.request_id === "background:4", 0, "the next report");
+    assert.deepEqual(next.origin, { kind: "background", jobs: ["job-9"] });
+    assert.equal((await reportEnd(x, 4)).type, "turn.completed");
+    assert.ok(reportPrompts(x).at(-1)!.startsWith(`Background job job-9 (agent_codex: {"a":${base + room + 1}}) ended: completed.\n{"agent":"codex","status":"completed","reply":"${"a".repeat(base + room + 1)}"`));
     const s = await status(x);
-    const nine = s.jobs.find((j) => j.job === "job-9");
-    assert.deepEqual(s.settled.map((j) => `${j.job}:${j.status}`), ["job-9:completed"]);
-    assert.ok(nine?.result?.includes(`"reply":"${"a".repeat(base + room + 1)}"`) === true && nine.result_cut === undefined, JSON.stringify(s.jobs.map((j) => j.job)));
+    assert.deepEqual(s.settled, []);
     // Nothing is reported again: the next client turn runs with no report turn between.
     const before = x.c.frames.filter((m) => m.type === "turn.started" && String(m.request_id).startsWith("background:")).length;
     assert.equal((await x.c.turn(x.session, "anything else")).terminal.type, "turn.completed");

@@ -5,11 +5,17 @@
  * Contract:
  * - Job handles are `job-N`, numbered per session. A job is *settled* once the model has seen its result: through
  *   `agent_wait`, `agent_status` or `agent_cancel` (that call's `jobs` names it with how it ended), or in a
- *   server-started report turn (whose `origin.jobs` names it). The starting call's `jobs` names it `running`.
+ *   server-started report turn that completed (whose `origin.jobs` names it). The starting call's `jobs` names it
+ *   `running`.
  * - A job that ends unseen is reported: `report` is asked to start a turn once the session is idle; it collects
  *   the jobs still unseen at that moment (a job the model waited for meanwhile is never reported again). Its prompt
- *   is at most `MAX_REPORT_BYTES` (job-report.ts): a job whose result did not fit is named, not settled, and shown by
- *   the job tools or the next report; a request a report already covered builds nothing.
+ *   is at most `MAX_REPORT_BYTES` (job-report.ts): a job whose result did not fit is named, not settled. One report
+ *   is out at a time per session (built, its turn not ended); a request a report already covered builds nothing.
+ * - A report's jobs are settled when its turn completed (`ReportTurn.ended`); jobs it left out for room are then
+ *   reported next (once the session is idle: after any prompt queued). A report turn that failed or was cancelled
+ *   (or whose queued entry was dropped) settles nothing: its jobs are reported again when another job ends unseen,
+ *   else once the session's next turn that is not a report ended; never at once, so a provider that keeps failing
+ *   does not make a loop of report turns.
  * - A session keeps at most `MAX_ENDED_JOBS` ended jobs (each holds its result, up to 50 KiB): past it, the job that
  *   ended first among those whose result was already seen goes, else (only unseen ones) the one that ended first,
  *   never silently: the next report turn names it, and a tool naming a job no longer kept says it was discarded.
@@ -60,8 +66,35 @@ export interface Job {
   done: Promise<void>;
 }
 
-/** Starts a report turn once the session is idle; `build` returns what to report then, or null for nothing. */
-export type ReportFn = (sessionId: string, build: () => { prompt: string; jobs: string[] } | null) => void;
+/** A report turn to start: its prompt, the jobs it shows (and discarded ones it names), and how it ended. */
+export interface ReportTurn {
+  prompt: string;
+  jobs: string[];
+  /** The turn ended (`completed`: its jobs are settled), or will never run (dropped from the queue). */
+  ended(completed: boolean): void;
+}
+
+/**
+ * Starts a report turn once the session is idle (with `afterTurn`, once its next turn that is not a report ended,
+ * then idle); `build` returns what to report then, or null for nothing.
+ */
+export type ReportFn = (sessionId: string, build: () => ReportTurn | null, afterTurn?: boolean) => void;
+
+interface Discarded {
+  count: number;
+  names: string[];
+}
+
+/**
+ * A report built and not yet ended: the jobs it shows, the discarded ones it names, the report requests made by
+ * then, and the jobs it shows that were discarded meanwhile (unseen only if it does not complete).
+ */
+interface OutReport {
+  shown: Job[];
+  discarded: Discarded | undefined;
+  asked: number;
+  pruned: string[];
+}
 
 function statusOf(r: ToolResult): JobStatus {
   if (!r.isError) return "completed";
@@ -113,13 +146,15 @@ export class JobBook {
   private readonly jobs = new Map<string, Map<string, Job>>();
   private readonly counters = new Map<string, number>();
   /** Per session, the unseen jobs discarded since the last report turn: how many, and the first names. */
-  private readonly discarded = new Map<string, { count: number; names: string[] }>();
+  private readonly discarded = new Map<string, Discarded>();
   private ends = 0;
   /** Per session, the last job number issued before the session's current opening (its earlier jobs ended with it). */
   private readonly earlier = new Map<string, number>();
   /** Per session, report requests made (one per job that ended unseen), and the last one a report covered. */
   private readonly asked = new Map<string, number>();
   private readonly reported = new Map<string, number>();
+  /** Per session, the report built whose turn has not ended. */
+  private readonly out = new Map<string, OutReport>();
 
   constructor(private readonly report: ReportFn) {}
 
@@ -168,28 +203,40 @@ export class JobBook {
     const ended = [...m.values()].filter((j) => j.status !== "running").sort((a, b) => a.endSeq - b.endSeq);
     const excess = ended.length - MAX_ENDED_JOBS;
     if (excess <= 0) return;
+    const out = this.out.get(sessionId);
     for (const j of [...ended.filter((e) => e.seen), ...ended.filter((e) => !e.seen)].slice(0, excess)) {
       m.delete(j.id);
       if (j.seen) continue;
-      let d = this.discarded.get(sessionId);
-      if (d === undefined) this.discarded.set(sessionId, (d = { count: 0, names: [] }));
-      d.count += 1;
-      if (d.names.length < MAX_DISCARDED_NAMED) d.names.push(j.id);
+      if (out?.shown.includes(j) === true) out.pruned.push(j.id);
+      else this.discard(sessionId, { count: 1, names: [j.id] });
     }
   }
 
+  /** Adds unseen jobs discarded to those the next report names. */
+  private discard(sessionId: string, add: Discarded): void {
+    const d = this.discarded.get(sessionId) ?? { count: 0, names: [] };
+    this.discarded.set(sessionId, { count: d.count + add.count, names: [...d.names, ...add.names].slice(0, MAX_DISCARDED_NAMED) });
+  }
+
+  /** The session's ended jobs not yet seen. */
+  private unseen(sessionId: string): Job[] {
+    return [...(this.jobs.get(sessionId)?.values() ?? [])].filter((j) => j.status !== "running" && !j.seen);
+  }
+
   /**
-   * The report of the session's unseen ended jobs and those discarded unseen, or null when there is none or report
-   * request `n` was covered by an earlier report (every job that had ended by then was in it, or named in it as left
-   * out for room): several jobs that end during one turn ask for a report each, and the first to run reports them all.
+   * The report of the session's unseen ended jobs and those discarded unseen, or null when there is none, another
+   * report is out, or report request `n` was covered by an earlier report (every job that had ended by then was in
+   * it, or named in it as left out for room): several jobs that end during one turn ask for a report each, and the
+   * first to run reports them all. `n` null: a request `reportEnded` made, covered by nothing earlier.
    */
-  private collectReport(sessionId: string, n: number): { prompt: string; jobs: string[] } | null {
-    if (n <= (this.reported.get(sessionId) ?? 0)) return null;
-    const ended = [...(this.jobs.get(sessionId)?.values() ?? [])].filter((j) => j.status !== "running" && !j.seen);
+  private collectReport(sessionId: string, n: number | null): ReportTurn | null {
+    if (this.out.has(sessionId) || (n !== null && n <= (this.reported.get(sessionId) ?? 0))) return null;
+    const ended = this.unseen(sessionId);
     const d = this.discarded.get(sessionId);
     this.discarded.delete(sessionId);
     if (ended.length === 0 && d === undefined) return null;
-    this.reported.set(sessionId, this.asked.get(sessionId) ?? 0);
+    const asked = this.asked.get(sessionId) ?? 0;
+    this.reported.set(sessionId, asked);
     const extra: string[] = [];
     if (d !== undefined) {
       const more = d.count - d.names.length;
@@ -199,8 +246,31 @@ export class JobBook {
     }
     // Bounded (job-report.ts): a job whose result is left out stays unseen, named for the job tools.
     const { prompt, shown } = reportPrompt(ended, extra);
-    for (const j of shown) j.seen = true;
-    return { prompt, jobs: [...shown.map((j) => j.id), ...(d?.names ?? [])] };
+    const r: OutReport = { shown, discarded: d, asked, pruned: [] };
+    this.out.set(sessionId, r);
+    return { prompt, jobs: [...shown.map((j) => j.id), ...(d?.names ?? [])], ended: (completed) => this.reportEnded(sessionId, r, completed) };
+  }
+
+  /**
+   * A report turn ended: completed, its jobs are settled and any unseen left (out for room) reported next; else
+   * nothing is settled, its discarded jobs are named again, and its jobs are reported when another job ended unseen
+   * (at once if one did while it was out), else after the session's next turn.
+   */
+  private reportEnded(sessionId: string, r: OutReport, completed: boolean): void {
+    // Told once; a session closed meanwhile (its jobs cancelled and settled) has nobody left to report to.
+    if (this.out.get(sessionId) !== r) return;
+    this.out.delete(sessionId);
+    if (!this.jobs.has(sessionId)) return;
+    if (completed) for (const j of r.shown) j.seen = true;
+    else {
+      // Named again, before any discarded since; then the shown jobs discarded while it was out.
+      const since = this.discarded.get(sessionId);
+      this.discarded.delete(sessionId);
+      for (const d of [r.discarded, since, r.pruned.length > 0 ? { count: r.pruned.length, names: r.pruned } : undefined]) if (d !== undefined) this.discard(sessionId, d);
+    }
+    if (this.unseen(sessionId).length === 0 && !this.discarded.has(sessionId)) return;
+    const again = completed || (this.asked.get(sessionId) ?? 0) > r.asked;
+    this.report(sessionId, () => this.collectReport(sessionId, null), !again);
   }
 
   /** How `name`, a handle the session does not keep, was issued: by an earlier opening, discarded (`prune`), or never. */
@@ -236,6 +306,7 @@ export class JobBook {
     }
     this.jobs.delete(sessionId);
     this.discarded.delete(sessionId);
+    this.out.delete(sessionId);
     return Promise.all([...m.values()].map((j) => j.done)).then(() => undefined);
   }
 

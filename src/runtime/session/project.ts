@@ -146,9 +146,14 @@ const OVERFLOW_HEAD = "the provider refused the request as longer than the model
 const OVERFLOW_FIX =
   "Berth compacts from its own estimate against the window it knows for the model, which is larger than the real one: set this model's context_window in settings.json to its real size, or clear the session";
 
-/** The terminal event of an outcome. */
+/**
+ * The terminal event of an outcome. Its `origin.jobs` names the jobs whose results the model saw in the turn: only a
+ * completed turn names any (a report turn that failed or was cancelled did not show them; they stay unsettled,
+ * docs/scv.md).
+ */
 export function terminalEvent(ref: Ref, o: TurnOutcome, origin: TurnOrigin | undefined): SessionEvent {
-  const base = { ...ref, text: o.assistantText, usage: o.usage, steps: o.usage.requests, ...(origin !== undefined ? { origin } : {}) };
+  const shown = origin?.jobs !== undefined && o.status !== "completed" ? { ...origin, jobs: [] } : origin;
+  const base = { ...ref, text: o.assistantText, usage: o.usage, steps: o.usage.requests, ...(shown !== undefined ? { origin: shown } : {}) };
   if (o.status === "completed") return { ...base, type: "turn_completed" };
   if (o.status === "cancelled") return { ...base, type: "turn_cancelled" };
   const reason = o.reason ?? (o.status === "compaction_required" ? "compaction" : "internal");

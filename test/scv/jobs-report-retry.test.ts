@@ -1,0 +1,262 @@
+/**
+ * What happens to background jobs whose report turn did not complete, and to jobs a report left out for room.
+ *
+ * Before, a report turn marked the jobs it showed seen when its prompt was built: a report turn that failed (a
+ * provider error) or was cancelled lost them: no later report and no `agent_status` without names brought them to
+ * the user or the model, though the session kept them, and the failed turn's terminal event named them in
+ * `origin.jobs` as if the model had seen them. And jobs a report left out for room (named in it, unseen) waited until
+ * another job ended. Now a job is settled by a report turn only once it completed: one that failed or was cancelled
+ * names no job in its terminal `origin.jobs`, and its jobs are reported again after the session's next turn (or when
+ * another job ends), never in a loop; a completed report that left jobs out is followed by the next report, after any
+ * prompt the user queued.
+ *
+ * Driven over `berth stdio` with a fake `codex` (the real `exec --json` stream and `-o` file) on the fake provider;
+ * asserted: the SCV frames and the report prompts the provider got.
+ */
+import assert from "node:assert/strict";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { it } from "node:test";
+import { lastUserText, type FakeTurn } from "../fakes/fake-provider.js";
+import { spawnStdio, startRig, type Msg, type Rig, type ScvClient } from "./client.js";
+
+/** The prompt is `{"a": n}`: reply `"a" × n`, written to the -o file, whose path is left in `marks/<pid>`. */
+const FAKE_CODEX = `#!${process.execPath}
+const fs = require("node:fs");
+const path = require("node:path");
+const args = process.argv.slice(2);
+const out = args[args.indexOf("-o") + 1];
+let prompt = "";
+process.stdin.on("data", (d) => (prompt += d));
+process.stdin.on("end", () => {
+  const spec = JSON.parse(prompt);
+  fs.writeFileSync(out, "a".repeat(spec.a));
+  fs.writeFileSync(path.join(__dirname, "marks", String(process.pid)), out);
+  const e = (o) => JSON.stringify(o) + "\\n";
+  const s = e({ type: "thread.started", thread_id: "0199a213-81c0-7800-8aa1-bbab2a035a53" }) + e({ type: "turn.completed", usage: { input_tokens: 1, output_tokens: 2 } });
+  process.stdout.write(s, () => process.exit(0));
+});
+`;
+
+const REPORT = /^Background job/;
+const TERMINAL = ["turn.completed", "turn.failed", "turn.cancelled"];
+
+interface Setup {
+  rig: Rig;
+  c: ScvClient;
+  session: string;
+  exited: Promise<number | null>;
+  marks: string;
+}
+
+async function setup(): Promise<Setup> {
+  const rig = await startRig({
+    settings: { approval_policy: "never" },
+    fake: { defaultTurn: (_api, json) => ({ steps: [{ text: REPORT.test(lastUserText(json)) ? "reported" : "ok" }] }) },
+  });
+  const bin = mkdtempSync(join(tmpdir(), "fake-codex-retry-"));
+  writeFileSync(join(bin, "codex"), FAKE_CODEX);
+  chmodSync(join(bin, "codex"), 0o755);
+  const marks = join(bin, "marks");
+  mkdirSync(marks);
+  const { client: c, exited } = spawnStdio({ ...rig.env, PATH: `${bin}:${process.env.PATH ?? ""}` });
+  const s = await c.open();
+  return { rig, c, session: s.session_id as string, exited, marks };
+}
+
+/** Resolves once `n` fake agents have run and Berth has read (and removed) each one's -o file. */
+async function jobsEnded(marks: string, n: number): Promise<void> {
+  for (;;) {
+    const files = readdirSync(marks);
+    if (files.length >= n && files.every((f) => !existsSync(readFileSync(join(marks, f), "utf8")))) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/**
+ * A client turn starting a background job per reply size, held open until they all ended (so they end unseen) and
+ * `until` settled, then `report`: the provider's answer to the first report turn.
+ */
+async function startJobs(x: Setup, sizes: number[], report: FakeTurn, until: Promise<void> = Promise.resolve()): Promise<void> {
+  const done = Promise.all([jobsEnded(x.marks, sizes.length), until]);
+  x.rig.fake.script([
+    { steps: sizes.map((a, i) => ({ toolCall: { id: `call_${i}`, name: "agent_codex", arguments: { prompt: JSON.stringify({ a }), background: true } } })) },
+    { steps: [{ hold: done }, { text: "started" }] },
+    report,
+  ]);
+  const t = await x.c.turn(x.session, "start the jobs");
+  assert.equal(t.terminal.type, "turn.completed", JSON.stringify(t.terminal));
+}
+
+/** The `n`th report turn (`background:<n>` in this process): its `turn.started`, and its terminal once it ended. */
+async function reportTurn(x: Setup, n: number): Promise<{ started: Msg; terminal: Promise<Msg> }> {
+  const rid = `background:${n}`;
+  const started = await x.c.waitFor((m) => m.type === "turn.started" && m.request_id === rid, 0, `report turn ${n}`);
+  return { started, terminal: x.c.waitFor((m) => m.request_id === rid && TERMINAL.includes(m.type as string), 0, `the end of report turn ${n}`) };
+}
+
+/** The request IDs of the turns started so far, in order. */
+const turnsStarted = (x: Setup): string[] => x.c.frames.filter((m) => m.type === "turn.started").map((m) => m.request_id as string);
+const reportPrompts = (x: Setup): string[] => x.rig.fake.requests.filter((q) => q.method === "POST" && REPORT.test(lastUserText(q.json))).map((q) => lastUserText(q.json));
+
+async function close(x: Setup): Promise<void> {
+  x.c.end();
+  assert.equal(await x.exited, 0);
+  await x.rig.fake.close();
+}
+
+it("a report turn the provider fails names no job settled; the jobs are reported again after the next turn, once", { timeout: 60_000 }, async () => {
+  const x = await setup();
+  try {
+    await startJobs(x, [10], { status: 400 });
+    const first = await reportTurn(x, 1);
+    assert.deepEqual(first.started.origin, { kind: "background", jobs: ["job-1"] });
+    const failed = await first.terminal;
+    assert.equal(failed.type, "turn.failed", JSON.stringify(failed));
+    // The model never saw the result: the terminal event names no job (before: job-1, as if settled).
+    assert.deepEqual(failed.origin, { kind: "background", jobs: [] });
+    // No report is started again by itself; the user's next turn runs, and once it ended the job is reported again.
+    const user = await x.c.turn(x.session, "anything new?");
+    assert.equal(user.terminal.type, "turn.completed");
+    const again = await reportTurn(x, 2);
+    assert.deepEqual(again.started.origin, { kind: "background", jobs: ["job-1"] });
+    const done = await again.terminal;
+    assert.equal(done.type, "turn.completed", JSON.stringify(done));
+    assert.deepEqual(done.origin, { kind: "background", jobs: ["job-1"] });
+    assert.deepEqual(turnsStarted(x).slice(1), ["background:1", user.requestId, "background:2"]);
+    const prompts = reportPrompts(x);
+    assert.equal(prompts.length, 2);
+    for (const p of prompts) assert.match(p, /^Background job job-1 \(agent_codex: \{"a":10\}\) ended: completed\.\n\{.*"reply":"a{10}"/s);
+    // Settled now: the next turn runs with no report between, and is followed by none.
+    const next = await x.c.turn(x.session, "and now?");
+    assert.equal(next.terminal.type, "turn.completed");
+    const last = await x.c.turn(x.session, "still there?");
+    assert.equal(last.terminal.type, "turn.completed");
+    assert.deepEqual(turnsStarted(x).slice(1), ["background:1", user.requestId, "background:2", next.requestId, last.requestId]);
+  } finally {
+    await close(x);
+  }
+});
+
+it("a report turn the user cancels leaves its job unsettled: agent_status with no job named shows and settles it", { timeout: 60_000 }, async () => {
+  const x = await setup();
+  try {
+    await startJobs(x, [10], { steps: [{ waitForAbort: true }] });
+    const first = await reportTurn(x, 1);
+    assert.deepEqual(first.started.origin, { kind: "background", jobs: ["job-1"] });
+    await x.rig.fake.waitForRequests(3);
+    x.c.request({ type: "turn.cancel", session_id: x.session, turn_id: first.started.turn_id });
+    const cancelled = await first.terminal;
+    assert.equal(cancelled.type, "turn.cancelled", JSON.stringify(cancelled));
+    assert.deepEqual(cancelled.origin, { kind: "background", jobs: [] });
+    // The model asks: the job's result is shown for the first time, so the call names it settled.
+    x.rig.fake.script([{ steps: [{ toolCall: { id: "call_s", name: "agent_status", arguments: {} } }] }, { steps: [{ text: "ok" }] }]);
+    const t = await x.c.turn(x.session, "status");
+    assert.equal(t.terminal.type, "turn.completed");
+    const status = t.frames.find((f) => f.type === "tool.completed" && f.call_id === "call_s")!;
+    assert.match(status.output as string, /"job":"job-1".*\\"reply\\":\\"a{10}\\"/);
+    assert.deepEqual(((status.jobs as Msg[] | undefined) ?? []).map((j) => `${j.job}:${j.status}`), ["job-1:completed"]);
+    // Seen through the tool: it is not reported again.
+    const next = await x.c.turn(x.session, "and now?");
+    assert.equal(next.terminal.type, "turn.completed");
+    assert.deepEqual(turnsStarted(x).slice(1), ["background:1", t.requestId, next.requestId]);
+  } finally {
+    await close(x);
+  }
+});
+
+it("a completed report that left a job out for room is followed by the next report, after the prompt the user queued", { timeout: 60_000 }, async () => {
+  const x = await setup();
+  try {
+    // Two results of 30 000 bytes: the first report (40 KiB) shows job-1 and names job-2. It is held until the user
+    // has queued a prompt.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    await startJobs(x, [30_000, 30_000], { steps: [{ hold: held }, { text: "reported" }] });
+    const first = await reportTurn(x, 1);
+    assert.deepEqual(first.started.origin, { kind: "background", jobs: ["job-1"] });
+    const from = x.c.frames.length;
+    const queued = x.c.request({ type: "turn.start", session_id: x.session, prompt: "meanwhile" });
+    await x.c.waitFor((m) => m.type === "queue.enqueued" && m.request_id === queued, from, "the user's prompt queued");
+    release();
+    assert.equal((await first.terminal).type, "turn.completed");
+    const user = await x.c.waitFor((m) => m.request_id === queued && TERMINAL.includes(m.type as string), from, "the user's turn");
+    assert.equal(user.type, "turn.completed");
+    // Before: job-2 waited, unseen, until another job ended.
+    const second = await reportTurn(x, 2);
+    assert.deepEqual(second.started.origin, { kind: "background", jobs: ["job-2"] });
+    assert.equal((await second.terminal).type, "turn.completed");
+    assert.deepEqual(turnsStarted(x).slice(1), ["background:1", queued, "background:2"]);
+    const prompts = reportPrompts(x);
+    assert.equal(prompts.length, 2);
+    assert.match(prompts[0]!, /Background job job-2 \(agent_codex: \{"a":30000\}, completed\) also ended; its result did not fit/);
+    assert.match(prompts[1]!, /^Background job job-2 \(agent_codex: \{"a":30000\}\) ended: completed\.\n\{.*"reply":"a{30000}"/s);
+    // Nothing is left: the next turn runs with no report between.
+    const next = await x.c.turn(x.session, "and now?");
+    assert.equal(next.terminal.type, "turn.completed");
+    assert.deepEqual(turnsStarted(x).slice(1), ["background:1", queued, "background:2", next.requestId]);
+  } finally {
+    await close(x);
+  }
+});
+
+it("a paused session: the next report queues behind the user's prompts and runs once unpaused, after them", { timeout: 60_000 }, async () => {
+  const x = await setup();
+  try {
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    await startJobs(x, [30_000, 30_000], { steps: [{ hold: held }, { text: "reported" }] });
+    const first = await reportTurn(x, 1);
+    const from = x.c.frames.length;
+    const pause = x.c.request({ type: "session.pause", session_id: x.session, paused: true });
+    await x.c.reply(pause, ["session.paused"], from);
+    const queued = x.c.request({ type: "turn.start", session_id: x.session, prompt: "meanwhile" });
+    await x.c.waitFor((m) => m.type === "queue.enqueued" && m.request_id === queued, from, "the user's prompt queued");
+    release();
+    assert.equal((await first.terminal).type, "turn.completed");
+    // Paused: the next report is queued, behind the user's prompt; nothing runs.
+    await x.c.waitFor((m) => m.type === "queue.enqueued" && m.request_id === "background:2", from, "the next report queued");
+    assert.deepEqual(turnsStarted(x).slice(1), ["background:1"]);
+    const resume = x.c.request({ type: "session.pause", session_id: x.session, paused: false });
+    await x.c.reply(resume, ["session.paused"], from);
+    const second = await reportTurn(x, 2);
+    assert.deepEqual(second.started.origin, { kind: "background", jobs: ["job-2"] });
+    assert.equal((await second.terminal).type, "turn.completed");
+    assert.deepEqual(turnsStarted(x).slice(1), ["background:1", queued, "background:2"]);
+  } finally {
+    await close(x);
+  }
+});
+
+it("a queued report turn the user removes settles nothing: its job is reported after the user's next turn", { timeout: 60_000 }, async () => {
+  const x = await setup();
+  try {
+    // Paused while the turn that starts the job runs: the report is queued, not run.
+    let release!: () => void;
+    const paused = new Promise<void>((r) => (release = r));
+    const from = x.c.frames.length;
+    const started = startJobs(x, [10], { steps: [{ text: "reported" }] }, paused);
+    await x.c.waitFor((m) => m.type === "tool.completed" && m.call_id === "call_0", from, "the job started");
+    const pause = x.c.request({ type: "session.pause", session_id: x.session, paused: true });
+    await x.c.reply(pause, ["session.paused"], from);
+    release();
+    await started;
+    const queued = await x.c.waitFor((m) => m.type === "queue.enqueued" && m.request_id === "background:1", from, "the report queued");
+    const entry = queued.entry as { queue_id: string; revision: number };
+    const remove = x.c.request({ type: "queue.remove", session_id: x.session, queue_id: entry.queue_id, revision: entry.revision });
+    await x.c.waitFor((m) => m.type === "queue.removed" && m.queue_id === entry.queue_id, from, "the report removed");
+    assert.equal(x.c.frames.find((m) => m.request_id === remove && m.type === "error"), undefined);
+    const resume = x.c.request({ type: "session.pause", session_id: x.session, paused: false });
+    await x.c.reply(resume, ["session.paused"], from);
+    // Not at once: the user's next turn runs, then the job is reported.
+    const user = await x.c.turn(x.session, "anything new?");
+    assert.equal(user.terminal.type, "turn.completed");
+    const again = await reportTurn(x, 2);
+    assert.deepEqual(again.started.origin, { kind: "background", jobs: ["job-1"] });
+    assert.equal((await again.terminal).type, "turn.completed");
+    assert.deepEqual(turnsStarted(x).slice(1), [user.requestId, "background:2"]);
+  } finally {
+    await close(x);
+  }
+});
