@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { it } from "node:test";
-import { JobBook, MAX_ENDED_JOBS } from "../../src/cli/delegates/jobs.js";
+import { JobBook, MAX_ENDED_JOBS, type ReportTurn } from "../../src/cli/delegates/jobs.js";
 import type { Tool, ToolResult } from "../../src/runtime/types.js";
 
 const ctx = { cwd: "/", signal: new AbortController().signal, onProgress: () => undefined };
@@ -89,5 +89,46 @@ it("running jobs are neither counted nor discarded", async () => {
   // It ended last: the first unseen ended job (job-3) made room for it.
   assert.deepEqual(await shown(tools, "job-1"), ["job-1:true"]);
   assert.match((await call(tools, "agent_status", { job: "job-3" })).content, /^agent_status: job-3 ended and was discarded/);
+  await b.close();
+});
+
+it("a job discarded while a report showing it is out: named discarded only if that report does not complete", async () => {
+  for (const completed of [true, false]) {
+    const reports: Array<{ build: () => ReportTurn | null; afterTurn: boolean }> = [];
+    const b = new JobBook((_s, build, afterTurn) => void reports.push({ build, afterTurn: afterTurn === true }));
+    const end = (): Promise<void> => b.start("s1", "agent_codex", "work", () => Promise.resolve<ToolResult>({ content: "done", isError: false })).done;
+    for (let i = 0; i < MAX_ENDED_JOBS; i++) await end();
+    const first = reports[0]!.build()!;
+    assert.equal(first.jobs.length, MAX_ENDED_JOBS);
+    // One more ends while the report is out: job-1, shown by it, is the first unseen to end and goes.
+    await end();
+    assert.equal(reports.at(-1)!.build(), null, "one report out at a time");
+    first.ended(completed);
+    const next = reports.at(-1)!;
+    // Completed: job-1 was shown, so it is not named discarded; the next report shows job-65 alone, at once.
+    // Not completed: a job ended while it was out, so the next report is at once too, naming job-1 discarded.
+    assert.equal(next.afterTurn, false);
+    const r = next.build()!;
+    if (completed) {
+      assert.deepEqual(r.jobs, [`job-${MAX_ENDED_JOBS + 1}`]);
+      assert.ok(!r.prompt.includes("discarded"), r.prompt.slice(-300));
+    } else {
+      assert.deepEqual(r.jobs, [...Array.from({ length: MAX_ENDED_JOBS }, (_, i) => `job-${i + 2}`), "job-1"]);
+      assert.match(r.prompt, /Background job job-1 ended, but its result was discarded unseen: a session keeps at most 64 ended jobs\./);
+    }
+    await b.close();
+  }
+});
+
+it("a report that did not complete with no job ended since is asked again only after the session's next turn", async () => {
+  const reports: Array<{ build: () => ReportTurn | null; afterTurn: boolean }> = [];
+  const b = new JobBook((_s, build, afterTurn) => void reports.push({ build, afterTurn: afterTurn === true }));
+  await b.start("s1", "agent_codex", "work", () => Promise.resolve<ToolResult>({ content: "done", isError: false })).done;
+  const r = reports[0]!.build()!;
+  r.ended(false);
+  r.ended(true); // told once: a second call changes nothing
+  assert.equal(reports.length, 2);
+  assert.equal(reports[1]!.afterTurn, true);
+  assert.deepEqual(reports[1]!.build()!.jobs, ["job-1"]);
   await b.close();
 });
