@@ -6,8 +6,8 @@
  * the user or the model, though the session kept them, and the failed turn's terminal event named them in
  * `origin.jobs` as if the model had seen them. And jobs a report left out for room (named in it, unseen) waited until
  * another job ended. Now a job is settled by a report turn only once it completed: one that failed or was cancelled
- * names no job in its terminal `origin.jobs`, and its jobs are reported again after the session's next turn (or when
- * another job ends), never in a loop; a completed report that left jobs out is followed by the next report, after any
+ * names no job in its terminal `origin.jobs` (as does a queued one dropped by `queue.remove` or `session.clear`), and
+ * its jobs are reported again after the session's next turn (or when another job ends), never in a loop; a completed report that left jobs out is followed by the next report, after any
  * prompt the user queued.
  *
  * Driven over `berth stdio` with a fake `codex` (the real `exec --json` stream and `-o` file) on the fake provider;
@@ -229,34 +229,41 @@ it("a paused session: the next report queues behind the user's prompts and runs 
   }
 });
 
-it("a queued report turn the user removes settles nothing: its job is reported after the user's next turn", { timeout: 60_000 }, async () => {
-  const x = await setup();
-  try {
-    // Paused while the turn that starts the job runs: the report is queued, not run.
-    let release!: () => void;
-    const paused = new Promise<void>((r) => (release = r));
-    const from = x.c.frames.length;
-    const started = startJobs(x, [10], { steps: [{ text: "reported" }] }, paused);
-    await x.c.waitFor((m) => m.type === "tool.completed" && m.call_id === "call_0", from, "the job started");
-    const pause = x.c.request({ type: "session.pause", session_id: x.session, paused: true });
-    await x.c.reply(pause, ["session.paused"], from);
-    release();
-    await started;
-    const queued = await x.c.waitFor((m) => m.type === "queue.enqueued" && m.request_id === "background:1", from, "the report queued");
-    const entry = queued.entry as { queue_id: string; revision: number };
-    const remove = x.c.request({ type: "queue.remove", session_id: x.session, queue_id: entry.queue_id, revision: entry.revision });
-    await x.c.waitFor((m) => m.type === "queue.removed" && m.queue_id === entry.queue_id, from, "the report removed");
-    assert.equal(x.c.frames.find((m) => m.request_id === remove && m.type === "error"), undefined);
-    const resume = x.c.request({ type: "session.pause", session_id: x.session, paused: false });
-    await x.c.reply(resume, ["session.paused"], from);
-    // Not at once: the user's next turn runs, then the job is reported.
-    const user = await x.c.turn(x.session, "anything new?");
-    assert.equal(user.terminal.type, "turn.completed");
-    const again = await reportTurn(x, 2);
-    assert.deepEqual(again.started.origin, { kind: "background", jobs: ["job-1"] });
-    assert.equal((await again.terminal).type, "turn.completed");
-    assert.deepEqual(turnsStarted(x).slice(1), [user.requestId, "background:2"]);
-  } finally {
-    await close(x);
-  }
-});
+for (const drop of ["queue.remove", "session.clear"] as const) {
+  it(`a queued report turn dropped by ${drop} settles nothing: its job is reported after the user's next turn`, { timeout: 60_000 }, async () => {
+    const x = await setup();
+    try {
+      // Paused while the turn that starts the job runs: the report is queued, not run.
+      let release!: () => void;
+      const paused = new Promise<void>((r) => (release = r));
+      const from = x.c.frames.length;
+      const started = startJobs(x, [10], { steps: [{ text: "reported" }] }, paused);
+      await x.c.waitFor((m) => m.type === "tool.completed" && m.call_id === "call_0", from, "the job started");
+      const pause = x.c.request({ type: "session.pause", session_id: x.session, paused: true });
+      await x.c.reply(pause, ["session.paused"], from);
+      release();
+      await started;
+      const queued = await x.c.waitFor((m) => m.type === "queue.enqueued" && m.request_id === "background:1", from, "the report queued");
+      const entry = queued.entry as { queue_id: string; revision: number };
+      if (drop === "queue.remove") {
+        const remove = x.c.request({ type: "queue.remove", session_id: x.session, queue_id: entry.queue_id, revision: entry.revision });
+        await x.c.waitFor((m) => m.type === "queue.removed" && m.queue_id === entry.queue_id, from, "the report removed");
+        assert.equal(x.c.frames.find((m) => m.request_id === remove && m.type === "error"), undefined);
+      } else {
+        const clear = x.c.request({ type: "session.clear", session_id: x.session });
+        assert.equal((await x.c.reply(clear, ["session.cleared"], from)).type, "session.cleared");
+      }
+      const resume = x.c.request({ type: "session.pause", session_id: x.session, paused: false });
+      await x.c.reply(resume, ["session.paused"], from);
+      // Not at once: the user's next turn runs, then the job is reported.
+      const user = await x.c.turn(x.session, "anything new?");
+      assert.equal(user.terminal.type, "turn.completed");
+      const again = await reportTurn(x, 2);
+      assert.deepEqual(again.started.origin, { kind: "background", jobs: ["job-1"] });
+      assert.equal((await again.terminal).type, "turn.completed");
+      assert.deepEqual(turnsStarted(x).slice(1), [user.requestId, "background:2"]);
+    } finally {
+      await close(x);
+    }
+  });
+}
