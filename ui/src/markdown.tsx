@@ -166,7 +166,9 @@ function renderMarkdown(src: string): JSX.Element {
       const ordered = /\d/.test(bullet[1]!);
       const items: ComponentChildren[] = [];
       while (i < lines.length) {
-        const b = /^\s*([-*+]|\d+[.)])\s+(.*)$/.exec(lines[i]!);
+        // `s`: every line the bullet test matched is an item, a `\r` before the newline (CRLF text) included. Without
+        // it such a line made an empty list and was read again, forever: the page hung.
+        const b = /^\s*([-*+]|\d+[.)])\s+(.*)$/s.exec(lines[i]!);
         if (!b || /\d/.test(b[1]!) !== ordered) break;
         items.push(<li key={items.length}>{inline(b[2]!)}</li>);
         i++;
