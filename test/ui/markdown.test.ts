@@ -11,6 +11,55 @@ import { loadHarness } from "./md-harness.js";
 
 const skip = browserSkipReason();
 
+/** Words, wrapped into lines of about 70 characters, `n` characters in all. */
+function prose(n: number, seed: number, lineBreaks = true): string {
+  const words = ["alpha", "**bold**", "*it*", "`code`", "[ok](https://x.test/a)", "[no](javascript:alert(1))", "<b>raw</b>", "beta", "gamma"];
+  let s = "";
+  let line = 0;
+  let x = seed;
+  while (s.length < n) {
+    x = (x * 1103515245 + 12345) % 2147483648;
+    const w = words[x % words.length]!;
+    s += w;
+    line += w.length + 1;
+    if (lineBreaks && line > 70) {
+      s += "\n";
+      line = 0;
+    } else s += " ";
+  }
+  return s.slice(0, n).trimEnd();
+}
+
+const HEAD = [
+  "# Title",
+  "Intro with **bold**, *it*, `co\u202ede` and [a link](https://x.test) and [bad](javascript:alert(1)).",
+  "",
+  "```ts",
+  'const a = "s"; // \u0007 c',
+  "/* open",
+  "```",
+  "- one",
+  "- two",
+  "1. n",
+  "2) m",
+  "> quote",
+  ">more",
+  "---",
+  "~~~",
+  "inside ``` not a close",
+  "~~~",
+  "text right after",
+  "## Sub",
+  "```",
+  "",
+  "",
+  "```",
+  "",
+].join("\n");
+const TAIL = ["", "* star\r", "* crlf\r", "", "> q \u2028 sep", "```py", "# comment", "'str", ""].join("\n");
+/** A mixed document: blocks of every kind, a paragraph of ~10 kB in lines, one of ~9 kB on one line, an unclosed fence. */
+const DOC = HEAD + prose(10_000, 1) + "\n\n" + prose(9_000, 2, false) + "\n" + TAIL + "```";
+
 describe("web UI: markdown rendered while it streams", { skip, timeout: UI_TEST_MS }, () => {
   let browser: Browser;
   let page: Page;
@@ -20,6 +69,55 @@ describe("web UI: markdown rendered while it streams", { skip, timeout: UI_TEST_
     await loadHarness(page);
   });
   after(async () => browser?.close());
+
+  const check = (srcs: string[]) => page.evaluate(`md.check(${JSON.stringify(srcs)})`);
+
+  test("appended a character, or a chunk, at a time: every frame equals a fresh render of the same text", async () => {
+    // Every prefix through the short blocks (each fence opens in one frame and closes in a later one), the start of the
+    // first long paragraph and the last blocks; every 97th through the long paragraphs.
+    const lens: number[] = [];
+    for (let n = 0; n <= DOC.length; n++) if (n <= HEAD.length + 200 || n >= DOC.length - TAIL.length - 20 || n % 97 === 0) lens.push(n);
+    assert.equal(await check(lens.map((n) => DOC.slice(0, n))), null);
+    // Chunks of 1 to 600 characters, cut anywhere.
+    const chunks: string[] = [];
+    for (let n = 0, x = 7; n < DOC.length; ) {
+      x = (x * 1103515245 + 12345) % 2147483648;
+      n = Math.min(DOC.length, n + 1 + (x % 600));
+      chunks.push(DOC.slice(0, n));
+    }
+    assert.equal(await check(["", ...chunks]), null);
+  });
+
+  test("text edited rather than appended is rendered from nothing: no block of the old text stays", async () => {
+    const edits = [
+      DOC,
+      DOC.replace("# Title", "# Titel"), // a changed first block
+      DOC.slice(0, HEAD.indexOf("/* open")), // cut inside a fence
+      DOC.slice(0, HEAD.indexOf("/* open")) + "x\n", // a fence that was closed later, now still open
+      DOC.replace("```ts", "```sh"), // a fence's language
+      DOC.slice(0, HEAD.length + 5_000).replace("alpha", "- alpha"), // a paragraph that is now a list
+      HEAD + prose(10_000, 3), // a long paragraph's runs with other words
+      "",
+      "- a\n- b",
+      "1. a\n- b",
+      DOC,
+    ];
+    assert.equal(await check(edits), null);
+  });
+
+  test("a frame builds only what the appended text changes: closed blocks and a long paragraph's runs are reused", async () => {
+    // 1,600 blocks, then an answer's next words.
+    const blocks = Array.from({ length: 400 }, (_, i) => `## Part ${i}\n\nSome *text* and \`code\` ${i}.\n\n- item\n- item\n\n\`\`\`js\nlet x = ${i};\n\`\`\`\n`).join("\n");
+    const long = prose(300_000, 4);
+    for (const src of [blocks + "\nThe next", long]) {
+      await page.evaluate(`md.step(${JSON.stringify("")})`);
+      const first = await page.evaluate<{ made: number }>(`md.step(${JSON.stringify(src)})`);
+      const next = await page.evaluate<{ made: number }>(`md.step(${JSON.stringify(src + " words")})`);
+      assert.ok(first.made > 1_000, `${first.made} elements for the whole text`);
+      // The last block, or a long paragraph's last run (at most ~4 kB): a few hundred at most.
+      assert.ok(next.made < 500, `${next.made} elements built to append two words after ${first.made}`);
+    }
+  });
 
   test("a list whose lines end in \\r (CRLF text) is rendered: the page hung in an endless loop", async () => {
     const html = await page.evaluate<string>(`md.fresh(${JSON.stringify("Steps:\r\n\r\n- one\r\n- two\r\n1. three\u2028four\r\n")})`);

@@ -4,189 +4,220 @@
  * paragraphs, fenced code blocks (highlighted), inline code, bold, italic, links (http, https
  * and mailto only; opened in a new tab with no referrer), bullet and numbered lists, quotes and
  * horizontal rules. Anything else is plain text. In code (spans and blocks) bidirectional and other invisible
- * controls are shown as `<U+XXXX>`: a command in an answer cannot look like another.
+ * controls are shown as `<U+XXXX>`: a command in an answer cannot look like another (spans: ./md-inline.tsx).
+ *
+ * Streaming: an answer grows by appending, and is rendered once per frame. The blocks are parsed line by line as a
+ * push parser over complete lines (those followed by a newline); a block the parser has closed can never change as
+ * text is appended, so its element is built once and returned again, the same object, in every later frame (Preact
+ * skips an element it was given before). Each frame parses only the lines completed since the last one, then lays out
+ * the still-open block and the unfinished last line on a copy of the parser. A long paragraph's runs are kept the
+ * same way. A `src` that does not extend the last one starts again from nothing. See docs/ui.md, "Long answers".
  */
 import { Component, type ComponentChildren, type JSX } from "preact";
-import { codeTokens, INLINE_SPANS } from "../../src/core/markdown-syntax.js";
-import { visibleControls } from "../../src/core/visible-controls.js";
-
-const SAFE_LINK = /^(https?:|mailto:)/i;
-
-function inline(text: string, key = 0): ComponentChildren[] {
-  const out: ComponentChildren[] = [];
-  // Order matters: code spans first (their content is literal), then links, bold, italic.
-  const re = new RegExp(INLINE_SPANS, "g");
-  let last = 0;
-  let m: RegExpExecArray | null;
-  let k = key;
-  while ((m = re.exec(text)) !== null) {
-    if (m.index > last) out.push(text.slice(last, m.index));
-    if (m[1] !== undefined) out.push(<code key={k++}>{visibleControls(m[1])}</code>);
-    else if (m[2] !== undefined) {
-      const href = m[3]!;
-      out.push(
-        SAFE_LINK.test(href) ? (
-          <a key={k++} href={href} target="_blank" rel="noopener noreferrer">
-            {m[2]}
-          </a>
-        ) : (
-          m[0]
-        ),
-      );
-    } else if (m[4] !== undefined || m[5] !== undefined) out.push(<strong key={k++}>{inline((m[4] ?? m[5])!, k * 100)}</strong>);
-    else out.push(<em key={k++}>{(m[6] ?? m[7])!}</em>);
-    last = re.lastIndex;
-  }
-  if (last < text.length) out.push(text.slice(last));
-  return out;
-}
-
-// ── Code highlighting: a tokenizer for the common shapes (strings, comments, numbers, keywords).
-const KEYWORDS = new Set(
-  (
-    "as async await break case catch class const continue def default del do elif else enum export extends false finally fn for from func function go " +
-    "if impl import in interface let match mut new nil none not null or package pass pub raise return self static struct super switch " +
-    "this throw true try type typeof undefined use var void while with yield echo fi then esac done local"
-  ).split(" "),
-);
-const HASH_LANGS = /^(py|python|sh|bash|shell|zsh|rb|ruby|yaml|yml|toml|r|perl|make|dockerfile)$/i;
-const NUMBER = /\d[\d_.xXa-fA-F]*\b/y;
-const WORD = /[A-Za-z_$][\w$]*/y;
-const CLASS = { comment: "tok-comment", string: "tok-string", number: "tok-number" } as const;
-
-/**
- * Highlighted `code`: comments, strings, numbers and keywords (`codeTokens`: linear for any input). Code is what a
- * reader copies and runs, so its controls are shown, not obeyed (core/visible-controls.ts).
- */
-export function highlight(source: string, lang: string): ComponentChildren[] {
-  const code = visibleControls(source);
-  const tokens = codeTokens(code, { hash: HASH_LANGS.test(lang) ? "comment" : "plain", slash: true, backtick: true, number: NUMBER, word: WORD });
-  const out: ComponentChildren[] = [];
-  let last = 0;
-  let k = 0;
-  for (const t of tokens) {
-    const cls = t.kind === "word" ? (KEYWORDS.has(code.slice(t.start, t.end)) ? "tok-keyword" : null) : t.kind === "plain" ? null : CLASS[t.kind];
-    if (cls === null) continue;
-    if (t.start > last) out.push(code.slice(last, t.start));
-    out.push(
-      <span key={k++} class={cls}>
-        {code.slice(t.start, t.end)}
-      </span>,
-    );
-    last = t.end;
-  }
-  if (last < code.length) out.push(code.slice(last));
-  return out;
-}
+import { highlight, inline } from "./md-inline.js";
 
 const RUN = 4096;
-/** Split at the first whitespace at or after each multiple of RUN (stable under appending). */
-function runs(text: string): string[] {
-  const out: string[] = [];
-  let start = 0;
-  let target = RUN;
-  while (target < text.length) {
-    const ws = text.slice(target).search(/\s/);
-    if (ws === -1) break;
-    const cut = target + ws + 1;
-    out.push(text.slice(start, cut));
-    start = cut;
-    target = Math.max(cut, target + RUN);
+const FENCE = /^\s*(```|~~~)\s*([\w+#.-]*)/;
+const HEADING = /^(#{1,6})\s+(.*)$/;
+const RULE = /^\s*([-*_])(\s*\1){2,}\s*$/;
+const BULLET = /^\s*([-*+]|\d+[.)])\s+/;
+/** An item's text: `s`, so that every line BULLET matches is an item (a `\r` before the newline is text too). */
+const ITEM = /^\s*([-*+]|\d+[.)])\s+(.*)$/s;
+const QUOTE = /^\s*>/;
+
+/**
+ * A long paragraph is laid out in runs: cut at the first whitespace at or after each multiple of RUN from its start, so
+ * the cuts never move as text is appended and each frame re-lays out only the last run. One cache per component: the
+ * runs built for the paragraph starting at `start` (with its first key), each with the parser state after its cut.
+ */
+interface RunCache {
+  start: number;
+  key: number;
+  done: { end: number; target: number; el: ComponentChildren }[];
+}
+
+type Open =
+  | { kind: "none" }
+  | { kind: "fence"; marker: string; lang: string; bodyStart: number; bodyEnd: number }
+  | { kind: "list"; ordered: boolean; items: ComponentChildren[] }
+  | { kind: "quote"; lines: string[] };
+const NONE: Open = { kind: "none" };
+
+/** The block parser: fed whole lines of `src` by offsets; `out` holds the blocks it closed, in order. */
+class Blocks {
+  key = 0;
+  open: Open = NONE;
+  /** The open paragraph: from `paraStart` to `paraEnd` in `src` (-1: none). */
+  paraStart = -1;
+  paraEnd = -1;
+  constructor(
+    public src: string,
+    public out: ComponentChildren[],
+    private readonly cache: { runs?: RunCache },
+  ) {}
+
+  /** A copy that writes its blocks to `out`: this parser's state is left as it was. */
+  fork(out: ComponentChildren[]): Blocks {
+    const b = new Blocks(this.src, out, this.cache);
+    b.key = this.key;
+    b.paraStart = this.paraStart;
+    b.paraEnd = this.paraEnd;
+    const o = this.open;
+    b.open = o.kind === "list" ? { ...o, items: [...o.items] } : o.kind === "quote" ? { ...o, lines: [...o.lines] } : o.kind === "fence" ? { ...o } : o;
+    return b;
   }
-  out.push(text.slice(start));
-  return out;
+
+  /** The line `src[start, end)`. */
+  line(start: number, end: number): void {
+    const line = this.src.slice(start, end);
+    const o = this.open;
+    if (o.kind === "fence") {
+      if (line.trimStart().startsWith(o.marker)) this.closeOpen();
+      else {
+        if (o.bodyStart === -1) o.bodyStart = start;
+        o.bodyEnd = end;
+      }
+      return;
+    }
+    if (o.kind === "list") {
+      const b = ITEM.exec(line);
+      if (b && /\d/.test(b[1]!) === o.ordered) {
+        o.items.push(<li key={o.items.length}>{inline(b[2]!)}</li>);
+        return;
+      }
+      this.closeOpen();
+    } else if (o.kind === "quote") {
+      if (QUOTE.test(line)) {
+        o.lines.push(line.replace(/^\s*>\s?/, ""));
+        return;
+      }
+      this.closeOpen();
+    }
+    const fence = FENCE.exec(line);
+    if (fence) {
+      this.flush();
+      this.open = { kind: "fence", marker: fence[1]!, lang: fence[2] ?? "", bodyStart: -1, bodyEnd: -1 };
+      return;
+    }
+    const heading = HEADING.exec(line);
+    if (heading) {
+      this.flush();
+      const H = `h${Math.min(heading[1]!.length + 2, 6)}` as "h3";
+      this.out.push(<H key={this.key++}>{inline(heading[2]!)}</H>);
+      return;
+    }
+    if (RULE.test(line)) {
+      this.flush();
+      this.out.push(<hr key={this.key++} />);
+      return;
+    }
+    const bullet = BULLET.exec(line);
+    if (bullet) {
+      this.flush();
+      this.open = { kind: "list", ordered: /\d/.test(bullet[1]!), items: [] };
+      this.line(start, end);
+      return;
+    }
+    if (QUOTE.test(line)) {
+      this.flush();
+      this.open = { kind: "quote", lines: [] };
+      this.line(start, end);
+      return;
+    }
+    if (line.trim() === "") this.flush();
+    else {
+      if (this.paraStart === -1) this.paraStart = start;
+      this.paraEnd = end;
+    }
+  }
+
+  /** The end of the text: what is open is closed. */
+  end(): void {
+    this.closeOpen();
+    this.flush();
+  }
+
+  private closeOpen(): void {
+    const o = this.open;
+    this.open = NONE;
+    if (o.kind === "fence") {
+      const code = o.bodyStart === -1 ? "" : this.src.slice(o.bodyStart, o.bodyEnd);
+      this.out.push(
+        <pre key={this.key++} class="code" data-lang={o.lang || undefined}>
+          <code>{highlight(code, o.lang)}</code>
+        </pre>,
+      );
+    } else if (o.kind === "list") this.out.push(o.ordered ? <ol key={this.key++}>{o.items}</ol> : <ul key={this.key++}>{o.items}</ul>);
+    else if (o.kind === "quote") this.out.push(<blockquote key={this.key++}>{inline(o.lines.join("\n"))}</blockquote>);
+  }
+
+  private flush(): void {
+    if (this.paraStart === -1) return;
+    const [start, end] = [this.paraStart, this.paraEnd];
+    this.paraStart = this.paraEnd = -1;
+    if (end - start <= RUN) this.out.push(<p key={this.key++}>{inline(this.src.slice(start, end))}</p>);
+    else this.runs(start, end);
+  }
+
+  /** The paragraph `src[start, end)` in runs, reusing the runs already built for it. */
+  private runs(start: number, end: number): void {
+    let c = this.cache.runs;
+    if (!c || c.start !== start || c.key !== this.key) c = this.cache.runs = { start, key: this.key, done: [] };
+    // A cut past the end of a paragraph that got shorter (its last line turned out to start a list) is dropped.
+    while (c.done.length && c.done[c.done.length - 1]!.end > end) c.done.pop();
+    let from = c.done.length ? c.done[c.done.length - 1]!.end : start;
+    let target = c.done.length ? c.done[c.done.length - 1]!.target : start + RUN;
+    while (target < end) {
+      const ws = this.src.slice(target, end).search(/\s/);
+      if (ws === -1) break;
+      const cut = target + ws + 1;
+      c.done.push({ end: cut, target: Math.max(cut, target + RUN), el: <p key={this.key + c.done.length} class="run">{inline(this.src.slice(from, cut))}</p> });
+      from = cut;
+      target = Math.max(cut, target + RUN);
+    }
+    for (const r of c.done) this.out.push(r.el);
+    this.key += c.done.length;
+    this.out.push(<p key={this.key++} class="run">{inline(this.src.slice(from, end))}</p>);
+  }
+}
+
+/** What a Markdown component keeps between renders. */
+interface Memo {
+  src: string;
+  /** Offset after the last complete line fed to `blocks`. */
+  fed: number;
+  blocks: Blocks;
+}
+
+function render(memo: Memo | undefined, src: string): { memo: Memo; el: JSX.Element } {
+  if (!memo || !src.startsWith(memo.src)) memo = { src, fed: 0, blocks: new Blocks(src, [], {}) };
+  const b = memo.blocks;
+  memo.src = b.src = src;
+  const lastNl = src.lastIndexOf("\n");
+  for (let nl = src.indexOf("\n", memo.fed); nl !== -1 && nl <= lastNl; nl = src.indexOf("\n", memo.fed)) {
+    b.line(memo.fed, nl);
+    memo.fed = nl + 1;
+  }
+  const tail = b.fork([]);
+  tail.line(memo.fed, src.length);
+  tail.end();
+  return { memo, el: <div class="md">{b.out.concat(tail.out)}</div> };
 }
 
 /**
  * Render markdown `src` to elements. Safe for untrusted input (no HTML is ever interpreted). Rendered again only when
  * `src` changed: a running turn renders with every frame, and of its answer's parts only the last one grows (a long
- * agentic turn, 150 parts of prose between tool calls, re-parsed them all per streamed word).
+ * agentic turn, 150 parts of prose between tool calls, re-parsed them all per streamed word); and then only what
+ * the appended text can change (the module comment).
  */
 export class Markdown extends Component<{ src: string }> {
+  private memo: Memo | undefined;
   override shouldComponentUpdate(next: { src: string }): boolean {
     return next.src !== this.props.src;
   }
   override render(): JSX.Element {
-    return renderMarkdown(this.props.src);
+    const r = render(this.memo, this.props.src);
+    this.memo = r.memo;
+    return r.el;
   }
-}
-
-function renderMarkdown(src: string): JSX.Element {
-  const blocks: ComponentChildren[] = [];
-  const lines = src.split("\n");
-  let i = 0;
-  let key = 0;
-  let para: string[] = [];
-  const flush = () => {
-    if (para.length) {
-      const text = para.join("\n");
-      if (text.length <= RUN) blocks.push(<p key={key++}>{inline(text)}</p>);
-      // A very long paragraph (a streaming answer) is laid out in runs whose boundaries never
-      // move as text is appended, so each frame re-lays out only the last run.
-      else for (const run of runs(text)) blocks.push(<p key={key++} class="run">{inline(run)}</p>);
-    }
-    para = [];
-  };
-  while (i < lines.length) {
-    const line = lines[i]!;
-    const fence = /^\s*(```|~~~)\s*([\w+#.-]*)/.exec(line);
-    if (fence) {
-      flush();
-      const lang = fence[2] ?? "";
-      const body: string[] = [];
-      i++;
-      while (i < lines.length && !lines[i]!.trimStart().startsWith(fence[1]!)) body.push(lines[i++]!);
-      i++; // closing fence (or end of a still-streaming block)
-      const code = body.join("\n");
-      blocks.push(
-        <pre key={key++} class="code" data-lang={lang || undefined}>
-          <code>{highlight(code, lang)}</code>
-        </pre>,
-      );
-      continue;
-    }
-    const heading = /^(#{1,6})\s+(.*)$/.exec(line);
-    if (heading) {
-      flush();
-      const level = Math.min(heading[1]!.length + 2, 6);
-      const H = `h${level}` as "h3";
-      blocks.push(<H key={key++}>{inline(heading[2]!)}</H>);
-      i++;
-      continue;
-    }
-    if (/^\s*([-*_])(\s*\1){2,}\s*$/.test(line)) {
-      flush();
-      blocks.push(<hr key={key++} />);
-      i++;
-      continue;
-    }
-    const bullet = /^\s*([-*+]|\d+[.)])\s+/.exec(line);
-    if (bullet) {
-      flush();
-      const ordered = /\d/.test(bullet[1]!);
-      const items: ComponentChildren[] = [];
-      while (i < lines.length) {
-        // `s`: every line the bullet test matched is an item, a `\r` before the newline (CRLF text) included. Without
-        // it such a line made an empty list and was read again, forever: the page hung.
-        const b = /^\s*([-*+]|\d+[.)])\s+(.*)$/s.exec(lines[i]!);
-        if (!b || /\d/.test(b[1]!) !== ordered) break;
-        items.push(<li key={items.length}>{inline(b[2]!)}</li>);
-        i++;
-      }
-      blocks.push(ordered ? <ol key={key++}>{items}</ol> : <ul key={key++}>{items}</ul>);
-      continue;
-    }
-    if (/^\s*>/.test(line)) {
-      flush();
-      const q: string[] = [];
-      while (i < lines.length && /^\s*>/.test(lines[i]!)) q.push(lines[i++]!.replace(/^\s*>\s?/, ""));
-      blocks.push(<blockquote key={key++}>{inline(q.join("\n"))}</blockquote>);
-      continue;
-    }
-    if (line.trim() === "") flush();
-    else para.push(line);
-    i++;
-  }
-  flush();
-  return <div class="md">{blocks}</div>;
 }
