@@ -167,10 +167,15 @@ function TurnView({ turn, chat, client, active }: { turn: Turn; chat: string; cl
     </article>
   );
 }
-/** Completed turns never change (the model appends new objects), so they render once. */
-class DoneTurn extends Component<{ turn: Turn; chat: string; client: AhpClient; active: boolean }> {
-  override shouldComponentUpdate(next: { turn: Turn }): boolean {
-    return next.turn !== this.props.turn;
+/**
+ * A turn in the transcript. Completed turns never change (the model appends new objects), so they render once; the
+ * active turn is mutated in place and renders with every change. The active turn and the completed turn it becomes
+ * are one list entry (same key, same component), so completing keeps what is on the page: it used to mount the turn
+ * anew, which rendered a long answer from nothing in one frame (0.7 s for 1 MB) and closed what the user had opened.
+ */
+class TurnEntry extends Component<{ turn: Turn; chat: string; client: AhpClient; active: boolean; rev?: number }> {
+  override shouldComponentUpdate(next: { turn: Turn; active: boolean }): boolean {
+    return next.active || next.active !== this.props.active || next.turn !== this.props.turn;
   }
   override render() {
     return <TurnView {...this.props} />;
@@ -320,10 +325,13 @@ export function SessionView({ model, client, uri, onBack }: { model: Model; clie
         {chat ? (
           <>
             <LoadEarlier chat={chat} client={client} model={model} />
-            {chat.turns.map((t) => (
-              <DoneTurn key={t.id} turn={t} chat={chat.resource} client={client} active={false} />
-            ))}
-            {chat.activeTurn ? <TurnView turn={chat.activeTurn} chat={chat.resource} client={client} active={true} rev={chat.rev} /> : null}
+            {(chat.activeTurn ? [...chat.turns, chat.activeTurn] : chat.turns).map((t) =>
+              t === chat.activeTurn ? (
+                <TurnEntry key={t.id} turn={t} chat={chat.resource} client={client} active={true} rev={chat.rev} />
+              ) : (
+                <TurnEntry key={t.id} turn={t} chat={chat.resource} client={client} active={false} />
+              ),
+            )}
             {chat.turns.length === 0 && !chat.activeTurn ? <p class="empty">No messages yet.</p> : null}
           </>
         ) : (
