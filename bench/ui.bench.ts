@@ -4,14 +4,17 @@
  *    floor: a Node client doing the same work over loopback (GET the page and its assets, open
  *    the AHP socket, initialize, listSessions);
  *  - the worst wait of a received-but-unrendered delta while a 20,000-delta answer streams;
- *    floor: how long a Node AHP client takes to receive that same number of deltas.
+ *    floor: how long a Node AHP client takes to receive that same number of deltas;
+ *  - the longest render while a ~1 MB markdown answer streams in, 10 kB a frame (an external backend's deltas);
+ *    floor: the longest render while a 20 kB answer streams in the same way.
  */
 import { loadavg } from "node:os";
 import WebSocket from "ws";
 import type { Figure } from "./run.js";
-import { AhpClient } from "../test/host/helpers.js";
+import { AhpClient, FakeBackend, type Json } from "../test/host/helpers.js";
 import { ended, newSession, startTurn } from "../test/host/berth-rig.js";
-import { browserSkipReason, launchBrowser, startDaemon } from "../test/ui/rig.js";
+import { browserSkipReason, launchBrowser, startDaemon, type Daemon } from "../test/ui/rig.js";
+import type { Browser } from "playwright-core";
 import type { HostHandle } from "../src/protocols/host/host.js";
 import { wsText } from "../src/transport/ws-text.js";
 
@@ -40,6 +43,55 @@ async function nodeListFloor(http: string, ahp: string, token: string): Promise<
   const ms = performance.now() - t0;
   ws.close();
   return ms;
+}
+
+/** About `n` characters of markdown: paragraphs of prose, with a heading, a list and a code block now and then. */
+function longAnswer(n: number): string {
+  const words = ["the", "answer", "**keeps**", "going", "with", "`code`", "and", "[links](https://example.test/x)", "*some*", "prose"];
+  const parts: string[] = [];
+  let size = 0;
+  for (let i = 0; size < n; i++) {
+    let para = "";
+    for (let w = 0; para.length < 600; w++) para += words[(i * 7 + w * 3) % words.length] + (w % 12 === 11 ? "\n" : " ");
+    const part = i % 10 === 0 ? `## Section ${i / 10}\n\n${para}` : i % 10 === 5 ? `- one ${i}\n- two\n\n\`\`\`js\nconst x = ${i}; // note\n\`\`\`\n\n${para}` : para;
+    parts.push(part);
+    size += part.length + 2;
+  }
+  return parts.join("\n\n").slice(0, n);
+}
+
+/**
+ * The longest render (ms) of a fresh page while an answer of `chars` streams in, 10 kB per rendered frame, and then
+ * completes (`streamingMs`: before it completes).
+ */
+async function longestRender(d: Daemon, browser: Browser, chars: number, id: string): Promise<{ ms: number; streamingMs: number; commits: number }> {
+  const { be, reg } = await FakeBackend.session({ backendSocket: d.ready.backend_socket } as unknown as HostHandle, { protocolVersion: 4, sourceId: id, title: id });
+  const session = reg.session as string;
+  const ev = (event: Json) => be.send({ type: "event", session, event });
+  const page = await browser.newPage();
+  page.setDefaultTimeout(120_000);
+  try {
+    await page.goto(d.ready.ui);
+    await page.locator(`[data-session="${session}"]`).click();
+    await page.getByLabel("Message").waitFor();
+    const text = longAnswer(chars);
+    await page.evaluate("Object.assign(globalThis.__berth.perf, { maxCommitMs: 0, commits: 0 })");
+    ev({ type: "agent_started", turnId: `${id}-1` });
+    for (let at = 0; at < text.length; at += 10_000) {
+      const commits = await page.evaluate<number>("globalThis.__berth.perf.commits");
+      for (let k = at; k < Math.min(at + 10_000, text.length); k += 1_000) ev({ type: "text_delta", text: text.slice(k, Math.min(k + 1_000, text.length)) });
+      // The page's CSP forbids waitForFunction's eval: the page polls its own counter.
+      await page.evaluate(`new Promise((done) => { const t = () => (globalThis.__berth.perf.commits > ${commits} ? done() : setTimeout(t, 4)); t(); })`);
+    }
+    const streaming = await page.evaluate<Record<string, number>>("({ ...globalThis.__berth.perf })");
+    ev({ type: "settled", cancelled: false });
+    await page.locator(".turn.done").waitFor();
+    const perf = await page.evaluate<Record<string, number>>("({ ...globalThis.__berth.perf })");
+    return { ms: perf.maxCommitMs!, streamingMs: streaming.maxCommitMs!, commits: perf.commits! };
+  } finally {
+    be.close();
+    await page.close();
+  }
 }
 
 export default async (): Promise<Figure[]> => {
@@ -106,6 +158,20 @@ export default async (): Promise<Figure[]> => {
       loadavg_1m: round(loadavg()[0]!),
     });
     c.close();
+
+    const floor = await longestRender(d, browser, 20_000, "ui-bench-short");
+    const long = await longestRender(d, browser, 1_000_000, "ui-bench-long");
+    figures.push({
+      name: "ui.stream_1mb_markdown.max_render_ms",
+      value: round(long.ms),
+      unit: "ms",
+      floor: round(floor.ms),
+      floor_note: "the longest render while a 20 kB answer streams the same way",
+      chars: 1_000_000,
+      commits: long.commits,
+      max_render_streaming_ms: round(long.streamingMs),
+      loadavg_1m: round(loadavg()[0]!),
+    });
   } finally {
     await browser.close();
     await d.stop();
