@@ -6,9 +6,7 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { Browser } from "playwright-core";
-import { FakeBackend, type Json } from "../host/helpers.js";
-import type { HostHandle } from "../../src/protocols/host/host.js";
-import { browserSkipReason, patient, UI_TEST_MS, type Daemon, withDaemonAndBrowser } from "./rig.js";
+import { backendSessionPage, browserSkipReason, UI_TEST_MS, type Daemon, withDaemonAndBrowser } from "./rig.js";
 
 const skip = browserSkipReason();
 
@@ -18,18 +16,8 @@ describe("web UI: a turn completing", { skip, timeout: UI_TEST_MS }, () => {
   withDaemonAndBrowser((x, b) => ((d = x), (browser = b)));
 
   test("keeps the answer's elements and the reasoning the user opened: it was mounted anew, collapsed", async () => {
-    const page = patient(await browser.newPage({ viewport: { width: 1280, height: 800 } }));
-    const { be, reg } = await FakeBackend.session({ backendSocket: d.ready.backend_socket } as unknown as HostHandle, {
-      protocolVersion: 4,
-      sourceId: "ui-complete",
-      title: "Completing",
-    });
-    const session = reg.session as string;
-    const ev = (event: Json) => be.send({ type: "event", session, event });
+    const { page, be, ev } = await backendSessionPage(d, browser, { sourceId: "ui-complete", title: "Completing" });
     try {
-      await page.goto(d.ready.ui);
-      await page.locator(`[data-session="${session}"]`).click();
-      await page.getByLabel("Message").waitFor();
       ev({ type: "agent_started", turnId: "C1" });
       ev({ type: "thinking_delta", text: "Weighing the options." });
       ev({ type: "text_delta", text: "First paragraph of the answer.\n\nSecond" });

@@ -6,9 +6,7 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { Browser } from "playwright-core";
-import { FakeBackend, type Json } from "../host/helpers.js";
-import type { HostHandle } from "../../src/protocols/host/host.js";
-import { browserSkipReason, patient, UI_TEST_MS, type Daemon, withDaemonAndBrowser } from "./rig.js";
+import { backendSessionPage, browserSkipReason, UI_TEST_MS, type Daemon, withDaemonAndBrowser } from "./rig.js";
 
 const skip = browserSkipReason();
 /** The most characters a backend's tool output may have (the host refuses more). */
@@ -20,18 +18,8 @@ describe("web UI: long tool text", { skip, timeout: UI_TEST_MS }, () => {
   withDaemonAndBrowser((x, b) => ((d = x), (browser = b)));
 
   test("1 MiB of output and a large input: the card keeps head and tail, counts the lines cut, shows all on request", async () => {
-    const page = patient(await browser.newPage({ viewport: { width: 1280, height: 800 } }));
-    const { be, reg } = await FakeBackend.session({ backendSocket: d.ready.backend_socket } as unknown as HostHandle, {
-      protocolVersion: 4,
-      sourceId: "ui-long",
-      title: "Long output",
-    });
-    const session = reg.session as string;
-    const ev = (event: Json) => be.send({ type: "event", session, event });
+    const { page, be, ev } = await backendSessionPage(d, browser, { sourceId: "ui-long", title: "Long output" });
     try {
-      await page.goto(d.ready.ui);
-      await page.locator(`[data-session="${session}"]`).click();
-      await page.getByLabel("Message").waitFor();
       const line = (i: number) => `line ${String(i).padStart(6, "0")} of a long build log\n`; // 32 characters
       const output = Array.from({ length: MAX_OUTPUT / 32 }, (_, i) => line(i)).join("");
       assert.equal(output.length, MAX_OUTPUT);

@@ -9,7 +9,9 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Browser } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { FakeBackend, type Json } from "../host/helpers.js";
+import type { HostHandle } from "../../src/protocols/host/host.js";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { BERTH_BIN, REPO_ROOT } from "../helpers/paths.js";
 
@@ -131,6 +133,24 @@ export function withDaemonAndBrowser(take: (d: Daemon, browser: Browser) => void
     await browser?.close();
     await d?.stop();
   });
+}
+
+/**
+ * A page showing a new session of a fake backend (protocol version 4) registered with `d`: opened from the list, its
+ * message box up. `ev` sends the backend's event for that session; close `be` and the page when done.
+ */
+export async function backendSessionPage(
+  d: Daemon,
+  browser: Browser,
+  o: { sourceId: string; title: string },
+): Promise<{ page: Page; be: FakeBackend; session: string; ev: (event: Json) => void }> {
+  const page = patient(await browser.newPage({ viewport: { width: 1280, height: 800 } }));
+  const { be, reg } = await FakeBackend.session({ backendSocket: d.ready.backend_socket } as unknown as HostHandle, { protocolVersion: 4, ...o });
+  const session = reg.session as string;
+  await page.goto(d.ready.ui);
+  await page.locator(`[data-session="${session}"]`).click();
+  await page.getByLabel("Message").waitFor();
+  return { page, be, session, ev: (event: Json) => be.send({ type: "event", session, event }) };
 }
 
 /** Test-only network fault (an init script): the page's sockets are recorded, and new ones can be made to fail. */
