@@ -254,3 +254,34 @@ test("a client-cancelled turn: the runtime's trailing events are accepted until 
     c.close();
     be.close();
   }));
+
+test("a session's status is its chats' most pressing: a turn running, then failed, in a side chat reads so in the list", () =>
+  withHost(async (h) => {
+    const { be, reg } = await FakeBackend.session(h, { protocolVersion: 9, sourceId: "side-status", chatCapabilities: caps });
+    const { c } = await AhpClient.init(h, ["ahp-root://"]);
+    const side = "ahp-chat:/side-status";
+    const pending = c.request("createChat", { channel: reg.session, chat: side, title: "Side" });
+    const cmd = await be.next((f) => f.type === "command" && f.command.type === "create_chat");
+    be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
+    assert.equal((await pending).result, null);
+    // The activity value of each root/sessionSummaryChanged for this session (the flags masked off).
+    const status = (want: number) => c.note("root/sessionSummaryChanged", (p) => p.session === reg.session && typeof p.changes.status === "number" && (p.changes.status & 31) === want);
+    const side_ = (event: Json) => be.send({ type: "chat_event", session: reg.session, chat: side, event });
+
+    // The primary chat is idle throughout: before, the session read Idle while its side chat ran and after it failed.
+    const running = status(8);
+    side_({ type: "agent_started", turnId: "s1" });
+    await running;
+    const failed = status(2);
+    side_({ type: "settled", cancelled: false, error: "the side chat's provider failed" });
+    await failed;
+    const listed = await c.request("listSessions", {});
+    assert.equal(listed.result.items.find((x: Json) => x.resource === reg.session).status & 31, 2, "the list says Error too");
+    // A later turn in that chat that completes: Idle again.
+    const idle = status(1);
+    side_({ type: "agent_started", turnId: "s2" });
+    side_({ type: "settled", cancelled: false });
+    await idle;
+    c.close();
+    be.close();
+  }));

@@ -70,7 +70,7 @@ describe("web UI: failures", { skip, timeout: UI_TEST_MS }, () => {
       await c.request("subscribe", { channel: side });
       await c.action((e) => e.channel === side && e.action.type === "chat/error", "the side chat's failure", 10_000);
 
-      // It said "idle" in both places (the daemon's session status is its primary chat's).
+      // It said "idle" in both places (the session's status was its primary chat's, in the daemon and the page).
       await page.locator(`.list [data-session="${session}"] .badge`, { hasText: /^error$/ }).waitFor();
       await page.locator(".session [data-status]", { hasText: /^error$/ }).waitFor();
       const tab = page.getByRole("navigation", { name: "Chats" }).getByRole("button", { name: /Side/ });

@@ -47,8 +47,8 @@ export function statusLabel(bits: number): "input needed" | "running" | "error" 
 
 /**
  * A session's status bits for its badges: `own` (its summary's status, or its open chat's) with the status of every
- * chat the page knows of (`state`, once the session was opened). The daemon's session status is its primary chat's,
- * so a turn that failed (or runs, or waits for input) in another chat would otherwise read "idle".
+ * chat the page knows of (`state`, once the session was opened): the daemon's session status combines its chats too,
+ * but the chat states the page holds may be newer than the last summary it sent.
  */
 export function sessionBits(own: number, state: SessionState | undefined): number {
   let bits = own;

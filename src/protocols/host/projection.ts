@@ -52,7 +52,7 @@ export function chatStatus(c: ChatModel): number {
 /**
  * A session's status: one exclusive activity value (never an OR of two: the schema allows
  * 1, 2, 8, 24, 32, 64). Error when creation failed; InputNeeded when the session or any chat
- * waits for input; else the primary chat's status.
+ * waits for input; else InProgress when any chat runs a turn, Error when any chat's last turn failed, else Idle.
  */
 export function sessionStatus(st: HostState, s: SessionModel): number {
   // The AHP flags (IsRead 32, IsArchived 64) are OR-ed onto the activity value (status-flags.ts).
@@ -63,9 +63,17 @@ function sessionActivity(st: HostState, s: SessionModel): number {
   if (s.lifecycle === "failed") return STATUS.Error;
   // A client-execution entry is work delegated to a client, not a prompt: it leaves the activity unchanged (AHP).
   for (const r of s.inputNeeded.values()) if (r.kind !== "toolClientExecution") return STATUS.InputNeeded;
-  for (const c of s.chats.values()) if (chatStatus(c) === STATUS.InputNeeded) return STATUS.InputNeeded;
+  // The most pressing of its chats' activity, not only the primary chat's: a turn running, or failed, in another chat
+  // (a side chat, a fork) reads so in every session list. InputNeeded, then InProgress, then Error, then Idle.
   const primary = st.chatIndex.get(s.primaryChat);
-  return primary ? chatStatus(primary) : STATUS.Idle;
+  let worst: number = STATUS.Idle;
+  for (const c of primary !== undefined && !s.chats.has(primary.uri) ? [primary, ...s.chats.values()] : s.chats.values()) {
+    const x = chatStatus(c);
+    if (x === STATUS.InputNeeded) return x;
+    if (x === STATUS.InProgress) worst = x;
+    else if (x === STATUS.Error && worst === STATUS.Idle) worst = x;
+  }
+  return worst;
 }
 
 export function chatSummary(c: ChatModel): Json {
