@@ -16,30 +16,11 @@ import { chmodSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { it } from "node:test";
+import { SPEC_CODEX } from "./fake-codex.js";
 import { spawnStdio, startRig, type Msg, type Rig, type ScvClient } from "./client.js";
 
 const MAX_RESULT = 50 * 1024;
 const MAX_VIEW = 40 * 1024;
-
-/** The prompt is a spec: reply `"a" × a + rep × k + tail`, in the -o file unless `stream`, and `err` bytes of stderr. */
-const FAKE_CODEX = `#!${process.execPath}
-const fs = require("node:fs");
-const args = process.argv.slice(2);
-const out = args[args.indexOf("-o") + 1];
-let prompt = "";
-process.stdin.on("data", (d) => (prompt += d));
-process.stdin.on("end", () => {
-  const spec = JSON.parse(prompt);
-  const reply = "a".repeat(spec.a ?? 0) + (spec.rep ?? "").repeat(spec.k ?? 0) + (spec.tail ?? "");
-  const e = (o) => JSON.stringify(o) + "\\n";
-  let s = e({ type: "thread.started", thread_id: "0199a213-81c0-7800-8aa1-bbab2a035a53" });
-  if (spec.stream) s += e({ type: "item.completed", item: { id: "m", type: "agent_message", text: reply } });
-  else fs.writeFileSync(out, reply);
-  s += e({ type: "turn.completed", usage: { input_tokens: 1, output_tokens: 2 } });
-  if (spec.err) process.stderr.write('"\\\\'.repeat(spec.err / 2) + "END");
-  process.stdout.write(s, () => process.exit(0));
-});
-`;
 
 interface Spec {
   a?: number;
@@ -56,7 +37,7 @@ const replyOf = (s: Spec): string => "a".repeat(s.a ?? 0) + (s.rep ?? "").repeat
 async function rig(): Promise<{ rig: Rig; c: ScvClient; session: string; exited: Promise<number | null> }> {
   const r = await startRig({ settings: { approval_policy: "never" } });
   const bin = mkdtempSync(join(tmpdir(), "fake-codex-reply-"));
-  writeFileSync(join(bin, "codex"), FAKE_CODEX);
+  writeFileSync(join(bin, "codex"), SPEC_CODEX);
   chmodSync(join(bin, "codex"), 0o755);
   const { client: c, exited } = spawnStdio({ ...r.env, PATH: `${bin}:${process.env.PATH ?? ""}` });
   const s = await c.open();
