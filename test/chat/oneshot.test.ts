@@ -1,7 +1,7 @@
 /** `berth chat -p` and `--json` against the spawned service and the loopback fake provider. */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, realpathSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
@@ -88,6 +88,27 @@ describe("berth chat one-shot", () => {
     assert.match(p.stderr, /\/login/);
     assert.match(p.stderr, /Ollama/);
     assert.doesNotMatch(p.stderr, /\n\s+at /);
+  });
+
+  it("a custom provider declared but not selected: names it and the two ways to select it, which then work", async () => {
+    // A new user follows the README: declares a local server under "providers" and runs berth chat.
+    const declared = home(fake.port);
+    const p = chat(["-p", "hi"], chatEnv(declared));
+    assert.equal(await p.exited, 1);
+    assert.equal(p.stdout, "");
+    const file = join(declared, "settings.json");
+    assert.equal(
+      p.stderr,
+      `berth chat: no provider is selected, so the default (anthropic) was tried, and it has no credentials. ${file} declares provider "fake", but nothing selects it: add "provider": "fake", "model": "fake-model" to that file, or start with MC_PROVIDER=fake MC_MODEL=fake-model\n`,
+    );
+    const viaEnv = chat(["-p", "via env"], chatEnv(declared, FAKE));
+    assert.equal(await viaEnv.exited, 0, viaEnv.stderr);
+    assert.equal(viaEnv.stdout, "echo: via env\n");
+    const settings = JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>;
+    writeFileSync(file, JSON.stringify({ ...settings, provider: "fake", model: "fake-model" }));
+    const viaFile = chat(["-p", "via file"], chatEnv(declared));
+    assert.equal(await viaFile.exited, 0, viaFile.stderr);
+    assert.equal(viaFile.stdout, "echo: via file\n");
   });
 
   it("usage errors exit 2 with usage, no stack trace", async () => {

@@ -15,7 +15,7 @@ import { CatalogCache } from "../../store/catalog/cache.js";
 import { listProviders, providerFingerprint } from "../../store/catalog/providers.js";
 import { resolveHome, type EnvLike } from "../../store/home.js";
 import { readRegularFile } from "../../store/regular-file.js";
-import { approvalPolicyOf, ignoredApprovalPolicyNote, resolveSelection } from "../../store/settings/effective.js";
+import { approvalPolicyOf, DEFAULT_PROVIDER_ID, ignoredApprovalPolicyNote, resolveSelection } from "../../store/settings/effective.js";
 import { MAX_JSON_DEPTH, MAX_JSON_FILE_BYTES } from "../../store/settings/locked-json.js";
 import { checkJsonBounds } from "../../core/json-bounds.js";
 import { SettingsSchema, type ApprovalPolicySetting } from "../../store/settings/schema.js";
@@ -351,12 +351,33 @@ async function check(env: EnvLike, cwd: string, keyHere: () => Promise<boolean>)
     const snap = await new AuthStore(home).read().catch(() => null);
     const ready = entry.id === "openai-codex" ? snap?.codex != null : (env["ANTHROPIC_API_KEY"] ?? "") !== "" || snap?.anthropic != null;
     // A daemon's ANTHROPIC_API_KEY is its own (a sign-in is stored in the home, which both read).
-    if (!ready && (entry.id === "openai-codex" || (await keyHere()))) return { ok: false, message: "No model provider is ready.", noProvider: true };
+    if (!ready && (entry.id === "openai-codex" || (await keyHere()))) {
+      const unselected = customUnselected(layers, providers, join(home, "settings.json"));
+      return unselected === null ? { ok: false, message: "No model provider is ready.", noProvider: true } : { ok: false, message: unselected, noProvider: false };
+    }
   }
   const { policy, ignoredProject } = approvalPolicyOf(layers);
   const approvalNote = ignoredProject === null ? null : ignoredApprovalPolicyNote(ignoredProject, policy);
   const baseUrl = entry.builtin ? null : entry.def.base_url;
   return { ok: true, provider: sel.provider_id, model: sel.model_id, approvalPolicy: policy, approvalNote, baseUrl, layers };
+}
+
+/**
+ * When no layer selects a provider (so the default, a built-in without credentials, was chosen) and the settings
+ * declare custom providers: the message naming them and how to select one. A new user who declared a local server
+ * under "providers" otherwise got the generic help. Null when a provider was selected or none is declared.
+ */
+function customUnselected(layers: SettingsLayers, providers: ReturnType<typeof listProviders>, file: string): string | null {
+  if (layers.env.provider !== undefined || layers.project.provider !== undefined || layers.global.provider !== undefined) return null;
+  const custom = providers.filter((p) => !p.builtin);
+  const first = custom[0];
+  if (first === undefined || first.builtin) return null;
+  const model = first.def.models.find((m) => m.disabled !== true)?.id;
+  const names = custom.map((p) => `"${p.id}"`).join(", ");
+  const pick = model === undefined ? `"provider": "${first.id}"` : `"provider": "${first.id}", "model": "${model}"`;
+  const envPick = model === undefined ? `MC_PROVIDER=${first.id}` : `MC_PROVIDER=${first.id} MC_MODEL=${model}`;
+  const declared = custom.length === 1 ? `declares provider ${names}` : `declares providers ${names}`;
+  return `no provider is selected, so the default (${DEFAULT_PROVIDER_ID}) was tried, and it has no credentials. ${file} ${declared}, but nothing selects it: add ${pick} to that file, or start with ${envPick}`;
 }
 
 /** "did you mean a, b?" from the closest names (by edit distance), else the list. */

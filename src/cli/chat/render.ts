@@ -96,8 +96,8 @@ export const NO_PROVIDER_HELP = `No model provider is ready. Fix it in one of th
   - OpenAI Codex (ChatGPT sign-in): run berth chat and type /login.
   - A local OpenAI-compatible server such as Ollama: add it to settings.json in your Berth home
     ($MC_HOME, default ~/.berth), for example
-      {"providers":{"ollama":{"api":"openai-chat","base_url":"http://127.0.0.1:11434/v1","auth":"none","models":[{"id":"llama3.2"}]}}}
-    then start with MC_PROVIDER=ollama MC_MODEL=llama3.2 (or pick it with /model).
+      {"provider":"ollama","model":"llama3.2","providers":{"ollama":{"api":"openai-chat","base_url":"http://127.0.0.1:11434/v1","auth":"none","models":[{"id":"llama3.2"}]}}}
+    and start berth chat again ("provider" and "model" select it; MC_PROVIDER and MC_MODEL override them).
 `;
 
 export const HELP = `Commands:
