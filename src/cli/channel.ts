@@ -107,6 +107,7 @@ async function daemonFailed(r: Exclude<ControlOutcome, { kind: "none" | "status"
 }
 
 function summary(list: ComponentStatus[]): string {
+  if (list.length === 0) return "Channels: no chat accounts yet. Add one with `berth channel login wechat` or `berth channel login feishu`.\n";
   const enabled = list.filter((c) => c.enabled);
   const lines = [`Channels: ${enabled.filter((c) => c.state === "connected").length} of ${enabled.length} enabled accounts connected`];
   for (const c of list) {

@@ -261,3 +261,14 @@ describe("berth channel with something other than a file in the way", () => {
     );
   });
 });
+
+describe("berth channel status with no accounts", () => {
+  it("says there are none and how to add one, instead of `0 of 0`", async () => {
+    const home = await homeWith({});
+    const r = await berth(home, ["status"]);
+    assert.equal(r.code, 0, r.err);
+    assert.equal(r.out, "Channels: no chat accounts yet. Add one with `berth channel login wechat` or `berth channel login feishu`.\n");
+    const j = await berth(home, ["status", "--json"]);
+    assert.deepEqual(JSON.parse(j.out), { components: [] });
+  });
+});
