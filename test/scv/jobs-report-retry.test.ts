@@ -5,8 +5,8 @@
  * provider error) or was cancelled lost them: no later report and no `agent_status` without names brought them to
  * the user or the model, though the session kept them, and the failed turn's terminal event named them in
  * `origin.jobs` as if the model had seen them. And jobs a report left out for room (named in it, unseen) waited until
- * another job ended. Now a job is settled by a report turn only once it completed: one that failed or was cancelled
- * names no job in its terminal `origin.jobs` (as does a queued one dropped by `queue.remove` or `session.clear`), and
+ * another job ended. Now a job is settled by a report turn only once the model saw it (its first response came in
+ * full, jobs-report-seen.test.ts): one that failed or was cancelled before that names no job in its terminal `origin.jobs` (as does a queued one dropped by `queue.remove` or `session.clear`), and
  * its jobs are reported again after the session's next turn (or when another job ends), never in a loop; a completed report that left jobs out is followed by the next report, after any
  * prompt the user queued.
  *
@@ -15,43 +15,8 @@
  */
 import assert from "node:assert/strict";
 import { it } from "node:test";
-import { lastUserText, type FakeTurn } from "../fakes/fake-provider.js";
 import type { Msg } from "./client.js";
-import { jobsEnded, REPORT, setup, type Setup } from "./jobs-rig.js";
-
-const TERMINAL = ["turn.completed", "turn.failed", "turn.cancelled"];
-
-/**
- * A client turn starting a background job per reply size, held open until they all ended (so they end unseen) and
- * `until` settled, then `report`: the provider's answer to the first report turn.
- */
-async function startJobs(x: Setup, sizes: number[], report: FakeTurn, until: Promise<void> = Promise.resolve()): Promise<void> {
-  const done = Promise.all([jobsEnded(x.marks, sizes.length), until]);
-  x.rig.fake.script([
-    { steps: sizes.map((a, i) => ({ toolCall: { id: `call_${i}`, name: "agent_codex", arguments: { prompt: JSON.stringify({ a }), background: true } } })) },
-    { steps: [{ hold: done }, { text: "started" }] },
-    report,
-  ]);
-  const t = await x.c.turn(x.session, "start the jobs");
-  assert.equal(t.terminal.type, "turn.completed", JSON.stringify(t.terminal));
-}
-
-/** The `n`th report turn (`background:<n>` in this process): its `turn.started`, and its terminal once it ended. */
-async function reportTurn(x: Setup, n: number): Promise<{ started: Msg; terminal: Promise<Msg> }> {
-  const rid = `background:${n}`;
-  const started = await x.c.waitFor((m) => m.type === "turn.started" && m.request_id === rid, 0, `report turn ${n}`);
-  return { started, terminal: x.c.waitFor((m) => m.request_id === rid && TERMINAL.includes(m.type as string), 0, `the end of report turn ${n}`) };
-}
-
-/** The request IDs of the turns started so far, in order. */
-const turnsStarted = (x: Setup): string[] => x.c.frames.filter((m) => m.type === "turn.started").map((m) => m.request_id as string);
-const reportPrompts = (x: Setup): string[] => x.rig.fake.requests.filter((q) => q.method === "POST" && REPORT.test(lastUserText(q.json))).map((q) => lastUserText(q.json));
-
-async function close(x: Setup): Promise<void> {
-  x.c.end();
-  assert.equal(await x.exited, 0);
-  await x.rig.fake.close();
-}
+import { close, reportPrompts, reportTurn, setup, startJobs, TERMINAL, turnsStarted } from "./jobs-rig.js";
 
 it("a report turn the provider fails names no job settled; the jobs are reported again after the next turn, once", { timeout: 60_000 }, async () => {
   const x = await setup();

@@ -5,17 +5,19 @@
  * Contract:
  * - Job handles are `job-N`, numbered per session. A job is *settled* once the model has seen its result: through
  *   `agent_wait`, `agent_status` or `agent_cancel` (that call's `jobs` names it with how it ended), or in a
- *   server-started report turn that completed (whose `origin.jobs` names it). The starting call's `jobs` names it
+ *   server-started report turn whose first provider response came in full (the model saw the report; its terminal
+ *   `origin.jobs` names it, however the turn then ended). The starting call's `jobs` names it
  *   `running`.
  * - A job that ends unseen is reported: `report` is asked to start a turn once the session is idle; it collects
  *   the jobs still unseen at that moment (a job the model waited for meanwhile is never reported again). Its prompt
  *   is at most `MAX_REPORT_BYTES` (job-report.ts): a job whose result did not fit is named, not settled. One report
  *   is out at a time per session (built, its turn not ended); a request a report already covered builds nothing.
- * - A report's jobs are settled when its turn completed (`ReportTurn.ended`); jobs it left out for room are then
- *   reported next (once the session is idle: after any prompt queued). A report turn that failed or was cancelled
- *   (or whose queued entry was dropped) settles nothing: its jobs are reported again when another job ends unseen,
- *   else once the session's next turn that is not a report ended; never at once, so a provider that keeps failing
- *   does not make a loop of report turns.
+ * - A report's jobs are settled once the model saw it (`ReportTurn.seen`: its turn's first provider response came in
+ *   full), or its turn completed; jobs it left out for room are reported next, once its turn ended (and the session
+ *   is idle: after any prompt queued). A report turn that failed or was cancelled before the model saw it (or whose
+ *   queued entry was dropped) settles nothing: its jobs are reported again when another job ends unseen, else once
+ *   the session's next turn that is not a report ended; never at once, so a provider that keeps failing does not
+ *   make a loop of report turns.
  * - A session keeps at most `MAX_ENDED_JOBS` ended jobs (each holds its result, up to 50 KiB): past it, the job that
  *   ended first among those whose result was already seen goes, else (only unseen ones) the one that ended first,
  *   never silently: the next report turn names it, and a tool naming a job no longer kept says it was discarded.
@@ -70,6 +72,8 @@ export interface Job {
 export interface ReportTurn {
   prompt: string;
   jobs: string[];
+  /** The model saw the report (its turn's first provider response came in full): its jobs are settled at once. */
+  seen(): void;
   /** The turn ended (`completed`: its jobs are settled), or will never run (dropped from the queue). */
   ended(completed: boolean): void;
 }
@@ -87,13 +91,15 @@ interface Discarded {
 
 /**
  * A report built and not yet ended: the jobs it shows, the discarded ones it names, the report requests made by
- * then, and the jobs it shows that were discarded meanwhile (unseen only if it does not complete).
+ * then, the jobs it shows that were discarded meanwhile (unseen only if the model never saw it), and whether the
+ * model saw it.
  */
 interface OutReport {
   shown: Job[];
   discarded: Discarded | undefined;
   asked: number;
   pruned: string[];
+  seen: boolean;
 }
 
 function statusOf(r: ToolResult): JobStatus {
@@ -246,22 +252,38 @@ export class JobBook {
     }
     // Bounded (job-report.ts): a job whose result is left out stays unseen, named for the job tools.
     const { prompt, shown } = reportPrompt(ended, extra);
-    const r: OutReport = { shown, discarded: d, asked, pruned: [] };
+    const r: OutReport = { shown, discarded: d, asked, pruned: [], seen: false };
     this.out.set(sessionId, r);
-    return { prompt, jobs: [...shown.map((j) => j.id), ...(d?.names ?? [])], ended: (completed) => this.reportEnded(sessionId, r, completed) };
+    return {
+      prompt,
+      jobs: [...shown.map((j) => j.id), ...(d?.names ?? [])],
+      seen: () => this.reportSeen(sessionId, r),
+      ended: (completed) => this.reportEnded(sessionId, r, completed),
+    };
   }
 
   /**
-   * A report turn ended: completed, its jobs are settled and any unseen left (out for room) reported next; else
-   * nothing is settled, its discarded jobs are named again, and its jobs are reported when another job ended unseen
-   * (at once if one did while it was out), else after the session's next turn.
+   * The model saw a report (its turn's first provider response came in full): its jobs are settled now, so the job
+   * tools in the rest of its turn, and any later report, do not show them as new again.
+   */
+  private reportSeen(sessionId: string, r: OutReport): void {
+    if (this.out.get(sessionId) !== r || r.seen) return;
+    r.seen = true;
+    for (const j of r.shown) j.seen = true;
+  }
+
+  /**
+   * A report turn ended: completed or seen by the model, its jobs are settled and any unseen left (out for room)
+   * reported next; else nothing is settled, its discarded jobs are named again, and its jobs are reported when
+   * another job ended unseen (at once if one did while it was out), else after the session's next turn.
    */
   private reportEnded(sessionId: string, r: OutReport, completed: boolean): void {
     // Told once; a session closed meanwhile (its jobs cancelled and settled) has nobody left to report to.
     if (this.out.get(sessionId) !== r) return;
     this.out.delete(sessionId);
     if (!this.jobs.has(sessionId)) return;
-    if (completed) for (const j of r.shown) j.seen = true;
+    const settled = completed || r.seen;
+    if (settled) for (const j of r.shown) j.seen = true;
     else {
       // Named again, before any discarded since; then the shown jobs discarded while it was out.
       const since = this.discarded.get(sessionId);
@@ -269,7 +291,7 @@ export class JobBook {
       for (const d of [r.discarded, since, r.pruned.length > 0 ? { count: r.pruned.length, names: r.pruned } : undefined]) if (d !== undefined) this.discard(sessionId, d);
     }
     if (this.unseen(sessionId).length === 0 && !this.discarded.has(sessionId)) return;
-    const again = completed || (this.asked.get(sessionId) ?? 0) > r.asked;
+    const again = settled || (this.asked.get(sessionId) ?? 0) > r.asked;
     this.report(sessionId, () => this.collectReport(sessionId, null), !again);
   }
 

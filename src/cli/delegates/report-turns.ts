@@ -8,8 +8,9 @@
  *   `background`) ended. Then it builds the report (null: nothing to report) and queues it as a server turn with
  *   request ID `background:<n>`, numbered per process: on a paused session it waits in the queue behind what the user
  *   queued.
- * - The report's `ended` is called once: `true` when its turn completed; `false` when it failed or was cancelled, or
- *   its queued entry went without running (removed, the session cleared or closed).
+ * - The report's `seen` is called once its turn's first provider response came in full (`assistant_completed`: the
+ *   model has seen the report); its `ended` is called once: `true` when its turn completed; `false` when it failed or
+ *   was cancelled, or its queued entry went without running (removed, the session cleared or closed).
  */
 import type { SessionEvent, SessionListener, TurnOrigin } from "../../runtime/session/types.js";
 import type { ReportFn, ReportTurn } from "./jobs.js";
@@ -37,7 +38,8 @@ export function reportTurns(runtime: (sessionId: string) => ReportRuntime | unde
     const off = rt.subscribe((e) => {
       if (e.type === "turn_started" && e.submitter === submitter) turnId = e.turnId;
       else if (turnId !== null) {
-        if (TERMINAL.has(e.type) && "turnId" in e && e.turnId === turnId) end(e.type === "turn_completed");
+        if (e.type === "assistant_completed" && e.turnId === turnId) r.seen();
+        else if (TERMINAL.has(e.type) && "turnId" in e && e.turnId === turnId) end(e.type === "turn_completed");
       } else if ((e.type === "queue_removed" && e.queueId === queueId) || e.type === "session_cleared") end(false);
     });
     try {

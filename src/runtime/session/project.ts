@@ -147,12 +147,13 @@ const OVERFLOW_FIX =
   "Berth compacts from its own estimate against the window it knows for the model, which is larger than the real one: set this model's context_window in settings.json to its real size, or clear the session";
 
 /**
- * The terminal event of an outcome. Its `origin.jobs` names the jobs whose results the model saw in the turn: only a
- * completed turn names any (a report turn that failed or was cancelled did not show them; they stay unsettled,
- * docs/scv.md).
+ * The terminal event of an outcome. Its `origin.jobs` names the jobs whose results the model saw in the turn: those
+ * of a turn that completed, or whose first provider response came in full (`answered`: the model saw the prompt, so a
+ * report turn that then failed or was cancelled still settled them); a report turn that ended before that names none
+ * (its jobs stay unsettled, docs/scv.md).
  */
-export function terminalEvent(ref: Ref, o: TurnOutcome, origin: TurnOrigin | undefined): SessionEvent {
-  const shown = origin?.jobs !== undefined && o.status !== "completed" ? { ...origin, jobs: [] } : origin;
+export function terminalEvent(ref: Ref, o: TurnOutcome, origin: TurnOrigin | undefined, answered = false): SessionEvent {
+  const shown = origin?.jobs !== undefined && o.status !== "completed" && !answered ? { ...origin, jobs: [] } : origin;
   const base = { ...ref, text: o.assistantText, usage: o.usage, steps: o.usage.requests, ...(shown !== undefined ? { origin: shown } : {}) };
   if (o.status === "completed") return { ...base, type: "turn_completed" };
   if (o.status === "cancelled") return { ...base, type: "turn_cancelled" };

@@ -289,7 +289,7 @@ export class SessionRuntime {
     const ref = { sessionId: this.id, turnId: run.turnId };
     const outcome = await runAgentTurn(this.turnCtx, run, a, prompt, opts);
     run.ended = true;
-    this.emit(terminalEvent(ref, outcome, run.origin));
+    this.emit(terminalEvent(ref, outcome, run.origin, run.answered === true));
     const ended = a.lease.end().catch(() => undefined);
     this.ending = ended;
     await ended;

@@ -19,6 +19,11 @@ export interface Running {
   /** Steering messages not yet injected; `ref` is the door's own ID for one (e.g. an AHP pending-message ID). */
   steering: Array<{ text: string; ref?: string }>;
   origin?: TurnOrigin;
+  /**
+   * Set once a provider response of the turn (not of a subagent or a compaction) came in full: the model has seen the
+   * prompt, so a report turn's jobs are settled however the turn ends (`terminalEvent`, docs/scv.md).
+   */
+  answered?: boolean;
   /** Set once the turn's terminal event is out: a door that saw it and then steers is told no turn is running. */
   ended?: boolean;
 }
@@ -46,6 +51,7 @@ export async function runAgentTurn(c: TurnContext, run: Running, a: Admitted, pr
     // One literal of a fixed shape per delta (no spread: this runs once per provider delta).
     delta: (text) => c.delta({ type: "assistant_delta", sessionId, turnId, text }),
     event: (e) => {
+      if (e.type === "assistant_completed") run.answered = true;
       c.emit({ ...ref, type: "runtime", event: e });
       for (const ev of projector.project(e)) c.emit(ev);
     },
