@@ -7,7 +7,7 @@
  *   is paused); with `afterTurn`, first until a turn of the session that is not a report (`origin.kind` other than
  *   `background`) ended. Then it builds the report (null: nothing to report) and queues it as a server turn with
  *   request ID `background:<n>`, numbered per process: on a paused session it waits in the queue behind what the user
- *   queued.
+ *   queued. Its turn is known by its queue entry's ID (a client's own prompt may carry the same request ID).
  * - The report's `seen` is called once its turn's first provider response came in full (`assistant_completed`: the
  *   model has seen the report); its `ended` is called once: `true` when its turn completed; `false` when it failed or
  *   was cancelled, or its queued entry went without running (removed, the session cleared or closed).
@@ -36,7 +36,8 @@ export function reportTurns(runtime: (sessionId: string) => ReportRuntime | unde
       r.ended(completed);
     };
     const off = rt.subscribe((e) => {
-      if (e.type === "turn_started" && e.submitter === submitter) turnId = e.turnId;
+      // Its own queue entry, not its request ID: a client may send a `turn.start` whose request_id is `background:<n>`.
+      if (e.type === "turn_started" && queueId !== null && e.queueId === queueId) turnId = e.turnId;
       else if (turnId !== null) {
         if (e.type === "assistant_completed" && e.turnId === turnId) r.seen();
         else if (TERMINAL.has(e.type) && "turnId" in e && e.turnId === turnId) end(e.type === "turn_completed");
