@@ -58,3 +58,28 @@ it("a client prompt whose request_id is the report's own (background:1) is not t
     await close(x);
   }
 });
+
+it("a queued report whose prompt the client replaced (queue.update) runs as the client's prompt; the job is reported after it", { timeout: 60_000 }, async () => {
+  const x = await setup();
+  try {
+    let updated!: Msg;
+    await queuedBehind(x, "r-mine", [{ steps: [{ text: "mine" }] }, { steps: [{ text: "noted" }] }], async (entry, from) => {
+      const u = x.c.request({ type: "queue.update", session_id: x.session, queue_id: entry.queue_id, revision: entry.revision, prompt: "never mind the jobs" });
+      updated = await x.c.reply(u, ["queue.updated"], from);
+    });
+    assert.equal(updated.type, "queue.updated", JSON.stringify(updated));
+    // The edited entry is the client's prompt now: no origin, and the model got the client's text.
+    const edited = await x.c.waitFor((m) => m.type === "turn.started" && m.request_id === "background:1", 0, "the edited entry's turn");
+    assert.equal(edited.origin, undefined);
+    const end = await x.c.waitFor((m) => m.turn_id === edited.turn_id && TERMINAL.includes(m.type as string), 0, "its end");
+    assert.deepEqual([end.type, end.origin], ["turn.completed", undefined]);
+    // Before: that turn claimed job-1 (origin.jobs) and settled it, though the model never saw its result.
+    const again = await x.c.waitFor((m) => m.type === "turn.started" && m.request_id === "background:2", 0, "the job reported again");
+    assert.deepEqual(again.origin, { kind: "background", jobs: ["job-1"] });
+    const done = await x.c.waitFor((m) => m.turn_id === again.turn_id && TERMINAL.includes(m.type as string), 0, "the report's end");
+    assert.deepEqual([done.type, done.origin], ["turn.completed", { kind: "background", jobs: ["job-1"] }]);
+    assert.deepEqual(await waited(x), []);
+  } finally {
+    await close(x);
+  }
+});

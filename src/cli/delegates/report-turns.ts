@@ -10,7 +10,8 @@
  *   queued. Its turn is known by its queue entry's ID (a client's own prompt may carry the same request ID).
  * - The report's `seen` is called once its turn's first provider response came in full (`assistant_completed`: the
  *   model has seen the report); its `ended` is called once: `true` when its turn completed; `false` when it failed or
- *   was cancelled, or its queued entry went without running (removed, the session cleared or closed).
+ *   was cancelled, or its queued entry went without running (removed, the session cleared or closed) or as a report
+ *   (a client rewrote its prompt: it runs as the client's, without `origin`).
  */
 import type { SessionEvent, SessionListener, TurnOrigin } from "../../runtime/session/types.js";
 import type { ReportFn, ReportTurn } from "./jobs.js";
@@ -41,7 +42,8 @@ export function reportTurns(runtime: (sessionId: string) => ReportRuntime | unde
       else if (turnId !== null) {
         if (e.type === "assistant_completed" && e.turnId === turnId) r.seen();
         else if (TERMINAL.has(e.type) && "turnId" in e && e.turnId === turnId) end(e.type === "turn_completed");
-      } else if ((e.type === "queue_removed" && e.queueId === queueId) || e.type === "session_cleared") end(false);
+      } else if (((e.type === "queue_removed" || e.type === "queue_updated") && (e.type === "queue_removed" ? e.queueId : e.entry.queue_id) === queueId) || e.type === "session_cleared")
+        end(false); // dropped, or rewritten by a client (it runs as the client's prompt: queue.ts)
     });
     try {
       queueId = rt.startServerTurn(r.prompt, { kind: "background", jobs: r.jobs }, { submitter }).queue_id;

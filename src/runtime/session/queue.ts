@@ -4,6 +4,8 @@
  * - `update`/`move`/`remove` apply only to queued entries and check the caller's revision: an unknown ID is
  *   `not_found`, a stale revision `conflict` carrying the current entry (nothing changes).
  * - Order is FIFO except for moves; `shift` takes the head.
+ * - `update` drops an entry's `origin`: a server-started prompt a client rewrote is the client's prompt now (a
+ *   report turn's `origin.jobs` would otherwise claim jobs whose results its prompt no longer shows).
  * The queue emits nothing itself: `SessionRuntime` reports each change as an event.
  */
 import { randomUUID } from "../../store/random.js";
@@ -56,6 +58,7 @@ export class SessionQueue {
   update(id: string, revision: number, prompt: string): QueueResult {
     const r = this.check(id, revision);
     if (!r.ok) return r;
+    delete (this.items[r.index as number] as Queued).origin;
     r.entry.prompt = prompt;
     r.entry.revision++;
     return { ok: true, entry: copy(r.entry) };
