@@ -76,6 +76,11 @@ export interface ReportTurn {
   seen(): void;
   /** The turn ended (`completed`: its jobs are settled), or will never run (dropped from the queue). */
   ended(completed: boolean): void;
+  /**
+   * Set by the `ReportFn` while the report waits in the queue: drops it (then `ended(false)`). Called when a job tool
+   * showed one of its jobs meanwhile (a prompt queued before it ran first), so the report would show it twice.
+   */
+  withdraw?: () => void;
 }
 
 /**
@@ -100,6 +105,7 @@ interface OutReport {
   asked: number;
   pruned: string[];
   seen: boolean;
+  turn?: ReportTurn;
 }
 
 function statusOf(r: ToolResult): JobStatus {
@@ -254,12 +260,13 @@ export class JobBook {
     const { prompt, shown } = reportPrompt(ended, extra);
     const r: OutReport = { shown, discarded: d, asked, pruned: [], seen: false };
     this.out.set(sessionId, r);
-    return {
+    r.turn = {
       prompt,
       jobs: [...shown.map((j) => j.id), ...(d?.names ?? [])],
       seen: () => this.reportSeen(sessionId, r),
       ended: (completed) => this.reportEnded(sessionId, r, completed),
     };
+    return r.turn;
   }
 
   /**
@@ -394,6 +401,10 @@ export class JobBook {
         settled.push(jobRef(v.job));
       }
     });
+    // A report not yet seen that shows a job settled here would show it a second time: it is withdrawn, and the
+    // jobs it showed that are still unseen are reported anew (reportEnded).
+    const out = list.length > 0 ? this.out.get(list[0]!.sessionId) : undefined;
+    if (out !== undefined && !out.seen && out.shown.some((j) => settled.some((s) => s.job === j.id))) out.turn?.withdraw?.();
     const omitted = views.length - fits.length;
     const body = { jobs: fits.map((v) => v.view), ...(omitted > 0 ? { omitted } : {}) };
     return { content: JSON.stringify(body), isError: false, ...(settled.length > 0 ? { jobs: settled } : {}) };

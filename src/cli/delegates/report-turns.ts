@@ -12,8 +12,9 @@
  *   model has seen the report); its `ended` is called once: `true` when its turn completed; `false` when it failed or
  *   was cancelled, or its queued entry went without running (removed, the session cleared or closed) or as a report
  *   (a client rewrote its prompt: it runs as the client's, without `origin`).
+ * - While a report waits in the queue, its `withdraw` removes its entry (`queue_removed`, so `ended(false)`).
  */
-import type { SessionEvent, SessionListener, TurnOrigin } from "../../runtime/session/types.js";
+import type { QueueEntry, QueueResult, SessionEvent, SessionListener, TurnOrigin } from "../../runtime/session/types.js";
 import type { ReportFn, ReportTurn } from "./jobs.js";
 
 /** What a report needs of a session's runtime. */
@@ -21,6 +22,8 @@ export interface ReportRuntime {
   idle(): Promise<void>;
   subscribe(listener: SessionListener): () => void;
   startServerTurn(prompt: string, origin: TurnOrigin, opts: { submitter: string }): { queue_id: string };
+  snapshot(): QueueEntry[];
+  removeQueued(queueId: string, revision: number): QueueResult;
 }
 
 const TERMINAL = new Set<SessionEvent["type"]>(["turn_completed", "turn_failed", "turn_cancelled"]);
@@ -47,6 +50,10 @@ export function reportTurns(runtime: (sessionId: string) => ReportRuntime | unde
     });
     try {
       queueId = rt.startServerTurn(r.prompt, { kind: "background", jobs: r.jobs }, { submitter }).queue_id;
+      r.withdraw = () => {
+        const q = turnId === null ? rt.snapshot().find((e) => e.queue_id === queueId) : undefined;
+        if (q !== undefined) rt.removeQueued(q.queue_id, q.revision);
+      };
     } catch {
       end(false);
     }
