@@ -92,8 +92,10 @@ it("running jobs are neither counted nor discarded", async () => {
   await b.close();
 });
 
-it("a job discarded while a report showing it is out: named discarded only if that report does not complete", async () => {
-  for (const completed of [true, false]) {
+it("a job discarded while a report showing it is out: named discarded only if the model never saw that report", async () => {
+  // "seen": its first response came in full (then its turn failed at a later step): as good as completed.
+  for (const how of ["completed", "seen", "failed"] as const) {
+    const completed = how !== "failed";
     const reports: Array<{ build: () => ReportTurn | null; afterTurn: boolean }> = [];
     const b = new JobBook((_s, build, afterTurn) => void reports.push({ build, afterTurn: afterTurn === true }));
     const end = (): Promise<void> => b.start("s1", "agent_codex", "work", () => Promise.resolve<ToolResult>({ content: "done", isError: false })).done;
@@ -103,9 +105,10 @@ it("a job discarded while a report showing it is out: named discarded only if th
     // One more ends while the report is out: job-1, shown by it, is the first unseen to end and goes.
     await end();
     assert.equal(reports.at(-1)!.build(), null, "one report out at a time");
-    first.ended(completed);
+    if (how === "seen") first.seen();
+    first.ended(how === "completed");
     const next = reports.at(-1)!;
-    // Completed: job-1 was shown, so it is not named discarded; the next report shows job-65 alone, at once.
+    // Completed (or seen): job-1 was shown, so it is not named discarded; the next report shows job-65 alone, at once.
     // Not completed: a job ended while it was out, so the next report is at once too, naming job-1 discarded.
     assert.equal(next.afterTurn, false);
     const r = next.build()!;
