@@ -15,12 +15,11 @@
  * Refusals come back as `denied` tool results whose text names the path the model gave and the rule it broke.
  */
 import { constants as FS, realpathSync } from "node:fs";
-import { randomBytes } from "node:crypto";
 import { lstat, open, realpath, rename, unlink, type FileHandle } from "node:fs/promises";
 import { homedir } from "node:os";
 import { basename, dirname, join, sep } from "node:path";
-import { truncateUtf8 } from "../../core/utf8.js";
 import type { ToolContext, ToolResult } from "../types.js";
+import { removeDeadTemps, tempName } from "./atomic-temp.js";
 import { resolvePath } from "./paths.js";
 import { fail, fsFail } from "./result.js";
 
@@ -208,8 +207,9 @@ async function writeAll(handle: FileHandle, buf: Buffer): Promise<void> {
 
 /**
  * Replaces the whole content of the opened regular file at `path` (canonical, as `resolveForTool` returned it) with
- * `text`, atomically: the text goes to a new file in the same directory (`.<name>.<random>.berth-tmp`, created
- * exclusively, never through a symlink), is flushed to disk and given the file's owner (when the process may set it)
+ * `text`, atomically: the text goes to a new file in the same directory (atomic-temp.ts `tempName`:
+ * `.<name>.w1-<pid>-<start>-<tag>-<random>.berth-tmp`, created exclusively, never through a symlink; leftovers of
+ * killed writers of the same name are removed first, `removeDeadTemps`), is flushed to disk and given the file's owner (when the process may set it)
  * and permission bits (setuid/setgid dropped), then renamed over `path`. A crash or a failed write (disk full, quota, file size
  * limit) leaves the old content whole; a reader sees the old text or the new, never a truncated mix. The name then
  * holds a new file: other hard links to the old one keep the old content. A directory that refuses a new file
@@ -219,7 +219,9 @@ async function writeAll(handle: FileHandle, buf: Buffer): Promise<void> {
 export async function replaceContent(handle: FileHandle, path: string, text: string): Promise<void> {
   const buf = Buffer.from(text, "utf8");
   const st = await handle.stat();
-  const tmp = join(dirname(path), `.${truncateUtf8(basename(path), 128)}.${randomBytes(6).toString("hex")}.berth-tmp`);
+  // A Berth killed between the create and the rename left its temporary file here: removed once its writer is gone.
+  await removeDeadTemps(dirname(path), basename(path));
+  const tmp = join(dirname(path), tempName(basename(path)));
   let out: FileHandle;
   try {
     out = await open(tmp, FS.O_WRONLY | FS.O_CREAT | FS.O_EXCL | FS.O_NOFOLLOW | FS.O_NONBLOCK, 0o600);

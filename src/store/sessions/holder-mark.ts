@@ -19,10 +19,8 @@
  *   PID under another start. Everything else (another host, no readable mark, a mark of another directory, a live
  *   or unknowable process) is false: the lock is then judged as before, by its age.
  */
-import { readFileSync, readlinkSync, type Stats } from "node:fs";
-import { hostname } from "node:os";
-import { sha256Hex } from "../../core/sha256.js";
-import { pidAlive, processStartTime } from "../process-alive.js";
+import type { Stats } from "node:fs";
+import { instanceGone, selfInstance as me } from "../process-instance.js";
 
 export interface HolderMark {
   pid: number;
@@ -33,42 +31,6 @@ export interface HolderMark {
 }
 
 const VERSION = "b1";
-/** Starts a start field made of random characters (no `/proc`): not a base-36 digit, so never a start time's. */
-const NO_START = "_";
-
-interface Self {
-  start: string;
-  tag: string;
-}
-
-let self: Self | null = null;
-
-function readQuiet(f: () => string): string {
-  try {
-    return f();
-  } catch {
-    return "";
-  }
-}
-
-/** Start times are compared as written in marks: base 36. */
-function startText(procStart: string): string {
-  return Number(procStart).toString(36);
-}
-
-/** This process's start and tag (read once, at its first mark). */
-function me(): Self {
-  if (self === null) {
-    const start = processStartTime(process.pid);
-    const boot = readQuiet(() => readFileSync("/proc/sys/kernel/random/boot_id", "latin1").trim());
-    const pidns = readQuiet(() => readlinkSync("/proc/self/ns/pid"));
-    self = {
-      start: start !== null ? startText(start) : NO_START + Math.floor(Math.random() * 36 ** 8).toString(36),
-      tag: sha256Hex(`${hostname()}\0${boot}\0${pidns}`).slice(0, 12),
-    };
-  }
-  return self;
-}
 
 /** `<ino>.<stamp>`: tells this directory from any later one, even one given the same inode (module contract). */
 function dirOf(dir: Stats): string {
@@ -98,12 +60,5 @@ export function marksDir(mark: HolderMark, dir: Stats): boolean {
 
 /** True only when `mark` names `dir` and its process is certainly gone (see the module contract). */
 export function markedHolderGone(mark: HolderMark, dir: Stats): boolean {
-  if (!marksDir(mark, dir)) return false;
-  const m = me();
-  if (mark.tag !== m.tag) return false;
-  if (mark.pid === process.pid) return mark.start !== m.start;
-  if (!pidAlive(mark.pid)) return true;
-  if (mark.start.startsWith(NO_START)) return false; // no start time recorded: a live PID may be the holder
-  const now = processStartTime(mark.pid);
-  return now !== null && startText(now) !== mark.start;
+  return marksDir(mark, dir) && instanceGone(mark.pid, mark.start, mark.tag);
 }
