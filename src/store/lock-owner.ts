@@ -18,6 +18,8 @@ export interface OwnerInfo {
   pid: number;
   host: string;
   token: string;
+  /** A session lease held only to settle a turn a dead writer left open (sessions/lease.ts); absent otherwise. */
+  settling?: boolean;
 }
 
 export function readOwnerSync(path: string): OwnerInfo | null {

@@ -17,6 +17,9 @@
  *   `session/load`): a last turn left open is settled first, as by `settleInterrupted`, when no live process holds
  *   the lease; when one does, it is running that turn (`running: "elsewhere"`, or `"here"` for this process), and the
  *   history is returned as it is. Settling needs an attachment slot for its moment: none free throws `limit`.
+ *   Settling takes the lease as a settle-only one (store `acquire` `settleOnly`), and waits for another process's
+ *   settle (any door's open) rather than taking it for a running turn: once the lease is found held by a live
+ *   process that is not settling, the history is read again, and a turn ended by now is not reported running.
  * - `drain()` (EOF/output failure, after turns were cancelled and drained) releases every attachment.
  * - A lease found lost detaches its idle attachment, so a later open re-acquires it.
  */
@@ -181,7 +184,7 @@ export class SessionManager {
     if (!isValidSessionId(id) || this.attached.has(id) || this.pending.has(id) || this.attachmentCount >= this.maxAttachments) return false;
     this.pending.add(id);
     try {
-      const handle = await this.store.acquire(id, { closeInterrupted: true });
+      const handle = await this.store.acquire(id, { closeInterrupted: true, settleOnly: true });
       await handle.release();
       return true;
     } catch {
@@ -212,11 +215,14 @@ export class SessionManager {
     this.reserveSlot();
     this.pending.add(id);
     try {
-      const handle = await this.store.acquire(id, { closeInterrupted: true });
+      const handle = await this.store.acquire(id, { closeInterrupted: true, settleOnly: true });
       await handle.release();
     } catch (e) {
-      if (e instanceof SessionError && e.code === "busy") return { history, running: "elsewhere" };
-      throw e;
+      if (!(e instanceof SessionError && e.code === "busy")) throw e;
+      // A live holder that is not settling (a holder settling was waited for): it may have settled the turn itself
+      // (another door's open) and keeps the lease with every turn ended, or it runs the turn.
+      const again = await read();
+      return { history: again.history, running: again.open ? "elsewhere" : null };
     } finally {
       this.pending.delete(id);
     }

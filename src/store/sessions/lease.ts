@@ -8,10 +8,16 @@
  *   `staleMs` (holder on another host, or died between mkdir and owner write) is recovered after that delay.
  *   Every removal of someone else's lease happens under the `<id>.reclaim` lock and removes the owner file first,
  *   so two recoverers can never both remove a fresh lease.
+ * - A lease taken only to settle a turn a dead writer left open (`settling`: ACP's `session/load`, the host's
+ *   registration) says so in its owner file (`"settling": true`) for its whole life; a lease that is kept writes it
+ *   around the settle alone (`markSettling`, an atomic rename of `<id>.owner.new` over the owner file). An acquirer
+ *   that finds a live holder settling waits for it (polling every 5 ms, at most `settleWaitMs`) instead of reporting
+ *   `busy` at once: a settle is a window read and one fsynced record. A holder not settling is `busy` at once, as
+ *   before.
  * - dirlock refreshes the directory mtime every second; if it finds the lease taken over (we stalled past
  *   the threshold and were recovered), `onLost` fires and the holder must stop writing.
  */
-import { unlinkSync, writeFileSync } from "node:fs";
+import { renameSync, unlinkSync, writeFileSync } from "node:fs";
 import { rm, stat, unlink } from "node:fs/promises";
 import * as dirlock from "./dirlock.js";
 import { SessionError, storageCause } from "./errors.js";
@@ -23,8 +29,45 @@ export interface Lease {
   /** True once the lease was found taken over; the holder must not write any more. */
   readonly lost: boolean;
   onLost(cb: () => void): void;
+  /**
+   * Marks the lease in its owner file as held to settle an interrupted turn (`on`), or as an ordinary lease again.
+   * Does nothing once the lease is lost or its owner file is not ours. Never throws: a mark that cannot be written (a
+   * full disk) only costs other openers the wait.
+   */
+  markSettling(on: boolean): void;
   /** Idempotent. */
   release(): Promise<void>;
+}
+
+export interface LeaseOptions {
+  /** The lease is taken only to settle an interrupted turn (written in its owner file from the start). */
+  settling?: boolean;
+  /** How long to wait for a live holder that is settling before `busy` (0: never wait). */
+  settleWaitMs?: number;
+}
+
+const SETTLE_POLL_MS = 5;
+
+/**
+ * After a failed attempt on the lease of `id`: true to try again (before `deadline`) — its holder is settling (after
+ * a poll interval), is dead (recovered at the next try), or released it meanwhile; false for `busy` — a live holder
+ * not settling (or one whose owner file is not there yet or unreadable), or the deadline passed.
+ */
+async function settleGoesOn(paths: SessionPaths, id: string, deadline: number): Promise<boolean> {
+  if (Date.now() >= deadline) return false;
+  const o = await readOwner(paths.owner(id));
+  if (o === null) {
+    try {
+      await stat(paths.lease(id));
+      return false;
+    } catch {
+      return true; // released meanwhile: free
+    }
+  }
+  if (ownerIsDead(o)) return true;
+  if (o.settling !== true) return false;
+  await new Promise((r) => setTimeout(r, SETTLE_POLL_MS));
+  return true;
 }
 
 /**
@@ -36,6 +79,7 @@ export async function acquireLease(
   id: string,
   staleMs: number,
   leases: Map<string, Lease>,
+  options: LeaseOptions = {},
 ): Promise<{ lease: Lease; recovered: boolean }> {
   const leasePath = paths.lease(id);
   const ownerPath = paths.owner(id);
@@ -51,25 +95,38 @@ export async function acquireLease(
   };
   // The lease path uses the sync API (mkdir + stat, and a 1 s mtime refresh): a handful of microsecond syscalls,
   // cheaper than thread-pool round trips on the create/open/close hot path.
-  let releaseDir: () => void;
-  let recovered = false;
-  try {
-    const l = dirlock.lockSync(leasePath, opts);
-    releaseDir = () => l.releaseSync();
-  } catch (err) {
-    if (!isLocked(err)) throw new SessionError("unavailable", storageCause(err));
-    if (!(await recoverLease(paths, id, staleMs))) throw new SessionError("busy");
-    recovered = true;
+  const tryLock = (): (() => void) | null => {
     try {
       const l = dirlock.lockSync(leasePath, opts);
-      releaseDir = () => l.releaseSync();
-    } catch (err2) {
-      throw isLocked(err2) ? new SessionError("busy") : new SessionError("unavailable", storageCause(err2));
+      return () => l.releaseSync();
+    } catch (err) {
+      if (!isLocked(err)) throw new SessionError("unavailable", storageCause(err));
+      return null;
     }
+  };
+  const deadline = Date.now() + (options.settleWaitMs ?? 0);
+  let releaseDir: () => void;
+  let recovered = false;
+  for (;;) {
+    const got = tryLock();
+    if (got !== null) {
+      releaseDir = got;
+      break;
+    }
+    if (await recoverLease(paths, id, staleMs)) {
+      recovered = true;
+      const again = tryLock();
+      if (again !== null) {
+        releaseDir = again;
+        break;
+      }
+    }
+    // A live holder that is not settling is `busy` at once; one settling is waited for, within the bound.
+    if (!(await settleGoesOn(paths, id, deadline))) throw new SessionError("busy");
   }
   const me: OwnerInfo = { pid: process.pid, host: HOST, token: PROCESS_TOKEN };
   try {
-    writeFileSync(ownerPath, JSON.stringify(me), { mode: 0o600 });
+    writeFileSync(ownerPath, JSON.stringify(options.settling === true ? { ...me, settling: true } : me), { mode: 0o600 });
   } catch (err) {
     // We hold the lease directory, so a partly written owner file (a full disk) is ours to remove.
     safely(() => unlinkSync(ownerPath));
@@ -84,6 +141,15 @@ export async function acquireLease(
     onLost(cb) {
       if (lost) cb();
       else lostCbs.push(cb);
+    },
+    markSettling(on) {
+      if (released || lost || readOwnerSync(ownerPath)?.token !== PROCESS_TOKEN) return;
+      // A rename: a reader of the owner file (a recoverer, an acquirer waiting) never finds it torn or missing.
+      const next = `${ownerPath}.new`;
+      safely(() => {
+        writeFileSync(next, JSON.stringify(on ? { ...me, settling: true } : me), { mode: 0o600 });
+        renameSync(next, ownerPath);
+      });
     },
     release() {
       if (released) return Promise.resolve();
@@ -129,6 +195,7 @@ async function recoverLease(paths: SessionPaths, id: string, staleMs: number): P
     }
     if (!dead) return false;
     await unlink(paths.owner(id)).catch(() => undefined);
+    await unlink(`${paths.owner(id)}.new`).catch(() => undefined); // a holder killed inside `markSettling`
     await rm(paths.lease(id), { recursive: true, force: true });
     return true;
   } finally {

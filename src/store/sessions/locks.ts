@@ -57,9 +57,14 @@ export interface LockTuning {
   readerWaitMs: number;
   /** How long a writer keeps its append lock after a batch for the next one (0: removed after every batch). */
   appendHoldMs: number;
+  /**
+   * How long an acquirer waits for a live lease holder that is only settling an interrupted turn (lease.ts) before
+   * `busy`: a settle is a window read and one fsynced record, whose append may itself wait `writerWaitMs`.
+   */
+  settleWaitMs: number;
 }
 
-export const DEFAULT_LOCK_TUNING: LockTuning = { staleMs: 5000, writerWaitMs: 3000, readerWaitMs: 150, appendHoldMs: 25 };
+export const DEFAULT_LOCK_TUNING: LockTuning = { staleMs: 5000, writerWaitMs: 3000, readerWaitMs: 150, appendHoldMs: 25, settleWaitMs: 5000 };
 
 /**
  * How the append lock is removed. A reader's is removed synchronously (an rmdir of an empty directory). The writer's
@@ -123,9 +128,12 @@ export class SessionLocks {
     await this.keeper.removalOf(id);
   }
 
-  /** Acquires the writer lease or throws `SessionError("busy")`. */
-  async acquireLease(id: string): Promise<Lease> {
-    const { lease, recovered } = await acquireLease(this.paths, id, this.tuning.staleMs, this.leases);
+  /**
+   * Acquires the writer lease or throws `SessionError("busy")`, waiting up to `settleWaitMs` for a holder that only
+   * settles an interrupted turn (lease.ts). `settling`: this lease is taken only to settle one.
+   */
+  async acquireLease(id: string, settling = false): Promise<Lease> {
+    const { lease, recovered } = await acquireLease(this.paths, id, this.tuning.staleMs, this.leases, { settling, settleWaitMs: this.tuning.settleWaitMs });
     // The holder we recovered the lease from is dead: an append lock it left is removed now, not at the first append
     // (a replay by any process meanwhile would wait for it and report busy).
     if (recovered) safelyTrue(() => reclaimAbandoned(this.paths, id, this.sole));

@@ -231,15 +231,17 @@ export class SessionStore {
   /**
    * Takes the writer lease of an existing session (`busy` if held elsewhere, `unavailable` if missing/damaged). With
    * `closeInterrupted` (the session manager, so every door), a turn a dead writer left open is closed first.
+   * `settleOnly`: the lease is taken only for that and released right after (its owner file says so throughout); a
+   * kept lease says so while it settles. A holder settling is waited for (locks.ts `settleWaitMs`), not `busy`.
    */
-  async acquire(id: string, opts: { closeInterrupted?: boolean } = {}): Promise<SessionHandle> {
+  async acquire(id: string, opts: { closeInterrupted?: boolean; settleOnly?: boolean } = {}): Promise<SessionHandle> {
     const path = this.paths.data(id);
     // Existence check before touching the lock directory (`unavailable` when missing).
     closeQuietly(openForRead(path).fd);
     await this.ensureDirs().catch(() => {
       throw new SessionError("unavailable");
     });
-    const lease = await this.locks.acquireLease(id);
+    const lease = await this.locks.acquireLease(id, opts.settleOnly === true);
     let fd: number | null = null;
     try {
       fd = openSync(path, FS.O_RDWR | FS.O_APPEND | FS.O_NONBLOCK);
@@ -250,7 +252,12 @@ export class SessionStore {
       const tail = await readTailState(fd, st.size, h.end);
       const handle = this.handle(id, h.header, fd, lease, tail.nextSeq, tail.torn);
       fd = null; // the writer owns it now
-      if (opts.closeInterrupted === true && tail.lastKind !== null && tail.lastKind !== "terminal") await this.closeInterrupted(handle);
+      if (opts.closeInterrupted === true && tail.lastKind !== null && tail.lastKind !== "terminal") {
+        // While it settles, a kept lease says so: another door opening the session now waits instead of `busy`.
+        if (opts.settleOnly !== true) lease.markSettling(true);
+        await this.closeInterrupted(handle);
+        if (opts.settleOnly !== true) lease.markSettling(false);
+      }
       return handle;
     } catch (e) {
       if (fd !== null) closeQuietly(fd);
