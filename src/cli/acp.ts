@@ -76,7 +76,7 @@ export async function runAcp(argv: string[]): Promise<number> {
   };
   const signals = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
   for (const sig of signals) process.on(sig, onSignal);
-  await serveAcp({
+  const served = await serveAcp({
     stop: stopped,
     input: Readable.toWeb(process.stdin) as ReadableStream<Uint8Array>,
     output: new WritableStream<Uint8Array>({
@@ -98,6 +98,8 @@ export async function runAcp(argv: string[]): Promise<number> {
   // Every turn has ended and its records are written. A write the editor does not read (stdout held open, unread)
   // would keep the process alive for ever: once stdout makes no progress for the grace period (the same for every stdio
   // door: process-io.ts), exit without it. An editor that reads (`printf … | berth acp | cat`) gets every answer.
+  // The wait at EOF for the answers may already have spent that grace on a write still pending: not twice.
+  if (served.outputStalled && stdout.writableLength > 0) process.exit(0);
   if (!(await stdoutSettled(stdout))) process.exit(0);
   return 0;
 }

@@ -5,8 +5,10 @@
  * Contracts:
  * - A session is open on this connection after `session/new`, `session/load` or `session/resume`; requests naming
  *   any other session are `-32002`.
- * - `shutdown` (the client's EOF, or a signal) cancels every running turn, waits for them, and stops the agent's
- *   tools; no turn waits for its text to be written meanwhile (an editor may keep stdout open without reading).
+ * - `endOfInput` (the client's EOF, as it is read) cancels every running turn, and every prompt read before it;
+ *   other requests run on. `shutdown` (after the EOF's answers, or a signal) cancels every running turn, waits for
+ *   them, and stops the agent's tools; from either on, no turn waits for its text to be written (an editor may keep
+ *   stdout open without reading).
  * - At most `MAX_OPEN_SESSIONS` sessions are open on this connection, those being opened counted: one more
  *   (`session/new`, or `session/load` / `session/resume` of a session not open here) is `-32600`, taken before
  *   anything is stored, so an editor that never closes sessions cannot make memory grow without bound.
@@ -59,6 +61,7 @@ export class AcpConnection {
   private readonly closing = new Map<string, number>();
   /** Requests to the editor no turn waits for, bounded across the connection's sessions. */
   private readonly unawaited = new Unawaited();
+  private ended = false;
 
   constructor(
     private readonly deps: AcpDeps,
@@ -274,6 +277,23 @@ export class AcpConnection {
     await this.hub.closeSession(id);
     s.close();
     return true;
+  }
+
+  /** Whether the client's input has ended (`endOfInput`): a prompt read before the end but started after it is cancelled. */
+  get inputEnded(): boolean {
+    return this.ended;
+  }
+
+  /**
+   * The client's input has ended: every running turn is cancelled (as by `session/cancel`, also one still starting)
+   * and no turn waits for its text to be written any more; every other request goes on to its answer.
+   */
+  endOfInput(): void {
+    this.ended = true;
+    for (const s of this.sessions.values()) {
+      s.stopWaiting();
+      s.cancel();
+    }
   }
 
   async shutdown(): Promise<void> {

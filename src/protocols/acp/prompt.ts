@@ -16,6 +16,8 @@
  * - A cancel (`session/cancel` or `$/cancel_request` of the prompt) read after the prompt, even before the runtime
  *   has started its turn (pipelined in the prompt's own write), ends that turn `cancelled`.
  * - `session/cancel` for a session with no running or starting turn does nothing.
+ * - The end of the client's input cancels like a `session/cancel` of every session read after everything else: a
+ *   running turn, and a prompt read before the end whose turn starts after it, end `cancelled` (connection.ts).
  */
 import { randomUUID } from "node:crypto";
 import { RequestError, type AgentApp, type PromptResponse } from "@agentclientprotocol/sdk";
@@ -26,7 +28,7 @@ import { toBerthPrompt, type BerthPrompt } from "./prompt-content.js";
 import type { AcpSession, TurnEnd } from "./session.js";
 
 /** Runs one turn of `s` to its end (the session is claimed for it); answers when the session is idle again. */
-async function runTurn(s: AcpSession, prompt: BerthPrompt, signal: AbortSignal): Promise<TurnEnd> {
+async function runTurn(s: AcpSession, prompt: BerthPrompt, signal: AbortSignal, inputEnded: () => boolean): Promise<TurnEnd> {
   const turnId = randomUUID();
   const ended = s.expectEnd(turnId);
   s.applyPending();
@@ -51,8 +53,9 @@ async function runTurn(s: AcpSession, prompt: BerthPrompt, signal: AbortSignal):
   }
   const onAbort = (): void => void s.rt.cancel(turnId);
   signal.addEventListener("abort", onAbort, { once: true });
-  // Cancelled before it started (session/cancel, or $/cancel_request of this prompt, whose abort already fired).
-  if (starting.cancelled || signal.aborted) onAbort();
+  // Cancelled before it started (session/cancel, or $/cancel_request of this prompt, whose abort already fired, or the
+  // client's input ended: that cancels every prompt read before it).
+  if (starting.cancelled || signal.aborted || inputEnded()) onAbort();
   try {
     const end = await ended;
     // The runtime ends the turn's writer lease after its terminal event. Answer once it has: the answer tells the
@@ -75,7 +78,7 @@ export function registerPrompt(app: AgentApp, conn: AcpConnection): void {
     if ("busy" in claim) throw claim.busy === "prompt" ? ACP_ERRORS.promptRunning() : ACP_ERRORS.loading();
     let end;
     try {
-      end = await runTurn(s, prompt, signal);
+      end = await runTurn(s, prompt, signal, () => conn.inputEnded);
     } finally {
       claim.release();
     }

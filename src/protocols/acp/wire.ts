@@ -19,9 +19,14 @@
  *   still waited for, not the withdrawn ones, so memory does not grow with withdrawals.
  * - The SDK's bare "Invalid params" (`-32602`) names the field and the fix (invalid-params.ts).
  * - A request reusing the id of one still being answered is not run (request-ids.ts).
+ * - The end of the input reaches the SDK only once every request read before it has been answered, within bounds
+ *   (input-end.ts): the SDK would abort them all and write nothing more. At the end, `onInputEnd` runs first (the
+ *   connection cancels its turns), then every request of Berth's still waited for is withdrawn (`$/cancel_request`,
+ *   settled on Berth's side), and any Berth writes afterwards is settled as it is written: no answer can come.
  */
 import { ndJsonStream, type AnyMessage, type Stream } from "@agentclientprotocol/sdk";
 import { initializeFirst } from "./initialize-first.js";
+import { holdInputEnd, type EndOptions } from "./input-end.js";
 import { explainingInvalidParams } from "./invalid-params.js";
 import { refuseDuplicateIds } from "./request-ids.js";
 
@@ -112,11 +117,25 @@ function fixProtocolError(chunk: Uint8Array): Uint8Array {
 type Id = string | number;
 const isId = (v: unknown): v is Id => typeof v === "string" || typeof v === "number";
 
-/** Settles each request Berth withdraws as it is written, and passes on only answers to requests waited for. */
-export function settleWithdrawn(s: Stream): Stream {
+/**
+ * Settles each request Berth withdraws as it is written, and passes on only answers to requests waited for.
+ * `withdrawAll` (the input has ended: the editor can no longer answer) withdraws every request still waited for, and
+ * settles each one written after it as it is written.
+ */
+export function settleWithdrawn(s: Stream): Stream & { withdrawAll(): void } {
   /** Berth's requests written and neither answered nor withdrawn. */
   const waiting = new Set<Id>();
+  /** Requests `withdrawAll` withdrew (the SDK's own `$/cancel_request` for one is then not written twice). */
+  let withdrawnAtEnd: Set<Id> | null = null;
   let toSdk: TransformStreamDefaultController<AnyMessage> | null = null;
+  const settle = (id: Id): void => {
+    if (toSdk === null) return;
+    try {
+      toSdk.enqueue({ jsonrpc: "2.0", id, error: { code: -32800, message: "Request cancelled" } });
+    } catch {
+      // The input has ended: the SDK settles every pending request as it closes.
+    }
+  };
   const readable = s.readable.pipeThrough(
     new TransformStream<AnyMessage, AnyMessage>({
       start: (ctl) => void (toSdk = ctl),
@@ -131,25 +150,43 @@ export function settleWithdrawn(s: Stream): Stream {
   const writer = s.writable.getWriter();
   const writable = new WritableStream<AnyMessage>({
     write(msg) {
-      if ("method" in msg && "id" in msg && isId(msg.id)) waiting.add(msg.id);
+      if ("method" in msg && "id" in msg && isId(msg.id)) {
+        // After the input's end no answer can come: the request is still written (a terminal/kill still acts).
+        if (withdrawnAtEnd !== null) settle(msg.id);
+        else waiting.add(msg.id);
+      }
       const requestId = "method" in msg && msg.method === "$/cancel_request" ? (msg.params as { requestId?: unknown } | undefined)?.requestId : undefined;
-      if (isId(requestId) && waiting.delete(requestId) && toSdk !== null) {
-        try {
-          toSdk.enqueue({ jsonrpc: "2.0", id: requestId, error: { code: -32800, message: "Request cancelled" } });
-        } catch {
-          // The input has ended: the SDK settles every pending request as it closes.
-        }
+      if (isId(requestId)) {
+        if (withdrawnAtEnd?.has(requestId) === true) return Promise.resolve();
+        if (waiting.delete(requestId)) settle(requestId);
       }
       return writer.write(msg);
     },
     close: () => writer.close(),
     abort: (reason) => writer.abort(reason),
   });
-  return { readable, writable };
+  const withdrawAll = (): void => {
+    if (withdrawnAtEnd !== null) return;
+    withdrawnAtEnd = new Set(waiting);
+    waiting.clear();
+    for (const id of withdrawnAtEnd) {
+      settle(id);
+      writer.write({ jsonrpc: "2.0", method: "$/cancel_request", params: { requestId: id } }).catch(() => undefined);
+    }
+  };
+  return { readable, writable, withdrawAll };
+}
+
+/** What the wire does at the input's end. */
+export interface WireOptions {
+  /** Runs as the input ends, before Berth's requests still waited for are withdrawn (the connection ends its turns). */
+  onInputEnd?: () => void;
+  /** The bounds of the wait for the answers to requests read before the end (input-end.ts); tests inject a clock. */
+  end?: EndOptions;
 }
 
 /** The guarded stream the agent app connects to. */
-export function acpWire(output: WritableStream<Uint8Array>, input: ReadableStream<Uint8Array>): Stream {
+export function acpWire(output: WritableStream<Uint8Array>, input: ReadableStream<Uint8Array>, o: WireOptions = {}): Stream {
   // One writer serializes the SDK's frames and the too-large answers (each write is one whole frame).
   const out = output.getWriter();
   const send = (bytes: Uint8Array): Promise<void> => out.write(bytes);
@@ -160,5 +197,14 @@ export function acpWire(output: WritableStream<Uint8Array>, input: ReadableStrea
   });
   const tooLarge = (): void => void send(frame({ jsonrpc: "2.0", id: null, error: { code: -32600, message: WIRE_ERRORS.tooLarge } })).catch(() => undefined);
   // The SDK's own bound sits above ours, so it never ends the connection over a line we passed.
-  return explainingInvalidParams(settleWithdrawn(refuseDuplicateIds(initializeFirst(ndJsonStream(guardedOut, limitLines(input, MAX_MESSAGE_BYTES, tooLarge), { maxMessageBytes: MAX_MESSAGE_BYTES + 1 })))));
+  const lines = ndJsonStream(guardedOut, limitLines(input, MAX_MESSAGE_BYTES, tooLarge), { maxMessageBytes: MAX_MESSAGE_BYTES + 1 });
+  // The end is held behind the duplicate-id guard (each request it counts has its own id) and ahead of the
+  // settling of Berth's requests, which can still hand the SDK their settlements while the end is held.
+  const held = holdInputEnd(refuseDuplicateIds(initializeFirst(lines)), o.end);
+  const settled = settleWithdrawn(held.stream);
+  held.onEnd(() => {
+    o.onInputEnd?.();
+    settled.withdrawAll();
+  });
+  return explainingInvalidParams(settled);
 }
