@@ -101,3 +101,19 @@ it("a permission question outstanding at EOF is withdrawn: the prompt answers ca
   assert.ok(last?.sessionUpdate === "tool_call_update" && last.status === "failed");
   assert.deepEqual(p.invalid, []);
 });
+
+it("a prompt sent with the end of input (its turn starts after the end is read) is cancelled like a running one", { timeout: 30_000 }, async () => {
+  const p = rig.spawn({ cwd });
+  await p.initialize();
+  const { sessionId } = await p.agent.request("session/new", { cwd, mcpServers: [] });
+  const asked = rig.fake.requests.length;
+  p.writeFrames([{ jsonrpc: "2.0", id: "prompt", method: "session/prompt", params: { sessionId, prompt: [{ type: "text", text: "sent with the end" }] } }]);
+  p.child.stdin.end();
+  assert.deepEqual(await p.exited, { code: 0, signal: null });
+  assert.deepEqual(answerTo(p, "prompt")?.["result"], { stopReason: "cancelled" }, JSON.stringify(answerTo(p, "prompt")));
+  const stored = records(sessionId);
+  assert.deepEqual(stored.at(-1), { ...stored.at(-1), kind: "terminal", status: "cancelled" });
+  assert.ok(JSON.stringify(stored).includes("sent with the end"), "the prompt is stored");
+  assert.equal(rig.fake.requests.length, asked, "the provider was never asked");
+  assert.deepEqual(p.invalid, []);
+});
