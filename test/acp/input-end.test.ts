@@ -50,7 +50,7 @@ interface Rig {
   endInput(): Promise<void>;
   until(pred: () => boolean): Promise<void>;
   closed: () => boolean;
-  c: { closed: Promise<void> };
+  c: { closed: Promise<void>; client: acp.AgentContext };
   /** Makes every later write to the output wait for ever (an editor that stops reading stdout). */
   stallOutput(): void;
   /** The wedged `session/new` handlers' answers, in arrival order. */
@@ -178,4 +178,24 @@ it(`an output that takes no write for ${END_STALL_MS} ms (stdout held unread) re
   assert.equal(r.closed(), false, "still held 1 ms before the stall bound");
   r.clock.advance(1);
   await r.c.closed;
+});
+
+it("at the end of input Berth's requests still waited for are withdrawn, and one sent while the end is held is written but not waited for", async () => {
+  const r = rig();
+  await started(r);
+  const before = r.c.client.request("terminal/wait_for_exit", { sessionId: "s", terminalId: "t1" });
+  await r.until(() => r.lines.some((l) => l["method"] === "terminal/wait_for_exit"));
+  const asked = r.lines.find((l) => l["method"] === "terminal/wait_for_exit")!;
+  await r.endInput();
+  await assert.rejects(before, (e: { code?: number }) => e.code === -32800);
+  await r.until(() => r.lines.some((l) => l["method"] === "$/cancel_request"));
+  assert.deepEqual(r.lines.filter((l) => l["method"] === "$/cancel_request").map((l) => l["params"]), [{ requestId: asked["id"] }]);
+  // The editor can no longer answer: a request made now (a cancelled command's terminal/kill) still goes out, and is
+  // settled at once instead of being waited for until the connection closes.
+  await assert.rejects(r.c.client.request("terminal/kill", { sessionId: "s", terminalId: "t1" }), (e: { code?: number }) => e.code === -32800);
+  await r.until(() => r.lines.some((l) => l["method"] === "terminal/kill"));
+  assert.equal(r.closed(), false, "the end is still held for session/new");
+  r.answerNew[0]!();
+  await r.c.closed;
+  assert.equal(r.lines.filter((l) => l["method"] === "$/cancel_request").length, 1, "nothing withdrawn twice");
 });
