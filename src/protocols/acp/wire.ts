@@ -22,7 +22,7 @@
  * - The end of the input reaches the SDK only once every request read before it has been answered, within bounds
  *   (input-end.ts): the SDK would abort them all and write nothing more. At the end, `onInputEnd` runs first (the
  *   connection cancels its turns), then every request of Berth's still waited for is withdrawn (`$/cancel_request`,
- *   settled on Berth's side), and any Berth writes afterwards is settled as it is written: no answer can come.
+ *   settled on Berth's side), and each request Berth writes afterwards is settled as it is written: no answer can come.
  */
 import { ndJsonStream, type AnyMessage, type Stream } from "@agentclientprotocol/sdk";
 import { initializeFirst } from "./initialize-first.js";
