@@ -23,8 +23,16 @@ export function berthHomeFor(fake: { baseUrl: string }): string {
   return home;
 }
 
-export async function withHost<T>(fn: (h: HostHandle) => Promise<T>, opts: { home?: string; inspectionHoldMs?: number } = {}): Promise<T> {
-  const h = await startHost({ home: opts.home ?? tempHome(), log: () => {}, ...(opts.inspectionHoldMs ? { inspectionHoldMs: opts.inspectionHoldMs } : {}) });
+export async function withHost<T>(
+  fn: (h: HostHandle) => Promise<T>,
+  opts: { home?: string; inspectionHoldMs?: number; clientBytesBound?: number; log?: (m: string) => void } = {},
+): Promise<T> {
+  const h = await startHost({
+    home: opts.home ?? tempHome(),
+    log: opts.log ?? (() => {}),
+    ...(opts.inspectionHoldMs ? { inspectionHoldMs: opts.inspectionHoldMs } : {}),
+    ...(opts.clientBytesBound ? { clientBytesBound: opts.clientBytesBound } : {}),
+  });
   try {
     return await fn(h);
   } finally {
@@ -136,9 +144,16 @@ export class AhpClient {
   readonly mcp: Json[] = [];
   clientSeq = 0;
   closed = false;
+  /** The close frame's code and reason, once closed (1006 and "" when none came). */
+  closeCode = 0;
+  closeReason = "";
   private constructor(readonly ws: WebSocket) {
     ws.on("message", (d) => this.onMessage(wsText(d)));
-    ws.on("close", () => (this.closed = true));
+    ws.on("close", (code, reason) => {
+      this.closed = true;
+      this.closeCode = code;
+      this.closeReason = reason.toString("utf8");
+    });
   }
   static open(h: HostHandle, opts: { query?: boolean; token?: string } = {}): Promise<AhpClient> {
     const token = opts.token ?? h.token;

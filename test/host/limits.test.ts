@@ -12,7 +12,7 @@ import Database from "better-sqlite3";
 import WebSocket from "ws";
 import { AhpClient, FakeBackend, tempHome, until, withHost, type Json } from "./helpers.js";
 import { startHost, MAX_PREAUTH_CONNECTIONS } from "../../src/protocols/host/host.js";
-import { MAX_CLIENT_BACKLOG } from "../../src/protocols/host/ahp.js";
+import { BEHIND_REASON, MAX_CLIENT_BACKLOG } from "../../src/protocols/host/ahp.js";
 import { MAX_TURN_TEXT, TRUNCATION_NOTICE } from "../../src/protocols/host/backend-events.js";
 
 function get(port: number, path: string, headers: Record<string, string>): Promise<{ status: number; body: string; headers: IncomingHttpHeaders }> {
@@ -134,6 +134,8 @@ test("finding: a paused AHP client was never disconnected (+379 MB); it is dropp
     await until(() => ![...(h.state.subs.get(reg.session) ?? [])].some((s) => s.clientId === "c1"), 30_000, "the paused client dropped");
     slow.ws.resume();
     await until(() => slow.closed, 10_000, "the paused client sees the close");
+    assert.equal(slow.closeCode, 1008, "a close frame, after the complete frames its socket held");
+    assert.equal(slow.closeReason, BEHIND_REASON);
     // The writer (reading normally) is unaffected and a reconnect works.
     assert.equal((await writer.request("ping")).result, null);
     const again = await AhpClient.open(h);

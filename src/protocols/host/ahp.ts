@@ -24,7 +24,7 @@ import { initializeTelemetry, isOtlpChannel, registerProgress } from "./notifica
 import { invokeChangesetOperation } from "./resources.js";
 import { clientConnectionClosed, clientUnsubscribed } from "./client-tools.js";
 import { wsText } from "../../transport/ws-text.js";
-import { PendingFrames } from "./fanout.js";
+import { ClientBudget, ClientOutbox, textFrame } from "./client-outbox.js";
 import { removedSince } from "./channel-removals.js";
 import { unknownChannel } from "./channel-refusals.js";
 import type { Socket as NetSocket } from "node:net";
@@ -55,6 +55,9 @@ const REQUEST_ONLY: ReadonlySet<string> = new Set([
 const MAX_ERROR_MESSAGE = 512;
 /** Bytes that may wait unsent for one AHP client before it is disconnected. */
 export const MAX_CLIENT_BACKLOG = 32 * 1024 * 1024;
+/** Close reasons (at most 123 bytes each) of a client dropped for falling behind, alone or daemon-wide. */
+export const BEHIND_REASON = "this client fell more than 32 MiB behind (it stopped reading): reconnect and resubscribe to resume";
+export const BUDGET_REASON = "the host's send buffers are full and this client was furthest behind: reconnect and resubscribe";
 
 /**
  * How many clients' negotiated versions the host remembers (the newest), in memory: `reconnect`
@@ -77,17 +80,40 @@ export class AhpConnection implements Subscriber {
   readonly channels = new Set<string>();
   private closed = false;
 
+  /** Everything sent to this client waits here (client-outbox.ts); its bytes count against the daemon-wide budget. */
+  private readonly outbox: ClientOutbox;
+
   constructor(
     readonly ws: WebSocket,
     readonly state: HostState,
     readonly log: (m: string) => void,
+    budget: ClientBudget = new ClientBudget(),
   ) {
+    this.outbox = new ClientOutbox(this.rawSocket()!, budget, {
+      queued: () => this.checkBacklog(),
+      drained: () => {
+        if (this.holding) this.release();
+      },
+      overBudget: () => this.disconnect(1013, BUDGET_REASON, `the daemon-wide bound of ${budget.bound} unsent bytes was reached`),
+    });
     ws.on("message", (data, isBinary) => {
       if (this.holding) this.inbox.push({ data, isBinary });
       else this.take(data, isBinary);
     });
-    ws.on("close", () => this.onClose());
+    ws.on("close", () => {
+      this.onClose();
+      this.outbox.detach();
+    });
     ws.on("error", () => {});
+  }
+
+  private rawSocket(): NetSocket | undefined {
+    return (this.ws as unknown as { _socket?: NetSocket })._socket;
+  }
+
+  /** Bytes waiting to be written to this client (queued here, or in its socket's buffer). */
+  get unsentBytes(): number {
+    return this.outbox.held;
   }
 
   private take(data: WebSocket.RawData, isBinary: boolean): void {
@@ -108,11 +134,10 @@ export class AhpConnection implements Subscriber {
     return this.inbox.length;
   }
   private hold(): void {
-    const raw = (this.ws as unknown as { _socket?: NetSocket })._socket;
+    const raw = this.rawSocket();
     if (this.holding || this.closed || !raw || raw.destroyed) return;
     this.holding = true;
     this.ws.pause();
-    raw.once("drain", this.release);
   }
   private readonly release = (): void => {
     this.holding = false;
@@ -124,7 +149,6 @@ export class AhpConnection implements Subscriber {
     }
   };
 
-  private corked = false;
   /**
    * Bytes of answers (snapshots, replays) queued since the backlog was last under the bound, counted up to the bound
    * or the largest of those answers, whichever is more: one answer of any size fits, but a client that keeps asking
@@ -141,19 +165,7 @@ export class AhpConnection implements Subscriber {
   }
   sendRaw(text: string): void {
     if (this.closed || this.ws.readyState !== 1) return;
-    this.flushFrames(); // fanned-out envelopes queued earlier go first
-    // Batch bursts of small frames into one writev per event-loop turn.
-    const raw = (this.ws as unknown as { _socket?: NetSocket })._socket;
-    if (raw && !this.corked) {
-      this.corked = true;
-      raw.cork();
-      setImmediate(() => {
-        this.corked = false;
-        raw.uncork();
-      });
-    }
-    this.ws.send(text);
-    this.checkBacklog();
+    this.outbox.send(textFrame(text)); // after the fanned-out envelopes queued earlier; checks the bounds
   }
   /**
    * A client that stops reading is disconnected once MAX_CLIENT_BACKLOG bytes wait for it: its
@@ -162,7 +174,8 @@ export class AhpConnection implements Subscriber {
    * allowance (see `replyAllowance`) until the backlog is back under the bound.
    */
   private checkBacklog(): void {
-    const b = this.ws.bufferedAmount;
+    if (this.closed) return;
+    const b = this.outbox.held;
     if (b <= MAX_CLIENT_BACKLOG) {
       this.replyAllowance = 0;
       this.largestReply = 0;
@@ -170,35 +183,34 @@ export class AhpConnection implements Subscriber {
     }
     this.hold();
     if (b <= MAX_CLIENT_BACKLOG + this.replyAllowance) return;
-    this.log(`ahp: client ${clip(this.clientId)} fell ${this.ws.bufferedAmount} bytes behind; disconnecting it`);
-    this.onClose();
-    this.ws.terminate();
+    this.disconnect(1008, BEHIND_REASON, `it fell ${b} bytes behind`);
   }
 
-  /** Fanned-out envelopes framed on the host's tape, written once per event-loop turn (fanout.ts). */
-  private readonly frames = new PendingFrames();
-  /** Write the fanned-out frames queued so far now (before a close frame, say). */
+  /**
+   * Drop a client that fell behind: what waits for it is freed at once, its subscriptions end, and the close frame
+   * (code and reason) follows the few complete frames its socket already holds, so a client that reads again sees
+   * why. It can `reconnect` (a replay or snapshots): nothing durable is lost.
+   */
+  private disconnect(code: number, reason: string, why: string): void {
+    if (this.closed) return;
+    this.log(`ahp: disconnecting client ${clip(this.clientId)}: ${why}`);
+    this.outbox.drop();
+    this.onClose();
+    try {
+      this.ws.close(code, reason);
+    } catch {
+      this.ws.terminate();
+    }
+  }
+
+  /** Hand everything queued for this client to its socket now (before a close frame, say). */
   flushFrames(): void {
-    if (!this.frames.empty) this.writeFrames();
+    this.outbox.flushAll();
   }
   queueFrame(tape: Buffer, start: number, end: number): void {
     if (this.closed || this.ws.readyState !== 1) return;
-    if (this.frames.add(tape, start, end)) setImmediate(this.writeFrames);
+    this.outbox.queueFrame(tape, start, end);
   }
-  /** Write the queued frames straight to the socket (ws writes synchronously, so order is kept). */
-  private readonly writeFrames = (): void => {
-    const out = this.frames.take();
-    if (out.length === 0 || this.closed || this.ws.readyState !== 1) return;
-    const raw = (this.ws as unknown as { _socket?: NetSocket })._socket;
-    if (!raw || raw.destroyed) return;
-    if (out.length === 1) raw.write(out[0]!);
-    else {
-      raw.cork();
-      for (const b of out) raw.write(b);
-      raw.uncork();
-    }
-    this.checkBacklog();
-  };
   private sendJson(msg: unknown): void {
     this.sendRaw(JSON.stringify(msg));
   }
@@ -223,6 +235,11 @@ export class AhpConnection implements Subscriber {
     if (!this.closed) mcpHub(this.state).portClosed(this.mcp);
     this.closed = true;
     this.inbox.splice(0);
+    // A held client's socket is read again: the close handshake needs its close frame (else ws waits 30 s for it).
+    if (this.holding) {
+      this.holding = false;
+      this.ws.resume();
+    }
     this.rpc.close();
     for (const c of this.channels) this.state.unsubscribe(c, this);
     this.channels.clear();
@@ -260,7 +277,7 @@ export class AhpConnection implements Subscriber {
     onRequest: (method, params, notification) => (notification ? this.dispatchNotification(method, params) : this.dispatch(method, params, false)),
     errorOf: (e, method) => {
       if (e instanceof RpcError) {
-        if (e.code === ErrorCodes.UnsupportedProtocolVersion) setTimeout(() => this.ws.close(1002, "unsupported protocol version"), 10).unref();
+        if (e.code === ErrorCodes.UnsupportedProtocolVersion) setTimeout(() => this.close(1002, "unsupported protocol version"), 10).unref();
         const message = e.message.length > MAX_ERROR_MESSAGE ? `${e.message.slice(0, MAX_ERROR_MESSAGE - 1)}…` : e.message;
         return { code: e.code, message, ...(e.data !== undefined ? { data: e.data } : {}) };
       }

@@ -12,6 +12,7 @@ import { loadToken } from "../../store/host/token.js";
 import { HostState } from "./state.js";
 import { BackendServer } from "./backend.js";
 import { AhpConnection } from "./ahp.js";
+import { ClientBudget } from "./client-outbox.js";
 import { AhpSocket, MAX_AHP_MESSAGE } from "./ahp-socket.js";
 import { Inspector, json } from "./inspection.js";
 import { checkHostOrigin, listenerNames, type ListenerNames } from "./http-guard.js";
@@ -44,6 +45,8 @@ export interface HostOptions {
   uiDir?: string;
   /** v13: bound (bytes) on a resource-carried snapshot's decoded content; none by default. */
   sessionContentQuota?: number;
+  /** Daemon-wide bound on bytes waiting to be written to AHP clients (default DEFAULT_CLIENT_BYTES_BOUND). */
+  clientBytesBound?: number;
 }
 
 export interface HostHandle {
@@ -58,6 +61,8 @@ export interface HostHandle {
   backendSocket: string;
   /** The Host/Origin names the listener answers to (pass to `checkHostOrigin` in added routes). */
   listenerNames: ListenerNames;
+  /** Bytes waiting to be written to AHP clients, daemon-wide, and their bound. */
+  clientBudget: ClientBudget;
   readyLine(): string;
   close(): Promise<void>;
 }
@@ -201,6 +206,7 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
   });
   const wss = new WebSocketServer({ noServer: true, maxPayload: WIRE_LIMIT, perMessageDeflate: false, handleProtocols: selectSubprotocol, WebSocket: AhpSocket });
   const clients = new Set<AhpConnection>();
+  const clientBudget = new ClientBudget(opts.clientBytesBound);
   http.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
     try {
       const refused = checkHostOrigin(req, names);
@@ -213,7 +219,7 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
       preAuth.delete(socket);
       socket.setTimeout(0);
       wss.handleUpgrade(req, socket, head, (ws) => {
-        const c = new AhpConnection(ws, state, log);
+        const c = new AhpConnection(ws, state, log, clientBudget);
         clients.add(c);
         ws.on("close", () => clients.delete(c));
       });
@@ -262,6 +268,7 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
     uiUrl: `http://${uiHost}:${port}/#token=${token}`,
     backendSocket,
     listenerNames: names,
+    clientBudget,
     readyLine: () =>
       JSON.stringify({ ready: true, ahp: handle.ahpUrl, http: handle.httpUrl, token, backend_socket: backendSocket, ui: handle.uiUrl }),
     close: async () => {
