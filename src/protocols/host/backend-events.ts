@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { BackendEvent, HistoryTurn, NeutralInputRequest } from "./backend-schema.js";
-import { chatErrorAction, findTool, nowIso, retirePending, type ChatModel, type Json, type Origin, type SessionModel, type TurnModel } from "./model.js";
+import { REFUSED_NOTE_SUFFIX, chatErrorAction, findTool, nowIso, retirePending, type ChatModel, type Json, type Origin, type SessionModel, type TurnModel } from "./model.js";
 import type { HostState } from "./state.js";
 import { setInputAvailable } from "./session-meta.js";
 import { authInputId, mcpContributor } from "./resource-actions.js";
@@ -13,8 +13,6 @@ import { clientCallSettled, clientInputId, clientToolRequested } from "./client-
 
 /** Streamed text (text and thinking deltas, in UTF-16 code units) one turn may carry. */
 export const MAX_TURN_TEXT = 4 * 1024 * 1024;
-/** The suffix of a refused-delta note's part ID: later text starts a part of its own rather than extending the note. */
-const NOTE_PART = "-refused";
 export const TRUNCATION_NOTICE = `\n\n[Berth: this turn's output exceeded ${MAX_TURN_TEXT / (1024 * 1024)} MiB; the rest was not kept.]`;
 
 /**
@@ -58,10 +56,11 @@ export function historyToTurn(h: HistoryTurn): Json {
 function applyTextDelta(st: HostState, chat: ChatModel, t: TurnModel, type: "text_delta" | "thinking_delta", delta: string): void {
   const text = boundTurnText(t, delta);
   const kind = type === "text_delta" ? "markdown" : "reasoning";
-  const last = t.responseParts[t.responseParts.length - 1];
+  const n = t.responseParts.length;
+  const last = t.responseParts[n - 1];
   if (text === "") {
     /* nothing left to keep */
-  } else if (last && last.kind === kind && !(last.id as string).endsWith(NOTE_PART)) st.publish(chat.uri, { type: kind === "markdown" ? "chat/delta" : "chat/reasoning", turnId: t.id, partId: last.id, content: text });
+  } else if (last && last.kind === kind && t.noteAt !== n - 1) st.publish(chat.uri, { type: kind === "markdown" ? "chat/delta" : "chat/reasoning", turnId: t.id, partId: last.id, content: text });
   else st.publish(chat.uri, { type: "chat/responsePart", turnId: t.id, part: { kind, id: `p${++chat.partSeq}`, content: text } });
   if (t.truncated === true) {
     t.truncated = "announced";
@@ -79,7 +78,8 @@ export function noteRefusedDelta(st: HostState, s: SessionModel, chat: ChatModel
   if (!t) return;
   const what = type === "text_delta" ? "text" : "reasoning";
   const content = `\n\n[Berth: the backend sent a ${type} of ${chars} characters; this host accepts at most ${bound} (${bound / (1024 * 1024)} MiB) per event, so that ${what} was refused and is missing from this answer.]`;
-  st.publish(chat.uri, { type: "chat/responsePart", turnId: t.id, part: { kind: "markdown", id: `p${++chat.partSeq}${NOTE_PART}`, content } });
+  st.publish(chat.uri, { type: "chat/responsePart", turnId: t.id, part: { kind: "markdown", id: `p${++chat.partSeq}${REFUSED_NOTE_SUFFIX}`, content } });
+  t.noteAt = t.responseParts.length - 1; // later text starts a part of its own (no ID scan per delta)
   st.summaryChanged(s);
 }
 

@@ -33,7 +33,16 @@ export interface TurnModel {
   truncated?: boolean | "announced";
   /** Restored after a host restart: output-discontinuous (turn-checkpoint.ts, reconcile.ts). */
   restored?: boolean;
+  /**
+   * The index in `responseParts` of the latest refused-delta note (backend-events.ts): while it is the last part,
+   * streamed text starts a part of its own rather than extending the note. Not persisted: a restored turn derives it
+   * from the note's part-ID suffix (REFUSED_NOTE_SUFFIX).
+   */
+  noteAt?: number;
 }
+
+/** The suffix of a refused-delta note's part ID (clients see it; the host's own test is `TurnModel.noteAt`). */
+export const REFUSED_NOTE_SUFFIX = "-refused";
 
 /** A pending (steering or queued) message as AHP `PendingMessage`. */
 export interface PendingMessage {

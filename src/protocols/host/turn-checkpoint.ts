@@ -12,7 +12,7 @@
  *    ends as a success (reconcile.ts decides how it ends);
  *  - the checkpoint is dropped with the turn's end (the completed turn is then a turn row).
  */
-import type { ChatModel, Json, TurnModel } from "./model.js";
+import { REFUSED_NOTE_SUFFIX, type ChatModel, type Json, type TurnModel } from "./model.js";
 
 /** The shortest interval between checkpoints of running turns. */
 export const CHECKPOINT_MS = 1000;
@@ -39,6 +39,8 @@ export function restoreTurn(saved: unknown, nowMs = Date.now()): TurnModel | und
   if (j.usage && typeof j.usage === "object") t.usage = j.usage as Json;
   if (typeof j.textChars === "number") t.textChars = j.textChars;
   if (j.truncated === true || j.truncated === "announced") t.truncated = j.truncated;
+  const last = t.responseParts[t.responseParts.length - 1];
+  if (last && typeof last.id === "string" && last.id.endsWith(REFUSED_NOTE_SUFFIX)) t.noteAt = t.responseParts.length - 1;
   return t;
 }
 
