@@ -25,13 +25,14 @@ export function berthHomeFor(fake: { baseUrl: string }): string {
 
 export async function withHost<T>(
   fn: (h: HostHandle) => Promise<T>,
-  opts: { home?: string; inspectionHoldMs?: number; clientBytesBound?: number; log?: (m: string) => void } = {},
+  opts: { home?: string; inspectionHoldMs?: number; clientBytesBound?: number; backendBytesBound?: number; log?: (m: string) => void } = {},
 ): Promise<T> {
   const h = await startHost({
     home: opts.home ?? tempHome(),
     log: opts.log ?? (() => {}),
     ...(opts.inspectionHoldMs ? { inspectionHoldMs: opts.inspectionHoldMs } : {}),
     ...(opts.clientBytesBound ? { clientBytesBound: opts.clientBytesBound } : {}),
+    ...(opts.backendBytesBound ? { backendBytesBound: opts.backendBytesBound } : {}),
   });
   try {
     return await fn(h);

@@ -50,7 +50,16 @@ export class BackendConn implements ProviderRoute {
     readonly server: BackendServer,
   ) {
     // A frame leaves only once the state changes made before it are committed (an ack means durable).
-    this.outbox = new BackendOutbox(socket, () => this.state.store.flush());
+    // A backend that does not read what it is sent is not read either, until it does (backend-outbox.ts).
+    const flow = {
+      pause: () => socket.pause(),
+      resume: () => {
+        if (!this.closed) socket.resume();
+      },
+      overflow: (held: number) =>
+        this.fatal("protocol_error", `${held} bytes wait unread for this connection (more than ${16 * server.backlogBound}): the backend stopped reading its socket; read every frame the host sends, then connect again`),
+    };
+    this.outbox = new BackendOutbox(socket, () => this.state.store.flush(), flow, server.backlogBound);
     this.stopReading = attachLineReader(socket, { onFrame: (f) => this.onFrame(f), onError: (e) => this.onFrameError(e) });
     socket.on("close", () => this.onClose());
     socket.on("error", () => {});
@@ -60,6 +69,13 @@ export class BackendConn implements ProviderRoute {
 
   get state(): HostState {
     return this.server.state;
+  }
+  /** Bytes handed to this backend's socket and not yet written; whether its frames are not read meanwhile. */
+  get unsentBytes(): number {
+    return this.outbox.held;
+  }
+  get readingPaused(): boolean {
+    return this.outbox.paused;
   }
   deliver(frame: Json): boolean {
     return this.send(frame);

@@ -3,6 +3,7 @@
  * protocol v1–v14, and session registration (claims, aliases, fencing). Connection handling is
  * in backend-conn.ts.
  */
+import { BACKEND_BACKLOG } from "./backend-outbox.js";
 import { randomUUID } from "node:crypto";
 import type { BackendErrorCode, HelloBody } from "./backend-schema.js";
 import { BackendConn } from "./backend-conn.js";
@@ -27,6 +28,8 @@ export class BackendServer {
     readonly state: HostState,
     readonly socketPath: string,
     readonly log: (msg: string) => void,
+    /** Bytes that may wait for one backend before the host stops reading it (backend-outbox.ts). */
+    readonly backlogBound = BACKEND_BACKLOG,
   ) {}
 
   /** Listen on the socket path: remove a refused stale socket, never replace a live listener. */

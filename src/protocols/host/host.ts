@@ -47,6 +47,8 @@ export interface HostOptions {
   sessionContentQuota?: number;
   /** Daemon-wide bound on bytes waiting to be written to AHP clients (default DEFAULT_CLIENT_BYTES_BOUND). */
   clientBytesBound?: number;
+  /** Bytes waiting for one backend before the host stops reading it (default BACKEND_BACKLOG). */
+  backendBytesBound?: number;
 }
 
 export interface HostHandle {
@@ -63,6 +65,8 @@ export interface HostHandle {
   listenerNames: ListenerNames;
   /** Bytes waiting to be written to AHP clients, daemon-wide, and their bound. */
   clientBudget: ClientBudget;
+  /** The backend socket's server and its connections. */
+  backend: BackendServer;
   readyLine(): string;
   close(): Promise<void>;
 }
@@ -131,7 +135,7 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
   const state = new HostState(store, log);
   state.sessionContentQuota = opts.sessionContentQuota;
   const backendSocket = join(stateDir, "backend.sock");
-  const backend = new BackendServer(state, backendSocket, log);
+  const backend = new BackendServer(state, backendSocket, log, opts.backendBytesBound);
   try {
     await backend.start();
   } catch (e) {
@@ -269,6 +273,7 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
     backendSocket,
     listenerNames: names,
     clientBudget,
+    backend,
     readyLine: () =>
       JSON.stringify({ ready: true, ahp: handle.ahpUrl, http: handle.httpUrl, token, backend_socket: backendSocket, ui: handle.uiUrl }),
     close: async () => {
