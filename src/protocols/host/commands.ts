@@ -4,12 +4,21 @@
  *  - a frame the route refuses to deliver is `rejected` ("not sent"), never indeterminate;
  *  - after delivery, a lost connection or the COMMAND_DEADLINE_MS deadline is `indeterminate`;
  *    nothing is ever replayed;
- *  - a result settles a command only when the caller proves it came from the delivering route.
+ *  - a result settles a command only when the caller proves it came from the delivering route;
+ *  - at most MAX_UNANSWERED commands wait for answers on one backend connection: past it a command is `rejected`
+ *    unsent, naming the cause and the fix (a backend that never answers cannot make the host keep a record per
+ *    client dispatch for the whole deadline).
  */
 import { randomUUID } from "node:crypto";
 import { COMMAND_DEADLINE_MS, type CommandOutcome, type Json, type ProviderRoute, type SessionRoute } from "./model.js";
 
 export type AnyRoute = SessionRoute | ProviderRoute;
+
+/** Commands that may wait for answers on one backend connection (see docs/host.md). */
+export const MAX_UNANSWERED = 1024;
+
+/** The connection a route's commands travel on (a multiplexed session's is its provider's). */
+const connOf = (r: AnyRoute): object => ("conn" in r && r.conn && typeof r.conn === "object" ? r.conn : r);
 
 interface PendingCommand {
   commandId: string;
@@ -20,6 +29,8 @@ interface PendingCommand {
 
 export class CommandTracker {
   readonly pending = new Map<string, PendingCommand>();
+  /** Unanswered commands per backend connection. */
+  private readonly perConn = new Map<object, number>();
 
   constructor(private readonly log: (msg: string) => void) {}
 
@@ -29,11 +40,19 @@ export class CommandTracker {
    */
   send(route: AnyRoute, frame: Json, onOutcome: (o: CommandOutcome) => void, commandId: string = randomUUID()): string {
     frame.commandId = commandId;
+    const conn = connOf(route);
+    const waiting = this.perConn.get(conn) ?? 0;
+    if (waiting >= MAX_UNANSWERED) {
+      onOutcome({ kind: "rejected", error: `not sent: ${waiting} commands to this backend are unanswered, the most this host keeps; retry once it answers them (or their ${COMMAND_DEADLINE_MS / 1000} s deadline passes)` });
+      return commandId;
+    }
+    this.perConn.set(conn, waiting + 1);
     const timer = setTimeout(() => this.settle(commandId, { kind: "indeterminate", error: "no command_result before the deadline" }), COMMAND_DEADLINE_MS);
     timer.unref();
     this.pending.set(commandId, { commandId, route, onOutcome, timer });
     if (!route.deliver(frame)) {
       this.pending.delete(commandId);
+      this.release(conn);
       clearTimeout(timer);
       onOutcome({ kind: "rejected", error: "backend not connected (command not sent)" });
     }
@@ -46,6 +65,7 @@ export class CommandTracker {
     if (!p) return false;
     if (from !== undefined && (typeof from === "function" ? !from(p.route) : p.route !== from)) return false;
     this.pending.delete(commandId);
+    this.release(connOf(p.route));
     clearTimeout(p.timer);
     try {
       p.onOutcome(o);
@@ -53,6 +73,12 @@ export class CommandTracker {
       this.log(`command outcome handler failed: ${String(e)}`);
     }
     return true;
+  }
+
+  private release(conn: object): void {
+    const n = (this.perConn.get(conn) ?? 1) - 1;
+    if (n > 0) this.perConn.set(conn, n);
+    else this.perConn.delete(conn);
   }
 
   /** A route went away: every delivered, unsettled command on it becomes indeterminate. */
