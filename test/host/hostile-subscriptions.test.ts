@@ -127,3 +127,25 @@ test("finding: a subscribe storm from a client not reading buffered every answer
     c.close();
     be.close();
   }));
+
+test("finding: initialize naming one channel 10,000 times answered 10,000 copies of its snapshot; each channel is answered once", () =>
+  withHost(async (h) => {
+    const { be, reg } = await FakeBackend.session(h, { protocolVersion: 1, sourceId: "repeat" });
+    const chat = reg.chat as string;
+    be.send({ type: "event", session: reg.session, event: { type: "user_message", text: "q", turnId: "t1" } });
+    be.send({ type: "event", session: reg.session, event: { type: "text_delta", text: "x".repeat(1024) } });
+    be.send({ type: "event", session: reg.session, event: { type: "settled", cancelled: false } });
+    await until(() => h.state.chatIndex.get(chat)?.turns.length === 1, 5000, "the transcript");
+    const c = await AhpClient.open(h);
+    const subs = [...Array.from({ length: 9_998 }, () => chat), ROOT, chat];
+    const r = await c.request("initialize", { channel: ROOT, protocolVersions: ["1.0.0"], clientId: "repeat", initialSubscriptions: subs }, 30_000);
+    assert.deepEqual(
+      (r.result.snapshots as Json[]).map((s) => s.resource),
+      [chat, ROOT],
+      "each channel's snapshot once, in the order first asked",
+    );
+    assert.equal([...(h.state.subs.get(chat) ?? [])].filter((s) => s.clientId === "repeat").length, 1);
+    assert.equal((await c.request("ping")).result, null);
+    c.close();
+    be.close();
+  }));

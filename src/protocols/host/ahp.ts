@@ -392,7 +392,9 @@ export class AhpConnection implements Subscriber {
     const snapshots: Json[] = [];
     // A snapshot for each state-bearing channel there is; a stream is subscribed with none (AHP). A channel the host
     // does not have is neither: the answer's snapshots name what was subscribed (`subscribe` to one says why not).
-    for (const uri of p.data.initialSubscriptions ?? []) {
+    // Each channel once, in the order asked (like `reconnect`): a list naming one large chat 10,000 times would
+    // otherwise build 10,000 copies of its snapshot into one answer.
+    for (const uri of new Set(p.data.initialSubscriptions ?? [])) {
       if (isOtlpChannel(uri)) {
         this.sub(uri);
         continue;
