@@ -168,7 +168,7 @@ export class ClientOutbox {
 
   /** Hand queued bytes to the socket while fewer than `limit` are in flight there. */
   private pump(limit: number): void {
-    if (this.gone || this.socket.destroyed || this.qHead === this.queue.length || this.inFlight >= limit) return;
+    if (this.gone || this.socket.destroyed || this.socket.writableEnded || this.qHead === this.queue.length || this.inFlight >= limit) return;
     const cork = !this.corked;
     if (cork) this.socket.cork();
     let n = 0;
