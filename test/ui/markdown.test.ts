@@ -121,6 +121,20 @@ describe("web UI: markdown rendered while it streams", { skip, timeout: UI_TEST_
 
   test("a list whose lines end in \\r (CRLF text) is rendered: the page hung in an endless loop", async () => {
     const html = await page.evaluate<string>(`md.fresh(${JSON.stringify("Steps:\r\n\r\n- one\r\n- two\r\n1. three\u2028four\r\n")})`);
-    assert.match(html, /<ul><li>one\r<\/li><li>two\r<\/li><\/ul><ol><li>three\u2028four\r<\/li><\/ol>/);
+    assert.match(html, /<ul><li>one<\/li><li>two<\/li><\/ul><ol><li>three\u2028four<\/li><\/ol>/);
+  });
+
+  test("CRLF text renders as LF text does: headings, lists, quotes, fences and code (no CR shown), streamed too", async () => {
+    const lf = ["# Title", "Some *text*", "on two lines", "", "- a", "- b", "> q", "> r", "```sh", "echo hi", "/* x */", "```", "---", "~~~", "open"].join("\n");
+    const crlf = lf.replace(/\n/g, "\r\n");
+    const [want, got] = await page.evaluate<[string, string]>(`[md.fresh(${JSON.stringify(lf)}), md.fresh(${JSON.stringify(crlf)})]`);
+    assert.match(want, /<h3>Title<\/h3>/);
+    assert.equal(got, want);
+    // A line's CR arrives in one frame, its LF in the next: each frame equals a fresh render, and every prefix renders
+    // as it does without its CRs (so "# Title\r" is a heading, and code shows no CR and no extra line).
+    const prefixes = Array.from({ length: crlf.length + 1 }, (_, n) => crlf.slice(0, n));
+    assert.equal(await check(prefixes), null);
+    const differs = await page.evaluate(`(${JSON.stringify(prefixes)}).find((s) => md.fresh(s) !== md.fresh(s.replace(/\\r/g, ""))) ?? null`);
+    assert.equal(differs, null);
   });
 });

@@ -17,11 +17,12 @@ import { Component, type ComponentChildren, type JSX } from "preact";
 import { highlight, inline } from "./md-inline.js";
 
 const RUN = 4096;
+const CR = 13;
 const FENCE = /^\s*(```|~~~)\s*([\w+#.-]*)/;
 const HEADING = /^(#{1,6})\s+(.*)$/;
 const RULE = /^\s*([-*_])(\s*\1){2,}\s*$/;
 const BULLET = /^\s*([-*+]|\d+[.)])\s+/;
-/** An item's text: `s`, so that every line BULLET matches is an item (a `\r` before the newline is text too). */
+/** An item's text: `s`, so that every line BULLET matches is an item (a U+2028 in it is text). */
 const ITEM = /^\s*([-*+]|\d+[.)])\s+(.*)$/s;
 const QUOTE = /^\s*>/;
 
@@ -67,8 +68,9 @@ class Blocks {
     return b;
   }
 
-  /** The line `src[start, end)`. */
+  /** The line `src[start, end)`, its line ending (`\n`, `\r\n` or a `\r` the text ends with) not included. */
   line(start: number, end: number): void {
+    if (end > start && this.src.charCodeAt(end - 1) === CR) end--;
     const line = this.src.slice(start, end);
     const o = this.open;
     if (o.kind === "fence") {
@@ -155,8 +157,14 @@ class Blocks {
     if (this.paraStart === -1) return;
     const [start, end] = [this.paraStart, this.paraEnd];
     this.paraStart = this.paraEnd = -1;
-    if (end - start <= RUN) this.out.push(<p key={this.key++}>{inline(this.src.slice(start, end))}</p>);
+    if (end - start <= RUN) this.out.push(<p key={this.key++}>{inline(this.text(start, end))}</p>);
     else this.runs(start, end);
+  }
+
+  /** Prose `src[start, end)`, its CRLF line breaks as LF. */
+  private text(start: number, end: number): string {
+    const s = this.src.slice(start, end);
+    return s.includes("\r") ? s.replace(/\r\n/g, "\n") : s;
   }
 
   /** The paragraph `src[start, end)` in runs, reusing the runs already built for it. */
@@ -170,14 +178,15 @@ class Blocks {
     while (target < end) {
       const ws = this.src.slice(target, end).search(/\s/);
       if (ws === -1) break;
-      const cut = target + ws + 1;
-      c.done.push({ end: cut, target: Math.max(cut, target + RUN), el: <p key={this.key + c.done.length} class="run">{inline(this.src.slice(from, cut))}</p> });
+      let cut = target + ws + 1;
+      if (cut < end && this.src.charCodeAt(cut - 1) === CR && this.src.charCodeAt(cut) === 10) cut++;
+      c.done.push({ end: cut, target: Math.max(cut, target + RUN), el: <p key={this.key + c.done.length} class="run">{inline(this.text(from, cut))}</p> });
       from = cut;
       target = Math.max(cut, target + RUN);
     }
     for (const r of c.done) this.out.push(r.el);
     this.key += c.done.length;
-    this.out.push(<p key={this.key++} class="run">{inline(this.src.slice(from, end))}</p>);
+    this.out.push(<p key={this.key++} class="run">{inline(this.text(from, end))}</p>);
   }
 }
 
