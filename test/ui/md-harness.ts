@@ -2,7 +2,7 @@
  * The web UI's markdown renderer (ui/src/markdown.tsx, bundled here with esbuild as Vite does) in a blank Chromium page,
  * rendered by Preact into the real DOM. `step(src)` renders into one long-lived component (as a streaming answer is
  * rendered, frame after frame); `fresh(src)` into a new one. Preact's `options.vnode` hook counts the elements each
- * render creates: what a frame costs, without a clock.
+ * render creates, and the length of the text in them: what a frame costs, without a clock.
  */
 import { build } from "esbuild";
 import { join } from "node:path";
@@ -13,8 +13,10 @@ const ENTRY = `
 import { h, options, render } from "preact";
 import { Markdown } from ${JSON.stringify(join(REPO_ROOT, "ui", "src", "markdown.tsx"))};
 let made = 0;
+let chars = 0;
 const prev = options.vnode;
-options.vnode = (v) => { made++; if (prev) prev(v); };
+// Text vnodes carry their string as props: chars counts the text a render laid out anew.
+options.vnode = (v) => { made++; if (typeof v.props === "string") chars += v.props.length; if (prev) prev(v); };
 const live = document.createElement("div");
 document.body.append(live);
 const fresh = (src) => {
@@ -25,9 +27,9 @@ const fresh = (src) => {
   return html;
 };
 const step = (src) => {
-  made = 0;
+  made = chars = 0;
   render(h(Markdown, { src }), live);
-  return { html: live.innerHTML, made };
+  return { html: live.innerHTML, made, chars };
 };
 // Each src in turn into the long-lived component: the first whose page differs from a fresh render's.
 const check = (srcs) => {

@@ -10,14 +10,15 @@
  * push parser over complete lines (those followed by a newline); a block the parser has closed can never change as
  * text is appended, so its element is built once and returned again, the same object, in every later frame (Preact
  * skips an element it was given before). Each frame parses only the lines completed since the last one, then lays out
- * the still-open block and the unfinished last line on a copy of the parser. A long paragraph's runs are kept the
- * same way. A `src` that does not extend the last one starts again from nothing. See docs/ui.md, "Long answers".
+ * the still-open block and the unfinished last line on a copy of the parser. A long paragraph's runs, and a long code
+ * block's highlighted sections, are kept the same way. A `src` that does not extend the last one starts again from nothing. See docs/ui.md, "Long answers".
  */
 import { Component, type ComponentChildren, type JSX } from "preact";
 import { highlight, inline } from "./md-inline.js";
 
 const RUN = 4096;
 const CR = 13;
+const LF = 10;
 const FENCE = /^\s*(```|~~~)\s*([\w+#.-]*)/;
 const HEADING = /^(#{1,6})\s+(.*)$/;
 const RULE = /^\s*([-*_])(\s*\1){2,}\s*$/;
@@ -35,6 +36,10 @@ interface RunCache {
   start: number;
   key: number;
   done: { end: number; target: number; el: ComponentChildren }[];
+}
+/** The same for a fence's code, cut into sections at line breaks: its highlighted sections. */
+interface CodeCache extends RunCache {
+  lang: string;
 }
 
 type Open =
@@ -54,7 +59,7 @@ class Blocks {
   constructor(
     public src: string,
     public out: ComponentChildren[],
-    private readonly cache: { runs?: RunCache },
+    private readonly cache: { runs?: RunCache; code?: CodeCache },
   ) {}
 
   /** A copy that writes its blocks to `out`: this parser's state is left as it was. */
@@ -143,12 +148,12 @@ class Blocks {
     const o = this.open;
     this.open = NONE;
     if (o.kind === "fence") {
-      const code = o.bodyStart === -1 ? "" : this.src.slice(o.bodyStart, o.bodyEnd);
       this.out.push(
-        <pre key={this.key++} class="code" data-lang={o.lang || undefined}>
-          <code>{highlight(code, o.lang)}</code>
+        <pre key={this.key} class="code" data-lang={o.lang || undefined}>
+          <code>{o.bodyStart === -1 ? null : this.code(o.bodyStart, o.bodyEnd, o.lang)}</code>
         </pre>,
       );
+      this.key++;
     } else if (o.kind === "list") this.out.push(o.ordered ? <ol key={this.key++}>{o.items}</ol> : <ul key={this.key++}>{o.items}</ul>);
     else if (o.kind === "quote") this.out.push(<blockquote key={this.key++}>{inline(o.lines.join("\n"))}</blockquote>);
   }
@@ -167,6 +172,45 @@ class Blocks {
     return s.includes("\r") ? s.replace(/\r\n/g, "\n") : s;
   }
 
+  /**
+   * Where the section that reaches `target` ends in `src[.., end)`: just after the first `sep` in `[target, target +
+   * RUN]`, else (a run of more than RUN characters without one: a 1 MB line with no space) at `target + RUN`; or -1
+   * while the text to `end` does not decide it yet. Never moves as text is appended; never splits a CRLF or a
+   * surrogate pair.
+   */
+  private cut(target: number, end: number, sep: RegExp): number {
+    const limit = Math.min(end, target + RUN + 1);
+    const at = this.src.slice(target, limit).search(sep);
+    let cut: number;
+    if (at !== -1) cut = target + at + 1;
+    else if (limit === target + RUN + 1) cut = target + RUN;
+    else return -1;
+    const prev = this.src.charCodeAt(cut - 1);
+    if (cut < end && ((prev === CR && this.src.charCodeAt(cut) === LF) || (prev >= 0xd800 && prev <= 0xdbff))) cut++;
+    return cut;
+  }
+
+  /**
+   * A fence's code `src[start, end)`, highlighted in sections cut as `cut` says at line breaks (each section on its
+   * own: a comment or template string is highlighted within its section), reusing the sections already built for it.
+   */
+  private code(start: number, end: number, lang: string): ComponentChildren[] {
+    let c = this.cache.code;
+    if (!c || c.start !== start || c.key !== this.key || c.lang !== lang) c = this.cache.code = { start, key: this.key, lang, done: [] };
+    // A section past the end of code that got shorter (a long line of spaces turned out to be the closing fence).
+    while (c.done.length && c.done[c.done.length - 1]!.end > end) c.done.pop();
+    let from = c.done.length ? c.done[c.done.length - 1]!.end : start;
+    let target = c.done.length ? c.done[c.done.length - 1]!.target : start + RUN;
+    for (let cut; target < end && (cut = this.cut(target, end, /\n/)) !== -1; ) {
+      c.done.push({ end: cut, target: Math.max(cut, target + RUN), el: <span key={c.done.length}>{highlight(this.src.slice(from, cut), lang)}</span> });
+      from = cut;
+      target = Math.max(cut, target + RUN);
+    }
+    const out = c.done.map((r) => r.el);
+    if (from < end) out.push(<span key={out.length}>{highlight(this.src.slice(from, end), lang)}</span>);
+    return out;
+  }
+
   /** The paragraph `src[start, end)` in runs, reusing the runs already built for it. */
   private runs(start: number, end: number): void {
     let c = this.cache.runs;
@@ -175,11 +219,7 @@ class Blocks {
     while (c.done.length && c.done[c.done.length - 1]!.end > end) c.done.pop();
     let from = c.done.length ? c.done[c.done.length - 1]!.end : start;
     let target = c.done.length ? c.done[c.done.length - 1]!.target : start + RUN;
-    while (target < end) {
-      const ws = this.src.slice(target, end).search(/\s/);
-      if (ws === -1) break;
-      let cut = target + ws + 1;
-      if (cut < end && this.src.charCodeAt(cut - 1) === CR && this.src.charCodeAt(cut) === 10) cut++;
+    for (let cut; target < end && (cut = this.cut(target, end, /\s/)) !== -1; ) {
       c.done.push({ end: cut, target: Math.max(cut, target + RUN), el: <p key={this.key + c.done.length} class="run">{inline(this.text(from, cut))}</p> });
       from = cut;
       target = Math.max(cut, target + RUN);
