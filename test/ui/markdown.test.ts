@@ -120,13 +120,13 @@ describe("web UI: markdown rendered while it streams", { skip, timeout: UI_TEST_
   });
 
   test("a growing code block, and a line with no break point, are laid out a section at a time", async () => {
-    // 200 kB of code (comments, strings and keywords on every line), a 60 kB line without a space in code and one in
-    // prose. Appending to each must lay out a bounded tail, not highlight or scan everything again.
+    // 200 kB of code (comments, strings and keywords on every line), then after a 60 kB line; a 60 kB line without a
+    // space in prose. Appending to each must lay out a bounded tail, not highlight or scan everything again.
     const line = (i: number) => `const v${i} = "s${i}"; /* c */ if (x) return \`t\`; // ${i}\n`;
     let code = "";
     for (let i = 0; code.length < 200_000; i++) code += line(i);
     const word = "x".repeat(60_000);
-    for (const src of ["```ts\n" + code, "```ts\n" + code.slice(0, 40_000) + word, word, "intro " + word]) {
+    for (const src of ["```ts\n" + code, "```ts\n" + code.slice(0, 40_000) + word + "\n" + code.slice(0, 20_000), word, "intro " + word]) {
       await page.evaluate(`md.step(${JSON.stringify("")})`);
       const first = await page.evaluate<{ made: number; chars: number }>(`md.step(${JSON.stringify(src)})`);
       const next = await page.evaluate<{ made: number; chars: number }>(`md.step(${JSON.stringify(src + "y;\nz")})`);

@@ -26,10 +26,10 @@ const fresh = (src) => {
   render(null, d);
   return html;
 };
-const step = (src) => {
+const step = (src, html = true) => {
   made = chars = 0;
   render(h(Markdown, { src }), live);
-  return { html: live.innerHTML, made, chars };
+  return { html: html ? live.innerHTML : "", made, chars };
 };
 // Each src in turn into the long-lived component: the first whose page differs from a fresh render's.
 const check = (srcs) => {
