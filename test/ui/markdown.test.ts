@@ -154,6 +154,32 @@ describe("web UI: markdown rendered while it streams", { skip, timeout: UI_TEST_
     assert.ok(html.includes("tok-keyword"));
   });
 
+  test("a link says where it goes: controls in its text are shown, and text naming another place shows the real one", async () => {
+    const src = [
+      "[e\u202Egpj.exe](https://files.test/x)", // reads "eexe.jpg"
+      "[bank\u200b.test](https://bank.test)",
+      "[https://bank.test/login](https://evil.test/login)",
+      "[www.bank.test](https://evil.test:8080)",
+      "[help@bank.test](mailto:thief@evil.test)",
+      "[docs](https://docs.test/a) [docs.test/a](https://www.docs.test/a) [a@b.test](mailto:A@b.test)",
+      "[x](javascript:alert(1)) [y](data:text/html,z) [z](https://a[b) <script>alert(1)</script>",
+    ].join("\n\n");
+    const html = await page.evaluate<string>(`md.fresh(${JSON.stringify(src)})`);
+    const links = [...html.matchAll(/<a href="([^"]*)"[^>]*>(.*?)<\/a>/g)].map((m) => [m[1], m[2]]);
+    assert.deepEqual(links, [
+      ["https://files.test/x", 'e&lt;U+202E&gt;gpj.exe<span class="link-dest"> (files.test)</span>'],
+      ["https://bank.test", "bank&lt;U+200B&gt;.test"],
+      ["https://evil.test/login", 'https://bank.test/login<span class="link-dest"> (evil.test)</span>'],
+      ["https://evil.test:8080", 'www.bank.test<span class="link-dest"> (evil.test)</span>'],
+      ["mailto:thief@evil.test", 'help@bank.test<span class="link-dest"> (thief@evil.test)</span>'],
+      ["https://docs.test/a", "docs"],
+      ["https://www.docs.test/a", "docs.test/a"],
+      ["mailto:A@b.test", "a@b.test"],
+    ]);
+    // Not links: other schemes, a URL the browser cannot parse; and HTML is text.
+    assert.ok(html.includes("[x](javascript:alert(1)) [y](data:text/html,z) [z](https://a[b) &lt;script&gt;"), html);
+  });
+
   test("a list whose lines end in \\r (CRLF text) is rendered: the page hung in an endless loop", async () => {
     const html = await page.evaluate<string>(`md.fresh(${JSON.stringify("Steps:\r\n\r\n- one\r\n- two\r\n1. three\u2028four\r\n")})`);
     assert.match(html, /<ul><li>one<\/li><li>two<\/li><\/ul><ol><li>three\u2028four<\/li><\/ol>/);
