@@ -59,7 +59,7 @@ class Blocks {
   constructor(
     public src: string,
     public out: ComponentChildren[],
-    private readonly cache: { runs?: RunCache; code?: CodeCache },
+    private readonly cache: { runs?: RunCache; code?: CodeCache; quote?: { key: number; done: { end: number; el: ComponentChildren }[] } },
   ) {}
 
   /** A copy that writes its blocks to `out`: this parser's state is left as it was. */
@@ -155,7 +155,10 @@ class Blocks {
       );
       this.key++;
     } else if (o.kind === "list") this.out.push(o.ordered ? <ol key={this.key++}>{o.items}</ol> : <ul key={this.key++}>{o.items}</ul>);
-    else if (o.kind === "quote") this.out.push(<blockquote key={this.key++}>{inline(o.lines.join("\n"))}</blockquote>);
+    else if (o.kind === "quote") {
+      this.out.push(<blockquote key={this.key}>{this.quote(o.lines)}</blockquote>);
+      this.key++;
+    }
   }
 
   private flush(): void {
@@ -211,6 +214,33 @@ class Blocks {
     }
     const out = c.done.map((r) => r.el);
     if (from < end) out.push(<span key={out.length}>{highlight(this.src.slice(from, end), lang)}</span>);
+    return out;
+  }
+
+  /**
+   * A quote's `lines`: of more than RUN characters, in runs of whole lines, each closed by the first line that takes
+   * it to RUN characters, and each a block (style.css), reusing the runs already built for it. A run is kept once a
+   * later line exists (its own last line is then complete); the last line may still be growing.
+   */
+  private quote(lines: string[]): ComponentChildren {
+    let total = 0;
+    for (let i = 0; i < lines.length && total <= RUN; i++) total += lines[i]!.length + 1;
+    if (total <= RUN) return inline(lines.join("\n"));
+    let c = this.cache.quote;
+    if (!c || c.key !== this.key) c = this.cache.quote = { key: this.key, done: [] };
+    // Runs past the lines there are (a fork's quote that ended earlier than the one the runs were built for).
+    while (c.done.length && c.done[c.done.length - 1]!.end >= lines.length) c.done.pop();
+    const out = c.done.map((r) => r.el);
+    let from = c.done.length ? c.done[c.done.length - 1]!.end : 0;
+    for (let i = from, size = 0; i < lines.length; i++) {
+      size += lines[i]!.length + 1;
+      if (size < RUN && i < lines.length - 1) continue;
+      const el = <span key={out.length} class="run">{inline(lines.slice(from, i + 1).join("\n"))}</span>;
+      if (size >= RUN && i < lines.length - 1) c.done.push({ end: i + 1, el });
+      out.push(el);
+      from = i + 1;
+      size = 0;
+    }
     return out;
   }
 
