@@ -121,13 +121,13 @@ describe("web UI: markdown rendered while it streams", { skip, timeout: UI_TEST_
 
   test("a growing quote or code block, and a line with no break point, are laid out a section at a time", async () => {
     // A 200 kB quote; 200 kB of code (comments, strings and keywords on every line), then after a 60 kB line; a 60 kB
-    // line without a space in prose. Appending to each must lay out a bounded tail, not highlight or scan everything again.
+    // line without a space in prose, a list item or a heading; a 60 kB list item. Appending to each must lay out a bounded tail, not highlight or scan everything again.
     const line = (i: number) => `const v${i} = "s${i}"; /* c */ if (x) return \`t\`; // ${i}\n`;
     let code = "";
     for (let i = 0; code.length < 200_000; i++) code += line(i);
     const word = "x".repeat(60_000);
     const quote = code.replace(/^/gm, "> ").slice(0, 200_000);
-    for (const src of [quote, "```ts\n" + code, "```ts\n" + code.slice(0, 40_000) + word + "\n" + code.slice(0, 20_000), word, "intro " + word]) {
+    for (const src of [quote, "```ts\n" + code, "```ts\n" + code.slice(0, 40_000) + word + "\n" + code.slice(0, 20_000), word, "intro " + word, "- " + word, "## " + word, "1. " + "a ".repeat(30_000)]) {
       await page.evaluate(`md.step(${JSON.stringify("")})`);
       const first = await page.evaluate<{ made: number; chars: number }>(`md.step(${JSON.stringify(src)})`);
       const next = await page.evaluate<{ made: number; chars: number }>(`md.step(${JSON.stringify(src + "y;\nz")})`);
@@ -142,7 +142,7 @@ describe("web UI: markdown rendered while it streams", { skip, timeout: UI_TEST_
     const lines: string[] = [];
     for (let i = 0; lines.join("\n").length < 30_000; i++)
       lines.push(i % 40 === 7 ? "/* a comment that spans" : i % 40 === 9 ? "lines */ let y = 'q';" : `if (a${i}) { s = \`t${i}\`; } // n ${i}\r`);
-    const doc = ["```js", ...lines, "z".repeat(9_000) + "\ud83d\ude00".repeat(3_000), "   ```", "", "w".repeat(12_000) + "\r\n" + "v".repeat(5_000), "", ...lines.slice(0, 300).map((l) => `> *q* ${l}`), ">", "", "~~~", "tail"].join("\n");
+    const doc = ["```js", ...lines, "z".repeat(9_000) + "\ud83d\ude00".repeat(3_000), "   ```", "", "w".repeat(12_000) + "\r\n" + "v".repeat(5_000), "", ...lines.slice(0, 300).map((l) => `> *q* ${l}`), ">", "", "- " + "i".repeat(9_000), "- " + "*j* ".repeat(3_000), "### " + "h".repeat(5_000) + " *h*", "~~~", "tail"].join("\n");
     const chunks: string[] = [""];
     for (let n = 0, x = 11; n < doc.length; ) {
       x = (x * 1103515245 + 12345) % 2147483648;

@@ -59,7 +59,7 @@ class Blocks {
   constructor(
     public src: string,
     public out: ComponentChildren[],
-    private readonly cache: { runs?: RunCache; code?: CodeCache; quote?: { key: number; done: { end: number; el: ComponentChildren }[] } },
+    private readonly cache: { runs?: RunCache; code?: CodeCache; line?: RunCache; quote?: { key: number; done: { end: number; el: ComponentChildren }[] } },
   ) {}
 
   /** A copy that writes its blocks to `out`: this parser's state is left as it was. */
@@ -89,7 +89,7 @@ class Blocks {
     if (o.kind === "list") {
       const b = ITEM.exec(line);
       if (b && /\d/.test(b[1]!) === o.ordered) {
-        o.items.push(<li key={o.items.length}>{inline(b[2]!)}</li>);
+        o.items.push(<li key={o.items.length}>{this.lineText(end - b[2]!.length, end)}</li>);
         return;
       }
       this.closeOpen();
@@ -110,7 +110,7 @@ class Blocks {
     if (heading) {
       this.flush();
       const H = `h${Math.min(heading[1]!.length + 2, 6)}` as "h3";
-      this.out.push(<H key={this.key++}>{inline(heading[2]!)}</H>);
+      this.out.push(<H key={this.key++}>{this.lineText(end - heading[2]!.length, end)}</H>);
       return;
     }
     if (RULE.test(line)) {
@@ -242,6 +242,25 @@ class Blocks {
       size = 0;
     }
     return out;
+  }
+
+  /**
+   * A list item's or a heading's text, `src[start, end)` on one line: of more than RUN characters, in runs cut as a
+   * paragraph's are, each a block (style.css), reusing the runs built for the line that starts at `start`. A 1 MB item
+   * streamed was laid out whole in every frame.
+   */
+  private lineText(start: number, end: number): ComponentChildren {
+    if (end - start <= RUN) return inline(this.src.slice(start, end));
+    let c = this.cache.line;
+    if (!c || c.start !== start) c = this.cache.line = { start, key: 0, done: [] };
+    let from = c.done.length ? c.done[c.done.length - 1]!.end : start;
+    let target = c.done.length ? c.done[c.done.length - 1]!.target : start + RUN;
+    for (let cut; target < end && (cut = this.cut(target, end, /\s/, true)) !== -1; ) {
+      c.done.push({ end: cut, target: Math.max(cut, target + RUN), el: <span key={c.done.length} class="run">{inline(this.src.slice(from, cut))}</span> });
+      from = cut;
+      target = Math.max(cut, target + RUN);
+    }
+    return [...c.done.map((r) => r.el), <span key={c.done.length} class="run">{inline(this.src.slice(from, end))}</span>];
   }
 
   /** The paragraph `src[start, end)` in runs, reusing the runs already built for it. */
