@@ -6,7 +6,9 @@
  *  - the worst wait of a received-but-unrendered delta while a 20,000-delta answer streams;
  *    floor: how long a Node AHP client takes to receive that same number of deltas;
  *  - the longest render while a ~1 MB markdown answer streams in, 10 kB a frame (an external backend's deltas);
- *    floor: the longest render while a 20 kB answer streams in the same way.
+ *    floor: the longest render while a 20 kB answer streams in the same way;
+ *  - the same for an answer that is one ~1 MB fenced code block, in 20,000 deltas of 50 characters, 10 kB a frame;
+ *    floor: a 20 kB code block streamed the same way.
  */
 import { loadavg } from "node:os";
 import WebSocket from "ws";
@@ -60,11 +62,18 @@ function longAnswer(n: number): string {
   return parts.join("\n\n").slice(0, n);
 }
 
+/** About `n` characters: one fenced TypeScript block, every line with a keyword, a string, a number and a comment. */
+function codeAnswer(n: number): string {
+  let s = "Here it is:\n\n```ts\n";
+  for (let i = 0; s.length < n - 4; i++) s += i % 50 === 0 ? `/* part ${i} */\n` : `  if (x${i} > ${i}) return \`v\${x${i}}\` + "s"; // line ${i}\n`;
+  return s.slice(0, n - 4) + "\n```";
+}
+
 /**
- * The longest render (ms) of a fresh page while an answer of `chars` streams in, 10 kB per rendered frame, and then
- * completes (`streamingMs`: before it completes).
+ * The longest render (ms) of a fresh page while `text` streams in, in deltas of `delta` characters, 10 kB per
+ * rendered frame, and then completes (`streamingMs`: before it completes).
  */
-async function longestRender(d: Daemon, browser: Browser, chars: number, id: string): Promise<{ ms: number; streamingMs: number; commits: number }> {
+async function longestRender(d: Daemon, browser: Browser, text: string, delta: number, id: string): Promise<{ ms: number; streamingMs: number; commits: number }> {
   const { be, reg } = await FakeBackend.session({ backendSocket: d.ready.backend_socket } as unknown as HostHandle, { protocolVersion: 4, sourceId: id, title: id });
   const session = reg.session as string;
   const ev = (event: Json) => be.send({ type: "event", session, event });
@@ -74,12 +83,11 @@ async function longestRender(d: Daemon, browser: Browser, chars: number, id: str
     await page.goto(d.ready.ui);
     await page.locator(`[data-session="${session}"]`).click();
     await page.getByLabel("Message").waitFor();
-    const text = longAnswer(chars);
     await page.evaluate("Object.assign(globalThis.__berth.perf, { maxCommitMs: 0, commits: 0 })");
     ev({ type: "agent_started", turnId: `${id}-1` });
     for (let at = 0; at < text.length; at += 10_000) {
       const commits = await page.evaluate<number>("globalThis.__berth.perf.commits");
-      for (let k = at; k < Math.min(at + 10_000, text.length); k += 1_000) ev({ type: "text_delta", text: text.slice(k, Math.min(k + 1_000, text.length)) });
+      for (let k = at; k < Math.min(at + 10_000, text.length); k += delta) ev({ type: "text_delta", text: text.slice(k, Math.min(k + delta, text.length)) });
       // The page's CSP forbids waitForFunction's eval: the page polls its own counter.
       await page.evaluate(`new Promise((done) => { const t = () => (globalThis.__berth.perf.commits > ${commits} ? done() : setTimeout(t, 4)); t(); })`);
     }
@@ -159,8 +167,8 @@ export default async (): Promise<Figure[]> => {
     });
     c.close();
 
-    const floor = await longestRender(d, browser, 20_000, "ui-bench-short");
-    const long = await longestRender(d, browser, 1_000_000, "ui-bench-long");
+    const floor = await longestRender(d, browser, longAnswer(20_000), 1_000, "ui-bench-short");
+    const long = await longestRender(d, browser, longAnswer(1_000_000), 1_000, "ui-bench-long");
     figures.push({
       name: "ui.stream_1mb_markdown.max_render_ms",
       value: round(long.ms),
@@ -170,6 +178,21 @@ export default async (): Promise<Figure[]> => {
       chars: 1_000_000,
       commits: long.commits,
       max_render_streaming_ms: round(long.streamingMs),
+      loadavg_1m: round(loadavg()[0]!),
+    });
+
+    const codeFloor = await longestRender(d, browser, codeAnswer(20_000), 50, "ui-bench-code-short");
+    const code = await longestRender(d, browser, codeAnswer(1_000_000), 50, "ui-bench-code-long");
+    figures.push({
+      name: "ui.stream_1mb_code_block.max_render_ms",
+      value: round(code.ms),
+      unit: "ms",
+      floor: round(codeFloor.ms),
+      floor_note: "the longest render while a 20 kB code block streams the same way",
+      chars: 1_000_000,
+      deltas: 20_000,
+      commits: code.commits,
+      max_render_streaming_ms: round(code.streamingMs),
       loadavg_1m: round(loadavg()[0]!),
     });
   } finally {
