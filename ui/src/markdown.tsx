@@ -10,8 +10,9 @@
  * push parser over complete lines (those followed by a newline); a block the parser has closed can never change as
  * text is appended, so its element is built once and returned again, the same object, in every later frame (Preact
  * skips an element it was given before). Each frame parses only the lines completed since the last one, then lays out
- * the still-open block and the unfinished last line on a copy of the parser. A long paragraph's runs, and a long code
- * block's highlighted sections, are kept the same way. A `src` that does not extend the last one starts again from nothing. See docs/ui.md, "Long answers".
+ * the still-open block and the unfinished last line on a copy of the parser. The runs of a long paragraph, quote, item
+ * or heading, and a long code block's highlighted sections, are kept the same way. A `src` that does not extend the
+ * last one starts again from nothing. See docs/ui.md, "Long answers".
  */
 import { Component, type ComponentChildren, type JSX } from "preact";
 import { highlight, inline } from "./md-inline.js";
@@ -253,6 +254,7 @@ class Blocks {
     if (end - start <= RUN) return inline(this.src.slice(start, end));
     let c = this.cache.line;
     if (!c || c.start !== start) c = this.cache.line = { start, key: 0, done: [] };
+    while (c.done.length && c.done[c.done.length - 1]!.end > end) c.done.pop();
     let from = c.done.length ? c.done[c.done.length - 1]!.end : start;
     let target = c.done.length ? c.done[c.done.length - 1]!.target : start + RUN;
     for (let cut; target < end && (cut = this.cut(target, end, /\s/, true)) !== -1; ) {
