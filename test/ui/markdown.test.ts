@@ -184,6 +184,9 @@ describe("web UI: markdown rendered while it streams", { skip, timeout: UI_TEST_
   test("a list whose lines end in \\r (CRLF text) is rendered: the page hung in an endless loop", async () => {
     const html = await page.evaluate<string>(`md.fresh(${JSON.stringify("Steps:\r\n\r\n- one\r\n- two\r\n1. three\u2028four\r\n")})`);
     assert.match(html, /<ul><li>one<\/li><li>two<\/li><\/ul><ol><li>three\u2028four<\/li><\/ol>/);
+    // A heading with such a character, or a lone CR, is a heading too (it was a paragraph).
+    const heading = await page.evaluate<string>(`md.fresh(${JSON.stringify("# one\u2028two\r\n## three\rfour")})`);
+    assert.equal(heading, '<div class="md"><h3>one\u2028two</h3><h4>three\rfour</h4></div>');
   });
 
   test("CRLF text renders as LF text does: headings, lists, quotes, fences and code (no CR shown), streamed too", async () => {

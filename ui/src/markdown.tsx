@@ -21,7 +21,8 @@ const RUN = 4096;
 const CR = 13;
 const LF = 10;
 const FENCE = /^\s*(```|~~~)\s*([\w+#.-]*)/;
-const HEADING = /^(#{1,6})\s+(.*)$/;
+/** `s`, as ITEM: a U+2028 or a lone CR in a heading is text, not the end of what may be a heading. */
+const HEADING = /^(#{1,6})\s+(.*)$/s;
 const RULE = /^\s*([-*_])(\s*\1){2,}\s*$/;
 const BULLET = /^\s*([-*+]|\d+[.)])\s+/;
 /** An item's text: `s`, so that every line BULLET matches is an item (a U+2028 in it is text). */
