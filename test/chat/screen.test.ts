@@ -2,7 +2,8 @@
  * The chat's screen through a pseudo-terminal, read back through a virtual terminal (xterm.js): the footer (model,
  * cwd, context gauge, session) stays on the last row while the transcript scrolls above it; Shift-Enter in each form
  * terminals send adds a line to the prompt; a resize (idle, and while an answer streams) redraws the whole transcript
- * at the new width, each line once, with the footer back on the last row.
+ * at the new width, each line once, with the footer back on the last row; an answer line many screens long is written
+ * in bytes linear in its length and shown once.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -122,6 +123,30 @@ describe("berth chat screen (pty)", { skip: hasScript ? false : "util-linux scri
     assert.equal(await p.exited, 0);
     // On exit the footer is gone and the scroll region reset.
     assert.match(p.stdout.slice(-200), /\x1b\[r/);
+  });
+
+  it("an answer line many screens long: written in bytes linear in the answer, and shown once", async () => {
+    const env: NodeJS.ProcessEnv = { ...chatEnv(home(fake.port), FAKE), TERM: "xterm-256color" };
+    const p = new Proc("script", ["-q", "-e", "-c", `stty rows 12 cols 60; exec ${q(process.execPath)} ${q(BERTH_BIN)} chat`, "/dev/null"], env);
+    after(() => p.child.kill("SIGKILL"));
+    const vt = new VTerm(60, 12);
+    await p.until(/› /);
+    // The fake streams 3,000 one-word deltas ("word ") and no newline: 15 KB on one line, 250 rows of 60 columns.
+    const mark = p.stdout.length;
+    p.write("long answer 3000\r");
+    const done = await p.until(/── completed/, mark);
+    // The unfinished line appended delta by delta (each rewrote the whole line before: 22 MB for this answer).
+    const written = Buffer.byteLength(p.stdout.slice(mark, mark + done.index!));
+    assert.ok(written < 3 * 15_000, `${written} bytes written for a 15,000-byte answer`);
+    await p.until(/── completed[^\n]*\n[\s\S]*› /, mark);
+    const lines = await vt.lines(p.stdout);
+    // Once: no raw rows of the unfinished line left in the scrollback above the rendered one.
+    const shown = lines.filter((l) => l.includes("word"));
+    assert.equal(shown.length, 1, lines.join("\n"));
+    assert.equal(shown[0]!.replace(/ /g, ""), "word".repeat(3000));
+    p.write("\x03");
+    p.write("\x03");
+    assert.equal(await p.exited, 0);
   });
 
   it("an unfinished answer line of wide characters, emoji and tabs, wider than the terminal, is replaced whole", async () => {

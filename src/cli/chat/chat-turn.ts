@@ -73,6 +73,7 @@ export async function runTurn(h: TurnHost, prompt: string): Promise<TurnEnd> {
     write: (t) => screen.write(t),
     transient: (t) => screen.transient(t),
     control: (t) => screen.control(t),
+    size: () => screen.size(),
   });
   const started = Date.now();
   let turn: RunningTurn | null = null;

@@ -5,28 +5,49 @@
  * The unfinished line is broken into rows here (tabs expanded), each narrower than the terminal by `cellWidth`'s
  * count, which is never below a terminal's: the terminal never wraps them itself, so the rows to erase are exactly the
  * rows written, whatever its width table says about wide characters, emoji, combining marks or tabs.
+ * Rows are broken greedily, so a row never changes once the next one has started: each delta is appended where the
+ * last one ended (its own characters and row breaks only), never the whole line again. At most `size().rows` rows
+ * (the scroll region's height) are shown: past that, a new row deletes the shown line's top row (`CSI M`, delete
+ * line: it leaves the screen without entering the scrollback), so every shown row stays within reach of the erase
+ * and no raw row is left in the scrollback above the rendered line. Bytes and work per delta are bounded by the
+ * delta, whatever the line's length.
  * Contract: `end()` renders what is left (the unfinished line, a pending table) at the end of a message;
- * `redrawn()` shows the unfinished line again after the screen was cleared and the transcript printed again.
+ * `redrawn()` shows the unfinished line's last rows again after the screen was cleared and the transcript printed
+ * again (at a new size, or after Ctrl-Z and `fg`).
  */
 import { cellWidth, type MarkdownStream } from "./markdown.js";
 
-/** `text` as rows of at most `width` columns (by `cellWidth`), tabs expanded to the next multiple of 8. */
-export function rowsOf(text: string, width: number): string[] {
-  const rows: string[] = [];
-  let row = "";
-  let col = 0;
-  for (const ch of text) {
-    const cells = ch === "\t" ? 8 - (col % 8) : cellWidth(ch);
-    if (col + cells > width && col > 0) {
-      rows.push(row);
-      row = "";
-      col = 0;
+/** Greedy rows of at most `width` columns (by `cellWidth`), tabs expanded to the next multiple of 8 of their row. */
+export class RowBreaker {
+  /** Columns used in the current row. */
+  col = 0;
+
+  constructor(readonly width: number) {}
+
+  /** `text` laid out after what came before: the first piece continues the current row, each other one starts a row. */
+  add(text: string): string[] {
+    const pieces = [""];
+    let piece = "";
+    for (const ch of text) {
+      let cells = ch === "\t" ? 8 - (this.col % 8) : cellWidth(ch);
+      if (this.col + cells > this.width && this.col > 0) {
+        pieces[pieces.length - 1] = piece;
+        pieces.push("");
+        piece = "";
+        this.col = 0;
+        if (ch === "\t") cells = 8;
+      }
+      piece += ch === "\t" ? " ".repeat(Math.min(cells, this.width)) : ch;
+      this.col += cells;
     }
-    row += ch === "\t" ? " ".repeat(Math.min(cells, width)) : ch;
-    col += cells;
+    pieces[pieces.length - 1] = piece;
+    return pieces;
   }
-  rows.push(row);
-  return rows;
+}
+
+/** `text` as rows of at most `width` columns (see `RowBreaker`). */
+export function rowsOf(text: string, width: number): string[] {
+  return new RowBreaker(width).add(text);
 }
 
 export interface LiveOutput {
@@ -36,11 +57,21 @@ export interface LiveOutput {
   transient(text: string): void;
   /** Writes terminal control output; the cursor is at a line start afterwards. */
   control(text: string): void;
+  /** The terminal's width, and the rows the unfinished line may take (the scroll region's height). */
+  size(): { cols: number; rows: number };
 }
 
+const HIGH_SURROGATE = /[\ud800-\udbff]$/;
+
 export class LiveAnswer {
-  private partial = "";
+  /** The unfinished line, in the pieces it arrived in (joined when it completes: no copy per delta). */
+  private partial: string[] = [];
+  /** A high surrogate that ended a delta: held until its low half arrives, so a row never shows half a character. */
+  private held = "";
+  /** Rows of the unfinished line on screen (0: none), at most `limit`; `rows` lays out what follows them. */
   private shown = 0;
+  private limit = 1;
+  private rows = new RowBreaker(1);
   /** Characters streamed so far (the working indicator's token estimate). */
   chars = 0;
 
@@ -49,7 +80,7 @@ export class LiveAnswer {
     private readonly out: LiveOutput,
   ) {}
 
-  /** Rows of the unfinished line on screen. */
+  /** Erases the rows of the unfinished line on screen. */
   private unshow(): void {
     if (this.shown === 0) return;
     const up = this.shown - 1;
@@ -57,38 +88,81 @@ export class LiveAnswer {
     this.shown = 0;
   }
 
-  private show(): void {
-    const cols = process.stdout.columns > 0 ? process.stdout.columns : 80;
+  /** A new unfinished line at the current size. */
+  private begin(): void {
+    const { cols, rows } = this.out.size();
     // One column short of the width: a full row would leave the cursor waiting to wrap.
-    const rows = rowsOf(this.partial, Math.max(1, cols - 1));
-    this.out.transient(rows.join("\r\n"));
-    this.shown = rows.length;
+    this.rows = new RowBreaker(Math.max(1, cols - 1));
+    this.limit = Math.max(1, rows);
+  }
+
+  /** Shows `pieces` (from `RowBreaker.add`): the first continues the shown row, each other one starts a row. */
+  private append(pieces: string[]): void {
+    let s = "";
+    pieces.forEach((p, i) => {
+      if (i > 0 || this.shown === 0) {
+        if (this.shown === 0) this.shown = 1;
+        else if (this.shown < this.limit) {
+          s += "\r\n";
+          this.shown++;
+        } else {
+          // The screen is full of this line: its top row goes (delete line), the rows below move up one.
+          const up = this.limit - 1;
+          s += up > 0 ? `\r\x1b[${up}A\x1b[M\x1b[${up}B` : "\r\x1b[2K";
+        }
+      }
+      s += p;
+    });
+    this.out.transient(s);
   }
 
   stream(text: string): void {
     this.chars += text.length;
-    if (this.md === null) return this.out.write(text);
-    const lines = (this.partial + text).split("\n");
-    this.partial = lines.pop()!;
-    if (lines.length > 0) this.unshow();
-    for (const l of lines) for (const r of this.md.push(l)) this.out.write(r + "\n");
-    if (this.partial !== "") {
-      this.unshow();
-      this.show();
+    text = this.held + text;
+    this.held = "";
+    if (HIGH_SURROGATE.test(text)) {
+      this.held = text.slice(-1);
+      text = text.slice(0, -1);
     }
+    if (text === "") return;
+    if (this.md === null) return this.out.write(text);
+    const nl = text.lastIndexOf("\n");
+    if (nl >= 0) {
+      this.unshow();
+      const lines = text.slice(0, nl).split("\n");
+      lines[0] = this.partial.join("") + lines[0]!;
+      this.partial = [];
+      for (const l of lines) for (const r of this.md.push(l)) this.out.write(r + "\n");
+      text = text.slice(nl + 1);
+      if (text === "") return;
+    }
+    if (this.partial.length === 0) this.begin();
+    this.partial.push(text);
+    this.append(this.rows.add(text));
   }
 
   end(): void {
-    if (this.md === null) return;
+    if (this.md === null) {
+      if (this.held !== "") this.out.write(this.held);
+      this.held = "";
+      return;
+    }
     this.unshow();
-    const rest = this.partial !== "" ? this.md.push(this.partial) : [];
-    this.partial = "";
+    const line = this.partial.join("") + this.held;
+    this.partial = [];
+    this.held = "";
+    const rest = line !== "" ? this.md.push(line) : [];
     for (const r of [...rest, ...this.md.flush()]) this.out.write(r + "\n");
   }
 
   redrawn(): void {
     this.shown = 0;
-    if (this.md === null || this.partial === "") return;
-    this.show();
+    if (this.md === null || this.partial.length === 0) return;
+    // Laid out again at the current size; only the rows that fit are shown.
+    const line = this.partial.join("");
+    this.partial = [line];
+    this.begin();
+    const rows = this.rows.add(line);
+    this.append(rows.length > this.limit ? rows.slice(-this.limit) : rows);
   }
 }

@@ -185,6 +185,12 @@ export class Screen {
     return this.out.rows > 0 ? this.out.rows : 0;
   }
 
+  /** The width, and the rows text can scroll in (above the footer); 80×24 when the terminal does not say. */
+  size(): { cols: number; rows: number } {
+    const cols = this.out.columns > 0 ? this.out.columns : 80;
+    return { cols, rows: (this.rows > 0 ? this.rows : 24) - (this.footerOn ? 1 : 0) };
+  }
+
   /** Pins a footer to the last row (when the terminal is tall enough). */
   startFooter(text: (cols: number) => string): void {
     this.footer = text;
