@@ -12,8 +12,13 @@
  * All four (floor included) are sampled round by round, each run waiting for the previous one to exit.
  * The floor is a minimal Node client spawned the same way: one streaming POST to the fake provider, printing the
  * first delta as a JSON line. Target (issue 12): ≤ 1.5× the floor on a warm machine.
+ * - chat.tui_long_line_bytes_per_answer_byte: the interactive chat's screen (screen.ts, live.ts, markdown.ts, in
+ *   this process, on a 100×40 terminal with the footer) streaming a 100 KB answer on one line, 20,000 one-word
+ *   deltas: bytes written to the terminal per answer byte, beside the floor of 1 (the raw answer), and the CPU it
+ *   took (median of LONG_LINE_RUNS). Before live.ts appended delta by delta: ~10,260 bytes per byte, ~12 s of CPU.
  */
 import { spawn } from "node:child_process";
+import { EventEmitter } from "node:events";
 import { mkdtempSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -22,6 +27,9 @@ import { fileURLToPath } from "node:url";
 import { startFakeProvider } from "../test/fakes/fake-provider.js";
 import { BERTH_BIN } from "../test/helpers/paths.js";
 import { startDaemon } from "../test/scv/client.js";
+import { LiveAnswer } from "../src/cli/chat/live.js";
+import { MarkdownStream } from "../src/cli/chat/markdown.js";
+import { Screen } from "../src/cli/chat/screen.js";
 import { codeCached } from "./peers.bench.js";
 import type { Figure } from "./run.js";
 
@@ -79,7 +87,52 @@ function median(xs: number[]): number {
   return Math.round(s[Math.floor(s.length / 2)]! * 10) / 10;
 }
 
+const LONG_LINE_RUNS = 5;
+
+/** One 100 KB single-line answer through the chat's screen: bytes written to the terminal, and CPU ms. */
+function longLine(): { bytes: number; answerBytes: number; cpuMs: number } {
+  let bytes = 0;
+  const out = Object.assign(new EventEmitter(), {
+    columns: 100,
+    rows: 40,
+    isTTY: true,
+    write: (s: string): boolean => ((bytes += Buffer.byteLength(s)), true),
+  }) as unknown as NodeJS.WriteStream;
+  const screen = new Screen(out, true);
+  screen.startFooter(() => "model · cwd · ctx –");
+  const answer = new LiveAnswer(new MarkdownStream(true), {
+    write: (t) => screen.write(t),
+    transient: (t) => screen.transient(t),
+    control: (t) => screen.control(t),
+    size: () => screen.size(),
+  });
+  const start = bytes;
+  const cpu = process.cpuUsage();
+  for (let i = 0; i < 20_000; i++) answer.stream("word ");
+  answer.end();
+  const used = process.cpuUsage(cpu);
+  screen.stop();
+  return { bytes: bytes - start, answerBytes: 100_000, cpuMs: (used.user + used.system) / 1000 };
+}
+
+export function longLineFigure(): Figure {
+  const runs = Array.from({ length: LONG_LINE_RUNS }, longLine);
+  const perByte = Math.round((runs[0]!.bytes / runs[0]!.answerBytes) * 100) / 100;
+  return {
+    name: "chat.tui_long_line_bytes_per_answer_byte",
+    value: perByte,
+    unit: "bytes/byte",
+    floor: 1,
+    answer_bytes: runs[0]!.answerBytes,
+    bytes: runs[0]!.bytes,
+    cpu_ms: median(runs.map((r) => r.cpuMs)),
+    target: "<= 3 (the raw rows, then the rendered line)",
+    ok: perByte <= 3,
+  };
+}
+
 export default async function bench(): Promise<Figure[]> {
+  const tui = longLineFigure();
   const fake = await startFakeProvider();
   try {
     const mk = (mcp: boolean): string => {
@@ -132,7 +185,7 @@ export default async function bench(): Promise<Figure[]> {
       const v = median(xs);
       return { name, value: v, unit: "ms", floor_ms: f, ratio: Math.round((v / f) * 100) / 100, target: "<= 1.5x floor", ok: v <= 1.5 * f, samples: xs.length, code_cache: codeCached(["chat", "stdio"]) };
     };
-    return [fig("chat.first_token_ms.median", chat), fig("chat.first_token_mcp2_ms.median", chatMcp), fig("chat.first_token_daemon_ms.median", viaDaemon)];
+    return [fig("chat.first_token_ms.median", chat), fig("chat.first_token_mcp2_ms.median", chatMcp), fig("chat.first_token_daemon_ms.median", viaDaemon), tui];
   } finally {
     await fake.close();
   }
