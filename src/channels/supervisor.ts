@@ -10,7 +10,7 @@ import type { Clock } from "./common/backoff.js";
 import { NO_OWNER, type AccountSettings } from "./common/component.js";
 import type { ConfirmState } from "./common/confirm.js";
 import type { ChatSessionDriver } from "./common/driver.js";
-import { channelPaths } from "./common/files.js";
+import { ChannelFileError, channelPaths } from "./common/files.js";
 import type { ComponentStatus } from "./common/status.js";
 import { loadChannelsConfig, settingsOf, type ChannelName } from "./config.js";
 import { FeishuComponent } from "./feishu/component.js";
@@ -75,7 +75,16 @@ export class ChannelSupervisor {
             ? new WechatComponent({ ...common, credentials: creds as NonNullable<Awaited<ReturnType<typeof loadWechatCredentials>>> })
             : new FeishuComponent({ ...common, credentials: creds as NonNullable<Awaited<ReturnType<typeof loadFeishuCredentials>>> });
         if (cur) comp.health.restarts = cur.comp.health.restarts + 1;
-        await comp.start();
+        try {
+          await comp.start();
+        } catch (err) {
+          // Its delivery state could not be read (a passing fault, e.g. no file descriptors left): this account shows
+          // the reason and is tried again by the next reconcile; the other accounts still start.
+          const why = err instanceof ChannelFileError ? err.message : `it could not start (${(err as Error).name})`;
+          this.o.log?.(`channels: ${id}: ${why}`);
+          idle.push(idleStatus(channel, account, settings, why, creds));
+          continue;
+        }
         this.running.set(id, { key, comp });
       }
     }

@@ -6,7 +6,8 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, open, rename, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { IrregularFileError, readRegularFile } from "../../store/regular-file.js";
+import { IrregularFileError } from "../../store/regular-file.js";
+import { JsonFileError, MAX_JSON_DEPTH, readBoundedJsonFile } from "../../store/settings/locked-json.js";
 
 /** The largest channel file (settings, credentials, delivery state) read: far past any real one. */
 export const MAX_CHANNEL_FILE_BYTES = 64 * 1024 * 1024;
@@ -43,28 +44,52 @@ export async function writePrivateAtomic(path: string, data: string | Uint8Array
 }
 
 /**
- * Reads a JSON file; null when it does not exist. A corrupt file throws `<path> is not valid JSON` (the caller reports
- * it; nothing is overwritten) — never the parser's own message, which quotes the text around the fault and so could
- * quote a token or secret from a credentials file. A FIFO, device, directory or a file over MAX_CHANNEL_FILE_BYTES
- * throws `<path> cannot be read: it …; move it away`, without reading (or waiting on) it; any other failure to read
- * it, `<path> cannot be read (<code>): …`.
+ * A channel file that cannot be used. `setAside`: the file itself is the problem (not JSON, not UTF-8, nested past
+ * MAX_JSON_DEPTH, over the bound, not a regular file), so moving it away is the fix; otherwise reading it failed
+ * (permissions, I/O, out of file descriptors) and the file may be fine.
+ */
+export class ChannelFileError extends Error {
+  override name = "ChannelFileError";
+  constructor(
+    message: string,
+    readonly setAside: boolean,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Reads a JSON file through the stores' bounded reader (store/settings/locked-json.ts `readBoundedJsonFile`: a regular
+ * file checked before a byte is read, at most MAX_CHANNEL_FILE_BYTES, UTF-8, a leading BOM skipped, at most
+ * MAX_JSON_DEPTH levels); null when it does not exist. Throws `ChannelFileError`: `<path> is not valid JSON` for a
+ * parse failure — never the parser's own message, which quotes the text around the fault and so could quote a token
+ * or secret from a credentials file —, `<path> cannot be read: it …; move it away` for the other faults of the file
+ * itself, and `<path> cannot be read (<code>): …` when reading failed.
  */
 export async function readJsonFile(path: string): Promise<unknown> {
-  let text: string;
   try {
-    // Never blocks: a FIFO or device placed here would otherwise hang `berth channel status` and the daemon's
-    // reconciliation on the open (store/regular-file.ts).
-    text = (await readRegularFile(path, MAX_CHANNEL_FILE_BYTES)).toString("utf8");
+    return (await readBoundedJsonFile(path, MAX_CHANNEL_FILE_BYTES)) ?? null;
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
-    if (err instanceof IrregularFileError) throw new Error(`${path} cannot be read: it ${err.message}${err.code === "EFBIG" ? ` (over ${MAX_CHANNEL_FILE_BYTES / (1024 * 1024)} MiB)` : ""}; move it away`);
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new Error(`${path} cannot be read (${typeof code === "string" ? code : "I/O error"}): check that it is a file your user may read`);
-  }
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    throw new Error(`${path} is not valid JSON`);
+    if (!(err instanceof JsonFileError)) throw err;
+    const moveAway = (what: string): ChannelFileError => new ChannelFileError(`${path} cannot be read: it ${what}; move it away`, true);
+    switch (err.reason) {
+      case "malformed":
+        throw new ChannelFileError(`${path} is not valid JSON`, true);
+      case "not_utf8":
+        throw moveAway("is not UTF-8 text");
+      case "too_deep":
+        throw moveAway(`nests deeper than ${MAX_JSON_DEPTH} levels`);
+      case "too_large":
+        throw moveAway(`is too large (over ${MAX_CHANNEL_FILE_BYTES / (1024 * 1024)} MiB)`);
+      case "not_file":
+        throw moveAway(err.cause instanceof IrregularFileError ? err.cause.message : "is not a regular file");
+      case "unreadable":
+      case "lock_failed":
+      case "write_failed": {
+        const code = (err.cause as NodeJS.ErrnoException | undefined)?.code;
+        throw new ChannelFileError(`${path} cannot be read (${typeof code === "string" ? code : "I/O error"}): check that it is a file your user may read`, false);
+      }
+    }
   }
 }
 

@@ -13,7 +13,7 @@
  */
 import { rename } from "node:fs/promises";
 import { utf8Length } from "../../core/utf8.js";
-import { readJsonFile, writePrivateAtomic } from "./files.js";
+import { ChannelFileError, readJsonFile, writePrivateAtomic } from "./files.js";
 
 export const SEEN_LIMIT = 4096;
 export const IGNORED_LIMIT = 4096;
@@ -82,12 +82,20 @@ export class DeliveryState {
     this.ignoredSet = new Set(data.ignored);
   }
 
-  static async load(path: string, fingerprint: string): Promise<DeliveryState> {
+  /**
+   * A file that is itself unusable (not JSON, not UTF-8, nested too deep, too large, a FIFO: `ChannelFileError`'s
+   * `setAside`) is renamed `<path>.corrupt` and the account starts afresh, saying so through `log`; one that could not
+   * be read (permissions, I/O, no file descriptors left) is kept and the error thrown, so a passing fault never costs
+   * the cursor, the seen IDs and the claims.
+   */
+  static async load(path: string, fingerprint: string, log?: (line: string) => void): Promise<DeliveryState> {
     let raw: unknown = null;
     try {
       raw = await readJsonFile(path);
-    } catch {
-      await rename(path, `${path}.corrupt`).catch(() => undefined);
+    } catch (err) {
+      if (!(err instanceof ChannelFileError && err.setAside)) throw err;
+      const moved = await rename(path, `${path}.corrupt`).then(() => true, () => false);
+      log?.(`channels: ${err.message.replace(/; move it away$/, "")}; ${moved ? `moved it to ${path}.corrupt` : "it could not be moved away"} and started with empty delivery state`);
     }
     const fresh: StateFile = { version: 1, fingerprint, cursor: "", checkpoint: {}, seen: [], ignored: [], in_flight: [], held: {} };
     if (raw === null || typeof raw !== "object") return new DeliveryState(path, fresh);

@@ -70,7 +70,7 @@ export class FeishuComponent {
     const c = this.o.credentials;
     const paths = channelPaths(this.o.home, "feishu", this.o.account);
     const api = new FeishuApi({ open: c.open_url, appId: c.app_id, appSecret: c.app_secret, clock: this.clock });
-    this.state = await DeliveryState.load(paths.state, feishuFingerprint(c));
+    this.state = await DeliveryState.load(paths.state, feishuFingerprint(c), this.o.log);
     await pruneMedia(paths.media, this.clock.now()).catch(() => 0);
     await pruneOutbox(paths.outbox, this.clock.now()).catch(() => 0);
     this.bridge = new ChatBridge({

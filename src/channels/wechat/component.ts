@@ -59,7 +59,7 @@ export class WechatComponent {
     const c = this.o.credentials;
     const paths = channelPaths(this.o.home, "wechat", this.o.account);
     const client = new IlinkClient({ base: c.base_url, cdn: c.cdn_url, token: c.bot_token, clock: this.clock, timers: this.o.timers });
-    const state = await DeliveryState.load(paths.state, wechatFingerprint(c));
+    const state = await DeliveryState.load(paths.state, wechatFingerprint(c), this.o.log);
     await pruneMedia(paths.media, this.clock.now()).catch(() => 0);
     await pruneOutbox(paths.outbox, this.clock.now()).catch(() => 0);
     const bridge = new ChatBridge({

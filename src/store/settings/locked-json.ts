@@ -29,8 +29,12 @@ import { HOST, PROCESS_TOKEN, ownerIsDead, readOwnerSync, type OwnerInfo } from 
 
 /** A file could not be read, parsed, locked or written. `reason` is a fixed label. */
 export class JsonFileError extends Error {
-  constructor(readonly reason: "unreadable" | "not_file" | "malformed" | "not_utf8" | "too_large" | "too_deep" | "lock_failed" | "write_failed") {
-    super(`json file ${reason}`);
+  constructor(
+    readonly reason: "unreadable" | "not_file" | "malformed" | "not_utf8" | "too_large" | "too_deep" | "lock_failed" | "write_failed",
+    /** The read's own failure (an ErrnoException or IrregularFileError: a code, never file contents), when there is one. */
+    options?: { cause: unknown },
+  ) {
+    super(`json file ${reason}`, options);
     this.name = "JsonFileError";
   }
 }
@@ -49,25 +53,33 @@ export const MAX_JSON_DEPTH = 64;
 const DEPTH_ONLY = { maxDepth: MAX_JSON_DEPTH, maxArrayItems: Infinity, maxObjectFields: Infinity, maxStringBytes: Infinity };
 
 export async function readJsonFile(path: string): Promise<unknown> {
+  return readBoundedJsonFile(path, MAX_JSON_FILE_BYTES);
+}
+
+/**
+ * `readJsonFile` with another size bound (the channels' delivery state can legitimately pass 4 MiB): the same
+ * checks (regular file, UTF-8, BOM, MAX_JSON_DEPTH) and the same errors, `cause` set for a failed read.
+ */
+export async function readBoundedJsonFile(path: string, maxBytes: number): Promise<unknown> {
   let buf: Buffer;
   try {
     // Opened non-blocking and checked before reading: a FIFO planted as a project's settings file never hangs us.
-    buf = await readRegularFile(path, MAX_JSON_FILE_BYTES);
+    buf = await readRegularFile(path, maxBytes);
   } catch (err) {
     return missingOr(err);
   }
-  return parseJsonFile(buf);
+  return parseJsonFile(buf, maxBytes);
 }
 
 /** A read failure as this module reports it: `undefined` for a missing file, else a fixed label thrown. */
 function missingOr(err: unknown): undefined {
   const code = (err as NodeJS.ErrnoException).code;
   if (code === "ENOENT") return undefined;
-  throw new JsonFileError(code === "EFBIG" ? "too_large" : code === "EISDIR" || code === "ENOTREG" ? "not_file" : "unreadable");
+  throw new JsonFileError(code === "EFBIG" ? "too_large" : code === "EISDIR" || code === "ENOTREG" ? "not_file" : "unreadable", { cause: err });
 }
 
-function parseJsonFile(buf: Buffer): unknown {
-  if (buf.byteLength > MAX_JSON_FILE_BYTES) throw new JsonFileError("too_large");
+function parseJsonFile(buf: Buffer, maxBytes = MAX_JSON_FILE_BYTES): unknown {
+  if (buf.byteLength > maxBytes) throw new JsonFileError("too_large");
   if (!isUtf8(buf)) throw new JsonFileError("not_utf8");
   let value: unknown;
   try {
