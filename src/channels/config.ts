@@ -14,6 +14,7 @@
 import { lstat, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { JsonFileError, withFileLock } from "../store/settings/locked-json.js";
+import type { Timers } from "./common/backoff.js";
 import type { AccountSettings } from "./common/component.js";
 import { channelPaths, checkAccountName, ensurePrivateDir, readJsonFile, writePrivateAtomic } from "./common/files.js";
 import { ILINK_API, ILINK_CDN } from "./wechat/ilink.js";
@@ -104,12 +105,17 @@ async function saveConfig(home: string, c: ChannelsConfig): Promise<void> {
   await writePrivateAtomic(configPath(home), JSON.stringify(out, null, 2) + "\n");
 }
 
+/** Where a settings change waits for the file's lock (tests: timers moved by hand). */
+export interface ChangeOptions {
+  timers?: Timers | undefined;
+}
+
 /** Runs a read-change-write of the settings file holding its lock; a lock not had within 5 s is a named error. */
-async function changeConfig<T>(home: string, fn: () => Promise<T>): Promise<T> {
+async function changeConfig<T>(home: string, fn: () => Promise<T>, o: ChangeOptions = {}): Promise<T> {
   const path = configPath(home);
   await ensurePrivateDir(dirname(path));
   try {
-    return await withFileLock(path, fn);
+    return await withFileLock(path, fn, undefined, o.timers);
   } catch (err) {
     if (err instanceof JsonFileError && err.reason === "lock_failed")
       throw new Error(`${path} is locked by another berth process (the daemon or another \`berth channel\`) for over 5 s: try again`);
@@ -124,6 +130,7 @@ export async function setAccount(
   account: string,
   /** An undefined member leaves that setting unchanged. */
   patch: { enabled?: boolean | undefined; workspace?: string | null | undefined; remote_tools?: "none" | "owner" | undefined; senders?: "owner" | "anyone" | undefined },
+  o: ChangeOptions = {},
 ): Promise<AccountEntry> {
   checkAccountName(account);
   return await changeConfig(home, async () => {
@@ -136,11 +143,11 @@ export async function setAccount(
     c.accounts[channel][account] = e;
     await saveConfig(home, c);
     return e;
-  });
+  }, o);
 }
 
 /** `channel_logout`: removes the account's settings, credentials and delivery state; whether there was any. */
-export async function logoutAccount(home: string, channel: ChannelName, account: string): Promise<boolean> {
+export async function logoutAccount(home: string, channel: ChannelName, account: string, o: ChangeOptions = {}): Promise<boolean> {
   const p = channelPaths(home, channel, account);
   return await changeConfig(home, async () => {
     const c = await loadChannelsConfig(home);
@@ -152,7 +159,7 @@ export async function logoutAccount(home: string, channel: ChannelName, account:
     await rm(p.credentials, { force: true });
     await rm(p.state, { force: true });
     return true;
-  });
+  }, o);
 }
 
 export function settingsOf(e: AccountEntry, daemonWorkspace: string): AccountSettings {

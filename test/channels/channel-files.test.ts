@@ -14,7 +14,8 @@ import { ChannelSupervisor } from "../../src/channels/supervisor.js";
 import { saveWechatCredentials, wechatFingerprint } from "../../src/channels/wechat/credentials.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
 import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
-import { InstantClock, startWechat, tempHome, until } from "./helpers.js";
+import { withFileLock } from "../../src/store/settings/locked-json.js";
+import { InstantClock, ManualTimers, startWechat, tempHome, until } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -164,5 +165,41 @@ describe("a WeChat account's delivery state file", () => {
     assert.equal(bad.error, `${p} cannot be read (ELOOP): check that it is a file your user may read`);
     assert.ok(!(await exists(`${p}.corrupt`)), "not taken for a corrupt file");
     assert.ok(logs.includes(`channels: wechat:aaa: ${bad.error}`));
+  });
+});
+
+describe("the channel settings lock", () => {
+  it("a change that cannot get the lock fails naming the file and what to do, at 5 s and not before", async () => {
+    const h = await home();
+    await setAccount(h, "wechat", "a", {});
+    // Another berth process holding the lock (the same protocol; it holds until released).
+    let release!: () => void;
+    let held!: () => void;
+    const isHeld = new Promise<void>((r) => (held = r));
+    const holder = withFileLock(configPath(h), async () => {
+      held();
+      await new Promise<void>((r) => (release = r));
+    });
+    await isHeld;
+    const timers = new ManualTimers();
+    const out: { settled: unknown } = { settled: null };
+    void setAccount(h, "wechat", "a", { senders: "anyone" }, { timers }).then(
+      () => (out.settled = "changed"),
+      (e: unknown) => (out.settled = e),
+    );
+    await until(() => timers.setCount >= 2); // the 5 s wait and its first retry are set
+    timers.advance(4999);
+    await until(() => timers.setCount >= 3); // retried at 4999 ms and waits again
+    assert.equal(out.settled, null, "still waiting just before 5 s");
+    timers.advance(1);
+    await until(() => out.settled !== null);
+    const err = out.settled as unknown;
+    assert.ok(err instanceof Error, String(err));
+    assert.equal(err.message, `${configPath(h)} is locked by another berth process (the daemon or another \`berth channel\`) for over 5 s: try again`);
+    release();
+    await holder;
+    assert.equal((await loadChannelsConfig(h)).accounts.wechat["a"]?.senders, "owner", "the refused change was not made");
+    await setAccount(h, "wechat", "a", { senders: "anyone" }, { timers: new ManualTimers() });
+    assert.equal((await loadChannelsConfig(h)).accounts.wechat["a"]?.senders, "anyone", "once free, the lock is had at once");
   });
 });

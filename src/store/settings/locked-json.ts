@@ -284,7 +284,13 @@ const LOCK_WAIT_MS = 5000;
 const LOCK_STALE_MS = 10_000;
 const NO_RETRY = { retries: 0, minTimeout: 0, maxTimeout: 0, factor: 1 };
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+/** One-shot timers the lock wait runs on (the channels' `Timers`): injectable, so a test moves the 5 s by hand. */
+export interface LockTimers {
+  set(fn: () => void, ms: number): unknown;
+  clear(handle: unknown): void;
+}
+
+const realLockTimers: LockTimers = { set: (fn, ms) => setTimeout(fn, ms), clear: (h) => clearTimeout(h as NodeJS.Timeout) };
 
 /**
  * Removes `<path>.lock` when its recorded owner is dead. Runs under `<path>.lock.reclaim` and removes the owner
@@ -325,23 +331,39 @@ async function removeTempDebris(path: string): Promise<void> {
 
 /**
  * Runs `fn` holding `path`'s lock (taken beside a symbolic link's target: see the module contract; `within`: see
- * `linkTarget`).
+ * `linkTarget`). The wait for a live holder (LOCK_WAIT_MS, then `lock_failed`) and its retries run on `timers`.
  */
-export async function withFileLock<T>(linkPath: string, fn: () => Promise<T>, within?: string): Promise<T> {
+export async function withFileLock<T>(linkPath: string, fn: () => Promise<T>, within?: string, timers: LockTimers = realLockTimers): Promise<T> {
   const path = await linkTarget(linkPath, within).catch(() => {
     throw new JsonFileError("lock_failed");
   });
-  const deadline = Date.now() + LOCK_WAIT_MS;
-  let held: DirLock | undefined;
-  for (let wait = 5; held === undefined; wait = Math.min(50, Math.ceil(wait * 1.3))) {
-    try {
-      held = await lock(`${path}.lock`, { stale: LOCK_STALE_MS, update: LOCK_STALE_MS / 2, retries: NO_RETRY, onCompromised: () => undefined });
-    } catch (err) {
-      if ((err as { code?: string }).code !== "ELOCKED") throw new JsonFileError("lock_failed");
-      await recoverDeadLock(path);
-      if (Date.now() >= deadline) throw new JsonFileError("lock_failed");
-      if (existsSync(`${path}.lock`)) await sleep(wait);
+  let expired = false;
+  // The retry being waited for, cut short when the wait runs out: the error comes at LOCK_WAIT_MS, not a retry later.
+  let retry: { handle: unknown; go: () => void } | null = null;
+  const deadline = timers.set(() => {
+    expired = true;
+    if (retry !== null) {
+      timers.clear(retry.handle);
+      retry.go();
     }
+  }, LOCK_WAIT_MS);
+  let held: DirLock | undefined;
+  try {
+    for (let wait = 5; held === undefined; wait = Math.min(50, Math.ceil(wait * 1.3))) {
+      try {
+        held = await lock(`${path}.lock`, { stale: LOCK_STALE_MS, update: LOCK_STALE_MS / 2, retries: NO_RETRY, onCompromised: () => undefined });
+      } catch (err) {
+        if ((err as { code?: string }).code !== "ELOCKED") throw new JsonFileError("lock_failed");
+        await recoverDeadLock(path);
+        if (expired) throw new JsonFileError("lock_failed");
+        if (existsSync(`${path}.lock`)) {
+          await new Promise<void>((go) => (retry = { handle: timers.set(go, wait), go }));
+          retry = null;
+        }
+      }
+    }
+  } finally {
+    timers.clear(deadline);
   }
   const ownerPath = `${path}.lock.owner`;
   try {
