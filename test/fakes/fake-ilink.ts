@@ -79,6 +79,9 @@ export class FakeIlink {
   onPoll: (() => void) | null = null;
   qrScript: QrStep[] = [];
   qrCodesIssued = 0;
+  /** Login requests of this kind are held open unanswered (counted in `heldLogins`). */
+  holdLogin: "qrcode" | "status" | null = null;
+  heldLogins = 0;
   /** The number WeChat shows on the phone for a `need_verifycode` step; three wrong codes block (new QR needed). */
   pairingCode = "4821";
   /** `verify_code` values the status polls carried, in order. */
@@ -205,11 +208,13 @@ export class FakeIlink {
     const authed = req.headers["authorization"] === `Bearer ${this.token}` && req.headers["authorizationtype"] === "ilink_bot_token";
     switch (url.pathname) {
       case "/ilink/bot/get_bot_qrcode": {
+        if (this.holdLogin === "qrcode") return this.holdOpen(res);
         this.qrCodesIssued++;
         const qrcode = `qr${this.qrCodesIssued}`;
         return send({ ret: 0, qrcode, qrcode_img_content: `https://liteapp.weixin.qq.com/q/${qrcode}` });
       }
       case "/ilink/bot/get_qrcode_status": {
+        if (this.holdLogin === "status") return this.holdOpen(res);
         if (this.qrScript[0]?.status === "need_verifycode") {
           // Held until the poll carries the right code; three wrong ones block this QR code.
           const code = url.searchParams.get("verify_code");
@@ -301,6 +306,12 @@ export class FakeIlink {
       default:
         return send({ ret: -1, errmsg: "unknown route" }, 404);
     }
+  }
+
+  private holdOpen(res: ServerResponse): void {
+    this.heldLogins++;
+    this.held.add(res);
+    this.notify();
   }
 
   /** A 200 JSON body that never ends: 64 MiB of one unfinished message text, written as fast as the client reads. */

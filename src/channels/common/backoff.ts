@@ -44,10 +44,28 @@ export function deadline(clock: Clock, ms: number, parent?: AbortSignal): { sign
   };
 }
 
-/** One-shot timers (the Feishu link's ping and dead-link timers), injectable so tests move time by hand. */
+/** One-shot timers (request deadlines, the Feishu link's ping and dead-link timers), injectable so tests move time by hand. */
 export interface Timers {
   set(fn: () => void, ms: number): unknown;
   clear(handle: unknown): void;
+}
+
+/**
+ * `deadline` on one-shot timers: `signal` aborts once `ms` passed (`expired()` then says so) or when `parent` aborts.
+ * Call `done()` when the guarded work ends.
+ */
+export function timerDeadline(timers: Timers, ms: number, parent?: AbortSignal): { signal: AbortSignal; expired: () => boolean; done: () => void } {
+  const timeout = new AbortController();
+  let expired = false;
+  const handle = timers.set(() => {
+    expired = true;
+    timeout.abort(new Error(`no answer within ${ms} ms`));
+  }, ms);
+  return {
+    signal: parent ? AbortSignal.any([parent, timeout.signal]) : timeout.signal,
+    expired: () => expired,
+    done: () => timers.clear(handle),
+  };
 }
 
 /** Node's timers, unref'd (a timer alone never keeps the process alive). */

@@ -9,14 +9,15 @@
  *   the poll) throws `IlinkError` of kind `token`: only a new login helps.
  * - `send` retries transport errors, 5xx, 401, 408 and 429 with the SAME `client_id` (3 attempts); a non-zero
  *   `ret`/`errcode` in a 2xx body or any other 4xx is a final refusal (`"refused"`). Every attempt has a 30 s
- *   deadline; aborting the caller's signal ends the call at once (no retry).
+ *   deadline on the injected timers (the last failure names it: `no answer within 30 s`); aborting the caller's signal
+ *   ends the call at once (no retry).
  * - Bodies are read with a bound (`getupdates` MAX_POLL_BODY_BYTES, other calls MAX_CALL_BODY_BYTES): a body past it
  *   is an error naming the bound (`getupdates` then backs off like any failed poll), never buffered to the end.
  * - Errors never carry the token, the cursor or message content.
  */
 import { randomBytes } from "node:crypto";
 import type { Clock, Timers } from "../common/backoff.js";
-import { realClock, realTimers } from "../common/backoff.js";
+import { realClock, realTimers, timerDeadline } from "../common/backoff.js";
 import { BodyTooLarge, readText } from "../common/body.js";
 import { PlatformError } from "../common/port.js";
 import { parseLossless } from "./json.js";
@@ -61,7 +62,7 @@ export interface IlinkOptions {
   cdn: string;
   token: string;
   clock?: Clock;
-  /** The long-poll's deadline timers (tests fire them by hand). */
+  /** Every request's deadline timers (tests fire them by hand). */
   timers?: Timers | undefined;
 }
 
@@ -156,20 +157,27 @@ export class IlinkClient {
     for (let attempt = 0; ; attempt++) {
       let status = 0;
       let text = "";
+      let timedOut = false;
+      const limit = timerDeadline(this.timers, CALL_TIMEOUT_MS, signal);
       try {
-        const timeout = AbortSignal.timeout(CALL_TIMEOUT_MS);
-        const res = await fetch(this.url(path), { method: "POST", headers: this.headers(), body, signal: signal ? AbortSignal.any([signal, timeout]) : timeout });
+        const res = await fetch(this.url(path), { method: "POST", headers: this.headers(), body, signal: limit.signal });
         status = res.status;
         text = await readText(res, MAX_CALL_BODY_BYTES);
       } catch (err) {
         // An over-long answer is read as far as the bound: a success status keeps its meaning, its body is dropped.
         if (err instanceof BodyTooLarge) text = "";
-        else status = 0;
+        else {
+          status = 0;
+          timedOut = limit.expired();
+        }
+      } finally {
+        limit.done();
       }
       if (signal?.aborted) throw new IlinkError("transport", `${path}: stopped`);
       const retryable = status === 0 || status >= 500 || status === 401 || status === 408 || status === 429;
       if (retryable) {
-        if (attempt >= 2) throw new IlinkError(status === 0 ? "transport" : "http", `${path}: ${status === 0 ? "connection failed" : `HTTP ${status}`}`);
+        const failure = status !== 0 ? `HTTP ${status}` : timedOut ? `no answer within ${CALL_TIMEOUT_MS / 1000} s` : "connection failed";
+        if (attempt >= 2) throw new IlinkError(status === 0 ? "transport" : "http", `${path}: ${failure} (3 attempts)`);
         await this.clock.sleep(500 * 2 ** attempt, signal);
         continue;
       }

@@ -9,7 +9,8 @@
  * only on the login origin itself or on https:443 under `weixin.qq.com`. Errors are fixed sentences; the token never
  * appears in one.
  */
-import { realClock, type Clock } from "../common/backoff.js";
+import { realClock, realTimers, timerDeadline, type Clock, type Timers } from "../common/backoff.js";
+import { BodyTooLarge, readText } from "../common/body.js";
 import type { WechatCredentials } from "./credentials.js";
 import { parseLossless } from "./json.js";
 import { textOf } from "../../core/json-text.js";
@@ -36,21 +37,39 @@ export interface WechatLoginOptions {
   askCode?: (retry: boolean) => Promise<string | null>;
   progress?: (line: string) => void;
   clock?: Clock;
+  /** Request deadlines (tests move them by hand). */
+  timers?: Timers;
   signal?: AbortSignal;
   pollTimeoutMs?: number;
 }
 
-async function getJson(url: string, timeoutMs: number, signal?: AbortSignal): Promise<Record<string, unknown> | "timeout"> {
+/** The largest login answer read (a QR code or a status is a few hundred bytes). */
+const MAX_LOGIN_BODY_BYTES = 64 * 1024;
+/** Deadline of the QR code request. */
+const QR_TIMEOUT_MS = 30_000;
+/**
+ * Status checks in a row that got no answer by their deadline before the login gives up. A live server
+ * holds each check and then answers `wait`; one that never answers would otherwise keep the login waiting for ever.
+ */
+export const MAX_SILENT_STATUS_CHECKS = 4;
+
+async function getJson(url: string, timeoutMs: number, timers: Timers, signal?: AbortSignal): Promise<Record<string, unknown> | "timeout" | "unavailable"> {
+  const limit = timerDeadline(timers, timeoutMs, signal);
   try {
-    const res = await fetch(url, { signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs) });
-    if (res.status >= 500) return "timeout";
-    const body = parseLossless(await res.text());
+    const res = await fetch(url, { signal: limit.signal });
+    if (res.status >= 500) {
+      await res.body?.cancel().catch(() => undefined);
+      return "unavailable";
+    }
+    const body = parseLossless(await readText(res, MAX_LOGIN_BODY_BYTES));
     return body !== null && typeof body === "object" ? (body as Record<string, unknown>) : {};
   } catch (err) {
     if (signal?.aborted) throw new LoginError("login cancelled");
-    if ((err as Error).name === "TimeoutError") return "timeout";
-    if (err instanceof SyntaxError) throw new LoginError("the login server answered with something that is not JSON");
+    if (limit.expired()) return "timeout";
+    if (err instanceof SyntaxError || err instanceof BodyTooLarge) throw new LoginError("the login server answered with something that is not JSON");
     throw new LoginError("cannot reach the WeChat login server; check the network and try again");
+  } finally {
+    limit.done();
   }
 }
 
@@ -68,12 +87,14 @@ export function acceptableBase(base: string, loginApi: string): boolean {
 
 export async function wechatLogin(o: WechatLoginOptions): Promise<WechatCredentials> {
   const clock = o.clock ?? realClock;
+  const timers = o.timers ?? realTimers;
   const api = o.api.replace(/\/+$/, "");
   const pollTimeout = o.pollTimeoutMs ?? 35_000;
   let pollBase = api;
   for (let refresh = 0; refresh <= 3; refresh++) {
-    const qr = await getJson(`${api}/ilink/bot/get_bot_qrcode?bot_type=3`, 30_000, o.signal);
-    if (qr === "timeout" || (typeof qr["ret"] === "number" && qr["ret"] !== 0) || typeof qr["qrcode"] !== "string") {
+    const qr = await getJson(`${api}/ilink/bot/get_bot_qrcode?bot_type=3`, QR_TIMEOUT_MS, timers, o.signal);
+    if (qr === "timeout") throw new LoginError(`the WeChat login server did not answer within ${QR_TIMEOUT_MS / 1000} s; check the network and try again`);
+    if (qr === "unavailable" || (typeof qr["ret"] === "number" && qr["ret"] !== 0) || typeof qr["qrcode"] !== "string") {
       throw new LoginError("the WeChat login server did not issue a QR code; try again later");
     }
     const code = qr["qrcode"];
@@ -81,10 +102,14 @@ export async function wechatLogin(o: WechatLoginOptions): Promise<WechatCredenti
     let scanned = false;
     let pairing: string | undefined;
     let asked = 0;
+    let silent = 0;
     for (;;) {
       const verify = pairing === undefined ? "" : `&verify_code=${encodeURIComponent(pairing)}`;
-      const st = await getJson(`${pollBase}/ilink/bot/get_qrcode_status?qrcode=${encodeURIComponent(code)}${verify}`, pollTimeout, o.signal);
-      const status = st === "timeout" ? "wait" : textOf(st["status"], "wait");
+      const st = await getJson(`${pollBase}/ilink/bot/get_qrcode_status?qrcode=${encodeURIComponent(code)}${verify}`, pollTimeout, timers, o.signal);
+      silent = st === "timeout" ? silent + 1 : 0;
+      if (silent >= MAX_SILENT_STATUS_CHECKS)
+        throw new LoginError(`the WeChat login server did not answer ${silent} status checks in a row (${Math.round(pollTimeout / 1000)} s each); check the network and run the login again`);
+      const status = typeof st === "string" ? "wait" : textOf(st["status"], "wait");
       if (status === "wait" || status === "scaned") {
         if (status === "scaned" && !scanned) {
           scanned = true;
@@ -93,7 +118,7 @@ export async function wechatLogin(o: WechatLoginOptions): Promise<WechatCredenti
         await clock.sleep(1000, o.signal);
         continue;
       }
-      if (st === "timeout") continue;
+      if (typeof st === "string") continue;
       if (status === "expired") break;
       if (status === "scaned_but_redirect") {
         const host = textOf(st["redirect_host"]);
