@@ -76,6 +76,10 @@ export class FakeFeishu {
   readonly removedFrom = new Set<string>();
   /** Answers for the next tenant-token requests (e.g. a 429 rate limit, a 500 platform error). */
   readonly tokenFailures: Array<{ status: number; code: number }> = [];
+  /** Paths answered with a 307 to another address (a hostile or misconfigured server sending the client elsewhere). */
+  readonly redirects = new Map<string, string>();
+  /** Requests answered by `redirects`. */
+  redirected = 0;
   /** A reconnect storm: every socket is closed right after the client's first ping (the link opened, then drops). */
   dropAfterPing = false;
   /** A dead link: the socket stays open but pings get no pong (counted in `unansweredPings`). */
@@ -310,6 +314,13 @@ export class FakeFeishu {
       }
     };
     const p = url.pathname;
+    const away = this.redirects.get(p);
+    if (away !== undefined) {
+      this.redirected++;
+      this.notify();
+      res.writeHead(307, { location: away });
+      return void res.end();
+    }
     if (p === "/open-apis/auth/v3/tenant_access_token/internal") {
       const f = this.tokenFailures.shift();
       if (f) return send({ code: f.code, msg: "try again later" }, f.status);

@@ -79,6 +79,10 @@ export class FakeIlink {
   onPoll: (() => void) | null = null;
   qrScript: QrStep[] = [];
   qrCodesIssued = 0;
+  /** Paths answered with a 307 to another address (a hostile or misconfigured server sending the client elsewhere). */
+  readonly redirects = new Map<string, string>();
+  /** Requests answered by `redirects`. */
+  redirected = 0;
   /** Login requests of this kind are held open unanswered (counted in `heldLogins`). */
   holdLogin: "qrcode" | "status" | null = null;
   heldLogins = 0;
@@ -206,6 +210,13 @@ export class FakeIlink {
       res.end(typeof body === "string" ? body : emit(body));
     };
     const authed = req.headers["authorization"] === `Bearer ${this.token}` && req.headers["authorizationtype"] === "ilink_bot_token";
+    const away = this.redirects.get(url.pathname);
+    if (away !== undefined) {
+      this.redirected++;
+      this.notify();
+      res.writeHead(307, { location: away });
+      return void res.end();
+    }
     switch (url.pathname) {
       case "/ilink/bot/get_bot_qrcode": {
         if (this.holdLogin === "qrcode") return this.holdOpen(res);

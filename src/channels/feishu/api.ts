@@ -96,6 +96,7 @@ export class FeishuApi {
         method: "POST",
         headers: { "content-type": "application/json; charset=utf-8" },
         body: JSON.stringify({ app_id: this.o.appId, app_secret: this.o.appSecret }),
+        redirect: "manual",
         signal: AbortSignal.timeout(30_000),
       });
     } catch {
@@ -132,6 +133,7 @@ export class FeishuApi {
           method,
           headers,
           ...(form !== undefined ? { body: form } : body !== undefined ? { body: JSON.stringify(body) } : {}),
+          redirect: "manual",
           signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(60_000)]) : AbortSignal.timeout(60_000),
         });
         status = res.status;
@@ -158,7 +160,7 @@ export class FeishuApi {
     const token = await this.tenantToken();
     let res: Response;
     try {
-      res = await fetch(this.url("/open-apis/bot/v3/info"), { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(30_000) });
+      res = await fetch(this.url("/open-apis/bot/v3/info"), { headers: { authorization: `Bearer ${token}` }, redirect: "manual", signal: AbortSignal.timeout(30_000) });
     } catch {
       throw new FeishuError("transport", "bot info: connection failed");
     }
@@ -178,6 +180,7 @@ export class FeishuApi {
         method: "POST",
         headers: { "content-type": "application/json", locale: "zh" },
         body: JSON.stringify({ AppID: this.o.appId, AppSecret: this.o.appSecret }),
+        redirect: "manual",
         signal: AbortSignal.timeout(30_000),
       });
     } catch {
@@ -202,7 +205,7 @@ export class FeishuApi {
   async download(messageId: string, key: string, type: "image" | "file", dest: string, maxBytes: number): Promise<{ size: number; mime: string }> {
     const token = await this.tenantToken();
     const path = `/open-apis/im/v1/messages/${encodeURIComponent(messageId)}/resources/${encodeURIComponent(key)}?type=${type}`;
-    const res = await fetch(this.url(path), { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(120_000) });
+    const res = await fetch(this.url(path), { headers: { authorization: `Bearer ${token}` }, redirect: "manual", signal: AbortSignal.timeout(120_000) });
     const mime = (res.headers.get("content-type") ?? "application/octet-stream").split(";")[0]!.trim();
     if (res.status !== 200 || !res.body || mime === "application/json") {
       await res.arrayBuffer().catch(() => undefined);

@@ -34,6 +34,7 @@ async function registration(base: string, form: Record<string, string>, signal?:
       method: "POST",
       headers: { "content-type": "application/x-www-form-urlencoded" },
       body: new URLSearchParams(form).toString(),
+      redirect: "manual",
       signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(30_000)]) : AbortSignal.timeout(30_000),
     });
     body = await readBounded(res, MAX_REGISTRATION_BODY_BYTES);

@@ -114,6 +114,7 @@ export class IlinkClient {
         method: "POST",
         headers: this.headers(),
         body: JSON.stringify({ get_updates_buf: cursor, base_info: { channel_version: CHANNEL_VERSION } }),
+        redirect: "manual",
         signal: AbortSignal.any([signal, deadline.signal]),
       });
       if (!deadline.signal.aborted) {
@@ -160,7 +161,7 @@ export class IlinkClient {
       let timedOut = false;
       const limit = timerDeadline(this.timers, CALL_TIMEOUT_MS, signal);
       try {
-        const res = await fetch(this.url(path), { method: "POST", headers: this.headers(), body, signal: limit.signal });
+        const res = await fetch(this.url(path), { method: "POST", headers: this.headers(), body, redirect: "manual", signal: limit.signal });
         status = res.status;
         text = await readText(res, MAX_CALL_BODY_BYTES);
       } catch (err) {

@@ -56,7 +56,7 @@ export const MAX_SILENT_STATUS_CHECKS = 4;
 async function getJson(url: string, timeoutMs: number, timers: Timers, signal?: AbortSignal): Promise<Record<string, unknown> | "timeout" | "unavailable"> {
   const limit = timerDeadline(timers, timeoutMs, signal);
   try {
-    const res = await fetch(url, { signal: limit.signal });
+    const res = await fetch(url, { redirect: "manual", signal: limit.signal });
     if (res.status >= 500) {
       await res.body?.cancel().catch(() => undefined);
       return "unavailable";

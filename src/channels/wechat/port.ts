@@ -46,6 +46,23 @@ export function allowedMediaUrl(url: string, cdnBase: string): boolean {
   return u.protocol === "https:" && (u.port === "" || u.port === "443") && (u.hostname === "qq.com" || u.hostname.endsWith(".qq.com"));
 }
 
+/** Redirects a media download may follow, each to an allowed media host. */
+const MAX_MEDIA_REDIRECTS = 3;
+
+/** GETs a media URL within the download deadline, following a redirect only to another allowed media host. */
+async function fetchMedia(url: string, cdnBase: string): Promise<Response> {
+  const signal = AbortSignal.timeout(120_000);
+  for (let hop = 0; ; hop++) {
+    const res = await fetch(url, { redirect: "manual", signal });
+    const location = res.headers.get("location");
+    if (res.status < 300 || res.status >= 400 || location === null) return res;
+    await res.body?.cancel().catch(() => undefined);
+    const next = new URL(location, url).href;
+    if (hop >= MAX_MEDIA_REDIRECTS || !allowedMediaUrl(next, cdnBase)) throw new Error("media host not allowed");
+    url = next;
+  }
+}
+
 export class WechatPort implements PlatformPort {
   readonly platform = "wechat" as const;
   readonly partBytes = WECHAT_PART_BYTES;
@@ -66,7 +83,7 @@ export class WechatPort implements PlatformPort {
         let status = 0;
         let param: string | null = null;
         try {
-          const res = await fetch(url, { method: "POST", headers: { "Content-Type": "application/octet-stream" }, body: cipher, signal: limit.signal });
+          const res = await fetch(url, { method: "POST", headers: { "Content-Type": "application/octet-stream" }, body: cipher, redirect: "manual", signal: limit.signal });
           status = res.status;
           param = res.headers.get("x-encrypted-param");
           await res.arrayBuffer();
@@ -129,7 +146,7 @@ export class WechatPort implements PlatformPort {
         : `${this.client.cdnBase}/download?encrypted_query_param=${encodeURIComponent(ref.media.encrypt_query_param ?? "")}`;
     if (!allowedMediaUrl(url, this.client.cdnBase)) throw new Error("media host not allowed");
     const key = parseAesKey(ref.hexKey, ref.media.aes_key);
-    const res = await fetch(url, { signal: AbortSignal.timeout(120_000) });
+    const res = await fetchMedia(url, this.client.cdnBase);
     if (res.status !== 200 || !res.body) throw new Error(`cdn download: HTTP ${res.status}`);
     const chunks: Buffer[] = [];
     let n = 0;
