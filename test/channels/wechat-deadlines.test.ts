@@ -46,6 +46,26 @@ describe("an iLink call that never answers", () => {
   });
 });
 
+describe("a CDN download that never answers", () => {
+  // The runner's timeout only guards against the real 120 s deadline this replaced; nothing asserts on wall time.
+  it("fails at 120 s on the injected timers, not before; the turn runs with a note", { timeout: 30_000 }, async () => {
+    const timers = new ManualTimers();
+    const { fake, driver } = await startWechat(cleanups, { timers });
+    fake.stallDownloads = true;
+    cleanups.push(() => Promise.resolve(fake.dropHeld()));
+    const media = fake.putMedia(Buffer.from("png bytes"));
+    const image = { type: 2, image_item: { media: { encrypt_query_param: media.encrypt_query_param, aes_key: media.aes_key } } };
+    fake.push(fake.text("a@im.wechat", "look", { item_list: [{ type: 1, text_item: { text: "look" } }, image] }));
+    await fake.waitFor(() => fake.stalledDownloads === 1);
+    timers.advance(119_999);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(driver.turns.length, 0, "still downloading at 119.999 s");
+    timers.advance(1);
+    const [t] = await driver.waitTurns(1);
+    assert.equal(t!.prompt, "look\n[image: download failed]");
+  });
+});
+
 describe("the WeChat QR login against a server that never answers", () => {
   it("a QR code request unanswered for 30 s ends the login naming the wait", async () => {
     const fake = await fakeIlink();

@@ -83,6 +83,9 @@ export class FakeIlink {
   readonly redirects = new Map<string, string>();
   /** Requests answered by `redirects`. */
   redirected = 0;
+  /** When set, CDN downloads are held open unanswered (counted in `stalledDownloads`). */
+  stallDownloads = false;
+  stalledDownloads = 0;
   /** Login requests of this kind are held open unanswered (counted in `heldLogins`). */
   holdLogin: "qrcode" | "status" | null = null;
   heldLogins = 0;
@@ -303,6 +306,12 @@ export class FakeIlink {
         return send("", 200, { "x-encrypted-param": param });
       }
       case "/c2c/download": {
+        if (this.stallDownloads) {
+          this.stalledDownloads++;
+          this.held.add(res);
+          this.notify();
+          return;
+        }
         const c = this.cdn.get(url.searchParams.get("encrypted_query_param") ?? "");
         if (!c) return send({ errmsg: "not found" }, 404);
         res.writeHead(200, { "content-type": "application/octet-stream" });

@@ -201,6 +201,11 @@ export class IlinkClient {
     return r === "refused" ? "refused" : "sent";
   }
 
+  /** The timers every request's deadline runs on (media downloads use them too). */
+  get deadlines(): Timers {
+    return this.timers;
+  }
+
   /** The clock the client sleeps on (and uploads time out on). */
   get timing(): Clock {
     return this.clock;

@@ -4,7 +4,7 @@
  */
 import { createHash, randomBytes } from "node:crypto";
 import { open, readFile } from "node:fs/promises";
-import { deadline } from "../common/backoff.js";
+import { deadline, timerDeadline } from "../common/backoff.js";
 import type { OutboundFile } from "../common/driver.js";
 import { MediaTooLarge } from "../common/media.js";
 import type { InboundMedia, InboundMessage, PlatformPort, SendResult } from "../common/port.js";
@@ -49,9 +49,11 @@ export function allowedMediaUrl(url: string, cdnBase: string): boolean {
 /** Redirects a media download may follow, each to an allowed media host. */
 const MAX_MEDIA_REDIRECTS = 3;
 
-/** GETs a media URL within the download deadline, following a redirect only to another allowed media host. */
-async function fetchMedia(url: string, cdnBase: string): Promise<Response> {
-  const signal = AbortSignal.timeout(120_000);
+/** A CDN download, body included, must be done within this. */
+export const CDN_DOWNLOAD_TIMEOUT_MS = 120_000;
+
+/** GETs a media URL on `signal` (the download deadline), following a redirect only to another allowed media host. */
+async function fetchMedia(url: string, cdnBase: string, signal: AbortSignal): Promise<Response> {
   for (let hop = 0; ; hop++) {
     const res = await fetch(url, { redirect: "manual", signal });
     const location = res.headers.get("location");
@@ -146,15 +148,23 @@ export class WechatPort implements PlatformPort {
         : `${this.client.cdnBase}/download?encrypted_query_param=${encodeURIComponent(ref.media.encrypt_query_param ?? "")}`;
     if (!allowedMediaUrl(url, this.client.cdnBase)) throw new Error("media host not allowed");
     const key = parseAesKey(ref.hexKey, ref.media.aes_key);
-    const res = await fetchMedia(url, this.client.cdnBase);
-    if (res.status !== 200 || !res.body) throw new Error(`cdn download: HTTP ${res.status}`);
     const chunks: Buffer[] = [];
-    let n = 0;
-    const limit = key ? cipherSize(maxBytes) : maxBytes;
-    for await (const c of res.body) {
-      n += (c as Uint8Array).length;
-      if (n > limit) throw new MediaTooLarge();
-      chunks.push(Buffer.from(c as Uint8Array));
+    const deadline = timerDeadline(this.client.deadlines, CDN_DOWNLOAD_TIMEOUT_MS);
+    try {
+      const res = await fetchMedia(url, this.client.cdnBase, deadline.signal);
+      if (res.status !== 200 || !res.body) throw new Error(`cdn download: HTTP ${res.status}`);
+      let n = 0;
+      const limit = key ? cipherSize(maxBytes) : maxBytes;
+      for await (const c of res.body) {
+        n += (c as Uint8Array).length;
+        if (n > limit) throw new MediaTooLarge();
+        chunks.push(Buffer.from(c as Uint8Array));
+      }
+    } catch (err) {
+      if (deadline.expired()) throw new Error(`cdn download: no answer within ${CDN_DOWNLOAD_TIMEOUT_MS / 1000} s`);
+      throw err;
+    } finally {
+      deadline.done();
     }
     const bytes = key ? decryptEcb(Buffer.concat(chunks), key) : Buffer.concat(chunks);
     if (bytes.length > maxBytes) throw new MediaTooLarge();
