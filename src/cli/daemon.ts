@@ -191,7 +191,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
     } else if (a === "--supervised") {
       supervised = true;
     } else if (a === "-h" || a === "--help") {
-      process.stderr.write(
+      process.stdout.write(
         "usage: berth daemon [--listen HOST:PORT] [--no-berth-runtime] [--session-content-quota BYTES] [--supervised]\n" +
           "  Berth's own runtime serves sessions as provider `berth` unless --no-berth-runtime.\n" +
           "  --listen defaults to 127.0.0.1 (loopback only) on the port of the last start when it is free, else any free\n" +
@@ -201,7 +201,7 @@ export async function runDaemon(argv: string[]): Promise<number> {
       );
       return 0;
     } else {
-      process.stderr.write(`berth daemon: unknown argument ${a}\n`);
+      process.stderr.write(`berth daemon: unknown argument ${a}; berth daemon --help lists the options\n`);
       return 2;
     }
   }

@@ -27,6 +27,10 @@ Configure with MC_HOME (default ~/.berth), MC_PROVIDER, MC_MODEL and $MC_HOME/se
 Serves the SCV client protocol v3 (JSON lines) on stdin/stdout: one connection, one session; exits when stdin ends.
 Configure with MC_HOME (default ~/.berth), MC_PROVIDER, MC_MODEL and $MC_HOME/settings.json.
 `,
+  "build-info": `usage: berth build-info
+Prints {"version", "commit"} as one JSON line: the package version and the short Git commit of this checkout
+(null without Git metadata).
+`,
 };
 
 /** Commands that work in the directory they were started in (their sessions' default, its project settings). */

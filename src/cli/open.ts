@@ -150,10 +150,10 @@ export async function runOpen(argv: string[]): Promise<number> {
   for (const a of argv) {
     if (a === "--no-browser") browser = false;
     else if (a === "-h" || a === "--help") {
-      process.stderr.write("usage: berth open [--no-browser]\n  starts or finds `berth daemon` for this home and opens its web UI\n");
+      process.stdout.write("usage: berth open [--no-browser]\n  starts or finds `berth daemon` for this home and opens its web UI\n");
       return 0;
     } else {
-      process.stderr.write(`berth open: unknown argument ${a}\n`);
+      process.stderr.write(`berth open: unknown argument ${a}; berth open --help lists the options\n`);
       return 2;
     }
   }

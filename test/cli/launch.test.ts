@@ -48,6 +48,26 @@ describe("launch line @req AS-CLI-02", () => {
     assert.equal(far.status, 2);
     assert.match(far.stderr, /^berth: unknown command 'deploy'\nusage: berth <command>/);
   });
+  it("every command's --help and -h print its usage on stdout and exit 0, as `berth <command> [--help]` promises", () => {
+    const home = join(tmp(), "home");
+    for (const cmd of ["chat", "service", "stdio", "daemon", "open", "acp", "channel", "build-info"]) {
+      for (const flag of ["--help", "-h"]) {
+        const r = spawnSync(process.execPath, [BERTH_BIN, cmd, flag], { env: { ...process.env, MC_HOME: home }, input: "", encoding: "utf8" });
+        assert.equal(r.status, 0, `berth ${cmd} ${flag}: ${r.stderr}`);
+        assert.equal(r.stderr, "", `berth ${cmd} ${flag}`);
+        assert.match(r.stdout, new RegExp(`^usage:(\\n)? +berth ${cmd}\\b`), `berth ${cmd} ${flag}`);
+      }
+    }
+    assert.throws(() => statSync(home), "asking for help creates no state root");
+  });
+  it("berth daemon and berth open name an unknown argument and where the options are listed", () => {
+    for (const cmd of ["daemon", "open"]) {
+      const r = spawnSync(process.execPath, [BERTH_BIN, cmd, "--bogus"], { input: "", encoding: "utf8" });
+      assert.equal(r.status, 2);
+      assert.equal(r.stdout, "");
+      assert.equal(r.stderr, `berth ${cmd}: unknown argument --bogus; berth ${cmd} --help lists the options\n`);
+    }
+  });
   it("berth service refuses extra arguments", () => {
     const r = spawnSync(process.execPath, [BERTH_BIN, "service", "--model", "x"], { input: "", encoding: "utf8" });
     assert.notEqual(r.status, 0);
