@@ -16,7 +16,7 @@ import { credentialHandoff, secretNameMatcher } from "../../src/core/secret-name
 import { cleanToolEnv } from "../../src/runtime/env.js";
 import { spawnService } from "../../src/client/app-service/index.js";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
-import { BERTH_BIN, MAGI_BIN } from "../helpers/paths.js";
+import { BERTH_BIN, MAGI_BIN, REPO_ROOT } from "../helpers/paths.js";
 import { ServiceProcess } from "../helpers/service-process.js";
 import { waitTerminal } from "../turns/helpers.js";
 
@@ -123,6 +123,34 @@ test("bash reads the stripped keys from /proc/$PPID/environ (issue 18): berth ch
     assert.equal(reqs[0]!.headers.authorization, `Bearer ${keys.FAKE_API_KEY}`);
     assert.match(reqs[1]!.body, /SCAN-DONE/);
     assert.match(reqs[1]!.body, /ppid:/);
+    assertNoSecret(reqs[1]!.body, keys);
+    assertNoSecret(out, keys);
+  } finally {
+    child.kill();
+    await fake.close();
+  }
+});
+
+test("bash reads the stripped keys from /proc/$PPID/environ (issue 18): berth chat started by `npm start` (README's quick start) hides them", { timeout: 60_000 }, async () => {
+  const fake = await startFakeProvider();
+  const keys = secrets();
+  const home = mkdtempSync(join(tmpdir(), "berth-home-"));
+  writeFileSync(join(home, "settings.json"), JSON.stringify(settings(fake)));
+  // Only the parent's environ: npm itself, a process the user started with the keys, keeps them in its own.
+  const scanParent = `tr '\\0' '\\n' < /proc/$PPID/environ; echo SCAN-DONE`;
+  fake.script([{ steps: [{ toolCall: { id: "c1", name: "bash", arguments: { command: scanParent } } }] }, { steps: [{ text: "done" }] }]);
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, MC_HOME: home, BERTH_CHAT_NO_DAEMON: "1", ...keys };
+  const child = spawn("npm", ["start", "--silent", "--", "-p", "scan", "--yolo"], { env, cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
+  child.stderr.setEncoding("utf8").on("data", (d: string) => (out += d));
+  try {
+    const code = await new Promise<number | null>((resolve) => child.once("close", (c) => resolve(c)));
+    assert.equal(code, 0, out);
+    const reqs = await fake.waitForRequests(2);
+    assert.equal(reqs[0]!.headers.authorization, `Bearer ${keys.FAKE_API_KEY}`);
+    assert.match(reqs[1]!.body, /SCAN-DONE/);
+    assert.match(reqs[1]!.body, /MC_HOME=/);
     assertNoSecret(reqs[1]!.body, keys);
     assertNoSecret(out, keys);
   } finally {
