@@ -18,7 +18,7 @@ import { spawnBerth } from "../client/spawn-berth.js";
 import { writeFileAtomic } from "../store/atomic-file.js";
 import { pidAlive } from "../store/process-alive.js";
 import { uiProof } from "../protocols/host/ui-guard.js";
-import { resolveHome } from "../store/home.js";
+import { prepareHome } from "../store/state-root.js";
 import { readEndpoint } from "./endpoint-file.js";
 
 const START_TIMEOUT_MS = 20_000;
@@ -157,7 +157,14 @@ export async function runOpen(argv: string[]): Promise<number> {
       return 2;
     }
   }
-  const stateDir = join(resolveHome(process.env), "host");
+  // The state root is checked as every door checks it, before anything is written there (host/daemon.log) and
+  // before a daemon is started only to refuse it.
+  const { home, problem } = prepareHome(process.env);
+  if (problem !== null) {
+    process.stderr.write(`berth open: ${problem}\n`);
+    return 1;
+  }
+  const stateDir = join(home, "host");
   let base: string | null;
   try {
     base = await findDaemon(stateDir);

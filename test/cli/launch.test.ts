@@ -2,7 +2,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, statSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BERTH_BIN, MAGI_BIN } from "../helpers/paths.js";
@@ -86,6 +86,17 @@ describe("state root", () => {
     svc.end();
     assert.equal((await svc.exited).code, 0);
     assert.equal(statSync(home).mode & 0o777, 0o700);
+    assert.deepEqual(readdirSync(home), []);
+  });
+  it("berth open refuses a state root others may write, as the daemon it would start does, and writes nothing there", () => {
+    const home = join(tmp(), "open-home");
+    mkdirSync(home, { mode: 0o700 });
+    chmodSync(home, 0o777);
+    const env = { ...process.env, MC_HOME: home, DISPLAY: "", WAYLAND_DISPLAY: "" };
+    const r = spawnSync(process.execPath, [BERTH_BIN, "open", "--no-browser"], { env, input: "", encoding: "utf8" });
+    assert.equal(r.status, 1, r.stderr);
+    assert.equal(r.stdout, "");
+    assert.equal(r.stderr, `berth open: the state directory ${home} is writable by others (mode 777); fix it with: chmod 700 ${home}\n`);
     assert.deepEqual(readdirSync(home), []);
   });
   it("accepts BERTH_HOME as an alias of MC_HOME @req AS-CLI-04", async () => {
