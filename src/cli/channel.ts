@@ -15,6 +15,7 @@
  * `set`, `logout` and `status` go to the running daemon (`daemon.control`, see channel-daemon.ts) and touch the saved
  * files themselves only when no daemon listens; an ambiguous exchange is reported, never retried or redone locally.
  */
+import { existsSync } from "node:fs";
 import { lstat } from "node:fs/promises";
 import { isAbsolute } from "node:path";
 import { createInterface } from "node:readline";
@@ -28,6 +29,7 @@ import { offlineStatus } from "../channels/supervisor.js";
 import { saveWechatCredentials } from "../channels/wechat/credentials.js";
 import { LoginError, wechatLogin } from "../channels/wechat/login.js";
 import { resolveHome } from "../store/home.js";
+import { prepareHome } from "../store/state-root.js";
 import type { ControlOutcome } from "./channel-daemon.js";
 import { terminalSafe } from "./terminal-safe.js";
 
@@ -121,6 +123,16 @@ function summary(list: ComponentStatus[]): string {
 export async function runChannel(argv: string[]): Promise<number> {
   const home = resolveHome(process.env);
   const [sub, ...rest] = argv;
+  // The state root is checked as every door checks it: a home another user may write could hold planted channel
+  // settings (remote_tools owner) that `set` would keep and the daemon would then refuse. `status` of a home that does
+  // not exist yet creates nothing (it has no accounts).
+  if (sub === "status" || sub === "login" || sub === "logout" || sub === "set") {
+    const problem = sub === "status" && !existsSync(home) ? null : prepareHome(process.env).problem;
+    if (problem !== null) {
+      process.stderr.write(`berth channel: ${problem}\n`);
+      return 1;
+    }
+  }
   try {
     if (sub === "status") {
       const f = parseFlags(rest, { "--json": "bool" });

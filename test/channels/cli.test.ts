@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
-import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { chmod, mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import { FakeFeishu } from "../fakes/fake-feishu.js";
@@ -270,5 +270,30 @@ describe("berth channel status with no accounts", () => {
     assert.equal(r.out, "Channels: no chat accounts yet. Add one with `berth channel login wechat` or `berth channel login feishu`.\n");
     const j = await berth(home, ["status", "--json"]);
     assert.deepEqual(JSON.parse(j.out), { components: [] });
+  });
+});
+
+describe("berth channel in a home others may write", () => {
+  it("refuses status and set, naming the directory and the chmod fix, and changes nothing", async () => {
+    const home = await homeWith({});
+    await chmod(home, 0o770);
+    for (const args of [["status"], ["set", "wechat", "--remote-tools", "owner"]]) {
+      const r = await berth(home, args);
+      assert.equal(r.code, 1, args.join(" "));
+      assert.equal(r.out, "");
+      assert.equal(r.err, `berth channel: the state directory ${home} is writable by its group (mode 770); fix it with: chmod 700 ${home}\n`);
+    }
+    assert.equal(JSON.stringify(JSON.parse(await readFile(join(home, "channels", "settings.json"), "utf8"))), JSON.stringify({ endpoints: {} }));
+    await chmod(home, 0o700);
+    assert.equal((await berth(home, ["status"])).code, 0);
+  });
+
+  it("status of a home that does not exist yet creates nothing", async () => {
+    const t = await tempHome();
+    cleanups.push(t.cleanup);
+    const missing = join(t.home, "not-yet");
+    const r = await berth(missing, ["status"]);
+    assert.equal(r.code, 0, r.err);
+    await assert.rejects(stat(missing));
   });
 });
