@@ -11,7 +11,7 @@ import { NO_OWNER, type AccountSettings } from "./common/component.js";
 import type { ConfirmState } from "./common/confirm.js";
 import type { ChatSessionDriver } from "./common/driver.js";
 import { ChannelFileError, channelPaths } from "./common/files.js";
-import type { ComponentStatus } from "./common/status.js";
+import { loginCommand, type ComponentStatus } from "./common/status.js";
 import { loadChannelsConfig, settingsOf, type ChannelName } from "./config.js";
 import { FeishuComponent } from "./feishu/component.js";
 import { loadFeishuCredentials } from "./feishu/credentials.js";
@@ -57,8 +57,8 @@ export class ChannelSupervisor {
         const settings = settingsOf(entry, this.o.workspace);
         const creds = await loadCredentials(this.o.home, channel, account);
         if (!settings.enabled || creds === null || creds === UNREADABLE) {
-          if (creds === UNREADABLE) this.o.log?.(`channels: ${id}: ${unreadableLogin(channel)}`);
-          idle.push(idleStatus(channel, account, settings, loginProblem(channel, creds), creds === UNREADABLE ? null : creds));
+          if (creds === UNREADABLE) this.o.log?.(`channels: ${id}: ${unreadableLogin(channel, account)}`);
+          idle.push(idleStatus(channel, account, settings, loginProblem(channel, account, creds), creds === UNREADABLE ? null : creds));
           continue;
         }
         wanted.add(id);
@@ -124,13 +124,13 @@ export class ChannelSupervisor {
 
 const UNREADABLE = Symbol("unreadable credentials");
 
-function unreadableLogin(channel: ChannelName): string {
-  return `the saved login cannot be read: run \`berth channel login ${channel}\` again`;
+function unreadableLogin(channel: ChannelName, account: string): string {
+  return `the saved login cannot be read: run ${loginCommand(channel, account)} again`;
 }
 
-function loginProblem(channel: ChannelName, creds: unknown): string | null {
-  if (creds === UNREADABLE) return unreadableLogin(channel);
-  return creds === null ? `no saved login: run \`berth channel login ${channel}\`` : null;
+function loginProblem(channel: ChannelName, account: string, creds: unknown): string | null {
+  if (creds === UNREADABLE) return unreadableLogin(channel, account);
+  return creds === null ? `no saved login: run ${loginCommand(channel, account)}` : null;
 }
 
 /**
@@ -174,7 +174,7 @@ export async function offlineStatus(home: string): Promise<ComponentStatus[]> {
     for (const [account, entry] of Object.entries(cfg.accounts[channel])) {
       const settings = settingsOf(entry, home);
       const creds = await loadCredentials(home, channel, account);
-      const s = idleStatus(channel, account, settings, loginProblem(channel, creds), creds === UNREADABLE ? null : creds);
+      const s = idleStatus(channel, account, settings, loginProblem(channel, account, creds), creds === UNREADABLE ? null : creds);
       if (creds !== null && creds !== UNREADABLE && settings.enabled) s.state = "stopped";
       out.push(s);
     }

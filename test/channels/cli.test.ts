@@ -255,7 +255,7 @@ describe("berth channel with something other than a file in the way", () => {
     assert.deepEqual(
       comps.map((c) => [c.id, c.error]),
       [
-        ["feishu:default", "no saved login: run `berth channel login feishu`"],
+        ["feishu:default", "no saved login: run `berth channel login feishu` (or `berth channel login lark` for a Lark account)"],
         ["wechat:default", "the saved login cannot be read: run `berth channel login wechat` again"],
       ],
     );
@@ -295,5 +295,23 @@ describe("berth channel in a home others may write", () => {
     const r = await berth(missing, ["status"]);
     assert.equal(r.code, 0, r.err);
     await assert.rejects(stat(missing));
+  });
+});
+
+describe("berth channel status's login advice", () => {
+  it("names the account to sign in again, and lark beside feishu when the brand is unknown", async () => {
+    const home = await homeWith({});
+    assert.equal((await berth(home, ["set", "wechat", "--account", "work"])).code, 0);
+    assert.equal((await berth(home, ["set", "lark", "--account", "team"])).code, 0);
+    const st = await berth(home, ["status", "--json"]);
+    assert.equal(st.code, 0, st.err);
+    const comps = (JSON.parse(st.out) as { components: Array<{ id: string; error: string | null }> }).components;
+    assert.deepEqual(
+      comps.map((c) => [c.id, c.error]),
+      [
+        ["feishu:team", "no saved login: run `berth channel login feishu --account team` (or `berth channel login lark --account team` for a Lark account)"],
+        ["wechat:work", "no saved login: run `berth channel login wechat --account work`"],
+      ],
+    );
   });
 });

@@ -95,7 +95,7 @@ describe("feishu: health", () => {
     cleanups.push(() => fake.close());
     const { comp } = await setup({}, { fake, secret: "wrong" });
     await comp.health.until((h) => h.state === "failed");
-    assert.match(comp.status().error ?? "", /berth channel login feishu/);
+    assert.equal(comp.status().error, "the platform rejected the saved login; run `berth channel login feishu` again");
   });
 
   it("an endpoint auth failure (514) stops in failed with the log-in-again error", async () => {

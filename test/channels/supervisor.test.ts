@@ -94,7 +94,7 @@ describe("channel supervisor", () => {
     await until(() => sup.status().find((c) => c.id === "wechat:good")?.state === "connected");
     const bad = sup.status().find((c) => c.id === "wechat:broken")!;
     assert.equal(bad.state, "failed");
-    assert.match(bad.error ?? "", /saved login cannot be read: run `berth channel login wechat` again/);
+    assert.match(bad.error ?? "", /saved login cannot be read: run `berth channel login wechat --account broken` again/);
     const offline = await offlineStatus(home);
     assert.equal(offline.find((c) => c.id === "wechat:broken")!.state, "failed");
     const seen = JSON.stringify([sup.status(), offline, logs]);

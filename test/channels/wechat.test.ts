@@ -94,7 +94,7 @@ describe("wechat: health", () => {
     fake.tokenExpired = true;
     const { comp } = await setup({}, { fake });
     await comp.health.until((h) => h.state === "failed");
-    assert.match(comp.status().error ?? "", /berth channel login wechat/);
+    assert.equal(comp.status().error, "the platform rejected the saved login; run `berth channel login wechat` again");
     assert.equal(comp.status().last_success_unix_seconds, null);
     assert.ok(!(comp.status().error ?? "").includes(fake.token));
   });

@@ -1,9 +1,21 @@
 /** The component view shared by `daemon.status` and `berth channel status`. Never carries a credential. */
 export type ComponentState = "disabled" | "starting" | "connected" | "disconnected" | "backoff" | "stopping" | "stopped" | "failed";
 
+/**
+ * The command that signs account `account` of `channel` in again: its `--account` unless it is the default one, and
+ * `lark` for a Feishu account known to be a Lark one (`brand`); an account whose brand is unknown (no saved login)
+ * names both.
+ */
+export function loginCommand(channel: "wechat" | "feishu", account: string, brand?: "feishu" | "lark"): string {
+  const which = channel === "wechat" ? "wechat" : (brand ?? "feishu");
+  const acct = account === "default" ? "" : ` --account ${account}`;
+  const lark = channel === "feishu" && brand === undefined ? ` (or \`berth channel login lark${acct}\` for a Lark account)` : "";
+  return `\`berth channel login ${which}${acct}\`${lark}`;
+}
+
 /** The fixed error of an account whose platform rejected its token: only a new login helps. */
-export function needsLogin(channel: "wechat" | "feishu"): string {
-  return `the platform rejected the saved login; run \`berth channel login ${channel}\` again`;
+export function needsLogin(channel: "wechat" | "feishu", account: string, brand?: "feishu" | "lark"): string {
+  return `the platform rejected the saved login; run ${loginCommand(channel, account, brand)} again`;
 }
 
 export interface ComponentStatus {

@@ -219,7 +219,7 @@ export class FeishuComponent {
         (abandon as (() => void) | null)?.();
         if (signal.aborted) break;
         if (err instanceof FeishuError && err.kind === "credentials") {
-          this.health.set("failed", needsLogin("feishu"));
+          this.health.set("failed", needsLogin("feishu", this.o.account, this.o.credentials.brand));
           return;
         }
         this.health.set("backoff", sanitizeError(err instanceof Error ? err.message : "internal error"));

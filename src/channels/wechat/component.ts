@@ -119,7 +119,7 @@ export class WechatComponent {
       } catch (err) {
         if (signal.aborted) break;
         if (err instanceof IlinkError && err.kind === "token") {
-          this.health.set("failed", needsLogin("wechat"));
+          this.health.set("failed", needsLogin("wechat", this.o.account));
           return;
         }
         const msg = err instanceof IlinkError ? err.message : `internal error: ${(err as Error).name}`;
