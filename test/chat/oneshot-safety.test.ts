@@ -1,8 +1,8 @@
 /**
  * What `berth chat -p` writes when the model's text carries terminal controls: on a terminal the answer is shown
- * without them (a window title, an OSC 52 clipboard write, a hyperlink, an 8-bit CSI, a bidi override); into a pipe it
- * is the model's text, byte for byte; with `--json` every line parses strictly to the same text, with no raw control
- * and no lone surrogate escape, also in a tool call's arguments.
+ * without them (a window title, an OSC 52 clipboard write, a hyperlink, an 8-bit CSI, a bidi override, a CR that
+ * would overwrite a line); into a pipe it is the model's text, byte for byte; with `--json` every line parses strictly
+ * to the same text, with no raw control and no lone surrogate escape, also in a tool call's arguments.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -16,7 +16,7 @@ import { chat, chatEnv, FAKE, home, Proc } from "./helpers.js";
 
 const hasScript = spawnSync("script", ["--version"]).status === 0;
 const q = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
-const HOSTILE = "title\x1b]0;owned\x07 clip\x1b]52;c;cm0gLXJmIH4=\x07 link\x1b]8;;http://evil/\x07here\x1b]8;;\x07 csi\u009b2J bidi\u202eevil\u202c end\n";
+const HOSTILE = "title\x1b]0;owned\x07 clip\x1b]52;c;cm0gLXJmIH4=\x07 link\x1b]8;;http://evil/\x07here\x1b]8;;\x07 csi\u009b2J bidi\u202eevil\u202c end\nsafe command\rrm -rf ~\n";
 /** Any terminal control a terminal would act on: C0 but tab/newline/CR, DEL, C1, bidi controls. */
 const RAW_CONTROL = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
 
@@ -37,6 +37,8 @@ describe("berth chat -p and terminal controls", () => {
     assert.doesNotMatch(p.stdout, RAW_CONTROL, JSON.stringify(p.stdout));
     assert.match(p.stdout, /title\^\[\]0;owned\^G clip\^\[\]52;c;cm0gLXJmIH4=\^G/);
     assert.match(p.stdout, /csi<U\+009B>2J bidi<U\+202E>evil<U\+202C> end/);
+    // A lone CR ends a line: it neither overwrites the line (a raw CR) nor joins the two (it was dropped).
+    assert.match(p.stdout, /\r\nsafe command\r\nrm -rf ~\r\n/);
   });
 
   it("into a pipe the answer is the model's text, unchanged", async () => {

@@ -78,6 +78,20 @@ export class VTerm {
     return out;
   }
 
+  /** For each line of the buffer (scrollback first, not joined), the cell columns where `ch` is shown. */
+  async columnsOf(all: string, ch: string): Promise<number[][]> {
+    await this.feed(all);
+    const b = this.term.buffer.active;
+    const out: number[][] = [];
+    for (let i = 0; i < b.length; i++) {
+      const l = b.getLine(i)!;
+      const cols: number[] = [];
+      for (let x = 0; x < this.term.cols; x++) if (l.getCell(x)?.getChars() === ch) cols.push(x);
+      out.push(cols);
+    }
+    return out;
+  }
+
   get size(): { cols: number; rows: number } {
     return { cols: this.term.cols, rows: this.term.rows };
   }

@@ -11,11 +11,15 @@
  * line: it leaves the screen without entering the scrollback), so every shown row stays within reach of the erase
  * and no raw row is left in the scrollback above the rendered line. Bytes and work per delta are bounded by the
  * delta, whatever the line's length.
+ * The text is the model's, streamed raw: here a CRLF, and a lone CR, end a line (a CR split from its LF between
+ * deltas is held until the next one shows which it is), and every other terminal control is shown (`terminalSafe`),
+ * so no delta can move the cursor back over what the answer showed.
  * Contract: `end()` renders what is left (the unfinished line, a pending table) at the end of a message;
  * `redrawn()` shows the unfinished line's last rows again after the screen was cleared and the transcript printed
  * again (at a new size, or after Ctrl-Z and `fg`).
  */
 import { cellWidth, type MarkdownStream } from "./markdown.js";
+import { terminalSafe } from "../terminal-safe.js";
 
 /** Greedy rows of at most `width` columns (by `cellWidth`), tabs expanded to the next multiple of 8 of their row. */
 export class RowBreaker {
@@ -61,12 +65,16 @@ export interface LiveOutput {
   size(): { cols: number; rows: number };
 }
 
-const HIGH_SURROGATE = /[\ud800-\udbff]$/;
+/** What a delta may end in that the next delta completes: half of a character, or a CR that may be a CRLF's. */
+const HELD_END = /[\ud800-\udbff\r]$/;
 
 export class LiveAnswer {
   /** The unfinished line, in the pieces it arrived in (joined when it completes: no copy per delta). */
   private partial: string[] = [];
-  /** A high surrogate that ended a delta: held until its low half arrives, so a row never shows half a character. */
+  /**
+   * A high surrogate that ended a delta, held until its low half arrives (a row never shows half a character); or a
+   * CR, held until the next delta says whether an LF follows it.
+   */
   private held = "";
   /** Rows of the unfinished line on screen (0: none), at most `limit`; `rows` lays out what follows them. */
   private shown = 0;
@@ -120,11 +128,12 @@ export class LiveAnswer {
     this.chars += text.length;
     text = this.held + text;
     this.held = "";
-    if (HIGH_SURROGATE.test(text)) {
+    if (HELD_END.test(text)) {
       this.held = text.slice(-1);
       text = text.slice(0, -1);
     }
     if (text === "") return;
+    text = terminalSafe(text.includes("\r") ? text.replace(/\r\n?/g, "\n") : text);
     if (this.md === null) return this.out.write(text);
     const nl = text.lastIndexOf("\n");
     if (nl >= 0) {
@@ -143,11 +152,12 @@ export class LiveAnswer {
 
   end(): void {
     if (this.md === null) {
-      if (this.held !== "") this.out.write(this.held);
+      if (this.held !== "") this.out.write(terminalSafe(this.held));
       this.held = "";
       return;
     }
     this.unshow();
+    // A held CR ends the line (`push` takes a trailing CR as its line ending).
     const line = this.partial.join("") + this.held;
     this.partial = [];
     this.held = "";

@@ -5,7 +5,11 @@
  * block quotes, horizontal rules, fenced code blocks with keyword/string/comment/number highlighting, and pipe
  * tables (aligned columns). With `color` false the structure stays (bullets, aligned tables, indented code) and
  * the markers go.
+ * The text is the model's, so possibly hostile: a CRLF, and a lone CR, end a line (a CR written raw would move the
+ * cursor back over what the line showed), and every other terminal control in a line is shown (`terminalSafe`)
+ * before the line is parsed, so the only controls written are the renderer's own styling (SGR).
  */
+import { terminalSafe } from "../terminal-safe.js";
 import { codeTokens, LINK, type CodeDialect } from "../../core/markdown-syntax.js";
 
 const ESC = "\x1b[";
@@ -138,8 +142,18 @@ export class MarkdownStream {
     return out;
   }
 
-  /** Renders one complete source line; returns the lines that are final now (zero while a table grows). */
+  /**
+   * Renders one complete source line; returns the lines that are final now (zero while a table grows). A CR that ends
+   * it is its line ending (CRLF), and a CR within it ends a line too.
+   */
   push(line: string): string[] {
+    if (!line.includes("\r")) return this.pushLine(terminalSafe(line, false));
+    const out: string[] = [];
+    for (const l of line.replace(/\r$/, "").split("\r")) for (const r of this.pushLine(terminalSafe(l, false))) out.push(r);
+    return out;
+  }
+
+  private pushLine(line: string): string[] {
     const out: string[] = [];
     const isRow = /^\s*\|.*\|\s*$/.test(line);
     if (this.inFence === null && this.table.length > 0 && !isRow) for (const l of this.flush()) out.push(l);
@@ -182,12 +196,12 @@ export class MarkdownStream {
   }
 }
 
-/** Renders a whole markdown text. */
+/** Renders a whole markdown text (LF, CRLF and a lone CR end a line; one at the end of the text ends its last line). */
 export function renderMarkdown(text: string, color: boolean): string {
   const md = new MarkdownStream(color);
   const out: string[] = [];
   // No spread of a table's lines into push: more than ~120,000 overflow the call stack.
-  for (const l of text.replace(/\n$/, "").split("\n")) for (const r of md.push(l)) out.push(r);
+  for (const l of text.replace(/\r?\n$|\r$/, "").split("\n")) for (const r of md.push(l)) out.push(r);
   for (const r of md.flush()) out.push(r);
   return out.join("\n") + "\n";
 }

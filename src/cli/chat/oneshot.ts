@@ -251,8 +251,9 @@ export async function runOneShot(o: OneShotOptions): Promise<number> {
         ...(end["usage"] !== undefined ? { usage: end["usage"] } : {}),
       });
     // On a terminal the answer is shown without its terminal controls (escape sequences, C1 and bidi controls): a
-    // model's or a tool's text must not retitle the window, write the clipboard (OSC 52) or hide text. A pipe gets it raw.
-    else if (text.length > 0 && process.stdout.isTTY === true) out(renderMarkdown(terminalSafe(text), process.env.NO_COLOR === undefined));
+    // model's or a tool's text must not retitle the window, write the clipboard (OSC 52) or hide text; the renderer
+    // shows them, and ends a line at a CR. A pipe gets it raw.
+    else if (text.length > 0 && process.stdout.isTTY === true) out(renderMarkdown(text, process.env.NO_COLOR === undefined));
     else if (text.length > 0) out(text.endsWith("\n") ? text : text + "\n");
     // After the answer: a server that failed while a fast turn ran is still reported (not after Ctrl-C).
     if (outClosed) return 0;

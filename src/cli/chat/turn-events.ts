@@ -39,8 +39,10 @@ export function turnEvents(host: TurnHost, s: OpenSession, answer: LiveAnswer): 
   const names = new Map<string, string>();
   let live = "";
   let pending: Promise<void> = Promise.resolve();
-  // Everything shown comes through terminalSafe: the model, tools and their output may carry terminal controls.
-  const stream = (t: string): void => answer.stream(terminalSafe(t));
+  // Everything shown comes through terminalSafe: the model, tools and their output may carry terminal controls. The
+  // answer's text goes to the live answer raw: it shows the controls, and ends a line at a CR (it sees a CR and the
+  // LF after it together, even when they arrive in two deltas).
+  const stream = (t: string): void => answer.stream(t);
   const endMessage = (): void => answer.end();
   return (ev: ScvEvent): void => {
     switch (ev.type) {

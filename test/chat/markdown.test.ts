@@ -1,0 +1,115 @@
+/**
+ * The terminal markdown renderer against hostile model output (a prompt-injected model quoting a file it read):
+ * line endings, terminal controls, links that claim to go elsewhere, bounded work, and table alignment, as the
+ * screen of a terminal emulator shows them (`renderMarkdown` for `-p`, and the interactive chat's event handler,
+ * live answer and screen).
+ */
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { EventEmitter } from "node:events";
+import { LiveAnswer } from "../../src/cli/chat/live.js";
+import { MarkdownStream, renderMarkdown } from "../../src/cli/chat/markdown.js";
+import { Screen } from "../../src/cli/chat/screen.js";
+import { turnEvents } from "../../src/cli/chat/turn-events.js";
+import { VTerm } from "./vterm.js";
+
+/** Any control a terminal would act on, but the renderer's own SGR styling: C0 but tab/newline, DEL, C1, bidi. */
+const RAW_CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
+const unstyled = (s: string): string => s.replace(/\x1b\[[0-9;]*m/g, "");
+
+/** What a terminal shows for `text` written to it (a pseudo-terminal turns "\n" into "\r\n"). */
+async function shown(text: string, cols = 100): Promise<string[]> {
+  return new VTerm(cols, 30).lines(text.replace(/\n/g, "\r\n"));
+}
+
+/** The interactive chat's answer path: SCV `assistant.delta` events through the turn's handler to a terminal. */
+function chatAnswer(cols: number, rows: number) {
+  const out = Object.assign(new EventEmitter(), {
+    text: "",
+    columns: cols,
+    rows,
+    isTTY: true,
+    write(s: string): boolean {
+      out.text += s.replace(/\n/g, "\r\n");
+      return true;
+    },
+  });
+  const screen = new Screen(out as unknown as NodeJS.WriteStream, true);
+  const answer = new LiveAnswer(new MarkdownStream(false), {
+    write: (t) => screen.write(t),
+    transient: (t) => screen.transient(t),
+    control: (t) => screen.control(t),
+    size: () => screen.size(),
+  });
+  const host = {
+    write: (t: string) => screen.write(t),
+    line: (t: string) => screen.line(t),
+    status: (t: string) => screen.line(t),
+    atLineStart: () => screen.atLineStart,
+    bold: (t: string) => t,
+    autoApproves: () => true,
+    ask: () => Promise.resolve(true),
+    resolveApproval: () => {},
+    context: () => {},
+  };
+  const onEvent = turnEvents(host, { id: "s", cwd: "/", model: null, ctxMax: null }, answer);
+  const vt = new VTerm(cols, rows);
+  return {
+    out,
+    screen,
+    stream: (deltas: string[]) => {
+      for (const d of deltas) onEvent({ type: "assistant.delta", content: d });
+    },
+    complete: (content: string) => onEvent({ type: "assistant.completed", content }),
+    lines: () => vt.lines(out.text),
+  };
+}
+
+describe("terminal markdown: line endings and controls", () => {
+  const LF = ["# Title", "Some *text*", "", "- a", "1. b", "> q", "| h | i |", "|---|---|", "| c | d |", "```sh", "echo hi", "```", "---", "~~~", "open"].join("\n");
+
+  it("CRLF and lone-CR text renders as LF text does (headings, lists, quotes, tables, fences); no CR is written", () => {
+    for (const color of [true, false]) {
+      const want = renderMarkdown(LF, color);
+      assert.match(want, color ? /^\x1b\[1;4mTitle\x1b\[22;24m\n/ : /^Title\n/);
+      assert.equal(renderMarkdown(LF.replace(/\n/g, "\r\n") + "\r\n", color), want);
+      assert.equal(renderMarkdown(LF.replace(/\n/g, "\r"), color), want);
+      // Line by line, as the interactive chat feeds it (its lines split at LF keep a CRLF's CR).
+      const md = new MarkdownStream(color);
+      const got = [...LF.split("\n").flatMap((l) => md.push(l + "\r")), ...md.flush()].join("\n") + "\n";
+      assert.equal(got, want);
+      assert.doesNotMatch(got, /\r/);
+    }
+  });
+
+  it("escape sequences, BS, VT, FF, C1 and bidi controls are shown, never obeyed, in every construct", async () => {
+    const c = "\x1b]0;owned\x07\x1b[2J\b\v\f\x9b2K\u202e";
+    const shownC = "^[]0;owned^G^[[2J^H^K^L<U+009B>2K<U+202E>";
+    // In a link the controls but ESC (its caret form `^[` holds a bracket, which no link text holds).
+    const l = "\b\v\f\x9b2K\u202e";
+    const shownL = "^H^K^L<U+009B>2K<U+202E>";
+    const doc = [`# h${c}`, `p${c} **b${c}**`, `- l${c}`, `> q${c}`, `| t${c} | u |`, "|---|---|", `| v | w${c} |`, `[x${l}](https://u.example/${l})`, `\`k${c}\``, "```sh", `code${c}`, "```", ""].join("\n");
+    for (const color of [true, false]) {
+      const out = renderMarkdown(doc, color);
+      assert.doesNotMatch(unstyled(out), RAW_CONTROL, JSON.stringify(out));
+      const lines = await shown(out);
+      for (const want of [`h${shownC}`, `p${shownC} b${shownC}`, `• l${shownC}`, `▌ q${shownC}`, `\`k${shownC}\``, `  │ code${shownC}`]) {
+        if (color && want.startsWith("`")) continue;
+        assert.ok(lines.includes(want), `${want}\n${lines.join("\n")}`);
+      }
+      assert.ok(lines.some((l) => l.startsWith(`t${shownC} │ u`)), lines.join("\n"));
+      assert.ok(lines.some((l) => l.startsWith(`x${shownL} (https://u.example/${shownL})`)), lines.join("\n"));
+    }
+  });
+
+  it("interactive: a CR cannot overwrite what the answer showed; CRLF and lone CRs end lines, in any deltas", async () => {
+    const text = "ok\r\n# Title\r\nsafe command\rrm -rf ~\n10%\r20%\r100%\r\n| a | b |\r\n|---|---|\r\n| c | d |\r\nend";
+    for (const size of [1, 2, 5]) {
+      const t = chatAnswer(60, 20);
+      t.stream(text.match(new RegExp(`[\\s\\S]{1,${size}}`, "g"))!);
+      t.complete(text);
+      assert.deepEqual(await t.lines(), ["ok", "Title", "safe command", "rm -rf ~", "10%", "20%", "100%", "a │ b", "──┼──", "c │ d", "end"]);
+      t.screen.stop();
+    }
+  });
+});
