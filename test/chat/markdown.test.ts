@@ -113,3 +113,35 @@ describe("terminal markdown: line endings and controls", () => {
     }
   });
 });
+
+describe("terminal markdown: links", () => {
+  const plain = (md: string): string => renderMarkdown(md, false).replace(/\n$/, "");
+
+  it("a link's URL is shown as written: emphasis markers in it are not emphasis, nor pair with ones after it", async () => {
+    assert.equal(plain("[docs](https://x.example/__init__/a_b_/c) and [x](https://a.example/*b*)"), "docs (https://x.example/__init__/a_b_/c) and x (https://a.example/*b*)");
+    assert.equal(plain("[a](https://evil.example/**) and **bold**"), "a (https://evil.example/**) and bold");
+    assert.equal(plain("*see [a](https://a.example/_x_)*"), "see a (https://a.example/_x_)");
+    const color = renderMarkdown("[docs](https://x.example/__init__)", true);
+    assert.equal(color, "\x1b[4mdocs\x1b[24m\x1b[2m (https://x.example/__init__)\x1b[22m\n");
+    assert.deepEqual(await shown(color), ["docs (https://x.example/__init__)"]);
+  });
+
+  it("a link says where it goes: hidden characters are shown, and text naming another place names the real one", () => {
+    const cases: Array<[string, string]> = [
+      ["[e\u202egpj.exe](https://files.example/x)", "e<U+202E>gpj.exe (https://files.example/x, goes to files.example)"],
+      ["[bank\u200b.example](https://bank.example)", "bank<U+200B>.example (https://bank.example)"],
+      ["[https://bank.example/login](https://evil.example/login)", "https://bank.example/login (https://evil.example/login, goes to evil.example)"],
+      ["[https://bank.example](https://bank.example@evil.example/)", "https://bank.example (https://bank.example@evil.example/, goes to evil.example)"],
+      ["[www.bank.example](https://evil.example:8080)", "www.bank.example (https://evil.example:8080, goes to evil.example)"],
+      ["[help@bank.example](mailto:thief@evil.example)", "help@bank.example (mailto:thief@evil.example, goes to thief@evil.example)"],
+      ["[x](https://evil.example/\u200b\u2060)", "x (https://evil.example/<U+200B><U+2060>)"],
+      // Text that is no place, or the same place, is left as it is; the URL itself (or an address) is shown once.
+      ["[the docs](https://docs.example/a)", "the docs (https://docs.example/a)"],
+      ["[docs.example/a](https://www.docs.example/a)", "docs.example/a (https://www.docs.example/a)"],
+      ["[https://x.example/a](https://x.example/a)", "https://x.example/a"],
+      ["[a@b.example](mailto:a@b.example)", "a@b.example"],
+      ["[x](javascript:alert(1))", "x (javascript:alert(1))"],
+    ];
+    for (const [md, want] of cases) assert.equal(plain(md), want, md);
+  });
+});

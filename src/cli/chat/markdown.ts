@@ -9,6 +9,7 @@
  * cursor back over what the line showed), and every other terminal control in a line is shown (`terminalSafe`)
  * before the line is parsed, so the only controls written are the renderer's own styling (SGR).
  */
+import { shownLink } from "./md-link.js";
 import { terminalSafe } from "../terminal-safe.js";
 import { codeTokens, LINK, type CodeDialect } from "../../core/markdown-syntax.js";
 
@@ -94,11 +95,24 @@ export class MarkdownStream {
     return parts.join("");
   }
 
+  /**
+   * Links, then bold and italic. A link's URL is shown as written (`md-link.ts`): it stands in the text as a
+   * placeholder (NUL, its index, SOH: `push` has shown every raw control, so none is in the text) while emphasis is
+   * applied, so `__init__` or `*x*` in a URL is never taken for emphasis, nor can an emphasis marker in a URL pair with
+   * one in the text after it.
+   */
   private emphasis(s: string): string {
-    return s
-      .replace(LINK_G, (_m, t: string, u: string) => `${this.link(t)}${this.dim(` (${u})`)}`)
+    const urls: string[] = [];
+    const text = s.replace(LINK_G, (_m, t: string, u: string) => {
+      const l = shownLink(t, u);
+      if (l.url === null) return this.link(l.text);
+      urls.push(this.dim(` (${l.url}${l.goesTo !== null ? `, goes to ${l.goesTo}` : ""})`));
+      return `${this.link(l.text)}\u0000${urls.length - 1}\u0001`;
+    });
+    const out = text
       .replace(/\*\*([^*]+)\*\*|__([^_]+)__/g, (_m, a?: string, b?: string) => this.bold(a ?? b ?? ""))
       .replace(/(^|[^\w*])\*([^*\s][^*]*?)\*(?!\w)|(^|[^\w_])_([^_\s][^_]*?)_(?!\w)/g, (_m, p1?: string, a?: string, p2?: string, b?: string) => `${p1 ?? p2 ?? ""}${this.italic(a ?? b ?? "")}`);
+    return urls.length === 0 ? out : out.replace(/\u0000(\d+)\u0001/g, (_m, i: string) => urls[Number(i)]!);
   }
 
   /** One line of a fenced block, highlighted (`codeTokens`: linear for any line). */
