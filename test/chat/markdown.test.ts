@@ -145,3 +145,10 @@ describe("terminal markdown: links", () => {
     for (const [md, want] of cases) assert.equal(plain(md), want, md);
   });
 });
+
+describe("terminal markdown: lines with separators", () => {
+  it("a line holding U+2028 or U+2029 is still a heading, an item or a table row (they were paragraphs)", () => {
+    const out = renderMarkdown("# a\u2028b\n- c\u2029d\n1. e\u2028f\n| g\u2028h | i |\n|---|---|\n| j | k |\n", false);
+    assert.equal(out, "a\u2028b\n• c\u2029d\n1. e\u2028f\ng\u2028h │ i\n────┼──\nj   │ k\n");
+  });
+});

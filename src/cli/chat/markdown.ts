@@ -167,9 +167,10 @@ export class MarkdownStream {
     return out;
   }
 
+  /** One line, CR-free and terminal-safe; `s` patterns: a U+2028 or U+2029 in it is no line end (`.` skips them). */
   private pushLine(line: string): string[] {
     const out: string[] = [];
-    const isRow = /^\s*\|.*\|\s*$/.test(line);
+    const isRow = /^\s*\|.*\|\s*$/s.test(line);
     if (this.inFence === null && this.table.length > 0 && !isRow) for (const l of this.flush()) out.push(l);
     if (this.inFence !== null) {
       if (line.trim().startsWith(this.inFence.marker)) {
@@ -188,13 +189,13 @@ export class MarkdownStream {
       this.table.push(line);
       return out;
     }
-    const h = /^(#{1,6})\s+(.*)$/.exec(line);
+    const h = /^(#{1,6})\s+(.*)$/s.exec(line);
     if (h) out.push(h[1]!.length <= 2 ? this.heading(this.inline(h[2]!)) : this.bold(this.inline(h[2]!)));
     else if (/^\s*([-*_])(\s*\1){2,}\s*$/.test(line)) out.push(this.dim("─".repeat(40)));
     else if (/^\s*>\s?/.test(line)) out.push(`${this.dim("▌")} ${this.italic(this.inline(line.replace(/^\s*>\s?/, "")))}`);
     else {
-      const li = /^(\s*)([-*+])\s+(.*)$/.exec(line);
-      const ol = /^(\s*)(\d+)[.)]\s+(.*)$/.exec(line);
+      const li = /^(\s*)([-*+])\s+(.*)$/s.exec(line);
+      const ol = /^(\s*)(\d+)[.)]\s+(.*)$/s.exec(line);
       if (li) out.push(`${li[1]!}• ${this.inline(li[3]!.replace(/^\[( |x)\]\s/, (_m, x: string) => (x === "x" ? "☑ " : "☐ ")))}`);
       else if (ol) out.push(`${ol[1]!}${ol[2]!}. ${this.inline(ol[3]!)}`);
       else out.push(this.inline(line));
