@@ -152,3 +152,16 @@ describe("terminal markdown: lines with separators", () => {
     assert.equal(out, "a\u2028b\n• c\u2029d\n1. e\u2028f\ng\u2028h │ i\n────┼──\nj   │ k\n");
   });
 });
+
+describe("terminal markdown: table alignment", () => {
+  it("tabs, wide characters and emoji in cells keep every row's column separator in one screen column", async () => {
+    const md = "| a\tb | 漢字 |\n|---|---|\n| xxxxxxxxxxxx | 🙂 |\n| 한국\tx | ｆｕｌｌ |\n| `c\td` | e |\n";
+    for (const color of [true, false]) {
+      const out = renderMarkdown(md, color);
+      const cols = (await new VTerm(80, 10).columnsOf(out.replace(/\n/g, "\r\n"), "│")).filter((c) => c.length > 0);
+      assert.equal(cols.length, 4, out);
+      assert.deepEqual(new Set(cols.map((c) => c.join())).size, 1, `${JSON.stringify(cols)}\n${out}`);
+      assert.doesNotMatch(out, /\t/);
+    }
+  });
+});

@@ -55,6 +55,19 @@ export function visibleWidth(s: string): number {
   return w;
 }
 
+/** `s` with each tab as the spaces to the next multiple of 8 columns from its start (by `cellWidth`). */
+function expandTabs(s: string): string {
+  if (!s.includes("\t")) return s;
+  let col = 0;
+  let out = "";
+  for (const ch of s) {
+    const w = ch === "\t" ? 8 - (col % 8) : cellWidth(ch);
+    out += ch === "\t" ? " ".repeat(w) : ch;
+    col += w;
+  }
+  return out;
+}
+
 export class MarkdownStream {
   private inFence: { lang: string; marker: string } | null = null;
   private table: string[] = [];
@@ -140,7 +153,8 @@ export class MarkdownStream {
    * many short ones would take rows × columns).
    */
   private renderTable(rows: string[]): string[] {
-    const cells = rows.map((r) => r.trim().replace(/^\|/, "").replace(/\|$/, "").split("|").map((c) => c.trim()));
+    // A tab in a cell is spaces: the terminal would take it to its own tab stop, past the column's padding.
+    const cells = rows.map((r) => r.trim().replace(/^\|/, "").replace(/\|$/, "").split("|").map((c) => expandTabs(c.trim())));
     const isSep = (r: string[]): boolean => r.every((c) => /^:?-{1,}:?$/.test(c));
     const body = cells.filter((r) => !isSep(r));
     let n = 0;
