@@ -8,7 +8,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { EventEmitter } from "node:events";
 import { LiveAnswer } from "../../src/cli/chat/live.js";
-import { MarkdownStream, renderMarkdown } from "../../src/cli/chat/markdown.js";
+import { MAX_COLUMN_WIDTH, MarkdownStream, renderMarkdown } from "../../src/cli/chat/markdown.js";
 import { Screen } from "../../src/cli/chat/screen.js";
 import { turnEvents } from "../../src/cli/chat/turn-events.js";
 import { VTerm } from "./vterm.js";
@@ -162,6 +162,38 @@ describe("terminal markdown: table alignment", () => {
       assert.equal(cols.length, 4, out);
       assert.deepEqual(new Set(cols.map((c) => c.join())).size, 1, `${JSON.stringify(cols)}\n${out}`);
       assert.doesNotMatch(out, /\t/);
+    }
+  });
+});
+
+describe("terminal markdown: bounded work", () => {
+  it(`a column is padded to its widest cell up to ${MAX_COLUMN_WIDTH} columns; a wider cell moves only its own row`, async () => {
+    const bars = async (width: number): Promise<number[][]> => {
+      const md = `| h | i |\n|---|---|\n| ${"x".repeat(width)} | j |\n| k | l |\n`;
+      return (await new VTerm(300, 10).columnsOf(renderMarkdown(md, false).replace(/\n/g, "\r\n"), "│")).filter((c) => c.length > 0);
+    };
+    assert.deepEqual(await bars(MAX_COLUMN_WIDTH), [[MAX_COLUMN_WIDTH + 1], [MAX_COLUMN_WIDTH + 1], [MAX_COLUMN_WIDTH + 1]]);
+    assert.deepEqual(await bars(MAX_COLUMN_WIDTH + 1), [[MAX_COLUMN_WIDTH + 1], [MAX_COLUMN_WIDTH + 2], [MAX_COLUMN_WIDTH + 1]]);
+  });
+
+  it("hostile shapes render, each in output bounded by its input (no stack overflow, no row × column padding)", () => {
+    const inputs = {
+      "1 MB table row": "| a | b |\n|---|---|\n| " + "x".repeat(1 << 20) + " | y |\n| z | w |\n",
+      "100k backticks": "`".repeat(100_000) + "\n" + "`a".repeat(50_000) + "\n",
+      "10,000-deep list and quote": " ".repeat(20_000) + "- x\n" + "> ".repeat(10_000) + "q\n" + Array.from({ length: 500 }, (_, i) => " ".repeat(i) + "- y").join("\n"),
+      "unclosed fence": "```js\n" + "/* \"x' `[a](\n".repeat(20_000),
+      "10,000 columns": "|" + "c|".repeat(10_000) + "\n|" + "-|".repeat(10_000) + "\n" + "|d|\n".repeat(1000),
+      "100k links": "[a.example](https://b.example/_x_)".repeat(100_000) + "\n",
+      "100k CRs": "a\r".repeat(100_000),
+      // One wide cell above many short rows: each row was padded to its width (10 GB here, more than a string holds).
+      "1 MB cell above 10,000 rows": "| " + "x".repeat(1 << 20) + " | y |\n" + "| a | b |\n".repeat(10_000),
+    };
+    for (const [name, md] of Object.entries(inputs)) {
+      const out = renderMarkdown(md, true);
+      const lines = md.split(/\r\n?|\n/).length;
+      // Styling, a code line's gutter, a link's parentheses and "goes to": a few bytes a line, three a character.
+      assert.ok(out.length <= 3 * md.length + 40 * lines, `${name}: ${out.length} bytes out of ${md.length}`);
+      assert.ok(out.length >= md.length / 2, name);
     }
   });
 });

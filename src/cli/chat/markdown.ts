@@ -23,6 +23,8 @@ const C_DIALECT: CodeDialect = { hash: "none", slash: true, backtick: true, numb
 /** Bounds of an aligned table (see `renderTable`). */
 export const MAX_TABLE_COLUMNS = 64;
 export const MAX_TABLE_CELLS = 100_000;
+/** The most columns a table's column is padded to (see `renderTable`). */
+export const MAX_COLUMN_WIDTH = 120;
 const sgr = (on: boolean, a: string, b: string) => (s: string) => (on ? `${ESC}${a}m${s}${ESC}${b}m` : s);
 
 const KEYWORDS = new Set(
@@ -150,7 +152,9 @@ export class MarkdownStream {
   /**
    * A pipe table with aligned columns; one wider than `MAX_TABLE_COLUMNS` or with more than `MAX_TABLE_CELLS` cells is
    * shown as its rows, unaligned (aligning pads every row to every column: a model's 1 MiB table of one long row and
-   * many short ones would take rows × columns).
+   * many short ones would take rows × columns). A column is padded to its widest cell but to `MAX_COLUMN_WIDTH` at
+   * most: a wider cell is written whole and the rest of its row moves right, so padding adds at most that much per
+   * cell (one 100 kB cell above 5,000 short rows was 500 MB of padding, a 1 MB one above 10,000 more than a string holds).
    */
   private renderTable(rows: string[]): string[] {
     // A tab in a cell is spaces: the terminal would take it to its own tab stop, past the column's padding.
@@ -162,8 +166,8 @@ export class MarkdownStream {
     if (n > MAX_TABLE_COLUMNS || n * body.length > MAX_TABLE_CELLS) return rows.map((r) => this.inline(r));
     const shown = body.map((r) => r.map((c) => this.inline(c)));
     const w = new Array<number>(n).fill(0);
-    for (const r of shown) r.forEach((c, i) => (w[i] = Math.max(w[i]!, visibleWidth(c))));
-    const line = (r: string[], head: boolean): string => r.concat(Array(n - r.length).fill("")).map((c, i) => (head ? this.bold(c) : c) + " ".repeat(w[i]! - visibleWidth(c))).join(" │ ");
+    for (const r of shown) r.forEach((c, i) => (w[i] = Math.min(MAX_COLUMN_WIDTH, Math.max(w[i]!, visibleWidth(c)))));
+    const line = (r: string[], head: boolean): string => r.concat(Array(n - r.length).fill("")).map((c, i) => (head ? this.bold(c) : c) + " ".repeat(Math.max(0, w[i]! - visibleWidth(c)))).join(" │ ");
     const out = [line(shown[0] ?? [], cells.length > 1 && isSep(cells[1]!))];
     if (cells.length > 1 && isSep(cells[1]!)) out.push(w.map((x) => "─".repeat(x)).join("─┼─"));
     for (const r of shown.slice(1)) out.push(line(r, false));
