@@ -185,6 +185,7 @@ describe("terminal markdown: bounded work", () => {
       "10,000 columns": "|" + "c|".repeat(10_000) + "\n|" + "-|".repeat(10_000) + "\n" + "|d|\n".repeat(1000),
       "100k links": "[a.example](https://b.example/_x_)".repeat(100_000) + "\n",
       "100k CRs": "a\r".repeat(100_000),
+      "bare URLs of punctuation": "https://" + ".".repeat(400_000) + " " + "https://__ ".repeat(40_000),
       // One wide cell above many short rows: each row was padded to its width (10 GB here, more than a string holds).
       "1 MB cell above 10,000 rows": "| " + "x".repeat(1 << 20) + " | y |\n" + "| a | b |\n".repeat(10_000),
     };
@@ -195,5 +196,15 @@ describe("terminal markdown: bounded work", () => {
       assert.ok(out.length <= 3 * md.length + 40 * lines, `${name}: ${out.length} bytes out of ${md.length}`);
       assert.ok(out.length >= md.length / 2, name);
     }
+  });
+});
+
+describe("terminal markdown: bare URLs", () => {
+  it("a bare URL is shown as written: emphasis markers in it are not emphasis; emphasis around it still is", () => {
+    const md = "see https://x.example/pkg/__init__.py, https://y.example/_b_/c and **https://z.example/*a*/**, or _https://w.example/_";
+    assert.equal(renderMarkdown(md, false), "see https://x.example/pkg/__init__.py, https://y.example/_b_/c and https://z.example/*a*/, or https://w.example/\n");
+    assert.equal(renderMarkdown("**https://z.example/_a_/**", true), "\x1b[1mhttps://z.example/_a_/\x1b[22m\n");
+    // In a link's text (underlined) the URL ends where the styling starts.
+    assert.equal(renderMarkdown("[https://a.example/_x_](https://a.example/_x_/y)", true), "\x1b[4mhttps://a.example/_x_\x1b[24m\x1b[2m (https://a.example/_x_/y)\x1b[22m\n");
   });
 });

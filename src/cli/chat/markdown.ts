@@ -15,6 +15,8 @@ import { codeTokens, LINK, type CodeDialect } from "../../core/markdown-syntax.j
 
 const ESC = "\x1b[";
 const LINK_G = new RegExp(LINK, "g");
+/** A bare URL: no controls (the styling's ESC, a placeholder), not ending in punctuation or an emphasis marker. */
+const BARE_URL = /https?:\/\/[^\s<>\x00-\x1f]*[^\s<>\x00-\x1f*_~.,:;!?'")\]]/g;
 const NUMBER = /\d+(?:\.\d+)?\b/y;
 const WORD = /[A-Za-z_]\w*/y;
 /** Languages with `#` comments, and the others (slash comments, backtick strings). */
@@ -111,19 +113,21 @@ export class MarkdownStream {
   }
 
   /**
-   * Links, then bold and italic. A link's URL is shown as written (`md-link.ts`): it stands in the text as a
-   * placeholder (NUL, its index, SOH: `push` has shown every raw control, so none is in the text) while emphasis is
-   * applied, so `__init__` or `*x*` in a URL is never taken for emphasis, nor can an emphasis marker in a URL pair with
-   * one in the text after it.
+   * Links, then bold and italic. A link's URL, and a bare `http(s)://` URL in the text (as GFM's autolinks), are
+   * shown as written (`md-link.ts`): each stands in the text as a placeholder (NUL, its index, SOH: `push` has shown
+   * every raw control, so none is in the text) while emphasis is applied, so `__init__` or `*x*` in a URL is never
+   * taken for emphasis, nor can an emphasis marker in a URL pair with one in the text after it.
    */
   private emphasis(s: string): string {
     const urls: string[] = [];
-    const text = s.replace(LINK_G, (_m, t: string, u: string) => {
-      const l = shownLink(t, u);
-      if (l.url === null) return this.link(l.text);
-      urls.push(this.dim(` (${l.url}${l.goesTo !== null ? `, goes to ${l.goesTo}` : ""})`));
-      return `${this.link(l.text)}\u0000${urls.length - 1}\u0001`;
-    });
+    const hold = (shown: string): string => `\u0000${urls.push(shown) - 1}\u0001`;
+    const text = s
+      .replace(LINK_G, (_m, t: string, u: string) => {
+        const l = shownLink(t, u);
+        if (l.url === null) return this.link(l.text);
+        return this.link(l.text) + hold(this.dim(` (${l.url}${l.goesTo !== null ? `, goes to ${l.goesTo}` : ""})`));
+      })
+      .replace(BARE_URL, hold);
     const out = text
       .replace(/\*\*([^*]+)\*\*|__([^_]+)__/g, (_m, a?: string, b?: string) => this.bold(a ?? b ?? ""))
       .replace(/(^|[^\w*])\*([^*\s][^*]*?)\*(?!\w)|(^|[^\w_])_([^_\s][^_]*?)_(?!\w)/g, (_m, p1?: string, a?: string, p2?: string, b?: string) => `${p1 ?? p2 ?? ""}${this.italic(a ?? b ?? "")}`);
