@@ -4,7 +4,11 @@
  *
  * Contracts:
  * - A session is open on this connection after `session/new`, `session/load` or `session/resume`; requests naming
- *   any other session are `-32002`.
+ *   any other session are `-32002`. `ready` gives a request the session it names once every load or resume of that
+ *   session read before the request (`order`, in stdin's order) has been answered: at once when none is pending;
+ *   after them, `-32002` naming the failure of the one answered last when the session is not open.
+ * - `session/cancel` acts as it is read (`order`): on the running or starting turn, and on a prompt read before it
+ *   whose turn has not started yet, never on one read after it.
  * - `endOfInput` (the client's EOF, as it is read) cancels every running turn, and every prompt read before it;
  *   other requests run on. `shutdown` (after the EOF's answers, or a signal) cancels every running turn, waits for
  *   them, and stops the agent's tools; from either on, no turn waits for its text to be written (an editor may keep
@@ -40,6 +44,7 @@ import { approvalOf, modeOfPolicy, type ConfigSources, type ModeId } from "./con
 import type { AcpConnectionState, AcpDeps } from "./context.js";
 import { ACP_ERRORS, MAX_OPEN_SESSIONS } from "./errors.js";
 import { errorLabel } from "./handle.js";
+import { ReadOrder } from "./read-order.js";
 import { AcpSession } from "./session.js";
 import { Unawaited } from "./unawaited.js";
 
@@ -62,6 +67,11 @@ export class AcpConnection {
   /** Requests to the editor no turn waits for, bounded across the connection's sessions. */
   private readonly unawaited = new Unawaited();
   private ended = false;
+  /** The opens and cancels in the order the editor sent them (the wire feeds it: `order.observe`). */
+  readonly order = new ReadOrder(
+    (id) => this.sessions.has(id),
+    (id) => this.sessions.get(id)?.cancel(),
+  );
 
   constructor(
     private readonly deps: AcpDeps,
@@ -215,6 +225,23 @@ export class AcpConnection {
     return s;
   }
 
+  /**
+   * The session a request (JSON-RPC id `requestId`) names, once every `session/load` / `session/resume` of it read
+   * before the request has been answered: at once (as `get`) when none was pending when it was read. After the wait,
+   * `-32002` when the session is not open (or is being closed), naming the failure of the open answered last when it
+   * failed. The wait is as long as those opens take, each bounded by its own bounds.
+   */
+  ready(id: string, requestId: unknown): AcpSession | Promise<AcpSession> {
+    const mark = this.order.markOf(requestId);
+    if (mark === undefined || mark.opens.length === 0 || this.closing.has(id)) return this.get(id);
+    return ReadOrder.settled(mark.opens).then((last) => {
+      const s = this.sessions.get(id);
+      if (s !== undefined && !this.closing.has(id)) return s;
+      if (last?.error != null) throw ACP_ERRORS.openFailed(id, last.method, last.error.message);
+      throw ACP_ERRORS.unknownSession(id);
+    });
+  }
+
   /** Marks session `id` closed for other requests from a `session/close`'s arrival; call the result once answered. */
   closingFrom(id: string): () => void {
     this.closing.set(id, (this.closing.get(id) ?? 0) + 1);
@@ -274,6 +301,7 @@ export class AcpConnection {
     // Its turn is cancelled and waited for below; a later session/load must not meet it. (A load's claim is never
     // held here: lifecycle requests of one session run one at a time.)
     if (this.claims.get(id)?.what === "prompt") this.claims.delete(id);
+    this.order.forget(id);
     await this.hub.closeSession(id);
     s.close();
     return true;

@@ -22,6 +22,13 @@ export const ACP_ERRORS = {
       "Resource not found: no open session with this sessionId on this connection; open it with session/load or session/resume first",
       { sessionId },
     ),
+  /** A request read behind a `session/load` or `session/resume` of its session that failed: that failure, named. */
+  openFailed: (sessionId: string, method: string, cause: string) =>
+    new RequestError(
+      -32002,
+      `Resource not found: the ${method} of this session sent before this request failed, so the session is not open on this connection (${cause}); open it again, then send this request`,
+      { sessionId },
+    ),
   sessionMissing: (sessionId: string) =>
     new RequestError(-32002, "Resource not found: no stored Berth session has this sessionId; list them with session/list", { sessionId }),
   sessionBusy: () =>

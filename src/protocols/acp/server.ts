@@ -63,7 +63,7 @@ export async function serveAcp(o: AcpServeOptions): Promise<AcpServed> {
         : `berth acp: stdin ended; ${n} read before it ${one ? "was" : "were"} still unanswered after ${(o.end?.idleMs ?? END_IDLE_MS) / 1000} s in which nothing was written; ending without ${one ? "its answer" : "their answers"}`,
     );
   };
-  const c = app.connect(acpWire(o.output, o.input, { onInputEnd: () => conn.endOfInput(), end: { ...o.end, onGiveUp } }));
+  const c = app.connect(acpWire(o.output, o.input, { observe: (s) => conn.order.observe(s), onInputEnd: () => conn.endOfInput(), end: { ...o.end, onGiveUp } }));
   try {
     await (o.stop === undefined ? c.closed : Promise.race([c.closed, o.stop]));
   } finally {

@@ -24,7 +24,9 @@
  * - `session/load`, `session/resume` and `session/close` of one session are handled in arrival order
  *   (`AcpConnection.serial`): one sent before an earlier one was answered starts after that answer, so a close sent
  *   behind a load closes the loaded session and a load sent behind a close opens it again.
- * - Requests naming a session not open on this connection are `-32002`.
+ * - Requests naming a session not open on this connection are `-32002`; `session/set_mode` and
+ *   `session/set_config_option` sent behind a load or resume of their session first wait for its answer
+ *   (`AcpConnection.ready`).
  */
 import type { AgentApp, McpServer, SessionConfigOption } from "@agentclientprotocol/sdk";
 import { handle } from "./handle.js";
@@ -107,16 +109,19 @@ export function registerSessions(app: AgentApp, conn: AcpConnection): void {
     }
   });
 
-  handle(app, conn.log, "session/set_mode", ({ params }) => {
-    const s = conn.get(params.sessionId);
+  handle(app, conn.log, "session/set_mode", async ({ params, requestId }) => {
+    // At once unless a session/load or session/resume of this session was read before it and is unanswered.
+    const ready = conn.ready(params.sessionId, requestId);
+    const s = ready instanceof Promise ? await ready : ready;
     if (!isModeId(params.modeId)) throw ACP_ERRORS.unknownMode();
     s.choices = { ...s.choices, mode: params.modeId };
     s.configure({ approval: approvalOf(params.modeId) });
     return {};
   });
 
-  handle(app, conn.log, "session/set_config_option", async ({ params }) => {
-    const s = conn.get(params.sessionId);
+  handle(app, conn.log, "session/set_config_option", async ({ params, requestId }) => {
+    const ready = conn.ready(params.sessionId, requestId);
+    const s = ready instanceof Promise ? await ready : ready;
     if ("type" in params && params.type === "boolean") throw ACP_ERRORS.unknownConfig();
     const value = params.value as string;
     let next: SessionChoices;

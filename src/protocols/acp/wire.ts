@@ -179,6 +179,8 @@ export function settleWithdrawn(s: Stream): Stream & { withdrawAll(): void } {
 
 /** What the wire does at the input's end. */
 export interface WireOptions {
+  /** Sees every message handed to the SDK, in read order, and every frame it writes (read-order.ts). */
+  observe?: (s: Stream) => Stream;
   /** Runs as the input ends, before Berth's requests still waited for are withdrawn (the connection ends its turns). */
   onInputEnd?: () => void;
   /** The bounds of the wait for the answers to requests read before the end (input-end.ts); tests inject a clock. */
@@ -206,5 +208,5 @@ export function acpWire(output: WritableStream<Uint8Array>, input: ReadableStrea
     o.onInputEnd?.();
     settled.withdrawAll();
   });
-  return explainingInvalidParams(settled);
+  return explainingInvalidParams(o.observe === undefined ? settled : o.observe(settled));
 }
