@@ -1,8 +1,8 @@
 /**
  * What the editor sent, in the order it was read: the opens (`session/load`, `session/resume`) still unanswered, and
  * the `session/cancel`s, so a request can wait for the opens read before it and tell a cancel read before it from one
- * read after it. The SDK runs handlers concurrently, and reaches a method's handler only after awaiting each handler
- * registered before it, so two messages of one write can reach their handlers in another order than they were read.
+ * read after it, whichever order the handlers run in. (The SDK runs handlers concurrently and reaches a method's
+ * handler only after awaiting each handler registered before it: it does not promise read order among methods.)
  *
  * Contracts:
  * - `observe(s)` sees every message the SDK is handed, in order, before any handler runs for it, and every answer as
