@@ -4,42 +4,8 @@
  */
 import type { ComponentChildren } from "preact";
 import { codeTokens, INLINE_SPANS } from "../../src/core/markdown-syntax.js";
-import { BIDI_CONTROLS, visibleControls } from "../../src/core/visible-controls.js";
-
-const SAFE_LINK = /^(https?:|mailto:)/i;
-/** Invisible in link text, and able to make it read as something else: bidi controls, zero-width characters. */
-const HIDDEN_IN_LINK = new RegExp(`[${BIDI_CONTROLS}\u200b-\u200d\u2060\ufeff]`, "g");
-/** Link text that names a place: a URL, a host name (`bank.example`, `www.bank.example/login`) or a mail address. */
-const NAMES_PLACE = /^\s*(?:[a-z][a-z\d+.-]*:(?:\/\/)?)?(?:[^\s@/]+@)?([^\s/?#:@]+\.[^\s/?#:@.]+)/i;
-
-/** Where a safe link's `href` leads, as a reader checks it (a host, or a mail address); null: not a valid URL. */
-function destination(href: string): string | null {
-  try {
-    const u = new URL(href);
-    return u.protocol === "mailto:" ? decodeURIComponent(u.pathname).toLowerCase() : u.hostname;
-  } catch {
-    return null;
-  }
-}
-
-/** `text` names a place (`NAMES_PLACE`) other than `dest`: `[https://bank.example](https://evil.example)`. */
-function misleads(text: string, dest: string): boolean {
-  const named = NAMES_PLACE.exec(text.replace(HIDDEN_IN_LINK, ""));
-  if (!named) return false;
-  let host: string;
-  try {
-    host = new URL(`http://${named[1]}`).hostname;
-  } catch {
-    return true;
-  }
-  const bare = (h: string) => h.replace(/^www\./, "");
-  return bare(host) !== bare(dest.includes("@") ? dest.slice(dest.lastIndexOf("@") + 1) : dest);
-}
-
-/** Link text with its bidi controls and zero-width characters shown as `<U+XXXX>`: `[e\u202Egpj.exe](…)`. */
-function linkText(text: string): string {
-  return text.replace(HIDDEN_IN_LINK, (c) => `<U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}>`);
-}
+import { linkDestination, linkMisleads, showHidden } from "../../src/core/link-check.js";
+import { visibleControls } from "../../src/core/visible-controls.js";
 
 export function inline(text: string, key = 0): ComponentChildren[] {
   const out: ComponentChildren[] = [];
@@ -52,14 +18,14 @@ export function inline(text: string, key = 0): ComponentChildren[] {
     if (m.index > last) out.push(text.slice(last, m.index));
     if (m[1] !== undefined) out.push(<code key={k++}>{visibleControls(m[1])}</code>);
     else if (m[2] !== undefined) {
-      const dest = SAFE_LINK.test(m[3]!) ? destination(m[3]!) : null;
+      const dest = linkDestination(m[3]!);
       out.push(
         dest === null ? (
           m[0]
         ) : (
           <a key={k++} href={m[3]} target="_blank" rel="noopener noreferrer">
-            {linkText(m[2]!)}
-            {misleads(m[2]!, dest) ? <span class="link-dest"> ({dest})</span> : null}
+            {showHidden(m[2]!)}
+            {linkMisleads(m[2]!, dest) ? <span class="link-dest"> ({dest})</span> : null}
           </a>
         ),
       );
