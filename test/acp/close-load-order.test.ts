@@ -7,25 +7,18 @@
 import { after, before, it } from "node:test";
 import assert from "node:assert/strict";
 import { ACP_ERRORS } from "../../src/protocols/acp/errors.js";
-import { startAcpRig, type AcpAgentProcess, type AcpRig, type Frame } from "./harness.js";
+import { frameKit, rigWithStoredSession, type AcpAgentProcess, type AcpRig, type Frame } from "./harness.js";
 
 let rig: AcpRig;
 let sessionId: string;
 before(async () => {
-  rig = await startAcpRig();
-  const p = rig.spawn();
-  await p.initialize();
-  ({ sessionId } = await p.agent.request("session/new", { cwd: p.cwd, mcpServers: [] }));
-  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "prompt-one" }] })).stopReason, "end_turn");
-  await p.end();
+  ({ rig, sessionId } = await rigWithStoredSession());
 });
 after(async () => {
   await rig.close();
 });
 
-let n = 0;
-const request = (method: string, params: unknown): Frame => ({ jsonrpc: "2.0", id: `r${++n}`, method, params });
-const answer = (p: AcpAgentProcess, f: Frame): Promise<Frame> => p.until(() => p.received.find((r) => r["id"] === f["id"] && r["method"] === undefined), `the answer to ${f["method"]}`);
+const { request, answer } = frameKit();
 
 /** Sends `frames` in one write and returns their answers, in the same order. */
 async function together(p: AcpAgentProcess, frames: Frame[]): Promise<Frame[]> {

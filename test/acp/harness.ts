@@ -338,3 +338,35 @@ export async function startAcpRig(api: "openai-chat" | "openai-responses" | "ant
     },
   };
 }
+
+/**
+ * A rig whose home holds one stored session with one completed turn (prompt "prompt-one"), made by a process that has
+ * ended: for tests that open it again (load, resume, close) in new processes.
+ */
+export async function rigWithStoredSession(): Promise<{ rig: AcpRig; sessionId: string }> {
+  const rig = await startAcpRig();
+  const p = rig.spawn();
+  await p.initialize();
+  const { sessionId } = (await p.agent.request("session/new", { cwd: p.cwd, mcpServers: [] })) as { sessionId: string };
+  const turn = (await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "prompt-one" }] })) as { stopReason: string };
+  if (turn.stopReason !== "end_turn") throw new Error(`the stored session's turn ended ${turn.stopReason}`);
+  await p.end();
+  return { rig, sessionId };
+}
+
+/** Hand-made JSON-RPC frames (ids `r1`, `r2`, … per kit) and the answer an agent process wrote to one. */
+export function frameKit(): {
+  request: (method: string, params: unknown) => Frame;
+  notification: (method: string, params: unknown) => Frame;
+  answerOf: (p: AcpAgentProcess, f: Frame) => Frame | undefined;
+  answer: (p: AcpAgentProcess, f: Frame) => Promise<Frame>;
+} {
+  let n = 0;
+  const answerOf = (p: AcpAgentProcess, f: Frame): Frame | undefined => p.received.find((r) => r["id"] === f["id"] && r["method"] === undefined);
+  return {
+    request: (method, params) => ({ jsonrpc: "2.0", id: `r${++n}`, method, params }),
+    notification: (method, params) => ({ jsonrpc: "2.0", method, params }),
+    answerOf,
+    answer: (p, f) => p.until(() => answerOf(p, f), `the answer to ${f["method"]}`),
+  };
+}

@@ -7,27 +7,18 @@
 import { after, before, it } from "node:test";
 import assert from "node:assert/strict";
 import { ACP_ERRORS } from "../../src/protocols/acp/errors.js";
-import { startAcpRig, type AcpAgentProcess, type AcpRig, type Frame } from "./harness.js";
+import { frameKit, rigWithStoredSession, type AcpAgentProcess, type AcpRig, type Frame } from "./harness.js";
 
 let rig: AcpRig;
 let sessionId: string;
 before(async () => {
-  rig = await startAcpRig();
-  const p = rig.spawn();
-  await p.initialize();
-  ({ sessionId } = await p.agent.request("session/new", { cwd: p.cwd, mcpServers: [] }));
-  assert.equal((await p.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "prompt-one" }] })).stopReason, "end_turn");
-  await p.end();
+  ({ rig, sessionId } = await rigWithStoredSession());
 });
 after(async () => {
   await rig.close();
 });
 
-let n = 0;
-const request = (method: string, params: unknown): Frame => ({ jsonrpc: "2.0", id: `r${++n}`, method, params });
-const notification = (method: string, params: unknown): Frame => ({ jsonrpc: "2.0", method, params });
-const answerOf = (p: AcpAgentProcess, f: Frame): Frame | undefined => p.received.find((r) => r["id"] === f["id"] && r["method"] === undefined);
-const answer = (p: AcpAgentProcess, f: Frame): Promise<Frame> => p.until(() => answerOf(p, f), `the answer to ${f["method"]}`);
+const { request, notification, answerOf, answer } = frameKit();
 const prompt = (text: string, id = sessionId): Frame => request("session/prompt", { sessionId: id, prompt: [{ type: "text", text }] });
 const texts = (p: AcpAgentProcess): string[] =>
   p.updatesOf(sessionId).flatMap((u) => (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text" ? [u.content.text] : []));
