@@ -7,10 +7,8 @@
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { EventEmitter } from "node:events";
-import { LiveAnswer, rowsOf } from "../../src/cli/chat/live.js";
-import { MarkdownStream } from "../../src/cli/chat/markdown.js";
-import { Screen } from "../../src/cli/chat/screen.js";
+import { rowsOf } from "../../src/cli/chat/live.js";
+import { liveAnswerOn } from "./live-rig.js";
 import { VTerm } from "./vterm.js";
 
 /** Bytes a delta may write besides its own: a row break that deletes the top row (`\r ESC[nA ESC[M ESC[nB`). */
@@ -18,27 +16,8 @@ const ROW_BREAK_BYTES = 16;
 
 /** The chat's screen and a live answer on a terminal of `cols`×`rows` with the footer pinned (as in a chat). */
 function chatTerm(cols: number, rows: number) {
-  let bytes = 0;
-  const out = Object.assign(new EventEmitter(), {
-    // What the terminal receives: a pseudo-terminal turns "\n" into "\r\n" (onlcr).
-    text: "",
-    columns: cols,
-    rows,
-    isTTY: true,
-    write(s: string): boolean {
-      bytes += Buffer.byteLength(s);
-      out.text += s.replace(/\n/g, "\r\n");
-      return true;
-    },
-  });
-  const screen = new Screen(out as unknown as NodeJS.WriteStream, true);
+  const { out, screen, answer, bytes: written } = liveAnswerOn(cols, rows);
   screen.startFooter(() => "FOOTER");
-  const answer = new LiveAnswer(new MarkdownStream(false), {
-    write: (t) => screen.write(t),
-    transient: (t) => screen.transient(t),
-    control: (t) => screen.control(t),
-    size: () => screen.size(),
-  });
   screen.live = () => answer.redrawn();
   const vt = new VTerm(cols, rows);
   /**
@@ -48,13 +27,13 @@ function chatTerm(cols: number, rows: number) {
   const stream = (deltas: string[]): number => {
     let most = 0;
     for (const d of deltas) {
-      const before = bytes;
+      const before = written();
       answer.stream(d);
-      if (!d.includes("\n")) most = Math.max(most, bytes - before - Buffer.byteLength(d.replace(/\t/g, " ".repeat(8))));
+      if (!d.includes("\n")) most = Math.max(most, written() - before - Buffer.byteLength(d.replace(/\t/g, " ".repeat(8))));
     }
     return most;
   };
-  return { out, screen, answer, vt, stream, bytes: () => bytes };
+  return { out, screen, answer, vt, stream, bytes: written };
 }
 
 const words = (from: number, to: number): string[] => Array.from({ length: to - from }, (_, i) => `w${from + i} `);

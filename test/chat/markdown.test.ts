@@ -6,11 +6,9 @@
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { EventEmitter } from "node:events";
-import { LiveAnswer } from "../../src/cli/chat/live.js";
 import { MAX_COLUMN_WIDTH, MarkdownStream, renderMarkdown } from "../../src/cli/chat/markdown.js";
-import { Screen } from "../../src/cli/chat/screen.js";
 import { turnEvents } from "../../src/cli/chat/turn-events.js";
+import { liveAnswerOn } from "./live-rig.js";
 import { VTerm } from "./vterm.js";
 
 /** Any control a terminal would act on, but the renderer's own SGR styling: C0 but tab/newline, DEL, C1, bidi. */
@@ -24,23 +22,7 @@ async function shown(text: string, cols = 100): Promise<string[]> {
 
 /** The interactive chat's answer path: SCV `assistant.delta` events through the turn's handler to a terminal. */
 function chatAnswer(cols: number, rows: number) {
-  const out = Object.assign(new EventEmitter(), {
-    text: "",
-    columns: cols,
-    rows,
-    isTTY: true,
-    write(s: string): boolean {
-      out.text += s.replace(/\n/g, "\r\n");
-      return true;
-    },
-  });
-  const screen = new Screen(out as unknown as NodeJS.WriteStream, true);
-  const answer = new LiveAnswer(new MarkdownStream(false), {
-    write: (t) => screen.write(t),
-    transient: (t) => screen.transient(t),
-    control: (t) => screen.control(t),
-    size: () => screen.size(),
-  });
+  const { out, screen, answer } = liveAnswerOn(cols, rows);
   const host = {
     write: (t: string) => screen.write(t),
     line: (t: string) => screen.line(t),
