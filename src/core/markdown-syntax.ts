@@ -128,3 +128,54 @@ export function codeTokens(code: string, d: CodeDialect): CodeToken[] {
   }
   return out;
 }
+
+/** A code fence as CommonMark reads it: its character, how many of them, and its info string (trimmed). */
+export interface Fence {
+  char: "`" | "~";
+  length: number;
+  info: string;
+}
+
+/** How many spaces `line` starts with, if 3 at most (CommonMark's indentation of a fence); -1 for 4 or more. */
+function fenceIndent(line: string): number {
+  let i = 0;
+  while (i < 4 && line.charCodeAt(i) === 32) i++;
+  return i === 4 ? -1 : i;
+}
+
+/** The run of `line[at]` from `at`: its end. */
+function runEnd(line: string, at: number): number {
+  const c = line.charCodeAt(at);
+  let k = at;
+  while (line.charCodeAt(k) === c) k++;
+  return k;
+}
+
+/**
+ * The code fence that `line` (without its line ending) opens, or null: up to 3 spaces of indentation (a tab or a
+ * fourth space makes it indented text), 3 or more backticks or tildes, then the info string, in which a backtick
+ * fence allows no backtick (`` ``` a`b `` is a paragraph with a code span). Linear in the line.
+ */
+export function fenceOpening(line: string): Fence | null {
+  const at = fenceIndent(line);
+  if (at === -1) return null;
+  const char = line[at];
+  if (char !== "`" && char !== "~") return null;
+  const end = runEnd(line, at);
+  if (end - at < 3) return null;
+  const info = line.slice(end).trim();
+  if (char === "`" && info.includes("`")) return null;
+  return { char, length: end - at, info };
+}
+
+/**
+ * Whether `line` closes `fence`: up to 3 spaces of indentation, a run of the fence's character at least as long as
+ * the fence's, and nothing after it but spaces and tabs. So ```` ```js ```` (an info string), three backticks in a
+ * fence of four, and `~~~` in a backtick fence are code, as in CommonMark.
+ */
+export function closesFence(line: string, fence: Fence): boolean {
+  const at = fenceIndent(line);
+  if (at === -1 || line[at] !== fence.char) return false;
+  const end = runEnd(line, at);
+  return end - at >= fence.length && /^[ \t]*$/.test(line.slice(end));
+}

@@ -190,3 +190,34 @@ describe("terminal markdown: bare URLs", () => {
     assert.equal(renderMarkdown("[https://a.example/_x_](https://a.example/_x_/y)", true), "\x1b[4mhttps://a.example/_x_\x1b[24m\x1b[2m (https://a.example/_x_/y)\x1b[22m\n");
   });
 });
+
+describe("terminal markdown: code fences (CommonMark's opening and closing rules)", () => {
+  /** Markdown, and the screen it shows (no colour: a fence is `┌─ lang`, its lines `│ …`, its end `└─`). */
+  const cases: Array<[string, string, string[]]> = [
+    ["a fence of four backticks holds one of three", "````md\n```js\nlet a = 1;\n```\n````\nafter", ["  ┌─ md", "  │ ```js", "  │ let a = 1;", "  │ ```", "  └─", "after"]],
+    ["```js (an info string) closes no fence", "```md\n# Readme\n```js\nlet a = 1;\n```\nafter", ["  ┌─ md", "  │ # Readme", "  │ ```js", "  │ let a = 1;", "  └─", "after"]],
+    ["``` closes no ~~~ fence, ~~~ no ``` fence", "~~~\n```\ncode\n```\n~~~\nafter\n```\n~~~\n```\nend", ["  ┌─", "  │ ```", "  │ code", "  │ ```", "  └─", "after", "  ┌─", "  │ ~~~", "  └─", "end"]],
+    ["a closing fence may be followed by spaces and tabs, by nothing else", "```\n``` x\n```  \t \nafter", ["  ┌─", "  │ ``` x", "  └─", "after"]],
+    ["a closing fence may be longer, never shorter", "````\n```\n`````\nafter", ["  ┌─", "  │ ```", "  └─", "after"]],
+    ["a closing fence is indented 3 spaces at most", "```\n    ```\nstill code\n   ```\nafter", ["  ┌─", "  │     ```", "  │ still code", "  └─", "after"]],
+    ["an opening fence is indented 3 spaces at most", "    ```\nprose\n\n   ```\ncode\n```\nafter", ["    ```", "prose", "", "  ┌─", "  │ code", "  └─", "after"]],
+    ["a fence is 3 characters at least", "``\nx\n``\n~~\n```\n``\n```\nafter", ["``", "x", "``", "~~", "  ┌─", "  │ ``", "  └─", "after"]],
+    ["a backtick fence's info string holds no backtick; a tilde fence's may", "``` a`b\nx\n~~~ a`b\ny\n~~~\nafter", ["``` a`b", "x", "  ┌─ a", "  │ y", "  └─", "after"]],
+    ["an unclosed fence runs to the end of the answer", "```\n```js\nx", ["  ┌─", "  │ ```js", "  │ x"]],
+  ];
+
+  it("whole (-p): every case shows its code and prose where they are", async () => {
+    for (const [name, md, want] of cases) assert.deepEqual(await shown(renderMarkdown(md, false)), want, name);
+  });
+
+  it("interactive: the same screens, streamed a character, three, or all at once per delta", async () => {
+    for (const [name, md, want] of cases)
+      for (const size of [1, 3, md.length]) {
+        const t = chatAnswer(60, 40);
+        t.stream(md.match(new RegExp(`[\\s\\S]{1,${size}}`, "g"))!);
+        t.complete(md);
+        assert.deepEqual(await t.lines(), want, `${name} (deltas of ${size})`);
+        t.screen.stop();
+      }
+  });
+});

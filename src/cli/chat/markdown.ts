@@ -11,7 +11,7 @@
  */
 import { shownLink } from "./md-link.js";
 import { terminalSafe } from "../terminal-safe.js";
-import { codeTokens, LINK, type CodeDialect } from "../../core/markdown-syntax.js";
+import { closesFence, codeTokens, fenceOpening, LINK, type CodeDialect, type Fence } from "../../core/markdown-syntax.js";
 
 const ESC = "\x1b[";
 const LINK_G = new RegExp(LINK, "g");
@@ -73,7 +73,7 @@ function expandTabs(s: string): string {
 }
 
 export class MarkdownStream {
-  private inFence: { lang: string; marker: string } | null = null;
+  private inFence: (Fence & { lang: string }) | null = null;
   private table: string[] = [];
   private readonly bold;
   private readonly italic;
@@ -195,16 +195,18 @@ export class MarkdownStream {
     const isRow = /^\s*\|.*\|\s*$/s.test(line);
     if (this.inFence === null && this.table.length > 0 && !isRow) for (const l of this.flush()) out.push(l);
     if (this.inFence !== null) {
-      if (line.trim().startsWith(this.inFence.marker)) {
+      if (closesFence(line, this.inFence)) {
         this.inFence = null;
         out.push(this.dim("  └─"));
       } else out.push(`  ${this.dim("│")} ${this.highlight(line, this.inFence.lang)}`);
       return out;
     }
-    const fence = /^\s*(```+|~~~+)\s*([\w+-]*)/.exec(line);
+    const fence = fenceOpening(line);
     if (fence) {
-      this.inFence = { marker: fence[1]!, lang: fence[2]!.toLowerCase() };
-      out.push(this.dim(`  ┌─${fence[2] ? ` ${fence[2]}` : ""}`));
+      // The language: the info string's first word (its leading letters, digits, `_`, `+` and `-`).
+      const lang = /^[\w+-]*/.exec(fence.info)![0];
+      this.inFence = { ...fence, lang: lang.toLowerCase() };
+      out.push(this.dim(`  ┌─${lang ? ` ${lang}` : ""}`));
       return out;
     }
     if (isRow) {
