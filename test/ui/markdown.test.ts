@@ -202,4 +202,41 @@ describe("web UI: markdown rendered while it streams", { skip, timeout: UI_TEST_
     const differs = await page.evaluate(`(${JSON.stringify(prefixes)}).find((s) => md.fresh(s) !== md.fresh(s.replace(/\\r/g, ""))) ?? null`);
     assert.equal(differs, null);
   });
+
+  /** The blocks the page shows for `src`, as (tag, text) pairs: rendered whole, or as the live component now shows it. */
+  const blocks = (src: string | null): Promise<Array<[string, string]>> =>
+    page.evaluate(`(() => {
+      const d = document.createElement("div");
+      d.innerHTML = ${src === null ? "md.step(md.last).html" : `md.fresh(${JSON.stringify(src)})`};
+      return [...d.firstElementChild.children].map((e) => [e.tagName.toLowerCase(), e.textContent]);
+    })()`);
+
+  test("code fences follow CommonMark: a fence closes only on its own character, as long, with nothing after it", async () => {
+    const cases: Array<[string, string, Array<[string, string]>]> = [
+      ["a fence of four backticks holds one of three", "````md\n```js\nlet a = 1;\n```\n````\nafter", [["pre", "```js\nlet a = 1;\n```"], ["p", "after"]]],
+      ["```js (an info string) closes no fence", "```md\n# Readme\n```js\nlet a = 1;\n```\nafter", [["pre", "# Readme\n```js\nlet a = 1;"], ["p", "after"]]],
+      ["``` closes no ~~~ fence, ~~~ no ``` fence", "~~~\n```\ncode\n```\n~~~\nafter\n```\n~~~\n```\nend", [["pre", "```\ncode\n```"], ["p", "after"], ["pre", "~~~"], ["p", "end"]]],
+      ["a closing fence may be followed by spaces and tabs, by nothing else", "```\n``` x\n```  \t \nafter", [["pre", "``` x"], ["p", "after"]]],
+      ["a closing fence may be longer, never shorter", "````\n```\n`````\nafter", [["pre", "```"], ["p", "after"]]],
+      ["a closing fence is indented 3 spaces at most", "```\n    ```\nstill code\n   ```\nafter", [["pre", "    ```\nstill code"], ["p", "after"]]],
+      ["an opening fence is indented 3 spaces at most", "    ```\nprose\n\n   ```\ncode\n```\nafter", [["p", "    ```\nprose"], ["pre", "code"], ["p", "after"]]],
+      ["a fence is 3 characters at least", "``\nx\n``\n~~\n\n```\n``\n```\nafter", [["p", "``\nx\n``\n~~"], ["pre", "``"], ["p", "after"]]],
+      ["a backtick fence's info string holds no backtick; a tilde fence's may", "``` a`b\nx\n\n~~~ a`b\ny\n~~~\nafter", [["p", "`` ab\nx"], ["pre", "y"], ["p", "after"]]],
+      ["an unclosed fence runs to the end of the answer", "```\n```js\nx", [["pre", "```js\nx"]]],
+    ];
+    for (const [name, src, want] of cases) {
+      assert.deepEqual(await blocks(src), want, `${name}: rendered whole`);
+      // Streamed a character, then three, at a time: every frame equals a fresh render, and the last shows the same.
+      for (const size of [1, 3]) {
+        const frames = Array.from({ length: Math.ceil(src.length / size) + 1 }, (_, k) => src.slice(0, k * size));
+        assert.equal(await check(["", ...frames, src]), null, `${name} (deltas of ${size})`);
+        await page.evaluate(`md.last = ${JSON.stringify(src)}`);
+        assert.deepEqual(await blocks(null), want, `${name}: streamed in deltas of ${size}`);
+      }
+    }
+    // While it streams: an inner "```js" shows in the code, whether its line is complete yet or not (then the next,
+    // empty so far, is code too).
+    assert.deepEqual(await blocks("```md\n# Readme\n```js"), [["pre", "# Readme\n```js"]]);
+    assert.deepEqual(await blocks("```md\n# Readme\n```js\n"), [["pre", "# Readme\n```js\n"]]);
+  });
 });

@@ -16,11 +16,13 @@
  */
 import { Component, type ComponentChildren, type JSX } from "preact";
 import { highlight, inline } from "./md-inline.js";
+import { closesFence, fenceOpening, type Fence } from "../../src/core/markdown-syntax.js";
 
 const RUN = 4096;
 const CR = 13;
 const LF = 10;
-const FENCE = /^\s*(```|~~~)\s*([\w+#.-]*)/;
+/** A fence's language: its info string's first word, as far as these characters go. */
+const LANG = /^[\w+#.-]*/;
 /** `s`, as ITEM: a U+2028 or a lone CR in a heading is text, not the end of what may be a heading. */
 const HEADING = /^(#{1,6})\s+(.*)$/s;
 const RULE = /^\s*([-*_])(\s*\1){2,}\s*$/;
@@ -46,7 +48,7 @@ interface CodeCache extends RunCache {
 
 type Open =
   | { kind: "none" }
-  | { kind: "fence"; marker: string; lang: string; bodyStart: number; bodyEnd: number }
+  | { kind: "fence"; fence: Fence; lang: string; bodyStart: number; bodyEnd: number }
   | { kind: "list"; ordered: boolean; items: ComponentChildren[] }
   | { kind: "quote"; lines: string[] };
 const NONE: Open = { kind: "none" };
@@ -81,7 +83,7 @@ class Blocks {
     const line = this.src.slice(start, end);
     const o = this.open;
     if (o.kind === "fence") {
-      if (line.trimStart().startsWith(o.marker)) this.closeOpen();
+      if (closesFence(line, o.fence)) this.closeOpen();
       else {
         if (o.bodyStart === -1) o.bodyStart = start;
         o.bodyEnd = end;
@@ -102,10 +104,10 @@ class Blocks {
       }
       this.closeOpen();
     }
-    const fence = FENCE.exec(line);
+    const fence = fenceOpening(line);
     if (fence) {
       this.flush();
-      this.open = { kind: "fence", marker: fence[1]!, lang: fence[2] ?? "", bodyStart: -1, bodyEnd: -1 };
+      this.open = { kind: "fence", fence, lang: LANG.exec(fence.info)![0], bodyStart: -1, bodyEnd: -1 };
       return;
     }
     const heading = HEADING.exec(line);
