@@ -20,6 +20,11 @@ const prettyJson = (s: unknown): string => {
     return s;
   }
 };
+/**
+ * Puts the keyboard focus in the message box of the session `from` (the button answered) is in. Answered, an approval's
+ * or a question's buttons go away, and the focus went with them to the page's body: the next message needed the mouse.
+ */
+const focusPrompt = (from: EventTarget | null): void => (from as Element | null)?.closest(".session")?.querySelector<HTMLTextAreaElement>(".composer textarea")?.focus();
 /** A tool card's text (the model chose it): controls shown, never obeyed (core/visible-controls.ts). */
 const shown = (v: unknown): string => visibleControls(typeof v === "string" ? v : text(v));
 
@@ -33,14 +38,17 @@ function ToolCard({ tc, turnId, chat, client }: { tc: Json; turnId: string; chat
     [tc.content],
   );
   const input = useMemo(() => prettyJson(tc.toolInput), [tc.toolInput]);
-  const confirm = (approved: boolean) =>
-    client.dispatch(chat, {
+  // Not sent (no connection): the buttons stay, and so does the focus, to try again.
+  const confirm = (approved: boolean, e: Event) => {
+    const sent = client.dispatch(chat, {
       type: "chat/toolCallConfirmed",
       turnId,
       toolCallId: tc.toolCallId,
       approved,
       ...(approved ? { confirmed: "user-action" } : { reason: "denied" }),
     });
+    if (sent) focusPrompt(e.currentTarget);
+  };
   return (
     <details class={`tool tool-${status}`} open={pending} data-tool={String(tc.toolCallId)}>
       <summary>
@@ -63,10 +71,10 @@ function ToolCard({ tc, turnId, chat, client }: { tc: Json; turnId: string; chat
       {tc.error ? <Clipped tag="div" class="err" text={String((tc.error as Json).message)} /> : null}
       {pending ? (
         <div class="actions" role="group" aria-label="Tool confirmation">
-          <button class="approve" onClick={() => confirm(true)}>
+          <button class="approve" onClick={(e) => confirm(true, e)}>
             Approve
           </button>
-          <button class="deny" onClick={() => confirm(false)}>
+          <button class="deny" onClick={(e) => confirm(false, e)}>
             Deny
           </button>
         </div>
@@ -80,7 +88,7 @@ function InputRequest({ part, chat, client }: { part: Part; chat: string; client
   const questions = (req.questions as Json[] | undefined) ?? [];
   const [vals, setVals] = useState<Record<string, string | boolean | string[]>>({});
   if (part.response !== undefined) return <div class="input-done">Input {part.response === "accept" ? "answered" : part.response}: {text(req.message)}</div>;
-  const answer = (response: "accept" | "decline") => {
+  const answer = (response: "accept" | "decline", from: EventTarget | null) => {
     const answers: Json = {};
     for (const q of questions) {
       const id = String(q.id);
@@ -91,10 +99,10 @@ function InputRequest({ part, chat, client }: { part: Part; chat: string; client
         kind === "single-select" ? { kind: "selected", value: v } : kind === "multi-select" ? { kind: "selectedMany", value: v } : kind === "boolean" ? { kind: "boolean", value: v } : kind === "number" || kind === "integer" ? { kind: "number", value: Number(v) } : { kind: "text", value: v };
       answers[id] = { state: "submitted", value };
     }
-    client.dispatch(chat, { type: "chat/inputCompleted", requestId: req.id, response, ...(response === "accept" ? { answers } : {}) });
+    if (client.dispatch(chat, { type: "chat/inputCompleted", requestId: req.id, response, ...(response === "accept" ? { answers } : {}) })) focusPrompt(from);
   };
   return (
-    <form class="input-req" onSubmit={(e) => (e.preventDefault(), answer("accept"))}>
+    <form class="input-req" onSubmit={(e) => (e.preventDefault(), answer("accept", e.currentTarget))}>
       {req.message ? <div class="label">{text(req.message)}</div> : null}
       {questions.map((q) => {
         const id = String(q.id);
@@ -123,7 +131,7 @@ function InputRequest({ part, chat, client }: { part: Part; chat: string; client
         <button type="submit" class="approve">
           Submit
         </button>
-        <button type="button" class="deny" onClick={() => answer("decline")}>
+        <button type="button" class="deny" onClick={(e) => answer("decline", e.currentTarget)}>
           Decline
         </button>
       </div>
@@ -184,6 +192,7 @@ class TurnEntry extends Component<{ turn: Turn; chat: string; client: AhpClient;
 
 function Composer({ chat, client }: { chat: Chat; client: AhpClient }) {
   const [draft, setDraft] = useState("");
+  const box = useRef<HTMLTextAreaElement>(null);
   const [mode, setMode] = useState<"queued" | "steering">("queued");
   const active = chat.activeTurn;
   const message = (t: string) => ({ text: t, origin: { kind: "user" } });
@@ -193,7 +202,10 @@ function Composer({ chat, client }: { chat: Chat; client: AhpClient }) {
     const ok = active
       ? client.dispatch(chat.resource, { type: "chat/pendingMessageSet", kind: mode, id: crypto.randomUUID(), message: message(t) })
       : client.dispatch(chat.resource, { type: "chat/turnStarted", turnId: crypto.randomUUID(), startedAt: new Date().toISOString(), message: message(t) });
-    if (ok) setDraft("");
+    if (!ok) return;
+    setDraft("");
+    // Sent with the Send button (a click, or Tab then Enter), the focus stayed on it: the next message is typed here.
+    box.current?.focus();
   };
   const pending = [...(chat.steeringMessage ? [{ ...chat.steeringMessage, kind: "steering" }] : []), ...chat.queuedMessages.map((m) => ({ ...m, kind: "queued" }))];
   return (
@@ -214,6 +226,7 @@ function Composer({ chat, client }: { chat: Chat; client: AhpClient }) {
         }}
       >
         <textarea
+          ref={box}
           aria-label="Message"
           placeholder={active ? "Message for after this turn…" : "Ask Berth…"}
           value={draft}
