@@ -15,11 +15,16 @@
  *  - a restored (host-restart) turn that is not managed is output-discontinuous too: its native
  *    `settled` ends it with `source_observation_gap` (received parts kept) instead of success, and a
  *    different instance registering with `runtimeIdle: true` (it runs nothing, so the turn can never
- *    settle) ends it the same way at once. Nothing is resent.
+ *    settle) ends it the same way at once. Nothing is resent. Before it ends, the text the backend's own
+ *    ended record of that turn holds (its `hello.history` turn with the same ID: Berth's runtime's durable
+ *    partial answer of a crash-cut turn) is published where it extends the restored (checkpointed) text,
+ *    so the turn keeps what the runtime received rather than only the host's last checkpoint.
  */
+import type { HistoryTurn } from "./backend-schema.js";
 import { clip } from "./inbound.js";
 import { isManagedRoute, markDiscontinuous, managedNativeEvent, peekLedger, reportGap, type ManagedRecord } from "./managed-invocations.js";
 import { chatErrorAction, durationSince, type ChatModel, type Json, type SessionModel, type SessionRoute } from "./model.js";
+import { extendLiveFromRecord } from "./source-events.js";
 import type { HostState } from "./state.js";
 
 interface PromptIdentity {
@@ -88,7 +93,7 @@ export function commandHandled(st: HostState, route: SessionRoute, s: SessionMod
  * Called when `route` has just become the session's route (after fencing the previous one).
  * `prevInstanceId` is the backend instance that registered the session before, if any.
  */
-export function onRegistered(st: HostState, s: SessionModel, route: SessionRoute, hello: { provider: string; runtimeIdle?: boolean | undefined }, prevInstanceId: string | undefined): void {
+export function onRegistered(st: HostState, s: SessionModel, route: SessionRoute, hello: { provider: string; runtimeIdle?: boolean | undefined; history?: HistoryTurn[] | undefined }, prevInstanceId: string | undefined): void {
   promptTurns.delete(s); // receipt identities die with the registration
   const newIncarnation = prevInstanceId !== undefined && prevInstanceId !== route.instanceId;
   if (newIncarnation && hello.runtimeIdle === true && hello.provider === "pi") {
@@ -115,7 +120,12 @@ export function onRegistered(st: HostState, s: SessionModel, route: SessionRoute
     const ledger = peekLedger(s);
     for (const chat of s.chats.values()) {
       const t = chat.activeTurn;
-      if (t?.restored === true && !ledger?.byTurn.has(t.id)) reportGap(st, s, chat);
+      if (t?.restored !== true || ledger?.byTurn.has(t.id)) continue;
+      // The backend's own ended record of this turn (registration history: the primary chat's) holds what the
+      // runtime received: its text past the host's last checkpoint is published before the turn ends.
+      const record = chat.uri === s.primaryChat ? hello.history?.find((h) => h.id === t.id) : undefined;
+      if (record !== undefined) extendLiveFromRecord(st, chat, record);
+      reportGap(st, s, chat);
     }
   }
   if (isManagedRoute(route)) {

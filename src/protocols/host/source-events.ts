@@ -148,6 +148,18 @@ function checkExtends(parts: Json[], turn: SourceTurn): string | null {
   return null;
 }
 
+/**
+ * A restored live turn's text from the registering backend's own ended record of it (a `hello.history` turn with the
+ * live turn's ID): what it adds past the held text is published, as a v11 snapshot extends the live turn. Nothing is
+ * published when it does not extend what the host holds (the host then keeps its own, longer, text).
+ */
+export function extendLiveFromRecord(st: HostState, c: ChatModel, turn: { id: string; responseText?: string | undefined; reasoningText?: string | undefined }): void {
+  const t = c.activeTurn;
+  if (!t || t.id !== turn.id || checkExtends(t.responseParts, { userText: "", ...turn }) !== null) return;
+  extend(st, c, "reasoning", turn.reasoningText);
+  extend(st, c, "markdown", turn.responseText);
+}
+
 /** v11 `source_turn`, v13 `source_turn_resources`, v14 `profile_image_changed`. */
 export function applySourceEvent(st: HostState, s: SessionModel, c: ChatModel, raw: Json): string | null {
   switch (raw.type) {
