@@ -189,3 +189,67 @@ test("the last registering instance survives the restart: an empty restored turn
     { home },
   );
 });
+
+test("an idle replacement's own ended record of the restored turn (its history) adds the text the host had not checkpointed", async () => {
+  const home = tempHome();
+  let reg: Json = {};
+  await withHost(
+    async (h) => {
+      const first = await FakeBackend.session(h, hello("inst-1"));
+      reg = first.reg;
+      const { c } = await AhpClient.init(h, ["ahp-root://", reg.chat]);
+      c.dispatch(reg.chat, { type: "chat/turnStarted", turnId: "t1", message: user("do it") });
+      const cmd = await first.be.next((f) => f.type === "command" && f.command.type === "prompt");
+      first.be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
+      first.be.send(ev(reg, { type: "thinking_delta", text: "why " }));
+      first.be.send(ev(reg, { type: "text_delta", text: "hello " }));
+      await c.action((e) => e.action.type === "chat/responsePart" && e.action.part.kind === "markdown");
+      c.close();
+      first.be.close();
+    },
+    { home },
+  );
+  await withHost(
+    async (h) => {
+      const { c } = await AhpClient.init(h, ["ahp-root://", reg.chat]);
+      // The runtime recorded more than the host held; its record states no reasoning (Berth's history has none).
+      const record = { id: "t1", userText: "do it", responseText: "hello world", cancelled: true };
+      const { be } = await FakeBackend.session(h, hello("inst-2", { runtimeIdle: true, history: [record] }));
+      const end = await c.action((e) => e.action.type === "chat/error" && e.action.turnId === "t1");
+      assert.equal(end.action.error.errorType, "source_observation_gap");
+      assert.equal(end.action.error.message, OBSERVATION_GAP_MESSAGE);
+      const chat = h.state.chatIndex.get(reg.chat)!;
+      assert.deepEqual(chat.turns.map((t) => t.id), ["t1"], "the record is not a second turn");
+      const parts = chat.turns[0]!.responseParts as Json[];
+      assert.equal(parts.filter((p) => p.kind === "markdown").map((p) => p.content as string).join(""), "hello world");
+      assert.equal(parts.filter((p) => p.kind === "reasoning").map((p) => p.content as string).join(""), "why ");
+      await quiet(be);
+      assert.equal(be.frames.some((f) => f.type === "command"), false, "the message was not resent");
+      assert.deepEqual(c.invalid, []);
+      c.close();
+      be.close();
+    },
+    { home },
+  );
+});
+
+test("a record whose text does not extend the restored turn's changes nothing: the host keeps what it received", async () => {
+  const home = tempHome();
+  const reg = await turnInterruptedByRestart(home);
+  await withHost(
+    async (h) => {
+      const { c } = await AhpClient.init(h, ["ahp-root://", reg.chat]);
+      // Shorter than what the host holds (the host's checkpoint was newer than the runtime's record).
+      const { be } = await FakeBackend.session(h, hello("inst-2", { runtimeIdle: true, history: [{ id: "t1", userText: "do it", responseText: "hel", cancelled: true }] }));
+      await c.action((e) => e.action.type === "chat/error" && e.action.turnId === "t1");
+      await quiet(be);
+      be.close();
+      const done = h.state.chatIndex.get(reg.chat)!.turns.find((x) => x.id === "t1")!;
+      assert.equal(done.state, "error");
+      assert.equal((done.responseParts as Json[]).filter((p) => p.kind === "markdown").map((p) => p.content as string).join(""), "hello ");
+      assert.deepEqual(c.invalid, []);
+      c.close();
+    },
+    { home },
+  );
+});

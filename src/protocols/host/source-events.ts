@@ -151,13 +151,17 @@ function checkExtends(parts: Json[], turn: SourceTurn): string | null {
 /**
  * A restored live turn's text from the registering backend's own ended record of it (a `hello.history` turn with the
  * live turn's ID): what it adds past the held text is published, as a v11 snapshot extends the live turn. Nothing is
- * published when it does not extend what the host holds (the host then keeps its own, longer, text).
+ * published when it does not extend what the host holds (the host then keeps its own, longer, text). A text the
+ * record leaves out (Berth's history states no reasoning) says nothing about the held one, which stays as it is.
  */
 export function extendLiveFromRecord(st: HostState, c: ChatModel, turn: { id: string; responseText?: string | undefined; reasoningText?: string | undefined }): void {
   const t = c.activeTurn;
-  if (!t || t.id !== turn.id || checkExtends(t.responseParts, { userText: "", ...turn }) !== null) return;
-  extend(st, c, "reasoning", turn.reasoningText);
-  extend(st, c, "markdown", turn.responseText);
+  if (!t || t.id !== turn.id) return;
+  const texts = { reasoning: turn.reasoningText, markdown: turn.responseText } as const;
+  for (const kind of ["reasoning", "markdown"] as const) {
+    const full = texts[kind];
+    if (full !== undefined && full.startsWith(textOf(t.responseParts, kind))) extend(st, c, kind, full);
+  }
 }
 
 /** v11 `source_turn`, v13 `source_turn_resources`, v14 `profile_image_changed`. */
