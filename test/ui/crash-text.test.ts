@@ -47,7 +47,7 @@ describe("web UI: the daemon is killed mid-answer", { skip, timeout: UI_TEST_MS 
     await d?.stop();
   });
 
-  test("after the restart the page shows the runtime's durable partial answer once, ended with the continuity note", async () => {
+  test("after the restart the page shows the runtime's durable partial answer once, ended with the continuity note", async (t) => {
     d = await startDaemon();
     const page = patient(await browser.newPage({ viewport: { width: 1280, height: 800 } }));
     try {
@@ -71,7 +71,9 @@ describe("web UI: the daemon is killed mid-answer", { skip, timeout: UI_TEST_MS 
       d.proc.kill("SIGKILL");
       await exited;
       await d.fake.close();
-      assert.ok(!checkpointHolds(d.home, second), "the kill landed before the host checkpointed the tail");
+      // On a loaded machine the host may have checkpointed the tail before the kill landed: the page must show the
+      // same then (test/host/berth-crash-text.test.ts makes sure of the case where only the runtime had it).
+      if (checkpointHolds(d.home, second)) t.diagnostic("the kill landed after the host checkpointed the tail");
 
       d = await startDaemon({ home: d.home });
       const turn = page.locator(".turn.done.st-error");
