@@ -38,7 +38,8 @@ describe("web UI: keyboard only", { skip, timeout: UI_TEST_MS }, () => {
       await page.goto(d.ready.ui);
       await page.locator('[data-session="ahp-session:/keys-send"]').click();
       const box = page.getByLabel("Message");
-      await box.focus();
+      await box.waitFor();
+      assert.equal(await focused(page), "Message", "a session opened from the list has the focus in its message box");
       await page.keyboard.type("line one");
       await page.keyboard.press("Shift+Enter");
       await page.keyboard.type("line two");
@@ -56,6 +57,23 @@ describe("web UI: keyboard only", { skip, timeout: UI_TEST_MS }, () => {
       assert.equal(await box.inputValue(), "");
     } finally {
       c.close();
+      await page.close();
+    }
+  });
+
+  test("a session made with the New session dialog opens with the focus in its message box", async () => {
+    const page = patient(await browser.newPage({ viewport: { width: 1280, height: 800 } }));
+    try {
+      await page.goto(d.ready.ui);
+      await page.locator(".banner").waitFor({ state: "detached" });
+      await page.getByRole("button", { name: "New session" }).click();
+      await page.getByRole("dialog", { name: "New session" }).getByRole("button", { name: "Create" }).click();
+      await page.getByLabel("Message").waitFor();
+      await page.waitForFunction("document.activeElement?.getAttribute('aria-label') === 'Message'");
+      await page.keyboard.type("typed at once");
+      await page.keyboard.press("Enter");
+      await page.locator(".turn.done").getByText("echo: typed at once").waitFor();
+    } finally {
       await page.close();
     }
   });

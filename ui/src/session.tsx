@@ -194,6 +194,9 @@ function Composer({ chat, client }: { chat: Chat; client: AhpClient }) {
   const [draft, setDraft] = useState("");
   const box = useRef<HTMLTextAreaElement>(null);
   const [mode, setMode] = useState<"queued" | "steering">("queued");
+  // A session (or chat) just opened: the next thing typed is its message, so the box takes the focus (it stayed on
+  // the list entry or the New session dialog's button, which went away, leaving it on the page's body).
+  useEffect(() => box.current?.focus({ preventScroll: true }), [chat.resource]);
   const active = chat.activeTurn;
   const message = (t: string) => ({ text: t, origin: { kind: "user" } });
   const send = () => {
