@@ -104,4 +104,28 @@ describe("the WeChat QR login against a server that never answers", () => {
       new LoginError(`the WeChat login server did not answer ${MAX_SILENT_STATUS_CHECKS} status checks in a row (35 s each); check the network and run the login again`),
     );
   });
+
+  it(`status checks answered with HTTP 5xx ${MAX_SILENT_STATUS_CHECKS} times in a row end the login; one fewer keeps it waiting`, async () => {
+    const fake = await fakeIlink();
+    const clock = new InstantClock();
+    const shown: string[] = [];
+    const login = wechatLogin({ api: fake.base, cdn: fake.cdnBase, show: (u) => shown.push(u), clock, timers: new ManualTimers() });
+    const out: { err: unknown } = { err: null };
+    login.catch((e: unknown) => (out.err = e));
+    await until(() => shown.length === 1);
+    // One fewer than the bound, then a real answer: the count starts again (a passing gateway error is a "wait").
+    fake.statusHttp = 524;
+    await fake.waitFor(() => fake.failedStatusChecks === MAX_SILENT_STATUS_CHECKS - 1);
+    fake.statusHttp = null;
+    const answered = fake.statusChecks + 1;
+    await fake.waitFor(() => fake.statusChecks === answered);
+    fake.statusHttp = 503;
+    await fake.waitFor(() => fake.failedStatusChecks === 2 * MAX_SILENT_STATUS_CHECKS - 1);
+    await assert.rejects(
+      login,
+      new LoginError(`the WeChat login server answered ${MAX_SILENT_STATUS_CHECKS} status checks in a row with a server error (the last: HTTP 503); try again later`),
+    );
+    assert.equal(fake.failedStatusChecks, 2 * MAX_SILENT_STATUS_CHECKS - 1, "no check after the one that ended it");
+    assert.equal(shown.length, 1);
+  });
 });

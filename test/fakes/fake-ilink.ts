@@ -89,6 +89,11 @@ export class FakeIlink {
   /** Login requests of this kind are held open unanswered (counted in `heldLogins`). */
   holdLogin: "qrcode" | "status" | null = null;
   heldLogins = 0;
+  /** When set, status checks are answered with this HTTP status (a gateway error page); counted in `failedStatusChecks`. */
+  statusHttp: number | null = null;
+  failedStatusChecks = 0;
+  /** Status checks received (all kinds). */
+  statusChecks = 0;
   /** The number WeChat shows on the phone for a `need_verifycode` step; three wrong codes block (new QR needed). */
   pairingCode = "4821";
   /** `verify_code` values the status polls carried, in order. */
@@ -228,7 +233,15 @@ export class FakeIlink {
         return send({ ret: 0, qrcode, qrcode_img_content: `https://liteapp.weixin.qq.com/q/${qrcode}` });
       }
       case "/ilink/bot/get_qrcode_status": {
+        this.statusChecks++;
+        this.notify();
         if (this.holdLogin === "status") return this.holdOpen(res);
+        if (this.statusHttp !== null) {
+          this.failedStatusChecks++;
+          this.notify();
+          res.writeHead(this.statusHttp, { "content-type": "text/html" });
+          return void res.end("<html><body>524: A timeout occurred</body></html>");
+        }
         if (this.qrScript[0]?.status === "need_verifycode") {
           // Held until the poll carries the right code; three wrong ones block this QR code.
           const code = url.searchParams.get("verify_code");

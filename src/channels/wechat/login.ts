@@ -48,18 +48,20 @@ const MAX_LOGIN_BODY_BYTES = 64 * 1024;
 /** Deadline of the QR code request. */
 const QR_TIMEOUT_MS = 30_000;
 /**
- * Status checks in a row that got no answer by their deadline before the login gives up. A live server
- * holds each check and then answers `wait`; one that never answers would otherwise keep the login waiting for ever.
+ * Status checks in a row that failed (no answer by their deadline, or an HTTP 5xx) before the login gives up. A live
+ * server holds each check and then answers `wait`, and a passing gateway error (Cloudflare 524) is taken as `wait`;
+ * a server that never answers, or answers 5xx for ever, would otherwise keep the login waiting for ever.
  */
 export const MAX_SILENT_STATUS_CHECKS = 4;
 
-async function getJson(url: string, timeoutMs: number, timers: Timers, signal?: AbortSignal): Promise<Record<string, unknown> | "timeout" | "unavailable"> {
+/** A login request's outcome: the JSON object, no answer by the deadline, or the HTTP status of a 5xx answer. */
+async function getJson(url: string, timeoutMs: number, timers: Timers, signal?: AbortSignal): Promise<Record<string, unknown> | "timeout" | number> {
   const limit = timerDeadline(timers, timeoutMs, signal);
   try {
     const res = await fetch(url, { redirect: "manual", signal: limit.signal });
     if (res.status >= 500) {
       await res.body?.cancel().catch(() => undefined);
-      return "unavailable";
+      return res.status;
     }
     const body = parseLossless(await readText(res, MAX_LOGIN_BODY_BYTES));
     return body !== null && typeof body === "object" ? (body as Record<string, unknown>) : {};
@@ -94,7 +96,7 @@ export async function wechatLogin(o: WechatLoginOptions): Promise<WechatCredenti
   for (let refresh = 0; refresh <= 3; refresh++) {
     const qr = await getJson(`${api}/ilink/bot/get_bot_qrcode?bot_type=3`, QR_TIMEOUT_MS, timers, o.signal);
     if (qr === "timeout") throw new LoginError(`the WeChat login server did not answer within ${QR_TIMEOUT_MS / 1000} s; check the network and try again`);
-    if (qr === "unavailable" || (typeof qr["ret"] === "number" && qr["ret"] !== 0) || typeof qr["qrcode"] !== "string") {
+    if (typeof qr === "number" || (typeof qr["ret"] === "number" && qr["ret"] !== 0) || typeof qr["qrcode"] !== "string") {
       throw new LoginError("the WeChat login server did not issue a QR code; try again later");
     }
     const code = qr["qrcode"];
@@ -106,10 +108,14 @@ export async function wechatLogin(o: WechatLoginOptions): Promise<WechatCredenti
     for (;;) {
       const verify = pairing === undefined ? "" : `&verify_code=${encodeURIComponent(pairing)}`;
       const st = await getJson(`${pollBase}/ilink/bot/get_qrcode_status?qrcode=${encodeURIComponent(code)}${verify}`, pollTimeout, timers, o.signal);
-      silent = st === "timeout" ? silent + 1 : 0;
-      if (silent >= MAX_SILENT_STATUS_CHECKS)
+      // Failed checks in a row, of either kind; the error names the last one's.
+      silent = st === "timeout" || typeof st === "number" ? silent + 1 : 0;
+      if (silent >= MAX_SILENT_STATUS_CHECKS) {
+        if (typeof st === "number")
+          throw new LoginError(`the WeChat login server answered ${silent} status checks in a row with a server error (the last: HTTP ${st}); try again later`);
         throw new LoginError(`the WeChat login server did not answer ${silent} status checks in a row (${Math.round(pollTimeout / 1000)} s each); check the network and run the login again`);
-      const status = typeof st === "string" ? "wait" : textOf(st["status"], "wait");
+      }
+      const status = typeof st !== "object" ? "wait" : textOf(st["status"], "wait");
       if (status === "wait" || status === "scaned") {
         if (status === "scaned" && !scanned) {
           scanned = true;
@@ -118,7 +124,7 @@ export async function wechatLogin(o: WechatLoginOptions): Promise<WechatCredenti
         await clock.sleep(1000, o.signal);
         continue;
       }
-      if (typeof st === "string") continue;
+      if (typeof st !== "object") continue;
       if (status === "expired") break;
       if (status === "scaned_but_redirect") {
         const host = textOf(st["redirect_host"]);
