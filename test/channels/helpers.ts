@@ -152,7 +152,7 @@ export async function startWechat(
  */
 export async function startFeishu(
   cleanups: Array<() => Promise<void>>,
-  o: { timers?: Timers } = {},
+  o: { timers?: Timers; log?: (line: string) => void } = {},
 ): Promise<{ fake: FakeFeishu; driver: FakeSessionDriver; comp: FeishuComponent; home: string }> {
   const fake = await new FakeFeishu().start();
   cleanups.push(() => fake.close());
@@ -167,6 +167,7 @@ export async function startFeishu(
     driver,
     clock: new InstantClock(),
     ...(o.timers !== undefined ? { timers: o.timers } : {}),
+    log: o.log,
   });
   await comp.start();
   cleanups.push(() => comp.stop());

@@ -68,6 +68,8 @@ export class FakeIlink {
   /** Queued results for the next sendmessage calls: a `ret` refusal or an HTTP status; null lets that call through. */
   readonly sendFailures: Array<{ ret: number; errmsg: string } | { status: number } | null> = [];
   tokenExpired = false;
+  /** When set, every cursor handed out is padded to exactly this many bytes (still read back correctly). */
+  cursorBytes: number | null = null;
   /** When set, sendmessage calls after this many recorded sends are held open unanswered (a crash window). */
   stallSendsAfter: number | null = null;
   /** sendmessage calls currently held by `stallSendsAfter`. */
@@ -370,11 +372,13 @@ export class FakeIlink {
       res.writeHead(200, { "content-type": "application/json" });
       return void res.write('{"msgs":[');
     }
-    const from = cursor.startsWith("c") ? Number(cursor.slice(1)) : 0;
+    const from = cursor.startsWith("c") ? parseInt(cursor.slice(1), 10) : 0;
     const answer = (): void => {
       this.held.delete(res);
       const msgs = this.log.slice(from);
-      send({ msgs, get_updates_buf: `c${this.log.length}`, longpolling_timeout_ms: this.longPollingTimeoutMs });
+      const next = `c${this.log.length}`;
+      const buf = this.cursorBytes === null ? next : next + "x".repeat(Math.max(0, this.cursorBytes - next.length));
+      send({ msgs, get_updates_buf: buf, longpolling_timeout_ms: this.longPollingTimeoutMs });
     };
     if (this.log.length > from) return answer();
     this.held.add(res);

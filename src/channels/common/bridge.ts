@@ -18,6 +18,7 @@ import { rm } from "node:fs/promises";
 import { realClock, type Clock } from "./backoff.js";
 import { parseYesNo, questionText, type ConfirmState } from "./confirm.js";
 import type { ChatSessionDriver, OutboundFile } from "./driver.js";
+import { oversizedField } from "./ids.js";
 import { fetchMedia, MAX_FILES_OUT } from "./media.js";
 import { PlatformError, type InboundMessage, type PlatformPort } from "./port.js";
 import type { DeliveryState, ReplyTarget } from "./state.js";
@@ -176,6 +177,13 @@ export class ChatBridge {
       if (st.has(m.id)) continue;
       dirty = true;
       touched.add(m.id);
+      const over = oversizedField(m);
+      if (over !== null) {
+        // Never claimed, so no identifier of it reaches the state: only its ID (a digest when that is the long one).
+        st.markIgnored(m.id);
+        this.log(`${this.o.port.platform}: a message was not delivered: its ${over}`);
+        continue;
+      }
       const owner = this.isOwner(m.sender);
       if ((!owner && this.o.policy.senders === "owner") || (m.kind !== "direct" && !m.mentioned)) {
         st.markIgnored(m.id);

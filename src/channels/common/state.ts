@@ -8,12 +8,16 @@
  * - `claim()` records an in-flight claim; callers `save()` before starting the turn and before saving the cursor or
  *   acking, so a crash after the claim can only lead to a failure reply, never a second turn.
  * - Held replies: at most 4 per conversation and 32 KiB per conversation, 128 in total, kept 7 days.
+ * - Message IDs are kept as `storedId` (an ID past MAX_ID_BYTES as its digest) and the cursor only within
+ *   MAX_CURSOR_BYTES, so no platform-supplied string grows the file (the bridge refuses messages whose other
+ *   identifiers are past their bounds before they reach a claim).
  * - The state is bound to a credential fingerprint; a state file written for other credentials is set aside (renamed
  *   `.stale`) and started fresh, so a new login never inherits another bot's cursor.
  */
 import { rename } from "node:fs/promises";
 import { utf8Length } from "../../core/utf8.js";
 import { ChannelFileError, readJsonFile, writePrivateAtomic } from "./files.js";
+import { MAX_CURSOR_BYTES, storedId } from "./ids.js";
 
 export const SEEN_LIMIT = 4096;
 export const IGNORED_LIMIT = 4096;
@@ -109,15 +113,16 @@ export class DeliveryState {
       fingerprint,
       cursor: typeof r.cursor === "string" ? r.cursor : "",
       checkpoint: r.checkpoint && typeof r.checkpoint === "object" ? r.checkpoint : {},
-      seen: Array.isArray(r.seen) ? r.seen.filter((s): s is string => typeof s === "string").slice(-SEEN_LIMIT) : [],
-      ignored: Array.isArray(r.ignored) ? r.ignored.filter((s): s is string => typeof s === "string").slice(-IGNORED_LIMIT) : [],
+      seen: Array.isArray(r.seen) ? r.seen.filter((s): s is string => typeof s === "string").slice(-SEEN_LIMIT).map(storedId) : [],
+      ignored: Array.isArray(r.ignored) ? r.ignored.filter((s): s is string => typeof s === "string").slice(-IGNORED_LIMIT).map(storedId) : [],
       in_flight: Array.isArray(r.in_flight) ? r.in_flight : [],
       held: r.held && typeof r.held === "object" ? r.held : {},
     });
   }
 
   /** Undoes `claim`/`markSeen`/`markIgnored` of these IDs (after their save failed), so a redelivery handles them again. */
-  forget(ids: ReadonlySet<string>): void {
+  forget(given: ReadonlySet<string>): void {
+    const ids = new Set([...given].map(storedId));
     this.data.in_flight = this.data.in_flight.filter((c) => !ids.has(c.id));
     this.data.seen = this.data.seen.filter((id) => !ids.has(id));
     this.data.ignored = this.data.ignored.filter((id) => !ids.has(id));
@@ -130,19 +135,27 @@ export class DeliveryState {
   get cursor(): string {
     return this.data.cursor;
   }
-  setCursor(c: string): void {
+  /**
+   * Saves a new cursor (an empty one never replaces a cursor). One past MAX_CURSOR_BYTES is not kept: false, and the
+   * saved cursor stays as it was.
+   */
+  setCursor(c: string): boolean {
+    if (c.length > MAX_CURSOR_BYTES || utf8Length(c) > MAX_CURSOR_BYTES) return false;
     if (c !== "") this.data.cursor = c;
+    return true;
   }
   get checkpoint(): Record<string, number> {
     return this.data.checkpoint;
   }
 
-  has(id: string): boolean {
+  has(given: string): boolean {
+    const id = storedId(given);
     return this.seenSet.has(id) || this.ignoredSet.has(id) || this.data.in_flight.some((c) => c.id === id);
   }
 
   /** The bridge acted on this message (a turn, a reply, an answer): it never starts anything again. */
-  markSeen(id: string): void {
+  markSeen(given: string): void {
+    const id = storedId(given);
     if (this.seenSet.has(id)) return;
     this.seenSet.add(id);
     this.data.seen.push(id);
@@ -153,7 +166,8 @@ export class DeliveryState {
    * This message started nothing (not an answerable kind, not an allowed sender, a group message without a mention,
    * busy). Kept apart from `seen`: forgetting one only means its redelivery is looked at, and ignored, again.
    */
-  markIgnored(id: string): void {
+  markIgnored(given: string): void {
+    const id = storedId(given);
     if (this.seenSet.has(id) || this.ignoredSet.has(id)) return;
     this.ignoredSet.add(id);
     this.data.ignored.push(id);

@@ -18,6 +18,7 @@ import type { ChatSessionDriver } from "../common/driver.js";
 import { channelPaths } from "../common/files.js";
 import { pruneMedia, pruneOutbox } from "../common/media.js";
 import type { InboundMessage } from "../common/port.js";
+import { oversizedField } from "../common/ids.js";
 import { DeliveryState } from "../common/state.js";
 import { needsLogin, sanitizeError, type ComponentStatus } from "../common/status.js";
 import { FeishuApi, FeishuError } from "./api.js";
@@ -91,8 +92,9 @@ export class FeishuComponent {
     this.loop = this.run(api, this.bridge, this.state);
   }
 
+  /** Moves the chat's (or thread's) catch-up checkpoint; a message with an over-long identifier never makes a key. */
   private note(m: InboundMessage): void {
-    if (!this.state || m.chat === null) return;
+    if (!this.state || m.chat === null || oversizedField(m) !== null) return;
     const cp = this.state.checkpoint;
     const type = m.chatType ?? (m.kind === "direct" ? "p2p" : "group");
     const key = m.thread !== null ? `thread:${type}:${m.chat}:${m.thread}` : `${type}:${m.chat}`;

@@ -13,6 +13,7 @@ import type { ChatSessionDriver } from "../common/driver.js";
 import { channelPaths } from "../common/files.js";
 import { pruneMedia, pruneOutbox } from "../common/media.js";
 import type { InboundMessage } from "../common/port.js";
+import { MAX_CURSOR_BYTES } from "../common/ids.js";
 import { DeliveryState } from "../common/state.js";
 import { needsLogin, sanitizeError, type ComponentStatus } from "../common/status.js";
 import { wechatFingerprint, type WechatCredentials } from "./credentials.js";
@@ -86,6 +87,9 @@ export class WechatComponent {
     const backoff = new Backoff();
     let pollMs = 35_000;
     let recovered = false;
+    // The cursor polled with: the saved one, or a newer one too long to save (MAX_CURSOR_BYTES), kept in memory only.
+    let cursor = state.cursor;
+    let cursorLogged = false;
     while (!signal.aborted) {
       try {
         if (!recovered) {
@@ -93,7 +97,7 @@ export class WechatComponent {
           recovered = true;
         }
         const started = this.clock.now();
-        const up = await client.getUpdates(state.cursor, pollMs + 5_000, signal);
+        const up = await client.getUpdates(cursor, pollMs + 5_000, signal);
         const took = this.clock.now() - started;
         if (up.contacted) {
           pollMs = up.pollMs;
@@ -111,10 +115,14 @@ export class WechatComponent {
           }
         }
         await bridge.accept(batch);
-        const cursor = state.cursor;
-        state.setCursor(up.cursor);
+        const saved = state.cursor;
         // the cursor moves only now, after the batch's claims are durable
-        if (state.cursor !== cursor || ignored > 0) await state.save();
+        if (!state.setCursor(up.cursor) && !cursorLogged) {
+          cursorLogged = true;
+          this.o.log?.(`wechat: the server's poll cursor is over ${MAX_CURSOR_BYTES} bytes; it is used but not saved (a restart resumes from the last saved one)`);
+        }
+        cursor = up.cursor;
+        if (state.cursor !== saved || ignored > 0) await state.save();
         if (up.contacted && took < MIN_POLL_INTERVAL_MS) await this.clock.sleep(MIN_POLL_INTERVAL_MS - took, signal);
       } catch (err) {
         if (signal.aborted) break;

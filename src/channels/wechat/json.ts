@@ -40,9 +40,12 @@ export function parseLossless(text: string): unknown {
   return JSON.parse(last === 0 ? text : out + text.slice(last)) as unknown;
 }
 
-/** A platform ID as an exact string: strings (≤256 bytes) as they are, safe non-negative integers as decimals. */
+/**
+ * A platform ID as an exact string: strings as they are, safe non-negative integers as decimals. Length is the
+ * bridge's and the delivery state's business (common/ids.ts): an over-long ID is logged and remembered by digest.
+ */
 export function exactId(v: unknown): string | null {
-  if (typeof v === "string") return v !== "" && v.length <= 256 ? v : null;
+  if (typeof v === "string") return v !== "" ? v : null;
   if (typeof v === "number" && Number.isSafeInteger(v) && v >= 0) return String(v);
   return null;
 }
