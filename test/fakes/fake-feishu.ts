@@ -85,6 +85,13 @@ export class FakeFeishu {
   /** A dead link: the socket stays open but pings get no pong (counted in `unansweredPings`). */
   silent = false;
   unansweredPings = 0;
+  /**
+   * Requests to these paths (exact, or a prefix ending in `/`) are taken and never answered (counted in `heldRequests`;
+   * `close` ends them).
+   */
+  readonly hold = new Set<string>();
+  heldRequests = 0;
+  private readonly heldOpen = new Set<ServerResponse>();
   private readonly history = new Map<string, Array<Record<string, unknown>>>();
   private readonly resources = new Map<string, { bytes: Buffer; mime: string }>();
   readonly uploads = new Map<string, { name: string; bytes: Buffer }>();
@@ -278,6 +285,7 @@ export class FakeFeishu {
 
   async close(): Promise<void> {
     for (const t of this.pending.values()) clearTimeout(t);
+    for (const r of this.heldOpen) r.destroy();
     for (const ws of this.sockets) ws.terminate();
     this.wss.close();
     this.server.closeAllConnections();
@@ -314,6 +322,11 @@ export class FakeFeishu {
       }
     };
     const p = url.pathname;
+    if ([...this.hold].some((h) => p === h || (h.endsWith("/") && p.startsWith(h)))) {
+      this.heldRequests++;
+      this.heldOpen.add(res);
+      return this.notify();
+    }
     const away = this.redirects.get(p);
     if (away !== undefined) {
       this.redirected++;

@@ -8,11 +8,13 @@
  * `refused`, carrying only the numeric code, `final`). Bad app credentials (known codes only) are kind `credentials`;
  * any other tenant-token failure (rate limit, platform error) is `transport`, retried later. Bodies are read with a
  * bound (MAX_SMALL_BODY_BYTES for the token, bot info and endpoint answers, MAX_CALL_BODY_BYTES for other calls): a
- * longer one, or one that is not JSON, fails naming that and the HTTP status. Errors never carry the secret, tokens,
+ * longer one, or one that is not JSON, fails naming that and the HTTP status. Every request, body included, has a
+ * deadline on the injected timers (token, bot info and endpoint 30 s, other calls 60 s per attempt, downloads 120 s);
+ * one that passes fails naming it (`tenant token: no answer within 30 s`). Errors never carry the secret, tokens,
  * socket URLs or message content.
  */
 import { open } from "node:fs/promises";
-import { realClock, type Clock } from "../common/backoff.js";
+import { realClock, realTimers, timerDeadline, type Clock, type Timers } from "../common/backoff.js";
 import { BodyTooLarge, readText } from "../common/body.js";
 import { MediaTooLarge } from "../common/media.js";
 import { PlatformError } from "../common/port.js";
@@ -27,6 +29,26 @@ const CREDENTIAL_CODES = new Set([10003, 10014, 10015, 514]);
 export const MAX_SMALL_BODY_BYTES = 1024 * 1024;
 /** A history page (50 messages of up to 150 KB) or a forwarded bundle, with room to spare. */
 export const MAX_CALL_BODY_BYTES = 32 * 1024 * 1024;
+/** Deadlines: token, bot info and endpoint requests; one attempt of another call; a resource download. */
+export const SMALL_TIMEOUT_MS = 30_000;
+export const CALL_TIMEOUT_MS = 60_000;
+export const DOWNLOAD_TIMEOUT_MS = 120_000;
+
+/**
+ * Runs `fn` (a request and the reading of its answer) on a deadline of `ms` on `timers`; when the deadline passed
+ * first, the failure is a `FeishuError` naming `what` and the wait. Aborting `parent` ends it with fn's own error.
+ */
+async function timed<T>(timers: Timers, ms: number, what: string, fn: (signal: AbortSignal) => Promise<T>, parent?: AbortSignal): Promise<T> {
+  const limit = timerDeadline(timers, ms, parent);
+  try {
+    return await fn(limit.signal);
+  } catch (err) {
+    if (limit.expired() && !parent?.aborted) throw new FeishuError("transport", `${what}: no answer within ${ms / 1000} s`);
+    throw err;
+  } finally {
+    limit.done();
+  }
+}
 
 /**
  * The JSON body of `res` read up to `maxBytes`; a `FeishuError` (kind `transport`, retried by the callers' backoff)
@@ -69,6 +91,8 @@ export interface FeishuApiOptions {
   appId: string;
   appSecret: string;
   clock?: Clock;
+  /** Every request's deadline timers (tests fire them by hand). */
+  timers?: Timers | undefined;
 }
 
 export interface EndpointConfig {
@@ -80,8 +104,10 @@ export interface EndpointConfig {
 export class FeishuApi {
   private token: { value: string; expiresAt: number } | null = null;
   private readonly clock: Clock;
+  private readonly timers: Timers;
   constructor(private readonly o: FeishuApiOptions) {
     this.clock = o.clock ?? realClock;
+    this.timers = o.timers ?? realTimers;
   }
 
   private url(path: string): string {
@@ -90,20 +116,21 @@ export class FeishuApi {
 
   async tenantToken(): Promise<string> {
     if (this.token && this.clock.now() < this.token.expiresAt) return this.token.value;
-    let res: Response;
-    try {
-      res = await fetch(this.url("/open-apis/auth/v3/tenant_access_token/internal"), {
-        method: "POST",
-        headers: { "content-type": "application/json; charset=utf-8" },
-        body: JSON.stringify({ app_id: this.o.appId, app_secret: this.o.appSecret }),
-        redirect: "manual",
-        signal: AbortSignal.timeout(30_000),
-      });
-    } catch {
-      throw new FeishuError("transport", "tenant token: connection failed");
-    }
-    const status = res.status;
-    const body = (await jsonBody(res, MAX_SMALL_BODY_BYTES, "tenant token")) as { code?: number; tenant_access_token?: string; expire?: number };
+    const { status, body } = await timed<{ status: number; body: { code?: number; tenant_access_token?: string; expire?: number } }>(this.timers, SMALL_TIMEOUT_MS, "tenant token", async (signal) => {
+      let res: Response;
+      try {
+        res = await fetch(this.url("/open-apis/auth/v3/tenant_access_token/internal"), {
+          method: "POST",
+          headers: { "content-type": "application/json; charset=utf-8" },
+          body: JSON.stringify({ app_id: this.o.appId, app_secret: this.o.appSecret }),
+          redirect: "manual",
+          signal,
+        });
+      } catch {
+        throw new FeishuError("transport", "tenant token: connection failed");
+      }
+      return { status: res.status, body: await jsonBody(res, MAX_SMALL_BODY_BYTES, "tenant token") };
+    });
     if (body.code !== 0 || typeof body.tenant_access_token !== "string") {
       const code = typeof body.code === "number" ? body.code : null;
       // Only a known bad-credential code means "log in again"; a rate limit or a platform error is retried later.
@@ -118,14 +145,16 @@ export class FeishuApi {
   }
 
   /**
-   * One authenticated JSON (or multipart) call with the retry policy above (each attempt has a 60 s deadline);
-   * returns `data`. Aborting `signal` ends it at once, without a retry.
+   * One authenticated JSON (or multipart) call with the retry policy above (each attempt has a CALL_TIMEOUT_MS
+   * deadline, named by the last failure); returns `data`. Aborting `signal` ends it at once, without a retry.
    */
   async call(method: "GET" | "POST", path: string, body?: unknown, form?: FormData, signal?: AbortSignal): Promise<Record<string, unknown>> {
     for (let attempt = 0; ; attempt++) {
       const token = await this.tenantToken();
       let status = 0;
       let parsed = null as { code?: number; data?: Record<string, unknown> } | null;
+      const limit = timerDeadline(this.timers, CALL_TIMEOUT_MS, signal);
+      let timedOut = false;
       try {
         const headers: Record<string, string> = { authorization: `Bearer ${token}` };
         if (body !== undefined) headers["content-type"] = "application/json; charset=utf-8";
@@ -134,19 +163,25 @@ export class FeishuApi {
           headers,
           ...(form !== undefined ? { body: form } : body !== undefined ? { body: JSON.stringify(body) } : {}),
           redirect: "manual",
-          signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(60_000)]) : AbortSignal.timeout(60_000),
+          signal: limit.signal,
         });
         status = res.status;
         parsed = await jsonBody(res, MAX_CALL_BODY_BYTES, path.split("?")[0] ?? path).catch(() => null);
+        // An answer that did not finish in time is no answer (a 200 without its body could be taken for a refusal).
+        if (limit.expired()) throw new Error("deadline");
       } catch {
         status = 0;
+        timedOut = limit.expired();
+      } finally {
+        limit.done();
       }
       if (signal?.aborted) throw new FeishuError("transport", `${path.split("?")[0]}: stopped`);
       const code = typeof parsed?.code === "number" ? parsed.code : null;
       if (code !== null && TOKEN_CODES.has(code)) this.token = null;
       const retry = status === 0 || status >= 500 || status === 408 || status === 429 || (code !== null && (RATE_CODES.has(code) || TOKEN_CODES.has(code)));
       if (retry) {
-        if (attempt >= 2) throw new FeishuError(status === 0 ? "transport" : "refused", `${path.split("?")[0]}: ${code !== null ? `code ${code}` : `HTTP ${status}`}`, code);
+        const failure = code !== null ? `code ${code}` : status !== 0 ? `HTTP ${status}` : timedOut ? `no answer within ${CALL_TIMEOUT_MS / 1000} s (3 attempts)` : "connection failed";
+        if (attempt >= 2) throw new FeishuError(status === 0 ? "transport" : "refused", `${path.split("?")[0]}: ${failure}`, code);
         await this.clock.sleep(500 * 3 ** attempt, signal);
         continue;
       }
@@ -158,13 +193,15 @@ export class FeishuApi {
   /** The bot's own open_id; a transport failure names its HTTP status, a refusal its code and the likely cause. */
   async botOpenId(): Promise<string> {
     const token = await this.tenantToken();
-    let res: Response;
-    try {
-      res = await fetch(this.url("/open-apis/bot/v3/info"), { headers: { authorization: `Bearer ${token}` }, redirect: "manual", signal: AbortSignal.timeout(30_000) });
-    } catch {
-      throw new FeishuError("transport", "bot info: connection failed");
-    }
-    const body = (await jsonBody(res, MAX_SMALL_BODY_BYTES, "bot info")) as { code?: unknown; bot?: { open_id?: unknown } };
+    const body = await timed<{ code?: unknown; bot?: { open_id?: unknown } }>(this.timers, SMALL_TIMEOUT_MS, "bot info", async (signal) => {
+      let res: Response;
+      try {
+        res = await fetch(this.url("/open-apis/bot/v3/info"), { headers: { authorization: `Bearer ${token}` }, redirect: "manual", signal });
+      } catch {
+        throw new FeishuError("transport", "bot info: connection failed");
+      }
+      return await jsonBody(res, MAX_SMALL_BODY_BYTES, "bot info");
+    });
     if (body.code !== 0 || typeof body.bot?.open_id !== "string") {
       const code = typeof body.code === "number" ? body.code : null;
       throw new FeishuError("invalid", `bot info refused (code ${code ?? "?"}): is the bot capability enabled?`, code);
@@ -174,22 +211,21 @@ export class FeishuApi {
 
   /** `/callback/ws/endpoint`: the one-time socket URL (never logged) and the client config. */
   async endpoint(): Promise<EndpointConfig> {
-    let res: Response;
-    try {
-      res = await fetch(this.url("/callback/ws/endpoint"), {
-        method: "POST",
-        headers: { "content-type": "application/json", locale: "zh" },
-        body: JSON.stringify({ AppID: this.o.appId, AppSecret: this.o.appSecret }),
-        redirect: "manual",
-        signal: AbortSignal.timeout(30_000),
-      });
-    } catch {
-      throw new FeishuError("transport", "long-connection endpoint: connection failed");
-    }
-    const body = (await jsonBody(res, MAX_SMALL_BODY_BYTES, "long-connection endpoint")) as {
-      code?: number;
-      data?: { URL?: string; ClientConfig?: { PingInterval?: number; ReconnectInterval?: number } };
-    };
+    const body = await timed<{ code?: number; data?: { URL?: string; ClientConfig?: { PingInterval?: number; ReconnectInterval?: number } } }>(this.timers, SMALL_TIMEOUT_MS, "long-connection endpoint", async (signal) => {
+      let res: Response;
+      try {
+        res = await fetch(this.url("/callback/ws/endpoint"), {
+          method: "POST",
+          headers: { "content-type": "application/json", locale: "zh" },
+          body: JSON.stringify({ AppID: this.o.appId, AppSecret: this.o.appSecret }),
+          redirect: "manual",
+          signal,
+        });
+      } catch {
+        throw new FeishuError("transport", "long-connection endpoint: connection failed");
+      }
+      return await jsonBody(res, MAX_SMALL_BODY_BYTES, "long-connection endpoint");
+    });
     if (body.code !== 0 || typeof body.data?.URL !== "string") {
       const code = typeof body.code === "number" ? body.code : null;
       const kind = code !== null && CREDENTIAL_CODES.has(code) ? "credentials" : "refused";
@@ -205,7 +241,8 @@ export class FeishuApi {
   async download(messageId: string, key: string, type: "image" | "file", dest: string, maxBytes: number): Promise<{ size: number; mime: string }> {
     const token = await this.tenantToken();
     const path = `/open-apis/im/v1/messages/${encodeURIComponent(messageId)}/resources/${encodeURIComponent(key)}?type=${type}`;
-    const res = await fetch(this.url(path), { headers: { authorization: `Bearer ${token}` }, redirect: "manual", signal: AbortSignal.timeout(120_000) });
+    return timed(this.timers, DOWNLOAD_TIMEOUT_MS, "resource download", async (signal) => {
+    const res = await fetch(this.url(path), { headers: { authorization: `Bearer ${token}` }, redirect: "manual", signal });
     const mime = (res.headers.get("content-type") ?? "application/octet-stream").split(";")[0]!.trim();
     if (res.status !== 200 || !res.body || mime === "application/json") {
       await res.arrayBuffer().catch(() => undefined);
@@ -228,5 +265,6 @@ export class FeishuApi {
       await fh.close();
     }
     return { size: n, mime };
+    });
   }
 }

@@ -41,7 +41,7 @@ export interface FeishuComponentOptions {
   settings: AccountSettings;
   driver: ChatSessionDriver;
   clock?: Clock | undefined;
-  /** The long connection's ping and dead-link timers (tests drive them by hand). */
+  /** The long connection's ping and dead-link timers and every REST request's deadline (tests drive them by hand). */
   timers?: Timers | undefined;
   log?: ((line: string) => void) | undefined;
 }
@@ -70,7 +70,7 @@ export class FeishuComponent {
   async start(): Promise<void> {
     const c = this.o.credentials;
     const paths = channelPaths(this.o.home, "feishu", this.o.account);
-    const api = new FeishuApi({ open: c.open_url, appId: c.app_id, appSecret: c.app_secret, clock: this.clock });
+    const api = new FeishuApi({ open: c.open_url, appId: c.app_id, appSecret: c.app_secret, clock: this.clock, timers: this.o.timers });
     this.state = await DeliveryState.load(paths.state, feishuFingerprint(c), this.o.log);
     await pruneMedia(paths.media, this.clock.now()).catch(() => 0);
     await pruneOutbox(paths.outbox, this.clock.now()).catch(() => 0);

@@ -3,7 +3,7 @@
  * agent app and returns its App ID, App Secret and the scanner's open_id = the owner), or by an existing App ID +
  * App Secret (checked by fetching a tenant token and the bot's info).
  */
-import { realClock, type Clock } from "../common/backoff.js";
+import { realClock, realTimers, timerDeadline, type Clock, type Timers } from "../common/backoff.js";
 import { FeishuApi, FeishuError } from "./api.js";
 import { APP_ID, type FeishuCredentials } from "./credentials.js";
 import { LoginError } from "../wechat/login.js";
@@ -19,29 +19,37 @@ export interface ScanOptions {
   larkOpen: string;
   show: (url: string) => void;
   clock?: Clock;
+  /** Request deadlines (tests move them by hand). */
+  timers?: Timers;
   signal?: AbortSignal;
 }
 
 /** The sign-in service's answers are a few hundred bytes; a body past this is not one of them. */
 const MAX_REGISTRATION_BODY_BYTES = 64 * 1024;
+/** Deadline of one sign-in service request, its answer included. */
+export const REGISTRATION_TIMEOUT_MS = 30_000;
 
-async function registration(base: string, form: Record<string, string>, signal?: AbortSignal): Promise<Record<string, unknown>> {
+async function registration(base: string, form: Record<string, string>, timers: Timers, signal?: AbortSignal): Promise<Record<string, unknown>> {
   const service = base.replace(/\/+$/, "");
   let res: Response;
   let body: Buffer;
+  const limit = timerDeadline(timers, REGISTRATION_TIMEOUT_MS, signal);
   try {
     res = await fetch(`${service}/oauth/v1/app/registration`, {
       method: "POST",
       headers: { "content-type": "application/x-www-form-urlencoded" },
       body: new URLSearchParams(form).toString(),
       redirect: "manual",
-      signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(30_000)]) : AbortSignal.timeout(30_000),
+      signal: limit.signal,
     });
     body = await readBounded(res, MAX_REGISTRATION_BODY_BYTES);
   } catch (err) {
     if (signal?.aborted) throw new LoginError("login cancelled");
+    if (limit.expired()) throw new LoginError(`the Feishu sign-in service at ${service} did not answer within ${REGISTRATION_TIMEOUT_MS / 1000} s; check the network and try again`);
     if (err instanceof BodyTooLarge) throw new LoginError(`the Feishu sign-in service at ${service} sent an answer over ${formatBytes(err.maxBytes)}, not a sign-in answer; try again later`);
     throw new LoginError(`cannot reach the Feishu sign-in service at ${service}; check the network and try again`);
+  } finally {
+    limit.done();
   }
   let parsed: unknown;
   try {
@@ -57,9 +65,10 @@ async function registration(base: string, form: Record<string, string>, signal?:
 
 export async function feishuScanLogin(o: ScanOptions): Promise<FeishuCredentials> {
   const clock = o.clock ?? realClock;
+  const timers = o.timers ?? realTimers;
   let base = o.accounts;
   let brand: "feishu" | "lark" = "feishu";
-  const begin = await registration(base, { action: "begin", archetype: "PersonalAgent", auth_method: "client_secret", request_user_info: "open_id tenant_brand" }, o.signal);
+  const begin = await registration(base, { action: "begin", archetype: "PersonalAgent", auth_method: "client_secret", request_user_info: "open_id tenant_brand" }, timers, o.signal);
   const device = begin["device_code"];
   const uri = begin["verification_uri_complete"];
   if (typeof device !== "string" || typeof uri !== "string") throw new LoginError("the Feishu sign-in service did not start a sign-in; try again later");
@@ -69,7 +78,7 @@ export async function feishuScanLogin(o: ScanOptions): Promise<FeishuCredentials
   let switched = false;
   while (clock.now() < deadline) {
     await clock.sleep(interval, o.signal);
-    const r = await registration(base, { action: "poll", device_code: device }, o.signal);
+    const r = await registration(base, { action: "poll", device_code: device }, timers, o.signal);
     const err = r["error"];
     if (err === "authorization_pending") continue;
     if (err === "slow_down") {
@@ -97,16 +106,17 @@ export async function feishuScanLogin(o: ScanOptions): Promise<FeishuCredentials
 }
 
 /** Checks App ID + App Secret against the platform before they are saved. */
-export async function feishuAppLogin(o: { brand: "feishu" | "lark"; open: string; appId: string; appSecret: string; owner: string }): Promise<FeishuCredentials> {
+export async function feishuAppLogin(o: { brand: "feishu" | "lark"; open: string; appId: string; appSecret: string; owner: string; timers?: Timers }): Promise<FeishuCredentials> {
   if (!APP_ID.test(o.appId)) throw new LoginError("the App ID must look like cli_ followed by 16 hex digits (see the app's Credentials page)");
   if (o.owner !== "" && !/^ou_[A-Za-z0-9]+$/.test(o.owner)) throw new LoginError("the owner must be an open_id (ou_…)");
-  const api = new FeishuApi({ open: o.open, appId: o.appId, appSecret: o.appSecret });
+  const api = new FeishuApi({ open: o.open, appId: o.appId, appSecret: o.appSecret, timers: o.timers });
   try {
     await api.tenantToken();
     await api.botOpenId();
   } catch (err) {
     if (err instanceof FeishuError && err.kind === "credentials") throw new LoginError("the platform rejected the App ID or App Secret");
     if (err instanceof FeishuError && err.kind === "invalid") throw new LoginError("the app has no bot: enable the Bot capability in the developer console");
+    if (err instanceof FeishuError && /no answer within/.test(err.message)) throw new LoginError(`the Feishu open platform did not answer (${err.message}); check the network and try again`);
     throw new LoginError("cannot reach the Feishu open platform; check the network and try again");
   }
   return { brand: o.brand, app_id: o.appId, app_secret: o.appSecret, owner_open_id: o.owner, open_url: o.open, saved_unix_seconds: Math.floor(Date.now() / 1000) };
