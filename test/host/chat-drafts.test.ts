@@ -231,7 +231,7 @@ test("drafts, in-progress answers and queued order are shared between clients an
     const answers = m.chat.activeTurn.responseParts.find((p: Json) => p.kind === "inputRequest").request.answers;
     assert.deepEqual(answers, { n: { state: "submitted", value: { kind: "number", value: 3 } } }, "the restored turn keeps the answers");
     const seq = c.dispatch(reg.chat, { type: "chat/queuedMessagesReordered", order: ["m1", "m2", "m3"] });
-    assert.equal((await c.action((e) => e.origin?.clientSeq === seq)).rejectionReason, "backend not connected");
+    assert.equal((await c.action((e) => e.origin?.clientSeq === seq)).rejectionReason, "the host did not send this to the backend: it is not connected; retry once it reconnects");
     c.dispatch(reg.chat, { type: "chat/draftChanged" });
     await c.action((e) => e.action.type === "chat/draftChanged" && e.rejectionReason === undefined);
     await m.check(h2, "after restart");

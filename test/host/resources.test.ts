@@ -331,7 +331,7 @@ test("client annotation actions: validated, sent as apply_resource_action, echoe
     be.close();
     assert.equal((await echo(lost)).rejectionReason, "backend outcome indeterminate");
     const gone = c.dispatch(uri, { type: "annotations/updated", annotationId: "n1", resolved: true });
-    assert.equal((await echo(gone)).rejectionReason, "backend not connected");
+    assert.equal((await echo(gone)).rejectionReason, "the host did not send this to the backend: it is not connected; retry once it reconnects");
     assert.deepEqual(c.invalid, []);
     c.close();
   }));

@@ -174,7 +174,7 @@ test("working directories: backend and client changes, immutable primary, the bo
     assert.equal(m.session.length, MAX_WORKING_DIRECTORIES - 1, "persisted with the session");
     assert.equal(m.session[0], "file:///a");
     const seq = c.dispatch(uri, { type: "session/workingDirectorySet", directory: "file:///later" });
-    assert.equal((await c.action((e) => e.origin?.clientSeq === seq)).rejectionReason, "backend not connected");
+    assert.equal((await c.action((e) => e.origin?.clientSeq === seq)).rejectionReason, "the host did not send this to the backend: it is not connected; retry once it reconnects");
     await m.check(h2, "restored");
     c.close();
   }, { home });

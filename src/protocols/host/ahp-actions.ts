@@ -26,6 +26,7 @@ import { annotationsClientAction, changesetClientAction } from "./resources.js";
 import { cancelAuthRequiredTool } from "./resource-actions.js";
 import { activeClientAction, clientToolAction } from "./client-tools.js";
 import { clientToggle } from "./customization-toggles.js";
+import { NOT_CONNECTED_REFUSAL, hostRefused } from "./commands.js";
 
 
 /** Handle one `dispatchAction` notification from client `clientId` on connection `conn` (the owner of what it sets). */
@@ -62,7 +63,7 @@ export function dispatchClientAction(st: HostState, clientId: string, params: Js
         st.summaryChanged(s);
         return;
       }
-      if (!s.route) return reject("backend not connected");
+      if (!s.route) return reject(NOT_CONNECTED_REFUSAL);
       if (isManagedRoute(s.route)) return managedStop(st, s, chat, t.id, origin, reject);
       st.publish(channel, { type, turnId: t.id, duration: durationSince(t) }, origin);
       chat.draining = true;
@@ -120,7 +121,7 @@ function sessionAction(st: HostState, s: SessionModel, action: Json, origin: Ori
   }
   if (Object.keys(command).length === 1) return reject("nothing to configure");
   if (action.replace !== undefined && typeof action.replace !== "boolean") return reject("replace must be a boolean");
-  if (!s.route) return reject("backend not connected");
+  if (!s.route) return reject(NOT_CONNECTED_REFUSAL);
   void routeCommand(st, s, s.primaryChat, command, (o) => {
     if (o.kind !== "accepted") return reject(refusal(o));
     if (!st.sessions.has(s.uri)) return;
@@ -142,7 +143,7 @@ function turnStarted(st: HostState, s: SessionModel, chat: ChatModel, action: Js
   if (chat.activeTurn?.id === action.turnId || chat.turns.some((t) => t.id === action.turnId))
     return reject(`turn ${clip(action.turnId)} was already started in this chat (a resent prompt is not run twice); send a new turnId for a new prompt`);
   if (chat.activeTurn) return reject("a turn is already in progress");
-  if (!s.route) return reject("backend not connected");
+  if (!s.route) return reject(NOT_CONNECTED_REFUSAL);
   const managed = isManagedRoute(s.route);
   const refused = managed ? managedAdmission(s) : null;
   if (refused) return reject(refused);
@@ -158,7 +159,7 @@ function turnStarted(st: HostState, s: SessionModel, chat: ChatModel, action: Js
     const cur = st.chatIndex.get(channel);
     if (!cur?.activeTurn || cur.activeTurn.id !== turnId) return;
     const errorType = o.kind === "rejected" ? "backend_rejected" : "backend_indeterminate";
-    st.publish(channel, chatErrorAction(turnId, durationSince(cur.activeTurn), errorType, o.error));
+    st.publish(channel, chatErrorAction(turnId, durationSince(cur.activeTurn), errorType, o.kind === "rejected" && o.notSent ? hostRefused(o.error) : o.error));
     if (o.kind === "indeterminate") cur.draining = true; // the runtime may still be running it
     st.summaryChanged(s);
   }, commandId);

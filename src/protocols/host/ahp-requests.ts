@@ -12,6 +12,7 @@ import { randomUUID } from "node:crypto";
 import { ErrorCodes } from "./ahp-constants.js";
 import { CreateChatParams, CreateSessionParams, paramsIssue } from "./ahp-params.js";
 import { clip } from "./inbound.js";
+import { NOT_CONNECTED, NOT_CONNECTED_REFUSAL, hostRefused, notSent, refusal } from "./commands.js";
 import { STATUS, nowIso, type ChatModel, type CommandOutcome, type Json, type SessionModel } from "./model.js";
 import { resetDefaultChat } from "./resource-actions.js";
 import type { HostState } from "./state.js";
@@ -26,6 +27,8 @@ export class RpcError extends Error {
   }
 }
 
+export { refusal };
+
 const SESSION_URI = /^ahp-session:\/[A-Za-z0-9._~-]{1,128}$/;
 const CHAT_URI = /^ahp-chat:\/[A-Za-z0-9._~-]{1,128}$/;
 
@@ -34,11 +37,6 @@ const CHAT_URI = /^ahp-chat:\/[A-Za-z0-9._~-]{1,128}$/;
  * `onSettled` runs synchronously when the result frame is handled — before any later frame from
  * that backend — so state that later events depend on must be changed there, not after `await`.
  */
-/** The reason a client's action is rejected with when its command was not accepted. */
-export function refusal(o: { kind: "rejected"; error: string } | { kind: "indeterminate"; error: string }): string {
-  return o.kind === "rejected" ? `backend refused: ${o.error}` : "backend outcome indeterminate";
-}
-
 export function routeCommand(st: HostState, s: SessionModel, chatUri: string | undefined, command: Json, onSettled?: (o: CommandOutcome) => void, commandId?: string): Promise<CommandOutcome> {
   const route = s.route;
   return new Promise((resolve) => {
@@ -49,7 +47,7 @@ export function routeCommand(st: HostState, s: SessionModel, chatUri: string | u
         resolve(o);
       }
     };
-    if (!route) return done({ kind: "rejected", error: "backend not connected (command not sent)" });
+    if (!route) return done(notSent(NOT_CONNECTED));
     const frame: Json = { type: "command", backendInstanceId: route.instanceId, session: s.uri, command };
     if (route.version >= 3 && chatUri !== undefined) frame.chat = chatUri;
     st.sendCommand(route, frame, done, commandId);
@@ -63,12 +61,13 @@ export function routeCommand(st: HostState, s: SessionModel, chatUri: string | u
  */
 export function forwardResourceAction(st: HostState, s: SessionModel, chatUri: string | undefined, action: Json, reject: (reason: string) => void, accepted: () => void): void {
   void routeCommand(st, s, chatUri, { type: "apply_resource_action", channel: chatUri ?? s.uri, action }, (o) => {
-    if (o.kind !== "accepted") return reject(o.kind === "rejected" ? "backend refused the action" : "backend outcome indeterminate");
+    if (o.kind !== "accepted") return reject(refusal(o, "backend refused the action"));
     accepted();
   });
 }
 
 function outcomeError(o: Exclude<CommandOutcome, { kind: "accepted" }>, what: string): RpcError {
+  if (o.kind === "rejected" && o.notSent) return new RpcError(ErrorCodes.InternalError, `the host did not send the ${what} to the backend: ${o.error}`, { outcome: "rejected" });
   return o.kind === "rejected"
     ? new RpcError(ErrorCodes.InternalError, `backend refused ${what}: ${o.error}`, { outcome: "rejected" })
     : new RpcError(ErrorCodes.InternalError, `${what} outcome is indeterminate`, { outcome: "indeterminate" });
@@ -141,7 +140,7 @@ export async function fetchTurns(st: HostState, params: Json): Promise<Json> {
   const route = s.route;
   if (!route || route.version < 3) throw new RpcError(ErrorCodes.InternalError, "backend cannot page history");
   const o = await routeCommand(st, s, chat.uri, { type: "fetch_turns", chat: chat.uri, cursor });
-  if (o.kind !== "accepted") throw new RpcError(ErrorCodes.InternalError, `fetchTurns failed: ${o.kind === "rejected" ? o.error : "indeterminate"}`, { outcome: o.kind });
+  if (o.kind !== "accepted") throw new RpcError(ErrorCodes.InternalError, `fetchTurns failed: ${o.kind !== "rejected" ? "indeterminate" : o.notSent ? hostRefused(o.error) : o.error}`, { outcome: o.kind });
   return {};
 }
 
@@ -167,7 +166,7 @@ export async function createChat(st: HostState, params: Json): Promise<null> {
   if (st.chatIndex.has(uri) || st.reservedChats.has(uri)) throw new RpcError(ErrorCodes.AlreadyExists, "chat already exists");
   if (s.lifecycle !== "ready") throw new RpcError(ErrorCodes.InvalidRequest, "session is not ready");
   const route = s.route;
-  if (!route) throw new RpcError(ErrorCodes.InternalError, "backend not connected", { outcome: "rejected" });
+  if (!route) throw new RpcError(ErrorCodes.InternalError, NOT_CONNECTED_REFUSAL, { outcome: "rejected" });
   if (route.version < 3 || route.chatCaps.create !== true) throw new RpcError(ErrorCodes.InvalidRequest, "the session's backend does not create chats");
   if (initialMessage && initialMessage.origin.kind !== "user") throw new RpcError(ErrorCodes.InvalidParams, "clients may only send user messages");
 
@@ -245,7 +244,7 @@ export async function disposeChat(st: HostState, params: Json): Promise<null> {
   const s = st.sessions.get(chat.sessionUri)!;
   if (chat.uri === s.primaryChat) throw new RpcError(ErrorCodes.InvalidParams, "the primary chat cannot be disposed");
   const route = s.route;
-  if (!route) throw new RpcError(ErrorCodes.InternalError, "backend not connected", { outcome: "rejected" });
+  if (!route) throw new RpcError(ErrorCodes.InternalError, NOT_CONNECTED_REFUSAL, { outcome: "rejected" });
   if (route.version < 3 || route.chatCaps.dispose !== true) throw new RpcError(ErrorCodes.InvalidRequest, "the session's backend does not dispose chats");
   const o = await routeCommand(st, s, chat.uri, { type: "dispose_chat", chat: chat.uri }, (o) => {
     const cur = st.sessions.get(s.uri);

@@ -23,6 +23,7 @@ import { findTool, type CommandOutcome, type Json, type SessionModel } from "./m
 import type { HostState } from "./state.js";
 import type { BackendConn } from "./backend-conn.js";
 import type { LogicalRoute } from "./logical-route.js";
+import { hostRefused } from "./commands.js";
 
 /** Largest accepted token, in UTF-8 bytes. */
 export const MAX_TOKEN_BYTES = 64 * 1024;
@@ -168,17 +169,11 @@ export async function authenticate(st: HostState, params: Json): Promise<Json> {
     ? { type: "command", backendInstanceId: r.route.instanceId, session: r.session.uri, ...(r.chat && r.version >= 3 ? { chat: r.chat } : {}), command }
     : { type: "provider_command", backendInstanceId: r.route.instanceId, provider: (r.target as { provider: string }).provider, command };
   let commandId = "";
-  let admitting = true;
-  let notSent = false;
   const o = await new Promise<CommandOutcome>((done) => {
-    commandId = st.sendCommand(r.route, frame, (x) => {
-      notSent = admitting; // settled during admission: the route refused to queue it
-      done(x);
-    });
-    admitting = false;
+    commandId = st.sendCommand(r.route, frame, done);
   });
   if (o.kind === "accepted") return {};
-  if (notSent) throw new RpcError(ErrorCodes.InternalError, "the target's backend is not connected; nothing was sent", { outcome: "rejected", sent: false });
+  if (o.kind === "rejected" && o.notSent) throw new RpcError(ErrorCodes.InternalError, hostRefused(o.error), { outcome: "rejected", sent: false });
   if (o.kind === "rejected") throw new RpcError(ErrorCodes.InternalError, "the backend refused the credential", { outcome: "rejected", commandId });
   throw new RpcError(ErrorCodes.InternalError, "the credential's outcome is indeterminate; it is not retried (inspect the backend's receipt)", { outcome: "indeterminate", commandId });
 }

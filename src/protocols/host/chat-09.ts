@@ -31,6 +31,7 @@ import { clip } from "./inbound.js";
 import type { ChatModel, Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import { restoreTurn } from "./turn-checkpoint.js";
+import { NOT_CONNECTED_REFUSAL } from "./commands.js";
 
 /** The most background-work entries one chat lists, and the largest entry (encoded JSON bytes). */
 export const MAX_BACKGROUND_WORK = 64;
@@ -114,7 +115,7 @@ export function clientTurnResume(st: HostState, s: SessionModel, chat: ChatModel
   const a = p.data;
   const why = resumeProblem(chat, a.turnId);
   if (why) return reject(why);
-  if (!s.route) return reject("backend not connected");
+  if (!s.route) return reject(NOT_CONNECTED_REFUSAL);
   if (s.route.version < MIN_VERSION) return reject("the session's backend does not accept resource actions (needs backend protocol 6)");
   forwardResourceAction(st, s, chat.uri, a, reject, () => {
     const now = st.chatIndex.get(chat.uri) === chat ? resumeProblem(chat, a.turnId) : "the chat is gone";

@@ -20,6 +20,7 @@ import { Message } from "./ahp-message.js";
 import { forwardResourceAction } from "./ahp-requests.js";
 import type { ChatModel, Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
+import { NOT_CONNECTED_REFUSAL } from "./commands.js";
 
 /** The largest draft, as encoded JSON bytes of its `Message`. */
 export const MAX_DRAFT_BYTES = 256 * 1024;
@@ -113,7 +114,7 @@ function queuedReordered(st: HostState, s: SessionModel, chat: ChatModel, action
   const a = p.data;
   const why = orderProblem(chat, a.order);
   if (why) return reject(why);
-  if (!s.route) return reject("backend not connected");
+  if (!s.route) return reject(NOT_CONNECTED_REFUSAL);
   if (s.route.version < MIN_VERSION) return reject("the session's backend does not accept resource actions (needs backend protocol 6)");
   forwardResourceAction(st, s, chat.uri, a, reject, () => {
     const now = st.chatIndex.get(chat.uri) === chat ? orderProblem(chat, a.order) : "the chat is gone";

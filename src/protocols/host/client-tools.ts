@@ -23,7 +23,7 @@
  */
 import { z } from "zod";
 import { clip } from "./inbound.js";
-import { routeCommand } from "./ahp-requests.js";
+import { refusal, routeCommand } from "./ahp-requests.js";
 import { findTool, type ChatModel, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import { clientCustomizationsCheck, clientCustomizationsGone, clientCustomizationsSet } from "./customizations.js";
@@ -341,7 +341,7 @@ export function clientToolAction(st: HostState, s: SessionModel, chat: ChatModel
   if (complete) call.completing = true;
   void routeCommand(st, s, chat.uri, command, (o) => {
     if (complete) call.completing = false;
-    if (o.kind !== "accepted") return reject(o.kind === "rejected" ? `backend refused: ${o.error}` : "backend outcome indeterminate (nothing was resent; the runtime settles the call)");
+    if (o.kind !== "accepted") return reject(refusal(o, undefined, "backend outcome indeterminate (nothing was resent; the runtime settles the call)"));
     if (!h.live(key)) return reject("the tool call is no longer running");
     st.publish(chat.uri, a, origin);
     if (complete) {

@@ -1,7 +1,8 @@
 /**
  * Backend command correlation. Contracts:
  *  - `send` assigns a fresh `commandId`; its outcome callback fires exactly once;
- *  - a frame the route refuses to deliver is `rejected` ("not sent"), never indeterminate;
+ *  - a frame the route refuses to deliver is `rejected` with `notSent` (the host's refusal, not the backend's), never
+ *    indeterminate;
  *  - after delivery, a lost connection or the COMMAND_DEADLINE_MS deadline is `indeterminate`;
  *    nothing is ever replayed;
  *  - a result settles a command only when the caller proves it came from the delivering route;
@@ -16,6 +17,28 @@ export type AnyRoute = SessionRoute | ProviderRoute;
 
 /** Commands that may wait for answers on one backend connection (see docs/host.md). */
 export const MAX_UNANSWERED = 1024;
+
+/** Why the host sent nothing to a backend that is not connected, and what to do. */
+export const NOT_CONNECTED = "it is not connected; retry once it reconnects";
+
+/** The host's own refusal of a command it did not send: `reason` names why and the fix. */
+export const notSent = (reason: string): CommandOutcome => ({ kind: "rejected", error: reason, notSent: true });
+
+/** What a client is told when the host refused a command itself: who refused, why and the fix. */
+export const hostRefused = (reason: string): string => `the host did not send this to the backend: ${reason}`;
+
+/** A client action refused because its session's backend is not connected. */
+export const NOT_CONNECTED_REFUSAL = hostRefused(NOT_CONNECTED);
+
+/**
+ * The reason a client's action is rejected with when its command was not accepted: the host's own refusal, the
+ * backend's (its text quoted, or `backendText` where a fixed text stands for it), or an unknown outcome.
+ */
+export function refusal(o: Exclude<CommandOutcome, { kind: "accepted" }>, backendText?: string, indeterminateText = "backend outcome indeterminate"): string {
+  if (o.kind === "indeterminate") return indeterminateText;
+  if (o.notSent) return hostRefused(o.error);
+  return backendText ?? `backend refused: ${o.error}`;
+}
 
 /** The connection a route's commands travel on (a multiplexed session's is its provider's). */
 const connOf = (r: AnyRoute): object => ("conn" in r && r.conn && typeof r.conn === "object" ? r.conn : r);
@@ -43,7 +66,7 @@ export class CommandTracker {
     const conn = connOf(route);
     const waiting = this.perConn.get(conn) ?? 0;
     if (waiting >= MAX_UNANSWERED) {
-      onOutcome({ kind: "rejected", error: `not sent: ${waiting} commands to this backend are unanswered, the most this host keeps; retry once it answers them (or their ${COMMAND_DEADLINE_MS / 1000} s deadline passes)` });
+      onOutcome(notSent(`${waiting} commands to it are unanswered, the most this host keeps; retry once it answers them (or their ${COMMAND_DEADLINE_MS / 1000} s deadline passes)`));
       return commandId;
     }
     this.perConn.set(conn, waiting + 1);
@@ -54,7 +77,7 @@ export class CommandTracker {
       this.pending.delete(commandId);
       this.release(conn);
       clearTimeout(timer);
-      onOutcome({ kind: "rejected", error: "backend not connected (command not sent)" });
+      onOutcome(notSent(NOT_CONNECTED));
     }
     return commandId;
   }

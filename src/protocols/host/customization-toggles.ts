@@ -23,6 +23,7 @@ import { enablementShape, forShape, type EnablementShape } from "./ahp-version.j
 import { customizationOwner } from "./customizations.js";
 import type { Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
+import { NOT_CONNECTED_REFUSAL } from "./commands.js";
 
 const id = z.string().min(1).max(512);
 /** AHP `CustomizationEnablement` (1.1 types): one explicit decision per scope. */
@@ -131,7 +132,7 @@ export function clientToggle(st: HostState, s: SessionModel, action: Json, origi
   if (typeof p === "string") return reject(p);
   if (customizationOwner(st, s, p.cid) === undefined) return reject(`no customization ${clip(p.cid)} in this session`);
   const route = s.route;
-  if (!route) return reject("backend not connected");
+  if (!route) return reject(NOT_CONNECTED_REFUSAL);
   if (route.version < 6) return reject("the session's backend does not accept resource actions (needs backend protocol 6)");
   const forwarded = { type: "session/customizationToggled", id: p.cid, enablement: p.decisions };
   forwardResourceAction(st, s, undefined, forwarded, reject, () => {

@@ -17,6 +17,7 @@ import { addRecord, dropRecord, ledgerOf, saveLedger, unresolvedCount, versionKe
 import { chatErrorAction, durationSince, type ChatModel, type CommandOutcome, type Json, type Origin, type SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import { recordReceipt, settleReceipt } from "./managed-receipts.js";
+import { hostRefused, refusal } from "./commands.js";
 
 let seq = 0;
 const versionSeq = new WeakMap<ManagedRecord, number>();
@@ -43,7 +44,7 @@ export function managedPrompt(st: HostState, s: SessionModel, chat: ChatModel, t
     dropRecord(st, s, rec);
     const cur = st.chatIndex.get(chat.uri);
     if (!cur?.activeTurn || cur.activeTurn.id !== turnId) return;
-    settleReceipt(receipt, o, st.publish(chat.uri, chatErrorAction(turnId, durationSince(cur.activeTurn), "backend_rejected", o.error)).serverSeq);
+    settleReceipt(receipt, o, st.publish(chat.uri, chatErrorAction(turnId, durationSince(cur.activeTurn), "backend_rejected", o.notSent ? hostRefused(o.error) : o.error)).serverSeq);
     st.summaryChanged(s);
   });
 }
@@ -63,7 +64,7 @@ export function managedFollowUp(st: HostState, s: SessionModel, chat: ChatModel,
     if (o.kind !== "accepted") {
       // This version's NACK touches only this version: a newer same-ID item stays.
       if (o.kind === "rejected") dropRecord(st, s, rec);
-      return reject(o.kind === "rejected" ? `backend refused: ${o.error}` : "backend outcome indeterminate");
+      return reject(refusal(o));
     }
     if (!st.chatIndex.has(chat.uri)) return;
     const l = ledgerOf(s);
@@ -86,7 +87,7 @@ export function managedStop(st: HostState, s: SessionModel, chat: ChatModel, tur
   const receipt = recordReceipt(st, chat.uri, origin, { type: "chat/turnCancelled", turnId }, rec);
   send(st, s, chat.uri, command, randomUUID(), (o) => {
     settleReceipt(receipt, o);
-    if (o.kind !== "accepted") return reject(o.kind === "rejected" ? `backend refused: ${o.error}` : "backend outcome indeterminate");
+    if (o.kind !== "accepted") return reject(refusal(o));
     if (!st.chatIndex.has(chat.uri)) return;
     settleReceipt(receipt, o, st.publish(chat.uri, { type: "paratenic/invocationStopRequested", turnId }, origin).serverSeq);
   });

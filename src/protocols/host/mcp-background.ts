@@ -17,6 +17,7 @@ import { forwardResourceAction } from "./ahp-requests.js";
 import { mcpHub } from "./mcp-channels.js";
 import type { Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
+import { NOT_CONNECTED_REFUSAL } from "./commands.js";
 
 const MIN_VERSION = 6;
 const Requested = z.object({ type: z.literal("session/mcpServerBackgroundRequested"), id: z.string().min(1).max(512) }).strict();
@@ -35,7 +36,7 @@ export function mcpBackgroundRequest(st: HostState, s: SessionModel, action: Jso
   if (!p.success) return reject("session/mcpServerBackgroundRequested needs id: an MCP server of the session");
   const a = p.data;
   if (s.lifecycle !== "ready") return reject("session is not ready");
-  if (!s.route) return reject("backend not connected");
+  if (!s.route) return reject(NOT_CONNECTED_REFUSAL);
   if (s.route.version < MIN_VERSION) return reject("the session's backend does not accept resource actions (needs backend protocol 6)");
   const why = problem(st, s, a.id);
   if (why) return reject(why);

@@ -24,6 +24,7 @@ import type { Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import type { LogicalRoute } from "./logical-route.js";
 import { isDisabled } from "./customization-toggles.js";
+import { NOT_CONNECTED_REFUSAL, refusal } from "./commands.js";
 
 export const RESOURCE_MIN_VERSION = 6;
 /** Unresolved session actions one client may hold, and the host in all. */
@@ -129,7 +130,7 @@ export function mcpLifecycleRequest(st: HostState, s: SessionModel, action: Json
   if (typeof action.id !== "string" || Object.keys(action).some((k) => k !== "type" && k !== "id")) return reject(`invalid ${String(action.type)}`);
   if (s.lifecycle !== "ready") return reject("session is not ready");
   const route = s.route as LogicalRoute | undefined;
-  if (!route) return reject("backend not connected");
+  if (!route) return reject(NOT_CONNECTED_REFUSAL);
   const server = mcpHub(st).server(s, action.id);
   if (!server) return reject("no MCP server customization with that id in this session");
   if (operation === "start" && isDisabled(s, action.id)) return reject("the MCP server is disabled (session/customizationToggled); enable it before starting it");
@@ -167,7 +168,7 @@ export function mcpLifecycleRequest(st: HostState, s: SessionModel, action: Json
     if (!st.sessions.has(s.uri)) return settle(o.kind);
     if (o.kind === "rejected") {
       settle("rejected");
-      d.serverSeq = st.publish(s.uri, action, origin, "backend refused the MCP lifecycle request").serverSeq;
+      d.serverSeq = st.publish(s.uri, action, origin, refusal(o, "backend refused the MCP lifecycle request")).serverSeq;
       return;
     }
     settle("accepted");

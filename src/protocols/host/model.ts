@@ -182,7 +182,11 @@ export interface SessionModel {
   lastStatus: number;
 }
 
-export type CommandOutcome = { kind: "accepted" } | { kind: "rejected"; error: string } | { kind: "indeterminate"; error: string };
+/**
+ * A command's outcome. `rejected` with `notSent` is the host's own refusal before the backend saw the command (`error`
+ * says why and what to do); without it, the backend's refusal (`error` is the backend's text).
+ */
+export type CommandOutcome = { kind: "accepted" } | { kind: "rejected"; error: string; notSent?: true } | { kind: "indeterminate"; error: string };
 
 export interface Subscriber {
   clientId: string;

@@ -18,6 +18,7 @@ import { Message } from "./ahp-message.js";
 import { refusal, routeCommand } from "./ahp-requests.js";
 import type { ChatModel, Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
+import { NOT_CONNECTED_REFUSAL } from "./commands.js";
 
 const MAX_PENDING_ID = 512;
 
@@ -65,7 +66,7 @@ export function pendingMessageSet(st: HostState, s: SessionModel, chat: ChatMode
     echo(origin); // the resend of a message the backend has: the same state, nothing sent again
     return;
   }
-  if (!s.route) return reject("backend not connected");
+  if (!s.route) return reject(NOT_CONNECTED_REFUSAL);
   let table = inFlight.get(chat);
   if (!table) inFlight.set(chat, (table = new Map<string, InFlight>()));
   const entry: InFlight = { kind, text, waiters: [] };

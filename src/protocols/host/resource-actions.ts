@@ -33,6 +33,7 @@ import type { HostState } from "./state.js";
 import { ROOT } from "./ahp-constants.js";
 import { backendCustomizationAction, backendCustomizationsGone } from "./customizations.js";
 import { backendToggle } from "./customization-toggles.js";
+import { NOT_CONNECTED_REFUSAL } from "./commands.js";
 
 const MIN_VERSION = 6;
 /** The largest `chat/toolCallDelta` content, and the largest streamed input a tool call may hold. */
@@ -244,7 +245,7 @@ export function cancelAuthRequiredTool(st: HostState, s: SessionModel, chat: Cha
   const p = CancelAuth.safeParse(action);
   if (!p.success) return reject("a tool call waiting for authentication can only be completed with a failed result (success: false)");
   const route = s.route;
-  if (!route) return reject("backend not connected");
+  if (!route) return reject(NOT_CONNECTED_REFUSAL);
   if (route.version < MIN_VERSION) return reject("the session's backend does not accept resource actions (needs backend protocol 6)");
   forwardResourceAction(st, s, chat.uri, p.data, reject, () => {
     const cur = chat.activeTurn && chat.activeTurn.id === p.data.turnId ? findTool(chat.activeTurn, p.data.toolCallId) : undefined;

@@ -7,9 +7,8 @@
  *    channel are brought to the new state with official `changeset/*` actions;
  *  - `resource_action` on a changeset applies the official changeset reducer before publishing;
  *    `session/changesetsChanged` replaces the session's catalogue;
- *  - `invokeChangesetOperation` is validated against the changeset's current operations and
- *    scopes before `invoke_changeset_operation` is sent; outcomes follow the command rules
- *    (refusal and indeterminate are errors, never retried).
+ *  - `invokeChangesetOperation` is validated against the changeset's current operations and scopes before
+ *    `invoke_changeset_operation` is sent; a refusal or an indeterminate outcome is an error, never retried;
  *  - at most 64 changesets per session, each at most 4 MiB encoded; one annotations channel per
  *    session (`<session>/annotations`), at most 4 MiB, every annotation keeping an entry;
  *  - changesets, annotations and the changeset catalogue survive a host restart: each change
@@ -23,6 +22,7 @@ import { clip } from "./inbound.js";
 import type { CommandOutcome, Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
 import { matchesUriTemplate } from "./uri-template.js";
+import { NOT_CONNECTED_REFUSAL, hostRefused, refusal } from "./commands.js";
 
 export const MAX_CHANGESETS_PER_SESSION = 64;
 export const MAX_CHANGESET_BYTES = 4 * 1024 * 1024;
@@ -419,9 +419,9 @@ export function changesetClientAction(st: HostState, channel: string, action: Js
   if (!p.success) return reject("invalid changeset/filesReviewChanged");
   if (!reviewable(st, s, channel)) return reject("the changeset does not advertise the review capability");
   const route = s.route;
-  if (!route || route.version < MIN_VERSION) return reject("backend not connected");
+  if (!route || route.version < MIN_VERSION) return reject(NOT_CONNECTED_REFUSAL);
   st.sendCommand(route, { type: "command", backendInstanceId: route.instanceId, session: s.uri, command: { type: "apply_resource_action", channel, action: p.data } }, (o) => {
-    if (o.kind !== "accepted") return reject(o.kind === "rejected" ? "backend refused the action" : "backend outcome indeterminate");
+    if (o.kind !== "accepted") return reject(refusal(o, "backend refused the action"));
     const cur = of(st, s.uri, false)?.changesets.get(channel);
     if (!cur) return;
     of(st, s.uri, true)!.changesets.set(channel, reduceChangeset(cur, p.data));
@@ -452,9 +452,9 @@ export function annotationsClientAction(st: HostState, channel: string, action: 
   const bad = check();
   if (bad) return reject(bad);
   const route = s.route;
-  if (!route || route.version < MIN_VERSION) return reject("backend not connected");
+  if (!route || route.version < MIN_VERSION) return reject(NOT_CONNECTED_REFUSAL);
   st.sendCommand(route, { type: "command", backendInstanceId: route.instanceId, session: s.uri, command: { type: "apply_resource_action", channel, action: p.data } }, (o) => {
-    if (o.kind !== "accepted") return reject(o.kind === "rejected" ? "backend refused the action" : "backend outcome indeterminate");
+    if (o.kind !== "accepted") return reject(refusal(o, "backend refused the action"));
     const stale = check(); // the channel may have changed while the command was out
     if (stale) return reject(stale);
     const before = sessionAnnotationsSummary(st, s);
@@ -495,6 +495,6 @@ export async function invokeChangesetOperation(st: HostState, params: Json): Pro
   const command: Json = { type: "invoke_changeset_operation", operationId, resource: channel, ...(target ? { target } : {}) };
   const o = await new Promise<CommandOutcome>((done) => st.sendCommand(route, { type: "command", backendInstanceId: route.instanceId, session: s.uri, command }, done));
   if (o.kind === "accepted") return {};
-  if (o.kind === "rejected") throw new RpcError(ErrorCodes.InternalError, "the backend refused the operation", { outcome: "rejected" });
+  if (o.kind === "rejected") throw new RpcError(ErrorCodes.InternalError, o.notSent ? hostRefused(o.error) : "the backend refused the operation", { outcome: "rejected" });
   throw new RpcError(ErrorCodes.InternalError, "the operation's outcome is indeterminate; it is not retried", { outcome: "indeterminate" });
 }

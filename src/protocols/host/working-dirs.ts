@@ -25,6 +25,7 @@ import { ROOT } from "./ahp-constants.js";
 import { forwardResourceAction } from "./ahp-requests.js";
 import type { ChatModel, Json, Origin, SessionModel } from "./model.js";
 import type { HostState } from "./state.js";
+import { NOT_CONNECTED_REFUSAL } from "./commands.js";
 
 export const MAX_WORKING_DIRECTORIES = 64;
 const MIN_VERSION = 6;
@@ -148,7 +149,7 @@ export function backendChatWorkingDir(st: HostState, s: SessionModel, c: ChatMod
 export function clientChatWorkingDir(st: HostState, s: SessionModel, c: ChatModel, action: Json, origin: Origin, reject: (r: string) => void): void {
   const p = ChatWorkingDirActions.safeParse(action);
   if (!p.success) return reject(`invalid ${clip(action.type)}: ${p.error.issues[0]?.path.join(".") ?? ""} ${p.error.issues[0]?.message ?? ""}`.trim());
-  if (!s.route) return reject("backend not connected");
+  if (!s.route) return reject(NOT_CONNECTED_REFUSAL);
   const why = checkChat(s, c, p.data);
   if (why) return reject(why);
   if (s.route.version < MIN_VERSION) return reject("the session's backend does not accept resource actions (needs backend protocol 6)");
@@ -188,7 +189,7 @@ export function backendWorkingDir(st: HostState, s: SessionModel, action: Json):
 export function clientWorkingDir(st: HostState, s: SessionModel, action: Json, origin: Origin, reject: (r: string) => void): void {
   const p = parse(action);
   if ("error" in p) return reject(p.error);
-  if (!s.route) return reject("backend not connected");
+  if (!s.route) return reject(NOT_CONNECTED_REFUSAL);
   const why = check(s, p.ok);
   if (why) return reject(why);
   if (s.route.version < MIN_VERSION) return reject("the session's backend does not accept resource actions (needs backend protocol 6)");
