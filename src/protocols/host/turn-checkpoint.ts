@@ -14,6 +14,9 @@
  */
 import { REFUSED_NOTE_SUFFIX, type ChatModel, type Json, type TurnModel } from "./model.js";
 
+/** A part ID the host assigns: `p<N>`, or a refused-delta note's `p<N>-refused`. */
+const PART_ID = new RegExp(`^p(\\d+)(?:${REFUSED_NOTE_SUFFIX})?$`);
+
 /** The shortest interval between checkpoints of running turns. */
 export const CHECKPOINT_MS = 1000;
 /** Checkpoint text written per millisecond, on average, at most (≈ 1 MiB/s). */
@@ -44,11 +47,11 @@ export function restoreTurn(saved: unknown, nowMs = Date.now()): TurnModel | und
   return t;
 }
 
-/** The highest `p<N>` part ID of a turn (new parts of a restored turn continue after it). */
+/** The highest `p<N>` part ID of a turn, notes' `p<N>-refused` included (new parts of a restored turn continue after it). */
 export function maxPartSeq(t: TurnModel): number {
   let n = 0;
   for (const p of t.responseParts) {
-    const m = typeof p.id === "string" ? /^p(\d+)$/.exec(p.id) : null;
+    const m = typeof p.id === "string" ? PART_ID.exec(p.id) : null;
     if (m) n = Math.max(n, Number(m[1]));
   }
   return n;
