@@ -105,6 +105,10 @@ export class AhpConnection implements Subscriber {
       this.outbox.detach();
     });
     ws.on("error", () => {});
+    // A peer ending its side (FIN) with no close frame is gone: ws would wait for it to read what its socket holds, and
+    // one that never reads kept its subscriptions, its bytes in the budget and the daemon's shutdown waiting for ever.
+    const raw = this.rawSocket();
+    raw?.once("end", () => void (!(ws as unknown as { _closeFrameReceived: boolean })._closeFrameReceived && raw.destroy()));
   }
 
   private rawSocket(): NetSocket | undefined {
