@@ -29,6 +29,12 @@ export const MAX_PREAUTH_CONNECTIONS = 64;
 /** A pre-authentication connection idle this long is closed. */
 export const PREAUTH_IDLE_MS = 10_000;
 
+/**
+ * At shutdown, how long AHP clients get to answer the close frame before their sockets are cut: one that does not read
+ * would otherwise hold its socket for the WebSocket library's 30 s close timeout, past the daemon's 5 s deadline.
+ */
+export const CLIENT_CLOSE_GRACE_MS = 1000;
+
 export interface HostOptions {
   /** Root home (BERTH_HOME); the state directory is `<home>/host`. */
   home: string;
@@ -284,10 +290,15 @@ export async function startHost(opts: HostOptions): Promise<HostHandle> {
         c.flushFrames(); // what was published before the shutdown still reaches the client
         c.ws.close(1001, "host shutting down");
       }
+      const cut = setTimeout(() => {
+        for (const c of clients) c.ws.terminate();
+      }, CLIENT_CLOSE_GRACE_MS);
+      cut.unref();
       wss.close();
       await backend.close();
       http.closeAllConnections();
       await new Promise<void>((r) => http.close(() => r()));
+      clearTimeout(cut);
       for (const p of state.pending.keys()) state.settle(p, { kind: "indeterminate", error: "host shutting down" });
       state.checkpoints.flushAll(); // running turns are restored (output-discontinuous) by the next start
       store.close();
