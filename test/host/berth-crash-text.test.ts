@@ -4,44 +4,19 @@
  * answer within 250 ms). After the restart the AHP client finds the turn with the runtime's durable partial text, once,
  * ended with the continuity gap (interrupted, not a success), its message not resent; a second restart changes nothing.
  */
-import { after, test } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { pathToFileURL } from "node:url";
 import Database from "better-sqlite3";
 import { AhpClient, tempHome, until, type Json } from "./helpers.js";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { OBSERVATION_GAP_MESSAGE } from "../../src/protocols/host/managed-schema.js";
-import type { HostHandle } from "../../src/protocols/host/host.js";
+import { daemonStarter, exited } from "./daemon-proc.js";
 
-const bin = fileURLToPath(new URL("../../../bin/berth", import.meta.url));
-const running = new Set<ChildProcess>();
-after(() => {
-  for (const p of running) if (p.exitCode === null) p.kill("SIGKILL");
-});
-
-function startDaemon(env: NodeJS.ProcessEnv, cwd: string): Promise<{ proc: ChildProcess; h: HostHandle }> {
-  const proc = spawn(process.execPath, [bin, "daemon", "--listen", "127.0.0.1:0"], { env, cwd, stdio: ["ignore", "pipe", "pipe"] });
-  running.add(proc);
-  proc.once("exit", () => running.delete(proc));
-  let stderr = "";
-  proc.stderr.on("data", (b: Buffer) => (stderr += b.toString()));
-  return new Promise((resolve, reject) => {
-    let buf = "";
-    proc.stdout.on("data", (b: Buffer) => {
-      buf += b.toString();
-      const nl = buf.indexOf("\n");
-      if (nl === -1) return;
-      const r = JSON.parse(buf.slice(0, nl)) as Record<string, string>;
-      resolve({ proc, h: { ahpUrl: r.ahp, httpUrl: r.http, token: r.token, backendSocket: r.backend_socket } as unknown as HostHandle });
-    });
-    proc.once("exit", (code) => reject(new Error(`daemon exited ${code}: ${stderr}`)));
-  });
-}
-const exited = (p: ChildProcess) => new Promise<void>((r) => (p.exitCode !== null || p.signalCode !== null ? r() : p.once("exit", () => r())));
+const startDaemon = daemonStarter();
 const user = (text: string): Json => ({ text, origin: { kind: "user" } });
 
 /** Whether some Berth session file (the runtime's durable store) holds `text`. */

@@ -3,44 +3,19 @@
  * it was watching ended with the spec's continuity gap ("restored disconnected host"), the text received before the
  * crash kept, its message not resent, and the session usable again.
  */
-import { after, test } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { pathToFileURL } from "node:url";
 import Database from "better-sqlite3";
 import { AhpClient, tempHome, until, type Json } from "./helpers.js";
 import { startFakeProvider } from "../fakes/fake-provider.js";
 import { OBSERVATION_GAP_MESSAGE } from "../../src/protocols/host/managed-schema.js";
-import type { HostHandle } from "../../src/protocols/host/host.js";
+import { daemonStarter, exited } from "./daemon-proc.js";
 
-const bin = fileURLToPath(new URL("../../../bin/berth", import.meta.url));
-const running = new Set<ChildProcess>();
-after(() => {
-  for (const p of running) if (p.exitCode === null) p.kill("SIGKILL");
-});
-
-function startDaemon(env: NodeJS.ProcessEnv, cwd: string): Promise<{ proc: ChildProcess; h: HostHandle }> {
-  const proc = spawn(process.execPath, [bin, "daemon", "--listen", "127.0.0.1:0"], { env, cwd, stdio: ["ignore", "pipe", "pipe"] });
-  running.add(proc);
-  proc.once("exit", () => running.delete(proc));
-  let stderr = "";
-  proc.stderr.on("data", (b: Buffer) => (stderr += b.toString()));
-  return new Promise((resolve, reject) => {
-    let buf = "";
-    proc.stdout.on("data", (b: Buffer) => {
-      buf += b.toString();
-      const nl = buf.indexOf("\n");
-      if (nl === -1) return;
-      const r = JSON.parse(buf.slice(0, nl)) as Record<string, string>;
-      resolve({ proc, h: { ahpUrl: r.ahp, httpUrl: r.http, token: r.token, backendSocket: r.backend_socket } as unknown as HostHandle });
-    });
-    proc.once("exit", (code) => reject(new Error(`daemon exited ${code}: ${stderr}`)));
-  });
-}
-const exited = (p: ChildProcess) => new Promise<void>((r) => (p.exitCode !== null || p.signalCode !== null ? r() : p.once("exit", () => r())));
+const startDaemon = daemonStarter();
 const user = (text: string): Json => ({ text, origin: { kind: "user" } });
 
 test("berth daemon killed mid-turn: after the restart the turn ends with the continuity gap, its received text kept", async () => {
