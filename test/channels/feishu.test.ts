@@ -16,12 +16,12 @@ import { decodeFrame, encodeFrame, FrameError } from "../../src/channels/feishu/
 import { deadAfterMs } from "../../src/channels/feishu/socket.js";
 import { FakeFeishu } from "../fakes/fake-feishu.js";
 import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
-import { InstantClock, ManualTimers, tempHome, until } from "./helpers.js";
+import { InstantClock, ManualTimers, tempHome, until, runCleanups } from "./helpers.js";
 
 const OWNER = "ou_owner000000001";
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await runCleanups(cleanups.splice(0).reverse());
 });
 
 async function setup(settings: Partial<AccountSettings> = {}, opts: { brand?: "feishu" | "lark"; secret?: string; fake?: FakeFeishu; timers?: ManualTimers } = {}) {
@@ -444,5 +444,27 @@ describe("feishu: media, held replies, brands, questions", () => {
     assert.equal((await asked).state, "yes");
     await fake.waitFor(() => fake.sent.some((s) => textOf(s).includes("going ahead")));
     assert.equal(driver.turns.length, 0);
+  });
+
+  it("stop waits for a question's acknowledgement still being sent: nothing writes the state after it returns", async () => {
+    const fake = await new FakeFeishu().start();
+    const { comp } = await setup({}, { fake });
+    await comp.health.until((h) => h.state === "connected");
+    const asked = comp.bridge!.ask("Deploy?", 1800);
+    await fake.waitFor(() => fake.sent.length >= 1);
+    await until(() => comp.bridge!.questionState()?.state === "pending");
+    // The acknowledgement is a reply to the owner's message: held, so it is still being sent when the account stops.
+    fake.hold.add("/open-apis/im/v1/messages/");
+    fake.userMessage({ chatId: "oc_owner", chatType: "p2p", sender: OWNER, text: "yes", createMs: Date.now() + 5 });
+    await fake.waitFor(() => fake.heldRequests >= 1);
+    // The bridge's stop (what the account's stop ends with) otherwise involves no I/O: before this fix it had returned
+    // by the next check phase of the event loop.
+    let returned = false;
+    const stopped = comp.bridge!.stop().then(() => (returned = true));
+    await new Promise((r) => setImmediate(r));
+    assert.equal(returned, false, "stop returned while the acknowledgement was still being sent");
+    await fake.close(); // ends the held request: the acknowledgement is refused, and only then may stop return
+    await stopped;
+    assert.equal((await asked).state, "yes");
   });
 });

@@ -96,6 +96,8 @@ export class ChatBridge {
   private slotWaiters: Array<() => void> = [];
   private readonly queues = new Map<string, Promise<void>>();
   private readonly running = new Set<Promise<void>>();
+  /** Notices sent outside a turn (a question's acknowledgement, withdrawal or expiry): `stop` waits for them. */
+  private readonly notices = new Set<Promise<unknown>>();
   private readonly abort = new AbortController();
   private question: Question | null = null;
   private readonly busyNotices = new BusyThrottle();
@@ -141,13 +143,15 @@ export class ChatBridge {
     return "sent";
   }
 
-  private async note(target: ReplyTarget, text: string, id: string): Promise<"sent" | "refused"> {
-    try {
-      return await this.sendParts(target, [systemMessage(this.o.port.platform, text)], id);
-    } catch (err) {
+  /** A notice; tracked, so `stop` returns only once every notice (some are sent outside any turn) is sent or refused. */
+  private note(target: ReplyTarget, text: string, id: string): Promise<"sent" | "refused"> {
+    const p = this.sendParts(target, [systemMessage(this.o.port.platform, text)], id).catch((err: unknown) => {
       this.log(`notice not sent: ${(err as Error).name}`);
-      return "refused";
-    }
+      return "refused" as const;
+    });
+    this.notices.add(p);
+    void p.finally(() => this.notices.delete(p));
+    return p;
   }
 
   /**
@@ -485,6 +489,7 @@ export class ChatBridge {
     this.abort.abort();
     this.withdrawQuestion();
     await this.idle();
+    while (this.notices.size > 0) await Promise.allSettled([...this.notices]); // they save the delivery state
     for (const s of this.sessions.values()) await s.then((id) => this.o.driver.closeSession(id)).catch(() => undefined);
   }
 }
