@@ -15,11 +15,11 @@ import { saveWechatCredentials, wechatFingerprint } from "../../src/channels/wec
 import { FakeIlink } from "../fakes/fake-ilink.js";
 import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
 import { withFileLock } from "../../src/store/settings/locked-json.js";
-import { InstantClock, ManualTimers, startWechat, tempHome, until } from "./helpers.js";
+import { InstantClock, ManualTimers, startWechat, tempHome, until, runCleanups } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await runCleanups(cleanups.splice(0).reverse());
 });
 
 const exists = (p: string): Promise<boolean> => stat(p).then(() => true, () => false);

@@ -11,11 +11,11 @@ import { afterEach, describe, it } from "node:test";
 import { FakeFeishu } from "../fakes/fake-feishu.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
 import { BERTH_BIN } from "../helpers/paths.js";
-import { tempHome } from "./helpers.js";
+import { tempHome, runCleanups } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await runCleanups(cleanups.splice(0).reverse());
 });
 
 function berth(home: string, args: string[], env: Record<string, string> = {}, stdin = ""): Promise<{ code: number; out: string; err: string }> {

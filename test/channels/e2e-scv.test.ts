@@ -16,11 +16,11 @@ import { ScvDriver, unixSocketConnector } from "../../src/client/scv/driver.js";
 import { FakeFeishu } from "../fakes/fake-feishu.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
 import { FakeScvServer } from "../fakes/fake-scv-server.js";
-import { InstantClock, tempHome, until } from "./helpers.js";
+import { InstantClock, tempHome, until, runCleanups } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await runCleanups(cleanups.splice(0).reverse());
 });
 
 async function scv(home: string): Promise<{ server: FakeScvServer; client: ScvDriver }> {

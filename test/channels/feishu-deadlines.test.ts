@@ -9,11 +9,11 @@ import { CALL_TIMEOUT_MS, FeishuApi, SMALL_TIMEOUT_MS } from "../../src/channels
 import { feishuAppLogin, feishuScanLogin, REGISTRATION_TIMEOUT_MS } from "../../src/channels/feishu/login.js";
 import { LoginError } from "../../src/channels/wechat/login.js";
 import { FakeFeishu } from "../fakes/fake-feishu.js";
-import { InstantClock, ManualTimers, startFeishu, until } from "./helpers.js";
+import { InstantClock, ManualTimers, startFeishu, until, runCleanups } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await runCleanups(cleanups.splice(0).reverse());
 });
 
 async function fakeFeishu(): Promise<FakeFeishu> {

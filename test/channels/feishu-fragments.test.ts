@@ -7,12 +7,12 @@
 import assert from "node:assert/strict";
 import { afterEach, describe, it } from "node:test";
 import { MAX_FRAME_BYTES, OVERSIZED_FRAME } from "../../src/channels/feishu/socket.js";
-import { ManualTimers, startFeishu, until } from "./helpers.js";
+import { ManualTimers, startFeishu, until, runCleanups } from "./helpers.js";
 
 const MiB = 1024 * 1024;
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await runCleanups(cleanups.splice(0).reverse());
 });
 
 async function setup(timers?: ManualTimers) {

@@ -5,11 +5,11 @@ import { describe, it, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import { FakeFeishu } from "../fakes/fake-feishu.js";
 import { feishuScanLogin } from "../../src/channels/feishu/login.js";
-import { InstantClock } from "./helpers.js";
+import { InstantClock, runCleanups } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await runCleanups(cleanups.splice(0).reverse());
 });
 
 async function scan(prepare: (fake: FakeFeishu) => void): Promise<{ fake: FakeFeishu; error: Error | null; shown: string[] }> {

@@ -10,12 +10,12 @@ import { FeishuComponent, STABLE_LINK_MS } from "../../src/channels/feishu/compo
 import type { FeishuCredentials } from "../../src/channels/feishu/credentials.js";
 import { FakeFeishu } from "../fakes/fake-feishu.js";
 import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
-import { InstantClock, tempHome, until } from "./helpers.js";
+import { InstantClock, tempHome, until, runCleanups } from "./helpers.js";
 
 const OWNER = "ou_owner000000001";
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await runCleanups(cleanups.splice(0).reverse());
 });
 
 async function setup(fake: FakeFeishu, settings: Partial<AccountSettings> = {}) {

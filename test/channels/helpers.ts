@@ -174,3 +174,19 @@ export async function startFeishu(
   await comp.health.until((h) => h.state === "connected");
   return { fake, driver, comp, home };
 }
+
+/**
+ * Runs every clean-up in order, even after one fails, then throws the first failure: a home that cannot be removed
+ * must not leave a fake server open, which kept the test process alive until its 300 s timeout.
+ */
+export async function runCleanups(cleanups: Array<() => Promise<void>>): Promise<void> {
+  const failed: unknown[] = [];
+  for (const c of cleanups) {
+    try {
+      await c();
+    } catch (err) {
+      failed.push(err);
+    }
+  }
+  if (failed.length > 0) throw failed[0] instanceof Error ? failed[0] : new Error(String(failed[0]));
+}

@@ -8,11 +8,11 @@ import { afterEach, describe, it } from "node:test";
 import { PROMPT_TRUNCATED } from "../../src/channels/common/bridge.js";
 import { utf8Length } from "../../src/core/utf8.js";
 import { MAX_PROMPT_BYTES } from "../../src/protocols/scv/wire.js";
-import { startFeishu, startWechat } from "./helpers.js";
+import { startFeishu, startWechat, runCleanups } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await runCleanups(cleanups.splice(0).reverse());
 });
 
 const wechat = () => startWechat(cleanups);

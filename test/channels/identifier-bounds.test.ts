@@ -9,11 +9,11 @@ import { readFile } from "node:fs/promises";
 import { afterEach, describe, it } from "node:test";
 import { channelPaths } from "../../src/channels/common/files.js";
 import { MAX_CURSOR_BYTES, MAX_HANDLE_BYTES, MAX_ID_BYTES } from "../../src/channels/common/ids.js";
-import { startFeishu, startWechat, until } from "./helpers.js";
+import { startFeishu, startWechat, until, runCleanups } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await runCleanups(cleanups.splice(0).reverse());
 });
 
 /** A string of exactly `bytes` UTF-8 bytes, mostly two-byte characters (bounds are in bytes, not characters). */

@@ -13,11 +13,11 @@ import { parseYesNo } from "../../src/channels/common/confirm.js";
 import { MEDIA_KEEP_DAYS, OTHER_IMAGE_BYTES, pruneMedia } from "../../src/channels/common/media.js";
 import { DeliveryState, IGNORED_LIMIT, SEEN_LIMIT } from "../../src/channels/common/state.js";
 import { shapeReply, systemMessage } from "../../src/channels/common/text.js";
-import { startWechat, tempHome } from "./helpers.js";
+import { startWechat, tempHome, runCleanups } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await runCleanups(cleanups.splice(0).reverse());
 });
 
 async function stateAt(): Promise<{ path: string }> {

@@ -12,11 +12,11 @@ import { FeishuComponent } from "../../src/channels/feishu/component.js";
 import { FakeFeishu } from "../fakes/fake-feishu.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
 import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
-import { InstantClock, startWechat, tempHome } from "./helpers.js";
+import { InstantClock, startWechat, tempHome, runCleanups } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await runCleanups(cleanups.splice(0).reverse());
 });
 
 /** Another origin (127.0.0.2) that records every request it gets and answers a plausible 200. */

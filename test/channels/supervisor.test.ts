@@ -15,11 +15,11 @@ import { loadWechatCredentials, saveWechatCredentials } from "../../src/channels
 import { FakeFeishu } from "../fakes/fake-feishu.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
 import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
-import { InstantClock, tempHome, until } from "./helpers.js";
+import { InstantClock, tempHome, until, runCleanups } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await runCleanups(cleanups.splice(0).reverse());
 });
 
 describe("channel supervisor", () => {

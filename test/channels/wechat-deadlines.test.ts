@@ -6,11 +6,11 @@ import assert from "node:assert/strict";
 import { afterEach, describe, it } from "node:test";
 import { LoginError, MAX_SILENT_STATUS_CHECKS, wechatLogin } from "../../src/channels/wechat/login.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
-import { InstantClock, ManualTimers, startWechat, until } from "./helpers.js";
+import { InstantClock, ManualTimers, startWechat, until, runCleanups } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await runCleanups(cleanups.splice(0).reverse());
 });
 
 async function fakeIlink(): Promise<FakeIlink> {

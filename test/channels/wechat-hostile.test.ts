@@ -13,11 +13,11 @@ import { channelPaths } from "../../src/channels/common/files.js";
 import { SEEN_LIMIT } from "../../src/channels/common/state.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
 import type { FakeSessionDriver } from "../fakes/fake-session-driver.js";
-import { FrozenClock, ManualTimers, startWechat, until } from "./helpers.js";
+import { FrozenClock, ManualTimers, startWechat, until, runCleanups } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await runCleanups(cleanups.splice(0).reverse());
 });
 
 const exists = (p: string): Promise<boolean> => stat(p).then(() => true, () => false);

@@ -15,11 +15,11 @@ import type { WechatCredentials } from "../../src/channels/wechat/credentials.js
 import { parseLossless } from "../../src/channels/wechat/json.js";
 import { FakeIlink } from "../fakes/fake-ilink.js";
 import { FakeSessionDriver } from "../fakes/fake-session-driver.js";
-import { InstantClock, tempHome, until } from "./helpers.js";
+import { InstantClock, tempHome, until, runCleanups } from "./helpers.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await runCleanups(cleanups.splice(0).reverse());
 });
 
 async function setup(settings: Partial<AccountSettings> = {}, opts: { home?: string; fake?: FakeIlink; driver?: FakeSessionDriver } = {}) {
