@@ -116,20 +116,10 @@ export class FeishuApi {
 
   async tenantToken(): Promise<string> {
     if (this.token && this.clock.now() < this.token.expiresAt) return this.token.value;
-    const { status, body } = await timed<{ status: number; body: { code?: number; tenant_access_token?: string; expire?: number } }>(this.timers, SMALL_TIMEOUT_MS, "tenant token", async (signal) => {
-      let res: Response;
-      try {
-        res = await fetch(this.url("/open-apis/auth/v3/tenant_access_token/internal"), {
-          method: "POST",
-          headers: { "content-type": "application/json; charset=utf-8" },
-          body: JSON.stringify({ app_id: this.o.appId, app_secret: this.o.appSecret }),
-          redirect: "manual",
-          signal,
-        });
-      } catch {
-        throw new FeishuError("transport", "tenant token: connection failed");
-      }
-      return { status: res.status, body: await jsonBody(res, MAX_SMALL_BODY_BYTES, "tenant token") };
+    const { status, body } = await this.small<{ code?: number; tenant_access_token?: string; expire?: number }>("tenant token", "/open-apis/auth/v3/tenant_access_token/internal", {
+      method: "POST",
+      headers: { "content-type": "application/json; charset=utf-8" },
+      body: JSON.stringify({ app_id: this.o.appId, app_secret: this.o.appSecret }),
     });
     if (body.code !== 0 || typeof body.tenant_access_token !== "string") {
       const code = typeof body.code === "number" ? body.code : null;
@@ -190,18 +180,26 @@ export class FeishuApi {
     }
   }
 
+  /**
+   * One small JSON request (token, bot info, endpoint) on the SMALL_TIMEOUT_MS deadline, no redirect followed: its
+   * HTTP status and its JSON object; a connection failure is `<what>: connection failed`.
+   */
+  private small<T>(what: string, path: string, init: RequestInit): Promise<{ status: number; body: T }> {
+    return timed(this.timers, SMALL_TIMEOUT_MS, what, async (signal) => {
+      let res: Response;
+      try {
+        res = await fetch(this.url(path), { ...init, redirect: "manual", signal });
+      } catch {
+        throw new FeishuError("transport", `${what}: connection failed`);
+      }
+      return { status: res.status, body: (await jsonBody(res, MAX_SMALL_BODY_BYTES, what)) as T };
+    });
+  }
+
   /** The bot's own open_id; a transport failure names its HTTP status, a refusal its code and the likely cause. */
   async botOpenId(): Promise<string> {
     const token = await this.tenantToken();
-    const body = await timed<{ code?: unknown; bot?: { open_id?: unknown } }>(this.timers, SMALL_TIMEOUT_MS, "bot info", async (signal) => {
-      let res: Response;
-      try {
-        res = await fetch(this.url("/open-apis/bot/v3/info"), { headers: { authorization: `Bearer ${token}` }, redirect: "manual", signal });
-      } catch {
-        throw new FeishuError("transport", "bot info: connection failed");
-      }
-      return await jsonBody(res, MAX_SMALL_BODY_BYTES, "bot info");
-    });
+    const { body } = await this.small<{ code?: unknown; bot?: { open_id?: unknown } }>("bot info", "/open-apis/bot/v3/info", { headers: { authorization: `Bearer ${token}` } });
     if (body.code !== 0 || typeof body.bot?.open_id !== "string") {
       const code = typeof body.code === "number" ? body.code : null;
       throw new FeishuError("invalid", `bot info refused (code ${code ?? "?"}): is the bot capability enabled?`, code);
@@ -211,20 +209,10 @@ export class FeishuApi {
 
   /** `/callback/ws/endpoint`: the one-time socket URL (never logged) and the client config. */
   async endpoint(): Promise<EndpointConfig> {
-    const body = await timed<{ code?: number; data?: { URL?: string; ClientConfig?: { PingInterval?: number; ReconnectInterval?: number } } }>(this.timers, SMALL_TIMEOUT_MS, "long-connection endpoint", async (signal) => {
-      let res: Response;
-      try {
-        res = await fetch(this.url("/callback/ws/endpoint"), {
-          method: "POST",
-          headers: { "content-type": "application/json", locale: "zh" },
-          body: JSON.stringify({ AppID: this.o.appId, AppSecret: this.o.appSecret }),
-          redirect: "manual",
-          signal,
-        });
-      } catch {
-        throw new FeishuError("transport", "long-connection endpoint: connection failed");
-      }
-      return await jsonBody(res, MAX_SMALL_BODY_BYTES, "long-connection endpoint");
+    const { body } = await this.small<{ code?: number; data?: { URL?: string; ClientConfig?: { PingInterval?: number; ReconnectInterval?: number } } }>("long-connection endpoint", "/callback/ws/endpoint", {
+      method: "POST",
+      headers: { "content-type": "application/json", locale: "zh" },
+      body: JSON.stringify({ AppID: this.o.appId, AppSecret: this.o.appSecret }),
     });
     if (body.code !== 0 || typeof body.data?.URL !== "string") {
       const code = typeof body.code === "number" ? body.code : null;
