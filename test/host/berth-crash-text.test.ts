@@ -9,15 +9,13 @@ import assert from "node:assert/strict";
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import Database from "better-sqlite3";
 import { AhpClient, tempHome, until, type Json } from "./helpers.js";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { OBSERVATION_GAP_MESSAGE } from "../../src/protocols/host/managed-schema.js";
-import { daemonStarter, exited } from "./daemon-proc.js";
+import { berthTurnStarted, daemonStarter, exited } from "./daemon-proc.js";
 
 const startDaemon = daemonStarter();
-const user = (text: string): Json => ({ text, origin: { kind: "user" } });
 
 /** Whether some Berth session file (the runtime's durable store) holds `text`. */
 function runtimeHolds(home: string, text: string): boolean {
@@ -80,13 +78,7 @@ async function crashAttempt(fake: FakeProvider, first: string, second: string): 
   const d1 = await startDaemon(env, cwd);
   const { c } = await AhpClient.init(d1.h, ["ahp-root://"]);
   const session = "ahp-session:/crash-text";
-  const r = await c.request("createSession", { channel: session, provider: "berth", workingDirectories: [pathToFileURL(cwd).href] });
-  assert.equal(r.result, null, JSON.stringify(r.error));
-  const snap = (await c.request("subscribe", { channel: session })).result.snapshot;
-  if (snap.state.lifecycle !== "ready") await c.action((e) => e.channel === session && e.action.type === "session/ready", "ready", 10_000);
-  const chat: string = snap.state.defaultChat;
-  await c.request("subscribe", { channel: chat });
-  c.dispatch(chat, { type: "chat/turnStarted", turnId: "t1", startedAt: new Date().toISOString(), message: user("tell me") });
+  const chat = await berthTurnStarted(c, session, cwd, "tell me");
   // The host's checkpoint holds the head; then the tail streams, and the kill lands once the runtime's session
   // file holds it: the host's next checkpoint is a second after the tail's first change at the earliest.
   await until(() => checkpointText(home, chat).includes(first), 15_000, "the host checkpointed the head");

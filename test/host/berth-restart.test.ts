@@ -8,12 +8,11 @@ import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import Database from "better-sqlite3";
 import { AhpClient, tempHome, until, type Json } from "./helpers.js";
 import { startFakeProvider } from "../fakes/fake-provider.js";
 import { OBSERVATION_GAP_MESSAGE } from "../../src/protocols/host/managed-schema.js";
-import { daemonStarter, exited } from "./daemon-proc.js";
+import { berthTurnStarted, daemonStarter, exited } from "./daemon-proc.js";
 
 const startDaemon = daemonStarter();
 const user = (text: string): Json => ({ text, origin: { kind: "user" } });
@@ -31,13 +30,7 @@ test("berth daemon killed mid-turn: after the restart the turn ends with the con
     const d1 = await startDaemon(env, cwd);
     const { c } = await AhpClient.init(d1.h, ["ahp-root://"]);
     const session = "ahp-session:/crash";
-    const r = await c.request("createSession", { channel: session, provider: "berth", workingDirectories: [pathToFileURL(cwd).href] });
-    assert.equal(r.result, null, JSON.stringify(r.error));
-    const snap = (await c.request("subscribe", { channel: session })).result.snapshot;
-    if (snap.state.lifecycle !== "ready") await c.action((e) => e.channel === session && e.action.type === "session/ready", "ready", 10_000);
-    const chat: string = snap.state.defaultChat;
-    await c.request("subscribe", { channel: chat });
-    c.dispatch(chat, { type: "chat/turnStarted", turnId: "t1", startedAt: new Date().toISOString(), message: user("tell me") });
+    const chat = await berthTurnStarted(c, session, cwd, "tell me");
     await c.action((e) => e.channel === chat && e.action.type === "chat/responsePart" && /partial answer/.test(JSON.stringify(e.action.part)), "streamed text", 15_000);
     // The turn's checkpoint holds that text on disk (read through SQLite, as the next daemon will).
     const db = new Database(join(home, "host", "host.db"), { readonly: true, fileMustExist: true });

@@ -4,8 +4,10 @@
  * killed (SIGKILL) after the test file if still running.
  */
 import { after } from "node:test";
+import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import type { AhpClient } from "./helpers.js";
 import type { HostHandle } from "../../src/protocols/host/host.js";
 
 const bin = fileURLToPath(new URL("../../../bin/berth", import.meta.url));
@@ -43,3 +45,18 @@ export function daemonStarter(): (env: NodeJS.ProcessEnv, cwd: string) => Promis
 
 /** Resolves once `p` has exited (at once if it has). */
 export const exited = (p: ChildProcess): Promise<void> => new Promise<void>((r) => (p.exitCode !== null || p.signalCode !== null ? r() : p.once("exit", () => r())));
+
+/**
+ * Over `c`: a Berth session `session` in `cwd`, ready, with its default chat subscribed and turn `t1` started with the
+ * user's `text`; resolves with the chat's URI.
+ */
+export async function berthTurnStarted(c: AhpClient, session: string, cwd: string, text: string): Promise<string> {
+  const r = await c.request("createSession", { channel: session, provider: "berth", workingDirectories: [pathToFileURL(cwd).href] });
+  assert.equal(r.result, null, JSON.stringify(r.error));
+  const snap = (await c.request("subscribe", { channel: session })).result.snapshot;
+  if (snap.state.lifecycle !== "ready") await c.action((e) => e.channel === session && e.action.type === "session/ready", "ready", 10_000);
+  const chat: string = snap.state.defaultChat;
+  await c.request("subscribe", { channel: chat });
+  c.dispatch(chat, { type: "chat/turnStarted", turnId: "t1", startedAt: new Date().toISOString(), message: { text, origin: { kind: "user" } } });
+  return chat;
+}
