@@ -167,34 +167,25 @@ export default async (): Promise<Figure[]> => {
     });
     c.close();
 
-    const floor = await longestRender(d, browser, longAnswer(20_000), 1_000, "ui-bench-short");
-    const long = await longestRender(d, browser, longAnswer(1_000_000), 1_000, "ui-bench-long");
-    figures.push({
-      name: "ui.stream_1mb_markdown.max_render_ms",
-      value: round(long.ms),
-      unit: "ms",
-      floor: round(floor.ms),
-      floor_note: "the longest render while a 20 kB answer streams the same way",
-      chars: 1_000_000,
-      commits: long.commits,
-      max_render_streaming_ms: round(long.streamingMs),
-      loadavg_1m: round(loadavg()[0]!),
-    });
-
-    const codeFloor = await longestRender(d, browser, codeAnswer(20_000), 50, "ui-bench-code-short");
-    const code = await longestRender(d, browser, codeAnswer(1_000_000), 50, "ui-bench-code-long");
-    figures.push({
-      name: "ui.stream_1mb_code_block.max_render_ms",
-      value: round(code.ms),
-      unit: "ms",
-      floor: round(codeFloor.ms),
-      floor_note: "the longest render while a 20 kB code block streams the same way",
-      chars: 1_000_000,
-      deltas: 20_000,
-      commits: code.commits,
-      max_render_streaming_ms: round(code.streamingMs),
-      loadavg_1m: round(loadavg()[0]!),
-    });
+    // The longest render while 1 MB streams in deltas of `chunk` characters, beside the same for 20 kB (the floor).
+    const renderFigure = async (name: string, what: string, make: (chars: number) => string, chunk: number, tag: string): Promise<void> => {
+      const floor = await longestRender(d, browser, make(20_000), chunk, `${tag}-short`);
+      const long = await longestRender(d, browser, make(1_000_000), chunk, `${tag}-long`);
+      figures.push({
+        name,
+        value: round(long.ms),
+        unit: "ms",
+        floor: round(floor.ms),
+        floor_note: `the longest render while a 20 kB ${what} streams the same way`,
+        chars: 1_000_000,
+        deltas: 1_000_000 / chunk,
+        commits: long.commits,
+        max_render_streaming_ms: round(long.streamingMs),
+        loadavg_1m: round(loadavg()[0]!),
+      });
+    };
+    await renderFigure("ui.stream_1mb_markdown.max_render_ms", "answer", longAnswer, 1_000, "ui-bench");
+    await renderFigure("ui.stream_1mb_code_block.max_render_ms", "code block", codeAnswer, 50, "ui-bench-code");
   } finally {
     await browser.close();
     await d.stop();
