@@ -9,7 +9,7 @@ import { build } from "esbuild";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
-import { COLD_COMMANDS, buildColdScripts, scriptOf, trainCodeCache } from "./code-cache.mjs";
+import { COLD_COMMANDS, SPLIT_COMMANDS, buildColdScripts, restScriptOf, scriptOf, trainCodeCache } from "./code-cache.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const outdir = join(root, "dist", "cold");
@@ -58,6 +58,7 @@ try {
   process.stdout.write(`bundle: ${relative(root, outdir)}/berth-{${COLD_COMMANDS.join(",")}}.cjs and their code caches (${Date.now() - t1} ms)\n`);
 } catch (err) {
   for (const command of COLD_COMMANDS) await rm(scriptOf(command), { force: true });
+  for (const command of Object.keys(SPLIT_COMMANDS)) await rm(restScriptOf(command), { force: true });
   await rm(join(outdir, "cache"), { recursive: true, force: true });
   process.stderr.write(`bundle: no code cache (${err instanceof Error ? err.message : String(err)})\n`);
 }

@@ -36,6 +36,19 @@ export const COLD_COMMANDS = ["service", "stdio", "chat", "acp", "daemon"];
 export const scriptOf = (command) => join(coldDir, `berth-${command}.cjs`);
 
 /**
+ * The commands whose script is made in two parts, each with its own code cache: `berth-<command>.cjs`, the modules
+ * a handshake needs (the static imports of main.js, of the command's module and of the credential hand-off, ~10% of
+ * the source), and `berth-<command>.rest.cjs`, every module those import lazily. The launcher deserialises only the
+ * first before the handshake is answered, and the second when the process first imports one of its modules (the
+ * prefetch right after the handshake): V8 deserialises a code cache whole, ~3 µs per kB here, and the second part's
+ * ~600 kB cost ~2 ms that the handshake no longer waits for (docs/runtime.md, "Two scripts").
+ */
+export const SPLIT_COMMANDS = { service: "./service.js", stdio: "./stdio.js" };
+
+/** The second script of a command in SPLIT_COMMANDS. */
+export const restScriptOf = (command) => join(coldDir, `berth-${command}.rest.cjs`);
+
+/**
  * The command modules main.js loads that never run from the script of `command` (the launchers send the other
  * commands to dist/cold/main.js): the non-session commands, and the other session commands, so each script holds
  * only what its own command can reach (`berth stdio` neither the app-service server nor the terminal client, ~25%
@@ -91,16 +104,61 @@ export async function buildColdScripts() {
   await Promise.all(COLD_COMMANDS.map(buildColdScript));
 }
 
-/** Bundles the script of `command`, ended by a new build ID. */
+/** Bundles the script (SPLIT_COMMANDS: the two scripts) of `command`, ended by a new build ID. */
 async function buildColdScript(command) {
   const id = randomBytes(8).toString("hex");
-  const script = scriptOf(command);
+  const srcDir = join(root, "dist", "src");
+  const mainJs = join(srcDir, "cli", "main.js");
+  if (SPLIT_COMMANDS[command] === undefined) {
+    writeFileSync(scriptOf(command), await bundleScript(command, { entry: mainJs }, `//berth-build:${id}`));
+    return;
+  }
+  // The module graph as the whole script would bundle it; the first part is the static closure of its roots.
+  const graph = await bundleScript(command, { entry: mainJs, graph: true });
+  const rel = (abs) => relative(root, abs).split("\\").join("/");
+  const name = (abs) => relative(srcDir, abs).split("\\").join("/");
+  const core = new Set();
+  for (const queue = [mainJs, join(srcDir, "cli", SPLIT_COMMANDS[command]), join(srcDir, "cli", "handoff.js")].map(rel); queue.length > 0; ) {
+    const f = queue.pop();
+    if (core.has(f)) continue;
+    if (graph.inputs[f] === undefined) throw new Error(`${f}: not in the module graph of berth-${command}.cjs`);
+    core.add(f);
+    for (const i of graph.inputs[f].imports) if (i.kind === "import-statement" && !i.external && i.path.startsWith("dist/src/")) queue.push(i.path);
+  }
+  // What the first part imports lazily from the second: the second's entry points.
+  const lazy = new Set();
+  for (const f of core) for (const i of graph.inputs[f].imports) if (i.kind === "dynamic-import" && i.path.startsWith("dist/src/") && !core.has(i.path)) lazy.add(i.path);
+  const coreFiles = [...core];
+  const coreEntry = [
+    `export * from ${JSON.stringify(mainJs)};`,
+    ...coreFiles.map((f, k) => `import * as c${k} from ${JSON.stringify(join(root, f))};`),
+    `export const __berth_core = {${coreFiles.map((f, k) => `${JSON.stringify(name(join(root, f)))}: c${k}`).join(", ")}};`,
+  ].join("\n");
+  const restEntry = `export const __berth_rest = {${[...lazy].map((f) => `${JSON.stringify(name(join(root, f)))}: () => import(${JSON.stringify(join(root, f))})`).join(", ")}};`;
+  const inCore = (abs) => core.has(rel(abs));
+  // The first part's tail says that a second part belongs to it (the launcher checks that it is there at boot).
+  const head = await bundleScript(command, { entry: coreEntry, external: (abs) => (inCore(abs) ? undefined : `berth-rest:${name(abs)}`) }, `//berth-build:${id} rest`);
+  const rest = await bundleScript(command, { entry: restEntry, external: (abs) => (inCore(abs) ? `berth-core:${name(abs)}` : undefined) }, `//berth-build:${id}`);
+  if (/\brequire\("berth-rest:/.test(head)) throw new Error(`berth-${command}.cjs: its first part imports a module of the second statically`);
+  writeFileSync(scriptOf(command), head);
+  writeFileSync(restScriptOf(command), rest);
+}
+
+/**
+ * One script of `command` as text, or (`graph`) the esbuild metafile of the whole script. `entry`: main.js's path, or
+ * the source of an entry module. `external(abs)`: the specifier one of our modules is left to at run time
+ * (`berth-rest:<name>`, imported lazily from the second part; `berth-core:<name>`, required from the first), or
+ * undefined to bundle it.
+ */
+async function bundleScript(command, { entry, graph = false, external = () => undefined }, footer = "") {
   const NOT_COLD = notCold(command);
   const srcDir = join(root, "dist", "src");
   const mainJs = join(srcDir, "cli", "main.js");
   const result = await build({
-    entryPoints: [mainJs],
-    outfile: script,
+    ...(entry === mainJs ? { entryPoints: [mainJs] } : { stdin: { contents: entry, resolveDir: srcDir, loader: "js", sourcefile: "berth-entry.js" } }),
+    outfile: scriptOf(command),
+    absWorkingDir: root,
+    metafile: graph,
     bundle: true,
     format: "cjs",
     platform: "node",
@@ -110,7 +168,7 @@ async function buildColdScript(command) {
     minifyIdentifiers: true,
     logLevel: "error",
     banner: { js: "(function (exports, require, module, __filename, __dirname, __berth_url, __berth_import) {" },
-    footer: { js: `})\n//berth-build:${id}` },
+    footer: { js: `})\n${footer}` },
     write: false,
     plugins: [
       {
@@ -135,6 +193,12 @@ async function buildColdScript(command) {
             }
             return undefined;
           });
+          // Our own modules on either side of a split script (SPLIT_COMMANDS).
+          b.onResolve({ filter: /^\.\.?\// }, (args) => {
+            if (!args.resolveDir.startsWith(srcDir)) return undefined;
+            const spec = external(join(args.resolveDir, args.path));
+            return spec === undefined ? undefined : { path: spec, external: true };
+          });
           b.onLoad({ filter: /.*/, namespace: "not-cold" }, (args) => ({
             contents: `throw new Error(${JSON.stringify(`berth: ${args.path} is not in dist/cold/berth-${command}.cjs; the launcher runs that command from dist/cold/main.js`)});`,
             loader: "js",
@@ -157,16 +221,18 @@ async function buildColdScript(command) {
   });
   // esbuild leaves some non-ASCII (a regular expression's literal characters); one escaped is the same JavaScript
   // in strings, templates without String.raw, regular expressions and identifiers, and keeps the source one-byte.
+  if (graph) return result.metafile;
   let text = result.outputFiles[0].text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
   // A dynamic import() left in the script (built-ins loaded on demand, e.g. node:child_process for `bash`) would need
   // vm's importModuleDynamically, which functions restored from a code cache lose (ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING);
   // the script requires them instead, as lazily (each such use takes named exports only), and imports the modules
   // LEFT_TO_ESM through `__berth_import`, the launcher's own import().
   text = text.replace(/\bimport\("berth-esm:([^"\\]+)"\)/g, (_, mod) => `__berth_import(new URL(${JSON.stringify(`../src/${mod}`)}, __berth_url).href)`);
+  // The second part of a split script, which the launcher loads on the first such import.
+  text = text.replace(/\bimport\(("berth-rest:[^"\\]+")\)/g, "__berth_import($1)");
   text = text.replace(/\bimport\(("[^"\\]+")\)/g, "Promise.resolve().then(() => require($1))");
-  if (/\bimport\(/.test(text)) throw new Error(`${relative(root, script)}: a dynamic import() with a computed specifier cannot go into the CommonJS script`);
-  writeFileSync(script, text);
-
+  if (/\bimport\(/.test(text)) throw new Error(`berth-${command}: a dynamic import() with a computed specifier cannot go into the CommonJS script`);
+  return text;
 }
 
 /** A loopback OpenAI Chat Completions endpoint answering every request with a short streamed text. */

@@ -5,6 +5,7 @@
  * it refuses `session.start` with `internal_error` (and a diagnostic line) instead of failing the handshake.
  */
 import type { Writable } from "node:stream";
+import { buildProblem } from "../core/build-problem.js";
 import type { EnvLike } from "../store/home.js";
 import { CLEANUP_GRACE_MS, SEND_TIMEOUT_MS, type ScvServerDeps } from "../protocols/scv/connection.js";
 import { packageVersion } from "./process-io.js";
@@ -48,7 +49,7 @@ export function lazyScvDeps(o: ScvDepsOptions): { deps: ScvServerDeps; preloadAf
       try {
         real = await build();
       } catch (err) {
-        o.log(`the session host could not start (${err instanceof Error ? err.name : "error"})`);
+        o.log(`the session host could not start (${buildProblem(err) ?? (err instanceof Error ? err.name : "error")})`);
         return { code: "internal_error", message: "the session host could not start; see stderr", request_id: msg.request_id };
       }
       return real.deps.openSession(msg, out);

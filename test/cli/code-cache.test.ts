@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { startFakeProvider, type FakeProvider } from "../fakes/fake-provider.js";
 import { REPO_ROOT } from "../helpers/paths.js";
-import { COLD, bundled, cachePath, packageCopy } from "../helpers/package-copy.js";
+import { COLD, bundled, cachePath, packageCopy, restCachePath, restScriptPath } from "../helpers/package-copy.js";
 
 const CACHE = cachePath;
 
@@ -79,12 +79,28 @@ test("the build made a code cache for each session command and the daemon, for t
   for (const command of ["service", "stdio", "chat", "acp", "daemon"]) {
     assert.ok(existsSync(CACHE(REPO_ROOT, command)), `no ${command} cache for ${process.version}`);
     const script = readFileSync(join(COLD, `berth-${command}.cjs`), "latin1");
-    const id = /\/\/berth-build:([0-9a-f]{16})\s*$/.exec(script.slice(-64))?.[1];
+    const split = command === "service" || command === "stdio";
+    const tail = /\/\/berth-build:([0-9a-f]{16})( rest)?\s*$/.exec(script.slice(-64));
+    const id = tail?.[1];
     assert.ok(id !== undefined, `${command}: the script ends with its build ID`);
     ids.add(id);
     assert.equal(readFileSync(CACHE(REPO_ROOT, command)).toString("latin1", 0, 16), id, `${command}: its cache names its own script's build`);
     assert.ok(!/[^\x00-\x7f]/.test(script), `${command}: the script is ASCII (a one-byte source string)`);
-    assert.equal(script.includes('require("better-sqlite3")'), command === "daemon", `${command}: the daemon's SQLite is in the daemon's script only`);
+    // The session doors' scripts come in two parts: what a handshake needs, and the rest (loaded after it).
+    assert.equal(tail?.[2] !== undefined, split, `${command}: ${split ? "a" : "no"} second part named in its tail`);
+    assert.equal(existsSync(restScriptPath(REPO_ROOT, command)), split, `${command}: ${split ? "a" : "no"} second part`);
+    let whole = script;
+    if (split) {
+      const rest = readFileSync(restScriptPath(REPO_ROOT, command), "latin1");
+      assert.equal(/\/\/berth-build:([0-9a-f]{16})\s*$/.exec(rest.slice(-64))?.[1], id, `${command}: the second part is of the same build`);
+      assert.equal(readFileSync(restCachePath(REPO_ROOT, command)).toString("latin1", 0, 16), id, `${command}: the second part's cache names that build`);
+      assert.ok(!/[^\x00-\x7f]/.test(rest), `${command}: the second part is ASCII`);
+      assert.ok(script.length * 4 < rest.length, `${command}: the first part is the small one (${script.length} against ${rest.length} bytes)`);
+      assert.doesNotMatch(script, /require\("berth-rest:/, `${command}: the first part imports the second lazily only`);
+      assert.match(rest, /require\("berth-core:/, `${command}: the second part uses the first's modules, not copies`);
+      whole += rest;
+    }
+    assert.equal(whole.includes('require("better-sqlite3")'), command === "daemon", `${command}: the daemon's SQLite is in the daemon's script only`);
     // Each script holds its own command only: the other commands' modules are left out (a stub in their place).
     for (const [other, module] of [["service", "./service.js"], ["stdio", "./stdio.js"], ["chat", "./chat/index.js"], ["acp", "./acp.js"], ["daemon", "./daemon.js"]] as const) {
       const stub = `berth: ${module} is not in dist/cold/berth-${command}.cjs`;
@@ -146,6 +162,18 @@ test("a missing, foreign, stale or corrupt cache or script falls back to the mod
         writeFileSync(file, "}}}" + readFileSync(file, "latin1"));
       }, "boot esm (script failed to compile)"],
       ["deleted script", (r) => rmSync(join(r, "dist", "cold", "berth-stdio.cjs")), "boot esm (no code cache)"],
+      // The second part of the script, and its cache: checked at boot (present, regular, of this build).
+      ["deleted second part", (r) => rmSync(restScriptPath(r, "stdio")), "boot esm (no code cache)"],
+      ["second part of another build", (r) => {
+        const file = restScriptPath(r, "stdio");
+        writeFileSync(file, readFileSync(file, "latin1").replace(/berth-build:[0-9a-f]{16}/, "berth-build:0123456789abcdef"), "latin1");
+      }, "boot esm (no code cache)"],
+      ["deleted second part's cache", (r) => rmSync(restCachePath(r, "stdio")), "boot esm (no code cache)"],
+      ["second part's cache of another build", (r) => {
+        const data = readFileSync(restCachePath(r, "stdio"));
+        data.write("0123456789abcdef", 0, "latin1");
+        writeFileSync(restCachePath(r, "stdio"), data);
+      }, "boot esm (no code cache)"],
     ];
     for (const [name, damage, boot] of cases) {
       const root = fresh();

@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, tru
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { bundled, cachePath, packageCopy } from "../helpers/package-copy.js";
+import { bundled, cachePath, packageCopy, restCachePath, restScriptPath } from "../helpers/package-copy.js";
 
 const CACHE = (root: string): string => cachePath(root, "stdio");
 
@@ -78,6 +78,10 @@ test("a cache or script that is a FIFO, a device or a huge file falls back quiet
         rmSync(CACHE(r));
         mkdirSync(CACHE(r));
       }],
+      ["the second part's cache a symlink to /dev/zero", (r) => {
+        rmSync(restCachePath(r, "stdio"));
+        symlinkSync("/dev/zero", restCachePath(r, "stdio"));
+      }],
     ];
     if (mkfifo) {
       cases.push(["the cache a symlink to a FIFO", (r) => {
@@ -90,6 +94,10 @@ test("a cache or script that is a FIFO, a device or a huge file falls back quiet
         const script = join(r, "dist", "cold", "berth-stdio.cjs");
         rmSync(script);
         assert.equal(spawnSync("mkfifo", [script]).status, 0);
+      }]);
+      cases.push(["the script's second part a FIFO", (r) => {
+        rmSync(restScriptPath(r, "stdio"));
+        assert.equal(spawnSync("mkfifo", [restScriptPath(r, "stdio")]).status, 0);
       }]);
     } else t.diagnostic("mkfifo not found: the FIFO cases are skipped");
     for (const [name, damage] of cases) {

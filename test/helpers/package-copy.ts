@@ -20,6 +20,13 @@ export const bundled = (): boolean =>
 export const cachePath = (root: string, command: string, version = process.version): string =>
   join(root, "dist", "cold", "cache", `${command}-${version}-${process.arch}.bin`);
 
+/** The code cache of the second part of a split command's script (scripts/code-cache.mjs, SPLIT_COMMANDS). */
+export const restCachePath = (root: string, command: string): string =>
+  join(root, "dist", "cold", "cache", `${command}-${process.version}-${process.arch}.rest.bin`);
+
+/** The second part of a split command's script. */
+export const restScriptPath = (root: string, command: string): string => join(root, "dist", "cold", `berth-${command}.rest.cjs`);
+
 /** A fresh copy of the package under a temporary directory whose name starts with `prefix`. */
 export function packageCopy(prefix: string): string {
   const root = mkdtempSync(join(tmpdir(), prefix));

@@ -14,6 +14,7 @@
  *   with one diagnostic line on stderr.
  */
 import { mark } from "../../runtime/debug-timing.js";
+import { buildProblem } from "../../core/build-problem.js";
 import type { Readable, Writable } from "node:stream";
 import { LIMITS } from "./limits.js";
 import { wireError, type ErrorCode } from "./errors.js";
@@ -190,8 +191,8 @@ export class AppServiceServer {
     if (d === undefined && this.lazy.has(req.method)) {
       try {
         await this.load(this.lazy.get(req.method)!.index);
-      } catch {
-        this.opts.log(`berth service: loading ${req.method} failed`);
+      } catch (err) {
+        this.opts.log(`berth service: loading ${req.method} failed${buildProblem(err) !== undefined ? `: ${buildProblem(err)}` : ""}`);
         return this.respondError(ids, "internal_error");
       }
       d = this.methods.get(req.method);
