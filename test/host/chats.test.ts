@@ -285,3 +285,19 @@ test("a session's status is its chats' most pressing: a turn running, then faile
     c.close();
     be.close();
   }));
+
+test("fetchTurns while the chat's backend is away says so and to retry once it reconnects; a v2 backend cannot page", () =>
+  withHost(async (h) => {
+    const { be, reg } = await FakeBackend.session(h, { protocolVersion: 3, sourceId: "paged-away", chatCapabilities: { pagedHistory: true }, historyNextCursor: "cur", history: [{ id: "b", userText: "u" }] });
+    const { c } = await AhpClient.init(h, [reg.chat]);
+    be.close();
+    await until(() => h.state.sessions.get(reg.session)?.route === undefined, 3000, "the route gone");
+    const away = await c.request("fetchTurns", { channel: reg.chat, cursor: "cur" });
+    assert.equal(away.error?.message, "the chat's backend is not connected, so nothing was sent: retry once it reconnects");
+    const { be: v2, reg: reg2 } = await FakeBackend.session(h, { protocolVersion: 2, sourceId: "paged-away" });
+    assert.equal(reg2.session, reg.session);
+    const old = await c.request("fetchTurns", { channel: reg.chat, cursor: "cur" });
+    assert.equal(old.error?.message, "the chat's backend speaks backend protocol v2, which cannot page history (fetch_turns needs v3 or later): update the backend");
+    c.close();
+    v2.close();
+  }));

@@ -8,9 +8,9 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { AhpClient, FakeBackend, withHost, type Json } from "./helpers.js";
+import { AhpClient, FakeBackend, until, withHost, type Json } from "./helpers.js";
 import { reduceChat, reduceSession, type Chat, type SessionState } from "../../src/client/ahp/reducer.js";
-import { CLIENT_LEFT, MAX_ACTIVE_CLIENT_BYTES, MAX_CLIENT_TOOLS } from "../../src/protocols/host/client-tools.js";
+import { CLIENT_LEFT, MAX_ACTIVE_CLIENT_BYTES, MAX_CLIENT_TOOLS, NOT_CONNECTED_CALL, REPLACED_CALL } from "../../src/protocols/host/client-tools.js";
 import type { HostHandle } from "../../src/protocols/host/host.js";
 
 const CLIP = { name: "read_clipboard", title: "Read clipboard", description: "Reads the user's clipboard", inputSchema: { type: "object", properties: {} } };
@@ -312,5 +312,51 @@ test("client tools: on a multiplexed (v8) route, commands carry the logical rout
     assert.deepEqual(c.invalid, []);
     c.close();
     be.close();
+  });
+});
+
+test("client tools: a result while the requesting backend is away is refused with why and the fix; once it is back, the retry goes through", async () => {
+  await withHost(async (h) => {
+    const { be, reg, ev } = await setup(h);
+    const a = await client(h, reg, "ca");
+    await echo(a, "ca", a.dispatch(reg.session, { type: "session/activeClientSet", activeClient: { clientId: "ca", tools: [CLIP] } }));
+    ev({ type: "user_message", text: "go", turnId: "t1" });
+    ev({ type: "client_tool_requested", toolCallId: "ct1", toolName: "read_clipboard" });
+    await a.action((x) => x.action.type === "session/inputNeededSet");
+    be.close();
+    await until(() => h.state.sessions.get(reg.session)?.route === undefined, 3000, "the route gone");
+    const result = { success: true, pastTenseMessage: "Read the clipboard" };
+    const s1 = a.dispatch(reg.chat, { type: "chat/toolCallComplete", turnId: "t1", toolCallId: "ct1", result });
+    assert.equal((await echo(a, "ca", s1)).rejectionReason, NOT_CONNECTED_CALL);
+
+    // The same instance registers again: the retry reaches it.
+    const back = await FakeBackend.session(h, { protocolVersion: 4, sourceId: "ct-src", toolCapabilities: { clientTools: true } });
+    assert.equal(back.reg.session, reg.session);
+    const s2 = a.dispatch(reg.chat, { type: "chat/toolCallComplete", turnId: "t1", toolCallId: "ct1", result });
+    const cmd = await back.be.next((f) => f.type === "command" && f.command.type === "complete_client_tool");
+    assert.deepEqual(cmd.command, { type: "complete_client_tool", turnId: "t1", toolCallId: "ct1", result });
+    back.be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
+    assert.equal((await echo(a, "ca", s2)).rejectionReason, undefined);
+    a.close();
+    back.be.close();
+  });
+});
+
+test("client tools: a result for a call another instance of the backend requested is refused: nothing to retry", async () => {
+  await withHost(async (h) => {
+    const { be, reg, ev } = await setup(h);
+    const a = await client(h, reg, "ca");
+    await echo(a, "ca", a.dispatch(reg.session, { type: "session/activeClientSet", activeClient: { clientId: "ca", tools: [CLIP] } }));
+    ev({ type: "user_message", text: "go", turnId: "t1" });
+    ev({ type: "client_tool_requested", toolCallId: "ct1", toolName: "read_clipboard" });
+    await a.action((x) => x.action.type === "session/inputNeededSet");
+    be.close();
+    await until(() => h.state.sessions.get(reg.session)?.route === undefined, 3000, "the route gone");
+    const next = await FakeBackend.session(h, { protocolVersion: 4, sourceId: "ct-src", instanceId: "inst-2", toolCapabilities: { clientTools: true } });
+    assert.equal(next.reg.session, reg.session);
+    const seq = a.dispatch(reg.chat, { type: "chat/toolCallComplete", turnId: "t1", toolCallId: "ct1", result: { success: true, pastTenseMessage: "Read the clipboard" } });
+    assert.equal((await echo(a, "ca", seq)).rejectionReason, REPLACED_CALL);
+    a.close();
+    next.be.close();
   });
 });

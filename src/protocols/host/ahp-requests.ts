@@ -138,7 +138,8 @@ export async function fetchTurns(st: HostState, params: Json): Promise<Json> {
   if (cursor === undefined) return {};
   if (typeof cursor !== "string" || cursor !== chat.nextCursor) throw new RpcError(ErrorCodes.InvalidParams, "unrecognised cursor");
   const route = s.route;
-  if (!route || route.version < 3) throw new RpcError(ErrorCodes.InternalError, "backend cannot page history");
+  if (!route) throw new RpcError(ErrorCodes.InternalError, `the chat's backend is not connected, so nothing was sent: retry once it reconnects`);
+  if (route.version < 3) throw new RpcError(ErrorCodes.InternalError, `the chat's backend speaks backend protocol v${route.version}, which cannot page history (fetch_turns needs v3 or later): update the backend`);
   const o = await routeCommand(st, s, chat.uri, { type: "fetch_turns", chat: chat.uri, cursor });
   if (o.kind !== "accepted") throw new RpcError(ErrorCodes.InternalError, `fetchTurns failed: ${o.kind !== "rejected" ? "indeterminate" : o.notSent ? hostRefused(o.error) : o.error}`, { outcome: o.kind });
   return {};

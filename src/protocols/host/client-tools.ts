@@ -39,6 +39,12 @@ export const MAX_TOOL_ACTION_BYTES = 1024 * 1024;
 /** A client's leaving, as the failure message the backend and every client read. */
 export const CLIENT_LEFT = "the client executing this tool left the session";
 
+/** A tool call's content or result while the backend instance that requested it is not connected. */
+export const NOT_CONNECTED_CALL = `the backend that requested this tool call is not connected, so nothing was sent: retry once it reconnects (the turn ends if a new instance of the backend takes the session over)`;
+
+/** … while another instance of the backend serves the session: it never asked for the call, and ends that turn. */
+export const REPLACED_CALL = "a new instance of the backend now serves this session and did not request this tool call, so nothing was sent and a retry cannot be: the new instance ends the turn the call belonged to";
+
 const id = z.string().min(1).max(512);
 const meta = z.record(z.string(), z.unknown()).optional();
 const Schema = z.object({ type: z.literal("object") }).passthrough();
@@ -330,8 +336,12 @@ export function clientToolAction(st: HostState, s: SessionModel, chat: ChatModel
     reject("a result for this tool call is already waiting for the backend");
     return true;
   }
-  if (!s.route || s.route.instanceId !== call.instanceId) {
-    reject("the backend that requested this tool call is not connected (nothing was sent)");
+  if (!s.route) {
+    reject(NOT_CONNECTED_CALL);
+    return true;
+  }
+  if (s.route.instanceId !== call.instanceId) {
+    reject(REPLACED_CALL);
     return true;
   }
   const a = p.data as Json;
