@@ -15,6 +15,10 @@
  * fresh state root that one earlier spawn already initialised (handshake + session, no prompt), as the shared peers
  * harness does, so one-time setup is not counted. The floor host is vendored below (the reference host of the peers
  * harness, trimmed): one process, NDJSON on stdio, one POST per prompt, each SSE delta relayed as one line.
+ * Berth is configured as the shared peers harness's Berth adapter configures it (its `settings.json` declares the fake
+ * provider with `api_key_env`, the key is in the environment, `MC_PROVIDER` / `MC_MODEL` select it), so the launcher's
+ * credential hand-off runs as it does for most users (it costs ~0.4 ms of `ready_ms`; until the twenty-sixth pass
+ * this bench used `auth: "none"` and no key).
  * Targets: first delta ≤ 2× floor, turn ≤ 1.5×, session create ≤ 10 ms, ready ≤ 1.1×, peak RSS ≤ 1.3×.
  * A session is answered once its file is durable (the file's data and its directory entry fsynced, concurrently), so
  * the session figures carry `disk_sync_ms`: the median time of that same pair of fsyncs on a new 300-byte file in
@@ -281,11 +285,13 @@ export default async function (): Promise<Figure[]> {
     if (process.env["BENCH_CODE_CACHE"] === "0") base["BERTH_CODE_CACHE"] = "0";
     const homeFor = (): string => {
       const home = mkdtempSync(join(tmpdir(), "bench-peers-"));
-      const def = { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, auth: "none", models: [{ id: "fake-model", context_window: 200000 }] };
-      writeFileSync(join(home, "settings.json"), JSON.stringify({ providers: { fake: def }, provider: "fake", model: "fake-model" }));
+      // As the shared harness's Berth adapter configures it: a custom provider whose key comes from the environment
+      // (so the launcher's credential hand-off runs, as for most users), selected by MC_PROVIDER / MC_MODEL.
+      const def = { api: "openai-chat", base_url: `${fake.baseUrl}/v1`, api_key_env: "FAKE_API_KEY", models: [{ id: "fake-model", context_window: 200000 }] };
+      writeFileSync(join(home, "settings.json"), JSON.stringify({ providers: { fake: def } }));
       return home;
     };
-    const envFor = (home: string): NodeJS.ProcessEnv => ({ ...base, MC_HOME: home, FLOOR_LLM_URL: `${fake.baseUrl}/v1/chat/completions` });
+    const envFor = (home: string): NodeJS.ProcessEnv => ({ ...base, MC_HOME: home, MC_PROVIDER: "fake", MC_MODEL: "fake-model", FAKE_API_KEY: "fake-key", FLOOR_LLM_URL: `${fake.baseUrl}/v1/chat/completions` });
     const runs: Record<string, Run[]> = { floor: [], service: [], stdio: [] };
     const diskSync: number[] = [];
     for (let i = 0; i < RUNS; i++) {
