@@ -134,13 +134,23 @@ export interface Fence {
   char: "`" | "~";
   length: number;
   info: string;
+  /** The spaces it is indented by (after a quote's `>`): as many are removed from each line of its code. */
+  indent: number;
 }
 
-/** How many spaces `line` starts with, if 3 at most (CommonMark's indentation of a fence); -1 for 4 or more. */
-function fenceIndent(line: string): number {
+/** A fence that is open, and where it opened (`FenceFinder`). */
+export interface OpenFence extends Fence {
+  /** In a list item: the item's content column (a closing fence may be indented 3 more); 0 outside any item. */
+  nest: number;
+  /** In a block quote: its lines are quoted lines (`>`), and a line that is not one ends the block. */
+  quoted: boolean;
+}
+
+/** How many spaces `line` starts with, up to `max + 1` (more than `max`: too many). Tabs are not indentation. */
+function spaces(line: string, max: number): number {
   let i = 0;
-  while (i < 4 && line.charCodeAt(i) === 32) i++;
-  return i === 4 ? -1 : i;
+  while (i <= max && line.charCodeAt(i) === 32) i++;
+  return i;
 }
 
 /** The run of `line[at]` from `at`: its end. */
@@ -152,30 +162,124 @@ function runEnd(line: string, at: number): number {
 }
 
 /**
- * The code fence that `line` (without its line ending) opens, or null: up to 3 spaces of indentation (a tab or a
- * fourth space makes it indented text), 3 or more backticks or tildes, then the info string, in which a backtick
- * fence allows no backtick (`` ``` a`b `` is a paragraph with a code span). Linear in the line.
+ * The code fence that `line` (without its line ending) opens, or null: up to `maxIndent` spaces of indentation (3
+ * at the top level: a tab or a fourth space makes it indented text), 3 or more backticks or tildes, then the info
+ * string, in which a backtick fence allows no backtick (`` ``` a`b `` is a paragraph with a code span). Linear in
+ * the line.
  */
-export function fenceOpening(line: string): Fence | null {
-  const at = fenceIndent(line);
-  if (at === -1) return null;
+export function fenceOpening(line: string, maxIndent = 3): Fence | null {
+  const at = spaces(line, maxIndent);
+  if (at > maxIndent) return null;
   const char = line[at];
   if (char !== "`" && char !== "~") return null;
   const end = runEnd(line, at);
   if (end - at < 3) return null;
   const info = line.slice(end).trim();
   if (char === "`" && info.includes("`")) return null;
-  return { char, length: end - at, info };
+  return { char, length: end - at, info, indent: at };
 }
 
+/** Where a quoted line's text starts (after its `>` and one space), or -1 for a line that is not quoted. */
+export function quoteStart(line: string): number {
+  const m = QUOTE_PREFIX.exec(line);
+  return m === null ? -1 : m[0].length;
+}
+const QUOTE_PREFIX = /^\s*> ?/;
+
 /**
- * Whether `line` closes `fence`: up to 3 spaces of indentation, a run of the fence's character at least as long as
- * the fence's, and nothing after it but spaces and tabs. So ```` ```js ```` (an info string), three backticks in a
- * fence of four, and `~~~` in a backtick fence are code, as in CommonMark.
+ * Whether `line` closes `fence`: a run of the fence's character at least as long as the fence's, indented 3 spaces
+ * at most (in a list item: the item's content column and 3 more, at most; in a quote: after its `>`), and nothing
+ * after it but spaces and tabs. So ```` ```js ```` (an info string), three backticks in a fence of four, and `~~~`
+ * in a backtick fence are code, as in CommonMark. A quoted fence's line that is not quoted ends the block too:
+ * `FenceFinder` callers test that first (`quoteStart`), since that line is then read again outside the block.
  */
-export function closesFence(line: string, fence: Fence): boolean {
-  const at = fenceIndent(line);
-  if (at === -1 || line[at] !== fence.char) return false;
+export function closesFence(line: string, fence: Fence & Partial<OpenFence>): boolean {
+  if (fence.quoted) {
+    const q = quoteStart(line);
+    if (q === -1) return false;
+    line = line.slice(q);
+  }
+  const max = (fence.nest ?? 0) + 3;
+  const at = spaces(line, max);
+  if (at > max || line[at] !== fence.char) return false;
   const end = runEnd(line, at);
   return end - at >= fence.length && /^[ \t]*$/.test(line.slice(end));
+}
+
+/** A line of `fence`'s code: without its quote's `>` and up to as many leading spaces as the opening fence had. */
+export function fenceCode(line: string, fence: OpenFence): string {
+  if (fence.quoted) {
+    const q = quoteStart(line);
+    if (q !== -1) line = line.slice(q);
+  }
+  return fence.indent === 0 ? line : line.slice(Math.min(fence.indent, spaces(line, fence.indent)));
+}
+
+/** `fenceCode` of each line of `text` (lines ending in LF), as one text. */
+export function fenceCodeText(text: string, fence: OpenFence): string {
+  if (fence.indent === 0 && !fence.quoted) return text;
+  return text
+    .split("\n")
+    .map((l) => fenceCode(l, fence))
+    .join("\n");
+}
+
+/** The content columns of the list items a line may still be in, innermost first; never changed, so shared by copies. */
+interface Items {
+  col: number;
+  outer: Items | null;
+}
+const ITEM = /^(\s*)([-*+]|\d+[.)])(\s+)/;
+const RULE = /^\s*([-*_])(\s*\1){2,}\s*$/;
+
+/**
+ * Finds the fences that open outside a fenced block, fed every such line in order (never the lines of a block), as
+ * both renderers read them: a pragmatic subset of CommonMark's containers.
+ * - A list item (`-`, `*`, `+`, `1.`, `1)` and 1 to 4 spaces) has a content column: where its text starts (with 5 or
+ *   more spaces, one column after its marker). Items are kept as a stack by column: a later item closes the items
+ *   its marker is not inside; any other line that is not blank closes the items it is indented less than (a blank
+ *   line closes none). A fence indented from the innermost open item's content column up to 3 spaces more opens
+ *   in that item (more is indented text); with no item open, up to 3 spaces.
+ * - A quoted line (`>` after any indentation, then one optional space) whose rest opens a fence (by the top-level
+ *   rule) opens a quoted fence. One level of quote: `> > ` holds no fence.
+ * Each line costs its length (its indentation is counted once), and each item is pushed and popped once: linear in
+ * the text whatever its shape. The state is one pointer, so `copy` is free (the web UI copies it every frame).
+ */
+export class FenceFinder {
+  private items: Items | null = null;
+
+  copy(): FenceFinder {
+    const f = new FenceFinder();
+    f.items = this.items;
+    return f;
+  }
+
+  /** The fence `line` opens, or null; notes the list items it opens or closes. */
+  opens(line: string): OpenFence | null {
+    const q = quoteStart(line);
+    if (/^\s*$/.test(line)) return null;
+    const ind = spaces(line, Infinity);
+    const item = q === -1 ? ITEM.exec(line) : null;
+    if (item && !RULE.test(line)) {
+      this.close(item[1]!.length);
+      const gap = item[3]!;
+      const rest = line.length > item[0].length;
+      const col = item[1]!.length + item[2]!.length + (rest && gap.length <= 4 && /^ +$/.test(gap) ? gap.length : 1);
+      this.items = { col, outer: this.items };
+      return null;
+    }
+    this.close(ind);
+    if (q !== -1) {
+      const f = fenceOpening(line.slice(q));
+      return f && { ...f, nest: 0, quoted: true };
+    }
+    const nest = this.items?.col ?? 0;
+    const f = fenceOpening(line, nest + 3);
+    return f && { ...f, nest, quoted: false };
+  }
+
+  /** Closes the items whose content is indented more than `indent`. */
+  private close(indent: number): void {
+    while (this.items !== null && this.items.col > indent) this.items = this.items.outer;
+  }
 }
