@@ -6,7 +6,7 @@
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { MAX_COLUMN_WIDTH, MarkdownStream, renderMarkdown } from "../../src/cli/chat/markdown.js";
+import { MAX_CODE_INDENT, MAX_COLUMN_WIDTH, MarkdownStream, renderMarkdown } from "../../src/cli/chat/markdown.js";
 import { turnEvents } from "../../src/cli/chat/turn-events.js";
 import { liveAnswerOn } from "./live-rig.js";
 import { VTerm } from "./vterm.js";
@@ -219,5 +219,100 @@ describe("terminal markdown: code fences (CommonMark's opening and closing rules
         assert.deepEqual(await t.lines(), want, `${name} (deltas of ${size})`);
         t.screen.stop();
       }
+  });
+});
+
+describe("terminal markdown: code fences in list items and quotes, and indented fences", () => {
+  /** Markdown, the screen it shows without colour, and a line of code and its styled form with colour. */
+  const cases: Array<[string, string, string[], [string, string]]> = [
+    [
+      "an ordered item's fence indented 4 spaces: its code loses them, and the list goes on after it",
+      "1. Install it:\n    ```bash\n    npm install berth  # once\n      --global\n    ```\n2. Run it.",
+      ["1. Install it:", "     ┌─ bash", "     │ npm install berth  # once", "     │   --global", "     └─", "2. Run it."],
+      ["# once", "\x1b[2;3m# once\x1b[22;23m"],
+    ],
+    [
+      "a fence in a nested bullet item, then the outer list",
+      "- a\n  - b\n    ```js\n    let x = 1;\n    ```\n- c",
+      ["• a", "  • b", "      ┌─ js", "      │ let x = 1;", "      └─", "• c"],
+      ["let", "\x1b[35mlet\x1b[39m"],
+    ],
+    [
+      "`10. ` and `1.  ` markers, and a blank line between an item and its fence",
+      "10. ten\n    ```\n    x\n    ```\n1.  one\n\n    ~~~py\n    y = 2\n    ~~~\n\n2. two",
+      ["10. ten", "      ┌─", "      │ x", "      └─", "1. one", "", "      ┌─ py", "      │ y = 2", "      └─", "", "2. two"],
+      ["2", "\x1b[33m2\x1b[39m"],
+    ],
+    [
+      "a fence in a block quote: its lines without `> `, closed by a quoted fence",
+      "> ```js\n> let a = 1;\n>   b\n> ```\n> said\nafter",
+      ["▌ ┌─ js", "▌ │ let a = 1;", "▌ │   b", "▌ └─", "▌ said", "after"],
+      ["let", "\x1b[35mlet\x1b[39m"],
+    ],
+    [
+      "a quoted fence ends with the quote: a line without `>`",
+      "> ```\n> x\nafter\n```\ncode",
+      ["▌ ┌─", "▌ │ x", "▌ └─", "after", "  ┌─", "  │ code"],
+      ["x", "x"],
+    ],
+    [
+      "a top-level fence indented 2 spaces: its lines lose up to 2 spaces",
+      "  ```py\n  x = 1\n    y\n z\n  ```\nafter",
+      ["  ┌─ py", "  │ x = 1", "  │   y", "  │ z", "  └─", "after"],
+      ["1", "\x1b[33m1\x1b[39m"],
+    ],
+    [
+      "still text: a fence 4 spaces past an item's content, or after the list ended",
+      "- a\n       ```\nb\n    ```\nc",
+      ["• a", "       ```", "b", "    ```", "c"],
+      ["b", "b"],
+    ],
+  ];
+
+  it("whole (-p): every case shows its code, de-indented and highlighted, and its prose where they are", async () => {
+    for (const [name, md, want, [code, styled]] of cases) {
+      assert.deepEqual(await shown(renderMarkdown(md, false)), want, name);
+      assert.ok(renderMarkdown(md, true).includes(styled), `${name}: ${JSON.stringify(renderMarkdown(md, true))}`);
+      assert.ok(want.some((l) => l.includes(code)), name);
+    }
+  });
+
+  it("interactive: the same screens, streamed cut at every line boundary (before and after each line break)", async () => {
+    for (const [name, md, want] of cases) {
+      const cuts = [...md.matchAll(/\n/g)].flatMap((m) => [m.index, m.index + 1]);
+      for (const at of cuts) {
+        const t = chatAnswer(60, 40);
+        t.stream([md.slice(0, at), md.slice(at)]);
+        t.complete(md);
+        assert.deepEqual(await t.lines(), want, `${name} (cut at ${at})`);
+        t.screen.stop();
+      }
+      // And a character at a time.
+      const t = chatAnswer(60, 40);
+      t.stream([...md]);
+      t.complete(md);
+      assert.deepEqual(await t.lines(), want, `${name} (deltas of 1)`);
+      t.screen.stop();
+    }
+  });
+
+  it("hostile: quoted fences opening and closing, and fences deep in lists, render in output bounded by the input", () => {
+    const deep = Array.from({ length: 2_000 }, (_, i) => " ".repeat(2 * i) + "- x").join("\n");
+    const inputs = {
+      "200,000 quoted fence lines": "> ```\n".repeat(200_000),
+      "200,000 quoted fences and code": "> ```js\n> let a;\n".repeat(100_000),
+      "a fence 4,000 columns deep, 100,000 lines of code": deep + "\n" + " ".repeat(4_000) + "```\n" + "a\n".repeat(100_000),
+      "200,000 indented fences in items": "- x\n  ```\n".repeat(100_000),
+      "a 1 MB indentation before a fence, then quotes": " ".repeat(1 << 20) + "- x\n" + " ".repeat(1 << 20) + "```\n" + "> ```\n".repeat(1_000),
+    };
+    for (const [name, md] of Object.entries(inputs)) {
+      const out = renderMarkdown(md, true);
+      const lines = md.split("\n").length;
+      assert.ok(out.length <= 3 * md.length + 40 * lines, `${name}: ${out.length} bytes out of ${md.length}`);
+      assert.ok(out.length >= lines, name);
+    }
+    // A block's margin in a list is bounded: its code lines are not indented 4,000 columns.
+    const md = Array.from({ length: 100 }, (_, i) => " ".repeat(2 * i) + "- x").join("\n") + "\n" + " ".repeat(200) + "```\ncode\n```";
+    assert.ok(renderMarkdown(md, false).includes(`\n${" ".repeat(MAX_CODE_INDENT + 2)}│ code\n`));
   });
 });

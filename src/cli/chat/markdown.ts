@@ -2,8 +2,8 @@
  * A small markdown renderer for the terminal (pure; no I/O). Line-oriented so it can render a stream:
  * `MarkdownStream.push(line)` returns the rendered lines that are final (a table is held until its last row).
  * Handles ATX headings, emphasis (`**bold**`, `*em*`/`_em_`), `inline code`, links, bullet and numbered lists,
- * block quotes, horizontal rules, fenced code blocks with keyword/string/comment/number highlighting, and pipe
- * tables (aligned columns). With `color` false the structure stays (bullets, aligned tables, indented code) and
+ * block quotes, horizontal rules, fenced code blocks with keyword/string/comment/number highlighting (also in list
+ * items and quotes: `FenceFinder`), and pipe tables (aligned columns). With `color` false the structure stays (bullets, aligned tables, indented code) and
  * the markers go.
  * The text is the model's, so possibly hostile: a CRLF, and a lone CR, end a line (a CR written raw would move the
  * cursor back over what the line showed), and every other terminal control in a line is shown (`terminalSafe`)
@@ -11,7 +11,7 @@
  */
 import { shownLink } from "./md-link.js";
 import { terminalSafe } from "../terminal-safe.js";
-import { closesFence, codeTokens, fenceOpening, LINK, type CodeDialect, type Fence } from "../../core/markdown-syntax.js";
+import { closesFence, codeTokens, fenceCode, FenceFinder, LINK, quoteStart, type CodeDialect, type OpenFence } from "../../core/markdown-syntax.js";
 
 const ESC = "\x1b[";
 const LINK_G = new RegExp(LINK, "g");
@@ -27,6 +27,8 @@ export const MAX_TABLE_COLUMNS = 64;
 export const MAX_TABLE_CELLS = 100_000;
 /** The most columns a table's column is padded to (see `renderTable`). */
 export const MAX_COLUMN_WIDTH = 120;
+/** The most columns a fenced block in a list item is indented by (its item's content column, as far as this). */
+export const MAX_CODE_INDENT = 24;
 const sgr = (on: boolean, a: string, b: string) => (s: string) => (on ? `${ESC}${a}m${s}${ESC}${b}m` : s);
 
 const KEYWORDS = new Set(
@@ -73,7 +75,8 @@ function expandTabs(s: string): string {
 }
 
 export class MarkdownStream {
-  private inFence: (Fence & { lang: string }) | null = null;
+  private inFence: (OpenFence & { lang: string; margin: string }) | null = null;
+  private readonly fences = new FenceFinder();
   private table: string[] = [];
   private readonly bold;
   private readonly italic;
@@ -194,19 +197,27 @@ export class MarkdownStream {
     const out: string[] = [];
     const isRow = /^\s*\|.*\|\s*$/s.test(line);
     if (this.inFence === null && this.table.length > 0 && !isRow) for (const l of this.flush()) out.push(l);
-    if (this.inFence !== null) {
-      if (closesFence(line, this.inFence)) {
+    const f = this.inFence;
+    if (f !== null) {
+      // A quoted block ends at a line that is not quoted; that line is then read as any other.
+      const ended = f.quoted && quoteStart(line) === -1;
+      if (ended || closesFence(line, f)) {
         this.inFence = null;
-        out.push(this.dim("  └─"));
-      } else out.push(`  ${this.dim("│")} ${this.highlight(line, this.inFence.lang)}`);
-      return out;
+        out.push(this.fenceEdge(f, "└─"));
+        if (!ended) return out;
+      } else {
+        out.push(`${f.margin}${this.dim("│")} ${this.highlight(fenceCode(line, f), f.lang)}`);
+        return out;
+      }
     }
-    const fence = fenceOpening(line);
+    const fence = this.fences.opens(line);
     if (fence) {
       // The language: the info string's first word (its leading letters, digits, `_`, `+` and `-`).
       const lang = /^[\w+-]*/.exec(fence.info)![0];
-      this.inFence = { ...fence, lang: lang.toLowerCase() };
-      out.push(this.dim(`  ┌─${lang ? ` ${lang}` : ""}`));
+      // In a quote, its bar; in a list item, the item's indentation (bounded: a hostile one is megabytes of spaces).
+      const margin = fence.quoted ? `${this.dim("▌")} ` : " ".repeat(Math.min(fence.nest, MAX_CODE_INDENT) + 2);
+      this.inFence = { ...fence, lang: lang.toLowerCase(), margin };
+      out.push(this.fenceEdge(this.inFence, `┌─${lang ? ` ${lang}` : ""}`));
       return out;
     }
     if (isRow) {
@@ -225,6 +236,11 @@ export class MarkdownStream {
       else out.push(this.inline(line));
     }
     return out;
+  }
+
+  /** A fenced block's first or last line: `edge` after the block's margin (a quote's bar, or spaces). */
+  private fenceEdge(f: { quoted: boolean; margin: string }, edge: string): string {
+    return f.quoted ? `${f.margin}${this.dim(edge)}` : this.dim(`${f.margin}${edge}`);
   }
 
   /** Ends the message: a pending table is rendered (an unclosed fence simply ends). */
