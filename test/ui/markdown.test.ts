@@ -239,4 +239,83 @@ describe("web UI: markdown rendered while it streams", { skip, timeout: UI_TEST_
     assert.deepEqual(await blocks("```md\n# Readme\n```js"), [["pre", "# Readme\n```js"]]);
     assert.deepEqual(await blocks("```md\n# Readme\n```js\n"), [["pre", "# Readme\n```js\n"]]);
   });
+
+  /** The page's HTML for `src` rendered whole, without the code highlighter's spans (`code` their text). */
+  const structure = async (src: string): Promise<{ html: string; code: string }> => {
+    const html = await page.evaluate<string>(`md.fresh(${JSON.stringify(src)})`);
+    return { html: html.replace(/<\/?(span|code)[^>]*>/g, ""), code: html };
+  };
+
+  test("fences in list items and quotes, and indented fences: code de-indented and highlighted, where CommonMark puts it", async () => {
+    const cases: Array<[string, string, string, string]> = [
+      [
+        "an ordered item's fence indented 4 spaces: in the item, its code without them, and the list goes on",
+        "1. Install it:\n    ```bash\n    npm install berth  # once\n      --global\n    ```\n2. Run it.",
+        '<div class="md"><ol><li>Install it:<pre class="code" data-lang="bash">npm install berth  # once\n  --global</pre></li><li>Run it.</li></ol></div>',
+        '<span class="tok-comment"># once</span>',
+      ],
+      [
+        "a fence in a nested bullet item (the page's lists are flat: in the last item), then the outer list",
+        "- a\n  - b\n    ```js\n    let x = 1;\n    ```\n- c",
+        '<div class="md"><ul><li>a</li><li>b<pre class="code" data-lang="js">let x = 1;</pre></li><li>c</li></ul></div>',
+        '<span class="tok-keyword">let</span>',
+      ],
+      [
+        "`10. ` and `1.  ` markers, a blank line between an item and its fence, two fences in an item",
+        "10. ten\n    ```\n    x\n    ```\n1.  one\n\n    ~~~py\n    y = 2\n    ~~~\n    ```\n    z\n    ```\n\n2. two",
+        '<div class="md"><ol><li>ten<pre class="code">x</pre></li><li>one<pre class="code" data-lang="py">y = 2</pre><pre class="code">z</pre></li><li>two</li></ol></div>',
+        '<span class="tok-number">2</span>',
+      ],
+      [
+        "a fence in a block quote: its lines without `> `, closed by a quoted fence; the quote's text around it",
+        "> Note:\n> ```js\n> let a = 1;\n>   b\n> ```\n> said\nafter",
+        '<div class="md"><blockquote>Note:</blockquote><blockquote><pre class="code" data-lang="js">let a = 1;\n  b</pre></blockquote><blockquote>said</blockquote><p>after</p></div>',
+        '<span class="tok-keyword">let</span>',
+      ],
+      [
+        "a quoted fence ends with the quote: a line without `>`",
+        "> ```\n> x\nafter\n```\ncode",
+        '<div class="md"><blockquote><pre class="code">x</pre></blockquote><p>after</p><pre class="code">code</pre></div>',
+        "x",
+      ],
+      [
+        "a top-level fence indented 2 spaces: its lines lose up to 2 spaces",
+        "  ```py\n  x = 1\n    y\n z\n  ```\nafter",
+        '<div class="md"><pre class="code" data-lang="py">x = 1\n  y\nz</pre><p>after</p></div>',
+        '<span class="tok-number">1</span>',
+      ],
+      [
+        "still text: a fence 4 spaces past an item's content, or after the list ended",
+        "- a\n       ```\nb\n    ```\nc",
+        '<div class="md"><ul><li>a</li></ul><p>       ```\nb\n    ```\nc</p></div>',
+        "b",
+      ],
+    ];
+    for (const [name, src, want, styled] of cases) {
+      const got = await structure(src);
+      assert.equal(got.html, want, name);
+      assert.ok(got.code.includes(styled), `${name}: ${got.code}`);
+      // Streamed a character at a time, and CRLF: every frame equals a fresh render; the last shows the same.
+      const frames = Array.from({ length: src.length + 1 }, (_, n) => src.slice(0, n));
+      assert.equal(await check(["", ...frames]), null, `${name} (streamed)`);
+      assert.equal((await page.evaluate<{ html: string }>(`md.step(${JSON.stringify(src)})`)).html, got.code, name);
+      assert.equal((await structure(src.replace(/\n/g, "\r\n"))).html, want, `${name} (CRLF)`);
+    }
+  });
+
+  test("hostile: quoted fences opening and closing, and a fence deep in a list, stream a bounded frame at a time", async () => {
+    const deep = Array.from({ length: 1_000 }, (_, i) => " ".repeat(2 * i) + "- x").join("\n");
+    // Quoted fences that close, one that never does (its code in sections), and a fence 2,000 columns deep in a list.
+    const srcs = ["> ```\n".repeat(20_000), "> ```js\n> let a;\n> ```\n".repeat(7_000), "> ```js\n" + "> let a;\n".repeat(20_000), deep + "\n" + " ".repeat(2_000) + "```\n" + "a;\n".repeat(50_000)];
+    for (const src of srcs) {
+      await page.evaluate(`md.step(${JSON.stringify("")})`);
+      const first = await page.evaluate<{ made: number; chars: number }>(`md.step(${JSON.stringify(src)}, false)`);
+      const next = await page.evaluate<{ made: number; chars: number }>(`md.step(${JSON.stringify(src + "> a\n")}, false)`);
+      const lines = src.split("\n").length;
+      assert.ok(first.made <= 12 * lines, `${first.made} elements for ${lines} lines`);
+      // At most the last section of ~4 kB of code (a token every few characters), as for any long block.
+      assert.ok(next.made < 2_500, `${next.made} elements built to append a line after ${first.made}`);
+      assert.ok(next.chars < 3 * 4096, `${next.chars} characters laid out again to append a line to ${src.length}`);
+    }
+  });
 });

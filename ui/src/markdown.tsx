@@ -1,9 +1,9 @@
 /**
  * A small markdown renderer written for safety: it builds Preact elements, never HTML strings,
  * so raw HTML in a message is shown as text and no markup can be injected. Supported: headings,
- * paragraphs, fenced code blocks (highlighted), inline code, bold, italic, links (http, https
- * and mailto only; opened in a new tab with no referrer), bullet and numbered lists, quotes and
- * horizontal rules. Anything else is plain text. In code (spans and blocks) bidirectional and other invisible
+ * paragraphs, fenced code blocks (highlighted; also in list items and quotes: `FenceFinder`), inline code, bold,
+ * italic, links (http, https and mailto only; opened in a new tab with no referrer), bullet and numbered lists,
+ * quotes and horizontal rules. Anything else is plain text. In code (spans and blocks) bidirectional and other invisible
  * controls are shown as `<U+XXXX>`: a command in an answer cannot look like another (spans: ./md-inline.tsx).
  *
  * Streaming: an answer grows by appending, and is rendered once per frame. The blocks are parsed line by line as a
@@ -16,7 +16,7 @@
  */
 import { Component, type ComponentChildren, type JSX } from "preact";
 import { highlight, inline } from "./md-inline.js";
-import { closesFence, fenceOpening, type Fence } from "../../src/core/markdown-syntax.js";
+import { closesFence, fenceCodeText, FenceFinder, quoteStart, type OpenFence } from "../../src/core/markdown-syntax.js";
 
 const RUN = 4096;
 const CR = 13;
@@ -46,17 +46,27 @@ interface CodeCache extends RunCache {
   lang: string;
 }
 
+/** An open list: its items' elements, and what the last one holds (its text, then any code blocks in it). */
+interface List {
+  kind: "list";
+  ordered: boolean;
+  items: ComponentChildren[];
+  last: ComponentChildren[];
+}
 type Open =
+  /** A fenced block; in `list`, its last item's (and the list goes on after it). */
+  | { kind: "fence"; fence: OpenFence; lang: string; bodyStart: number; bodyEnd: number; list: List | null }
+  | List
   | { kind: "none" }
-  | { kind: "fence"; fence: Fence; lang: string; bodyStart: number; bodyEnd: number }
-  | { kind: "list"; ordered: boolean; items: ComponentChildren[] }
   | { kind: "quote"; lines: string[] };
+const copyList = (l: List): List => ({ ...l, items: [...l.items], last: [...l.last] });
 const NONE: Open = { kind: "none" };
 
 /** The block parser: fed whole lines of `src` by offsets; `out` holds the blocks it closed, in order. */
 class Blocks {
   key = 0;
   open: Open = NONE;
+  fences = new FenceFinder();
   /** The open paragraph: from `paraStart` to `paraEnd` in `src` (-1: none). */
   paraStart = -1;
   paraEnd = -1;
@@ -72,8 +82,9 @@ class Blocks {
     b.key = this.key;
     b.paraStart = this.paraStart;
     b.paraEnd = this.paraEnd;
+    b.fences = this.fences.copy();
     const o = this.open;
-    b.open = o.kind === "list" ? { ...o, items: [...o.items] } : o.kind === "quote" ? { ...o, lines: [...o.lines] } : o.kind === "fence" ? { ...o } : o;
+    b.open = o.kind === "list" ? copyList(o) : o.kind === "quote" ? { ...o, lines: [...o.lines] } : o.kind === "fence" ? { ...o, list: o.list && copyList(o.list) } : o;
     return b;
   }
 
@@ -83,31 +94,45 @@ class Blocks {
     const line = this.src.slice(start, end);
     const o = this.open;
     if (o.kind === "fence") {
-      if (closesFence(line, o.fence)) this.closeOpen();
+      // A quoted block ends at a line that is not quoted; that line is then read as any other.
+      const ended = o.fence.quoted && quoteStart(line) === -1;
+      if (ended || closesFence(line, o.fence)) this.closeOpen();
       else {
         if (o.bodyStart === -1) o.bodyStart = start;
         o.bodyEnd = end;
       }
-      return;
+      if (!ended) return;
     }
+    this.block(start, end, line, this.fences.opens(line));
+  }
+
+  /** A line outside any fenced block, and the fence it opens (`FenceFinder`, which reads each such line once). */
+  private block(start: number, end: number, line: string, fence: OpenFence | null): void {
+    const o = this.open;
     if (o.kind === "list") {
       const b = ITEM.exec(line);
       if (b && /\d/.test(b[1]!) === o.ordered) {
-        o.items.push(<li key={o.items.length}>{this.lineText(end - b[2]!.length, end)}</li>);
+        o.last = [this.lineText(end - b[2]!.length, end)];
+        o.items.push(<li key={o.items.length}>{o.last}</li>);
+        return;
+      }
+      // A blank line ends no list (its items are one list, as CommonMark's loose lists); a fence in an item is in it.
+      if (line.trim() === "") return;
+      if (fence && fence.nest > 0) {
+        this.open = { kind: "fence", fence, lang: LANG.exec(fence.info)![0], bodyStart: -1, bodyEnd: -1, list: o };
         return;
       }
       this.closeOpen();
     } else if (o.kind === "quote") {
-      if (QUOTE.test(line)) {
+      if (QUOTE.test(line) && !fence) {
         o.lines.push(line.replace(/^\s*>\s?/, ""));
         return;
       }
       this.closeOpen();
     }
-    const fence = fenceOpening(line);
     if (fence) {
       this.flush();
-      this.open = { kind: "fence", fence, lang: LANG.exec(fence.info)![0], bodyStart: -1, bodyEnd: -1 };
+      this.open = { kind: "fence", fence, lang: LANG.exec(fence.info)![0], bodyStart: -1, bodyEnd: -1, list: null };
       return;
     }
     const heading = HEADING.exec(line);
@@ -125,14 +150,14 @@ class Blocks {
     const bullet = BULLET.exec(line);
     if (bullet) {
       this.flush();
-      this.open = { kind: "list", ordered: /\d/.test(bullet[1]!), items: [] };
-      this.line(start, end);
+      this.open = { kind: "list", ordered: /\d/.test(bullet[1]!), items: [], last: [] };
+      this.block(start, end, line, null);
       return;
     }
     if (QUOTE.test(line)) {
       this.flush();
       this.open = { kind: "quote", lines: [] };
-      this.line(start, end);
+      this.block(start, end, line, null);
       return;
     }
     if (line.trim() === "") this.flush();
@@ -144,7 +169,7 @@ class Blocks {
 
   /** The end of the text: what is open is closed. */
   end(): void {
-    this.closeOpen();
+    while (this.open.kind !== "none") this.closeOpen();
     this.flush();
   }
 
@@ -152,11 +177,18 @@ class Blocks {
     const o = this.open;
     this.open = NONE;
     if (o.kind === "fence") {
-      this.out.push(
-        <pre key={this.key} class="code" data-lang={o.lang || undefined}>
-          <code>{o.bodyStart === -1 ? null : this.code(o.bodyStart, o.bodyEnd, o.lang)}</code>
-        </pre>,
+      const pre = (
+        <pre key={o.list ? `code${o.list.last.length}` : this.key} class="code" data-lang={o.lang || undefined}>
+          <code>{o.bodyStart === -1 ? null : this.code(o.bodyStart, o.bodyEnd, o.lang, o.fence)}</code>
+        </pre>
       );
+      if (o.list) {
+        // In the list's last item, after what it holds; the list goes on.
+        const l = o.list;
+        l.last = [...l.last, pre];
+        l.items[l.items.length - 1] = <li key={l.items.length - 1}>{l.last}</li>;
+        this.open = l;
+      } else this.out.push(o.fence.quoted ? <blockquote key={this.key}>{pre}</blockquote> : pre);
       this.key++;
     } else if (o.kind === "list") this.out.push(o.ordered ? <ol key={this.key++}>{o.items}</ol> : <ul key={this.key++}>{o.items}</ul>);
     else if (o.kind === "quote") {
@@ -204,7 +236,7 @@ class Blocks {
    * (one inline run of 1 MB took it ~0.6 s per frame), and the text shown, `innerText` and a copy are unchanged.
    * A line is never cut: a 1 MB line without a break is one line for the browser to lay out anyway.
    */
-  private code(start: number, end: number, lang: string): ComponentChildren[] {
+  private code(start: number, end: number, lang: string, fence: OpenFence): ComponentChildren[] {
     let c = this.cache.code;
     if (!c || c.start !== start || c.key !== this.key || c.lang !== lang) c = this.cache.code = { start, key: this.key, lang, done: [] };
     // A section past the end of code that got shorter (a long line of spaces turned out to be the closing fence).
@@ -212,12 +244,12 @@ class Blocks {
     let from = c.done.length ? c.done[c.done.length - 1]!.end : start;
     let target = c.done.length ? c.done[c.done.length - 1]!.target : start + RUN;
     for (let cut; target < end && (cut = this.cut(target, end, /\n/, false)) !== -1; ) {
-      c.done.push({ end: cut, target: Math.max(cut, target + RUN), el: <span key={c.done.length}>{highlight(this.src.slice(from, cut), lang)}</span> });
+      c.done.push({ end: cut, target: Math.max(cut, target + RUN), el: <span key={c.done.length}>{highlight(fenceCodeText(this.src.slice(from, cut), fence), lang)}</span> });
       from = cut;
       target = Math.max(cut, target + RUN);
     }
     const out = c.done.map((r) => r.el);
-    if (from < end) out.push(<span key={out.length}>{highlight(this.src.slice(from, end), lang)}</span>);
+    if (from < end) out.push(<span key={out.length}>{highlight(fenceCodeText(this.src.slice(from, end), fence), lang)}</span>);
     return out;
   }
 
