@@ -315,8 +315,8 @@ test("client tools: on a multiplexed (v8) route, commands carry the logical rout
   });
 });
 
-test("client tools: a result while the requesting backend is away is refused with why and the fix; once it is back, the retry goes through", async () => {
-  await withHost(async (h) => {
+/** Client "ca" executes call ct1 of turn t1 for the backend, whose connection then closes: the session has no route. */
+async function callWhileBackendGone(h: HostHandle): Promise<{ reg: Json; a: AhpClient }> {
     const { be, reg, ev } = await setup(h);
     const a = await client(h, reg, "ca");
     await echo(a, "ca", a.dispatch(reg.session, { type: "session/activeClientSet", activeClient: { clientId: "ca", tools: [CLIP] } }));
@@ -325,6 +325,12 @@ test("client tools: a result while the requesting backend is away is refused wit
     await a.action((x) => x.action.type === "session/inputNeededSet");
     be.close();
     await until(() => h.state.sessions.get(reg.session)?.route === undefined, 3000, "the route gone");
+  return { reg, a };
+}
+
+test("client tools: a result while the requesting backend is away is refused with why and the fix; once it is back, the retry goes through", async () => {
+  await withHost(async (h) => {
+    const { reg, a } = await callWhileBackendGone(h);
     const result = { success: true, pastTenseMessage: "Read the clipboard" };
     const s1 = a.dispatch(reg.chat, { type: "chat/toolCallComplete", turnId: "t1", toolCallId: "ct1", result });
     assert.equal((await echo(a, "ca", s1)).rejectionReason, NOT_CONNECTED_CALL);
@@ -344,14 +350,7 @@ test("client tools: a result while the requesting backend is away is refused wit
 
 test("client tools: a result for a call another instance of the backend requested is refused: nothing to retry", async () => {
   await withHost(async (h) => {
-    const { be, reg, ev } = await setup(h);
-    const a = await client(h, reg, "ca");
-    await echo(a, "ca", a.dispatch(reg.session, { type: "session/activeClientSet", activeClient: { clientId: "ca", tools: [CLIP] } }));
-    ev({ type: "user_message", text: "go", turnId: "t1" });
-    ev({ type: "client_tool_requested", toolCallId: "ct1", toolName: "read_clipboard" });
-    await a.action((x) => x.action.type === "session/inputNeededSet");
-    be.close();
-    await until(() => h.state.sessions.get(reg.session)?.route === undefined, 3000, "the route gone");
+    const { reg, a } = await callWhileBackendGone(h);
     const next = await FakeBackend.session(h, { protocolVersion: 4, sourceId: "ct-src", instanceId: "inst-2", toolCapabilities: { clientTools: true } });
     assert.equal(next.reg.session, reg.session);
     const seq = a.dispatch(reg.chat, { type: "chat/toolCallComplete", turnId: "t1", toolCallId: "ct1", result: { success: true, pastTenseMessage: "Read the clipboard" } });
