@@ -219,9 +219,9 @@ async function bundleScript(command, { entry, graph = false, external = () => un
       },
     ],
   });
+  if (graph) return result.metafile;
   // esbuild leaves some non-ASCII (a regular expression's literal characters); one escaped is the same JavaScript
   // in strings, templates without String.raw, regular expressions and identifiers, and keeps the source one-byte.
-  if (graph) return result.metafile;
   let text = result.outputFiles[0].text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
   // A dynamic import() left in the script (built-ins loaded on demand, e.g. node:child_process for `bash`) would need
   // vm's importModuleDynamically, which functions restored from a code cache lose (ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING);
