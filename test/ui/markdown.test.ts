@@ -181,6 +181,14 @@ describe("web UI: markdown rendered while it streams", { skip, timeout: UI_TEST_
     assert.ok(html.includes("[x](javascript:alert(1)) [y](data:text/html,z) [z](https://a[b) &lt;script&gt;"), html);
   });
 
+  test("an ordered list keeps its first number: one resumed after a paragraph does not start again at 1", async () => {
+    const html = await page.evaluate<string>(`md.fresh(${JSON.stringify("1. first\n2. second\n\nA note.\n\n3. third\n4. fourth\n\nAnother.\n\n0. zero\n\nLast.\n\n1234567890. ten digits\n")})`);
+    assert.equal(
+      html,
+      '<div class="md"><ol><li>first</li><li>second</li></ol><p>A note.</p><ol start="3"><li>third</li><li>fourth</li></ol><p>Another.</p><ol start="0"><li>zero</li></ol><p>Last.</p><ol><li>ten digits</li></ol></div>',
+    );
+  });
+
   test("a list whose lines end in \\r (CRLF text) is rendered: the page hung in an endless loop", async () => {
     const html = await page.evaluate<string>(`md.fresh(${JSON.stringify("Steps:\r\n\r\n- one\r\n- two\r\n1. three\u2028four\r\n")})`);
     assert.match(html, /<ul><li>one<\/li><li>two<\/li><\/ul><ol><li>three\u2028four<\/li><\/ol>/);
@@ -263,7 +271,7 @@ describe("web UI: markdown rendered while it streams", { skip, timeout: UI_TEST_
       [
         "`10. ` and `1.  ` markers, a blank line between an item and its fence, two fences in an item",
         "10. ten\n    ```\n    x\n    ```\n1.  one\n\n    ~~~py\n    y = 2\n    ~~~\n    ```\n    z\n    ```\n\n2. two",
-        '<div class="md"><ol><li>ten<pre class="code">x</pre></li><li>one<pre class="code" data-lang="py">y = 2</pre><pre class="code">z</pre></li><li>two</li></ol></div>',
+        '<div class="md"><ol start="10"><li>ten<pre class="code">x</pre></li><li>one<pre class="code" data-lang="py">y = 2</pre><pre class="code">z</pre></li><li>two</li></ol></div>',
         '<span class="tok-number">2</span>',
       ],
       [

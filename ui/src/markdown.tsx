@@ -50,6 +50,8 @@ interface CodeCache extends RunCache {
 interface List {
   kind: "list";
   ordered: boolean;
+  /** An ordered list's first number (CommonMark: up to 9 digits; a longer one starts at 1). */
+  start: number;
   items: ComponentChildren[];
   last: ComponentChildren[];
 }
@@ -150,7 +152,8 @@ class Blocks {
     const bullet = BULLET.exec(line);
     if (bullet) {
       this.flush();
-      this.open = { kind: "list", ordered: /\d/.test(bullet[1]!), items: [], last: [] };
+      const digits = /^\d{1,9}(?=[.)])/.exec(bullet[1]!)?.[0];
+      this.open = { kind: "list", ordered: /\d/.test(bullet[1]!), start: digits === undefined ? 1 : Number(digits), items: [], last: [] };
       this.block(start, end, line, null);
       return;
     }
@@ -190,7 +193,8 @@ class Blocks {
         this.open = l;
       } else this.out.push(o.fence.quoted ? <blockquote key={this.key}>{pre}</blockquote> : pre);
       this.key++;
-    } else if (o.kind === "list") this.out.push(o.ordered ? <ol key={this.key++}>{o.items}</ol> : <ul key={this.key++}>{o.items}</ul>);
+    } else if (o.kind === "list")
+      this.out.push(o.ordered ? <ol key={this.key++} start={o.start !== 1 ? o.start : undefined}>{o.items}</ol> : <ul key={this.key++}>{o.items}</ul>);
     else if (o.kind === "quote") {
       this.out.push(<blockquote key={this.key}>{this.quote(o.lines)}</blockquote>);
       this.key++;
