@@ -7,6 +7,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { AhpClient, FakeBackend, tempHome, withHost, type Json } from "./helpers.js";
+import type { HostHandle } from "../../src/protocols/host/host.js";
 import { OBSERVATION_GAP_MESSAGE } from "../../src/protocols/host/managed-schema.js";
 import { reduceChat, type Chat } from "../../src/client/ahp/reducer.js";
 
@@ -18,27 +19,55 @@ async function quiet(be: FakeBackend): Promise<void> {
   await be.roundTrip();
 }
 
-/** Host 1: a turn that streamed text and started a tool, then the host stops (the backend never settles it). */
-async function turnInterruptedByRestart(home: string): Promise<Json> {
+/**
+ * Host 1 on `home`: `frame` registers a session, a client starts turn `turnId` with `prompt`, the backend accepts it
+ * and `then` runs (what the backend streams before the host stops); the backend never settles the turn.
+ */
+async function turnInterrupted(home: string, frame: Json, turnId: string, prompt: string, then: (be: FakeBackend, reg: Json, c: AhpClient) => Promise<void>): Promise<Json> {
   let reg: Json = {};
   await withHost(
     async (h) => {
-      const first = await FakeBackend.session(h, hello("inst-1"));
+      const first = await FakeBackend.session(h, frame);
       reg = first.reg;
       const { c } = await AhpClient.init(h, ["ahp-root://", reg.chat]);
-      c.dispatch(reg.chat, { type: "chat/turnStarted", turnId: "t1", message: user("do it") });
+      c.dispatch(reg.chat, { type: "chat/turnStarted", turnId, message: user(prompt) });
       const cmd = await first.be.next((f) => f.type === "command" && f.command.type === "prompt");
       first.be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
-      first.be.send(ev(reg, { type: "text_delta", text: "hello " }));
-      first.be.send(ev(reg, { type: "tool_started", toolCallId: "tc1", toolName: "bash", input: "ls" }));
-      await c.action((e) => e.action.type === "chat/toolCallReady");
-      assert.deepEqual(c.invalid, []);
+      await then(first.be, reg, c);
       c.close();
       first.be.close();
     },
     { home },
   );
   return reg;
+}
+
+/** Host 1: a turn that streamed text and started a tool, then the host stops (the backend never settles it). */
+function turnInterruptedByRestart(home: string): Promise<Json> {
+  return turnInterrupted(home, hello("inst-1"), "t1", "do it", async (be, reg, c) => {
+    be.send(ev(reg, { type: "text_delta", text: "hello " }));
+    be.send(ev(reg, { type: "tool_started", toolCallId: "tc1", toolName: "bash", input: "ls" }));
+    await c.action((e) => e.action.type === "chat/toolCallReady");
+    assert.deepEqual(c.invalid, []);
+  });
+}
+
+/**
+ * A turn interrupted by a restart (`turnInterruptedByRestart`), then a host on the same state directory with a client
+ * subscribed to the chat (`result`: its initialize answer); `body` runs there. Resolves with the state directory and
+ * the session's registration.
+ */
+async function onRestoredHost(body: (h: HostHandle, reg: Json, c: AhpClient, result: Json) => Promise<void>): Promise<{ home: string; reg: Json }> {
+  const home = tempHome();
+  const reg = await turnInterruptedByRestart(home);
+  await withHost(
+    async (h) => {
+      const { c, result } = await AhpClient.init(h, ["ahp-root://", reg.chat]);
+      await body(h, reg, c, result);
+    },
+    { home },
+  );
+  return { home, reg };
 }
 
 function restoredTurnOf(snap: Json): Json {
@@ -48,83 +77,71 @@ function restoredTurnOf(snap: Json): Json {
 }
 
 test("a turn running when the host stopped is restored with its received output; the same runtime's settlement reports the gap", async () => {
-  const home = tempHome();
-  const reg = await turnInterruptedByRestart(home);
-  await withHost(
-    async (h) => {
-      const { c, result } = await AhpClient.init(h, ["ahp-root://", reg.chat]);
-      const snap = (result.snapshots as Json[]).find((x) => x.resource === reg.chat)!;
-      const t = restoredTurnOf(snap);
-      assert.equal(t.id, "t1");
-      assert.equal(t.userMessage?.text ?? t.message?.text, "do it");
-      const parts = t.responseParts as Json[];
-      assert.equal(parts.find((p) => p.kind === "markdown")?.content, "hello ");
-      assert.equal(parts.find((p) => p.kind === "toolCall")?.toolCall.toolCallId, "tc1");
-      // The runtime survived (same instance): its live suffix continues on the restored turn.
-      const { be } = await FakeBackend.session(h, hello("inst-1"));
-      be.send(ev(reg, { type: "tool_completed", toolCallId: "tc1", toolName: "bash", output: "a b", isError: false }));
-      be.send(ev(reg, { type: "text_delta", text: "world" }));
-      be.send(ev(reg, { type: "settled", cancelled: false }));
-      const end = await c.action((e) => e.action.type === "chat/error" && e.action.turnId === "t1");
-      assert.equal(end.action.error.errorType, "source_observation_gap");
-      assert.equal(end.action.error.message, OBSERVATION_GAP_MESSAGE);
-      const done = h.state.chatIndex.get(reg.chat)!.turns.find((x) => x.id === "t1")!;
-      assert.equal(done.state, "error");
-      const text = (done.responseParts as Json[]).filter((p) => p.kind === "markdown").map((p) => p.content as string).join("");
-      assert.equal(text, "hello world", "received output before and after the restart is kept");
-      assert.equal((done.responseParts as Json[]).find((p) => p.kind === "toolCall")?.toolCall.status, "completed");
-      // Nothing was resent to the runtime.
-      await quiet(be);
-      assert.equal(be.frames.some((f) => f.type === "command"), false);
-      // The client rebuilds the same chat from its snapshot and the envelopes.
-      const mirror = structuredClone(snap.state) as Chat;
-      mirror.queuedMessages ??= [];
-      for (const e of c.actions(reg.chat)) if (e.rejectionReason === undefined) reduceChat(mirror, e.action);
-      const fresh = (await c.request("subscribe", { channel: reg.chat })).result.snapshot.state as Json;
-      assert.deepEqual(mirror.turns.map((x) => [x.id, x.state]), (fresh.turns as Json[]).map((x) => [x.id, x.state]));
-      assert.equal(fresh.activeTurn, undefined);
-      assert.deepEqual(c.invalid, []);
-      // A new turn works normally afterwards, and its success is a success.
-      c.dispatch(reg.chat, { type: "chat/turnStarted", turnId: "t2", message: user("again") });
-      const cmd = await be.next((f) => f.type === "command" && f.command.type === "prompt");
-      be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
-      be.send(ev(reg, { type: "text_delta", text: "ok" }));
-      be.send(ev(reg, { type: "settled", cancelled: false }));
-      await c.action((e) => e.action.type === "chat/turnComplete" && e.action.turnId === "t2");
-      c.close();
-      be.close();
-    },
-    { home },
-  );
+  await onRestoredHost(async (h, reg, c, result) => {
+    const snap = (result.snapshots as Json[]).find((x) => x.resource === reg.chat)!;
+    const t = restoredTurnOf(snap);
+    assert.equal(t.id, "t1");
+    assert.equal(t.userMessage?.text ?? t.message?.text, "do it");
+    const parts = t.responseParts as Json[];
+    assert.equal(parts.find((p) => p.kind === "markdown")?.content, "hello ");
+    assert.equal(parts.find((p) => p.kind === "toolCall")?.toolCall.toolCallId, "tc1");
+    // The runtime survived (same instance): its live suffix continues on the restored turn.
+    const { be } = await FakeBackend.session(h, hello("inst-1"));
+    be.send(ev(reg, { type: "tool_completed", toolCallId: "tc1", toolName: "bash", output: "a b", isError: false }));
+    be.send(ev(reg, { type: "text_delta", text: "world" }));
+    be.send(ev(reg, { type: "settled", cancelled: false }));
+    const end = await c.action((e) => e.action.type === "chat/error" && e.action.turnId === "t1");
+    assert.equal(end.action.error.errorType, "source_observation_gap");
+    assert.equal(end.action.error.message, OBSERVATION_GAP_MESSAGE);
+    const done = h.state.chatIndex.get(reg.chat)!.turns.find((x) => x.id === "t1")!;
+    assert.equal(done.state, "error");
+    const text = (done.responseParts as Json[]).filter((p) => p.kind === "markdown").map((p) => p.content as string).join("");
+    assert.equal(text, "hello world", "received output before and after the restart is kept");
+    assert.equal((done.responseParts as Json[]).find((p) => p.kind === "toolCall")?.toolCall.status, "completed");
+    // Nothing was resent to the runtime.
+    await quiet(be);
+    assert.equal(be.frames.some((f) => f.type === "command"), false);
+    // The client rebuilds the same chat from its snapshot and the envelopes.
+    const mirror = structuredClone(snap.state) as Chat;
+    mirror.queuedMessages ??= [];
+    for (const e of c.actions(reg.chat)) if (e.rejectionReason === undefined) reduceChat(mirror, e.action);
+    const fresh = (await c.request("subscribe", { channel: reg.chat })).result.snapshot.state as Json;
+    assert.deepEqual(mirror.turns.map((x) => [x.id, x.state]), (fresh.turns as Json[]).map((x) => [x.id, x.state]));
+    assert.equal(fresh.activeTurn, undefined);
+    assert.deepEqual(c.invalid, []);
+    // A new turn works normally afterwards, and its success is a success.
+    c.dispatch(reg.chat, { type: "chat/turnStarted", turnId: "t2", message: user("again") });
+    const cmd = await be.next((f) => f.type === "command" && f.command.type === "prompt");
+    be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
+    be.send(ev(reg, { type: "text_delta", text: "ok" }));
+    be.send(ev(reg, { type: "settled", cancelled: false }));
+    await c.action((e) => e.action.type === "chat/turnComplete" && e.action.turnId === "t2");
+    c.close();
+    be.close();
+  });
 });
 
 test("a restored turn ends with the gap at once when a different, idle runtime instance registers; a busy one keeps it open", async () => {
-  const home = tempHome();
-  const reg = await turnInterruptedByRestart(home);
-  await withHost(
-    async (h) => {
-      const { c } = await AhpClient.init(h, ["ahp-root://", reg.chat]);
-      // A replacement reporting active work: the turn stays (its settlement is still to come).
-      let { be } = await FakeBackend.session(h, hello("inst-2", { runtimeIdle: false }));
-      await quiet(be);
-      assert.equal(h.state.chatIndex.get(reg.chat)!.activeTurn?.id, "t1");
-      be.close();
-      await be.waitClosed();
-      // An idle replacement runs nothing: the turn can never settle, so it ends with the gap now.
-      ({ be } = await FakeBackend.session(h, hello("inst-3", { runtimeIdle: true })));
-      const end = await c.action((e) => e.action.type === "chat/error" && e.action.turnId === "t1");
-      assert.equal(end.action.error.errorType, "source_observation_gap");
-      const done = h.state.chatIndex.get(reg.chat)!.turns.find((x) => x.id === "t1")!;
-      assert.equal((done.responseParts as Json[]).find((p) => p.kind === "markdown")?.content, "hello ");
-      assert.equal((done.responseParts as Json[]).find((p) => p.kind === "toolCall")?.toolCall.status, "cancelled");
-      await quiet(be);
-      assert.equal(be.frames.some((f) => f.type === "command"), false, "the message was not resent");
-      assert.deepEqual(c.invalid, []);
-      c.close();
-      be.close();
-    },
-    { home },
-  );
+  const { home, reg } = await onRestoredHost(async (h, reg, c) => {
+    // A replacement reporting active work: the turn stays (its settlement is still to come).
+    let { be } = await FakeBackend.session(h, hello("inst-2", { runtimeIdle: false }));
+    await quiet(be);
+    assert.equal(h.state.chatIndex.get(reg.chat)!.activeTurn?.id, "t1");
+    be.close();
+    await be.waitClosed();
+    // An idle replacement runs nothing: the turn can never settle, so it ends with the gap now.
+    ({ be } = await FakeBackend.session(h, hello("inst-3", { runtimeIdle: true })));
+    const end = await c.action((e) => e.action.type === "chat/error" && e.action.turnId === "t1");
+    assert.equal(end.action.error.errorType, "source_observation_gap");
+    const done = h.state.chatIndex.get(reg.chat)!.turns.find((x) => x.id === "t1")!;
+    assert.equal((done.responseParts as Json[]).find((p) => p.kind === "markdown")?.content, "hello ");
+    assert.equal((done.responseParts as Json[]).find((p) => p.kind === "toolCall")?.toolCall.status, "cancelled");
+    await quiet(be);
+    assert.equal(be.frames.some((f) => f.type === "command"), false, "the message was not resent");
+    assert.deepEqual(c.invalid, []);
+    c.close();
+    be.close();
+  });
   // The ended turn stays ended across a further restart (no checkpoint is left behind).
   await withHost(
     (h) => {
@@ -138,40 +155,20 @@ test("a restored turn ends with the gap at once when a different, idle runtime i
 });
 
 test("a client may cancel a restored turn while no runtime serves it", async () => {
-  const home = tempHome();
-  const reg = await turnInterruptedByRestart(home);
-  await withHost(
-    async (h) => {
-      const { c } = await AhpClient.init(h, ["ahp-root://", reg.chat]);
-      const seq = c.dispatch(reg.chat, { type: "chat/turnCancelled", turnId: "t1" });
-      const echo = await c.action((e) => e.origin?.clientSeq === seq);
-      assert.equal(echo.rejectionReason, undefined);
-      assert.equal(h.state.chatIndex.get(reg.chat)!.activeTurn, undefined);
-      assert.deepEqual(c.invalid, []);
-      c.close();
-    },
-    { home },
-  );
+  await onRestoredHost(async (h, reg, c) => {
+    const seq = c.dispatch(reg.chat, { type: "chat/turnCancelled", turnId: "t1" });
+    const echo = await c.action((e) => e.origin?.clientSeq === seq);
+    assert.equal(echo.rejectionReason, undefined);
+    assert.equal(h.state.chatIndex.get(reg.chat)!.activeTurn, undefined);
+    assert.deepEqual(c.invalid, []);
+    c.close();
+  });
 });
 
 test("the last registering instance survives the restart: an empty restored turn of a replaced native-Pi runtime ends as backend_admission_indeterminate", async () => {
   const home = tempHome();
   const pi = (instanceId: string, extra: Json = {}) => ({ protocolVersion: 9, sourceId: "pi-restore", instanceId, provider: "pi", ...extra });
-  let reg: Json = {};
-  await withHost(
-    async (h) => {
-      const first = await FakeBackend.session(h, pi("gen-1"));
-      reg = first.reg;
-      const { c } = await AhpClient.init(h, ["ahp-root://", reg.chat]);
-      c.dispatch(reg.chat, { type: "chat/turnStarted", turnId: "p1", message: user("maybe received") });
-      const cmd = await first.be.next((f) => f.type === "command" && f.command.type === "prompt");
-      first.be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
-      await quiet(first.be);
-      c.close();
-      first.be.close();
-    },
-    { home },
-  );
+  const reg = await turnInterrupted(home, pi("gen-1"), "p1", "maybe received", (be) => quiet(be));
   await withHost(
     async (h) => {
       const { c } = await AhpClient.init(h, ["ahp-root://", reg.chat]);
@@ -192,23 +189,11 @@ test("the last registering instance survives the restart: an empty restored turn
 
 test("an idle replacement's own ended record of the restored turn (its history) adds the text the host had not checkpointed", async () => {
   const home = tempHome();
-  let reg: Json = {};
-  await withHost(
-    async (h) => {
-      const first = await FakeBackend.session(h, hello("inst-1"));
-      reg = first.reg;
-      const { c } = await AhpClient.init(h, ["ahp-root://", reg.chat]);
-      c.dispatch(reg.chat, { type: "chat/turnStarted", turnId: "t1", message: user("do it") });
-      const cmd = await first.be.next((f) => f.type === "command" && f.command.type === "prompt");
-      first.be.send({ type: "command_result", commandId: cmd.commandId, accepted: true });
-      first.be.send(ev(reg, { type: "thinking_delta", text: "why " }));
-      first.be.send(ev(reg, { type: "text_delta", text: "hello " }));
-      await c.action((e) => e.action.type === "chat/responsePart" && e.action.part.kind === "markdown");
-      c.close();
-      first.be.close();
-    },
-    { home },
-  );
+  const reg = await turnInterrupted(home, hello("inst-1"), "t1", "do it", async (be, reg, c) => {
+    be.send(ev(reg, { type: "thinking_delta", text: "why " }));
+    be.send(ev(reg, { type: "text_delta", text: "hello " }));
+    await c.action((e) => e.action.type === "chat/responsePart" && e.action.part.kind === "markdown");
+  });
   await withHost(
     async (h) => {
       const { c } = await AhpClient.init(h, ["ahp-root://", reg.chat]);
@@ -234,22 +219,16 @@ test("an idle replacement's own ended record of the restored turn (its history) 
 });
 
 test("a record whose text does not extend the restored turn's changes nothing: the host keeps what it received", async () => {
-  const home = tempHome();
-  const reg = await turnInterruptedByRestart(home);
-  await withHost(
-    async (h) => {
-      const { c } = await AhpClient.init(h, ["ahp-root://", reg.chat]);
-      // Shorter than what the host holds (the host's checkpoint was newer than the runtime's record).
-      const { be } = await FakeBackend.session(h, hello("inst-2", { runtimeIdle: true, history: [{ id: "t1", userText: "do it", responseText: "hel", cancelled: true }] }));
-      await c.action((e) => e.action.type === "chat/error" && e.action.turnId === "t1");
-      await quiet(be);
-      be.close();
-      const done = h.state.chatIndex.get(reg.chat)!.turns.find((x) => x.id === "t1")!;
-      assert.equal(done.state, "error");
-      assert.equal((done.responseParts as Json[]).filter((p) => p.kind === "markdown").map((p) => p.content as string).join(""), "hello ");
-      assert.deepEqual(c.invalid, []);
-      c.close();
-    },
-    { home },
-  );
+  await onRestoredHost(async (h, reg, c) => {
+    // Shorter than what the host holds (the host's checkpoint was newer than the runtime's record).
+    const { be } = await FakeBackend.session(h, hello("inst-2", { runtimeIdle: true, history: [{ id: "t1", userText: "do it", responseText: "hel", cancelled: true }] }));
+    await c.action((e) => e.action.type === "chat/error" && e.action.turnId === "t1");
+    await quiet(be);
+    be.close();
+    const done = h.state.chatIndex.get(reg.chat)!.turns.find((x) => x.id === "t1")!;
+    assert.equal(done.state, "error");
+    assert.equal((done.responseParts as Json[]).filter((p) => p.kind === "markdown").map((p) => p.content as string).join(""), "hello ");
+    assert.deepEqual(c.invalid, []);
+    c.close();
+  });
 });
