@@ -4,14 +4,14 @@
  * and the runtime's durable partial answer, once (docs/host.md, "Active turns across a host restart"). The spawned
  * daemon (`--berth-runtime`, loopback fake provider) and Debian's Chromium, as in restart.test.ts.
  */
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import type { Browser } from "playwright-core";
 import { until } from "../host/helpers.js";
-import { browserSkipReason, launchBrowser, patient, startDaemon, UI_TEST_MS, type Daemon } from "./rig.js";
+import { browserSkipReason, openNewSession, patient, startDaemon, UI_TEST_MS, withBrowser, type Daemon } from "./rig.js";
 import { OBSERVATION_GAP_MESSAGE } from "../../src/protocols/host/managed-schema.js";
 
 const skip = browserSkipReason();
@@ -39,22 +39,16 @@ function checkpointHolds(home: string, text: string): boolean {
 describe("web UI: the daemon is killed mid-answer", { skip, timeout: UI_TEST_MS }, () => {
   let d: Daemon | null = null;
   let browser: Browser;
-  before(async () => {
-    browser = await launchBrowser();
-  });
-  after(async () => {
-    await browser?.close();
-    await d?.stop();
-  });
+  withBrowser(
+    (b) => (browser = b),
+    async () => void (await d?.stop()),
+  );
 
   test("after the restart the page shows the runtime's durable partial answer once, ended with the continuity note", async (t) => {
     d = await startDaemon();
     const page = patient(await browser.newPage({ viewport: { width: 1280, height: 800 } }));
     try {
-      await page.goto(d.ready.ui);
-      await page.locator(".banner").waitFor({ state: "detached" });
-      await page.getByRole("button", { name: "New session" }).click();
-      await page.getByRole("dialog", { name: "New session" }).getByRole("button", { name: "Create" }).click();
+      await openNewSession(page, d.ready.ui);
       const first = "Head the host checkpointed. ";
       const second = "Tail only the runtime recorded.";
       let release: () => void = () => undefined;

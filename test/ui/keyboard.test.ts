@@ -11,7 +11,7 @@ import type { Browser, Page } from "playwright-core";
 import { AhpClient } from "../host/helpers.js";
 import { newSession } from "../host/berth-rig.js";
 import type { HostHandle } from "../../src/protocols/host/host.js";
-import { browserSkipReason, patient, UI_TEST_MS, type Daemon, withDaemonAndBrowser } from "./rig.js";
+import { browserSkipReason, openNewSession, patient, UI_TEST_MS, type Daemon, withDaemonAndBrowser } from "./rig.js";
 
 const skip = browserSkipReason();
 
@@ -64,10 +64,7 @@ describe("web UI: keyboard only", { skip, timeout: UI_TEST_MS }, () => {
   test("a session made with the New session dialog opens with the focus in its message box", async () => {
     const page = patient(await browser.newPage({ viewport: { width: 1280, height: 800 } }));
     try {
-      await page.goto(d.ready.ui);
-      await page.locator(".banner").waitFor({ state: "detached" });
-      await page.getByRole("button", { name: "New session" }).click();
-      await page.getByRole("dialog", { name: "New session" }).getByRole("button", { name: "Create" }).click();
+      await openNewSession(page, d.ready.ui);
       await page.getByLabel("Message").waitFor();
       await page.waitForFunction("document.activeElement?.getAttribute('aria-label') === 'Message'");
       await page.keyboard.type("typed at once");

@@ -3,32 +3,26 @@
  * daemon is back the page shows the same transcript (nothing twice, nothing missing) and goes on working. The
  * spawned daemon (`--berth-runtime`, loopback fake provider) and Debian's Chromium, as in ui.test.ts.
  */
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { Browser } from "playwright-core";
-import { browserSkipReason, launchBrowser, patient, startDaemon, UI_TEST_MS, type Daemon } from "./rig.js";
+import { browserSkipReason, openNewSession, patient, startDaemon, UI_TEST_MS, withBrowser, type Daemon } from "./rig.js";
 
 const skip = browserSkipReason();
 
 describe("web UI: the daemon restarts under an open page", { skip, timeout: UI_TEST_MS }, () => {
   let d: Daemon | null = null;
   let browser: Browser;
-  before(async () => {
-    browser = await launchBrowser();
-  });
-  after(async () => {
-    await browser?.close();
-    await d?.stop();
-  });
+  withBrowser(
+    (b) => (browser = b),
+    async () => void (await d?.stop()),
+  );
 
   test("the banner names the stop and the fix; after the restart the transcript is whole and the session works", async () => {
     d = await startDaemon();
     const page = patient(await browser.newPage({ viewport: { width: 1280, height: 800 } }));
     try {
-      await page.goto(d.ready.ui);
-      await page.locator(".banner").waitFor({ state: "detached" });
-      await page.getByRole("button", { name: "New session" }).click();
-      await page.getByRole("dialog", { name: "New session" }).getByRole("button", { name: "Create" }).click();
+      await openNewSession(page, d.ready.ui);
       await page.getByLabel("Message").fill("before the restart");
       await page.getByRole("button", { name: "Send" }).click();
       await page.locator(".turn.done").getByText("echo: before the restart").waitFor();

@@ -136,6 +136,30 @@ export function withDaemonAndBrowser(take: (d: Daemon, browser: Browser) => void
 }
 
 /**
+ * Launches a browser before the enclosing suite's tests (handing it to `take`) and closes it after them, then runs
+ * `cleanup` (for suites whose tests start and stop their own daemon).
+ */
+export function withBrowser(take: (browser: Browser) => void, cleanup: () => Promise<void> = () => Promise.resolve()): void {
+  let browser: Browser | undefined;
+  before(async () => {
+    browser = await launchBrowser();
+    take(browser);
+  });
+  after(async () => {
+    await browser?.close();
+    await cleanup();
+  });
+}
+
+/** Opens the web UI at `url` in `page`, waits until it is connected (no banner) and makes a session with the dialog. */
+export async function openNewSession(page: Page, url: string): Promise<void> {
+  await page.goto(url);
+  await page.locator(".banner").waitFor({ state: "detached" });
+  await page.getByRole("button", { name: "New session" }).click();
+  await page.getByRole("dialog", { name: "New session" }).getByRole("button", { name: "Create" }).click();
+}
+
+/**
  * A page showing a new session of a fake backend (protocol version 4) registered with `d`: opened from the list, its
  * message box up. `ev` sends the backend's event for that session; close `be` and the page when done.
  */
