@@ -102,17 +102,19 @@ test("bash reads the stripped keys from /proc/$PPID/environ (issue 18): a servic
   }
 });
 
-test("bash reads the stripped keys from /proc/$PPID/environ (issue 18): berth chat -p (its SCV server in-process) hides them", { timeout: 60_000 }, async () => {
+/**
+ * A `berth chat -p scan --yolo` started as `command args` in `cwd` (no daemon) with fresh keys in its environment, its
+ * model running `scan` in bash once: it exits 0, the provider got the key, and neither the second request (the scan's
+ * output) nor what the chat printed holds a key. `body` gets that second request's body for further checks.
+ */
+async function chatScan(command: string, args: string[], cwd: string, scan: string, body: (text: string) => void): Promise<void> {
   const fake = await startFakeProvider();
   const keys = secrets();
   const home = mkdtempSync(join(tmpdir(), "berth-home-"));
-  const cwd = mkdtempSync(join(tmpdir(), "berth-cwd-"));
   writeFileSync(join(home, "settings.json"), JSON.stringify(settings(fake)));
-  fake.script([{ steps: [{ toolCall: { id: "c1", name: "bash", arguments: { command: SCAN } } }] }, { steps: [{ text: "done" }] }]);
-  // The launcher executed directly, as a user runs it; with no daemon, -p serves itself in-process (the interactive
-  // chat's `berth stdio` child: test/chat/transport.test.ts).
+  fake.script([{ steps: [{ toolCall: { id: "c1", name: "bash", arguments: { command: scan } } }] }, { steps: [{ text: "done" }] }]);
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, MC_HOME: home, BERTH_CHAT_NO_DAEMON: "1", ...keys };
-  const child = spawn(BERTH_BIN, ["chat", "-p", "scan", "--yolo"], { env, cwd, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(command, args, { env, cwd, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
   child.stderr.setEncoding("utf8").on("data", (d: string) => (out += d));
@@ -122,41 +124,26 @@ test("bash reads the stripped keys from /proc/$PPID/environ (issue 18): berth ch
     const reqs = await fake.waitForRequests(2);
     assert.equal(reqs[0]!.headers.authorization, `Bearer ${keys.FAKE_API_KEY}`);
     assert.match(reqs[1]!.body, /SCAN-DONE/);
-    assert.match(reqs[1]!.body, /ppid:/);
+    body(reqs[1]!.body);
     assertNoSecret(reqs[1]!.body, keys);
     assertNoSecret(out, keys);
   } finally {
     child.kill();
     await fake.close();
   }
+}
+
+test("bash reads the stripped keys from /proc/$PPID/environ (issue 18): berth chat -p (its SCV server in-process) hides them", { timeout: 60_000 }, async () => {
+  // The launcher executed directly, as a user runs it; with no daemon, -p serves itself in-process (the interactive
+  // chat's `berth stdio` child: test/chat/transport.test.ts).
+  const cwd = mkdtempSync(join(tmpdir(), "berth-cwd-"));
+  await chatScan(BERTH_BIN, ["chat", "-p", "scan", "--yolo"], cwd, SCAN, (text) => assert.match(text, /ppid:/));
 });
 
 test("bash reads the stripped keys from /proc/$PPID/environ (issue 18): berth chat started by `npm start` (README's quick start) hides them", { timeout: 60_000 }, async () => {
-  const fake = await startFakeProvider();
-  const keys = secrets();
-  const home = mkdtempSync(join(tmpdir(), "berth-home-"));
-  writeFileSync(join(home, "settings.json"), JSON.stringify(settings(fake)));
   // Only the parent's environ: npm itself, a process the user started with the keys, keeps them in its own.
   const scanParent = `tr '\\0' '\\n' < /proc/$PPID/environ; echo SCAN-DONE`;
-  fake.script([{ steps: [{ toolCall: { id: "c1", name: "bash", arguments: { command: scanParent } } }] }, { steps: [{ text: "done" }] }]);
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, MC_HOME: home, BERTH_CHAT_NO_DAEMON: "1", ...keys };
-  const child = spawn("npm", ["start", "--silent", "--", "-p", "scan", "--yolo"], { env, cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
-  let out = "";
-  child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
-  child.stderr.setEncoding("utf8").on("data", (d: string) => (out += d));
-  try {
-    const code = await new Promise<number | null>((resolve) => child.once("close", (c) => resolve(c)));
-    assert.equal(code, 0, out);
-    const reqs = await fake.waitForRequests(2);
-    assert.equal(reqs[0]!.headers.authorization, `Bearer ${keys.FAKE_API_KEY}`);
-    assert.match(reqs[1]!.body, /SCAN-DONE/);
-    assert.match(reqs[1]!.body, /MC_HOME=/);
-    assertNoSecret(reqs[1]!.body, keys);
-    assertNoSecret(out, keys);
-  } finally {
-    child.kill();
-    await fake.close();
-  }
+  await chatScan("npm", ["start", "--silent", "--", "-p", "scan", "--yolo"], REPO_ROOT, scanParent, (text) => assert.match(text, /MC_HOME=/));
 });
 
 test("tool environments strip a fixed deny-list (issue 18): credential-like names are stripped by pattern", () => {
