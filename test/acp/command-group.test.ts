@@ -3,21 +3,16 @@
  * turn ends: `session/cancel`, `session/close`, or SIGTERM of `berth acp`. A background job the command started
  * (`sleep 1000 &`, then `wait`) does not outlive it.
  */
-import { after, before, it } from "node:test";
+import { it } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pidAlive } from "../../src/store/process-alive.js";
-import { startAcpRig, type AcpAgentProcess, type AcpRig } from "./harness.js";
+import { type AcpAgentProcess, type AcpRig, withAcpRig } from "./harness.js";
 
 let rig: AcpRig;
-before(async () => {
-  rig = await startAcpRig();
-});
-after(async () => {
-  await rig.close();
-});
+withAcpRig((r) => (rig = r));
 
 /** Resolves once `pred` holds, re-checked as `berth acp` writes (stderr or frames) or every few ms. */
 async function until(p: AcpAgentProcess, pred: () => boolean, what: string): Promise<void> {

@@ -4,6 +4,7 @@
  * loopback fake provider through settings.json.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { after, before } from "node:test";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -337,6 +338,18 @@ export async function startAcpRig(api: "openai-chat" | "openai-responses" | "ant
       await fake.close();
     },
   };
+}
+
+/** Starts a rig (`startAcpRig(api)`) before the enclosing suite's tests, handing it to `take`, and closes it after them. */
+export function withAcpRig(take: (rig: AcpRig) => void, api?: "openai-chat" | "openai-responses" | "anthropic"): void {
+  let rig: AcpRig | undefined;
+  before(async () => {
+    rig = await startAcpRig(api);
+    take(rig);
+  });
+  after(async () => {
+    await rig?.close();
+  });
 }
 
 /**

@@ -3,22 +3,17 @@
  * pending (a text chunk larger than the pipe): `berth acp` ends as at any EOF (the running turn cancelled, its
  * terminal record written) and exits 0, instead of waiting for ever on a write nobody will read.
  */
-import { after, before, it } from "node:test";
+import { it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BERTH_BIN } from "../helpers/paths.js";
-import { startAcpRig, type AcpRig } from "./harness.js";
+import { type AcpRig, withAcpRig } from "./harness.js";
 
 let rig: AcpRig;
-before(async () => {
-  rig = await startAcpRig();
-});
-after(async () => {
-  await rig.close();
-});
+withAcpRig((r) => (rig = r));
 
 it("stdin closed while stdout is held unread with a write pending: the turn is recorded cancelled and berth acp exits 0", { timeout: 30_000 }, async () => {
   const cwd = mkdtempSync(join(tmpdir(), "berth-acp-eof-"));

@@ -3,7 +3,7 @@
  * flight, notifications sent as requests, a prompt for a session being closed. Each is refused with a fixed message
  * naming the fix, nothing is run twice, and the connection goes on.
  */
-import { after, before, it } from "node:test";
+import { it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -11,15 +11,10 @@ import { join } from "node:path";
 import type { McpServer } from "@agentclientprotocol/sdk";
 import { ACP_ERRORS, MAX_OPEN_SESSIONS, MAX_SESSION_MCP_SERVERS } from "../../src/protocols/acp/errors.js";
 import { DUPLICATE_ID, MAX_QUOTED, notificationAsRequest, unknownMethod } from "../../src/protocols/acp/request-ids.js";
-import { startAcpRig, type AcpAgentProcess, type AcpRig, type Frame } from "./harness.js";
+import { type AcpAgentProcess, type AcpRig, type Frame, withAcpRig } from "./harness.js";
 
 let rig: AcpRig;
-before(async () => {
-  rig = await startAcpRig();
-});
-after(async () => {
-  await rig.close();
-});
+withAcpRig((r) => (rig = r));
 
 const answers = (p: AcpAgentProcess, id: unknown): Frame[] => p.received.filter((f) => f["id"] === id && f["method"] === undefined);
 

@@ -2,20 +2,15 @@
  * Hostile and malformed JSON-RPC on `berth acp`'s stdin, written raw past the SDK client: every bad message gets a
  * JSON-RPC error with a fixed message, and the agent keeps serving the requests that follow it.
  */
-import { after, before, it } from "node:test";
+import { it } from "node:test";
 import assert from "node:assert/strict";
 import type { ContentBlock } from "@agentclientprotocol/sdk";
 import { MAX_IMAGE_BYTES, MAX_PROMPT_IMAGE_BYTES } from "../../src/protocols/acp/prompt-content.js";
 import { MAX_MESSAGE_BYTES, WIRE_ERRORS } from "../../src/protocols/acp/wire.js";
-import { startAcpRig, type AcpAgentProcess, type AcpRig, type Frame } from "./harness.js";
+import { type AcpAgentProcess, type AcpRig, type Frame, withAcpRig } from "./harness.js";
 
 let rig: AcpRig;
-before(async () => {
-  rig = await startAcpRig();
-});
-after(async () => {
-  await rig.close();
-});
+withAcpRig((r) => (rig = r));
 
 const answer = (p: AcpAgentProcess, id: unknown): Frame | undefined => p.received.find((f) => f["id"] === id && f["method"] === undefined);
 const write = (p: AcpAgentProcess, ...msgs: unknown[]): void => void p.child.stdin.write(msgs.map((m) => (typeof m === "string" ? m : JSON.stringify(m)) + "\n").join(""));

@@ -3,17 +3,12 @@
  * cause only in `data` (zod's error tree), which most editors do not show. Berth's answer names the field, what it
  * must be, and the fix in the message itself; `data` stays the SDK's, and the agent keeps serving.
  */
-import { after, before, it } from "node:test";
+import { it } from "node:test";
 import assert from "node:assert/strict";
-import { startAcpRig, type AcpAgentProcess, type AcpRig, type Frame } from "./harness.js";
+import { type AcpAgentProcess, type AcpRig, type Frame, withAcpRig } from "./harness.js";
 
 let rig: AcpRig;
-before(async () => {
-  rig = await startAcpRig();
-});
-after(async () => {
-  await rig.close();
-});
+withAcpRig((r) => (rig = r));
 
 const answer = (p: AcpAgentProcess, id: string): Promise<Frame> => p.until(() => p.received.find((f) => f["id"] === id && f["method"] === undefined), `the answer to ${id}`);
 

@@ -2,7 +2,7 @@
  * `berth acp` handshake and session-independent methods, driven by the SDK client over stdio with every frame
  * schema-checked: version negotiation, the initialization gate, parse errors, authenticate/logout, session/list.
  */
-import { after, before, it } from "node:test";
+import { it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -11,15 +11,10 @@ import { join } from "node:path";
 import * as acp from "@agentclientprotocol/sdk";
 import { FakeOAuthIssuer } from "../fakes/fake-oauth.js";
 import { BERTH_BIN } from "../helpers/paths.js";
-import { AcpAgentProcess, startAcpRig, type AcpRig, type Frame } from "./harness.js";
+import { AcpAgentProcess, type AcpRig, type Frame, withAcpRig } from "./harness.js";
 
 let rig: AcpRig;
-before(async () => {
-  rig = await startAcpRig();
-});
-after(async () => {
-  await rig.close();
-});
+withAcpRig((r) => (rig = r));
 
 it("berth acp --help exits 0 and prints usage on stdout", () => {
   const r = spawnSync(process.execPath, [BERTH_BIN, "acp", "--help"], { encoding: "utf8" });

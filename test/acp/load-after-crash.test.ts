@@ -6,23 +6,18 @@
  * without its result. A load of a session whose turn another live `berth acp` runs is refused with the reason, and
  * that turn is left alone.
  */
-import { after, before, it } from "node:test";
+import { it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startAcpRig, type AcpRig } from "./harness.js";
+import { type AcpRig, withAcpRig } from "./harness.js";
 import { assertSoundFile, fileRecords, until, type Msg } from "../sessions/crash-rig.js";
 
 const NOTE = "[This reply was interrupted before it finished.]";
 
 let rig: AcpRig;
-before(async () => {
-  rig = await startAcpRig("openai-chat");
-});
-after(async () => {
-  await rig.close();
-});
+withAcpRig((r) => (rig = r), "openai-chat");
 
 type Json = Record<string, any>;
 

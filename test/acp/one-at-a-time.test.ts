@@ -4,18 +4,13 @@
  * a `session/load` replay never mixes with a live turn (a load during the session's turn, and a second load during
  * a load's replay, are refused; a prompt sent behind a load waits for the load's answer).
  */
-import { after, before, it } from "node:test";
+import { it } from "node:test";
 import assert from "node:assert/strict";
 import { ACP_ERRORS } from "../../src/protocols/acp/errors.js";
-import { startAcpRig, type AcpAgentProcess, type AcpRig, type Frame } from "./harness.js";
+import { type AcpAgentProcess, type AcpRig, type Frame, withAcpRig } from "./harness.js";
 
 let rig: AcpRig;
-before(async () => {
-  rig = await startAcpRig();
-});
-after(async () => {
-  await rig.close();
-});
+withAcpRig((r) => (rig = r));
 
 const request = (id: string, method: string, params: unknown): Frame => ({ jsonrpc: "2.0", id, method, params });
 const answer = (p: AcpAgentProcess, id: string): Frame | undefined => p.received.find((f) => f["id"] === id && f["method"] === undefined);

@@ -3,20 +3,15 @@
  * and, once it succeeds, as a schema-valid `plan` update with the whole list (priority defaulted); `session/load`
  * replays the plan; a refused list sends no plan.
  */
-import { after, before, it } from "node:test";
+import { it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startAcpRig, type AcpRig } from "./harness.js";
+import { type AcpRig, withAcpRig } from "./harness.js";
 
 let rig: AcpRig;
-before(async () => {
-  rig = await startAcpRig();
-});
-after(async () => {
-  await rig.close();
-});
+withAcpRig((r) => (rig = r));
 
 it("projects a todo_write call as a plan update, replayed on load; an invalid list sends none", async () => {
   const cwd = mkdtempSync(join(tmpdir(), "berth-acp-plan-"));

@@ -4,21 +4,16 @@
  * running after the agent is gone), the session records the cancelled turn, and the exit status is 128 + the
  * signal's number.
  */
-import { after, before, it } from "node:test";
+import { it } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pidAlive } from "../../src/store/process-alive.js";
-import { startAcpRig, type AcpRig } from "./harness.js";
+import { type AcpRig, withAcpRig } from "./harness.js";
 
 let rig: AcpRig;
-before(async () => {
-  rig = await startAcpRig();
-});
-after(async () => {
-  await rig.close();
-});
+withAcpRig((r) => (rig = r));
 
 for (const [sig, status] of [["SIGTERM", 143], ["SIGHUP", 129], ["SIGINT", 130]] as const) {
   it(`${sig} cancels the running turn, stops its tool process, records the end and exits ${status}`, { timeout: 60_000 }, async () => {

@@ -4,20 +4,15 @@
  * not blamed on the session store, and the same prompt runs once a turn has ended. A `session/load` that must first
  * settle a turn a killed process left open needs a lease for that moment too: refused the same way at the bound.
  */
-import { after, before, it } from "node:test";
+import { it } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { startAcpRig, type AcpRig } from "./harness.js";
+import { type AcpRig, withAcpRig } from "./harness.js";
 import { until } from "../sessions/crash-rig.js";
 
 let rig: AcpRig;
-before(async () => {
-  rig = await startAcpRig();
-});
-after(async () => {
-  await rig.close();
-});
+withAcpRig((r) => (rig = r));
 
 const LIMIT = 16;
 

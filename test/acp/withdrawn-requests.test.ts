@@ -4,7 +4,7 @@
  * waiting for is withdrawn with `$/cancel_request` and settled on Berth's side at once (the SDK forgets it), and at
  * most `MAX_UNAWAITED` requests whose answers no turn waits for stay outstanding per connection.
  */
-import { after, before, it } from "node:test";
+import { it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -12,15 +12,10 @@ import { join } from "node:path";
 import * as acp from "@agentclientprotocol/sdk";
 import { MAX_UNAWAITED } from "../../src/protocols/acp/unawaited.js";
 import { acpWire } from "../../src/protocols/acp/wire.js";
-import { startAcpRig, type AcpAgentProcess, type AcpRig, type Frame } from "./harness.js";
+import { type AcpAgentProcess, type AcpRig, type Frame, withAcpRig } from "./harness.js";
 
 let rig: AcpRig;
-before(async () => {
-  rig = await startAcpRig();
-});
-after(async () => {
-  await rig.close();
-});
+withAcpRig((r) => (rig = r));
 
 /** Berth's requests to the editor that the editor has not answered and Berth has not withdrawn. */
 function outstanding(p: AcpAgentProcess): Frame[] {

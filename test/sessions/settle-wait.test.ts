@@ -6,7 +6,7 @@
  * moment is exact (it holds the lease, its terminal not written yet); the second door is a real `berth service` or `berth acp`. The peer goes on once the second door
  * has tried the lease (its reclaim lock came and went under `session-locks/`).
  */
-import { after, before, it } from "node:test";
+import { it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, watch, writeFileSync } from "node:fs";
@@ -15,19 +15,14 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { SessionError, SessionStore } from "../../src/store/sessions/index.js";
 import { ServiceProcess } from "../helpers/service-process.js";
-import { startAcpRig, type AcpRig } from "../acp/harness.js";
+import { type AcpRig, withAcpRig } from "../acp/harness.js";
 import { assertSoundFile, type Msg } from "./crash-rig.js";
 
 const PEER = fileURLToPath(new URL("./settle-peer.js", import.meta.url));
 const NOTE = "[This reply was interrupted before it finished.]";
 
 let rig: AcpRig;
-before(async () => {
-  rig = await startAcpRig("openai-chat");
-});
-after(async () => {
-  await rig.close();
-});
+withAcpRig((r) => (rig = r), "openai-chat");
 
 /** A session whose last turn has a partial answer and no terminal, as a process killed mid-answer leaves it. */
 async function crashCut(home: string, cwd: string): Promise<string> {
