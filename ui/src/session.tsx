@@ -195,8 +195,10 @@ function Composer({ chat, client }: { chat: Chat; client: AhpClient }) {
   const box = useRef<HTMLTextAreaElement>(null);
   const [mode, setMode] = useState<"queued" | "steering">("queued");
   // A session (or chat) just opened: the next thing typed is its message, so the box takes the focus (it stayed on
-  // the list entry or the New session dialog's button, which went away, leaving it on the page's body).
-  useEffect(() => box.current?.focus({ preventScroll: true }), [chat.resource]);
+  // the list entry or the New session dialog's button, which went away, leaving it on the page's body). A layout
+  // effect: the box has the focus as soon as it is on the page, so a key pressed in the next frame reaches it (after
+  // paint, it went to the list entry, and a test that checked the focus once the box showed failed now and then).
+  useLayoutEffect(() => box.current?.focus({ preventScroll: true }), [chat.resource]);
   const active = chat.activeTurn;
   const message = (t: string) => ({ text: t, origin: { kind: "user" } });
   const send = () => {
