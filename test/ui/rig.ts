@@ -155,7 +155,8 @@ export function withBrowser(take: (browser: Browser) => void, cleanup: () => Pro
 export async function openNewSession(page: Page, url: string): Promise<void> {
   await page.goto(url);
   await page.locator(".banner").waitFor({ state: "detached" });
-  await page.getByRole("button", { name: "New session" }).click();
+  // Exact: a session still titled "New Session" in the list is a button whose name starts the same way.
+  await page.getByRole("button", { name: "New session", exact: true }).click();
   await page.getByRole("dialog", { name: "New session" }).getByRole("button", { name: "Create" }).click();
 }
 
